@@ -1,0 +1,71 @@
+#pragma once
+// IntrusivePtr<T>: a shared pointer whose count lives in the object (one
+// allocation per object, one pointer per handle). T derives from
+// IntrusiveTarget. Used for TensorImpl and StorageImpl, which are shared
+// across threads, so the count is atomic.
+
+#include <atomic>
+#include <cstdint>
+#include <utility>
+
+namespace backplane {
+
+class IntrusiveTarget {
+ public:
+  IntrusiveTarget() = default;
+  IntrusiveTarget(const IntrusiveTarget&) = delete;
+  IntrusiveTarget& operator=(const IntrusiveTarget&) = delete;
+  uint32_t useCount() const { return refcount_.load(std::memory_order_relaxed); }
+
+ protected:
+  virtual ~IntrusiveTarget() = default;
+
+ private:
+  template <typename T>
+  friend class IntrusivePtr;
+  mutable std::atomic<uint32_t> refcount_{0};
+};
+
+template <typename T>
+class IntrusivePtr {
+ public:
+  IntrusivePtr() = default;
+  // Takes shared ownership of `p` (which may be freshly allocated).
+  explicit IntrusivePtr(T* p) : p_(p) { retain(); }
+  template <typename... Args>
+  static IntrusivePtr make(Args&&... args) {
+    return IntrusivePtr(new T(std::forward<Args>(args)...));
+  }
+  IntrusivePtr(const IntrusivePtr& o) : p_(o.p_) { retain(); }
+  IntrusivePtr(IntrusivePtr&& o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
+  IntrusivePtr& operator=(const IntrusivePtr& o) {
+    IntrusivePtr(o).swap(*this);
+    return *this;
+  }
+  IntrusivePtr& operator=(IntrusivePtr&& o) noexcept {
+    IntrusivePtr(std::move(o)).swap(*this);
+    return *this;
+  }
+  ~IntrusivePtr() { release(); }
+
+  T* get() const { return p_; }
+  T* operator->() const { return p_; }
+  T& operator*() const { return *p_; }
+  explicit operator bool() const { return p_ != nullptr; }
+  void swap(IntrusivePtr& o) noexcept { std::swap(p_, o.p_); }
+  void reset() { IntrusivePtr().swap(*this); }
+  friend bool operator==(const IntrusivePtr& a, const IntrusivePtr& b) { return a.p_ == b.p_; }
+
+ private:
+  void retain() {
+    if (p_) p_->refcount_.fetch_add(1, std::memory_order_relaxed);
+  }
+  void release() {
+    // acq_rel: the thread that drops the last reference must see every write
+    // made through the other references before it destroys the object.
+    if (p_ && p_->refcount_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete p_;
+  }
+  T* p_ = nullptr;
+};
+
+}  // namespace backplane

@@ -1,0 +1,281 @@
+// Element types of Backplane tensors: the ScalarType enum, the 16-bit
+// floating-point storage types Half and BFloat16, and the compile-time and
+// run-time traits that kernels and the dispatcher use to pick an
+// implementation for a dtype. Promotion and casting follow PyTorch
+// (c10/core/ScalarType.h) so that code ported from PyTorch behaves the same.
+#ifndef BACKPLANE_CORE_SCALAR_TYPE_H_
+#define BACKPLANE_CORE_SCALAR_TYPE_H_
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <iosfwd>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+#include "absl/status/statusor.h"
+
+namespace backplane {
+
+// The nine element types. The enumerator values are stable and dense
+// (0..kNumScalarTypes-1) so that they can index lookup tables.
+enum class ScalarType : int8_t {
+  Bool,
+  UInt8,
+  Int8,
+  Int32,
+  Int64,
+  Float16,
+  BFloat16,
+  Float32,
+  Float64,
+};
+
+constexpr int kNumScalarTypes = 9;
+
+namespace detail {
+// Aborts with a message naming `where` and the bad enumerator value. Every
+// switch over ScalarType ends here so that a corrupted or out-of-range value
+// fails loudly instead of silently picking some type.
+[[noreturn]] void invalidScalarType(const char* where, int value);
+}  // namespace detail
+
+// IEEE 754 binary16. Stored as raw bits so the type is trivially copyable and
+// exactly 2 bytes, which tensor storage relies on. Arithmetic goes through
+// the implicit conversion to float.
+struct Half {
+  uint16_t bits;
+
+  // Trivial (bits are indeterminate unless value-initialised, e.g. `Half{}`
+  // or `Half()`, which gives +0.0) so that Half buffers can be allocated and
+  // memcpy'd like any other POD element.
+  Half() = default;
+
+  // Rounds to nearest, ties to even. Overflow (|f| >= 65520) gives +/-inf and
+  // values below half the smallest subnormal give +/-0. A NaN stays NaN with
+  // its sign and top payload bits and the quiet bit set, matching what the
+  // x86 F16C instruction vcvtps2ph produces.
+  constexpr explicit Half(float f) : bits(fromFloatBits(std::bit_cast<uint32_t>(f))) {}
+
+  // Exact: every binary16 value is representable as a float. A signalling
+  // NaN comes back quiet (payload kept), again matching F16C, so vectorised
+  // kernels using the hardware instruction agree bit for bit.
+  constexpr operator float() const { return std::bit_cast<float>(toFloatBits(bits)); }
+
+  // Builds a Half from a raw bit pattern. Needed because `Half{0x3c00}` would
+  // pick the float constructor and mean 15360.0.
+  static constexpr Half fromBits(uint16_t b) {
+    Half h;
+    h.bits = b;
+    return h;
+  }
+
+ private:
+  static constexpr uint16_t fromFloatBits(uint32_t f) {
+    const uint32_t sign = (f >> 16) & 0x8000u;
+    const uint32_t abs = f & 0x7fffffffu;
+    if (abs > 0x7f800000u) {  // NaN: keep payload top bits, force quiet.
+      return static_cast<uint16_t>(sign | 0x7e00u | ((abs >> 13) & 0x3ffu));
+    }
+    if (abs >= 0x47800000u) {  // >= 65536 (incl. inf): beyond any rounding.
+      return static_cast<uint16_t>(sign | 0x7c00u);
+    }
+    if (abs >= 0x38800000u) {  // >= 2^-14: normal half (or rounds up to inf).
+      // Rebias the exponent (127 -> 15) and drop 13 mantissa bits; a carry
+      // out of the mantissa correctly bumps the exponent, up to inf.
+      uint32_t h = (abs - (112u << 23)) >> 13;
+      const uint32_t rest = abs & 0x1fffu;
+      if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;
+      return static_cast<uint16_t>(sign | h);
+    }
+    // Subnormal half (or zero): the result is round(|f| / 2^-24).
+    const uint32_t exp = abs >> 23;
+    if (exp < 102) return static_cast<uint16_t>(sign);    // < 2^-25: rounds to 0.
+    const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;  // 24-bit significand
+    const uint32_t shift = 126 - exp;                     // 14..24
+    uint32_t h = mant >> shift;
+    const uint32_t rest = mant & ((1u << shift) - 1u);
+    const uint32_t halfway = 1u << (shift - 1);
+    if (rest > halfway || (rest == halfway && (h & 1u))) ++h;  // may reach 0x400
+    return static_cast<uint16_t>(sign | h);
+  }
+
+  static constexpr uint32_t toFloatBits(uint16_t h) {
+    const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+    const uint32_t exp = (h >> 10) & 0x1fu;
+    uint32_t mant = h & 0x3ffu;
+    if (exp == 0x1f) {
+      if (mant == 0) return sign | 0x7f800000u;  // inf
+      return sign | 0x7fc00000u | (mant << 13);  // NaN, quieted
+    }
+    if (exp != 0) return sign | ((exp + 112u) << 23) | (mant << 13);
+    if (mant == 0) return sign;
+    // Subnormal half: normalise, since it is a normal float.
+    uint32_t e = 113;
+    while ((mant & 0x400u) == 0) {
+      mant <<= 1;
+      --e;
+    }
+    return sign | (e << 23) | ((mant & 0x3ffu) << 13);
+  }
+};
+
+// bfloat16: the top 16 bits of an IEEE binary32. Same layout guarantees and
+// conversion semantics as Half.
+struct BFloat16 {
+  uint16_t bits;
+
+  BFloat16() = default;
+
+  // Rounds to nearest, ties to even (so overflow near FLT_MAX gives inf). A
+  // NaN stays NaN with its sign and top payload bits and the quiet bit set;
+  // plain truncation could otherwise turn a NaN into inf.
+  constexpr explicit BFloat16(float f) : bits(fromFloatBits(std::bit_cast<uint32_t>(f))) {}
+
+  // Exact: bfloat16 values are a subset of float.
+  constexpr operator float() const {
+    return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
+  }
+
+  // Builds a BFloat16 from a raw bit pattern (see Half::fromBits for why).
+  static constexpr BFloat16 fromBits(uint16_t b) {
+    BFloat16 v;
+    v.bits = b;
+    return v;
+  }
+
+ private:
+  static constexpr uint16_t fromFloatBits(uint32_t f) {
+    if ((f & 0x7fffffffu) > 0x7f800000u) {
+      return static_cast<uint16_t>((f >> 16) | 0x0040u);
+    }
+    // Adding 0x7fff plus the lowest kept bit rounds ties to even; a carry
+    // ripples into the exponent exactly as rounding up should.
+    const uint32_t bias = 0x7fffu + ((f >> 16) & 1u);
+    return static_cast<uint16_t>((f + bias) >> 16);
+  }
+};
+
+static_assert(sizeof(Half) == 2 && std::is_trivially_copyable_v<Half> &&
+              std::is_trivially_default_constructible_v<Half>);
+static_assert(sizeof(BFloat16) == 2 && std::is_trivially_copyable_v<BFloat16> &&
+              std::is_trivially_default_constructible_v<BFloat16>);
+
+// Bytes per element, for sizing storage and computing strides in bytes.
+constexpr size_t elementSize(ScalarType t) {
+  switch (t) {
+    case ScalarType::Bool:
+    case ScalarType::UInt8:
+    case ScalarType::Int8:
+      return 1;
+    case ScalarType::Float16:
+    case ScalarType::BFloat16:
+      return 2;
+    case ScalarType::Int32:
+    case ScalarType::Float32:
+      return 4;
+    case ScalarType::Int64:
+    case ScalarType::Float64:
+      return 8;
+  }
+  detail::invalidScalarType("elementSize", static_cast<int>(t));
+}
+
+// True for Float16, BFloat16, Float32, Float64 (PyTorch's isFloatingType).
+constexpr bool isFloatingType(ScalarType t) {
+  return t == ScalarType::Float16 || t == ScalarType::BFloat16 || t == ScalarType::Float32 ||
+         t == ScalarType::Float64;
+}
+
+// True for UInt8, Int8, Int32, Int64, and also Bool when include_bool. There
+// is deliberately no default for include_bool (as in PyTorch) because callers
+// disagree on whether bool counts.
+constexpr bool isIntegralType(ScalarType t, bool include_bool) {
+  return t == ScalarType::UInt8 || t == ScalarType::Int8 || t == ScalarType::Int32 ||
+         t == ScalarType::Int64 || (include_bool && t == ScalarType::Bool);
+}
+
+// Canonical lower-case name ("bool", "uint8", ..., "float64"), as used in
+// error messages and accepted by parseScalarType. "<invalid>" for values
+// outside the enum, so that it is safe to call while reporting errors.
+std::string_view scalarTypeName(ScalarType t);
+
+// Parses a canonical name or one of the PyTorch / c10 aliases: "float"
+// (float32), "double" (float64), "half" (float16), "int" (int32), "long"
+// (int64), "byte" (uint8), "char" (int8). Case-sensitive, no surrounding
+// whitespace. Returns InvalidArgument naming every accepted spelling
+// otherwise, so a user with a typo sees the options.
+absl::StatusOr<ScalarType> parseScalarType(std::string_view name);
+
+// Result dtype of a binary op on tensors of types a and b; symmetric and
+// associative. Identical to c10::promoteTypes restricted to our types, except
+// that UInt8 with Int8 gives Int32 (PyTorch: int16, which we do not have; int32
+// is the smallest type here that holds both ranges).
+ScalarType promoteTypes(ScalarType a, ScalarType b);
+
+// Whether an in-place op may write a result of type `from` into a tensor of
+// type `to` (c10::canCast): floating -> integral and non-bool -> bool are
+// refused because they silently lose the value's category; everything else,
+// including narrowing within a category, is allowed.
+bool canCast(ScalarType from, ScalarType to);
+
+// Prints scalarTypeName(t) (or "ScalarType(<n>)" for an invalid value).
+std::ostream& operator<<(std::ostream& os, ScalarType t);
+
+// Maps a C++ element type to its ScalarType. Only the nine element types are
+// specialised, so using any other type (e.g. char, long long) fails to compile.
+template <typename T>
+struct CppTypeToScalarType;
+
+// Maps a ScalarType to its C++ element type via ::type; inverse of
+// CppTypeToScalarType.
+template <ScalarType S>
+struct ScalarTypeToCppType;
+
+// X-macro over (C++ type, ScalarType enumerator) pairs, in enum order, so
+// that code needing one entry per dtype cannot forget one.
+#define BACKPLANE_FORALL_SCALAR_TYPES(_) \
+  _(bool, Bool)                          \
+  _(uint8_t, UInt8)                      \
+  _(int8_t, Int8)                        \
+  _(int32_t, Int32)                      \
+  _(int64_t, Int64)                      \
+  _(Half, Float16)                       \
+  _(BFloat16, BFloat16)                  \
+  _(float, Float32)                      \
+  _(double, Float64)
+
+#define BACKPLANE_DEFINE_SCALAR_TYPE_MAPPING(cpp_type, name) \
+  template <>                                                \
+  struct CppTypeToScalarType<cpp_type> {                     \
+    static constexpr ScalarType value = ScalarType::name;    \
+  };                                                         \
+  template <>                                                \
+  struct ScalarTypeToCppType<ScalarType::name> {             \
+    using type = cpp_type;                                   \
+  };
+BACKPLANE_FORALL_SCALAR_TYPES(BACKPLANE_DEFINE_SCALAR_TYPE_MAPPING)
+#undef BACKPLANE_DEFINE_SCALAR_TYPE_MAPPING
+
+template <ScalarType S>
+using ScalarTypeToCppType_t = typename ScalarTypeToCppType<S>::type;
+
+// Runs `f.template operator()<T>()` with T the C++ type of `t` and returns
+// its result (references preserved). This is how a kernel written once as a
+// template gets instantiated for every dtype; an invalid `t` aborts.
+template <typename F>
+decltype(auto) visitScalarType(ScalarType t, F&& f) {
+  switch (t) {
+#define BACKPLANE_VISIT_CASE(cpp_type, name) \
+  case ScalarType::name:                     \
+    return std::forward<F>(f).template operator()<cpp_type>();
+    BACKPLANE_FORALL_SCALAR_TYPES(BACKPLANE_VISIT_CASE)
+#undef BACKPLANE_VISIT_CASE
+  }
+  detail::invalidScalarType("visitScalarType", static_cast<int>(t));
+}
+
+}  // namespace backplane
+
+#endif  // BACKPLANE_CORE_SCALAR_TYPE_H_

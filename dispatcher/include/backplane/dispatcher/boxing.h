@@ -1,0 +1,371 @@
+#pragma once
+// Boxing: how each C++ argument and return type of an unboxed kernel maps to
+// a schema type and to an IValue on a Stack.
+//
+// Note [Canonical C++ signatures]
+// Every schema has exactly one C++ signature that unboxed calls use, its
+// canonical signature: Tensor and Scalar (and their optionals) by const
+// reference, everything else by value, lists as ArrayRef, str as
+// std::string_view. Kernels may declare parameters as the plain types
+// (Tensor by value, std::string) and an adapter converts; typed call sites
+// must spell the canonical signature, which typed<Sig>() checks. The table
+// below is the single source of those mappings; the schema side lives in
+// cppSignatureForSchema().
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+#include "backplane/core/array_ref.h"
+#include "backplane/dispatcher/dispatch_key.h"
+#include "backplane/dispatcher/ivalue.h"
+
+namespace backplane {
+
+using TensorList = ArrayRef<Tensor>;
+using OptionalTensorList = ArrayRef<std::optional<Tensor>>;
+
+namespace detail {
+
+constexpr uint64_t backendKeyBit(DeviceType t) { return uint64_t{2} << static_cast<int>(t); }
+
+template <typename T>
+struct ArgTraits {
+  static constexpr bool supported = false;
+};
+
+// Types passed by value whose IValue holds them directly.
+template <typename T, const char* Name>
+struct ValueArg {
+  static constexpr bool supported = true;
+  using Canonical = T;
+  static constexpr std::string_view name = Name;
+  static void push(Stack& s, T v) { s.emplace_back(v); }
+  static void addKeys(uint64_t&, const T&) {}
+};
+template <typename T, const char* Name>
+struct OptionalValueArg {
+  static constexpr bool supported = true;
+  using Canonical = std::optional<T>;
+  static constexpr std::string_view name = Name;
+  static void push(Stack& s, const std::optional<T>& v) {
+    if (v) s.emplace_back(*v);
+    else s.emplace_back();
+  }
+  static void addKeys(uint64_t&, const std::optional<T>&) {}
+};
+
+inline constexpr char kIntName[] = "int", kOptIntName[] = "int?", kFloatName[] = "float",
+                      kOptFloatName[] = "float?", kBoolName[] = "bool", kOptBoolName[] = "bool?",
+                      kScalarTypeName[] = "ScalarType", kOptScalarTypeName[] = "ScalarType?";
+
+template <>
+struct ArgTraits<Tensor> {
+  static constexpr bool supported = true;
+  using Canonical = const Tensor&;
+  static constexpr std::string_view name = "Tensor";
+  static const Tensor& fromIValue(IValue& v) { return v.toTensor(); }
+  static void push(Stack& s, const Tensor& t) { s.emplace_back(t); }
+  static void addKeys(uint64_t& bits, const Tensor& t) {
+    if (const TensorImpl* impl = t.unsafeGetImpl()) bits |= backendKeyBit(impl->device().type);
+  }
+};
+template <>
+struct ArgTraits<std::optional<Tensor>> {
+  static constexpr bool supported = true;
+  using Canonical = const std::optional<Tensor>&;
+  static constexpr std::string_view name = "Tensor?";
+  static std::optional<Tensor> fromIValue(IValue& v) {
+    if (v.isNone()) return std::nullopt;
+    const Tensor& t = v.toTensor();
+    return t.defined() ? std::optional<Tensor>(t) : std::nullopt;
+  }
+  static void push(Stack& s, const std::optional<Tensor>& t) {
+    if (t && t->defined()) s.emplace_back(*t);
+    else s.emplace_back();
+  }
+  static void addKeys(uint64_t& bits, const std::optional<Tensor>& t) {
+    if (t) ArgTraits<Tensor>::addKeys(bits, *t);
+  }
+};
+template <>
+struct ArgTraits<TensorList> {
+  static constexpr bool supported = true;
+  using Canonical = TensorList;
+  static constexpr std::string_view name = "Tensor[]";
+  static TensorList fromIValue(IValue& v) { return TensorList(v.toTensorList()); }
+  static void push(Stack& s, TensorList l) { s.emplace_back(l.vec()); }
+  static void addKeys(uint64_t& bits, TensorList l) {
+    for (const Tensor& t : l) ArgTraits<Tensor>::addKeys(bits, t);
+  }
+};
+template <>
+struct ArgTraits<OptionalTensorList> {
+  static constexpr bool supported = true;
+  using Canonical = OptionalTensorList;
+  static constexpr std::string_view name = "Tensor?[]";
+  static OptionalTensorList fromIValue(IValue& v) { return OptionalTensorList(v.toOptionalTensorList()); }
+  static void push(Stack& s, OptionalTensorList l) { s.emplace_back(l.vec()); }
+  static void addKeys(uint64_t& bits, OptionalTensorList l) {
+    for (const auto& t : l) ArgTraits<std::optional<Tensor>>::addKeys(bits, t);
+  }
+};
+template <>
+struct ArgTraits<int64_t> : ValueArg<int64_t, kIntName> {
+  static int64_t fromIValue(IValue& v) { return v.toInt(); }
+};
+template <>
+struct ArgTraits<std::optional<int64_t>> : OptionalValueArg<int64_t, kOptIntName> {
+  static std::optional<int64_t> fromIValue(IValue& v) {
+    return v.isNone() ? std::nullopt : std::optional<int64_t>(v.toInt());
+  }
+};
+template <>
+struct ArgTraits<double> : ValueArg<double, kFloatName> {
+  static double fromIValue(IValue& v) { return v.toDouble(); }
+};
+template <>
+struct ArgTraits<std::optional<double>> : OptionalValueArg<double, kOptFloatName> {
+  static std::optional<double> fromIValue(IValue& v) {
+    return v.isNone() ? std::nullopt : std::optional<double>(v.toDouble());
+  }
+};
+template <>
+struct ArgTraits<bool> : ValueArg<bool, kBoolName> {
+  static bool fromIValue(IValue& v) { return v.toBool(); }
+};
+template <>
+struct ArgTraits<std::optional<bool>> : OptionalValueArg<bool, kOptBoolName> {
+  static std::optional<bool> fromIValue(IValue& v) {
+    return v.isNone() ? std::nullopt : std::optional<bool>(v.toBool());
+  }
+};
+template <>
+struct ArgTraits<ScalarType> : ValueArg<ScalarType, kScalarTypeName> {
+  static ScalarType fromIValue(IValue& v) { return v.toScalarType(); }
+};
+template <>
+struct ArgTraits<std::optional<ScalarType>> : OptionalValueArg<ScalarType, kOptScalarTypeName> {
+  static std::optional<ScalarType> fromIValue(IValue& v) {
+    return v.isNone() ? std::nullopt : std::optional<ScalarType>(v.toScalarType());
+  }
+};
+// A Device argument takes part in dispatch: a factory op with
+// device="cuda:0" reaches the CUDA kernel.
+template <>
+struct ArgTraits<Device> {
+  static constexpr bool supported = true;
+  using Canonical = Device;
+  static constexpr std::string_view name = "Device";
+  static Device fromIValue(IValue& v) { return v.toDevice(); }
+  static void push(Stack& s, Device d) { s.emplace_back(d); }
+  static void addKeys(uint64_t& bits, Device d) { bits |= backendKeyBit(d.type); }
+};
+template <>
+struct ArgTraits<std::optional<Device>> {
+  static constexpr bool supported = true;
+  using Canonical = std::optional<Device>;
+  static constexpr std::string_view name = "Device?";
+  static std::optional<Device> fromIValue(IValue& v) {
+    return v.isNone() ? std::nullopt : std::optional<Device>(v.toDevice());
+  }
+  static void push(Stack& s, std::optional<Device> d) {
+    if (d) s.emplace_back(*d);
+    else s.emplace_back();
+  }
+  static void addKeys(uint64_t& bits, std::optional<Device> d) {
+    if (d) bits |= backendKeyBit(d->type);
+  }
+};
+template <>
+struct ArgTraits<IntArrayRef> {
+  static constexpr bool supported = true;
+  using Canonical = IntArrayRef;
+  static constexpr std::string_view name = "int[]";
+  static IntArrayRef fromIValue(IValue& v) { return IntArrayRef(v.toIntList()); }
+  static void push(Stack& s, IntArrayRef l) { s.emplace_back(l.vec()); }
+  static void addKeys(uint64_t&, IntArrayRef) {}
+};
+template <>
+struct ArgTraits<std::optional<IntArrayRef>> {
+  static constexpr bool supported = true;
+  using Canonical = std::optional<IntArrayRef>;
+  static constexpr std::string_view name = "int[]?";
+  static std::optional<IntArrayRef> fromIValue(IValue& v) {
+    return v.isNone() ? std::nullopt : std::optional<IntArrayRef>(IntArrayRef(v.toIntList()));
+  }
+  static void push(Stack& s, std::optional<IntArrayRef> l) {
+    if (l) s.emplace_back(l->vec());
+    else s.emplace_back();
+  }
+  static void addKeys(uint64_t&, std::optional<IntArrayRef>) {}
+};
+template <>
+struct ArgTraits<ArrayRef<double>> {
+  static constexpr bool supported = true;
+  using Canonical = ArrayRef<double>;
+  static constexpr std::string_view name = "float[]";
+  static ArrayRef<double> fromIValue(IValue& v) { return ArrayRef<double>(v.toDoubleList()); }
+  static void push(Stack& s, ArrayRef<double> l) { s.emplace_back(l.vec()); }
+  static void addKeys(uint64_t&, ArrayRef<double>) {}
+};
+template <>
+struct ArgTraits<std::string_view> {
+  static constexpr bool supported = true;
+  using Canonical = std::string_view;
+  static constexpr std::string_view name = "str";
+  static std::string_view fromIValue(IValue& v) { return v.toString(); }
+  static void push(Stack& s, std::string_view sv) { s.emplace_back(std::string(sv)); }
+  static void addKeys(uint64_t&, std::string_view) {}
+};
+template <>
+struct ArgTraits<std::optional<std::string_view>> {
+  static constexpr bool supported = true;
+  using Canonical = std::optional<std::string_view>;
+  static constexpr std::string_view name = "str?";
+  static std::optional<std::string_view> fromIValue(IValue& v) {
+    return v.isNone() ? std::nullopt : std::optional<std::string_view>(v.toString());
+  }
+  static void push(Stack& s, std::optional<std::string_view> sv) {
+    if (sv) s.emplace_back(std::string(*sv));
+    else s.emplace_back();
+  }
+  static void addKeys(uint64_t&, std::optional<std::string_view>) {}
+};
+template <>
+struct ArgTraits<Scalar> {
+  static constexpr bool supported = true;
+  using Canonical = const Scalar&;
+  static constexpr std::string_view name = "Scalar";
+  static Scalar fromIValue(IValue& v) { return v.toScalar(); }
+  static void push(Stack& s, const Scalar& v) { s.emplace_back(v); }
+  static void addKeys(uint64_t&, const Scalar&) {}
+};
+template <>
+struct ArgTraits<std::optional<Scalar>> {
+  static constexpr bool supported = true;
+  using Canonical = const std::optional<Scalar>&;
+  static constexpr std::string_view name = "Scalar?";
+  static std::optional<Scalar> fromIValue(IValue& v) {
+    return v.isNone() ? std::nullopt : std::optional<Scalar>(v.toScalar());
+  }
+  static void push(Stack& s, const std::optional<Scalar>& v) {
+    if (v) s.emplace_back(*v);
+    else s.emplace_back();
+  }
+  static void addKeys(uint64_t&, const std::optional<Scalar>&) {}
+};
+
+// The ArgTraits key for a kernel parameter type as a user may write it.
+template <typename P>
+struct UserArg {
+  using type = std::decay_t<P>;
+};
+template <>
+struct UserArg<std::string> {
+  using type = std::string_view;
+};
+template <>
+struct UserArg<const std::string&> {
+  using type = std::string_view;
+};
+template <>
+struct UserArg<std::optional<std::string>> {
+  using type = std::optional<std::string_view>;
+};
+template <>
+struct UserArg<const std::optional<std::string>&> {
+  using type = std::optional<std::string_view>;
+};
+template <typename P>
+using arg_key_t = typename UserArg<P>::type;
+template <typename P>
+using canonical_t = typename ArgTraits<arg_key_t<P>>::Canonical;
+
+// Converts a canonical argument to the parameter type the kernel declared.
+template <typename P, typename C>
+decltype(auto) toUserArg(C&& c) {
+  using D = std::decay_t<P>;
+  if constexpr (std::is_same_v<D, std::string>) return std::string(c);
+  else if constexpr (std::is_same_v<D, std::optional<std::string>>)
+    return c ? std::optional<std::string>(std::string(*c)) : std::nullopt;
+  else return std::forward<C>(c);
+}
+
+template <typename R>
+struct ReturnTraits {
+  static constexpr bool supported = false;
+};
+template <>
+struct ReturnTraits<void> {
+  static constexpr bool supported = true;
+  static constexpr size_t count = 0;
+  static std::string name() { return "()"; }
+};
+template <typename T>
+struct SingleReturn {
+  static constexpr bool supported = true;
+  static constexpr size_t count = 1;
+  static void push(Stack& s, T v) { s.emplace_back(std::move(v)); }
+};
+template <>
+struct ReturnTraits<Tensor> : SingleReturn<Tensor> {
+  static std::string name() { return "Tensor"; }
+  static Tensor pop(IValue& v) { return std::move(v).toTensor(); }
+};
+template <>
+struct ReturnTraits<int64_t> : SingleReturn<int64_t> {
+  static std::string name() { return "int"; }
+  static int64_t pop(IValue& v) { return v.toInt(); }
+};
+template <>
+struct ReturnTraits<double> : SingleReturn<double> {
+  static std::string name() { return "float"; }
+  static double pop(IValue& v) { return v.toDouble(); }
+};
+template <>
+struct ReturnTraits<bool> : SingleReturn<bool> {
+  static std::string name() { return "bool"; }
+  static bool pop(IValue& v) { return v.toBool(); }
+};
+template <>
+struct ReturnTraits<Scalar> : SingleReturn<Scalar> {
+  static std::string name() { return "Scalar"; }
+  static Scalar pop(IValue& v) { return v.toScalar(); }
+};
+template <>
+struct ReturnTraits<std::vector<Tensor>> : SingleReturn<std::vector<Tensor>> {
+  static std::string name() { return "Tensor[]"; }
+  static std::vector<Tensor> pop(IValue& v) { return std::move(v.toTensorList()); }
+};
+template <typename... Ts>
+struct ReturnTraits<std::tuple<Ts...>> {
+  static constexpr bool supported = ((ReturnTraits<Ts>::supported && ReturnTraits<Ts>::count == 1) && ...);
+  static constexpr size_t count = sizeof...(Ts);
+  static std::string name() {
+    std::string n = "(";
+    ((n += (n.size() > 1 ? ", " : "") + ReturnTraits<Ts>::name()), ...);
+    return n + ")";
+  }
+  static void push(Stack& s, std::tuple<Ts...> v) {
+    std::apply([&](auto&... e) { (s.emplace_back(std::move(e)), ...); }, v);
+  }
+};
+
+// "(Tensor, Scalar) -> Tensor" for a kernel with these parameter types.
+template <typename Ret, typename... Params>
+std::string cppSignatureString() {
+  std::string s = "(";
+  ((s += (s.size() > 1 ? ", " : "") + std::string(ArgTraits<arg_key_t<Params>>::name)), ...);
+  return s + ") -> " + ReturnTraits<Ret>::name();
+}
+
+template <typename... Args>
+inline constexpr bool kAllArgsSupported = (ArgTraits<arg_key_t<Args>>::supported && ...);
+
+}  // namespace detail
+}  // namespace backplane

@@ -1,0 +1,253 @@
+#pragma once
+// The Dispatcher (the operator x dispatch-key table), OperatorHandle and its
+// typed form, and RegistrationHandle.
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "backplane/dispatcher/boxing.h"
+#include "backplane/dispatcher/dispatch_key.h"
+#include "backplane/dispatcher/function_schema.h"
+#include "backplane/dispatcher/kernel_function.h"
+#include "backplane/dispatcher/operator_entry.h"
+
+namespace backplane {
+
+class Dispatcher;
+template <typename Sig>
+class TypedOperatorHandle;
+
+namespace detail {
+// Keys every call includes, process-wide (Tracing when BACKPLANE_TRACE=1).
+inline std::atomic<uint64_t> g_global_included_keys{0};
+
+// Note [Computing a call's key set]
+// OR of the arguments' backend keys, plus this thread's and the process's
+// included keys, minus this thread's excluded keys. A call with no tensor
+// or device argument at all (a factory op without device=) goes to CPU.
+inline DispatchKeySet finishKeySet(uint64_t arg_bits) {
+  const LocalDispatchKeySet& tls = tls_local_dispatch_key_set;
+  if (!(arg_bits & DispatchKeySet::allBackends().raw())) arg_bits |= DispatchKeySet(DispatchKey::CPU).raw();
+  uint64_t bits = (arg_bits | tls.included.raw() | g_global_included_keys.load(std::memory_order_relaxed)) &
+                  ~tls.excluded.raw();
+  return DispatchKeySet::fromRaw(bits);
+}
+template <typename... Args>
+DispatchKeySet computeDispatchKeySet(const Args&... args) {
+  uint64_t bits = 0;
+  (ArgTraits<std::decay_t<Args>>::addKeys(bits, args), ...);
+  return finishKeySet(bits);
+}
+// The same for the arguments on top of a boxed stack.
+DispatchKeySet computeDispatchKeySet(const Stack& stack, size_t num_args);
+
+std::string typedSignatureMismatch(const OperatorEntry& entry, const std::string& sig);
+}  // namespace detail
+
+// Produced by every registration; destroying it (or calling reset()) undoes
+// the registration and restores what the table held before. Move-only.
+class [[nodiscard]] RegistrationHandle {
+ public:
+  RegistrationHandle() = default;
+  RegistrationHandle(RegistrationHandle&& o) noexcept : id_(std::exchange(o.id_, 0)) {}
+  RegistrationHandle& operator=(RegistrationHandle&& o) noexcept {
+    reset();
+    id_ = std::exchange(o.id_, 0);
+    return *this;
+  }
+  ~RegistrationHandle() { reset(); }
+  void reset();
+  bool active() const { return id_ != 0; }
+  uint64_t id() const { return id_; }
+
+ private:
+  friend class Dispatcher;
+  explicit RegistrationHandle(uint64_t id) : id_(id) {}
+  uint64_t id_ = 0;
+};
+
+// A stable reference to one operator; cheap to copy, valid for the life of
+// the process. Look it up once and keep it.
+class OperatorHandle {
+ public:
+  const OperatorName& operatorName() const { return entry_->name(); }
+  bool hasSchema() const { return entry_->schema() != nullptr; }
+  // The schema; throws Error if the operator is not (or no longer) defined.
+  const FunctionSchema& schema() const;
+
+  // The typed handle for calls with the canonical C++ signature Sig (Note
+  // [Canonical C++ signatures]). Throws Error if Sig does not match the
+  // schema, naming both.
+  template <typename Sig>
+  TypedOperatorHandle<Sig> typed() const;
+
+  // Calls the operator with the arguments on `stack` (the whole stack is
+  // this call's arguments; trailing arguments with defaults may be left
+  // off). Leaves the returns on `stack`. Argument types are checked against
+  // the schema.
+  void callBoxed(Stack& stack) const;
+  // Calls the kernel for the highest key of `ks` without recomputing it:
+  // how a kernel at key K reaches the kernels below K.
+  void redispatchBoxed(DispatchKeySet ks, Stack& stack) const;
+
+  // What serves calls whose highest key is `k`.
+  KernelKind kernelKind(DispatchKey k) const { return entry_->slot(k).kind; }
+  // Calls of this op that went through the CPU fallback from backend key k,
+  // and the bytes those calls copied between devices.
+  uint64_t fallbackCalls(DispatchKey k) const { return entry_->fallbackCalls(k); }
+  uint64_t fallbackBytes(DispatchKey k) const { return entry_->fallbackBytes(k); }
+
+  // Human-readable registrations and table, for debugging.
+  std::string dumpState() const;
+
+  OperatorEntry& entry() const { return *entry_; }
+  friend bool operator==(const OperatorHandle& a, const OperatorHandle& b) { return a.entry_ == b.entry_; }
+
+ protected:
+  friend class Dispatcher;
+  explicit OperatorHandle(OperatorEntry* e) : entry_(e) {}
+  OperatorEntry* entry_;
+};
+
+template <typename Ret, typename... Args>
+class TypedOperatorHandle<Ret(Args...)> : public OperatorHandle {
+  static_assert((std::is_same_v<Args, detail::canonical_t<Args>> && ...),
+                "typed<Sig>(): Sig must use the canonical parameter types: const Tensor&, "
+                "const std::optional<Tensor>&, TensorList, int64_t, double, bool, IntArrayRef, "
+                "std::string_view, const Scalar&, const std::optional<Scalar>&, ScalarType, Device, "
+                "or std::optional of the by-value ones");
+
+ public:
+  // Dispatches on the arguments and calls the chosen kernel. No heap
+  // allocation and no lock when the kernel is unboxed.
+  Ret call(Args... args) const {
+    DispatchKeySet ks = detail::computeDispatchKeySet<Args...>(args...);
+    return entry_->lookup(ks).kernel.template call<Ret, Args...>(*this, ks, args...);
+  }
+  // Calls the kernel for the highest key of `ks` (already restricted by the
+  // caller, usually to ks & DispatchKeySet::below(current key)).
+  Ret redispatch(DispatchKeySet ks, Args... args) const {
+    return entry_->lookup(ks).kernel.template call<Ret, Args...>(*this, ks, args...);
+  }
+
+ private:
+  friend class OperatorHandle;
+  explicit TypedOperatorHandle(OperatorEntry* e) : OperatorHandle(e) {}
+};
+
+template <typename Sig>
+TypedOperatorHandle<Sig> OperatorHandle::typed() const {
+  using Traits = detail::FunctionTraits<Sig>;
+  std::string sig = [&]<typename... P>(detail::TypeList<P...>) {
+    return detail::cppSignatureString<typename Traits::ret, P...>();
+  }(typename Traits::params());
+  std::string mismatch = detail::typedSignatureMismatch(*entry_, sig);
+  if (!mismatch.empty()) detail::throwError(absl::StatusCode::kInvalidArgument, std::move(mismatch));
+  return TypedOperatorHandle<Sig>(entry_);
+}
+
+// How the CPU fallback behaves (BACKPLANE_FALLBACK=warn|silent|error).
+enum class FallbackMode : uint8_t {
+  Warn,    // run it; print a warning once per (op, device type)  [default]
+  Silent,  // run it quietly
+  Error,   // refuse: raise an error naming the op and device
+};
+
+class Dispatcher {
+ public:
+  // The process-wide dispatcher. Created on first use, reading
+  // BACKPLANE_TRACE and BACKPLANE_FALLBACK; never destroyed (handles and
+  // kernels may be used during static destruction).
+  static Dispatcher& singleton();
+
+  // --- Registration. Each returns a handle that undoes it.
+
+  // Defines an operator from its schema text. Fails if the schema does not
+  // parse or the operator (name and overload) is already defined.
+  absl::StatusOr<RegistrationHandle> registerDef(std::string_view schema, std::string debug = "");
+  // Registers `kernel` for `op` ("ns::name.overload") at `key`. The op must be
+  // defined, and an unboxed kernel's C++ signature must match the schema.
+  absl::StatusOr<RegistrationHandle> registerImpl(std::string_view op, DispatchKey key,
+                                                  KernelFunction kernel, std::string debug = "");
+  // Registers a backend-agnostic composite kernel for `op`: it serves every
+  // backend key that has no direct kernel.
+  absl::StatusOr<RegistrationHandle> registerComposite(std::string_view op, KernelFunction kernel,
+                                                       std::string debug = "");
+  // Registers a boxed fallback for every operator at `key` (or a fallthrough
+  // from KernelFunction::makeFallthrough()).
+  absl::StatusOr<RegistrationHandle> registerFallback(DispatchKey key, KernelFunction kernel,
+                                                      std::string debug = "");
+
+  // --- Lookup.
+
+  // The operator named "ns::name.overload" if it was ever registered.
+  std::optional<OperatorHandle> findOp(std::string_view qualified_name);
+  // Like findOp, but only defined operators; throws Error (with a hint if a
+  // similar name exists) otherwise.
+  OperatorHandle findOpOrThrow(std::string_view qualified_name);
+  // Every defined operator, sorted by name.
+  std::vector<OperatorHandle> definedOperators();
+
+  // --- Behaviour switches (thread-safe; take effect for the next call).
+
+  FallbackMode fallbackMode() const { return fallback_mode_.load(std::memory_order_relaxed); }
+  void setFallbackMode(FallbackMode m) { fallback_mode_.store(m, std::memory_order_relaxed); }
+  // Adds the Tracing key to every call, which logs op, key set and chosen
+  // kernel kind to stderr (what BACKPLANE_TRACE=1 turns on).
+  void setTracing(bool on);
+  bool tracing() const;
+
+  // Verifies every operator's table equals what the registrations imply;
+  // returns the first discrepancy. For tests and debugging.
+  absl::Status checkInvariants();
+  // The registrations and table of every defined operator.
+  std::string dumpState();
+
+ private:
+  friend class RegistrationHandle;
+  Dispatcher();
+  void deregister(uint64_t id);
+
+  enum class RegistrationKind : uint8_t { Def, Impl, Composite, Fallback };
+  struct Registration {
+    RegistrationKind kind;
+    OperatorEntry* op;             // Def, Impl, Composite
+    DispatchKey key;               // Impl, Fallback
+    const KernelRecord* record;    // Impl, Composite, Fallback
+    const FunctionSchema* schema;  // Def
+  };
+
+  OperatorEntry& entryFor(const OperatorName& name);  // creates; needs mu_
+  absl::StatusOr<OperatorEntry*> definedEntry(std::string_view op, std::string_view action);
+  const KernelRecord* newRecord(KernelFunction kernel, KernelKind kind, DispatchKey key, std::string debug);
+  const KernelRecord* computeSlot(const OperatorEntry& op, DispatchKey key) const;
+  void updateTable(OperatorEntry& op);
+  RegistrationHandle addRegistration(Registration r);
+
+  mutable std::mutex mu_;
+  absl::flat_hash_map<std::string, std::unique_ptr<OperatorEntry>> ops_;   // guarded by mu_
+  std::array<std::vector<const KernelRecord*>, kNumDispatchKeys> fallbacks_;  // guarded by mu_
+  absl::flat_hash_map<uint64_t, Registration> registrations_;            // guarded by mu_
+  // Every record and schema ever made, retired ones included (Note
+  // [Lock-free dispatch]).
+  std::deque<std::unique_ptr<KernelRecord>> records_;                     // guarded by mu_
+  std::deque<std::unique_ptr<FunctionSchema>> schemas_;                   // guarded by mu_
+  uint64_t next_id_ = 1;                                                  // guarded by mu_
+  const KernelRecord* missing_;
+  const KernelRecord* fallthrough_;
+  const KernelRecord* cpu_fallback_;
+  std::atomic<FallbackMode> fallback_mode_{FallbackMode::Warn};
+  RegistrationHandle tracing_fallback_;
+};
+
+}  // namespace backplane

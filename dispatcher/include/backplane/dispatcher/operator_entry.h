@@ -1,0 +1,118 @@
+#pragma once
+// OperatorEntry: one row of the operator x dispatch-key table.
+//
+// Note [Lock-free dispatch]
+// Each slot of an operator's table is an atomic pointer to an immutable
+// KernelRecord. Registration (under the Dispatcher's mutex) builds records,
+// recomputes the affected slots and publishes them with release stores; a
+// call reads one slot with an acquire load and never takes a lock. A record
+// that leaves the table is retired, not freed: a concurrent call may still be
+// running it. Retired records (a few dozen bytes each) are freed with the
+// Dispatcher, i.e. at process exit. So registration may run concurrently
+// with dispatch, and the cost is memory proportional to the number of
+// deregistrations.
+//
+// Note [Kernel precedence]
+// For a backend key the slot holds, in order of preference: a direct impl
+// for that key (the newest registration wins; removing it brings back the
+// previous one), a composite (backend-agnostic) kernel, a backend fallback
+// registered for the key, the CPU fallback (if the op has a direct CPU
+// kernel and the key is not CPU), or the missing-kernel error. For a
+// functionality key: a direct impl, a fallback for the key, else fallthrough
+// (the key is skipped). An operator without a schema resolves every slot to
+// the missing-kernel error.
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backplane/dispatcher/dispatch_key.h"
+#include "backplane/dispatcher/function_schema.h"
+#include "backplane/dispatcher/kernel_function.h"
+
+namespace backplane {
+
+// What fills a slot; reported by tracing, `backplane ops` and conformance.
+enum class KernelKind : uint8_t {
+  Missing,          // no kernel: calling raises an error naming the op and key
+  Direct,           // an impl registered for this key ("native")
+  Composite,        // a backend-agnostic kernel built from other ops
+  BackendFallback,  // a boxed fallback registered for this key
+  CpuFallback,      // the built-in CPU fallback: copy to host, run CPU kernel, copy back
+  Fallthrough,      // functionality key with nothing to do: skipped
+};
+const char* kernelKindName(KernelKind k);
+
+struct KernelRecord {
+  KernelFunction kernel;
+  KernelKind kind;
+  DispatchKey key;    // the key it was registered for (Undefined for composites)
+  std::string debug;  // who registered it, for messages and dumpState()
+  uint64_t id;        // registration id
+};
+
+class OperatorEntry {
+ public:
+  explicit OperatorEntry(OperatorName name);
+  OperatorEntry(const OperatorEntry&) = delete;
+  OperatorEntry& operator=(const OperatorEntry&) = delete;
+
+  const OperatorName& name() const { return name_; }
+  // The schema, or nullptr while the op is not defined.
+  const FunctionSchema* schema() const { return schema_.load(std::memory_order_acquire); }
+
+  // The hot path: the record for the highest key of `ks` that is not a
+  // fallthrough for this op. Lock-free (Note [Lock-free dispatch]).
+  const KernelRecord& lookup(DispatchKeySet ks) const {
+    uint64_t bits = ks.raw() & dispatchable_.load(std::memory_order_relaxed);
+    int slot = bits ? 63 - __builtin_clzll(bits) : 0;
+    return *table_[slot].load(std::memory_order_acquire);
+  }
+  const KernelRecord& slot(DispatchKey k) const {
+    return *table_[static_cast<int>(k)].load(std::memory_order_acquire);
+  }
+
+  // CPU-fallback statistics for calls that arrived with backend key `k`.
+  uint64_t fallbackCalls(DispatchKey k) const { return stats_[static_cast<int>(k)].calls.load(); }
+  uint64_t fallbackBytes(DispatchKey k) const { return stats_[static_cast<int>(k)].bytes.load(); }
+  // Counts one CPU-fallback call from backend key k that moved `bytes`.
+  void recordFallback(DispatchKey k, uint64_t bytes) const {
+    stats_[static_cast<int>(k)].calls.fetch_add(1, std::memory_order_relaxed);
+    stats_[static_cast<int>(k)].bytes.fetch_add(bytes, std::memory_order_relaxed);
+  }
+  // True exactly once per (op, key): whoever gets true prints the warning.
+  bool claimFallbackWarning(DispatchKey k) const {
+    return !stats_[static_cast<int>(k)].warned.exchange(true, std::memory_order_relaxed);
+  }
+  // The key whose slot serves `ks` (what lookup() would pick).
+  DispatchKey resolveKey(DispatchKeySet ks) const {
+    return (ks & DispatchKeySet::fromRaw(dispatchable_.load(std::memory_order_relaxed))).highestPriorityKey();
+  }
+
+ private:
+  friend class Dispatcher;
+
+  struct FallbackStats {
+    std::atomic<uint64_t> calls{0};
+    std::atomic<uint64_t> bytes{0};
+    std::atomic<bool> warned{false};
+  };
+
+  const OperatorName name_;
+  std::atomic<const FunctionSchema*> schema_{nullptr};
+  std::array<std::atomic<const KernelRecord*>, kNumDispatchKeys> table_;
+  // Bit k set iff slot k is not a fallthrough.
+  std::atomic<uint64_t> dispatchable_{0};
+  mutable std::array<FallbackStats, kNumDispatchKeys> stats_;
+
+  // Registration state, guarded by the Dispatcher's mutex.
+  uint64_t def_id_ = 0;
+  std::string def_debug_;
+  std::array<std::vector<const KernelRecord*>, kNumDispatchKeys> impls_;
+  std::vector<const KernelRecord*> composites_;
+};
+
+}  // namespace backplane

@@ -1,0 +1,164 @@
+#include "builtin_kernels.h"
+
+#include <cstdio>
+#include <mutex>
+
+#include "absl/container/inlined_vector.h"
+#include "backplane/core/str_cat.h"
+#include "backplane/core/tensor.h"
+
+namespace backplane {
+
+void logLine(const std::string& line) {
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  std::fprintf(stderr, "%s\n", line.c_str());
+  std::fflush(stderr);
+}
+
+namespace {
+
+// "testdev:0 Tensor[2] float32, cpu Tensor[] int64" for the arguments on the stack.
+std::string describeArguments(const OperatorHandle& op, const Stack& stack) {
+  size_t n = op.hasSchema() ? op.schema().arguments().size() : stack.size();
+  std::string out;
+  for (size_t i = stack.size() - std::min(n, stack.size()); i < stack.size(); ++i) {
+    const IValue& v = stack[i];
+    auto add = [&](const Tensor& t) {
+      if (!t.defined()) return;
+      out += (out.empty() ? "" : ", ") + t.str();
+    };
+    if (v.isTensor()) add(v.toTensor());
+    else if (v.isTensorList()) for (const Tensor& t : v.toTensorList()) add(t);
+    else if (v.isOptionalTensorList()) for (const auto& t : v.toOptionalTensorList()) { if (t) add(*t); }
+    else if (v.isDevice()) out += (out.empty() ? "device=" : ", device=") + v.toDevice().str();
+  }
+  return out.empty() ? "no tensor arguments" : out;
+}
+
+std::string keysWithKernels(const OperatorHandle& op) {
+  std::string out;
+  for (int k = 1; k < kNumDispatchKeys; ++k) {
+    auto key = static_cast<DispatchKey>(k);
+    if (!isBackendKey(key) && !isFunctionalityKey(key)) continue;
+    KernelKind kind = op.kernelKind(key);
+    if (kind == KernelKind::Missing || kind == KernelKind::Fallthrough) continue;
+    if (isFunctionalityKey(key) && kind == KernelKind::BackendFallback) continue;  // wrappers
+    out += strCat(out.empty() ? "" : ", ", dispatchKeyName(key), " (", kernelKindName(kind), ")");
+  }
+  return out.empty() ? "none" : out;
+}
+
+}  // namespace
+
+void missingKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks, Stack* stack) {
+  const std::string name = op.operatorName().qualifiedName();
+  if (!op.hasSchema()) {
+    BP_THROW(kFailedPrecondition, "operator ", name,
+             " is not defined (its definition was removed); load the library or plugin that defines it");
+  }
+  DispatchKey key = ks.highestPriorityKey();
+  bool cpu_missing = op.kernelKind(DispatchKey::CPU) == KernelKind::Missing;
+  BP_THROW(kUnimplemented, name, " has no kernel for dispatch key ", dispatchKeyName(key),
+           " (arguments: ", describeArguments(op, *stack), "). Kernels exist for: ",
+           keysWithKernels(op),
+           key != DispatchKey::CPU && cpu_missing ? ". There is no CPU kernel either, so CPU fallback cannot run" : "",
+           ". Register one with Library::impl(\"", op.operatorName().name,
+           op.operatorName().overload.empty() ? "" : ".", op.operatorName().overload, "\", ",
+           dispatchKeyName(key), ", kernel) or load a plugin that implements it");
+}
+
+void cpuFallbackKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks, Stack* stack) {
+  const DispatchKey key = ks.highestBackendKey();
+  const FunctionSchema& schema = op.schema();
+  Dispatcher& dispatcher = Dispatcher::singleton();
+  const std::string device_name = dispatchKeyName(key);
+  if (dispatcher.fallbackMode() == FallbackMode::Error) {
+    BP_THROW(kUnimplemented, schema.name().qualifiedName(), " has no kernel for ", device_name,
+             " and CPU fallback is disabled (BACKPLANE_FALLBACK=error); implement the op in the ",
+             device_name, " plugin, or unset BACKPLANE_FALLBACK to let it run on the CPU");
+  }
+  if (dispatcher.fallbackMode() == FallbackMode::Warn && op.entry().claimFallbackWarning(key)) {
+    logLine(strCat("backplane: warning: ", schema.name().qualifiedName(), " has no kernel for ",
+                   device_name, "; running it on the CPU (inputs are copied to the host and results "
+                   "back). Printed once per operator and device type; BACKPLANE_FALLBACK=silent hides it"));
+  }
+
+  const Device cpu(DeviceType::CPU);
+  const auto& args = schema.arguments();
+  const size_t n = args.size();
+  BP_CHECK(stack->size() >= n, "CPU fallback of ", schema.name().qualifiedName(), ": the stack holds ",
+           stack->size(), " values but the op takes ", n, " arguments");
+  const size_t base = stack->size() - n;
+  uint64_t bytes = 0;
+  std::optional<Device> target;
+  for (size_t i = 0; i < n; ++i) {
+    IValue& v = (*stack)[base + i];
+    if (v.isDevice() && !v.toDevice().isCpu()) {
+      if (!target) target = v.toDevice().resolved();
+      v = IValue(cpu);
+    }
+  }
+
+  struct Written {
+    Tensor original;
+    Tensor staged;
+    const std::string* alias_set;
+  };
+  absl::InlinedVector<Written, 2> written;
+  auto toHost = [&](Tensor& t, const Argument& arg) {
+    if (!t.defined() || t.device().isCpu()) return;
+    if (!target) target = t.device();
+    Tensor staged = stageSpan(t, cpu);
+    bytes += spanBytes(t);
+    if (arg.alias && arg.alias->is_write) written.push_back({t, staged, &arg.alias->set});
+    t = std::move(staged);
+  };
+  for (size_t i = 0; i < n; ++i) {
+    IValue& v = (*stack)[base + i];
+    if (v.isTensor()) toHost(v.toTensor(), args[i]);
+    else if (v.isTensorList()) for (Tensor& t : v.toTensorList()) toHost(t, args[i]);
+    else if (v.isOptionalTensorList()) for (auto& t : v.toOptionalTensorList()) { if (t) toHost(*t, args[i]); }
+  }
+
+  op.redispatchBoxed(DispatchKeySet(DispatchKey::CPU), *stack);
+
+  for (const Written& w : written) {
+    writeSpanBack(w.original, w.staged);
+    bytes += spanBytes(w.original);
+  }
+  const auto& rets = schema.returns();
+  BP_CHECK(stack->size() >= base + rets.size(), "CPU kernel of ", schema.name().qualifiedName(),
+           " left too few values on the stack");
+  auto toTarget = [&](Tensor& t, const Argument& ret) {
+    if (!t.defined()) return;
+    if (ret.alias) {
+      for (const Written& w : written) {
+        if (*w.alias_set == ret.alias->set) {
+          t = w.original;
+          return;
+        }
+      }
+    }
+    if (target && t.device().isCpu()) {
+      bytes += spanBytes(t);
+      t = stageSpan(t, *target);
+    }
+  };
+  for (size_t j = 0; j < rets.size(); ++j) {
+    IValue& v = (*stack)[stack->size() - rets.size() + j];
+    if (v.isTensor()) toTarget(v.toTensor(), rets[j]);
+    else if (v.isTensorList()) for (Tensor& t : v.toTensorList()) toTarget(t, rets[j]);
+  }
+  op.entry().recordFallback(key, bytes);
+}
+
+void tracingKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks, Stack* stack) {
+  DispatchKeySet below = ks & DispatchKeySet::below(DispatchKey::Tracing);
+  DispatchKey next = op.entry().resolveKey(below);
+  logLine(strCat("backplane trace: ", op.operatorName().qualifiedName(), " keys=", ks.str(), " -> ",
+                 dispatchKeyName(next), " (", kernelKindName(op.kernelKind(next)), ")"));
+  op.redispatchBoxed(below, *stack);
+}
+
+}  // namespace backplane

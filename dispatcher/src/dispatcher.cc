@@ -1,0 +1,495 @@
+#include "backplane/dispatcher/dispatcher.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include "backplane/core/error.h"
+#include "backplane/core/str_cat.h"
+#include "builtin_kernels.h"
+#include "schema_signature.h"
+
+namespace backplane {
+
+const char* kernelKindName(KernelKind k) {
+  switch (k) {
+    case KernelKind::Missing: return "missing";
+    case KernelKind::Direct: return "native";
+    case KernelKind::Composite: return "composite";
+    case KernelKind::BackendFallback: return "backend fallback";
+    case KernelKind::CpuFallback: return "cpu fallback";
+    case KernelKind::Fallthrough: return "fallthrough";
+  }
+  return "?";
+}
+
+OperatorEntry::OperatorEntry(OperatorName name) : name_(std::move(name)) {}
+
+// ------------------------------------------------------------ handles
+
+void RegistrationHandle::reset() {
+  if (id_ != 0) Dispatcher::singleton().deregister(std::exchange(id_, 0));
+}
+
+const FunctionSchema& OperatorHandle::schema() const {
+  const FunctionSchema* s = entry_->schema();
+  if (!s) [[unlikely]] {
+    BP_THROW(kFailedPrecondition, "operator ", entry_->name().qualifiedName(),
+             " is not defined (its definition was removed or never registered); load the library "
+             "or plugin that defines it");
+  }
+  return *s;
+}
+
+namespace {
+
+IValue defaultToIValue(const DefaultValue& d, const SchemaType& type) {
+  return std::visit(
+      [&](const auto& v) -> IValue {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, std::monostate>) return IValue();
+        else if constexpr (std::is_same_v<T, bool>) {
+          return type.base == BaseType::Scalar ? IValue(Scalar(v)) : IValue(v);
+        } else if constexpr (std::is_same_v<T, int64_t>) {
+          if (type.base == BaseType::Float) return IValue(static_cast<double>(v));
+          if (type.base == BaseType::Scalar) return IValue(Scalar(v));
+          return IValue(v);
+        } else if constexpr (std::is_same_v<T, double>) {
+          return type.base == BaseType::Scalar ? IValue(Scalar(v)) : IValue(v);
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          if (type.base == BaseType::Device) return IValue(Device::fromString(v));
+          if (type.base == BaseType::ScalarType) return IValue(valueOrThrow(parseScalarType(v)));
+          return IValue(v);
+        } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+          if (type.base == BaseType::Float) return IValue(std::vector<double>(v.begin(), v.end()));
+          return IValue(v);
+        } else {
+          return IValue(v);
+        }
+      },
+      d);
+}
+
+bool ivalueMatches(const IValue& v, const SchemaType& t) {
+  if (v.isNone()) return t.is_optional;
+  if (t.is_list) {
+    switch (t.base) {
+      case BaseType::Tensor:
+        return v.isTensorList() || (t.element_optional && v.isOptionalTensorList());
+      case BaseType::Int:
+      case BaseType::Layout:
+      case BaseType::MemoryFormat: return v.isIntList();
+      case BaseType::Float: return v.isDoubleList() || v.isIntList();
+      case BaseType::Bool: return v.isBoolList();
+      default: return false;
+    }
+  }
+  switch (t.base) {
+    case BaseType::Tensor: return v.isTensor();
+    case BaseType::Int:
+    case BaseType::Layout:
+    case BaseType::MemoryFormat: return v.isInt();
+    case BaseType::Float: return v.isDouble() || v.isInt();
+    case BaseType::Bool: return v.isBool();
+    case BaseType::Str: return v.isString();
+    case BaseType::Scalar: return v.isNumber();
+    case BaseType::ScalarType: return v.isScalarType();
+    case BaseType::Device: return v.isDevice();
+  }
+  return false;
+}
+
+}  // namespace
+
+void OperatorHandle::callBoxed(Stack& stack) const {
+  const FunctionSchema& s = schema();
+  const auto& args = s.arguments();
+  BP_CHECK(stack.size() <= args.size(), s.name().qualifiedName(), " takes ", args.size(),
+           " arguments but the boxed call passed ", stack.size(), "; schema: ", s.toString());
+  for (size_t i = stack.size(); i < args.size(); ++i) {
+    BP_CHECK(args[i].default_value.has_value(), s.name().qualifiedName(), ": missing argument '",
+             args[i].name, "' (position ", i, ", type ", args[i].type.str(),
+             ") has no default; the boxed call passed only ", stack.size(), " of ", args.size(),
+             " arguments");
+    stack.push_back(defaultToIValue(*args[i].default_value, args[i].type));
+  }
+  for (size_t i = 0; i < args.size(); ++i) {
+    BP_CHECK(ivalueMatches(stack[i], args[i].type), s.name().qualifiedName(), ": argument '",
+             args[i].name, "' (position ", i, ") must be ", args[i].type.str(), " but got ",
+             stack[i].tagName(), " (", stack[i].str(), ")");
+  }
+  DispatchKeySet ks = detail::computeDispatchKeySet(stack, args.size());
+  entry_->lookup(ks).kernel.callBoxed(*this, ks, &stack);
+  if (stack.size() != s.returns().size()) [[unlikely]] {
+    detail::throwBadReturnCount(*this, s.returns().size(), stack.size());
+  }
+}
+
+void OperatorHandle::redispatchBoxed(DispatchKeySet ks, Stack& stack) const {
+  entry_->lookup(ks).kernel.callBoxed(*this, ks, &stack);
+}
+
+std::string OperatorHandle::dumpState() const {
+  std::ostringstream os;
+  const FunctionSchema* s = entry_->schema();
+  os << "operator " << entry_->name().qualifiedName() << "\n  schema: "
+     << (s ? s->toString() : std::string("<undefined>")) << "\n";
+  for (int k = 0; k < kNumDispatchKeys; ++k) {
+    const KernelRecord& r = entry_->slot(static_cast<DispatchKey>(k));
+    if (r.kind == KernelKind::Missing || r.kind == KernelKind::Fallthrough) continue;
+    os << "  " << dispatchKeyName(static_cast<DispatchKey>(k)) << ": " << kernelKindName(r.kind);
+    if (!r.debug.empty()) os << " [" << r.debug << "]";
+    os << "\n";
+  }
+  return os.str();
+}
+
+namespace detail {
+
+DispatchKeySet computeDispatchKeySet(const Stack& stack, size_t num_args) {
+  uint64_t bits = 0;
+  for (size_t i = stack.size() - std::min(num_args, stack.size()); i < stack.size(); ++i) {
+    const IValue& v = stack[i];
+    switch (v.tag()) {
+      case IValue::Tag::Tensor: ArgTraits<Tensor>::addKeys(bits, v.toTensor()); break;
+      case IValue::Tag::TensorList: ArgTraits<TensorList>::addKeys(bits, v.toTensorList()); break;
+      case IValue::Tag::OptionalTensorList:
+        ArgTraits<OptionalTensorList>::addKeys(bits, v.toOptionalTensorList());
+        break;
+      case IValue::Tag::Device: ArgTraits<Device>::addKeys(bits, v.toDevice()); break;
+      default: break;
+    }
+  }
+  return finishKeySet(bits);
+}
+
+std::string typedSignatureMismatch(const OperatorEntry& entry, const std::string& sig) {
+  const FunctionSchema* s = entry.schema();
+  if (!s) {
+    return strCat("typed<>() on ", entry.name().qualifiedName(),
+                  ", which is not defined; load the library or plugin that defines it");
+  }
+  std::string expected = cppSignatureForSchema(*s);
+  if (expected == sig) return {};
+  return strCat("typed<>() on ", s->name().qualifiedName(), " with C++ signature ", sig,
+                ", but the schema ", s->toString(), " has the C++ signature ", expected,
+                " (see Note [Canonical C++ signatures] in boxing.h)");
+}
+
+void throwBadReturnCount(const OperatorHandle& op, size_t expected, size_t got) {
+  BP_THROW(kInternal, "a kernel of ", op.operatorName().qualifiedName(), " left ", got,
+           " values on the stack but the schema has ", expected,
+           " returns; a boxed kernel must pop its arguments and push exactly its returns");
+}
+
+void throwBadArgumentCount(const OperatorHandle& op, size_t expected, size_t got) {
+  BP_THROW(kInternal, "a kernel of ", op.operatorName().qualifiedName(), " needs ", expected,
+           " arguments but the stack holds only ", got);
+}
+
+}  // namespace detail
+
+void KernelFunction::fallthroughKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks,
+                                       Stack* stack) {
+  // Reached only in the instant a slot turns into a fallthrough while its
+  // bit is still dispatchable (Note [Lock-free dispatch]): skip the key.
+  op.redispatchBoxed(ks & DispatchKeySet::below(ks.highestPriorityKey()), *stack);
+}
+
+KernelFunction KernelFunction::makeFallthrough() {
+  KernelFunction k;
+  k.boxed_ = &fallthroughKernel;
+  return k;
+}
+
+// ---------------------------------------------------------- Dispatcher
+
+Dispatcher& Dispatcher::singleton() {
+  static Dispatcher* d = new Dispatcher();  // never destroyed: see header
+  return *d;
+}
+
+Dispatcher::Dispatcher() {
+  missing_ = newRecord(KernelFunction::makeFromBoxedFunction(&missingKernel), KernelKind::Missing,
+                       DispatchKey::Undefined, "");
+  fallthrough_ = newRecord(KernelFunction::makeFallthrough(), KernelKind::Fallthrough,
+                           DispatchKey::Undefined, "");
+  cpu_fallback_ = newRecord(KernelFunction::makeFromBoxedFunction(&cpuFallbackKernel),
+                            KernelKind::CpuFallback, DispatchKey::Undefined, "built-in CPU fallback");
+
+  if (const char* mode = std::getenv("BACKPLANE_FALLBACK")) {
+    std::string_view m = mode;
+    if (m == "error") fallback_mode_ = FallbackMode::Error;
+    else if (m == "silent") fallback_mode_ = FallbackMode::Silent;
+    else if (m == "warn" || m.empty()) fallback_mode_ = FallbackMode::Warn;
+    else logLine(strCat("backplane: warning: BACKPLANE_FALLBACK='", m,
+                        "' is not one of warn, silent, error; using warn"));
+  }
+  // The tracing kernel is always registered; it only runs while the Tracing
+  // key is included (setTracing), so it costs nothing otherwise.
+  tracing_fallback_ = valueOrThrow(registerFallback(
+      DispatchKey::Tracing, KernelFunction::makeFromBoxedFunction(&tracingKernel), "built-in tracing"));
+  if (const char* trace = std::getenv("BACKPLANE_TRACE"); trace && std::strcmp(trace, "0") != 0 && *trace)
+    setTracing(true);
+}
+
+void Dispatcher::setTracing(bool on) {
+  uint64_t bit = DispatchKeySet(DispatchKey::Tracing).raw();
+  if (on) detail::g_global_included_keys.fetch_or(bit);
+  else detail::g_global_included_keys.fetch_and(~bit);
+}
+
+bool Dispatcher::tracing() const {
+  return detail::g_global_included_keys.load() & DispatchKeySet(DispatchKey::Tracing).raw();
+}
+
+const KernelRecord* Dispatcher::newRecord(KernelFunction kernel, KernelKind kind, DispatchKey key,
+                                          std::string debug) {
+  records_.push_back(std::make_unique<KernelRecord>(
+      KernelRecord{std::move(kernel), kind, key, std::move(debug), next_id_}));
+  return records_.back().get();
+}
+
+OperatorEntry& Dispatcher::entryFor(const OperatorName& name) {
+  auto& slot = ops_[name.qualifiedName()];
+  if (!slot) {
+    slot = std::make_unique<OperatorEntry>(name);
+    updateTable(*slot);
+  }
+  return *slot;
+}
+
+const KernelRecord* Dispatcher::computeSlot(const OperatorEntry& op, DispatchKey key) const {
+  const int k = static_cast<int>(key);
+  if (op.schema_.load(std::memory_order_relaxed) == nullptr || key == DispatchKey::Undefined)
+    return missing_;
+  if (!op.impls_[k].empty()) return op.impls_[k].back();
+  if (isBackendKey(key)) {
+    if (!op.composites_.empty()) return op.composites_.back();
+    if (!fallbacks_[k].empty()) return fallbacks_[k].back();
+    const auto& cpu = op.impls_[static_cast<int>(DispatchKey::CPU)];
+    if (key != DispatchKey::CPU && !cpu.empty() && cpu.back()->kind == KernelKind::Direct)
+      return cpu_fallback_;
+    return missing_;
+  }
+  if (!fallbacks_[k].empty()) return fallbacks_[k].back();
+  return fallthrough_;
+}
+
+void Dispatcher::updateTable(OperatorEntry& op) {
+  uint64_t dispatchable = 0;
+  for (int k = 0; k < kNumDispatchKeys; ++k) {
+    const KernelRecord* r = computeSlot(op, static_cast<DispatchKey>(k));
+    op.table_[k].store(r, std::memory_order_release);
+    if (r->kind != KernelKind::Fallthrough) dispatchable |= uint64_t{1} << k;
+  }
+  op.dispatchable_.store(dispatchable, std::memory_order_release);
+}
+
+RegistrationHandle Dispatcher::addRegistration(Registration r) {
+  uint64_t id = next_id_++;
+  registrations_.emplace(id, r);
+  return RegistrationHandle(id);
+}
+
+absl::StatusOr<RegistrationHandle> Dispatcher::registerDef(std::string_view schema_text,
+                                                           std::string debug) {
+  absl::StatusOr<FunctionSchema> parsed = FunctionSchema::parse(schema_text);
+  if (!parsed.ok()) return parsed.status();
+  std::lock_guard<std::mutex> lock(mu_);
+  OperatorEntry& op = entryFor(parsed->name());
+  if (op.schema_.load(std::memory_order_relaxed) != nullptr) {
+    return absl::AlreadyExistsError(strCat(
+        "operator ", parsed->name().qualifiedName(), " is already defined",
+        op.def_debug_.empty() ? "" : " by ", op.def_debug_,
+        "; an operator is defined once: give a new variant its own overload name (ns::op.name)"));
+  }
+  // Kernels registered under an earlier definition must still fit this one.
+  std::string expected = cppSignatureForSchema(*parsed);
+  for (const auto& stack : op.impls_) {
+    for (const KernelRecord* r : stack) {
+      if (r->kernel.hasUnboxed() && r->kernel.cppSignature() != expected) {
+        return absl::InvalidArgumentError(strCat(
+            "cannot define ", parsed->toString(), ": a kernel registered for it (", r->debug,
+            ") has C++ signature ", r->kernel.cppSignature(), " but this schema needs ", expected));
+      }
+    }
+  }
+  schemas_.push_back(std::make_unique<FunctionSchema>(*std::move(parsed)));
+  op.schema_.store(schemas_.back().get(), std::memory_order_release);
+  op.def_debug_ = std::move(debug);
+  updateTable(op);
+  return addRegistration({RegistrationKind::Def, &op, DispatchKey::Undefined, nullptr, schemas_.back().get()});
+}
+
+absl::StatusOr<OperatorEntry*> Dispatcher::definedEntry(std::string_view op_name,
+                                                        std::string_view action) {
+  absl::StatusOr<OperatorName> name = OperatorName::parse(op_name);
+  if (!name.ok()) return name.status();
+  auto it = ops_.find(name->qualifiedName());
+  if (it == ops_.end() || it->second->schema_.load(std::memory_order_relaxed) == nullptr) {
+    std::string similar;
+    for (const auto& [qualified, entry] : ops_) {
+      if (entry->name().ns == name->ns && entry->name().name == name->name && entry->schema())
+        similar += (similar.empty() ? "" : ", ") + qualified;
+    }
+    return absl::NotFoundError(strCat(
+        "cannot ", action, " ", name->qualifiedName(), ": the operator is not defined. Define it "
+        "first (Library::def with its schema) or load the library or plugin that defines it",
+        similar.empty() ? "" : ". Defined overloads of that name: ", similar));
+  }
+  return it->second.get();
+}
+
+absl::StatusOr<RegistrationHandle> Dispatcher::registerImpl(std::string_view op_name, DispatchKey key,
+                                                            KernelFunction kernel, std::string debug) {
+  if (!isBackendKey(key) && !isFunctionalityKey(key)) {
+    return absl::InvalidArgumentError(strCat("cannot register a kernel for ", op_name, " at key ",
+                                             dispatchKeyName(key), ": not a backend or functionality key"));
+  }
+  if (!kernel.isValid())
+    return absl::InvalidArgumentError(strCat("cannot register an empty kernel for ", op_name));
+  std::lock_guard<std::mutex> lock(mu_);
+  absl::StatusOr<OperatorEntry*> op = definedEntry(op_name, strCat("register a ", dispatchKeyName(key), " kernel for"));
+  if (!op.ok()) return op.status();
+  const FunctionSchema& schema = *(*op)->schema_.load(std::memory_order_relaxed);
+  if (kernel.hasUnboxed()) {
+    std::string expected = cppSignatureForSchema(schema);
+    if (kernel.cppSignature() != expected) {
+      return absl::InvalidArgumentError(strCat(
+          "the ", dispatchKeyName(key), " kernel for ", schema.name().qualifiedName(),
+          " has C++ signature ", kernel.cppSignature(), ", but the schema ", schema.toString(),
+          " needs ", expected, "; fix the kernel's parameter or return types"));
+    }
+  }
+  KernelKind kind = kernel.isFallthrough() ? KernelKind::Fallthrough : KernelKind::Direct;
+  const KernelRecord* r = newRecord(std::move(kernel), kind, key, std::move(debug));
+  (*op)->impls_[static_cast<int>(key)].push_back(r);
+  updateTable(**op);
+  return addRegistration({RegistrationKind::Impl, *op, key, r, nullptr});
+}
+
+absl::StatusOr<RegistrationHandle> Dispatcher::registerComposite(std::string_view op_name,
+                                                                 KernelFunction kernel, std::string debug) {
+  if (!kernel.isValid() || kernel.isFallthrough())
+    return absl::InvalidArgumentError(strCat("a composite kernel for ", op_name, " must be a real kernel"));
+  std::lock_guard<std::mutex> lock(mu_);
+  absl::StatusOr<OperatorEntry*> op = definedEntry(op_name, "register a composite kernel for");
+  if (!op.ok()) return op.status();
+  const FunctionSchema& schema = *(*op)->schema_.load(std::memory_order_relaxed);
+  if (kernel.hasUnboxed() && kernel.cppSignature() != cppSignatureForSchema(schema)) {
+    return absl::InvalidArgumentError(strCat(
+        "the composite kernel for ", schema.name().qualifiedName(), " has C++ signature ",
+        kernel.cppSignature(), ", but the schema ", schema.toString(), " needs ",
+        cppSignatureForSchema(schema)));
+  }
+  const KernelRecord* r = newRecord(std::move(kernel), KernelKind::Composite, DispatchKey::Undefined, std::move(debug));
+  (*op)->composites_.push_back(r);
+  updateTable(**op);
+  return addRegistration({RegistrationKind::Composite, *op, DispatchKey::Undefined, r, nullptr});
+}
+
+absl::StatusOr<RegistrationHandle> Dispatcher::registerFallback(DispatchKey key, KernelFunction kernel,
+                                                                std::string debug) {
+  if (!isBackendKey(key) && !isFunctionalityKey(key)) {
+    return absl::InvalidArgumentError(
+        strCat("cannot register a fallback at key ", dispatchKeyName(key), ": not a backend or functionality key"));
+  }
+  if (!kernel.isValid()) return absl::InvalidArgumentError("cannot register an empty fallback kernel");
+  std::lock_guard<std::mutex> lock(mu_);
+  KernelKind kind = kernel.isFallthrough() ? KernelKind::Fallthrough : KernelKind::BackendFallback;
+  const KernelRecord* r = newRecord(std::move(kernel), kind, key, std::move(debug));
+  fallbacks_[static_cast<int>(key)].push_back(r);
+  for (auto& [name, op] : ops_) updateTable(*op);
+  return addRegistration({RegistrationKind::Fallback, nullptr, key, r, nullptr});
+}
+
+void Dispatcher::deregister(uint64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = registrations_.find(id);
+  if (it == registrations_.end()) return;
+  Registration r = it->second;
+  registrations_.erase(it);
+  auto erase = [](std::vector<const KernelRecord*>& v, const KernelRecord* rec) {
+    v.erase(std::find(v.begin(), v.end(), rec));
+  };
+  switch (r.kind) {
+    case RegistrationKind::Def:
+      if (r.op->schema_.load(std::memory_order_relaxed) == r.schema) {
+        r.op->schema_.store(nullptr, std::memory_order_release);
+        r.op->def_debug_.clear();
+      }
+      updateTable(*r.op);
+      break;
+    case RegistrationKind::Impl:
+      erase(r.op->impls_[static_cast<int>(r.key)], r.record);
+      updateTable(*r.op);
+      break;
+    case RegistrationKind::Composite:
+      erase(r.op->composites_, r.record);
+      updateTable(*r.op);
+      break;
+    case RegistrationKind::Fallback:
+      erase(fallbacks_[static_cast<int>(r.key)], r.record);
+      for (auto& [name, op] : ops_) updateTable(*op);
+      break;
+  }
+}
+
+std::optional<OperatorHandle> Dispatcher::findOp(std::string_view qualified_name) {
+  absl::StatusOr<OperatorName> name = OperatorName::parse(qualified_name);
+  if (!name.ok()) return std::nullopt;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = ops_.find(name->qualifiedName());
+  if (it == ops_.end()) return std::nullopt;
+  return OperatorHandle(it->second.get());
+}
+
+OperatorHandle Dispatcher::findOpOrThrow(std::string_view qualified_name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  absl::StatusOr<OperatorEntry*> op = definedEntry(qualified_name, "find");
+  throwIfError(op.status());
+  return OperatorHandle(*op);
+}
+
+std::vector<OperatorHandle> Dispatcher::definedOperators() {
+  std::vector<OperatorHandle> out;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [name, op] : ops_)
+      if (op->schema()) out.push_back(OperatorHandle(op.get()));
+  }
+  std::sort(out.begin(), out.end(), [](const OperatorHandle& a, const OperatorHandle& b) {
+    return a.operatorName().qualifiedName() < b.operatorName().qualifiedName();
+  });
+  return out;
+}
+
+absl::Status Dispatcher::checkInvariants() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [name, op] : ops_) {
+    uint64_t dispatchable = 0;
+    for (int k = 0; k < kNumDispatchKeys; ++k) {
+      const KernelRecord* want = computeSlot(*op, static_cast<DispatchKey>(k));
+      if (op->table_[k].load() != want) {
+        return absl::InternalError(strCat("dispatch table of ", name, " at key ",
+                                          dispatchKeyName(static_cast<DispatchKey>(k)),
+                                          " is stale: holds a ", kernelKindName(op->table_[k].load()->kind),
+                                          " kernel, registrations imply ", kernelKindName(want->kind)));
+      }
+      if (want->kind != KernelKind::Fallthrough) dispatchable |= uint64_t{1} << k;
+    }
+    if (op->dispatchable_.load() != dispatchable)
+      return absl::InternalError(strCat("dispatchable-key mask of ", name, " is stale"));
+  }
+  return absl::OkStatus();
+}
+
+std::string Dispatcher::dumpState() {
+  std::string out;
+  for (const OperatorHandle& op : definedOperators()) out += op.dumpState();
+  return out;
+}
+
+}  // namespace backplane

@@ -1,0 +1,85 @@
+#include "backplane/dispatcher/ivalue.h"
+
+#include <sstream>
+
+#include "backplane/core/error.h"
+
+namespace backplane {
+
+const char* IValue::tagName(Tag t) {
+  switch (t) {
+    case Tag::None: return "None";
+    case Tag::Tensor: return "Tensor";
+    case Tag::Int: return "int";
+    case Tag::Double: return "float";
+    case Tag::Bool: return "bool";
+    case Tag::String: return "str";
+    case Tag::Scalar: return "Scalar";
+    case Tag::ScalarType: return "ScalarType";
+    case Tag::Device: return "Device";
+    case Tag::IntList: return "int[]";
+    case Tag::DoubleList: return "float[]";
+    case Tag::BoolList: return "bool[]";
+    case Tag::TensorList: return "Tensor[]";
+    case Tag::OptionalTensorList: return "Tensor?[]";
+  }
+  return "?";
+}
+
+void IValue::throwWrongTag(Tag want) const {
+  BP_THROW(kInvalidArgument, "expected a value of type ", tagName(want), " but got ", tagName(),
+           " (", str(), ")");
+}
+
+double IValue::toDouble() const {
+  if (isInt()) return static_cast<double>(std::get<int64_t>(v_));
+  return get<double>(Tag::Double);
+}
+
+Scalar IValue::toScalar() const {
+  switch (tag()) {
+    case Tag::Int: return Scalar(std::get<int64_t>(v_));
+    case Tag::Double: return Scalar(std::get<double>(v_));
+    case Tag::Bool: return Scalar(std::get<bool>(v_));
+    case Tag::Scalar: return std::get<Scalar>(v_);
+    default: throwWrongTag(Tag::Scalar);
+  }
+}
+
+namespace {
+template <typename T>
+void printList(std::ostream& os, const std::vector<T>& v) {
+  os << '[';
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) os << ", ";
+    if constexpr (std::is_same_v<T, std::optional<Tensor>>) {
+      if (v[i]) os << *v[i];
+      else os << "None";
+    } else {
+      os << v[i];
+    }
+  }
+  os << ']';
+}
+}  // namespace
+
+std::string IValue::str() const {
+  std::ostringstream os;
+  std::visit(
+      [&](const auto& v) {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, std::monostate>) os << "None";
+        else if constexpr (std::is_same_v<T, bool>) os << (v ? "True" : "False");
+        else if constexpr (std::is_same_v<T, std::string>) os << '"' << v << '"';
+        else if constexpr (std::is_same_v<T, std::vector<bool>>) {
+          os << '[';
+          for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << (v[i] ? "True" : "False");
+          os << ']';
+        } else if constexpr (requires { v.size(); v.begin(); }) printList(os, v);
+        else os << v;
+      },
+      v_);
+  return os.str();
+}
+
+}  // namespace backplane
