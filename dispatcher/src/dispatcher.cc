@@ -44,6 +44,15 @@ const FunctionSchema& OperatorHandle::schema() const {
 
 namespace {
 
+// Layout and MemoryFormat travel as ints, with PyTorch's numbering.
+int64_t enumDefault(const std::string& name) {
+  if (name == "strided" || name == "contiguous_format") return 0;
+  if (name == "preserve_format") return 1;
+  if (name == "channels_last") return 2;
+  BP_THROW(kInvalidArgument, "unknown layout or memory format default '", name,
+           "'; known: strided, contiguous_format, preserve_format, channels_last");
+}
+
 IValue defaultToIValue(const DefaultValue& d, const SchemaType& type) {
   return std::visit(
       [&](const auto& v) -> IValue {
@@ -60,6 +69,7 @@ IValue defaultToIValue(const DefaultValue& d, const SchemaType& type) {
         } else if constexpr (std::is_same_v<T, std::string>) {
           if (type.base == BaseType::Device) return IValue(Device::fromString(v));
           if (type.base == BaseType::ScalarType) return IValue(valueOrThrow(parseScalarType(v)));
+          if (type.base == BaseType::Layout || type.base == BaseType::MemoryFormat) return IValue(enumDefault(v));
           return IValue(v);
         } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
           if (type.base == BaseType::Float) return IValue(std::vector<double>(v.begin(), v.end()));

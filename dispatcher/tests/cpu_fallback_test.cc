@@ -1,1 +1,144 @@
-#include <gtest/gtest.h>
+// Note [CPU fallback], exercised on the test device (memory the host cannot
+// read): arguments staged to the host, written arguments copied back,
+// returns moved to the target device, counters, modes, warnings.
+#include "builtin_kernels.h"
+
+#include "backplane/dispatcher/library.h"
+#include "test_device.h"
+#include "test_ops.h"
+
+namespace backplane {
+namespace {
+
+using test::expectError;
+using test::floats;
+using ::testing::HasSubstr;
+
+class CpuFallbackTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dev_ = &testing::TestDevice::install();
+    key_ = backendKey(dev_->type());
+    live_before_ = dev_->liveAllocations();
+    Dispatcher::singleton().setFallbackMode(FallbackMode::Silent);
+    ASSERT_TRUE(lib_.def("add(Tensor a, Tensor b) -> Tensor").ok());
+    ASSERT_TRUE(lib_.def("add_(Tensor(a!) self, Tensor other) -> Tensor(a!)").ok());
+    ASSERT_TRUE(lib_.def("add.out(Tensor a, Tensor b, *, Tensor(a!) out) -> Tensor(a!)").ok());
+    ASSERT_TRUE(lib_.def("sum_all(Tensor[] xs, Tensor? bias=None) -> Tensor").ok());
+    ASSERT_TRUE(lib_.impl("add", DispatchKey::CPU, &test::addCpu).ok());
+    ASSERT_TRUE(lib_.impl("add_", DispatchKey::CPU, [](const Tensor& self, const Tensor& other) {
+                     EXPECT_TRUE(self.device().isCpu());
+                     test::assignCpu(self, test::addCpu(self, other));
+                     return self;
+                   }).ok());
+    ASSERT_TRUE(lib_.impl("add.out", DispatchKey::CPU, [](const Tensor& a, const Tensor& b, const Tensor& out) {
+                     test::assignCpu(out, test::addCpu(a, b));
+                     return out;
+                   }).ok());
+    ASSERT_TRUE(lib_.impl("sum_all", DispatchKey::CPU, [](TensorList xs, const std::optional<Tensor>& bias) {
+                     Tensor acc = bias ? *bias : tensorFromVector<float>(std::vector<float>(xs[0].numel(), 0), xs[0].sizes());
+                     for (const Tensor& x : xs) acc = test::addCpu(acc, x);
+                     return acc;
+                   }).ok());
+  }
+  void TearDown() override {
+    lib_.reset();
+    Dispatcher::singleton().setFallbackMode(FallbackMode::Warn);
+  }
+  Device dev(int i = 0) const { return dev_->device(static_cast<DeviceIndex>(i)); }
+  OperatorHandle op(const char* name) { return Dispatcher::singleton().findOpOrThrow(name); }
+
+  testing::TestDevice* dev_;
+  DispatchKey key_;
+  size_t live_before_;
+  Library lib_{"fb"};
+};
+
+TEST_F(CpuFallbackTest, OutOfPlaceResultLandsOnTheDevice) {
+  auto add = op("fb::add").typed<Tensor(const Tensor&, const Tensor&)>();
+  EXPECT_EQ(add.kernelKind(key_), KernelKind::CpuFallback);
+  uint64_t calls = add.fallbackCalls(key_), bytes = add.fallbackBytes(key_);
+  Tensor a = floats({1, 2, 3}, dev()), b = floats({10, 20, 30}, dev());
+  dev_->resetCounters();
+  Tensor r = add.call(a, b);
+  EXPECT_EQ(dev_->bytesToHost(), 2u * 12u) << "both inputs staged to the host";
+  EXPECT_EQ(dev_->bytesFromHost(), 12u) << "only the result uploaded";
+  EXPECT_EQ(r.device(), dev());
+  EXPECT_EQ(r.toVector<float>(), (std::vector<float>{11, 22, 33}));
+  EXPECT_EQ(add.fallbackCalls(key_), calls + 1);
+  EXPECT_EQ(add.fallbackBytes(key_) - bytes, 3u * 12u) << "two inputs in, one result out";
+}
+
+TEST_F(CpuFallbackTest, InPlaceWritesBackIntoTheOriginalAndReturnsIt) {
+  auto add_ = op("fb::add_").typed<Tensor(const Tensor&, const Tensor&)>();
+  Tensor self = floats({1, 2, 3}, dev());
+  Tensor r = add_.call(self, floats({1, 1, 1}));  // mixed devices: other is on the CPU
+  EXPECT_EQ(r.unsafeGetImpl(), self.unsafeGetImpl()) << "Tensor(a!) return is the argument itself";
+  EXPECT_EQ(self.toVector<float>(), (std::vector<float>{2, 3, 4}));
+}
+
+TEST_F(CpuFallbackTest, OutArgumentIsWrittenOnItsDevice) {
+  auto add_out = op("fb::add.out").typed<Tensor(const Tensor&, const Tensor&, const Tensor&)>();
+  Tensor out = floats({0, 0}, dev(1));
+  Tensor r = add_out.call(floats({1, 2}, dev(1)), floats({3, 4}, dev(1)), out);
+  EXPECT_EQ(r.unsafeGetImpl(), out.unsafeGetImpl());
+  EXPECT_EQ(out.toVector<float>(), (std::vector<float>{4, 6}));
+  EXPECT_EQ(out.device(), dev(1));
+}
+
+TEST_F(CpuFallbackTest, StridedViewsGoThroughWithoutKernels) {
+  auto add_ = op("fb::add_").typed<Tensor(const Tensor&, const Tensor&)>();
+  auto add = op("fb::add").typed<Tensor(const Tensor&, const Tensor&)>();
+  Tensor base = tensorFromVector<float>({0, 1, 2, 3, 4, 5}, {2, 3}, dev());
+  Tensor t = add.call(base.t(), base.t());  // transposed inputs
+  EXPECT_EQ(t.sizes(), IntArrayRef({3, 2}));
+  EXPECT_EQ(t.toVector<float>(), (std::vector<float>{0, 6, 2, 8, 4, 10}));
+  // Write through a strided view: only its elements change.
+  Tensor every_other = base.view({6}).slice(0, 0, 6, 2);  // elements 0, 2, 4
+  add_.call(every_other, floats({100, 100, 100}));
+  EXPECT_EQ(base.toVector<float>(), (std::vector<float>{100, 1, 102, 3, 104, 5}));
+}
+
+TEST_F(CpuFallbackTest, TensorListsAndOptionalTensors) {
+  auto sum_all = op("fb::sum_all").typed<Tensor(TensorList, const std::optional<Tensor>&)>();
+  std::vector<Tensor> xs{floats({1, 2}, dev()), floats({3, 4}, dev())};
+  Tensor r = sum_all.call(xs, std::nullopt);
+  EXPECT_EQ(r.device(), dev());
+  EXPECT_EQ(r.toVector<float>(), (std::vector<float>{4, 6}));
+  Tensor with_bias = sum_all.call(xs, floats({10, 10}, dev()));
+  EXPECT_EQ(with_bias.toVector<float>(), (std::vector<float>{14, 16}));
+}
+
+TEST_F(CpuFallbackTest, ErrorModeRefusesAndNamesTheSwitch) {
+  Dispatcher::singleton().setFallbackMode(FallbackMode::Error);
+  auto add = op("fb::add").typed<Tensor(const Tensor&, const Tensor&)>();
+  expectError([&] { add.call(floats({1}, dev()), floats({1}, dev())); },
+              {"fb::add has no kernel for testdev", "BACKPLANE_FALLBACK=error"});
+}
+
+TEST_F(CpuFallbackTest, WarnsOncePerOperatorAndDevice) {
+  Dispatcher::singleton().setFallbackMode(FallbackMode::Warn);
+  Library lib("fbw");
+  ASSERT_TRUE(lib.def("twice(Tensor a) -> Tensor").ok());
+  ASSERT_TRUE(lib.impl("twice", DispatchKey::CPU, [](const Tensor& a) { return test::addCpu(a, a); }).ok());
+  auto twice = op("fbw::twice").typed<Tensor(const Tensor&)>();
+  ::testing::internal::CaptureStderr();
+  twice.call(floats({1}, dev()));
+  twice.call(floats({2}, dev()));
+  std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(log, HasSubstr("fbw::twice has no kernel for testdev; running it on the CPU"));
+  EXPECT_EQ(log.find("fbw::twice", log.find("fbw::twice") + 1), std::string::npos) << log;
+}
+
+TEST_F(CpuFallbackTest, KernelErrorsPropagateAndNothingLeaks) {
+  auto add = op("fb::add").typed<Tensor(const Tensor&, const Tensor&)>();
+  expectError([&] { add.call(floats({1, 2}, dev()), floats({1, 2, 3}, dev())); }, {"shapes differ"});
+  {
+    Tensor r = add.call(floats({1}, dev()), floats({1}, dev()));
+    EXPECT_EQ(r.item<float>(), 2.0f);
+  }
+  EXPECT_EQ(dev_->liveAllocations(), live_before_);
+}
+
+}  // namespace
+}  // namespace backplane

@@ -1,1 +1,273 @@
-#include <gtest/gtest.h>
+// The operator x dispatch-key table: def/impl/fallback, precedence,
+// handles that restore what came before, errors, tracing, redispatch.
+#include "backplane/dispatcher/dispatcher.h"
+
+#include <atomic>
+
+#include "backplane/dispatcher/library.h"
+#include "test_device.h"
+#include "test_ops.h"
+
+namespace backplane {
+namespace {
+
+using test::expectError;
+using test::floats;
+using ::testing::HasSubstr;
+
+Dispatcher& dispatcher() { return Dispatcher::singleton(); }
+
+Tensor fillLike(const Tensor& t, float v) {
+  std::vector<float> out(static_cast<size_t>(t.numel()), v);
+  return tensorFromVector<float>(out, t.sizes(), t.device());
+}
+
+TEST(DispatcherTest, DefImplAndCallTyped) {
+  Library lib("dt1");
+  ASSERT_TRUE(lib.def("add(Tensor a, Tensor b) -> Tensor").ok());
+  ASSERT_TRUE(lib.impl("add", DispatchKey::CPU, &test::addCpu).ok());
+  auto add = dispatcher().findOpOrThrow("dt1::add").typed<Tensor(const Tensor&, const Tensor&)>();
+  Tensor r = add.call(floats({1, 2, 3}), floats({10, 20, 30}));
+  EXPECT_EQ(r.toVector<float>(), (std::vector<float>{11, 22, 33}));
+  EXPECT_EQ(add.kernelKind(DispatchKey::CPU), KernelKind::Direct);
+  EXPECT_TRUE(dispatcher().checkInvariants().ok());
+}
+
+TEST(DispatcherTest, DefiningTwiceIsRejected) {
+  Library lib("dt2", "first library");
+  ASSERT_TRUE(lib.def("f(Tensor a) -> Tensor").ok());
+  Library other("dt2");
+  absl::Status s = other.def("f(Tensor x) -> Tensor");
+  EXPECT_EQ(s.code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("dt2::f is already defined by first library"));
+  EXPECT_TRUE(other.def("f.other(Tensor x) -> Tensor").ok()) << "a new overload name is fine";
+}
+
+TEST(DispatcherTest, BadSchemaIsRejectedWithPosition) {
+  Library lib("dt3");
+  absl::Status s = lib.def("f(Tensor a, -> Tensor");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("position"));
+  EXPECT_THAT(std::string(Library("dt3").def("other::g(Tensor a) -> Tensor").message()),
+              HasSubstr("belongs to namespace 'other'"));
+}
+
+TEST(DispatcherTest, ImplForUndefinedOpIsRejected) {
+  Library lib("dt4");
+  ASSERT_TRUE(lib.def("g.Tensor(Tensor a) -> Tensor").ok());
+  absl::Status s = lib.impl("g", DispatchKey::CPU, [](const Tensor& a) { return a; });
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("dt4::g: the operator is not defined"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("Defined overloads of that name: dt4::g.Tensor"));
+  EXPECT_EQ(lib.impl("g.Tensor", DispatchKey::Undefined, [](const Tensor& a) { return a; }).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(DispatcherTest, KernelSignatureMustMatchSchema) {
+  Library lib("dt5");
+  ASSERT_TRUE(lib.def("h(Tensor a, Tensor b) -> Tensor").ok());
+  absl::Status s = lib.impl("h", DispatchKey::CPU, [](const Tensor& a, int64_t) { return a; });
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("(Tensor, int) -> Tensor"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("(Tensor, Tensor) -> Tensor"));
+  OperatorHandle op = dispatcher().findOpOrThrow("dt5::h");
+  expectError([&] { op.typed<Tensor(const Tensor&)>(); }, {"(Tensor) -> Tensor", "(Tensor, Tensor) -> Tensor"});
+}
+
+TEST(DispatcherTest, MissingKernelNamesOpKeyDevicesAndAvailableKeys) {
+  auto& dev = testing::TestDevice::install();
+  Library lib("dt6");
+  ASSERT_TRUE(lib.def("only_dev(Tensor a) -> Tensor").ok());
+  ASSERT_TRUE(lib.impl("only_dev", dev.type(), [](const Tensor& a) { return a; }).ok());
+  auto op = dispatcher().findOpOrThrow("dt6::only_dev").typed<Tensor(const Tensor&)>();
+  try {
+    op.call(floats({1, 2}));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), absl::StatusCode::kUnimplemented);
+    EXPECT_THAT(e.message(), HasSubstr("dt6::only_dev has no kernel for dispatch key CPU"));
+    EXPECT_THAT(e.message(), HasSubstr("Tensor[2] float32 cpu"));
+    EXPECT_THAT(e.message(), HasSubstr("Kernels exist for: testdev (native)"));
+  }
+  Tensor on_dev = floats({1, 2}, dev.device());
+  EXPECT_TRUE(op.call(on_dev).is_alias_of(on_dev));
+}
+
+TEST(DispatcherTest, NoCpuKernelMeansNoCpuFallback) {
+  auto& dev = testing::TestDevice::install();
+  Library lib("dt7");
+  ASSERT_TRUE(lib.def("nothing(Tensor a) -> Tensor").ok());
+  auto op = dispatcher().findOpOrThrow("dt7::nothing").typed<Tensor(const Tensor&)>();
+  EXPECT_EQ(op.kernelKind(backendKey(dev.type())), KernelKind::Missing);
+  expectError([&] { op.call(floats({1}, dev.device())); },
+              {"no kernel for dispatch key testdev", "Kernels exist for: none", "no CPU kernel either"});
+}
+
+// Note [Kernel precedence]: direct > composite > backend fallback > CPU
+// fallback > missing, and removing each brings back the one below it.
+TEST(DispatcherTest, PrecedenceAndRestoreOnHandleDestruction) {
+  auto& dev = testing::TestDevice::install();
+  const DispatchKey key = backendKey(dev.type());
+  Library base("dt8");
+  ASSERT_TRUE(base.def("which(Tensor a) -> Tensor").ok());
+  auto op = dispatcher().findOpOrThrow("dt8::which").typed<Tensor(const Tensor&)>();
+  Tensor x = floats({0, 0}, dev.device());
+  auto result = [&] { return op.call(x).toVector<float>()[0]; };
+
+  EXPECT_EQ(op.kernelKind(key), KernelKind::Missing);
+  ASSERT_TRUE(base.impl("which", DispatchKey::CPU, [](const Tensor& a) { return fillLike(a, 1); }).ok());
+  EXPECT_EQ(op.kernelKind(key), KernelKind::CpuFallback);
+  EXPECT_EQ(result(), 1);
+  {
+    Library fb("dt8");
+    ASSERT_TRUE(fb.fallback(key, KernelFunction::makeFromBoxedFunction(
+                                     [](OperatorKernel*, const OperatorHandle&, DispatchKeySet, Stack* s) {
+                                       Tensor a = s->back().toTensor();
+                                       s->pop_back();
+                                       s->emplace_back(fillLike(a, 2));
+                                     }))
+                    .ok());
+    EXPECT_EQ(op.kernelKind(key), KernelKind::BackendFallback);
+    EXPECT_EQ(result(), 2);
+    {
+      Library comp("dt8");
+      ASSERT_TRUE(comp.implComposite("which", [](const Tensor& a) { return fillLike(a, 3); }).ok());
+      EXPECT_EQ(op.kernelKind(key), KernelKind::Composite);
+      EXPECT_EQ(op.kernelKind(DispatchKey::CPU), KernelKind::Direct) << "a direct CPU impl beats the composite";
+      EXPECT_EQ(result(), 3);
+      {
+        Library direct("dt8");
+        ASSERT_TRUE(direct.impl("which", key, [](const Tensor& a) { return fillLike(a, 4); }).ok());
+        EXPECT_EQ(op.kernelKind(key), KernelKind::Direct);
+        EXPECT_EQ(result(), 4);
+        EXPECT_TRUE(dispatcher().checkInvariants().ok());
+      }
+      EXPECT_EQ(result(), 3);
+    }
+    EXPECT_EQ(result(), 2);
+  }
+  EXPECT_EQ(result(), 1);
+  base.reset();
+  EXPECT_FALSE(op.hasSchema());
+  expectError([&] { op.call(x); }, {"dt8::which is not defined"});
+  EXPECT_TRUE(dispatcher().checkInvariants().ok());
+}
+
+TEST(DispatcherTest, NewerImplShadowsOlderInAnyRemovalOrder) {
+  Library def("dt9");
+  ASSERT_TRUE(def.def("v(Tensor a) -> Tensor").ok());
+  auto op = dispatcher().findOpOrThrow("dt9::v").typed<Tensor(const Tensor&)>();
+  Tensor x = floats({0});
+  auto older = std::make_unique<Library>("dt9");
+  auto newer = std::make_unique<Library>("dt9");
+  ASSERT_TRUE(older->impl("v", DispatchKey::CPU, [](const Tensor& a) { return fillLike(a, 1); }).ok());
+  ASSERT_TRUE(newer->impl("v", DispatchKey::CPU, [](const Tensor& a) { return fillLike(a, 2); }).ok());
+  EXPECT_EQ(op.call(x).item<float>(), 2);
+  older.reset();  // removing the shadowed one changes nothing
+  EXPECT_EQ(op.call(x).item<float>(), 2);
+  newer.reset();
+  EXPECT_EQ(op.kernelKind(DispatchKey::CPU), KernelKind::Missing);
+  ASSERT_TRUE(def.impl("v", DispatchKey::CPU, [](const Tensor& a) { return fillLike(a, 5); }).ok());
+  EXPECT_EQ(op.call(x).item<float>(), 5);
+}
+
+TEST(DispatcherTest, RedefinitionKeepsKernelsThatStillFit) {
+  Library impls("dt10");
+  auto def = std::make_unique<Library>("dt10");
+  ASSERT_TRUE(def->def("r(Tensor a) -> Tensor").ok());
+  ASSERT_TRUE(impls.impl("r", DispatchKey::CPU, [](const Tensor& a) { return fillLike(a, 7); }).ok());
+  def.reset();
+  OperatorHandle op = *dispatcher().findOp("dt10::r");
+  EXPECT_FALSE(op.hasSchema());
+  Library wrong("dt10");
+  EXPECT_THAT(std::string(wrong.def("r(Tensor a, int n) -> Tensor").message()), HasSubstr("(Tensor) -> Tensor"));
+  ASSERT_TRUE(wrong.def("r(Tensor a) -> Tensor").ok());
+  EXPECT_EQ(op.typed<Tensor(const Tensor&)>().call(floats({0})).item<float>(), 7);
+}
+
+// A kernel at a functionality key wraps the op and redispatches below itself.
+TEST(DispatcherTest, FunctionalityKeyRedispatchAndThreadLocalSets) {
+  Library lib("dt11");
+  ASSERT_TRUE(lib.def("w(Tensor a) -> Tensor").ok());
+  ASSERT_TRUE(lib.impl("w", DispatchKey::CPU, [](const Tensor& a) { return fillLike(a, 1); }).ok());
+  static std::atomic<int> wrapped{0};
+  wrapped = 0;
+  auto op = dispatcher().findOpOrThrow("dt11::w").typed<Tensor(const Tensor&)>();
+  ASSERT_TRUE(lib.impl("w", DispatchKey::User0, [](DispatchKeySet ks, const Tensor& a) {
+                   ++wrapped;
+                   auto self = Dispatcher::singleton().findOpOrThrow("dt11::w").typed<Tensor(const Tensor&)>();
+                   Tensor r = self.redispatch(ks & DispatchKeySet::below(DispatchKey::User0), a);
+                   return fillLike(r, r.item<float>() + 100);
+                 }).ok());
+  Tensor x = floats({0});
+  EXPECT_EQ(op.call(x).item<float>(), 1) << "User0 is not in the key set unless included";
+  {
+    IncludeDispatchKeyGuard include(DispatchKey::User0);
+    EXPECT_EQ(op.call(x).item<float>(), 101);
+    {
+      ExcludeDispatchKeyGuard exclude(DispatchKey::User0);
+      EXPECT_EQ(op.call(x).item<float>(), 1);
+    }
+    // Boxed calls dispatch the same way.
+    Stack stack{x};
+    op.callBoxed(stack);
+    EXPECT_EQ(stack.at(0).toTensor().item<float>(), 101);
+  }
+  EXPECT_EQ(wrapped.load(), 2);
+  // A fallthrough at User0 for this op skips the key even when included.
+  Library ft("dt11");
+  ASSERT_TRUE(ft.impl("w", DispatchKey::User0, KernelFunction::makeFallthrough()).ok());
+  IncludeDispatchKeyGuard include(DispatchKey::User0);
+  EXPECT_EQ(op.call(x).item<float>(), 1);
+  EXPECT_EQ(op.kernelKind(DispatchKey::User0), KernelKind::Fallthrough);
+}
+
+TEST(DispatcherTest, FactoryOpsDispatchOnDeviceArgumentOrDefaultToCpu) {
+  Library lib("dt12");
+  ASSERT_TRUE(lib.def("make(int n, *, Device? device=None) -> Tensor").ok());
+  ASSERT_TRUE(lib.impl("make", DispatchKey::CPU, [](int64_t n, std::optional<Device> d) {
+                   std::vector<float> v(static_cast<size_t>(n), 3.0f);
+                   return tensorFromVector<float>(v, {n}, d.value_or(Device(DeviceType::CPU)));
+                 }).ok());
+  auto op = dispatcher().findOpOrThrow("dt12::make").typed<Tensor(int64_t, std::optional<Device>)>();
+  Tensor c = op.call(4, std::nullopt);
+  EXPECT_TRUE(c.device().isCpu());
+  EXPECT_EQ(c.toVector<float>(), std::vector<float>(4, 3.0f));
+  auto& dev = testing::TestDevice::install();
+  Tensor d = op.call(2, dev.device(1));
+  EXPECT_EQ(d.device(), dev.device(1)) << "the CPU fallback moves results to the Device argument";
+  EXPECT_EQ(d.toVector<float>(), std::vector<float>(2, 3.0f));
+}
+
+TEST(DispatcherTest, TracingLogsOpKeysAndKernelKind) {
+  Library lib("dt13");
+  ASSERT_TRUE(lib.def("traced(Tensor a) -> Tensor").ok());
+  ASSERT_TRUE(lib.impl("traced", DispatchKey::CPU, [](const Tensor& a) { return a; }).ok());
+  auto op = dispatcher().findOpOrThrow("dt13::traced").typed<Tensor(const Tensor&)>();
+  Tensor x = floats({1});
+  ::testing::internal::CaptureStderr();
+  dispatcher().setTracing(true);
+  Tensor y = op.call(x);
+  dispatcher().setTracing(false);
+  op.call(x);
+  std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(log, HasSubstr("backplane trace: dt13::traced keys={CPU|Tracing} -> CPU (native)"));
+  EXPECT_EQ(log.find("dt13::traced", log.find("dt13::traced") + 1), std::string::npos) << "traced once";
+  EXPECT_TRUE(y.is_alias_of(x));
+}
+
+TEST(DispatcherTest, FindOpErrorsSuggestOverloads) {
+  Library lib("dt15");
+  ASSERT_TRUE(lib.def("k.one(Tensor a) -> Tensor").ok());
+  expectError([] { Dispatcher::singleton().findOpOrThrow("dt15::k"); },
+              {"dt15::k", "not defined", "dt15::k.one"});
+  EXPECT_FALSE(dispatcher().findOp("not a name").has_value());
+  bool listed = false;
+  for (const OperatorHandle& op : dispatcher().definedOperators())
+    listed |= op.operatorName().qualifiedName() == "dt15::k.one";
+  EXPECT_TRUE(listed);
+  EXPECT_THAT(dispatcher().findOpOrThrow("dt15::k.one").dumpState(), HasSubstr("dt15::k.one(Tensor a) -> Tensor"));
+}
+
+}  // namespace
+}  // namespace backplane

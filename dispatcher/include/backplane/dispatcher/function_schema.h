@@ -118,8 +118,8 @@ class FunctionSchema {
                  std::vector<Argument> returns);
 
   // Parses `ns::name.overload(ARGS) -> RETURNS`. On failure returns
-  // InvalidArgumentError naming what was expected, the 0-based character
-  // position, and the offending line with a caret under that position.
+  // InvalidArgumentError naming what was expected, the position (0-based
+  // byte offset into `text`), and the offending line with a caret under it.
   static absl::StatusOr<FunctionSchema> parse(std::string_view text);
 
   const OperatorName& name() const { return name_; }

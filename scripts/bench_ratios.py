@@ -1,0 +1,41 @@
+#!/usr/bin/env python3
+"""Prints the ratios between benchmarks of one Google Benchmark JSON run.
+
+Each line: a benchmark, its baseline, the ratio of their median times, and
+the target from the issue that asked for it. Reporting only; it never fails.
+"""
+import json
+import sys
+
+# (benchmark, baseline, target description, predicate on ratio)
+RATIOS = [
+    ("BM_DispatchUnboxed_Noop", "BM_RawFunctionPointer", "<= 2.0x", lambda r: r <= 2.0),
+    ("BM_DispatchBoxed_Noop", "BM_RawFunctionPointer", "<= 8x", lambda r: r <= 8.0),
+]
+
+
+def medians(path):
+    with open(path) as f:
+        data = json.load(f)
+    out = {}
+    for b in data["benchmarks"]:
+        name = b.get("run_name", b["name"])
+        if b.get("aggregate_name") in (None, "median"):
+            out.setdefault(name, b["real_time"])
+            if b.get("aggregate_name") == "median":
+                out[name] = b["real_time"]
+    return out
+
+
+def main():
+    times = medians(sys.argv[1] if len(sys.argv) > 1 else "build/bench/results.json")
+    print(f"{'benchmark':34} {'baseline':34} {'time':>10} {'ratio':>7}  target")
+    for name, base, target, ok in RATIOS:
+        if name not in times or base not in times:
+            continue
+        r = times[name] / times[base]
+        print(f"{name:34} {base:34} {times[name]:8.2f}ns {r:6.2f}x  {target} {'ok' if ok(r) else 'MISSED'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Configures and builds Backplane.
+#   scripts/build.sh [--sanitize=address,undefined|thread] [--release] [--werror] [-- extra cmake args]
+# Each sanitizer set builds into its own folder: build/, build-asan-ubsan/, build-tsan/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+sanitize=""
+build_type=RelWithDebInfo
+werror=${CI:+ON}
+extra=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --sanitize=*) sanitize="${1#--sanitize=}" ;;
+    --release) build_type=Release ;;
+    --werror) werror=ON ;;
+    --) shift; extra+=("$@"); break ;;
+    *) echo "build.sh: unknown option '$1'" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+case "$sanitize" in
+  "") dir=build ;;
+  address,undefined|undefined,address) dir=build-asan-ubsan; sanitize=address,undefined ;;
+  address) dir=build-asan ;;
+  undefined) dir=build-ubsan ;;
+  thread) dir=build-tsan ;;
+  *) echo "build.sh: --sanitize takes address,undefined or thread (got '$sanitize')" >&2; exit 2 ;;
+esac
+
+generator=()
+command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
+if [ -f "$dir/CMakeCache.txt" ] && ! grep -q "CMAKE_GENERATOR:INTERNAL=${generator[1]:-Unix Makefiles}" "$dir/CMakeCache.txt"; then
+  rm -rf "$dir"
+fi
+benchmarks=ON
+[ -n "$sanitize" ] && benchmarks=OFF   # benchmarks under sanitizers measure nothing useful
+cmake -S . -B "$dir" "${generator[@]}" \
+  -DCMAKE_BUILD_TYPE="$build_type" \
+  -DBACKPLANE_SANITIZE="$sanitize" \
+  -DBACKPLANE_WERROR="${werror:-OFF}" \
+  -DBACKPLANE_BUILD_BENCHMARKS="$benchmarks" \
+  "${extra[@]}" >/dev/null
+cmake --build "$dir" --parallel "$(nproc)"
+echo "$dir"

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The main job: set up, build, run the demo.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/setup.sh
+dir=$(scripts/build.sh | tail -n 1)
+echo
+echo "== quickstart: an operator defined, implemented on CPU, run on cpu and on a device without a kernel"
+"$dir/samples/quickstart/quickstart"

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Sets up, builds and runs every test.
+#   scripts/test.sh                              the normal build (build/)
+#   scripts/test.sh --sanitize=address,undefined  AddressSanitizer + UBSan (build-asan-ubsan/)
+#   scripts/test.sh --sanitize=thread             ThreadSanitizer (build-tsan/)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/setup.sh
+dir=$(scripts/build.sh "$@" | tail -n 1)
+
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}"
+export BACKPLANE_FALLBACK="${BACKPLANE_FALLBACK:-silent}"
+ctest --test-dir "$dir" --output-on-failure --parallel "$(nproc)" --timeout 600
