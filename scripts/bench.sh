@@ -16,10 +16,12 @@ for a in "$@"; do
 done
 
 scripts/setup.sh
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DBACKPLANE_BUILD_BENCHMARKS=ON >/dev/null
-cmake --build build --parallel "$(nproc)" --target dispatch_bench
+# Release build in its own folder, so it does not fight the test build's flags.
+cmake -S . -B build-release -G Ninja -DCMAKE_BUILD_TYPE=Release -DBACKPLANE_BUILD_TESTS=OFF \
+  -DBACKPLANE_BUILD_BENCHMARKS=ON >/dev/null
+cmake --build build-release --parallel "$(nproc)" --target dispatch_bench
 mkdir -p build/bench
-BACKPLANE_FALLBACK=silent build/bench/dispatch_bench \
+BACKPLANE_FALLBACK=silent build-release/bench/dispatch_bench \
   --benchmark_filter="$filter" \
   --benchmark_repetitions="$reps" --benchmark_report_aggregates_only=true \
   --benchmark_out=build/bench/results.json --benchmark_out_format=json

@@ -15,7 +15,7 @@ DimVector contiguousStrides(IntArrayRef sizes) {
   int64_t s = 1;
   for (size_t i = sizes.size(); i-- > 0;) {
     strides[i] = s;
-    s *= std::max<int64_t>(sizes[i], 1);
+    s = checkedMul(s, std::max<int64_t>(sizes[i], 1), "contiguous stride");
   }
   return strides;
 }
@@ -150,8 +150,16 @@ void Tensor::throwUndefined() {
                                 "absent optional); check defined() before using it");
 }
 
-int64_t Tensor::size(int64_t d) const { return sizes()[wrapDim(d, dim(), "size")]; }
-int64_t Tensor::stride(int64_t d) const { return strides()[wrapDim(d, dim(), "stride")]; }
+namespace {
+// For indexing sizes/strides: a 0-d tensor has no dimension to name.
+int64_t indexDim(int64_t d, int64_t ndim, const char* op) {
+  BP_CHECK(ndim > 0, op, "(", d, "): the tensor is 0-d and has no dimensions");
+  return wrapDim(d, ndim, op);
+}
+}  // namespace
+
+int64_t Tensor::size(int64_t d) const { return sizes()[indexDim(d, dim(), "size")]; }
+int64_t Tensor::stride(int64_t d) const { return strides()[indexDim(d, dim(), "stride")]; }
 
 void* Tensor::data_ptr() const {
   return offsetAddress(storage().data(), storage_offset() * static_cast<int64_t>(itemsize()));
@@ -384,8 +392,8 @@ Tensor Tensor::squeeze() const {
 }
 
 Tensor Tensor::squeeze(int64_t d) const {
-  if (dim() == 0) return as_strided(sizes(), strides());
   d = wrapDim(d, dim(), "squeeze");
+  if (dim() == 0) return as_strided(sizes(), strides());
   if (sizes()[d] != 1) return as_strided(sizes(), strides());
   DimVector sz(sizes().begin(), sizes().end()), st(strides().begin(), strides().end());
   sz.erase(sz.begin() + d);

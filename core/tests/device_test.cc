@@ -27,7 +27,6 @@ namespace {
 
 using ::testing::Contains;
 using ::testing::HasSubstr;
-using ::testing::Not;
 
 // The message of the backplane::Error that `f` throws; a marker if it throws
 // none (so a missing error fails the HasSubstr expectation that uses it).
