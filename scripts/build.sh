@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Configures and builds Backplane.
 #   scripts/build.sh [--sanitize=address,undefined|thread] [--release] [--werror] [-- extra cmake args]
+#   scripts/build.sh --print-dir [same options]   prints the build folder and exits
 # Each sanitizer set builds into its own folder: build/, build-asan-ubsan/, build-tsan/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,11 +10,13 @@ sanitize=""
 build_type=RelWithDebInfo
 werror=${CI:+ON}
 extra=()
+print_dir=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --sanitize=*) sanitize="${1#--sanitize=}" ;;
     --release) build_type=Release ;;
     --werror) werror=ON ;;
+    --print-dir) print_dir=1 ;;
     --) shift; extra+=("$@"); break ;;
     *) echo "build.sh: unknown option '$1'" >&2; exit 2 ;;
   esac
@@ -29,6 +32,8 @@ case "$sanitize" in
   *) echo "build.sh: --sanitize takes address,undefined or thread (got '$sanitize')" >&2; exit 2 ;;
 esac
 
+if [ "$print_dir" = 1 ]; then echo "$dir"; exit 0; fi
+
 generator=()
 command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
 if [ -f "$dir/CMakeCache.txt" ] && ! grep -q "CMAKE_GENERATOR:INTERNAL=${generator[1]:-Unix Makefiles}" "$dir/CMakeCache.txt"; then
@@ -43,4 +48,3 @@ cmake -S . -B "$dir" "${generator[@]}" \
   -DBACKPLANE_BUILD_BENCHMARKS="$benchmarks" \
   "${extra[@]}" >/dev/null
 cmake --build "$dir" --parallel "$(nproc)"
-echo "$dir"

@@ -4,7 +4,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/setup.sh
-dir=$(scripts/build.sh | tail -n 1)
+scripts/build.sh
+dir=$(scripts/build.sh --print-dir)
 echo
 echo "== quickstart: an operator defined, implemented on CPU, run on cpu and on a device without a kernel"
 "$dir/samples/quickstart/quickstart"

@@ -24,7 +24,8 @@ const char* kernelKindName(KernelKind k) {
   return "?";
 }
 
-OperatorEntry::OperatorEntry(OperatorName name) : name_(std::move(name)) {}
+OperatorEntry::OperatorEntry(OperatorName name)
+    : name_(std::move(name)), qualified_name_(name_.qualifiedName()) {}
 
 // ------------------------------------------------------------ handles
 

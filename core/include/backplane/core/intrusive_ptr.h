@@ -31,12 +31,12 @@ class IntrusivePtr {
  public:
   IntrusivePtr() = default;
   // Takes shared ownership of `p` (which may be freshly allocated).
-  explicit IntrusivePtr(T* p) : p_(p) { retain(); }
+  explicit IntrusivePtr(T* p) : p_(p) { incref(); }
   template <typename... Args>
   static IntrusivePtr make(Args&&... args) {
     return IntrusivePtr(new T(std::forward<Args>(args)...));
   }
-  IntrusivePtr(const IntrusivePtr& o) : p_(o.p_) { retain(); }
+  IntrusivePtr(const IntrusivePtr& o) : p_(o.p_) { incref(); }
   IntrusivePtr(IntrusivePtr&& o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
   IntrusivePtr& operator=(const IntrusivePtr& o) {
     IntrusivePtr(o).swap(*this);
@@ -46,7 +46,18 @@ class IntrusivePtr {
     IntrusivePtr(std::move(o)).swap(*this);
     return *this;
   }
-  ~IntrusivePtr() { release(); }
+  ~IntrusivePtr() { decref(); }
+
+  // Adopts a reference previously given up by release(): no count change.
+  static IntrusivePtr reclaim(T* p) {
+    IntrusivePtr r;
+    r.p_ = p;
+    return r;
+  }
+  // Gives up ownership without decrementing: the caller now holds that
+  // reference and must hand it back through reclaim(). Used across the
+  // plugin ABI, where tensors travel as raw pointers.
+  T* release() { return std::exchange(p_, nullptr); }
 
   T* get() const { return p_; }
   T* operator->() const { return p_; }
@@ -57,10 +68,10 @@ class IntrusivePtr {
   friend bool operator==(const IntrusivePtr& a, const IntrusivePtr& b) { return a.p_ == b.p_; }
 
  private:
-  void retain() {
+  void incref() {
     if (p_) p_->refcount_.fetch_add(1, std::memory_order_relaxed);
   }
-  void release() {
+  void decref() {
     // acq_rel: the thread that drops the last reference must see every write
     // made through the other references before it destroys the object.
     if (p_ && p_->refcount_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete p_;

@@ -186,6 +186,20 @@ class KernelFunction {
     return k;
   }
 
+  // A kernel from its parts, for adapters that produce their own entry
+  // points (plugin kernels). `unboxed` may be null; if not, it must have the
+  // type Ret(*)(OperatorKernel*, DispatchKeySet, Args...) of the canonical
+  // signature that `cpp_signature` names (Note [Canonical C++ signatures]).
+  static KernelFunction makeFromParts(std::shared_ptr<OperatorKernel> functor, BoxedKernelFn boxed,
+                                      void* unboxed, std::string cpp_signature) {
+    KernelFunction k;
+    k.functor_ = std::move(functor);
+    k.boxed_ = boxed;
+    k.unboxed_ = unboxed;
+    k.cpp_signature_ = std::move(cpp_signature);
+    return k;
+  }
+
   // An unboxed kernel given as BP_FN(fn): the fastest form.
   template <auto Fn>
   static KernelFunction makeFromFunction(CompileTimeFunction<Fn> = {}) {

@@ -61,6 +61,8 @@ class OperatorEntry {
   OperatorEntry& operator=(const OperatorEntry&) = delete;
 
   const OperatorName& name() const { return name_; }
+  // "ns::name.overload", kept so that it can be handed out as a C string.
+  const std::string& qualifiedName() const { return qualified_name_; }
   // The schema, or nullptr while the op is not defined.
   const FunctionSchema* schema() const { return schema_.load(std::memory_order_acquire); }
 
@@ -102,6 +104,7 @@ class OperatorEntry {
   };
 
   const OperatorName name_;
+  const std::string qualified_name_;
   std::atomic<const FunctionSchema*> schema_{nullptr};
   std::array<std::atomic<const KernelRecord*>, kNumDispatchKeys> table_;
   // Bit k set iff slot k is not a fallthrough.

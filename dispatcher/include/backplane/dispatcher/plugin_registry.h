@@ -1,0 +1,80 @@
+#pragma once
+// Loading device plugins (shared libraries written against plugin_sdk/) at
+// run time, and unloading them.
+//
+// Note [Plugin loading]
+// Sources, in order: explicit load() calls, then loadAll() reads
+// BACKPLANE_PLUGIN_PATH (colon-separated files or directories) and the
+// default plugin directories (the build tree's and the install prefix's).
+// A library reached through two paths loads once. Libraries are opened with
+// local symbol binding; a plugin exports only its entry points. A plugin that
+// fails any check is skipped with its reason and every registration it made
+// is undone; the host keeps running. See plugin_api.h for the ABI rules.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "backplane/core/device.h"
+
+namespace backplane {
+
+struct PluginDeviceStatus {
+  std::string type_name;           // "toyaccel"
+  DeviceType type;
+  int device_count = 0;
+  std::string unavailable_reason;  // why device_count is 0, if it is
+};
+
+struct PluginStatus {
+  std::string path;           // canonical path of the library
+  std::string name;           // from the plugin's query (empty if unreadable)
+  std::string version;
+  uint32_t abi_major = 0;
+  uint32_t abi_minor = 0;
+  bool loaded = false;
+  std::string error;          // why it did not load (when !loaded)
+  std::vector<PluginDeviceStatus> devices;
+  size_t kernels = 0;         // kernels and fallbacks it registered
+  int64_t live_allocations = 0;
+};
+
+class PluginRegistry {
+ public:
+  PluginRegistry();
+  ~PluginRegistry();
+  PluginRegistry(const PluginRegistry&) = delete;
+  PluginRegistry& operator=(const PluginRegistry&) = delete;
+
+  // Loads the plugin at `path` and runs its init. Loading a library that is
+  // already loaded (by any path) returns its status. On failure the returned
+  // error says why, and plugins() lists the attempt.
+  absl::StatusOr<PluginStatus> load(const std::string& path);
+  // Loads everything on BACKPLANE_PLUGIN_PATH and in the default directories
+  // (skipping libraries already loaded). Failures do not stop the others;
+  // every attempt is in the result.
+  std::vector<PluginStatus> loadAll();
+  // Unregisters everything the plugin registered and closes the library.
+  // Refuses (FailedPrecondition, saying what) while tensors it allocated are
+  // alive or a call into it does not finish within a few seconds.
+  absl::Status unload(std::string_view name);
+
+  // Loaded plugins and failed attempts, in load order.
+  std::vector<PluginStatus> plugins() const;
+  // Where loadAll() looks after BACKPLANE_PLUGIN_PATH.
+  static std::vector<std::string> defaultDirectories();
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// The process's plugins (owned by the Dispatcher singleton).
+PluginRegistry& plugins();
+
+}  // namespace backplane

@@ -1,0 +1,47 @@
+#include "plugin_calls.h"
+
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+namespace backplane::plugin_detail {
+
+CallTracker& CallTracker::instance() {
+  static CallTracker* t = new CallTracker();  // leaked: threads may exit after main
+  return *t;
+}
+
+CallTracker::CallTracker() {
+  long cmds = syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+  membarrier_ok_ = cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
+                   syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+}
+
+CallTracker::Registration::Registration() {
+  CallTracker& t = instance();
+  std::lock_guard<std::mutex> lock(t.mu_);
+  t.threads_.push_back(&depths);
+}
+
+CallTracker::Registration::~Registration() {
+  CallTracker& t = instance();
+  std::lock_guard<std::mutex> lock(t.mu_);
+  t.threads_.erase(std::find(t.threads_.begin(), t.threads_.end(), &depths));
+}
+
+void CallTracker::heavyFence() {
+  if (membarrier_ok_) syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
+bool CallTracker::anyInside(int slot) {
+  heavyFence();
+  std::lock_guard<std::mutex> lock(mu_);
+  for (ThreadCallDepths* d : threads_)
+    if (d->depth[slot].load(std::memory_order_acquire) != 0) return true;
+  return false;
+}
+
+}  // namespace backplane::plugin_detail

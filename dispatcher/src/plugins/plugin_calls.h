@@ -1,0 +1,88 @@
+#pragma once
+// Knowing when no thread is running a plugin's code, cheaply.
+//
+// Note [Plugin call tracking]
+// Unloading a plugin must wait until no thread is inside its code, but the
+// hot path (a dispatched call into a plugin kernel) cannot afford an atomic
+// read-modify-write on a shared counter. Each thread keeps, per plugin slot,
+// a depth counter that only it writes (plain stores, no lock prefix). A call
+// raises its depth and then checks the plugin's `alive` flag; the unloader
+// clears `alive` and then reads every thread's depth. This is Dekker's
+// pattern, which needs a full fence between each side's store and load: the
+// unloader issues membarrier(PRIVATE_EXPEDITED), which runs a full barrier on
+// every thread of the process, so the callers need only a compiler barrier.
+// Without membarrier the callers fall back to a seq_cst fence (slower, still
+// correct). Either the caller sees alive == false and backs out without
+// touching plugin code, or the unloader sees its depth and waits.
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+namespace backplane::plugin_detail {
+
+inline constexpr int kMaxPluginSlots = 64;
+
+struct ThreadCallDepths {
+  std::array<std::atomic<uint32_t>, kMaxPluginSlots> depth{};
+};
+
+// Process-wide list of every live thread's depths (registered on first use,
+// removed at thread exit) and whether the asymmetric fence is available.
+class CallTracker {
+ public:
+  static CallTracker& instance();
+  ThreadCallDepths& forThisThread() {
+    thread_local Registration reg;
+    return reg.depths;
+  }
+  // True if any thread is inside plugin `slot` now. Call after clearing the
+  // plugin's alive flag.
+  bool anyInside(int slot);
+  bool lightweightCallers() const { return membarrier_ok_; }
+
+ private:
+  struct Registration {
+    Registration();
+    ~Registration();
+    ThreadCallDepths depths;
+  };
+  CallTracker();
+  void heavyFence();
+  std::mutex mu_;
+  std::vector<ThreadCallDepths*> threads_;  // guarded by mu_
+  bool membarrier_ok_ = false;
+};
+
+// Marks the current thread as inside plugin `slot` for its lifetime, unless
+// the plugin is going away (then entered() is false and nothing may be
+// called).
+class PluginCallScope {
+ public:
+  PluginCallScope(int slot, const std::atomic<bool>& alive) {
+    static CallTracker& tracker = CallTracker::instance();
+    static const bool light = tracker.lightweightCallers();
+    depth_ = &tracker.forThisThread().depth[slot];
+    saved_ = depth_->load(std::memory_order_relaxed);
+    depth_->store(saved_ + 1, std::memory_order_relaxed);
+    if (light) std::atomic_signal_fence(std::memory_order_seq_cst);
+    else std::atomic_thread_fence(std::memory_order_seq_cst);
+    entered_ = alive.load(std::memory_order_relaxed);
+    if (!entered_) depth_->store(saved_, std::memory_order_relaxed);
+  }
+  ~PluginCallScope() {
+    if (entered_) depth_->store(saved_, std::memory_order_release);
+  }
+  PluginCallScope(const PluginCallScope&) = delete;
+  PluginCallScope& operator=(const PluginCallScope&) = delete;
+  bool entered() const { return entered_; }
+
+ private:
+  std::atomic<uint32_t>* depth_;
+  uint32_t saved_;
+  bool entered_;
+};
+
+}  // namespace backplane::plugin_detail

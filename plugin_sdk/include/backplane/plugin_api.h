@@ -1,0 +1,329 @@
+/*
+ * Backplane plugin ABI: the stable C interface between the host (the
+ * dispatcher) and a device plugin shared library.
+ *
+ * Note [ABI rules]
+ * - Plain C: no exceptions, STL types or RTTI cross this boundary; memory is
+ *   freed by the side that allocated it. Errors are opaque BP_Error objects
+ *   made and freed through the host's table (error_new / error_free): the
+ *   host owns every error, whichever side created it.
+ * - A plugin exports two entry points: backplane_plugin_query() (cheap, no
+ *   side effects) and backplane_plugin_init(). backplane_plugin_shutdown()
+ *   is optional and runs before the library is closed.
+ * - Versioning: BP_ABI_MAJOR must match exactly. A plugin built against an
+ *   older BP_ABI_MINOR loads into a newer host; one built against a newer
+ *   minor than the host's is refused (it may call slots the host lacks).
+ * - Every struct begins with `struct_size`, set by its producer to
+ *   sizeof(the struct as it knew it). A receiver accepts a larger struct
+ *   (ignoring fields it does not know), treats fields past a smaller
+ *   struct_size as zero/NULL, and rejects 0 or sizes over BP_MAX_STRUCT_SIZE.
+ * - Tables (BP_HostApi, BP_DeviceTypeDesc) are append-only: new minors only
+ *   add fields at the end. A NULL function slot means "not implemented" and
+ *   is never called.
+ * - Strings passed in are borrowed for the duration of the call unless a
+ *   field says otherwise; strings returned are owned by their producer.
+ */
+#ifndef BACKPLANE_PLUGIN_API_H_
+#define BACKPLANE_PLUGIN_API_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define BP_PLUGIN_MAGIC 0x4C504250u /* "BPPL" little-endian */
+#define BP_ABI_MAJOR 1
+#define BP_ABI_MINOR 0
+#define BP_MAX_STRUCT_SIZE 65536u
+
+#define BP_PLUGIN_QUERY_SYMBOL "backplane_plugin_query"
+#define BP_PLUGIN_INIT_SYMBOL "backplane_plugin_init"
+#define BP_PLUGIN_SHUTDOWN_SYMBOL "backplane_plugin_shutdown"
+
+#if defined(__GNUC__)
+#define BP_EXPORT __attribute__((visibility("default")))
+#else
+#define BP_EXPORT
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------ basic types */
+
+/* Error codes; the numbering is absl::StatusCode's. */
+typedef int32_t BP_ErrorCode;
+enum {
+  BP_OK = 0,
+  BP_CANCELLED = 1,
+  BP_UNKNOWN = 2,
+  BP_INVALID_ARGUMENT = 3,
+  BP_DEADLINE_EXCEEDED = 4,
+  BP_NOT_FOUND = 5,
+  BP_ALREADY_EXISTS = 6,
+  BP_PERMISSION_DENIED = 7,
+  BP_RESOURCE_EXHAUSTED = 8,
+  BP_FAILED_PRECONDITION = 9,
+  BP_ABORTED = 10,
+  BP_OUT_OF_RANGE = 11,
+  BP_UNIMPLEMENTED = 12,
+  BP_INTERNAL = 13,
+  BP_UNAVAILABLE = 14,
+  BP_DATA_LOSS = 15
+};
+
+/* Element types; the numbering is the host's ScalarType. */
+typedef int32_t BP_ScalarType;
+enum {
+  BP_BOOL = 0,
+  BP_UINT8 = 1,
+  BP_INT8 = 2,
+  BP_INT32 = 3,
+  BP_INT64 = 4,
+  BP_FLOAT16 = 5,
+  BP_BFLOAT16 = 6,
+  BP_FLOAT32 = 7,
+  BP_FLOAT64 = 8
+};
+
+typedef int32_t BP_LogLevel;
+enum { BP_LOG_DEBUG = 0, BP_LOG_INFO = 1, BP_LOG_WARNING = 2, BP_LOG_ERROR = 3 };
+
+/* A device: a device type number (from register_device_type or
+ * device_type_find; 0 is cpu) and an index within the type. */
+typedef struct BP_Device {
+  int32_t type;
+  int32_t index;
+} BP_Device;
+
+typedef struct BP_Error BP_Error;       /* opaque, host-owned */
+typedef struct BP_Tensor BP_Tensor;     /* opaque, reference-counted, host-owned */
+typedef struct BP_Operator BP_Operator; /* opaque; valid for the life of the process */
+typedef struct BP_Plugin BP_Plugin;     /* opaque: the host's record of one plugin */
+typedef struct BP_Stream BP_Stream;     /* opaque, plugin-owned */
+typedef struct BP_Event BP_Event;       /* opaque, plugin-owned */
+
+/* ------------------------------------------------------------------ values */
+
+/* The kind of a BP_Value. Scalar arguments arrive as INT, DOUBLE or BOOL. */
+typedef int32_t BP_ValueTag;
+enum {
+  BP_VALUE_NONE = 0,
+  BP_VALUE_TENSOR = 1,
+  BP_VALUE_INT = 2,
+  BP_VALUE_DOUBLE = 3,
+  BP_VALUE_BOOL = 4,
+  BP_VALUE_STRING = 5,
+  BP_VALUE_SCALAR_TYPE = 6,
+  BP_VALUE_DEVICE = 7,
+  BP_VALUE_INT_LIST = 8,
+  BP_VALUE_DOUBLE_LIST = 9,
+  BP_VALUE_BOOL_LIST = 10,
+  BP_VALUE_TENSOR_LIST = 11,          /* entries never NULL */
+  BP_VALUE_OPTIONAL_TENSOR_LIST = 12  /* NULL entries are None */
+};
+
+/* One argument or return. In arguments everything is borrowed for the call.
+ * In returns, a TENSOR is a new reference the receiver now owns; returns
+ * may only be NONE, TENSOR, INT, DOUBLE or BOOL in ABI 1.0. */
+typedef struct BP_Value {
+  BP_ValueTag tag;
+  int32_t reserved; /* 0 */
+  union {
+    BP_Tensor* tensor;
+    int64_t i;
+    double d;
+    uint8_t b;
+    BP_ScalarType scalar_type;
+    BP_Device device;
+    struct {
+      const char* data;
+      size_t size;
+    } str;
+    struct {
+      const int64_t* data;
+      size_t size;
+    } int_list;
+    struct {
+      const double* data;
+      size_t size;
+    } double_list;
+    struct {
+      const uint8_t* data;
+      size_t size;
+    } bool_list;
+    struct {
+      BP_Tensor* const* data;
+      size_t size;
+    } tensor_list;
+  } u;
+} BP_Value;
+
+/* ----------------------------------------------------------------- kernels */
+
+/* What a kernel receives. `returns` has num_returns entries set to NONE by
+ * the host; the kernel fills them. `dispatch_keys` is the call's key set, to
+ * pass to op_redispatch when a kernel wraps lower keys. */
+typedef struct BP_KernelCall {
+  size_t struct_size;
+  const BP_Operator* op;
+  uint64_t dispatch_keys;
+  const BP_Value* args;
+  size_t num_args;
+  BP_Value* returns;
+  size_t num_returns;
+} BP_KernelCall;
+
+/* A kernel: returns NULL on success or an error made with error_new. It
+ * must not let a C++ exception escape. */
+typedef BP_Error* (*BP_KernelFn)(void* kernel_ctx, const BP_KernelCall* call);
+
+typedef struct BP_KernelDesc {
+  size_t struct_size;
+  BP_KernelFn fn;
+  void* ctx; /* passed to fn; owned by the plugin, must outlive the plugin's registration */
+  /* Optional: the kernel's C++ signature in the host's notation, e.g.
+   * "(Tensor, Tensor, Scalar) -> Tensor"; when given, the host checks it
+   * against the schema at registration. */
+  const char* cpp_signature;
+} BP_KernelDesc;
+
+/* ----------------------------------------------------------------- devices */
+
+typedef struct BP_DeviceProperties {
+  size_t struct_size;
+  char name[128];           /* "NVIDIA H100 80GB HBM3" */
+  uint64_t total_memory;    /* bytes; 0 if unknown */
+  int32_t compute_major;    /* vendor-defined capability, 0 if none */
+  int32_t compute_minor;
+  int32_t multiprocessor_count;
+} BP_DeviceProperties;
+
+/* A device type: everything the host needs to hold tensors on it. `ctx` is
+ * passed back to every function. Functions after `synchronize` are
+ * optional (NULL when the device has no streams or events). */
+typedef struct BP_DeviceTypeDesc {
+  size_t struct_size;
+  const char* name; /* lowercase [a-z][a-z0-9_]*, at most 31 characters */
+  void* ctx;
+  uint8_t host_accessible; /* 1 if the host may dereference this device's memory */
+  int32_t (*device_count)(void* ctx);
+  /* Why device_count() is 0 (no driver, no hardware); NULL when devices exist.
+   * The string is owned by the plugin and must live as long as the plugin. */
+  const char* (*unavailable_reason)(void* ctx);
+  BP_Error* (*get_properties)(void* ctx, int32_t device, BP_DeviceProperties* out);
+  /* nbytes may be 0 (then *out may be NULL). */
+  BP_Error* (*allocate)(void* ctx, int32_t device, size_t nbytes, void** out);
+  void (*deallocate)(void* ctx, int32_t device, void* ptr);
+  BP_Error* (*copy_host_to_device)(void* ctx, int32_t device, void* dst, const void* src, size_t nbytes);
+  BP_Error* (*copy_device_to_host)(void* ctx, int32_t device, void* dst, const void* src, size_t nbytes);
+  BP_Error* (*copy_device_to_device)(void* ctx, int32_t dst_device, void* dst, int32_t src_device,
+                                     const void* src, size_t nbytes);
+  BP_Error* (*memset)(void* ctx, int32_t device, void* dst, uint8_t value, size_t nbytes);
+  BP_Error* (*synchronize)(void* ctx, int32_t device);
+  BP_Error* (*stream_create)(void* ctx, int32_t device, BP_Stream** out);
+  void (*stream_destroy)(void* ctx, int32_t device, BP_Stream* stream);
+  BP_Error* (*stream_synchronize)(void* ctx, int32_t device, BP_Stream* stream);
+  BP_Error* (*get_current_stream)(void* ctx, int32_t device, BP_Stream** out);
+  BP_Error* (*set_current_stream)(void* ctx, int32_t device, BP_Stream* stream);
+  BP_Error* (*event_create)(void* ctx, int32_t device, BP_Event** out);
+  void (*event_destroy)(void* ctx, int32_t device, BP_Event* event);
+  BP_Error* (*event_record)(void* ctx, int32_t device, BP_Event* event, BP_Stream* stream);
+  BP_Error* (*event_wait)(void* ctx, int32_t device, BP_Event* event, BP_Stream* stream);
+  BP_Error* (*event_synchronize)(void* ctx, int32_t device, BP_Event* event);
+} BP_DeviceTypeDesc;
+
+/* ----------------------------------------------------------------- tensors */
+
+/* A tensor's metadata. Pointers are borrowed: valid while the tensor lives. */
+typedef struct BP_TensorInfo {
+  size_t struct_size;
+  void* data;             /* address of the first element (storage + offset) */
+  const int64_t* sizes;
+  const int64_t* strides; /* in elements */
+  int64_t dim;
+  int64_t numel;
+  int64_t storage_offset; /* in elements */
+  BP_ScalarType dtype;
+  BP_Device device;
+  uint8_t is_contiguous;
+} BP_TensorInfo;
+
+/* ------------------------------------------------------------- host table */
+
+typedef struct BP_HostApi {
+  size_t struct_size;
+  uint32_t abi_major;
+  uint32_t abi_minor;
+
+  /* Errors. `message` is copied. */
+  BP_Error* (*error_new)(BP_ErrorCode code, const char* message);
+  void (*error_free)(BP_Error* error);
+  BP_ErrorCode (*error_code)(const BP_Error* error);
+  const char* (*error_message)(const BP_Error* error); /* valid until error_free */
+
+  /* Logging, prefixed with the plugin's name. */
+  void (*log)(BP_Plugin* plugin, BP_LogLevel level, const char* message);
+
+  /* Registration (during init only). Each registration belongs to `plugin`
+   * and is undone when the plugin is unloaded or its init fails. */
+  BP_Error* (*register_device_type)(BP_Plugin* plugin, const BP_DeviceTypeDesc* desc,
+                                    int32_t* out_device_type);
+  BP_Error* (*def)(BP_Plugin* plugin, const char* schema);
+  /* `op` is "ns::name.overload", or "name.overload" for the standard
+   * namespace. device_type 0 is cpu. */
+  BP_Error* (*impl)(BP_Plugin* plugin, const char* op, int32_t device_type, const BP_KernelDesc* kernel);
+  /* A boxed kernel for every operator on `device_type` that has no kernel. */
+  BP_Error* (*fallback)(BP_Plugin* plugin, int32_t device_type, const BP_KernelDesc* kernel);
+
+  /* Device types by name ("cpu", "cuda", "toyaccel"). */
+  BP_Error* (*device_type_find)(const char* name, int32_t* out_device_type);
+
+  /* Tensors. */
+  void (*tensor_info)(const BP_Tensor* tensor, BP_TensorInfo* out);
+  BP_Tensor* (*tensor_retain)(BP_Tensor* tensor); /* returns tensor, with a new reference */
+  void (*tensor_release)(BP_Tensor* tensor);      /* NULL is allowed */
+  /* A new tensor on `device` through that device's allocator; strides NULL
+   * means contiguous. */
+  BP_Error* (*tensor_empty)(const int64_t* sizes, size_t ndim, const int64_t* strides, BP_ScalarType dtype,
+                            BP_Device device, BP_Tensor** out);
+  /* A view of `base` (shares storage): as_strided. */
+  BP_Error* (*tensor_view)(BP_Tensor* base, const int64_t* sizes, const int64_t* strides, size_t ndim,
+                           int64_t storage_offset, BP_Tensor** out);
+
+  /* Operators, called through the dispatcher (boxed). `returns` must have
+   * room for the op's returns; returned tensors are owned by the caller
+   * (tensor_release each). */
+  BP_Error* (*op_find)(const char* qualified_name, const BP_Operator** out);
+  const char* (*op_name)(const BP_Operator* op); /* "ns::name.overload"; lives with the process */
+  BP_Error* (*op_call)(const BP_Operator* op, const BP_Value* args, size_t num_args, BP_Value* returns,
+                       size_t num_returns);
+  /* Calls the kernel for the highest key of `dispatch_keys` (a kernel passes
+   * its call's keys minus its own and the ones above). */
+  BP_Error* (*op_redispatch)(const BP_Operator* op, uint64_t dispatch_keys, const BP_Value* args,
+                             size_t num_args, BP_Value* returns, size_t num_returns);
+} BP_HostApi;
+
+/* ------------------------------------------------------------ entry points */
+
+typedef struct BP_PluginInfo {
+  size_t struct_size;
+  uint32_t magic; /* BP_PLUGIN_MAGIC */
+  uint32_t abi_major;
+  uint32_t abi_minor;
+  const char* name;    /* unique, [a-z][a-z0-9_]*; static lifetime */
+  const char* version; /* free text, e.g. "1.2.0"; static lifetime */
+} BP_PluginInfo;
+
+/* Cheap and free of side effects: may be called without init. */
+typedef const BP_PluginInfo* (*BP_PluginQueryFn)(void);
+/* Registers the plugin's device types and kernels through `host`; returns
+ * NULL or an error (then every registration it made is undone). */
+typedef BP_Error* (*BP_PluginInitFn)(const BP_HostApi* host, BP_Plugin* plugin);
+/* Optional: releases the plugin's own resources before the library closes. */
+typedef void (*BP_PluginShutdownFn)(BP_Plugin* plugin);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* BACKPLANE_PLUGIN_API_H_ */
