@@ -221,7 +221,9 @@ Dispatcher& Dispatcher::singleton() {
   return *d;
 }
 
-Dispatcher::Dispatcher() {
+PluginRegistry& plugins() { return Dispatcher::singleton().plugins(); }
+
+Dispatcher::Dispatcher() : plugins_(std::make_unique<PluginRegistry>()) {
   missing_ = newRecord(KernelFunction::makeFromBoxedFunction(&missingKernel), KernelKind::Missing,
                        DispatchKey::Undefined, "");
   fallthrough_ = newRecord(KernelFunction::makeFallthrough(), KernelKind::Fallthrough,

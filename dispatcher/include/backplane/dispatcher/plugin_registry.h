@@ -71,6 +71,7 @@ class PluginRegistry {
   struct Impl;
 
  private:
+  friend struct PluginRegistryAccess;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -1,0 +1,597 @@
+// The host side of the plugin ABI that does not involve loading: errors,
+// tensor and operator access for plugins, the device bridge, and the kernel
+// adapters (boxed always; unboxed for signatures with a compiled adapter).
+#include <cstring>
+#include <tuple>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
+#include "backplane/core/str_cat.h"
+#include "loaded_plugin.h"
+#include "schema_signature.h"
+
+struct BP_Error {
+  BP_ErrorCode code;
+  std::string message;
+};
+
+namespace backplane::plugin_detail {
+
+static_assert(sizeof(Tensor) == sizeof(BP_Tensor*), "TensorList is passed to plugins without copying");
+static_assert(static_cast<int>(ScalarType::Float64) == BP_FLOAT64 && static_cast<int>(ScalarType::Bool) == BP_BOOL);
+
+namespace {
+
+BP_Tensor* toBP(const Tensor& t) { return reinterpret_cast<BP_Tensor*>(t.unsafeGetImpl()); }
+TensorImpl* implOf(const BP_Tensor* t) { return reinterpret_cast<TensorImpl*>(const_cast<BP_Tensor*>(t)); }
+// A Tensor holding a new reference to `t`.
+Tensor borrowTensor(const BP_Tensor* t) { return Tensor(IntrusivePtr<TensorImpl>(implOf(t))); }
+// A Tensor taking over the reference the plugin handed us.
+Tensor adoptTensor(BP_Tensor* t) { return Tensor(IntrusivePtr<TensorImpl>::reclaim(implOf(t))); }
+// Gives the caller a new reference.
+BP_Tensor* giveTensor(Tensor t) {
+  IntrusivePtr<TensorImpl> p(t.unsafeGetImpl());
+  return reinterpret_cast<BP_Tensor*>(p.release());
+}
+
+BP_Value noneValue() { return BP_Value{}; }
+
+void releaseReturns(BP_Value* returns, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    if (returns[i].tag == BP_VALUE_TENSOR && returns[i].u.tensor) adoptTensor(returns[i].u.tensor);
+    returns[i] = noneValue();
+  }
+}
+
+// Arrays built for one call where an IValue's layout differs from the ABI's.
+struct Scratch {
+  std::vector<std::vector<BP_Tensor*>> tensors;
+  std::vector<std::vector<uint8_t>> bytes;
+};
+
+// IValue -> BP_Value for a call into a plugin. Borrowed: the IValue (and
+// `scratch`) must outlive the call.
+BP_Value toValue(const IValue& v, Scratch& scratch) {
+  BP_Value out{};
+  switch (v.tag()) {
+    case IValue::Tag::None: break;
+    case IValue::Tag::Tensor:
+      if (v.toTensor().defined()) {
+        out.tag = BP_VALUE_TENSOR;
+        out.u.tensor = toBP(v.toTensor());
+      }
+      break;
+    case IValue::Tag::Int: out.tag = BP_VALUE_INT; out.u.i = v.toInt(); break;
+    case IValue::Tag::Double: out.tag = BP_VALUE_DOUBLE; out.u.d = v.toDouble(); break;
+    case IValue::Tag::Bool: out.tag = BP_VALUE_BOOL; out.u.b = v.toBool(); break;
+    case IValue::Tag::Scalar: {
+      Scalar s = v.toScalar();
+      if (s.isBool()) { out.tag = BP_VALUE_BOOL; out.u.b = s.toBool(); }
+      else if (s.isIntegral()) { out.tag = BP_VALUE_INT; out.u.i = s.toInt(); }
+      else { out.tag = BP_VALUE_DOUBLE; out.u.d = s.toDouble(); }
+      break;
+    }
+    case IValue::Tag::String:
+      out.tag = BP_VALUE_STRING;
+      out.u.str = {v.toString().data(), v.toString().size()};
+      break;
+    case IValue::Tag::ScalarType:
+      out.tag = BP_VALUE_SCALAR_TYPE;
+      out.u.scalar_type = static_cast<BP_ScalarType>(v.toScalarType());
+      break;
+    case IValue::Tag::Device:
+      out.tag = BP_VALUE_DEVICE;
+      out.u.device = {static_cast<int32_t>(v.toDevice().type), v.toDevice().resolved().index};
+      break;
+    case IValue::Tag::IntList:
+      out.tag = BP_VALUE_INT_LIST;
+      out.u.int_list = {v.toIntList().data(), v.toIntList().size()};
+      break;
+    case IValue::Tag::DoubleList:
+      out.tag = BP_VALUE_DOUBLE_LIST;
+      out.u.double_list = {v.toDoubleList().data(), v.toDoubleList().size()};
+      break;
+    case IValue::Tag::BoolList: {
+      // std::vector<bool> has no data(): copy into bytes.
+      auto& bytes = scratch.bytes.emplace_back(v.toBoolList().begin(), v.toBoolList().end());
+      out.tag = BP_VALUE_BOOL_LIST;
+      out.u.bool_list = {bytes.data(), bytes.size()};
+      break;
+    }
+    case IValue::Tag::TensorList:
+      out.tag = BP_VALUE_TENSOR_LIST;
+      out.u.tensor_list = {reinterpret_cast<BP_Tensor* const*>(v.toTensorList().data()), v.toTensorList().size()};
+      break;
+    case IValue::Tag::OptionalTensorList: {
+      auto& arr = scratch.tensors.emplace_back();
+      for (const auto& t : v.toOptionalTensorList()) arr.push_back(t && t->defined() ? toBP(*t) : nullptr);
+      out.tag = BP_VALUE_OPTIONAL_TENSOR_LIST;
+      out.u.tensor_list = {arr.data(), arr.size()};
+      break;
+    }
+  }
+  return out;
+}
+
+// BP_Value -> IValue for values coming from a plugin or into the host. With
+// `adopt`, a TENSOR's reference is taken over; otherwise it is borrowed.
+IValue fromValue(const BP_Value& v, bool adopt) {
+  switch (v.tag) {
+    case BP_VALUE_NONE: return IValue();
+    case BP_VALUE_TENSOR:
+      if (!v.u.tensor) return IValue();
+      return adopt ? IValue(adoptTensor(v.u.tensor)) : IValue(borrowTensor(v.u.tensor));
+    case BP_VALUE_INT: return IValue(v.u.i);
+    case BP_VALUE_DOUBLE: return IValue(v.u.d);
+    case BP_VALUE_BOOL: return IValue(v.u.b != 0);
+    case BP_VALUE_STRING: return IValue(std::string(v.u.str.data, v.u.str.size));
+    case BP_VALUE_SCALAR_TYPE: {
+      BP_CHECK(v.u.scalar_type >= 0 && v.u.scalar_type < kNumScalarTypes, "invalid scalar type ", v.u.scalar_type);
+      return IValue(static_cast<ScalarType>(v.u.scalar_type));
+    }
+    case BP_VALUE_DEVICE:
+      return IValue(Device(static_cast<DeviceType>(v.u.device.type), static_cast<DeviceIndex>(v.u.device.index)));
+    case BP_VALUE_INT_LIST:
+      return IValue(std::vector<int64_t>(v.u.int_list.data, v.u.int_list.data + v.u.int_list.size));
+    case BP_VALUE_DOUBLE_LIST:
+      return IValue(std::vector<double>(v.u.double_list.data, v.u.double_list.data + v.u.double_list.size));
+    case BP_VALUE_BOOL_LIST:
+      return IValue(std::vector<bool>(v.u.bool_list.data, v.u.bool_list.data + v.u.bool_list.size));
+    case BP_VALUE_TENSOR_LIST: {
+      std::vector<Tensor> list;
+      for (size_t i = 0; i < v.u.tensor_list.size; ++i) {
+        BP_CHECK(v.u.tensor_list.data[i] != nullptr, "a Tensor[] value holds a NULL tensor at index ", i);
+        list.push_back(borrowTensor(v.u.tensor_list.data[i]));
+      }
+      return IValue(std::move(list));
+    }
+    case BP_VALUE_OPTIONAL_TENSOR_LIST: {
+      std::vector<std::optional<Tensor>> list;
+      for (size_t i = 0; i < v.u.tensor_list.size; ++i)
+        list.push_back(v.u.tensor_list.data[i] ? std::optional<Tensor>(borrowTensor(v.u.tensor_list.data[i])) : std::nullopt);
+      return IValue(std::move(list));
+    }
+  }
+  BP_THROW(kInvalidArgument, "invalid BP_Value tag ", v.tag);
+}
+
+// ------------------------------------------------------------- kernels
+
+struct PluginKernel final : OperatorKernel {
+  LoadedPlugin* plugin;
+  BP_KernelFn fn;
+  void* ctx;
+  const BP_Operator* op;  // null for a fallback: the op comes with each call
+  std::string context;    // for messages
+};
+
+// Runs the plugin kernel; converts its error; releases partial returns.
+void invoke(const PluginKernel& k, const BP_Operator* op, DispatchKeySet ks, const BP_Value* args, size_t nargs,
+            BP_Value* rets, size_t nrets) {
+  BP_KernelCall call{sizeof(BP_KernelCall), op, ks.raw(), args, nargs, rets, nrets};
+  BP_Error* err;
+  {
+    PluginCallScope scope(k.plugin->slot, k.plugin->alive);
+    if (!scope.entered()) [[unlikely]] {
+      BP_THROW(kUnavailable, k.context, ": plugin '", k.plugin->status.name, "' has been unloaded");
+    }
+    err = k.fn(k.ctx, &call);
+  }
+  if (err) [[unlikely]] {
+    releaseReturns(rets, nrets);
+    throwPluginError(*k.plugin, err,
+                     k.op ? k.context : strCat(k.context, " (for ", reinterpret_cast<const OperatorEntry*>(op)->qualifiedName(), ")"));
+  }
+}
+
+[[noreturn]] void throwMissingReturn(const PluginKernel& k, size_t i) {
+  BP_THROW(kInternal, k.context, " did not set return ", i, " (or set a value of the wrong kind)");
+}
+
+void pluginBoxed(OperatorKernel* functor, const OperatorHandle& op, DispatchKeySet ks, Stack* stack) {
+  const auto& k = *static_cast<PluginKernel*>(functor);
+  const FunctionSchema& s = op.schema();
+  const size_t n = s.arguments().size(), m = s.returns().size();
+  BP_CHECK(stack->size() >= n, k.context, ": the stack holds ", stack->size(), " values, the op takes ", n);
+  Scratch scratch;
+  absl::InlinedVector<BP_Value, 8> in;
+  for (size_t i = stack->size() - n; i < stack->size(); ++i) in.push_back(toValue((*stack)[i], scratch));
+  absl::InlinedVector<BP_Value, 2> out(m, noneValue());
+  const BP_Operator* bop = k.op ? k.op : reinterpret_cast<const BP_Operator*>(&op.entry());
+  invoke(k, bop, ks, in.data(), n, out.data(), m);
+  stack->resize(stack->size() - n);
+  for (size_t j = 0; j < m; ++j) {
+    IValue r = fromValue(out[j], /*adopt=*/true);
+    if (r.isNone() && !s.returns()[j].type.is_optional) throwMissingReturn(k, j);
+    stack->push_back(std::move(r));
+  }
+}
+
+// Unboxed adapters, compiled for common canonical signatures.
+template <typename T>
+BP_Value fastValue(const T& v) {
+  BP_Value out{};
+  using D = std::decay_t<T>;
+  if constexpr (std::is_same_v<D, Tensor>) {
+    if (v.defined()) { out.tag = BP_VALUE_TENSOR; out.u.tensor = toBP(v); }
+  } else if constexpr (std::is_same_v<D, std::optional<Tensor>>) {
+    if (v && v->defined()) { out.tag = BP_VALUE_TENSOR; out.u.tensor = toBP(*v); }
+  } else if constexpr (std::is_same_v<D, TensorList>) {
+    out.tag = BP_VALUE_TENSOR_LIST;
+    out.u.tensor_list = {reinterpret_cast<BP_Tensor* const*>(v.data()), v.size()};
+  } else if constexpr (std::is_same_v<D, int64_t>) {
+    out.tag = BP_VALUE_INT; out.u.i = v;
+  } else if constexpr (std::is_same_v<D, double>) {
+    out.tag = BP_VALUE_DOUBLE; out.u.d = v;
+  } else if constexpr (std::is_same_v<D, bool>) {
+    out.tag = BP_VALUE_BOOL; out.u.b = v;
+  } else if constexpr (std::is_same_v<D, Scalar>) {
+    if (v.isBool()) { out.tag = BP_VALUE_BOOL; out.u.b = v.toBool(); }
+    else if (v.isIntegral()) { out.tag = BP_VALUE_INT; out.u.i = v.toInt(); }
+    else { out.tag = BP_VALUE_DOUBLE; out.u.d = v.toDouble(); }
+  } else if constexpr (std::is_same_v<D, IntArrayRef>) {
+    out.tag = BP_VALUE_INT_LIST; out.u.int_list = {v.data(), v.size()};
+  } else if constexpr (std::is_same_v<D, ScalarType>) {
+    out.tag = BP_VALUE_SCALAR_TYPE; out.u.scalar_type = static_cast<BP_ScalarType>(v);
+  } else if constexpr (std::is_same_v<D, Device>) {
+    out.tag = BP_VALUE_DEVICE; out.u.device = {static_cast<int32_t>(v.type), v.resolved().index};
+  } else if constexpr (std::is_same_v<D, std::string_view>) {
+    out.tag = BP_VALUE_STRING; out.u.str = {v.data(), v.size()};
+  } else {
+    static_assert(sizeof(T) == 0, "no fast plugin conversion for this argument type");
+  }
+  return out;
+}
+
+template <typename R>
+R fastReturn(const PluginKernel& k, BP_Value* rets, size_t i) {
+  const BP_Value& v = rets[i];
+  if constexpr (std::is_same_v<R, Tensor>) {
+    if (v.tag != BP_VALUE_TENSOR || !v.u.tensor) throwMissingReturn(k, i);
+    return adoptTensor(v.u.tensor);
+  } else if constexpr (std::is_same_v<R, int64_t>) {
+    if (v.tag != BP_VALUE_INT) throwMissingReturn(k, i);
+    return v.u.i;
+  } else if constexpr (std::is_same_v<R, double>) {
+    if (v.tag != BP_VALUE_DOUBLE && v.tag != BP_VALUE_INT) throwMissingReturn(k, i);
+    return v.tag == BP_VALUE_INT ? static_cast<double>(v.u.i) : v.u.d;
+  } else if constexpr (std::is_same_v<R, bool>) {
+    if (v.tag != BP_VALUE_BOOL) throwMissingReturn(k, i);
+    return v.u.b != 0;
+  } else {
+    static_assert(sizeof(R) == 0, "no fast plugin conversion for this return type");
+  }
+}
+
+template <typename Ret>
+struct FastReturns {
+  static constexpr size_t count = 1;
+  static Ret take(const PluginKernel& k, BP_Value* rets) { return fastReturn<Ret>(k, rets, 0); }
+};
+template <>
+struct FastReturns<void> {
+  static constexpr size_t count = 0;
+  static void take(const PluginKernel&, BP_Value*) {}
+};
+template <typename... Ts>
+struct FastReturns<std::tuple<Ts...>> {
+  static constexpr size_t count = sizeof...(Ts);
+  static std::tuple<Ts...> take(const PluginKernel& k, BP_Value* rets) {
+    return [&]<size_t... I>(std::index_sequence<I...>) {
+      return std::tuple<Ts...>(fastReturn<Ts>(k, rets, I)...);
+    }(std::index_sequence_for<Ts...>());
+  }
+};
+
+template <typename Ret, typename... Args>
+Ret pluginUnboxed(OperatorKernel* functor, DispatchKeySet ks, Args... args) {
+  const auto& k = *static_cast<PluginKernel*>(functor);
+  constexpr size_t n = sizeof...(Args), m = FastReturns<Ret>::count;
+  BP_Value in[n > 0 ? n : 1] = {fastValue(args)...};
+  BP_Value out[m > 0 ? m : 1] = {};
+  invoke(k, k.op, ks, in, n, out, m);
+  return FastReturns<Ret>::take(k, out);
+}
+
+template <typename Sig>
+struct FastEntry;
+template <typename Ret, typename... Args>
+struct FastEntry<Ret(Args...)> {
+  static std::pair<std::string, void*> make() {
+    return {detail::cppSignatureString<Ret, Args...>(), reinterpret_cast<void*>(&pluginUnboxed<Ret, Args...>)};
+  }
+};
+
+// Signatures whose plugin kernels are called without boxing. Others work
+// boxed. The standard operator set adds the signatures it uses.
+template <typename... Sigs>
+absl::flat_hash_map<std::string, void*> makeFastTable() {
+  absl::flat_hash_map<std::string, void*> table;
+  (table.insert(FastEntry<Sigs>::make()), ...);
+  return table;
+}
+const absl::flat_hash_map<std::string, void*>& fastTable() {
+  using T = const Tensor&;
+  using S = const Scalar&;
+  static const auto* table = new absl::flat_hash_map<std::string, void*>(makeFastTable<
+      Tensor(T), Tensor(T, T), Tensor(T, T, S), Tensor(T, S), Tensor(T, S, S), Tensor(T, T, T),
+      Tensor(T, T, S, T), Tensor(T, T, T, S, S), Tensor(T, int64_t), Tensor(T, int64_t, bool),
+      Tensor(T, double), Tensor(T, IntArrayRef), Tensor(T, int64_t, int64_t), Tensor(TensorList, int64_t),
+      Tensor(T, bool), Tensor(T, T, T, T), std::tuple<Tensor, Tensor>(T, int64_t, bool), int64_t(T), double(T),
+      bool(T)>());
+  return *table;
+}
+
+}  // namespace
+
+KernelFunction makePluginKernel(LoadedPlugin* plugin, const BP_KernelDesc& desc, const OperatorHandle& op) {
+  auto k = std::make_shared<PluginKernel>();
+  k->plugin = plugin;
+  k->fn = desc.fn;
+  k->ctx = desc.ctx;
+  k->op = reinterpret_cast<const BP_Operator*>(&op.entry());
+  k->context = strCat("kernel of plugin '", plugin->status.name, "' for ", op.entry().qualifiedName());
+  std::string signature = cppSignatureForSchema(op.schema());
+  void* unboxed = nullptr;
+  if (auto it = fastTable().find(signature); it != fastTable().end()) unboxed = it->second;
+  return KernelFunction::makeFromParts(std::move(k), &pluginBoxed, unboxed, unboxed ? signature : std::string());
+}
+
+KernelFunction makePluginFallback(LoadedPlugin* plugin, const BP_KernelDesc& desc) {
+  auto k = std::make_shared<PluginKernel>();
+  k->plugin = plugin;
+  k->fn = desc.fn;
+  k->ctx = desc.ctx;
+  k->op = nullptr;
+  k->context = strCat("fallback kernel of plugin '", plugin->status.name, "'");
+  return KernelFunction::makeFromParts(std::move(k), &pluginBoxed, nullptr, std::string());
+}
+
+// -------------------------------------------------------------- errors
+
+BP_Error* makeError(BP_ErrorCode code, std::string message) {
+  return new BP_Error{code, std::move(message)};
+}
+
+BP_Error* errorFromCurrentException() {
+  absl::Status s = statusFromCurrentException();
+  return makeError(static_cast<BP_ErrorCode>(s.code()), std::string(s.message()));
+}
+
+void throwPluginError(const LoadedPlugin& plugin, BP_Error* error, const std::string& context) {
+  std::unique_ptr<BP_Error> owned(error);
+  absl::StatusCode code = static_cast<absl::StatusCode>(owned->code);
+  if (owned->code <= BP_OK || owned->code > BP_DATA_LOSS) code = absl::StatusCode::kUnknown;
+  throw Error(code, strCat(context, " failed: ", owned->message));
+}
+
+// --------------------------------------------------------- device bridge
+
+PluginDeviceInterface::PluginDeviceInterface(LoadedPlugin* plugin, const BP_DeviceTypeDesc& desc, DeviceType type)
+    : plugin_(plugin), desc_(desc), type_(type), name_(desc.name) {
+  slots_.reserve(256);
+  for (int32_t i = 0; i < 256; ++i) slots_.push_back(DeviceSlot{this, i});
+}
+
+void PluginDeviceInterface::check(BP_Error* error, const char* what) const {
+  if (error) throwPluginError(*plugin_, error, strCat("device type '", name_, "' ", what));
+}
+
+#define BP_ENTER_PLUGIN(what)                                                             \
+  PluginCallScope scope(plugin_->slot, plugin_->alive);                                   \
+  if (!scope.entered()) {                                                                 \
+    BP_THROW(kUnavailable, "device type '", name_, "' ", what, ": its plugin '",          \
+             plugin_->status.name, "' has been unloaded");                                \
+  }
+
+int PluginDeviceInterface::deviceCount() const {
+  PluginCallScope scope(plugin_->slot, plugin_->alive);
+  if (!scope.entered()) return 0;
+  return std::min<int32_t>(std::max<int32_t>(desc_.device_count(desc_.ctx), 0), 256);
+}
+
+std::string PluginDeviceInterface::unavailableReason() const {
+  PluginCallScope scope(plugin_->slot, plugin_->alive);
+  if (!scope.entered()) return strCat("its plugin '", plugin_->status.name, "' has been unloaded");
+  if (!desc_.unavailable_reason) return {};
+  const char* r = desc_.unavailable_reason(desc_.ctx);
+  return r ? std::string(r) : std::string();
+}
+
+DataPtr PluginDeviceInterface::allocate(size_t nbytes, Device device) {
+  BP_ENTER_PLUGIN("allocate");
+  void* p = nullptr;
+  check(desc_.allocate(desc_.ctx, device.index, nbytes, &p), strCat("allocate(", nbytes, " bytes)").c_str());
+  plugin_->live_allocations.fetch_add(1, std::memory_order_relaxed);
+  return DataPtr(p, &slots_[static_cast<size_t>(device.index)], &PluginDeviceInterface::deallocate, device);
+}
+
+void PluginDeviceInterface::deallocate(void* ctx, void* ptr) {
+  auto* slot = static_cast<DeviceSlot*>(ctx);
+  PluginDeviceInterface* self = slot->owner;
+  {
+    PluginCallScope scope(self->plugin_->slot, self->plugin_->alive);
+    // A plugin is never unloaded while it has live allocations, so this
+    // scope is always entered; stay safe if that ever fails.
+    if (scope.entered()) self->desc_.deallocate(self->desc_.ctx, slot->index, ptr);
+  }
+  self->plugin_->live_allocations.fetch_sub(1, std::memory_order_release);
+}
+
+void PluginDeviceInterface::copyHostToDevice(void* dst, Device d, const void* src, size_t n) {
+  BP_ENTER_PLUGIN("copy_host_to_device");
+  check(desc_.copy_host_to_device(desc_.ctx, d.index, dst, src, n), "copy_host_to_device");
+}
+
+void PluginDeviceInterface::copyDeviceToHost(void* dst, const void* src, Device s, size_t n) {
+  BP_ENTER_PLUGIN("copy_device_to_host");
+  check(desc_.copy_device_to_host(desc_.ctx, s.index, dst, src, n), "copy_device_to_host");
+}
+
+void PluginDeviceInterface::copyDeviceToDevice(void* dst, Device d, const void* src, Device s, size_t n) {
+  if (!desc_.copy_device_to_device) {  // optional: go through the host
+    std::vector<unsigned char> buf(n);
+    copyDeviceToHost(buf.data(), src, s, n);
+    copyHostToDevice(dst, d, buf.data(), n);
+    return;
+  }
+  BP_ENTER_PLUGIN("copy_device_to_device");
+  check(desc_.copy_device_to_device(desc_.ctx, d.index, dst, s.index, src, n), "copy_device_to_device");
+}
+
+void PluginDeviceInterface::memset(void* dst, Device d, uint8_t value, size_t n) {
+  if (!desc_.memset) {  // optional: upload a filled buffer
+    std::vector<unsigned char> buf(n, value);
+    copyHostToDevice(dst, d, buf.data(), n);
+    return;
+  }
+  BP_ENTER_PLUGIN("memset");
+  check(desc_.memset(desc_.ctx, d.index, dst, value, n), "memset");
+}
+
+void PluginDeviceInterface::synchronize(Device d) {
+  if (!desc_.synchronize) return;
+  BP_ENTER_PLUGIN("synchronize");
+  check(desc_.synchronize(desc_.ctx, d.index), "synchronize");
+}
+
+#undef BP_ENTER_PLUGIN
+
+// ------------------------------------------------ host table: no loading
+
+namespace {
+
+BP_Error* hostErrorNew(BP_ErrorCode code, const char* message) {
+  return makeError(code, message ? message : "");
+}
+void hostErrorFree(BP_Error* e) { delete e; }
+BP_ErrorCode hostErrorCode(const BP_Error* e) { return e ? e->code : BP_OK; }
+const char* hostErrorMessage(const BP_Error* e) { return e ? e->message.c_str() : ""; }
+
+void hostTensorInfo(const BP_Tensor* t, BP_TensorInfo* out) {
+  const TensorImpl* impl = implOf(t);
+  size_t want = out->struct_size ? std::min(out->struct_size, sizeof(BP_TensorInfo)) : sizeof(BP_TensorInfo);
+  BP_TensorInfo info{};
+  info.struct_size = want;
+  info.data = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(impl->storage().data()) +
+                                      static_cast<uintptr_t>(impl->storageOffset()) * elementSize(impl->dtype()));
+  info.sizes = impl->sizes().data();
+  info.strides = impl->strides().data();
+  info.dim = static_cast<int64_t>(impl->sizes().size());
+  info.numel = impl->numel();
+  info.storage_offset = impl->storageOffset();
+  info.dtype = static_cast<BP_ScalarType>(impl->dtype());
+  info.device = {static_cast<int32_t>(impl->device().type), impl->device().index};
+  info.is_contiguous = impl->isContiguous();
+  std::memcpy(out, &info, want);
+}
+
+BP_Tensor* hostTensorRetain(BP_Tensor* t) {
+  if (t) IntrusivePtr<TensorImpl>(implOf(t)).release();
+  return t;
+}
+void hostTensorRelease(BP_Tensor* t) {
+  if (t) adoptTensor(t);
+}
+
+Device toDevice(BP_Device d) {
+  BP_CHECK(d.type >= 0 && d.type < kMaxDeviceTypes && d.index >= -1 && d.index < 32768, "invalid device {type ",
+           d.type, ", index ", d.index, "}");
+  return Device(static_cast<DeviceType>(d.type), static_cast<DeviceIndex>(d.index));
+}
+
+BP_Error* hostTensorEmpty(const int64_t* sizes, size_t ndim, const int64_t* strides, BP_ScalarType dtype,
+                          BP_Device device, BP_Tensor** out) try {
+  BP_CHECK(out != nullptr, "tensor_empty: out is NULL");
+  BP_CHECK(dtype >= 0 && dtype < kNumScalarTypes, "tensor_empty: invalid dtype ", dtype);
+  BP_CHECK(ndim == 0 || sizes != nullptr, "tensor_empty: sizes is NULL");
+  IntArrayRef sz(sizes, ndim);
+  Tensor t = strides ? emptyStridedTensor(sz, IntArrayRef(strides, ndim), static_cast<ScalarType>(dtype), toDevice(device))
+                     : emptyTensor(sz, static_cast<ScalarType>(dtype), toDevice(device));
+  *out = giveTensor(std::move(t));
+  return nullptr;
+} catch (...) {
+  return errorFromCurrentException();
+}
+
+BP_Error* hostTensorView(BP_Tensor* base, const int64_t* sizes, const int64_t* strides, size_t ndim,
+                         int64_t storage_offset, BP_Tensor** out) try {
+  BP_CHECK(base && out && (ndim == 0 || (sizes && strides)), "tensor_view: NULL argument");
+  Tensor t = borrowTensor(base).as_strided(IntArrayRef(sizes, ndim), IntArrayRef(strides, ndim), storage_offset);
+  *out = giveTensor(std::move(t));
+  return nullptr;
+} catch (...) {
+  return errorFromCurrentException();
+}
+
+BP_Error* hostOpFind(const char* name, const BP_Operator** out) try {
+  BP_CHECK(name && out, "op_find: NULL argument");
+  OperatorHandle op = Dispatcher::singleton().findOpOrThrow(name);
+  *out = reinterpret_cast<const BP_Operator*>(&op.entry());
+  return nullptr;
+} catch (...) {
+  return errorFromCurrentException();
+}
+
+const char* hostOpName(const BP_Operator* op) {
+  return op ? reinterpret_cast<const OperatorEntry*>(op)->qualifiedName().c_str() : "";
+}
+
+BP_Error* callOp(const BP_Operator* op, std::optional<uint64_t> keys, const BP_Value* args, size_t nargs,
+                 BP_Value* returns, size_t nrets) try {
+  BP_CHECK(op != nullptr && (nargs == 0 || args) && (nrets == 0 || returns), "op_call: NULL argument");
+  for (size_t j = 0; j < nrets; ++j) returns[j] = noneValue();
+  OperatorHandle handle = Dispatcher::singleton().findOpOrThrow(reinterpret_cast<const OperatorEntry*>(op)->qualifiedName());
+  BP_CHECK(nrets >= handle.schema().returns().size(), handle.entry().qualifiedName(), " has ",
+           handle.schema().returns().size(), " returns but op_call was given room for ", nrets);
+  Stack stack;
+  for (size_t i = 0; i < nargs; ++i) stack.push_back(fromValue(args[i], /*adopt=*/false));
+  if (keys) handle.redispatchBoxed(DispatchKeySet::fromRaw(*keys), stack);
+  else handle.callBoxed(stack);
+  Scratch scratch;
+  for (size_t j = 0; j < stack.size() && j < nrets; ++j) {
+    if (stack[j].isTensor()) {
+      returns[j].tag = BP_VALUE_TENSOR;
+      returns[j].u.tensor = giveTensor(stack[j].toTensor());
+    } else if (stack[j].isInt() || stack[j].isDouble() || stack[j].isBool() || stack[j].isNone()) {
+      returns[j] = toValue(stack[j], scratch);
+    } else {
+      BP_THROW(kUnimplemented, "op_call: return ", j, " of ", handle.entry().qualifiedName(), " is a ",
+               stack[j].tagName(), ", which ABI 1.0 cannot return to a plugin");
+    }
+  }
+  return nullptr;
+} catch (...) {
+  releaseReturns(returns, nrets);
+  return errorFromCurrentException();
+}
+
+BP_Error* hostOpCall(const BP_Operator* op, const BP_Value* args, size_t nargs, BP_Value* returns, size_t nrets) {
+  return callOp(op, std::nullopt, args, nargs, returns, nrets);
+}
+BP_Error* hostOpRedispatch(const BP_Operator* op, uint64_t keys, const BP_Value* args, size_t nargs,
+                           BP_Value* returns, size_t nrets) {
+  return callOp(op, keys, args, nargs, returns, nrets);
+}
+
+}  // namespace
+
+// Fills the slots that do not need the registry; plugin_registry.cc adds
+// logging, registration and device-type lookup.
+void fillHostApiCommon(BP_HostApi& api) {
+  api.error_new = &hostErrorNew;
+  api.error_free = &hostErrorFree;
+  api.error_code = &hostErrorCode;
+  api.error_message = &hostErrorMessage;
+  api.tensor_info = &hostTensorInfo;
+  api.tensor_retain = &hostTensorRetain;
+  api.tensor_release = &hostTensorRelease;
+  api.tensor_empty = &hostTensorEmpty;
+  api.tensor_view = &hostTensorView;
+  api.op_find = &hostOpFind;
+  api.op_name = &hostOpName;
+  api.op_call = &hostOpCall;
+  api.op_redispatch = &hostOpRedispatch;
+}
+
+}  // namespace backplane::plugin_detail

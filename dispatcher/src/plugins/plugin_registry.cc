@@ -1,0 +1,554 @@
+// Loading and unloading plugins (Note [Plugin loading]) and the registration
+// half of the host table.
+#include "backplane/dispatcher/plugin_registry.h"
+
+#include <dlfcn.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "backplane/core/device_type_registry.h"
+#include "backplane/core/str_cat.h"
+#include "builtin_kernels.h"
+#include "loaded_plugin.h"
+#include "schema_signature.h"
+
+namespace backplane {
+
+using plugin_detail::LoadedPlugin;
+using plugin_detail::PluginDeviceInterface;
+
+namespace plugin_detail {
+void fillHostApiCommon(BP_HostApi& api);
+}
+
+// Note [Plugin registry state]
+// load_mu_ serialises load and unload (a plugin's init runs under it, and
+// calls back into the registration functions below, which take only mu_).
+// Records of plugins are never freed: kernels retired from the dispatch
+// table may still point at them (Note [Lock-free dispatch]).
+struct PluginRegistry::Impl {
+  std::mutex load_mu;
+  mutable std::mutex mu;
+  std::vector<LoadedPlugin*> all;                                  // guarded by mu; attempts too
+  std::map<std::pair<OperatorEntry*, DispatchKey>, LoadedPlugin*> impl_owner;  // guarded by mu
+  std::map<int, LoadedPlugin*> device_type_owner;                  // guarded by mu
+  std::vector<bool> slot_used = std::vector<bool>(plugin_detail::kMaxPluginSlots, false);  // guarded by mu
+
+  LoadedPlugin* findLoaded(std::string_view name) const {
+    for (LoadedPlugin* p : all)
+      if (p->status.loaded && p->status.name == name) return p;
+    return nullptr;
+  }
+  PluginStatus snapshot(const LoadedPlugin& p) const;
+  void rollback(LoadedPlugin& p);
+};
+
+struct PluginRegistryAccess {
+  static PluginRegistry::Impl& impl(PluginRegistry& r) { return *r.impl_; }
+};
+
+namespace {
+
+constexpr const char* kStandardNamespace = "bp";
+
+bool validPluginName(std::string_view n) {
+  if (n.empty() || n.size() > 63 || n[0] < 'a' || n[0] > 'z') return false;
+  for (char c : n)
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) return false;
+  return true;
+}
+
+LoadedPlugin& pluginOf(BP_Plugin* p) { return *reinterpret_cast<LoadedPlugin*>(p); }
+
+absl::Status requireInitializing(LoadedPlugin& p, const char* what) {
+  if (!p.initializing) {
+    return absl::FailedPreconditionError(strCat("plugin '", p.status.name, "': ", what,
+                                                " is only allowed during backplane_plugin_init"));
+  }
+  return absl::OkStatus();
+}
+
+BP_Error* toError(const absl::Status& s) {
+  if (s.ok()) return nullptr;
+  return plugin_detail::makeError(static_cast<BP_ErrorCode>(s.code()), std::string(s.message()));
+}
+
+PluginRegistry::Impl& registryImpl();
+
+void hostLog(BP_Plugin* plugin, BP_LogLevel level, const char* message) {
+  const char* names[] = {"debug", "info", "warning", "error"};
+  const char* lvl = level >= 0 && level <= 3 ? names[level] : "info";
+  if (level == BP_LOG_DEBUG && !std::getenv("BACKPLANE_DEBUG")) return;
+  std::string who = plugin ? pluginOf(plugin).status.name : std::string("?");
+  logLine(strCat("backplane [", who, "] ", lvl, ": ", message ? message : ""));
+}
+
+BP_Error* hostRegisterDeviceType(BP_Plugin* plugin, const BP_DeviceTypeDesc* raw, int32_t* out) try {
+  LoadedPlugin& p = pluginOf(plugin);
+  if (absl::Status s = requireInitializing(p, "register_device_type"); !s.ok()) return toError(s);
+  absl::StatusOr<BP_DeviceTypeDesc> desc = plugin_detail::readStruct(raw, "BP_DeviceTypeDesc");
+  if (!desc.ok()) return toError(desc.status());
+  if (!desc->name || !desc->device_count || !desc->allocate || !desc->deallocate || !desc->copy_host_to_device ||
+      !desc->copy_device_to_host) {
+    return toError(absl::InvalidArgumentError(strCat(
+        "plugin '", p.status.name, "': BP_DeviceTypeDesc", desc->name ? strCat(" '", desc->name, "'") : "",
+        " lacks a required field (name, device_count, allocate, deallocate, copy_host_to_device and "
+        "copy_device_to_host are required)")));
+  }
+  auto& reg = DeviceTypeRegistry::global();
+  auto& impl = registryImpl();
+  std::string name = desc->name;
+  DeviceType type;
+  bool dynamic = false;
+  std::optional<DeviceType> existing = reg.find(name);
+  if (existing && static_cast<int>(*existing) < kNumBuiltinDeviceTypes && *existing != DeviceType::CPU) {
+    type = *existing;  // cuda and hip are built-in names waiting for their plugin
+  } else {
+    absl::StatusOr<DeviceType> t = reg.registerType(name);
+    if (!t.ok()) {
+      std::lock_guard<std::mutex> lock(impl.mu);
+      std::string owner;
+      if (existing) {
+        if (auto it = impl.device_type_owner.find(static_cast<int>(*existing)); it != impl.device_type_owner.end())
+          owner = strCat(" by plugin '", it->second->status.name, "' (", it->second->status.path, ")");
+      }
+      return toError(absl::AlreadyExistsError(strCat("plugin '", p.status.name, "' cannot register device type '",
+                                                     name, "': ", owner.empty() ? t.status().message() : "it is already registered" + owner)));
+    }
+    type = *t;
+    dynamic = true;
+  }
+  auto* dev = new PluginDeviceInterface(&p, *desc, type);  // never freed: see Note [Plugin registry state]
+  if (absl::Status s = reg.setInterface(type, dev); !s.ok()) {
+    if (dynamic) (void)reg.unregisterType(type);
+    std::lock_guard<std::mutex> lock(impl.mu);
+    std::string owner;
+    if (auto it = impl.device_type_owner.find(static_cast<int>(type)); it != impl.device_type_owner.end())
+      owner = strCat(" (claimed by plugin '", it->second->status.name, "')");
+    return toError(absl::AlreadyExistsError(strCat("plugin '", p.status.name, "' cannot register device type '", name,
+                                                   "': ", s.message(), owner)));
+  }
+  {
+    std::lock_guard<std::mutex> lock(impl.mu);
+    impl.device_type_owner[static_cast<int>(type)] = &p;
+    p.devices.push_back(dev);
+  }
+  if (out) *out = static_cast<int32_t>(type);
+  return nullptr;
+} catch (...) {
+  return plugin_detail::errorFromCurrentException();
+}
+
+std::string qualifyOp(const char* op) {
+  std::string_view name = op ? op : "";
+  if (name.find("::") != std::string_view::npos) return std::string(name);
+  return strCat(kStandardNamespace, "::", name);
+}
+
+BP_Error* hostDef(BP_Plugin* plugin, const char* schema) try {
+  LoadedPlugin& p = pluginOf(plugin);
+  if (absl::Status s = requireInitializing(p, "def"); !s.ok()) return toError(s);
+  BP_CHECK(schema != nullptr, "def: schema is NULL");
+  auto handle = Dispatcher::singleton().registerDef(schema, strCat("plugin ", p.status.name));
+  if (!handle.ok()) return toError(handle.status());
+  p.handles.push_back(*std::move(handle));
+  return nullptr;
+} catch (...) {
+  return plugin_detail::errorFromCurrentException();
+}
+
+BP_Error* registerKernel(BP_Plugin* plugin, const char* op_name, int32_t device_type, const BP_KernelDesc* raw,
+                         bool is_fallback) try {
+  LoadedPlugin& p = pluginOf(plugin);
+  if (absl::Status s = requireInitializing(p, is_fallback ? "fallback" : "impl"); !s.ok()) return toError(s);
+  absl::StatusOr<BP_KernelDesc> desc = plugin_detail::readStruct(raw, "BP_KernelDesc");
+  if (!desc.ok()) return toError(desc.status());
+  if (!desc->fn) return toError(absl::InvalidArgumentError(strCat("plugin '", p.status.name, "': BP_KernelDesc.fn is NULL")));
+  if (device_type < 0 || device_type >= kMaxDeviceTypes ||
+      !DeviceTypeRegistry::global().isActive(static_cast<DeviceType>(device_type))) {
+    return toError(absl::InvalidArgumentError(strCat("plugin '", p.status.name, "': device type ", device_type,
+                                                     " is not registered")));
+  }
+  const DispatchKey key = backendKey(static_cast<DeviceType>(device_type));
+  Dispatcher& d = Dispatcher::singleton();
+  if (is_fallback) {
+    // A boxed fallback: the op is known only at call time.
+    auto handle = d.registerFallback(key, plugin_detail::makePluginFallback(&p, *desc), strCat("plugin ", p.status.name));
+    if (!handle.ok()) return toError(handle.status());
+    p.handles.push_back(*std::move(handle));
+    ++p.status.kernels;
+    return nullptr;
+  }
+  std::string qualified = qualifyOp(op_name);
+  std::optional<OperatorHandle> op = d.findOp(qualified);
+  if (!op || !op->hasSchema()) {
+    return toError(absl::NotFoundError(strCat("plugin '", p.status.name, "' registers a ", dispatchKeyName(key),
+                                              " kernel for ", qualified,
+                                              ", which is not defined: def() it first, or load the plugin that defines it")));
+  }
+  std::string expected = cppSignatureForSchema(op->schema());
+  if (desc->cpp_signature && expected != desc->cpp_signature) {
+    return toError(absl::InvalidArgumentError(strCat("plugin '", p.status.name, "': the ", dispatchKeyName(key),
+                                                     " kernel for ", qualified, " has C++ signature ",
+                                                     desc->cpp_signature, ", but the schema ", op->schema().toString(),
+                                                     " needs ", expected)));
+  }
+  auto& impl = registryImpl();
+  {
+    std::lock_guard<std::mutex> lock(impl.mu);
+    auto it = impl.impl_owner.find({&op->entry(), key});
+    if (it != impl.impl_owner.end() && it->second != &p) {
+      return toError(absl::AlreadyExistsError(strCat(
+          "plugin '", p.status.name, "' cannot register a ", dispatchKeyName(key), " kernel for ", qualified,
+          ": plugin '", it->second->status.name, "' (", it->second->status.path,
+          ") already implements it; unload one of them")));
+    }
+  }
+  auto handle = d.registerImpl(qualified, key, plugin_detail::makePluginKernel(&p, *desc, *op),
+                               strCat("plugin ", p.status.name));
+  if (!handle.ok()) return toError(handle.status());
+  p.handles.push_back(*std::move(handle));
+  ++p.status.kernels;
+  std::lock_guard<std::mutex> lock(impl.mu);
+  impl.impl_owner[{&op->entry(), key}] = &p;
+  p.owned_impls.push_back({&op->entry(), key});
+  return nullptr;
+} catch (...) {
+  return plugin_detail::errorFromCurrentException();
+}
+
+BP_Error* hostImpl(BP_Plugin* plugin, const char* op, int32_t device_type, const BP_KernelDesc* kernel) {
+  return registerKernel(plugin, op, device_type, kernel, false);
+}
+BP_Error* hostFallback(BP_Plugin* plugin, int32_t device_type, const BP_KernelDesc* kernel) {
+  return registerKernel(plugin, nullptr, device_type, kernel, true);
+}
+
+BP_Error* hostDeviceTypeFind(const char* name, int32_t* out) {
+  std::optional<DeviceType> t = DeviceTypeRegistry::global().find(name ? name : "");
+  if (!t) {
+    return plugin_detail::makeError(BP_NOT_FOUND, strCat("no device type named '", name ? name : "", "'"));
+  }
+  if (out) *out = static_cast<int32_t>(*t);
+  return nullptr;
+}
+
+PluginRegistry::Impl& registryImpl() { return PluginRegistryAccess::impl(plugins()); }
+
+}  // namespace
+
+namespace plugin_detail {
+const BP_HostApi& hostApi() {
+  static const BP_HostApi api = [] {
+    BP_HostApi a{};
+    a.struct_size = sizeof(BP_HostApi);
+    a.abi_major = BP_ABI_MAJOR;
+    a.abi_minor = BP_ABI_MINOR;
+    fillHostApiCommon(a);
+    a.log = &hostLog;
+    a.register_device_type = &hostRegisterDeviceType;
+    a.def = &hostDef;
+    a.impl = &hostImpl;
+    a.fallback = &hostFallback;
+    a.device_type_find = &hostDeviceTypeFind;
+    return a;
+  }();
+  return api;
+}
+}  // namespace plugin_detail
+
+// --------------------------------------------------------------- registry
+
+PluginRegistry::PluginRegistry() : impl_(std::make_unique<Impl>()) {}
+PluginRegistry::~PluginRegistry() = default;
+
+PluginStatus PluginRegistry::Impl::snapshot(const LoadedPlugin& p) const {
+  PluginStatus s = p.status;
+  s.live_allocations = p.live_allocations.load();
+  s.devices.clear();
+  if (p.status.loaded) {
+    for (PluginDeviceInterface* d : p.devices) {
+      PluginDeviceStatus ds{d->name(), d->type(), d->deviceCount(), {}};
+      if (ds.device_count == 0) ds.unavailable_reason = d->unavailableReason();
+      s.devices.push_back(std::move(ds));
+    }
+  }
+  return s;
+}
+
+void PluginRegistry::Impl::rollback(LoadedPlugin& p) {
+  p.handles.clear();  // newest last; order does not matter for distinct registrations
+  auto& reg = DeviceTypeRegistry::global();
+  std::lock_guard<std::mutex> lock(mu);
+  for (auto& key : p.owned_impls) impl_owner.erase(key);
+  p.owned_impls.clear();
+  for (PluginDeviceInterface* d : p.devices) {
+    (void)reg.setInterface(d->type(), nullptr);
+    if (static_cast<int>(d->type()) >= kNumBuiltinDeviceTypes) (void)reg.unregisterType(d->type());
+    device_type_owner.erase(static_cast<int>(d->type()));
+  }
+  p.devices.clear();
+  if (p.slot >= 0) slot_used[static_cast<size_t>(p.slot)] = false;
+}
+
+absl::StatusOr<PluginStatus> PluginRegistry::load(const std::string& path) {
+  std::lock_guard<std::mutex> load_lock(impl_->load_mu);
+  namespace fs = std::filesystem;
+  auto* p = new LoadedPlugin();  // kept for the life of the process
+  p->status.path = path;
+  auto fail = [&](absl::Status s) -> absl::Status {
+    p->status.error = std::string(s.message());
+    p->status.loaded = false;
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->all.push_back(p);
+    return s;
+  };
+
+  std::error_code ec;
+  fs::path canonical = fs::canonical(path, ec);
+  if (ec) return fail(absl::NotFoundError(strCat("cannot load plugin '", path, "': ", ec.message())));
+  p->status.path = canonical.string();
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    for (LoadedPlugin* q : impl_->all) {
+      if (q->status.loaded && fs::equivalent(q->status.path, canonical, ec)) {
+        delete p;
+        return impl_->snapshot(*q);  // the same library through another path loads once
+      }
+    }
+  }
+
+  boost::dll::fs::error_code dll_ec;
+  dlerror();
+  p->library.load(canonical, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, dll_ec);
+  if (dll_ec) {
+    const char* why = dlerror();
+    return fail(absl::InvalidArgumentError(strCat("cannot load plugin '", canonical.string(), "': ",
+                                                  why ? why : dll_ec.message(),
+                                                  " (a shared library built with backplane_add_plugin() is expected)")));
+  }
+  if (!p->library.has(BP_PLUGIN_QUERY_SYMBOL) || !p->library.has(BP_PLUGIN_INIT_SYMBOL)) {
+    std::string missing = p->library.has(BP_PLUGIN_QUERY_SYMBOL) ? BP_PLUGIN_INIT_SYMBOL : BP_PLUGIN_QUERY_SYMBOL;
+    p->library.unload();
+    return fail(absl::InvalidArgumentError(strCat(
+        "'", canonical.string(), "' is not a Backplane plugin: it does not export ", missing,
+        " (define the entry points with BACKPLANE_PLUGIN(...) from backplane/plugin.hpp)")));
+  }
+  auto query = p->library.get<const BP_PluginInfo*()>(BP_PLUGIN_QUERY_SYMBOL);
+  const BP_PluginInfo* raw_info = nullptr;
+  try {
+    raw_info = query();
+  } catch (...) {
+    p->library.unload();
+    return fail(absl::InvalidArgumentError(strCat("plugin '", canonical.string(), "': backplane_plugin_query threw: ",
+                                                  statusFromCurrentException().message())));
+  }
+  absl::StatusOr<BP_PluginInfo> info = plugin_detail::readStruct(raw_info, "the plugin's BP_PluginInfo");
+  if (!info.ok()) {
+    p->library.unload();
+    return fail(absl::InvalidArgumentError(strCat("plugin '", canonical.string(), "': ", info.status().message())));
+  }
+  if (info->magic != BP_PLUGIN_MAGIC) {
+    p->library.unload();
+    return fail(absl::InvalidArgumentError(strCat("plugin '", canonical.string(), "': bad magic 0x", std::hex,
+                                                  info->magic, std::dec,
+                                                  " in BP_PluginInfo (not a Backplane plugin, or a corrupt one)")));
+  }
+  p->status.abi_major = info->abi_major;
+  p->status.abi_minor = info->abi_minor;
+  p->status.name = info->name && validPluginName(info->name) ? info->name : "";
+  p->status.version = info->version ? info->version : "";
+  if (info->abi_major != BP_ABI_MAJOR) {
+    p->library.unload();
+    return fail(absl::FailedPreconditionError(strCat(
+        "plugin '", canonical.string(), "' was built for plugin ABI ", info->abi_major, ".", info->abi_minor,
+        " but this host speaks ABI ", BP_ABI_MAJOR, ".", BP_ABI_MINOR, ": ",
+        info->abi_major < BP_ABI_MAJOR ? "the plugin is too old; rebuild it against this host's plugin SDK"
+                                       : "the plugin is newer than this host; upgrade the host or rebuild the plugin")));
+  }
+  if (info->abi_minor > BP_ABI_MINOR) {
+    p->library.unload();
+    return fail(absl::FailedPreconditionError(strCat(
+        "plugin '", canonical.string(), "' needs plugin ABI ", info->abi_major, ".", info->abi_minor,
+        " but this host provides ", BP_ABI_MAJOR, ".", BP_ABI_MINOR,
+        ": upgrade the host, or rebuild the plugin against the host's SDK")));
+  }
+  if (p->status.name.empty()) {
+    p->library.unload();
+    return fail(absl::InvalidArgumentError(strCat("plugin '", canonical.string(),
+                                                  "': its name must be lowercase letters, digits and '_'")));
+  }
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (LoadedPlugin* other = impl_->findLoaded(p->status.name)) {
+      p->status.error = strCat("a plugin named '", p->status.name, "' is already loaded from ", other->status.path);
+      impl_->all.push_back(p);
+      p->library.unload();
+      return absl::AlreadyExistsError(p->status.error);
+    }
+    auto free_slot = std::find(impl_->slot_used.begin(), impl_->slot_used.end(), false);
+    if (free_slot == impl_->slot_used.end()) {
+      p->status.error = strCat("too many plugins loaded at once (", plugin_detail::kMaxPluginSlots, ")");
+      impl_->all.push_back(p);
+      p->library.unload();
+      return absl::ResourceExhaustedError(p->status.error);
+    }
+    *free_slot = true;
+    p->slot = static_cast<int>(free_slot - impl_->slot_used.begin());
+  }
+
+  if (p->library.has(BP_PLUGIN_SHUTDOWN_SYMBOL))
+    p->shutdown = p->library.get<void(BP_Plugin*)>(BP_PLUGIN_SHUTDOWN_SYMBOL);
+  auto init = p->library.get<BP_Error*(const BP_HostApi*, BP_Plugin*)>(BP_PLUGIN_INIT_SYMBOL);
+  p->initializing = true;
+  BP_Error* err = nullptr;
+  absl::Status thrown;
+  try {
+    err = init(&plugin_detail::hostApi(), reinterpret_cast<BP_Plugin*>(p));
+  } catch (...) {
+    thrown = statusFromCurrentException();
+  }
+  p->initializing = false;
+  if (err || !thrown.ok()) {
+    std::string why;
+    if (err) {
+      why = strCat("init failed: ", plugin_detail::hostApi().error_message(err));
+      plugin_detail::hostApi().error_free(err);
+    } else {
+      why = strCat("init threw an exception (plugins must return errors, not throw): ", thrown.message());
+    }
+    impl_->rollback(*p);
+    p->library.unload();
+    return fail(absl::FailedPreconditionError(strCat("plugin '", p->status.name, "' (", canonical.string(), "): ", why)));
+  }
+  p->status.loaded = true;
+  p->status.error.clear();
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->all.push_back(p);
+  return impl_->snapshot(*p);
+}
+
+std::vector<std::string> PluginRegistry::defaultDirectories() {
+  std::vector<std::string> dirs;
+#ifdef BACKPLANE_BUILD_PLUGIN_DIR
+  dirs.push_back(BACKPLANE_BUILD_PLUGIN_DIR);
+#endif
+#ifdef BACKPLANE_INSTALL_PLUGIN_DIR
+  dirs.push_back(BACKPLANE_INSTALL_PLUGIN_DIR);
+#endif
+  return dirs;
+}
+
+std::vector<PluginStatus> PluginRegistry::loadAll() {
+  namespace fs = std::filesystem;
+  std::vector<std::string> sources;
+  if (const char* env = std::getenv("BACKPLANE_PLUGIN_PATH")) {
+    std::string_view rest = env;
+    while (!rest.empty()) {
+      size_t colon = rest.find(':');
+      std::string_view part = rest.substr(0, colon);
+      if (!part.empty()) sources.emplace_back(part);
+      rest = colon == std::string_view::npos ? std::string_view() : rest.substr(colon + 1);
+    }
+  }
+  for (const std::string& d : defaultDirectories()) sources.push_back(d);
+
+  std::vector<PluginStatus> result;
+  for (const std::string& source : sources) {
+    std::error_code ec;
+    std::vector<std::string> files;
+    if (fs::is_directory(source, ec)) {
+      for (const auto& entry : fs::directory_iterator(source, ec))
+        if (entry.path().extension() == ".so") files.push_back(entry.path().string());
+      std::sort(files.begin(), files.end());
+    } else if (fs::exists(source, ec)) {
+      files.push_back(source);
+    } else {
+      continue;  // a default directory that does not exist (e.g. not installed) is fine
+    }
+    for (const std::string& f : files) {
+      absl::StatusOr<PluginStatus> s = load(f);
+      if (s.ok()) {
+        result.push_back(*s);
+      } else {
+        std::vector<PluginStatus> all = plugins();
+        result.push_back(all.back());
+      }
+    }
+  }
+  return result;
+}
+
+absl::Status PluginRegistry::unload(std::string_view name) {
+  std::lock_guard<std::mutex> load_lock(impl_->load_mu);
+  LoadedPlugin* p;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    p = impl_->findLoaded(name);
+    if (!p) {
+      std::string loaded;
+      for (LoadedPlugin* q : impl_->all)
+        if (q->status.loaded) loaded += (loaded.empty() ? "" : ", ") + q->status.name;
+      return absl::NotFoundError(strCat("no plugin named '", name, "' is loaded (loaded: ",
+                                        loaded.empty() ? "none" : loaded, ")"));
+    }
+  }
+  auto alive_tensors = [&]() -> absl::Status {
+    int64_t live = p->live_allocations.load(std::memory_order_acquire);
+    if (live == 0) return absl::OkStatus();
+    std::string types;
+    for (PluginDeviceInterface* d : p->devices) types += (types.empty() ? "" : ", ") + d->name();
+    return absl::FailedPreconditionError(strCat("cannot unload plugin '", name, "': ", live,
+                                                " allocation(s) it made on ", types,
+                                                " are still alive; destroy those tensors first"));
+  };
+  if (absl::Status s = alive_tensors(); !s.ok()) return s;
+
+  // Stop new calls from entering, then wait for running ones to leave.
+  p->alive.store(false, std::memory_order_relaxed);
+  auto& tracker = plugin_detail::CallTracker::instance();
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (tracker.anyInside(p->slot)) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      p->alive.store(true, std::memory_order_relaxed);
+      return absl::FailedPreconditionError(strCat("cannot unload plugin '", name,
+                                                  "': a call into it has been running for more than 5 s"));
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  if (absl::Status s = alive_tensors(); !s.ok()) {
+    p->alive.store(true, std::memory_order_relaxed);
+    return s;
+  }
+  impl_->rollback(*p);
+  if (p->shutdown) {
+    try {
+      p->shutdown(reinterpret_cast<BP_Plugin*>(p));
+    } catch (...) {
+      logLine(strCat("backplane: warning: plugin '", name, "' shutdown threw; ignored"));
+    }
+  }
+  p->library.unload();
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  p->status.loaded = false;
+  p->status.error = "unloaded";
+  return absl::OkStatus();
+}
+
+std::vector<PluginStatus> PluginRegistry::plugins() const {
+  std::vector<LoadedPlugin*> all;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    all = impl_->all;
+  }
+  std::vector<PluginStatus> out;
+  for (LoadedPlugin* p : all) out.push_back(impl_->snapshot(*p));
+  return out;
+}
+
+}  // namespace backplane

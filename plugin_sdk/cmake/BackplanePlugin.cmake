@@ -1,0 +1,29 @@
+# backplane_add_plugin(NAME SOURCES src... [LINK_LIBRARIES libs...] [OUTPUT_DIRECTORY dir])
+#
+# Builds a Backplane device plugin: a shared library that links the plugin
+# SDK (headers only), hides every symbol except the entry points that
+# BACKPLANE_PLUGIN(...) exports, and resolves all its own symbols at link
+# time. In the Backplane tree the library lands in the default plugin
+# directory; out of tree, where you put it.
+function(backplane_add_plugin name)
+  cmake_parse_arguments(ARG "" "OUTPUT_DIRECTORY" "SOURCES;LINK_LIBRARIES" ${ARGN})
+  if(NOT ARG_SOURCES)
+    message(FATAL_ERROR "backplane_add_plugin(${name}): SOURCES is required")
+  endif()
+  add_library(${name} MODULE ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE Backplane::plugin_sdk ${ARG_LINK_LIBRARIES})
+  set_target_properties(${name} PROPERTIES
+    PREFIX ""
+    CXX_VISIBILITY_PRESET hidden
+    C_VISIBILITY_PRESET hidden
+    VISIBILITY_INLINES_HIDDEN ON
+    POSITION_INDEPENDENT_CODE ON)
+  if(CMAKE_SYSTEM_NAME STREQUAL "Linux")
+    target_link_options(${name} PRIVATE "LINKER:--no-undefined" "LINKER:--exclude-libs,ALL")
+  endif()
+  if(ARG_OUTPUT_DIRECTORY)
+    set_target_properties(${name} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${ARG_OUTPUT_DIRECTORY})
+  elseif(DEFINED BACKPLANE_PLUGIN_OUTPUT_DIR)
+    set_target_properties(${name} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${BACKPLANE_PLUGIN_OUTPUT_DIR})
+  endif()
+endfunction()
