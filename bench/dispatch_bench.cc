@@ -2,11 +2,14 @@
 //   BM_RawFunctionPointer     the no-op kernel called through an opaque function pointer
 //   BM_DispatchUnboxed_Noop   the same kernel registered for CPU, called typed through the dispatcher
 //   BM_DispatchBoxed_Noop     the same op called boxed (stack reused across iterations)
+//   BM_PluginKernelCall       a no-op kernel living in a plugin, called typed: the cost of the ABI
+//   BM_LoadAllPlugins         loading every plugin in the default plugin directories
 // The no-op returns its input, so every variant pays for the returned Tensor
 // handle (one atomic increment and decrement); the ratios isolate dispatch.
 #include <benchmark/benchmark.h>
 
 #include "backplane/dispatcher/library.h"
+#include "backplane/dispatcher/plugin_registry.h"
 
 using namespace backplane;
 
@@ -77,6 +80,37 @@ void BM_DispatchBoxed_Noop(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_DispatchBoxed_Noop);
+
+void BM_PluginKernelCall(benchmark::State& state) {
+  static const absl::Status loaded = plugins().load(BACKPLANE_BENCH_PLUGIN_PATH).status();
+  if (!loaded.ok()) {
+    state.SkipWithError(std::string(loaded.message()).c_str());
+    return;
+  }
+  auto op = Dispatcher::singleton().findOpOrThrow("bench_plugin::noop").typed<Tensor(const Tensor&)>();
+  Tensor x = emptyTensor({1});
+  for (auto _ : state) {
+    Tensor y = op.call(x);
+    benchmark::DoNotOptimize(y);
+  }
+}
+BENCHMARK(BM_PluginKernelCall);
+
+// One iteration: unload (not timed) and load again every plugin that
+// loadAll() finds in the default directories.
+void BM_LoadAllPlugins(benchmark::State& state) {
+  size_t count = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    for (const PluginStatus& p : plugins().plugins())
+      if (p.loaded && p.name != "bench_plugin") (void)plugins().unload(p.name);
+    state.ResumeTiming();
+    count = 0;
+    for (const PluginStatus& p : plugins().loadAll()) count += p.loaded;
+  }
+  state.counters["plugins"] = static_cast<double>(count);
+}
+BENCHMARK(BM_LoadAllPlugins)->Unit(benchmark::kMillisecond)->Iterations(20);
 
 }  // namespace
 

@@ -19,7 +19,7 @@ scripts/setup.sh
 # Release build in its own folder, so it does not fight the test build's flags.
 cmake -S . -B build-release -G Ninja -DCMAKE_BUILD_TYPE=Release -DBACKPLANE_BUILD_TESTS=OFF \
   -DBACKPLANE_BUILD_BENCHMARKS=ON >/dev/null
-cmake --build build-release --parallel "$(nproc)" --target dispatch_bench
+cmake --build build-release --parallel "$(nproc)" --target dispatch_bench backplane_cpu
 mkdir -p build/bench
 BACKPLANE_FALLBACK=silent build-release/bench/dispatch_bench \
   --benchmark_filter="$filter" \

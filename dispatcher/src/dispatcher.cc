@@ -7,6 +7,7 @@
 
 #include "backplane/core/error.h"
 #include "backplane/core/str_cat.h"
+#include "backplane/dispatcher/standard_ops.h"
 #include "builtin_kernels.h"
 #include "schema_signature.h"
 
@@ -243,6 +244,9 @@ Dispatcher::Dispatcher() : plugins_(std::make_unique<PluginRegistry>()) {
   // key is included (setTracing), so it costs nothing otherwise.
   tracing_fallback_ = valueOrThrow(registerFallback(
       DispatchKey::Tracing, KernelFunction::makeFromBoxedFunction(&tracingKernel), "built-in tracing"));
+  for (const StandardOp& op : standardOperators()) {
+    standard_defs_.push_back(valueOrThrow(registerDef(strCat(kStandardNamespace, "::", op.schema), "standard operators")));
+  }
   if (const char* trace = std::getenv("BACKPLANE_TRACE"); trace && std::strcmp(trace, "0") != 0 && *trace)
     setTracing(true);
 }

@@ -29,6 +29,13 @@ CallTracker::Registration::~Registration() {
   CallTracker& t = instance();
   std::lock_guard<std::mutex> lock(t.mu_);
   t.threads_.erase(std::find(t.threads_.begin(), t.threads_.end(), &depths));
+  detail::tls_depths = nullptr;
+}
+
+ThreadCallDepths& CallTracker::registerThisThread() {
+  thread_local Registration reg;  // removed from threads_ at thread exit
+  detail::tls_depths = &reg.depths;
+  return reg.depths;
 }
 
 void CallTracker::heavyFence() {

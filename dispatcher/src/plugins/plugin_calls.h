@@ -31,12 +31,19 @@ struct ThreadCallDepths {
 
 // Process-wide list of every live thread's depths (registered on first use,
 // removed at thread exit) and whether the asymmetric fence is available.
+class CallTracker;
+namespace detail {
+// Trivially initialised, so reading it costs no TLS guard; set on a thread's
+// first plugin call by CallTracker::registerThisThread().
+inline thread_local ThreadCallDepths* tls_depths = nullptr;
+}  // namespace detail
+
 class CallTracker {
  public:
   static CallTracker& instance();
   ThreadCallDepths& forThisThread() {
-    thread_local Registration reg;
-    return reg.depths;
+    ThreadCallDepths* d = detail::tls_depths;
+    return d ? *d : registerThisThread();
   }
   // True if any thread is inside plugin `slot` now. Call after clearing the
   // plugin's alive flag.
@@ -49,6 +56,7 @@ class CallTracker {
     ~Registration();
     ThreadCallDepths depths;
   };
+  ThreadCallDepths& registerThisThread();
   CallTracker();
   void heavyFence();
   std::mutex mu_;
@@ -58,18 +66,19 @@ class CallTracker {
 
 // Marks the current thread as inside plugin `slot` for its lifetime, unless
 // the plugin is going away (then entered() is false and nothing may be
-// called).
+// called). With `always`, it enters even then: for freeing memory, which
+// must reach the plugin and which unload waits for.
 class PluginCallScope {
  public:
-  PluginCallScope(int slot, const std::atomic<bool>& alive) {
-    static CallTracker& tracker = CallTracker::instance();
-    static const bool light = tracker.lightweightCallers();
-    depth_ = &tracker.forThisThread().depth[slot];
+  PluginCallScope(int slot, const std::atomic<bool>& alive, bool always = false) {
+    static const bool light = CallTracker::instance().lightweightCallers();
+    ThreadCallDepths* d = detail::tls_depths;
+    depth_ = &(d ? *d : CallTracker::instance().forThisThread()).depth[slot];
     saved_ = depth_->load(std::memory_order_relaxed);
     depth_->store(saved_ + 1, std::memory_order_relaxed);
     if (light) std::atomic_signal_fence(std::memory_order_seq_cst);
     else std::atomic_thread_fence(std::memory_order_seq_cst);
-    entered_ = alive.load(std::memory_order_relaxed);
+    entered_ = always || alive.load(std::memory_order_relaxed);
     if (!entered_) depth_->store(saved_, std::memory_order_relaxed);
   }
   ~PluginCallScope() {

@@ -298,7 +298,7 @@ struct FastEntry;
 template <typename Ret, typename... Args>
 struct FastEntry<Ret(Args...)> {
   static std::pair<std::string, void*> make() {
-    return {detail::cppSignatureString<Ret, Args...>(), reinterpret_cast<void*>(&pluginUnboxed<Ret, Args...>)};
+    return {backplane::detail::cppSignatureString<Ret, Args...>(), reinterpret_cast<void*>(&pluginUnboxed<Ret, Args...>)};
   }
 };
 
@@ -409,12 +409,10 @@ DataPtr PluginDeviceInterface::allocate(size_t nbytes, Device device) {
 void PluginDeviceInterface::deallocate(void* ctx, void* ptr) {
   auto* slot = static_cast<DeviceSlot*>(ctx);
   PluginDeviceInterface* self = slot->owner;
-  {
-    PluginCallScope scope(self->plugin_->slot, self->plugin_->alive);
-    // A plugin is never unloaded while it has live allocations, so this
-    // scope is always entered; stay safe if that ever fails.
-    if (scope.entered()) self->desc_.deallocate(self->desc_.ctx, slot->index, ptr);
-  }
+  // Always enters: a plugin with live allocations is never closed, and an
+  // unload in progress waits for this scope, then sees the count drop.
+  PluginCallScope scope(self->plugin_->slot, self->plugin_->alive, /*always=*/true);
+  self->desc_.deallocate(self->desc_.ctx, slot->index, ptr);
   self->plugin_->live_allocations.fetch_sub(1, std::memory_order_release);
 }
 

@@ -267,19 +267,28 @@ const BP_HostApi& hostApi() {
 PluginRegistry::PluginRegistry() : impl_(std::make_unique<Impl>()) {}
 PluginRegistry::~PluginRegistry() = default;
 
+// Needs mu held: copies the record; device counts are asked for afterwards
+// by finishSnapshot(), outside the lock (they call into the plugin).
 PluginStatus PluginRegistry::Impl::snapshot(const LoadedPlugin& p) const {
   PluginStatus s = p.status;
   s.live_allocations = p.live_allocations.load();
   s.devices.clear();
   if (p.status.loaded) {
-    for (PluginDeviceInterface* d : p.devices) {
-      PluginDeviceStatus ds{d->name(), d->type(), d->deviceCount(), {}};
-      if (ds.device_count == 0) ds.unavailable_reason = d->unavailableReason();
-      s.devices.push_back(std::move(ds));
-    }
+    for (PluginDeviceInterface* d : p.devices) s.devices.push_back(PluginDeviceStatus{d->name(), d->type(), 0, {}});
   }
   return s;
 }
+
+namespace {
+void finishSnapshot(PluginStatus& s) {
+  for (PluginDeviceStatus& d : s.devices) {
+    DeviceInterface* iface = DeviceTypeRegistry::global().interface(d.type);
+    if (!iface) continue;
+    d.device_count = iface->deviceCount();
+    if (d.device_count == 0) d.unavailable_reason = iface->unavailableReason();
+  }
+}
+}  // namespace
 
 void PluginRegistry::Impl::rollback(LoadedPlugin& p) {
   p.handles.clear();  // newest last; order does not matter for distinct registrations
@@ -313,14 +322,16 @@ absl::StatusOr<PluginStatus> PluginRegistry::load(const std::string& path) {
   fs::path canonical = fs::canonical(path, ec);
   if (ec) return fail(absl::NotFoundError(strCat("cannot load plugin '", path, "': ", ec.message())));
   p->status.path = canonical.string();
+  std::optional<PluginStatus> already;
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
-    for (LoadedPlugin* q : impl_->all) {
-      if (q->status.loaded && fs::equivalent(q->status.path, canonical, ec)) {
-        delete p;
-        return impl_->snapshot(*q);  // the same library through another path loads once
-      }
-    }
+    for (LoadedPlugin* q : impl_->all)
+      if (q->status.loaded && fs::equivalent(q->status.path, canonical, ec)) already = impl_->snapshot(*q);
+  }
+  if (already) {  // the same library through another path loads once
+    delete p;
+    finishSnapshot(*already);
+    return *already;
   }
 
   boost::dll::fs::error_code dll_ec;
@@ -361,8 +372,6 @@ absl::StatusOr<PluginStatus> PluginRegistry::load(const std::string& path) {
   }
   p->status.abi_major = info->abi_major;
   p->status.abi_minor = info->abi_minor;
-  p->status.name = info->name && validPluginName(info->name) ? info->name : "";
-  p->status.version = info->version ? info->version : "";
   if (info->abi_major != BP_ABI_MAJOR) {
     p->library.unload();
     return fail(absl::FailedPreconditionError(strCat(
@@ -378,6 +387,9 @@ absl::StatusOr<PluginStatus> PluginRegistry::load(const std::string& path) {
         " but this host provides ", BP_ABI_MAJOR, ".", BP_ABI_MINOR,
         ": upgrade the host, or rebuild the plugin against the host's SDK")));
   }
+  // Only now is the layout of the rest of BP_PluginInfo known.
+  p->status.name = info->name && validPluginName(info->name) ? info->name : "";
+  p->status.version = info->version ? info->version : "";
   if (p->status.name.empty()) {
     p->library.unload();
     return fail(absl::InvalidArgumentError(strCat("plugin '", canonical.string(),
@@ -428,9 +440,14 @@ absl::StatusOr<PluginStatus> PluginRegistry::load(const std::string& path) {
   }
   p->status.loaded = true;
   p->status.error.clear();
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  impl_->all.push_back(p);
-  return impl_->snapshot(*p);
+  PluginStatus status;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->all.push_back(p);
+    status = impl_->snapshot(*p);
+  }
+  finishSnapshot(status);
+  return status;
 }
 
 std::vector<std::string> PluginRegistry::defaultDirectories() {
@@ -541,13 +558,12 @@ absl::Status PluginRegistry::unload(std::string_view name) {
 }
 
 std::vector<PluginStatus> PluginRegistry::plugins() const {
-  std::vector<LoadedPlugin*> all;
+  std::vector<PluginStatus> out;
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
-    all = impl_->all;
+    for (LoadedPlugin* p : impl_->all) out.push_back(impl_->snapshot(*p));
   }
-  std::vector<PluginStatus> out;
-  for (LoadedPlugin* p : all) out.push_back(impl_->snapshot(*p));
+  for (PluginStatus& s : out) finishSnapshot(s);
   return out;
 }
 

@@ -252,6 +252,7 @@ class Dispatcher {
   const KernelRecord* cpu_fallback_;
   std::atomic<FallbackMode> fallback_mode_{FallbackMode::Warn};
   RegistrationHandle tracing_fallback_;
+  std::vector<RegistrationHandle> standard_defs_;
   std::unique_ptr<PluginRegistry> plugins_;
 };
 

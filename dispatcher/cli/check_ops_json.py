@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Runs `backplane ops --format json` and checks the output parses and has the
+documented shape. Usage:
+
+  check_ops_json.py [--expect OP@BACKEND=KIND]... -- BACKPLANE [ARGS...]
+"""
+import json
+import subprocess
+import sys
+
+KINDS = {"native", "composite", "backend_fallback", "cpu_fallback", "missing"}
+
+
+def fail(msg):
+    print("check_ops_json: " + msg, file=sys.stderr)
+    sys.exit(1)
+
+
+def main(argv):
+    if "--" not in argv:
+        fail("usage: check_ops_json.py [--expect OP@BACKEND=KIND]... -- BACKPLANE [ARGS...]")
+    sep = argv.index("--")
+    opts, cmd = argv[:sep], argv[sep + 1:]
+    expects = []
+    while opts:
+        if opts[0] != "--expect" or len(opts) < 2:
+            fail("unknown argument " + opts[0])
+        op_backend, kind = opts[1].rsplit("=", 1)
+        op, backend = op_backend.rsplit("@", 1)
+        expects.append((op, backend, kind))
+        opts = opts[2:]
+
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        fail("%s exited with %d: %s" % (cmd, proc.returncode, proc.stderr))
+    try:
+        doc = json.loads(proc.stdout)
+    except json.JSONDecodeError as e:
+        fail("output is not JSON (%s):\n%s" % (e, proc.stdout))
+
+    if not isinstance(doc, dict) or set(doc) != {"backends", "ops"}:
+        fail("expected an object with keys backends and ops, got: %r" % (doc,))
+    backends = doc["backends"]
+    if not isinstance(backends, list) or not all(isinstance(b, str) for b in backends):
+        fail("backends is not a list of strings: %r" % (backends,))
+    for required in ("cpu", "cuda", "hip"):
+        if required not in backends:
+            fail("backend %s missing from %r" % (required, backends))
+    ops = doc["ops"]
+    if not isinstance(ops, list):
+        fail("ops is not a list")
+    by_name = {}
+    for op in ops:
+        if set(op) != {"name", "schema", "kernels"}:
+            fail("bad op row %r" % (op,))
+        if not op["schema"].startswith(op["name"].split(".")[0]):
+            fail("schema %r does not start with the op name %r" % (op["schema"], op["name"]))
+        if list(op["kernels"]) != backends:
+            fail("op %s: kernels %r do not cover the backends %r in order" % (op["name"], op["kernels"], backends))
+        for backend, kind in op["kernels"].items():
+            if kind not in KINDS:
+                fail("op %s: unknown kernel kind %r on %s" % (op["name"], kind, backend))
+        by_name[op["name"]] = op
+    if len(by_name) != len(ops):
+        fail("duplicate op rows")
+
+    for op, backend, kind in expects:
+        if op not in by_name:
+            fail("op %s not in the matrix (have: %s)" % (op, ", ".join(sorted(by_name)) or "none"))
+        got = by_name[op]["kernels"].get(backend)
+        if got != kind:
+            fail("op %s on %s: expected %s, got %s" % (op, backend, kind, got))
+    print("ok: %d ops x %d backends" % (len(ops), len(backends)))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

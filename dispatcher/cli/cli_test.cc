@@ -1,0 +1,252 @@
+// Runs the built `backplane` tool as a separate process and checks its
+// output and exit codes. Tests that need known content load the test plugin
+// (testing/cli_test_plugin.cc) with --no-default-plugins; the others must
+// hold whatever plugins and operators the build provides.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Runs `backplane <args>` (args are shell words, already quoted as needed).
+Result run(const std::string& args) {
+  static std::atomic<int> counter{0};
+  std::string base = ::testing::TempDir() + "/cli_test_" + std::to_string(getpid()) + "_" + std::to_string(counter++);
+  std::string out = base + ".out", err = base + ".err";
+  std::string cmd = std::string("'") + BACKPLANE_CLI_PATH + "' " + args + " >'" + out + "' 2>'" + err + "'";
+  int status = std::system(cmd.c_str());
+  Result r;
+  r.code = status != -1 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = readFile(out);
+  r.err = readFile(err);
+  std::remove(out.c_str());
+  std::remove(err.c_str());
+  return r;
+}
+
+const std::string kTestPlugin = std::string("--no-default-plugins --plugin '") + CLI_TEST_PLUGIN_PATH + "' ";
+
+std::vector<std::string> lines(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string l; std::getline(ss, l);) out.push_back(l);
+  return out;
+}
+
+// The line whose first word is `word`, or "".
+std::string lineStartingWith(const std::string& text, const std::string& word) {
+  for (const std::string& l : lines(text))
+    if (l.rfind(word + " ", 0) == 0 || l == word) return l;
+  return "";
+}
+
+#define EXPECT_CONTAINS(haystack, needle) EXPECT_NE((haystack).find(needle), std::string::npos) << (haystack)
+#define EXPECT_NOT_CONTAINS(haystack, needle) EXPECT_EQ((haystack).find(needle), std::string::npos) << (haystack)
+
+TEST(CliTest, HelpExitsZeroAndListsCommands) {
+  for (const char* args : {"--help", "-h", "help", "ops --help"}) {
+    Result r = run(args);
+    EXPECT_EQ(r.code, 0) << args;
+    EXPECT_EQ(r.out.rfind("usage: backplane", 0), 0u) << r.out;
+    for (const char* word : {"plugins", "devices", "ops", "--plugin", "--no-default-plugins", "--format"})
+      EXPECT_CONTAINS(r.out, word);
+    EXPECT_EQ(r.err, "");
+  }
+}
+
+TEST(CliTest, VersionNamesTheAbi) {
+  Result r = run("--version");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(r.out.rfind("backplane ", 0), 0u) << r.out;
+  EXPECT_CONTAINS(r.out, "plugin ABI 1.");
+}
+
+TEST(CliTest, UnknownCommandIsAUsageError) {
+  Result r = run("nope");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.out, "");
+  std::vector<std::string> err = lines(r.err);
+  ASSERT_FALSE(err.empty());
+  EXPECT_CONTAINS(err[0], "unknown command 'nope'");
+  EXPECT_CONTAINS(r.err, "usage: backplane");
+}
+
+TEST(CliTest, BadOptionsAreUsageErrors) {
+  struct Case {
+    const char* args;
+    const char* message;
+  };
+  for (const Case& c : {Case{"", "no command given"},
+                        Case{"--frobnicate devices", "unknown option '--frobnicate'"},
+                        Case{"devices --plugin", "option --plugin needs a value"},
+                        Case{"ops --format xml", "unknown format 'xml'"},
+                        Case{"ops --format", "option --format needs a value"},
+                        Case{"devices --format json", "--format applies only to the 'ops' command"},
+                        Case{"devices ops", "unexpected argument 'ops'"}}) {
+    Result r = run(c.args);
+    EXPECT_EQ(r.code, 2) << c.args;
+    EXPECT_EQ(r.out, "") << c.args;
+    EXPECT_EQ(lines(r.err).at(0).rfind("backplane: error: ", 0), 0u) << r.err;
+    EXPECT_CONTAINS(lines(r.err).at(0), c.message);
+    EXPECT_CONTAINS(r.err, "usage: backplane");
+  }
+}
+
+TEST(CliTest, DevicesListsTheBuiltInTypes) {
+  Result r = run("devices");  // with whatever plugins the build and environment provide
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("DEVICE TYPE", 0), 0u) << r.out;
+  EXPECT_CONTAINS(lineStartingWith(r.out, "cpu"), "built-in");
+  EXPECT_CONTAINS(r.out, "  cpu:0");
+  for (const char* type : {"cuda", "hip"}) {
+    std::string line = lineStartingWith(r.out, type);
+    ASSERT_NE(line, "") << r.out;
+    // Either a plugin provides it, or the line says none does.
+    if (line.find("no plugin") != std::string::npos) {
+      EXPECT_CONTAINS(line, " 0 ");
+    }
+  }
+}
+
+TEST(CliTest, DevicesWithoutPluginsSaysWhy) {
+  Result r = run("--no-default-plugins devices");
+  EXPECT_EQ(r.code, 0) << r.err;
+  std::string cuda = lineStartingWith(r.out, "cuda");
+  EXPECT_CONTAINS(cuda, "no plugin");
+  EXPECT_CONTAINS(cuda, "no plugin provides cuda");
+  EXPECT_CONTAINS(lineStartingWith(r.out, "hip"), "no plugin provides hip");
+  EXPECT_NOT_CONTAINS(r.out, "cuda:0");
+}
+
+TEST(CliTest, DevicesShowsPluginTypesAndIndices) {
+  Result r = run(kTestPlugin + "devices");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  std::string clitest = lineStartingWith(r.out, "clitest");
+  EXPECT_CONTAINS(clitest, "cli_test_plugin");
+  EXPECT_CONTAINS(clitest, " 2 ");
+  EXPECT_CONTAINS(r.out, "  clitest:0\n");
+  EXPECT_CONTAINS(r.out, "  clitest:1\n");
+  EXPECT_NOT_CONTAINS(r.out, "clitest:2");
+  std::string none = lineStartingWith(r.out, "clitestnone");
+  EXPECT_CONTAINS(none, " 0 ");
+  EXPECT_CONTAINS(none, "no clitestnone hardware (test plugin)");
+}
+
+TEST(CliTest, PluginsReportsFailuresAndExitsZero) {
+  Result r = run("plugins --plugin /nonexistent.so");
+  EXPECT_EQ(r.code, 0) << r.err;
+  std::vector<std::string> out = lines(r.out);
+  size_t row = 0;
+  while (row < out.size() && out[row].find("/nonexistent.so") == std::string::npos) ++row;
+  ASSERT_LT(row + 1, out.size()) << r.out;
+  EXPECT_CONTAINS(out[row], "FAILED");
+  // The error, verbatim, on the next line.
+  EXPECT_CONTAINS(out[row + 1], "error: cannot load plugin '/nonexistent.so': No such file or directory");
+  EXPECT_CONTAINS(r.out, "failed to load");
+}
+
+TEST(CliTest, PluginsShowsALoadedPlugin) {
+  Result r = run(kTestPlugin + "--plugin /nonexistent.so plugins");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("NAME", 0), 0u) << r.out;
+  std::string line = lineStartingWith(r.out, "cli_test_plugin");
+  EXPECT_CONTAINS(line, "0.1.0-test");
+  EXPECT_CONTAINS(line, " 1.0 ");
+  EXPECT_CONTAINS(line, "clitest: 2, clitestnone: 0");
+  EXPECT_CONTAINS(line, "cli_test_plugin.so");
+  EXPECT_CONTAINS(line, "loaded");
+  EXPECT_CONTAINS(r.out, "2 plugins: 1 loaded, 1 failed to load");
+}
+
+TEST(CliTest, PluginsWithNothingToLoad) {
+  Result r = run("--no-default-plugins plugins");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(r.out.rfind("no plugins found", 0), 0u) << r.out;
+  EXPECT_CONTAINS(r.out, "--no-default-plugins");
+}
+
+TEST(CliTest, FailedPluginIsAWarningForOtherCommands) {
+  Result r = run("--no-default-plugins --plugin /nonexistent.so devices");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_CONTAINS(r.err, "warning: plugin /nonexistent.so not loaded");
+  EXPECT_CONTAINS(r.out, "cpu");
+}
+
+TEST(CliTest, OpsTextWorksWithWhateverIsDefined) {
+  Result r = run("ops");
+  EXPECT_EQ(r.code, 0) << r.err;
+  if (r.out.rfind("no operators defined", 0) == 0) return;  // an empty table is fine
+  EXPECT_EQ(r.out.rfind("OPERATOR", 0), 0u) << r.out;
+  std::string header = lines(r.out).at(0);
+  for (const char* b : {" cpu ", " cuda ", " hip"}) EXPECT_CONTAINS(header, b);
+  EXPECT_CONTAINS(r.out, "native:");  // the legend
+}
+
+TEST(CliTest, OpsTextMatrix) {
+  Result r = run(kTestPlugin + "ops");
+  EXPECT_EQ(r.code, 0) << r.err;
+  std::vector<std::string> out = lines(r.out);
+  ASSERT_FALSE(out.empty());
+  // Columns are aligned: every backend name starts where its cells do.
+  const std::string& header = out[0];
+  size_t clitest_col = header.find(" clitest ") + 1;
+  std::string row = lineStartingWith(r.out, "clitest::cpu_only");
+  ASSERT_NE(row, "") << r.out;
+  EXPECT_EQ(row.substr(header.find(" cpu ") + 1, 6), "native");
+  EXPECT_EQ(row.substr(clitest_col, 8), "fallback");
+  std::string missing = lineStartingWith(r.out, "clitest::no_kernels");
+  EXPECT_EQ(missing.substr(header.find(" cpu ") + 1, 7), "missing");
+  EXPECT_EQ(lineStartingWith(r.out, "clitest::native_everywhere").substr(clitest_col, 6), "native");
+  EXPECT_CONTAINS(r.out, "no plugin loaded for cuda, hip");
+}
+
+TEST(CliTest, OpsMarkdownStartsWithATableHeader) {
+  for (const std::string& prefix : {std::string(), kTestPlugin}) {
+    Result r = run(prefix + "ops --format markdown");
+    EXPECT_EQ(r.code, 0) << r.err;
+    std::vector<std::string> out = lines(r.out);
+    ASSERT_GE(out.size(), 2u);
+    EXPECT_EQ(out[0].rfind("| operator | cpu | cuda | hip |", 0), 0u) << r.out;
+    EXPECT_EQ(out[1].rfind("| --- |", 0), 0u) << r.out;
+    EXPECT_CONTAINS(r.out, "Legend:");
+  }
+  Result r = run(kTestPlugin + "ops --format=markdown");
+  EXPECT_CONTAINS(r.out, "| `clitest::cpu_only` | native | fallback | fallback | fallback | fallback |");
+}
+
+TEST(CliTest, OpsJsonHasTheDocumentedShape) {
+  // Full parsing is check_ops_json.py's job (CTest cli_ops_json_*); this
+  // checks the escaping and the cells without python.
+  Result r = run(kTestPlugin + "ops --format json");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("{\n  \"backends\": [\"cpu\", \"cuda\", \"hip\", \"clitest\", \"clitestnone\"],", 0), 0u)
+      << r.out;
+  EXPECT_CONTAINS(r.out, R"("kernels": {"cpu": "native", "cuda": "cpu_fallback", "hip": "cpu_fallback", )"
+                         R"("clitest": "cpu_fallback", "clitestnone": "backend_fallback"})");
+  EXPECT_CONTAINS(r.out, R"(str note=\"say \\\"hi\\\" \\\\ bye\")");
+}
+
+}  // namespace

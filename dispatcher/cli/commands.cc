@@ -1,0 +1,283 @@
+// `backplane plugins`, `backplane devices` and `backplane ops`.
+#include "commands.h"
+
+#include <cstdlib>
+#include <exception>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backplane/core/device_interface.h"
+#include "backplane/core/device_type_registry.h"
+#include "backplane/dispatcher/dispatcher.h"
+#include "backplane/dispatcher/plugin_registry.h"
+#include "text_format.h"
+
+namespace backplane::cli {
+namespace {
+
+bool isBuiltinAccelerator(DeviceType t) { return t == DeviceType::CUDA || t == DeviceType::HIP; }
+
+std::string joined(const std::vector<std::string>& parts, const char* sep) {
+  std::string out;
+  for (const std::string& p : parts) out += (out.empty() ? "" : sep) + p;
+  return out;
+}
+
+// One device type as the tool shows it.
+struct Backend {
+  std::string name;
+  DeviceType type;
+  DeviceInterface* iface;  // nullptr: no plugin installed one
+};
+
+// Every active device type (built-ins first), optionally only those that
+// have an interface, plus cuda and hip in any case.
+std::vector<Backend> activeBackends(bool with_interface_only) {
+  DeviceTypeRegistry& reg = DeviceTypeRegistry::global();
+  std::vector<Backend> out;
+  for (const std::string& name : reg.activeNames()) {
+    std::optional<DeviceType> t = reg.find(name);
+    if (!t) continue;  // unregistered meanwhile
+    DeviceInterface* iface = reg.interface(*t);
+    if (with_interface_only && !iface && !isBuiltinAccelerator(*t)) continue;
+    out.push_back(Backend{name, *t, iface});
+  }
+  return out;
+}
+
+// Which loaded plugin registered each device type.
+std::map<int, std::string> deviceTypeProviders() {
+  std::map<int, std::string> out;
+  for (const PluginStatus& p : plugins().plugins()) {
+    if (!p.loaded) continue;
+    for (const PluginDeviceStatus& d : p.devices) out[static_cast<int>(d.type)] = p.name;
+  }
+  return out;
+}
+
+std::string noPluginReason(const std::string& type_name) {
+  return "no plugin provides " + type_name + " (load one with --plugin PATH or BACKPLANE_PLUGIN_PATH)";
+}
+
+// --------------------------------------------------------------- plugins
+
+std::string deviceSummary(const PluginStatus& p) {
+  std::vector<std::string> parts;
+  for (const PluginDeviceStatus& d : p.devices) parts.push_back(d.type_name + ": " + std::to_string(d.device_count));
+  return parts.empty() ? "-" : joined(parts, ", ");
+}
+
+void describeSources(std::ostream& out, const PluginSources& sources) {
+  out << "plugin sources, in order:\n";
+  for (const std::string& p : sources.explicit_paths) out << "  --plugin " << p << '\n';
+  if (!sources.defaults) {
+    out << "  (BACKPLANE_PLUGIN_PATH and the default directories skipped: --no-default-plugins)\n";
+    return;
+  }
+  const char* env = std::getenv("BACKPLANE_PLUGIN_PATH");
+  out << "  BACKPLANE_PLUGIN_PATH=" << (env && *env ? env : "(unset)") << '\n';
+  for (const std::string& d : PluginRegistry::defaultDirectories()) out << "  " << d << '\n';
+}
+
+// ------------------------------------------------------------------- ops
+
+// The matrix cell: `text` for text and markdown, `json` for json.
+struct Cell {
+  const char* text;
+  const char* json;
+};
+
+Cell cellFor(KernelKind k) {
+  switch (k) {
+    case KernelKind::Direct: return {"native", "native"};
+    case KernelKind::Composite: return {"composite", "composite"};
+    case KernelKind::BackendFallback: return {"fallback", "backend_fallback"};
+    case KernelKind::CpuFallback: return {"fallback", "cpu_fallback"};
+    case KernelKind::Missing: return {"missing", "missing"};
+    case KernelKind::Fallthrough: return {"fallthrough", "fallthrough"};  // not expected for backend keys
+  }
+  return {"missing", "missing"};
+}
+
+struct OpRow {
+  std::string name;
+  std::string schema;
+  std::vector<Cell> cells;  // one per backend
+};
+
+std::vector<OpRow> collectOps(const std::vector<Backend>& backends) {
+  std::vector<OpRow> rows;
+  for (const OperatorHandle& op : Dispatcher::singleton().definedOperators()) {
+    OpRow row;
+    row.name = op.entry().qualifiedName();
+    try {
+      row.schema = op.schema().toString();
+    } catch (const std::exception&) {
+      continue;  // undefined since definedOperators() returned it
+    }
+    for (const Backend& b : backends) row.cells.push_back(cellFor(op.kernelKind(backendKey(b.type))));
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+constexpr const char* kLegendText =
+    "native: a kernel registered for that backend; composite: a backend-agnostic kernel built from other ops;\n"
+    "fallback: a backend fallback or the CPU fallback (copy to host, run the CPU kernel, copy back;\n"
+    "--format json says which); missing: calls on that backend fail.\n";
+
+void printOpsText(std::ostream& out, const std::vector<Backend>& backends, const std::vector<OpRow>& rows) {
+  std::vector<std::string> header{"OPERATOR"};
+  std::vector<std::string> without_plugin;
+  for (const Backend& b : backends) {
+    header.push_back(b.name);
+    if (!b.iface) without_plugin.push_back(b.name);
+  }
+  if (rows.empty()) {
+    out << "no operators defined (backends: ";
+    std::vector<std::string> names(header.begin() + 1, header.end());
+    out << joined(names, ", ") << ")\n";
+    return;
+  }
+  Table table(header);
+  for (const OpRow& r : rows) {
+    std::vector<std::string> cells{r.name};
+    for (const Cell& c : r.cells) cells.emplace_back(c.text);
+    table.addRow(std::move(cells));
+  }
+  table.print(out);
+  out << '\n' << rows.size() << (rows.size() == 1 ? " operator" : " operators") << " x " << backends.size()
+      << " backends";
+  if (!without_plugin.empty()) out << " (no plugin loaded for " << joined(without_plugin, ", ") << ")";
+  out << "\n" << kLegendText;
+}
+
+void printOpsMarkdown(std::ostream& out, const std::vector<Backend>& backends, const std::vector<OpRow>& rows) {
+  out << "| operator |";
+  for (const Backend& b : backends) out << ' ' << b.name << " |";
+  out << "\n| --- |";
+  for (size_t i = 0; i < backends.size(); ++i) out << " :---: |";
+  out << '\n';
+  for (const OpRow& r : rows) {
+    out << "| `" << r.name << "` |";
+    for (const Cell& c : r.cells) out << ' ' << c.text << " |";
+    out << '\n';
+  }
+  out << '\n';
+  if (rows.empty()) out << "_No operators defined._\n\n";
+  out << "Legend: **native** a kernel registered for that backend; **composite** a backend-agnostic kernel "
+         "built from other ops; **fallback** a backend fallback or the CPU fallback (inputs copied to the host, "
+         "the CPU kernel runs, results copied back); **missing** calls on that backend fail.\n";
+  std::vector<std::string> without_plugin;
+  for (const Backend& b : backends)
+    if (!b.iface) without_plugin.push_back(b.name);
+  if (!without_plugin.empty()) out << "\nNo plugin loaded for: " << joined(without_plugin, ", ") << ".\n";
+}
+
+void printOpsJson(std::ostream& out, const std::vector<Backend>& backends, const std::vector<OpRow>& rows) {
+  out << "{\n  \"backends\": [";
+  for (size_t i = 0; i < backends.size(); ++i) out << (i ? ", " : "") << jsonString(backends[i].name);
+  out << "],\n  \"ops\": [";
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const OpRow& row = rows[r];
+    out << (r ? ",\n" : "\n") << "    {\"name\": " << jsonString(row.name) << ", \"schema\": " << jsonString(row.schema)
+        << ", \"kernels\": {";
+    for (size_t i = 0; i < backends.size(); ++i)
+      out << (i ? ", " : "") << jsonString(backends[i].name) << ": " << jsonString(row.cells[i].json);
+    out << "}}";
+  }
+  out << (rows.empty() ? "]\n" : "\n  ]\n") << "}\n";
+}
+
+}  // namespace
+
+void loadPlugins(const PluginSources& sources) {
+  for (const std::string& path : sources.explicit_paths) (void)plugins().load(path);  // failures are listed
+  if (sources.defaults) (void)plugins().loadAll();
+}
+
+void warnAboutFailedPlugins(std::ostream& err) {
+  for (const PluginStatus& p : plugins().plugins()) {
+    if (!p.loaded) err << "backplane: warning: plugin " << p.path << " not loaded: " << p.error << '\n';
+  }
+}
+
+int runPlugins(std::ostream& out, const PluginSources& sources) {
+  std::vector<PluginStatus> all = plugins().plugins();
+  if (all.empty()) {
+    out << "no plugins found\n";
+    describeSources(out, sources);
+    return 0;
+  }
+  // A failed attempt's error goes, verbatim, on its own line below the row.
+  Table table({"NAME", "VERSION", "ABI", "DEVICES", "KERNELS", "STATUS", "PATH"});
+  size_t failed = 0;
+  for (const PluginStatus& p : all) {
+    std::string abi = p.abi_major || p.abi_minor ? std::to_string(p.abi_major) + "." + std::to_string(p.abi_minor) : "-";
+    table.addRow({p.name.empty() ? "-" : p.name, p.version.empty() ? "-" : p.version, abi, deviceSummary(p),
+                  p.loaded ? std::to_string(p.kernels) : "-", p.loaded ? "loaded" : "FAILED", p.path});
+    if (!p.loaded) {
+      ++failed;
+      table.addNote("error: " + p.error);
+    }
+  }
+  table.print(out);
+  out << '\n'
+      << all.size() << (all.size() == 1 ? " plugin" : " plugins") << ": " << all.size() - failed << " loaded, "
+      << failed << " failed to load\n";
+  return 0;
+}
+
+int runDevices(std::ostream& out) {
+  std::map<int, std::string> providers = deviceTypeProviders();
+  Table table({"DEVICE TYPE", "PROVIDER", "DEVICES", "STATUS"});
+  for (const Backend& b : activeBackends(false)) {
+    std::string provider;
+    int count = 0;
+    std::string status;
+    if (b.type == DeviceType::CPU) {
+      provider = "built-in";
+    } else if (auto it = providers.find(static_cast<int>(b.type)); it != providers.end()) {
+      provider = it->second;
+    } else {
+      provider = b.iface ? "in-process" : "no plugin";
+    }
+    if (!b.iface) {
+      status = noPluginReason(b.name);
+    } else {
+      try {
+        count = b.iface->deviceCount();
+        if (count <= 0) {
+          count = 0;
+          status = b.iface->unavailableReason();
+          if (status.empty()) status = "no devices found";
+        } else {
+          status = "available";
+        }
+      } catch (const std::exception& e) {
+        count = 0;
+        status = std::string("cannot count devices: ") + e.what();
+      }
+    }
+    table.addRow({b.name, provider, std::to_string(count), status});
+    for (int i = 0; i < count; ++i) table.addRow({"  " + b.name + ":" + std::to_string(i)});
+  }
+  table.print(out);
+  return 0;
+}
+
+int runOps(std::ostream& out, OpsFormat format) {
+  std::vector<Backend> backends = activeBackends(true);
+  std::vector<OpRow> rows = collectOps(backends);
+  switch (format) {
+    case OpsFormat::Text: printOpsText(out, backends, rows); break;
+    case OpsFormat::Markdown: printOpsMarkdown(out, backends, rows); break;
+    case OpsFormat::Json: printOpsJson(out, backends, rows); break;
+  }
+  return 0;
+}
+
+}  // namespace backplane::cli

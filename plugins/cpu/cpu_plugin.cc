@@ -1,0 +1,276 @@
+// The CPU plugin: kernels for the standard operators on the host, written
+// against the plugin SDK only (no host headers), like any vendor's plugin.
+//
+// Elementwise kernels broadcast like PyTorch, accept any strides, and
+// promote float32/float64/int32/int64 inputs like PyTorch does among those
+// four types. Other dtypes raise an error naming the op and the supported
+// dtypes.
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backplane/plugin.hpp"
+
+namespace {
+
+using bp::ScalarType;
+
+constexpr int32_t kCpu = 0;
+constexpr bp::Device kCpuDevice{kCpu, 0};
+
+bool supported(ScalarType t) {
+  return t == ScalarType::Float32 || t == ScalarType::Float64 || t == ScalarType::Int32 || t == ScalarType::Int64;
+}
+
+// PyTorch's promotion restricted to the four supported types:
+// int32 < int64 < float32 < float64.
+ScalarType promote(ScalarType a, ScalarType b) {
+  auto rank = [](ScalarType t) {
+    switch (t) {
+      case ScalarType::Int32: return 0;
+      case ScalarType::Int64: return 1;
+      case ScalarType::Float32: return 2;
+      default: return 3;
+    }
+  };
+  return rank(a) >= rank(b) ? a : b;
+}
+
+void checkInput(const char* op, const bp::Tensor& t, const char* arg) {
+  BP_PLUGIN_CHECK(t.device().type == kCpu, std::string(op) + ": argument '" + arg + "' is on device type " +
+                                               std::to_string(t.device().type) + ", expected cpu");
+  BP_PLUGIN_CHECK(supported(t.dtype()), std::string(op) + " on cpu: argument '" + arg + "' has dtype " +
+                                            bp::name(t.dtype()) + "; supported: float32, float64, int32, int64");
+}
+
+std::vector<int64_t> toVector(bp::IntList l) { return std::vector<int64_t>(l.begin(), l.end()); }
+
+std::vector<int64_t> broadcastShapes(const char* op, bp::IntList a, bp::IntList b) {
+  size_t n = std::max(a.size(), b.size());
+  std::vector<int64_t> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t x = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t y = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    BP_PLUGIN_CHECK(x == y || x == 1 || y == 1,
+                    std::string(op) + ": shapes cannot be broadcast: dimension " + std::to_string(i) + " is " +
+                        std::to_string(x) + " in one input and " + std::to_string(y) + " in the other");
+    out[i] = x == 1 ? y : x;
+  }
+  return out;
+}
+
+// t's strides aligned to `shape` (right-aligned; 0 where t is broadcast).
+std::vector<int64_t> alignedStrides(const bp::Tensor& t, const std::vector<int64_t>& shape) {
+  std::vector<int64_t> s(shape.size(), 0);
+  size_t off = shape.size() - static_cast<size_t>(t.dim());
+  for (int64_t i = 0; i < t.dim(); ++i)
+    s[off + static_cast<size_t>(i)] = t.size(i) == 1 ? 0 : t.stride(i);
+  return s;
+}
+
+// Calls inner(offsets[K], n, inner_strides[K]) over the outer dimensions of
+// `shape` for K operands with the given element strides.
+template <size_t K, typename Inner>
+void forEachRow(const std::vector<int64_t>& shape, const std::array<std::vector<int64_t>, K>& strides, Inner&& inner) {
+  int64_t numel = 1;
+  for (int64_t s : shape) numel *= s;
+  if (numel == 0) return;
+  const size_t nd = shape.size();
+  if (nd == 0) {
+    std::array<int64_t, K> offs{}, st{};
+    inner(offs, int64_t{1}, st);
+    return;
+  }
+  std::array<int64_t, K> inner_strides;
+  for (size_t k = 0; k < K; ++k) inner_strides[k] = strides[k][nd - 1];
+  std::vector<int64_t> index(nd, 0);
+  for (int64_t done = 0; done < numel; done += shape[nd - 1]) {
+    std::array<int64_t, K> offs{};
+    for (size_t d = 0; d + 1 < nd; ++d)
+      for (size_t k = 0; k < K; ++k) offs[k] += index[d] * strides[k][d];
+    inner(offs, shape[nd - 1], inner_strides);
+    for (size_t d = nd - 1; d-- > 0;) {
+      if (++index[d] < shape[d]) break;
+      index[d] = 0;
+    }
+  }
+}
+
+template <typename F>
+decltype(auto) visit(ScalarType t, F&& f) {
+  switch (t) {
+    case ScalarType::Float32: return f(float{});
+    case ScalarType::Float64: return f(double{});
+    case ScalarType::Int32: return f(int32_t{});
+    default: return f(int64_t{});
+  }
+}
+
+std::vector<int64_t> contiguousStrides(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> s(shape.size());
+  int64_t acc = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    s[i] = acc;
+    acc *= std::max<int64_t>(shape[i], 1);
+  }
+  return s;
+}
+
+// A copy of t converted to `dtype` (t itself if it already has it).
+bp::Tensor converted(const bp::Tensor& t, ScalarType dtype) {
+  if (t.dtype() == dtype) return t;
+  std::vector<int64_t> shape = toVector(t.sizes());
+  bp::Tensor out = bp::Tensor::empty(shape, dtype, kCpuDevice);
+  std::array<std::vector<int64_t>, 2> strides{contiguousStrides(shape), toVector(t.strides())};
+  visit(dtype, [&](auto o) {
+    using O = decltype(o);
+    visit(t.dtype(), [&](auto i) {
+      using I = decltype(i);
+      O* dst = out.data_ptr<O>();
+      const I* src = t.data_ptr<const I>();
+      forEachRow<2>(shape, strides, [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
+        for (int64_t j = 0; j < n; ++j) dst[off[0] + j * st[0]] = static_cast<O>(src[off[1] + j * st[1]]);
+      });
+    });
+  });
+  return out;
+}
+
+// out = f(a, b) with broadcasting, computed in `dtype`.
+template <typename F>
+bp::Tensor binary(const char* op, const bp::Tensor& a0, const bp::Tensor& b0, ScalarType dtype, F&& f) {
+  checkInput(op, a0, "self");
+  checkInput(op, b0, "other");
+  bp::Tensor a = converted(a0, dtype), b = converted(b0, dtype);
+  std::vector<int64_t> shape = broadcastShapes(op, a.sizes(), b.sizes());
+  bp::Tensor out = bp::Tensor::empty(shape, dtype, kCpuDevice);
+  std::array<std::vector<int64_t>, 3> strides{contiguousStrides(shape), alignedStrides(a, shape), alignedStrides(b, shape)};
+  visit(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* o = out.data_ptr<T>();
+    const T* x = a.data_ptr<const T>();
+    const T* y = b.data_ptr<const T>();
+    forEachRow<3>(shape, strides, [&](const std::array<int64_t, 3>& off, int64_t n, const std::array<int64_t, 3>& st) {
+      T* op_ = o + off[0];
+      const T* xp = x + off[1];
+      const T* yp = y + off[2];
+      if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
+        for (int64_t j = 0; j < n; ++j) op_[j] = f(xp[j], yp[j]);
+      } else {
+        for (int64_t j = 0; j < n; ++j) op_[j * st[0]] = f(xp[j * st[1]], yp[j * st[2]]);
+      }
+    });
+  });
+  return out;
+}
+
+template <typename F>
+bp::Tensor unary(const char* op, const bp::Tensor& a, F&& f) {
+  checkInput(op, a, "self");
+  std::vector<int64_t> shape = toVector(a.sizes());
+  bp::Tensor out = bp::Tensor::empty(shape, a.dtype(), kCpuDevice);
+  std::array<std::vector<int64_t>, 2> strides{contiguousStrides(shape), toVector(a.strides())};
+  visit(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* o = out.data_ptr<T>();
+    const T* x = a.data_ptr<const T>();
+    forEachRow<2>(shape, strides, [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
+      for (int64_t j = 0; j < n; ++j) o[off[0] + j * st[0]] = f(x[off[1] + j * st[1]]);
+    });
+  });
+  return out;
+}
+
+bp::Tensor add(const bp::Tensor& self, const bp::Tensor& other, const bp::Scalar& alpha) {
+  ScalarType t = promote(self.dtype(), other.dtype());
+  return visit(t, [&](auto tag) {
+    using T = decltype(tag);
+    T a = alpha.to<T>();
+    return binary("bp::add.Tensor", self, other, t, [a](T x, T y) { return static_cast<T>(x + a * y); });
+  });
+}
+
+bp::Tensor sub(const bp::Tensor& self, const bp::Tensor& other, const bp::Scalar& alpha) {
+  ScalarType t = promote(self.dtype(), other.dtype());
+  return visit(t, [&](auto tag) {
+    using T = decltype(tag);
+    T a = alpha.to<T>();
+    return binary("bp::sub.Tensor", self, other, t, [a](T x, T y) { return static_cast<T>(x - a * y); });
+  });
+}
+
+bp::Tensor mul(const bp::Tensor& self, const bp::Tensor& other) {
+  ScalarType t = promote(self.dtype(), other.dtype());
+  return visit(t, [&](auto tag) {
+    using T = decltype(tag);
+    return binary("bp::mul.Tensor", self, other, t, [](T x, T y) { return static_cast<T>(x * y); });
+  });
+}
+
+// True division: integer inputs give float32, as in PyTorch.
+bp::Tensor div(const bp::Tensor& self, const bp::Tensor& other) {
+  ScalarType t = promote(self.dtype(), other.dtype());
+  if (t == ScalarType::Int32 || t == ScalarType::Int64) t = ScalarType::Float32;
+  return visit(t, [&](auto tag) {
+    using T = decltype(tag);
+    return binary("bp::div.Tensor", self, other, t, [](T x, T y) { return static_cast<T>(x / y); });
+  });
+}
+
+bp::Tensor neg(const bp::Tensor& self) {
+  return visit(self.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    return unary("bp::neg", self, [](T x) { return static_cast<T>(-x); });
+  });
+}
+
+bp::Tensor relu(const bp::Tensor& self) {
+  return visit(self.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    return unary("bp::relu", self, [](T x) { return x > T(0) ? x : T(0); });
+  });
+}
+
+// Sum of all elements as a 0-d tensor; integers accumulate into int64.
+bp::Tensor sum(const bp::Tensor& self, std::optional<ScalarType> dtype) {
+  checkInput("bp::sum", self, "self");
+  ScalarType out_t = dtype ? *dtype
+                           : (self.dtype() == ScalarType::Int32 ? ScalarType::Int64 : self.dtype());
+  BP_PLUGIN_CHECK(supported(out_t), std::string("bp::sum on cpu: dtype ") + bp::name(out_t) +
+                                        " is not supported; supported: float32, float64, int32, int64");
+  bp::Tensor out = bp::Tensor::empty({}, out_t, kCpuDevice);
+  std::vector<int64_t> shape = toVector(self.sizes());
+  std::array<std::vector<int64_t>, 1> strides{toVector(self.strides())};
+  visit(self.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = self.data_ptr<const T>();
+    double fsum = 0;
+    int64_t isum = 0;
+    forEachRow<1>(shape, strides, [&](const std::array<int64_t, 1>& off, int64_t n, const std::array<int64_t, 1>& st) {
+      for (int64_t j = 0; j < n; ++j) {
+        if constexpr (std::is_floating_point_v<T>) fsum += static_cast<double>(x[off[0] + j * st[0]]);
+        else isum += static_cast<int64_t>(x[off[0] + j * st[0]]);
+      }
+    });
+    visit(out_t, [&](auto otag) {
+      using O = decltype(otag);
+      *out.data_ptr<O>() = std::is_floating_point_v<T> ? static_cast<O>(fsum) : static_cast<O>(isum);
+    });
+  });
+  return out;
+}
+
+void init(bp::Library& m) {
+  m.impl("add.Tensor", kCpu, &add);
+  m.impl("sub.Tensor", kCpu, &sub);
+  m.impl("mul.Tensor", kCpu, &mul);
+  m.impl("div.Tensor", kCpu, &div);
+  m.impl("neg", kCpu, &neg);
+  m.impl("relu", kCpu, &relu);
+  m.impl("sum", kCpu, &sum);
+}
+
+}  // namespace
+
+BACKPLANE_PLUGIN("cpu", "0.1.0", init)
