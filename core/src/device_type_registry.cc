@@ -101,6 +101,12 @@ std::string DeviceTypeRegistry::name(DeviceType type) const {
   return slots_[i].name;
 }
 
+const char* DeviceTypeRegistry::nameCString(DeviceType type) const {
+  int i = static_cast<int>(type);
+  if (i < 0 || i >= kMaxDeviceTypes || slots_[i].state.load(std::memory_order_acquire) == kNeverUsed) return nullptr;
+  return slots_[i].name;
+}
+
 bool DeviceTypeRegistry::isActive(DeviceType type) const {
   int i = static_cast<int>(type);
   return i >= 0 && i < kMaxDeviceTypes && slots_[i].state.load(std::memory_order_acquire) == kActive;

@@ -12,6 +12,9 @@ function(backplane_add_plugin name)
   endif()
   add_library(${name} MODULE ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE Backplane::plugin_sdk ${ARG_LINK_LIBRARIES})
+  # plugin.hpp needs C++17; compilers whose default is older (clang++ 14
+  # defaults to C++14) would fail on it. A higher CMAKE_CXX_STANDARD wins.
+  target_compile_features(${name} PRIVATE cxx_std_17)
   set_target_properties(${name} PROPERTIES
     PREFIX ""
     CXX_VISIBILITY_PRESET hidden

@@ -170,6 +170,9 @@ BP_Error* fallback(BP_Plugin* plugin, int32_t device_type, const BP_KernelDesc* 
   g.fallbacks.push_back({"", device_type, k->fn, k->ctx, k->cpp_signature != nullptr, ""});
   return nullptr;
 }
+#if BP_ABI_MINOR >= 1
+const char* deviceTypeName(int32_t type) { return type == 0 ? "cpu" : type == 7 ? "toy" : nullptr; }
+#endif
 BP_Error* deviceTypeFind(const char* name, int32_t* out) {
   if (std::string(name) == "cpu")
     *out = 0;
@@ -315,6 +318,9 @@ BP_HostApi table() {
   h.op_name = &opName;
   h.op_call = &opCall;
   h.op_redispatch = &opRedispatch;
+#if BP_ABI_MINOR >= 1
+  h.device_type_name = &deviceTypeName;
+#endif
   return h;
 }
 
@@ -1207,6 +1213,17 @@ TEST_F(PluginHpp, LibraryThrowsHostErrors) {
   EXPECT_THROW(m.def("test::x() -> ()"), bp::Error);
 }
 
+#if BP_ABI_MINOR >= 1
+TEST_F(PluginHpp, DeviceTypeNameComesFromTheHost) {
+  EXPECT_STREQ(bp::deviceTypeName(7), "toy");
+  EXPECT_EQ(bp::deviceTypeName(3), nullptr);
+  BP_HostApi t = fake::table();
+  t.device_type_name = nullptr;
+  bp::detail::installHost(t, fake::kPlugin);
+  EXPECT_THROW(bp::deviceTypeName(0), bp::Error);
+}
+#endif
+
 TEST_F(PluginHpp, MissingHostSlotIsUnimplemented) {
   BP_HostApi t = fake::table();
   t.op_redispatch = nullptr;
@@ -1673,13 +1690,28 @@ TEST_F(PluginHppEntry, InitRejectsADifferentAbiMajor) {
   h.abi_major = BP_ABI_MAJOR + 1;
   auto [code, msg] = fake::take(backplane_plugin_init(&h, fake::kPlugin));
   EXPECT_EQ(code, BP_FAILED_PRECONDITION);
-  EXPECT_EQ(msg,
-            "plugin 'hpp_test' was built against Backplane plugin ABI 1.0, but the host provides ABI 2.0; rebuild "
-            "the plugin against the host's plugin_api.h");
+  const std::string mine = std::to_string(BP_ABI_MAJOR) + "." + std::to_string(BP_ABI_MINOR);
+  const std::string theirs = std::to_string(BP_ABI_MAJOR + 1) + "." + std::to_string(BP_ABI_MINOR);
+  EXPECT_EQ(msg, "plugin 'hpp_test' was built against Backplane plugin ABI " + mine + ", but the host provides ABI " +
+                     theirs + "; rebuild the plugin against the host's plugin_api.h");
   EXPECT_EQ(g_init_runs, 0);
   EXPECT_EQ(bp::detail::g_host, nullptr);
   EXPECT_TRUE(fake::g.devices.empty());
 }
+
+#if BP_ABI_MINOR > 0
+TEST_F(PluginHppEntry, InitRejectsAnOlderAbiMinor) {
+  // Built for a newer minor than the host's: it may call slots the host lacks.
+  BP_HostApi h = fake::table();
+  h.abi_minor = BP_ABI_MINOR - 1;
+  auto [code, msg] = fake::take(backplane_plugin_init(&h, fake::kPlugin));
+  EXPECT_EQ(code, BP_FAILED_PRECONDITION);
+  EXPECT_NE(msg.find("the host provides ABI " + std::to_string(BP_ABI_MAJOR) + "." + std::to_string(BP_ABI_MINOR - 1)),
+            std::string::npos)
+      << msg;
+  EXPECT_EQ(g_init_runs, 0);
+}
+#endif
 
 TEST_F(PluginHppEntry, InitRejectsAShortOrIncompleteTable) {
   BP_HostApi h = fake::table();

@@ -238,6 +238,10 @@ BP_Error* hostDeviceTypeFind(const char* name, int32_t* out) {
   return nullptr;
 }
 
+const char* hostDeviceTypeName(int32_t type) {
+  return DeviceTypeRegistry::global().nameCString(static_cast<DeviceType>(type));
+}
+
 PluginRegistry::Impl& registryImpl() { return PluginRegistryAccess::impl(plugins()); }
 
 }  // namespace
@@ -256,6 +260,7 @@ const BP_HostApi& hostApi() {
     a.impl = &hostImpl;
     a.fallback = &hostFallback;
     a.device_type_find = &hostDeviceTypeFind;
+    a.device_type_name = &hostDeviceTypeName;
     return a;
   }();
   return api;

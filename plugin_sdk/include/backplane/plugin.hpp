@@ -293,6 +293,15 @@ inline void logMessage(BP_LogLevel level, const std::string& message) noexcept {
   detail::logNoThrow(level, message.c_str());
 }
 
+#if BP_ABI_MINOR >= 1
+// The name of device type number `type` ("cpu", "toy"), or nullptr if none is
+// registered under it; the string lives as long as the process. ABI 1.1.
+// Throws bp::Error(BP_UNIMPLEMENTED) if the host leaves the slot NULL.
+inline const char* deviceTypeName(int32_t type) {
+  return detail::hostSlot(host().device_type_name, "device_type_name")(type);
+}
+#endif
+
 // ------------------------------------------------------------- value types
 
 // Element types, numbered as BP_BOOL..BP_FLOAT64.
@@ -672,6 +681,12 @@ constexpr ScalarType scalarTypeOf() noexcept {
 // Thread-safety: distinct Tensor objects may be used concurrently (even for
 // the same host tensor); one Tensor object may not be used from two threads
 // at once, not even through const methods, because the cache fills lazily.
+class Tensor;
+namespace detail {
+template <class D, bool kByReference>
+struct ArgFetch;
+}  // namespace detail
+
 class Tensor {
  public:
   // An undefined tensor (get() == nullptr).
@@ -693,9 +708,10 @@ class Tensor {
   }
 
   Tensor(const Tensor& o) : t_(o.t_ ? retain(o.t_) : nullptr), info_(o.info_), has_info_(o.has_info_) {}
-  Tensor(Tensor&& o) noexcept : t_(o.t_), info_(o.info_), has_info_(o.has_info_) {
+  Tensor(Tensor&& o) noexcept : t_(o.t_), info_(o.info_), has_info_(o.has_info_), owned_(o.owned_) {
     o.t_ = nullptr;
     o.has_info_ = false;
+    o.owned_ = true;
   }
   Tensor& operator=(const Tensor& o) {
     if (this != &o) *this = Tensor(o);
@@ -707,8 +723,10 @@ class Tensor {
       t_ = o.t_;
       info_ = o.info_;
       has_info_ = o.has_info_;
+      owned_ = o.owned_;
       o.t_ = nullptr;
       o.has_info_ = false;
+      o.owned_ = true;
     }
     return *this;
   }
@@ -718,20 +736,23 @@ class Tensor {
   void reset() noexcept {
     // Read g_host directly: destructors must not throw, and a Tensor made
     // before init (impossible for a defined one) has nothing to release.
-    if (t_ != nullptr && detail::g_host != nullptr && detail::g_host->tensor_release != nullptr) {
+    if (t_ != nullptr && owned_ && detail::g_host != nullptr && detail::g_host->tensor_release != nullptr) {
       detail::g_host->tensor_release(t_);
     }
     t_ = nullptr;
     has_info_ = false;
+    owned_ = true;
   }
   // The host tensor, still owned by this object (borrowed by the caller).
   BP_Tensor* get() const noexcept { return t_; }
   // Gives up ownership: returns the reference (the caller now owns it, e.g.
   // to store into a kernel's returns) and leaves this tensor undefined.
-  BP_Tensor* release() noexcept {
+  BP_Tensor* release() {
     BP_Tensor* t = t_;
+    if (t != nullptr && !owned_) t = retain(t);  // a view of a kernel argument: make a real reference
     t_ = nullptr;
     has_info_ = false;
+    owned_ = true;
     return t;
   }
   bool defined() const noexcept { return t_ != nullptr; }
@@ -807,6 +828,18 @@ class Tensor {
   }
 
  private:
+  // A non-owning view of a kernel argument the host keeps alive for the
+  // call: no retain, no release. Only the kernel adapter makes these, for
+  // `const bp::Tensor&` parameters (Note [Borrowed kernel arguments]).
+  static Tensor unowned(BP_Tensor* t) noexcept {
+    Tensor r;
+    r.t_ = t;
+    r.owned_ = false;
+    return r;
+  }
+  template <class D, bool kByReference>
+  friend struct detail::ArgFetch;
+
   static BP_Tensor* retain(BP_Tensor* t) {
     BP_Tensor* r = detail::hostSlot(host().tensor_retain, "tensor_retain")(t);
     if (r == nullptr) fail(BP_INTERNAL, "the host's tensor_retain returned NULL");
@@ -834,6 +867,7 @@ class Tensor {
   BP_Tensor* t_ = nullptr;
   mutable BP_TensorInfo info_{};
   mutable bool has_info_ = false;
+  bool owned_ = true;  // false only for views of kernel arguments (unowned())
 };
 
 // ---------------------------------------------------- packing call arguments
@@ -1323,7 +1357,21 @@ inline void checkCall(const BP_KernelCall* call, size_t num_args, size_t num_ret
 }
 
 // Parameter I of a kernel: the call's keys, or argument I (- 1 with keys).
-template <bool kTakesKeys, size_t I, class D>
+// Note [Borrowed kernel arguments]
+// The host keeps every argument alive for the duration of a kernel call, so
+// a `const bp::Tensor&` parameter is handed a non-owning view: no retain and
+// no release, which keeps crossing the ABI as cheap as a native call. A
+// by-value parameter (which the kernel may keep) gets its own reference.
+template <class D, bool kByReference>
+struct ArgFetch {
+  static D get(const BP_Value& v) { return ArgTraits<D>::get(v); }
+};
+template <>
+struct ArgFetch<Tensor, true> {
+  static Tensor get(const BP_Value& v) { return Tensor::unowned(v.u.tensor); }
+};
+
+template <bool kTakesKeys, size_t I, class D, bool kByReference>
 D convertArg(const BP_KernelCall* call) {
   if constexpr (kTakesKeys && I == 0) {
     return DispatchKeys{call->dispatch_keys};
@@ -1331,7 +1379,7 @@ D convertArg(const BP_KernelCall* call) {
     constexpr size_t index = I - (kTakesKeys ? 1 : 0);
     const BP_Value& v = call->args[index];
     if (!ArgTraits<D>::accepts(v.tag)) argumentMismatch(call, index, ArgTraits<D>::name(), v.tag);
-    return ArgTraits<D>::get(v);
+    return ArgFetch<D, kByReference>::get(v);
   }
 }
 
@@ -1342,7 +1390,9 @@ BP_Error* runKernel(F&& fn, const BP_KernelCall* call, std::index_sequence<I...>
     checkCall(call, Traits::kNumArgs, Traits::kNumReturns);
     // Braced initialization converts the arguments left to right, so the
     // first bad argument is the one reported.
-    std::tuple<Decay<P>...> args{convertArg<Traits::kTakesKeys, I, Decay<P>>(call)...};
+    std::tuple<Decay<P>...> args{
+        convertArg<Traits::kTakesKeys, I, Decay<P>,
+                   std::is_lvalue_reference_v<P> && std::is_const_v<std::remove_reference_t<P>>>(call)...};
     (void)args;
     if constexpr (std::is_void_v<R>) {
       fn(std::get<I>(std::move(args))...);

@@ -20,6 +20,23 @@
  * - Tables (BP_HostApi, BP_DeviceTypeDesc) are append-only: new minors only
  *   add fields at the end. A NULL function slot means "not implemented" and
  *   is never called.
+ * - Stable prefixes: in every major, BP_PluginInfo starts with {struct_size,
+ *   magic, abi_major, abi_minor} and BP_HostApi with {struct_size, abi_major,
+ *   abi_minor, error_new, error_free, error_code, error_message}, so either
+ *   side can read the other's version and report a mismatch.
+ * - Out-structs (BP_TensorInfo, BP_DeviceProperties): the caller sets
+ *   struct_size to the size of its buffer and the callee writes at most that
+ *   many bytes.
+ * - Lifetimes: the host table passed to init stays valid until the plugin's
+ *   shutdown returns. Structs passed to the host (descriptors) are copied
+ *   during the call; the function pointers and ctx values inside them must
+ *   stay valid until the plugin is unloaded.
+ * - Threads: every host function may be called from any thread, except the
+ *   registration functions, which are valid only inside init. Plugin kernels
+ *   and device functions may be called from several threads at once.
+ * - Unknown enum values (a dtype, a value tag, an error code from a newer
+ *   peer) are rejected with BP_INVALID_ARGUMENT, never guessed at.
+ * - History: 1.0 the first table; 1.1 added BP_HostApi.device_type_name.
  * - Strings passed in are borrowed for the duration of the call unless a
  *   field says otherwise; strings returned are owned by their producer.
  */
@@ -31,7 +48,7 @@
 
 #define BP_PLUGIN_MAGIC 0x4C504250u /* "BPPL" little-endian */
 #define BP_ABI_MAJOR 1
-#define BP_ABI_MINOR 0
+#define BP_ABI_MINOR 1
 #define BP_MAX_STRUCT_SIZE 65536u
 
 #define BP_PLUGIN_QUERY_SYMBOL "backplane_plugin_query"
@@ -297,10 +314,20 @@ typedef struct BP_HostApi {
   const char* (*op_name)(const BP_Operator* op); /* "ns::name.overload"; lives with the process */
   BP_Error* (*op_call)(const BP_Operator* op, const BP_Value* args, size_t num_args, BP_Value* returns,
                        size_t num_returns);
-  /* Calls the kernel for the highest key of `dispatch_keys` (a kernel passes
-   * its call's keys minus its own and the ones above). */
+  /* Calls the kernel for the highest key of `dispatch_keys`. Key layout:
+   * bit 1 + t is the backend key of device type t; functionality keys (such
+   * as tracing) use bits 40 and up. A kernel for device type t that wraps
+   * the lower keys passes call->dispatch_keys & ((1ull << (1 + t)) - 1), the
+   * keys below its own. On error, `returns` are released and set to NONE by the host
+   * (the same holds for op_call). */
   BP_Error* (*op_redispatch)(const BP_Operator* op, uint64_t dispatch_keys, const BP_Value* args,
                              size_t num_args, BP_Value* returns, size_t num_returns);
+
+  /* --- Added in ABI 1.1 (check struct_size before use when built for 1.0). */
+
+  /* The name of a device type number ("cpu", "toyaccel"), or NULL if none is
+   * registered under it. The string lives as long as the process. */
+  const char* (*device_type_name)(int32_t device_type);
 } BP_HostApi;
 
 /* ------------------------------------------------------------ entry points */

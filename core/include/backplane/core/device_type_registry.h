@@ -37,6 +37,9 @@ class DeviceTypeRegistry {
   // The type's name; also for inactive dynamic types. Never blocks.
   std::string name(DeviceType type) const;
   bool isActive(DeviceType type) const;
+  // The name as a C string that lives as long as the process, or nullptr
+  // for a number never registered (for the plugin ABI).
+  const char* nameCString(DeviceType type) const;
   // Active type names, built-ins first.
   std::vector<std::string> activeNames() const;
 

@@ -1,0 +1,62 @@
+/*
+ * Helpers shared by the plain-C test plugins of abi_rules_test.cc, against
+ * plugin_api.h only. Each plugin is its own shared library, so these statics
+ * are per plugin.
+ */
+#ifndef BACKPLANE_TESTS_PLUGINS_ABI_ABI_COMMON_H_
+#define BACKPLANE_TESTS_PLUGINS_ABI_ABI_COMMON_H_
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "backplane/plugin_api.h"
+
+/* The host table, saved by init. */
+static const BP_HostApi* abi_host = NULL;
+
+/* A device type that can be registered but holds nothing: one device, and
+ * every allocation and copy fails. */
+static inline int32_t abi_null_device_count(void* ctx) {
+  (void)ctx;
+  return 1;
+}
+static inline BP_Error* abi_null_allocate(void* ctx, int32_t device, size_t nbytes, void** out) {
+  (void)ctx, (void)device, (void)nbytes, (void)out;
+  return abi_host->error_new(BP_RESOURCE_EXHAUSTED, "this test device holds no memory");
+}
+static inline void abi_null_deallocate(void* ctx, int32_t device, void* ptr) { (void)ctx, (void)device, (void)ptr; }
+static inline BP_Error* abi_null_copy(void* ctx, int32_t device, void* dst, const void* src, size_t nbytes) {
+  (void)ctx, (void)device, (void)dst, (void)src, (void)nbytes;
+  return abi_host->error_new(BP_INTERNAL, "this test device holds no memory");
+}
+
+/* A table with every required slot set and every optional one NULL. */
+static inline BP_DeviceTypeDesc abi_null_device_desc(const char* name) {
+  BP_DeviceTypeDesc d;
+  memset(&d, 0, sizeof d);
+  d.struct_size = sizeof d;
+  d.name = name;
+  d.device_count = abi_null_device_count;
+  d.allocate = abi_null_allocate;
+  d.deallocate = abi_null_deallocate;
+  d.copy_host_to_device = abi_null_copy;
+  d.copy_device_to_host = abi_null_copy;
+  return d;
+}
+
+/* A kernel that must never run. */
+static inline BP_Error* abi_unreachable_kernel(void* ctx, const BP_KernelCall* call) {
+  (void)ctx, (void)call;
+  return abi_host->error_new(BP_INTERNAL, "this test kernel must never be called");
+}
+
+static inline BP_KernelDesc abi_kernel_desc(BP_KernelFn fn) {
+  BP_KernelDesc k;
+  memset(&k, 0, sizeof k);
+  k.struct_size = sizeof k;
+  k.fn = fn;
+  return k;
+}
+
+#endif /* BACKPLANE_TESTS_PLUGINS_ABI_ABI_COMMON_H_ */

@@ -1,0 +1,43 @@
+/*
+ * A plugin that leaves a required slot NULL (Note [ABI rules]: only optional
+ * slots may be NULL), after registrations that must then be rolled back. Set
+ * by compile definitions:
+ *   TP_NAME        the plugin's name; its op is TP_NAME::probe(Tensor self) -> Tensor
+ *   TP_DEV         the name of its device type
+ *   TP_NULL_FIELD  a BP_DeviceTypeDesc field set to NULL (name, device_count,
+ *                  allocate, deallocate, copy_host_to_device, copy_device_to_host)
+ *   or TP_NULL_KERNEL_FN  the device type is complete; the kernel for
+ *                  TP_NAME::probe on it has fn NULL
+ * Init returns what the host returned for the bad registration.
+ */
+#include "abi_common.h"
+
+static const BP_PluginInfo tp_info = {sizeof(BP_PluginInfo), BP_PLUGIN_MAGIC, BP_ABI_MAJOR, BP_ABI_MINOR, TP_NAME,
+                                      "0.0.1"};
+
+BP_EXPORT const BP_PluginInfo* backplane_plugin_query(void) { return &tp_info; }
+
+BP_EXPORT BP_Error* backplane_plugin_init(const BP_HostApi* host, BP_Plugin* plugin) {
+  BP_Error* e;
+  int32_t dev = -1;
+  BP_DeviceTypeDesc d;
+  BP_KernelDesc k;
+  abi_host = host;
+
+  /* Registrations that succeed, to be undone when init fails. */
+  if ((e = host->def(plugin, TP_NAME "::probe(Tensor self) -> Tensor"))) return e;
+  k = abi_kernel_desc(abi_unreachable_kernel);
+  if ((e = host->impl(plugin, TP_NAME "::probe", 0, &k))) return e;
+
+  d = abi_null_device_desc(TP_DEV);
+#if defined(TP_NULL_FIELD)
+  d.TP_NULL_FIELD = NULL;
+  return host->register_device_type(plugin, &d, &dev);
+#elif defined(TP_NULL_KERNEL_FN)
+  if ((e = host->register_device_type(plugin, &d, &dev))) return e;
+  k.fn = NULL;
+  return host->impl(plugin, TP_NAME "::probe", dev, &k);
+#else
+#error "define TP_NULL_FIELD or TP_NULL_KERNEL_FN"
+#endif
+}
