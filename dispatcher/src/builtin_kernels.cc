@@ -100,6 +100,34 @@ void cpuFallbackKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet
     }
   }
 
+  // Like the kernels it stands in for, the fallback runs on one device:
+  // every tensor must be on the target device, except 0-d CPU tensors
+  // (scalars). Copy ops move data between devices by design.
+  const std::string& base_name = schema.name().name;
+  const bool cross_device = base_name == "copy_" || base_name == "to" || base_name == "_to_copy";
+  if (!cross_device) {
+    std::optional<Device> first;
+    auto check = [&](const Tensor& t, const Argument& arg) {
+      if (!t.defined()) return;
+      if (t.device().isCpu()) {
+        BP_CHECK(t.dim() == 0, schema.name().qualifiedName(), ": expected all tensors on one device, but argument '",
+                 arg.name, "' is a ", t.str(), " while the call runs on ", device_name,
+                 " (only 0-d cpu tensors may be mixed in, as scalars); move it with .to(device)");
+        return;
+      }
+      if (!first) first = t.device();
+      BP_CHECK(t.device() == *first, schema.name().qualifiedName(),
+               ": expected all tensors on one device, but found ", first->str(), " and ", t.device().str(),
+               " (argument '", arg.name, "'); move them to one device first");
+    };
+    for (size_t i = 0; i < n; ++i) {
+      const IValue& v = (*stack)[base + i];
+      if (v.isTensor()) check(v.toTensor(), args[i]);
+      else if (v.isTensorList()) for (const Tensor& t : v.toTensorList()) check(t, args[i]);
+      else if (v.isOptionalTensorList()) for (const auto& t : v.toOptionalTensorList()) { if (t) check(*t, args[i]); }
+    }
+  }
+
   struct Written {
     Tensor original;
     Tensor staged;

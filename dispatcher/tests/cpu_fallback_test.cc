@@ -72,7 +72,7 @@ TEST_F(CpuFallbackTest, OutOfPlaceResultLandsOnTheDevice) {
 TEST_F(CpuFallbackTest, InPlaceWritesBackIntoTheOriginalAndReturnsIt) {
   auto add_ = op("fb::add_").typed<Tensor(const Tensor&, const Tensor&)>();
   Tensor self = floats({1, 2, 3}, dev());
-  Tensor r = add_.call(self, floats({1, 1, 1}));  // mixed devices: other is on the CPU
+  Tensor r = add_.call(self, floats({1, 1, 1}, dev()));
   EXPECT_EQ(r.unsafeGetImpl(), self.unsafeGetImpl()) << "Tensor(a!) return is the argument itself";
   EXPECT_EQ(self.toVector<float>(), (std::vector<float>{2, 3, 4}));
 }
@@ -95,7 +95,7 @@ TEST_F(CpuFallbackTest, StridedViewsGoThroughWithoutKernels) {
   EXPECT_EQ(t.toVector<float>(), (std::vector<float>{0, 6, 2, 8, 4, 10}));
   // Write through a strided view: only its elements change.
   Tensor every_other = base.view({6}).slice(0, 0, 6, 2);  // elements 0, 2, 4
-  add_.call(every_other, floats({100, 100, 100}));
+  add_.call(every_other, floats({100, 100, 100}, dev()));
   EXPECT_EQ(base.toVector<float>(), (std::vector<float>{100, 1, 102, 3, 104, 5}));
 }
 
@@ -107,6 +107,18 @@ TEST_F(CpuFallbackTest, TensorListsAndOptionalTensors) {
   EXPECT_EQ(r.toVector<float>(), (std::vector<float>{4, 6}));
   Tensor with_bias = sum_all.call(xs, floats({10, 10}, dev()));
   EXPECT_EQ(with_bias.toVector<float>(), (std::vector<float>{14, 16}));
+}
+
+TEST_F(CpuFallbackTest, TensorsMustShareOneDeviceExceptCpuScalars) {
+  auto add = op("fb::add").typed<Tensor(const Tensor&, const Tensor&)>();
+  expectError([&] { add.call(floats({1, 2}, dev(0)), floats({1, 2}, dev(1))); },
+              {"fb::add: expected all tensors on one device, but found testdev:0 and testdev:1", "argument 'b'"});
+  expectError([&] { add.call(floats({1, 2}, dev(0)), floats({1, 2})); },
+              {"argument 'b' is a Tensor[2] float32 cpu", "only 0-d cpu tensors"});
+  auto add_ = op("fb::add_").typed<Tensor(const Tensor&, const Tensor&)>();
+  Tensor self = tensorFromVector<float>({1}, IntArrayRef(), dev());
+  add_.call(self, tensorFromVector<float>({2}, IntArrayRef()));  // a 0-d cpu tensor is a scalar
+  EXPECT_EQ(self.item<float>(), 3.0f);
 }
 
 TEST_F(CpuFallbackTest, ErrorModeRefusesAndNamesTheSwitch) {

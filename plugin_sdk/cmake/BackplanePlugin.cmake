@@ -6,6 +6,7 @@
 # time. In the Backplane tree the library lands in the default plugin
 # directory; out of tree, where you put it.
 function(backplane_add_plugin name)
+  set(_BACKPLANE_PLUGIN_VERSION_SCRIPT "${CMAKE_CURRENT_FUNCTION_LIST_DIR}/backplane_plugin.map")
   cmake_parse_arguments(ARG "" "OUTPUT_DIRECTORY" "SOURCES;LINK_LIBRARIES" ${ARGN})
   if(NOT ARG_SOURCES)
     message(FATAL_ERROR "backplane_add_plugin(${name}): SOURCES is required")
@@ -22,7 +23,13 @@ function(backplane_add_plugin name)
     VISIBILITY_INLINES_HIDDEN ON
     POSITION_INDEPENDENT_CODE ON)
   if(CMAKE_SYSTEM_NAME STREQUAL "Linux")
-    target_link_options(${name} PRIVATE "LINKER:--no-undefined" "LINKER:--exclude-libs,ALL")
+    # Export only the entry points (the version script), resolve everything
+    # at link time, and keep GCC's STB_GNU_UNIQUE symbols out: they would pin
+    # the library in memory after dlclose.
+    target_link_options(${name} PRIVATE "LINKER:--no-undefined" "LINKER:--exclude-libs,ALL"
+                        "LINKER:--version-script=${_BACKPLANE_PLUGIN_VERSION_SCRIPT}")
+    set_property(TARGET ${name} APPEND PROPERTY LINK_DEPENDS ${_BACKPLANE_PLUGIN_VERSION_SCRIPT})
+    target_compile_options(${name} PRIVATE $<$<COMPILE_LANG_AND_ID:CXX,GNU>:-fno-gnu-unique>)
   endif()
   if(ARG_OUTPUT_DIRECTORY)
     set_target_properties(${name} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${ARG_OUTPUT_DIRECTORY})

@@ -228,7 +228,7 @@ bp::Tensor neg(const bp::Tensor& self) {
 bp::Tensor relu(const bp::Tensor& self) {
   return visit(self.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    return unary("bp::relu", self, [](T x) { return x > T(0) ? x : T(0); });
+    return unary("bp::relu", self, [](T x) { return x < T(0) ? T(0) : x; });  // keeps NaN, as PyTorch
   });
 }
 

@@ -448,12 +448,9 @@ TEST(ToyAccelMixed, KernelsAreFloat32OnlyAndSayWhat) {
               HasSubstr("cannot be broadcast"));
 }
 
-// PyTorch refuses these too, but the host's CPU fallback today stages every
-// input to the cpu and puts the result on the first input's device (here
-// toyaccel:0), so ops without a toyaccel kernel accept what the native ones
-// reject. Enable this test when the fallback checks devices
-// (dispatcher/src/builtin_kernels.cc, cpuFallbackKernel).
-TEST(ToyAccelMixed, DISABLED_FallbackOpsRejectMixedDevicesToo) {
+// Regression: ops without a toyaccel kernel (run by the CPU fallback) once
+// accepted mixed devices that the native kernels, like PyTorch, reject.
+TEST(ToyAccelMixed, FallbackOpsRejectMixedDevicesToo) {
   Tensor a = f32({1, 2}, {2}, toy(0)), b = f32({3, 4}, {2}, toy(1));
   EXPECT_THAT(errorOf([&] { subOp().call(a, b, 1); }), HasSubstr("toyaccel:1"));
   EXPECT_THAT(errorOf([&] { subOp().call(a, f32({1, 1}, {2}), 1); }), HasSubstr("cpu"));

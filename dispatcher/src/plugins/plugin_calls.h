@@ -64,6 +64,10 @@ class CallTracker {
   bool membarrier_ok_ = false;
 };
 
+// Whether callers may rely on the unloader's membarrier (read once at start-up
+// so that the hot path has no initialisation guard).
+inline const bool kLightweightCallers = CallTracker::instance().lightweightCallers();
+
 // Marks the current thread as inside plugin `slot` for its lifetime, unless
 // the plugin is going away (then entered() is false and nothing may be
 // called). With `always`, it enters even then: for freeing memory, which
@@ -71,12 +75,11 @@ class CallTracker {
 class PluginCallScope {
  public:
   PluginCallScope(int slot, const std::atomic<bool>& alive, bool always = false) {
-    static const bool light = CallTracker::instance().lightweightCallers();
     ThreadCallDepths* d = detail::tls_depths;
     depth_ = &(d ? *d : CallTracker::instance().forThisThread()).depth[slot];
     saved_ = depth_->load(std::memory_order_relaxed);
     depth_->store(saved_ + 1, std::memory_order_relaxed);
-    if (light) std::atomic_signal_fence(std::memory_order_seq_cst);
+    if (kLightweightCallers) std::atomic_signal_fence(std::memory_order_seq_cst);
     else std::atomic_thread_fence(std::memory_order_seq_cst);
     entered_ = always || alive.load(std::memory_order_relaxed);
     if (!entered_) depth_->store(saved_, std::memory_order_relaxed);
