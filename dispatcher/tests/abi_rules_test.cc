@@ -439,15 +439,15 @@ TEST_F(AbiRulesTest, NullOptionalSlotsAreNeverCalled) {
 
 TEST_F(AbiRulesTest, MissingRequiredSlotsMakeTheLoadFail) {
   const std::string required =
-      "lacks a required field (name, device_count, allocate, deallocate, copy_host_to_device and "
-      "copy_device_to_host are required)";
+      "(name, device_count, allocate, deallocate, copy_host_to_device and copy_device_to_host are required)";
   struct Case {
     std::string field;
     std::string message;
   };
-  std::vector<Case> cases = {{"name", "BP_DeviceTypeDesc " + required}};
+  // The message names the missing field, then lists every required one.
+  std::vector<Case> cases = {{"name", "BP_DeviceTypeDesc lacks required field(s) name " + required}};
   for (const char* f : {"device_count", "allocate", "deallocate", "copy_host_to_device", "copy_device_to_host"})
-    cases.push_back({f, strCat("BP_DeviceTypeDesc 'abireq_", f, "' ", required)});
+    cases.push_back({f, strCat("BP_DeviceTypeDesc 'abireq_", f, "' lacks required field(s) ", f, " ", required)});
   cases.push_back({"fn", "plugin 'tp_abi_req_fn': BP_KernelDesc.fn is NULL"});
 
   for (const Case& c : cases) {

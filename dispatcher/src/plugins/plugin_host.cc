@@ -468,7 +468,10 @@ const char* hostErrorMessage(const BP_Error* e) { return e ? e->message.c_str() 
 
 void hostTensorInfo(const BP_Tensor* t, BP_TensorInfo* out) {
   const TensorImpl* impl = implOf(t);
-  size_t want = out->struct_size ? std::min(out->struct_size, sizeof(BP_TensorInfo)) : sizeof(BP_TensorInfo);
+  // The caller's struct_size is its buffer size (Note [ABI rules]); 0 is a
+  // caller bug, and writing anything could overrun its buffer.
+  if (out == nullptr || out->struct_size == 0) return;
+  size_t want = std::min(out->struct_size, sizeof(BP_TensorInfo));
   BP_TensorInfo info{};
   info.struct_size = want;
   info.data = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(impl->storage().data()) +

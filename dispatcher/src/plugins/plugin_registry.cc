@@ -93,11 +93,20 @@ BP_Error* hostRegisterDeviceType(BP_Plugin* plugin, const BP_DeviceTypeDesc* raw
   if (absl::Status s = requireInitializing(p, "register_device_type"); !s.ok()) return toError(s);
   absl::StatusOr<BP_DeviceTypeDesc> desc = plugin_detail::readStruct(raw, "BP_DeviceTypeDesc");
   if (!desc.ok()) return toError(desc.status());
-  if (!desc->name || !desc->device_count || !desc->allocate || !desc->deallocate || !desc->copy_host_to_device ||
-      !desc->copy_device_to_host) {
+  std::string missing;
+  auto require = [&](bool present, const char* field) {
+    if (!present) missing += strCat(missing.empty() ? "" : ", ", field);
+  };
+  require(desc->name != nullptr, "name");
+  require(desc->device_count != nullptr, "device_count");
+  require(desc->allocate != nullptr, "allocate");
+  require(desc->deallocate != nullptr, "deallocate");
+  require(desc->copy_host_to_device != nullptr, "copy_host_to_device");
+  require(desc->copy_device_to_host != nullptr, "copy_device_to_host");
+  if (!missing.empty()) {
     return toError(absl::InvalidArgumentError(strCat(
         "plugin '", p.status.name, "': BP_DeviceTypeDesc", desc->name ? strCat(" '", desc->name, "'") : "",
-        " lacks a required field (name, device_count, allocate, deallocate, copy_host_to_device and "
+        " lacks required field(s) ", missing, " (name, device_count, allocate, deallocate, copy_host_to_device and "
         "copy_device_to_host are required)")));
   }
   auto& reg = DeviceTypeRegistry::global();
