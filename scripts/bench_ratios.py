@@ -21,7 +21,7 @@ def medians(path):
         data = json.load(f)
     out = {}
     for b in data["benchmarks"]:
-        name = b.get("run_name", b["name"])
+        name = b.get("run_name", b["name"]).split("/")[0]
         if b.get("aggregate_name") in (None, "median"):
             out.setdefault(name, b["real_time"])
             if b.get("aggregate_name") == "median":

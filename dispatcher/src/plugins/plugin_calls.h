@@ -74,7 +74,7 @@ inline const bool kLightweightCallers = CallTracker::instance().lightweightCalle
 // must reach the plugin and which unload waits for.
 class PluginCallScope {
  public:
-  PluginCallScope(int slot, const std::atomic<bool>& alive, bool always = false) {
+  [[gnu::always_inline]] PluginCallScope(int slot, const std::atomic<bool>& alive, bool always = false) {
     ThreadCallDepths* d = detail::tls_depths;
     depth_ = &(d ? *d : CallTracker::instance().forThisThread()).depth[slot];
     saved_ = depth_->load(std::memory_order_relaxed);
@@ -84,7 +84,7 @@ class PluginCallScope {
     entered_ = always || alive.load(std::memory_order_relaxed);
     if (!entered_) depth_->store(saved_, std::memory_order_relaxed);
   }
-  ~PluginCallScope() {
+  [[gnu::always_inline]] ~PluginCallScope() {
     if (entered_) depth_->store(saved_, std::memory_order_release);
   }
   PluginCallScope(const PluginCallScope&) = delete;

@@ -166,7 +166,7 @@ struct PluginKernel final : OperatorKernel {
 };
 
 // Runs the plugin kernel; converts its error; releases partial returns.
-void invoke(const PluginKernel& k, const BP_Operator* op, DispatchKeySet ks, const BP_Value* args, size_t nargs,
+[[gnu::always_inline]] inline void invoke(const PluginKernel& k, const BP_Operator* op, DispatchKeySet ks, const BP_Value* args, size_t nargs,
             BP_Value* rets, size_t nrets) {
   BP_KernelCall call{sizeof(BP_KernelCall), op, ks.raw(), args, nargs, rets, nrets};
   BP_Error* err;

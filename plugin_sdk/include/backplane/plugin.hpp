@@ -707,8 +707,11 @@ class Tensor {
     return r;
   }
 
-  Tensor(const Tensor& o) : t_(o.t_ ? retain(o.t_) : nullptr), info_(o.info_), has_info_(o.has_info_) {}
-  Tensor(Tensor&& o) noexcept : t_(o.t_), info_(o.info_), has_info_(o.has_info_), owned_(o.owned_) {
+  Tensor(const Tensor& o) : t_(o.t_ ? retain(o.t_) : nullptr), has_info_(o.has_info_) {
+    if (has_info_) info_ = o.info_;
+  }
+  Tensor(Tensor&& o) noexcept : t_(o.t_), has_info_(o.has_info_), owned_(o.owned_) {
+    if (has_info_) info_ = o.info_;
     o.t_ = nullptr;
     o.has_info_ = false;
     o.owned_ = true;
@@ -721,8 +724,8 @@ class Tensor {
     if (this != &o) {
       reset();
       t_ = o.t_;
-      info_ = o.info_;
       has_info_ = o.has_info_;
+      if (has_info_) info_ = o.info_;
       owned_ = o.owned_;
       o.t_ = nullptr;
       o.has_info_ = false;
@@ -865,7 +868,7 @@ class Tensor {
   }
 
   BP_Tensor* t_ = nullptr;
-  mutable BP_TensorInfo info_{};
+  mutable BP_TensorInfo info_;  // valid only while has_info_; left uninitialised (hot path)
   mutable bool has_info_ = false;
   bool owned_ = true;  // false only for views of kernel arguments (unowned())
 };
