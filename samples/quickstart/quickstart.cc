@@ -20,7 +20,7 @@ Tensor scale_cpu(const Tensor& self, double factor) {
   return out;
 }
 
-int main() {
+int run() {
   Library lib("demo");
   throwIfError(lib.def("scale(Tensor self, float factor) -> Tensor"));
   throwIfError(lib.impl("scale", DispatchKey::CPU, BP_FN(scale_cpu)));
@@ -47,4 +47,13 @@ int main() {
   bool same = y.toVector<float>() == yd.toVector<float>();
   std::printf("results match: %s\n", same ? "yes" : "NO");
   return same ? 0 : 1;
+}
+
+int main() {
+  try {
+    return run();
+  } catch (const Error& e) {
+    std::fprintf(stderr, "quickstart: error: %s\n", e.what());
+    return 1;
+  }
 }
