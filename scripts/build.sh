@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Configures and builds Backplane.
-#   scripts/build.sh [--sanitize=address,undefined|thread] [--release] [--werror] [-- extra cmake args]
+#   scripts/build.sh [--sanitize=address,undefined|thread] [--release] [--no-werror] [-- extra cmake args]
+# Warnings are errors by default, as in CI.
 #   scripts/build.sh --print-dir [same options]   prints the build folder and exits
 # Each sanitizer set builds into its own folder: build/, build-asan-ubsan/, build-tsan/.
 set -euo pipefail
@@ -8,7 +9,7 @@ cd "$(dirname "$0")/.."
 
 sanitize=""
 build_type=RelWithDebInfo
-werror=${CI:+ON}
+werror=ON
 extra=()
 print_dir=0
 while [ $# -gt 0 ]; do
@@ -16,6 +17,7 @@ while [ $# -gt 0 ]; do
     --sanitize=*) sanitize="${1#--sanitize=}" ;;
     --release) build_type=Release ;;
     --werror) werror=ON ;;
+    --no-werror) werror=OFF ;;
     --print-dir) print_dir=1 ;;
     --) shift; extra+=("$@"); break ;;
     *) echo "build.sh: unknown option '$1'" >&2; exit 2 ;;

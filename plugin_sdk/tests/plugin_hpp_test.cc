@@ -913,9 +913,12 @@ TEST_F(PluginHpp, MetadataComesFromOneCachedHostCall) {
   EXPECT_EQ(t.storage_offset(), 0);
   EXPECT_FALSE(t.is_contiguous());
   EXPECT_EQ(fake::g.infos, 1);
-  bp::Tensor copy = t;  // the cache travels with copies
+  bp::Tensor copy = t;  // a copy refills its own cache once
   EXPECT_EQ(copy.numel(), 6);
-  EXPECT_EQ(fake::g.infos, 1);
+  EXPECT_EQ(copy.dim(), 2);
+  EXPECT_EQ(fake::g.infos, 2);
+  EXPECT_EQ(t.numel(), 6);
+  EXPECT_EQ(fake::g.infos, 2);
 
   for (int64_t bad : {2, 3, -3, -100}) {
     try {

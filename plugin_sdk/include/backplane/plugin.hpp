@@ -707,11 +707,11 @@ class Tensor {
     return r;
   }
 
-  Tensor(const Tensor& o) : t_(o.t_ ? retain(o.t_) : nullptr), has_info_(o.has_info_) {
-    if (has_info_) info_ = o.info_;
-  }
-  Tensor(Tensor&& o) noexcept : t_(o.t_), has_info_(o.has_info_), owned_(o.owned_) {
-    if (has_info_) info_ = o.info_;
+  // Copies and moves do not carry the metadata cache: it is refilled by one
+  // host call when first needed, and a kernel returning a tensor never pays
+  // for copying it.
+  Tensor(const Tensor& o) : t_(o.t_ ? retain(o.t_) : nullptr) {}
+  Tensor(Tensor&& o) noexcept : t_(o.t_), owned_(o.owned_) {
     o.t_ = nullptr;
     o.has_info_ = false;
     o.owned_ = true;
@@ -724,8 +724,7 @@ class Tensor {
     if (this != &o) {
       reset();
       t_ = o.t_;
-      has_info_ = o.has_info_;
-      if (has_info_) info_ = o.info_;
+      has_info_ = false;
       owned_ = o.owned_;
       o.t_ = nullptr;
       o.has_info_ = false;
