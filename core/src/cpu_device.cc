@@ -1,7 +1,12 @@
 #include "cpu_device.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
 
 #include "backplane/core/error.h"
 
@@ -22,6 +27,30 @@ class CpuAllocator final : public Allocator {
   }
 };
 
+// The "model name" line of /proc/cpuinfo, or "cpu" where there is none
+// (non-x86 kernels often leave it out).
+std::string cpuModelName() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("model name", 0) != 0) continue;
+    size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    size_t begin = line.find_first_not_of(" \t", colon + 1);
+    if (begin == std::string::npos) continue;
+    return line.substr(begin, line.find_last_not_of(" \t") + 1 - begin);
+  }
+  return "cpu";
+}
+
+DeviceProperties cpuProperties() {
+  DeviceProperties p;
+  p.name = cpuModelName();
+  long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page_size > 0) p.total_memory = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
+  p.multiprocessor_count = static_cast<int>(std::thread::hardware_concurrency());
+  return p;
+}
+
 class CpuDeviceInterface final : public DeviceInterface {
  public:
   int deviceCount() const override { return 1; }
@@ -36,6 +65,10 @@ class CpuDeviceInterface final : public DeviceInterface {
     if (n) std::memset(dst, value, n);
   }
   void synchronize(Device) override {}
+  DeviceProperties properties(Device) const override {
+    static const DeviceProperties* props = new DeviceProperties(cpuProperties());  // leaked, like the interface
+    return *props;
+  }
 
  private:
   static void copy(void* dst, const void* src, size_t n) {

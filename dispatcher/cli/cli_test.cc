@@ -120,7 +120,9 @@ TEST(CliTest, DevicesListsTheBuiltInTypes) {
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out.rfind("DEVICE TYPE", 0), 0u) << r.out;
   EXPECT_CONTAINS(lineStartingWith(r.out, "cpu"), "built-in");
-  EXPECT_CONTAINS(r.out, "  cpu:0");
+  EXPECT_CONTAINS(lineStartingWith(r.out, "cpu"), "available; streams: no, events: no");
+  EXPECT_CONTAINS(lineStartingWith(r.out, "  cpu:0"), " GiB, ");  // the machine's memory
+  EXPECT_CONTAINS(lineStartingWith(r.out, "  cpu:0"), " threads");
   for (const char* type : {"cuda", "hip"}) {
     std::string line = lineStartingWith(r.out, type);
     ASSERT_NE(line, "") << r.out;
@@ -148,8 +150,13 @@ TEST(CliTest, DevicesShowsPluginTypesAndIndices) {
   std::string clitest = lineStartingWith(r.out, "clitest");
   EXPECT_CONTAINS(clitest, "cli_test_plugin");
   EXPECT_CONTAINS(clitest, " 2 ");
-  EXPECT_CONTAINS(r.out, "  clitest:0\n");
-  EXPECT_CONTAINS(r.out, "  clitest:1\n");
+  EXPECT_CONTAINS(clitest, "available; streams: no, events: no");
+  // Each device's properties, under STATUS.
+  for (const char* i : {"0", "1"}) {
+    std::string line = lineStartingWith(r.out, std::string("  clitest:") + i);
+    EXPECT_CONTAINS(line, std::string("  CLI test device ") + i + ", 2.0 GiB, compute 1.2, 4 SMs");
+    EXPECT_EQ(line.find("SMs"), line.size() - 3) << line;
+  }
   EXPECT_NOT_CONTAINS(r.out, "clitest:2");
   std::string none = lineStartingWith(r.out, "clitestnone");
   EXPECT_CONTAINS(none, " 0 ");

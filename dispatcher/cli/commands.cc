@@ -1,6 +1,7 @@
 // `backplane plugins`, `backplane devices` and `backplane ops`.
 #include "commands.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <map>
@@ -231,6 +232,33 @@ int runPlugins(std::ostream& out, const PluginSources& sources) {
   return 0;
 }
 
+// "79.6 GiB", "512.0 MiB", "4096 bytes".
+std::string byteSize(uint64_t n) {
+  char buf[32];
+  if (n >= (uint64_t{1} << 30)) std::snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(n) / (1 << 30));
+  else if (n >= (uint64_t{1} << 20)) std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(n) / (1 << 20));
+  else std::snprintf(buf, sizeof buf, "%llu bytes", static_cast<unsigned long long>(n));
+  return buf;
+}
+
+// "NVIDIA H100 80GB HBM3, 79.6 GiB, compute 9.0, 132 SMs", leaving out
+// fields the device does not report; or why it could not say.
+std::string describeDevice(DeviceInterface& iface, Device d) {
+  try {
+    DeviceProperties p = iface.properties(d);
+    std::vector<std::string> parts;
+    if (!p.name.empty()) parts.push_back(p.name);
+    if (p.total_memory) parts.push_back(byteSize(p.total_memory));
+    if (p.compute_major || p.compute_minor)
+      parts.push_back("compute " + std::to_string(p.compute_major) + "." + std::to_string(p.compute_minor));
+    if (p.multiprocessor_count > 0)
+      parts.push_back(std::to_string(p.multiprocessor_count) + (d.isCpu() ? " threads" : " SMs"));
+    return joined(parts, ", ");
+  } catch (const std::exception& e) {
+    return std::string("cannot read properties: ") + e.what();
+  }
+}
+
 int runDevices(std::ostream& out) {
   std::map<int, std::string> providers = deviceTypeProviders();
   Table table({"DEVICE TYPE", "PROVIDER", "DEVICES", "STATUS"});
@@ -262,8 +290,16 @@ int runDevices(std::ostream& out) {
         status = std::string("cannot count devices: ") + e.what();
       }
     }
+    if (b.iface) {
+      status += std::string("; streams: ") + (b.iface->hasStreams() ? "yes" : "no") +
+                ", events: " + (b.iface->hasEvents() ? "yes" : "no");
+    }
     table.addRow({b.name, provider, std::to_string(count), status});
-    for (int i = 0; i < count; ++i) table.addRow({"  " + b.name + ":" + std::to_string(i)});
+    // Properties under STATUS, the one column whose width pads nothing.
+    for (int i = 0; i < count; ++i) {
+      table.addRow({"  " + b.name + ":" + std::to_string(i), "", "",
+                    describeDevice(*b.iface, Device(b.type, static_cast<DeviceIndex>(i)))});
+    }
   }
   table.print(out);
   return 0;

@@ -1,6 +1,7 @@
 // A plugin for the `backplane` tool's tests, built against plugin_api.h
 // only. It gives the tool something known to report:
-//   - device type "clitest" with two host-memory devices;
+//   - device type "clitest" with two host-memory devices that report
+//     properties ("CLI test device N", 2 GiB, compute 1.2, 4 SMs);
 //   - device type "clitestnone" with no devices (and a reason), and a boxed
 //     fallback for every operator on it;
 //   - operators in namespace "clitest":
@@ -10,6 +11,7 @@
 //                          backslash in a default, to exercise JSON escaping)
 // It lands outside the default plugin directory, so only tests that pass
 // --plugin see it.
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -22,6 +24,15 @@ const BP_HostApi* g_host = nullptr;
 int32_t clitestCount(void*) { return 2; }
 int32_t noneCount(void*) { return 0; }
 const char* noneReason(void*) { return "no clitestnone hardware (test plugin)"; }
+
+BP_Error* clitestProperties(void*, int32_t device, BP_DeviceProperties* out) {
+  std::snprintf(out->name, sizeof out->name, "CLI test device %d", static_cast<int>(device));
+  out->total_memory = uint64_t{2} << 30;
+  out->compute_major = 1;
+  out->compute_minor = 2;
+  out->multiprocessor_count = 4;
+  return nullptr;
+}
 
 BP_Error* allocate(void*, int32_t, size_t nbytes, void** out) {
   *out = nbytes ? std::malloc(nbytes) : nullptr;
@@ -79,6 +90,7 @@ extern "C" BP_EXPORT BP_Error* backplane_plugin_init(const BP_HostApi* host, BP_
   g_host = host;
   int32_t clitest = 0, none = 0;
   BP_DeviceTypeDesc clitest_desc = deviceDesc("clitest", clitestCount, nullptr);
+  clitest_desc.get_properties = clitestProperties;
   BP_DeviceTypeDesc none_desc = deviceDesc("clitestnone", noneCount, noneReason);
   BP_KernelDesc id = kernel(identity), no = kernel(refuse);
   BP_Error* e = nullptr;

@@ -65,6 +65,19 @@ class PluginDeviceInterface final : public DeviceInterface, public Allocator {
                           size_t nbytes) override;
   void memset(void* dst, Device device, uint8_t value, size_t nbytes) override;
   void synchronize(Device device) override;
+  DeviceProperties properties(Device device) const override;
+  bool hasStreams() const override;
+  StreamHandle createStream(Device device) override;
+  void destroyStream(Device device, StreamHandle stream) override;
+  void synchronizeStream(Device device, StreamHandle stream) override;
+  StreamHandle currentStream(Device device) override;
+  void setCurrentStream(Device device, StreamHandle stream) override;
+  bool hasEvents() const override;
+  EventHandle createEvent(Device device) override;
+  void destroyEvent(Device device, EventHandle event) override;
+  void recordEvent(Device device, EventHandle event, StreamHandle stream) override;
+  void waitEvent(Device device, EventHandle event, StreamHandle stream) override;
+  void synchronizeEvent(Device device, EventHandle event) override;
 
  private:
   static void deallocate(void* ctx, void* ptr);

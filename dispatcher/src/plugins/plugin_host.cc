@@ -453,6 +453,118 @@ void PluginDeviceInterface::synchronize(Device d) {
   check(desc_.synchronize(desc_.ctx, d.index), "synchronize");
 }
 
+DeviceProperties PluginDeviceInterface::properties(Device d) const {
+  if (!desc_.get_properties) return DeviceInterface::properties(d);
+  BP_DeviceProperties props{};
+  props.struct_size = sizeof props;
+  {
+    BP_ENTER_PLUGIN("get_properties");
+    check(desc_.get_properties(desc_.ctx, d.resolved().index, &props), "get_properties");
+  }
+  DeviceProperties out;
+  out.name.assign(props.name, strnlen(props.name, sizeof props.name));  // the plugin may omit the NUL
+  if (out.name.empty()) out.name = name_;
+  out.total_memory = props.total_memory;
+  out.compute_major = props.compute_major;
+  out.compute_minor = props.compute_minor;
+  out.multiprocessor_count = props.multiprocessor_count;
+  return out;
+}
+
+// Note [Plugin streams and events]
+// BP_Stream*/BP_Event* pass through as the opaque handles of DeviceInterface.
+// A group is present when its required functions are (hasStreams(),
+// hasEvents()); get/set_current_stream and event_wait are optional within
+// it. Every function of a missing group, or a missing optional one, throws
+// kUnimplemented naming the device type.
+
+bool PluginDeviceInterface::hasStreams() const {
+  return desc_.stream_create && desc_.stream_destroy && desc_.stream_synchronize;
+}
+
+bool PluginDeviceInterface::hasEvents() const {
+  return desc_.event_create && desc_.event_destroy && desc_.event_record && desc_.event_synchronize;
+}
+
+namespace {
+BP_Stream* toStream(DeviceInterface::StreamHandle s) { return static_cast<BP_Stream*>(s); }
+BP_Event* toEvent(DeviceInterface::EventHandle e) { return static_cast<BP_Event*>(e); }
+}  // namespace
+
+DeviceInterface::StreamHandle PluginDeviceInterface::createStream(Device d) {
+  if (!hasStreams()) noStreams(d, "createStream");
+  BP_ENTER_PLUGIN("stream_create");
+  BP_Stream* s = nullptr;
+  check(desc_.stream_create(desc_.ctx, d.resolved().index, &s), "stream_create");
+  return s;
+}
+
+void PluginDeviceInterface::destroyStream(Device d, StreamHandle s) {
+  if (!hasStreams()) noStreams(d, "destroyStream");
+  BP_ENTER_PLUGIN("stream_destroy");
+  desc_.stream_destroy(desc_.ctx, d.resolved().index, toStream(s));
+}
+
+void PluginDeviceInterface::synchronizeStream(Device d, StreamHandle s) {
+  if (!hasStreams()) noStreams(d, "synchronizeStream");
+  BP_ENTER_PLUGIN("stream_synchronize");
+  check(desc_.stream_synchronize(desc_.ctx, d.resolved().index, toStream(s)), "stream_synchronize");
+}
+
+DeviceInterface::StreamHandle PluginDeviceInterface::currentStream(Device d) {
+  if (!hasStreams() || !desc_.get_current_stream) {
+    BP_THROW(kUnimplemented, "currentStream: device type '", name_, "' has no ",
+             hasStreams() ? "get_current_stream" : "streams");
+  }
+  BP_ENTER_PLUGIN("get_current_stream");
+  BP_Stream* s = nullptr;
+  check(desc_.get_current_stream(desc_.ctx, d.resolved().index, &s), "get_current_stream");
+  return s;
+}
+
+void PluginDeviceInterface::setCurrentStream(Device d, StreamHandle s) {
+  if (!hasStreams() || !desc_.set_current_stream) {
+    BP_THROW(kUnimplemented, "setCurrentStream: device type '", name_, "' has no ",
+             hasStreams() ? "set_current_stream" : "streams");
+  }
+  BP_ENTER_PLUGIN("set_current_stream");
+  check(desc_.set_current_stream(desc_.ctx, d.resolved().index, toStream(s)), "set_current_stream");
+}
+
+DeviceInterface::EventHandle PluginDeviceInterface::createEvent(Device d) {
+  if (!hasEvents()) noEvents(d, "createEvent");
+  BP_ENTER_PLUGIN("event_create");
+  BP_Event* e = nullptr;
+  check(desc_.event_create(desc_.ctx, d.resolved().index, &e), "event_create");
+  return e;
+}
+
+void PluginDeviceInterface::destroyEvent(Device d, EventHandle e) {
+  if (!hasEvents()) noEvents(d, "destroyEvent");
+  BP_ENTER_PLUGIN("event_destroy");
+  desc_.event_destroy(desc_.ctx, d.resolved().index, toEvent(e));
+}
+
+void PluginDeviceInterface::recordEvent(Device d, EventHandle e, StreamHandle s) {
+  if (!hasEvents()) noEvents(d, "recordEvent");
+  BP_ENTER_PLUGIN("event_record");
+  check(desc_.event_record(desc_.ctx, d.resolved().index, toEvent(e), toStream(s)), "event_record");
+}
+
+void PluginDeviceInterface::waitEvent(Device d, EventHandle e, StreamHandle s) {
+  if (!hasEvents() || !desc_.event_wait) {
+    BP_THROW(kUnimplemented, "waitEvent: device type '", name_, "' has no ", hasEvents() ? "event_wait" : "events");
+  }
+  BP_ENTER_PLUGIN("event_wait");
+  check(desc_.event_wait(desc_.ctx, d.resolved().index, toEvent(e), toStream(s)), "event_wait");
+}
+
+void PluginDeviceInterface::synchronizeEvent(Device d, EventHandle e) {
+  if (!hasEvents()) noEvents(d, "synchronizeEvent");
+  BP_ENTER_PLUGIN("event_synchronize");
+  check(desc_.event_synchronize(desc_.ctx, d.resolved().index, toEvent(e)), "event_synchronize");
+}
+
 #undef BP_ENTER_PLUGIN
 
 // ------------------------------------------------ host table: no loading

@@ -5,6 +5,12 @@
 // defines tp::twice(Tensor self) -> Tensor and implements it for tpdev and
 // for cpu (float32, contiguous). It registers nothing else.
 //
+// tpdev reports properties ("tp good device N", total_memory = the nominal
+// arena size) and has trivial streams and events: objects the plugin
+// allocates and validates, with nothing to wait for. As a test hook its
+// multiprocessor_count is the number of streams and events alive now (for
+// device_api_test.cc).
+//
 // Written against plugin_api.h only (no C++ SDK layer); no exception leaves
 // an entry point.
 #include <cstdarg>
@@ -13,8 +19,10 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <new>
+#include <set>
 #include <vector>
 
 #include "backplane/plugin_api.h"
@@ -27,6 +35,8 @@ const BP_HostApi* g_host = nullptr;
 int32_t g_tpdev = -1;
 
 constexpr int32_t kNumDevices = 2;
+// What get_properties reports as each device's memory (not enforced).
+constexpr uint64_t kArenaBytes = uint64_t{1} << 30;
 // Not a canonical x86-64/AArch64 address: dereferencing it faults.
 constexpr uint64_t kBase = 0xBEEF000000000000ull;
 
@@ -102,10 +112,121 @@ Arena* g_arena = nullptr;
 int32_t deviceCount(void*) { return kNumDevices; }
 const char* unavailableReason(void*) { return nullptr; }
 
+int liveHandles();
+
 BP_Error* getProperties(void*, int32_t device, BP_DeviceProperties* out) {
   if (device < 0 || device >= kNumDevices) return error(BP_INVALID_ARGUMENT, "tpdev: no such device");
-  std::snprintf(out->name, sizeof out->name, "Toy tpdev %d", device);
+  std::snprintf(out->name, sizeof out->name, "tp good device %d", device);
+  out->total_memory = kArenaBytes;
+  out->multiprocessor_count = liveHandles();
   return nullptr;
+}
+
+// --------------------------------------------------- streams and events
+
+// A stream or event: an object of the plugin's, known by its address. A null
+// stream is the default stream.
+struct Handle {
+  int32_t device;
+  bool is_event;
+};
+
+class Handles {
+ public:
+  BP_Error* create(int32_t device, bool is_event, void** out) {
+    if (device < 0 || device >= kNumDevices) return error(BP_INVALID_ARGUMENT, "tpdev: no device %d", device);
+    std::unique_ptr<Handle> h(new Handle{device, is_event});  // bad_alloc: the caller's catch
+    std::lock_guard<std::mutex> lock(mu_);
+    live_.insert(h.get());
+    *out = h.release();
+    return nullptr;
+  }
+  void destroy(int32_t device, void* p, bool is_event) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!valid(device, p, is_event)) return;  // nothing to report it to
+    live_.erase(static_cast<Handle*>(p));
+    for (void*& current : current_)
+      if (current == p) current = nullptr;
+    delete static_cast<Handle*>(p);
+  }
+  // An error unless `p` is a live handle of the kind on `device` (or, with
+  // `null_ok`, the default stream).
+  BP_Error* check(int32_t device, const void* p, bool is_event, const char* what, bool null_ok = false) {
+    if (device < 0 || device >= kNumDevices) return error(BP_INVALID_ARGUMENT, "tpdev %s: no device %d", what, device);
+    if (null_ok && !p) return nullptr;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (valid(device, p, is_event)) return nullptr;
+    return error(BP_INVALID_ARGUMENT, "tpdev %s: %p is not a live %s of tpdev:%d", what, p,
+                 is_event ? "event" : "stream", device);
+  }
+  void* current(int32_t device) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return current_[device];
+  }
+  void setCurrent(int32_t device, void* stream) {
+    std::lock_guard<std::mutex> lock(mu_);
+    current_[device] = stream;
+  }
+  int live() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return static_cast<int>(live_.size());
+  }
+
+ private:
+  bool valid(int32_t device, const void* p, bool is_event) {
+    auto it = live_.find(static_cast<Handle*>(const_cast<void*>(p)));
+    return it != live_.end() && (*it)->device == device && (*it)->is_event == is_event;
+  }
+  std::mutex mu_;
+  std::set<Handle*> live_;
+  void* current_[kNumDevices] = {};
+};
+
+Handles* g_handles = nullptr;
+
+int liveHandles() { return g_handles ? g_handles->live() : 0; }
+
+BP_Error* streamCreate(void*, int32_t device, BP_Stream** out) try {
+  void* p = nullptr;
+  BP_Error* e = g_handles->create(device, false, &p);
+  *out = static_cast<BP_Stream*>(p);
+  return e;
+} catch (const std::bad_alloc&) {
+  return error(BP_RESOURCE_EXHAUSTED, "tpdev: out of memory");
+}
+void streamDestroy(void*, int32_t device, BP_Stream* s) { g_handles->destroy(device, s, false); }
+BP_Error* streamSynchronize(void*, int32_t device, BP_Stream* s) {
+  return g_handles->check(device, s, false, "stream_synchronize", /*null_ok=*/true);
+}
+BP_Error* getCurrentStream(void*, int32_t device, BP_Stream** out) {
+  if (BP_Error* e = g_handles->check(device, nullptr, false, "get_current_stream", true)) return e;
+  *out = static_cast<BP_Stream*>(g_handles->current(device));
+  return nullptr;
+}
+BP_Error* setCurrentStream(void*, int32_t device, BP_Stream* s) {
+  if (BP_Error* e = g_handles->check(device, s, false, "set_current_stream", true)) return e;
+  g_handles->setCurrent(device, s);
+  return nullptr;
+}
+BP_Error* eventCreate(void*, int32_t device, BP_Event** out) try {
+  void* p = nullptr;
+  BP_Error* e = g_handles->create(device, true, &p);
+  *out = static_cast<BP_Event*>(p);
+  return e;
+} catch (const std::bad_alloc&) {
+  return error(BP_RESOURCE_EXHAUSTED, "tpdev: out of memory");
+}
+void eventDestroy(void*, int32_t device, BP_Event* e) { g_handles->destroy(device, e, true); }
+BP_Error* eventRecord(void*, int32_t device, BP_Event* e, BP_Stream* s) {
+  if (BP_Error* err = g_handles->check(device, e, true, "event_record")) return err;
+  return g_handles->check(device, s, false, "event_record", true);
+}
+BP_Error* eventWait(void*, int32_t device, BP_Event* e, BP_Stream* s) {
+  if (BP_Error* err = g_handles->check(device, e, true, "event_wait")) return err;
+  return g_handles->check(device, s, false, "event_wait", true);
+}
+BP_Error* eventSynchronize(void*, int32_t device, BP_Event* e) {
+  return g_handles->check(device, e, true, "event_synchronize");
 }
 
 BP_Error* allocate(void*, int32_t device, size_t nbytes, void** out) try {
@@ -204,6 +325,7 @@ BP_Error* init(const BP_HostApi* host, BP_Plugin* plugin) {
     return host->error_new(BP_FAILED_PRECONDITION, "tp_good: the host table is too old");
   g_host = host;
   if (!g_arena) g_arena = new Arena();
+  if (!g_handles) g_handles = new Handles();
 
   BP_DeviceTypeDesc dev{};
   dev.struct_size = sizeof dev;
@@ -218,6 +340,16 @@ BP_Error* init(const BP_HostApi* host, BP_Plugin* plugin) {
   dev.copy_device_to_host = &copyDeviceToHost;
   dev.copy_device_to_device = &copyDeviceToDevice;
   dev.memset = &memsetDevice;
+  dev.stream_create = &streamCreate;
+  dev.stream_destroy = &streamDestroy;
+  dev.stream_synchronize = &streamSynchronize;
+  dev.get_current_stream = &getCurrentStream;
+  dev.set_current_stream = &setCurrentStream;
+  dev.event_create = &eventCreate;
+  dev.event_destroy = &eventDestroy;
+  dev.event_record = &eventRecord;
+  dev.event_wait = &eventWait;
+  dev.event_synchronize = &eventSynchronize;
   if (BP_Error* e = host->register_device_type(plugin, &dev, &g_tpdev)) return e;
 
   if (BP_Error* e = host->def(plugin, "tp::twice(Tensor self) -> Tensor")) return e;
@@ -250,6 +382,11 @@ extern "C" BP_EXPORT void backplane_plugin_shutdown(BP_Plugin*) {
     delete g_arena;
     g_arena = nullptr;
   }
+  if (g_handles && g_handles->live() == 0) {
+    delete g_handles;
+    g_handles = nullptr;
+  }
   g_host = nullptr;
   g_tpdev = -1;
 }
+

@@ -16,8 +16,17 @@
 
 #include "backplane/core/allocator.h"
 #include "backplane/core/device.h"
+#include "backplane/core/error.h"
 
 namespace backplane {
+
+// What a device says about itself; zero/empty fields are unknown.
+struct DeviceProperties {
+  std::string name;           // "NVIDIA H100 80GB HBM3"; at least the device type's name
+  uint64_t total_memory = 0;  // bytes
+  int compute_major = 0, compute_minor = 0;  // vendor-defined capability
+  int multiprocessor_count = 0;              // SMs, compute units, or hardware threads
+};
 
 class DeviceInterface {
  public:
@@ -40,6 +49,55 @@ class DeviceInterface {
                                   size_t nbytes) = 0;
   virtual void memset(void* dst, Device device, uint8_t value, size_t nbytes) = 0;
   virtual void synchronize(Device device) = 0;
+
+  // What `device` says about itself. The default knows only the type's name.
+  virtual DeviceProperties properties(Device device) const {
+    DeviceProperties p;
+    p.name = deviceTypeName(device.type);
+    return p;
+  }
+
+  // Streams and events, as opaque handles owned by the device: destroy every
+  // handle you create (with the matching destroy function, on the same
+  // device) and use none after destroying it. A null StreamHandle is the
+  // device's default stream. Devices without them (hasStreams()/hasEvents()
+  // false) throw Error(kUnimplemented) from every function of the group.
+  using StreamHandle = void*;
+  using EventHandle = void*;
+
+  // Whether createStream, destroyStream and synchronizeStream work.
+  virtual bool hasStreams() const { return false; }
+  // A new stream on `device`.
+  virtual StreamHandle createStream(Device device) { noStreams(device, "createStream"); }
+  // Destroys a stream made by createStream.
+  virtual void destroyStream(Device device, StreamHandle) { noStreams(device, "destroyStream"); }
+  // Returns when all work queued on the stream has finished.
+  virtual void synchronizeStream(Device device, StreamHandle) { noStreams(device, "synchronizeStream"); }
+  // The stream work on `device` goes to now (borrowed: do not destroy it).
+  virtual StreamHandle currentStream(Device device) { noStreams(device, "currentStream"); }
+  // Makes `stream` (still owned by its creator) the current one on `device`.
+  virtual void setCurrentStream(Device device, StreamHandle) { noStreams(device, "setCurrentStream"); }
+
+  // Whether createEvent, destroyEvent, recordEvent and synchronizeEvent work.
+  virtual bool hasEvents() const { return false; }
+  // A new event on `device`.
+  virtual EventHandle createEvent(Device device) { noEvents(device, "createEvent"); }
+  // Destroys an event made by createEvent.
+  virtual void destroyEvent(Device device, EventHandle) { noEvents(device, "destroyEvent"); }
+  // Marks the point in `stream` that the event completes at.
+  virtual void recordEvent(Device device, EventHandle, StreamHandle) { noEvents(device, "recordEvent"); }
+  // Makes later work on `stream` wait for the event (the host does not block).
+  virtual void waitEvent(Device device, EventHandle, StreamHandle) { noEvents(device, "waitEvent"); }
+  // Returns when the event has completed.
+  virtual void synchronizeEvent(Device device, EventHandle) { noEvents(device, "synchronizeEvent"); }
+
+ protected:
+  [[noreturn]] static void noStreams(Device device, const char* what) {
+    BP_THROW(kUnimplemented, what, ": device type '", deviceTypeName(device.type), "' has no streams");
+  }
+  [[noreturn]] static void noEvents(Device device, const char* what) {
+    BP_THROW(kUnimplemented, what, ": device type '", deviceTypeName(device.type), "' has no events");
+  }
 };
 
 // Copies `nbytes` between any two devices (either may be the host), picking
