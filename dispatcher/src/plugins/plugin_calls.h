@@ -11,9 +11,10 @@
 // pattern, which needs a full fence between each side's store and load: the
 // unloader issues membarrier(PRIVATE_EXPEDITED), which runs a full barrier on
 // every thread of the process, so the callers need only a compiler barrier.
-// Without membarrier the callers fall back to a seq_cst fence (slower, still
-// correct). Either the caller sees alive == false and backs out without
-// touching plugin code, or the unloader sees its depth and waits.
+// Without membarrier (and under ThreadSanitizer) both sides use seq_cst
+// stores and loads instead (slower, still correct). Either the caller sees
+// alive == false and backs out without touching plugin code, or the unloader
+// sees its depth and waits.
 
 #include <array>
 #include <atomic>
@@ -64,9 +65,18 @@ class CallTracker {
   bool membarrier_ok_ = false;
 };
 
+#if defined(__SANITIZE_THREAD__)
+// ThreadSanitizer models neither fences nor membarrier: under it every
+// access of the protocol is a seq_cst load or store, which it does model
+// (and which is correct on its own: seq_cst accesses have one total order).
+inline constexpr bool kThreadSanitizer = true;
+#else
+inline constexpr bool kThreadSanitizer = false;
+#endif
+
 // Whether callers may rely on the unloader's membarrier (read once at start-up
 // so that the hot path has no initialisation guard).
-inline const bool kLightweightCallers = CallTracker::instance().lightweightCallers();
+inline const bool kLightweightCallers = !kThreadSanitizer && CallTracker::instance().lightweightCallers();
 
 // Marks the current thread as inside plugin `slot` for its lifetime, unless
 // the plugin is going away (then entered() is false and nothing may be
@@ -78,10 +88,14 @@ class PluginCallScope {
     ThreadCallDepths* d = detail::tls_depths;
     depth_ = &(d ? *d : CallTracker::instance().forThisThread()).depth[slot];
     saved_ = depth_->load(std::memory_order_relaxed);
-    depth_->store(saved_ + 1, std::memory_order_relaxed);
-    if (kLightweightCallers) std::atomic_signal_fence(std::memory_order_seq_cst);
-    else std::atomic_thread_fence(std::memory_order_seq_cst);
-    entered_ = always || alive.load(std::memory_order_relaxed);
+    if (kLightweightCallers) {
+      depth_->store(saved_ + 1, std::memory_order_relaxed);
+      std::atomic_signal_fence(std::memory_order_seq_cst);  // the unloader's membarrier is the fence
+      entered_ = always || alive.load(std::memory_order_relaxed);
+    } else {
+      depth_->store(saved_ + 1, std::memory_order_seq_cst);
+      entered_ = always || alive.load(std::memory_order_seq_cst);
+    }
     if (!entered_) depth_->store(saved_, std::memory_order_relaxed);
   }
   [[gnu::always_inline]] ~PluginCallScope() {

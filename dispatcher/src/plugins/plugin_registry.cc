@@ -541,7 +541,7 @@ absl::Status PluginRegistry::unload(std::string_view name) {
   if (absl::Status s = alive_tensors(); !s.ok()) return s;
 
   // Stop new calls from entering, then wait for running ones to leave.
-  p->alive.store(false, std::memory_order_relaxed);
+  p->alive.store(false, std::memory_order_seq_cst);
   auto& tracker = plugin_detail::CallTracker::instance();
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (tracker.anyInside(p->slot)) {
@@ -556,6 +556,13 @@ absl::Status PluginRegistry::unload(std::string_view name) {
     p->alive.store(true, std::memory_order_relaxed);
     return s;
   }
+  {
+    // From here on, status readers see the plugin as gone, never as loaded
+    // with its registrations half removed.
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    p->status.loaded = false;
+    p->status.error = "unloaded";
+  }
   impl_->rollback(*p);
   if (p->shutdown) {
     try {
@@ -565,9 +572,6 @@ absl::Status PluginRegistry::unload(std::string_view name) {
     }
   }
   p->library.unload();
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  p->status.loaded = false;
-  p->status.error = "unloaded";
   return absl::OkStatus();
 }
 
