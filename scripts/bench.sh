@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 filter="."
-reps=5
+reps=10
 for a in "$@"; do
   case "$a" in
     --filter=*) filter="${a#--filter=}" ;;

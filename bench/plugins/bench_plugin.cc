@@ -8,7 +8,8 @@ bp::Tensor noop(const bp::Tensor& self) { return self; }
 
 void init(bp::Library& m) {
   m.def("bench_plugin::noop(Tensor self) -> Tensor");
-  m.impl("bench_plugin::noop", /*cpu=*/0, &noop);
+  // Bound at compile time, like BP_FN(noop) in the in-process benchmark.
+  m.impl("bench_plugin::noop", /*cpu=*/0, bp::kernel<&noop>());
 }
 
 }  // namespace
