@@ -359,6 +359,20 @@ absl::StatusOr<OperatorEntry*> Dispatcher::definedEntry(std::string_view op_name
   return it->second.get();
 }
 
+namespace {
+// An unboxed kernel's C++ signature must be the schema's canonical one
+// (Note [Canonical C++ signatures]); boxed kernels take any stack.
+absl::Status checkKernelSignature(const KernelFunction& kernel, const FunctionSchema& schema,
+                                  const std::string& which) {
+  if (!kernel.hasUnboxed()) return absl::OkStatus();
+  std::string expected = cppSignatureForSchema(schema);
+  if (kernel.cppSignature() == expected) return absl::OkStatus();
+  return absl::InvalidArgumentError(strCat(
+      "the ", which, " kernel for ", schema.name().qualifiedName(), " has C++ signature ", kernel.cppSignature(),
+      ", but the schema ", schema.toString(), " needs ", expected, "; fix the kernel's parameter or return types"));
+}
+}  // namespace
+
 absl::StatusOr<RegistrationHandle> Dispatcher::registerImpl(std::string_view op_name, DispatchKey key,
                                                             KernelFunction kernel, std::string debug) {
   if (!isBackendKey(key) && !isFunctionalityKey(key)) {
@@ -371,15 +385,7 @@ absl::StatusOr<RegistrationHandle> Dispatcher::registerImpl(std::string_view op_
   absl::StatusOr<OperatorEntry*> op = definedEntry(op_name, strCat("register a ", dispatchKeyName(key), " kernel for"));
   if (!op.ok()) return op.status();
   const FunctionSchema& schema = *(*op)->schema_.load(std::memory_order_relaxed);
-  if (kernel.hasUnboxed()) {
-    std::string expected = cppSignatureForSchema(schema);
-    if (kernel.cppSignature() != expected) {
-      return absl::InvalidArgumentError(strCat(
-          "the ", dispatchKeyName(key), " kernel for ", schema.name().qualifiedName(),
-          " has C++ signature ", kernel.cppSignature(), ", but the schema ", schema.toString(),
-          " needs ", expected, "; fix the kernel's parameter or return types"));
-    }
-  }
+  if (absl::Status sig = checkKernelSignature(kernel, schema, dispatchKeyName(key)); !sig.ok()) return sig;
   KernelKind kind = kernel.isFallthrough() ? KernelKind::Fallthrough : KernelKind::Direct;
   const KernelRecord* r = newRecord(std::move(kernel), kind, key, std::move(debug));
   (*op)->impls_[static_cast<int>(key)].push_back(r);
@@ -395,12 +401,7 @@ absl::StatusOr<RegistrationHandle> Dispatcher::registerComposite(std::string_vie
   absl::StatusOr<OperatorEntry*> op = definedEntry(op_name, "register a composite kernel for");
   if (!op.ok()) return op.status();
   const FunctionSchema& schema = *(*op)->schema_.load(std::memory_order_relaxed);
-  if (kernel.hasUnboxed() && kernel.cppSignature() != cppSignatureForSchema(schema)) {
-    return absl::InvalidArgumentError(strCat(
-        "the composite kernel for ", schema.name().qualifiedName(), " has C++ signature ",
-        kernel.cppSignature(), ", but the schema ", schema.toString(), " needs ",
-        cppSignatureForSchema(schema)));
-  }
+  if (absl::Status sig = checkKernelSignature(kernel, schema, "composite"); !sig.ok()) return sig;
   const KernelRecord* r = newRecord(std::move(kernel), KernelKind::Composite, DispatchKey::Undefined, std::move(debug));
   (*op)->composites_.push_back(r);
   updateTable(**op);
