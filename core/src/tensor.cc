@@ -442,6 +442,18 @@ Tensor emptyTensor(IntArrayRef sizes, ScalarType dtype, Device device) {
   return Tensor(IntrusivePtr<TensorImpl>::make(std::move(storage), 0, sizes, strides, dtype));
 }
 
+void TensorImpl::resizeEmpty(IntArrayRef sizes) {
+  BP_CHECK(numel_ == 0, "cannot resize a tensor with ", numel_, " elements; only an empty tensor is resized");
+  Tensor fresh = emptyTensor(sizes, dtype_, device_);
+  const TensorImpl& f = *fresh.unsafeGetImpl();
+  storage_ = f.storage_;
+  storage_offset_ = 0;
+  sizes_ = f.sizes_;
+  strides_ = f.strides_;
+  numel_ = f.numel_;
+  is_contiguous_ = true;
+}
+
 Tensor emptyStridedTensor(IntArrayRef sizes, IntArrayRef strides, ScalarType dtype, Device device) {
   int64_t nbytes = checkedStorageBytes(sizes, strides, 0, static_cast<int64_t>(elementSize(dtype)));
   Storage storage = Storage::allocate(static_cast<size_t>(nbytes), device);

@@ -137,8 +137,12 @@ void cpuFallbackKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet
   auto toHost = [&](Tensor& t, const Argument& arg) {
     if (!t.defined() || t.device().isCpu()) return;
     if (!target) target = t.device();
-    Tensor staged = stageSpan(t, cpu);
-    bytes += spanBytes(t);
+    // An out= argument is only written: when its span holds nothing but its
+    // elements (contiguous), the kernel overwrites all of it, so there is
+    // nothing to copy in. A strided one is copied so the gaps survive.
+    const bool write_only = arg.isOut() && t.is_contiguous();
+    Tensor staged = write_only ? emptyStridedTensor(t.sizes(), t.strides(), t.dtype(), cpu) : stageSpan(t, cpu);
+    if (!write_only) bytes += spanBytes(t);
     if (arg.alias && arg.alias->is_write) written.push_back({t, staged, &arg.alias->set});
     t = std::move(staged);
   };

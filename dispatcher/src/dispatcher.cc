@@ -132,6 +132,10 @@ void OperatorHandle::callBoxed(Stack& stack) const {
              stack[i].tagName(), " (", stack[i].str(), ")");
   }
   DispatchKeySet ks = detail::computeDispatchKeySet(stack, args.size());
+  if (const KernelRecord* meta = entry_->meta()) {
+    Stack copy(stack.begin(), stack.end());  // the meta kernel consumes its arguments
+    meta->kernel.callBoxed(*this, ks, &copy);
+  }
   entry_->lookup(ks).kernel.callBoxed(*this, ks, &stack);
   if (stack.size() != s.returns().size()) [[unlikely]] {
     detail::throwBadReturnCount(*this, s.returns().size(), stack.size());
@@ -244,8 +248,17 @@ Dispatcher::Dispatcher() : plugins_(std::make_unique<PluginRegistry>()) {
   // key is included (setTracing), so it costs nothing otherwise.
   tracing_fallback_ = valueOrThrow(registerFallback(
       DispatchKey::Tracing, KernelFunction::makeFromBoxedFunction(&tracingKernel), "built-in tracing"));
+  // The standard operators (Note [The standard operator table]): every
+  // schema first, then the meta and composite kernels that refer to them.
   for (const StandardOp& op : standardOperators()) {
     standard_defs_.push_back(valueOrThrow(registerDef(strCat(kStandardNamespace, "::", op.schema), "standard operators")));
+  }
+  for (const StandardOp& op : standardOperators()) {
+    std::string name = strCat(kStandardNamespace, "::", op.schema.substr(0, op.schema.find('(')));
+    if (op.meta.isValid())
+      standard_defs_.push_back(valueOrThrow(registerMeta(name, op.meta, "standard operators (shape rule)")));
+    if (op.composite.isValid())
+      standard_defs_.push_back(valueOrThrow(registerComposite(name, op.composite, "standard operators (composite)")));
   }
   if (const char* trace = std::getenv("BACKPLANE_TRACE"); trace && std::strcmp(trace, "0") != 0 && *trace)
     setTracing(true);
@@ -408,6 +421,30 @@ absl::StatusOr<RegistrationHandle> Dispatcher::registerComposite(std::string_vie
   return addRegistration({RegistrationKind::Composite, *op, DispatchKey::Undefined, r, nullptr});
 }
 
+absl::StatusOr<RegistrationHandle> Dispatcher::registerMeta(std::string_view op_name, KernelFunction kernel,
+                                                            std::string debug) {
+  if (!kernel.isValid() || kernel.isFallthrough())
+    return absl::InvalidArgumentError(strCat("a meta kernel for ", op_name, " must be a real kernel"));
+  std::lock_guard<std::mutex> lock(mu_);
+  absl::StatusOr<OperatorEntry*> op = definedEntry(op_name, "register a meta kernel for");
+  if (!op.ok()) return op.status();
+  const FunctionSchema& schema = *(*op)->schema_.load(std::memory_order_relaxed);
+  if (kernel.hasUnboxed()) {
+    // Same parameters as the schema, no return (Note [Meta kernels]).
+    std::string expected = cppSignatureForSchema(schema);
+    expected = strCat(expected.substr(0, expected.rfind(" -> ")), " -> ()");
+    if (kernel.cppSignature() != expected) {
+      return absl::InvalidArgumentError(strCat("the meta kernel for ", schema.name().qualifiedName(),
+                                               " has C++ signature ", kernel.cppSignature(), ", but the schema ",
+                                               schema.toString(), " needs ", expected));
+    }
+  }
+  const KernelRecord* r = newRecord(std::move(kernel), KernelKind::Direct, DispatchKey::Undefined, std::move(debug));
+  (*op)->metas_.push_back(r);
+  (*op)->meta_.store(r, std::memory_order_release);
+  return addRegistration({RegistrationKind::Meta, *op, DispatchKey::Undefined, r, nullptr});
+}
+
 absl::StatusOr<RegistrationHandle> Dispatcher::registerFallback(DispatchKey key, KernelFunction kernel,
                                                                 std::string debug) {
   if (!isBackendKey(key) && !isFunctionalityKey(key)) {
@@ -447,6 +484,10 @@ void Dispatcher::deregister(uint64_t id) {
     case RegistrationKind::Composite:
       erase(r.op->composites_, r.record);
       updateTable(*r.op);
+      break;
+    case RegistrationKind::Meta:
+      erase(r.op->metas_, r.record);
+      r.op->meta_.store(r.op->metas_.empty() ? nullptr : r.op->metas_.back(), std::memory_order_release);
       break;
     case RegistrationKind::Fallback:
       erase(fallbacks_[static_cast<int>(r.key)], r.record);

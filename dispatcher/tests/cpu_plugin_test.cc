@@ -37,7 +37,9 @@ Tensor f32(std::vector<float> v, IntArrayRef sizes, Device d = Device(DeviceType
 
 TEST_F(CpuPluginTest, AddWithAlphaAndBroadcasting) {
   auto add = binaryAlpha("bp::add.Tensor");
-  EXPECT_EQ(add.kernelKind(DispatchKey::CPU), KernelKind::Direct);
+  // Structured: the plugin implements add.out; add.Tensor is a composite over it.
+  EXPECT_EQ(add.kernelKind(DispatchKey::CPU), KernelKind::Composite);
+  EXPECT_EQ(Dispatcher::singleton().findOpOrThrow("bp::add.out").kernelKind(DispatchKey::CPU), KernelKind::Direct);
   Tensor a = f32({1, 2, 3, 4, 5, 6}, {2, 3});
   Tensor b = f32({10, 20, 30}, {3});
   Tensor r = add.call(a, b, 2);
@@ -111,12 +113,14 @@ TEST_F(CpuPluginTest, DevicesWithoutKernelsFallBackToThePlugin) {
   Dispatcher::singleton().setFallbackMode(FallbackMode::Silent);
   auto add = binaryAlpha("bp::add.Tensor");
   const DispatchKey key = backendKey(dev.type());
-  EXPECT_EQ(add.kernelKind(key), KernelKind::CpuFallback);
-  uint64_t before = add.fallbackCalls(key);
+  OperatorHandle add_out = Dispatcher::singleton().findOpOrThrow("bp::add.out");
+  EXPECT_EQ(add.kernelKind(key), KernelKind::Composite);
+  EXPECT_EQ(add_out.kernelKind(key), KernelKind::CpuFallback);
+  uint64_t before = add_out.fallbackCalls(key);
   Tensor r = add.call(f32({1, 2}, {2}, dev.device()), f32({3, 4}, {2}, dev.device()), 1);
   EXPECT_EQ(r.device(), dev.device());
   EXPECT_EQ(r.toVector<float>(), (std::vector<float>{4, 6}));
-  EXPECT_EQ(add.fallbackCalls(key), before + 1);
+  EXPECT_EQ(add_out.fallbackCalls(key), before + 1);
   Dispatcher::singleton().setFallbackMode(FallbackMode::Warn);
 }
 

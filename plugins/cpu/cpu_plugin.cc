@@ -23,20 +23,6 @@ bool supported(ScalarType t) {
   return t == ScalarType::Float32 || t == ScalarType::Float64 || t == ScalarType::Int32 || t == ScalarType::Int64;
 }
 
-// PyTorch's promotion restricted to the four supported types:
-// int32 < int64 < float32 < float64.
-ScalarType promote(ScalarType a, ScalarType b) {
-  auto rank = [](ScalarType t) {
-    switch (t) {
-      case ScalarType::Int32: return 0;
-      case ScalarType::Int64: return 1;
-      case ScalarType::Float32: return 2;
-      default: return 3;
-    }
-  };
-  return rank(a) >= rank(b) ? a : b;
-}
-
 void checkInput(const char* op, const bp::Tensor& t, const char* arg) {
   BP_PLUGIN_CHECK(t.device().type == kCpu, std::string(op) + ": argument '" + arg + "' is on device type " +
                                                std::to_string(t.device().type) + ", expected cpu");
@@ -45,20 +31,6 @@ void checkInput(const char* op, const bp::Tensor& t, const char* arg) {
 }
 
 std::vector<int64_t> toVector(bp::IntList l) { return std::vector<int64_t>(l.begin(), l.end()); }
-
-std::vector<int64_t> broadcastShapes(const char* op, bp::IntList a, bp::IntList b) {
-  size_t n = std::max(a.size(), b.size());
-  std::vector<int64_t> out(n);
-  for (size_t i = 0; i < n; ++i) {
-    int64_t x = i < n - a.size() ? 1 : a[i - (n - a.size())];
-    int64_t y = i < n - b.size() ? 1 : b[i - (n - b.size())];
-    BP_PLUGIN_CHECK(x == y || x == 1 || y == 1,
-                    std::string(op) + ": shapes cannot be broadcast: dimension " + std::to_string(i) + " is " +
-                        std::to_string(x) + " in one input and " + std::to_string(y) + " in the other");
-    out[i] = x == 1 ? y : x;
-  }
-  return out;
-}
 
 // t's strides aligned to `shape` (right-aligned; 0 where t is broadcast).
 std::vector<int64_t> alignedStrides(const bp::Tensor& t, const std::vector<int64_t>& shape) {
@@ -137,15 +109,17 @@ bp::Tensor converted(const bp::Tensor& t, ScalarType dtype) {
   return out;
 }
 
-// out = f(a, b) with broadcasting, computed in `dtype`.
+// out = f(a, b) with broadcasting, computed in out's dtype. The host's shape
+// rule has checked out's shape, dtype and device (Note [Meta kernels]).
 template <typename F>
-bp::Tensor binary(const char* op, const bp::Tensor& a0, const bp::Tensor& b0, ScalarType dtype, F&& f) {
+bp::Tensor binary(const char* op, const bp::Tensor& a0, const bp::Tensor& b0, const bp::Tensor& out, F&& f) {
   checkInput(op, a0, "self");
   checkInput(op, b0, "other");
+  checkInput(op, out, "out");
+  const ScalarType dtype = out.dtype();
   bp::Tensor a = converted(a0, dtype), b = converted(b0, dtype);
-  std::vector<int64_t> shape = broadcastShapes(op, a.sizes(), b.sizes());
-  bp::Tensor out = bp::Tensor::empty(shape, dtype, kCpuDevice);
-  std::array<std::vector<int64_t>, 3> strides{contiguousStrides(shape), alignedStrides(a, shape), alignedStrides(b, shape)};
+  std::vector<int64_t> shape = toVector(out.sizes());
+  std::array<std::vector<int64_t>, 3> strides{toVector(out.strides()), alignedStrides(a, shape), alignedStrides(b, shape)};
   visit(dtype, [&](auto tag) {
     using T = decltype(tag);
     T* o = out.data_ptr<T>();
@@ -166,12 +140,13 @@ bp::Tensor binary(const char* op, const bp::Tensor& a0, const bp::Tensor& b0, Sc
 }
 
 template <typename F>
-bp::Tensor unary(const char* op, const bp::Tensor& a, F&& f) {
-  checkInput(op, a, "self");
-  std::vector<int64_t> shape = toVector(a.sizes());
-  bp::Tensor out = bp::Tensor::empty(shape, a.dtype(), kCpuDevice);
-  std::array<std::vector<int64_t>, 2> strides{contiguousStrides(shape), toVector(a.strides())};
-  visit(a.dtype(), [&](auto tag) {
+bp::Tensor unary(const char* op, const bp::Tensor& a0, const bp::Tensor& out, F&& f) {
+  checkInput(op, a0, "self");
+  checkInput(op, out, "out");
+  bp::Tensor a = converted(a0, out.dtype());
+  std::vector<int64_t> shape = toVector(out.sizes());
+  std::array<std::vector<int64_t>, 2> strides{toVector(out.strides()), toVector(a.strides())};
+  visit(out.dtype(), [&](auto tag) {
     using T = decltype(tag);
     T* o = out.data_ptr<T>();
     const T* x = a.data_ptr<const T>();
@@ -182,53 +157,47 @@ bp::Tensor unary(const char* op, const bp::Tensor& a, F&& f) {
   return out;
 }
 
-bp::Tensor add(const bp::Tensor& self, const bp::Tensor& other, const bp::Scalar& alpha) {
-  ScalarType t = promote(self.dtype(), other.dtype());
-  return visit(t, [&](auto tag) {
+bp::Tensor add_out(const bp::Tensor& self, const bp::Tensor& other, const bp::Scalar& alpha, const bp::Tensor& out) {
+  return visit(out.dtype(), [&](auto tag) {
     using T = decltype(tag);
     T a = alpha.to<T>();
-    return binary("bp::add.Tensor", self, other, t, [a](T x, T y) { return static_cast<T>(x + a * y); });
+    return binary("bp::add.out", self, other, out, [a](T x, T y) { return static_cast<T>(x + a * y); });
   });
 }
 
-bp::Tensor sub(const bp::Tensor& self, const bp::Tensor& other, const bp::Scalar& alpha) {
-  ScalarType t = promote(self.dtype(), other.dtype());
-  return visit(t, [&](auto tag) {
+bp::Tensor sub_out(const bp::Tensor& self, const bp::Tensor& other, const bp::Scalar& alpha, const bp::Tensor& out) {
+  return visit(out.dtype(), [&](auto tag) {
     using T = decltype(tag);
     T a = alpha.to<T>();
-    return binary("bp::sub.Tensor", self, other, t, [a](T x, T y) { return static_cast<T>(x - a * y); });
+    return binary("bp::sub.out", self, other, out, [a](T x, T y) { return static_cast<T>(x - a * y); });
   });
 }
 
-bp::Tensor mul(const bp::Tensor& self, const bp::Tensor& other) {
-  ScalarType t = promote(self.dtype(), other.dtype());
-  return visit(t, [&](auto tag) {
+bp::Tensor mul_out(const bp::Tensor& self, const bp::Tensor& other, const bp::Tensor& out) {
+  return visit(out.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    return binary("bp::mul.Tensor", self, other, t, [](T x, T y) { return static_cast<T>(x * y); });
+    return binary("bp::mul.out", self, other, out, [](T x, T y) { return static_cast<T>(x * y); });
   });
 }
 
-// True division: integer inputs give float32, as in PyTorch.
-bp::Tensor div(const bp::Tensor& self, const bp::Tensor& other) {
-  ScalarType t = promote(self.dtype(), other.dtype());
-  if (t == ScalarType::Int32 || t == ScalarType::Int64) t = ScalarType::Float32;
-  return visit(t, [&](auto tag) {
+bp::Tensor div_out(const bp::Tensor& self, const bp::Tensor& other, const bp::Tensor& out) {
+  return visit(out.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    return binary("bp::div.Tensor", self, other, t, [](T x, T y) { return static_cast<T>(x / y); });
+    return binary("bp::div.out", self, other, out, [](T x, T y) { return static_cast<T>(x / y); });
   });
 }
 
-bp::Tensor neg(const bp::Tensor& self) {
-  return visit(self.dtype(), [&](auto tag) {
+bp::Tensor neg_out(const bp::Tensor& self, const bp::Tensor& out) {
+  return visit(out.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    return unary("bp::neg", self, [](T x) { return static_cast<T>(-x); });
+    return unary("bp::neg.out", self, out, [](T x) { return static_cast<T>(-x); });
   });
 }
 
-bp::Tensor relu(const bp::Tensor& self) {
-  return visit(self.dtype(), [&](auto tag) {
+bp::Tensor relu_out(const bp::Tensor& self, const bp::Tensor& out) {
+  return visit(out.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    return unary("bp::relu", self, [](T x) { return x < T(0) ? T(0) : x; });  // keeps NaN, as PyTorch
+    return unary("bp::relu.out", self, out, [](T x) { return x < T(0) ? T(0) : x; });  // keeps NaN, as PyTorch
   });
 }
 
@@ -262,12 +231,12 @@ bp::Tensor sum(const bp::Tensor& self, std::optional<ScalarType> dtype) {
 }
 
 void init(bp::Library& m) {
-  m.impl("add.Tensor", kCpu, &add);
-  m.impl("sub.Tensor", kCpu, &sub);
-  m.impl("mul.Tensor", kCpu, &mul);
-  m.impl("div.Tensor", kCpu, &div);
-  m.impl("neg", kCpu, &neg);
-  m.impl("relu", kCpu, &relu);
+  m.impl("add.out", kCpu, &add_out);
+  m.impl("sub.out", kCpu, &sub_out);
+  m.impl("mul.out", kCpu, &mul_out);
+  m.impl("div.out", kCpu, &div_out);
+  m.impl("neg.out", kCpu, &neg_out);
+  m.impl("relu.out", kCpu, &relu_out);
   m.impl("sum", kCpu, &sum);
 }
 

@@ -48,6 +48,12 @@ class TensorImpl final : public IntrusiveTarget {
   Device device() const { return device_; }
   bool isContiguous() const { return is_contiguous_; }
 
+  // Gives a tensor with no elements (an out= argument passed as an empty
+  // placeholder) fresh contiguous storage of `sizes` on its device, keeping
+  // its dtype. Throws Error if the tensor has elements: a non-empty output
+  // of the wrong shape is an error, never silently reallocated.
+  void resizeEmpty(IntArrayRef sizes);
+
  private:
   Storage storage_;
   int64_t storage_offset_;

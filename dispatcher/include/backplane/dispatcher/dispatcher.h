@@ -133,6 +133,15 @@ class TypedOperatorHandle<Ret(Args...)> : public OperatorHandle {
   // allocation and no lock when the kernel is unboxed.
   Ret call(Args... args) const {
     DispatchKeySet ks = detail::computeDispatchKeySet<Args...>(args...);
+    if (const KernelRecord* meta = entry_->meta()) [[unlikely]]
+      meta->kernel.template call<void, Args...>(*this, ks, args...);
+    return entry_->lookup(ks).kernel.template call<Ret, Args...>(*this, ks, args...);
+  }
+  // call() without the op's meta kernel (Note [Meta kernels]): for callers
+  // that have made the arguments valid themselves, e.g. a composite that has
+  // just allocated `out` from the same shape rule.
+  Ret callChecked(Args... args) const {
+    DispatchKeySet ks = detail::computeDispatchKeySet<Args...>(args...);
     return entry_->lookup(ks).kernel.template call<Ret, Args...>(*this, ks, args...);
   }
   // Calls the kernel for the highest key of `ks` (already restricted by the
@@ -184,6 +193,10 @@ class Dispatcher {
   // backend key that has no direct kernel.
   absl::StatusOr<RegistrationHandle> registerComposite(std::string_view op, KernelFunction kernel,
                                                        std::string debug = "");
+  // Registers `op`'s meta kernel (Note [Meta kernels]): same parameters as
+  // the schema, returning void. The newest registration wins.
+  absl::StatusOr<RegistrationHandle> registerMeta(std::string_view op, KernelFunction kernel,
+                                                  std::string debug = "");
   // Registers a boxed fallback for every operator at `key` (or a fallthrough
   // from KernelFunction::makeFallthrough()).
   absl::StatusOr<RegistrationHandle> registerFallback(DispatchKey key, KernelFunction kernel,
@@ -222,12 +235,12 @@ class Dispatcher {
   Dispatcher();
   void deregister(uint64_t id);
 
-  enum class RegistrationKind : uint8_t { Def, Impl, Composite, Fallback };
+  enum class RegistrationKind : uint8_t { Def, Impl, Composite, Meta, Fallback };
   struct Registration {
     RegistrationKind kind;
-    OperatorEntry* op;             // Def, Impl, Composite
+    OperatorEntry* op;             // Def, Impl, Composite, Meta
     DispatchKey key;               // Impl, Fallback
-    const KernelRecord* record;    // Impl, Composite, Fallback
+    const KernelRecord* record;    // Impl, Composite, Meta, Fallback
     const FunctionSchema* schema;  // Def
   };
 

@@ -12,6 +12,15 @@
 // with dispatch, and the cost is memory proportional to the number of
 // deregistrations.
 //
+// Note [Meta kernels]
+// An operator may have one meta kernel: its shape/dtype rule run as a check
+// before any kernel, with the op's own C++ signature and no return. Standard
+// out= operators use it to validate their arguments and to check (or resize,
+// when empty) the `out` tensor, so that every backend's kernel, a CPU
+// fallback included, computes into an output that already has the right
+// shape, dtype and device. call() and callBoxed() run it; redispatch() and
+// callChecked() do not (the arguments were checked on the way in).
+//
 // Note [Kernel precedence]
 // For a backend key the slot holds, in order of preference: a direct impl
 // for that key (the newest registration wins; removing it brings back the
@@ -73,6 +82,8 @@ class OperatorEntry {
     int slot = bits ? 63 - __builtin_clzll(bits) : 0;
     return *table_[slot].load(std::memory_order_acquire);
   }
+  // The op's meta kernel (Note [Meta kernels]), or nullptr.
+  const KernelRecord* meta() const { return meta_.load(std::memory_order_acquire); }
   const KernelRecord& slot(DispatchKey k) const {
     return *table_[static_cast<int>(k)].load(std::memory_order_acquire);
   }
@@ -109,6 +120,7 @@ class OperatorEntry {
   std::array<std::atomic<const KernelRecord*>, kNumDispatchKeys> table_;
   // Bit k set iff slot k is not a fallthrough.
   std::atomic<uint64_t> dispatchable_{0};
+  std::atomic<const KernelRecord*> meta_{nullptr};
   mutable std::array<FallbackStats, kNumDispatchKeys> stats_;
 
   // Registration state, guarded by the Dispatcher's mutex.
@@ -116,6 +128,7 @@ class OperatorEntry {
   std::string def_debug_;
   std::array<std::vector<const KernelRecord*>, kNumDispatchKeys> impls_;
   std::vector<const KernelRecord*> composites_;
+  std::vector<const KernelRecord*> metas_;  // the newest is meta_
 };
 
 }  // namespace backplane

@@ -1,0 +1,18 @@
+#pragma once
+// The families of the standard operator table (Note [The standard operator
+// table]); each appends its entries in dispatcher/src/ops/<family>.cc.
+
+#include <vector>
+
+#include "backplane/dispatcher/standard_ops.h"
+
+namespace backplane::ops {
+
+void addCreationOps(std::vector<StandardOp>& ops);      // empty, zeros, ..., rand, randn; copy_, to
+void addElementwiseOps(std::vector<StandardOp>& ops);   // binary, comparison, where, unary, clamp
+void addReductionOps(std::vector<StandardOp>& ops);     // sum, mean, amax, ..., softmax
+void addLinalgOps(std::vector<StandardOp>& ops);        // mm, bmm, matmul, addmm, linear
+void addNNOps(std::vector<StandardOp>& ops);            // conv2d, pooling, norms, embedding, dropout
+void addDataMovementOps(std::vector<StandardOp>& ops);  // cat, stack, index_select, gather, ...
+
+}  // namespace backplane::ops

@@ -1,0 +1,8 @@
+#include "ops/families.h"
+#include "ops/structured.h"
+
+namespace backplane::ops {
+
+void addLinalgOps(std::vector<StandardOp>& ops) { (void)ops; }
+
+}  // namespace backplane::ops

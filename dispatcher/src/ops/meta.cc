@@ -1,0 +1,130 @@
+#include "ops/meta.h"
+
+#include "backplane/core/error.h"
+#include "backplane/core/str_cat.h"
+
+namespace backplane::ops {
+
+std::string shapeString(IntArrayRef sizes) {
+  std::string s = "[";
+  for (size_t i = 0; i < sizes.size(); ++i) s += (i ? ", " : "") + std::to_string(sizes[i]);
+  return s + "]";
+}
+
+Shape broadcastShapes(std::string_view op, IntArrayRef a, IntArrayRef b) {
+  const size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t x = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    const int64_t y = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    BP_CHECK(x == y || x == 1 || y == 1, op, ": the shapes ", shapeString(a), " and ", shapeString(b),
+             " cannot be broadcast together: dimension ", static_cast<int64_t>(i) - static_cast<int64_t>(n),
+             " is ", x, " in one and ", y, " in the other (sizes must be equal or 1)");
+    out[i] = x == 1 ? y : x;
+  }
+  return out;
+}
+
+Device commonDevice(std::string_view op, std::initializer_list<Arg> args) {
+  const Arg* first = nullptr;
+  for (const Arg& a : args) {
+    if (!a.tensor->defined()) continue;
+    if (!first) {
+      first = &a;
+      continue;
+    }
+    BP_CHECK(a.tensor->device() == first->tensor->device(), op, ": expected all tensors on one device, but argument '",
+             first->name, "' is on ", first->tensor->device(), " and argument '", a.name, "' is on ",
+             a.tensor->device(), "; move one with .to() first");
+  }
+  BP_CHECK(first != nullptr, op, ": no tensor argument is defined");
+  return first->tensor->device();
+}
+
+namespace {
+
+std::optional<ScalarType> promote(std::optional<ScalarType> a, ScalarType b) {
+  return a ? promoteTypes(*a, b) : b;
+}
+
+// PyTorch's combine_categories: the higher-priority result wins unless the
+// lower one is of a higher category.
+std::optional<ScalarType> combine(std::optional<ScalarType> higher, std::optional<ScalarType> lower) {
+  if (!higher) return lower;
+  if (!lower) return higher;
+  if (isFloatingType(*higher)) return higher;
+  if (*higher == ScalarType::Bool || isFloatingType(*lower)) return promoteTypes(*higher, *lower);
+  return higher;
+}
+}  // namespace
+
+void ResultTypeState::add(const Tensor& t) {
+  if (!t.defined()) return;
+  if (t.dim() > 0) dim_result = promote(dim_result, t.dtype());
+  else zero_dim_result = promote(zero_dim_result, t.dtype());
+}
+
+void ResultTypeState::add(const Scalar& s) {
+  ScalarType t = s.isBool() ? ScalarType::Bool : s.isIntegral() ? ScalarType::Int64 : ScalarType::Float32;
+  scalar_result = promote(scalar_result, t);
+}
+
+ScalarType ResultTypeState::result() const {
+  std::optional<ScalarType> r = combine(dim_result, combine(zero_dim_result, scalar_result));
+  return r ? *r : ScalarType::Float32;
+}
+
+ScalarType resultType(const Tensor& a, const Tensor& b) {
+  ResultTypeState s;
+  s.add(a);
+  s.add(b);
+  return s.result();
+}
+
+ScalarType resultType(const Tensor& a, const Scalar& b) {
+  ResultTypeState s;
+  s.add(a);
+  s.add(b);
+  return s.result();
+}
+
+int64_t wrapDim(std::string_view op, int64_t dim, int64_t ndim) {
+  const int64_t n = std::max<int64_t>(ndim, 1);
+  BP_CHECK(dim >= -n && dim < n, op, ": dimension ", dim, " is out of range for a tensor with ", ndim,
+           " dimensions (expected ", -n, " to ", n - 1, ")");
+  return dim < 0 ? dim + n : dim;
+}
+
+namespace {
+bool sameLayout(const Tensor& a, const Tensor& b) {
+  return a.storage_offset() == b.storage_offset() && a.sizes() == b.sizes() && a.strides() == b.strides();
+}
+}  // namespace
+
+void checkOut(std::string_view op, const Tensor& out, const OutputMeta& meta, std::initializer_list<Arg> inputs,
+              const char* out_name) {
+  BP_CHECK(out.defined(), op, ": argument '", out_name, "' is undefined; pass a tensor to write the result into");
+  BP_CHECK(out.device() == meta.device, op, ": argument '", out_name, "' is on ", out.device(),
+           " but the inputs are on ", meta.device, "; allocate it on the inputs' device");
+  BP_CHECK(canCast(meta.dtype, out.dtype()), op, ": the result has dtype ", meta.dtype, ", which cannot be cast to ",
+           "argument '", out_name, "' of dtype ", out.dtype(), " (floating to integral and non-bool to bool are "
+           "refused); pass a tensor of dtype ", meta.dtype);
+  if (IntArrayRef(meta.sizes.data(), meta.sizes.size()) != out.sizes()) {
+    BP_CHECK(out.numel() == 0, op, ": argument '", out_name, "' has shape ", shapeString(out.sizes()),
+             " but the result has shape ", shapeString(IntArrayRef(meta.sizes.data(), meta.sizes.size())),
+             "; pass a tensor of that shape or an empty one (which is resized)");
+    out.unsafeGetImpl()->resizeEmpty(IntArrayRef(meta.sizes.data(), meta.sizes.size()));
+  }
+  for (const Arg& in : inputs) {
+    if (!in.tensor->defined() || !in.tensor->is_alias_of(out) || in.tensor->numel() == 0 || out.numel() == 0)
+      continue;
+    BP_CHECK(sameLayout(*in.tensor, out), op, ": argument '", out_name, "' shares memory with input '", in.name,
+             "' but not element for element; write into a separate tensor (or exactly in place)");
+  }
+}
+
+Tensor allocate(const OutputMeta& meta) {
+  return emptyTensor(IntArrayRef(meta.sizes.data(), meta.sizes.size()), meta.dtype, meta.device);
+}
+
+}  // namespace backplane::ops

@@ -1,0 +1,73 @@
+#pragma once
+// Building blocks of the standard operators' shape/dtype rules and
+// composite kernels (Note [The standard operator table]). Errors are
+// kInvalidArgument Errors that name the op and say what to change.
+
+#include <initializer_list>
+#include <optional>
+#include <string_view>
+
+#include "absl/container/inlined_vector.h"
+#include "backplane/core/scalar.h"
+#include "backplane/core/tensor.h"
+#include "backplane/dispatcher/dispatcher.h"
+#include "backplane/dispatcher/standard_ops.h"
+
+namespace backplane::ops {
+
+using Shape = absl::InlinedVector<int64_t, 6>;
+
+// What an op's output looks like.
+struct OutputMeta {
+  Shape sizes;
+  ScalarType dtype;
+  Device device;
+};
+
+// A named tensor argument, for messages ("argument 'other'").
+struct Arg {
+  const char* name;
+  const Tensor* tensor;
+};
+
+// PyTorch's broadcasting of two shapes; throws naming the op and the
+// dimension that does not match.
+Shape broadcastShapes(std::string_view op, IntArrayRef a, IntArrayRef b);
+
+// The device every defined tensor argument is on; throws naming the op, the
+// two arguments and their devices when they differ.
+Device commonDevice(std::string_view op, std::initializer_list<Arg> args);
+
+// PyTorch's result_type over tensors and Python-style scalars: tensors with
+// dimensions take precedence over 0-d tensors, which take precedence over
+// scalars, unless the lower-priority operand is of a higher category
+// (bool < integral < floating). A floating scalar counts as float32, an
+// integral one as int64.
+struct ResultTypeState {
+  std::optional<ScalarType> dim_result, zero_dim_result, scalar_result;
+  void add(const Tensor& t);
+  void add(const Scalar& s);
+  ScalarType result() const;
+};
+ScalarType resultType(const Tensor& a, const Tensor& b);
+ScalarType resultType(const Tensor& a, const Scalar& b);
+
+// Wraps a possibly negative dimension into [0, ndim); a 0-d tensor accepts
+// dims -1 and 0 (as PyTorch).
+int64_t wrapDim(std::string_view op, int64_t dim, int64_t ndim);
+
+// Checks an out= (or in-place self) tensor against the rule's result: same
+// device, result dtype castable to out's dtype, and shape equal to `sizes`.
+// An `out` with no elements is resized to `sizes`; a non-empty one of
+// another shape is an error. Also rejects an `out` that partially overlaps
+// an input (exactly the same layout, i.e. in place, is allowed).
+void checkOut(std::string_view op, const Tensor& out, const OutputMeta& meta, std::initializer_list<Arg> inputs,
+              const char* out_name = "out");
+
+// A new tensor for the rule's result.
+Tensor allocate(const OutputMeta& meta);
+
+// "[2, 3]" for messages.
+std::string shapeString(IntArrayRef sizes);
+
+}  // namespace backplane::ops
