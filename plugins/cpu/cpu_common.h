@@ -1,0 +1,103 @@
+#pragma once
+// Helpers shared by the CPU plugin's kernel families: argument checks with
+// clear errors, dtype dispatch (float16 and bfloat16 compute in float32),
+// and the thread setting.
+
+#include <omp.h>
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "backplane/plugin.hpp"
+
+namespace bp_cpu {
+
+using bp::ScalarType;
+
+inline constexpr int32_t kCpu = 0;
+inline constexpr bp::Device kCpuDevice{kCpu, 0};
+
+// --- Threads (Note [CPU threads])
+// One setting governs every kernel, oneDNN included: BACKPLANE_NUM_THREADS
+// (default: all cores). oneDNN uses OpenMP here, so the setting is OpenMP's
+// thread count; ThreadScope applies it on the calling thread (OpenMP's
+// setting is per thread) before a kernel runs parallel code.
+int numThreads();
+void initThreads();
+class ThreadScope {
+ public:
+  ThreadScope() {
+    const int n = numThreads();
+    if (omp_get_max_threads() != n) omp_set_num_threads(n);
+  }
+};
+
+// --- Checks
+
+// "float32, float64" from a list, for messages.
+std::string dtypeList(std::initializer_list<ScalarType> types);
+
+// Throws unless t is on the CPU.
+void checkCpu(const char* op, const bp::Tensor& t, const char* arg);
+
+// Throws "<op> on cpu does not support dtype X for argument 'a'; supported:
+// ..." unless t's dtype is in `supported`.
+void checkDtype(const char* op, const bp::Tensor& t, const char* arg, std::initializer_list<ScalarType> supported);
+
+// Contiguous (row-major) strides of `sizes`.
+std::vector<int64_t> contiguousStrides(bp::IntList sizes);
+inline std::vector<int64_t> toVector(bp::IntList l) { return std::vector<int64_t>(l.begin(), l.end()); }
+
+// --- dtype dispatch
+
+// The type arithmetic runs in for storage type T: float for Half and
+// BFloat16 (and float), double for double, T itself for integers and bool.
+template <class T>
+struct OpMath {
+  using type = T;
+};
+template <>
+struct OpMath<bp::Half> {
+  using type = float;
+};
+template <>
+struct OpMath<bp::BFloat16> {
+  using type = float;
+};
+template <class T>
+using opmath_t = typename OpMath<T>::type;
+
+// Storage <-> compute conversions that work for every storage type.
+template <class T>
+inline opmath_t<T> load(T v) {
+  if constexpr (std::is_same_v<T, bp::Half> || std::is_same_v<T, bp::BFloat16>) return static_cast<float>(v);
+  else return v;
+}
+template <class T, class V>
+inline T store(V v) {
+  if constexpr (std::is_same_v<T, bp::Half> || std::is_same_v<T, bp::BFloat16>) return T(static_cast<float>(v));
+  else if constexpr (std::is_same_v<T, bool>) return v != V(0);
+  else return static_cast<T>(v);
+}
+
+// Calls f(T{}) with the storage type of `t` (bool, uint8_t, int8_t,
+// int32_t, int64_t, bp::Half, bp::BFloat16, float, double).
+template <class F>
+decltype(auto) visitDtype(ScalarType t, F&& f) {
+  switch (t) {
+    case ScalarType::Bool: return f(bool{});
+    case ScalarType::UInt8: return f(uint8_t{});
+    case ScalarType::Int8: return f(int8_t{});
+    case ScalarType::Int32: return f(int32_t{});
+    case ScalarType::Int64: return f(int64_t{});
+    case ScalarType::Float16: return f(bp::Half{});
+    case ScalarType::BFloat16: return f(bp::BFloat16{});
+    case ScalarType::Float32: return f(float{});
+    case ScalarType::Float64: return f(double{});
+  }
+  bp::fail(BP_INVALID_ARGUMENT, "unknown dtype " + std::to_string(static_cast<int>(t)));
+}
+
+}  // namespace bp_cpu

@@ -1,0 +1,8 @@
+#include "cpu_common.h"
+#include "kernels.h"
+
+namespace bp_cpu {
+
+void registerLinalgKernels(bp::Library& m) { (void)m; }
+
+}  // namespace bp_cpu
