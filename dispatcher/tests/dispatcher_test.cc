@@ -269,5 +269,70 @@ TEST(DispatcherTest, FindOpErrorsSuggestOverloads) {
   EXPECT_THAT(dispatcher().findOpOrThrow("dt15::k.one").dumpState(), HasSubstr("dt15::k.one(Tensor a) -> Tensor"));
 }
 
+
+// Note [Meta kernels]: the rule runs before the kernel on call() and
+// callBoxed(), not on callChecked() or redispatch(); it can resize an empty
+// out; a signature mismatch is refused; removing it restores the older one.
+namespace meta_test {
+int kernel_calls = 0;
+Tensor fillOut(const Tensor& a, const Tensor& out) {
+  ++kernel_calls;
+  BP_CHECK(out.sizes() == a.sizes(), "the kernel saw an unchecked out ", out.str());
+  test::assignCpu(out, a);
+  return out;
+}
+void sameShapeRule(const Tensor& a, const Tensor& out) {
+  if (out.numel() == 0) out.unsafeGetImpl()->resizeEmpty(a.sizes());
+  BP_CHECK(out.sizes() == a.sizes(), "dt16::copy_out: out has shape ", out.sizes(), " but a has ", a.sizes());
+}
+void strictRule(const Tensor& a, const Tensor&) { BP_CHECK(a.numel() < 3, "dt16::copy_out: strict rule"); }
+}  // namespace meta_test
+
+TEST(DispatcherTest, MetaKernelChecksArgumentsBeforeAnyKernel) {
+  using meta_test::kernel_calls;
+  Library lib("dt16");
+  ASSERT_TRUE(lib.def("copy_out(Tensor a, *, Tensor(a!) out) -> Tensor(a!)").ok());
+  ASSERT_TRUE(lib.impl("copy_out", DispatchKey::CPU, BP_FN(meta_test::fillOut)).ok());
+  auto op = dispatcher().findOpOrThrow("dt16::copy_out").typed<Tensor(const Tensor&, const Tensor&)>();
+  {
+    // Without a rule the kernel sees whatever it is given.
+    kernel_calls = 0;
+    EXPECT_THROW(op.call(floats({1, 2}), floats({0})), Error);
+    EXPECT_EQ(kernel_calls, 1);
+  }
+  // A rule with the wrong parameters is refused, naming the expected ones.
+  EXPECT_THAT(std::string(lib.meta("copy_out", [](const Tensor&) {}).message()),
+              HasSubstr("needs (Tensor, Tensor) -> ()"));
+  ASSERT_TRUE(lib.meta("copy_out", BP_FN(meta_test::sameShapeRule)).ok());
+
+  kernel_calls = 0;
+  Tensor empty = emptyTensor({0});
+  Tensor r = op.call(floats({1, 2, 3}), empty);  // resized by the rule, then filled
+  EXPECT_EQ(kernel_calls, 1);
+  EXPECT_EQ(empty.toVector<float>(), (std::vector<float>{1, 2, 3}));
+  expectError([&] { op.call(floats({1, 2}), floats({0, 0, 0})); }, {"out has shape [3] but a has [2]"});
+  EXPECT_EQ(kernel_calls, 1) << "the kernel must not run when the rule refuses";
+
+  Stack stack{floats({1, 2}), floats({0, 0, 0})};
+  expectError([&] { op.callBoxed(stack); }, {"out has shape [3]"});
+  EXPECT_EQ(kernel_calls, 1);
+
+  // callChecked() skips the rule: for composites that allocated out themselves.
+  Tensor out = emptyTensor({2});
+  op.callChecked(floats({5, 6}), out);
+  EXPECT_EQ(kernel_calls, 2);
+  EXPECT_EQ(out.toVector<float>(), (std::vector<float>{5, 6}));
+
+  {
+    // A newer rule wins; removing it brings back the older one.
+    Library stricter("dt16");
+    ASSERT_TRUE(stricter.meta("copy_out", BP_FN(meta_test::strictRule)).ok());
+    expectError([&] { op.call(floats({1, 2, 3}), emptyTensor({3})); }, {"strict rule"});
+  }
+  op.call(floats({1, 2, 3}), emptyTensor({3}));
+  EXPECT_EQ(kernel_calls, 3);
+  EXPECT_TRUE(dispatcher().checkInvariants().ok());
+}
+
 }  // namespace
 }  // namespace backplane

@@ -47,6 +47,12 @@ class Library {
     return keep(Dispatcher::singleton().registerComposite(qualify(op), KernelFunction::make(std::forward<F>(kernel)),
                                                           debug_));
   }
+  // Registers the op's meta kernel: its shape/dtype rule, run before any
+  // kernel (Note [Meta kernels]). Same parameters as the schema, returns void.
+  template <typename F>
+  [[nodiscard]] absl::Status meta(std::string_view op, F&& kernel) {
+    return keep(Dispatcher::singleton().registerMeta(qualify(op), KernelFunction::make(std::forward<F>(kernel)), debug_));
+  }
   // Registers a boxed fallback (or KernelFunction::makeFallthrough()) for
   // every operator at `key`.
   [[nodiscard]] absl::Status fallback(DispatchKey key, KernelFunction kernel);
