@@ -102,10 +102,9 @@ void cpuFallbackKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet
 
   // Like the kernels it stands in for, the fallback runs on one device:
   // every tensor must be on the target device, except 0-d CPU tensors
-  // (scalars). Copy ops move data between devices by design.
-  const std::string& base_name = schema.name().name;
-  const bool cross_device = base_name == "copy_" || base_name == "to" || base_name == "_to_copy";
-  if (!cross_device) {
+  // (scalars). Moving data between devices is copy_'s job, a composite that
+  // never reaches this fallback (it calls the same-device _copy_on_device_).
+  {
     std::optional<Device> first;
     auto check = [&](const Tensor& t, const Argument& arg) {
       if (!t.defined()) return;

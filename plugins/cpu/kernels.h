@@ -5,11 +5,11 @@
 
 namespace bp_cpu {
 
-void registerCreationKernels(bp::Library& m);      // creation.cc: fills, arange, rand/randn, copy_
+void registerCreationKernels(bp::Library& m);      // creation.cc: fills, arange, philox draws, same-device copy
 void registerElementwiseKernels(bp::Library& m);   // elementwise.cc: binary, comparison, where, unary
 void registerReductionKernels(bp::Library& m);     // reduction.cc: sum, mean, ..., softmax
 void registerLinalgKernels(bp::Library& m);        // linalg.cc: mm, bmm, matmul, addmm (oneDNN)
-void registerNNKernels(bp::Library& m);            // nn.cc: conv2d, pooling, norms, embedding, dropout
+void registerNNKernels(bp::Library& m);            // nn.cc: conv2d, pooling, batch_norm, layer_norm
 void registerDataMovementKernels(bp::Library& m);  // data_movement.cc: cat, stack, index_select, ...
 
 }  // namespace bp_cpu

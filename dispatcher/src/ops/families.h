@@ -8,11 +8,11 @@
 
 namespace backplane::ops {
 
-void addCreationOps(std::vector<StandardOp>& ops);      // empty, zeros, ..., rand, randn; copy_, to
+void addCreationOps(std::vector<StandardOp>& ops);      // empty, zeros, ..., rand, randn, dropout; copy_, to
 void addElementwiseOps(std::vector<StandardOp>& ops);   // binary, comparison, where, unary, clamp
 void addReductionOps(std::vector<StandardOp>& ops);     // sum, mean, amax, ..., softmax
 void addLinalgOps(std::vector<StandardOp>& ops);        // mm, bmm, matmul, addmm, linear
-void addNNOps(std::vector<StandardOp>& ops);            // conv2d, pooling, norms, embedding, dropout
-void addDataMovementOps(std::vector<StandardOp>& ops);  // cat, stack, index_select, gather, ...
+void addNNOps(std::vector<StandardOp>& ops);            // conv2d, pooling, batch_norm, layer_norm
+void addDataMovementOps(std::vector<StandardOp>& ops);  // cat, stack, index_select, gather, ..., embedding
 
 }  // namespace backplane::ops

@@ -97,9 +97,36 @@ int64_t wrapDim(std::string_view op, int64_t dim, int64_t ndim) {
 
 namespace {
 bool sameLayout(const Tensor& a, const Tensor& b) {
-  return a.storage_offset() == b.storage_offset() && a.sizes() == b.sizes() && a.strides() == b.strides();
+  return a.storage_offset() == b.storage_offset() && a.sizes() == b.sizes() && a.strides() == b.strides() &&
+         a.dtype() == b.dtype();
+}
+
+// The bytes of its storage a tensor's elements lie in: [begin, end).
+std::pair<int64_t, int64_t> byteRange(const Tensor& t) {
+  int64_t last = 0;
+  for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
+  const int64_t item = static_cast<int64_t>(t.itemsize());
+  return {t.storage_offset() * item, (t.storage_offset() + last + 1) * item};
 }
 }  // namespace
+
+void checkNoInternalOverlap(std::string_view op, const Tensor& t, const char* name) {
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    BP_CHECK(t.size(d) <= 1 || t.stride(d) != 0, op, ": argument '", name, "' (sizes ", shapeString(t.sizes()),
+             ", strides ", shapeString(t.strides()), ") has several elements at one memory location (dimension ", d,
+             " is expanded); write into a tensor of its own, e.g. .clone() it first");
+  }
+}
+
+void checkNoPartialOverlap(std::string_view op, const Tensor& out, const char* out_name, const Tensor& in,
+                           const char* in_name) {
+  if (!in.defined() || out.numel() == 0 || in.numel() == 0 || !out.is_alias_of(in)) return;
+  const auto [a0, a1] = byteRange(out);
+  const auto [b0, b1] = byteRange(in);
+  if (a1 <= b0 || b1 <= a0) return;  // disjoint parts of one storage, e.g. x[1] and x[0]
+  BP_CHECK(sameLayout(out, in), op, ": argument '", out_name, "' shares memory with input '", in_name,
+           "' but not element for element; write into a separate tensor (or exactly in place), or .clone() the input");
+}
 
 void checkOut(std::string_view op, const Tensor& out, const OutputMeta& meta, std::initializer_list<Arg> inputs,
               const char* out_name) {
@@ -115,12 +142,8 @@ void checkOut(std::string_view op, const Tensor& out, const OutputMeta& meta, st
              "; pass a tensor of that shape or an empty one (which is resized)");
     out.unsafeGetImpl()->resizeEmpty(IntArrayRef(meta.sizes.data(), meta.sizes.size()));
   }
-  for (const Arg& in : inputs) {
-    if (!in.tensor->defined() || !in.tensor->is_alias_of(out) || in.tensor->numel() == 0 || out.numel() == 0)
-      continue;
-    BP_CHECK(sameLayout(*in.tensor, out), op, ": argument '", out_name, "' shares memory with input '", in.name,
-             "' but not element for element; write into a separate tensor (or exactly in place)");
-  }
+  checkNoInternalOverlap(op, out, out_name);
+  for (const Arg& in : inputs) checkNoPartialOverlap(op, out, out_name, *in.tensor, in.name);
 }
 
 Tensor allocate(const OutputMeta& meta) {

@@ -59,10 +59,20 @@ int64_t wrapDim(std::string_view op, int64_t dim, int64_t ndim);
 // Checks an out= (or in-place self) tensor against the rule's result: same
 // device, result dtype castable to out's dtype, and shape equal to `sizes`.
 // An `out` with no elements is resized to `sizes`; a non-empty one of
-// another shape is an error. Also rejects an `out` that partially overlaps
-// an input (exactly the same layout, i.e. in place, is allowed).
+// another shape is an error. Also rejects an `out` with internal overlap or
+// that partially overlaps an input (checkNoPartialOverlap).
 void checkOut(std::string_view op, const Tensor& out, const OutputMeta& meta, std::initializer_list<Arg> inputs,
               const char* out_name = "out");
+
+// Rejects a tensor to be written whose elements share memory (an expanded
+// dimension): the result would depend on the order of writes.
+void checkNoInternalOverlap(std::string_view op, const Tensor& t, const char* name);
+
+// Rejects writing into `out` from an input that shares some, but not all, of
+// its memory. Disjoint parts of one storage, and exactly the same elements
+// (in place), are fine.
+void checkNoPartialOverlap(std::string_view op, const Tensor& out, const char* out_name, const Tensor& in,
+                           const char* in_name);
 
 // A new tensor for the rule's result.
 Tensor allocate(const OutputMeta& meta);
