@@ -1,8 +1,488 @@
+// The data-movement standard operators: cat, stack, index_select, gather,
+// scatter_add, masked_fill and embedding. The structured ones (Note [The
+// standard operator table]) have an `op.out` that plugins implement, with a
+// meta kernel that runs the shape/dtype/index rule; the functional and
+// in-place forms are composites over it. stack and embedding are composites
+// over cat and index_select (their reshaping is metadata-only, Note [Views
+// live in the core]). Index VALUES live in device memory, so the range check
+// of each index is the kernel's (as in PyTorch); everything else is checked
+// here, for every device.
+#include <cmath>
+#include <limits>
+
 #include "ops/families.h"
 #include "ops/structured.h"
 
 namespace backplane::ops {
 
-void addDataMovementOps(std::vector<StandardOp>& ops) { (void)ops; }
+namespace {
+
+// --- Shared checks
+
+void checkDefined(std::string_view op, const Tensor& t, const char* name) {
+  BP_CHECK(t.defined(), op, ": argument '", name, "' is undefined");
+}
+
+// For ops that do not convert (index_select, gather, scatter_add, as in
+// PyTorch): `out` must have the result's dtype exactly.
+void checkSameDtype(std::string_view op, const Tensor& out, ScalarType dtype, const char* out_name = "out") {
+  BP_CHECK(!out.defined() || out.dtype() == dtype, op, ": argument '", out_name, "' has dtype ", out.dtype(),
+           " but the result has dtype ", dtype, "; this op does not convert, pass a tensor of dtype ", dtype);
+}
+
+// The size of dimension d, with a 0-d tensor counting as shape [1] (as
+// PyTorch's scatter/gather rules do).
+int64_t sizeOr1(const Tensor& t, int64_t d) { return t.dim() == 0 ? 1 : t.size(d); }
+int64_t dimOr1(const Tensor& t) { return std::max<int64_t>(t.dim(), 1); }
+
+// True if a and b have a memory location in common (bytes of one storage).
+bool overlaps(const Tensor& a, const Tensor& b) {
+  if (a.numel() == 0 || b.numel() == 0 || !a.is_alias_of(b)) return false;
+  auto range = [](const Tensor& t) {
+    const int64_t item = static_cast<int64_t>(t.itemsize());
+    int64_t first = t.storage_offset() * item, last = first;
+    for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d) * item;
+    return std::pair<int64_t, int64_t>(first, last + item);
+  };
+  auto [a0, a1] = range(a);
+  auto [b0, b1] = range(b);
+  return a0 < b1 && b0 < a1;
+}
+
+// The device of every tensor of a list; throws naming the two that differ.
+Device listDevice(std::string_view op, TensorList tensors) {
+  for (size_t i = 1; i < tensors.size(); ++i) {
+    BP_CHECK(tensors[i].device() == tensors[0].device(), op,
+             ": expected all tensors on one device, but tensor 0 is on ", tensors[0].device(), " and tensor ", i,
+             " is on ", tensors[i].device(), "; move them to one device with .to() first");
+  }
+  return tensors[0].device();
+}
+
+// cat.out and stack.out read every input while writing `out`.
+void checkOutDisjoint(std::string_view op, const Tensor& out, TensorList tensors) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    BP_CHECK(!overlaps(tensors[i], out), op, ": argument 'out' shares memory with tensor ", i,
+             " of the input list; write into a separate tensor");
+  }
+}
+
+// Throws unless `value` converts to `dtype` without overflow (PyTorch's
+// check when a Scalar is written into a tensor). Infinity and NaN fit the
+// floating types.
+void checkValueFits(std::string_view op, const Scalar& value, ScalarType dtype, const char* what) {
+  if (dtype == ScalarType::Bool || dtype == ScalarType::Float64) return;
+  const double v = value.toDouble();
+  double lo = 0, hi = 0;
+  bool exact_int = false;
+  switch (dtype) {
+    case ScalarType::UInt8: lo = 0, hi = 255, exact_int = true; break;
+    case ScalarType::Int8: lo = -128, hi = 127, exact_int = true; break;
+    case ScalarType::Int32: lo = -2147483648.0, hi = 2147483647.0, exact_int = true; break;
+    case ScalarType::Int64: lo = -9223372036854775808.0, hi = 9223372036854775807.0, exact_int = true; break;
+    case ScalarType::Float16: lo = -65504, hi = 65504; break;
+    case ScalarType::BFloat16:
+    case ScalarType::Float32: hi = std::numeric_limits<float>::max(), lo = -hi; break;
+    default: return;
+  }
+  bool fits;
+  if (exact_int && value.isIntegral()) {
+    const int64_t i = value.toInt();
+    fits = dtype == ScalarType::Int64 || (static_cast<double>(i) >= lo && static_cast<double>(i) <= hi);
+  } else if (exact_int) {
+    // A double is truncated toward zero; NaN and infinity do not fit.
+    const double t = std::trunc(v);
+    fits = std::isfinite(v) && t >= lo && (dtype == ScalarType::Int64 ? t < hi : t <= hi);  // hi is 2^63 for int64
+  } else {
+    fits = !std::isfinite(v) || (v >= lo && v <= hi);
+  }
+  BP_CHECK(fits, op, ": ", what, " ", value, " cannot be converted to dtype ", dtype,
+           " without overflow; pass a value in the range of ", dtype);
+}
+
+// --- cat / stack
+
+using CatOutSig = Tensor(TensorList, int64_t, const Tensor&);
+
+// cat skips 1-d tensors with no elements whatever the other tensors' shapes:
+// PyTorch keeps this for code written when every empty tensor had shape [0].
+bool catSkips(const Tensor& t) { return t.dim() == 1 && t.numel() == 0; }
+
+template <FixedString Name>
+OutputMeta catMeta(TensorList tensors, int64_t dim) {
+  const std::string& op = qualified<Name>();
+  BP_CHECK(!tensors.empty(), op, ": expected a non-empty list of tensors");
+  ResultTypeState dtype;
+  const Tensor* ref = nullptr;  // the first tensor that is not skipped
+  size_t ref_index = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    BP_CHECK(t.defined(), op, ": tensor ", i, " of the list is undefined");
+    BP_CHECK(t.dim() > 0, op, ": tensor ", i, " of the list is 0-d, and 0-d tensors cannot be concatenated; ",
+             "reshape it to [1] or use stack");
+    dtype.add(t);
+    if (!ref && !catSkips(t)) {
+      ref = &t;
+      ref_index = i;
+    }
+  }
+  const Device device = listDevice(op, tensors);
+  if (!ref) return OutputMeta{Shape{0}, dtype.result(), device};
+  const int64_t d = wrapDim(op, dim, ref->dim());
+  Shape sizes(ref->sizes().begin(), ref->sizes().end());
+  sizes[d] = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    if (catSkips(t)) continue;
+    BP_CHECK(t.dim() == ref->dim(), op, ": tensors must have the same number of dimensions, but tensor ", ref_index,
+             " has shape ", shapeString(ref->sizes()), " and tensor ", i, " has shape ", shapeString(t.sizes()));
+    for (int64_t k = 0; k < t.dim(); ++k) {
+      BP_CHECK(k == d || t.size(k) == ref->size(k), op, ": sizes of tensors must match except in dimension ", d,
+               " (the one concatenated), but tensor ", i, " has size ", t.size(k), " in dimension ", k,
+               " where tensor ", ref_index, " has ", ref->size(k), " (shapes ", shapeString(t.sizes()), " and ",
+               shapeString(ref->sizes()), ")");
+    }
+    sizes[d] += t.size(d);
+  }
+  return OutputMeta{std::move(sizes), dtype.result(), device};
+}
+
+void catOutMeta(TensorList tensors, int64_t dim, const Tensor& out) {
+  const std::string& op = qualified<"cat.out">();
+  checkOut(op, out, catMeta<"cat.out">(tensors, dim), {});
+  checkOutDisjoint(op, out, tensors);
+}
+
+Tensor catFunctional(TensorList tensors, int64_t dim) {
+  Tensor out = allocate(catMeta<"cat">(tensors, dim));
+  return BP_STANDARD_OP("cat.out", CatOutSig).callChecked(tensors, dim, out);
+}
+
+// stack(tensors, dim) is cat of the tensors unsqueezed at dim.
+struct StackPlan {
+  OutputMeta meta;
+  int64_t dim;  // wrapped into [0, rank of the result)
+};
+
+template <FixedString Name>
+StackPlan stackPlan(TensorList tensors, int64_t dim) {
+  const std::string& op = qualified<Name>();
+  BP_CHECK(!tensors.empty(), op, ": expected a non-empty list of tensors");
+  ResultTypeState dtype;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    BP_CHECK(tensors[i].defined(), op, ": tensor ", i, " of the list is undefined");
+    BP_CHECK(tensors[i].sizes() == tensors[0].sizes(), op, ": expected all tensors to have the same shape, but ",
+             "tensor 0 has shape ", shapeString(tensors[0].sizes()), " and tensor ", i, " has shape ",
+             shapeString(tensors[i].sizes()));
+    dtype.add(tensors[i]);
+  }
+  const Device device = listDevice(op, tensors);
+  const int64_t d = wrapDim(op, dim, tensors[0].dim() + 1);
+  Shape sizes(tensors[0].sizes().begin(), tensors[0].sizes().end());
+  sizes.insert(sizes.begin() + d, static_cast<int64_t>(tensors.size()));
+  return StackPlan{OutputMeta{std::move(sizes), dtype.result(), device}, d};
+}
+
+Tensor stackInto(TensorList tensors, int64_t dim, const Tensor& out) {
+  std::vector<Tensor> views;
+  views.reserve(tensors.size());
+  for (const Tensor& t : tensors) views.push_back(t.unsqueeze(dim));
+  return BP_STANDARD_OP("cat.out", CatOutSig).callChecked(TensorList(views), dim, out);
+}
+
+void stackOutMeta(TensorList tensors, int64_t dim, const Tensor& out) {
+  const std::string& op = qualified<"stack.out">();
+  checkOut(op, out, stackPlan<"stack.out">(tensors, dim).meta, {});
+  checkOutDisjoint(op, out, tensors);
+}
+
+Tensor stackOut(TensorList tensors, int64_t dim, const Tensor& out) {
+  // The meta kernel has checked the arguments and sized `out`.
+  return stackInto(tensors, stackPlan<"stack.out">(tensors, dim).dim, out);
+}
+
+Tensor stackFunctional(TensorList tensors, int64_t dim) {
+  StackPlan plan = stackPlan<"stack">(tensors, dim);
+  return stackInto(tensors, plan.dim, allocate(plan.meta));
+}
+
+// --- index_select
+
+using IndexSelectOutSig = Tensor(const Tensor&, int64_t, const Tensor&, const Tensor&);
+
+template <FixedString Name>
+OutputMeta indexSelectMeta(const Tensor& self, int64_t dim, const Tensor& index) {
+  const std::string& op = qualified<Name>();
+  checkDefined(op, self, "self");
+  checkDefined(op, index, "index");
+  const Device device = commonDevice(op, {{"self", &self}, {"index", &index}});
+  BP_CHECK(index.dtype() == ScalarType::Int64 || index.dtype() == ScalarType::Int32, op,
+           ": argument 'index' must have dtype int64 or int32, but has dtype ", index.dtype(),
+           "; convert it with .to(int64)");
+  BP_CHECK(index.dim() <= 1, op, ": argument 'index' must be 1-d or 0-d, but has shape ", shapeString(index.sizes()),
+           "; flatten it with reshape(-1)");
+  const int64_t d = wrapDim(op, dim, self.dim());
+  Shape sizes(self.sizes().begin(), self.sizes().end());
+  if (self.dim() == 0) {
+    BP_CHECK(index.numel() == 1, op, ": selecting from a 0-d tensor takes exactly one index (0), but 'index' has ",
+             index.numel(), " elements");
+  } else {
+    sizes[d] = index.numel();
+  }
+  return OutputMeta{std::move(sizes), self.dtype(), device};
+}
+
+void indexSelectOutMeta(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& out) {
+  const std::string& op = qualified<"index_select.out">();
+  OutputMeta m = indexSelectMeta<"index_select.out">(self, dim, index);
+  checkSameDtype(op, out, m.dtype);
+  checkOut(op, out, m, {{"self", &self}, {"index", &index}});
+}
+
+Tensor indexSelectFunctional(const Tensor& self, int64_t dim, const Tensor& index) {
+  Tensor out = allocate(indexSelectMeta<"index_select">(self, dim, index));
+  return BP_STANDARD_OP("index_select.out", IndexSelectOutSig).callChecked(self, dim, index, out);
+}
+
+// --- gather
+
+using GatherOutSig = Tensor(const Tensor&, int64_t, const Tensor&, bool, const Tensor&);
+
+template <FixedString Name>
+OutputMeta gatherMeta(const Tensor& self, int64_t dim, const Tensor& index) {
+  const std::string& op = qualified<Name>();
+  checkDefined(op, self, "self");
+  checkDefined(op, index, "index");
+  const Device device = commonDevice(op, {{"self", &self}, {"index", &index}});
+  BP_CHECK(index.dtype() == ScalarType::Int64, op, ": argument 'index' must have dtype int64, but has dtype ",
+           index.dtype(), "; convert it with .to(int64)");
+  const int64_t d = wrapDim(op, dim, self.dim());
+  BP_CHECK(dimOr1(index) == dimOr1(self), op, ": argument 'index' must have as many dimensions as 'self' (",
+           self.dim(), "), but has shape ", shapeString(index.sizes()));
+  if (index.numel() != 0) {
+    for (int64_t k = 0; k < index.dim() && k < self.dim(); ++k) {
+      BP_CHECK(k == d || index.size(k) <= self.size(k), op, ": 'index' has size ", index.size(k), " in dimension ", k,
+               " but 'self' only ", self.size(k), "; except in dimension ", d,
+               " (the one gathered along) index may not be larger than self (shapes ", shapeString(index.sizes()),
+               " and ", shapeString(self.sizes()), ")");
+    }
+  }
+  return OutputMeta{Shape(index.sizes().begin(), index.sizes().end()), self.dtype(), device};
+}
+
+void gatherOutMeta(const Tensor& self, int64_t dim, const Tensor& index, bool, const Tensor& out) {
+  const std::string& op = qualified<"gather.out">();
+  OutputMeta m = gatherMeta<"gather.out">(self, dim, index);
+  checkSameDtype(op, out, m.dtype);
+  checkOut(op, out, m, {{"self", &self}, {"index", &index}});
+}
+
+Tensor gatherFunctional(const Tensor& self, int64_t dim, const Tensor& index, bool sparse_grad) {
+  Tensor out = allocate(gatherMeta<"gather">(self, dim, index));
+  return BP_STANDARD_OP("gather.out", GatherOutSig).callChecked(self, dim, index, sparse_grad, out);
+}
+
+// --- scatter_add
+
+using ScatterAddOutSig = Tensor(const Tensor&, int64_t, const Tensor&, const Tensor&, const Tensor&);
+
+template <FixedString Name>
+OutputMeta scatterAddMeta(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  const std::string& op = qualified<Name>();
+  checkDefined(op, self, "self");
+  checkDefined(op, index, "index");
+  checkDefined(op, src, "src");
+  const Device device = commonDevice(op, {{"self", &self}, {"index", &index}, {"src", &src}});
+  BP_CHECK(index.dtype() == ScalarType::Int64, op, ": argument 'index' must have dtype int64, but has dtype ",
+           index.dtype(), "; convert it with .to(int64)");
+  BP_CHECK(src.dtype() == self.dtype(), op, ": 'src' has dtype ", src.dtype(), " but 'self' has dtype ", self.dtype(),
+           "; they must match: convert src with .to(", self.dtype(), ")");
+  const int64_t d = wrapDim(op, dim, self.dim());
+  BP_CHECK(dimOr1(index) == dimOr1(self), op, ": argument 'index' must have as many dimensions as 'self' (",
+           self.dim(), "), but has shape ", shapeString(index.sizes()));
+  BP_CHECK(dimOr1(src) == dimOr1(self), op, ": argument 'src' must have as many dimensions as 'self' (", self.dim(),
+           "), but has shape ", shapeString(src.sizes()));
+  if (index.numel() != 0) {
+    for (int64_t k = 0; k < dimOr1(index); ++k) {
+      BP_CHECK(sizeOr1(index, k) <= sizeOr1(src, k), op, ": 'index' has size ", sizeOr1(index, k), " in dimension ",
+               k, " but 'src' only ", sizeOr1(src, k), "; index may not be larger than src (shapes ",
+               shapeString(index.sizes()), " and ", shapeString(src.sizes()), ")");
+      BP_CHECK(k == d || sizeOr1(index, k) <= sizeOr1(self, k), op, ": 'index' has size ", sizeOr1(index, k),
+               " in dimension ", k, " but 'self' only ", sizeOr1(self, k), "; except in dimension ", d,
+               " (the one scattered along) index may not be larger than self (shapes ", shapeString(index.sizes()),
+               " and ", shapeString(self.sizes()), ")");
+    }
+  }
+  return OutputMeta{Shape(self.sizes().begin(), self.sizes().end()), self.dtype(), device};
+}
+
+void scatterAddOutMeta(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, const Tensor& out) {
+  const std::string& op = qualified<"scatter_add.out">();
+  OutputMeta m = scatterAddMeta<"scatter_add.out">(self, dim, index, src);
+  checkSameDtype(op, out, m.dtype);
+  checkOut(op, out, m, {{"self", &self}, {"index", &index}, {"src", &src}});
+}
+
+Tensor scatterAddFunctional(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  Tensor out = allocate(scatterAddMeta<"scatter_add">(self, dim, index, src));
+  return BP_STANDARD_OP("scatter_add.out", ScatterAddOutSig).callChecked(self, dim, index, src, out);
+}
+
+Tensor scatterAddInplace(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  const std::string& op = qualified<"scatter_add_">();
+  checkOut(op, self, scatterAddMeta<"scatter_add_">(self, dim, index, src), {{"index", &index}, {"src", &src}},
+           "self");
+  return BP_STANDARD_OP("scatter_add.out", ScatterAddOutSig).callChecked(self, dim, index, src, self);
+}
+
+// --- masked_fill: out = mask ? value : self, with self and mask broadcast.
+
+using MaskedFillScalarOutSig = Tensor(const Tensor&, const Tensor&, const Scalar&, const Tensor&);
+using MaskedFillTensorOutSig = Tensor(const Tensor&, const Tensor&, const Tensor&, const Tensor&);
+
+template <FixedString Name>
+OutputMeta maskedFillMeta(const Tensor& self, const Tensor& mask) {
+  const std::string& op = qualified<Name>();
+  checkDefined(op, self, "self");
+  checkDefined(op, mask, "mask");
+  const Device device = commonDevice(op, {{"self", &self}, {"mask", &mask}});
+  BP_CHECK(mask.dtype() == ScalarType::Bool, op, ": argument 'mask' must have dtype bool, but has dtype ",
+           mask.dtype(), "; make one with a comparison (mask != 0) or .to(bool)");
+  return OutputMeta{broadcastShapes(op, self.sizes(), mask.sizes()), self.dtype(), device};
+}
+
+// A tensor value must be 0-d, on self's device or a cpu scalar (as PyTorch).
+void checkValueTensor(std::string_view op, const Tensor& value, Device device) {
+  checkDefined(op, value, "value");
+  BP_CHECK(value.dim() == 0, op, ": argument 'value' must be a 0-d tensor, but has shape ",
+           shapeString(value.sizes()), "; pass a Scalar or a tensor of one element reshaped to []");
+  BP_CHECK(value.device() == device || value.device().isCpu(), op, ": argument 'value' is on ", value.device(),
+           " but 'self' is on ", device, "; move it to ", device, " or to the cpu");
+}
+
+// In place the result must keep self's shape: mask broadcasts to it.
+void checkMaskInplace(std::string_view op, const Tensor& self, const OutputMeta& m) {
+  BP_CHECK(IntArrayRef(m.sizes.data(), m.sizes.size()) == self.sizes(), op, ": the mask does not broadcast to ",
+           "self's shape ", shapeString(self.sizes()), " (self and mask broadcast to ",
+           shapeString(IntArrayRef(m.sizes.data(), m.sizes.size())), "); in place, the mask's shape must ",
+           "broadcast to self's");
+}
+
+void maskedFillScalarOutMeta(const Tensor& self, const Tensor& mask, const Scalar& value, const Tensor& out) {
+  const std::string& op = qualified<"masked_fill.Scalar_out">();
+  OutputMeta m = maskedFillMeta<"masked_fill.Scalar_out">(self, mask);
+  checkValueFits(op, value, self.dtype(), "value");
+  checkOut(op, out, m, {{"self", &self}, {"mask", &mask}});
+}
+
+void maskedFillTensorOutMeta(const Tensor& self, const Tensor& mask, const Tensor& value, const Tensor& out) {
+  const std::string& op = qualified<"masked_fill.Tensor_out">();
+  OutputMeta m = maskedFillMeta<"masked_fill.Tensor_out">(self, mask);
+  checkValueTensor(op, value, m.device);
+  checkOut(op, out, m, {{"self", &self}, {"mask", &mask}, {"value", &value}});
+}
+
+Tensor maskedFillScalar(const Tensor& self, const Tensor& mask, const Scalar& value) {
+  OutputMeta m = maskedFillMeta<"masked_fill.Scalar">(self, mask);
+  checkValueFits(qualified<"masked_fill.Scalar">(), value, self.dtype(), "value");
+  Tensor out = allocate(m);
+  return BP_STANDARD_OP("masked_fill.Scalar_out", MaskedFillScalarOutSig).callChecked(self, mask, value, out);
+}
+
+Tensor maskedFillScalarInplace(const Tensor& self, const Tensor& mask, const Scalar& value) {
+  const std::string& op = qualified<"masked_fill_.Scalar">();
+  OutputMeta m = maskedFillMeta<"masked_fill_.Scalar">(self, mask);
+  checkMaskInplace(op, self, m);
+  checkValueFits(op, value, self.dtype(), "value");
+  checkOut(op, self, m, {{"mask", &mask}}, "self");
+  return BP_STANDARD_OP("masked_fill.Scalar_out", MaskedFillScalarOutSig).callChecked(self, mask, value, self);
+}
+
+Tensor maskedFillTensor(const Tensor& self, const Tensor& mask, const Tensor& value) {
+  OutputMeta m = maskedFillMeta<"masked_fill.Tensor">(self, mask);
+  checkValueTensor(qualified<"masked_fill.Tensor">(), value, m.device);
+  Tensor out = allocate(m);
+  return BP_STANDARD_OP("masked_fill.Tensor_out", MaskedFillTensorOutSig).callChecked(self, mask, value, out);
+}
+
+Tensor maskedFillTensorInplace(const Tensor& self, const Tensor& mask, const Tensor& value) {
+  const std::string& op = qualified<"masked_fill_.Tensor">();
+  OutputMeta m = maskedFillMeta<"masked_fill_.Tensor">(self, mask);
+  checkMaskInplace(op, self, m);
+  checkValueTensor(op, value, m.device);
+  checkOut(op, self, m, {{"mask", &mask}, {"value", &value}}, "self");
+  return BP_STANDARD_OP("masked_fill.Tensor_out", MaskedFillTensorOutSig).callChecked(self, mask, value, self);
+}
+
+// --- embedding: rows of `weight` picked by `indices`, i.e.
+// index_select(weight, 0, indices.flatten()) viewed as indices.shape + [dim].
+// padding_idx, scale_grad_by_freq and sparse only change the gradient.
+
+void embeddingMeta(const Tensor& weight, const Tensor& indices, int64_t, bool, bool) {
+  const std::string& op = qualified<"embedding">();
+  checkDefined(op, weight, "weight");
+  checkDefined(op, indices, "indices");
+  commonDevice(op, {{"weight", &weight}, {"indices", &indices}});
+  BP_CHECK(weight.dim() == 2, op, ": argument 'weight' must be 2-d [num_embeddings, embedding_dim], but has shape ",
+           shapeString(weight.sizes()));
+  BP_CHECK(indices.dtype() == ScalarType::Int64 || indices.dtype() == ScalarType::Int32, op,
+           ": argument 'indices' must have dtype int64 or int32, but has dtype ", indices.dtype(),
+           "; convert it with .to(int64)");
+}
+
+Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t, bool, bool) {
+  // The meta kernel has checked the arguments.
+  Tensor rows = BP_STANDARD_OP("index_select", Tensor(const Tensor&, int64_t, const Tensor&))
+                    .call(weight, 0, indices.reshape({int64_t{-1}}));
+  Shape sizes(indices.sizes().begin(), indices.sizes().end());
+  sizes.push_back(weight.size(1));
+  return rows.view(sizes);
+}
+
+}  // namespace
+
+void addDataMovementOps(std::vector<StandardOp>& ops) {
+  auto add = [&](std::string schema, KernelFunction meta = {}, KernelFunction composite = {}) {
+    ops.push_back(StandardOp{std::move(schema), std::move(meta), std::move(composite), "data_movement"});
+  };
+  add("cat(Tensor[] tensors, int dim=0) -> Tensor", {}, KernelFunction::makeFromFunction(BP_FN(catFunctional)));
+  add("cat.out(Tensor[] tensors, int dim=0, *, Tensor(a!) out) -> Tensor(a!)",
+      KernelFunction::makeFromFunction(BP_FN(catOutMeta)));
+  add("stack(Tensor[] tensors, int dim=0) -> Tensor", {}, KernelFunction::makeFromFunction(BP_FN(stackFunctional)));
+  add("stack.out(Tensor[] tensors, int dim=0, *, Tensor(a!) out) -> Tensor(a!)",
+      KernelFunction::makeFromFunction(BP_FN(stackOutMeta)), KernelFunction::makeFromFunction(BP_FN(stackOut)));
+
+  add("index_select(Tensor self, int dim, Tensor index) -> Tensor", {},
+      KernelFunction::makeFromFunction(BP_FN(indexSelectFunctional)));
+  add("index_select.out(Tensor self, int dim, Tensor index, *, Tensor(a!) out) -> Tensor(a!)",
+      KernelFunction::makeFromFunction(BP_FN(indexSelectOutMeta)));
+  add("gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor", {},
+      KernelFunction::makeFromFunction(BP_FN(gatherFunctional)));
+  add("gather.out(Tensor self, int dim, Tensor index, *, bool sparse_grad=False, Tensor(a!) out) -> Tensor(a!)",
+      KernelFunction::makeFromFunction(BP_FN(gatherOutMeta)));
+  add("scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor", {},
+      KernelFunction::makeFromFunction(BP_FN(scatterAddFunctional)));
+  add("scatter_add_(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)", {},
+      KernelFunction::makeFromFunction(BP_FN(scatterAddInplace)));
+  add("scatter_add.out(Tensor self, int dim, Tensor index, Tensor src, *, Tensor(a!) out) -> Tensor(a!)",
+      KernelFunction::makeFromFunction(BP_FN(scatterAddOutMeta)));
+
+  add("masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor", {},
+      KernelFunction::makeFromFunction(BP_FN(maskedFillScalar)));
+  add("masked_fill_.Scalar(Tensor(a!) self, Tensor mask, Scalar value) -> Tensor(a!)", {},
+      KernelFunction::makeFromFunction(BP_FN(maskedFillScalarInplace)));
+  add("masked_fill.Scalar_out(Tensor self, Tensor mask, Scalar value, *, Tensor(a!) out) -> Tensor(a!)",
+      KernelFunction::makeFromFunction(BP_FN(maskedFillScalarOutMeta)));
+  add("masked_fill.Tensor(Tensor self, Tensor mask, Tensor value) -> Tensor", {},
+      KernelFunction::makeFromFunction(BP_FN(maskedFillTensor)));
+  add("masked_fill_.Tensor(Tensor(a!) self, Tensor mask, Tensor value) -> Tensor(a!)", {},
+      KernelFunction::makeFromFunction(BP_FN(maskedFillTensorInplace)));
+  add("masked_fill.Tensor_out(Tensor self, Tensor mask, Tensor value, *, Tensor(a!) out) -> Tensor(a!)",
+      KernelFunction::makeFromFunction(BP_FN(maskedFillTensorOutMeta)));
+
+  add("embedding(Tensor weight, Tensor indices, int padding_idx=-1, bool scale_grad_by_freq=False, "
+      "bool sparse=False) -> Tensor",
+      KernelFunction::makeFromFunction(BP_FN(embeddingMeta)), KernelFunction::makeFromFunction(BP_FN(embedding)));
+}
 
 }  // namespace backplane::ops
