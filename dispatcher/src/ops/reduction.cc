@@ -1,10 +1,332 @@
+// The reduction standard operators: sum, mean, amax/amin, argmax/argmin,
+// var/std and softmax/log_softmax. Each is structured (Note [The standard
+// operator table]): plugins implement the out= form; the meta kernel of
+// that form validates dims (wrapped, no duplicates), dtypes and `out`, and
+// the functional forms are composites that apply the same rule, allocate
+// and call the out= form.
 #include "ops/families.h"
 #include "ops/structured.h"
 
 namespace backplane::ops {
 
+namespace {
+
+// --- shape rule shared by every reduction
+
+// The result shape of reducing `self` over `dims` (none or empty: every
+// dimension), as PyTorch: reduced dims are dropped, or kept with size 1 when
+// `keepdim`. Dims are wrapped and may not repeat. Also returns, per
+// dimension of self, whether it is reduced.
+struct Reduced {
+  Shape sizes;
+  absl::InlinedVector<bool, 6> mask;
+};
+
+Reduced reducedShape(std::string_view op, const Tensor& self, std::optional<IntArrayRef> dims, bool keepdim) {
+  BP_CHECK(self.defined(), op, ": argument 'self' is undefined");
+  const int64_t nd = self.dim();
+  Reduced r;
+  r.mask.assign(static_cast<size_t>(nd), !dims || dims->empty());
+  if (dims) {
+    for (int64_t d : *dims) {
+      const int64_t w = wrapDim(op, d, nd);
+      if (nd == 0) continue;  // a 0-d tensor accepts dim 0 / -1 and has nothing to reduce
+      BP_CHECK(!r.mask[static_cast<size_t>(w)], op, ": dimension ", w,
+               " appears more than once in the list of dims ", shapeString(*dims), "; name each dimension once");
+      r.mask[static_cast<size_t>(w)] = true;
+    }
+  }
+  for (int64_t d = 0; d < nd; ++d) {
+    if (!r.mask[static_cast<size_t>(d)]) r.sizes.push_back(self.size(d));
+    else if (keepdim) r.sizes.push_back(1);
+  }
+  return r;
+}
+
+// Rejects reducing a dimension of size 0 for ops with no identity (amax,
+// argmax, ...), as PyTorch does.
+void checkNonEmptyReduction(std::string_view op, const Tensor& self, const Reduced& r) {
+  if (self.dim() == 0) return;
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    BP_CHECK(!r.mask[static_cast<size_t>(d)] || self.size(d) != 0, op, ": cannot reduce over dimension ", d,
+             " of size 0 of a tensor of shape ", shapeString(self.sizes()),
+             " (the operation has no identity); pass dim= naming only dimensions of nonzero size");
+  }
+}
+
+// An out= whose dtype the op fixes (amax, argmax, var, softmax, or an
+// explicit dtype=): PyTorch refuses a different one rather than cast.
+void checkExactDtype(std::string_view op, const Tensor& out, ScalarType expected, std::string_view why) {
+  BP_CHECK(out.defined(), op, ": argument 'out' is undefined; pass a tensor to write the result into");
+  BP_CHECK(out.dtype() == expected, op, ": expected argument 'out' to have dtype ", expected, " (", why,
+           "), but it has dtype ", out.dtype(), "; pass a tensor of dtype ", expected);
+}
+
+// --- sum and mean
+
+// sum: integral and bool inputs accumulate into int64 unless dtype says
+// otherwise (PyTorch's get_dtype_from_self with promote_integers).
+ScalarType sumDtype(const Tensor& self, std::optional<ScalarType> dtype) {
+  if (dtype) return *dtype;
+  return isFloatingType(self.dtype()) ? self.dtype() : ScalarType::Int64;
+}
+
+// mean: the result must be floating; integral inputs need an explicit
+// floating dtype (as PyTorch, which refuses to guess).
+ScalarType meanDtype(std::string_view op, const Tensor& self, std::optional<ScalarType> dtype) {
+  if (dtype) {
+    BP_CHECK(isFloatingType(*dtype), op, ": dtype must be a floating point type, got ", *dtype,
+             "; pass dtype=float32 or float64");
+    return *dtype;
+  }
+  BP_CHECK(isFloatingType(self.dtype()), op, ": could not infer the output dtype: the input has dtype ",
+           self.dtype(), " but the mean needs a floating point type; pass dtype=float32 (or float64), or convert "
+           "the input first");
+  return self.dtype();
+}
+
+enum class SumKind { Sum, Mean };
+
+template <FixedString Name, SumKind Kind>
+OutputMeta sumMeta(const Tensor& self, std::optional<IntArrayRef> dim, bool keepdim, std::optional<ScalarType> dtype) {
+  const std::string& op = qualified<Name>();
+  Reduced r = reducedShape(op, self, dim, keepdim);
+  ScalarType t = Kind == SumKind::Sum ? sumDtype(self, dtype) : meanDtype(op, self, dtype);
+  return OutputMeta{std::move(r.sizes), t, self.device()};
+}
+
+using SumOutSig = Tensor(const Tensor&, std::optional<IntArrayRef>, bool, std::optional<ScalarType>, const Tensor&);
+
+template <FixedString Name, SumKind Kind>
+void sumOutMeta(const Tensor& self, std::optional<IntArrayRef> dim, bool keepdim, std::optional<ScalarType> dtype,
+                const Tensor& out) {
+  const std::string& op = qualified<Name>();
+  OutputMeta m = sumMeta<Name, Kind>(self, dim, keepdim, dtype);
+  // Without dtype= the result is computed in out's dtype (castable from the
+  // rule's); with it, out must have exactly that dtype.
+  if (dtype) checkExactDtype(op, out, *dtype, "the dtype= argument");
+  checkOut(op, out, m, {{"self", &self}});
+}
+
+template <FixedString Name, FixedString OutName, SumKind Kind>
+Tensor sumDimFunctional(const Tensor& self, std::optional<IntArrayRef> dim, bool keepdim,
+                        std::optional<ScalarType> dtype) {
+  Tensor out = allocate(sumMeta<Name, Kind>(self, dim, keepdim, dtype));
+  return BP_STANDARD_OP(OutName.c_str(), SumOutSig).callChecked(self, dim, keepdim, dtype, out);
+}
+
+template <FixedString Name, FixedString OutName, SumKind Kind>
+Tensor sumAllFunctional(const Tensor& self, std::optional<ScalarType> dtype) {
+  Tensor out = allocate(sumMeta<Name, Kind>(self, std::nullopt, false, dtype));
+  return BP_STANDARD_OP(OutName.c_str(), SumOutSig).callChecked(self, std::nullopt, false, dtype, out);
+}
+
+// --- amax, amin: int[1] dim=[] (empty: every dimension)
+
+using AmaxOutSig = Tensor(const Tensor&, IntArrayRef, bool, const Tensor&);
+
+template <FixedString Name>
+OutputMeta amaxMeta(const Tensor& self, IntArrayRef dim, bool keepdim) {
+  const std::string& op = qualified<Name>();
+  Reduced r = reducedShape(op, self, dim, keepdim);
+  checkNonEmptyReduction(op, self, r);
+  return OutputMeta{std::move(r.sizes), self.dtype(), self.device()};
+}
+
+template <FixedString Name>
+void amaxOutMeta(const Tensor& self, IntArrayRef dim, bool keepdim, const Tensor& out) {
+  OutputMeta m = amaxMeta<Name>(self, dim, keepdim);
+  checkExactDtype(qualified<Name>(), out, m.dtype, "the input's dtype");
+  checkOut(qualified<Name>(), out, m, {{"self", &self}});
+}
+
+template <FixedString Name, FixedString OutName>
+Tensor amaxFunctional(const Tensor& self, IntArrayRef dim, bool keepdim) {
+  Tensor out = allocate(amaxMeta<Name>(self, dim, keepdim));
+  return BP_STANDARD_OP(OutName.c_str(), AmaxOutSig).callChecked(self, dim, keepdim, out);
+}
+
+// --- argmax, argmin: int? dim=None (None: the flattened tensor)
+
+using ArgmaxOutSig = Tensor(const Tensor&, std::optional<int64_t>, bool, const Tensor&);
+
+template <FixedString Name>
+OutputMeta argmaxMeta(const Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+  const std::string& op = qualified<Name>();
+  BP_CHECK(self.defined(), op, ": argument 'self' is undefined");
+  if (!dim) {
+    BP_CHECK(self.numel() != 0, op, ": the input of shape ", shapeString(self.sizes()),
+             " is empty, so there is no index to return; pass dim= naming a dimension of nonzero size");
+    // keepdim without dim keeps every dimension, with size 1 (as PyTorch).
+    return OutputMeta{keepdim ? Shape(static_cast<size_t>(self.dim()), 1) : Shape{}, ScalarType::Int64,
+                      self.device()};
+  }
+  const int64_t d = *dim;
+  Reduced r = reducedShape(op, self, IntArrayRef(&d, 1), keepdim);
+  checkNonEmptyReduction(op, self, r);
+  return OutputMeta{std::move(r.sizes), ScalarType::Int64, self.device()};
+}
+
+template <FixedString Name>
+void argmaxOutMeta(const Tensor& self, std::optional<int64_t> dim, bool keepdim, const Tensor& out) {
+  OutputMeta m = argmaxMeta<Name>(self, dim, keepdim);
+  checkExactDtype(qualified<Name>(), out, ScalarType::Int64, "indices are int64");
+  checkOut(qualified<Name>(), out, m, {{"self", &self}});
+}
+
+template <FixedString Name, FixedString OutName>
+Tensor argmaxFunctional(const Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+  Tensor out = allocate(argmaxMeta<Name>(self, dim, keepdim));
+  return BP_STANDARD_OP(OutName.c_str(), ArgmaxOutSig).callChecked(self, dim, keepdim, out);
+}
+
+// --- var, std: divisor max(0, N - correction), correction 1 by default
+
+using VarOutSig = Tensor(const Tensor&, std::optional<IntArrayRef>, const std::optional<Scalar>&, bool, const Tensor&);
+
+template <FixedString Name>
+OutputMeta varMeta(const Tensor& self, std::optional<IntArrayRef> dim, bool keepdim) {
+  const std::string& op = qualified<Name>();
+  Reduced r = reducedShape(op, self, dim, keepdim);
+  BP_CHECK(isFloatingType(self.dtype()), op, ": only floating point inputs are supported, got ", self.dtype(),
+           "; convert the input to float32 or float64 first");
+  return OutputMeta{std::move(r.sizes), self.dtype(), self.device()};
+}
+
+template <FixedString Name>
+void varOutMeta(const Tensor& self, std::optional<IntArrayRef> dim, const std::optional<Scalar>& correction,
+                bool keepdim, const Tensor& out) {
+  (void)correction;  // any real number is valid, as in PyTorch
+  OutputMeta m = varMeta<Name>(self, dim, keepdim);
+  checkExactDtype(qualified<Name>(), out, m.dtype, "the input's dtype");
+  checkOut(qualified<Name>(), out, m, {{"self", &self}});
+}
+
+template <FixedString Name, FixedString OutName>
+Tensor varCorrectionFunctional(const Tensor& self, std::optional<IntArrayRef> dim,
+                               const std::optional<Scalar>& correction, bool keepdim) {
+  Tensor out = allocate(varMeta<Name>(self, dim, keepdim));
+  return BP_STANDARD_OP(OutName.c_str(), VarOutSig).callChecked(self, dim, correction, keepdim, out);
+}
+
+// var(self, unbiased) and var.dim(self, dim, unbiased, keepdim): the older
+// spellings, correction 1 (unbiased) or 0.
+template <FixedString Name, FixedString OutName>
+Tensor varUnbiasedFunctional(const Tensor& self, bool unbiased) {
+  Tensor out = allocate(varMeta<Name>(self, std::nullopt, false));
+  return BP_STANDARD_OP(OutName.c_str(), VarOutSig)
+      .callChecked(self, std::nullopt, Scalar(int64_t{unbiased ? 1 : 0}), false, out);
+}
+
+template <FixedString Name, FixedString OutName>
+Tensor varDimFunctional(const Tensor& self, std::optional<IntArrayRef> dim, bool unbiased, bool keepdim) {
+  Tensor out = allocate(varMeta<Name>(self, dim, keepdim));
+  return BP_STANDARD_OP(OutName.c_str(), VarOutSig)
+      .callChecked(self, dim, Scalar(int64_t{unbiased ? 1 : 0}), keepdim, out);
+}
+
+// --- softmax, log_softmax along one dim; dtype= converts the input first
+
+using SoftmaxOutSig = Tensor(const Tensor&, int64_t, std::optional<ScalarType>, const Tensor&);
+
+template <FixedString Name>
+OutputMeta softmaxMeta(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype) {
+  const std::string& op = qualified<Name>();
+  BP_CHECK(self.defined(), op, ": argument 'self' is undefined");
+  wrapDim(op, dim, self.dim());
+  const ScalarType t = dtype ? *dtype : self.dtype();
+  BP_CHECK(isFloatingType(t), op, ": the result must be floating point, but it would have dtype ", t,
+           dtype ? " (from dtype=)" : " (the input's)", "; pass dtype=float32 or float64");
+  return OutputMeta{Shape(self.sizes().begin(), self.sizes().end()), t, self.device()};
+}
+
+template <FixedString Name>
+void softmaxOutMeta(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype, const Tensor& out) {
+  OutputMeta m = softmaxMeta<Name>(self, dim, dtype);
+  checkExactDtype(qualified<Name>(), out, m.dtype, dtype ? "the dtype= argument" : "the input's dtype");
+  checkOut(qualified<Name>(), out, m, {{"self", &self}});
+}
+
+template <FixedString Name, FixedString OutName>
+Tensor softmaxFunctional(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype) {
+  Tensor out = allocate(softmaxMeta<Name>(self, dim, dtype));
+  return BP_STANDARD_OP(OutName.c_str(), SoftmaxOutSig).callChecked(self, dim, dtype, out);
+}
+
+template <auto F>
+KernelFunction fn() {
+  return KernelFunction::makeFromFunction(CompileTimeFunction<F>());
+}
+
+}  // namespace
+
 void addReductionOps(std::vector<StandardOp>& ops) {
-  ops.push_back(StandardOp{"sum(Tensor self, *, ScalarType? dtype=None) -> Tensor", {}, {}, "reduction"});
+  auto add = [&](std::string schema, KernelFunction meta = {}, KernelFunction composite = {}) {
+    ops.push_back(StandardOp{std::move(schema), std::move(meta), std::move(composite), "reduction"});
+  };
+  // sum, mean: reduce-all and over dims; the out= form is the kernel.
+  add("sum(Tensor self, *, ScalarType? dtype=None) -> Tensor", {},
+      fn<&sumAllFunctional<"sum", "sum.IntList_out", SumKind::Sum>>());
+  add("sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor", {},
+      fn<&sumDimFunctional<"sum.dim_IntList", "sum.IntList_out", SumKind::Sum>>());
+  add("sum.IntList_out(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None, Tensor(a!) out) -> "
+      "Tensor(a!)",
+      fn<&sumOutMeta<"sum.IntList_out", SumKind::Sum>>());
+  add("mean(Tensor self, *, ScalarType? dtype=None) -> Tensor", {},
+      fn<&sumAllFunctional<"mean", "mean.out", SumKind::Mean>>());
+  add("mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor", {},
+      fn<&sumDimFunctional<"mean.dim", "mean.out", SumKind::Mean>>());
+  add("mean.out(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None, Tensor(a!) out) -> "
+      "Tensor(a!)",
+      fn<&sumOutMeta<"mean.out", SumKind::Mean>>());
+
+  // amax, amin.
+  add("amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor", {}, fn<&amaxFunctional<"amax", "amax.out">>());
+  add("amax.out(Tensor self, int[1] dim=[], bool keepdim=False, *, Tensor(a!) out) -> Tensor(a!)",
+      fn<&amaxOutMeta<"amax.out">>());
+  add("amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor", {}, fn<&amaxFunctional<"amin", "amin.out">>());
+  add("amin.out(Tensor self, int[1] dim=[], bool keepdim=False, *, Tensor(a!) out) -> Tensor(a!)",
+      fn<&amaxOutMeta<"amin.out">>());
+
+  // argmax, argmin.
+  add("argmax(Tensor self, int? dim=None, bool keepdim=False) -> Tensor", {},
+      fn<&argmaxFunctional<"argmax", "argmax.out">>());
+  add("argmax.out(Tensor self, int? dim=None, bool keepdim=False, *, Tensor(a!) out) -> Tensor(a!)",
+      fn<&argmaxOutMeta<"argmax.out">>());
+  add("argmin(Tensor self, int? dim=None, bool keepdim=False) -> Tensor", {},
+      fn<&argmaxFunctional<"argmin", "argmin.out">>());
+  add("argmin.out(Tensor self, int? dim=None, bool keepdim=False, *, Tensor(a!) out) -> Tensor(a!)",
+      fn<&argmaxOutMeta<"argmin.out">>());
+
+  // var, std.
+  add("var(Tensor self, bool unbiased=True) -> Tensor", {},
+      fn<&varUnbiasedFunctional<"var", "var.correction_out">>());
+  add("var.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor", {},
+      fn<&varDimFunctional<"var.dim", "var.correction_out">>());
+  add("var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor", {},
+      fn<&varCorrectionFunctional<"var.correction", "var.correction_out">>());
+  add("var.correction_out(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False, "
+      "Tensor(a!) out) -> Tensor(a!)",
+      fn<&varOutMeta<"var.correction_out">>());
+  add("std(Tensor self, bool unbiased=True) -> Tensor", {},
+      fn<&varUnbiasedFunctional<"std", "std.correction_out">>());
+  add("std.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor", {},
+      fn<&varDimFunctional<"std.dim", "std.correction_out">>());
+  add("std.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor", {},
+      fn<&varCorrectionFunctional<"std.correction", "std.correction_out">>());
+  add("std.correction_out(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False, "
+      "Tensor(a!) out) -> Tensor(a!)",
+      fn<&varOutMeta<"std.correction_out">>());
+
+  // softmax, log_softmax.
+  add("softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor", {},
+      fn<&softmaxFunctional<"softmax.int", "softmax.int_out">>());
+  add("softmax.int_out(Tensor self, int dim, ScalarType? dtype=None, *, Tensor(a!) out) -> Tensor(a!)",
+      fn<&softmaxOutMeta<"softmax.int_out">>());
+  add("log_softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor", {},
+      fn<&softmaxFunctional<"log_softmax.int", "log_softmax.int_out">>());
+  add("log_softmax.int_out(Tensor self, int dim, ScalarType? dtype=None, *, Tensor(a!) out) -> Tensor(a!)",
+      fn<&softmaxOutMeta<"log_softmax.int_out">>());
 }
 
 }  // namespace backplane::ops
