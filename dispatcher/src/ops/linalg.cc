@@ -1,8 +1,323 @@
+// The linear-algebra standard operators: mm, bmm, addmm (structured: plugins
+// implement `op.out`), and matmul and linear, composites over them. addmm.out
+// also has a composite (mm, mul, add) so that a device plugin with only mm.out
+// gets it without a CPU round trip; a direct kernel (the CPU plugin's) beats
+// it (Note [Kernel precedence]).
 #include "ops/families.h"
 #include "ops/structured.h"
 
 namespace backplane::ops {
 
-void addLinalgOps(std::vector<StandardOp>& ops) { (void)ops; }
+namespace {
+
+using MmOutSig = Tensor(const Tensor&, const Tensor&, const Tensor&);
+using MmSig = Tensor(const Tensor&, const Tensor&);
+using AddmmOutSig = Tensor(const Tensor&, const Tensor&, const Tensor&, const Scalar&, const Scalar&, const Tensor&);
+using AddmmSig = Tensor(const Tensor&, const Tensor&, const Tensor&, const Scalar&, const Scalar&);
+
+Shape toShape(IntArrayRef s) { return Shape(s.begin(), s.end()); }
+IntArrayRef asRef(const Shape& s) { return IntArrayRef(s.data(), s.size()); }
+// All but the last `drop` sizes (the batch dimensions of a matrix operand).
+IntArrayRef leading(IntArrayRef s, size_t drop) { return IntArrayRef(s.data(), s.size() > drop ? s.size() - drop : 0); }
+
+void checkDefined(std::string_view op, const Tensor& t, const char* name) {
+  BP_CHECK(t.defined(), op, ": argument '", name, "' is undefined; pass a tensor");
+}
+
+// t must have exactly `dims` dimensions (2: a matrix, 3: a batch of matrices).
+void checkRank(std::string_view op, const Tensor& t, const char* name, int64_t dims) {
+  checkDefined(op, t, name);
+  BP_CHECK(t.dim() == dims, op, ": ", name, " must be ", dims == 2 ? "a matrix (2-D)" : "a batch of matrices (3-D)",
+           ", but got a ", t.dim(), "-D tensor of shape ", shapeString(t.sizes()));
+}
+
+// Matrix products do not promote (as PyTorch): the operands' dtypes must match.
+void checkSameDtype(std::string_view op, const Tensor& a, const char* an, const Tensor& b, const char* bn) {
+  BP_CHECK(a.dtype() == b.dtype(), op, ": expected ", an, " and ", bn, " to have the same dtype, but got ", a.dtype(),
+           " and ", b.dtype(), "; convert one with .to()");
+}
+
+// Integral products take integral alpha/beta (as PyTorch).
+void checkScalars(std::string_view op, ScalarType dtype, const Scalar& beta, const Scalar& alpha) {
+  if (isFloatingType(dtype)) return;
+  BP_CHECK(!beta.isFloatingPoint() && !alpha.isFloatingPoint(), op, ": for integral inputs (here ", dtype,
+           "), beta and alpha must be integers, but got beta=", beta.toDouble(), " and alpha=", alpha.toDouble());
+}
+
+// out= of a matrix product: the result's dtype exactly (no casting, as
+// PyTorch), the right shape (an empty out is resized), and no memory shared
+// with the operands (the product reads them while writing out). `allowed`
+// may be out itself (addmm's self, element for element: addmm_).
+void checkProductOut(std::string_view op, const Tensor& out, const OutputMeta& m, std::initializer_list<Arg> operands,
+                     std::initializer_list<Arg> allowed = {}) {
+  checkDefined(op, out, "out");
+  BP_CHECK(out.dtype() == m.dtype, op, ": argument 'out' has dtype ", out.dtype(), " but the result has dtype ",
+           m.dtype, "; pass a tensor of dtype ", m.dtype);
+  checkOut(op, out, m, allowed);
+  if (out.numel() == 0) return;
+  for (const Arg& a : operands) {
+    BP_CHECK(!a.tensor->defined() || a.tensor->numel() == 0 || !a.tensor->is_alias_of(out), op,
+             ": argument 'out' shares memory with input '", a.name, "'; write the product into a separate tensor");
+  }
+}
+
+// A 0-d tensor holding `s` as `dtype` on `device` (a factor for mul).
+Tensor scalarTensor(const Scalar& s, ScalarType dtype, Device device) {
+  return visitScalarType(dtype, [&]<typename T>() { return tensorFromVector<T>({s.to<T>()}, {}, device); });
+}
+
+// --- mm
+
+OutputMeta mmRule(const Tensor& self, const Tensor& mat2) {
+  const std::string& op = qualified<"mm">();
+  checkRank(op, self, "self", 2);
+  checkRank(op, mat2, "mat2", 2);
+  BP_CHECK(self.size(1) == mat2.size(0), op, ": self is ", shapeString(self.sizes()), " and mat2 is ",
+           shapeString(mat2.sizes()), "; self.size(1) must equal mat2.size(0)");
+  checkSameDtype(op, self, "self", mat2, "mat2");
+  Device d = commonDevice(op, {{"self", &self}, {"mat2", &mat2}});
+  return OutputMeta{Shape{self.size(0), mat2.size(1)}, self.dtype(), d};
+}
+
+void mmOutMeta(const Tensor& self, const Tensor& mat2, const Tensor& out) {
+  checkProductOut(qualified<"mm">(), out, mmRule(self, mat2), {{"self", &self}, {"mat2", &mat2}});
+}
+
+Tensor mmFunctional(const Tensor& self, const Tensor& mat2) {
+  Tensor out = allocate(mmRule(self, mat2));
+  return BP_STANDARD_OP("mm.out", MmOutSig).callChecked(self, mat2, out);
+}
+
+// --- bmm
+
+OutputMeta bmmRule(const Tensor& self, const Tensor& mat2) {
+  const std::string& op = qualified<"bmm">();
+  checkRank(op, self, "self", 3);
+  checkRank(op, mat2, "mat2", 3);
+  BP_CHECK(self.size(0) == mat2.size(0), op, ": self is ", shapeString(self.sizes()), " and mat2 is ",
+           shapeString(mat2.sizes()), "; the batch sizes self.size(0) and mat2.size(0) must be equal");
+  BP_CHECK(self.size(2) == mat2.size(1), op, ": self is ", shapeString(self.sizes()), " and mat2 is ",
+           shapeString(mat2.sizes()), "; self.size(2) must equal mat2.size(1)");
+  checkSameDtype(op, self, "self", mat2, "mat2");
+  Device d = commonDevice(op, {{"self", &self}, {"mat2", &mat2}});
+  return OutputMeta{Shape{self.size(0), self.size(1), mat2.size(2)}, self.dtype(), d};
+}
+
+void bmmOutMeta(const Tensor& self, const Tensor& mat2, const Tensor& out) {
+  checkProductOut(qualified<"bmm">(), out, bmmRule(self, mat2), {{"self", &self}, {"mat2", &mat2}});
+}
+
+Tensor bmmFunctional(const Tensor& self, const Tensor& mat2) {
+  Tensor out = allocate(bmmRule(self, mat2));
+  return BP_STANDARD_OP("bmm.out", MmOutSig).callChecked(self, mat2, out);
+}
+
+// --- addmm: beta * self + alpha * (mat1 @ mat2), self broadcast to the product.
+
+template <FixedString Name>
+OutputMeta addmmRule(const Tensor& self, const Tensor& mat1, const Tensor& mat2, const Scalar& beta,
+                     const Scalar& alpha) {
+  const std::string& op = qualified<Name>();
+  checkDefined(op, self, "self");
+  checkRank(op, mat1, "mat1", 2);
+  checkRank(op, mat2, "mat2", 2);
+  BP_CHECK(mat1.size(1) == mat2.size(0), op, ": mat1 is ", shapeString(mat1.sizes()), " and mat2 is ",
+           shapeString(mat2.sizes()), "; mat1.size(1) must equal mat2.size(0)");
+  checkSameDtype(op, mat1, "mat1", mat2, "mat2");
+  checkSameDtype(op, self, "self", mat1, "mat1");
+  checkScalars(op, mat1.dtype(), beta, alpha);
+  Device d = commonDevice(op, {{"self", &self}, {"mat1", &mat1}, {"mat2", &mat2}});
+  Shape product{mat1.size(0), mat2.size(1)};
+  BP_CHECK(self.dim() <= 2 && broadcastShapes(op, self.sizes(), asRef(product)) == product, op, ": self of shape ",
+           shapeString(self.sizes()), " cannot be broadcast to the product's shape ", shapeString(asRef(product)));
+  return OutputMeta{product, mat1.dtype(), d};
+}
+
+void addmmOutMeta(const Tensor& self, const Tensor& mat1, const Tensor& mat2, const Scalar& beta, const Scalar& alpha,
+                  const Tensor& out) {
+  checkProductOut(qualified<"addmm">(), out, addmmRule<"addmm">(self, mat1, mat2, beta, alpha),
+                  {{"mat1", &mat1}, {"mat2", &mat2}}, {{"self", &self}});
+}
+
+// The backend-agnostic addmm.out: mm, then out = beta * self + alpha * product
+// with elementwise ops. beta == 0 ignores self (NaN in it does not propagate).
+Tensor addmmOutComposite(const Tensor& self, const Tensor& mat1, const Tensor& mat2, const Scalar& beta,
+                         const Scalar& alpha, const Tensor& out) {
+  using BinaryOutSig = Tensor(const Tensor&, const Tensor&, const Tensor&);
+  using AddOutSig = Tensor(const Tensor&, const Tensor&, const Scalar&, const Tensor&);
+  using MulSig = Tensor(const Tensor&, const Tensor&);
+  const Tensor product = BP_STANDARD_OP("mm", MmSig).callChecked(mat1, mat2);
+  if (beta.toDouble() == 0) {
+    return BP_STANDARD_OP("mul.out", BinaryOutSig)
+        .callChecked(product, scalarTensor(alpha, out.dtype(), out.device()), out);
+  }
+  const Tensor base = beta.toDouble() == 1
+                          ? self
+                          : BP_STANDARD_OP("mul.Tensor", MulSig)
+                                .callChecked(self, scalarTensor(beta, out.dtype(), out.device()));
+  return BP_STANDARD_OP("add.out", AddOutSig).callChecked(base, product, alpha, out);
+}
+
+Tensor addmmFunctional(const Tensor& self, const Tensor& mat1, const Tensor& mat2, const Scalar& beta,
+                       const Scalar& alpha) {
+  Tensor out = allocate(addmmRule<"addmm">(self, mat1, mat2, beta, alpha));
+  return BP_STANDARD_OP("addmm.out", AddmmOutSig).callChecked(self, mat1, mat2, beta, alpha, out);
+}
+
+Tensor addmmInplace(const Tensor& self, const Tensor& mat1, const Tensor& mat2, const Scalar& beta,
+                    const Scalar& alpha) {
+  const std::string& op = qualified<"addmm_">();
+  OutputMeta m = addmmRule<"addmm_">(self, mat1, mat2, beta, alpha);
+  BP_CHECK(self.sizes() == asRef(m.sizes), op, ": self has shape ", shapeString(self.sizes()),
+           " but the product has shape ", shapeString(asRef(m.sizes)),
+           "; in place, self must have the product's shape (use addmm to broadcast self)");
+  checkProductOut(op, self, m, {{"mat1", &mat1}, {"mat2", &mat2}});
+  return BP_STANDARD_OP("addmm.out", AddmmOutSig).callChecked(self, mat1, mat2, beta, alpha, self);
+}
+
+// --- matmul (torch.matmul): 1-D operands are a vector (a row on the left, a
+// column on the right, the dimension removed from the result); batch
+// dimensions broadcast.
+
+int64_t numelOf(IntArrayRef s) {
+  int64_t p = 1;
+  for (int64_t v : s) p *= v;
+  return p;
+}
+
+OutputMeta matmulRule(const Tensor& self, const Tensor& other) {
+  const std::string& op = qualified<"matmul">();
+  checkDefined(op, self, "self");
+  checkDefined(op, other, "other");
+  BP_CHECK(self.dim() >= 1 && other.dim() >= 1, op, ": both arguments need at least 1 dimension, but self is ",
+           self.dim(), "-D and other is ", other.dim(), "-D; use mul for scalars");
+  const int64_t k_self = self.size(-1);
+  const int64_t k_other = other.dim() == 1 ? other.size(0) : other.size(-2);
+  BP_CHECK(k_self == k_other, op, ": self is ", shapeString(self.sizes()), " and other is ",
+           shapeString(other.sizes()), "; self.size(-1) must equal ",
+           other.dim() == 1 ? "other.size(0)" : "other.size(-2)");
+  checkSameDtype(op, self, "self", other, "other");
+  Device d = commonDevice(op, {{"self", &self}, {"other", &other}});
+  IntArrayRef batch_self = leading(self.sizes(), 2);
+  IntArrayRef batch_other = leading(other.sizes(), 2);
+  Shape sizes = broadcastShapes(op, batch_self, batch_other);
+  if (self.dim() >= 2) sizes.push_back(self.size(-2));
+  if (other.dim() >= 2) sizes.push_back(other.size(-1));
+  return OutputMeta{sizes, self.dtype(), d};
+}
+
+// Computes matmul(self, other) (rule already applied; result shape `m`)
+// with mm or bmm, into `out` when given (then contiguous, of shape m.sizes).
+Tensor matmulCompute(const Tensor& self, const Tensor& other, const OutputMeta& m, const Tensor* out) {
+  const auto& mm = BP_STANDARD_OP("mm", MmSig);
+  const auto& mm_out = BP_STANDARD_OP("mm.out", MmOutSig);
+  const int64_t k = self.size(-1);
+  // Vectors as a 1-row / 1-column matrix.
+  const Tensor a = self.dim() == 1 ? self.view({1, k}) : self;
+  const Tensor b = other.dim() == 1 ? other.view({k, 1}) : other;
+  const int64_t p = b.size(-1);
+  if (b.dim() == 2) {
+    // Fold self's batch into rows: one mm.
+    const int64_t rows = numelOf(leading(a.sizes(), 1));
+    const Tensor a2 = a.dim() == 2 ? a : a.reshape({rows, k});
+    if (out) {
+      mm_out.callChecked(a2, b, out->view({rows, p}));
+      return *out;
+    }
+    return mm.callChecked(a2, b).view(asRef(m.sizes));
+  }
+  // Batched: broadcast the batch dimensions, flatten them, one bmm.
+  const auto& bmm = BP_STANDARD_OP("bmm", MmSig);
+  const auto& bmm_out = BP_STANDARD_OP("bmm.out", MmOutSig);
+  IntArrayRef batch_a = leading(a.sizes(), 2);
+  IntArrayRef batch_b = leading(b.sizes(), 2);
+  Shape batch = broadcastShapes(qualified<"matmul">(), batch_a, batch_b);
+  const int64_t n = a.size(-2), batches = numelOf(asRef(batch));
+  Shape a_sizes = batch, b_sizes = batch;
+  a_sizes.insert(a_sizes.end(), {n, k});
+  b_sizes.insert(b_sizes.end(), {k, p});
+  const Tensor a3 = a.expand(asRef(a_sizes)).reshape({batches, n, k});
+  const Tensor b3 = b.expand(asRef(b_sizes)).reshape({batches, k, p});
+  if (out) {
+    bmm_out.callChecked(a3, b3, out->view({batches, n, p}));
+    return *out;
+  }
+  return bmm.callChecked(a3, b3).view(asRef(m.sizes));
+}
+
+Tensor matmulFunctional(const Tensor& self, const Tensor& other) {
+  return matmulCompute(self, other, matmulRule(self, other), nullptr);
+}
+
+void matmulOutMeta(const Tensor& self, const Tensor& other, const Tensor& out) {
+  const std::string& op = qualified<"matmul">();
+  checkProductOut(op, out, matmulRule(self, other), {{"self", &self}, {"other", &other}});
+  BP_CHECK(out.is_contiguous(), op, ": argument 'out' must be contiguous (it is written through a view of shape ",
+           "[batch, rows, columns]); pass a contiguous tensor or an empty one");
+}
+
+Tensor matmulOut(const Tensor& self, const Tensor& other, const Tensor& out) {
+  return matmulCompute(self, other, matmulRule(self, other), &out);
+}
+
+// --- linear: input @ weight.T + bias, over any leading dimensions of input.
+
+Tensor linearComposite(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias_opt) {
+  const std::string& op = qualified<"linear">();
+  checkDefined(op, input, "input");
+  checkDefined(op, weight, "weight");
+  const Tensor bias = bias_opt.value_or(Tensor());
+  BP_CHECK(input.dim() >= 1, op, ": input must have at least 1 dimension, but it is 0-d");
+  BP_CHECK(weight.dim() == 1 || weight.dim() == 2, op, ": weight must be [out_features, in_features] (2-D) or ",
+           "[in_features] (1-D), but got shape ", shapeString(weight.sizes()));
+  BP_CHECK(input.size(-1) == weight.size(-1), op, ": input is ", shapeString(input.sizes()), " and weight is ",
+           shapeString(weight.sizes()), "; input.size(-1) must equal weight.size(-1) (in_features)");
+  checkSameDtype(op, input, "input", weight, "weight");
+  if (bias.defined()) checkSameDtype(op, input, "input", bias, "bias");
+  commonDevice(op, {{"input", &input}, {"weight", &weight}, {"bias", &bias}});
+  const Tensor wt = weight.dim() == 2 ? weight.t() : weight;
+  if (bias.defined() && weight.dim() == 2 && bias.dim() <= 1) {
+    // One fused addmm over the rows of input (the common case).
+    const int64_t in = input.size(-1), out_features = weight.size(0);
+    const int64_t rows = numelOf(leading(input.sizes(), 1));
+    const Tensor x = input.dim() == 2 ? input : input.reshape({rows, in});
+    Tensor r = BP_STANDARD_OP("addmm", AddmmSig).callChecked(bias, x, wt, Scalar(1), Scalar(1));
+    if (input.dim() == 2) return r;
+    Shape sizes = toShape(leading(input.sizes(), 1));
+    sizes.push_back(out_features);
+    return r.view(asRef(sizes));
+  }
+  Tensor r = BP_STANDARD_OP("matmul", MmSig).callChecked(input, wt);
+  if (!bias.defined()) return r;
+  using AddSig = Tensor(const Tensor&, const Tensor&, const Scalar&);
+  return BP_STANDARD_OP("add.Tensor", AddSig).callChecked(r, bias, Scalar(1));
+}
+
+}  // namespace
+
+void addLinalgOps(std::vector<StandardOp>& ops) {
+  auto add = [&](std::string schema, KernelFunction meta = {}, KernelFunction composite = {}) {
+    ops.push_back(StandardOp{std::move(schema), std::move(meta), std::move(composite), "linalg"});
+  };
+  add("mm(Tensor self, Tensor mat2) -> Tensor", {}, KernelFunction::makeFromFunction(BP_FN(mmFunctional)));
+  add("mm.out(Tensor self, Tensor mat2, *, Tensor(a!) out) -> Tensor(a!)",
+      KernelFunction::makeFromFunction(BP_FN(mmOutMeta)));
+  add("bmm(Tensor self, Tensor mat2) -> Tensor", {}, KernelFunction::makeFromFunction(BP_FN(bmmFunctional)));
+  add("bmm.out(Tensor self, Tensor mat2, *, Tensor(a!) out) -> Tensor(a!)",
+      KernelFunction::makeFromFunction(BP_FN(bmmOutMeta)));
+  add("addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor", {},
+      KernelFunction::makeFromFunction(BP_FN(addmmFunctional)));
+  add("addmm_(Tensor(a!) self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)", {},
+      KernelFunction::makeFromFunction(BP_FN(addmmInplace)));
+  add("addmm.out(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1, Tensor(a!) out) -> "
+      "Tensor(a!)",
+      KernelFunction::makeFromFunction(BP_FN(addmmOutMeta)),
+      KernelFunction::makeFromFunction(BP_FN(addmmOutComposite)));
+  add("matmul(Tensor self, Tensor other) -> Tensor", {}, KernelFunction::makeFromFunction(BP_FN(matmulFunctional)));
+  add("matmul.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)",
+      KernelFunction::makeFromFunction(BP_FN(matmulOutMeta)), KernelFunction::makeFromFunction(BP_FN(matmulOut)));
+  add("linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor", {},
+      KernelFunction::makeFromFunction(BP_FN(linearComposite)));
+}
 
 }  // namespace backplane::ops

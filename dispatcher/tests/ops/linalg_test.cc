@@ -1,9 +1,432 @@
 // Standard operators, family "linalg": each op against a double-precision
 // reference through the CPU plugin.
+#include "test_device.h"
 #include "ops_test_util.h"
 
 namespace backplane::ops_test {
 namespace {
+
+using ::testing::HasSubstr;
+
+const std::vector<ScalarType> kAllDtypes = {ScalarType::Float32, ScalarType::Float64, ScalarType::Float16,
+                                            ScalarType::BFloat16, ScalarType::Int32,  ScalarType::Int64,
+                                            ScalarType::Int8,     ScalarType::UInt8};
+
+// Integer results wrap to the dtype (as PyTorch's integer arithmetic); the
+// reference is exact in double, so wrap it the same way.
+double wrapTo(ScalarType dtype, double v) {
+  switch (dtype) {
+    case ScalarType::Int8: return static_cast<int8_t>(static_cast<int64_t>(v));
+    case ScalarType::UInt8: return static_cast<uint8_t>(static_cast<int64_t>(v));
+    case ScalarType::Int32: return static_cast<int32_t>(static_cast<int64_t>(v));
+    default: return v;
+  }
+}
+
+// Inputs of `dtype`: small integers (non-negative for uint8), or [-2, 2).
+Tensor input(IntArrayRef sizes, ScalarType dtype, uint32_t seed) {
+  return randomTensor(sizes, dtype, seed, dtype == ScalarType::UInt8 ? 0 : -2, 2);
+}
+
+// Tolerance of a product with inner dimension k: rounding grows with k.
+double productTol(ScalarType dtype, int64_t k) { return tolerance(dtype) * static_cast<double>(std::max<int64_t>(k, 1)); }
+
+// Row-major product of [b, m, k] and [b, k, n] (batch strides 0 broadcast).
+std::vector<double> refBmm(const std::vector<double>& a, const std::vector<double>& b, int64_t batch, int64_t m,
+                           int64_t k, int64_t n, bool a_bcast = false, bool b_bcast = false) {
+  std::vector<double> c(static_cast<size_t>(batch * m * n), 0.0);
+  for (int64_t z = 0; z < batch; ++z)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (int64_t l = 0; l < k; ++l)
+          s += a[(a_bcast ? 0 : z * m * k) + i * k + l] * b[(b_bcast ? 0 : z * k * n) + l * n + j];
+        c[z * m * n + i * n + j] = s;
+      }
+  return c;
+}
+
+std::vector<double> wrapAll(ScalarType dtype, std::vector<double> v) {
+  for (double& x : v) x = wrapTo(dtype, x);
+  return v;
+}
+
+// --- mm
+
+TEST(Mm, EveryDtypeMatchesReference) {
+  const std::vector<std::array<int64_t, 3>> shapes = {{3, 4, 5}, {1, 7, 1}, {17, 33, 9}, {64, 65, 66}};
+  for (ScalarType dtype : kAllDtypes) {
+    for (auto [m, k, n] : shapes) {
+      SCOPED_TRACE(::testing::Message() << dtype << " " << m << "x" << k << "x" << n);
+      Tensor a = input({m, k}, dtype, 1), b = input({k, n}, dtype, 2);
+      Tensor c = callT("mm", {a, b});
+      expectClose(c, wrapAll(dtype, refBmm(values(a), values(b), 1, m, k, n)), {m, n}, dtype, productTol(dtype, k));
+    }
+  }
+}
+
+TEST(Mm, TransposedSlicedAndExpandedInputs) {
+  for (ScalarType dtype : {ScalarType::Float32, ScalarType::Float64, ScalarType::BFloat16, ScalarType::Int64}) {
+    SCOPED_TRACE(::testing::Message() << dtype);
+    Tensor at = input({6, 5}, dtype, 3).t();                            // [5, 6], column-major
+    Tensor bs = input({6, 16}, dtype, 4).slice(1, 0, 16, 2);            // [6, 8], column stride 2
+    Tensor bt = input({8, 6}, dtype, 5).t();                            // [6, 8] transposed
+    Tensor row = input({1, 8}, dtype, 6).expand({6, 8});               // stride-0 rows
+    Tensor rows = input({12, 6}, dtype, 7).slice(0, 0, 12, 2);          // [6, 6] every other row
+    for (const Tensor& b : {bs, bt, row}) {
+      Tensor c = callT("mm", {at, b});
+      expectClose(c, refBmm(values(at), values(b), 1, 5, 6, 8), {5, 8}, dtype, productTol(dtype, 6));
+    }
+    Tensor c = callT("mm", {rows, bt});
+    expectClose(c, refBmm(values(rows), values(bt), 1, 6, 6, 8), {6, 8}, dtype, productTol(dtype, 6));
+  }
+}
+
+TEST(Mm, EmptyInnerDimensionGivesZerosAndEmptyRowsGiveEmpty) {
+  for (ScalarType dtype : {ScalarType::Float32, ScalarType::Float64, ScalarType::Float16, ScalarType::Int32}) {
+    Tensor c = callT("mm", {input({3, 0}, dtype, 1), input({0, 4}, dtype, 2)});
+    expectClose(c, std::vector<double>(12, 0.0), {3, 4}, dtype);
+    Tensor e = callT("mm", {input({0, 5}, dtype, 1), input({5, 4}, dtype, 2)});
+    EXPECT_EQ(e.sizes(), IntArrayRef({0, 4}));
+    Tensor f = callT("mm", {input({3, 5}, dtype, 1), input({5, 0}, dtype, 2)});
+    EXPECT_EQ(f.sizes(), IntArrayRef({3, 0}));
+  }
+}
+
+TEST(Mm, OutArgument) {
+  Tensor a = input({4, 3}, ScalarType::Float32, 1), b = input({3, 5}, ScalarType::Float32, 2);
+  const std::vector<double> ref = refBmm(values(a), values(b), 1, 4, 3, 5);
+  // Preallocated, returned as is.
+  Tensor out = emptyTensor({4, 5}, ScalarType::Float32);
+  Tensor r = callT("mm.out", {a, b, out});
+  EXPECT_EQ(r.data_ptr(), out.data_ptr());
+  expectClose(out, ref, {4, 5}, ScalarType::Float32);
+  // Non-contiguous (transposed) out.
+  Tensor outt = emptyTensor({5, 4}, ScalarType::Float32).t();
+  callT("mm.out", {a, b, outt});
+  expectClose(outt, ref, {4, 5}, ScalarType::Float32);
+  // Empty out is resized.
+  Tensor empty = emptyTensor({0}, ScalarType::Float32);
+  callT("mm.out", {a, b, empty});
+  expectClose(empty, ref, {4, 5}, ScalarType::Float32);
+  // Wrong shape, wrong dtype, aliasing an input.
+  EXPECT_THAT(errorOf([&] { callT("mm.out", {a, b, emptyTensor({2, 2}, ScalarType::Float32)}); }),
+              HasSubstr("bp::mm: argument 'out' has shape [2, 2] but the result has shape [4, 5]"));
+  EXPECT_THAT(errorOf([&] { callT("mm.out", {a, b, emptyTensor({4, 5}, ScalarType::Float64)}); }),
+              HasSubstr("bp::mm: argument 'out' has dtype float64 but the result has dtype float32"));
+  Tensor sq = input({3, 3}, ScalarType::Float32, 1);
+  EXPECT_THAT(errorOf([&] { callT("mm.out", {sq, sq, sq}); }), HasSubstr("shares memory with input 'self'"));
+}
+
+TEST(Mm, Errors) {
+  Tensor a = input({2, 3}, ScalarType::Float32, 1);
+  EXPECT_THAT(errorOf([&] { callT("mm", {a, input({4, 5}, ScalarType::Float32, 2)}); }),
+              HasSubstr("bp::mm: self is [2, 3] and mat2 is [4, 5]; self.size(1) must equal mat2.size(0)"));
+  EXPECT_THAT(errorOf([&] { callT("mm", {a, input({3}, ScalarType::Float32, 2)}); }),
+              HasSubstr("bp::mm: mat2 must be a matrix (2-D), but got a 1-D tensor of shape [3]"));
+  EXPECT_THAT(errorOf([&] { callT("mm", {a, input({3, 2}, ScalarType::Float64, 2)}); }),
+              HasSubstr("bp::mm: expected self and mat2 to have the same dtype, but got float32 and float64"));
+  Tensor bools = fromDoubles({1, 0, 1, 1}, {2, 2}, ScalarType::Bool);
+  EXPECT_THAT(errorOf([&] { callT("mm", {bools, bools}); }),
+              HasSubstr("does not support dtype bool (argument 'self'); supported: "));
+}
+
+// --- bmm
+
+TEST(Bmm, EveryDtypeMatchesReference) {
+  for (ScalarType dtype : kAllDtypes) {
+    SCOPED_TRACE(::testing::Message() << dtype);
+    Tensor a = input({4, 3, 6}, dtype, 1), b = input({4, 6, 5}, dtype, 2);
+    Tensor c = callT("bmm", {a, b});
+    expectClose(c, wrapAll(dtype, refBmm(values(a), values(b), 4, 3, 6, 5)), {4, 3, 5}, dtype, productTol(dtype, 6));
+  }
+}
+
+TEST(Bmm, StridedAndBroadcastBatches) {
+  for (ScalarType dtype : {ScalarType::Float32, ScalarType::Float64, ScalarType::Float16}) {
+    SCOPED_TRACE(::testing::Message() << dtype);
+    Tensor a = input({3, 5, 4}, dtype, 1).transpose(1, 2);  // [3, 4, 5], column-major matrices
+    Tensor b = input({5, 3, 2}, dtype, 2).permute({1, 0, 2});  // [3, 5, 2], batch not outermost
+    Tensor c = callT("bmm", {a, b});
+    expectClose(c, refBmm(values(a), values(b), 3, 4, 5, 2), {3, 4, 2}, dtype, productTol(dtype, 5));
+    // One matrix broadcast over the batch (stride 0), on either side.
+    Tensor one = input({1, 5, 2}, dtype, 3);
+    Tensor bc = callT("bmm", {a, one.expand({3, 5, 2})});
+    expectClose(bc, refBmm(values(a), values(one), 3, 4, 5, 2, false, true), {3, 4, 2}, dtype,
+                productTol(dtype, 5));
+    Tensor lone = input({1, 4, 5}, dtype, 4);
+    Tensor lc = callT("bmm", {lone.expand({3, 4, 5}), b});
+    expectClose(lc, refBmm(values(lone), values(b), 3, 4, 5, 2, true, false), {3, 4, 2}, dtype,
+                productTol(dtype, 5));
+  }
+}
+
+TEST(Bmm, EmptyOutAndErrors) {
+  Tensor z = callT("bmm", {input({2, 3, 0}, ScalarType::Float32, 1), input({2, 0, 4}, ScalarType::Float32, 2)});
+  expectClose(z, std::vector<double>(24, 0.0), {2, 3, 4}, ScalarType::Float32);
+  EXPECT_EQ(callT("bmm", {input({0, 3, 2}, ScalarType::Float32, 1), input({0, 2, 4}, ScalarType::Float32, 2)}).sizes(),
+            IntArrayRef({0, 3, 4}));
+  Tensor a = input({2, 3, 4}, ScalarType::Float64, 1), b = input({2, 4, 5}, ScalarType::Float64, 2);
+  Tensor out = emptyTensor({2, 3, 5}, ScalarType::Float64);
+  callT("bmm.out", {a, b, out});
+  expectClose(out, refBmm(values(a), values(b), 2, 3, 4, 5), {2, 3, 5}, ScalarType::Float64, productTol(ScalarType::Float64, 4));
+  EXPECT_THAT(errorOf([&] { callT("bmm", {a, input({3, 4, 5}, ScalarType::Float64, 2)}); }),
+              HasSubstr("bp::bmm: self is [2, 3, 4] and mat2 is [3, 4, 5]; the batch sizes"));
+  EXPECT_THAT(errorOf([&] { callT("bmm", {a, input({2, 3, 5}, ScalarType::Float64, 2)}); }),
+              HasSubstr("self.size(2) must equal mat2.size(1)"));
+  EXPECT_THAT(errorOf([&] { callT("bmm", {input({3, 4}, ScalarType::Float64, 1), b}); }),
+              HasSubstr("bp::bmm: self must be a batch of matrices (3-D), but got a 2-D tensor"));
+}
+
+// --- matmul
+
+// torch.matmul's reference: 1-D operands become a row (left) / column
+// (right), batch dimensions broadcast, the added dimensions are removed.
+std::vector<double> refMatmul(const Tensor& a, const Tensor& b) {
+  std::vector<int64_t> as(a.sizes().begin(), a.sizes().end()), bs(b.sizes().begin(), b.sizes().end());
+  if (as.size() == 1) as.insert(as.begin(), 1);
+  if (bs.size() == 1) bs.push_back(1);
+  const int64_t m = as[as.size() - 2], k = as.back(), n = bs.back();
+  std::vector<int64_t> abatch(as.begin(), as.end() - 2), bbatch(bs.begin(), bs.end() - 2);
+  const size_t nb = std::max(abatch.size(), bbatch.size());
+  abatch.insert(abatch.begin(), nb - abatch.size(), 1);
+  bbatch.insert(bbatch.begin(), nb - bbatch.size(), 1);
+  std::vector<int64_t> batch(nb);
+  int64_t total = 1;
+  for (size_t i = 0; i < nb; ++i) total *= (batch[i] = abatch[i] == 1 ? bbatch[i] : abatch[i]);
+  const std::vector<double> av = values(a), bv = values(b);
+  std::vector<double> out;
+  for (int64_t z = 0; z < total; ++z) {
+    // Batch index -> offsets in a and b (size-1 dims broadcast).
+    int64_t rem = z, aoff = 0, boff = 0, astride = 1, bstride = 1;
+    for (size_t d = nb; d-- > 0;) {
+      const int64_t idx = rem % batch[d];
+      rem /= batch[d];
+      aoff += (abatch[d] == 1 ? 0 : idx) * astride;
+      boff += (bbatch[d] == 1 ? 0 : idx) * bstride;
+      astride *= abatch[d];
+      bstride *= bbatch[d];
+    }
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (int64_t l = 0; l < k; ++l) s += av[aoff * m * k + i * k + l] * bv[boff * k * n + l * n + j];
+        out.push_back(s);
+      }
+  }
+  return out;
+}
+
+TEST(Matmul, AllRankCombinations) {
+  struct Case {
+    std::vector<int64_t> a, b, result;
+  };
+  const std::vector<Case> cases = {
+      {{4}, {4}, {}},                          // dot
+      {{3, 4}, {4}, {3}},                      // matrix-vector
+      {{4}, {4, 5}, {5}},                      // vector-matrix
+      {{3, 4}, {4, 5}, {3, 5}},                // mm
+      {{2, 3, 4}, {4, 5}, {2, 3, 5}},          // batch folded into rows
+      {{2, 3, 4}, {4}, {2, 3}},                // batch x vector
+      {{4}, {2, 4, 5}, {2, 5}},                // vector x batch
+      {{3, 4}, {2, 4, 5}, {2, 3, 5}},          // matrix broadcast over other's batch
+      {{2, 1, 3, 4}, {5, 4, 2}, {2, 5, 3, 2}}, // batch dims broadcast both ways
+      {{2, 3, 0}, {0, 5}, {2, 3, 5}},          // empty inner dimension
+      {{0, 3, 4}, {4, 5}, {0, 3, 5}},          // empty batch
+  };
+  for (ScalarType dtype : {ScalarType::Float32, ScalarType::Float64, ScalarType::BFloat16, ScalarType::Int64}) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(::testing::Message() << dtype << " " << IntArrayRef(c.a) << " @ " << IntArrayRef(c.b));
+      Tensor a = input(c.a, dtype, 1), b = input(c.b, dtype, 2);
+      Tensor r = callT("matmul", {a, b});
+      expectClose(r, refMatmul(a, b), c.result, dtype, productTol(dtype, a.size(-1)));
+      Tensor out = emptyTensor({0}, dtype);
+      callT("matmul.out", {a, b, out});
+      expectClose(out, refMatmul(a, b), c.result, dtype, productTol(dtype, a.size(-1)));
+    }
+  }
+}
+
+TEST(Matmul, NonContiguousOperands) {
+  Tensor a = input({4, 2, 3}, ScalarType::Float32, 1).permute({1, 2, 0});  // [2, 3, 4]
+  Tensor b = input({5, 4}, ScalarType::Float32, 2).t();                     // [4, 5]
+  expectClose(callT("matmul", {a, b}), refMatmul(a, b), {2, 3, 5}, ScalarType::Float32, productTol(ScalarType::Float32, 4));
+  Tensor b3 = input({2, 5, 4}, ScalarType::Float32, 3).transpose(1, 2);  // [2, 4, 5]
+  expectClose(callT("matmul", {a, b3}), refMatmul(a, b3), {2, 3, 5}, ScalarType::Float32,
+              productTol(ScalarType::Float32, 4));
+}
+
+TEST(Matmul, Errors) {
+  Tensor a = input({2, 3}, ScalarType::Float32, 1);
+  EXPECT_THAT(errorOf([&] { callT("matmul", {a, input({4, 5}, ScalarType::Float32, 2)}); }),
+              HasSubstr("bp::matmul: self is [2, 3] and other is [4, 5]; self.size(-1) must equal other.size(-2)"));
+  EXPECT_THAT(errorOf([&] { callT("matmul", {a, input({4}, ScalarType::Float32, 2)}); }),
+              HasSubstr("self.size(-1) must equal other.size(0)"));
+  EXPECT_THAT(errorOf([&] { callT("matmul", {input({}, ScalarType::Float32, 1), a}); }),
+              HasSubstr("bp::matmul: both arguments need at least 1 dimension"));
+  EXPECT_THAT(errorOf([&] { callT("matmul", {input({2, 2, 3}, ScalarType::Float32, 1), input({3, 3, 4}, ScalarType::Float32, 1)}); }),
+              HasSubstr("cannot be broadcast"));
+  EXPECT_THAT(errorOf([&] { callT("matmul", {a, input({3, 2}, ScalarType::Int32, 1)}); }),
+              HasSubstr("same dtype, but got float32 and int32"));
+  EXPECT_THAT(errorOf([&] { callT("matmul.out", {a, input({3, 2}, ScalarType::Float32, 1),
+                                                 emptyTensor({2, 2}, ScalarType::Float32).t()}); }),
+              HasSubstr("argument 'out' must be contiguous"));
+}
+
+// --- addmm
+
+std::vector<double> refAddmm(const std::vector<double>& self, IntArrayRef self_sizes, const std::vector<double>& prod,
+                             int64_t m, int64_t n, double beta, double alpha) {
+  std::vector<double> out(static_cast<size_t>(m * n));
+  const int64_t sd = static_cast<int64_t>(self_sizes.size());
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      // self broadcast to [m, n].
+      int64_t si = 0;
+      if (sd == 1) si = self_sizes[0] == 1 ? 0 : j;
+      if (sd == 2) si = (self_sizes[0] == 1 ? 0 : i) * self_sizes[1] + (self_sizes[1] == 1 ? 0 : j);
+      const double s = beta == 0 ? 0 : beta * self[si];
+      out[i * n + j] = s + alpha * prod[i * n + j];
+    }
+  return out;
+}
+
+TEST(Addmm, BroadcastSelfAndScalars) {
+  const std::vector<std::vector<int64_t>> self_shapes = {{}, {6}, {1, 6}, {4, 1}, {4, 6}};
+  for (ScalarType dtype : kAllDtypes) {
+    const bool floating = isFloatingType(dtype);
+    const std::vector<std::pair<double, double>> scalars =
+        floating ? std::vector<std::pair<double, double>>{{1, 1}, {0.5, 2}, {0, -1.5}, {-1, 0.25}}
+                 : std::vector<std::pair<double, double>>{{1, 1}, {2, 3}, {0, -1}};
+    for (const auto& ss : self_shapes) {
+      for (auto [beta, alpha] : scalars) {
+        SCOPED_TRACE(::testing::Message() << dtype << " self " << IntArrayRef(ss) << " beta " << beta << " alpha "
+                                          << alpha);
+        Tensor self = input(ss, dtype, 1), m1 = input({4, 5}, dtype, 2), m2 = input({5, 6}, dtype, 3);
+        IValue b = floating ? IValue(Scalar(beta)) : IValue(Scalar(static_cast<int64_t>(beta)));
+        IValue al = floating ? IValue(Scalar(alpha)) : IValue(Scalar(static_cast<int64_t>(alpha)));
+        Tensor r = callT("addmm", {self, m1, m2, b, al});
+        expectClose(r,
+                    wrapAll(dtype, refAddmm(values(self), self.sizes(), refBmm(values(m1), values(m2), 1, 4, 5, 6), 4,
+                                            6, beta, alpha)),
+                    {4, 6}, dtype, productTol(dtype, 5) * 4);
+      }
+    }
+  }
+}
+
+TEST(Addmm, BetaZeroIgnoresNaNAndEmptyInnerDimension) {
+  Tensor self = fromDoubles({NAN, 1, 2}, {3}, ScalarType::Float32);
+  Tensor m1 = input({2, 4}, ScalarType::Float32, 1), m2 = input({4, 3}, ScalarType::Float32, 2);
+  Tensor r = callT("addmm", {self, m1, m2, Scalar(0), Scalar(1)});
+  expectClose(r, refBmm(values(m1), values(m2), 1, 2, 4, 3), {2, 3}, ScalarType::Float32, productTol(ScalarType::Float32, 4));
+  // k == 0: beta * self broadcast.
+  Tensor s = input({3}, ScalarType::Float64, 3);
+  Tensor z = callT("addmm", {s, input({2, 0}, ScalarType::Float64, 1), input({0, 3}, ScalarType::Float64, 1),
+                             Scalar(2.0), Scalar(1.0)});
+  std::vector<double> sv = values(s), expect;
+  for (int i = 0; i < 2; ++i)
+    for (double v : sv) expect.push_back(2 * v);
+  expectClose(z, expect, {2, 3}, ScalarType::Float64);
+}
+
+TEST(Addmm, OutInPlaceAndTransposed) {
+  Tensor m1 = input({5, 4}, ScalarType::Float32, 1).t(), m2 = input({5, 3}, ScalarType::Float32, 2);  // [4,5]@[5,3]
+  const std::vector<double> prod = refBmm(values(m1), values(m2), 1, 4, 5, 3);
+  Tensor self = input({4, 3}, ScalarType::Float32, 3);
+  const std::vector<double> ref = refAddmm(values(self), self.sizes(), prod, 4, 3, 0.5, 2);
+  Tensor out = emptyTensor({3, 4}, ScalarType::Float32).t();
+  callT("addmm.out", {self, m1, m2, Scalar(0.5), Scalar(2.0), out});
+  expectClose(out, ref, {4, 3}, ScalarType::Float32, productTol(ScalarType::Float32, 5));
+  // In place, on a transposed self.
+  Tensor selft = input({3, 4}, ScalarType::Float32, 3).t();
+  const std::vector<double> reft = refAddmm(values(selft), selft.sizes(), prod, 4, 3, 0.5, 2);
+  Tensor r = callT("addmm_", {selft, m1, m2, Scalar(0.5), Scalar(2.0)});
+  EXPECT_EQ(r.data_ptr(), selft.data_ptr());
+  expectClose(selft, reft, {4, 3}, ScalarType::Float32, productTol(ScalarType::Float32, 5));
+  EXPECT_THAT(errorOf([&] { callT("addmm_", {input({3}, ScalarType::Float32, 1), m1, m2, Scalar(1), Scalar(1)}); }),
+              HasSubstr("bp::addmm_: self has shape [3] but the product has shape [4, 3]"));
+}
+
+TEST(Addmm, Errors) {
+  Tensor m1 = input({4, 5}, ScalarType::Float32, 1), m2 = input({5, 3}, ScalarType::Float32, 2);
+  EXPECT_THAT(errorOf([&] { callT("addmm", {input({4}, ScalarType::Float32, 1), m1, m2, Scalar(1), Scalar(1)}); }),
+              HasSubstr("bp::addmm"));
+  EXPECT_THAT(errorOf([&] { callT("addmm", {input({2, 4, 3}, ScalarType::Float32, 1), m1, m2, Scalar(1), Scalar(1)}); }),
+              HasSubstr("bp::addmm: self of shape [2, 4, 3] cannot be broadcast to the product's shape [4, 3]"));
+  EXPECT_THAT(errorOf([&] { callT("addmm", {input({3}, ScalarType::Float32, 1), m1, input({4, 3}, ScalarType::Float32, 1), Scalar(1), Scalar(1)}); }),
+              HasSubstr("bp::addmm: mat1 is [4, 5] and mat2 is [4, 3]; mat1.size(1) must equal mat2.size(0)"));
+  EXPECT_THAT(errorOf([&] { callT("addmm", {input({3}, ScalarType::Float64, 1), m1, m2, Scalar(1), Scalar(1)}); }),
+              HasSubstr("expected self and mat1 to have the same dtype, but got float64 and float32"));
+  Tensor i1 = input({4, 5}, ScalarType::Int32, 1), i2 = input({5, 3}, ScalarType::Int32, 2);
+  EXPECT_THAT(errorOf([&] { callT("addmm", {input({3}, ScalarType::Int32, 1), i1, i2, Scalar(0.5), Scalar(1)}); }),
+              HasSubstr("beta and alpha must be integers"));
+  EXPECT_THAT(errorOf([&] { callT("addmm.out", {input({3}, ScalarType::Float32, 1), m1, m2, Scalar(1), Scalar(1), m1}); }),
+              HasSubstr("argument 'out' has shape [4, 5] but the result has shape [4, 3]"));
+}
+
+// --- linear
+
+TEST(Linear, MatchesReference) {
+  for (ScalarType dtype : {ScalarType::Float32, ScalarType::Float64, ScalarType::BFloat16, ScalarType::Int32}) {
+    SCOPED_TRACE(::testing::Message() << dtype);
+    Tensor x = input({2, 3, 4}, dtype, 1), w = input({5, 4}, dtype, 2), bias = input({5}, dtype, 3);
+    const std::vector<double> xv = values(x), wv = values(w), bv = values(bias);
+    auto ref = [&](const std::vector<double>& in, int64_t rows, bool with_bias) {
+      std::vector<double> out;
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t o = 0; o < 5; ++o) {
+          double s = with_bias ? bv[o] : 0;
+          for (int64_t i = 0; i < 4; ++i) s += in[r * 4 + i] * wv[o * 4 + i];
+          out.push_back(s);
+        }
+      return out;
+    };
+    const double tol = productTol(dtype, 4) * 2;
+    expectClose(callT("linear", {x, w, bias}), ref(xv, 6, true), {2, 3, 5}, dtype, tol);
+    expectClose(callT("linear", {x, w, IValue()}), ref(xv, 6, false), {2, 3, 5}, dtype, tol);
+    Tensor x1 = input({4}, dtype, 4);
+    expectClose(callT("linear", {x1, w, bias}), ref(values(x1), 1, true), {5}, dtype, tol);
+    Tensor x2 = input({4, 3}, dtype, 5).t();  // [3, 4] non-contiguous
+    expectClose(callT("linear", {x2, w, bias}), ref(values(x2), 3, true), {3, 5}, dtype, tol);
+  }
+}
+
+TEST(Linear, Errors) {
+  Tensor x = input({2, 4}, ScalarType::Float32, 1);
+  EXPECT_THAT(errorOf([&] { callT("linear", {x, input({5, 3}, ScalarType::Float32, 2), IValue()}); }),
+              HasSubstr("bp::linear: input is [2, 4] and weight is [5, 3]; input.size(-1) must equal weight.size(-1)"));
+  EXPECT_THAT(errorOf([&] { callT("linear", {x, input({5, 4}, ScalarType::Float64, 2), IValue()}); }),
+              HasSubstr("same dtype"));
+  EXPECT_THAT(errorOf([&] { callT("linear", {x, input({2, 5, 4}, ScalarType::Float32, 2), IValue()}); }),
+              HasSubstr("weight must be [out_features, in_features]"));
+}
+
+// --- a device whose memory the host cannot read: composites and CPU fallback
+
+TEST(LinalgOnDevice, CompositesAndFallbackWork) {
+  auto& dev = testing::TestDevice::install("testdev", 2);
+  const Device d = dev.device(0);
+  Tensor a = input({3, 4}, ScalarType::Float32, 1), b = input({4, 5}, ScalarType::Float32, 2);
+  Tensor bias = input({5}, ScalarType::Float32, 3);
+  const std::vector<double> av = values(a), bv = values(b), biasv = values(bias);
+  Tensor da = fromDoubles(av, {3, 4}, ScalarType::Float32, d), db = fromDoubles(bv, {4, 5}, ScalarType::Float32, d);
+  Tensor dbias = fromDoubles(biasv, {5}, ScalarType::Float32, d);
+  const std::vector<double> prod = refBmm(av, bv, 1, 3, 4, 5);
+  Tensor r = callT("mm", {da, db});
+  EXPECT_EQ(r.device(), d);
+  expectClose(r, prod, {3, 5}, ScalarType::Float32, productTol(ScalarType::Float32, 4));
+  expectClose(callT("matmul", {da, db}), prod, {3, 5}, ScalarType::Float32, productTol(ScalarType::Float32, 4));
+  Tensor ad = callT("addmm", {dbias, da, db, Scalar(0.5), Scalar(2.0)});
+  EXPECT_EQ(ad.device(), d);
+  expectClose(ad, refAddmm(biasv, {5}, prod, 3, 5, 0.5, 2), {3, 5}, ScalarType::Float32,
+              productTol(ScalarType::Float32, 4) * 2);
+  Tensor lin = callT("linear", {da, fromDoubles(bv, {4, 5}, ScalarType::Float32, d).t(), dbias});
+  expectClose(lin, refAddmm(biasv, {5}, prod, 3, 5, 1, 1), {3, 5}, ScalarType::Float32,
+              productTol(ScalarType::Float32, 4) * 2);
+  EXPECT_THAT(errorOf([&] { callT("mm", {da, b}); }),
+              HasSubstr("bp::mm: expected all tensors on one device, but argument 'self' is on"));
+}
 
 }  // namespace
 }  // namespace backplane::ops_test
