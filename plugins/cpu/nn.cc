@@ -1,8 +1,500 @@
+// "nn" kernels of the CPU plugin: conv2d (oneDNN for float32, a direct loop
+// for float64), max/avg pooling, batch_norm and layer_norm (loops). The
+// dispatcher's meta kernels have validated every argument (shapes, channel
+// and group counts, kernel/stride/padding values), so these kernels only
+// check what is specific to the CPU: device and dtype.
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <unordered_map>
+#include <utility>
+#include <string>
+#include <vector>
+
 #include "cpu_common.h"
+#include "dnnl_util.h"
 #include "kernels.h"
+
+namespace {
+
+using namespace bp_cpu;
+
+// Below this many output elements (times the work per element) a loop runs
+// on the calling thread: waking the OpenMP team costs more than it saves.
+constexpr int64_t kParallelWork = 1 << 15;
+
+const std::initializer_list<ScalarType> kFloatTypes = {ScalarType::Float32, ScalarType::Float64, ScalarType::Float16,
+                                                      ScalarType::BFloat16};
+
+// An `int[2]` argument ({h, w}); the meta kernel has checked its length.
+std::array<int64_t, 2> pair(bp::IntList v) {
+  return v.size() == 1 ? std::array<int64_t, 2>{v[0], v[0]} : std::array<int64_t, 2>{v[0], v[1]};
+}
+
+// Copies `n` elements of `bytes` bytes each with element strides.
+template <size_t kBytes>
+void copyRow(const char* src, int64_t src_stride, char* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) std::memcpy(dst + i * kBytes, src + i * src_stride * kBytes, kBytes);
+}
+
+// `t` itself if it is contiguous, else a contiguous copy (any dtype).
+bp::Tensor contiguous(const bp::Tensor& t) {
+  if (t.is_contiguous()) return t;
+  bp::Tensor out = bp::Tensor::empty(t.sizes(), t.dtype(), t.device());
+  if (t.numel() == 0) return out;
+  const size_t es = t.element_size();
+  const auto* src = static_cast<const char*>(t.data_ptr());
+  auto* dst = static_cast<char*>(out.data_ptr());
+  const int64_t nd = t.dim();
+  const int64_t inner = nd == 0 ? 1 : t.size(nd - 1);
+  const int64_t inner_stride = nd == 0 ? 1 : t.stride(nd - 1);
+  std::vector<int64_t> index(static_cast<size_t>(std::max<int64_t>(nd - 1, 0)), 0);
+  for (int64_t done = 0; done < t.numel(); done += inner) {
+    int64_t offset = 0;
+    for (int64_t d = 0; d + 1 < nd; ++d) offset += index[static_cast<size_t>(d)] * t.stride(d);
+    const char* s = src + offset * static_cast<int64_t>(es);
+    char* o = dst + done * static_cast<int64_t>(es);
+    switch (es) {
+      case 1: copyRow<1>(s, inner_stride, o, inner); break;
+      case 2: copyRow<2>(s, inner_stride, o, inner); break;
+      case 4: copyRow<4>(s, inner_stride, o, inner); break;
+      default: copyRow<8>(s, inner_stride, o, inner); break;
+    }
+    for (int64_t d = nd - 1; d-- > 0;) {
+      if (++index[static_cast<size_t>(d)] < t.size(d)) break;
+      index[static_cast<size_t>(d)] = 0;
+    }
+  }
+  return out;
+}
+
+// The elements of a (small) parameter tensor in row-major order as doubles;
+// empty for an absent one.
+std::vector<double> readDoubles(const std::optional<bp::Tensor>& t) {
+  if (!t) return {};
+  const bp::Tensor c = contiguous(*t);
+  return visitDtype(c.dtype(), [&]<class T>(T) {
+    std::vector<double> v(static_cast<size_t>(c.numel()));
+    const T* p = static_cast<const T*>(c.data_ptr());
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(load(p[i]));
+    return v;
+  });
+}
+
+void checkParam(const char* op, const std::optional<bp::Tensor>& t, const char* name) {
+  if (!t) return;
+  checkCpu(op, *t, name);
+  checkDtype(op, *t, name, kFloatTypes);
+}
+
+// --- conv2d
+
+struct ConvGeometry {
+  int64_t n, c, h, w;     // input
+  int64_t oc, kh, kw;     // weight
+  int64_t oh, ow;         // output
+  std::array<int64_t, 2> stride, padding, dilation;
+  int64_t groups;
+};
+
+// conv2d in float32 with oneDNN: plain NCHW activations and (g)oihw
+// weights, the layouts the tensors already have, so no reorders are needed.
+// The engine and stream are created once (dnnl_util); oneDNN's primitive
+// cache makes the primitive creation of a repeated shape cheap.
+void convOneDnn(const ConvGeometry& g, const bp::Tensor& x, const bp::Tensor& w, const std::optional<bp::Tensor>& b,
+                const bp::Tensor& out) {
+  using dnnl::memory;
+  using tag = memory::format_tag;
+  const auto f32 = memory::data_type::f32;
+  const memory::desc src_md({g.n, g.c, g.h, g.w}, f32, tag::nchw);
+  const memory::desc dst_md({g.n, g.oc, g.oh, g.ow}, f32, tag::nchw);
+  const memory::desc w_md = g.groups == 1
+                                ? memory::desc({g.oc, g.c, g.kh, g.kw}, f32, tag::oihw)
+                                : memory::desc({g.groups, g.oc / g.groups, g.c / g.groups, g.kh, g.kw}, f32, tag::goihw);
+  const memory::dims strides{g.stride[0], g.stride[1]};
+  const memory::dims dilates{g.dilation[0] - 1, g.dilation[1] - 1};  // oneDNN counts the gaps
+  const memory::dims pad{g.padding[0], g.padding[1]};
+  const auto prop = dnnl::prop_kind::forward_inference;
+  const auto algo = dnnl::algorithm::convolution_direct;
+  const dnnl::engine& engine = dnnl_util::engine();
+  try {
+    std::optional<dnnl::convolution_forward::desc> desc;
+    if (b) {
+      desc.emplace(prop, algo, src_md, w_md, memory::desc({g.oc}, f32, tag::x), dst_md, strides, dilates, pad, pad);
+    } else {
+      desc.emplace(prop, algo, src_md, w_md, dst_md, strides, dilates, pad, pad);
+    }
+    const dnnl::convolution_forward::primitive_desc pd(*desc, engine);
+    const dnnl::convolution_forward conv(pd);
+    memory src(src_md, engine, x.data_ptr()), weights(w_md, engine, w.data_ptr()), dst(dst_md, engine, out.data_ptr());
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}};
+    if (b) args.emplace(DNNL_ARG_BIAS, memory({{g.oc}, f32, tag::x}, engine, b->data_ptr()));
+    dnnl::stream& stream = dnnl_util::stream();
+    conv.execute(stream, args);
+    stream.wait();
+  } catch (const dnnl::error& e) {
+    bp::fail(BP_INTERNAL, std::string("bp::conv2d on cpu: oneDNN failed: ") + e.what());
+  }
+}
+
+// conv2d by direct loops, for dtypes oneDNN does not take (float64):
+// accumulates in the dtype's compute type.
+template <class T>
+void convDirect(const ConvGeometry& g, const bp::Tensor& x, const bp::Tensor& w, const std::optional<bp::Tensor>& b,
+                const bp::Tensor& out) {
+  const T* xp = static_cast<const T*>(x.data_ptr());
+  const T* wp = static_cast<const T*>(w.data_ptr());
+  const T* bp_ = b ? static_cast<const T*>(b->data_ptr()) : nullptr;
+  T* op = static_cast<T*>(out.data_ptr());
+  const int64_t ocg = g.oc / g.groups, icg = g.c / g.groups;
+  const int64_t planes = g.n * g.oc;
+  const int64_t work = planes * g.oh * g.ow * icg * g.kh * g.kw;
+#pragma omp parallel for if (work > kParallelWork)
+  for (int64_t plane = 0; plane < planes; ++plane) {
+    const int64_t n = plane / g.oc, oc = plane % g.oc, first_ic = (oc / ocg) * icg;
+    T* o = op + plane * g.oh * g.ow;
+    for (int64_t oy = 0; oy < g.oh; ++oy) {
+      for (int64_t ox = 0; ox < g.ow; ++ox) {
+        opmath_t<T> acc = bp_ ? load(bp_[oc]) : opmath_t<T>(0);
+        for (int64_t ic = 0; ic < icg; ++ic) {
+          const T* xc = xp + (n * g.c + first_ic + ic) * g.h * g.w;
+          const T* wc = wp + (oc * icg + ic) * g.kh * g.kw;
+          for (int64_t ky = 0; ky < g.kh; ++ky) {
+            const int64_t iy = oy * g.stride[0] - g.padding[0] + ky * g.dilation[0];
+            if (iy < 0 || iy >= g.h) continue;
+            for (int64_t kx = 0; kx < g.kw; ++kx) {
+              const int64_t ix = ox * g.stride[1] - g.padding[1] + kx * g.dilation[1];
+              if (ix < 0 || ix >= g.w) continue;
+              acc += load(xc[iy * g.w + ix]) * load(wc[ky * g.kw + kx]);
+            }
+          }
+        }
+        o[oy * g.ow + ox] = store<T>(acc);
+      }
+    }
+  }
+}
+
+bp::Tensor conv2d(const bp::Tensor& input, const bp::Tensor& weight, const std::optional<bp::Tensor>& bias,
+                  bp::IntList stride, bp::IntList padding, bp::IntList dilation, int64_t groups) {
+  static constexpr const char* kOp = "bp::conv2d";
+  checkCpu(kOp, input, "input");
+  checkCpu(kOp, weight, "weight");
+  checkDtype(kOp, input, "input", {ScalarType::Float32, ScalarType::Float64});
+  if (bias) checkCpu(kOp, *bias, "bias");
+  ThreadScope threads;
+  const bool batched = input.dim() == 4;
+  ConvGeometry g;
+  g.n = batched ? input.size(0) : 1;
+  g.c = input.size(-3);
+  g.h = input.size(-2);
+  g.w = input.size(-1);
+  g.oc = weight.size(0);
+  g.kh = weight.size(2);
+  g.kw = weight.size(3);
+  g.stride = pair(stride);
+  g.padding = pair(padding);
+  g.dilation = pair(dilation);
+  g.groups = groups;
+  g.oh = (g.h + 2 * g.padding[0] - g.dilation[0] * (g.kh - 1) - 1) / g.stride[0] + 1;
+  g.ow = (g.w + 2 * g.padding[1] - g.dilation[1] * (g.kw - 1) - 1) / g.stride[1] + 1;
+  const bp::Tensor out =
+      batched ? bp::Tensor::empty({g.n, g.oc, g.oh, g.ow}, input.dtype(), kCpuDevice)
+              : bp::Tensor::empty({g.oc, g.oh, g.ow}, input.dtype(), kCpuDevice);
+  if (out.numel() == 0) return out;
+  const bp::Tensor x = contiguous(input), w = contiguous(weight);
+  const std::optional<bp::Tensor> b = bias ? std::optional<bp::Tensor>(contiguous(*bias)) : std::nullopt;
+  if (input.dtype() == ScalarType::Float32 && g.c > 0) {
+    convOneDnn(g, x, w, b, out);
+  } else {
+    // float64, and the degenerate no-input-channel case oneDNN rejects
+    // (the output is then just the bias).
+    visitDtype(input.dtype(), [&]<class T>(T) {
+      if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) convDirect<T>(g, x, w, b, out);
+    });
+  }
+  return out;
+}
+
+// --- pooling
+
+struct PoolGeometry {
+  int64_t planes, c, h, w, oh, ow;
+  std::array<int64_t, 2> kernel, stride, padding, dilation;
+  // Strides of the input's (n, c, h, w) in elements; n's is unused when unbatched.
+  int64_t sn, sc, sh, sw;
+};
+
+// PyTorch's pooling_output_shape (see the dispatcher's rule).
+int64_t poolOutputSize(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dilation, bool ceil_mode) {
+  const int64_t span = in + 2 * pad - dilation * (k - 1) - 1 + (ceil_mode ? stride - 1 : 0);
+  int64_t out = span / stride + 1;  // span >= 0: the rule guarantees an output of at least 1
+  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
+  return out;
+}
+
+PoolGeometry poolGeometry(const bp::Tensor& self, bp::IntList kernel_size, bp::IntList stride, bp::IntList padding,
+                          std::array<int64_t, 2> dilation, bool ceil_mode) {
+  PoolGeometry g;
+  const bool batched = self.dim() == 4;
+  g.c = self.size(-3);
+  g.h = self.size(-2);
+  g.w = self.size(-1);
+  g.planes = (batched ? self.size(0) : 1) * g.c;
+  g.kernel = pair(kernel_size);
+  g.stride = stride.empty() ? g.kernel : pair(stride);
+  g.padding = pair(padding);
+  g.dilation = dilation;
+  g.oh = poolOutputSize(g.h, g.kernel[0], g.padding[0], g.stride[0], g.dilation[0], ceil_mode);
+  g.ow = poolOutputSize(g.w, g.kernel[1], g.padding[1], g.stride[1], g.dilation[1], ceil_mode);
+  g.sn = batched ? self.stride(0) : 0;
+  g.sc = self.stride(-3);
+  g.sh = self.stride(-2);
+  g.sw = self.stride(-1);
+  return g;
+}
+
+bp::Tensor poolOutput(const bp::Tensor& self, const PoolGeometry& g) {
+  if (self.dim() == 4) return bp::Tensor::empty({self.size(0), g.c, g.oh, g.ow}, self.dtype(), kCpuDevice);
+  return bp::Tensor::empty({g.c, g.oh, g.ow}, self.dtype(), kCpuDevice);
+}
+
+// Runs body(input plane, output plane) for every (n, c) plane, in parallel
+// when there is enough work. The input is read through its strides.
+template <class T, class Body>
+void forEachPlane(const bp::Tensor& self, const bp::Tensor& out, const PoolGeometry& g, Body&& body) {
+  const T* in = static_cast<const T*>(self.data_ptr());
+  T* o = static_cast<T*>(out.data_ptr());
+  const int64_t work = g.planes * g.oh * g.ow * g.kernel[0] * g.kernel[1];
+#pragma omp parallel for if (work > kParallelWork)
+  for (int64_t p = 0; p < g.planes; ++p) body(in + (p / g.c) * g.sn + (p % g.c) * g.sc, o + p * g.oh * g.ow);
+}
+
+// Max pooling with loops rather than oneDNN: PyTorch propagates NaN (a NaN
+// in a window is that window's maximum), which oneDNN's max does not.
+bp::Tensor max_pool2d(const bp::Tensor& self, bp::IntList kernel_size, bp::IntList stride, bp::IntList padding,
+                      bp::IntList dilation, bool ceil_mode) {
+  static constexpr const char* kOp = "bp::max_pool2d";
+  checkCpu(kOp, self, "self");
+  checkDtype(kOp, self, "self", kFloatTypes);
+  ThreadScope threads;
+  const PoolGeometry g = poolGeometry(self, kernel_size, stride, padding, pair(dilation), ceil_mode);
+  const bp::Tensor out = poolOutput(self, g);
+  if (out.numel() == 0) return out;
+  visitDtype(self.dtype(), [&]<class T>(T) {
+    forEachPlane<T>(self, out, g, [&](const T* in, T* o) {
+      for (int64_t oy = 0; oy < g.oh; ++oy) {
+        for (int64_t ox = 0; ox < g.ow; ++ox) {
+          opmath_t<T> best = -std::numeric_limits<opmath_t<T>>::infinity();
+          for (int64_t ky = 0; ky < g.kernel[0]; ++ky) {
+            const int64_t iy = oy * g.stride[0] - g.padding[0] + ky * g.dilation[0];
+            if (iy < 0 || iy >= g.h) continue;
+            for (int64_t kx = 0; kx < g.kernel[1]; ++kx) {
+              const int64_t ix = ox * g.stride[1] - g.padding[1] + kx * g.dilation[1];
+              if (ix < 0 || ix >= g.w) continue;
+              const opmath_t<T> v = load(in[iy * g.sh + ix * g.sw]);
+              if (v > best || std::isnan(v)) best = v;
+              if (std::isnan(best)) break;
+            }
+          }
+          o[oy * g.ow + ox] = store<T>(best);
+        }
+      }
+    });
+  });
+  return out;
+}
+
+// Average pooling with loops: PyTorch's count_include_pad=True divides by
+// the window clipped to the padded input (a ceil_mode window hanging past
+// the padding counts less), which oneDNN's include-padding mode does not.
+bp::Tensor avg_pool2d(const bp::Tensor& self, bp::IntList kernel_size, bp::IntList stride, bp::IntList padding,
+                      bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override) {
+  static constexpr const char* kOp = "bp::avg_pool2d";
+  checkCpu(kOp, self, "self");
+  checkDtype(kOp, self, "self", kFloatTypes);
+  ThreadScope threads;
+  const PoolGeometry g = poolGeometry(self, kernel_size, stride, padding, {1, 1}, ceil_mode);
+  const bp::Tensor out = poolOutput(self, g);
+  if (out.numel() == 0) return out;
+  visitDtype(self.dtype(), [&]<class T>(T) {
+    forEachPlane<T>(self, out, g, [&](const T* in, T* o) {
+      for (int64_t oy = 0; oy < g.oh; ++oy) {
+        int64_t y0 = oy * g.stride[0] - g.padding[0];
+        int64_t y1 = std::min(y0 + g.kernel[0], g.h + g.padding[0]);
+        const int64_t padded_h = y1 - y0;
+        y0 = std::max<int64_t>(y0, 0);
+        y1 = std::min(y1, g.h);
+        for (int64_t ox = 0; ox < g.ow; ++ox) {
+          int64_t x0 = ox * g.stride[1] - g.padding[1];
+          int64_t x1 = std::min(x0 + g.kernel[1], g.w + g.padding[1]);
+          const int64_t padded_w = x1 - x0;
+          x0 = std::max<int64_t>(x0, 0);
+          x1 = std::min(x1, g.w);
+          opmath_t<T> sum = 0;
+          for (int64_t iy = y0; iy < y1; ++iy)
+            for (int64_t ix = x0; ix < x1; ++ix) sum += load(in[iy * g.sh + ix * g.sw]);
+          int64_t divisor;
+          if (divisor_override) divisor = *divisor_override;
+          else if (count_include_pad) divisor = padded_h * padded_w;
+          else divisor = (y1 - y0) * (x1 - x0);
+          o[oy * g.ow + ox] = store<T>(sum / static_cast<opmath_t<T>>(divisor));
+        }
+      }
+    });
+  });
+  return out;
+}
+
+// --- normalization
+
+// Mean and biased variance of `n` values (two passes in double, so that
+// large means do not cancel the variance).
+template <class T>
+std::pair<double, double> moments(const T* p, int64_t n) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(load(p[i]));
+  const double mean = n > 0 ? sum / static_cast<double>(n) : 0;
+  double sq = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double d = static_cast<double>(load(p[i])) - mean;
+    sq += d * d;
+  }
+  return {mean, n > 0 ? sq / static_cast<double>(n) : 0};
+}
+
+// Stores `values` into a 1-D tensor of any floating dtype and stride.
+void writeDoubles(const bp::Tensor& t, const std::vector<double>& values) {
+  visitDtype(t.dtype(), [&]<class T>(T) {
+    T* p = static_cast<T*>(t.data_ptr());
+    for (size_t i = 0; i < values.size(); ++i) p[static_cast<int64_t>(i) * t.stride(0)] = store<T>(values[i]);
+  });
+}
+
+bp::Tensor batch_norm(const bp::Tensor& input, const std::optional<bp::Tensor>& weight,
+                      const std::optional<bp::Tensor>& bias, const std::optional<bp::Tensor>& running_mean,
+                      const std::optional<bp::Tensor>& running_var, bool training, double momentum, double eps,
+                      bool /*cudnn_enabled*/) {
+  static constexpr const char* kOp = "bp::batch_norm";
+  checkCpu(kOp, input, "input");
+  checkDtype(kOp, input, "input", kFloatTypes);
+  checkParam(kOp, weight, "weight");
+  checkParam(kOp, bias, "bias");
+  checkParam(kOp, running_mean, "running_mean");
+  checkParam(kOp, running_var, "running_var");
+  ThreadScope threads;
+  const int64_t n = input.size(0), c = input.size(1);
+  const int64_t spatial = c == 0 || n == 0 ? 0 : input.numel() / (n * c);
+  const bp::Tensor x = contiguous(input);
+  const bp::Tensor out = bp::Tensor::empty(input.sizes(), input.dtype(), kCpuDevice);
+  const std::vector<double> w = readDoubles(weight), b = readDoubles(bias);
+  std::vector<double> mean(static_cast<size_t>(c)), var(static_cast<size_t>(c));
+  visitDtype(input.dtype(), [&]<class T>(T) {
+    if constexpr (std::is_floating_point_v<opmath_t<T>>) {
+      const T* xp = static_cast<const T*>(x.data_ptr());
+      T* op = static_cast<T*>(out.data_ptr());
+      if (training) {
+        // Per-channel batch statistics; a channel's values are n runs of
+        // `spatial` contiguous elements.
+#pragma omp parallel for if (input.numel() > kParallelWork)
+        for (int64_t ch = 0; ch < c; ++ch) {
+          double sum = 0;
+          for (int64_t i = 0; i < n; ++i)
+            for (int64_t s = 0; s < spatial; ++s) sum += static_cast<double>(load(xp[(i * c + ch) * spatial + s]));
+          const double count = static_cast<double>(n * spatial);
+          const double m = sum / count;
+          double sq = 0;
+          for (int64_t i = 0; i < n; ++i) {
+            for (int64_t s = 0; s < spatial; ++s) {
+              const double d = static_cast<double>(load(xp[(i * c + ch) * spatial + s])) - m;
+              sq += d * d;
+            }
+          }
+          mean[static_cast<size_t>(ch)] = m;
+          var[static_cast<size_t>(ch)] = sq / count;
+        }
+      } else {
+        mean = readDoubles(running_mean);
+        var = readDoubles(running_var);
+      }
+      // out = x * scale + shift per channel.
+      std::vector<double> scale(static_cast<size_t>(c)), shift(static_cast<size_t>(c));
+      for (size_t ch = 0; ch < scale.size(); ++ch) {
+        scale[ch] = (w.empty() ? 1.0 : w[ch]) / std::sqrt(var[ch] + eps);
+        shift[ch] = (b.empty() ? 0.0 : b[ch]) - mean[ch] * scale[ch];
+      }
+#pragma omp parallel for if (input.numel() > kParallelWork)
+      for (int64_t row = 0; row < n * c; ++row) {
+        const auto sc = static_cast<opmath_t<T>>(scale[static_cast<size_t>(row % c)]);
+        const auto sh = static_cast<opmath_t<T>>(shift[static_cast<size_t>(row % c)]);
+        for (int64_t s = 0; s < spatial; ++s) op[row * spatial + s] = store<T>(load(xp[row * spatial + s]) * sc + sh);
+      }
+    }
+  });
+  if (training && running_mean) {
+    // PyTorch's update: the running variance takes the unbiased estimate.
+    const double count = static_cast<double>(n * spatial);
+    std::vector<double> rm = readDoubles(running_mean), rv = readDoubles(running_var);
+    for (size_t ch = 0; ch < rm.size(); ++ch) {
+      rm[ch] = (1 - momentum) * rm[ch] + momentum * mean[ch];
+      rv[ch] = (1 - momentum) * rv[ch] + momentum * var[ch] * count / (count - 1);
+    }
+    writeDoubles(*running_mean, rm);
+    writeDoubles(*running_var, rv);
+  }
+  return out;
+}
+
+bp::Tensor layer_norm(const bp::Tensor& input, bp::IntList normalized_shape, const std::optional<bp::Tensor>& weight,
+                      const std::optional<bp::Tensor>& bias, double eps, bool /*cudnn_enable*/) {
+  static constexpr const char* kOp = "bp::layer_norm";
+  checkCpu(kOp, input, "input");
+  checkDtype(kOp, input, "input", kFloatTypes);
+  checkParam(kOp, weight, "weight");
+  checkParam(kOp, bias, "bias");
+  ThreadScope threads;
+  int64_t m = 1;
+  for (int64_t s : normalized_shape) m *= s;
+  const int64_t rows = m == 0 ? 0 : input.numel() / m;
+  const bp::Tensor x = contiguous(input);
+  const bp::Tensor out = bp::Tensor::empty(input.sizes(), input.dtype(), kCpuDevice);
+  const std::vector<double> w = readDoubles(weight), b = readDoubles(bias);
+  visitDtype(input.dtype(), [&]<class T>(T) {
+    if constexpr (std::is_floating_point_v<opmath_t<T>>) {
+      const T* xp = static_cast<const T*>(x.data_ptr());
+      T* op = static_cast<T*>(out.data_ptr());
+#pragma omp parallel for if (input.numel() > kParallelWork)
+      for (int64_t r = 0; r < rows; ++r) {
+        const T* row = xp + r * m;
+        const auto [mean, var] = moments(row, m);
+        const double rstd = 1.0 / std::sqrt(var + eps);
+        for (int64_t j = 0; j < m; ++j) {
+          double v = (static_cast<double>(load(row[j])) - mean) * rstd;
+          if (!w.empty()) v *= w[static_cast<size_t>(j)];
+          if (!b.empty()) v += b[static_cast<size_t>(j)];
+          op[r * m + j] = store<T>(v);
+        }
+      }
+    }
+  });
+  return out;
+}
+
+}  // namespace
 
 namespace bp_cpu {
 
-void registerNNKernels(bp::Library& m) { (void)m; }
+void registerNNKernels(bp::Library& m) {
+  m.impl("conv2d", kCpu, &conv2d);
+  m.impl("max_pool2d", kCpu, &max_pool2d);
+  m.impl("avg_pool2d", kCpu, &avg_pool2d);
+  m.impl("batch_norm", kCpu, &batch_norm);
+  m.impl("layer_norm", kCpu, &layer_norm);
+}
 
 }  // namespace bp_cpu

@@ -1,8 +1,239 @@
+// The "nn" standard operators: conv2d, max_pool2d, avg_pool2d, batch_norm,
+// layer_norm. They are plain (functional) ops that backends implement; each
+// has a meta kernel that applies PyTorch's argument and shape rules before
+// any kernel runs, so every device (CPU fallback included) reports bad
+// arguments the same way and kernels can assume valid input.
+#include <array>
+
+#include "backplane/core/error.h"
 #include "ops/families.h"
 #include "ops/structured.h"
 
 namespace backplane::ops {
 
-void addNNOps(std::vector<StandardOp>& ops) { (void)ops; }
+namespace {
+
+const Tensor& orUndefined(const std::optional<Tensor>& t) {
+  static const Tensor kUndefined;
+  return t ? *t : kUndefined;
+}
+
+void checkDefined(const std::string& op, const Tensor& t, const char* name) {
+  BP_CHECK(t.defined(), op, ": argument '", name, "' is undefined");
+}
+
+// An `int[2]` argument as PyTorch reads it: one value stands for both
+// spatial dimensions. Returns {h, w}.
+std::array<int64_t, 2> pair(const std::string& op, IntArrayRef v, const char* name) {
+  BP_CHECK(v.size() == 1 || v.size() == 2, op, ": argument '", name,
+           "' must be a single int or a list of two ints (height, width), but got ", shapeString(v));
+  return v.size() == 1 ? std::array<int64_t, 2>{v[0], v[0]} : std::array<int64_t, 2>{v[0], v[1]};
+}
+
+// Tensor arguments other than `input` must match its dtype (PyTorch's
+// "Input type and weight type should be the same").
+void checkSameDtype(const std::string& op, const Tensor& input, const Tensor& t, const char* name) {
+  if (!t.defined()) return;
+  BP_CHECK(t.dtype() == input.dtype(), op, ": argument '", name, "' has dtype ", t.dtype(), " but 'input' has ",
+           input.dtype(), "; convert one with .to(dtype) so they match");
+}
+
+void checkFloating(const std::string& op, const Tensor& input) {
+  BP_CHECK(isFloatingType(input.dtype()), op, ": expected a floating-point input, but got dtype ", input.dtype(),
+           "; convert it with .to(bp::float32)");
+}
+
+// --- conv2d
+
+void conv2dMeta(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias, IntArrayRef stride,
+                IntArrayRef padding, IntArrayRef dilation, int64_t groups) {
+  const std::string& op = qualified<"conv2d">();
+  checkDefined(op, input, "input");
+  checkDefined(op, weight, "weight");
+  const Tensor& b = orUndefined(bias);
+  commonDevice(op, {{"input", &input}, {"weight", &weight}, {"bias", &b}});
+  checkFloating(op, input);
+  checkSameDtype(op, input, weight, "weight");
+  checkSameDtype(op, input, b, "bias");
+  BP_CHECK(input.dim() == 3 || input.dim() == 4, op,
+           ": expected a 3-D (unbatched: C, H, W) or 4-D (batched: N, C, H, W) input, but got input of size ",
+           shapeString(input.sizes()));
+  BP_CHECK(weight.dim() == 4, op, ": expected a 4-D weight (out_channels, in_channels / groups, kH, kW), but got ",
+           "weight of size ", shapeString(weight.sizes()));
+  const auto s = pair(op, stride, "stride");
+  const auto p = pair(op, padding, "padding");
+  const auto d = pair(op, dilation, "dilation");
+  BP_CHECK(s[0] > 0 && s[1] > 0, op, ": stride must be positive, but got ", shapeString(stride));
+  BP_CHECK(p[0] >= 0 && p[1] >= 0, op, ": padding must be non-negative, but got ", shapeString(padding));
+  BP_CHECK(d[0] > 0 && d[1] > 0, op, ": dilation must be positive, but got ", shapeString(dilation));
+  BP_CHECK(groups > 0, op, ": groups must be positive, but got ", groups);
+  const int64_t out_channels = weight.size(0);
+  BP_CHECK(out_channels % groups == 0, op, ": given groups=", groups, ", the weight's first dimension (out_channels) ",
+           "must be divisible by ", groups, ", but got weight of size ", shapeString(weight.sizes()));
+  const int64_t batch_dim = input.dim() == 4 ? 1 : 0;
+  const int64_t channels = input.size(batch_dim);
+  BP_CHECK(channels == weight.size(1) * groups, op, ": given groups=", groups, " and weight of size ",
+           shapeString(weight.sizes()), ", expected input of size ", shapeString(input.sizes()), " to have ",
+           weight.size(1) * groups, " channels, but it has ", channels);
+  if (b.defined()) {
+    BP_CHECK(b.dim() == 1 && b.size(0) == out_channels, op, ": expected bias to be 1-D with ", out_channels,
+             " elements (weight.size(0)), but got bias of size ", shapeString(b.sizes()));
+  }
+  for (int i = 0; i < 2; ++i) {
+    const int64_t padded = input.size(batch_dim + 1 + i) + 2 * p[i];
+    const int64_t extent = d[i] * (weight.size(2 + i) - 1) + 1;
+    BP_CHECK(extent <= padded, op, ": the padded input is ", input.size(batch_dim + 1) + 2 * p[0], " x ",
+             input.size(batch_dim + 2) + 2 * p[1], " per channel, smaller than the (dilated) kernel ",
+             d[0] * (weight.size(2) - 1) + 1, " x ", d[1] * (weight.size(3) - 1) + 1,
+             "; use a smaller kernel or dilation, or more padding");
+  }
+}
+
+// --- pooling
+
+// PyTorch's pooling_output_shape: with ceil_mode the last window may hang
+// over the end, but it must start inside the input or the left padding.
+int64_t poolOutputSize(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dilation, bool ceil_mode) {
+  const int64_t span = in + 2 * pad - dilation * (k - 1) - 1 + (ceil_mode ? stride - 1 : 0);
+  // Floor division (span may be negative for tiny inputs).
+  int64_t out = (span >= 0 ? span / stride : -((-span + stride - 1) / stride)) + 1;
+  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
+  return out;
+}
+
+void poolCheck(const std::string& op, const Tensor& self, IntArrayRef kernel_size, IntArrayRef stride,
+               IntArrayRef padding, IntArrayRef dilation, bool ceil_mode) {
+  checkDefined(op, self, "self");
+  checkFloating(op, self);
+  BP_CHECK(self.dim() == 3 || self.dim() == 4, op,
+           ": expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, but got input of size ", shapeString(self.sizes()));
+  for (int64_t i = self.dim() - 3; i < self.dim(); ++i) {
+    BP_CHECK(self.size(i) > 0, op, ": expected the input's non-batch dimensions to be non-empty, but got input of size ",
+             shapeString(self.sizes()), " (only the batch dimension may be 0)");
+  }
+  const auto k = pair(op, kernel_size, "kernel_size");
+  BP_CHECK(stride.size() <= 2, op, ": argument 'stride' must be empty (= kernel_size), a single int or two ints, ",
+           "but got ", shapeString(stride));
+  const auto s = stride.empty() ? k : pair(op, stride, "stride");
+  const auto p = pair(op, padding, "padding");
+  const auto d = pair(op, dilation, "dilation");
+  BP_CHECK(k[0] > 0 && k[1] > 0, op, ": kernel_size must be positive, but got ", shapeString(kernel_size));
+  BP_CHECK(s[0] > 0 && s[1] > 0, op, ": stride must be positive, but got ", shapeString(stride));
+  BP_CHECK(d[0] > 0 && d[1] > 0, op, ": dilation must be positive, but got ", shapeString(dilation));
+  BP_CHECK(p[0] >= 0 && p[1] >= 0, op, ": padding must be non-negative, but got ", shapeString(padding));
+  BP_CHECK(p[0] <= k[0] / 2 && p[1] <= k[1] / 2, op, ": padding must be at most half the kernel size, but got ",
+           "padding ", shapeString(padding), " for kernel_size ", shapeString(kernel_size));
+  const int64_t h = self.size(-2), w = self.size(-1);
+  const int64_t oh = poolOutputSize(h, k[0], p[0], s[0], d[0], ceil_mode);
+  const int64_t ow = poolOutputSize(w, k[1], p[1], s[1], d[1], ceil_mode);
+  BP_CHECK(oh >= 1 && ow >= 1, op, ": the output would be ", oh, " x ", ow, " for an input of ", h, " x ", w,
+           " (kernel_size ", shapeString(kernel_size), ", stride ", shapeString(stride), ", padding ",
+           shapeString(padding), ", dilation ", shapeString(dilation), "); the output size must be positive: ",
+           "use a smaller kernel or more padding");
+}
+
+void maxPool2dMeta(const Tensor& self, IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding,
+                   IntArrayRef dilation, bool ceil_mode) {
+  poolCheck(qualified<"max_pool2d">(), self, kernel_size, stride, padding, dilation, ceil_mode);
+}
+
+void avgPool2dMeta(const Tensor& self, IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding,
+                   bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override) {
+  (void)count_include_pad;  // any value is valid
+  const std::string& op = qualified<"avg_pool2d">();
+  const int64_t one = 1;
+  poolCheck(op, self, kernel_size, stride, padding, IntArrayRef(&one, 1), ceil_mode);
+  BP_CHECK(!divisor_override || *divisor_override != 0, op, ": divisor_override must not be zero");
+}
+
+// --- normalization
+
+void checkPerChannel(const std::string& op, const Tensor& t, const char* name, int64_t channels,
+                     const Tensor& input) {
+  if (!t.defined()) return;
+  BP_CHECK(isFloatingType(t.dtype()), op, ": argument '", name, "' must be floating point, but has dtype ", t.dtype());
+  BP_CHECK(t.dim() == 1 && t.size(0) == channels, op, ": expected '", name, "' to be 1-D with ", channels,
+           " elements (the input's channel dimension, size(1)), but got size ", shapeString(t.sizes()),
+           " for input of size ", shapeString(input.sizes()));
+}
+
+void batchNormMeta(const Tensor& input, const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
+                   const std::optional<Tensor>& running_mean, const std::optional<Tensor>& running_var, bool training,
+                   double momentum, double eps, bool cudnn_enabled) {
+  (void)momentum;
+  (void)cudnn_enabled;  // a hint for CUDA backends; no effect on the result
+  const std::string& op = qualified<"batch_norm">();
+  checkDefined(op, input, "input");
+  const Tensor &w = orUndefined(weight), &b = orUndefined(bias), &rm = orUndefined(running_mean),
+               &rv = orUndefined(running_var);
+  commonDevice(op, {{"input", &input}, {"weight", &w}, {"bias", &b}, {"running_mean", &rm}, {"running_var", &rv}});
+  checkFloating(op, input);
+  BP_CHECK(input.dim() >= 2, op, ": expected an input of at least 2 dimensions (N, C, ...), but got input of size ",
+           shapeString(input.sizes()));
+  const int64_t channels = input.size(1);
+  checkPerChannel(op, w, "weight", channels, input);
+  checkPerChannel(op, b, "bias", channels, input);
+  checkPerChannel(op, rm, "running_mean", channels, input);
+  checkPerChannel(op, rv, "running_var", channels, input);
+  BP_CHECK(eps >= 0, op, ": eps must be non-negative, but got ", eps);
+  if (!training) {
+    BP_CHECK(rm.defined() && rv.defined(), op,
+             ": running_mean and running_var must be given when training=False (evaluation mode uses them)");
+  } else {
+    BP_CHECK(rm.defined() == rv.defined(), op,
+             ": give both running_mean and running_var, or neither, when training=True");
+    const int64_t per_channel = channels == 0 ? 0 : input.numel() / channels;
+    BP_CHECK(per_channel > 1, op, ": expected more than 1 value per channel when training, got input of size ",
+             shapeString(input.sizes()));
+  }
+}
+
+void layerNormMeta(const Tensor& input, IntArrayRef normalized_shape, const std::optional<Tensor>& weight,
+                   const std::optional<Tensor>& bias, double eps, bool cudnn_enable) {
+  (void)cudnn_enable;
+  const std::string& op = qualified<"layer_norm">();
+  checkDefined(op, input, "input");
+  const Tensor &w = orUndefined(weight), &b = orUndefined(bias);
+  commonDevice(op, {{"input", &input}, {"weight", &w}, {"bias", &b}});
+  checkFloating(op, input);
+  const int64_t nd = static_cast<int64_t>(normalized_shape.size());
+  BP_CHECK(nd >= 1, op, ": normalized_shape must have at least one dimension");
+  bool matches = input.dim() >= nd;
+  for (int64_t i = 0; matches && i < nd; ++i) matches = input.size(input.dim() - nd + i) == normalized_shape[i];
+  BP_CHECK(matches, op, ": given normalized_shape=", shapeString(normalized_shape),
+           ", expected input whose trailing dimensions are ", shapeString(normalized_shape),
+           ", but got input of size ", shapeString(input.sizes()));
+  for (const auto& [t, name] : {std::pair{&w, "weight"}, std::pair{&b, "bias"}}) {
+    if (!t->defined()) continue;
+    BP_CHECK(isFloatingType(t->dtype()), op, ": argument '", name, "' must be floating point, but has dtype ",
+             t->dtype());
+    BP_CHECK(t->sizes() == normalized_shape, op, ": expected '", name, "' of size ", shapeString(normalized_shape),
+             " (normalized_shape), but got ", shapeString(t->sizes()));
+  }
+  BP_CHECK(eps >= 0, op, ": eps must be non-negative, but got ", eps);
+}
+
+}  // namespace
+
+void addNNOps(std::vector<StandardOp>& ops) {
+  auto add = [&](std::string schema, KernelFunction meta) {
+    ops.push_back(StandardOp{std::move(schema), std::move(meta), {}, "nn"});
+  };
+  add("conv2d(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=1, int[2] padding=0, "
+      "int[2] dilation=1, int groups=1) -> Tensor",
+      KernelFunction::makeFromFunction(BP_FN(conv2dMeta)));
+  add("max_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, "
+      "bool ceil_mode=False) -> Tensor",
+      KernelFunction::makeFromFunction(BP_FN(maxPool2dMeta)));
+  add("avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, "
+      "bool count_include_pad=True, int? divisor_override=None) -> Tensor",
+      KernelFunction::makeFromFunction(BP_FN(avgPool2dMeta)));
+  add("batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, "
+      "bool training, float momentum, float eps, bool cudnn_enabled) -> Tensor",
+      KernelFunction::makeFromFunction(BP_FN(batchNormMeta)));
+  add("layer_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, Tensor? bias=None, float eps=1e-05, "
+      "bool cudnn_enable=True) -> Tensor",
+      KernelFunction::makeFromFunction(BP_FN(layerNormMeta)));
+}
 
 }  // namespace backplane::ops

@@ -1,9 +1,487 @@
 // Standard operators, family "nn": each op against a double-precision
 // reference through the CPU plugin.
+#include <cmath>
+
 #include "ops_test_util.h"
+#include "test_device.h"
 
 namespace backplane::ops_test {
 namespace {
+
+using ::testing::HasSubstr;
+using V = std::vector<int64_t>;
+
+Device testDevice() { return testing::TestDevice::install("testdev", 2).device(0); }
+
+int64_t numelOf(const V& s) {
+  int64_t n = 1;
+  for (int64_t x : s) n *= x;
+  return n;
+}
+
+// --- conv2d reference: direct loops in double.
+
+struct ConvCase {
+  V input;   // N, C, H, W
+  V weight;  // OC, IC/groups, KH, KW
+  bool bias;
+  V stride, padding, dilation;
+  int64_t groups;
+};
+
+std::vector<double> refConv(const std::vector<double>& x, const std::vector<double>& w, const std::vector<double>& b,
+                            const ConvCase& c, V& out_sizes) {
+  const int64_t n = c.input[0], ch = c.input[1], h = c.input[2], wd = c.input[3];
+  const int64_t oc = c.weight[0], icg = c.weight[1], kh = c.weight[2], kw = c.weight[3];
+  const int64_t oh = (h + 2 * c.padding[0] - c.dilation[0] * (kh - 1) - 1) / c.stride[0] + 1;
+  const int64_t ow = (wd + 2 * c.padding[1] - c.dilation[1] * (kw - 1) - 1) / c.stride[1] + 1;
+  out_sizes = {n, oc, oh, ow};
+  std::vector<double> out(static_cast<size_t>(n * oc * oh * ow));
+  const int64_t ocg = oc / c.groups;
+  for (int64_t in = 0; in < n; ++in)
+    for (int64_t o = 0; o < oc; ++o)
+      for (int64_t y = 0; y < oh; ++y)
+        for (int64_t xo = 0; xo < ow; ++xo) {
+          double acc = b.empty() ? 0 : b[static_cast<size_t>(o)];
+          for (int64_t i = 0; i < icg; ++i) {
+            const int64_t ic = (o / ocg) * icg + i;
+            for (int64_t ky = 0; ky < kh; ++ky)
+              for (int64_t kx = 0; kx < kw; ++kx) {
+                const int64_t iy = y * c.stride[0] - c.padding[0] + ky * c.dilation[0];
+                const int64_t ix = xo * c.stride[1] - c.padding[1] + kx * c.dilation[1];
+                if (iy < 0 || iy >= h || ix < 0 || ix >= wd) continue;
+                acc += x[static_cast<size_t>(((in * ch + ic) * h + iy) * wd + ix)] *
+                       w[static_cast<size_t>(((o * icg + i) * kh + ky) * kw + kx)];
+              }
+          }
+          out[static_cast<size_t>(((in * oc + o) * oh + y) * ow + xo)] = acc;
+        }
+  return out;
+}
+
+IValue optional(const Tensor& t) { return t.defined() ? IValue(t) : IValue(); }
+
+Tensor conv(const Tensor& x, const Tensor& w, const Tensor& b, V stride, V padding, V dilation, int64_t groups) {
+  return callT("conv2d", {x, w, optional(b), stride, padding, dilation, groups});
+}
+
+// Checks conv2d on case `c` for `dtype`, with the input given contiguous
+// and as a non-contiguous view of the same values.
+void checkConv(const ConvCase& c, ScalarType dtype, uint32_t seed) {
+  SCOPED_TRACE(::testing::Message() << "input " << ::testing::PrintToString(c.input) << " weight "
+                                    << ::testing::PrintToString(c.weight) << " groups " << c.groups << " "
+                                    << dtype);
+  Tensor x = randomTensor(c.input, dtype, seed);
+  Tensor w = randomTensor(c.weight, dtype, seed + 1);
+  Tensor b = c.bias ? randomTensor({c.weight[0]}, dtype, seed + 2) : Tensor();
+  V out_sizes;
+  const std::vector<double> expected =
+      refConv(values(x), values(w), c.bias ? values(b) : std::vector<double>{}, c, out_sizes);
+  // Sums of up to a few hundred products: a float32 result is ~1e-5 relative.
+  const double tol = dtype == ScalarType::Float32 ? 1e-4 : 1e-12;
+  expectClose(conv(x, w, b, c.stride, c.padding, c.dilation, c.groups), expected, out_sizes, dtype, tol);
+  // Non-contiguous input (stored as N, H, W, C and permuted back) and a
+  // weight that is a strided slice of a wider tensor.
+  Tensor x_nhwc = x.permute({0, 2, 3, 1}).contiguous().permute({0, 3, 1, 2});
+  ASSERT_FALSE(x_nhwc.is_contiguous());
+  Tensor wide = randomTensor({c.weight[0], c.weight[1], c.weight[2], 2 * c.weight[3]}, dtype, seed + 3);
+  Tensor w_strided = wide.slice(3, 0, std::nullopt, 2);
+  ASSERT_EQ(w_strided.sizes(), IntArrayRef(c.weight));
+  const std::vector<double> expected2 =
+      refConv(values(x), values(w_strided), c.bias ? values(b) : std::vector<double>{}, c, out_sizes);
+  expectClose(conv(x_nhwc, w_strided, b, c.stride, c.padding, c.dilation, c.groups), expected2, out_sizes, dtype,
+              tol);
+}
+
+TEST(NNConv2d, MatchesReference) {
+  const std::vector<ConvCase> cases = {
+      {{2, 3, 7, 6}, {4, 3, 3, 3}, true, {1, 1}, {0, 0}, {1, 1}, 1},
+      {{1, 3, 9, 8}, {5, 3, 3, 2}, false, {2, 1}, {1, 2}, {2, 1}, 1},
+      {{2, 4, 6, 6}, {6, 2, 3, 3}, true, {1, 2}, {1, 1}, {1, 1}, 2},
+      {{1, 6, 5, 7}, {6, 1, 3, 3}, true, {1, 1}, {1, 1}, {1, 2}, 6},  // depthwise
+      {{3, 2, 5, 5}, {3, 2, 1, 1}, false, {1, 1}, {0, 0}, {1, 1}, 1},  // 1x1
+      {{1, 16, 12, 12}, {16, 16, 3, 3}, true, {1, 1}, {1, 1}, {1, 1}, 1},
+  };
+  uint32_t seed = 1;
+  for (ScalarType dtype : {ScalarType::Float32, ScalarType::Float64})
+    for (const ConvCase& c : cases) checkConv(c, dtype, seed += 10);
+}
+
+TEST(NNConv2d, SingleValueArgumentsAndUnbatchedInput) {
+  Tensor x = randomTensor({3, 6, 5}, ScalarType::Float32, 3);
+  Tensor w = randomTensor({2, 3, 2, 2}, ScalarType::Float32, 4);
+  ConvCase c{{1, 3, 6, 5}, {2, 3, 2, 2}, false, {2, 2}, {1, 1}, {1, 1}, 1};
+  V out_sizes;
+  std::vector<double> expected = refConv(values(x), values(w), {}, c, out_sizes);
+  // int[2] arguments given as one value apply to both dimensions.
+  expectClose(conv(x, w, Tensor(), {2}, {1}, {1}, 1), expected, {2, out_sizes[2], out_sizes[3]}, ScalarType::Float32,
+              1e-5);
+}
+
+TEST(NNConv2d, EmptyBatch) {
+  Tensor x = randomTensor({0, 3, 5, 5}, ScalarType::Float32, 1);
+  Tensor w = randomTensor({4, 3, 3, 3}, ScalarType::Float32, 2);
+  Tensor y = conv(x, w, Tensor(), {1, 1}, {0, 0}, {1, 1}, 1);
+  EXPECT_EQ(y.sizes(), IntArrayRef(V{0, 4, 3, 3}));
+}
+
+TEST(NNConv2d, DefaultsFromSchema) {
+  Tensor x = randomTensor({1, 2, 4, 4}, ScalarType::Float64, 1);
+  Tensor w = randomTensor({3, 2, 3, 3}, ScalarType::Float64, 2);
+  Stack stack{x, w};
+  op("conv2d").callBoxed(stack);
+  ASSERT_EQ(stack.size(), 1u);
+  ConvCase c{{1, 2, 4, 4}, {3, 2, 3, 3}, false, {1, 1}, {0, 0}, {1, 1}, 1};
+  V out_sizes;
+  const std::vector<double> expected = refConv(values(x), values(w), {}, c, out_sizes);
+  expectClose(stack[0].toTensor(), expected, out_sizes, ScalarType::Float64);
+}
+
+TEST(NNConv2d, RunsOnOtherDevicesThroughFallback) {
+  Tensor x = randomTensor({1, 2, 5, 5}, ScalarType::Float32, 1, -2, 2, testDevice());
+  Tensor w = randomTensor({2, 2, 3, 3}, ScalarType::Float32, 2, -2, 2, testDevice());
+  Tensor y = conv(x, w, Tensor(), {1, 1}, {1, 1}, {1, 1}, 1);
+  EXPECT_EQ(y.device(), testDevice());
+  ConvCase c{{1, 2, 5, 5}, {2, 2, 3, 3}, false, {1, 1}, {1, 1}, {1, 1}, 1};
+  V out_sizes;
+  const std::vector<double> expected = refConv(values(x), values(w), {}, c, out_sizes);
+  expectClose(y, expected, out_sizes, ScalarType::Float32, 1e-5);
+}
+
+TEST(NNConv2d, Errors) {
+  const ScalarType f = ScalarType::Float32;
+  Tensor x = randomTensor({1, 4, 5, 5}, f, 1);
+  Tensor w = randomTensor({2, 4, 3, 3}, f, 2);
+  auto err = [](const Tensor& x, const Tensor& w, const Tensor& b, V s, V p, V d, int64_t g) {
+    return errorOf([&] { conv(x, w, b, s, p, d, g); });
+  };
+  EXPECT_THAT(err(randomTensor({4, 5, 5}, f, 1).view({4, 25}), w, {}, {1}, {0}, {1}, 1),
+              HasSubstr("expected a 3-D (unbatched: C, H, W) or 4-D"));
+  EXPECT_THAT(err(x, randomTensor({2, 4, 3}, f, 1), {}, {1}, {0}, {1}, 1), HasSubstr("expected a 4-D weight"));
+  EXPECT_THAT(err(x, randomTensor({2, 3, 3, 3}, f, 1), {}, {1}, {0}, {1}, 1),
+              HasSubstr("to have 3 channels, but it has 4"));
+  EXPECT_THAT(err(x, randomTensor({3, 2, 3, 3}, f, 1), {}, {1}, {0}, {1}, 2),
+              HasSubstr("must be divisible by 2"));
+  EXPECT_THAT(err(x, w, randomTensor({3}, f, 1), {1}, {0}, {1}, 1), HasSubstr("expected bias to be 1-D with 2 elements"));
+  EXPECT_THAT(err(x, w, {}, {0}, {0}, {1}, 1), HasSubstr("stride must be positive"));
+  EXPECT_THAT(err(x, w, {}, {1}, {-1}, {1}, 1), HasSubstr("padding must be non-negative"));
+  EXPECT_THAT(err(x, w, {}, {1}, {0}, {0}, 1), HasSubstr("dilation must be positive"));
+  EXPECT_THAT(err(x, w, {}, {1}, {0}, {1}, 0), HasSubstr("groups must be positive"));
+  EXPECT_THAT(err(x, w, {}, {1, 1, 1}, {0}, {1}, 1), HasSubstr("'stride' must be a single int or a list of two"));
+  EXPECT_THAT(err(x, randomTensor({2, 4, 7, 3}, f, 1), {}, {1}, {0}, {1}, 1),
+              HasSubstr("smaller than the (dilated) kernel"));
+  EXPECT_THAT(err(x, w, {}, {1}, {0}, {3}, 1), HasSubstr("smaller than the (dilated) kernel"));
+  EXPECT_THAT(err(x, randomTensor({2, 4, 3, 3}, ScalarType::Float64, 1), {}, {1}, {0}, {1}, 1),
+              HasSubstr("argument 'weight' has dtype float64 but 'input' has float32"));
+  EXPECT_THAT(err(randomTensor({1, 4, 5, 5}, ScalarType::Int64, 1), randomTensor({2, 4, 3, 3}, ScalarType::Int64, 1),
+                  {}, {1}, {0}, {1}, 1),
+              HasSubstr("expected a floating-point input"));
+  EXPECT_THAT(err(randomTensor({1, 4, 5, 5}, ScalarType::Float16, 1), randomTensor({2, 4, 3, 3}, ScalarType::Float16, 1),
+                  {}, {1}, {0}, {1}, 1),
+              HasSubstr("supported: float32, float64"));
+  EXPECT_THAT(err(randomTensor({1, 4, 5, 5}, f, 1, -2, 2, testDevice()), w, {}, {1}, {0}, {1}, 1),
+              HasSubstr("expected all tensors on one device"));
+  // The rule runs before any kernel on every device.
+  EXPECT_THAT(err(randomTensor({1, 3, 5, 5}, f, 1, -2, 2, testDevice()), randomTensor({2, 4, 3, 3}, f, 1, -2, 2, testDevice()),
+                  {}, {1}, {0}, {1}, 1),
+              HasSubstr("to have 4 channels, but it has 3"));
+}
+
+// --- pooling reference (PyTorch's rules, in double)
+
+int64_t refPoolSize(int64_t in, int64_t k, int64_t p, int64_t s, int64_t d, bool ceil_mode) {
+  const int64_t eff = d * (k - 1) + 1;
+  int64_t out = ceil_mode ? (in + 2 * p - eff + s - 1) / s + 1 : (in + 2 * p - eff) / s + 1;
+  // With ceil_mode the last window must start inside the input or left padding.
+  if (ceil_mode && (out - 1) * s >= in + p) --out;
+  return out;
+}
+
+struct PoolCase {
+  V input;  // N, C, H, W
+  V kernel, stride, padding, dilation;
+  bool ceil_mode;
+};
+
+std::vector<double> refPool(bool is_max, const std::vector<double>& x, const PoolCase& c, bool count_include_pad,
+                            std::optional<int64_t> divisor, V& out_sizes) {
+  const int64_t planes = c.input[0] * c.input[1], h = c.input[2], w = c.input[3];
+  const V s = c.stride.empty() ? c.kernel : c.stride;
+  const int64_t oh = refPoolSize(h, c.kernel[0], c.padding[0], s[0], c.dilation[0], c.ceil_mode);
+  const int64_t ow = refPoolSize(w, c.kernel[1], c.padding[1], s[1], c.dilation[1], c.ceil_mode);
+  out_sizes = {c.input[0], c.input[1], oh, ow};
+  std::vector<double> out;
+  for (int64_t p = 0; p < planes; ++p)
+    for (int64_t y = 0; y < oh; ++y)
+      for (int64_t xo = 0; xo < ow; ++xo) {
+        double best = -INFINITY, sum = 0;
+        int64_t count = 0, padded = 0;
+        for (int64_t ky = 0; ky < c.kernel[0]; ++ky)
+          for (int64_t kx = 0; kx < c.kernel[1]; ++kx) {
+            const int64_t iy = y * s[0] - c.padding[0] + ky * c.dilation[0];
+            const int64_t ix = xo * s[1] - c.padding[1] + kx * c.dilation[1];
+            // Window positions inside the padded input count for
+            // count_include_pad; ceil_mode overhang beyond it does not.
+            if (iy < h + c.padding[0] && ix < w + c.padding[1]) ++padded;
+            if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+            const double v = x[static_cast<size_t>((p * h + iy) * w + ix)];
+            if (v > best || std::isnan(v)) best = std::isnan(best) ? best : v;
+            sum += v;
+            ++count;
+          }
+        if (is_max) out.push_back(best);
+        else out.push_back(sum / static_cast<double>(divisor ? *divisor : count_include_pad ? padded : count));
+      }
+  return out;
+}
+
+Tensor maxPool(const Tensor& x, const PoolCase& c) {
+  return callT("max_pool2d", {x, c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode});
+}
+Tensor avgPool(const Tensor& x, const PoolCase& c, bool count_include_pad, std::optional<int64_t> divisor) {
+  return callT("avg_pool2d", {x, c.kernel, c.stride, c.padding, c.ceil_mode, count_include_pad,
+                              divisor ? IValue(*divisor) : IValue()});
+}
+
+const std::vector<PoolCase>& poolCases() {
+  static const std::vector<PoolCase> cases = {
+      {{2, 3, 6, 7}, {2, 2}, {}, {0, 0}, {1, 1}, false},
+      {{1, 2, 7, 7}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, false},
+      {{1, 2, 7, 8}, {3, 2}, {2, 3}, {1, 1}, {1, 1}, true},
+      {{2, 1, 5, 5}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, true},
+      {{1, 1, 3, 3}, {2, 2}, {2, 2}, {1, 1}, {1, 1}, true},  // last window would start in the right padding
+      {{1, 2, 9, 8}, {3, 2}, {1, 2}, {1, 1}, {2, 1}, true},   // dilation (max only)
+      {{0, 2, 4, 4}, {2, 2}, {}, {0, 0}, {1, 1}, false},      // empty batch
+  };
+  return cases;
+}
+
+TEST(NNPool, MaxPoolMatchesReference) {
+  uint32_t seed = 5;
+  for (ScalarType dtype : {ScalarType::Float32, ScalarType::Float64, ScalarType::BFloat16, ScalarType::Float16})
+    for (const PoolCase& c : poolCases()) {
+      SCOPED_TRACE(::testing::PrintToString(c.input) + " kernel " + ::testing::PrintToString(c.kernel));
+      Tensor x = randomTensor(c.input, dtype, ++seed);
+      V sizes;
+      std::vector<double> expected = refPool(true, values(x), c, true, std::nullopt, sizes);
+      expectClose(maxPool(x, c), expected, sizes, dtype);
+      // Non-contiguous (channels-last storage) input.
+      expectClose(maxPool(x.permute({0, 2, 3, 1}).contiguous().permute({0, 3, 1, 2}), c), expected, sizes, dtype);
+    }
+}
+
+TEST(NNPool, AvgPoolMatchesReference) {
+  uint32_t seed = 50;
+  for (ScalarType dtype : {ScalarType::Float32, ScalarType::Float64, ScalarType::BFloat16})
+    for (const PoolCase& c : poolCases()) {
+      if (c.dilation != V{1, 1}) continue;
+      for (bool include_pad : {true, false})
+        for (std::optional<int64_t> divisor : {std::optional<int64_t>(), std::optional<int64_t>(3)}) {
+          SCOPED_TRACE(::testing::PrintToString(c.input) + " kernel " + ::testing::PrintToString(c.kernel) +
+                       (include_pad ? " include_pad" : "") + (divisor ? " divisor" : ""));
+          Tensor x = randomTensor(c.input, dtype, ++seed);
+          V sizes;
+          std::vector<double> expected = refPool(false, values(x), c, include_pad, divisor, sizes);
+          expectClose(avgPool(x, c, include_pad, divisor), expected, sizes, dtype);
+          expectClose(avgPool(x.transpose(2, 3).contiguous().transpose(2, 3), c, include_pad, divisor), expected,
+                      sizes, dtype);
+        }
+    }
+}
+
+TEST(NNPool, KnownValues) {
+  // PyTorch: avg_pool2d(arange(9).view(1, 1, 3, 3), 2, 2, ceil_mode=True)
+  // divides the overhanging windows by their clipped size.
+  Tensor x = fromDoubles({0, 1, 2, 3, 4, 5, 6, 7, 8}, {1, 1, 3, 3}, ScalarType::Float32);
+  PoolCase c{{1, 1, 3, 3}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, true};
+  expectClose(avgPool(x, c, true, std::nullopt), {2, 3.5, 6.5, 8}, {1, 1, 2, 2}, ScalarType::Float32);
+  expectClose(maxPool(x, c), {4, 5, 7, 8}, {1, 1, 2, 2}, ScalarType::Float32);
+  // Last-window rule: 3 wide, kernel 2, stride 2, padding 1, ceil_mode gives
+  // 2 outputs, not 3 (a third window would start in the right padding).
+  PoolCase p{{1, 1, 3, 3}, {2, 2}, {2, 2}, {1, 1}, {1, 1}, true};
+  EXPECT_EQ(maxPool(x, p).sizes(), IntArrayRef(V{1, 1, 2, 2}));
+  // count_include_pad with padding: the corner window covers 1 input value and 3 padding cells.
+  expectClose(avgPool(x, p, true, std::nullopt), {0, 0.75, 2.25, 6}, {1, 1, 2, 2}, ScalarType::Float32);
+  expectClose(avgPool(x, p, false, std::nullopt), {0, 1.5, 4.5, 6}, {1, 1, 2, 2}, ScalarType::Float32);
+  // Unbatched input and NaN propagation (PyTorch: NaN wins max pooling).
+  Tensor n = fromDoubles({1, NAN, 3, 4}, {1, 2, 2}, ScalarType::Float32);
+  Tensor m = callT("max_pool2d", {n, V{2}, V{}, V{0}, V{1}, false});
+  EXPECT_EQ(m.sizes(), IntArrayRef(V{1, 1, 1}));
+  EXPECT_TRUE(std::isnan(values(m)[0]));
+}
+
+TEST(NNPool, DefaultsAndFallback) {
+  Tensor x = randomTensor({1, 2, 6, 6}, ScalarType::Float32, 9, -2, 2, testDevice());
+  Stack stack{x, V{3}};
+  op("max_pool2d").callBoxed(stack);
+  PoolCase c{{1, 2, 6, 6}, {3, 3}, {}, {0, 0}, {1, 1}, false};
+  V sizes;
+  const std::vector<double> expected = refPool(true, values(x), c, true, std::nullopt, sizes);
+  expectClose(stack[0].toTensor(), expected, sizes, ScalarType::Float32);
+  EXPECT_EQ(stack[0].toTensor().device(), testDevice());
+}
+
+TEST(NNPool, Errors) {
+  Tensor x = randomTensor({1, 2, 5, 5}, ScalarType::Float32, 1);
+  auto maxErr = [](const Tensor& x, V k, V s, V p, V d, bool ceil = false) {
+    return errorOf([&] { callT("max_pool2d", {x, k, s, p, d, ceil}); });
+  };
+  EXPECT_THAT(maxErr(randomTensor({5, 5}, ScalarType::Float32, 1), {2}, {}, {0}, {1}),
+              HasSubstr("expected a 3-D (C, H, W) or 4-D"));
+  EXPECT_THAT(maxErr(randomTensor({1, 0, 5, 5}, ScalarType::Float32, 1), {2}, {}, {0}, {1}),
+              HasSubstr("non-batch dimensions to be non-empty"));
+  EXPECT_THAT(maxErr(x, {0}, {}, {0}, {1}), HasSubstr("kernel_size must be positive"));
+  EXPECT_THAT(maxErr(x, {2}, {0}, {0}, {1}), HasSubstr("stride must be positive"));
+  EXPECT_THAT(maxErr(x, {2}, {}, {0}, {0}), HasSubstr("dilation must be positive"));
+  EXPECT_THAT(maxErr(x, {3}, {}, {2}, {1}), HasSubstr("padding must be at most half the kernel size"));
+  EXPECT_THAT(maxErr(x, {3}, {}, {-1}, {1}), HasSubstr("padding must be non-negative"));
+  EXPECT_THAT(maxErr(x, {6}, {}, {0}, {1}), HasSubstr("the output size must be positive"));
+  EXPECT_THAT(maxErr(x, {2, 2, 2}, {}, {0}, {1}), HasSubstr("'kernel_size' must be a single int or a list of two"));
+  EXPECT_THAT(maxErr(randomTensor({1, 2, 5, 5}, ScalarType::Int32, 1), {2}, {}, {0}, {1}),
+              HasSubstr("expected a floating-point input"));
+  EXPECT_THAT(errorOf([&] { callT("avg_pool2d", {x, V{2}, V{}, V{0}, false, true, int64_t{0}}); }),
+              HasSubstr("divisor_override must not be zero"));
+  EXPECT_THAT(errorOf([&] { callT("avg_pool2d", {x, V{2}, V{}, V{2}, false, true, IValue()}); }),
+              HasSubstr("padding must be at most half the kernel size"));
+}
+
+// --- batch_norm and layer_norm
+
+Tensor batchNorm(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& rm, const Tensor& rv, bool training,
+                 double momentum, double eps) {
+  return callT("batch_norm", {x, optional(w), optional(b), optional(rm), optional(rv), training, momentum, eps, true});
+}
+
+TEST(NNBatchNorm, InferenceMatchesReference) {
+  for (ScalarType dtype : {ScalarType::Float32, ScalarType::Float64, ScalarType::BFloat16}) {
+    for (const V& shape : {V{4, 3}, V{2, 3, 5}, V{2, 3, 4, 5}, V{0, 3, 4, 4}}) {
+      for (bool affine : {true, false}) {
+        SCOPED_TRACE(::testing::PrintToString(shape) + (affine ? " affine" : ""));
+        const int64_t c = shape[1];
+        Tensor x = randomTensor(shape, dtype, 7);
+        Tensor w = affine ? randomTensor({c}, dtype, 8) : Tensor();
+        Tensor b = affine ? randomTensor({c}, dtype, 9) : Tensor();
+        Tensor rm = randomTensor({c}, dtype, 10);
+        Tensor rv = randomTensor({c}, dtype, 11, 0.5, 2);
+        const double eps = 1e-3;
+        std::vector<double> xv = values(x), wv = affine ? values(w) : std::vector<double>(c, 1.0),
+                            bv = affine ? values(b) : std::vector<double>(c, 0.0), mv = values(rm), vv = values(rv);
+        const int64_t inner = c == 0 ? 0 : numelOf(shape) / std::max<int64_t>(shape[0] * c, 1);
+        std::vector<double> expected(xv.size());
+        for (size_t i = 0; i < xv.size(); ++i) {
+          const size_t ch = static_cast<size_t>((static_cast<int64_t>(i) / inner) % c);
+          expected[i] = (xv[i] - mv[ch]) / std::sqrt(vv[ch] + eps) * wv[ch] + bv[ch];
+        }
+        expectClose(batchNorm(x, w, b, rm, rv, false, 0.1, eps), expected, shape, dtype);
+        if (shape.size() == 4) {
+          Tensor xs = x.permute({0, 2, 3, 1}).contiguous().permute({0, 3, 1, 2});
+          expectClose(batchNorm(xs, w, b, rm, rv, false, 0.1, eps), expected, shape, dtype);
+        }
+      }
+    }
+  }
+}
+
+TEST(NNBatchNorm, TrainingUsesBatchStatisticsAndUpdatesRunningStats) {
+  for (ScalarType dtype : {ScalarType::Float32, ScalarType::Float64}) {
+    const V shape{3, 2, 4, 3};
+    Tensor x = randomTensor(shape, dtype, 21);
+    Tensor w = randomTensor({2}, dtype, 22);
+    Tensor b = randomTensor({2}, dtype, 23);
+    Tensor rm = fromDoubles({0.5, -0.5}, {2}, dtype);
+    Tensor rv = fromDoubles({1.0, 2.0}, {2}, dtype);
+    const double momentum = 0.1, eps = 1e-5;
+    std::vector<double> xv = values(x), wv = values(w), bv = values(b);
+    std::vector<double> mean(2, 0), var(2, 0);
+    const size_t inner = 12, count = 36;
+    for (size_t i = 0; i < xv.size(); ++i) mean[(i / inner) % 2] += xv[i] / count;
+    for (size_t i = 0; i < xv.size(); ++i) var[(i / inner) % 2] += std::pow(xv[i] - mean[(i / inner) % 2], 2) / count;
+    std::vector<double> expected(xv.size());
+    for (size_t i = 0; i < xv.size(); ++i) {
+      const size_t ch = (i / inner) % 2;
+      expected[i] = (xv[i] - mean[ch]) / std::sqrt(var[ch] + eps) * wv[ch] + bv[ch];
+    }
+    expectClose(batchNorm(x, w, b, rm, rv, true, momentum, eps), expected, shape, dtype);
+    expectClose(rm, {0.9 * 0.5 + 0.1 * mean[0], 0.9 * -0.5 + 0.1 * mean[1]}, {2}, dtype);
+    expectClose(rv, {0.9 * 1.0 + 0.1 * var[0] * 36 / 35, 0.9 * 2.0 + 0.1 * var[1] * 36 / 35}, {2}, dtype);
+    // Without running stats, training mode still normalizes with batch statistics.
+    expectClose(batchNorm(x, w, b, {}, {}, true, momentum, eps), expected, shape, dtype);
+  }
+}
+
+TEST(NNBatchNorm, Errors) {
+  Tensor x = randomTensor({2, 3, 4}, ScalarType::Float32, 1);
+  Tensor c3 = randomTensor({3}, ScalarType::Float32, 2);
+  Tensor c4 = randomTensor({4}, ScalarType::Float32, 2);
+  EXPECT_THAT(errorOf([&] { batchNorm(x, c3, c3, {}, {}, false, 0.1, 1e-5); }),
+              HasSubstr("running_mean and running_var must be given when training=False"));
+  EXPECT_THAT(errorOf([&] { batchNorm(x, c4, c3, c3, c3, false, 0.1, 1e-5); }),
+              HasSubstr("expected 'weight' to be 1-D with 3 elements"));
+  EXPECT_THAT(errorOf([&] { batchNorm(x, c3, c3, c3, c4, false, 0.1, 1e-5); }),
+              HasSubstr("expected 'running_var' to be 1-D with 3 elements"));
+  EXPECT_THAT(errorOf([&] { batchNorm(randomTensor({3}, ScalarType::Float32, 1), {}, {}, c3, c3, false, 0.1, 1e-5); }),
+              HasSubstr("at least 2 dimensions"));
+  EXPECT_THAT(errorOf([&] { batchNorm(randomTensor({1, 3}, ScalarType::Float32, 1), {}, {}, c3, c3, true, 0.1, 1e-5); }),
+              HasSubstr("expected more than 1 value per channel when training"));
+  EXPECT_THAT(errorOf([&] { batchNorm(randomTensor({2, 3}, ScalarType::Int64, 1), {}, {}, c3, c3, false, 0.1, 1e-5); }),
+              HasSubstr("expected a floating-point input"));
+  EXPECT_THAT(errorOf([&] {
+                batchNorm(x, {}, {}, randomTensor({3}, ScalarType::Float32, 1, -2, 2, testDevice()), c3, false, 0.1,
+                          1e-5);
+              }),
+              HasSubstr("expected all tensors on one device"));
+}
+
+Tensor layerNorm(const Tensor& x, V shape, const Tensor& w, const Tensor& b, double eps) {
+  return callT("layer_norm", {x, shape, optional(w), optional(b), eps, true});
+}
+
+TEST(NNLayerNorm, MatchesReference) {
+  for (ScalarType dtype : {ScalarType::Float32, ScalarType::Float64, ScalarType::BFloat16, ScalarType::Float16}) {
+    for (const auto& [shape, normalized] :
+         {std::pair{V{2, 3, 4}, V{4}}, std::pair{V{2, 3, 4}, V{3, 4}}, std::pair{V{5}, V{5}},
+          std::pair{V{0, 4}, V{4}}}) {
+      for (bool affine : {true, false}) {
+        SCOPED_TRACE(::testing::PrintToString(shape) + " normalized " + ::testing::PrintToString(normalized));
+        const int64_t m = numelOf(normalized);
+        Tensor x = randomTensor(shape, dtype, 31, -2, 2);
+        Tensor w = affine ? randomTensor(normalized, dtype, 32) : Tensor();
+        Tensor b = affine ? randomTensor(normalized, dtype, 33) : Tensor();
+        std::vector<double> xv = values(x), wv = affine ? values(w) : std::vector<double>(m, 1.0),
+                            bv = affine ? values(b) : std::vector<double>(m, 0.0);
+        std::vector<double> expected(xv.size());
+        const double eps = 1e-5;
+        for (size_t r = 0; r * m < xv.size(); ++r) {
+          double mean = 0, var = 0;
+          for (int64_t j = 0; j < m; ++j) mean += xv[r * m + j] / m;
+          for (int64_t j = 0; j < m; ++j) var += std::pow(xv[r * m + j] - mean, 2) / m;
+          for (int64_t j = 0; j < m; ++j)
+            expected[r * m + j] = (xv[r * m + j] - mean) / std::sqrt(var + eps) * wv[j] + bv[j];
+        }
+        // Normalizing rounds the input's error up by ~1/std: allow a few ulps more.
+        const double tol = 4 * tolerance(dtype);
+        expectClose(layerNorm(x, normalized, w, b, eps), expected, shape, dtype, tol);
+        if (shape.size() == 3) {
+          Tensor xt = x.transpose(0, 1).contiguous().transpose(0, 1);
+          ASSERT_FALSE(xt.is_contiguous());
+          expectClose(layerNorm(xt, normalized, w, b, eps), expected, shape, dtype, tol);
+        }
+      }
+    }
+  }
+}
+
+TEST(NNLayerNorm, Errors) {
+  Tensor x = randomTensor({2, 3, 4}, ScalarType::Float32, 1);
+  EXPECT_THAT(errorOf([&] { layerNorm(x, {3}, {}, {}, 1e-5); }),
+              HasSubstr("given normalized_shape=[3], expected input whose trailing dimensions are [3]"));
+  EXPECT_THAT(errorOf([&] { layerNorm(x, {}, {}, {}, 1e-5); }), HasSubstr("at least one dimension"));
+  EXPECT_THAT(errorOf([&] { layerNorm(x, {4}, randomTensor({3}, ScalarType::Float32, 1), {}, 1e-5); }),
+              HasSubstr("expected 'weight' of size [4]"));
+  EXPECT_THAT(errorOf([&] { layerNorm(x, {2, 3, 4, 5}, {}, {}, 1e-5); }), HasSubstr("trailing dimensions"));
+  EXPECT_THAT(errorOf([&] { layerNorm(randomTensor({2, 4}, ScalarType::Int32, 1), {4}, {}, {}, 1e-5); }),
+              HasSubstr("expected a floating-point input"));
+}
 
 }  // namespace
 }  // namespace backplane::ops_test
