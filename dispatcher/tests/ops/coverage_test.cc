@@ -1,0 +1,55 @@
+// The standard operator table as a whole: the CPU plugin (or a composite)
+// serves every op, so CPU fallback covers every device, and the structured
+// ops are wired as Note [The standard operator table] says.
+#include "backplane/dispatcher/standard_ops.h"
+#include "ops_test_util.h"
+#include "test_device.h"
+
+namespace backplane::ops_test {
+namespace {
+
+std::string qualifiedName(const StandardOp& op) {
+  return std::string(kStandardNamespace) + "::" + op.schema.substr(0, op.schema.find('('));
+}
+
+TEST(StandardOpCoverage, TheCpuPluginOrACompositeServesEveryOp) {
+  ASSERT_GT(standardOperators().size(), 100u);
+  for (const StandardOp& s : standardOperators()) {
+    OperatorHandle h = Dispatcher::singleton().findOpOrThrow(qualifiedName(s));
+    KernelKind k = h.kernelKind(DispatchKey::CPU);
+    EXPECT_TRUE(k == KernelKind::Direct || k == KernelKind::Composite)
+        << qualifiedName(s) << " has no CPU kernel (" << kernelKindName(k) << ")";
+    EXPECT_NE(std::string(s.family), "") << qualifiedName(s);
+  }
+}
+
+TEST(StandardOpCoverage, ADeviceWithoutKernelsGetsEveryOpThroughCompositesOrCpuFallback) {
+  auto& dev = testing::TestDevice::install();
+  const DispatchKey key = backendKey(dev.type());
+  for (const StandardOp& s : standardOperators()) {
+    OperatorHandle h = Dispatcher::singleton().findOpOrThrow(qualifiedName(s));
+    KernelKind k = h.kernelKind(key);
+    EXPECT_TRUE(k == KernelKind::Composite || k == KernelKind::CpuFallback)
+        << qualifiedName(s) << " on " << dev.device() << ": " << kernelKindName(k);
+  }
+}
+
+TEST(StandardOpCoverage, OutVariantsHaveAShapeRuleAndTheirFunctionalFormsAComposite) {
+  for (const StandardOp& s : standardOperators()) {
+    const std::string name = qualifiedName(s);
+    OperatorHandle h = Dispatcher::singleton().findOpOrThrow(name);
+    bool has_out = false;
+    for (const Argument& a : h.schema().arguments()) has_out |= a.isOut();
+    if (has_out) {
+      EXPECT_NE(h.entry().meta(), nullptr) << name << " takes out= but has no meta kernel (shape rule)";
+      EXPECT_TRUE(s.meta.isValid()) << name;
+    }
+  }
+  // Spot checks of the triple for one op of each structured family.
+  for (const char* fn : {"bp::add.Tensor", "bp::sum.dim_IntList", "bp::mm", "bp::cat", "bp::index_select"}) {
+    EXPECT_EQ(Dispatcher::singleton().findOpOrThrow(fn).kernelKind(DispatchKey::CPU), KernelKind::Composite) << fn;
+  }
+}
+
+}  // namespace
+}  // namespace backplane::ops_test
