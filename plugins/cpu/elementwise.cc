@@ -1,198 +1,412 @@
 // Elementwise kernels of the CPU plugin (structured: each computes into the
-// `out` the host has sized with the op's shape rule).
-#include <array>
+// `out` the host has sized and dtype-checked with the op's shape rule, so a
+// kernel computes in out's dtype, in its opmath type for float16/bfloat16).
+// Loops: Note [Elementwise loops].
 #include <cmath>
-#include <cstring>
+#include <limits>
 #include <string>
-#include <vector>
+#include <string_view>
+#include <type_traits>
 
 #include "cpu_common.h"
+#include "elementwise_loops.h"
 #include "kernels.h"
 
 namespace {
 
 using namespace bp_cpu;
+using bp_cpu::elementwise::binaryLoop;
+using bp_cpu::elementwise::ternaryLoop;
+using bp_cpu::elementwise::unaryLoop;
 
-bool supported(ScalarType t) {
-  return t == ScalarType::Float32 || t == ScalarType::Float64 || t == ScalarType::Int32 || t == ScalarType::Int64;
+constexpr std::initializer_list<ScalarType> kAllTypes = {
+    ScalarType::Bool,     ScalarType::UInt8,   ScalarType::Int8,    ScalarType::Int32,  ScalarType::Int64,
+    ScalarType::Float16,  ScalarType::BFloat16, ScalarType::Float32, ScalarType::Float64};
+constexpr std::initializer_list<ScalarType> kNumericTypes = {
+    ScalarType::UInt8,   ScalarType::Int8,    ScalarType::Int32,   ScalarType::Int64,
+    ScalarType::Float16, ScalarType::BFloat16, ScalarType::Float32, ScalarType::Float64};
+constexpr std::initializer_list<ScalarType> kFloatingTypes = {ScalarType::Float16, ScalarType::BFloat16,
+                                                              ScalarType::Float32, ScalarType::Float64};
+
+bool isFloating(ScalarType t) {
+  return t == ScalarType::Float16 || t == ScalarType::BFloat16 || t == ScalarType::Float32 ||
+         t == ScalarType::Float64;
 }
 
-void checkInput(const char* op, const bp::Tensor& t, const char* arg) {
-  BP_PLUGIN_CHECK(t.device().type == kCpu, std::string(op) + ": argument '" + arg + "' is on device type " +
-                                               std::to_string(t.device().type) + ", expected cpu");
-  BP_PLUGIN_CHECK(supported(t.dtype()), std::string(op) + " on cpu: argument '" + arg + "' has dtype " +
-                                            bp::name(t.dtype()) + "; supported: float32, float64, int32, int64");
+// Whether integer v is a value of integral dtype t.
+bool fitsIn(ScalarType t, int64_t v) {
+  return visitDtype(t, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_integral_v<T>)
+      return v >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
+             v <= static_cast<int64_t>(std::numeric_limits<T>::max());
+    else return false;
+  });
 }
 
-std::vector<int64_t> toVector(bp::IntList l) { return std::vector<int64_t>(l.begin(), l.end()); }
-
-// t's strides aligned to `shape` (right-aligned; 0 where t is broadcast).
-std::vector<int64_t> alignedStrides(const bp::Tensor& t, const std::vector<int64_t>& shape) {
-  std::vector<int64_t> s(shape.size(), 0);
-  size_t off = shape.size() - static_cast<size_t>(t.dim());
-  for (int64_t i = 0; i < t.dim(); ++i)
-    s[off + static_cast<size_t>(i)] = t.size(i) == 1 ? 0 : t.stride(i);
-  return s;
-}
-
-// Calls inner(offsets[K], n, inner_strides[K]) over the outer dimensions of
-// `shape` for K operands with the given element strides.
-template <size_t K, typename Inner>
-void forEachRow(const std::vector<int64_t>& shape, const std::array<std::vector<int64_t>, K>& strides, Inner&& inner) {
-  int64_t numel = 1;
-  for (int64_t s : shape) numel *= s;
-  if (numel == 0) return;
-  const size_t nd = shape.size();
-  if (nd == 0) {
-    std::array<int64_t, K> offs{}, st{};
-    inner(offs, int64_t{1}, st);
-    return;
-  }
-  std::array<int64_t, K> inner_strides;
-  for (size_t k = 0; k < K; ++k) inner_strides[k] = strides[k][nd - 1];
-  std::vector<int64_t> index(nd, 0);
-  for (int64_t done = 0; done < numel; done += shape[nd - 1]) {
-    std::array<int64_t, K> offs{};
-    for (size_t d = 0; d + 1 < nd; ++d)
-      for (size_t k = 0; k < K; ++k) offs[k] += index[d] * strides[k][d];
-    inner(offs, shape[nd - 1], inner_strides);
-    for (size_t d = nd - 1; d-- > 0;) {
-      if (++index[d] < shape[d]) break;
-      index[d] = 0;
-    }
-  }
-}
-
-template <typename F>
-decltype(auto) visit(ScalarType t, F&& f) {
-  switch (t) {
-    case ScalarType::Float32: return f(float{});
-    case ScalarType::Float64: return f(double{});
-    case ScalarType::Int32: return f(int32_t{});
-    default: return f(int64_t{});
-  }
-}
-
-std::vector<int64_t> contiguousStrides(const std::vector<int64_t>& shape) {
-  std::vector<int64_t> s(shape.size());
-  int64_t acc = 1;
-  for (size_t i = shape.size(); i-- > 0;) {
-    s[i] = acc;
-    acc *= std::max<int64_t>(shape[i], 1);
-  }
-  return s;
-}
-
-// A copy of t converted to `dtype` (t itself if it already has it).
-bp::Tensor converted(const bp::Tensor& t, ScalarType dtype) {
-  if (t.dtype() == dtype) return t;
-  std::vector<int64_t> shape = toVector(t.sizes());
-  bp::Tensor out = bp::Tensor::empty(shape, dtype, kCpuDevice);
-  std::array<std::vector<int64_t>, 2> strides{contiguousStrides(shape), toVector(t.strides())};
-  visit(dtype, [&](auto o) {
+// dst = src converted elementwise (same shape; any strides).
+void copyCast(const bp::Tensor& src, const bp::Tensor& dst) {
+  visitDtype(dst.dtype(), [&](auto o) {
     using O = decltype(o);
-    visit(t.dtype(), [&](auto i) {
+    visitDtype(src.dtype(), [&](auto i) {
       using I = decltype(i);
-      O* dst = out.data_ptr<O>();
-      const I* src = t.data_ptr<const I>();
-      forEachRow<2>(shape, strides, [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
-        for (int64_t j = 0; j < n; ++j) dst[off[0] + j * st[0]] = static_cast<O>(src[off[1] + j * st[1]]);
-      });
+      unaryLoop<O, I>(dst, src, [](auto v) { return v; });
     });
+  });
+}
+
+// t as `dtype`: t itself when it already has it, else a converted copy kept
+// in `holder` (only mixed-dtype calls pay for it; the common case copies no
+// handle, which would cost a retain, a release and a new info query).
+const bp::Tensor& as(const bp::Tensor& t, ScalarType dtype, bp::Tensor& holder) {
+  if (t.dtype() == dtype) return t;
+  holder = bp::Tensor::empty(t.sizes(), dtype, kCpuDevice);
+  copyCast(t, holder);
+  return holder;
+}
+
+// A Scalar as compute type M, converted through storage type T first so
+// that it rounds as a value of out's dtype would (PyTorch casts the scalar
+// to the common dtype).
+template <class T, class M = opmath_t<T>>
+M scalarAs(const bp::Scalar& s) {
+  if constexpr (std::is_floating_point_v<M>) return load(store<T>(s.toDouble()));
+  else if constexpr (std::is_same_v<T, bool>) return s.toBool();
+  else {
+    // Saturated into T's range: a clamp bound or comparison operand beyond
+    // the range then acts as the range's end, which is the exact result.
+    const int64_t v = s.toInt();
+    if (v < static_cast<int64_t>(std::numeric_limits<T>::min())) return std::numeric_limits<T>::min();
+    if (v > static_cast<int64_t>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+    return static_cast<M>(v);
+  }
+}
+
+void checkArgs(const char* op, std::initializer_list<std::pair<const bp::Tensor*, const char*>> args) {
+  for (const auto& [t, name] : args) checkCpu(op, *t, name);
+}
+
+// --- binary arithmetic: out = f(self, other) computed in out's dtype
+
+template <class Body>
+bp::Tensor binary(const char* op, const bp::Tensor& self, const bp::Tensor& other, const bp::Tensor& out,
+                  std::initializer_list<ScalarType> supported, Body body) {
+  checkArgs(op, {{&self, "self"}, {&other, "other"}, {&out, "out"}});
+  checkDtype(op, out, "out", supported);
+  bp::Tensor a_holder, b_holder;
+  const bp::Tensor& a = as(self, out.dtype(), a_holder);
+  const bp::Tensor& b = as(other, out.dtype(), b_holder);
+  visitDtype(out.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    body(T{}, a, b);
   });
   return out;
 }
 
-// out = f(a, b) with broadcasting, computed in out's dtype. The host's shape
-// rule has checked out's shape, dtype and device (Note [Meta kernels]).
-template <typename F>
-bp::Tensor binary(const char* op, const bp::Tensor& a0, const bp::Tensor& b0, const bp::Tensor& out, F&& f) {
-  checkInput(op, a0, "self");
-  checkInput(op, b0, "other");
-  checkInput(op, out, "out");
-  const ScalarType dtype = out.dtype();
-  bp::Tensor a = converted(a0, dtype), b = converted(b0, dtype);
-  std::vector<int64_t> shape = toVector(out.sizes());
-  std::array<std::vector<int64_t>, 3> strides{toVector(out.strides()), alignedStrides(a, shape), alignedStrides(b, shape)};
-  visit(dtype, [&](auto tag) {
+template <bool kSubtract>
+bp::Tensor alphaOut(const char* op, const bp::Tensor& self, const bp::Tensor& other, const bp::Scalar& alpha,
+                    const bp::Tensor& out) {
+  return binary(op, self, other, out, kSubtract ? kNumericTypes : kAllTypes, [&](auto tag, const auto& a, const auto& b) {
     using T = decltype(tag);
-    T* o = out.data_ptr<T>();
-    const T* x = a.data_ptr<const T>();
-    const T* y = b.data_ptr<const T>();
-    forEachRow<3>(shape, strides, [&](const std::array<int64_t, 3>& off, int64_t n, const std::array<int64_t, 3>& st) {
-      T* op_ = o + off[0];
-      const T* xp = x + off[1];
-      const T* yp = y + off[2];
-      if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
-        for (int64_t j = 0; j < n; ++j) op_[j] = f(xp[j], yp[j]);
+    using M = opmath_t<T>;
+    if constexpr (std::is_same_v<T, bool>) {
+      // bool + alpha * bool is a logical or (alpha is true or false).
+      const bool al = alpha.toBool();
+      binaryLoop<T, T, T>(out, a, b, [al](bool x, bool y) { return x || (al && y); });
+    } else {
+      const M al = scalarAs<T>(alpha);
+      if (al == M(1)) {  // the common case, without a multiply
+        binaryLoop<T, T, T>(out, a, b, [](M x, M y) -> M { return kSubtract ? x - y : x + y; });
       } else {
-        for (int64_t j = 0; j < n; ++j) op_[j * st[0]] = f(xp[j * st[1]], yp[j * st[2]]);
+        binaryLoop<T, T, T>(out, a, b, [al](M x, M y) -> M { return kSubtract ? x - al * y : x + al * y; });
       }
-    });
+    }
   });
-  return out;
-}
-
-template <typename F>
-bp::Tensor unary(const char* op, const bp::Tensor& a0, const bp::Tensor& out, F&& f) {
-  checkInput(op, a0, "self");
-  checkInput(op, out, "out");
-  bp::Tensor a = converted(a0, out.dtype());
-  std::vector<int64_t> shape = toVector(out.sizes());
-  std::array<std::vector<int64_t>, 2> strides{toVector(out.strides()), toVector(a.strides())};
-  visit(out.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    T* o = out.data_ptr<T>();
-    const T* x = a.data_ptr<const T>();
-    forEachRow<2>(shape, strides, [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
-      for (int64_t j = 0; j < n; ++j) o[off[0] + j * st[0]] = f(x[off[1] + j * st[1]]);
-    });
-  });
-  return out;
 }
 
 bp::Tensor add_out(const bp::Tensor& self, const bp::Tensor& other, const bp::Scalar& alpha, const bp::Tensor& out) {
-  return visit(out.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    T a = alpha.to<T>();
-    return binary("bp::add.out", self, other, out, [a](T x, T y) { return static_cast<T>(x + a * y); });
-  });
+  return alphaOut<false>("bp::add.out", self, other, alpha, out);
 }
 
 bp::Tensor sub_out(const bp::Tensor& self, const bp::Tensor& other, const bp::Scalar& alpha, const bp::Tensor& out) {
-  return visit(out.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    T a = alpha.to<T>();
-    return binary("bp::sub.out", self, other, out, [a](T x, T y) { return static_cast<T>(x - a * y); });
-  });
+  return alphaOut<true>("bp::sub.out", self, other, alpha, out);
 }
 
 bp::Tensor mul_out(const bp::Tensor& self, const bp::Tensor& other, const bp::Tensor& out) {
-  return visit(out.dtype(), [&](auto tag) {
+  return binary("bp::mul.out", self, other, out, kAllTypes, [&](auto tag, const auto& a, const auto& b) {
     using T = decltype(tag);
-    return binary("bp::mul.out", self, other, out, [](T x, T y) { return static_cast<T>(x * y); });
+    using M = opmath_t<T>;
+    if constexpr (std::is_same_v<T, bool>) binaryLoop<T, T, T>(out, a, b, [](bool x, bool y) { return x && y; });
+    else binaryLoop<T, T, T>(out, a, b, [](M x, M y) -> M { return x * y; });
   });
 }
 
 bp::Tensor div_out(const bp::Tensor& self, const bp::Tensor& other, const bp::Tensor& out) {
-  return visit(out.dtype(), [&](auto tag) {
+  return binary("bp::div.out", self, other, out, kFloatingTypes, [&](auto tag, const auto& a, const auto& b) {
     using T = decltype(tag);
-    return binary("bp::div.out", self, other, out, [](T x, T y) { return static_cast<T>(x / y); });
+    using M = opmath_t<T>;
+    if constexpr (std::is_floating_point_v<M>) binaryLoop<T, T, T>(out, a, b, [](M x, M y) -> M { return x / y; });
   });
 }
 
-bp::Tensor neg_out(const bp::Tensor& self, const bp::Tensor& out) {
-  return visit(out.dtype(), [&](auto tag) {
+// maximum/minimum propagate NaN, as PyTorch.
+template <bool kMax>
+bp::Tensor extremumOut(const char* op, const bp::Tensor& self, const bp::Tensor& other, const bp::Tensor& out) {
+  return binary(op, self, other, out, kAllTypes, [&](auto tag, const auto& a, const auto& b) {
     using T = decltype(tag);
-    return unary("bp::neg.out", self, out, [](T x) { return static_cast<T>(-x); });
+    using M = opmath_t<T>;
+    binaryLoop<T, T, T>(out, a, b, [](M x, M y) -> M {
+      if constexpr (std::is_floating_point_v<M>) {
+        if (x != x) return x;
+      }
+      return (kMax ? x > y : x < y) ? x : y;
+    });
+  });
+}
+
+bp::Tensor maximum_out(const bp::Tensor& self, const bp::Tensor& other, const bp::Tensor& out) {
+  return extremumOut<true>("bp::maximum.out", self, other, out);
+}
+
+bp::Tensor minimum_out(const bp::Tensor& self, const bp::Tensor& other, const bp::Tensor& out) {
+  return extremumOut<false>("bp::minimum.out", self, other, out);
+}
+
+// Integer power by squaring; a negative exponent gives 1/x^-e truncated
+// (0 unless |x| is 1), as PyTorch.
+template <class M>
+M intPow(M x, M e) {
+  if (e < 0) {
+    if (x == 1) return 1;
+    if (x == -1) return (e % 2 == 0) ? M(1) : M(-1);
+    return 0;
+  }
+  M r = 1;
+  for (; e > 0; e /= 2) {
+    if (e % 2) r = static_cast<M>(r * x);
+    x = static_cast<M>(x * x);
+  }
+  return r;
+}
+
+template <class M>
+M powOf(M x, M e) {
+  if constexpr (std::is_floating_point_v<M>) return std::pow(x, e);
+  else return intPow<M>(x, e);
+}
+
+bp::Tensor pow_tensor_out(const bp::Tensor& self, const bp::Tensor& exponent, const bp::Tensor& out) {
+  return binary("bp::pow.Tensor_Tensor_out", self, exponent, out, kNumericTypes,
+                [&](auto tag, const auto& a, const auto& b) {
+                  using T = decltype(tag);
+                  using M = opmath_t<T>;
+                  if constexpr (!std::is_same_v<T, bool>) binaryLoop<T, T, T>(out, a, b, [](M x, M e) { return powOf<M>(x, e); });
+                });
+}
+
+// --- unary: out = f(self) computed in out's dtype
+
+template <class Body>
+bp::Tensor unary(const char* op, const bp::Tensor& self, const bp::Tensor& out,
+                 std::initializer_list<ScalarType> supported, Body body) {
+  checkArgs(op, {{&self, "self"}, {&out, "out"}});
+  checkDtype(op, out, "out", supported);
+  bp::Tensor a_holder;
+  const bp::Tensor& a = as(self, out.dtype(), a_holder);
+  visitDtype(out.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    body(T{}, a);
+  });
+  return out;
+}
+
+bp::Tensor pow_scalar_out(const bp::Tensor& self, const bp::Scalar& exponent, const bp::Tensor& out) {
+  return unary("bp::pow.Tensor_Scalar_out", self, out, kNumericTypes, [&](auto tag, const auto& a) {
+    using T = decltype(tag);
+    using M = opmath_t<T>;
+    if constexpr (!std::is_same_v<T, bool>) {
+      const M e = scalarAs<T>(exponent);
+      if (e == M(2)) unaryLoop<T, T>(out, a, [](M x) -> M { return x * x; });  // the common square, vectorised
+      else unaryLoop<T, T>(out, a, [e](M x) { return powOf<M>(x, e); });
+    }
+  });
+}
+
+// A unary op defined for floating out dtypes only (integral inputs arrive
+// converted: the host's rule makes their result float32).
+#define BP_FLOATING_UNARY(NAME, EXPR)                                                          \
+  bp::Tensor NAME##_out(const bp::Tensor& self, const bp::Tensor& out) {                      \
+    return unary("bp::" #NAME ".out", self, out, kFloatingTypes, [&](auto tag, const auto& a) { \
+      using T = decltype(tag);                                                                \
+      using M = opmath_t<T>;                                                                  \
+      if constexpr (std::is_floating_point_v<M>) unaryLoop<T, T>(out, a, [](M x) -> M { return EXPR; }); \
+    });                                                                                       \
+  }
+
+BP_FLOATING_UNARY(exp, std::exp(x))
+BP_FLOATING_UNARY(log, std::log(x))
+BP_FLOATING_UNARY(sqrt, std::sqrt(x))
+BP_FLOATING_UNARY(rsqrt, M(1) / std::sqrt(x))
+BP_FLOATING_UNARY(sin, std::sin(x))
+BP_FLOATING_UNARY(cos, std::cos(x))
+BP_FLOATING_UNARY(tanh, std::tanh(x))
+BP_FLOATING_UNARY(sigmoid, M(1) / (M(1) + std::exp(-x)))
+BP_FLOATING_UNARY(silu, x / (M(1) + std::exp(-x)))
+#undef BP_FLOATING_UNARY
+
+bp::Tensor neg_out(const bp::Tensor& self, const bp::Tensor& out) {
+  return unary("bp::neg.out", self, out, kNumericTypes, [&](auto tag, const auto& a) {
+    using T = decltype(tag);
+    using M = opmath_t<T>;
+    if constexpr (!std::is_same_v<T, bool>) unaryLoop<T, T>(out, a, [](M x) -> M { return -x; });
+  });
+}
+
+bp::Tensor abs_out(const bp::Tensor& self, const bp::Tensor& out) {
+  return unary("bp::abs.out", self, out, kAllTypes, [&](auto tag, const auto& a) {
+    using T = decltype(tag);
+    using M = opmath_t<T>;
+    if constexpr (std::is_same_v<T, bool> || std::is_unsigned_v<M>) unaryLoop<T, T>(out, a, [](M x) { return x; });
+    else unaryLoop<T, T>(out, a, [](M x) -> M { return x < M(0) ? -x : x; });
   });
 }
 
 bp::Tensor relu_out(const bp::Tensor& self, const bp::Tensor& out) {
-  return visit(out.dtype(), [&](auto tag) {
+  return unary("bp::relu.out", self, out, kNumericTypes, [&](auto tag, const auto& a) {
     using T = decltype(tag);
-    return unary("bp::relu.out", self, out, [](T x) { return x < T(0) ? T(0) : x; });  // keeps NaN, as PyTorch
+    using M = opmath_t<T>;
+    if constexpr (!std::is_same_v<T, bool>)
+      unaryLoop<T, T>(out, a, [](M x) { return x < M(0) ? M(0) : x; });  // keeps NaN, as PyTorch
   });
+}
+
+bp::Tensor gelu_out(const bp::Tensor& self, std::string_view approximate, const bp::Tensor& out) {
+  // The host's rule has checked `approximate`; this guards direct callers.
+  const bool tanh_form = approximate == "tanh";
+  BP_PLUGIN_CHECK(tanh_form || approximate == "none",
+                  "bp::gelu.out: approximate must be 'none' or 'tanh', but got '" + std::string(approximate) + "'");
+  return unary("bp::gelu.out", self, out, kFloatingTypes, [&](auto tag, const auto& a) {
+    using T = decltype(tag);
+    using M = opmath_t<T>;
+    if constexpr (std::is_floating_point_v<M>) {
+      if (tanh_form) {
+        const M k = M(0.7978845608028654);  // sqrt(2 / pi)
+        unaryLoop<T, T>(out, a, [k](M x) -> M { return M(0.5) * x * (M(1) + std::tanh(k * (x + M(0.044715) * x * x * x))); });
+      } else {
+        unaryLoop<T, T>(out, a, [](M x) -> M { return M(0.5) * x * (M(1) + std::erf(x * M(0.7071067811865476))); });
+      }
+    }
+  });
+}
+
+bp::Tensor clamp_out(const bp::Tensor& self, const std::optional<bp::Scalar>& min, const std::optional<bp::Scalar>& max,
+                     const bp::Tensor& out) {
+  BP_PLUGIN_CHECK(min.has_value() || max.has_value(), "bp::clamp.out: at least one of 'min' or 'max' must not be None");
+  return unary("bp::clamp.out", self, out, kNumericTypes, [&](auto tag, const auto& a) {
+    using T = decltype(tag);
+    using M = opmath_t<T>;
+    if constexpr (!std::is_same_v<T, bool>) {
+      // NaN inputs stay NaN (no comparison is true); min > max gives max, as PyTorch.
+      if (min && max) {
+        const M lo = scalarAs<T>(*min), hi = scalarAs<T>(*max);
+        unaryLoop<T, T>(out, a, [lo, hi](M x) -> M {
+          x = x < lo ? lo : x;
+          return x > hi ? hi : x;
+        });
+      } else if (min) {
+        const M lo = scalarAs<T>(*min);
+        unaryLoop<T, T>(out, a, [lo](M x) -> M { return x < lo ? lo : x; });
+      } else {
+        const M hi = scalarAs<T>(*max);
+        unaryLoop<T, T>(out, a, [hi](M x) -> M { return x > hi ? hi : x; });
+      }
+    }
+  });
+}
+
+// --- comparisons: bool results; inputs of different dtypes compare in
+// float64 if either is floating, else in int64. An out of another dtype
+// (in-place on a float tensor, say) receives the bools converted.
+
+enum class Cmp { Eq, Ne, Lt, Le, Gt, Ge };
+
+template <Cmp C, class M>
+bool compare(M x, M y) {
+  if constexpr (C == Cmp::Eq) return x == y;
+  else if constexpr (C == Cmp::Ne) return x != y;
+  else if constexpr (C == Cmp::Lt) return x < y;
+  else if constexpr (C == Cmp::Le) return x <= y;
+  else if constexpr (C == Cmp::Gt) return x > y;
+  else return x >= y;
+}
+
+// Runs fill(bool_out) into out, through a bool temporary when out is not bool.
+template <class Fill>
+bp::Tensor intoBoolOut(const bp::Tensor& out, Fill fill) {
+  if (out.dtype() == ScalarType::Bool) {
+    fill(out);
+  } else {
+    bp::Tensor tmp = bp::Tensor::empty(out.sizes(), ScalarType::Bool, kCpuDevice);
+    fill(tmp);
+    copyCast(tmp, out);
+  }
+  return out;
+}
+
+template <Cmp C>
+bp::Tensor compareTensorOut(const char* op, const bp::Tensor& self, const bp::Tensor& other, const bp::Tensor& out) {
+  checkArgs(op, {{&self, "self"}, {&other, "other"}, {&out, "out"}});
+  ScalarType common = self.dtype();
+  if (other.dtype() != common)
+    common = isFloating(self.dtype()) || isFloating(other.dtype()) ? ScalarType::Float64 : ScalarType::Int64;
+  bp::Tensor a_holder, b_holder;
+  const bp::Tensor& a = as(self, common, a_holder);
+  const bp::Tensor& b = as(other, common, b_holder);
+  return intoBoolOut(out, [&](const bp::Tensor& res) {
+    visitDtype(common, [&](auto tag) {
+      using T = decltype(tag);
+      using M = opmath_t<T>;
+      binaryLoop<bool, T, T>(res, a, b, [](M x, M y) { return compare<C, M>(x, y); });
+    });
+  });
+}
+
+template <Cmp C>
+bp::Tensor compareScalarOut(const char* op, const bp::Tensor& self, const bp::Scalar& other, const bp::Tensor& out) {
+  checkArgs(op, {{&self, "self"}, {&out, "out"}});
+  // A floating scalar against an integral tensor compares in float64; an
+  // integral one against bool or integers in int64.
+  ScalarType common = self.dtype();
+  if (!isFloating(common)) {
+    if (other.isFloatingPoint()) common = ScalarType::Float64;
+    else if (common == ScalarType::Bool ? !other.isBool() : !fitsIn(common, other.toInt())) common = ScalarType::Int64;
+  }
+  bp::Tensor a_holder;
+  const bp::Tensor& a = as(self, common, a_holder);
+  return intoBoolOut(out, [&](const bp::Tensor& res) {
+    visitDtype(common, [&](auto tag) {
+      using T = decltype(tag);
+      using M = opmath_t<T>;
+      const M y = scalarAs<T>(other);
+      unaryLoop<bool, T>(res, a, [y](M x) { return compare<C, M>(x, y); });
+    });
+  });
+}
+
+// where(condition, self, other): condition is bool (checked by the host).
+bp::Tensor where_out(const bp::Tensor& condition, const bp::Tensor& self, const bp::Tensor& other, const bp::Tensor& out) {
+  const char* op = "bp::where.self_out";
+  checkArgs(op, {{&condition, "condition"}, {&self, "self"}, {&other, "other"}, {&out, "out"}});
+  checkDtype(op, condition, "condition", {ScalarType::Bool});
+  bp::Tensor a_holder, b_holder;
+  const bp::Tensor& a = as(self, out.dtype(), a_holder);
+  const bp::Tensor& b = as(other, out.dtype(), b_holder);
+  visitDtype(out.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    using M = opmath_t<T>;
+    ternaryLoop<T>(out, condition, a, b, [](bool c, M x, M y) { return c ? x : y; });
+  });
+  return out;
 }
 
 }  // namespace
@@ -200,12 +414,44 @@ bp::Tensor relu_out(const bp::Tensor& self, const bp::Tensor& out) {
 namespace bp_cpu {
 
 void registerElementwiseKernels(bp::Library& m) {
-  m.impl("add.out", kCpu, &add_out);
-  m.impl("sub.out", kCpu, &sub_out);
-  m.impl("mul.out", kCpu, &mul_out);
-  m.impl("div.out", kCpu, &div_out);
+  m.impl("add.out", kCpu, bp::kernel<&add_out>());  // bound at compile time: the tiny-tensor path
+  m.impl("sub.out", kCpu, bp::kernel<&sub_out>());
+  m.impl("mul.out", kCpu, bp::kernel<&mul_out>());
+  m.impl("div.out", kCpu, bp::kernel<&div_out>());
+  m.impl("maximum.out", kCpu, &maximum_out);
+  m.impl("minimum.out", kCpu, &minimum_out);
+  m.impl("pow.Tensor_Tensor_out", kCpu, &pow_tensor_out);
+  m.impl("pow.Tensor_Scalar_out", kCpu, &pow_scalar_out);
+#define BP_COMPARISON(NAME, C)                                                                              \
+  m.impl(#NAME ".Tensor_out", kCpu,                                                                         \
+         +[](const bp::Tensor& s, const bp::Tensor& o, const bp::Tensor& out) {                             \
+           return compareTensorOut<C>("bp::" #NAME ".Tensor_out", s, o, out);                               \
+         });                                                                                                \
+  m.impl(#NAME ".Scalar_out", kCpu, +[](const bp::Tensor& s, const bp::Scalar& o, const bp::Tensor& out) { \
+    return compareScalarOut<C>("bp::" #NAME ".Scalar_out", s, o, out);                                      \
+  });
+  BP_COMPARISON(eq, Cmp::Eq)
+  BP_COMPARISON(ne, Cmp::Ne)
+  BP_COMPARISON(lt, Cmp::Lt)
+  BP_COMPARISON(le, Cmp::Le)
+  BP_COMPARISON(gt, Cmp::Gt)
+  BP_COMPARISON(ge, Cmp::Ge)
+#undef BP_COMPARISON
+  m.impl("where.self_out", kCpu, &where_out);
   m.impl("neg.out", kCpu, &neg_out);
+  m.impl("abs.out", kCpu, &abs_out);
   m.impl("relu.out", kCpu, &relu_out);
+  m.impl("exp.out", kCpu, &exp_out);
+  m.impl("log.out", kCpu, &log_out);
+  m.impl("sqrt.out", kCpu, &sqrt_out);
+  m.impl("rsqrt.out", kCpu, &rsqrt_out);
+  m.impl("sin.out", kCpu, &sin_out);
+  m.impl("cos.out", kCpu, &cos_out);
+  m.impl("tanh.out", kCpu, &tanh_out);
+  m.impl("sigmoid.out", kCpu, &sigmoid_out);
+  m.impl("silu.out", kCpu, &silu_out);
+  m.impl("gelu.out", kCpu, &gelu_out);
+  m.impl("clamp.out", kCpu, &clamp_out);
 }
 
 }  // namespace bp_cpu

@@ -1,9 +1,513 @@
 // Standard operators, family "elementwise": each op against a double-precision
 // reference through the CPU plugin.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
 #include "ops_test_util.h"
+#include "test_device.h"
 
 namespace backplane::ops_test {
 namespace {
+
+using ::testing::HasSubstr;
+
+const std::vector<ScalarType> kAllTypes = {ScalarType::Bool,    ScalarType::UInt8,    ScalarType::Int8,
+                                           ScalarType::Int32,   ScalarType::Int64,    ScalarType::Float16,
+                                           ScalarType::BFloat16, ScalarType::Float32, ScalarType::Float64};
+const std::vector<ScalarType> kFloatingTypes = {ScalarType::Float16, ScalarType::BFloat16, ScalarType::Float32,
+                                                ScalarType::Float64};
+
+// randomTensor, with the range moved to non-negative values for uint8 (whose
+// conversion from a negative double would wrap).
+Tensor rnd(IntArrayRef sizes, ScalarType dtype, uint32_t seed, double lo = -2, double hi = 2) {
+  if (dtype == ScalarType::UInt8 && lo < 0) {
+    hi -= lo;
+    lo = 0;
+  }
+  return randomTensor(sizes, dtype, seed, lo, hi);
+}
+
+std::string dtName(ScalarType t) { return std::string(scalarTypeName(t)); }
+
+// t's elements broadcast to `shape`, row-major.
+std::vector<double> valuesAs(const Tensor& t, IntArrayRef shape) { return values(t.expand(shape).contiguous()); }
+
+std::vector<double> map2(const std::vector<double>& a, const std::vector<double>& b,
+                         const std::function<double(double, double)>& f) {
+  std::vector<double> r(a.size());
+  for (size_t i = 0; i < a.size(); ++i) r[i] = f(a[i], b[i]);
+  return r;
+}
+
+std::vector<double> map1(const std::vector<double>& a, const std::function<double(double)>& f) {
+  std::vector<double> r(a.size());
+  for (size_t i = 0; i < a.size(); ++i) r[i] = f(a[i]);
+  return r;
+}
+
+// The value a result of `dtype` holds for the exact value v (bool: v != 0).
+double asDtype(double v, ScalarType dtype) {
+  if (dtype == ScalarType::Bool) return v != 0;
+  return values(fromDoubles({v}, {1}, dtype))[0];
+}
+
+struct BinaryCase {
+  std::string name;                    // functional overload, e.g. "mul.Tensor"
+  std::vector<IValue> extra;           // trailing arguments (alpha)
+  std::function<double(double, double)> ref;
+  bool bool_ok;                        // defined for bool inputs
+  bool true_divide;                    // integral results become float32
+  double lo = -3, hi = 3;              // input range (exponent range for pow)
+};
+
+std::vector<BinaryCase> binaryCases() {
+  return {
+      {"add.Tensor", {IValue(int64_t{2})}, [](double x, double y) { return x + 2 * y; }, false, false},
+      {"sub.Tensor", {IValue(int64_t{2})}, [](double x, double y) { return x - 2 * y; }, false, false},
+      {"mul.Tensor", {}, [](double x, double y) { return x * y; }, true, false},
+      {"div.Tensor", {}, [](double x, double y) { return x / y; }, true, true},
+      {"maximum", {}, [](double x, double y) { return std::max(x, y); }, true, false},
+      {"minimum", {}, [](double x, double y) { return std::min(x, y); }, true, false},
+      {"pow.Tensor_Tensor", {}, [](double x, double y) { return std::pow(x, y); }, false, false, 0, 3},
+  };
+}
+
+std::vector<IValue> args(std::vector<IValue> front, const std::vector<IValue>& extra) {
+  front.insert(front.end(), extra.begin(), extra.end());
+  return front;
+}
+
+TEST(ElementwiseBinary, MatchesReferenceWithBroadcastingForEveryDtype) {
+  for (const BinaryCase& c : binaryCases()) {
+    for (ScalarType dt : kAllTypes) {
+      if (dt == ScalarType::Bool && !c.bool_ok) continue;
+      SCOPED_TRACE(c.name + " " + dtName(dt));
+      Tensor a = rnd({2, 3, 1}, dt, 1, c.lo, c.hi);
+      Tensor b = rnd({1, 4}, dt, 2, c.lo, c.hi);
+      if (c.name == "div.Tensor" && !isFloatingType(dt)) b = rnd({1, 4}, dt, 2, 1, 3);  // no 0/0
+      Tensor r = callT(c.name, args({a, b}, c.extra));
+      const ScalarType want = c.true_divide && !isFloatingType(dt) ? ScalarType::Float32 : dt;
+      std::vector<double> expected = map2(valuesAs(a, {2, 3, 4}), valuesAs(b, {2, 3, 4}), c.ref);
+      if (!isFloatingType(want)) expected = map1(expected, [&](double v) { return asDtype(v, want); });
+      expectClose(r, expected, {2, 3, 4}, want);
+    }
+  }
+}
+
+TEST(ElementwiseBinary, BoolAddIsLogicalOrAndBoolSubIsRefused) {
+  Tensor a = fromDoubles({1, 0, 1, 0}, {4}, ScalarType::Bool);
+  Tensor b = fromDoubles({1, 1, 0, 0}, {4}, ScalarType::Bool);
+  expectClose(callT("add.Tensor", {a, b, true}), {1, 1, 1, 0}, {4}, ScalarType::Bool);
+  std::string e = errorOf([&] { callT("sub.Tensor", {a, b, 1}); });
+  EXPECT_THAT(e, HasSubstr("bp::sub.Tensor"));
+  EXPECT_THAT(e, HasSubstr("bool"));
+  EXPECT_THAT(errorOf([&] { callT("pow.Tensor_Tensor", {a, b}); }), HasSubstr("bool"));
+}
+
+TEST(ElementwiseBinary, PromotesLikePyTorch) {
+  Tensor i32 = fromDoubles({1, 2, 3}, {3}, ScalarType::Int32);
+  Tensor i64 = fromDoubles({4, 5, 6}, {3}, ScalarType::Int64);
+  Tensor f32 = fromDoubles({0.5, 1.5, 2.5}, {3}, ScalarType::Float32);
+  Tensor f64_0d = fromDoubles({2}, {}, ScalarType::Float64);
+  expectClose(callT("add.Tensor", {i32, i64, 1}), {5, 7, 9}, {3}, ScalarType::Int64);
+  expectClose(callT("mul.Tensor", {i32, f32}), {0.5, 3, 7.5}, {3}, ScalarType::Float32);
+  // A 0-d tensor does not raise the dtype of a dimensioned one of its category.
+  expectClose(callT("mul.Tensor", {f32, f64_0d}), {1, 3, 5}, {3}, ScalarType::Float32);
+  expectClose(callT("div.Tensor", {i32, i64}), {0.25, 0.4, 0.5}, {3}, ScalarType::Float32);
+  expectClose(callT("maximum", {i32, f32}), {1, 2, 3}, {3}, ScalarType::Float32);
+  // Half with float32 computes in float32.
+  Tensor h = fromDoubles({1, 2, 3}, {3}, ScalarType::Float16);
+  expectClose(callT("sub.Tensor", {h, f32, 1}), {0.5, 0.5, 0.5}, {3}, ScalarType::Float32);
+}
+
+TEST(ElementwiseBinary, NaNPropagatesThroughMaximumAndMinimum) {
+  Tensor a = fromDoubles({NAN, 1, 2}, {3}, ScalarType::Float32);
+  Tensor b = fromDoubles({0, NAN, 1}, {3}, ScalarType::Float32);
+  expectClose(callT("maximum", {a, b}), {NAN, NAN, 2}, {3}, ScalarType::Float32);
+  expectClose(callT("minimum", {a, b}), {NAN, NAN, 1}, {3}, ScalarType::Float32);
+}
+
+TEST(ElementwiseBinary, IntegerPowers) {
+  Tensor base = fromDoubles({2, -3, 1, -1, 5}, {5}, ScalarType::Int64);
+  Tensor e = fromDoubles({10, 3, -4, -3, -1}, {5}, ScalarType::Int64);
+  // Negative tensor exponents truncate 1/x^n toward zero, as PyTorch.
+  expectClose(callT("pow.Tensor_Tensor", {base, e}), {1024, -27, 1, -1, 0}, {5}, ScalarType::Int64);
+  expectClose(callT("pow.Tensor_Scalar", {base, Scalar(int64_t{2})}), {4, 9, 1, 1, 25}, {5}, ScalarType::Int64);
+  expectClose(callT("pow.Tensor_Scalar", {base, Scalar(0.5)}), {std::sqrt(2.0), NAN, 1, NAN, std::sqrt(5.0)}, {5},
+              ScalarType::Float32);
+  std::string err = errorOf([&] { callT("pow.Tensor_Scalar", {base, Scalar(int64_t{-1})}); });
+  EXPECT_THAT(err, HasSubstr("negative integer powers"));
+  for (ScalarType dt : kFloatingTypes) {
+    Tensor x = rnd({7}, dt, 3, 0.1, 3);
+    expectClose(callT("pow.Tensor_Scalar", {x, Scalar(2.5)}), map1(values(x), [](double v) { return std::pow(v, 2.5); }),
+                {7}, dt);
+    expectClose(callT("pow.Tensor_Scalar", {x, Scalar(int64_t{2})}), map1(values(x), [](double v) { return v * v; }),
+                {7}, dt);
+  }
+}
+
+TEST(ElementwiseBinary, NonContiguousInputsAndOut) {
+  for (ScalarType dt : {ScalarType::Float32, ScalarType::Int64, ScalarType::BFloat16}) {
+    SCOPED_TRACE(dtName(dt));
+    Tensor a = rnd({4, 3}, dt, 4).t();              // [3, 4], transposed
+    Tensor b = rnd({4}, dt, 5).expand({3, 4});     // stride 0
+    Tensor big = rnd({3, 8}, dt, 6);
+    Tensor c = big.narrow(1, 2, 4);                          // row stride 8
+    Tensor out = emptyTensor({4, 3}, dt).t();                // transposed out
+    callT("add.out", {a, b, 3, out});
+    expectClose(out, map2(values(a), values(b), [](double x, double y) { return x + 3 * y; }), {3, 4}, dt);
+    expectClose(callT("mul.Tensor", {a, c}), map2(values(a), values(c), [](double x, double y) { return x * y; }),
+                {3, 4}, dt);
+  }
+}
+
+TEST(ElementwiseBinary, EmptyAndZeroDim) {
+  Tensor e = emptyTensor({0, 3});
+  Tensor row = fromDoubles({1, 2, 3}, {3}, ScalarType::Float32);
+  EXPECT_EQ(callT("add.Tensor", {e, row, 1}).sizes(), IntArrayRef({0, 3}));
+  EXPECT_EQ(callT("eq.Tensor", {e, row}).sizes(), IntArrayRef({0, 3}));
+  Tensor s = fromDoubles({2}, {}, ScalarType::Float64);
+  Tensor r = callT("mul.Tensor", {s, s});
+  expectClose(r, {4}, {}, ScalarType::Float64);
+  expectClose(callT("sub.Tensor", {row, s, 1}), {-1, 0, 1}, {3}, ScalarType::Float32);
+  expectClose(callT("exp", {s}), {std::exp(2.0)}, {}, ScalarType::Float64);
+}
+
+TEST(ElementwiseBinary, InPlaceKeepsSelfAndChecksTheResult) {
+  Tensor a = fromDoubles({1, 2, 3}, {3}, ScalarType::Float32);
+  Tensor i = fromDoubles({1, 1, 1}, {3}, ScalarType::Int64);
+  Tensor r = callT("add_.Tensor", {a, i, 2});
+  EXPECT_TRUE(r.is_alias_of(a));
+  expectClose(a, {3, 4, 5}, {3}, ScalarType::Float32);
+  callT("mul_.Tensor", {a, fromDoubles({2}, {}, ScalarType::Float32)});
+  expectClose(a, {6, 8, 10}, {3}, ScalarType::Float32);
+  // An integral self cannot hold a floating result.
+  EXPECT_THAT(errorOf([&] { callT("div_.Tensor", {i, i}); }), HasSubstr("cannot be cast"));
+  // In place, self must already have the broadcast shape.
+  std::string err = errorOf([&] { callT("add_.Tensor", {a, emptyTensor({2, 3}), 1}); });
+  EXPECT_THAT(err, HasSubstr("bp::add_.Tensor"));
+  EXPECT_THAT(err, HasSubstr("[2, 3]"));
+  // In place on a transposed view.
+  Tensor m = fromDoubles({1, 2, 3, 4, 5, 6}, {2, 3}, ScalarType::Float64).t();
+  callT("sub_.Tensor", {m, fromDoubles({1, 2}, {2}, ScalarType::Float64), 1});
+  expectClose(m, {0, 2, 1, 3, 2, 4}, {3, 2}, ScalarType::Float64);
+}
+
+TEST(ElementwiseBinary, OutIsResizedCastAndChecked) {
+  Tensor a = fromDoubles({1, 2}, {2, 1}, ScalarType::Int32);
+  Tensor b = fromDoubles({10, 20, 30}, {3}, ScalarType::Int32);
+  Tensor out = emptyTensor({0}, ScalarType::Float64);
+  Tensor r = callT("add.out", {a, b, 1, out});
+  EXPECT_TRUE(r.is_alias_of(out));
+  expectClose(out, {11, 21, 31, 12, 22, 32}, {2, 3}, ScalarType::Float64);  // int result into a float64 out
+  std::string err = errorOf([&] { callT("add.out", {a, b, 1, emptyTensor({3, 2}, ScalarType::Int32)}); });
+  EXPECT_THAT(err, HasSubstr("bp::add.out"));
+  EXPECT_THAT(err, HasSubstr("shape [3, 2]"));
+  err = errorOf([&] { callT("div.out", {a, b, emptyTensor({2, 3}, ScalarType::Int32)}); });
+  EXPECT_THAT(err, HasSubstr("cannot be cast"));
+  err = errorOf([&] { callT("mul.out", {a, b, emptyTensor({2, 3}, ScalarType::Bool)}); });
+  EXPECT_THAT(err, HasSubstr("cannot be cast"));
+  // A narrower out of the same category is allowed (float64 result into float16).
+  Tensor h = emptyTensor({2}, ScalarType::Float16);
+  callT("mul.out", {fromDoubles({1.5, 2}, {2}, ScalarType::Float64), fromDoubles({2, 3}, {2}, ScalarType::Float64), h});
+  expectClose(h, {3, 6}, {2}, ScalarType::Float16);
+}
+
+TEST(ElementwiseBinary, AlphaMustMatchTheDtypeCategory) {
+  Tensor i = fromDoubles({1, 2}, {2}, ScalarType::Int32);
+  EXPECT_THAT(errorOf([&] { callT("add.Tensor", {i, i, 0.5}); }), HasSubstr("alpha must be an integer"));
+  Tensor f = fromDoubles({1, 2}, {2}, ScalarType::Float32);
+  expectClose(callT("sub.Tensor", {f, f, 0.5}), {0.5, 1}, {2}, ScalarType::Float32);
+}
+
+TEST(ElementwiseBinary, BroadcastAndDeviceErrors) {
+  std::string err = errorOf([&] { callT("mul.Tensor", {emptyTensor({3}), emptyTensor({2})}); });
+  EXPECT_THAT(err, HasSubstr("bp::mul.Tensor"));
+  EXPECT_THAT(err, HasSubstr("cannot be broadcast"));
+  auto& dev = testing::TestDevice::install("testdev", 2);
+  Tensor d = fromDoubles({1, 2}, {2}, ScalarType::Float32, dev.device());
+  err = errorOf([&] { callT("maximum", {d, emptyTensor({2})}); });
+  EXPECT_THAT(err, HasSubstr("bp::maximum"));
+  EXPECT_THAT(err, HasSubstr("cpu"));
+}
+
+// --- comparisons
+
+struct CmpCase {
+  const char* name;
+  std::function<bool(double, double)> ref;
+};
+const std::vector<CmpCase> kComparisons = {
+    {"eq", [](double x, double y) { return x == y; }}, {"ne", [](double x, double y) { return x != y; }},
+    {"lt", [](double x, double y) { return x < y; }},  {"le", [](double x, double y) { return x <= y; }},
+    {"gt", [](double x, double y) { return x > y; }},  {"ge", [](double x, double y) { return x >= y; }},
+};
+
+TEST(ElementwiseComparison, TensorAndScalarOverloadsForEveryDtype) {
+  for (const CmpCase& c : kComparisons) {
+    for (ScalarType dt : kAllTypes) {
+      SCOPED_TRACE(std::string(c.name) + " " + dtName(dt));
+      Tensor a = rnd({3, 1}, dt, 7, -2, 2);
+      Tensor b = rnd({4}, dt, 8, -2, 2);
+      auto ref = [&](double x, double y) { return c.ref(x, y) ? 1.0 : 0.0; };
+      expectClose(callT(std::string(c.name) + ".Tensor", {a, b}),
+                  map2(valuesAs(a, {3, 4}), valuesAs(b, {3, 4}), ref), {3, 4}, ScalarType::Bool);
+      const double s = dt == ScalarType::Bool ? 1 : 0;
+      expectClose(callT(std::string(c.name) + ".Scalar", {a, Scalar(s)}),
+                  map1(values(a), [&](double x) { return ref(x, s); }), {3, 1}, ScalarType::Bool);
+    }
+  }
+}
+
+TEST(ElementwiseComparison, MixedDtypesInPlaceAndOut) {
+  Tensor i = fromDoubles({1, 2, 3}, {3}, ScalarType::Int32);
+  Tensor f = fromDoubles({1.5, 2, 2.5}, {3}, ScalarType::Float32);
+  expectClose(callT("lt.Tensor", {i, f}), {1, 0, 0}, {3}, ScalarType::Bool);
+  expectClose(callT("lt.Scalar", {i, Scalar(2.5)}), {1, 1, 0}, {3}, ScalarType::Bool);
+  // An integer scalar outside the tensor's dtype range still compares exactly.
+  Tensor u = fromDoubles({0, 200, 255}, {3}, ScalarType::UInt8);
+  expectClose(callT("lt.Scalar", {u, Scalar(int64_t{300})}), {1, 1, 1}, {3}, ScalarType::Bool);
+  expectClose(callT("gt.Scalar", {u, Scalar(int64_t{-1})}), {1, 1, 1}, {3}, ScalarType::Bool);
+  // A float scalar is rounded to the tensor's floating dtype first, as PyTorch.
+  Tensor t = fromDoubles({0.1}, {1}, ScalarType::Float32);
+  expectClose(callT("eq.Scalar", {t, Scalar(0.1)}), {1}, {1}, ScalarType::Bool);
+  // In place keeps self's dtype.
+  Tensor g = fromDoubles({1, 2, 3}, {3}, ScalarType::Float32);
+  callT("ge_.Scalar", {g, Scalar(2.0)});
+  expectClose(g, {0, 1, 1}, {3}, ScalarType::Float32);
+  callT("eq_.Tensor", {i, fromDoubles({1}, {1}, ScalarType::Int64)});
+  expectClose(i, {1, 0, 0}, {3}, ScalarType::Int32);
+  // out= of any dtype receives the bools; empty out is resized.
+  Tensor out = emptyTensor({0}, ScalarType::Float64);
+  callT("ne.Tensor_out", {f, fromDoubles({2}, {}, ScalarType::Float32), out});
+  expectClose(out, {1, 0, 1}, {3}, ScalarType::Float64);
+  Tensor bout = emptyTensor({0}, ScalarType::Bool);
+  callT("le.Scalar_out", {f, Scalar(2.0), bout});
+  expectClose(bout, {1, 1, 0}, {3}, ScalarType::Bool);
+  EXPECT_THAT(errorOf([&] { callT("eq.Tensor_out", {f, f, emptyTensor({2}, ScalarType::Bool)}); }),
+              HasSubstr("shape [2]"));
+}
+
+// --- where
+
+TEST(ElementwiseWhere, SelectsWithBroadcastingForEveryDtype) {
+  Tensor cond = fromDoubles({1, 0, 0, 1}, {4, 1}, ScalarType::Bool);
+  for (ScalarType dt : kAllTypes) {
+    SCOPED_TRACE(dtName(dt));
+    Tensor a = rnd({3}, dt, 9);
+    Tensor b = rnd({4, 3}, dt, 10).t().contiguous().t();  // non-contiguous [4, 3]
+    Tensor r = callT("where.self", {cond, a, b});
+    std::vector<double> c = valuesAs(cond, {4, 3}), x = valuesAs(a, {4, 3}), y = valuesAs(b, {4, 3});
+    std::vector<double> expected(c.size());
+    for (size_t k = 0; k < c.size(); ++k) expected[k] = c[k] != 0 ? x[k] : y[k];
+    expectClose(r, expected, {4, 3}, dt);
+  }
+  // Promotion of self and other; out= resize.
+  Tensor out = emptyTensor({0}, ScalarType::Float64);
+  callT("where.self_out", {fromDoubles({1, 0}, {2}, ScalarType::Bool), fromDoubles({1, 2}, {2}, ScalarType::Int32),
+                           fromDoubles({0.5}, {}, ScalarType::Float32), out});
+  expectClose(out, {1, 0.5}, {2}, ScalarType::Float64);
+  Tensor r = callT("where.self", {fromDoubles({1, 0}, {2}, ScalarType::Bool), fromDoubles({1, 2}, {2}, ScalarType::Int32),
+                                  fromDoubles({0.5, 1}, {2}, ScalarType::Float32)});
+  expectClose(r, {1, 1}, {2}, ScalarType::Float32);
+  std::string err = errorOf([&] { callT("where.self", {fromDoubles({1}, {1}, ScalarType::Int64), r, r}); });
+  EXPECT_THAT(err, HasSubstr("bp::where.self"));
+  EXPECT_THAT(err, HasSubstr("'condition' must have dtype bool"));
+  EXPECT_THAT(errorOf([&] { callT("where.self", {cond, emptyTensor({5}), r}); }), HasSubstr("cannot be broadcast"));
+}
+
+// --- unary
+
+struct UnaryCase {
+  std::string name;
+  std::function<double(double)> ref;
+  enum { Same, SameNoBool, Floating, FloatingInput } kind;
+  double lo = -2, hi = 2;
+};
+
+double gelu(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
+double geluTanh(double x) {
+  return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+double sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
+
+std::vector<UnaryCase> unaryCases() {
+  return {
+      {"neg", [](double x) { return -x; }, UnaryCase::SameNoBool},
+      {"abs", [](double x) { return std::fabs(x); }, UnaryCase::Same},
+      {"relu", [](double x) { return x < 0 ? 0 : x; }, UnaryCase::SameNoBool},
+      {"exp", [](double x) { return std::exp(x); }, UnaryCase::Floating},
+      {"log", [](double x) { return std::log(x); }, UnaryCase::Floating, 0.1, 4},
+      {"sqrt", [](double x) { return std::sqrt(x); }, UnaryCase::Floating, 0, 4},
+      {"rsqrt", [](double x) { return 1 / std::sqrt(x); }, UnaryCase::Floating, 0.5, 4},
+      {"sin", [](double x) { return std::sin(x); }, UnaryCase::Floating},
+      {"cos", [](double x) { return std::cos(x); }, UnaryCase::Floating},
+      {"tanh", [](double x) { return std::tanh(x); }, UnaryCase::Floating},
+      {"sigmoid", sigmoid, UnaryCase::Floating},
+      {"silu", [](double x) { return x * sigmoid(x); }, UnaryCase::FloatingInput},
+      {"gelu", gelu, UnaryCase::FloatingInput},
+  };
+}
+
+TEST(ElementwiseUnary, MatchesReferenceForEveryDtypeAndForm) {
+  for (const UnaryCase& c : unaryCases()) {
+    for (ScalarType dt : kAllTypes) {
+      SCOPED_TRACE(c.name + " " + dtName(dt));
+      const bool floating_in = isFloatingType(dt);
+      Tensor x = rnd({2, 5}, dt, 11, c.lo, c.hi);
+      if ((c.kind == UnaryCase::SameNoBool && dt == ScalarType::Bool) ||
+          (c.kind == UnaryCase::FloatingInput && !floating_in)) {
+        std::string err = errorOf([&] { callT(c.name, {x}); });
+        EXPECT_THAT(err, HasSubstr("bp::" + c.name));
+        EXPECT_THAT(err, HasSubstr(dtName(dt)));
+        continue;
+      }
+      const ScalarType want = (c.kind == UnaryCase::Floating && !floating_in) ? ScalarType::Float32 : dt;
+      std::vector<double> expected = map1(values(x), c.ref);
+      if (!isFloatingType(want)) expected = map1(expected, [&](double v) { return asDtype(v, want); });
+      // Functional.
+      expectClose(callT(c.name, {x}), expected, {2, 5}, want);
+      // out=, into a transposed out.
+      Tensor out = emptyTensor({5, 2}, want).t();
+      if (c.name == "gelu") callT("gelu.out", {x, "none", out});  // boxed calls pass every argument before out
+      else callT(c.name + ".out", {x, out});
+      expectClose(out, expected, {2, 5}, want);
+      // In place (when the result dtype is self's), on a transposed view.
+      if (want == dt) {
+        Tensor y = x.t().contiguous().t();
+        Tensor r = callT(c.name + "_", {y});
+        EXPECT_TRUE(r.is_alias_of(y));
+        expectClose(y, expected, {2, 5}, want);
+      } else {
+        EXPECT_THAT(errorOf([&] { callT(c.name + "_", {x.clone()}); }), HasSubstr("cannot be cast"));
+      }
+    }
+  }
+}
+
+TEST(ElementwiseUnary, EmptyZeroDimAndNonContiguous) {
+  for (const UnaryCase& c : unaryCases()) {
+    SCOPED_TRACE(c.name);
+    EXPECT_EQ(callT(c.name, {emptyTensor({0, 4})}).sizes(), IntArrayRef({0, 4}));
+    Tensor s = fromDoubles({0.75}, {}, ScalarType::Float64);
+    expectClose(callT(c.name, {s}), {c.ref(0.75)}, {}, ScalarType::Float64);
+    Tensor big = rnd({6, 10}, ScalarType::Float32, 12, std::max(c.lo, 0.5), c.hi);
+    Tensor v = big.narrow(1, 1, 7).transpose(0, 1);  // [7, 6], strides (1, 10)
+    expectClose(callT(c.name, {v}), map1(values(v), c.ref), {7, 6}, ScalarType::Float32);
+  }
+}
+
+TEST(ElementwiseUnary, GeluApproximations) {
+  Tensor x = rnd({9}, ScalarType::Float64, 13, -4, 4);
+  expectClose(callT("gelu", {x, "none"}), map1(values(x), gelu), {9}, ScalarType::Float64);
+  expectClose(callT("gelu", {x, "tanh"}), map1(values(x), geluTanh), {9}, ScalarType::Float64);
+  Tensor out = emptyTensor({0}, ScalarType::Float32);
+  callT("gelu.out", {x, "tanh", out});
+  expectClose(out, map1(values(x), geluTanh), {9}, ScalarType::Float32);
+  std::string err = errorOf([&] { callT("gelu", {x, "fast"}); });
+  EXPECT_THAT(err, HasSubstr("bp::gelu"));
+  EXPECT_THAT(err, HasSubstr("'none'"));
+  EXPECT_THAT(err, HasSubstr("'fast'"));
+  EXPECT_THAT(errorOf([&] { callT("gelu_", {x, "erf"}); }), HasSubstr("'erf'"));
+}
+
+TEST(ElementwiseUnary, NegOfBoolSuggestsLogicalNot) {
+  std::string err = errorOf([&] { callT("neg", {fromDoubles({1}, {1}, ScalarType::Bool)}); });
+  EXPECT_THAT(err, HasSubstr("bp::neg"));
+  EXPECT_THAT(err, HasSubstr("logical_not"));
+}
+
+TEST(ElementwiseUnary, SiluUsesThePluginKernelOnCpuAndTheCompositeElsewhere) {
+  EXPECT_EQ(op("silu.out").kernelKind(DispatchKey::CPU), KernelKind::Direct);
+  auto& dev = testing::TestDevice::install("testdev", 2);
+  const DispatchKey key = backendKey(dev.type());
+  EXPECT_EQ(op("silu.out").kernelKind(key), KernelKind::Composite);
+  Dispatcher::singleton().setFallbackMode(FallbackMode::Silent);
+  Tensor x = rnd({5}, ScalarType::Float32, 14);
+  Tensor r = callT("silu", {fromDoubles(values(x), {5}, ScalarType::Float32, dev.device())});
+  EXPECT_EQ(r.device(), dev.device());
+  expectClose(r, map1(values(x), [](double v) { return v * sigmoid(v); }), {5}, ScalarType::Float32);
+  Dispatcher::singleton().setFallbackMode(FallbackMode::Warn);
+}
+
+TEST(ElementwiseClamp, BoundsPromotionAndErrors) {
+  for (ScalarType dt : kAllTypes) {
+    if (dt == ScalarType::Bool) continue;
+    SCOPED_TRACE(dtName(dt));
+    Tensor x = rnd({2, 6}, dt, 15, -3, 3);
+    auto clampRef = [](double lo, double hi) { return [=](double v) { return std::min(std::max(v, lo), hi); }; };
+    expectClose(callT("clamp", {x, Scalar(int64_t{-1}), Scalar(int64_t{2})}), map1(values(x), clampRef(-1, 2)),
+                {2, 6}, dt);
+    expectClose(callT("clamp", {x, std::nullopt, Scalar(int64_t{0})}), map1(values(x), clampRef(-1e9, 0)), {2, 6}, dt);
+    Tensor y = x.clone();
+    callT("clamp_", {y, Scalar(int64_t{1}), std::nullopt});
+    expectClose(y, map1(values(x), clampRef(1, 1e9)), {2, 6}, dt);
+  }
+  // A float bound on an integer tensor gives float32; min > max gives max.
+  Tensor i = fromDoubles({-2, 0, 3}, {3}, ScalarType::Int64);
+  expectClose(callT("clamp", {i, Scalar(-0.5), Scalar(1.5)}), {-0.5, 0, 1.5}, {3}, ScalarType::Float32);
+  expectClose(callT("clamp", {i, Scalar(int64_t{2}), Scalar(int64_t{1})}), {1, 1, 1}, {3}, ScalarType::Int64);
+  Tensor f = fromDoubles({NAN, 5}, {2}, ScalarType::Float32);
+  expectClose(callT("clamp", {f, Scalar(0.0), Scalar(1.0)}), {NAN, 1}, {2}, ScalarType::Float32);
+  Tensor out = emptyTensor({0}, ScalarType::Float64);
+  callT("clamp.out", {i, Scalar(int64_t{0}), std::nullopt, out});
+  expectClose(out, {0, 0, 3}, {3}, ScalarType::Float64);
+  std::string err = errorOf([&] { callT("clamp", {i, std::nullopt, std::nullopt}); });
+  EXPECT_THAT(err, HasSubstr("bp::clamp"));
+  EXPECT_THAT(err, HasSubstr("at least one of 'min' and 'max'"));
+  EXPECT_THAT(errorOf([&] { callT("clamp_", {i, Scalar(0.5), std::nullopt}); }), HasSubstr("cannot be cast"));
+}
+
+// --- large tensors: the parallel path (Note [Elementwise loops])
+
+TEST(ElementwiseLarge, ParallelPathMatchesReference) {
+  Tensor a = rnd({300, 257}, ScalarType::Float32, 16);
+  Tensor b = rnd({257}, ScalarType::Float32, 17);
+  Tensor r = callT("add.Tensor", {a.t().contiguous().t(), b, 1});  // column-major a, broadcast b
+  expectClose(r, map2(values(a), valuesAs(b, {300, 257}), [](double x, double y) { return x + y; }), {300, 257},
+              ScalarType::Float32);
+  Tensor h = rnd({100000}, ScalarType::BFloat16, 18);
+  expectClose(callT("sigmoid", {h}), map1(values(h), sigmoid), {100000}, ScalarType::BFloat16);
+}
+
+// BACKPLANE_NUM_THREADS: the child test (run only when the parent starts it
+// in a fresh process with the variable set) counts the threads the process
+// gains while running large elementwise kernels. OpenMP creates its worker
+// threads on the first parallel region, so the count is n - 1 exactly when
+// the kernels honour the setting.
+int taskCount() {
+  int n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
+TEST(ElementwiseThreads, DISABLED_Child) {
+  const int before = taskCount();
+  Tensor a = rnd({1 << 20}, ScalarType::Float32, 19);
+  Tensor r = callT("mul.Tensor", {a, a});
+  r = callT("exp", {r});
+  std::printf("ELEMENTWISE_THREADS_ADDED=%d\n", taskCount() - before);
+}
+
+int threadsAddedWith(const std::string& setting) {
+  std::string cmd = "BACKPLANE_NUM_THREADS=" + setting + " /proc/" + std::to_string(getpid()) +
+                    "/exe --gtest_also_run_disabled_tests --gtest_filter=ElementwiseThreads.DISABLED_Child 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return -1;
+  int added = -1;
+  char line[512];
+  while (std::fgets(line, sizeof line, p) != nullptr) std::sscanf(line, "ELEMENTWISE_THREADS_ADDED=%d", &added);
+  pclose(p);
+  return added;
+}
+
+TEST(ElementwiseThreads, HonoursBackplaneNumThreads) {
+  EXPECT_EQ(threadsAddedWith("1"), 0);
+  EXPECT_EQ(threadsAddedWith("3"), 2);
+}
 
 }  // namespace
 }  // namespace backplane::ops_test
