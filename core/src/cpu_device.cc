@@ -13,15 +13,26 @@
 namespace backplane {
 namespace {
 
+// Cache-line alignment for vector loads and oneDNN, above kSmallAllocation bytes.
 constexpr size_t kCpuAlignment = 64;
+constexpr size_t kSmallAllocation = 256;
 
 class CpuAllocator final : public Allocator {
  public:
   DataPtr allocate(size_t nbytes, Device device) override {
     if (nbytes == 0) return DataPtr(nullptr, nullptr, nullptr, device);
-    size_t rounded = (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
-    if (rounded < nbytes) BP_THROW(kResourceExhausted, "cpu allocation of ", nbytes, " bytes overflows");
-    void* p = std::aligned_alloc(kCpuAlignment, rounded);
+    void* p;
+    if (nbytes <= kSmallAllocation) {
+      // malloc's 16-byte alignment covers every element type, and glibc's
+      // aligned allocation costs several times more (it splits and
+      // consolidates chunks): small tensors are the ones whose whole op
+      // time is overhead.
+      p = std::malloc(nbytes);
+    } else {
+      size_t rounded = (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
+      if (rounded < nbytes) BP_THROW(kResourceExhausted, "cpu allocation of ", nbytes, " bytes overflows");
+      p = std::aligned_alloc(kCpuAlignment, rounded);
+    }
     if (!p) BP_THROW(kResourceExhausted, "cpu: out of memory allocating ", nbytes, " bytes");
     return DataPtr(p, p, [](void*, void* ptr) { std::free(ptr); }, device);
   }

@@ -158,11 +158,36 @@ struct Geometry {
   }
 };
 
+// Runs row(ptrs, n, inner_strides) over the operands (out first): in one
+// flat contiguous row when every operand is contiguous with out's element
+// count (no broadcasting then, so elements correspond one to one) and the
+// work is below the parallel grain, the common small case, which skips the
+// Geometry set-up; through Geometry otherwise.
+template <size_t N, class Row>
+void runElementwise(const std::array<const bp::Tensor*, N>& operands, Row&& row) {
+  const int64_t n = operands[0]->numel();
+  if (n > 0 && n < kParallelGrain) {
+    bool flat = true;
+    for (size_t k = 0; k < N && flat; ++k) flat = operands[k]->is_contiguous() && operands[k]->numel() == n;
+    if (flat) {
+      std::array<char*, N> p;
+      std::array<int64_t, N> ones;
+      for (size_t k = 0; k < N; ++k) {
+        p[k] = static_cast<char*>(operands[k]->data_ptr());
+        ones[k] = 1;
+      }
+      row(p, n, ones);
+      return;
+    }
+  }
+  Geometry<N> g(operands);
+  g.run(row);
+}
+
 // out[i] = store<O>(f(load(a[i]))).
 template <class O, class A, class F>
 void unaryLoop(const bp::Tensor& out, const bp::Tensor& a, F f) {
-  Geometry<2> g({&out, &a});
-  g.run([&](const std::array<char*, 2>& p, int64_t n, const std::array<int64_t, 2>& s) {
+  runElementwise<2>({&out, &a}, [&](const std::array<char*, 2>& p, int64_t n, const std::array<int64_t, 2>& s) {
     O* o = reinterpret_cast<O*>(p[0]);
     const A* x = reinterpret_cast<const A*>(p[1]);
     if (s[0] == 1 && s[1] == 1) {
@@ -177,8 +202,7 @@ void unaryLoop(const bp::Tensor& out, const bp::Tensor& a, F f) {
 // broadcast single value on either side.
 template <class O, class A, class B, class F>
 void binaryLoop(const bp::Tensor& out, const bp::Tensor& a, const bp::Tensor& b, F f) {
-  Geometry<3> g({&out, &a, &b});
-  g.run([&](const std::array<char*, 3>& p, int64_t n, const std::array<int64_t, 3>& s) {
+  runElementwise<3>({&out, &a, &b}, [&](const std::array<char*, 3>& p, int64_t n, const std::array<int64_t, 3>& s) {
     O* o = reinterpret_cast<O*>(p[0]);
     const A* x = reinterpret_cast<const A*>(p[1]);
     const B* y = reinterpret_cast<const B*>(p[2]);
@@ -199,8 +223,7 @@ void binaryLoop(const bp::Tensor& out, const bp::Tensor& a, const bp::Tensor& b,
 // out[i] = store<O>(f(c[i], load(a[i]), load(b[i]))) with c bool.
 template <class O, class F>
 void ternaryLoop(const bp::Tensor& out, const bp::Tensor& c, const bp::Tensor& a, const bp::Tensor& b, F f) {
-  Geometry<4> g({&out, &c, &a, &b});
-  g.run([&](const std::array<char*, 4>& p, int64_t n, const std::array<int64_t, 4>& s) {
+  runElementwise<4>({&out, &c, &a, &b}, [&](const std::array<char*, 4>& p, int64_t n, const std::array<int64_t, 4>& s) {
     O* o = reinterpret_cast<O*>(p[0]);
     const bool* cond = reinterpret_cast<const bool*>(p[1]);
     const O* x = reinterpret_cast<const O*>(p[2]);

@@ -583,20 +583,29 @@ void hostTensorInfo(const BP_Tensor* t, BP_TensorInfo* out) {
   // The caller's struct_size is its buffer size (Note [ABI rules]); 0 is a
   // caller bug, and writing anything could overrun its buffer.
   if (out == nullptr || out->struct_size == 0) return;
-  size_t want = std::min(out->struct_size, sizeof(BP_TensorInfo));
-  BP_TensorInfo info{};
-  info.struct_size = want;
-  info.data = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(impl->storage().data()) +
-                                      static_cast<uintptr_t>(impl->storageOffset()) * elementSize(impl->dtype()));
-  info.sizes = impl->sizes().data();
-  info.strides = impl->strides().data();
-  info.dim = static_cast<int64_t>(impl->sizes().size());
-  info.numel = impl->numel();
-  info.storage_offset = impl->storageOffset();
-  info.dtype = static_cast<BP_ScalarType>(impl->dtype());
-  info.device = {static_cast<int32_t>(impl->device().type), impl->device().index};
-  info.is_contiguous = impl->isContiguous();
-  std::memcpy(out, &info, want);
+  const size_t want = std::min(out->struct_size, sizeof(BP_TensorInfo));
+  auto fill = [impl, want](BP_TensorInfo& info) {
+    info.struct_size = want;
+    info.data = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(impl->storage().data()) +
+                                        static_cast<uintptr_t>(impl->storageOffset()) * elementSize(impl->dtype()));
+    info.sizes = impl->sizes().data();
+    info.strides = impl->strides().data();
+    info.dim = static_cast<int64_t>(impl->sizes().size());
+    info.numel = impl->numel();
+    info.storage_offset = impl->storageOffset();
+    info.dtype = static_cast<BP_ScalarType>(impl->dtype());
+    info.device = {static_cast<int32_t>(impl->device().type), impl->device().index};
+    info.is_contiguous = impl->isContiguous();
+  };
+  if (want == sizeof(BP_TensorInfo)) {
+    // The usual case: write the fields in place. (Building a local copy and
+    // copying it out stalls on store forwarding; this is a hot path.)
+    fill(*out);
+  } else {
+    BP_TensorInfo info{};
+    fill(info);
+    std::memcpy(out, &info, want);
+  }
 }
 
 BP_Tensor* hostTensorRetain(BP_Tensor* t) {

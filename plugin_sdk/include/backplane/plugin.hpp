@@ -765,11 +765,11 @@ class Tensor {
   const BP_TensorInfo& info() const {
     if (!has_info_) {
       if (t_ == nullptr) fail(BP_FAILED_PRECONDITION, "metadata of an undefined bp::Tensor was requested");
-      BP_TensorInfo info;
-      std::memset(&info, 0, sizeof info);
-      info.struct_size = sizeof(BP_TensorInfo);  // the size of our buffer: the host writes at most this much
-      detail::hostSlot(host().tensor_info, "tensor_info")(t_, &info);
-      info_ = info;
+      // Filled in place: copying a freshly written local struct would stall
+      // on store forwarding, and this runs for every argument of a kernel.
+      std::memset(&info_, 0, sizeof info_);
+      info_.struct_size = sizeof(BP_TensorInfo);  // the size of our buffer: the host writes at most this much
+      detail::hostSlot(host().tensor_info, "tensor_info")(t_, &info_);
       has_info_ = true;
     }
     return info_;
