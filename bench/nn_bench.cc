@@ -9,6 +9,12 @@
 // weights, forward inference), created outside the timed loop and executed
 // directly into a preallocated output. Their ratio is the dispatcher's and
 // plugin's overhead.
+//
+// BM_LayerNorm_f32 (a [512, 768] activation normalized over its last
+// dimension, with weight and bias: a transformer layer's layer_norm) and
+// BM_MaxPool2d_f32 (the ResNet stem's pooling: N=1, 64 channels, 112x112,
+// kernel 3, stride 2, padding 1) time bp::layer_norm and bp::max_pool2d
+// through the dispatcher, output allocation included.
 #include <benchmark/benchmark.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -91,6 +97,43 @@ void BM_OneDNN_Conv2d_ResNetBlock(benchmark::State& state) {
   state.SetLabel(pd.impl_info_str());
 }
 BENCHMARK(BM_OneDNN_Conv2d_ResNetBlock)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_LayerNorm_f32(benchmark::State& state) {
+  if (!loadPlugin(state)) return;
+  constexpr int64_t kRows = 512, kCols = 768;
+  Tensor x = tensorFromVector(uniformFloats(kRows * kCols, 3), {kRows, kCols});
+  const std::optional<Tensor> w = tensorFromVector(uniformFloats(kCols, 4), {kCols});
+  const std::optional<Tensor> b = tensorFromVector(uniformFloats(kCols, 5), {kCols});
+  auto layer_norm = Dispatcher::singleton()
+                        .findOpOrThrow("bp::layer_norm")
+                        .typed<Tensor(const Tensor&, IntArrayRef, const std::optional<Tensor>&,
+                                      const std::optional<Tensor>&, double, bool)>();
+  const std::vector<int64_t> normalized{kCols};
+  layer_norm.call(x, normalized, w, b, 1e-5, true);  // warm-up: primitive creation
+  for (auto _ : state) {
+    Tensor y = layer_norm.call(x, normalized, w, b, 1e-5, true);
+    benchmark::DoNotOptimize(y);
+  }
+  state.SetBytesProcessed(state.iterations() * 2 * kRows * kCols * static_cast<int64_t>(sizeof(float)));
+}
+BENCHMARK(BM_LayerNorm_f32)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_MaxPool2d_f32(benchmark::State& state) {
+  if (!loadPlugin(state)) return;
+  constexpr int64_t kSide = 112;
+  Tensor x = tensorFromVector(uniformFloats(kChannels * kSide * kSide, 6), {1, kChannels, kSide, kSide});
+  auto max_pool2d = Dispatcher::singleton()
+                        .findOpOrThrow("bp::max_pool2d")
+                        .typed<Tensor(const Tensor&, IntArrayRef, IntArrayRef, IntArrayRef, IntArrayRef, bool)>();
+  const std::vector<int64_t> kernel{3, 3}, stride{2, 2}, padding{1, 1}, dilation{1, 1};
+  max_pool2d.call(x, kernel, stride, padding, dilation, false);  // warm-up: primitive creation
+  for (auto _ : state) {
+    Tensor y = max_pool2d.call(x, kernel, stride, padding, dilation, false);
+    benchmark::DoNotOptimize(y);
+  }
+  state.SetBytesProcessed(state.iterations() * kChannels * kSide * kSide * static_cast<int64_t>(sizeof(float)));
+}
+BENCHMARK(BM_MaxPool2d_f32)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace
 }  // namespace backplane

@@ -1,5 +1,7 @@
-// "nn" kernels of the CPU plugin: conv2d (oneDNN for float32, a direct loop
-// for float64), max/avg pooling, batch_norm and layer_norm (loops). The
+// "nn" kernels of the CPU plugin: conv2d, max/avg pooling, batch_norm and
+// layer_norm. float32 runs on oneDNN wherever its semantics are PyTorch's
+// (see each kernel for the exceptions); other dtypes and the exceptions run
+// loops that compute in the dtype's compute type (or double). The
 // dispatcher's meta kernels have validated every argument (shapes, channel
 // and group counts, kernel/stride/padding values), so these kernels only
 // check what is specific to the CPU: device and dtype.
@@ -90,6 +92,36 @@ void checkParam(const char* op, const std::optional<bp::Tensor>& t, const char* 
   if (!t) return;
   checkCpu(op, *t, name);
   checkDtype(op, *t, name, kFloatTypes);
+}
+
+// A (small) parameter tensor as float32 values for oneDNN, which takes
+// scale, shift and statistics in f32 whatever the parameters' dtype.
+std::vector<float> readFloats(const std::optional<bp::Tensor>& t) {
+  const std::vector<double> d = readDoubles(t);
+  return std::vector<float>(d.begin(), d.end());
+}
+
+// Creates and runs a oneDNN primitive (make() returns it with its
+// arguments) on this thread's stream, turning oneDNN's errors into ours.
+// oneDNN's primitive cache makes re-creating a repeated shape cheap.
+template <class Make>
+void runOneDnn(const char* op, Make&& make) {
+  try {
+    auto [primitive, args] = make();
+    dnnl::stream& stream = dnnl_util::stream();
+    primitive.execute(stream, args);
+    stream.wait();
+  } catch (const dnnl::error& e) {
+    bp::fail(BP_INTERNAL, std::string(op) + " on cpu: oneDNN failed: " + e.what());
+  }
+}
+
+// A oneDNN float32 memory over `data` (not owned), dense and row-major.
+dnnl::memory plainMemory(const dnnl::memory::dims& dims, const void* data) {
+  dnnl::memory::dims strides(dims.size(), 1);
+  for (size_t i = dims.size() - 1; i-- > 0;) strides[i] = strides[i + 1] * dims[i + 1];
+  return dnnl::memory(dnnl::memory::desc(dims, dnnl::memory::data_type::f32, strides), dnnl_util::engine(),
+                      const_cast<void*>(data));
 }
 
 // --- conv2d
@@ -264,6 +296,45 @@ bp::Tensor poolOutput(const bp::Tensor& self, const PoolGeometry& g) {
   return bp::Tensor::empty({g.c, g.oh, g.ow}, self.dtype(), kCpuDevice);
 }
 
+// The right/bottom padding that makes oneDNN's (floor-mode) output size
+// PyTorch's `out`, ceil_mode included; never negative. The ceil_mode rule
+// (the last window starts inside the input or left padding) keeps it below
+// the kernel size, as oneDNN requires.
+int64_t rightPadding(int64_t in, int64_t out, int64_t kernel, int64_t pad, int64_t stride) {
+  return std::max<int64_t>((out - 1) * stride + kernel - in - pad, 0);
+}
+
+// Pooling of a contiguous float32 input with oneDNN (forward inference: no
+// workspace). An unbatched input is a batch of one.
+void poolOneDnn(const char* op, dnnl::algorithm algo, const bp::Tensor& self, const PoolGeometry& g,
+                const bp::Tensor& out) {
+  runOneDnn(op, [&] {
+    const int64_t n = g.planes / g.c;
+    const dnnl::memory src = plainMemory({n, g.c, g.h, g.w}, self.data_ptr());
+    const dnnl::memory dst = plainMemory({n, g.c, g.oh, g.ow}, out.data_ptr());
+    const dnnl::memory::dims pad_r{rightPadding(g.h, g.oh, g.kernel[0], g.padding[0], g.stride[0]),
+                                   rightPadding(g.w, g.ow, g.kernel[1], g.padding[1], g.stride[1])};
+    const dnnl::pooling_forward::desc desc(dnnl::prop_kind::forward_inference, algo, src.get_desc(), dst.get_desc(),
+                                           {g.stride[0], g.stride[1]}, {g.kernel[0], g.kernel[1]},
+                                           {g.padding[0], g.padding[1]}, pad_r);
+    return std::pair{dnnl::pooling_forward({desc, dnnl_util::engine()}),
+                     std::unordered_map<int, dnnl::memory>{{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}}};
+  });
+}
+
+// True when one of `n` float32 values is NaN or -inf. oneDNN's max pooling
+// does not propagate NaN as PyTorch does (a NaN in a window is its maximum),
+// and it starts each window from the lowest finite float, so an all -inf
+// window would not give -inf: such inputs take the loop. One vectorized
+// pass, cheap next to the pooling's reads.
+bool hasNanOrNegInf(const float* p, int64_t n) {
+  constexpr float kLowest = std::numeric_limits<float>::lowest();
+  int bad = 0;
+#pragma omp simd reduction(| : bad)
+  for (int64_t i = 0; i < n; ++i) bad |= !(p[i] >= kLowest);
+  return bad != 0;
+}
+
 // Runs body(input plane, output plane) for every (n, c) plane, in parallel
 // when there is enough work. The input is read through its strides.
 template <class T, class Body>
@@ -275,8 +346,9 @@ void forEachPlane(const bp::Tensor& self, const bp::Tensor& out, const PoolGeome
   for (int64_t p = 0; p < g.planes; ++p) body(in + (p / g.c) * g.sn + (p % g.c) * g.sc, o + p * g.oh * g.ow);
 }
 
-// Max pooling with loops rather than oneDNN: PyTorch propagates NaN (a NaN
-// in a window is that window's maximum), which oneDNN's max does not.
+// Max pooling: oneDNN for a contiguous float32 input without dilation
+// (oneDNN's pooling_forward has none) and without NaN or -inf
+// (hasNanOrNegInf); loops otherwise.
 bp::Tensor max_pool2d(const bp::Tensor& self, bp::IntList kernel_size, bp::IntList stride, bp::IntList padding,
                       bp::IntList dilation, bool ceil_mode) {
   static constexpr const char* kOp = "bp::max_pool2d";
@@ -286,6 +358,11 @@ bp::Tensor max_pool2d(const bp::Tensor& self, bp::IntList kernel_size, bp::IntLi
   const PoolGeometry g = poolGeometry(self, kernel_size, stride, padding, pair(dilation), ceil_mode);
   const bp::Tensor out = poolOutput(self, g);
   if (out.numel() == 0) return out;
+  if (self.dtype() == ScalarType::Float32 && self.is_contiguous() && g.dilation == std::array<int64_t, 2>{1, 1} &&
+      !hasNanOrNegInf(self.data_ptr<const float>(), self.numel())) {
+    poolOneDnn(kOp, dnnl::algorithm::pooling_max, self, g, out);
+    return out;
+  }
   visitDtype(self.dtype(), [&]<class T>(T) {
     forEachPlane<T>(self, out, g, [&](const T* in, T* o) {
       for (int64_t oy = 0; oy < g.oh; ++oy) {
@@ -310,9 +387,12 @@ bp::Tensor max_pool2d(const bp::Tensor& self, bp::IntList kernel_size, bp::IntLi
   return out;
 }
 
-// Average pooling with loops: PyTorch's count_include_pad=True divides by
-// the window clipped to the padded input (a ceil_mode window hanging past
-// the padding counts less), which oneDNN's include-padding mode does not.
+// Average pooling: oneDNN for a contiguous float32 input without
+// divisor_override, when its divisor is PyTorch's: always for
+// count_include_pad=False (both divide by the in-bounds count); for
+// count_include_pad=True only when no window hangs past the padded input.
+// PyTorch divides such a ceil_mode window by its part inside the padded
+// input, oneDNN's include-padding mode by the full kernel. Loops otherwise.
 bp::Tensor avg_pool2d(const bp::Tensor& self, bp::IntList kernel_size, bp::IntList stride, bp::IntList padding,
                       bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override) {
   static constexpr const char* kOp = "bp::avg_pool2d";
@@ -322,6 +402,18 @@ bp::Tensor avg_pool2d(const bp::Tensor& self, bp::IntList kernel_size, bp::IntLi
   const PoolGeometry g = poolGeometry(self, kernel_size, stride, padding, {1, 1}, ceil_mode);
   const bp::Tensor out = poolOutput(self, g);
   if (out.numel() == 0) return out;
+  if (self.dtype() == ScalarType::Float32 && self.is_contiguous() && !divisor_override) {
+    const bool within_padding =
+        rightPadding(g.h, g.oh, g.kernel[0], g.padding[0], g.stride[0]) <= g.padding[0] &&
+        rightPadding(g.w, g.ow, g.kernel[1], g.padding[1], g.stride[1]) <= g.padding[1];
+    if (!count_include_pad || within_padding) {
+      poolOneDnn(kOp,
+                 count_include_pad ? dnnl::algorithm::pooling_avg_include_padding
+                                   : dnnl::algorithm::pooling_avg_exclude_padding,
+                 self, g, out);
+      return out;
+    }
+  }
   visitDtype(self.dtype(), [&]<class T>(T) {
     forEachPlane<T>(self, out, g, [&](const T* in, T* o) {
       for (int64_t oy = 0; oy < g.oh; ++oy) {
@@ -376,6 +468,36 @@ void writeDoubles(const bp::Tensor& t, const std::vector<double>& values) {
   });
 }
 
+// batch_norm inference in float32 with oneDNN: the input as [n, c, spatial,
+// 1] (trailing dims collapsed), normalized with the running statistics
+// (use_global_stats).
+void batchNormOneDnn(const bp::Tensor& x, int64_t n, int64_t c, int64_t spatial,
+                     const std::optional<bp::Tensor>& weight, const std::optional<bp::Tensor>& bias,
+                     const std::optional<bp::Tensor>& running_mean, const std::optional<bp::Tensor>& running_var,
+                     double eps, const bp::Tensor& out) {
+  const std::vector<float> scale = readFloats(weight), shift = readFloats(bias), mean = readFloats(running_mean),
+                           var = readFloats(running_var);
+  runOneDnn("bp::batch_norm", [&] {
+    const dnnl::memory src = plainMemory({n, c, spatial, 1}, x.data_ptr());
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src},
+                                               {DNNL_ARG_DST, plainMemory({n, c, spatial, 1}, out.data_ptr())},
+                                               {DNNL_ARG_MEAN, plainMemory({c}, mean.data())},
+                                               {DNNL_ARG_VARIANCE, plainMemory({c}, var.data())}};
+    auto flags = dnnl::normalization_flags::use_global_stats;
+    if (weight) {
+      flags |= dnnl::normalization_flags::use_scale;
+      args.emplace(DNNL_ARG_SCALE, plainMemory({c}, scale.data()));
+    }
+    if (bias) {
+      flags |= dnnl::normalization_flags::use_shift;
+      args.emplace(DNNL_ARG_SHIFT, plainMemory({c}, shift.data()));
+    }
+    const dnnl::batch_normalization_forward::desc desc(dnnl::prop_kind::forward_inference, src.get_desc(),
+                                                       static_cast<float>(eps), flags);
+    return std::pair{dnnl::batch_normalization_forward({desc, dnnl_util::engine()}), std::move(args)};
+  });
+}
+
 bp::Tensor batch_norm(const bp::Tensor& input, const std::optional<bp::Tensor>& weight,
                       const std::optional<bp::Tensor>& bias, const std::optional<bp::Tensor>& running_mean,
                       const std::optional<bp::Tensor>& running_var, bool training, double momentum, double eps,
@@ -392,6 +514,13 @@ bp::Tensor batch_norm(const bp::Tensor& input, const std::optional<bp::Tensor>& 
   const int64_t spatial = c == 0 || n == 0 ? 0 : input.numel() / (n * c);
   const bp::Tensor x = contiguous(input);
   const bp::Tensor out = bp::Tensor::empty(input.sizes(), input.dtype(), kCpuDevice);
+  // Inference (the rule has required the running statistics) on oneDNN;
+  // training computes batch statistics and updates the running ones, in
+  // double, by loops.
+  if (!training && input.dtype() == ScalarType::Float32 && out.numel() > 0) {
+    batchNormOneDnn(x, n, c, spatial, weight, bias, running_mean, running_var, eps, out);
+    return out;
+  }
   const std::vector<double> w = readDoubles(weight), b = readDoubles(bias);
   std::vector<double> mean(static_cast<size_t>(c)), var(static_cast<size_t>(c));
   visitDtype(input.dtype(), [&]<class T>(T) {
@@ -450,6 +579,31 @@ bp::Tensor batch_norm(const bp::Tensor& input, const std::optional<bp::Tensor>& 
   return out;
 }
 
+// layer_norm in float32 with oneDNN: the input as [rows, m] (the
+// normalized trailing dims collapsed), forward inference (no statistics
+// kept).
+void layerNormOneDnn(const bp::Tensor& x, int64_t rows, int64_t m, const std::optional<bp::Tensor>& weight,
+                     const std::optional<bp::Tensor>& bias, double eps, const bp::Tensor& out) {
+  const std::vector<float> scale = readFloats(weight), shift = readFloats(bias);
+  runOneDnn("bp::layer_norm", [&] {
+    const dnnl::memory src = plainMemory({rows, m}, x.data_ptr());
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src},
+                                               {DNNL_ARG_DST, plainMemory({rows, m}, out.data_ptr())}};
+    auto flags = dnnl::normalization_flags::none;
+    if (weight) {
+      flags |= dnnl::normalization_flags::use_scale;
+      args.emplace(DNNL_ARG_SCALE, plainMemory({m}, scale.data()));
+    }
+    if (bias) {
+      flags |= dnnl::normalization_flags::use_shift;
+      args.emplace(DNNL_ARG_SHIFT, plainMemory({m}, shift.data()));
+    }
+    const dnnl::layer_normalization_forward::desc desc(dnnl::prop_kind::forward_inference, src.get_desc(),
+                                                       static_cast<float>(eps), flags);
+    return std::pair{dnnl::layer_normalization_forward({desc, dnnl_util::engine()}), std::move(args)};
+  });
+}
+
 bp::Tensor layer_norm(const bp::Tensor& input, bp::IntList normalized_shape, const std::optional<bp::Tensor>& weight,
                       const std::optional<bp::Tensor>& bias, double eps, bool /*cudnn_enable*/) {
   static constexpr const char* kOp = "bp::layer_norm";
@@ -463,6 +617,10 @@ bp::Tensor layer_norm(const bp::Tensor& input, bp::IntList normalized_shape, con
   const int64_t rows = m == 0 ? 0 : input.numel() / m;
   const bp::Tensor x = contiguous(input);
   const bp::Tensor out = bp::Tensor::empty(input.sizes(), input.dtype(), kCpuDevice);
+  if (input.dtype() == ScalarType::Float32 && rows > 0) {
+    layerNormOneDnn(x, rows, m, weight, bias, eps, out);
+    return out;
+  }
   const std::vector<double> w = readDoubles(weight), b = readDoubles(bias);
   visitDtype(input.dtype(), [&]<class T>(T) {
     if constexpr (std::is_floating_point_v<opmath_t<T>>) {

@@ -252,6 +252,11 @@ const std::vector<PoolCase>& poolCases() {
       {{1, 1, 3, 3}, {2, 2}, {2, 2}, {1, 1}, {1, 1}, true},  // last window would start in the right padding
       {{1, 2, 9, 8}, {3, 2}, {1, 2}, {1, 1}, {2, 1}, true},   // dilation (max only)
       {{0, 2, 4, 4}, {2, 2}, {}, {0, 0}, {1, 1}, false},      // empty batch
+      // Larger planes, for oneDNN's vectorized float32 paths. With
+      // count_include_pad the first stays within the padding (oneDNN), the
+      // second has ceil_mode windows past it (loop).
+      {{2, 8, 16, 18}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, false},
+      {{1, 8, 17, 20}, {3, 3}, {2, 2}, {0, 1}, {1, 1}, true},
   };
   return cases;
 }
@@ -308,6 +313,51 @@ TEST(NNPool, KnownValues) {
   Tensor m = callT("max_pool2d", {n, V{2}, V{}, V{0}, V{1}, false});
   EXPECT_EQ(m.sizes(), IntArrayRef(V{1, 1, 1}));
   EXPECT_TRUE(std::isnan(values(m)[0]));
+}
+
+// float32 contiguous inputs without NaN run on oneDNN; a NaN or -inf
+// anywhere sends max pooling to the loop, which must give PyTorch's answer.
+TEST(NNPool, MaxPoolNanAndNegativeInfinity) {
+  PoolCase c{{1, 4, 16, 16}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, false};
+  Tensor x = randomTensor(c.input, ScalarType::Float32, 71);
+  std::vector<double> xv = values(x);
+  xv[static_cast<size_t>(2 * 256 + 5 * 16 + 5)] = NAN;  // channel 2, row 5, column 5
+  for (int64_t i = 0; i < 256; ++i) xv[static_cast<size_t>(3 * 256 + i)] = -INFINITY;  // channel 3
+  V sizes;
+  const std::vector<double> expected = refPool(true, xv, c, true, std::nullopt, sizes);
+  Tensor y = maxPool(fromDoubles(xv, c.input, ScalarType::Float32), c);
+  const std::vector<double> got = values(y);
+  ASSERT_EQ(got.size(), expected.size());
+  int nans = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    SCOPED_TRACE(i);
+    if (std::isnan(expected[i])) {
+      ++nans;
+      EXPECT_TRUE(std::isnan(got[i]));
+    } else {
+      EXPECT_EQ(got[i], expected[i]);
+    }
+  }
+  EXPECT_EQ(nans, 4);  // the windows over (5, 5): output rows 2..3 x columns 2..3
+  EXPECT_EQ(got[static_cast<size_t>(3 * 64)], -INFINITY);
+}
+
+// Each avg_pool2d mode on one float32 input large enough for oneDNN:
+// exclude-padding and include-padding within the padded input (oneDNN),
+// ceil_mode overhang (14 wide, kernel 4, stride 3, padding 2: the last
+// ceil_mode window ends 1 past the padding) and divisor_override (loops).
+TEST(NNPool, AvgPoolModes) {
+  Tensor x = randomTensor({2, 4, 14, 14}, ScalarType::Float32, 81);
+  for (bool ceil : {false, true})
+    for (bool include_pad : {true, false})
+      for (std::optional<int64_t> divisor : {std::optional<int64_t>(), std::optional<int64_t>(5)}) {
+        PoolCase c{{2, 4, 14, 14}, {4, 4}, {3, 3}, {2, 2}, {1, 1}, ceil};
+        SCOPED_TRACE(::testing::Message() << "ceil " << ceil << " include_pad " << include_pad << " divisor "
+                                          << divisor.value_or(0));
+        V sizes;
+        const std::vector<double> expected = refPool(false, values(x), c, include_pad, divisor, sizes);
+        expectClose(avgPool(x, c, include_pad, divisor), expected, sizes, ScalarType::Float32);
+      }
 }
 
 TEST(NNPool, DefaultsAndFallback) {
@@ -378,6 +428,27 @@ TEST(NNBatchNorm, InferenceMatchesReference) {
           expectClose(batchNorm(xs, w, b, rm, rv, false, 0.1, eps), expected, shape, dtype);
         }
       }
+    }
+  }
+}
+
+// float32 inference runs on oneDNN: weight and bias each alone, a 5-D
+// input and non-float32 parameters must match the float64 loop path.
+TEST(NNBatchNorm, InferenceFloat32MatchesFloat64) {
+  for (const V& shape : {V{8, 16}, V{2, 16, 3, 4, 5}, V{3, 32, 9, 9}}) {
+    const int64_t c = shape[1];
+    Tensor x = randomTensor(shape, ScalarType::Float64, 41, -3, 3);
+    Tensor w = randomTensor({c}, ScalarType::Float64, 42);
+    Tensor b = randomTensor({c}, ScalarType::Float64, 43);
+    Tensor rm = randomTensor({c}, ScalarType::Float64, 44);
+    Tensor rv = randomTensor({c}, ScalarType::Float64, 45, 0.5, 2);
+    auto f32 = [](const Tensor& t) { return t.defined() ? fromDoubles(values(t), t.sizes(), ScalarType::Float32) : t; };
+    for (int params = 0; params < 4; ++params) {
+      SCOPED_TRACE(::testing::PrintToString(shape) + " params " + std::to_string(params));
+      const Tensor wp = params & 1 ? w : Tensor(), bp = params & 2 ? b : Tensor();
+      const std::vector<double> expected = values(batchNorm(x, wp, bp, rm, rv, false, 0.1, 1e-5));
+      expectClose(batchNorm(f32(x), f32(wp), f32(bp), f32(rm), f32(rv), false, 0.1, 1e-5), expected, shape,
+                  ScalarType::Float32);
     }
   }
 }
@@ -467,6 +538,26 @@ TEST(NNLayerNorm, MatchesReference) {
           expectClose(layerNorm(xt, normalized, w, b, eps), expected, shape, dtype, tol);
         }
       }
+    }
+  }
+}
+
+// float32 runs on oneDNN (any layout, after a contiguous copy): wide rows,
+// several normalized dims and weight or bias alone must match the float64
+// loop path.
+TEST(NNLayerNorm, Float32MatchesFloat64) {
+  for (const auto& [shape, normalized] :
+       {std::pair{V{64, 768}, V{768}}, std::pair{V{3, 5, 6, 7}, V{6, 7}}, std::pair{V{2, 1000}, V{1000}}}) {
+    Tensor x = randomTensor(shape, ScalarType::Float64, 51, -2, 5);
+    Tensor w = randomTensor(normalized, ScalarType::Float64, 52);
+    Tensor b = randomTensor(normalized, ScalarType::Float64, 53);
+    auto f32 = [](const Tensor& t) { return t.defined() ? fromDoubles(values(t), t.sizes(), ScalarType::Float32) : t; };
+    for (int params = 0; params < 4; ++params) {
+      SCOPED_TRACE(::testing::PrintToString(shape) + " params " + std::to_string(params));
+      const Tensor wp = params & 1 ? w : Tensor(), bp = params & 2 ? b : Tensor();
+      const std::vector<double> expected = values(layerNorm(x, normalized, wp, bp, 1e-5));
+      expectClose(layerNorm(f32(x), normalized, f32(wp), f32(bp), 1e-5), expected, shape, ScalarType::Float32,
+                  4 * tolerance(ScalarType::Float32));
     }
   }
 }
