@@ -7,9 +7,17 @@
 // the oneDNN matmul primitive the plugin uses (the same descriptors: a
 // batch of one, row-major), created outside the timed loop and executed
 // directly. Their ratio is the dispatcher's and plugin's overhead.
+//
+// BM_Linear_f32 is a transformer-sized linear layer through the dispatcher:
+// bp::linear(input [512, 768], weight [3072, 768], bias [3072]), the result
+// allocated per call as applications get it. BM_OneDNN_Linear_f32 is its
+// baseline: the oneDNN matmul with a bias argument that the CPU plugin's
+// kernel runs (weight read transposed through its strides), into a
+// preallocated buffer.
 #include <benchmark/benchmark.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -76,6 +84,53 @@ void BM_OneDNN_Matmul_512_f32(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * 2 * kN * kN * kN);
 }
 BENCHMARK(BM_OneDNN_Matmul_512_f32)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+constexpr int64_t kRows = 512, kIn = 768, kOut = 3072;
+
+void BM_Linear_f32(benchmark::State& state) {
+  if (!loadCpuPlugin(state)) return;
+  Tensor x = tensorFromVector(randomFloats(static_cast<size_t>(kRows * kIn), 1), {kRows, kIn});
+  Tensor w = tensorFromVector(randomFloats(static_cast<size_t>(kOut * kIn), 2), {kOut, kIn});
+  std::optional<Tensor> bias = tensorFromVector(randomFloats(static_cast<size_t>(kOut), 3), {kOut});
+  auto linear = Dispatcher::singleton()
+                    .findOpOrThrow("bp::linear")
+                    .typed<Tensor(const Tensor&, const Tensor&, const std::optional<Tensor>&)>();
+  linear.call(x, w, bias);  // warm-up: primitive creation
+  for (auto _ : state) {
+    Tensor r = linear.call(x, w, bias);
+    benchmark::DoNotOptimize(r);
+  }
+  state.SetItemsProcessed(state.iterations() * 2 * kRows * kIn * kOut);  // flops
+}
+BENCHMARK(BM_Linear_f32)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_OneDNN_Linear_f32(benchmark::State& state) {
+  using dt = dnnl::memory::data_type;
+  std::vector<float> x = randomFloats(static_cast<size_t>(kRows * kIn), 1);
+  std::vector<float> w = randomFloats(static_cast<size_t>(kOut * kIn), 2);
+  std::vector<float> bias = randomFloats(static_cast<size_t>(kOut), 3);
+  std::vector<float> y(static_cast<size_t>(kRows * kOut));
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  dnnl::stream s(eng);
+  const dnnl::memory::desc src({1, kRows, kIn}, dt::f32, dnnl::memory::dims{kRows * kIn, kIn, 1});
+  // weight [out, in] row-major, read as [in, out] (column-major): no copy.
+  const dnnl::memory::desc wei({1, kIn, kOut}, dt::f32, dnnl::memory::dims{kIn * kOut, 1, kIn});
+  const dnnl::memory::desc bia({1, 1, kOut}, dt::f32, dnnl::memory::dims{kOut, kOut, 1});
+  const dnnl::memory::desc dst({1, kRows, kOut}, dt::f32, dnnl::memory::dims{kRows * kOut, kOut, 1});
+  dnnl::matmul prim(dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, bia, dst), eng));
+  dnnl::memory mx(src, eng, x.data()), mw(wei, eng, w.data()), mb(bia, eng, bias.data()), my(dst, eng, y.data());
+  auto run = [&] {
+    prim.execute(s, {{DNNL_ARG_SRC, mx}, {DNNL_ARG_WEIGHTS, mw}, {DNNL_ARG_BIAS, mb}, {DNNL_ARG_DST, my}});
+    s.wait();
+  };
+  run();  // warm-up
+  for (auto _ : state) {
+    run();
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetItemsProcessed(state.iterations() * 2 * kRows * kIn * kOut);
+}
+BENCHMARK(BM_OneDNN_Linear_f32)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace
 }  // namespace backplane

@@ -1,5 +1,5 @@
-// Matrix-product kernels of the CPU plugin: mm.out, bmm.out and addmm.out
-// (the host's rules have checked shapes, dtypes and `out`; matmul, linear
+// Matrix-product kernels of the CPU plugin: mm.out, bmm.out, addmm.out and
+// linear (the host's rules have checked shapes, dtypes and `out`; matmul
 // and the functional forms are composites over these).
 //
 // Note [CPU matrix products]
@@ -126,8 +126,9 @@ void describe(const Mat& m, int64_t* out) {
   out[5] = m.sc;
 }
 
-// Cache key: dtype, alpha, beta, and dims/strides of A, B, C.
-using Key = std::array<int64_t, 21>;
+// Cache key: dtype, alpha, beta, dims/strides of A, B, C, and the bias's
+// length (0: none).
+using Key = std::array<int64_t, 22>;
 struct KeyHash {
   size_t operator()(const Key& k) const noexcept {
     uint64_t h = 1469598103934665603ull;
@@ -137,7 +138,7 @@ struct KeyHash {
 };
 struct Cached {
   dnnl::matmul prim;
-  dnnl::memory::desc a, b, c;
+  dnnl::memory::desc a, b, c, bias;
   bool reference;  // oneDNN picked its (slow) reference implementation
 };
 
@@ -145,7 +146,10 @@ dnnl::memory::desc descOf(const int64_t* d, dt type) {
   return dnnl::memory::desc({d[0], d[1], d[2]}, type, {d[3], d[4], d[5]});
 }
 
-const Cached& primitive(const Mat& A, const Mat& B, const Mat& C, dt type, float alpha, float beta) {
+// bias_cols > 0: a contiguous bias row of that length (1 or C.cols) added
+// to every row of the product, oneDNN's bias argument (one pass over C).
+const Cached& primitive(const Mat& A, const Mat& B, const Mat& C, dt type, float alpha, float beta,
+                        int64_t bias_cols = 0) {
   Key key{};
   key[0] = static_cast<int64_t>(type);
   std::memcpy(&key[1], &alpha, sizeof alpha);
@@ -153,11 +157,14 @@ const Cached& primitive(const Mat& A, const Mat& B, const Mat& C, dt type, float
   describe(A, &key[3]);
   describe(B, &key[9]);
   describe(C, &key[15]);
+  key[21] = bias_cols;
   // Per thread: no lock on the hot path; primitives are cheap to keep.
   thread_local std::unordered_map<Key, Cached, KeyHash> cache;
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   if (cache.size() >= 256) cache.clear();
   dnnl::memory::desc a = descOf(&key[3], type), b = descOf(&key[9], type), c = descOf(&key[15], type);
+  dnnl::memory::desc bias;
+  if (bias_cols > 0) bias = dnnl::memory::desc({1, 1, bias_cols}, type, {bias_cols, bias_cols, 1});
   dnnl::primitive_attr attr;
   if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
   if (beta != 0.0f) {
@@ -165,9 +172,10 @@ const Cached& primitive(const Mat& A, const Mat& B, const Mat& C, dt type, float
     ops.append_sum(beta);
     attr.set_post_ops(ops);
   }
-  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, dnnl_util::engine());
+  const dnnl::matmul::desc desc = bias_cols > 0 ? dnnl::matmul::desc(a, b, bias, c) : dnnl::matmul::desc(a, b, c);
+  dnnl::matmul::primitive_desc pd(desc, attr, dnnl_util::engine());
   const bool reference = std::string(pd.impl_info_str()).rfind("ref", 0) == 0;
-  return cache.emplace(key, Cached{dnnl::matmul(pd), a, b, c, reference}).first->second;
+  return cache.emplace(key, Cached{dnnl::matmul(pd), a, b, c, bias, reference}).first->second;
 }
 
 // Copies m to a contiguous buffer of the same element size; returns the
@@ -193,17 +201,24 @@ void copyBack(const Mat& from, const Mat& to, size_t es) {
                     from.data + (b * from.sb + r * from.sr + c * from.sc) * static_cast<int64_t>(es), es);
 }
 
-void execute(const Cached& p, const Mat& A, const Mat& B, const Mat& C) {
+void execute(const Cached& p, const Mat& A, const Mat& B, const Mat& C, void* bias) {
   const dnnl::engine& eng = dnnl_util::engine();
   dnnl::memory a(p.a, eng, A.data), b(p.b, eng, B.data), c(p.c, eng, C.data);
   ThreadScope threads;
   dnnl::stream& s = dnnl_util::stream();
-  p.prim.execute(s, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
+  if (bias != nullptr) {
+    dnnl::memory m(p.bias, eng, bias);
+    p.prim.execute(s, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_BIAS, m}, {DNNL_ARG_DST, c}});
+  } else {
+    p.prim.execute(s, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
+  }
   s.wait();
 }
 
-// C = alpha * A @ B + beta * C with oneDNN in `dtype` (the tensors' dtype).
-void gemmDnnl(Mat A, Mat B, Mat C, ScalarType dtype, float alpha, float beta) {
+// C = alpha * A @ B + beta * C (+ the row `bias` of length bias_cols, 1 or
+// C.cols, contiguous, when given) with oneDNN in `dtype` (the tensors' dtype).
+void gemmDnnl(Mat A, Mat B, Mat C, ScalarType dtype, float alpha, float beta, void* bias = nullptr,
+              int64_t bias_cols = 0) {
   const dt type = dnnl_util::dataType(dtype);
   const Mat C_user = C;
   bp::Tensor a_buf, b_buf, c_buf;
@@ -213,7 +228,7 @@ void gemmDnnl(Mat A, Mat B, Mat C, ScalarType dtype, float alpha, float beta) {
   if (!gemmLayout(C) || (C.batch > 1 && C.sb == 0)) c_buf = contiguousCopy(C, dtype);
   const Cached* p = nullptr;
   try {
-    p = &primitive(A, B, C, type, alpha, beta);
+    p = &primitive(A, B, C, type, alpha, beta, bias_cols);
   } catch (const dnnl::error&) {
     // oneDNN refused the strides outright; dense copies below.
   }
@@ -224,8 +239,8 @@ void gemmDnnl(Mat A, Mat B, Mat C, ScalarType dtype, float alpha, float beta) {
     if (!c_buf.defined()) c_buf = contiguousCopy(C, dtype);
     p = nullptr;
   }
-  if (p == nullptr) p = &primitive(A, B, C, type, alpha, beta);
-  execute(*p, A, B, C);
+  if (p == nullptr) p = &primitive(A, B, C, type, alpha, beta, bias_cols);
+  execute(*p, A, B, C, bias);
   if (c_buf.defined()) copyBack(C, C_user, bp::elementSize(dtype));
 }
 
@@ -265,6 +280,15 @@ void gemmViaFloat(const Mat& A, const Mat& B, const Mat& C, float alpha, float b
       for (int64_t col = 0; col < C.cols; ++col) at<T>(C, bi, r, col) = store<T>(*src++);
 }
 
+// Whether products in `dtype` run oneDNN in that dtype (float32 always;
+// bfloat16/float16 where this CPU has an optimised implementation).
+bool dnnlNative(ScalarType dtype) {
+  static const bool bf16_native = dnnlOptimised(ScalarType::BFloat16);
+  static const bool f16_native = dnnlOptimised(ScalarType::Float16);
+  return dtype == ScalarType::Float32 || (dtype == ScalarType::BFloat16 && bf16_native) ||
+         (dtype == ScalarType::Float16 && f16_native);
+}
+
 // C = alpha * A @ B (+ beta * C when use_beta), any supported dtype.
 void gemm(const Mat& A, const Mat& B, const Mat& C, ScalarType dtype, const bp::Scalar& alpha,
           const bp::Scalar& beta, bool use_beta) {
@@ -273,11 +297,7 @@ void gemm(const Mat& A, const Mat& B, const Mat& C, ScalarType dtype, const bp::
       dtype == ScalarType::Float32 || dtype == ScalarType::BFloat16 || dtype == ScalarType::Float16;
   if (dnnl_type && A.cols > 0) {
     const float a = static_cast<float>(alpha.toDouble()), b = use_beta ? static_cast<float>(beta.toDouble()) : 0.0f;
-    static const bool bf16_native = dnnlOptimised(ScalarType::BFloat16);
-    static const bool f16_native = dnnlOptimised(ScalarType::Float16);
-    if (dtype == ScalarType::Float32 || (dtype == ScalarType::BFloat16 && bf16_native) ||
-        (dtype == ScalarType::Float16 && f16_native))
-      return gemmDnnl(A, B, C, dtype, a, b);
+    if (dnnlNative(dtype)) return gemmDnnl(A, B, C, dtype, a, b);
     if (dtype == ScalarType::BFloat16) return gemmViaFloat<bp::BFloat16>(A, B, C, a, b);
     return gemmViaFloat<bp::Half>(A, B, C, a, b);
   }
@@ -331,6 +351,109 @@ bp::Tensor addmm_out(const bp::Tensor& self, const bp::Tensor& mat1, const bp::T
   return out;
 }
 
+// --- linear: input @ weight.T + bias
+
+// Copies the strided `src` (strides in elements aligned with `sizes`, 0 for
+// a broadcast dimension) into the dense row-major `dst`.
+void denseCopy(const char* src, bp::IntList sizes, const std::vector<int64_t>& strides, char* dst, size_t es) {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  const size_t dims = sizes.size();
+  std::vector<int64_t> index(dims, 0);
+  int64_t offset = 0;
+  for (int64_t i = 0; i < n; ++i, dst += es) {
+    std::memcpy(dst, src + offset * static_cast<int64_t>(es), es);
+    for (size_t d = dims; d-- > 0;) {  // odometer step, last dimension fastest
+      offset += strides[d];
+      if (++index[d] < sizes[d]) break;
+      offset -= strides[d] * sizes[d];
+      index[d] = 0;
+    }
+  }
+}
+
+// input ([..., in]) as one [rows, in] matrix through its strides, when its
+// leading dimensions collapse into a single row stride (as a view would);
+// false when they do not (e.g. a permuted batch).
+bool rowsView(const bp::Tensor& x, int64_t rows, Mat& m) {
+  const int64_t dims = x.dim(), in = x.size(-1);
+  int64_t row_stride = in * x.stride(-1), expect = -1;
+  for (int64_t d = dims - 2; d >= 0; --d) {
+    if (x.size(d) == 1) continue;
+    if (expect < 0) row_stride = x.stride(d);
+    else if (x.stride(d) != expect) return false;
+    expect = x.stride(d) * x.size(d);
+  }
+  m = Mat{static_cast<char*>(x.data_ptr()), 1, rows, in, 0, row_stride, x.stride(-1)};
+  return true;
+}
+
+// linear(input, weight, bias) (the host's linearMeta has checked shapes,
+// dtypes and devices). The product reads weight transposed through its
+// strides and input as [rows, in_features]. Where oneDNN computes in the
+// dtype and bias is a row (or a scalar), bias is oneDNN's bias argument:
+// one pass over the result. Otherwise (float64, integers, float16/bfloat16
+// without a native oneDNN, a bias of another shape, in_features == 0) bias
+// is broadcast into the result and the product accumulated onto it.
+bp::Tensor linear(const bp::Tensor& input, const bp::Tensor& weight, const std::optional<bp::Tensor>& bias_opt) {
+  static constexpr const char* kOp = "bp::linear";
+  checkArgs(kOp, {{&input, "input"}, {&weight, "weight"}});
+  const bp::Tensor* bias = bias_opt && bias_opt->defined() ? &*bias_opt : nullptr;
+  if (bias != nullptr) checkArgs(kOp, {{bias, "bias"}});
+  const ScalarType dtype = input.dtype();
+  const size_t es = bp::elementSize(dtype);
+  const bool matrix_weight = weight.dim() == 2;
+  const int64_t in = input.size(-1), n = matrix_weight ? weight.size(0) : 1;
+  std::vector<int64_t> sizes(input.sizes().begin(), input.sizes().end() - 1);
+  int64_t rows = 1;
+  for (int64_t s : sizes) rows *= s;
+  if (matrix_weight) sizes.push_back(n);
+  bp::Tensor out = bp::Tensor::empty(sizes, dtype, kCpuDevice);
+  if (rows * n == 0) return out;
+
+  char* w = static_cast<char*>(weight.data_ptr());
+  const Mat B = matrix_weight ? Mat{w, 1, in, n, 0, weight.stride(1), weight.stride(0)}
+                              : Mat{w, 1, in, 1, 0, weight.stride(0), 1};
+  Mat A;
+  bp::Tensor a_buf;
+  if (!rowsView(input, rows, A)) {
+    a_buf = bp::Tensor::empty(input.sizes(), dtype, kCpuDevice);
+    denseCopy(static_cast<const char*>(input.data_ptr()), input.sizes(), input.strides().vec(),
+              static_cast<char*>(a_buf.data_ptr()), es);
+    A = Mat{static_cast<char*>(a_buf.data_ptr()), 1, rows, in, 0, in, 1};
+  }
+  const Mat C{static_cast<char*>(out.data_ptr()), 1, rows, n, 0, n, 1};
+
+  const bool row_bias = bias == nullptr || (bias->dim() <= 1 && (bias->numel() == 1 || bias->size(0) == n));
+  if (in > 0 && row_bias && dnnlNative(dtype)) {
+    void* bias_data = nullptr;
+    int64_t bias_cols = 0;
+    bp::Tensor bias_buf;
+    if (bias != nullptr) {
+      bias_cols = bias->numel();
+      bias_data = bias->data_ptr();
+      if (bias_cols > 1 && bias->stride(0) != 1) {  // oneDNN's bias is a dense row
+        bias_buf = bp::Tensor::empty({bias_cols}, dtype, kCpuDevice);
+        denseCopy(static_cast<const char*>(bias_data), bias->sizes(), bias->strides().vec(),
+                  static_cast<char*>(bias_buf.data_ptr()), es);
+        bias_data = bias_buf.data_ptr();
+      }
+    }
+    gemmDnnl(A, B, C, dtype, 1.0f, 0.0f, bias_data, bias_cols);
+    return out;
+  }
+  if (bias != nullptr) {
+    // bias broadcast to out's shape: missing or size-1 dimensions get stride 0.
+    const int64_t lead = out.dim() - bias->dim();
+    std::vector<int64_t> strides(static_cast<size_t>(out.dim()), 0);
+    for (int64_t d = 0; d < bias->dim(); ++d)
+      strides[static_cast<size_t>(lead + d)] = bias->size(d) == 1 ? 0 : bias->stride(d);
+    denseCopy(static_cast<const char*>(bias->data_ptr()), out.sizes(), strides, static_cast<char*>(out.data_ptr()), es);
+  }
+  gemm(A, B, C, dtype, bp::Scalar(int64_t{1}), bp::Scalar(int64_t{1}), bias != nullptr);
+  return out;
+}
+
 }  // namespace
 
 namespace bp_cpu {
@@ -339,6 +462,7 @@ void registerLinalgKernels(bp::Library& m) {
   m.impl("mm.out", kCpu, &mm_out);
   m.impl("bmm.out", kCpu, &bmm_out);
   m.impl("addmm.out", kCpu, &addmm_out);
+  m.impl("linear", kCpu, &linear);
 }
 
 }  // namespace bp_cpu

@@ -2,7 +2,9 @@
 // implement `op.out`), and matmul and linear, composites over them. addmm.out
 // also has a composite (mm, mul, add) so that a device plugin with only mm.out
 // gets it without a CPU round trip; a direct kernel (the CPU plugin's) beats
-// it (Note [Kernel precedence]).
+// it (Note [Kernel precedence]). linear has a meta kernel (its argument
+// checks) so that a direct kernel, such as the CPU plugin's fused
+// product-plus-bias, gets checked arguments on every device.
 #include "ops/families.h"
 #include "ops/structured.h"
 
@@ -207,7 +209,8 @@ OutputMeta matmulRule(const Tensor& self, const Tensor& other) {
 }
 
 // Computes matmul(self, other) (rule already applied; result shape `m`)
-// with mm or bmm, into `out` when given (then contiguous, of shape m.sizes).
+// with mm or bmm, into `out` when given (then contiguous, of shape m.sizes,
+// as it is written through a [batch, rows, columns] view).
 Tensor matmulCompute(const Tensor& self, const Tensor& other, const OutputMeta& m, const Tensor* out) {
   const auto& mm = BP_STANDARD_OP("mm", MmSig);
   const auto& mm_out = BP_STANDARD_OP("mm.out", MmOutSig);
@@ -252,21 +255,29 @@ Tensor matmulFunctional(const Tensor& self, const Tensor& other) {
 void matmulOutMeta(const Tensor& self, const Tensor& other, const Tensor& out) {
   const std::string& op = qualified<"matmul">();
   checkProductOut(op, out, matmulRule(self, other), {{"self", &self}, {"other", &other}});
-  BP_CHECK(out.is_contiguous(), op, ": argument 'out' must be contiguous (it is written through a view of shape ",
-           "[batch, rows, columns]); pass a contiguous tensor or an empty one");
 }
 
+// A strided `out` is written directly where mm.out can take it (a matrix
+// product); otherwise the product goes to a temporary that is copied into
+// out (out cannot in general be viewed as [batch, rows, columns]).
 Tensor matmulOut(const Tensor& self, const Tensor& other, const Tensor& out) {
-  return matmulCompute(self, other, matmulRule(self, other), &out);
+  const OutputMeta m = matmulRule(self, other);
+  if (out.is_contiguous()) return matmulCompute(self, other, m, &out);
+  if (self.dim() == 2 && other.dim() == 2) return BP_STANDARD_OP("mm.out", MmOutSig).callChecked(self, other, out);
+  using CopySig = Tensor(const Tensor&, const Tensor&, bool);
+  BP_STANDARD_OP("copy_", CopySig).callChecked(out, matmulCompute(self, other, m, nullptr), false);
+  return out;
 }
 
 // --- linear: input @ weight.T + bias, over any leading dimensions of input.
 
-Tensor linearComposite(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias_opt) {
+// The result: input's leading dimensions, then out_features (none for a 1-D
+// weight). bias is added to it in place (as PyTorch), so it must broadcast
+// to the result's shape without growing it.
+OutputMeta linearRule(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   const std::string& op = qualified<"linear">();
   checkDefined(op, input, "input");
   checkDefined(op, weight, "weight");
-  const Tensor bias = bias_opt.value_or(Tensor());
   BP_CHECK(input.dim() >= 1, op, ": input must have at least 1 dimension, but it is 0-d");
   BP_CHECK(weight.dim() == 1 || weight.dim() == 2, op, ": weight must be [out_features, in_features] (2-D) or ",
            "[in_features] (1-D), but got shape ", shapeString(weight.sizes()));
@@ -274,7 +285,33 @@ Tensor linearComposite(const Tensor& input, const Tensor& weight, const std::opt
            shapeString(weight.sizes()), "; input.size(-1) must equal weight.size(-1) (in_features)");
   checkSameDtype(op, input, "input", weight, "weight");
   if (bias.defined()) checkSameDtype(op, input, "input", bias, "bias");
-  commonDevice(op, {{"input", &input}, {"weight", &weight}, {"bias", &bias}});
+  Device d = commonDevice(op, {{"input", &input}, {"weight", &weight}, {"bias", &bias}});
+  Shape sizes = toShape(leading(input.sizes(), 1));
+  if (weight.dim() == 2) sizes.push_back(weight.size(0));
+  auto broadcasts = [&] {  // bias's trailing dimensions are 1 or the result's
+    const size_t bd = static_cast<size_t>(bias.dim());
+    if (bd > sizes.size()) return false;
+    for (size_t i = 0; i < bd; ++i) {
+      const int64_t b = bias.size(static_cast<int64_t>(bd - 1 - i));
+      if (b != 1 && b != sizes[sizes.size() - 1 - i]) return false;
+    }
+    return true;
+  };
+  BP_CHECK(!bias.defined() || broadcasts(), op, ": bias of shape ",
+           bias.defined() ? shapeString(bias.sizes()) : std::string(), " cannot be broadcast to the result's shape ",
+           shapeString(asRef(sizes)),
+           "; pass a bias of shape [out_features] (or one that broadcasts to the result)");
+  return OutputMeta{sizes, input.dtype(), d};
+}
+
+void linearMeta(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias) {
+  linearRule(input, weight, bias.value_or(Tensor()));
+}
+
+// The backend-agnostic linear: one addmm over the rows of input where bias
+// is a row, else matmul then add. The arguments were checked (linearMeta).
+Tensor linearComposite(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias_opt) {
+  const Tensor bias = bias_opt.value_or(Tensor());
   const Tensor wt = weight.dim() == 2 ? weight.t() : weight;
   if (bias.defined() && weight.dim() == 2 && bias.dim() <= 1) {
     // One fused addmm over the rows of input (the common case).
@@ -316,8 +353,8 @@ void addLinalgOps(std::vector<StandardOp>& ops) {
   add("matmul(Tensor self, Tensor other) -> Tensor", {}, KernelFunction::makeFromFunction(BP_FN(matmulFunctional)));
   add("matmul.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)",
       KernelFunction::makeFromFunction(BP_FN(matmulOutMeta)), KernelFunction::makeFromFunction(BP_FN(matmulOut)));
-  add("linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor", {},
-      KernelFunction::makeFromFunction(BP_FN(linearComposite)));
+  add("linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor",
+      KernelFunction::makeFromFunction(BP_FN(linearMeta)), KernelFunction::makeFromFunction(BP_FN(linearComposite)));
 }
 
 }  // namespace backplane::ops

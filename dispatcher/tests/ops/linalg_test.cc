@@ -269,8 +269,41 @@ TEST(Matmul, Errors) {
   EXPECT_THAT(errorOf([&] { callT("matmul", {a, input({3, 2}, ScalarType::Int32, 1)}); }),
               HasSubstr("same dtype, but got float32 and int32"));
   EXPECT_THAT(errorOf([&] { callT("matmul.out", {a, input({3, 2}, ScalarType::Float32, 1),
-                                                 emptyTensor({2, 2}, ScalarType::Float32).t()}); }),
-              HasSubstr("argument 'out' must be contiguous"));
+                                                 emptyTensor({3, 3}, ScalarType::Float32).t()}); }),
+              HasSubstr("bp::matmul: argument 'out' has shape [3, 3] but the result has shape [2, 2]"));
+}
+
+// A non-contiguous out is written in place (as PyTorch): transposed, a
+// permuted batch, or every other element, on each of matmul's paths.
+TEST(Matmul, NonContiguousOut) {
+  struct Case {
+    std::vector<int64_t> a, b, result;
+  };
+  const std::vector<Case> cases = {
+      {{3, 4}, {4, 5}, {3, 5}},        // mm straight into out
+      {{2, 3, 4}, {4, 5}, {2, 3, 5}},  // rows folded
+      {{2, 3, 4}, {2, 4, 5}, {2, 3, 5}},
+      {{3, 4}, {4}, {3}},
+  };
+  for (ScalarType dtype : {ScalarType::Float32, ScalarType::Int64}) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(::testing::Message() << dtype << " " << IntArrayRef(c.a) << " @ " << IntArrayRef(c.b));
+      Tensor a = input(c.a, dtype, 1), b = input(c.b, dtype, 2);
+      // out: the reversed-dimension view of a dense buffer, or every other element of a vector.
+      std::vector<int64_t> rev(c.result.rbegin(), c.result.rend()), perm;
+      for (int64_t d = static_cast<int64_t>(c.result.size()); d-- > 0;) perm.push_back(d);
+      int64_t n = 1;
+      for (int64_t v : c.result) n *= v;
+      Tensor out =
+          c.result.size() == 1
+              ? fromDoubles(std::vector<double>(static_cast<size_t>(2 * n), 7), {2 * n}, dtype).slice(0, 0, 2 * n, 2)
+              : fromDoubles(std::vector<double>(static_cast<size_t>(n), 7), rev, dtype).permute(perm);
+      ASSERT_FALSE(out.is_contiguous());
+      Tensor r = callT("matmul.out", {a, b, out});
+      EXPECT_EQ(r.data_ptr(), out.data_ptr());
+      expectClose(out, refMatmul(a, b), c.result, dtype, productTol(dtype, a.size(-1)));
+    }
+  }
 }
 
 // --- addmm
@@ -367,39 +400,147 @@ TEST(Addmm, Errors) {
 
 // --- linear
 
-TEST(Linear, MatchesReference) {
-  for (ScalarType dtype : {ScalarType::Float32, ScalarType::Float64, ScalarType::BFloat16, ScalarType::Int32}) {
+int64_t numelOf(IntArrayRef s) {
+  int64_t n = 1;
+  for (int64_t v : s) n *= v;
+  return n;
+}
+
+// input @ weight.T + bias in double: rows of input against weight [n, in]
+// (or [in]: one output per row, no last dimension), bias broadcast to the
+// result (wrapped to integer dtypes).
+std::vector<double> refLinear(const Tensor& x, const Tensor& w, const Tensor& bias) {
+  const std::vector<double> xv = values(x), wv = values(w);
+  const int64_t in = x.size(-1), rows = numelOf(IntArrayRef(x.sizes().data(), x.sizes().size() - 1));
+  const int64_t n = w.dim() == 2 ? w.size(0) : 1;
+  std::vector<int64_t> sizes(x.sizes().begin(), x.sizes().end() - 1);
+  if (w.dim() == 2) sizes.push_back(n);
+  std::vector<double> bv = bias.defined() ? values(bias) : std::vector<double>();
+  std::vector<double> out;
+  for (int64_t f = 0; f < rows * n; ++f) {
+    const int64_t r = f / n, o = f % n;
+    double s = 0;
+    for (int64_t i = 0; i < in; ++i) s += xv[r * in + i] * wv[o * in + i];
+    if (bias.defined()) {
+      // Bias element of output element f: its trailing indices, 0 where bias has size 1.
+      int64_t rem = f, bi = 0, bstride = 1;
+      for (int64_t d = static_cast<int64_t>(sizes.size()) - 1, bd = bias.dim() - 1; d >= 0; --d, --bd) {
+        const int64_t idx = rem % sizes[d];
+        rem /= sizes[d];
+        if (bd < 0) continue;
+        bi += (bias.size(bd) == 1 ? 0 : idx) * bstride;
+        bstride *= bias.size(bd);
+      }
+      s += bv[bi];
+    }
+    out.push_back(wrapTo(x.dtype(), s));
+  }
+  return out;
+}
+
+std::vector<int64_t> linearShape(const Tensor& x, const Tensor& w) {
+  std::vector<int64_t> sizes(x.sizes().begin(), x.sizes().end() - 1);
+  if (w.dim() == 2) sizes.push_back(w.size(0));
+  return sizes;
+}
+
+void expectLinear(const Tensor& x, const Tensor& w, const Tensor& bias) {
+  SCOPED_TRACE(::testing::Message() << "input " << x.sizes() << " weight " << w.sizes() << " bias "
+                                    << (bias.defined() ? ::testing::PrintToString(bias.sizes()) : "none"));
+  Tensor r = callT("linear", {x, w, bias.defined() ? IValue(bias) : IValue()});
+  EXPECT_EQ(r.dtype(), x.dtype());
+  expectClose(r, refLinear(x, w, bias), linearShape(x, w), x.dtype(), productTol(x.dtype(), x.size(-1)) * 2);
+}
+
+TEST(Linear, EveryDtypeAndRankMatchesReference) {
+  for (ScalarType dtype : kAllDtypes) {
     SCOPED_TRACE(::testing::Message() << dtype);
-    Tensor x = input({2, 3, 4}, dtype, 1), w = input({5, 4}, dtype, 2), bias = input({5}, dtype, 3);
-    const std::vector<double> xv = values(x), wv = values(w), bv = values(bias);
-    auto ref = [&](const std::vector<double>& in, int64_t rows, bool with_bias) {
-      std::vector<double> out;
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t o = 0; o < 5; ++o) {
-          double s = with_bias ? bv[o] : 0;
-          for (int64_t i = 0; i < 4; ++i) s += in[r * 4 + i] * wv[o * 4 + i];
-          out.push_back(s);
-        }
-      return out;
-    };
-    const double tol = productTol(dtype, 4) * 2;
-    expectClose(callT("linear", {x, w, bias}), ref(xv, 6, true), {2, 3, 5}, dtype, tol);
-    expectClose(callT("linear", {x, w, IValue()}), ref(xv, 6, false), {2, 3, 5}, dtype, tol);
-    Tensor x1 = input({4}, dtype, 4);
-    expectClose(callT("linear", {x1, w, bias}), ref(values(x1), 1, true), {5}, dtype, tol);
-    Tensor x2 = input({4, 3}, dtype, 5).t();  // [3, 4] non-contiguous
-    expectClose(callT("linear", {x2, w, bias}), ref(values(x2), 3, true), {3, 5}, dtype, tol);
+    Tensor w = input({5, 4}, dtype, 2), bias = input({5}, dtype, 3);
+    for (const std::vector<int64_t>& xs : std::vector<std::vector<int64_t>>{{4}, {3, 4}, {2, 3, 4}, {2, 1, 3, 4}}) {
+      Tensor x = input(xs, dtype, 1);
+      expectLinear(x, w, bias);
+      expectLinear(x, w, Tensor());
+    }
+    // Larger than the small cases (oneDNN's blocked kernels, threads).
+    expectLinear(input({37, 70}, dtype, 4), input({33, 70}, dtype, 5), input({33}, dtype, 6));
   }
 }
 
+TEST(Linear, BiasShapesAndVectorWeight) {
+  for (ScalarType dtype : {ScalarType::Float32, ScalarType::Float64, ScalarType::BFloat16, ScalarType::Float16,
+                           ScalarType::Int32}) {
+    SCOPED_TRACE(::testing::Message() << dtype);
+    Tensor x = input({2, 3, 4}, dtype, 1), w = input({5, 4}, dtype, 2);
+    for (const std::vector<int64_t>& bs : std::vector<std::vector<int64_t>>{{}, {1}, {3, 1}, {3, 5}, {2, 3, 5}})
+      expectLinear(x, w, input(bs, dtype, 3));
+    // A 1-D weight: one output per row, no out_features dimension.
+    Tensor wv = input({4}, dtype, 4);
+    expectLinear(x, wv, Tensor());
+    expectLinear(x, wv, input({}, dtype, 5));
+    expectLinear(x, wv, input({3}, dtype, 6));
+    expectLinear(input({4}, dtype, 7), wv, input({}, dtype, 8));  // a dot product plus a scalar
+  }
+}
+
+TEST(Linear, NonContiguousOperands) {
+  for (ScalarType dtype : {ScalarType::Float32, ScalarType::Float64, ScalarType::BFloat16, ScalarType::Int64}) {
+    SCOPED_TRACE(::testing::Message() << dtype);
+    Tensor w = input({5, 4}, dtype, 2), bias = input({5}, dtype, 3);
+    Tensor permuted = input({4, 2, 3}, dtype, 1).permute({1, 2, 0});     // [2, 3, 4], rows do not collapse
+    Tensor strided = input({2, 3, 8}, dtype, 4).slice(2, 0, 8, 2);       // [2, 3, 4], column stride 2
+    Tensor every_other_row = input({6, 4}, dtype, 5).slice(0, 0, 6, 2);  // [3, 4], row stride 8
+    Tensor transposed = input({4, 3}, dtype, 6).t();                     // [3, 4], column-major
+    Tensor expanded = input({1, 4}, dtype, 7).expand({3, 4});            // stride-0 rows
+    Tensor wt = input({4, 5}, dtype, 8).t();                             // [5, 4], column-major weight
+    Tensor ws = input({10, 4}, dtype, 9).slice(0, 0, 10, 2);             // every other weight row
+    Tensor bs = input({10}, dtype, 10).slice(0, 0, 10, 2);               // bias with stride 2
+    Tensor be = input({1}, dtype, 11).expand({5});                       // bias with stride 0
+    for (const Tensor& x : {permuted, strided, every_other_row, transposed, expanded}) {
+      expectLinear(x, w, bias);
+      expectLinear(x, wt, bs);
+      expectLinear(x, ws, be);
+      expectLinear(x, wt, Tensor());
+    }
+  }
+}
+
+TEST(Linear, EmptyDimensions) {
+  for (ScalarType dtype : {ScalarType::Float32, ScalarType::Int32}) {
+    SCOPED_TRACE(::testing::Message() << dtype);
+    Tensor bias = input({5}, dtype, 3);
+    expectLinear(input({0, 4}, dtype, 1), input({5, 4}, dtype, 2), bias);  // no rows
+    expectLinear(input({3, 4}, dtype, 1), input({0, 4}, dtype, 2), input({0}, dtype, 3));  // no outputs
+    // in_features == 0: the result is the bias (or zeros).
+    expectLinear(input({2, 3, 0}, dtype, 1), input({5, 0}, dtype, 2), bias);
+    expectLinear(input({3, 0}, dtype, 1), input({5, 0}, dtype, 2), Tensor());
+  }
+}
+
+TEST(Linear, TheCpuKernelIsDirect) {
+  EXPECT_EQ(op("linear").kernelKind(DispatchKey::CPU), KernelKind::Direct);
+  EXPECT_NE(op("linear").entry().meta(), nullptr);
+}
+
 TEST(Linear, Errors) {
-  Tensor x = input({2, 4}, ScalarType::Float32, 1);
+  Tensor x = input({2, 4}, ScalarType::Float32, 1), w = input({5, 4}, ScalarType::Float32, 2);
   EXPECT_THAT(errorOf([&] { callT("linear", {x, input({5, 3}, ScalarType::Float32, 2), IValue()}); }),
               HasSubstr("bp::linear: input is [2, 4] and weight is [5, 3]; input.size(-1) must equal weight.size(-1)"));
   EXPECT_THAT(errorOf([&] { callT("linear", {x, input({5, 4}, ScalarType::Float64, 2), IValue()}); }),
-              HasSubstr("same dtype"));
+              HasSubstr("bp::linear: expected input and weight to have the same dtype, but got float32 and float64"));
+  EXPECT_THAT(errorOf([&] { callT("linear", {x, w, input({5}, ScalarType::Int32, 2)}); }),
+              HasSubstr("bp::linear: expected input and bias to have the same dtype, but got float32 and int32"));
   EXPECT_THAT(errorOf([&] { callT("linear", {x, input({2, 5, 4}, ScalarType::Float32, 2), IValue()}); }),
               HasSubstr("weight must be [out_features, in_features]"));
+  EXPECT_THAT(errorOf([&] { callT("linear", {input({}, ScalarType::Float32, 1), w, IValue()}); }),
+              HasSubstr("bp::linear: input must have at least 1 dimension, but it is 0-d"));
+  EXPECT_THAT(errorOf([&] { callT("linear", {x, w, input({4}, ScalarType::Float32, 3)}); }),
+              HasSubstr("bp::linear: bias of shape [4] cannot be broadcast to the result's shape [2, 5]"));
+  EXPECT_THAT(errorOf([&] { callT("linear", {x, w, input({3, 2, 5}, ScalarType::Float32, 3)}); }),
+              HasSubstr("bp::linear: bias of shape [3, 2, 5] cannot be broadcast to the result's shape [2, 5]"));
+  // A dot product's result is 0-d: a bias [1] would grow it.
+  EXPECT_THAT(errorOf([&] { callT("linear", {input({4}, ScalarType::Float32, 1), input({4}, ScalarType::Float32, 2),
+                                             input({1}, ScalarType::Float32, 3)}); }),
+              HasSubstr("bp::linear: bias of shape [1] cannot be broadcast to the result's shape []"));
 }
 
 // --- a device whose memory the host cannot read: composites and CPU fallback
@@ -426,6 +567,11 @@ TEST(LinalgOnDevice, CompositesAndFallbackWork) {
               productTol(ScalarType::Float32, 4) * 2);
   EXPECT_THAT(errorOf([&] { callT("mm", {da, b}); }),
               HasSubstr("bp::mm: expected all tensors on one device, but argument 'self' is on"));
+  // linear's checks (its meta kernel) hold on every device.
+  EXPECT_THAT(errorOf([&] { callT("linear", {da, db.t(), bias}); }),
+              HasSubstr("bp::linear: expected all tensors on one device"));
+  EXPECT_THAT(errorOf([&] { callT("linear", {da, db.t(), fromDoubles({1, 2}, {2}, ScalarType::Float32, d)}); }),
+              HasSubstr("bp::linear: bias of shape [2] cannot be broadcast to the result's shape [3, 5]"));
 }
 
 }  // namespace
