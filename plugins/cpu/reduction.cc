@@ -13,12 +13,16 @@
 // adjacent in memory (a mean over the batch dim), blocks of outputs are
 // reduced together instead ("columns"), so that memory is read in runs.
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "cpu_common.h"
+#include "dnnl_util.h"
 #include "kernels.h"
 
 namespace {
@@ -602,10 +606,107 @@ bp::Tensor std_correction_out(const bp::Tensor& self, std::optional<bp::IntList>
 
 // --- softmax, log_softmax
 
+// oneDNN's softmax (softmax_v2: softmax_accurate / softmax_log, forward
+// inference) where it has a vectorised kernel. oneDNN 2.6 has one only when
+// the axis is the innermost dim of a dense row-major layout (a middle axis,
+// a transposed or gapped layout gets its slow "ref" kernel), so it is used
+// for [rows, n] with unit element stride and row stride n, in float32 or
+// bfloat16, input and out of one dtype; everything else takes the loops.
+//
+// Non-finite inputs: PyTorch gives NaN for the whole row when the row holds
+// a NaN or +inf or only -inf. oneDNN gives NaN for an all -inf row but only
+// at the NaN / +inf element otherwise (its other elements get 0, or -inf for
+// log_softmax). In both cases the row it writes has a NaN, and a row of
+// finite max never does, so rows with a NaN are set to NaN afterwards.
+struct DnnlSoftmax {
+  dnnl::softmax_v2_forward prim;
+  dnnl::memory::desc md;
+  bool usable = false;  // false: oneDNN would run its reference kernel
+};
+
+const DnnlSoftmax& dnnlSoftmax(dnnl::memory::data_type type, bool log, int64_t rows, int64_t n) {
+  using Key = std::array<int64_t, 4>;
+  struct KeyHash {
+    size_t operator()(const Key& k) const noexcept {
+      uint64_t h = 1469598103934665603ull;
+      for (int64_t v : k) h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ull;
+      return static_cast<size_t>(h);
+    }
+  };
+  // Per thread, as the streams: no lock on the hot path.
+  thread_local std::unordered_map<Key, DnnlSoftmax, KeyHash> cache;
+  const Key key{static_cast<int64_t>(type), log, rows, n};
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  if (cache.size() >= 64) cache.clear();
+  DnnlSoftmax entry;
+  entry.md = dnnl::memory::desc({rows, n}, type, dnnl::memory::dims{n, 1});
+  try {
+    const dnnl::softmax_v2_forward::primitive_desc pd(
+        {dnnl::prop_kind::forward_inference, log ? dnnl::algorithm::softmax_log : dnnl::algorithm::softmax_accurate,
+         entry.md, entry.md, 1},
+        dnnl_util::engine());
+    if (std::string(pd.impl_info_str()).rfind("ref", 0) != 0) {
+      entry.prim = dnnl::softmax_v2_forward(pd);
+      entry.usable = true;
+    }
+  } catch (const dnnl::error&) {
+    // This oneDNN build has no such softmax (e.g. bf16 on an old CPU).
+  }
+  return cache.emplace(key, std::move(entry)).first->second;
+}
+
+// Sets every row of y ([rows, n], contiguous) that holds a NaN to NaN.
+// Bits: the unsigned integer of T's size (float32 or bfloat16). A NaN's
+// magnitude bits exceed infinity's; their max over a row vectorises (a
+// NaN test per element does not), so the check costs little next to exp().
+template <typename T, typename Bits>
+void nanRows(T* y, int64_t rows, int64_t n) {
+  static_assert(sizeof(T) == sizeof(Bits));
+  constexpr Bits kMagnitude = static_cast<Bits>(std::numeric_limits<Bits>::max() >> 1);
+  const Bits inf_bits = std::bit_cast<Bits>(store<T>(std::numeric_limits<float>::infinity()));
+  auto fix = [&](int64_t r) {
+    T* yr = y + r * n;
+    Bits most = 0;
+    for (int64_t j = 0; j < n; ++j) most = std::max<Bits>(most, std::bit_cast<Bits>(yr[j]) & kMagnitude);
+    if (most > inf_bits) std::fill(yr, yr + n, store<T>(std::numeric_limits<float>::quiet_NaN()));
+  };
+  if (rows * n < kParallelNumel) {
+    for (int64_t r = 0; r < rows; ++r) fix(r);
+  } else {
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) fix(r);
+  }
+}
+
+// Runs oneDNN's softmax when it applies (see DnnlSoftmax); false: it does
+// not, nothing was written.
+bool softmaxDnnl(bool log, const bp::Tensor& self, const bp::Tensor& out, int64_t rows, int64_t n) {
+  const dnnl::memory::data_type type = dnnl_util::dataType(self.dtype());
+  if (self.dtype() != out.dtype() || (self.dtype() != ScalarType::Float32 && self.dtype() != ScalarType::BFloat16))
+    return false;
+  const DnnlSoftmax& p = dnnlSoftmax(type, log, rows, n);
+  if (!p.usable) return false;
+  const dnnl::engine& eng = dnnl_util::engine();
+  dnnl::memory src(p.md, eng, self.data_ptr()), dst(p.md, eng, out.data_ptr());
+  ThreadScope threads;
+  dnnl::stream& s = dnnl_util::stream();
+  p.prim.execute(s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
+  s.wait();
+  if (self.dtype() == ScalarType::Float32) nanRows<float, uint32_t>(out.data_ptr<float>(), rows, n);
+  else nanRows<bp::BFloat16, uint16_t>(out.data_ptr<bp::BFloat16>(), rows, n);
+  return true;
+}
+
 // Along `dim`, stably: x - max, then exp and its sum. Computed in the
 // output dtype's opmath (float for float32 and narrower, double for
 // float64), the sum in double; the input is converted element by element
 // (PyTorch converts it to dtype= first).
+//
+// Rows are walked one at a time when `dim` is the innermost dim; otherwise,
+// when neighbouring rows are adjacent in memory (softmax over a middle or
+// the first dim of a contiguous tensor), blocks of kBlock rows are computed
+// together so that each step along `dim` reads a run of kBlock elements
+// instead of one element per row ("columns", as the reductions do).
 template <bool Log>
 bp::Tensor softmax_out(const char* op, const bp::Tensor& self, int64_t dim, const bp::Tensor& out) {
   checkCpu(op, self, "self");
@@ -628,6 +729,12 @@ bp::Tensor softmax_out(const char* op, const bp::Tensor& self, int64_t dim, cons
   for (int64_t s : sizes) rows *= s;
   const int64_t n = nd == 0 ? 1 : self.size(d);
   const int64_t xs = nd == 0 ? 0 : self.stride(d), ys = nd == 0 ? 0 : out.stride(d);
+  const bool dense_rows =
+      n > 1 && xs == 1 && ys == 1 && (sizes.empty() || (sizes.size() == 1 && in_strides[0] == n && out_strides[0] == n));
+  if (dense_rows && softmaxDnnl(Log, self, out, rows, n)) return out;
+  // Columns: the innermost row dim is unit-stride in the input.
+  constexpr int64_t kBlock = 16;
+  const bool columns = n > 1 && xs != 1 && !sizes.empty() && in_strides.back() == 1 && sizes.back() > 1;
   visitDtype(self.dtype(), [&](auto itag) {
     using I = decltype(itag);
     visitDtype(out.dtype(), [&](auto otag) {
@@ -636,16 +743,21 @@ bp::Tensor softmax_out(const char* op, const bp::Tensor& self, int64_t dim, cons
         using V = opmath_t<O>;
         const I* x = self.data_ptr<const I>();
         O* y = out.data_ptr<O>();
-        // `buf` holds the row in opmath, contiguous: strided rows are read
-        // once, and exp() is computed once per element.
-        auto one = [&](int64_t r, V* buf) {
-          int64_t xo = 0, yo = 0;
-          for (size_t k = sizes.size(); k-- > 0;) {
+        // Offsets of row position `r` (over the first `k_end` row dims).
+        auto offsets = [&](int64_t r, size_t k_end, int64_t& xo, int64_t& yo) {
+          xo = yo = 0;
+          for (size_t k = k_end; k-- > 0;) {
             const int64_t i = r % sizes[k];
             r /= sizes[k];
             xo += i * in_strides[k];
             yo += i * out_strides[k];
           }
+        };
+        // `buf` holds the row in opmath, contiguous: strided rows are read
+        // once, and exp() is computed once per element.
+        auto one = [&](int64_t r, V* buf) {
+          int64_t xo, yo;
+          offsets(r, sizes.size(), xo, yo);
           const I* xr = x + xo;
           O* yr = y + yo;
           V mx = -std::numeric_limits<V>::infinity();
@@ -671,16 +783,65 @@ bp::Tensor softmax_out(const char* op, const bp::Tensor& self, int64_t dim, cons
             for (int64_t j = 0; j < n; ++j) yr[j * ys] = store<O>(buf[j] * inv);
           }
         };
-        if (self.numel() < kParallelNumel || rows == 1) {
-          std::vector<V> buf(static_cast<size_t>(n));
-          for (int64_t r = 0; r < rows; ++r) one(r, buf.data());
+        // Task t: outer position t / blocks, rows [c0, c0 + w) of the
+        // innermost row dim; buf is [n][kBlock], the same steps as one().
+        const int64_t inner = columns ? sizes.back() : 1;
+        const int64_t blocks = (inner + kBlock - 1) / kBlock;
+        const int64_t ycs = columns ? out_strides.back() : 0;
+        auto block = [&](int64_t t, V* buf) {
+          const int64_t c0 = (t % blocks) * kBlock, w = std::min(kBlock, inner - c0);
+          int64_t xo, yo;
+          offsets(t / blocks, sizes.size() - 1, xo, yo);
+          const I* xb = x + xo + c0;
+          O* yb = y + yo + c0 * ycs;
+          V mx[kBlock];
+          double sum[kBlock];
+          std::fill(mx, mx + kBlock, -std::numeric_limits<V>::infinity());
+          std::fill(sum, sum + kBlock, 0.0);
+          for (int64_t j = 0; j < n; ++j) {
+            const I* xr = xb + j * xs;
+            V* b = buf + j * kBlock;
+            for (int64_t c = 0; c < w; ++c) {
+              b[c] = static_cast<V>(load(store<O>(load(xr[c]))));
+              mx[c] = std::max(mx[c], b[c]);
+            }
+          }
+          if constexpr (Log) {
+            for (int64_t j = 0; j < n; ++j)
+              for (int64_t c = 0; c < w; ++c) sum[c] += static_cast<double>(std::exp(buf[j * kBlock + c] - mx[c]));
+            V lse[kBlock];
+            for (int64_t c = 0; c < w; ++c) lse[c] = static_cast<V>(std::log(sum[c]));
+            for (int64_t j = 0; j < n; ++j)
+              for (int64_t c = 0; c < w; ++c) yb[j * ys + c * ycs] = store<O>((buf[j * kBlock + c] - mx[c]) - lse[c]);
+          } else {
+            for (int64_t j = 0; j < n; ++j)
+              for (int64_t c = 0; c < w; ++c) {
+                V& b = buf[j * kBlock + c];
+                b = std::exp(b - mx[c]);
+                sum[c] += static_cast<double>(b);
+              }
+            V inv[kBlock];
+            for (int64_t c = 0; c < w; ++c) inv[c] = static_cast<V>(1.0 / sum[c]);
+            for (int64_t j = 0; j < n; ++j)
+              for (int64_t c = 0; c < w; ++c) yb[j * ys + c * ycs] = store<O>(buf[j * kBlock + c] * inv[c]);
+          }
+        };
+        const int64_t tasks = columns ? rows / inner * blocks : rows;
+        const size_t buf_len = static_cast<size_t>(columns ? n * kBlock : n);
+        auto run = [&](int64_t t, V* buf) {
+          if (columns) block(t, buf);
+          else one(t, buf);
+        };
+        if (self.numel() < kParallelNumel || tasks == 1) {
+          std::vector<V> buf(buf_len);
+          for (int64_t t = 0; t < tasks; ++t) run(t, buf.data());
         } else {
           ThreadScope threads;
 #pragma omp parallel
           {
-            std::vector<V> buf(static_cast<size_t>(n));
+            std::vector<V> buf(buf_len);
 #pragma omp for schedule(static)
-            for (int64_t r = 0; r < rows; ++r) one(r, buf.data());
+            for (int64_t t = 0; t < tasks; ++t) run(t, buf.data());
           }
         }
       }

@@ -558,6 +558,98 @@ TEST(Softmax, StableDtypeEdgeCasesAndBig) {
               ScalarType::Float32);
 }
 
+// The CPU plugin runs oneDNN for float32 / bfloat16 along the innermost
+// dim of a dense layout, and loops otherwise: over one row at a time, or
+// over blocks of adjacent rows when `dim` is not innermost. Each layout
+// below takes one of them; all must agree with the reference, including
+// partial vector lengths and parallel sizes.
+TEST(Softmax, OneDnnAndLoopPaths) {
+  struct Case {
+    const char* name;
+    Tensor x;
+    int64_t dim;
+  };
+  for (ScalarType dt : {ScalarType::Float32, ScalarType::BFloat16, ScalarType::Float64}) {
+    const std::vector<Case> cases = {
+        {"last dim, contiguous (oneDNN for f32/bf16)", input({37, 300}, dt, 40), 1},
+        {"last dim, 3-d contiguous, parallel (oneDNN for f32/bf16)", input({4, 50, 333}, dt, 41), -1},
+        {"last dim, long rows", input({3, 5000}, dt, 42), 1},
+        {"last dim, one row", input({1, 19}, dt, 43), 1},
+        {"last dim, sliced rows (loop)", input({9, 80}, dt, 44).slice(1, 0, 70), 1},
+        {"last dim, transposed (loop)", input({30, 11}, dt, 45).t(), 1},
+        {"middle dim (blocked loop)", input({6, 50, 40}, dt, 46), 1},
+        {"middle dim, parallel (blocked loop)", input({8, 64, 70}, dt, 47), 1},
+        {"first dim (blocked loop)", input({50, 37}, dt, 48), 0},
+        {"first dim, sliced inner (blocked loop)", input({20, 64}, dt, 49).slice(1, 3, 60), 0},
+        {"middle dim, expanded inner (row loop)", input({5, 7, 1}, dt, 50).expand({5, 7, 24}), 1},
+    };
+    for (const Case& c : cases) {
+      SCOPED_TRACE(::testing::Message() << dt << " " << c.name);
+      const std::vector<int64_t> sizes(c.x.sizes().begin(), c.x.sizes().end());
+      expectClose(callT("softmax.int", {c.x, c.dim, IValue()}), refSoftmax(c.x, c.dim, false), sizes, dt);
+      expectClose(callT("log_softmax.int", {c.x, c.dim, IValue()}), refSoftmax(c.x, c.dim, true), sizes, dt);
+      // Into a preallocated contiguous out, and a transposed one (loop).
+      Tensor out = emptyTensor(sizes, dt);
+      callT("softmax.int_out", {c.x, c.dim, IValue(), out});
+      expectClose(out, refSoftmax(c.x, c.dim, false), sizes, dt);
+      Tensor out_t = emptyTensor(Dims(sizes.rbegin(), sizes.rend()), dt).permute(c.x.dim() == 2 ? Dims{1, 0} : Dims{2, 1, 0});
+      callT("log_softmax.int_out", {c.x, c.dim, IValue(), out_t});
+      expectClose(out_t, refSoftmax(c.x, c.dim, true), sizes, dt);
+    }
+  }
+}
+
+// PyTorch's non-finite semantics on every path: a row holding a NaN or
+// +inf, or only -inf, is all NaN; -inf entries of a row with a finite max
+// get probability 0 (log: -inf). (oneDNN alone gives NaN only at the NaN /
+// +inf element; the plugin makes the row NaN.)
+TEST(Softmax, NonFiniteRowsOnEveryPath) {
+  const int64_t rows = 7, n = 40;
+  std::vector<double> m(static_cast<size_t>(rows * n));
+  for (size_t i = 0; i < m.size(); ++i) m[i] = std::sin(static_cast<double>(i)) * 3;
+  auto at = [&](int64_t r, int64_t j) -> double& { return m[static_cast<size_t>(r * n + j)]; };
+  for (int64_t j = 0; j < n; ++j) at(0, j) = -kInf;  // all -inf
+  at(1, 7) = kInf;                                  // one +inf
+  at(2, 33) = kNaN;                                 // one NaN
+  at(3, 0) = at(3, 17) = at(3, 39) = -kInf;         // some -inf, finite max
+  at(4, 2) = at(4, 38) = kInf;                      // two +inf
+  for (int64_t j = 0; j < n; ++j) at(5, j) = j == 20 ? kNaN : -kInf;  // NaN among -inf
+  // Row 6 stays finite.
+  std::vector<double> mt(m.size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < n; ++j) mt[static_cast<size_t>(j * rows + r)] = at(r, j);
+  for (ScalarType dt : {ScalarType::Float32, ScalarType::BFloat16, ScalarType::Float64}) {
+    struct Case {
+      const char* name;
+      Tensor x;
+      int64_t dim;
+    };
+    const std::vector<Case> cases = {
+        {"last dim, contiguous (oneDNN for f32/bf16)", fromDoubles(m, {rows, n}, dt), 1},
+        {"first dim (blocked loop)", fromDoubles(mt, {n, rows}, dt), 0},
+        {"last dim, transposed (row loop)", fromDoubles(mt, {n, rows}, dt).t(), 1},
+    };
+    for (const Case& c : cases) {
+      SCOPED_TRACE(::testing::Message() << dt << " " << c.name);
+      const std::vector<int64_t> sizes(c.x.sizes().begin(), c.x.sizes().end());
+      for (bool log : {false, true}) {
+        const Tensor y = callT(log ? "log_softmax.int" : "softmax.int", {c.x, c.dim, IValue()});
+        const std::vector<double> expected = refSoftmax(c.x, c.dim, log);
+        // The reference's semantics are the ones claimed above.
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t j = 0; j < n; ++j) {
+            const size_t i = static_cast<size_t>(c.dim == 0 ? j * rows + r : r * n + j);
+            if (r <= 2 || r == 4 || r == 5) EXPECT_TRUE(std::isnan(expected[i])) << r << "," << j;
+            else if (r == 3 && (j == 0 || j == 17 || j == 39)) EXPECT_EQ(expected[i], log ? -kInf : 0.0);
+            else EXPECT_TRUE(std::isfinite(expected[i])) << r << "," << j;
+          }
+        }
+        expectClose(y, expected, sizes, dt);
+      }
+    }
+  }
+}
+
 TEST(Softmax, ErrorsAndOut) {
   Tensor x = input({3, 4}, ScalarType::Float32, 29);
   EXPECT_THAT(errorOf([&] { callT("softmax.int", {x, int64_t{2}, IValue()}); }),
