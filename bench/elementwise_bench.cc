@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backplane/dispatcher/dispatcher.h"
+#include "bench_util.h"
 #include "backplane/dispatcher/plugin_registry.h"
 
 using namespace backplane;
@@ -24,22 +25,10 @@ namespace {
 
 constexpr int64_t kMillion = 1 << 20;
 
-// Loads the CPU plugin once; false (with the benchmark marked skipped) if it fails.
-bool cpuPluginLoaded(benchmark::State& state) {
-  static const absl::Status loaded = [] {
-    absl::StatusOr<PluginStatus> s = plugins().load(BACKPLANE_CPU_PLUGIN_PATH);
-    if (!s.ok()) return s.status();
-    if (!s->loaded) return absl::InternalError(s->error);
-    return absl::OkStatus();
-  }();
-  if (!loaded.ok()) state.SkipWithError(std::string(loaded.message()).c_str());
-  return loaded.ok();
-}
-
 Tensor filled(int64_t n, float v) { return tensorFromVector<float>(std::vector<float>(static_cast<size_t>(n), v), {n}); }
 
 void BM_Add_1M_f32(benchmark::State& state) {
-  if (!cpuPluginLoaded(state)) return;
+  if (!bench::cpuPluginLoaded(state)) return;
   auto add_out = Dispatcher::singleton()
                      .findOpOrThrow("bp::add.out")
                      .typed<Tensor(const Tensor&, const Tensor&, const Scalar&, const Tensor&)>();
@@ -55,7 +44,7 @@ void BM_Add_1M_f32(benchmark::State& state) {
 BENCHMARK(BM_Add_1M_f32)->UseRealTime();
 
 void BM_Add_1M_f32_Alloc(benchmark::State& state) {
-  if (!cpuPluginLoaded(state)) return;
+  if (!bench::cpuPluginLoaded(state)) return;
   auto add = Dispatcher::singleton()
                  .findOpOrThrow("bp::add.Tensor")
                  .typed<Tensor(const Tensor&, const Tensor&, const Scalar&)>();
@@ -82,7 +71,7 @@ void BM_Memcpy_Equivalent(benchmark::State& state) {
 BENCHMARK(BM_Memcpy_Equivalent)->UseRealTime();
 
 void BM_Add_Tiny_EndToEnd(benchmark::State& state) {
-  if (!cpuPluginLoaded(state)) return;
+  if (!bench::cpuPluginLoaded(state)) return;
   auto add = Dispatcher::singleton()
                  .findOpOrThrow("bp::add.Tensor")
                  .typed<Tensor(const Tensor&, const Tensor&, const Scalar&)>();

@@ -22,22 +22,13 @@
 #include <vector>
 
 #include "backplane/dispatcher/dispatcher.h"
+#include "bench_util.h"
 #include "backplane/dispatcher/plugin_registry.h"
 
 namespace backplane {
 namespace {
 
 constexpr int64_t kN = 512;
-
-// Loads the CPU plugin (a no-op when it is loaded); false after SkipWithError.
-bool loadCpuPlugin(benchmark::State& state) {
-  absl::StatusOr<PluginStatus> s = plugins().load(BACKPLANE_CPU_PLUGIN_PATH);
-  if (!s.ok() || !s->loaded) {
-    state.SkipWithError(s.ok() ? s->error.c_str() : std::string(s.status().message()).c_str());
-    return false;
-  }
-  return true;
-}
 
 std::vector<float> randomFloats(size_t n, uint32_t seed) {
   std::mt19937 gen(seed);
@@ -48,7 +39,7 @@ std::vector<float> randomFloats(size_t n, uint32_t seed) {
 }
 
 void BM_Matmul_512_f32(benchmark::State& state) {
-  if (!loadCpuPlugin(state)) return;
+  if (!bench::cpuPluginLoaded(state)) return;
   const size_t n = static_cast<size_t>(kN * kN);
   Tensor a = tensorFromVector(randomFloats(n, 1), {kN, kN});
   Tensor b = tensorFromVector(randomFloats(n, 2), {kN, kN});
@@ -88,7 +79,7 @@ BENCHMARK(BM_OneDNN_Matmul_512_f32)->Unit(benchmark::kMicrosecond)->UseRealTime(
 constexpr int64_t kRows = 512, kIn = 768, kOut = 3072;
 
 void BM_Linear_f32(benchmark::State& state) {
-  if (!loadCpuPlugin(state)) return;
+  if (!bench::cpuPluginLoaded(state)) return;
   Tensor x = tensorFromVector(randomFloats(static_cast<size_t>(kRows * kIn), 1), {kRows, kIn});
   Tensor w = tensorFromVector(randomFloats(static_cast<size_t>(kOut * kIn), 2), {kOut, kIn});
   std::optional<Tensor> bias = tensorFromVector(randomFloats(static_cast<size_t>(kOut), 3), {kOut});

@@ -23,22 +23,13 @@
 #include <vector>
 
 #include "backplane/dispatcher/dispatcher.h"
+#include "bench_util.h"
 #include "backplane/dispatcher/plugin_registry.h"
 
 namespace backplane {
 namespace {
 
 constexpr int64_t kChannels = 64, kSize = 56, kKernel = 3;
-
-// Loads the CPU plugin (a no-op when it is loaded); false after SkipWithError.
-bool loadPlugin(benchmark::State& state) {
-  absl::StatusOr<PluginStatus> s = plugins().load(BACKPLANE_CPU_PLUGIN_PATH);
-  if (!s.ok() || !s->loaded) {
-    state.SkipWithError(s.ok() ? s->error.c_str() : std::string(s.status().message()).c_str());
-    return false;
-  }
-  return true;
-}
 
 std::vector<float> uniformFloats(size_t n, uint32_t seed) {
   std::mt19937 gen(seed);
@@ -52,7 +43,7 @@ std::vector<float> uniformFloats(size_t n, uint32_t seed) {
 int64_t convFlops() { return 2 * kChannels * kChannels * kKernel * kKernel * kSize * kSize; }
 
 void BM_Conv2d_ResNetBlock(benchmark::State& state) {
-  if (!loadPlugin(state)) return;
+  if (!bench::cpuPluginLoaded(state)) return;
   Tensor x = tensorFromVector(uniformFloats(kChannels * kSize * kSize, 1), {1, kChannels, kSize, kSize});
   Tensor w = tensorFromVector(uniformFloats(kChannels * kChannels * kKernel * kKernel, 2),
                               {kChannels, kChannels, kKernel, kKernel});
@@ -99,7 +90,7 @@ void BM_OneDNN_Conv2d_ResNetBlock(benchmark::State& state) {
 BENCHMARK(BM_OneDNN_Conv2d_ResNetBlock)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 void BM_LayerNorm_f32(benchmark::State& state) {
-  if (!loadPlugin(state)) return;
+  if (!bench::cpuPluginLoaded(state)) return;
   constexpr int64_t kRows = 512, kCols = 768;
   Tensor x = tensorFromVector(uniformFloats(kRows * kCols, 3), {kRows, kCols});
   const std::optional<Tensor> w = tensorFromVector(uniformFloats(kCols, 4), {kCols});
@@ -119,7 +110,7 @@ void BM_LayerNorm_f32(benchmark::State& state) {
 BENCHMARK(BM_LayerNorm_f32)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 void BM_MaxPool2d_f32(benchmark::State& state) {
-  if (!loadPlugin(state)) return;
+  if (!bench::cpuPluginLoaded(state)) return;
   constexpr int64_t kSide = 112;
   Tensor x = tensorFromVector(uniformFloats(kChannels * kSide * kSide, 6), {1, kChannels, kSide, kSide});
   auto max_pool2d = Dispatcher::singleton()

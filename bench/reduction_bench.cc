@@ -20,22 +20,13 @@
 #include <vector>
 
 #include "backplane/dispatcher/dispatcher.h"
+#include "bench_util.h"
 #include "backplane/dispatcher/plugin_registry.h"
 
 namespace backplane {
 namespace {
 
 constexpr int64_t kRows = 256, kCols = 1024;
-
-// Loads the CPU plugin (a no-op when it is loaded); false after SkipWithError.
-bool loadPlugin(benchmark::State& state) {
-  absl::StatusOr<PluginStatus> s = plugins().load(BACKPLANE_CPU_PLUGIN_PATH);
-  if (!s.ok() || !s->loaded) {
-    state.SkipWithError(s.ok() ? s->error.c_str() : std::string(s.status().message()).c_str());
-    return false;
-  }
-  return true;
-}
 
 std::vector<float> uniformFloats(size_t n, uint32_t seed) {
   std::mt19937 gen(seed);
@@ -48,7 +39,7 @@ std::vector<float> uniformFloats(size_t n, uint32_t seed) {
 // `name` (softmax.int_out or log_softmax.int_out) of a random float32
 // tensor of `sizes` along `dim`, into a preallocated out.
 void runSoftmax(benchmark::State& state, const char* name, std::vector<int64_t> sizes, int64_t dim) {
-  if (!loadPlugin(state)) return;
+  if (!bench::cpuPluginLoaded(state)) return;
   int64_t numel = 1;
   for (int64_t s : sizes) numel *= s;
   Tensor x = tensorFromVector(uniformFloats(static_cast<size_t>(numel), 1), sizes);
