@@ -387,7 +387,13 @@ TEST(StorageAllocateTest, AllocatesOnResolvedDevice) {
   Storage cpu = Storage::allocate(10, Device(DeviceType::CPU));
   EXPECT_EQ(cpu.device(), Device(DeviceType::CPU));
   EXPECT_NE(cpu.data(), nullptr);
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(cpu.data()) % 64, 0u);  // 64-byte aligned host memory
+  // Small host buffers are aligned for every element type (16 bytes); from
+  // 257 bytes on, to a cache line (64 bytes) for vector loads and oneDNN.
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(cpu.data()) % 16, 0u);
+  for (size_t n : {257u, 4096u, 1u << 20}) {
+    Storage big = Storage::allocate(n, Device(DeviceType::CPU));
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(big.data()) % 64, 0u) << n << " bytes";
+  }
 }
 
 }  // namespace
