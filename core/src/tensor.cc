@@ -143,6 +143,17 @@ TensorImpl::TensorImpl(Storage storage, int64_t storage_offset, IntArrayRef size
   is_contiguous_ = computeIsContiguous(sizes, strides, numel_);
 }
 
+TensorImpl::TensorImpl(Storage storage, IntArrayRef sizes, IntArrayRef contiguous_strides, ScalarType dtype,
+                       FreshContiguous fresh)
+    : storage_(std::move(storage)),
+      storage_offset_(0),
+      sizes_(sizes.begin(), sizes.end()),
+      strides_(contiguous_strides.begin(), contiguous_strides.end()),
+      numel_(fresh.numel),
+      dtype_(dtype),
+      device_(storage_.device()),
+      is_contiguous_(true) {}
+
 // ---------------------------------------------------------------- Tensor
 
 void Tensor::throwUndefined() {
@@ -439,7 +450,8 @@ Tensor emptyTensor(IntArrayRef sizes, ScalarType dtype, Device device) {
   int64_t nbytes = checkedMul(numel, static_cast<int64_t>(elementSize(dtype)), "tensor byte size");
   Storage storage = Storage::allocate(static_cast<size_t>(nbytes), device);
   DimVector strides = contiguousStrides(sizes);
-  return Tensor(IntrusivePtr<TensorImpl>::make(std::move(storage), 0, sizes, strides, dtype));
+  return Tensor(IntrusivePtr<TensorImpl>::make(std::move(storage), sizes, strides, dtype,
+                                               TensorImpl::FreshContiguous{numel}));
 }
 
 void TensorImpl::resizeEmpty(IntArrayRef sizes) {

@@ -38,6 +38,14 @@ class TensorImpl final : public IntrusiveTarget {
   // >= 0, and every element inside the storage. Throws Error otherwise.
   TensorImpl(Storage storage, int64_t storage_offset, IntArrayRef sizes, IntArrayRef strides,
              ScalarType dtype);
+  // A fresh contiguous tensor over all of `storage` whose element count the
+  // caller has computed and checked (emptyTensor): skips re-validating the
+  // layout, which is most of the cost of creating a small tensor.
+  struct FreshContiguous {
+    int64_t numel;
+  };
+  TensorImpl(Storage storage, IntArrayRef sizes, IntArrayRef contiguous_strides, ScalarType dtype,
+             FreshContiguous fresh);
 
   const Storage& storage() const { return storage_; }
   int64_t storageOffset() const { return storage_offset_; }
