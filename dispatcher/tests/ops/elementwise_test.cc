@@ -506,7 +506,13 @@ int threadsAddedWith(const std::string& setting) {
 
 TEST(ElementwiseThreads, HonoursBackplaneNumThreads) {
   EXPECT_EQ(threadsAddedWith("1"), 0);
+#if defined(__SANITIZE_THREAD__)
+  // ThreadSanitizer does not see into libgomp's barriers and halts the child
+  // on its first report; scripts/test.sh runs TSan with one thread.
+  GTEST_SKIP() << "more than one OpenMP thread is not checked under ThreadSanitizer";
+#else
   EXPECT_EQ(threadsAddedWith("3"), 2);
+#endif
 }
 
 }  // namespace
