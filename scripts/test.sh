@@ -13,6 +13,10 @@ dir=$(scripts/build.sh --print-dir "$@")
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}"
+# The leak checker crashes at exit scanning the thread-local storage of the
+# dlopen'ed CPU plugin (oneDNN streams, libgomp state), so it runs without TLS
+# roots and suppresses exactly those TLS blocks (scripts/lsan.supp says why).
+export LSAN_OPTIONS="${LSAN_OPTIONS:-use_tls=0:suppressions=$PWD/scripts/lsan.supp}"
 export BACKPLANE_FALLBACK="${BACKPLANE_FALLBACK:-silent}"
 # The CPU plugin's threads are OpenMP's (libgomp), which ThreadSanitizer does
 # not see into: its barriers would read as races. One thread under TSan.
