@@ -69,41 +69,6 @@ void checkDefined(std::string_view op, const Tensor& t, const char* name) {
   BP_CHECK(t.defined(), op, ": argument '", name, "' is undefined; pass a tensor");
 }
 
-// PyTorch refuses to write through a tensor some of whose elements share
-// memory (an expanded view): the result would depend on the order of
-// writes. A stride of 0 over a size > 1 is the case that arises in practice.
-void checkNoInternalOverlap(std::string_view op, const Tensor& t, const char* name) {
-  for (int64_t d = 0; d < t.dim(); ++d) {
-    BP_CHECK(t.size(d) <= 1 || t.stride(d) != 0, op, ": argument '", name, "' (sizes ", shapeString(t.sizes()),
-             ", strides ", shapeString(t.strides()), ") has several elements at one memory location (dimension ", d,
-             " is expanded); write into a tensor of its own, e.g. .clone() it first");
-  }
-}
-
-// The storage range (in bytes) a tensor's elements occupy.
-struct ByteRange {
-  int64_t begin, end;
-};
-ByteRange byteRange(const Tensor& t) {
-  int64_t last = 0;
-  for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
-  const int64_t item = static_cast<int64_t>(t.itemsize());
-  return ByteRange{t.storage_offset() * item, (t.storage_offset() + last + 1) * item};
-}
-
-// Rejects a write into `out` from an input that shares some, but not all,
-// of its memory (the result would depend on the order of element copies);
-// disjoint views of one storage (x[1].copy_(x[0])) are fine.
-void checkNoPartialOverlap(std::string_view op, const Tensor& out, const Tensor& in, const char* in_name) {
-  if (out.numel() == 0 || in.numel() == 0 || !out.is_alias_of(in)) return;
-  const ByteRange a = byteRange(out), b = byteRange(in);
-  if (a.end <= b.begin || b.end <= a.begin) return;
-  const bool same = in.storage_offset() == out.storage_offset() && in.sizes() == out.sizes() &&
-                    in.strides() == out.strides() && in.dtype() == out.dtype();
-  BP_CHECK(same, op, ": argument '", in_name, "' overlaps the memory written to without being the same elements; ",
-           "copy it first (.clone())");
-}
-
 // fill_ and full check that the value fits the dtype, as PyTorch does
 // (infinities and NaN fit every floating dtype).
 void checkValueFits(std::string_view op, const Scalar& value, ScalarType dtype) {
@@ -422,7 +387,7 @@ void copyOnDeviceMeta(const Tensor& self, const Tensor& src) {
            "; this kernel copies within one device (bp::copy_ copies between devices)");
   checkCopyShapes(op, self, src);
   checkNoInternalOverlap(op, self, "self");
-  checkNoPartialOverlap(op, self, src, "src");
+  checkNoPartialOverlap(op, self, "self", src, "src");
 }
 
 Tensor copyOnDevice(const Tensor& self, const Tensor& src) {
@@ -448,7 +413,7 @@ Tensor copy_(const Tensor& self, const Tensor& src, bool) {
   checkNoInternalOverlap(op, self, "self");
   if (self.numel() == 0) return self;
   if (self.device() == src.device()) {
-    checkNoPartialOverlap(op, self, src, "src");
+    checkNoPartialOverlap(op, self, "self", src, "src");
     if (self.unsafeGetImpl() == src.unsafeGetImpl()) return self;
     return copyOnDevice(self, src);
   }
