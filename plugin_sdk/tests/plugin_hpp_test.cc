@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -894,6 +895,37 @@ TEST_F(PluginHpp, BorrowAdoptRelease) {
   EXPECT_FALSE(bp::Tensor::borrow(nullptr).defined());
   EXPECT_FALSE(bp::Tensor::adopt(nullptr).defined());
   EXPECT_EQ(fake::g.retains, 1);
+}
+
+// A host whose BP_TensorInfo ends before `dtype` (as an older minor's
+// shorter struct would): it says so in struct_size, and the SDK reads the
+// fields it did not write as zero, not as whatever the buffer held.
+void shortTensorInfo(const BP_Tensor* bt, BP_TensorInfo* out) {
+  const size_t limit = offsetof(BP_TensorInfo, dtype);
+  BP_TensorInfo full;
+  full.struct_size = sizeof full;
+  fake::tensorInfo(bt, &full);
+  full.struct_size = limit;
+  std::memcpy(out, &full, std::min(out->struct_size, limit));
+}
+
+TEST_F(PluginHpp, MetadataFieldsTheHostDidNotWriteReadAsZero) {
+  BP_HostApi t = fake::table();
+  t.tensor_info = &shortTensorInfo;
+  bp::detail::installHost(t, fake::kPlugin);
+  // Placement-new over bytes that are all ones, so that an unwritten field
+  // would show up as garbage rather than as a lucky zero.
+  alignas(bp::Tensor) unsigned char buffer[sizeof(bp::Tensor)];
+  std::memset(buffer, 0xff, sizeof buffer);
+  auto* tensor = new (buffer) bp::Tensor(bp::Tensor::adopt(fake::makeTensor({2, 3}, BP_INT64, {7, 1})));
+  EXPECT_EQ(tensor->numel(), 6);  // written by the host
+  EXPECT_EQ(tensor->dim(), 2);
+  EXPECT_EQ(tensor->info().struct_size, offsetof(BP_TensorInfo, dtype));  // what the host filled
+  EXPECT_EQ(tensor->info().dtype, 0);  // past the host's struct_size
+  EXPECT_EQ(tensor->info().device.type, 0);
+  EXPECT_EQ(tensor->info().device.index, 0);
+  EXPECT_EQ(tensor->info().is_contiguous, 0);
+  tensor->~Tensor();
 }
 
 TEST_F(PluginHpp, MetadataComesFromOneCachedHostCall) {

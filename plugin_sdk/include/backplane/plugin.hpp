@@ -203,12 +203,19 @@ inline void installHost(const BP_HostApi& table, BP_Plugin* plugin) noexcept {
 
 // The host's function table. Throws bp::Error(BP_FAILED_PRECONDITION) before
 // backplane_plugin_init has run. Thread-safe afterwards (read-only).
+namespace detail {
+[[noreturn, gnu::cold, gnu::noinline]] inline void hostNotReady() {
+  fail(BP_FAILED_PRECONDITION,
+       "bp::host() was called before backplane_plugin_init: the host table is set by BACKPLANE_PLUGIN when the "
+       "host initializes the plugin; do not call into the host from static initializers");
+}
+[[noreturn, gnu::cold, gnu::noinline]] inline void hostSlotMissing(const char* name) {
+  fail(BP_UNIMPLEMENTED, std::string("the host does not implement BP_HostApi::") + name + " (NULL slot)");
+}
+}  // namespace detail
+
 inline const BP_HostApi& host() {
-  if (detail::g_host == nullptr) {
-    fail(BP_FAILED_PRECONDITION,
-         "bp::host() was called before backplane_plugin_init: the host table is set by BACKPLANE_PLUGIN when the "
-         "host initializes the plugin; do not call into the host from static initializers");
-  }
+  if (detail::g_host == nullptr) [[unlikely]] detail::hostNotReady();
   return *detail::g_host;
 }
 
@@ -219,9 +226,7 @@ namespace detail {
 // `fn` if the host implements that slot; else throws BP_UNIMPLEMENTED.
 template <class Fn>
 Fn hostSlot(Fn fn, const char* name) {
-  if (fn == nullptr) {
-    fail(BP_UNIMPLEMENTED, std::string("the host does not implement BP_HostApi::") + name + " (NULL slot)");
-  }
+  if (fn == nullptr) [[unlikely]] hostSlotMissing(name);
   return fn;
 }
 
@@ -736,11 +741,7 @@ class Tensor {
 
   // Releases the reference (if any); the tensor becomes undefined.
   void reset() noexcept {
-    // Read g_host directly: destructors must not throw, and a Tensor made
-    // before init (impossible for a defined one) has nothing to release.
-    if (t_ != nullptr && owned_ && detail::g_host != nullptr && detail::g_host->tensor_release != nullptr) {
-      detail::g_host->tensor_release(t_);
-    }
+    if (t_ != nullptr && owned_) releaseReference();
     t_ = nullptr;
     has_info_ = false;
     owned_ = true;
@@ -763,15 +764,7 @@ class Tensor {
   // bp::Error(BP_FAILED_PRECONDITION) on an undefined tensor (so do the
   // accessors below).
   const BP_TensorInfo& info() const {
-    if (!has_info_) {
-      if (t_ == nullptr) fail(BP_FAILED_PRECONDITION, "metadata of an undefined bp::Tensor was requested");
-      // Filled in place: copying a freshly written local struct would stall
-      // on store forwarding, and this runs for every argument of a kernel.
-      std::memset(&info_, 0, sizeof info_);
-      info_.struct_size = sizeof(BP_TensorInfo);  // the size of our buffer: the host writes at most this much
-      detail::hostSlot(host().tensor_info, "tensor_info")(t_, &info_);
-      has_info_ = true;
-    }
+    if (!has_info_) [[unlikely]] fetchInfo();
     return info_;
   }
   int64_t dim() const { return info().dim; }
@@ -841,6 +834,29 @@ class Tensor {
   }
   template <class D, bool kByReference>
   friend struct detail::ArgFetch;
+
+  // Out of line, so that the common case of reset() and info() stays small
+  // enough to inline into every kernel.
+  [[gnu::noinline]] void releaseReference() noexcept {
+    // Read g_host directly: destructors must not throw, and a Tensor made
+    // before init (impossible for a defined one) has nothing to release.
+    if (detail::g_host != nullptr && detail::g_host->tensor_release != nullptr) detail::g_host->tensor_release(t_);
+  }
+  [[gnu::noinline]] void fetchInfo() const {
+    if (t_ == nullptr) fail(BP_FAILED_PRECONDITION, "metadata of an undefined bp::Tensor was requested");
+    // Filled in place: copying a freshly written local struct would stall on
+    // store forwarding, and this runs for every argument of a kernel. The
+    // host writes struct_size (what it filled, at most our buffer), then
+    // the fields it knows; a field an older host lacks reads as zero.
+    info_.struct_size = sizeof(BP_TensorInfo);  // the size of our buffer
+    detail::hostSlot(host().tensor_info, "tensor_info")(t_, &info_);
+    const size_t filled = info_.struct_size;
+    if (filled < sizeof(BP_TensorInfo)) [[unlikely]] {
+      if (filled < sizeof(size_t)) fail(BP_INTERNAL, "the host's tensor_info wrote an invalid struct_size");
+      std::memset(reinterpret_cast<char*>(&info_) + filled, 0, sizeof(BP_TensorInfo) - filled);
+    }
+    has_info_ = true;
+  }
 
   static BP_Tensor* retain(BP_Tensor* t) {
     BP_Tensor* r = detail::hostSlot(host().tensor_retain, "tensor_retain")(t);
@@ -1385,7 +1401,13 @@ D convertArg(const BP_KernelCall* call) {
   }
 }
 
+// Inlined into each adapter, so that a kernel bound at compile time
+// (bp::kernel<&f>()) is a direct call, or inlined, inside the one function
+// the host calls.
 template <class R, class... P, class F, size_t... I>
+#if defined(__GNUC__)
+[[gnu::always_inline]] inline
+#endif
 BP_Error* runKernel(F&& fn, const BP_KernelCall* call, std::index_sequence<I...>) noexcept {
   using Traits = KernelTraits<R, P...>;
   try {
