@@ -396,5 +396,39 @@ TEST(StorageAllocateTest, AllocatesOnResolvedDevice) {
   }
 }
 
+// Note [Small CPU storages]: up to 256 bytes the bytes share the storage's
+// own heap block. Each size is usable to its last byte, aligned for every
+// element type, and lives as long as any view of it.
+TEST(StorageAllocateTest, SmallCpuStoragesAreWholeAlignedAndOutliveTheirTensor) {
+  for (size_t n : {1u, 2u, 15u, 16u, 17u, 255u, 256u, 257u}) {
+    Storage s = Storage::allocate(n, Device(DeviceType::CPU));
+    ASSERT_NE(s.data(), nullptr) << n;
+    EXPECT_EQ(s.nbytes(), n);
+    EXPECT_EQ(s.device(), Device(DeviceType::CPU, 0));
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(s.data()) % 16, 0u) << n << " bytes";
+    auto* bytes = static_cast<unsigned char*>(s.data());
+    for (size_t i = 0; i < n; ++i) bytes[i] = static_cast<unsigned char>(i * 7 + 1);  // ASan: in bounds
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(bytes[i], static_cast<unsigned char>(i * 7 + 1)) << n;
+  }
+  // Two small storages never overlap.
+  Storage a = Storage::allocate(32, Device(DeviceType::CPU));
+  Storage b = Storage::allocate(32, Device(DeviceType::CPU));
+  auto pa = reinterpret_cast<uintptr_t>(a.data()), pb = reinterpret_cast<uintptr_t>(b.data());
+  EXPECT_TRUE(pa + 32 <= pb || pb + 32 <= pa);
+
+  // A view keeps the bytes alive after the tensor that made them is gone.
+  Tensor view;
+  {
+    Tensor t = tensorFromVector<float>({1.5f, 2.5f, 3.5f, 4.5f}, {4});
+    view = t.slice(0, 1, 3);
+  }
+  EXPECT_EQ(view.storage().useCount(), 1u);
+  EXPECT_EQ(static_cast<const float*>(view.data_ptr())[0], 2.5f);
+  EXPECT_EQ(static_cast<const float*>(view.data_ptr())[1], 3.5f);
+
+  // The cpu device type has one device whatever the size.
+  EXPECT_THROW(Storage::allocate(8, Device(DeviceType::CPU, 1)), Error);
+}
+
 }  // namespace
 }  // namespace backplane

@@ -41,6 +41,14 @@ class IntrusivePtr {
     r.p_->refcount_.store(1, std::memory_order_relaxed);
     return r;
   }
+  // Owns `fresh`, an object just made by a new-expression that no other
+  // handle refers to (what make() does, for objects built another way).
+  static IntrusivePtr adoptFresh(T* fresh) {
+    IntrusivePtr r;
+    r.p_ = fresh;
+    r.p_->refcount_.store(1, std::memory_order_relaxed);
+    return r;
+  }
   IntrusivePtr(const IntrusivePtr& o) : p_(o.p_) { incref(); }
   IntrusivePtr(IntrusivePtr&& o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
   IntrusivePtr& operator=(const IntrusivePtr& o) {

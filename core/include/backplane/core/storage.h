@@ -11,14 +11,42 @@
 
 namespace backplane {
 
+// Note [Small CPU storages]
+// A CPU storage of at most kInlineStorageBytes keeps its bytes in the same
+// heap block as its StorageImpl: one malloc and one free instead of two.
+// For a tensor of a few elements the allocator calls are most of an op's
+// cost. The bytes follow the object at a 16-byte boundary, which is the
+// alignment the CPU allocator gives small buffers anyway (64 from 257
+// bytes up). Larger or non-CPU storages hold memory from their device's
+// allocator. The block is made by a placement new-expression that asks for
+// the extra bytes and is freed by the class's operator delete, so the
+// ordinary `delete` in IntrusivePtr releases both at once.
 class StorageImpl final : public IntrusiveTarget {
  public:
+  static constexpr size_t kInlineStorageBytes = 256;
+
   StorageImpl(DataPtr data, size_t nbytes) : data_(std::move(data)), nbytes_(nbytes) {}
+  // A CPU storage of 1..kInlineStorageBytes bytes (uninitialised) living in
+  // this object's own allocation.
+  static IntrusivePtr<StorageImpl> makeSmallCpu(size_t nbytes);
+
   void* data() const { return data_.get(); }
   size_t nbytes() const { return nbytes_; }
   Device device() const { return data_.device(); }
 
+  struct TrailingBytes {
+    size_t n;
+  };
+  static void* operator new(size_t size);
+  static void* operator new(size_t size, TrailingBytes extra);
+  static void operator delete(void* p) noexcept;
+  static void operator delete(void* p, TrailingBytes) noexcept;  // if the constructor throws
+
  private:
+  struct InlineTag {};
+  StorageImpl(InlineTag, size_t nbytes);
+  static size_t inlineOffset();
+
   DataPtr data_;
   size_t nbytes_;
 };
