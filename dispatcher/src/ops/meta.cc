@@ -12,6 +12,7 @@ std::string shapeString(IntArrayRef sizes) {
 }
 
 Shape broadcastShapes(std::string_view op, IntArrayRef a, IntArrayRef b) {
+  if (a == b) return Shape(a.begin(), a.end());  // the common case
   const size_t n = std::max(a.size(), b.size());
   Shape out(n);
   for (size_t i = 0; i < n; ++i) {
@@ -75,6 +76,8 @@ ScalarType ResultTypeState::result() const {
 }
 
 ScalarType resultType(const Tensor& a, const Tensor& b) {
+  // Equal dtypes promote to themselves whatever the dimensions.
+  if (a.defined() && b.defined() && a.dtype() == b.dtype()) return a.dtype();
   ResultTypeState s;
   s.add(a);
   s.add(b);
