@@ -114,6 +114,11 @@ bool ivalueMatches(const IValue& v, const SchemaType& t) {
 
 }  // namespace
 
+IValue defaultArgumentValue(const Argument& arg) {
+  BP_CHECK(arg.default_value.has_value(), "argument '", arg.name, "' has no default value");
+  return defaultToIValue(*arg.default_value, arg.type);
+}
+
 void OperatorHandle::callBoxed(Stack& stack) const {
   const FunctionSchema& s = schema();
   const auto& args = s.arguments();

@@ -24,6 +24,10 @@
 
 namespace backplane {
 
+// The value a call gets for `arg` when it leaves it off (what callBoxed()
+// fills in); throws Error if the argument has no default.
+IValue defaultArgumentValue(const Argument& arg);
+
 class Dispatcher;
 template <typename Sig>
 class TypedOperatorHandle;
