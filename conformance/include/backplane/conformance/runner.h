@@ -1,0 +1,41 @@
+#pragma once
+// Running conformance specs on one backend, in this process.
+//
+// Each form of each spec (functional, in-place, out=) gives one result per
+// backend: how the backend serves the op (native, composite, fallback,
+// missing) and whether every sample matched the reference (pass), one did
+// not (fail: the sample, the max abs and rel error) or a call threw when it
+// should not have (error: the message).
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "backplane/conformance/spec.h"
+#include "backplane/core/device.h"
+
+namespace backplane::conformance {
+
+enum class Outcome { Pass, Fail, Error };
+const char* outcomeName(Outcome o);
+
+struct Result {
+  std::string op;       // the form's op, e.g. "bp::add_.Tensor"
+  std::string form;     // "functional", "inplace" or "out"
+  std::string backend;  // "cpu", "cuda", ...
+  std::string kernel;   // "native", "composite", "fallback" or "missing"
+  Outcome outcome = Outcome::Pass;
+  int samples = 0;      // samples run
+  std::string sample;   // the failing sample's name
+  std::string message;  // what went wrong
+  double max_abs_error = 0, max_rel_error = 0;  // over the failing sample
+};
+
+// Runs every form of `spec` on `device`; one Result per form.
+std::vector<Result> runSpec(const OpSpec& spec, Device device);
+
+// How a backend serves `op`: "native", "composite", "fallback" or "missing".
+std::string kernelKindOn(const std::string& op, DeviceType type);
+
+}  // namespace backplane::conformance

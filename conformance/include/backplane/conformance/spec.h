@@ -1,0 +1,121 @@
+#pragma once
+// Conformance specs: for a standard operator, the sample calls it is
+// certified on and a reference that computes what each call must return.
+//
+// Note [Conformance specs]
+// A spec depends on no plugin. Its samples are built on the host with core
+// code only (tensorFromVector and core views: transposed, sliced and
+// expanded inputs), from a seed derived from the op's name, so every run
+// and every backend sees the same values. Its reference is plain
+// double-precision code over the samples' host values. The runner moves
+// each sample to the backend's device with its strides intact (stageSpan),
+// calls the op there through the dispatcher, reads the results back with
+// core copies and compares them with the reference within the tolerance of
+// the result's dtype. A sample may instead be one that must raise: then the
+// call must throw backplane::Error on every backend.
+//
+// Specs of structured ops also certify the other forms: `inplace` names
+// `op_` (self is a clone of the sample's first argument; the result must
+// alias it and hold the reference) and `out` names `op.out` (called with a
+// fresh empty `out`, which must be resized and hold the reference). Samples
+// whose result has another shape or dtype than self skip the in-place form.
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backplane/core/tensor.h"
+#include "backplane/dispatcher/ivalue.h"
+
+namespace backplane::conformance {
+
+// An expected result: a shape, a dtype and row-major values in double.
+struct Expected {
+  std::vector<int64_t> sizes;
+  ScalarType dtype = ScalarType::Float32;
+  std::vector<double> values;
+};
+
+// Absolute and relative tolerance: |actual - expected| <= atol + rtol * |expected|.
+struct Tolerance {
+  double atol = 0;
+  double rtol = 0;
+};
+// PyTorch's defaults for each dtype (exact for integral and bool).
+Tolerance defaultTolerance(ScalarType t);
+
+struct Sample {
+  std::string name;            // "broadcast [3,1] + [4]", "transposed", ...
+  std::vector<IValue> args;    // every argument of the schema, on the host
+  bool must_raise = false;     // the call must throw (bad shape, dtype, ...)
+  std::string raise_reason;    // what is wrong with it, for the report
+};
+
+using Reference = std::function<std::vector<Expected>(const Sample&)>;
+
+struct OpSpec {
+  std::string op;              // "bp::add.Tensor"
+  std::string family;          // "elementwise", "reduction", ...
+  std::function<std::vector<Sample>()> samples;
+  Reference reference;
+  std::string inplace;         // "bp::add_.Tensor", or empty
+  std::string out;             // "bp::add.out", or empty
+  // Extra slack for a dtype (reductions over many elements, ...); else the
+  // dtype's default.
+  std::function<Tolerance(ScalarType, const Sample&)> tolerance;
+};
+
+// Every spec, in registration order. Built once.
+const std::vector<OpSpec>& allSpecs();
+
+// --- Building samples (all on the host, deterministic).
+
+// A deterministic generator: same seed, same values on every platform.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : state_(seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull) {}
+  uint64_t next();
+  double uniform(double lo, double hi);  // [lo, hi)
+  int64_t integer(int64_t lo, int64_t hi);  // [lo, hi]
+
+ private:
+  uint64_t state_;
+};
+uint64_t seedFor(const std::string& text);
+
+// Value ranges for random tensors.
+struct Range {
+  double lo = -2, hi = 2;  // floating dtypes: uniform in [lo, hi)
+  int64_t ilo = -5, ihi = 5;  // integral dtypes: uniform in [ilo, ihi]
+};
+
+// A contiguous host tensor of `sizes` and `dtype` with random values.
+Tensor randomTensor(Rng& rng, std::vector<int64_t> sizes, ScalarType dtype, Range range = {});
+// A host tensor holding `values` (converted to dtype).
+Tensor hostTensor(const std::vector<double>& values, std::vector<int64_t> sizes, ScalarType dtype);
+
+// Every element of a (host) tensor, row-major, as double.
+std::vector<double> valuesOf(const Tensor& t);
+
+// --- Reference helpers.
+
+// The row-major index into a tensor of `sizes` broadcast to `out_sizes`,
+// for element `linear` of the output.
+int64_t broadcastIndex(const std::vector<int64_t>& sizes, const std::vector<int64_t>& out_sizes, int64_t linear);
+// PyTorch's broadcast of two shapes (the caller knows they broadcast).
+std::vector<int64_t> broadcastShape(const std::vector<int64_t>& a, const std::vector<int64_t>& b);
+std::vector<int64_t> sizesOf(const Tensor& t);
+int64_t numelOf(const std::vector<int64_t>& sizes);
+// PyTorch's result_type for two tensors (dim-ful over 0-d over scalar).
+ScalarType promoteArgs(const Tensor& a, const Tensor& b);
+// A double as an element of `t` would hold it: rounded to float32 or to
+// the 16-bit formats, wrapped to the integer width, 0/1 for bool.
+double roundTo(ScalarType t, double v);
+
+// Registration of the families' specs (one function per family source).
+void addElementwiseSpecs(std::vector<OpSpec>& specs);
+void addReductionSpecs(std::vector<OpSpec>& specs);
+
+}  // namespace backplane::conformance

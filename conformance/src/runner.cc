@@ -1,0 +1,268 @@
+// Runs specs on one backend (runner.h, Note [Conformance specs]).
+#include "backplane/conformance/runner.h"
+
+#include <cmath>
+#include <exception>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "backplane/core/error.h"
+#include "backplane/dispatcher/dispatcher.h"
+
+namespace backplane::conformance {
+namespace {
+
+std::string shapeText(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+struct Mismatch {
+  bool ok = true;
+  std::string message;
+  double max_abs = 0, max_rel = 0;
+};
+
+// Whether `actual` (on `device`) holds `e` within `tol`.
+Mismatch compare(const Tensor& actual, const Expected& e, Tolerance tol, Device device) {
+  Mismatch m;
+  auto fail = [&](std::string why) {
+    m.ok = false;
+    m.message = std::move(why);
+    return m;
+  };
+  if (!actual.defined()) return fail("the result is an undefined tensor");
+  if (actual.device() != device) return fail("the result is on " + actual.device().str() + ", not " + device.str());
+  if (actual.dtype() != e.dtype) {
+    return fail("the result has dtype " + std::string(scalarTypeName(actual.dtype())) + ", expected " +
+                std::string(scalarTypeName(e.dtype)));
+  }
+  if (sizesOf(actual) != e.sizes) {
+    return fail("the result has shape " + shapeText(sizesOf(actual)) + ", expected " + shapeText(e.sizes));
+  }
+  const std::vector<double> got = actual.toVector<double>();
+  int64_t worst = -1;
+  double worst_excess = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double a = got[i], x = e.values[i];
+    if (std::isnan(x) && std::isnan(a)) continue;
+    if (std::isinf(x) && a == x) continue;
+    const double abs_err = std::fabs(a - x);
+    const double rel_err = x == 0 ? (abs_err == 0 ? 0 : INFINITY) : abs_err / std::fabs(x);
+    if (!(abs_err <= tol.atol + tol.rtol * std::fabs(x))) {  // NaN on one side only fails too
+      const double excess = std::isnan(abs_err) ? INFINITY : abs_err - (tol.atol + tol.rtol * std::fabs(x));
+      if (worst < 0 || excess > worst_excess) worst = static_cast<int64_t>(i), worst_excess = excess;
+      m.max_abs = std::isnan(abs_err) ? INFINITY : std::max(m.max_abs, abs_err);
+      m.max_rel = std::isnan(rel_err) ? INFINITY : std::max(m.max_rel, rel_err);
+    }
+  }
+  if (worst >= 0) {
+    std::ostringstream os;
+    os << "element " << worst << " is " << got[static_cast<size_t>(worst)] << ", expected "
+       << e.values[static_cast<size_t>(worst)] << " (atol " << tol.atol << ", rtol " << tol.rtol << ")";
+    return fail(os.str());
+  }
+  return m;
+}
+
+// The sample's arguments on `device`: tensors staged with their strides
+// (so a transposed or expanded input stays one), other values as they are.
+std::vector<IValue> onDevice(const std::vector<IValue>& args, Device device) {
+  std::vector<IValue> out;
+  out.reserve(args.size());
+  for (const IValue& a : args) {
+    if (a.isTensor() && a.toTensor().defined()) out.emplace_back(stageSpan(a.toTensor(), device));
+    else out.push_back(a);
+  }
+  return out;
+}
+
+OperatorHandle findOp(const std::string& name) { return Dispatcher::singleton().findOpOrThrow(name); }
+
+// The first returned tensors, up to `n`.
+std::vector<Tensor> tensorsOf(const Stack& stack) {
+  std::vector<Tensor> out;
+  for (const IValue& v : stack) out.push_back(v.isTensor() ? v.toTensor() : Tensor());
+  return out;
+}
+
+struct FormRunner {
+  const OpSpec& spec;
+  Device device;
+  Result result;
+
+  bool record(const Sample& s, Outcome o, std::string message, double abs_err = 0, double rel_err = 0) {
+    result.outcome = o;
+    result.sample = s.name;
+    result.message = std::move(message);
+    result.max_abs_error = abs_err;
+    result.max_rel_error = rel_err;
+    return false;
+  }
+
+  Tolerance toleranceFor(ScalarType t, const Sample& s) const {
+    return spec.tolerance ? spec.tolerance(t, s) : defaultTolerance(t);
+  }
+
+  // Calls `op` with `args`; checks a must-raise sample; returns false (and
+  // records why) when the form fails on this sample.
+  bool call(const OperatorHandle& op, const Sample& s, std::vector<IValue> args, Stack& stack, bool& raised) {
+    stack = Stack(args.begin(), args.end());
+    raised = false;
+    try {
+      op.callBoxed(stack);
+    } catch (const std::exception& e) {
+      raised = true;
+      if (s.must_raise) return true;
+      return record(s, Outcome::Error, e.what());
+    }
+    if (s.must_raise) {
+      return record(s, Outcome::Fail, "the call returned, but it must raise (" + s.raise_reason + ")");
+    }
+    return true;
+  }
+
+  bool check(const Sample& s, const std::vector<Tensor>& got, const std::vector<Expected>& want) {
+    if (got.size() < want.size()) {
+      return record(s, Outcome::Fail,
+                    "returned " + std::to_string(got.size()) + " values, expected " + std::to_string(want.size()));
+    }
+    for (size_t i = 0; i < want.size(); ++i) {
+      Mismatch m = compare(got[i], want[i], toleranceFor(want[i].dtype, s), device);
+      if (!m.ok) {
+        return record(s, Outcome::Fail, (want.size() > 1 ? "return " + std::to_string(i) + ": " : "") + m.message,
+                      m.max_abs, m.max_rel);
+      }
+    }
+    return true;
+  }
+
+  void functional(const std::vector<Sample>& samples) {
+    const OperatorHandle op = findOp(spec.op);
+    for (const Sample& s : samples) {
+      ++result.samples;
+      Stack stack;
+      bool raised;
+      if (!call(op, s, onDevice(s.args, device), stack, raised)) return;
+      if (raised) continue;
+      if (!check(s, tensorsOf(stack), spec.reference(s))) return;
+    }
+  }
+
+  // self_ form: self is a fresh copy of the sample's first argument; the
+  // returned tensor must be self and hold the reference.
+  void inplace(const std::vector<Sample>& samples) {
+    const OperatorHandle op = findOp(spec.inplace);
+    for (const Sample& s : samples) {
+      const Tensor& self = s.args[0].toTensor();
+      std::vector<Expected> want;
+      if (!s.must_raise) {
+        want = spec.reference(s);
+        if (want[0].dtype != self.dtype() || want[0].sizes != sizesOf(self)) continue;  // needs another self
+      }
+      bool overlapping = false;
+      for (int64_t d = 0; d < self.dim(); ++d) overlapping |= self.size(d) > 1 && self.stride(d) == 0;
+      if (overlapping) continue;  // an expanded self must raise; the functional form covers the values
+      ++result.samples;
+      std::vector<IValue> args = onDevice(s.args, device);
+      const Tensor self_dev = args[0].toTensor();
+      Stack stack;
+      bool raised;
+      if (!call(op, s, args, stack, raised)) return;
+      if (raised) continue;
+      std::vector<Tensor> got = tensorsOf(stack);
+      if (got.empty() || !got[0].defined() || got[0].unsafeGetImpl() != self_dev.unsafeGetImpl()) {
+        record(s, Outcome::Fail, "the in-place form did not return self");
+        return;
+      }
+      if (!check(s, {self_dev}, want)) return;
+    }
+  }
+
+  // op.out form: `out` starts empty (of the reference's dtype) and must be
+  // resized, filled and returned.
+  void out(const std::vector<Sample>& samples) {
+    const OperatorHandle op = findOp(spec.out);
+    const std::vector<Argument>& params = op.schema().arguments();
+    for (const Sample& s : samples) {
+      ++result.samples;
+      std::vector<Expected> want;
+      if (!s.must_raise) want = spec.reference(s);
+      std::vector<IValue> args = onDevice(s.args, device);
+      std::vector<Tensor> outs;
+      // Fill the parameters the sample leaves off, with `out` tensors for
+      // the out= ones and defaults for the rest.
+      for (size_t i = args.size(); i < params.size(); ++i) {
+        if (params[i].isOut()) {
+          const ScalarType dt = outs.size() < want.size() ? want[outs.size()].dtype : ScalarType::Float32;
+          outs.push_back(emptyTensor({0}, dt, device));
+          args.emplace_back(outs.back());
+        } else {
+          args.push_back(defaultArgumentValue(params[i]));
+        }
+      }
+      Stack stack;
+      bool raised;
+      if (!call(op, s, args, stack, raised)) return;
+      if (raised) continue;
+      std::vector<Tensor> got = tensorsOf(stack);
+      for (size_t i = 0; i < outs.size() && i < got.size(); ++i) {
+        if (!got[i].defined() || got[i].unsafeGetImpl() != outs[i].unsafeGetImpl()) {
+          record(s, Outcome::Fail, "the out= form did not return its out argument");
+          return;
+        }
+      }
+      if (!check(s, outs, want)) return;
+    }
+  }
+};
+
+}  // namespace
+
+const char* outcomeName(Outcome o) {
+  switch (o) {
+    case Outcome::Pass: return "pass";
+    case Outcome::Fail: return "fail";
+    case Outcome::Error: return "error";
+  }
+  return "error";
+}
+
+std::string kernelKindOn(const std::string& op, DeviceType type) {
+  std::optional<OperatorHandle> h = Dispatcher::singleton().findOp(op);
+  if (!h || !h->hasSchema()) return "missing";
+  switch (h->kernelKind(backendKey(type))) {
+    case KernelKind::Direct: return "native";
+    case KernelKind::Composite: return "composite";
+    case KernelKind::BackendFallback:
+    case KernelKind::CpuFallback: return "fallback";
+    default: return "missing";
+  }
+}
+
+std::vector<Result> runSpec(const OpSpec& spec, Device device) {
+  const std::vector<Sample> samples = spec.samples();
+  std::vector<Result> results;
+  auto run = [&](const std::string& op, const char* form, void (FormRunner::*body)(const std::vector<Sample>&)) {
+    FormRunner r{spec, device, Result{}};
+    r.result.op = op;
+    r.result.form = form;
+    r.result.backend = std::string(deviceTypeName(device.type));
+    r.result.kernel = kernelKindOn(op, device.type);
+    try {
+      (r.*body)(samples);
+    } catch (const std::exception& e) {  // e.g. staging an input failed
+      r.result.outcome = Outcome::Error;
+      r.result.message = e.what();
+    }
+    results.push_back(std::move(r.result));
+  };
+  run(spec.op, "functional", &FormRunner::functional);
+  if (!spec.inplace.empty()) run(spec.inplace, "inplace", &FormRunner::inplace);
+  if (!spec.out.empty()) run(spec.out, "out", &FormRunner::out);
+  return results;
+}
+
+}  // namespace backplane::conformance
