@@ -81,7 +81,7 @@ std::vector<IValue> onDevice(const std::vector<IValue>& args, Device device) {
 
 OperatorHandle findOp(const std::string& name) { return Dispatcher::singleton().findOpOrThrow(name); }
 
-// The first returned tensors, up to `n`.
+// The returned values as tensors (undefined where a return is not a tensor).
 std::vector<Tensor> tensorsOf(const Stack& stack) {
   std::vector<Tensor> out;
   for (const IValue& v : stack) out.push_back(v.isTensor() ? v.toTensor() : Tensor());

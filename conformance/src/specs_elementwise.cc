@@ -137,8 +137,6 @@ Expected binaryReference(const Sample& s, Result kind, const std::function<doubl
   return e;
 }
 
-Tolerance largeSampleTolerance(ScalarType t, const Sample&) { return defaultTolerance(t); }
-
 void addBinary(std::vector<OpSpec>& specs, const std::string& name, const std::string& overload, Result kind,
                const std::vector<ScalarType>& dtypes, Range range, std::function<double(double, double)> f,
                bool has_inplace = true, bool large = false) {
@@ -149,7 +147,6 @@ void addBinary(std::vector<OpSpec>& specs, const std::string& name, const std::s
   spec.reference = [kind, f](const Sample& s) { return std::vector<Expected>{binaryReference(s, kind, f)}; };
   if (has_inplace) spec.inplace = "bp::" + name + "_." + (overload.empty() ? "Tensor" : overload);
   spec.out = "bp::" + name + (kind == Result::Comparison ? ".Tensor_out" : ".out");
-  spec.tolerance = largeSampleTolerance;
   specs.push_back(std::move(spec));
 }
 
@@ -179,7 +176,6 @@ void addAlpha(std::vector<OpSpec>& specs, const std::string& name, double sign) 
   };
   spec.inplace = "bp::" + name + "_.Tensor";
   spec.out = "bp::" + name + ".out";
-  spec.tolerance = largeSampleTolerance;
   specs.push_back(std::move(spec));
 }
 
