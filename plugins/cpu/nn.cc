@@ -514,6 +514,8 @@ bp::Tensor batch_norm(const bp::Tensor& input, const std::optional<bp::Tensor>& 
   const int64_t spatial = c == 0 || n == 0 ? 0 : input.numel() / (n * c);
   const bp::Tensor x = contiguous(input);
   const bp::Tensor out = bp::Tensor::empty(input.sizes(), input.dtype(), kCpuDevice);
+  // An empty batch has no statistics: the running ones stay as they are.
+  if (out.numel() == 0) return out;
   // Inference (the rule has required the running statistics) on oneDNN;
   // training computes batch statistics and updates the running ones, in
   // double, by loops.

@@ -182,8 +182,10 @@ void batchNormMeta(const Tensor& input, const std::optional<Tensor>& weight, con
   } else {
     BP_CHECK(rm.defined() == rv.defined(), op,
              ": give both running_mean and running_var, or neither, when training=True");
+    // One value per channel has no variance; an empty input is an empty
+    // result (and leaves the running statistics alone), as in PyTorch.
     const int64_t per_channel = channels == 0 ? 0 : input.numel() / channels;
-    BP_CHECK(per_channel > 1, op, ": expected more than 1 value per channel when training, got input of size ",
+    BP_CHECK(per_channel != 1, op, ": expected more than 1 value per channel when training, got input of size ",
              shapeString(input.sizes()));
   }
 }
@@ -228,7 +230,9 @@ void addNNOps(std::vector<StandardOp>& ops) {
   add("avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, "
       "bool count_include_pad=True, int? divisor_override=None) -> Tensor",
       KernelFunction::makeFromFunction(BP_FN(avgPool2dMeta)));
-  add("batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, "
+  // Training updates running_mean and running_var in place: the write
+  // annotations make the CPU fallback copy them back.
+  add("batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!)? running_mean, Tensor(b!)? running_var, "
       "bool training, float momentum, float eps, bool cudnn_enabled) -> Tensor",
       KernelFunction::makeFromFunction(BP_FN(batchNormMeta)));
   add("layer_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, Tensor? bias=None, float eps=1e-05, "

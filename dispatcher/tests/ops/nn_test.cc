@@ -472,12 +472,30 @@ TEST(NNBatchNorm, TrainingUsesBatchStatisticsAndUpdatesRunningStats) {
       const size_t ch = (i / inner) % 2;
       expected[i] = (xv[i] - mean[ch]) / std::sqrt(var[ch] + eps) * wv[ch] + bv[ch];
     }
-    expectClose(batchNorm(x, w, b, rm, rv, true, momentum, eps), expected, shape, dtype);
-    expectClose(rm, {0.9 * 0.5 + 0.1 * mean[0], 0.9 * -0.5 + 0.1 * mean[1]}, {2}, dtype);
-    expectClose(rv, {0.9 * 1.0 + 0.1 * var[0] * 36 / 35, 0.9 * 2.0 + 0.1 * var[1] * 36 / 35}, {2}, dtype);
+    // On the CPU plugin, and on a device without kernels, where the CPU
+    // fallback must copy the updated running stats back.
+    for (Device device : {Device(DeviceType::CPU), testDevice()}) {
+      SCOPED_TRACE(device.str());
+      Tensor rm_d = stageSpan(rm, device), rv_d = stageSpan(rv, device);
+      expectClose(batchNorm(stageSpan(x, device), stageSpan(w, device), stageSpan(b, device), rm_d, rv_d, true,
+                            momentum, eps),
+                  expected, shape, dtype);
+      expectClose(rm_d, {0.9 * 0.5 + 0.1 * mean[0], 0.9 * -0.5 + 0.1 * mean[1]}, {2}, dtype);
+      expectClose(rv_d, {0.9 * 1.0 + 0.1 * var[0] * 36 / 35, 0.9 * 2.0 + 0.1 * var[1] * 36 / 35}, {2}, dtype);
+    }
     // Without running stats, training mode still normalizes with batch statistics.
     expectClose(batchNorm(x, w, b, {}, {}, true, momentum, eps), expected, shape, dtype);
   }
+}
+
+TEST(NNBatchNorm, TrainingOnAnEmptyBatchLeavesTheRunningStatsAlone) {
+  Tensor x = randomTensor({0, 2, 3}, ScalarType::Float32, 1);
+  Tensor rm = fromDoubles({0.5, -0.5}, {2}, ScalarType::Float32);
+  Tensor rv = fromDoubles({1.0, 2.0}, {2}, ScalarType::Float32);
+  Tensor y = batchNorm(x, {}, {}, rm, rv, true, 0.1, 1e-5);
+  EXPECT_EQ(y.sizes(), x.sizes());
+  expectClose(rm, {0.5, -0.5}, {2}, ScalarType::Float32);
+  expectClose(rv, {1.0, 2.0}, {2}, ScalarType::Float32);
 }
 
 TEST(NNBatchNorm, Errors) {
