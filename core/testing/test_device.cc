@@ -1,6 +1,7 @@
 #include "test_device.h"
 
 #include <cstring>
+#include <new>
 #include <unordered_map>
 
 #include "backplane/core/error.h"
@@ -30,10 +31,14 @@ DataPtr TestDevice::allocate(size_t nbytes, Device device) {
   BP_CHECK(device.type == type_ && device.index >= 0 && device.index < device_count_,
            "test device: cannot allocate on ", device.str());
   if (nbytes == 0) return DataPtr(nullptr, nullptr, nullptr, device);
+  // Like a real device, an allocation that cannot be served is an Error
+  // (kResourceExhausted), not std::bad_alloc.
+  std::unique_ptr<uint8_t[]> bytes(new (std::nothrow) uint8_t[nbytes]());
+  if (!bytes) BP_THROW(kResourceExhausted, "test device: cannot allocate ", nbytes, " bytes on ", device.str());
   std::lock_guard<std::mutex> lock(mu_);
   uintptr_t address = next_address_;
   next_address_ += (nbytes + kGuardBytes + 255) / 256 * 256;
-  blocks_.emplace(address, Block{nbytes, device.index, std::make_unique<uint8_t[]>(nbytes)});
+  blocks_.emplace(address, Block{nbytes, device.index, std::move(bytes)});
   return DataPtr(reinterpret_cast<void*>(address), this, &TestDevice::release, device);
 }
 
