@@ -26,7 +26,8 @@ struct Mismatch {
 };
 
 // Whether `actual` (on `device`) holds `e` within `tol`.
-Mismatch compare(const Tensor& actual, const Expected& e, Tolerance tol, Device device) {
+// With `values` false, only the device, dtype and shape are compared.
+Mismatch compare(const Tensor& actual, const Expected& e, Tolerance tol, Device device, bool values) {
   Mismatch m;
   auto fail = [&](std::string why) {
     m.ok = false;
@@ -42,6 +43,7 @@ Mismatch compare(const Tensor& actual, const Expected& e, Tolerance tol, Device 
   if (sizesOf(actual) != e.sizes) {
     return fail("the result has shape " + shapeText(sizesOf(actual)) + ", expected " + shapeText(e.sizes));
   }
+  if (!values) return m;
   const std::vector<double> got = actual.toVector<double>();
   int64_t worst = -1;
   double worst_excess = 0;
@@ -67,14 +69,25 @@ Mismatch compare(const Tensor& actual, const Expected& e, Tolerance tol, Device 
   return m;
 }
 
-// The sample's arguments on `device`: tensors staged with their strides
-// (so a transposed or expanded input stays one), other values as they are.
+// The sample's arguments on `device`: tensors (also in lists) staged with
+// their strides (so a transposed or expanded input stays one), a host
+// Device (a factory's device=) replaced by `device`, other values as they
+// are.
 std::vector<IValue> onDevice(const std::vector<IValue>& args, Device device) {
   std::vector<IValue> out;
   out.reserve(args.size());
   for (const IValue& a : args) {
-    if (a.isTensor() && a.toTensor().defined()) out.emplace_back(stageSpan(a.toTensor(), device));
-    else out.push_back(a);
+    if (a.isTensor() && a.toTensor().defined()) {
+      out.emplace_back(stageSpan(a.toTensor(), device));
+    } else if (a.isDevice() && a.toDevice().isCpu()) {
+      out.emplace_back(device);  // a factory's device=: the host's stands for the backend's
+    } else if (a.isTensorList()) {
+      std::vector<Tensor> staged;
+      for (const Tensor& t : a.toTensorList()) staged.push_back(t.defined() ? stageSpan(t, device) : t);
+      out.emplace_back(std::move(staged));
+    } else {
+      out.push_back(a);
+    }
   }
   return out;
 }
@@ -124,17 +137,43 @@ struct FormRunner {
     return true;
   }
 
-  bool check(const Sample& s, const std::vector<Tensor>& got, const std::vector<Expected>& want) {
-    if (got.size() < want.size()) {
+  // `got`: the returned values; `args`: the arguments the call was given
+  // (on the device), for the expectations on written arguments.
+  bool check(const Sample& s, const std::vector<Tensor>& got, const std::vector<Expected>& want,
+             const std::vector<IValue>& args) {
+    size_t returns = 0;
+    for (const Expected& e : want) returns += e.argument < 0 ? 1 : 0;
+    if (got.size() < returns) {
       return record(s, Outcome::Fail,
-                    "returned " + std::to_string(got.size()) + " values, expected " + std::to_string(want.size()));
+                    "returned " + std::to_string(got.size()) + " values, expected " + std::to_string(returns));
     }
-    for (size_t i = 0; i < want.size(); ++i) {
-      Mismatch m = compare(got[i], want[i], toleranceFor(want[i].dtype, s), device);
-      if (!m.ok) {
-        return record(s, Outcome::Fail, (want.size() > 1 ? "return " + std::to_string(i) + ": " : "") + m.message,
-                      m.max_abs, m.max_rel);
+    size_t r = 0;
+    for (const Expected& e : want) {
+      Tensor actual;
+      std::string what;
+      if (e.argument < 0) {
+        what = returns > 1 ? "return " + std::to_string(r) + ": " : "";
+        actual = got[r++];
+      } else {
+        const Argument& param = findOp(spec.op).schema().arguments()[static_cast<size_t>(e.argument)];
+        what = "argument '" + param.name + "' after the call: ";
+        const IValue& a = args[static_cast<size_t>(e.argument)];
+        if (a.isTensor()) actual = a.toTensor();
       }
+      Mismatch m = compare(actual, e, toleranceFor(e.dtype, s), device, /*values=*/!spec.check);
+      if (!m.ok) return record(s, Outcome::Fail, what + m.message, m.max_abs, m.max_rel);
+    }
+    if (spec.check) {
+      std::vector<Tensor> host;
+      for (const Tensor& t : got) {
+        if (!t.defined()) {
+          host.emplace_back();
+          continue;
+        }
+        host.push_back(stageSpan(t, Device(DeviceType::CPU)));  // sizes and strides kept
+      }
+      std::string why = spec.check(s, host);
+      if (!why.empty()) return record(s, Outcome::Fail, std::move(why));
     }
     return true;
   }
@@ -145,9 +184,10 @@ struct FormRunner {
       ++result.samples;
       Stack stack;
       bool raised;
-      if (!call(op, s, onDevice(s.args, device), stack, raised)) return;
+      const std::vector<IValue> args = onDevice(s.args, device);
+      if (!call(op, s, args, stack, raised)) return;
       if (raised) continue;
-      if (!check(s, tensorsOf(stack), spec.reference(s))) return;
+      if (!check(s, tensorsOf(stack), spec.reference(s), args)) return;
     }
   }
 
@@ -177,7 +217,7 @@ struct FormRunner {
         record(s, Outcome::Fail, "the in-place form did not return self");
         return;
       }
-      if (!check(s, {self_dev}, want)) return;
+      if (!check(s, {self_dev}, want, args)) return;
     }
   }
 
@@ -196,7 +236,12 @@ struct FormRunner {
       // the out= ones and defaults for the rest.
       for (size_t i = args.size(); i < params.size(); ++i) {
         if (params[i].isOut()) {
-          const ScalarType dt = outs.size() < want.size() ? want[outs.size()].dtype : ScalarType::Float32;
+          // The reference's dtype; for a sample that must raise, self's, so
+          // that the call fails for the sample's reason, not for `out`.
+          const ScalarType dt = outs.size() < want.size() ? want[outs.size()].dtype
+                                : !s.args.empty() && s.args[0].isTensor() && s.args[0].toTensor().defined()
+                                    ? s.args[0].toTensor().dtype()
+                                    : ScalarType::Float32;
           outs.push_back(emptyTensor({0}, dt, device));
           args.emplace_back(outs.back());
         } else {
@@ -214,7 +259,7 @@ struct FormRunner {
           return;
         }
       }
-      if (!check(s, outs, want)) return;
+      if (!check(s, outs, want, args)) return;
     }
   }
 };
@@ -226,8 +271,15 @@ const char* outcomeName(Outcome o) {
     case Outcome::Pass: return "pass";
     case Outcome::Fail: return "fail";
     case Outcome::Error: return "error";
+    case Outcome::Crash: return "crash";
   }
   return "error";
+}
+
+std::optional<Outcome> outcomeFromName(std::string_view name) {
+  for (Outcome o : {Outcome::Pass, Outcome::Fail, Outcome::Error, Outcome::Crash})
+    if (name == outcomeName(o)) return o;
+  return std::nullopt;
 }
 
 std::string kernelKindOn(const std::string& op, DeviceType type) {

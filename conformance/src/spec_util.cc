@@ -21,6 +21,33 @@ Tolerance defaultTolerance(ScalarType t) {
   }
 }
 
+const std::vector<ScalarType> kFloatTypes = {ScalarType::Float32, ScalarType::Float64, ScalarType::Float16,
+                                             ScalarType::BFloat16};
+const std::vector<ScalarType> kNumericTypes = {ScalarType::Float32, ScalarType::Float64, ScalarType::Float16,
+                                               ScalarType::BFloat16, ScalarType::Int32,   ScalarType::Int64,
+                                               ScalarType::Int8,    ScalarType::UInt8};
+const std::vector<ScalarType> kAllTypes = {ScalarType::Float32, ScalarType::Float64, ScalarType::Float16,
+                                           ScalarType::BFloat16, ScalarType::Int32,   ScalarType::Int64,
+                                           ScalarType::Int8,    ScalarType::UInt8,   ScalarType::Bool};
+
+Sample makeSample(std::string name, std::vector<IValue> args) {
+  Sample s;
+  s.name = std::move(name);
+  s.args = std::move(args);
+  return s;
+}
+
+Sample raising(std::string name, std::vector<IValue> args, std::string reason) {
+  Sample s = makeSample(std::move(name), std::move(args));
+  s.must_raise = true;
+  s.raise_reason = std::move(reason);
+  return s;
+}
+
+std::string dtypeSuffix(ScalarType t) { return " " + std::string(scalarTypeName(t)); }
+
+IValue backendDevice() { return IValue(Device(DeviceType::CPU)); }
+
 // splitmix64: a tiny generator with a fixed definition, so samples are the
 // same on every platform and standard library.
 uint64_t Rng::next() {
@@ -63,7 +90,7 @@ double roundTo(ScalarType t, double v) {
     case ScalarType::UInt8: return static_cast<double>(static_cast<uint8_t>(static_cast<int64_t>(v)));
     case ScalarType::Int8: return static_cast<double>(static_cast<int8_t>(static_cast<int64_t>(v)));
     case ScalarType::Int32: return static_cast<double>(static_cast<int32_t>(static_cast<int64_t>(v)));
-    case ScalarType::Int64: return v;
+    case ScalarType::Int64: return std::trunc(v);
     case ScalarType::Float16: return static_cast<float>(Half(static_cast<float>(v)));
     case ScalarType::BFloat16: return static_cast<float>(BFloat16(static_cast<float>(v)));
     case ScalarType::Float32: return static_cast<float>(v);
@@ -146,6 +173,11 @@ const std::vector<OpSpec>& allSpecs() {
     auto* s = new std::vector<OpSpec>();
     addElementwiseSpecs(*s);
     addReductionSpecs(*s);
+    addCreationSpecs(*s);
+    addDataMovementSpecs(*s);
+    addLinalgSpecs(*s);
+    addNnSpecs(*s);
+    addRandomSpecs(*s);
     return s;
   }();
   return *specs;

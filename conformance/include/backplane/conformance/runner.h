@@ -9,7 +9,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backplane/conformance/spec.h"
@@ -17,7 +19,9 @@
 
 namespace backplane::conformance {
 
-enum class Outcome { Pass, Fail, Error };
+// Crash: the process running the op died or ran past its time limit (set
+// by the out-of-process runner, never by runSpec).
+enum class Outcome { Pass, Fail, Error, Crash };
 const char* outcomeName(Outcome o);
 
 struct Result {
@@ -31,6 +35,9 @@ struct Result {
   std::string message;  // what went wrong
   double max_abs_error = 0, max_rel_error = 0;  // over the failing sample
 };
+
+// Parses outcomeName()'s text.
+std::optional<Outcome> outcomeFromName(std::string_view name);
 
 // Runs every form of `spec` on `device`; one Result per form.
 std::vector<Result> runSpec(const OpSpec& spec, Device device);

@@ -6,7 +6,9 @@
 // A spec depends on no plugin. Its samples are built on the host with core
 // code only (tensorFromVector and core views: transposed, sliced and
 // expanded inputs), from a seed derived from the op's name, so every run
-// and every backend sees the same values. Its reference is plain
+// and every backend sees the same values. A factory's `device=` argument is
+// given as the host device and the runner replaces it with the backend's.
+// Its reference is plain
 // double-precision code over the samples' host values. The runner moves
 // each sample to the backend's device with its strides intact (stageSpan),
 // calls the op there through the dispatcher, reads the results back with
@@ -36,6 +38,10 @@ struct Expected {
   std::vector<int64_t> sizes;
   ScalarType dtype = ScalarType::Float32;
   std::vector<double> values;
+  // -1: a value the op returns (the reference lists them in order). Else
+  // the index of an argument the op writes (batch_norm's running stats):
+  // what that argument must hold after the call.
+  int argument = -1;
 };
 
 // Absolute and relative tolerance: |actual - expected| <= atol + rtol * |expected|.
@@ -54,12 +60,21 @@ struct Sample {
 };
 
 using Reference = std::function<std::vector<Expected>(const Sample&)>;
+// For ops whose results no reference can predict value by value (random
+// ops, empty): gets the sample and the results copied to the host (sizes
+// and strides kept), returns an empty string when they are right, else what
+// is wrong with them.
+using Checker = std::function<std::string(const Sample&, const std::vector<Tensor>& host_results)>;
 
 struct OpSpec {
   std::string op;              // "bp::add.Tensor"
   std::string family;          // "elementwise", "reduction", ...
   std::function<std::vector<Sample>()> samples;
+  // What each sample must return. With `check` set, only the shapes and
+  // dtypes of the reference's results are compared (its values are
+  // ignored) and `check` judges the values.
   Reference reference;
+  Checker check;
   std::string inplace;         // "bp::add_.Tensor", or empty
   std::string out;             // "bp::add.out", or empty
   // Extra slack for a dtype (reductions over many elements, ...); else the
@@ -91,6 +106,21 @@ struct Range {
   int64_t ilo = -5, ihi = 5;  // integral dtypes: uniform in [ilo, ihi]
 };
 
+// The dtype lists specs iterate over.
+extern const std::vector<ScalarType> kFloatTypes;    // float32, float64, float16, bfloat16
+extern const std::vector<ScalarType> kNumericTypes;  // the floating ones, int32, int64, int8, uint8
+extern const std::vector<ScalarType> kAllTypes;      // the numeric ones and bool
+
+// A sample that calls the op with `args`.
+Sample makeSample(std::string name, std::vector<IValue> args);
+// A sample whose call must throw, for `reason`.
+Sample raising(std::string name, std::vector<IValue> args, std::string reason);
+// " float32": a dtype as the end of a sample's name.
+std::string dtypeSuffix(ScalarType t);
+// The `device=` argument of a factory sample: the host device, which the
+// runner replaces with the backend's.
+IValue backendDevice();
+
 // A contiguous host tensor of `sizes` and `dtype` with random values.
 Tensor randomTensor(Rng& rng, std::vector<int64_t> sizes, ScalarType dtype, Range range = {});
 // A host tensor holding `values` (converted to dtype).
@@ -117,5 +147,10 @@ double roundTo(ScalarType t, double v);
 // Registration of the families' specs (one function per family source).
 void addElementwiseSpecs(std::vector<OpSpec>& specs);
 void addReductionSpecs(std::vector<OpSpec>& specs);
+void addCreationSpecs(std::vector<OpSpec>& specs);
+void addDataMovementSpecs(std::vector<OpSpec>& specs);
+void addLinalgSpecs(std::vector<OpSpec>& specs);
+void addNnSpecs(std::vector<OpSpec>& specs);
+void addRandomSpecs(std::vector<OpSpec>& specs);
 
 }  // namespace backplane::conformance
