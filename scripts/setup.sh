@@ -11,6 +11,7 @@ packages=(
   libgtest-dev libgmock-dev
   libbenchmark-dev
   libdlpack-dev
+  python3               # tests that parse the tool's JSON and JUnit reports
   clang libc++-dev libc++abi-dev   # building the vendor sample with libc++
   hipcc libamdhip64-dev            # the HIP plugin (compiles; no AMD GPU needed)
 )

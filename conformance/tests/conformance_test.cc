@@ -1,47 +1,100 @@
-// The conformance specs as GoogleTest cases: each spec's every form on the
-// CPU plugin and on a device with no kernels (composites and CPU fallback).
+// The conformance specs as GoogleTest cases: each spec's every form on every
+// backend a built plugin provides (with a device here), and on a device with
+// no kernels (composites and the CPU fallback); the device API checks on
+// every backend.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cctype>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <optional>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "backplane/conformance/runner.h"
+#include "backplane/conformance/suite.h"
+#include "backplane/core/device_interface.h"
+#include "backplane/core/device_type_registry.h"
 #include "backplane/dispatcher/dispatcher.h"
 #include "backplane/dispatcher/library.h"
+#include "backplane/dispatcher/plugin_registry.h"
 #include "test_device.h"
 
 namespace backplane::conformance {
 namespace {
 
-class CpuPluginEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override {
-    absl::StatusOr<PluginStatus> s = plugins().load(BACKPLANE_CPU_PLUGIN_PATH);
-    ASSERT_TRUE(s.ok()) << s.status();
-    ASSERT_TRUE(s->loaded) << s->error;
-  }
+// Every plugin this build made (BACKPLANE_BUILT_PLUGIN_DIR), loaded once,
+// before the test cases are made: a backend gets cases when its plugin
+// loaded and it has a device here (cuda on a machine without a GPU, hip
+// without an AMD GPU get none).
+struct Backends {
+  std::vector<std::string> names;  // with devices, in registry order
+  std::vector<std::string> load_errors;
 };
-::testing::Environment* const kEnv = ::testing::AddGlobalTestEnvironment(new CpuPluginEnvironment);
+
+const Backends& builtBackends() {
+  static const Backends* b = [] {
+    auto* out = new Backends();
+    std::vector<std::filesystem::path> libs;
+    for (const auto& e : std::filesystem::directory_iterator(BACKPLANE_BUILT_PLUGIN_DIR))
+      if (e.path().extension() == ".so") libs.push_back(e.path());
+    std::sort(libs.begin(), libs.end());
+    for (const auto& lib : libs) {
+      absl::StatusOr<PluginStatus> s = plugins().load(lib.string());
+      if (!s.ok()) out->load_errors.push_back(lib.string() + ": " + std::string(s.status().message()));
+      else if (!s->loaded) out->load_errors.push_back(lib.string() + ": " + s->error);
+    }
+    DeviceTypeRegistry& reg = DeviceTypeRegistry::global();
+    for (const std::string& name : reg.activeNames()) {
+      std::optional<DeviceType> t = reg.find(name);
+      DeviceInterface* iface = t ? reg.interface(*t) : nullptr;
+      if (iface && iface->deviceCount() > 0) out->names.push_back(name);
+    }
+    return out;
+  }();
+  return *b;
+}
+
+TEST(BuiltPlugins, AllLoad) {
+  EXPECT_TRUE(builtBackends().load_errors.empty()) << ::testing::PrintToString(builtBackends().load_errors);
+  EXPECT_NE(std::find(builtBackends().names.begin(), builtBackends().names.end(), "cpu"),
+            builtBackends().names.end());
+}
 
 std::string describe(const Result& r) {
   return r.op + " (" + r.form + ") on " + r.backend + " [" + r.kernel + "]: " + outcomeName(r.outcome) +
          (r.sample.empty() ? "" : " at sample '" + r.sample + "'") + (r.message.empty() ? "" : ": " + r.message);
 }
 
-class SpecTest : public ::testing::TestWithParam<size_t> {
+// (backend, spec index)
+using Case = std::tuple<std::string, size_t>;
+
+class SpecTest : public ::testing::TestWithParam<Case> {
  protected:
-  const OpSpec& spec() const { return allSpecs()[GetParam()]; }
+  const std::string& backend() const { return std::get<0>(GetParam()); }
+  const OpSpec& spec() const { return allSpecs()[std::get<1>(GetParam())]; }
 };
 
-TEST_P(SpecTest, PassesOnTheCpuPlugin) {
-  for (const Result& r : runSpec(spec(), Device(DeviceType::CPU))) {
+// Every form of the spec passes on the backend's device 0. On cpu, every
+// op has a kernel of its own or a composite (no fallback to itself).
+TEST_P(SpecTest, Passes) {
+  const DeviceType type = *DeviceTypeRegistry::global().find(backend());
+  for (const Result& r : runSpec(spec(), Device(type, 0))) {
     EXPECT_EQ(r.outcome, Outcome::Pass) << describe(r);
-    EXPECT_TRUE(r.kernel == "native" || r.kernel == "composite") << describe(r);
     EXPECT_GT(r.samples, 0) << describe(r);
+    if (type == DeviceType::CPU) {
+      EXPECT_TRUE(r.kernel == "native" || r.kernel == "composite") << describe(r);
+    }
   }
 }
 
+// The same through a device with no kernels at all: composites and the CPU
+// fallback serve every op.
 TEST_P(SpecTest, PassesThroughTheCpuFallback) {
+  if (backend() != "cpu") GTEST_SKIP() << "run once, with the cpu cases";
   testing::TestDevice& dev = testing::TestDevice::install("conftest", 1);
   for (const Result& r : runSpec(spec(), dev.device(0))) {
     EXPECT_EQ(r.outcome, Outcome::Pass) << describe(r);
@@ -49,14 +102,87 @@ TEST_P(SpecTest, PassesThroughTheCpuFallback) {
   }
 }
 
-std::string specName(const ::testing::TestParamInfo<size_t>& info) {
-  std::string n = allSpecs()[info.param].op.substr(4);  // without "bp::"
+std::vector<Case> allCases() {
+  std::vector<Case> out;
+  for (const std::string& b : builtBackends().names)
+    for (size_t i = 0; i < allSpecs().size(); ++i) out.emplace_back(b, i);
+  return out;
+}
+
+std::string caseName(const ::testing::TestParamInfo<Case>& info) {
+  std::string n = std::get<0>(info.param) + "_" + allSpecs()[std::get<1>(info.param)].op.substr(4);  // no "bp::"
   for (char& c : n)
     if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
   return n;
 }
 
-INSTANTIATE_TEST_SUITE_P(AllSpecs, SpecTest, ::testing::Range<size_t>(0, allSpecs().size()), specName);
+INSTANTIATE_TEST_SUITE_P(AllSpecs, SpecTest, ::testing::ValuesIn(allCases()), caseName);
+
+// Device API checks on every backend with devices.
+class DeviceCheckTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DeviceCheckTest, Passes) {
+  const DeviceType type = *DeviceTypeRegistry::global().find(GetParam());
+  const std::vector<std::string> names = deviceCheckNames(type);
+  EXPECT_GE(names.size(), 3u);
+  for (const std::string& name : names) {
+    const Result r = runDeviceCheck(name, type);
+    EXPECT_EQ(r.outcome, Outcome::Pass) << describe(r);
+    EXPECT_GT(r.samples, 0) << describe(r);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllBackends, DeviceCheckTest, ::testing::ValuesIn(builtBackends().names),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
+// The device checks pass on the in-tree test device (two devices, opaque
+// addresses, every access bounds-checked against a live allocation).
+TEST(DeviceChecks, PassOnTheTestDevice) {
+  testing::TestDevice& dev = testing::TestDevice::install("devcheck", 2);
+  const std::vector<std::string> names = deviceCheckNames(dev.type());
+  EXPECT_NE(std::find(names.begin(), names.end(), "device.several_devices"), names.end());
+  for (const std::string& name : names) {
+    const Result r = runDeviceCheck(name, dev.type());
+    EXPECT_EQ(r.outcome, Outcome::Pass) << describe(r);
+  }
+  EXPECT_EQ(dev.liveAllocations(), 0u);
+}
+
+// A host-memory device whose device-to-host copies flip one byte in the
+// middle of anything longer than 64 bytes.
+class CorruptingDevice final : public DeviceInterface, private Allocator {
+ public:
+  int deviceCount() const override { return 1; }
+  bool isHostAccessible() const override { return true; }
+  Allocator& allocator() override { return *this; }
+  void copyHostToDevice(void* dst, Device, const void* src, size_t n) override { std::memcpy(dst, src, n); }
+  void copyDeviceToHost(void* dst, const void* src, Device, size_t n) override {
+    std::memcpy(dst, src, n);
+    if (n > 64) static_cast<uint8_t*>(dst)[n / 2] ^= 1;
+  }
+  void copyDeviceToDevice(void* dst, Device, const void* src, Device, size_t n) override { std::memcpy(dst, src, n); }
+  void memset(void* dst, Device, uint8_t value, size_t n) override { std::memset(dst, value, n); }
+  void synchronize(Device) override {}
+
+ private:
+  DataPtr allocate(size_t nbytes, Device device) override {
+    void* p = std::malloc(nbytes ? nbytes : 1);
+    if (!p) BP_THROW(kResourceExhausted, "corrupting device: cannot allocate ", nbytes, " bytes");
+    return DataPtr(p, nullptr, [](void*, void* q) { std::free(q); }, device);
+  }
+};
+
+TEST(DeviceChecks, CatchACorruptingCopy) {
+  static CorruptingDevice device;
+  DeviceTypeRegistry& reg = DeviceTypeRegistry::global();
+  absl::StatusOr<DeviceType> type = reg.registerType("corrupting");
+  ASSERT_TRUE(type.ok()) << type.status();
+  ASSERT_TRUE(reg.setInterface(*type, &device).ok());
+  const Result r = runDeviceCheck("device.copy", *type);
+  EXPECT_EQ(r.outcome, Outcome::Fail) << describe(r);
+  EXPECT_NE(r.message.find("expected"), std::string::npos) << r.message;
+  EXPECT_FALSE(r.sample.empty());
+}
 
 // The runner catches a kernel that computes the wrong thing: an add.out
 // that subtracts, registered for a device of its own.

@@ -27,38 +27,6 @@ std::string joined(const std::vector<std::string>& parts, const char* sep) {
   return out;
 }
 
-// One device type as the tool shows it.
-struct Backend {
-  std::string name;
-  DeviceType type;
-  DeviceInterface* iface;  // nullptr: no plugin installed one
-};
-
-// Every active device type (built-ins first), optionally only those that
-// have an interface, plus cuda and hip in any case.
-std::vector<Backend> activeBackends(bool with_interface_only) {
-  DeviceTypeRegistry& reg = DeviceTypeRegistry::global();
-  std::vector<Backend> out;
-  for (const std::string& name : reg.activeNames()) {
-    std::optional<DeviceType> t = reg.find(name);
-    if (!t) continue;  // unregistered meanwhile
-    DeviceInterface* iface = reg.interface(*t);
-    if (with_interface_only && !iface && !isBuiltinAccelerator(*t)) continue;
-    out.push_back(Backend{name, *t, iface});
-  }
-  return out;
-}
-
-// Which loaded plugin registered each device type.
-std::map<int, std::string> deviceTypeProviders() {
-  std::map<int, std::string> out;
-  for (const PluginStatus& p : plugins().plugins()) {
-    if (!p.loaded) continue;
-    for (const PluginDeviceStatus& d : p.devices) out[static_cast<int>(d.type)] = p.name;
-  }
-  return out;
-}
-
 std::string noPluginReason(const std::string& type_name) {
   return "no plugin provides " + type_name + " (load one with --plugin PATH or BACKPLANE_PLUGIN_PATH)";
 }
@@ -194,6 +162,31 @@ void printOpsJson(std::ostream& out, const std::vector<Backend>& backends, const
 }
 
 }  // namespace
+
+// Every active device type (built-ins first), optionally only those that
+// have an interface, plus cuda and hip in any case.
+std::vector<Backend> activeBackends(bool with_interface_only) {
+  DeviceTypeRegistry& reg = DeviceTypeRegistry::global();
+  std::vector<Backend> out;
+  for (const std::string& name : reg.activeNames()) {
+    std::optional<DeviceType> t = reg.find(name);
+    if (!t) continue;  // unregistered meanwhile
+    DeviceInterface* iface = reg.interface(*t);
+    if (with_interface_only && !iface && !isBuiltinAccelerator(*t)) continue;
+    out.push_back(Backend{name, *t, iface});
+  }
+  return out;
+}
+
+// Which loaded plugin registered each device type.
+std::map<int, std::string> deviceTypeProviders() {
+  std::map<int, std::string> out;
+  for (const PluginStatus& p : plugins().plugins()) {
+    if (!p.loaded) continue;
+    for (const PluginDeviceStatus& d : p.devices) out[static_cast<int>(d.type)] = p.name;
+  }
+  return out;
+}
 
 void loadPlugins(const PluginSources& sources) {
   for (const std::string& path : sources.explicit_paths) (void)plugins().load(path);  // failures are listed

@@ -2,9 +2,14 @@
 // The `backplane` tool's commands. Each writes its report to `out` and
 // returns the process exit code.
 
+#include <map>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
+
+#include "backplane/core/device.h"
+#include "backplane/core/device_interface.h"
 
 namespace backplane::cli {
 
@@ -20,10 +25,40 @@ void loadPlugins(const PluginSources& sources);
 // which reports them itself).
 void warnAboutFailedPlugins(std::ostream& err);
 
+// One device type as the tool shows it.
+struct Backend {
+  std::string name;
+  DeviceType type;
+  DeviceInterface* iface;  // nullptr: no plugin installed one
+};
+// Every active device type (built-ins first), optionally only those that
+// have an interface, plus cuda and hip in any case.
+std::vector<Backend> activeBackends(bool with_interface_only);
+// Which loaded plugin registered each device type (by DeviceType value).
+std::map<int, std::string> deviceTypeProviders();
+
 enum class OpsFormat { Text, Markdown, Json };
 
 int runPlugins(std::ostream& out, const PluginSources& sources);
 int runDevices(std::ostream& out);
 int runOps(std::ostream& out, OpsFormat format);
+
+// `backplane conformance`: certifies backends op by op (conformance.cc).
+struct ConformanceOptions {
+  std::vector<std::string> backends;  // --backend; empty: every backend with an interface
+  std::string ops;                    // --ops REGEX; empty: all
+  bool strict = false;                // --strict: a fallback counts as a failure
+  std::optional<std::string> json, junit, markdown;  // report files
+  double timeout_s = 300;             // --timeout: per op, in the worker
+  bool progress = false;              // an op counter on stderr (a terminal)
+};
+// `self` is this executable, started once per backend (and again after a
+// crash) as `conformance-worker`.
+int runConformance(std::ostream& out, std::ostream& err, const std::string& self, const PluginSources& sources,
+                   const ConformanceOptions& options);
+
+// `backplane conformance-worker` (internal): runs the items of one backend
+// from `first` on, writing the wire protocol to file descriptor `fd`.
+int runConformanceWorker(const std::string& backend, const std::string& ops, size_t first, int fd);
 
 }  // namespace backplane::cli

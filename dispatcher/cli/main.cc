@@ -1,11 +1,16 @@
 // backplane: inspect the plugins, devices and operators a Backplane host sees.
 //
 //   backplane [--plugin PATH]... [--no-default-plugins] plugins|devices|ops [--format text|markdown|json]
+//   backplane [--plugin PATH]... [--no-default-plugins] conformance [--backend NAME]... [--ops REGEX]
+//             [--strict] [--timeout SECONDS] [--json FILE] [--junit FILE] [--markdown FILE]
 //
 // Options may come before or after the command. Exit codes: 0 success (a
-// plugin that fails to load is reported, not fatal), 1 an unexpected error,
-// 2 a usage error.
+// plugin that fails to load is reported, not fatal; for conformance, every
+// op passed), 1 an unexpected error or a conformance failure, 2 a usage error.
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <iostream>
 #include <optional>
@@ -25,7 +30,9 @@ namespace backplane::cli {
 namespace {
 
 constexpr const char* kSynopsis =
-    "usage: backplane [--plugin PATH]... [--no-default-plugins] <plugins|devices|ops> [--format text|markdown|json]";
+    "usage: backplane [--plugin PATH]... [--no-default-plugins] <plugins|devices|ops> [--format text|markdown|json]\n"
+    "       backplane [--plugin PATH]... [--no-default-plugins] conformance [--backend NAME]... [--ops REGEX]\n"
+    "                 [--strict] [--timeout SECONDS] [--json FILE] [--junit FILE] [--markdown FILE]";
 
 void printHelp(std::ostream& out) {
   out << kSynopsis << "\n"
@@ -38,11 +45,25 @@ void printHelp(std::ostream& out) {
          "  plugins             every plugin load attempt: name, version, ABI, device types, path, status\n"
          "  devices             every device type, the plugin providing it, and its devices\n"
          "  ops                 the operator x backend matrix: native, composite, fallback or missing\n"
+         "  conformance         certify backends: device API checks, then every op spec against its\n"
+         "                      double-precision reference; each backend runs in a child process, so\n"
+         "                      a crash or a hang costs one op; exit 0 only if nothing failed\n"
          "\n"
          "options:\n"
          "  --plugin PATH         load the plugin library at PATH before the default sources (repeatable)\n"
          "  --no-default-plugins  skip BACKPLANE_PLUGIN_PATH and the default plugin directories\n"
          "  --format FORMAT       for ops: text (default), markdown (a GitHub table) or json\n"
+         "\n"
+         "conformance options:\n"
+         "  --backend NAME        certify only this backend (repeatable; default: every backend with devices)\n"
+         "  --ops REGEX           only the ops (and device.* checks) whose names REGEX matches\n"
+         "  --strict              count an op served by the CPU fallback as a failure\n"
+         "  --timeout SECONDS     time limit per op before it is reported as a crash (default 300)\n"
+         "  --json FILE           write every result as JSON\n"
+         "  --junit FILE          write JUnit XML for CI systems\n"
+         "  --markdown FILE       write the op x backend matrix as Markdown\n"
+         "\n"
+         "other options:\n"
          "  -h, --help            show this help\n"
          "  --version             show the version and the plugin ABI this host speaks\n"
          "\n"
@@ -61,6 +82,10 @@ struct Args {
   bool version = false;
   std::string command;
   std::optional<std::string> format;
+  ConformanceOptions conformance;
+  std::vector<std::string> conformance_flags;  // the conformance options given, for usage errors
+  // conformance-worker (internal, Note [Conformance workers]).
+  std::optional<std::string> first, result_fd;
 };
 
 // Returns an error message, or nothing when the command line parsed.
@@ -91,6 +116,28 @@ std::optional<std::string> parseArgs(int argc, char** argv, Args& args) {
       std::optional<std::string> v = value("--format");
       if (!v) return "option --format needs a value: text, markdown or json";
       args.format = *v;
+    } else if (a == "--strict") {
+      args.conformance.strict = true;
+      args.conformance_flags.emplace_back(a);
+    } else if (takes("--backend") || takes("--ops") || takes("--timeout") || takes("--json") || takes("--junit") ||
+               takes("--markdown") || takes("--first") || takes("--result-fd")) {
+      const std::string name(a.substr(0, a.find('=')));
+      std::optional<std::string> v = value(name);
+      if (!v || v->empty()) return "option " + name + " needs a value";
+      args.conformance_flags.push_back(name);
+      if (name == "--backend") args.conformance.backends.push_back(*v);
+      else if (name == "--ops") args.conformance.ops = *v;
+      else if (name == "--json") args.conformance.json = *v;
+      else if (name == "--junit") args.conformance.junit = *v;
+      else if (name == "--markdown") args.conformance.markdown = *v;
+      else if (name == "--first") args.first = *v;
+      else if (name == "--result-fd") args.result_fd = *v;
+      else {
+        char* end = nullptr;
+        const double t = std::strtod(v->c_str(), &end);
+        if (*end != '\0' || !(t > 0)) return "option --timeout needs a positive number of seconds, not '" + *v + "'";
+        args.conformance.timeout_s = t;
+      }
     } else if (a.size() > 1 && a[0] == '-') {
       return "unknown option '" + std::string(a) + "'";
     } else if (args.command.empty()) {
@@ -115,8 +162,13 @@ int run(int argc, char** argv) {
     return 0;
   }
   if (args.command.empty()) return usageError("no command given");
-  if (args.command != "plugins" && args.command != "devices" && args.command != "ops")
-    return usageError("unknown command '" + args.command + "' (commands: plugins, devices, ops)");
+  if (args.command != "plugins" && args.command != "devices" && args.command != "ops" &&
+      args.command != "conformance" && args.command != "conformance-worker")
+    return usageError("unknown command '" + args.command + "' (commands: plugins, devices, ops, conformance)");
+  if (args.command != "conformance" && args.command != "conformance-worker" && !args.conformance_flags.empty())
+    return usageError("option " + args.conformance_flags.front() + " applies only to the 'conformance' command");
+  if (args.command == "conformance" && (args.first || args.result_fd))
+    return usageError("options --first and --result-fd are internal to conformance-worker");
 
   OpsFormat format = OpsFormat::Text;
   if (args.format) {
@@ -134,7 +186,17 @@ int run(int argc, char** argv) {
 
   loadPlugins(args.sources);
   int rc;
-  if (args.command == "plugins") {
+  if (args.command == "conformance-worker") {
+    if (args.conformance.backends.size() != 1 || !args.first || !args.result_fd)
+      return usageError("conformance-worker needs --backend, --first and --result-fd");
+    return runConformanceWorker(args.conformance.backends[0], args.conformance.ops, std::stoul(*args.first),
+                                std::stoi(*args.result_fd));
+  }
+  if (args.command == "conformance") {
+    warnAboutFailedPlugins(std::cerr);
+    args.conformance.progress = ::isatty(STDERR_FILENO) == 1;
+    rc = runConformance(std::cout, std::cerr, "/proc/self/exe", args.sources, args.conformance);
+  } else if (args.command == "plugins") {
     rc = runPlugins(std::cout, args.sources);
   } else {
     warnAboutFailedPlugins(std::cerr);

@@ -1,0 +1,57 @@
+#pragma once
+// A conformance run on one backend, as units that a worker process runs one
+// at a time and reports over a pipe (the `backplane conformance` command).
+//
+// Note [Device API checks]
+// Before its ops, a backend's device type is checked through the same
+// DeviceInterface calls the core makes: allocations of 0 bytes, of odd
+// sizes and of kLargeAllocationBytes are usable to their last byte and do
+// not overlap, an impossible size is refused with kResourceExhausted;
+// host <-> device and device -> device copies of whole blocks and of
+// unaligned ranges at offsets, memset and zero-byte copies leave exactly
+// the right bytes; synchronize (and streams and events where the type has
+// them) on every device; with several devices, copies between them.
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backplane/conformance/runner.h"
+#include "backplane/conformance/spec.h"
+#include "backplane/core/device.h"
+
+namespace backplane::conformance {
+
+inline constexpr size_t kLargeAllocationBytes = size_t{256} << 20;
+inline constexpr size_t kImpossibleAllocationBytes = size_t{1} << 60;
+
+// The device checks that apply to `type` (several_devices only with two or
+// more devices), by name ("device.allocate", ...).
+std::vector<std::string> deviceCheckNames(DeviceType type);
+// Runs one device check on every device of `type`.
+Result runDeviceCheck(const std::string& name, DeviceType type);
+
+// One unit of a run: a device check or an op spec (all of its forms).
+struct Item {
+  std::string name;              // "device.allocate" or the spec's op
+  const OpSpec* spec = nullptr;  // null for a device check
+};
+
+// The items of a run on `type`: its device checks, then every spec, keeping
+// those whose name or any of whose form's op names `ops_regex` matches (an
+// ECMAScript regex searched anywhere in the name; empty keeps all). Throws
+// Error(kInvalidArgument) for a bad regex.
+std::vector<Item> selectItems(DeviceType type, const std::string& ops_regex);
+
+// Runs an item on device 0 of `type` (device checks: on every device).
+std::vector<Result> runItem(const Item& item, DeviceType type);
+
+// A Result as one line of text (no newline) and back: fields separated by
+// tabs, with backslash, tab and newline escaped. decodeResult returns
+// nothing for a line that is not an encoded Result.
+std::string encodeResult(const Result& r);
+std::optional<Result> decodeResult(std::string_view line);
+
+}  // namespace backplane::conformance

@@ -1,0 +1,287 @@
+// Device API checks (suite.h, Note [Device API checks]): what every device
+// type must do for the host to hold tensors on it, exercised through the
+// same DeviceInterface calls the core makes.
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "backplane/conformance/suite.h"
+#include "backplane/core/device_interface.h"
+#include "backplane/core/device_type_registry.h"
+#include "backplane/core/error.h"
+
+namespace backplane::conformance {
+namespace {
+
+// A failed check: says which step and why; caught by runDeviceCheck.
+struct CheckFailed {
+  std::string step;
+  std::string why;
+};
+
+[[noreturn]] void failed(std::string step, std::string why) { throw CheckFailed{std::move(step), std::move(why)}; }
+
+// Deterministic bytes that differ between `salt`s and from a shifted copy.
+std::vector<uint8_t> pattern(size_t n, uint64_t salt) {
+  std::vector<uint8_t> out(n);
+  Rng rng(salt);
+  for (size_t i = 0; i < n; i += 8) {
+    const uint64_t v = rng.next();
+    std::memcpy(out.data() + i, &v, std::min<size_t>(8, n - i));
+  }
+  return out;
+}
+
+void* at(const DataPtr& p, size_t offset) { return static_cast<char*>(p.get()) + offset; }
+
+class DeviceProbe {
+ public:
+  explicit DeviceProbe(DeviceType type)
+      : iface_(DeviceTypeRegistry::global().interfaceOrThrow(type)), type_(type) {}
+
+  int count() const { return iface_.deviceCount(); }
+  Device device(int i) const { return Device(type_, static_cast<int8_t>(i)); }
+
+  DataPtr allocate(size_t nbytes, Device d, const std::string& step) {
+    DataPtr p = iface_.allocator().allocate(nbytes, d);
+    if (nbytes > 0 && p.get() == nullptr) failed(step, "allocate(" + std::to_string(nbytes) + ") returned null");
+    if (p.device() != d) {
+      failed(step,
+             "allocate(" + std::to_string(nbytes) + ") on " + d.str() + " returned memory of " + p.device().str());
+    }
+    return p;
+  }
+
+  void upload(const DataPtr& p, size_t offset, const std::vector<uint8_t>& bytes) {
+    iface_.copyHostToDevice(at(p, offset), p.device(), bytes.data(), bytes.size());
+  }
+  std::vector<uint8_t> download(const DataPtr& p, size_t offset, size_t n) {
+    std::vector<uint8_t> out(n);
+    iface_.copyDeviceToHost(out.data(), at(p, offset), p.device(), n);
+    return out;
+  }
+  // Reads back [offset, offset + want.size()) of `p` and compares.
+  void expectBytes(const DataPtr& p, size_t offset, const std::vector<uint8_t>& want, const std::string& step) {
+    const std::vector<uint8_t> got = download(p, offset, want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      if (got[i] != want[i]) {
+        failed(step, "byte " + std::to_string(offset + i) + " of the allocation reads " + std::to_string(got[i]) +
+                         ", expected " + std::to_string(want[i]));
+      }
+    }
+  }
+
+  DeviceInterface& iface() { return iface_; }
+
+ private:
+  DeviceInterface& iface_;
+  DeviceType type_;
+};
+
+// Zero bytes, small odd sizes and a large block are usable to their last
+// byte; live allocations do not overlap; an impossible size is refused with
+// an Error, not a crash.
+int checkAllocate(DeviceProbe& c, Device d) {
+  int steps = 0;
+  {
+    DataPtr zero = c.allocate(0, d, "allocate 0 bytes");
+    ++steps;
+  }
+  for (size_t n : {size_t{1}, size_t{7}, size_t{4096}, (size_t{1} << 20) + 3, kLargeAllocationBytes}) {
+    const std::string step = "allocate " + std::to_string(n) + " bytes";
+    DataPtr p = c.allocate(n, d, step);
+    const size_t edge = std::min<size_t>(n, 4096);
+    const std::vector<uint8_t> head = pattern(edge, n), tail = pattern(edge, n + 1);
+    c.upload(p, 0, head);
+    c.upload(p, n - edge, tail);
+    if (n > 2 * edge) c.expectBytes(p, 0, head, step + ": first bytes");
+    c.expectBytes(p, n - edge, tail, step + ": last bytes");
+    ++steps;
+  }
+  {
+    DataPtr a = c.allocate(4096, d, "two live allocations"), b = c.allocate(4096, d, "two live allocations");
+    const std::vector<uint8_t> pa = pattern(4096, 11), pb = pattern(4096, 12);
+    c.upload(a, 0, pa);
+    c.upload(b, 0, pb);
+    c.expectBytes(a, 0, pa, "two live allocations: the first");
+    c.expectBytes(b, 0, pb, "two live allocations: the second");
+    ++steps;
+  }
+  try {
+    DataPtr huge = c.iface().allocator().allocate(kImpossibleAllocationBytes, d);
+    failed("allocate 2^60 bytes", "the allocation succeeded; it must throw Error(kResourceExhausted)");
+  } catch (const Error& e) {
+    if (e.code() != absl::StatusCode::kResourceExhausted) {
+      failed("allocate 2^60 bytes", "threw " + std::string(absl::StatusCodeToString(e.code())) +
+                                        ", expected RESOURCE_EXHAUSTED: " + e.what());
+    }
+  }
+  return ++steps;
+}
+
+// Host <-> device and device -> device copies of whole blocks and of
+// unaligned ranges at offsets leave exactly the right bytes; memset and
+// zero-byte copies too.
+int checkCopy(DeviceProbe& c, Device d) {
+  const size_t n = (size_t{1} << 20) + 13;
+  const std::vector<uint8_t> base = pattern(n, 21);
+  DataPtr a = c.allocate(n, d, "copy"), b = c.allocate(n, d, "copy");
+  c.upload(a, 0, base);
+  c.expectBytes(a, 0, base, "host -> device -> host, whole block");
+
+  // A range from an offset of the host buffer to an odd offset on the device.
+  std::vector<uint8_t> want = base;
+  const std::vector<uint8_t> patch = pattern(1003, 22);
+  c.iface().copyHostToDevice(at(a, 3), d, patch.data() + 5, 998);
+  std::memcpy(want.data() + 3, patch.data() + 5, 998);
+  c.expectBytes(a, 0, want, "host -> device at offset 3");
+  std::vector<uint8_t> part(998 + 10, 0xEE);
+  c.iface().copyDeviceToHost(part.data() + 10, at(a, 3), d, 998);
+  for (size_t i = 0; i < 10; ++i)
+    if (part[i] != 0xEE) failed("device -> host at offset 3", "wrote before the destination range");
+  if (std::memcmp(part.data() + 10, patch.data() + 5, 998) != 0) {
+    failed("device -> host at offset 3", "the bytes read differ from those written");
+  }
+
+  // Device -> device between two allocations, at different odd offsets.
+  const std::vector<uint8_t> b_base = pattern(n, 23);
+  c.upload(b, 0, b_base);
+  c.iface().copyDeviceToDevice(at(b, 11), d, at(a, 7), d, 5000);
+  std::vector<uint8_t> b_want = b_base;
+  std::memcpy(b_want.data() + 11, want.data() + 7, 5000);
+  c.expectBytes(b, 0, b_want, "device -> device at offsets 7 -> 11");
+
+  c.iface().memset(at(b, 17), d, 0xAB, 100);
+  std::memset(b_want.data() + 17, 0xAB, 100);
+  c.expectBytes(b, 0, b_want, "memset 100 bytes at offset 17");
+
+  // Zero-byte copies move nothing and do not fail.
+  c.iface().copyHostToDevice(at(b, 0), d, patch.data(), 0);
+  c.iface().copyDeviceToHost(part.data(), at(b, 0), d, 0);
+  c.iface().copyDeviceToDevice(at(b, 0), d, at(a, 0), d, 0);
+  c.expectBytes(b, 0, b_want, "zero-byte copies");
+
+  // The core's generic path (used by tensor copies) agrees.
+  std::vector<uint8_t> back(n);
+  copyBytesBetweenDevices(back.data(), Device(DeviceType::CPU), b.get(), d, n);
+  if (back != b_want) failed("copyBytesBetweenDevices device -> host", "the bytes read differ");
+  return 6;
+}
+
+// synchronize returns on every device after queued copies; streams and
+// events work where the device type has them.
+int checkSynchronize(DeviceProbe& c) {
+  int steps = 0;
+  for (int i = 0; i < c.count(); ++i) {
+    const Device d = c.device(i);
+    const std::vector<uint8_t> bytes = pattern(1 << 16, 31 + static_cast<uint64_t>(i));
+    DataPtr a = c.allocate(bytes.size(), d, "synchronize"), b = c.allocate(bytes.size(), d, "synchronize");
+    c.upload(a, 0, bytes);
+    c.iface().copyDeviceToDevice(b.get(), d, a.get(), d, bytes.size());
+    c.iface().synchronize(d);
+    c.expectBytes(b, 0, bytes, "copies before synchronize on " + d.str());
+    ++steps;
+    if (c.iface().hasStreams()) {
+      DeviceInterface::StreamHandle prev = c.iface().currentStream(d);
+      DeviceInterface::StreamHandle s = c.iface().createStream(d);
+      c.iface().setCurrentStream(d, s);
+      c.iface().memset(b.get(), d, 0x5A, bytes.size());
+      c.iface().synchronizeStream(d, s);
+      c.iface().setCurrentStream(d, prev);
+      c.iface().destroyStream(d, s);
+      c.expectBytes(b, 0, std::vector<uint8_t>(bytes.size(), 0x5A), "memset on a created stream of " + d.str());
+      ++steps;
+    }
+    if (c.iface().hasEvents()) {
+      DeviceInterface::EventHandle e = c.iface().createEvent(d);
+      c.iface().recordEvent(d, e, nullptr);
+      c.iface().synchronizeEvent(d, e);
+      c.iface().destroyEvent(d, e);
+      ++steps;
+    }
+  }
+  return steps;
+}
+
+// With several devices: each one describes itself and copies a range to
+// the next one (device to device across devices).
+int checkSeveralDevices(DeviceProbe& c) {
+  const int n = c.count();
+  const size_t bytes = (size_t{1} << 16) + 5;
+  std::vector<DataPtr> src, dst;
+  for (int i = 0; i < n; ++i) {
+    const Device d = c.device(i);
+    if (c.iface().properties(d).name.empty()) failed("properties of " + d.str(), "the device has no name");
+    src.push_back(c.allocate(bytes, d, "allocate on " + d.str()));
+    dst.push_back(c.allocate(bytes, d, "allocate on " + d.str()));
+    c.upload(src.back(), 0, pattern(bytes, 41 + static_cast<uint64_t>(i)));
+  }
+  for (int i = 0; i < n; ++i) {
+    const size_t j = static_cast<size_t>((i + 1) % n);
+    c.iface().copyDeviceToDevice(at(dst[j], 1), c.device(static_cast<int>(j)), at(src[static_cast<size_t>(i)], 2),
+                                 c.device(i), bytes - 2);
+  }
+  for (int i = 0; i < n; ++i) {
+    const size_t j = static_cast<size_t>((i + 1) % n);
+    const std::vector<uint8_t> from = pattern(bytes, 41 + static_cast<uint64_t>(i));
+    c.expectBytes(dst[j], 1, std::vector<uint8_t>(from.begin() + 2, from.end()),
+                  c.device(i).str() + " -> " + c.device(static_cast<int>(j)).str());
+  }
+  return n;
+}
+
+struct DeviceCheck {
+  const char* name;
+  bool needs_several_devices;
+};
+constexpr DeviceCheck kDeviceChecks[] = {
+    {"device.allocate", false},
+    {"device.copy", false},
+    {"device.synchronize", false},
+    {"device.several_devices", true},
+};
+
+}  // namespace
+
+std::vector<std::string> deviceCheckNames(DeviceType type) {
+  const int count = DeviceTypeRegistry::global().interfaceOrThrow(type).deviceCount();
+  std::vector<std::string> out;
+  for (const DeviceCheck& c : kDeviceChecks)
+    if (!c.needs_several_devices || count > 1) out.emplace_back(c.name);
+  return out;
+}
+
+Result runDeviceCheck(const std::string& name, DeviceType type) {
+  Result r;
+  r.op = name;
+  r.form = "device";
+  r.backend = std::string(deviceTypeName(type));
+  r.kernel = "-";
+  try {
+    DeviceProbe c(type);
+    if (c.count() == 0) failed("deviceCount", "the device type has no devices");
+    if (name == "device.allocate") {
+      for (int i = 0; i < c.count(); ++i) r.samples += checkAllocate(c, c.device(i));
+    } else if (name == "device.copy") {
+      for (int i = 0; i < c.count(); ++i) r.samples += checkCopy(c, c.device(i));
+    } else if (name == "device.synchronize") {
+      r.samples = checkSynchronize(c);
+    } else if (name == "device.several_devices") {
+      r.samples = checkSeveralDevices(c);
+    } else {
+      BP_THROW(kInvalidArgument, "unknown device check '", name, "'");
+    }
+  } catch (const CheckFailed& f) {
+    r.outcome = Outcome::Fail;
+    r.sample = f.step;
+    r.message = f.why;
+  } catch (const std::exception& e) {
+    r.outcome = Outcome::Error;
+    r.message = e.what();
+  }
+  return r;
+}
+
+}  // namespace backplane::conformance

@@ -1,0 +1,135 @@
+// Items of a conformance run and the worker's wire format (suite.h).
+#include "backplane/conformance/suite.h"
+
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "backplane/core/error.h"
+
+namespace backplane::conformance {
+
+std::vector<Item> selectItems(DeviceType type, const std::string& ops_regex) {
+  std::optional<std::regex> re;
+  if (!ops_regex.empty()) {
+    try {
+      re.emplace(ops_regex, std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      BP_THROW(kInvalidArgument, "--ops '", ops_regex, "' is not a valid regular expression (", e.what(), ")");
+    }
+  }
+  auto keep = [&](std::initializer_list<const std::string*> names) {
+    if (!re) return true;
+    for (const std::string* n : names)
+      if (!n->empty() && std::regex_search(*n, *re)) return true;
+    return false;
+  };
+  std::vector<Item> out;
+  for (std::string& name : deviceCheckNames(type))
+    if (keep({&name})) out.push_back(Item{std::move(name), nullptr});
+  for (const OpSpec& s : allSpecs())
+    if (keep({&s.op, &s.inplace, &s.out})) out.push_back(Item{s.op, &s});
+  return out;
+}
+
+std::vector<Result> runItem(const Item& item, DeviceType type) {
+  if (!item.spec) return {runDeviceCheck(item.name, type)};
+  return runSpec(*item.spec, Device(type, 0));
+}
+
+namespace {
+
+void appendEscaped(std::string& out, std::string_view s) {
+  for (char c : s) {
+    switch (c) {
+      case '\\': out += "\\\\"; break;
+      case '\t': out += "\\t"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      default: out += c;
+    }
+  }
+}
+
+std::optional<std::string> unescape(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '\\') {
+      out += s[i];
+      continue;
+    }
+    if (++i == s.size()) return std::nullopt;
+    switch (s[i]) {
+      case '\\': out += '\\'; break;
+      case 't': out += '\t'; break;
+      case 'n': out += '\n'; break;
+      case 'r': out += '\r'; break;
+      default: return std::nullopt;
+    }
+  }
+  return out;
+}
+
+std::string number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+constexpr std::string_view kTag = "result";
+constexpr size_t kFields = 11;  // the tag and ten fields
+
+}  // namespace
+
+std::string encodeResult(const Result& r) {
+  std::string out(kTag);
+  for (std::string_view f : {std::string_view(r.op), std::string_view(r.form), std::string_view(r.backend),
+                             std::string_view(r.kernel), std::string_view(outcomeName(r.outcome))}) {
+    out += '\t';
+    appendEscaped(out, f);
+  }
+  out += '\t' + std::to_string(r.samples);
+  out += '\t';
+  appendEscaped(out, r.sample);
+  out += '\t';
+  appendEscaped(out, r.message);
+  out += '\t' + number(r.max_abs_error) + '\t' + number(r.max_rel_error);
+  return out;
+}
+
+std::optional<Result> decodeResult(std::string_view line) {
+  std::vector<std::string> f;
+  size_t start = 0;
+  while (true) {
+    const size_t tab = line.find('\t', start);
+    std::optional<std::string> field = unescape(line.substr(start, tab == std::string_view::npos ? tab : tab - start));
+    if (!field) return std::nullopt;
+    f.push_back(std::move(*field));
+    if (tab == std::string_view::npos) break;
+    start = tab + 1;
+  }
+  if (f.size() != kFields || f[0] != kTag) return std::nullopt;
+  Result r;
+  r.op = f[1];
+  r.form = f[2];
+  r.backend = f[3];
+  r.kernel = f[4];
+  std::optional<Outcome> o = outcomeFromName(f[5]);
+  if (!o) return std::nullopt;
+  r.outcome = *o;
+  auto [end, ec] = std::from_chars(f[6].data(), f[6].data() + f[6].size(), r.samples);
+  if (ec != std::errc() || end != f[6].data() + f[6].size()) return std::nullopt;
+  r.sample = f[7];
+  r.message = f[8];
+  char* e = nullptr;
+  r.max_abs_error = std::strtod(f[9].c_str(), &e);
+  if (*e != '\0') return std::nullopt;
+  r.max_rel_error = std::strtod(f[10].c_str(), &e);
+  if (*e != '\0') return std::nullopt;
+  return r;
+}
+
+}  // namespace backplane::conformance
