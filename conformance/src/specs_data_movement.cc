@@ -2,12 +2,10 @@
 // conversions, gather, index_select, scatter_add, masked_fill, where and
 // embedding (Note [Conformance specs]).
 //
-// Not specced: to.device, whose argument names a device, while a sample is
-// the same host data for every backend (to.device(cpu) run on another
-// device rightly returns a cpu tensor, which no backend-independent
-// expectation can name); and copy_ between two devices, since the runner
-// stages every argument of a sample on the one backend under test (copy_
-// and _copy_on_device_ are certified within a device).
+// Not specced: copy_ between two devices, since the runner stages every
+// argument of a sample on the one backend under test (copy_ and
+// _copy_on_device_ are certified within a device; the device API checks
+// certify the copies between devices).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -311,18 +309,27 @@ void addCopy(std::vector<OpSpec>& specs, const std::string& op) {
   specs.push_back(std::move(spec));
 }
 
-// to.dtype and to.dtype_layout: every pair of dtypes, non-contiguous
-// inputs, and the no-copy and copy=True cases. to.dtype_layout's dtype is
-// optional and followed by an optional device, left None: the result stays
-// on self's device.
-std::vector<Sample> toSamples(const std::string& op, bool dtype_layout) {
+// to.dtype, to.dtype_layout and to.device: every pair of dtypes,
+// non-contiguous inputs, and the no-copy and copy=True cases. to.device's
+// device, and to.dtype_layout's when given, is the backend's own (the host
+// device the runner replaces): the result stays on the backend.
+// to.dtype_layout's dtype is optional.
+enum class ToForm { Dtype, DtypeLayout, Device };
+
+std::vector<Sample> toSamples(const std::string& op, ToForm form) {
   Rng rng(seedFor(op));
   std::vector<Sample> out;
+  auto args = [&](Tensor self, IValue dtype, bool copy, IValue device) {
+    std::vector<IValue> a = {IValue(std::move(self))};
+    if (form == ToForm::Device) a.push_back(std::move(device));
+    a.push_back(std::move(dtype));
+    if (form == ToForm::DtypeLayout) a.push_back(std::move(device));
+    a.insert(a.end(), {IValue(false), IValue(copy)});
+    return a;
+  };
   auto push = [&](std::string name, Tensor self, IValue dtype, bool copy = false) {
-    std::vector<IValue> args = {IValue(std::move(self)), std::move(dtype)};
-    if (dtype_layout) args.emplace_back();
-    args.insert(args.end(), {IValue(false), IValue(copy)});
-    out.push_back(makeSample(std::move(name), std::move(args)));
+    out.push_back(makeSample(std::move(name), args(std::move(self), std::move(dtype), copy,
+                                                   form == ToForm::Device ? backendDevice() : IValue())));
   };
   for (ScalarType from : kAllTypes) {
     for (ScalarType to : kAllTypes) {
@@ -340,22 +347,28 @@ std::vector<Sample> toSamples(const std::string& op, bool dtype_layout) {
   push("sliced (step 2), same dtype, copy=True", randomTensor(rng, {3, 8}, f).slice(1, 0, std::nullopt, 2), IValue(f),
        true);
   push("large [1100,1000] float32 to bfloat16", randomTensor(rng, {1100, 1000}, f), IValue(ScalarType::BFloat16));
-  if (dtype_layout) push("dtype omitted", randomTensor(rng, {2, 3}, ScalarType::Int8), IValue());
-  out.push_back(raising("undefined self", {IValue(Tensor()), IValue(f)}, "self is undefined"));
+  if (form == ToForm::DtypeLayout) {
+    push("dtype omitted", randomTensor(rng, {2, 3}, ScalarType::Int8), IValue());
+    out.push_back(makeSample("device given, int32 to float64",
+                             args(randomTensor(rng, {2, 3}, ScalarType::Int32), IValue(ScalarType::Float64), false,
+                                  backendDevice())));
+  }
+  out.push_back(raising("undefined self", args(Tensor(), IValue(f), false, backendDevice()), "self is undefined"));
   return out;
 }
 
 // self's values in `dtype`.
 Expected converted(const Tensor& self, ScalarType dtype) { return expected(sizesOf(self), dtype, valuesOf(self)); }
 
-void addToDtype(std::vector<OpSpec>& specs, const std::string& op, bool dtype_layout) {
+void addTo(std::vector<OpSpec>& specs, const std::string& op, ToForm form) {
   OpSpec spec;
   spec.op = op;
   spec.family = "data_movement";
-  spec.samples = [op, dtype_layout] { return toSamples(op, dtype_layout); };
-  spec.reference = [](const Sample& s) {
+  spec.samples = [op, form] { return toSamples(op, form); };
+  spec.reference = [form](const Sample& s) {
     const Tensor& self = s.args[0].toTensor();
-    return std::vector<Expected>{converted(self, s.args[1].isNone() ? self.dtype() : s.args[1].toScalarType())};
+    const IValue& dtype = s.args[form == ToForm::Device ? 2 : 1];
+    return std::vector<Expected>{converted(self, dtype.isNone() ? self.dtype() : dtype.toScalarType())};
   };
   specs.push_back(std::move(spec));
 }
@@ -787,8 +800,9 @@ void addDataMovementSpecs(std::vector<OpSpec>& specs) {
   addSpec(specs, "bp::stack", stackSamples, stackReference, "", "bp::stack.out");
   addCopy(specs, "bp::copy_");
   addCopy(specs, "bp::_copy_on_device_");
-  addToDtype(specs, "bp::to.dtype", false);
-  addToDtype(specs, "bp::to.dtype_layout", true);
+  addTo(specs, "bp::to.dtype", ToForm::Dtype);
+  addTo(specs, "bp::to.dtype_layout", ToForm::DtypeLayout);
+  addTo(specs, "bp::to.device", ToForm::Device);
   addSpec(specs, "bp::to.other", toOtherSamples,
           [](const Sample& s) { return converted(s.args[0].toTensor(), s.args[1].toTensor().dtype()); });
   addSpec(specs, "bp::gather", gatherSamples, gatherReference, "", "bp::gather.out");

@@ -550,7 +550,7 @@ void addElementwiseSpecs(std::vector<OpSpec>& specs) {
             /*has_inplace=*/false);
   for (const Comparison& c : comparisons()) {
     // Small integers make equal pairs likely, so eq and ne see both answers.
-    addBinary(specs, c.name, "Tensor", Result::Comparison, kAllTypes, {-2, 2, -2, 2}, c.f, /*has_inplace=*/false);
+    addBinary(specs, c.name, "Tensor", Result::Comparison, kAllTypes, {-2, 2, -2, 2}, c.f);
   }
 
   const Range positive{0.1, 4, 1, 5};
