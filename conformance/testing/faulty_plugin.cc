@@ -12,7 +12,7 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <new>
+#include <string>
 
 #include "backplane/plugin.hpp"
 
@@ -22,10 +22,15 @@ class HostMemory : public bp::DeviceBackend {
  public:
   int deviceCount() override { return 1; }
   bool hostAccessible() override { return true; }
-  // operator new throws std::bad_alloc for an impossible size, which the
-  // SDK turns into BP_RESOURCE_EXHAUSTED.
-  void* allocate(int, size_t n) override { return n ? ::operator new(n) : nullptr; }
-  void deallocate(int, void* p) override { ::operator delete(p); }
+  // An impossible size is BP_RESOURCE_EXHAUSTED (malloc, not operator new:
+  // under AddressSanitizer a failing operator new aborts the process).
+  void* allocate(int, size_t n) override {
+    if (n == 0) return nullptr;
+    void* p = std::malloc(n);
+    if (!p) bp::fail(BP_RESOURCE_EXHAUSTED, "faulty: cannot allocate " + std::to_string(n) + " bytes");
+    return p;
+  }
+  void deallocate(int, void* p) override { std::free(p); }
   void copyHostToDevice(int, void* d, const void* s, size_t n) override { std::memcpy(d, s, n); }
   void copyDeviceToHost(int, void* d, const void* s, size_t n) override { std::memcpy(d, s, n); }
   void copyDeviceToDevice(int, void* d, int, const void* s, size_t n) override { std::memcpy(d, s, n); }
