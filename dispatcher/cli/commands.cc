@@ -188,6 +188,12 @@ std::map<int, std::string> deviceTypeProviders() {
   return out;
 }
 
+std::string providerOf(const Backend& b, const std::map<int, std::string>& providers) {
+  if (b.type == DeviceType::CPU) return "built-in";
+  if (auto it = providers.find(static_cast<int>(b.type)); it != providers.end()) return it->second;
+  return b.iface ? "in-process" : "no plugin";
+}
+
 void loadPlugins(const PluginSources& sources) {
   for (const std::string& path : sources.explicit_paths) (void)plugins().load(path);  // failures are listed
   if (sources.defaults) (void)plugins().loadAll();
@@ -253,19 +259,12 @@ std::string describeDevice(DeviceInterface& iface, Device d) {
 }
 
 int runDevices(std::ostream& out) {
-  std::map<int, std::string> providers = deviceTypeProviders();
+  const std::map<int, std::string> providers = deviceTypeProviders();
   Table table({"DEVICE TYPE", "PROVIDER", "DEVICES", "STATUS"});
   for (const Backend& b : activeBackends(false)) {
-    std::string provider;
+    const std::string provider = providerOf(b, providers);
     int count = 0;
     std::string status;
-    if (b.type == DeviceType::CPU) {
-      provider = "built-in";
-    } else if (auto it = providers.find(static_cast<int>(b.type)); it != providers.end()) {
-      provider = it->second;
-    } else {
-      provider = b.iface ? "in-process" : "no plugin";
-    }
     if (!b.iface) {
       status = noPluginReason(b.name);
     } else {

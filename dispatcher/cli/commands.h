@@ -36,6 +36,9 @@ struct Backend {
 std::vector<Backend> activeBackends(bool with_interface_only);
 // Which loaded plugin registered each device type (by DeviceType value).
 std::map<int, std::string> deviceTypeProviders();
+// Who provides `b`: "built-in" (cpu), the plugin's name, "in-process" (an
+// interface installed by the program) or "no plugin".
+std::string providerOf(const Backend& b, const std::map<int, std::string>& providers);
 
 enum class OpsFormat { Text, Markdown, Json };
 

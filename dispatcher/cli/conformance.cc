@@ -400,6 +400,13 @@ void runBackend(BackendRun& run, DeviceType type, const std::string& self, const
 
 // ------------------------------------------------------------- reports
 
+// "12.3 s"
+std::string secondsText(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f s", s);
+  return buf;
+}
+
 void printSummary(std::ostream& out, const std::vector<BackendRun>& runs, bool strict) {
   Table table({"BACKEND", "PROVIDER", "DEVICES", "FORMS", "PASS", "FAIL", "ERROR", "CRASH", "NATIVE", "COMPOSITE",
                "FALLBACK", "MISSING", "TIME"});
@@ -410,12 +417,10 @@ void printSummary(std::ostream& out, const std::vector<BackendRun>& runs, bool s
       continue;
     }
     Counts c = countsOf(b, strict);
-    char time[32];
-    std::snprintf(time, sizeof time, "%.1f s", b.seconds);
     auto k = [&](const char* kind) { return std::to_string(c.kernels[kind]); };
     table.addRow({b.name, b.provider, std::to_string(b.devices), std::to_string(c.forms), std::to_string(c.pass),
                   std::to_string(c.fail), std::to_string(c.error), std::to_string(c.crash), k("native"),
-                  k("composite"), k("fallback"), k("missing"), time});
+                  k("composite"), k("fallback"), k("missing"), secondsText(b.seconds)});
     if (!b.error.empty()) table.addNote("run aborted: " + b.error);
   }
   table.print(out);
@@ -493,28 +498,48 @@ std::string xmlText(const std::string& s) {
   return out;
 }
 
-void writeJunit(std::ostream& out, const std::vector<BackendRun>& runs, bool strict) {
+// A backend's JUnit totals: a fail (or a fallback under --strict) is a
+// failure; an error, a crash or an aborted run is an error; a skipped
+// backend is one skipped test.
+struct JunitCounts {
   int tests = 0, failures = 0, errors = 0, skipped = 0;
+  void add(const JunitCounts& o) {
+    tests += o.tests, failures += o.failures, errors += o.errors, skipped += o.skipped;
+  }
+};
+
+JunitCounts junitCountsOf(const BackendRun& b, bool strict) {
+  JunitCounts j;
+  if (!b.skipped.empty()) {
+    j.tests = j.skipped = 1;
+    return j;
+  }
+  const Counts c = countsOf(b, strict);
+  const int aborted = b.error.empty() ? 0 : 1;
+  j.tests = c.forms + aborted;
+  j.errors = c.error + c.crash + aborted;
+  j.failures = c.failures - j.errors;
+  return j;
+}
+
+void writeJunitCounts(std::ostream& out, const JunitCounts& j, double seconds) {
+  out << " tests=\"" << j.tests << "\" failures=\"" << j.failures << "\" errors=\"" << j.errors << "\" skipped=\""
+      << j.skipped << "\" time=\"" << seconds << "\">\n";
+}
+
+void writeJunit(std::ostream& out, const std::vector<BackendRun>& runs, bool strict) {
+  JunitCounts total;
   double seconds = 0;
   for (const BackendRun& b : runs) {
-    const Counts c = countsOf(b, strict);
-    tests += b.skipped.empty() ? c.forms + (b.error.empty() ? 0 : 1) : 1;
-    failures += c.failures - c.error - c.crash - (b.error.empty() ? 0 : 1);
-    errors += c.error + c.crash + (b.error.empty() ? 0 : 1);
-    skipped += b.skipped.empty() ? 0 : 1;
+    total.add(junitCountsOf(b, strict));
     seconds += b.seconds;
   }
-  out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-      << "<testsuites name=\"backplane conformance\" tests=\"" << tests << "\" failures=\"" << failures
-      << "\" errors=\"" << errors << "\" skipped=\"" << skipped << "\" time=\"" << seconds << "\">\n";
+  out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"backplane conformance\"";
+  writeJunitCounts(out, total, seconds);
   for (const BackendRun& b : runs) {
-    const Counts c = countsOf(b, strict);
     const bool aborted = !b.error.empty();
-    out << "  <testsuite name=\"" << xmlText(b.name) << "\" tests=\""
-        << (b.skipped.empty() ? c.forms + (aborted ? 1 : 0) : 1) << "\" failures=\""
-        << c.failures - c.error - c.crash - (aborted ? 1 : 0) << "\" errors=\""
-        << c.error + c.crash + (aborted ? 1 : 0) << "\" skipped=\"" << (b.skipped.empty() ? 0 : 1) << "\" time=\""
-        << b.seconds << "\">\n";
+    out << "  <testsuite name=\"" << xmlText(b.name) << "\"";
+    writeJunitCounts(out, junitCountsOf(b, strict), b.seconds);
     const std::string cls = "conformance." + xmlText(b.name);
     if (!b.skipped.empty()) {
       out << "    <testcase classname=\"" << cls << "\" name=\"backend\"><skipped message=\"" << xmlText(b.skipped)
@@ -574,11 +599,9 @@ void writeMarkdown(std::ostream& out, const std::vector<BackendRun>& runs, bool 
       continue;
     }
     const Counts c = countsOf(b, strict);
-    char time[32];
-    std::snprintf(time, sizeof time, "%.1f s", b.seconds);
     out << "| " << markdownEscape(b.name) << " | " << markdownEscape(b.provider) << " | " << b.devices << " | "
-        << c.forms << " | " << c.pass << " | " << c.fail << " | " << c.error << " | " << c.crash << " | " << time
-        << " |\n";
+        << c.forms << " | " << c.pass << " | " << c.fail << " | " << c.error << " | " << c.crash << " | "
+        << secondsText(b.seconds) << " |\n";
   }
   // The op x backend matrix, rows in the order they ran.
   std::vector<const BackendRun*> ran;
@@ -671,15 +694,12 @@ int runConformance(std::ostream& out, std::ostream& err, const std::string& self
     return 2;
   }
 
-  std::map<int, std::string> providers = deviceTypeProviders();
+  const std::map<int, std::string> providers = deviceTypeProviders();
   std::vector<BackendRun> runs;
   for (const Backend& b : chosen) {
     BackendRun run;
     run.name = b.name;
-    auto p = providers.find(static_cast<int>(b.type));
-    run.provider = b.type == DeviceType::CPU && p == providers.end() ? "built-in"
-                   : p == providers.end()                           ? "in-process"
-                                                                    : p->second;
+    run.provider = providerOf(b, providers);
     try {
       run.devices = std::max(0, b.iface->deviceCount());
     } catch (const std::exception& e) {
