@@ -1,6 +1,7 @@
 // Device API checks (suite.h, Note [Device API checks]): what every device
 // type must do for the host to hold tensors on it, exercised through the
 // same DeviceInterface calls the core makes.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <exception>
@@ -42,7 +43,7 @@ class DeviceProbe {
       : iface_(DeviceTypeRegistry::global().interfaceOrThrow(type)), type_(type) {}
 
   int count() const { return iface_.deviceCount(); }
-  Device device(int i) const { return Device(type_, static_cast<int8_t>(i)); }
+  Device device(int i) const { return Device(type_, static_cast<DeviceIndex>(i)); }
 
   DataPtr allocate(size_t nbytes, Device d, const std::string& step) {
     DataPtr p = iface_.allocator().allocate(nbytes, d);

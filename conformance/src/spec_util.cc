@@ -84,6 +84,16 @@ int64_t numelOf(const std::vector<int64_t>& sizes) {
 
 std::vector<int64_t> sizesOf(const Tensor& t) { return std::vector<int64_t>(t.sizes().begin(), t.sizes().end()); }
 
+double machineEpsilon(ScalarType t) {
+  switch (t) {
+    case ScalarType::Float64: return 0x1p-52;
+    case ScalarType::Float32: return 0x1p-23;
+    case ScalarType::Float16: return 0x1p-10;
+    case ScalarType::BFloat16: return 0x1p-7;
+    default: return 0;
+  }
+}
+
 double roundTo(ScalarType t, double v) {
   switch (t) {
     case ScalarType::Bool: return v != 0 ? 1 : 0;

@@ -42,16 +42,27 @@ Expected filled(std::vector<int64_t> sizes, ScalarType dtype, double value) {
   return e;
 }
 
-// The layouts every tensor argument of a fill or *_like op comes in; the
-// values are whatever randomTensor gives (fills overwrite them).
-std::vector<std::pair<std::string, Tensor>> layouts(Rng& rng, ScalarType dt) {
+// A random host tensor none of whose elements is `avoid` (when given):
+// an in-place fill must visibly change every element it writes.
+Tensor randomAvoiding(Rng& rng, std::vector<int64_t> sizes, ScalarType dt, std::optional<double> avoid) {
+  Tensor t = randomTensor(rng, sizes, dt);
+  if (!avoid) return t;
+  std::vector<double> v = valuesOf(t);
+  for (double& x : v)
+    if (x == *avoid) x = *avoid == 0 ? 1 : 0;
+  return hostTensor(v, std::move(sizes), dt);
+}
+
+// The layouts every tensor argument of a fill or *_like op comes in; with
+// `avoid`, no element already holds the value a fill writes.
+std::vector<std::pair<std::string, Tensor>> layouts(Rng& rng, ScalarType dt, std::optional<double> avoid = {}) {
   return {
-      {"[3,4]", randomTensor(rng, {3, 4}, dt)},
-      {"0-d", randomTensor(rng, {}, dt)},
-      {"one element", randomTensor(rng, {1}, dt)},
-      {"empty [0,5]", randomTensor(rng, {0, 5}, dt)},
-      {"transposed [5,3]", randomTensor(rng, {3, 5}, dt).transpose(0, 1)},
-      {"sliced [3,4] (step 2)", randomTensor(rng, {3, 8}, dt).slice(1, 1, std::nullopt, 2)},
+      {"[3,4]", randomAvoiding(rng, {3, 4}, dt, avoid)},
+      {"0-d", randomAvoiding(rng, {}, dt, avoid)},
+      {"one element", randomAvoiding(rng, {1}, dt, avoid)},
+      {"empty [0,5]", randomAvoiding(rng, {0, 5}, dt, avoid)},
+      {"transposed [5,3]", randomAvoiding(rng, {3, 5}, dt, avoid).transpose(0, 1)},
+      {"sliced [3,4] (step 2)", randomAvoiding(rng, {3, 8}, dt, avoid).slice(1, 1, std::nullopt, 2)},
   };
 }
 
@@ -110,12 +121,14 @@ void addFill(std::vector<OpSpec>& specs) {
     Rng rng(seedFor(op));
     std::vector<Sample> out;
     for (ScalarType dt : kAllTypes) {
-      for (auto& [name, self] : layouts(rng, dt)) {
-        out.push_back(makeSample(name + dtypeSuffix(dt), {IValue(self), IValue(typicalValue(dt))}));
+      const Scalar value = typicalValue(dt);
+      for (auto& [name, self] : layouts(rng, dt, filledValue(dt, value))) {
+        out.push_back(makeSample(name + dtypeSuffix(dt), {IValue(self), IValue(value)}));
       }
     }
     for (const ValueCase& c : convertingValues()) {
-      out.push_back(makeSample(c.name, {IValue(randomTensor(rng, {2, 3}, c.dtype)), IValue(c.value)}));
+      const Tensor self = randomAvoiding(rng, {2, 3}, c.dtype, filledValue(c.dtype, c.value));
+      out.push_back(makeSample(c.name, {IValue(self), IValue(c.value)}));
     }
     out.push_back(makeSample("large [1100,1000] float32",
                              {IValue(emptyTensor({1100, 1000}, ScalarType::Float32)), IValue(Scalar(0.75))}));
@@ -144,7 +157,7 @@ void addZero(std::vector<OpSpec>& specs) {
     Rng rng(seedFor(op));
     std::vector<Sample> out;
     for (ScalarType dt : kAllTypes) {
-      for (auto& [name, self] : layouts(rng, dt)) out.push_back(makeSample(name + dtypeSuffix(dt), {IValue(self)}));
+      for (auto& [name, self] : layouts(rng, dt, 0.0)) out.push_back(makeSample(name + dtypeSuffix(dt), {IValue(self)}));
     }
     out.push_back(
         makeSample("large [1100,1000] float32", {IValue(randomTensor(rng, {1100, 1000}, ScalarType::Float32))}));

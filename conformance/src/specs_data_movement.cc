@@ -67,15 +67,8 @@ int64_t span(const std::vector<int64_t>& sizes, size_t begin, size_t end) {
   return n;
 }
 
-// v converted to dtype as a C++ cast (and PyTorch) converts: floating
-// values into an integral dtype truncate toward zero (roundTo keeps an int64
-// value as it is).
-double convert(ScalarType dtype, double v) {
-  return roundTo(dtype, isFloatingType(dtype) || dtype == ScalarType::Bool ? v : std::trunc(v));
-}
-
 Expected expected(std::vector<int64_t> sizes, ScalarType dtype, std::vector<double> values) {
-  for (double& v : values) v = convert(dtype, v);
+  for (double& v : values) v = roundTo(dtype, v);
   return Expected{std::move(sizes), dtype, std::move(values)};
 }
 

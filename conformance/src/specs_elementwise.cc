@@ -133,11 +133,11 @@ Expected binaryReference(const Sample& s, Result kind, const std::function<doubl
 
 void addBinary(std::vector<OpSpec>& specs, const std::string& name, const std::string& overload, Result kind,
                const std::vector<ScalarType>& dtypes, Range range, std::function<double(double, double)> f,
-               bool has_inplace = true, bool large = false) {
+               bool has_inplace = true) {
   OpSpec spec;
   spec.op = "bp::" + name + (overload.empty() ? "" : "." + overload);
   spec.family = "elementwise";
-  spec.samples = [op = spec.op, dtypes, range, large] { return binarySamples(op, dtypes, range, {}, large); };
+  spec.samples = [op = spec.op, dtypes, range] { return binarySamples(op, dtypes, range, {}, /*large=*/true); };
   spec.reference = [kind, f](const Sample& s) { return std::vector<Expected>{binaryReference(s, kind, f)}; };
   if (has_inplace) spec.inplace = "bp::" + name + "_." + (overload.empty() ? "Tensor" : overload);
   spec.out = "bp::" + name + (kind == Result::Comparison ? ".Tensor_out" : ".out");

@@ -80,18 +80,6 @@ double maxAbs(const Tensor& t) {
   return m;
 }
 
-// Machine epsilon of a dtype (0 for integers: their products are exact,
-// wrapping as PyTorch's).
-double epsOf(ScalarType t) {
-  switch (t) {
-    case ScalarType::Float64: return std::numeric_limits<double>::epsilon();
-    case ScalarType::Float32: return std::numeric_limits<float>::epsilon();
-    case ScalarType::Float16: return 0x1p-10;
-    case ScalarType::BFloat16: return 0x1p-7;
-    default: return 0;
-  }
-}
-
 // A sum of K products accumulated in a floating type with unit roundoff u
 // is off by at most K * u * sum(|terms|) (Higham's bound, whatever order
 // the kernel adds in), so the slack grows with K. `bound` bounds
@@ -103,8 +91,8 @@ double epsOf(ScalarType t) {
 // such rounding. The final rounding to the dtype is the default rtol's.
 Tolerance productTolerance(ScalarType t, int64_t k, double bound, int roundings) {
   Tolerance tol = defaultTolerance(t);
-  const double u_acc = (t == ScalarType::Float64 ? epsOf(t) : isFloatingType(t) ? epsOf(kF) : 0) / 2;
-  tol.atol += (static_cast<double>(k) * u_acc + roundings * epsOf(t) / 2) * bound;
+  const double u_acc = (t == ScalarType::Float64 ? machineEpsilon(t) : isFloatingType(t) ? machineEpsilon(kF) : 0) / 2;
+  tol.atol += (static_cast<double>(k) * u_acc + roundings * machineEpsilon(t) / 2) * bound;
   return tol;
 }
 

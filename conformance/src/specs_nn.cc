@@ -78,17 +78,6 @@ std::pair<int64_t, int64_t> hw(const IValue& v) {
   return {l[0], l.size() == 1 ? l[0] : l[1]};
 }
 
-// The unit roundoff of a floating dtype.
-double epsilonOf(ScalarType t) {
-  switch (t) {
-    case ScalarType::Float16: return 9.8e-4;
-    case ScalarType::BFloat16: return 7.8e-3;
-    case ScalarType::Float32: return 1.2e-7;
-    case ScalarType::Float64: return 2.3e-16;
-    default: return 0;
-  }
-}
-
 // --- conv2d
 
 // conv2d in double over the sample's values: direct loops, as PyTorch
@@ -147,7 +136,7 @@ Tolerance convTolerance(ScalarType t, const Sample& s) {
   const Tensor& w = s.args[1].toTensor();
   const double k = static_cast<double>(w.size(1) * w.size(2) * w.size(3));
   Tolerance tol = defaultTolerance(t);
-  tol.atol += epsilonOf(t) * (4 * k + 2);
+  tol.atol += machineEpsilon(t) * (4 * k + 2);
   return tol;
 }
 

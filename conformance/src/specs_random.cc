@@ -126,7 +126,7 @@ std::vector<Sample> drawSamples(const std::string& op, const std::vector<ScalarT
     out.push_back(makeSample(std::move(name) + ", " + p.name, withSelf(std::move(self), p.args)));
   };
   for (ScalarType dt : dtypes) {
-    const std::string suffix = " " + std::string(scalarTypeName(dt));
+    const std::string suffix = dtypeSuffix(dt);
     for (const Params& p : params) push("[64,64]" + suffix, randomTensor(rng, {64, 64}, dt), p);
     push("0-d" + suffix, randomTensor(rng, {}, dt), params[0]);
     push("7 elements (a partial block)" + suffix, randomTensor(rng, {7}, dt), params[0]);
@@ -205,16 +205,6 @@ void addPhilox(std::vector<OpSpec>& specs, const std::string& name, Dist dist, c
 
 // --- The public draws: statistics and the stream (Note [Random specs]).
 
-// The dtype's relative rounding (its epsilon), for slack on statistics.
-double epsilonOf(ScalarType t) {
-  switch (t) {
-    case ScalarType::Float16: return 0x1p-10;
-    case ScalarType::BFloat16: return 0x1p-7;
-    case ScalarType::Float32: return 0x1p-23;
-    default: return 0x1p-52;
-  }
-}
-
 // Empty when |got - want| <= 6 standard errors + slack.
 std::string within(const char* what, double got, double want, double se, double slack) {
   if (std::fabs(got - want) <= 6 * se + slack) return "";
@@ -262,7 +252,7 @@ std::string checkDistribution(const std::vector<double>& v, const Draw& d, Scala
       scale = 1;
       break;
   }
-  const double eps = epsilonOf(dtype);
+  const double eps = machineEpsilon(dtype);
   std::string why = within("mean", mean, want_mean, std::sqrt(want_var / n), eps * scale);
   if (why.empty()) why = within("variance", var, want_var, var_se, 2 * eps * scale * scale);
   if (why.empty() && d.dist == Dist::Normal && d.b > 0) {
@@ -374,7 +364,7 @@ void addFactoryDraw(std::vector<OpSpec>& specs, const std::string& op, Dist dist
       out.push_back(makeSample(std::move(name), args(std::move(size), dtype)));
     };
     for (ScalarType dt : kFloatTypes) {
-      const std::string suffix = " " + std::string(scalarTypeName(dt));
+      const std::string suffix = dtypeSuffix(dt);
       push("[64,64]" + suffix, {64, 64}, dt);
       push("0-d" + suffix, {}, dt);
       push("7 elements (a partial block)" + suffix, {7}, dt);
@@ -441,7 +431,7 @@ void addDropout(std::vector<OpSpec>& specs) {
       out.push_back(makeSample(std::move(name), {IValue(std::move(input)), IValue(p), IValue(train)}));
     };
     for (ScalarType dt : kFloatTypes) {
-      const std::string suffix = " " + std::string(scalarTypeName(dt));
+      const std::string suffix = dtypeSuffix(dt);
       // Scales 1 / (1 - p) exact in every dtype.
       for (const char* p : {"0.5", "0.2", "0.75"}) {
         push("[64,64] p=" + std::string(p) + suffix, randomTensor(rng, {64, 64}, dt, away), std::stod(p), true);

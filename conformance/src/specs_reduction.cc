@@ -34,12 +34,6 @@ std::vector<int64_t> reducedDims(const std::vector<int64_t>& dims, int64_t ndim)
   return out;
 }
 
-// An element converted to `t` as PyTorch's .to(t) does: integral targets
-// truncate toward zero.
-double convertTo(ScalarType t, double v) {
-  return roundTo(t, isFloatingType(t) || t == ScalarType::Bool ? v : std::trunc(v));
-}
-
 // The result shape of reducing a tensor over `dims` (empty: every dim) and,
 // per result element, the elements it reduces in row-major order of the
 // reduced dims (so a position in a group is argmax's index). With `as`, the
@@ -79,7 +73,7 @@ Groups groupsOf(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim,
       }
     }
     const double x = v[static_cast<size_t>(i)];
-    g.members[static_cast<size_t>(o)].push_back(as ? convertTo(*as, x) : x);
+    g.members[static_cast<size_t>(o)].push_back(as ? roundTo(*as, x) : x);
   }
   return g;
 }
@@ -181,10 +175,27 @@ double unbiasedCorrection(const Sample& s, size_t at) { return flagOf(s, at, tru
 Tolerance sumTolerance(ScalarType t, const Sample& s) {
   Tolerance tol = defaultTolerance(t);
   const double n = static_cast<double>(std::max<int64_t>(s.args[0].toTensor().numel(), 1));
-  const double eps = t == ScalarType::Float32 ? 1.2e-7 : t == ScalarType::Float64 ? 2.3e-16
-                   : t == ScalarType::Float16 ? 9.8e-4 : t == ScalarType::BFloat16 ? 7.8e-3 : 0;
+  const double eps = machineEpsilon(t);
   tol.atol += eps * std::sqrt(n) * 4;
   tol.rtol += eps * std::sqrt(n);
+  return tol;
+}
+
+// The elements each result of a reduction over `dims` (empty: every dim)
+// of `self` combines.
+double reductionLength(const Tensor& self, const std::vector<int64_t>& dims) {
+  double m = 1;
+  for (int64_t d : reducedDims(dims, self.dim())) m *= static_cast<double>(self.size(d));
+  return std::max(m, 1.0);
+}
+
+// A mean is a sum divided by the reduction length m, and so is the sum's
+// rounding: the slack sumTolerance adds to atol shrinks by m (else a mean
+// of a million elements, itself near zero, could be off by half).
+Tolerance meanTolerance(ScalarType t, const Sample& s, double m) {
+  const Tolerance base = defaultTolerance(t);
+  Tolerance tol = sumTolerance(t, s);
+  tol.atol = base.atol + (tol.atol - base.atol) / m;
   return tol;
 }
 
@@ -198,8 +209,6 @@ Sample sample(std::string name, std::vector<IValue> args, std::string raise_reas
   s.raise_reason = std::move(raise_reason);
   return s;
 }
-
-std::string dtypeSuffix(ScalarType t) { return " " + std::string(scalarTypeName(t)); }
 
 // The inputs every reduction gets in each dtype besides a plain [2,3,4]:
 // strided views, 0-d and a single element, each with a dim to reduce
@@ -380,6 +389,11 @@ void addSum(std::vector<OpSpec>& specs, bool mean) {
                       }));
       },
       [mean](const Sample& s) { return sumReference(s, {}, false, given(s, 1), mean); }, true));
+  if (mean) {
+    specs.back().tolerance = [](ScalarType t, const Sample& s) {
+      return meanTolerance(t, s, reductionLength(s.args[0].toTensor(), {}));
+    };
+  }
 
   const DimListOp o{mean ? "bp::mean.dim" : "bp::sum.dim_IntList", dtypes, true, false, {}, true};
   specs.push_back(dimListSpec(
@@ -391,6 +405,11 @@ void addSum(std::vector<OpSpec>& specs, bool mean) {
         });
       },
       [mean](const Sample& s) { return sumReference(s, dimsOf(s), flagOf(s, 2, false), given(s, 3), mean); }, true));
+  if (mean) {
+    specs.back().tolerance = [](ScalarType t, const Sample& s) {
+      return meanTolerance(t, s, reductionLength(s.args[0].toTensor(), dimsOf(s)));
+    };
+  }
 }
 
 // --- amax, amin, argmax, argmin

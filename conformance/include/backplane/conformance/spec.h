@@ -140,6 +140,9 @@ std::vector<int64_t> sizesOf(const Tensor& t);
 int64_t numelOf(const std::vector<int64_t>& sizes);
 // PyTorch's result_type for two tensors (dim-ful over 0-d over scalar).
 ScalarType promoteArgs(const Tensor& a, const Tensor& b);
+// Machine epsilon of a floating dtype (2^-23 for float32, ...), 0 for the
+// others, whose arithmetic is exact: for tolerances that grow with rounding.
+double machineEpsilon(ScalarType t);
 // A double as an element of `t` would hold it: rounded to float32 or to
 // the 16-bit formats, wrapped to the integer width, 0/1 for bool.
 double roundTo(ScalarType t, double v);
