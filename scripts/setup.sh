@@ -12,6 +12,7 @@ packages=(
   libbenchmark-dev
   libdlpack-dev
   python3               # tests that parse the tool's JSON and JUnit reports
+  python3-numpy         # the DLPack interop test (dispatcher/tests/api/dlpack_interop_test.py)
   clang libc++-dev libc++abi-dev   # building the vendor sample with libc++
   hipcc libamdhip64-dev            # the HIP plugin (compiles; no AMD GPU needed)
 )

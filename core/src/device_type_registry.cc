@@ -1,6 +1,7 @@
 #include "backplane/core/device_type_registry.h"
 
 #include <cstring>
+#include <exception>
 
 #include "backplane/core/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -119,6 +120,29 @@ std::vector<std::string> DeviceTypeRegistry::activeNames() const {
   return names;
 }
 
+std::vector<Device> DeviceTypeRegistry::presentDevices() const {
+  std::vector<Device> out;
+  for (int i = 0; i < kMaxDeviceTypes; ++i) {
+    if (slots_[i].state.load(std::memory_order_acquire) != kActive) continue;
+    DeviceInterface* iface = interface(static_cast<DeviceType>(i));
+    if (!iface) continue;
+    int count = 0;
+    try {
+      count = iface->deviceCount();
+    } catch (const std::exception&) {
+      continue;  // a device type that cannot count its devices has none to offer
+    }
+    for (int d = 0; d < count; ++d) out.emplace_back(static_cast<DeviceType>(i), static_cast<DeviceIndex>(d));
+  }
+  return out;
+}
+
+std::string DeviceTypeRegistry::presentDevicesText() const {
+  std::string text;
+  for (Device d : presentDevices()) text += (text.empty() ? "" : ", ") + d.str();
+  return text;
+}
+
 absl::Status DeviceTypeRegistry::setInterface(DeviceType type, DeviceInterface* iface) {
   int i = static_cast<int>(type);
   std::lock_guard<std::mutex> lock(mu_);
@@ -138,7 +162,8 @@ DeviceInterface& DeviceTypeRegistry::interfaceOrThrow(DeviceType type) const {
   DeviceInterface* iface = interface(type);
   if (!iface) [[unlikely]] {
     BP_THROW(kFailedPrecondition, "no device interface for device type '", name(type),
-             "': load the plugin that provides it (see `backplane plugins`)");
+             "': load the plugin that provides it (see `backplane plugins`); devices present: ",
+             presentDevicesText());
   }
   return *iface;
 }

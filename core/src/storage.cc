@@ -60,7 +60,7 @@ Storage Storage::allocate(size_t nbytes, Device device) {
              count > 0 ? strCat(" (", deviceTypeName(device.type), ":0..",
                                       deviceTypeName(device.type), ":", count - 1, ")")
                        : std::string(),
-             why.empty() ? "" : "; ", why);
+             why.empty() ? "" : "; ", why, "; devices present: ", DeviceTypeRegistry::global().presentDevicesText());
   }
   DataPtr data = iface.allocator().allocate(nbytes, resolved);
   return Storage(IntrusivePtr<StorageImpl>::make(std::move(data), nbytes));

@@ -29,6 +29,12 @@ class TestDevice final : public DeviceInterface, private Allocator {
 
   int deviceCount() const override { return device_count_; }
   bool isHostAccessible() const override { return false; }
+  // What setDLPackDeviceType said last; 0 (none) until then.
+  int32_t dlpackDeviceType() const override { return dlpack_device_type_.load(); }
+  // Makes this device claim that its addresses are native pointers of DLPack
+  // device type `type` (for DLPack tests; nothing outside Backplane can read
+  // them, of course). Install a device under its own name for this.
+  void setDLPackDeviceType(int32_t type) { dlpack_device_type_.store(type); }
   Allocator& allocator() override { return *this; }
   void copyHostToDevice(void* dst, Device dst_device, const void* src, size_t n) override;
   void copyDeviceToHost(void* dst, const void* src, Device src_device, size_t n) override;
@@ -63,6 +69,7 @@ class TestDevice final : public DeviceInterface, private Allocator {
   std::map<uintptr_t, Block> blocks_;  // by start address; guarded by mu_
   uintptr_t next_address_;             // guarded by mu_
   std::atomic<uint64_t> to_host_{0}, from_host_{0}, d2d_{0};
+  std::atomic<int32_t> dlpack_device_type_{0};
 };
 
 }  // namespace backplane::testing

@@ -14,6 +14,7 @@
 #include "backplane/core/device_type_registry.h"
 #include "backplane/dispatcher/dispatcher.h"
 #include "backplane/dispatcher/plugin_registry.h"
+#include "backplane/runtime.h"
 #include "text_format.h"
 
 namespace backplane::cli {
@@ -178,21 +179,7 @@ std::vector<Backend> activeBackends(bool with_interface_only) {
   return out;
 }
 
-// Which loaded plugin registered each device type.
-std::map<int, std::string> deviceTypeProviders() {
-  std::map<int, std::string> out;
-  for (const PluginStatus& p : plugins().plugins()) {
-    if (!p.loaded) continue;
-    for (const PluginDeviceStatus& d : p.devices) out[static_cast<int>(d.type)] = p.name;
-  }
-  return out;
-}
-
-std::string providerOf(const Backend& b, const std::map<int, std::string>& providers) {
-  if (b.type == DeviceType::CPU) return "built-in";
-  if (auto it = providers.find(static_cast<int>(b.type)); it != providers.end()) return it->second;
-  return b.iface ? "in-process" : "no plugin";
-}
+std::string providerOf(const Backend& b) { return deviceTypeProvider(b.type); }
 
 void loadPlugins(const PluginSources& sources) {
   for (const std::string& path : sources.explicit_paths) (void)plugins().load(path);  // failures are listed
@@ -259,10 +246,9 @@ std::string describeDevice(DeviceInterface& iface, Device d) {
 }
 
 int runDevices(std::ostream& out) {
-  const std::map<int, std::string> providers = deviceTypeProviders();
   Table table({"DEVICE TYPE", "PROVIDER", "DEVICES", "STATUS"});
   for (const Backend& b : activeBackends(false)) {
-    const std::string provider = providerOf(b, providers);
+    const std::string provider = providerOf(b);
     int count = 0;
     std::string status;
     if (!b.iface) {

@@ -2,7 +2,6 @@
 // The `backplane` tool's commands. Each writes its report to `out` and
 // returns the process exit code.
 
-#include <map>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -34,11 +33,9 @@ struct Backend {
 // Every active device type (built-ins first), optionally only those that
 // have an interface, plus cuda and hip in any case.
 std::vector<Backend> activeBackends(bool with_interface_only);
-// Which loaded plugin registered each device type (by DeviceType value).
-std::map<int, std::string> deviceTypeProviders();
-// Who provides `b`: "built-in" (cpu), the plugin's name, "in-process" (an
-// interface installed by the program) or "no plugin".
-std::string providerOf(const Backend& b, const std::map<int, std::string>& providers);
+// Who provides `b` (deviceTypeProvider in backplane/runtime.h): "built-in"
+// (cpu), the plugin's name, "in-process" or "no plugin".
+std::string providerOf(const Backend& b);
 
 enum class OpsFormat { Text, Markdown, Json };
 

@@ -694,12 +694,11 @@ int runConformance(std::ostream& out, std::ostream& err, const std::string& self
     return 2;
   }
 
-  const std::map<int, std::string> providers = deviceTypeProviders();
   std::vector<BackendRun> runs;
   for (const Backend& b : chosen) {
     BackendRun run;
     run.name = b.name;
-    run.provider = providerOf(b, providers);
+    run.provider = providerOf(b);
     try {
       run.devices = std::max(0, b.iface->deviceCount());
     } catch (const std::exception& e) {

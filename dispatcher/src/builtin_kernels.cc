@@ -182,6 +182,7 @@ void cpuFallbackKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet
     else if (v.isTensorList()) for (Tensor& t : v.toTensorList()) toTarget(t, rets[j]);
   }
   op.entry().recordFallback(key, bytes);
+  detail::tls_fallback_bytes += bytes;
 }
 
 void tracingKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks, Stack* stack) {

@@ -1,6 +1,7 @@
 #pragma once
 // The dispatcher's own boxed kernels.
 
+#include <cstdint>
 #include <string>
 
 #include "backplane/dispatcher/dispatcher.h"
@@ -25,6 +26,18 @@ void cpuFallbackKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet
 // Logs op, key set and the kind of kernel that will run, then redispatches
 // below Tracing.
 void tracingKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks, Stack* stack);
+
+// Times the call for the active Profiler and redispatches below Profiling
+// (Note [Profiling] in api/profiler.cc, where it is defined).
+void profilingKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks, Stack* stack);
+
+namespace detail {
+// Bytes the CPU fallback has copied on this thread: cpuFallbackKernel adds
+// each call's bytes when it finishes. The profiler zeroes it around every
+// call it times, to attribute bytes to one call without reading the op's
+// process-wide counters, which other threads change (Note [Profiling]).
+inline thread_local uint64_t tls_fallback_bytes = 0;
+}  // namespace detail
 
 // Writes one line to stderr; lines from different threads do not interleave.
 void logLine(const std::string& line);

@@ -17,6 +17,7 @@ std::string dispatchKeyName(DispatchKey k) {
     case DispatchKey::User1: return "User1";
     case DispatchKey::User2: return "User2";
     case DispatchKey::User3: return "User3";
+    case DispatchKey::Profiling: return "Profiling";
     default: break;
   }
   if (isBackendKey(k)) return deviceTypeName(deviceTypeOf(k));

@@ -249,10 +249,13 @@ Dispatcher::Dispatcher() : plugins_(std::make_unique<PluginRegistry>()) {
     else logLine(strCat("backplane: warning: BACKPLANE_FALLBACK='", m,
                         "' is not one of warn, silent, error; using warn"));
   }
-  // The tracing kernel is always registered; it only runs while the Tracing
-  // key is included (setTracing), so it costs nothing otherwise.
+  // The tracing and profiling kernels are always registered; each only runs
+  // while its key is included (setTracing, setProfiling), so it costs
+  // nothing otherwise.
   tracing_fallback_ = valueOrThrow(registerFallback(
       DispatchKey::Tracing, KernelFunction::makeFromBoxedFunction(&tracingKernel), "built-in tracing"));
+  profiling_fallback_ = valueOrThrow(registerFallback(
+      DispatchKey::Profiling, KernelFunction::makeFromBoxedFunction(&profilingKernel), "built-in profiler"));
   // The standard operators (Note [The standard operator table]): every
   // schema first, then the meta and composite kernels that refer to them.
   for (const StandardOp& op : standardOperators()) {
@@ -269,15 +272,20 @@ Dispatcher::Dispatcher() : plugins_(std::make_unique<PluginRegistry>()) {
     setTracing(true);
 }
 
-void Dispatcher::setTracing(bool on) {
-  uint64_t bit = DispatchKeySet(DispatchKey::Tracing).raw();
+void Dispatcher::setGlobalKey(DispatchKey key, bool on) {
+  uint64_t bit = DispatchKeySet(key).raw();
   if (on) detail::g_global_included_keys.fetch_or(bit);
   else detail::g_global_included_keys.fetch_and(~bit);
 }
 
-bool Dispatcher::tracing() const {
-  return detail::g_global_included_keys.load() & DispatchKeySet(DispatchKey::Tracing).raw();
+bool Dispatcher::hasGlobalKey(DispatchKey key) {
+  return DispatchKeySet::fromRaw(detail::g_global_included_keys.load()).has(key);
 }
+
+void Dispatcher::setTracing(bool on) { setGlobalKey(DispatchKey::Tracing, on); }
+bool Dispatcher::tracing() const { return hasGlobalKey(DispatchKey::Tracing); }
+void Dispatcher::setProfiling(bool on) { setGlobalKey(DispatchKey::Profiling, on); }
+bool Dispatcher::profiling() const { return hasGlobalKey(DispatchKey::Profiling); }
 
 const KernelRecord* Dispatcher::newRecord(KernelFunction kernel, KernelKind kind, DispatchKey key,
                                           std::string debug) {

@@ -1,7 +1,7 @@
 // Note [ABI rules] in plugin_api.h, one test per rule, each driving test
 // plugins from tests/plugins/abi/ written against plugin_api.h only:
 //
-//   1. an older minor (1.0) plugin loads into this (1.1) host   tp_abi_v1_0
+//   1. an older minor (1.0) plugin loads into this (1.2) host   tp_abi_v1_0
 //   2. a slot added in 1.1 is used only after checking struct_size  tp_abi_v1_1
 //   3. a receiver accepts a LARGER struct                       tp_abi_larger
 //   4. it defaults the fields a SMALLER struct lacks            tp_abi_smaller

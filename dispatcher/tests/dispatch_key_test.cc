@@ -21,6 +21,7 @@ TEST(DispatchKeyTest, BackendKeysFollowDeviceTypes) {
   EXPECT_EQ(parseDispatchKey("CPU"), DispatchKey::CPU);
   EXPECT_EQ(parseDispatchKey("cpu"), DispatchKey::CPU);
   EXPECT_EQ(parseDispatchKey("Tracing"), DispatchKey::Tracing);
+  EXPECT_EQ(parseDispatchKey("Profiling"), DispatchKey::Profiling);
   EXPECT_EQ(parseDispatchKey("nope"), std::nullopt);
 }
 
@@ -33,6 +34,16 @@ TEST(DispatchKeyTest, AtLeastEightDynamicBackendsBelowFunctionalityKeys) {
   EXPECT_TRUE(DispatchKeySet::allBackends().has(DispatchKey::LastBackend));
   EXPECT_FALSE(DispatchKeySet::allBackends().has(DispatchKey::Tracing));
   EXPECT_FALSE(DispatchKeySet::allBackends().has(DispatchKey::Undefined));
+}
+
+TEST(DispatchKeyTest, ProfilingWrapsEveryOtherFunctionalityKey) {
+  EXPECT_TRUE(isFunctionalityKey(DispatchKey::Profiling));
+  EXPECT_FALSE(isBackendKey(DispatchKey::Profiling));
+  for (DispatchKey k : {DispatchKey::Tracing, DispatchKey::User0, DispatchKey::User3})
+    EXPECT_LT(k, DispatchKey::Profiling);
+  EXPECT_EQ(dispatchKeyName(DispatchKey::Profiling), "Profiling");
+  DispatchKeySet ks = DispatchKeySet(DispatchKey::CPU).add(DispatchKey::User3).add(DispatchKey::Profiling);
+  EXPECT_EQ(ks.highestPriorityKey(), DispatchKey::Profiling);
 }
 
 TEST(DispatchKeyTest, HighestKeyWins) {

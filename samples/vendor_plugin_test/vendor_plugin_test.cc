@@ -33,6 +33,8 @@
 #include "backplane/core/error.h"
 #include "backplane/core/tensor.h"
 #include "backplane/dispatcher/dispatcher.h"
+#include "backplane/ops.h"
+#include "backplane/runtime.h"
 
 namespace backplane {
 namespace {
@@ -484,6 +486,28 @@ TEST(ToyAccelConcurrency, KernelsAndCopiesFromManyThreads) {
 }
 
 // ------------------------------------------------------------------ unload
+
+// ------------------------------------------------- the application API
+
+// What an application sees: the Runtime finds toyaccel's devices and picks
+// one for "auto" (a vendor type comes before the cpu), and ops.h code that
+// knows nothing about toyaccel runs there, native or through the fallback.
+TEST(ToyAccelApplicationApi, AutoPicksToyAccelAndTheSameCodeRunsThere) {
+  Runtime rt(RuntimeOptions{.load_default_plugins = false});
+  std::vector<std::string> present;
+  for (const DeviceInfo& d : rt.devices()) present.push_back(d.device.str() + " " + d.provider);
+  EXPECT_THAT(present, ::testing::IsSupersetOf({"toyaccel:0 toyaccel", "toyaccel:1 toyaccel", "cpu built-in"}));
+  const Device dev = rt.device("auto");
+  ASSERT_EQ(dev, toy(0));
+
+  auto layer = [](const Tensor& x, const Tensor& w) { return ((x * 2.0 + x).matmul(w) - 1).relu().sum({1}); };
+  Tensor x = random({4, 3}, kCpu, 21), w = random({3, 5}, kCpu, 22);
+  Tensor on_toy = layer(x.to(dev), w.to(dev));
+  EXPECT_EQ(on_toy.device(), dev);
+  EXPECT_THAT(on_toy.toVector<float>(), Pointwise(::testing::FloatNear(1e-4f), layer(x, w).toVector<float>()));
+  EXPECT_THAT(tensorFromVector<float>({1, 2}, {2}, dev).format(), HasSubstr("toyaccel:0)"));
+  EXPECT_THAT(errorOf([&] { rt.device("toyaccel:2"); }), HasSubstr("toyaccel has 2 devices"));
+}
 
 TEST(ToyAccelUnload, RefusedWhileATensorIsAlive) {
   Tensor keep = f32({1}, {1}, toy(1));

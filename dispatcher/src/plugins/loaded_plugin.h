@@ -57,6 +57,8 @@ class PluginDeviceInterface final : public DeviceInterface, public Allocator {
   int deviceCount() const override;
   std::string unavailableReason() const override;
   bool isHostAccessible() const override { return desc_.host_accessible != 0; }
+  // 0 for a plugin built before ABI 1.2: readStruct zeroes the missing field.
+  int32_t dlpackDeviceType() const override { return desc_.dlpack_device_type; }
   Allocator& allocator() override { return *this; }
   DataPtr allocate(size_t nbytes, Device device) override;
   void copyHostToDevice(void* dst, Device dst_device, const void* src, size_t nbytes) override;

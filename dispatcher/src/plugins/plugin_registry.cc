@@ -109,6 +109,11 @@ BP_Error* hostRegisterDeviceType(BP_Plugin* plugin, const BP_DeviceTypeDesc* raw
         " lacks required field(s) ", missing, " (name, device_count, allocate, deallocate, copy_host_to_device and "
         "copy_device_to_host are required)")));
   }
+  if (desc->dlpack_device_type < 0) {
+    return toError(absl::InvalidArgumentError(strCat(
+        "plugin '", p.status.name, "': BP_DeviceTypeDesc '", desc->name, "' has dlpack_device_type ",
+        desc->dlpack_device_type, ", which is no DLDeviceType; set 0 when its addresses are not a DLPack device's")));
+  }
   auto& reg = DeviceTypeRegistry::global();
   auto& impl = registryImpl();
   std::string name = desc->name;

@@ -1598,6 +1598,12 @@ class DeviceBackend {
   // True if the host may dereference this device's memory. Read once, at
   // registration.
   virtual bool hostAccessible() { return false; }
+  // The DLPack DLDeviceType whose consumers can use this device's addresses
+  // as they are (kDLCUDA = 2 for CUDA memory, kDLROCM = 10 for HIP), so that
+  // tensors move to and from PyTorch, CuPy or NumPy without a copy; 0 when
+  // the addresses mean nothing outside this plugin. Read once, at
+  // registration. ABI 1.2.
+  virtual int32_t dlpackDeviceType() { return 0; }
   // `nbytes` bytes on `device`; never called for 0 bytes (the SDK answers
   // NULL). Return nullptr or throw when out of memory.
   virtual void* allocate(int device, size_t nbytes) = 0;
@@ -1790,6 +1796,7 @@ class Library {
     d.name = r.name.c_str();
     d.ctx = backend;
     d.host_accessible = backend->hostAccessible() ? 1 : 0;
+    d.dlpack_device_type = backend->dlpackDeviceType();
     d.device_count = &T::deviceCount;
     d.unavailable_reason = &T::unavailableReason;
     d.get_properties = &T::getProperties;

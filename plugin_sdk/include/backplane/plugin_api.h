@@ -36,7 +36,8 @@
  *   and device functions may be called from several threads at once.
  * - Unknown enum values (a dtype, a value tag, an error code from a newer
  *   peer) are rejected with BP_INVALID_ARGUMENT, never guessed at.
- * - History: 1.0 the first table; 1.1 added BP_HostApi.device_type_name.
+ * - History: 1.0 the first table; 1.1 added BP_HostApi.device_type_name;
+ *   1.2 added BP_DeviceTypeDesc.dlpack_device_type.
  * - Strings passed in are borrowed for the duration of the call unless a
  *   field says otherwise; strings returned are owned by their producer.
  */
@@ -48,7 +49,7 @@
 
 #define BP_PLUGIN_MAGIC 0x4C504250u /* "BPPL" little-endian */
 #define BP_ABI_MAJOR 1
-#define BP_ABI_MINOR 1
+#define BP_ABI_MINOR 2
 #define BP_MAX_STRUCT_SIZE 65536u
 
 #define BP_PLUGIN_QUERY_SYMBOL "backplane_plugin_query"
@@ -247,6 +248,16 @@ typedef struct BP_DeviceTypeDesc {
   BP_Error* (*event_record)(void* ctx, int32_t device, BP_Event* event, BP_Stream* stream);
   BP_Error* (*event_wait)(void* ctx, int32_t device, BP_Event* event, BP_Stream* stream);
   BP_Error* (*event_synchronize)(void* ctx, int32_t device, BP_Event* event);
+
+  /* --- Added in ABI 1.2 (a host reads it only when struct_size covers it). */
+
+  /* The DLPack DLDeviceType (dlpack.h: kDLCUDA = 2, kDLROCM = 10, ...) whose
+   * consumers can use this device's addresses as they are: then the host
+   * exports and imports tensors of this type through DLPack without a copy,
+   * with DLDevice.device_id = the device index. 0: none, the addresses mean
+   * nothing outside this plugin (export is refused). Negative values are
+   * refused at registration. */
+  int32_t dlpack_device_type;
 } BP_DeviceTypeDesc;
 
 /* ----------------------------------------------------------------- tensors */

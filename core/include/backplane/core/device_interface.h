@@ -38,6 +38,12 @@ class DeviceInterface {
   virtual std::string unavailableReason() const { return {}; }
   // True when the host may read and write this device's memory directly.
   virtual bool isHostAccessible() const { return false; }
+  // The DLPack device type (a DLDeviceType of dlpack.h: kDLCUDA = 2,
+  // kDLROCM = 10, ...) whose consumers can use this device's addresses as
+  // they are, or 0 when the addresses mean nothing outside Backplane. DLPack
+  // export and import (backplane/dlpack.h) of a non-cpu device's tensors
+  // work only when it names one.
+  virtual int32_t dlpackDeviceType() const { return 0; }
   virtual Allocator& allocator() = 0;
 
   // Byte copies. `dst`/`src` device addresses may carry an offset into an

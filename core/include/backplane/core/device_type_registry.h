@@ -43,6 +43,12 @@ class DeviceTypeRegistry {
   // Active type names, built-ins first.
   std::vector<std::string> activeNames() const;
 
+  // Every device present now: each device of each type with an interface,
+  // built-ins first ("cpu" is always there). Asks each type for its count.
+  std::vector<Device> presentDevices() const;
+  // The same as text for error messages: "cpu, cuda:0, cuda:1".
+  std::string presentDevicesText() const;
+
   // Installs (or with nullptr removes) the interface of an active type. The
   // caller keeps ownership and must keep it alive while installed and while
   // any tensor on that type lives. Fails if one is already installed.

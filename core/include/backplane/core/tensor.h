@@ -9,12 +9,23 @@
 // Storage, so they work on every device without a kernel and never fall back.
 // The one exception is reshape (and contiguous) of a layout that no view can
 // express: it copies, through copyElements below.
+//
+// Note [Tensor methods are operators]
+// Methods such as add(), matmul() and to() are operators: they dispatch on
+// the tensor's device and may run a plugin's kernel or the CPU fallback.
+// They are declared here, so that `a.matmul(b)` reads as it does in
+// PyTorch, and defined by the dispatcher library (dispatcher/src/api/
+// ops.cc) next to the free functions of backplane/ops.h, which document
+// them. The core never calls them, so it still links without the
+// dispatcher; a program that calls them links the `backplane` library,
+// which every application does.
 
 #include <cstdint>
 #include <cstring>
 #include <optional>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -145,8 +156,94 @@ class Tensor {
   // A contiguous copy on the same device.
   Tensor clone() const;
 
-  // "Tensor[2, 3] float32 cpu" (or "Tensor[undefined]").
+  // "Tensor[2, 3] float32 cpu" (or "Tensor[undefined]"): the one-line form
+  // that operator<< and error messages use.
   std::string str() const;
+  // The values, PyTorch-style, followed by dtype and device:
+  //   tensor([[ 1.0000, -2.5000],
+  //           [ 3.0000,  4.0000]], float32, cpu)
+  // Tensors of more than `threshold` elements are summarised: `edge_items`
+  // at each end of every dimension, "..." between, and only those elements
+  // are copied to the host.
+  struct FormatOptions {
+    int64_t threshold = 1000;
+    int64_t edge_items = 3;
+    int precision = 4;  // digits after the point for floating types
+  };
+  std::string format(const FormatOptions& options) const;
+  std::string format() const { return format(FormatOptions{}); }
+
+  // --- Operators as methods (Note [Tensor methods are operators]). Defined
+  // by the dispatcher library with the free functions of backplane/ops.h,
+  // which documents them; each dispatches like the free function does.
+  Tensor add(const Tensor& other, const Scalar& alpha = 1) const;
+  Tensor sub(const Tensor& other, const Scalar& alpha = 1) const;
+  Tensor mul(const Tensor& other) const;
+  Tensor div(const Tensor& other) const;
+  Tensor add(const Scalar& other) const;
+  Tensor sub(const Scalar& other) const;
+  Tensor mul(const Scalar& other) const;
+  Tensor div(const Scalar& other) const;
+  const Tensor& add_(const Tensor& other, const Scalar& alpha = 1) const;
+  const Tensor& sub_(const Tensor& other, const Scalar& alpha = 1) const;
+  const Tensor& mul_(const Tensor& other) const;
+  const Tensor& div_(const Tensor& other) const;
+  Tensor pow(const Scalar& exponent) const;
+  Tensor pow(const Tensor& exponent) const;
+  Tensor maximum(const Tensor& other) const;
+  Tensor minimum(const Tensor& other) const;
+  Tensor clamp(const std::optional<Scalar>& min, const std::optional<Scalar>& max = std::nullopt) const;
+  Tensor eq(const Tensor& other) const;
+  Tensor ne(const Tensor& other) const;
+  Tensor lt(const Tensor& other) const;
+  Tensor le(const Tensor& other) const;
+  Tensor gt(const Tensor& other) const;
+  Tensor ge(const Tensor& other) const;
+  Tensor eq(const Scalar& other) const;
+  Tensor ne(const Scalar& other) const;
+  Tensor lt(const Scalar& other) const;
+  Tensor le(const Scalar& other) const;
+  Tensor gt(const Scalar& other) const;
+  Tensor ge(const Scalar& other) const;
+  Tensor neg() const;
+  Tensor abs() const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor sqrt() const;
+  Tensor rsqrt() const;
+  Tensor sin() const;
+  Tensor cos() const;
+  Tensor tanh() const;
+  Tensor sigmoid() const;
+  Tensor relu() const;
+  Tensor gelu(std::string_view approximate = "none") const;
+  Tensor silu() const;
+  Tensor matmul(const Tensor& other) const;
+  Tensor mm(const Tensor& mat2) const;
+  Tensor bmm(const Tensor& mat2) const;
+  Tensor sum(std::optional<ScalarType> dtype = std::nullopt) const;
+  Tensor sum(IntArrayRef dim, bool keepdim = false, std::optional<ScalarType> dtype = std::nullopt) const;
+  Tensor mean(std::optional<ScalarType> dtype = std::nullopt) const;
+  Tensor mean(IntArrayRef dim, bool keepdim = false, std::optional<ScalarType> dtype = std::nullopt) const;
+  Tensor amax(IntArrayRef dim = {}, bool keepdim = false) const;
+  Tensor amin(IntArrayRef dim = {}, bool keepdim = false) const;
+  Tensor argmax(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
+  Tensor argmin(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
+  Tensor softmax(int64_t dim, std::optional<ScalarType> dtype = std::nullopt) const;
+  Tensor log_softmax(int64_t dim, std::optional<ScalarType> dtype = std::nullopt) const;
+  Tensor masked_fill(const Tensor& mask, const Scalar& value) const;
+  Tensor index_select(int64_t dim, const Tensor& index) const;
+  Tensor gather(int64_t dim, const Tensor& index) const;
+  const Tensor& fill_(const Scalar& value) const;
+  const Tensor& zero_() const;
+  const Tensor& copy_(const Tensor& src) const;
+  // This tensor when it already has that device/dtype (copy = false), else a
+  // converted copy. A device string ("cuda:0") is parsed with Device::parse.
+  Tensor to(Device device, bool copy = false) const;
+  Tensor to(ScalarType dtype, bool copy = false) const;
+  Tensor to(Device device, ScalarType dtype, bool copy = false) const;
+  Tensor to(std::string_view device, bool copy = false) const;
+  Tensor cpu() const { return to(Device(DeviceType::CPU)); }
 
  private:
   const TensorImpl& impl() const {

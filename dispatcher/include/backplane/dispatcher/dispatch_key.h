@@ -8,8 +8,10 @@
 // kernel. Backend keys sit at the bottom, one per device type
 // (backendKey(t) == 1 + t, see Note [Device types]), so that a key set is
 // computed from a tensor with one shift. Functionality keys (Tracing, the
-// User keys) sit above every backend: a kernel registered there wraps the
-// op for all backends and redispatches below its own key.
+// User keys, Profiling) sit above every backend: a kernel registered there
+// wraps the op for all backends and redispatches below its own key.
+// Profiling is the highest, so that the time it measures includes every
+// other wrapper.
 
 #include <cstdint>
 #include <optional>
@@ -35,6 +37,7 @@ enum class DispatchKey : uint8_t {
   User1 = 42,
   User2 = 43,
   User3 = 44,
+  Profiling = 45,  // backplane::Profiler (profiler.h); highest: it times the wrappers below it
 };
 inline constexpr int kNumDispatchKeys = 64;  // table slots; one per bit
 
@@ -48,11 +51,11 @@ constexpr DeviceType deviceTypeOf(DispatchKey backend) {
   return static_cast<DeviceType>(static_cast<int>(backend) - 1);
 }
 constexpr bool isFunctionalityKey(DispatchKey k) {
-  return k >= DispatchKey::Tracing && k <= DispatchKey::User3;
+  return k >= DispatchKey::Tracing && k <= DispatchKey::Profiling;
 }
 
 // "CPU", "CUDA", "HIP", the device type name for dynamic backends
-// ("testdev"), "Tracing", "User0".."User3".
+// ("testdev"), "Tracing", "User0".."User3", "Profiling".
 std::string dispatchKeyName(DispatchKey k);
 // Inverse of dispatchKeyName; also accepts device type names ("cpu").
 std::optional<DispatchKey> parseDispatchKey(std::string_view name);

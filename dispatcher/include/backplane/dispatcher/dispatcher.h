@@ -33,7 +33,8 @@ template <typename Sig>
 class TypedOperatorHandle;
 
 namespace detail {
-// Keys every call includes, process-wide (Tracing when BACKPLANE_TRACE=1).
+// Keys every call includes, process-wide (Tracing when BACKPLANE_TRACE=1,
+// Profiling while a backplane::Profiler is active).
 inline std::atomic<uint64_t> g_global_included_keys{0};
 
 // Note [Computing a call's key set]
@@ -227,6 +228,11 @@ class Dispatcher {
   // kernel kind to stderr (what BACKPLANE_TRACE=1 turns on).
   void setTracing(bool on);
   bool tracing() const;
+  // Adds the Profiling key to every call, which times it for the active
+  // backplane::Profiler. Profiler turns it on and off; applications use
+  // Profiler (profiler.h) rather than this.
+  void setProfiling(bool on);
+  bool profiling() const;
 
   // Verifies every operator's table equals what the registrations imply;
   // returns the first discrepancy. For tests and debugging.
@@ -238,6 +244,9 @@ class Dispatcher {
   friend class RegistrationHandle;
   Dispatcher();
   void deregister(uint64_t id);
+  // Adds `key` to (or removes it from) detail::g_global_included_keys.
+  static void setGlobalKey(DispatchKey key, bool on);
+  static bool hasGlobalKey(DispatchKey key);
 
   enum class RegistrationKind : uint8_t { Def, Impl, Composite, Meta, Fallback };
   struct Registration {
@@ -269,6 +278,7 @@ class Dispatcher {
   const KernelRecord* cpu_fallback_;
   std::atomic<FallbackMode> fallback_mode_{FallbackMode::Warn};
   RegistrationHandle tracing_fallback_;
+  RegistrationHandle profiling_fallback_;
   std::vector<RegistrationHandle> standard_defs_;
   std::unique_ptr<PluginRegistry> plugins_;
 };

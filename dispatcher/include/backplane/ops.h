@@ -1,0 +1,168 @@
+#pragma once
+// The standard operators as C++ functions, for applications:
+//
+//   Tensor x = randn({8, 128, 768}, {.device = dev});
+//   Tensor y = layer_norm(x.matmul(w) + b, {768}, gamma, beta).gelu();
+//
+// Each function calls the operator of the same name in the standard table
+// (namespace "bp", backplane/dispatcher/standard_ops.h) through a typed
+// handle looked up once: it dispatches on the devices of its tensor
+// arguments to the plugin's kernel, a composite, or the CPU fallback, with
+// PyTorch's semantics (broadcasting, type promotion, error messages). The
+// tensor methods of the same names (Note [Tensor methods are operators])
+// call these. All tensor arguments of one call must be on one device;
+// move one with to() first.
+//
+// Scalars: `t * 2.0`, `add(t, 1)` and friends wrap the number in a 0-d
+// tensor on t's device, of the dtype PyTorch gives a Python number there
+// (an integer keeps t's dtype, a float keeps t's floating dtype and turns an
+// integer tensor into float32), then call the Tensor overload.
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "backplane/core/tensor.h"
+#include "backplane/dispatcher/boxing.h"
+
+namespace backplane {
+
+// dtype and device of a new tensor; unset fields mean float32 (or what the
+// op infers, e.g. arange of integers) and the CPU. Designated initializers
+// read well: zeros({2, 3}, {.dtype = ScalarType::Float16, .device = dev}).
+struct TensorOptions {
+  std::optional<ScalarType> dtype = std::nullopt;
+  std::optional<Device> device = std::nullopt;
+};
+
+// --- Factories.
+Tensor empty(IntArrayRef size, const TensorOptions& options = {});
+Tensor zeros(IntArrayRef size, const TensorOptions& options = {});
+Tensor ones(IntArrayRef size, const TensorOptions& options = {});
+Tensor full(IntArrayRef size, const Scalar& fill_value, const TensorOptions& options = {});
+// [0, end) and [start, end) by step; the dtype is int64 when every bound is
+// an integer, else float32, unless options.dtype says otherwise.
+Tensor arange(const Scalar& end, const TensorOptions& options = {});
+Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step = 1, const TensorOptions& options = {});
+// Uniform on [0, 1) and standard normal, from the process's Philox stream
+// (backplane/dispatcher/random.h: manualSeed): a seed gives the same
+// numbers on every device.
+Tensor rand(IntArrayRef size, const TensorOptions& options = {});
+Tensor randn(IntArrayRef size, const TensorOptions& options = {});
+// Like `self` (its sizes; its dtype and device unless options say otherwise).
+Tensor empty_like(const Tensor& self, const TensorOptions& options = {});
+Tensor zeros_like(const Tensor& self, const TensorOptions& options = {});
+Tensor ones_like(const Tensor& self, const TensorOptions& options = {});
+Tensor full_like(const Tensor& self, const Scalar& fill_value, const TensorOptions& options = {});
+Tensor rand_like(const Tensor& self, const TensorOptions& options = {});
+Tensor randn_like(const Tensor& self, const TensorOptions& options = {});
+
+// --- Elementwise, with broadcasting and type promotion.
+Tensor add(const Tensor& self, const Tensor& other, const Scalar& alpha = 1);  // self + alpha * other
+Tensor sub(const Tensor& self, const Tensor& other, const Scalar& alpha = 1);  // self - alpha * other
+Tensor mul(const Tensor& self, const Tensor& other);
+Tensor div(const Tensor& self, const Tensor& other);  // true division: integers give float32
+Tensor add(const Tensor& self, const Scalar& other);
+Tensor sub(const Tensor& self, const Scalar& other);
+Tensor mul(const Tensor& self, const Scalar& other);
+Tensor div(const Tensor& self, const Scalar& other);
+Tensor pow(const Tensor& self, const Scalar& exponent);
+Tensor pow(const Tensor& self, const Tensor& exponent);
+Tensor maximum(const Tensor& self, const Tensor& other);
+Tensor minimum(const Tensor& self, const Tensor& other);
+Tensor clamp(const Tensor& self, const std::optional<Scalar>& min, const std::optional<Scalar>& max = std::nullopt);
+Tensor where(const Tensor& condition, const Tensor& self, const Tensor& other);
+Tensor masked_fill(const Tensor& self, const Tensor& mask, const Scalar& value);
+// Comparisons give bool tensors.
+Tensor eq(const Tensor& self, const Tensor& other);
+Tensor ne(const Tensor& self, const Tensor& other);
+Tensor lt(const Tensor& self, const Tensor& other);
+Tensor le(const Tensor& self, const Tensor& other);
+Tensor gt(const Tensor& self, const Tensor& other);
+Tensor ge(const Tensor& self, const Tensor& other);
+Tensor eq(const Tensor& self, const Scalar& other);
+Tensor ne(const Tensor& self, const Scalar& other);
+Tensor lt(const Tensor& self, const Scalar& other);
+Tensor le(const Tensor& self, const Scalar& other);
+Tensor gt(const Tensor& self, const Scalar& other);
+Tensor ge(const Tensor& self, const Scalar& other);
+Tensor neg(const Tensor& self);
+Tensor abs(const Tensor& self);
+Tensor exp(const Tensor& self);
+Tensor log(const Tensor& self);
+Tensor sqrt(const Tensor& self);
+Tensor rsqrt(const Tensor& self);
+Tensor sin(const Tensor& self);
+Tensor cos(const Tensor& self);
+Tensor tanh(const Tensor& self);
+Tensor sigmoid(const Tensor& self);
+Tensor relu(const Tensor& self);
+Tensor gelu(const Tensor& self, std::string_view approximate = "none");  // or "tanh"
+Tensor silu(const Tensor& self);
+
+// --- Linear algebra.
+Tensor matmul(const Tensor& self, const Tensor& other);  // torch.matmul: 1-d, 2-d and batched with broadcasting
+Tensor mm(const Tensor& self, const Tensor& mat2);
+Tensor bmm(const Tensor& self, const Tensor& mat2);
+Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2, const Scalar& beta = 1,
+             const Scalar& alpha = 1);  // beta * self + alpha * (mat1 @ mat2)
+// input @ weight.T + bias; weight is [out_features, in_features].
+Tensor linear(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt);
+
+// --- Reductions. An empty `dim` list reduces over every dimension.
+Tensor sum(const Tensor& self, std::optional<ScalarType> dtype = std::nullopt);
+Tensor sum(const Tensor& self, IntArrayRef dim, bool keepdim = false, std::optional<ScalarType> dtype = std::nullopt);
+Tensor mean(const Tensor& self, std::optional<ScalarType> dtype = std::nullopt);
+Tensor mean(const Tensor& self, IntArrayRef dim, bool keepdim = false, std::optional<ScalarType> dtype = std::nullopt);
+Tensor amax(const Tensor& self, IntArrayRef dim = {}, bool keepdim = false);
+Tensor amin(const Tensor& self, IntArrayRef dim = {}, bool keepdim = false);
+Tensor argmax(const Tensor& self, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+Tensor argmin(const Tensor& self, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+// Variance and standard deviation with Bessel's correction (correction = 1).
+Tensor var(const Tensor& self, IntArrayRef dim, bool keepdim = false, int64_t correction = 1);
+Tensor std(const Tensor& self, IntArrayRef dim, bool keepdim = false, int64_t correction = 1);
+
+// --- Neural-network layers.
+Tensor softmax(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype = std::nullopt);
+Tensor log_softmax(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype = std::nullopt);
+// Normalises over the trailing dimensions `normalized_shape`.
+Tensor layer_norm(const Tensor& input, IntArrayRef normalized_shape, const std::optional<Tensor>& weight = std::nullopt,
+                  const std::optional<Tensor>& bias = std::nullopt, double eps = 1e-5);
+// Rows of weight [num_embeddings, dim] picked by integer `indices`.
+Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx = -1);
+// Zeroes elements with probability p and scales the rest by 1/(1-p) when
+// `train`; the identity otherwise.
+Tensor dropout(const Tensor& input, double p, bool train);
+Tensor conv2d(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt,
+              IntArrayRef stride = {1, 1}, IntArrayRef padding = {0, 0}, IntArrayRef dilation = {1, 1},
+              int64_t groups = 1);
+Tensor max_pool2d(const Tensor& self, IntArrayRef kernel_size, IntArrayRef stride = {}, IntArrayRef padding = {0, 0});
+Tensor avg_pool2d(const Tensor& self, IntArrayRef kernel_size, IntArrayRef stride = {}, IntArrayRef padding = {0, 0});
+
+// --- Indexing and joining.
+Tensor cat(TensorList tensors, int64_t dim = 0);
+Tensor stack(TensorList tensors, int64_t dim = 0);
+Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index);
+Tensor gather(const Tensor& self, int64_t dim, const Tensor& index);
+
+// --- Operators. Arithmetic on tensors and numbers, as in PyTorch; the
+// compound forms write into the left tensor (its dtype must hold the result).
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, const Scalar& b);
+Tensor operator-(const Tensor& a, const Scalar& b);
+Tensor operator*(const Tensor& a, const Scalar& b);
+Tensor operator/(const Tensor& a, const Scalar& b);
+Tensor operator+(const Scalar& a, const Tensor& b);
+Tensor operator-(const Scalar& a, const Tensor& b);
+Tensor operator*(const Scalar& a, const Tensor& b);
+Tensor operator/(const Scalar& a, const Tensor& b);
+Tensor operator-(const Tensor& a);
+const Tensor& operator+=(const Tensor& a, const Tensor& b);
+const Tensor& operator-=(const Tensor& a, const Tensor& b);
+const Tensor& operator*=(const Tensor& a, const Tensor& b);
+const Tensor& operator/=(const Tensor& a, const Tensor& b);
+
+}  // namespace backplane

@@ -1,0 +1,138 @@
+#pragma once
+// Profiler: a per-op report of a region of an application. Which ops ran
+// natively on their device and which fell back (with counts and the bytes the
+// CPU fallback copied), and the time spent in each.
+//
+//   backplane::Profiler prof;                  // starts recording
+//   Tensor y = ...;                            // run ops, on any thread
+//   backplane::OpReport report = prof.report();
+//   std::cout << report.table();
+//
+// What it measures. Every operator call made while a Profiler is active, on
+// any thread, through any entry point (typed calls, boxed calls, plugins
+// calling ops), is one call of the row (operator, backend), where the backend
+// is the dispatch key whose kernel served the call ("CPU", "cuda",
+// "testdev"). A call is timed from when its kernel is entered until it
+// returns, with a steady clock; the shape check that call() runs before the
+// kernel (Note [Meta kernels]) is not included.
+//
+// Total and self time. Composite ops are written with other ops, and every
+// op may call others; each nested call is a call of its own row too. An
+// op's total time includes the ops it called; its self time does not. So
+// self times add up to the time spent in ops, and total times do not (a
+// composite and the ops inside it count the same time). Rows are sorted by
+// self time: the top rows are where the time went. Fallback bytes follow the
+// same rule: they belong to the call that fell back, not to its callers.
+//
+// Asynchronous devices. A device kernel may return before the device has
+// finished (CUDA launches work and returns), so by default an op's time is
+// the time to issue it, and the device time shows up in whichever later op
+// waits for it (often a copy to the host). ProfilerOptions::synchronize_device
+// waits for the device before and after every op, so that each op's time
+// includes its device work; that serialises host and device, so the whole
+// run gets slower, but the per-op times are honest.
+//
+// Thread-safety. Profiler's methods may be called from any thread. Each
+// thread records into its own buffer (no lock shared between threads on the
+// call path); report() merges the buffers.
+//
+// One at a time: at most one Profiler is active in a process. Starting a
+// second one while the first is recording throws Error (kFailedPrecondition);
+// profilers do not nest, because every call would have to be charged to
+// each of them. Stop the first (stop() or its destructor) before starting
+// another.
+//
+// Cost. While no Profiler is active the Profiling dispatch key is not in any
+// call's key set, so calls take exactly the path they take without the
+// profiler. While one is active, each call pays two clock reads, a few
+// thread-local accesses and a hash-table update under its thread's own lock.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backplane/dispatcher/dispatch_key.h"
+
+namespace backplane {
+
+namespace detail {
+struct ProfilerSession;  // profiler.cc
+}  // namespace detail
+
+struct ProfilerOptions {
+  // Wait for the call's device (DeviceInterface::synchronize) before and
+  // after every op on a device other than the CPU, so that an op's time
+  // includes the device work it issued. Off by default: it slows the run.
+  bool synchronize_device = false;
+};
+
+// One (operator, backend) row of an OpReport.
+struct OpStats {
+  std::string op;                                // "bp::add.Tensor"
+  DispatchKey backend = DispatchKey::Undefined;  // the backend key whose kernel served the calls
+  uint64_t calls = 0;
+  // How the calls ran. They add up to `calls`, except calls of an op with no
+  // kernel for the backend at all (those fail, and count in failed_calls).
+  uint64_t native_calls = 0;            // a kernel registered for the backend
+  uint64_t composite_calls = 0;         // a backend-agnostic decomposition into other ops
+  uint64_t cpu_fallback_calls = 0;      // no kernel: inputs copied to the host, the CPU kernel ran
+  uint64_t backend_fallback_calls = 0;  // a boxed fallback registered for the backend
+  uint64_t failed_calls = 0;            // threw an error (also counted above)
+  // Bytes the CPU fallback copied between the device and the host for these
+  // calls, both directions.
+  uint64_t fallback_bytes = 0;
+  std::chrono::nanoseconds total_time{0};  // including the ops these calls made
+  std::chrono::nanoseconds self_time{0};   // excluding them
+
+  uint64_t fallbackCalls() const { return cpu_fallback_calls + backend_fallback_calls; }
+  // "native", "cpu fallback", or for a mix "native 3, cpu fallback 1".
+  std::string how() const;
+};
+
+// What a Profiler recorded.
+struct OpReport {
+  std::vector<OpStats> ops;  // longest self time first
+  // From the Profiler's start until it was stopped (or until report() if it
+  // is still running).
+  std::chrono::nanoseconds wall_time{0};
+
+  // The row of `op` ("bp::add.Tensor") on `backend`, or nullptr.
+  const OpStats* find(std::string_view op, DispatchKey backend) const;
+  // "6 ops ran in 143 calls: 4 native, 1 composite, 1 fell back (20 calls,
+  // 3.0 KiB copied); 1.21 ms in ops, 1.50 ms wall". An op counts as fell
+  // back if any of its calls did, else as composite if any was, else native.
+  std::string summary() const;
+  // A fixed-width table of every row (op, backend, calls, how, fallback
+  // bytes, self, total, self %), then the summary line. For humans: parse
+  // `ops` instead.
+  std::string table() const;
+};
+
+// Records every op call from construction until stop() or destruction.
+// Not copyable or movable: the recording belongs to this object.
+class Profiler {
+ public:
+  // Starts recording. Throws Error (kFailedPrecondition) if another Profiler
+  // is recording.
+  explicit Profiler(ProfilerOptions options = {});
+  // Stops recording.
+  ~Profiler();
+  Profiler(const Profiler&) = delete;
+  Profiler& operator=(const Profiler&) = delete;
+
+  // Stops recording; calls still running on other threads when it returns
+  // are not recorded. Idempotent. The report stays available.
+  void stop();
+  bool recording() const;
+  // A snapshot of what was recorded so far (while recording, calls finishing
+  // on other threads may or may not be in it).
+  OpReport report() const;
+
+ private:
+  std::shared_ptr<detail::ProfilerSession> session_;
+};
+
+}  // namespace backplane

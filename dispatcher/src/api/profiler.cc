@@ -1,0 +1,427 @@
+// Note [Profiling]
+// A Profiler is a session. Starting one publishes it as the process's active
+// session and adds the Profiling key (the highest functionality key) to every
+// call's key set; its boxed fallback, profilingKernel, times the call and
+// redispatches below Profiling. When no session is active the key is in no
+// key set, so calls never reach profilingKernel and cost what they cost
+// without it.
+//
+// Per-thread recording: each thread attaches to the active session the first
+// time it runs a profiled call (a ThreadRecords, registered with the session
+// under the session lock once per thread and session) and from then on adds
+// to its own rows under its own mutex, which nothing else takes until
+// report() merges the threads' rows. The thread finds out whether it is still
+// attached by comparing the session id it holds with the active one (one
+// atomic load). stop() closes every ThreadRecords under its mutex, so a call
+// that finishes after stop() returns is dropped rather than racing report().
+//
+// Nested calls: a composite calls other ops, which reach profilingKernel
+// again. Each call is a CallFrame on the C++ stack, linked to its caller's
+// frame through a thread-local pointer; a call adds its total time to its
+// caller's `children`, and self time is total minus children. CPU-fallback
+// bytes are attributed the same way: detail::tls_fallback_bytes is zeroed
+// when a frame starts and restored when it ends, so a frame sees exactly the
+// bytes of the fallbacks it ran itself. An exception from the op is caught,
+// the frame is finished (so the stack stays consistent and the failed call
+// is counted), and the same exception object is rethrown.
+//
+// The kind of a call (native, composite, fallback) is read from the slot of
+// the backend key the call resolves to, not of the next key below Profiling,
+// which may be another wrapper (Tracing, a User key) and says nothing about
+// how the op ran on the device.
+#include "backplane/profiler.h"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstdio>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "backplane/core/device_type_registry.h"
+#include "backplane/core/error.h"
+#include "backplane/dispatcher/dispatcher.h"
+#include "builtin_kernels.h"
+
+namespace backplane {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::nanoseconds;
+using RowKey = std::pair<const OperatorEntry*, DispatchKey>;
+using Rows = absl::flat_hash_map<RowKey, OpStats>;
+
+// One thread's rows for one session: written by that thread, read by
+// report(), so `mu` is contended only while a report is being made.
+struct ThreadRecords {
+  explicit ThreadRecords(bool synchronize) : synchronize_device(synchronize) {}
+  const bool synchronize_device;  // ProfilerOptions::synchronize_device
+  std::mutex mu;
+  bool closed = false;  // guarded by mu; set by stop(), after which calls are dropped
+  Rows rows;            // guarded by mu
+};
+
+}  // namespace
+
+namespace detail {
+struct ProfilerSession {
+  // Set before the session is published, constant afterwards.
+  uint64_t id = 0;
+  ProfilerOptions options;
+  Clock::time_point start;
+
+  std::mutex mu;
+  std::optional<Clock::time_point> stopped;             // guarded by mu
+  std::vector<std::shared_ptr<ThreadRecords>> threads;  // guarded by mu
+};
+}  // namespace detail
+
+namespace {
+
+// The process's active session (Note [Profiling]). `id` mirrors session->id
+// (0 when none) so that a call can check it without the lock. Never
+// destroyed: threads may still run ops during static destruction.
+struct ActiveSession {
+  std::mutex mu;  // taken before any ProfilerSession::mu
+  std::shared_ptr<detail::ProfilerSession> session;  // guarded by mu
+  std::atomic<uint64_t> id{0};
+  uint64_t next_id = 1;  // guarded by mu
+};
+
+ActiveSession& activeSession() {
+  static ActiveSession* active = new ActiveSession();
+  return *active;
+}
+
+struct CallCost {
+  nanoseconds total{0};
+  nanoseconds self{0};
+  uint64_t fallback_bytes = 0;
+};
+
+class CallFrame;
+
+struct ThreadState {
+  uint64_t session_id = 0;                 // the session `records` belongs to; 0 for none
+  std::shared_ptr<ThreadRecords> records;  // null when not recording into that session
+  CallFrame* top = nullptr;                // innermost call being timed
+};
+thread_local ThreadState tls_thread;
+
+// One call being timed (Note [Profiling]). finish() must run exactly once,
+// on success and on error alike: it pops the frame.
+class CallFrame {
+ public:
+  explicit CallFrame(ThreadState& thread)
+      : thread_(thread), parent_(thread.top), saved_fallback_bytes_(detail::tls_fallback_bytes) {
+    thread.top = this;
+    detail::tls_fallback_bytes = 0;
+    start_ = Clock::now();
+  }
+  CallFrame(const CallFrame&) = delete;
+  CallFrame& operator=(const CallFrame&) = delete;
+
+  CallCost finish() {
+    const nanoseconds total = Clock::now() - start_;
+    const CallCost cost{total, total - children_, detail::tls_fallback_bytes};
+    detail::tls_fallback_bytes = saved_fallback_bytes_;
+    thread_.top = parent_;
+    if (parent_) parent_->children_ += total;
+    return cost;
+  }
+
+ private:
+  ThreadState& thread_;
+  CallFrame* const parent_;
+  const uint64_t saved_fallback_bytes_;
+  Clock::time_point start_;
+  nanoseconds children_{0};
+};
+
+// This thread's records for session `id`, attaching the thread to it on its
+// first call; null when `id` is no longer (or not) the active session.
+std::shared_ptr<ThreadRecords> recordsFor(ThreadState& thread, uint64_t id) {
+  if (id == thread.session_id) return thread.records;
+  thread.session_id = id;
+  thread.records.reset();
+  if (id == 0) return nullptr;
+  ActiveSession& active = activeSession();
+  std::lock_guard<std::mutex> lock(active.mu);
+  if (!active.session || active.session->id != id) return nullptr;
+  thread.records = std::make_shared<ThreadRecords>(active.session->options.synchronize_device);
+  std::lock_guard<std::mutex> session_lock(active.session->mu);
+  active.session->threads.push_back(thread.records);
+  return thread.records;
+}
+
+void addCall(ThreadRecords& records, const OperatorEntry& op, DispatchKey backend, KernelKind kind,
+             const CallCost& cost, bool failed) {
+  std::lock_guard<std::mutex> lock(records.mu);
+  if (records.closed) return;
+  OpStats& row = records.rows[RowKey(&op, backend)];
+  row.backend = backend;
+  ++row.calls;
+  switch (kind) {
+    case KernelKind::Direct: ++row.native_calls; break;
+    case KernelKind::Composite: ++row.composite_calls; break;
+    case KernelKind::CpuFallback: ++row.cpu_fallback_calls; break;
+    case KernelKind::BackendFallback: ++row.backend_fallback_calls; break;
+    case KernelKind::Missing:
+    case KernelKind::Fallthrough: break;
+  }
+  if (failed) ++row.failed_calls;
+  row.fallback_bytes += cost.fallback_bytes;
+  row.total_time += cost.total;
+  row.self_time += cost.self;
+}
+
+void mergeInto(OpStats& into, const OpStats& from) {
+  into.backend = from.backend;
+  into.calls += from.calls;
+  into.native_calls += from.native_calls;
+  into.composite_calls += from.composite_calls;
+  into.cpu_fallback_calls += from.cpu_fallback_calls;
+  into.backend_fallback_calls += from.backend_fallback_calls;
+  into.failed_calls += from.failed_calls;
+  into.fallback_bytes += from.fallback_bytes;
+  into.total_time += from.total_time;
+  into.self_time += from.self_time;
+}
+
+// The device a call on device type `type` runs on: that of its first
+// argument on the type (a tensor, a tensor in a list, or a Device).
+Device callDevice(const OperatorHandle& op, const Stack& stack, DeviceType type) {
+  const size_t n = std::min(op.schema().arguments().size(), stack.size());
+  auto onType = [&](const Tensor& t) { return t.defined() && t.device().type == type; };
+  for (size_t i = stack.size() - n; i < stack.size(); ++i) {
+    const IValue& v = stack[i];
+    if (v.isTensor() && onType(v.toTensor())) return v.toTensor().device();
+    if (v.isDevice() && v.toDevice().type == type) return v.toDevice().resolved();
+    if (v.isTensorList()) {
+      for (const Tensor& t : v.toTensorList())
+        if (onType(t)) return t.device();
+    }
+    if (v.isOptionalTensorList()) {
+      for (const auto& t : v.toOptionalTensorList())
+        if (t && onType(*t)) return t->device();
+    }
+  }
+  return Device(type).resolved();
+}
+
+// "850 ns", "12.3 us", "4.56 ms", "1.23 s".
+std::string formatDuration(nanoseconds d) {
+  const double ns = static_cast<double>(d.count());
+  char buf[32];
+  if (ns < 1e3) std::snprintf(buf, sizeof buf, "%.0f ns", ns);
+  else if (ns < 1e6) std::snprintf(buf, sizeof buf, "%.1f us", ns / 1e3);
+  else if (ns < 1e9) std::snprintf(buf, sizeof buf, "%.2f ms", ns / 1e6);
+  else std::snprintf(buf, sizeof buf, "%.2f s", ns / 1e9);
+  return buf;
+}
+
+// "512 B", "1.5 KiB", "3.0 MiB", "1.2 GiB".
+std::string formatBytes(uint64_t n) {
+  char buf[32];
+  const double d = static_cast<double>(n);
+  if (n < (uint64_t{1} << 10)) std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(n));
+  else if (n < (uint64_t{1} << 20)) std::snprintf(buf, sizeof buf, "%.1f KiB", d / (1 << 10));
+  else if (n < (uint64_t{1} << 30)) std::snprintf(buf, sizeof buf, "%.1f MiB", d / (1 << 20));
+  else std::snprintf(buf, sizeof buf, "%.1f GiB", d / (1 << 30));
+  return buf;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------ the kernel
+
+void profilingKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks, Stack* stack) {
+  const DispatchKeySet below = ks & DispatchKeySet::below(DispatchKey::Profiling);
+  ThreadState& thread = tls_thread;
+  // A shared_ptr, not a raw pointer: a nested call may attach this thread
+  // to a newer session (and drop thread.records) while this one runs.
+  const std::shared_ptr<ThreadRecords> records =
+      recordsFor(thread, activeSession().id.load(std::memory_order_acquire));
+  if (!records) {  // the session stopped between the key-set read and here
+    op.redispatchBoxed(below, *stack);
+    return;
+  }
+  const DispatchKey backend = op.entry().resolveKey(below & DispatchKeySet::allBackends());
+  const KernelKind kind = op.kernelKind(backend);
+
+  DeviceInterface* device_interface = nullptr;
+  Device device;
+  if (records->synchronize_device && isBackendKey(backend) && backend != DispatchKey::CPU) {
+    device = callDevice(op, *stack, deviceTypeOf(backend));
+    device_interface = DeviceTypeRegistry::global().interface(device.type);
+  }
+  // Before the clock starts: earlier work belongs to whoever issued it (the
+  // caller's self time, when this call is nested).
+  if (device_interface) device_interface->synchronize(device);
+
+  CallFrame frame(thread);
+  std::exception_ptr error;
+  try {
+    op.redispatchBoxed(below, *stack);
+    if (device_interface) device_interface->synchronize(device);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  addCall(*records, op.entry(), backend, kind, frame.finish(), error != nullptr);
+  if (error) std::rethrow_exception(error);
+}
+
+// ------------------------------------------------------------ Profiler
+
+Profiler::Profiler(ProfilerOptions options) : session_(std::make_shared<detail::ProfilerSession>()) {
+  session_->options = options;
+  ActiveSession& active = activeSession();
+  std::lock_guard<std::mutex> lock(active.mu);
+  if (active.session) {
+    BP_THROW(kFailedPrecondition,
+             "cannot start a Profiler: another Profiler is already recording, and profilers do not nest. "
+             "Stop the first one (Profiler::stop() or its destructor) before starting another, or take "
+             "its report() at the points you want to compare");
+  }
+  session_->id = active.next_id++;
+  session_->start = Clock::now();
+  active.session = session_;
+  active.id.store(session_->id, std::memory_order_release);
+  Dispatcher::singleton().setProfiling(true);
+}
+
+Profiler::~Profiler() { stop(); }
+
+void Profiler::stop() {
+  ActiveSession& active = activeSession();
+  {
+    std::lock_guard<std::mutex> lock(active.mu);
+    if (active.session != session_) return;  // already stopped
+    Dispatcher::singleton().setProfiling(false);
+    active.id.store(0, std::memory_order_release);
+    active.session.reset();
+  }
+  std::lock_guard<std::mutex> lock(session_->mu);
+  session_->stopped = Clock::now();
+  for (const auto& records : session_->threads) {
+    std::lock_guard<std::mutex> records_lock(records->mu);
+    records->closed = true;
+  }
+}
+
+bool Profiler::recording() const {
+  std::lock_guard<std::mutex> lock(session_->mu);
+  return !session_->stopped.has_value();
+}
+
+OpReport Profiler::report() const {
+  OpReport report;
+  Rows merged;
+  {
+    std::lock_guard<std::mutex> lock(session_->mu);
+    report.wall_time = session_->stopped.value_or(Clock::now()) - session_->start;
+    for (const auto& records : session_->threads) {
+      std::lock_guard<std::mutex> records_lock(records->mu);
+      for (const auto& [key, row] : records->rows) mergeInto(merged[key], row);
+    }
+  }
+  report.ops.reserve(merged.size());
+  for (auto& [key, row] : merged) {
+    row.op = key.first->qualifiedName();
+    report.ops.push_back(std::move(row));
+  }
+  std::sort(report.ops.begin(), report.ops.end(), [](const OpStats& a, const OpStats& b) {
+    if (a.self_time != b.self_time) return a.self_time > b.self_time;
+    if (a.op != b.op) return a.op < b.op;
+    return a.backend < b.backend;
+  });
+  return report;
+}
+
+// ------------------------------------------------------------ the report
+
+std::string OpStats::how() const {
+  const std::array<std::pair<KernelKind, uint64_t>, 4> kinds = {{
+      {KernelKind::Direct, native_calls},
+      {KernelKind::Composite, composite_calls},
+      {KernelKind::CpuFallback, cpu_fallback_calls},
+      {KernelKind::BackendFallback, backend_fallback_calls},
+  }};
+  std::string out;
+  for (const auto& [kind, n] : kinds) {
+    if (n == 0) continue;
+    out += strCat(out.empty() ? "" : ", ", kernelKindName(kind));
+    if (n != calls) out += strCat(" ", n);
+  }
+  if (out.empty()) out = "no kernel";
+  if (failed_calls != 0) out += strCat(" (", failed_calls, " failed)");
+  return out;
+}
+
+const OpStats* OpReport::find(std::string_view op, DispatchKey backend) const {
+  for (const OpStats& row : ops)
+    if (row.op == op && row.backend == backend) return &row;
+  return nullptr;
+}
+
+std::string OpReport::summary() const {
+  uint64_t calls = 0, native = 0, composite = 0, fell_back = 0, fallback_calls = 0, bytes = 0, failed = 0;
+  nanoseconds in_ops{0};
+  for (const OpStats& row : ops) {
+    calls += row.calls;
+    if (row.fallbackCalls() != 0) ++fell_back;
+    else if (row.composite_calls != 0) ++composite;
+    else if (row.native_calls != 0) ++native;
+    fallback_calls += row.fallbackCalls();
+    bytes += row.fallback_bytes;
+    failed += row.failed_calls;
+    in_ops += row.self_time;
+  }
+  return strCat(ops.size(), ops.size() == 1 ? " op" : " ops", " ran (", calls, calls == 1 ? " call" : " calls",
+                "): ", native, " native, ", composite, " composite, ", fell_back, " fell back (", fallback_calls,
+                fallback_calls == 1 ? " call, " : " calls, ", formatBytes(bytes), " copied); ",
+                failed == 0 ? "" : strCat(failed, failed == 1 ? " call" : " calls", " failed; "),
+                formatDuration(in_ops), " in ops, ", formatDuration(wall_time), " wall");
+}
+
+std::string OpReport::table() const {
+  constexpr size_t kColumns = 8;
+  using Line = std::array<std::string, kColumns>;
+  constexpr std::array<bool, kColumns> kRightAligned = {false, false, true, false, true, true, true, true};
+  nanoseconds in_ops{0};
+  for (const OpStats& row : ops) in_ops += row.self_time;
+
+  std::vector<Line> lines = {{"op", "backend", "calls", "how", "fallback bytes", "self", "self %", "total"}};
+  for (const OpStats& row : ops) {
+    char share[16];
+    const double fraction = in_ops.count() ? static_cast<double>(row.self_time.count()) / in_ops.count() : 0;
+    std::snprintf(share, sizeof share, "%.1f%%", 100 * fraction);
+    lines.push_back({row.op, dispatchKeyName(row.backend), std::to_string(row.calls), row.how(),
+                     row.fallbackCalls() ? formatBytes(row.fallback_bytes) : "-", formatDuration(row.self_time),
+                     share, formatDuration(row.total_time)});
+  }
+  std::array<size_t, kColumns> widths{};
+  for (const Line& line : lines)
+    for (size_t c = 0; c < kColumns; ++c) widths[c] = std::max(widths[c], line[c].size());
+
+  std::string out;
+  for (const Line& line : lines) {
+    std::string text;
+    for (size_t c = 0; c < kColumns; ++c) {
+      const std::string pad(widths[c] - line[c].size(), ' ');
+      text += (c ? "  " : "") + (kRightAligned[c] ? pad + line[c] : line[c] + pad);
+    }
+    text.erase(text.find_last_not_of(' ') + 1);
+    out += text + "\n";
+  }
+  return out + summary() + "\n";
+}
+
+}  // namespace backplane
