@@ -1,0 +1,253 @@
+// encoder: one BERT-base encoder layer on the device picked at run time,
+// checked, profiled and timed.
+//
+//   encoder [--device auto|cpu|cuda:0|...] [--batch N] [--seq N] [--hidden N] [--heads N] [--ffn N]
+//           [--vocab N] [--iters N] [--seed N]
+//
+// The layer's weights come from a fixed seed. Its output on the device is
+// checked against the same layer on the CPU (or, when the device is the CPU,
+// against the plain double-precision reference of reference.h); then one run
+// is profiled op by op and --iters runs are timed. Exit codes: 0 the check
+// passed, 1 it failed or an error occurred (a --device that does not exist
+// is one: the message lists the devices present), 2 a usage error.
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backplane/core/device_type_registry.h"
+#include "backplane/core/error.h"
+#include "backplane/profiler.h"
+#include "backplane/runtime.h"
+#include "encoder.h"
+#include "reference.h"
+
+namespace encoder {
+namespace {
+
+using namespace backplane;
+
+constexpr const char* kUsage =
+    "usage: encoder [--device auto|cpu|cuda:0|...] [--batch N] [--seq N] [--hidden N] [--heads N] [--ffn N]\n"
+    "               [--vocab N] [--iters N] [--seed N]";
+
+constexpr const char* kHelp =
+    "\n"
+    "Runs one BERT-style encoder layer (embeddings, self-attention with a padding mask, feed-forward with GELU,\n"
+    "each with a residual and layer_norm) with weights from a fixed seed on the chosen device; checks its output\n"
+    "against the same layer on the CPU (on the CPU itself: against a plain double-precision reference), prints\n"
+    "which ops ran natively and which fell back to the CPU, and the time per layer.\n"
+    "\n"
+    "options (defaults: BERT-base):\n"
+    "  --device SPEC   auto (default: the first of cuda, hip, a vendor's device, cpu that is present;\n"
+    "                  BACKPLANE_DEVICE overrides it), cpu, cuda, cuda:1, or a vendor's device type\n"
+    "  --batch N       sequences per batch (8)\n"
+    "  --seq N         tokens per sequence (128)\n"
+    "  --hidden N      hidden size (768)\n"
+    "  --heads N       attention heads; must divide --hidden (12)\n"
+    "  --ffn N         feed-forward inner size (3072)\n"
+    "  --vocab N       vocabulary size (30522)\n"
+    "  --iters N       timed runs after the warm-up (5)\n"
+    "  --seed N        seed of the weights and the batch (0)\n";
+
+// The reference runs in plain loops on one core, about 0.5 s per sequence
+// at BERT-base size, so a CPU run is checked on its first sequences only:
+// sequence 0 is unpadded and sequence 1 padded, which covers both kinds of
+// attention rows. (encoder_test.cc checks whole batches of a small config.)
+constexpr int64_t kReferenceSequences = 2;
+
+struct Flags {
+  std::string device = "auto";
+  EncoderConfig config;
+  int64_t iters = 5;
+  uint64_t seed = 0;
+};
+
+// Parses all of `text` as an integer.
+template <typename T>
+bool parseInteger(std::string_view text, T& out) {
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+  return ec == std::errc() && end == text.data() + text.size();
+}
+
+// The command line as Flags, or nullopt and the message of a usage error.
+std::optional<Flags> parseFlags(int argc, char** argv, std::string& error) {
+  Flags flags;
+  const std::map<std::string_view, int64_t*> int_flags = {
+      {"--batch", &flags.config.batch}, {"--seq", &flags.config.seq}, {"--hidden", &flags.config.hidden},
+      {"--heads", &flags.config.heads}, {"--ffn", &flags.config.ffn}, {"--vocab", &flags.config.vocab},
+      {"--iters", &flags.iters}};
+  for (int i = 1; i < argc; ++i) {
+    // "--name value" or "--name=value".
+    const std::string_view arg = argv[i];
+    const std::string_view name = arg.substr(0, arg.find('='));
+    const auto int_flag = int_flags.find(name);
+    if (name != "--device" && name != "--seed" && int_flag == int_flags.end()) {
+      error = strCat("unknown argument '", arg, "'");
+      return std::nullopt;
+    }
+    std::string_view value;
+    if (name.size() < arg.size()) {
+      value = arg.substr(name.size() + 1);
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      error = strCat(name, " needs a value");
+      return std::nullopt;
+    }
+    if (name == "--device") {
+      flags.device = value;
+    } else if (!(name == "--seed" ? parseInteger(value, flags.seed) : parseInteger(value, *int_flag->second))) {
+      error = strCat(name, " needs an integer, got '", value, "'");
+      return std::nullopt;
+    }
+  }
+  if (flags.iters < 1) {
+    error = strCat("--iters must be at least 1, got ", flags.iters);
+    return std::nullopt;
+  }
+  try {
+    flags.config.validate();
+  } catch (const Error& e) {
+    error = e.message();
+    return std::nullopt;
+  }
+  return flags;
+}
+
+// "3.0 MiB".
+std::string formatBytes(uint64_t n) {
+  char buf[32];
+  if (n < 1024) std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(n));
+  else if (n < 1024 * 1024) std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(n) / 1024);
+  else std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(n) / (1024 * 1024));
+  return buf;
+}
+
+// Where the device came from and which devices there are, for the device line.
+std::string deviceLine(const Runtime& rt, const Flags& flags, Device dev) {
+  std::string present;
+  std::string name;
+  for (const DeviceInfo& d : rt.devices()) {
+    present += (present.empty() ? "" : ", ") + d.device.str();
+    if (d.device == dev && d.properties.name != d.device.str()) name = " (" + d.properties.name + ")";
+  }
+  // Runtime::resolve lets BACKPLANE_DEVICE replace "auto" (Note [Choosing a device]).
+  std::string origin = "--device " + flags.device;
+  const char* env = std::getenv("BACKPLANE_DEVICE");
+  if (flags.device == "auto" && env && *env && std::string_view(env) != "auto") {
+    origin = strCat("BACKPLANE_DEVICE=", env, " (over --device auto)");
+  }
+  return strCat(dev.str(), name, ", from ", origin, "; devices present: ", present);
+}
+
+// The ops that fell back to the CPU, with their calls and the bytes copied.
+std::string fallbackLine(const OpReport& report) {
+  std::string ops;
+  int count = 0;
+  uint64_t bytes = 0;
+  for (const OpStats& row : report.ops) {
+    if (row.fallbackCalls() == 0) continue;
+    ++count;
+    bytes += row.fallback_bytes;
+    ops += strCat(ops.empty() ? "" : ", ", row.op, " (", row.fallbackCalls(),
+                  row.fallbackCalls() == 1 ? " call, " : " calls, ", formatBytes(row.fallback_bytes), ")");
+  }
+  if (count == 0) return "nothing fell back";
+  return strCat(count, count == 1 ? " op" : " ops", " fell back to the CPU, ", formatBytes(bytes), " copied: ", ops);
+}
+
+int run(const Flags& flags) {
+  const EncoderConfig& config = flags.config;
+  Runtime rt;
+  const Device dev = rt.device(flags.device);
+  const bool on_cpu = dev.type == DeviceType::CPU;
+  DeviceInterface& device_api = DeviceTypeRegistry::global().interfaceOrThrow(dev.type);
+
+  // Weights and batch are made on the CPU, then moved: the CPU copies are
+  // what the check runs against.
+  const EncoderWeights cpu_weights = EncoderWeights::random(config, flags.seed);
+  const EncoderBatch cpu_batch = EncoderBatch::random(config, flags.seed);
+  const EncoderWeights weights = cpu_weights.to(dev);
+  const EncoderBatch batch = cpu_batch.to(dev);
+
+  // The first run is the warm-up and the run that is checked.
+  const Tensor output = encoderLayer(weights, batch);
+  const int64_t checked = on_cpu ? std::min(kReferenceSequences, config.batch) : config.batch;
+  const std::vector<double> actual = output.narrow(0, 0, checked).toVector<double>();
+  const std::vector<double> expected = on_cpu ? referenceEncoderLayer(cpu_weights, cpu_batch, checked)
+                                              : encoderLayer(cpu_weights, cpu_batch).toVector<double>();
+  const std::string against =
+      on_cpu ? strCat("the double-precision reference (sequences 0..", checked - 1, " of ", config.batch, ")")
+             : std::string("the CPU run");
+  const Difference diff = compareResults(actual, expected);
+  const bool passed = diff.max_abs <= kOutputTolerance;
+
+  // One run op by op; synchronize_device makes each op's time include its
+  // device work.
+  OpReport report;
+  {
+    Profiler profiler({.synchronize_device = true});
+    encoderLayer(weights, batch);
+    report = profiler.report();
+  }
+
+  device_api.synchronize(dev);
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < flags.iters; ++i) encoderLayer(weights, batch);
+  device_api.synchronize(dev);
+  const std::chrono::duration<double, std::milli> elapsed = std::chrono::steady_clock::now() - start;
+
+  std::printf("encoder layer: %s, seed %llu\n", config.str().c_str(), static_cast<unsigned long long>(flags.seed));
+  std::printf("device:   %s\n", deviceLine(rt, flags, dev).c_str());
+  std::printf("check:    output %s %s %s: max abs diff %.1e %s tolerance %.0e\n",
+              strCat(output.sizes()).c_str(), passed ? "matches" : "DOES NOT MATCH", against.c_str(), diff.max_abs,
+              passed ? "<=" : ">", kOutputTolerance);
+  if (!passed) {
+    const int64_t row = diff.index / config.hidden;
+    std::printf("          largest at sequence %lld, position %lld, feature %lld: %.6g, expected %.6g\n",
+                static_cast<long long>(row / config.seq), static_cast<long long>(row % config.seq),
+                static_cast<long long>(diff.index % config.hidden), actual[diff.index], expected[diff.index]);
+  }
+  std::printf("fallback: %s\n", fallbackLine(report).c_str());
+  std::printf("time:     %.2f ms per layer (mean of %lld runs after a warm-up)\n",
+              elapsed.count() / static_cast<double>(flags.iters), static_cast<long long>(flags.iters));
+  std::printf("\n%s\n", rt.describe().c_str());
+  std::printf("\ntolerance: %.0e absolute: outputs are layer-normalised, of order 1; float32 matmuls sum over\n"
+              "K = %lld and %lld, and other devices' kernels sum in other orders (samples/encoder/reference.h,\n"
+              "Note [Encoder tolerance])\n",
+              kOutputTolerance, static_cast<long long>(config.hidden), static_cast<long long>(config.ffn));
+  std::printf("\nper-op report of one layer on %s (each op synchronized; self time excludes the ops it calls):\n%s",
+              dev.str().c_str(), report.table().c_str());
+  return passed ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace encoder
+
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--help" || std::string_view(argv[i]) == "-h") {
+      std::printf("%s\n%s", encoder::kUsage, encoder::kHelp);
+      return 0;
+    }
+  }
+  std::string error;
+  std::optional<encoder::Flags> flags = encoder::parseFlags(argc, argv, error);
+  if (!flags) {
+    std::fprintf(stderr, "encoder: %s\n%s\n", error.c_str(), encoder::kUsage);
+    return 2;
+  }
+  try {
+    return encoder::run(*flags);
+  } catch (const backplane::Error& e) {
+    std::fprintf(stderr, "encoder: error: %s\n", e.what());
+    return 1;
+  }
+}
