@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# The main job: set up, build, run the demo.
+# The main job: set up, build, then run the encoder demo on the device picked
+# at run time (`auto`: a GPU when a plugin finds one, else the CPU), checked
+# against the CPU, with the per-op report. BACKPLANE_DEVICE=cpu (or cuda:0,
+# ...) picks another device; extra arguments go to the encoder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -7,11 +10,8 @@ scripts/setup.sh
 scripts/build.sh
 dir=$(scripts/build.sh --print-dir)
 echo
-echo "== quickstart: an operator defined, implemented on CPU, run on cpu and on a device without a kernel"
-"$dir/samples/quickstart/quickstart"
+echo "== encoder: a BERT-base encoder layer on --device auto, checked against the CPU"
+"$dir/samples/encoder/encoder" --device auto "$@"
 echo
-echo "== backplane plugins: what a process loads by default"
-"$dir/dispatcher/cli/backplane" plugins
-echo
-echo "== backplane ops: the op x backend table (native / composite / fallback / missing)"
-"$dir/dispatcher/cli/backplane" ops
+echo "== backplane devices: what this machine offers"
+"$dir/dispatcher/cli/backplane" devices
