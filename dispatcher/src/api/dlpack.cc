@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <iterator>
 #include <limits>
 #include <memory>
@@ -61,18 +62,27 @@ ScalarType scalarTypeOf(DLDataType d, const char* who) {
   BP_THROW(kInvalidArgument, who, " ", describeDLDataType(d), " has no Backplane dtype; supported: ", supported);
 }
 
+static_assert(sizeof(DLDeviceType) == sizeof(int32_t), "DLDevice::device_type is a 32-bit field in DLPack");
+
 DLDevice dlDeviceOf(Device device, const char* who) {
   const Device d = device.resolved();
   if (d.isCpu()) return DLDevice{kDLCPU, 0};
   const int32_t type = DeviceTypeRegistry::global().interfaceOrThrow(d.type).dlpackDeviceType();
   BP_CHECK(type != 0, who, " the memory of ", d.str(), " is not addressable outside Backplane (device type '",
            deviceTypeName(d.type), "' declares no DLPack device type); copy the tensor to the CPU first (t.cpu())");
-  return DLDevice{static_cast<DLDeviceType>(type), d.index};
+  // Written bytewise: a plugin may declare a type newer than this header
+  // lists, and converting such a value to the enum is undefined behaviour.
+  DLDevice out{kDLCPU, d.index};
+  std::memcpy(&out.device_type, &type, sizeof type);
+  return out;
 }
 
 // See Note [DLPack mapping] for which device type wins.
 Device deviceOf(DLDevice dl, const char* who) {
-  const int32_t wanted = dl.device_type;
+  // A producer may send a device type this header does not know; reading it
+  // as the enum would be undefined behaviour, so its bytes are read as int.
+  int32_t wanted;
+  std::memcpy(&wanted, &dl.device_type, sizeof wanted);
   const DeviceTypeRegistry& registry = DeviceTypeRegistry::global();
   DeviceInterface* iface = nullptr;
   DeviceType type = DeviceType::CPU;

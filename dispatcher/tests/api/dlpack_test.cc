@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <string>
@@ -24,6 +25,10 @@
 
 namespace backplane {
 namespace {
+
+// A device type this DLPack header does not list, set bytewise (converting
+// 77 to the enum would itself be undefined behaviour).
+void setDeviceType(DLDevice& device, int32_t type) { std::memcpy(&device.device_type, &type, sizeof type); }
 
 using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
@@ -310,7 +315,7 @@ TEST(DLPackTest, BadImportsNameTheFieldAndLeaveOwnershipWithTheCaller) {
       {"no plugin for the device", [](ForeignTensor& f) { f.managed.dl_tensor.device = {kDLCUDA, 0}; },
        {"fromDLPack: dl_tensor.device is kDLCUDA (2), which no loaded plugin provides",
         "load the plugin for that device, or copy the tensor to the CPU in the producer first"}},
-      {"unknown device type", [](ForeignTensor& f) { f.managed.dl_tensor.device = {static_cast<DLDeviceType>(77), 0}; },
+      {"unknown device type", [](ForeignTensor& f) { setDeviceType(f.managed.dl_tensor.device, 77); },
        {"dl_tensor.device is DLPack device type 77, which no loaded plugin provides"}},
       {"device index", [](ForeignTensor& f) { f.managed.dl_tensor.device = {kDLCPU, 1}; },
        {"dl_tensor.device kDLCPU (1) device_id 1 is out of range: device type 'cpu' has 1 device(s)"}},
