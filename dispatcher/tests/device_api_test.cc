@@ -14,6 +14,7 @@
 #include "backplane/core/device_type_registry.h"
 #include "backplane/dispatcher/plugin_registry.h"
 #include "test_device.h"
+#include "test_ops.h"
 
 #ifndef BACKPLANE_TEST_PLUGIN_DIR
 #error "BACKPLANE_TEST_PLUGIN_DIR must name the folder the test plugins are built into"
@@ -28,17 +29,7 @@ using Event = DeviceInterface::EventHandle;
 
 std::string pluginFile(std::string_view name) { return strCat(BACKPLANE_TEST_PLUGIN_DIR, "/", name, ".so"); }
 
-// Runs `fn`, expecting Error with `code` and a message holding every part.
-template <typename Fn>
-void expectError(Fn&& fn, absl::StatusCode code, std::initializer_list<std::string> parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an Error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.message();
-    for (const std::string& p : parts) EXPECT_THAT(e.message(), HasSubstr(p));
-  }
-}
+using test::expectError;
 
 DeviceInterface& interfaceOf(DeviceType t) { return DeviceTypeRegistry::global().interfaceOrThrow(t); }
 

@@ -45,4 +45,27 @@ void expectError(Fn&& fn, std::vector<std::string> parts) {
   }
 }
 
+// The same, and the Error's code must be `code`.
+template <typename Fn>
+void expectError(Fn&& fn, absl::StatusCode code, std::vector<std::string> parts) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected an Error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << e.message();
+    for (const auto& p : parts) EXPECT_THAT(e.message(), ::testing::HasSubstr(p));
+  }
+}
+
+// The message of the Error `fn` throws, or "(no error)".
+template <typename Fn>
+std::string errorOf(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.message();
+  }
+  return "(no error)";
+}
+
 }  // namespace backplane::test

@@ -121,15 +121,6 @@ std::optional<Flags> parseFlags(int argc, char** argv, std::string& error) {
   return flags;
 }
 
-// "3.0 MiB".
-std::string formatBytes(uint64_t n) {
-  char buf[32];
-  if (n < 1024) std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(n));
-  else if (n < 1024 * 1024) std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(n) / 1024);
-  else std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(n) / (1024 * 1024));
-  return buf;
-}
-
 // Where the device came from and which devices there are, for the device line.
 std::string deviceLine(const Runtime& rt, const Flags& flags, Device dev) {
   std::string present;

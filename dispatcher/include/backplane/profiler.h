@@ -111,6 +111,9 @@ struct OpReport {
   std::string table() const;
 };
 
+// A byte count as the report prints it: "512 B", "1.5 KiB", "3.0 MiB", "1.2 GiB".
+std::string formatBytes(uint64_t bytes);
+
 // Records every op call from construction until stop() or destruction.
 // Not copyable or movable: the recording belongs to this object.
 class Profiler {

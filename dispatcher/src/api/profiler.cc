@@ -227,7 +227,8 @@ std::string formatDuration(nanoseconds d) {
   return buf;
 }
 
-// "512 B", "1.5 KiB", "3.0 MiB", "1.2 GiB".
+}  // namespace
+
 std::string formatBytes(uint64_t n) {
   char buf[32];
   const double d = static_cast<double>(n);
@@ -237,8 +238,6 @@ std::string formatBytes(uint64_t n) {
   else std::snprintf(buf, sizeof buf, "%.1f GiB", d / (1 << 30));
   return buf;
 }
-
-}  // namespace
 
 // ------------------------------------------------------------ the kernel
 

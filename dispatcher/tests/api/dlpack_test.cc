@@ -18,6 +18,7 @@
 #include "backplane/dispatcher/plugin_registry.h"
 #include "backplane/dlpack.h"
 #include "test_device.h"
+#include "test_ops.h"
 
 #ifndef BACKPLANE_TEST_PLUGIN_DIR
 #error "BACKPLANE_TEST_PLUGIN_DIR must name the folder the test plugins are built into"
@@ -34,17 +35,7 @@ using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 
-// Runs `fn`, expecting Error with `code` and a message holding every part.
-template <typename Fn>
-void expectError(Fn&& fn, absl::StatusCode code, std::initializer_list<std::string> parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an Error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.message();
-    for (const std::string& p : parts) EXPECT_THAT(e.message(), HasSubstr(p));
-  }
-}
+using test::expectError;
 
 std::vector<int64_t> shapeOf(const DLTensor& dl) { return std::vector<int64_t>(dl.shape, dl.shape + dl.ndim); }
 std::vector<int64_t> stridesOf(const DLTensor& dl) { return std::vector<int64_t>(dl.strides, dl.strides + dl.ndim); }

@@ -13,9 +13,12 @@
 #include "backplane/dispatcher/dispatcher.h"
 #include "backplane/dispatcher/random.h"
 #include "test_device.h"
+#include "test_ops.h"
 
 namespace backplane {
 namespace {
+
+using test::errorOf;
 
 using ::testing::ElementsAre;
 using ::testing::FloatNear;
@@ -31,16 +34,6 @@ class Environment : public ::testing::Environment {
   }
 };
 const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new Environment);
-
-template <typename Fn>
-std::string errorOf(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.message();
-  }
-  return "(no error)";
-}
 
 // Every test runs on "cpu" and on "apidev:1" (no kernels: CPU fallback).
 class OpsApi : public ::testing::TestWithParam<std::string> {

@@ -12,9 +12,12 @@
 #include "backplane/core/device_type_registry.h"
 #include "backplane/core/error.h"
 #include "backplane/core/tensor.h"
+#include "test_ops.h"
 
 namespace backplane {
 namespace {
+
+using test::errorOf;
 
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -63,16 +66,6 @@ RuntimeOptions withTpGood(std::vector<std::string> order = RuntimeOptions{}.auto
   o.plugin_paths = {kTpGood};
   o.auto_order = std::move(order);
   return o;
-}
-
-template <typename Fn>
-std::string errorOf(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.message();
-  }
-  return "(no error)";
 }
 
 std::vector<std::string> names(const std::vector<DeviceInfo>& devices) {
