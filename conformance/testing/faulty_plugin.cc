@@ -39,7 +39,8 @@ class HostMemory : public bp::DeviceBackend {
 
 bp::Tensor subtractingAdd(const bp::Tensor& self, const bp::Tensor& other, const bp::Scalar& alpha,
                           const bp::Tensor& out) {
-  static const bp::Operator sub = bp::Operator::find("bp::sub.out");
+  // "sub.out": a name without a namespace is a standard operator's.
+  static const bp::Operator sub = bp::Operator::find("sub.out");
   return sub.call(self, other, alpha, out);
 }
 

@@ -7,6 +7,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
 #include "backplane/core/str_cat.h"
+#include "backplane/dispatcher/standard_ops.h"
 #include "loaded_plugin.h"
 #include "schema_signature.h"
 
@@ -648,7 +649,10 @@ BP_Error* hostTensorView(BP_Tensor* base, const int64_t* sizes, const int64_t* s
 
 BP_Error* hostOpFind(const char* name, const BP_Operator** out) try {
   BP_CHECK(name && out, "op_find: NULL argument");
-  OperatorHandle op = Dispatcher::singleton().findOpOrThrow(name);
+  // "name.overload" is short for the standard namespace, as in impl().
+  std::string_view n(name);
+  OperatorHandle op = Dispatcher::singleton().findOpOrThrow(
+      n.find("::") == std::string_view::npos ? strCat(kStandardNamespace, "::", n) : std::string(n));
   *out = reinterpret_cast<const BP_Operator*>(&op.entry());
   return nullptr;
 } catch (...) {
