@@ -1,0 +1,113 @@
+// Argument checks shared by the CPU and the device-generic kernels, and the
+// thread setting.
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "spconv.h"
+
+namespace bp_spconv {
+
+namespace {
+int readThreadSetting() {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const char* env = std::getenv("BACKPLANE_NUM_THREADS");
+  if (env == nullptr || *env == '\0') return cores;
+  char* end = nullptr;
+  const long n = std::strtol(env, &end, 10);
+  if (end == env || *end != '\0' || n < 1 || n > 4096) return cores;  // the CPU plugin warns about it
+  return static_cast<int>(n);
+}
+
+void checkInt32(const char* op, const bp::Tensor& t, const char* name, const char* shape) {
+  BP_PLUGIN_CHECK(t.defined(), op, ": ", name, " is undefined");
+  BP_PLUGIN_CHECK(t.dtype() == bp::ScalarType::Int32, op, ": ", name, " must have dtype int32 (", shape,
+                  ", as spconv::get_indice_pairs returns it), got ", t.dtype());
+}
+}  // namespace
+
+int numThreads() {
+  static const int n = readThreadSetting();
+  return n;
+}
+
+int threadsFor(int64_t work) {
+  constexpr int64_t kMinWorkToShare = 65536;
+  return work < kMinWorkToShare ? 1 : numThreads();
+}
+
+RulebookShape checkRulebook(const char* op, const bp::Tensor& indice_pairs, const bp::Tensor& indice_pair_num,
+                            int64_t kernel_volume) {
+  checkInt32(op, indice_pairs, "indice_pairs", "[K, 2, N]");
+  checkInt32(op, indice_pair_num, "indice_pair_num", "[K]");
+  BP_PLUGIN_CHECK(indice_pairs.dim() == 3 && indice_pairs.size(1) == 2, op,
+                  ": indice_pairs must have shape [K, 2, N] (K kernel offsets; input row, output row), got ",
+                  indice_pairs.sizes());
+  const int64_t K = indice_pairs.size(0);
+  BP_PLUGIN_CHECK(kernel_volume < 0 || K == kernel_volume, op, ": indice_pairs has ", K,
+                  " kernel offsets but the filters have ", kernel_volume,
+                  " (kD x kH x kW); use the rulebook built with the filters' kernel_size");
+  BP_PLUGIN_CHECK(indice_pair_num.dim() == 1 && indice_pair_num.size(0) == K, op,
+                  ": indice_pair_num must have shape [", K, "] (one count per kernel offset), got ",
+                  indice_pair_num.sizes());
+  BP_PLUGIN_CHECK(indice_pair_num.device() == indice_pairs.device(), op,
+                  ": indice_pairs and indice_pair_num must be on one device, got ", indice_pairs.device(), " and ",
+                  indice_pair_num.device());
+  return RulebookShape{K, indice_pairs.size(2)};
+}
+
+ConvShape checkConv(const char* op, const bp::Tensor& features, const bp::Tensor& filters,
+                    const bp::Tensor& indice_pairs, const bp::Tensor& indice_pair_num, int64_t num_out, bool subm) {
+  BP_PLUGIN_CHECK(features.defined() && filters.defined(), op, ": features and filters must be defined");
+  BP_PLUGIN_CHECK(features.dim() == 2, op, ": features must have shape [N, Cin], got ", features.sizes());
+  BP_PLUGIN_CHECK(filters.dim() == 5, op, ": filters must have shape [kD, kH, kW, Cin, Cout], got ",
+                  filters.sizes());
+  BP_PLUGIN_CHECK(filters.dtype() == features.dtype(), op, ": filters have dtype ", filters.dtype(),
+                  " but features ", features.dtype(), "; they must match");
+  BP_PLUGIN_CHECK(filters.size(3) == features.size(1), op, ": filters [kD, kH, kW, Cin, Cout] = ", filters.sizes(),
+                  " take Cin = ", filters.size(3), " channels but features have ", features.size(1));
+  BP_PLUGIN_CHECK(filters.device() == features.device() && indice_pairs.device() == features.device(), op,
+                  ": features, filters and indice_pairs must be on one device, got ", features.device(), ", ",
+                  filters.device(), " and ", indice_pairs.device());
+  BP_PLUGIN_CHECK(num_out >= 0, op, ": num_out must be >= 0, got ", num_out);
+  ConvShape s;
+  s.rulebook = checkRulebook(op, indice_pairs, indice_pair_num, filters.size(0) * filters.size(1) * filters.size(2));
+  s.num_in = features.size(0);
+  s.num_out = num_out;
+  s.cin = filters.size(3);
+  s.cout = filters.size(4);
+  if (subm) {
+    BP_PLUGIN_CHECK(s.rulebook.kernel_volume % 2 == 1, op,
+                    ": subm=True needs an odd kernel (its centre pairs every site with itself), got filters ",
+                    filters.sizes());
+    BP_PLUGIN_CHECK(num_out == s.num_in, op, ": subm=True keeps the sites, so num_out must equal the ", s.num_in,
+                    " input rows, got ", num_out);
+  }
+  return s;
+}
+
+std::vector<int64_t> pairCounts(const char* op, const bp::Tensor& indice_pair_num, int64_t capacity) {
+  static const bp::Operator to_device = bp::Operator::find("bp::to.device");
+  const bp::Tensor host = indice_pair_num.device().type == kCpu
+                              ? indice_pair_num
+                              : to_device.call(indice_pair_num, kCpuDevice, bp::ScalarType::Int32);
+  const int64_t K = host.size(0);
+  const int32_t* p = K == 0 ? nullptr : host.data_ptr<const int32_t>();
+  std::vector<int64_t> counts(static_cast<size_t>(K));
+  for (int64_t k = 0; k < K; ++k) {
+    counts[k] = p[k * host.stride(0)];
+    BP_PLUGIN_CHECK(counts[k] >= 0 && counts[k] <= capacity, op, ": indice_pair_num[", k, "] = ", counts[k],
+                    " is outside [0, ", capacity, "] (the room indice_pairs has per offset)");
+  }
+  return counts;
+}
+
+bp::Tensor contiguous(const bp::Tensor& t) {
+  if (t.is_contiguous()) return t;
+  static const bp::Operator copy = bp::Operator::find("bp::copy_");
+  bp::Tensor out = bp::Tensor::empty(t.sizes(), t.dtype(), t.device());
+  copy.call(out, t);
+  return out;
+}
+
+}  // namespace bp_spconv
