@@ -36,6 +36,17 @@ function(backplane_detect_toolchain option program out_enabled out_status)
     set(${out_status} "disabled (${option}=OFF)" PARENT_SCOPE)
     return()
   endif()
+  # Sanitizer builds instrument host code; device compilers take no
+  # -fsanitize, and the simulator build of the GPU sources (plugins/gpu) is
+  # what the sanitizers check there.
+  if(BACKPLANE_SANITIZE)
+    if(_value STREQUAL "ON")
+      message(FATAL_ERROR "${option}=ON cannot be combined with BACKPLANE_SANITIZE; use AUTO or OFF")
+    endif()
+    set(${out_enabled} OFF PARENT_SCOPE)
+    set(${out_status} "skipped (sanitizer build)" PARENT_SCOPE)
+    return()
+  endif()
   find_program(_found NAMES ${program} PATHS /usr/local/cuda/bin /opt/rocm/bin NO_CACHE)
   if(_found)
     set(${out_enabled} ON PARENT_SCOPE)

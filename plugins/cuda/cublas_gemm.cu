@@ -1,0 +1,163 @@
+// Note [cuBLAS products]
+// The CUDA plugin's float32, float16, bfloat16 and float64 products run on
+// cuBLAS (linalg.cu sends the rest to the tiled kernel, Note [Tiled GEMM]).
+//   * One call per product: cublasGemmEx, or cublasGemmStridedBatchedEx for
+//     a batch (a broadcast operand has batch stride 0). float16 and bfloat16
+//     accumulate in float32 (CUBLAS_COMPUTE_32F), float32 in float32 or, when
+//     allowed, TF32 (CUBLAS_COMPUTE_32F_FAST_TF32, Note [TF32 matrix
+//     products]), float64 in float64 (CUBLAS_COMPUTE_64F, the same
+//     arithmetic as cublasDgemm, through the same call as the others).
+//   * Layout: cuBLAS is column-major. A row-major C is computed as its
+//     transpose, C^T = B^T A^T, which swaps the operands and reads each
+//     transposed: no data moves. Each operand is then passed as is
+//     (CUBLAS_OP_N, column-major) or transposed (CUBLAS_OP_T, row-major)
+//     with its leading dimension, so transposed views need no copy;
+//     linalg.cu packs operands in any other layout first.
+//   * Handles: cuBLAS handles are not safe to use from two host threads at
+//     once, and creating one is slow. A pool keeps free handles per
+//     (device, stream); a call leases one (creating it on first need, bound
+//     to the stream) and returns it. Handles live for the process: destroying
+//     them at exit could run after the CUDA runtime has shut down.
+#include <cublas_v2.h>
+
+#include <climits>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cublas_gemm.h"
+
+namespace bp_gpu {
+namespace {
+
+void checkCublas(cublasStatus_t status, const char* what) {
+  if (status == CUBLAS_STATUS_SUCCESS) return;
+  bp::fail(status == CUBLAS_STATUS_ALLOC_FAILED ? BP_RESOURCE_EXHAUSTED : BP_INTERNAL,
+           bp::detail::concat(what, ": ", cublasGetStatusName(status), ": ", cublasGetStatusString(status)));
+}
+
+class HandlePool {
+ public:
+  cublasHandle_t acquire(int device, gpuStream_t stream) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      std::vector<cublasHandle_t>& free = free_[{device, stream}];
+      if (!free.empty()) {
+        cublasHandle_t h = free.back();
+        free.pop_back();
+        return h;
+      }
+    }
+    cublasHandle_t h = nullptr;  // created outside the lock: slow, and may allocate
+    checkCublas(cublasCreate(&h), "cublasCreate");
+    checkCublas(cublasSetStream(h, stream), "cublasSetStream");
+    return h;
+  }
+  void release(int device, gpuStream_t stream, cublasHandle_t h) {
+    std::lock_guard<std::mutex> lock(mu_);
+    free_[{device, stream}].push_back(h);
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::pair<int, gpuStream_t>, std::vector<cublasHandle_t>> free_;  // guarded by mu_
+};
+
+HandlePool& handlePool() {
+  static HandlePool* pool = new HandlePool();  // never destroyed: see the Note
+  return *pool;
+}
+
+// A handle of the pool for the duration of one call; `device` is current.
+class HandleLease {
+ public:
+  HandleLease(int device, gpuStream_t stream)
+      : device_(device), stream_(stream), handle_(handlePool().acquire(device, stream)) {}
+  ~HandleLease() { handlePool().release(device_, stream_, handle_); }
+  HandleLease(const HandleLease&) = delete;
+  HandleLease& operator=(const HandleLease&) = delete;
+  cublasHandle_t get() const { return handle_; }
+
+ private:
+  int device_;
+  gpuStream_t stream_;
+  cublasHandle_t handle_;
+};
+
+// m read as it is (column-major: N) or transposed (row-major: T), and its
+// leading dimension.
+std::pair<cublasOperation_t, int64_t> operation(const MatrixView& m) {
+  return m.sr == 1 ? std::pair{CUBLAS_OP_N, m.sc} : std::pair{CUBLAS_OP_T, m.sr};
+}
+
+MatrixView transposed(MatrixView m) {
+  std::swap(m.rows, m.cols);
+  std::swap(m.sr, m.sc);
+  return m;
+}
+
+bool fitsInt(std::initializer_list<int64_t> values) {
+  for (int64_t v : values)
+    if (v > INT_MAX) return false;
+  return true;
+}
+
+}  // namespace
+
+bool cublasTakes(bp::ScalarType dtype) {
+  return dtype == bp::ScalarType::Float32 || dtype == bp::ScalarType::Float16 || dtype == bp::ScalarType::BFloat16 ||
+         dtype == bp::ScalarType::Float64;
+}
+
+bool cublasGemm(MatrixView a, MatrixView b, MatrixView c, bp::ScalarType dtype, const GemmScalars& s,
+                bool allow_tf32, int device) {
+  if (c.sc == 1) {  // row-major C (blasLayout): compute C^T = B^T A^T
+    const MatrixView at = transposed(a);
+    a = transposed(b);
+    b = at;
+    c = transposed(c);
+  }
+  const auto [op_a, lda] = operation(a);
+  const auto [op_b, ldb] = operation(b);
+  const int64_t ldc = c.sc;
+  if (!fitsInt({c.rows, c.cols, a.cols, lda, ldb, ldc, c.batch})) return false;
+
+  cudaDataType_t type = CUDA_R_32F;
+  cublasComputeType_t compute = allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  if (dtype == bp::ScalarType::Float16 || dtype == bp::ScalarType::BFloat16) {
+    type = dtype == bp::ScalarType::Float16 ? CUDA_R_16F : CUDA_R_16BF;
+    compute = CUBLAS_COMPUTE_32F;
+  } else if (dtype == bp::ScalarType::Float64) {
+    type = CUDA_R_64F;
+    compute = CUBLAS_COMPUTE_64F;
+  }
+  // The scale type is the compute type's: double for float64, else float.
+  const double alpha64 = s.alpha, beta64 = s.use_beta ? s.beta : 0.0;
+  const float alpha32 = static_cast<float>(alpha64), beta32 = static_cast<float>(beta64);
+  const bool wide = compute == CUBLAS_COMPUTE_64F;
+  const void* alpha = wide ? static_cast<const void*>(&alpha64) : &alpha32;
+  const void* beta = wide ? static_cast<const void*>(&beta64) : &beta32;
+
+  DeviceGuard guard(device);
+  const gpuStream_t stream = currentStream(device);
+  HandleLease handle(device, stream);
+  const int m = static_cast<int>(c.rows), n = static_cast<int>(c.cols), k = static_cast<int>(a.cols);
+  if (c.batch == 1) {
+    checkCublas(cublasGemmEx(handle.get(), op_a, op_b, m, n, k, alpha, a.data, type, static_cast<int>(lda), b.data,
+                             type, static_cast<int>(ldb), beta, c.data, type, static_cast<int>(ldc), compute,
+                             CUBLAS_GEMM_DEFAULT),
+                "cublasGemmEx");
+  } else {
+    checkCublas(cublasGemmStridedBatchedEx(handle.get(), op_a, op_b, m, n, k, alpha, a.data, type,
+                                           static_cast<int>(lda), a.sb, b.data, type, static_cast<int>(ldb), b.sb,
+                                           beta, c.data, type, static_cast<int>(ldc), c.sb,
+                                           static_cast<int>(c.batch), compute, CUBLAS_GEMM_DEFAULT),
+                "cublasGemmStridedBatchedEx");
+  }
+  return true;
+}
+
+}  // namespace bp_gpu

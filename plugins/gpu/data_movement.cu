@@ -1,0 +1,338 @@
+// Data-movement kernels of the GPU plugins, mirroring the CPU plugin's
+// (plugins/cpu/data_movement.cc): cat, index_select, gather, scatter_add
+// and masked_fill (stack and embedding are host composites over cat and
+// index_select). Each computes into the `out` the host has sized with the
+// op's rule. Moving an element does not depend on what it means, so the
+// gathers move raw elements of the element's size (one instantiation per
+// size, not per dtype); cat and masked_fill, whose `out` may have another
+// dtype, convert through copyCast.
+//
+// Note [Index checks on the device]
+// The CPU plugin rejects an out-of-range index value before writing
+// anything, with an error naming it. Index values live in device memory
+// here, so a kernel counts the bad ones and the host reads the count back:
+// one small kernel and a wait for the stream per indexing call. PyTorch's
+// CUDA kernels assert on the device instead, which costs no wait but
+// leaves the CUDA context unusable; Backplane keeps the CPU's contract (a
+// bp::Error the caller can catch, out untouched) and pays the wait. Only
+// when the count is non-zero is the index copied to the host, to name the
+// first bad value exactly as the CPU plugin does.
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "kernel_args.h"
+#include "kernels.h"
+#include "loops.cuh"
+
+namespace bp_gpu {
+namespace {
+
+int64_t wrap(int64_t dim, int64_t ndim) { return dim < 0 ? dim + std::max<int64_t>(ndim, 1) : dim; }
+
+void checkSameDtype(const char* op, const bp::Tensor& t, const char* arg, const bp::Tensor& self) {
+  BP_PLUGIN_CHECK(t.dtype() == self.dtype(), op, ": argument '", arg, "' has dtype ", bp::name(t.dtype()),
+                  " but 'self' has dtype ", bp::name(self.dtype()), "; pass '", arg, "' of dtype ",
+                  bp::name(self.dtype()));
+}
+
+// Same elements in the same places: scatter_add's out needs no copy of self.
+bool sameLayout(const bp::Tensor& a, const bp::Tensor& b) {
+  return a.data_ptr() == b.data_ptr() && a.dtype() == b.dtype() && a.sizes() == b.sizes() &&
+         a.strides() == b.strides();
+}
+
+// Calls f(I{}) with the C++ type of an index tensor (int32 or int64).
+template <class F>
+decltype(auto) visitIndex(const char* op, const bp::Tensor& index, F&& f) {
+  if (index.dtype() == ScalarType::Int32) return f(int32_t{});
+  checkDtype(op, index, "index", {ScalarType::Int64, ScalarType::Int32});
+  return f(int64_t{});
+}
+
+// --- index range checks (Note [Index checks on the device])
+
+template <class I>
+__global__ void countBadIndicesKernel(OffsetCalculator<1> walk, int64_t n, const I* index, int64_t size,
+                                      unsigned long long* bad) {
+  unsigned long long local = 0;
+  gridStride(n, [&](int64_t i) {
+    const I v = index[walk.get(i).v[0]];
+    local += v < 0 || v >= size;
+  });
+  if (local != 0) atomicAdd(bad, local);
+}
+
+// Throws unless every element of `index` is in [0, size), naming the first
+// one that is not (in row-major order).
+template <class I>
+void checkIndexRange(const char* op, const bp::Tensor& index, int64_t size, int64_t dim, const char* of) {
+  const int64_t n = index.numel();
+  if (n == 0) return;
+  const int device = index.device().index;
+  bp::Tensor count = bp::Tensor::empty({1}, ScalarType::Int64, index.device());
+  {
+    DeviceGuard guard(device);
+    check(gpuMemsetAsync(count.data_ptr(), 0, sizeof(unsigned long long), currentStream(device)), op);
+  }
+  launchElements(&countBadIndicesKernel<I>, n, device,
+                 makeOffsetCalculator<1>(op, index.sizes(), {index.strides().data()}), n,
+                 static_cast<const I*>(index.data_ptr()), size, static_cast<unsigned long long*>(count.data_ptr()));
+  unsigned long long bad = 0;
+  readDevice(device, &bad, count.data_ptr(), sizeof bad, op);
+  if (bad == 0) return;
+  bp::Tensor flat = bp::Tensor::empty(index.sizes(), ScalarType::Int64, index.device());
+  copyCast(op, flat, index);
+  std::vector<int64_t> values(static_cast<size_t>(n));
+  readDevice(device, values.data(), flat.data_ptr(), values.size() * sizeof(int64_t), op);
+  size_t first = 0;
+  while (values[first] >= 0 && values[first] < size) ++first;
+  bp::fail(BP_OUT_OF_RANGE,
+           bp::detail::concat(op, ": index ", values[first], " (element ", first, " of 'index') is out of range for ",
+                              "dimension ", dim, " of ", of, ", which has size ", size,
+                              size > 0 ? bp::detail::concat("; valid indices are 0 to ", size - 1)
+                                       : std::string("; it has no elements to index")));
+}
+
+// --- cat
+
+bp::Tensor cat_out(const std::vector<bp::Tensor>& tensors, int64_t dim, const bp::Tensor& out) {
+  const char* op = "bp::cat.out";
+  const bp::Device device = callDevice(op, out, "out");
+  for (const bp::Tensor& t : tensors) checkOnDevice(op, t, "tensors", device);
+  if (out.numel() == 0) return out;
+  // The host's rule has checked dim against the inputs' rank, which is out's.
+  const int64_t d = wrap(dim, out.dim());
+  int64_t offset = 0;
+  for (const bp::Tensor& t : tensors) {
+    if (t.dim() == 1 && t.numel() == 0) continue;  // skipped by cat's rule (legacy empty tensor)
+    const bp::Tensor slice = out.as_strided(t.sizes(), out.strides(), out.storage_offset() + offset * out.stride(d));
+    copyCast(op, slice, t);
+    offset += t.size(d);
+  }
+  return out;
+}
+
+// --- gathers: out[p] = self[q] where q is p moved along one dimension to an
+// index value: index_select (one index per slice) and gather (one per element).
+
+template <class E, class I>
+__global__ void gatherKernel(OffsetCalculator<3> walk, int64_t n, E* out, const I* index, const E* self,
+                             int64_t self_step) {
+  gridStride(n, [&](int64_t i) {
+    const Offsets<3> o = walk.get(i);
+    out[o.v[0]] = self[o.v[2] + static_cast<int64_t>(index[o.v[1]]) * self_step];
+  });
+}
+
+// Runs gatherKernel over `shape` with the operands' aligned strides.
+template <class I>
+void gatherInto(const char* op, const bp::Tensor& out, const bp::Tensor& index, const bp::Tensor& self,
+                bp::IntList shape, const std::array<const int64_t*, 3>& strides, int64_t self_step) {
+  const int64_t n = out.numel();
+  visitItemSize(self.element_size(), [&](auto tag) {
+    using E = decltype(tag);
+    launchElements(&gatherKernel<E, I>, n, out.device().index, makeOffsetCalculator<3>(op, shape, strides), n,
+                   static_cast<E*>(out.data_ptr()), static_cast<const I*>(index.data_ptr()),
+                   static_cast<const E*>(self.data_ptr()), self_step);
+  });
+}
+
+// At most kMaxDims strides per operand ride in the kernel arguments.
+void checkRank(const char* op, int64_t ndim) {
+  BP_PLUGIN_CHECK(ndim <= kMaxDims, op, ": tensors of ", ndim, " dimensions are not supported on ", BP_GPU_NAME,
+                  " (at most ", kMaxDims, ")");
+}
+
+// index_select: out[..., i, ...] = self[..., index[i], ...] along dim.
+bp::Tensor index_select_out(const bp::Tensor& self, int64_t dim, const bp::Tensor& index, const bp::Tensor& out) {
+  const char* op = "bp::index_select.out";
+  const bp::Device device = callDevice(op, out, "out");
+  checkOnDevice(op, self, "self", device);
+  checkOnDevice(op, index, "index", device);
+  checkSameDtype(op, out, "out", self);
+  checkRank(op, self.dim());
+  return visitIndex(op, index, [&](auto index_tag) {
+    using I = decltype(index_tag);
+    const int64_t d = wrap(dim, self.dim());
+    checkIndexRange<I>(op, index, self.dim() == 0 ? 1 : self.size(d), d, "'self'");
+    // Over out's shape: self moves with out except along d, where the index
+    // (1-d, walked along d) picks the slice.
+    int64_t self_strides[kMaxDims], index_strides[kMaxDims];
+    for (int64_t k = 0; k < self.dim(); ++k) {
+      self_strides[k] = k == d ? 0 : self.stride(k);
+      index_strides[k] = k == d && index.dim() == 1 ? index.stride(0) : 0;
+    }
+    gatherInto<I>(op, out, index, self, out.sizes(), {out.strides().data(), index_strides, self_strides},
+                  self.dim() == 0 ? 0 : self.stride(d));
+    return out;
+  });
+}
+
+// gather: out[p] = self[p with p[dim] = index[p]].
+bp::Tensor gather_out(const bp::Tensor& self, int64_t dim, const bp::Tensor& index, bool, const bp::Tensor& out) {
+  const char* op = "bp::gather.out";
+  const bp::Device device = callDevice(op, out, "out");
+  checkOnDevice(op, self, "self", device);
+  checkOnDevice(op, index, "index", device);
+  checkSameDtype(op, out, "out", self);
+  checkDtype(op, index, "index", {ScalarType::Int64});
+  checkRank(op, index.dim());
+  if (index.numel() == 0) return out;
+  const int64_t d = wrap(dim, self.dim());
+  checkIndexRange<int64_t>(op, index, self.dim() == 0 ? 1 : self.size(d), d, "'self'");
+  // Over index's shape; the host's rule made index's other sizes fit self's
+  // and the ranks equal (a 0-d tensor counting as 1-d).
+  int64_t self_strides[kMaxDims];
+  for (int64_t k = 0; k < index.dim(); ++k) self_strides[k] = k == d || self.dim() == 0 ? 0 : self.stride(k);
+  gatherInto<int64_t>(op, out, index, self, index.sizes(), {out.strides().data(), index.strides().data(), self_strides},
+                      self.dim() == 0 ? 0 : self.stride(d));
+  return out;
+}
+
+// --- scatter_add: out = self; out[p with p[dim] = index[p]] += src[p].
+
+template <class T>
+inline constexpr bool kHasAtomicAdd = std::is_same_v<T, float> || std::is_same_v<T, double> ||
+                                      std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t>;
+
+// Steps along the scattered dimension, for the dtypes without atomicAdd.
+struct ScatterSteps {
+  int64_t length;  // elements per line (1 with atomics: every element is its own line)
+  int64_t index, src;
+  int64_t out;     // out's stride along dim: what an index value moves
+};
+
+// Each thread adds one line of index along dim, in order. With atomicAdd
+// the lines are single elements and every element is its own thread; the
+// other dtypes (float16, bfloat16, int8, uint8) take whole lines, which no
+// two threads share (positions that differ outside dim never meet), so
+// their sums are race-free and deterministic, in the CPU plugin's order.
+template <class T>
+__global__ void scatterAddKernel(OffsetCalculator<3> walk, int64_t n, const int64_t* index, const T* src, T* out,
+                                 ScatterSteps steps) {
+  gridStride(n, [&](int64_t i) {
+    const Offsets<3> o = walk.get(i);
+    for (int64_t k = 0; k < steps.length; ++k) {
+      T* dst = out + o.v[2] + index[o.v[0] + k * steps.index] * steps.out;
+      const T add = src[o.v[1] + k * steps.src];
+      if constexpr (std::is_same_v<T, int64_t>) {  // two's complement: the unsigned sum has the same bits
+        atomicAdd(reinterpret_cast<unsigned long long*>(dst), static_cast<unsigned long long>(add));
+      } else if constexpr (kHasAtomicAdd<T>) {
+        atomicAdd(dst, add);
+      } else {
+        *dst = store<T>(load(*dst) + load(add));
+      }
+    }
+  });
+}
+
+bp::Tensor scatter_add_out(const bp::Tensor& self, int64_t dim, const bp::Tensor& index, const bp::Tensor& src,
+                           const bp::Tensor& out) {
+  const char* op = "bp::scatter_add.out";
+  const bp::Device device = callDevice(op, out, "out");
+  checkOnDevice(op, self, "self", device);
+  checkOnDevice(op, index, "index", device);
+  checkOnDevice(op, src, "src", device);
+  checkSameDtype(op, out, "out", self);
+  checkSameDtype(op, src, "src", self);
+  checkDtype(op, index, "index", {ScalarType::Int64});
+  checkRank(op, index.dim());
+  const int64_t d = wrap(dim, self.dim());
+  checkIndexRange<int64_t>(op, index, self.dim() == 0 ? 1 : self.size(d), d, "'self'");  // before out changes
+  if (!sameLayout(out, self)) copyCast(op, out, self);
+  if (index.numel() == 0) return out;
+  const auto along = [&](const bp::Tensor& t) { return t.dim() == 0 ? 0 : t.stride(d); };
+  visitDtype(out.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    int64_t shape[kMaxDims], index_strides[kMaxDims], src_strides[kMaxDims], out_strides[kMaxDims];
+    ScatterSteps steps{1, 0, 0, along(out)};
+    int64_t ndim = 0;
+    for (int64_t k = 0; k < index.dim(); ++k) {
+      if (k == d && !kHasAtomicAdd<T>) continue;  // walked inside the kernel, as a line
+      shape[ndim] = index.size(k);
+      index_strides[ndim] = index.stride(k);
+      src_strides[ndim] = src.stride(k);
+      out_strides[ndim] = k == d ? 0 : out.stride(k);
+      ++ndim;
+    }
+    if (!kHasAtomicAdd<T>) steps = {index.dim() == 0 ? 1 : index.size(d), along(index), along(src), along(out)};
+    const OffsetCalculator<3> walk = makeOffsetCalculator<3>(op, bp::IntList(shape, static_cast<size_t>(ndim)),
+                                                             {index_strides, src_strides, out_strides});
+    int64_t lines = 1;
+    for (int64_t k = 0; k < ndim; ++k) lines *= shape[k];
+    launchElements(&scatterAddKernel<T>, lines, device.index, walk, lines,
+                   static_cast<const int64_t*>(index.data_ptr()), static_cast<const T*>(src.data_ptr()),
+                   static_cast<T*>(out.data_ptr()), steps);
+  });
+  return out;
+}
+
+// --- masked_fill: out = mask ? value : self, self and mask broadcast to out.
+
+// The fill value's bits in out's dtype: converted to self's dtype first (as
+// PyTorch, which fills self's dtype and then writes out).
+uint64_t fillBits(const char* op, const bp::Scalar& value, ScalarType self_type, ScalarType out_type) {
+  return visitDtype(self_type, [&](auto self_tag) {
+    using S = decltype(self_tag);
+    S s;
+    try {
+      s = scalarTo<S>(value);
+    } catch (const bp::Error&) {
+      bp::fail(BP_INVALID_ARGUMENT, bp::detail::concat(op, ": value ", value, " cannot be converted to dtype ",
+                                                       bp::name(self_type), " without overflow"));
+    }
+    return visitDtype(out_type, [&](auto out_tag) {
+      using O = decltype(out_tag);
+      const O o = convert<O>(s);
+      uint64_t bits = 0;
+      std::memcpy(&bits, &o, sizeof(O));
+      return bits;
+    });
+  });
+}
+
+bp::Tensor maskedFill(const char* op, const bp::Tensor& self, const bp::Tensor& mask, const bp::Scalar& value,
+                      const bp::Tensor& out) {
+  const bp::Device device = callDevice(op, out, "out");
+  checkOnDevice(op, self, "self", device);
+  checkOnDeviceOrCpuScalar(op, mask, "mask", device);
+  checkDtype(op, mask, "mask", {ScalarType::Bool});
+  const uint64_t bits = fillBits(op, value, self.dtype(), out.dtype());
+  if (out.numel() == 0) return out;
+  bp::Tensor holder;
+  const SelectOperand cond = isCpuScalar(mask) ? SelectOperand{nullptr, cpuScalarAs<bool>(mask) ? 1u : 0u}
+                                               : SelectOperand{&mask, 0};
+  selectInto(op, out, cond, SelectOperand{nullptr, bits}, SelectOperand{&as(op, self, out.dtype(), holder), 0});
+  return out;
+}
+
+bp::Tensor masked_fill_scalar_out(const bp::Tensor& self, const bp::Tensor& mask, const bp::Scalar& value,
+                                  const bp::Tensor& out) {
+  return maskedFill("bp::masked_fill.Scalar_out", self, mask, value, out);
+}
+
+bp::Tensor masked_fill_tensor_out(const bp::Tensor& self, const bp::Tensor& mask, const bp::Tensor& value,
+                                  const bp::Tensor& out) {
+  const char* op = "bp::masked_fill.Tensor_out";
+  BP_PLUGIN_CHECK(value.dim() == 0, op, ": argument 'value' must be a 0-d tensor, but has ", value.dim(),
+                  " dimensions");
+  checkOnDeviceOrCpuScalar(op, value, "value", out.device());
+  return maskedFill(op, self, mask, scalarOf(value), out);
+}
+
+}  // namespace
+
+void registerDataMovementKernels(bp::Library& m, int32_t type) {
+  m.impl("cat.out", type, &cat_out);
+  m.impl("index_select.out", type, &index_select_out);
+  m.impl("gather.out", type, &gather_out);
+  m.impl("scatter_add.out", type, &scatter_add_out);
+  m.impl("masked_fill.Scalar_out", type, &masked_fill_scalar_out);
+  m.impl("masked_fill.Tensor_out", type, &masked_fill_tensor_out);
+}
+
+}  // namespace bp_gpu

@@ -1,0 +1,138 @@
+#pragma once
+// Element types of the GPU kernels: the storage type of each dtype
+// (bp_gpu::Half and bp_gpu::BFloat16 for the 16-bit floats), the type
+// arithmetic runs in (OpMath: float for the 16-bit floats, as the CPU
+// plugin), conversions that match the CPU plugin's value for value, the C
+// math functions by overload, and the host-side dtype dispatch that picks a
+// kernel instantiation.
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "gpu_port.h"
+
+namespace bp_gpu {
+
+using bp::ScalarType;
+
+template <class T>
+inline constexpr bool kIsReduced = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+template <class T>
+inline constexpr bool kIsFloating = kIsReduced<T> || std::is_floating_point_v<T>;
+
+// The type arithmetic runs in for storage type T: float for Half and
+// BFloat16, T itself otherwise (as bp_cpu::OpMath).
+template <class T>
+struct OpMath {
+  using type = T;
+};
+template <>
+struct OpMath<Half> {
+  using type = float;
+};
+template <>
+struct OpMath<BFloat16> {
+  using type = float;
+};
+template <class T>
+using opmath_t = typename OpMath<T>::type;
+
+template <class T>
+BP_GPU_HD inline opmath_t<T> load(T v) {
+  if constexpr (kIsReduced<T>) return toFloat(v);
+  else return v;
+}
+
+// A computed value stored as T: rounded to nearest even for the 16-bit
+// floats, != 0 for bool.
+template <class T, class V>
+BP_GPU_HD inline T store(V v) {
+  if constexpr (kIsReduced<T>) return fromFloat<T>(static_cast<float>(v));
+  else if constexpr (std::is_same_v<T, bool>) return v != V(0);
+  else return static_cast<T>(v);
+}
+
+// One element converted as PyTorch's casts (and the CPU plugin's copies):
+// through float for the 16-bit floats, != 0 to bool, floating to integral
+// through int64 (so -1.0 to uint8 wraps to 255).
+template <class O, class I>
+BP_GPU_HD inline O convert(I v) {
+  if constexpr (std::is_same_v<O, I>) {
+    return v;
+  } else {
+    const auto x = load(v);
+    using X = std::remove_const_t<decltype(x)>;
+    if constexpr (std::is_same_v<O, bool>) return x != X(0);
+    else if constexpr (kIsReduced<O>) return fromFloat<O>(static_cast<float>(x));
+    else if constexpr (std::is_integral_v<O> && std::is_floating_point_v<X>)
+      return static_cast<O>(static_cast<int64_t>(x));
+    else return static_cast<O>(x);
+  }
+}
+
+// The C math functions for float and double by overload, so a kernel
+// templated on its compute type calls expf for float and exp for double,
+// exactly as the CPU plugin's std:: calls do.
+namespace math {
+#define BP_GPU_MATH_FN(NAME, FLOAT_FN, DOUBLE_FN)                  \
+  BP_GPU_HD inline float NAME(float x) { return FLOAT_FN(x); }     \
+  BP_GPU_HD inline double NAME(double x) { return DOUBLE_FN(x); }
+BP_GPU_MATH_FN(exp, expf, ::exp)
+BP_GPU_MATH_FN(log, logf, ::log)
+BP_GPU_MATH_FN(sqrt, sqrtf, ::sqrt)
+BP_GPU_MATH_FN(sin, sinf, ::sin)
+BP_GPU_MATH_FN(cos, cosf, ::cos)
+BP_GPU_MATH_FN(tanh, tanhf, ::tanh)
+BP_GPU_MATH_FN(erf, erff, ::erf)
+#undef BP_GPU_MATH_FN
+BP_GPU_HD inline float pow(float x, float e) { return powf(x, e); }
+BP_GPU_HD inline double pow(double x, double e) { return ::pow(x, e); }
+}  // namespace math
+
+// --- host side
+
+// Calls f(T{}) with the kernel storage type of `t` (bool, uint8_t, int8_t,
+// int32_t, int64_t, Half, BFloat16, float, double).
+template <class F>
+decltype(auto) visitDtype(ScalarType t, F&& f) {
+  switch (t) {
+    case ScalarType::Bool: return f(bool{});
+    case ScalarType::UInt8: return f(uint8_t{});
+    case ScalarType::Int8: return f(int8_t{});
+    case ScalarType::Int32: return f(int32_t{});
+    case ScalarType::Int64: return f(int64_t{});
+    case ScalarType::Float16: return f(Half{});
+    case ScalarType::BFloat16: return f(BFloat16{});
+    case ScalarType::Float32: return f(float{});
+    case ScalarType::Float64: return f(double{});
+  }
+  bp::fail(BP_INVALID_ARGUMENT, "unknown dtype " + std::to_string(static_cast<int>(t)));
+}
+
+// Calls f(E{}) with the unsigned integer type of `size` bytes: kernels that
+// only move elements are instantiated per element size, not per dtype.
+template <class F>
+decltype(auto) visitItemSize(size_t size, F&& f) {
+  switch (size) {
+    case 1: return f(uint8_t{});
+    case 2: return f(uint16_t{});
+    case 4: return f(uint32_t{});
+    default: return f(uint64_t{});
+  }
+}
+
+inline bool isFloating(ScalarType t) {
+  return t == ScalarType::Float16 || t == ScalarType::BFloat16 || t == ScalarType::Float32 ||
+         t == ScalarType::Float64;
+}
+
+// A Scalar as storage type T, as bp::Scalar::to<T> (integers that do not
+// fit throw bp::Error(BP_OUT_OF_RANGE)); the 16-bit floats round from float.
+template <class T>
+T scalarTo(const bp::Scalar& s) {
+  if constexpr (kIsReduced<T>) return fromFloat<T>(static_cast<float>(s.toDouble()));
+  else return s.template to<T>();
+}
+
+}  // namespace bp_gpu

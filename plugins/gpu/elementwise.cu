@@ -1,0 +1,483 @@
+// Elementwise kernels of the GPU plugins, mirroring the CPU plugin's
+// (plugins/cpu/elementwise.cc): binary arithmetic, comparisons, where and
+// the unary ops, each computing into the `out` the host has sized and
+// dtype-checked, in out's dtype (in float for float16/bfloat16). Inputs of
+// another dtype are converted first (copyCast), as the CPU plugin does; a
+// 0-d cpu tensor among the operands is read on the host and passed by
+// value. Loops and instantiations: Note [GPU elementwise loops].
+#include <cstring>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+#include "kernel_args.h"
+#include "kernels.h"
+#include "loops.cuh"
+
+namespace bp_gpu {
+namespace {
+
+constexpr std::initializer_list<ScalarType> kAllTypes = {
+    ScalarType::Bool,    ScalarType::UInt8,    ScalarType::Int8,    ScalarType::Int32,  ScalarType::Int64,
+    ScalarType::Float16, ScalarType::BFloat16, ScalarType::Float32, ScalarType::Float64};
+constexpr std::initializer_list<ScalarType> kNumericTypes = {
+    ScalarType::UInt8,   ScalarType::Int8,    ScalarType::Int32,   ScalarType::Int64,
+    ScalarType::Float16, ScalarType::BFloat16, ScalarType::Float32, ScalarType::Float64};
+constexpr std::initializer_list<ScalarType> kFloatingTypes = {ScalarType::Float16, ScalarType::BFloat16,
+                                                              ScalarType::Float32, ScalarType::Float64};
+
+// Whether integer v is a value of integral dtype t.
+bool fitsIn(ScalarType t, int64_t v) {
+  return visitDtype(t, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_integral_v<T>)
+      return v >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
+             v <= static_cast<int64_t>(std::numeric_limits<T>::max());
+    else return false;
+  });
+}
+
+// A Scalar as compute type M, converted through storage type T first so
+// that it rounds as a value of out's dtype would; integers saturate into
+// T's range (a clamp bound or comparison operand beyond it then acts as the
+// range's end, which is the exact result). As the CPU plugin's scalarAs.
+template <class T, class M = opmath_t<T>>
+M scalarAs(const bp::Scalar& s) {
+  if constexpr (std::is_floating_point_v<M>) return load(store<T>(s.toDouble()));
+  else if constexpr (std::is_same_v<T, bool>) return s.toBool();
+  else {
+    const int64_t v = s.toInt();
+    if (v < static_cast<int64_t>(std::numeric_limits<T>::min())) return std::numeric_limits<T>::min();
+    if (v > static_cast<int64_t>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+    return static_cast<M>(v);
+  }
+}
+
+// Operand `t` of a call on `device` as storage type T (dtype `dtype`): a
+// 0-d cpu tensor becomes a value (shape_of null: it broadcasts
+// everywhere); a device tensor of another dtype is converted into `holder`.
+template <class T>
+Operand<T> stage(const char* op, const bp::Tensor& t, const char* arg, bp::Device device, ScalarType dtype,
+                 bp::Tensor& holder, const bp::Tensor*& shape_of) {
+  if (isCpuScalar(t)) {
+    shape_of = nullptr;
+    return {nullptr, load(cpuScalarAs<T>(t))};
+  }
+  checkOnDevice(op, t, arg, device);
+  shape_of = &as(op, t, dtype, holder);
+  return {static_cast<const T*>(shape_of->data_ptr()), {}};
+}
+
+// --- binary arithmetic
+
+enum class BinaryOp : int32_t { Add, Sub, Mul, Div, Max, Min, Pow };
+
+// Integer power by squaring; a negative exponent gives 1/x^-e truncated
+// (0 unless |x| is 1), as PyTorch.
+template <class M>
+BP_GPU_HD M intPow(M x, M e) {
+  if constexpr (std::is_signed_v<M>) {
+    if (e < 0) {
+      if (x == 1) return 1;
+      if (x == -1) return (e % 2 == 0) ? M(1) : M(-1);
+      return 0;
+    }
+  }
+  M r = 1;
+  for (; e > 0; e /= 2) {
+    if (e % 2) r = static_cast<M>(r * x);
+    x = static_cast<M>(x * x);
+  }
+  return r;
+}
+
+template <class M>
+BP_GPU_HD M powOf(M x, M e) {
+  if constexpr (std::is_floating_point_v<M>) return math::pow(x, e);
+  else if constexpr (std::is_same_v<M, bool>) return x || !e;
+  else return intPow<M>(x, e);
+}
+
+template <class M>
+BP_GPU_HD M applyBinary(BinaryOp op, M x, M y, M alpha) {
+  switch (op) {
+    case BinaryOp::Add:
+      if constexpr (std::is_same_v<M, bool>) return x || (alpha && y);  // bool + alpha * bool: a logical or
+      else return static_cast<M>(x + alpha * y);
+    case BinaryOp::Sub: return static_cast<M>(x - alpha * y);
+    case BinaryOp::Mul:
+      if constexpr (std::is_same_v<M, bool>) return x && y;
+      else return static_cast<M>(x * y);
+    case BinaryOp::Div:
+      if constexpr (std::is_floating_point_v<M>) return x / y;  // the host's rule makes div's out floating
+      else return x;
+    case BinaryOp::Max:
+    case BinaryOp::Min:
+      if constexpr (std::is_floating_point_v<M>) {
+        if (x != x) return x;  // NaN propagates, as PyTorch
+      }
+      return ((op == BinaryOp::Max) ? x > y : x < y) ? x : y;
+    case BinaryOp::Pow: return powOf<M>(x, y);
+  }
+  return x;
+}
+
+template <class T>
+__global__ void binaryKernel(OffsetCalculator<3> walk, int64_t n, T* out, Operand<T> a, Operand<T> b, BinaryOp op,
+                             opmath_t<T> alpha) {
+  gridStride(n, [&](int64_t i) {
+    const Offsets<3> o = walk.get(i);
+    out[o.v[0]] = store<T>(applyBinary<opmath_t<T>>(op, a[o.v[1]], b[o.v[2]], alpha));
+  });
+}
+
+bp::Tensor binary(const char* op, const bp::Tensor& self, const bp::Tensor& other, const bp::Tensor& out,
+                  std::initializer_list<ScalarType> supported, BinaryOp kind, const bp::Scalar& alpha = bp::Scalar(1)) {
+  const bp::Device device = callDevice(op, out, "out");
+  checkDtype(op, out, "out", supported);
+  visitDtype(out.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    bp::Tensor a_holder, b_holder;
+    const bp::Tensor *a_shape, *b_shape;
+    const Operand<T> a = stage<T>(op, self, "self", device, out.dtype(), a_holder, a_shape);
+    const Operand<T> b = stage<T>(op, other, "other", device, out.dtype(), b_holder, b_shape);
+    launchElements(&binaryKernel<T>, out.numel(), device.index,
+                   makeOffsetCalculator<3>(op, out.sizes(), {&out, a_shape, b_shape}), out.numel(),
+                   static_cast<T*>(out.data_ptr()), a, b, kind, scalarAs<T>(alpha));
+  });
+  return out;
+}
+
+bp::Tensor add_out(const bp::Tensor& self, const bp::Tensor& other, const bp::Scalar& alpha, const bp::Tensor& out) {
+  return binary("bp::add.out", self, other, out, kAllTypes, BinaryOp::Add, alpha);
+}
+bp::Tensor sub_out(const bp::Tensor& self, const bp::Tensor& other, const bp::Scalar& alpha, const bp::Tensor& out) {
+  return binary("bp::sub.out", self, other, out, kNumericTypes, BinaryOp::Sub, alpha);
+}
+bp::Tensor mul_out(const bp::Tensor& self, const bp::Tensor& other, const bp::Tensor& out) {
+  return binary("bp::mul.out", self, other, out, kAllTypes, BinaryOp::Mul);
+}
+bp::Tensor div_out(const bp::Tensor& self, const bp::Tensor& other, const bp::Tensor& out) {
+  return binary("bp::div.out", self, other, out, kFloatingTypes, BinaryOp::Div);
+}
+bp::Tensor maximum_out(const bp::Tensor& self, const bp::Tensor& other, const bp::Tensor& out) {
+  return binary("bp::maximum.out", self, other, out, kAllTypes, BinaryOp::Max);
+}
+bp::Tensor minimum_out(const bp::Tensor& self, const bp::Tensor& other, const bp::Tensor& out) {
+  return binary("bp::minimum.out", self, other, out, kAllTypes, BinaryOp::Min);
+}
+bp::Tensor pow_tensor_out(const bp::Tensor& self, const bp::Tensor& exponent, const bp::Tensor& out) {
+  return binary("bp::pow.Tensor_Tensor_out", self, exponent, out, kNumericTypes, BinaryOp::Pow);
+}
+
+// --- unary
+
+enum class UnaryOp : int32_t {
+  Neg, Abs, Relu, Exp, Log, Sqrt, Rsqrt, Sin, Cos, Tanh, Sigmoid, Silu, GeluErf, GeluTanh,
+  ClampMin, ClampMax, Clamp,  // p = min, q = max
+  Pow,                        // p = exponent
+  Square,
+};
+
+template <class M>
+BP_GPU_HD M applyUnary(UnaryOp op, M x, M p, M q) {
+  switch (op) {
+    case UnaryOp::Neg: return static_cast<M>(-x);
+    case UnaryOp::Abs:
+      if constexpr (std::is_same_v<M, bool> || std::is_unsigned_v<M>) return x;
+      else return x < M(0) ? static_cast<M>(-x) : x;
+    case UnaryOp::Relu:
+      if constexpr (std::is_unsigned_v<M>) return x;
+      else return x < M(0) ? M(0) : x;  // keeps NaN, as PyTorch
+    // NaN inputs stay NaN (no comparison is true); min > max gives max, as PyTorch.
+    case UnaryOp::ClampMin: return x < p ? p : x;
+    case UnaryOp::ClampMax: return x > q ? q : x;
+    case UnaryOp::Clamp:
+      x = x < p ? p : x;
+      return x > q ? q : x;
+    case UnaryOp::Pow: return powOf<M>(x, p);
+    case UnaryOp::Square: return static_cast<M>(x * x);
+    default: break;
+  }
+  if constexpr (std::is_floating_point_v<M>) {  // the host's rule makes these ops' out floating
+    switch (op) {
+      case UnaryOp::Exp: return math::exp(x);
+      case UnaryOp::Log: return math::log(x);
+      case UnaryOp::Sqrt: return math::sqrt(x);
+      case UnaryOp::Rsqrt: return M(1) / math::sqrt(x);
+      case UnaryOp::Sin: return math::sin(x);
+      case UnaryOp::Cos: return math::cos(x);
+      case UnaryOp::Tanh: return math::tanh(x);
+      case UnaryOp::Sigmoid: return M(1) / (M(1) + math::exp(-x));
+      case UnaryOp::Silu: return x / (M(1) + math::exp(-x));
+      case UnaryOp::GeluErf: return M(0.5) * x * (M(1) + math::erf(x * M(0.7071067811865476)));
+      case UnaryOp::GeluTanh: {
+        const M k = M(0.7978845608028654);  // sqrt(2 / pi)
+        return M(0.5) * x * (M(1) + math::tanh(k * (x + M(0.044715) * x * x * x)));
+      }
+      default: break;
+    }
+  }
+  return x;
+}
+
+template <class T>
+__global__ void unaryKernel(OffsetCalculator<2> walk, int64_t n, T* out, const T* in, UnaryOp op, opmath_t<T> p,
+                            opmath_t<T> q) {
+  gridStride(n, [&](int64_t i) {
+    const Offsets<2> o = walk.get(i);
+    out[o.v[0]] = store<T>(applyUnary<opmath_t<T>>(op, load(in[o.v[1]]), p, q));
+  });
+}
+
+// out = op(self) with parameters p, q given as Scalars (converted to out's
+// dtype); `kind` may depend on out's compute type (pow's square).
+template <class Choose>
+bp::Tensor unary(const char* op, const bp::Tensor& self, const bp::Tensor& out,
+                 std::initializer_list<ScalarType> supported, Choose choose) {
+  const bp::Device device = callDevice(op, out, "out");
+  checkDtype(op, out, "out", supported);
+  checkOnDevice(op, self, "self", device);
+  bp::Tensor holder;
+  const bp::Tensor& a = as(op, self, out.dtype(), holder);
+  visitDtype(out.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    using M = opmath_t<T>;
+    M p{}, q{};
+    const UnaryOp kind = choose(T{}, p, q);
+    launchElements(&unaryKernel<T>, out.numel(), device.index, makeOffsetCalculator<2>(op, out.sizes(), {&out, &a}),
+                   out.numel(), static_cast<T*>(out.data_ptr()), static_cast<const T*>(a.data_ptr()), kind, p, q);
+  });
+  return out;
+}
+
+bp::Tensor unaryOp(const char* op, const bp::Tensor& self, const bp::Tensor& out,
+                   std::initializer_list<ScalarType> supported, UnaryOp kind) {
+  return unary(op, self, out, supported, [kind](auto, auto&, auto&) { return kind; });
+}
+
+#define BP_GPU_UNARY(NAME, TYPES, KIND)                                \
+  bp::Tensor NAME##_out(const bp::Tensor& self, const bp::Tensor& out) { \
+    return unaryOp("bp::" #NAME ".out", self, out, TYPES, KIND);        \
+  }
+BP_GPU_UNARY(neg, kNumericTypes, UnaryOp::Neg)
+BP_GPU_UNARY(abs, kAllTypes, UnaryOp::Abs)
+BP_GPU_UNARY(relu, kNumericTypes, UnaryOp::Relu)
+BP_GPU_UNARY(exp, kFloatingTypes, UnaryOp::Exp)
+BP_GPU_UNARY(log, kFloatingTypes, UnaryOp::Log)
+BP_GPU_UNARY(sqrt, kFloatingTypes, UnaryOp::Sqrt)
+BP_GPU_UNARY(rsqrt, kFloatingTypes, UnaryOp::Rsqrt)
+BP_GPU_UNARY(sin, kFloatingTypes, UnaryOp::Sin)
+BP_GPU_UNARY(cos, kFloatingTypes, UnaryOp::Cos)
+BP_GPU_UNARY(tanh, kFloatingTypes, UnaryOp::Tanh)
+BP_GPU_UNARY(sigmoid, kFloatingTypes, UnaryOp::Sigmoid)
+BP_GPU_UNARY(silu, kFloatingTypes, UnaryOp::Silu)
+#undef BP_GPU_UNARY
+
+bp::Tensor gelu_out(const bp::Tensor& self, std::string_view approximate, const bp::Tensor& out) {
+  // The host's rule has checked `approximate`; this guards direct callers.
+  const bool tanh_form = approximate == "tanh";
+  BP_PLUGIN_CHECK(tanh_form || approximate == "none",
+                  "bp::gelu.out: approximate must be 'none' or 'tanh', but got '" + std::string(approximate) + "'");
+  return unaryOp("bp::gelu.out", self, out, kFloatingTypes, tanh_form ? UnaryOp::GeluTanh : UnaryOp::GeluErf);
+}
+
+bp::Tensor clamp_out(const bp::Tensor& self, const std::optional<bp::Scalar>& min, const std::optional<bp::Scalar>& max,
+                     const bp::Tensor& out) {
+  BP_PLUGIN_CHECK(min.has_value() || max.has_value(), "bp::clamp.out: at least one of 'min' or 'max' must not be None");
+  return unary("bp::clamp.out", self, out, kNumericTypes, [&](auto tag, auto& lo, auto& hi) {
+    using T = decltype(tag);
+    if (min) lo = scalarAs<T>(*min);
+    if (max) hi = scalarAs<T>(*max);
+    return min && max ? UnaryOp::Clamp : min ? UnaryOp::ClampMin : UnaryOp::ClampMax;
+  });
+}
+
+bp::Tensor pow_scalar_out(const bp::Tensor& self, const bp::Scalar& exponent, const bp::Tensor& out) {
+  return unary("bp::pow.Tensor_Scalar_out", self, out, kNumericTypes, [&](auto tag, auto& e, auto&) {
+    using T = decltype(tag);
+    e = scalarAs<T>(exponent);
+    return e == opmath_t<T>(2) ? UnaryOp::Square : UnaryOp::Pow;  // the common square, without pow
+  });
+}
+
+// --- comparisons: bool results; inputs of different dtypes compare in
+// float64 if either is floating, else in int64. An out of another dtype
+// receives the bools converted (through a bool temporary).
+
+enum class Cmp : int32_t { Eq, Ne, Lt, Le, Gt, Ge };
+
+template <class M>
+BP_GPU_HD bool compare(Cmp c, M x, M y) {
+  switch (c) {
+    case Cmp::Eq: return x == y;
+    case Cmp::Ne: return x != y;
+    case Cmp::Lt: return x < y;
+    case Cmp::Le: return x <= y;
+    case Cmp::Gt: return x > y;
+    case Cmp::Ge: return x >= y;
+  }
+  return false;
+}
+
+template <class T>
+__global__ void compareKernel(OffsetCalculator<3> walk, int64_t n, bool* out, Operand<T> a, Operand<T> b, Cmp c) {
+  gridStride(n, [&](int64_t i) {
+    const Offsets<3> o = walk.get(i);
+    out[o.v[0]] = compare(c, a[o.v[1]], b[o.v[2]]);
+  });
+}
+
+// Runs fill(bool_out) into out, through a bool temporary when out is not bool.
+template <class Fill>
+bp::Tensor intoBoolOut(const char* op, const bp::Tensor& out, Fill fill) {
+  if (out.dtype() == ScalarType::Bool) {
+    fill(out);
+  } else {
+    bp::Tensor tmp = bp::Tensor::empty(out.sizes(), ScalarType::Bool, out.device());
+    fill(tmp);
+    copyCast(op, out, tmp);
+  }
+  return out;
+}
+
+// Compares self with other (a tensor, or the scalar `value` when other is
+// null) in dtype `common`.
+bp::Tensor compareOut(const char* op, const bp::Tensor& self, const bp::Tensor* other, const bp::Scalar& value,
+                      ScalarType common, Cmp c, const bp::Tensor& out) {
+  const bp::Device device = callDevice(op, out, "out");
+  return intoBoolOut(op, out, [&](const bp::Tensor& res) {
+    visitDtype(common, [&](auto tag) {
+      using T = decltype(tag);
+      bp::Tensor a_holder, b_holder;
+      const bp::Tensor *a_shape, *b_shape = nullptr;
+      const Operand<T> a = stage<T>(op, self, "self", device, common, a_holder, a_shape);
+      const Operand<T> b = other != nullptr ? stage<T>(op, *other, "other", device, common, b_holder, b_shape)
+                                            : Operand<T>{nullptr, scalarAs<T>(value)};
+      launchElements(&compareKernel<T>, res.numel(), device.index,
+                     makeOffsetCalculator<3>(op, res.sizes(), {&res, a_shape, b_shape}), res.numel(),
+                     static_cast<bool*>(res.data_ptr()), a, b, c);
+    });
+  });
+}
+
+template <Cmp C>
+bp::Tensor compareTensorOut(const char* op, const bp::Tensor& self, const bp::Tensor& other, const bp::Tensor& out) {
+  ScalarType common = self.dtype();
+  if (other.dtype() != common)
+    common = isFloating(self.dtype()) || isFloating(other.dtype()) ? ScalarType::Float64 : ScalarType::Int64;
+  return compareOut(op, self, &other, bp::Scalar(), common, C, out);
+}
+
+template <Cmp C>
+bp::Tensor compareScalarOut(const char* op, const bp::Tensor& self, const bp::Scalar& other, const bp::Tensor& out) {
+  // A floating scalar against an integral tensor compares in float64; an
+  // integral one against bool or integers in int64.
+  ScalarType common = self.dtype();
+  if (!isFloating(common)) {
+    if (other.isFloatingPoint()) common = ScalarType::Float64;
+    else if (common == ScalarType::Bool ? !other.isBool() : !fitsIn(common, other.toInt())) common = ScalarType::Int64;
+  }
+  return compareOut(op, self, nullptr, other, common, C, out);
+}
+
+// --- where and masked_fill's select: raw elements, per element size.
+
+template <class E>
+__global__ void selectKernel(OffsetCalculator<4> walk, int64_t n, E* out, Operand<bool> cond, Operand<E> a,
+                             Operand<E> b) {
+  gridStride(n, [&](int64_t i) {
+    const Offsets<4> o = walk.get(i);
+    out[o.v[0]] = cond[o.v[1]] ? a[o.v[2]] : b[o.v[3]];
+  });
+}
+
+// where(condition, self, other): condition is bool (checked by the host).
+bp::Tensor where_out(const bp::Tensor& condition, const bp::Tensor& self, const bp::Tensor& other,
+                     const bp::Tensor& out) {
+  const char* op = "bp::where.self_out";
+  const bp::Device device = callDevice(op, out, "out");
+  checkDtype(op, condition, "condition", {ScalarType::Bool});
+  checkOnDeviceOrCpuScalar(op, condition, "condition", device);
+  bp::Tensor a_holder, b_holder;
+  // A device operand converted to out's dtype, or a cpu scalar's bits in it.
+  auto operand = [&](const bp::Tensor& t, const char* arg, bp::Tensor& holder) -> SelectOperand {
+    if (isCpuScalar(t)) {
+      return visitDtype(out.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        const T v = cpuScalarAs<T>(t);
+        uint64_t bits = 0;
+        std::memcpy(&bits, &v, sizeof(T));
+        return SelectOperand{nullptr, bits};
+      });
+    }
+    checkOnDevice(op, t, arg, device);
+    return SelectOperand{&as(op, t, out.dtype(), holder), 0};
+  };
+  const SelectOperand c = isCpuScalar(condition) ? SelectOperand{nullptr, cpuScalarAs<bool>(condition) ? 1u : 0u}
+                                                 : SelectOperand{&condition, 0};
+  selectInto(op, out, c, operand(self, "self", a_holder), operand(other, "other", b_holder));
+  return out;
+}
+
+}  // namespace
+
+void selectInto(const char* op, const bp::Tensor& out, SelectOperand cond, SelectOperand a, SelectOperand b) {
+  visitItemSize(out.element_size(), [&](auto tag) {
+    using E = decltype(tag);
+    auto operand = [](const SelectOperand& s, auto value_tag) {
+      using V = decltype(value_tag);
+      if (s.tensor != nullptr) return Operand<V>{static_cast<const V*>(s.tensor->data_ptr()), V{}};
+      V v;
+      std::memcpy(&v, &s.bits, sizeof(V));  // little-endian: the low bytes
+      return Operand<V>{nullptr, v};
+    };
+    launchElements(&selectKernel<E>, out.numel(), out.device().index,
+                   makeOffsetCalculator<4>(op, out.sizes(), {&out, cond.tensor, a.tensor, b.tensor}), out.numel(),
+                   static_cast<E*>(out.data_ptr()), operand(cond, bool{}), operand(a, E{}), operand(b, E{}));
+  });
+}
+
+void registerElementwiseKernels(bp::Library& m, int32_t type) {
+  m.impl("add.out", type, &add_out);
+  m.impl("sub.out", type, &sub_out);
+  m.impl("mul.out", type, &mul_out);
+  m.impl("div.out", type, &div_out);
+  m.impl("maximum.out", type, &maximum_out);
+  m.impl("minimum.out", type, &minimum_out);
+  m.impl("pow.Tensor_Tensor_out", type, &pow_tensor_out);
+  m.impl("pow.Tensor_Scalar_out", type, &pow_scalar_out);
+#define BP_COMPARISON(NAME, C)                                                                              \
+  m.impl(#NAME ".Tensor_out", type,                                                                         \
+         +[](const bp::Tensor& s, const bp::Tensor& o, const bp::Tensor& out) {                             \
+           return compareTensorOut<C>("bp::" #NAME ".Tensor_out", s, o, out);                               \
+         });                                                                                                \
+  m.impl(#NAME ".Scalar_out", type, +[](const bp::Tensor& s, const bp::Scalar& o, const bp::Tensor& out) { \
+    return compareScalarOut<C>("bp::" #NAME ".Scalar_out", s, o, out);                                      \
+  });
+  BP_COMPARISON(eq, Cmp::Eq)
+  BP_COMPARISON(ne, Cmp::Ne)
+  BP_COMPARISON(lt, Cmp::Lt)
+  BP_COMPARISON(le, Cmp::Le)
+  BP_COMPARISON(gt, Cmp::Gt)
+  BP_COMPARISON(ge, Cmp::Ge)
+#undef BP_COMPARISON
+  m.impl("where.self_out", type, &where_out);
+  m.impl("neg.out", type, &neg_out);
+  m.impl("abs.out", type, &abs_out);
+  m.impl("relu.out", type, &relu_out);
+  m.impl("exp.out", type, &exp_out);
+  m.impl("log.out", type, &log_out);
+  m.impl("sqrt.out", type, &sqrt_out);
+  m.impl("rsqrt.out", type, &rsqrt_out);
+  m.impl("sin.out", type, &sin_out);
+  m.impl("cos.out", type, &cos_out);
+  m.impl("tanh.out", type, &tanh_out);
+  m.impl("sigmoid.out", type, &sigmoid_out);
+  m.impl("silu.out", type, &silu_out);
+  m.impl("gelu.out", type, &gelu_out);
+  m.impl("clamp.out", type, &clamp_out);
+}
+
+}  // namespace bp_gpu

@@ -1,0 +1,72 @@
+// The GPU plugin's entry point: registers the device type (BP_GPU_NAME:
+// "cuda", "hip" or "gpusim"), every kernel family of kernels.h, and the
+// plugin's own operators in its namespace:
+//
+//   <ns>::memory_stat(str name, int device=0) -> int   the caching allocator's
+//       statistic `name`: allocated_bytes, reserved_bytes, peak_allocated_bytes,
+//       allocations, cache_hits, cache_misses (runtime.h MemoryStats)
+//   <ns>::reset_peak_memory_stats(int device=0) -> ()
+//   <ns>::empty_cache(int device=0) -> ()
+//   <ns>::synchronize(int device=0) -> ()
+//
+// They take no tensor, so they dispatch to the CPU key: they are registered
+// there and name the device by index.
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "kernels.h"
+#include "runtime.h"
+
+namespace {
+
+// One statistic by name (the SDK returns tuples of tensors only, and a name
+// reads better at the call site than a position).
+int64_t memoryStat(std::string_view name, int64_t device) {
+  const bp_gpu::MemoryStats s = bp_gpu::memoryStats(static_cast<int>(device));
+  const std::pair<std::string_view, int64_t> stats[] = {{"allocated_bytes", s.allocated_bytes},
+                                                        {"reserved_bytes", s.reserved_bytes},
+                                                        {"peak_allocated_bytes", s.peak_allocated_bytes},
+                                                        {"allocations", s.allocations},
+                                                        {"cache_hits", s.cache_hits},
+                                                        {"cache_misses", s.cache_misses}};
+  for (const auto& [key, value] : stats) {
+    if (key == name) return value;
+  }
+  bp::fail(BP_INVALID_ARGUMENT, bp::detail::concat(BP_GPU_NAME "::memory_stat: unknown statistic '", name,
+                                                   "'; use allocated_bytes, reserved_bytes, peak_allocated_bytes, "
+                                                   "allocations, cache_hits or cache_misses"));
+}
+
+void resetPeakMemoryStats(int64_t device) { bp_gpu::resetPeakMemoryStats(static_cast<int>(device)); }
+void emptyCache(int64_t device) { bp_gpu::emptyCache(static_cast<int>(device)); }
+void synchronize(int64_t device) { bp_gpu::synchronize(static_cast<int>(device)); }
+
+void registerPluginOps(bp::Library& m) {
+  const std::string ns = BP_GPU_NAME "::";
+  const auto def = [&](const char* schema) { m.def((ns + schema).c_str()); };
+  def("memory_stat(str name, int device=0) -> int");
+  def("reset_peak_memory_stats(int device=0) -> ()");
+  def("empty_cache(int device=0) -> ()");
+  def("synchronize(int device=0) -> ()");
+  m.impl((ns + "memory_stat").c_str(), 0, &memoryStat);
+  m.impl((ns + "reset_peak_memory_stats").c_str(), 0, &resetPeakMemoryStats);
+  m.impl((ns + "empty_cache").c_str(), 0, &emptyCache);
+  m.impl((ns + "synchronize").c_str(), 0, &synchronize);
+}
+
+void init(bp::Library& m) {
+  const int32_t type = m.registerDevice(BP_GPU_NAME, &bp_gpu::deviceBackend());
+  bp_gpu::setDeviceType(type);
+  registerPluginOps(m);
+  bp_gpu::registerCreationKernels(m, type);
+  bp_gpu::registerElementwiseKernels(m, type);
+  bp_gpu::registerDataMovementKernels(m, type);
+  bp_gpu::registerReductionKernels(m, type);
+  bp_gpu::registerNormKernels(m, type);
+  bp_gpu::registerLinalgKernels(m, type);
+}
+
+}  // namespace
+
+BACKPLANE_PLUGIN(BP_GPU_NAME, "0.1.0", init)

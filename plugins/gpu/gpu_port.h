@@ -1,0 +1,291 @@
+#pragma once
+// The one portability header of the GPU plugins. The same kernel sources
+// build three plugins, selected by a compile definition the build sets:
+//
+//   BP_GPU_CUDA  nvcc, the CUDA runtime          (device type "cuda")
+//   BP_GPU_HIP   hipcc, the HIP runtime          (device type "hip")
+//   BP_GPU_SIM   the host compiler, sim/         (device type "gpusim", tests)
+//
+// Kernels are written in plain CUDA C++ (__global__, __shared__, threadIdx,
+// __syncthreads(), atomicAdd, the C math functions) and launched with
+// bp_gpu::launch, never with <<<>>>: the simulator cannot parse it and
+// launch() is where launch errors become bp::Error. What the simulator does
+// not model is not allowed in kernels: warp shuffles and votes, warpSize,
+// cooperative groups, __ldg, inline PTX, `extern __shared__` (use
+// bp_gpu::dynamicShared<T>()), textures. Every thread of a block must reach
+// every __syncthreads() (the simulator reports a divergent barrier).
+//
+// The runtime API is spelled gpu* (gpuMalloc, gpuStream_t, ...) and maps to
+// cuda*, hip* or the simulator's functions of the same meaning.
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "backplane/plugin.hpp"
+
+#if (defined(BP_GPU_CUDA) + defined(BP_GPU_HIP) + defined(BP_GPU_SIM)) != 1
+#error "gpu_port.h: define exactly one of BP_GPU_CUDA, BP_GPU_HIP, BP_GPU_SIM (the build does)"
+#endif
+
+// ------------------------------------------------------------ runtime names
+
+#if defined(BP_GPU_CUDA)
+#include <cuda_runtime.h>
+
+#define BP_GPU_NAME "cuda"
+#define BP_GPU_RUNTIME_PREFIX "cuda"
+using gpuError_t = cudaError_t;
+using gpuStream_t = cudaStream_t;
+using gpuEvent_t = cudaEvent_t;
+using gpuDeviceProp_t = cudaDeviceProp;
+#define gpuSuccess cudaSuccess
+#define gpuErrorMemoryAllocation cudaErrorMemoryAllocation
+#define gpuErrorNotReady cudaErrorNotReady
+#define gpuMemcpyHostToDevice cudaMemcpyHostToDevice
+#define gpuMemcpyDeviceToHost cudaMemcpyDeviceToHost
+#define gpuMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
+#define gpuStreamNonBlocking cudaStreamNonBlocking
+#define gpuEventDisableTiming cudaEventDisableTiming
+#define gpuGetDeviceCount cudaGetDeviceCount
+#define gpuGetDeviceProperties cudaGetDeviceProperties
+#define gpuSetDevice cudaSetDevice
+#define gpuGetDevice cudaGetDevice
+#define gpuMalloc cudaMalloc
+#define gpuFree cudaFree
+#define gpuHostAlloc(ptr, nbytes) cudaHostAlloc((ptr), (nbytes), cudaHostAllocDefault)
+#define gpuFreeHost cudaFreeHost
+#define gpuMemcpyAsync cudaMemcpyAsync
+#define gpuMemcpyPeerAsync cudaMemcpyPeerAsync
+#define gpuMemsetAsync cudaMemsetAsync
+#define gpuMemGetInfo cudaMemGetInfo
+#define gpuStreamCreateWithFlags cudaStreamCreateWithFlags
+#define gpuStreamDestroy cudaStreamDestroy
+#define gpuStreamSynchronize cudaStreamSynchronize
+#define gpuStreamWaitEvent cudaStreamWaitEvent
+#define gpuEventCreateWithFlags cudaEventCreateWithFlags
+#define gpuEventRecord cudaEventRecord
+#define gpuEventSynchronize cudaEventSynchronize
+#define gpuEventQuery cudaEventQuery
+#define gpuEventDestroy cudaEventDestroy
+#define gpuDeviceSynchronize cudaDeviceSynchronize
+#define gpuGetLastError cudaGetLastError
+#define gpuGetErrorName cudaGetErrorName
+#define gpuGetErrorString cudaGetErrorString
+
+#elif defined(BP_GPU_HIP)
+#include <hip/hip_runtime.h>
+
+#define BP_GPU_NAME "hip"
+#define BP_GPU_RUNTIME_PREFIX "hip"
+using gpuError_t = hipError_t;
+using gpuStream_t = hipStream_t;
+using gpuEvent_t = hipEvent_t;
+using gpuDeviceProp_t = hipDeviceProp_t;
+#define gpuSuccess hipSuccess
+#define gpuErrorMemoryAllocation hipErrorOutOfMemory
+#define gpuErrorNotReady hipErrorNotReady
+#define gpuMemcpyHostToDevice hipMemcpyHostToDevice
+#define gpuMemcpyDeviceToHost hipMemcpyDeviceToHost
+#define gpuMemcpyDeviceToDevice hipMemcpyDeviceToDevice
+#define gpuStreamNonBlocking hipStreamNonBlocking
+#define gpuEventDisableTiming hipEventDisableTiming
+#define gpuGetDeviceCount hipGetDeviceCount
+#define gpuGetDeviceProperties hipGetDeviceProperties
+#define gpuSetDevice hipSetDevice
+#define gpuGetDevice hipGetDevice
+#define gpuMalloc hipMalloc
+#define gpuFree hipFree
+#define gpuHostAlloc(ptr, nbytes) hipHostMalloc((ptr), (nbytes), hipHostMallocDefault)
+#define gpuFreeHost hipHostFree
+#define gpuMemcpyAsync hipMemcpyAsync
+#define gpuMemcpyPeerAsync hipMemcpyPeerAsync
+#define gpuMemsetAsync hipMemsetAsync
+#define gpuMemGetInfo hipMemGetInfo
+#define gpuStreamCreateWithFlags hipStreamCreateWithFlags
+#define gpuStreamDestroy hipStreamDestroy
+#define gpuStreamSynchronize hipStreamSynchronize
+#define gpuStreamWaitEvent hipStreamWaitEvent
+#define gpuEventCreateWithFlags hipEventCreateWithFlags
+#define gpuEventRecord hipEventRecord
+#define gpuEventSynchronize hipEventSynchronize
+#define gpuEventQuery hipEventQuery
+#define gpuEventDestroy hipEventDestroy
+#define gpuDeviceSynchronize hipDeviceSynchronize
+#define gpuGetLastError hipGetLastError
+#define gpuGetErrorName hipGetErrorName
+#define gpuGetErrorString hipGetErrorString
+
+#else  // BP_GPU_SIM
+#include "sim/sim_runtime.h"
+
+#define BP_GPU_NAME "gpusim"
+#define BP_GPU_RUNTIME_PREFIX "gpusim"
+#endif
+
+// ------------------------------------------------------------ kernel syntax
+
+#if defined(BP_GPU_SIM)
+// The simulator runs kernels as host code: the qualifiers vanish and the
+// CUDA built-ins (threadIdx, __syncthreads, atomicAdd, dynamic shared
+// memory) come from sim/simt.h.
+#include "sim/simt.h"
+#define BP_GPU_HD
+#else
+#define BP_GPU_HD __host__ __device__
+#endif
+
+namespace bp_gpu {
+
+// ------------------------------------------------------- 16-bit float types
+
+// Storage types for float16 and bfloat16 in kernels: 16 bits, trivially
+// copyable, the same bits as bp::Half / bp::BFloat16 in memory. Convert with
+// toFloat / fromFloat<T>, which round exactly as the SDK does (nearest even,
+// NaN kept), so GPU results match the CPU plugin bit for bit wherever the
+// CPU computes in float.
+struct Half {
+  uint16_t bits;
+};
+struct BFloat16 {
+  uint16_t bits;
+};
+static_assert(sizeof(Half) == sizeof(bp::Half) && sizeof(BFloat16) == sizeof(bp::BFloat16),
+              "bp_gpu 16-bit types must match the SDK's in memory");
+
+namespace detail {
+BP_GPU_HD inline uint32_t floatBits(float f) {
+  uint32_t x;
+  memcpy(&x, &f, sizeof x);
+  return x;
+}
+BP_GPU_HD inline float bitsFloat(uint32_t x) {
+  float f;
+  memcpy(&f, &x, sizeof f);
+  return f;
+}
+}  // namespace detail
+
+// The conversions of bp::Half and bp::BFloat16 (plugin.hpp), on device.
+BP_GPU_HD inline float toFloat(Half h) {
+  const uint32_t sign = static_cast<uint32_t>(h.bits & 0x8000u) << 16;
+  const uint32_t e = (h.bits >> 10) & 0x1fu;
+  uint32_t m = h.bits & 0x3ffu;
+  if (e == 0x1f) return detail::bitsFloat(sign | 0x7f800000u | (m << 13));  // inf / NaN with payload
+  if (e != 0) return detail::bitsFloat(sign | ((e + 112) << 23) | (m << 13));
+  if (m == 0) return detail::bitsFloat(sign);
+  int32_t exp = 1;  // subnormal: normalize
+  while ((m & 0x400u) == 0) {
+    m <<= 1;
+    --exp;
+  }
+  return detail::bitsFloat(sign | (static_cast<uint32_t>(exp + 112) << 23) | ((m & 0x3ffu) << 13));
+}
+BP_GPU_HD inline float toFloat(BFloat16 h) { return detail::bitsFloat(static_cast<uint32_t>(h.bits) << 16); }
+// Any other element type: a plain conversion.
+template <class T>
+BP_GPU_HD inline float toFloat(T v) {
+  return static_cast<float>(v);
+}
+
+template <class T>
+BP_GPU_HD inline T fromFloat(float f) {
+  if constexpr (std::is_same_v<T, Half>) {
+    uint32_t x = detail::floatBits(f);
+    const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+    x &= 0x7fffffffu;
+    if (x > 0x7f800000u) return Half{static_cast<uint16_t>(sign | 0x7e00u | ((x >> 13) & 0x3ffu))};  // NaN
+    if (x >= 0x477ff000u) return Half{static_cast<uint16_t>(sign | 0x7c00u)};  // rounds to infinity
+    if (x >= 0x38800000u) {  // normal half: rebias, round the 13 dropped bits to nearest even
+      x += 0xc8000000u + 0xfffu + ((x >> 13) & 1u);
+      return Half{static_cast<uint16_t>(sign | (x >> 13))};
+    }
+    const uint32_t e = x >> 23;  // subnormal half or zero, in units of 2^-24, nearest even
+    if (e < 102) return Half{sign};
+    const uint32_t m = (x & 0x7fffffu) | 0x800000u;
+    const uint32_t shift = 126 - e;
+    uint32_t q = m >> shift;
+    const uint32_t rem = m & ((1u << shift) - 1);
+    const uint32_t halfway = 1u << (shift - 1);
+    if (rem > halfway || (rem == halfway && (q & 1u))) ++q;
+    return Half{static_cast<uint16_t>(sign | q)};
+  } else if constexpr (std::is_same_v<T, BFloat16>) {
+    uint32_t x = detail::floatBits(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return BFloat16{static_cast<uint16_t>((x >> 16) | 0x0040u)};  // NaN
+    x += 0x7fffu + ((x >> 16) & 1u);
+    return BFloat16{static_cast<uint16_t>(x >> 16)};
+  } else {
+    return static_cast<T>(f);
+  }
+}
+
+#if !defined(BP_GPU_SIM)
+// The block's dynamic shared memory (launch's `dynamic_shmem` bytes), 16-byte
+// aligned. The simulator defines its own (sim/simt.h).
+template <class T>
+__device__ inline T* dynamicShared() {
+  extern __shared__ __align__(16) unsigned char bp_gpu_dynamic_shared[];
+  return reinterpret_cast<T*>(bp_gpu_dynamic_shared);
+}
+#endif
+
+// -------------------------------------------------------------------- launch
+
+namespace detail {
+// Throws bp::Error naming the kernel (its signature, and its symbol where
+// the runtime can tell) for a failed launch; defined in runtime.cu.
+[[noreturn]] void launchFailed(gpuError_t error, const void* kernel, std::string_view signature);
+
+// The kernel's C++ type, for messages: "void (*)(float*, long int)".
+template <class K>
+std::string_view kernelSignature() {
+  const std::string_view pretty = __PRETTY_FUNCTION__;  // "... [with K = void (*)(float*, long int)]" (GCC, clang)
+  const size_t start = pretty.find("K = ");
+  if (start == std::string_view::npos || pretty.back() != ']') return pretty;
+  return pretty.substr(start + 4, pretty.size() - start - 5);
+}
+}  // namespace detail
+
+// Launches kernel(args...) on `grid` x `block` threads with `dynamic_shmem`
+// bytes of dynamic shared memory (bp_gpu::dynamicShared<T>()) on `stream`.
+// Arguments are converted to the kernel's parameter types and must be
+// trivially copyable. An empty grid or block launches nothing (CUDA would
+// refuse it). Throws bp::Error naming the kernel if the launch is refused
+// (too many threads, too much shared memory); errors while the kernel runs
+// surface at the next synchronizing call. The simulator runs the kernel to
+// completion before returning.
+template <class... P, class... A>
+void launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t dynamic_shmem, gpuStream_t stream, A&&... args) {
+  static_assert(sizeof...(P) == sizeof...(A), "bp_gpu::launch: wrong number of kernel arguments");
+  static_assert((std::is_trivially_copyable_v<P> && ...),
+                "bp_gpu::launch: kernel parameters must be trivially copyable");
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0 || block.x == 0 || block.y == 0 || block.z == 0) return;
+#if defined(BP_GPU_SIM)
+  struct Bound {
+    void (*kernel)(P...);
+    std::tuple<P...> params;
+    static void run(const void* self) {
+      const Bound& b = *static_cast<const Bound*>(self);
+      std::apply(b.kernel, b.params);
+    }
+  };
+  const Bound bound{kernel, std::tuple<P...>(static_cast<P>(std::forward<A>(args))...)};
+  sim::launchKernel(&Bound::run, &bound, grid, block, dynamic_shmem, stream,
+                    detail::kernelSignature<decltype(kernel)>());
+#else
+  // (clang-format would split the closing chevrons)
+  // clang-format off
+  kernel<<<grid, block, dynamic_shmem, stream>>>(static_cast<P>(std::forward<A>(args))...);
+  // clang-format on
+  const gpuError_t e = gpuGetLastError();
+  if (e != gpuSuccess) {
+    detail::launchFailed(e, reinterpret_cast<const void*>(kernel), detail::kernelSignature<decltype(kernel)>());
+  }
+#endif
+}
+
+}  // namespace bp_gpu

@@ -1,0 +1,20 @@
+#pragma once
+// The GPU plugin's kernel families. The same sources build the CUDA plugin
+// (nvcc), the HIP plugin (hipcc) and the simulator test plugin (host
+// compiler); gpu_port.h is the one portability header between them. Each
+// family registers its kernels for the plugin's device type `type`.
+
+#include <cstdint>
+
+#include "backplane/plugin.hpp"
+
+namespace bp_gpu {
+
+void registerCreationKernels(bp::Library& m, int32_t type);      // creation.cu: fill, arange, philox draws, _copy_on_device_
+void registerElementwiseKernels(bp::Library& m, int32_t type);   // elementwise.cu: binary, comparison, where, unary
+void registerDataMovementKernels(bp::Library& m, int32_t type);  // data_movement.cu: cat, index_select, gather, scatter_add
+void registerReductionKernels(bp::Library& m, int32_t type);     // reduction.cu: sum, mean, amax, ..., softmax, log_softmax
+void registerNormKernels(bp::Library& m, int32_t type);          // norm.cu: layer_norm
+void registerLinalgKernels(bp::Library& m, int32_t type);        // linalg.cu: mm, bmm, addmm, linear (BLAS or tiled GEMM)
+
+}  // namespace bp_gpu

@@ -1,0 +1,439 @@
+// The GPU plugins' device API: the DeviceBackend the host sees (device
+// count and properties, the caching allocator, copies, memset, synchronize)
+// and the helpers kernels use (runtime.h). One source for CUDA, HIP and the
+// simulator through gpu_port.h.
+#include "runtime.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#if !defined(BP_GPU_SIM)
+#include <cxxabi.h>
+
+#include <cstdlib>
+#endif
+
+namespace bp_gpu {
+
+// ------------------------------------------------------------------- errors
+
+void check(gpuError_t e, const char* what) {
+  if (e == gpuSuccess) return;
+  (void)gpuGetLastError();  // clear a non-sticky error so that the next call does not report it again
+  bp::fail(e == gpuErrorMemoryAllocation ? BP_RESOURCE_EXHAUSTED : BP_INTERNAL,
+           bp::detail::concat(what, ": ", gpuGetErrorName(e), ": ", gpuGetErrorString(e)));
+}
+
+namespace detail {
+[[noreturn]] void launchFailed(gpuError_t error, const void* kernel, std::string_view signature) {
+  std::string name;
+#if defined(BP_GPU_CUDA) && CUDART_VERSION >= 12030
+  const char* mangled = nullptr;
+  if (cudaFuncGetName(&mangled, kernel) == cudaSuccess && mangled != nullptr) {
+    int status = 0;
+    char* demangled = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
+    name = status == 0 && demangled ? demangled : mangled;
+    std::free(demangled);
+  }
+#endif
+  (void)kernel;
+  if (name.empty()) name = signature;  // the kernel's type: better than nothing
+  check(error, ("launching kernel " + name).c_str());
+  bp::fail(BP_INTERNAL, "launching kernel " + name + " failed");  // unreachable: check throws
+}
+}  // namespace detail
+
+// ------------------------------------------------------------------ devices
+
+DeviceGuard::DeviceGuard(int device) : previous_(device) {
+  check(gpuGetDevice(&previous_), BP_GPU_RUNTIME_PREFIX "GetDevice");
+  if (previous_ != device) check(gpuSetDevice(device), BP_GPU_RUNTIME_PREFIX "SetDevice");
+}
+
+DeviceGuard::~DeviceGuard() {
+  int now = previous_;
+  if (gpuGetDevice(&now) == gpuSuccess && now != previous_) (void)gpuSetDevice(previous_);
+}
+
+namespace {
+
+int32_t g_device_type = -1;
+
+// What the runtime reports once: devices do not come and go while a process
+// runs, and asking again costs a driver call on every tensor allocation.
+struct Devices {
+  int count = 0;
+  std::string unavailable_reason;  // set when count is 0
+  std::vector<DeviceLimits> limits;
+  std::vector<gpuDeviceProp_t> properties;
+};
+
+const Devices& devices() {
+  static const Devices d = [] {
+    Devices r;
+    const gpuError_t e = gpuGetDeviceCount(&r.count);
+    if (e != gpuSuccess) {
+      (void)gpuGetLastError();
+      r.count = 0;
+      r.unavailable_reason = bp::detail::concat(BP_GPU_RUNTIME_PREFIX "GetDeviceCount failed: ", gpuGetErrorName(e),
+                                                ": ", gpuGetErrorString(e));
+    } else if (r.count == 0) {
+      r.unavailable_reason = BP_GPU_RUNTIME_PREFIX "GetDeviceCount reports no devices";
+    }
+    for (int i = 0; i < r.count; ++i) {
+      gpuDeviceProp_t p;
+      check(gpuGetDeviceProperties(&p, i), BP_GPU_RUNTIME_PREFIX "GetDeviceProperties");
+      r.properties.push_back(p);
+      r.limits.push_back(DeviceLimits{p.multiProcessorCount, p.maxThreadsPerBlock, p.sharedMemPerBlock});
+    }
+    return r;
+  }();
+  return d;
+}
+
+void checkDevice(int device) {
+  const Devices& d = devices();
+  if (device >= 0 && device < d.count) return;
+  if (d.count == 0) {
+    bp::fail(BP_INVALID_ARGUMENT,
+             bp::detail::concat(BP_GPU_NAME ":", device, " does not exist: there are no " BP_GPU_NAME " devices (",
+                                d.unavailable_reason, ")"));
+  }
+  bp::fail(BP_INVALID_ARGUMENT,
+           bp::detail::concat(BP_GPU_NAME ":", device, " does not exist: there are ", d.count,
+                              " " BP_GPU_NAME " devices (" BP_GPU_NAME ":0 to " BP_GPU_NAME ":", d.count - 1, ")"));
+}
+
+// ------------------------------------------------------ the caching allocator
+
+// Note [Streams and the caching allocator]
+// Every kernel and copy of a device is queued on that device's current
+// stream, one non-blocking stream per device, made on first use. Device
+// memory is expensive to get (cudaMalloc synchronizes the device) and
+// tensors come and go at every op, so freed memory is cached, as PyTorch's
+// CUDACachingAllocator does, in a simpler form:
+// - Requests are rounded up to a size class: multiples of 512 bytes up to
+//   1 MiB, then four classes per power of two (at most 25% waste). A cached
+//   block serves only requests of its own class: blocks are never split or
+//   merged, which keeps the bookkeeping to one map and makes reuse
+//   predictable (the tests rely on it).
+// - A block belongs to the stream it was allocated for. Freeing it while
+//   kernels that use it are still queued is safe: the next user of the
+//   block is queued on the same stream, so it runs after them. A block is
+//   reused for another stream only when an event recorded at its free has
+//   completed. Events are recorded only on devices that have more than one
+//   stream (never with the default single stream), so the common path costs
+//   no driver call.
+// - When the driver is out of memory, every cached block of the device is
+//   returned to it (after a device synchronize) and the request retried once;
+//   then the error is BP_RESOURCE_EXHAUSTED with the statistics.
+// - Statistics (runtime.h MemoryStats) count in class sizes.
+// One mutex per device guards its cache; driver calls are made under it,
+// which serializes allocation misses but keeps every invariant local.
+constexpr size_t kSmallLimit = size_t{1} << 20;
+constexpr size_t kSmallGranule = 512;
+
+size_t sizeClass(size_t n) {
+  if (n <= kSmallLimit) return (n + kSmallGranule - 1) / kSmallGranule * kSmallGranule;
+  // Four classes per power of two: round up to a multiple of 2^(floor(log2 n) - 2).
+  int log2 = 63 - __builtin_clzll(static_cast<unsigned long long>(n - 1));
+  const size_t step = size_t{1} << (log2 - 2);
+  return (n + step - 1) / step * step;
+}
+
+struct Block {
+  void* ptr;
+  size_t size;         // its size class
+  gpuStream_t stream;  // the stream it was allocated for
+  gpuEvent_t freed;    // recorded on `stream` when it was freed, or nullptr
+};
+
+// Pinned staging buffers for host-to-device copies (Note [Pinned staging]).
+constexpr size_t kStagingSlotBytes = size_t{2} << 20;
+constexpr int kStagingSlots = 4;
+
+struct StagingSlot {
+  void* host = nullptr;       // kStagingSlotBytes, pinned
+  gpuEvent_t done = nullptr;  // recorded after the copy out of it was queued
+};
+
+struct DeviceState {
+  std::mutex mutex;  // guards everything below
+  gpuStream_t stream = nullptr;
+  int stream_count = 0;
+  std::unordered_map<void*, Block> live;
+  std::multimap<size_t, Block> cached;  // by size class
+  MemoryStats stats{};
+  std::array<StagingSlot, kStagingSlots> staging;
+  int next_slot = 0;
+  std::mutex staging_mutex;  // guards staging and next_slot; taken without `mutex`
+};
+
+DeviceState& state(int device) {
+  static std::vector<std::unique_ptr<DeviceState>>* states = [] {
+    auto* v = new std::vector<std::unique_ptr<DeviceState>>;  // leaked: tensors may die after static destructors
+    for (int i = 0; i < devices().count; ++i) v->push_back(std::make_unique<DeviceState>());
+    return v;
+  }();
+  checkDevice(device);
+  return *(*states)[device];
+}
+
+gpuStream_t streamLocked(DeviceState& s, int device) {
+  if (s.stream == nullptr) {
+    DeviceGuard guard(device);
+    check(gpuStreamCreateWithFlags(&s.stream, gpuStreamNonBlocking), BP_GPU_RUNTIME_PREFIX "StreamCreateWithFlags");
+    ++s.stream_count;
+  }
+  return s.stream;
+}
+
+void freeCachedLocked(DeviceState& s, int device) {
+  if (s.cached.empty()) return;
+  DeviceGuard guard(device);
+  check(gpuDeviceSynchronize(), BP_GPU_RUNTIME_PREFIX "DeviceSynchronize");
+  for (auto& [size, block] : s.cached) {
+    if (block.freed != nullptr) (void)gpuEventDestroy(block.freed);
+    check(gpuFree(block.ptr), BP_GPU_RUNTIME_PREFIX "Free");
+    s.stats.reserved_bytes -= static_cast<int64_t>(size);
+  }
+  s.cached.clear();
+}
+
+// A cached block of class `size` usable on `stream`, or nullopt.
+std::optional<Block> takeCachedLocked(DeviceState& s, size_t size, gpuStream_t stream) {
+  auto [first, last] = s.cached.equal_range(size);
+  for (auto it = first; it != last; ++it) {
+    if (it->second.stream == stream) {
+      Block b = it->second;
+      s.cached.erase(it);
+      return b;
+    }
+  }
+  for (auto it = first; it != last; ++it) {
+    if (it->second.freed != nullptr && gpuEventQuery(it->second.freed) == gpuSuccess) {
+      Block b = it->second;
+      s.cached.erase(it);
+      return b;
+    }
+  }
+  (void)gpuGetLastError();  // a pending event answers "not ready", which some runtimes also keep as last error
+  return std::nullopt;
+}
+
+void* allocateBlock(int device, size_t nbytes) {
+  DeviceState& s = state(device);
+  if (nbytes > (size_t{1} << 62)) {
+    bp::fail(BP_RESOURCE_EXHAUSTED, bp::detail::concat("out of memory on " BP_GPU_NAME ":", device, ": ", nbytes,
+                                                       " bytes requested, more than any device has"));
+  }
+  const size_t size = sizeClass(nbytes);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  const gpuStream_t stream = streamLocked(s, device);
+  Block block;
+  if (std::optional<Block> cached = takeCachedLocked(s, size, stream)) {
+    block = *cached;
+    if (block.freed != nullptr) {
+      (void)gpuEventDestroy(block.freed);
+      block.freed = nullptr;
+    }
+    block.stream = stream;
+    ++s.stats.cache_hits;
+  } else {
+    DeviceGuard guard(device);
+    void* p = nullptr;
+    gpuError_t e = gpuMalloc(&p, size);
+    if (e == gpuErrorMemoryAllocation) {
+      (void)gpuGetLastError();
+      freeCachedLocked(s, device);
+      e = gpuMalloc(&p, size);
+    }
+    if (e == gpuErrorMemoryAllocation) {
+      (void)gpuGetLastError();
+      size_t free_bytes = 0, total_bytes = 0;
+      (void)gpuMemGetInfo(&free_bytes, &total_bytes);
+      bp::fail(BP_RESOURCE_EXHAUSTED,
+               bp::detail::concat("out of memory on " BP_GPU_NAME ":", device, ": tried to allocate ", nbytes,
+                                  " bytes; the device has ", total_bytes, " bytes, ", free_bytes, " free; ",
+                                  s.stats.allocated_bytes, " bytes are allocated by live tensors"));
+    }
+    check(e, BP_GPU_RUNTIME_PREFIX "Malloc");
+    block = Block{p, size, stream, nullptr};
+    ++s.stats.cache_misses;
+    s.stats.reserved_bytes += static_cast<int64_t>(size);
+  }
+  ++s.stats.allocations;
+  s.stats.allocated_bytes += static_cast<int64_t>(size);
+  s.stats.peak_allocated_bytes = std::max(s.stats.peak_allocated_bytes, s.stats.allocated_bytes);
+  s.live.emplace(block.ptr, block);
+  return block.ptr;
+}
+
+void freeBlock(int device, void* ptr) {
+  DeviceState& s = state(device);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  auto it = s.live.find(ptr);
+  if (it == s.live.end()) {
+    bp::fail(BP_INVALID_ARGUMENT,
+             bp::detail::concat(BP_GPU_NAME ":", device, ": deallocate of a pointer this allocator did not return"));
+  }
+  Block b = it->second;
+  s.live.erase(it);
+  if (s.stream_count > 1) {
+    DeviceGuard guard(device);
+    check(gpuEventCreateWithFlags(&b.freed, gpuEventDisableTiming), BP_GPU_RUNTIME_PREFIX "EventCreateWithFlags");
+    check(gpuEventRecord(b.freed, b.stream), BP_GPU_RUNTIME_PREFIX "EventRecord");
+  }
+  s.stats.allocated_bytes -= static_cast<int64_t>(b.size);
+  s.cached.emplace(b.size, b);
+}
+
+// ------------------------------------------------------------------- copies
+
+// Note [Pinned staging]
+// A host-to-device copy from pageable memory cannot be asynchronous: the
+// driver may read the host buffer after the call returns. The caller may
+// reuse its buffer at once, so each copy goes through a small ring of
+// pinned buffers: the bytes are copied into a free slot on the host, the
+// slot is queued for copying on the current stream, and an event marks when
+// the slot may be written again. Large copies stream through the ring in
+// slot-sized pieces; the host waits only when it laps the ring.
+void copyHostToDeviceStaged(int device, void* dst, const void* src, size_t n) {
+  DeviceState& s = state(device);
+  gpuStream_t stream = currentStream(device);
+  DeviceGuard guard(device);
+  std::lock_guard<std::mutex> lock(s.staging_mutex);
+  size_t done = 0;
+  while (done < n) {
+    StagingSlot& slot = s.staging[s.next_slot];
+    s.next_slot = (s.next_slot + 1) % kStagingSlots;
+    if (slot.host == nullptr) {
+      check(gpuHostAlloc(&slot.host, kStagingSlotBytes), BP_GPU_RUNTIME_PREFIX "HostAlloc");
+      check(gpuEventCreateWithFlags(&slot.done, gpuEventDisableTiming), BP_GPU_RUNTIME_PREFIX "EventCreateWithFlags");
+    } else {
+      check(gpuEventSynchronize(slot.done), BP_GPU_RUNTIME_PREFIX "EventSynchronize");
+    }
+    const size_t piece = std::min(kStagingSlotBytes, n - done);
+    std::memcpy(slot.host, static_cast<const char*>(src) + done, piece);
+    check(gpuMemcpyAsync(static_cast<char*>(dst) + done, slot.host, piece, gpuMemcpyHostToDevice, stream),
+          BP_GPU_RUNTIME_PREFIX "MemcpyAsync (host to device)");
+    check(gpuEventRecord(slot.done, stream), BP_GPU_RUNTIME_PREFIX "EventRecord");
+    done += piece;
+  }
+}
+
+class GpuBackend final : public bp::DeviceBackend {
+ public:
+  int deviceCount() override { return devices().count; }
+  const char* unavailableReason() override {
+    return devices().count == 0 ? devices().unavailable_reason.c_str() : nullptr;
+  }
+  int32_t dlpackDeviceType() override {
+#if defined(BP_GPU_CUDA)
+    return 2;  // kDLCUDA
+#elif defined(BP_GPU_HIP)
+    return 10;  // kDLROCM
+#else
+    return 0;  // simulator addresses mean nothing to other libraries
+#endif
+  }
+  void properties(int device, BP_DeviceProperties& out) override {
+    checkDevice(device);
+    const gpuDeviceProp_t& p = devices().properties[device];
+    const size_t n = std::min(strnlen(p.name, sizeof p.name), sizeof out.name - 1);  // the name may be longer
+    std::memcpy(out.name, p.name, n);
+    out.name[n] = '\0';
+    out.total_memory = p.totalGlobalMem;
+    out.compute_major = p.major;
+    out.compute_minor = p.minor;
+    out.multiprocessor_count = p.multiProcessorCount;
+  }
+  void* allocate(int device, size_t nbytes) override { return allocateBlock(device, nbytes); }
+  void deallocate(int device, void* p) override { freeBlock(device, p); }
+  void copyHostToDevice(int device, void* dst, const void* src, size_t n) override {
+    copyHostToDeviceStaged(device, dst, src, n);
+  }
+  void copyDeviceToHost(int device, void* dst, const void* src, size_t n) override {
+    gpuStream_t stream = currentStream(device);
+    DeviceGuard guard(device);
+    check(gpuMemcpyAsync(dst, src, n, gpuMemcpyDeviceToHost, stream),
+          BP_GPU_RUNTIME_PREFIX "MemcpyAsync (device to host)");
+    check(gpuStreamSynchronize(stream), BP_GPU_RUNTIME_PREFIX "StreamSynchronize");
+  }
+  void copyDeviceToDevice(int dst_device, void* dst, int src_device, const void* src, size_t n) override {
+    gpuStream_t stream = currentStream(dst_device);
+    DeviceGuard guard(dst_device);
+    if (dst_device == src_device) {
+      check(gpuMemcpyAsync(dst, src, n, gpuMemcpyDeviceToDevice, stream),
+            BP_GPU_RUNTIME_PREFIX "MemcpyAsync (device to device)");
+      return;
+    }
+    // Across devices: the source's queued work must finish first, and the
+    // source may be freed (and reused on its own stream) once this returns,
+    // so the copy is complete before returning.
+    synchronize(src_device);
+    check(gpuMemcpyPeerAsync(dst, dst_device, src, src_device, n, stream), BP_GPU_RUNTIME_PREFIX "MemcpyPeerAsync");
+    check(gpuStreamSynchronize(stream), BP_GPU_RUNTIME_PREFIX "StreamSynchronize");
+  }
+  void memset(int device, void* dst, uint8_t value, size_t n) override {
+    gpuStream_t stream = currentStream(device);
+    DeviceGuard guard(device);
+    check(gpuMemsetAsync(dst, value, n, stream), BP_GPU_RUNTIME_PREFIX "MemsetAsync");
+  }
+  void synchronize(int device) override { bp_gpu::synchronize(device); }
+};
+
+}  // namespace
+
+gpuStream_t currentStream(int device) {
+  DeviceState& s = state(device);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return streamLocked(s, device);
+}
+
+const DeviceLimits& limits(int device) {
+  checkDevice(device);
+  return devices().limits[device];
+}
+
+int32_t deviceType() { return g_device_type; }
+void setDeviceType(int32_t type) { g_device_type = type; }
+
+MemoryStats memoryStats(int device) {
+  DeviceState& s = state(device);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.stats;
+}
+
+void resetPeakMemoryStats(int device) {
+  DeviceState& s = state(device);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.stats.peak_allocated_bytes = s.stats.allocated_bytes;
+}
+
+void emptyCache(int device) {
+  DeviceState& s = state(device);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  freeCachedLocked(s, device);
+}
+
+void synchronize(int device) {
+  checkDevice(device);
+  DeviceGuard guard(device);
+  check(gpuDeviceSynchronize(), BP_GPU_RUNTIME_PREFIX "DeviceSynchronize");
+}
+
+bp::DeviceBackend& deviceBackend() {
+  static GpuBackend backend;
+  return backend;
+}
+
+}  // namespace bp_gpu

@@ -1,0 +1,139 @@
+// The real GPU plugins' kernels against the CPU plugin, on a machine with a
+// GPU (every test skips without one): a few ops of each family, the same
+// random numbers for the same seed, and the caching allocator's statistics.
+// The simulator runs the full conformance suite in CI; this is the check
+// that the same code does the same on the hardware.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backplane/core/tensor.h"
+#include "backplane/dispatcher/dispatcher.h"
+#include "backplane/dispatcher/random.h"
+#include "backplane/ops.h"
+#include "backplane/runtime.h"
+
+namespace backplane {
+namespace {
+
+struct GpuPlugin {
+  const char* type;
+  const char* path;
+};
+void PrintTo(const GpuPlugin& p, std::ostream* os) { *os << p.type; }
+
+std::vector<GpuPlugin> builtPlugins() {
+  std::vector<GpuPlugin> out;
+#ifdef BACKPLANE_CUDA_PLUGIN_PATH
+  out.push_back({"cuda", BACKPLANE_CUDA_PLUGIN_PATH});
+#endif
+#ifdef BACKPLANE_HIP_PLUGIN_PATH
+  out.push_back({"hip", BACKPLANE_HIP_PLUGIN_PATH});
+#endif
+  return out;
+}
+
+class GpuDeviceTest : public ::testing::TestWithParam<GpuPlugin> {
+ protected:
+  void SetUp() override {
+    RuntimeOptions o;
+    o.plugin_paths = {BACKPLANE_CPU_PLUGIN_PATH, GetParam().path};
+    o.load_default_plugins = false;
+    rt_ = std::make_unique<Runtime>(o);
+    bool present = false;
+    for (const DeviceInfo& d : rt_->devices()) present = present || d.device.str() == dev0();
+    if (!present) GTEST_SKIP() << "no " << GetParam().type << " device here";
+    dev_ = Device::fromString(dev0());
+  }
+  std::string dev0() const { return std::string(GetParam().type) + ":0"; }
+  int64_t stat(std::string_view name) const {
+    return Dispatcher::singleton()
+        .findOpOrThrow(std::string(GetParam().type) + "::memory_stat")
+        .typed<int64_t(std::string_view, int64_t)>()
+        .call(name, 0);
+  }
+
+  // |gpu - cpu| <= atol + rtol * |cpu| elementwise, after moving to the cpu.
+  static void expectClose(const Tensor& gpu, const Tensor& cpu, double atol, double rtol) {
+    ASSERT_EQ(gpu.sizes(), cpu.sizes());
+    const std::vector<double> g = gpu.cpu().to(ScalarType::Float64).contiguous().toVector<double>();
+    const std::vector<double> c = cpu.to(ScalarType::Float64).contiguous().toVector<double>();
+    for (size_t i = 0; i < g.size(); ++i) {
+      ASSERT_LE(std::abs(g[i] - c[i]), atol + rtol * std::abs(c[i]))
+          << "element " << i << ": " << g[i] << " vs " << c[i];
+    }
+  }
+
+  std::unique_ptr<Runtime> rt_;
+  Device dev_{DeviceType::CPU};
+};
+
+TEST_P(GpuDeviceTest, ElementwiseWithBroadcastingAndStrides) {
+  Tensor a = randn({64, 33});
+  Tensor b = randn({33});
+  Tensor ga = a.to(dev_), gb = b.to(dev_);
+  expectClose(add(ga, gb, 2), add(a, b, 2), 1e-6, 1e-6);
+  expectClose(mul(ga.t(), ga.t()), mul(a.t(), a.t()), 1e-6, 1e-6);
+  expectClose(exp(ga), exp(a), 1e-6, 1e-5);
+  expectClose(gelu(ga), gelu(a), 1e-6, 1e-5);
+  expectClose(add(ga.to(ScalarType::Float16), gb.to(ScalarType::Float16)),
+              add(a.to(ScalarType::Float16), b.to(ScalarType::Float16)), 0, 0);
+}
+
+TEST_P(GpuDeviceTest, ReductionsAndNorms) {
+  Tensor x = randn({17, 300});
+  Tensor g = x.to(dev_);
+  expectClose(sum(g, {1}), sum(x, {1}), 1e-4, 1e-5);
+  expectClose(amax(g, {0}), amax(x, {0}), 0, 0);
+  expectClose(softmax(g, 1), softmax(x, 1), 1e-6, 1e-5);
+  expectClose(log_softmax(g, 0), log_softmax(x, 0), 1e-5, 1e-5);
+  Tensor w = randn({300}), bias = randn({300});
+  expectClose(layer_norm(g, {300}, w.to(dev_), bias.to(dev_)), layer_norm(x, {300}, w, bias), 1e-4, 1e-4);
+}
+
+TEST_P(GpuDeviceTest, MatrixProducts) {
+  Tensor a = randn({65, 130}), b = randn({130, 47});
+  expectClose(matmul(a.to(dev_), b.to(dev_)), matmul(a, b), 1e-3, 1e-4);
+  Tensor x = randn({3, 20, 30}), y = randn({3, 30, 10});
+  expectClose(bmm(x.to(dev_), y.to(dev_)), bmm(x, y), 1e-3, 1e-4);
+  Tensor h = a.to(ScalarType::Float16), k = b.to(ScalarType::Float16);
+  expectClose(mm(h.to(dev_), k.to(dev_)), mm(h, k), 0.05, 0.01);
+}
+
+TEST_P(GpuDeviceTest, DataMovement) {
+  Tensor a = randn({4, 5}), b = randn({4, 3});
+  expectClose(cat({a.to(dev_), b.to(dev_)}, 1), cat({a, b}, 1), 0, 0);
+  Tensor idx = tensorFromVector<int64_t>({3, 0, 3, 1}, {4});
+  expectClose(index_select(a.to(dev_), 0, idx.to(dev_)), index_select(a, 0, idx), 0, 0);
+  expectClose(a.to(dev_).t().contiguous(), a.t().contiguous(), 0, 0);
+}
+
+TEST_P(GpuDeviceTest, SameSeedSameRandomNumbersAsTheCpu) {
+  manualSeed(1234);
+  Tensor c = randn({1000});
+  manualSeed(1234);
+  Tensor g = randn({1000}, {.device = dev_});
+  expectClose(g, c, 1e-6, 1e-6);
+}
+
+TEST_P(GpuDeviceTest, AllocatorStatistics) {
+  const int64_t hits = stat("cache_hits");
+  { Tensor t = empty({1 << 20}, {.device = dev_}); }
+  EXPECT_GE(stat("reserved_bytes"), 4 << 20);
+  { Tensor t = empty({1 << 20}, {.device = dev_}); }
+  EXPECT_GT(stat("cache_hits"), hits);
+  Dispatcher::singleton().findOpOrThrow(std::string(GetParam().type) + "::empty_cache").typed<void(int64_t)>().call(0);
+  EXPECT_EQ(stat("reserved_bytes"), stat("allocated_bytes"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Built, GpuDeviceTest, ::testing::ValuesIn(builtPlugins()),
+                         [](const ::testing::TestParamInfo<GpuPlugin>& info) { return std::string(info.param.type); });
+
+}  // namespace
+}  // namespace backplane

@@ -1,0 +1,127 @@
+// The real GPU plugins (backplane_cuda, backplane_hip) on whatever machine
+// runs the tests. Without a GPU they must load, report 0 devices with the
+// runtime's reason, refuse `cuda:0` tensors naming the devices present, and
+// leave "auto" to the cpu. With a GPU the same tests check the positive
+// case instead: a GPU is never a reason to fail.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "backplane/core/error.h"
+#include "backplane/core/tensor.h"
+#include "backplane/ops.h"
+#include "backplane/runtime.h"
+
+namespace backplane {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+struct GpuPlugin {
+  const char* type;     // "cuda"
+  const char* path;     // the .so
+  const char* runtime;  // the prefix of the runtime's API and error names
+};
+void PrintTo(const GpuPlugin& p, std::ostream* os) { *os << p.type; }
+
+std::vector<GpuPlugin> builtPlugins() {
+  std::vector<GpuPlugin> out;
+#ifdef BACKPLANE_CUDA_PLUGIN_PATH
+  out.push_back({"cuda", BACKPLANE_CUDA_PLUGIN_PATH, "cuda"});
+#endif
+#ifdef BACKPLANE_HIP_PLUGIN_PATH
+  out.push_back({"hip", BACKPLANE_HIP_PLUGIN_PATH, "hip"});
+#endif
+  return out;
+}
+
+class GpuPluginLoadTest : public ::testing::TestWithParam<GpuPlugin> {
+ protected:
+  void SetUp() override {
+    RuntimeOptions o;
+    o.plugin_paths = {BACKPLANE_CPU_PLUGIN_PATH, GetParam().path};
+    o.load_default_plugins = false;
+    rt_ = std::make_unique<Runtime>(o);
+  }
+  int deviceCount() const {
+    int n = 0;
+    for (const DeviceInfo& d : rt_->devices()) n += d.device.str().rfind(std::string(GetParam().type) + ":", 0) == 0;
+    return n;
+  }
+  std::unique_ptr<Runtime> rt_;
+};
+
+TEST_P(GpuPluginLoadTest, Loads) {
+  bool found = false;
+  for (const PluginStatus& p : rt_->plugins()) {
+    if (p.name != GetParam().type) continue;
+    found = true;
+    EXPECT_TRUE(p.loaded) << p.error;
+  }
+  EXPECT_TRUE(found) << GetParam().path;
+}
+
+TEST_P(GpuPluginLoadTest, ReportsDevicesOrTheRuntimesReason) {
+  const std::string type = GetParam().type;
+  bool listed_unavailable = false;
+  for (const UnavailableDeviceType& u : rt_->unavailable()) {
+    if (u.name != type) continue;
+    listed_unavailable = true;
+    EXPECT_EQ(u.provider, type);
+    // "cudaGetDeviceCount failed: cudaErrorNoDevice: no CUDA-capable device is detected"
+    EXPECT_THAT(u.reason, HasSubstr(std::string(GetParam().runtime) + "GetDeviceCount"));
+  }
+  EXPECT_EQ(listed_unavailable, deviceCount() == 0);
+}
+
+TEST_P(GpuPluginLoadTest, TensorsOnDeviceZero) {
+  const std::string dev0 = std::string(GetParam().type) + ":0";
+  if (deviceCount() == 0) {
+    try {
+      Tensor t = ones({2}, {.device = Device::fromString(dev0)});
+      FAIL() << "a tensor was created on " << dev0 << " with no device present";
+    } catch (const Error& e) {
+      EXPECT_THAT(e.message(), AllOf(HasSubstr(dev0), HasSubstr("cpu")));
+    }
+  } else {
+    Tensor t = ones({3}, {.device = Device::fromString(dev0)});
+    EXPECT_EQ(t.device().str(), dev0);
+    EXPECT_EQ(t.cpu().toVector<float>(), (std::vector<float>{1, 1, 1}));
+  }
+}
+
+TEST_P(GpuPluginLoadTest, AutoPicksTheGpuOnlyWhenOneExists) {
+  const std::string picked = rt_->device("auto").str();
+  if (deviceCount() == 0) {
+    EXPECT_EQ(picked, "cpu");
+  } else if (std::string(GetParam().type) == "cuda" || builtPlugins().size() == 1) {
+    EXPECT_EQ(picked, std::string(GetParam().type) + ":0");
+  }
+}
+
+TEST_P(GpuPluginLoadTest, CliListsTheDevicesOrTheReason) {
+  const std::string cmd =
+      std::string(BACKPLANE_CLI_PATH) + " --no-default-plugins --plugin " + GetParam().path + " devices 2>&1";
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), &pclose);
+  ASSERT_TRUE(pipe);
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, pipe.get())) out.append(buf, n);
+  if (deviceCount() == 0) {
+    EXPECT_THAT(out, HasSubstr(std::string(GetParam().runtime) + "GetDeviceCount")) << out;
+  } else {
+    EXPECT_THAT(out, HasSubstr(std::string(GetParam().type) + ":0")) << out;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Built, GpuPluginLoadTest, ::testing::ValuesIn(builtPlugins()),
+                         [](const ::testing::TestParamInfo<GpuPlugin>& info) { return std::string(info.param.type); });
+
+}  // namespace
+}  // namespace backplane

@@ -1,0 +1,182 @@
+// The SIMT simulator (plugins/gpu/sim) on its own: kernels written as for
+// CUDA, launched through gpu_port.h's bp_gpu::launch, checked on the host.
+// Compiled with BP_GPU_SIM, like the gpusim plugin, but without the host:
+// this is the semantics every kernel of the plugins relies on in CI.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "gpu_port.h"
+
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+// Block-wide sum in static shared memory: thread 0 of each block writes the
+// sum of the block's inputs. Needs the barrier to order writes and reads.
+template <int kThreads>
+__global__ void blockSum(const int* in, int* out, int n) {
+  __shared__ int partial[kThreads];
+  const unsigned t = threadIdx.x;
+  const unsigned i = blockIdx.x * blockDim.x + t;
+  partial[t] = i < static_cast<unsigned>(n) ? in[i] : 0;
+  __syncthreads();
+  for (unsigned stride = kThreads / 2; stride > 0; stride /= 2) {
+    if (t < stride) partial[t] += partial[t + stride];
+    __syncthreads();
+  }
+  if (t == 0) out[blockIdx.x] = partial[0];
+}
+
+TEST(Simt, SharedMemoryBarrierReduction) {
+  constexpr int kThreads = 128;
+  const int n = 1000;
+  std::vector<int> in(n);
+  std::iota(in.begin(), in.end(), 1);
+  const int blocks = (n + kThreads - 1) / kThreads;
+  std::vector<int> out(blocks, -1);
+  bp_gpu::launch(&blockSum<kThreads>, blocks, kThreads, 0, nullptr, in.data(), out.data(), n);
+  for (int b = 0; b < blocks; ++b) {
+    int want = 0;
+    for (int i = b * kThreads; i < std::min(n, (b + 1) * kThreads); ++i) want += in[i];
+    EXPECT_EQ(out[b], want) << "block " << b;
+  }
+}
+
+// Reverses each block's slice through dynamic shared memory.
+__global__ void reverseInBlock(const float* in, float* out) {
+  float* tile = bp_gpu::dynamicShared<float>();
+  const unsigned t = threadIdx.x;
+  const unsigned base = blockIdx.x * blockDim.x;
+  tile[t] = in[base + t];
+  __syncthreads();
+  out[base + t] = tile[blockDim.x - 1 - t];
+}
+
+TEST(Simt, DynamicSharedMemory) {
+  const int threads = 64, blocks = 3;
+  std::vector<float> in(threads * blocks), out(in.size());
+  std::iota(in.begin(), in.end(), 0.0f);
+  bp_gpu::launch(&reverseInBlock, blocks, threads, threads * sizeof(float), nullptr, in.data(), out.data());
+  for (int b = 0; b < blocks; ++b) {
+    for (int t = 0; t < threads; ++t) EXPECT_EQ(out[b * threads + t], in[b * threads + threads - 1 - t]);
+  }
+}
+
+// Every thread of every block adds into the same counters.
+__global__ void countThreads(unsigned long long* count, float* fsum, int* imax) {
+  const unsigned linear = (threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
+  const unsigned block = (blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+  atomicAdd(count, 1ull);
+  atomicAdd(fsum, 0.5f);
+  atomicMax(imax, static_cast<int>(block * 1000 + linear));
+}
+
+TEST(Simt, AtomicsAndThreeDimensionalIndices) {
+  unsigned long long count = 0;
+  float fsum = 0;
+  int imax = -1;
+  const dim3 grid(2, 3, 2), block(4, 2, 3);
+  bp_gpu::launch(&countThreads, grid, block, 0, nullptr, &count, &fsum, &imax);
+  EXPECT_EQ(count, 12u * 24u);
+  EXPECT_EQ(fsum, 0.5f * 12 * 24);
+  EXPECT_EQ(imax, 11 * 1000 + 23);
+}
+
+__global__ void barrierInBranch(int* out) {
+  if (threadIdx.x < 16) {
+    __syncthreads();
+  }
+  out[threadIdx.x] = 1;
+}
+
+__global__ void twoBarrierSites(int* out) {
+  if (threadIdx.x % 2 == 0) {
+    __syncthreads();
+  } else {
+    __syncthreads();
+  }
+  out[threadIdx.x] = 1;
+}
+
+TEST(Simt, DivergentBarrierIsAnErrorNamingKernelBlockAndThread) {
+  std::vector<int> out(32);
+  try {
+    bp_gpu::launch(&barrierInBranch, 2, 32, 0, nullptr, out.data());
+    FAIL() << "a barrier only half the block reaches must be reported";
+  } catch (const bp::Error& e) {
+    EXPECT_THAT(e.message(),
+                AllOf(HasSubstr("divergent barrier"), HasSubstr("barrierInBranch"), HasSubstr("block (0,0,0)"),
+                      HasSubstr("thread (16,0,0) exited"), HasSubstr("simt_test.cc")));
+  }
+  try {
+    bp_gpu::launch(&twoBarrierSites, 1, 8, 0, nullptr, out.data());
+    FAIL() << "threads waiting at two different barriers must be reported";
+  } catch (const bp::Error& e) {
+    EXPECT_THAT(e.message(), AllOf(HasSubstr("divergent barrier"), HasSubstr("thread (1,0,0) waits at")));
+  }
+  // The simulator recovers: the next launch on this thread runs normally.
+  std::vector<int> in(128, 1), sums(1);
+  bp_gpu::launch(&blockSum<128>, 1, 128, 0, nullptr, in.data(), sums.data(), 128);
+  EXPECT_EQ(sums[0], 128);
+}
+
+__global__ void noop(int*) {}
+
+TEST(Simt, LaunchLimitsAreEnforced) {
+  EXPECT_THAT([] { bp_gpu::launch(&noop, 1, 1025, 0, nullptr, nullptr); },
+              ::testing::ThrowsMessage<bp::Error>(AllOf(HasSubstr("1025 threads"), HasSubstr("at most 1024"))));
+  EXPECT_THAT([] { bp_gpu::launch(&noop, 1, dim3(32, 32, 2), 0, nullptr, nullptr); },
+              ::testing::ThrowsMessage<bp::Error>(HasSubstr("2048 threads")));
+  EXPECT_THAT([] { bp_gpu::launch(&noop, 1, 32, 64 * 1024, nullptr, nullptr); },
+              ::testing::ThrowsMessage<bp::Error>(HasSubstr("dynamic shared memory")));
+  // An empty grid launches nothing (CUDA would refuse it).
+  bp_gpu::launch(&noop, 0, 32, 0, nullptr, nullptr);
+}
+
+// Blocks run one after another: 1024-thread blocks with several barriers
+// over many blocks, the largest configuration kernels use.
+__global__ void prefixInBlock(int* data) {
+  __shared__ int buf[1024];
+  const unsigned t = threadIdx.x;
+  buf[t] = data[blockIdx.x * 1024 + t];
+  __syncthreads();
+  for (unsigned offset = 1; offset < 1024; offset *= 2) {
+    const int add = t >= offset ? buf[t - offset] : 0;
+    __syncthreads();
+    buf[t] += add;
+    __syncthreads();
+  }
+  data[blockIdx.x * 1024 + t] = buf[t];
+}
+
+TEST(Simt, FullBlocksWithManyBarriers) {
+  const int blocks = 4;
+  std::vector<int> data(blocks * 1024, 1);
+  bp_gpu::launch(&prefixInBlock, blocks, 1024, 0, nullptr, data.data());
+  for (int b = 0; b < blocks; ++b) {
+    EXPECT_EQ(data[b * 1024], 1);
+    EXPECT_EQ(data[b * 1024 + 1023], 1024);
+  }
+}
+
+TEST(Simt, HalfAndBFloat16RoundLikeTheSdk) {
+  const float values[] = {0.0f,  -0.0f,    1.0f,     3.14159f, 65504.0f,           65520.0f,
+                          1e-7f, 5.96e-8f, -2.5e-5f, 1e30f,    __builtin_nanf(""), __builtin_inff()};
+  for (float v : values) {
+    EXPECT_EQ(bp_gpu::fromFloat<bp_gpu::Half>(v).bits, bp::Half(v).bits) << v;
+    EXPECT_EQ(bp_gpu::fromFloat<bp_gpu::BFloat16>(v).bits, bp::BFloat16(v).bits) << v;
+    const bp::Half h(v);
+    const float back = bp_gpu::toFloat(bp_gpu::Half{h.bits});
+    if (v == v) {
+      EXPECT_EQ(back, static_cast<float>(h)) << v;
+    }
+  }
+}
+
+}  // namespace
