@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The main job: set up, build, then run the encoder demo on the device picked
-# at run time (`auto`: a GPU when a plugin finds one, else the CPU), checked
-# against the CPU, with the per-op report. BACKPLANE_DEVICE=cpu (or cuda:0,
-# ...) picks another device; extra arguments go to the encoder.
+# The main job: set up, build, then run the encoder demo and the sparse LiDAR
+# backbone on the device picked at run time (`auto`: a GPU when a plugin
+# finds one, else the CPU), each checked against the CPU, with per-op
+# reports. BACKPLANE_DEVICE=cpu (or cuda:0, ...) picks another device; extra
+# arguments go to the encoder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,6 +13,9 @@ dir=$(scripts/build.sh --print-dir)
 echo
 echo "== encoder: a BERT-base encoder layer on --device auto, checked against the CPU"
 "$dir/samples/encoder/encoder" --device auto "$@"
+echo
+echo "== sparse_lidar: SECOND's sparse 3-D backbone on a synthetic LiDAR scan, on --device auto, checked"
+"$dir/samples/sparse_lidar/sparse_lidar" --device auto --iters 1
 echo
 echo "== backplane devices: what this machine offers"
 "$dir/dispatcher/cli/backplane" devices

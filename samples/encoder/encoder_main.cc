@@ -11,11 +11,8 @@
 // passed, 1 it failed or an error occurred (a --device that does not exist
 // is one: the message lists the devices present), 2 a usage error.
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -27,11 +24,14 @@
 #include "backplane/runtime.h"
 #include "encoder.h"
 #include "reference.h"
+#include "sample_app.h"
 
 namespace encoder {
 namespace {
 
 using namespace backplane;
+using sample::deviceLine;
+using sample::fallbackLine;
 
 constexpr const char* kUsage =
     "usage: encoder [--device auto|cpu|cuda:0|...] [--batch N] [--seq N] [--hidden N] [--heads N] [--ffn N]\n"
@@ -69,44 +69,16 @@ struct Flags {
   uint64_t seed = 0;
 };
 
-// Parses all of `text` as an integer.
-template <typename T>
-bool parseInteger(std::string_view text, T& out) {
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
-  return ec == std::errc() && end == text.data() + text.size();
-}
-
 // The command line as Flags, or nullopt and the message of a usage error.
 std::optional<Flags> parseFlags(int argc, char** argv, std::string& error) {
   Flags flags;
-  const std::map<std::string_view, int64_t*> int_flags = {
-      {"--batch", &flags.config.batch}, {"--seq", &flags.config.seq}, {"--hidden", &flags.config.hidden},
-      {"--heads", &flags.config.heads}, {"--ffn", &flags.config.ffn}, {"--vocab", &flags.config.vocab},
-      {"--iters", &flags.iters}};
-  for (int i = 1; i < argc; ++i) {
-    // "--name value" or "--name=value".
-    const std::string_view arg = argv[i];
-    const std::string_view name = arg.substr(0, arg.find('='));
-    const auto int_flag = int_flags.find(name);
-    if (name != "--device" && name != "--seed" && int_flag == int_flags.end()) {
-      error = strCat("unknown argument '", arg, "'");
-      return std::nullopt;
-    }
-    std::string_view value;
-    if (name.size() < arg.size()) {
-      value = arg.substr(name.size() + 1);
-    } else if (i + 1 < argc) {
-      value = argv[++i];
-    } else {
-      error = strCat(name, " needs a value");
-      return std::nullopt;
-    }
-    if (name == "--device") {
-      flags.device = value;
-    } else if (!(name == "--seed" ? parseInteger(value, flags.seed) : parseInteger(value, *int_flag->second))) {
-      error = strCat(name, " needs an integer, got '", value, "'");
-      return std::nullopt;
-    }
+  if (!sample::parseFlags(argc, argv,
+                          {{"--device", &flags.device}, {"--batch", &flags.config.batch},
+                           {"--seq", &flags.config.seq}, {"--hidden", &flags.config.hidden},
+                           {"--heads", &flags.config.heads}, {"--ffn", &flags.config.ffn},
+                           {"--vocab", &flags.config.vocab}, {"--iters", &flags.iters}, {"--seed", &flags.seed}},
+                          error)) {
+    return std::nullopt;
   }
   if (flags.iters < 1) {
     error = strCat("--iters must be at least 1, got ", flags.iters);
@@ -119,39 +91,6 @@ std::optional<Flags> parseFlags(int argc, char** argv, std::string& error) {
     return std::nullopt;
   }
   return flags;
-}
-
-// Where the device came from and which devices there are, for the device line.
-std::string deviceLine(const Runtime& rt, const Flags& flags, Device dev) {
-  std::string present;
-  std::string name;
-  for (const DeviceInfo& d : rt.devices()) {
-    present += (present.empty() ? "" : ", ") + d.device.str();
-    if (d.device == dev && d.properties.name != d.device.str()) name = " (" + d.properties.name + ")";
-  }
-  // Runtime::resolve lets BACKPLANE_DEVICE replace "auto" (Note [Choosing a device]).
-  std::string origin = "--device " + flags.device;
-  const char* env = std::getenv("BACKPLANE_DEVICE");
-  if (flags.device == "auto" && env && *env && std::string_view(env) != "auto") {
-    origin = strCat("BACKPLANE_DEVICE=", env, " (over --device auto)");
-  }
-  return strCat(dev.str(), name, ", from ", origin, "; devices present: ", present);
-}
-
-// The ops that fell back to the CPU, with their calls and the bytes copied.
-std::string fallbackLine(const OpReport& report) {
-  std::string ops;
-  int count = 0;
-  uint64_t bytes = 0;
-  for (const OpStats& row : report.ops) {
-    if (row.fallbackCalls() == 0) continue;
-    ++count;
-    bytes += row.fallback_bytes;
-    ops += strCat(ops.empty() ? "" : ", ", row.op, " (", row.fallbackCalls(),
-                  row.fallbackCalls() == 1 ? " call, " : " calls, ", formatBytes(row.fallback_bytes), ")");
-  }
-  if (count == 0) return "nothing fell back";
-  return strCat(count, count == 1 ? " op" : " ops", " fell back to the CPU, ", formatBytes(bytes), " copied: ", ops);
 }
 
 int run(const Flags& flags) {
@@ -196,7 +135,7 @@ int run(const Flags& flags) {
   const std::chrono::duration<double, std::milli> elapsed = std::chrono::steady_clock::now() - start;
 
   std::printf("encoder layer: %s, seed %llu\n", config.str().c_str(), static_cast<unsigned long long>(flags.seed));
-  std::printf("device:   %s\n", deviceLine(rt, flags, dev).c_str());
+  std::printf("device:   %s\n", deviceLine(rt, flags.device, dev).c_str());
   std::printf("check:    output %s %s %s: max abs diff %.1e %s tolerance %.0e\n",
               strCat(output.sizes()).c_str(), passed ? "matches" : "DOES NOT MATCH", against.c_str(), diff.max_abs,
               passed ? "<=" : ">", kOutputTolerance);

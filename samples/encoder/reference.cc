@@ -136,16 +136,4 @@ std::vector<double> referenceEncoderLayer(const EncoderWeights& w, const Encoder
   return out;
 }
 
-Difference compareResults(const std::vector<double>& actual, const std::vector<double>& expected) {
-  BP_CHECK(actual.size() == expected.size(), "compareResults: ", actual.size(), " values against ",
-           expected.size());
-  Difference d;
-  for (size_t i = 0; i < actual.size(); ++i) {
-    const double diff = std::abs(actual[i] - expected[i]);
-    if (!std::isfinite(diff)) return {std::numeric_limits<double>::infinity(), static_cast<int64_t>(i)};
-    if (diff > d.max_abs) d = {diff, static_cast<int64_t>(i)};
-  }
-  return d;
-}
-
 }  // namespace encoder

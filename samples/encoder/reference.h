@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "encoder.h"
+#include "sample_app.h"
 
 namespace encoder {
 
@@ -30,12 +31,8 @@ std::vector<double> referenceEncoderLayer(const EncoderWeights& weights, const E
 // one weight changed by 0.1 moves an output by 4e-2).
 inline constexpr double kOutputTolerance = 1e-4;
 
-// Where two results differ most.
-struct Difference {
-  double max_abs = 0;  // +infinity if either side has a NaN or an infinity
-  int64_t index = -1;  // row-major element index of the maximum; -1 when equal
-};
-// Compares element by element; a and b must have the same size.
-Difference compareResults(const std::vector<double>& actual, const std::vector<double>& expected);
+// How results are compared (samples/sample_app/sample_app.h).
+using sample::compareResults;
+using sample::Difference;
 
 }  // namespace encoder

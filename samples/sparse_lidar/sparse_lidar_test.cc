@@ -1,0 +1,172 @@
+// The backbone through the sparse-convolution plugin against its plain
+// double-precision reference on a tiny grid, on the CPU and on a device whose
+// every op falls back to the CPU; and the rulebook cache's contract.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backbone.h"
+#include "backplane/core/error.h"
+#include "backplane/profiler.h"
+#include "backplane/runtime.h"
+#include "reference.h"
+#include "test_device.h"
+
+namespace sparse_lidar {
+namespace {
+
+using namespace backplane;
+
+// A tiny grid deep enough for the backbone's four z reductions (41 -> 21 ->
+// 11 -> 5 -> 2) and sites on a sloped surface, one or two cells thick, as
+// LiDAR returns are: every kernel offset finds neighbours somewhere.
+constexpr Shape3 kTinyShape = {41, 24, 20};
+constexpr int64_t kBatch = 2;
+
+VoxelScan tinyScan() {
+  VoxelScan scan;
+  scan.batch_size = kBatch;
+  scan.spatial_shape = kTinyShape;
+  scan.points.assign(kBatch, 0);
+  uint32_t state = 12345;
+  auto next = [&] { return (state = state * 1664525u + 1013904223u) >> 8; };
+  for (int32_t b = 0; b < kBatch; ++b) {
+    for (int32_t z = 0; z < kTinyShape[0]; ++z) {
+      for (int32_t y = 0; y < kTinyShape[1]; ++y) {
+        for (int32_t x = 0; x < kTinyShape[2]; ++x) {
+          const int32_t surface = 14 + (x + y + 3 * b) / 3;
+          if ((z != surface && z != surface + 1) || next() % 3 == 0) continue;
+          scan.indices.insert(scan.indices.end(), {b, z, y, x});
+          for (int f = 0; f < 4; ++f) scan.features.push_back(static_cast<float>(next() % 2001) / 1000.0f - 1.0f);
+          ++scan.points[static_cast<size_t>(b)];
+        }
+      }
+    }
+  }
+  return scan;
+}
+
+constexpr uint64_t kSeed = 11;
+
+class BackboneTest : public ::testing::Test {
+ protected:
+  // The CPU and sparse-convolution plugins, from the build tree's plugin directory.
+  static void SetUpTestSuite() { static const Runtime runtime; }
+
+  void SetUp() override {
+    input_ = SparseTensor::fromScan(tinyScan(), Device(DeviceType::CPU));
+    weights_ = BackboneWeights::random(voxelBackBone8x(4), kSeed);
+  }
+
+  // Every layer's output on `input`.
+  std::vector<SparseTensor> layerOutputs(const BackboneWeights& weights, const SparseTensor& input) {
+    std::vector<SparseTensor> outputs;
+    runBackbone(weights, input, [&](size_t, const Rulebook&, const SparseTensor& out) { outputs.push_back(out); });
+    return outputs;
+  }
+
+  SparseTensor input_;
+  BackboneWeights weights_;
+};
+
+TEST_F(BackboneTest, CpuMatchesThePlainReferenceAtEveryLayer) {
+  const std::vector<SparseTensor> outputs = layerOutputs(weights_, input_);
+  ASSERT_EQ(outputs.size(), weights_.layers.size());
+  // The reference runs the whole chain itself, from the input.
+  HostSparse expected = HostSparse::from(input_);
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    expected = referenceLayer(weights_.layers[i], weights_.weights[i], expected);
+    const LayerDifference d = compareLayer(HostSparse::from(outputs[i]), expected);
+    EXPECT_LE(d.max_rel, 1e-5) << weights_.layers[i].name << " row " << d.row << " channel " << d.channel;
+    EXPECT_GT(outputs[i].numVoxels(), 0) << weights_.layers[i].name;
+    EXPECT_EQ(outputs[i].spatial_shape, expected.spatial_shape) << weights_.layers[i].name;
+  }
+  EXPECT_EQ(outputs.back().spatial_shape, (Shape3{2, 3, 3}));
+  EXPECT_EQ(outputs.back().features.size(1), 128);
+}
+
+TEST_F(BackboneTest, ComparisonCatchesOneWrongWeight) {
+  const SparseTensor out = runBackbone(weights_, input_);
+  BackboneWeights wrong = weights_;
+  std::vector<float> filters = wrong.weights[3].filters.toVector<float>();
+  filters[13 * 32 * 32 + 5] += 0.1f;  // the centre offset of conv2.1
+  wrong.weights[3].filters = tensorFromVector(filters, weights_.weights[3].filters.sizes());
+  const LayerDifference d = compareLayer(HostSparse::from(runBackbone(wrong, input_)), HostSparse::from(out));
+  EXPECT_GT(d.max_rel, 100 * kFeatureTolerance);
+}
+
+TEST_F(BackboneTest, LayersSharingAnIndiceKeyBuildOneRulebook) {
+  Profiler profiler;
+  runBackbone(weights_, input_);
+  profiler.stop();
+  const OpReport report = profiler.report();
+  const OpStats* pairs = report.find("spconv::get_indice_pairs", DispatchKey::CPU);
+  const OpStats* conv = report.find("spconv::indice_conv", DispatchKey::CPU);
+  ASSERT_NE(pairs, nullptr) << report.table();
+  ASSERT_NE(conv, nullptr) << report.table();
+  // 12 layers, 8 keys: subm1, spconv2, subm2, spconv3, subm3, spconv4, subm4, spconv_down2.
+  EXPECT_EQ(pairs->calls, 8u);
+  EXPECT_EQ(conv->calls, 12u);
+}
+
+TEST_F(BackboneTest, TestDeviceFallsBackToTheCpuAndMatchesIt) {
+  // The test device has no kernels: every op runs through the CPU fallback,
+  // on memory the host can only reach through the device's copy functions.
+  const Device dev = backplane::testing::TestDevice::install("testdev").device(0);
+  const std::vector<SparseTensor> on_cpu = layerOutputs(weights_, input_);
+
+  Profiler profiler;
+  const std::vector<SparseTensor> on_dev = layerOutputs(weights_.to(dev), input_.to(dev));
+  profiler.stop();
+  ASSERT_EQ(on_dev.size(), on_cpu.size());
+  for (size_t i = 0; i < on_dev.size(); ++i) {
+    EXPECT_EQ(on_dev[i].features.device(), dev);
+    const LayerDifference d = compareLayer(HostSparse::from(on_dev[i]), HostSparse::from(on_cpu[i]));
+    EXPECT_LE(d.max_rel, 1e-6) << weights_.layers[i].name;
+  }
+  const OpReport report = profiler.report();
+  const OpStats* conv = report.find("spconv::indice_conv", backendKey(dev.type));
+  ASSERT_NE(conv, nullptr) << report.table();
+  EXPECT_EQ(conv->fallbackCalls(), 12u);
+  for (const OpStats& row : report.ops) EXPECT_EQ(row.failed_calls, 0u) << row.op;
+}
+
+TEST_F(BackboneTest, ACachedRulebookMustMatchTheLayerThatReusesIt) {
+  RulebookCache cache;
+  const ConvGeometry subm3{.padding = {1, 1, 1}};
+  rulebookFor(input_, subm3, /*subm=*/true, cache, "subm1");
+  EXPECT_EQ(&rulebookFor(input_, subm3, true, cache, "subm1"), cache.find("subm1"));
+  EXPECT_EQ(cache.size(), 1u);
+  try {
+    rulebookFor(input_, {.stride = {2, 2, 2}}, false, cache, "subm1");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("indice_key 'subm1' holds the rulebook of another convolution"),
+              std::string::npos)
+        << e.what();
+  }
+  const SparseTensor fewer{input_.features.narrow(0, 0, 10), input_.indices.narrow(0, 0, 10), kTinyShape, kBatch};
+  try {
+    rulebookFor(fewer, subm3, true, cache, "subm1");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("but the input has 10"), std::string::npos) << e.what();
+  }
+}
+
+TEST(VoxelBackBone8xTest, RunsAtSecondsGridsOnKittisGrid) {
+  // Pure arithmetic: no plugin needed.
+  Shape3 shape = {41, 1600, 1408};
+  std::vector<Shape3> after_down;
+  for (const SparseConvLayer& l : voxelBackBone8x(4)) {
+    if (l.subm) continue;
+    shape = l.geometry.outputShape(shape);
+    after_down.push_back(shape);
+  }
+  EXPECT_EQ(after_down, (std::vector<Shape3>{{21, 800, 704}, {11, 400, 352}, {5, 200, 176}, {2, 200, 176}}));
+}
+
+}  // namespace
+}  // namespace sparse_lidar
