@@ -2,22 +2,28 @@
 // Shared by the operator benchmarks.
 #include <benchmark/benchmark.h>
 
+#include <map>
 #include <string>
 
 #include "backplane/dispatcher/plugin_registry.h"
 
 namespace backplane::bench {
 
-// Loads the CPU plugin (BACKPLANE_CPU_PLUGIN_PATH) once per process; on
-// failure marks the benchmark skipped with the reason and returns false.
-inline bool cpuPluginLoaded(benchmark::State& state) {
-  static const std::string error = [] {
-    absl::StatusOr<PluginStatus> s = plugins().load(BACKPLANE_CPU_PLUGIN_PATH);
-    if (!s.ok()) return std::string(s.status().message());
-    return s->loaded ? std::string() : s->error;
-  }();
-  if (!error.empty()) state.SkipWithError(error.c_str());
-  return error.empty();
+// Loads the plugin at `path` once per process; on failure marks the
+// benchmark skipped with the reason and returns false. Benchmarks are set up
+// on one thread, so the map of outcomes needs no lock.
+inline bool pluginLoaded(benchmark::State& state, const std::string& path) {
+  static std::map<std::string, std::string> errors;  // path -> why it failed to load ("" if it loaded)
+  auto [it, inserted] = errors.try_emplace(path);
+  if (inserted) {
+    absl::StatusOr<PluginStatus> s = plugins().load(path);
+    it->second = !s.ok() ? std::string(s.status().message()) : s->loaded ? std::string() : s->error;
+  }
+  if (!it->second.empty()) state.SkipWithError(it->second.c_str());
+  return it->second.empty();
 }
+
+// Loads the CPU plugin (BACKPLANE_CPU_PLUGIN_PATH); see pluginLoaded.
+inline bool cpuPluginLoaded(benchmark::State& state) { return pluginLoaded(state, BACKPLANE_CPU_PLUGIN_PATH); }
 
 }  // namespace backplane::bench

@@ -1,0 +1,284 @@
+// Benchmarks of the CUDA plugin (scripts/bench.sh), each against what the
+// CUDA runtime or cuBLAS does when called directly, in pairs:
+//
+//   BM_Cuda_Add_64M_f32          add.out of two 64M-element (256 MiB) float32 cuda tensors into a
+//                                preallocated out, through the dispatcher; cuda::synchronize per
+//                                iteration, so the time is the kernel's plus one dispatch
+//   BM_Cuda_Memcpy_D2D_64M_f32   its baseline: a device-to-device cudaMemcpyAsync moving the same
+//                                bytes (Note [Same bytes moved]) and a stream synchronize
+//   BM_Cuda_Matmul_4096          mm.out of two 4096x4096 float32 cuda tensors through the
+//                                dispatcher (TF32 off), synchronized per iteration
+//   BM_Cublas_Sgemm_4096         its baseline: cublasSgemm on the same shapes, default math mode
+//                                (no TF32: the plugin's CUBLAS_COMPUTE_32F), synchronized
+//   BM_Cuda_Add_Tiny_EndToEnd    add.Tensor of two 1-element cuda tensors: dispatch, meta rule,
+//                                output allocation (the caching allocator) and the kernel launch;
+//                                not synchronized per iteration (Note [Timing launches])
+//   BM_Cuda_EmptyKernelLaunch    its baseline: the launch of an empty kernel, timed the same way
+//
+// Without a CUDA device (or driver, or plugin) every benchmark skips with
+// "no CUDA device: <reason>" and the program exits 0, so scripts/bench.sh
+// runs it on any machine.
+//
+// Note [Same bytes moved]
+// add reads a and b and writes out: 3 x 256 MiB = 768 MiB of device memory
+// traffic per call. A device-to-device copy of N bytes reads N and writes N,
+// so the copy that moves the same 768 MiB is of 384 MiB (1.5 x one tensor).
+// Both report bytes_per_second over those 768 MiB, and their time ratio is
+// the fraction of the copy's bandwidth the add kernel reaches.
+//
+// Note [Timing launches]
+// The two launch benchmarks queue work without waiting for it: a launch
+// returns once the kernel is queued, and when the device's launch queue is
+// full the next launch blocks until a slot frees, so the loop settles at the
+// rate launches are accepted. They synchronize once, after the timed loop;
+// what is still queued then (at most the queue's depth, about a thousand
+// kernels) is a fraction of a percent of the iterations benchmark runs.
+#include <benchmark/benchmark.h>
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "backplane/dispatcher/dispatcher.h"
+#include "backplane/ops.h"
+#include "backplane/runtime.h"
+#include "empty_kernel.h"
+
+namespace backplane {
+namespace {
+
+constexpr int64_t kAddElements = int64_t{64} << 20;  // 64M float32: 256 MiB per tensor
+constexpr int64_t kAddBytes = 3 * kAddElements * int64_t{sizeof(float)};  // Note [Same bytes moved]
+constexpr int64_t kMatmulN = 4096;
+
+// The CPU and CUDA plugins, loaded once, and the device the dispatcher
+// benchmarks use: cuda:0, or why there is none.
+struct CudaPlugin {
+  CudaPlugin() : runtime(options()) {
+    for (const PluginStatus& p : runtime.plugins()) {
+      if (!p.loaded) skip_reason = "plugin " + p.path + " failed to load: " + p.error;
+    }
+    if (!skip_reason.empty()) return;
+    for (const DeviceInfo& d : runtime.devices()) {
+      if (d.device.str() == "cuda:0") device = d.device;
+    }
+    if (device) return;
+    skip_reason = "the cuda plugin reports no device";
+    for (const UnavailableDeviceType& u : runtime.unavailable()) {
+      if (u.name == "cuda") skip_reason = u.reason;
+    }
+  }
+  static RuntimeOptions options() {
+    RuntimeOptions o;
+    o.plugin_paths = {BACKPLANE_CPU_PLUGIN_PATH, BACKPLANE_CUDA_PLUGIN_PATH};
+    o.load_default_plugins = false;
+    return o;
+  }
+
+  Runtime runtime;
+  std::optional<Device> device;
+  std::string skip_reason;
+};
+
+// cuda:0 through the plugin, or nullopt after marking the benchmark skipped.
+std::optional<Device> cudaDevice(benchmark::State& state) {
+  static CudaPlugin plugin;
+  if (!plugin.device) state.SkipWithError(("no CUDA device: " + plugin.skip_reason).c_str());
+  return plugin.device;
+}
+
+// Marks the benchmark skipped unless `e` is cudaSuccess; a failure to find
+// a device (no driver, no GPU) reads like the plugin's.
+bool cudaOk(benchmark::State& state, cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return true;
+  const bool no_device = e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver;
+  const std::string why = std::string(what) + " failed: " + cudaGetErrorName(e) + ": " + cudaGetErrorString(e);
+  state.SkipWithError(((no_device ? "no CUDA device: " : "") + why).c_str());
+  return false;
+}
+
+bool cublasOk(benchmark::State& state, cublasStatus_t s, const char* what) {
+  if (s == CUBLAS_STATUS_SUCCESS) return true;
+  const std::string why = std::string(what) + " failed: " + cublasGetStatusName(s) + ": " + cublasGetStatusString(s);
+  state.SkipWithError(why.c_str());
+  return false;
+}
+
+// Device 0 made current for the baselines, which call the runtime directly.
+bool cudaDeviceReady(benchmark::State& state) {
+  int count = 0;
+  if (!cudaOk(state, cudaGetDeviceCount(&count), "cudaGetDeviceCount")) return false;
+  if (count == 0) {
+    state.SkipWithError("no CUDA device: cudaGetDeviceCount reports 0 devices");
+    return false;
+  }
+  return cudaOk(state, cudaSetDevice(0), "cudaSetDevice");
+}
+
+// Device memory and a stream for the baselines, released on every path out.
+struct DeviceBuffer {
+  ~DeviceBuffer() { cudaFree(ptr); }
+  void* ptr = nullptr;
+};
+struct Stream {
+  ~Stream() {
+    if (s != nullptr) cudaStreamDestroy(s);
+  }
+  cudaStream_t s = nullptr;
+};
+
+void synchronize() {
+  static auto op = Dispatcher::singleton().findOpOrThrow("cuda::synchronize").typed<void(int64_t)>();
+  op.call(0);
+}
+
+void BM_Cuda_Add_64M_f32(benchmark::State& state) {
+  const std::optional<Device> dev = cudaDevice(state);
+  if (!dev) return;
+  auto add_out = Dispatcher::singleton()
+                     .findOpOrThrow("bp::add.out")
+                     .typed<Tensor(const Tensor&, const Tensor&, const Scalar&, const Tensor&)>();
+  const TensorOptions opts{.dtype = ScalarType::Float32, .device = *dev};
+  Tensor a = full({kAddElements}, Scalar(1.5), opts), b = full({kAddElements}, Scalar(2.5), opts);
+  Tensor out = empty({kAddElements}, opts);
+  const Scalar one(int64_t{1});
+  add_out.call(a, b, one, out);  // warm-up: module load, first launch
+  synchronize();
+  for (auto _ : state) {
+    Tensor r = add_out.call(a, b, one, out);
+    benchmark::DoNotOptimize(r);
+    synchronize();
+  }
+  state.SetBytesProcessed(state.iterations() * kAddBytes);
+  state.SetItemsProcessed(state.iterations() * kAddElements);
+}
+BENCHMARK(BM_Cuda_Add_64M_f32)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_Cuda_Memcpy_D2D_64M_f32(benchmark::State& state) {
+  if (!cudaDeviceReady(state)) return;
+  const size_t bytes = static_cast<size_t>(kAddBytes / 2);  // read + written = add's (Note [Same bytes moved])
+  DeviceBuffer src, dst;
+  Stream stream;
+  if (!cudaOk(state, cudaMalloc(&src.ptr, bytes), "cudaMalloc") ||
+      !cudaOk(state, cudaMalloc(&dst.ptr, bytes), "cudaMalloc") ||
+      !cudaOk(state, cudaMemset(src.ptr, 1, bytes), "cudaMemset") ||
+      !cudaOk(state, cudaStreamCreateWithFlags(&stream.s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags")) {
+    return;
+  }
+  for (auto _ : state) {
+    if (!cudaOk(state, cudaMemcpyAsync(dst.ptr, src.ptr, bytes, cudaMemcpyDeviceToDevice, stream.s),
+                "cudaMemcpyAsync") ||
+        !cudaOk(state, cudaStreamSynchronize(stream.s), "cudaStreamSynchronize")) {
+      break;
+    }
+  }
+  state.SetBytesProcessed(state.iterations() * kAddBytes);
+  state.SetItemsProcessed(state.iterations() * kAddElements);
+}
+BENCHMARK(BM_Cuda_Memcpy_D2D_64M_f32)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_Cuda_Matmul_4096(benchmark::State& state) {
+  const std::optional<Device> dev = cudaDevice(state);
+  if (!dev) return;
+  Dispatcher::singleton().findOpOrThrow("cuda::set_allow_tf32").typed<void(bool)>().call(false);
+  auto mm_out = Dispatcher::singleton()
+                    .findOpOrThrow("bp::mm.out")
+                    .typed<Tensor(const Tensor&, const Tensor&, const Tensor&)>();
+  const TensorOptions opts{.dtype = ScalarType::Float32, .device = *dev};
+  Tensor a = randn({kMatmulN, kMatmulN}, opts), b = randn({kMatmulN, kMatmulN}, opts);
+  Tensor out = empty({kMatmulN, kMatmulN}, opts);
+  mm_out.call(a, b, out);  // warm-up: cuBLAS handle creation
+  synchronize();
+  for (auto _ : state) {
+    Tensor r = mm_out.call(a, b, out);
+    benchmark::DoNotOptimize(r);
+    synchronize();
+  }
+  state.SetItemsProcessed(state.iterations() * 2 * kMatmulN * kMatmulN * kMatmulN);  // flops
+}
+BENCHMARK(BM_Cuda_Matmul_4096)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_Cublas_Sgemm_4096(benchmark::State& state) {
+  if (!cudaDeviceReady(state)) return;
+  const size_t bytes = static_cast<size_t>(kMatmulN * kMatmulN) * sizeof(float);
+  DeviceBuffer a, b, c;
+  Stream stream;
+  if (!cudaOk(state, cudaMalloc(&a.ptr, bytes), "cudaMalloc") ||
+      !cudaOk(state, cudaMalloc(&b.ptr, bytes), "cudaMalloc") ||
+      !cudaOk(state, cudaMalloc(&c.ptr, bytes), "cudaMalloc") ||
+      // Any finite values: a GEMM's time does not depend on them (0x3c3c3c3c is about 0.0115).
+      !cudaOk(state, cudaMemset(a.ptr, 0x3c, bytes), "cudaMemset") ||
+      !cudaOk(state, cudaMemset(b.ptr, 0x3c, bytes), "cudaMemset") ||
+      !cudaOk(state, cudaStreamCreateWithFlags(&stream.s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags")) {
+    return;
+  }
+  cublasHandle_t handle = nullptr;
+  if (!cublasOk(state, cublasCreate(&handle), "cublasCreate")) return;
+  const int n = static_cast<int>(kMatmulN);
+  const float alpha = 1.0f, beta = 0.0f;
+  const auto* pa = static_cast<const float*>(a.ptr);
+  const auto* pb = static_cast<const float*>(b.ptr);
+  auto* pc = static_cast<float*>(c.ptr);
+  // Row-major C = A B computed as column-major C^T = B^T A^T, as the plugin
+  // does (Note [cuBLAS products]); CUBLAS_DEFAULT_MATH keeps float32 (no TF32).
+  const auto sgemm = [&] {
+    return cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, pb, n, pa, n, &beta, pc, n);
+  };
+  if (cublasOk(state, cublasSetStream(handle, stream.s), "cublasSetStream") &&
+      cublasOk(state, cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH), "cublasSetMathMode") &&
+      cublasOk(state, sgemm(), "cublasSgemm") &&  // warm-up: kernel selection
+      cudaOk(state, cudaStreamSynchronize(stream.s), "cudaStreamSynchronize")) {
+    for (auto _ : state) {
+      if (!cublasOk(state, sgemm(), "cublasSgemm") ||
+          !cudaOk(state, cudaStreamSynchronize(stream.s), "cudaStreamSynchronize")) {
+        break;
+      }
+    }
+    state.SetItemsProcessed(state.iterations() * 2 * kMatmulN * kMatmulN * kMatmulN);  // flops
+  }
+  cublasDestroy(handle);
+}
+BENCHMARK(BM_Cublas_Sgemm_4096)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_Cuda_Add_Tiny_EndToEnd(benchmark::State& state) {
+  const std::optional<Device> dev = cudaDevice(state);
+  if (!dev) return;
+  auto add = Dispatcher::singleton()
+                 .findOpOrThrow("bp::add.Tensor")
+                 .typed<Tensor(const Tensor&, const Tensor&, const Scalar&)>();
+  const TensorOptions opts{.dtype = ScalarType::Float32, .device = *dev};
+  Tensor a = full({1}, Scalar(1.5), opts), b = full({1}, Scalar(2.5), opts);
+  const Scalar one(int64_t{1});
+  add.call(a, b, one);  // warm-up
+  synchronize();
+  for (auto _ : state) {  // Note [Timing launches]
+    Tensor r = add.call(a, b, one);
+    benchmark::DoNotOptimize(r);
+  }
+  synchronize();
+  state.SetItemsProcessed(state.iterations());  // calls
+}
+BENCHMARK(BM_Cuda_Add_Tiny_EndToEnd)->UseRealTime();
+
+void BM_Cuda_EmptyKernelLaunch(benchmark::State& state) {
+  if (!cudaDeviceReady(state)) return;
+  Stream stream;
+  if (!cudaOk(state, cudaStreamCreateWithFlags(&stream.s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags") ||
+      !cudaOk(state, bench::launchEmptyKernel(stream.s), "launchEmptyKernel") ||  // warm-up: module load
+      !cudaOk(state, cudaStreamSynchronize(stream.s), "cudaStreamSynchronize")) {
+    return;
+  }
+  for (auto _ : state) {  // Note [Timing launches]
+    if (!cudaOk(state, bench::launchEmptyKernel(stream.s), "launchEmptyKernel")) break;
+  }
+  cudaOk(state, cudaStreamSynchronize(stream.s), "cudaStreamSynchronize");
+  state.SetItemsProcessed(state.iterations());  // launches
+}
+BENCHMARK(BM_Cuda_EmptyKernelLaunch)->UseRealTime();
+
+}  // namespace
+}  // namespace backplane
+
+BENCHMARK_MAIN();
