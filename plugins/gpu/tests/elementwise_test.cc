@@ -16,6 +16,7 @@
 #include "backplane/dispatcher/dispatcher.h"
 #include "backplane/ops.h"
 #include "backplane/runtime.h"
+#include "gpu_test_util.h"
 
 namespace backplane {
 namespace {
@@ -26,11 +27,7 @@ using ::testing::HasSubstr;
 class GpusimKernelsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    RuntimeOptions o;
-    o.plugin_paths = {BACKPLANE_CPU_PLUGIN_PATH, BACKPLANE_GPUSIM_PLUGIN_PATH};
-    o.load_default_plugins = false;
-    runtime_ = new Runtime(o);
-    for (const PluginStatus& p : runtime_->plugins()) ASSERT_TRUE(p.loaded) << p.path << ": " << p.error;
+    runtime_ = gpu_test::runtimeWith(BACKPLANE_GPUSIM_PLUGIN_PATH).release();
   }
   static void TearDownTestSuite() {
     delete runtime_;

@@ -19,25 +19,12 @@
 #include "backplane/dispatcher/dispatcher.h"
 #include "backplane/ops.h"
 #include "backplane/runtime.h"
+#include "gpu_test_util.h"
 
 namespace backplane {
 namespace {
 
-struct GpuPlugin {
-  const char* type;
-  const char* path;
-};
-
-std::vector<GpuPlugin> builtPlugins() {
-  std::vector<GpuPlugin> out = {{"gpusim", BACKPLANE_GPUSIM_PLUGIN_PATH}};
-#ifdef BACKPLANE_CUDA_PLUGIN_PATH
-  out.push_back({"cuda", BACKPLANE_CUDA_PLUGIN_PATH});
-#endif
-#ifdef BACKPLANE_HIP_PLUGIN_PATH
-  out.push_back({"hip", BACKPLANE_HIP_PLUGIN_PATH});
-#endif
-  return out;
-}
+using gpu_test::GpuPlugin;
 
 constexpr ScalarType kF16 = ScalarType::Float16, kBF16 = ScalarType::BFloat16, kF32 = ScalarType::Float32,
                      kF64 = ScalarType::Float64;
@@ -74,13 +61,8 @@ Tensor mmOut(const Tensor& a, const Tensor& b, const Tensor& out) {
 class GemmTest : public ::testing::TestWithParam<GpuPlugin> {
  protected:
   void SetUp() override {
-    RuntimeOptions o;
-    o.plugin_paths = {BACKPLANE_CPU_PLUGIN_PATH, GetParam().path};
-    o.load_default_plugins = false;
-    rt_ = std::make_unique<Runtime>(o);
-    bool present = false;
-    for (const DeviceInfo& d : rt_->devices()) present = present || d.device.str() == dev0();
-    if (!present) GTEST_SKIP() << "no " << GetParam().type << " device here";
+    rt_ = gpu_test::runtimeWith(GetParam().path);
+    if (!gpu_test::hasDevice(*rt_, dev0())) GTEST_SKIP() << "no " << GetParam().type << " device here";
     dev_ = Device::fromString(dev0());
   }
   void TearDown() override {
@@ -210,7 +192,7 @@ TEST_P(GemmTest, CublasMatchesTheTiledKernelAndTheCpu) {
   expectProductClose(mm(a, b), ref, kF32, k);
 }
 
-INSTANTIATE_TEST_SUITE_P(Built, GemmTest, ::testing::ValuesIn(builtPlugins()),
+INSTANTIATE_TEST_SUITE_P(Built, GemmTest, ::testing::ValuesIn(gpu_test::builtPlugins(gpu_test::WithSimulator::kYes)),
                          [](const ::testing::TestParamInfo<GpuPlugin>& info) { return std::string(info.param.type); });
 
 }  // namespace

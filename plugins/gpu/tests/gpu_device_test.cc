@@ -18,37 +18,18 @@
 #include "backplane/dispatcher/random.h"
 #include "backplane/ops.h"
 #include "backplane/runtime.h"
+#include "gpu_test_util.h"
 
 namespace backplane {
 namespace {
 
-struct GpuPlugin {
-  const char* type;
-  const char* path;
-};
-void PrintTo(const GpuPlugin& p, std::ostream* os) { *os << p.type; }
-
-std::vector<GpuPlugin> builtPlugins() {
-  std::vector<GpuPlugin> out;
-#ifdef BACKPLANE_CUDA_PLUGIN_PATH
-  out.push_back({"cuda", BACKPLANE_CUDA_PLUGIN_PATH});
-#endif
-#ifdef BACKPLANE_HIP_PLUGIN_PATH
-  out.push_back({"hip", BACKPLANE_HIP_PLUGIN_PATH});
-#endif
-  return out;
-}
+using gpu_test::GpuPlugin;
 
 class GpuDeviceTest : public ::testing::TestWithParam<GpuPlugin> {
  protected:
   void SetUp() override {
-    RuntimeOptions o;
-    o.plugin_paths = {BACKPLANE_CPU_PLUGIN_PATH, GetParam().path};
-    o.load_default_plugins = false;
-    rt_ = std::make_unique<Runtime>(o);
-    bool present = false;
-    for (const DeviceInfo& d : rt_->devices()) present = present || d.device.str() == dev0();
-    if (!present) GTEST_SKIP() << "no " << GetParam().type << " device here";
+    rt_ = gpu_test::runtimeWith(GetParam().path);
+    if (!gpu_test::hasDevice(*rt_, dev0())) GTEST_SKIP() << "no " << GetParam().type << " device here";
     dev_ = Device::fromString(dev0());
   }
   std::string dev0() const { return std::string(GetParam().type) + ":0"; }
@@ -132,7 +113,7 @@ TEST_P(GpuDeviceTest, AllocatorStatistics) {
   EXPECT_EQ(stat("reserved_bytes"), stat("allocated_bytes"));
 }
 
-INSTANTIATE_TEST_SUITE_P(Built, GpuDeviceTest, ::testing::ValuesIn(builtPlugins()),
+INSTANTIATE_TEST_SUITE_P(Built, GpuDeviceTest, ::testing::ValuesIn(gpu_test::builtPlugins(gpu_test::WithSimulator::kNo)),
                          [](const ::testing::TestParamInfo<GpuPlugin>& info) { return std::string(info.param.type); });
 
 }  // namespace

@@ -1,0 +1,61 @@
+#pragma once
+// What the GPU plugin tests share: the plugins this build made, and a
+// Runtime that loads the CPU plugin plus one of them (and nothing from the
+// default directories, whose contents depend on the build).
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "backplane/runtime.h"
+
+namespace backplane::gpu_test {
+
+// A GPU plugin of this build: its device type (which is also the prefix of
+// its runtime's API and error names: cudaGetDeviceCount, hipErrorNoDevice)
+// and its path.
+struct GpuPlugin {
+  const char* type;
+  const char* path;
+};
+inline void PrintTo(const GpuPlugin& p, std::ostream* os) { *os << p.type; }
+
+enum class WithSimulator { kNo, kYes };
+
+// cuda and hip when this build made them; the simulator first if asked.
+inline std::vector<GpuPlugin> builtPlugins(WithSimulator sim) {
+  std::vector<GpuPlugin> out;
+#ifdef BACKPLANE_GPUSIM_PLUGIN_PATH
+  if (sim == WithSimulator::kYes) out.push_back({"gpusim", BACKPLANE_GPUSIM_PLUGIN_PATH});
+#endif
+#ifdef BACKPLANE_CUDA_PLUGIN_PATH
+  out.push_back({"cuda", BACKPLANE_CUDA_PLUGIN_PATH});
+#endif
+#ifdef BACKPLANE_HIP_PLUGIN_PATH
+  out.push_back({"hip", BACKPLANE_HIP_PLUGIN_PATH});
+#endif
+  return out;
+}
+
+// A Runtime with the CPU plugin and the plugin at `path` only; every plugin
+// must load (a failure is reported on the calling test).
+inline std::unique_ptr<Runtime> runtimeWith(const char* path) {
+  RuntimeOptions o;
+  o.plugin_paths = {BACKPLANE_CPU_PLUGIN_PATH, path};
+  o.load_default_plugins = false;
+  auto rt = std::make_unique<Runtime>(o);
+  for (const PluginStatus& p : rt->plugins()) EXPECT_TRUE(p.loaded) << p.path << ": " << p.error;
+  return rt;
+}
+
+// Whether `rt` has device `name` ("cuda:0").
+inline bool hasDevice(Runtime& rt, const std::string& name) {
+  for (const DeviceInfo& d : rt.devices())
+    if (d.device.str() == name) return true;
+  return false;
+}
+
+}  // namespace backplane::gpu_test
