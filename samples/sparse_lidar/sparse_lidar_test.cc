@@ -1,9 +1,11 @@
 // The backbone through the sparse-convolution plugin against its plain
-// double-precision reference on a tiny grid, on the CPU and on a device whose
-// every op falls back to the CPU; and the rulebook cache's contract.
+// double-precision reference on a tiny grid, on the CPU, on a device whose
+// every op falls back to the CPU, and on the GPU simulator, where it runs
+// the GPU plugins' kernels; and the rulebook cache's contract.
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -52,8 +54,18 @@ constexpr uint64_t kSeed = 11;
 
 class BackboneTest : public ::testing::Test {
  protected:
-  // The CPU and sparse-convolution plugins, from the build tree's plugin directory.
-  static void SetUpTestSuite() { static const Runtime runtime; }
+  // The GPU simulator first, then the CPU and sparse-convolution plugins from
+  // the build tree's plugin directory. The spconv plugin runs its GPU path
+  // (index_select + mm + scatter_add on the device) on the device types
+  // BACKPLANE_SPCONV_GENERIC_DEVICES names when it loads, as on cuda and hip.
+  static void SetUpTestSuite() {
+    setenv("BACKPLANE_SPCONV_GENERIC_DEVICES", "gpusim", 1);
+    static const Runtime runtime([] {
+      RuntimeOptions o;
+      o.plugin_paths = {BACKPLANE_GPUSIM_PLUGIN_PATH};
+      return o;
+    }());
+  }
 
   void SetUp() override {
     input_ = SparseTensor::fromScan(tinyScan(), Device(DeviceType::CPU));
@@ -130,6 +142,29 @@ TEST_F(BackboneTest, TestDeviceFallsBackToTheCpuAndMatchesIt) {
   const OpStats* conv = report.find("spconv::indice_conv", backendKey(dev.type));
   ASSERT_NE(conv, nullptr) << report.table();
   EXPECT_EQ(conv->fallbackCalls(), 12u);
+  for (const OpStats& row : report.ops) EXPECT_EQ(row.failed_calls, 0u) << row.op;
+}
+
+TEST_F(BackboneTest, GpuSimulatorRunsEveryLayerNativelyAndMatchesTheCpu) {
+  const Device dev = Runtime().device("gpusim:0");
+  const std::vector<SparseTensor> on_cpu = layerOutputs(weights_, input_);
+
+  Profiler profiler;
+  const std::vector<SparseTensor> on_dev = layerOutputs(weights_.to(dev), input_.to(dev));
+  profiler.stop();
+  ASSERT_EQ(on_dev.size(), on_cpu.size());
+  for (size_t i = 0; i < on_dev.size(); ++i) {
+    EXPECT_EQ(on_dev[i].features.device(), dev);
+    // scatter_add's atomics may add in another order than the CPU.
+    const LayerDifference d = compareLayer(HostSparse::from(on_dev[i]), HostSparse::from(on_cpu[i]));
+    EXPECT_LE(d.max_rel, 1e-5) << weights_.layers[i].name;
+  }
+  const OpReport report = profiler.report();
+  for (const char* op : {"spconv::indice_conv", "bp::index_select.out", "bp::mm.out", "bp::scatter_add.out"}) {
+    const OpStats* row = report.find(op, backendKey(dev.type));
+    ASSERT_NE(row, nullptr) << op << "\n" << report.table();
+    EXPECT_EQ(row->fallbackCalls(), 0u) << op << "\n" << report.table();
+  }
   for (const OpStats& row : report.ops) EXPECT_EQ(row.failed_calls, 0u) << row.op;
 }
 
