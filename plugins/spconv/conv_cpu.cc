@@ -14,6 +14,10 @@
 // its offsets in offset order, deterministically. With subm=True the centre
 // offset is the identity and runs first, straight from the features into
 // the tile (no gather, no zero fill).
+// For the channel counts where a product per offset and tile is too small
+// for sgemm, float32 runs a direct kernel instead (Note [Direct sparse
+// convolution kernel]); the scratch of either stays with its thread across
+// calls (threadScratch).
 // The backward runs offset by offset (a barrier between offsets): each task
 // takes R pairs of the offset, gathers features and out_grad rows, and adds
 // out_grad @ W[k]^T into input_grad (no input row repeats within an offset,
@@ -30,6 +34,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "spconv.h"
 
@@ -190,6 +195,192 @@ void addRows(const T* src, int64_t n, int64_t width, const int32_t* rows, T* dst
   }
 }
 
+// A buffer of at least `n` elements owned by the calling thread, that only
+// grows (one per Slot). The forward's tables and tiles have the same sizes
+// call after call; fresh allocations of that size come from glibc as new
+// mmap'd pages, so every call would pay a page fault and a kernel clear per
+// 4 KiB. OpenMP keeps its worker threads, so their buffers live on too.
+template <class T, int Slot>
+T* threadScratch(size_t n) {
+  thread_local std::vector<T> buffer;
+  if (buffer.size() < n) {
+    buffer.clear();
+    buffer.resize(n);
+  }
+  return buffer.data();
+}
+
+// Note [Direct sparse convolution kernel]
+// For small channel counts the products of one offset and tile are too
+// small for sgemm (a few rows of 16 x 16: the call, gather and scatter cost
+// more than the FMAs), so the float32 forward computes them directly from
+// lists of the pairs, counting-sorted once per call (sortPairs); no gather
+// buffer, no scatter, no branch per absent offset.
+// - Per row (Cout 16 or 32): the pairs bucketed by output row, offsets in
+//   order; acc[Cout] (1 or 2 vectors of 16 floats, times kChains, in
+//   registers) += features[i][ci] * W[k][ci, :] over the row's pairs, then
+//   the row is stored once.
+// - Per tile (Cout 64: 4 vectors, too many to hold kChains of them and keep
+//   the 27 W[k] of 16 KiB in L1): the pairs bucketed by (tile of R output
+//   rows, offset); offset by offset, so W[k] is loaded once per tile, the
+//   products of two pairs at a time (sharing each load of W[k]) are added
+//   into their output rows.
+// Each output row sums its offsets in offset order and each product over ci
+// in a fixed chain order, whatever thread computes it, so results do not
+// depend on the thread count. The build has no -march flags, so the kernels
+// are compiled per instruction set (target_clones) and picked at load.
+using Float16 = float __attribute__((vector_size(64)));
+// Input channels ci = chain (mod kChains) sum into their own accumulator, so
+// that kChains FMA chains run side by side instead of one waiting on the
+// last; the accumulators are added in a fixed order at the end of the row.
+constexpr int64_t kChains = 4;
+
+// The pairs sorted into buckets: bucket b holds entry[first[b] ..
+// first[b + 1]), each packed as tag << 32 | input row, offsets in the call's
+// order within a bucket.
+struct PairLists {
+  const int64_t* first;
+  const uint64_t* entry;
+  int64_t input(int64_t e) const { return static_cast<int64_t>(entry[e] & 0xffffffffu); }
+  int64_t tag(int64_t e) const { return static_cast<int64_t>(entry[e] >> 32); }
+};
+
+// Builds PairLists with a counting sort of the pairs: pair j of the offset
+// run at `step` goes to bucket(step, output row) with tag(step, output
+// row). It runs on one thread, before the parallel region: it is memory
+// bound, and barriers cost dearly when the cores are oversubscribed.
+template <class Bucket, class Tag>
+PairLists sortPairs(const Rulebook& rb, const std::vector<int64_t>& order, int64_t buckets, Bucket bucket, Tag tag,
+                    int64_t* first, uint64_t* entry) {
+  std::fill(first, first + buckets + 1, int64_t{0});
+  for (size_t step = 0; step < order.size(); ++step) {
+    const int32_t* out = rb.out(order[step]);
+    for (int64_t j = 0, n = rb.count(order[step]); j < n; ++j) ++first[bucket(step, out[j]) + 1];
+  }
+  for (int64_t b = 0; b < buckets; ++b) first[b + 1] += first[b];
+  // Fill with first[b] as the cursor of bucket b, then shift it back.
+  for (size_t step = 0; step < order.size(); ++step) {
+    const int32_t *in = rb.in(order[step]), *out = rb.out(order[step]);
+    for (int64_t j = 0, n = rb.count(order[step]); j < n; ++j)
+      entry[first[bucket(step, out[j])]++] =
+          static_cast<uint64_t>(tag(step, out[j])) << 32 | static_cast<uint32_t>(in[j]);
+  }
+  for (int64_t b = buckets; b > 0; --b) first[b] = first[b - 1];
+  first[0] = 0;
+  return {first, entry};
+}
+
+// Rows o0 .. o1 with per-row lists (bucket o, tag = offset).
+template <int Blocks>
+[[gnu::always_inline]] inline void directRows(int64_t o0, int64_t o1, PairLists rows, const float* feat, int64_t cin,
+                                              const float* w, float* out) {
+  constexpr int64_t cout = 16 * Blocks;
+  for (int64_t o = o0; o < o1; ++o) {
+    Float16 acc[kChains][Blocks] = {};
+    for (int64_t e = rows.first[o]; e < rows.first[o + 1]; ++e) {
+      const float* x = feat + rows.input(e) * cin;
+      const float* wk = w + rows.tag(e) * cin * cout;
+      for (int64_t ci = 0; ci < cin; ci += kChains)
+#pragma GCC unroll 4
+        for (int chain = 0; chain < kChains; ++chain) {
+#pragma GCC unroll 4
+          for (int b = 0; b < Blocks; ++b) {
+            Float16 wv;
+            std::memcpy(&wv, wk + (ci + chain) * cout + 16 * b, sizeof wv);
+            acc[chain][b] += x[ci + chain] * wv;
+          }
+        }
+    }
+    static_assert(kChains == 4, "the chains are added as (0 + 1) + (2 + 3)");
+#pragma GCC unroll 4
+    for (int b = 0; b < Blocks; ++b) {
+      const Float16 sum = (acc[0][b] + acc[1][b]) + (acc[2][b] + acc[3][b]);
+      std::memcpy(out + o * cout + 16 * b, &sum, sizeof sum);
+    }
+  }
+}
+
+// Adds features[input] @ wk into out[tag] for the Pairs entries from `e` of
+// a tile's list: the pairs share each load of W[k] and run Pairs x Blocks
+// FMA chains side by side.
+template <int Pairs, int Blocks>
+[[gnu::always_inline]] inline void addProducts(PairLists tiles, int64_t e, const float* feat, int64_t cin,
+                                               const float* wk, float* out) {
+  constexpr int64_t cout = 16 * Blocks;
+  const float* x[Pairs];
+#pragma GCC unroll 2
+  for (int p = 0; p < Pairs; ++p) x[p] = feat + tiles.input(e + p) * cin;
+  Float16 acc[Pairs][Blocks] = {};
+  for (int64_t ci = 0; ci < cin; ++ci)
+#pragma GCC unroll 4
+    for (int b = 0; b < Blocks; ++b) {
+      Float16 wv;
+      std::memcpy(&wv, wk + ci * cout + 16 * b, sizeof wv);
+#pragma GCC unroll 2
+      for (int p = 0; p < Pairs; ++p) acc[p][b] += x[p][ci] * wv;
+    }
+#pragma GCC unroll 2
+  for (int p = 0; p < Pairs; ++p) {
+    float* y = out + tiles.tag(e + p) * cout;
+#pragma GCC unroll 4
+    for (int b = 0; b < Blocks; ++b) {
+      Float16 yv;
+      std::memcpy(&yv, y + 16 * b, sizeof yv);
+      yv += acc[p][b];
+      std::memcpy(y + 16 * b, &yv, sizeof yv);
+    }
+  }
+}
+
+// Tile `t` of R rows with per-(tile, step) lists (bucket t * K + step, tag
+// = output row): offset by offset, so W[k] is read once per tile, adding
+// each pair's product into its output row, two pairs at a time. (No row
+// appears twice in a bucket, so pairing does not change any row's sums.)
+template <int Blocks>
+[[gnu::always_inline]] inline void directTile(int64_t t, int64_t R, int64_t num_out, const int64_t* order, int64_t K,
+                                              PairLists tiles, const float* feat, int64_t cin, const float* w,
+                                              float* out) {
+  constexpr int64_t cout = 16 * Blocks;
+  std::fill(out + t * R * cout, out + std::min((t + 1) * R, num_out) * cout, 0.0f);
+  for (int64_t step = 0; step < K; ++step) {
+    const float* wk = w + order[step] * cin * cout;
+    const int64_t end = tiles.first[t * K + step + 1];
+    int64_t e = tiles.first[t * K + step];
+    for (; e + 1 < end; e += 2) addProducts<2, Blocks>(tiles, e, feat, cin, wk, out);
+    if (e < end) addProducts<1, Blocks>(tiles, e, feat, cin, wk, out);
+  }
+}
+
+#define BP_SPCONV_MULTIVERSION __attribute__((target_clones("avx512f", "avx2", "default")))
+BP_SPCONV_MULTIVERSION void directRows16(int64_t o0, int64_t o1, PairLists rows, const float* feat, int64_t cin,
+                                         const float* w, float* out) {
+  directRows<1>(o0, o1, rows, feat, cin, w, out);
+}
+BP_SPCONV_MULTIVERSION void directRows32(int64_t o0, int64_t o1, PairLists rows, const float* feat, int64_t cin,
+                                         const float* w, float* out) {
+  directRows<2>(o0, o1, rows, feat, cin, w, out);
+}
+BP_SPCONV_MULTIVERSION void directTile64(int64_t t, int64_t R, int64_t num_out, const int64_t* order, int64_t K,
+                                         PairLists tiles, const float* feat, int64_t cin, const float* w,
+                                         float* out) {
+  directTile<4>(t, R, num_out, order, K, tiles, feat, cin, w, out);
+}
+#undef BP_SPCONV_MULTIVERSION
+
+// Which direct kernel the forward runs, if any (Note [Direct sparse
+// convolution kernel]): float32 only; per row for Cout 16 or 32 with Cin a
+// multiple of kChains and Cin x Cout small enough that the 27 weight
+// matrices of a 3x3x3 kernel stay in L2; per tile for Cout 64 with Cin up
+// to 64 (W[k] within L1); else the sgemm path.
+enum class Direct { kNone, kRows, kTiles };
+template <class T>
+Direct directKernel(int64_t cin, int64_t cout) {
+  if (!std::is_same_v<T, float>) return Direct::kNone;
+  if ((cout == 16 || cout == 32) && cin % kChains == 0 && cin * cout <= 32 * 32) return Direct::kRows;
+  if (cout == 64 && cin <= 64) return Direct::kTiles;
+  return Direct::kNone;
+}
+
 // out[num_out, Cout] = sum over pairs of features[in] @ W[k], output
 // stationary (Note [CPU gather-GEMM-scatter]).
 template <class T>
@@ -197,17 +388,38 @@ void convForward(const Rulebook& rb, const ConvShape& s, const T* feat, const T*
                  std::atomic<int>& status) {
   const int64_t cin = s.cin, cout = s.cout, R = taskRows(cin, cout), K = rb.kernelVolume();
   const int threads = threadsFor(rb.totalCount() * cin * cout);
-  std::vector<T> workspace(static_cast<size_t>(threads * R * (cin + cout)));
-  std::vector<int32_t> rows(static_cast<size_t>(threads * 2 * R));
-  // source[o * K + k]: the input row output o takes at offset k, or -1.
-  std::vector<int32_t> source(static_cast<size_t>(s.num_out * K));
   const std::vector<int64_t> order = offsetOrder(K, subm);
+  if constexpr (std::is_same_v<T, float>) {
+    const Direct direct = directKernel<T>(cin, cout);
+    if (direct != Direct::kNone) {
+      const int64_t tiles = (s.num_out + R - 1) / R, buckets = direct == Direct::kRows ? s.num_out : tiles * K;
+      int64_t* first = threadScratch<int64_t, 0>(static_cast<size_t>(buckets + 1));
+      uint64_t* entry = threadScratch<uint64_t, 1>(static_cast<size_t>(rb.totalCount()));
+      if (direct == Direct::kRows) {
+        const PairLists rows = sortPairs(
+            rb, order, buckets, [](size_t, int64_t o) { return o; }, [&](size_t step, int64_t) { return order[step]; },
+            first, entry);
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+        for (int64_t o0 = 0; o0 < s.num_out; o0 += R)
+          (cout == 16 ? directRows16 : directRows32)(o0, std::min(o0 + R, s.num_out), rows, feat, cin, w, out);
+      } else {
+        const PairLists lists = sortPairs(
+            rb, order, buckets, [&](size_t step, int64_t o) { return o / R * K + static_cast<int64_t>(step); },
+            [](size_t, int64_t o) { return o; }, first, entry);
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+        for (int64_t t = 0; t < tiles; ++t) directTile64(t, R, s.num_out, order.data(), K, lists, feat, cin, w, out);
+      }
+      return;
+    }
+  }
+  // source[o * K + k]: the input row output o takes at offset k, or -1.
+  int32_t* source = threadScratch<int32_t, 2>(static_cast<size_t>(s.num_out * K));
 #pragma omp parallel num_threads(threads)
   {
     singleThreadedGemm();
-    T* a = workspace.data() + omp_get_thread_num() * R * (cin + cout);
+    T* a = threadScratch<T, 3>(static_cast<size_t>(R * (cin + cout)));
     T* c = a + R * cin;
-    int32_t* in_rows = rows.data() + omp_get_thread_num() * 2 * R;
+    int32_t* in_rows = threadScratch<int32_t, 4>(static_cast<size_t>(2 * R));
     int32_t* out_rows = in_rows + R;
 #pragma omp for schedule(static)
     for (int64_t o = 0; o < s.num_out; ++o) std::fill(&source[o * K], &source[o * K] + K, -1);

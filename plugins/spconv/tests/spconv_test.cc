@@ -255,6 +255,10 @@ std::string describe(const Geometry& g) {
   return s;
 }
 
+// (Cin, Cout) pairs that take each CPU forward path: the sgemm tiles, the
+// direct per-row kernel with one and two vectors, and the direct per-tile kernel.
+const std::vector<std::pair<int64_t, int64_t>> kChannels = {{3, 4}, {4, 16}, {8, 32}, {2, 64}};
+
 const std::vector<Geometry> kRegularGeometries = {
     {{1, 1, 1}, {1, 1, 1}, {0, 0, 0}, {1, 1, 1}}, {{2, 2, 2}, {2, 2, 2}, {0, 0, 0}, {1, 1, 1}},
     {{3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}}, {{3, 3, 3}, {2, 2, 2}, {1, 1, 1}, {1, 1, 1}},
@@ -265,38 +269,39 @@ const std::vector<Geometry> kRegularGeometries = {
 
 TEST_P(Spconv, RegularConvMatchesTheDenseReference) {
   uint32_t seed = 1;
-  for (const Geometry& g : kRegularGeometries) {
-    SCOPED_TRACE(describe(g));
-    const int64_t cin = 3, cout = 4;
-    const Case c = randomCase(seed++, 2, {7, 8, 9}, cin);
-    const std::vector<float> w = randomValues(seed++, g.volume() * cin * cout);
-    auto [out_indices, pairs_t, num] = pairs(c, g, false);
+  for (const auto& [cin, cout] : kChannels) {
+    for (const Geometry& g : kRegularGeometries) {
+      SCOPED_TRACE(describe(g) + " Cin " + std::to_string(cin) + " Cout " + std::to_string(cout));
+      const Case c = randomCase(seed++, 2, {7, 8, 9}, cin);
+      const std::vector<float> w = randomValues(seed++, g.volume() * cin * cout);
+      auto [out_indices, pairs_t, num] = pairs(c, g, false);
 
-    const Dense in = densify(c.batch, c.shape, c.sites, toDouble(c.features), cin);
-    const Triple os = outShape(c.shape, g);
-    Dense out(c.batch, os, cout);
-    int64_t connections = 0;
-    forEachConnection(in, os, g, [&](int64_t o, int64_t i, int64_t k) {
-      out.active[o] = 1;
-      accumulate(&in.values[i * cin], w, k, cin, cout, out.at(o));
-      ++connections;
-    });
-    std::vector<Site> want_sites;
-    std::vector<double> want;
-    for (int64_t cell = 0; cell < static_cast<int64_t>(out.active.size()); ++cell) {
-      if (!out.active[cell]) continue;
-      want_sites.push_back(siteOfCell(cell, os));
-      want.insert(want.end(), out.at(cell), out.at(cell) + cout);
+      const Dense in = densify(c.batch, c.shape, c.sites, toDouble(c.features), cin);
+      const Triple os = outShape(c.shape, g);
+      Dense out(c.batch, os, cout);
+      int64_t connections = 0;
+      forEachConnection(in, os, g, [&](int64_t o, int64_t i, int64_t k) {
+        out.active[o] = 1;
+        accumulate(&in.values[i * cin], w, k, cin, cout, out.at(o));
+        ++connections;
+      });
+      std::vector<Site> want_sites;
+      std::vector<double> want;
+      for (int64_t cell = 0; cell < static_cast<int64_t>(out.active.size()); ++cell) {
+        if (!out.active[cell]) continue;
+        want_sites.push_back(siteOfCell(cell, os));
+        want.insert(want.end(), out.at(cell), out.at(cell) + cout);
+      }
+      // Outputs are exactly the reachable sites, sorted by (batch, z, y, x).
+      ASSERT_EQ(sitesOf(out_indices), want_sites);
+      const std::vector<int32_t> counts = num.toVector<int32_t>();
+      EXPECT_EQ(std::accumulate(counts.begin(), counts.end(), int64_t{0}), connections);
+      const int64_t m = out_indices.size(0);
+      Tensor y = indiceConv(floats(c.features, {static_cast<int64_t>(c.sites.size()), cin}), filters(w, g, cin, cout),
+                            pairs_t, num, m, false, false);
+      EXPECT_EQ(y.device(), dev());
+      expectNear(y.toVector<float>(), want, "features");
     }
-    // Outputs are exactly the reachable sites, sorted by (batch, z, y, x).
-    ASSERT_EQ(sitesOf(out_indices), want_sites);
-    const std::vector<int32_t> counts = num.toVector<int32_t>();
-    EXPECT_EQ(std::accumulate(counts.begin(), counts.end(), int64_t{0}), connections);
-    const int64_t m = out_indices.size(0);
-    Tensor y = indiceConv(floats(c.features, {static_cast<int64_t>(c.sites.size()), cin}), filters(w, g, cin, cout),
-                          pairs_t, num, m, false, false);
-    EXPECT_EQ(y.device(), dev());
-    expectNear(y.toVector<float>(), want, "features");
   }
 }
 
@@ -307,31 +312,32 @@ TEST_P(Spconv, SubmanifoldConvKeepsTheSitesAndMatchesTheDenseReference) {
                                             {{3, 3, 3}, {1, 1, 1}, {0, 0, 0}, {2, 2, 2}},
                                             {{3, 1, 5}, {1, 1, 1}, {0, 0, 0}, {1, 3, 1}}};
   uint32_t seed = 100;
-  for (const Geometry& g : geometries) {
-    SCOPED_TRACE(describe(g));
-    const int64_t cin = 4, cout = 3;
-    const Case c = randomCase(seed++, 2, {6, 7, 8}, cin);
-    const std::vector<float> w = randomValues(seed++, g.volume() * cin * cout);
-    auto [out_indices, pairs_t, num] = pairs(c, g, true);
-    ASSERT_EQ(sitesOf(out_indices), c.sites);  // the inputs, in their order
-    // The dense reference: a stride-1 convolution with centred padding, sampled at the input sites.
-    Geometry centred = g;
-    for (int d = 0; d < 3; ++d) centred.padding[d] = g.dilation[d] * (g.kernel[d] - 1) / 2;
-    const Dense in = densify(c.batch, c.shape, c.sites, toDouble(c.features), cin);
-    Dense out(c.batch, c.shape, cout);
-    forEachConnection(in, c.shape, centred, [&](int64_t o, int64_t i, int64_t k) {
-      accumulate(&in.values[i * cin], w, k, cin, cout, out.at(o));
-    });
-    std::vector<double> want;
-    for (const Site& s : c.sites) {
-      const double* v = out.at(out.cell(s[0], s[1], s[2], s[3]));
-      want.insert(want.end(), v, v + cout);
+  for (const auto& [cin, cout] : kChannels) {
+    for (const Geometry& g : geometries) {
+      SCOPED_TRACE(describe(g) + " Cin " + std::to_string(cin) + " Cout " + std::to_string(cout));
+      const Case c = randomCase(seed++, 2, {6, 7, 8}, cin);
+      const std::vector<float> w = randomValues(seed++, g.volume() * cin * cout);
+      auto [out_indices, pairs_t, num] = pairs(c, g, true);
+      ASSERT_EQ(sitesOf(out_indices), c.sites);  // the inputs, in their order
+      // The dense reference: a stride-1 convolution with centred padding, sampled at the input sites.
+      Geometry centred = g;
+      for (int d = 0; d < 3; ++d) centred.padding[d] = g.dilation[d] * (g.kernel[d] - 1) / 2;
+      const Dense in = densify(c.batch, c.shape, c.sites, toDouble(c.features), cin);
+      Dense out(c.batch, c.shape, cout);
+      forEachConnection(in, c.shape, centred, [&](int64_t o, int64_t i, int64_t k) {
+        accumulate(&in.values[i * cin], w, k, cin, cout, out.at(o));
+      });
+      std::vector<double> want;
+      for (const Site& s : c.sites) {
+        const double* v = out.at(out.cell(s[0], s[1], s[2], s[3]));
+        want.insert(want.end(), v, v + cout);
+      }
+      const int64_t n = static_cast<int64_t>(c.sites.size());
+      const Tensor f = floats(c.features, {n, cin}), wt = filters(w, g, cin, cout);
+      expectNear(indiceConv(f, wt, pairs_t, num, n, false, true).toVector<float>(), want, "subm=True");
+      // subm=True only skips work: the same rulebook as a regular one gives the same result.
+      expectNear(indiceConv(f, wt, pairs_t, num, n, false, false).toVector<float>(), want, "subm=False");
     }
-    const int64_t n = static_cast<int64_t>(c.sites.size());
-    const Tensor f = floats(c.features, {n, cin}), wt = filters(w, g, cin, cout);
-    expectNear(indiceConv(f, wt, pairs_t, num, n, false, true).toVector<float>(), want, "subm=True");
-    // subm=True only skips work: the same rulebook as a regular one gives the same result.
-    expectNear(indiceConv(f, wt, pairs_t, num, n, false, false).toVector<float>(), want, "subm=False");
   }
 }
 
