@@ -23,17 +23,10 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-class GpusimRuntimeTest : public ::testing::Test {
+class GpusimRuntimeTest : public gpu_test::GpusimSuite {
  protected:
-  static void SetUpTestSuite() {
-    runtime_ = gpu_test::runtimeWith(BACKPLANE_GPUSIM_PLUGIN_PATH).release();
-  }
-  static void TearDownTestSuite() {
-    delete runtime_;
-    runtime_ = nullptr;
-  }
   void SetUp() override {
-    dev_ = runtime_->device("gpusim:0");
+    dev_ = sim();
     emptyCache();
   }
 
@@ -47,15 +40,12 @@ class GpusimRuntimeTest : public ::testing::Test {
     op.call(0);
   }
 
-  static Runtime* runtime_;
   Device dev_{DeviceType::CPU};
 };
 
-Runtime* GpusimRuntimeTest::runtime_ = nullptr;
-
 TEST_F(GpusimRuntimeTest, DeviceIsListedWithProperties) {
   bool found = false;
-  for (const DeviceInfo& d : runtime_->devices()) {
+  for (const DeviceInfo& d : runtime()->devices()) {
     if (d.device.str() != "gpusim:0") continue;
     found = true;
     EXPECT_EQ(d.provider, "gpusim");

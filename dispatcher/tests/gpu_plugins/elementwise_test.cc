@@ -24,17 +24,9 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-class GpusimKernelsTest : public ::testing::Test {
+class GpusimKernelsTest : public gpu_test::GpusimSuite {
  protected:
-  static void SetUpTestSuite() {
-    runtime_ = gpu_test::runtimeWith(BACKPLANE_GPUSIM_PLUGIN_PATH).release();
-  }
-  static void TearDownTestSuite() {
-    delete runtime_;
-    runtime_ = nullptr;
-  }
 
-  static Device sim() { return runtime_->device("gpusim:0"); }
   static Device cpu() { return Device(DeviceType::CPU); }
 
   // Every element as float64 (exact for every dtype), row-major.
@@ -48,9 +40,7 @@ class GpusimKernelsTest : public ::testing::Test {
         << op << " has no gpusim kernel";
   }
 
-  static Runtime* runtime_;
 };
-Runtime* GpusimKernelsTest::runtime_ = nullptr;
 
 using DrawFn = Tensor (*)(const Tensor&, uint64_t seed, uint64_t offset);
 

@@ -58,4 +58,17 @@ inline bool hasDevice(Runtime& rt, const std::string& name) {
   return false;
 }
 
+// A suite on the simulator: one Runtime (the CPU plugin and gpusim) shared
+// by its tests.
+class GpusimSuite : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { runtime() = runtimeWith(BACKPLANE_GPUSIM_PLUGIN_PATH); }
+  static void TearDownTestSuite() { runtime().reset(); }
+  static std::unique_ptr<Runtime>& runtime() {
+    static std::unique_ptr<Runtime> rt;
+    return rt;
+  }
+  static Device sim() { return runtime()->device("gpusim:0"); }
+};
+
 }  // namespace backplane::gpu_test
