@@ -19,14 +19,6 @@ using bp_cpu::elementwise::binaryLoop;
 using bp_cpu::elementwise::ternaryLoop;
 using bp_cpu::elementwise::unaryLoop;
 
-constexpr std::initializer_list<ScalarType> kAllTypes = {
-    ScalarType::Bool,     ScalarType::UInt8,   ScalarType::Int8,    ScalarType::Int32,  ScalarType::Int64,
-    ScalarType::Float16,  ScalarType::BFloat16, ScalarType::Float32, ScalarType::Float64};
-constexpr std::initializer_list<ScalarType> kNumericTypes = {
-    ScalarType::UInt8,   ScalarType::Int8,    ScalarType::Int32,   ScalarType::Int64,
-    ScalarType::Float16, ScalarType::BFloat16, ScalarType::Float32, ScalarType::Float64};
-constexpr std::initializer_list<ScalarType> kFloatingTypes = {ScalarType::Float16, ScalarType::BFloat16,
-                                                              ScalarType::Float32, ScalarType::Float64};
 
 bool isFloating(ScalarType t) {
   return t == ScalarType::Float16 || t == ScalarType::BFloat16 || t == ScalarType::Float32 ||
@@ -106,7 +98,8 @@ bp::Tensor binary(const char* op, const bp::Tensor& self, const bp::Tensor& othe
 template <bool kSubtract>
 bp::Tensor alphaOut(const char* op, const bp::Tensor& self, const bp::Tensor& other, const bp::Scalar& alpha,
                     const bp::Tensor& out) {
-  return binary(op, self, other, out, kSubtract ? kNumericTypes : kAllTypes, [&](auto tag, const auto& a, const auto& b) {
+  const std::initializer_list<ScalarType> dtypes = kSubtract ? bp::kNumericScalarTypes : bp::kAllScalarTypes;
+  return binary(op, self, other, out, dtypes, [&](auto tag, const auto& a, const auto& b) {
     using T = decltype(tag);
     using M = opmath_t<T>;
     if constexpr (std::is_same_v<T, bool>) {
@@ -133,7 +126,7 @@ bp::Tensor sub_out(const bp::Tensor& self, const bp::Tensor& other, const bp::Sc
 }
 
 bp::Tensor mul_out(const bp::Tensor& self, const bp::Tensor& other, const bp::Tensor& out) {
-  return binary("bp::mul.out", self, other, out, kAllTypes, [&](auto tag, const auto& a, const auto& b) {
+  return binary("bp::mul.out", self, other, out, bp::kAllScalarTypes, [&](auto tag, const auto& a, const auto& b) {
     using T = decltype(tag);
     using M = opmath_t<T>;
     if constexpr (std::is_same_v<T, bool>) binaryLoop<T, T, T>(out, a, b, [](bool x, bool y) { return x && y; });
@@ -142,7 +135,7 @@ bp::Tensor mul_out(const bp::Tensor& self, const bp::Tensor& other, const bp::Te
 }
 
 bp::Tensor div_out(const bp::Tensor& self, const bp::Tensor& other, const bp::Tensor& out) {
-  return binary("bp::div.out", self, other, out, kFloatingTypes, [&](auto tag, const auto& a, const auto& b) {
+  return binary("bp::div.out", self, other, out, bp::kFloatingScalarTypes, [&](auto tag, const auto& a, const auto& b) {
     using T = decltype(tag);
     using M = opmath_t<T>;
     if constexpr (std::is_floating_point_v<M>) binaryLoop<T, T, T>(out, a, b, [](M x, M y) -> M { return x / y; });
@@ -152,7 +145,7 @@ bp::Tensor div_out(const bp::Tensor& self, const bp::Tensor& other, const bp::Te
 // maximum/minimum propagate NaN, as PyTorch.
 template <bool kMax>
 bp::Tensor extremumOut(const char* op, const bp::Tensor& self, const bp::Tensor& other, const bp::Tensor& out) {
-  return binary(op, self, other, out, kAllTypes, [&](auto tag, const auto& a, const auto& b) {
+  return binary(op, self, other, out, bp::kAllScalarTypes, [&](auto tag, const auto& a, const auto& b) {
     using T = decltype(tag);
     using M = opmath_t<T>;
     binaryLoop<T, T, T>(out, a, b, [](M x, M y) -> M {
@@ -196,7 +189,7 @@ M powOf(M x, M e) {
 }
 
 bp::Tensor pow_tensor_out(const bp::Tensor& self, const bp::Tensor& exponent, const bp::Tensor& out) {
-  return binary("bp::pow.Tensor_Tensor_out", self, exponent, out, kNumericTypes,
+  return binary("bp::pow.Tensor_Tensor_out", self, exponent, out, bp::kNumericScalarTypes,
                 [&](auto tag, const auto& a, const auto& b) {
                   using T = decltype(tag);
                   using M = opmath_t<T>;
@@ -221,7 +214,7 @@ bp::Tensor unary(const char* op, const bp::Tensor& self, const bp::Tensor& out,
 }
 
 bp::Tensor pow_scalar_out(const bp::Tensor& self, const bp::Scalar& exponent, const bp::Tensor& out) {
-  return unary("bp::pow.Tensor_Scalar_out", self, out, kNumericTypes, [&](auto tag, const auto& a) {
+  return unary("bp::pow.Tensor_Scalar_out", self, out, bp::kNumericScalarTypes, [&](auto tag, const auto& a) {
     using T = decltype(tag);
     using M = opmath_t<T>;
     if constexpr (!std::is_same_v<T, bool>) {
@@ -236,7 +229,7 @@ bp::Tensor pow_scalar_out(const bp::Tensor& self, const bp::Scalar& exponent, co
 // converted: the host's rule makes their result float32).
 #define BP_FLOATING_UNARY(NAME, EXPR)                                                          \
   bp::Tensor NAME##_out(const bp::Tensor& self, const bp::Tensor& out) {                      \
-    return unary("bp::" #NAME ".out", self, out, kFloatingTypes, [&](auto tag, const auto& a) { \
+    return unary("bp::" #NAME ".out", self, out, bp::kFloatingScalarTypes, [&](auto tag, const auto& a) { \
       using T = decltype(tag);                                                                \
       using M = opmath_t<T>;                                                                  \
       if constexpr (std::is_floating_point_v<M>) unaryLoop<T, T>(out, a, [](M x) -> M { return EXPR; }); \
@@ -255,7 +248,7 @@ BP_FLOATING_UNARY(silu, x / (M(1) + std::exp(-x)))
 #undef BP_FLOATING_UNARY
 
 bp::Tensor neg_out(const bp::Tensor& self, const bp::Tensor& out) {
-  return unary("bp::neg.out", self, out, kNumericTypes, [&](auto tag, const auto& a) {
+  return unary("bp::neg.out", self, out, bp::kNumericScalarTypes, [&](auto tag, const auto& a) {
     using T = decltype(tag);
     using M = opmath_t<T>;
     if constexpr (!std::is_same_v<T, bool>) unaryLoop<T, T>(out, a, [](M x) -> M { return -x; });
@@ -263,7 +256,7 @@ bp::Tensor neg_out(const bp::Tensor& self, const bp::Tensor& out) {
 }
 
 bp::Tensor abs_out(const bp::Tensor& self, const bp::Tensor& out) {
-  return unary("bp::abs.out", self, out, kAllTypes, [&](auto tag, const auto& a) {
+  return unary("bp::abs.out", self, out, bp::kAllScalarTypes, [&](auto tag, const auto& a) {
     using T = decltype(tag);
     using M = opmath_t<T>;
     if constexpr (std::is_same_v<T, bool> || std::is_unsigned_v<M>) unaryLoop<T, T>(out, a, [](M x) { return x; });
@@ -272,7 +265,7 @@ bp::Tensor abs_out(const bp::Tensor& self, const bp::Tensor& out) {
 }
 
 bp::Tensor relu_out(const bp::Tensor& self, const bp::Tensor& out) {
-  return unary("bp::relu.out", self, out, kNumericTypes, [&](auto tag, const auto& a) {
+  return unary("bp::relu.out", self, out, bp::kNumericScalarTypes, [&](auto tag, const auto& a) {
     using T = decltype(tag);
     using M = opmath_t<T>;
     if constexpr (!std::is_same_v<T, bool>)
@@ -285,7 +278,7 @@ bp::Tensor gelu_out(const bp::Tensor& self, std::string_view approximate, const 
   const bool tanh_form = approximate == "tanh";
   BP_PLUGIN_CHECK(tanh_form || approximate == "none",
                   "bp::gelu.out: approximate must be 'none' or 'tanh', but got '" + std::string(approximate) + "'");
-  return unary("bp::gelu.out", self, out, kFloatingTypes, [&](auto tag, const auto& a) {
+  return unary("bp::gelu.out", self, out, bp::kFloatingScalarTypes, [&](auto tag, const auto& a) {
     using T = decltype(tag);
     using M = opmath_t<T>;
     if constexpr (std::is_floating_point_v<M>) {
@@ -302,7 +295,7 @@ bp::Tensor gelu_out(const bp::Tensor& self, std::string_view approximate, const 
 bp::Tensor clamp_out(const bp::Tensor& self, const std::optional<bp::Scalar>& min, const std::optional<bp::Scalar>& max,
                      const bp::Tensor& out) {
   BP_PLUGIN_CHECK(min.has_value() || max.has_value(), "bp::clamp.out: at least one of 'min' or 'max' must not be None");
-  return unary("bp::clamp.out", self, out, kNumericTypes, [&](auto tag, const auto& a) {
+  return unary("bp::clamp.out", self, out, bp::kNumericScalarTypes, [&](auto tag, const auto& a) {
     using T = decltype(tag);
     using M = opmath_t<T>;
     if constexpr (!std::is_same_v<T, bool>) {

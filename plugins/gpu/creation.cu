@@ -16,15 +16,6 @@
 namespace bp_gpu {
 namespace {
 
-constexpr std::initializer_list<ScalarType> kAllTypes = {
-    ScalarType::Bool,    ScalarType::UInt8,    ScalarType::Int8,    ScalarType::Int32,  ScalarType::Int64,
-    ScalarType::Float16, ScalarType::BFloat16, ScalarType::Float32, ScalarType::Float64};
-constexpr std::initializer_list<ScalarType> kNumericTypes = {
-    ScalarType::UInt8,   ScalarType::Int8,    ScalarType::Int32,   ScalarType::Int64,
-    ScalarType::Float16, ScalarType::BFloat16, ScalarType::Float32, ScalarType::Float64};
-constexpr std::initializer_list<ScalarType> kFloatTypes = {ScalarType::Float16, ScalarType::BFloat16,
-                                                           ScalarType::Float32, ScalarType::Float64};
-
 OffsetCalculator<1> walkOf(const char* op, const bp::Tensor& t) {
   return makeOffsetCalculator<1>(op, t.sizes(), {t.strides().data()});
 }
@@ -51,7 +42,7 @@ void fillWith(const char* op, const bp::Tensor& t, T value) {
 bp::Tensor fill_(const bp::Tensor& self, const bp::Scalar& value) {
   const char* op = "bp::fill_.Scalar";
   callDevice(op, self, "self");
-  checkDtype(op, self, "self", kAllTypes);
+  checkDtype(op, self, "self", bp::kAllScalarTypes);
   visitDtype(self.dtype(), [&](auto tag) {
     using T = decltype(tag);
     fillWith<T>(op, self, scalarTo<T>(value));
@@ -74,7 +65,7 @@ bp::Tensor arange_out(const bp::Scalar& start, const bp::Scalar& end, const bp::
   const char* op = "bp::arange.start_out";
   (void)end;  // the host sized `out` from it
   callDevice(op, out, "out");
-  checkDtype(op, out, "out", kNumericTypes);
+  checkDtype(op, out, "out", bp::kNumericScalarTypes);
   visitDtype(out.dtype(), [&](auto tag) {
     using T = decltype(tag);
     if constexpr (!std::is_same_v<T, bool>) {
@@ -155,17 +146,17 @@ bp::Tensor philoxDraw(const char* op, const bp::Tensor& self, std::initializer_l
 }
 
 bp::Tensor philox_uniform_(const bp::Tensor& self, double from, double to, int64_t seed, int64_t offset) {
-  return philoxDraw("bp::_philox_uniform_", self, kFloatTypes,
+  return philoxDraw("bp::_philox_uniform_", self, bp::kFloatingScalarTypes,
                     {Draw::Uniform, static_cast<uint64_t>(seed), static_cast<uint64_t>(offset), from, to});
 }
 
 bp::Tensor philox_normal_(const bp::Tensor& self, double mean, double std, int64_t seed, int64_t offset) {
-  return philoxDraw("bp::_philox_normal_", self, kFloatTypes,
+  return philoxDraw("bp::_philox_normal_", self, bp::kFloatingScalarTypes,
                     {Draw::Normal, static_cast<uint64_t>(seed), static_cast<uint64_t>(offset), mean, std});
 }
 
 bp::Tensor philox_bernoulli_(const bp::Tensor& self, double p, int64_t seed, int64_t offset) {
-  return philoxDraw("bp::_philox_bernoulli_", self, kAllTypes,
+  return philoxDraw("bp::_philox_bernoulli_", self, bp::kAllScalarTypes,
                     {Draw::Bernoulli, static_cast<uint64_t>(seed), static_cast<uint64_t>(offset), 0.0, p});
 }
 

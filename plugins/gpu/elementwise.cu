@@ -18,15 +18,6 @@
 namespace bp_gpu {
 namespace {
 
-constexpr std::initializer_list<ScalarType> kAllTypes = {
-    ScalarType::Bool,    ScalarType::UInt8,    ScalarType::Int8,    ScalarType::Int32,  ScalarType::Int64,
-    ScalarType::Float16, ScalarType::BFloat16, ScalarType::Float32, ScalarType::Float64};
-constexpr std::initializer_list<ScalarType> kNumericTypes = {
-    ScalarType::UInt8,   ScalarType::Int8,    ScalarType::Int32,   ScalarType::Int64,
-    ScalarType::Float16, ScalarType::BFloat16, ScalarType::Float32, ScalarType::Float64};
-constexpr std::initializer_list<ScalarType> kFloatingTypes = {ScalarType::Float16, ScalarType::BFloat16,
-                                                              ScalarType::Float32, ScalarType::Float64};
-
 // Whether integer v is a value of integral dtype t.
 bool fitsIn(ScalarType t, int64_t v) {
   return visitDtype(t, [&](auto tag) {
@@ -150,25 +141,25 @@ bp::Tensor binary(const char* op, const bp::Tensor& self, const bp::Tensor& othe
 }
 
 bp::Tensor add_out(const bp::Tensor& self, const bp::Tensor& other, const bp::Scalar& alpha, const bp::Tensor& out) {
-  return binary("bp::add.out", self, other, out, kAllTypes, BinaryOp::Add, alpha);
+  return binary("bp::add.out", self, other, out, bp::kAllScalarTypes, BinaryOp::Add, alpha);
 }
 bp::Tensor sub_out(const bp::Tensor& self, const bp::Tensor& other, const bp::Scalar& alpha, const bp::Tensor& out) {
-  return binary("bp::sub.out", self, other, out, kNumericTypes, BinaryOp::Sub, alpha);
+  return binary("bp::sub.out", self, other, out, bp::kNumericScalarTypes, BinaryOp::Sub, alpha);
 }
 bp::Tensor mul_out(const bp::Tensor& self, const bp::Tensor& other, const bp::Tensor& out) {
-  return binary("bp::mul.out", self, other, out, kAllTypes, BinaryOp::Mul);
+  return binary("bp::mul.out", self, other, out, bp::kAllScalarTypes, BinaryOp::Mul);
 }
 bp::Tensor div_out(const bp::Tensor& self, const bp::Tensor& other, const bp::Tensor& out) {
-  return binary("bp::div.out", self, other, out, kFloatingTypes, BinaryOp::Div);
+  return binary("bp::div.out", self, other, out, bp::kFloatingScalarTypes, BinaryOp::Div);
 }
 bp::Tensor maximum_out(const bp::Tensor& self, const bp::Tensor& other, const bp::Tensor& out) {
-  return binary("bp::maximum.out", self, other, out, kAllTypes, BinaryOp::Max);
+  return binary("bp::maximum.out", self, other, out, bp::kAllScalarTypes, BinaryOp::Max);
 }
 bp::Tensor minimum_out(const bp::Tensor& self, const bp::Tensor& other, const bp::Tensor& out) {
-  return binary("bp::minimum.out", self, other, out, kAllTypes, BinaryOp::Min);
+  return binary("bp::minimum.out", self, other, out, bp::kAllScalarTypes, BinaryOp::Min);
 }
 bp::Tensor pow_tensor_out(const bp::Tensor& self, const bp::Tensor& exponent, const bp::Tensor& out) {
-  return binary("bp::pow.Tensor_Tensor_out", self, exponent, out, kNumericTypes, BinaryOp::Pow);
+  return binary("bp::pow.Tensor_Tensor_out", self, exponent, out, bp::kNumericScalarTypes, BinaryOp::Pow);
 }
 
 // --- unary
@@ -261,18 +252,18 @@ bp::Tensor unaryOp(const char* op, const bp::Tensor& self, const bp::Tensor& out
   bp::Tensor NAME##_out(const bp::Tensor& self, const bp::Tensor& out) { \
     return unaryOp("bp::" #NAME ".out", self, out, TYPES, KIND);        \
   }
-BP_GPU_UNARY(neg, kNumericTypes, UnaryOp::Neg)
-BP_GPU_UNARY(abs, kAllTypes, UnaryOp::Abs)
-BP_GPU_UNARY(relu, kNumericTypes, UnaryOp::Relu)
-BP_GPU_UNARY(exp, kFloatingTypes, UnaryOp::Exp)
-BP_GPU_UNARY(log, kFloatingTypes, UnaryOp::Log)
-BP_GPU_UNARY(sqrt, kFloatingTypes, UnaryOp::Sqrt)
-BP_GPU_UNARY(rsqrt, kFloatingTypes, UnaryOp::Rsqrt)
-BP_GPU_UNARY(sin, kFloatingTypes, UnaryOp::Sin)
-BP_GPU_UNARY(cos, kFloatingTypes, UnaryOp::Cos)
-BP_GPU_UNARY(tanh, kFloatingTypes, UnaryOp::Tanh)
-BP_GPU_UNARY(sigmoid, kFloatingTypes, UnaryOp::Sigmoid)
-BP_GPU_UNARY(silu, kFloatingTypes, UnaryOp::Silu)
+BP_GPU_UNARY(neg, bp::kNumericScalarTypes, UnaryOp::Neg)
+BP_GPU_UNARY(abs, bp::kAllScalarTypes, UnaryOp::Abs)
+BP_GPU_UNARY(relu, bp::kNumericScalarTypes, UnaryOp::Relu)
+BP_GPU_UNARY(exp, bp::kFloatingScalarTypes, UnaryOp::Exp)
+BP_GPU_UNARY(log, bp::kFloatingScalarTypes, UnaryOp::Log)
+BP_GPU_UNARY(sqrt, bp::kFloatingScalarTypes, UnaryOp::Sqrt)
+BP_GPU_UNARY(rsqrt, bp::kFloatingScalarTypes, UnaryOp::Rsqrt)
+BP_GPU_UNARY(sin, bp::kFloatingScalarTypes, UnaryOp::Sin)
+BP_GPU_UNARY(cos, bp::kFloatingScalarTypes, UnaryOp::Cos)
+BP_GPU_UNARY(tanh, bp::kFloatingScalarTypes, UnaryOp::Tanh)
+BP_GPU_UNARY(sigmoid, bp::kFloatingScalarTypes, UnaryOp::Sigmoid)
+BP_GPU_UNARY(silu, bp::kFloatingScalarTypes, UnaryOp::Silu)
 #undef BP_GPU_UNARY
 
 bp::Tensor gelu_out(const bp::Tensor& self, std::string_view approximate, const bp::Tensor& out) {
@@ -280,13 +271,13 @@ bp::Tensor gelu_out(const bp::Tensor& self, std::string_view approximate, const 
   const bool tanh_form = approximate == "tanh";
   BP_PLUGIN_CHECK(tanh_form || approximate == "none",
                   "bp::gelu.out: approximate must be 'none' or 'tanh', but got '" + std::string(approximate) + "'");
-  return unaryOp("bp::gelu.out", self, out, kFloatingTypes, tanh_form ? UnaryOp::GeluTanh : UnaryOp::GeluErf);
+  return unaryOp("bp::gelu.out", self, out, bp::kFloatingScalarTypes, tanh_form ? UnaryOp::GeluTanh : UnaryOp::GeluErf);
 }
 
 bp::Tensor clamp_out(const bp::Tensor& self, const std::optional<bp::Scalar>& min, const std::optional<bp::Scalar>& max,
                      const bp::Tensor& out) {
   BP_PLUGIN_CHECK(min.has_value() || max.has_value(), "bp::clamp.out: at least one of 'min' or 'max' must not be None");
-  return unary("bp::clamp.out", self, out, kNumericTypes, [&](auto tag, auto& lo, auto& hi) {
+  return unary("bp::clamp.out", self, out, bp::kNumericScalarTypes, [&](auto tag, auto& lo, auto& hi) {
     using T = decltype(tag);
     if (min) lo = scalarAs<T>(*min);
     if (max) hi = scalarAs<T>(*max);
@@ -295,7 +286,7 @@ bp::Tensor clamp_out(const bp::Tensor& self, const std::optional<bp::Scalar>& mi
 }
 
 bp::Tensor pow_scalar_out(const bp::Tensor& self, const bp::Scalar& exponent, const bp::Tensor& out) {
-  return unary("bp::pow.Tensor_Scalar_out", self, out, kNumericTypes, [&](auto tag, auto& e, auto&) {
+  return unary("bp::pow.Tensor_Scalar_out", self, out, bp::kNumericScalarTypes, [&](auto tag, auto& e, auto&) {
     using T = decltype(tag);
     e = scalarAs<T>(exponent);
     return e == opmath_t<T>(2) ? UnaryOp::Square : UnaryOp::Pow;  // the common square, without pow

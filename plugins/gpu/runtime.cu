@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -166,8 +167,10 @@ struct StagingSlot {
 };
 
 struct DeviceState {
+  // The current stream, created on first use under `mutex` and never
+  // changed after: kernel launches read it without the lock.
+  std::atomic<gpuStream_t> stream{nullptr};
   std::mutex mutex;  // guards everything below
-  gpuStream_t stream = nullptr;
   int stream_count = 0;
   std::unordered_map<void*, Block> live;
   std::multimap<size_t, Block> cached;  // by size class
@@ -188,12 +191,14 @@ DeviceState& state(int device) {
 }
 
 gpuStream_t streamLocked(DeviceState& s, int device) {
-  if (s.stream == nullptr) {
+  gpuStream_t stream = s.stream.load(std::memory_order_relaxed);  // only written under s.mutex
+  if (stream == nullptr) {
     DeviceGuard guard(device);
-    check(gpuStreamCreateWithFlags(&s.stream, gpuStreamNonBlocking), BP_GPU_RUNTIME_PREFIX "StreamCreateWithFlags");
+    check(gpuStreamCreateWithFlags(&stream, gpuStreamNonBlocking), BP_GPU_RUNTIME_PREFIX "StreamCreateWithFlags");
     ++s.stream_count;
+    s.stream.store(stream, std::memory_order_release);
   }
-  return s.stream;
+  return stream;
 }
 
 void freeCachedLocked(DeviceState& s, int device) {
@@ -395,6 +400,7 @@ class GpuBackend final : public bp::DeviceBackend {
 
 gpuStream_t currentStream(int device) {
   DeviceState& s = state(device);
+  if (gpuStream_t stream = s.stream.load(std::memory_order_acquire)) return stream;  // every launch: no lock
   std::lock_guard<std::mutex> lock(s.mutex);
   return streamLocked(s, device);
 }

@@ -79,6 +79,25 @@ class BackboneTest : public ::testing::Test {
     return outputs;
   }
 
+  // Runs the backbone on `dev`, checks that every layer stays there and
+  // matches the CPU run within `max_rel` and that no call failed; returns
+  // the profile of the device run.
+  OpReport runOnDeviceAndCompare(Device dev, double max_rel) {
+    const std::vector<SparseTensor> on_cpu = layerOutputs(weights_, input_);
+    Profiler profiler;
+    const std::vector<SparseTensor> on_dev = layerOutputs(weights_.to(dev), input_.to(dev));
+    profiler.stop();
+    EXPECT_EQ(on_dev.size(), on_cpu.size());
+    for (size_t i = 0; i < on_dev.size() && i < on_cpu.size(); ++i) {
+      EXPECT_EQ(on_dev[i].features.device(), dev);
+      const LayerDifference d = compareLayer(HostSparse::from(on_dev[i]), HostSparse::from(on_cpu[i]));
+      EXPECT_LE(d.max_rel, max_rel) << weights_.layers[i].name;
+    }
+    OpReport report = profiler.report();
+    for (const OpStats& row : report.ops) EXPECT_EQ(row.failed_calls, 0u) << row.op;
+    return report;
+  }
+
   SparseTensor input_;
   BackboneWeights weights_;
 };
@@ -127,45 +146,21 @@ TEST_F(BackboneTest, TestDeviceFallsBackToTheCpuAndMatchesIt) {
   // The test device has no kernels: every op runs through the CPU fallback,
   // on memory the host can only reach through the device's copy functions.
   const Device dev = backplane::testing::TestDevice::install("testdev").device(0);
-  const std::vector<SparseTensor> on_cpu = layerOutputs(weights_, input_);
-
-  Profiler profiler;
-  const std::vector<SparseTensor> on_dev = layerOutputs(weights_.to(dev), input_.to(dev));
-  profiler.stop();
-  ASSERT_EQ(on_dev.size(), on_cpu.size());
-  for (size_t i = 0; i < on_dev.size(); ++i) {
-    EXPECT_EQ(on_dev[i].features.device(), dev);
-    const LayerDifference d = compareLayer(HostSparse::from(on_dev[i]), HostSparse::from(on_cpu[i]));
-    EXPECT_LE(d.max_rel, 1e-6) << weights_.layers[i].name;
-  }
-  const OpReport report = profiler.report();
+  const OpReport report = runOnDeviceAndCompare(dev, 1e-6);
   const OpStats* conv = report.find("spconv::indice_conv", backendKey(dev.type));
   ASSERT_NE(conv, nullptr) << report.table();
   EXPECT_EQ(conv->fallbackCalls(), 12u);
-  for (const OpStats& row : report.ops) EXPECT_EQ(row.failed_calls, 0u) << row.op;
 }
 
 TEST_F(BackboneTest, GpuSimulatorRunsEveryLayerNativelyAndMatchesTheCpu) {
   const Device dev = Runtime().device("gpusim:0");
-  const std::vector<SparseTensor> on_cpu = layerOutputs(weights_, input_);
-
-  Profiler profiler;
-  const std::vector<SparseTensor> on_dev = layerOutputs(weights_.to(dev), input_.to(dev));
-  profiler.stop();
-  ASSERT_EQ(on_dev.size(), on_cpu.size());
-  for (size_t i = 0; i < on_dev.size(); ++i) {
-    EXPECT_EQ(on_dev[i].features.device(), dev);
-    // scatter_add's atomics may add in another order than the CPU.
-    const LayerDifference d = compareLayer(HostSparse::from(on_dev[i]), HostSparse::from(on_cpu[i]));
-    EXPECT_LE(d.max_rel, 1e-5) << weights_.layers[i].name;
-  }
-  const OpReport report = profiler.report();
+  // scatter_add's atomics may add in another order than the CPU.
+  const OpReport report = runOnDeviceAndCompare(dev, 1e-5);
   for (const char* op : {"spconv::indice_conv", "bp::index_select.out", "bp::mm.out", "bp::scatter_add.out"}) {
     const OpStats* row = report.find(op, backendKey(dev.type));
     ASSERT_NE(row, nullptr) << op << "\n" << report.table();
     EXPECT_EQ(row->fallbackCalls(), 0u) << op << "\n" << report.table();
   }
-  for (const OpStats& row : report.ops) EXPECT_EQ(row.failed_calls, 0u) << row.op;
 }
 
 TEST_F(BackboneTest, ACachedRulebookMustMatchTheLayerThatReusesIt) {

@@ -357,6 +357,17 @@ constexpr const char* name(ScalarType t) noexcept {
 
 inline std::ostream& operator<<(std::ostream& os, ScalarType t) { return os << name(t); }
 
+// The dtype sets kernels' argument checks name most: every dtype, the
+// numeric ones (all but bool) and the floating-point ones.
+inline constexpr std::initializer_list<ScalarType> kAllScalarTypes = {
+    ScalarType::Bool,    ScalarType::UInt8,    ScalarType::Int8,    ScalarType::Int32,  ScalarType::Int64,
+    ScalarType::Float16, ScalarType::BFloat16, ScalarType::Float32, ScalarType::Float64};
+inline constexpr std::initializer_list<ScalarType> kNumericScalarTypes = {
+    ScalarType::UInt8,   ScalarType::Int8,    ScalarType::Int32,   ScalarType::Int64,
+    ScalarType::Float16, ScalarType::BFloat16, ScalarType::Float32, ScalarType::Float64};
+inline constexpr std::initializer_list<ScalarType> kFloatingScalarTypes = {ScalarType::Float16, ScalarType::BFloat16,
+                                                                          ScalarType::Float32, ScalarType::Float64};
+
 // A device: a device type number (0 is cpu; others from registerDevice or
 // findDeviceType) and an index within the type. Layout matches BP_Device.
 struct Device {
