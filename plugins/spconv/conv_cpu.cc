@@ -76,6 +76,21 @@ void throwIfGemmFailed(const char* op, const std::atomic<int>& status) {
   BP_PLUGIN_CHECK_CODE(status.load() == 0, BP_INTERNAL, op, ": oneDNN sgemm failed with status ", status.load());
 }
 
+// A buffer of at least `n` elements owned by the calling thread, that only
+// grows (one per Slot). The forward's tables and tiles have the same sizes
+// call after call; fresh allocations of that size come from glibc as new
+// mmap'd pages, so every call would pay a page fault and a kernel clear per
+// 4 KiB. OpenMP keeps its worker threads, so their buffers live on too.
+template <class T, int Slot>
+T* threadScratch(size_t n) {
+  thread_local std::vector<T> buffer;
+  if (buffer.size() < n) {
+    buffer.clear();
+    buffer.resize(n);
+  }
+  return buffer.data();
+}
+
 // A checked rulebook on the host, oriented for one call: in(k)[j] and
 // out(k)[j] are the rows of pair j at offset k as this call uses them
 // (swapped for inverse=True).
@@ -104,57 +119,95 @@ class Rulebook {
 
   // Checks that every used pair has in rows in [0, num_in) and out rows in
   // [0, num_out), no row twice within an offset, and (for subm) that the
-  // centre offset is the identity over all num_in rows. Offsets are checked
-  // in parallel, each with a per-thread stamp array; the error reported is
-  // the one of the lowest offset.
-  void check(const char* op, int64_t num_in, int64_t num_out, bool subm) const {
+  // centre offset is the identity over all num_in rows; notes whether every
+  // offset lists its output rows in ascending order (outputsAscending()).
+  // Offsets are checked in parallel, each in two branch-free passes: ranges
+  // and order (vectorised), then repeats, marking rows in a per-thread byte
+  // map that is all zero between offsets (output rows need none while they
+  // ascend). Only an offset that fails is walked pair by pair, to name its
+  // first bad pair; the error reported is the one of the lowest offset.
+  void check(const char* op, int64_t num_in, int64_t num_out, bool subm) {
     const int64_t K = kernelVolume();
     if (subm) {
       const int64_t c = K / 2;
       bool identity = counts_[c] == num_in;
-      for (int64_t j = 0; identity && j < counts_[c]; ++j) identity = in(c)[j] == j && out(c)[j] == j;
+      for (int64_t j = 0; identity && j < counts_[c]; ++j) identity &= (in(c)[j] == j) & (out(c)[j] == j);
       BP_PLUGIN_CHECK(identity, op, ": subm=True, but the centre offset ", c,
                       " of the rulebook does not pair every site with itself in order; build the rulebook with "
                       "get_indice_pairs(..., subm=True) or pass subm=False");
     }
     std::vector<std::string> errors(static_cast<size_t>(K));
+    std::vector<uint8_t> ascending(static_cast<size_t>(K), 1);
     const int threads = static_cast<int>(std::min<int64_t>(threadsFor(totalCount()), K));
-    std::vector<int32_t> stamps(static_cast<size_t>(threads) * static_cast<size_t>(num_in + num_out), -1);
+    // Rows are int32: a negative one is >= 2^31 as uint32, so one compare checks both ends.
+    const uint32_t in_limit = static_cast<uint32_t>(std::min<int64_t>(num_in, INT32_MAX));
+    const uint32_t out_limit = static_cast<uint32_t>(std::min<int64_t>(num_out, INT32_MAX));
 #pragma omp parallel num_threads(threads)
     {
-      int32_t* seen_in = stamps.data() + static_cast<size_t>(omp_get_thread_num()) * (num_in + num_out);
-      int32_t* seen_out = seen_in + num_in;
+      uint8_t* seen_in = threadScratch<uint8_t, 5>(static_cast<size_t>(num_in + num_out));
+      uint8_t* seen_out = seen_in + num_in;
 #pragma omp for schedule(dynamic, 1)
       for (int64_t k = 0; k < K; ++k) {
         const int32_t *ri = in(k), *ro = out(k);
-        for (int64_t j = 0; j < counts_[k]; ++j) {
-          const int32_t i = ri[j], o = ro[j];
-          if (i < 0 || i >= num_in || o < 0 || o >= num_out) {
-            errors[k] = bp::detail::concat("pair ", j, " of kernel offset ", k, " joins input row ", i,
-                                           " and output row ", o, ", outside the ", num_in, " input and ", num_out,
-                                           " output rows; was the rulebook built for these tensors?");
-            break;
+        const int64_t n = counts_[k];
+        bool in_range = true, rising = true;
+        for (int64_t j = 0; j < n; ++j)
+          in_range &= (static_cast<uint32_t>(ri[j]) < in_limit) & (static_cast<uint32_t>(ro[j]) < out_limit);
+        for (int64_t j = 1; j < n; ++j) rising &= ro[j] > ro[j - 1];
+        uint8_t repeated = 0;
+        if (in_range) {
+          for (int64_t j = 0; j < n; ++j) {
+            repeated |= seen_in[ri[j]];
+            seen_in[ri[j]] = 1;
           }
-          if (seen_in[i] == k || seen_out[o] == k) {
-            errors[k] = bp::detail::concat("kernel offset ", k, " uses ", seen_in[i] == k ? "input" : "output",
-                                           " row ", seen_in[i] == k ? i : o, " twice; a rulebook pairs each row "
-                                           "with at most one partner per offset, as get_indice_pairs builds it");
-            break;
+          for (int64_t j = 0; j < n; ++j) seen_in[ri[j]] = 0;
+          if (!rising) {
+            for (int64_t j = 0; j < n; ++j) {
+              repeated |= seen_out[ro[j]];
+              seen_out[ro[j]] = 1;
+            }
+            for (int64_t j = 0; j < n; ++j) seen_out[ro[j]] = 0;
           }
-          seen_in[i] = static_cast<int32_t>(k);
-          seen_out[o] = static_cast<int32_t>(k);
         }
+        if (!in_range || repeated) errors[k] = firstBadPair(k, num_in, num_out);
+        ascending[k] = rising;
       }
     }
     for (const std::string& e : errors) BP_PLUGIN_CHECK(e.empty(), op, ": ", e);
+    outputs_ascending_ = std::all_of(ascending.begin(), ascending.end(), [](uint8_t a) { return a != 0; });
   }
 
+  // After check(): whether every offset lists its pairs in strictly
+  // ascending output row, as get_indice_pairs builds them.
+  bool outputsAscending() const { return outputs_ascending_; }
+
  private:
+  // What is wrong with offset k, which check() found bad: its first pair
+  // outside the tensors or repeating a row.
+  std::string firstBadPair(int64_t k, int64_t num_in, int64_t num_out) const {
+    std::vector<uint8_t> seen_in(static_cast<size_t>(num_in)), seen_out(static_cast<size_t>(num_out));
+    for (int64_t j = 0; j < counts_[k]; ++j) {
+      const int32_t i = in(k)[j], o = out(k)[j];
+      if (i < 0 || i >= num_in || o < 0 || o >= num_out)
+        return bp::detail::concat("pair ", j, " of kernel offset ", k, " joins input row ", i, " and output row ", o,
+                                  ", outside the ", num_in, " input and ", num_out,
+                                  " output rows; was the rulebook built for these tensors?");
+      const bool repeated_in = seen_in[i] != 0, repeated_out = seen_out[o] != 0;
+      if (repeated_in || repeated_out)
+        return bp::detail::concat("kernel offset ", k, " uses ", repeated_in ? "input" : "output", " row ",
+                                  repeated_in ? i : o, " twice; a rulebook pairs each row with at most one partner "
+                                  "per offset, as get_indice_pairs builds it");
+      seen_in[i] = seen_out[o] = 1;
+    }
+    return {};
+  }
+
   bp::Tensor pairs_;
   std::vector<int64_t> counts_;
   int64_t capacity_;
   int in_row_;
   const int32_t* base_;
+  bool outputs_ascending_ = false;
 };
 
 void checkCpuFloat(const char* op, const bp::Tensor& t, const char* name) {
@@ -195,190 +248,167 @@ void addRows(const T* src, int64_t n, int64_t width, const int32_t* rows, T* dst
   }
 }
 
-// A buffer of at least `n` elements owned by the calling thread, that only
-// grows (one per Slot). The forward's tables and tiles have the same sizes
-// call after call; fresh allocations of that size come from glibc as new
-// mmap'd pages, so every call would pay a page fault and a kernel clear per
-// 4 KiB. OpenMP keeps its worker threads, so their buffers live on too.
-template <class T, int Slot>
-T* threadScratch(size_t n) {
-  thread_local std::vector<T> buffer;
-  if (buffer.size() < n) {
-    buffer.clear();
-    buffer.resize(n);
-  }
-  return buffer.data();
-}
-
 // Note [Direct sparse convolution kernel]
 // For small channel counts the products of one offset and tile are too
 // small for sgemm (a few rows of 16 x 16: the call, gather and scatter cost
-// more than the FMAs), so the float32 forward computes them directly from
-// lists of the pairs, counting-sorted once per call (sortPairs); no gather
-// buffer, no scatter, no branch per absent offset.
-// - Per row (Cout 16 or 32): the pairs bucketed by output row, offsets in
-//   order; acc[Cout] (1 or 2 vectors of 16 floats, times kChains, in
-//   registers) += features[i][ci] * W[k][ci, :] over the row's pairs, then
-//   the row is stored once.
-// - Per tile (Cout 64: 4 vectors, too many to hold kChains of them and keep
-//   the 27 W[k] of 16 KiB in L1): the pairs bucketed by (tile of R output
-//   rows, offset); offset by offset, so W[k] is loaded once per tile, the
-//   products of two pairs at a time (sharing each load of W[k]) are added
-//   into their output rows.
+// more than the FMAs), so the float32 forward computes them directly, with
+// no gather buffer and no scatter. Each task owns a tile of R output rows
+// and runs the offsets in the call's order; for each, it takes the pairs
+// whose output row is in the tile and adds features[in] @ W[k] into
+// out[out], P pairs at a time: the P pairs share every load of a row of
+// W[k] (which stays in L1 for the whole offset), the input features enter
+// the FMAs as broadcast operands, and P x Cout / 16 accumulators (8 vectors
+// of 16 floats) are as many independent FMA chains as the FMA units take.
+// Finding a tile's pairs costs nothing when every offset lists its pairs in
+// ascending output row, as get_indice_pairs builds them (Note [Rulebook
+// order]): they are one range per offset, found by binary search. Any
+// other rulebook (an inverse convolution's, or one built elsewhere) is
+// first counting-sorted into (tile, offset) buckets (sortPairs).
 // Each output row sums its offsets in offset order and each product over ci
-// in a fixed chain order, whatever thread computes it, so results do not
-// depend on the thread count. The build has no -march flags, so the kernels
-// are compiled per instruction set (target_clones) and picked at load.
+// in order, whatever thread computes it, so results do not depend on the
+// thread count. The build has no -march flags, so the kernels are compiled
+// per instruction set (target_clones) and picked at load.
 using Float16 = float __attribute__((vector_size(64)));
-// Input channels ci = chain (mod kChains) sum into their own accumulator, so
-// that kChains FMA chains run side by side instead of one waiting on the
-// last; the accumulators are added in a fixed order at the end of the row.
-constexpr int64_t kChains = 4;
 
-// The pairs sorted into buckets: bucket b holds entry[first[b] ..
-// first[b + 1]), each packed as tag << 32 | input row, offsets in the call's
-// order within a bucket.
-struct PairLists {
-  const int64_t* first;
-  const uint64_t* entry;
-  int64_t input(int64_t e) const { return static_cast<int64_t>(entry[e] & 0xffffffffu); }
-  int64_t tag(int64_t e) const { return static_cast<int64_t>(entry[e] >> 32); }
+// The pairs of one (tile, offset): in[j] and out[j] for j < n.
+struct PairRange {
+  const int32_t* in;
+  const int32_t* out;
+  int64_t n;
 };
 
-// Builds PairLists with a counting sort of the pairs: pair j of the offset
-// run at `step` goes to bucket(step, output row) with tag(step, output
-// row). It runs on one thread, before the parallel region: it is memory
-// bound, and barriers cost dearly when the cores are oversubscribed.
-template <class Bucket, class Tag>
-PairLists sortPairs(const Rulebook& rb, const std::vector<int64_t>& order, int64_t buckets, Bucket bucket, Tag tag,
-                    int64_t* first, uint64_t* entry) {
-  std::fill(first, first + buckets + 1, int64_t{0});
-  for (size_t step = 0; step < order.size(); ++step) {
-    const int32_t* out = rb.out(order[step]);
-    for (int64_t j = 0, n = rb.count(order[step]); j < n; ++j) ++first[bucket(step, out[j]) + 1];
-  }
-  for (int64_t b = 0; b < buckets; ++b) first[b + 1] += first[b];
-  // Fill with first[b] as the cursor of bucket b, then shift it back.
-  for (size_t step = 0; step < order.size(); ++step) {
-    const int32_t *in = rb.in(order[step]), *out = rb.out(order[step]);
-    for (int64_t j = 0, n = rb.count(order[step]); j < n; ++j)
-      entry[first[bucket(step, out[j])]++] =
-          static_cast<uint64_t>(tag(step, out[j])) << 32 | static_cast<uint32_t>(in[j]);
-  }
-  for (int64_t b = buckets; b > 0; --b) first[b] = first[b - 1];
-  first[0] = 0;
-  return {first, entry};
-}
-
-// Rows o0 .. o1 with per-row lists (bucket o, tag = offset).
-template <int Blocks>
-[[gnu::always_inline]] inline void directRows(int64_t o0, int64_t o1, PairLists rows, const float* feat, int64_t cin,
-                                              const float* w, float* out) {
-  constexpr int64_t cout = 16 * Blocks;
-  for (int64_t o = o0; o < o1; ++o) {
-    Float16 acc[kChains][Blocks] = {};
-    for (int64_t e = rows.first[o]; e < rows.first[o + 1]; ++e) {
-      const float* x = feat + rows.input(e) * cin;
-      const float* wk = w + rows.tag(e) * cin * cout;
-      for (int64_t ci = 0; ci < cin; ci += kChains)
-#pragma GCC unroll 4
-        for (int chain = 0; chain < kChains; ++chain) {
-#pragma GCC unroll 4
-          for (int b = 0; b < Blocks; ++b) {
-            Float16 wv;
-            std::memcpy(&wv, wk + (ci + chain) * cout + 16 * b, sizeof wv);
-            acc[chain][b] += x[ci + chain] * wv;
-          }
-        }
-    }
-    static_assert(kChains == 4, "the chains are added as (0 + 1) + (2 + 3)");
-#pragma GCC unroll 4
-    for (int b = 0; b < Blocks; ++b) {
-      const Float16 sum = (acc[0][b] + acc[1][b]) + (acc[2][b] + acc[3][b]);
-      std::memcpy(out + o * cout + 16 * b, &sum, sizeof sum);
-    }
-  }
-}
-
-// Adds features[input] @ wk into out[tag] for the Pairs entries from `e` of
-// a tile's list: the pairs share each load of W[k] and run Pairs x Blocks
-// FMA chains side by side.
-template <int Pairs, int Blocks>
-[[gnu::always_inline]] inline void addProducts(PairLists tiles, int64_t e, const float* feat, int64_t cin,
+// Adds features[in[p]] @ wk into out rows rows[p] for p < Pairs, or with
+// Store stores it there (for a first offset that reaches every row).
+template <int Pairs, int Blocks, bool Store>
+[[gnu::always_inline]] inline void addProducts(const int32_t* in, const int32_t* rows, const float* feat, int64_t cin,
                                                const float* wk, float* out) {
   constexpr int64_t cout = 16 * Blocks;
   const float* x[Pairs];
-#pragma GCC unroll 2
-  for (int p = 0; p < Pairs; ++p) x[p] = feat + tiles.input(e + p) * cin;
+#pragma GCC unroll 8
+  for (int p = 0; p < Pairs; ++p) x[p] = feat + static_cast<int64_t>(in[p]) * cin;
   Float16 acc[Pairs][Blocks] = {};
   for (int64_t ci = 0; ci < cin; ++ci)
 #pragma GCC unroll 4
     for (int b = 0; b < Blocks; ++b) {
       Float16 wv;
       std::memcpy(&wv, wk + ci * cout + 16 * b, sizeof wv);
-#pragma GCC unroll 2
+#pragma GCC unroll 8
       for (int p = 0; p < Pairs; ++p) acc[p][b] += x[p][ci] * wv;
     }
-#pragma GCC unroll 2
+#pragma GCC unroll 8
   for (int p = 0; p < Pairs; ++p) {
-    float* y = out + tiles.tag(e + p) * cout;
+    float* y = out + static_cast<int64_t>(rows[p]) * cout;
 #pragma GCC unroll 4
     for (int b = 0; b < Blocks; ++b) {
-      Float16 yv;
-      std::memcpy(&yv, y + 16 * b, sizeof yv);
-      yv += acc[p][b];
+      Float16 yv = acc[p][b];
+      if constexpr (!Store) {
+        Float16 old;
+        std::memcpy(&old, y + 16 * b, sizeof old);
+        yv += old;
+      }
       std::memcpy(y + 16 * b, &yv, sizeof yv);
     }
   }
 }
 
-// Tile `t` of R rows with per-(tile, step) lists (bucket t * K + step, tag
-// = output row): offset by offset, so W[k] is read once per tile, adding
-// each pair's product into its output row, two pairs at a time. (No row
-// appears twice in a bucket, so pairing does not change any row's sums.)
-template <int Blocks>
-[[gnu::always_inline]] inline void directTile(int64_t t, int64_t R, int64_t num_out, const int64_t* order, int64_t K,
-                                              PairLists tiles, const float* feat, int64_t cin, const float* w,
-                                              float* out) {
-  constexpr int64_t cout = 16 * Blocks;
-  std::fill(out + t * R * cout, out + std::min((t + 1) * R, num_out) * cout, 0.0f);
-  for (int64_t step = 0; step < K; ++step) {
-    const float* wk = w + order[step] * cin * cout;
-    const int64_t end = tiles.first[t * K + step + 1];
-    int64_t e = tiles.first[t * K + step];
-    for (; e + 1 < end; e += 2) addProducts<2, Blocks>(tiles, e, feat, cin, wk, out);
-    if (e < end) addProducts<1, Blocks>(tiles, e, feat, cin, wk, out);
+// All pairs of `r`, Pairs at a time, the rest in halving groups.
+template <int Pairs, int Blocks, bool Store>
+[[gnu::always_inline]] inline void addRange(PairRange r, const float* feat, int64_t cin, const float* wk, float* out) {
+  int64_t j = 0;
+  for (; j + Pairs <= r.n; j += Pairs) addProducts<Pairs, Blocks, Store>(r.in + j, r.out + j, feat, cin, wk, out);
+  if constexpr (Pairs > 1) {
+    if (j < r.n) addRange<Pairs / 2, Blocks, Store>({r.in + j, r.out + j, r.n - j}, feat, cin, wk, out);
   }
 }
 
+// Pairs per group: 8 accumulator vectors in all.
 #define BP_SPCONV_MULTIVERSION __attribute__((target_clones("avx512f", "avx2", "default")))
-BP_SPCONV_MULTIVERSION void directRows16(int64_t o0, int64_t o1, PairLists rows, const float* feat, int64_t cin,
-                                         const float* w, float* out) {
-  directRows<1>(o0, o1, rows, feat, cin, w, out);
+BP_SPCONV_MULTIVERSION void addRange16(PairRange r, const float* feat, int64_t cin, const float* wk, float* out,
+                                       bool store) {
+  store ? addRange<8, 1, true>(r, feat, cin, wk, out) : addRange<8, 1, false>(r, feat, cin, wk, out);
 }
-BP_SPCONV_MULTIVERSION void directRows32(int64_t o0, int64_t o1, PairLists rows, const float* feat, int64_t cin,
-                                         const float* w, float* out) {
-  directRows<2>(o0, o1, rows, feat, cin, w, out);
+BP_SPCONV_MULTIVERSION void addRange32(PairRange r, const float* feat, int64_t cin, const float* wk, float* out,
+                                       bool store) {
+  store ? addRange<4, 2, true>(r, feat, cin, wk, out) : addRange<4, 2, false>(r, feat, cin, wk, out);
 }
-BP_SPCONV_MULTIVERSION void directTile64(int64_t t, int64_t R, int64_t num_out, const int64_t* order, int64_t K,
-                                         PairLists tiles, const float* feat, int64_t cin, const float* w,
-                                         float* out) {
-  directTile<4>(t, R, num_out, order, K, tiles, feat, cin, w, out);
+BP_SPCONV_MULTIVERSION void addRange64(PairRange r, const float* feat, int64_t cin, const float* wk, float* out,
+                                       bool store) {
+  store ? addRange<2, 4, true>(r, feat, cin, wk, out) : addRange<2, 4, false>(r, feat, cin, wk, out);
 }
 #undef BP_SPCONV_MULTIVERSION
 
-// Which direct kernel the forward runs, if any (Note [Direct sparse
-// convolution kernel]): float32 only; per row for Cout 16 or 32 with Cin a
-// multiple of kChains and Cin x Cout small enough that the 27 weight
-// matrices of a 3x3x3 kernel stay in L2; per tile for Cout 64 with Cin up
-// to 64 (W[k] within L1); else the sgemm path.
-enum class Direct { kNone, kRows, kTiles };
+// Whether the forward runs the direct kernel (Note [Direct sparse
+// convolution kernel]): float32 with Cout 16, 32 or 64 and W[k] within 16
+// KiB, so that it stays in L1 while its pairs stream through.
 template <class T>
-Direct directKernel(int64_t cin, int64_t cout) {
-  if (!std::is_same_v<T, float>) return Direct::kNone;
-  if ((cout == 16 || cout == 32) && cin % kChains == 0 && cin * cout <= 32 * 32) return Direct::kRows;
-  if (cout == 64 && cin <= 64) return Direct::kTiles;
-  return Direct::kNone;
+bool directKernel(int64_t cin, int64_t cout) {
+  return std::is_same_v<T, float> && (cout == 16 || cout == 32 || cout == 64) && cin * cout <= 64 * 64;
+}
+
+// The rulebook's pairs counting-sorted into buckets (tile t, step s) =
+// t * K + s for the offsets in `order`: bucket b is in[first[b] ..
+// first[b + 1]) and out[...], pairs in rulebook order within a bucket. It
+// runs on one thread: it is memory bound, and only rulebooks not in output
+// order need it.
+struct TileBuckets {
+  const int64_t* first;
+  const int32_t* in;
+  const int32_t* out;
+};
+TileBuckets sortPairs(const Rulebook& rb, const std::vector<int64_t>& order, int64_t R, int64_t tiles) {
+  const int64_t K = static_cast<int64_t>(order.size()), buckets = tiles * K;
+  int64_t* first = threadScratch<int64_t, 0>(static_cast<size_t>(buckets + 1));
+  int32_t* in = threadScratch<int32_t, 1>(static_cast<size_t>(2 * rb.totalCount()));
+  int32_t* out = in + rb.totalCount();
+  std::fill(first, first + buckets + 1, int64_t{0});
+  for (int64_t step = 0; step < K; ++step) {
+    const int32_t* o = rb.out(order[step]);
+    for (int64_t j = 0, n = rb.count(order[step]); j < n; ++j) ++first[o[j] / R * K + step + 1];
+  }
+  for (int64_t b = 0; b < buckets; ++b) first[b + 1] += first[b];
+  // Fill with first[b] as the cursor of bucket b, then shift it back.
+  for (int64_t step = 0; step < K; ++step) {
+    const int32_t *i = rb.in(order[step]), *o = rb.out(order[step]);
+    for (int64_t j = 0, n = rb.count(order[step]); j < n; ++j) {
+      const int64_t at = first[o[j] / R * K + step]++;
+      in[at] = i[j];
+      out[at] = o[j];
+    }
+  }
+  for (int64_t b = buckets; b > 0; --b) first[b] = first[b - 1];
+  first[0] = 0;
+  return {first, in, out};
+}
+
+// The direct float32 forward (Note [Direct sparse convolution kernel]).
+// With subm the first offset is the centre, which check() found to be the
+// identity: it stores every row of the tile instead of adding to zeros.
+void directForward(const Rulebook& rb, const ConvShape& s, const std::vector<int64_t>& order, bool subm, int64_t R,
+                   int threads, const float* feat, const float* w, float* out) {
+  const int64_t cin = s.cin, cout = s.cout, K = static_cast<int64_t>(order.size());
+  const int64_t tiles = (s.num_out + R - 1) / R;
+  const auto add = cout == 16 ? addRange16 : cout == 32 ? addRange32 : addRange64;
+  const bool ranges = rb.outputsAscending();
+  const TileBuckets sorted = ranges ? TileBuckets{} : sortPairs(rb, order, R, tiles);
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int64_t o0 = t * R, o1 = std::min(o0 + R, s.num_out);
+    if (!subm) std::fill(out + o0 * cout, out + o1 * cout, 0.0f);
+    for (int64_t step = 0; step < K; ++step) {
+      const int64_t k = order[step];
+      PairRange r;
+      if (ranges) {
+        const int32_t *begin = rb.out(k), *end = begin + rb.count(k);
+        const int32_t* lo = std::lower_bound(begin, end, o0);
+        const int64_t j = lo - begin;
+        r = {rb.in(k) + j, lo, std::lower_bound(lo, end, o1) - lo};
+      } else {
+        const int64_t b = t * K + step;
+        r = {sorted.in + sorted.first[b], sorted.out + sorted.first[b], sorted.first[b + 1] - sorted.first[b]};
+      }
+      if (r.n > 0) add(r, feat, cin, w + k * cin * cout, out, subm && step == 0);
+    }
+  }
 }
 
 // out[num_out, Cout] = sum over pairs of features[in] @ W[k], output
@@ -390,27 +420,7 @@ void convForward(const Rulebook& rb, const ConvShape& s, const T* feat, const T*
   const int threads = threadsFor(rb.totalCount() * cin * cout);
   const std::vector<int64_t> order = offsetOrder(K, subm);
   if constexpr (std::is_same_v<T, float>) {
-    const Direct direct = directKernel<T>(cin, cout);
-    if (direct != Direct::kNone) {
-      const int64_t tiles = (s.num_out + R - 1) / R, buckets = direct == Direct::kRows ? s.num_out : tiles * K;
-      int64_t* first = threadScratch<int64_t, 0>(static_cast<size_t>(buckets + 1));
-      uint64_t* entry = threadScratch<uint64_t, 1>(static_cast<size_t>(rb.totalCount()));
-      if (direct == Direct::kRows) {
-        const PairLists rows = sortPairs(
-            rb, order, buckets, [](size_t, int64_t o) { return o; }, [&](size_t step, int64_t) { return order[step]; },
-            first, entry);
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-        for (int64_t o0 = 0; o0 < s.num_out; o0 += R)
-          (cout == 16 ? directRows16 : directRows32)(o0, std::min(o0 + R, s.num_out), rows, feat, cin, w, out);
-      } else {
-        const PairLists lists = sortPairs(
-            rb, order, buckets, [&](size_t step, int64_t o) { return o / R * K + static_cast<int64_t>(step); },
-            [](size_t, int64_t o) { return o; }, first, entry);
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-        for (int64_t t = 0; t < tiles; ++t) directTile64(t, R, s.num_out, order.data(), K, lists, feat, cin, w, out);
-      }
-      return;
-    }
+    if (directKernel<T>(cin, cout)) return directForward(rb, s, order, subm, R, threads, feat, w, out);
   }
   // source[o * K + k]: the input row output o takes at offset k, or -1.
   int32_t* source = threadScratch<int32_t, 2>(static_cast<size_t>(s.num_out * K));
@@ -517,7 +527,7 @@ bp::Tensor indice_conv(const bp::Tensor& features, const bp::Tensor& filters, co
   constexpr const char* op = "spconv::indice_conv";
   const ConvShape s = checkConv(op, features, filters, indice_pairs, indice_pair_num, num_out, subm);
   checkCpuFloat(op, features, "features");
-  const Rulebook rb(op, indice_pairs, indice_pair_num, s.rulebook.capacity, inverse);
+  Rulebook rb(op, indice_pairs, indice_pair_num, s.rulebook.capacity, inverse);
   rb.check(op, s.num_in, s.num_out, subm);
   bp::Tensor out = bp::Tensor::empty({s.num_out, s.cout}, features.dtype(), kCpuDevice);
   if (out.numel() == 0) return out;
@@ -542,7 +552,7 @@ std::tuple<bp::Tensor, bp::Tensor> indice_conv_backward(const bp::Tensor& featur
                   ": out_grad must be ", features.dtype(), " [num_out, ", s.cout, "] (Cout of the filters), got ",
                   out_grad.dtype(), " ", out_grad.sizes());
   checkCpuFloat(op, out_grad, "out_grad");
-  const Rulebook rb(op, indice_pairs, indice_pair_num, s.rulebook.capacity, inverse);
+  Rulebook rb(op, indice_pairs, indice_pair_num, s.rulebook.capacity, inverse);
   rb.check(op, s.num_in, s.num_out, subm);
   bp::Tensor input_grad = bp::Tensor::empty({s.num_in, s.cin}, features.dtype(), kCpuDevice);
   bp::Tensor filters_grad = bp::Tensor::empty(filters.sizes(), filters.dtype(), kCpuDevice);
@@ -592,7 +602,7 @@ bp::Tensor indice_maxpool(const bp::Tensor& features, const bp::Tensor& indice_p
   checkPoolFeatures(op, features, "features", -1);
   BP_PLUGIN_CHECK(num_out >= 0, op, ": num_out must be >= 0, got ", num_out);
   const RulebookShape shape = checkRulebook(op, indice_pairs, indice_pair_num, -1);
-  const Rulebook rb(op, indice_pairs, indice_pair_num, shape.capacity, false);
+  Rulebook rb(op, indice_pairs, indice_pair_num, shape.capacity, false);
   const int64_t C = features.size(1), n_in = features.size(0);
   rb.check(op, n_in, num_out, false);
   bp::Tensor out = bp::Tensor::empty({num_out, C}, features.dtype(), kCpuDevice);
@@ -639,7 +649,7 @@ bp::Tensor indice_maxpool_backward(const bp::Tensor& features, const bp::Tensor&
                   out_features.dtype(), " ", out_features.sizes(), " and features' dtype ", features.dtype());
   const int64_t num_out = out_features.size(0);
   const RulebookShape shape = checkRulebook(op, indice_pairs, indice_pair_num, -1);
-  const Rulebook rb(op, indice_pairs, indice_pair_num, shape.capacity, false);
+  Rulebook rb(op, indice_pairs, indice_pair_num, shape.capacity, false);
   rb.check(op, n_in, num_out, false);
   bp::Tensor input_grad = bp::Tensor::empty({n_in, C}, features.dtype(), kCpuDevice);
   if (input_grad.numel() == 0) return input_grad;

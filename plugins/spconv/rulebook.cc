@@ -141,11 +141,17 @@ Key linearKey(int64_t b, int64_t z, int64_t y, int64_t x, const std::array<int64
   return static_cast<Key>(((b * shape[0] + z) * shape[1] + y) * shape[2] + x);
 }
 
-// Fills indice_pairs and indice_pair_num from nbr[r * K + k] (the partner of
-// row r at offset k, or -1): pair (r, partner) when r is the input row,
-// (partner, r) when `r_is_output`. Pairs keep ascending r within an offset.
-void fillPairs(const std::vector<int32_t>& nbr, int64_t rows, int64_t K, bool r_is_output, int32_t* pairs,
-               int64_t capacity, int32_t* counts) {
+// Note [Rulebook order]
+// Within each offset, get_indice_pairs lists the pairs in ascending output
+// row. The CPU forward relies on it to find a tile of output rows' pairs
+// without sorting them (Note [Direct sparse convolution kernel]); a
+// rulebook in another order is still correct, only slower.
+//
+// Fills indice_pairs and indice_pair_num from nbr[r * K + k], the input row
+// that output row r takes at offset k, or -1: pair (nbr[r * K + k], r), in
+// ascending r within an offset.
+void fillPairs(const std::vector<int32_t>& nbr, int64_t rows, int64_t K, int32_t* pairs, int64_t capacity,
+               int32_t* counts) {
   const int64_t tasks = (rows + kRowsPerTask - 1) / kRowsPerTask;
   // start[t * K + k]: where task t's pairs of offset k begin.
   std::vector<int64_t> start(static_cast<size_t>(tasks * K), 0);
@@ -165,7 +171,6 @@ void fillPairs(const std::vector<int32_t>& nbr, int64_t rows, int64_t K, bool r_
     }
     counts[k] = static_cast<int32_t>(total);
   }
-  const int in_row = r_is_output ? 1 : 0;
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (int64_t t = 0; t < tasks; ++t) {
     const int64_t end = std::min(rows, (t + 1) * kRowsPerTask);
@@ -175,8 +180,8 @@ void fillPairs(const std::vector<int32_t>& nbr, int64_t rows, int64_t K, bool r_
         const int32_t partner = nbr[r * K + k];
         if (partner < 0) continue;
         int32_t* kp = pairs + k * 2 * capacity;
-        kp[in_row * capacity + pos[k]] = static_cast<int32_t>(r);
-        kp[(1 - in_row) * capacity + pos[k]] = partner;
+        kp[pos[k]] = partner;
+        kp[capacity + pos[k]] = static_cast<int32_t>(r);
         ++pos[k];
       }
     }
@@ -229,17 +234,19 @@ class RulebookBuilder {
   }
 
   std::tuple<bp::Tensor, bp::Tensor, bp::Tensor> build() {
-    std::vector<int32_t> nbr(static_cast<size_t>(n_ * K_));
+    std::vector<int32_t> nbr;
     bp::Tensor out_indices;
     if (g_.subm) {
       out_indices = copyOfIndices();
+      nbr.resize(static_cast<size_t>(n_ * K_));
       submanifoldNeighbours(nbr);
     } else {
       out_indices = regularNeighbours(nbr);
     }
+    // No offset pairs an input with two outputs, so n_ pairs per offset hold them all.
     bp::Tensor pairs = bp::Tensor::empty({K_, 2, n_}, bp::ScalarType::Int32, kCpuDevice);
     bp::Tensor counts = bp::Tensor::empty({K_}, bp::ScalarType::Int32, kCpuDevice);
-    fillPairs(nbr, n_, K_, g_.subm, pairs.data_ptr<int32_t>(), n_, counts.data_ptr<int32_t>());
+    fillPairs(nbr, out_indices.size(0), K_, pairs.data_ptr<int32_t>(), n_, counts.data_ptr<int32_t>());
     return {std::move(out_indices), std::move(pairs), std::move(counts)};
   }
 
@@ -291,7 +298,7 @@ class RulebookBuilder {
   }
 
   // Finds the active output sites, numbers them in key order, and sets
-  // nbr[i * K + k] = the output row input i reaches at offset k, or -1.
+  // nbr[o * K + k] = the input row that output o takes at offset k, or -1.
   // Returns out_indices.
   bp::Tensor regularNeighbours(std::vector<int32_t>& nbr) const {
     CoordinateTable<Key> outputs(n_);
@@ -307,7 +314,7 @@ class RulebookBuilder {
     std::sort(keys.begin(), keys.end());
     const int64_t m = static_cast<int64_t>(keys.size());
     bp::Tensor out = bp::Tensor::empty({m, 4}, bp::ScalarType::Int32, kCpuDevice);
-    int32_t* o = out.data_ptr<int32_t>();
+    int32_t* o = m == 0 ? nullptr : out.data_ptr<int32_t>();
     for (int64_t r = 0; r < m; ++r) {
       outputs.assign(keys[r], static_cast<int32_t>(r));
       uint64_t rest = static_cast<uint64_t>(keys[r]);
@@ -318,11 +325,13 @@ class RulebookBuilder {
       }
       o[r * 4] = static_cast<int32_t>(rest);
     }
+    // Input i reaches at most one output per offset, so the writes never collide.
+    nbr.assign(static_cast<size_t>(m * K_), -1);
 #pragma omp parallel for num_threads(threadsFor(n_ * K_)) schedule(static, kRowsPerTask)
     for (int64_t i = 0; i < n_; ++i) {
       for (int64_t k = 0; k < K_; ++k) {
         Key key;
-        nbr[i * K_ + k] = outputKey(i, k, key) ? outputs.find(key) : -1;
+        if (outputKey(i, k, key)) nbr[outputs.find(key) * K_ + k] = static_cast<int32_t>(i);
       }
     }
     return out;

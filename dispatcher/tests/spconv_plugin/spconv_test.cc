@@ -255,9 +255,21 @@ std::string describe(const Geometry& g) {
   return s;
 }
 
-// (Cin, Cout) pairs that take each CPU forward path: the sgemm tiles, the
-// direct per-row kernel with one and two vectors, and the direct per-tile kernel.
-const std::vector<std::pair<int64_t, int64_t>> kChannels = {{3, 4}, {4, 16}, {8, 32}, {2, 64}};
+// (Cin, Cout) pairs that take each CPU forward path: the sgemm tiles, and
+// the direct kernel with one, two and four vectors of 16 outputs.
+const std::vector<std::pair<int64_t, int64_t>> kChannels = {{3, 4}, {5, 16}, {8, 32}, {2, 64}};
+
+// The documented rulebook order (plugins/spconv/README.md): within each
+// offset, pairs in strictly ascending output row.
+void expectOutputRowsAscend(const Tensor& pairs, const Tensor& num) {
+  const std::vector<int32_t> p = pairs.toVector<int32_t>(), counts = num.toVector<int32_t>();
+  const int64_t capacity = pairs.size(2);
+  for (size_t k = 0; k < counts.size(); ++k) {
+    const int32_t* out = p.data() + (2 * k + 1) * capacity;
+    for (int32_t j = 1; j < counts[k]; ++j)
+      ASSERT_LT(out[j - 1], out[j]) << "kernel offset " << k << ", pairs " << j - 1 << " and " << j;
+  }
+}
 
 const std::vector<Geometry> kRegularGeometries = {
     {{1, 1, 1}, {1, 1, 1}, {0, 0, 0}, {1, 1, 1}}, {{2, 2, 2}, {2, 2, 2}, {0, 0, 0}, {1, 1, 1}},
@@ -294,6 +306,7 @@ TEST_P(Spconv, RegularConvMatchesTheDenseReference) {
       }
       // Outputs are exactly the reachable sites, sorted by (batch, z, y, x).
       ASSERT_EQ(sitesOf(out_indices), want_sites);
+      expectOutputRowsAscend(pairs_t, num);
       const std::vector<int32_t> counts = num.toVector<int32_t>();
       EXPECT_EQ(std::accumulate(counts.begin(), counts.end(), int64_t{0}), connections);
       const int64_t m = out_indices.size(0);
@@ -319,6 +332,7 @@ TEST_P(Spconv, SubmanifoldConvKeepsTheSitesAndMatchesTheDenseReference) {
       const std::vector<float> w = randomValues(seed++, g.volume() * cin * cout);
       auto [out_indices, pairs_t, num] = pairs(c, g, true);
       ASSERT_EQ(sitesOf(out_indices), c.sites);  // the inputs, in their order
+      expectOutputRowsAscend(pairs_t, num);
       // The dense reference: a stride-1 convolution with centred padding, sampled at the input sites.
       Geometry centred = g;
       for (int d = 0; d < 3; ++d) centred.padding[d] = g.dilation[d] * (g.kernel[d] - 1) / 2;
@@ -349,29 +363,68 @@ TEST_P(Spconv, InverseConvMatchesTheDenseTransposedConvolution) {
                                             {{3, 3, 3}, {3, 3, 3}, {0, 0, 0}, {1, 1, 1}},
                                             {{3, 2, 3}, {2, 1, 2}, {1, 0, 2}, {1, 1, 2}}};
   uint32_t seed = 200;
-  for (const Geometry& g : geometries) {
-    SCOPED_TRACE(describe(g));
-    const int64_t cin = 5, cout = 2;  // of the inverse
-    const Case c = randomCase(seed++, 2, {7, 8, 9}, 1);
-    auto [down_indices, pairs_t, num] = pairs(c, g, false);
-    const std::vector<Site> down = sitesOf(down_indices);
-    const int64_t m = static_cast<int64_t>(down.size()), n = static_cast<int64_t>(c.sites.size());
-    const std::vector<float> f = randomValues(seed++, m * cin), w = randomValues(seed++, g.volume() * cin * cout);
+  // Of the inverse; its rulebook is in the forward's output order, not its
+  // own, so the CPU's direct kernel sorts the pairs first.
+  for (const auto& [cin, cout] : std::vector<std::pair<int64_t, int64_t>>{{5, 2}, {3, 16}, {4, 32}, {2, 64}}) {
+    for (const Geometry& g : geometries) {
+      SCOPED_TRACE(describe(g) + " Cin " + std::to_string(cin) + " Cout " + std::to_string(cout));
+      const Case c = randomCase(seed++, 2, {7, 8, 9}, 1);
+      auto [down_indices, pairs_t, num] = pairs(c, g, false);
+      const std::vector<Site> down = sitesOf(down_indices);
+      const int64_t m = static_cast<int64_t>(down.size()), n = static_cast<int64_t>(c.sites.size());
+      const std::vector<float> f = randomValues(seed++, m * cin), w = randomValues(seed++, g.volume() * cin * cout);
 
-    const Triple os = outShape(c.shape, g);
-    const Dense fwd_in = densify(c.batch, c.shape, c.sites, std::vector<double>(n, 0.0), 1);
-    const Dense inv_in = densify(c.batch, os, down, toDouble(f), cin);
-    Dense inv_out(c.batch, c.shape, cout);
-    forEachConnection(fwd_in, os, g, [&](int64_t o, int64_t i, int64_t k) {
-      if (inv_in.active[o]) accumulate(&inv_in.values[o * cin], w, k, cin, cout, inv_out.at(i));
-    });
-    std::vector<double> want;
-    for (const Site& s : c.sites) {
-      const double* v = inv_out.at(inv_out.cell(s[0], s[1], s[2], s[3]));
-      want.insert(want.end(), v, v + cout);
+      const Triple os = outShape(c.shape, g);
+      const Dense fwd_in = densify(c.batch, c.shape, c.sites, std::vector<double>(n, 0.0), 1);
+      const Dense inv_in = densify(c.batch, os, down, toDouble(f), cin);
+      Dense inv_out(c.batch, c.shape, cout);
+      forEachConnection(fwd_in, os, g, [&](int64_t o, int64_t i, int64_t k) {
+        if (inv_in.active[o]) accumulate(&inv_in.values[o * cin], w, k, cin, cout, inv_out.at(i));
+      });
+      std::vector<double> want;
+      for (const Site& s : c.sites) {
+        const double* v = inv_out.at(inv_out.cell(s[0], s[1], s[2], s[3]));
+        want.insert(want.end(), v, v + cout);
+      }
+      Tensor y = indiceConv(floats(f, {m, cin}), filters(w, g, cin, cout), pairs_t, num, n, true, false);
+      expectNear(y.toVector<float>(), want, "inverse");
     }
-    Tensor y = indiceConv(floats(f, {m, cin}), filters(w, g, cin, cout), pairs_t, num, n, true, false);
-    expectNear(y.toVector<float>(), want, "inverse");
+  }
+}
+
+// A rulebook is any list of pairs per offset: one whose pairs are shuffled
+// within each offset (not in get_indice_pairs' output order) gives the
+// same result, bit for bit, since every output row still sums its offsets
+// in offset order. (The grid has more output rows than a CPU task takes,
+// so that pairs are found per tile.)
+TEST_P(Spconv, ARulebookInAnyPairOrderGivesTheSameResult) {
+  const Geometry g{{3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}};
+  uint32_t seed = 300;
+  for (const auto& [cin, cout] : kChannels) {
+    SCOPED_TRACE("Cin " + std::to_string(cin) + " Cout " + std::to_string(cout));
+    const Case c = randomCase(seed++, 2, {16, 16, 16}, cin, 0.25);
+    const int64_t n = static_cast<int64_t>(c.sites.size());
+    auto [out_indices, pairs_t, num] = pairs(c, g, false);
+    const Tensor f = floats(c.features, {n, cin}), w = filters(randomValues(seed++, 27 * cin * cout), g, cin, cout);
+    const std::vector<float> want = indiceConv(f, w, pairs_t, num, out_indices.size(0), false, false).toVector<float>();
+
+    std::vector<int32_t> p = pairs_t.toVector<int32_t>();
+    const std::vector<int32_t> counts = num.toVector<int32_t>();
+    const int64_t capacity = pairs_t.size(2);
+    std::mt19937 rng(seed++);
+    for (size_t k = 0; k < counts.size(); ++k) {
+      std::vector<int32_t> perm(counts[k]);
+      std::iota(perm.begin(), perm.end(), 0);
+      std::shuffle(perm.begin(), perm.end(), rng);
+      int32_t *in = p.data() + 2 * k * capacity, *out = in + capacity;
+      const std::vector<int32_t> in0(in, in + counts[k]), out0(out, out + counts[k]);
+      for (int32_t j = 0; j < counts[k]; ++j) {
+        in[j] = in0[perm[j]];
+        out[j] = out0[perm[j]];
+      }
+    }
+    const Tensor shuffled = tensorFromVector<int32_t>(p, {27, 2, capacity}, dev());
+    EXPECT_EQ(indiceConv(f, w, shuffled, num, out_indices.size(0), false, false).toVector<float>(), want);
   }
 }
 
@@ -592,6 +645,27 @@ TEST_P(Spconv, BadConvArgumentsAreRejected) {
     auto [idx2, p2, num2] = pairs(c, strided, false);
     EXPECT_THAT(errorOf([&] { indiceConv(f, w, p2, num2, n, false, true); }),
                 HasSubstr("does not pair every site with itself"));
+
+    // A row twice within one offset is an error naming it, and leaves
+    // nothing behind: the next call with a good rulebook is right.
+    const std::vector<float> want = indiceConv(f, w, p, num, n, false, false).toVector<float>();
+    const std::vector<int32_t> flat = p.toVector<int32_t>(), counts = num.toVector<int32_t>();
+    const int64_t capacity = p.size(2);
+    int64_t k = 0;
+    while (k == 13 || counts[k] < 2) ++k;
+    for (int row : {0, 1}) {  // 0: an input row repeats, 1: an output row
+      std::vector<int32_t> bad = flat;
+      int32_t* list = bad.data() + (2 * k + row) * capacity;
+      list[1] = list[0];
+      const Tensor bad_pairs = tensorFromVector<int32_t>(bad, {27, 2, capacity}, dev());
+      const std::string expected =
+          "kernel offset " + std::to_string(k) + " uses " + (row == 0 ? "input" : "output") + " row " +
+          std::to_string(list[0]) + " twice";
+      EXPECT_THAT(errorOf([&] { indiceConv(f, w, bad_pairs, num, n, false, false); }), HasSubstr(expected));
+      EXPECT_THAT(errorOf([&] { indiceConvBackward(f, w, floats(want, {n, 2}), bad_pairs, num, false, false); }),
+                  HasSubstr(expected));
+      EXPECT_EQ(indiceConv(f, w, p, num, n, false, false).toVector<float>(), want);
+    }
   }
 }
 
