@@ -3,7 +3,9 @@
 # JSON to build/bench/results.json (dispatch_bench),
 # build/bench/spconv_results.json (spconv_bench) and, when the CUDA plugin is
 # built, build/bench/cuda_results.json (cuda_bench: its benchmarks skip
-# without a GPU) and prints the ratios the issues ask for.
+# without a GPU) and prints the ratios the issues ask for. Repetitions run
+# interleaved in random order, so that a noisy neighbour or a clock change
+# lands on a benchmark and its baseline alike; the ratios use medians.
 #   scripts/bench.sh [--filter=REGEX] [--repetitions=N]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,7 +39,8 @@ rm -f build/bench/results.json build/bench/spconv_results.json build/bench/cuda_
 for program in "${programs[@]}"; do
   BACKPLANE_FALLBACK=silent "build-release/bench/${program%%:*}" \
     --benchmark_filter="$filter" \
-    --benchmark_repetitions="$reps" --benchmark_report_aggregates_only=true \
+    --benchmark_repetitions="$reps" --benchmark_enable_random_interleaving=true \
+    --benchmark_report_aggregates_only=true \
     --benchmark_out="build/bench/${program#*:}.json" --benchmark_out_format=json
 done
 echo
