@@ -296,10 +296,13 @@ void reduce(const ReduceGeom& g, const T* in, const Op& op, Write&& write) {
 template <class T>
 constexpr bool kFloating = !std::is_integral_v<T>;  // float, double, bp::Half, bp::BFloat16
 
-// Floating sums accumulate in double; integral (and bool) sums in int64,
-// wrapping like PyTorch's.
+// Floating sums accumulate in double; integral (and bool) sums in uint64,
+// so that they wrap around like PyTorch's int64 sums without signed
+// overflow; sumValue() reads one back as the int64 it stands for.
 template <class T>
-using sum_acc_t = std::conditional_t<kFloating<T>, double, int64_t>;
+using sum_acc_t = std::conditional_t<kFloating<T>, double, uint64_t>;
+double sumValue(double acc) { return acc; }
+int64_t sumValue(uint64_t acc) { return static_cast<int64_t>(acc); }  // modulo 2^64 (C++20)
 
 // Sum of one row. Contiguous rows are summed in blocks with `omp simd`
 // (which may reorder the adds: vector lanes are independent partial sums,
@@ -382,18 +385,20 @@ bp::Tensor sumOrMean(const char* op, bool mean, const bp::Tensor& self, std::opt
       // PyTorch converts each element first, so sum the truncated values.
       if constexpr (kFloating<T> && !kFloating<O>) {
         struct TruncSum {
-          int64_t init() const { return 0; }
-          void row(int64_t& acc, const T* p, int64_t n, int64_t s, int64_t) const {
-            for (int64_t j = 0; j < n; ++j) acc += static_cast<int64_t>(store<O>(load(p[j * s])));
+          uint64_t init() const { return 0; }
+          void row(uint64_t& acc, const T* p, int64_t n, int64_t s, int64_t) const {
+            for (int64_t j = 0; j < n; ++j)
+              acc += static_cast<uint64_t>(static_cast<int64_t>(store<O>(load(p[j * s]))));
           }
-          void merge(int64_t& a, int64_t b) const { a += b; }
+          void merge(uint64_t& a, uint64_t b) const { a += b; }
         };
-        reduce(g, self.data_ptr<const T>(), TruncSum{}, [&](int64_t off, int64_t acc) { o[off] = store<O>(acc); });
+        reduce(g, self.data_ptr<const T>(), TruncSum{},
+               [&](int64_t off, uint64_t acc) { o[off] = store<O>(sumValue(acc)); });
       } else {
         const double count = static_cast<double>(g.num_red);
         auto write = [&](int64_t off, sum_acc_t<T> acc) {
-          if (mean) o[off] = store<O>(static_cast<double>(acc) / count);
-          else o[off] = store<O>(acc);
+          if (mean) o[off] = store<O>(static_cast<double>(sumValue(acc)) / count);
+          else o[off] = store<O>(sumValue(acc));
         };
         if (columnwise(g)) sumColumns(g, self.data_ptr<const T>(), write);
         else reduce(g, self.data_ptr<const T>(), SumOp<T>{}, write);
@@ -550,7 +555,7 @@ struct MomentsOp {
       return;
     }
     if (n == 0) return;
-    const double row_mean = rowSum(p, n, s) / static_cast<double>(n);
+    const double row_mean = static_cast<double>(sumValue(rowSum(p, n, s))) / static_cast<double>(n);
     double m2 = 0;
     for (int64_t j = 0; j < n; ++j) {
       const double d = static_cast<double>(load(p[j * s])) - row_mean;

@@ -161,6 +161,27 @@ TEST(Sum, NoneDimReducesEverythingAndDtypeConverts) {
   expectClose(callT("sum", {b, IValue()}), {300}, {}, ScalarType::Int64);
 }
 
+// Integral sums are int64 and wrap around modulo 2^64, as PyTorch's do
+// (never signed overflow: the UBSan build checks), on every path: one row,
+// rows, columns and strided rows; a negative sum stays negative in a
+// floating dtype and in a mean.
+TEST(Sum, IntegralSumsWrapAroundAndKeepTheirSign) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max(), kMin = std::numeric_limits<int64_t>::min();
+  const Tensor x = tensorFromVector<int64_t>({kMax, 1, kMax, 2}, {2, 2});
+  EXPECT_EQ(callT("sum", {x, IValue()}).toVector<int64_t>(), std::vector<int64_t>{1});
+  EXPECT_EQ(callT("sum.dim_IntList", {x, Dims{1}, false, IValue()}).toVector<int64_t>(),
+            (std::vector<int64_t>{kMin, kMin + 1}));
+  EXPECT_EQ(callT("sum.dim_IntList", {x, Dims{0}, false, IValue()}).toVector<int64_t>(),
+            (std::vector<int64_t>{-2, 3}));
+  EXPECT_EQ(callT("sum.dim_IntList", {x.t(), Dims{0}, false, IValue()}).toVector<int64_t>(),
+            (std::vector<int64_t>{kMin, kMin + 1}));
+  const Tensor neg = tensorFromVector<int32_t>({-1, -2, -4}, {3});
+  expectClose(callT("sum", {neg, ScalarType::Float64}), {-7}, {}, ScalarType::Float64);
+  expectClose(callT("mean", {neg, ScalarType::Float32}), {-7.0 / 3}, {}, ScalarType::Float32, 1e-6);
+  expectClose(callT("sum", {fromDoubles({-1.5, -2.5}, {2}, ScalarType::Float32), ScalarType::Int64}), {-3}, {},
+              ScalarType::Int64);
+}
+
 TEST(Sum, EmptyAndZeroDim) {
   Tensor e = emptyTensor({0, 3}, ScalarType::Float32);
   expectClose(callT("sum", {e, IValue()}), {0}, {}, ScalarType::Float32);
