@@ -8,7 +8,6 @@
 #include <array>
 #include <atomic>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -137,8 +136,14 @@ void checkDevice(int device) {
 //   returned to it (after a device synchronize) and the request retried once;
 //   then the error is BP_RESOURCE_EXHAUSTED with the statistics.
 // - Statistics (runtime.h MemoryStats) count in class sizes.
+// - Bookkeeping allocates no host memory once warm: live blocks sit in an
+//   open-addressing table keyed by pointer, cached ones in one list per
+//   size class; both only grow, to the most blocks the device has held.
 // One mutex per device guards its cache; driver calls are made under it,
-// which serializes allocation misses but keeps every invariant local.
+// which serializes allocation misses but keeps every invariant local. A
+// hit costs the uncontended lock and two table operations (tens of ns),
+// against microseconds for the kernel launch that uses the block; kernel
+// launches themselves read the current stream without it.
 constexpr size_t kSmallLimit = size_t{1} << 20;
 constexpr size_t kSmallGranule = 512;
 
@@ -157,6 +162,69 @@ struct Block {
   gpuEvent_t freed;    // recorded on `stream` when it was freed, or nullptr
 };
 
+// The live blocks by pointer: linear probing, at most half full, deletion
+// by shifting the rest of a probe run back (no tombstones), so lookups stay
+// short however many blocks come and go. Only reserve() allocates.
+class LiveBlocks {
+ public:
+  LiveBlocks() { rehash(64); }
+  // Makes room for one more block; the only call that may throw.
+  void reserve() {
+    if (2 * (size_ + 1) > slots_.size()) rehash(2 * slots_.size());
+  }
+  void insert(const Block& b) {  // after reserve()
+    place(b);
+    ++size_;
+  }
+  Block* find(void* ptr) {
+    for (size_t i = home(ptr);; i = next(i)) {
+      if (slots_[i].ptr == ptr) return &slots_[i];
+      if (slots_[i].ptr == nullptr) return nullptr;
+    }
+  }
+  // Removes the block find(ptr) found.
+  void erase(Block* found) {
+    size_t hole = static_cast<size_t>(found - slots_.data());
+    // Move back each later entry of the probe run whose home is not in
+    // (hole, j]: lookups for it would otherwise stop at the hole.
+    for (size_t j = next(hole); slots_[j].ptr != nullptr; j = next(j)) {
+      if (((j - home(slots_[j].ptr)) & mask_) >= ((j - hole) & mask_)) {
+        slots_[hole] = slots_[j];
+        hole = j;
+      }
+    }
+    slots_[hole] = Block{};
+    --size_;
+  }
+
+ private:
+  size_t home(void* ptr) const {  // Fibonacci hashing: the product's top bits
+    return static_cast<size_t>((reinterpret_cast<uintptr_t>(ptr) * 0x9E3779B97F4A7C15ull) >> shift_);
+  }
+  size_t next(size_t i) const { return (i + 1) & mask_; }
+  void place(const Block& b) {
+    size_t i = home(b.ptr);
+    while (slots_[i].ptr != nullptr) i = next(i);
+    slots_[i] = b;
+  }
+  void rehash(size_t capacity) {  // a power of two
+    std::vector<Block> old(capacity);
+    old.swap(slots_);
+    mask_ = capacity - 1;
+    shift_ = 64 - __builtin_ctzll(static_cast<unsigned long long>(capacity));
+    for (const Block& b : old)
+      if (b.ptr != nullptr) place(b);
+  }
+  std::vector<Block> slots_;  // ptr == nullptr marks a free slot
+  size_t size_ = 0, mask_ = 0;
+  int shift_ = 0;
+};
+
+// Appends to a cached list, reserving first so that a failure changes nothing.
+void reserveOneMore(std::vector<Block>& list) {
+  if (list.size() == list.capacity()) list.reserve(std::max<size_t>(8, 2 * list.capacity()));
+}
+
 // Pinned staging buffers for host-to-device copies (Note [Pinned staging]).
 constexpr size_t kStagingSlotBytes = size_t{2} << 20;
 constexpr int kStagingSlots = 4;
@@ -172,8 +240,10 @@ struct DeviceState {
   std::atomic<gpuStream_t> stream{nullptr};
   std::mutex mutex;  // guards everything below
   int stream_count = 0;
-  std::unordered_map<void*, Block> live;
-  std::multimap<size_t, Block> cached;  // by size class
+  LiveBlocks live;
+  // Cached blocks per size class, the most recently freed last; a list
+  // keeps its capacity when emptied.
+  std::unordered_map<size_t, std::vector<Block>> cached;
   MemoryStats stats{};
   std::array<StagingSlot, kStagingSlots> staging;
   int next_slot = 0;
@@ -202,33 +272,38 @@ gpuStream_t streamLocked(DeviceState& s, int device) {
 }
 
 void freeCachedLocked(DeviceState& s, int device) {
-  if (s.cached.empty()) return;
+  bool any = false;
+  for (const auto& [size, blocks] : s.cached) any = any || !blocks.empty();
+  if (!any) return;
   DeviceGuard guard(device);
   check(gpuDeviceSynchronize(), BP_GPU_RUNTIME_PREFIX "DeviceSynchronize");
-  for (auto& [size, block] : s.cached) {
-    if (block.freed != nullptr) (void)gpuEventDestroy(block.freed);
-    check(gpuFree(block.ptr), BP_GPU_RUNTIME_PREFIX "Free");
-    s.stats.reserved_bytes -= static_cast<int64_t>(size);
+  for (auto& [size, blocks] : s.cached) {
+    while (!blocks.empty()) {  // one at a time, so that a failing gpuFree leaves the rest accounted for
+      const Block block = blocks.back();
+      blocks.pop_back();
+      if (block.freed != nullptr) (void)gpuEventDestroy(block.freed);
+      s.stats.reserved_bytes -= static_cast<int64_t>(size);
+      check(gpuFree(block.ptr), BP_GPU_RUNTIME_PREFIX "Free");
+    }
   }
-  s.cached.clear();
 }
 
-// A cached block of class `size` usable on `stream`, or nullopt.
+// A cached block of class `size` usable on `stream`, or nullopt: the most
+// recently freed one of that stream (its memory is likeliest in cache), else
+// one whose free event has completed.
 std::optional<Block> takeCachedLocked(DeviceState& s, size_t size, gpuStream_t stream) {
-  auto [first, last] = s.cached.equal_range(size);
-  for (auto it = first; it != last; ++it) {
-    if (it->second.stream == stream) {
-      Block b = it->second;
-      s.cached.erase(it);
-      return b;
-    }
-  }
-  for (auto it = first; it != last; ++it) {
-    if (it->second.freed != nullptr && gpuEventQuery(it->second.freed) == gpuSuccess) {
-      Block b = it->second;
-      s.cached.erase(it);
-      return b;
-    }
+  const auto it = s.cached.find(size);
+  if (it == s.cached.end()) return std::nullopt;
+  std::vector<Block>& blocks = it->second;
+  auto takeAt = [&](size_t i) {
+    const Block b = blocks[i];
+    blocks.erase(blocks.begin() + static_cast<std::ptrdiff_t>(i));  // keeps the order; no allocation
+    return b;
+  };
+  for (size_t i = blocks.size(); i-- > 0;)
+    if (blocks[i].stream == stream) return takeAt(i);
+  for (size_t i = blocks.size(); i-- > 0;) {
+    if (blocks[i].freed != nullptr && gpuEventQuery(blocks[i].freed) == gpuSuccess) return takeAt(i);
   }
   (void)gpuGetLastError();  // a pending event answers "not ready", which some runtimes also keep as last error
   return std::nullopt;
@@ -243,6 +318,7 @@ void* allocateBlock(int device, size_t nbytes) {
   const size_t size = sizeClass(nbytes);
   std::lock_guard<std::mutex> lock(s.mutex);
   const gpuStream_t stream = streamLocked(s, device);
+  s.live.reserve();  // before a block is taken, so that recording it cannot fail
   Block block;
   if (std::optional<Block> cached = takeCachedLocked(s, size, stream)) {
     block = *cached;
@@ -278,27 +354,34 @@ void* allocateBlock(int device, size_t nbytes) {
   ++s.stats.allocations;
   s.stats.allocated_bytes += static_cast<int64_t>(size);
   s.stats.peak_allocated_bytes = std::max(s.stats.peak_allocated_bytes, s.stats.allocated_bytes);
-  s.live.emplace(block.ptr, block);
+  s.live.insert(block);
   return block.ptr;
 }
 
 void freeBlock(int device, void* ptr) {
   DeviceState& s = state(device);
   std::lock_guard<std::mutex> lock(s.mutex);
-  auto it = s.live.find(ptr);
-  if (it == s.live.end()) {
+  Block* live = s.live.find(ptr);
+  if (live == nullptr) {
     bp::fail(BP_INVALID_ARGUMENT,
              bp::detail::concat(BP_GPU_NAME ":", device, ": deallocate of a pointer this allocator did not return"));
   }
-  Block b = it->second;
-  s.live.erase(it);
+  // What can fail comes first, while the block is still live.
+  std::vector<Block>& list = s.cached[live->size];
+  reserveOneMore(list);
+  gpuEvent_t freed = nullptr;
   if (s.stream_count > 1) {
     DeviceGuard guard(device);
-    check(gpuEventCreateWithFlags(&b.freed, gpuEventDisableTiming), BP_GPU_RUNTIME_PREFIX "EventCreateWithFlags");
-    check(gpuEventRecord(b.freed, b.stream), BP_GPU_RUNTIME_PREFIX "EventRecord");
+    check(gpuEventCreateWithFlags(&freed, gpuEventDisableTiming), BP_GPU_RUNTIME_PREFIX "EventCreateWithFlags");
+    const gpuError_t e = gpuEventRecord(freed, live->stream);
+    if (e != gpuSuccess) (void)gpuEventDestroy(freed);
+    check(e, BP_GPU_RUNTIME_PREFIX "EventRecord");
   }
+  Block b = *live;
+  s.live.erase(live);
+  b.freed = freed;
   s.stats.allocated_bytes -= static_cast<int64_t>(b.size);
-  s.cached.emplace(b.size, b);
+  list.push_back(b);
 }
 
 // ------------------------------------------------------------------- copies

@@ -5,7 +5,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -81,6 +83,43 @@ TEST_F(GpusimRuntimeTest, FreedBlocksAreReusedBySizeClass) {
   emptyCache();
   EXPECT_EQ(stat("reserved_bytes"), 0);
   EXPECT_EQ(stat("allocated_bytes"), 0);
+}
+
+// Many blocks of several classes freed in random order and taken again:
+// every live tensor keeps its own block (its values survive the others'
+// frees and reuse), requests of the freed sizes are all served from the
+// cache, and the statistics come back to zero.
+TEST_F(GpusimRuntimeTest, ManyBlocksFreedInAnyOrderAreReusedAndNeverShared) {
+  struct Live {
+    Tensor t;
+    int64_t n;
+    float value;
+  };
+  std::mt19937 rng(7);
+  const int64_t allocations = stat("allocations");
+  std::vector<Live> live;
+  float next_value = 0;
+  auto allocate = [&](int64_t n) {
+    live.push_back({full({n}, next_value, {.dtype = ScalarType::Float32, .device = dev_}), n, next_value});
+    next_value += 1;
+  };
+  for (int i = 0; i < 300; ++i) allocate(100 + (i % 5) * 300);  // five size classes
+  const int64_t misses = stat("cache_misses");
+  for (int round = 0; round < 3; ++round) {
+    std::shuffle(live.begin(), live.end(), rng);
+    std::vector<int64_t> freed_sizes;
+    for (size_t i = 100; i < live.size(); ++i) freed_sizes.push_back(live[i].n);
+    live.resize(100);  // frees two thirds, in random order
+    for (int64_t n : freed_sizes) allocate(n);
+    for (const Live& l : live) {
+      const std::vector<float> v = l.t.cpu().toVector<float>();
+      ASSERT_EQ(std::count(v.begin(), v.end(), l.value), l.n) << "round " << round;
+    }
+  }
+  EXPECT_EQ(stat("cache_misses"), misses);
+  live.clear();
+  EXPECT_EQ(stat("allocated_bytes"), 0);
+  EXPECT_EQ(stat("allocations") - allocations, 300 + 3 * 200);
 }
 
 TEST_F(GpusimRuntimeTest, ResetPeakMemoryStats) {
