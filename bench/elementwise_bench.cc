@@ -10,9 +10,16 @@
 //   BM_Add_Tiny_EndToEnd   add.Tensor of two 1-element tensors: dispatch, composite, meta
 //                          rule, output allocation and the plugin kernel; compare with
 //                          BM_RawFunctionPointer (dispatch_bench.cc)
+//   BM_Gelu_3M_f32         gelu.out (erf form) of a contiguous [1024, 3072] float32 tensor,
+//                          a BERT-base FFN activation, into a preallocated out: oneDNN's
+//                          kernel (Note [oneDNN gelu] in plugins/cpu/elementwise.cc)
+//   BM_Gelu_3M_f32_Loop    the same values read from rows with a one-element gap (not
+//                          contiguous, so the plugin's own loop runs, reading rows in order):
+//                          the speed-up of the oneDNN path, in one run
 #include <benchmark/benchmark.h>
 
 #include <cstring>
+#include <string_view>
 #include <vector>
 
 #include "backplane/dispatcher/dispatcher.h"
@@ -69,6 +76,29 @@ void BM_Memcpy_Equivalent(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * 2 * static_cast<int64_t>(bytes));
 }
 BENCHMARK(BM_Memcpy_Equivalent)->UseRealTime();
+
+void runGelu(benchmark::State& state, bool gapped_rows) {
+  if (!bench::cpuPluginLoaded(state)) return;
+  auto gelu_out = Dispatcher::singleton()
+                      .findOpOrThrow("bp::gelu.out")
+                      .typed<Tensor(const Tensor&, std::string_view, const Tensor&)>();
+  constexpr int64_t kRows = 1024, kCols = 3072;
+  const int64_t row = gapped_rows ? kCols + 1 : kCols;
+  std::vector<float> values(static_cast<size_t>(kRows * row));
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 1000) * 0.008f - 4.0f;
+  const Tensor x = tensorFromVector<float>(values, {kRows, row}).narrow(1, 0, kCols);
+  Tensor out = tensorFromVector<float>(std::vector<float>(static_cast<size_t>(kRows * kCols)), {kRows, kCols});
+  for (auto _ : state) {
+    Tensor r = gelu_out.call(x, "none", out);
+    benchmark::DoNotOptimize(r);
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * kRows * kCols);
+}
+void BM_Gelu_3M_f32(benchmark::State& state) { runGelu(state, false); }
+void BM_Gelu_3M_f32_Loop(benchmark::State& state) { runGelu(state, true); }
+BENCHMARK(BM_Gelu_3M_f32)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Gelu_3M_f32_Loop)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_Add_Tiny_EndToEnd(benchmark::State& state) {
   if (!bench::cpuPluginLoaded(state)) return;

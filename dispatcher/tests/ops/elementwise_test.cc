@@ -400,6 +400,30 @@ TEST(ElementwiseUnary, EmptyZeroDimAndNonContiguous) {
   }
 }
 
+// A large dense float32 or bfloat16 gelu runs oneDNN's kernel (Note
+// [oneDNN gelu] in plugins/cpu/elementwise.cc), a strided one the loop:
+// both match the double reference, non-finite inputs included (NaN and -inf
+// give NaN, +inf gives +inf), and agree with each other.
+TEST(ElementwiseUnary, LargeGeluMatchesTheReferenceOnEveryPath) {
+  constexpr double kNan = std::numeric_limits<double>::quiet_NaN(), kInf = std::numeric_limits<double>::infinity();
+  std::vector<double> v = values(rnd({64, 1000}, ScalarType::Float64, 21, -6, 6));
+  const std::vector<double> specials = {kNan, kInf, -kInf, 0.0, -0.0, 30.0, -30.0, 1e-30};
+  for (size_t i = 0; i < specials.size(); ++i) v[i * 997] = specials[i];
+  for (ScalarType dt : {ScalarType::Float32, ScalarType::BFloat16}) {
+    for (const bool tanh_form : {false, true}) {
+      SCOPED_TRACE(dtName(dt) + (tanh_form ? " tanh" : " none"));
+      const Tensor x = fromDoubles(v, {64, 1000}, dt);
+      std::vector<double> want = map1(values(x), tanh_form ? geluTanh : gelu);
+      want[2 * 997] = kNan;  // -inf * (1 + erf(-inf)) = -inf * 0, in either form
+      const Tensor dense = callT("gelu", {x, tanh_form ? "tanh" : "none"});
+      expectClose(dense, want, {64, 1000}, dt);
+      const Tensor strided = callT("gelu", {x.t(), tanh_form ? "tanh" : "none"}).t();  // the loop
+      expectClose(strided, want, {64, 1000}, dt);
+      expectClose(dense, values(strided), {64, 1000}, dt);
+    }
+  }
+}
+
 TEST(ElementwiseUnary, GeluApproximations) {
   Tensor x = rnd({9}, ScalarType::Float64, 13, -4, 4);
   expectClose(callT("gelu", {x, "none"}), map1(values(x), gelu), {9}, ScalarType::Float64);
