@@ -238,7 +238,6 @@ class RulebookBuilder {
     bp::Tensor out_indices;
     if (g_.subm) {
       out_indices = copyOfIndices();
-      nbr.resize(static_cast<size_t>(n_ * K_));
       submanifoldNeighbours(nbr);
     } else {
       out_indices = regularNeighbours(nbr);
@@ -263,23 +262,35 @@ class RulebookBuilder {
     return out;
   }
 
-  // nbr[o * K + k] = the input row at offset k around site o, or -1.
+  // nbr[o * K + k] = the input row at offset k around site o, or -1. The
+  // kernel is centred (odd sizes), so offsets k and K - 1 - k are opposite:
+  // when site j is at offset k of site o, o is at offset K - 1 - k of j.
+  // Each site looks up only the first half of the offsets and fills both
+  // entries of what it finds, which halves the hash lookups; every entry
+  // has exactly one writer, so the threads never write the same one. The
+  // centre is the site itself.
   void submanifoldNeighbours(std::vector<int32_t>& nbr) const {
     std::array<int64_t, 3> half;
     for (int d = 0; d < 3; ++d) half[d] = (g_.kernel[d] - 1) / 2;
+    nbr.assign(static_cast<size_t>(n_ * K_), -1);
 #pragma omp parallel for num_threads(threadsFor(n_ * K_)) schedule(static, kRowsPerTask)
     for (int64_t o = 0; o < n_; ++o) {
       const int64_t b = sites_.at(o, 0);
       const std::array<int64_t, 3> c{sites_.at(o, 1), sites_.at(o, 2), sites_.at(o, 3)};
-      for (int64_t k = 0; k < K_; ++k) {
+      for (int64_t k = 0; k < K_ / 2; ++k) {
         std::array<int64_t, 3> p;
         bool inside = true;
         for (int d = 0; d < 3; ++d) {
           p[d] = c[d] + (offsets_[k][d] - half[d]) * g_.dilation[d];
           inside = inside && p[d] >= 0 && p[d] < g_.in_shape[d];
         }
-        nbr[o * K_ + k] = inside ? inputs_.find(linearKey<Key>(b, p[0], p[1], p[2], g_.in_shape)) : -1;
+        if (!inside) continue;
+        const int32_t j = inputs_.find(linearKey<Key>(b, p[0], p[1], p[2], g_.in_shape));
+        if (j < 0) continue;
+        nbr[o * K_ + k] = j;
+        nbr[j * K_ + (K_ - 1 - k)] = static_cast<int32_t>(o);
       }
+      nbr[o * K_ + K_ / 2] = static_cast<int32_t>(o);
     }
   }
 
