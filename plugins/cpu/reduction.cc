@@ -366,8 +366,10 @@ const std::initializer_list<ScalarType> kFloatDtypes = {ScalarType::Float16, Sca
 
 // sum/mean into out (whose dtype the host chose: dtype=, or out's own).
 // With dtype= PyTorch converts the input first; converting each element as
-// it is accumulated gives the same result without a copy, except that an
-// integral dtype truncates floating inputs element by element.
+// it is accumulated gives the same result without a copy. Where the kinds
+// differ the conversion shows: an integral dtype truncates floating inputs
+// (and bool makes each element 0 or 1), and a floating dtype makes an
+// integral sum a floating one, which does not wrap.
 bp::Tensor sumOrMean(const char* op, bool mean, const bp::Tensor& self, std::optional<bp::IntList> dim,
                      bool keepdim, const bp::Tensor& out) {
   checkCpu(op, self, "self");
@@ -383,7 +385,7 @@ bp::Tensor sumOrMean(const char* op, bool mean, const bp::Tensor& self, std::opt
       O* o = out.data_ptr<O>();
       // An integral result from a floating input (sum(x, dtype=int64)):
       // PyTorch converts each element first, so sum the truncated values.
-      if constexpr (kFloating<T> && !kFloating<O>) {
+      if constexpr ((kFloating<T> && !kFloating<O>) || (std::is_same_v<O, bool> && !std::is_same_v<T, bool>)) {
         struct TruncSum {
           uint64_t init() const { return 0; }
           void row(uint64_t& acc, const T* p, int64_t n, int64_t s, int64_t) const {
@@ -394,6 +396,19 @@ bp::Tensor sumOrMean(const char* op, bool mean, const bp::Tensor& self, std::opt
         };
         reduce(g, self.data_ptr<const T>(), TruncSum{},
                [&](int64_t off, uint64_t acc) { o[off] = store<O>(sumValue(acc)); });
+      } else if constexpr (!kFloating<T> && kFloating<O>) {
+        // An integral input with a floating result (sum(x, dtype=float64), or
+        // mean): each element converted to O, summed in double.
+        struct ConvertedSum {
+          double init() const { return 0; }
+          void row(double& acc, const T* p, int64_t n, int64_t s, int64_t) const {
+            for (int64_t j = 0; j < n; ++j) acc += static_cast<double>(load(store<O>(load(p[j * s]))));
+          }
+          void merge(double& a, double b) const { a += b; }
+        };
+        const double count = static_cast<double>(g.num_red);
+        reduce(g, self.data_ptr<const T>(), ConvertedSum{},
+               [&](int64_t off, double acc) { o[off] = store<O>(mean ? acc / count : acc); });
       } else {
         const double count = static_cast<double>(g.num_red);
         auto write = [&](int64_t off, sum_acc_t<T> acc) {

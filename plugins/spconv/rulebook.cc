@@ -20,8 +20,8 @@
 //
 // indice_pairs is int32 [K, 2, N]: row 0 the input row, row 1 the output
 // row, the first indice_pair_num[k] entries used, the rest -1. Within an
-// offset the pairs are in ascending order of the input row (regular) or of
-// the output row (submanifold), and no input or output row appears twice.
+// offset the pairs are in ascending order of the output row (Note [Rulebook
+// order]), and no input or output row appears twice.
 //
 // Note [Coordinate keys]
 // Keys are 32-bit while batch_size x volume < 2^31 (half the table memory,

@@ -163,8 +163,9 @@ TEST(Sum, NoneDimReducesEverythingAndDtypeConverts) {
 
 // Integral sums are int64 and wrap around modulo 2^64, as PyTorch's do
 // (never signed overflow: the UBSan build checks), on every path: one row,
-// rows, columns and strided rows; a negative sum stays negative in a
-// floating dtype and in a mean.
+// rows, columns and strided rows. With a floating dtype (and in a mean) the
+// elements are converted first: negative sums stay negative, large ones
+// do not wrap.
 TEST(Sum, IntegralSumsWrapAroundAndKeepTheirSign) {
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max(), kMin = std::numeric_limits<int64_t>::min();
   const Tensor x = tensorFromVector<int64_t>({kMax, 1, kMax, 2}, {2, 2});
@@ -180,6 +181,13 @@ TEST(Sum, IntegralSumsWrapAroundAndKeepTheirSign) {
   expectClose(callT("mean", {neg, ScalarType::Float32}), {-7.0 / 3}, {}, ScalarType::Float32, 1e-6);
   expectClose(callT("sum", {fromDoubles({-1.5, -2.5}, {2}, ScalarType::Float32), ScalarType::Int64}), {-3}, {},
               ScalarType::Int64);
+  // A floating dtype converts each element first, as PyTorch: that sum does not wrap.
+  const Tensor big = tensorFromVector<int64_t>(std::vector<int64_t>(4, int64_t{1} << 62), {4});
+  expectClose(callT("sum", {big, ScalarType::Float64}), {0x1p64}, {}, ScalarType::Float64);
+  expectClose(callT("mean", {big, ScalarType::Float64}), {0x1p62}, {}, ScalarType::Float64);
+  // dtype=bool makes each element 0 or 1 first: [1, -1] sums to true, not to 0.
+  EXPECT_EQ(callT("sum", {tensorFromVector<int32_t>({1, -1}, {2}), ScalarType::Bool}).toVector<bool>(),
+            std::vector<bool>{true});
 }
 
 TEST(Sum, EmptyAndZeroDim) {
