@@ -2,8 +2,11 @@
 // Shared by the operator benchmarks.
 #include <benchmark/benchmark.h>
 
+#include <cstdint>
 #include <map>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "backplane/dispatcher/plugin_registry.h"
 
@@ -25,5 +28,14 @@ inline bool pluginLoaded(benchmark::State& state, const std::string& path) {
 
 // Loads the CPU plugin (BACKPLANE_CPU_PLUGIN_PATH); see pluginLoaded.
 inline bool cpuPluginLoaded(benchmark::State& state) { return pluginLoaded(state, BACKPLANE_CPU_PLUGIN_PATH); }
+
+// n floats drawn uniformly from [lo, hi), the same for the same seed.
+inline std::vector<float> uniformFloats(size_t n, uint32_t seed, float lo = -1, float hi = 1) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(gen);
+  return v;
+}
 
 }  // namespace backplane::bench

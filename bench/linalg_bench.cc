@@ -28,21 +28,15 @@
 namespace backplane {
 namespace {
 
-constexpr int64_t kN = 512;
+using bench::uniformFloats;
 
-std::vector<float> randomFloats(size_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-1, 1);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(gen);
-  return v;
-}
+constexpr int64_t kN = 512;
 
 void BM_Matmul_512_f32(benchmark::State& state) {
   if (!bench::cpuPluginLoaded(state)) return;
   const size_t n = static_cast<size_t>(kN * kN);
-  Tensor a = tensorFromVector(randomFloats(n, 1), {kN, kN});
-  Tensor b = tensorFromVector(randomFloats(n, 2), {kN, kN});
+  Tensor a = tensorFromVector(uniformFloats(n, 1), {kN, kN});
+  Tensor b = tensorFromVector(uniformFloats(n, 2), {kN, kN});
   Tensor out = emptyTensor({kN, kN}, ScalarType::Float32);
   auto mm_out = Dispatcher::singleton()
                     .findOpOrThrow("bp::mm.out")
@@ -59,7 +53,7 @@ BENCHMARK(BM_Matmul_512_f32)->Unit(benchmark::kMicrosecond)->UseRealTime();
 void BM_OneDNN_Matmul_512_f32(benchmark::State& state) {
   using dt = dnnl::memory::data_type;
   const size_t n = static_cast<size_t>(kN * kN);
-  std::vector<float> a = randomFloats(n, 1), b = randomFloats(n, 2), c(n);
+  std::vector<float> a = uniformFloats(n, 1), b = uniformFloats(n, 2), c(n);
   dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   dnnl::stream s(eng);
   const dnnl::memory::desc md({1, kN, kN}, dt::f32, dnnl::memory::dims{kN * kN, kN, 1});
@@ -80,9 +74,9 @@ constexpr int64_t kRows = 512, kIn = 768, kOut = 3072;
 
 void BM_Linear_f32(benchmark::State& state) {
   if (!bench::cpuPluginLoaded(state)) return;
-  Tensor x = tensorFromVector(randomFloats(static_cast<size_t>(kRows * kIn), 1), {kRows, kIn});
-  Tensor w = tensorFromVector(randomFloats(static_cast<size_t>(kOut * kIn), 2), {kOut, kIn});
-  std::optional<Tensor> bias = tensorFromVector(randomFloats(static_cast<size_t>(kOut), 3), {kOut});
+  Tensor x = tensorFromVector(uniformFloats(static_cast<size_t>(kRows * kIn), 1), {kRows, kIn});
+  Tensor w = tensorFromVector(uniformFloats(static_cast<size_t>(kOut * kIn), 2), {kOut, kIn});
+  std::optional<Tensor> bias = tensorFromVector(uniformFloats(static_cast<size_t>(kOut), 3), {kOut});
   auto linear = Dispatcher::singleton()
                     .findOpOrThrow("bp::linear")
                     .typed<Tensor(const Tensor&, const Tensor&, const std::optional<Tensor>&)>();
@@ -97,9 +91,9 @@ BENCHMARK(BM_Linear_f32)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 void BM_OneDNN_Linear_f32(benchmark::State& state) {
   using dt = dnnl::memory::data_type;
-  std::vector<float> x = randomFloats(static_cast<size_t>(kRows * kIn), 1);
-  std::vector<float> w = randomFloats(static_cast<size_t>(kOut * kIn), 2);
-  std::vector<float> bias = randomFloats(static_cast<size_t>(kOut), 3);
+  std::vector<float> x = uniformFloats(static_cast<size_t>(kRows * kIn), 1);
+  std::vector<float> w = uniformFloats(static_cast<size_t>(kOut * kIn), 2);
+  std::vector<float> bias = uniformFloats(static_cast<size_t>(kOut), 3);
   std::vector<float> y(static_cast<size_t>(kRows * kOut));
   dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   dnnl::stream s(eng);

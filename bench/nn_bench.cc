@@ -29,15 +29,9 @@
 namespace backplane {
 namespace {
 
-constexpr int64_t kChannels = 64, kSize = 56, kKernel = 3;
+using bench::uniformFloats;
 
-std::vector<float> uniformFloats(size_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-1, 1);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(gen);
-  return v;
-}
+constexpr int64_t kChannels = 64, kSize = 56, kKernel = 3;
 
 // Multiply-adds of one convolution, counted as 2 flops each.
 int64_t convFlops() { return 2 * kChannels * kChannels * kKernel * kKernel * kSize * kSize; }

@@ -26,15 +26,9 @@
 namespace backplane {
 namespace {
 
-constexpr int64_t kRows = 256, kCols = 1024;
+using bench::uniformFloats;
 
-std::vector<float> uniformFloats(size_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-4, 4);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(gen);
-  return v;
-}
+constexpr int64_t kRows = 256, kCols = 1024;
 
 // `name` (softmax.int_out or log_softmax.int_out) of a random float32
 // tensor of `sizes` along `dim`, into a preallocated out.
@@ -42,7 +36,7 @@ void runSoftmax(benchmark::State& state, const char* name, std::vector<int64_t> 
   if (!bench::cpuPluginLoaded(state)) return;
   int64_t numel = 1;
   for (int64_t s : sizes) numel *= s;
-  Tensor x = tensorFromVector(uniformFloats(static_cast<size_t>(numel), 1), sizes);
+  Tensor x = tensorFromVector(uniformFloats(static_cast<size_t>(numel), 1, -4, 4), sizes);
   Tensor out = emptyTensor(sizes, ScalarType::Float32);
   auto op = Dispatcher::singleton()
                 .findOpOrThrow(name)
@@ -80,7 +74,7 @@ void BM_OneDNN_Softmax_f32(benchmark::State& state) {
   const dnnl::softmax_v2_forward::primitive_desc pd(
       {dnnl::prop_kind::forward_inference, dnnl::algorithm::softmax_accurate, md, md, 1}, engine);
   const dnnl::softmax_v2_forward prim(pd);
-  std::vector<float> x = uniformFloats(static_cast<size_t>(kRows * kCols), 1), y(x.size());
+  std::vector<float> x = uniformFloats(static_cast<size_t>(kRows * kCols), 1, -4, 4), y(x.size());
   memory src(md, engine, x.data()), dst(md, engine, y.data());
   for (auto _ : state) {
     prim.execute(stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});

@@ -34,6 +34,8 @@
 namespace backplane {
 namespace {
 
+using bench::uniformFloats;
+
 using sparse_lidar::ConvGeometry;
 using sparse_lidar::Rulebook;
 using sparse_lidar::SparseTensor;
@@ -57,14 +59,6 @@ bool pluginsLoaded(benchmark::State& state) {
   return bench::cpuPluginLoaded(state) && bench::pluginLoaded(state, BACKPLANE_SPCONV_PLUGIN_PATH);
 }
 
-std::vector<float> randomFloats(size_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-1, 1);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(gen);
-  return v;
-}
-
 // One convolution on kittiScan(): its input, filters and rulebook.
 struct ConvCase {
   int64_t cin, cout;
@@ -80,8 +74,8 @@ struct ConvCase {
     const VoxelScan& scan = kittiScan();
     input = SparseTensor::fromScan(scan, Device(DeviceType::CPU));
     input.features =
-        tensorFromVector(randomFloats(static_cast<size_t>(scan.numVoxels() * cin), 1), {scan.numVoxels(), cin});
-    filters = tensorFromVector(randomFloats(static_cast<size_t>(27 * cin * cout), 2), {3, 3, 3, cin, cout});
+        tensorFromVector(uniformFloats(static_cast<size_t>(scan.numVoxels() * cin), 1), {scan.numVoxels(), cin});
+    filters = tensorFromVector(uniformFloats(static_cast<size_t>(27 * cin * cout), 2), {3, 3, 3, cin, cout});
     rulebook = sparse_lidar::buildRulebook(input, geometry, subm);
     pairs = rulebook.totalPairs();
   }
@@ -128,7 +122,7 @@ void runOneDnnMatmul(benchmark::State& state, const ConvCase& (*make)()) {
   const ConvCase& c = make();
   using dt = dnnl::memory::data_type;
   const int64_t m = c.pairs, k = c.cin, n = c.cout;
-  std::vector<float> a = randomFloats(static_cast<size_t>(m * k), 3), b = randomFloats(static_cast<size_t>(k * n), 4);
+  std::vector<float> a = uniformFloats(static_cast<size_t>(m * k), 3), b = uniformFloats(static_cast<size_t>(k * n), 4);
   std::vector<float> out(static_cast<size_t>(m * n));
   dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   dnnl::stream s(eng);

@@ -7,6 +7,9 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <array>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "cpu_common.h"
@@ -23,6 +26,31 @@ inline const dnnl::engine& engine() {
 inline dnnl::stream& stream() {
   thread_local dnnl::stream s(engine());
   return s;
+}
+
+// Whether oneDNN picked its slow reference ("ref") implementation for pd.
+inline bool isReference(const dnnl::primitive_desc_base& pd) {
+  return std::string(pd.impl_info_str()).rfind("ref", 0) == 0;
+}
+
+// What make() builds for `key` (a primitive and what its calls need),
+// cached per calling thread, as the streams are: no lock on the hot path.
+// Each call site has its own cache (make's type differs), emptied when it
+// reaches `capacity` entries.
+template <size_t N, class Make>
+const auto& cachedPerThread(const std::array<int64_t, N>& key, size_t capacity, Make&& make) {
+  struct Hash {
+    size_t operator()(const std::array<int64_t, N>& k) const noexcept {  // FNV-1a
+      uint64_t h = 1469598103934665603ull;
+      for (int64_t v : k) h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ull;
+      return static_cast<size_t>(h);
+    }
+  };
+  using Value = decltype(make());
+  thread_local std::unordered_map<std::array<int64_t, N>, Value, Hash> cache;
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  if (cache.size() >= capacity) cache.clear();
+  return cache.emplace(key, make()).first->second;
 }
 
 // oneDNN's data type for a backplane dtype, or undef where oneDNN has none

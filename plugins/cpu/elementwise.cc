@@ -9,7 +9,6 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
-#include <unordered_map>
 
 #include "cpu_common.h"
 #include "dnnl_util.h"
@@ -289,30 +288,22 @@ bp::Tensor relu_out(const bp::Tensor& self, const bp::Tensor& out) {
 constexpr int64_t kDnnlGeluMinNumel = 4096;  // below it the primitive's call costs more than it saves
 
 const dnnl::eltwise_forward* dnnlGelu(dnnl::memory::data_type type, bool tanh_form, int64_t n) {
-  using Key = std::array<int64_t, 3>;
-  struct KeyHash {
-    size_t operator()(const Key& k) const noexcept {
-      return static_cast<size_t>((static_cast<uint64_t>(k[2]) * 31 + static_cast<uint64_t>(k[1])) * 31 +
-                                 static_cast<uint64_t>(k[0]));
+  const std::array<int64_t, 3> key{static_cast<int64_t>(type), tanh_form, n};
+  const auto& prim = dnnl_util::cachedPerThread(key, 64, [&] {
+    std::optional<dnnl::eltwise_forward> made;
+    try {
+      const dnnl::memory::desc md({n}, type, dnnl::memory::dims{1});
+      const dnnl::eltwise_forward::primitive_desc pd(
+          {dnnl::prop_kind::forward_inference,
+           tanh_form ? dnnl::algorithm::eltwise_gelu_tanh : dnnl::algorithm::eltwise_gelu_erf, md, 0.f, 0.f},
+          dnnl_util::engine());
+      if (!dnnl_util::isReference(pd)) made.emplace(pd);
+    } catch (const dnnl::error&) {
+      // This oneDNN build has no such kernel (e.g. bf16 on an old CPU): the loop runs.
     }
-  };
-  thread_local std::unordered_map<Key, std::optional<dnnl::eltwise_forward>, KeyHash> cache;
-  const Key key{static_cast<int64_t>(type), tanh_form, n};
-  if (auto it = cache.find(key); it != cache.end()) return it->second ? &*it->second : nullptr;
-  if (cache.size() >= 64) cache.clear();
-  std::optional<dnnl::eltwise_forward> prim;
-  try {
-    const dnnl::memory::desc md({n}, type, dnnl::memory::dims{1});
-    const dnnl::eltwise_forward::primitive_desc pd(
-        {dnnl::prop_kind::forward_inference,
-         tanh_form ? dnnl::algorithm::eltwise_gelu_tanh : dnnl::algorithm::eltwise_gelu_erf, md, 0.f, 0.f},
-        dnnl_util::engine());
-    if (std::string(pd.impl_info_str()).rfind("ref", 0) != 0) prim.emplace(pd);
-  } catch (const dnnl::error&) {
-    // This oneDNN build has no such kernel (e.g. bf16 on an old CPU): the loop runs.
-  }
-  const auto& entry = cache.emplace(key, std::move(prim)).first->second;
-  return entry ? &*entry : nullptr;
+    return made;
+  });
+  return prim ? &*prim : nullptr;
 }
 
 // Runs gelu through oneDNN when Note [oneDNN gelu] applies; false: it does

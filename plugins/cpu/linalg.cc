@@ -129,13 +129,6 @@ void describe(const Mat& m, int64_t* out) {
 // Cache key: dtype, alpha, beta, dims/strides of A, B, C, and the bias's
 // length (0: none).
 using Key = std::array<int64_t, 22>;
-struct KeyHash {
-  size_t operator()(const Key& k) const noexcept {
-    uint64_t h = 1469598103934665603ull;
-    for (int64_t v : k) h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ull;
-    return static_cast<size_t>(h);
-  }
-};
 struct Cached {
   dnnl::matmul prim;
   dnnl::memory::desc a, b, c, bias;
@@ -158,24 +151,22 @@ const Cached& primitive(const Mat& A, const Mat& B, const Mat& C, dt type, float
   describe(B, &key[9]);
   describe(C, &key[15]);
   key[21] = bias_cols;
-  // Per thread: no lock on the hot path; primitives are cheap to keep.
-  thread_local std::unordered_map<Key, Cached, KeyHash> cache;
-  if (auto it = cache.find(key); it != cache.end()) return it->second;
-  if (cache.size() >= 256) cache.clear();
-  dnnl::memory::desc a = descOf(&key[3], type), b = descOf(&key[9], type), c = descOf(&key[15], type);
-  dnnl::memory::desc bias;
-  if (bias_cols > 0) bias = dnnl::memory::desc({1, 1, bias_cols}, type, {bias_cols, bias_cols, 1});
-  dnnl::primitive_attr attr;
-  if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
-  if (beta != 0.0f) {
-    dnnl::post_ops ops;
-    ops.append_sum(beta);
-    attr.set_post_ops(ops);
-  }
-  const dnnl::matmul::desc desc = bias_cols > 0 ? dnnl::matmul::desc(a, b, bias, c) : dnnl::matmul::desc(a, b, c);
-  dnnl::matmul::primitive_desc pd(desc, attr, dnnl_util::engine());
-  const bool reference = std::string(pd.impl_info_str()).rfind("ref", 0) == 0;
-  return cache.emplace(key, Cached{dnnl::matmul(pd), a, b, c, bias, reference}).first->second;
+  // Primitives are cheap to keep.
+  return dnnl_util::cachedPerThread(key, 256, [&] {
+    dnnl::memory::desc a = descOf(&key[3], type), b = descOf(&key[9], type), c = descOf(&key[15], type);
+    dnnl::memory::desc bias;
+    if (bias_cols > 0) bias = dnnl::memory::desc({1, 1, bias_cols}, type, {bias_cols, bias_cols, 1});
+    dnnl::primitive_attr attr;
+    if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+    if (beta != 0.0f) {
+      dnnl::post_ops ops;
+      ops.append_sum(beta);
+      attr.set_post_ops(ops);
+    }
+    const dnnl::matmul::desc desc = bias_cols > 0 ? dnnl::matmul::desc(a, b, bias, c) : dnnl::matmul::desc(a, b, c);
+    dnnl::matmul::primitive_desc pd(desc, attr, dnnl_util::engine());
+    return Cached{dnnl::matmul(pd), a, b, c, bias, dnnl_util::isReference(pd)};
+  });
 }
 
 // Copies m to a contiguous buffer of the same element size; returns the

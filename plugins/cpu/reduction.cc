@@ -385,30 +385,22 @@ bp::Tensor sumOrMean(const char* op, bool mean, const bp::Tensor& self, std::opt
       O* o = out.data_ptr<O>();
       // An integral result from a floating input (sum(x, dtype=int64)):
       // PyTorch converts each element first, so sum the truncated values.
-      if constexpr ((kFloating<T> && !kFloating<O>) || (std::is_same_v<O, bool> && !std::is_same_v<T, bool>)) {
-        struct TruncSum {
-          uint64_t init() const { return 0; }
-          void row(uint64_t& acc, const T* p, int64_t n, int64_t s, int64_t) const {
-            for (int64_t j = 0; j < n; ++j)
-              acc += static_cast<uint64_t>(static_cast<int64_t>(store<O>(load(p[j * s]))));
-          }
-          void merge(uint64_t& a, uint64_t b) const { a += b; }
-        };
-        reduce(g, self.data_ptr<const T>(), TruncSum{},
-               [&](int64_t off, uint64_t acc) { o[off] = store<O>(sumValue(acc)); });
-      } else if constexpr (!kFloating<T> && kFloating<O>) {
-        // An integral input with a floating result (sum(x, dtype=float64), or
-        // mean): each element converted to O, summed in double.
+      if constexpr (kFloating<T> != kFloating<O> || (std::is_same_v<O, bool> && !std::is_same_v<T, bool>)) {
+        // Each element converted to O first, then summed: in double for a
+        // floating O (it does not wrap), else in wrapping integers.
+        using Acc = std::conditional_t<kFloating<O>, double, uint64_t>;
         struct ConvertedSum {
-          double init() const { return 0; }
-          void row(double& acc, const T* p, int64_t n, int64_t s, int64_t) const {
-            for (int64_t j = 0; j < n; ++j) acc += static_cast<double>(load(store<O>(load(p[j * s]))));
+          Acc init() const { return 0; }
+          void row(Acc& acc, const T* p, int64_t n, int64_t s, int64_t) const {
+            for (int64_t j = 0; j < n; ++j) acc += static_cast<Acc>(load(store<O>(load(p[j * s]))));
           }
-          void merge(double& a, double b) const { a += b; }
+          void merge(Acc& a, Acc b) const { a += b; }
         };
         const double count = static_cast<double>(g.num_red);
-        reduce(g, self.data_ptr<const T>(), ConvertedSum{},
-               [&](int64_t off, double acc) { o[off] = store<O>(mean ? acc / count : acc); });
+        reduce(g, self.data_ptr<const T>(), ConvertedSum{}, [&](int64_t off, Acc acc) {
+          if constexpr (kFloating<O>) o[off] = store<O>(mean ? acc / count : acc);
+          else o[off] = store<O>(sumValue(acc));
+        });
       } else {
         const double count = static_cast<double>(g.num_red);
         auto write = [&](int64_t off, sum_acc_t<T> acc) {
@@ -645,34 +637,23 @@ struct DnnlSoftmax {
 };
 
 const DnnlSoftmax& dnnlSoftmax(dnnl::memory::data_type type, bool log, int64_t rows, int64_t n) {
-  using Key = std::array<int64_t, 4>;
-  struct KeyHash {
-    size_t operator()(const Key& k) const noexcept {
-      uint64_t h = 1469598103934665603ull;
-      for (int64_t v : k) h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ull;
-      return static_cast<size_t>(h);
+  return dnnl_util::cachedPerThread(std::array<int64_t, 4>{static_cast<int64_t>(type), log, rows, n}, 64, [&] {
+    DnnlSoftmax entry;
+    entry.md = dnnl::memory::desc({rows, n}, type, dnnl::memory::dims{n, 1});
+    try {
+      const dnnl::softmax_v2_forward::primitive_desc pd(
+          {dnnl::prop_kind::forward_inference, log ? dnnl::algorithm::softmax_log : dnnl::algorithm::softmax_accurate,
+           entry.md, entry.md, 1},
+          dnnl_util::engine());
+      if (!dnnl_util::isReference(pd)) {
+        entry.prim = dnnl::softmax_v2_forward(pd);
+        entry.usable = true;
+      }
+    } catch (const dnnl::error&) {
+      // This oneDNN build has no such softmax (e.g. bf16 on an old CPU).
     }
-  };
-  // Per thread, as the streams: no lock on the hot path.
-  thread_local std::unordered_map<Key, DnnlSoftmax, KeyHash> cache;
-  const Key key{static_cast<int64_t>(type), log, rows, n};
-  if (auto it = cache.find(key); it != cache.end()) return it->second;
-  if (cache.size() >= 64) cache.clear();
-  DnnlSoftmax entry;
-  entry.md = dnnl::memory::desc({rows, n}, type, dnnl::memory::dims{n, 1});
-  try {
-    const dnnl::softmax_v2_forward::primitive_desc pd(
-        {dnnl::prop_kind::forward_inference, log ? dnnl::algorithm::softmax_log : dnnl::algorithm::softmax_accurate,
-         entry.md, entry.md, 1},
-        dnnl_util::engine());
-    if (std::string(pd.impl_info_str()).rfind("ref", 0) != 0) {
-      entry.prim = dnnl::softmax_v2_forward(pd);
-      entry.usable = true;
-    }
-  } catch (const dnnl::error&) {
-    // This oneDNN build has no such softmax (e.g. bf16 on an old CPU).
-  }
-  return cache.emplace(key, std::move(entry)).first->second;
+    return entry;
+  });
 }
 
 // Sets every row of y ([rows, n], contiguous) that holds a NaN to NaN.
