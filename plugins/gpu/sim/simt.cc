@@ -164,7 +164,15 @@ struct Fiber {
     stack = mmap(nullptr, kFiberStackBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (stack == MAP_FAILED) throw std::bad_alloc();
   }
-  ~Fiber() { munmap(stack, kFiberStackBytes); }
+  ~Fiber() {
+#if defined(BP_GPU_SIM_ASAN)
+    // A suspended fiber's frames leave their redzones poisoned, and munmap
+    // does not clear shadow memory: whatever is mapped here next (the
+    // sanitizer's own buffers among them) would read as a stack overflow.
+    __asan_unpoison_memory_region(stack, kFiberStackBytes);
+#endif
+    munmap(stack, kFiberStackBytes);
+  }
   Fiber(const Fiber&) = delete;
   Fiber& operator=(const Fiber&) = delete;
 };
