@@ -43,12 +43,15 @@ void checkDefined(std::string_view op, const Tensor& t, const char* name) {
   BP_CHECK(t.defined(), op, ": argument '", name, "' is undefined; pass a tensor");
 }
 
+// The device rule is the caller's: CpuScalars::kJoin for the functional and
+// in-place forms, which move a 0-d CPU operand (Note [CPU scalars]), and
+// kRefuseInOut for the out= form.
 template <FixedString Name, BinaryResult Kind>
-OutputMeta binaryMeta(const Tensor& self, const Tensor& other) {
+OutputMeta binaryMeta(const Tensor& self, const Tensor& other, CpuScalars cpu_scalars) {
   const std::string& op = qualified<Name>();
   checkDefined(op, self, "self");
   checkDefined(op, other, "other");
-  Device device = commonDevice(op, {{"self", &self}, {"other", &other}});
+  Device device = commonDevice(op, {{"self", &self}, {"other", &other}}, cpu_scalars);
   return OutputMeta{broadcastShapes(op, self.sizes(), other.sizes()),
                     applyBinaryResult(op, resultType(self, other), Kind), device};
 }
@@ -58,27 +61,33 @@ OutputMeta binaryMeta(const Tensor& self, const Tensor& other) {
 using AlphaOutSig = Tensor(const Tensor&, const Tensor&, const Scalar&, const Tensor&);
 
 template <FixedString Name, BinaryResult Kind>
-OutputMeta alphaMeta(const Tensor& self, const Tensor& other, const Scalar& alpha) {
-  OutputMeta m = binaryMeta<Name, Kind>(self, other);
+OutputMeta alphaMeta(const Tensor& self, const Tensor& other, const Scalar& alpha, CpuScalars cpu_scalars) {
+  OutputMeta m = binaryMeta<Name, Kind>(self, other, cpu_scalars);
   checkAlpha(qualified<Name>(), m.dtype, alpha);
   return m;
 }
 
 template <FixedString Name, BinaryResult Kind>
 void alphaOutMeta(const Tensor& self, const Tensor& other, const Scalar& alpha, const Tensor& out) {
-  checkOut(qualified<Name>(), out, alphaMeta<Name, Kind>(self, other, alpha), {{"self", &self}, {"other", &other}});
+  checkOut(qualified<Name>(), out, alphaMeta<Name, Kind>(self, other, alpha, CpuScalars::kRefuseInOut),
+           {{"self", &self}, {"other", &other}});
 }
 
 template <FixedString Name, FixedString OutName, BinaryResult Kind>
 Tensor alphaFunctional(const Tensor& self, const Tensor& other, const Scalar& alpha) {
-  Tensor out = allocate(alphaMeta<Name, Kind>(self, other, alpha));
-  return BP_STANDARD_OP(OutName.c_str(), AlphaOutSig).callChecked(self, other, alpha, out);
+  const OutputMeta m = alphaMeta<Name, Kind>(self, other, alpha, CpuScalars::kJoin);
+  Tensor out = allocate(m), moved_self, moved_other;
+  return BP_STANDARD_OP(OutName.c_str(), AlphaOutSig)
+      .callChecked(onDevice(self, m.device, moved_self), onDevice(other, m.device, moved_other), alpha, out);
 }
 
 template <FixedString Name, FixedString OutName, BinaryResult Kind>
 Tensor alphaInplace(const Tensor& self, const Tensor& other, const Scalar& alpha) {
-  checkOut(qualified<Name>(), self, alphaMeta<Name, Kind>(self, other, alpha), {{"other", &other}}, "self");
-  return BP_STANDARD_OP(OutName.c_str(), AlphaOutSig).callChecked(self, other, alpha, self);
+  const OutputMeta m = alphaMeta<Name, Kind>(self, other, alpha, CpuScalars::kJoin);
+  checkOut(qualified<Name>(), self, m, {{"other", &other}}, "self");
+  Tensor moved_other;
+  return BP_STANDARD_OP(OutName.c_str(), AlphaOutSig)
+      .callChecked(self, onDevice(other, m.device, moved_other), alpha, self);
 }
 
 // --- binary ops without alpha (mul, div, maximum, pow, eq, ...)
@@ -87,21 +96,26 @@ using BinaryOutSig = Tensor(const Tensor&, const Tensor&, const Tensor&);
 
 template <FixedString Name, BinaryResult Kind>
 void binaryOutMeta(const Tensor& self, const Tensor& other, const Tensor& out) {
-  checkOut(qualified<Name>(), out, binaryMeta<Name, Kind>(self, other), {{"self", &self}, {"other", &other}});
+  checkOut(qualified<Name>(), out, binaryMeta<Name, Kind>(self, other, CpuScalars::kRefuseInOut),
+           {{"self", &self}, {"other", &other}});
 }
 
 template <FixedString Name, FixedString OutName, BinaryResult Kind>
 Tensor binaryFunctional(const Tensor& self, const Tensor& other) {
-  Tensor out = allocate(binaryMeta<Name, Kind>(self, other));
-  return BP_STANDARD_OP(OutName.c_str(), BinaryOutSig).callChecked(self, other, out);
+  const OutputMeta m = binaryMeta<Name, Kind>(self, other, CpuScalars::kJoin);
+  Tensor out = allocate(m), moved_self, moved_other;
+  return BP_STANDARD_OP(OutName.c_str(), BinaryOutSig)
+      .callChecked(onDevice(self, m.device, moved_self), onDevice(other, m.device, moved_other), out);
 }
 
 // In place: the result is written into self in self's dtype (for
 // comparisons too, as PyTorch's eq_: the bools become 0/1 of self's dtype).
 template <FixedString Name, FixedString OutName, BinaryResult Kind>
 Tensor binaryInplace(const Tensor& self, const Tensor& other) {
-  checkOut(qualified<Name>(), self, binaryMeta<Name, Kind>(self, other), {{"other", &other}}, "self");
-  return BP_STANDARD_OP(OutName.c_str(), BinaryOutSig).callChecked(self, other, self);
+  const OutputMeta m = binaryMeta<Name, Kind>(self, other, CpuScalars::kJoin);
+  checkOut(qualified<Name>(), self, m, {{"other", &other}}, "self");
+  Tensor moved_other;
+  return BP_STANDARD_OP(OutName.c_str(), BinaryOutSig).callChecked(self, onDevice(other, m.device, moved_other), self);
 }
 
 // --- tensor-scalar ops (pow.Tensor_Scalar, eq.Scalar, ...): the scalar
@@ -144,27 +158,30 @@ Tensor scalarInplace(const Tensor& self, const Scalar& other) {
 
 using WhereOutSig = Tensor(const Tensor&, const Tensor&, const Tensor&, const Tensor&);
 
-OutputMeta whereMeta(const Tensor& condition, const Tensor& self, const Tensor& other) {
+OutputMeta whereMeta(const Tensor& condition, const Tensor& self, const Tensor& other, CpuScalars cpu_scalars) {
   const std::string& op = qualified<"where.self">();
   checkDefined(op, condition, "condition");
   checkDefined(op, self, "self");
   checkDefined(op, other, "other");
   BP_CHECK(condition.dtype() == ScalarType::Bool, op, ": argument 'condition' must have dtype bool, but got ",
            condition.dtype(), "; compare it first (e.g. ne(condition, 0))");
-  Device device = commonDevice(op, {{"condition", &condition}, {"self", &self}, {"other", &other}});
+  Device device = commonDevice(op, {{"condition", &condition}, {"self", &self}, {"other", &other}}, cpu_scalars);
   Shape shape = broadcastShapes(op, condition.sizes(), self.sizes());
   shape = broadcastShapes(op, IntArrayRef(shape.data(), shape.size()), other.sizes());
   return OutputMeta{std::move(shape), resultType(self, other), device};
 }
 
 void whereOutMeta(const Tensor& condition, const Tensor& self, const Tensor& other, const Tensor& out) {
-  checkOut(qualified<"where.self_out">(), out, whereMeta(condition, self, other),
+  checkOut(qualified<"where.self_out">(), out, whereMeta(condition, self, other, CpuScalars::kRefuseInOut),
            {{"condition", &condition}, {"self", &self}, {"other", &other}});
 }
 
 Tensor whereFunctional(const Tensor& condition, const Tensor& self, const Tensor& other) {
-  Tensor out = allocate(whereMeta(condition, self, other));
-  return BP_STANDARD_OP("where.self_out", WhereOutSig).callChecked(condition, self, other, out);
+  const OutputMeta m = whereMeta(condition, self, other, CpuScalars::kJoin);
+  Tensor out = allocate(m), moved[3];
+  return BP_STANDARD_OP("where.self_out", WhereOutSig)
+      .callChecked(onDevice(condition, m.device, moved[0]), onDevice(self, m.device, moved[1]),
+                   onDevice(other, m.device, moved[2]), out);
 }
 
 // --- unary ops

@@ -26,20 +26,45 @@ Shape broadcastShapes(std::string_view op, IntArrayRef a, IntArrayRef b) {
   return out;
 }
 
-Device commonDevice(std::string_view op, std::initializer_list<Arg> args) {
+namespace {
+
+bool isCpuScalar(const Tensor& t) { return t.dim() == 0 && t.device().isCpu(); }
+
+}  // namespace
+
+Device commonDevice(std::string_view op, std::initializer_list<Arg> args, CpuScalars cpu_scalars) {
   const Arg* first = nullptr;
+  const Arg* cpu_scalar = nullptr;
   for (const Arg& a : args) {
     if (!a.tensor->defined()) continue;
+    if (cpu_scalars == CpuScalars::kJoin && isCpuScalar(*a.tensor)) {
+      if (!cpu_scalar) cpu_scalar = &a;
+      continue;
+    }
     if (!first) {
       first = &a;
       continue;
     }
-    BP_CHECK(a.tensor->device() == first->tensor->device(), op, ": expected all tensors on one device, but argument '",
-             first->name, "' is on ", first->tensor->device(), " and argument '", a.name, "' is on ",
-             a.tensor->device(), "; move one with .to() first");
+    const Tensor& t = *a.tensor;
+    const Tensor& f = *first->tensor;
+    if (t.device() == f.device()) continue;
+    const bool scalar_mixed_in = cpu_scalars == CpuScalars::kRefuseInOut && (isCpuScalar(t) || isCpuScalar(f));
+    BP_THROW(kInvalidArgument, op, ": expected all tensors on one device, but argument '", first->name, "' is on ",
+             f.device(), " and argument '", a.name, "' is on ", t.device(),
+             scalar_mixed_in ? "; this out= form takes its 0-d operands on that device too: move it with .to(), or "
+                               "call the functional or in-place form, which moves a 0-d cpu tensor itself"
+                             : "; move one with .to() first");
   }
-  BP_CHECK(first != nullptr, op, ": no tensor argument is defined");
-  return first->tensor->device();
+  if (first) return first->tensor->device();
+  BP_CHECK(cpu_scalar != nullptr, op, ": no tensor argument is defined");
+  return cpu_scalar->tensor->device();
+}
+
+const Tensor& onDevice(const Tensor& t, Device device, Tensor& moved) {
+  if (device.isCpu() || !t.defined() || !isCpuScalar(t)) [[likely]] return t;
+  moved = emptyTensor({}, t.dtype(), device);
+  detail::fillFromHost(moved, t.data_ptr(), t.itemsize());
+  return moved;
 }
 
 namespace {

@@ -120,9 +120,7 @@ TEST_F(GpusimKernelsTest, LargeNonContiguousBroadcastsMatchTheCpu) {
 }
 
 // masked_fill's value may be a 0-d cpu tensor among device tensors (as in
-// PyTorch): the kernel reads it on the host. (The host's shape rules of the
-// binary ops and where ask for one device today, so their kernels' handling
-// of such operands is not reachable through it.)
+// PyTorch): the kernel reads it on the host.
 TEST_F(GpusimKernelsTest, AZeroDimCpuValueFillsADeviceTensor) {
   expectNative("bp::masked_fill.Tensor_out");
   const Tensor x = tensorFromVector<float>({1, -2, 3, -4, 5, -6}, {2, 3}, sim());
@@ -135,6 +133,31 @@ TEST_F(GpusimKernelsTest, AZeroDimCpuValueFillsADeviceTensor) {
   // A 0-d value on the device is read back from it.
   EXPECT_EQ(valuesOf(masked_fill.call(x, x.gt(2), tensorFromVector<int64_t>({7}, {}, sim()))),
             (std::vector<double>{1, -2, 7, -4, 7, -6}));
+}
+
+// A 0-d cpu operand of a binary op or of where (Note [CPU scalars] in
+// dispatcher/src/ops/meta.h) is copied to the device by the host, and the
+// plugin's kernel runs: no call goes through the CPU fallback.
+TEST_F(GpusimKernelsTest, ZeroDimCpuOperandsOfBinaryOpsAndWhereRunNatively) {
+  const DispatchKey key = backendKey(sim().type);
+  auto fallbacks = [&] {
+    uint64_t n = 0;
+    for (const char* op : {"bp::mul.out", "bp::add.out", "bp::where.self_out", "bp::gt.Tensor_out"}) {
+      expectNative(op);
+      n += Dispatcher::singleton().findOpOrThrow(op).fallbackCalls(key);
+    }
+    return n;
+  };
+  const uint64_t before = fallbacks();
+  const Tensor x = tensorFromVector<float>({1, -2, 3}, {3}, sim());
+  const Tensor two = tensorFromVector<double>({2}, {}, cpu());
+  const Tensor product = x * two;
+  EXPECT_EQ(product.device(), sim());
+  EXPECT_EQ(product.dtype(), ScalarType::Float32);  // a 0-d tensor of the same category does not promote
+  EXPECT_EQ(valuesOf(product), (std::vector<double>{2, -4, 6}));
+  EXPECT_EQ(valuesOf(x.add(two, 3)), (std::vector<double>{7, 4, 9}));
+  EXPECT_EQ(valuesOf(where(x.gt(tensorFromVector<float>({0}, {}, cpu())), x, two)), (std::vector<double>{1, 2, 3}));
+  EXPECT_EQ(fallbacks(), before);
 }
 
 TEST_F(GpusimKernelsTest, OutOfRangeIndexValuesAreErrorsNamingTheFirstOne) {

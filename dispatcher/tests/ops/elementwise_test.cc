@@ -234,6 +234,92 @@ TEST(ElementwiseBinary, BroadcastAndDeviceErrors) {
   EXPECT_THAT(err, HasSubstr("cpu"));
 }
 
+// Note [CPU scalars]: a 0-d CPU tensor joins operands on a device as a
+// scalar, and the functional and in-place forms hand the device's kernel a
+// copy on the device. The device here ("scalardev", memory the host cannot
+// read) has mul.out, add.out and where.self_out kernels that, like a
+// vendor's, accept only tensors on the call's device; the rest of each
+// computation runs on the CPU.
+Device g_scalardev;
+
+void expectOnScalardev(const char* op, std::initializer_list<const Tensor*> tensors) {
+  for (const Tensor* t : tensors)
+    BP_CHECK(t->device() == g_scalardev, "scalardev ", op, ": got a tensor on ", t->device());
+}
+Tensor copyInto(const Tensor& out, const Tensor& result) {
+  callT("copy_", {out, result});
+  return out;
+}
+Tensor scalardevMul(const Tensor& self, const Tensor& other, const Tensor& out) {
+  expectOnScalardev("mul.out", {&self, &other, &out});
+  return copyInto(out, callT("mul.Tensor", {self.cpu(), other.cpu()}));
+}
+Tensor scalardevAdd(const Tensor& self, const Tensor& other, const Scalar& alpha, const Tensor& out) {
+  expectOnScalardev("add.out", {&self, &other, &out});
+  return copyInto(out, callT("add.Tensor", {self.cpu(), other.cpu(), alpha}));
+}
+Tensor scalardevWhere(const Tensor& condition, const Tensor& self, const Tensor& other, const Tensor& out) {
+  expectOnScalardev("where.self_out", {&condition, &self, &other, &out});
+  return copyInto(out, callT("where.self", {condition.cpu(), self.cpu(), other.cpu()}));
+}
+
+TEST(ElementwiseBinary, ZeroDimCpuOperandsJoinDeviceOperandsAsScalars) {
+  auto& dev = testing::TestDevice::install("scalardev", 1);
+  g_scalardev = dev.device();
+  const DispatchKey key = backendKey(g_scalardev.type);
+  Dispatcher& d = Dispatcher::singleton();
+  auto mul = d.registerImpl("bp::mul.out", key, KernelFunction::makeFromFunction(BP_FN(scalardevMul)));
+  auto add = d.registerImpl("bp::add.out", key, KernelFunction::makeFromFunction(BP_FN(scalardevAdd)));
+  auto where = d.registerImpl("bp::where.self_out", key, KernelFunction::makeFromFunction(BP_FN(scalardevWhere)));
+  ASSERT_TRUE(mul.ok() && add.ok() && where.ok());
+
+  const Tensor x = fromDoubles({1, -2, 3}, {3}, ScalarType::Float32, g_scalardev);
+  const Tensor two = fromDoubles({2}, {}, ScalarType::Float32);  // on the cpu
+  Tensor r = callT("mul.Tensor", {x, two});
+  EXPECT_EQ(r.device(), g_scalardev);
+  expectClose(r, {2, -4, 6}, {3}, ScalarType::Float32);
+  r = callT("mul.Tensor", {two, x});  // on either side
+  EXPECT_EQ(r.device(), g_scalardev);
+  expectClose(r, {2, -4, 6}, {3}, ScalarType::Float32);
+  expectClose(callT("add.Tensor", {x, two, 3}), {7, 4, 9}, {3}, ScalarType::Float32);
+  // The 0-d operand's dtype promotes as a 0-d tensor's does.
+  const Tensor i = fromDoubles({1, 2}, {2}, ScalarType::Int32, g_scalardev);
+  r = callT("mul.Tensor", {i, fromDoubles({2.5}, {}, ScalarType::Float64)});
+  EXPECT_EQ(r.dtype(), ScalarType::Float64);
+  expectClose(r, {2.5, 5}, {2}, ScalarType::Float64);
+  EXPECT_EQ(callT("mul.Tensor", {i, fromDoubles({3}, {}, ScalarType::Int64)}).dtype(), ScalarType::Int32);
+  // In place; the scalar is not written.
+  Tensor y = fromDoubles({1, 2}, {2}, ScalarType::Float32, g_scalardev);
+  callT("add_.Tensor", {y, two, 1});
+  expectClose(y, {3, 4}, {2}, ScalarType::Float32);
+  expectClose(two, {2}, {}, ScalarType::Float32);
+  // where: in any operand, condition included.
+  const Tensor mask = fromDoubles({1, 0, 1}, {3}, ScalarType::Bool, g_scalardev);
+  expectClose(callT("where.self", {mask, x, two}), {1, 2, 3}, {3}, ScalarType::Float32);
+  expectClose(callT("where.self", {fromDoubles({0}, {}, ScalarType::Bool), x, two}), {2, 2, 2}, {3},
+              ScalarType::Float32);
+  // A cpu scalar with a device scalar: the device's.
+  const Tensor device_scalar = fromDoubles({4}, {}, ScalarType::Float32, g_scalardev);
+  r = callT("mul.Tensor", {two, device_scalar});
+  EXPECT_EQ(r.device(), g_scalardev);
+  expectClose(r, {8}, {}, ScalarType::Float32);
+  // Only cpu scalars: the cpu.
+  EXPECT_TRUE(callT("mul.Tensor", {two, two}).device().isCpu());
+
+  // What still needs one device, with errors that say so.
+  Tensor out = emptyTensor({3}, ScalarType::Float32, g_scalardev);
+  std::string err = errorOf([&] { callT("mul.out", {x, two, out}); });
+  EXPECT_THAT(err, HasSubstr("bp::mul.out: expected all tensors on one device"));
+  EXPECT_THAT(err, HasSubstr("call the functional or in-place form"));
+  err = errorOf([&] { callT("mul.Tensor", {fromDoubles({1, 2}, {2}, ScalarType::Float32), device_scalar}); });
+  EXPECT_THAT(err, HasSubstr("expected all tensors on one device"));  // a device scalar does not join cpu tensors
+  EXPECT_THAT(err, HasSubstr("move one with .to() first"));
+  err = errorOf([&] { callT("mul_.Tensor", {fromDoubles({1}, {}, ScalarType::Float32), x}); });
+  EXPECT_THAT(err, HasSubstr("argument 'self' is on cpu"));  // in place into a cpu scalar
+  EXPECT_THAT(errorOf([&] { callT("mul.Tensor", {x, fromDoubles({1}, {1}, ScalarType::Float32)}); }),
+              HasSubstr("expected all tensors on one device"));  // 1 element, but 1-d
+}
+
 // --- comparisons
 
 struct CmpCase {
