@@ -158,8 +158,9 @@ Tensor scalarInplace(const Tensor& self, const Scalar& other) {
 
 using WhereOutSig = Tensor(const Tensor&, const Tensor&, const Tensor&, const Tensor&);
 
+template <FixedString Name>
 OutputMeta whereMeta(const Tensor& condition, const Tensor& self, const Tensor& other, CpuScalars cpu_scalars) {
-  const std::string& op = qualified<"where.self">();
+  const std::string& op = qualified<Name>();
   checkDefined(op, condition, "condition");
   checkDefined(op, self, "self");
   checkDefined(op, other, "other");
@@ -172,12 +173,12 @@ OutputMeta whereMeta(const Tensor& condition, const Tensor& self, const Tensor& 
 }
 
 void whereOutMeta(const Tensor& condition, const Tensor& self, const Tensor& other, const Tensor& out) {
-  checkOut(qualified<"where.self_out">(), out, whereMeta(condition, self, other, CpuScalars::kRefuseInOut),
+  checkOut(qualified<"where.self_out">(), out, whereMeta<"where.self_out">(condition, self, other, CpuScalars::kRefuseInOut),
            {{"condition", &condition}, {"self", &self}, {"other", &other}});
 }
 
 Tensor whereFunctional(const Tensor& condition, const Tensor& self, const Tensor& other) {
-  const OutputMeta m = whereMeta(condition, self, other, CpuScalars::kJoin);
+  const OutputMeta m = whereMeta<"where.self">(condition, self, other, CpuScalars::kJoin);
   Tensor out = allocate(m), moved[3];
   return BP_STANDARD_OP("where.self_out", WhereOutSig)
       .callChecked(onDevice(condition, m.device, moved[0]), onDevice(self, m.device, moved[1]),

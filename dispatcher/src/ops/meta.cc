@@ -52,7 +52,7 @@ Device commonDevice(std::string_view op, std::initializer_list<Arg> args, CpuSca
     BP_THROW(kInvalidArgument, op, ": expected all tensors on one device, but argument '", first->name, "' is on ",
              f.device(), " and argument '", a.name, "' is on ", t.device(),
              scalar_mixed_in ? "; this out= form takes its 0-d operands on that device too: move it with .to(), or "
-                               "call the functional or in-place form, which moves a 0-d cpu tensor itself"
+                               "call the functional form (or the in-place one), which moves a 0-d cpu tensor itself"
                              : "; move one with .to() first");
   }
   if (first) return first->tensor->device();
@@ -159,8 +159,15 @@ void checkNoPartialOverlap(std::string_view op, const Tensor& out, const char* o
 void checkOut(std::string_view op, const Tensor& out, const OutputMeta& meta, std::initializer_list<Arg> inputs,
               const char* out_name) {
   BP_CHECK(out.defined(), op, ": argument '", out_name, "' is undefined; pass a tensor to write the result into");
-  BP_CHECK(out.device() == meta.device, op, ": argument '", out_name, "' is on ", out.device(),
-           " but the inputs are on ", meta.device, "; allocate it on the inputs' device");
+  if (out.device() != meta.device) [[unlikely]] {
+    if (std::string_view(out_name) == "self") {  // a 0-d cpu self among device operands (Note [CPU scalars])
+      BP_THROW(kInvalidArgument, op, ": in place, argument 'self' is on ", out.device(),
+               " but the result is computed on ", meta.device, ", where the other operands are; use the "
+               "functional form, or move self there with .to() first");
+    }
+    BP_THROW(kInvalidArgument, op, ": argument '", out_name, "' is on ", out.device(), " but the inputs are on ",
+             meta.device, "; allocate it on the inputs' device");
+  }
   BP_CHECK(canCast(meta.dtype, out.dtype()), op, ": the result has dtype ", meta.dtype, ", which cannot be cast to ",
            "argument '", out_name, "' of dtype ", out.dtype(), " (floating to integral and non-bool to bool are "
            "refused); pass a tensor of dtype ", meta.dtype);

@@ -310,12 +310,17 @@ TEST(ElementwiseBinary, ZeroDimCpuOperandsJoinDeviceOperandsAsScalars) {
   Tensor out = emptyTensor({3}, ScalarType::Float32, g_scalardev);
   std::string err = errorOf([&] { callT("mul.out", {x, two, out}); });
   EXPECT_THAT(err, HasSubstr("bp::mul.out: expected all tensors on one device"));
-  EXPECT_THAT(err, HasSubstr("call the functional or in-place form"));
+  EXPECT_THAT(err, HasSubstr("call the functional form"));
+  err = errorOf([&] { callT("where.self_out", {mask, x, two, out}); });
+  EXPECT_THAT(err, HasSubstr("bp::where.self_out: expected all tensors on one device"));
+  EXPECT_THAT(err, HasSubstr("argument 'other' is on cpu"));
   err = errorOf([&] { callT("mul.Tensor", {fromDoubles({1, 2}, {2}, ScalarType::Float32), device_scalar}); });
   EXPECT_THAT(err, HasSubstr("expected all tensors on one device"));  // a device scalar does not join cpu tensors
   EXPECT_THAT(err, HasSubstr("move one with .to() first"));
   err = errorOf([&] { callT("mul_.Tensor", {fromDoubles({1}, {}, ScalarType::Float32), x}); });
-  EXPECT_THAT(err, HasSubstr("argument 'self' is on cpu"));  // in place into a cpu scalar
+  EXPECT_THAT(err, HasSubstr("bp::mul_.Tensor: in place, argument 'self' is on cpu but the result is computed on "
+                             "scalardev:0"));  // in place into a cpu scalar
+  EXPECT_THAT(err, HasSubstr("use the functional form"));
   EXPECT_THAT(errorOf([&] { callT("mul.Tensor", {x, fromDoubles({1}, {1}, ScalarType::Float32)}); }),
               HasSubstr("expected all tensors on one device"));  // 1 element, but 1-d
 }
