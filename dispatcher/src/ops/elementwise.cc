@@ -173,7 +173,8 @@ OutputMeta whereMeta(const Tensor& condition, const Tensor& self, const Tensor& 
 }
 
 void whereOutMeta(const Tensor& condition, const Tensor& self, const Tensor& other, const Tensor& out) {
-  checkOut(qualified<"where.self_out">(), out, whereMeta<"where.self_out">(condition, self, other, CpuScalars::kRefuseInOut),
+  checkOut(qualified<"where.self_out">(), out,
+           whereMeta<"where.self_out">(condition, self, other, CpuScalars::kRefuseInOut),
            {{"condition", &condition}, {"self", &self}, {"other", &other}});
 }
 

@@ -61,7 +61,7 @@ Device commonDevice(std::string_view op, std::initializer_list<Arg> args, CpuSca
 }
 
 const Tensor& onDevice(const Tensor& t, Device device, Tensor& moved) {
-  if (device.isCpu() || !t.defined() || !isCpuScalar(t)) [[likely]] return t;
+  if (device.isCpu() || !isCpuScalar(t)) [[likely]] return t;
   moved = emptyTensor({}, t.dtype(), device);
   detail::fillFromHost(moved, t.data_ptr(), t.itemsize());
   return moved;
@@ -159,15 +159,10 @@ void checkNoPartialOverlap(std::string_view op, const Tensor& out, const char* o
 void checkOut(std::string_view op, const Tensor& out, const OutputMeta& meta, std::initializer_list<Arg> inputs,
               const char* out_name) {
   BP_CHECK(out.defined(), op, ": argument '", out_name, "' is undefined; pass a tensor to write the result into");
-  if (out.device() != meta.device) [[unlikely]] {
-    if (std::string_view(out_name) == "self") {  // a 0-d cpu self among device operands (Note [CPU scalars])
-      BP_THROW(kInvalidArgument, op, ": in place, argument 'self' is on ", out.device(),
-               " but the result is computed on ", meta.device, ", where the other operands are; use the "
-               "functional form, or move self there with .to() first");
-    }
-    BP_THROW(kInvalidArgument, op, ": argument '", out_name, "' is on ", out.device(), " but the inputs are on ",
-             meta.device, "; allocate it on the inputs' device");
-  }
+  // In place, out is self: a 0-d cpu self among device operands gets here
+  // (Note [CPU scalars]), so the message speaks of the result, not of inputs.
+  BP_CHECK(out.device() == meta.device, op, ": argument '", out_name, "' is on ", out.device(),
+           " but the result is computed on ", meta.device, ", the inputs' device; pass a tensor on that device");
   BP_CHECK(canCast(meta.dtype, out.dtype()), op, ": the result has dtype ", meta.dtype, ", which cannot be cast to ",
            "argument '", out_name, "' of dtype ", out.dtype(), " (floating to integral and non-bool to bool are "
            "refused); pass a tensor of dtype ", meta.dtype);

@@ -272,7 +272,7 @@ TEST(Sum, OutSemantics) {
                 callT("sum.IntList_out", {x, Dims{1}, false, IValue(), emptyTensor({4}, ScalarType::Float32,
                                                                                    dev.device(0))});
               }),
-              HasSubstr("allocate it on the inputs' device"));
+              HasSubstr("the inputs' device; pass a tensor on that device"));
 }
 
 TEST(Sum, DimErrors) {

@@ -40,14 +40,7 @@
 
 #include "backplane/plugin.hpp"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define BP_GPU_SIM_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define BP_GPU_SIM_ASAN 1
-#endif
-#endif
-#if defined(BP_GPU_SIM_ASAN)
+#if defined(BP_GPU_SIM_ASAN)  // simt.h
 #include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif

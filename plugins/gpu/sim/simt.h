@@ -18,6 +18,16 @@
 
 #include "sim_runtime.h"
 
+// BP_GPU_SIM_ASAN: defined when AddressSanitizer instruments this build (GCC
+// says so with __SANITIZE_ADDRESS__, clang with __has_feature).
+#if defined(__SANITIZE_ADDRESS__)
+#define BP_GPU_SIM_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define BP_GPU_SIM_ASAN 1
+#endif
+#endif
+
 struct uint3 {
   unsigned x, y, z;
 };

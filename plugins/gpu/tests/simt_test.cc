@@ -17,14 +17,7 @@
 
 #include "gpu_port.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define BP_SIMT_TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define BP_SIMT_TEST_ASAN 1
-#endif
-#endif
-#if defined(BP_SIMT_TEST_ASAN)
+#if defined(BP_GPU_SIM_ASAN)  // sim/simt.h, through gpu_port.h
 #include <sanitizer/asan_interface.h>
 #endif
 
@@ -191,7 +184,7 @@ TEST(Simt, FullBlocksWithManyBarriers) {
 // runtime that intercepts mmap would clear the shadow of its callers'), in
 // chunks smaller than a stack, none of which may read as poisoned.
 TEST(Simt, AHostThreadThatLaunchedLeavesNoPoisonedMemoryWhenItExits) {
-#if !defined(BP_SIMT_TEST_ASAN)
+#if !defined(BP_GPU_SIM_ASAN)
   GTEST_SKIP() << "checks AddressSanitizer's shadow memory; this build has none";
 #else
   constexpr int kThreads = 1024;
