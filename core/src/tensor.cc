@@ -1,11 +1,13 @@
 #include "backplane/core/tensor.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <sstream>
 
 #include "backplane/core/checked_math.h"
 #include "backplane/core/device_type_registry.h"
+#include "backplane/core/transfers.h"
 
 namespace backplane {
 namespace {
@@ -107,6 +109,14 @@ void copyBytesBetweenDevices(void* dst, Device dst_device, const void* src, Devi
   auto& reg = DeviceTypeRegistry::global();
   DeviceInterface& di = reg.interfaceOrThrow(dst_device.type);
   DeviceInterface& si = reg.interfaceOrThrow(src_device.type);
+  // Note [Counting host<->device transfers]: a copy between the CPU and a
+  // device counts once; between two device types (through the host) twice.
+  if (dst_device.type != src_device.type) {
+    const bool via_host = dst_device.type != DeviceType::CPU && src_device.type != DeviceType::CPU;
+    TransferCount& count = detail::tls_host_device_transfers;
+    count.bytes += via_host ? 2 * n : n;
+    count.copies += via_host ? 2 : 1;
+  }
   if (si.isHostAccessible() && di.isHostAccessible()) {
     std::memmove(dst, src, n);
   } else if (si.isHostAccessible()) {
@@ -502,6 +512,13 @@ void writeSpanBack(const Tensor& original, const Tensor& staged) {
                           staged.device(), spanBytes(original));
 }
 
+namespace {
+std::atomic<StridedCopyFn> g_strided_copy{nullptr};
+}  // namespace
+
+void setStridedCopy(StridedCopyFn fn) { g_strided_copy.store(fn, std::memory_order_release); }
+StridedCopyFn installedStridedCopy() { return g_strided_copy.load(std::memory_order_acquire); }
+
 void copyElements(const Tensor& dst, const Tensor& src) {
   BP_CHECK(dst.dtype() == src.dtype(), "copyElements: dtype mismatch: destination is ",
            scalarTypeName(dst.dtype()), ", source is ", scalarTypeName(src.dtype()),
@@ -520,8 +537,14 @@ void copyElements(const Tensor& dst, const Tensor& src) {
                     dst.itemsize());
     return;
   }
-  // At least one side is a device the host cannot read: do the strided part
-  // on host copies of the spans (Note [Span staging]).
+  // At least one side is a device the host cannot read: the dispatcher's
+  // copy runs the strided part on the device (Note [Strided copies on the
+  // device]); without it (core alone), on host copies of the spans (Note
+  // [Span staging]).
+  if (StridedCopyFn copy = g_strided_copy.load(std::memory_order_acquire)) {
+    copy(dst, src);
+    return;
+  }
   Device cpu(DeviceType::CPU);
   Tensor s = src_host ? src : stageSpan(src, cpu);
   Tensor d = dst_host ? dst : stageSpan(dst, cpu);

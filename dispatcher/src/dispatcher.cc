@@ -9,6 +9,7 @@
 #include "backplane/core/str_cat.h"
 #include "backplane/dispatcher/standard_ops.h"
 #include "builtin_kernels.h"
+#include "ops/families.h"
 #include "schema_signature.h"
 
 namespace backplane {
@@ -268,6 +269,9 @@ Dispatcher::Dispatcher() : plugins_(std::make_unique<PluginRegistry>()) {
     if (op.composite.isValid())
       standard_defs_.push_back(valueOrThrow(registerComposite(name, op.composite, "standard operators (composite)")));
   }
+  // From here on, core's contiguous(), clone() and reshape() copy on the
+  // device (Note [Strided copies on the device] in core/tensor.h).
+  setStridedCopy(&ops::stridedCopy);
   if (const char* trace = std::getenv("BACKPLANE_TRACE"); trace && std::strcmp(trace, "0") != 0 && *trace)
     setTracing(true);
 }

@@ -21,8 +21,10 @@
 // op's total time includes the ops it called; its self time does not. So
 // self times add up to the time spent in ops, and total times do not (a
 // composite and the ops inside it count the same time). Rows are sorted by
-// self time: the top rows are where the time went. Fallback bytes follow the
-// same rule: they belong to the call that fell back, not to its callers.
+// self time: the top rows are where the time went. Fallback bytes and
+// host<->device transfers follow the same rule: they belong to the call that
+// moved them, not to its callers. Copies made outside any op (an app's
+// item() or toVector(), tensorFromVector) are not in the report.
 //
 // Asynchronous devices. A device kernel may return before the device has
 // finished (CUDA launches work and returns), so by default an op's time is
@@ -84,6 +86,15 @@ struct OpStats {
   // Bytes the CPU fallback copied between the device and the host for these
   // calls, both directions.
   uint64_t fallback_bytes = 0;
+  // Every byte these calls moved between the host and a device themselves
+  // (not the ops they called), through any device's copy functions: the CPU
+  // fallback's staging, copy_ and to() between devices, item() inside a
+  // kernel, and a device with no strided copy kernel whose contiguous()
+  // stages through the host (Note [Counting host<->device transfers] in
+  // backplane/core/transfers.h). On a device that keeps its data, only the
+  // explicit moves of an app's inputs and outputs show here.
+  uint64_t transfer_bytes = 0;
+  uint64_t transfer_copies = 0;  // the copy calls that moved them
   std::chrono::nanoseconds total_time{0};  // including the ops these calls made
   std::chrono::nanoseconds self_time{0};   // excluding them
 
@@ -101,12 +112,15 @@ struct OpReport {
 
   // The row of `op` ("bp::add.Tensor") on `backend`, or nullptr.
   const OpStats* find(std::string_view op, DispatchKey backend) const;
-  // "6 ops ran in 143 calls: 4 native, 1 composite, 1 fell back (20 calls,
-  // 3.0 KiB copied); 1.21 ms in ops, 1.50 ms wall". An op counts as fell
-  // back if any of its calls did, else as composite if any was, else native.
+  // "6 ops ran (143 calls): 4 native, 1 composite, 1 fell back (20 calls,
+  // 3.0 KiB copied); 1.21 ms in ops, 1.50 ms wall; host<->device: 3.0 KiB in
+  // 40 copies". An op counts as fell back if any of its calls did, else as
+  // composite if any was, else native. The host<->device part adds up every
+  // row's transfer_bytes and transfer_copies.
   std::string summary() const;
   // A fixed-width table of every row (op, backend, calls, how, fallback
-  // bytes, self, total, self %), then the summary line. For humans: parse
+  // bytes, host<->device bytes and copies, self, self %, total), then the
+  // summary line. For humans: parse
   // `ops` instead.
   std::string table() const;
 };

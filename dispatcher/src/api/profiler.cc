@@ -21,7 +21,10 @@
 // caller's `children`, and self time is total minus children. CPU-fallback
 // bytes are attributed the same way: detail::tls_fallback_bytes is zeroed
 // when a frame starts and restored when it ends, so a frame sees exactly the
-// bytes of the fallbacks it ran itself. An exception from the op is caught,
+// bytes of the fallbacks it ran itself. Host<->device transfers come from
+// core's per-thread counters, which only grow (Note [Counting host<->device
+// transfers]): a frame reads them when it starts and ends, and its self
+// transfers are the difference less what its nested calls moved. An exception from the op is caught,
 // the frame is finished (so the stack stays consistent and the failed call
 // is counted), and the same exception object is rethrown.
 //
@@ -46,6 +49,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "backplane/core/device_type_registry.h"
 #include "backplane/core/error.h"
+#include "backplane/core/transfers.h"
 #include "backplane/dispatcher/dispatcher.h"
 #include "builtin_kernels.h"
 
@@ -104,6 +108,7 @@ struct CallCost {
   nanoseconds total{0};
   nanoseconds self{0};
   uint64_t fallback_bytes = 0;
+  TransferCount transfers;  // self
 };
 
 class CallFrame;
@@ -120,7 +125,10 @@ thread_local ThreadState tls_thread;
 class CallFrame {
  public:
   explicit CallFrame(ThreadState& thread)
-      : thread_(thread), parent_(thread.top), saved_fallback_bytes_(detail::tls_fallback_bytes) {
+      : thread_(thread),
+        parent_(thread.top),
+        saved_fallback_bytes_(detail::tls_fallback_bytes),
+        start_transfers_(detail::tls_host_device_transfers) {
     thread.top = this;
     detail::tls_fallback_bytes = 0;
     start_ = Clock::now();
@@ -130,10 +138,18 @@ class CallFrame {
 
   CallCost finish() {
     const nanoseconds total = Clock::now() - start_;
-    const CallCost cost{total, total - children_, detail::tls_fallback_bytes};
+    const TransferCount now = detail::tls_host_device_transfers;
+    const TransferCount moved{now.bytes - start_transfers_.bytes, now.copies - start_transfers_.copies};
+    const CallCost cost{total, total - children_, detail::tls_fallback_bytes,
+                        TransferCount{moved.bytes - children_transfers_.bytes,
+                                      moved.copies - children_transfers_.copies}};
     detail::tls_fallback_bytes = saved_fallback_bytes_;
     thread_.top = parent_;
-    if (parent_) parent_->children_ += total;
+    if (parent_) {
+      parent_->children_ += total;
+      parent_->children_transfers_.bytes += moved.bytes;
+      parent_->children_transfers_.copies += moved.copies;
+    }
     return cost;
   }
 
@@ -141,8 +157,10 @@ class CallFrame {
   ThreadState& thread_;
   CallFrame* const parent_;
   const uint64_t saved_fallback_bytes_;
+  const TransferCount start_transfers_;
   Clock::time_point start_;
   nanoseconds children_{0};
+  TransferCount children_transfers_;
 };
 
 // This thread's records for session `id`, attaching the thread to it on its
@@ -178,6 +196,8 @@ void addCall(ThreadRecords& records, const OperatorEntry& op, DispatchKey backen
   }
   if (failed) ++row.failed_calls;
   row.fallback_bytes += cost.fallback_bytes;
+  row.transfer_bytes += cost.transfers.bytes;
+  row.transfer_copies += cost.transfers.copies;
   row.total_time += cost.total;
   row.self_time += cost.self;
 }
@@ -191,6 +211,8 @@ void mergeInto(OpStats& into, const OpStats& from) {
   into.backend_fallback_calls += from.backend_fallback_calls;
   into.failed_calls += from.failed_calls;
   into.fallback_bytes += from.fallback_bytes;
+  into.transfer_bytes += from.transfer_bytes;
+  into.transfer_copies += from.transfer_copies;
   into.total_time += from.total_time;
   into.self_time += from.self_time;
 }
@@ -372,6 +394,7 @@ const OpStats* OpReport::find(std::string_view op, DispatchKey backend) const {
 
 std::string OpReport::summary() const {
   uint64_t calls = 0, native = 0, composite = 0, fell_back = 0, fallback_calls = 0, bytes = 0, failed = 0;
+  uint64_t transfer_bytes = 0, transfer_copies = 0;
   nanoseconds in_ops{0};
   for (const OpStats& row : ops) {
     calls += row.calls;
@@ -381,29 +404,35 @@ std::string OpReport::summary() const {
     fallback_calls += row.fallbackCalls();
     bytes += row.fallback_bytes;
     failed += row.failed_calls;
+    transfer_bytes += row.transfer_bytes;
+    transfer_copies += row.transfer_copies;
     in_ops += row.self_time;
   }
   return strCat(ops.size(), ops.size() == 1 ? " op" : " ops", " ran (", calls, calls == 1 ? " call" : " calls",
                 "): ", native, " native, ", composite, " composite, ", fell_back, " fell back (", fallback_calls,
                 fallback_calls == 1 ? " call, " : " calls, ", formatBytes(bytes), " copied); ",
                 failed == 0 ? "" : strCat(failed, failed == 1 ? " call" : " calls", " failed; "),
-                formatDuration(in_ops), " in ops, ", formatDuration(wall_time), " wall");
+                formatDuration(in_ops), " in ops, ", formatDuration(wall_time), " wall; host<->device: ",
+                formatBytes(transfer_bytes), " in ", transfer_copies, transfer_copies == 1 ? " copy" : " copies");
 }
 
 std::string OpReport::table() const {
-  constexpr size_t kColumns = 8;
+  constexpr size_t kColumns = 9;
   using Line = std::array<std::string, kColumns>;
-  constexpr std::array<bool, kColumns> kRightAligned = {false, false, true, false, true, true, true, true};
+  constexpr std::array<bool, kColumns> kRightAligned = {false, false, true, false, true, true, true, true, true};
   nanoseconds in_ops{0};
   for (const OpStats& row : ops) in_ops += row.self_time;
 
-  std::vector<Line> lines = {{"op", "backend", "calls", "how", "fallback bytes", "self", "self %", "total"}};
+  std::vector<Line> lines = {
+      {"op", "backend", "calls", "how", "fallback bytes", "host<->device", "self", "self %", "total"}};
   for (const OpStats& row : ops) {
     char share[16];
     const double fraction = in_ops.count() ? static_cast<double>(row.self_time.count()) / in_ops.count() : 0;
     std::snprintf(share, sizeof share, "%.1f%%", 100 * fraction);
     lines.push_back({row.op, dispatchKeyName(row.backend), std::to_string(row.calls), row.how(),
-                     row.fallbackCalls() ? formatBytes(row.fallback_bytes) : "-", formatDuration(row.self_time),
+                     row.fallbackCalls() ? formatBytes(row.fallback_bytes) : "-",
+                     row.transfer_copies ? strCat(formatBytes(row.transfer_bytes), " in ", row.transfer_copies) : "-",
+                     formatDuration(row.self_time),
                      share, formatDuration(row.total_time)});
   }
   std::array<size_t, kColumns> widths{};

@@ -425,6 +425,14 @@ Tensor copy_(const Tensor& self, const Tensor& src, bool) {
   return copyOnDevice(self, moveToDevice(src, self.device()));
 }
 
+}  // namespace
+
+void stridedCopy(const Tensor& dst, const Tensor& src) {
+  BP_STANDARD_OP("copy_", CopySig).call(dst, src, false);
+}
+
+namespace {
+
 // self unchanged when it already has the dtype and device (and no copy
 // was asked for), else a new contiguous tensor holding its values.
 Tensor toImpl(const Tensor& self, ScalarType dtype, Device device, bool non_blocking, bool copy) {

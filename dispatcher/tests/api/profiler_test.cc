@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backplane/dispatcher/dispatcher.h"
+#include "backplane/core/str_cat.h"
 #include "backplane/dispatcher/library.h"
 #include "test_device.h"
 
@@ -156,6 +157,43 @@ TEST_F(ProfilerTest, FallbackOnADeviceWithoutKernelsReportsCallsAndBytes) {
             out.fallback_bytes);
   EXPECT_THAT(report.summary(), HasSubstr("2 ops ran (4 calls): 0 native, 1 composite, 1 fell back (2 calls, 240 B "
                                           "copied); "));
+}
+
+TEST_F(ProfilerTest, HostDeviceTransfersBelongToTheOpThatMovedThem) {
+  auto& device = testing::TestDevice::install("profdev", 1);
+  const DispatchKey key = backendKey(device.type());
+  const int64_t n = 10;
+  Tensor a = floats(n, device.device()), b = floats(n, device.device());
+  device.resetCounters();
+  Profiler prof;
+  add().call(a, b, 1);
+  // A strided copy on a device with no _copy_on_device_ kernel: the CPU
+  // fallback stages it through the host, and the report says so.
+  Tensor m = tensorFromVector<float>({1, 2, 3, 4, 5, 6}, {2, 3}).to(device.device());
+  const uint64_t before_contiguous = device.bytesToHost() + device.bytesFromHost();
+  Tensor c = m.t().contiguous();
+  const uint64_t contiguous_bytes = device.bytesToHost() + device.bytesFromHost() - before_contiguous;
+  prof.stop();
+  OpReport report = prof.report();
+
+  const OpStats& out = row(report, "bp::add.out", key);
+  EXPECT_EQ(out.transfer_bytes, out.fallback_bytes) << "the fallback's staging is a host<->device transfer";
+  EXPECT_EQ(out.transfer_copies, 3u) << "self and other in, the result out";
+  EXPECT_EQ(row(report, "bp::add.Tensor", key).transfer_bytes, 0u) << "not the composite that called it";
+  const OpStats& copy = row(report, "bp::_copy_on_device_", key);
+  EXPECT_EQ(copy.cpu_fallback_calls, 1u);
+  EXPECT_EQ(copy.transfer_bytes, contiguous_bytes);
+  EXPECT_GT(copy.transfer_bytes, 0u);
+  EXPECT_EQ(c.toVector<float>(), (std::vector<float>{1, 4, 2, 5, 3, 6}));
+
+  uint64_t bytes = 0, copies = 0;
+  for (const OpStats& r : report.ops) bytes += r.transfer_bytes, copies += r.transfer_copies;
+  EXPECT_EQ(bytes, device.bytesToHost() + device.bytesFromHost()) << "every byte the device moved is reported";
+  const std::string summary = report.summary();
+  const std::string ending = strCat("; host<->device: ", formatBytes(bytes), " in ", copies, " copies");
+  ASSERT_GE(summary.size(), ending.size());
+  EXPECT_EQ(summary.substr(summary.size() - ending.size()), ending) << summary;
+  EXPECT_THAT(report.table(), HasSubstr("host<->device"));
 }
 
 TEST_F(ProfilerTest, RecordsNothingBeforeStartOrAfterStop) {

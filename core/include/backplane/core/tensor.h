@@ -8,7 +8,8 @@
 // unsqueeze, flatten and as_strided only compute new metadata over the same
 // Storage, so they work on every device without a kernel and never fall back.
 // The one exception is reshape (and contiguous) of a layout that no view can
-// express: it copies, through copyElements below.
+// express: it copies, through copyElements below, which runs the device's
+// own copy kernel (Note [Strided copies on the device]).
 //
 // Note [Tensor methods are operators]
 // Methods such as add(), matmul() and to() are operators: they dispatch on
@@ -275,8 +276,37 @@ Tensor tensorFromVector(const std::vector<T>& values, IntArrayRef sizes,
                         Device device = Device(DeviceType::CPU));
 
 // Copies the elements of `src` into `dst`: same dtype, same sizes, any
-// strides, any two devices. Goes through the devices' copy functions.
+// strides, any two devices. Goes through the devices' copy functions, and
+// through the strided copy below when one side is a device the host cannot
+// read and the two layouts differ.
 void copyElements(const Tensor& dst, const Tensor& src);
+
+// Note [Strided copies on the device]
+// contiguous(), clone(), reshape() that must copy, and copyElements
+// live in the core, which knows devices only through their byte copies
+// (DeviceInterface). A strided copy on a device the host cannot read needs a
+// kernel, and kernels are reached through the dispatcher, a layer above. So
+// the dispatcher installs a StridedCopyFn when its standard operators are
+// registered (it runs bp::copy_, whose same-device part is the device's
+// _copy_on_device_ kernel, Note [Copies between devices]), and copyElements
+// calls it for every copy whose layouts differ and that involves such a
+// device. The arrow still points one way: core calls a function pointer,
+// never a dispatcher symbol. A device with no _copy_on_device_ kernel gets
+// the CPU fallback, which stages the spans through the host; that staging
+// is counted (Note [Counting host<->device transfers]). With no function
+// installed (core alone, as in core's tests) copyElements stages the spans
+// itself (Note [Span staging]). When TensorBase and Tensor split (PyTorch's
+// layering), contiguous() and clone() move to the ops layer and call the
+// operator directly; this hook then goes.
+//
+// The function copies src into dst (same dtype and sizes, any strides, any
+// two devices) or throws Error; it must not call copyElements back.
+using StridedCopyFn = void (*)(const Tensor& dst, const Tensor& src);
+// Installs (or, with nullptr, removes) the strided copy. Thread-safe; the
+// dispatcher calls it once, before any op can run.
+void setStridedCopy(StridedCopyFn fn);
+// The strided copy installed now, or nullptr.
+StridedCopyFn installedStridedCopy();
 
 // Note [Span staging]
 // The bytes between a tensor's first and last element (its span) can be

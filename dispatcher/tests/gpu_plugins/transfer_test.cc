@@ -1,0 +1,121 @@
+// Device data stays on the device: contiguous(), clone(), reshape() that
+// must copy and copy_ within one device run the device's _copy_on_device_
+// kernel, and no byte crosses to the host (Note [Strided copies on the
+// device] in core/tensor.h, Note [Counting host<->device transfers]).
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "backplane/backplane.h"
+#include "backplane/core/transfers.h"
+#include "gpu_test_util.h"
+
+namespace backplane::gpu_test {
+namespace {
+
+class TransferTest : public GpusimSuite {
+ protected:
+  // 2 x 3 x 4 x 5 distinct values on the CPU.
+  static Tensor values() {
+    std::vector<float> v(120);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) * 0.5f - 7.0f;
+    return tensorFromVector<float>(v, {2, 3, 4, 5});
+  }
+};
+
+// Layouts no view can make contiguous: transposed, the heads of an
+// attention layer, every other element, a broadcast.
+struct Layout {
+  const char* name;
+  std::function<Tensor(const Tensor&)> make;
+};
+const std::vector<Layout>& layouts() {
+  static const std::vector<Layout> all = {
+      {"transpose", [](const Tensor& t) { return t.transpose(0, 3); }},
+      {"heads", [](const Tensor& t) { return t.permute({0, 2, 1, 3}); }},
+      {"step 2", [](const Tensor& t) { return t.slice(3, 0, 5, 2); }},
+      {"broadcast", [](const Tensor& t) { return t.select(1, 1).unsqueeze(1).expand({2, 3, 4, 5}); }},
+  };
+  return all;
+}
+
+TEST_F(TransferTest, ContiguousCloneReshapeAndCopyStayOnTheDevice) {
+  const Tensor host = values();
+  const Tensor dev = host.to(sim());
+  for (const Layout& layout : layouts()) {
+    SCOPED_TRACE(layout.name);
+    const Tensor view = layout.make(dev), expected = layout.make(host).contiguous();
+    ASSERT_FALSE(view.is_contiguous());
+    const TransferCount before = hostDeviceTransfers();
+    const Tensor contiguous = view.contiguous();
+    const Tensor cloned = view.clone();
+    const Tensor reshaped = view.reshape({-1});
+    const Tensor target = emptyTensor(view.sizes(), view.dtype(), sim());
+    target.copy_(view);
+    const TransferCount after = hostDeviceTransfers();
+    EXPECT_EQ(after.bytes - before.bytes, 0u) << "a same-device copy went through the host";
+    EXPECT_EQ(after.copies - before.copies, 0u);
+
+    for (const Tensor& t : {contiguous, cloned, target}) {
+      EXPECT_EQ(t.device(), sim());
+      EXPECT_TRUE(t.is_contiguous());
+      EXPECT_EQ(t.toVector<float>(), expected.toVector<float>());
+    }
+    EXPECT_EQ(reshaped.device(), sim());
+    EXPECT_EQ(reshaped.toVector<float>(), expected.toVector<float>());
+  }
+}
+
+TEST_F(TransferTest, TheReportShowsTheDevicesCopyKernelAndNoTransfers) {
+  const Tensor dev = values().to(sim());
+  Profiler profiler;
+  const Tensor c = dev.transpose(1, 2).contiguous();
+  profiler.stop();
+  const OpReport report = profiler.report();
+  const OpStats* copy = report.find("bp::_copy_on_device_", backendKey(sim().type));
+  ASSERT_NE(copy, nullptr) << report.table();
+  EXPECT_EQ(copy->native_calls, 1u) << report.table();
+  EXPECT_EQ(copy->transfer_bytes, 0u);
+  EXPECT_NE(report.summary().find("host<->device: 0 B in 0 copies"), std::string::npos) << report.summary();
+}
+
+TEST_F(TransferTest, CopiesBetweenTheHostAndTheDeviceAreCountedOncePerCopy) {
+  const Tensor host = values();
+  TransferCount before = hostDeviceTransfers();
+  const Tensor dev = host.to(sim());  // contiguous: one copy of its bytes
+  TransferCount after = hostDeviceTransfers();
+  EXPECT_EQ(after.bytes - before.bytes, host.nbytes());
+  EXPECT_EQ(after.copies - before.copies, 1u);
+
+  // A strided view to the host: packed on the device first (its span is
+  // mostly gaps), then one copy of the elements alone.
+  const Tensor sparse = dev.slice(3, 0, 5, 4);
+  before = hostDeviceTransfers();
+  const Tensor back = sparse.cpu();
+  after = hostDeviceTransfers();
+  EXPECT_EQ(after.bytes - before.bytes, sparse.nbytes());
+  EXPECT_EQ(after.copies - before.copies, 1u);
+  EXPECT_EQ(back.toVector<float>(), host.slice(3, 0, 5, 4).contiguous().toVector<float>());
+}
+
+TEST_F(TransferTest, WithoutTheDispatchersCopyCoreStagesThroughTheHostAndItIsCounted) {
+  // What the counters show when contiguous() stays in core alone (the bug
+  // this file guards against): a strided device copy crosses twice.
+  const Tensor dev = values().to(sim());
+  struct Restore {
+    StridedCopyFn installed = installedStridedCopy();
+    ~Restore() { setStridedCopy(installed); }
+  } restore;
+  ASSERT_NE(restore.installed, nullptr) << "the dispatcher installs its strided copy";
+  setStridedCopy(nullptr);
+  const TransferCount before = hostDeviceTransfers();
+  const Tensor c = dev.transpose(0, 3).contiguous();
+  const TransferCount after = hostDeviceTransfers();
+  EXPECT_GE(after.bytes - before.bytes, 2 * dev.nbytes()) << "staged to the host and back";
+  EXPECT_EQ(c.toVector<float>(), values().transpose(0, 3).contiguous().toVector<float>());
+}
+
+}  // namespace
+}  // namespace backplane::gpu_test
