@@ -13,10 +13,10 @@
 // call these. All tensor arguments of one call must be on one device;
 // move one with to() first.
 //
-// Scalars: `t * 2.0`, `add(t, 1)` and friends wrap the number in a 0-d
-// tensor on t's device, of the dtype PyTorch gives a Python number there
-// (an integer keeps t's dtype, a float keeps t's floating dtype and turns an
-// integer tensor into float32), then call the Tensor overload.
+// Scalars: `t * 2.0`, `add(t, 1)` and friends wrap the number in a 0-d CPU
+// tensor of the dtype PyTorch gives a Python number there (an integer keeps
+// t's dtype, a float keeps t's floating dtype, an integer tensor gets float32)
+// and call the Tensor overload, which passes it to t's device as a kernel argument.
 
 #include <cstdint>
 #include <optional>

@@ -28,18 +28,14 @@ using SoftmaxSig = Tensor(const Tensor&, int64_t, Opts);
 using JoinSig = Tensor(TensorList, int64_t);
 using ToSig = Tensor(const Tensor&, Opts, OptDevice, bool, bool);
 
-// A number as the 0-d tensor PyTorch makes of a Python number in an op with
-// self (the Note in backplane/ops.h), on self's device: the standard ops
-// want all tensor arguments on one device, so the value is copied there
-// (a few bytes through the device's copy function, no kernel).
+// A number as the 0-d CPU tensor PyTorch makes of a Python number in an op
+// with self (the Note in backplane/ops.h), of the dtype that number promotes
+// to. On the CPU whatever self's device: the functional binary ops take a
+// 0-d CPU operand to self's device as a kernel argument, with no
+// host<->device copy (Note [CPU scalars] in dispatcher/src/ops/meta.h).
 Tensor wrapped(const Tensor& self, const Scalar& s) {
-  Tensor t = emptyTensor({}, ops::resultType(self, s), self.device());
-  alignas(8) unsigned char bytes[8];
-  visitScalarType(t.dtype(), [&]<typename T>() {
-    T v = s.to<T>();
-    std::memcpy(bytes, &v, sizeof v);
-  });
-  detail::fillFromHost(t, bytes, t.itemsize());
+  Tensor t = emptyTensor({}, ops::resultType(self, s));
+  visitScalarType(t.dtype(), [&]<typename T>() { *t.data_ptr<T>() = s.to<T>(); });
   return t;
 }
 

@@ -2,6 +2,7 @@
 
 #include "backplane/core/error.h"
 #include "backplane/core/str_cat.h"
+#include "ops/structured.h"
 
 namespace backplane::ops {
 
@@ -63,7 +64,16 @@ Device commonDevice(std::string_view op, std::initializer_list<Arg> args, CpuSca
 const Tensor& onDevice(const Tensor& t, Device device, Tensor& moved) {
   if (device.isCpu() || !isCpuScalar(t)) [[likely]] return t;
   moved = emptyTensor({}, t.dtype(), device);
-  detail::fillFromHost(moved, t.data_ptr(), t.itemsize());
+  // The value travels as the argument of the device's own fill_ kernel when
+  // it has one, so no byte crosses between host and device; else as a copy.
+  using FillSig = Tensor(const Tensor&, const Scalar&);
+  const auto& fill = BP_STANDARD_OP("fill_.Scalar", FillSig);
+  if (fill.kernelKind(backendKey(device.type)) == KernelKind::Direct) {
+    const Scalar value = visitScalarType(t.dtype(), [&]<typename S>() { return Scalar(*t.data_ptr<const S>()); });
+    fill.callChecked(moved, value);
+  } else {
+    detail::fillFromHost(moved, t.data_ptr(), t.itemsize());
+  }
   return moved;
 }
 

@@ -38,8 +38,11 @@ Shape broadcastShapes(std::string_view op, IntArrayRef a, IntArrayRef b);
 // As in PyTorch, a 0-d CPU tensor (a number held as a tensor) may be an
 // operand of a binary elementwise op or of where whose other operands are on
 // a device: the device is theirs. The functional and in-place forms
-// (add.Tensor, add_) copy such an operand to the device before calling the
+// (add.Tensor, add_) put such an operand on the device before calling the
 // out= kernel (onDevice), so no backend kernel ever sees two devices. The
+// value travels as a kernel argument, not as a copy: a 0-d tensor on the
+// device is filled by the device's fill_.Scalar kernel (a device without
+// one gets the bytes copied, which the per-op report counts). The
 // out= forms themselves keep to one device, and their error says how to get
 // there.
 // A 0-d tensor on a device does not join CPU tensors: only CPU scalars move.
@@ -54,7 +57,7 @@ enum class CpuScalars {
 Device commonDevice(std::string_view op, std::initializer_list<Arg> args, CpuScalars cpu_scalars = CpuScalars::kRefuse);
 
 // `t` (defined) itself, or, when `t` is a 0-d CPU tensor and `device`
-// another one, a copy on `device` kept in `moved` (Note [CPU scalars]). Costs nothing in
+// another one, its value on `device` kept in `moved` (Note [CPU scalars]). Costs nothing in
 // the common case: no copy of `t`, so no reference count traffic.
 const Tensor& onDevice(const Tensor& t, Device device, Tensor& moved);
 
