@@ -8,9 +8,13 @@
 //   <ns>::reset_peak_memory_stats(int device=0) -> ()
 //   <ns>::empty_cache(int device=0) -> ()
 //   <ns>::synchronize(int device=0) -> ()
+//   <ns>::activity_stat(str name) -> int   the process's count of `name`:
+//       kernel_launches, host_reads, host_read_bytes (Note [Launch counters]
+//       in gpu_port.h)
 //
 // They take no tensor, so they dispatch to the CPU key: they are registered
 // there and name the device by index.
+#include <atomic>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -38,6 +42,17 @@ int64_t memoryStat(std::string_view name, int64_t device) {
                                                    "allocations, cache_hits or cache_misses"));
 }
 
+int64_t activityStat(std::string_view name) {
+  const bp_gpu::ActivityCounters& a = bp_gpu::g_activity;
+  const std::pair<std::string_view, const std::atomic<int64_t>*> stats[] = {
+      {"kernel_launches", &a.kernel_launches}, {"host_reads", &a.host_reads}, {"host_read_bytes", &a.host_read_bytes}};
+  for (const auto& [key, value] : stats) {
+    if (key == name) return value->load(std::memory_order_relaxed);
+  }
+  bp::fail(BP_INVALID_ARGUMENT, bp::detail::concat(BP_GPU_NAME "::activity_stat: unknown statistic '", name,
+                                                   "'; use kernel_launches, host_reads or host_read_bytes"));
+}
+
 void resetPeakMemoryStats(int64_t device) { bp_gpu::resetPeakMemoryStats(static_cast<int>(device)); }
 void emptyCache(int64_t device) { bp_gpu::emptyCache(static_cast<int>(device)); }
 void synchronize(int64_t device) { bp_gpu::synchronize(static_cast<int>(device)); }
@@ -49,10 +64,12 @@ void registerPluginOps(bp::Library& m) {
   def("reset_peak_memory_stats(int device=0) -> ()");
   def("empty_cache(int device=0) -> ()");
   def("synchronize(int device=0) -> ()");
+  def("activity_stat(str name) -> int");
   m.impl((ns + "memory_stat").c_str(), 0, &memoryStat);
   m.impl((ns + "reset_peak_memory_stats").c_str(), 0, &resetPeakMemoryStats);
   m.impl((ns + "empty_cache").c_str(), 0, &emptyCache);
   m.impl((ns + "synchronize").c_str(), 0, &synchronize);
+  m.impl((ns + "activity_stat").c_str(), 0, &activityStat);
 }
 
 void init(bp::Library& m) {

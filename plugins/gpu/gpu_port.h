@@ -18,6 +18,7 @@
 // The runtime API is spelled gpu* (gpuMalloc, gpuStream_t, ...) and maps to
 // cuda*, hip* or the simulator's functions of the same meaning.
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -235,6 +236,21 @@ __device__ inline T* dynamicShared() {
 
 // -------------------------------------------------------------------- launch
 
+// Note [Launch counters]
+// Every launch() and every synchronising read of device memory that plugin
+// code makes itself (readDevice in kernel_args.h: an index check's count, a
+// 0-d tensor's value) is counted, process-wide, so that tests on the
+// simulator can hold an app to a budget of launches and host round trips
+// per step, which is how a GPU performance regression shows on a machine
+// without a GPU. The counts are relaxed atomics: one uncontended increment
+// per launch. <ns>::activity_stat(name) reads them (gpu_plugin.cu).
+struct ActivityCounters {
+  std::atomic<int64_t> kernel_launches{0};
+  std::atomic<int64_t> host_reads{0};       // synchronising device-to-host reads made by kernels' host code
+  std::atomic<int64_t> host_read_bytes{0};  // the bytes those reads moved
+};
+inline ActivityCounters g_activity;
+
 namespace detail {
 // Throws bp::Error naming the kernel (its signature, and its symbol where
 // the runtime can tell) for a failed launch; defined in runtime.cu.
@@ -264,6 +280,7 @@ void launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t dynamic_shmem, g
   static_assert((std::is_trivially_copyable_v<P> && ...),
                 "bp_gpu::launch: kernel parameters must be trivially copyable");
   if (grid.x == 0 || grid.y == 0 || grid.z == 0 || block.x == 0 || block.y == 0 || block.z == 0) return;
+  g_activity.kernel_launches.fetch_add(1, std::memory_order_relaxed);
 #if defined(BP_GPU_SIM)
   struct Bound {
     void (*kernel)(P...);

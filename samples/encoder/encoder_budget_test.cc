@@ -1,0 +1,150 @@
+// The encoder layer on the GPU simulator, held to the budgets that make a
+// GPU performance bug visible on a machine without a GPU: no op moves bytes
+// between the host and the device except the app's own moves of its input
+// and output, a fixed number of kernel launches per layer, and a fixed
+// number of synchronising reads of device memory (Note [Launch counters] in
+// plugins/gpu/gpu_port.h, Note [Counting host<->device transfers] in
+// backplane/core/transfers.h). A kernel that stages through the host, a
+// composite that copies what a view could express, or an op that starts
+// launching per element fails here, in CI.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <string_view>
+
+#include "backplane/core/transfers.h"
+#include "backplane/dispatcher/dispatcher.h"
+#include "backplane/profiler.h"
+#include "backplane/runtime.h"
+#include "encoder.h"
+
+namespace encoder {
+namespace {
+
+using namespace backplane;
+
+// Small, so that the simulator (every GPU thread a fiber on the host) runs
+// it in a second, with the shapes of BERT's: several heads, padding, a
+// feed-forward block wider than the hidden size.
+EncoderConfig smallConfig() {
+  EncoderConfig c;
+  c.batch = 2;
+  c.seq = 16;
+  c.hidden = 64;
+  c.heads = 4;
+  c.ffn = 128;
+  c.vocab = 100;
+  return c;
+}
+
+// The budget of one layer, counted on the simulator (the CUDA and HIP
+// plugins run the same host code, so they launch the same kernels). When a
+// change lowers a count, lower the budget with it; when one raises it, the
+// change has to say why here. Launches (26 native kernel calls):
+//   embedding: index_select (index check + gather: 2), + positions (1)
+//   6 linears: bias broadcast into the output + GEMM (12)
+//   3 layer_norms (3), 2 residual adds (2), gelu (1)
+//   attention: the heads of q, k^T and v copied into one batch stride for
+//   bmm (3) and 2 bmms (2); the scale, its 0-d factor filled on the device
+//   (2); arange + ge for the padding mask (2); masked_fill (1); softmax (1);
+//   the merged heads' reshape copy (1)
+constexpr int64_t kLaunchesPerLayer = 33;
+//   host reads: embedding's index check reads back its count of bad indices.
+constexpr int64_t kHostReadsPerLayer = 1;
+
+class EncoderBudgetTest : public ::testing::Test {
+ protected:
+  // The CPU plugin from the build tree's plugin directory, and the
+  // simulator by path (it is not in any default directory).
+  static Runtime& runtime() {
+    static Runtime runtime([] {
+      RuntimeOptions o;
+      o.plugin_paths = {BACKPLANE_GPUSIM_PLUGIN_PATH};
+      return o;
+    }());
+    return runtime;
+  }
+  static void SetUpTestSuite() { runtime(); }
+  static int64_t activity(std::string_view name) {
+    static const auto stat = Dispatcher::singleton()
+                                 .findOpOrThrow("gpusim::activity_stat")
+                                 .typed<int64_t(std::string_view)>();
+    return stat.call(name);
+  }
+  static Device sim() { return runtime().device("gpusim:0"); }
+};
+
+TEST_F(EncoderBudgetTest, NoOpMovesBytesBetweenHostAndDeviceButTheAppsOwnMoves) {
+  const EncoderWeights weights = EncoderWeights::random(smallConfig(), 7);
+  const EncoderBatch batch = EncoderBatch::random(smallConfig(), 7);
+
+  Profiler profiler;
+  const EncoderWeights w = weights.to(sim());
+  const EncoderBatch b = batch.to(sim());
+  const TransferCount before_layer = hostDeviceTransfers();
+  const Tensor out = encoderLayer(w, b);
+  const TransferCount after_layer = hostDeviceTransfers();
+  const Tensor result = out.cpu();
+  profiler.stop();
+
+  EXPECT_EQ(after_layer.bytes - before_layer.bytes, 0u) << profiler.report().table();
+  EXPECT_EQ(after_layer.copies - before_layer.copies, 0u);
+
+  // Every byte the report attributes is one of the app's own moves: to()
+  // of the weights and the batch, cpu() of the result, each a copy_ between
+  // devices. Nothing inside the layer shows up.
+  uint64_t expected = result.nbytes() + batch.token_ids.nbytes() + batch.lengths.nbytes();
+  for (const Tensor* t : {&weights.word_embeddings, &weights.position_embeddings, &weights.embedding_norm.weight,
+                          &weights.embedding_norm.bias, &weights.query.weight, &weights.query.bias,
+                          &weights.key.weight, &weights.key.bias, &weights.value.weight, &weights.value.bias,
+                          &weights.attention_output.weight, &weights.attention_output.bias,
+                          &weights.attention_norm.weight, &weights.attention_norm.bias,
+                          &weights.intermediate.weight, &weights.intermediate.bias, &weights.output.weight,
+                          &weights.output.bias, &weights.output_norm.weight, &weights.output_norm.bias}) {
+    expected += t->nbytes();
+  }
+  const OpReport report = profiler.report();
+  uint64_t reported = 0;
+  for (const OpStats& row : report.ops) {
+    if (row.transfer_bytes != 0) {
+      EXPECT_EQ(row.op, "bp::copy_") << "only the app's moves may cross; " << row.op << " moved "
+                                     << formatBytes(row.transfer_bytes) << "\n" << report.table();
+    }
+    reported += row.transfer_bytes;
+    EXPECT_EQ(row.fallbackCalls(), 0u) << row.op << " fell back\n" << report.table();
+  }
+  EXPECT_EQ(reported, expected) << report.table();
+  EXPECT_NE(report.summary().find("host<->device: " + formatBytes(expected) + " in "), std::string::npos)
+      << report.summary();
+}
+
+TEST_F(EncoderBudgetTest, OneLayerStaysWithinItsLaunchAndHostReadBudget) {
+  const EncoderWeights w = EncoderWeights::random(smallConfig(), 7).to(sim());
+  const EncoderBatch b = EncoderBatch::random(smallConfig(), 7).to(sim());
+  encoderLayer(w, b);  // a first layer: nothing is cached between layers, but be sure
+  const int64_t launches = activity("kernel_launches"), reads = activity("host_reads");
+  const Tensor out = encoderLayer(w, b);
+  const int64_t layer_launches = activity("kernel_launches") - launches;
+  const int64_t layer_reads = activity("host_reads") - reads;
+  EXPECT_EQ(out.device(), sim());
+  EXPECT_LE(layer_launches, kLaunchesPerLayer) << "the layer launched more kernels than its budget";
+  EXPECT_GE(layer_launches, kLaunchesPerLayer - 4)
+      << "the layer launched far fewer kernels than its budget: lower kLaunchesPerLayer to " << layer_launches
+      << " so that the budget keeps catching regressions";
+  EXPECT_LE(layer_reads, kHostReadsPerLayer) << "the layer waited for the device more often than its budget";
+}
+
+TEST_F(EncoderBudgetTest, UnknownActivityStatisticIsAnErrorNamingTheKnownOnes) {
+  try {
+    activity("launches");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown statistic 'launches'; use kernel_launches, host_reads or "
+                                         "host_read_bytes"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace encoder
