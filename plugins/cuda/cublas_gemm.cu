@@ -14,10 +14,12 @@
 //     with its leading dimension, so transposed views need no copy;
 //     linalg.cu packs operands in any other layout first.
 //   * Handles: cuBLAS handles are not safe to use from two host threads at
-//     once, and creating one is slow. A pool keeps free handles per
-//     (device, stream); a call leases one (creating it on first need, bound
-//     to the stream) and returns it. Handles live for the process: destroying
-//     them at exit could run after the CUDA runtime has shut down.
+//     once, and creating one is slow. Each host thread keeps its own handle
+//     per (device, stream), found with no lock (a product is on the launch
+//     path, Note [Launch counters]); when a thread exits its handles go to a
+//     process-wide pool that the next thread meeting the same (device,
+//     stream) takes from before creating one. Handles live for the process:
+//     destroying them at exit could run after the CUDA runtime has shut down.
 #include <cublas_v2.h>
 
 #include <climits>
@@ -39,24 +41,36 @@ void checkCublas(cublasStatus_t status, const char* what) {
            bp::detail::concat(what, ": ", cublasGetStatusName(status), ": ", cublasGetStatusString(status)));
 }
 
+// The handles a thread holds, by (device, stream): found without a lock on
+// every product after the thread's first on that stream.
+class ThreadHandles {
+ public:
+  ~ThreadHandles();  // gives them back to the process's pool
+  cublasHandle_t get(int device, gpuStream_t stream);
+
+ private:
+  struct Entry {
+    int device;
+    gpuStream_t stream;
+    cublasHandle_t handle;
+  };
+  std::vector<Entry> entries_;
+};
+
+// Handles no thread holds: those of threads that have exited, for the next
+// thread that needs one on the same (device, stream). Taken only when a
+// thread meets a (device, stream) for the first time, or exits.
 class HandlePool {
  public:
-  cublasHandle_t acquire(int device, gpuStream_t stream) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      std::vector<cublasHandle_t>& free = free_[{device, stream}];
-      if (!free.empty()) {
-        cublasHandle_t h = free.back();
-        free.pop_back();
-        return h;
-      }
-    }
-    cublasHandle_t h = nullptr;  // created outside the lock: slow, and may allocate
-    checkCublas(cublasCreate(&h), "cublasCreate");
-    checkCublas(cublasSetStream(h, stream), "cublasSetStream");
+  cublasHandle_t take(int device, gpuStream_t stream) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<cublasHandle_t>& free = free_[{device, stream}];
+    if (free.empty()) return nullptr;
+    cublasHandle_t h = free.back();
+    free.pop_back();
     return h;
   }
-  void release(int device, gpuStream_t stream, cublasHandle_t h) {
+  void give(int device, gpuStream_t stream, cublasHandle_t h) {
     std::lock_guard<std::mutex> lock(mu_);
     free_[{device, stream}].push_back(h);
   }
@@ -71,21 +85,28 @@ HandlePool& handlePool() {
   return *pool;
 }
 
-// A handle of the pool for the duration of one call; `device` is current.
-class HandleLease {
- public:
-  HandleLease(int device, gpuStream_t stream)
-      : device_(device), stream_(stream), handle_(handlePool().acquire(device, stream)) {}
-  ~HandleLease() { handlePool().release(device_, stream_, handle_); }
-  HandleLease(const HandleLease&) = delete;
-  HandleLease& operator=(const HandleLease&) = delete;
-  cublasHandle_t get() const { return handle_; }
+ThreadHandles::~ThreadHandles() {
+  for (const Entry& e : entries_) handlePool().give(e.device, e.stream, e.handle);
+}
 
- private:
-  int device_;
-  gpuStream_t stream_;
-  cublasHandle_t handle_;
-};
+cublasHandle_t ThreadHandles::get(int device, gpuStream_t stream) {
+  for (const Entry& e : entries_) {
+    if (e.device == device && e.stream == stream) return e.handle;
+  }
+  cublasHandle_t h = handlePool().take(device, stream);
+  if (h == nullptr) {  // slow, and may allocate: once per (device, stream) for the process's life
+    checkCublas(cublasCreate(&h), "cublasCreate");
+    checkCublas(cublasSetStream(h, stream), "cublasSetStream");
+  }
+  entries_.push_back(Entry{device, stream, h});
+  return h;
+}
+
+// This thread's handle for (device, stream); `device` is current.
+cublasHandle_t threadHandle(int device, gpuStream_t stream) {
+  static thread_local ThreadHandles handles;
+  return handles.get(device, stream);
+}
 
 // m read as it is (column-major: N) or transposed (row-major: T), and its
 // leading dimension.
@@ -143,15 +164,15 @@ bool cublasGemm(MatrixView a, MatrixView b, MatrixView c, bp::ScalarType dtype, 
 
   DeviceGuard guard(device);
   const gpuStream_t stream = currentStream(device);
-  HandleLease handle(device, stream);
+  const cublasHandle_t handle = threadHandle(device, stream);
   const int m = static_cast<int>(c.rows), n = static_cast<int>(c.cols), k = static_cast<int>(a.cols);
   if (c.batch == 1) {
-    checkCublas(cublasGemmEx(handle.get(), op_a, op_b, m, n, k, alpha, a.data, type, static_cast<int>(lda), b.data,
+    checkCublas(cublasGemmEx(handle, op_a, op_b, m, n, k, alpha, a.data, type, static_cast<int>(lda), b.data,
                              type, static_cast<int>(ldb), beta, c.data, type, static_cast<int>(ldc), compute,
                              CUBLAS_GEMM_DEFAULT),
                 "cublasGemmEx");
   } else {
-    checkCublas(cublasGemmStridedBatchedEx(handle.get(), op_a, op_b, m, n, k, alpha, a.data, type,
+    checkCublas(cublasGemmStridedBatchedEx(handle, op_a, op_b, m, n, k, alpha, a.data, type,
                                            static_cast<int>(lda), a.sb, b.data, type, static_cast<int>(ldb), b.sb,
                                            beta, c.data, type, static_cast<int>(ldc), c.sb,
                                            static_cast<int>(c.batch), compute, CUBLAS_GEMM_DEFAULT),
