@@ -14,6 +14,14 @@
 //                                output allocation (the caching allocator) and the kernel launch;
 //                                not synchronized per iteration (Note [Timing launches])
 //   BM_Cuda_EmptyKernelLaunch    its baseline: the launch of an empty kernel, timed the same way
+//   BM_Cuda_EncoderLayer_f32     samples/encoder's BERT-base layer (batch 8 x 128, hidden 768, 12
+//                                heads), float32, TF32 off, no profiler; synchronized per layer.
+//                                PyTorch eager runs the same layer in shared/gpu-check's
+//                                torch_baseline.py (0.61 ms on an H100; target <= 0.55 ms)
+//   BM_Cuda_Softmax_LayerNorm    the layer's attention softmax ([8, 12, 128, 128], last dim) and
+//                                one of its layer_norms ([8, 128, 768]) into preallocated outputs;
+//                                bytes_per_second over what they read and write, to compare with
+//                                BM_Cuda_Memcpy_D2D_64M_f32's (the memory system's speed)
 //
 // Without a CUDA device (or driver, or plugin) every benchmark skips with
 // "no CUDA device: <reason>" and the program exits 0, so scripts/bench.sh
@@ -45,6 +53,7 @@
 #include "backplane/ops.h"
 #include "backplane/runtime.h"
 #include "empty_kernel.h"
+#include "encoder.h"
 
 namespace backplane {
 namespace {
@@ -277,6 +286,47 @@ void BM_Cuda_EmptyKernelLaunch(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());  // launches
 }
 BENCHMARK(BM_Cuda_EmptyKernelLaunch)->UseRealTime();
+
+void BM_Cuda_EncoderLayer_f32(benchmark::State& state) {
+  const std::optional<Device> dev = cudaDevice(state);
+  if (!dev) return;
+  Dispatcher::singleton().findOpOrThrow("cuda::set_allow_tf32").typed<void(bool)>().call(false);
+  const encoder::EncoderConfig config;  // BERT-base, batch 8 x 128
+  const encoder::EncoderWeights weights = encoder::EncoderWeights::random(config, 0).to(*dev);
+  const encoder::EncoderBatch batch = encoder::EncoderBatch::random(config, 0).to(*dev);
+  encoder::encoderLayer(weights, batch);  // warm-up: the caching allocator, cuBLAS
+  synchronize();
+  for (auto _ : state) {
+    Tensor out = encoder::encoderLayer(weights, batch);
+    benchmark::DoNotOptimize(out);
+    synchronize();
+  }
+  state.SetItemsProcessed(state.iterations() * config.batch * config.seq);  // tokens
+}
+BENCHMARK(BM_Cuda_EncoderLayer_f32)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_Cuda_Softmax_LayerNorm(benchmark::State& state) {
+  const std::optional<Device> dev = cudaDevice(state);
+  if (!dev) return;
+  using SoftmaxOutSig = Tensor(const Tensor&, int64_t, std::optional<ScalarType>, const Tensor&);
+  auto softmax_out = Dispatcher::singleton().findOpOrThrow("bp::softmax.int_out").typed<SoftmaxOutSig>();
+  const TensorOptions opts{.dtype = ScalarType::Float32, .device = *dev};
+  Tensor scores = randn({8, 12, 128, 128}, opts), probs = empty({8, 12, 128, 128}, opts);
+  Tensor x = randn({8, 128, 768}, opts), gamma = randn({768}, opts), beta = randn({768}, opts);
+  softmax_out.call(scores, -1, std::nullopt, probs);  // warm-up
+  layer_norm(x, {768}, gamma, beta, 1e-12);
+  synchronize();
+  for (auto _ : state) {
+    Tensor p = softmax_out.call(scores, -1, std::nullopt, probs);
+    Tensor y = layer_norm(x, {768}, gamma, beta, 1e-12);
+    benchmark::DoNotOptimize(p);
+    benchmark::DoNotOptimize(y);
+    synchronize();
+  }
+  // Each reads its input once and writes its output once (the parameters are negligible).
+  state.SetBytesProcessed(state.iterations() * 2 * (scores.nbytes() + x.nbytes()));
+}
+BENCHMARK(BM_Cuda_Softmax_LayerNorm)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace
 }  // namespace backplane
