@@ -541,10 +541,7 @@ void copyElements(const Tensor& dst, const Tensor& src) {
   // copy runs the strided part on the device (Note [Strided copies on the
   // device]); without it (core alone), on host copies of the spans (Note
   // [Span staging]).
-  if (StridedCopyFn copy = g_strided_copy.load(std::memory_order_acquire)) {
-    copy(dst, src);
-    return;
-  }
+  if (StridedCopyFn copy = g_strided_copy.load(std::memory_order_acquire); copy && copy(dst, src)) return;
   Device cpu(DeviceType::CPU);
   Tensor s = src_host ? src : stageSpan(src, cpu);
   Tensor d = dst_host ? dst : stageSpan(dst, cpu);

@@ -427,8 +427,15 @@ Tensor copy_(const Tensor& self, const Tensor& src, bool) {
 
 }  // namespace
 
-void stridedCopy(const Tensor& dst, const Tensor& src) {
+bool stridedCopy(const Tensor& dst, const Tensor& src) {
+  // copy_ runs _copy_on_device_ on dst's device, and on src's when it packs
+  // a gappy span there first (Note [Copies between devices]).
+  const auto& on_device = BP_STANDARD_OP("_copy_on_device_", CopyOnDeviceSig);
+  for (Device d : {dst.device(), src.device()}) {
+    if (on_device.kernelKind(backendKey(d.type)) == KernelKind::Missing) return false;
+  }
   BP_STANDARD_OP("copy_", CopySig).call(dst, src, false);
+  return true;
 }
 
 namespace {

@@ -17,7 +17,8 @@ void addDataMovementOps(std::vector<StandardOp>& ops);  // cat, stack, index_sel
 
 // The strided copy the dispatcher installs into the core (Note [Strided
 // copies on the device] in core/tensor.h): bp::copy_, so a same-device
-// copy runs the device's _copy_on_device_ kernel (creation.cc).
-void stridedCopy(const Tensor& dst, const Tensor& src);
+// copy runs the device's _copy_on_device_ kernel (creation.cc). False when
+// _copy_on_device_ has no kernel, not even the CPU fallback, for a device.
+bool stridedCopy(const Tensor& dst, const Tensor& src);
 
 }  // namespace backplane::ops

@@ -300,8 +300,11 @@ void copyElements(const Tensor& dst, const Tensor& src);
 // operator directly; this hook then goes.
 //
 // The function copies src into dst (same dtype and sizes, any strides, any
-// two devices) or throws Error; it must not call copyElements back.
-using StridedCopyFn = void (*)(const Tensor& dst, const Tensor& src);
+// two devices) and returns true, or throws Error; it returns false, having
+// done nothing, when no kernel can serve those devices (no plugin loaded,
+// not even the CPU's), and copyElements then stages the spans itself. It
+// must not call copyElements back.
+using StridedCopyFn = bool (*)(const Tensor& dst, const Tensor& src);
 // Installs (or, with nullptr, removes) the strided copy. Thread-safe; the
 // dispatcher calls it once, before any op can run.
 void setStridedCopy(StridedCopyFn fn);
