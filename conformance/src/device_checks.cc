@@ -202,6 +202,33 @@ int checkSynchronize(DeviceProbe& c) {
       c.iface().destroyEvent(d, e);
       ++steps;
     }
+    if (c.iface().hasStreams() && c.iface().hasEvents()) {
+      // An event orders streams: a fill queued on a created stream, an event
+      // recorded after it, the current stream waiting for the event (or the
+      // host, where the plugin has no event_wait), then a copy on the
+      // current stream must read the filled bytes.
+      DataPtr out = c.allocate(bytes.size(), d, "event ordering");
+      DeviceInterface::StreamHandle prev = c.iface().currentStream(d);
+      DeviceInterface::StreamHandle s = c.iface().createStream(d);
+      DeviceInterface::EventHandle e = c.iface().createEvent(d);
+      c.iface().setCurrentStream(d, s);
+      c.iface().memset(b.get(), d, 0x3C, bytes.size());
+      c.iface().recordEvent(d, e, s);
+      c.iface().setCurrentStream(d, prev);
+      try {
+        c.iface().waitEvent(d, e, prev);
+      } catch (const Error& err) {
+        if (err.code() != absl::StatusCode::kUnimplemented) throw;
+        c.iface().synchronizeEvent(d, e);
+      }
+      c.iface().copyDeviceToDevice(out.get(), d, b.get(), d, bytes.size());
+      c.expectBytes(out, 0, std::vector<uint8_t>(bytes.size(), 0x3C),
+                    "a copy after waiting for an event recorded on another stream of " + d.str());
+      c.iface().synchronizeStream(d, s);
+      c.iface().destroyEvent(d, e);
+      c.iface().destroyStream(d, s);
+      ++steps;
+    }
   }
   return steps;
 }

@@ -13,6 +13,7 @@
 #include "backplane/core/device_interface.h"
 #include "backplane/core/device_type_registry.h"
 #include "backplane/dispatcher/plugin_registry.h"
+#include "backplane/stream.h"
 #include "test_device.h"
 #include "test_ops.h"
 
@@ -115,6 +116,38 @@ TEST_F(TpGoodDeviceTest, DestroyingTheCurrentStreamRestoresTheDefault) {
   d.destroyStream(dev(1), s);
   EXPECT_EQ(d.currentStream(dev(1)), nullptr);
   EXPECT_EQ(liveObjects(), 0);
+}
+
+// event_query is optional within the events group (ABI 1.3); tp_good
+// leaves it NULL, as a plugin built before 1.3 does.
+TEST_F(TpGoodDeviceTest, EventQueryIsUnimplementedWhenThePluginLeavesItOut) {
+  DeviceInterface& d = iface();
+  Event e = d.createEvent(dev());
+  expectError([&] { (void)d.queryEvent(dev(), e); }, absl::StatusCode::kUnimplemented,
+              {"queryEvent", "device type 'tpdev' has no event_query"});
+  d.destroyEvent(dev(), e);
+}
+
+// The application API over tp_good's two devices: streams and events of
+// one device only, and the guard per device.
+TEST_F(TpGoodDeviceTest, AppStreamsAndEventsBelongToOneDevice) {
+  {
+    backplane::Stream s1 = backplane::Stream::create(dev(1));
+    backplane::Event e0(dev(0));
+    expectError([&] { e0.record(s1); }, absl::StatusCode::kInvalidArgument,
+                {"Event::record: the event is on tpdev:0 but the stream on tpdev:1", "use an Event made on tpdev:1"});
+    expectError([&] { e0.wait(s1); }, absl::StatusCode::kInvalidArgument, {"Event::wait", "tpdev:0", "tpdev:1"});
+    {
+      backplane::StreamGuard on(s1);
+      EXPECT_EQ(backplane::Stream::current(dev(1)), s1);
+      EXPECT_TRUE(backplane::Stream::current(dev(0)).isDefault()) << "a guard changes its stream's device only";
+    }
+    EXPECT_TRUE(backplane::Stream::current(dev(1)).isDefault());
+    backplane::Event moved = std::move(e0);
+    expectError([&] { e0.synchronize(); }, absl::StatusCode::kFailedPrecondition, {"moved from"});
+    EXPECT_EQ(liveObjects(), 2);
+  }
+  EXPECT_EQ(liveObjects(), 0) << "Stream and Event destroy what they made";
 }
 
 // A plugin device type that fills neither group, nor get_properties.

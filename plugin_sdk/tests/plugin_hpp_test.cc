@@ -1368,6 +1368,87 @@ TEST_F(PluginHpp, RegisterDeviceBuildsDescAndTrampolinesConvertExceptions) {
   EXPECT_EQ(fake::g.logs[1].second, "DeviceBackend::deallocate threw: double free");
 }
 
+// A backend that says it has streams and events gets every slot of both
+// groups; the trampolines pass handles through and turn exceptions into errors.
+struct StreamBackend final : TestBackend {
+  bool hasStreams() override { return true; }
+  bool hasEvents() override { return true; }
+  BP_Stream* createStream(int) override { return reinterpret_cast<BP_Stream*>(&streams); }
+  void destroyStream(int, BP_Stream* s) override {
+    if (s != reinterpret_cast<BP_Stream*>(&streams)) throw bp::Error(BP_INVALID_ARGUMENT, "not my stream");
+    ++streams;
+  }
+  void synchronizeStream(int, BP_Stream*) override { ++syncs; }
+  BP_Stream* currentStream(int) override { return current; }
+  void setCurrentStream(int, BP_Stream* s) override { current = s; }
+  BP_Event* createEvent(int) override { return reinterpret_cast<BP_Event*>(&events); }
+  void destroyEvent(int, BP_Event*) override { ++events; }
+  void recordEvent(int, BP_Event*, BP_Stream*) override { ++events; }
+  void waitEvent(int device, BP_Event*, BP_Stream*) override {
+    throw bp::Error(BP_UNAVAILABLE, bp::detail::concat("device ", device, " cannot wait"));
+  }
+  void synchronizeEvent(int, BP_Event*) override { ++events; }
+  bool queryEvent(int, BP_Event*) override { return events > 1; }
+  int streams = 0, events = 0;
+  BP_Stream* current = nullptr;
+};
+
+TEST_F(PluginHpp, RegisterDeviceFillsStreamAndEventSlotsWhenTheBackendHasThem) {
+  bp::Library m(fake::kPlugin);
+  StreamBackend backend;
+  m.registerDevice("streamy", &backend);
+  ASSERT_EQ(fake::g.devices.size(), 1u);
+  const BP_DeviceTypeDesc& d = *fake::g.devices[0];
+  ASSERT_TRUE(d.stream_create && d.stream_destroy && d.stream_synchronize && d.get_current_stream &&
+              d.set_current_stream && d.event_create && d.event_destroy && d.event_record && d.event_wait &&
+              d.event_synchronize && d.event_query);
+  BP_Stream* s = nullptr;
+  EXPECT_EQ(fake::take(d.stream_create(d.ctx, 0, &s)).first, BP_OK);
+  EXPECT_EQ(s, reinterpret_cast<BP_Stream*>(&backend.streams));
+  EXPECT_EQ(fake::take(d.set_current_stream(d.ctx, 0, s)).first, BP_OK);
+  BP_Stream* cur = nullptr;
+  EXPECT_EQ(fake::take(d.get_current_stream(d.ctx, 0, &cur)).first, BP_OK);
+  EXPECT_EQ(cur, s);
+  EXPECT_EQ(fake::take(d.stream_synchronize(d.ctx, 0, s)).first, BP_OK);
+  EXPECT_EQ(backend.syncs, 1);
+  BP_Event* e = nullptr;
+  EXPECT_EQ(fake::take(d.event_create(d.ctx, 0, &e)).first, BP_OK);
+  uint8_t complete = 7;
+  EXPECT_EQ(fake::take(d.event_query(d.ctx, 0, e, &complete)).first, BP_OK);
+  EXPECT_EQ(complete, 0);
+  EXPECT_EQ(fake::take(d.event_record(d.ctx, 0, e, s)).first, BP_OK);
+  EXPECT_EQ(fake::take(d.event_synchronize(d.ctx, 0, e)).first, BP_OK);
+  EXPECT_EQ(fake::take(d.event_query(d.ctx, 0, e, &complete)).first, BP_OK);
+  EXPECT_EQ(complete, 1);
+  const auto waited = fake::take(d.event_wait(d.ctx, 1, e, s));
+  EXPECT_EQ(waited.first, BP_UNAVAILABLE);
+  EXPECT_EQ(waited.second, "device 1 cannot wait");
+  d.event_destroy(d.ctx, 0, e);
+  d.stream_destroy(d.ctx, 0, s);
+  EXPECT_EQ(backend.streams, 1);
+  d.stream_destroy(d.ctx, 0, nullptr);  // throws inside: logged, not propagated
+  EXPECT_EQ(backend.streams, 1);
+}
+
+// A backend without them: every slot of both groups stays NULL, and the
+// C++ defaults say what is missing.
+TEST_F(PluginHpp, ABackendWithoutStreamsLeavesTheSlotsNull) {
+  bp::Library m(fake::kPlugin);
+  TestBackend backend;
+  m.registerDevice("plain", &backend);
+  const BP_DeviceTypeDesc& d = *fake::g.devices[0];
+  EXPECT_FALSE(d.stream_create || d.stream_destroy || d.stream_synchronize || d.get_current_stream ||
+               d.set_current_stream || d.event_create || d.event_destroy || d.event_record || d.event_wait ||
+               d.event_synchronize || d.event_query);
+  try {
+    (void)backend.createStream(0);
+    FAIL() << "the default createStream returned";
+  } catch (const bp::Error& e) {
+    EXPECT_EQ(e.code(), BP_UNIMPLEMENTED);
+    EXPECT_NE(std::string(e.what()).find("createStream: plain:0 has no streams"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(PluginHpp, DevicePropertiesRespectCallersStructSize) {
   bp::Library m(fake::kPlugin);
   TestBackend backend;

@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string_view>
 #include <tuple>
 #include <type_traits>
@@ -273,7 +274,7 @@ std::string_view kernelSignature() {
 // refuse it). Throws bp::Error naming the kernel if the launch is refused
 // (too many threads, too much shared memory); errors while the kernel runs
 // surface at the next synchronizing call. The simulator runs the kernel to
-// completion before returning.
+// completion before returning, except on a deferred stream (sim_runtime.h).
 template <class... P, class... A>
 void launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t dynamic_shmem, gpuStream_t stream, A&&... args) {
   static_assert(sizeof...(P) == sizeof...(A), "bp_gpu::launch: wrong number of kernel arguments");
@@ -289,9 +290,12 @@ void launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t dynamic_shmem, g
       const Bound& b = *static_cast<const Bound*>(self);
       std::apply(b.kernel, b.params);
     }
+    static std::shared_ptr<const void> copy(const void* self) {  // for a deferred stream
+      return std::make_shared<const Bound>(*static_cast<const Bound*>(self));
+    }
   };
   const Bound bound{kernel, std::tuple<P...>(static_cast<P>(std::forward<A>(args))...)};
-  sim::launchKernel(&Bound::run, &bound, grid, block, dynamic_shmem, stream,
+  sim::launchKernel(&Bound::run, &bound, &Bound::copy, grid, block, dynamic_shmem, stream,
                     detail::kernelSignature<decltype(kernel)>());
 #else
   // (clang-format would split the closing chevrons)

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #if !defined(BP_GPU_SIM)
@@ -115,23 +116,47 @@ void checkDevice(int device) {
 // ------------------------------------------------------ the caching allocator
 
 // Note [Streams and the caching allocator]
-// Every kernel and copy of a device is queued on that device's current
-// stream, one non-blocking stream per device, made on first use. Device
-// memory is expensive to get (cudaMalloc synchronizes the device) and
-// tensors come and go at every op, so freed memory is cached, as PyTorch's
-// CUDACachingAllocator does, in a simpler form:
+// Every kernel and copy a host thread queues on a device goes to that
+// thread's current stream of the device (currentStream()): the device's
+// default stream, one non-blocking stream per device made on first use and
+// shared by all threads, unless the thread made a stream of its own
+// current (set_current_stream: per host thread and device, as in CUDA's
+// c10::cuda::setCurrentCUDAStream). Device memory is expensive to get
+// (cudaMalloc synchronizes the device) and tensors come and go at every op,
+// so freed memory is cached, as PyTorch's CUDACachingAllocator does, in a
+// simpler form:
 // - Requests are rounded up to a size class: multiples of 512 bytes up to
 //   1 MiB, then four classes per power of two (at most 25% waste). A cached
 //   block serves only requests of its own class: blocks are never split or
 //   merged, which keeps the bookkeeping to one map and makes reuse
 //   predictable (the tests rely on it).
-// - A block belongs to the stream it was allocated for. Freeing it while
-//   kernels that use it are still queued is safe: the next user of the
-//   block is queued on the same stream, so it runs after them. A block is
-//   reused for another stream only when an event recorded at its free has
-//   completed. Events are recorded only on devices that have more than one
-//   stream (never with the default single stream), so the common path costs
-//   no driver call.
+// - The rule for several streams: a block is never handed to work on one
+//   stream while work queued on another stream may still use it.
+//   * A block belongs to its allocation stream (the current stream of the
+//     thread that allocated it). Reuse on that stream needs nothing: the
+//     next user is queued behind every earlier user.
+//   * Freed from another current stream (the tensor was used there: made
+//     on the default stream, consumed on a side stream), the allocation
+//     stream is made to wait for an event recorded on the freeing stream,
+//     so the allocation stream's order covers both. (PyTorch asks for
+//     record_stream instead; the wait can delay the allocation stream's
+//     later work, never break it.)
+//   * While any app stream exists, every free records an event on the
+//     block's stream. A request from another stream takes, in this order: a
+//     block of its own stream, an idle block (its stream was destroyed
+//     after synchronizing), a block whose event has completed, and else the
+//     most recently freed block, after making the requesting stream wait for
+//     its event (the host never blocks; cudaMalloc would synchronize the
+//     whole device). A block freed before any app stream existed has no
+//     event: one is recorded on its stream then.
+//   * Work queued on a third stream (neither the allocation nor the freeing
+//     stream) is the application's to order: keep the tensor alive until
+//     that stream is waited for, as with PyTorch without record_stream.
+//   * Destroying an app stream synchronizes it first; its cached blocks
+//     become idle and its live blocks move to the default stream.
+//   With only default streams nothing of this costs a driver call. Events
+//   come from a per-device pool, so the multi-stream path does not create
+//   one per free once warm.
 // - When the driver is out of memory, every cached block of the device is
 //   returned to it (after a device synchronize) and the request retried once;
 //   then the error is BP_RESOURCE_EXHAUSTED with the statistics.
@@ -143,7 +168,8 @@ void checkDevice(int device) {
 // which serializes allocation misses but keeps every invariant local. A
 // hit costs the uncontended lock and two table operations (tens of ns),
 // against microseconds for the kernel launch that uses the block; kernel
-// launches themselves read the current stream without it.
+// launches themselves read the current stream without it (a thread-local
+// slot, then the default stream's atomic).
 constexpr size_t kSmallLimit = size_t{1} << 20;
 constexpr size_t kSmallGranule = 512;
 
@@ -158,7 +184,7 @@ size_t sizeClass(size_t n) {
 struct Block {
   void* ptr;
   size_t size;         // its size class
-  gpuStream_t stream;  // the stream it was allocated for
+  gpuStream_t stream;  // the stream it was allocated for; nullptr: idle, usable on any stream (cached only)
   gpuEvent_t freed;    // recorded on `stream` when it was freed, or nullptr
 };
 
@@ -175,6 +201,11 @@ class LiveBlocks {
   void insert(const Block& b) {  // after reserve()
     place(b);
     ++size_;
+  }
+  template <class F>
+  void forEach(F f) {  // f(Block&) for every live block
+    for (Block& b : slots_)
+      if (b.ptr != nullptr) f(b);
   }
   Block* find(void* ptr) {
     for (size_t i = home(ptr);; i = next(i)) {
@@ -234,12 +265,20 @@ struct StagingSlot {
   gpuEvent_t done = nullptr;  // recorded after the copy out of it was queued
 };
 
+// Events kept for reuse per device (Note [Streams and the caching allocator]).
+constexpr size_t kSpareEvents = 64;
+
 struct DeviceState {
-  // The current stream, created on first use under `mutex` and never
+  DeviceState() { spare_events.reserve(kSpareEvents); }
+  // The default stream, created on first use under `mutex` and never
   // changed after: kernel launches read it without the lock.
   std::atomic<gpuStream_t> stream{nullptr};
   std::mutex mutex;  // guards everything below
-  int stream_count = 0;
+  // Streams and events made by create_stream / create_event and not yet
+  // destroyed: handles from the host are checked against them.
+  std::unordered_set<gpuStream_t> app_streams;
+  std::unordered_set<gpuEvent_t> app_events;
+  std::vector<gpuEvent_t> spare_events;  // capacity kSpareEvents, never grown
   LiveBlocks live;
   // Cached blocks per size class, the most recently freed last; a list
   // keeps its capacity when emptied.
@@ -249,6 +288,11 @@ struct DeviceState {
   int next_slot = 0;
   std::mutex staging_mutex;  // guards staging and next_slot; taken without `mutex`
 };
+
+// The current stream of this host thread per device, nullptr for the
+// default stream. Devices past kMaxStreamDevices always use the default.
+constexpr int kMaxStreamDevices = 64;
+thread_local std::array<gpuStream_t, kMaxStreamDevices> t_current_stream{};
 
 DeviceState& state(int device) {
   static std::vector<std::unique_ptr<DeviceState>>* states = [] {
@@ -265,10 +309,58 @@ gpuStream_t streamLocked(DeviceState& s, int device) {
   if (stream == nullptr) {
     DeviceGuard guard(device);
     check(gpuStreamCreateWithFlags(&stream, gpuStreamNonBlocking), BP_GPU_RUNTIME_PREFIX "StreamCreateWithFlags");
-    ++s.stream_count;
     s.stream.store(stream, std::memory_order_release);
   }
   return stream;
+}
+
+// The device's default stream; no lock once it exists (every launch).
+gpuStream_t defaultStream(DeviceState& s, int device) {
+  if (gpuStream_t stream = s.stream.load(std::memory_order_acquire)) return stream;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return streamLocked(s, device);
+}
+
+// The flags of streams made for the app: on the simulator they defer their
+// work (Note [Deferred streams in the simulator], sim/sim_runtime.h), so a
+// missing synchronisation shows.
+#if defined(BP_GPU_SIM)
+constexpr unsigned kAppStreamFlags = gpuStreamNonBlocking | gpusimStreamDeferred;
+#else
+constexpr unsigned kAppStreamFlags = gpuStreamNonBlocking;
+#endif
+
+// An event from the pool, or a new one. The caller holds s.mutex and is on `device`.
+gpuEvent_t takeEventLocked(DeviceState& s) {
+  if (!s.spare_events.empty()) {
+    const gpuEvent_t e = s.spare_events.back();
+    s.spare_events.pop_back();
+    return e;
+  }
+  gpuEvent_t e = nullptr;
+  check(gpuEventCreateWithFlags(&e, gpuEventDisableTiming), BP_GPU_RUNTIME_PREFIX "EventCreateWithFlags");
+  return e;
+}
+
+// Back to the pool (never grown: a full pool destroys the event). A
+// recorded event may be reused at once: waits already queued on it keep
+// the point they were queued for, as in CUDA.
+void giveEventLocked(DeviceState& s, gpuEvent_t e) {
+  if (e == nullptr) return;
+  if (s.spare_events.size() < s.spare_events.capacity()) {
+    s.spare_events.push_back(e);
+  } else {
+    (void)gpuEventDestroy(e);
+  }
+}
+
+// A new pooled event recorded on `stream` now.
+gpuEvent_t recordLocked(DeviceState& s, gpuStream_t stream) {
+  const gpuEvent_t e = takeEventLocked(s);
+  const gpuError_t err = gpuEventRecord(e, stream);
+  if (err != gpuSuccess) giveEventLocked(s, e);
+  check(err, BP_GPU_RUNTIME_PREFIX "EventRecord");
+  return e;
 }
 
 void freeCachedLocked(DeviceState& s, int device) {
@@ -281,19 +373,19 @@ void freeCachedLocked(DeviceState& s, int device) {
     while (!blocks.empty()) {  // one at a time, so that a failing gpuFree leaves the rest accounted for
       const Block block = blocks.back();
       blocks.pop_back();
-      if (block.freed != nullptr) (void)gpuEventDestroy(block.freed);
+      giveEventLocked(s, block.freed);
       s.stats.reserved_bytes -= static_cast<int64_t>(size);
       check(gpuFree(block.ptr), BP_GPU_RUNTIME_PREFIX "Free");
     }
   }
 }
 
-// A cached block of class `size` usable on `stream`, or nullopt: the most
-// recently freed one of that stream (its memory is likeliest in cache), else
-// one whose free event has completed.
-std::optional<Block> takeCachedLocked(DeviceState& s, size_t size, gpuStream_t stream) {
+// A cached block of class `size` that work on `stream` may use now, or
+// nullopt when none is cached (the order of Note [Streams and the caching
+// allocator]). The caller holds s.mutex and is on the device.
+std::optional<Block> takeCachedLocked(DeviceState& s, int device, size_t size, gpuStream_t stream) {
   const auto it = s.cached.find(size);
-  if (it == s.cached.end()) return std::nullopt;
+  if (it == s.cached.end() || it->second.empty()) return std::nullopt;
   std::vector<Block>& blocks = it->second;
   auto takeAt = [&](size_t i) {
     const Block b = blocks[i];
@@ -301,12 +393,18 @@ std::optional<Block> takeCachedLocked(DeviceState& s, size_t size, gpuStream_t s
     return b;
   };
   for (size_t i = blocks.size(); i-- > 0;)
-    if (blocks[i].stream == stream) return takeAt(i);
+    if (blocks[i].stream == stream || blocks[i].stream == nullptr) return takeAt(i);
+  DeviceGuard guard(device);  // only now: the common path makes no driver call
   for (size_t i = blocks.size(); i-- > 0;) {
     if (blocks[i].freed != nullptr && gpuEventQuery(blocks[i].freed) == gpuSuccess) return takeAt(i);
   }
   (void)gpuGetLastError();  // a pending event answers "not ready", which some runtimes also keep as last error
-  return std::nullopt;
+  // The most recently freed block of another stream: `stream` waits for
+  // the work queued on the block's stream before its free.
+  Block& b = blocks.back();
+  if (b.freed == nullptr) b.freed = recordLocked(s, b.stream);
+  check(gpuStreamWaitEvent(stream, b.freed, 0), BP_GPU_RUNTIME_PREFIX "StreamWaitEvent");
+  return takeAt(blocks.size() - 1);
 }
 
 void* allocateBlock(int device, size_t nbytes) {
@@ -316,16 +414,14 @@ void* allocateBlock(int device, size_t nbytes) {
                                                        " bytes requested, more than any device has"));
   }
   const size_t size = sizeClass(nbytes);
+  const gpuStream_t stream = currentStream(device);
   std::lock_guard<std::mutex> lock(s.mutex);
-  const gpuStream_t stream = streamLocked(s, device);
   s.live.reserve();  // before a block is taken, so that recording it cannot fail
   Block block;
-  if (std::optional<Block> cached = takeCachedLocked(s, size, stream)) {
+  if (std::optional<Block> cached = takeCachedLocked(s, device, size, stream)) {
     block = *cached;
-    if (block.freed != nullptr) {
-      (void)gpuEventDestroy(block.freed);
-      block.freed = nullptr;
-    }
+    giveEventLocked(s, block.freed);
+    block.freed = nullptr;
     block.stream = stream;
     ++s.stats.cache_hits;
   } else {
@@ -360,6 +456,7 @@ void* allocateBlock(int device, size_t nbytes) {
 
 void freeBlock(int device, void* ptr) {
   DeviceState& s = state(device);
+  const gpuStream_t current = currentStream(device);
   std::lock_guard<std::mutex> lock(s.mutex);
   Block* live = s.live.find(ptr);
   if (live == nullptr) {
@@ -370,12 +467,15 @@ void freeBlock(int device, void* ptr) {
   std::vector<Block>& list = s.cached[live->size];
   reserveOneMore(list);
   gpuEvent_t freed = nullptr;
-  if (s.stream_count > 1) {
+  if (!s.app_streams.empty()) {  // Note [Streams and the caching allocator]
     DeviceGuard guard(device);
-    check(gpuEventCreateWithFlags(&freed, gpuEventDisableTiming), BP_GPU_RUNTIME_PREFIX "EventCreateWithFlags");
-    const gpuError_t e = gpuEventRecord(freed, live->stream);
-    if (e != gpuSuccess) (void)gpuEventDestroy(freed);
-    check(e, BP_GPU_RUNTIME_PREFIX "EventRecord");
+    if (current != live->stream) {
+      const gpuEvent_t used = recordLocked(s, current);
+      const gpuError_t e = gpuStreamWaitEvent(live->stream, used, 0);
+      giveEventLocked(s, used);
+      check(e, BP_GPU_RUNTIME_PREFIX "StreamWaitEvent");
+    }
+    freed = recordLocked(s, live->stream);
   }
   Block b = *live;
   s.live.erase(live);
@@ -450,14 +550,14 @@ class GpuBackend final : public bp::DeviceBackend {
     copyHostToDeviceStaged(device, dst, src, n);
   }
   void copyDeviceToHost(int device, void* dst, const void* src, size_t n) override {
-    gpuStream_t stream = currentStream(device);
+    gpuStream_t stream = bp_gpu::currentStream(device);
     DeviceGuard guard(device);
     check(gpuMemcpyAsync(dst, src, n, gpuMemcpyDeviceToHost, stream),
           BP_GPU_RUNTIME_PREFIX "MemcpyAsync (device to host)");
     check(gpuStreamSynchronize(stream), BP_GPU_RUNTIME_PREFIX "StreamSynchronize");
   }
   void copyDeviceToDevice(int dst_device, void* dst, int src_device, const void* src, size_t n) override {
-    gpuStream_t stream = currentStream(dst_device);
+    gpuStream_t stream = bp_gpu::currentStream(dst_device);
     DeviceGuard guard(dst_device);
     if (dst_device == src_device) {
       check(gpuMemcpyAsync(dst, src, n, gpuMemcpyDeviceToDevice, stream),
@@ -472,20 +572,183 @@ class GpuBackend final : public bp::DeviceBackend {
     check(gpuStreamSynchronize(stream), BP_GPU_RUNTIME_PREFIX "StreamSynchronize");
   }
   void memset(int device, void* dst, uint8_t value, size_t n) override {
-    gpuStream_t stream = currentStream(device);
+    gpuStream_t stream = bp_gpu::currentStream(device);
     DeviceGuard guard(device);
     check(gpuMemsetAsync(dst, value, n, stream), BP_GPU_RUNTIME_PREFIX "MemsetAsync");
   }
   void synchronize(int device) override { bp_gpu::synchronize(device); }
+
+  // Streams and events (Note [Streams and the caching allocator]). A null
+  // BP_Stream* is the device's default stream; other handles are the
+  // gpuStream_t / gpuEvent_t themselves, checked against the device's live
+  // ones, so a stale or foreign handle is an error, not a crash.
+  bool hasStreams() override { return true; }
+  bool hasEvents() override { return true; }
+
+  BP_Stream* createStream(int device) override {
+    DeviceState& s = state(device);
+    DeviceGuard guard(device);
+    gpuStream_t stream = nullptr;
+    check(gpuStreamCreateWithFlags(&stream, kAppStreamFlags), BP_GPU_RUNTIME_PREFIX "StreamCreateWithFlags");
+    try {
+      std::lock_guard<std::mutex> lock(s.mutex);
+      s.app_streams.insert(stream);
+    } catch (...) {
+      (void)gpuStreamDestroy(stream);
+      throw;
+    }
+    return reinterpret_cast<BP_Stream*>(stream);
+  }
+
+  void destroyStream(int device, BP_Stream* handle) override {
+    if (handle == nullptr) bp::fail(BP_INVALID_ARGUMENT, "stream_destroy: the default stream cannot be destroyed");
+    const gpuStream_t stream = appStream(device, handle, "stream_destroy");
+    DeviceState& s = state(device);
+    const gpuStream_t fallback = defaultStream(s, device);
+    DeviceGuard guard(device);
+    // Its blocks become usable on any stream only once its work is done.
+    check(gpuStreamSynchronize(stream), BP_GPU_RUNTIME_PREFIX "StreamSynchronize");
+    if (device < kMaxStreamDevices && t_current_stream[device] == stream) t_current_stream[device] = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(s.mutex);
+      s.app_streams.erase(stream);
+      for (auto& [size, blocks] : s.cached) {
+        for (Block& b : blocks) {
+          if (b.stream != stream) continue;
+          giveEventLocked(s, b.freed);
+          b.freed = nullptr;
+          b.stream = nullptr;  // idle
+        }
+      }
+      s.live.forEach([&](Block& b) {
+        if (b.stream == stream) b.stream = fallback;
+      });
+    }
+    check(gpuStreamDestroy(stream), BP_GPU_RUNTIME_PREFIX "StreamDestroy");
+  }
+
+  void synchronizeStream(int device, BP_Stream* handle) override {
+    const gpuStream_t stream = streamOf(device, handle, "stream_synchronize");
+    DeviceGuard guard(device);
+    check(gpuStreamSynchronize(stream), BP_GPU_RUNTIME_PREFIX "StreamSynchronize");
+  }
+
+  BP_Stream* currentStream(int device) override {
+    (void)state(device);  // checks the device
+    return device < kMaxStreamDevices ? reinterpret_cast<BP_Stream*>(t_current_stream[device]) : nullptr;
+  }
+
+  void setCurrentStream(int device, BP_Stream* handle) override {
+    (void)state(device);
+    const gpuStream_t stream = handle == nullptr ? nullptr : appStream(device, handle, "set_current_stream");
+    if (device >= kMaxStreamDevices) {
+      if (stream != nullptr) {
+        bp::fail(BP_UNIMPLEMENTED, bp::detail::concat("set_current_stream: " BP_GPU_NAME ":", device,
+                                                      " uses its default stream only (app streams are supported "
+                                                      "on the first ",
+                                                      kMaxStreamDevices, " devices)"));
+      }
+      return;
+    }
+    t_current_stream[device] = stream;
+  }
+
+  BP_Event* createEvent(int device) override {
+    DeviceState& s = state(device);
+    DeviceGuard guard(device);
+    gpuEvent_t event = nullptr;
+    check(gpuEventCreateWithFlags(&event, gpuEventDisableTiming), BP_GPU_RUNTIME_PREFIX "EventCreateWithFlags");
+    try {
+      std::lock_guard<std::mutex> lock(s.mutex);
+      s.app_events.insert(event);
+    } catch (...) {
+      (void)gpuEventDestroy(event);
+      throw;
+    }
+    return reinterpret_cast<BP_Event*>(event);
+  }
+
+  void destroyEvent(int device, BP_Event* handle) override {
+    const gpuEvent_t event = appEvent(device, handle, "event_destroy");
+    DeviceState& s = state(device);
+    {
+      std::lock_guard<std::mutex> lock(s.mutex);
+      s.app_events.erase(event);
+    }
+    DeviceGuard guard(device);
+    check(gpuEventDestroy(event), BP_GPU_RUNTIME_PREFIX "EventDestroy");
+  }
+
+  void recordEvent(int device, BP_Event* event, BP_Stream* stream) override {
+    const gpuEvent_t e = appEvent(device, event, "event_record");
+    const gpuStream_t st = streamOf(device, stream, "event_record");
+    DeviceGuard guard(device);
+    check(gpuEventRecord(e, st), BP_GPU_RUNTIME_PREFIX "EventRecord");
+  }
+
+  void waitEvent(int device, BP_Event* event, BP_Stream* stream) override {
+    const gpuEvent_t e = appEvent(device, event, "event_wait");
+    const gpuStream_t st = streamOf(device, stream, "event_wait");
+    DeviceGuard guard(device);
+    check(gpuStreamWaitEvent(st, e, 0), BP_GPU_RUNTIME_PREFIX "StreamWaitEvent");
+  }
+
+  void synchronizeEvent(int device, BP_Event* event) override {
+    const gpuEvent_t e = appEvent(device, event, "event_synchronize");
+    DeviceGuard guard(device);
+    check(gpuEventSynchronize(e), BP_GPU_RUNTIME_PREFIX "EventSynchronize");
+  }
+
+  bool queryEvent(int device, BP_Event* event) override {
+    const gpuEvent_t e = appEvent(device, event, "event_query");
+    DeviceGuard guard(device);
+    const gpuError_t r = gpuEventQuery(e);
+    if (r == gpuErrorNotReady) {
+      (void)gpuGetLastError();
+      return false;
+    }
+    check(r, BP_GPU_RUNTIME_PREFIX "EventQuery");
+    return true;
+  }
+
+ private:
+  // An app stream of `device` (not the default one); fails naming `what`.
+  static gpuStream_t appStream(int device, BP_Stream* handle, const char* what) {
+    DeviceState& s = state(device);
+    const auto stream = reinterpret_cast<gpuStream_t>(handle);
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.app_streams.count(stream) == 0) {
+      bp::fail(BP_INVALID_ARGUMENT,
+               bp::detail::concat(what, ": ", static_cast<const void*>(handle), " is not a live stream of " BP_GPU_NAME
+                                  ":", device, " (make one with stream_create on this device; destroyed ones are gone)"));
+    }
+    return stream;
+  }
+  // The stream a handle names: the default stream for nullptr.
+  static gpuStream_t streamOf(int device, BP_Stream* handle, const char* what) {
+    return handle == nullptr ? defaultStream(state(device), device) : appStream(device, handle, what);
+  }
+  static gpuEvent_t appEvent(int device, BP_Event* handle, const char* what) {
+    DeviceState& s = state(device);
+    const auto event = reinterpret_cast<gpuEvent_t>(handle);
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.app_events.count(event) == 0) {
+      bp::fail(BP_INVALID_ARGUMENT,
+               bp::detail::concat(what, ": ", static_cast<const void*>(handle), " is not a live event of " BP_GPU_NAME
+                                  ":", device, " (make one with event_create on this device)"));
+    }
+    return event;
+  }
 };
 
 }  // namespace
 
 gpuStream_t currentStream(int device) {
   DeviceState& s = state(device);
-  if (gpuStream_t stream = s.stream.load(std::memory_order_acquire)) return stream;  // every launch: no lock
-  std::lock_guard<std::mutex> lock(s.mutex);
-  return streamLocked(s, device);
+  if (device < kMaxStreamDevices) {
+    if (gpuStream_t stream = t_current_stream[device]) return stream;  // an app stream
+  }
+  return defaultStream(s, device);
 }
 
 const DeviceLimits& limits(int device) {

@@ -1,7 +1,7 @@
 #pragma once
 // The GPU plugins' device API as kernels and plugin code use it: errors,
 // the current device and stream, device limits. The DeviceBackend the host
-// sees (allocator, copies, events) is built on these in runtime.cu. One
+// sees (allocator, copies, streams, events) is built on these in runtime.cu. One
 // source for CUDA, HIP and the simulator, through gpu_port.h.
 
 #include <cstddef>
@@ -30,9 +30,11 @@ class DeviceGuard {
   int previous_;
 };
 
-// The stream every kernel and copy of `device` is queued on: one
-// non-blocking stream per device, created on first use and shared by all
-// host threads (Note [Streams and the caching allocator] in runtime.cu).
+// The stream every kernel and copy of `device` is queued on: this host
+// thread's current stream of the device (set through the host's
+// set_current_stream), else the device's default stream, one non-blocking
+// stream created on first use and shared by all host threads (Note
+// [Streams and the caching allocator] in runtime.cu). No lock, no allocation.
 gpuStream_t currentStream(int device);
 
 // What a launch configuration must respect on `device`.

@@ -80,6 +80,7 @@ class PluginDeviceInterface final : public DeviceInterface, public Allocator {
   void recordEvent(Device device, EventHandle event, StreamHandle stream) override;
   void waitEvent(Device device, EventHandle event, StreamHandle stream) override;
   void synchronizeEvent(Device device, EventHandle event) override;
+  bool queryEvent(Device device, EventHandle event) override;
 
  private:
   static void deallocate(void* ctx, void* ptr);

@@ -475,9 +475,9 @@ DeviceProperties PluginDeviceInterface::properties(Device d) const {
 // Note [Plugin streams and events]
 // BP_Stream*/BP_Event* pass through as the opaque handles of DeviceInterface.
 // A group is present when its required functions are (hasStreams(),
-// hasEvents()); get/set_current_stream and event_wait are optional within
-// it. Every function of a missing group, or a missing optional one, throws
-// kUnimplemented naming the device type.
+// hasEvents()); get/set_current_stream, event_wait and event_query (ABI
+// 1.3) are optional within it. Every function of a missing group, or a
+// missing optional one, throws kUnimplemented naming the device type.
 
 bool PluginDeviceInterface::hasStreams() const {
   return desc_.stream_create && desc_.stream_destroy && desc_.stream_synchronize;
@@ -564,6 +564,17 @@ void PluginDeviceInterface::synchronizeEvent(Device d, EventHandle e) {
   if (!hasEvents()) noEvents(d, "synchronizeEvent");
   BP_ENTER_PLUGIN("event_synchronize");
   check(desc_.event_synchronize(desc_.ctx, d.resolved().index, toEvent(e)), "event_synchronize");
+}
+
+bool PluginDeviceInterface::queryEvent(Device d, EventHandle e) {
+  if (!hasEvents() || !desc_.event_query) {
+    BP_THROW(kUnimplemented, "queryEvent: device type '", name_, "' has no ",
+             hasEvents() ? "event_query (ABI 1.3; use synchronizeEvent)" : "events");
+  }
+  BP_ENTER_PLUGIN("event_query");
+  uint8_t complete = 0;
+  check(desc_.event_query(desc_.ctx, d.resolved().index, toEvent(e), &complete), "event_query");
+  return complete != 0;
 }
 
 #undef BP_ENTER_PLUGIN

@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <ostream>
@@ -18,6 +19,7 @@
 #include "backplane/dispatcher/random.h"
 #include "backplane/ops.h"
 #include "backplane/runtime.h"
+#include "backplane/stream.h"
 #include "gpu_test_util.h"
 
 namespace backplane {
@@ -111,6 +113,47 @@ TEST_P(GpuDeviceTest, AllocatorStatistics) {
   EXPECT_GT(stat("cache_hits"), hits);
   Dispatcher::singleton().findOpOrThrow(std::string(GetParam().type) + "::empty_cache").typed<void(int64_t)>().call(0);
   EXPECT_EQ(stat("reserved_bytes"), stat("allocated_bytes"));
+}
+
+// Work on two streams ordered by an event: the consumer reads what the
+// producer wrote, also when the producer has much more to do. A free on a
+// side stream followed by reuse on the default stream keeps both results.
+TEST_P(GpuDeviceTest, StreamsOrderedByAnEvent) {
+  constexpr int64_t n = int64_t{1} << 22;
+  Stream producer = Stream::create(dev_), consumer = Stream::create(dev_);
+  Tensor y = zeros({n}, {.device = dev_});
+  Event ready(dev_);
+  {
+    StreamGuard on(producer);
+    Tensor big = randn({1024, 1024}, {.device = dev_});
+    for (int i = 0; i < 8; ++i) big = big.matmul(big) * 1e-3;  // keep the producer busy
+    y.fill_(5.0);
+    ready.record();
+  }
+  Tensor z;
+  {
+    StreamGuard on(consumer);
+    ready.wait();
+    z = y + 1.0;
+  }
+  EXPECT_FALSE(Stream::current(dev_) == consumer);
+  consumer.synchronize();
+  const std::vector<float> v = z.cpu().toVector<float>();
+  EXPECT_EQ(std::count(v.begin(), v.end(), 6.0f), n);
+  ready.synchronize();
+  EXPECT_TRUE(ready.query());
+
+  Tensor out;
+  {
+    StreamGuard on(producer);
+    Tensor a = full({n}, 1.0, {.device = dev_});
+    out = a * 2.0;
+  }
+  Tensor c = full({n}, 5.0, {.device = dev_});
+  producer.synchronize();
+  const std::vector<float> vo = out.cpu().toVector<float>(), vc = c.cpu().toVector<float>();
+  EXPECT_EQ(std::count(vo.begin(), vo.end(), 2.0f), n);
+  EXPECT_EQ(std::count(vc.begin(), vc.end(), 5.0f), n);
 }
 
 INSTANTIATE_TEST_SUITE_P(Built, GpuDeviceTest, ::testing::ValuesIn(gpu_test::builtPlugins(gpu_test::WithSimulator::kNo)),

@@ -112,6 +112,7 @@ TEST_P(GpuPluginLoadTest, CliListsTheDevicesOrTheReason) {
   } else {
     EXPECT_THAT(out, HasSubstr(std::string(GetParam().type) + ":0")) << out;
   }
+  EXPECT_THAT(out, HasSubstr("streams: yes, events: yes")) << "the GPU plugins have streams and events\n" << out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Built, GpuPluginLoadTest, ::testing::ValuesIn(gpu_test::builtPlugins(gpu_test::WithSimulator::kNo)),

@@ -1627,6 +1627,58 @@ class DeviceBackend {
   virtual void memset(int device, void* dst, uint8_t value, size_t n) = 0;
   // Waits for all work queued on `device`. Default: nothing to wait for.
   virtual void synchronize(int device) { (void)device; }
+  // Streams and events (optional). Read once at registration: when
+  // hasStreams() is true, registerDevice fills the stream slots and the host
+  // calls the stream functions below; likewise hasEvents() for the event
+  // functions. The handles are the plugin's own (check what the host passes
+  // back). A null BP_Stream* is the device's default stream. The current
+  // stream is per host thread and device: every kernel and copy this
+  // backend queues for a thread goes to that thread's current stream.
+  virtual bool hasStreams() { return false; }
+  virtual BP_Stream* createStream(int device) { return noStreams<BP_Stream*>(device, "createStream"); }
+  // Destroys a stream from createStream; its queued work still completes.
+  virtual void destroyStream(int device, BP_Stream* stream) {
+    (void)stream;
+    noStreams<void>(device, "destroyStream");
+  }
+  // Returns when the work queued on `stream` has finished.
+  virtual void synchronizeStream(int device, BP_Stream* stream) {
+    (void)stream;
+    noStreams<void>(device, "synchronizeStream");
+  }
+  // The calling thread's current stream of `device` (nullptr: the default).
+  virtual BP_Stream* currentStream(int device) { return noStreams<BP_Stream*>(device, "currentStream"); }
+  virtual void setCurrentStream(int device, BP_Stream* stream) {
+    (void)stream;
+    noStreams<void>(device, "setCurrentStream");
+  }
+  virtual bool hasEvents() { return false; }
+  virtual BP_Event* createEvent(int device) { return noStreams<BP_Event*>(device, "createEvent"); }
+  virtual void destroyEvent(int device, BP_Event* event) {
+    (void)event;
+    noStreams<void>(device, "destroyEvent");
+  }
+  // Marks the point in `stream` that `event` completes at.
+  virtual void recordEvent(int device, BP_Event* event, BP_Stream* stream) {
+    (void)event, (void)stream;
+    noStreams<void>(device, "recordEvent");
+  }
+  // Makes later work on `stream` wait for `event`; must not block the host.
+  virtual void waitEvent(int device, BP_Event* event, BP_Stream* stream) {
+    (void)event, (void)stream;
+    noStreams<void>(device, "waitEvent");
+  }
+  // Returns when `event` has completed.
+  virtual void synchronizeEvent(int device, BP_Event* event) {
+    (void)event;
+    noStreams<void>(device, "synchronizeEvent");
+  }
+  // Whether `event` has completed, without blocking. ABI 1.3.
+  virtual bool queryEvent(int device, BP_Event* event) {
+    (void)event;
+    return noStreams<bool>(device, "queryEvent");
+  }
+
   // Fills `out` (zeroed, struct_size set; write only the fields). Default:
   // name = the device type's name.
   virtual void properties(int device, BP_DeviceProperties& out) {
@@ -1642,6 +1694,10 @@ class DeviceBackend {
 
  private:
   friend class Library;
+  template <class R>
+  R noStreams(int device, const char* what) {
+    fail(BP_UNIMPLEMENTED, detail::concat(what, ": ", type_name_, ":", device, " has no streams or events"));
+  }
   std::string type_name_;
   int32_t device_type_ = -1;
 };
@@ -1756,6 +1812,72 @@ struct DeviceTrampolines {
       return currentExceptionToError();
     }
   }
+  // Runs `f`, turning exceptions into a host error.
+  template <class F>
+  static BP_Error* guarded(F&& f) noexcept {
+    try {
+      f();
+      return nullptr;
+    } catch (...) {
+      return currentExceptionToError();
+    }
+  }
+  static BP_Error* streamCreate(void* ctx, int32_t device, BP_Stream** out) noexcept {
+    return guarded([&] {
+      if (out == nullptr) fail(BP_INVALID_ARGUMENT, "stream_create: NULL out");
+      *out = nullptr;
+      *out = b(ctx).createStream(device);
+    });
+  }
+  static void streamDestroy(void* ctx, int32_t device, BP_Stream* stream) noexcept {
+    try {
+      b(ctx).destroyStream(device, stream);
+    } catch (...) {
+      logCurrentException("DeviceBackend::destroyStream");
+    }
+  }
+  static BP_Error* streamSynchronize(void* ctx, int32_t device, BP_Stream* stream) noexcept {
+    return guarded([&] { b(ctx).synchronizeStream(device, stream); });
+  }
+  static BP_Error* getCurrentStream(void* ctx, int32_t device, BP_Stream** out) noexcept {
+    return guarded([&] {
+      if (out == nullptr) fail(BP_INVALID_ARGUMENT, "get_current_stream: NULL out");
+      *out = nullptr;
+      *out = b(ctx).currentStream(device);
+    });
+  }
+  static BP_Error* setCurrentStream(void* ctx, int32_t device, BP_Stream* stream) noexcept {
+    return guarded([&] { b(ctx).setCurrentStream(device, stream); });
+  }
+  static BP_Error* eventCreate(void* ctx, int32_t device, BP_Event** out) noexcept {
+    return guarded([&] {
+      if (out == nullptr) fail(BP_INVALID_ARGUMENT, "event_create: NULL out");
+      *out = nullptr;
+      *out = b(ctx).createEvent(device);
+    });
+  }
+  static void eventDestroy(void* ctx, int32_t device, BP_Event* event) noexcept {
+    try {
+      b(ctx).destroyEvent(device, event);
+    } catch (...) {
+      logCurrentException("DeviceBackend::destroyEvent");
+    }
+  }
+  static BP_Error* eventRecord(void* ctx, int32_t device, BP_Event* event, BP_Stream* stream) noexcept {
+    return guarded([&] { b(ctx).recordEvent(device, event, stream); });
+  }
+  static BP_Error* eventWait(void* ctx, int32_t device, BP_Event* event, BP_Stream* stream) noexcept {
+    return guarded([&] { b(ctx).waitEvent(device, event, stream); });
+  }
+  static BP_Error* eventSynchronize(void* ctx, int32_t device, BP_Event* event) noexcept {
+    return guarded([&] { b(ctx).synchronizeEvent(device, event); });
+  }
+  static BP_Error* eventQuery(void* ctx, int32_t device, BP_Event* event, uint8_t* out_complete) noexcept {
+    return guarded([&] {
+      if (out_complete == nullptr) fail(BP_INVALID_ARGUMENT, "event_query: NULL out_complete");
+      *out_complete = b(ctx).queryEvent(device, event) ? 1 : 0;
+    });
+  }
 };
 
 // Device descriptors handed to the host, kept for the life of the plugin
@@ -1793,7 +1915,8 @@ class Library {
 
   // Registers `backend` (not owned; must outlive the plugin) as device type
   // `name` (lowercase [a-z][a-z0-9_]*, at most 31 characters); returns its
-  // device type number. No streams or events.
+  // device type number. Streams and events when the backend says it has
+  // them (DeviceBackend::hasStreams, hasEvents).
   int32_t registerDevice(const char* name, DeviceBackend* backend) {
     if (name == nullptr || backend == nullptr) fail(BP_INVALID_ARGUMENT, "registerDevice: NULL name or backend");
     using T = detail::DeviceTrampolines;
@@ -1818,6 +1941,21 @@ class Library {
     d.copy_device_to_device = &T::copyDeviceToDevice;
     d.memset = &T::memset;
     d.synchronize = &T::synchronize;
+    if (backend->hasStreams()) {
+      d.stream_create = &T::streamCreate;
+      d.stream_destroy = &T::streamDestroy;
+      d.stream_synchronize = &T::streamSynchronize;
+      d.get_current_stream = &T::getCurrentStream;
+      d.set_current_stream = &T::setCurrentStream;
+    }
+    if (backend->hasEvents()) {
+      d.event_create = &T::eventCreate;
+      d.event_destroy = &T::eventDestroy;
+      d.event_record = &T::eventRecord;
+      d.event_wait = &T::eventWait;
+      d.event_synchronize = &T::eventSynchronize;
+      d.event_query = &T::eventQuery;
+    }
     backend->type_name_ = name;
     int32_t type;
     try {

@@ -37,7 +37,8 @@
  * - Unknown enum values (a dtype, a value tag, an error code from a newer
  *   peer) are rejected with BP_INVALID_ARGUMENT, never guessed at.
  * - History: 1.0 the first table; 1.1 added BP_HostApi.device_type_name;
- *   1.2 added BP_DeviceTypeDesc.dlpack_device_type.
+ *   1.2 added BP_DeviceTypeDesc.dlpack_device_type; 1.3 added
+ *   BP_DeviceTypeDesc.event_query.
  * - Strings passed in are borrowed for the duration of the call unless a
  *   field says otherwise; strings returned are owned by their producer.
  */
@@ -49,7 +50,7 @@
 
 #define BP_PLUGIN_MAGIC 0x4C504250u /* "BPPL" little-endian */
 #define BP_ABI_MAJOR 1
-#define BP_ABI_MINOR 2
+#define BP_ABI_MINOR 3
 #define BP_MAX_STRUCT_SIZE 65536u
 
 #define BP_PLUGIN_QUERY_SYMBOL "backplane_plugin_query"
@@ -218,7 +219,12 @@ typedef struct BP_DeviceProperties {
 
 /* A device type: everything the host needs to hold tensors on it. `ctx` is
  * passed back to every function. Functions after `synchronize` are
- * optional (NULL when the device has no streams or events). */
+ * optional (NULL when the device has no streams or events). Streams and
+ * events: handles are made and owned by the plugin; a NULL BP_Stream* is the
+ * device's default stream; the current stream (get/set_current_stream) is
+ * per host thread and device, and every kernel and copy the plugin queues
+ * for the calling thread goes to it; event_wait makes later work on the
+ * stream wait for the event without blocking the host. */
 typedef struct BP_DeviceTypeDesc {
   size_t struct_size;
   const char* name; /* lowercase [a-z][a-z0-9_]*, at most 31 characters */
@@ -258,6 +264,13 @@ typedef struct BP_DeviceTypeDesc {
    * nothing outside this plugin (export is refused). Negative values are
    * refused at registration. */
   int32_t dlpack_device_type;
+
+  /* --- Added in ABI 1.3 (a host reads it only when struct_size covers it). */
+
+  /* Optional (NULL: the device cannot say without blocking): sets
+   * *out_complete to 1 when all work before the event's last record has
+   * finished (or it was never recorded), else 0; never blocks. */
+  BP_Error* (*event_query)(void* ctx, int32_t device, BP_Event* event, uint8_t* out_complete);
 } BP_DeviceTypeDesc;
 
 /* ----------------------------------------------------------------- tensors */

@@ -1,20 +1,81 @@
 // The simulator's runtime API (sim_runtime.h): one device whose memory is
-// host memory, and streams and events over work that runs when queued.
+// host memory, and streams and events over work that runs when queued or,
+// on a deferred stream, when forced (Note [Deferred streams in the simulator]).
 #include "sim_runtime.h"
 
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
+#include <utility>
+
+namespace {
+
+// A deferred stream's queue. Positions count the work ever queued: work
+// number i (1-based) has run when completed >= i. Guarded by queueMutex().
+struct StreamQueue {
+  std::deque<std::function<void()>> pending;  // work completed + 1, completed + 2, ...
+  uint64_t queued = 0;
+  uint64_t completed = 0;
+};
+
+// One lock for every queue, held while forced work runs: forcing one stream
+// may force another (an event wait), and the simulator runs one thing at a
+// time anyway. Recursive because running work may force other queues.
+std::recursive_mutex& queueMutex() {
+  static auto* m = new std::recursive_mutex;  // leaked, like deviceMemory()
+  return *m;
+}
+
+}  // namespace
 
 struct GpuSimStream {
   unsigned flags;
+  std::shared_ptr<StreamQueue> queue;  // null for a synchronous stream
 };
+// Where an event was recorded: (queue, position), or no queue when its work
+// has all run (recorded on a synchronous stream, or never recorded). The
+// queue is shared so that an event may outlive its stream.
 struct GpuSimEvent {
   unsigned flags;
+  std::shared_ptr<StreamQueue> queue;
+  uint64_t position = 0;
 };
 
 namespace {
+
+std::unordered_set<GpuSimStream*>& deferredStreams() {  // guarded by queueMutex()
+  static auto* streams = new std::unordered_set<GpuSimStream*>;
+  return *streams;
+}
+
+bool syncStreamsForced() {
+  static const bool forced = [] {
+    const char* v = std::getenv("BACKPLANE_GPUSIM_SYNC_STREAMS");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  return forced;
+}
+
+// Runs `q`'s work up to `position`. The work is removed before it runs, so
+// an exception leaves the queue consistent and is reported once.
+void runUpTo(StreamQueue& q, uint64_t position) {
+  std::lock_guard<std::recursive_mutex> lock(queueMutex());
+  while (q.completed < position && !q.pending.empty()) {
+    std::function<void()> work = std::move(q.pending.front());
+    q.pending.pop_front();
+    ++q.completed;
+    work();
+  }
+}
+
+void runAll(StreamQueue& q) {
+  std::lock_guard<std::recursive_mutex> lock(queueMutex());
+  runUpTo(q, q.queued);
+}
 
 // Device memory in use, to enforce kSimDeviceMemory. Device allocations are
 // rare (the plugin's caching allocator sits in front), so one lock is fine.
@@ -94,8 +155,22 @@ gpuError_t gpuFreeHost(void* ptr) {
   return gpuSuccess;
 }
 
-gpuError_t gpuMemcpyAsync(void* dst, const void* src, size_t nbytes, gpuMemcpyKind, gpuStream_t) {
-  if (nbytes != 0) std::memmove(dst, src, nbytes);
+namespace bp_gpu::sim {
+bool deferred(gpuStream_t stream) { return stream != nullptr && stream->queue != nullptr; }
+
+void enqueue(gpuStream_t stream, std::function<void()> work) {
+  if (stream == nullptr || stream->queue == nullptr) {
+    work();
+    return;
+  }
+  std::lock_guard<std::recursive_mutex> lock(queueMutex());
+  stream->queue->pending.push_back(std::move(work));
+  ++stream->queue->queued;
+}
+}  // namespace bp_gpu::sim
+
+gpuError_t gpuMemcpyAsync(void* dst, const void* src, size_t nbytes, gpuMemcpyKind, gpuStream_t stream) {
+  if (nbytes != 0) bp_gpu::sim::enqueue(stream, [=] { std::memmove(dst, src, nbytes); });
   return gpuSuccess;
 }
 
@@ -105,8 +180,8 @@ gpuError_t gpuMemcpyPeerAsync(void* dst, int dst_device, const void* src, int sr
   return gpuMemcpyAsync(dst, src, nbytes, gpuMemcpyDeviceToDevice, stream);
 }
 
-gpuError_t gpuMemsetAsync(void* dst, int value, size_t nbytes, gpuStream_t) {
-  if (nbytes != 0) std::memset(dst, value, nbytes);
+gpuError_t gpuMemsetAsync(void* dst, int value, size_t nbytes, gpuStream_t stream) {
+  if (nbytes != 0) bp_gpu::sim::enqueue(stream, [=] { std::memset(dst, value, nbytes); });
   return gpuSuccess;
 }
 
@@ -119,33 +194,85 @@ gpuError_t gpuMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
 }
 
 gpuError_t gpuStreamCreateWithFlags(gpuStream_t* stream, unsigned flags) {
-  *stream = new GpuSimStream{flags};
+  auto* s = new GpuSimStream{flags, nullptr};
+  if ((flags & gpusimStreamDeferred) != 0 && !syncStreamsForced()) {
+    s->queue = std::make_shared<StreamQueue>();
+    std::lock_guard<std::recursive_mutex> lock(queueMutex());
+    deferredStreams().insert(s);
+  }
+  *stream = s;
   return gpuSuccess;
 }
 
+// As in CUDA, queued work still runs: here, before the call returns.
 gpuError_t gpuStreamDestroy(gpuStream_t stream) {
+  if (stream == nullptr) return gpuErrorInvalidValue;
+  if (stream->queue != nullptr) {
+    std::lock_guard<std::recursive_mutex> lock(queueMutex());
+    deferredStreams().erase(stream);
+    runAll(*stream->queue);
+  }
   delete stream;
   return gpuSuccess;
 }
 
-gpuError_t gpuStreamSynchronize(gpuStream_t) { return gpuSuccess; }
-gpuError_t gpuStreamWaitEvent(gpuStream_t, gpuEvent_t, unsigned) { return gpuSuccess; }
-
-gpuError_t gpuEventCreateWithFlags(gpuEvent_t* event, unsigned flags) {
-  *event = new GpuSimEvent{flags};
+gpuError_t gpuStreamSynchronize(gpuStream_t stream) {
+  if (stream != nullptr && stream->queue != nullptr) runAll(*stream->queue);
   return gpuSuccess;
 }
 
-gpuError_t gpuEventRecord(gpuEvent_t, gpuStream_t) { return gpuSuccess; }
-gpuError_t gpuEventSynchronize(gpuEvent_t) { return gpuSuccess; }
-gpuError_t gpuEventQuery(gpuEvent_t) { return gpuSuccess; }
+gpuError_t gpuStreamWaitEvent(gpuStream_t stream, gpuEvent_t event, unsigned) {
+  if (event == nullptr) return gpuErrorInvalidValue;
+  std::shared_ptr<StreamQueue> queue = event->queue;
+  if (queue == nullptr) return gpuSuccess;  // nothing left to wait for
+  const uint64_t position = event->position;
+  bp_gpu::sim::enqueue(stream, [queue, position] { runUpTo(*queue, position); });
+  return gpuSuccess;
+}
+
+gpuError_t gpuEventCreateWithFlags(gpuEvent_t* event, unsigned flags) {
+  *event = new GpuSimEvent{flags, nullptr, 0};
+  return gpuSuccess;
+}
+
+gpuError_t gpuEventRecord(gpuEvent_t event, gpuStream_t stream) {
+  if (event == nullptr) return gpuErrorInvalidValue;
+  std::lock_guard<std::recursive_mutex> lock(queueMutex());
+  if (stream == nullptr || stream->queue == nullptr || stream->queue->completed == stream->queue->queued) {
+    event->queue = nullptr;  // everything before it has run
+    event->position = 0;
+  } else {
+    event->queue = stream->queue;
+    event->position = stream->queue->queued;
+  }
+  return gpuSuccess;
+}
+
+gpuError_t gpuEventSynchronize(gpuEvent_t event) {
+  if (event == nullptr) return gpuErrorInvalidValue;
+  std::lock_guard<std::recursive_mutex> lock(queueMutex());
+  if (event->queue != nullptr) runUpTo(*event->queue, event->position);
+  return gpuSuccess;
+}
+
+gpuError_t gpuEventQuery(gpuEvent_t event) {
+  if (event == nullptr) return gpuErrorInvalidValue;
+  std::lock_guard<std::recursive_mutex> lock(queueMutex());
+  return event->queue == nullptr || event->queue->completed >= event->position ? gpuSuccess : gpuErrorNotReady;
+}
 
 gpuError_t gpuEventDestroy(gpuEvent_t event) {
   delete event;
   return gpuSuccess;
 }
 
-gpuError_t gpuDeviceSynchronize() { return gpuSuccess; }
+gpuError_t gpuDeviceSynchronize() {
+  std::lock_guard<std::recursive_mutex> lock(queueMutex());
+  // Running work queues none, so one pass empties every queue.
+  for (GpuSimStream* s : deferredStreams()) runAll(*s->queue);
+  return gpuSuccess;
+}
+
 gpuError_t gpuGetLastError() { return gpuSuccess; }
 
 const char* gpuGetErrorName(gpuError_t error) {

@@ -2,16 +2,36 @@
 // The simulator's runtime API: the subset of the CUDA runtime that the GPU
 // plugins use, under the gpu* names of gpu_port.h, on the host. One device
 // ("gpusim:0") whose memory is host memory from malloc, so AddressSanitizer
-// sees every out-of-bounds access a kernel makes. Streams and events exist
-// (the plugin code that uses them runs unchanged) but all work runs
-// synchronously when it is queued, so a stream is always idle and an event
-// always complete. The device has a fixed capacity (kSimDeviceMemory) so
-// that out-of-memory paths can be tested. Thread-safe.
+// sees every out-of-bounds access a kernel makes. The device has a fixed
+// capacity (kSimDeviceMemory) so that out-of-memory paths can be tested.
+// Thread-safe.
+//
+// Note [Deferred streams in the simulator]
+// A stream is synchronous unless it is created with gpusimStreamDeferred:
+// its work (kernels, copies, fills) runs when it is queued, so it is always
+// idle and an event recorded on it is complete at once. The plugin's
+// default stream is synchronous, which keeps every existing test and
+// conformance run exact. A deferred stream keeps its work in a queue, in
+// order, and runs it only when something forces it:
+// - gpuStreamSynchronize of the stream, gpuDeviceSynchronize, gpuStreamDestroy;
+// - gpuEventSynchronize of an event recorded on it (up to that event);
+// - gpuStreamWaitEvent by another stream: the waiting stream's later work
+//   runs only after the queue up to the event has run (at once when the
+//   waiting stream is synchronous, else when the waiting stream runs).
+// gpuEventQuery never forces work: it answers gpuErrorNotReady until the
+// work before the event has run. So a reader that skips the wait on an
+// event sees the memory as it was before the writer's work: what a GPU may
+// show, made certain, so a missing synchronisation fails a test instead of
+// passing by luck. An error a deferred kernel throws (a divergent barrier)
+// surfaces from the call that forced it, as on a GPU from the next
+// synchronising call. BACKPLANE_GPUSIM_SYNC_STREAMS=1 in the environment
+// makes every stream synchronous (to tell a race from a kernel bug).
 //
 // Only the simulator build includes this header (through gpu_port.h).
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 enum gpuError_t : int {
   gpuSuccess = 0,
@@ -31,6 +51,9 @@ enum gpuMemcpyKind : int {
 
 inline constexpr unsigned gpuStreamNonBlocking = 1;
 inline constexpr unsigned gpuEventDisableTiming = 2;
+// Simulator only: a stream whose work waits until forced (Note [Deferred
+// streams in the simulator]).
+inline constexpr unsigned gpusimStreamDeferred = 0x100;
 
 // Opaque handles (defined in sim_runtime.cc).
 struct GpuSimStream;
@@ -78,3 +101,12 @@ gpuError_t gpuDeviceSynchronize();
 gpuError_t gpuGetLastError();
 const char* gpuGetErrorName(gpuError_t error);
 const char* gpuGetErrorString(gpuError_t error);
+
+namespace bp_gpu::sim {
+// Whether `stream` keeps its work until forced.
+bool deferred(gpuStream_t stream);
+// Work for `stream`: runs `work` now when the stream is synchronous (or
+// null), else appends it to the stream's queue (Note [Deferred streams in
+// the simulator]). Exceptions from `work` propagate from whichever call runs it.
+void enqueue(gpuStream_t stream, std::function<void()> work);
+}  // namespace bp_gpu::sim

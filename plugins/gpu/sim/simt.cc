@@ -333,10 +333,9 @@ void syncThreads(const char* function, const char* file, int line) {
   leaveFiber(s, f);
 }
 
-void launchKernel(void (*run)(const void*), const void* bound, dim3 grid, dim3 block, size_t dynamic_shmem,
-                  gpuStream_t stream, std::string_view signature) {
-  (void)stream;  // the simulator runs everything at once: stream order holds trivially
-  checkConfiguration(grid, block, dynamic_shmem, signature);
+namespace {
+void runGrid(void (*run)(const void*), const void* bound, dim3 grid, dim3 block, size_t dynamic_shmem,
+             std::string_view signature) {
   Scheduler& s = t_scheduler;
   if (s.running != nullptr) bp::fail(BP_INTERNAL, "gpusim: a kernel launched another kernel");
   const size_t n = size_t{block.x} * block.y * block.z;
@@ -370,6 +369,22 @@ void launchKernel(void (*run)(const void*), const void* bound, dim3 grid, dim3 b
     abandonFibers(s, n);
     throw;
   }
+}
+
+}  // namespace
+
+void launchKernel(void (*run)(const void*), const void* bound, std::shared_ptr<const void> (*copy)(const void*),
+                  dim3 grid, dim3 block, size_t dynamic_shmem, gpuStream_t stream, std::string_view signature) {
+  checkConfiguration(grid, block, dynamic_shmem, signature);
+  if (!deferred(stream)) {
+    runGrid(run, bound, grid, block, dynamic_shmem, signature);
+    return;
+  }
+  // The signature views a function's static name: it outlives the queue.
+  std::shared_ptr<const void> kept = copy(bound);
+  enqueue(stream, [run, kept, grid, block, dynamic_shmem, signature] {
+    runGrid(run, kept.get(), grid, block, dynamic_shmem, signature);
+  });
 }
 
 }  // namespace bp_gpu::sim

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string_view>
 
 #include "sim_runtime.h"
@@ -60,13 +61,16 @@ inline const ThreadContext& currentThread() { return *t_current_thread; }
 // the call site (function, file and line) for the divergence report.
 void syncThreads(const char* function, const char* file, int line);
 
-// Runs `run(bound)` on every thread of `grid` x `block` before returning.
-// Throws bp::Error naming the kernel (`signature`), the block and the thread
-// for what a GPU would refuse or a real kernel bug: more than 1024 threads
-// per block, more dynamic shared memory than a block has, a barrier that not
-// every thread of the block reaches.
-void launchKernel(void (*run)(const void*), const void* bound, dim3 grid, dim3 block, size_t dynamic_shmem,
-                  gpuStream_t stream, std::string_view signature);
+// Runs `run(bound)` on every thread of `grid` x `block`: before returning
+// on a synchronous stream; on a deferred one (Note [Deferred streams in the
+// simulator]) when the stream is forced, on a copy made by `copy(bound)`
+// now. Throws bp::Error naming the kernel (`signature`), the block and the
+// thread for what a GPU would refuse or a real kernel bug: more than 1024
+// threads per block, more dynamic shared memory than a block has (both at
+// the launch), a barrier that not every thread of the block reaches (when
+// the kernel runs).
+void launchKernel(void (*run)(const void*), const void* bound, std::shared_ptr<const void> (*copy)(const void*),
+                  dim3 grid, dim3 block, size_t dynamic_shmem, gpuStream_t stream, std::string_view signature);
 
 // The block's dynamic shared memory (launch's `dynamic_shmem` bytes), 16-byte aligned.
 template <class T>

@@ -210,6 +210,69 @@ TEST(Simt, AHostThreadThatLaunchedLeavesNoPoisonedMemoryWhenItExits) {
 #endif
 }
 
+// Note [Deferred streams in the simulator]: a deferred stream's work runs
+// only when forced, in order; an event wait orders it across streams.
+__global__ void addTo(int* data, int n, int value) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) data[i] += value;
+}
+
+TEST(SimStreams, DeferredWorkRunsWhenForcedAndInOrder) {
+  gpuStream_t s = nullptr;
+  ASSERT_EQ(gpuStreamCreateWithFlags(&s, gpuStreamNonBlocking | gpusimStreamDeferred), gpuSuccess);
+  std::vector<int> data(100, 1);
+  bp_gpu::launch(&addTo, 1, 128, 0, s, data.data(), 100, 2);
+  ASSERT_EQ(gpuMemsetAsync(data.data(), 0, sizeof(int), s), gpuSuccess);
+  bp_gpu::launch(&addTo, 1, 128, 0, s, data.data(), 100, 10);
+  EXPECT_EQ(data[0], 1) << "queued work ran before it was forced";
+  gpuEvent_t e = nullptr;
+  ASSERT_EQ(gpuEventCreateWithFlags(&e, gpuEventDisableTiming), gpuSuccess);
+  ASSERT_EQ(gpuEventRecord(e, s), gpuSuccess);
+  EXPECT_EQ(gpuEventQuery(e), gpuErrorNotReady);
+  ASSERT_EQ(gpuEventSynchronize(e), gpuSuccess);
+  EXPECT_EQ(gpuEventQuery(e), gpuSuccess);
+  EXPECT_EQ(data[0], 10);  // +2, zeroed, +10: in order
+  EXPECT_EQ(data[99], 13);
+  EXPECT_EQ(gpuEventDestroy(e), gpuSuccess);
+  EXPECT_EQ(gpuStreamDestroy(s), gpuSuccess);
+}
+
+TEST(SimStreams, AWaitingStreamRunsTheWorkBeforeTheEventFirst) {
+  gpuStream_t producer = nullptr, consumer = nullptr, sync_stream = nullptr;
+  ASSERT_EQ(gpuStreamCreateWithFlags(&producer, gpusimStreamDeferred), gpuSuccess);
+  ASSERT_EQ(gpuStreamCreateWithFlags(&consumer, gpusimStreamDeferred), gpuSuccess);
+  ASSERT_EQ(gpuStreamCreateWithFlags(&sync_stream, gpuStreamNonBlocking), gpuSuccess);
+  std::vector<int> a(10, 0), b(10, 0);
+  gpuEvent_t e = nullptr;
+  ASSERT_EQ(gpuEventCreateWithFlags(&e, 0), gpuSuccess);
+  bp_gpu::launch(&addTo, 1, 32, 0, producer, a.data(), 10, 5);
+  ASSERT_EQ(gpuEventRecord(e, producer), gpuSuccess);
+  bp_gpu::launch(&addTo, 1, 32, 0, producer, a.data(), 10, 100);  // after the event: not waited for
+  ASSERT_EQ(gpuStreamWaitEvent(consumer, e, 0), gpuSuccess);
+  ASSERT_EQ(gpuMemcpyAsync(b.data(), a.data(), 10 * sizeof(int), gpuMemcpyDeviceToDevice, consumer), gpuSuccess);
+  EXPECT_EQ(gpuEventDestroy(e), gpuSuccess) << "a wait keeps the point it was queued for";
+  ASSERT_EQ(gpuStreamSynchronize(consumer), gpuSuccess);
+  EXPECT_EQ(b[0], 5) << "the consumer copied before the producer's first kernel, or after its second";
+  EXPECT_EQ(a[0], 5);
+  // A synchronous stream is never deferred; its wait runs the rest now.
+  bp_gpu::launch(&addTo, 1, 32, 0, sync_stream, b.data(), 10, 1);
+  EXPECT_EQ(b[0], 6);
+  ASSERT_EQ(gpuDeviceSynchronize(), gpuSuccess);
+  EXPECT_EQ(a[0], 105);
+  for (gpuStream_t s : {producer, consumer, sync_stream}) EXPECT_EQ(gpuStreamDestroy(s), gpuSuccess);
+}
+
+TEST(SimStreams, AKernelErrorSurfacesFromTheCallThatRunsIt) {
+  gpuStream_t s = nullptr;
+  ASSERT_EQ(gpuStreamCreateWithFlags(&s, gpusimStreamDeferred), gpuSuccess);
+  std::vector<int> out(64);
+  bp_gpu::launch(&barrierInBranch, 1, 32, 0, s, out.data());  // queued: no error yet
+  EXPECT_THAT([&] { (void)gpuStreamSynchronize(s); },
+              ::testing::ThrowsMessage<bp::Error>(HasSubstr("divergent barrier")));
+  EXPECT_EQ(gpuStreamSynchronize(s), gpuSuccess) << "reported once";
+  EXPECT_EQ(gpuStreamDestroy(s), gpuSuccess);
+}
+
 TEST(Simt, HalfAndBFloat16RoundLikeTheSdk) {
   const float values[] = {0.0f,  -0.0f,    1.0f,     3.14159f, 65504.0f,           65520.0f,
                           1e-7f, 5.96e-8f, -2.5e-5f, 1e30f,    __builtin_nanf(""), __builtin_inff()};

@@ -96,6 +96,10 @@ class DeviceInterface {
   virtual void waitEvent(Device device, EventHandle, StreamHandle) { noEvents(device, "waitEvent"); }
   // Returns when the event has completed.
   virtual void synchronizeEvent(Device device, EventHandle) { noEvents(device, "synchronizeEvent"); }
+  // Whether the event has completed (all work before its last record has
+  // finished, or it was never recorded), without blocking. Optional within
+  // the group: a device that cannot tell throws kUnimplemented.
+  virtual bool queryEvent(Device device, EventHandle) { noEvents(device, "queryEvent"); }
 
  protected:
   [[noreturn]] static void noStreams(Device device, const char* what) {

@@ -1,0 +1,201 @@
+// Streams and events for applications (backplane/stream.h) over core's
+// DeviceInterface.
+#include "backplane/stream.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backplane/core/device_type_registry.h"
+#include "backplane/core/error.h"
+
+namespace backplane {
+
+namespace {
+
+// The present devices that have streams (or events), for error messages:
+// "gpusim:0, cuda:0", or a sentence when there are none.
+std::string devicesWith(bool (DeviceInterface::*has)() const) {
+  const DeviceTypeRegistry& reg = DeviceTypeRegistry::global();
+  std::string out;
+  for (const Device& d : reg.presentDevices()) {
+    DeviceInterface* i = reg.interface(d.type);
+    if (i == nullptr || !(i->*has)()) continue;
+    out += strCat(out.empty() ? "" : ", ", d.str());
+  }
+  return out.empty() ? std::string("no device present has them (their plugins provide them: cuda, hip)") : out;
+}
+
+// The interface of `device`, which must have streams; `what` names the call.
+DeviceInterface& withStreams(Device device, const char* what) {
+  DeviceInterface& i = DeviceTypeRegistry::global().interfaceOrThrow(device.type);
+  if (!i.hasStreams()) {
+    BP_THROW(kUnimplemented, what, ": ", deviceTypeName(device.type),
+             " has no streams; streams are for devices whose plugin provides them (",
+             devicesWith(&DeviceInterface::hasStreams), "). On ", device.str(),
+             " work runs in call order: skip the streams there");
+  }
+  return i;
+}
+
+DeviceInterface& withEvents(Device device, const char* what) {
+  DeviceInterface& i = DeviceTypeRegistry::global().interfaceOrThrow(device.type);
+  if (!i.hasEvents()) {
+    BP_THROW(kUnimplemented, what, ": ", deviceTypeName(device.type),
+             " has no events; events are for devices whose plugin provides them (",
+             devicesWith(&DeviceInterface::hasEvents), "). On ", device.str(),
+             " work runs in call order: skip the events there");
+  }
+  return i;
+}
+
+void sameDevice(const char* what, Device event_device, Device stream_device) {
+  if (event_device == stream_device) return;
+  BP_THROW(kInvalidArgument, what, ": the event is on ", event_device.str(), " but the stream on ",
+           stream_device.str(), "; streams and events belong to one device: use an Event made on ",
+           stream_device.str());
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ Stream
+
+// One stream: owned (made by create(), destroyed with the last Stream that
+// names it) or a view (the default stream, or current()'s answer).
+struct Stream::State {
+  Device device;
+  DeviceInterface::StreamHandle handle = nullptr;
+  bool owned = false;
+
+  ~State() {
+    if (!owned) return;
+    try {
+      DeviceTypeRegistry::global().interfaceOrThrow(device.type).destroyStream(device, handle);
+    } catch (const std::exception&) {
+      // A destructor cannot report; the plugin has logged its error. The
+      // handle is not used again.
+    }
+  }
+};
+
+Stream Stream::create(Device device) {
+  device = device.resolved();
+  DeviceInterface& i = withStreams(device, "Stream::create");
+  auto state = std::make_shared<State>();
+  state->device = device;
+  state->handle = i.createStream(device);
+  state->owned = true;
+  return Stream(std::move(state));
+}
+
+Stream Stream::defaultStream(Device device) {
+  device = device.resolved();
+  (void)withStreams(device, "Stream::defaultStream");
+  auto state = std::make_shared<State>();
+  state->device = device;
+  return Stream(std::move(state));
+}
+
+Stream Stream::current(Device device) {
+  device = device.resolved();
+  DeviceInterface& i = withStreams(device, "Stream::current");
+  auto state = std::make_shared<State>();
+  state->device = device;
+  state->handle = i.currentStream(device);
+  return Stream(std::move(state));
+}
+
+void Stream::setCurrent(const Stream& stream) {
+  withStreams(stream.device(), "Stream::setCurrent").setCurrentStream(stream.device(), stream.handle());
+}
+
+Device Stream::device() const { return state_->device; }
+bool Stream::isDefault() const { return state_->handle == nullptr; }
+DeviceInterface::StreamHandle Stream::handle() const { return state_->handle; }
+
+void Stream::synchronize() const {
+  withStreams(device(), "Stream::synchronize").synchronizeStream(device(), handle());
+}
+
+Event Stream::record() const {
+  Event e(device());
+  e.record(*this);
+  return e;
+}
+
+void Stream::wait(const Event& event) const { event.wait(*this); }
+
+// ------------------------------------------------------------------- Event
+
+Event::Event(Device device) : device_(device.resolved()) {
+  handle_ = withEvents(device_, "Event").createEvent(device_);
+}
+
+Event::~Event() {
+  if (handle_ == nullptr) return;
+  try {
+    DeviceTypeRegistry::global().interfaceOrThrow(device_.type).destroyEvent(device_, handle_);
+  } catch (const std::exception&) {
+    // As Stream::State: nothing to report to from a destructor.
+  }
+}
+
+Event::Event(Event&& other) noexcept : device_(other.device_), handle_(std::exchange(other.handle_, nullptr)) {}
+
+Event& Event::operator=(Event&& other) noexcept {
+  if (this != &other) {
+    Event old(std::move(*this));  // destroys ours
+    device_ = other.device_;
+    handle_ = std::exchange(other.handle_, nullptr);
+  }
+  return *this;
+}
+
+namespace {
+void requireLive(const Event& e, const char* what) {
+  if (e.handle() == nullptr) BP_THROW(kFailedPrecondition, what, ": the event was moved from");
+}
+}  // namespace
+
+void Event::record(const Stream& stream) {
+  requireLive(*this, "Event::record");
+  sameDevice("Event::record", device_, stream.device());
+  withEvents(device_, "Event::record").recordEvent(device_, handle_, stream.handle());
+}
+
+void Event::record() { record(Stream::current(device_)); }
+
+void Event::wait(const Stream& stream) const {
+  requireLive(*this, "Event::wait");
+  sameDevice("Event::wait", device_, stream.device());
+  withEvents(device_, "Event::wait").waitEvent(device_, handle_, stream.handle());
+}
+
+void Event::wait() const { wait(Stream::current(device_)); }
+
+void Event::synchronize() const {
+  requireLive(*this, "Event::synchronize");
+  withEvents(device_, "Event::synchronize").synchronizeEvent(device_, handle_);
+}
+
+bool Event::query() const {
+  requireLive(*this, "Event::query");
+  return withEvents(device_, "Event::query").queryEvent(device_, handle_);
+}
+
+// ------------------------------------------------------------- StreamGuard
+
+StreamGuard::StreamGuard(const Stream& stream) : current_(stream), previous_(Stream::current(stream.device())) {
+  Stream::setCurrent(current_);
+}
+
+StreamGuard::~StreamGuard() {
+  try {
+    Stream::setCurrent(previous_);
+  } catch (const std::exception&) {
+    // The previous stream was destroyed while the guard lived (a misuse the
+    // header warns of); the device keeps its current stream.
+  }
+}
+
+}  // namespace backplane

@@ -1,0 +1,282 @@
+// Streams and events (backplane/stream.h) on the simulator plugin, as an
+// application uses them. The simulator defers the work of app streams until
+// something forces it (Note [Deferred streams in the simulator]), so an
+// order that only holds by luck on a GPU fails here every time: the tests
+// that need an event show that without it the result is wrong.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "backplane/core/error.h"
+#include "backplane/core/tensor.h"
+#include "backplane/dispatcher/dispatcher.h"
+#include "backplane/ops.h"
+#include "backplane/runtime.h"
+#include "backplane/stream.h"
+#include "gpu_test_util.h"
+
+namespace backplane {
+namespace {
+
+using ::testing::Each;
+using ::testing::HasSubstr;
+
+class GpusimStreamsTest : public gpu_test::GpusimSuite {
+ protected:
+  void SetUp() override {
+    dev_ = sim();
+    // An empty cache, so that the allocator tests know which block a
+    // request gets.
+    static auto empty_cache = Dispatcher::singleton().findOpOrThrow("gpusim::empty_cache").typed<void(int64_t)>();
+    empty_cache.call(0);
+  }
+
+  static int64_t stat(std::string_view name) {
+    static auto op =
+        Dispatcher::singleton().findOpOrThrow("gpusim::memory_stat").typed<int64_t(std::string_view, int64_t)>();
+    return op.call(name, 0);
+  }
+  // Skips a test that needs deferred streams when the environment turns
+  // them off (BACKPLANE_GPUSIM_SYNC_STREAMS=1, sim_runtime.h).
+  static bool deferredStreamsOff() {
+    const char* v = std::getenv("BACKPLANE_GPUSIM_SYNC_STREAMS");
+    return v != nullptr && std::string_view(v) == "1";
+  }
+  // The values of a float tensor (copied on the current stream).
+  static std::vector<float> values(const Tensor& t) { return t.cpu().contiguous().toVector<float>(); }
+
+  Device dev_{DeviceType::CPU};
+};
+
+constexpr int64_t kN = 1000;
+
+TEST_F(GpusimStreamsTest, AStreamThatWaitsForAnEventReadsTheProducersResult) {
+  Stream producer = Stream::create(dev_), consumer = Stream::create(dev_);
+  Tensor y = zeros({kN}, {.device = dev_});  // default stream: done now
+  Event ready(dev_);
+  {
+    StreamGuard on(producer);
+    y.fill_(5.0);
+    ready.record();
+  }
+  Tensor z;
+  {
+    StreamGuard on(consumer);
+    ready.wait();
+    z = y + 1.0;
+  }
+  consumer.synchronize();
+  EXPECT_THAT(values(z), Each(6.0f));
+}
+
+// The same program without the wait: on the simulator the consumer runs
+// before the producer, as a GPU may. This is what makes the test above fail
+// if Event::wait did nothing.
+TEST_F(GpusimStreamsTest, WithoutTheWaitTheConsumerSeesTheValuesFromBefore) {
+  if (deferredStreamsOff()) GTEST_SKIP() << "BACKPLANE_GPUSIM_SYNC_STREAMS=1 runs every stream at once";
+  Stream producer = Stream::create(dev_), consumer = Stream::create(dev_);
+  Tensor y = zeros({kN}, {.device = dev_});
+  {
+    StreamGuard on(producer);
+    y.fill_(5.0);
+  }
+  Tensor z;
+  {
+    StreamGuard on(consumer);
+    z = y + 1.0;
+  }
+  consumer.synchronize();
+  EXPECT_THAT(values(z), Each(1.0f)) << "the simulator ran the producer's work without being forced";
+  producer.synchronize();
+  EXPECT_THAT(values(y), Each(5.0f));
+}
+
+TEST_F(GpusimStreamsTest, EventsAndStreamSynchronizeBlockTheHostUntilTheWorkIsDone) {
+  if (deferredStreamsOff()) GTEST_SKIP() << "BACKPLANE_GPUSIM_SYNC_STREAMS=1 runs every stream at once";
+  Stream side = Stream::create(dev_);
+  Tensor y = zeros({kN}, {.device = dev_});
+  Event done(dev_);
+  EXPECT_TRUE(done.query()) << "an event never recorded has completed";
+  {
+    StreamGuard on(side);
+    y.fill_(3.0);
+    done.record();
+  }
+  EXPECT_FALSE(done.query()) << "query must not force the work";
+  done.synchronize();
+  EXPECT_TRUE(done.query());
+  EXPECT_THAT(values(y), Each(3.0f));
+
+  // Stream::record and Stream::wait, and the default stream waiting.
+  {
+    StreamGuard on(side);
+    y.fill_(4.0);
+  }
+  Stream::defaultStream(dev_).wait(side.record());
+  EXPECT_THAT(values(y), Each(4.0f));  // .cpu() runs on the default stream, now after side's fill
+}
+
+TEST_F(GpusimStreamsTest, CopiesToTheHostOnAStreamWaitForThatStream) {
+  Stream side = Stream::create(dev_);
+  StreamGuard on(side);
+  Tensor x = full({kN}, 2.0, {.device = dev_});
+  Tensor y = x * 3.0;
+  EXPECT_THAT(values(y), Each(6.0f));
+}
+
+TEST_F(GpusimStreamsTest, GuardRestoresThePreviousStreamAlsoOnAnException) {
+  Stream a = Stream::create(dev_), b = Stream::create(dev_);
+  EXPECT_TRUE(Stream::current(dev_).isDefault());
+  {
+    StreamGuard on_a(a);
+    EXPECT_EQ(Stream::current(dev_), a);
+    {
+      StreamGuard on_b(b);
+      EXPECT_EQ(Stream::current(dev_), b);
+      EXPECT_EQ(on_b.previous(), a);
+    }
+    EXPECT_EQ(Stream::current(dev_), a);
+  }
+  EXPECT_TRUE(Stream::current(dev_).isDefault());
+
+  try {
+    StreamGuard on_a(a);
+    throw std::runtime_error("leaving the scope by an exception");
+  } catch (const std::runtime_error&) {
+  }
+  EXPECT_TRUE(Stream::current(dev_).isDefault());
+}
+
+TEST_F(GpusimStreamsTest, TheCurrentStreamIsPerHostThread) {
+  Stream a = Stream::create(dev_);
+  StreamGuard on(a);
+  bool other_thread_default = false;
+  std::thread([&] { other_thread_default = Stream::current(dev_).isDefault(); }).join();
+  EXPECT_TRUE(other_thread_default);
+  EXPECT_EQ(Stream::current(dev_), a);
+}
+
+TEST_F(GpusimStreamsTest, DestroyingTheCurrentStreamRunsItsWorkAndRestoresTheDefault) {
+  Tensor y = zeros({kN}, {.device = dev_});
+  {
+    Stream s = Stream::create(dev_);
+    Stream::setCurrent(s);
+    y.fill_(7.0);
+  }  // the last copy goes: the stream is destroyed after its work
+  EXPECT_TRUE(Stream::current(dev_).isDefault());
+  EXPECT_THAT(values(y), Each(7.0f));
+}
+
+// A block freed on a side stream while the side stream's work on it is
+// still queued: a request from the default stream may get that block only
+// after that work. Were it handed over at once, the side stream's pending
+// fill would land in the new tensor when the side stream runs.
+TEST_F(GpusimStreamsTest, AFreedBlockIsNotReusedOnAnotherStreamBeforeItsWorkIsDone) {
+  Stream side = Stream::create(dev_);
+  Tensor out;
+  {
+    StreamGuard on(side);
+    Tensor a = full({kN}, 1.0, {.device = dev_});  // queued on side
+    out = a * 2.0;                                 // queued on side
+  }  // `a` is freed on side, its fill and read still queued
+  const int64_t hits = stat("cache_hits");
+  Tensor c = full({kN}, 5.0, {.device = dev_});  // the default stream, the same size class as `a`
+  EXPECT_EQ(stat("cache_hits"), hits + 1) << "the block is reused, after the side stream's work";
+  side.synchronize();
+  EXPECT_THAT(values(c), Each(5.0f));
+  EXPECT_THAT(values(out), Each(2.0f));
+}
+
+// The other way: made on the default stream, read on a side stream, freed
+// there. The default stream may reuse the block only after the side
+// stream's read.
+TEST_F(GpusimStreamsTest, ABlockFreedFromAnotherStreamWaitsForThatStreamsWork) {
+  Stream side = Stream::create(dev_);
+  Tensor out;
+  Tensor a = full({kN}, 1.0, {.device = dev_});  // the default stream: done now
+  {
+    StreamGuard on(side);
+    out = a * 2.0;                  // queued on side
+    Tensor dying = std::move(a);  // freed at the end of the scope, while side is current
+  }
+  Tensor c = full({kN}, 5.0, {.device = dev_});  // the default stream; may take a's block
+  side.synchronize();
+  EXPECT_THAT(values(out), Each(2.0f)) << "the side stream read `a` after the block was refilled";
+  EXPECT_THAT(values(c), Each(5.0f));
+}
+
+TEST_F(GpusimStreamsTest, OverlapsACopyWithComputeAsTheReadmeShows) {
+  Stream copies = Stream::create(dev_);
+  Tensor batch = full({kN}, 3.0);  // on the cpu
+  Event ready(dev_);
+  Tensor x_next;
+  {
+    StreamGuard on(copies);
+    x_next = batch.to(dev_);
+    ready.record();
+  }
+  Tensor y = full({kN}, 1.0, {.device = dev_}) * 2.0;  // meanwhile, on the default stream
+  ready.wait();
+  Tensor y2 = x_next * 2.0;
+  EXPECT_THAT(values(y2), Each(6.0f));
+  EXPECT_THAT(values(y), Each(2.0f));
+}
+
+TEST_F(GpusimStreamsTest, CliSaysTheSimulatorHasStreamsAndEvents) {
+  const std::string cmd = std::string(BACKPLANE_CLI_PATH) + " --no-default-plugins --plugin " +
+                          BACKPLANE_GPUSIM_PLUGIN_PATH + " devices 2>&1";
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), &pclose);
+  ASSERT_TRUE(pipe);
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, pipe.get())) out.append(buf, n);
+  // One line per device type: gpusim's says yes, cpu's says no.
+  bool gpusim_line = false, cpu_line = false;
+  size_t start = 0;
+  while (start < out.size()) {
+    size_t end = out.find('\n', start);
+    if (end == std::string::npos) end = out.size();
+    const std::string line = out.substr(start, end - start);
+    if (line.rfind("gpusim ", 0) == 0) {
+      gpusim_line = true;
+      EXPECT_THAT(line, HasSubstr("streams: yes, events: yes"));
+    } else if (line.rfind("cpu ", 0) == 0) {
+      cpu_line = true;
+      EXPECT_THAT(line, HasSubstr("streams: no, events: no"));
+    }
+    start = end + 1;
+  }
+  EXPECT_TRUE(gpusim_line && cpu_line) << out;
+}
+
+TEST_F(GpusimStreamsTest, TheCpuHasNoStreamsAndSaysWhereTheyAre) {
+  const Device cpu(DeviceType::CPU);
+  try {
+    (void)Stream::create(cpu);
+    FAIL() << "Stream::create(cpu) returned";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), absl::StatusCode::kUnimplemented);
+    EXPECT_THAT(e.what(), HasSubstr("cpu has no streams"));
+    EXPECT_THAT(e.what(), HasSubstr("gpusim:0"));
+  }
+  try {
+    Event e(cpu);
+    FAIL() << "Event(cpu) returned";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), absl::StatusCode::kUnimplemented);
+    EXPECT_THAT(e.what(), HasSubstr("cpu has no events"));
+  }
+  EXPECT_THROW((void)Stream::current(cpu), Error);
+}
+
+}  // namespace
+}  // namespace backplane
