@@ -3,7 +3,10 @@
 // which operands, and that each path computes every element exactly once
 // (tails of every length, misaligned views, stride-0 and scalar inputs,
 // several blocks striding over the grid). ASan builds also check that the
-// vector loads and stores stay inside each operand.
+// vector loads and stores stay inside each operand. And the row kernels'
+// choices (block_reduce.cuh): which rows fit the shared-memory row cache,
+// and how many blocks share a long reduction. (The kernels themselves run
+// through the host in dispatcher/tests/gpu_plugins/row_kernels_test.cc.)
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -14,6 +17,7 @@
 #include <numeric>
 #include <vector>
 
+#include "block_reduce.cuh"
 #include "loops.cuh"
 
 namespace bp_gpu {
@@ -133,6 +137,38 @@ TEST(ElementwiseLoop, NarrowResultsOfWideInputsVectorizeTogether) {
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(out[i], xs[i] > 0) << "element " << i;
 }
 
+
+// Note [One-pass rows]: 32 KiB of cached values beside the kernel's static
+// buffer, within the device's shared memory.
+TEST(RowCache, RowsFitWhileTheBlocksRowsTakeAtMost32KiB) {
+  const size_t device = 48 * 1024;
+  EXPECT_EQ(rowCacheBytes(8192, kReduceThreads, sizeof(float), device), 32u * 1024);
+  EXPECT_EQ(rowCacheBytes(8193, kReduceThreads, sizeof(float), device), 0u);
+  EXPECT_EQ(rowCacheBytes(4096, kReduceThreads, sizeof(double), device), 32u * 1024);
+  EXPECT_EQ(rowCacheBytes(4097, kReduceThreads, sizeof(double), device), 0u);
+  // Short rows: a block serves kReduceThreads / lanes of them at once.
+  EXPECT_EQ(rowCacheBytes(5, lanesFor(5), sizeof(float), device), size_t{kReduceThreads / 8} * 5 * sizeof(float));
+  // Columns with few lanes and many slots overflow sooner.
+  EXPECT_EQ(rowCacheBytes(300, 8, sizeof(float), device), 0u);
+  // A device with less shared memory: what remains beside the static buffer.
+  const size_t small = 16 * 1024;
+  EXPECT_EQ(rowCacheBytes(3840, kReduceThreads, sizeof(float), small), 3840u * 4);
+  EXPECT_EQ(rowCacheBytes(3841, kReduceThreads, sizeof(float), small), 0u);
+  EXPECT_EQ(rowCacheBytes(0, kReduceThreads, sizeof(float), device), 0u);
+}
+
+// Note [Split reductions]: few rows of many elements are split until the
+// device has kSplitBlocksPerSm blocks per multiprocessor, each part at
+// least kSplitMinElements long.
+TEST(SplitReductions, FewLongRowsSplitToFillTheDevice) {
+  const int h100 = 132;
+  EXPECT_EQ(splitsFor(1, int64_t{16} << 20, h100), h100 * kSplitBlocksPerSm);  // sum of 16M elements
+  EXPECT_EQ(splitsFor(4, int64_t{4} << 20, h100), (h100 * kSplitBlocksPerSm + 3) / 4);  // [4, 4M] -> [4]
+  EXPECT_EQ(splitsFor(1, 3 * kSplitMinElements + 5, h100), 3);  // parts stay long
+  EXPECT_EQ(splitsFor(1, 2 * kSplitMinElements - 1, h100), 1);
+  EXPECT_EQ(splitsFor(h100 * kSplitBlocksPerSm, int64_t{1} << 30, h100), 1);  // enough rows already
+  EXPECT_EQ(splitsFor(3, 40000, 4), 11);  // the simulator's 4 multiprocessors: what the host tests run
+}
 
 }  // namespace
 }  // namespace bp_gpu
