@@ -127,7 +127,6 @@ TEST(ElementwiseLoop, NarrowResultsOfWideInputsVectorizeTogether) {
   const int64_t n = 4096 + 5;
   std::vector<double> xs(n);
   for (int64_t i = 0; i < n; ++i) xs[i] = (i % 3 == 0) ? -1.0 - i : i;
-  std::vector<bool> want(n);
   auto out = std::make_unique<bool[]>(n);
   int64_t strides[2] = {1, 1};
   const auto w = makeOffsetCalculator<2>("test", bp::IntList(&n, 1), {&strides[0], &strides[1]});
