@@ -327,7 +327,7 @@ __device__ inline void elementwiseLoopImpl(std::index_sequence<K...>, const Offs
       const Offsets<1 + sizeof...(In)> o = walk.get(i);
       out[o.v[0]] = f(in[o.v[K + 1]]...);
     });
-  } else {
+  } else if (n > 0) {  // (a stride-0 input has an element to read)
     denseLoop<kPath == LoopPath::kVectorized>(n, out, f, resolveBroadcast(in, walk.strides[0][K + 1])...);
   }
 }
