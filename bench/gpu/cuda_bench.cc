@@ -10,6 +10,12 @@
 //                                dispatcher (TF32 off), synchronized per iteration
 //   BM_Cublas_Sgemm_4096         its baseline: cublasSgemm on the same shapes, default math mode
 //                                (no TF32: the plugin's CUBLAS_COMPUTE_32F), synchronized
+//   BM_Cuda_Softmax_16Kx4K_f32   softmax.int_out over the last dim of a [16384, 4096] float32 cuda
+//                                tensor (256 MiB) into a preallocated out; rows fit the one-pass
+//                                row cache (Note [One-pass rows]), so it moves 2 x 256 MiB; compare
+//                                its bytes_per_second with BM_Cuda_Memcpy_D2D_64M_f32's
+//   BM_Cuda_Sum_16M_f32          sum.IntList_out of 16M float32 to one value: a split reduction
+//                                (Note [Split reductions]) reading 64 MiB; compare likewise
 //   BM_Cuda_Add_Tiny_EndToEnd    add.Tensor of two 1-element cuda tensors: dispatch, meta rule,
 //                                output allocation (the caching allocator) and the kernel launch;
 //                                not synchronized per iteration (Note [Timing launches])
@@ -187,6 +193,49 @@ void BM_Cuda_Memcpy_D2D_64M_f32(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * kAddElements);
 }
 BENCHMARK(BM_Cuda_Memcpy_D2D_64M_f32)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_Cuda_Softmax_16Kx4K_f32(benchmark::State& state) {
+  const std::optional<Device> dev = cudaDevice(state);
+  if (!dev) return;
+  auto softmax_out = Dispatcher::singleton()
+                         .findOpOrThrow("bp::softmax.int_out")
+                         .typed<Tensor(const Tensor&, int64_t, std::optional<ScalarType>, const Tensor&)>();
+  constexpr int64_t kRows = 16384, kCols = 4096;
+  const TensorOptions opts{.dtype = ScalarType::Float32, .device = *dev};
+  Tensor x = randn({kRows, kCols}, opts), out = empty({kRows, kCols}, opts);
+  softmax_out.call(x, 1, std::nullopt, out);  // warm-up
+  synchronize();
+  for (auto _ : state) {
+    Tensor r = softmax_out.call(x, 1, std::nullopt, out);
+    benchmark::DoNotOptimize(r);
+    synchronize();
+  }
+  state.SetBytesProcessed(state.iterations() * 2 * kRows * kCols * int64_t{sizeof(float)});  // read + written once
+  state.SetItemsProcessed(state.iterations() * kRows * kCols);
+}
+BENCHMARK(BM_Cuda_Softmax_16Kx4K_f32)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_Cuda_Sum_16M_f32(benchmark::State& state) {
+  const std::optional<Device> dev = cudaDevice(state);
+  if (!dev) return;
+  auto sum_out = Dispatcher::singleton()
+                     .findOpOrThrow("bp::sum.IntList_out")
+                     .typed<Tensor(const Tensor&, std::optional<IntArrayRef>, bool, std::optional<ScalarType>,
+                                   const Tensor&)>();
+  constexpr int64_t kElements = int64_t{16} << 20;
+  const TensorOptions opts{.dtype = ScalarType::Float32, .device = *dev};
+  Tensor x = randn({kElements}, opts), out = empty({}, opts);
+  sum_out.call(x, std::nullopt, false, std::nullopt, out);  // warm-up
+  synchronize();
+  for (auto _ : state) {
+    Tensor r = sum_out.call(x, std::nullopt, false, std::nullopt, out);
+    benchmark::DoNotOptimize(r);
+    synchronize();
+  }
+  state.SetBytesProcessed(state.iterations() * kElements * int64_t{sizeof(float)});
+  state.SetItemsProcessed(state.iterations() * kElements);
+}
+BENCHMARK(BM_Cuda_Sum_16M_f32)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 void BM_Cuda_Matmul_4096(benchmark::State& state) {
   const std::optional<Device> dev = cudaDevice(state);

@@ -23,9 +23,10 @@ OffsetCalculator<1> walkOf(const char* op, const bp::Tensor& t) {
 // --- fill_: element bits of the value, per element size.
 
 template <class E>
-__global__ void fillKernel(OffsetCalculator<1> walk, int64_t n, E* out, E value) {
-  gridStride(n, [&](int64_t i) { out[walk.get(i).v[0]] = value; });
-}
+struct FillFn {
+  E value;
+  BP_GPU_HD E operator()() const { return value; }
+};
 
 // Fills t (any strides) with the element whose bits are `value` (T's storage).
 template <class T>
@@ -34,8 +35,7 @@ void fillWith(const char* op, const bp::Tensor& t, T value) {
     using E = decltype(tag);
     E bits;
     std::memcpy(&bits, &value, sizeof(E));
-    launchElements(&fillKernel<E>, t.numel(), t.device().index, walkOf(op, t), t.numel(),
-                   static_cast<E*>(t.data_ptr()), bits);
+    launchElementwise(walkOf(op, t), t.numel(), t.device().index, static_cast<E*>(t.data_ptr()), FillFn<E>{bits});
   });
 }
 
@@ -72,7 +72,7 @@ bp::Tensor arange_out(const bp::Scalar& start, const bp::Scalar& end, const bp::
       using Acc = ArangeAcc<T>;
       const Acc s = std::is_integral_v<T> ? static_cast<Acc>(start.toInt()) : static_cast<Acc>(start.toDouble());
       const Acc d = std::is_integral_v<T> ? static_cast<Acc>(step.toInt()) : static_cast<Acc>(step.toDouble());
-      launchElements(&arangeKernel<T>, out.numel(), out.device().index, walkOf(op, out), out.numel(),
+      launchElements(&arangeKernel<T>, out.numel(), 1, out.device().index, walkOf(op, out), out.numel(),
                      static_cast<T*>(out.data_ptr()), s, d);
     }
   });
@@ -139,7 +139,7 @@ bp::Tensor philoxDraw(const char* op, const bp::Tensor& self, std::initializer_l
   checkDtype(op, self, "self", supported);
   visitDtype(self.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    launchElements(&philoxKernel<T>, self.numel(), self.device().index, walkOf(op, self), self.numel(),
+    launchElements(&philoxKernel<T>, self.numel(), 1, self.device().index, walkOf(op, self), self.numel(),
                    static_cast<T*>(self.data_ptr()), args);
   });
   return self;
@@ -160,29 +160,32 @@ bp::Tensor philox_bernoulli_(const bp::Tensor& self, double p, int64_t seed, int
                     {Draw::Bernoulli, static_cast<uint64_t>(seed), static_cast<uint64_t>(offset), 0.0, p});
 }
 
-// --- copies with conversion: one kernel per destination type; the source
+// --- copies with conversion: one kernel per destination type and path
+// (vectorized or strided: Note [Contiguous elementwise loops]); the source
 // type is a uniform switch inside.
 
 template <class O, class I>
-__device__ void copyElements(const OffsetCalculator<2>& walk, int64_t n, O* out, const I* in) {
-  gridStride(n, [&](int64_t i) {
-    const Offsets<2> o = walk.get(i);
-    out[o.v[0]] = convert<O>(in[o.v[1]]);
-  });
+struct ConvertFn {
+  BP_GPU_HD O operator()(I v) const { return convert<O>(v); }
+};
+
+template <LoopPath kPath, class O, class I>
+__device__ void copyElements(const OffsetCalculator<2>& walk, int64_t n, O* out, const void* in) {
+  elementwiseLoop<kPath>(walk, n, out, ConvertFn<O, I>{}, Operand<I>{static_cast<const I*>(in), I{}});
 }
 
-template <class O>
+template <LoopPath kPath, class O>
 __global__ void copyKernel(OffsetCalculator<2> walk, int64_t n, O* out, const void* in, ScalarType in_type) {
   switch (in_type) {
-    case ScalarType::Bool: return copyElements(walk, n, out, static_cast<const bool*>(in));
-    case ScalarType::UInt8: return copyElements(walk, n, out, static_cast<const uint8_t*>(in));
-    case ScalarType::Int8: return copyElements(walk, n, out, static_cast<const int8_t*>(in));
-    case ScalarType::Int32: return copyElements(walk, n, out, static_cast<const int32_t*>(in));
-    case ScalarType::Int64: return copyElements(walk, n, out, static_cast<const int64_t*>(in));
-    case ScalarType::Float16: return copyElements(walk, n, out, static_cast<const Half*>(in));
-    case ScalarType::BFloat16: return copyElements(walk, n, out, static_cast<const BFloat16*>(in));
-    case ScalarType::Float32: return copyElements(walk, n, out, static_cast<const float*>(in));
-    case ScalarType::Float64: return copyElements(walk, n, out, static_cast<const double*>(in));
+    case ScalarType::Bool: return copyElements<kPath, O, bool>(walk, n, out, in);
+    case ScalarType::UInt8: return copyElements<kPath, O, uint8_t>(walk, n, out, in);
+    case ScalarType::Int8: return copyElements<kPath, O, int8_t>(walk, n, out, in);
+    case ScalarType::Int32: return copyElements<kPath, O, int32_t>(walk, n, out, in);
+    case ScalarType::Int64: return copyElements<kPath, O, int64_t>(walk, n, out, in);
+    case ScalarType::Float16: return copyElements<kPath, O, Half>(walk, n, out, in);
+    case ScalarType::BFloat16: return copyElements<kPath, O, BFloat16>(walk, n, out, in);
+    case ScalarType::Float32: return copyElements<kPath, O, float>(walk, n, out, in);
+    case ScalarType::Float64: return copyElements<kPath, O, double>(walk, n, out, in);
   }
 }
 
@@ -217,10 +220,18 @@ void copyCast(const char* op, const bp::Tensor& dst, const bp::Tensor& src) {
     return;
   }
   const OffsetCalculator<2> walk = makeOffsetCalculator<2>(op, dst.sizes(), {&dst, &src});
-  visitDtype(dst.dtype(), [&](auto tag) {
-    using O = decltype(tag);
-    launchElements(&copyKernel<O>, n, device, walk, n, static_cast<O*>(dst.data_ptr()),
-                   static_cast<const void*>(src.data_ptr()), src.dtype());
+  visitDtype(dst.dtype(), [&](auto out_tag) {
+    using O = decltype(out_tag);
+    visitDtype(src.dtype(), [&](auto in_tag) {
+      using I = decltype(in_tag);
+      // A misaligned dense copy takes the strided path (the Note says why).
+      const LoopPath path = chooseLoopPath(walk, static_cast<const O*>(dst.data_ptr()),
+                                           Operand<I>{static_cast<const I*>(src.data_ptr()), I{}});
+      auto* kernel = path == LoopPath::kVectorized ? &copyKernel<LoopPath::kVectorized, O>
+                                                   : &copyKernel<LoopPath::kStrided, O>;
+      launchElements(kernel, n, path == LoopPath::kVectorized ? kUnroll * kVecOf<O, I> : 1, device, walk, n,
+                     static_cast<O*>(dst.data_ptr()), static_cast<const void*>(src.data_ptr()), src.dtype());
+    });
   });
 }
 

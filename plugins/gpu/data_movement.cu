@@ -78,7 +78,7 @@ void checkIndexRange(const char* op, const bp::Tensor& index, int64_t size, int6
     DeviceGuard guard(device);
     check(gpuMemsetAsync(count.data_ptr(), 0, sizeof(unsigned long long), currentStream(device)), op);
   }
-  launchElements(&countBadIndicesKernel<I>, n, device,
+  launchElements(&countBadIndicesKernel<I>, n, 1, device,
                  makeOffsetCalculator<1>(op, index.sizes(), {index.strides().data()}), n,
                  static_cast<const I*>(index.data_ptr()), size, static_cast<unsigned long long*>(count.data_ptr()));
   unsigned long long bad = 0;
@@ -135,7 +135,7 @@ void gatherInto(const char* op, const bp::Tensor& out, const bp::Tensor& index, 
   const int64_t n = out.numel();
   visitItemSize(self.element_size(), [&](auto tag) {
     using E = decltype(tag);
-    launchElements(&gatherKernel<E, I>, n, out.device().index, makeOffsetCalculator<3>(op, shape, strides), n,
+    launchElements(&gatherKernel<E, I>, n, 1, out.device().index, makeOffsetCalculator<3>(op, shape, strides), n,
                    static_cast<E*>(out.data_ptr()), static_cast<const I*>(index.data_ptr()),
                    static_cast<const E*>(self.data_ptr()), self_step);
   });
@@ -264,7 +264,7 @@ bp::Tensor scatter_add_out(const bp::Tensor& self, int64_t dim, const bp::Tensor
                                                              {index_strides, src_strides, out_strides});
     int64_t lines = 1;
     for (int64_t k = 0; k < ndim; ++k) lines *= shape[k];
-    launchElements(&scatterAddKernel<T>, lines, device.index, walk, lines,
+    launchElements(&scatterAddKernel<T>, lines, 1, device.index, walk, lines,
                    static_cast<const int64_t*>(index.data_ptr()), static_cast<const T*>(src.data_ptr()),
                    static_cast<T*>(out.data_ptr()), steps);
   });

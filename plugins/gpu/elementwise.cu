@@ -53,7 +53,7 @@ Operand<T> stage(const char* op, const bp::Tensor& t, const char* arg, bp::Devic
                  bp::Tensor& holder, const bp::Tensor*& shape_of) {
   if (isCpuScalar(t)) {
     shape_of = nullptr;
-    return {nullptr, load(cpuScalarAs<T>(t))};
+    return {nullptr, cpuScalarAs<T>(t)};
   }
   checkOnDevice(op, t, arg, device);
   shape_of = &as(op, t, dtype, holder);
@@ -115,13 +115,11 @@ BP_GPU_HD M applyBinary(BinaryOp op, M x, M y, M alpha) {
 }
 
 template <class T>
-__global__ void binaryKernel(OffsetCalculator<3> walk, int64_t n, T* out, Operand<T> a, Operand<T> b, BinaryOp op,
-                             opmath_t<T> alpha) {
-  gridStride(n, [&](int64_t i) {
-    const Offsets<3> o = walk.get(i);
-    out[o.v[0]] = store<T>(applyBinary<opmath_t<T>>(op, a[o.v[1]], b[o.v[2]], alpha));
-  });
-}
+struct BinaryFn {
+  BinaryOp op;
+  opmath_t<T> alpha;
+  BP_GPU_HD T operator()(T x, T y) const { return store<T>(applyBinary<opmath_t<T>>(op, load(x), load(y), alpha)); }
+};
 
 bp::Tensor binary(const char* op, const bp::Tensor& self, const bp::Tensor& other, const bp::Tensor& out,
                   std::initializer_list<ScalarType> supported, BinaryOp kind, const bp::Scalar& alpha = bp::Scalar(1)) {
@@ -133,9 +131,8 @@ bp::Tensor binary(const char* op, const bp::Tensor& self, const bp::Tensor& othe
     const bp::Tensor *a_shape, *b_shape;
     const Operand<T> a = stage<T>(op, self, "self", device, out.dtype(), a_holder, a_shape);
     const Operand<T> b = stage<T>(op, other, "other", device, out.dtype(), b_holder, b_shape);
-    launchElements(&binaryKernel<T>, out.numel(), device.index,
-                   makeOffsetCalculator<3>(op, out.sizes(), {&out, a_shape, b_shape}), out.numel(),
-                   static_cast<T*>(out.data_ptr()), a, b, kind, scalarAs<T>(alpha));
+    launchElementwise(makeOffsetCalculator<3>(op, out.sizes(), {&out, a_shape, b_shape}), out.numel(), device.index,
+                      static_cast<T*>(out.data_ptr()), BinaryFn<T>{kind, scalarAs<T>(alpha)}, a, b);
   });
   return out;
 }
@@ -214,13 +211,11 @@ BP_GPU_HD M applyUnary(UnaryOp op, M x, M p, M q) {
 }
 
 template <class T>
-__global__ void unaryKernel(OffsetCalculator<2> walk, int64_t n, T* out, const T* in, UnaryOp op, opmath_t<T> p,
-                            opmath_t<T> q) {
-  gridStride(n, [&](int64_t i) {
-    const Offsets<2> o = walk.get(i);
-    out[o.v[0]] = store<T>(applyUnary<opmath_t<T>>(op, load(in[o.v[1]]), p, q));
-  });
-}
+struct UnaryFn {
+  UnaryOp op;
+  opmath_t<T> p, q;
+  BP_GPU_HD T operator()(T x) const { return store<T>(applyUnary<opmath_t<T>>(op, load(x), p, q)); }
+};
 
 // out = op(self) with parameters p, q given as Scalars (converted to out's
 // dtype); `kind` may depend on out's compute type (pow's square).
@@ -237,8 +232,9 @@ bp::Tensor unary(const char* op, const bp::Tensor& self, const bp::Tensor& out,
     using M = opmath_t<T>;
     M p{}, q{};
     const UnaryOp kind = choose(T{}, p, q);
-    launchElements(&unaryKernel<T>, out.numel(), device.index, makeOffsetCalculator<2>(op, out.sizes(), {&out, &a}),
-                   out.numel(), static_cast<T*>(out.data_ptr()), static_cast<const T*>(a.data_ptr()), kind, p, q);
+    launchElementwise(makeOffsetCalculator<2>(op, out.sizes(), {&out, &a}), out.numel(), device.index,
+                      static_cast<T*>(out.data_ptr()), UnaryFn<T>{kind, p, q},
+                      Operand<T>{static_cast<const T*>(a.data_ptr()), T{}});
   });
   return out;
 }
@@ -313,12 +309,10 @@ BP_GPU_HD bool compare(Cmp c, M x, M y) {
 }
 
 template <class T>
-__global__ void compareKernel(OffsetCalculator<3> walk, int64_t n, bool* out, Operand<T> a, Operand<T> b, Cmp c) {
-  gridStride(n, [&](int64_t i) {
-    const Offsets<3> o = walk.get(i);
-    out[o.v[0]] = compare(c, a[o.v[1]], b[o.v[2]]);
-  });
-}
+struct CompareFn {
+  Cmp c;
+  BP_GPU_HD bool operator()(T x, T y) const { return compare(c, load(x), load(y)); }
+};
 
 // Runs fill(bool_out) into out, through a bool temporary when out is not bool.
 template <class Fill>
@@ -345,10 +339,9 @@ bp::Tensor compareOut(const char* op, const bp::Tensor& self, const bp::Tensor* 
       const bp::Tensor *a_shape, *b_shape = nullptr;
       const Operand<T> a = stage<T>(op, self, "self", device, common, a_holder, a_shape);
       const Operand<T> b = other != nullptr ? stage<T>(op, *other, "other", device, common, b_holder, b_shape)
-                                            : Operand<T>{nullptr, scalarAs<T>(value)};
-      launchElements(&compareKernel<T>, res.numel(), device.index,
-                     makeOffsetCalculator<3>(op, res.sizes(), {&res, a_shape, b_shape}), res.numel(),
-                     static_cast<bool*>(res.data_ptr()), a, b, c);
+                                            : Operand<T>{nullptr, store<T>(scalarAs<T>(value))};
+      launchElementwise(makeOffsetCalculator<3>(op, res.sizes(), {&res, a_shape, b_shape}), res.numel(),
+                        device.index, static_cast<bool*>(res.data_ptr()), CompareFn<T>{c}, a, b);
     });
   });
 }
@@ -376,13 +369,9 @@ bp::Tensor compareScalarOut(const char* op, const bp::Tensor& self, const bp::Sc
 // --- where and masked_fill's select: raw elements, per element size.
 
 template <class E>
-__global__ void selectKernel(OffsetCalculator<4> walk, int64_t n, E* out, Operand<bool> cond, Operand<E> a,
-                             Operand<E> b) {
-  gridStride(n, [&](int64_t i) {
-    const Offsets<4> o = walk.get(i);
-    out[o.v[0]] = cond[o.v[1]] ? a[o.v[2]] : b[o.v[3]];
-  });
-}
+struct SelectFn {
+  BP_GPU_HD E operator()(bool c, E x, E y) const { return c ? x : y; }
+};
 
 // where(condition, self, other): condition is bool (checked by the host).
 bp::Tensor where_out(const bp::Tensor& condition, const bp::Tensor& self, const bp::Tensor& other,
@@ -424,9 +413,9 @@ void selectInto(const char* op, const bp::Tensor& out, SelectOperand cond, Selec
       std::memcpy(&v, &s.bits, sizeof(V));  // little-endian: the low bytes
       return Operand<V>{nullptr, v};
     };
-    launchElements(&selectKernel<E>, out.numel(), out.device().index,
-                   makeOffsetCalculator<4>(op, out.sizes(), {&out, cond.tensor, a.tensor, b.tensor}), out.numel(),
-                   static_cast<E*>(out.data_ptr()), operand(cond, bool{}), operand(a, E{}), operand(b, E{}));
+    launchElementwise(makeOffsetCalculator<4>(op, out.sizes(), {&out, cond.tensor, a.tensor, b.tensor}), out.numel(),
+                      out.device().index, static_cast<E*>(out.data_ptr()), SelectFn<E>{}, operand(cond, bool{}),
+                      operand(a, E{}), operand(b, E{}));
   });
 }
 

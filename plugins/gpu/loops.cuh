@@ -24,9 +24,42 @@
 //   * A linear index is the element's row-major position, which random
 //     draws and arange need (Note [The Philox stream]); merging dimensions
 //     keeps row-major order.
+//   * Paths: the general walk above is one of three; Note [Contiguous
+//     elementwise loops] says when the others run.
+//
+// Note [Contiguous elementwise loops]
+// Most elementwise calls are dense: after merging, every operand is one
+// dimension of stride 1 (or stride 0: a single element broadcast, or a
+// scalar). For those, the host picks one of two contiguous paths before the
+// launch (chooseLoopPath), as PyTorch's CUDA loops do:
+//
+//   * kVectorized, when every streamed pointer is aligned to a whole vector:
+//     each thread moves kUnroll vectors of kVec elements per operand, where
+//     kVec = 16 / (the widest operand's element size), so the widest operand
+//     moves 16 bytes per load or store (ld/st.global.v4 on NVIDIA), and all
+//     loads of a tile are issued before any result is computed. A block's
+//     tile is kBlockSize * kUnroll * kVec elements, vector u of thread t at
+//     tile offset (u * kBlockSize + t) * kVec: neighbouring threads touch
+//     neighbouring vectors, so each warp's access is one contiguous span.
+//   * kUnrolled, when some pointer is not so aligned (a view starting at
+//     element 1): the same tiles, element by element (still kUnroll * kVec
+//     independent loads in flight per thread, no index math).
+//   * kStrided: everything else, through the OffsetCalculator.
+//
+// The last, partial tile of both contiguous paths runs element by element
+// (a uniform branch per block). The path is a template parameter, so a
+// kernel is instantiated three times per storage type, not per op: the
+// strided path's index math would otherwise cost the dense paths registers.
+// Conversions (copyCast) have only the vectorized and strided paths: a
+// misaligned converting copy is rare, and the 1-dimensional strided walk
+// costs it one multiply per operand. What every path computes per element
+// is the same functor, so results do not depend on the path; the tests
+// compare each path with the CPU plugin (elementwise_test.cc) and run the
+// loops on the simulator directly (plugins/gpu/tests/loops_test.cc).
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include "dtypes.cuh"
@@ -155,12 +188,13 @@ OffsetCalculator<N> makeOffsetCalculator(const char* op, bp::IntList shape,
 
 // An input of an elementwise kernel: elements at `ptr` (at the offsets an
 // OffsetCalculator gives), or, where ptr is null, `value` for every element
-// (a scalar, or a 0-d cpu tensor read on the host).
+// (a scalar, or a 0-d cpu tensor read on the host). Storage values: kernels
+// load() them into their compute type.
 template <class T>
 struct Operand {
   const T* ptr;
-  opmath_t<T> value;
-  BP_GPU_HD opmath_t<T> operator[](int64_t offset) const { return ptr != nullptr ? load(ptr[offset]) : value; }
+  T value;
+  BP_GPU_HD T operator[](int64_t offset) const { return ptr != nullptr ? ptr[offset] : value; }
 };
 
 // Calls f(i) for i in [0, n), each index on one thread of the grid.
@@ -171,16 +205,208 @@ __device__ inline void gridStride(int64_t n, F&& f) {
 }
 
 // Launches kernel(args...) with enough kBlockSize-thread blocks for n
-// elements (capped: the kernels loop with gridStride) on `device`'s current
-// stream. n == 0 launches nothing.
+// elements, `per_thread` of them on each thread (capped: the kernels loop
+// over the grid) on `device`'s current stream. n == 0 launches nothing.
 template <class... P, class... A>
-void launchElements(void (*kernel)(P...), int64_t n, int device, A&&... args) {
+void launchElements(void (*kernel)(P...), int64_t n, int per_thread, int device, A&&... args) {
   if (n <= 0) return;
   DeviceGuard guard(device);
   const int64_t cap = static_cast<int64_t>(limits(device).sm_count) * kBlocksPerSm;
-  const int64_t blocks = std::max<int64_t>(1, std::min<int64_t>((n + kBlockSize - 1) / kBlockSize, cap));
+  const int64_t per_block = int64_t{kBlockSize} * per_thread;
+  const int64_t blocks = std::max<int64_t>(1, std::min<int64_t>((n + per_block - 1) / per_block, cap));
   launch(kernel, dim3(static_cast<unsigned>(blocks)), dim3(kBlockSize), 0, currentStream(device),
          std::forward<A>(args)...);
+}
+
+
+// ------------------------------------------ Note [Contiguous elementwise loops]
+
+enum class LoopPath : int32_t { kVectorized, kUnrolled, kStrided };
+
+// Vectors per thread per tile on the contiguous paths.
+inline constexpr int kUnroll = 2;
+
+// Elements per vector for operands of storage types E...: a 16-byte vector
+// of the widest.
+template <class... E>
+inline constexpr int kVecOf = 16 / static_cast<int>(std::max({sizeof(E)...}));
+
+#if defined(BP_GPU_SIM)
+#define BP_GPU_UNROLL
+#else
+#define BP_GPU_UNROLL _Pragma("unroll")
+#endif
+
+// kN elements of T, aligned as a whole: one vector load or store.
+template <class T, int kN>
+struct alignas(sizeof(T) * kN) Chunk {
+  T v[kN];
+};
+
+// Elements [i, i + kN) of `a`: one aligned chunk when kVector, else kN
+// loads; a's value everywhere when a.ptr is null.
+template <int kN, bool kVector, class T>
+__device__ inline Chunk<T, kN> loadChunk(const Operand<T>& a, int64_t i) {
+  Chunk<T, kN> c;
+  if (a.ptr == nullptr) {
+    BP_GPU_UNROLL
+    for (int e = 0; e < kN; ++e) c.v[e] = a.value;
+  } else if constexpr (kVector) {
+    c = *reinterpret_cast<const Chunk<T, kN>*>(a.ptr + i);
+  } else {
+    BP_GPU_UNROLL
+    for (int e = 0; e < kN; ++e) c.v[e] = a.ptr[i + e];
+  }
+  return c;
+}
+
+// One input's share of a tile on one thread: kUnroll chunks.
+template <class T, int kN>
+struct TileRegs {
+  Chunk<T, kN> c[kUnroll];
+};
+
+template <int kVec, bool kVector, class T>
+__device__ inline TileRegs<T, kVec> loadTile(const Operand<T>& a, const int64_t (&at)[kUnroll]) {
+  TileRegs<T, kVec> r;
+  BP_GPU_UNROLL
+  for (int u = 0; u < kUnroll; ++u) r.c[u] = loadChunk<kVec, kVector>(a, at[u]);
+  return r;
+}
+
+// Computes and stores one thread's share of a whole tile from its loaded inputs.
+template <int kVec, bool kVector, class Out, class F, class... In>
+__device__ inline void storeTile(Out* out, const int64_t (&at)[kUnroll], const F& f,
+                                 const TileRegs<In, kVec>&... in) {
+  BP_GPU_UNROLL
+  for (int u = 0; u < kUnroll; ++u) {
+    Chunk<Out, kVec> r;
+    BP_GPU_UNROLL
+    for (int e = 0; e < kVec; ++e) r.v[e] = f(in.c[u].v[e]...);
+    if constexpr (kVector) {
+      *reinterpret_cast<Chunk<Out, kVec>*>(out + at[u]) = r;
+    } else {
+      BP_GPU_UNROLL
+      for (int e = 0; e < kVec; ++e) out[at[u] + e] = r.v[e];
+    }
+  }
+}
+
+// out[i] = f(in[i]...) for i in [0, n) on a contiguous path: whole tiles
+// of blockDim.x * kUnroll * kVec elements by chunks (every load of a tile is
+// issued before f runs: loadTile's results are storeTile's arguments), the
+// last partial tile element by element. Inputs of stride 0 arrive as values.
+template <bool kVector, class Out, class F, class... In>
+__device__ inline void denseLoop(int64_t n, Out* out, const F& f, const Operand<In>&... in) {
+  constexpr int kVec = kVecOf<Out, In...>;
+  const int64_t tile = static_cast<int64_t>(blockDim.x) * kUnroll * kVec;
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * tile; base < n; base += tile * gridDim.x) {
+    if (base + tile <= n) {
+      int64_t at[kUnroll];
+      BP_GPU_UNROLL
+      for (int u = 0; u < kUnroll; ++u) at[u] = base + (static_cast<int64_t>(u) * blockDim.x + threadIdx.x) * kVec;
+      storeTile<kVec, kVector>(out, at, f, loadTile<kVec, kVector>(in, at)...);
+    } else {
+      for (int64_t i = base + threadIdx.x; i < n; i += blockDim.x) out[i] = f(in[i]...);
+    }
+  }
+}
+
+// A stride-0 input of a contiguous path as a value: each thread reads the
+// one element once.
+template <class T>
+__device__ inline Operand<T> resolveBroadcast(const Operand<T>& a, int64_t stride) {
+  return a.ptr != nullptr && stride == 0 ? Operand<T>{nullptr, a.ptr[0]} : a;
+}
+
+template <LoopPath kPath, class Out, class F, class... In, size_t... K>
+__device__ inline void elementwiseLoopImpl(std::index_sequence<K...>, const OffsetCalculator<1 + sizeof...(In)>& walk,
+                                           int64_t n, Out* out, const F& f, const Operand<In>&... in) {
+  if constexpr (kPath == LoopPath::kStrided) {
+    gridStride(n, [&](int64_t i) {
+      const Offsets<1 + sizeof...(In)> o = walk.get(i);
+      out[o.v[0]] = f(in[o.v[K + 1]]...);
+    });
+  } else if (n > 0) {  // (a stride-0 input has an element to read)
+    denseLoop<kPath == LoopPath::kVectorized>(n, out, f, resolveBroadcast(in, walk.strides[0][K + 1])...);
+  }
+}
+
+// out = f(in...) elementwise over the `n` elements `walk` describes, on the
+// path the host chose for them (chooseLoopPath). f maps the inputs' storage
+// values to out's storage value; every path calls it on the same values.
+template <LoopPath kPath, class Out, class F, class... In>
+__device__ inline void elementwiseLoop(const OffsetCalculator<1 + sizeof...(In)>& walk, int64_t n, Out* out,
+                                       const F& f, const Operand<In>&... in) {
+  elementwiseLoopImpl<kPath>(std::index_sequence_for<In...>{}, walk, n, out, f, in...);
+}
+
+// The kernel of elementwiseLoop, for functors that need nothing else.
+template <LoopPath kPath, class F, class Out, class... In>
+__global__ void elementwiseKernel(OffsetCalculator<1 + sizeof...(In)> walk, int64_t n, Out* out, F f,
+                                  Operand<In>... in) {
+  elementwiseLoop<kPath>(walk, n, out, f, in...);
+}
+
+// The path for `walk`'s N operands (operand 0 is out) at `pointers` (null:
+// a scalar) whose vectors are vec_bytes[k] bytes: contiguous when one
+// dimension remains after merging and out steps 1 through it, every input
+// 0 or 1; vectorized when, in addition, every stepping pointer is aligned
+// to its vector (Note [Contiguous elementwise loops]).
+template <int N>
+LoopPath chooseLoopPath(const OffsetCalculator<N>& walk, const std::array<const void*, N>& pointers,
+                        const std::array<size_t, N>& vec_bytes) {
+  if (walk.ndim != 1) return LoopPath::kStrided;
+  const bool single = walk.sizes[0] == 1;  // one element: any strides do
+  bool aligned = true;
+  for (int k = 0; k < N; ++k) {
+    const int64_t stride = single ? (k == 0 ? 1 : 0) : walk.strides[0][k];
+    if (stride != 1 && (k == 0 || stride != 0)) return LoopPath::kStrided;
+    if (pointers[k] != nullptr && stride == 1)
+      aligned = aligned && reinterpret_cast<uintptr_t>(pointers[k]) % vec_bytes[k] == 0;
+  }
+  return aligned ? LoopPath::kVectorized : LoopPath::kUnrolled;
+}
+
+// The path of an elementwise call writing `out` from inputs `in`.
+template <class Out, class... In>
+LoopPath chooseLoopPath(const OffsetCalculator<1 + sizeof...(In)>& walk, const Out* out, const Operand<In>&... in) {
+  constexpr size_t kVec = kVecOf<Out, In...>;
+  return chooseLoopPath<1 + sizeof...(In)>(walk, {static_cast<const void*>(out), static_cast<const void*>(in.ptr)...},
+                                           {kVec * sizeof(Out), kVec * sizeof(In)...});
+}
+
+// Launches the kernel `Kernels::get<path>()` (one instantiation per path,
+// as ElementwiseKernels) over n elements on `device`, with the grid its
+// path needs.
+template <class Kernels, class Out, class... In, class... A>
+void launchOnPath(LoopPath path, int64_t n, int device, A&&... args) {
+  constexpr int kTile = kUnroll * kVecOf<Out, In...>;
+  switch (path) {
+    case LoopPath::kVectorized:
+      return launchElements(Kernels::template get<LoopPath::kVectorized>(), n, kTile, device, std::forward<A>(args)...);
+    case LoopPath::kUnrolled:
+      return launchElements(Kernels::template get<LoopPath::kUnrolled>(), n, kTile, device, std::forward<A>(args)...);
+    case LoopPath::kStrided:
+      return launchElements(Kernels::template get<LoopPath::kStrided>(), n, 1, device, std::forward<A>(args)...);
+  }
+}
+
+template <class F, class Out, class... In>
+struct ElementwiseKernels {
+  template <LoopPath kPath>
+  static auto get() {
+    return &elementwiseKernel<kPath, F, Out, In...>;
+  }
+};
+
+// out = f(in...) over the n elements of `walk` on `device`, on the path
+// chooseLoopPath picks.
+template <class Out, class F, class... In>
+void launchElementwise(const OffsetCalculator<1 + sizeof...(In)>& walk, int64_t n, int device, Out* out, const F& f,
+                       const Operand<In>&... in) {
+  launchOnPath<ElementwiseKernels<F, Out, In...>, Out, In...>(chooseLoopPath(walk, out, in...), n, device, walk, n,
+                                                                out, f, in...);
 }
 
 }  // namespace bp_gpu

@@ -3,7 +3,9 @@
 // Each row (the trailing normalized_shape dims collapsed) is one row of
 // Note [GPU row reductions]: its mean, then the mean of squared deviations
 // from it (two passes: accurate for rows with a large mean), then
-// (x - mean) / sqrt(var + eps) * weight + bias. Arithmetic in the input's
+// (x - mean) / sqrt(var + eps) * weight + bias. A row that fits in shared
+// memory is read from global memory once and the passes run over the
+// cached copy (Note [One-pass rows] in block_reduce.cuh). Arithmetic in the input's
 // opmath type (float for float32 and narrower, double for float64); the
 // parameters are read in that type whatever their own floating dtype (a
 // bfloat16 input may come with float32 parameters), as the CPU plugin does.
@@ -17,25 +19,35 @@
 namespace bp_gpu {
 namespace {
 
-// x and y are [rows, m], contiguous; weight and bias [m] or null.
-template <class T>
+// x and y are [rows, m], contiguous; weight and bias [m] or null. kCached:
+// the block's rows are read once into dynamic shared memory and every pass
+// reads them there (Note [One-pass rows] in block_reduce.cuh).
+template <class T, bool kCached>
 __global__ void layerNormKernel(const T* x, T* y, const opmath_t<T>* weight, const opmath_t<T>* bias, int64_t rows,
                                 int64_t m, double eps) {
   using V = opmath_t<T>;
   __shared__ V shared[kReduceThreads];
   const RowLane t = rowLane(false);
+  V* cache = kCached ? dynamicShared<V>() + static_cast<int64_t>(t.slot) * m : nullptr;
   for (int64_t first = firstRow(t); first < rows; first += rowStep(t)) {
     const int64_t r = first + t.slot;
     const bool valid = r < rows;
     const T* xr = x + (valid ? r * m : 0);
+    // Element j of the row, from the cache once the first pass has filled it.
+    auto element = [&](int64_t j) -> V { return kCached ? cache[j] : load(xr[j]); };
     V sum = 0;
-    if (valid)
-      for (int64_t j = t.lane; j < m; j += t.lanes) sum += load(xr[j]);
+    if (valid) {
+      for (int64_t j = t.lane; j < m; j += t.lanes) {
+        const V v = load(xr[j]);
+        if constexpr (kCached) cache[j] = v;
+        sum += v;
+      }
+    }
     const V mean = blockCombine(sum, shared, t, SumOf<V>{}) / static_cast<V>(m);
     V squares = 0;
     if (valid) {
       for (int64_t j = t.lane; j < m; j += t.lanes) {
-        const V d = load(xr[j]) - mean;
+        const V d = element(j) - mean;
         squares += d * d;
       }
     }
@@ -44,7 +56,7 @@ __global__ void layerNormKernel(const T* x, T* y, const opmath_t<T>* weight, con
     const V rstd = V(1) / math::sqrt(var + static_cast<V>(eps));
     T* yr = y + r * m;
     for (int64_t j = t.lane; j < m; j += t.lanes) {
-      V v = (load(xr[j]) - mean) * rstd;
+      V v = (element(j) - mean) * rstd;
       if (weight != nullptr) v *= weight[j];
       if (bias != nullptr) v += bias[j];
       yr[j] = store<T>(v);
@@ -90,8 +102,11 @@ bp::Tensor layer_norm(const bp::Tensor& input, bp::IntList normalized_shape, con
     if constexpr (kIsFloating<T>) {
       using V = opmath_t<T>;
       auto data = [](const bp::Tensor* p) { return p == nullptr ? nullptr : static_cast<const V*>(p->data_ptr()); };
-      launchRows(&layerNormKernel<T>, rows, lanesFor(m), false, device.index, static_cast<const T*>(x.data_ptr()),
-                 static_cast<T*>(out.data_ptr()), data(params[0]), data(params[1]), rows, m, eps);
+      const int lanes = lanesFor(m);
+      const size_t cache = rowCacheBytes(m, lanes, sizeof(V), limits(device.index).shared_mem_per_block);
+      launchRows(cache > 0 ? &layerNormKernel<T, true> : &layerNormKernel<T, false>, rows, lanes, false, cache,
+                 device.index, static_cast<const T*>(x.data_ptr()), static_cast<T*>(out.data_ptr()), data(params[0]),
+                 data(params[1]), rows, m, eps);
     }
   });
   return out;

@@ -17,6 +17,11 @@
 //   * dtype= (and an int sum's int64 result): PyTorch converts the input
 //     first, and so do we (one conversion kernel, kernel_args.h's as());
 //     the reduction then runs in the result's dtype.
+//   * Few long rows are split across blocks and their partials merged by a
+//     second kernel with the same rules (Note [Split reductions] in
+//     block_reduce.cuh): each part's partial is the first extremum of its
+//     range of indices and the merge prefers the lower index, so ties
+//     resolve to the first index across parts as across lanes.
 //   * amax/amin propagate NaN; argmax/argmin return the first extremum in
 //     row-major order of the reduced dims, a NaN counting as the extremum:
 //     each lane keeps its first best, and the tree prefers the lower index
@@ -25,6 +30,8 @@
 //     for a large mean), divisor max(0, N - correction) as PyTorch.
 //   * softmax: max, then the sum of exp(x - max), then the outputs; a row
 //     holding NaN or +inf, or only -inf, comes out NaN by that arithmetic.
+//     Rows that fit in shared memory are read from global memory once
+//     (Note [One-pass rows] in block_reduce.cuh), with the same arithmetic.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -63,6 +70,11 @@ struct ReduceArgs {
   int64_t num_out, num_red;
   double correction;  // var/std
   bool slots_fastest;
+  // Note [Split reductions]: block (x, y) reduces reduced indices
+  // [y * chunk, (y + 1) * chunk) of its rows; with partials non-null it
+  // writes its Partial to partials[o * gridDim.y + y] instead of out.
+  int64_t chunk;
+  void* partials;
 };
 
 BP_GPU_HD inline bool isMaxOp(ReduceOp op) { return op == ReduceOp::kMax || op == ReduceOp::kArgMax; }
@@ -110,6 +122,32 @@ struct MergePartials {
   }
 };
 
+// The result of output o from its row's Partial p, stored at out's `offset`.
+template <class T, class V>
+__device__ inline void finishReduction(const ReduceArgs& args, const Partial<V>& p, void* out, int64_t offset) {
+  const ReduceOp op = args.op;
+  if (op == ReduceOp::kArgMax || op == ReduceOp::kArgMin) {
+    static_cast<int64_t*>(out)[offset] = p.n;
+    return;
+  }
+  V v = p.a;
+  if constexpr (kIsFloating<T>) {
+    const V count = static_cast<V>(args.num_red);
+    if (op == ReduceOp::kMean) v = p.a / count;  // 0 / 0 = NaN for an empty reduction
+    if (op == ReduceOp::kVar || op == ReduceOp::kStd) {
+      const V divisor = count - static_cast<V>(args.correction);
+      v = p.m2 / (divisor > V(0) ? divisor : V(0));
+      if (op == ReduceOp::kStd) v = math::sqrt(v);
+    }
+  }
+  static_cast<T*>(out)[offset] = store<T>(v);
+}
+
+template <class V>
+BP_GPU_HD inline Partial<V> emptyPartial(ReduceOp op) {
+  return Partial<V>{V(0), V(0), isExtremumOp(op) ? int64_t{-1} : int64_t{0}};
+}
+
 template <class T>
 __global__ void reduceKernel(ReduceArgs args, const T* in, void* out) {
   using V = reduce_acc_t<T>;
@@ -117,13 +155,15 @@ __global__ void reduceKernel(ReduceArgs args, const T* in, void* out) {
   const RowLane t = rowLane(args.slots_fastest);
   const ReduceOp op = args.op;
   const MergePartials<V> merge{op};
+  const int64_t begin = static_cast<int64_t>(blockIdx.y) * args.chunk;
+  const int64_t end = args.num_red - begin < args.chunk ? args.num_red : begin + args.chunk;
   for (int64_t first = firstRow(t); first < args.num_out; first += rowStep(t)) {
     const int64_t o = first + t.slot;
-    Partial<V> p{V(0), V(0), isExtremumOp(op) ? int64_t{-1} : int64_t{0}};
+    Partial<V> p = emptyPartial<V>(op);
     Offsets<2> at{};
     if (o < args.num_out) {
       at = args.outputs.get(o);
-      for (int64_t r = t.lane; r < args.num_red; r += t.lanes) {
+      for (int64_t r = begin + t.lane; r < end; r += t.lanes) {
         const V x = static_cast<V>(load(in[at.v[0] + args.reduced.get(r).v[0]]));
         if (isExtremumOp(op)) {
           if (p.n < 0 || better(isMaxOp(op), x, p.a)) p = Partial<V>{x, V(0), r};
@@ -139,21 +179,30 @@ __global__ void reduceKernel(ReduceArgs args, const T* in, void* out) {
     }
     p = blockCombine(p, shared, t, merge);
     if (t.lane != 0 || o >= args.num_out) continue;
-    if (op == ReduceOp::kArgMax || op == ReduceOp::kArgMin) {
-      static_cast<int64_t*>(out)[at.v[1]] = p.n;
-      continue;
+    if (args.partials != nullptr) {
+      static_cast<Partial<V>*>(args.partials)[o * gridDim.y + blockIdx.y] = p;
+    } else {
+      finishReduction<T>(args, p, out, at.v[1]);
     }
-    V v = p.a;
-    if constexpr (kIsFloating<T>) {
-      const V count = static_cast<V>(args.num_red);
-      if (op == ReduceOp::kMean) v = p.a / count;  // 0 / 0 = NaN for an empty reduction
-      if (op == ReduceOp::kVar || op == ReduceOp::kStd) {
-        const V divisor = count - static_cast<V>(args.correction);
-        v = p.m2 / (divisor > V(0) ? divisor : V(0));
-        if (op == ReduceOp::kStd) v = math::sqrt(v);
-      }
-    }
-    static_cast<T*>(out)[at.v[1]] = store<T>(v);
+  }
+}
+
+// The second kernel of a split reduction (Note [Split reductions]): output
+// o's `splits` partials, merged in part order by lanes of one row each.
+template <class T>
+__global__ void combinePartialsKernel(ReduceArgs args, int64_t splits, void* out) {
+  using V = reduce_acc_t<T>;
+  __shared__ Partial<V> shared[kReduceThreads];
+  const RowLane t = rowLane(false);
+  const MergePartials<V> merge{args.op};
+  const Partial<V>* partials = static_cast<const Partial<V>*>(args.partials);
+  for (int64_t first = firstRow(t); first < args.num_out; first += rowStep(t)) {
+    const int64_t o = first + t.slot;
+    Partial<V> p = emptyPartial<V>(args.op);
+    if (o < args.num_out)
+      for (int64_t s = t.lane; s < splits; s += t.lanes) p = merge(p, partials[o * splits + s]);
+    p = blockCombine(p, shared, t, merge);
+    if (t.lane == 0 && o < args.num_out) finishReduction<T>(args, p, out, args.outputs.get(o).v[1]);
   }
 }
 
@@ -210,10 +259,24 @@ void runReduction(const char* name, ReduceOp op, const bp::Tensor& self, const b
   args.slots_fastest = !reduced_contiguous && args.outputs.strides[0][0] == 1 && args.outputs.sizes[0] > 1;
   int lanes = lanesFor(num_red);
   if (args.slots_fastest) lanes = std::min(lanes, kReduceThreads / std::min(32, lanesFor(args.outputs.sizes[0])));
+  const int device = out.device().index;
+  const int64_t splits = splitsFor(rowBlocks(num_out, lanes, device), num_red, limits(device).sm_count);
+  args.chunk = (num_red + splits - 1) / splits;
   visitDtype(self.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    launchRows(&reduceKernel<T>, num_out, lanes, args.slots_fastest, out.device().index, args,
-               static_cast<const T*>(self.data_ptr()), out.data_ptr());
+    const T* in = static_cast<const T*>(self.data_ptr());
+    if (splits == 1) {
+      launchRows(&reduceKernel<T>, num_out, lanes, args.slots_fastest, 0, device, args, in, out.data_ptr());
+      return;
+    }
+    // Note [Split reductions]: partials in a scratch tensor on the device.
+    using V = reduce_acc_t<T>;
+    const bp::Tensor scratch = bp::Tensor::empty(
+        {num_out * splits * static_cast<int64_t>(sizeof(Partial<V>))}, ScalarType::UInt8, out.device());
+    args.partials = scratch.data_ptr();
+    launchRowsSplit(&reduceKernel<T>, num_out, lanes, args.slots_fastest, 0, splits, device, args, in, nullptr);
+    launchRows(&combinePartialsKernel<T>, num_out, lanesFor(splits), false, 0, device, args, splits,
+               out.data_ptr());
   });
 }
 
@@ -326,36 +389,61 @@ struct SoftmaxArgs {
 };
 
 // In T's opmath type (float for float32 and narrower, double for float64),
-// as the CPU's loops.
-template <class T>
+// as the CPU's loops. kCached: the rows a block serves at once are cached in
+// dynamic shared memory and read from global memory once (Note [One-pass
+// rows] in block_reduce.cuh); else each pass reads them again.
+template <class T, bool kCached>
 __global__ void softmaxKernel(SoftmaxArgs args, const T* in, T* out) {
   using V = opmath_t<T>;
   __shared__ V shared[kReduceThreads];
   const RowLane t = rowLane(args.slots_fastest);
+  V* cache = kCached ? dynamicShared<V>() : nullptr;
+  // Element j of this slot's cached row.
+  auto cached = [&](int64_t j) -> V& {
+    return cache[args.slots_fastest ? j * t.slots + t.slot : static_cast<int64_t>(t.slot) * args.n + j];
+  };
   for (int64_t first = firstRow(t); first < args.num_rows; first += rowStep(t)) {
     const int64_t r = first + t.slot;
     const bool valid = r < args.num_rows;
     const Offsets<2> at = valid ? args.rows.get(r) : Offsets<2>{};
     const T* x = in + at.v[0];
     V mx = -static_cast<V>(INFINITY);
-    if (valid)
-      for (int64_t j = t.lane; j < args.n; j += t.lanes) mx = MaxOf<V>{}(mx, load(x[j * args.in_stride]));
+    if (valid) {
+      for (int64_t j = t.lane; j < args.n; j += t.lanes) {
+        const V v = load(x[j * args.in_stride]);
+        if constexpr (kCached) cached(j) = v;
+        mx = MaxOf<V>{}(mx, v);
+      }
+    }
     mx = blockCombine(mx, shared, t, MaxOf<V>{});
     V sum = 0;
-    if (valid)
-      for (int64_t j = t.lane; j < args.n; j += t.lanes) sum += math::exp(load(x[j * args.in_stride]) - mx);
+    if (valid) {
+      for (int64_t j = t.lane; j < args.n; j += t.lanes) {
+        if constexpr (kCached) {
+          const V e = math::exp(cached(j) - mx);
+          if (!args.log) cached(j) = e;  // the output pass scales it
+          sum += e;
+        } else {
+          sum += math::exp(load(x[j * args.in_stride]) - mx);
+        }
+      }
+    }
     sum = blockCombine(sum, shared, t, SumOf<V>{});
     if (!valid) continue;
     T* y = out + at.v[1];
     if (args.log) {
       // (x - max) - lse, not x - (max + lse): the latter rounds at the magnitude of max.
       const V lse = math::log(sum);
-      for (int64_t j = t.lane; j < args.n; j += t.lanes)
-        y[j * args.out_stride] = store<T>((load(x[j * args.in_stride]) - mx) - lse);
+      for (int64_t j = t.lane; j < args.n; j += t.lanes) {
+        const V v = kCached ? cached(j) : load(x[j * args.in_stride]);
+        y[j * args.out_stride] = store<T>((v - mx) - lse);
+      }
     } else {
       const V inv = V(1) / sum;
-      for (int64_t j = t.lane; j < args.n; j += t.lanes)
-        y[j * args.out_stride] = store<T>(math::exp(load(x[j * args.in_stride]) - mx) * inv);
+      for (int64_t j = t.lane; j < args.n; j += t.lanes) {
+        const V e = kCached ? cached(j) : math::exp(load(x[j * args.in_stride]) - mx);
+        y[j * args.out_stride] = store<T>(e * inv);
+      }
     }
   }
 }
@@ -391,8 +479,12 @@ bp::Tensor softmax_out(const char* op, bool log, const bp::Tensor& self, int64_t
   visitDtype(out.dtype(), [&](auto tag) {
     using T = decltype(tag);
     if constexpr (kIsFloating<T>) {
-      launchRows(&softmaxKernel<T>, args.num_rows, lanes, args.slots_fastest, out.device().index, args,
-                 static_cast<const T*>(x.data_ptr()), static_cast<T*>(out.data_ptr()));
+      const int device = out.device().index;
+      const size_t cache =
+          rowCacheBytes(args.n, lanes, sizeof(opmath_t<T>), limits(device).shared_mem_per_block);
+      launchRows(cache > 0 ? &softmaxKernel<T, true> : &softmaxKernel<T, false>, args.num_rows, lanes,
+                 args.slots_fastest, cache, device, args, static_cast<const T*>(x.data_ptr()),
+                 static_cast<T*>(out.data_ptr()));
     }
   });
   return out;

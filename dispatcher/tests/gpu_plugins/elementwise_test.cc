@@ -2,8 +2,9 @@
 // simulator plugin, for what the conformance suite does not check: random
 // draws equal to the CPU plugin's bit for bit for a seed (conformance only
 // judges their statistics), big non-contiguous broadcasts through the
-// general index path, 0-d tensors as fill values, and the errors of index
-// values checked on the device.
+// general index path, the dense (vectorized and misaligned) paths at every
+// tail length, 0-d tensors as fill values, and the errors of index values
+// checked on the device.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -117,6 +118,60 @@ TEST_F(GpusimKernelsTest, LargeNonContiguousBroadcastsMatchTheCpu) {
   Tensor target = zeros({40, 90, 300}, {ScalarType::Float32, sim()}).transpose(0, 2);
   target.add_(b.to(sim()));
   EXPECT_EQ(valuesOf(target), valuesOf(b.expand({300, 90, 40})));
+}
+
+// Note [Contiguous elementwise loops] in plugins/gpu/loops.cuh: dense
+// operands take a vectorized path, dense ones not aligned to a 16-byte
+// vector (a view starting at element 1) an unrolled one, and the rest the
+// strided one. Whatever the path, and at every tail length, the numbers
+// are the CPU plugin's.
+TEST_F(GpusimKernelsTest, ElementwisePathsMatchTheCpuForDenseMisalignedAndStridedOperands) {
+  expectNative("bp::add.out");
+  expectNative("bp::exp.out");
+  expectNative("bp::gt.Tensor_out");
+  expectNative("bp::fill_.Scalar");
+  expectNative("bp::_copy_on_device_");
+  for (ScalarType dtype : {ScalarType::Float32, ScalarType::Float16, ScalarType::Int64, ScalarType::UInt8}) {
+    for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{3}, int64_t{4096 + 5}}) {
+      SCOPED_TRACE(std::string(scalarTypeName(dtype)) + " n=" + std::to_string(n));
+      std::vector<float> values(static_cast<size_t>(2 * n + 2));
+      for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>((i * 7919) % 61) - 20.0f;
+      const Tensor base_cpu = tensorFromVector<float>(values, {2 * n + 2}, cpu()).to(dtype);
+      const Tensor base_sim = base_cpu.to(sim());
+      // The layouts, sliced on each device (a view keeps its offset).
+      auto layouts = [n](const Tensor& base) {
+        return std::vector<Tensor>{base.slice(0, 0, n), base.slice(0, 1, n + 1), base.slice(0, 0, 2 * n, 2)};
+      };
+      const std::vector<Tensor> on_cpu = layouts(base_cpu), on_sim = layouts(base_sim);
+      for (size_t i = 0; i < on_cpu.size(); ++i) {
+        for (size_t j = 0; j < on_cpu.size(); ++j) {
+          SCOPED_TRACE("layouts " + std::to_string(i) + ", " + std::to_string(j));
+          EXPECT_EQ(valuesOf(add(on_sim[i], on_sim[j])), valuesOf(add(on_cpu[i], on_cpu[j])));
+          EXPECT_EQ(valuesOf(on_sim[i].gt(on_sim[j])), valuesOf(on_cpu[i].gt(on_cpu[j])));
+          EXPECT_EQ(valuesOf(where(on_sim[i].gt(on_sim[j]), on_sim[i], on_sim[j])),
+                    valuesOf(where(on_cpu[i].gt(on_cpu[j]), on_cpu[i], on_cpu[j])));
+        }
+        EXPECT_EQ(valuesOf(on_sim[i] * 3), valuesOf(on_cpu[i] * 3));  // a scalar operand
+        if (dtype != ScalarType::Int64 && dtype != ScalarType::UInt8) {
+          EXPECT_EQ(valuesOf(on_sim[i].exp()), valuesOf(on_cpu[i].exp()));
+        }
+        // Conversions, and a same-dtype copy of each layout.
+        EXPECT_EQ(valuesOf(on_sim[i].to(ScalarType::Float64)), valuesOf(on_cpu[i].to(ScalarType::Float64)));
+        EXPECT_EQ(valuesOf(on_sim[i].to(ScalarType::Int32)), valuesOf(on_cpu[i].to(ScalarType::Int32)));
+        EXPECT_EQ(valuesOf(on_sim[i].contiguous()), valuesOf(on_cpu[i]));
+      }
+      // Into each layout: in place (out misaligned or strided) and fill_.
+      for (size_t i = 0; i < on_cpu.size(); ++i) {
+        const Tensor target_cpu = base_cpu.clone(), target_sim = base_sim.clone();
+        layouts(target_cpu)[i].add_(on_cpu[0]);
+        layouts(target_sim)[i].add_(on_sim[0]);
+        EXPECT_EQ(valuesOf(target_sim), valuesOf(target_cpu)) << "add_ into layout " << i;
+        layouts(target_cpu)[i].fill_(5);
+        layouts(target_sim)[i].fill_(5);
+        EXPECT_EQ(valuesOf(target_sim), valuesOf(target_cpu)) << "fill_ of layout " << i;
+      }
+    }
+  }
 }
 
 // masked_fill's value may be a 0-d cpu tensor among device tensors (as in

@@ -1,0 +1,144 @@
+// The GPU plugins' row kernels on the simulator against the CPU plugin, at
+// the shapes that choose between their paths: softmax, log_softmax and
+// layer_norm rows short, exactly filling and overflowing the shared-memory
+// row cache (Note [One-pass rows] in plugins/gpu/block_reduce.cuh), and
+// reductions long enough to be split across blocks (Note [Split
+// reductions]), with the rules the merge must keep: wrapping integer sums,
+// Welford's merge for var, first-index ties and NaN for argmax and amax.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backplane/core/tensor.h"
+#include "backplane/dispatcher/dispatcher.h"
+#include "backplane/ops.h"
+#include "backplane/runtime.h"
+#include "gpu_test_util.h"
+
+namespace backplane {
+namespace {
+
+class GpusimRowKernelsTest : public gpu_test::GpusimSuite {
+ protected:
+  static Device cpu() { return Device(DeviceType::CPU); }
+  static std::vector<double> valuesOf(const Tensor& t) { return t.cpu().to(ScalarType::Float64).toVector<double>(); }
+
+  static void expectNative(const char* op) {
+    EXPECT_EQ(Dispatcher::singleton().findOpOrThrow(op).kernelKind(backendKey(sim().type)), KernelKind::Direct)
+        << op << " has no gpusim kernel";
+  }
+
+  // |a - b| <= atol + rtol * |b| elementwise; NaN and infinities must match.
+  static void expectClose(const Tensor& got, const Tensor& want, double atol, double rtol) {
+    const std::vector<double> g = valuesOf(got), w = valuesOf(want);
+    ASSERT_EQ(g.size(), w.size());
+    for (size_t i = 0; i < g.size(); ++i) {
+      if (g[i] == w[i]) continue;  // infinities included
+      if (std::isnan(w[i])) {
+        ASSERT_TRUE(std::isnan(g[i])) << "element " << i << ": got " << g[i] << ", want NaN";
+        continue;
+      }
+      ASSERT_LE(std::abs(g[i] - w[i]), atol + rtol * std::abs(w[i])) << "element " << i << ": got " << g[i]
+                                                                     << ", want " << w[i];
+    }
+  }
+
+  // rows x n values with a large common offset (a naive one-pass variance
+  // would lose it) and a spread that exercises exp.
+  static Tensor rowsOf(int64_t rows, int64_t n, ScalarType dtype, double offset) {
+    std::vector<float> v(static_cast<size_t>(rows * n));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(offset + static_cast<double>((i * 2654435761u) % 1000) / 97.0);
+    return tensorFromVector<float>(v, {rows, n}, cpu()).to(dtype);
+  }
+};
+
+// The row cache holds 32 KiB of opmath values (float for float32 and
+// float16, double for float64): rows of up to 8192 and 4096 elements.
+TEST_F(GpusimRowKernelsTest, SoftmaxAndLayerNormRowsInAndBeyondTheRowCacheMatchTheCpu) {
+  expectNative("bp::softmax.int_out");
+  expectNative("bp::log_softmax.int_out");
+  expectNative("bp::layer_norm");
+  struct Case {
+    ScalarType dtype;
+    int64_t fits;  // the longest row the cache holds
+    double atol, rtol;
+  };
+  for (const Case& c : {Case{ScalarType::Float32, 8192, 1e-6, 1e-5}, Case{ScalarType::Float64, 4096, 1e-12, 1e-10},
+                        Case{ScalarType::Float16, 8192, 1e-3, 1e-2}}) {
+    for (int64_t n : {int64_t{5}, int64_t{300}, c.fits, c.fits + 1}) {
+      SCOPED_TRACE(std::string(scalarTypeName(c.dtype)) + " n=" + std::to_string(n));
+      const int64_t rows = n > 1000 ? 2 : 7;
+      const Tensor x = rowsOf(rows, n, c.dtype, 0.0);
+      const Tensor xs = x.to(sim());
+      expectClose(softmax(xs, 1), softmax(x, 1), c.atol, c.rtol);
+      expectClose(log_softmax(xs, 1), log_softmax(x, 1), c.atol * 10, c.rtol);
+      // Along dim 0 (rows of `rows` elements, neighbouring rows adjacent).
+      expectClose(softmax(xs, 0), softmax(x, 0), c.atol, c.rtol);
+      const Tensor big = rowsOf(rows, n, c.dtype, 100.0);
+      const Tensor w = rowsOf(1, n, c.dtype, 0.5).reshape({n}), b = rowsOf(1, n, c.dtype, -3.0).reshape({n});
+      expectClose(layer_norm(big.to(sim()), {n}, w.to(sim()), b.to(sim())), layer_norm(big, {n}, w, b),
+                  c.atol * 100, c.rtol * 10);
+    }
+  }
+  // NaN and infinities keep the rules of Note [GPU reduction arithmetic]
+  // on the cached path: a NaN or +inf row is NaN, -inf entries are 0.
+  const Tensor special = tensorFromVector<float>({1, NAN, 2, 3, 1, INFINITY, -INFINITY, 2, -INFINITY}, {3, 3}, cpu());
+  expectClose(softmax(special.to(sim()), 1), softmax(special, 1), 1e-6, 1e-5);
+  expectClose(log_softmax(special.to(sim()), 1), log_softmax(special, 1), 1e-5, 1e-5);
+}
+
+// 40000 reduced elements: past kSplitMinElements twice over, with few
+// outputs, so every reduction here is split across blocks on the simulator.
+TEST_F(GpusimRowKernelsTest, LongReductionsSplitAcrossBlocksMatchTheCpu) {
+  for (const char* op : {"bp::sum.IntList_out", "bp::mean.out", "bp::amax.out", "bp::argmax.out",
+                         "bp::var.correction_out"})
+    expectNative(op);
+  const int64_t n = 40000;
+  for (ScalarType dtype : {ScalarType::Float32, ScalarType::Float16, ScalarType::Int64}) {
+    SCOPED_TRACE(std::string(scalarTypeName(dtype)));
+    const bool floating = dtype != ScalarType::Int64;
+    const Tensor x = rowsOf(3, n, dtype, floating ? 1.0 : -500.0);
+    const Tensor xs = x.to(sim());
+    const double tol = dtype == ScalarType::Float16 ? 1e-2 : 1e-5;
+    // To one value, and along each dim.
+    if (floating) {
+      expectClose(xs.sum(), x.sum(), 0, tol);
+      expectClose(xs.sum({1}), x.sum({1}), 0, tol);
+      expectClose(xs.mean({1}), x.mean({1}), 0, tol);
+      expectClose(var(xs, {1}), var(x, {1}), 0, tol);
+      // Columns: the reduced dim strided, neighbouring outputs adjacent.
+      const Tensor columns = x.t().contiguous();
+      expectClose(var(columns.to(sim()), {0}), var(columns, {0}), 0, tol);
+      expectClose(columns.to(sim()).sum({0}), columns.sum({0}), 0, tol);
+    } else {
+      EXPECT_EQ(valuesOf(xs.sum()), valuesOf(x.sum()));
+      EXPECT_EQ(valuesOf(xs.sum({1})), valuesOf(x.sum({1})));
+    }
+    EXPECT_EQ(valuesOf(xs.amax({1})), valuesOf(x.amax({1})));
+    EXPECT_EQ(valuesOf(xs.argmax(1)), valuesOf(x.argmax(1)));
+    EXPECT_EQ(valuesOf(xs.argmax()), valuesOf(x.argmax()));
+    EXPECT_EQ(valuesOf(xs.argmin(1)), valuesOf(x.argmin(1)));
+  }
+  // Integer sums wrap, as PyTorch's, whichever block adds what.
+  const Tensor huge = full({n}, Scalar((int64_t{1} << 62) + 12345), {ScalarType::Int64, cpu()});
+  EXPECT_EQ(valuesOf(huge.to(sim()).sum()), valuesOf(huge.sum()));
+  // Ties resolve to the first index and NaN wins, across blocks: the
+  // maximum at 5 and in the last part; a NaN in a middle part only.
+  std::vector<float> v(static_cast<size_t>(n), 0.0f);
+  v[5] = v[n - 3] = 9.0f;
+  const Tensor ties = tensorFromVector<float>(v, {n}, cpu());
+  EXPECT_EQ(valuesOf(ties.to(sim()).argmax()), (std::vector<double>{5}));
+  EXPECT_EQ(valuesOf(ties.to(sim()).argmin()), (std::vector<double>{0}));
+  v[n / 2] = NAN;
+  v[n / 2 + 100] = NAN;
+  const Tensor with_nan = tensorFromVector<float>(v, {n}, cpu());
+  EXPECT_EQ(valuesOf(with_nan.to(sim()).argmax()), (std::vector<double>{static_cast<double>(n / 2)}));
+  EXPECT_TRUE(std::isnan(valuesOf(with_nan.to(sim()).amax())[0]));
+  EXPECT_TRUE(std::isnan(valuesOf(with_nan.to(sim()).sum())[0]));
+}
+
+}  // namespace
+}  // namespace backplane
