@@ -541,7 +541,21 @@ void copyElements(const Tensor& dst, const Tensor& src) {
   // copy runs the strided part on the device (Note [Strided copies on the
   // device]); without it (core alone), on host copies of the spans (Note
   // [Span staging]).
-  if (StridedCopyFn copy = g_strided_copy.load(std::memory_order_acquire); copy && copy(dst, src)) return;
+  // A device's copy kernel that itself made a layout contiguous would come
+  // back here: that nested copy stages, instead of recursing without end.
+  static thread_local bool in_strided_copy = false;
+  if (StridedCopyFn copy = g_strided_copy.load(std::memory_order_acquire); copy && !in_strided_copy) {
+    in_strided_copy = true;
+    bool copied = false;
+    try {
+      copied = copy(dst, src);
+    } catch (...) {
+      in_strided_copy = false;
+      throw;
+    }
+    in_strided_copy = false;
+    if (copied) return;
+  }
   Device cpu(DeviceType::CPU);
   Tensor s = src_host ? src : stageSpan(src, cpu);
   Tensor d = dst_host ? dst : stageSpan(dst, cpu);

@@ -15,11 +15,12 @@
 //     linalg.cu packs operands in any other layout first.
 //   * Handles: cuBLAS handles are not safe to use from two host threads at
 //     once, and creating one is slow. Each host thread keeps its own handle
-//     per (device, stream), found with no lock (a product is on the launch
-//     path, Note [Launch counters]); when a thread exits its handles go to a
-//     process-wide pool that the next thread meeting the same (device,
-//     stream) takes from before creating one. Handles live for the process:
-//     destroying them at exit could run after the CUDA runtime has shut down.
+//     per device, found with no lock (a product is on the launch path) and
+//     bound to the call's stream when that changed, as PyTorch does; when a
+//     thread exits its handles go to a process-wide pool that the next
+//     thread meeting the device takes from before creating one. Handles live
+//     for the process: destroying them at exit could run after the CUDA
+//     runtime has shut down.
 #include <cublas_v2.h>
 
 #include <climits>
@@ -41,8 +42,10 @@ void checkCublas(cublasStatus_t status, const char* what) {
            bp::detail::concat(what, ": ", cublasGetStatusName(status), ": ", cublasGetStatusString(status)));
 }
 
-// The handles a thread holds, by (device, stream): found without a lock on
-// every product after the thread's first on that stream.
+// The handles a thread holds, one per device: found without a lock on
+// every product after the thread's first on that device, and bound to the
+// stream of the call (cublasSetStream only when it changed), so a thread
+// holds one handle per device however many streams come and go.
 class ThreadHandles {
  public:
   ~ThreadHandles();  // gives them back to the process's pool
@@ -51,33 +54,33 @@ class ThreadHandles {
  private:
   struct Entry {
     int device;
-    gpuStream_t stream;
+    gpuStream_t stream;  // the stream the handle is bound to
     cublasHandle_t handle;
   };
   std::vector<Entry> entries_;
 };
 
 // Handles no thread holds: those of threads that have exited, for the next
-// thread that needs one on the same (device, stream). Taken only when a
-// thread meets a (device, stream) for the first time, or exits.
+// thread that needs one on the same device. Taken only when a thread meets
+// a device for the first time, or exits.
 class HandlePool {
  public:
-  cublasHandle_t take(int device, gpuStream_t stream) {
+  cublasHandle_t take(int device) {
     std::lock_guard<std::mutex> lock(mu_);
-    std::vector<cublasHandle_t>& free = free_[{device, stream}];
+    std::vector<cublasHandle_t>& free = free_[device];
     if (free.empty()) return nullptr;
     cublasHandle_t h = free.back();
     free.pop_back();
     return h;
   }
-  void give(int device, gpuStream_t stream, cublasHandle_t h) {
+  void give(int device, cublasHandle_t h) {
     std::lock_guard<std::mutex> lock(mu_);
-    free_[{device, stream}].push_back(h);
+    free_[device].push_back(h);
   }
 
  private:
   std::mutex mu_;
-  std::map<std::pair<int, gpuStream_t>, std::vector<cublasHandle_t>> free_;  // guarded by mu_
+  std::map<int, std::vector<cublasHandle_t>> free_;  // guarded by mu_
 };
 
 HandlePool& handlePool() {
@@ -86,23 +89,29 @@ HandlePool& handlePool() {
 }
 
 ThreadHandles::~ThreadHandles() {
-  for (const Entry& e : entries_) handlePool().give(e.device, e.stream, e.handle);
+  for (const Entry& e : entries_) handlePool().give(e.device, e.handle);
 }
 
 cublasHandle_t ThreadHandles::get(int device, gpuStream_t stream) {
-  for (const Entry& e : entries_) {
-    if (e.device == device && e.stream == stream) return e.handle;
+  Entry* entry = nullptr;
+  for (Entry& e : entries_) {
+    if (e.device == device) entry = &e;
   }
-  cublasHandle_t h = handlePool().take(device, stream);
-  if (h == nullptr) {  // slow, and may allocate: once per (device, stream) for the process's life
-    checkCublas(cublasCreate(&h), "cublasCreate");
+  if (entry == nullptr) {
+    cublasHandle_t h = handlePool().take(device);
+    if (h == nullptr) checkCublas(cublasCreate(&h), "cublasCreate");  // slow: once per device and thread
+    entries_.push_back(Entry{device, nullptr, h});  // kept (not leaked) even if binding it fails
+    entry = &entries_.back();
     checkCublas(cublasSetStream(h, stream), "cublasSetStream");
+    entry->stream = stream;
+  } else if (entry->stream != stream) {
+    checkCublas(cublasSetStream(entry->handle, stream), "cublasSetStream");
+    entry->stream = stream;
   }
-  entries_.push_back(Entry{device, stream, h});
-  return h;
+  return entry->handle;
 }
 
-// This thread's handle for (device, stream); `device` is current.
+// This thread's handle for `device`, bound to `stream`; `device` is current.
 cublasHandle_t threadHandle(int device, gpuStream_t stream) {
   static thread_local ThreadHandles handles;
   return handles.get(device, stream);

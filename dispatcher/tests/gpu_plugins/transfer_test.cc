@@ -100,6 +100,36 @@ TEST_F(TransferTest, CopiesBetweenTheHostAndTheDeviceAreCountedOncePerCopy) {
   EXPECT_EQ(back.toVector<float>(), host.slice(3, 0, 5, 4).contiguous().toVector<float>());
 }
 
+TEST_F(TransferTest, NumbersAndCpuScalarsReachTheDeviceAsKernelArgumentsInEveryDtype) {
+  // Note [CPU scalars]: the value is filled on the device by its fill_
+  // kernel, exactly, and no byte crosses.
+  const std::vector<std::pair<ScalarType, Scalar>> cases = {
+      {ScalarType::Float32, Scalar(0.1)},          {ScalarType::Float64, Scalar(1.0 / 3.0)},
+      {ScalarType::Float16, Scalar(65504.0)},      {ScalarType::BFloat16, Scalar(-3.3895e38)},
+      {ScalarType::Int64, Scalar(int64_t{(int64_t{1} << 62) + 1})}, {ScalarType::Int32, Scalar(int64_t{-7})},
+      {ScalarType::Int8, Scalar(int64_t{-128})},  {ScalarType::UInt8, Scalar(int64_t{255})},
+      {ScalarType::Bool, Scalar(true)}};
+  for (const auto& [dtype, value] : cases) {
+    SCOPED_TRACE(scalarTypeName(dtype));
+    const Tensor host = full({5}, value, {.dtype = dtype});
+    const Tensor scalar = full({}, value, {.dtype = dtype});  // a 0-d CPU tensor
+    const Tensor dev = host.to(sim());
+    const TransferCount before = hostDeviceTransfers();
+    const Tensor product = dtype == ScalarType::Bool ? where(dev, scalar, dev) : dev.mul(scalar);
+    const TransferCount after = hostDeviceTransfers();
+    EXPECT_EQ(after.bytes - before.bytes, 0u);
+    EXPECT_EQ(product.device(), sim());
+    const Tensor expected = dtype == ScalarType::Bool ? where(host, scalar, host) : host.mul(scalar);
+    EXPECT_EQ(product.toVector<double>(), expected.toVector<double>());
+  }
+  const Tensor x = values().to(sim());
+  const TransferCount before = hostDeviceTransfers();
+  const Tensor y = x * 0.125 + 1 - 2.0 * x;  // numbers wrap as 0-d CPU tensors
+  const TransferCount after = hostDeviceTransfers();
+  EXPECT_EQ(after.bytes - before.bytes, 0u);
+  EXPECT_EQ(y.toVector<float>(), (values() * 0.125 + 1 - 2.0 * values()).toVector<float>());
+}
+
 TEST_F(TransferTest, WithoutTheDispatchersCopyCoreStagesThroughTheHostAndItIsCounted) {
   // What the counters show when contiguous() stays in core alone (the bug
   // this file guards against): a strided device copy crosses twice.

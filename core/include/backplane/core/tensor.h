@@ -291,19 +291,19 @@ void copyElements(const Tensor& dst, const Tensor& src);
 // _copy_on_device_ kernel, Note [Copies between devices]), and copyElements
 // calls it for every copy whose layouts differ and that involves such a
 // device. The arrow still points one way: core calls a function pointer,
-// never a dispatcher symbol. A device with no _copy_on_device_ kernel gets
-// the CPU fallback, which stages the spans through the host; that staging
-// is counted (Note [Counting host<->device transfers]). With no function
-// installed (core alone, as in core's tests) copyElements stages the spans
-// itself (Note [Span staging]). When TensorBase and Tensor split (PyTorch's
+// never a dispatcher symbol. For a device with no _copy_on_device_ kernel
+// of its own, and with no function installed (core alone, as in core's
+// tests), copyElements stages the spans through the host itself (Note [Span
+// staging]); that staging is counted (Note [Counting host<->device transfers]),
+// inside an op as that op's. A copy made while the function runs on the same
+// thread stages too, so a device's copy kernel cannot recurse through it. When TensorBase and Tensor split (PyTorch's
 // layering), contiguous() and clone() move to the ops layer and call the
 // operator directly; this hook then goes.
 //
 // The function copies src into dst (same dtype and sizes, any strides, any
 // two devices) and returns true, or throws Error; it returns false, having
-// done nothing, when no kernel can serve those devices (no plugin loaded,
-// not even the CPU's), and copyElements then stages the spans itself. It
-// must not call copyElements back.
+// done nothing, when the devices have no copy kernel of their own, and
+// copyElements then stages the spans itself.
 using StridedCopyFn = bool (*)(const Tensor& dst, const Tensor& src);
 // Installs (or, with nullptr, removes) the strided copy. Thread-safe; the
 // dispatcher calls it once, before any op can run.
