@@ -4,12 +4,16 @@
 // device] in core/tensor.h, Note [Counting host<->device transfers]).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backplane/backplane.h"
 #include "backplane/core/transfers.h"
+#include "backplane/dispatcher/dispatcher.h"
 #include "gpu_test_util.h"
 
 namespace backplane::gpu_test {
@@ -24,6 +28,14 @@ class TransferTest : public GpusimSuite {
     return tensorFromVector<float>(v, {2, 3, 4, 5});
   }
 };
+
+// The largest absolute difference between two tensors of one shape.
+double compareMax(const Tensor& x, const Tensor& y) {
+  const std::vector<double> a = x.toVector<double>(), b = y.toVector<double>();
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]));
+  return m;
+}
 
 // Layouts no view can make contiguous: transposed, the heads of an
 // attention layer, every other element, a broadcast.
@@ -128,6 +140,47 @@ TEST_F(TransferTest, NumbersAndCpuScalarsReachTheDeviceAsKernelArgumentsInEveryD
   const TransferCount after = hostDeviceTransfers();
   EXPECT_EQ(after.bytes - before.bytes, 0u);
   EXPECT_EQ(y.toVector<float>(), (values() * 0.125 + 1 - 2.0 * values()).toVector<float>());
+}
+
+TEST_F(TransferTest, MatrixProductsReadTransposedAndBroadcastOperandsThroughTheirStrides) {
+  // No copy in front of a GEMM whose operands a strided GEMM can take: one
+  // launch each (addmm and linear: the bias broadcast into the result, then
+  // the GEMM accumulating onto it).
+  static const auto launches = [] {
+    static const auto stat =
+        Dispatcher::singleton().findOpOrThrow("gpusim::activity_stat").typed<int64_t(std::string_view)>();
+    return stat.call("kernel_launches");
+  };
+  const Tensor a = randn({32, 64}).to(sim()).t();      // [64, 32], transposed
+  const Tensor b = randn({32, 48}).to(sim());
+  const Tensor x = randn({3, 64, 32}).to(sim());
+  const Tensor w = randn({48, 32}).to(sim());          // linear's weight, read as w.T
+  const Tensor bias = randn({48}).to(sim());
+  const Tensor shared = randn({1, 32, 16}).to(sim());  // broadcast over x's batch
+  struct Case {
+    const char* name;
+    std::function<Tensor()> run;
+    int64_t launches;
+  };
+  const std::vector<Case> cases = {
+      {"mm of a transposed operand", [&] { return mm(a, b); }, 1},
+      {"matmul folding a batch into rows", [&] { return matmul(x, b); }, 1},
+      {"matmul broadcasting a batch (stride 0)", [&] { return matmul(x, shared.expand({3, 32, 16})); }, 1},
+      {"bmm of transposed matrices", [&] { return bmm(x.transpose(1, 2), x); }, 1},
+      {"addmm", [&] { return addmm(bias, a, b); }, 2},
+      {"linear", [&] { return linear(x, w, bias); }, 2},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const int64_t before = launches();
+    const TransferCount moved_before = hostDeviceTransfers();
+    const Tensor r = c.run();
+    EXPECT_EQ(launches() - before, c.launches) << "a copy ran in front of the GEMM";
+    EXPECT_EQ(hostDeviceTransfers().bytes - moved_before.bytes, 0u);
+    EXPECT_EQ(r.device(), sim());
+  }
+  EXPECT_LE(compareMax(mm(a, b).cpu(), mm(a.cpu(), b.cpu())), 1e-4);
+  EXPECT_LE(compareMax(linear(x, w, bias).cpu(), linear(x.cpu(), w.cpu(), bias.cpu())), 1e-4);
 }
 
 TEST_F(TransferTest, WithoutTheDispatchersCopyCoreStagesThroughTheHostAndItIsCounted) {
