@@ -17,25 +17,12 @@
 #include "backplane/profiler.h"
 #include "backplane/runtime.h"
 #include "encoder.h"
+#include "test_config.h"
 
 namespace encoder {
 namespace {
 
 using namespace backplane;
-
-// Small, so that the simulator (every GPU thread a fiber on the host) runs
-// it in a second, with the shapes of BERT's: several heads, padding, a
-// feed-forward block wider than the hidden size.
-EncoderConfig smallConfig() {
-  EncoderConfig c;
-  c.batch = 2;
-  c.seq = 16;
-  c.hidden = 64;
-  c.heads = 4;
-  c.ffn = 128;
-  c.vocab = 100;
-  return c;
-}
 
 // The budget of one layer, counted on the simulator (the CUDA and HIP
 // plugins run the same host code, so they launch the same kernels). When a

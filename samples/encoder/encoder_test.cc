@@ -9,6 +9,7 @@
 #include "backplane/profiler.h"
 #include "backplane/runtime.h"
 #include "encoder.h"
+#include "test_config.h"
 #include "reference.h"
 #include "test_device.h"
 
@@ -16,19 +17,6 @@ namespace encoder {
 namespace {
 
 using namespace backplane;
-
-// Small enough for plain loops, large enough for several heads, padding and
-// a feed-forward block wider than the hidden size.
-EncoderConfig smallConfig() {
-  EncoderConfig c;
-  c.batch = 2;
-  c.seq = 16;
-  c.hidden = 64;
-  c.heads = 4;
-  c.ffn = 128;
-  c.vocab = 100;
-  return c;
-}
 
 constexpr uint64_t kSeed = 7;
 

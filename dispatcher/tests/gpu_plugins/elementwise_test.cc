@@ -28,19 +28,6 @@ using ::testing::HasSubstr;
 class GpusimKernelsTest : public gpu_test::GpusimSuite {
  protected:
 
-  static Device cpu() { return Device(DeviceType::CPU); }
-
-  // Every element as float64 (exact for every dtype), row-major.
-  static std::vector<double> valuesOf(const Tensor& t) { return t.cpu().to(ScalarType::Float64).toVector<double>(); }
-
-  // Whether the last call of `op` on gpusim ran the plugin's kernel, not
-  // the CPU fallback, is what the tests are about: the fallback would
-  // produce the CPU's numbers trivially.
-  static void expectNative(const char* op) {
-    EXPECT_EQ(Dispatcher::singleton().findOpOrThrow(op).kernelKind(backendKey(sim().type)), KernelKind::Direct)
-        << op << " has no gpusim kernel";
-  }
-
 };
 
 using DrawFn = Tensor (*)(const Tensor&, uint64_t seed, uint64_t offset);

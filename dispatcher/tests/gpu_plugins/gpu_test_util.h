@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "backplane/dispatcher/dispatcher.h"
+#include "backplane/ops.h"
 #include "backplane/runtime.h"
 
 namespace backplane::gpu_test {
@@ -69,6 +71,18 @@ class GpusimSuite : public ::testing::Test {
     return rt;
   }
   static Device sim() { return runtime()->device("gpusim:0"); }
+  static Device cpu() { return Device(DeviceType::CPU); }
+
+  // Every element as float64 (exact for every dtype), row-major.
+  static std::vector<double> valuesOf(const Tensor& t) { return t.cpu().to(ScalarType::Float64).toVector<double>(); }
+
+  // Whether `op` runs the plugin's kernel on gpusim, not the CPU fallback,
+  // is what kernel tests are about: the fallback would produce the CPU's
+  // numbers trivially.
+  static void expectNative(const char* op) {
+    EXPECT_EQ(Dispatcher::singleton().findOpOrThrow(op).kernelKind(backendKey(sim().type)), KernelKind::Direct)
+        << op << " has no gpusim kernel";
+  }
 };
 
 }  // namespace backplane::gpu_test

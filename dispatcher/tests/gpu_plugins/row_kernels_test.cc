@@ -23,14 +23,6 @@ namespace {
 
 class GpusimRowKernelsTest : public gpu_test::GpusimSuite {
  protected:
-  static Device cpu() { return Device(DeviceType::CPU); }
-  static std::vector<double> valuesOf(const Tensor& t) { return t.cpu().to(ScalarType::Float64).toVector<double>(); }
-
-  static void expectNative(const char* op) {
-    EXPECT_EQ(Dispatcher::singleton().findOpOrThrow(op).kernelKind(backendKey(sim().type)), KernelKind::Direct)
-        << op << " has no gpusim kernel";
-  }
-
   // |a - b| <= atol + rtol * |b| elementwise; NaN and infinities must match.
   static void expectClose(const Tensor& got, const Tensor& want, double atol, double rtol) {
     const std::vector<double> g = valuesOf(got), w = valuesOf(want);
