@@ -64,6 +64,38 @@ Operand<T> stage(const char* op, const bp::Tensor& t, const char* arg, bp::Devic
 
 enum class BinaryOp : int32_t { Add, Sub, Mul, Div, Max, Min, Pow };
 
+// Integer +, - and * wrap around (two's complement), as PyTorch's do: they
+// run in an unsigned type at least as wide as unsigned int, where wrapping
+// is defined (signed overflow is undefined behaviour, and UBSan's simulator
+// build reports it), and convert back, which C++20 defines as modular.
+// Floating types and bool are computed as written.
+template <class M>
+using wrap_t = std::conditional_t<(sizeof(M) < sizeof(unsigned)), unsigned, std::make_unsigned_t<M>>;
+template <class M>
+BP_GPU_HD M addWrap(M x, M y) {
+  if constexpr (std::is_integral_v<M> && !std::is_same_v<M, bool>) {
+    return static_cast<M>(static_cast<wrap_t<M>>(x) + static_cast<wrap_t<M>>(y));
+  } else {
+    return static_cast<M>(x + y);
+  }
+}
+template <class M>
+BP_GPU_HD M mulWrap(M x, M y) {
+  if constexpr (std::is_integral_v<M> && !std::is_same_v<M, bool>) {
+    return static_cast<M>(static_cast<wrap_t<M>>(x) * static_cast<wrap_t<M>>(y));
+  } else {
+    return static_cast<M>(x * y);
+  }
+}
+template <class M>
+BP_GPU_HD M negWrap(M x) {
+  if constexpr (std::is_integral_v<M> && !std::is_same_v<M, bool>) {
+    return static_cast<M>(wrap_t<M>(0) - static_cast<wrap_t<M>>(x));
+  } else {
+    return static_cast<M>(-x);
+  }
+}
+
 // Integer power by squaring; a negative exponent gives 1/x^-e truncated
 // (0 unless |x| is 1), as PyTorch.
 template <class M>
@@ -77,8 +109,8 @@ BP_GPU_HD M intPow(M x, M e) {
   }
   M r = 1;
   for (; e > 0; e /= 2) {
-    if (e % 2) r = static_cast<M>(r * x);
-    x = static_cast<M>(x * x);
+    if (e % 2) r = mulWrap(r, x);
+    x = mulWrap(x, x);
   }
   return r;
 }
@@ -95,11 +127,14 @@ BP_GPU_HD M applyBinary(BinaryOp op, M x, M y, M alpha) {
   switch (op) {
     case BinaryOp::Add:
       if constexpr (std::is_same_v<M, bool>) return x || (alpha && y);  // bool + alpha * bool: a logical or
+      else if constexpr (std::is_integral_v<M>) return addWrap(x, mulWrap(alpha, y));
       else return static_cast<M>(x + alpha * y);
-    case BinaryOp::Sub: return static_cast<M>(x - alpha * y);
+    case BinaryOp::Sub:
+      if constexpr (std::is_integral_v<M>) return addWrap(x, negWrap(mulWrap(alpha, y)));
+      else return static_cast<M>(x - alpha * y);
     case BinaryOp::Mul:
       if constexpr (std::is_same_v<M, bool>) return x && y;
-      else return static_cast<M>(x * y);
+      else return mulWrap(x, y);
     case BinaryOp::Div:
       if constexpr (std::is_floating_point_v<M>) return x / y;  // the host's rule makes div's out floating
       else return x;
@@ -171,10 +206,10 @@ enum class UnaryOp : int32_t {
 template <class M>
 BP_GPU_HD M applyUnary(UnaryOp op, M x, M p, M q) {
   switch (op) {
-    case UnaryOp::Neg: return static_cast<M>(-x);
+    case UnaryOp::Neg: return negWrap(x);
     case UnaryOp::Abs:
       if constexpr (std::is_same_v<M, bool> || std::is_unsigned_v<M>) return x;
-      else return x < M(0) ? static_cast<M>(-x) : x;
+      else return x < M(0) ? negWrap(x) : x;
     case UnaryOp::Relu:
       if constexpr (std::is_unsigned_v<M>) return x;
       else return x < M(0) ? M(0) : x;  // keeps NaN, as PyTorch
@@ -185,7 +220,7 @@ BP_GPU_HD M applyUnary(UnaryOp op, M x, M p, M q) {
       x = x < p ? p : x;
       return x > q ? q : x;
     case UnaryOp::Pow: return powOf<M>(x, p);
-    case UnaryOp::Square: return static_cast<M>(x * x);
+    case UnaryOp::Square: return mulWrap(x, x);
     default: break;
   }
   if constexpr (std::is_floating_point_v<M>) {  // the host's rule makes these ops' out floating

@@ -8,6 +8,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -85,6 +87,23 @@ TEST_F(GpusimKernelsTest, PhiloxDrawsEqualTheCpuPluginsForASeedInEveryDtypeAndLa
         EXPECT_EQ(valuesOf(on_sim), valuesOf(on_cpu));
       }
     }
+  }
+}
+
+TEST_F(GpusimKernelsTest, IntegerArithmeticWrapsAroundAsOnTheCpu) {
+  // Two's complement wrap-around, as PyTorch's (and without signed-overflow
+  // undefined behaviour, which the sanitizer build of the simulator reports).
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max(), kMin = std::numeric_limits<int64_t>::min();
+  const Tensor big = tensorFromVector<int64_t>({kMax, kMin, (int64_t{1} << 62) + 1, -3}, {4});
+  const Tensor small = tensorFromVector<int32_t>({std::numeric_limits<int32_t>::max(), -7, 1 << 20, 0}, {4});
+  for (const Tensor& host : {big, small}) {
+    SCOPED_TRACE(scalarTypeName(host.dtype()));
+    const Tensor dev = host.to(sim());
+    EXPECT_EQ(valuesOf(dev + dev), valuesOf(host + host));
+    EXPECT_EQ(valuesOf(dev * dev), valuesOf(host * host));
+    EXPECT_EQ(valuesOf(dev.sub(dev.neg(), 3)), valuesOf(host.sub(host.neg(), 3)));
+    EXPECT_EQ(valuesOf(dev.abs()), valuesOf(host.abs()));
+    EXPECT_EQ(valuesOf(dev.pow(3)), valuesOf(host.pow(3)));
   }
 }
 
