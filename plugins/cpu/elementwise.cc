@@ -22,6 +22,34 @@ using bp_cpu::elementwise::binaryLoop;
 using bp_cpu::elementwise::ternaryLoop;
 using bp_cpu::elementwise::unaryLoop;
 
+// Integer +, - and * wrap around (two's complement), as PyTorch's: they run
+// in an unsigned type at least as wide as unsigned int, where wrapping is
+// defined (signed overflow is undefined behaviour), and convert back, which
+// C++20 defines as modular. The GPU plugins do the same (elementwise.cu).
+// Floating types are computed as written.
+template <class M>
+using wrap_t = std::conditional_t<(sizeof(M) < sizeof(unsigned)), unsigned, std::make_unsigned_t<M>>;
+template <class M>
+M addWrap(M x, M y) {
+  if constexpr (std::is_integral_v<M>) return static_cast<M>(static_cast<wrap_t<M>>(x) + static_cast<wrap_t<M>>(y));
+  else return x + y;
+}
+template <class M>
+M subWrap(M x, M y) {
+  if constexpr (std::is_integral_v<M>) return static_cast<M>(static_cast<wrap_t<M>>(x) - static_cast<wrap_t<M>>(y));
+  else return x - y;
+}
+template <class M>
+M negWrap(M x) {
+  if constexpr (std::is_integral_v<M>) return subWrap(M(0), x);
+  else return -x;  // keeps -0.0 for +0.0
+}
+template <class M>
+M mulWrap(M x, M y) {
+  if constexpr (std::is_integral_v<M>) return static_cast<M>(static_cast<wrap_t<M>>(x) * static_cast<wrap_t<M>>(y));
+  else return x * y;
+}
+
 
 bool isFloating(ScalarType t) {
   return t == ScalarType::Float16 || t == ScalarType::BFloat16 || t == ScalarType::Float32 ||
@@ -112,9 +140,12 @@ bp::Tensor alphaOut(const char* op, const bp::Tensor& self, const bp::Tensor& ot
     } else {
       const M al = scalarAs<T>(alpha);
       if (al == M(1)) {  // the common case, without a multiply
-        binaryLoop<T, T, T>(out, a, b, [](M x, M y) -> M { return kSubtract ? x - y : x + y; });
+        binaryLoop<T, T, T>(out, a, b, [](M x, M y) -> M { return kSubtract ? subWrap(x, y) : addWrap(x, y); });
       } else {
-        binaryLoop<T, T, T>(out, a, b, [al](M x, M y) -> M { return kSubtract ? x - al * y : x + al * y; });
+        binaryLoop<T, T, T>(out, a, b, [al](M x, M y) -> M {
+          if constexpr (std::is_integral_v<M>) return kSubtract ? subWrap(x, mulWrap(al, y)) : addWrap(x, mulWrap(al, y));
+          else return kSubtract ? x - al * y : x + al * y;
+        });
       }
     }
   });
@@ -133,7 +164,7 @@ bp::Tensor mul_out(const bp::Tensor& self, const bp::Tensor& other, const bp::Te
     using T = decltype(tag);
     using M = opmath_t<T>;
     if constexpr (std::is_same_v<T, bool>) binaryLoop<T, T, T>(out, a, b, [](bool x, bool y) { return x && y; });
-    else binaryLoop<T, T, T>(out, a, b, [](M x, M y) -> M { return x * y; });
+    else binaryLoop<T, T, T>(out, a, b, [](M x, M y) -> M { return mulWrap(x, y); });
   });
 }
 
@@ -179,8 +210,8 @@ M intPow(M x, M e) {
   }
   M r = 1;
   for (; e > 0; e /= 2) {
-    if (e % 2) r = static_cast<M>(r * x);
-    x = static_cast<M>(x * x);
+    if (e % 2) r = mulWrap(r, x);
+    x = mulWrap(x, x);
   }
   return r;
 }
@@ -222,7 +253,7 @@ bp::Tensor pow_scalar_out(const bp::Tensor& self, const bp::Scalar& exponent, co
     using M = opmath_t<T>;
     if constexpr (!std::is_same_v<T, bool>) {
       const M e = scalarAs<T>(exponent);
-      if (e == M(2)) unaryLoop<T, T>(out, a, [](M x) -> M { return x * x; });  // the common square, vectorised
+      if (e == M(2)) unaryLoop<T, T>(out, a, [](M x) -> M { return mulWrap(x, x); });  // the common square, vectorised
       else unaryLoop<T, T>(out, a, [e](M x) { return powOf<M>(x, e); });
     }
   });
@@ -254,7 +285,7 @@ bp::Tensor neg_out(const bp::Tensor& self, const bp::Tensor& out) {
   return unary("bp::neg.out", self, out, bp::kNumericScalarTypes, [&](auto tag, const auto& a) {
     using T = decltype(tag);
     using M = opmath_t<T>;
-    if constexpr (!std::is_same_v<T, bool>) unaryLoop<T, T>(out, a, [](M x) -> M { return -x; });
+    if constexpr (!std::is_same_v<T, bool>) unaryLoop<T, T>(out, a, [](M x) -> M { return negWrap(x); });
   });
 }
 
@@ -263,7 +294,7 @@ bp::Tensor abs_out(const bp::Tensor& self, const bp::Tensor& out) {
     using T = decltype(tag);
     using M = opmath_t<T>;
     if constexpr (std::is_same_v<T, bool> || std::is_unsigned_v<M>) unaryLoop<T, T>(out, a, [](M x) { return x; });
-    else unaryLoop<T, T>(out, a, [](M x) -> M { return x < M(0) ? -x : x; });
+    else unaryLoop<T, T>(out, a, [](M x) -> M { return x < M(0) ? negWrap(x) : x; });
   });
 }
 
