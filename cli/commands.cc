@@ -15,12 +15,14 @@
 #include "backplane/dispatcher/dispatcher.h"
 #include "backplane/dispatcher/plugin_registry.h"
 #include "backplane/runtime.h"
-#include "text_format.h"
+#include "backplane/conformance/text_format.h"
 
 namespace backplane::cli {
-namespace {
 
-bool isBuiltinAccelerator(DeviceType t) { return t == DeviceType::CUDA || t == DeviceType::HIP; }
+using conformance::jsonString;
+using conformance::Table;
+
+namespace {
 
 std::string joined(const std::vector<std::string>& parts, const char* sep) {
   std::string out;
@@ -164,33 +166,6 @@ void printOpsJson(std::ostream& out, const std::vector<Backend>& backends, const
 
 }  // namespace
 
-// Every active device type (built-ins first), optionally only those that
-// have an interface, plus cuda and hip in any case.
-std::vector<Backend> activeBackends(bool with_interface_only) {
-  DeviceTypeRegistry& reg = DeviceTypeRegistry::global();
-  std::vector<Backend> out;
-  for (const std::string& name : reg.activeNames()) {
-    std::optional<DeviceType> t = reg.find(name);
-    if (!t) continue;  // unregistered meanwhile
-    DeviceInterface* iface = reg.interface(*t);
-    if (with_interface_only && !iface && !isBuiltinAccelerator(*t)) continue;
-    out.push_back(Backend{name, *t, iface});
-  }
-  return out;
-}
-
-std::string providerOf(const Backend& b) { return deviceTypeProvider(b.type); }
-
-void loadPlugins(const PluginSources& sources) {
-  for (const std::string& path : sources.explicit_paths) (void)plugins().load(path);  // failures are listed
-  if (sources.defaults) (void)plugins().loadAll();
-}
-
-void warnAboutFailedPlugins(std::ostream& err) {
-  for (const PluginStatus& p : plugins().plugins()) {
-    if (!p.loaded) err << "backplane: warning: plugin " << p.path << " not loaded: " << p.error << '\n';
-  }
-}
 
 int runPlugins(std::ostream& out, const PluginSources& sources) {
   std::vector<PluginStatus> all = plugins().plugins();

@@ -9,56 +9,24 @@
 
 #include "backplane/core/device.h"
 #include "backplane/core/device_interface.h"
+#include "backplane/conformance/command.h"
 
 namespace backplane::cli {
 
-struct PluginSources {
-  std::vector<std::string> explicit_paths;  // --plugin, in order
-  bool defaults = true;                     // false with --no-default-plugins
-};
-
-// Loads the explicit plugins, then (unless disabled) plugins().loadAll().
-// Failures are recorded in plugins().plugins(); nothing is printed.
-void loadPlugins(const PluginSources& sources);
-// One stderr line per failed load attempt (for commands other than `plugins`,
-// which reports them itself).
-void warnAboutFailedPlugins(std::ostream& err);
-
-// One device type as the tool shows it.
-struct Backend {
-  std::string name;
-  DeviceType type;
-  DeviceInterface* iface;  // nullptr: no plugin installed one
-};
-// Every active device type (built-ins first), optionally only those that
-// have an interface, plus cuda and hip in any case.
-std::vector<Backend> activeBackends(bool with_interface_only);
-// Who provides `b` (deviceTypeProvider in backplane/runtime.h): "built-in"
-// (cpu), the plugin's name, "in-process" or "no plugin".
-std::string providerOf(const Backend& b);
+using conformance::activeBackends;
+using conformance::Backend;
+using conformance::ConformanceOptions;
+using conformance::loadPlugins;
+using conformance::PluginSources;
+using conformance::providerOf;
+using conformance::runConformance;
+using conformance::runConformanceWorker;
+using conformance::warnAboutFailedPlugins;
 
 enum class OpsFormat { Text, Markdown, Json };
 
 int runPlugins(std::ostream& out, const PluginSources& sources);
 int runDevices(std::ostream& out);
 int runOps(std::ostream& out, OpsFormat format);
-
-// `backplane conformance`: certifies backends op by op (conformance.cc).
-struct ConformanceOptions {
-  std::vector<std::string> backends;  // --backend; empty: every backend with an interface
-  std::string ops;                    // --ops REGEX; empty: all
-  bool strict = false;                // --strict: a fallback counts as a failure
-  std::optional<std::string> json, junit, markdown;  // report files
-  double timeout_s = 300;             // --timeout: per op, in the worker
-  bool progress = false;              // an op counter on stderr (a terminal)
-};
-// `self` is this executable, started once per backend (and again after a
-// crash) as `conformance-worker`.
-int runConformance(std::ostream& out, std::ostream& err, const std::string& self, const PluginSources& sources,
-                   const ConformanceOptions& options);
-
-// `backplane conformance-worker` (internal): runs the items of one backend
-// from `first` on, writing the wire protocol to file descriptor `fd`.
-int runConformanceWorker(const std::string& backend, const std::string& ops, size_t first, int fd);
 
 }  // namespace backplane::cli

@@ -18,4 +18,4 @@ echo "== sparse_lidar: SECOND's sparse 3-D backbone on a synthetic LiDAR scan, o
 "$dir/samples/sparse_lidar/sparse_lidar" --device auto --iters 1
 echo
 echo "== backplane devices: what this machine offers"
-"$dir/dispatcher/cli/backplane" devices
+"$dir/cli/backplane" devices

@@ -34,5 +34,5 @@ ctest --test-dir "$dir" --output-on-failure --parallel "$(nproc)" --timeout 600
 # the build directory.
 plugin_args=()
 for p in "$dir"/lib/backplane/plugins/*.so; do plugin_args+=(--plugin "$p"); done
-"$dir"/dispatcher/cli/backplane --no-default-plugins "${plugin_args[@]}" conformance \
+"$dir"/cli/backplane --no-default-plugins "${plugin_args[@]}" conformance \
   --json "$dir/conformance.json" --junit "$dir/conformance.xml" --markdown "$dir/conformance.md"

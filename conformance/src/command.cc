@@ -41,17 +41,48 @@
 #include "backplane/core/device_type_registry.h"
 #include "backplane/core/error.h"
 #include "backplane/dispatcher/plugin_registry.h"
-#include "commands.h"
-#include "text_format.h"
+#include "backplane/conformance/command.h"
+#include "backplane/conformance/text_format.h"
+#include "backplane/runtime.h"
 
 extern char** environ;
 
-namespace backplane::cli {
+namespace backplane::conformance {
+
+namespace {
+bool isBuiltinAccelerator(DeviceType t) { return t == DeviceType::CUDA || t == DeviceType::HIP; }
+}  // namespace
+
+// Every active device type (built-ins first), optionally only those that
+// have an interface, plus cuda and hip in any case.
+std::vector<Backend> activeBackends(bool with_interface_only) {
+  DeviceTypeRegistry& reg = DeviceTypeRegistry::global();
+  std::vector<Backend> out;
+  for (const std::string& name : reg.activeNames()) {
+    std::optional<DeviceType> t = reg.find(name);
+    if (!t) continue;  // unregistered meanwhile
+    DeviceInterface* iface = reg.interface(*t);
+    if (with_interface_only && !iface && !isBuiltinAccelerator(*t)) continue;
+    out.push_back(Backend{name, *t, iface});
+  }
+  return out;
+}
+
+std::string providerOf(const Backend& b) { return deviceTypeProvider(b.type); }
+
+void loadPlugins(const PluginSources& sources) {
+  for (const std::string& path : sources.explicit_paths) (void)plugins().load(path);  // failures are listed
+  if (sources.defaults) (void)plugins().loadAll();
+}
+
+void warnAboutFailedPlugins(std::ostream& err) {
+  for (const PluginStatus& p : plugins().plugins()) {
+    if (!p.loaded) err << "backplane: warning: plugin " << p.path << " not loaded: " << p.error << '\n';
+  }
+}
+
 namespace {
 
-using conformance::Item;
-using conformance::Outcome;
-using conformance::Result;
 using Clock = std::chrono::steady_clock;
 
 // ------------------------------------------------------------- the runs
@@ -95,7 +126,7 @@ Counts countsOf(const BackendRun& b, bool strict) {
 
 // "fail at sample 'x': message (max abs 1, max rel 0.5)"
 std::string describeProblem(const Result& r, bool strict) {
-  std::string s = conformance::outcomeName(r.outcome);
+  std::string s = outcomeName(r.outcome);
   if (r.outcome == Outcome::Pass && strict && r.kernel == "fallback") s = "fallback (counted as a failure: --strict)";
   if (!r.sample.empty()) s += " at sample '" + r.sample + "'";
   if (!r.message.empty()) s += ": " + r.message;
@@ -128,12 +159,12 @@ int runConformanceWorker(const std::string& backend, const std::string& ops, siz
     std::cerr << "backplane conformance-worker: no device type '" << backend << "' after loading the plugins\n";
     return 1;
   }
-  const std::vector<Item> items = conformance::selectItems(*type, ops);
+  const std::vector<Item> items = selectItems(*type, ops);
   for (size_t i = first; i < items.size(); ++i) {
     if (!writeAll(fd, "begin\t" + std::to_string(i) + "\n")) return 1;
     std::vector<Result> results;
     try {
-      results = conformance::runItem(items[i], *type);
+      results = runItem(items[i], *type);
     } catch (const std::exception& e) {  // runSpec reports per form; this is a last resort
       Result r;
       r.op = items[i].name;
@@ -145,7 +176,7 @@ int runConformanceWorker(const std::string& backend, const std::string& ops, siz
       results = {r};
     }
     std::string lines;
-    for (const Result& r : results) lines += conformance::encodeResult(r) + "\n";
+    for (const Result& r : results) lines += encodeResult(r) + "\n";
     lines += "end\t" + std::to_string(i) + "\n";
     if (!writeAll(fd, lines)) return 1;
   }
@@ -282,7 +313,7 @@ Result crashResult(const Item& item, const std::string& backend, std::string mes
   r.op = item.name;
   r.form = item.spec ? "all" : "device";
   r.backend = backend;
-  r.kernel = item.spec ? conformance::kernelKindOn(item.spec->op, *DeviceTypeRegistry::global().find(backend)) : "-";
+  r.kernel = item.spec ? kernelKindOn(item.spec->op, *DeviceTypeRegistry::global().find(backend)) : "-";
   r.outcome = Outcome::Crash;
   r.message = std::move(message);
   return r;
@@ -307,7 +338,7 @@ class Progress {
 // Runs every item of one backend in workers; see Note [Conformance workers].
 void runBackend(BackendRun& run, DeviceType type, const std::string& self, const PluginSources& sources,
                 const ConformanceOptions& options, std::ostream& err) {
-  const std::vector<Item> items = conformance::selectItems(type, options.ops);
+  const std::vector<Item> items = selectItems(type, options.ops);
   Progress progress(err, options.progress);
   const auto timeout = std::chrono::duration<double>(options.timeout_s);
   size_t next = 0;
@@ -353,7 +384,7 @@ void runBackend(BackendRun& run, DeviceType type, const std::string& self, const
           current = kNone;
         } else if (line == "done") {
           done = true;
-        } else if (std::optional<Result> r = conformance::decodeResult(line)) {
+        } else if (std::optional<Result> r = decodeResult(line)) {
           pending.push_back(std::move(*r));
         } else {
           tail.add("(unreadable worker line) " + line);
@@ -467,7 +498,7 @@ void writeJson(std::ostream& out, const std::vector<BackendRun>& runs, bool stri
       out << (first ? "\n    " : ",\n    ") << "{\"backend\": " << jsonString(r.backend)
           << ", \"op\": " << jsonString(r.op) << ", \"form\": " << jsonString(r.form)
           << ", \"kernel\": " << jsonString(r.kernel)
-          << ", \"outcome\": " << jsonString(conformance::outcomeName(r.outcome))
+          << ", \"outcome\": " << jsonString(outcomeName(r.outcome))
           << ", \"counts_as_failure\": " << (countsAsFailure(r, strict) ? "true" : "false")
           << ", \"samples\": " << r.samples << ", \"sample\": " << jsonString(r.sample)
           << ", \"message\": " << jsonString(r.message) << ", \"max_abs_error\": " << jsonNumber(r.max_abs_error)
@@ -553,7 +584,7 @@ void writeJunit(std::ostream& out, const std::vector<BackendRun>& runs, bool str
       out << "    <testcase classname=\"" << cls << "\" name=\"" << xmlText(r.op + " [" + r.form + "]") << "\">";
       if (countsAsFailure(r, strict)) {
         const bool is_error = r.outcome == Outcome::Error || r.outcome == Outcome::Crash;
-        out << "<" << (is_error ? "error" : "failure") << " type=\"" << conformance::outcomeName(r.outcome)
+        out << "<" << (is_error ? "error" : "failure") << " type=\"" << outcomeName(r.outcome)
             << "\" message=\"" << xmlText(describeProblem(r, strict)) << "\">kernel: " << xmlText(r.kernel)
             << "</" << (is_error ? "error" : "failure") << ">";
       }
@@ -688,7 +719,7 @@ int runConformance(std::ostream& out, std::ostream& err, const std::string& self
   }
   // A bad --ops pattern is a usage error, before any worker starts.
   try {
-    (void)conformance::selectItems(DeviceType::CPU, options.ops);
+    (void)selectItems(DeviceType::CPU, options.ops);
   } catch (const Error& e) {
     err << "backplane: error: " << e.what() << '\n';
     return 2;
@@ -742,4 +773,4 @@ int runConformance(std::ostream& out, std::ostream& err, const std::string& self
   return passed && written ? 0 : 1;
 }
 
-}  // namespace backplane::cli
+}  // namespace backplane::conformance

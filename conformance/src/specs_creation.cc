@@ -186,7 +186,7 @@ std::string listText(IntArrayRef v) {
 // empty's values are unspecified: the shape and dtype (the reference) and
 // the layout are its spec. empty and empty_like give contiguous tensors;
 // PyTorch's empty_like would keep a dense permuted input's strides, which
-// Backplane documents as a difference (dispatcher/src/ops/creation.cc).
+// Backplane documents as a difference (dispatcher/ops/src/creation.cc).
 std::string checkContiguous(const Sample&, const std::vector<Tensor>& got) {
   if (got[0].is_contiguous()) return "";
   return "the result has strides " + listText(got[0].strides()) + " for its shape " + listText(got[0].sizes()) +

@@ -3,7 +3,7 @@
 #include "backplane/dispatcher/boxing.h"
 
 #include "backplane/dispatcher/library.h"
-#include "schema_signature.h"
+#include "backplane/dispatcher/schema_signature.h"
 #include "test_ops.h"
 
 namespace backplane {

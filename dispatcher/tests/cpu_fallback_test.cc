@@ -1,7 +1,7 @@
 // Note [CPU fallback], exercised on the test device (memory the host cannot
 // read): arguments staged to the host, written arguments copied back,
 // returns moved to the target device, counters, modes, warnings.
-#include "builtin_kernels.h"
+#include "backplane/dispatcher/builtin_kernels.h"
 
 #include "backplane/dispatcher/library.h"
 #include "test_device.h"

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "backplane/dispatcher/dispatcher.h"
+#include "backplane/dispatcher/plugin_registry.h"
 #include "test_device.h"
 
 namespace backplane {

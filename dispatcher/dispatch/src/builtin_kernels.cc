@@ -1,4 +1,4 @@
-#include "builtin_kernels.h"
+#include "backplane/dispatcher/builtin_kernels.h"
 
 #include <cstdio>
 #include <mutex>

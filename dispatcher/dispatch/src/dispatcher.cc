@@ -7,10 +7,8 @@
 
 #include "backplane/core/error.h"
 #include "backplane/core/str_cat.h"
-#include "backplane/dispatcher/standard_ops.h"
-#include "builtin_kernels.h"
-#include "ops/families.h"
-#include "schema_signature.h"
+#include "backplane/dispatcher/builtin_kernels.h"
+#include "backplane/dispatcher/schema_signature.h"
 
 namespace backplane {
 
@@ -232,9 +230,7 @@ Dispatcher& Dispatcher::singleton() {
   return *d;
 }
 
-PluginRegistry& plugins() { return Dispatcher::singleton().plugins(); }
-
-Dispatcher::Dispatcher() : plugins_(std::make_unique<PluginRegistry>()) {
+Dispatcher::Dispatcher() {
   missing_ = newRecord(KernelFunction::makeFromBoxedFunction(&missingKernel), KernelKind::Missing,
                        DispatchKey::Undefined, "");
   fallthrough_ = newRecord(KernelFunction::makeFallthrough(), KernelKind::Fallthrough,
@@ -250,28 +246,13 @@ Dispatcher::Dispatcher() : plugins_(std::make_unique<PluginRegistry>()) {
     else logLine(strCat("backplane: warning: BACKPLANE_FALLBACK='", m,
                         "' is not one of warn, silent, error; using warn"));
   }
-  // The tracing and profiling kernels are always registered; each only runs
-  // while its key is included (setTracing, setProfiling), so it costs
-  // nothing otherwise.
+  // The tracing kernel is always registered; it only runs while its key is
+  // included (setTracing), so it costs nothing otherwise. The profiler
+  // registers its own (runtime/src/profiler.cc), and the standard operators
+  // register themselves (Note [Registering the standard operators] in
+  // ops/src/standard_ops.cc): both are layers above this one.
   tracing_fallback_ = valueOrThrow(registerFallback(
       DispatchKey::Tracing, KernelFunction::makeFromBoxedFunction(&tracingKernel), "built-in tracing"));
-  profiling_fallback_ = valueOrThrow(registerFallback(
-      DispatchKey::Profiling, KernelFunction::makeFromBoxedFunction(&profilingKernel), "built-in profiler"));
-  // The standard operators (Note [The standard operator table]): every
-  // schema first, then the meta and composite kernels that refer to them.
-  for (const StandardOp& op : standardOperators()) {
-    standard_defs_.push_back(valueOrThrow(registerDef(strCat(kStandardNamespace, "::", op.schema), "standard operators")));
-  }
-  for (const StandardOp& op : standardOperators()) {
-    std::string name = strCat(kStandardNamespace, "::", op.schema.substr(0, op.schema.find('(')));
-    if (op.meta.isValid())
-      standard_defs_.push_back(valueOrThrow(registerMeta(name, op.meta, "standard operators (shape rule)")));
-    if (op.composite.isValid())
-      standard_defs_.push_back(valueOrThrow(registerComposite(name, op.composite, "standard operators (composite)")));
-  }
-  // From here on, core's contiguous(), clone() and reshape() copy on the
-  // device (Note [Strided copies on the device] in core/tensor.h).
-  setStridedCopy(&ops::stridedCopy);
   if (const char* trace = std::getenv("BACKPLANE_TRACE"); trace && std::strcmp(trace, "0") != 0 && *trace)
     setTracing(true);
 }

@@ -1,4 +1,4 @@
-#include "schema_signature.h"
+#include "backplane/dispatcher/schema_signature.h"
 
 namespace backplane {
 

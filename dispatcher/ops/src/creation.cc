@@ -39,8 +39,8 @@
 #include "backplane/core/device_interface.h"
 #include "backplane/dispatcher/random.h"
 #include "backplane/philox.h"
-#include "ops/families.h"
-#include "ops/structured.h"
+#include "families.h"
+#include "structured.h"
 
 namespace backplane::ops {
 

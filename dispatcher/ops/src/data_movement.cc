@@ -10,8 +10,8 @@
 #include <cmath>
 #include <limits>
 
-#include "ops/families.h"
-#include "ops/structured.h"
+#include "families.h"
+#include "structured.h"
 
 namespace backplane::ops {
 

@@ -2,8 +2,8 @@
 // and type promotion, and unary ops. Each is structured (Note [The standard
 // operator table]): plugins implement `op.out`; `op` and `op_` are
 // composites over it.
-#include "ops/families.h"
-#include "ops/structured.h"
+#include "families.h"
+#include "structured.h"
 
 namespace backplane::ops {
 

@@ -1,6 +1,6 @@
 #pragma once
 // The families of the standard operator table (Note [The standard operator
-// table]); each appends its entries in dispatcher/src/ops/<family>.cc.
+// table]); each appends its entries in dispatcher/ops/src/<family>.cc.
 
 #include <vector>
 

@@ -5,8 +5,8 @@
 // it (Note [Kernel precedence]). linear has a meta kernel (its argument
 // checks) so that a direct kernel, such as the CPU plugin's fused
 // product-plus-bias, gets checked arguments on every device.
-#include "ops/families.h"
-#include "ops/structured.h"
+#include "families.h"
+#include "structured.h"
 
 namespace backplane::ops {
 

@@ -1,8 +1,8 @@
-#include "ops/meta.h"
+#include "meta.h"
 
 #include "backplane/core/error.h"
 #include "backplane/core/str_cat.h"
-#include "ops/structured.h"
+#include "structured.h"
 
 namespace backplane::ops {
 

@@ -6,8 +6,8 @@
 #include <array>
 
 #include "backplane/core/error.h"
-#include "ops/families.h"
-#include "ops/structured.h"
+#include "families.h"
+#include "structured.h"
 
 namespace backplane::ops {
 

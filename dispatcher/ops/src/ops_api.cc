@@ -5,8 +5,8 @@
 
 #include <cstring>
 
-#include "ops/meta.h"
-#include "ops/structured.h"
+#include "meta.h"
+#include "structured.h"
 
 namespace backplane {
 namespace {
@@ -32,7 +32,7 @@ using ToSig = Tensor(const Tensor&, Opts, OptDevice, bool, bool);
 // with self (the Note in backplane/ops.h), of the dtype that number promotes
 // to. On the CPU whatever self's device: the functional binary ops take a
 // 0-d CPU operand to self's device as a kernel argument, with no
-// host<->device copy (Note [CPU scalars] in dispatcher/src/ops/meta.h).
+// host<->device copy (Note [CPU scalars] in dispatcher/ops/src/meta.h).
 Tensor wrapped(const Tensor& self, const Scalar& s) {
   Tensor t = emptyTensor({}, ops::resultType(self, s));
   visitScalarType(t.dtype(), [&]<typename T>() { *t.data_ptr<T>() = s.to<T>(); });

@@ -4,8 +4,8 @@
 // that form validates dims (wrapped, no duplicates), dtypes and `out`, and
 // the functional forms are composites that apply the same rule, allocate
 // and call the out= form.
-#include "ops/families.h"
-#include "ops/structured.h"
+#include "families.h"
+#include "structured.h"
 
 namespace backplane::ops {
 

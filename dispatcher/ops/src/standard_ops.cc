@@ -1,6 +1,10 @@
 #include "backplane/dispatcher/standard_ops.h"
 
-#include "ops/families.h"
+#include "families.h"
+
+#include "backplane/core/str_cat.h"
+#include "backplane/core/tensor.h"
+#include "backplane/dispatcher/dispatcher.h"
 
 namespace backplane {
 
@@ -8,7 +12,7 @@ namespace backplane {
 // The one place the standard operators are declared, the analogue of
 // PyTorch's native_functions.yaml. Names, arguments, defaults, broadcasting
 // and type promotion follow PyTorch so that code and kernels port over.
-// Each family (dispatcher/src/ops/<family>.cc) appends its entries:
+// Each family (dispatcher/ops/src/<family>.cc) appends its entries:
 //
 //   * Structured ops come as a triple: `op.out(..., *, Tensor(a!) out)` is
 //     the kernel plugins implement; its meta kernel runs the shape/dtype
@@ -34,5 +38,40 @@ const std::vector<StandardOp>& standardOperators() {
   }();
   return *ops;
 }
+
+// Note [Registering the standard operators]
+// The dispatcher (the layer below) holds an empty table; this layer fills
+// it when libbackplane.so is loaded: every schema first, then the meta and
+// composite kernels that refer to them, and it installs the strided copy
+// into the core (Note [Strided copies on the device] in core/tensor.h).
+// A static initializer of the shared library runs before any code of a
+// program that links it, and nothing in the library dispatches a standard
+// op while the library itself initialises. The handles are never
+// destroyed: the registrations last as long as the process, like the
+// Dispatcher singleton.
+namespace {
+
+struct StandardOperatorRegistration {
+  StandardOperatorRegistration() {
+    Dispatcher& d = Dispatcher::singleton();
+    auto* handles = new std::vector<RegistrationHandle>();  // never destroyed: see above
+    for (const StandardOp& op : standardOperators())
+      handles->push_back(valueOrThrow(d.registerDef(strCat(kStandardNamespace, "::", op.schema), "standard operators")));
+    for (const StandardOp& op : standardOperators()) {
+      std::string name = strCat(kStandardNamespace, "::", op.schema.substr(0, op.schema.find('(')));
+      if (op.meta.isValid())
+        handles->push_back(valueOrThrow(d.registerMeta(name, op.meta, "standard operators (shape rule)")));
+      if (op.composite.isValid())
+        handles->push_back(valueOrThrow(d.registerComposite(name, op.composite, "standard operators (composite)")));
+    }
+    // From here on, core's contiguous(), clone() and reshape() copy on the
+    // device.
+    setStridedCopy(&ops::stridedCopy);
+  }
+};
+
+const StandardOperatorRegistration kStandardOperatorRegistration;
+
+}  // namespace
 
 }  // namespace backplane

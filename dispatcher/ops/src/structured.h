@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cstddef>
 
-#include "ops/meta.h"
+#include "meta.h"
 
 namespace backplane::ops {
 

@@ -9,7 +9,7 @@
 #include "backplane/core/str_cat.h"
 #include "backplane/dispatcher/standard_ops.h"
 #include "loaded_plugin.h"
-#include "schema_signature.h"
+#include "backplane/dispatcher/schema_signature.h"
 
 struct BP_Error {
   BP_ErrorCode code;

@@ -13,11 +13,16 @@
 
 #include "backplane/core/device_type_registry.h"
 #include "backplane/core/str_cat.h"
-#include "builtin_kernels.h"
+#include "backplane/dispatcher/builtin_kernels.h"
 #include "loaded_plugin.h"
-#include "schema_signature.h"
+#include "backplane/dispatcher/schema_signature.h"
 
 namespace backplane {
+
+PluginRegistry& plugins() {
+  static PluginRegistry* registry = new PluginRegistry();  // never destroyed: see header
+  return *registry;
+}
 
 using plugin_detail::LoadedPlugin;
 using plugin_detail::PluginDeviceInterface;

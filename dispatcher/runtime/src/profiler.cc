@@ -51,7 +51,7 @@
 #include "backplane/core/error.h"
 #include "backplane/core/transfers.h"
 #include "backplane/dispatcher/dispatcher.h"
-#include "builtin_kernels.h"
+#include "backplane/dispatcher/builtin_kernels.h"
 
 namespace backplane {
 
@@ -263,7 +263,9 @@ std::string formatBytes(uint64_t n) {
 
 // ------------------------------------------------------------ the kernel
 
-void profilingKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks, Stack* stack) {
+// Times the call for the active Profiler and redispatches below Profiling:
+// the Profiling key's fallback, which the first Profiler registers.
+static void profilingKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks, Stack* stack) {
   const DispatchKeySet below = ks & DispatchKeySet::below(DispatchKey::Profiling);
   ThreadState& thread = tls_thread;
   // A shared_ptr, not a raw pointer: a nested call may attach this thread
@@ -315,6 +317,14 @@ Profiler::Profiler(ProfilerOptions options) : session_(std::make_shared<detail::
   session_->start = Clock::now();
   active.session = session_;
   active.id.store(session_->id, std::memory_order_release);
+  // The profiling kernel is the Profiling key's fallback, registered by the
+  // first Profiler and kept for the process (the dispatcher, a layer below,
+  // does not know this one). It only runs while the key is included.
+  static const RegistrationHandle* const kernel = new RegistrationHandle(valueOrThrow(
+      Dispatcher::singleton().registerFallback(DispatchKey::Profiling,
+                                               KernelFunction::makeFromBoxedFunction(&profilingKernel),
+                                               "built-in profiler")));
+  (void)kernel;
   Dispatcher::singleton().setProfiling(true);
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backplane/dispatcher/dispatcher.h"
+#include "backplane/dispatcher/plugin_registry.h"
 #include "backplane/dispatcher/random.h"
 #include "test_device.h"
 #include "test_ops.h"

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backplane/dispatcher/dispatcher.h"
+#include "backplane/dispatcher/plugin_registry.h"
 #include "backplane/core/str_cat.h"
 #include "backplane/core/transfers.h"
 #include "backplane/dispatcher/library.h"

@@ -197,7 +197,7 @@ TEST_F(GpusimKernelsTest, AZeroDimCpuValueFillsADeviceTensor) {
 }
 
 // A 0-d cpu operand of a binary op or of where (Note [CPU scalars] in
-// dispatcher/src/ops/meta.h) is copied to the device by the host, and the
+// dispatcher/ops/src/meta.h) is copied to the device by the host, and the
 // plugin's kernel runs: no call goes through the CPU fallback.
 TEST_F(GpusimKernelsTest, ZeroDimCpuOperandsOfBinaryOpsAndWhereRunNatively) {
   const DispatchKey key = backendKey(sim().type);

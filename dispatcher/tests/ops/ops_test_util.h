@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backplane/dispatcher/dispatcher.h"
+#include "backplane/dispatcher/plugin_registry.h"
 #include "backplane/dispatcher/ivalue.h"
 
 namespace backplane::ops_test {

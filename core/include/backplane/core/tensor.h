@@ -15,7 +15,7 @@
 // Methods such as add(), matmul() and to() are operators: they dispatch on
 // the tensor's device and may run a plugin's kernel or the CPU fallback.
 // They are declared here, so that `a.matmul(b)` reads as it does in
-// PyTorch, and defined by the dispatcher library (dispatcher/src/api/
+// PyTorch, and defined by the dispatcher library (dispatcher/runtime/src/
 // ops.cc) next to the free functions of backplane/ops.h, which document
 // them. The core never calls them, so it still links without the
 // dispatcher; a program that calls them links the `backplane` library,

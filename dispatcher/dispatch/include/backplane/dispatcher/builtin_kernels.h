@@ -27,10 +27,6 @@ void cpuFallbackKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet
 // below Tracing.
 void tracingKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks, Stack* stack);
 
-// Times the call for the active Profiler and redispatches below Profiling
-// (Note [Profiling] in api/profiler.cc, where it is defined).
-void profilingKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks, Stack* stack);
-
 namespace detail {
 // Bytes the CPU fallback has copied on this thread: cpuFallbackKernel adds
 // each call's bytes when it finishes. The profiler zeroes it around every

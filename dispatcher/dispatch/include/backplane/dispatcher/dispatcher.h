@@ -20,7 +20,6 @@
 #include "backplane/dispatcher/function_schema.h"
 #include "backplane/dispatcher/kernel_function.h"
 #include "backplane/dispatcher/operator_entry.h"
-#include "backplane/dispatcher/plugin_registry.h"
 
 namespace backplane {
 
@@ -217,9 +216,6 @@ class Dispatcher {
   // Every defined operator, sorted by name.
   std::vector<OperatorHandle> definedOperators();
 
-  // The loaded plugins (see plugin_registry.h).
-  PluginRegistry& plugins() { return *plugins_; }
-
   // --- Behaviour switches (thread-safe; take effect for the next call).
 
   FallbackMode fallbackMode() const { return fallback_mode_.load(std::memory_order_relaxed); }
@@ -278,9 +274,6 @@ class Dispatcher {
   const KernelRecord* cpu_fallback_;
   std::atomic<FallbackMode> fallback_mode_{FallbackMode::Warn};
   RegistrationHandle tracing_fallback_;
-  RegistrationHandle profiling_fallback_;
-  std::vector<RegistrationHandle> standard_defs_;
-  std::unique_ptr<PluginRegistry> plugins_;
 };
 
 }  // namespace backplane

@@ -75,7 +75,8 @@ class PluginRegistry {
   std::unique_ptr<Impl> impl_;
 };
 
-// The process's plugins (owned by the Dispatcher singleton).
+// The process's plugins: created on first use and never destroyed, like the
+// Dispatcher singleton whose table they register into.
 PluginRegistry& plugins();
 
 }  // namespace backplane

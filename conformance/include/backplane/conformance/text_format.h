@@ -1,6 +1,6 @@
 #pragma once
-// Output helpers for the `backplane` tool: aligned text tables and JSON
-// string escaping. No dependencies beyond the standard library.
+// Output helpers for the conformance reports and the `backplane` tool:
+// aligned text tables and JSON string escaping. No dependencies beyond the standard library.
 
 #include <cstddef>
 #include <ostream>
@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-namespace backplane::cli {
+namespace backplane::conformance {
 
 // A left-aligned table with two spaces between columns. Besides rows of
 // cells it holds notes: free text on its own line, starting where column
@@ -35,4 +35,4 @@ class Table {
 // characters are escaped; other bytes (UTF-8) pass through.
 std::string jsonString(std::string_view s);
 
-}  // namespace backplane::cli
+}  // namespace backplane::conformance

@@ -1,9 +1,9 @@
-#include "text_format.h"
+#include "backplane/conformance/text_format.h"
 
 #include <algorithm>
 #include <cstdio>
 
-namespace backplane::cli {
+namespace backplane::conformance {
 
 void Table::addRow(std::vector<std::string> cells) {
   if (cells.empty()) cells.emplace_back();
@@ -70,4 +70,4 @@ std::string jsonString(std::string_view s) {
   return out;
 }
 
-}  // namespace backplane::cli
+}  // namespace backplane::conformance
