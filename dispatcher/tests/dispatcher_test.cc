@@ -271,7 +271,7 @@ TEST(DispatcherTest, FindOpErrorsSuggestOverloads) {
 
 
 // Note [Meta kernels]: the rule runs before the kernel on call() and
-// callBoxed(), not on callChecked() or redispatch(); it can resize an empty
+// callBoxed(), not on callSkippingMeta() or redispatch(); it can resize an empty
 // out; a signature mismatch is refused; removing it restores the older one.
 namespace meta_test {
 int kernel_calls = 0;
@@ -317,9 +317,9 @@ TEST(DispatcherTest, MetaKernelChecksArgumentsBeforeAnyKernel) {
   expectError([&] { op.callBoxed(stack); }, {"out has shape [3]"});
   EXPECT_EQ(kernel_calls, 1);
 
-  // callChecked() skips the rule: for composites that allocated out themselves.
+  // callSkippingMeta() skips the rule: for composites that allocated out themselves.
   Tensor out = emptyTensor({2});
-  op.callChecked(floats({5, 6}), out);
+  op.callSkippingMeta(floats({5, 6}), out);
   EXPECT_EQ(kernel_calls, 2);
   EXPECT_EQ(out.toVector<float>(), (std::vector<float>{5, 6}));
 

@@ -78,7 +78,7 @@ Tensor alphaFunctional(const Tensor& self, const Tensor& other, const Scalar& al
   const OutputMeta m = alphaMeta<Name, Kind>(self, other, alpha, CpuScalars::kJoin);
   Tensor out = allocate(m), moved_self, moved_other;
   return BP_STANDARD_OP(OutName.c_str(), AlphaOutSig)
-      .callChecked(onDevice(self, m.device, moved_self), onDevice(other, m.device, moved_other), alpha, out);
+      .callSkippingMeta(onDevice(self, m.device, moved_self), onDevice(other, m.device, moved_other), alpha, out);
 }
 
 template <FixedString Name, FixedString OutName, BinaryResult Kind>
@@ -87,7 +87,7 @@ Tensor alphaInplace(const Tensor& self, const Tensor& other, const Scalar& alpha
   checkOut(qualified<Name>(), self, m, {{"other", &other}}, "self");
   Tensor moved_other;
   return BP_STANDARD_OP(OutName.c_str(), AlphaOutSig)
-      .callChecked(self, onDevice(other, m.device, moved_other), alpha, self);
+      .callSkippingMeta(self, onDevice(other, m.device, moved_other), alpha, self);
 }
 
 // --- binary ops without alpha (mul, div, maximum, pow, eq, ...)
@@ -105,7 +105,7 @@ Tensor binaryFunctional(const Tensor& self, const Tensor& other) {
   const OutputMeta m = binaryMeta<Name, Kind>(self, other, CpuScalars::kJoin);
   Tensor out = allocate(m), moved_self, moved_other;
   return BP_STANDARD_OP(OutName.c_str(), BinaryOutSig)
-      .callChecked(onDevice(self, m.device, moved_self), onDevice(other, m.device, moved_other), out);
+      .callSkippingMeta(onDevice(self, m.device, moved_self), onDevice(other, m.device, moved_other), out);
 }
 
 // In place: the result is written into self in self's dtype (for
@@ -115,7 +115,8 @@ Tensor binaryInplace(const Tensor& self, const Tensor& other) {
   const OutputMeta m = binaryMeta<Name, Kind>(self, other, CpuScalars::kJoin);
   checkOut(qualified<Name>(), self, m, {{"other", &other}}, "self");
   Tensor moved_other;
-  return BP_STANDARD_OP(OutName.c_str(), BinaryOutSig).callChecked(self, onDevice(other, m.device, moved_other), self);
+  return BP_STANDARD_OP(OutName.c_str(), BinaryOutSig)
+      .callSkippingMeta(self, onDevice(other, m.device, moved_other), self);
 }
 
 // --- tensor-scalar ops (pow.Tensor_Scalar, eq.Scalar, ...): the scalar
@@ -145,13 +146,13 @@ void scalarOutMeta(const Tensor& self, const Scalar& other, const Tensor& out) {
 template <FixedString Name, FixedString OutName, BinaryResult Kind>
 Tensor scalarFunctional(const Tensor& self, const Scalar& other) {
   Tensor out = allocate(scalarMeta<Name, Kind>(self, other));
-  return BP_STANDARD_OP(OutName.c_str(), ScalarOutSig).callChecked(self, other, out);
+  return BP_STANDARD_OP(OutName.c_str(), ScalarOutSig).callSkippingMeta(self, other, out);
 }
 
 template <FixedString Name, FixedString OutName, BinaryResult Kind>
 Tensor scalarInplace(const Tensor& self, const Scalar& other) {
   checkOut(qualified<Name>(), self, scalarMeta<Name, Kind>(self, other), {}, "self");
-  return BP_STANDARD_OP(OutName.c_str(), ScalarOutSig).callChecked(self, other, self);
+  return BP_STANDARD_OP(OutName.c_str(), ScalarOutSig).callSkippingMeta(self, other, self);
 }
 
 // --- where(condition, self, other)
@@ -182,7 +183,7 @@ Tensor whereFunctional(const Tensor& condition, const Tensor& self, const Tensor
   const OutputMeta m = whereMeta<"where.self">(condition, self, other, CpuScalars::kJoin);
   Tensor out = allocate(m), moved[3];
   return BP_STANDARD_OP("where.self_out", WhereOutSig)
-      .callChecked(onDevice(condition, m.device, moved[0]), onDevice(self, m.device, moved[1]),
+      .callSkippingMeta(onDevice(condition, m.device, moved[0]), onDevice(self, m.device, moved[1]),
                    onDevice(other, m.device, moved[2]), out);
 }
 
@@ -223,13 +224,13 @@ void unaryOutMeta(const Tensor& self, const Tensor& out) {
 template <FixedString Name, FixedString OutName, UnaryResult Kind>
 Tensor unaryFunctional(const Tensor& self) {
   Tensor out = allocate(unaryMeta<Name, Kind>(self));
-  return BP_STANDARD_OP(OutName.c_str(), UnaryOutSig).callChecked(self, out);
+  return BP_STANDARD_OP(OutName.c_str(), UnaryOutSig).callSkippingMeta(self, out);
 }
 
 template <FixedString Name, FixedString OutName, UnaryResult Kind>
 Tensor unaryInplace(const Tensor& self) {
   checkOut(qualified<Name>(), self, unaryMeta<Name, Kind>(self), {}, "self");
-  return BP_STANDARD_OP(OutName.c_str(), UnaryOutSig).callChecked(self, self);
+  return BP_STANDARD_OP(OutName.c_str(), UnaryOutSig).callSkippingMeta(self, self);
 }
 
 // silu.out for backends without their own kernel: self * sigmoid(self).
@@ -237,7 +238,7 @@ Tensor unaryInplace(const Tensor& self) {
 // [Kernel precedence]).
 Tensor siluOutComposite(const Tensor& self, const Tensor& out) {
   Tensor sig = BP_STANDARD_OP("sigmoid", Tensor(const Tensor&)).call(self);
-  return BP_STANDARD_OP("mul.out", BinaryOutSig).callChecked(self, sig, out);
+  return BP_STANDARD_OP("mul.out", BinaryOutSig).callSkippingMeta(self, sig, out);
 }
 
 // --- gelu(self, *, approximate)
@@ -257,12 +258,12 @@ void geluOutMeta(const Tensor& self, std::string_view approximate, const Tensor&
 
 Tensor geluFunctional(const Tensor& self, std::string_view approximate) {
   Tensor out = allocate(geluMeta<"gelu">(self, approximate));
-  return BP_STANDARD_OP("gelu.out", GeluOutSig).callChecked(self, approximate, out);
+  return BP_STANDARD_OP("gelu.out", GeluOutSig).callSkippingMeta(self, approximate, out);
 }
 
 Tensor geluInplace(const Tensor& self, std::string_view approximate) {
   checkOut(qualified<"gelu_">(), self, geluMeta<"gelu_">(self, approximate), {}, "self");
-  return BP_STANDARD_OP("gelu.out", GeluOutSig).callChecked(self, approximate, self);
+  return BP_STANDARD_OP("gelu.out", GeluOutSig).callSkippingMeta(self, approximate, self);
 }
 
 // --- clamp(self, min, max): the bounds take part in promotion as scalars.
@@ -289,12 +290,12 @@ void clampOutMeta(const Tensor& self, const std::optional<Scalar>& min, const st
 
 Tensor clampFunctional(const Tensor& self, const std::optional<Scalar>& min, const std::optional<Scalar>& max) {
   Tensor out = allocate(clampMeta<"clamp">(self, min, max));
-  return BP_STANDARD_OP("clamp.out", ClampOutSig).callChecked(self, min, max, out);
+  return BP_STANDARD_OP("clamp.out", ClampOutSig).callSkippingMeta(self, min, max, out);
 }
 
 Tensor clampInplace(const Tensor& self, const std::optional<Scalar>& min, const std::optional<Scalar>& max) {
   checkOut(qualified<"clamp_">(), self, clampMeta<"clamp_">(self, min, max), {}, "self");
-  return BP_STANDARD_OP("clamp.out", ClampOutSig).callChecked(self, min, max, self);
+  return BP_STANDARD_OP("clamp.out", ClampOutSig).callSkippingMeta(self, min, max, self);
 }
 
 }  // namespace

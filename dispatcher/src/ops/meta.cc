@@ -70,7 +70,7 @@ const Tensor& onDevice(const Tensor& t, Device device, Tensor& moved) {
   const auto& fill = BP_STANDARD_OP("fill_.Scalar", FillSig);
   if (fill.kernelKind(backendKey(device.type)) == KernelKind::Direct) {
     const Scalar value = visitScalarType(t.dtype(), [&]<typename S>() { return Scalar(*t.data_ptr<const S>()); });
-    fill.callChecked(moved, value);
+    fill.callSkippingMeta(moved, value);
   } else {
     detail::fillFromHost(moved, t.data_ptr(), t.itemsize());
   }

@@ -145,7 +145,7 @@ class TypedOperatorHandle<Ret(Args...)> : public OperatorHandle {
   // call() without the op's meta kernel (Note [Meta kernels]): for callers
   // that have made the arguments valid themselves, e.g. a composite that has
   // just allocated `out` from the same shape rule.
-  Ret callChecked(Args... args) const {
+  Ret callSkippingMeta(Args... args) const {
     DispatchKeySet ks = detail::computeDispatchKeySet<Args...>(args...);
     return entry_->lookup(ks).kernel.template call<Ret, Args...>(*this, ks, args...);
   }

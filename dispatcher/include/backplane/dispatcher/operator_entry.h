@@ -19,7 +19,7 @@
 // when empty) the `out` tensor, so that every backend's kernel, a CPU
 // fallback included, computes into an output that already has the right
 // shape, dtype and device. call() and callBoxed() run it; redispatch() and
-// callChecked() do not (the arguments were checked on the way in).
+// callSkippingMeta() do not (the arguments were checked on the way in).
 //
 // Note [Kernel precedence]
 // For a backend key the slot holds, in order of preference: a direct impl
