@@ -286,7 +286,6 @@ Result runDeviceCheck(const std::string& name, DeviceType type) {
   r.op = name;
   r.form = "device";
   r.backend = std::string(deviceTypeName(type));
-  r.kernel = "-";
   try {
     DeviceProbe c(type);
     if (c.count() == 0) failed("deviceCount", "the device type has no devices");

@@ -234,7 +234,7 @@ Tensor unaryInplace(const Tensor& self) {
 }
 
 // silu.out for backends without their own kernel: self * sigmoid(self).
-// The CPU plugin's direct silu.out kernel takes precedence over it (Note
+// The CPU plugin's native silu.out kernel takes precedence over it (Note
 // [Kernel precedence]).
 Tensor siluOutComposite(const Tensor& self, const Tensor& out) {
   Tensor sig = BP_STANDARD_OP("sigmoid", Tensor(const Tensor&)).call(self);

@@ -1,9 +1,9 @@
 // The linear-algebra standard operators: mm, bmm, addmm (structured: plugins
 // implement `op.out`), and matmul and linear, composites over them. addmm.out
 // also has a composite (mm, mul, add) so that a device plugin with only mm.out
-// gets it without a CPU round trip; a direct kernel (the CPU plugin's) beats
+// gets it without a CPU round trip; a native kernel (the CPU plugin's) beats
 // it (Note [Kernel precedence]). linear has a meta kernel (its argument
-// checks) so that a direct kernel, such as the CPU plugin's fused
+// checks) so that a native kernel, such as the CPU plugin's fused
 // product-plus-bias, gets checked arguments on every device.
 #include "ops/families.h"
 #include "ops/structured.h"

@@ -535,7 +535,7 @@ TEST(ElementwiseUnary, NegOfBoolSuggestsLogicalNot) {
 }
 
 TEST(ElementwiseUnary, SiluUsesThePluginKernelOnCpuAndTheCompositeElsewhere) {
-  EXPECT_EQ(op("silu.out").kernelKind(DispatchKey::CPU), KernelKind::Direct);
+  EXPECT_EQ(op("silu.out").kernelKind(DispatchKey::CPU), KernelKind::Native);
   auto& dev = testing::TestDevice::install("testdev", 2);
   const DispatchKey key = backendKey(dev.type());
   EXPECT_EQ(op("silu.out").kernelKind(key), KernelKind::Composite);

@@ -195,7 +195,7 @@ class Dispatcher {
   absl::StatusOr<RegistrationHandle> registerImpl(std::string_view op, DispatchKey key,
                                                   KernelFunction kernel, std::string debug = "");
   // Registers a backend-agnostic composite kernel for `op`: it serves every
-  // backend key that has no direct kernel.
+  // backend key that has no native kernel.
   absl::StatusOr<RegistrationHandle> registerComposite(std::string_view op, KernelFunction kernel,
                                                        std::string debug = "");
   // Registers `op`'s meta kernel (Note [Meta kernels]): same parameters as
