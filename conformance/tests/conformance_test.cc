@@ -110,7 +110,9 @@ std::vector<Case> allCases() {
 }
 
 std::string caseName(const ::testing::TestParamInfo<Case>& info) {
-  std::string n = std::get<0>(info.param) + "_" + allSpecs()[std::get<1>(info.param)].op.substr(4);  // no "bp::"
+  // The op's name and overload, without the namespace: cpu_add_Tensor.
+  const OperatorName op = OperatorName::parse(allSpecs()[std::get<1>(info.param)].op).value();
+  std::string n = std::get<0>(info.param) + "_" + op.name + (op.overload.empty() ? "" : "_" + op.overload);
   for (char& c : n)
     if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
   return n;
