@@ -225,7 +225,8 @@ TEST(CliTest, OpsTextMatrix) {
   std::string row = lineStartingWith(r.out, "clitest::cpu_only");
   ASSERT_NE(row, "") << r.out;
   EXPECT_EQ(row.substr(header.find(" cpu ") + 1, 6), "native");
-  EXPECT_EQ(row.substr(clitest_col, 8), "fallback");
+  EXPECT_EQ(row.substr(clitest_col, 12), "cpu_fallback");
+  EXPECT_EQ(row.substr(header.find(" clitestnone") + 1, 16), "backend_fallback");
   std::string missing = lineStartingWith(r.out, "clitest::no_kernels");
   EXPECT_EQ(missing.substr(header.find(" cpu ") + 1, 7), "missing");
   EXPECT_EQ(lineStartingWith(r.out, "clitest::native_everywhere").substr(clitest_col, 6), "native");
@@ -243,7 +244,7 @@ TEST(CliTest, OpsMarkdownStartsWithATableHeader) {
     EXPECT_CONTAINS(r.out, "Legend:");
   }
   Result r = run(kTestPlugin + "ops --format=markdown");
-  EXPECT_CONTAINS(r.out, "| `clitest::cpu_only` | native | fallback | fallback | fallback | fallback |");
+  EXPECT_CONTAINS(r.out, "| `clitest::cpu_only` | native | cpu_fallback | cpu_fallback | cpu_fallback | backend_fallback |");
 }
 
 TEST(CliTest, OpsJsonHasTheDocumentedShape) {

@@ -56,28 +56,10 @@ void describeSources(std::ostream& out, const PluginSources& sources) {
 
 // ------------------------------------------------------------------- ops
 
-// The matrix cell: `text` for text and markdown, `json` for json.
-struct Cell {
-  const char* text;
-  const char* json;
-};
-
-Cell cellFor(KernelKind k) {
-  switch (k) {
-    case KernelKind::Direct: return {"native", "native"};
-    case KernelKind::Composite: return {"composite", "composite"};
-    case KernelKind::BackendFallback: return {"fallback", "backend_fallback"};
-    case KernelKind::CpuFallback: return {"fallback", "cpu_fallback"};
-    case KernelKind::Missing: return {"missing", "missing"};
-    case KernelKind::Fallthrough: return {"fallthrough", "fallthrough"};  // not expected for backend keys
-  }
-  return {"missing", "missing"};
-}
-
 struct OpRow {
   std::string name;
   std::string schema;
-  std::vector<Cell> cells;  // one per backend
+  std::vector<KernelKind> cells;  // one per backend
 };
 
 std::vector<OpRow> collectOps(const std::vector<Backend>& backends) {
@@ -90,7 +72,7 @@ std::vector<OpRow> collectOps(const std::vector<Backend>& backends) {
     } catch (const std::exception&) {
       continue;  // undefined since definedOperators() returned it
     }
-    for (const Backend& b : backends) row.cells.push_back(cellFor(op.kernelKind(backendKey(b.type))));
+    for (const Backend& b : backends) row.cells.push_back(op.kernelKind(backendKey(b.type)));
     rows.push_back(std::move(row));
   }
   return rows;
@@ -98,8 +80,8 @@ std::vector<OpRow> collectOps(const std::vector<Backend>& backends) {
 
 constexpr const char* kLegendText =
     "native: a kernel registered for that backend; composite: a backend-agnostic kernel built from other ops;\n"
-    "fallback: a backend fallback or the CPU fallback (copy to host, run the CPU kernel, copy back;\n"
-    "--format json says which); missing: calls on that backend fail.\n";
+    "backend_fallback: a boxed fallback the backend registered; cpu_fallback: the CPU kernel (inputs copied to\n"
+    "the host, results copied back); missing: calls on that backend fail.\n";
 
 void printOpsText(std::ostream& out, const std::vector<Backend>& backends, const std::vector<OpRow>& rows) {
   std::vector<std::string> header{"OPERATOR"};
@@ -117,7 +99,7 @@ void printOpsText(std::ostream& out, const std::vector<Backend>& backends, const
   Table table(header);
   for (const OpRow& r : rows) {
     std::vector<std::string> cells{r.name};
-    for (const Cell& c : r.cells) cells.emplace_back(c.text);
+    for (KernelKind k : r.cells) cells.emplace_back(kernelKindName(k));
     table.addRow(std::move(cells));
   }
   table.print(out);
@@ -135,14 +117,14 @@ void printOpsMarkdown(std::ostream& out, const std::vector<Backend>& backends, c
   out << '\n';
   for (const OpRow& r : rows) {
     out << "| `" << r.name << "` |";
-    for (const Cell& c : r.cells) out << ' ' << c.text << " |";
+    for (KernelKind k : r.cells) out << ' ' << kernelKindName(k) << " |";
     out << '\n';
   }
   out << '\n';
   if (rows.empty()) out << "_No operators defined._\n\n";
   out << "Legend: **native** a kernel registered for that backend; **composite** a backend-agnostic kernel "
-         "built from other ops; **fallback** a backend fallback or the CPU fallback (inputs copied to the host, "
-         "the CPU kernel runs, results copied back); **missing** calls on that backend fail.\n";
+         "built from other ops; **backend_fallback** a boxed fallback the backend registered; **cpu_fallback** the "
+         "CPU kernel (inputs copied to the host, results copied back); **missing** calls on that backend fail.\n";
   std::vector<std::string> without_plugin;
   for (const Backend& b : backends)
     if (!b.iface) without_plugin.push_back(b.name);
@@ -158,7 +140,7 @@ void printOpsJson(std::ostream& out, const std::vector<Backend>& backends, const
     out << (r ? ",\n" : "\n") << "    {\"name\": " << jsonString(row.name) << ", \"schema\": " << jsonString(row.schema)
         << ", \"kernels\": {";
     for (size_t i = 0; i < backends.size(); ++i)
-      out << (i ? ", " : "") << jsonString(backends[i].name) << ": " << jsonString(row.cells[i].json);
+      out << (i ? ", " : "") << jsonString(backends[i].name) << ": " << jsonString(kernelKindName(row.cells[i]));
     out << "}}";
   }
   out << (rows.empty() ? "]\n" : "\n  ]\n") << "}\n";

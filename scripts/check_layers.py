@@ -9,7 +9,7 @@ target that points upward:
   includes  every `#include "backplane/..."` in a layer's sources resolves
             to a header of the same or a lower layer (plugins: the SDK);
   targets   (with --build DIR) no CMake target of a layer links a target of
-            a higher layer, read from `cmake --graphviz` of that build.
+            a higher layer, read from the link graph CMake wrote there.
 
 The linker checks the third direction itself: each layer with the ones below
 it links as a shared library that may leave no symbol undefined
@@ -20,9 +20,7 @@ it links as a shared library that may leave no symbol undefined
 import argparse
 import os
 import re
-import subprocess
 import sys
-import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -50,6 +48,8 @@ TARGETS = {
     "backplane_ops": 3,
     "backplane_runtime": 4,
     "backplane": 4,
+    "Backplane::backplane": 4,
+    "Backplane::plugin_sdk": 0,
     "backplane_conformance": 5,
     "backplane_cli": 6,
 }
@@ -107,25 +107,29 @@ def check_includes():
 
 
 def check_targets(build_dir):
+    """Reads <build>/layer_links.txt, which the root CMakeLists.txt writes at
+    configure time: one line per target, its name, a tab, and its direct and
+    interface link libraries separated by ';'."""
     problems = []
-    with tempfile.TemporaryDirectory() as tmp:
-        dot = os.path.join(tmp, "graph.dot")
-        subprocess.run(["cmake", f"--graphviz={dot}", build_dir], check=True, stdout=subprocess.DEVNULL)
-        with open(dot) as f:
-            text = f.read()
-    # A label is the target's name, then "\n(Alias::name)" for an alias.
-    names = dict(re.findall(r'"(node\d+)" \[ label = "([^"\\]+)', text))
-    for src, dst in re.findall(r'"(node\d+)" -> "(node\d+)"', text):
-        a, b = names.get(src), names.get(dst)
-        if a is None or b is None:
-            continue
-        if a in FIRST_PARTY_PLUGINS and b in TARGETS and TARGETS[b] > 0:
-            problems.append(f"target {a} (a plugin) links {b}: plugins link only the SDK")
-        if a in TARGETS and b in TARGETS and TARGETS[b] > TARGETS[a]:
-            problems.append(f"target {a} (layer '{layer_name(TARGETS[a])}') links {b} "
-                            f"(layer '{layer_name(TARGETS[b])}', above it)")
-    seen = set(names.values())
-    missing = [t for t in TARGETS if t not in seen]
+    path = os.path.join(build_dir, "layer_links.txt")
+    if not os.path.isfile(path):
+        return [f"{path} is missing: configure the build with CMake first"]
+    seen = set()
+    with open(path) as f:
+        for line in f:
+            if "\t" not in line:
+                continue
+            a, links = line.rstrip("\n").split("\t", 1)
+            seen.add(a)
+            for item in links.split(";"):
+                # $<BUILD_INTERFACE:x>, $<LINK_ONLY:x>, ... name x
+                b = re.sub(r"^(\$<[A-Z_]+:)+", "", item).rstrip(">")
+                if a in FIRST_PARTY_PLUGINS and b in TARGETS and TARGETS[b] > 0:
+                    problems.append(f"target {a} (a plugin) links {b}: plugins link only the SDK")
+                if a in TARGETS and b in TARGETS and TARGETS[b] > TARGETS[a]:
+                    problems.append(f"target {a} (layer '{layer_name(TARGETS[a])}') links {b} "
+                                    f"(layer '{layer_name(TARGETS[b])}', above it)")
+    missing = [t for t in TARGETS if t not in seen and "::" not in t]
     if missing:
         problems.append(f"the build has no target(s) {', '.join(missing)}: update TARGETS in {__file__}")
     return problems

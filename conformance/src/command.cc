@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -99,12 +100,17 @@ struct BackendRun {
 
 bool countsAsFailure(const Result& r, bool strict) {
   if (r.outcome != Outcome::Pass) return true;
-  return strict && r.kernel == "fallback";
+  return strict && r.kernel && isFallback(*r.kernel);
 }
+
+// The kinds the summary counts, a column each (a fallthrough never serves
+// a backend key).
+constexpr KernelKind kReportedKinds[] = {KernelKind::Native, KernelKind::Composite, KernelKind::BackendFallback,
+                                         KernelKind::CpuFallback, KernelKind::Missing};
 
 struct Counts {
   int forms = 0, pass = 0, fail = 0, error = 0, crash = 0, failures = 0;
-  std::map<std::string, int> kernels;  // native, composite, fallback, missing
+  std::map<KernelKind, int> kernels;  // forms served by each kind (device checks have none)
 };
 
 Counts countsOf(const BackendRun& b, bool strict) {
@@ -118,7 +124,7 @@ Counts countsOf(const BackendRun& b, bool strict) {
       case Outcome::Crash: ++c.crash; break;
     }
     if (countsAsFailure(r, strict)) ++c.failures;
-    if (r.form != "device") ++c.kernels[r.kernel];
+    if (r.kernel) ++c.kernels[*r.kernel];
   }
   if (!b.error.empty()) ++c.failures;
   return c;
@@ -127,7 +133,8 @@ Counts countsOf(const BackendRun& b, bool strict) {
 // "fail at sample 'x': message (max abs 1, max rel 0.5)"
 std::string describeProblem(const Result& r, bool strict) {
   std::string s = outcomeName(r.outcome);
-  if (r.outcome == Outcome::Pass && strict && r.kernel == "fallback") s = "fallback (counted as a failure: --strict)";
+  if (r.outcome == Outcome::Pass && countsAsFailure(r, strict))
+    s = std::string(kernelNameOf(r)) + " (counted as a failure: --strict)";
   if (!r.sample.empty()) s += " at sample '" + r.sample + "'";
   if (!r.message.empty()) s += ": " + r.message;
   if (r.outcome == Outcome::Fail && (r.max_abs_error > 0 || r.max_rel_error > 0)) {
@@ -170,7 +177,6 @@ int runConformanceWorker(const std::string& backend, const std::string& ops, siz
       r.op = items[i].name;
       r.form = "all";
       r.backend = backend;
-      r.kernel = "-";
       r.outcome = Outcome::Error;
       r.message = e.what();
       results = {r};
@@ -313,7 +319,7 @@ Result crashResult(const Item& item, const std::string& backend, std::string mes
   r.op = item.name;
   r.form = item.spec ? "all" : "device";
   r.backend = backend;
-  r.kernel = item.spec ? kernelKindOn(item.spec->op, *DeviceTypeRegistry::global().find(backend)) : "-";
+  if (item.spec) r.kernel = kernelKindOn(item.spec->op, *DeviceTypeRegistry::global().find(backend));
   r.outcome = Outcome::Crash;
   r.message = std::move(message);
   return r;
@@ -438,9 +444,18 @@ std::string secondsText(double s) {
   return buf;
 }
 
+// "CPU_FALLBACK" for "cpu_fallback": a column header.
+std::string upperCase(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
+
 void printSummary(std::ostream& out, const std::vector<BackendRun>& runs, bool strict) {
-  Table table({"BACKEND", "PROVIDER", "DEVICES", "FORMS", "PASS", "FAIL", "ERROR", "CRASH", "NATIVE", "COMPOSITE",
-               "FALLBACK", "MISSING", "TIME"});
+  std::vector<std::string> columns{"BACKEND", "PROVIDER", "DEVICES", "FORMS", "PASS", "FAIL", "ERROR", "CRASH"};
+  for (KernelKind kind : kReportedKinds) columns.push_back(upperCase(kernelKindName(kind)));
+  columns.push_back("TIME");
+  Table table(std::move(columns));
   for (const BackendRun& b : runs) {
     if (!b.skipped.empty() || (b.results.empty() && !b.error.empty())) {
       table.addRow({b.name, b.provider, std::to_string(b.devices), "-"});
@@ -448,10 +463,17 @@ void printSummary(std::ostream& out, const std::vector<BackendRun>& runs, bool s
       continue;
     }
     Counts c = countsOf(b, strict);
-    auto k = [&](const char* kind) { return std::to_string(c.kernels[kind]); };
-    table.addRow({b.name, b.provider, std::to_string(b.devices), std::to_string(c.forms), std::to_string(c.pass),
-                  std::to_string(c.fail), std::to_string(c.error), std::to_string(c.crash), k("native"),
-                  k("composite"), k("fallback"), k("missing"), secondsText(b.seconds)});
+    std::vector<std::string> row{b.name,
+                                 b.provider,
+                                 std::to_string(b.devices),
+                                 std::to_string(c.forms),
+                                 std::to_string(c.pass),
+                                 std::to_string(c.fail),
+                                 std::to_string(c.error),
+                                 std::to_string(c.crash)};
+    for (KernelKind kind : kReportedKinds) row.push_back(std::to_string(c.kernels[kind]));
+    row.push_back(secondsText(b.seconds));
+    table.addRow(std::move(row));
     if (!b.error.empty()) table.addNote("run aborted: " + b.error);
   }
   table.print(out);
@@ -461,7 +483,7 @@ void printSummary(std::ostream& out, const std::vector<BackendRun>& runs, bool s
       if (!countsAsFailure(r, strict)) continue;
       if (!header) out << "\nfailures:\n";
       header = true;
-      out << "  " << b.name << "  " << r.op << " (" << r.form << ", " << r.kernel << "): " << describeProblem(r, strict)
+      out << "  " << b.name << "  " << r.op << " (" << r.form << ", " << kernelNameOf(r) << "): " << describeProblem(r, strict)
           << '\n';
     }
   }
@@ -497,7 +519,7 @@ void writeJson(std::ostream& out, const std::vector<BackendRun>& runs, bool stri
     for (const Result& r : b.results) {
       out << (first ? "\n    " : ",\n    ") << "{\"backend\": " << jsonString(r.backend)
           << ", \"op\": " << jsonString(r.op) << ", \"form\": " << jsonString(r.form)
-          << ", \"kernel\": " << jsonString(r.kernel)
+          << ", \"kernel\": " << jsonString(kernelNameOf(r))
           << ", \"outcome\": " << jsonString(outcomeName(r.outcome))
           << ", \"counts_as_failure\": " << (countsAsFailure(r, strict) ? "true" : "false")
           << ", \"samples\": " << r.samples << ", \"sample\": " << jsonString(r.sample)
@@ -585,10 +607,10 @@ void writeJunit(std::ostream& out, const std::vector<BackendRun>& runs, bool str
       if (countsAsFailure(r, strict)) {
         const bool is_error = r.outcome == Outcome::Error || r.outcome == Outcome::Crash;
         out << "<" << (is_error ? "error" : "failure") << " type=\"" << outcomeName(r.outcome)
-            << "\" message=\"" << xmlText(describeProblem(r, strict)) << "\">kernel: " << xmlText(r.kernel)
+            << "\" message=\"" << xmlText(describeProblem(r, strict)) << "\">kernel: " << xmlText(kernelNameOf(r))
             << "</" << (is_error ? "error" : "failure") << ">";
       }
-      out << "<system-out>kernel: " << xmlText(r.kernel) << ", samples: " << r.samples << "</system-out></testcase>\n";
+      out << "<system-out>kernel: " << xmlText(kernelNameOf(r)) << ", samples: " << r.samples << "</system-out></testcase>\n";
     }
     out << "  </testsuite>\n";
   }
@@ -597,12 +619,13 @@ void writeJunit(std::ostream& out, const std::vector<BackendRun>& runs, bool str
 
 // A matrix cell: what served the form and how it did.
 std::string markdownCell(const Result& r, bool strict) {
+  const std::string kernel = kernelNameOf(r);
   switch (r.outcome) {
     case Outcome::Pass:
-      if (r.form == "device") return "✅ pass";
-      return (strict && r.kernel == "fallback" ? "❌ " : "✅ ") + r.kernel;
-    case Outcome::Fail: return "❌ fail (" + r.kernel + ")";
-    case Outcome::Error: return "⚠️ error (" + r.kernel + ")";
+      if (!r.kernel) return "✅ pass";  // a device check
+      return (countsAsFailure(r, strict) ? "❌ " : "✅ ") + kernel;
+    case Outcome::Fail: return "❌ fail (" + kernel + ")";
+    case Outcome::Error: return "⚠️ error (" + kernel + ")";
     case Outcome::Crash: return "💥 crash";
   }
   return "?";
@@ -674,7 +697,7 @@ void writeMarkdown(std::ostream& out, const std::vector<BackendRun>& runs, bool 
       if (!countsAsFailure(r, strict)) continue;
       if (!header) out << "\n## Failures\n\n";
       header = true;
-      out << "- **" << markdownEscape(b.name) << "** `" << markdownEscape(r.op) << "` (" << r.form << ", " << r.kernel
+      out << "- **" << markdownEscape(b.name) << "** `" << markdownEscape(r.op) << "` (" << r.form << ", " << kernelNameOf(r)
           << "): " << markdownEscape(describeProblem(r, strict)) << '\n';
     }
   }

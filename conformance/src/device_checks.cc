@@ -260,15 +260,24 @@ int checkSeveralDevices(DeviceProbe& c) {
   return n;
 }
 
+// A check that runs on each device in turn.
+template <int (*Check)(DeviceProbe&, Device)>
+int onEveryDevice(DeviceProbe& c) {
+  int samples = 0;
+  for (int i = 0; i < c.count(); ++i) samples += Check(c, c.device(i));
+  return samples;
+}
+
 struct DeviceCheck {
   const char* name;
   bool needs_several_devices;
+  int (*run)(DeviceProbe&);  // the samples it checked; throws CheckFailed
 };
 constexpr DeviceCheck kDeviceChecks[] = {
-    {"device.allocate", false},
-    {"device.copy", false},
-    {"device.synchronize", false},
-    {"device.several_devices", true},
+    {"device.allocate", false, &onEveryDevice<checkAllocate>},
+    {"device.copy", false, &onEveryDevice<checkCopy>},
+    {"device.synchronize", false, &checkSynchronize},
+    {"device.several_devices", true, &checkSeveralDevices},
 };
 
 }  // namespace
@@ -286,21 +295,14 @@ Result runDeviceCheck(const std::string& name, DeviceType type) {
   r.op = name;
   r.form = "device";
   r.backend = std::string(deviceTypeName(type));
-  r.kernel = "-";
   try {
     DeviceProbe c(type);
     if (c.count() == 0) failed("deviceCount", "the device type has no devices");
-    if (name == "device.allocate") {
-      for (int i = 0; i < c.count(); ++i) r.samples += checkAllocate(c, c.device(i));
-    } else if (name == "device.copy") {
-      for (int i = 0; i < c.count(); ++i) r.samples += checkCopy(c, c.device(i));
-    } else if (name == "device.synchronize") {
-      r.samples = checkSynchronize(c);
-    } else if (name == "device.several_devices") {
-      r.samples = checkSeveralDevices(c);
-    } else {
-      BP_THROW(kInvalidArgument, "unknown device check '", name, "'");
-    }
+    const DeviceCheck* check = nullptr;
+    for (const DeviceCheck& k : kDeviceChecks)
+      if (name == k.name) check = &k;
+    if (check == nullptr) BP_THROW(kInvalidArgument, "unknown device check '", name, "'");
+    r.samples = check->run(c);
   } catch (const CheckFailed& f) {
     r.outcome = Outcome::Fail;
     r.sample = f.step;

@@ -282,17 +282,13 @@ std::optional<Outcome> outcomeFromName(std::string_view name) {
   return std::nullopt;
 }
 
-std::string kernelKindOn(const std::string& op, DeviceType type) {
+KernelKind kernelKindOn(const std::string& op, DeviceType type) {
   std::optional<OperatorHandle> h = Dispatcher::singleton().findOp(op);
-  if (!h || !h->hasSchema()) return "missing";
-  switch (h->kernelKind(backendKey(type))) {
-    case KernelKind::Direct: return "native";
-    case KernelKind::Composite: return "composite";
-    case KernelKind::BackendFallback:
-    case KernelKind::CpuFallback: return "fallback";
-    default: return "missing";
-  }
+  if (!h || !h->hasSchema()) return KernelKind::Missing;
+  return h->kernelKind(backendKey(type));
 }
+
+const char* kernelNameOf(const Result& r) { return r.kernel ? kernelKindName(*r.kernel) : kNoKernelName; }
 
 std::vector<Result> runSpec(const OpSpec& spec, Device device) {
   const std::vector<Sample> samples = spec.samples();

@@ -642,19 +642,16 @@ std::vector<Sample> maskedFillSamples(const std::string& op, const ValueMaker& v
   return out;
 }
 
-void addMaskedFill(std::vector<OpSpec>& specs, const std::string& overload, ValueMaker value) {
+// `overload_samples`, if set, adds the samples only that overload has.
+void addMaskedFill(std::vector<OpSpec>& specs, const std::string& overload, ValueMaker value,
+                   std::function<std::vector<Sample>()> overload_samples = {}) {
   OpSpec spec;
   spec.op = "bp::masked_fill." + overload;
   spec.family = "data_movement";
-  spec.samples = [op = spec.op, value] {
+  spec.samples = [op = spec.op, value, overload_samples] {
     std::vector<Sample> out = maskedFillSamples(op, value);
-    if (op == "bp::masked_fill.Tensor") {
-      out.push_back(raising(
-          "value of shape [1]",
-          {IValue(hostTensor({1, 2}, {2}, ScalarType::Float32)), IValue(hostTensor({1, 0}, {2}, ScalarType::Bool)),
-           IValue(hostTensor({3}, {1}, ScalarType::Float32))},
-          "value must be a 0-d tensor"));
-    }
+    if (overload_samples)
+      for (Sample& s : overload_samples()) out.push_back(std::move(s));
     return out;
   };
   spec.reference = [](const Sample& s) { return std::vector<Expected>{maskedFillReference(s)}; };
@@ -805,7 +802,15 @@ void addDataMovementSpecs(std::vector<OpSpec>& specs) {
     if (dt == ScalarType::Bool) return IValue(Scalar(v != 0));
     return IValue(isFloatingType(dt) ? Scalar(v) : Scalar(static_cast<int64_t>(v)));
   });
-  addMaskedFill(specs, "Tensor", [](double v, ScalarType dt) { return IValue(hostTensor({v}, {}, dt)); });
+  addMaskedFill(
+      specs, "Tensor", [](double v, ScalarType dt) { return IValue(hostTensor({v}, {}, dt)); },
+      [] {
+        return std::vector<Sample>{raising(
+            "value of shape [1]",
+            {IValue(hostTensor({1, 2}, {2}, ScalarType::Float32)), IValue(hostTensor({1, 0}, {2}, ScalarType::Bool)),
+             IValue(hostTensor({3}, {1}, ScalarType::Float32))},
+            "value must be a 0-d tensor")};
+      });
   addSpec(specs, "bp::where.self", whereSamples, whereReference, "", "bp::where.self_out");
   addSpec(specs, "bp::embedding", embeddingSamples, embeddingReference);
 }

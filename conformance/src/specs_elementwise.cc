@@ -144,12 +144,12 @@ void addBinary(std::vector<OpSpec>& specs, const std::string& name, const std::s
   specs.push_back(std::move(spec));
 }
 
-// add/sub with alpha: out = self +- alpha * other, also with alpha = 2.
-void addAlpha(std::vector<OpSpec>& specs, const std::string& name, double sign) {
+// add/sub with alpha: out = self +- alpha * other, also with alpha = 2, on
+// `dtypes`.
+void addAlpha(std::vector<OpSpec>& specs, const std::string& name, double sign, const std::vector<ScalarType>& dtypes) {
   OpSpec spec;
   spec.op = "bp::" + name + ".Tensor";
   spec.family = "elementwise";
-  const std::vector<ScalarType> dtypes = name == "sub" ? kNumericTypes : kAllTypes;
   spec.samples = [op = spec.op, dtypes] {
     std::vector<Sample> s = binarySamples(op, dtypes, {}, {IValue(Scalar(int64_t{1}))}, /*large=*/true);
     std::vector<Sample> alpha2 = binarySamples(op + " alpha=2", {ScalarType::Float32, ScalarType::Int64}, {},
@@ -538,8 +538,8 @@ const std::vector<Comparison>& comparisons() {
 }  // namespace
 
 void addElementwiseSpecs(std::vector<OpSpec>& specs) {
-  addAlpha(specs, "add", 1);
-  addAlpha(specs, "sub", -1);
+  addAlpha(specs, "add", 1, kAllTypes);
+  addAlpha(specs, "sub", -1, kNumericTypes);  // bool is refused (logical_xor is what bools want)
   addBinary(specs, "mul", "Tensor", Result::Promoted, kAllTypes, {}, [](double x, double y) { return x * y; });
   // Divisors away from zero: the quotient's size stays in range for float16.
   addBinary(specs, "div", "Tensor", Result::TrueDivide, kNumericTypes, {0.5, 3, 1, 5},

@@ -87,7 +87,7 @@ constexpr size_t kFields = 11;  // the tag and ten fields
 std::string encodeResult(const Result& r) {
   std::string out(kTag);
   for (std::string_view f : {std::string_view(r.op), std::string_view(r.form), std::string_view(r.backend),
-                             std::string_view(r.kernel), std::string_view(outcomeName(r.outcome))}) {
+                             std::string_view(kernelNameOf(r)), std::string_view(outcomeName(r.outcome))}) {
     out += '\t';
     appendEscaped(out, f);
   }
@@ -116,7 +116,10 @@ std::optional<Result> decodeResult(std::string_view line) {
   r.op = f[1];
   r.form = f[2];
   r.backend = f[3];
-  r.kernel = f[4];
+  if (f[4] != kNoKernelName) {
+    r.kernel = kernelKindFromName(f[4]);
+    if (!r.kernel) return std::nullopt;
+  }
   std::optional<Outcome> o = outcomeFromName(f[5]);
   if (!o) return std::nullopt;
   r.outcome = *o;

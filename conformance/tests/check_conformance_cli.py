@@ -71,7 +71,10 @@ def test_faulty_plugin(a):
         r = res.get(("faulty", op, form))
         check(r is not None and r["outcome"] == "pass", "%s (%s) passes on faulty: %r" % (op, form, r))
     fallback = res.get(("faulty", "bp::mul.out", "out"))
-    check(fallback is not None and fallback["kernel"] == "fallback", "mul.out on faulty is served by the fallback")
+    check(fallback is not None and fallback["kernel"] == "cpu_fallback",
+          "mul.out on faulty is served by the CPU fallback: %r" % (fallback,))
+    device = res.get(("faulty", "device.allocate", "device"))
+    check(device is not None and device["kernel"] == "-", "a device check has no kernel: %r" % (device,))
     for check_name in ("device.allocate", "device.copy", "device.synchronize"):
         r = res.get(("faulty", check_name, "device"))
         check(r is not None and r["outcome"] == "pass", "%s passes on faulty: %r" % (check_name, r))
@@ -118,7 +121,10 @@ def test_strict_and_clean_runs(a):
     check(ok.returncode == 0 and "conformance: PASSED" in ok.stdout, "mul on faulty passes through the fallback")
     strict = run(["conformance", "--backend", "faulty", "--ops", r"^bp::mul\b", "--strict"], a.backplane, plugins)
     check(strict.returncode == 1, "--strict fails a backend that serves mul.out by the fallback")
-    check("--strict" in strict.stdout, "--strict says why a passing fallback failed")
+    check("cpu_fallback (counted as a failure: --strict)" in strict.stdout,
+          "--strict says why a passing fallback failed, naming the kind")
+    check(any(line.startswith("BACKEND") and "CPU_FALLBACK" in line for line in ok.stdout.splitlines()),
+          "the summary counts each kernel kind under its name")
     cpu = run(["conformance", "--backend", "cpu", "--ops", r"^bp::mul\b", "--strict"], a.backplane, plugins)
     check(cpu.returncode == 0, "the CPU plugin's native mul passes even with --strict")
 

@@ -65,7 +65,7 @@ TEST(BuiltPlugins, AllLoad) {
 }
 
 std::string describe(const Result& r) {
-  return r.op + " (" + r.form + ") on " + r.backend + " [" + r.kernel + "]: " + outcomeName(r.outcome) +
+  return r.op + " (" + r.form + ") on " + r.backend + " [" + kernelNameOf(r) + "]: " + outcomeName(r.outcome) +
          (r.sample.empty() ? "" : " at sample '" + r.sample + "'") + (r.message.empty() ? "" : ": " + r.message);
 }
 
@@ -86,7 +86,7 @@ TEST_P(SpecTest, Passes) {
     EXPECT_EQ(r.outcome, Outcome::Pass) << describe(r);
     EXPECT_GT(r.samples, 0) << describe(r);
     if (type == DeviceType::CPU) {
-      EXPECT_TRUE(r.kernel == "native" || r.kernel == "composite") << describe(r);
+      EXPECT_TRUE(r.kernel == KernelKind::Native || r.kernel == KernelKind::Composite) << describe(r);
     }
   }
 }
@@ -98,7 +98,7 @@ TEST_P(SpecTest, PassesThroughTheCpuFallback) {
   testing::TestDevice& dev = testing::TestDevice::install("conftest", 1);
   for (const Result& r : runSpec(spec(), dev.device(0))) {
     EXPECT_EQ(r.outcome, Outcome::Pass) << describe(r);
-    EXPECT_TRUE(r.kernel == "fallback" || r.kernel == "composite") << describe(r);
+    EXPECT_TRUE(r.kernel == KernelKind::CpuFallback || r.kernel == KernelKind::Composite) << describe(r);
   }
 }
 
@@ -110,7 +110,9 @@ std::vector<Case> allCases() {
 }
 
 std::string caseName(const ::testing::TestParamInfo<Case>& info) {
-  std::string n = std::get<0>(info.param) + "_" + allSpecs()[std::get<1>(info.param)].op.substr(4);  // no "bp::"
+  // The op's name and overload, without the namespace: cpu_add_Tensor.
+  const OperatorName op = OperatorName::parse(allSpecs()[std::get<1>(info.param)].op).value();
+  std::string n = std::get<0>(info.param) + "_" + op.name + (op.overload.empty() ? "" : "_" + op.overload);
   for (char& c : n)
     if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
   return n;
@@ -204,7 +206,7 @@ TEST(Runner, CatchesAWrongKernel) {
   bool caught = false;
   for (const Result& r : runSpec(*add, dev.device(0))) {
     if (r.form == "out") {
-      EXPECT_EQ(r.kernel, "native");
+      EXPECT_EQ(r.kernel, KernelKind::Native);
       EXPECT_EQ(r.outcome, Outcome::Fail) << describe(r);
       EXPECT_NE(r.message.find("expected"), std::string::npos) << r.message;
       EXPECT_GT(r.max_abs_error, 0);
@@ -215,6 +217,33 @@ TEST(Runner, CatchesAWrongKernel) {
     }
   }
   EXPECT_TRUE(caught);
+}
+
+// A worker's results reach the parent as lines (Note [Conformance workers]):
+// each kernel kind, and none (a device check), survive the trip under the
+// name the reports print; a line naming no kind is not a result.
+TEST(Suite, ResultLinesCarryTheKernelKind) {
+  const std::optional<KernelKind> kinds[] = {std::nullopt,           KernelKind::Native,      KernelKind::Composite,
+                                             KernelKind::BackendFallback, KernelKind::CpuFallback, KernelKind::Missing};
+  for (const std::optional<KernelKind>& kind : kinds) {
+    Result r;
+    r.op = "bp::add.out";
+    r.form = "out";
+    r.backend = "cpu";
+    r.kernel = kind;
+    r.samples = 3;
+    const std::string line = encodeResult(r);
+    EXPECT_NE(line.find(std::string("\t") + kernelNameOf(r) + "\t"), std::string::npos) << line;
+    std::optional<Result> back = decodeResult(line);
+    ASSERT_TRUE(back.has_value()) << line;
+    EXPECT_EQ(back->kernel, kind) << line;
+    EXPECT_EQ(back->samples, 3);
+  }
+  Result r;
+  r.kernel = KernelKind::CpuFallback;
+  std::string line = encodeResult(r);
+  line.replace(line.find("cpu_fallback"), 12, "fallback");  // the name before the kinds had one each
+  EXPECT_FALSE(decodeResult(line).has_value()) << line;
 }
 
 }  // namespace

@@ -34,7 +34,7 @@ TEST(ConcurrencyTest, DispatchWhileRegisteringAndDeregistering) {
       Tensor x = t == 0 ? floats({0, 0}) : floats({0, 0}, dev.device());
       while (!stop.load()) {
         float v = op.call(x).toVector<float>()[1];
-        // 1: CPU kernel (directly or via CPU fallback); 2: direct impl;
+        // 1: CPU kernel (directly or via CPU fallback); 2: native impl;
         // 3: composite; 4: backend fallback. Anything else is a torn table.
         if (v < 1 || v > 4) bad++;
         calls++;

@@ -40,7 +40,7 @@ TEST_F(CpuPluginTest, AddWithAlphaAndBroadcasting) {
   auto add = binaryAlpha("bp::add.Tensor");
   // Structured: the plugin implements add.out; add.Tensor is a composite over it.
   EXPECT_EQ(add.kernelKind(DispatchKey::CPU), KernelKind::Composite);
-  EXPECT_EQ(Dispatcher::singleton().findOpOrThrow("bp::add.out").kernelKind(DispatchKey::CPU), KernelKind::Direct);
+  EXPECT_EQ(Dispatcher::singleton().findOpOrThrow("bp::add.out").kernelKind(DispatchKey::CPU), KernelKind::Native);
   Tensor a = f32({1, 2, 3, 4, 5, 6}, {2, 3});
   Tensor b = f32({10, 20, 30}, {3});
   Tensor r = add.call(a, b, 2);

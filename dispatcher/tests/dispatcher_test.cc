@@ -29,7 +29,7 @@ TEST(DispatcherTest, DefImplAndCallTyped) {
   auto add = dispatcher().findOpOrThrow("dt1::add").typed<Tensor(const Tensor&, const Tensor&)>();
   Tensor r = add.call(floats({1, 2, 3}), floats({10, 20, 30}));
   EXPECT_EQ(r.toVector<float>(), (std::vector<float>{11, 22, 33}));
-  EXPECT_EQ(add.kernelKind(DispatchKey::CPU), KernelKind::Direct);
+  EXPECT_EQ(add.kernelKind(DispatchKey::CPU), KernelKind::Native);
   EXPECT_TRUE(dispatcher().checkInvariants().ok());
 }
 
@@ -103,7 +103,7 @@ TEST(DispatcherTest, NoCpuKernelMeansNoCpuFallback) {
               {"no kernel for dispatch key testdev", "Kernels exist for: none", "no CPU kernel either"});
 }
 
-// Note [Kernel precedence]: direct > composite > backend fallback > CPU
+// Note [Kernel precedence]: native > composite > backend fallback > CPU
 // fallback > missing, and removing each brings back the one below it.
 TEST(DispatcherTest, PrecedenceAndRestoreOnHandleDestruction) {
   auto& dev = testing::TestDevice::install();
@@ -133,12 +133,12 @@ TEST(DispatcherTest, PrecedenceAndRestoreOnHandleDestruction) {
       Library comp("dt8");
       ASSERT_TRUE(comp.implComposite("which", [](const Tensor& a) { return fillLike(a, 3); }).ok());
       EXPECT_EQ(op.kernelKind(key), KernelKind::Composite);
-      EXPECT_EQ(op.kernelKind(DispatchKey::CPU), KernelKind::Direct) << "a direct CPU impl beats the composite";
+      EXPECT_EQ(op.kernelKind(DispatchKey::CPU), KernelKind::Native) << "a direct CPU impl beats the composite";
       EXPECT_EQ(result(), 3);
       {
         Library direct("dt8");
         ASSERT_TRUE(direct.impl("which", key, [](const Tensor& a) { return fillLike(a, 4); }).ok());
-        EXPECT_EQ(op.kernelKind(key), KernelKind::Direct);
+        EXPECT_EQ(op.kernelKind(key), KernelKind::Native);
         EXPECT_EQ(result(), 4);
         EXPECT_TRUE(dispatcher().checkInvariants().ok());
       }
@@ -239,6 +239,22 @@ TEST(DispatcherTest, FactoryOpsDispatchOnDeviceArgumentOrDefaultToCpu) {
   EXPECT_EQ(d.toVector<float>(), std::vector<float>(2, 3.0f));
 }
 
+// Every report spells a kind the same way (kernelKindName()): one word each,
+// usable as a JSON value and a column, and parsed back by kernelKindFromName().
+TEST(DispatcherTest, EachKernelKindHasOneName) {
+  EXPECT_STREQ(kernelKindName(KernelKind::Missing), "missing");
+  EXPECT_STREQ(kernelKindName(KernelKind::Native), "native");
+  EXPECT_STREQ(kernelKindName(KernelKind::Composite), "composite");
+  EXPECT_STREQ(kernelKindName(KernelKind::BackendFallback), "backend_fallback");
+  EXPECT_STREQ(kernelKindName(KernelKind::CpuFallback), "cpu_fallback");
+  EXPECT_STREQ(kernelKindName(KernelKind::Fallthrough), "fallthrough");
+  for (KernelKind k : kAllKernelKinds) EXPECT_EQ(kernelKindFromName(kernelKindName(k)), k) << kernelKindName(k);
+  EXPECT_EQ(kernelKindFromName("fallback"), std::nullopt);
+  EXPECT_EQ(kernelKindFromName("cpu fallback"), std::nullopt);
+  EXPECT_TRUE(isFallback(KernelKind::CpuFallback) && isFallback(KernelKind::BackendFallback));
+  EXPECT_FALSE(isFallback(KernelKind::Native) || isFallback(KernelKind::Composite) || isFallback(KernelKind::Missing));
+}
+
 TEST(DispatcherTest, TracingLogsOpKeysAndKernelKind) {
   Library lib("dt13");
   ASSERT_TRUE(lib.def("traced(Tensor a) -> Tensor").ok());
@@ -271,7 +287,7 @@ TEST(DispatcherTest, FindOpErrorsSuggestOverloads) {
 
 
 // Note [Meta kernels]: the rule runs before the kernel on call() and
-// callBoxed(), not on callChecked() or redispatch(); it can resize an empty
+// callBoxed(), not on callSkippingMeta() or redispatch(); it can resize an empty
 // out; a signature mismatch is refused; removing it restores the older one.
 namespace meta_test {
 int kernel_calls = 0;
@@ -317,9 +333,9 @@ TEST(DispatcherTest, MetaKernelChecksArgumentsBeforeAnyKernel) {
   expectError([&] { op.callBoxed(stack); }, {"out has shape [3]"});
   EXPECT_EQ(kernel_calls, 1);
 
-  // callChecked() skips the rule: for composites that allocated out themselves.
+  // callSkippingMeta() skips the rule: for composites that allocated out themselves.
   Tensor out = emptyTensor({2});
-  op.callChecked(floats({5, 6}), out);
+  op.callSkippingMeta(floats({5, 6}), out);
   EXPECT_EQ(kernel_calls, 2);
   EXPECT_EQ(out.toVector<float>(), (std::vector<float>{5, 6}));
 

@@ -6,7 +6,7 @@
 //     (opaque handles), bounds-checked copies, views and device-to-device
 //     copies through the plugin's copy functions;
 //   - native kernels (add.Tensor, mul.Tensor, relu) on toyaccel:0 and :1,
-//     served by the plugin (KernelKind::Direct), matching the CPU plugin on
+//     served by the plugin (KernelKind::Native), matching the CPU plugin on
 //     broadcast, strided, 0-d and empty inputs;
 //   - CPU fallback for everything else (sub, neg, div, sum): right results,
 //     left on the toyaccel device, counted, with the bytes it moved;
@@ -80,7 +80,7 @@ class ToyAccelEnvironment : public ::testing::Environment {
     EXPECT_FALSE(DeviceTypeRegistry::global().find(kToy).has_value()) << "the device type outlived its plugin";
     EXPECT_FALSE(Device::parse("toyaccel:0").ok());
     OperatorHandle add = Dispatcher::singleton().findOpOrThrow("bp::add.Tensor");
-    EXPECT_NE(add.kernelKind(backendKey(g_toy)), KernelKind::Direct) << "the plugin's kernel outlived it";
+    EXPECT_NE(add.kernelKind(backendKey(g_toy)), KernelKind::Native) << "the plugin's kernel outlived it";
     EXPECT_TRUE(Dispatcher::singleton().checkInvariants().ok());
   }
 };
@@ -161,9 +161,9 @@ TEST(ToyAccelPlugin, LoadsWithOneDeviceTypeOfTwoDevicesAndThreeKernels) {
 
 TEST(ToyAccelPlugin, StandardOpsAreNativeOrFallBackToCpu) {
   const DispatchKey k = toyKey();
-  EXPECT_EQ(addOp().kernelKind(k), KernelKind::Direct);
-  EXPECT_EQ(mulOp().kernelKind(k), KernelKind::Direct);
-  EXPECT_EQ(reluOp().kernelKind(k), KernelKind::Direct);
+  EXPECT_EQ(addOp().kernelKind(k), KernelKind::Native);
+  EXPECT_EQ(mulOp().kernelKind(k), KernelKind::Native);
+  EXPECT_EQ(reluOp().kernelKind(k), KernelKind::Native);
   // Structured ops: the functional form is a composite over `.out`, whose
   // CPU kernel serves toyaccel through the fallback.
   for (const char* op : {"bp::sub.Tensor", "bp::neg", "bp::div.Tensor", "bp::sum"}) {

@@ -15,13 +15,19 @@ namespace backplane {
 const char* kernelKindName(KernelKind k) {
   switch (k) {
     case KernelKind::Missing: return "missing";
-    case KernelKind::Direct: return "native";
+    case KernelKind::Native: return "native";
     case KernelKind::Composite: return "composite";
-    case KernelKind::BackendFallback: return "backend fallback";
-    case KernelKind::CpuFallback: return "cpu fallback";
+    case KernelKind::BackendFallback: return "backend_fallback";
+    case KernelKind::CpuFallback: return "cpu_fallback";
     case KernelKind::Fallthrough: return "fallthrough";
   }
   return "?";
+}
+
+std::optional<KernelKind> kernelKindFromName(std::string_view name) {
+  for (KernelKind k : kAllKernelKinds)
+    if (name == kernelKindName(k)) return k;
+  return std::nullopt;
 }
 
 OperatorEntry::OperatorEntry(OperatorName name)
@@ -297,7 +303,7 @@ const KernelRecord* Dispatcher::computeSlot(const OperatorEntry& op, DispatchKey
     if (!op.composites_.empty()) return op.composites_.back();
     if (!fallbacks_[k].empty()) return fallbacks_[k].back();
     const auto& cpu = op.impls_[static_cast<int>(DispatchKey::CPU)];
-    if (key != DispatchKey::CPU && !cpu.empty() && cpu.back()->kind == KernelKind::Direct)
+    if (key != DispatchKey::CPU && !cpu.empty() && cpu.back()->kind == KernelKind::Native)
       return cpu_fallback_;
     return missing_;
   }
@@ -397,7 +403,7 @@ absl::StatusOr<RegistrationHandle> Dispatcher::registerImpl(std::string_view op_
   if (!op.ok()) return op.status();
   const FunctionSchema& schema = *(*op)->schema_.load(std::memory_order_relaxed);
   if (absl::Status sig = checkKernelSignature(kernel, schema, dispatchKeyName(key)); !sig.ok()) return sig;
-  KernelKind kind = kernel.isFallthrough() ? KernelKind::Fallthrough : KernelKind::Direct;
+  KernelKind kind = kernel.isFallthrough() ? KernelKind::Fallthrough : KernelKind::Native;
   const KernelRecord* r = newRecord(std::move(kernel), kind, key, std::move(debug));
   (*op)->impls_[static_cast<int>(key)].push_back(r);
   updateTable(**op);
@@ -437,7 +443,7 @@ absl::StatusOr<RegistrationHandle> Dispatcher::registerMeta(std::string_view op_
                                                schema.toString(), " needs ", expected));
     }
   }
-  const KernelRecord* r = newRecord(std::move(kernel), KernelKind::Direct, DispatchKey::Undefined, std::move(debug));
+  const KernelRecord* r = newRecord(std::move(kernel), KernelKind::Native, DispatchKey::Undefined, std::move(debug));
   (*op)->metas_.push_back(r);
   (*op)->meta_.store(r, std::memory_order_release);
   return addRegistration({RegistrationKind::Meta, *op, DispatchKey::Undefined, r, nullptr});

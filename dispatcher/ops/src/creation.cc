@@ -125,7 +125,7 @@ void fillMeta(const Tensor& self, const Scalar& value) {
 
 Tensor fillChecked(const Tensor& self, const Scalar& value) {
   if (self.numel() == 0) return self;
-  return BP_STANDARD_OP("fill_.Scalar", FillSig).callChecked(self, value);
+  return BP_STANDARD_OP("fill_.Scalar", FillSig).callSkippingMeta(self, value);
 }
 
 Tensor zero_(const Tensor& self) {
@@ -234,7 +234,7 @@ Tensor arangeStartStep(const Scalar& start, const Scalar& end, const Scalar& ste
   const int64_t n = arangeSize("bp::arange", start, end, step, t);
   Tensor out = emptyTensor({n}, t, targetDevice(device));
   if (n == 0) return out;
-  return BP_STANDARD_OP("arange.start_out", ArangeOutSig).callChecked(start, end, step, out);
+  return BP_STANDARD_OP("arange.start_out", ArangeOutSig).callSkippingMeta(start, end, step, out);
 }
 Tensor arangeStart(const Scalar& start, const Scalar& end, std::optional<ScalarType> dtype,
                    std::optional<Device> device) {
@@ -285,7 +285,7 @@ template <typename Handle, typename... Params>
 Tensor draw(const Handle& kernel, bp::philox::DrawKind kind, const Tensor& self, Params... params) {
   if (self.numel() == 0) return self;
   const RandomState s = reserveRandomBlocks(bp::philox::blocksFor(self.numel(), kind));
-  return kernel.callChecked(self, params..., static_cast<int64_t>(s.seed), static_cast<int64_t>(s.offset));
+  return kernel.callSkippingMeta(self, params..., static_cast<int64_t>(s.seed), static_cast<int64_t>(s.offset));
 }
 
 Tensor uniformDraw(const Tensor& self, double from, double to) {
@@ -391,7 +391,7 @@ void copyOnDeviceMeta(const Tensor& self, const Tensor& src) {
 }
 
 Tensor copyOnDevice(const Tensor& self, const Tensor& src) {
-  return BP_STANDARD_OP("_copy_on_device_", CopyOnDeviceSig).callChecked(self, src);
+  return BP_STANDARD_OP("_copy_on_device_", CopyOnDeviceSig).callSkippingMeta(self, src);
 }
 
 // Moves src to `device` keeping its dtype: its span as a block (a tensor
@@ -451,7 +451,7 @@ Tensor toImpl(const Tensor& self, ScalarType dtype, Device device, bool non_bloc
   device = device.resolved();
   if (!copy && self.dtype() == dtype && self.device() == device) return self;
   Tensor out = emptyTensor(self.sizes(), dtype, device);
-  return BP_STANDARD_OP("copy_", CopySig).callChecked(out, self, non_blocking);
+  return BP_STANDARD_OP("copy_", CopySig).callSkippingMeta(out, self, non_blocking);
 }
 
 Tensor toDtype(const Tensor& self, ScalarType dtype, bool non_blocking, bool copy) {

@@ -155,7 +155,7 @@ void catOutMeta(TensorList tensors, int64_t dim, const Tensor& out) {
 
 Tensor catFunctional(TensorList tensors, int64_t dim) {
   Tensor out = allocate(catMeta<"cat">(tensors, dim));
-  return BP_STANDARD_OP("cat.out", CatOutSig).callChecked(tensors, dim, out);
+  return BP_STANDARD_OP("cat.out", CatOutSig).callSkippingMeta(tensors, dim, out);
 }
 
 // stack(tensors, dim) is cat of the tensors unsqueezed at dim.
@@ -187,7 +187,7 @@ Tensor stackInto(TensorList tensors, int64_t dim, const Tensor& out) {
   std::vector<Tensor> views;
   views.reserve(tensors.size());
   for (const Tensor& t : tensors) views.push_back(t.unsqueeze(dim));
-  return BP_STANDARD_OP("cat.out", CatOutSig).callChecked(TensorList(views), dim, out);
+  return BP_STANDARD_OP("cat.out", CatOutSig).callSkippingMeta(TensorList(views), dim, out);
 }
 
 void stackOutMeta(TensorList tensors, int64_t dim, const Tensor& out) {
@@ -241,7 +241,7 @@ void indexSelectOutMeta(const Tensor& self, int64_t dim, const Tensor& index, co
 
 Tensor indexSelectFunctional(const Tensor& self, int64_t dim, const Tensor& index) {
   Tensor out = allocate(indexSelectMeta<"index_select">(self, dim, index));
-  return BP_STANDARD_OP("index_select.out", IndexSelectOutSig).callChecked(self, dim, index, out);
+  return BP_STANDARD_OP("index_select.out", IndexSelectOutSig).callSkippingMeta(self, dim, index, out);
 }
 
 // --- gather
@@ -279,7 +279,7 @@ void gatherOutMeta(const Tensor& self, int64_t dim, const Tensor& index, bool, c
 
 Tensor gatherFunctional(const Tensor& self, int64_t dim, const Tensor& index, bool sparse_grad) {
   Tensor out = allocate(gatherMeta<"gather">(self, dim, index));
-  return BP_STANDARD_OP("gather.out", GatherOutSig).callChecked(self, dim, index, sparse_grad, out);
+  return BP_STANDARD_OP("gather.out", GatherOutSig).callSkippingMeta(self, dim, index, sparse_grad, out);
 }
 
 // --- scatter_add
@@ -325,14 +325,14 @@ void scatterAddOutMeta(const Tensor& self, int64_t dim, const Tensor& index, con
 
 Tensor scatterAddFunctional(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
   Tensor out = allocate(scatterAddMeta<"scatter_add">(self, dim, index, src));
-  return BP_STANDARD_OP("scatter_add.out", ScatterAddOutSig).callChecked(self, dim, index, src, out);
+  return BP_STANDARD_OP("scatter_add.out", ScatterAddOutSig).callSkippingMeta(self, dim, index, src, out);
 }
 
 Tensor scatterAddInplace(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
   const std::string& op = qualified<"scatter_add_">();
   checkOut(op, self, scatterAddMeta<"scatter_add_">(self, dim, index, src), {{"index", &index}, {"src", &src}},
            "self");
-  return BP_STANDARD_OP("scatter_add.out", ScatterAddOutSig).callChecked(self, dim, index, src, self);
+  return BP_STANDARD_OP("scatter_add.out", ScatterAddOutSig).callSkippingMeta(self, dim, index, src, self);
 }
 
 // --- masked_fill: out = mask ? value : self, with self and mask broadcast.
@@ -386,7 +386,7 @@ Tensor maskedFillScalar(const Tensor& self, const Tensor& mask, const Scalar& va
   OutputMeta m = maskedFillMeta<"masked_fill.Scalar">(self, mask);
   checkValueFits(qualified<"masked_fill.Scalar">(), value, self.dtype(), "value");
   Tensor out = allocate(m);
-  return BP_STANDARD_OP("masked_fill.Scalar_out", MaskedFillScalarOutSig).callChecked(self, mask, value, out);
+  return BP_STANDARD_OP("masked_fill.Scalar_out", MaskedFillScalarOutSig).callSkippingMeta(self, mask, value, out);
 }
 
 Tensor maskedFillScalarInplace(const Tensor& self, const Tensor& mask, const Scalar& value) {
@@ -395,14 +395,14 @@ Tensor maskedFillScalarInplace(const Tensor& self, const Tensor& mask, const Sca
   checkMaskInplace(op, self, m);
   checkValueFits(op, value, self.dtype(), "value");
   checkOut(op, self, m, {{"mask", &mask}}, "self");
-  return BP_STANDARD_OP("masked_fill.Scalar_out", MaskedFillScalarOutSig).callChecked(self, mask, value, self);
+  return BP_STANDARD_OP("masked_fill.Scalar_out", MaskedFillScalarOutSig).callSkippingMeta(self, mask, value, self);
 }
 
 Tensor maskedFillTensor(const Tensor& self, const Tensor& mask, const Tensor& value) {
   OutputMeta m = maskedFillMeta<"masked_fill.Tensor">(self, mask);
   checkValueTensor(qualified<"masked_fill.Tensor">(), value, m.device);
   Tensor out = allocate(m);
-  return BP_STANDARD_OP("masked_fill.Tensor_out", MaskedFillTensorOutSig).callChecked(self, mask, value, out);
+  return BP_STANDARD_OP("masked_fill.Tensor_out", MaskedFillTensorOutSig).callSkippingMeta(self, mask, value, out);
 }
 
 Tensor maskedFillTensorInplace(const Tensor& self, const Tensor& mask, const Tensor& value) {
@@ -411,7 +411,7 @@ Tensor maskedFillTensorInplace(const Tensor& self, const Tensor& mask, const Ten
   checkMaskInplace(op, self, m);
   checkValueTensor(op, value, m.device);
   checkOut(op, self, m, {{"mask", &mask}, {"value", &value}}, "self");
-  return BP_STANDARD_OP("masked_fill.Tensor_out", MaskedFillTensorOutSig).callChecked(self, mask, value, self);
+  return BP_STANDARD_OP("masked_fill.Tensor_out", MaskedFillTensorOutSig).callSkippingMeta(self, mask, value, self);
 }
 
 // --- embedding: rows of `weight` picked by `indices`, i.e.

@@ -9,6 +9,33 @@ namespace backplane::ops {
 
 namespace {
 
+// What a user with bool operands wants instead of an op that refuses bool.
+// Part of the op's rule in the table at the end of this file, so that no
+// message depends on how the op is spelled.
+enum class BoolAlternative {
+  None,
+  LogicalXor,  // sub: a - b of bools is a xor b
+  LogicalNot,  // neg: -a of a mask is not a
+};
+
+// "use logical_xor() instead, or ": the start of the advice in a refusal of
+// bool operands.
+const char* insteadOfBool(BoolAlternative alternative) {
+  switch (alternative) {
+    case BoolAlternative::None: return "";
+    case BoolAlternative::LogicalXor: return "use logical_xor() instead, or ";
+    case BoolAlternative::LogicalNot: return "use logical_not() instead, or ";
+  }
+  return "";
+}
+
+// Refuses a bool dtype `t` for `op`; `operands` names what to convert ("self",
+// "the inputs").
+void refuseBool(std::string_view op, ScalarType t, BoolAlternative alternative, const char* operands) {
+  BP_CHECK(t != ScalarType::Bool, op, ": not supported for dtype bool (", insteadOfBool(alternative), "convert ",
+           operands, " to an integer or floating dtype first)");
+}
+
 // How a binary op's result dtype follows from the promoted input dtype, and
 // which promoted dtypes it refuses.
 enum class BinaryResult {
@@ -18,13 +45,22 @@ enum class BinaryResult {
   Comparison,   // eq, lt, ...: bool
 };
 
-ScalarType applyBinaryResult(std::string_view op, ScalarType t, BinaryResult kind) {
-  switch (kind) {
+// A binary op's rule, as its entry in the table gives it.
+struct BinaryRule {
+  BinaryResult result;
+  BoolAlternative instead_of_bool = BoolAlternative::None;  // with NoBool: what to suggest
+};
+constexpr BinaryRule kPromoted{BinaryResult::Promoted};
+constexpr BinaryRule kNoBool{BinaryResult::NoBool};                                    // pow
+constexpr BinaryRule kSubtraction{BinaryResult::NoBool, BoolAlternative::LogicalXor};  // sub
+constexpr BinaryRule kTrueDivide{BinaryResult::TrueDivide};
+constexpr BinaryRule kComparison{BinaryResult::Comparison};
+
+ScalarType applyBinaryRule(std::string_view op, ScalarType t, BinaryRule rule) {
+  switch (rule.result) {
     case BinaryResult::Promoted: return t;
     case BinaryResult::NoBool:
-      BP_CHECK(t != ScalarType::Bool, op, ": not supported for inputs of dtype bool (",
-               op.find("sub") != std::string_view::npos ? "use logical_xor() instead, or " : "",
-               "convert them to an integer or floating dtype first)");
+      refuseBool(op, t, rule.instead_of_bool, "the inputs");
       return t;
     case BinaryResult::TrueDivide: return isFloatingType(t) ? t : ScalarType::Float32;
     case BinaryResult::Comparison: return ScalarType::Bool;
@@ -46,76 +82,77 @@ void checkDefined(std::string_view op, const Tensor& t, const char* name) {
 // The device rule is the caller's: CpuScalars::kJoin for the functional and
 // in-place forms, which move a 0-d CPU operand (Note [CPU scalars]), and
 // kRefuseInOut for the out= form.
-template <FixedString Name, BinaryResult Kind>
+template <FixedString Name, BinaryRule Rule>
 OutputMeta binaryMeta(const Tensor& self, const Tensor& other, CpuScalars cpu_scalars) {
   const std::string& op = qualified<Name>();
   checkDefined(op, self, "self");
   checkDefined(op, other, "other");
   Device device = commonDevice(op, {{"self", &self}, {"other", &other}}, cpu_scalars);
   return OutputMeta{broadcastShapes(op, self.sizes(), other.sizes()),
-                    applyBinaryResult(op, resultType(self, other), Kind), device};
+                    applyBinaryRule(op, resultType(self, other), Rule), device};
 }
 
 // --- binary ops with alpha (add, sub): out = self (+|-) alpha * other
 
 using AlphaOutSig = Tensor(const Tensor&, const Tensor&, const Scalar&, const Tensor&);
 
-template <FixedString Name, BinaryResult Kind>
+template <FixedString Name, BinaryRule Rule>
 OutputMeta alphaMeta(const Tensor& self, const Tensor& other, const Scalar& alpha, CpuScalars cpu_scalars) {
-  OutputMeta m = binaryMeta<Name, Kind>(self, other, cpu_scalars);
+  OutputMeta m = binaryMeta<Name, Rule>(self, other, cpu_scalars);
   checkAlpha(qualified<Name>(), m.dtype, alpha);
   return m;
 }
 
-template <FixedString Name, BinaryResult Kind>
+template <FixedString Name, BinaryRule Rule>
 void alphaOutMeta(const Tensor& self, const Tensor& other, const Scalar& alpha, const Tensor& out) {
-  checkOut(qualified<Name>(), out, alphaMeta<Name, Kind>(self, other, alpha, CpuScalars::kRefuseInOut),
+  checkOut(qualified<Name>(), out, alphaMeta<Name, Rule>(self, other, alpha, CpuScalars::kRefuseInOut),
            {{"self", &self}, {"other", &other}});
 }
 
-template <FixedString Name, FixedString OutName, BinaryResult Kind>
+template <FixedString Name, FixedString OutName, BinaryRule Rule>
 Tensor alphaFunctional(const Tensor& self, const Tensor& other, const Scalar& alpha) {
-  const OutputMeta m = alphaMeta<Name, Kind>(self, other, alpha, CpuScalars::kJoin);
+  const OutputMeta m = alphaMeta<Name, Rule>(self, other, alpha, CpuScalars::kJoin);
   Tensor out = allocate(m), moved_self, moved_other;
   return BP_STANDARD_OP(OutName.c_str(), AlphaOutSig)
-      .callChecked(onDevice(self, m.device, moved_self), onDevice(other, m.device, moved_other), alpha, out);
+      .callSkippingMeta(onDevice(self, m.device, moved_self), onDevice(other, m.device, moved_other), alpha, out);
 }
 
-template <FixedString Name, FixedString OutName, BinaryResult Kind>
+template <FixedString Name, FixedString OutName, BinaryRule Rule>
 Tensor alphaInplace(const Tensor& self, const Tensor& other, const Scalar& alpha) {
-  const OutputMeta m = alphaMeta<Name, Kind>(self, other, alpha, CpuScalars::kJoin);
+  const OutputMeta m = alphaMeta<Name, Rule>(self, other, alpha, CpuScalars::kJoin);
   checkOut(qualified<Name>(), self, m, {{"other", &other}}, "self");
   Tensor moved_other;
   return BP_STANDARD_OP(OutName.c_str(), AlphaOutSig)
-      .callChecked(self, onDevice(other, m.device, moved_other), alpha, self);
+      .callSkippingMeta(self, onDevice(other, m.device, moved_other), alpha, self);
 }
 
 // --- binary ops without alpha (mul, div, maximum, pow, eq, ...)
 
 using BinaryOutSig = Tensor(const Tensor&, const Tensor&, const Tensor&);
 
-template <FixedString Name, BinaryResult Kind>
+template <FixedString Name, BinaryRule Rule>
 void binaryOutMeta(const Tensor& self, const Tensor& other, const Tensor& out) {
-  checkOut(qualified<Name>(), out, binaryMeta<Name, Kind>(self, other, CpuScalars::kRefuseInOut),
+  checkOut(qualified<Name>(), out, binaryMeta<Name, Rule>(self, other, CpuScalars::kRefuseInOut),
            {{"self", &self}, {"other", &other}});
 }
 
-template <FixedString Name, FixedString OutName, BinaryResult Kind>
+template <FixedString Name, FixedString OutName, BinaryRule Rule>
 Tensor binaryFunctional(const Tensor& self, const Tensor& other) {
-  const OutputMeta m = binaryMeta<Name, Kind>(self, other, CpuScalars::kJoin);
+  const OutputMeta m = binaryMeta<Name, Rule>(self, other, CpuScalars::kJoin);
   Tensor out = allocate(m), moved_self, moved_other;
   return BP_STANDARD_OP(OutName.c_str(), BinaryOutSig)
-      .callChecked(onDevice(self, m.device, moved_self), onDevice(other, m.device, moved_other), out);
+      .callSkippingMeta(onDevice(self, m.device, moved_self), onDevice(other, m.device, moved_other), out);
 }
 
 // In place: the result is written into self in self's dtype (for
 // comparisons too, as PyTorch's eq_: the bools become 0/1 of self's dtype).
-template <FixedString Name, FixedString OutName, BinaryResult Kind>
+template <FixedString Name, FixedString OutName, BinaryRule Rule>
 Tensor binaryInplace(const Tensor& self, const Tensor& other) {
-  const OutputMeta m = binaryMeta<Name, Kind>(self, other, CpuScalars::kJoin);
+  const OutputMeta m = binaryMeta<Name, Rule>(self, other, CpuScalars::kJoin);
   checkOut(qualified<Name>(), self, m, {{"other", &other}}, "self");
   Tensor moved_other;
-  return BP_STANDARD_OP(OutName.c_str(), BinaryOutSig).callChecked(self, onDevice(other, m.device, moved_other), self);
+  return BP_STANDARD_OP(OutName.c_str(), BinaryOutSig)
+      .callSkippingMeta(self, onDevice(other, m.device, moved_other), self);
 }
 
 // --- tensor-scalar ops (pow.Tensor_Scalar, eq.Scalar, ...): the scalar
@@ -123,35 +160,35 @@ Tensor binaryInplace(const Tensor& self, const Tensor& other) {
 
 using ScalarOutSig = Tensor(const Tensor&, const Scalar&, const Tensor&);
 
-template <FixedString Name, BinaryResult Kind>
+template <FixedString Name, BinaryRule Rule>
 OutputMeta scalarMeta(const Tensor& self, const Scalar& other) {
   const std::string& op = qualified<Name>();
   checkDefined(op, self, "self");
   const ScalarType common = resultType(self, other);
-  if (Kind == BinaryResult::NoBool) {  // pow: PyTorch's rule for integer powers
+  if (Rule.result == BinaryResult::NoBool) {  // pow: PyTorch's rule for integer powers
     BP_CHECK(isFloatingType(common) || other.isBool() || other.toDouble() >= 0, op,
              ": integers to negative integer powers are not allowed (exponent ", other.toDouble(),
              "); convert self to a floating dtype first");
   }
-  return OutputMeta{Shape(self.sizes().begin(), self.sizes().end()), applyBinaryResult(op, common, Kind),
+  return OutputMeta{Shape(self.sizes().begin(), self.sizes().end()), applyBinaryRule(op, common, Rule),
                     self.device()};
 }
 
-template <FixedString Name, BinaryResult Kind>
+template <FixedString Name, BinaryRule Rule>
 void scalarOutMeta(const Tensor& self, const Scalar& other, const Tensor& out) {
-  checkOut(qualified<Name>(), out, scalarMeta<Name, Kind>(self, other), {{"self", &self}});
+  checkOut(qualified<Name>(), out, scalarMeta<Name, Rule>(self, other), {{"self", &self}});
 }
 
-template <FixedString Name, FixedString OutName, BinaryResult Kind>
+template <FixedString Name, FixedString OutName, BinaryRule Rule>
 Tensor scalarFunctional(const Tensor& self, const Scalar& other) {
-  Tensor out = allocate(scalarMeta<Name, Kind>(self, other));
-  return BP_STANDARD_OP(OutName.c_str(), ScalarOutSig).callChecked(self, other, out);
+  Tensor out = allocate(scalarMeta<Name, Rule>(self, other));
+  return BP_STANDARD_OP(OutName.c_str(), ScalarOutSig).callSkippingMeta(self, other, out);
 }
 
-template <FixedString Name, FixedString OutName, BinaryResult Kind>
+template <FixedString Name, FixedString OutName, BinaryRule Rule>
 Tensor scalarInplace(const Tensor& self, const Scalar& other) {
-  checkOut(qualified<Name>(), self, scalarMeta<Name, Kind>(self, other), {}, "self");
-  return BP_STANDARD_OP(OutName.c_str(), ScalarOutSig).callChecked(self, other, self);
+  checkOut(qualified<Name>(), self, scalarMeta<Name, Rule>(self, other), {}, "self");
+  return BP_STANDARD_OP(OutName.c_str(), ScalarOutSig).callSkippingMeta(self, other, self);
 }
 
 // --- where(condition, self, other)
@@ -182,7 +219,7 @@ Tensor whereFunctional(const Tensor& condition, const Tensor& self, const Tensor
   const OutputMeta m = whereMeta<"where.self">(condition, self, other, CpuScalars::kJoin);
   Tensor out = allocate(m), moved[3];
   return BP_STANDARD_OP("where.self_out", WhereOutSig)
-      .callChecked(onDevice(condition, m.device, moved[0]), onDevice(self, m.device, moved[1]),
+      .callSkippingMeta(onDevice(condition, m.device, moved[0]), onDevice(self, m.device, moved[1]),
                    onDevice(other, m.device, moved[2]), out);
 }
 
@@ -197,47 +234,54 @@ enum class UnaryResult {
   FloatingInput,  // gelu, silu: the input must be floating (as PyTorch)
 };
 
-template <FixedString Name, UnaryResult Kind>
+// A unary op's rule, as its entry in the table gives it.
+struct UnaryRule {
+  UnaryResult result;
+  BoolAlternative instead_of_bool = BoolAlternative::None;  // with SameNoBool: what to suggest
+};
+constexpr UnaryRule kSame{UnaryResult::Same};
+constexpr UnaryRule kSameNoBool{UnaryResult::SameNoBool};                             // relu
+constexpr UnaryRule kNegation{UnaryResult::SameNoBool, BoolAlternative::LogicalNot};  // neg
+constexpr UnaryRule kFloating{UnaryResult::Floating};
+constexpr UnaryRule kFloatingInput{UnaryResult::FloatingInput};
+
+template <FixedString Name, UnaryRule Rule>
 OutputMeta unaryMeta(const Tensor& self) {
   const std::string& op = qualified<Name>();
   checkDefined(op, self, "self");
   ScalarType t = self.dtype();
-  if (Kind == UnaryResult::SameNoBool) {
-    BP_CHECK(t != ScalarType::Bool, op, ": not supported for dtype bool",
-             op.find("neg") != std::string::npos ? " (to invert a mask use logical_not())" : "",
-             "; convert self to an integer or floating dtype first");
-  }
-  if (Kind == UnaryResult::FloatingInput) {
+  if (Rule.result == UnaryResult::SameNoBool) refuseBool(op, t, Rule.instead_of_bool, "self");
+  if (Rule.result == UnaryResult::FloatingInput) {
     BP_CHECK(isFloatingType(t), op, ": expected a floating-point tensor, but 'self' has dtype ", t,
              "; convert it first (e.g. to float32)");
   }
-  if (Kind == UnaryResult::Floating && !isFloatingType(t)) t = ScalarType::Float32;
+  if (Rule.result == UnaryResult::Floating && !isFloatingType(t)) t = ScalarType::Float32;
   return OutputMeta{Shape(self.sizes().begin(), self.sizes().end()), t, self.device()};
 }
 
-template <FixedString Name, UnaryResult Kind>
+template <FixedString Name, UnaryRule Rule>
 void unaryOutMeta(const Tensor& self, const Tensor& out) {
-  checkOut(qualified<Name>(), out, unaryMeta<Name, Kind>(self), {{"self", &self}});
+  checkOut(qualified<Name>(), out, unaryMeta<Name, Rule>(self), {{"self", &self}});
 }
 
-template <FixedString Name, FixedString OutName, UnaryResult Kind>
+template <FixedString Name, FixedString OutName, UnaryRule Rule>
 Tensor unaryFunctional(const Tensor& self) {
-  Tensor out = allocate(unaryMeta<Name, Kind>(self));
-  return BP_STANDARD_OP(OutName.c_str(), UnaryOutSig).callChecked(self, out);
+  Tensor out = allocate(unaryMeta<Name, Rule>(self));
+  return BP_STANDARD_OP(OutName.c_str(), UnaryOutSig).callSkippingMeta(self, out);
 }
 
-template <FixedString Name, FixedString OutName, UnaryResult Kind>
+template <FixedString Name, FixedString OutName, UnaryRule Rule>
 Tensor unaryInplace(const Tensor& self) {
-  checkOut(qualified<Name>(), self, unaryMeta<Name, Kind>(self), {}, "self");
-  return BP_STANDARD_OP(OutName.c_str(), UnaryOutSig).callChecked(self, self);
+  checkOut(qualified<Name>(), self, unaryMeta<Name, Rule>(self), {}, "self");
+  return BP_STANDARD_OP(OutName.c_str(), UnaryOutSig).callSkippingMeta(self, self);
 }
 
 // silu.out for backends without their own kernel: self * sigmoid(self).
-// The CPU plugin's direct silu.out kernel takes precedence over it (Note
+// The CPU plugin's native silu.out kernel takes precedence over it (Note
 // [Kernel precedence]).
 Tensor siluOutComposite(const Tensor& self, const Tensor& out) {
   Tensor sig = BP_STANDARD_OP("sigmoid", Tensor(const Tensor&)).call(self);
-  return BP_STANDARD_OP("mul.out", BinaryOutSig).callChecked(self, sig, out);
+  return BP_STANDARD_OP("mul.out", BinaryOutSig).callSkippingMeta(self, sig, out);
 }
 
 // --- gelu(self, *, approximate)
@@ -248,7 +292,7 @@ template <FixedString Name>
 OutputMeta geluMeta(const Tensor& self, std::string_view approximate) {
   BP_CHECK(approximate == "none" || approximate == "tanh", qualified<Name>(),
            ": argument 'approximate' must be 'none' (the exact erf form) or 'tanh', but got '", approximate, "'");
-  return unaryMeta<Name, UnaryResult::FloatingInput>(self);
+  return unaryMeta<Name, kFloatingInput>(self);
 }
 
 void geluOutMeta(const Tensor& self, std::string_view approximate, const Tensor& out) {
@@ -257,12 +301,12 @@ void geluOutMeta(const Tensor& self, std::string_view approximate, const Tensor&
 
 Tensor geluFunctional(const Tensor& self, std::string_view approximate) {
   Tensor out = allocate(geluMeta<"gelu">(self, approximate));
-  return BP_STANDARD_OP("gelu.out", GeluOutSig).callChecked(self, approximate, out);
+  return BP_STANDARD_OP("gelu.out", GeluOutSig).callSkippingMeta(self, approximate, out);
 }
 
 Tensor geluInplace(const Tensor& self, std::string_view approximate) {
   checkOut(qualified<"gelu_">(), self, geluMeta<"gelu_">(self, approximate), {}, "self");
-  return BP_STANDARD_OP("gelu.out", GeluOutSig).callChecked(self, approximate, self);
+  return BP_STANDARD_OP("gelu.out", GeluOutSig).callSkippingMeta(self, approximate, self);
 }
 
 // --- clamp(self, min, max): the bounds take part in promotion as scalars.
@@ -274,7 +318,7 @@ OutputMeta clampMeta(const Tensor& self, const std::optional<Scalar>& min, const
   const std::string& op = qualified<Name>();
   checkDefined(op, self, "self");
   BP_CHECK(min.has_value() || max.has_value(), op, ": at least one of 'min' and 'max' must be given (not None)");
-  BP_CHECK(self.dtype() != ScalarType::Bool, op, ": not supported for dtype bool; convert self to an integer or floating dtype first");
+  refuseBool(op, self.dtype(), BoolAlternative::None, "self");
   ResultTypeState rt;
   rt.add(self);
   if (min) rt.add(*min);
@@ -289,12 +333,12 @@ void clampOutMeta(const Tensor& self, const std::optional<Scalar>& min, const st
 
 Tensor clampFunctional(const Tensor& self, const std::optional<Scalar>& min, const std::optional<Scalar>& max) {
   Tensor out = allocate(clampMeta<"clamp">(self, min, max));
-  return BP_STANDARD_OP("clamp.out", ClampOutSig).callChecked(self, min, max, out);
+  return BP_STANDARD_OP("clamp.out", ClampOutSig).callSkippingMeta(self, min, max, out);
 }
 
 Tensor clampInplace(const Tensor& self, const std::optional<Scalar>& min, const std::optional<Scalar>& max) {
   checkOut(qualified<"clamp_">(), self, clampMeta<"clamp_">(self, min, max), {}, "self");
-  return BP_STANDARD_OP("clamp.out", ClampOutSig).callChecked(self, min, max, self);
+  return BP_STANDARD_OP("clamp.out", ClampOutSig).callSkippingMeta(self, min, max, self);
 }
 
 }  // namespace
@@ -306,67 +350,67 @@ void addElementwiseOps(std::vector<StandardOp>& ops) {
   using K = KernelFunction;
   // add, sub: out = self (+|-) alpha * other.
   add("add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", {},
-      K::makeFromFunction(BP_FN((alphaFunctional<"add.Tensor", "add.out", BinaryResult::Promoted>))));
+      K::makeFromFunction(BP_FN((alphaFunctional<"add.Tensor", "add.out", kPromoted>))));
   add("add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)", {},
-      K::makeFromFunction(BP_FN((alphaInplace<"add_.Tensor", "add.out", BinaryResult::Promoted>))));
+      K::makeFromFunction(BP_FN((alphaInplace<"add_.Tensor", "add.out", kPromoted>))));
   add("add.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)",
-      K::makeFromFunction(BP_FN((alphaOutMeta<"add.out", BinaryResult::Promoted>))));
+      K::makeFromFunction(BP_FN((alphaOutMeta<"add.out", kPromoted>))));
   add("sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", {},
-      K::makeFromFunction(BP_FN((alphaFunctional<"sub.Tensor", "sub.out", BinaryResult::NoBool>))));
+      K::makeFromFunction(BP_FN((alphaFunctional<"sub.Tensor", "sub.out", kSubtraction>))));
   add("sub_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)", {},
-      K::makeFromFunction(BP_FN((alphaInplace<"sub_.Tensor", "sub.out", BinaryResult::NoBool>))));
+      K::makeFromFunction(BP_FN((alphaInplace<"sub_.Tensor", "sub.out", kSubtraction>))));
   add("sub.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)",
-      K::makeFromFunction(BP_FN((alphaOutMeta<"sub.out", BinaryResult::NoBool>))));
+      K::makeFromFunction(BP_FN((alphaOutMeta<"sub.out", kSubtraction>))));
 
   // Binary ops without alpha: NAME.Tensor, NAME_.Tensor and NAME.out.
-#define BP_BINARY(NAME, KIND)                                                                               \
-  add(NAME ".Tensor(Tensor self, Tensor other) -> Tensor", {},                                              \
-      K::makeFromFunction(BP_FN((binaryFunctional<NAME ".Tensor", NAME ".out", BinaryResult::KIND>))));     \
-  add(NAME "_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)", {},                                      \
-      K::makeFromFunction(BP_FN((binaryInplace<NAME "_.Tensor", NAME ".out", BinaryResult::KIND>))));        \
-  add(NAME ".out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)",                              \
-      K::makeFromFunction(BP_FN((binaryOutMeta<NAME ".out", BinaryResult::KIND>))))
-  BP_BINARY("mul", Promoted);
-  BP_BINARY("div", TrueDivide);
+#define BP_BINARY(NAME, RULE)                                                             \
+  add(NAME ".Tensor(Tensor self, Tensor other) -> Tensor", {},                            \
+      K::makeFromFunction(BP_FN((binaryFunctional<NAME ".Tensor", NAME ".out", RULE>)))); \
+  add(NAME "_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)", {},                   \
+      K::makeFromFunction(BP_FN((binaryInplace<NAME "_.Tensor", NAME ".out", RULE>))));   \
+  add(NAME ".out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)",            \
+      K::makeFromFunction(BP_FN((binaryOutMeta<NAME ".out", RULE>))))
+  BP_BINARY("mul", kPromoted);
+  BP_BINARY("div", kTrueDivide);
 #undef BP_BINARY
   // maximum/minimum have no in-place form and no overload name in PyTorch.
   add("maximum(Tensor self, Tensor other) -> Tensor", {},
-      K::makeFromFunction(BP_FN((binaryFunctional<"maximum", "maximum.out", BinaryResult::Promoted>))));
+      K::makeFromFunction(BP_FN((binaryFunctional<"maximum", "maximum.out", kPromoted>))));
   add("maximum.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)",
-      K::makeFromFunction(BP_FN((binaryOutMeta<"maximum.out", BinaryResult::Promoted>))));
+      K::makeFromFunction(BP_FN((binaryOutMeta<"maximum.out", kPromoted>))));
   add("minimum(Tensor self, Tensor other) -> Tensor", {},
-      K::makeFromFunction(BP_FN((binaryFunctional<"minimum", "minimum.out", BinaryResult::Promoted>))));
+      K::makeFromFunction(BP_FN((binaryFunctional<"minimum", "minimum.out", kPromoted>))));
   add("minimum.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)",
-      K::makeFromFunction(BP_FN((binaryOutMeta<"minimum.out", BinaryResult::Promoted>))));
+      K::makeFromFunction(BP_FN((binaryOutMeta<"minimum.out", kPromoted>))));
 
   // pow: tensor and scalar exponents.
   add("pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor", {},
-      K::makeFromFunction(BP_FN((binaryFunctional<"pow.Tensor_Tensor", "pow.Tensor_Tensor_out", BinaryResult::NoBool>))));
+      K::makeFromFunction(BP_FN((binaryFunctional<"pow.Tensor_Tensor", "pow.Tensor_Tensor_out", kNoBool>))));
   add("pow_.Tensor(Tensor(a!) self, Tensor exponent) -> Tensor(a!)", {},
-      K::makeFromFunction(BP_FN((binaryInplace<"pow_.Tensor", "pow.Tensor_Tensor_out", BinaryResult::NoBool>))));
+      K::makeFromFunction(BP_FN((binaryInplace<"pow_.Tensor", "pow.Tensor_Tensor_out", kNoBool>))));
   add("pow.Tensor_Tensor_out(Tensor self, Tensor exponent, *, Tensor(a!) out) -> Tensor(a!)",
-      K::makeFromFunction(BP_FN((binaryOutMeta<"pow.Tensor_Tensor_out", BinaryResult::NoBool>))));
+      K::makeFromFunction(BP_FN((binaryOutMeta<"pow.Tensor_Tensor_out", kNoBool>))));
   add("pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor", {},
-      K::makeFromFunction(BP_FN((scalarFunctional<"pow.Tensor_Scalar", "pow.Tensor_Scalar_out", BinaryResult::NoBool>))));
+      K::makeFromFunction(BP_FN((scalarFunctional<"pow.Tensor_Scalar", "pow.Tensor_Scalar_out", kNoBool>))));
   add("pow_.Scalar(Tensor(a!) self, Scalar exponent) -> Tensor(a!)", {},
-      K::makeFromFunction(BP_FN((scalarInplace<"pow_.Scalar", "pow.Tensor_Scalar_out", BinaryResult::NoBool>))));
+      K::makeFromFunction(BP_FN((scalarInplace<"pow_.Scalar", "pow.Tensor_Scalar_out", kNoBool>))));
   add("pow.Tensor_Scalar_out(Tensor self, Scalar exponent, *, Tensor(a!) out) -> Tensor(a!)",
-      K::makeFromFunction(BP_FN((scalarOutMeta<"pow.Tensor_Scalar_out", BinaryResult::NoBool>))));
+      K::makeFromFunction(BP_FN((scalarOutMeta<"pow.Tensor_Scalar_out", kNoBool>))));
 
   // Comparisons: bool results (in place: self's dtype).
-#define BP_COMPARISON(NAME)                                                                                    \
-  add(NAME ".Tensor(Tensor self, Tensor other) -> Tensor", {},                                                 \
-      K::makeFromFunction(BP_FN((binaryFunctional<NAME ".Tensor", NAME ".Tensor_out", BinaryResult::Comparison>)))); \
-  add(NAME "_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)", {},                                         \
-      K::makeFromFunction(BP_FN((binaryInplace<NAME "_.Tensor", NAME ".Tensor_out", BinaryResult::Comparison>))));  \
-  add(NAME ".Tensor_out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)",                          \
-      K::makeFromFunction(BP_FN((binaryOutMeta<NAME ".Tensor_out", BinaryResult::Comparison>))));              \
-  add(NAME ".Scalar(Tensor self, Scalar other) -> Tensor", {},                                                 \
-      K::makeFromFunction(BP_FN((scalarFunctional<NAME ".Scalar", NAME ".Scalar_out", BinaryResult::Comparison>)))); \
-  add(NAME "_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)", {},                                         \
-      K::makeFromFunction(BP_FN((scalarInplace<NAME "_.Scalar", NAME ".Scalar_out", BinaryResult::Comparison>))));  \
-  add(NAME ".Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)",                          \
-      K::makeFromFunction(BP_FN((scalarOutMeta<NAME ".Scalar_out", BinaryResult::Comparison>))))
+#define BP_COMPARISON(NAME)                                                                             \
+  add(NAME ".Tensor(Tensor self, Tensor other) -> Tensor", {},                                          \
+      K::makeFromFunction(BP_FN((binaryFunctional<NAME ".Tensor", NAME ".Tensor_out", kComparison>)))); \
+  add(NAME "_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)", {},                                 \
+      K::makeFromFunction(BP_FN((binaryInplace<NAME "_.Tensor", NAME ".Tensor_out", kComparison>))));   \
+  add(NAME ".Tensor_out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)",                   \
+      K::makeFromFunction(BP_FN((binaryOutMeta<NAME ".Tensor_out", kComparison>))));                    \
+  add(NAME ".Scalar(Tensor self, Scalar other) -> Tensor", {},                                          \
+      K::makeFromFunction(BP_FN((scalarFunctional<NAME ".Scalar", NAME ".Scalar_out", kComparison>)))); \
+  add(NAME "_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)", {},                                 \
+      K::makeFromFunction(BP_FN((scalarInplace<NAME "_.Scalar", NAME ".Scalar_out", kComparison>))));   \
+  add(NAME ".Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)",                   \
+      K::makeFromFunction(BP_FN((scalarOutMeta<NAME ".Scalar_out", kComparison>))))
   BP_COMPARISON("eq");
   BP_COMPARISON("ne");
   BP_COMPARISON("lt");
@@ -381,33 +425,33 @@ void addElementwiseOps(std::vector<StandardOp>& ops) {
       K::makeFromFunction(BP_FN(whereOutMeta)));
 
   // Unary: NAME, NAME_ and NAME.out.
-#define BP_UNARY(NAME, KIND)                                                                       \
-  add(NAME "(Tensor self) -> Tensor", {},                                                          \
-      K::makeFromFunction(BP_FN((unaryFunctional<NAME, NAME ".out", UnaryResult::KIND>))));        \
-  add(NAME "_(Tensor(a!) self) -> Tensor(a!)", {},                                                 \
-      K::makeFromFunction(BP_FN((unaryInplace<NAME "_", NAME ".out", UnaryResult::KIND>))));       \
-  add(NAME ".out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)",                                   \
-      K::makeFromFunction(BP_FN((unaryOutMeta<NAME ".out", UnaryResult::KIND>))))
-  BP_UNARY("neg", SameNoBool);
-  BP_UNARY("abs", Same);
-  BP_UNARY("relu", SameNoBool);
-  BP_UNARY("exp", Floating);
-  BP_UNARY("log", Floating);
-  BP_UNARY("sqrt", Floating);
-  BP_UNARY("rsqrt", Floating);
-  BP_UNARY("sin", Floating);
-  BP_UNARY("cos", Floating);
-  BP_UNARY("tanh", Floating);
-  BP_UNARY("sigmoid", Floating);
+#define BP_UNARY(NAME, RULE)                                                    \
+  add(NAME "(Tensor self) -> Tensor", {},                                       \
+      K::makeFromFunction(BP_FN((unaryFunctional<NAME, NAME ".out", RULE>))));  \
+  add(NAME "_(Tensor(a!) self) -> Tensor(a!)", {},                              \
+      K::makeFromFunction(BP_FN((unaryInplace<NAME "_", NAME ".out", RULE>)))); \
+  add(NAME ".out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)",                \
+      K::makeFromFunction(BP_FN((unaryOutMeta<NAME ".out", RULE>))))
+  BP_UNARY("neg", kNegation);
+  BP_UNARY("abs", kSame);
+  BP_UNARY("relu", kSameNoBool);
+  BP_UNARY("exp", kFloating);
+  BP_UNARY("log", kFloating);
+  BP_UNARY("sqrt", kFloating);
+  BP_UNARY("rsqrt", kFloating);
+  BP_UNARY("sin", kFloating);
+  BP_UNARY("cos", kFloating);
+  BP_UNARY("tanh", kFloating);
+  BP_UNARY("sigmoid", kFloating);
 #undef BP_UNARY
   // silu: structured, and silu.out also has a composite (self * sigmoid(self))
   // for backends that lack a kernel.
   add("silu(Tensor self) -> Tensor", {},
-      K::makeFromFunction(BP_FN((unaryFunctional<"silu", "silu.out", UnaryResult::FloatingInput>))));
+      K::makeFromFunction(BP_FN((unaryFunctional<"silu", "silu.out", kFloatingInput>))));
   add("silu_(Tensor(a!) self) -> Tensor(a!)", {},
-      K::makeFromFunction(BP_FN((unaryInplace<"silu_", "silu.out", UnaryResult::FloatingInput>))));
+      K::makeFromFunction(BP_FN((unaryInplace<"silu_", "silu.out", kFloatingInput>))));
   add("silu.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)",
-      K::makeFromFunction(BP_FN((unaryOutMeta<"silu.out", UnaryResult::FloatingInput>))),
+      K::makeFromFunction(BP_FN((unaryOutMeta<"silu.out", kFloatingInput>))),
       K::makeFromFunction(BP_FN(siluOutComposite)));
   add("gelu(Tensor self, *, str approximate='none') -> Tensor", {}, K::makeFromFunction(BP_FN(geluFunctional)));
   add("gelu_(Tensor(a!) self, *, str approximate='none') -> Tensor(a!)", {}, K::makeFromFunction(BP_FN(geluInplace)));

@@ -1,9 +1,9 @@
 // The linear-algebra standard operators: mm, bmm, addmm (structured: plugins
 // implement `op.out`), and matmul and linear, composites over them. addmm.out
 // also has a composite (mm, mul, add) so that a device plugin with only mm.out
-// gets it without a CPU round trip; a direct kernel (the CPU plugin's) beats
+// gets it without a CPU round trip; a native kernel (the CPU plugin's) beats
 // it (Note [Kernel precedence]). linear has a meta kernel (its argument
-// checks) so that a direct kernel, such as the CPU plugin's fused
+// checks) so that a native kernel, such as the CPU plugin's fused
 // product-plus-bias, gets checked arguments on every device.
 #include "families.h"
 #include "structured.h"
@@ -87,7 +87,7 @@ void mmOutMeta(const Tensor& self, const Tensor& mat2, const Tensor& out) {
 
 Tensor mmFunctional(const Tensor& self, const Tensor& mat2) {
   Tensor out = allocate(mmRule(self, mat2));
-  return BP_STANDARD_OP("mm.out", MmOutSig).callChecked(self, mat2, out);
+  return BP_STANDARD_OP("mm.out", MmOutSig).callSkippingMeta(self, mat2, out);
 }
 
 // --- bmm
@@ -111,7 +111,7 @@ void bmmOutMeta(const Tensor& self, const Tensor& mat2, const Tensor& out) {
 
 Tensor bmmFunctional(const Tensor& self, const Tensor& mat2) {
   Tensor out = allocate(bmmRule(self, mat2));
-  return BP_STANDARD_OP("bmm.out", MmOutSig).callChecked(self, mat2, out);
+  return BP_STANDARD_OP("bmm.out", MmOutSig).callSkippingMeta(self, mat2, out);
 }
 
 // --- addmm: beta * self + alpha * (mat1 @ mat2), self broadcast to the product.
@@ -148,22 +148,22 @@ Tensor addmmOutComposite(const Tensor& self, const Tensor& mat1, const Tensor& m
   using BinaryOutSig = Tensor(const Tensor&, const Tensor&, const Tensor&);
   using AddOutSig = Tensor(const Tensor&, const Tensor&, const Scalar&, const Tensor&);
   using MulSig = Tensor(const Tensor&, const Tensor&);
-  const Tensor product = BP_STANDARD_OP("mm", MmSig).callChecked(mat1, mat2);
+  const Tensor product = BP_STANDARD_OP("mm", MmSig).callSkippingMeta(mat1, mat2);
   if (beta.toDouble() == 0) {
     return BP_STANDARD_OP("mul.out", BinaryOutSig)
-        .callChecked(product, scalarTensor(alpha, out.dtype(), out.device()), out);
+        .callSkippingMeta(product, scalarTensor(alpha, out.dtype(), out.device()), out);
   }
   const Tensor base = beta.toDouble() == 1
                           ? self
                           : BP_STANDARD_OP("mul.Tensor", MulSig)
-                                .callChecked(self, scalarTensor(beta, out.dtype(), out.device()));
-  return BP_STANDARD_OP("add.out", AddOutSig).callChecked(base, product, alpha, out);
+                                .callSkippingMeta(self, scalarTensor(beta, out.dtype(), out.device()));
+  return BP_STANDARD_OP("add.out", AddOutSig).callSkippingMeta(base, product, alpha, out);
 }
 
 Tensor addmmFunctional(const Tensor& self, const Tensor& mat1, const Tensor& mat2, const Scalar& beta,
                        const Scalar& alpha) {
   Tensor out = allocate(addmmRule<"addmm">(self, mat1, mat2, beta, alpha));
-  return BP_STANDARD_OP("addmm.out", AddmmOutSig).callChecked(self, mat1, mat2, beta, alpha, out);
+  return BP_STANDARD_OP("addmm.out", AddmmOutSig).callSkippingMeta(self, mat1, mat2, beta, alpha, out);
 }
 
 Tensor addmmInplace(const Tensor& self, const Tensor& mat1, const Tensor& mat2, const Scalar& beta,
@@ -174,7 +174,7 @@ Tensor addmmInplace(const Tensor& self, const Tensor& mat1, const Tensor& mat2, 
            " but the product has shape ", shapeString(asRef(m.sizes)),
            "; in place, self must have the product's shape (use addmm to broadcast self)");
   checkProductOut(op, self, m, {{"mat1", &mat1}, {"mat2", &mat2}});
-  return BP_STANDARD_OP("addmm.out", AddmmOutSig).callChecked(self, mat1, mat2, beta, alpha, self);
+  return BP_STANDARD_OP("addmm.out", AddmmOutSig).callSkippingMeta(self, mat1, mat2, beta, alpha, self);
 }
 
 // --- matmul (torch.matmul): 1-D operands are a vector (a row on the left, a
@@ -224,10 +224,10 @@ Tensor matmulCompute(const Tensor& self, const Tensor& other, const OutputMeta& 
     const int64_t rows = numelOf(leading(a.sizes(), 1));
     const Tensor a2 = a.dim() == 2 ? a : a.reshape({rows, k});
     if (out) {
-      mm_out.callChecked(a2, b, out->view({rows, p}));
+      mm_out.callSkippingMeta(a2, b, out->view({rows, p}));
       return *out;
     }
-    return mm.callChecked(a2, b).view(asRef(m.sizes));
+    return mm.callSkippingMeta(a2, b).view(asRef(m.sizes));
   }
   // Batched: broadcast the batch dimensions, flatten them, one bmm.
   const auto& bmm = BP_STANDARD_OP("bmm", MmSig);
@@ -242,10 +242,10 @@ Tensor matmulCompute(const Tensor& self, const Tensor& other, const OutputMeta& 
   const Tensor a3 = a.expand(asRef(a_sizes)).reshape({batches, n, k});
   const Tensor b3 = b.expand(asRef(b_sizes)).reshape({batches, k, p});
   if (out) {
-    bmm_out.callChecked(a3, b3, out->view({batches, n, p}));
+    bmm_out.callSkippingMeta(a3, b3, out->view({batches, n, p}));
     return *out;
   }
-  return bmm.callChecked(a3, b3).view(asRef(m.sizes));
+  return bmm.callSkippingMeta(a3, b3).view(asRef(m.sizes));
 }
 
 Tensor matmulFunctional(const Tensor& self, const Tensor& other) {
@@ -263,9 +263,9 @@ void matmulOutMeta(const Tensor& self, const Tensor& other, const Tensor& out) {
 Tensor matmulOut(const Tensor& self, const Tensor& other, const Tensor& out) {
   const OutputMeta m = matmulRule(self, other);
   if (out.is_contiguous()) return matmulCompute(self, other, m, &out);
-  if (self.dim() == 2 && other.dim() == 2) return BP_STANDARD_OP("mm.out", MmOutSig).callChecked(self, other, out);
+  if (self.dim() == 2 && other.dim() == 2) return BP_STANDARD_OP("mm.out", MmOutSig).callSkippingMeta(self, other, out);
   using CopySig = Tensor(const Tensor&, const Tensor&, bool);
-  BP_STANDARD_OP("copy_", CopySig).callChecked(out, matmulCompute(self, other, m, nullptr), false);
+  BP_STANDARD_OP("copy_", CopySig).callSkippingMeta(out, matmulCompute(self, other, m, nullptr), false);
   return out;
 }
 
@@ -318,16 +318,16 @@ Tensor linearComposite(const Tensor& input, const Tensor& weight, const std::opt
     const int64_t in = input.size(-1), out_features = weight.size(0);
     const int64_t rows = numelOf(leading(input.sizes(), 1));
     const Tensor x = input.dim() == 2 ? input : input.reshape({rows, in});
-    Tensor r = BP_STANDARD_OP("addmm", AddmmSig).callChecked(bias, x, wt, Scalar(1), Scalar(1));
+    Tensor r = BP_STANDARD_OP("addmm", AddmmSig).callSkippingMeta(bias, x, wt, Scalar(1), Scalar(1));
     if (input.dim() == 2) return r;
     Shape sizes = toShape(leading(input.sizes(), 1));
     sizes.push_back(out_features);
     return r.view(asRef(sizes));
   }
-  Tensor r = BP_STANDARD_OP("matmul", MmSig).callChecked(input, wt);
+  Tensor r = BP_STANDARD_OP("matmul", MmSig).callSkippingMeta(input, wt);
   if (!bias.defined()) return r;
   using AddSig = Tensor(const Tensor&, const Tensor&, const Scalar&);
-  return BP_STANDARD_OP("add.Tensor", AddSig).callChecked(r, bias, Scalar(1));
+  return BP_STANDARD_OP("add.Tensor", AddSig).callSkippingMeta(r, bias, Scalar(1));
 }
 
 }  // namespace

@@ -68,9 +68,9 @@ const Tensor& onDevice(const Tensor& t, Device device, Tensor& moved) {
   // it has one, so no byte crosses between host and device; else as a copy.
   using FillSig = Tensor(const Tensor&, const Scalar&);
   const auto& fill = BP_STANDARD_OP("fill_.Scalar", FillSig);
-  if (fill.kernelKind(backendKey(device.type)) == KernelKind::Direct) {
+  if (fill.kernelKind(backendKey(device.type)) == KernelKind::Native) {
     const Scalar value = visitScalarType(t.dtype(), [&]<typename S>() { return Scalar(*t.data_ptr<const S>()); });
-    fill.callChecked(moved, value);
+    fill.callSkippingMeta(moved, value);
   } else {
     detail::fillFromHost(moved, t.data_ptr(), t.itemsize());
   }

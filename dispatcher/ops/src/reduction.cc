@@ -112,13 +112,13 @@ template <FixedString Name, FixedString OutName, SumKind Kind>
 Tensor sumDimFunctional(const Tensor& self, std::optional<IntArrayRef> dim, bool keepdim,
                         std::optional<ScalarType> dtype) {
   Tensor out = allocate(sumMeta<Name, Kind>(self, dim, keepdim, dtype));
-  return BP_STANDARD_OP(OutName.c_str(), SumOutSig).callChecked(self, dim, keepdim, dtype, out);
+  return BP_STANDARD_OP(OutName.c_str(), SumOutSig).callSkippingMeta(self, dim, keepdim, dtype, out);
 }
 
 template <FixedString Name, FixedString OutName, SumKind Kind>
 Tensor sumAllFunctional(const Tensor& self, std::optional<ScalarType> dtype) {
   Tensor out = allocate(sumMeta<Name, Kind>(self, std::nullopt, false, dtype));
-  return BP_STANDARD_OP(OutName.c_str(), SumOutSig).callChecked(self, std::nullopt, false, dtype, out);
+  return BP_STANDARD_OP(OutName.c_str(), SumOutSig).callSkippingMeta(self, std::nullopt, false, dtype, out);
 }
 
 // --- amax, amin: int[1] dim=[] (empty: every dimension)
@@ -143,7 +143,7 @@ void amaxOutMeta(const Tensor& self, IntArrayRef dim, bool keepdim, const Tensor
 template <FixedString Name, FixedString OutName>
 Tensor amaxFunctional(const Tensor& self, IntArrayRef dim, bool keepdim) {
   Tensor out = allocate(amaxMeta<Name>(self, dim, keepdim));
-  return BP_STANDARD_OP(OutName.c_str(), AmaxOutSig).callChecked(self, dim, keepdim, out);
+  return BP_STANDARD_OP(OutName.c_str(), AmaxOutSig).callSkippingMeta(self, dim, keepdim, out);
 }
 
 // --- argmax, argmin: int? dim=None (None: the flattened tensor)
@@ -177,7 +177,7 @@ void argmaxOutMeta(const Tensor& self, std::optional<int64_t> dim, bool keepdim,
 template <FixedString Name, FixedString OutName>
 Tensor argmaxFunctional(const Tensor& self, std::optional<int64_t> dim, bool keepdim) {
   Tensor out = allocate(argmaxMeta<Name>(self, dim, keepdim));
-  return BP_STANDARD_OP(OutName.c_str(), ArgmaxOutSig).callChecked(self, dim, keepdim, out);
+  return BP_STANDARD_OP(OutName.c_str(), ArgmaxOutSig).callSkippingMeta(self, dim, keepdim, out);
 }
 
 // --- var, std: divisor max(0, N - correction), correction 1 by default
@@ -206,7 +206,7 @@ template <FixedString Name, FixedString OutName>
 Tensor varCorrectionFunctional(const Tensor& self, std::optional<IntArrayRef> dim,
                                const std::optional<Scalar>& correction, bool keepdim) {
   Tensor out = allocate(varMeta<Name>(self, dim, keepdim));
-  return BP_STANDARD_OP(OutName.c_str(), VarOutSig).callChecked(self, dim, correction, keepdim, out);
+  return BP_STANDARD_OP(OutName.c_str(), VarOutSig).callSkippingMeta(self, dim, correction, keepdim, out);
 }
 
 // var(self, unbiased) and var.dim(self, dim, unbiased, keepdim): the older
@@ -215,14 +215,14 @@ template <FixedString Name, FixedString OutName>
 Tensor varUnbiasedFunctional(const Tensor& self, bool unbiased) {
   Tensor out = allocate(varMeta<Name>(self, std::nullopt, false));
   return BP_STANDARD_OP(OutName.c_str(), VarOutSig)
-      .callChecked(self, std::nullopt, Scalar(int64_t{unbiased ? 1 : 0}), false, out);
+      .callSkippingMeta(self, std::nullopt, Scalar(int64_t{unbiased ? 1 : 0}), false, out);
 }
 
 template <FixedString Name, FixedString OutName>
 Tensor varDimFunctional(const Tensor& self, std::optional<IntArrayRef> dim, bool unbiased, bool keepdim) {
   Tensor out = allocate(varMeta<Name>(self, dim, keepdim));
   return BP_STANDARD_OP(OutName.c_str(), VarOutSig)
-      .callChecked(self, dim, Scalar(int64_t{unbiased ? 1 : 0}), keepdim, out);
+      .callSkippingMeta(self, dim, Scalar(int64_t{unbiased ? 1 : 0}), keepdim, out);
 }
 
 // --- softmax, log_softmax along one dim; dtype= converts the input first
@@ -250,7 +250,7 @@ void softmaxOutMeta(const Tensor& self, int64_t dim, std::optional<ScalarType> d
 template <FixedString Name, FixedString OutName>
 Tensor softmaxFunctional(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype) {
   Tensor out = allocate(softmaxMeta<Name>(self, dim, dtype));
-  return BP_STANDARD_OP(OutName.c_str(), SoftmaxOutSig).callChecked(self, dim, dtype, out);
+  return BP_STANDARD_OP(OutName.c_str(), SoftmaxOutSig).callSkippingMeta(self, dim, dtype, out);
 }
 
 template <auto F>

@@ -21,7 +21,7 @@ namespace backplane {
 //     in-place `op_(...)` get composite kernels that apply the same rule,
 //     allocate (or check `self`), and call `op.out`. So a plugin that
 //     implements only `op.out` gets all three, and one that implements the
-//     functional form too keeps its own (a direct kernel beats a composite).
+//     functional form too keeps its own (a native kernel beats a composite).
 //   * Ops that are compositions of others (linear, addmm, silu, ...) get a
 //     composite kernel built from standard ops only.
 //   * Ops with neither are plain schemas that every backend implements.

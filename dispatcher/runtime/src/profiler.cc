@@ -187,7 +187,7 @@ void addCall(ThreadRecords& records, const OperatorEntry& op, DispatchKey backen
   row.backend = backend;
   ++row.calls;
   switch (kind) {
-    case KernelKind::Direct: ++row.native_calls; break;
+    case KernelKind::Native: ++row.native_calls; break;
     case KernelKind::Composite: ++row.composite_calls; break;
     case KernelKind::CpuFallback: ++row.cpu_fallback_calls; break;
     case KernelKind::BackendFallback: ++row.backend_fallback_calls; break;
@@ -380,7 +380,7 @@ OpReport Profiler::report() const {
 
 std::string OpStats::how() const {
   const std::array<std::pair<KernelKind, uint64_t>, 4> kinds = {{
-      {KernelKind::Direct, native_calls},
+      {KernelKind::Native, native_calls},
       {KernelKind::Composite, composite_calls},
       {KernelKind::CpuFallback, cpu_fallback_calls},
       {KernelKind::BackendFallback, backend_fallback_calls},

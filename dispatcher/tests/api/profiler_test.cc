@@ -149,7 +149,7 @@ TEST_F(ProfilerTest, FallbackOnADeviceWithoutKernelsReportsCallsAndBytes) {
   const OpStats& out = row(report, "bp::add.out", key);
   EXPECT_EQ(out.calls, 2u);
   EXPECT_EQ(out.cpu_fallback_calls, 2u);
-  EXPECT_EQ(out.how(), "cpu fallback");
+  EXPECT_EQ(out.how(), "cpu_fallback");
   // Per call: self and other to the host, the result back; the contiguous
   // out= tensor is only written, so it is not copied in.
   const uint64_t bytes_per_call = 3 * n * sizeof(float);
@@ -351,7 +351,7 @@ TEST_F(ProfilerTest, SynchronizeDeviceWaitsBeforeAndAfterEveryDeviceOp) {
   EXPECT_EQ(device.syncs(0), 0) << "the device the arguments are on";
   add().call(c, d, 1);
   EXPECT_EQ(device.syncs(1), before + 4) << "CPU ops wait for no device";
-  EXPECT_EQ(row(prof.report(), "bp::add.out", backendKey(device.device(1).type)).how(), "cpu fallback");
+  EXPECT_EQ(row(prof.report(), "bp::add.out", backendKey(device.device(1).type)).how(), "cpu_fallback");
 }
 
 TEST_F(ProfilerTest, TableListsEveryRowAndTheSummary) {
@@ -367,7 +367,7 @@ TEST_F(ProfilerTest, TableListsEveryRowAndTheSummary) {
   EXPECT_THAT(table, HasSubstr("op"));
   EXPECT_THAT(table, HasSubstr("fallback bytes"));
   EXPECT_THAT(table, HasSubstr("self %"));
-  EXPECT_THAT(table, ::testing::ContainsRegex("bp::add.out +profdev +1 +cpu fallback +96 B"));
+  EXPECT_THAT(table, ::testing::ContainsRegex("bp::add.out +profdev +1 +cpu_fallback +96 B"));
   EXPECT_THAT(table, ::testing::ContainsRegex("bp::add.out +CPU +1 +native +-"));
   EXPECT_THAT(table, ::testing::ContainsRegex("bp::add.Tensor +CPU +1 +composite"));
   EXPECT_THAT(table, ::testing::ContainsRegex("bp::add.Tensor +profdev +1 +composite"));

@@ -80,7 +80,7 @@ class GpusimSuite : public ::testing::Test {
   // is what kernel tests are about: the fallback would produce the CPU's
   // numbers trivially.
   static void expectNative(const char* op) {
-    EXPECT_EQ(Dispatcher::singleton().findOpOrThrow(op).kernelKind(backendKey(sim().type)), KernelKind::Direct)
+    EXPECT_EQ(Dispatcher::singleton().findOpOrThrow(op).kernelKind(backendKey(sim().type)), KernelKind::Native)
         << op << " has no gpusim kernel";
   }
 };

@@ -17,7 +17,7 @@ TEST(StandardOpCoverage, TheCpuPluginOrACompositeServesEveryOp) {
   for (const StandardOp& s : standardOperators()) {
     OperatorHandle h = Dispatcher::singleton().findOpOrThrow(qualifiedName(s));
     KernelKind k = h.kernelKind(DispatchKey::CPU);
-    EXPECT_TRUE(k == KernelKind::Direct || k == KernelKind::Composite)
+    EXPECT_TRUE(k == KernelKind::Native || k == KernelKind::Composite)
         << qualifiedName(s) << " has no CPU kernel (" << kernelKindName(k) << ")";
     EXPECT_NE(std::string(s.family), "") << qualifiedName(s);
   }

@@ -13,6 +13,7 @@ namespace backplane::ops_test {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 const std::vector<ScalarType> kAllTypes = {ScalarType::Bool,    ScalarType::UInt8,    ScalarType::Int8,
                                            ScalarType::Int32,   ScalarType::Int64,    ScalarType::Float16,
@@ -101,10 +102,18 @@ TEST(ElementwiseBinary, BoolAddIsLogicalOrAndBoolSubIsRefused) {
   Tensor a = fromDoubles({1, 0, 1, 0}, {4}, ScalarType::Bool);
   Tensor b = fromDoubles({1, 1, 0, 0}, {4}, ScalarType::Bool);
   expectClose(callT("add.Tensor", {a, b, true}), {1, 1, 1, 0}, {4}, ScalarType::Bool);
-  std::string e = errorOf([&] { callT("sub.Tensor", {a, b, 1}); });
-  EXPECT_THAT(e, HasSubstr("bp::sub.Tensor"));
-  EXPECT_THAT(e, HasSubstr("bool"));
-  EXPECT_THAT(errorOf([&] { callT("pow.Tensor_Tensor", {a, b}); }), HasSubstr("bool"));
+  // Each refusal says what a user of bools wants instead, where there is
+  // something: sub's entry in the op table names logical_xor, pow's nothing.
+  for (const char* op : {"sub.Tensor", "sub_.Tensor"}) {
+    std::string e = errorOf([&] { callT(op, {a.clone(), b, 1}); });
+    EXPECT_THAT(e, HasSubstr(std::string("bp::") + op));
+    EXPECT_THAT(e, HasSubstr("not supported for dtype bool (use logical_xor() instead, or convert"));
+  }
+  EXPECT_THAT(errorOf([&] { callT("sub.out", {a, b, 1, emptyTensor({0}, ScalarType::Bool)}); }),
+              HasSubstr("logical_xor()"));
+  std::string e = errorOf([&] { callT("pow.Tensor_Tensor", {a, b}); });
+  EXPECT_THAT(e, HasSubstr("not supported for dtype bool (convert the inputs to an integer or floating dtype"));
+  EXPECT_THAT(e, Not(HasSubstr("logical_")));
 }
 
 TEST(ElementwiseBinary, PromotesLikePyTorch) {
@@ -529,13 +538,22 @@ TEST(ElementwiseUnary, GeluApproximations) {
 }
 
 TEST(ElementwiseUnary, NegOfBoolSuggestsLogicalNot) {
-  std::string err = errorOf([&] { callT("neg", {fromDoubles({1}, {1}, ScalarType::Bool)}); });
-  EXPECT_THAT(err, HasSubstr("bp::neg"));
-  EXPECT_THAT(err, HasSubstr("logical_not"));
+  const Tensor mask = fromDoubles({1}, {1}, ScalarType::Bool);
+  for (const char* op : {"neg", "neg_"}) {
+    std::string err = errorOf([&] { callT(op, {mask.clone()}); });
+    EXPECT_THAT(err, HasSubstr(std::string("bp::") + op));
+    EXPECT_THAT(err, HasSubstr("use logical_not() instead, or convert self"));
+  }
+  EXPECT_THAT(errorOf([&] { callT("neg.out", {mask, emptyTensor({0}, ScalarType::Bool)}); }),
+              HasSubstr("logical_not()"));
+  // relu refuses bool too, with nothing to suggest instead.
+  std::string err = errorOf([&] { callT("relu", {mask}); });
+  EXPECT_THAT(err, HasSubstr("bp::relu: not supported for dtype bool (convert self to an integer or floating"));
+  EXPECT_THAT(err, Not(HasSubstr("logical_")));
 }
 
 TEST(ElementwiseUnary, SiluUsesThePluginKernelOnCpuAndTheCompositeElsewhere) {
-  EXPECT_EQ(op("silu.out").kernelKind(DispatchKey::CPU), KernelKind::Direct);
+  EXPECT_EQ(op("silu.out").kernelKind(DispatchKey::CPU), KernelKind::Native);
   auto& dev = testing::TestDevice::install("testdev", 2);
   const DispatchKey key = backendKey(dev.type());
   EXPECT_EQ(op("silu.out").kernelKind(key), KernelKind::Composite);
@@ -573,6 +591,8 @@ TEST(ElementwiseClamp, BoundsPromotionAndErrors) {
   EXPECT_THAT(err, HasSubstr("bp::clamp"));
   EXPECT_THAT(err, HasSubstr("at least one of 'min' and 'max'"));
   EXPECT_THAT(errorOf([&] { callT("clamp_", {i, Scalar(0.5), std::nullopt}); }), HasSubstr("cannot be cast"));
+  EXPECT_THAT(errorOf([&] { callT("clamp", {fromDoubles({1}, {1}, ScalarType::Bool), Scalar(0.0), std::nullopt}); }),
+              HasSubstr("bp::clamp: not supported for dtype bool (convert self to an integer or floating"));
 }
 
 // --- large tensors: the parallel path (Note [Elementwise loops])

@@ -516,8 +516,8 @@ TEST(Linear, EmptyDimensions) {
   }
 }
 
-TEST(Linear, TheCpuKernelIsDirect) {
-  EXPECT_EQ(op("linear").kernelKind(DispatchKey::CPU), KernelKind::Direct);
+TEST(Linear, TheCpuKernelIsNative) {
+  EXPECT_EQ(op("linear").kernelKind(DispatchKey::CPU), KernelKind::Native);
   EXPECT_NE(op("linear").entry().meta(), nullptr);
 }
 

@@ -725,7 +725,7 @@ TEST(SpconvPlugin, GenericPathRunsNativelyOnTheNamedDeviceAndWarnsAboutUnknownNa
   EXPECT_THAT(g_load_log, AllOf(HasSubstr("nosuchdevice"), HasSubstr("not registered")));
   const DeviceType spgen = Device::fromString("spgen:0").type;
   for (const char* name : {"spconv::get_indice_pairs", "spconv::indice_conv", "spconv::indice_conv_backward"}) {
-    EXPECT_EQ(Dispatcher::singleton().findOpOrThrow(name).kernelKind(backendKey(spgen)), KernelKind::Direct) << name;
+    EXPECT_EQ(Dispatcher::singleton().findOpOrThrow(name).kernelKind(backendKey(spgen)), KernelKind::Native) << name;
   }
   EXPECT_EQ(Dispatcher::singleton().findOpOrThrow("spconv::indice_maxpool").kernelKind(backendKey(spgen)),
             KernelKind::CpuFallback);

@@ -2,10 +2,11 @@
 // Running conformance specs on one backend, in this process.
 //
 // Each form of each spec (functional, in-place, out=) gives one result per
-// backend: how the backend serves the op (native, composite, fallback,
-// missing) and whether every sample matched the reference (pass), one did
-// not (fail: the sample, the max abs and rel error) or a call threw when it
-// should not have (error: the message).
+// backend: how the backend serves the op (a KernelKind: native, composite,
+// backend_fallback, cpu_fallback or missing) and whether every sample
+// matched the reference (pass), one did not (fail: the sample, the max abs
+// and rel error) or a call threw when it should not have (error: the
+// message).
 
 #include <cstdint>
 #include <functional>
@@ -16,6 +17,7 @@
 
 #include "backplane/conformance/spec.h"
 #include "backplane/core/device.h"
+#include "backplane/dispatcher/operator_entry.h"
 
 namespace backplane::conformance {
 
@@ -28,7 +30,8 @@ struct Result {
   std::string op;       // the form's op, e.g. "bp::add_.Tensor"
   std::string form;     // "functional", "inplace" or "out"
   std::string backend;  // "cpu", "cuda", ...
-  std::string kernel;   // "native", "composite", "fallback" or "missing"
+  // What served the op on the backend; none for a device check (no op).
+  std::optional<KernelKind> kernel;
   Outcome outcome = Outcome::Pass;
   int samples = 0;      // samples run
   std::string sample;   // the failing sample's name
@@ -42,7 +45,12 @@ std::optional<Outcome> outcomeFromName(std::string_view name);
 // Runs every form of `spec` on `device`; one Result per form.
 std::vector<Result> runSpec(const OpSpec& spec, Device device);
 
-// How a backend serves `op`: "native", "composite", "fallback" or "missing".
-std::string kernelKindOn(const std::string& op, DeviceType type);
+// How a backend serves `op`; Missing for an op that is not defined.
+KernelKind kernelKindOn(const std::string& op, DeviceType type);
+
+// kernelKindName() of r.kernel, or kNoKernelName for a result without one
+// (a device check): the text every report prints.
+inline constexpr const char* kNoKernelName = "-";
+const char* kernelNameOf(const Result& r);
 
 }  // namespace backplane::conformance

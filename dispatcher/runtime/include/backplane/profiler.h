@@ -99,7 +99,8 @@ struct OpStats {
   std::chrono::nanoseconds self_time{0};   // excluding them
 
   uint64_t fallbackCalls() const { return cpu_fallback_calls + backend_fallback_calls; }
-  // "native", "cpu fallback", or for a mix "native 3, cpu fallback 1".
+  // How the calls ran, by kernelKindName(): "native", "cpu_fallback", or for
+  // a mix "native 3, cpu_fallback 1".
   std::string how() const;
 };
 

@@ -144,7 +144,7 @@ class TypedOperatorHandle<Ret(Args...)> : public OperatorHandle {
   // call() without the op's meta kernel (Note [Meta kernels]): for callers
   // that have made the arguments valid themselves, e.g. a composite that has
   // just allocated `out` from the same shape rule.
-  Ret callChecked(Args... args) const {
+  Ret callSkippingMeta(Args... args) const {
     DispatchKeySet ks = detail::computeDispatchKeySet<Args...>(args...);
     return entry_->lookup(ks).kernel.template call<Ret, Args...>(*this, ks, args...);
   }
@@ -194,7 +194,7 @@ class Dispatcher {
   absl::StatusOr<RegistrationHandle> registerImpl(std::string_view op, DispatchKey key,
                                                   KernelFunction kernel, std::string debug = "");
   // Registers a backend-agnostic composite kernel for `op`: it serves every
-  // backend key that has no direct kernel.
+  // backend key that has no native kernel.
   absl::StatusOr<RegistrationHandle> registerComposite(std::string_view op, KernelFunction kernel,
                                                        std::string debug = "");
   // Registers `op`'s meta kernel (Note [Meta kernels]): same parameters as

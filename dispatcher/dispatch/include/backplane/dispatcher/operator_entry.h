@@ -19,23 +19,27 @@
 // when empty) the `out` tensor, so that every backend's kernel, a CPU
 // fallback included, computes into an output that already has the right
 // shape, dtype and device. call() and callBoxed() run it; redispatch() and
-// callChecked() do not (the arguments were checked on the way in).
+// callSkippingMeta() do not (the arguments were checked on the way in).
 //
 // Note [Kernel precedence]
-// For a backend key the slot holds, in order of preference: a direct impl
-// for that key (the newest registration wins; removing it brings back the
-// previous one), a composite (backend-agnostic) kernel, a backend fallback
-// registered for the key, the CPU fallback (if the op has a direct CPU
-// kernel and the key is not CPU), or the missing-kernel error. For a
-// functionality key: a direct impl, a fallback for the key, else fallthrough
-// (the key is skipped). An operator without a schema resolves every slot to
+// For a backend key the slot holds, in order of preference: a native
+// kernel, i.e. an impl registered for that key (the newest registration
+// wins; removing it brings back the previous one), a composite
+// (backend-agnostic) kernel, a backend fallback registered for the key, the
+// CPU fallback (if the op has a native CPU kernel and the key is not CPU),
+// or the missing-kernel error. For a functionality key: an impl for the key,
+// a fallback for the key, else fallthrough (the key is skipped). An operator without a schema resolves every slot to
 // the missing-kernel error.
 
 #include <array>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backplane/dispatcher/dispatch_key.h"
@@ -44,16 +48,31 @@
 
 namespace backplane {
 
-// What fills a slot; reported by tracing, `backplane ops` and conformance.
+// What fills a slot; reported by tracing, the profiler, `backplane ops`,
+// conformance reports and error messages, always under kernelKindName().
 enum class KernelKind : uint8_t {
   Missing,          // no kernel: calling raises an error naming the op and key
-  Direct,           // an impl registered for this key ("native")
+  Native,           // an impl registered for this key
   Composite,        // a backend-agnostic kernel built from other ops
   BackendFallback,  // a boxed fallback registered for this key
   CpuFallback,      // the built-in CPU fallback: copy to host, run CPU kernel, copy back
   Fallthrough,      // functionality key with nothing to do: skipped
 };
+inline constexpr KernelKind kAllKernelKinds[] = {KernelKind::Missing,     KernelKind::Native,
+                                                 KernelKind::Composite,   KernelKind::BackendFallback,
+                                                 KernelKind::CpuFallback, KernelKind::Fallthrough};
+static_assert(std::size(kAllKernelKinds) == static_cast<size_t>(KernelKind::Fallthrough) + 1,
+              "kAllKernelKinds lists every KernelKind (Fallthrough is the last)");
+// The one name of each kind, the same in text, JSON and JUnit: "missing",
+// "native", "composite", "backend_fallback", "cpu_fallback", "fallthrough".
+// One word each (no spaces), so a report's column, a JSON value and a
+// command-line argument all spell it the same way.
 const char* kernelKindName(KernelKind k);
+// Parses kernelKindName()'s text.
+std::optional<KernelKind> kernelKindFromName(std::string_view name);
+// A backend fallback or the CPU fallback: the op has no kernel of its own
+// for the backend (what `backplane conformance --strict` refuses).
+inline bool isFallback(KernelKind k) { return k == KernelKind::BackendFallback || k == KernelKind::CpuFallback; }
 
 struct KernelRecord {
   KernelFunction kernel;
