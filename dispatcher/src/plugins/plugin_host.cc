@@ -169,7 +169,7 @@ struct PluginKernel final : OperatorKernel {
 // Runs the plugin kernel; converts its error; releases partial returns.
 [[gnu::always_inline]] inline void invoke(const PluginKernel& k, const BP_Operator* op, DispatchKeySet ks, const BP_Value* args, size_t nargs,
             BP_Value* rets, size_t nrets) {
-  BP_KernelCall call{sizeof(BP_KernelCall), op, ks.raw(), args, nargs, rets, nrets};
+  BP_KernelCall call{BP_KernelCall_STRUCT_SIZE, op, ks.raw(), args, nargs, rets, nrets};
   BP_Error* err;
   {
     PluginCallScope scope(k.plugin->slot, k.plugin->alive);
@@ -456,8 +456,9 @@ void PluginDeviceInterface::synchronize(Device d) {
 
 DeviceProperties PluginDeviceInterface::properties(Device d) const {
   if (!desc_.get_properties) return DeviceInterface::properties(d);
-  BP_DeviceProperties props{};
-  props.struct_size = sizeof props;
+  BP_DeviceProperties props;
+  std::memset(&props, 0, sizeof props);  // fields an older plugin does not write read as zero
+  props.struct_size = BP_DeviceProperties_STRUCT_SIZE;
   {
     BP_ENTER_PLUGIN("get_properties");
     check(desc_.get_properties(desc_.ctx, d.resolved().index, &props), "get_properties");
@@ -592,10 +593,15 @@ const char* hostErrorMessage(const BP_Error* e) { return e ? e->message.c_str() 
 
 void hostTensorInfo(const BP_Tensor* t, BP_TensorInfo* out) {
   const TensorImpl* impl = implOf(t);
-  // The caller's struct_size is its buffer size (Note [ABI rules]); 0 is a
-  // caller bug, and writing anything could overrun its buffer.
-  if (out == nullptr || out->struct_size == 0) return;
-  const size_t want = std::min(out->struct_size, sizeof(BP_TensorInfo));
+  // The caller's struct_size is its buffer size (Note [ABI rules]): write
+  // the whole fields that fit (Note [Reading ABI structs]) and say how far
+  // in struct_size. A buffer too small for struct_size itself is a caller
+  // bug; writing anything could overrun it.
+  if (out == nullptr) return;
+  const size_t want = out->struct_size >= BP_TensorInfo_STRUCT_SIZE
+                          ? size_t{BP_TensorInfo_STRUCT_SIZE}
+                          : coveredFieldsSize<BP_TensorInfo>(out->struct_size);
+  if (want == 0) return;
   auto fill = [impl, want](BP_TensorInfo& info) {
     info.struct_size = want;
     info.data = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(impl->storage().data()) +
@@ -609,7 +615,7 @@ void hostTensorInfo(const BP_Tensor* t, BP_TensorInfo* out) {
     info.device = {static_cast<int32_t>(impl->device().type), impl->device().index};
     info.is_contiguous = impl->isContiguous();
   };
-  if (want == sizeof(BP_TensorInfo)) {
+  if (want == BP_TensorInfo_STRUCT_SIZE) {
     // The usual case: write the fields in place. (Building a local copy and
     // copying it out stalls on store forwarding; this is a hot path.)
     fill(*out);
