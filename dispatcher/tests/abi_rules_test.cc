@@ -504,7 +504,9 @@ enum PadInfo : int64_t {
   kPadDeviceType,
   kPadIsContiguous,
   kPadEventQueries,
-  kPadTrapCalls
+  kPadTrapCalls,
+  kPadCutBufferStructSize,
+  kPadCutBufferBytesChangedPastStructSize
 };
 int64_t padInfo(std::string_view ns, const Tensor& t, PadInfo which) {
   return Dispatcher::singleton()
@@ -527,6 +529,10 @@ void expectTensorInfoIsRight(std::string_view ns, DeviceType dev) {
     EXPECT_EQ(padInfo(ns, t, kPadDtype), BP_FLOAT32);
     EXPECT_EQ(padInfo(ns, t, kPadDeviceType), static_cast<int64_t>(t.device().type));
     EXPECT_EQ(padInfo(ns, t, kPadIsContiguous), t.is_contiguous() ? 1 : 0);
+    // A buffer whose struct_size ends inside `device`: the host writes the
+    // fields before it, says so, and leaves `device` alone.
+    EXPECT_EQ(padInfo(ns, t, kPadCutBufferStructSize), static_cast<int64_t>(BP_STRUCT_SIZE(BP_TensorInfo, dtype)));
+    EXPECT_EQ(padInfo(ns, t, kPadCutBufferBytesChangedPastStructSize), 0);
   }
 }
 

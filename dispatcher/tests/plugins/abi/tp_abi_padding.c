@@ -16,7 +16,8 @@
  *   0 the struct_size tensor_info wrote; 1 the number of bytes of the
  *   buffer past that struct_size that it changed (must be 0); 2 dim; 3 numel;
  *   4 dtype; 5 device type; 6 is_contiguous; 7 calls of event_query;
- *   8 calls of the trap past struct_size.
+ *   8 calls of the trap past struct_size; 9 and 10 as 0 and 1 for a buffer
+ *   whose struct_size ends 4 bytes into BP_TensorInfo.device.
  *
  * TP_LAYOUT, by compile definition:
  *   TP_FIELD_END     this header's sizes, BP_<type>_STRUCT_SIZE, for every
@@ -197,14 +198,16 @@ static BP_Error* tp_info_kernel(void* ctx, const BP_KernelCall* call) {
   which = call->args[1].u.i;
 
   memset(&buf, TP_GARBAGE, sizeof buf);
-  buf.struct_size = TP_TENSOR_INFO_SIZE;
+  buf.struct_size = which == 9 || which == 10 ? offsetof(BP_TensorInfo, device) + 4 : TP_TENSOR_INFO_SIZE;
   tp_host->tensor_info(call->args[0].u.tensor, &buf);
   if (buf.struct_size > sizeof buf) return tp_error(BP_INTERNAL, "info: tensor_info wrote past the buffer");
   for (i = buf.struct_size; i < sizeof buf; ++i) changed += bytes[i] != TP_GARBAGE;
 
   switch (which) {
-    case 0: value = (int64_t)buf.struct_size; break;
-    case 1: value = changed; break;
+    case 0:
+    case 9: value = (int64_t)buf.struct_size; break;
+    case 1:
+    case 10: value = changed; break;
     case 2: value = buf.dim; break;
     case 3: value = buf.numel; break;
     case 4: value = buf.dtype; break;
@@ -212,7 +215,7 @@ static BP_Error* tp_info_kernel(void* ctx, const BP_KernelCall* call) {
     case 6: value = buf.is_contiguous; break;
     case 7: value = tp_event_queries; break;
     case 8: value = tp_trap_calls; break;
-    default: return tp_error(BP_INVALID_ARGUMENT, "info: which must be 0..8");
+    default: return tp_error(BP_INVALID_ARGUMENT, "info: which must be 0..10");
   }
   call->returns[0].tag = BP_VALUE_INT;
   call->returns[0].u.i = value;
