@@ -59,7 +59,7 @@ BP_Error* refuse(void*, const BP_KernelCall*) {
 
 BP_DeviceTypeDesc deviceDesc(const char* name, int32_t (*count)(void*), const char* (*reason)(void*)) {
   BP_DeviceTypeDesc d{};
-  d.struct_size = sizeof d;
+  d.struct_size = BP_DeviceTypeDesc_STRUCT_SIZE;
   d.name = name;
   d.host_accessible = 1;
   d.device_count = count;
@@ -73,7 +73,7 @@ BP_DeviceTypeDesc deviceDesc(const char* name, int32_t (*count)(void*), const ch
 
 BP_KernelDesc kernel(BP_KernelFn fn) {
   BP_KernelDesc k{};
-  k.struct_size = sizeof k;
+  k.struct_size = BP_KernelDesc_STRUCT_SIZE;
   k.fn = fn;
   return k;
 }
@@ -81,7 +81,7 @@ BP_KernelDesc kernel(BP_KernelFn fn) {
 }  // namespace
 
 extern "C" BP_EXPORT const BP_PluginInfo* backplane_plugin_query(void) {
-  static const BP_PluginInfo info = {sizeof(BP_PluginInfo), BP_PLUGIN_MAGIC, BP_ABI_MAJOR, BP_ABI_MINOR,
+  static const BP_PluginInfo info = {BP_PluginInfo_STRUCT_SIZE, BP_PLUGIN_MAGIC, BP_ABI_MAJOR, BP_ABI_MINOR,
                                      "cli_test_plugin", "0.1.0-test"};
   return &info;
 }

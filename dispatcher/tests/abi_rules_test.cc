@@ -9,6 +9,9 @@
 //   6. NULL optional slots are never called                     tp_abi_null_slots
 //   7. NULL required slots make the load fail                   tp_abi_req_*
 //   8. init sees the host table of this header                  tp_abi_v1_1, tp_abi_v1_0
+//   9. struct_size is the end of the last field; padding, fields past
+//      struct_size and fields it cuts are never read; 1.2's sizeof-based
+//      sizes are still accepted                                 tp_abi_pad_* (plain C)
 // (A plugin of a newer minor or another major is refused: plugin_loader_test.cc.)
 //
 // The test plugins' device memory lives at non-canonical addresses (see
@@ -78,7 +81,8 @@ const char* const kAbiPlugins[] = {
     "tp_abi_null_slots",    "tp_abi_bsz_dev_0",     "tp_abi_bsz_dev_huge", "tp_abi_bsz_impl_0",
     "tp_abi_bsz_impl_huge", "tp_abi_bsz_fb_0",      "tp_abi_bsz_fb_huge",  "tp_abi_req_name",
     "tp_abi_req_device_count", "tp_abi_req_allocate", "tp_abi_req_deallocate", "tp_abi_req_copy_host_to_device",
-    "tp_abi_req_copy_device_to_host", "tp_abi_req_fn"};
+    "tp_abi_req_copy_device_to_host", "tp_abi_req_fn", "tp_abi_pad_field_end", "tp_abi_pad_sizeof_1_2",
+    "tp_abi_pad_cut_optional", "tp_abi_pad_cut_required"};
 
 std::string pluginFile(std::string_view name) { return strCat(BACKPLANE_TEST_PLUGIN_DIR, "/", name, ".so"); }
 
@@ -483,6 +487,164 @@ TEST_F(AbiRulesTest, InitSeesTheHostTableOfThisHeader) {
   EXPECT_EQ(info("abi_v1_1", 0), static_cast<int64_t>(sizeof(BP_HostApi)));
   EXPECT_EQ(info("abi_v1_1", 2), BP_ABI_MINOR);
   unload("tp_abi_v1_1");
+}
+
+// ------------------- 9. struct sizes end at the last field; padding is never read
+
+// The padding-hostile plugins (tp_abi_padding.c) fill every struct, padding
+// included, with 0xA5 before assigning its fields; their op
+// ns::info(Tensor self, int which) reports what tensor_info wrote into a
+// 0xA5-filled buffer and what the host called.
+enum PadInfo : int64_t {
+  kPadStructSize,
+  kPadBytesChangedPastStructSize,
+  kPadDim,
+  kPadNumel,
+  kPadDtype,
+  kPadDeviceType,
+  kPadIsContiguous,
+  kPadEventQueries,
+  kPadTrapCalls,
+  kPadCutBufferStructSize,
+  kPadCutBufferBytesChangedPastStructSize
+};
+int64_t padInfo(std::string_view ns, const Tensor& t, PadInfo which) {
+  return Dispatcher::singleton()
+      .findOpOrThrow(strCat(ns, "::info"))
+      .typed<int64_t(const Tensor&, int64_t)>()
+      .call(t, which);
+}
+
+// What tensor_info wrote for tensors on cpu and on the plugin's device: every
+// field right, struct_size the end of the last field whatever buffer size the
+// plugin sent, and not a byte of the buffer past it touched.
+void expectTensorInfoIsRight(std::string_view ns, DeviceType dev) {
+  Tensor x = tensorFromVector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  for (const Tensor& t : {x, x.transpose(0, 1), tensorFromVector<float>({1, 2, 3, 4, 5, 6}, {2, 3}, Device(dev, 0))}) {
+    SCOPED_TRACE(strCat(t.device().str(), t.is_contiguous() ? " contiguous" : " strided"));
+    EXPECT_EQ(padInfo(ns, t, kPadStructSize), static_cast<int64_t>(BP_TensorInfo_STRUCT_SIZE));
+    EXPECT_EQ(padInfo(ns, t, kPadBytesChangedPastStructSize), 0) << "the host wrote the buffer's tail padding";
+    EXPECT_EQ(padInfo(ns, t, kPadDim), 2);
+    EXPECT_EQ(padInfo(ns, t, kPadNumel), 6);
+    EXPECT_EQ(padInfo(ns, t, kPadDtype), BP_FLOAT32);
+    EXPECT_EQ(padInfo(ns, t, kPadDeviceType), static_cast<int64_t>(t.device().type));
+    EXPECT_EQ(padInfo(ns, t, kPadIsContiguous), t.is_contiguous() ? 1 : 0);
+    // A buffer whose struct_size ends inside `device`: the host writes the
+    // fields before it, says so, and leaves `device` alone.
+    EXPECT_EQ(padInfo(ns, t, kPadCutBufferStructSize), static_cast<int64_t>(BP_STRUCT_SIZE(BP_TensorInfo, dtype)));
+    EXPECT_EQ(padInfo(ns, t, kPadCutBufferBytesChangedPastStructSize), 0);
+  }
+}
+
+// The plugin's device holds host memory: tensors round-trip, and the
+// properties it wrote over a garbage-filled buffer read back right.
+void expectPaddingDeviceWorks(DeviceType type) {
+  DeviceInterface& iface = interfaceOf(type);
+  EXPECT_TRUE(iface.isHostAccessible()) << "host_accessible, followed by 0xA5 padding, was misread";
+  Tensor t = tensorFromVector<float>({1.5f, -2, 3}, {3}, Device(type, 0));
+  EXPECT_EQ(t.toVector<float>(), (std::vector<float>{1.5f, -2, 3}));
+  EXPECT_EQ(t.clone().toVector<float>(), (std::vector<float>{1.5f, -2, 3}));
+  const DeviceProperties p = iface.properties(Device(type, 0));
+  EXPECT_EQ(p.name, "padding-hostile device");
+  EXPECT_EQ(p.total_memory, 12345u);
+  EXPECT_EQ(p.compute_major, 7);
+  EXPECT_EQ(p.compute_minor, 5);
+  EXPECT_EQ(p.multiprocessor_count, 3);
+}
+
+TEST_F(AbiRulesTest, PaddingHostileCPluginWithFieldEndSizesHasEveryFieldReadRight) {
+  absl::StatusOr<PluginStatus> s = plugins().load(pluginFile("tp_abi_pad_field_end"));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->abi_minor, static_cast<uint32_t>(BP_ABI_MINOR)) << "BP_PluginInfo has padding after abi_minor";
+  EXPECT_EQ(s->version, "0.0.1");
+  EXPECT_EQ(s->kernels, 2u);
+  std::optional<PluginDeviceStatus> dev = deviceStatus(*s, "abipaddev");
+  ASSERT_TRUE(dev.has_value());
+  EXPECT_EQ(dev->device_count, 1);
+  DeviceInterface& iface = interfaceOf(dev->type);
+  EXPECT_EQ(iface.dlpackDeviceType(), 1) << "dlpack_device_type (kDLCPU), followed by 0xA5 padding, was misread";
+  ASSERT_TRUE(iface.hasEvents());
+  {
+    // event_query, the last field, is inside struct_size: the host uses it.
+    const Device d(dev->type, 0);
+    DeviceInterface::EventHandle e = iface.createEvent(d);
+    EXPECT_TRUE(iface.queryEvent(d, e));
+    iface.destroyEvent(d, e);
+    EXPECT_EQ(padInfo("tp_abi_pad_field_end", floats({1}), kPadEventQueries), 1);
+  }
+  expectPaddingDeviceWorks(dev->type);
+  expectTensorInfoIsRight("tp_abi_pad_field_end", dev->type);
+  EXPECT_EQ(padInfo("tp_abi_pad_field_end", floats({1}), kPadTrapCalls), 0);
+  unload("tp_abi_pad_field_end");
+  EXPECT_FALSE(deviceTypeRegistered("abipaddev"));
+}
+
+TEST_F(AbiRulesTest, PluginOfAbi12SendingSizeofStructSizesIsStillAccepted) {
+  // Its BP_DeviceTypeDesc.struct_size is 1.2's sizeof: dlpack_device_type and
+  // 4 bytes of 0xA5 padding. event_query (past it) holds a trap.
+  absl::StatusOr<PluginStatus> s = plugins().load(pluginFile("tp_abi_pad_sizeof_1_2"));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->abi_minor, 2u);
+  std::optional<PluginDeviceStatus> dev = deviceStatus(*s, "abipaddev");
+  ASSERT_TRUE(dev.has_value());
+  EXPECT_EQ(dev->device_count, 1);
+  DeviceInterface& iface = interfaceOf(dev->type);
+  EXPECT_EQ(iface.dlpackDeviceType(), 1);
+  ASSERT_TRUE(iface.hasEvents());
+  {
+    const Device d(dev->type, 0);
+    DeviceInterface::EventHandle e = iface.createEvent(d);
+    expectError([&] { (void)iface.queryEvent(d, e); }, {"queryEvent", "abipaddev", "event_query"});
+    iface.destroyEvent(d, e);
+  }
+  expectPaddingDeviceWorks(dev->type);
+  // Its tensor_info buffer's struct_size is sizeof(BP_TensorInfo), tail
+  // padding included: the host writes the fields, not the padding.
+  expectTensorInfoIsRight("tp_abi_pad_sizeof_1_2", dev->type);
+  EXPECT_EQ(padInfo("tp_abi_pad_sizeof_1_2", floats({1}), kPadEventQueries), 0);
+  EXPECT_EQ(padInfo("tp_abi_pad_sizeof_1_2", floats({1}), kPadTrapCalls), 0)
+      << "the host called event_query past BP_DeviceTypeDesc.struct_size";
+  unload("tp_abi_pad_sizeof_1_2");
+  EXPECT_FALSE(deviceTypeRegistered("abipaddev"));
+}
+
+TEST_F(AbiRulesTest, FieldsThatStructSizeCutsReadAsZero) {
+  // BP_DeviceTypeDesc.struct_size ends 2 bytes into dlpack_device_type
+  // (0xA5A5A5A5), BP_KernelDesc's 4 bytes into cpp_signature (a pointer of
+  // 0xA5 bytes): had the host read the covered bytes of either, the device
+  // would claim DLPack type 0xA5A5 or the load would crash.
+  absl::StatusOr<PluginStatus> s = plugins().load(pluginFile("tp_abi_pad_cut_optional"));
+  ASSERT_TRUE(s.ok()) << s.status();
+  std::optional<PluginDeviceStatus> dev = deviceStatus(*s, "abipaddev");
+  ASSERT_TRUE(dev.has_value());
+  DeviceInterface& iface = interfaceOf(dev->type);
+  EXPECT_EQ(iface.dlpackDeviceType(), 0);
+  ASSERT_TRUE(iface.hasEvents());
+  {
+    const Device d(dev->type, 0);
+    DeviceInterface::EventHandle e = iface.createEvent(d);
+    expectError([&] { (void)iface.queryEvent(d, e); }, {"queryEvent", "abipaddev", "event_query"});
+    iface.destroyEvent(d, e);
+  }
+  expectPaddingDeviceWorks(dev->type);
+  expectTensorInfoIsRight("tp_abi_pad_cut_optional", dev->type);
+  EXPECT_EQ(padInfo("tp_abi_pad_cut_optional", floats({1}), kPadTrapCalls), 0);
+  unload("tp_abi_pad_cut_optional");
+  EXPECT_FALSE(deviceTypeRegistered("abipaddev"));
+}
+
+TEST_F(AbiRulesTest, StructSizeCuttingARequiredFieldIsRefused) {
+  // BP_DeviceTypeDesc.struct_size ends 4 bytes into copy_device_to_host: the
+  // slot is missing, not half a pointer.
+  absl::StatusOr<PluginStatus> s = plugins().load(pluginFile("tp_abi_pad_cut_required"));
+  ASSERT_FALSE(s.ok()) << "loaded, but must not";
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition) << s.status();
+  const std::string m(s.status().message());
+  EXPECT_THAT(m, HasSubstr("init failed: "));
+  EXPECT_THAT(m, HasSubstr("BP_DeviceTypeDesc 'abipaddev' lacks required field(s) copy_device_to_host "));
+  EXPECT_FALSE(isLoaded("tp_abi_pad_cut_required"));
+  EXPECT_FALSE(opDefined("tp_abi_pad_cut_required::info"));
+  EXPECT_FALSE(deviceTypeRegistered("abipaddev"));
 }
 
 }  // namespace

@@ -161,7 +161,7 @@ BP_Error* def(BP_Plugin* plugin, const char* schema) {
 BP_Error* implFn(BP_Plugin* plugin, const char* op, int32_t device_type, const BP_KernelDesc* k) {
   if (plugin != kPlugin) return errorNew(BP_INTERNAL, "wrong plugin handle");
   if (g.fail_registration) return g.fail_registration();
-  if (k->struct_size != sizeof(BP_KernelDesc)) return errorNew(BP_INVALID_ARGUMENT, "bad struct_size");
+  if (k->struct_size != BP_KernelDesc_STRUCT_SIZE) return errorNew(BP_INVALID_ARGUMENT, "bad struct_size");
   g.impls.push_back(
       {op, device_type, k->fn, k->ctx, k->cpp_signature != nullptr, k->cpp_signature ? k->cpp_signature : ""});
   return nullptr;
@@ -297,7 +297,7 @@ BP_Error* opRedispatch(const BP_Operator*, uint64_t keys, const BP_Value* args, 
 BP_HostApi table() {
   BP_HostApi h;
   std::memset(&h, 0, sizeof h);
-  h.struct_size = sizeof h;
+  h.struct_size = BP_HostApi_STRUCT_SIZE;
   h.abi_major = BP_ABI_MAJOR;
   h.abi_minor = BP_ABI_MINOR;
   h.error_new = &errorNew;
@@ -424,8 +424,8 @@ struct Call {
   BP_KernelCall call;
   Call(std::vector<BP_Value> a, size_t nret, uint64_t keys = 0, const char* op = "test::k")
       : args(std::move(a)), rets(nret, none()) {
-    call = BP_KernelCall{sizeof(BP_KernelCall), fake::opHandle(op), keys,       args.data(),
-                         args.size(),           rets.data(),        rets.size()};
+    call = BP_KernelCall{BP_KernelCall_STRUCT_SIZE, fake::opHandle(op), keys,       args.data(),
+                         args.size(),               rets.data(),        rets.size()};
   }
   const BP_KernelCall* get() const { return &call; }
 };
@@ -1320,7 +1320,7 @@ TEST_F(PluginHpp, RegisterDeviceBuildsDescAndTrampolinesConvertExceptions) {
   EXPECT_EQ(backend.typeName(), "toyaccel");
   ASSERT_EQ(fake::g.devices.size(), 1u);
   const BP_DeviceTypeDesc& d = *fake::g.devices[0];
-  EXPECT_EQ(d.struct_size, sizeof(BP_DeviceTypeDesc));
+  EXPECT_EQ(d.struct_size, size_t{BP_DeviceTypeDesc_STRUCT_SIZE});
   EXPECT_STREQ(d.name, "toyaccel");
   EXPECT_EQ(d.ctx, &backend);
   EXPECT_EQ(d.host_accessible, 1);
@@ -1457,11 +1457,25 @@ TEST_F(PluginHpp, DevicePropertiesRespectCallersStructSize) {
 
   BP_DeviceProperties full;
   std::memset(&full, 0xAB, sizeof full);
-  full.struct_size = sizeof full;
+  full.struct_size = BP_DeviceProperties_STRUCT_SIZE;
   EXPECT_EQ(fake::take(d.get_properties(d.ctx, 0, &full)).first, BP_OK);
   EXPECT_STREQ(full.name, "toyaccel");
   EXPECT_EQ(full.total_memory, 0u);
-  EXPECT_EQ(full.struct_size, sizeof full);
+  EXPECT_EQ(full.multiprocessor_count, 0);
+  EXPECT_EQ(full.struct_size, size_t{BP_DeviceProperties_STRUCT_SIZE});
+
+  // A caller that still sends sizeof (before BP_STRUCT_SIZE): its struct_size
+  // is kept, and the tail padding past the last field is not written.
+  BP_DeviceProperties padded;
+  std::memset(&padded, 0xAB, sizeof padded);
+  padded.struct_size = sizeof padded;
+  static_assert(sizeof(BP_DeviceProperties) > BP_DeviceProperties_STRUCT_SIZE, "BP_DeviceProperties has tail padding");
+  EXPECT_EQ(fake::take(d.get_properties(d.ctx, 0, &padded)).first, BP_OK);
+  EXPECT_STREQ(padded.name, "toyaccel");
+  EXPECT_EQ(padded.multiprocessor_count, 0);
+  EXPECT_EQ(padded.struct_size, sizeof padded);
+  const auto* bytes = reinterpret_cast<const unsigned char*>(&padded);
+  for (size_t i = BP_DeviceProperties_STRUCT_SIZE; i < sizeof padded; ++i) EXPECT_EQ(bytes[i], 0xAB) << "byte " << i;
 
   // An older, shorter struct: nothing past its struct_size is written.
   BP_DeviceProperties shortp;
@@ -1756,7 +1770,7 @@ TEST_F(PluginHppEntry, QueryDescribesThePlugin) {
   const BP_PluginInfo* info = backplane_plugin_query();
   ASSERT_NE(info, nullptr);
   EXPECT_EQ(info, backplane_plugin_query());
-  EXPECT_EQ(info->struct_size, sizeof(BP_PluginInfo));
+  EXPECT_EQ(info->struct_size, size_t{BP_PluginInfo_STRUCT_SIZE});
   EXPECT_EQ(info->magic, BP_PLUGIN_MAGIC);
   EXPECT_EQ(info->abi_major, static_cast<uint32_t>(BP_ABI_MAJOR));
   EXPECT_EQ(info->abi_minor, static_cast<uint32_t>(BP_ABI_MINOR));

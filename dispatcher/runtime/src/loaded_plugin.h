@@ -4,6 +4,8 @@
 // adapters. Private to the dispatcher.
 
 #include <atomic>
+#include <cstddef>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -102,20 +104,116 @@ KernelFunction makePluginKernel(LoadedPlugin* plugin, const BP_KernelDesc& desc,
 // A plugin's boxed fallback for its device type: serves every operator.
 KernelFunction makePluginFallback(LoadedPlugin* plugin, const BP_KernelDesc& desc);
 
-// Copies a struct of `given` bytes into a zeroed T (ABI rule: accept
-// larger, default a smaller one's missing tail). Fails on 0 or absurd sizes.
+// Note [Reading ABI structs]
+// A receiver reads a field only if struct_size covers its end (Note [ABI
+// rules]): struct_size may be this header's BP_<type>_STRUCT_SIZE (the end
+// of the last field), the sizeof an older SDK sent (which counts tail
+// padding), a smaller struct's size, or a larger one's. AbiFields<T> lists
+// every field of T with its offset, size and alignment, so the host can cut
+// a given struct_size down to the fields it covers whole; the static_asserts
+// below check each list against the struct (no field missing or out of
+// order, the last one ends at BP_<type>_STRUCT_SIZE).
+struct AbiField {
+  size_t offset, size, align;
+  constexpr size_t end() const { return offset + size; }
+};
+
+template <typename T>
+struct AbiFields;  // specialised for each struct the host reads or fills in part
+
+#define BP_ABI_FIELD(f) AbiField{offsetof(S, f), sizeof(S::f), alignof(decltype(S::f))}
+template <>
+struct AbiFields<BP_PluginInfo> {
+  using S = BP_PluginInfo;
+  static constexpr size_t kStructSize = BP_PluginInfo_STRUCT_SIZE;
+  static constexpr AbiField kFields[] = {BP_ABI_FIELD(struct_size), BP_ABI_FIELD(magic), BP_ABI_FIELD(abi_major),
+                                         BP_ABI_FIELD(abi_minor),   BP_ABI_FIELD(name),  BP_ABI_FIELD(version)};
+};
+template <>
+struct AbiFields<BP_KernelDesc> {
+  using S = BP_KernelDesc;
+  static constexpr size_t kStructSize = BP_KernelDesc_STRUCT_SIZE;
+  static constexpr AbiField kFields[] = {BP_ABI_FIELD(struct_size), BP_ABI_FIELD(fn), BP_ABI_FIELD(ctx),
+                                         BP_ABI_FIELD(cpp_signature)};
+};
+template <>
+struct AbiFields<BP_DeviceTypeDesc> {
+  using S = BP_DeviceTypeDesc;
+  static constexpr size_t kStructSize = BP_DeviceTypeDesc_STRUCT_SIZE;
+  static constexpr AbiField kFields[] = {
+      BP_ABI_FIELD(struct_size),           BP_ABI_FIELD(name),
+      BP_ABI_FIELD(ctx),                   BP_ABI_FIELD(host_accessible),
+      BP_ABI_FIELD(device_count),          BP_ABI_FIELD(unavailable_reason),
+      BP_ABI_FIELD(get_properties),        BP_ABI_FIELD(allocate),
+      BP_ABI_FIELD(deallocate),            BP_ABI_FIELD(copy_host_to_device),
+      BP_ABI_FIELD(copy_device_to_host),   BP_ABI_FIELD(copy_device_to_device),
+      BP_ABI_FIELD(memset),                BP_ABI_FIELD(synchronize),
+      BP_ABI_FIELD(stream_create),         BP_ABI_FIELD(stream_destroy),
+      BP_ABI_FIELD(stream_synchronize),    BP_ABI_FIELD(get_current_stream),
+      BP_ABI_FIELD(set_current_stream),    BP_ABI_FIELD(event_create),
+      BP_ABI_FIELD(event_destroy),         BP_ABI_FIELD(event_record),
+      BP_ABI_FIELD(event_wait),            BP_ABI_FIELD(event_synchronize),
+      BP_ABI_FIELD(dlpack_device_type),    BP_ABI_FIELD(event_query)};
+};
+template <>
+struct AbiFields<BP_TensorInfo> {
+  using S = BP_TensorInfo;
+  static constexpr size_t kStructSize = BP_TensorInfo_STRUCT_SIZE;
+  static constexpr AbiField kFields[] = {BP_ABI_FIELD(struct_size), BP_ABI_FIELD(data),           BP_ABI_FIELD(sizes),
+                                         BP_ABI_FIELD(strides),     BP_ABI_FIELD(dim),            BP_ABI_FIELD(numel),
+                                         BP_ABI_FIELD(storage_offset), BP_ABI_FIELD(dtype),       BP_ABI_FIELD(device),
+                                         BP_ABI_FIELD(is_contiguous)};
+};
+#undef BP_ABI_FIELD
+
+// Whether AbiFields<T> lists every field of T in order: each field starts
+// where the previous one ends, rounded up to its alignment, the first at 0,
+// the last ends at BP_<type>_STRUCT_SIZE, and sizeof(T) is that rounded up
+// to T's alignment.
+template <typename T>
+constexpr bool abiFieldsComplete() {
+  size_t end = 0;
+  for (const AbiField& f : AbiFields<T>::kFields) {
+    if (f.offset != (end + f.align - 1) / f.align * f.align) return false;
+    end = f.end();
+  }
+  return end == AbiFields<T>::kStructSize && sizeof(T) == (end + alignof(T) - 1) / alignof(T) * alignof(T);
+}
+static_assert(abiFieldsComplete<BP_PluginInfo>(), "AbiFields<BP_PluginInfo> does not match plugin_api.h");
+static_assert(abiFieldsComplete<BP_KernelDesc>(), "AbiFields<BP_KernelDesc> does not match plugin_api.h");
+static_assert(abiFieldsComplete<BP_DeviceTypeDesc>(), "AbiFields<BP_DeviceTypeDesc> does not match plugin_api.h");
+static_assert(abiFieldsComplete<BP_TensorInfo>(), "AbiFields<BP_TensorInfo> does not match plugin_api.h");
+
+// The bytes of T that `given` bytes cover whole fields of: the end of the
+// last field that ends at or before `given` (0 if none).
+template <typename T>
+constexpr size_t coveredFieldsSize(size_t given) {
+  size_t covered = 0;
+  for (const AbiField& f : AbiFields<T>::kFields) {
+    if (f.end() > given) break;
+    covered = f.end();
+  }
+  return covered;
+}
+
+// Copies the fields of *p that its struct_size covers into a zeroed T, whose
+// struct_size becomes BP_<type>_STRUCT_SIZE (Note [Reading ABI structs]):
+// larger structs are accepted, fields past or cut by a smaller one read as
+// zero/NULL. Fails on NULL, on a size too small to hold a field after
+// struct_size, and on sizes over BP_MAX_STRUCT_SIZE.
 template <typename T>
 absl::StatusOr<T> readStruct(const T* p, const char* what) {
   if (p == nullptr) return absl::InvalidArgumentError(std::string(what) + " is NULL");
-  size_t given = p->struct_size;
+  const size_t given = p->struct_size;
   if (given < sizeof(size_t) + sizeof(void*) || given > BP_MAX_STRUCT_SIZE) {
-    return absl::InvalidArgumentError(std::string(what) + " has an invalid struct_size " +
-                                      std::to_string(given) + " (expected about " + std::to_string(sizeof(T)) +
+    return absl::InvalidArgumentError(std::string(what) + " has an invalid struct_size " + std::to_string(given) +
+                                      " (expected about " + std::to_string(AbiFields<T>::kStructSize) +
                                       "); the plugin was built against a broken or foreign header");
   }
-  T out{};
-  std::memcpy(&out, p, std::min(given, sizeof(T)));
-  out.struct_size = sizeof(T);
+  T out;
+  std::memset(&out, 0, sizeof out);
+  std::memcpy(&out, p, coveredFieldsSize<T>(given));
+  out.struct_size = AbiFields<T>::kStructSize;
   return out;
 }
 

@@ -19,7 +19,61 @@ struct BP_Error {
 namespace backplane::plugin_detail {
 
 static_assert(sizeof(Tensor) == sizeof(BP_Tensor*), "TensorList is passed to plugins without copying");
-static_assert(static_cast<int>(ScalarType::Float64) == BP_FLOAT64 && static_cast<int>(ScalarType::Bool) == BP_BOOL);
+
+// Note [ABI enum numbering]
+// Dtypes, error codes, device types and dispatch keys cross the ABI by
+// number (static_cast both ways), so every value is checked here: a swap in
+// a host enum must not compile.
+#define BP_SAME_DTYPE(host, abi)                                 \
+  static_assert(static_cast<int>(ScalarType::host) == abi,       \
+                "ScalarType::" #host " must be " #abi " in the ABI " \
+                "(Note [ABI enum numbering])")
+BP_SAME_DTYPE(Bool, BP_BOOL);
+BP_SAME_DTYPE(UInt8, BP_UINT8);
+BP_SAME_DTYPE(Int8, BP_INT8);
+BP_SAME_DTYPE(Int32, BP_INT32);
+BP_SAME_DTYPE(Int64, BP_INT64);
+BP_SAME_DTYPE(Float16, BP_FLOAT16);
+BP_SAME_DTYPE(BFloat16, BP_BFLOAT16);
+BP_SAME_DTYPE(Float32, BP_FLOAT32);
+BP_SAME_DTYPE(Float64, BP_FLOAT64);
+#undef BP_SAME_DTYPE
+static_assert(kNumScalarTypes == BP_FLOAT64 + 1,
+              "a new ScalarType needs a BP_ScalarType value in plugin_api.h (Note [ABI enum numbering])");
+
+#define BP_SAME_CODE(host, abi)                                        \
+  static_assert(static_cast<int>(absl::StatusCode::host) == abi,       \
+                "absl::StatusCode::" #host " must be " #abi " in the ABI " \
+                "(Note [ABI enum numbering])")
+BP_SAME_CODE(kOk, BP_OK);
+BP_SAME_CODE(kCancelled, BP_CANCELLED);
+BP_SAME_CODE(kUnknown, BP_UNKNOWN);
+BP_SAME_CODE(kInvalidArgument, BP_INVALID_ARGUMENT);
+BP_SAME_CODE(kDeadlineExceeded, BP_DEADLINE_EXCEEDED);
+BP_SAME_CODE(kNotFound, BP_NOT_FOUND);
+BP_SAME_CODE(kAlreadyExists, BP_ALREADY_EXISTS);
+BP_SAME_CODE(kPermissionDenied, BP_PERMISSION_DENIED);
+BP_SAME_CODE(kResourceExhausted, BP_RESOURCE_EXHAUSTED);
+BP_SAME_CODE(kFailedPrecondition, BP_FAILED_PRECONDITION);
+BP_SAME_CODE(kAborted, BP_ABORTED);
+BP_SAME_CODE(kOutOfRange, BP_OUT_OF_RANGE);
+BP_SAME_CODE(kUnimplemented, BP_UNIMPLEMENTED);
+BP_SAME_CODE(kInternal, BP_INTERNAL);
+BP_SAME_CODE(kUnavailable, BP_UNAVAILABLE);
+BP_SAME_CODE(kDataLoss, BP_DATA_LOSS);
+#undef BP_SAME_CODE
+
+// Device type 0 is cpu (BP_Device); BP_KernelCall.dispatch_keys has device
+// type t's backend key at bit 1 + t and functionality keys at bits 40 and up
+// (BP_HostApi.op_redispatch).
+static_assert(static_cast<int>(DeviceType::CPU) == 0, "device type 0 is cpu in the ABI (Note [ABI enum numbering])");
+constexpr bool backendKeyBitsAsDocumented() {
+  for (int t = 0; t < kMaxDeviceTypes; ++t) {
+    if (DispatchKeySet(backendKey(static_cast<DeviceType>(t))).raw() != uint64_t{1} << (1 + t)) return false;
+  }
+  return static_cast<int>(DispatchKey::LastBackend) < 40 && static_cast<int>(DispatchKey::Tracing) >= 40;
+}
+static_assert(backendKeyBitsAsDocumented(), "the dispatch key layout differs from BP_HostApi.op_redispatch's");
 
 namespace {
 
@@ -169,7 +223,7 @@ struct PluginKernel final : OperatorKernel {
 // Runs the plugin kernel; converts its error; releases partial returns.
 [[gnu::always_inline]] inline void invoke(const PluginKernel& k, const BP_Operator* op, DispatchKeySet ks, const BP_Value* args, size_t nargs,
             BP_Value* rets, size_t nrets) {
-  BP_KernelCall call{sizeof(BP_KernelCall), op, ks.raw(), args, nargs, rets, nrets};
+  BP_KernelCall call{BP_KernelCall_STRUCT_SIZE, op, ks.raw(), args, nargs, rets, nrets};
   BP_Error* err;
   {
     PluginCallScope scope(k.plugin->slot, k.plugin->alive);
@@ -456,8 +510,9 @@ void PluginDeviceInterface::synchronize(Device d) {
 
 DeviceProperties PluginDeviceInterface::properties(Device d) const {
   if (!desc_.get_properties) return DeviceInterface::properties(d);
-  BP_DeviceProperties props{};
-  props.struct_size = sizeof props;
+  BP_DeviceProperties props;
+  std::memset(&props, 0, sizeof props);  // fields an older plugin does not write read as zero
+  props.struct_size = BP_DeviceProperties_STRUCT_SIZE;
   {
     BP_ENTER_PLUGIN("get_properties");
     check(desc_.get_properties(desc_.ctx, d.resolved().index, &props), "get_properties");
@@ -592,10 +647,15 @@ const char* hostErrorMessage(const BP_Error* e) { return e ? e->message.c_str() 
 
 void hostTensorInfo(const BP_Tensor* t, BP_TensorInfo* out) {
   const TensorImpl* impl = implOf(t);
-  // The caller's struct_size is its buffer size (Note [ABI rules]); 0 is a
-  // caller bug, and writing anything could overrun its buffer.
-  if (out == nullptr || out->struct_size == 0) return;
-  const size_t want = std::min(out->struct_size, sizeof(BP_TensorInfo));
+  // The caller's struct_size is its buffer size (Note [ABI rules]): write
+  // the whole fields that fit (Note [Reading ABI structs]) and say how far
+  // in struct_size. A buffer too small for struct_size itself is a caller
+  // bug; writing anything could overrun it.
+  if (out == nullptr) return;
+  const size_t want = out->struct_size >= BP_TensorInfo_STRUCT_SIZE
+                          ? size_t{BP_TensorInfo_STRUCT_SIZE}
+                          : coveredFieldsSize<BP_TensorInfo>(out->struct_size);
+  if (want == 0) return;
   auto fill = [impl, want](BP_TensorInfo& info) {
     info.struct_size = want;
     info.data = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(impl->storage().data()) +
@@ -609,7 +669,7 @@ void hostTensorInfo(const BP_Tensor* t, BP_TensorInfo* out) {
     info.device = {static_cast<int32_t>(impl->device().type), impl->device().index};
     info.is_contiguous = impl->isContiguous();
   };
-  if (want == sizeof(BP_TensorInfo)) {
+  if (want == BP_TensorInfo_STRUCT_SIZE) {
     // The usual case: write the fields in place. (Building a local copy and
     // copying it out stalls on store forwarding; this is a hot path.)
     fill(*out);

@@ -269,7 +269,7 @@ namespace plugin_detail {
 const BP_HostApi& hostApi() {
   static const BP_HostApi api = [] {
     BP_HostApi a{};
-    a.struct_size = sizeof(BP_HostApi);
+    a.struct_size = BP_HostApi_STRUCT_SIZE;
     a.abi_major = BP_ABI_MAJOR;
     a.abi_minor = BP_ABI_MINOR;
     fillHostApiCommon(a);

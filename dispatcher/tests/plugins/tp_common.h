@@ -41,7 +41,7 @@ static inline BP_Error* tp_null_copy(void* ctx, int32_t device, void* dst, const
 static inline BP_DeviceTypeDesc tp_null_device_desc(const char* name) {
   BP_DeviceTypeDesc d;
   memset(&d, 0, sizeof d);
-  d.struct_size = sizeof d;
+  d.struct_size = BP_DeviceTypeDesc_STRUCT_SIZE;
   d.name = name;
   d.host_accessible = 0;
   d.device_count = tp_null_device_count;
@@ -62,7 +62,7 @@ static inline BP_Error* tp_unreachable_kernel(void* ctx, const BP_KernelCall* ca
 static inline BP_KernelDesc tp_kernel_desc(BP_KernelFn fn) {
   BP_KernelDesc k;
   memset(&k, 0, sizeof k);
-  k.struct_size = sizeof k;
+  k.struct_size = BP_KernelDesc_STRUCT_SIZE;
   k.fn = fn;
   return k;
 }

@@ -29,7 +29,8 @@
 
 namespace {
 
-const BP_PluginInfo kInfo = {sizeof(BP_PluginInfo), BP_PLUGIN_MAGIC, BP_ABI_MAJOR, BP_ABI_MINOR, "tp_good", "1.0.0"};
+const BP_PluginInfo kInfo = {BP_PluginInfo_STRUCT_SIZE, BP_PLUGIN_MAGIC, BP_ABI_MAJOR, BP_ABI_MINOR, "tp_good",
+                              "1.0.0"};
 
 const BP_HostApi* g_host = nullptr;
 int32_t g_tpdev = -1;
@@ -281,7 +282,7 @@ BP_Error* twice(void* ctx, const BP_KernelCall* call) {
   if (call->num_args != 1 || call->args[0].tag != BP_VALUE_TENSOR || call->num_returns != 1)
     return error(BP_INTERNAL, "tp::twice: expected one tensor argument and one return");
   BP_TensorInfo in{};
-  in.struct_size = sizeof in;
+  in.struct_size = BP_TensorInfo_STRUCT_SIZE;
   g_host->tensor_info(call->args[0].u.tensor, &in);
   if (in.dtype != BP_FLOAT32) return error(BP_INVALID_ARGUMENT, "tp::twice supports float32 only");
   if (!in.is_contiguous) return error(BP_UNIMPLEMENTED, "tp::twice supports contiguous tensors only");
@@ -292,7 +293,7 @@ BP_Error* twice(void* ctx, const BP_KernelCall* call) {
   if (BP_Error* e = g_host->tensor_empty(in.sizes, static_cast<size_t>(in.dim), nullptr, BP_FLOAT32, in.device, &out_t))
     return e;
   BP_TensorInfo out{};
-  out.struct_size = sizeof out;
+  out.struct_size = BP_TensorInfo_STRUCT_SIZE;
   g_host->tensor_info(out_t, &out);
   const size_t n = static_cast<size_t>(in.numel), bytes = n * sizeof(float);
   if (n > 0) {
@@ -320,7 +321,7 @@ BP_Error* twice(void* ctx, const BP_KernelCall* call) {
 }
 
 BP_Error* init(const BP_HostApi* host, BP_Plugin* plugin) {
-  if (host->struct_size < offsetof(BP_HostApi, op_redispatch) + sizeof(host->op_redispatch) ||
+  if (host->struct_size < BP_STRUCT_SIZE(BP_HostApi, op_redispatch) ||
       host->abi_major != BP_ABI_MAJOR)
     return host->error_new(BP_FAILED_PRECONDITION, "tp_good: the host table is too old");
   g_host = host;
@@ -328,7 +329,7 @@ BP_Error* init(const BP_HostApi* host, BP_Plugin* plugin) {
   if (!g_handles) g_handles = new Handles();
 
   BP_DeviceTypeDesc dev{};
-  dev.struct_size = sizeof dev;
+  dev.struct_size = BP_DeviceTypeDesc_STRUCT_SIZE;
   dev.name = "tpdev";
   dev.host_accessible = 0;
   dev.device_count = &deviceCount;
@@ -354,7 +355,7 @@ BP_Error* init(const BP_HostApi* host, BP_Plugin* plugin) {
 
   if (BP_Error* e = host->def(plugin, "tp::twice(Tensor self) -> Tensor")) return e;
   BP_KernelDesc k{};
-  k.struct_size = sizeof k;
+  k.struct_size = BP_KernelDesc_STRUCT_SIZE;
   k.fn = &twice;
   k.cpp_signature = "(Tensor) -> Tensor";
   k.ctx = const_cast<int*>(&kTpdev);

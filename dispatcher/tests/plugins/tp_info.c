@@ -15,7 +15,7 @@
 #define TP_ABI_MINOR BP_ABI_MINOR
 #endif
 #ifndef TP_STRUCT_SIZE
-#define TP_STRUCT_SIZE sizeof(BP_PluginInfo)
+#define TP_STRUCT_SIZE BP_PluginInfo_STRUCT_SIZE
 #endif
 
 static const BP_PluginInfo tp_info = {TP_STRUCT_SIZE, TP_MAGIC, TP_ABI_MAJOR, TP_ABI_MINOR, TP_NAME, "0.0.1"};

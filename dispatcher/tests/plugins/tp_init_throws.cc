@@ -5,7 +5,7 @@
 #include "backplane/plugin_api.h"
 
 namespace {
-const BP_PluginInfo kInfo = {sizeof(BP_PluginInfo), BP_PLUGIN_MAGIC, BP_ABI_MAJOR, BP_ABI_MINOR, "tp_init_throws",
+const BP_PluginInfo kInfo = {BP_PluginInfo_STRUCT_SIZE, BP_PLUGIN_MAGIC, BP_ABI_MAJOR, BP_ABI_MINOR, "tp_init_throws",
                              "0.0.1"};
 }  // namespace
 

@@ -2,7 +2,7 @@
  * always returns an error. */
 #include "tp_common.h"
 
-static const BP_PluginInfo tp_info = {sizeof(BP_PluginInfo), BP_PLUGIN_MAGIC, BP_ABI_MAJOR, BP_ABI_MINOR,
+static const BP_PluginInfo tp_info = {BP_PluginInfo_STRUCT_SIZE, BP_PLUGIN_MAGIC, BP_ABI_MAJOR, BP_ABI_MINOR,
                                       "tp_kernel_error", "0.0.1"};
 
 static BP_Error* fail_kernel(void* ctx, const BP_KernelCall* call) {

@@ -193,7 +193,7 @@ BP_SDK_HIDDEN inline BP_Plugin* g_plugin = nullptr;
 inline void installHost(const BP_HostApi& table, BP_Plugin* plugin) noexcept {
   BP_HostApi copy;
   std::memset(&copy, 0, sizeof copy);
-  size_t n = table.struct_size < sizeof(BP_HostApi) ? table.struct_size : sizeof(BP_HostApi);
+  size_t n = table.struct_size < BP_HostApi_STRUCT_SIZE ? table.struct_size : BP_HostApi_STRUCT_SIZE;
   std::memcpy(&copy, &table, n);
   g_host_table = copy;
   g_host = &g_host_table;
@@ -859,10 +859,10 @@ class Tensor {
     // store forwarding, and this runs for every argument of a kernel. The
     // host writes struct_size (what it filled, at most our buffer), then
     // the fields it knows; a field an older host lacks reads as zero.
-    info_.struct_size = sizeof(BP_TensorInfo);  // the size of our buffer
+    info_.struct_size = BP_TensorInfo_STRUCT_SIZE;  // the fields we know (Note [ABI rules])
     detail::hostSlot(host().tensor_info, "tensor_info")(t_, &info_);
     const size_t filled = info_.struct_size;
-    if (filled < sizeof(BP_TensorInfo)) [[unlikely]] {
+    if (filled < BP_TensorInfo_STRUCT_SIZE) [[unlikely]] {
       if (filled < sizeof(size_t)) fail(BP_INTERNAL, "the host's tensor_info wrote an invalid struct_size");
       std::memset(reinterpret_cast<char*>(&info_) + filled, 0, sizeof(BP_TensorInfo) - filled);
     }
@@ -1371,9 +1371,9 @@ struct KernelTraits {
 // Validates a call's shape against the kernel's arity.
 inline void checkCall(const BP_KernelCall* call, size_t num_args, size_t num_returns) {
   if (call == nullptr) fail(BP_INTERNAL, "a kernel was called with a NULL BP_KernelCall");
-  if (call->struct_size < sizeof(BP_KernelCall)) {
-    fail(BP_INTERNAL,
-         concat("BP_KernelCall.struct_size is ", call->struct_size, ", expected at least ", sizeof(BP_KernelCall)));
+  if (call->struct_size < BP_KernelCall_STRUCT_SIZE) {
+    fail(BP_INTERNAL, concat("BP_KernelCall.struct_size is ", call->struct_size, ", expected at least ",
+                             size_t{BP_KernelCall_STRUCT_SIZE}));
   }
   if (call->num_args != num_args || call->num_returns != num_returns) {
     fail(BP_INTERNAL, concat("the kernel for ", opName(call->op), " takes ", num_args, " arguments and returns ",
@@ -1729,13 +1729,15 @@ struct DeviceTrampolines {
       if (out == nullptr) fail(BP_INVALID_ARGUMENT, "get_properties: NULL out");
       BP_DeviceProperties p;
       std::memset(&p, 0, sizeof p);
-      p.struct_size = sizeof p;
+      constexpr size_t kSize = BP_DeviceProperties_STRUCT_SIZE;
+      p.struct_size = kSize;
       b(ctx).properties(device, p);
       p.name[sizeof(p.name) - 1] = '\0';
       // Write no more than the caller's buffer (its struct_size; a caller
-      // that left it 0 gets the 1.0 layout) and keep its struct_size.
-      const size_t cap = out->struct_size == 0 || out->struct_size > sizeof p ? sizeof p : out->struct_size;
-      const size_t keep = out->struct_size == 0 ? sizeof p : out->struct_size;
+      // that left it 0 gets the 1.0 layout), never past the fields this
+      // header knows (not our tail padding), and keep its struct_size.
+      const size_t cap = out->struct_size == 0 || out->struct_size > kSize ? kSize : out->struct_size;
+      const size_t keep = out->struct_size == 0 ? kSize : out->struct_size;
       std::memcpy(out, &p, cap);
       out->struct_size = keep;
       return nullptr;
@@ -1926,7 +1928,7 @@ class Library {
     r.name = name;
     BP_DeviceTypeDesc& d = r.desc;
     std::memset(&d, 0, sizeof d);
-    d.struct_size = sizeof d;
+    d.struct_size = BP_DeviceTypeDesc_STRUCT_SIZE;
     d.name = r.name.c_str();
     d.ctx = backend;
     d.host_accessible = backend->hostAccessible() ? 1 : 0;
@@ -1984,13 +1986,13 @@ class Library {
   }
   // Registers a raw boxed kernel; `ctx` must outlive the registration.
   void impl(const char* op, int32_t device_type, BP_KernelFn fn, void* ctx, const char* cpp_signature = nullptr) {
-    BP_KernelDesc d{sizeof(BP_KernelDesc), fn, ctx, cpp_signature};
+    BP_KernelDesc d{BP_KernelDesc_STRUCT_SIZE, fn, ctx, cpp_signature};
     throwIfError(detail::hostSlot(host().impl, "impl")(plugin_, op, device_type, &d));
   }
   // Registers a boxed kernel for every operator on `device_type` that has no
   // kernel there.
   void fallback(int32_t device_type, BP_KernelFn fn, void* ctx) {
-    BP_KernelDesc d{sizeof(BP_KernelDesc), fn, ctx, nullptr};
+    BP_KernelDesc d{BP_KernelDesc_STRUCT_SIZE, fn, ctx, nullptr};
     throwIfError(detail::hostSlot(host().fallback, "fallback")(plugin_, device_type, &d));
   }
 
@@ -2041,10 +2043,10 @@ inline BP_Error* checkHost(const BP_HostApi* h, const char* plugin_name) noexcep
                   "plugin '%s' was built against Backplane plugin ABI %d.%d, but the host provides ABI %u.%u; rebuild "
                   "the plugin against the host's plugin_api.h",
                   pname, BP_ABI_MAJOR, BP_ABI_MINOR, h->abi_major, h->abi_minor);
-  } else if (h->struct_size < sizeof(BP_HostApi) || h->struct_size > BP_MAX_STRUCT_SIZE) {
+  } else if (h->struct_size < BP_HostApi_STRUCT_SIZE || h->struct_size > BP_MAX_STRUCT_SIZE) {
     std::snprintf(msg, sizeof msg,
                   "plugin '%s': the host's BP_HostApi.struct_size is %zu, but ABI %d.%d needs %zu to %u bytes", pname,
-                  h->struct_size, BP_ABI_MAJOR, BP_ABI_MINOR, sizeof(BP_HostApi), BP_MAX_STRUCT_SIZE);
+                  h->struct_size, BP_ABI_MAJOR, BP_ABI_MINOR, size_t{BP_HostApi_STRUCT_SIZE}, BP_MAX_STRUCT_SIZE);
   } else {
     const char* missing = !h->error_free       ? "error_free"
                           : !h->error_code     ? "error_code"
@@ -2065,7 +2067,7 @@ template <class InitFn>
 BP_Error* runPluginInit(const BP_HostApi* h, BP_Plugin* plugin, const char* plugin_name, InitFn&& init) noexcept {
   static_assert(std::is_invocable_v<InitFn&, Library&>,
                 "BACKPLANE_PLUGIN: INIT_FN must be callable as void INIT_FN(bp::Library& m)");
-  constexpr size_t kErrorNewEnd = offsetof(BP_HostApi, error_new) + sizeof(BP_HostApi::error_new);
+  constexpr size_t kErrorNewEnd = BP_STRUCT_SIZE(BP_HostApi, error_new);
   if (h == nullptr || h->struct_size < kErrorNewEnd || h->error_new == nullptr) {
     std::fprintf(stderr,
                  "backplane: plugin '%s' was given an unusable host table (NULL, too small, or no error_new); it "
@@ -2110,7 +2112,7 @@ void runPluginShutdown(BP_Plugin* plugin, ShutdownFn&& fn) noexcept {
 #define BACKPLANE_PLUGIN(NAME, VERSION, INIT_FN)                                                    \
   extern "C" BP_EXPORT const BP_PluginInfo* backplane_plugin_query(void) {                          \
     static const BP_PluginInfo info = {                                                             \
-        sizeof(BP_PluginInfo), BP_PLUGIN_MAGIC, BP_ABI_MAJOR, BP_ABI_MINOR, NAME, VERSION};         \
+        BP_PluginInfo_STRUCT_SIZE, BP_PLUGIN_MAGIC, BP_ABI_MAJOR, BP_ABI_MINOR, NAME, VERSION};     \
     return &info;                                                                                   \
   }                                                                                                 \
   extern "C" BP_EXPORT BP_Error* backplane_plugin_init(const BP_HostApi* host, BP_Plugin* plugin) { \

@@ -13,20 +13,32 @@
  * - Versioning: BP_ABI_MAJOR must match exactly. A plugin built against an
  *   older BP_ABI_MINOR loads into a newer host; one built against a newer
  *   minor than the host's is refused (it may call slots the host lacks).
- * - Every struct begins with `struct_size`, set by its producer to
- *   sizeof(the struct as it knew it). A receiver accepts a larger struct
- *   (ignoring fields it does not know), treats fields past a smaller
- *   struct_size as zero/NULL, and rejects 0 or sizes over BP_MAX_STRUCT_SIZE.
+ * - Every struct begins with `struct_size`, set by its producer to the end
+ *   of the last field it knows: BP_STRUCT_SIZE(type, last_field), which for
+ *   this header is BP_<type>_STRUCT_SIZE (BP_DeviceTypeDesc_STRUCT_SIZE,
+ *   ...). Not sizeof: sizeof counts tail padding (BP_TensorInfo ends in a
+ *   uint8 at byte 68 and is 72 bytes long), and a field appended later
+ *   would land in an older producer's padding, which C leaves undefined.
+ *   A receiver reads a field only if struct_size covers its end: fields
+ *   past (or cut by) a smaller struct_size read as zero/NULL. It accepts a
+ *   larger struct (ignoring fields it does not know) and rejects 0 or sizes
+ *   over BP_MAX_STRUCT_SIZE.
+ * - Producers built against ABI 1.0-1.2 (and 1.3 before BP_STRUCT_SIZE) set
+ *   sizeof(the struct); receivers accept those sizes as well. So that their
+ *   padding is never taken for a field, a field appended to a struct starts
+ *   at or after sizeof(the struct as of 1.3): automatic for the structs that
+ *   end in a pointer; BP_TensorInfo (72 bytes) and BP_DeviceProperties (160)
+ *   have tail padding and must grow past it.
  * - Tables (BP_HostApi, BP_DeviceTypeDesc) are append-only: new minors only
- *   add fields at the end. A NULL function slot means "not implemented" and
- *   is never called.
+ *   add fields at the end (and point BP_<type>_STRUCT_SIZE at the new last
+ *   field). A NULL function slot means "not implemented" and is never called.
  * - Stable prefixes: in every major, BP_PluginInfo starts with {struct_size,
  *   magic, abi_major, abi_minor} and BP_HostApi with {struct_size, abi_major,
  *   abi_minor, error_new, error_free, error_code, error_message}, so either
  *   side can read the other's version and report a mismatch.
  * - Out-structs (BP_TensorInfo, BP_DeviceProperties): the caller sets
- *   struct_size to the size of its buffer and the callee writes at most that
- *   many bytes.
+ *   struct_size to the size of its buffer (BP_<type>_STRUCT_SIZE for this
+ *   header's struct) and the callee writes at most that many bytes.
  * - Lifetimes: the host table passed to init stays valid until the plugin's
  *   shutdown returns. Structs passed to the host (descriptors) are copied
  *   during the call; the function pointers and ctx values inside them must
@@ -38,7 +50,8 @@
  *   peer) are rejected with BP_INVALID_ARGUMENT, never guessed at.
  * - History: 1.0 the first table; 1.1 added BP_HostApi.device_type_name;
  *   1.2 added BP_DeviceTypeDesc.dlpack_device_type; 1.3 added
- *   BP_DeviceTypeDesc.event_query.
+ *   BP_DeviceTypeDesc.event_query, and struct_size became the end of the
+ *   last field (BP_STRUCT_SIZE) instead of sizeof.
  * - Strings passed in are borrowed for the duration of the call unless a
  *   field says otherwise; strings returned are owned by their producer.
  */
@@ -52,6 +65,15 @@
 #define BP_ABI_MAJOR 1
 #define BP_ABI_MINOR 3
 #define BP_MAX_STRUCT_SIZE 65536u
+
+/* The size of `type` up to the end of `field`: what a producer that knows
+ * the struct up to `field` sets struct_size to (Note [ABI rules]). An
+ * integer constant expression, usable in static initializers. */
+#ifdef __cplusplus
+#define BP_STRUCT_SIZE(type, field) (offsetof(type, field) + sizeof(static_cast<type*>(nullptr)->field))
+#else
+#define BP_STRUCT_SIZE(type, field) (offsetof(type, field) + sizeof(((type*)0)->field))
+#endif
 
 #define BP_PLUGIN_QUERY_SYMBOL "backplane_plugin_query"
 #define BP_PLUGIN_INIT_SYMBOL "backplane_plugin_init"
@@ -191,6 +213,7 @@ typedef struct BP_KernelCall {
   BP_Value* returns;
   size_t num_returns;
 } BP_KernelCall;
+#define BP_KernelCall_STRUCT_SIZE BP_STRUCT_SIZE(BP_KernelCall, num_returns)
 
 /* A kernel: returns NULL on success or an error made with error_new. It
  * must not let a C++ exception escape. */
@@ -205,6 +228,7 @@ typedef struct BP_KernelDesc {
    * against the schema at registration. */
   const char* cpp_signature;
 } BP_KernelDesc;
+#define BP_KernelDesc_STRUCT_SIZE BP_STRUCT_SIZE(BP_KernelDesc, cpp_signature)
 
 /* ----------------------------------------------------------------- devices */
 
@@ -216,6 +240,7 @@ typedef struct BP_DeviceProperties {
   int32_t compute_minor;
   int32_t multiprocessor_count;
 } BP_DeviceProperties;
+#define BP_DeviceProperties_STRUCT_SIZE BP_STRUCT_SIZE(BP_DeviceProperties, multiprocessor_count)
 
 /* A device type: everything the host needs to hold tensors on it. `ctx` is
  * passed back to every function. Functions after `synchronize` are
@@ -272,6 +297,7 @@ typedef struct BP_DeviceTypeDesc {
    * finished (or it was never recorded), else 0; never blocks. */
   BP_Error* (*event_query)(void* ctx, int32_t device, BP_Event* event, uint8_t* out_complete);
 } BP_DeviceTypeDesc;
+#define BP_DeviceTypeDesc_STRUCT_SIZE BP_STRUCT_SIZE(BP_DeviceTypeDesc, event_query)
 
 /* ----------------------------------------------------------------- tensors */
 
@@ -288,6 +314,7 @@ typedef struct BP_TensorInfo {
   BP_Device device;
   uint8_t is_contiguous;
 } BP_TensorInfo;
+#define BP_TensorInfo_STRUCT_SIZE BP_STRUCT_SIZE(BP_TensorInfo, is_contiguous)
 
 /* ------------------------------------------------------------- host table */
 
@@ -353,6 +380,7 @@ typedef struct BP_HostApi {
    * registered under it. The string lives as long as the process. */
   const char* (*device_type_name)(int32_t device_type);
 } BP_HostApi;
+#define BP_HostApi_STRUCT_SIZE BP_STRUCT_SIZE(BP_HostApi, device_type_name)
 
 /* ------------------------------------------------------------ entry points */
 
@@ -364,6 +392,7 @@ typedef struct BP_PluginInfo {
   const char* name;    /* unique, [a-z][a-z0-9_]*; static lifetime */
   const char* version; /* free text, e.g. "1.2.0"; static lifetime */
 } BP_PluginInfo;
+#define BP_PluginInfo_STRUCT_SIZE BP_STRUCT_SIZE(BP_PluginInfo, version)
 
 /* Cheap and free of side effects: may be called without init. */
 typedef const BP_PluginInfo* (*BP_PluginQueryFn)(void);

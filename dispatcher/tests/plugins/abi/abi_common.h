@@ -35,7 +35,7 @@ static inline BP_Error* abi_null_copy(void* ctx, int32_t device, void* dst, cons
 static inline BP_DeviceTypeDesc abi_null_device_desc(const char* name) {
   BP_DeviceTypeDesc d;
   memset(&d, 0, sizeof d);
-  d.struct_size = sizeof d;
+  d.struct_size = BP_DeviceTypeDesc_STRUCT_SIZE;
   d.name = name;
   d.device_count = abi_null_device_count;
   d.allocate = abi_null_allocate;
@@ -54,7 +54,7 @@ static inline BP_Error* abi_unreachable_kernel(void* ctx, const BP_KernelCall* c
 static inline BP_KernelDesc abi_kernel_desc(BP_KernelFn fn) {
   BP_KernelDesc k;
   memset(&k, 0, sizeof k);
-  k.struct_size = sizeof k;
+  k.struct_size = BP_KernelDesc_STRUCT_SIZE;
   k.fn = fn;
   return k;
 }

@@ -206,7 +206,7 @@ inline BP_Error* arenaSynchronize(void*, int32_t device) {
 inline BP_DeviceTypeDesc deviceDesc(const char* name, bool with_optional_slots) {
   BP_DeviceTypeDesc d;
   std::memset(&d, 0, sizeof d);
-  d.struct_size = sizeof d;
+  d.struct_size = BP_DeviceTypeDesc_STRUCT_SIZE;
   d.name = name;
   d.host_accessible = 0;
   d.device_count = &arenaDeviceCount;
@@ -239,7 +239,7 @@ inline BP_Error* twiceKernel(void* ctx, const BP_KernelCall* call) {
     return error(BP_INTERNAL, "twice: expected one tensor argument and one return");
   BP_TensorInfo in;
   std::memset(&in, 0, sizeof in);
-  in.struct_size = sizeof in;
+  in.struct_size = BP_TensorInfo_STRUCT_SIZE;
   g_fns.tensor_info(call->args[0].u.tensor, &in);
   if (in.dtype != BP_FLOAT32) return error(BP_INVALID_ARGUMENT, "twice supports float32 only");
   if (!in.is_contiguous) return error(BP_UNIMPLEMENTED, "twice supports contiguous tensors only");
@@ -251,7 +251,7 @@ inline BP_Error* twiceKernel(void* ctx, const BP_KernelCall* call) {
     return e;
   BP_TensorInfo out;
   std::memset(&out, 0, sizeof out);
-  out.struct_size = sizeof out;
+  out.struct_size = BP_TensorInfo_STRUCT_SIZE;
   g_fns.tensor_info(out_t, &out);
   const size_t n = static_cast<size_t>(in.numel), bytes = n * sizeof(float);
   if (n > 0) {
@@ -298,7 +298,7 @@ inline BP_Error* infoKernel(void*, const BP_KernelCall* call) {
 inline BP_KernelDesc kernelDesc(BP_KernelFn fn, void* ctx, const char* cpp_signature) {
   BP_KernelDesc k;
   std::memset(&k, 0, sizeof k);
-  k.struct_size = sizeof k;
+  k.struct_size = BP_KernelDesc_STRUCT_SIZE;
   k.fn = fn;
   k.ctx = ctx;
   k.cpp_signature = cpp_signature;

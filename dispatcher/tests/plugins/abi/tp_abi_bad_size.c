@@ -18,7 +18,7 @@
 #define TP_BAD_IMPL 2
 #define TP_BAD_FALLBACK 3
 
-static const BP_PluginInfo tp_info = {sizeof(BP_PluginInfo), BP_PLUGIN_MAGIC, BP_ABI_MAJOR, BP_ABI_MINOR, TP_NAME,
+static const BP_PluginInfo tp_info = {BP_PluginInfo_STRUCT_SIZE, BP_PLUGIN_MAGIC, BP_ABI_MAJOR, BP_ABI_MINOR, TP_NAME,
                                       "0.0.1"};
 
 BP_EXPORT const BP_PluginInfo* backplane_plugin_query(void) { return &tp_info; }

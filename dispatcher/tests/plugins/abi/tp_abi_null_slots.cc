@@ -16,7 +16,7 @@
 
 namespace {
 
-const BP_PluginInfo kInfo = {sizeof(BP_PluginInfo), BP_PLUGIN_MAGIC, BP_ABI_MAJOR, BP_ABI_MINOR,
+const BP_PluginInfo kInfo = {BP_PluginInfo_STRUCT_SIZE, BP_PLUGIN_MAGIC, BP_ABI_MAJOR, BP_ABI_MINOR,
                              "tp_abi_null_slots", "1.0.0"};
 
 int32_t g_dev = -1;

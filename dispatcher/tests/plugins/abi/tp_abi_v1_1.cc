@@ -21,7 +21,7 @@
 
 namespace {
 
-const BP_PluginInfo kInfo = {sizeof(BP_PluginInfo), BP_PLUGIN_MAGIC, BP_ABI_MAJOR, BP_ABI_MINOR, "tp_abi_v1_1",
+const BP_PluginInfo kInfo = {BP_PluginInfo_STRUCT_SIZE, BP_PLUGIN_MAGIC, BP_ABI_MAJOR, BP_ABI_MINOR, "tp_abi_v1_1",
                              "1.1.0"};
 
 const BP_HostApi* g_host = nullptr;
@@ -30,7 +30,7 @@ int32_t g_device_type = -1;
 // The pattern: a slot may be used only if the table reaches past its end
 // (and, being a function slot, it is not NULL).
 #define HOST_HAS(host, field) \
-  ((host)->struct_size >= offsetof(BP_HostApi, field) + sizeof((host)->field) && (host)->field != NULL)
+  ((host)->struct_size >= BP_STRUCT_SIZE(BP_HostApi, field) && (host)->field != NULL)
 
 enum NameResult : int64_t { kNameMatches = 1, kNameDiffers = 0, kNameIsNull = -1, kNoSlot = -2 };
 
@@ -74,7 +74,7 @@ BP_Error* typeNameIsKernel(void*, const BP_KernelCall* call) {
 BP_Error* init(const BP_HostApi* host, BP_Plugin* plugin) {
   // The host checked the major and that our minor is not newer than its own;
   // the table must still be at least what 1.0 defined.
-  if (host->struct_size < offsetof(BP_HostApi, op_redispatch) + sizeof(host->op_redispatch))
+  if (host->struct_size < BP_STRUCT_SIZE(BP_HostApi, op_redispatch))
     return host->error_new(BP_FAILED_PRECONDITION, "tp_abi_v1_1: the host table is smaller than ABI 1.0's");
   g_host = host;
   saveHostFns(host);
