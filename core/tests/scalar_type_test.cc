@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "float16_test_cases.h"  // plugin_sdk/tests
 #include "gtest/gtest.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -464,6 +465,12 @@ TEST(HalfTest, ArithmeticGoesThroughFloat) {
   EXPECT_EQ(a + b, 3.75f);
   EXPECT_TRUE(a < b);
   EXPECT_EQ(Half(a * b).bits, halfBits(3.375f));
+}
+
+TEST(HalfTest, HalfAndBFloat16FollowTheRuleEveryLayerShares) {
+  // The same cases and sweeps as the SDK's and the GPU plugins' types meet
+  // (Note [16-bit float conversions]).
+  float16_test::expectFloat16ConversionsFollowTheRule(float16_test::scalarConversionsOf<Half, BFloat16>());
 }
 
 // ---------------------------------------------------------------------------

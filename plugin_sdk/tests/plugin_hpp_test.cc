@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "backplane/plugin.hpp"
+#include "float16_test_cases.h"
 
 namespace {
 
@@ -1639,6 +1640,12 @@ TEST(PluginHppTypes, HalfRoundsToNearestEvenAndKeepsNaN) {
     ASSERT_EQ(bp::Half(f).bits, rb) << std::hex << u;
   }
 #endif
+}
+
+TEST(PluginHppTypes, HalfAndBFloat16FollowTheRuleEveryLayerShares) {
+  // The same cases and sweeps as core's and the GPU plugins' types meet
+  // (Note [16-bit float conversions]).
+  float16_test::expectFloat16ConversionsFollowTheRule(float16_test::scalarConversionsOf<bp::Half, bp::BFloat16>());
 }
 
 TEST(PluginHppTypes, BFloat16RoundsToNearestEvenAndKeepsNaN) {

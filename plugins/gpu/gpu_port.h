@@ -21,13 +21,13 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <memory>
 #include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <utility>
 
+#include "backplane/float16_conversions.h"
 #include "backplane/plugin.hpp"
 
 #if (defined(BP_GPU_CUDA) + defined(BP_GPU_HIP) + defined(BP_GPU_SIM)) != 1
@@ -147,9 +147,10 @@ namespace bp_gpu {
 
 // Storage types for float16 and bfloat16 in kernels: 16 bits, trivially
 // copyable, the same bits as bp::Half / bp::BFloat16 in memory. Convert with
-// toFloat / fromFloat<T>, which round exactly as the SDK does (nearest even,
-// NaN kept), so GPU results match the CPU plugin bit for bit wherever the
-// CPU computes in float.
+// toFloat / fromFloat<T>: the SDK's conversions (backplane/
+// float16_conversions.h, Note [16-bit float conversions]) in software, not
+// the __float2half_rn family of intrinsics, so CUDA, HIP and the simulator
+// round as the CPU plugin and the host do, bit for bit, NaNs included.
 struct Half {
   uint16_t bits;
 };
@@ -159,35 +160,8 @@ struct BFloat16 {
 static_assert(sizeof(Half) == sizeof(bp::Half) && sizeof(BFloat16) == sizeof(bp::BFloat16),
               "bp_gpu 16-bit types must match the SDK's in memory");
 
-namespace detail {
-BP_GPU_HD inline uint32_t floatBits(float f) {
-  uint32_t x;
-  memcpy(&x, &f, sizeof x);
-  return x;
-}
-BP_GPU_HD inline float bitsFloat(uint32_t x) {
-  float f;
-  memcpy(&f, &x, sizeof f);
-  return f;
-}
-}  // namespace detail
-
-// The conversions of bp::Half and bp::BFloat16 (plugin.hpp), on device.
-BP_GPU_HD inline float toFloat(Half h) {
-  const uint32_t sign = static_cast<uint32_t>(h.bits & 0x8000u) << 16;
-  const uint32_t e = (h.bits >> 10) & 0x1fu;
-  uint32_t m = h.bits & 0x3ffu;
-  if (e == 0x1f) return detail::bitsFloat(sign | 0x7f800000u | (m << 13));  // inf / NaN with payload
-  if (e != 0) return detail::bitsFloat(sign | ((e + 112) << 23) | (m << 13));
-  if (m == 0) return detail::bitsFloat(sign);
-  int32_t exp = 1;  // subnormal: normalize
-  while ((m & 0x400u) == 0) {
-    m <<= 1;
-    --exp;
-  }
-  return detail::bitsFloat(sign | (static_cast<uint32_t>(exp + 112) << 23) | ((m & 0x3ffu) << 13));
-}
-BP_GPU_HD inline float toFloat(BFloat16 h) { return detail::bitsFloat(static_cast<uint32_t>(h.bits) << 16); }
+BP_GPU_HD inline float toFloat(Half h) { return bp::floatFromHalfBits(h.bits); }
+BP_GPU_HD inline float toFloat(BFloat16 h) { return bp::floatFromBFloat16Bits(h.bits); }
 // Any other element type: a plain conversion.
 template <class T>
 BP_GPU_HD inline float toFloat(T v) {
@@ -197,29 +171,9 @@ BP_GPU_HD inline float toFloat(T v) {
 template <class T>
 BP_GPU_HD inline T fromFloat(float f) {
   if constexpr (std::is_same_v<T, Half>) {
-    uint32_t x = detail::floatBits(f);
-    const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
-    x &= 0x7fffffffu;
-    if (x > 0x7f800000u) return Half{static_cast<uint16_t>(sign | 0x7e00u | ((x >> 13) & 0x3ffu))};  // NaN
-    if (x >= 0x477ff000u) return Half{static_cast<uint16_t>(sign | 0x7c00u)};  // rounds to infinity
-    if (x >= 0x38800000u) {  // normal half: rebias, round the 13 dropped bits to nearest even
-      x += 0xc8000000u + 0xfffu + ((x >> 13) & 1u);
-      return Half{static_cast<uint16_t>(sign | (x >> 13))};
-    }
-    const uint32_t e = x >> 23;  // subnormal half or zero, in units of 2^-24, nearest even
-    if (e < 102) return Half{sign};
-    const uint32_t m = (x & 0x7fffffu) | 0x800000u;
-    const uint32_t shift = 126 - e;
-    uint32_t q = m >> shift;
-    const uint32_t rem = m & ((1u << shift) - 1);
-    const uint32_t halfway = 1u << (shift - 1);
-    if (rem > halfway || (rem == halfway && (q & 1u))) ++q;
-    return Half{static_cast<uint16_t>(sign | q)};
+    return Half{bp::halfBitsFromFloat(f)};
   } else if constexpr (std::is_same_v<T, BFloat16>) {
-    uint32_t x = detail::floatBits(f);
-    if ((x & 0x7fffffffu) > 0x7f800000u) return BFloat16{static_cast<uint16_t>((x >> 16) | 0x0040u)};  // NaN
-    x += 0x7fffu + ((x >> 16) & 1u);
-    return BFloat16{static_cast<uint16_t>(x >> 16)};
+    return BFloat16{bp::bfloat16BitsFromFloat(f)};
   } else {
     return static_cast<T>(f);
   }

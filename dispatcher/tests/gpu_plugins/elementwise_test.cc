@@ -90,6 +90,14 @@ TEST_F(GpusimKernelsTest, PhiloxDrawsEqualTheCpuPluginsForASeedInEveryDtypeAndLa
   }
 }
 
+TEST_F(GpusimKernelsTest, Float16AndBFloat16CastsFollowTheRuleEveryLayerShares) {
+  // Casts between float32 and the 16-bit floats run the plugin's kernel and
+  // give the bits core's and the SDK's types give (Note [16-bit float
+  // conversions]), NaNs included; every float16 and bfloat16 pattern.
+  expectNative("bp::_copy_on_device_");
+  float16_test::expectFloat16ConversionsFollowTheRule(gpu_test::castsOn(sim()));
+}
+
 TEST_F(GpusimKernelsTest, IntegerArithmeticWrapsAroundAsOnTheCpu) {
   // Two's complement wrap-around, as PyTorch's (and without signed-overflow
   // undefined behaviour, which the sanitizer build of the simulator reports).

@@ -69,6 +69,12 @@ TEST_P(GpuDeviceTest, ElementwiseWithBroadcastingAndStrides) {
               add(a.to(ScalarType::Float16), b.to(ScalarType::Float16)), 0, 0);
 }
 
+TEST_P(GpuDeviceTest, Float16AndBFloat16CastsFollowTheRuleEveryLayerShares) {
+  // The device's conversion kernels, compiled by nvcc or hipcc, give the
+  // bits of the host's types (Note [16-bit float conversions]).
+  float16_test::expectFloat16ConversionsFollowTheRule(gpu_test::castsOn(dev_));
+}
+
 TEST_P(GpuDeviceTest, ReductionsAndNorms) {
   Tensor x = randn({17, 300});
   Tensor g = x.to(dev_);

@@ -5,14 +5,18 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <cstring>
 #include <memory>
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include "backplane/core/tensor.h"
 #include "backplane/dispatcher/dispatcher.h"
 #include "backplane/ops.h"
 #include "backplane/runtime.h"
+#include "float16_test_cases.h"  // plugin_sdk/tests
 
 namespace backplane::gpu_test {
 
@@ -58,6 +62,40 @@ inline bool hasDevice(Runtime& rt, const std::string& name) {
   for (const DeviceInfo& d : rt.devices())
     if (d.device.str() == name) return true;
   return false;
+}
+
+// The dtype conversions (Tensor::to, the device's _copy_on_device_ kernel)
+// of device `dev` between float32 and float16 / bfloat16, as
+// float16_test::Float16Conversions: the bits go to the device unchanged,
+// are converted there, and come back unchanged.
+inline float16_test::Float16Conversions castsOn(Device dev) {
+  // A 1-d CPU tensor of `dtype` holding `bits`; the bits of a CPU tensor.
+  const auto tensorOf = [](const auto& bits, ScalarType dtype) {
+    Tensor t = emptyTensor({static_cast<int64_t>(bits.size())}, dtype);
+    std::memcpy(t.data_ptr(), bits.data(), bits.size() * sizeof(bits[0]));
+    return t;
+  };
+  const auto bitsOf = [](const Tensor& t, auto zero) {
+    std::vector<decltype(zero)> bits(static_cast<size_t>(t.numel()));
+    std::memcpy(bits.data(), t.data_ptr(), bits.size() * sizeof(zero));
+    return bits;
+  };
+  const auto narrowing = [=](ScalarType to) {
+    return [=](const std::vector<uint32_t>& in) {
+      return bitsOf(tensorOf(in, ScalarType::Float32).to(dev).to(to).cpu(), uint16_t{0});
+    };
+  };
+  const auto widening = [=](ScalarType from) {
+    return [=](const std::vector<uint16_t>& in) {
+      return bitsOf(tensorOf(in, from).to(dev).to(ScalarType::Float32).cpu(), uint32_t{0});
+    };
+  };
+  float16_test::Float16Conversions c;
+  c.half_from_float = narrowing(ScalarType::Float16);
+  c.bfloat16_from_float = narrowing(ScalarType::BFloat16);
+  c.float_from_half = widening(ScalarType::Float16);
+  c.float_from_bfloat16 = widening(ScalarType::BFloat16);
+  return c;
 }
 
 // A suite on the simulator: one Runtime (the CPU plugin and gpusim) shared

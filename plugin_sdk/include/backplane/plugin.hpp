@@ -4,8 +4,9 @@
 // through plugin_api.h, so a plugin built with any C++17 compiler and any
 // standard library loads into any host of the same ABI major.
 //
-// Requirements: C++17 or later; includes only plugin_api.h and standard
-// headers; nothing here depends on the host's C++ headers.
+// Requirements: C++17 or later; includes only plugin_api.h,
+// float16_conversions.h and standard headers; nothing here depends on the
+// host's C++ headers.
 //
 // Minimum plugin (a device whose memory is host memory, and one kernel):
 //
@@ -89,6 +90,7 @@
 #include <utility>
 #include <vector>
 
+#include "backplane/float16_conversions.h"
 #include "backplane/plugin_api.h"
 
 // Hidden visibility for the SDK's per-plugin state; see Note [Per-plugin state].
@@ -385,97 +387,36 @@ inline std::ostream& operator<<(std::ostream& os, Device d) { return os << d.typ
 
 // IEEE binary16. Conversion from float rounds to nearest even; NaN stays
 // NaN (quieted, sign and top payload bits kept); overflow gives infinity.
+// The conversions are backplane/float16_conversions.h's, the same as the
+// host's and the GPU kernels' (Note [16-bit float conversions]).
 struct Half {
   uint16_t bits = 0;
 
   Half() = default;
-  explicit Half(float f) noexcept : bits(fromFloat(f)) {}
+  explicit Half(float f) noexcept : bits(halfBitsFromFloat(f)) {}
   static constexpr Half fromBits(uint16_t b) noexcept {
     Half h;
     h.bits = b;
     return h;
   }
-  operator float() const noexcept { return toFloat(bits); }
-
- private:
-  static uint16_t fromFloat(float f) noexcept {
-    uint32_t x;
-    std::memcpy(&x, &f, sizeof x);
-    const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
-    x &= 0x7fffffffu;
-    if (x > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u | ((x >> 13) & 0x3ffu));  // NaN
-    if (x >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 65520 rounds to infinity
-    if (x >= 0x38800000u) {  // normal half (>= 2^-14): rebias, round the 13 dropped bits to nearest even
-      x += 0xc8000000u + 0xfffu + ((x >> 13) & 1u);
-      return static_cast<uint16_t>(sign | (x >> 13));
-    }
-    // Subnormal half or zero: value = m * 2^(e-150); in units of 2^-24 that
-    // is m >> (126 - e), rounded to nearest even.
-    const uint32_t e = x >> 23;
-    if (e < 102) return sign;  // < 2^-25: rounds to zero (also float subnormals)
-    const uint32_t m = (x & 0x7fffffu) | 0x800000u;
-    const uint32_t shift = 126 - e;  // 14..24
-    uint32_t q = m >> shift;
-    const uint32_t rem = m & ((1u << shift) - 1);
-    const uint32_t halfway = 1u << (shift - 1);
-    if (rem > halfway || (rem == halfway && (q & 1u))) ++q;
-    return static_cast<uint16_t>(sign | q);
-  }
-  static float toFloat(uint16_t h) noexcept {
-    const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-    uint32_t e = (h >> 10) & 0x1fu;
-    uint32_t m = h & 0x3ffu;
-    uint32_t x;
-    if (e == 0x1f) {
-      x = sign | 0x7f800000u | (m << 13);  // inf / NaN with payload
-    } else if (e == 0) {
-      if (m == 0) {
-        x = sign;
-      } else {  // subnormal: normalize
-        int32_t exp = 1;
-        while ((m & 0x400u) == 0) {
-          m <<= 1;
-          --exp;
-        }
-        m &= 0x3ffu;
-        x = sign | (static_cast<uint32_t>(exp + 112) << 23) | (m << 13);
-      }
-    } else {
-      x = sign | ((e + 112) << 23) | (m << 13);
-    }
-    float f;
-    std::memcpy(&f, &x, sizeof f);
-    return f;
-  }
+  // Exact; a signalling NaN comes back quiet.
+  operator float() const noexcept { return floatFromHalfBits(bits); }
 };
 
 // bfloat16 (the top half of a float32). Conversion from float rounds to
 // nearest even; NaN stays NaN (quieted, sign and top payload bits kept).
+// Conversion to float is exact (Note [16-bit float conversions]).
 struct BFloat16 {
   uint16_t bits = 0;
 
   BFloat16() = default;
-  explicit BFloat16(float f) noexcept : bits(fromFloat(f)) {}
+  explicit BFloat16(float f) noexcept : bits(bfloat16BitsFromFloat(f)) {}
   static constexpr BFloat16 fromBits(uint16_t b) noexcept {
     BFloat16 h;
     h.bits = b;
     return h;
   }
-  operator float() const noexcept {
-    uint32_t x = static_cast<uint32_t>(bits) << 16;
-    float f;
-    std::memcpy(&f, &x, sizeof f);
-    return f;
-  }
-
- private:
-  static uint16_t fromFloat(float f) noexcept {
-    uint32_t x;
-    std::memcpy(&x, &f, sizeof x);
-    if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x0040u);  // NaN
-    x += 0x7fffu + ((x >> 16) & 1u);
-    return static_cast<uint16_t>(x >> 16);
-  }
+  operator float() const noexcept { return floatFromBFloat16Bits(bits); }
 };
 
 static_assert(sizeof(Half) == 2 && sizeof(BFloat16) == 2, "Half and BFloat16 must be 16 bits");

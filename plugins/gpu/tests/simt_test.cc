@@ -10,11 +10,13 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstring>
 #include <numeric>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "float16_test_cases.h"  // plugin_sdk/tests
 #include "gpu_port.h"
 
 #if defined(BP_GPU_SIM_ASAN)  // sim/simt.h, through gpu_port.h
@@ -273,17 +275,75 @@ TEST(SimStreams, AKernelErrorSurfacesFromTheCallThatRunsIt) {
   EXPECT_EQ(gpuStreamDestroy(s), gpuSuccess);
 }
 
-TEST(Simt, HalfAndBFloat16RoundLikeTheSdk) {
-  const float values[] = {0.0f,  -0.0f,    1.0f,     3.14159f, 65504.0f,           65520.0f,
-                          1e-7f, 5.96e-8f, -2.5e-5f, 1e30f,    __builtin_nanf(""), __builtin_inff()};
-  for (float v : values) {
-    EXPECT_EQ(bp_gpu::fromFloat<bp_gpu::Half>(v).bits, bp::Half(v).bits) << v;
-    EXPECT_EQ(bp_gpu::fromFloat<bp_gpu::BFloat16>(v).bits, bp::BFloat16(v).bits) << v;
-    const bp::Half h(v);
-    const float back = bp_gpu::toFloat(bp_gpu::Half{h.bits});
-    if (v == v) {
-      EXPECT_EQ(back, static_cast<float>(h)) << v;
-    }
+// The 16-bit conversions in kernels: out[i] = fromFloat<T>(in[i]) and
+// out[i] = toFloat(in[i]), as the plugins' cast and elementwise kernels do.
+template <class T>
+__global__ void fromFloatKernel(const float* in, T* out, int n) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) out[i] = bp_gpu::fromFloat<T>(in[i]);
+}
+template <class T>
+__global__ void toFloatKernel(const T* in, float* out, int n) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) out[i] = bp_gpu::toFloat(in[i]);
+}
+
+// Runs fromFloatKernel<T> over float bit patterns; the 16-bit results' bits.
+template <class T>
+std::vector<uint16_t> fromFloatOnTheSimulator(const std::vector<uint32_t>& float_bits) {
+  const int n = static_cast<int>(float_bits.size());
+  std::vector<float> in(float_bits.size());
+  std::memcpy(in.data(), float_bits.data(), in.size() * sizeof(float));
+  std::vector<T> out(in.size(), T{0xdead});
+  bp_gpu::launch(&fromFloatKernel<T>, (n + 255) / 256, 256, 0, nullptr, in.data(), out.data(), n);
+  std::vector<uint16_t> bits;
+  for (T v : out) bits.push_back(v.bits);
+  return bits;
+}
+template <class T>
+std::vector<uint32_t> toFloatOnTheSimulator(const std::vector<uint16_t>& bits) {
+  const int n = static_cast<int>(bits.size());
+  std::vector<T> in;
+  for (uint16_t b : bits) in.push_back(T{b});
+  std::vector<float> out(in.size(), -1.0f);
+  bp_gpu::launch(&toFloatKernel<T>, (n + 255) / 256, 256, 0, nullptr, in.data(), out.data(), n);
+  std::vector<uint32_t> float_bits(out.size());
+  std::memcpy(float_bits.data(), out.data(), out.size() * sizeof(float));
+  return float_bits;
+}
+
+TEST(Simt, HalfAndBFloat16InKernelsFollowTheRuleEveryLayerShares) {
+  // The same cases and sweeps as core's and the SDK's types meet (Note
+  // [16-bit float conversions]): what a kernel converts, the host reads back
+  // unchanged.
+  float16_test::Float16Conversions c;
+  c.half_from_float = &fromFloatOnTheSimulator<bp_gpu::Half>;
+  c.bfloat16_from_float = &fromFloatOnTheSimulator<bp_gpu::BFloat16>;
+  c.float_from_half = &toFloatOnTheSimulator<bp_gpu::Half>;
+  c.float_from_bfloat16 = &toFloatOnTheSimulator<bp_gpu::BFloat16>;
+  float16_test::expectFloat16ConversionsFollowTheRule(c);
+}
+
+TEST(Simt, HalfAndBFloat16GiveTheSdkTypesBits) {
+  for (const float16_test::FromFloatCase& k : float16_test::kFromFloatCases) {
+    float f;
+    std::memcpy(&f, &k.float_bits, sizeof f);
+    EXPECT_EQ(bp_gpu::fromFloat<bp_gpu::Half>(f).bits, bp::Half(f).bits) << k.what;
+    EXPECT_EQ(bp_gpu::fromFloat<bp_gpu::BFloat16>(f).bits, bp::BFloat16(f).bits) << k.what;
+  }
+  for (uint32_t b = 0; b <= 0xffff; ++b) {
+    const uint16_t h = static_cast<uint16_t>(b);
+    uint32_t gpu, sdk;
+    float f = bp_gpu::toFloat(bp_gpu::Half{h});
+    std::memcpy(&gpu, &f, sizeof gpu);
+    f = bp::Half::fromBits(h);
+    std::memcpy(&sdk, &f, sizeof sdk);
+    ASSERT_EQ(gpu, sdk) << "float16 " << std::hex << b;
+    f = bp_gpu::toFloat(bp_gpu::BFloat16{h});
+    std::memcpy(&gpu, &f, sizeof gpu);
+    f = bp::BFloat16::fromBits(h);
+    std::memcpy(&sdk, &f, sizeof sdk);
+    ASSERT_EQ(gpu, sdk) << "bfloat16 " << std::hex << b;
   }
 }
 

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "absl/status/statusor.h"
+#include "backplane/float16_conversions.h"
 
 namespace backplane {
 
@@ -43,7 +44,10 @@ namespace detail {
 
 // IEEE 754 binary16. Stored as raw bits so the type is trivially copyable and
 // exactly 2 bytes, which tensor storage relies on. Arithmetic goes through
-// the implicit conversion to float.
+// the implicit conversion to float. The conversions are the SDK's
+// (backplane/float16_conversions.h), shared with plugins and GPU kernels so
+// that every layer gives the same bits; Note [16-bit float conversions]
+// there states the rule.
 struct Half {
   uint16_t bits;
 
@@ -53,15 +57,15 @@ struct Half {
   Half() = default;
 
   // Rounds to nearest, ties to even. Overflow (|f| >= 65520) gives +/-inf and
-  // values below half the smallest subnormal give +/-0. A NaN stays NaN with
-  // its sign and top payload bits and the quiet bit set, matching what the
-  // x86 F16C instruction vcvtps2ph produces.
-  constexpr explicit Half(float f) : bits(fromFloatBits(std::bit_cast<uint32_t>(f))) {}
+  // values at or below half the smallest subnormal give +/-0. A NaN stays NaN
+  // with its sign and top payload bits and the quiet bit set, matching what
+  // the x86 F16C instruction vcvtps2ph produces.
+  constexpr explicit Half(float f) : bits(bp::halfBitsFromFloatBits(std::bit_cast<uint32_t>(f))) {}
 
   // Exact: every binary16 value is representable as a float. A signalling
   // NaN comes back quiet (payload kept), again matching F16C, so vectorised
   // kernels using the hardware instruction agree bit for bit.
-  constexpr operator float() const { return std::bit_cast<float>(toFloatBits(bits)); }
+  constexpr operator float() const { return std::bit_cast<float>(bp::floatBitsFromHalfBits(bits)); }
 
   // Builds a Half from a raw bit pattern. Needed because `Half{0x3c00}` would
   // pick the float constructor and mean 15360.0.
@@ -70,59 +74,10 @@ struct Half {
     h.bits = b;
     return h;
   }
-
- private:
-  static constexpr uint16_t fromFloatBits(uint32_t f) {
-    const uint32_t sign = (f >> 16) & 0x8000u;
-    const uint32_t abs = f & 0x7fffffffu;
-    if (abs > 0x7f800000u) {  // NaN: keep payload top bits, force quiet.
-      return static_cast<uint16_t>(sign | 0x7e00u | ((abs >> 13) & 0x3ffu));
-    }
-    if (abs >= 0x47800000u) {  // >= 65536 (incl. inf): beyond any rounding.
-      return static_cast<uint16_t>(sign | 0x7c00u);
-    }
-    if (abs >= 0x38800000u) {  // >= 2^-14: normal half (or rounds up to inf).
-      // Rebias the exponent (127 -> 15) and drop 13 mantissa bits; a carry
-      // out of the mantissa correctly bumps the exponent, up to inf.
-      uint32_t h = (abs - (112u << 23)) >> 13;
-      const uint32_t rest = abs & 0x1fffu;
-      if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;
-      return static_cast<uint16_t>(sign | h);
-    }
-    // Subnormal half (or zero): the result is round(|f| / 2^-24).
-    const uint32_t exp = abs >> 23;
-    if (exp < 102) return static_cast<uint16_t>(sign);    // < 2^-25: rounds to 0.
-    const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;  // 24-bit significand
-    const uint32_t shift = 126 - exp;                     // 14..24
-    uint32_t h = mant >> shift;
-    const uint32_t rest = mant & ((1u << shift) - 1u);
-    const uint32_t halfway = 1u << (shift - 1);
-    if (rest > halfway || (rest == halfway && (h & 1u))) ++h;  // may reach 0x400
-    return static_cast<uint16_t>(sign | h);
-  }
-
-  static constexpr uint32_t toFloatBits(uint16_t h) {
-    const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-    const uint32_t exp = (h >> 10) & 0x1fu;
-    uint32_t mant = h & 0x3ffu;
-    if (exp == 0x1f) {
-      if (mant == 0) return sign | 0x7f800000u;  // inf
-      return sign | 0x7fc00000u | (mant << 13);  // NaN, quieted
-    }
-    if (exp != 0) return sign | ((exp + 112u) << 23) | (mant << 13);
-    if (mant == 0) return sign;
-    // Subnormal half: normalise, since it is a normal float.
-    uint32_t e = 113;
-    while ((mant & 0x400u) == 0) {
-      mant <<= 1;
-      --e;
-    }
-    return sign | (e << 23) | ((mant & 0x3ffu) << 13);
-  }
 };
 
-// bfloat16: the top 16 bits of an IEEE binary32. Same layout guarantees and
-// conversion semantics as Half.
+// bfloat16: the top 16 bits of an IEEE binary32. Same layout guarantees as
+// Half, and the SDK's conversions (Note [16-bit float conversions]).
 struct BFloat16 {
   uint16_t bits;
 
@@ -131,29 +86,17 @@ struct BFloat16 {
   // Rounds to nearest, ties to even (so overflow near FLT_MAX gives inf). A
   // NaN stays NaN with its sign and top payload bits and the quiet bit set;
   // plain truncation could otherwise turn a NaN into inf.
-  constexpr explicit BFloat16(float f) : bits(fromFloatBits(std::bit_cast<uint32_t>(f))) {}
+  constexpr explicit BFloat16(float f) : bits(bp::bfloat16BitsFromFloatBits(std::bit_cast<uint32_t>(f))) {}
 
-  // Exact: bfloat16 values are a subset of float.
-  constexpr operator float() const {
-    return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
-  }
+  // Exact: bfloat16 values are a subset of float (the bits are shifted, so a
+  // signalling NaN stays signalling).
+  constexpr operator float() const { return std::bit_cast<float>(bp::floatBitsFromBFloat16Bits(bits)); }
 
   // Builds a BFloat16 from a raw bit pattern (see Half::fromBits for why).
   static constexpr BFloat16 fromBits(uint16_t b) {
     BFloat16 v;
     v.bits = b;
     return v;
-  }
-
- private:
-  static constexpr uint16_t fromFloatBits(uint32_t f) {
-    if ((f & 0x7fffffffu) > 0x7f800000u) {
-      return static_cast<uint16_t>((f >> 16) | 0x0040u);
-    }
-    // Adding 0x7fff plus the lowest kept bit rounds ties to even; a carry
-    // ripples into the exponent exactly as rounding up should.
-    const uint32_t bias = 0x7fffu + ((f >> 16) & 1u);
-    return static_cast<uint16_t>((f + bias) >> 16);
   }
 };
 
