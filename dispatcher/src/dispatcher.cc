@@ -484,7 +484,10 @@ void Dispatcher::deregister(uint64_t id) {
   Registration r = it->second;
   registrations_.erase(it);
   auto erase = [](std::vector<const KernelRecord*>& v, const KernelRecord* rec) {
-    v.erase(std::find(v.begin(), v.end(), rec));
+    auto it = std::find(v.begin(), v.end(), rec);
+    BP_INTERNAL_ASSERT(it != v.end(), "registration ", rec->id, " (", rec->debug,
+                       ") is missing from the stack it was added to");
+    v.erase(it);
   };
   switch (r.kind) {
     case RegistrationKind::Def:
