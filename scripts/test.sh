@@ -7,8 +7,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/setup.sh
+# The normal run also checks that the lock annotations hold (clang's
+# -Wthread-safety on the host sources with this build's flags). Sanitizer
+# runs build the same sources and skip it.
+checks=1
+case " $* " in *--sanitize=*) checks=0 ;; esac
 scripts/build.sh "$@"
 dir=$(scripts/build.sh --print-dir "$@")
+[ "$checks" = 1 ] && scripts/check_thread_safety.sh "$dir"
 
 # allocator_may_return_null: the device API checks ask every allocator for
 # 2^60 bytes and expect a clean kResourceExhausted, which needs the null
