@@ -57,8 +57,7 @@ class TestDevice final : public DeviceInterface, private Allocator {
   static void release(void* ctx, void* ptr);
   // The host bytes behind [address, address + n) on `device`; throws Error
   // naming the address when it is not inside one live allocation.
-  uint8_t* resolve(const void* address, size_t n, Device device, const char* what)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  uint8_t* resolve(const void* address, size_t n, Device device, const char* what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   struct Block {
     size_t size;

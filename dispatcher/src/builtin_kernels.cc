@@ -87,7 +87,8 @@ void cpuFallbackKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet
   const Device cpu(DeviceType::CPU);
   const auto& args = schema.arguments();
   const size_t n = args.size();
-  if (stack->size() < n) [[unlikely]] detail::throwBadArgumentCount(op, n, stack->size());
+  if (stack->size() < n) [[unlikely]]
+    detail::throwBadArgumentCount(op, n, stack->size());
   const size_t base = stack->size() - n;
   uint64_t bytes = 0;
   std::optional<Device> target;

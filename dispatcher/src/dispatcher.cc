@@ -246,10 +246,9 @@ Dispatcher::Dispatcher() : plugins_(std::make_unique<PluginRegistry>()) {
     absl::MutexLock lock(&detail::registrationMutex());
     missing_ = newRecord(KernelFunction::makeFromBoxedFunction(&missingKernel), KernelKind::Missing,
                          DispatchKey::Undefined, "");
-    fallthrough_ = newRecord(KernelFunction::makeFallthrough(), KernelKind::Fallthrough,
-                             DispatchKey::Undefined, "");
-    cpu_fallback_ = newRecord(KernelFunction::makeFromBoxedFunction(&cpuFallbackKernel),
-                              KernelKind::CpuFallback, DispatchKey::Undefined, "built-in CPU fallback");
+    fallthrough_ = newRecord(KernelFunction::makeFallthrough(), KernelKind::Fallthrough, DispatchKey::Undefined, "");
+    cpu_fallback_ = newRecord(KernelFunction::makeFromBoxedFunction(&cpuFallbackKernel), KernelKind::CpuFallback,
+                              DispatchKey::Undefined, "built-in CPU fallback");
   }
 
   if (const char* mode = std::getenv("BACKPLANE_FALLBACK")) {

@@ -77,10 +77,10 @@ absl::Status statusFromCurrentException();
 // StrCat(parts...), and says that this is a Backplane bug to report. For
 // invariants Backplane itself maintains, never for checks of what a caller
 // passed in (BP_CHECK). The message parts are only evaluated on failure.
-#define BP_INTERNAL_ASSERT(cond, ...)                                                          \
-  do {                                                                                          \
-    if (!(cond)) [[unlikely]] {                                                                 \
-      ::backplane::detail::throwInternalError(#cond, __FILE__, __LINE__,                        \
+#define BP_INTERNAL_ASSERT(cond, ...)                                                              \
+  do {                                                                                             \
+    if (!(cond)) [[unlikely]] {                                                                    \
+      ::backplane::detail::throwInternalError(#cond, __FILE__, __LINE__,                           \
                                               ::backplane::strCat("" __VA_OPT__(, ) __VA_ARGS__)); \
-    }                                                                                           \
+    }                                                                                              \
   } while (0)

@@ -137,8 +137,7 @@ class OperatorEntry {
 
   // Registration state: only the Dispatcher reads or writes it, under its lock.
   std::string def_debug_ ABSL_GUARDED_BY(detail::registrationMutex());
-  std::array<std::vector<const KernelRecord*>, kNumDispatchKeys> impls_
-      ABSL_GUARDED_BY(detail::registrationMutex());
+  std::array<std::vector<const KernelRecord*>, kNumDispatchKeys> impls_ ABSL_GUARDED_BY(detail::registrationMutex());
   std::vector<const KernelRecord*> composites_ ABSL_GUARDED_BY(detail::registrationMutex());
   std::vector<const KernelRecord*> metas_ ABSL_GUARDED_BY(detail::registrationMutex());  // the newest is meta_
 };
