@@ -13,7 +13,8 @@ packages=(
   libdlpack-dev
   python3               # tests that parse the tool's JSON and JUnit reports
   python3-numpy         # the DLPack interop test (dispatcher/tests/api/dlpack_interop_test.py)
-  clang libc++-dev libc++abi-dev   # building the vendor sample with libc++
+  clang libc++-dev libc++abi-dev   # building the vendor sample with libc++; clang also runs scripts/check_thread_safety.sh
+  clang-format                     # scripts/check_format.sh (git clang-format)
   hipcc libamdhip64-dev            # the HIP plugin (compiles; no AMD GPU needed)
 )
 

@@ -7,8 +7,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/setup.sh
+# The normal run also checks the source: changed lines follow .clang-format
+# (seconds, so before the build), and the lock annotations hold (clang's
+# -Wthread-safety on the host sources with this build's flags, after it).
+# Sanitizer runs build the same sources and skip both.
+checks=1
+case " $* " in *--sanitize=*) checks=0 ;; esac
+[ "$checks" = 1 ] && scripts/check_format.sh
 scripts/build.sh "$@"
 dir=$(scripts/build.sh --print-dir "$@")
+[ "$checks" = 1 ] && scripts/check_thread_safety.sh "$dir"
 
 # allocator_may_return_null: the device API checks ask every allocator for
 # 2^60 bytes and expect a clean kResourceExhausted, which needs the null

@@ -5,6 +5,14 @@
 namespace backplane {
 namespace detail {
 void throwError(absl::StatusCode code, std::string message) { throw Error(code, std::move(message)); }
+
+void throwInternalError(const char* condition, const char* file, int line, std::string message) {
+  throw Error(absl::StatusCode::kInternal,
+              strCat("internal error: ", message.empty() ? "" : message + " ", "(invariant `", condition,
+                     "` failed at ", file, ":", line,
+                     "). This is a Backplane bug, not a problem with your code or data: please report it with "
+                     "this message and how to reproduce it"));
+}
 }  // namespace detail
 
 absl::Status statusFromCurrentException() {

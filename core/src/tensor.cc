@@ -484,7 +484,8 @@ Tensor emptyStridedTensor(IntArrayRef sizes, IntArrayRef strides, ScalarType dty
 
 namespace detail {
 void fillFromHost(const Tensor& dst, const void* src, size_t nbytes) {
-  BP_CHECK(dst.is_contiguous() && dst.nbytes() == nbytes, "fillFromHost: size mismatch");
+  BP_INTERNAL_ASSERT(dst.is_contiguous() && dst.nbytes() == nbytes, "fillFromHost: ", nbytes, " bytes for the ",
+                     dst.nbytes(), "-byte tensor ", dst.str());
   copyBytesBetweenDevices(dst.data_ptr(), dst.device(), src, Device(DeviceType::CPU), nbytes);
 }
 }  // namespace detail

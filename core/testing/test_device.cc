@@ -1,6 +1,7 @@
 #include "test_device.h"
 
 #include <cstring>
+#include <mutex>
 #include <new>
 #include <unordered_map>
 
@@ -13,6 +14,9 @@ constexpr uintptr_t kArenaBase = 0xDEAD000000000000ull;
 constexpr uintptr_t kGuardBytes = 4096;
 }  // namespace
 
+TestDevice::TestDevice(DeviceType type, int device_count)
+    : type_(type), device_count_(device_count), next_address_(kArenaBase + (static_cast<uintptr_t>(type) << 40)) {}
+
 TestDevice& TestDevice::install(const std::string& name, int device_count) {
   static std::mutex mu;
   static std::unordered_map<std::string, TestDevice*>* devices =
@@ -21,7 +25,6 @@ TestDevice& TestDevice::install(const std::string& name, int device_count) {
   if (auto it = devices->find(name); it != devices->end()) return *it->second;
   DeviceType type = valueOrThrow(DeviceTypeRegistry::global().registerType(name));
   auto* dev = new TestDevice(type, device_count);
-  dev->next_address_ = kArenaBase + (static_cast<uintptr_t>(type) << 40);
   throwIfError(DeviceTypeRegistry::global().setInterface(type, dev));
   (*devices)[name] = dev;
   return *dev;
@@ -35,7 +38,7 @@ DataPtr TestDevice::allocate(size_t nbytes, Device device) {
   // (kResourceExhausted), not std::bad_alloc.
   std::unique_ptr<uint8_t[]> bytes(new (std::nothrow) uint8_t[nbytes]());
   if (!bytes) BP_THROW(kResourceExhausted, "test device: cannot allocate ", nbytes, " bytes on ", device.str());
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   uintptr_t address = next_address_;
   next_address_ += (nbytes + kGuardBytes + 255) / 256 * 256;
   blocks_.emplace(address, Block{nbytes, device.index, std::move(bytes)});
@@ -44,7 +47,7 @@ DataPtr TestDevice::allocate(size_t nbytes, Device device) {
 
 void TestDevice::release(void* ctx, void* ptr) {
   auto* self = static_cast<TestDevice*>(ctx);
-  std::lock_guard<std::mutex> lock(self->mu_);
+  absl::MutexLock lock(&self->mu_);
   self->blocks_.erase(reinterpret_cast<uintptr_t>(ptr));
 }
 
@@ -70,14 +73,14 @@ uint8_t* TestDevice::resolve(const void* address, size_t n, Device device, const
 
 void TestDevice::copyHostToDevice(void* dst, Device dst_device, const void* src, size_t n) {
   if (n == 0) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::memcpy(resolve(dst, n, dst_device, "host-to-device copy"), src, n);
   from_host_ += n;
 }
 
 void TestDevice::copyDeviceToHost(void* dst, const void* src, Device src_device, size_t n) {
   if (n == 0) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::memcpy(dst, resolve(src, n, src_device, "device-to-host copy"), n);
   to_host_ += n;
 }
@@ -85,7 +88,7 @@ void TestDevice::copyDeviceToHost(void* dst, const void* src, Device src_device,
 void TestDevice::copyDeviceToDevice(void* dst, Device dst_device, const void* src,
                                     Device src_device, size_t n) {
   if (n == 0) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   uint8_t* d = resolve(dst, n, dst_device, "device-to-device copy (destination)");
   const uint8_t* s = resolve(src, n, src_device, "device-to-device copy (source)");
   std::memmove(d, s, n);
@@ -94,12 +97,12 @@ void TestDevice::copyDeviceToDevice(void* dst, Device dst_device, const void* sr
 
 void TestDevice::memset(void* dst, Device device, uint8_t value, size_t n) {
   if (n == 0) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::memset(resolve(dst, n, device, "memset"), value, n);
 }
 
 size_t TestDevice::liveAllocations() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return blocks_.size();
 }
 

@@ -9,10 +9,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "backplane/core/device_interface.h"
 #include "backplane/core/device_type_registry.h"
 
@@ -51,12 +52,12 @@ class TestDevice final : public DeviceInterface, private Allocator {
   void resetCounters();
 
  private:
-  TestDevice(DeviceType type, int device_count) : type_(type), device_count_(device_count) {}
+  TestDevice(DeviceType type, int device_count);
   DataPtr allocate(size_t nbytes, Device device) override;
   static void release(void* ctx, void* ptr);
   // The host bytes behind [address, address + n) on `device`; throws Error
   // naming the address when it is not inside one live allocation.
-  uint8_t* resolve(const void* address, size_t n, Device device, const char* what);
+  uint8_t* resolve(const void* address, size_t n, Device device, const char* what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   struct Block {
     size_t size;
@@ -65,9 +66,9 @@ class TestDevice final : public DeviceInterface, private Allocator {
   };
   const DeviceType type_;
   const int device_count_;
-  mutable std::mutex mu_;
-  std::map<uintptr_t, Block> blocks_;  // by start address; guarded by mu_
-  uintptr_t next_address_;             // guarded by mu_
+  mutable absl::Mutex mu_;
+  std::map<uintptr_t, Block> blocks_ ABSL_GUARDED_BY(mu_);  // by start address
+  uintptr_t next_address_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> to_host_{0}, from_host_{0}, d2d_{0};
   std::atomic<int32_t> dlpack_device_type_{0};
 };

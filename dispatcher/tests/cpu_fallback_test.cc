@@ -152,5 +152,33 @@ TEST_F(CpuFallbackTest, KernelErrorsPropagateAndNothingLeaks) {
   EXPECT_EQ(dev_->liveAllocations(), live_before_);
 }
 
+// A kernel that breaks the boxed calling convention is reported as an
+// internal error naming the op (no argument of the caller is wrong).
+TEST_F(CpuFallbackTest, KernelsThatBreakTheStackConventionAreInternalErrors) {
+  Library lib("fbs");
+  ASSERT_TRUE(lib.def("drop(Tensor a) -> Tensor").ok());
+  ASSERT_TRUE(lib.impl("drop", DispatchKey::CPU,
+                       KernelFunction::makeFromBoxedFunction(
+                           [](OperatorKernel*, const OperatorHandle&, DispatchKeySet, Stack* s) { s->clear(); }))
+                  .ok());
+  auto drop = op("fbs::drop").typed<Tensor(const Tensor&)>();
+  EXPECT_EQ(drop.kernelKind(key_), KernelKind::CpuFallback);
+  expectError([&] { drop.call(floats({1}, dev())); }, absl::StatusCode::kInternal,
+              {"fbs::drop", "left 0 values on the stack but the schema has 1 returns"});
+
+  // A wrapper above the backends that loses an argument before redispatching.
+  ASSERT_TRUE(lib.impl("fb::add", DispatchKey::User0,
+                       KernelFunction::makeFromBoxedFunction(
+                           [](OperatorKernel*, const OperatorHandle& o, DispatchKeySet ks, Stack* s) {
+                             s->pop_back();
+                             o.redispatchBoxed(ks & DispatchKeySet::below(DispatchKey::User0), *s);
+                           }))
+                  .ok());
+  IncludeDispatchKeyGuard user0(DispatchKey::User0);
+  auto add = op("fb::add").typed<Tensor(const Tensor&, const Tensor&)>();
+  expectError([&] { add.call(floats({1}, dev()), floats({2}, dev())); }, absl::StatusCode::kInternal,
+              {"fb::add", "needs 2 arguments but the stack holds only 1"});
+}
+
 }  // namespace
 }  // namespace backplane

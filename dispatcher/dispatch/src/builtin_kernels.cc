@@ -87,8 +87,8 @@ void cpuFallbackKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet
   const Device cpu(DeviceType::CPU);
   const auto& args = schema.arguments();
   const size_t n = args.size();
-  BP_CHECK(stack->size() >= n, "CPU fallback of ", schema.name().qualifiedName(), ": the stack holds ",
-           stack->size(), " values but the op takes ", n, " arguments");
+  if (stack->size() < n) [[unlikely]]
+    detail::throwBadArgumentCount(op, n, stack->size());
   const size_t base = stack->size() - n;
   uint64_t bytes = 0;
   std::optional<Device> target;
@@ -159,8 +159,8 @@ void cpuFallbackKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet
     bytes += spanBytes(w.original);
   }
   const auto& rets = schema.returns();
-  BP_CHECK(stack->size() >= base + rets.size(), "CPU kernel of ", schema.name().qualifiedName(),
-           " left too few values on the stack");
+  if (stack->size() < base + rets.size()) [[unlikely]]
+    detail::throwBadReturnCount(op, rets.size(), stack->size() - base);
   auto toTarget = [&](Tensor& t, const Argument& ret) {
     if (!t.defined()) return;
     if (ret.alias) {

@@ -231,18 +231,27 @@ KernelFunction KernelFunction::makeFallthrough() {
 
 // ---------------------------------------------------------- Dispatcher
 
+namespace detail {
+absl::Mutex& registrationMutex() {
+  static absl::Mutex* mu = new absl::Mutex();  // never destroyed: see operator_entry.h
+  return *mu;
+}
+}  // namespace detail
+
 Dispatcher& Dispatcher::singleton() {
   static Dispatcher* d = new Dispatcher();  // never destroyed: see header
   return *d;
 }
 
 Dispatcher::Dispatcher() {
-  missing_ = newRecord(KernelFunction::makeFromBoxedFunction(&missingKernel), KernelKind::Missing,
-                       DispatchKey::Undefined, "");
-  fallthrough_ = newRecord(KernelFunction::makeFallthrough(), KernelKind::Fallthrough,
-                           DispatchKey::Undefined, "");
-  cpu_fallback_ = newRecord(KernelFunction::makeFromBoxedFunction(&cpuFallbackKernel),
-                            KernelKind::CpuFallback, DispatchKey::Undefined, "built-in CPU fallback");
+  {
+    absl::MutexLock lock(&detail::registrationMutex());
+    missing_ = newRecord(KernelFunction::makeFromBoxedFunction(&missingKernel), KernelKind::Missing,
+                         DispatchKey::Undefined, "");
+    fallthrough_ = newRecord(KernelFunction::makeFallthrough(), KernelKind::Fallthrough, DispatchKey::Undefined, "");
+    cpu_fallback_ = newRecord(KernelFunction::makeFromBoxedFunction(&cpuFallbackKernel), KernelKind::CpuFallback,
+                              DispatchKey::Undefined, "built-in CPU fallback");
+  }
 
   if (const char* mode = std::getenv("BACKPLANE_FALLBACK")) {
     std::string_view m = mode;
@@ -331,7 +340,7 @@ absl::StatusOr<RegistrationHandle> Dispatcher::registerDef(std::string_view sche
                                                            std::string debug) {
   absl::StatusOr<FunctionSchema> parsed = FunctionSchema::parse(schema_text);
   if (!parsed.ok()) return parsed.status();
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&detail::registrationMutex());
   OperatorEntry& op = entryFor(parsed->name());
   if (op.schema_.load(std::memory_order_relaxed) != nullptr) {
     return absl::AlreadyExistsError(strCat(
@@ -398,7 +407,7 @@ absl::StatusOr<RegistrationHandle> Dispatcher::registerImpl(std::string_view op_
   }
   if (!kernel.isValid())
     return absl::InvalidArgumentError(strCat("cannot register an empty kernel for ", op_name));
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&detail::registrationMutex());
   absl::StatusOr<OperatorEntry*> op = definedEntry(op_name, strCat("register a ", dispatchKeyName(key), " kernel for"));
   if (!op.ok()) return op.status();
   const FunctionSchema& schema = *(*op)->schema_.load(std::memory_order_relaxed);
@@ -414,7 +423,7 @@ absl::StatusOr<RegistrationHandle> Dispatcher::registerComposite(std::string_vie
                                                                  KernelFunction kernel, std::string debug) {
   if (!kernel.isValid() || kernel.isFallthrough())
     return absl::InvalidArgumentError(strCat("a composite kernel for ", op_name, " must be a real kernel"));
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&detail::registrationMutex());
   absl::StatusOr<OperatorEntry*> op = definedEntry(op_name, "register a composite kernel for");
   if (!op.ok()) return op.status();
   const FunctionSchema& schema = *(*op)->schema_.load(std::memory_order_relaxed);
@@ -429,7 +438,7 @@ absl::StatusOr<RegistrationHandle> Dispatcher::registerMeta(std::string_view op_
                                                             std::string debug) {
   if (!kernel.isValid() || kernel.isFallthrough())
     return absl::InvalidArgumentError(strCat("a meta kernel for ", op_name, " must be a real kernel"));
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&detail::registrationMutex());
   absl::StatusOr<OperatorEntry*> op = definedEntry(op_name, "register a meta kernel for");
   if (!op.ok()) return op.status();
   const FunctionSchema& schema = *(*op)->schema_.load(std::memory_order_relaxed);
@@ -456,7 +465,7 @@ absl::StatusOr<RegistrationHandle> Dispatcher::registerFallback(DispatchKey key,
         strCat("cannot register a fallback at key ", dispatchKeyName(key), ": not a backend or functionality key"));
   }
   if (!kernel.isValid()) return absl::InvalidArgumentError("cannot register an empty fallback kernel");
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&detail::registrationMutex());
   KernelKind kind = kernel.isFallthrough() ? KernelKind::Fallthrough : KernelKind::BackendFallback;
   const KernelRecord* r = newRecord(std::move(kernel), kind, key, std::move(debug));
   fallbacks_[static_cast<int>(key)].push_back(r);
@@ -465,13 +474,16 @@ absl::StatusOr<RegistrationHandle> Dispatcher::registerFallback(DispatchKey key,
 }
 
 void Dispatcher::deregister(uint64_t id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&detail::registrationMutex());
   auto it = registrations_.find(id);
   if (it == registrations_.end()) return;
   Registration r = it->second;
   registrations_.erase(it);
   auto erase = [](std::vector<const KernelRecord*>& v, const KernelRecord* rec) {
-    v.erase(std::find(v.begin(), v.end(), rec));
+    auto it = std::find(v.begin(), v.end(), rec);
+    BP_INTERNAL_ASSERT(it != v.end(), "registration ", rec->id, " (", rec->debug,
+                       ") is missing from the stack it was added to");
+    v.erase(it);
   };
   switch (r.kind) {
     case RegistrationKind::Def:
@@ -503,14 +515,14 @@ void Dispatcher::deregister(uint64_t id) {
 std::optional<OperatorHandle> Dispatcher::findOp(std::string_view qualified_name) {
   absl::StatusOr<OperatorName> name = OperatorName::parse(qualified_name);
   if (!name.ok()) return std::nullopt;
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&detail::registrationMutex());
   auto it = ops_.find(name->qualifiedName());
   if (it == ops_.end()) return std::nullopt;
   return OperatorHandle(it->second.get());
 }
 
 OperatorHandle Dispatcher::findOpOrThrow(std::string_view qualified_name) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&detail::registrationMutex());
   absl::StatusOr<OperatorEntry*> op = definedEntry(qualified_name, "find");
   throwIfError(op.status());
   return OperatorHandle(*op);
@@ -519,7 +531,7 @@ OperatorHandle Dispatcher::findOpOrThrow(std::string_view qualified_name) {
 std::vector<OperatorHandle> Dispatcher::definedOperators() {
   std::vector<OperatorHandle> out;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&detail::registrationMutex());
     for (auto& [name, op] : ops_)
       if (op->schema()) out.push_back(OperatorHandle(op.get()));
   }
@@ -530,7 +542,7 @@ std::vector<OperatorHandle> Dispatcher::definedOperators() {
 }
 
 absl::Status Dispatcher::checkInvariants() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&detail::registrationMutex());
   for (auto& [name, op] : ops_) {
     uint64_t dispatchable = 0;
     for (int k = 0; k < kNumDispatchKeys; ++k) {

@@ -21,13 +21,13 @@ CallTracker::CallTracker() {
 
 CallTracker::Registration::Registration() {
   CallTracker& t = instance();
-  std::lock_guard<std::mutex> lock(t.mu_);
+  absl::MutexLock lock(&t.mu_);
   t.threads_.push_back(&depths);
 }
 
 CallTracker::Registration::~Registration() {
   CallTracker& t = instance();
-  std::lock_guard<std::mutex> lock(t.mu_);
+  absl::MutexLock lock(&t.mu_);
   t.threads_.erase(std::find(t.threads_.begin(), t.threads_.end(), &depths));
   detail::tls_depths = nullptr;
 }
@@ -46,7 +46,7 @@ void CallTracker::heavyFence() {
 
 bool CallTracker::anyInside(int slot) {
   heavyFence();
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   for (ThreadCallDepths* d : threads_)
     if (d->depth[slot].load(std::memory_order_seq_cst) != 0) return true;
   return false;

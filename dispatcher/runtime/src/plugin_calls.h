@@ -19,8 +19,10 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
-#include <mutex>
 #include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 namespace backplane::plugin_detail {
 
@@ -60,8 +62,8 @@ class CallTracker {
   ThreadCallDepths& registerThisThread();
   CallTracker();
   void heavyFence();
-  std::mutex mu_;
-  std::vector<ThreadCallDepths*> threads_;  // guarded by mu_
+  absl::Mutex mu_;
+  std::vector<ThreadCallDepths*> threads_ ABSL_GUARDED_BY(mu_);
   bool membarrier_ok_ = false;
 };
 

@@ -247,7 +247,8 @@ void pluginBoxed(OperatorKernel* functor, const OperatorHandle& op, DispatchKeyS
   const auto& k = *static_cast<PluginKernel*>(functor);
   const FunctionSchema& s = op.schema();
   const size_t n = s.arguments().size(), m = s.returns().size();
-  BP_CHECK(stack->size() >= n, k.context, ": the stack holds ", stack->size(), " values, the op takes ", n);
+  if (stack->size() < n) [[unlikely]]
+    ::backplane::detail::throwBadArgumentCount(op, n, stack->size());
   Scratch scratch;
   absl::InlinedVector<BP_Value, 8> in;
   for (size_t i = stack->size() - n; i < stack->size(); ++i) in.push_back(toValue((*stack)[i], scratch));

@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "backplane/core/device_type_registry.h"
 #include "backplane/core/str_cat.h"
 #include "backplane/dispatcher/builtin_kernels.h"
@@ -37,20 +39,20 @@ void fillHostApiCommon(BP_HostApi& api);
 // Records of plugins are never freed: kernels retired from the dispatch
 // table may still point at them (Note [Lock-free dispatch]).
 struct PluginRegistry::Impl {
-  std::mutex load_mu;
-  mutable std::mutex mu;
-  std::vector<LoadedPlugin*> all;                                  // guarded by mu; attempts too
-  std::map<std::pair<OperatorEntry*, DispatchKey>, LoadedPlugin*> impl_owner;  // guarded by mu
-  std::map<int, LoadedPlugin*> device_type_owner;                  // guarded by mu
-  std::vector<bool> slot_used = std::vector<bool>(plugin_detail::kMaxPluginSlots, false);  // guarded by mu
+  absl::Mutex load_mu ABSL_ACQUIRED_BEFORE(mu);
+  mutable absl::Mutex mu;
+  std::vector<LoadedPlugin*> all ABSL_GUARDED_BY(mu);  // attempts too
+  std::map<std::pair<OperatorEntry*, DispatchKey>, LoadedPlugin*> impl_owner ABSL_GUARDED_BY(mu);
+  std::map<int, LoadedPlugin*> device_type_owner ABSL_GUARDED_BY(mu);
+  std::vector<bool> slot_used ABSL_GUARDED_BY(mu) = std::vector<bool>(plugin_detail::kMaxPluginSlots, false);
 
-  LoadedPlugin* findLoaded(std::string_view name) const {
+  LoadedPlugin* findLoaded(std::string_view name) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     for (LoadedPlugin* p : all)
       if (p->status.loaded && p->status.name == name) return p;
     return nullptr;
   }
-  PluginStatus snapshot(const LoadedPlugin& p) const;
-  void rollback(LoadedPlugin& p);
+  PluginStatus snapshot(const LoadedPlugin& p) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void rollback(LoadedPlugin& p) ABSL_LOCKS_EXCLUDED(mu);
 };
 
 struct PluginRegistryAccess {
@@ -130,7 +132,7 @@ BP_Error* hostRegisterDeviceType(BP_Plugin* plugin, const BP_DeviceTypeDesc* raw
   } else {
     absl::StatusOr<DeviceType> t = reg.registerType(name);
     if (!t.ok()) {
-      std::lock_guard<std::mutex> lock(impl.mu);
+      absl::MutexLock lock(&impl.mu);
       std::string owner;
       if (existing) {
         if (auto it = impl.device_type_owner.find(static_cast<int>(*existing)); it != impl.device_type_owner.end())
@@ -145,7 +147,7 @@ BP_Error* hostRegisterDeviceType(BP_Plugin* plugin, const BP_DeviceTypeDesc* raw
   auto* dev = new PluginDeviceInterface(&p, *desc, type);  // never freed: see Note [Plugin registry state]
   if (absl::Status s = reg.setInterface(type, dev); !s.ok()) {
     if (dynamic) (void)reg.unregisterType(type);
-    std::lock_guard<std::mutex> lock(impl.mu);
+    absl::MutexLock lock(&impl.mu);
     std::string owner;
     if (auto it = impl.device_type_owner.find(static_cast<int>(type)); it != impl.device_type_owner.end())
       owner = strCat(" (claimed by plugin '", it->second->status.name, "')");
@@ -153,7 +155,7 @@ BP_Error* hostRegisterDeviceType(BP_Plugin* plugin, const BP_DeviceTypeDesc* raw
                                                    "': ", s.message(), owner)));
   }
   {
-    std::lock_guard<std::mutex> lock(impl.mu);
+    absl::MutexLock lock(&impl.mu);
     impl.device_type_owner[static_cast<int>(type)] = &p;
     p.devices.push_back(dev);
   }
@@ -219,7 +221,7 @@ BP_Error* registerKernel(BP_Plugin* plugin, const char* op_name, int32_t device_
   }
   auto& impl = registryImpl();
   {
-    std::lock_guard<std::mutex> lock(impl.mu);
+    absl::MutexLock lock(&impl.mu);
     auto it = impl.impl_owner.find({&op->entry(), key});
     if (it != impl.impl_owner.end() && it->second != &p) {
       return toError(absl::AlreadyExistsError(strCat(
@@ -233,7 +235,7 @@ BP_Error* registerKernel(BP_Plugin* plugin, const char* op_name, int32_t device_
   if (!handle.ok()) return toError(handle.status());
   p.handles.push_back(*std::move(handle));
   ++p.status.kernels;
-  std::lock_guard<std::mutex> lock(impl.mu);
+  absl::MutexLock lock(&impl.mu);
   impl.impl_owner[{&op->entry(), key}] = &p;
   p.owned_impls.push_back({&op->entry(), key});
   return nullptr;
@@ -317,7 +319,7 @@ void finishSnapshot(PluginStatus& s) {
 void PluginRegistry::Impl::rollback(LoadedPlugin& p) {
   p.handles.clear();  // newest last; order does not matter for distinct registrations
   auto& reg = DeviceTypeRegistry::global();
-  std::lock_guard<std::mutex> lock(mu);
+  absl::MutexLock lock(&mu);
   for (auto& key : p.owned_impls) impl_owner.erase(key);
   p.owned_impls.clear();
   for (PluginDeviceInterface* d : p.devices) {
@@ -330,14 +332,14 @@ void PluginRegistry::Impl::rollback(LoadedPlugin& p) {
 }
 
 absl::StatusOr<PluginStatus> PluginRegistry::load(const std::string& path) {
-  std::lock_guard<std::mutex> load_lock(impl_->load_mu);
+  absl::MutexLock load_lock(&impl_->load_mu);
   namespace fs = std::filesystem;
   auto* p = new LoadedPlugin();  // kept for the life of the process
   p->status.path = path;
   auto fail = [&](absl::Status s) -> absl::Status {
     p->status.error = std::string(s.message());
     p->status.loaded = false;
-    std::lock_guard<std::mutex> lock(impl_->mu);
+    absl::MutexLock lock(&impl_->mu);
     impl_->all.push_back(p);
     return s;
   };
@@ -348,7 +350,7 @@ absl::StatusOr<PluginStatus> PluginRegistry::load(const std::string& path) {
   p->status.path = canonical.string();
   std::optional<PluginStatus> already;
   {
-    std::lock_guard<std::mutex> lock(impl_->mu);
+    absl::MutexLock lock(&impl_->mu);
     for (LoadedPlugin* q : impl_->all)
       if (q->status.loaded && fs::equivalent(q->status.path, canonical, ec)) already = impl_->snapshot(*q);
   }
@@ -420,7 +422,7 @@ absl::StatusOr<PluginStatus> PluginRegistry::load(const std::string& path) {
                                                   "': its name must be lowercase letters, digits and '_'")));
   }
   {
-    std::lock_guard<std::mutex> lock(impl_->mu);
+    absl::MutexLock lock(&impl_->mu);
     if (LoadedPlugin* other = impl_->findLoaded(p->status.name)) {
       p->status.error = strCat("a plugin named '", p->status.name, "' is already loaded from ", other->status.path);
       impl_->all.push_back(p);
@@ -466,7 +468,7 @@ absl::StatusOr<PluginStatus> PluginRegistry::load(const std::string& path) {
   p->status.error.clear();
   PluginStatus status;
   {
-    std::lock_guard<std::mutex> lock(impl_->mu);
+    absl::MutexLock lock(&impl_->mu);
     impl_->all.push_back(p);
     status = impl_->snapshot(*p);
   }
@@ -526,10 +528,10 @@ std::vector<PluginStatus> PluginRegistry::loadAll() {
 }
 
 absl::Status PluginRegistry::unload(std::string_view name) {
-  std::lock_guard<std::mutex> load_lock(impl_->load_mu);
+  absl::MutexLock load_lock(&impl_->load_mu);
   LoadedPlugin* p;
   {
-    std::lock_guard<std::mutex> lock(impl_->mu);
+    absl::MutexLock lock(&impl_->mu);
     p = impl_->findLoaded(name);
     if (!p) {
       std::string loaded;
@@ -569,7 +571,7 @@ absl::Status PluginRegistry::unload(std::string_view name) {
   {
     // From here on, status readers see the plugin as gone, never as loaded
     // with its registrations half removed.
-    std::lock_guard<std::mutex> lock(impl_->mu);
+    absl::MutexLock lock(&impl_->mu);
     p->status.loaded = false;
     p->status.error = "unloaded";
   }
@@ -588,7 +590,7 @@ absl::Status PluginRegistry::unload(std::string_view name) {
 std::vector<PluginStatus> PluginRegistry::plugins() const {
   std::vector<PluginStatus> out;
   {
-    std::lock_guard<std::mutex> lock(impl_->mu);
+    absl::MutexLock lock(&impl_->mu);
     for (LoadedPlugin* p : impl_->all) out.push_back(impl_->snapshot(*p));
   }
   for (PluginStatus& s : out) finishSnapshot(s);

@@ -40,13 +40,14 @@
 #include <cstdio>
 #include <exception>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
 #include "backplane/core/device_type_registry.h"
 #include "backplane/core/error.h"
 #include "backplane/core/transfers.h"
@@ -67,9 +68,9 @@ using Rows = absl::flat_hash_map<RowKey, OpStats>;
 struct ThreadRecords {
   explicit ThreadRecords(bool synchronize) : synchronize_device(synchronize) {}
   const bool synchronize_device;  // ProfilerOptions::synchronize_device
-  std::mutex mu;
-  bool closed = false;  // guarded by mu; set by stop(), after which calls are dropped
-  Rows rows;            // guarded by mu
+  absl::Mutex mu;
+  bool closed ABSL_GUARDED_BY(mu) = false;  // set by stop(), after which calls are dropped
+  Rows rows ABSL_GUARDED_BY(mu);
 };
 
 }  // namespace
@@ -81,9 +82,9 @@ struct ProfilerSession {
   ProfilerOptions options;
   Clock::time_point start;
 
-  std::mutex mu;
-  std::optional<Clock::time_point> stopped;             // guarded by mu
-  std::vector<std::shared_ptr<ThreadRecords>> threads;  // guarded by mu
+  absl::Mutex mu;
+  std::optional<Clock::time_point> stopped ABSL_GUARDED_BY(mu);
+  std::vector<std::shared_ptr<ThreadRecords>> threads ABSL_GUARDED_BY(mu);
 };
 }  // namespace detail
 
@@ -93,10 +94,10 @@ namespace {
 // (0 when none) so that a call can check it without the lock. Never
 // destroyed: threads may still run ops during static destruction.
 struct ActiveSession {
-  std::mutex mu;  // taken before any ProfilerSession::mu
-  std::shared_ptr<detail::ProfilerSession> session;  // guarded by mu
+  absl::Mutex mu;  // taken before any ProfilerSession::mu
+  std::shared_ptr<detail::ProfilerSession> session ABSL_GUARDED_BY(mu);
   std::atomic<uint64_t> id{0};
-  uint64_t next_id = 1;  // guarded by mu
+  uint64_t next_id ABSL_GUARDED_BY(mu) = 1;
 };
 
 ActiveSession& activeSession() {
@@ -171,17 +172,17 @@ std::shared_ptr<ThreadRecords> recordsFor(ThreadState& thread, uint64_t id) {
   thread.records.reset();
   if (id == 0) return nullptr;
   ActiveSession& active = activeSession();
-  std::lock_guard<std::mutex> lock(active.mu);
+  absl::MutexLock lock(&active.mu);
   if (!active.session || active.session->id != id) return nullptr;
   thread.records = std::make_shared<ThreadRecords>(active.session->options.synchronize_device);
-  std::lock_guard<std::mutex> session_lock(active.session->mu);
+  absl::MutexLock session_lock(&active.session->mu);
   active.session->threads.push_back(thread.records);
   return thread.records;
 }
 
 void addCall(ThreadRecords& records, const OperatorEntry& op, DispatchKey backend, KernelKind kind,
              const CallCost& cost, bool failed) {
-  std::lock_guard<std::mutex> lock(records.mu);
+  absl::MutexLock lock(&records.mu);
   if (records.closed) return;
   OpStats& row = records.rows[RowKey(&op, backend)];
   row.backend = backend;
@@ -306,7 +307,7 @@ static void profilingKernel(OperatorKernel*, const OperatorHandle& op, DispatchK
 Profiler::Profiler(ProfilerOptions options) : session_(std::make_shared<detail::ProfilerSession>()) {
   session_->options = options;
   ActiveSession& active = activeSession();
-  std::lock_guard<std::mutex> lock(active.mu);
+  absl::MutexLock lock(&active.mu);
   if (active.session) {
     BP_THROW(kFailedPrecondition,
              "cannot start a Profiler: another Profiler is already recording, and profilers do not nest. "
@@ -333,22 +334,22 @@ Profiler::~Profiler() { stop(); }
 void Profiler::stop() {
   ActiveSession& active = activeSession();
   {
-    std::lock_guard<std::mutex> lock(active.mu);
+    absl::MutexLock lock(&active.mu);
     if (active.session != session_) return;  // already stopped
     Dispatcher::singleton().setProfiling(false);
     active.id.store(0, std::memory_order_release);
     active.session.reset();
   }
-  std::lock_guard<std::mutex> lock(session_->mu);
+  absl::MutexLock lock(&session_->mu);
   session_->stopped = Clock::now();
   for (const auto& records : session_->threads) {
-    std::lock_guard<std::mutex> records_lock(records->mu);
+    absl::MutexLock records_lock(&records->mu);
     records->closed = true;
   }
 }
 
 bool Profiler::recording() const {
-  std::lock_guard<std::mutex> lock(session_->mu);
+  absl::MutexLock lock(&session_->mu);
   return !session_->stopped.has_value();
 }
 
@@ -356,10 +357,10 @@ OpReport Profiler::report() const {
   OpReport report;
   Rows merged;
   {
-    std::lock_guard<std::mutex> lock(session_->mu);
+    absl::MutexLock lock(&session_->mu);
     report.wall_time = session_->stopped.value_or(Clock::now()) - session_->start;
     for (const auto& records : session_->threads) {
-      std::lock_guard<std::mutex> records_lock(records->mu);
+      absl::MutexLock records_lock(&records->mu);
       for (const auto& [key, row] : records->rows) mergeInto(merged[key], row);
     }
   }

@@ -5,8 +5,10 @@
 // A DeviceType is a small integer. 0..2 are built in (cpu, cuda, hip); the
 // rest are handed out by the DeviceTypeRegistry to names registered while the
 // process runs (a vendor plugin's "toyaccel", the in-tree test device). The
-// dispatcher maps device type t to backend dispatch key slot t, so the number
-// of device types is bounded by kMaxDeviceTypes. A name keeps its number for
+// dispatcher maps device type t to backend dispatch key slot 1 + t (slot 0 is
+// DispatchKey::Undefined; backendKey() in dispatch_key.h, whose layout is
+// static_assert'ed there), so the number of device types is bounded by
+// kMaxDeviceTypes. A name keeps its number for
 // the life of the process, even across unregister/register (a plugin
 // unloaded and loaded again gets the same type back).
 

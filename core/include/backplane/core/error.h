@@ -34,6 +34,8 @@ class Error : public std::exception {
 
 namespace detail {
 [[noreturn]] void throwError(absl::StatusCode code, std::string message);
+// Throws Error(kInternal) for a broken invariant (BP_INTERNAL_ASSERT).
+[[noreturn]] void throwInternalError(const char* condition, const char* file, int line, std::string message);
 }  // namespace detail
 
 // Throws Error(status) unless status is OK.
@@ -55,7 +57,9 @@ absl::Status statusFromCurrentException();
 }  // namespace backplane
 
 // BP_CHECK(cond, parts...): throws Error(kInvalidArgument, StrCat(parts...))
-// when cond is false. The message parts are only evaluated on failure.
+// when cond is false. The message parts are only evaluated on failure. For
+// what the caller passed in; a condition only a bug in Backplane can break
+// is a BP_INTERNAL_ASSERT.
 #define BP_CHECK(cond, ...)                                                     \
   do {                                                                          \
     if (!(cond)) [[unlikely]] {                                                 \
@@ -67,3 +71,16 @@ absl::Status statusFromCurrentException();
 // BP_THROW(code, parts...): throws Error(absl::StatusCode::code, ...).
 #define BP_THROW(code, ...) \
   ::backplane::detail::throwError(::absl::StatusCode::code, ::backplane::strCat(__VA_ARGS__))
+
+// BP_INTERNAL_ASSERT(cond, parts...): throws Error(kInternal) when cond is
+// false, with a message that names the condition, the file and line and
+// StrCat(parts...), and says that this is a Backplane bug to report. For
+// invariants Backplane itself maintains, never for checks of what a caller
+// passed in (BP_CHECK). The message parts are only evaluated on failure.
+#define BP_INTERNAL_ASSERT(cond, ...)                                                              \
+  do {                                                                                             \
+    if (!(cond)) [[unlikely]] {                                                                    \
+      ::backplane::detail::throwInternalError(#cond, __FILE__, __LINE__,                           \
+                                              ::backplane::strCat("" __VA_OPT__(, ) __VA_ARGS__)); \
+    }                                                                                              \
+  } while (0)

@@ -54,6 +54,29 @@ constexpr bool isFunctionalityKey(DispatchKey k) {
   return k >= DispatchKey::Tracing && k <= DispatchKey::Profiling;
 }
 
+// The layout of Note [Dispatch keys], checked by the compiler.
+static_assert(backendKey(DeviceType::CPU) == DispatchKey::CPU && backendKey(DeviceType::CUDA) == DispatchKey::CUDA &&
+                  backendKey(DeviceType::HIP) == DispatchKey::HIP,
+              "the backend key of device type t is 1 + t");
+static_assert(backendKey(static_cast<DeviceType>(kNumBuiltinDeviceTypes)) == DispatchKey::FirstDynamicBackend,
+              "dynamic backends start right after the built-in ones");
+static_assert(backendKey(static_cast<DeviceType>(kMaxDeviceTypes - 1)) == DispatchKey::LastBackend,
+              "every device type has a backend key, the last one included");
+static_assert(deviceTypeOf(backendKey(static_cast<DeviceType>(kMaxDeviceTypes - 1))) ==
+                  static_cast<DeviceType>(kMaxDeviceTypes - 1),
+              "deviceTypeOf inverts backendKey");
+static_assert(static_cast<int>(DispatchKey::LastBackend) - static_cast<int>(DispatchKey::FirstDynamicBackend) + 1 >= 8,
+              "room for at least eight dynamic backends");
+static_assert(DispatchKey::LastBackend < DispatchKey::Tracing,
+              "functionality keys sit above every backend, so that they wrap all of them");
+static_assert(DispatchKey::Tracing < DispatchKey::User0 && DispatchKey::User0 < DispatchKey::User1 &&
+                  DispatchKey::User1 < DispatchKey::User2 && DispatchKey::User2 < DispatchKey::User3 &&
+                  DispatchKey::User3 < DispatchKey::Profiling,
+              "functionality keys in priority order; Profiling is the highest and times every other wrapper");
+static_assert(!isBackendKey(DispatchKey::Undefined) && !isFunctionalityKey(DispatchKey::Undefined) &&
+                  !isBackendKey(DispatchKey::Tracing) && !isFunctionalityKey(DispatchKey::LastBackend),
+              "backend and functionality keys are disjoint");
+
 // "CPU", "CUDA", "HIP", the device type name for dynamic backends
 // ("testdev"), "Tracing", "User0".."User3", "Profiling".
 std::string dispatchKeyName(DispatchKey k);
@@ -104,6 +127,14 @@ class DispatchKeySet {
   uint64_t bits_ = 0;
 };
 std::ostream& operator<<(std::ostream& os, DispatchKeySet ks);
+
+static_assert(static_cast<int>(DispatchKey::Profiling) < kNumDispatchKeys && kNumDispatchKeys == 64,
+              "every key is one bit of a 64-bit DispatchKeySet");
+static_assert(DispatchKeySet::allBackends().has(DispatchKey::CPU) &&
+                  DispatchKeySet::allBackends().has(DispatchKey::LastBackend) &&
+                  !DispatchKeySet::allBackends().has(DispatchKey::Undefined) &&
+                  !DispatchKeySet::allBackends().has(DispatchKey::Tracing),
+              "allBackends() is exactly CPU..LastBackend");
 
 // Note [Thread-local dispatch keys]
 // Each thread carries keys to add to (included) and remove from (excluded)

@@ -6,12 +6,12 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -253,22 +253,29 @@ class Dispatcher {
     const FunctionSchema* schema;  // Def
   };
 
-  OperatorEntry& entryFor(const OperatorName& name);  // creates; needs mu_
-  absl::StatusOr<OperatorEntry*> definedEntry(std::string_view op, std::string_view action);
-  const KernelRecord* newRecord(KernelFunction kernel, KernelKind kind, DispatchKey key, std::string debug);
-  const KernelRecord* computeSlot(const OperatorEntry& op, DispatchKey key) const;
-  void updateTable(OperatorEntry& op);
-  RegistrationHandle addRegistration(Registration r);
+  // The helpers below run under the registration lock,
+  // detail::registrationMutex() (operator_entry.h).
+  OperatorEntry& entryFor(const OperatorName& name)  // creates
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(detail::registrationMutex());
+  absl::StatusOr<OperatorEntry*> definedEntry(std::string_view op, std::string_view action)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(detail::registrationMutex());
+  const KernelRecord* newRecord(KernelFunction kernel, KernelKind kind, DispatchKey key, std::string debug)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(detail::registrationMutex());
+  const KernelRecord* computeSlot(const OperatorEntry& op, DispatchKey key) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(detail::registrationMutex());
+  void updateTable(OperatorEntry& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(detail::registrationMutex());
+  RegistrationHandle addRegistration(Registration r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(detail::registrationMutex());
 
-  mutable std::mutex mu_;
-  absl::flat_hash_map<std::string, std::unique_ptr<OperatorEntry>> ops_;   // guarded by mu_
-  std::array<std::vector<const KernelRecord*>, kNumDispatchKeys> fallbacks_;  // guarded by mu_
-  absl::flat_hash_map<uint64_t, Registration> registrations_;            // guarded by mu_
+  absl::flat_hash_map<std::string, std::unique_ptr<OperatorEntry>> ops_ ABSL_GUARDED_BY(detail::registrationMutex());
+  std::array<std::vector<const KernelRecord*>, kNumDispatchKeys> fallbacks_
+      ABSL_GUARDED_BY(detail::registrationMutex());
+  absl::flat_hash_map<uint64_t, Registration> registrations_ ABSL_GUARDED_BY(detail::registrationMutex());
   // Every record and schema ever made, retired ones included (Note
   // [Lock-free dispatch]).
-  std::deque<std::unique_ptr<KernelRecord>> records_;                     // guarded by mu_
-  std::deque<std::unique_ptr<FunctionSchema>> schemas_;                   // guarded by mu_
-  uint64_t next_id_ = 1;                                                  // guarded by mu_
+  std::deque<std::unique_ptr<KernelRecord>> records_ ABSL_GUARDED_BY(detail::registrationMutex());
+  std::deque<std::unique_ptr<FunctionSchema>> schemas_ ABSL_GUARDED_BY(detail::registrationMutex());
+  uint64_t next_id_ ABSL_GUARDED_BY(detail::registrationMutex()) = 1;
+  // Set once by the constructor, constant afterwards.
   const KernelRecord* missing_;
   const KernelRecord* fallthrough_;
   const KernelRecord* cpu_fallback_;

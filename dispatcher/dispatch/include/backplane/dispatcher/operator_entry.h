@@ -3,7 +3,7 @@
 //
 // Note [Lock-free dispatch]
 // Each slot of an operator's table is an atomic pointer to an immutable
-// KernelRecord. Registration (under the Dispatcher's mutex) builds records,
+// KernelRecord. Registration (under detail::registrationMutex()) builds records,
 // recomputes the affected slots and publishes them with release stores; a
 // call reads one slot with an acquire load and never takes a lock. A record
 // that leaves the table is retired, not freed: a concurrent call may still be
@@ -42,11 +42,23 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "backplane/dispatcher/dispatch_key.h"
 #include "backplane/dispatcher/function_schema.h"
 #include "backplane/dispatcher/kernel_function.h"
 
 namespace backplane {
+
+namespace detail {
+// The Dispatcher's registration lock (Note [Lock-free dispatch]): every
+// registration, deregistration and lookup by name takes it; a call never
+// does. Process-wide, as the Dispatcher is, and never destroyed (handles are
+// reset during static destruction). It lives here so that OperatorEntry's
+// registration state can name it in ABSL_GUARDED_BY; clang's
+// -Wthread-safety (scripts/check_thread_safety.sh) checks every access.
+absl::Mutex& registrationMutex();
+}  // namespace detail
 
 // What fills a slot; reported by tracing, the profiler, `backplane ops`,
 // conformance reports and error messages, always under kernelKindName().
@@ -142,12 +154,11 @@ class OperatorEntry {
   std::atomic<const KernelRecord*> meta_{nullptr};
   mutable std::array<FallbackStats, kNumDispatchKeys> stats_;
 
-  // Registration state, guarded by the Dispatcher's mutex.
-  uint64_t def_id_ = 0;
-  std::string def_debug_;
-  std::array<std::vector<const KernelRecord*>, kNumDispatchKeys> impls_;
-  std::vector<const KernelRecord*> composites_;
-  std::vector<const KernelRecord*> metas_;  // the newest is meta_
+  // Registration state: only the Dispatcher reads or writes it, under its lock.
+  std::string def_debug_ ABSL_GUARDED_BY(detail::registrationMutex());
+  std::array<std::vector<const KernelRecord*>, kNumDispatchKeys> impls_ ABSL_GUARDED_BY(detail::registrationMutex());
+  std::vector<const KernelRecord*> composites_ ABSL_GUARDED_BY(detail::registrationMutex());
+  std::vector<const KernelRecord*> metas_ ABSL_GUARDED_BY(detail::registrationMutex());  // the newest is meta_
 };
 
 }  // namespace backplane
