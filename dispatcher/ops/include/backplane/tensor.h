@@ -19,7 +19,10 @@
 //             reshape, flatten, contiguous and clone, which may copy.
 // A TensorBase converts to a Tensor implicitly (both ways cost a handle
 // copy or move), so core's functions compose with Tensor code:
-// `Tensor t = emptyTensor(...)`.
+// `Tensor t = emptyTensor(...)`. They return TensorBase, so an operator
+// called on their result directly needs the conversion spelled,
+// `Tensor(tensorFromVector(...)).to(dev)`, and a kernel lambda that returns
+// one declares `-> Tensor` (kernels take and return Tensor, boxing.h).
 //
 // contiguous(), clone() and a reshape() or flatten() no view can express
 // make a contiguous copy on the tensor's own device. When that device is

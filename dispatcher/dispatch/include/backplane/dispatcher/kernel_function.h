@@ -83,7 +83,8 @@ struct KernelAdapter<F, Ret, TypeList<Params...>, TakesKeys> {
                 "std::string_view, const Scalar&, ScalarType, Device or their optionals");
   static_assert(ReturnTraits<Ret>::supported,
                 "a kernel must return void, Tensor, std::tuple<Tensor...>, std::vector<Tensor>, "
-                "int64_t, double, bool or Scalar by value");
+                "int64_t, double, bool or Scalar by value (Tensor, not TensorBase: a lambda that "
+                "returns emptyTensor(...) or tensorFromVector(...) needs `-> Tensor`)");
 
   static decltype(auto) invoke(OperatorKernel* k, DispatchKeySet ks, canonical_t<Params>... args) {
     auto call = [&](auto& f) -> Ret {
