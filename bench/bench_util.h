@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backplane/dispatcher/plugin_registry.h"
+#include "backplane/tensor.h"
 
 namespace backplane::bench {
 

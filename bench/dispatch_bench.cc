@@ -10,6 +10,7 @@
 
 #include "backplane/dispatcher/library.h"
 #include "backplane/dispatcher/plugin_registry.h"
+#include "backplane/tensor.h"
 
 using namespace backplane;
 

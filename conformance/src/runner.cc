@@ -82,8 +82,8 @@ std::vector<IValue> onDevice(const std::vector<IValue>& args, Device device) {
     } else if (a.isDevice() && a.toDevice().isCpu()) {
       out.emplace_back(device);  // a factory's device=: the host's stands for the backend's
     } else if (a.isTensorList()) {
-      std::vector<Tensor> staged;
-      for (const Tensor& t : a.toTensorList()) staged.push_back(t.defined() ? stageSpan(t, device) : t);
+      std::vector<TensorBase> staged;
+      for (const TensorBase& t : a.toTensorList()) staged.push_back(t.defined() ? stageSpan(t, device) : t);
       out.emplace_back(std::move(staged));
     } else {
       out.push_back(a);

@@ -173,7 +173,8 @@ std::vector<Sample> catSamples() {
 }
 
 Expected catReference(const Sample& s) {
-  const std::vector<Tensor>& tensors = s.args[0].toTensorList();
+  const std::vector<TensorBase>& list = s.args[0].toTensorList();
+  const std::vector<Tensor> tensors(list.begin(), list.end());
   std::vector<std::vector<int64_t>> shapes;
   int64_t ndim = 1;
   for (const Tensor& t : tensors) {
@@ -221,7 +222,8 @@ std::vector<Sample> stackSamples() {
 }
 
 Expected stackReference(const Sample& s) {
-  const std::vector<Tensor>& tensors = s.args[0].toTensorList();
+  const std::vector<TensorBase>& list = s.args[0].toTensorList();
+  const std::vector<Tensor> tensors(list.begin(), list.end());
   const int64_t dim = wrapDim(intArg(s, 1, 0), tensors[0].dim() + 1);
   std::vector<std::vector<int64_t>> shapes;
   for (const Tensor& t : tensors) {

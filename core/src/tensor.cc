@@ -1,7 +1,6 @@
 #include "backplane/core/tensor.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <sstream>
 
@@ -164,9 +163,9 @@ TensorImpl::TensorImpl(Storage storage, IntArrayRef sizes, IntArrayRef contiguou
       device_(storage_.device()),
       is_contiguous_(true) {}
 
-// ---------------------------------------------------------------- Tensor
+// ------------------------------------------------------------ TensorBase
 
-void Tensor::throwUndefined() {
+void TensorBase::throwUndefined() {
   BP_THROW(kFailedPrecondition, "this tensor is undefined (it was default-constructed or is an "
                                 "absent optional); check defined() before using it");
 }
@@ -179,23 +178,23 @@ int64_t indexDim(int64_t d, int64_t ndim, const char* op) {
 }
 }  // namespace
 
-int64_t Tensor::size(int64_t d) const { return sizes()[indexDim(d, dim(), "size")]; }
-int64_t Tensor::stride(int64_t d) const { return strides()[indexDim(d, dim(), "stride")]; }
+int64_t TensorBase::size(int64_t d) const { return sizes()[indexDim(d, dim(), "size")]; }
+int64_t TensorBase::stride(int64_t d) const { return strides()[indexDim(d, dim(), "stride")]; }
 
-void* Tensor::data_ptr() const {
+void* TensorBase::data_ptr() const {
   return offsetAddress(storage().data(), storage_offset() * static_cast<int64_t>(itemsize()));
 }
 
-std::string Tensor::str() const {
+std::string TensorBase::str() const {
   if (!defined()) return "Tensor[undefined]";
   std::ostringstream os;
   os << "Tensor" << sizes() << " " << scalarTypeName(dtype()) << " " << device();
   return os.str();
 }
 
-std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.str(); }
+std::ostream& operator<<(std::ostream& os, const TensorBase& t) { return os << t.str(); }
 
-void Tensor::readElementsToHost(void* dst) const {
+void TensorBase::readElementsToHost(void* dst) const {
   if (numel() == 0) return;
   DimVector dense = contiguousStrides(sizes());
   if (hostAccessible(device())) {
@@ -204,15 +203,15 @@ void Tensor::readElementsToHost(void* dst) const {
   } else if (is_contiguous()) {
     copyBytesBetweenDevices(dst, Device(DeviceType::CPU), data_ptr(), device(), nbytes());
   } else {
-    Tensor host = stageSpan(*this, Device(DeviceType::CPU));
+    TensorBase host = stageSpan(*this, Device(DeviceType::CPU));
     hostStridedCopy(static_cast<char*>(dst), dense, static_cast<const char*>(host.data_ptr()),
                     host.strides(), sizes(), itemsize());
   }
 }
 
-Tensor Tensor::as_strided(IntArrayRef new_sizes, IntArrayRef new_strides,
+TensorBase TensorBase::as_strided(IntArrayRef new_sizes, IntArrayRef new_strides,
                           std::optional<int64_t> offset) const {
-  return Tensor(IntrusivePtr<TensorImpl>::make(storage(), offset.value_or(storage_offset()),
+  return TensorBase(IntrusivePtr<TensorImpl>::make(storage(), offset.value_or(storage_offset()),
                                                new_sizes, new_strides, dtype()));
 }
 
@@ -275,7 +274,7 @@ std::optional<DimVector> computeViewStrides(IntArrayRef sizes, IntArrayRef strid
 
 }  // namespace
 
-Tensor Tensor::view(IntArrayRef shape) const {
+TensorBase TensorBase::view(IntArrayRef shape) const {
   DimVector new_sizes = inferSize(shape, numel(), "view");
   auto new_strides = computeViewStrides(sizes(), strides(), new_sizes, numel());
   BP_CHECK(new_strides.has_value(), "view: shape ", shape, " is not compatible with sizes ",
@@ -285,14 +284,14 @@ Tensor Tensor::view(IntArrayRef shape) const {
   return as_strided(new_sizes, *new_strides);
 }
 
-Tensor Tensor::reshape(IntArrayRef shape) const {
-  DimVector new_sizes = inferSize(shape, numel(), "reshape");
+std::optional<TensorBase> TensorBase::tryView(IntArrayRef shape, const char* op) const {
+  DimVector new_sizes = inferSize(shape, numel(), op);
   if (auto new_strides = computeViewStrides(sizes(), strides(), new_sizes, numel()))
     return as_strided(new_sizes, *new_strides);
-  return clone().view(new_sizes);
+  return std::nullopt;
 }
 
-Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
+TensorBase TensorBase::transpose(int64_t d0, int64_t d1) const {
   int64_t n = dim();
   d0 = wrapDim(d0, n, "transpose");
   d1 = wrapDim(d1, n, "transpose");
@@ -303,13 +302,13 @@ Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
   return as_strided(sz, st);
 }
 
-Tensor Tensor::t() const {
+TensorBase TensorBase::t() const {
   BP_CHECK(dim() <= 2, "t() expects a tensor with <= 2 dims, but this one has ", dim(),
            "; use transpose(dim0, dim1)");
   return dim() < 2 ? as_strided(sizes(), strides()) : transpose(0, 1);
 }
 
-Tensor Tensor::permute(IntArrayRef dims) const {
+TensorBase TensorBase::permute(IntArrayRef dims) const {
   int64_t n = dim();
   BP_CHECK(static_cast<int64_t>(dims.size()) == n, "permute: got ", dims.size(), " dims ", dims,
            " for a ", n, "-d tensor; give each dim exactly once");
@@ -325,7 +324,7 @@ Tensor Tensor::permute(IntArrayRef dims) const {
   return as_strided(sz, st);
 }
 
-Tensor Tensor::slice(int64_t d, std::optional<int64_t> start, std::optional<int64_t> end,
+TensorBase TensorBase::slice(int64_t d, std::optional<int64_t> start, std::optional<int64_t> end,
                      int64_t step) const {
   BP_CHECK(dim() > 0, "slice() cannot be applied to a 0-d tensor");
   d = wrapDim(d, dim(), "slice");
@@ -345,7 +344,7 @@ Tensor Tensor::slice(int64_t d, std::optional<int64_t> start, std::optional<int6
   return as_strided(sz, st, offset);
 }
 
-Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
+TensorBase TensorBase::narrow(int64_t d, int64_t start, int64_t length) const {
   BP_CHECK(dim() > 0, "narrow() cannot be applied to a 0-d tensor");
   d = wrapDim(d, dim(), "narrow");
   int64_t len = sizes()[d];
@@ -355,7 +354,7 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   return slice(d, start, start + length);
 }
 
-Tensor Tensor::select(int64_t d, int64_t index) const {
+TensorBase TensorBase::select(int64_t d, int64_t index) const {
   BP_CHECK(dim() > 0, "select() cannot be applied to a 0-d tensor");
   d = wrapDim(d, dim(), "select");
   int64_t len = sizes()[d];
@@ -369,7 +368,7 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   return as_strided(sz, st, offset);
 }
 
-Tensor Tensor::expand(IntArrayRef shape) const {
+TensorBase TensorBase::expand(IntArrayRef shape) const {
   int64_t n = dim(), m = static_cast<int64_t>(shape.size());
   BP_CHECK(m >= n, "expand: the target shape ", shape, " has fewer dims than the tensor's sizes ",
            sizes());
@@ -401,7 +400,7 @@ Tensor Tensor::expand(IntArrayRef shape) const {
   return as_strided(sz, st);
 }
 
-Tensor Tensor::squeeze() const {
+TensorBase TensorBase::squeeze() const {
   DimVector sz, st;
   for (int64_t i = 0; i < dim(); ++i) {
     if (sizes()[i] != 1) {
@@ -412,7 +411,7 @@ Tensor Tensor::squeeze() const {
   return as_strided(sz, st);
 }
 
-Tensor Tensor::squeeze(int64_t d) const {
+TensorBase TensorBase::squeeze(int64_t d) const {
   d = wrapDim(d, dim(), "squeeze");
   if (dim() == 0) return as_strided(sizes(), strides());
   if (sizes()[d] != 1) return as_strided(sizes(), strides());
@@ -422,7 +421,7 @@ Tensor Tensor::squeeze(int64_t d) const {
   return as_strided(sz, st);
 }
 
-Tensor Tensor::unsqueeze(int64_t d) const {
+TensorBase TensorBase::unsqueeze(int64_t d) const {
   d = wrapDim(d, dim() + 1, "unsqueeze");
   DimVector sz(sizes().begin(), sizes().end()), st(strides().begin(), strides().end());
   int64_t stride = d < dim() ? sz[d] * st[d] : 1;
@@ -431,8 +430,8 @@ Tensor Tensor::unsqueeze(int64_t d) const {
   return as_strided(sz, st);
 }
 
-Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
-  if (dim() == 0) return reshape({1});
+DimVector TensorBase::flattenedSizes(int64_t start_dim, int64_t end_dim) const {
+  if (dim() == 0) return DimVector{1};
   start_dim = wrapDim(start_dim, dim(), "flatten");
   end_dim = wrapDim(end_dim, dim(), "flatten");
   BP_CHECK(start_dim <= end_dim, "flatten: start_dim ", start_dim, " is after end_dim ", end_dim);
@@ -442,31 +441,23 @@ Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
   for (int64_t i = start_dim; i <= end_dim; ++i) merged *= sizes()[i];
   shape.push_back(merged);
   for (int64_t i = end_dim + 1; i < dim(); ++i) shape.push_back(sizes()[i]);
-  return reshape(shape);
-}
-
-Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
-
-Tensor Tensor::clone() const {
-  Tensor out = emptyTensor(sizes(), dtype(), device());
-  copyElements(out, *this);
-  return out;
+  return shape;
 }
 
 // -------------------------------------------------------------- creation
 
-Tensor emptyTensor(IntArrayRef sizes, ScalarType dtype, Device device) {
+TensorBase emptyTensor(IntArrayRef sizes, ScalarType dtype, Device device) {
   int64_t numel = checkedNumel(sizes);
   int64_t nbytes = checkedMul(numel, static_cast<int64_t>(elementSize(dtype)), "tensor byte size");
   Storage storage = Storage::allocate(static_cast<size_t>(nbytes), device);
   DimVector strides = contiguousStrides(sizes);
-  return Tensor(IntrusivePtr<TensorImpl>::make(std::move(storage), sizes, strides, dtype,
+  return TensorBase(IntrusivePtr<TensorImpl>::make(std::move(storage), sizes, strides, dtype,
                                                TensorImpl::FreshContiguous{numel}));
 }
 
 void TensorImpl::resizeEmpty(IntArrayRef sizes) {
   BP_CHECK(numel_ == 0, "cannot resize a tensor with ", numel_, " elements; only an empty tensor is resized");
-  Tensor fresh = emptyTensor(sizes, dtype_, device_);
+  TensorBase fresh = emptyTensor(sizes, dtype_, device_);
   const TensorImpl& f = *fresh.unsafeGetImpl();
   storage_ = f.storage_;
   storage_offset_ = 0;
@@ -476,14 +467,14 @@ void TensorImpl::resizeEmpty(IntArrayRef sizes) {
   is_contiguous_ = true;
 }
 
-Tensor emptyStridedTensor(IntArrayRef sizes, IntArrayRef strides, ScalarType dtype, Device device) {
+TensorBase emptyStridedTensor(IntArrayRef sizes, IntArrayRef strides, ScalarType dtype, Device device) {
   int64_t nbytes = checkedStorageBytes(sizes, strides, 0, static_cast<int64_t>(elementSize(dtype)));
   Storage storage = Storage::allocate(static_cast<size_t>(nbytes), device);
-  return Tensor(IntrusivePtr<TensorImpl>::make(std::move(storage), 0, sizes, strides, dtype));
+  return TensorBase(IntrusivePtr<TensorImpl>::make(std::move(storage), 0, sizes, strides, dtype));
 }
 
 namespace detail {
-void fillFromHost(const Tensor& dst, const void* src, size_t nbytes) {
+void fillFromHost(const TensorBase& dst, const void* src, size_t nbytes) {
   BP_INTERNAL_ASSERT(dst.is_contiguous() && dst.nbytes() == nbytes, "fillFromHost: ", nbytes, " bytes for the ",
                      dst.nbytes(), "-byte tensor ", dst.str());
   copyBytesBetweenDevices(dst.data_ptr(), dst.device(), src, Device(DeviceType::CPU), nbytes);
@@ -492,20 +483,20 @@ void fillFromHost(const Tensor& dst, const void* src, size_t nbytes) {
 
 // ------------------------------------------------------- data movement
 
-size_t spanBytes(const Tensor& t) {
+size_t spanBytes(const TensorBase& t) {
   if (t.numel() == 0) return 0;
   return static_cast<size_t>(lastElementOffset(t.sizes(), t.strides()) + 1) * t.itemsize();
 }
 
-Tensor stageSpan(const Tensor& t, Device device) {
+TensorBase stageSpan(const TensorBase& t, Device device) {
   size_t n = spanBytes(t);
   Storage storage = Storage::allocate(n, device);
   copyBytesBetweenDevices(storage.data(), storage.device(), t.data_ptr(), t.device(), n);
-  return Tensor(IntrusivePtr<TensorImpl>::make(std::move(storage), 0, t.sizes(), t.strides(),
+  return TensorBase(IntrusivePtr<TensorImpl>::make(std::move(storage), 0, t.sizes(), t.strides(),
                                                t.dtype()));
 }
 
-void writeSpanBack(const Tensor& original, const Tensor& staged) {
+void writeSpanBack(const TensorBase& original, const TensorBase& staged) {
   BP_CHECK(original.sizes() == staged.sizes() && original.strides() == staged.strides() &&
                original.dtype() == staged.dtype(),
            "writeSpanBack: ", staged.str(), " was not staged from ", original.str());
@@ -513,14 +504,7 @@ void writeSpanBack(const Tensor& original, const Tensor& staged) {
                           staged.device(), spanBytes(original));
 }
 
-namespace {
-std::atomic<StridedCopyFn> g_strided_copy{nullptr};
-}  // namespace
-
-void setStridedCopy(StridedCopyFn fn) { g_strided_copy.store(fn, std::memory_order_release); }
-StridedCopyFn installedStridedCopy() { return g_strided_copy.load(std::memory_order_acquire); }
-
-void copyElements(const Tensor& dst, const Tensor& src) {
+void copyElements(const TensorBase& dst, const TensorBase& src) {
   BP_CHECK(dst.dtype() == src.dtype(), "copyElements: dtype mismatch: destination is ",
            scalarTypeName(dst.dtype()), ", source is ", scalarTypeName(src.dtype()),
            "; convert with the copy_ or to operator");
@@ -538,28 +522,11 @@ void copyElements(const Tensor& dst, const Tensor& src) {
                     dst.itemsize());
     return;
   }
-  // At least one side is a device the host cannot read: the dispatcher's
-  // copy runs the strided part on the device (Note [Strided copies on the
-  // device]); without it (core alone), on host copies of the spans (Note
-  // [Span staging]).
-  // A device's copy kernel that itself made a layout contiguous would come
-  // back here: that nested copy stages, instead of recursing without end.
-  static thread_local bool in_strided_copy = false;
-  if (StridedCopyFn copy = g_strided_copy.load(std::memory_order_acquire); copy && !in_strided_copy) {
-    in_strided_copy = true;
-    bool copied = false;
-    try {
-      copied = copy(dst, src);
-    } catch (...) {
-      in_strided_copy = false;
-      throw;
-    }
-    in_strided_copy = false;
-    if (copied) return;
-  }
+  // At least one side is a device the host cannot read: on host copies of
+  // the spans (Note [Span staging]).
   Device cpu(DeviceType::CPU);
-  Tensor s = src_host ? src : stageSpan(src, cpu);
-  Tensor d = dst_host ? dst : stageSpan(dst, cpu);
+  TensorBase s = src_host ? src : stageSpan(src, cpu);
+  TensorBase d = dst_host ? dst : stageSpan(dst, cpu);
   hostStridedCopy(static_cast<char*>(d.data_ptr()), d.strides(),
                   static_cast<const char*>(s.data_ptr()), s.strides(), d.sizes(), d.itemsize());
   if (!dst_host) writeSpanBack(dst, d);

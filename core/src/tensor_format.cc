@@ -1,4 +1,4 @@
-// Tensor::format(): the values of a tensor as text, PyTorch-style.
+// TensorBase::format(): the values of a tensor as text, PyTorch-style.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -28,7 +28,7 @@ std::vector<int64_t> shownIndices(int64_t n, bool summarise, int64_t edge) {
 // that is not summarised is read in one copy; a summarised one element by
 // element, so a huge device tensor is never copied whole.
 template <typename T>
-std::vector<T> shownValues(const Tensor& t, const std::vector<std::vector<int64_t>>& shown, bool summarise) {
+std::vector<T> shownValues(const TensorBase& t, const std::vector<std::vector<int64_t>>& shown, bool summarise) {
   if (!summarise) return t.toVector<T>();
   std::vector<T> out;
   std::vector<size_t> pos(shown.size(), 0);
@@ -72,7 +72,7 @@ std::vector<std::string> floatCells(const std::vector<double>& values, int preci
   return cells;
 }
 
-std::vector<std::string> cellsOf(const Tensor& t, const std::vector<std::vector<int64_t>>& shown, bool summarise,
+std::vector<std::string> cellsOf(const TensorBase& t, const std::vector<std::vector<int64_t>>& shown, bool summarise,
                                  int precision) {
   std::vector<std::string> cells;
   if (isFloatingType(t.dtype())) return floatCells(shownValues<double>(t, shown, summarise), precision);
@@ -120,10 +120,10 @@ struct Printer {
 
 }  // namespace
 
-std::string Tensor::format(const FormatOptions& options) const {
+std::string TensorBase::format(const FormatOptions& options) const {
   if (!defined()) return "tensor(undefined)";
   BP_CHECK(options.threshold >= 0 && options.edge_items >= 1 && options.precision >= 0 && options.precision <= 17,
-           "Tensor::format: options need threshold >= 0, edge_items >= 1 and precision in [0, 17], got ",
+           "TensorBase::format: options need threshold >= 0, edge_items >= 1 and precision in [0, 17], got ",
            options.threshold, ", ", options.edge_items, ", ", options.precision);
   std::string suffix = std::string(scalarTypeName(dtype())) + ", " + device().str() + ")";
   if (numel() == 0) return "tensor([], size=" + strCat(sizes()) + ", " + suffix;

@@ -417,9 +417,9 @@ TEST(StorageAllocateTest, SmallCpuStoragesAreWholeAlignedAndOutliveTheirTensor) 
   EXPECT_TRUE(pa + 32 <= pb || pb + 32 <= pa);
 
   // A view keeps the bytes alive after the tensor that made them is gone.
-  Tensor view;
+  TensorBase view;
   {
-    Tensor t = tensorFromVector<float>({1.5f, 2.5f, 3.5f, 4.5f}, {4});
+    TensorBase t = tensorFromVector<float>({1.5f, 2.5f, 3.5f, 4.5f}, {4});
     view = t.slice(0, 1, 3);
   }
   EXPECT_EQ(view.storage().useCount(), 1u);

@@ -1,4 +1,4 @@
-// Tensor::format(): the values of small tensors, summaries of large ones.
+// TensorBase::format(): the values of small tensors, summaries of large ones.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -16,7 +16,7 @@ namespace {
 using ::testing::HasSubstr;
 
 TEST(TensorFormat, MatrixOfFloatsIsAlignedWithFourDecimals) {
-  Tensor t = tensorFromVector<float>({1, -2.5f, 3.25f, 40}, {2, 2});
+  TensorBase t = tensorFromVector<float>({1, -2.5f, 3.25f, 40}, {2, 2});
   EXPECT_EQ(t.format(),
             "tensor([[ 1.0000, -2.5000],\n"
             "        [ 3.2500, 40.0000]], float32, cpu)");
@@ -34,7 +34,7 @@ TEST(TensorFormat, WholeNumbersIntegersAndBools) {
 TEST(TensorFormat, ZeroDimEmptyAndUndefined) {
   EXPECT_EQ(tensorFromVector<float>({0.5f}, {}).format(), "tensor(0.5000, float32, cpu)");
   EXPECT_EQ(emptyTensor({0, 3}).format(), "tensor([], size=[0, 3], float32, cpu)");
-  EXPECT_EQ(Tensor().format(), "tensor(undefined)");
+  EXPECT_EQ(TensorBase().format(), "tensor(undefined)");
 }
 
 TEST(TensorFormat, LargeAndTinyMagnitudesSwitchToScientific) {
@@ -62,7 +62,7 @@ TEST(TensorFormat, ThreeDimensionsLeaveABlankLineBetweenMatrices) {
 TEST(TensorFormat, ViewsPrintTheirOwnElements) {
   std::vector<float> v(6);
   std::iota(v.begin(), v.end(), 0.f);
-  Tensor t = tensorFromVector<float>(v, {2, 3});
+  TensorBase t = tensorFromVector<float>(v, {2, 3});
   EXPECT_EQ(t.t().format(),
             "tensor([[0., 3.],\n"
             "        [1., 4.],\n"
@@ -85,7 +85,7 @@ TEST(TensorFormat, LargeTensorsAreSummarisedAtEachEnd) {
             "        [9800, 9801, 9802, ..., 9897, 9898, 9899],\n"
             "        [9900, 9901, 9902, ..., 9997, 9998, 9999]], int32, cpu)");
   // Options: a higher threshold prints everything; fewer edge items and digits.
-  Tensor small = tensorFromVector<float>({0.123456f, 1, 2, 3, 4}, {5});
+  TensorBase small = tensorFromVector<float>({0.123456f, 1, 2, 3, 4}, {5});
   EXPECT_EQ(small.format({.threshold = 2, .edge_items = 1, .precision = 2}),
             "tensor([0.12, ..., 4.00], float32, cpu)");
   std::string whole = tensorFromVector<int32_t>(v, {100, 100}).format({.threshold = 10000});
@@ -94,7 +94,7 @@ TEST(TensorFormat, LargeTensorsAreSummarisedAtEachEnd) {
 }
 
 TEST(TensorFormat, BadOptionsAreRefused) {
-  Tensor t = tensorFromVector<float>({1}, {1});
+  TensorBase t = tensorFromVector<float>({1}, {1});
   try {
     (void)t.format({.threshold = 10, .edge_items = 0});
     ADD_FAILURE() << "edge_items = 0 accepted";
@@ -105,11 +105,11 @@ TEST(TensorFormat, BadOptionsAreRefused) {
 
 TEST(TensorFormat, DeviceTensorsAreReadThroughTheDeviceCopies) {
   auto& dev = testing::TestDevice::install("fmtdev", 1);
-  Tensor t = tensorFromVector<float>({1.5f, -2}, {2}, dev.device(0));
+  TensorBase t = tensorFromVector<float>({1.5f, -2}, {2}, dev.device(0));
   EXPECT_EQ(t.format(), "tensor([ 1.5000, -2.0000], float32, fmtdev:0)");
   // A summarised device tensor copies only the elements it shows.
   std::vector<float> v(5000, 1.f);
-  Tensor big = tensorFromVector<float>(v, {5000}, dev.device(0));
+  TensorBase big = tensorFromVector<float>(v, {5000}, dev.device(0));
   dev.resetCounters();
   EXPECT_EQ(big.format(), "tensor([1., 1., 1., ..., 1., 1., 1.], float32, fmtdev:0)");
   EXPECT_EQ(dev.bytesToHost(), 6 * sizeof(float));

@@ -4,6 +4,7 @@
 
 #include "backplane/dispatcher/library.h"
 #include "backplane/dispatcher/schema_signature.h"
+#include "backplane/tensor.h"
 #include "test_ops.h"
 
 namespace backplane {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backplane/dispatcher/library.h"
+#include "backplane/tensor.h"
 #include "test_device.h"
 #include "test_ops.h"
 

@@ -4,6 +4,7 @@
 #include "backplane/dispatcher/builtin_kernels.h"
 
 #include "backplane/dispatcher/library.h"
+#include "backplane/tensor.h"
 #include "test_device.h"
 #include "test_ops.h"
 
@@ -36,7 +37,7 @@ class CpuFallbackTest : public ::testing::Test {
                      return out;
                    }).ok());
     ASSERT_TRUE(lib_.impl("sum_all", DispatchKey::CPU, [](TensorList xs, const std::optional<Tensor>& bias) {
-                     Tensor acc = bias ? *bias : tensorFromVector<float>(std::vector<float>(xs[0].numel(), 0), xs[0].sizes());
+                     Tensor acc = bias ? *bias : Tensor(tensorFromVector<float>(std::vector<float>(xs[0].numel(), 0), xs[0].sizes()));
                      for (const Tensor& x : xs) acc = test::addCpu(acc, x);
                      return acc;
                    }).ok());

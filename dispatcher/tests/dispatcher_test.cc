@@ -5,6 +5,7 @@
 #include <atomic>
 
 #include "backplane/dispatcher/library.h"
+#include "backplane/tensor.h"
 #include "test_device.h"
 #include "test_ops.h"
 
@@ -225,7 +226,7 @@ TEST(DispatcherTest, FunctionalityKeyRedispatchAndThreadLocalSets) {
 TEST(DispatcherTest, FactoryOpsDispatchOnDeviceArgumentOrDefaultToCpu) {
   Library lib("dt12");
   ASSERT_TRUE(lib.def("make(int n, *, Device? device=None) -> Tensor").ok());
-  ASSERT_TRUE(lib.impl("make", DispatchKey::CPU, [](int64_t n, std::optional<Device> d) {
+  ASSERT_TRUE(lib.impl("make", DispatchKey::CPU, [](int64_t n, std::optional<Device> d) -> Tensor {
                    std::vector<float> v(static_cast<size_t>(n), 3.0f);
                    return tensorFromVector<float>(v, {n}, d.value_or(Device(DeviceType::CPU)));
                  }).ok());

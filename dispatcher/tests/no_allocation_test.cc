@@ -4,6 +4,7 @@
 #include <new>
 
 #include "backplane/dispatcher/library.h"
+#include "backplane/tensor.h"
 #include "test_ops.h"
 
 namespace {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backplane/dispatcher/library.h"
+#include "backplane/tensor.h"
 
 namespace backplane::test {
 

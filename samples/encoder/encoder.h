@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <string>
 
-#include "backplane/core/tensor.h"
+#include "backplane/tensor.h"
 
 namespace encoder {
 

@@ -16,6 +16,7 @@
 #include "backplane/dispatcher/dispatcher.h"
 #include "backplane/profiler.h"
 #include "backplane/runtime.h"
+#include "backplane/tensor.h"
 #include "encoder.h"
 #include "test_config.h"
 

@@ -24,6 +24,7 @@
 #include "backplane/dispatcher/dispatcher.h"
 #include "backplane/profiler.h"
 #include "backplane/runtime.h"
+#include "backplane/tensor.h"
 #include "encoder.h"
 #include "reference.h"
 #include "sample_app.h"

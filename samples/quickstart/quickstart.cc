@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "backplane/dispatcher/library.h"
+#include "backplane/tensor.h"
 #include "test_device.h"
 
 using namespace backplane;

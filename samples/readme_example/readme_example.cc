@@ -1,5 +1,6 @@
 // The example shown in README.md; built and run as a test so it stays true.
 #include "backplane/dispatcher/library.h"
+#include "backplane/tensor.h"
 
 using namespace backplane;
 

@@ -34,8 +34,8 @@ TypedOperatorHandle<Sig> spconvOp(std::string_view name) {
 }  // namespace
 
 SparseTensor SparseTensor::fromScan(const VoxelScan& scan, Device device) {
-  return {tensorFromVector(scan.features, {scan.numVoxels(), scan.channels}).to(device),
-          tensorFromVector(scan.indices, {scan.numVoxels(), 4}).to(device), scan.spatial_shape, scan.batch_size};
+  return {Tensor(tensorFromVector(scan.features, {scan.numVoxels(), scan.channels})).to(device),
+          Tensor(tensorFromVector(scan.indices, {scan.numVoxels(), 4})).to(device), scan.spatial_shape, scan.batch_size};
 }
 
 SparseTensor SparseTensor::to(Device device) const {

@@ -31,7 +31,7 @@
 
 #include "backplane/core/device_type_registry.h"
 #include "backplane/core/error.h"
-#include "backplane/core/tensor.h"
+#include "backplane/tensor.h"
 #include "backplane/dispatcher/dispatcher.h"
 #include "backplane/ops.h"
 #include "backplane/runtime.h"

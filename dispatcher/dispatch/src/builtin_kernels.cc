@@ -24,12 +24,12 @@ std::string describeArguments(const OperatorHandle& op, const Stack& stack) {
   std::string out;
   for (size_t i = stack.size() - std::min(n, stack.size()); i < stack.size(); ++i) {
     const IValue& v = stack[i];
-    auto add = [&](const Tensor& t) {
+    auto add = [&](const TensorBase& t) {
       if (!t.defined()) return;
       out += (out.empty() ? "" : ", ") + t.str();
     };
     if (v.isTensor()) add(v.toTensor());
-    else if (v.isTensorList()) for (const Tensor& t : v.toTensorList()) add(t);
+    else if (v.isTensorList()) for (const TensorBase& t : v.toTensorList()) add(t);
     else if (v.isOptionalTensorList()) for (const auto& t : v.toOptionalTensorList()) { if (t) add(*t); }
     else if (v.isDevice()) out += (out.empty() ? "device=" : ", device=") + v.toDevice().str();
   }
@@ -106,7 +106,7 @@ void cpuFallbackKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet
   // never reaches this fallback (it calls the same-device _copy_on_device_).
   {
     std::optional<Device> first;
-    auto check = [&](const Tensor& t, const Argument& arg) {
+    auto check = [&](const TensorBase& t, const Argument& arg) {
       if (!t.defined()) return;
       if (t.device().isCpu()) {
         BP_CHECK(t.dim() == 0, schema.name().qualifiedName(), ": expected all tensors on one device, but argument '",
@@ -122,25 +122,25 @@ void cpuFallbackKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet
     for (size_t i = 0; i < n; ++i) {
       const IValue& v = (*stack)[base + i];
       if (v.isTensor()) check(v.toTensor(), args[i]);
-      else if (v.isTensorList()) for (const Tensor& t : v.toTensorList()) check(t, args[i]);
+      else if (v.isTensorList()) for (const TensorBase& t : v.toTensorList()) check(t, args[i]);
       else if (v.isOptionalTensorList()) for (const auto& t : v.toOptionalTensorList()) { if (t) check(*t, args[i]); }
     }
   }
 
   struct Written {
-    Tensor original;
-    Tensor staged;
+    TensorBase original;
+    TensorBase staged;
     const std::string* alias_set;
   };
   absl::InlinedVector<Written, 2> written;
-  auto toHost = [&](Tensor& t, const Argument& arg) {
+  auto toHost = [&](TensorBase& t, const Argument& arg) {
     if (!t.defined() || t.device().isCpu()) return;
     if (!target) target = t.device();
     // An out= argument is only written: when its span holds nothing but its
     // elements (contiguous), the kernel overwrites all of it, so there is
     // nothing to copy in. A strided one is copied so the gaps survive.
     const bool write_only = arg.isOut() && t.is_contiguous();
-    Tensor staged = write_only ? emptyStridedTensor(t.sizes(), t.strides(), t.dtype(), cpu) : stageSpan(t, cpu);
+    TensorBase staged = write_only ? emptyStridedTensor(t.sizes(), t.strides(), t.dtype(), cpu) : stageSpan(t, cpu);
     if (!write_only) bytes += spanBytes(t);
     if (arg.alias && arg.alias->is_write) written.push_back({t, staged, &arg.alias->set});
     t = std::move(staged);
@@ -148,7 +148,7 @@ void cpuFallbackKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet
   for (size_t i = 0; i < n; ++i) {
     IValue& v = (*stack)[base + i];
     if (v.isTensor()) toHost(v.toTensor(), args[i]);
-    else if (v.isTensorList()) for (Tensor& t : v.toTensorList()) toHost(t, args[i]);
+    else if (v.isTensorList()) for (TensorBase& t : v.toTensorList()) toHost(t, args[i]);
     else if (v.isOptionalTensorList()) for (auto& t : v.toOptionalTensorList()) { if (t) toHost(*t, args[i]); }
   }
 
@@ -161,7 +161,7 @@ void cpuFallbackKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet
   const auto& rets = schema.returns();
   if (stack->size() < base + rets.size()) [[unlikely]]
     detail::throwBadReturnCount(op, rets.size(), stack->size() - base);
-  auto toTarget = [&](Tensor& t, const Argument& ret) {
+  auto toTarget = [&](TensorBase& t, const Argument& ret) {
     if (!t.defined()) return;
     if (ret.alias) {
       for (const Written& w : written) {
@@ -179,7 +179,7 @@ void cpuFallbackKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet
   for (size_t j = 0; j < rets.size(); ++j) {
     IValue& v = (*stack)[stack->size() - rets.size() + j];
     if (v.isTensor()) toTarget(v.toTensor(), rets[j]);
-    else if (v.isTensorList()) for (Tensor& t : v.toTensorList()) toTarget(t, rets[j]);
+    else if (v.isTensorList()) for (TensorBase& t : v.toTensorList()) toTarget(t, rets[j]);
   }
   op.entry().recordFallback(key, bytes);
   detail::tls_fallback_bytes += bytes;

@@ -178,10 +178,13 @@ DispatchKeySet computeDispatchKeySet(const Stack& stack, size_t num_args) {
   for (size_t i = stack.size() - std::min(num_args, stack.size()); i < stack.size(); ++i) {
     const IValue& v = stack[i];
     switch (v.tag()) {
-      case IValue::Tag::Tensor: ArgTraits<Tensor>::addKeys(bits, v.toTensor()); break;
-      case IValue::Tag::TensorList: ArgTraits<TensorList>::addKeys(bits, v.toTensorList()); break;
+      case IValue::Tag::Tensor: addTensorKeys(bits, v.toTensor()); break;
+      case IValue::Tag::TensorList:
+        for (const TensorBase& t : v.toTensorList()) addTensorKeys(bits, t);
+        break;
       case IValue::Tag::OptionalTensorList:
-        ArgTraits<OptionalTensorList>::addKeys(bits, v.toOptionalTensorList());
+        for (const auto& t : v.toOptionalTensorList())
+          if (t) addTensorKeys(bits, *t);
         break;
       case IValue::Tag::Device: ArgTraits<Device>::addKeys(bits, v.toDevice()); break;
       default: break;

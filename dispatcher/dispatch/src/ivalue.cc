@@ -52,7 +52,7 @@ void printList(std::ostream& os, const std::vector<T>& v) {
   os << '[';
   for (size_t i = 0; i < v.size(); ++i) {
     if (i) os << ", ";
-    if constexpr (std::is_same_v<T, std::optional<Tensor>>) {
+    if constexpr (std::is_same_v<T, std::optional<TensorBase>>) {
       if (v[i]) os << *v[i];
       else os << "None";
     } else {

@@ -425,25 +425,6 @@ Tensor copy_(const Tensor& self, const Tensor& src, bool) {
   return copyOnDevice(self, moveToDevice(src, self.device()));
 }
 
-}  // namespace
-
-bool stridedCopy(const Tensor& dst, const Tensor& src) {
-  // copy_ runs _copy_on_device_ on dst's device, and on src's when it packs
-  // a gappy span there first (Note [Copies between devices]). Only a kernel
-  // of the device's own (or a composite) keeps the bytes on the device; the
-  // CPU fallback would stage them as core does, but would also warn, or
-  // refuse under BACKPLANE_FALLBACK=error, for what is a view's copy.
-  const auto& on_device = BP_STANDARD_OP("_copy_on_device_", CopyOnDeviceSig);
-  for (Device d : {dst.device(), src.device()}) {
-    const KernelKind kind = on_device.kernelKind(backendKey(d.type));
-    if (kind == KernelKind::Missing || kind == KernelKind::CpuFallback) return false;
-  }
-  BP_STANDARD_OP("copy_", CopySig).call(dst, src, false);
-  return true;
-}
-
-namespace {
-
 // self unchanged when it already has the dtype and device (and no copy
 // was asked for), else a new contiguous tensor holding its values.
 Tensor toImpl(const Tensor& self, ScalarType dtype, Device device, bool non_blocking, bool copy) {

@@ -15,10 +15,4 @@ void addLinalgOps(std::vector<StandardOp>& ops);        // mm, bmm, matmul, addm
 void addNNOps(std::vector<StandardOp>& ops);            // conv2d, pooling, batch_norm, layer_norm
 void addDataMovementOps(std::vector<StandardOp>& ops);  // cat, stack, index_select, gather, ..., embedding
 
-// The strided copy the dispatcher installs into the core (Note [Strided
-// copies on the device] in core/tensor.h): bp::copy_, so a same-device
-// copy runs the device's _copy_on_device_ kernel (creation.cc). False when
-// _copy_on_device_ has no kernel, not even the CPU fallback, for a device.
-bool stridedCopy(const Tensor& dst, const Tensor& src);
-
 }  // namespace backplane::ops

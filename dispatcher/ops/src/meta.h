@@ -9,7 +9,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "backplane/core/scalar.h"
-#include "backplane/core/tensor.h"
+#include "backplane/tensor.h"
 #include "backplane/dispatcher/dispatcher.h"
 #include "backplane/dispatcher/standard_ops.h"
 

@@ -1,9 +1,11 @@
 // The standard operators as C++ functions and tensor methods (backplane/ops.h,
-// Note [Tensor methods are operators]). Each body is one call through a
-// typed handle that BP_STANDARD_OP looks up once per process.
+// backplane/tensor.h). Each body is one call through a typed handle that
+// BP_STANDARD_OP looks up once per process.
 #include "backplane/ops.h"
 
 #include <cstring>
+
+#include "backplane/core/device_type_registry.h"
 
 #include "meta.h"
 #include "structured.h"
@@ -281,6 +283,47 @@ const Tensor& operator*=(const Tensor& a, const Tensor& b) { return a.mul_(b); }
 const Tensor& operator/=(const Tensor& a, const Tensor& b) { return a.div_(b); }
 
 // ---------------------------------------------------------- tensor methods
+
+namespace {
+
+// Whether contiguous() and clone() copy on `device` with its own
+// _copy_on_device_ kernel (Note [Tensor and TensorBase]): a device the host
+// cannot read, whose kernel is neither missing nor the CPU fallback.
+bool copiesOnDevice(Device device) {
+  if (DeviceTypeRegistry::global().interfaceOrThrow(device.type).isHostAccessible()) return false;
+  const KernelKind kind = BP_STANDARD_OP("_copy_on_device_", BinarySig).kernelKind(backendKey(device.type));
+  return kind != KernelKind::Missing && kind != KernelKind::CpuFallback;
+}
+
+// Set while contiguous() or clone() runs a device's copy kernel on this
+// thread: a copy that kernel makes itself stages, instead of recursing.
+thread_local bool tls_in_device_copy = false;
+
+}  // namespace
+
+Tensor Tensor::clone() const {
+  Tensor out = emptyTensor(sizes(), dtype(), device());
+  if (is_contiguous() || tls_in_device_copy || !copiesOnDevice(device())) {
+    copyElements(out, *this);
+    return out;
+  }
+  struct Reset {
+    ~Reset() { tls_in_device_copy = false; }
+  } reset;
+  tls_in_device_copy = true;
+  out.copy_(*this);
+  return out;
+}
+
+Tensor Tensor::reshape(IntArrayRef shape) const {
+  if (std::optional<TensorBase> view = tryView(shape, "reshape")) return std::move(*view);
+  return clone().view(shape);
+}
+
+Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
+  return reshape(flattenedSizes(start_dim, end_dim));
+}
+
 
 Tensor Tensor::add(const Tensor& other, const Scalar& alpha) const { return ::backplane::add(*this, other, alpha); }
 Tensor Tensor::sub(const Tensor& other, const Scalar& alpha) const { return ::backplane::sub(*this, other, alpha); }

@@ -3,7 +3,7 @@
 #include "families.h"
 
 #include "backplane/core/str_cat.h"
-#include "backplane/core/tensor.h"
+#include "backplane/tensor.h"
 #include "backplane/dispatcher/dispatcher.h"
 
 namespace backplane {
@@ -42,8 +42,7 @@ const std::vector<StandardOp>& standardOperators() {
 // Note [Registering the standard operators]
 // The dispatcher (the layer below) holds an empty table; this layer fills
 // it when libbackplane.so is loaded: every schema first, then the meta and
-// composite kernels that refer to them, and it installs the strided copy
-// into the core (Note [Strided copies on the device] in core/tensor.h).
+// composite kernels that refer to them.
 // A static initializer of the shared library runs before any code of a
 // program that links it, and nothing in the library dispatches a standard
 // op while the library itself initialises. The handles are never
@@ -64,9 +63,6 @@ struct StandardOperatorRegistration {
       if (op.composite.isValid())
         handles->push_back(valueOrThrow(d.registerComposite(name, op.composite, "standard operators (composite)")));
     }
-    // From here on, core's contiguous(), clone() and reshape() copy on the
-    // device.
-    setStridedCopy(&ops::stridedCopy);
   }
 };
 

@@ -222,13 +222,13 @@ void mergeInto(OpStats& into, const OpStats& from) {
 // argument on the type (a tensor, a tensor in a list, or a Device).
 Device callDevice(const OperatorHandle& op, const Stack& stack, DeviceType type) {
   const size_t n = std::min(op.schema().arguments().size(), stack.size());
-  auto onType = [&](const Tensor& t) { return t.defined() && t.device().type == type; };
+  auto onType = [&](const TensorBase& t) { return t.defined() && t.device().type == type; };
   for (size_t i = stack.size() - n; i < stack.size(); ++i) {
     const IValue& v = stack[i];
     if (v.isTensor() && onType(v.toTensor())) return v.toTensor().device();
     if (v.isDevice() && v.toDevice().type == type) return v.toDevice().resolved();
     if (v.isTensorList()) {
-      for (const Tensor& t : v.toTensorList())
+      for (const TensorBase& t : v.toTensorList())
         if (onType(t)) return t.device();
     }
     if (v.isOptionalTensorList()) {

@@ -20,6 +20,7 @@
 #include "backplane/core/str_cat.h"
 #include "backplane/core/transfers.h"
 #include "backplane/dispatcher/library.h"
+#include "backplane/tensor.h"
 #include "test_device.h"
 
 namespace backplane {
@@ -169,7 +170,7 @@ TEST_F(ProfilerTest, HostDeviceTransfersBelongToTheOpThatMovedThem) {
   device.resetCounters();
   Profiler prof;
   add().call(a, b, 1);
-  Tensor m = tensorFromVector<float>({1, 2, 3, 4, 5, 6}, {2, 3}).to(device.device());
+  Tensor m = Tensor(tensorFromVector<float>({1, 2, 3, 4, 5, 6}, {2, 3})).to(device.device());
   const uint64_t device_bytes = device.bytesToHost() + device.bytesFromHost();
   prof.stop();
   OpReport report = prof.report();
@@ -192,10 +193,10 @@ TEST_F(ProfilerTest, HostDeviceTransfersBelongToTheOpThatMovedThem) {
 
 TEST_F(ProfilerTest, ContiguousOnADeviceWithoutACopyKernelStagesThroughTheHostAndIsCounted) {
   // The test device has no _copy_on_device_ kernel: core stages the strided
-  // copy through the host (Note [Strided copies on the device]), without a
+  // copy through the host (Note [Tensor and TensorBase]), without a
   // fallback warning or error, and the counters see every byte.
   auto& device = testing::TestDevice::install("profdev", 1);
-  Tensor m = tensorFromVector<float>({1, 2, 3, 4, 5, 6}, {2, 3}).to(device.device());
+  Tensor m = Tensor(tensorFromVector<float>({1, 2, 3, 4, 5, 6}, {2, 3})).to(device.device());
   device.resetCounters();
   Dispatcher::singleton().setFallbackMode(FallbackMode::Error);
   const TransferCount before = hostDeviceTransfers();

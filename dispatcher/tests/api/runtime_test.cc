@@ -11,7 +11,7 @@
 
 #include "backplane/core/device_type_registry.h"
 #include "backplane/core/error.h"
-#include "backplane/core/tensor.h"
+#include "backplane/tensor.h"
 #include "test_ops.h"
 
 namespace backplane {

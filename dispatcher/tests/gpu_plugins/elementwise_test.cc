@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "backplane/core/error.h"
-#include "backplane/core/tensor.h"
+#include "backplane/tensor.h"
 #include "backplane/dispatcher/dispatcher.h"
 #include "backplane/ops.h"
 #include "backplane/runtime.h"
@@ -150,7 +150,7 @@ TEST_F(GpusimKernelsTest, ElementwisePathsMatchTheCpuForDenseMisalignedAndStride
       SCOPED_TRACE(std::string(scalarTypeName(dtype)) + " n=" + std::to_string(n));
       std::vector<float> values(static_cast<size_t>(2 * n + 2));
       for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>((i * 7919) % 61) - 20.0f;
-      const Tensor base_cpu = tensorFromVector<float>(values, {2 * n + 2}, cpu()).to(dtype);
+      const Tensor base_cpu = Tensor(tensorFromVector<float>(values, {2 * n + 2}, cpu())).to(dtype);
       const Tensor base_sim = base_cpu.to(sim());
       // The layouts, sliced on each device (a view keeps its offset).
       auto layouts = [n](const Tensor& base) {

@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "backplane/core/tensor.h"
+#include "backplane/tensor.h"
 #include "backplane/dispatcher/dispatcher.h"
 #include "backplane/dispatcher/random.h"
 #include "backplane/ops.h"

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "backplane/core/error.h"
-#include "backplane/core/tensor.h"
+#include "backplane/tensor.h"
 #include "backplane/ops.h"
 #include "backplane/runtime.h"
 #include "gpu_test_util.h"

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "backplane/core/error.h"
-#include "backplane/core/tensor.h"
+#include "backplane/tensor.h"
 #include "backplane/dispatcher/dispatcher.h"
 #include "backplane/ops.h"
 #include "backplane/runtime.h"
@@ -182,7 +182,7 @@ TEST_F(GpusimRuntimeTest, LargeHostCopiesStreamThroughTheStagingRing) {
   const int64_t n = int64_t{11} << 18;
   std::vector<float> values(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) values[static_cast<size_t>(i)] = static_cast<float>(i % 9973);
-  Tensor dev = tensorFromVector<float>(values, {n}).to(dev_);
+  Tensor dev = Tensor(tensorFromVector<float>(values, {n})).to(dev_);
   EXPECT_EQ(dev.cpu().toVector<float>(), values);
 }
 

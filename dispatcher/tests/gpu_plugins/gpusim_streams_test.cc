@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "backplane/core/error.h"
-#include "backplane/core/tensor.h"
+#include "backplane/tensor.h"
 #include "backplane/dispatcher/dispatcher.h"
 #include "backplane/ops.h"
 #include "backplane/runtime.h"

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "backplane/core/tensor.h"
+#include "backplane/tensor.h"
 #include "backplane/dispatcher/dispatcher.h"
 #include "backplane/ops.h"
 #include "backplane/runtime.h"
@@ -43,7 +43,7 @@ class GpusimRowKernelsTest : public gpu_test::GpusimSuite {
   static Tensor rowsOf(int64_t rows, int64_t n, ScalarType dtype, double offset) {
     std::vector<float> v(static_cast<size_t>(rows * n));
     for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(offset + static_cast<double>((i * 2654435761u) % 1000) / 97.0);
-    return tensorFromVector<float>(v, {rows, n}, cpu()).to(dtype);
+    return Tensor(tensorFromVector<float>(v, {rows, n}, cpu())).to(dtype);
   }
 };
 

@@ -1,7 +1,7 @@
 // Device data stays on the device: contiguous(), clone(), reshape() that
 // must copy and copy_ within one device run the device's _copy_on_device_
-// kernel, and no byte crosses to the host (Note [Strided copies on the
-// device] in core/tensor.h, Note [Counting host<->device transfers]).
+// kernel, and no byte crosses to the host (Note [Tensor and TensorBase] in
+// backplane/tensor.h, Note [Counting host<->device transfers]).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -181,23 +181,6 @@ TEST_F(TransferTest, MatrixProductsReadTransposedAndBroadcastOperandsThroughThei
   }
   EXPECT_LE(compareMax(mm(a, b).cpu(), mm(a.cpu(), b.cpu())), 1e-4);
   EXPECT_LE(compareMax(linear(x, w, bias).cpu(), linear(x.cpu(), w.cpu(), bias.cpu())), 1e-4);
-}
-
-TEST_F(TransferTest, WithoutTheDispatchersCopyCoreStagesThroughTheHostAndItIsCounted) {
-  // What the counters show when contiguous() stays in core alone (the bug
-  // this file guards against): a strided device copy crosses twice.
-  const Tensor dev = values().to(sim());
-  struct Restore {
-    StridedCopyFn installed = installedStridedCopy();
-    ~Restore() { setStridedCopy(installed); }
-  } restore;
-  ASSERT_NE(restore.installed, nullptr) << "the dispatcher installs its strided copy";
-  setStridedCopy(nullptr);
-  const TransferCount before = hostDeviceTransfers();
-  const Tensor c = dev.transpose(0, 3).contiguous();
-  const TransferCount after = hostDeviceTransfers();
-  EXPECT_GE(after.bytes - before.bytes, 2 * dev.nbytes()) << "staged to the host and back";
-  EXPECT_EQ(c.toVector<float>(), values().transpose(0, 3).contiguous().toVector<float>());
 }
 
 }  // namespace

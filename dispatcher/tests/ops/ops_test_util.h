@@ -15,6 +15,7 @@
 #include "backplane/dispatcher/dispatcher.h"
 #include "backplane/dispatcher/plugin_registry.h"
 #include "backplane/dispatcher/ivalue.h"
+#include "backplane/tensor.h"
 
 namespace backplane::ops_test {
 

@@ -22,6 +22,7 @@
 
 #include "backplane/dispatcher/dispatcher.h"
 #include "backplane/dispatcher/plugin_registry.h"
+#include "backplane/tensor.h"
 #include "test_device.h"
 
 namespace backplane {

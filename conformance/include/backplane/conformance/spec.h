@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "backplane/core/tensor.h"
+#include "backplane/tensor.h"
 #include "backplane/dispatcher/ivalue.h"
 
 namespace backplane::conformance {

@@ -1,25 +1,17 @@
 #pragma once
-// Tensor: a strided view onto a Storage: sizes, strides (in elements), a
-// storage offset, a dtype and a device. Copying a Tensor copies a handle;
-// both refer to the same TensorImpl.
+// TensorBase: a strided view onto a Storage: sizes, strides (in elements), a
+// storage offset, a dtype and a device. Copying a TensorBase copies a handle;
+// both refer to the same TensorImpl. Applications use Tensor
+// (backplane/tensor.h, the ops layer), which adds the operators as methods
+// (Note [Tensor and TensorBase]).
 //
 // Note [Views live in the core]
-// view, reshape, transpose, permute, slice, select, expand, squeeze,
-// unsqueeze, flatten and as_strided only compute new metadata over the same
-// Storage, so they work on every device without a kernel and never fall back.
-// The one exception is reshape (and contiguous) of a layout that no view can
-// express: it copies, through copyElements below, which runs the device's
-// own copy kernel (Note [Strided copies on the device]).
-//
-// Note [Tensor methods are operators]
-// Methods such as add(), matmul() and to() are operators: they dispatch on
-// the tensor's device and may run a plugin's kernel or the CPU fallback.
-// They are declared here, so that `a.matmul(b)` reads as it does in
-// PyTorch, and defined by the dispatcher library (dispatcher/runtime/src/
-// ops.cc) next to the free functions of backplane/ops.h, which document
-// them. The core never calls them, so it still links without the
-// dispatcher; a program that calls them links the `backplane` library,
-// which every application does.
+// view, transpose, permute, slice, select, expand, squeeze, unsqueeze and
+// as_strided only compute new metadata over the same Storage, so they work
+// on every device without a kernel and never fall back. What may copy
+// (reshape and flatten of a layout no view can express, contiguous, clone)
+// needs a device's copy kernel, which only the layers above can reach: those
+// are Tensor's.
 
 #include <cstdint>
 #include <cstring>
@@ -85,11 +77,11 @@ class TensorImpl final : public IntrusiveTarget {
   bool is_contiguous_;
 };
 
-class Tensor {
+class TensorBase {
  public:
   // An undefined tensor (no storage): what an absent `Tensor?` holds.
-  Tensor() = default;
-  explicit Tensor(IntrusivePtr<TensorImpl> impl) : impl_(std::move(impl)) {}
+  TensorBase() = default;
+  explicit TensorBase(IntrusivePtr<TensorImpl> impl) : impl_(std::move(impl)) {}
 
   bool defined() const { return static_cast<bool>(impl_); }
   TensorImpl* unsafeGetImpl() const { return impl_.get(); }
@@ -111,7 +103,7 @@ class Tensor {
   // Row-major with no gaps (size-1 dims may have any stride).
   bool is_contiguous() const { return impl().isContiguous(); }
   // True if the two tensors share storage.
-  bool is_alias_of(const Tensor& o) const { return storage().isAliasOf(o.storage()); }
+  bool is_alias_of(const TensorBase& o) const { return storage().isAliasOf(o.storage()); }
   uint32_t use_count() const { return impl_ ? impl_->useCount() : 0; }
 
   // Address of the first element: storage base + offset * itemsize. For a
@@ -135,27 +127,29 @@ class Tensor {
   template <typename T>
   std::vector<T> toVector() const;
 
-  // --- Views (metadata only, share storage). Dims may be negative.
-  Tensor view(IntArrayRef sizes) const;        // one size may be -1; throws if not viewable
-  Tensor reshape(IntArrayRef sizes) const;     // a view when possible, else a copy
-  Tensor transpose(int64_t dim0, int64_t dim1) const;
-  Tensor t() const;                            // transpose of a <= 2-d tensor
-  Tensor permute(IntArrayRef dims) const;
-  Tensor slice(int64_t dim, std::optional<int64_t> start = std::nullopt,
-               std::optional<int64_t> end = std::nullopt, int64_t step = 1) const;
-  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
-  Tensor select(int64_t dim, int64_t index) const;
-  Tensor expand(IntArrayRef sizes) const;      // -1 keeps a size; new dims go in front
-  Tensor squeeze() const;
-  Tensor squeeze(int64_t dim) const;
-  Tensor unsqueeze(int64_t dim) const;
-  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
-  Tensor as_strided(IntArrayRef sizes, IntArrayRef strides,
-                    std::optional<int64_t> storage_offset = std::nullopt) const;
-  // This tensor if contiguous, else a contiguous copy on the same device.
-  Tensor contiguous() const;
-  // A contiguous copy on the same device.
-  Tensor clone() const;
+  // --- Views (metadata only, share storage). Dims may be negative. Tensor
+  // re-declares each returning Tensor, and adds reshape, flatten, contiguous
+  // and clone, which may copy (Note [Views live in the core]).
+  TensorBase view(IntArrayRef sizes) const;        // one size may be -1; throws if not viewable
+  // view() when the layout allows one, else nullopt (reshape then copies).
+  // Throws, naming `op`, when `sizes` does not fit numel().
+  std::optional<TensorBase> tryView(IntArrayRef sizes, const char* op) const;
+  TensorBase transpose(int64_t dim0, int64_t dim1) const;
+  TensorBase t() const;                            // transpose of a <= 2-d tensor
+  TensorBase permute(IntArrayRef dims) const;
+  TensorBase slice(int64_t dim, std::optional<int64_t> start = std::nullopt,
+                   std::optional<int64_t> end = std::nullopt, int64_t step = 1) const;
+  TensorBase narrow(int64_t dim, int64_t start, int64_t length) const;
+  TensorBase select(int64_t dim, int64_t index) const;
+  TensorBase expand(IntArrayRef sizes) const;      // -1 keeps a size; new dims go in front
+  TensorBase squeeze() const;
+  TensorBase squeeze(int64_t dim) const;
+  TensorBase unsqueeze(int64_t dim) const;
+  TensorBase as_strided(IntArrayRef sizes, IntArrayRef strides,
+                        std::optional<int64_t> storage_offset = std::nullopt) const;
+  // The sizes flatten(start_dim, end_dim) gives: dims start_dim..end_dim
+  // merged into one ({1} for a 0-d tensor).
+  DimVector flattenedSizes(int64_t start_dim, int64_t end_dim) const;
 
   // "Tensor[2, 3] float32 cpu" (or "Tensor[undefined]"): the one-line form
   // that operator<< and error messages use.
@@ -174,78 +168,6 @@ class Tensor {
   std::string format(const FormatOptions& options) const;
   std::string format() const { return format(FormatOptions{}); }
 
-  // --- Operators as methods (Note [Tensor methods are operators]). Defined
-  // by the dispatcher library with the free functions of backplane/ops.h,
-  // which documents them; each dispatches like the free function does.
-  Tensor add(const Tensor& other, const Scalar& alpha = 1) const;
-  Tensor sub(const Tensor& other, const Scalar& alpha = 1) const;
-  Tensor mul(const Tensor& other) const;
-  Tensor div(const Tensor& other) const;
-  Tensor add(const Scalar& other) const;
-  Tensor sub(const Scalar& other) const;
-  Tensor mul(const Scalar& other) const;
-  Tensor div(const Scalar& other) const;
-  const Tensor& add_(const Tensor& other, const Scalar& alpha = 1) const;
-  const Tensor& sub_(const Tensor& other, const Scalar& alpha = 1) const;
-  const Tensor& mul_(const Tensor& other) const;
-  const Tensor& div_(const Tensor& other) const;
-  Tensor pow(const Scalar& exponent) const;
-  Tensor pow(const Tensor& exponent) const;
-  Tensor maximum(const Tensor& other) const;
-  Tensor minimum(const Tensor& other) const;
-  Tensor clamp(const std::optional<Scalar>& min, const std::optional<Scalar>& max = std::nullopt) const;
-  Tensor eq(const Tensor& other) const;
-  Tensor ne(const Tensor& other) const;
-  Tensor lt(const Tensor& other) const;
-  Tensor le(const Tensor& other) const;
-  Tensor gt(const Tensor& other) const;
-  Tensor ge(const Tensor& other) const;
-  Tensor eq(const Scalar& other) const;
-  Tensor ne(const Scalar& other) const;
-  Tensor lt(const Scalar& other) const;
-  Tensor le(const Scalar& other) const;
-  Tensor gt(const Scalar& other) const;
-  Tensor ge(const Scalar& other) const;
-  Tensor neg() const;
-  Tensor abs() const;
-  Tensor exp() const;
-  Tensor log() const;
-  Tensor sqrt() const;
-  Tensor rsqrt() const;
-  Tensor sin() const;
-  Tensor cos() const;
-  Tensor tanh() const;
-  Tensor sigmoid() const;
-  Tensor relu() const;
-  Tensor gelu(std::string_view approximate = "none") const;
-  Tensor silu() const;
-  Tensor matmul(const Tensor& other) const;
-  Tensor mm(const Tensor& mat2) const;
-  Tensor bmm(const Tensor& mat2) const;
-  Tensor sum(std::optional<ScalarType> dtype = std::nullopt) const;
-  Tensor sum(IntArrayRef dim, bool keepdim = false, std::optional<ScalarType> dtype = std::nullopt) const;
-  Tensor mean(std::optional<ScalarType> dtype = std::nullopt) const;
-  Tensor mean(IntArrayRef dim, bool keepdim = false, std::optional<ScalarType> dtype = std::nullopt) const;
-  Tensor amax(IntArrayRef dim = {}, bool keepdim = false) const;
-  Tensor amin(IntArrayRef dim = {}, bool keepdim = false) const;
-  Tensor argmax(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
-  Tensor argmin(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
-  Tensor softmax(int64_t dim, std::optional<ScalarType> dtype = std::nullopt) const;
-  Tensor log_softmax(int64_t dim, std::optional<ScalarType> dtype = std::nullopt) const;
-  Tensor masked_fill(const Tensor& mask, const Scalar& value) const;
-  Tensor index_select(int64_t dim, const Tensor& index) const;
-  Tensor gather(int64_t dim, const Tensor& index) const;
-  const Tensor& fill_(const Scalar& value) const;
-  const Tensor& zero_() const;
-  const Tensor& copy_(const Tensor& src) const;
-  // This tensor when it already has that device/dtype (copy = false), else a
-  // converted copy. A device string ("cuda:0") is parsed with Device::parse.
-  Tensor to(Device device, bool copy = false) const;
-  Tensor to(ScalarType dtype, bool copy = false) const;
-  Tensor to(Device device, ScalarType dtype, bool copy = false) const;
-  Tensor to(std::string_view device, bool copy = false) const;
-  Tensor cpu() const { return to(Device(DeviceType::CPU)); }
-
  private:
   const TensorImpl& impl() const {
     if (!impl_) [[unlikely]] throwUndefined();
@@ -256,60 +178,33 @@ class Tensor {
   IntrusivePtr<TensorImpl> impl_;
 };
 
-std::ostream& operator<<(std::ostream& os, const Tensor& t);
+std::ostream& operator<<(std::ostream& os, const TensorBase& t);
 
 // --- Creation and data movement that need no operator.
 
 // A new tensor with uninitialised contiguous storage on `device` (index -1 is
 // resolved to 0). Throws if the device type has no interface or the index is
 // out of range.
-Tensor emptyTensor(IntArrayRef sizes, ScalarType dtype = ScalarType::Float32,
+TensorBase emptyTensor(IntArrayRef sizes, ScalarType dtype = ScalarType::Float32,
                    Device device = Device(DeviceType::CPU));
 // Like emptyTensor with explicit strides (>= 0); storage covers every element.
-Tensor emptyStridedTensor(IntArrayRef sizes, IntArrayRef strides, ScalarType dtype,
+TensorBase emptyStridedTensor(IntArrayRef sizes, IntArrayRef strides, ScalarType dtype,
                           Device device = Device(DeviceType::CPU));
 
 // A tensor of `sizes` holding `values` (row-major) on `device`; the dtype is
 // T's. Throws if the count does not match the shape.
 template <typename T>
-Tensor tensorFromVector(const std::vector<T>& values, IntArrayRef sizes,
+TensorBase tensorFromVector(const std::vector<T>& values, IntArrayRef sizes,
                         Device device = Device(DeviceType::CPU));
 
 // Copies the elements of `src` into `dst`: same dtype, same sizes, any
-// strides, any two devices. Goes through the devices' copy functions, and
-// through the strided copy below when one side is a device the host cannot
-// read and the two layouts differ.
-void copyElements(const Tensor& dst, const Tensor& src);
-
-// Note [Strided copies on the device]
-// contiguous(), clone(), reshape() that must copy, and copyElements
-// live in the core, which knows devices only through their byte copies
-// (DeviceInterface). A strided copy on a device the host cannot read needs a
-// kernel, and kernels are reached through the dispatcher, a layer above. So
-// the dispatcher installs a StridedCopyFn when its standard operators are
-// registered (it runs bp::copy_, whose same-device part is the device's
-// _copy_on_device_ kernel, Note [Copies between devices]), and copyElements
-// calls it for every copy whose layouts differ and that involves such a
-// device. The arrow still points one way: core calls a function pointer,
-// never a dispatcher symbol. For a device with no _copy_on_device_ kernel
-// of its own, and with no function installed (core alone, as in core's
-// tests), copyElements stages the spans through the host itself (Note [Span
-// staging]); that staging is counted (Note [Counting host<->device transfers]),
-// inside an op as that op's. A copy made while the function runs on the same
-// thread stages too, so a device's copy kernel cannot recurse through it. When TensorBase and Tensor split (PyTorch's
-// layering), contiguous() and clone() move to the ops layer and call the
-// operator directly; this hook then goes.
-//
-// The function copies src into dst (same dtype and sizes, any strides, any
-// two devices) and returns true, or throws Error; it returns false, having
-// done nothing, when the devices have no copy kernel of their own, and
-// copyElements then stages the spans itself.
-using StridedCopyFn = bool (*)(const Tensor& dst, const Tensor& src);
-// Installs (or, with nullptr, removes) the strided copy. Thread-safe; the
-// dispatcher calls it once, before any op can run.
-void setStridedCopy(StridedCopyFn fn);
-// The strided copy installed now, or nullptr.
-StridedCopyFn installedStridedCopy();
+// strides, any two devices, through the devices' byte copies. When one side
+// is a device the host cannot read and a layout is strided, the spans are
+// staged through the host (Note [Span staging]), counted as transfers (Note
+// [Counting host<->device transfers]): the core knows devices only through
+// DeviceInterface. Tensor's contiguous() and clone() run the device's copy
+// kernel instead when it has one (Note [Tensor and TensorBase]).
+void copyElements(const TensorBase& dst, const TensorBase& src);
 
 // Note [Span staging]
 // The bytes between a tensor's first and last element (its span) can be
@@ -318,17 +213,17 @@ StridedCopyFn installedStridedCopy();
 // this to move strided views without kernels.
 //
 // stageSpan: a tensor on `device` with t's sizes, strides and values.
-Tensor stageSpan(const Tensor& t, Device device);
+TensorBase stageSpan(const TensorBase& t, Device device);
 // writeSpanBack: copies the span of `staged` (made by stageSpan(original, ..))
 // back over the span of `original`.
-void writeSpanBack(const Tensor& original, const Tensor& staged);
+void writeSpanBack(const TensorBase& original, const TensorBase& staged);
 // Bytes stageSpan(t, ...) moves.
-size_t spanBytes(const Tensor& t);
+size_t spanBytes(const TensorBase& t);
 
 // ---------------------------------------------------------------- inline
 
 template <typename T>
-T Tensor::item() const {
+T TensorBase::item() const {
   BP_CHECK(numel() == 1, "item() needs a tensor with exactly one element, but this one has ",
            numel(), " (sizes ", ::backplane::ArrayRef<int64_t>(sizes()), ")");
   alignas(8) unsigned char raw[8];
@@ -344,7 +239,7 @@ T Tensor::item() const {
 }
 
 template <typename T>
-std::vector<T> Tensor::toVector() const {
+std::vector<T> TensorBase::toVector() const {
   std::vector<unsigned char> raw(nbytes());
   readElementsToHost(raw.data());
   std::vector<T> out(static_cast<size_t>(numel()));
@@ -362,12 +257,12 @@ std::vector<T> Tensor::toVector() const {
 }
 
 namespace detail {
-void fillFromHost(const Tensor& dst, const void* src, size_t nbytes);
+void fillFromHost(const TensorBase& dst, const void* src, size_t nbytes);
 }
 
 template <typename T>
-Tensor tensorFromVector(const std::vector<T>& values, IntArrayRef sizes, Device device) {
-  Tensor t = emptyTensor(sizes, CppTypeToScalarType<T>::value, device);
+TensorBase tensorFromVector(const std::vector<T>& values, IntArrayRef sizes, Device device) {
+  TensorBase t = emptyTensor(sizes, CppTypeToScalarType<T>::value, device);
   BP_CHECK(static_cast<int64_t>(values.size()) == t.numel(), "tensorFromVector: ", values.size(),
            " values do not fill sizes ", sizes, " (", t.numel(), " elements)");
   if constexpr (std::is_same_v<T, bool>) {

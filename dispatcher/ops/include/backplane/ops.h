@@ -9,8 +9,7 @@
 // handle looked up once: it dispatches on the devices of its tensor
 // arguments to the plugin's kernel, a composite, or the CPU fallback, with
 // PyTorch's semantics (broadcasting, type promotion, error messages). The
-// tensor methods of the same names (Note [Tensor methods are operators])
-// call these. All tensor arguments of one call must be on one device;
+// tensor methods of the same names (backplane/tensor.h) call these. All tensor arguments of one call must be on one device;
 // move one with to() first.
 //
 // Scalars: `t * 2.0`, `add(t, 1)` and friends wrap the number in a 0-d CPU
@@ -22,8 +21,8 @@
 #include <optional>
 #include <string_view>
 
-#include "backplane/core/tensor.h"
 #include "backplane/dispatcher/boxing.h"
+#include "backplane/tensor.h"
 
 namespace backplane {
 

@@ -6,7 +6,9 @@
 // Every schema has exactly one C++ signature that unboxed calls use, its
 // canonical signature: Tensor and Scalar (and their optionals) by const
 // reference, everything else by value, lists as ArrayRef, str as
-// std::string_view. Kernels may declare parameters as the plain types
+// std::string_view. Tensor is the ops layer's (backplane/tensor.h); this
+// layer sees only TensorBase, and takes any class derived from it that
+// adds no data as a tensor type (KernelTensor below). Kernels may declare parameters as the plain types
 // (Tensor by value, std::string) and an adapter converts; typed call sites
 // must spell the canonical signature, which typed<Sig>() checks. The table
 // below is the single source of those mappings; the schema side lives in
@@ -17,7 +19,9 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <iterator>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "backplane/core/array_ref.h"
@@ -26,12 +30,21 @@
 
 namespace backplane {
 
-using TensorList = ArrayRef<Tensor>;
-using OptionalTensorList = ArrayRef<std::optional<Tensor>>;
-
 namespace detail {
 
 constexpr uint64_t backendKeyBit(DeviceType t) { return uint64_t{2} << static_cast<int>(t); }
+inline void addTensorKeys(uint64_t& bits, const TensorBase& t) {
+  if (const TensorImpl* impl = t.unsafeGetImpl()) bits |= backendKeyBit(impl->device().type);
+}
+
+// The tensor types of kernel signatures: classes derived from TensorBase
+// that add no data (Tensor, in the ops layer). Boxed, a tensor is a
+// TensorBase (IValue); unboxing builds the declared type from it. TensorBase
+// itself is no kernel type: a kernel declared with it and a call spelled
+// with Tensor would share a signature string but not a C++ type.
+template <typename T>
+concept KernelTensor = std::is_base_of_v<TensorBase, T> && !std::is_same_v<T, TensorBase> &&
+                       sizeof(T) == sizeof(TensorBase);
 
 template <typename T>
 struct ArgTraits {
@@ -63,55 +76,72 @@ inline constexpr char kIntName[] = "int", kOptIntName[] = "int?", kFloatName[] =
                       kOptFloatName[] = "float?", kBoolName[] = "bool", kOptBoolName[] = "bool?",
                       kScalarTypeName[] = "ScalarType", kOptScalarTypeName[] = "ScalarType?";
 
-template <>
-struct ArgTraits<Tensor> {
+// Unboxing takes the tensors out of the argument IValues, which the boxed
+// adapter pops right after the call (KernelAdapter::boxedImpl).
+template <KernelTensor T>
+struct ArgTraits<T> {
   static constexpr bool supported = true;
-  using Canonical = const Tensor&;
+  using Canonical = const T&;
   static constexpr std::string_view name = "Tensor";
-  static const Tensor& fromIValue(IValue& v) { return v.toTensor(); }
-  static void push(Stack& s, const Tensor& t) { s.emplace_back(t); }
-  static void addKeys(uint64_t& bits, const Tensor& t) {
-    if (const TensorImpl* impl = t.unsafeGetImpl()) bits |= backendKeyBit(impl->device().type);
-  }
+  static T fromIValue(IValue& v) { return T(std::move(v.toTensor())); }
+  static void push(Stack& s, const T& t) { s.emplace_back(static_cast<const TensorBase&>(t)); }
+  static void addKeys(uint64_t& bits, const T& t) { addTensorKeys(bits, t); }
 };
-template <>
-struct ArgTraits<std::optional<Tensor>> {
+template <KernelTensor T>
+struct ArgTraits<std::optional<T>> {
   static constexpr bool supported = true;
-  using Canonical = const std::optional<Tensor>&;
+  using Canonical = const std::optional<T>&;
   static constexpr std::string_view name = "Tensor?";
-  static std::optional<Tensor> fromIValue(IValue& v) {
+  static std::optional<T> fromIValue(IValue& v) {
     if (v.isNone()) return std::nullopt;
-    const Tensor& t = v.toTensor();
-    return t.defined() ? std::optional<Tensor>(t) : std::nullopt;
+    TensorBase& t = v.toTensor();
+    return t.defined() ? std::optional<T>(T(std::move(t))) : std::nullopt;
   }
-  static void push(Stack& s, const std::optional<Tensor>& t) {
-    if (t && t->defined()) s.emplace_back(*t);
+  static void push(Stack& s, const std::optional<T>& t) {
+    if (t && t->defined()) s.emplace_back(static_cast<const TensorBase&>(*t));
     else s.emplace_back();
   }
-  static void addKeys(uint64_t& bits, const std::optional<Tensor>& t) {
-    if (t) ArgTraits<Tensor>::addKeys(bits, *t);
+  static void addKeys(uint64_t& bits, const std::optional<T>& t) {
+    if (t) addTensorKeys(bits, *t);
   }
 };
-template <>
-struct ArgTraits<TensorList> {
+// A list unboxes into a vector of the declared type, which the ArrayRef
+// the kernel receives views for the duration of the call.
+template <KernelTensor T>
+struct ArgTraits<ArrayRef<T>> {
   static constexpr bool supported = true;
-  using Canonical = TensorList;
+  using Canonical = ArrayRef<T>;
   static constexpr std::string_view name = "Tensor[]";
-  static TensorList fromIValue(IValue& v) { return TensorList(v.toTensorList()); }
-  static void push(Stack& s, TensorList l) { s.emplace_back(l.vec()); }
-  static void addKeys(uint64_t& bits, TensorList l) {
-    for (const Tensor& t : l) ArgTraits<Tensor>::addKeys(bits, t);
+  static std::vector<T> fromIValue(IValue& v) {
+    std::vector<TensorBase>& list = v.toTensorList();
+    return std::vector<T>(std::make_move_iterator(list.begin()), std::make_move_iterator(list.end()));
+  }
+  static void push(Stack& s, ArrayRef<T> l) { s.emplace_back(std::vector<TensorBase>(l.begin(), l.end())); }
+  static void addKeys(uint64_t& bits, ArrayRef<T> l) {
+    for (const T& t : l) addTensorKeys(bits, t);
   }
 };
-template <>
-struct ArgTraits<OptionalTensorList> {
+template <KernelTensor T>
+struct ArgTraits<ArrayRef<std::optional<T>>> {
   static constexpr bool supported = true;
-  using Canonical = OptionalTensorList;
+  using Canonical = ArrayRef<std::optional<T>>;
   static constexpr std::string_view name = "Tensor?[]";
-  static OptionalTensorList fromIValue(IValue& v) { return OptionalTensorList(v.toOptionalTensorList()); }
-  static void push(Stack& s, OptionalTensorList l) { s.emplace_back(l.vec()); }
-  static void addKeys(uint64_t& bits, OptionalTensorList l) {
-    for (const auto& t : l) ArgTraits<std::optional<Tensor>>::addKeys(bits, t);
+  static std::vector<std::optional<T>> fromIValue(IValue& v) {
+    std::vector<std::optional<TensorBase>>& list = v.toOptionalTensorList();
+    std::vector<std::optional<T>> out;
+    out.reserve(list.size());
+    for (std::optional<TensorBase>& t : list) {
+      if (t) out.emplace_back(T(std::move(*t)));
+      else out.emplace_back();
+    }
+    return out;
+  }
+  static void push(Stack& s, ArrayRef<std::optional<T>> l) {
+    s.emplace_back(std::vector<std::optional<TensorBase>>(l.begin(), l.end()));
+  }
+  static void addKeys(uint64_t& bits, ArrayRef<std::optional<T>> l) {
+    for (const auto& t : l)
+      if (t) addTensorKeys(bits, *t);
   }
 };
 template <>
@@ -312,10 +342,13 @@ struct SingleReturn {
   static constexpr size_t count = 1;
   static void push(Stack& s, T v) { s.emplace_back(std::move(v)); }
 };
-template <>
-struct ReturnTraits<Tensor> : SingleReturn<Tensor> {
+template <KernelTensor T>
+struct ReturnTraits<T> {
+  static constexpr bool supported = true;
+  static constexpr size_t count = 1;
   static std::string name() { return "Tensor"; }
-  static Tensor pop(IValue& v) { return std::move(v).toTensor(); }
+  static void push(Stack& s, T v) { s.emplace_back(static_cast<TensorBase&&>(std::move(v))); }
+  static T pop(IValue& v) { return T(std::move(v).toTensor()); }
 };
 template <>
 struct ReturnTraits<int64_t> : SingleReturn<int64_t> {
@@ -337,10 +370,18 @@ struct ReturnTraits<Scalar> : SingleReturn<Scalar> {
   static std::string name() { return "Scalar"; }
   static Scalar pop(IValue& v) { return v.toScalar(); }
 };
-template <>
-struct ReturnTraits<std::vector<Tensor>> : SingleReturn<std::vector<Tensor>> {
+template <KernelTensor T>
+struct ReturnTraits<std::vector<T>> {
+  static constexpr bool supported = true;
+  static constexpr size_t count = 1;
   static std::string name() { return "Tensor[]"; }
-  static std::vector<Tensor> pop(IValue& v) { return std::move(v.toTensorList()); }
+  static void push(Stack& s, std::vector<T> v) {
+    s.emplace_back(std::vector<TensorBase>(std::make_move_iterator(v.begin()), std::make_move_iterator(v.end())));
+  }
+  static std::vector<T> pop(IValue& v) {
+    std::vector<TensorBase>& list = v.toTensorList();
+    return std::vector<T>(std::make_move_iterator(list.begin()), std::make_move_iterator(list.end()));
+  }
 };
 template <typename... Ts>
 struct ReturnTraits<std::tuple<Ts...>> {
@@ -352,7 +393,7 @@ struct ReturnTraits<std::tuple<Ts...>> {
     return n + ")";
   }
   static void push(Stack& s, std::tuple<Ts...> v) {
-    std::apply([&](auto&... e) { (s.emplace_back(std::move(e)), ...); }, v);
+    std::apply([&](auto&... e) { (ReturnTraits<Ts>::push(s, std::move(e)), ...); }, v);
   }
 };
 

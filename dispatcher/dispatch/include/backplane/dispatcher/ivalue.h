@@ -1,11 +1,14 @@
 #pragma once
 // IValue: one boxed value (an argument or a return of an operator), and
 // Stack, the vector of IValues a boxed kernel reads its arguments from and
-// pushes its returns onto.
+// pushes its returns onto. A tensor is held as a TensorBase: the dispatch
+// layer sits below Tensor's operators (Note [Tensor and TensorBase] in
+// backplane/tensor.h); boxing.h builds the tensor type a kernel declares.
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -26,7 +29,7 @@ class IValue {
 
   IValue() = default;  // None
   IValue(std::nullopt_t) {}  // NOLINT
-  IValue(Tensor t) : v_(std::move(t)) {}  // NOLINT
+  IValue(TensorBase t) : v_(std::move(t)) {}  // NOLINT
   IValue(int64_t i) : v_(i) {}  // NOLINT
   IValue(int i) : v_(int64_t{i}) {}  // NOLINT
   IValue(double d) : v_(d) {}  // NOLINT
@@ -39,8 +42,16 @@ class IValue {
   IValue(std::vector<int64_t> v) : v_(std::move(v)) {}  // NOLINT
   IValue(std::vector<double> v) : v_(std::move(v)) {}  // NOLINT
   IValue(std::vector<bool> v) : v_(std::move(v)) {}  // NOLINT
-  IValue(std::vector<Tensor> v) : v_(std::move(v)) {}  // NOLINT
-  IValue(std::vector<std::optional<Tensor>> v) : v_(std::move(v)) {}  // NOLINT
+  IValue(std::vector<TensorBase> v) : v_(std::move(v)) {}  // NOLINT
+  IValue(std::vector<std::optional<TensorBase>> v) : v_(std::move(v)) {}  // NOLINT
+  // Lists of a class derived from TensorBase (Tensor).
+  template <typename T>
+    requires std::is_base_of_v<TensorBase, T>
+  IValue(const std::vector<T>& v) : v_(std::vector<TensorBase>(v.begin(), v.end())) {}  // NOLINT
+  template <typename T>
+    requires std::is_base_of_v<TensorBase, T>
+  IValue(const std::vector<std::optional<T>>& v)  // NOLINT
+      : v_(std::vector<std::optional<TensorBase>>(v.begin(), v.end())) {}
   template <typename T>
   IValue(std::optional<T> o) {  // NOLINT
     if (o) *this = IValue(std::move(*o));
@@ -69,9 +80,9 @@ class IValue {
   bool isNumber() const { return isInt() || isDouble() || isBool() || isScalar(); }
 
   // Accessors throw Error("expected X but got Y") on the wrong alternative.
-  const Tensor& toTensor() const& { return get<Tensor>(Tag::Tensor); }
-  Tensor& toTensor() & { return const_cast<Tensor&>(std::as_const(*this).toTensor()); }
-  Tensor toTensor() && { return std::move(toTensor()); }
+  const TensorBase& toTensor() const& { return get<TensorBase>(Tag::Tensor); }
+  TensorBase& toTensor() & { return const_cast<TensorBase&>(std::as_const(*this).toTensor()); }
+  TensorBase toTensor() && { return std::move(toTensor()); }
   int64_t toInt() const { return get<int64_t>(Tag::Int); }
   double toDouble() const;  // also accepts Int
   bool toBool() const { return get<bool>(Tag::Bool); }
@@ -82,13 +93,15 @@ class IValue {
   const std::vector<int64_t>& toIntList() const { return get<std::vector<int64_t>>(Tag::IntList); }
   const std::vector<double>& toDoubleList() const { return get<std::vector<double>>(Tag::DoubleList); }
   const std::vector<bool>& toBoolList() const { return get<std::vector<bool>>(Tag::BoolList); }
-  const std::vector<Tensor>& toTensorList() const& { return get<std::vector<Tensor>>(Tag::TensorList); }
-  std::vector<Tensor>& toTensorList() & { return const_cast<std::vector<Tensor>&>(std::as_const(*this).toTensorList()); }
-  const std::vector<std::optional<Tensor>>& toOptionalTensorList() const& {
-    return get<std::vector<std::optional<Tensor>>>(Tag::OptionalTensorList);
+  const std::vector<TensorBase>& toTensorList() const& { return get<std::vector<TensorBase>>(Tag::TensorList); }
+  std::vector<TensorBase>& toTensorList() & {
+    return const_cast<std::vector<TensorBase>&>(std::as_const(*this).toTensorList());
   }
-  std::vector<std::optional<Tensor>>& toOptionalTensorList() & {
-    return const_cast<std::vector<std::optional<Tensor>>&>(std::as_const(*this).toOptionalTensorList());
+  const std::vector<std::optional<TensorBase>>& toOptionalTensorList() const& {
+    return get<std::vector<std::optional<TensorBase>>>(Tag::OptionalTensorList);
+  }
+  std::vector<std::optional<TensorBase>>& toOptionalTensorList() & {
+    return const_cast<std::vector<std::optional<TensorBase>>&>(std::as_const(*this).toOptionalTensorList());
   }
 
   // A short description for messages: "Tensor[2, 3] float32 cpu", "5", "[1, 2]".
@@ -102,9 +115,9 @@ class IValue {
   }
   [[noreturn]] void throwWrongTag(Tag want) const;
 
-  std::variant<std::monostate, Tensor, int64_t, double, bool, std::string, Scalar, ScalarType,
+  std::variant<std::monostate, TensorBase, int64_t, double, bool, std::string, Scalar, ScalarType,
                Device, std::vector<int64_t>, std::vector<double>, std::vector<bool>,
-               std::vector<Tensor>, std::vector<std::optional<Tensor>>>
+               std::vector<TensorBase>, std::vector<std::optional<TensorBase>>>
       v_;
 };
 

@@ -78,12 +78,13 @@ struct KernelAdapter;
 template <typename F, typename Ret, typename... Params, bool TakesKeys>
 struct KernelAdapter<F, Ret, TypeList<Params...>, TakesKeys> {
   static_assert(kAllArgsSupported<Params...>,
-                "a kernel parameter type has no schema equivalent; use const Tensor&, "
+                "a kernel parameter type has no schema equivalent; use const Tensor& (backplane/tensor.h), "
                 "std::optional<Tensor>, TensorList, int64_t, double, bool, IntArrayRef, "
                 "std::string_view, const Scalar&, ScalarType, Device or their optionals");
   static_assert(ReturnTraits<Ret>::supported,
                 "a kernel must return void, Tensor, std::tuple<Tensor...>, std::vector<Tensor>, "
-                "int64_t, double, bool or Scalar by value");
+                "int64_t, double, bool or Scalar by value (Tensor, not TensorBase: a lambda that "
+                "returns emptyTensor(...) or tensorFromVector(...) needs `-> Tensor`)");
 
   static decltype(auto) invoke(OperatorKernel* k, DispatchKeySet ks, canonical_t<Params>... args) {
     auto call = [&](auto& f) -> Ret {
@@ -105,6 +106,8 @@ struct KernelAdapter<F, Ret, TypeList<Params...>, TakesKeys> {
     if (stack->size() < n) [[unlikely]] throwBadArgumentCount(op, n, stack->size());
     boxedImpl(k, ks, stack, stack->data() + (stack->size() - n), std::index_sequence_for<Params...>());
   }
+  // The arguments are popped after the call, so unboxing may take their
+  // tensors (ArgTraits::fromIValue) instead of copying them.
   template <size_t... I>
   static void boxedImpl(OperatorKernel* k, DispatchKeySet ks, Stack* stack, IValue* args,
                         std::index_sequence<I...>) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backplane/dispatcher/kernel_function.h"
+#include "backplane/tensor.h"
 
 namespace backplane {
 

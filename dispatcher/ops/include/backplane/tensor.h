@@ -1,0 +1,164 @@
+#pragma once
+// Tensor: a TensorBase (core: metadata, storage, views) with the operators
+// as methods, `a.matmul(b).relu()` as PyTorch reads.
+//
+// Note [Tensor and TensorBase]
+// The layers split the tensor as PyTorch does:
+//   core      TensorBase: sizes, strides, dtype, device, storage, data_ptr,
+//             item/toVector, str/format, and the views that only compute
+//             metadata (Note [Views live in the core]); emptyTensor,
+//             tensorFromVector, stageSpan and copyElements, which copy
+//             through the devices' byte copies only.
+//   dispatch  IValue holds TensorBase; boxing treats any class derived
+//             from TensorBase as a tensor and builds the type a kernel
+//             declares from the boxed value; the CPU fallback works on
+//             TensorBase.
+//   ops       Tensor (here): the same handle, no extra data, with every
+//             operator as a method, defined with the free functions of
+//             backplane/ops.h (ops_api.cc), which document them; and
+//             reshape, flatten, contiguous and clone, which may copy.
+// A TensorBase converts to a Tensor implicitly (both ways cost a handle
+// copy or move), so core's functions compose with Tensor code:
+// `Tensor t = emptyTensor(...)`. They return TensorBase, so an operator
+// called on their result directly needs the conversion spelled,
+// `Tensor(tensorFromVector(...)).to(dev)`, and a kernel lambda that returns
+// one declares `-> Tensor` (kernels take and return Tensor, boxing.h).
+//
+// contiguous(), clone() and a reshape() or flatten() no view can express
+// make a contiguous copy on the tensor's own device. When that device is
+// one the host cannot read and has a _copy_on_device_ kernel of its own (a
+// plugin's, or a composite: not Missing and not the CPU fallback), the copy
+// runs it, through copy_ (Note [Copies between devices]), and the bytes stay
+// on the device. Otherwise core's copyElements copies: on the host for a
+// host-readable device, else staging the spans through the host (Note [Span
+// staging]), counted as transfers (Note [Counting host<->device
+// transfers]) and never a fallback warning or a BACKPLANE_FALLBACK=error
+// refusal, since a view's copy is no operator the user called. A copy made
+// while a device's copy kernel runs on the same thread (a kernel that calls
+// contiguous() itself) stages too, instead of recursing without end.
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <utility>
+
+#include "backplane/core/tensor.h"
+
+namespace backplane {
+
+class Tensor : public TensorBase {
+ public:
+  // An undefined tensor (no storage): what an absent `Tensor?` holds.
+  Tensor() = default;
+  explicit Tensor(IntrusivePtr<TensorImpl> impl) : TensorBase(std::move(impl)) {}
+  Tensor(const TensorBase& base) : TensorBase(base) {}  // NOLINT: implicit by design
+  Tensor(TensorBase&& base) : TensorBase(std::move(base)) {}  // NOLINT: implicit by design
+
+  // --- Views: TensorBase's, as Tensors (Note [Views live in the core]).
+  Tensor view(IntArrayRef sizes) const { return TensorBase::view(sizes); }
+  Tensor transpose(int64_t dim0, int64_t dim1) const { return TensorBase::transpose(dim0, dim1); }
+  Tensor t() const { return TensorBase::t(); }
+  Tensor permute(IntArrayRef dims) const { return TensorBase::permute(dims); }
+  Tensor slice(int64_t dim, std::optional<int64_t> start = std::nullopt, std::optional<int64_t> end = std::nullopt,
+               int64_t step = 1) const {
+    return TensorBase::slice(dim, start, end, step);
+  }
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const { return TensorBase::narrow(dim, start, length); }
+  Tensor select(int64_t dim, int64_t index) const { return TensorBase::select(dim, index); }
+  Tensor expand(IntArrayRef sizes) const { return TensorBase::expand(sizes); }
+  Tensor squeeze() const { return TensorBase::squeeze(); }
+  Tensor squeeze(int64_t dim) const { return TensorBase::squeeze(dim); }
+  Tensor unsqueeze(int64_t dim) const { return TensorBase::unsqueeze(dim); }
+  Tensor as_strided(IntArrayRef sizes, IntArrayRef strides,
+                    std::optional<int64_t> storage_offset = std::nullopt) const {
+    return TensorBase::as_strided(sizes, strides, storage_offset);
+  }
+
+  // --- Views when possible, else copies (Note [Tensor and TensorBase]).
+  Tensor reshape(IntArrayRef sizes) const;  // one size may be -1
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  // This tensor if contiguous, else a contiguous copy on the same device.
+  Tensor contiguous() const { return is_contiguous() ? *this : clone(); }
+  // A contiguous copy on the same device.
+  Tensor clone() const;
+
+  // --- Operators as methods. Defined with the free functions of
+  // backplane/ops.h, which documents them; each dispatches like the free
+  // function does.
+  Tensor add(const Tensor& other, const Scalar& alpha = 1) const;
+  Tensor sub(const Tensor& other, const Scalar& alpha = 1) const;
+  Tensor mul(const Tensor& other) const;
+  Tensor div(const Tensor& other) const;
+  Tensor add(const Scalar& other) const;
+  Tensor sub(const Scalar& other) const;
+  Tensor mul(const Scalar& other) const;
+  Tensor div(const Scalar& other) const;
+  const Tensor& add_(const Tensor& other, const Scalar& alpha = 1) const;
+  const Tensor& sub_(const Tensor& other, const Scalar& alpha = 1) const;
+  const Tensor& mul_(const Tensor& other) const;
+  const Tensor& div_(const Tensor& other) const;
+  Tensor pow(const Scalar& exponent) const;
+  Tensor pow(const Tensor& exponent) const;
+  Tensor maximum(const Tensor& other) const;
+  Tensor minimum(const Tensor& other) const;
+  Tensor clamp(const std::optional<Scalar>& min, const std::optional<Scalar>& max = std::nullopt) const;
+  Tensor eq(const Tensor& other) const;
+  Tensor ne(const Tensor& other) const;
+  Tensor lt(const Tensor& other) const;
+  Tensor le(const Tensor& other) const;
+  Tensor gt(const Tensor& other) const;
+  Tensor ge(const Tensor& other) const;
+  Tensor eq(const Scalar& other) const;
+  Tensor ne(const Scalar& other) const;
+  Tensor lt(const Scalar& other) const;
+  Tensor le(const Scalar& other) const;
+  Tensor gt(const Scalar& other) const;
+  Tensor ge(const Scalar& other) const;
+  Tensor neg() const;
+  Tensor abs() const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor sqrt() const;
+  Tensor rsqrt() const;
+  Tensor sin() const;
+  Tensor cos() const;
+  Tensor tanh() const;
+  Tensor sigmoid() const;
+  Tensor relu() const;
+  Tensor gelu(std::string_view approximate = "none") const;
+  Tensor silu() const;
+  Tensor matmul(const Tensor& other) const;
+  Tensor mm(const Tensor& mat2) const;
+  Tensor bmm(const Tensor& mat2) const;
+  Tensor sum(std::optional<ScalarType> dtype = std::nullopt) const;
+  Tensor sum(IntArrayRef dim, bool keepdim = false, std::optional<ScalarType> dtype = std::nullopt) const;
+  Tensor mean(std::optional<ScalarType> dtype = std::nullopt) const;
+  Tensor mean(IntArrayRef dim, bool keepdim = false, std::optional<ScalarType> dtype = std::nullopt) const;
+  Tensor amax(IntArrayRef dim = {}, bool keepdim = false) const;
+  Tensor amin(IntArrayRef dim = {}, bool keepdim = false) const;
+  Tensor argmax(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
+  Tensor argmin(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
+  Tensor softmax(int64_t dim, std::optional<ScalarType> dtype = std::nullopt) const;
+  Tensor log_softmax(int64_t dim, std::optional<ScalarType> dtype = std::nullopt) const;
+  Tensor masked_fill(const Tensor& mask, const Scalar& value) const;
+  Tensor index_select(int64_t dim, const Tensor& index) const;
+  Tensor gather(int64_t dim, const Tensor& index) const;
+  const Tensor& fill_(const Scalar& value) const;
+  const Tensor& zero_() const;
+  const Tensor& copy_(const Tensor& src) const;
+  // This tensor when it already has that device/dtype (copy = false), else a
+  // converted copy. A device string ("cuda:0") is parsed with Device::parse.
+  Tensor to(Device device, bool copy = false) const;
+  Tensor to(ScalarType dtype, bool copy = false) const;
+  Tensor to(Device device, ScalarType dtype, bool copy = false) const;
+  Tensor to(std::string_view device, bool copy = false) const;
+  Tensor cpu() const { return to(Device(DeviceType::CPU)); }
+};
+
+static_assert(sizeof(Tensor) == sizeof(TensorBase), "Tensor adds methods, never data");
+
+// A Tensor[] and a Tensor?[] argument (Note [Canonical C++ signatures]).
+using TensorList = ArrayRef<Tensor>;
+using OptionalTensorList = ArrayRef<std::optional<Tensor>>;
+
+}  // namespace backplane
