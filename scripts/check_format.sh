@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Checks that the C and C++ lines changed since BASE follow .clang-format.
 #   scripts/check_format.sh [BASE]
-# BASE defaults to the commit that added .clang-format, so on a fresh clone it
-# checks every line written since the style was adopted; a branch can pass
+# BASE defaults to the last commit that changed .clang-format, so on a fresh
+# clone it checks every line written since the style took its present form
+# (the style was adopted after the layer split, whose moved files keep their
+# layout until someone edits their lines); a branch can pass
 # its fork point (e.g. origin/main) to check only its own lines. Lines
 # nobody changed keep their layout: the tree is never reformatted at once.
 # Uncommitted changes count too. On failure it prints the diff that would fix
@@ -16,9 +18,9 @@ if ! git rev-parse --git-dir >/dev/null 2>&1; then
 fi
 base="${1:-}"
 if [ -z "$base" ]; then
-  base=$(git log --diff-filter=A --format=%H -- .clang-format | tail -n 1)
+  base=$(git log -1 --format=%H -- .clang-format)
   if [ -z "$base" ]; then
-    echo "check_format: no commit adds .clang-format in this history (a shallow clone?); fetch more history or pass BASE" >&2
+    echo "check_format: no commit changes .clang-format in this history (a shallow clone?); fetch more history or pass BASE" >&2
     exit 2
   fi
 fi

@@ -520,7 +520,7 @@ int64_t padInfo(std::string_view ns, const Tensor& t, PadInfo which) {
 // plugin sent, and not a byte of the buffer past it touched.
 void expectTensorInfoIsRight(std::string_view ns, DeviceType dev) {
   Tensor x = tensorFromVector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
-  for (const Tensor& t : {x, x.transpose(0, 1), tensorFromVector<float>({1, 2, 3, 4, 5, 6}, {2, 3}, Device(dev, 0))}) {
+  for (const Tensor& t : {x, x.transpose(0, 1), Tensor(tensorFromVector<float>({1, 2, 3, 4, 5, 6}, {2, 3}, Device(dev, 0)))}) {
     SCOPED_TRACE(strCat(t.device().str(), t.is_contiguous() ? " contiguous" : " strided"));
     EXPECT_EQ(padInfo(ns, t, kPadStructSize), static_cast<int64_t>(BP_TensorInfo_STRUCT_SIZE));
     EXPECT_EQ(padInfo(ns, t, kPadBytesChangedPastStructSize), 0) << "the host wrote the buffer's tail padding";
