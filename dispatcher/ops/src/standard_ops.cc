@@ -48,12 +48,18 @@ const std::vector<StandardOp>& standardOperators() {
 // op while the library itself initialises. The handles are never
 // destroyed: the registrations last as long as the process, like the
 // Dispatcher singleton.
+namespace detail {
+// The registrations' handles, never destroyed; a global, so leak checkers
+// see them reachable.
+std::vector<RegistrationHandle>* g_standard_registrations = nullptr;
+}  // namespace detail
+
 namespace {
 
 struct StandardOperatorRegistration {
   StandardOperatorRegistration() {
+    auto* handles = detail::g_standard_registrations = new std::vector<RegistrationHandle>();
     Dispatcher& d = Dispatcher::singleton();
-    auto* handles = new std::vector<RegistrationHandle>();  // never destroyed: see above
     for (const StandardOp& op : standardOperators())
       handles->push_back(valueOrThrow(d.registerDef(strCat(kStandardNamespace, "::", op.schema), "standard operators")));
     for (const StandardOp& op : standardOperators()) {
