@@ -304,6 +304,12 @@ static void profilingKernel(OperatorKernel*, const OperatorHandle& op, DispatchK
 
 // ------------------------------------------------------------ Profiler
 
+namespace detail {
+// The Profiling key's fallback registration, made by the first Profiler and
+// never destroyed.
+RegistrationHandle* g_profiling_kernel = nullptr;
+}  // namespace detail
+
 Profiler::Profiler(ProfilerOptions options) : session_(std::make_shared<detail::ProfilerSession>()) {
   session_->options = options;
   ActiveSession& active = activeSession();
@@ -321,11 +327,13 @@ Profiler::Profiler(ProfilerOptions options) : session_(std::make_shared<detail::
   // The profiling kernel is the Profiling key's fallback, registered by the
   // first Profiler and kept for the process (the dispatcher, a layer below,
   // does not know this one). It only runs while the key is included.
-  static const RegistrationHandle* const kernel = new RegistrationHandle(valueOrThrow(
-      Dispatcher::singleton().registerFallback(DispatchKey::Profiling,
-                                               KernelFunction::makeFromBoxedFunction(&profilingKernel),
-                                               "built-in profiler")));
-  (void)kernel;
+  // The handle hangs off a global, so leak checkers see it reachable.
+  static const bool registered = [] {
+    detail::g_profiling_kernel = new RegistrationHandle(valueOrThrow(Dispatcher::singleton().registerFallback(
+        DispatchKey::Profiling, KernelFunction::makeFromBoxedFunction(&profilingKernel), "built-in profiler")));
+    return true;
+  }();
+  (void)registered;
   Dispatcher::singleton().setProfiling(true);
 }
 
