@@ -19,6 +19,7 @@
 #include <string_view>
 #include <utility>
 
+#include "../spconv/gpu/spconv_gpu.h"
 #include "kernels.h"
 #include "runtime.h"
 
@@ -82,6 +83,7 @@ void init(bp::Library& m) {
   bp_gpu::registerReductionKernels(m, type);
   bp_gpu::registerNormKernels(m, type);
   bp_gpu::registerLinalgKernels(m, type);
+  bp_spconv_gpu::registerKernels(m, type);
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 // Argument checks shared by the CPU and the device-generic kernels, and the
 // thread setting.
+#include <algorithm>
+#include <climits>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -24,7 +26,80 @@ void checkInt32(const char* op, const bp::Tensor& t, const char* name, const cha
   BP_PLUGIN_CHECK(t.dtype() == bp::ScalarType::Int32, op, ": ", name, " must have dtype int32 (", shape,
                   ", as spconv::get_indice_pairs returns it), got ", t.dtype());
 }
+std::array<int64_t, 3> triple(bp::IntList l, const char* name, const char* meaning) {
+  BP_PLUGIN_CHECK(l.size() == 3, kGetIndicePairs, ": ", name, " must have 3 values (", meaning, "), got ", l);
+  return {l[0], l[1], l[2]};
+}
+// a * b, or false when it overflows int64.
+bool mulFits(int64_t a, int64_t b, int64_t& out) { return !__builtin_mul_overflow(a, b, &out); }
 }  // namespace
+
+std::string listString(const std::array<int64_t, 3>& v) {
+  return bp::detail::concat('[', v[0], ", ", v[1], ", ", v[2], ']');
+}
+
+ConvGeometry checkGeometry(int64_t batch_size, bp::IntList spatial_shape, bp::IntList kernel_size,
+                           bp::IntList stride, bp::IntList padding, bp::IntList dilation, bool subm) {
+  ConvGeometry g;
+  g.batch_size = batch_size;
+  g.subm = subm;
+  g.in_shape = triple(spatial_shape, "spatial_shape", "D, H, W");
+  g.kernel = triple(kernel_size, "kernel_size", "kD, kH, kW");
+  g.stride = triple(stride, "stride", "D, H, W");
+  g.padding = triple(padding, "padding", "D, H, W");
+  g.dilation = triple(dilation, "dilation", "D, H, W");
+  BP_PLUGIN_CHECK(batch_size >= 1, kGetIndicePairs, ": batch_size must be >= 1, got ", batch_size);
+  for (int d = 0; d < 3; ++d) {
+    BP_PLUGIN_CHECK(g.in_shape[d] >= 1 && g.in_shape[d] <= INT32_MAX, kGetIndicePairs,
+                    ": spatial_shape values must be in [1, 2^31 - 1], got ", listString(g.in_shape));
+    BP_PLUGIN_CHECK(g.kernel[d] >= 1 && g.kernel[d] <= 64, kGetIndicePairs, ": kernel_size values must be in [1, 64], got ",
+                    listString(g.kernel));
+    BP_PLUGIN_CHECK(g.stride[d] >= 1, kGetIndicePairs, ": stride values must be >= 1, got ", listString(g.stride));
+    BP_PLUGIN_CHECK(g.padding[d] >= 0 && g.padding[d] <= INT32_MAX, kGetIndicePairs,
+                    ": padding values must be in [0, 2^31 - 1], got ", listString(g.padding));
+    BP_PLUGIN_CHECK(g.dilation[d] >= 1 && g.dilation[d] <= INT32_MAX, kGetIndicePairs,
+                    ": dilation values must be in [1, 2^31 - 1], got ", listString(g.dilation));
+  }
+  if (subm) {
+    for (int d = 0; d < 3; ++d) {
+      BP_PLUGIN_CHECK(g.kernel[d] % 2 == 1, kGetIndicePairs, ": a submanifold convolution centres its kernel on each site, so ",
+                      "kernel sizes must be odd, got ", listString(g.kernel),
+                      "; use a regular convolution (subm=False) for even kernels");
+      BP_PLUGIN_CHECK(g.stride[d] == 1, kGetIndicePairs, ": a submanifold convolution keeps every site in place, so stride ",
+                      "must be 1, got ", listString(g.stride),
+                      "; use a regular convolution (subm=False) to downsample");
+    }
+    g.out_shape = g.in_shape;
+  } else {
+    for (int d = 0; d < 3; ++d) {
+      const int64_t span = g.in_shape[d] + 2 * g.padding[d] - g.dilation[d] * (g.kernel[d] - 1) - 1;
+      BP_PLUGIN_CHECK(span >= 0, kGetIndicePairs, ": the kernel does not fit: in dimension ", kDimNames[d],
+                      ", spatial size ", g.in_shape[d], " + 2 x padding ", g.padding[d], " is smaller than the ",
+                      "dilated kernel ", g.dilation[d] * (g.kernel[d] - 1) + 1,
+                      "; add padding or use a smaller kernel or dilation");
+      g.out_shape[d] = span / g.stride[d] + 1;
+    }
+  }
+  return g;
+}
+
+bool checkIndices(const bp::Tensor& indices, const ConvGeometry& g) {
+  BP_PLUGIN_CHECK(indices.dtype() == bp::ScalarType::Int32, kGetIndicePairs,
+                  ": indices must have dtype int32 (columns batch, z, y, x), got ", indices.dtype(),
+                  "; convert with .to(int32)");
+  BP_PLUGIN_CHECK(indices.dim() == 2 && indices.size(1) == 4, kGetIndicePairs,
+                  ": indices must have shape [N, 4] (batch, z, y, x), got ", indices.sizes());
+  const int64_t n = indices.size(0);
+  BP_PLUGIN_CHECK(n <= INT32_MAX, kGetIndicePairs, ": ", n, " active sites are more than int32 rows can number");
+  int64_t in_sites = 0, out_sites = 0, in_volume = 0, out_volume = 0;
+  const bool fits = mulFits(g.in_shape[0], g.in_shape[1], in_volume) && mulFits(in_volume, g.in_shape[2], in_volume) &&
+                    mulFits(in_volume, g.batch_size, in_sites) && mulFits(g.out_shape[0], g.out_shape[1], out_volume) &&
+                    mulFits(out_volume, g.out_shape[2], out_volume) && mulFits(out_volume, g.batch_size, out_sites);
+  BP_PLUGIN_CHECK(fits && std::max(in_sites, out_sites) < (int64_t{1} << 62), kGetIndicePairs, ": batch_size ", g.batch_size,
+                  " x the volume of spatial_shape ", listString(g.in_shape),
+                  " exceeds 2^62 sites, more than coordinate keys can hold");
+  return std::max(in_sites, out_sites) >= (int64_t{1} << 31);
+}
 
 int numThreads() {
   static const int n = readThreadSetting();

@@ -41,8 +41,7 @@ namespace bp_spconv {
 
 namespace {
 
-constexpr const char* kOp = "spconv::get_indice_pairs";
-constexpr const char* kDimNames[3] = {"z", "y", "x"};
+constexpr const char* kOp = kGetIndicePairs;
 // Rows handled as one unit of parallel work when filling pairs; fixed, so the
 // result does not depend on the thread count.
 constexpr int64_t kRowsPerTask = 2048;
@@ -114,15 +113,6 @@ class CoordinateTable {
   int shift_ = 0;
   size_t size_ = 0;
 };
-
-std::string listString(const std::array<int64_t, 3>& v) {
-  return bp::detail::concat('[', v[0], ", ", v[1], ", ", v[2], ']');
-}
-
-std::array<int64_t, 3> triple(bp::IntList l, const char* name, const char* meaning) {
-  BP_PLUGIN_CHECK(l.size() == 3, kOp, ": ", name, " must have 3 values (", meaning, "), got ", l);
-  return {l[0], l[1], l[2]};
-}
 
 // Where the input rows sit, read through the tensor's strides.
 struct SiteReader {
@@ -363,81 +353,21 @@ std::tuple<bp::Tensor, bp::Tensor, bp::Tensor> buildRulebook(const ConvGeometry&
   return builder.build();
 }
 
-// a * b, or false when it overflows int64.
-bool mulFits(int64_t a, int64_t b, int64_t& out) { return !__builtin_mul_overflow(a, b, &out); }
-
 }  // namespace
 
-ConvGeometry checkGeometry(int64_t batch_size, bp::IntList spatial_shape, bp::IntList kernel_size,
-                           bp::IntList stride, bp::IntList padding, bp::IntList dilation, bool subm) {
-  ConvGeometry g;
-  g.batch_size = batch_size;
-  g.subm = subm;
-  g.in_shape = triple(spatial_shape, "spatial_shape", "D, H, W");
-  g.kernel = triple(kernel_size, "kernel_size", "kD, kH, kW");
-  g.stride = triple(stride, "stride", "D, H, W");
-  g.padding = triple(padding, "padding", "D, H, W");
-  g.dilation = triple(dilation, "dilation", "D, H, W");
-  BP_PLUGIN_CHECK(batch_size >= 1, kOp, ": batch_size must be >= 1, got ", batch_size);
-  for (int d = 0; d < 3; ++d) {
-    BP_PLUGIN_CHECK(g.in_shape[d] >= 1 && g.in_shape[d] <= INT32_MAX, kOp,
-                    ": spatial_shape values must be in [1, 2^31 - 1], got ", listString(g.in_shape));
-    BP_PLUGIN_CHECK(g.kernel[d] >= 1 && g.kernel[d] <= 64, kOp, ": kernel_size values must be in [1, 64], got ",
-                    listString(g.kernel));
-    BP_PLUGIN_CHECK(g.stride[d] >= 1, kOp, ": stride values must be >= 1, got ", listString(g.stride));
-    BP_PLUGIN_CHECK(g.padding[d] >= 0 && g.padding[d] <= INT32_MAX, kOp,
-                    ": padding values must be in [0, 2^31 - 1], got ", listString(g.padding));
-    BP_PLUGIN_CHECK(g.dilation[d] >= 1 && g.dilation[d] <= INT32_MAX, kOp,
-                    ": dilation values must be in [1, 2^31 - 1], got ", listString(g.dilation));
-  }
-  if (subm) {
-    for (int d = 0; d < 3; ++d) {
-      BP_PLUGIN_CHECK(g.kernel[d] % 2 == 1, kOp, ": a submanifold convolution centres its kernel on each site, so ",
-                      "kernel sizes must be odd, got ", listString(g.kernel),
-                      "; use a regular convolution (subm=False) for even kernels");
-      BP_PLUGIN_CHECK(g.stride[d] == 1, kOp, ": a submanifold convolution keeps every site in place, so stride ",
-                      "must be 1, got ", listString(g.stride),
-                      "; use a regular convolution (subm=False) to downsample");
-    }
-    g.out_shape = g.in_shape;
-  } else {
-    for (int d = 0; d < 3; ++d) {
-      const int64_t span = g.in_shape[d] + 2 * g.padding[d] - g.dilation[d] * (g.kernel[d] - 1) - 1;
-      BP_PLUGIN_CHECK(span >= 0, kOp, ": the kernel does not fit: in dimension ", kDimNames[d],
-                      ", spatial size ", g.in_shape[d], " + 2 x padding ", g.padding[d], " is smaller than the ",
-                      "dilated kernel ", g.dilation[d] * (g.kernel[d] - 1) + 1,
-                      "; add padding or use a smaller kernel or dilation");
-      g.out_shape[d] = span / g.stride[d] + 1;
-    }
-  }
-  return g;
-}
 
 std::tuple<bp::Tensor, bp::Tensor, bp::Tensor> getIndicePairsCpu(const bp::Tensor& indices, int64_t batch_size,
                                                                   bp::IntList spatial_shape, bp::IntList kernel_size,
                                                                   bp::IntList stride, bp::IntList padding,
                                                                   bp::IntList dilation, bool subm) {
   const ConvGeometry g = checkGeometry(batch_size, spatial_shape, kernel_size, stride, padding, dilation, subm);
-  BP_PLUGIN_CHECK(indices.dtype() == bp::ScalarType::Int32, kOp,
-                  ": indices must have dtype int32 (columns batch, z, y, x), got ", indices.dtype(),
-                  "; convert with .to(int32)");
-  BP_PLUGIN_CHECK(indices.dim() == 2 && indices.size(1) == 4, kOp,
-                  ": indices must have shape [N, 4] (batch, z, y, x), got ", indices.sizes());
   BP_PLUGIN_CHECK(indices.device().type == kCpu, kOp, ": this is the cpu kernel, but indices is on device type ",
                   indices.device().type);
+  const bool wide_keys = checkIndices(indices, g);
   const int64_t n = indices.size(0);
-  BP_PLUGIN_CHECK(n <= INT32_MAX, kOp, ": ", n, " active sites are more than int32 rows can number");
-  int64_t in_sites = 0, out_sites = 0, in_volume = 0, out_volume = 0;
-  const bool fits = mulFits(g.in_shape[0], g.in_shape[1], in_volume) && mulFits(in_volume, g.in_shape[2], in_volume) &&
-                    mulFits(in_volume, batch_size, in_sites) && mulFits(g.out_shape[0], g.out_shape[1], out_volume) &&
-                    mulFits(out_volume, g.out_shape[2], out_volume) && mulFits(out_volume, batch_size, out_sites);
-  BP_PLUGIN_CHECK(fits && std::max(in_sites, out_sites) < (int64_t{1} << 62), kOp, ": batch_size ", batch_size,
-                  " x the volume of spatial_shape ", listString(g.in_shape),
-                  " exceeds 2^62 sites, more than coordinate keys can hold");
   const SiteReader sites{n == 0 ? nullptr : indices.data_ptr<const int32_t>(), indices.stride(0), indices.stride(1)};
   // Note [Coordinate keys]
-  if (std::max(in_sites, out_sites) < (int64_t{1} << 31)) return buildRulebook<uint32_t>(g, sites, n);
-  return buildRulebook<uint64_t>(g, sites, n);
+  return wide_keys ? buildRulebook<uint64_t>(g, sites, n) : buildRulebook<uint32_t>(g, sites, n);
 }
 
 }  // namespace bp_spconv

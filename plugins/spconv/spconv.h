@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -24,6 +25,13 @@ int numThreads();
 // numThreads().
 int threadsFor(int64_t work);
 
+inline constexpr const char* kGetIndicePairs = "spconv::get_indice_pairs";
+// The names of the spatial dimensions, for messages.
+inline constexpr const char* kDimNames[3] = {"z", "y", "x"};
+
+// "[a, b, c]", for messages.
+std::string listString(const std::array<int64_t, 3>& v);
+
 // The geometry of one sparse convolution, checked (Note [Rulebook]).
 struct ConvGeometry {
   int64_t batch_size;
@@ -36,6 +44,11 @@ struct ConvGeometry {
 // the output spatial shape; throws bp::Error naming the bad argument.
 ConvGeometry checkGeometry(int64_t batch_size, bp::IntList spatial_shape, bp::IntList kernel_size,
                            bp::IntList stride, bp::IntList padding, bp::IntList dilation, bool subm);
+
+// Checks `indices` (int32 [N, 4], N < 2^31) and that batch_size x the grid
+// volume fits coordinate keys, without reading an element (so it holds on
+// every device); returns whether keys need 64 bits (Note [Coordinate keys]).
+bool checkIndices(const bp::Tensor& indices, const ConvGeometry& g);
 
 // spconv::get_indice_pairs on the CPU: (out_indices, indice_pairs, indice_pair_num).
 std::tuple<bp::Tensor, bp::Tensor, bp::Tensor> getIndicePairsCpu(const bp::Tensor& indices, int64_t batch_size,
