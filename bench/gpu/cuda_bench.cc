@@ -24,6 +24,17 @@
 //                                heads), float32, TF32 off, no profiler; synchronized per layer.
 //                                PyTorch eager runs the same layer in shared/gpu-check's
 //                                torch_baseline.py (0.61 ms on an H100; target <= 0.55 ms)
+//   BM_Cuda_SubmConv3x3x3_C64    spconv::indice_conv of a submanifold 3x3x3 convolution, 64 -> 64
+//                                channels, on the synthetic KITTI scan of bench/spconv (about 32k
+//                                voxels), rulebook built beforehand on the device; synchronized
+//   BM_Cublas_Sgemm_SubmConv3x3x3_C64  its baseline: the same GEMM work, [pairs, 64] @ [64, 64],
+//                                in one cublasSgemm (no gather, no scatter); target >= 0.5x of it
+//   BM_Cuda_SparseConv3x3x3_Stride2_C32 / BM_Cublas_Sgemm_SparseConv3x3x3_Stride2_C32  the same
+//                                for a strided 3x3x3 convolution, 32 -> 32 channels
+//   BM_Cuda_RulebookSubm_40k     spconv::get_indice_pairs of a submanifold 3x3x3 convolution on
+//                                the denser 40k-voxel scan, built on the device (target <= 0.5 ms)
+//   BM_Cuda_LidarBackbone        samples/sparse_lidar's VoxelBackBone8x forward pass on the KITTI
+//                                scan, rulebooks included, synchronized (target <= 8 ms)
 //   BM_Cuda_Softmax_LayerNorm    the layer's attention softmax ([8, 12, 128, 128], last dim) and
 //                                one of its layer_norms ([8, 128, 768]) into preallocated outputs;
 //                                bytes_per_second over what they read and write, to compare with
@@ -58,8 +69,11 @@
 #include "backplane/dispatcher/dispatcher.h"
 #include "backplane/ops.h"
 #include "backplane/runtime.h"
+#include "backbone.h"
 #include "empty_kernel.h"
 #include "encoder.h"
+#include "lidar_synth.h"
+#include "sparse_conv.h"
 
 namespace backplane {
 namespace {
@@ -87,7 +101,7 @@ struct CudaPlugin {
   }
   static RuntimeOptions options() {
     RuntimeOptions o;
-    o.plugin_paths = {BACKPLANE_CPU_PLUGIN_PATH, BACKPLANE_CUDA_PLUGIN_PATH};
+    o.plugin_paths = {BACKPLANE_CPU_PLUGIN_PATH, BACKPLANE_CUDA_PLUGIN_PATH, BACKPLANE_SPCONV_PLUGIN_PATH};
     o.load_default_plugins = false;
     return o;
   }
@@ -258,31 +272,34 @@ void BM_Cuda_Matmul_4096(benchmark::State& state) {
 }
 BENCHMARK(BM_Cuda_Matmul_4096)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-void BM_Cublas_Sgemm_4096(benchmark::State& state) {
+// Row-major [m, k] @ [k, n] in one cublasSgemm on device buffers, per
+// iteration synchronized; items processed are flops. The baseline of every
+// GEMM-shaped benchmark here.
+void runCublasSgemm(benchmark::State& state, int64_t m, int64_t k, int64_t n) {
   if (!cudaDeviceReady(state)) return;
-  const size_t bytes = static_cast<size_t>(kMatmulN * kMatmulN) * sizeof(float);
+  const auto bytes = [](int64_t rows, int64_t cols) { return static_cast<size_t>(rows * cols) * sizeof(float); };
   DeviceBuffer a, b, c;
   Stream stream;
-  if (!cudaOk(state, cudaMalloc(&a.ptr, bytes), "cudaMalloc") ||
-      !cudaOk(state, cudaMalloc(&b.ptr, bytes), "cudaMalloc") ||
-      !cudaOk(state, cudaMalloc(&c.ptr, bytes), "cudaMalloc") ||
+  if (!cudaOk(state, cudaMalloc(&a.ptr, bytes(m, k)), "cudaMalloc") ||
+      !cudaOk(state, cudaMalloc(&b.ptr, bytes(k, n)), "cudaMalloc") ||
+      !cudaOk(state, cudaMalloc(&c.ptr, bytes(m, n)), "cudaMalloc") ||
       // Any finite values: a GEMM's time does not depend on them (0x3c3c3c3c is about 0.0115).
-      !cudaOk(state, cudaMemset(a.ptr, 0x3c, bytes), "cudaMemset") ||
-      !cudaOk(state, cudaMemset(b.ptr, 0x3c, bytes), "cudaMemset") ||
+      !cudaOk(state, cudaMemset(a.ptr, 0x3c, bytes(m, k)), "cudaMemset") ||
+      !cudaOk(state, cudaMemset(b.ptr, 0x3c, bytes(k, n)), "cudaMemset") ||
       !cudaOk(state, cudaStreamCreateWithFlags(&stream.s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags")) {
     return;
   }
   cublasHandle_t handle = nullptr;
   if (!cublasOk(state, cublasCreate(&handle), "cublasCreate")) return;
-  const int n = static_cast<int>(kMatmulN);
   const float alpha = 1.0f, beta = 0.0f;
   const auto* pa = static_cast<const float*>(a.ptr);
   const auto* pb = static_cast<const float*>(b.ptr);
   auto* pc = static_cast<float*>(c.ptr);
   // Row-major C = A B computed as column-major C^T = B^T A^T, as the plugin
   // does (Note [cuBLAS products]); CUBLAS_DEFAULT_MATH keeps float32 (no TF32).
+  const int im = static_cast<int>(m), ik = static_cast<int>(k), in = static_cast<int>(n);
   const auto sgemm = [&] {
-    return cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, pb, n, pa, n, &beta, pc, n);
+    return cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, in, im, ik, &alpha, pb, in, pa, ik, &beta, pc, in);
   };
   if (cublasOk(state, cublasSetStream(handle, stream.s), "cublasSetStream") &&
       cublasOk(state, cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH), "cublasSetMathMode") &&
@@ -294,10 +311,12 @@ void BM_Cublas_Sgemm_4096(benchmark::State& state) {
         break;
       }
     }
-    state.SetItemsProcessed(state.iterations() * 2 * kMatmulN * kMatmulN * kMatmulN);  // flops
+    state.SetItemsProcessed(state.iterations() * 2 * m * k * n);  // flops
   }
   cublasDestroy(handle);
 }
+
+void BM_Cublas_Sgemm_4096(benchmark::State& state) { runCublasSgemm(state, kMatmulN, kMatmulN, kMatmulN); }
 BENCHMARK(BM_Cublas_Sgemm_4096)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_Cuda_Add_Tiny_EndToEnd(benchmark::State& state) {
@@ -376,6 +395,114 @@ void BM_Cuda_Softmax_LayerNorm(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * 2 * (scores.nbytes() + x.nbytes()));
 }
 BENCHMARK(BM_Cuda_Softmax_LayerNorm)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// ------------------------------------------------------- sparse convolution
+
+// The scans of bench/spconv (the same seed and settings), so the CPU and
+// CUDA figures are of the same work.
+const sparse_lidar::VoxelScan& kittiScan() {
+  static const sparse_lidar::VoxelScan scan = sparse_lidar::syntheticKittiScan(0);
+  return scan;
+}
+const sparse_lidar::VoxelScan& denseScan() {
+  static const sparse_lidar::VoxelScan scan = sparse_lidar::syntheticKittiScan(0, 1, {.azimuth_step_deg = 0.14});
+  return scan;
+}
+
+// One sparse convolution on kittiScan() on cuda:0: input, filters and the
+// rulebook (built on the device), and its GEMM work.
+struct SparseConvCase {
+  SparseConvCase(Device dev, int64_t cin, int64_t cout, sparse_lidar::ConvGeometry g, bool subm) {
+    const sparse_lidar::VoxelScan& scan = kittiScan();
+    input = sparse_lidar::SparseTensor::fromScan(scan, dev);
+    const TensorOptions opts{.dtype = ScalarType::Float32, .device = dev};
+    input.features = randn({scan.numVoxels(), cin}, opts);
+    filters = randn({3, 3, 3, cin, cout}, opts);
+    rulebook = sparse_lidar::buildRulebook(input, g, subm);
+    pairs = rulebook.totalPairs();
+    in_channels = cin;
+    out_channels = cout;
+  }
+  sparse_lidar::SparseTensor input;
+  Tensor filters;
+  sparse_lidar::Rulebook rulebook;
+  int64_t pairs = 0, in_channels = 0, out_channels = 0;
+};
+
+const sparse_lidar::ConvGeometry kSubm3{.padding = {1, 1, 1}};
+const sparse_lidar::ConvGeometry kStride2{.stride = {2, 2, 2}, .padding = {1, 1, 1}};
+
+void runSparseConv(benchmark::State& state, int64_t cin, int64_t cout, const sparse_lidar::ConvGeometry& g,
+                   bool subm) {
+  const std::optional<Device> dev = cudaDevice(state);
+  if (!dev) return;
+  const SparseConvCase c(*dev, cin, cout, g, subm);
+  benchmark::DoNotOptimize(sparse_lidar::applyConv(c.input, c.filters, c.rulebook));  // warm-up
+  synchronize();
+  for (auto _ : state) {
+    sparse_lidar::SparseTensor out = sparse_lidar::applyConv(c.input, c.filters, c.rulebook);
+    benchmark::DoNotOptimize(out);
+    synchronize();
+  }
+  state.SetItemsProcessed(state.iterations() * 2 * c.pairs * cin * cout);  // flops of the GEMM work
+  state.counters["pairs"] = static_cast<double>(c.pairs);
+}
+
+// The baseline: the same GEMM work as that convolution in one cublasSgemm.
+void runSparseConvGemmWork(benchmark::State& state, int64_t cin, int64_t cout, const sparse_lidar::ConvGeometry& g,
+                           bool subm) {
+  const std::optional<Device> dev = cudaDevice(state);
+  if (!dev) return;
+  const int64_t pairs = SparseConvCase(*dev, cin, cout, g, subm).pairs;
+  runCublasSgemm(state, pairs, cin, cout);
+  state.counters["pairs"] = static_cast<double>(pairs);
+}
+
+void BM_Cuda_SubmConv3x3x3_C64(benchmark::State& state) { runSparseConv(state, 64, 64, kSubm3, true); }
+void BM_Cublas_Sgemm_SubmConv3x3x3_C64(benchmark::State& state) {
+  runSparseConvGemmWork(state, 64, 64, kSubm3, true);
+}
+void BM_Cuda_SparseConv3x3x3_Stride2_C32(benchmark::State& state) { runSparseConv(state, 32, 32, kStride2, false); }
+void BM_Cublas_Sgemm_SparseConv3x3x3_Stride2_C32(benchmark::State& state) {
+  runSparseConvGemmWork(state, 32, 32, kStride2, false);
+}
+BENCHMARK(BM_Cuda_SubmConv3x3x3_C64)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_Cublas_Sgemm_SubmConv3x3x3_C64)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_Cuda_SparseConv3x3x3_Stride2_C32)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_Cublas_Sgemm_SparseConv3x3x3_Stride2_C32)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_Cuda_RulebookSubm_40k(benchmark::State& state) {
+  const std::optional<Device> dev = cudaDevice(state);
+  if (!dev) return;
+  const sparse_lidar::SparseTensor input = sparse_lidar::SparseTensor::fromScan(denseScan(), *dev);
+  benchmark::DoNotOptimize(sparse_lidar::buildRulebook(input, kSubm3, true));  // warm-up
+  synchronize();
+  for (auto _ : state) {
+    sparse_lidar::Rulebook r = sparse_lidar::buildRulebook(input, kSubm3, true);
+    benchmark::DoNotOptimize(r);
+    synchronize();
+  }
+  state.counters["voxels"] = static_cast<double>(input.numVoxels());
+}
+BENCHMARK(BM_Cuda_RulebookSubm_40k)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_Cuda_LidarBackbone(benchmark::State& state) {
+  const std::optional<Device> dev = cudaDevice(state);
+  if (!dev) return;
+  const sparse_lidar::VoxelScan& scan = kittiScan();
+  const sparse_lidar::BackboneWeights weights =
+      sparse_lidar::BackboneWeights::random(sparse_lidar::voxelBackBone8x(scan.channels), 0).to(*dev);
+  const sparse_lidar::SparseTensor input = sparse_lidar::SparseTensor::fromScan(scan, *dev);
+  benchmark::DoNotOptimize(sparse_lidar::runBackbone(weights, input));  // warm-up
+  synchronize();
+  for (auto _ : state) {
+    sparse_lidar::SparseTensor out = sparse_lidar::runBackbone(weights, input);
+    benchmark::DoNotOptimize(out);
+    synchronize();
+  }
+  state.counters["voxels"] = static_cast<double>(scan.numVoxels());
+}
+BENCHMARK(BM_Cuda_LidarBackbone)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace backplane

@@ -190,6 +190,17 @@ PointCloud simulateScan(uint64_t seed, const LidarConfig& c) {
                                            static_cast<float>(range * dir[2]), static_cast<float>(intensity)});
     }
   }
+  if (c.max_points > 0 && cloud.size() > c.max_points) {
+    // Point j of the cap is return floor(j * size / max_points): evenly spread,
+    // in scan order, the same for a seed on every machine.
+    const int64_t size = cloud.size();
+    std::vector<float> kept(static_cast<size_t>(c.max_points) * 4);
+    for (int64_t j = 0; j < c.max_points; ++j) {
+      const int64_t i = j * size / c.max_points;
+      std::copy_n(cloud.xyzi.begin() + i * 4, 4, kept.begin() + j * 4);
+    }
+    cloud.xyzi = std::move(kept);
+  }
   return cloud;
 }
 

@@ -47,6 +47,10 @@ struct LidarConfig {
   int pedestrians = 6;
   int walls = 4;
   int poles = 10;
+  // 0: every return. Else at most this many points, every (size / max_points)-th
+  // return of the scan kept, so a small scan still spans the whole scene (the
+  // simulator runs the backbone on one in seconds).
+  int64_t max_points = 0;
 };
 
 // Points in the sensor frame (x forward, y left, z up, metres).

@@ -37,6 +37,30 @@ TEST(LidarSynthTest, ScansOccupyAsManyVoxelsAsKittiFrames) {
   }
 }
 
+TEST(LidarSynthTest, MaxPointsKeepsThatManyReturnsSpreadOverTheWholeScan) {
+  const PointCloud full = simulateScan(5);
+  LidarConfig capped_config;
+  capped_config.max_points = 2000;
+  const PointCloud capped = simulateScan(5, capped_config);
+  ASSERT_EQ(capped.size(), 2000);
+  // Every kept point is a return of the full scan, taken in scan order at an
+  // even step: the first one, and the last kept near the end of the scan.
+  const int64_t step = full.size() / 2000;
+  for (int64_t j : {int64_t{0}, int64_t{1}, int64_t{1000}, int64_t{1999}}) {
+    const int64_t i = j * full.size() / 2000;
+    for (int c = 0; c < 4; ++c) EXPECT_EQ(capped.xyzi[j * 4 + c], full.xyzi[i * 4 + c]) << "point " << j;
+  }
+  EXPECT_GE(1999 * full.size() / 2000, full.size() - step - 1);
+  // A cap above the scan's size keeps every return.
+  capped_config.max_points = full.size() + 1;
+  EXPECT_EQ(simulateScan(5, capped_config).xyzi, full.xyzi);
+  // The capped scan still voxelises into a valid, smaller grid input.
+  capped_config.max_points = 2000;
+  const VoxelScan scan = syntheticKittiScan(5, 1, capped_config);
+  EXPECT_GT(scan.numVoxels(), 500);
+  EXPECT_LE(scan.numVoxels(), 2000);
+}
+
 TEST(LidarSynthTest, IndicesAreInsideTheGridUniqueAndSorted) {
   const VoxelScan scan = syntheticKittiScan(1, 2);
   ASSERT_EQ(scan.spatial_shape, (std::array<int64_t, 3>{41, 1600, 1408}));

@@ -1,7 +1,7 @@
 // sparse_lidar: SECOND's sparse 3-D backbone on a synthetic LiDAR scan, on
 // the device picked at run time, checked, profiled and timed.
 //
-//   sparse_lidar [--device auto|cpu|cuda:0|...] [--batch N] [--seed N] [--iters N]
+//   sparse_lidar [--device auto|cpu|cuda:0|...] [--batch N] [--seed N] [--iters N] [--points N]
 //
 // A 64-beam scan (lidar_synth.h) is voxelised on KITTI's grid and run through
 // VoxelBackBone8x (backbone.h) with weights from a fixed seed. Every layer's
@@ -38,7 +38,7 @@ using sample::fallbackLine;
 using Clock = std::chrono::steady_clock;
 using Millis = std::chrono::duration<double, std::milli>;
 
-constexpr const char* kUsage = "usage: sparse_lidar [--device auto|cpu|cuda:0|...] [--batch N] [--seed N] [--iters N]";
+constexpr const char* kUsage = "usage: sparse_lidar [--device auto|cpu|cuda:0|...] [--batch N] [--seed N] [--iters N] [--points N]";
 
 constexpr const char* kHelp =
     "\n"
@@ -54,7 +54,9 @@ constexpr const char* kHelp =
     "                  BACKPLANE_DEVICE overrides it), cpu, cuda, cuda:1, or a vendor's device type\n"
     "  --batch N       scans per batch, each from its own seed (1)\n"
     "  --seed N        seed of the scans and the weights (0)\n"
-    "  --iters N       timed runs after the warm-up (3)\n";
+    "  --iters N       timed runs after the warm-up (3)\n"
+    "  --points N      at most N LiDAR returns per scan, evenly spread over it (0: all, about 115k);\n"
+    "                  a few thousand make a scan small enough for the GPU simulator\n";
 
 // On the CPU, each layer's features are checked on every kRowStep-th row
 // (all sites are checked): the double-precision reference of a whole layer
@@ -65,6 +67,7 @@ struct Flags {
   std::string device = "auto";
   int64_t batch = 1;
   int64_t iters = 3;
+  int64_t points = 0;
   uint64_t seed = 0;
 };
 
@@ -73,7 +76,11 @@ std::optional<Flags> parseFlags(int argc, char** argv, std::string& error) {
   Flags flags;
   if (!sample::parseFlags(
           argc, argv,
-          {{"--device", &flags.device}, {"--batch", &flags.batch}, {"--seed", &flags.seed}, {"--iters", &flags.iters}},
+          {{"--device", &flags.device},
+           {"--batch", &flags.batch},
+           {"--seed", &flags.seed},
+           {"--iters", &flags.iters},
+           {"--points", &flags.points}},
           error)) {
     return std::nullopt;
   }
@@ -82,6 +89,10 @@ std::optional<Flags> parseFlags(int argc, char** argv, std::string& error) {
       error = strCat(name, " must be at least 1, got ", value);
       return std::nullopt;
     }
+  }
+  if (flags.points < 0) {
+    error = strCat("--points must be at least 0 (0: every return), got ", flags.points);
+    return std::nullopt;
   }
   return flags;
 }
@@ -122,7 +133,9 @@ int run(const Flags& flags) {
   DeviceInterface& device_api = DeviceTypeRegistry::global().interfaceOrThrow(dev.type);
 
   const Clock::time_point scan_start = Clock::now();
-  const VoxelScan scan = syntheticKittiScan(flags.seed, flags.batch);
+  LidarConfig lidar;
+  lidar.max_points = flags.points;
+  const VoxelScan scan = syntheticKittiScan(flags.seed, flags.batch, lidar);
   const Millis scan_time = Clock::now() - scan_start;
   int64_t points = 0;
   for (int64_t p : scan.points) points += p;
