@@ -2,16 +2,18 @@
 // implements the standard ops they are made of.
 //
 // Note [Device-generic sparse convolution]
-// Registered for cuda and hip (and the device types named in
-// BACKPLANE_SPCONV_GENERIC_DEVICES). Nothing here touches device memory:
+// Registered for the device types named in BACKPLANE_SPCONV_GENERIC_DEVICES:
+// a vendor's device whose plugin has the standard ops but no spconv kernels
+// of its own (the GPU plugins have theirs: Note [Sparse convolution on the
+// GPU]). Nothing here touches device memory:
 // - get_indice_pairs copies the indices to the host, builds the rulebook
 //   with the CPU kernel, and copies the three results back (rulebook
 //   building is hash-table work, serial by nature; its result is reused by
 //   every layer of the same resolution).
 // - indice_conv and its backward read only indice_pair_num on the host (K
 //   counts) and run, per kernel offset, index_select + mm + scatter_add_
-//   through the dispatcher on the tensors' own device, so on CUDA the GEMMs
-//   are cuBLAS and nothing round-trips through the host. For subm=True the
+//   through the dispatcher on the tensors' own device, so the GEMMs are the
+//   device's own and nothing round-trips through the host. For subm=True the
 //   centre offset is one mm over all rows (its pairs are the identity; the
 //   CPU kernel checks that, this path trusts the flag).
 // - indice_maxpool and its backward are not registered: they run through

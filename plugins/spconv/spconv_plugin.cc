@@ -4,9 +4,11 @@
 // rulebook (Note [Rulebook]), then gather-GEMM-scatter per kernel offset.
 // It defines the `spconv` namespace and implements it for the CPU (Note
 // [CPU gather-GEMM-scatter]) and, through the standard ops of the device,
-// for cuda, hip and the types listed in BACKPLANE_SPCONV_GENERIC_DEVICES
-// (Note [Device-generic sparse convolution]); other devices run the CPU
-// kernels through the CPU fallback. plugins/spconv/README.md is the user's
+// for the types listed in BACKPLANE_SPCONV_GENERIC_DEVICES (Note
+// [Device-generic sparse convolution]). The GPU plugins (cuda, hip, gpusim)
+// bring their own kernels for these ops (plugins/spconv/gpu, Note [Sparse
+// convolution on the GPU]); other devices run the CPU kernels through the
+// CPU fallback. plugins/spconv/README.md is the user's
 // guide.
 #include <cstdlib>
 #include <string>
@@ -30,13 +32,13 @@ constexpr const char* kSchemas[] = {
     "Tensor indice_pair_num) -> Tensor",
 };
 
-// The device types of the generic path: cuda and hip (built-in names, known
-// even when no GPU plugin is loaded), then each comma-separated name in
-// BACKPLANE_SPCONV_GENERIC_DEVICES. An unknown name is logged and skipped:
+// The device types of the generic path: each comma-separated name in
+// BACKPLANE_SPCONV_GENERIC_DEVICES (a vendor's device whose plugin has the
+// standard ops but no spconv kernels). An unknown name is logged and skipped:
 // the env var is read here, at plugin load, so the device's plugin (or the
 // program's in-process device) must be registered before this plugin loads.
 void registerGenericDevices(bp::Library& m) {
-  std::vector<std::string> names = {"cuda", "hip"};
+  std::vector<std::string> names;
   if (const char* env = std::getenv("BACKPLANE_SPCONV_GENERIC_DEVICES")) {
     std::string_view rest(env);
     while (!rest.empty()) {
