@@ -287,8 +287,8 @@ TEST(SpconvGpuConv, OffsetsWithoutPairsGiveZeros) {
     const DeterministicScope mode(det);
     const Tensor y = indiceConv(onDevice(x), onDevice(w), onDevice(pairs), onDevice(num), m, false, false);
     EXPECT_EQ(hostValues(y), std::vector<float>(m * cout, 0.0f));
-    const auto [dx, dw] = indiceConvBackward(onDevice(x), onDevice(w), onDevice(g), onDevice(pairs), onDevice(num),
-                                             false, false);
+    const auto [dx, dw] =
+        indiceConvBackward(onDevice(x), onDevice(w), onDevice(g), onDevice(pairs), onDevice(num), false, false);
     EXPECT_EQ(hostValues(dx), std::vector<float>(n * cin, 0.0f));
     EXPECT_EQ(hostValues(dw), std::vector<float>(27 * cin * cout, 0.0f));
     EXPECT_EQ(hostValues(indiceMaxpool(onDevice(x), onDevice(pairs), onDevice(num), m)),
@@ -302,8 +302,7 @@ TEST(SpconvGpuConv, EmptyTensorsGiveEmptyResults) {
   const Tensor x = onDevice(randomTensor(1, {c.num_in, 4}));
   const Tensor w0 = onDevice(randomTensor(2, {3, 3, 3, 4, 0}));
   EXPECT_EQ(indiceConv(x, w0, pairs, num, c.num_in, false, true).sizes(), IntArrayRef({c.num_in, 0}));
-  const auto [dx, dw] =
-      indiceConvBackward(x, w0, onDevice(randomTensor(3, {c.num_in, 0})), pairs, num, false, true);
+  const auto [dx, dw] = indiceConvBackward(x, w0, onDevice(randomTensor(3, {c.num_in, 0})), pairs, num, false, true);
   EXPECT_EQ(hostValues(dx), std::vector<float>(c.num_in * 4, 0.0f));
   EXPECT_EQ(dw.numel(), 0);
   EXPECT_EQ(indiceMaxpool(x, pairs, num, 0).sizes(), IntArrayRef({0, 4}));
@@ -328,8 +327,11 @@ TEST(SpconvGpuConv, MaxPoolingMatchesTheCpuKernelsWithTies) {
       EXPECT_EQ(hostValues(y), want.toVector<float>());
       const Tensor want_dx = indiceMaxpoolBackward(xr, want, gr, pairs, num);
       const Tensor dx = indiceMaxpoolBackward(x, y, g, onDevice(pairs), onDevice(num));
-      if (dtype == ScalarType::Float32) EXPECT_EQ(hostValues(dx), want_dx.toVector<float>());
-      else expectClose(dx, want_dx, 1e-3, "maxpool backward");
+      if (dtype == ScalarType::Float32) {
+        EXPECT_EQ(hostValues(dx), want_dx.toVector<float>());
+      } else {
+        expectClose(dx, want_dx, 1e-3, "maxpool backward");
+      }
     }
   }
 }
@@ -359,19 +361,58 @@ TEST(SpconvGpuConv, BadCallsFailAsOnTheCpu) {
   const Tensor g = randomTensor(3, {c.num_out, 6});
   const auto on = [](const Tensor& t, Device d) { return t.to(d); };
   const std::vector<BadCall> calls = {
-      {"filters' Cin", [&](Device d) { indiceConv(on(x, d), on(randomTensor(4, {3, 3, 3, 5, 6}), d), on(c.pairs, d), on(c.num, d), c.num_out, false, false); }},
-      {"kernel volume", [&](Device d) { indiceConv(on(x, d), on(randomTensor(4, {3, 3, 1, 4, 6}), d), on(c.pairs, d), on(c.num, d), c.num_out, false, false); }},
-      {"negative num_out", [&](Device d) { indiceConv(on(x, d), on(w, d), on(c.pairs, d), on(c.num, d), -1, false, false); }},
-      {"int64 pairs", [&](Device d) { indiceConv(on(x, d), on(w, d), on(c.pairs.to(ScalarType::Int64), d), on(c.num, d), c.num_out, false, false); }},
-      {"counts' shape", [&](Device d) { indiceConv(on(x, d), on(w, d), on(c.pairs, d), on(c.num.slice(0, 0, 5), d), c.num_out, false, false); }},
-      {"subm num_out", [&](Device d) { indiceConv(on(randomTensor(5, {s.num_in, 4}), d), on(w, d), on(s.pairs, d), on(s.num, d), s.num_in + 1, false, true); }},
-      {"filters' dtype", [&](Device d) { indiceConv(on(x, d), on(w.to(ScalarType::Float64), d), on(c.pairs, d), on(c.num, d), c.num_out, false, false); }},
-      {"out_grad's Cout", [&](Device d) { indiceConvBackward(on(x, d), on(w, d), on(randomTensor(6, {c.num_out, 5}), d), on(c.pairs, d), on(c.num, d), false, false); }},
-      {"out_grad's rank", [&](Device d) { indiceConvBackward(on(x, d), on(w, d), on(randomTensor(6, {c.num_out}), d), on(c.pairs, d), on(c.num, d), false, false); }},
-      {"pool features' rank", [&](Device d) { indiceMaxpool(on(randomTensor(7, {c.num_in}), d), on(c.pairs, d), on(c.num, d), c.num_out); }},
+      {"filters' Cin",
+       [&](Device d) {
+         indiceConv(on(x, d), on(randomTensor(4, {3, 3, 3, 5, 6}), d), on(c.pairs, d), on(c.num, d), c.num_out, false,
+                    false);
+       }},
+      {"kernel volume",
+       [&](Device d) {
+         indiceConv(on(x, d), on(randomTensor(4, {3, 3, 1, 4, 6}), d), on(c.pairs, d), on(c.num, d), c.num_out, false,
+                    false);
+       }},
+      {"negative num_out",
+       [&](Device d) { indiceConv(on(x, d), on(w, d), on(c.pairs, d), on(c.num, d), -1, false, false); }},
+      {"int64 pairs",
+       [&](Device d) {
+         indiceConv(on(x, d), on(w, d), on(c.pairs.to(ScalarType::Int64), d), on(c.num, d), c.num_out, false, false);
+       }},
+      {"counts' shape",
+       [&](Device d) {
+         indiceConv(on(x, d), on(w, d), on(c.pairs, d), on(c.num.slice(0, 0, 5), d), c.num_out, false, false);
+       }},
+      {"subm num_out",
+       [&](Device d) {
+         indiceConv(on(randomTensor(5, {s.num_in, 4}), d), on(w, d), on(s.pairs, d), on(s.num, d), s.num_in + 1, false,
+                    true);
+       }},
+      {"filters' dtype",
+       [&](Device d) {
+         indiceConv(on(x, d), on(w.to(ScalarType::Float64), d), on(c.pairs, d), on(c.num, d), c.num_out, false, false);
+       }},
+      {"out_grad's Cout",
+       [&](Device d) {
+         indiceConvBackward(on(x, d), on(w, d), on(randomTensor(6, {c.num_out, 5}), d), on(c.pairs, d), on(c.num, d),
+                            false, false);
+       }},
+      {"out_grad's rank",
+       [&](Device d) {
+         indiceConvBackward(on(x, d), on(w, d), on(randomTensor(6, {c.num_out}), d), on(c.pairs, d), on(c.num, d),
+                            false, false);
+       }},
+      {"pool features' rank",
+       [&](Device d) { indiceMaxpool(on(randomTensor(7, {c.num_in}), d), on(c.pairs, d), on(c.num, d), c.num_out); }},
       {"pool num_out", [&](Device d) { indiceMaxpool(on(x, d), on(c.pairs, d), on(c.num, d), -2); }},
-      {"pool out_grad's channels", [&](Device d) { indiceMaxpoolBackward(on(x, d), on(randomTensor(8, {c.num_out, 4}), d), on(randomTensor(8, {c.num_out, 3}), d), on(c.pairs, d), on(c.num, d)); }},
-      {"pool out_grad's rows", [&](Device d) { indiceMaxpoolBackward(on(x, d), on(randomTensor(8, {c.num_out, 4}), d), on(randomTensor(8, {c.num_out + 1, 4}), d), on(c.pairs, d), on(c.num, d)); }},
+      {"pool out_grad's channels",
+       [&](Device d) {
+         indiceMaxpoolBackward(on(x, d), on(randomTensor(8, {c.num_out, 4}), d), on(randomTensor(8, {c.num_out, 3}), d),
+                               on(c.pairs, d), on(c.num, d));
+       }},
+      {"pool out_grad's rows",
+       [&](Device d) {
+         indiceMaxpoolBackward(on(x, d), on(randomTensor(8, {c.num_out, 4}), d),
+                               on(randomTensor(8, {c.num_out + 1, 4}), d), on(c.pairs, d), on(c.num, d));
+       }},
   };
   for (const BadCall& b : calls) {
     SCOPED_TRACE(b.name);

@@ -59,9 +59,11 @@
 // per (chunk, offset, 64 x 64 tile of [Cin, Cout]) sums its chunk in pair
 // order into a float (double) partial, and a second kernel adds each
 // element's partials in chunk order and rounds once. Deterministic in both
-// modes and without atomics; the partials take about 16 MiB at most (the
-// split aims at ~1024 blocks). The subm centre is again one dense product,
-// features^T @ out_grad.
+// modes and without atomics. The split aims at ~1024 blocks with chunks of
+// at least 256 pairs, so the partials take at most 16 MiB (32 for float64)
+// or, when the offsets and tiles alone make that many blocks, one
+// accumulator-typed copy of the filters. The subm centre is again one dense
+// product, features^T @ out_grad.
 //
 // The max pooling kernels are deterministic in every mode (spconv_pool.cu,
 // Note [Sparse max pooling on the GPU]).
@@ -81,12 +83,21 @@ using bp::ScalarType;
 using bp::Tensor;
 using bp_gpu::opmath_t;
 
-inline constexpr int kRows = 64;     // rows of a block's tile: pairs, destination rows, or Cin (filters_grad)
-inline constexpr int kCols = 64;     // columns: the product's output channels
-inline constexpr int kDepth = 16;    // the reduction dimension's step through shared memory
+inline constexpr int kRows = 64;      // rows of a block's tile: pairs, destination rows, or Cin (filters_grad)
+inline constexpr int kCols = 64;      // columns: the product's output channels
+inline constexpr int kDepth = 16;     // the reduction dimension's step through shared memory
 inline constexpr int kThreads = 128;  // 16 (columns) x 8 (rows)
 inline constexpr int kMicroRows = 8, kMicroCols = 4;
 static_assert(kRows == 8 * kMicroRows && kCols == 16 * kMicroCols && kThreads == 128, "tile layout");
+// Thread (tx, ty) = (tid % 16, tid / 16) computes rows ty * 8 + i (i < 8) and
+// columns tx + 16 j (j < 4) of the tile: its 8 rows are adjacent in shared
+// memory (two 16-byte loads per step, the same for the half-warp), its
+// columns interleave with its neighbours' (conflict-free loads, and stores
+// and atomics of a warp to 16 adjacent columns of 2 rows).
+// The operand tiles are held transposed, [depth][row]; a row of them is
+// padded by 4 (16 bytes) so the row loads stay aligned while the transposing
+// stores spread over the banks.
+inline constexpr int kRowStride = kRows + 4;
 
 // The operands of dst[d] += src[s] @ B[k]: src [num_src, src_cols], B [K,
 // src_cols, dst_cols], dst [num_dst, dst_cols], all contiguous.
@@ -97,16 +108,23 @@ struct ProductOperands {
   int64_t num_src, num_dst, src_cols, dst_cols;
 };
 
-// One 16-deep step of a tile's product: acc[i][j] += xs[c][row i] * bs[c][col j].
+// One 16-deep step of a tile's product: acc[i][j] += xs[c][row i] * bs[c][col j]
+// (the layout above).
 template <class Acc>
-__device__ inline void multiplyStep(const Acc (*xs)[kRows + 1], const Acc (*bs)[kCols], int tx, int ty,
+__device__ inline void multiplyStep(const Acc (*xs)[kRowStride], const Acc (*bs)[kCols], int tx, int ty,
                                     Acc (&acc)[kMicroRows][kMicroCols]) {
+  BP_GPU_UNROLL
   for (int c = 0; c < kDepth; ++c) {
     Acc fx[kMicroRows], fb[kMicroCols];
-    for (int i = 0; i < kMicroRows; ++i) fx[i] = xs[c][ty + 8 * i];
+    BP_GPU_UNROLL
+    for (int i = 0; i < kMicroRows; ++i) fx[i] = xs[c][ty * kMicroRows + i];
+    BP_GPU_UNROLL
     for (int j = 0; j < kMicroCols; ++j) fb[j] = bs[c][tx + 16 * j];
-    for (int i = 0; i < kMicroRows; ++i)
+    BP_GPU_UNROLL
+    for (int i = 0; i < kMicroRows; ++i) {
+      BP_GPU_UNROLL
       for (int j = 0; j < kMicroCols; ++j) acc[i][j] += fx[i] * fb[j];
+    }
   }
 }
 
@@ -115,7 +133,7 @@ __device__ inline void multiplyStep(const Acc (*xs)[kRows + 1], const Acc (*bs)[
 // Consecutive threads read consecutive columns of a row: coalesced.
 template <class T, class Acc>
 __device__ inline void loadStep(const ProductOperands& o, const int32_t* rows, const T* bk, int64_t c0, int64_t col0,
-                                int tid, Acc (*xs)[kRows + 1], Acc (*bs)[kCols]) {
+                                int tid, Acc (*xs)[kRowStride], Acc (*bs)[kCols]) {
   const T* src = static_cast<const T*>(o.src);
   for (int e = tid; e < kRows * kDepth; e += kThreads) {
     const int r = e / kDepth, c = e % kDepth;
@@ -125,8 +143,8 @@ __device__ inline void loadStep(const ProductOperands& o, const int32_t* rows, c
   for (int e = tid; e < kDepth * kCols; e += kThreads) {
     const int c = e / kCols, n = e % kCols;
     const int64_t row = c0 + c, col = col0 + n;
-    bs[c][n] = row < o.src_cols && col < o.dst_cols ? static_cast<Acc>(bp_gpu::load(bk[row * o.dst_cols + col]))
-                                                    : Acc(0);
+    bs[c][n] =
+        row < o.src_cols && col < o.dst_cols ? static_cast<Acc>(bp_gpu::load(bk[row * o.dst_cols + col])) : Acc(0);
   }
 }
 
@@ -136,8 +154,8 @@ template <class T>
 __global__ void gatherGemmScatterKernel(ProductOperands o, DeviceRulebook rb, int src_row, int64_t tiles,
                                         int64_t skip_k) {
   using Acc = opmath_t<T>;
-  __shared__ Acc xs[kDepth][kRows + 1];  // +1: the transposed stores fall in different banks
-  __shared__ Acc bs[kDepth][kCols];
+  __shared__ __align__(16) Acc xs[kDepth][kRowStride];
+  __shared__ __align__(16) Acc bs[kDepth][kCols];
   __shared__ int32_t src_rows[kRows];
   __shared__ int32_t dst_rows[kRows];
   const int64_t k = blockIdx.x / tiles;
@@ -169,7 +187,7 @@ __global__ void gatherGemmScatterKernel(ProductOperands o, DeviceRulebook rb, in
   }
   T* dst = static_cast<T*>(o.dst);
   for (int i = 0; i < kMicroRows; ++i) {
-    const int64_t d = dst_rows[ty + 8 * i];
+    const int64_t d = dst_rows[ty * kMicroRows + i];
     if (d < 0) continue;
     for (int j = 0; j < kMicroCols; ++j) {
       const int64_t col = col0 + tx + 16 * j;
@@ -185,8 +203,8 @@ template <class T>
 __global__ void outputStationaryKernel(ProductOperands o, const int32_t* map, int64_t K, int64_t skip_k,
                                        bool accumulate) {
   using Acc = opmath_t<T>;
-  __shared__ Acc xs[kDepth][kRows + 1];
-  __shared__ Acc bs[kDepth][kCols];
+  __shared__ __align__(16) Acc xs[kDepth][kRowStride];
+  __shared__ __align__(16) Acc bs[kDepth][kCols];
   __shared__ int32_t src_rows[kRows];
   __shared__ int live;  // whether some row of the tile has a source at this offset
   const int tid = static_cast<int>(threadIdx.x), tx = tid % 16, ty = tid / 16;
@@ -194,7 +212,7 @@ __global__ void outputStationaryKernel(ProductOperands o, const int32_t* map, in
   T* dst = static_cast<T*>(o.dst);
   Acc acc[kMicroRows][kMicroCols];
   for (int i = 0; i < kMicroRows; ++i) {
-    const int64_t d = row0 + ty + 8 * i;
+    const int64_t d = row0 + ty * kMicroRows + i;
     for (int j = 0; j < kMicroCols; ++j) {
       const int64_t col = col0 + tx + 16 * j;
       acc[i][j] = accumulate && d < o.num_dst && col < o.dst_cols
@@ -223,7 +241,7 @@ __global__ void outputStationaryKernel(ProductOperands o, const int32_t* map, in
     __syncthreads();  // (src_cols == 0: no step's barrier ends the offset)
   }
   for (int i = 0; i < kMicroRows; ++i) {
-    const int64_t d = row0 + ty + 8 * i;
+    const int64_t d = row0 + ty * kMicroRows + i;
     if (d >= o.num_dst) continue;
     for (int j = 0; j < kMicroCols; ++j) {
       const int64_t col = col0 + tx + 16 * j;
@@ -247,8 +265,8 @@ template <class T>
 __global__ void filterGradKernel(FilterGradOperands o, DeviceRulebook rb, int in_row, int64_t splits, int64_t chunk,
                                  int64_t cout_tiles, int64_t skip_k) {
   using Acc = opmath_t<T>;
-  __shared__ Acc xs[kDepth][kRows + 1];  // [pair][ci]
-  __shared__ Acc gs[kDepth][kCols];      // [pair][co]
+  __shared__ __align__(16) Acc xs[kDepth][kRowStride];  // [pair][ci]
+  __shared__ __align__(16) Acc gs[kDepth][kCols];       // [pair][co]
   const int64_t k = blockIdx.x / splits, split = blockIdx.x % splits;
   const int64_t begin = split * chunk, count = rb.count(k), end = begin + chunk < count ? begin + chunk : count;
   if (k == skip_k || begin >= end) return;  // the whole block leaves (its partial is never read)
@@ -291,7 +309,7 @@ __global__ void filterGradKernel(FilterGradOperands o, DeviceRulebook rb, int in
   }
   Acc* partial = static_cast<Acc*>(o.partial) + (split * rb.K + k) * o.cin * o.cout;
   for (int i = 0; i < kMicroRows; ++i) {
-    const int64_t ci = ci0 + ty + 8 * i;
+    const int64_t ci = ci0 + ty * kMicroRows + i;
     if (ci >= o.cin) continue;
     for (int j = 0; j < kMicroCols; ++j) {
       const int64_t co = co0 + tx + 16 * j;
@@ -355,9 +373,9 @@ void sparseProduct(const char* op, const CallContext& call, ScalarType dtype, co
   const unsigned col_tiles = gridY(op, (o.dst_cols + kCols - 1) / kCols);
   if (!reduced && !bp_gpu::deterministic()) {
     if (!centre_gemm) {
-      bp_gpu::check(gpuMemsetAsync(o.dst, 0, static_cast<size_t>(o.num_dst * o.dst_cols) * bp::elementSize(dtype),
-                                   call.stream),
-                    op);
+      bp_gpu::check(
+          gpuMemsetAsync(o.dst, 0, static_cast<size_t>(o.num_dst * o.dst_cols) * bp::elementSize(dtype), call.stream),
+          op);
     }
     const int64_t tiles = (rb.P + kRows - 1) / kRows;
     visitFloat(dtype, [&](auto tag) {
@@ -409,8 +427,8 @@ void filtersGradient(const char* op, const CallContext& call, const bp_spconv::C
                      const Tensor& g, const DeviceRulebook& rb, int in_row, bool subm, const Tensor& filters_grad) {
   const int64_t cin_tiles = (s.cin + kRows - 1) / kRows, cout_tiles = (s.cout + kCols - 1) / kCols;
   const int64_t tile_blocks = cin_tiles * cout_tiles;
-  BP_PLUGIN_CHECK(tile_blocks <= 65535, op, ": filters of ", s.cin, " x ", s.cout,
-                  " channels are more than the ", BP_GPU_NAME, " kernels take");
+  BP_PLUGIN_CHECK(tile_blocks <= 65535, op, ": filters of ", s.cin, " x ", s.cout, " channels are more than the ",
+                  BP_GPU_NAME, " kernels take");
   // Chunks of at least 256 pairs, as many as bring the launch to ~1024 blocks.
   constexpr int64_t kTargetBlocks = 1024, kMinChunk = 256;
   const int64_t max_splits = std::max<int64_t>(1, (rb.P + kMinChunk - 1) / kMinChunk);
@@ -427,8 +445,8 @@ void filtersGradient(const char* op, const CallContext& call, const bp_spconv::C
     bp_gpu::launch(&filterGradKernel<T>, dim3(gridX(op, splits * rb.K), static_cast<unsigned>(tile_blocks)),
                    dim3(kThreads), 0, call.stream, o, rb, in_row, splits, chunk, cout_tiles, skip_k);
     const int64_t blocks = std::min<int64_t>((rb.K * wsize + kMapThreads - 1) / kMapThreads, int64_t{1} << 20);
-    bp_gpu::launch(&filterGradReduceKernel<T>, dim3(static_cast<unsigned>(blocks)), dim3(kMapThreads), 0,
-                   call.stream, static_cast<const Acc*>(partial.data_ptr()), rb, chunk, wsize, skip_k,
+    bp_gpu::launch(&filterGradReduceKernel<T>, dim3(static_cast<unsigned>(blocks)), dim3(kMapThreads), 0, call.stream,
+                   static_cast<const Acc*>(partial.data_ptr()), rb, chunk, wsize, skip_k,
                    static_cast<T*>(filters_grad.data_ptr()));
   });
   if (subm) {  // the centre: features^T @ out_grad, one dense product

@@ -14,6 +14,15 @@
 #include "../../gpu/runtime.h"
 #include "../spconv.h"
 
+// Unrolls the loop that follows on the GPU compilers (as loops.cuh).
+#if !defined(BP_GPU_UNROLL)
+#if defined(BP_GPU_SIM)
+#define BP_GPU_UNROLL
+#else
+#define BP_GPU_UNROLL _Pragma("unroll")
+#endif
+#endif
+
 namespace bp_spconv_gpu {
 
 // The rulebook of a call on the device: indice_pairs [K, 2, P] and
@@ -70,8 +79,8 @@ struct CallContext {
 
 // A grid dimension, checked against what every GPU takes in x.
 inline unsigned gridX(const char* op, int64_t blocks) {
-  BP_PLUGIN_CHECK(blocks <= INT32_MAX, op, ": the call needs ", blocks, " thread blocks, more than one launch takes on ",
-                  BP_GPU_NAME, "; split the rulebook");
+  BP_PLUGIN_CHECK(blocks <= INT32_MAX, op, ": the call needs ", blocks,
+                  " thread blocks, more than one launch takes on ", BP_GPU_NAME, "; split the rulebook");
   return static_cast<unsigned>(blocks);
 }
 
@@ -100,9 +109,9 @@ inline void checkOnCallDevice(const char* op, const bp::Tensor& t, const char* n
 
 // The floating dtypes the kernels take.
 inline void checkFloat(const char* op, const bp::Tensor& t, const char* name) {
-  bp_gpu::checkDtype(op, t, name,
-                     {bp::ScalarType::Float16, bp::ScalarType::BFloat16, bp::ScalarType::Float32,
-                      bp::ScalarType::Float64});
+  bp_gpu::checkDtype(
+      op, t, name,
+      {bp::ScalarType::Float16, bp::ScalarType::BFloat16, bp::ScalarType::Float32, bp::ScalarType::Float64});
 }
 
 // The rulebook of a call, contiguous (copied on the device when it is not;

@@ -187,9 +187,8 @@ Tensor indiceMaxpoolBackward(const Tensor& features, const Tensor& out_features,
     using T = decltype(tag);
     bp_gpu::launch(&maxpoolRouteKernel<T>, elementwiseGrid(route.numel()), dim3(kMapThreads), 0, call.stream,
                    static_cast<const T*>(x.data_ptr()), static_cast<const T*>(y.data_ptr()), m, rb.K, num_out, C, r);
-    bp_gpu::launch(&maxpoolBackwardKernel<T>, elementwiseGrid(input_grad.numel()), dim3(kMapThreads), 0,
-                   call.stream, static_cast<const T*>(g.data_ptr()), r, im, rb.K, n_in, C,
-                   static_cast<T*>(input_grad.data_ptr()));
+    bp_gpu::launch(&maxpoolBackwardKernel<T>, elementwiseGrid(input_grad.numel()), dim3(kMapThreads), 0, call.stream,
+                   static_cast<const T*>(g.data_ptr()), r, im, rb.K, n_in, C, static_cast<T*>(input_grad.data_ptr()));
   });
   return input_grad;
 }
