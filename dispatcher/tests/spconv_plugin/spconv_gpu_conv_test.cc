@@ -250,6 +250,38 @@ TEST(SpconvGpuConv, BackwardMatchesTheCpuKernels) {
   }
 }
 
+TEST(SpconvGpuConv, StridedInputsGiveTheResultsOfContiguousOnes) {
+  // Transposed features, out_grad and counts, filters with a step of 2 in
+  // Cout: the kernels take contiguous copies made on the device.
+  const Conv c = convolutions()[1];
+  const Tensor x = randomTensor(1, {c.num_in, 6}), w = randomTensor(2, {3, 3, 3, 6, 10});
+  const Tensor g = randomTensor(3, {c.num_out, 5});
+  const Tensor xs = onDevice(x.t().contiguous()).t(), ws = onDevice(w).slice(4, 0, 10, 2);
+  const Tensor gs = onDevice(g.t().contiguous()).t();
+  const Tensor num2 = onDevice(tensorFromVector<int32_t>(
+      [&] {
+        std::vector<int32_t> v;
+        for (int32_t n : c.num.toVector<int32_t>()) v.insert(v.end(), {n, 0});
+        return v;
+      }(),
+      {27, 2}, cpu()));
+  const Tensor num = num2.select(1, 0);
+  ASSERT_FALSE(xs.is_contiguous() || ws.is_contiguous() || gs.is_contiguous() || num.is_contiguous());
+  const Tensor w_half = w.slice(4, 0, 10, 2).contiguous();
+  const Tensor want = indiceConv(x, w_half, c.pairs, c.num, c.num_out, false, false);
+  expectClose(indiceConv(xs, ws, onDevice(c.pairs), num, c.num_out, false, false), want, 1e-5, "output");
+  const auto [want_dx, want_dw] = indiceConvBackward(x, w_half, g, c.pairs, c.num, false, false);
+  const auto [dx, dw] = indiceConvBackward(xs, ws, gs, onDevice(c.pairs), num, false, false);
+  expectClose(dx, want_dx, 1e-5, "input_grad");
+  expectClose(dw, want_dw, 1e-5, "filters_grad");
+  const Tensor want_y = indiceMaxpool(x, c.pairs, c.num, c.num_out);
+  const Tensor y = indiceMaxpool(xs, onDevice(c.pairs), num, c.num_out);
+  EXPECT_EQ(hostValues(y), want_y.toVector<float>());
+  const Tensor gy = randomTensor(4, {c.num_out, 6});
+  EXPECT_EQ(hostValues(indiceMaxpoolBackward(xs, y, onDevice(gy.t().contiguous()).t(), onDevice(c.pairs), num)),
+            indiceMaxpoolBackward(x, want_y, gy, c.pairs, c.num).toVector<float>());
+}
+
 TEST(SpconvGpuConv, DeterministicModeGivesTheSameBitsEveryRun) {
   const Conv c = convolutions()[1];
   const Tensor x = onDevice(randomTensor(1, {c.num_in, 24})), w = onDevice(randomTensor(2, {3, 3, 3, 24, 80}));
