@@ -15,6 +15,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <random>
 #include <string>
@@ -37,6 +38,9 @@ class Environment : public ::testing::Environment {
   void SetUp() override {
     // The spconv plugin defines the ops; the GPU plugin registers its
     // kernels for them only when they are already defined, so it loads last.
+    // Read by the GPU plugin when it loads: the deterministic mode starts on
+    // (TheEnvironmentSetsTheInitialMode); tests that need either mode set it.
+    setenv("BACKPLANE_DETERMINISTIC", "1", 1);
     ASSERT_TRUE(plugins().load(BACKPLANE_CPU_PLUGIN_PATH).ok());
     ASSERT_TRUE(plugins().load(BACKPLANE_SPCONV_PLUGIN_PATH).ok());
     ASSERT_TRUE(plugins().load(BACKPLANE_GPUSIM_PLUGIN_PATH).ok());
@@ -269,11 +273,15 @@ TEST(SpconvGpuConv, StridedInputsGiveTheResultsOfContiguousOnes) {
   ASSERT_FALSE(xs.is_contiguous() || ws.is_contiguous() || gs.is_contiguous() || num.is_contiguous());
   const Tensor w_half = w.slice(4, 0, 10, 2).contiguous();
   const Tensor want = indiceConv(x, w_half, c.pairs, c.num, c.num_out, false, false);
-  expectClose(indiceConv(xs, ws, onDevice(c.pairs), num, c.num_out, false, false), want, 1e-5, "output");
   const auto [want_dx, want_dw] = indiceConvBackward(x, w_half, g, c.pairs, c.num, false, false);
-  const auto [dx, dw] = indiceConvBackward(xs, ws, gs, onDevice(c.pairs), num, false, false);
-  expectClose(dx, want_dx, 1e-5, "input_grad");
-  expectClose(dw, want_dw, 1e-5, "filters_grad");
+  for (bool det : {false, true}) {
+    SCOPED_TRACE(det ? "deterministic" : "default");
+    const DeterministicScope mode(det);
+    expectClose(indiceConv(xs, ws, onDevice(c.pairs), num, c.num_out, false, false), want, 1e-5, "output");
+    const auto [dx, dw] = indiceConvBackward(xs, ws, gs, onDevice(c.pairs), num, false, false);
+    expectClose(dx, want_dx, 1e-5, "input_grad");
+    expectClose(dw, want_dw, 1e-5, "filters_grad");
+  }
   const Tensor want_y = indiceMaxpool(x, c.pairs, c.num, c.num_out);
   const Tensor y = indiceMaxpool(xs, onDevice(c.pairs), num, c.num_out);
   EXPECT_EQ(hostValues(y), want_y.toVector<float>());
@@ -295,6 +303,12 @@ TEST(SpconvGpuConv, DeterministicModeGivesTheSameBitsEveryRun) {
   EXPECT_EQ(y1, y2);
   EXPECT_EQ(hostValues(dx1), hostValues(dx2));
   EXPECT_EQ(hostValues(dw1), hostValues(dw2));
+}
+
+TEST(SpconvGpuConv, TheEnvironmentSetsTheInitialMode) {
+  // BACKPLANE_DETERMINISTIC=1 when the plugin loaded (Environment); every
+  // test that changes the mode restores it.
+  EXPECT_TRUE(deterministic());
 }
 
 TEST(SpconvGpuConv, TheDeterministicSwitchReadsBackWhatWasSet) {
@@ -329,6 +343,7 @@ TEST(SpconvGpuConv, OffsetsWithoutPairsGiveZeros) {
 }
 
 TEST(SpconvGpuConv, EmptyTensorsGiveEmptyResults) {
+  const DeterministicScope mode(false);  // (the deterministic mode's kernels take the same shapes)
   const Conv c = convolutions()[0];
   const Tensor pairs = onDevice(c.pairs), num = onDevice(c.num);
   const Tensor x = onDevice(randomTensor(1, {c.num_in, 4}));
