@@ -11,10 +11,14 @@
 //   <ns>::activity_stat(str name) -> int   the process's count of `name`:
 //       kernel_launches, host_reads, host_read_bytes (Note [Launch counters]
 //       in gpu_port.h)
+//   <ns>::set_deterministic(bool enabled) -> ()   and   <ns>::deterministic() -> bool
+//       the deterministic mode (Note [Deterministic mode] in runtime.h);
+//       initially BACKPLANE_DETERMINISTIC=1 in the environment at load
 //
 // They take no tensor, so they dispatch to the CPU key: they are registered
 // there and name the device by index.
 #include <atomic>
+#include <cstdlib>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -54,6 +58,9 @@ int64_t activityStat(std::string_view name) {
                                                    "'; use kernel_launches, host_reads or host_read_bytes"));
 }
 
+void setDeterministic(bool enabled) { bp_gpu::g_deterministic.store(enabled, std::memory_order_relaxed); }
+bool deterministic() { return bp_gpu::deterministic(); }
+
 void resetPeakMemoryStats(int64_t device) { bp_gpu::resetPeakMemoryStats(static_cast<int>(device)); }
 void emptyCache(int64_t device) { bp_gpu::emptyCache(static_cast<int>(device)); }
 void synchronize(int64_t device) { bp_gpu::synchronize(static_cast<int>(device)); }
@@ -66,11 +73,17 @@ void registerPluginOps(bp::Library& m) {
   def("empty_cache(int device=0) -> ()");
   def("synchronize(int device=0) -> ()");
   def("activity_stat(str name) -> int");
+  def("set_deterministic(bool enabled) -> ()");
+  def("deterministic() -> bool");
   m.impl((ns + "memory_stat").c_str(), 0, &memoryStat);
   m.impl((ns + "reset_peak_memory_stats").c_str(), 0, &resetPeakMemoryStats);
   m.impl((ns + "empty_cache").c_str(), 0, &emptyCache);
   m.impl((ns + "synchronize").c_str(), 0, &synchronize);
   m.impl((ns + "activity_stat").c_str(), 0, &activityStat);
+  m.impl((ns + "set_deterministic").c_str(), 0, &setDeterministic);
+  m.impl((ns + "deterministic").c_str(), 0, &deterministic);
+  const char* env = std::getenv("BACKPLANE_DETERMINISTIC");
+  setDeterministic(env != nullptr && std::string_view(env) == "1");
 }
 
 void init(bp::Library& m) {

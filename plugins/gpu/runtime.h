@@ -4,6 +4,7 @@
 // sees (allocator, copies, streams, events) is built on these in runtime.cu. One
 // source for CUDA, HIP and the simulator, through gpu_port.h.
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -67,6 +68,20 @@ void resetPeakMemoryStats(int device);
 void emptyCache(int device);
 // Waits for all work queued on `device`.
 void synchronize(int device);
+
+// Note [Deterministic mode]
+// Kernels that may sum in a run-dependent order (atomicAdd from several
+// blocks into one element) have a deterministic variant: a fixed order, no
+// atomics, the same bits run after run, usually somewhat slower. The
+// process-wide switch is
+//   <ns>::set_deterministic(bool enabled) -> ()    (ns: cuda, hip, gpusim)
+//   <ns>::deterministic() -> bool
+// or BACKPLANE_DETERMINISTIC=1 in the environment when the plugin loads
+// (gpu_plugin.cu). Kernels read it once per call (a relaxed atomic load);
+// which kernels have both variants is said where they are (the sparse
+// convolutions: Note [Sparse convolution kernels on the GPU]).
+inline std::atomic<bool> g_deterministic{false};
+inline bool deterministic() { return g_deterministic.load(std::memory_order_relaxed); }
 
 // The DeviceBackend registered with the host (static lifetime), and the
 // device type number it got (gpu_plugin.cu records it after registering).
