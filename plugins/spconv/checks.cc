@@ -91,8 +91,8 @@ void failSiteOutside(const ConvGeometry& g, int64_t row, const Site& s) {
   const int64_t b = s[0];
   BP_PLUGIN_CHECK(b >= 0, kGetIndicePairs, ": indices row ", row, " = ", siteString(s), ": batch index ", b,
                   " is negative; indices columns are (batch, z, y, x)");
-  BP_PLUGIN_CHECK(b < g.batch_size, kGetIndicePairs, ": indices row ", row, " = ", siteString(s), ": batch index ",
-                  b, " is >= batch_size ", g.batch_size, "; pass the number of samples as batch_size");
+  BP_PLUGIN_CHECK(b < g.batch_size, kGetIndicePairs, ": indices row ", row, " = ", siteString(s), ": batch index ", b,
+                  " is >= batch_size ", g.batch_size, "; pass the number of samples as batch_size");
   for (int d = 0; d < 3; ++d) {
     const int64_t c = s[d + 1];
     BP_PLUGIN_CHECK(c >= 0 && c < g.in_shape[d], kGetIndicePairs, ": indices row ", row, " = ", siteString(s), ": ",
@@ -105,11 +105,11 @@ void failSiteOutside(const ConvGeometry& g, int64_t row, const Site& s) {
 }
 
 void failDuplicateSite(int64_t first, int64_t row, const Site& s) {
-  bp::fail(BP_INVALID_ARGUMENT,
-           bp::detail::concat(kGetIndicePairs, ": indices rows ", first, " and ", row, " both hold site ",
-                              siteString(s),
-                              "; every active site must appear once (merge duplicate voxels, e.g. by averaging "
-                              "their features, before building the rulebook)"));
+  bp::fail(
+      BP_INVALID_ARGUMENT,
+      bp::detail::concat(kGetIndicePairs, ": indices rows ", first, " and ", row, " both hold site ", siteString(s),
+                         "; every active site must appear once (merge duplicate voxels, e.g. by averaging "
+                         "their features, before building the rulebook)"));
 }
 
 bool checkIndices(const bp::Tensor& indices, const ConvGeometry& g) {

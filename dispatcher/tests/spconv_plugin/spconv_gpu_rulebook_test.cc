@@ -70,8 +70,10 @@ struct Geometry {
 
 std::string describe(const Geometry& g, bool subm) {
   std::string s = subm ? "subm" : "regular";
-  for (const auto& [name, t] : {std::pair<const char*, Triple>{" kernel", g.kernel}, {" stride", g.stride},
-                                {" padding", g.padding}, {" dilation", g.dilation}}) {
+  for (const auto& [name, t] : {std::pair<const char*, Triple>{" kernel", g.kernel},
+                                {" stride", g.stride},
+                                {" padding", g.padding},
+                                {" dilation", g.dilation}}) {
     s += name;
     for (int64_t v : t) s += " " + std::to_string(v);
   }
@@ -150,11 +152,10 @@ class GpuRulebook : public ::testing::Test {
 
   // Builds the rulebook of `sites` on the CPU and on the simulator and
   // expects the same tensors; returns the simulator's.
-  Rulebook expectSameAsCpu(const std::vector<Site>& sites, int64_t batch, Triple shape, const Geometry& g,
-                           bool subm) {
+  Rulebook expectSameAsCpu(const std::vector<Site>& sites, int64_t batch, Triple shape, const Geometry& g, bool subm) {
     SCOPED_TRACE(describe(g, subm) + ", " + std::to_string(sites.size()) + " sites, batch " + std::to_string(batch));
-    const Rulebook want = hostCopy(
-        getIndicePairs(indicesOn(sites, kCpu), batch, shape, g.kernel, g.stride, g.padding, g.dilation, subm));
+    const Rulebook want =
+        hostCopy(getIndicePairs(indicesOn(sites, kCpu), batch, shape, g.kernel, g.stride, g.padding, g.dilation, subm));
     const int64_t launches = activity("kernel_launches");
     const PairsResult on_sim =
         getIndicePairs(indicesOn(sites, sim()), batch, shape, g.kernel, g.stride, g.padding, g.dilation, subm);
@@ -256,8 +257,8 @@ TEST_F(GpuRulebook, EmptyInputGivesEmptyOutputs) {
 // grid (2^33 sites) sites 2^32 apart would merge with 32-bit keys.
 TEST_F(GpuRulebook, HugeGridsUse64BitKeysAsTheCpuKernelDoes) {
   const Triple huge{2048, 2048, 2048};
-  std::vector<Site> sites = {{0, 1024, 0, 0}, {0, 1024, 0, 1}, {0, 1025, 1, 1}, {0, 0, 0, 0}, {0, 0, 1, 0},
-                             {1, 2046, 2046, 2000}, {1, 2047, 0, 0}, {1, 2047, 2047, 2047}};
+  std::vector<Site> sites = {{0, 1024, 0, 0}, {0, 1024, 0, 1},       {0, 1025, 1, 1}, {0, 0, 0, 0},
+                             {0, 0, 1, 0},    {1, 2046, 2046, 2000}, {1, 2047, 0, 0}, {1, 2047, 2047, 2047}};
   std::mt19937 rng(3);
   std::uniform_int_distribution<int32_t> near(0, 5);
   for (int i = 0; i < 300; ++i) {  // clusters around far-apart corners
@@ -280,22 +281,23 @@ TEST_F(GpuRulebook, HugeGridsUse64BitKeysAsTheCpuKernelDoes) {
 TEST_F(GpuRulebook, BadSitesAreRejectedWithTheCpuKernelsMessages) {
   const std::vector<std::vector<Site>> bad = {
       {{0, 1, 1, 1}, {1, 2, 2, 2}, {0, 3, 3, 3}, {1, 2, 2, 2}, {0, 3, 3, 3}},  // rows 1 and 3 first
-      {{0, 1, 1, 1}, {0, 1, -1, 1}, {0, 9, 9, 9}},                               // y negative
-      {{0, 1, 1, 1}, {0, 1, 1, 6}},                                              // x outside
-      {{0, 4, 1, 1}},                                                            // z outside
-      {{0, 1, 5, 1}, {0, -1, 0, 0}},                                             // y outside before z negative
-      {{0, 1, 1, 1}, {0, 1, 1, 2}, {2, 0, 0, 0}},                                // batch >= batch_size
-      {{-1, 0, 0, 0}},                                                           // batch negative
-      {{0, 1, 1, 1}, {0, 2, 2, 2}, {0, 1, 1, 1}, {0, 9, 0, 0}},                 // a repeat before a bad row
-      {{0, 1, 1, 1}, {0, 2, 2, 2}, {0, -3, 0, 0}, {0, 1, 1, 1}},                // a bad row before a repeat
-      {{1, 3, 4, 5}, {0, 0, 0, 0}, {1, 3, 4, 5}, {1, 3, 4, 5}},                 // three holders: rows 0 and 2
+      {{0, 1, 1, 1}, {0, 1, -1, 1}, {0, 9, 9, 9}},                             // y negative
+      {{0, 1, 1, 1}, {0, 1, 1, 6}},                                            // x outside
+      {{0, 4, 1, 1}},                                                          // z outside
+      {{0, 1, 5, 1}, {0, -1, 0, 0}},                                           // y outside before z negative
+      {{0, 1, 1, 1}, {0, 1, 1, 2}, {2, 0, 0, 0}},                              // batch >= batch_size
+      {{-1, 0, 0, 0}},                                                         // batch negative
+      {{0, 1, 1, 1}, {0, 2, 2, 2}, {0, 1, 1, 1}, {0, 9, 0, 0}},                // a repeat before a bad row
+      {{0, 1, 1, 1}, {0, 2, 2, 2}, {0, -3, 0, 0}, {0, 1, 1, 1}},               // a bad row before a repeat
+      {{1, 3, 4, 5}, {0, 0, 0, 0}, {1, 3, 4, 5}, {1, 3, 4, 5}},                // three holders: rows 0 and 2
   };
   for (bool subm : {true, false}) {
     const Geometry g{{3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}};
     for (const std::vector<Site>& sites : bad) {
       const auto build = [&](Device dev) {
-        return errorOf([&] { getIndicePairs(indicesOn(sites, dev), 2, {4, 5, 6}, g.kernel, g.stride, g.padding,
-                                            g.dilation, subm); });
+        return errorOf([&] {
+          getIndicePairs(indicesOn(sites, dev), 2, {4, 5, 6}, g.kernel, g.stride, g.padding, g.dilation, subm);
+        });
       };
       const auto [want, cpu_plugin] = kernelMessage(build(kCpu));
       ASSERT_THAT(want, HasSubstr("spconv::get_indice_pairs: indices row"));
@@ -319,8 +321,8 @@ TEST_F(GpuRulebook, BadSitesAreRejectedWithTheCpuKernelsMessages) {
               }),
               HasSubstr("indices must have dtype int32"));
   EXPECT_THAT(errorOf([&] {
-                getIndicePairs(tensorFromVector<int32_t>({0, 0, 0}, {1, 3}, sim()), 1, {4, 4, 4}, {3, 3, 3},
-                               {1, 1, 1}, {0, 0, 0}, {1, 1, 1}, false);
+                getIndicePairs(tensorFromVector<int32_t>({0, 0, 0}, {1, 3}, sim()), 1, {4, 4, 4}, {3, 3, 3}, {1, 1, 1},
+                               {0, 0, 0}, {1, 1, 1}, false);
               }),
               HasSubstr("shape [N, 4]"));
   // A failed call leaves nothing behind.

@@ -87,10 +87,10 @@ using bp_spconv::Site;
 
 constexpr const char* kOp = bp_spconv::kGetIndicePairs;
 
-constexpr int kThreads = 256;                        // threads of a tile kernel's block
-constexpr int kItems = 4;                            // elements per thread
+constexpr int kThreads = 256;                          // threads of a tile kernel's block
+constexpr int kItems = 4;                              // elements per thread
 constexpr int64_t kTile = int64_t{kThreads} * kItems;  // rows (or keys) per tile
-constexpr int kScanThreads = 1024;                   // the one block of the scan
+constexpr int kScanThreads = 1024;                     // the one block of the scan
 constexpr int kRadixBits = 8;
 constexpr int kRadixBins = 1 << kRadixBits;
 static_assert(kRadixBins == kThreads, "the digit count gives one bin to each thread");
@@ -427,8 +427,8 @@ void fillBytes(void* ptr, int value, int64_t bytes, int device) {
 // runtimes cannot take with an error that says so.
 template <class... P, class... A>
 void launchBlocks(int device, void (*kernel)(P...), int64_t blocks, int threads, A&&... args) {
-  BP_PLUGIN_CHECK(blocks <= INT32_MAX && blocks * threads <= int64_t{UINT32_MAX}, kOp, ": the rulebook needs ",
-                  blocks, " blocks of ", threads, " threads, more than one launch on ", BP_GPU_NAME,
+  BP_PLUGIN_CHECK(blocks <= INT32_MAX && blocks * threads <= int64_t{UINT32_MAX}, kOp, ": the rulebook needs ", blocks,
+                  " blocks of ", threads, " threads, more than one launch on ", BP_GPU_NAME,
                   " takes; use fewer active sites or a smaller kernel");
   if (blocks == 0) return;
   DeviceGuard guard(device);
@@ -493,13 +493,12 @@ class DeviceRulebookBuilder {
                      static_cast<int32_t*>(nullptr));
       const Table<Key> outputs = table(base + out_keys_at, nullptr, out_cap);
       Key* distinct = reinterpret_cast<Key*>(base + distinct_at);
-      launchElements(&findOutputsKernel<Key>, n_ * K_, 1, index_, sites_, n_, dg_, inputs_, outputs, distinct,
-                     status_);
+      launchElements(&findOutputsKernel<Key>, n_ * K_, 1, index_, sites_, n_, dg_, inputs_, outputs, distinct, status_);
       unsigned long long status[2];
       readDevice(index_, status, status_, sizeof status, kOp);
       if (status[0] != kNoError) failRow(g_, indices_, status[0]);
-      BP_PLUGIN_CHECK(status[1] <= static_cast<unsigned long long>(INT32_MAX), kOp, ": the convolution has ",
-                      status[1], " active output sites, more than int32 rows can number");
+      BP_PLUGIN_CHECK(status[1] <= static_cast<unsigned long long>(INT32_MAX), kOp, ": the convolution has ", status[1],
+                      " active output sites, more than int32 rows can number");
       const int64_t m = static_cast<int64_t>(status[1]);
       row_keys = sortKeys(distinct, m, sorted_holder);
       out_indices = bp::Tensor::empty({m, 4}, bp::ScalarType::Int32, device_);
@@ -512,8 +511,7 @@ class DeviceRulebookBuilder {
     if (rows == 0) {
       fillBytes(counts.data_ptr(), 0, K_ * 4, index_);
     } else {
-      pairRows(rows, row_keys, out_indices.data_ptr<int32_t>(), pairs.data_ptr<int32_t>(),
-               counts.data_ptr<int32_t>());
+      pairRows(rows, row_keys, out_indices.data_ptr<int32_t>(), pairs.data_ptr<int32_t>(), counts.data_ptr<int32_t>());
     }
     if (g_.subm) {
       unsigned long long error;
@@ -565,8 +563,8 @@ class DeviceRulebookBuilder {
     launchBlocks(index_, &gatherNeighboursKernel<Key>, tiles, kThreads, dg_, inputs_, rows, tiles_per_offset, row_keys,
                  out_indices, nbr, tile_counts, status_);
     launchBlocks(index_, &exclusiveScanKernel, 1, kScanThreads, tile_counts, tiles);
-    launchBlocks(index_, &compactPairsKernel, tiles, kThreads, static_cast<const int32_t*>(nbr), rows,
-                 tiles_per_offset, static_cast<const unsigned*>(tile_counts), pairs, n_, counts);
+    launchBlocks(index_, &compactPairsKernel, tiles, kThreads, static_cast<const int32_t*>(nbr), rows, tiles_per_offset,
+                 static_cast<const unsigned*>(tile_counts), pairs, n_, counts);
   }
 
   const ConvGeometry& g_;
