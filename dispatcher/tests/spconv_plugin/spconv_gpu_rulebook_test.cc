@@ -218,8 +218,23 @@ TEST_F(GpuRulebook, ManySitesMatchTheCpuKernel) {
   expectSameAsCpu(sites, 2, {20, 20, 20}, Geometry{}, true);
   expectSameAsCpu(sites, 2, {20, 20, 20}, Geometry{{3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}}, false);
   expectSameAsCpu(sites, 2, {20, 20, 20}, Geometry{{3, 3, 3}, {2, 2, 2}, {1, 1, 1}, {1, 1, 1}}, false);
+  // Over 16k output sites: 256 digit counts per tile of 1024 keys fill the
+  // one-block scan more than once (4096 counts per round).
+  const std::vector<Site> dense = randomSites(10, 2, {24, 24, 24}, 0.5);
+  const Rulebook big = expectSameAsCpu(dense, 2, {24, 24, 24}, Geometry{{3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}},
+                                       false);
+  ASSERT_GT(big.out_shape[0], 4096 / 256 * 1024);
   const std::vector<Site> small = randomSites(8, 1, {4, 4, 4}, 0.6);
   expectSameAsCpu(small, 1, {4, 4, 4}, Geometry{{2, 2, 2}, {1, 1, 1}, {0, 0, 0}, {1, 1, 1}}, false);
+}
+
+// An output grid of one site per sample: keys of one bit (one radix pass)
+// or of none (no pass).
+TEST_F(GpuRulebook, OutputGridsOfOneSiteMatchTheCpuKernel) {
+  const Geometry whole{{3, 3, 3}, {1, 1, 1}, {0, 0, 0}, {1, 1, 1}};
+  expectSameAsCpu(randomSites(13, 2, {3, 3, 3}, 0.5), 2, {3, 3, 3}, whole, false);
+  const Rulebook one = expectSameAsCpu({{0, 2, 1, 0}, {0, 0, 0, 0}}, 1, {3, 3, 3}, whole, false);
+  EXPECT_EQ(one.out_indices, std::vector<int32_t>({0, 0, 0, 0}));
 }
 
 // indices read through its strides: a transposed [4, N] tensor.
