@@ -221,8 +221,8 @@ TEST_F(GpuRulebook, ManySitesMatchTheCpuKernel) {
   // Over 16k output sites: 256 digit counts per tile of 1024 keys fill the
   // one-block scan more than once (4096 counts per round).
   const std::vector<Site> dense = randomSites(10, 2, {24, 24, 24}, 0.5);
-  const Rulebook big = expectSameAsCpu(dense, 2, {24, 24, 24}, Geometry{{3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}},
-                                       false);
+  const Rulebook big =
+      expectSameAsCpu(dense, 2, {24, 24, 24}, Geometry{{3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}}, false);
   ASSERT_GT(big.out_shape[0], 4096 / 256 * 1024);
   const std::vector<Site> small = randomSites(8, 1, {4, 4, 4}, 0.6);
   expectSameAsCpu(small, 1, {4, 4, 4}, Geometry{{2, 2, 2}, {1, 1, 1}, {0, 0, 0}, {1, 1, 1}}, false);
