@@ -386,5 +386,26 @@ TEST_F(GpuRulebook, NoHostCopyOfTheIndicesAndABoundedNumberOfLaunches) {
   EXPECT_EQ(activity("host_read_bytes") - read_bytes, 8 + 16);
 }
 
+// The spconv plugin registers its device-generic kernels for cuda and hip
+// when it loads; a GPU plugin loaded after it keeps them, says so, and loads.
+TEST(GpuRulebookRegistration, GpuPluginsLoadAfterTheSpconvPlugin) {
+  std::vector<const char*> paths;
+#ifdef BACKPLANE_CUDA_PLUGIN_PATH
+  paths.push_back(BACKPLANE_CUDA_PLUGIN_PATH);
+#endif
+#ifdef BACKPLANE_HIP_PLUGIN_PATH
+  paths.push_back(BACKPLANE_HIP_PLUGIN_PATH);
+#endif
+  if (paths.empty()) GTEST_SKIP() << "this build made neither the CUDA nor the HIP plugin";
+  for (const char* path : paths) {
+    ::testing::internal::CaptureStderr();
+    const auto status = plugins().load(path);
+    const std::string log = ::testing::internal::GetCapturedStderr();
+    ASSERT_TRUE(status.ok()) << path << ": " << status.status().message();
+    EXPECT_THAT(log, HasSubstr("spconv::get_indice_pairs on"));
+    EXPECT_THAT(log, HasSubstr("keeps the kernel already registered for it"));
+  }
+}
+
 }  // namespace
 }  // namespace backplane

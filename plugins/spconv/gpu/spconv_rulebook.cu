@@ -65,7 +65,9 @@
 // value written depends only on the input, never on the order atomics ran.
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <tuple>
+#include <utility>
 
 #include "../spconv.h"
 #include "kernel_args.h"
@@ -603,7 +605,18 @@ std::tuple<bp::Tensor, bp::Tensor, bp::Tensor> getIndicePairs(const bp::Tensor& 
 }  // namespace
 
 void registerRulebookKernels(bp::Library& m, int32_t type) {
-  m.impl("spconv::get_indice_pairs", type, bp::kernel<&getIndicePairs>());
+  try {
+    m.impl(kOp, type, bp::kernel<&getIndicePairs>());
+  } catch (const bp::Error& e) {
+    // The spconv plugin registers its device-generic kernel for cuda and hip
+    // (Note [Device-generic sparse convolution]) when it loads first; that
+    // one stays, and this plugin still loads.
+    if (e.code() != BP_ALREADY_EXISTS) throw;
+    m.log(BP_LOG_WARNING, std::string(kOp) + " on " + BP_GPU_NAME +
+                              " keeps the kernel already registered for it, so the rulebook is not built natively "
+                              "on the device (" +
+                              e.message() + ")");
+  }
 }
 
 }  // namespace bp_spconv_gpu
