@@ -61,8 +61,15 @@
 // Scratch lives in tensors of this device (the caching allocator makes
 // them cheap): tables of 2x their keys rounded to a power of two (inputs:
 // N; outputs: min(N x K, batch x output volume) candidates), nbr of K x R
-// int32, and the sort's second buffer. Everything is deterministic: every
-// value written depends only on the input, never on the order atomics ran.
+// int32, and the sort's second buffer. The results are deterministic: the
+// order atomics ran in changes only the scratch (table slots, the list's
+// order), never a value returned.
+//
+// Where to look first if it is slow: the scans run in one block (fine for
+// the tile counts, K x N / 1024 of them, and the sort's 256 counts per 1024
+// keys up to some 10^5 outputs; beyond, a multi-block scan), and the sort
+// ranks a key by reading the digits before it in its tile (up to 1024
+// shared-memory reads per thread).
 #include <algorithm>
 #include <cstdint>
 #include <string>
