@@ -83,6 +83,35 @@ ConvGeometry checkGeometry(int64_t batch_size, bp::IntList spatial_shape, bp::In
   return g;
 }
 
+namespace {
+std::string siteString(const Site& s) { return bp::detail::concat('(', s[0], ", ", s[1], ", ", s[2], ", ", s[3], ')'); }
+}  // namespace
+
+void failSiteOutside(const ConvGeometry& g, int64_t row, const Site& s) {
+  const int64_t b = s[0];
+  BP_PLUGIN_CHECK(b >= 0, kGetIndicePairs, ": indices row ", row, " = ", siteString(s), ": batch index ", b,
+                  " is negative; indices columns are (batch, z, y, x)");
+  BP_PLUGIN_CHECK(b < g.batch_size, kGetIndicePairs, ": indices row ", row, " = ", siteString(s), ": batch index ", b,
+                  " is >= batch_size ", g.batch_size, "; pass the number of samples as batch_size");
+  for (int d = 0; d < 3; ++d) {
+    const int64_t c = s[d + 1];
+    BP_PLUGIN_CHECK(c >= 0 && c < g.in_shape[d], kGetIndicePairs, ": indices row ", row, " = ", siteString(s), ": ",
+                    kDimNames[d], " = ", c, c < 0 ? " is negative" : " is outside spatial_shape ",
+                    c < 0 ? std::string() : listString(g.in_shape), " (valid: 0 to ", g.in_shape[d] - 1,
+                    "); clip or drop the points outside the grid before voxelising");
+  }
+  bp::fail(BP_INTERNAL, bp::detail::concat(kGetIndicePairs, ": indices row ", row, " = ", siteString(s),
+                                           " was reported outside the grid but is inside it"));
+}
+
+void failDuplicateSite(int64_t first, int64_t row, const Site& s) {
+  bp::fail(
+      BP_INVALID_ARGUMENT,
+      bp::detail::concat(kGetIndicePairs, ": indices rows ", first, " and ", row, " both hold site ", siteString(s),
+                         "; every active site must appear once (merge duplicate voxels, e.g. by averaging "
+                         "their features, before building the rulebook)"));
+}
+
 bool checkIndices(const bp::Tensor& indices, const ConvGeometry& g) {
   BP_PLUGIN_CHECK(indices.dtype() == bp::ScalarType::Int32, kGetIndicePairs,
                   ": indices must have dtype int32 (columns batch, z, y, x), got ", indices.dtype(),

@@ -121,11 +121,6 @@ struct SiteReader {
   int32_t at(int64_t row, int col) const { return data[row * row_stride + col * col_stride]; }
 };
 
-// The site of row `i` as "(b, z, y, x)", for messages.
-std::string siteString(const SiteReader& r, int64_t i) {
-  return bp::detail::concat('(', r.at(i, 0), ", ", r.at(i, 1), ", ", r.at(i, 2), ", ", r.at(i, 3), ')');
-}
-
 template <class Key>
 Key linearKey(int64_t b, int64_t z, int64_t y, int64_t x, const std::array<int64_t, 3>& shape) {
   return static_cast<Key>(((b * shape[0] + z) * shape[1] + y) * shape[2] + x);
@@ -204,22 +199,10 @@ class RulebookBuilder {
   // the first offending row, and fills the table of input sites.
   void checkSites() {
     for (int64_t i = 0; i < n_; ++i) {
-      const int64_t b = sites_.at(i, 0);
-      BP_PLUGIN_CHECK(b >= 0, kOp, ": indices row ", i, " = ", siteString(sites_, i), ": batch index ", b,
-                      " is negative; indices columns are (batch, z, y, x)");
-      BP_PLUGIN_CHECK(b < g_.batch_size, kOp, ": indices row ", i, " = ", siteString(sites_, i), ": batch index ",
-                      b, " is >= batch_size ", g_.batch_size, "; pass the number of samples as batch_size");
-      for (int d = 0; d < 3; ++d) {
-        const int64_t c = sites_.at(i, d + 1);
-        BP_PLUGIN_CHECK(c >= 0 && c < g_.in_shape[d], kOp, ": indices row ", i, " = ", siteString(sites_, i), ": ",
-                        kDimNames[d], " = ", c, c < 0 ? " is negative" : " is outside spatial_shape ",
-                        c < 0 ? std::string() : listString(g_.in_shape), " (valid: 0 to ", g_.in_shape[d] - 1,
-                        "); clip or drop the points outside the grid before voxelising");
-      }
+      const Site s{sites_.at(i, 0), sites_.at(i, 1), sites_.at(i, 2), sites_.at(i, 3)};
+      if (!siteInside(g_, s)) failSiteOutside(g_, i, s);
       const int32_t first = inputs_.insert(inKey(i), static_cast<int32_t>(i));
-      BP_PLUGIN_CHECK(first < 0, kOp, ": indices rows ", first, " and ", i, " both hold site ",
-                      siteString(sites_, i), "; every active site must appear once (merge duplicate voxels, e.g. by "
-                      "averaging their features, before building the rulebook)");
+      if (first >= 0) failDuplicateSite(first, i, s);
     }
   }
 

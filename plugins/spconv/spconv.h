@@ -50,6 +50,23 @@ ConvGeometry checkGeometry(int64_t batch_size, bp::IntList spatial_shape, bp::In
 // every device); returns whether keys need 64 bits (Note [Coordinate keys]).
 bool checkIndices(const bp::Tensor& indices, const ConvGeometry& g);
 
+// One row of `indices`: (batch, z, y, x).
+using Site = std::array<int32_t, 4>;
+
+// Whether `s` lies in the batch and inside spatial_shape (Note [Rulebook]).
+inline bool siteInside(const ConvGeometry& g, const Site& s) {
+  if (s[0] < 0 || s[0] >= g.batch_size) return false;
+  for (int d = 0; d < 3; ++d)
+    if (s[d + 1] < 0 || s[d + 1] >= g.in_shape[d]) return false;
+  return true;
+}
+// The errors get_indice_pairs reports for the first offending row of
+// `indices`, one text for every device: row `row` holds `s`, which is
+// outside the batch or the grid (the first failing check, in the order
+// batch, z, y, x); or repeats the site of the earlier row `first`.
+[[noreturn]] void failSiteOutside(const ConvGeometry& g, int64_t row, const Site& s);
+[[noreturn]] void failDuplicateSite(int64_t first, int64_t row, const Site& s);
+
 // spconv::get_indice_pairs on the CPU: (out_indices, indice_pairs, indice_pair_num).
 std::tuple<bp::Tensor, bp::Tensor, bp::Tensor> getIndicePairsCpu(const bp::Tensor& indices, int64_t batch_size,
                                                                   bp::IntList spatial_shape, bp::IntList kernel_size,

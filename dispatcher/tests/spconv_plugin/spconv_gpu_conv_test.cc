@@ -33,21 +33,7 @@ namespace {
 
 using Triple = std::array<int64_t, 3>;
 
-class Environment : public ::testing::Environment {
- public:
-  void SetUp() override {
-    // The spconv plugin defines the ops; the GPU plugin registers its
-    // kernels for them only when they are already defined, so it loads last.
-    // Read by the GPU plugin when it loads: the deterministic mode starts on
-    // (TheEnvironmentSetsTheInitialMode); tests that need either mode set it.
-    setenv("BACKPLANE_DETERMINISTIC", "1", 1);
-    ASSERT_TRUE(plugins().load(BACKPLANE_CPU_PLUGIN_PATH).ok());
-    ASSERT_TRUE(plugins().load(BACKPLANE_SPCONV_PLUGIN_PATH).ok());
-    ASSERT_TRUE(plugins().load(BACKPLANE_GPUSIM_PLUGIN_PATH).ok());
-    Dispatcher::singleton().setFallbackMode(FallbackMode::Silent);
-  }
-};
-const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new Environment);
+// The plugins are loaded once for the program (spconv_gpu_test_env.cc).
 
 Device gpu() { return Device::fromString("gpusim:0"); }
 Device cpu() { return Device(DeviceType::CPU); }

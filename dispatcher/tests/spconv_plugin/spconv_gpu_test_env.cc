@@ -1,0 +1,31 @@
+// The plugins of spconv_gpu_tests, loaded once for the program: the CPU
+// plugin, the spconv plugin, which defines the ops, and the GPU simulator,
+// whose spconv kernels are registered only for ops already defined.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "backplane/dispatcher/dispatcher.h"
+#include "backplane/dispatcher/plugin_registry.h"
+
+namespace backplane {
+namespace {
+
+class Environment : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    // Read by the GPU plugin when it loads: the deterministic mode starts on
+    // (SpconvGpuConv.TheEnvironmentSetsTheInitialMode); tests that need
+    // either mode set it.
+    setenv("BACKPLANE_DETERMINISTIC", "1", 1);
+    for (const char* path : {BACKPLANE_CPU_PLUGIN_PATH, BACKPLANE_SPCONV_PLUGIN_PATH, BACKPLANE_GPUSIM_PLUGIN_PATH}) {
+      const auto status = plugins().load(path);
+      ASSERT_TRUE(status.ok()) << path << ": " << status.status().message();
+    }
+    Dispatcher::singleton().setFallbackMode(FallbackMode::Silent);
+  }
+};
+const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new Environment);
+
+}  // namespace
+}  // namespace backplane
