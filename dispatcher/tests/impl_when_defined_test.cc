@@ -24,8 +24,12 @@ using ::testing::Not;
 
 Dispatcher& dispatcher() { return Dispatcher::singleton(); }
 
-Tensor times2(const Tensor& a, double f) { return test::zipCpu(a, a, [f](float x, float) { return x * 2 * static_cast<float>(f); }); }
-Tensor times3(const Tensor& a, double f) { return test::zipCpu(a, a, [f](float x, float) { return x * 3 * static_cast<float>(f); }); }
+Tensor times2(const Tensor& a, double f) {
+  return test::zipCpu(a, a, [f](float x, float) { return x * 2 * static_cast<float>(f); });
+}
+Tensor times3(const Tensor& a, double f) {
+  return test::zipCpu(a, a, [f](float x, float) { return x * 3 * static_cast<float>(f); });
+}
 Tensor wrongSignature(const Tensor& a, int64_t) { return a; }
 
 constexpr const char* kScaleSchema = "scale(Tensor self, float factor) -> Tensor";
@@ -72,7 +76,8 @@ TEST(ImplWhenDefinedTest, KernelRegisteredBeforeTheDefinitionServesCallsOnceItAr
   EXPECT_EQ(waiting[0].key, DispatchKey::CPU);
   EXPECT_EQ(waiting[0].registrant, "device library");
   EXPECT_THAT(waiting[0].reason, HasSubstr("wd1::scale is not defined"));
-  EXPECT_THAT(dispatcher().dumpState(), HasSubstr("kernels waiting for their operator's definition:\n  wd1::scale CPU [device library]"));
+  EXPECT_THAT(dispatcher().dumpState(),
+              HasSubstr("kernels waiting for their operator's definition:\n  wd1::scale CPU [device library]"));
   expectInvariants();
 
   Library definer("wd1", "definer library");
@@ -141,8 +146,9 @@ TEST(ImplWhenDefinedTest, AKernelThatDoesNotFitStaysInactiveAndTheDefinitionSucc
   fits.reset();
   EXPECT_EQ(op.kernelKind(DispatchKey::CPU), KernelKind::Missing);
   expectError([] { callScale("wd3::scale", 1, 1); }, absl::StatusCode::kUnimplemented,
-              {"wd3::scale has no kernel for dispatch key CPU", "An inactive kernel: the CPU kernel for wd3::scale "
-                                                               "from stale library has C++ signature"});
+              {"wd3::scale has no kernel for dispatch key CPU",
+               "An inactive kernel: the CPU kernel for wd3::scale "
+               "from stale library has C++ signature"});
   // Removing the stale kernel removes its note.
   stale.reset();
   EXPECT_TRUE(inactiveFor("wd3::scale").empty());
@@ -255,9 +261,8 @@ TEST(ImplWhenDefinedTest, BoxedKernelsAndFallbacksWhileWaiting) {
                                          s->pop_back();
                                          Tensor a = s->back().toTensor();
                                          s->pop_back();
-                                         s->emplace_back(test::zipCpu(a, a, [f](float x, float) {
-                                           return x * 5 * static_cast<float>(f);
-                                         }));
+                                         s->emplace_back(test::zipCpu(
+                                             a, a, [f](float x, float) { return x * 5 * static_cast<float>(f); }));
                                        }))
                   .ok());
   // A fallback registered meanwhile recomputes every table, the waiting op's too.

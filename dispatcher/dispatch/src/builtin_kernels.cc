@@ -66,13 +66,11 @@ void missingKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks,
   for (const Dispatcher::InactiveKernel& k : Dispatcher::singleton().inactiveKernels())
     if (k.op == name && k.key == key) inactive += strCat(". An inactive kernel: ", k.reason);
   BP_THROW(kUnimplemented, name, " has no kernel for dispatch key ", dispatchKeyName(key),
-           " (arguments: ", describeArguments(op, *stack), "). Kernels exist for: ",
-           keysWithKernels(op),
+           " (arguments: ", describeArguments(op, *stack), "). Kernels exist for: ", keysWithKernels(op),
            key != DispatchKey::CPU && cpu_missing ? ". There is no CPU kernel either, so CPU fallback cannot run" : "",
-           inactive,
-           ". Register one with Library::impl(\"", op.operatorName().name,
-           op.operatorName().overload.empty() ? "" : ".", op.operatorName().overload, "\", ",
-           dispatchKeyName(key), ", kernel) or load a plugin that implements it");
+           inactive, ". Register one with Library::impl(\"", op.operatorName().name,
+           op.operatorName().overload.empty() ? "" : ".", op.operatorName().overload, "\", ", dispatchKeyName(key),
+           ", kernel) or load a plugin that implements it");
 }
 
 void cpuFallbackKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks, Stack* stack) {

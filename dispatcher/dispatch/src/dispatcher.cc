@@ -364,9 +364,8 @@ absl::StatusOr<RegistrationHandle> Dispatcher::registerDef(std::string_view sche
     OperatorEntry& op = entryFor(parsed->name());
     if (op.schema_.load(std::memory_order_relaxed) != nullptr) {
       return absl::AlreadyExistsError(strCat(
-          "operator ", parsed->name().qualifiedName(), " is already defined",
-          op.def_debug_.empty() ? "" : " by ", op.def_debug_,
-          "; an operator is defined once: give a new variant its own overload name (ns::op.name)"));
+          "operator ", parsed->name().qualifiedName(), " is already defined", op.def_debug_.empty() ? "" : " by ",
+          op.def_debug_, "; an operator is defined once: give a new variant its own overload name (ns::op.name)"));
     }
     // Kernels registered under an earlier definition must still fit this
     // one; kernels registered for a later definition that do not fit stay
@@ -377,16 +376,16 @@ absl::StatusOr<RegistrationHandle> Dispatcher::registerDef(std::string_view sche
       for (const KernelRecord* r : op.impls_[k]) {
         if (r->kernel.cppSignature().empty() || r->kernel.cppSignature() == expected) continue;
         if (std::find(op.when_defined_.begin(), op.when_defined_.end(), r) == op.when_defined_.end()) {
-          return absl::InvalidArgumentError(strCat(
-              "cannot define ", parsed->toString(), ": a kernel registered for it (", r->debug,
-              ") has C++ signature ", r->kernel.cppSignature(), " but this schema needs ", expected));
+          return absl::InvalidArgumentError(strCat("cannot define ", parsed->toString(),
+                                                   ": a kernel registered for it (", r->debug, ") has C++ signature ",
+                                                   r->kernel.cppSignature(), " but this schema needs ", expected));
         }
-        unfit.emplace_back(r, strCat("the ", dispatchKeyName(r->key), " kernel for ", parsed->name().qualifiedName(),
-                                     r->debug.empty() ? "" : " from ", r->debug, " has C++ signature ",
-                                     r->kernel.cppSignature(), ", but the schema ", parsed->toString(),
-                                     debug.empty() ? "" : " (defined by ", debug, debug.empty() ? "" : ")",
-                                     " needs ", expected, "; the kernel stays inactive: rebuild ",
-                                     r->debug.empty() ? "its registrant" : r->debug, " against this definition"));
+        unfit.emplace_back(
+            r, strCat("the ", dispatchKeyName(r->key), " kernel for ", parsed->name().qualifiedName(),
+                      r->debug.empty() ? "" : " from ", r->debug, " has C++ signature ", r->kernel.cppSignature(),
+                      ", but the schema ", parsed->toString(), debug.empty() ? "" : " (defined by ", debug,
+                      debug.empty() ? "" : ")", " needs ", expected, "; the kernel stays inactive: rebuild ",
+                      r->debug.empty() ? "its registrant" : r->debug, " against this definition"));
       }
     }
     schemas_.push_back(std::make_unique<FunctionSchema>(*std::move(parsed)));
@@ -555,16 +554,11 @@ void Dispatcher::deregister(uint64_t id) {
       }
       updateTable(*r.op);
       break;
-    case RegistrationKind::Impl: {
+    case RegistrationKind::Impl:
       erase(r.op->impls_[static_cast<int>(r.key)], r.record);
-      auto& when = r.op->when_defined_;
-      when.erase(std::remove(when.begin(), when.end(), r.record), when.end());
-      auto& unfit = r.op->unfit_;
-      unfit.erase(std::remove_if(unfit.begin(), unfit.end(), [&](const auto& u) { return u.first == r.record; }),
-                  unfit.end());
+      std::erase(r.op->when_defined_, r.record);
+      std::erase_if(r.op->unfit_, [&](const auto& unfit) { return unfit.first == r.record; });
       updateTable(*r.op);
-      break;
-    }
       break;
     case RegistrationKind::Composite:
       erase(r.op->composites_, r.record);
@@ -628,8 +622,8 @@ std::vector<Dispatcher::InactiveKernel> Dispatcher::inactiveKernels() {
       for (int k = 0; k < kNumDispatchKeys; ++k) {
         for (const KernelRecord* r : op->impls_[k]) {
           out.push_back({name, r->key, r->debug,
-                         strCat(name, " is not defined; the ",
-                                dispatchKeyName(r->key), " kernel serves calls once a library or plugin defines it")});
+                         strCat(name, " is not defined; the ", dispatchKeyName(r->key),
+                                " kernel serves calls once a library or plugin defines it")});
         }
       }
     }

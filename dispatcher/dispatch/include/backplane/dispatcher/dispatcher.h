@@ -234,7 +234,7 @@ class Dispatcher {
   // operator is not defined (yet), or the kernel's C++ signature does not fit
   // the schema (Note [Kernels for operators defined later]).
   struct InactiveKernel {
-    std::string op;          // "ns::name.overload"
+    std::string op;  // "ns::name.overload"
     DispatchKey key;
     std::string registrant;  // the registration's debug text, e.g. "plugin backplane_cuda"
     std::string reason;      // why it serves no call, in a sentence

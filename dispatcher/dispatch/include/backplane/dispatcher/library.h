@@ -49,8 +49,8 @@ class Library {
   // of failing, so use impl() for operators that are defined first.
   template <typename F>
   [[nodiscard]] absl::Status implWhenDefined(std::string_view op, DispatchKey key, F&& kernel) {
-    return keep(Dispatcher::singleton().registerImplWhenDefined(
-        qualify(op), key, KernelFunction::make(std::forward<F>(kernel)), debug_));
+    return keep(Dispatcher::singleton().registerImplWhenDefined(qualify(op), key,
+                                                                KernelFunction::make(std::forward<F>(kernel)), debug_));
   }
   template <typename F>
   [[nodiscard]] absl::Status implWhenDefined(std::string_view op, DeviceType type, F&& kernel) {
