@@ -233,6 +233,34 @@ TEST(CliTest, OpsTextMatrix) {
   EXPECT_CONTAINS(r.out, "no plugin loaded for cuda, hip");
 }
 
+// Kernels registered with impl_when_defined that serve no call are listed
+// below the matrix: one waiting for its operator (which has no row), one
+// whose signature does not fit the schema (which fills no cell).
+TEST(CliTest, OpsListsInactiveKernels) {
+  const std::string waiting = std::string("--no-default-plugins --plugin '") + CLI_WD_KERNEL_PATH + "' ";
+  Result r = run(waiting + "ops");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(lineStartingWith(r.out, "tpwd::scale"), "") << "an undefined operator has no row: " << r.out;
+  EXPECT_CONTAINS(r.out,
+                  "inactive kernels (registered, but serving no call):\n  tpwd::scale CPU [plugin tp_wd_kernel]: "
+                  "tpwd::scale is not defined");
+
+  const std::string stale = std::string("--no-default-plugins --plugin '") + CLI_WD_KERNEL_BAD_PATH + "' --plugin '" +
+                            CLI_WD_DEFINER_PATH + "' ";
+  r = run(stale + "ops");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(lineStartingWith(r.out, "tpwd::scale").substr(lines(r.out).at(0).find(" cpu ") + 1, 7), "missing");
+  EXPECT_CONTAINS(r.out,
+                  "  tpwd::scale CPU [plugin tp_wd_kernel_bad]: the CPU kernel for tpwd::scale from plugin "
+                  "tp_wd_kernel_bad has C++ signature (Tensor, int) -> Tensor");
+  r = run(stale + "ops --format markdown");
+  EXPECT_CONTAINS(r.out,
+                  "Inactive kernels (registered, but serving no call):\n\n- `tpwd::scale` CPU [plugin "
+                  "tp_wd_kernel_bad]: the CPU kernel");
+  r = run(stale + "ops --format json");
+  EXPECT_EQ(r.out.find("inactive"), std::string::npos) << "the JSON document keeps its documented shape";
+}
+
 TEST(CliTest, OpsMarkdownStartsWithATableHeader) {
   for (const std::string& prefix : {std::string(), kTestPlugin}) {
     Result r = run(prefix + "ops --format markdown");

@@ -146,8 +146,26 @@ void printOpsJson(std::ostream& out, const std::vector<Backend>& backends, const
   out << (rows.empty() ? "]\n" : "\n  ]\n") << "}\n";
 }
 
-}  // namespace
+// Kernels that serve no call because of their operator's definition
+// (Note [Kernels for operators defined later]): the matrix cannot show them,
+// since an operator that is not defined has no row and a kernel that does
+// not fit the schema fills no cell.
+void printInactiveKernels(std::ostream& out, bool markdown) {
+  std::vector<Dispatcher::InactiveKernel> inactive = Dispatcher::singleton().inactiveKernels();
+  if (inactive.empty()) return;
+  out << (markdown ? "\nInactive kernels (registered, but serving no call):\n\n"
+                   : "\ninactive kernels (registered, but serving no call):\n");
+  for (const Dispatcher::InactiveKernel& k : inactive) {
+    if (markdown)
+      out << "- `" << k.op << "` " << dispatchKeyName(k.key);
+    else
+      out << "  " << k.op << ' ' << dispatchKeyName(k.key);
+    if (!k.registrant.empty()) out << " [" << k.registrant << ']';
+    out << ": " << k.reason << '\n';
+  }
+}
 
+}  // namespace
 
 int runPlugins(std::ostream& out, const PluginSources& sources) {
   std::vector<PluginStatus> all = plugins().plugins();
@@ -244,8 +262,14 @@ int runOps(std::ostream& out, OpsFormat format) {
   std::vector<Backend> backends = activeBackends(true);
   std::vector<OpRow> rows = collectOps(backends);
   switch (format) {
-    case OpsFormat::Text: printOpsText(out, backends, rows); break;
-    case OpsFormat::Markdown: printOpsMarkdown(out, backends, rows); break;
+    case OpsFormat::Text:
+      printOpsText(out, backends, rows);
+      printInactiveKernels(out, /*markdown=*/false);
+      break;
+    case OpsFormat::Markdown:
+      printOpsMarkdown(out, backends, rows);
+      printInactiveKernels(out, /*markdown=*/true);
+      break;
     case OpsFormat::Json: printOpsJson(out, backends, rows); break;
   }
   return 0;

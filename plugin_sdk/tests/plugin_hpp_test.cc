@@ -80,7 +80,7 @@ struct State {
   int errors_made = 0, errors_freed = 0;
 
   std::vector<std::string> defs;
-  std::vector<KernelRegistration> impls, fallbacks;
+  std::vector<KernelRegistration> impls, fallbacks, impls_when_defined;
   std::vector<const BP_DeviceTypeDesc*> devices;
   std::vector<std::pair<BP_LogLevel, std::string>> logs;
   BP_Error* (*fail_registration)() = nullptr;  // when set, def/impl/register fail with its error
@@ -167,6 +167,16 @@ BP_Error* implFn(BP_Plugin* plugin, const char* op, int32_t device_type, const B
       {op, device_type, k->fn, k->ctx, k->cpp_signature != nullptr, k->cpp_signature ? k->cpp_signature : ""});
   return nullptr;
 }
+#if BP_ABI_MINOR >= 4
+BP_Error* implWhenDefinedFn(BP_Plugin* plugin, const char* op, int32_t device_type, const BP_KernelDesc* k) {
+  if (plugin != kPlugin) return errorNew(BP_INTERNAL, "wrong plugin handle");
+  if (g.fail_registration) return g.fail_registration();
+  if (k->struct_size != BP_KernelDesc_STRUCT_SIZE) return errorNew(BP_INVALID_ARGUMENT, "bad struct_size");
+  g.impls_when_defined.push_back(
+      {op, device_type, k->fn, k->ctx, k->cpp_signature != nullptr, k->cpp_signature ? k->cpp_signature : ""});
+  return nullptr;
+}
+#endif
 BP_Error* fallback(BP_Plugin* plugin, int32_t device_type, const BP_KernelDesc* k) {
   if (plugin != kPlugin) return errorNew(BP_INTERNAL, "wrong plugin handle");
   g.fallbacks.push_back({"", device_type, k->fn, k->ctx, k->cpp_signature != nullptr, ""});
@@ -322,6 +332,9 @@ BP_HostApi table() {
   h.op_redispatch = &opRedispatch;
 #if BP_ABI_MINOR >= 1
   h.device_type_name = &deviceTypeName;
+#endif
+#if BP_ABI_MINOR >= 4
+  h.impl_when_defined = &implWhenDefinedFn;
 #endif
   return h;
 }
@@ -1235,6 +1248,72 @@ TEST_F(PluginHpp, LibraryImplPassesSignatureAndAdapter) {
   ASSERT_EQ(fake::g.logs.size(), 1u);
   EXPECT_EQ(fake::g.logs[0], std::make_pair(BP_LogLevel{BP_LOG_WARNING}, std::string("hello")));
 }
+
+#if BP_ABI_MINOR >= 4
+// implWhenDefined goes to the host's impl_when_defined (never to impl), with
+// the same generated signatures and adapters as impl.
+TEST_F(PluginHpp, LibraryImplWhenDefinedPassesSignatureAndAdapter) {
+  bp::Library m(fake::kPlugin);
+  m.implWhenDefined("other::add", 7, &add);
+  m.implWhenDefined("other::add2", 0, bp::kernel<&addScalar>());
+  m.implWhenDefined("other::raw", 7, &rawKernel, &g_seen);
+  m.implWhenDefined("other::raw_sig", 7, &rawKernel, nullptr, "(Tensor) -> Tensor");
+  EXPECT_TRUE(fake::g.impls.empty());
+  ASSERT_EQ(fake::g.impls_when_defined.size(), 4u);
+  const auto& i0 = fake::g.impls_when_defined[0];
+  EXPECT_EQ(i0.op, "other::add");
+  EXPECT_EQ(i0.device_type, 7);
+  EXPECT_EQ(i0.signature, "(Tensor, Tensor) -> Tensor");
+  EXPECT_EQ(i0.ctx, reinterpret_cast<void*>(&add));
+  EXPECT_EQ(i0.fn, (&bp::detail::kernelAdapter<bp::Tensor, const bp::Tensor&, const bp::Tensor&>));
+  EXPECT_EQ(fake::g.impls_when_defined[1].device_type, 0);
+  EXPECT_EQ(fake::g.impls_when_defined[1].signature, "(Tensor, Tensor, Scalar) -> Tensor");
+  EXPECT_EQ(fake::g.impls_when_defined[2].fn, &rawKernel);
+  EXPECT_EQ(fake::g.impls_when_defined[2].ctx, &g_seen);
+  EXPECT_FALSE(fake::g.impls_when_defined[2].has_signature);
+  EXPECT_EQ(fake::g.impls_when_defined[3].signature, "(Tensor) -> Tensor");
+
+  // The registered function and ctx run the kernel.
+  BP_Tensor* a = fake::makeTensor({1});
+  Call c({vTensor(a), vTensor(a)}, 1, 0, "other::add");
+  EXPECT_EQ(fake::take(i0.fn(i0.ctx, c.get())).first, BP_OK);
+  EXPECT_EQ(c.rets[0].u.tensor, a);
+  fake::tensorRelease(c.rets[0].u.tensor);
+  fake::tensorRelease(a);
+
+  // Host errors come back as bp::Error.
+  fake::g.fail_registration = [] { return fake::errorNew(BP_INVALID_ARGUMENT, "signature does not fit"); };
+  try {
+    m.implWhenDefined("other::add", 7, &add);
+    ADD_FAILURE();
+  } catch (const bp::Error& e) {
+    EXPECT_EQ(e.code(), BP_INVALID_ARGUMENT);
+    EXPECT_EQ(e.message(), "signature does not fit");
+  }
+}
+
+// A host table without the slot (an older host, or one that leaves it NULL):
+// a clear error naming the call, the host's ABI and what to do; impl still works.
+TEST_F(PluginHpp, ImplWhenDefinedOnAHostWithoutTheSlotSaysSo) {
+  BP_HostApi t = fake::table();
+  t.struct_size = BP_STRUCT_SIZE(BP_HostApi, device_type_name);  // a 1.3 host's table
+  t.abi_minor = 3;
+  bp::detail::installHost(t, fake::kPlugin);
+  bp::Library m(fake::kPlugin);
+  try {
+    m.implWhenDefined("spconv::indice_conv", 7, &add);
+    ADD_FAILURE();
+  } catch (const bp::Error& e) {
+    EXPECT_EQ(e.code(), BP_UNIMPLEMENTED);
+    EXPECT_NE(e.message().find("implWhenDefined(\"spconv::indice_conv\")"), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find("the host provides plugin ABI 1.3"), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find("added in ABI 1.4"), std::string::npos) << e.message();
+  }
+  EXPECT_TRUE(fake::g.impls_when_defined.empty());
+  m.impl("test::add", 7, &add);
+  EXPECT_EQ(fake::g.impls.size(), 1u);
+}
+#endif
 
 TEST_F(PluginHpp, LibraryThrowsHostErrors) {
   bp::Library m(fake::kPlugin);

@@ -55,17 +55,22 @@ void missingKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks,
   const std::string name = op.operatorName().qualifiedName();
   if (!op.hasSchema()) {
     BP_THROW(kFailedPrecondition, "operator ", name,
-             " is not defined (its definition was removed); load the library or plugin that defines it");
+             " is not defined (its definition was removed or never registered); load the library or plugin that "
+             "defines it");
   }
   DispatchKey key = ks.highestPriorityKey();
   bool cpu_missing = op.kernelKind(DispatchKey::CPU) == KernelKind::Missing;
+  // A kernel for the key that does not fit the schema (Note [Kernels for
+  // operators defined later]) explains the miss better than anything else.
+  std::string inactive;
+  for (const Dispatcher::InactiveKernel& k : Dispatcher::singleton().inactiveKernels())
+    if (k.op == name && k.key == key) inactive += strCat(". An inactive kernel: ", k.reason);
   BP_THROW(kUnimplemented, name, " has no kernel for dispatch key ", dispatchKeyName(key),
-           " (arguments: ", describeArguments(op, *stack), "). Kernels exist for: ",
-           keysWithKernels(op),
+           " (arguments: ", describeArguments(op, *stack), "). Kernels exist for: ", keysWithKernels(op),
            key != DispatchKey::CPU && cpu_missing ? ". There is no CPU kernel either, so CPU fallback cannot run" : "",
-           ". Register one with Library::impl(\"", op.operatorName().name,
-           op.operatorName().overload.empty() ? "" : ".", op.operatorName().overload, "\", ",
-           dispatchKeyName(key), ", kernel) or load a plugin that implements it");
+           inactive, ". Register one with Library::impl(\"", op.operatorName().name,
+           op.operatorName().overload.empty() ? "" : ".", op.operatorName().overload, "\", ", dispatchKeyName(key),
+           ", kernel) or load a plugin that implements it");
 }
 
 void cpuFallbackKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks, Stack* stack) {

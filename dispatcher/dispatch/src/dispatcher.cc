@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
+#include <tuple>
 
 #include "backplane/core/error.h"
 #include "backplane/core/str_cat.h"
@@ -168,6 +169,12 @@ std::string OperatorHandle::dumpState() const {
     if (!r.debug.empty()) os << " [" << r.debug << "]";
     os << "\n";
   }
+  for (const Dispatcher::InactiveKernel& k : Dispatcher::singleton().inactiveKernels()) {
+    if (k.op != entry_->qualifiedName()) continue;
+    os << "  " << dispatchKeyName(k.key) << ": inactive";
+    if (!k.registrant.empty()) os << " [" << k.registrant << "]";
+    os << ": " << k.reason << "\n";
+  }
   return os.str();
 }
 
@@ -310,17 +317,25 @@ const KernelRecord* Dispatcher::computeSlot(const OperatorEntry& op, DispatchKey
   const int k = static_cast<int>(key);
   if (op.schema_.load(std::memory_order_relaxed) == nullptr || key == DispatchKey::Undefined)
     return missing_;
-  if (!op.impls_[k].empty()) return op.impls_[k].back();
+  if (const KernelRecord* impl = newestFittingImpl(op, key)) return impl;
   if (isBackendKey(key)) {
     if (!op.composites_.empty()) return op.composites_.back();
     if (!fallbacks_[k].empty()) return fallbacks_[k].back();
-    const auto& cpu = op.impls_[static_cast<int>(DispatchKey::CPU)];
-    if (key != DispatchKey::CPU && !cpu.empty() && cpu.back()->kind == KernelKind::Native)
-      return cpu_fallback_;
+    const KernelRecord* cpu = newestFittingImpl(op, DispatchKey::CPU);
+    if (key != DispatchKey::CPU && cpu && cpu->kind == KernelKind::Native) return cpu_fallback_;
     return missing_;
   }
   if (!fallbacks_[k].empty()) return fallbacks_[k].back();
   return fallthrough_;
+}
+
+const KernelRecord* Dispatcher::newestFittingImpl(const OperatorEntry& op, DispatchKey key) {
+  const auto& stack = op.impls_[static_cast<int>(key)];
+  for (auto it = stack.rbegin(); it != stack.rend(); ++it) {
+    auto unfit = std::find_if(op.unfit_.begin(), op.unfit_.end(), [&](const auto& u) { return u.first == *it; });
+    if (unfit == op.unfit_.end()) return *it;
+  }
+  return nullptr;
 }
 
 void Dispatcher::updateTable(OperatorEntry& op) {
@@ -343,30 +358,46 @@ absl::StatusOr<RegistrationHandle> Dispatcher::registerDef(std::string_view sche
                                                            std::string debug) {
   absl::StatusOr<FunctionSchema> parsed = FunctionSchema::parse(schema_text);
   if (!parsed.ok()) return parsed.status();
-  absl::MutexLock lock(&detail::registrationMutex());
-  OperatorEntry& op = entryFor(parsed->name());
-  if (op.schema_.load(std::memory_order_relaxed) != nullptr) {
-    return absl::AlreadyExistsError(strCat(
-        "operator ", parsed->name().qualifiedName(), " is already defined",
-        op.def_debug_.empty() ? "" : " by ", op.def_debug_,
-        "; an operator is defined once: give a new variant its own overload name (ns::op.name)"));
-  }
-  // Kernels registered under an earlier definition must still fit this one.
-  std::string expected = cppSignatureForSchema(*parsed);
-  for (const auto& stack : op.impls_) {
-    for (const KernelRecord* r : stack) {
-      if (r->kernel.hasUnboxed() && r->kernel.cppSignature() != expected) {
-        return absl::InvalidArgumentError(strCat(
-            "cannot define ", parsed->toString(), ": a kernel registered for it (", r->debug,
-            ") has C++ signature ", r->kernel.cppSignature(), " but this schema needs ", expected));
+  std::vector<std::string> warnings;  // logged after the lock is released
+  absl::StatusOr<RegistrationHandle> handle = [&]() -> absl::StatusOr<RegistrationHandle> {
+    absl::MutexLock lock(&detail::registrationMutex());
+    OperatorEntry& op = entryFor(parsed->name());
+    if (op.schema_.load(std::memory_order_relaxed) != nullptr) {
+      return absl::AlreadyExistsError(strCat(
+          "operator ", parsed->name().qualifiedName(), " is already defined", op.def_debug_.empty() ? "" : " by ",
+          op.def_debug_, "; an operator is defined once: give a new variant its own overload name (ns::op.name)"));
+    }
+    // Kernels registered under an earlier definition must still fit this
+    // one; kernels registered for a later definition that do not fit stay
+    // inactive (Note [Kernels for operators defined later]).
+    std::string expected = cppSignatureForSchema(*parsed);
+    std::vector<std::pair<const KernelRecord*, std::string>> unfit;
+    for (int k = 0; k < kNumDispatchKeys; ++k) {
+      for (const KernelRecord* r : op.impls_[k]) {
+        if (r->kernel.cppSignature().empty() || r->kernel.cppSignature() == expected) continue;
+        if (std::find(op.when_defined_.begin(), op.when_defined_.end(), r) == op.when_defined_.end()) {
+          return absl::InvalidArgumentError(strCat("cannot define ", parsed->toString(),
+                                                   ": a kernel registered for it (", r->debug, ") has C++ signature ",
+                                                   r->kernel.cppSignature(), " but this schema needs ", expected));
+        }
+        unfit.emplace_back(
+            r, strCat("the ", dispatchKeyName(r->key), " kernel for ", parsed->name().qualifiedName(),
+                      r->debug.empty() ? "" : " from ", r->debug, " has C++ signature ", r->kernel.cppSignature(),
+                      ", but the schema ", parsed->toString(), debug.empty() ? "" : " (defined by ", debug,
+                      debug.empty() ? "" : ")", " needs ", expected, "; the kernel stays inactive: rebuild ",
+                      r->debug.empty() ? "its registrant" : r->debug, " against this definition"));
       }
     }
-  }
-  schemas_.push_back(std::make_unique<FunctionSchema>(*std::move(parsed)));
-  op.schema_.store(schemas_.back().get(), std::memory_order_release);
-  op.def_debug_ = std::move(debug);
-  updateTable(op);
-  return addRegistration({RegistrationKind::Def, &op, DispatchKey::Undefined, nullptr, schemas_.back().get()});
+    schemas_.push_back(std::make_unique<FunctionSchema>(*std::move(parsed)));
+    op.schema_.store(schemas_.back().get(), std::memory_order_release);
+    op.def_debug_ = std::move(debug);
+    for (const auto& [r, why] : unfit) warnings.push_back(strCat("backplane: warning: ", why));
+    op.unfit_ = std::move(unfit);
+    updateTable(op);
+    return addRegistration({RegistrationKind::Def, &op, DispatchKey::Undefined, nullptr, schemas_.back().get()});
+  }();
+  for (const std::string& w : warnings) logLine(w);
+  return handle;
 }
 
 absl::StatusOr<OperatorEntry*> Dispatcher::definedEntry(std::string_view op_name,
@@ -389,37 +420,63 @@ absl::StatusOr<OperatorEntry*> Dispatcher::definedEntry(std::string_view op_name
 }
 
 namespace {
-// An unboxed kernel's C++ signature must be the schema's canonical one
-// (Note [Canonical C++ signatures]); boxed kernels take any stack.
+// A kernel that declares a C++ signature (every unboxed one) must have the
+// schema's canonical one (Note [Canonical C++ signatures]); boxed kernels
+// that declare none take any stack.
 absl::Status checkKernelSignature(const KernelFunction& kernel, const FunctionSchema& schema,
                                   const std::string& which) {
-  if (!kernel.hasUnboxed()) return absl::OkStatus();
+  if (kernel.cppSignature().empty()) return absl::OkStatus();
   std::string expected = cppSignatureForSchema(schema);
   if (kernel.cppSignature() == expected) return absl::OkStatus();
   return absl::InvalidArgumentError(strCat(
       "the ", which, " kernel for ", schema.name().qualifiedName(), " has C++ signature ", kernel.cppSignature(),
       ", but the schema ", schema.toString(), " needs ", expected, "; fix the kernel's parameter or return types"));
 }
-}  // namespace
 
-absl::StatusOr<RegistrationHandle> Dispatcher::registerImpl(std::string_view op_name, DispatchKey key,
-                                                            KernelFunction kernel, std::string debug) {
+absl::Status checkImplKey(std::string_view op_name, DispatchKey key, const KernelFunction& kernel) {
   if (!isBackendKey(key) && !isFunctionalityKey(key)) {
     return absl::InvalidArgumentError(strCat("cannot register a kernel for ", op_name, " at key ",
                                              dispatchKeyName(key), ": not a backend or functionality key"));
   }
   if (!kernel.isValid())
     return absl::InvalidArgumentError(strCat("cannot register an empty kernel for ", op_name));
+  return absl::OkStatus();
+}
+}  // namespace
+
+RegistrationHandle Dispatcher::addImpl(OperatorEntry& op, DispatchKey key, KernelFunction kernel, std::string debug,
+                                       bool when_defined) {
+  KernelKind kind = kernel.isFallthrough() ? KernelKind::Fallthrough : KernelKind::Native;
+  const KernelRecord* r = newRecord(std::move(kernel), kind, key, std::move(debug));
+  op.impls_[static_cast<int>(key)].push_back(r);
+  if (when_defined) op.when_defined_.push_back(r);
+  updateTable(op);
+  return addRegistration({RegistrationKind::Impl, &op, key, r, nullptr});
+}
+
+absl::StatusOr<RegistrationHandle> Dispatcher::registerImpl(std::string_view op_name, DispatchKey key,
+                                                            KernelFunction kernel, std::string debug) {
+  if (absl::Status s = checkImplKey(op_name, key, kernel); !s.ok()) return s;
   absl::MutexLock lock(&detail::registrationMutex());
   absl::StatusOr<OperatorEntry*> op = definedEntry(op_name, strCat("register a ", dispatchKeyName(key), " kernel for"));
   if (!op.ok()) return op.status();
   const FunctionSchema& schema = *(*op)->schema_.load(std::memory_order_relaxed);
   if (absl::Status sig = checkKernelSignature(kernel, schema, dispatchKeyName(key)); !sig.ok()) return sig;
-  KernelKind kind = kernel.isFallthrough() ? KernelKind::Fallthrough : KernelKind::Native;
-  const KernelRecord* r = newRecord(std::move(kernel), kind, key, std::move(debug));
-  (*op)->impls_[static_cast<int>(key)].push_back(r);
-  updateTable(**op);
-  return addRegistration({RegistrationKind::Impl, *op, key, r, nullptr});
+  return addImpl(**op, key, std::move(kernel), std::move(debug), /*when_defined=*/false);
+}
+
+absl::StatusOr<RegistrationHandle> Dispatcher::registerImplWhenDefined(std::string_view op_name, DispatchKey key,
+                                                                       KernelFunction kernel, std::string debug) {
+  if (absl::Status s = checkImplKey(op_name, key, kernel); !s.ok()) return s;
+  absl::StatusOr<OperatorName> name = OperatorName::parse(op_name);
+  if (!name.ok()) return name.status();
+  absl::MutexLock lock(&detail::registrationMutex());
+  OperatorEntry& op = entryFor(*name);
+  // Defined already: exactly registerImpl, signature check included.
+  if (const FunctionSchema* schema = op.schema_.load(std::memory_order_relaxed)) {
+    if (absl::Status sig = checkKernelSignature(kernel, *schema, dispatchKeyName(key)); !sig.ok()) return sig;
+  }
+  return addImpl(op, key, std::move(kernel), std::move(debug), /*when_defined=*/true);
 }
 
 absl::StatusOr<RegistrationHandle> Dispatcher::registerComposite(std::string_view op_name,
@@ -493,11 +550,14 @@ void Dispatcher::deregister(uint64_t id) {
       if (r.op->schema_.load(std::memory_order_relaxed) == r.schema) {
         r.op->schema_.store(nullptr, std::memory_order_release);
         r.op->def_debug_.clear();
+        r.op->unfit_.clear();  // all wait for the next def (Note [Kernels for operators defined later])
       }
       updateTable(*r.op);
       break;
     case RegistrationKind::Impl:
       erase(r.op->impls_[static_cast<int>(r.key)], r.record);
+      std::erase(r.op->when_defined_, r.record);
+      std::erase_if(r.op->unfit_, [&](const auto& unfit) { return unfit.first == r.record; });
       updateTable(*r.op);
       break;
     case RegistrationKind::Composite:
@@ -544,9 +604,52 @@ std::vector<OperatorHandle> Dispatcher::definedOperators() {
   return out;
 }
 
+absl::StatusOr<OperatorHandle> Dispatcher::findOrAddOp(std::string_view qualified_name) {
+  absl::StatusOr<OperatorName> name = OperatorName::parse(qualified_name);
+  if (!name.ok()) return name.status();
+  absl::MutexLock lock(&detail::registrationMutex());
+  return OperatorHandle(&entryFor(*name));
+}
+
+std::vector<Dispatcher::InactiveKernel> Dispatcher::inactiveKernels() {
+  std::vector<InactiveKernel> out;
+  {
+    absl::MutexLock lock(&detail::registrationMutex());
+    for (auto& [name, op] : ops_) {
+      const bool defined = op->schema_.load(std::memory_order_relaxed) != nullptr;
+      for (const auto& [r, why] : op->unfit_) out.push_back({name, r->key, r->debug, why});
+      if (defined) continue;
+      for (int k = 0; k < kNumDispatchKeys; ++k) {
+        for (const KernelRecord* r : op->impls_[k]) {
+          out.push_back({name, r->key, r->debug,
+                         strCat(name, " is not defined; the ", dispatchKeyName(r->key),
+                                " kernel serves calls once a library or plugin defines it")});
+        }
+      }
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const InactiveKernel& a, const InactiveKernel& b) {
+    return std::tie(a.op, a.key) < std::tie(b.op, b.key);
+  });
+  return out;
+}
+
 absl::Status Dispatcher::checkInvariants() {
   absl::MutexLock lock(&detail::registrationMutex());
   for (auto& [name, op] : ops_) {
+    // Note [Kernels for operators defined later]: when_defined_ is part of
+    // the impl stacks, unfit_ part of when_defined_ and empty while undefined.
+    for (const KernelRecord* r : op->when_defined_) {
+      const auto& stack = op->impls_[static_cast<int>(r->key)];
+      if (std::find(stack.begin(), stack.end(), r) == stack.end())
+        return absl::InternalError(strCat(name, ": a when-defined kernel (", r->debug, ") is not on its impl stack"));
+    }
+    for (const auto& [r, why] : op->unfit_) {
+      if (std::find(op->when_defined_.begin(), op->when_defined_.end(), r) == op->when_defined_.end())
+        return absl::InternalError(strCat(name, ": an unfit kernel (", r->debug, ") is not a when-defined one"));
+    }
+    if (!op->unfit_.empty() && op->schema_.load(std::memory_order_relaxed) == nullptr)
+      return absl::InternalError(strCat(name, " has no schema but kernels marked unfit for one"));
     uint64_t dispatchable = 0;
     for (int k = 0; k < kNumDispatchKeys; ++k) {
       const KernelRecord* want = computeSlot(*op, static_cast<DispatchKey>(k));
@@ -567,6 +670,13 @@ absl::Status Dispatcher::checkInvariants() {
 std::string Dispatcher::dumpState() {
   std::string out;
   for (const OperatorHandle& op : definedOperators()) out += op.dumpState();
+  std::string waiting;
+  for (const InactiveKernel& k : inactiveKernels()) {
+    std::optional<OperatorHandle> op = findOp(k.op);
+    if (op && op->hasSchema()) continue;  // listed with its operator above
+    waiting += strCat("  ", k.op, " ", dispatchKeyName(k.key), " [", k.registrant, "]\n");
+  }
+  if (!waiting.empty()) out += "kernels waiting for their operator's definition:\n" + waiting;
   return out;
 }
 

@@ -101,6 +101,12 @@ class PluginDeviceInterface final : public DeviceInterface, public Allocator {
 // A plugin kernel as the dispatch table stores it: the unboxed entry point
 // when the schema's signature has a compiled adapter, and always a boxed one.
 KernelFunction makePluginKernel(LoadedPlugin* plugin, const BP_KernelDesc& desc, const OperatorHandle& op);
+// The same for impl_when_defined. The kernel carries the signature the
+// plugin declares in desc.cpp_signature, for the dispatcher to check against
+// each definition that arrives (Note [Kernels for operators defined later]).
+// Before the op is defined it is adapted to that signature (boxed only, and
+// unchecked, without one).
+KernelFunction makePluginKernelWhenDefined(LoadedPlugin* plugin, const BP_KernelDesc& desc, const OperatorHandle& op);
 // A plugin's boxed fallback for its device type: serves every operator.
 KernelFunction makePluginFallback(LoadedPlugin* plugin, const BP_KernelDesc& desc);
 

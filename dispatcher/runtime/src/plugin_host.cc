@@ -380,17 +380,34 @@ const absl::flat_hash_map<std::string, void*>& fastTable() {
 
 }  // namespace
 
-KernelFunction makePluginKernel(LoadedPlugin* plugin, const BP_KernelDesc& desc, const OperatorHandle& op) {
+namespace {
+// A plugin kernel adapted to `signature`: unboxed when a compiled adapter
+// exists for it. It declares `signature` when unboxed, or when `declare`.
+KernelFunction makeAdaptedPluginKernel(LoadedPlugin* plugin, const BP_KernelDesc& desc, const OperatorHandle& op,
+                                       std::string signature, bool declare) {
   auto k = std::make_shared<PluginKernel>();
   k->plugin = plugin;
   k->fn = desc.fn;
   k->ctx = desc.ctx;
   k->op = reinterpret_cast<const BP_Operator*>(&op.entry());
   k->context = strCat("kernel of plugin '", plugin->status.name, "' for ", op.entry().qualifiedName());
-  std::string signature = cppSignatureForSchema(op.schema());
   void* unboxed = nullptr;
   if (auto it = fastTable().find(signature); it != fastTable().end()) unboxed = it->second;
-  return KernelFunction::makeFromParts(std::move(k), &pluginBoxed, unboxed, unboxed ? signature : std::string());
+  return KernelFunction::makeFromParts(std::move(k), &pluginBoxed, unboxed,
+                                       unboxed || declare ? std::move(signature) : std::string());
+}
+}  // namespace
+
+KernelFunction makePluginKernel(LoadedPlugin* plugin, const BP_KernelDesc& desc, const OperatorHandle& op) {
+  return makeAdaptedPluginKernel(plugin, desc, op, cppSignatureForSchema(op.schema()), /*declare=*/false);
+}
+
+KernelFunction makePluginKernelWhenDefined(LoadedPlugin* plugin, const BP_KernelDesc& desc, const OperatorHandle& op) {
+  if (op.hasSchema()) {  // registerKernel checked that a declared signature is the schema's
+    return makeAdaptedPluginKernel(plugin, desc, op, cppSignatureForSchema(op.schema()),
+                                   /*declare=*/desc.cpp_signature != nullptr);
+  }
+  return makeAdaptedPluginKernel(plugin, desc, op, desc.cpp_signature ? desc.cpp_signature : "", /*declare=*/true);
 }
 
 KernelFunction makePluginFallback(LoadedPlugin* plugin, const BP_KernelDesc& desc) {

@@ -183,10 +183,14 @@ BP_Error* hostDef(BP_Plugin* plugin, const char* schema) try {
   return plugin_detail::errorFromCurrentException();
 }
 
+enum class KernelSlot { Impl, ImplWhenDefined, Fallback };  // the host function registering it
+
 BP_Error* registerKernel(BP_Plugin* plugin, const char* op_name, int32_t device_type, const BP_KernelDesc* raw,
-                         bool is_fallback) try {
+                         KernelSlot slot) try {
   LoadedPlugin& p = pluginOf(plugin);
-  if (absl::Status s = requireInitializing(p, is_fallback ? "fallback" : "impl"); !s.ok()) return toError(s);
+  const bool is_fallback = slot == KernelSlot::Fallback;
+  const char* const slot_name = is_fallback ? "fallback" : slot == KernelSlot::Impl ? "impl" : "impl_when_defined";
+  if (absl::Status s = requireInitializing(p, slot_name); !s.ok()) return toError(s);
   absl::StatusOr<BP_KernelDesc> desc = plugin_detail::readStruct(raw, "BP_KernelDesc");
   if (!desc.ok()) return toError(desc.status());
   if (!desc->fn) return toError(absl::InvalidArgumentError(strCat("plugin '", p.status.name, "': BP_KernelDesc.fn is NULL")));
@@ -206,14 +210,29 @@ BP_Error* registerKernel(BP_Plugin* plugin, const char* op_name, int32_t device_
     return nullptr;
   }
   std::string qualified = qualifyOp(op_name);
-  std::optional<OperatorHandle> op = d.findOp(qualified);
-  if (!op || !op->hasSchema()) {
+  std::optional<OperatorHandle> op;
+  if (slot == KernelSlot::ImplWhenDefined) {
+    // The kernel holds its operator's handle, so the entry must exist
+    // before the definition does (Note [Kernels for operators defined later]).
+    absl::StatusOr<OperatorHandle> found = d.findOrAddOp(qualified);
+    if (!found.ok()) {
+      return toError(absl::InvalidArgumentError(
+          strCat("plugin '", p.status.name, "': impl_when_defined: ", found.status().message())));
+    }
+    op = *found;
+  } else {
+    op = d.findOp(qualified);
+  }
+  if (!op || (!op->hasSchema() && slot == KernelSlot::Impl)) {
     return toError(absl::NotFoundError(strCat("plugin '", p.status.name, "' registers a ", dispatchKeyName(key),
                                               " kernel for ", qualified,
                                               ", which is not defined: def() it first, or load the plugin that defines it")));
   }
-  std::string expected = cppSignatureForSchema(op->schema());
-  if (desc->cpp_signature && expected != desc->cpp_signature) {
+  // Not defined yet (impl_when_defined): the dispatcher checks the declared
+  // signature when the schema arrives.
+  const bool defined = op->hasSchema();
+  std::string expected = defined ? cppSignatureForSchema(op->schema()) : std::string();
+  if (defined && desc->cpp_signature && expected != desc->cpp_signature) {
     return toError(absl::InvalidArgumentError(strCat("plugin '", p.status.name, "': the ", dispatchKeyName(key),
                                                      " kernel for ", qualified, " has C++ signature ",
                                                      desc->cpp_signature, ", but the schema ", op->schema().toString(),
@@ -230,8 +249,12 @@ BP_Error* registerKernel(BP_Plugin* plugin, const char* op_name, int32_t device_
           ") already implements it; unload one of them")));
     }
   }
-  auto handle = d.registerImpl(qualified, key, plugin_detail::makePluginKernel(&p, *desc, *op),
-                               strCat("plugin ", p.status.name));
+  KernelFunction kernel = slot == KernelSlot::Impl ? plugin_detail::makePluginKernel(&p, *desc, *op)
+                                                   : plugin_detail::makePluginKernelWhenDefined(&p, *desc, *op);
+  std::string debug = strCat("plugin ", p.status.name);
+  auto handle = slot == KernelSlot::Impl
+                    ? d.registerImpl(qualified, key, std::move(kernel), std::move(debug))
+                    : d.registerImplWhenDefined(qualified, key, std::move(kernel), std::move(debug));
   if (!handle.ok()) return toError(handle.status());
   p.handles.push_back(*std::move(handle));
   ++p.status.kernels;
@@ -244,10 +267,13 @@ BP_Error* registerKernel(BP_Plugin* plugin, const char* op_name, int32_t device_
 }
 
 BP_Error* hostImpl(BP_Plugin* plugin, const char* op, int32_t device_type, const BP_KernelDesc* kernel) {
-  return registerKernel(plugin, op, device_type, kernel, false);
+  return registerKernel(plugin, op, device_type, kernel, KernelSlot::Impl);
+}
+BP_Error* hostImplWhenDefined(BP_Plugin* plugin, const char* op, int32_t device_type, const BP_KernelDesc* kernel) {
+  return registerKernel(plugin, op, device_type, kernel, KernelSlot::ImplWhenDefined);
 }
 BP_Error* hostFallback(BP_Plugin* plugin, int32_t device_type, const BP_KernelDesc* kernel) {
-  return registerKernel(plugin, nullptr, device_type, kernel, true);
+  return registerKernel(plugin, nullptr, device_type, kernel, KernelSlot::Fallback);
 }
 
 BP_Error* hostDeviceTypeFind(const char* name, int32_t* out) {
@@ -282,6 +308,7 @@ const BP_HostApi& hostApi() {
     a.fallback = &hostFallback;
     a.device_type_find = &hostDeviceTypeFind;
     a.device_type_name = &hostDeviceTypeName;
+    a.impl_when_defined = &hostImplWhenDefined;
     return a;
   }();
   return api;

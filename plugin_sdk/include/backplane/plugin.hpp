@@ -1930,6 +1930,41 @@ class Library {
     BP_KernelDesc d{BP_KernelDesc_STRUCT_SIZE, fn, ctx, cpp_signature};
     throwIfError(detail::hostSlot(host().impl, "impl")(plugin_, op, device_type, &d));
   }
+#if BP_ABI_MINOR >= 4
+  // impl() for an operator that another plugin defines, possibly one that
+  // loads after this one (BP_HostApi.impl_when_defined, ABI 1.4): a device
+  // plugin implementing another plugin's operators, e.g.
+  //   m.implWhenDefined("spconv::indice_conv", cuda, &indiceConvCuda);
+  // If `op` is defined this is impl(). If not, the kernel waits and serves
+  // calls once a def of `op` arrives whose schema its cpp_signature fits;
+  // one that does not fit stays inactive and the host logs why (the def
+  // still succeeds). Use impl() for operators defined before this plugin's
+  // kernels: it reports a misspelled name at once, this does not.
+  template <class R, class... P>
+  void implWhenDefined(const char* op, int32_t device_type, R (*kernel_fn)(P...)) {
+    implWhenDefined(op, device_type, bp::kernel(kernel_fn));
+  }
+  // The same with a kernel made by bp::kernel() / bp::kernel<&f>().
+  void implWhenDefined(const char* op, int32_t device_type, const Kernel& k) {
+    implWhenDefined(op, device_type, k.fn, k.ctx, k.cpp_signature.c_str());
+  }
+  // The same with a raw boxed kernel; `ctx` must outlive the registration.
+  // Without cpp_signature, a kernel registered before its operator's
+  // definition is called boxed and never checked against the schema.
+  void implWhenDefined(const char* op, int32_t device_type, BP_KernelFn fn, void* ctx,
+                       const char* cpp_signature = nullptr) {
+    const BP_HostApi& h = host();
+    if (h.impl_when_defined == nullptr) {
+      fail(BP_UNIMPLEMENTED,
+           detail::concat("implWhenDefined(\"", op ? op : "", "\"): the host provides plugin ABI ", h.abi_major, ".",
+                          h.abi_minor,
+                          ", which has no impl_when_defined (added in ABI 1.4); upgrade the host, or "
+                          "register the kernel with impl() and load the plugin that defines the operator first"));
+    }
+    BP_KernelDesc d{BP_KernelDesc_STRUCT_SIZE, fn, ctx, cpp_signature};
+    throwIfError(h.impl_when_defined(plugin_, op, device_type, &d));
+  }
+#endif
   // Registers a boxed kernel for every operator on `device_type` that has no
   // kernel there.
   void fallback(int32_t device_type, BP_KernelFn fn, void* ctx) {

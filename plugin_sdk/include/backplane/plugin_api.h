@@ -51,7 +51,8 @@
  * - History: 1.0 the first table; 1.1 added BP_HostApi.device_type_name;
  *   1.2 added BP_DeviceTypeDesc.dlpack_device_type; 1.3 added
  *   BP_DeviceTypeDesc.event_query, and struct_size became the end of the
- *   last field (BP_STRUCT_SIZE) instead of sizeof.
+ *   last field (BP_STRUCT_SIZE) instead of sizeof; 1.4 added
+ *   BP_HostApi.impl_when_defined.
  * - Strings passed in are borrowed for the duration of the call unless a
  *   field says otherwise; strings returned are owned by their producer.
  */
@@ -63,7 +64,7 @@
 
 #define BP_PLUGIN_MAGIC 0x4C504250u /* "BPPL" little-endian */
 #define BP_ABI_MAJOR 1
-#define BP_ABI_MINOR 3
+#define BP_ABI_MINOR 4
 #define BP_MAX_STRUCT_SIZE 65536u
 
 /* The size of `type` up to the end of `field`: what a producer that knows
@@ -338,7 +339,9 @@ typedef struct BP_HostApi {
                                     int32_t* out_device_type);
   BP_Error* (*def)(BP_Plugin* plugin, const char* schema);
   /* `op` is "ns::name.overload", or "name.overload" for the standard
-   * namespace. device_type 0 is cpu. */
+   * namespace. device_type 0 is cpu. `op` must be defined (by this plugin,
+   * an earlier one or the host): an undefined name fails with
+   * BP_NOT_FOUND. For another plugin's operators see impl_when_defined. */
   BP_Error* (*impl)(BP_Plugin* plugin, const char* op, int32_t device_type, const BP_KernelDesc* kernel);
   /* A boxed kernel for every operator on `device_type` that has no kernel. */
   BP_Error* (*fallback)(BP_Plugin* plugin, int32_t device_type, const BP_KernelDesc* kernel);
@@ -379,8 +382,28 @@ typedef struct BP_HostApi {
   /* The name of a device type number ("cpu", "toyaccel"), or NULL if none is
    * registered under it. The string lives as long as the process. */
   const char* (*device_type_name)(int32_t device_type);
+
+  /* --- Added in ABI 1.4 (check struct_size before use when built for an
+   * older minor: struct_size >= BP_STRUCT_SIZE(BP_HostApi, impl_when_defined)
+   * and the slot is not NULL). */
+
+  /* impl for an operator that another plugin defines, possibly one that
+   * loads later (plugins load in an order the application picks): a device
+   * plugin implementing another plugin's operators. Registration only, like
+   * impl. If `op` is defined this is exactly impl (a cpp_signature that does
+   * not fit fails at once). If not, the kernel is kept, the operator stays
+   * undefined (calls fail as for any undefined operator), and the kernel
+   * enters the dispatch table when a def of `op` arrives. A kernel whose
+   * cpp_signature does not fit that schema does not make the def fail: it
+   * stays inactive, and the host logs a warning naming both. Removing the
+   * def (its plugin unloaded) makes the kernel wait again; unloading this
+   * plugin removes it. Give cpp_signature: the host checks it when the
+   * definition arrives, and a kernel registered before its definition
+   * without one is called boxed only. Opt-in, because a misspelled `op` is
+   * not reported here: use impl for operators that are defined first. */
+  BP_Error* (*impl_when_defined)(BP_Plugin* plugin, const char* op, int32_t device_type, const BP_KernelDesc* kernel);
 } BP_HostApi;
-#define BP_HostApi_STRUCT_SIZE BP_STRUCT_SIZE(BP_HostApi, device_type_name)
+#define BP_HostApi_STRUCT_SIZE BP_STRUCT_SIZE(BP_HostApi, impl_when_defined)
 
 /* ------------------------------------------------------------ entry points */
 

@@ -193,6 +193,14 @@ class Dispatcher {
   // defined, and an unboxed kernel's C++ signature must match the schema.
   absl::StatusOr<RegistrationHandle> registerImpl(std::string_view op, DispatchKey key,
                                                   KernelFunction kernel, std::string debug = "");
+  // registerImpl for an operator that another library or plugin defines,
+  // possibly later (Note [Kernels for operators defined later]): if `op` is
+  // defined this is registerImpl; if not, the kernel waits and serves calls
+  // once a def of `op` arrives whose schema its C++ signature fits. Opt-in:
+  // a misspelled name is not reported, so use it only for operators whose
+  // definer may load after the caller.
+  absl::StatusOr<RegistrationHandle> registerImplWhenDefined(std::string_view op, DispatchKey key,
+                                                             KernelFunction kernel, std::string debug = "");
   // Registers a backend-agnostic composite kernel for `op`: it serves every
   // backend key that has no native kernel.
   absl::StatusOr<RegistrationHandle> registerComposite(std::string_view op, KernelFunction kernel,
@@ -215,6 +223,24 @@ class Dispatcher {
   OperatorHandle findOpOrThrow(std::string_view qualified_name);
   // Every defined operator, sorted by name.
   std::vector<OperatorHandle> definedOperators();
+  // The operator named "ns::name.overload", adding it undefined (no schema:
+  // not callable, not in definedOperators()) if nothing has named it yet.
+  // For registrants whose kernel must hold the handle before the operator is
+  // defined (the plugin host, for registerImplWhenDefined). Fails only on a
+  // malformed name.
+  absl::StatusOr<OperatorHandle> findOrAddOp(std::string_view qualified_name);
+
+  // An impl that serves no call because of its operator's definition: the
+  // operator is not defined (yet), or the kernel's C++ signature does not fit
+  // the schema (Note [Kernels for operators defined later]).
+  struct InactiveKernel {
+    std::string op;  // "ns::name.overload"
+    DispatchKey key;
+    std::string registrant;  // the registration's debug text, e.g. "plugin backplane_cuda"
+    std::string reason;      // why it serves no call, in a sentence
+  };
+  // Every inactive impl, sorted by operator name, then key.
+  std::vector<InactiveKernel> inactiveKernels();
 
   // --- Behaviour switches (thread-safe; take effect for the next call).
 
@@ -258,6 +284,12 @@ class Dispatcher {
   OperatorEntry& entryFor(const OperatorName& name)  // creates
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(detail::registrationMutex());
   absl::StatusOr<OperatorEntry*> definedEntry(std::string_view op, std::string_view action)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(detail::registrationMutex());
+  // Puts a checked kernel on op's impl stack for `key`.
+  RegistrationHandle addImpl(OperatorEntry& op, DispatchKey key, KernelFunction kernel, std::string debug,
+                             bool when_defined) ABSL_EXCLUSIVE_LOCKS_REQUIRED(detail::registrationMutex());
+  // The newest impl for `key` that fits the schema, or nullptr.
+  static const KernelRecord* newestFittingImpl(const OperatorEntry& op, DispatchKey key)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(detail::registrationMutex());
   const KernelRecord* newRecord(KernelFunction kernel, KernelKind kind, DispatchKey key, std::string debug)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(detail::registrationMutex());

@@ -174,7 +174,9 @@ class KernelFunction {
   bool isValid() const { return boxed_ != nullptr; }
   bool isFallthrough() const { return boxed_ == &fallthroughKernel; }
   bool hasUnboxed() const { return unboxed_ != nullptr; }
-  // "(Tensor, Scalar) -> Tensor" for unboxed kernels, empty for boxed ones.
+  // "(Tensor, Scalar) -> Tensor" for unboxed kernels and for boxed ones made
+  // from parts that declare one (the dispatcher checks it against the
+  // schema); empty for other boxed kernels, which take any stack.
   const std::string& cppSignature() const { return cpp_signature_; }
 
   // A kernel that skips its key: dispatch continues with the next key down.
@@ -193,6 +195,8 @@ class KernelFunction {
   // points (plugin kernels). `unboxed` may be null; if not, it must have the
   // type Ret(*)(OperatorKernel*, DispatchKeySet, Args...) of the canonical
   // signature that `cpp_signature` names (Note [Canonical C++ signatures]).
+  // A boxed-only kernel may still name the signature it was written for, to
+  // have it checked; empty means it takes any stack.
   static KernelFunction makeFromParts(std::shared_ptr<OperatorKernel> functor, BoxedKernelFn boxed,
                                       void* unboxed, std::string cpp_signature) {
     KernelFunction k;

@@ -41,6 +41,21 @@ class Library {
   [[nodiscard]] absl::Status impl(std::string_view op, DeviceType type, F&& kernel) {
     return impl(op, backendKey(type), std::forward<F>(kernel));
   }
+  // impl() for an operator that another library or plugin defines, possibly
+  // later (Note [Kernels for operators defined later]): the kernel waits
+  // until a def of `op` arrives, then serves calls if its C++ signature fits
+  // the schema (else it stays inactive, with a warning). If `op` is defined
+  // already, this is impl(). Opt-in: a misspelled name waits forever instead
+  // of failing, so use impl() for operators that are defined first.
+  template <typename F>
+  [[nodiscard]] absl::Status implWhenDefined(std::string_view op, DispatchKey key, F&& kernel) {
+    return keep(Dispatcher::singleton().registerImplWhenDefined(qualify(op), key,
+                                                                KernelFunction::make(std::forward<F>(kernel)), debug_));
+  }
+  template <typename F>
+  [[nodiscard]] absl::Status implWhenDefined(std::string_view op, DeviceType type, F&& kernel) {
+    return implWhenDefined(op, backendKey(type), std::forward<F>(kernel));
+  }
   // Registers a backend-agnostic composite kernel, written with other ops.
   template <typename F>
   [[nodiscard]] absl::Status implComposite(std::string_view op, F&& kernel) {

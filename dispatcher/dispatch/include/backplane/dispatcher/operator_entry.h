@@ -29,7 +29,36 @@
 // CPU fallback (if the op has a native CPU kernel and the key is not CPU),
 // or the missing-kernel error. For a functionality key: an impl for the key,
 // a fallback for the key, else fallthrough (the key is skipped). An operator without a schema resolves every slot to
-// the missing-kernel error.
+// the missing-kernel error. An impl that does not fit the schema (Note
+// [Kernels for operators defined later]) is skipped as if it were absent.
+//
+// Note [Kernels for operators defined later]
+// Dispatcher::registerImpl needs the operator defined: a kernel for a
+// misspelled name fails at once, naming it. A device plugin that implements
+// operators another plugin defines (the GPU plugins' spconv:: kernels) cannot
+// rely on that order, since plugins load in an order the application picks.
+// It opts in with registerImplWhenDefined (Library::implWhenDefined, the
+// plugin ABI's impl_when_defined), PyTorch's TORCH_LIBRARY_IMPL before
+// TORCH_LIBRARY:
+// - The registration creates the operator's entry if need be, without a
+//   schema, and puts the kernel on impls_ like any impl, also noting it in
+//   when_defined_. While the op has no schema every slot is the
+//   missing-kernel error, so the op is not callable: calls and
+//   findOpOrThrow() fail as for any undefined op, and it is in neither
+//   definedOperators() nor `backplane ops`.
+// - If the op is defined already, the registration is exactly registerImpl:
+//   a kernel whose C++ signature does not fit fails at once.
+// - When a def arrives, each when_defined_ kernel whose signature does not
+//   fit the schema goes on unfit_, with the reason: it stays registered but
+//   no slot uses it (Note [Kernel precedence] skips it), the dispatcher logs
+//   a warning naming both sides, and dumpState() and inactiveKernels() show
+//   it. The def itself succeeds: failing it would blame the plugin that
+//   defines the op for another plugin's stale kernel. (A plain impl kept
+//   from an earlier definition still makes a def that it does not fit fail,
+//   as before: its registrant asked for that definition.)
+// - Removing the def (its plugin unloaded) clears unfit_: every kernel waits
+//   again for the next def, which checks them anew. Removing a when-defined
+//   kernel, before or after the def, is removing an impl.
 
 #include <array>
 #include <atomic>
@@ -40,6 +69,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -159,6 +189,11 @@ class OperatorEntry {
   std::array<std::vector<const KernelRecord*>, kNumDispatchKeys> impls_ ABSL_GUARDED_BY(detail::registrationMutex());
   std::vector<const KernelRecord*> composites_ ABSL_GUARDED_BY(detail::registrationMutex());
   std::vector<const KernelRecord*> metas_ ABSL_GUARDED_BY(detail::registrationMutex());  // the newest is meta_
+  // Note [Kernels for operators defined later]: the impls_ registered with
+  // registerImplWhenDefined, and those of them that do not fit the current
+  // schema, with why (empty while the op has no schema).
+  std::vector<const KernelRecord*> when_defined_ ABSL_GUARDED_BY(detail::registrationMutex());
+  std::vector<std::pair<const KernelRecord*, std::string>> unfit_ ABSL_GUARDED_BY(detail::registrationMutex());
 };
 
 }  // namespace backplane
