@@ -61,7 +61,17 @@ void registerGenericDevices(bp::Library& m) {
     }
     bool repeated = false;
     for (size_t j = 0; j < i; ++j) repeated = repeated || names[j] == names[i];
-    if (!repeated) bp_spconv::registerGenericKernels(m, type);
+    if (repeated) continue;
+    try {
+      bp_spconv::registerGenericKernels(m, type);
+    } catch (const bp::Error& e) {
+      // The device's plugin brings its own spconv kernels (the GPU plugins
+      // do, registered before this plugin loads): they stay.
+      if (e.code() != BP_ALREADY_EXISTS) throw;
+      m.log(BP_LOG_WARNING, "BACKPLANE_SPCONV_GENERIC_DEVICES names device type '" + names[i] +
+                                "', whose plugin already implements the spconv ops (" + e.message() +
+                                "); its own kernels stay and the generic path is not registered there");
+    }
   }
 }
 

@@ -5,12 +5,15 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backbone.h"
 #include "backplane/core/error.h"
+#include "backplane/dispatcher/dispatcher.h"
 #include "backplane/profiler.h"
 #include "backplane/runtime.h"
 #include "reference.h"
@@ -156,9 +159,17 @@ TEST_F(BackboneTest, GpuSimulatorRunsEveryLayerNativelyAndMatchesTheCpu) {
   const std::vector<SparseTensor> on_cpu = layerOutputs(weights_, input_);
   const BackboneWeights weights = weights_.to(dev);
   const SparseTensor input = input_.to(dev);
+  const auto activity = [](const char* name) {
+    static const auto stat =
+        Dispatcher::singleton().findOpOrThrow("gpusim::activity_stat").typed<int64_t(std::string_view)>();
+    return stat.call(name);
+  };
+  const int64_t launches = activity("kernel_launches"), reads = activity("host_reads");
   Profiler profiler;
   const std::vector<SparseTensor> on_dev = layerOutputs(weights, input);
   profiler.stop();
+  const int64_t forward_launches = activity("kernel_launches") - launches;
+  const int64_t forward_reads = activity("host_reads") - reads;
   ASSERT_EQ(on_dev.size(), on_cpu.size());
   for (size_t i = 0; i < on_dev.size(); ++i) {
     EXPECT_EQ(on_dev[i].features.device(), dev);
@@ -184,6 +195,13 @@ TEST_F(BackboneTest, GpuSimulatorRunsEveryLayerNativelyAndMatchesTheCpu) {
   EXPECT_EQ(transfer_bytes, 0u) << report.table();
   EXPECT_EQ(fallback_calls, 0u) << report.table();
   EXPECT_NE(report.summary().find("host<->device: 0 B in 0 copies"), std::string::npos) << report.summary();
+  // What a GPU would wait for: one read back per rulebook (its output
+  // count), nothing per convolution; and the launches of one forward pass,
+  // so that a kernel split in two shows here (110 when this was written).
+  EXPECT_EQ(forward_reads, 8) << "8 rulebooks";
+  EXPECT_LE(forward_launches, 110) << "kernel launches per forward pass";
+  std::printf("forward pass on the simulator: %lld kernel launches, %lld host reads\n",
+              static_cast<long long>(forward_launches), static_cast<long long>(forward_reads));
 }
 
 TEST_F(BackboneTest, ACachedRulebookMustMatchTheLayerThatReusesIt) {

@@ -1,6 +1,8 @@
 // The plugins of spconv_gpu_tests, loaded once for the program: the CPU
-// plugin, the spconv plugin, which defines the ops, and the GPU simulator,
-// whose spconv kernels are registered only for ops already defined.
+// plugin, the GPU simulator, and then the spconv plugin, which defines the
+// ops, as the default plugin directory's order has it (backplane_cuda before
+// backplane_spconv): the simulator's spconv kernels wait for the definition
+// (Note [Sparse convolution on the GPU]).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -18,7 +20,7 @@ class Environment : public ::testing::Environment {
     // (SpconvGpuConv.TheEnvironmentSetsTheInitialMode); tests that need
     // either mode set it.
     setenv("BACKPLANE_DETERMINISTIC", "1", 1);
-    for (const char* path : {BACKPLANE_CPU_PLUGIN_PATH, BACKPLANE_SPCONV_PLUGIN_PATH, BACKPLANE_GPUSIM_PLUGIN_PATH}) {
+    for (const char* path : {BACKPLANE_CPU_PLUGIN_PATH, BACKPLANE_GPUSIM_PLUGIN_PATH, BACKPLANE_SPCONV_PLUGIN_PATH}) {
       const auto status = plugins().load(path);
       ASSERT_TRUE(status.ok()) << path << ": " << status.status().message();
     }

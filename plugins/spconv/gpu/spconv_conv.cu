@@ -491,8 +491,8 @@ std::tuple<Tensor, Tensor> indiceConvBackward(const Tensor& features, const Tens
 }  // namespace
 
 void registerConvKernels(bp::Library& m, int32_t type) {
-  m.impl("spconv::indice_conv", type, bp::kernel<&indiceConv>());
-  m.impl("spconv::indice_conv_backward", type, bp::kernel<&indiceConvBackward>());
+  registerKernel(m, "spconv::indice_conv", type, bp::kernel<&indiceConv>());
+  registerKernel(m, "spconv::indice_conv_backward", type, bp::kernel<&indiceConvBackward>());
 }
 
 }  // namespace bp_spconv_gpu

@@ -18,6 +18,15 @@ namespace bp_spconv_gpu {
 // Registers every spconv kernel below for the GPU plugin's device type.
 void registerKernels(bp::Library& m, int32_t type);
 
+// Registers `kernel` for the spconv operator `op` on `type`, whether the
+// spconv plugin has defined it yet or not (implWhenDefined): the GPU
+// plugins load before it from the default plugin directory. If another
+// plugin already implements `op` there (the spconv plugin's device-generic
+// path, when BACKPLANE_SPCONV_GENERIC_DEVICES names this device type and it
+// loaded first), that kernel stays and this logs a warning: the plugin still
+// loads.
+void registerKernel(bp::Library& m, const char* op, int32_t type, const bp::Kernel& kernel);
+
 void registerRulebookKernels(bp::Library& m, int32_t type);  // spconv_rulebook.cu: get_indice_pairs
 void registerConvKernels(bp::Library& m, int32_t type);      // spconv_conv.cu: indice_conv and its backward
 void registerPoolKernels(bp::Library& m, int32_t type);      // spconv_pool.cu: indice_maxpool and its backward

@@ -196,8 +196,8 @@ Tensor indiceMaxpoolBackward(const Tensor& features, const Tensor& out_features,
 }  // namespace
 
 void registerPoolKernels(bp::Library& m, int32_t type) {
-  m.impl("spconv::indice_maxpool", type, bp::kernel<&indiceMaxpool>());
-  m.impl("spconv::indice_maxpool_backward", type, bp::kernel<&indiceMaxpoolBackward>());
+  registerKernel(m, "spconv::indice_maxpool", type, bp::kernel<&indiceMaxpool>());
+  registerKernel(m, "spconv::indice_maxpool_backward", type, bp::kernel<&indiceMaxpoolBackward>());
 }
 
 }  // namespace bp_spconv_gpu

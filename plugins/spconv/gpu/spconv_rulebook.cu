@@ -612,18 +612,7 @@ std::tuple<bp::Tensor, bp::Tensor, bp::Tensor> getIndicePairs(const bp::Tensor& 
 }  // namespace
 
 void registerRulebookKernels(bp::Library& m, int32_t type) {
-  try {
-    m.impl(kOp, type, bp::kernel<&getIndicePairs>());
-  } catch (const bp::Error& e) {
-    // The spconv plugin registers its device-generic kernel for cuda and hip
-    // (Note [Device-generic sparse convolution]) when it loads first; that
-    // one stays, and this plugin still loads.
-    if (e.code() != BP_ALREADY_EXISTS) throw;
-    m.log(BP_LOG_WARNING, std::string(kOp) + " on " + BP_GPU_NAME +
-                              " keeps the kernel already registered for it, so the rulebook is not built natively "
-                              "on the device (" +
-                              e.message() + ")");
-  }
+  registerKernel(m, kOp, type, bp::kernel<&getIndicePairs>());
 }
 
 }  // namespace bp_spconv_gpu
