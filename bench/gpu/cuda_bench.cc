@@ -66,10 +66,10 @@
 #include <optional>
 #include <string>
 
+#include "backbone.h"
 #include "backplane/dispatcher/dispatcher.h"
 #include "backplane/ops.h"
 #include "backplane/runtime.h"
-#include "backbone.h"
 #include "empty_kernel.h"
 #include "encoder.h"
 #include "lidar_synth.h"
@@ -432,8 +432,7 @@ struct SparseConvCase {
 const sparse_lidar::ConvGeometry kSubm3{.padding = {1, 1, 1}};
 const sparse_lidar::ConvGeometry kStride2{.stride = {2, 2, 2}, .padding = {1, 1, 1}};
 
-void runSparseConv(benchmark::State& state, int64_t cin, int64_t cout, const sparse_lidar::ConvGeometry& g,
-                   bool subm) {
+void runSparseConv(benchmark::State& state, int64_t cin, int64_t cout, const sparse_lidar::ConvGeometry& g, bool subm) {
   const std::optional<Device> dev = cudaDevice(state);
   if (!dev) return;
   const SparseConvCase c(*dev, cin, cout, g, subm);
@@ -459,9 +458,7 @@ void runSparseConvGemmWork(benchmark::State& state, int64_t cin, int64_t cout, c
 }
 
 void BM_Cuda_SubmConv3x3x3_C64(benchmark::State& state) { runSparseConv(state, 64, 64, kSubm3, true); }
-void BM_Cublas_Sgemm_SubmConv3x3x3_C64(benchmark::State& state) {
-  runSparseConvGemmWork(state, 64, 64, kSubm3, true);
-}
+void BM_Cublas_Sgemm_SubmConv3x3x3_C64(benchmark::State& state) { runSparseConvGemmWork(state, 64, 64, kSubm3, true); }
 void BM_Cuda_SparseConv3x3x3_Stride2_C32(benchmark::State& state) { runSparseConv(state, 32, 32, kStride2, false); }
 void BM_Cublas_Sgemm_SparseConv3x3x3_Stride2_C32(benchmark::State& state) {
   runSparseConvGemmWork(state, 32, 32, kStride2, false);

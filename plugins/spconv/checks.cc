@@ -38,8 +38,8 @@ std::string listString(const std::array<int64_t, 3>& v) {
   return bp::detail::concat('[', v[0], ", ", v[1], ", ", v[2], ']');
 }
 
-ConvGeometry checkGeometry(int64_t batch_size, bp::IntList spatial_shape, bp::IntList kernel_size,
-                           bp::IntList stride, bp::IntList padding, bp::IntList dilation, bool subm) {
+ConvGeometry checkGeometry(int64_t batch_size, bp::IntList spatial_shape, bp::IntList kernel_size, bp::IntList stride,
+                           bp::IntList padding, bp::IntList dilation, bool subm) {
   ConvGeometry g;
   g.batch_size = batch_size;
   g.subm = subm;
@@ -52,8 +52,8 @@ ConvGeometry checkGeometry(int64_t batch_size, bp::IntList spatial_shape, bp::In
   for (int d = 0; d < 3; ++d) {
     BP_PLUGIN_CHECK(g.in_shape[d] >= 1 && g.in_shape[d] <= INT32_MAX, kGetIndicePairs,
                     ": spatial_shape values must be in [1, 2^31 - 1], got ", listString(g.in_shape));
-    BP_PLUGIN_CHECK(g.kernel[d] >= 1 && g.kernel[d] <= 64, kGetIndicePairs, ": kernel_size values must be in [1, 64], got ",
-                    listString(g.kernel));
+    BP_PLUGIN_CHECK(g.kernel[d] >= 1 && g.kernel[d] <= 64, kGetIndicePairs,
+                    ": kernel_size values must be in [1, 64], got ", listString(g.kernel));
     BP_PLUGIN_CHECK(g.stride[d] >= 1, kGetIndicePairs, ": stride values must be >= 1, got ", listString(g.stride));
     BP_PLUGIN_CHECK(g.padding[d] >= 0 && g.padding[d] <= INT32_MAX, kGetIndicePairs,
                     ": padding values must be in [0, 2^31 - 1], got ", listString(g.padding));
@@ -62,12 +62,13 @@ ConvGeometry checkGeometry(int64_t batch_size, bp::IntList spatial_shape, bp::In
   }
   if (subm) {
     for (int d = 0; d < 3; ++d) {
-      BP_PLUGIN_CHECK(g.kernel[d] % 2 == 1, kGetIndicePairs, ": a submanifold convolution centres its kernel on each site, so ",
+      BP_PLUGIN_CHECK(g.kernel[d] % 2 == 1, kGetIndicePairs,
+                      ": a submanifold convolution centres its kernel on each site, so ",
                       "kernel sizes must be odd, got ", listString(g.kernel),
                       "; use a regular convolution (subm=False) for even kernels");
-      BP_PLUGIN_CHECK(g.stride[d] == 1, kGetIndicePairs, ": a submanifold convolution keeps every site in place, so stride ",
-                      "must be 1, got ", listString(g.stride),
-                      "; use a regular convolution (subm=False) to downsample");
+      BP_PLUGIN_CHECK(g.stride[d] == 1, kGetIndicePairs,
+                      ": a submanifold convolution keeps every site in place, so stride ", "must be 1, got ",
+                      listString(g.stride), "; use a regular convolution (subm=False) to downsample");
     }
     g.out_shape = g.in_shape;
   } else {
@@ -124,8 +125,8 @@ bool checkIndices(const bp::Tensor& indices, const ConvGeometry& g) {
   const bool fits = mulFits(g.in_shape[0], g.in_shape[1], in_volume) && mulFits(in_volume, g.in_shape[2], in_volume) &&
                     mulFits(in_volume, g.batch_size, in_sites) && mulFits(g.out_shape[0], g.out_shape[1], out_volume) &&
                     mulFits(out_volume, g.out_shape[2], out_volume) && mulFits(out_volume, g.batch_size, out_sites);
-  BP_PLUGIN_CHECK(fits && std::max(in_sites, out_sites) < (int64_t{1} << 62), kGetIndicePairs, ": batch_size ", g.batch_size,
-                  " x the volume of spatial_shape ", listString(g.in_shape),
+  BP_PLUGIN_CHECK(fits && std::max(in_sites, out_sites) < (int64_t{1} << 62), kGetIndicePairs, ": batch_size ",
+                  g.batch_size, " x the volume of spatial_shape ", listString(g.in_shape),
                   " exceeds 2^62 sites, more than coordinate keys can hold");
   return std::max(in_sites, out_sites) >= (int64_t{1} << 31);
 }

@@ -338,7 +338,6 @@ std::tuple<bp::Tensor, bp::Tensor, bp::Tensor> buildRulebook(const ConvGeometry&
 
 }  // namespace
 
-
 std::tuple<bp::Tensor, bp::Tensor, bp::Tensor> getIndicePairsCpu(const bp::Tensor& indices, int64_t batch_size,
                                                                   bp::IntList spatial_shape, bp::IntList kernel_size,
                                                                   bp::IntList stride, bp::IntList padding,

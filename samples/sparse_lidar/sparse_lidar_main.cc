@@ -38,7 +38,8 @@ using sample::fallbackLine;
 using Clock = std::chrono::steady_clock;
 using Millis = std::chrono::duration<double, std::milli>;
 
-constexpr const char* kUsage = "usage: sparse_lidar [--device auto|cpu|cuda:0|...] [--batch N] [--seed N] [--iters N] [--points N]";
+constexpr const char* kUsage =
+    "usage: sparse_lidar [--device auto|cpu|cuda:0|...] [--batch N] [--seed N] [--iters N] [--points N]";
 
 constexpr const char* kHelp =
     "\n"
@@ -74,14 +75,13 @@ struct Flags {
 // The command line as Flags, or nullopt and the message of a usage error.
 std::optional<Flags> parseFlags(int argc, char** argv, std::string& error) {
   Flags flags;
-  if (!sample::parseFlags(
-          argc, argv,
-          {{"--device", &flags.device},
-           {"--batch", &flags.batch},
-           {"--seed", &flags.seed},
-           {"--iters", &flags.iters},
-           {"--points", &flags.points}},
-          error)) {
+  if (!sample::parseFlags(argc, argv,
+                          {{"--device", &flags.device},
+                           {"--batch", &flags.batch},
+                           {"--seed", &flags.seed},
+                           {"--iters", &flags.iters},
+                           {"--points", &flags.points}},
+                          error)) {
     return std::nullopt;
   }
   for (const auto& [name, value] : {std::pair{"--batch", flags.batch}, std::pair{"--iters", flags.iters}}) {
