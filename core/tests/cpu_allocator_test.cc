@@ -6,8 +6,12 @@
 // is 0 under AddressSanitizer) and starts from an empty cache.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstring>
 #include <random>
+#include <string>
 #include <set>
 #include <thread>
 #include <vector>
@@ -144,6 +148,41 @@ TEST_F(CpuCache, ThreadsNeverShareALiveBlock) {
   EXPECT_EQ(bad, std::vector<int>(4, 0));
   EXPECT_EQ(cpuCacheStats().allocated_bytes, base);
   EXPECT_GT(cpuCacheStats().cache_hits, 0);
+}
+
+// The limit's environment variable is read once, so it is checked in child
+// processes: this test, run only by CacheLimitComesFromTheEnvironment.
+TEST(CpuCacheEnvironment, DISABLED_Child) {
+  std::printf("CPU_CACHE_LIMIT=%lld\n", static_cast<long long>(cpuCacheStats().limit_bytes));
+}
+
+// The child's limit and what it printed to stderr.
+std::pair<long long, std::string> childLimit(const std::string& setting) {
+  const std::string cmd = "BACKPLANE_CPU_CACHE_MB=" + setting + " /proc/" + std::to_string(getpid()) +
+                          "/exe --gtest_also_run_disabled_tests --gtest_filter=CpuCacheEnvironment.DISABLED_Child 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return {-1, ""};
+  long long limit = -1;
+  std::string all;
+  char line[512];
+  while (std::fgets(line, sizeof line, p) != nullptr) {
+    all += line;
+    std::sscanf(line, "CPU_CACHE_LIMIT=%lld", &limit);
+  }
+  pclose(p);
+  return {limit, all};
+}
+
+TEST(CpuCacheEnvironment, CacheLimitComesFromTheEnvironment) {
+  EXPECT_EQ(childLimit("3").first, 3ll << 20);
+  EXPECT_EQ(childLimit("0").first, 0);
+  const auto [limit, output] = childLimit("lots");
+#if defined(__SANITIZE_ADDRESS__)
+  EXPECT_EQ(limit, 0);
+#else
+  EXPECT_EQ(limit, 256ll << 20);
+#endif
+  EXPECT_NE(output.find("BACKPLANE_CPU_CACHE_MB='lots' is not a number of MiB"), std::string::npos) << output;
 }
 
 }  // namespace

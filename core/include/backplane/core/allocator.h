@@ -81,7 +81,7 @@ CpuCacheStats cpuCacheStats();
 void emptyCpuCache();
 // Sets the most bytes the cache keeps and frees cached blocks above it; 0
 // turns caching off. The default is BACKPLANE_CPU_CACHE_MB (MiB) when set,
-// else 1 GiB, or 0 in an AddressSanitizer build. Throws for a negative limit.
+// else 256 MiB, or 0 in an AddressSanitizer build. Throws for a negative limit.
 void setCpuCacheLimit(int64_t bytes);
 
 }  // namespace backplane
