@@ -114,9 +114,8 @@ int64_t readCacheLimit() {
   char* end = nullptr;
   const long long mb = std::strtoll(env, &end, 10);
   if (end == env || *end != '\0' || mb < 0 || mb > (int64_t{1} << 40)) {
-    std::fprintf(stderr,
-                 "backplane: BACKPLANE_CPU_CACHE_MB='%s' is not a number of MiB in [0, 2^40]; using %lld MiB\n", env,
-                 static_cast<long long>(fallback >> 20));
+    std::fprintf(stderr, "backplane: BACKPLANE_CPU_CACHE_MB='%s' is not a number of MiB in [0, 2^40]; using %lld MiB\n",
+                 env, static_cast<long long>(fallback >> 20));
     return fallback;
   }
   return static_cast<int64_t>(mb) << 20;
@@ -211,8 +210,9 @@ class CpuAllocator final : public Allocator {
         trim(0);
         p = std::aligned_alloc(kCpuAlignment, sc.bytes);
       }
-      if (!p) BP_THROW(kResourceExhausted, "cpu: out of memory allocating ", nbytes, " bytes (", sc.bytes,
-                       " with the allocator's rounding); ", stats().cached_bytes, " bytes cached");
+      if (!p)
+        BP_THROW(kResourceExhausted, "cpu: out of memory allocating ", nbytes, " bytes (", sc.bytes,
+                 " with the allocator's rounding); ", stats().cached_bytes, " bytes cached");
     }
     allocated_.fetch_add(static_cast<int64_t>(sc.bytes), std::memory_order_relaxed);
     return DataPtr(p, &sc, &CpuAllocator::release, device);

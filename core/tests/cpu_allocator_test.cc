@@ -11,8 +11,8 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
-#include <string>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -96,9 +96,7 @@ TEST_F(CpuCache, LiveBlocksAreNeverSharedEvenWhenTheCacheHoldsTheirClass) {
 
 TEST_F(CpuCache, TheLimitBoundsWhatIsKeptAndLoweringItFreesTheRest) {
   setCpuCacheLimit(2 * kMiB);
-  {
-    DataPtr a = allocate(kMiB), b = allocate(kMiB), c = allocate(kMiB);
-  }
+  { DataPtr a = allocate(kMiB), b = allocate(kMiB), c = allocate(kMiB); }
   EXPECT_EQ(cpuCacheStats().cached_bytes, static_cast<int64_t>(2 * kMiB));  // the third block went back to malloc
   EXPECT_EQ(cpuCacheStats().limit_bytes, static_cast<int64_t>(2 * kMiB));
   setCpuCacheLimit(kMiB);
@@ -111,9 +109,7 @@ TEST_F(CpuCache, TheLimitBoundsWhatIsKeptAndLoweringItFreesTheRest) {
 }
 
 TEST_F(CpuCache, EmptyingReturnsEveryCachedBlock) {
-  {
-    DataPtr a = allocate(kMiB), b = allocate(5 * kMiB), c = allocate(100 << 10);
-  }
+  { DataPtr a = allocate(kMiB), b = allocate(5 * kMiB), c = allocate(100 << 10); }
   EXPECT_GT(cpuCacheStats().cached_bytes, 0);
   emptyCpuCache();
   EXPECT_EQ(cpuCacheStats().cached_bytes, 0);

@@ -83,8 +83,8 @@ template <class T>
 class Scratch {
  public:
   explicit Scratch(int64_t n)
-      : holder_(bp::Tensor::empty({static_cast<int64_t>(sizeof(T)) * std::max<int64_t>(n, 1)},
-                                  bp::ScalarType::UInt8, kCpuDevice)),
+      : holder_(bp::Tensor::empty({static_cast<int64_t>(sizeof(T)) * std::max<int64_t>(n, 1)}, bp::ScalarType::UInt8,
+                                  kCpuDevice)),
         data_(static_cast<T*>(holder_.data_ptr())) {}
   T* data() const { return data_; }
   T& operator[](int64_t i) const { return data_[i]; }
@@ -212,8 +212,7 @@ Key linearKey(int64_t b, int64_t z, int64_t y, int64_t x, const std::array<int64
 // Fills indice_pairs and indice_pair_num from nbr[r * K + k], the input row
 // that output row r takes at offset k, or -1: pair (nbr[r * K + k], r), in
 // ascending r within an offset.
-void fillPairs(const int32_t* nbr, int64_t rows, int64_t K, int32_t* pairs, int64_t capacity,
-               int32_t* counts) {
+void fillPairs(const int32_t* nbr, int64_t rows, int64_t K, int32_t* pairs, int64_t capacity, int32_t* counts) {
   const int64_t tasks = (rows + kRowsPerTask - 1) / kRowsPerTask;
   // start[t * K + k]: where task t's pairs of offset k begin.
   std::vector<int64_t> start(static_cast<size_t>(tasks * K), 0);
@@ -279,7 +278,8 @@ std::vector<Key> mergeSorted(std::vector<std::vector<Key>>& lists, int threads) 
   // Pairwise merges of neighbouring runs, doubling the run count each round.
   for (int64_t width = 1; width < parts; width *= 2) {
     const int64_t merges = (parts + 2 * width - 1) / (2 * width);
-#pragma omp parallel for num_threads(std::min<int64_t>(threads, merges)) schedule(static, 1)
+    const int merge_threads = static_cast<int>(std::min<int64_t>(threads, merges));
+#pragma omp parallel for num_threads(merge_threads) schedule(static, 1)
     for (int64_t m = 0; m < merges; ++m) {
       const int64_t a = m * 2 * width, b = std::min(parts, a + width), c = std::min(parts, a + 2 * width);
       std::inplace_merge(keys.begin() + begin[a], keys.begin() + begin[b], keys.begin() + begin[c]);
@@ -326,7 +326,8 @@ class RulebookBuilder {
         const int64_t i = first_repeat;
         bp::fail(BP_INVALID_ARGUMENT,
                  bp::detail::concat(kOp, ": indices rows ", inputs_.find(inKey(i)), " and ", i, " both hold site ",
-                                    siteString(sites_, i), "; every active site must appear once (merge duplicate "
+                                    siteString(sites_, i),
+                                    "; every active site must appear once (merge duplicate "
                                     "voxels, e.g. by averaging their features, before building the rulebook)"));
       }
     }

@@ -57,10 +57,10 @@ PairsResult getIndicePairs(const std::vector<Site>& sites, const Conv& c) {
                                                 IntArrayRef, IntArrayRef, bool)>();
   std::vector<int32_t> flat;
   for (const Site& s : sites) flat.insert(flat.end(), s.begin(), s.end());
-  const Tensor indices = tensorFromVector<int32_t>(flat, {static_cast<int64_t>(sites.size()), 4}, Device(DeviceType::CPU));
+  const Tensor indices =
+      tensorFromVector<int32_t>(flat, {static_cast<int64_t>(sites.size()), 4}, Device(DeviceType::CPU));
   auto ref = [](const Triple& t) { return IntArrayRef(t.data(), t.size()); };
-  return op.call(indices, c.batch, ref(c.shape), ref(c.kernel), ref(c.stride), ref(c.padding), ref(c.dilation),
-                 c.subm);
+  return op.call(indices, c.batch, ref(c.shape), ref(c.kernel), ref(c.stride), ref(c.padding), ref(c.dilation), c.subm);
 }
 
 // `n` distinct random sites of `c`'s grid, in random order.
@@ -78,8 +78,8 @@ std::vector<Site> randomSites(const Conv& c, size_t n, uint32_t seed) {
 
 // The rulebook as Note [Rulebook] defines it, built the slow, obvious way.
 struct ReferenceRulebook {
-  std::vector<int32_t> out_indices;      // [M, 4]
-  std::vector<std::vector<int32_t>> in;  // per offset, the pairs' input rows
+  std::vector<int32_t> out_indices;       // [M, 4]
+  std::vector<std::vector<int32_t>> in;   // per offset, the pairs' input rows
   std::vector<std::vector<int32_t>> out;  // per offset, the pairs' output rows
 };
 
@@ -87,8 +87,8 @@ ReferenceRulebook reference(const std::vector<Site>& sites, const Conv& c) {
   const int64_t K = c.kernel[0] * c.kernel[1] * c.kernel[2];
   Triple out_shape;
   for (int d = 0; d < 3; ++d)
-    out_shape[d] = c.subm ? c.shape[d]
-                          : (c.shape[d] + 2 * c.padding[d] - c.dilation[d] * (c.kernel[d] - 1) - 1) / c.stride[d] + 1;
+    out_shape[d] =
+        c.subm ? c.shape[d] : (c.shape[d] + 2 * c.padding[d] - c.dilation[d] * (c.kernel[d] - 1) - 1) / c.stride[d] + 1;
   auto key = [&](int64_t b, int64_t z, int64_t y, int64_t x) {
     return ((b * out_shape[0] + z) * out_shape[1] + y) * out_shape[2] + x;
   };
@@ -174,9 +174,8 @@ constexpr size_t kSites = 30000;
 TEST(SpconvRulebook, LargeRulebooksMatchTheSerialDefinition) {
   uint32_t seed = 1;
   for (const Conv& c : convs()) {
-    SCOPED_TRACE(::testing::Message() << "subm " << c.subm << ", stride " << c.stride[0] << ", kernel "
-                                      << c.kernel[0] << "x" << c.kernel[1] << "x" << c.kernel[2] << ", grid "
-                                      << c.shape[1]);
+    SCOPED_TRACE(::testing::Message() << "subm " << c.subm << ", stride " << c.stride[0] << ", kernel " << c.kernel[0]
+                                      << "x" << c.kernel[1] << "x" << c.kernel[2] << ", grid " << c.shape[1]);
     const std::vector<Site> sites = randomSites(c, kSites, seed++);
     const auto [out_indices, pairs, counts] = getIndicePairs(sites, c);
     const ReferenceRulebook want = reference(sites, c);
@@ -272,7 +271,9 @@ uint64_t digestOfEverything() {
 }
 
 // Run only as a child of ResultsDoNotDependOnTheThreadCount.
-TEST(SpconvRulebook, DISABLED_Child) { std::printf("RULEBOOK_DIGEST=%llu\n", (unsigned long long)digestOfEverything()); }
+TEST(SpconvRulebook, DISABLED_Child) {
+  std::printf("RULEBOOK_DIGEST=%llu\n", (unsigned long long)digestOfEverything());
+}
 
 uint64_t childDigest(const std::string& threads) {
   const std::string cmd = "BACKPLANE_NUM_THREADS=" + threads + " /proc/" + std::to_string(getpid()) +
