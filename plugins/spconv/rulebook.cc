@@ -29,10 +29,40 @@
 // distinct sites. The hash table is open addressing with linear probing, at
 // most half full, keyed by the linearised coordinate; the all-ones key marks
 // an empty slot (it is never a valid key: every key is below 2^62).
+//
+// Note [Parallel rulebook building]
+// Every stage runs on threadsFor(work) threads and gives the same bytes
+// for any thread count (BACKPLANE_NUM_THREADS), errors included:
+// - Checking the sites: each row's batch and coordinates are checked in
+//   parallel, keeping the lowest failing row, and the valid rows' keys go
+//   into the table of inputs concurrently (CoordinateTable::insertFirst: a
+//   compare-and-swap claims an empty slot for a key, and the slot's row is
+//   lowered to the smallest row inserted with that key), so whatever order
+//   the threads run in, every key ends up with its first row, as a serial
+//   walk would leave it. The claims are counted: one per valid row means no
+//   duplicates; else a second pass finds the lowest row whose key's first
+//   row is another one. The error reported is the one of the lowest row
+//   that fails any check, with the text a serial walk gives (the duplicate
+//   names the key's first row and the row that repeats it).
+// - Output sites of a regular convolution: the threads insert the keys of
+//   the output sites their input rows reach into one table, sized for the
+//   number of (row, offset) candidates counted first, so it is at most
+//   half full and never grows while threads insert. Each thread keeps the
+//   keys it claimed; each thread sorts its own, the sorted lists are merged
+//   and the rows numbered in key order. The table's slots depend on the
+//   threads' timing; the set of keys in it, and so the numbering, do not.
+// - Neighbours (one writer per entry, see below) and pairs (tasks of a
+//   fixed number of rows, counted, then written at offsets from a prefix
+//   sum) as before.
+// The scratch (tables, the neighbour map) is taken as tensors, so it comes
+// from the CPU allocator's cache of large blocks (Note [CPU caching
+// allocator] in core/src/cpu_device.cc) instead of fresh pages each call.
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
+#include <optional>
 #include <string>
 
 #include "spconv.h"
@@ -46,40 +76,79 @@ constexpr const char* kOp = kGetIndicePairs;
 // result does not depend on the thread count.
 constexpr int64_t kRowsPerTask = 2048;
 
+// Storage of `n` elements of trivial type T taken from the CPU allocator as
+// a tensor (so reused blocks come from its cache); not initialised.
+template <class T>
+class Scratch {
+ public:
+  explicit Scratch(int64_t n)
+      : holder_(bp::Tensor::empty({static_cast<int64_t>(sizeof(T)) * std::max<int64_t>(n, 1)}, bp::ScalarType::UInt8,
+                                  kCpuDevice)),
+        data_(static_cast<T*>(holder_.data_ptr())) {}
+  T* data() const { return data_; }
+  T& operator[](int64_t i) const { return data_[i]; }
+
+ private:
+  bp::Tensor holder_;
+  T* data_;
+};
+
+// value[i] = v for i in [0, n), on `threads` threads.
+template <class T>
+void parallelFill(T* data, int64_t n, T v, int threads) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t c = 0; c < threads; ++c) std::fill(data + n * c / threads, data + n * (c + 1) / threads, v);
+}
+
+// Open addressing with linear probing (Note [Coordinate keys]), sized once
+// for at most `most` keys and never grown, so threads may insert
+// concurrently (Note [Parallel rulebook building]); find() and assign()
+// run after the inserting threads have joined.
 template <class Key>
 class CoordinateTable {
  public:
   static constexpr Key kEmpty = ~Key{0};
 
-  explicit CoordinateTable(int64_t expected) { allocate(capacityFor(expected)); }
+  CoordinateTable(int64_t most, int threads) : slots_(static_cast<int64_t>(capacityFor(most))) {
+    const size_t cap = capacityFor(most);
+    mask_ = cap - 1;
+    shift_ = 64 - (__builtin_ctzll(cap) - kRunLog2);
+    parallelFill(slots_.data(), static_cast<int64_t>(cap), Entry{kEmpty, INT32_MAX}, threads);
+  }
 
-  // The value stored under `key`, or -1.
+  // The row stored under `key`, or -1.
   int32_t find(Key key) const {
     for (uint64_t s = slotOf(key);; s = (s + 1) & mask_) {
-      const Entry& e = slots_[s];
+      const Entry& e = slots_[static_cast<int64_t>(s)];
       if (e.key == key) return e.value;
       if (e.key == kEmpty) return -1;
     }
   }
-  // Stores key -> value unless the key is present; returns the value already
-  // stored, or -1 if it inserted.
-  int32_t insert(Key key, int32_t value) {
-    if (2 * (size_ + 1) > slots_.size()) grow();
+  // Stores key -> row, keeping the smallest row inserted under the key;
+  // true when this call claimed the key's slot (the key was absent). Safe
+  // against concurrent insertFirst calls; the table must hold at most
+  // `most` keys.
+  bool insertFirst(Key key, int32_t row) {
     for (uint64_t s = slotOf(key);; s = (s + 1) & mask_) {
-      Entry& e = slots_[s];
-      if (e.key == key) return e.value;
-      if (e.key == kEmpty) {
-        e = Entry{key, value};
-        ++size_;
-        return -1;
+      Entry& e = slots_[static_cast<int64_t>(s)];
+      std::atomic_ref<Key> slot_key(e.key);
+      Key seen = slot_key.load(std::memory_order_relaxed);
+      bool claimed = false;
+      if (seen == kEmpty) claimed = slot_key.compare_exchange_strong(seen, key, std::memory_order_relaxed);
+      if (!claimed && seen != key) continue;  // another key holds the slot
+      std::atomic_ref<int32_t> value(e.value);
+      int32_t v = value.load(std::memory_order_relaxed);
+      while (row < v && !value.compare_exchange_weak(v, row, std::memory_order_relaxed)) {
       }
+      return claimed;
     }
   }
-  // Replaces the value of a key that is present.
+  // Replaces the value of a key that is present (distinct keys may be
+  // assigned concurrently).
   void assign(Key key, int32_t value) {
     uint64_t s = slotOf(key);
-    while (slots_[s].key != key) s = (s + 1) & mask_;
-    slots_[s].value = value;
+    while (slots_[static_cast<int64_t>(s)].key != key) s = (s + 1) & mask_;
+    slots_[static_cast<int64_t>(s)].value = value;
   }
 
  private:
@@ -92,26 +161,19 @@ class CoordinateTable {
     while (cap < 2 * static_cast<size_t>(std::max<int64_t>(n, 1))) cap *= 2;
     return cap;
   }
-  void allocate(size_t cap) {
-    slots_.assign(cap, Entry{kEmpty, -1});
-    mask_ = cap - 1;
-    shift_ = 64 - __builtin_ctzll(cap);
-    size_ = 0;
+  // Fibonacci hashing of key / 8: the top bits of (key / 8) * 2^64 / phi
+  // spread runs of 8 consecutive keys over the table, and a run's keys take
+  // the 8 slots of one 64-byte line (for 32-bit keys), so the lookups of a
+  // site's x-neighbours mostly hit one cache line.
+  uint64_t slotOf(Key key) const {
+    const uint64_t k = static_cast<uint64_t>(key);
+    return (((k >> kRunLog2) * 0x9E3779B97F4A7C15ull) >> shift_) << kRunLog2 | (k & ((1u << kRunLog2) - 1));
   }
-  // Fibonacci hashing: the top bits of key * 2^64 / phi spread neighbouring
-  // coordinates (consecutive keys) over the whole table.
-  uint64_t slotOf(Key key) const { return (static_cast<uint64_t>(key) * 0x9E3779B97F4A7C15ull) >> shift_; }
-  void grow() {
-    std::vector<Entry> old = std::move(slots_);
-    allocate(old.size() * 2);
-    for (const Entry& e : old)
-      if (e.key != kEmpty) insert(e.key, e.value);
-  }
+  static constexpr int kRunLog2 = 3;
 
-  std::vector<Entry> slots_;
+  Scratch<Entry> slots_;
   uint64_t mask_ = 0;
   int shift_ = 0;
-  size_t size_ = 0;
 };
 
 // Where the input rows sit, read through the tensor's strides.
@@ -135,8 +197,7 @@ Key linearKey(int64_t b, int64_t z, int64_t y, int64_t x, const std::array<int64
 // Fills indice_pairs and indice_pair_num from nbr[r * K + k], the input row
 // that output row r takes at offset k, or -1: pair (nbr[r * K + k], r), in
 // ascending r within an offset.
-void fillPairs(const std::vector<int32_t>& nbr, int64_t rows, int64_t K, int32_t* pairs, int64_t capacity,
-               int32_t* counts) {
+void fillPairs(const int32_t* nbr, int64_t rows, int64_t K, int32_t* pairs, int64_t capacity, int32_t* counts) {
   const int64_t tasks = (rows + kRowsPerTask - 1) / kRowsPerTask;
   // start[t * K + k]: where task t's pairs of offset k begin.
   std::vector<int64_t> start(static_cast<size_t>(tasks * K), 0);
@@ -189,36 +250,85 @@ std::vector<std::array<int64_t, 3>> kernelOffsets(const ConvGeometry& g) {
   return offs;
 }
 
+// Sorts `lists` (one per thread, each sorted in parallel) into one ascending list.
+template <class Key>
+std::vector<Key> mergeSorted(std::vector<std::vector<Key>>& lists, int threads) {
+  const int64_t parts = static_cast<int64_t>(lists.size());
+#pragma omp parallel for num_threads(threads) schedule(static, 1)
+  for (int64_t p = 0; p < parts; ++p) std::sort(lists[p].begin(), lists[p].end());
+  std::vector<int64_t> begin(static_cast<size_t>(parts + 1), 0);
+  for (int64_t p = 0; p < parts; ++p) begin[p + 1] = begin[p] + static_cast<int64_t>(lists[p].size());
+  std::vector<Key> keys(static_cast<size_t>(begin[parts]));
+  for (int64_t p = 0; p < parts; ++p) std::copy(lists[p].begin(), lists[p].end(), keys.begin() + begin[p]);
+  // Pairwise merges of neighbouring runs, doubling the run count each round.
+  for (int64_t width = 1; width < parts; width *= 2) {
+    const int64_t merges = (parts + 2 * width - 1) / (2 * width);
+    const int merge_threads = static_cast<int>(std::min<int64_t>(threads, merges));
+#pragma omp parallel for num_threads(merge_threads) schedule(static, 1)
+    for (int64_t m = 0; m < merges; ++m) {
+      const int64_t a = m * 2 * width, b = std::min(parts, a + width), c = std::min(parts, a + 2 * width);
+      std::inplace_merge(keys.begin() + begin[a], keys.begin() + begin[b], keys.begin() + begin[c]);
+    }
+  }
+  return keys;
+}
+
 template <class Key>
 class RulebookBuilder {
  public:
   RulebookBuilder(const ConvGeometry& g, const SiteReader& sites, int64_t n)
-      : g_(g), sites_(sites), n_(n), K_(g.kernelVolume()), offsets_(kernelOffsets(g)), inputs_(n) {}
+      : g_(g),
+        sites_(sites),
+        n_(n),
+        K_(g.kernelVolume()),
+        offsets_(kernelOffsets(g)),
+        threads_(threadsFor(n * 16)),
+        inputs_(n, threads_) {}
 
-  // Checks every row (range, batch, duplicates) in order, so the error names
-  // the first offending row, and fills the table of input sites.
+  // Checks every row (range, batch, duplicates) and fills the table of
+  // input sites; the error names the first offending row (Note [Parallel
+  // rulebook building]).
   void checkSites() {
+    int64_t first_bad = n_, valid = 0, claims = 0;
+#pragma omp parallel for num_threads(threads_) schedule(static, kRowsPerTask) reduction(min : first_bad) \
+    reduction(+ : valid, claims)
     for (int64_t i = 0; i < n_; ++i) {
-      const Site s{sites_.at(i, 0), sites_.at(i, 1), sites_.at(i, 2), sites_.at(i, 3)};
-      if (!siteInside(g_, s)) failSiteOutside(g_, i, s);
-      const int32_t first = inputs_.insert(inKey(i), static_cast<int32_t>(i));
-      if (first >= 0) failDuplicateSite(first, i, s);
+      if (!inRange(i)) {
+        first_bad = std::min(first_bad, i);
+        continue;
+      }
+      ++valid;
+      claims += inputs_.insertFirst(inKey(i), static_cast<int32_t>(i));
     }
+    if (claims < valid) {
+      // Every row below first_bad is valid, so in the table: a row whose key
+      // has another first row repeats it.
+      int64_t first_repeat = first_bad;
+#pragma omp parallel for num_threads(threads_) schedule(static, kRowsPerTask) reduction(min : first_repeat)
+      for (int64_t i = 0; i < first_bad; ++i)
+        if (inputs_.find(inKey(i)) != i) first_repeat = std::min(first_repeat, i);
+      if (first_repeat < first_bad) {
+        const int64_t i = first_repeat;
+        failDuplicateSite(inputs_.find(inKey(i)), i, siteAt(i));
+      }
+    }
+    if (first_bad < n_) throwRangeError(first_bad);
   }
 
   std::tuple<bp::Tensor, bp::Tensor, bp::Tensor> build() {
-    std::vector<int32_t> nbr;
+    std::optional<Scratch<int32_t>> nbr;  // Note [Rulebook order]
     bp::Tensor out_indices;
     if (g_.subm) {
       out_indices = copyOfIndices();
-      submanifoldNeighbours(nbr);
+      nbr.emplace(n_ * K_);
+      submanifoldNeighbours(nbr->data());
     } else {
       out_indices = regularNeighbours(nbr);
     }
     // No offset pairs an input with two outputs, so n_ pairs per offset hold them all.
     bp::Tensor pairs = bp::Tensor::empty({K_, 2, n_}, bp::ScalarType::Int32, kCpuDevice);
     bp::Tensor counts = bp::Tensor::empty({K_}, bp::ScalarType::Int32, kCpuDevice);
-    fillPairs(nbr, out_indices.size(0), K_, pairs.data_ptr<int32_t>(), n_, counts.data_ptr<int32_t>());
+    fillPairs(nbr->data(), out_indices.size(0), K_, pairs.data_ptr<int32_t>(), n_, counts.data_ptr<int32_t>());
     return {std::move(out_indices), std::move(pairs), std::move(counts)};
   }
 
@@ -227,9 +337,15 @@ class RulebookBuilder {
     return linearKey<Key>(sites_.at(i, 0), sites_.at(i, 1), sites_.at(i, 2), sites_.at(i, 3), g_.in_shape);
   }
 
+  Site siteAt(int64_t i) const { return {sites_.at(i, 0), sites_.at(i, 1), sites_.at(i, 2), sites_.at(i, 3)}; }
+  bool inRange(int64_t i) const { return siteInside(g_, siteAt(i)); }
+  // Throws the error for row i, one that inRange() refuses.
+  [[noreturn]] void throwRangeError(int64_t i) const { failSiteOutside(g_, i, siteAt(i)); }
+
   bp::Tensor copyOfIndices() const {
     bp::Tensor out = bp::Tensor::empty({n_, 4}, bp::ScalarType::Int32, kCpuDevice);
     int32_t* o = out.data_ptr<int32_t>();
+#pragma omp parallel for num_threads(threads_) schedule(static, kRowsPerTask)
     for (int64_t i = 0; i < n_; ++i)
       for (int c = 0; c < 4; ++c) o[i * 4 + c] = sites_.at(i, c);
     return out;
@@ -242,11 +358,12 @@ class RulebookBuilder {
   // entries of what it finds, which halves the hash lookups; every entry
   // has exactly one writer, so the threads never write the same one. The
   // centre is the site itself.
-  void submanifoldNeighbours(std::vector<int32_t>& nbr) const {
+  void submanifoldNeighbours(int32_t* nbr) const {
     std::array<int64_t, 3> half;
     for (int d = 0; d < 3; ++d) half[d] = (g_.kernel[d] - 1) / 2;
-    nbr.assign(static_cast<size_t>(n_ * K_), -1);
-#pragma omp parallel for num_threads(threadsFor(n_ * K_)) schedule(static, kRowsPerTask)
+    const int threads = threadsFor(n_ * K_);
+    parallelFill(nbr, n_ * K_, int32_t{-1}, threads);
+#pragma omp parallel for num_threads(threads) schedule(static, kRowsPerTask)
     for (int64_t o = 0; o < n_; ++o) {
       const int64_t b = sites_.at(o, 0);
       const std::array<int64_t, 3> c{sites_.at(o, 1), sites_.at(o, 2), sites_.at(o, 3)};
@@ -267,38 +384,101 @@ class RulebookBuilder {
     }
   }
 
-  // The output site that input row i reaches at offset k, as a key; false
-  // when it falls between strides or outside the output.
-  bool outputKey(int64_t i, int64_t k, Key& key) const {
-    std::array<int64_t, 3> o;
-    for (int d = 0; d < 3; ++d) {
-      const int64_t t = sites_.at(i, d + 1) + g_.padding[d] - offsets_[k][d] * g_.dilation[d];
-      if (t < 0 || t % g_.stride[d] != 0) return false;
-      o[d] = t / g_.stride[d];
-      if (o[d] >= g_.out_shape[d]) return false;
+  // The kernel positions along dimension d at which coordinate c reaches
+  // an output site (c + padding - kk * dilation = o * stride, 0 <= o < out),
+  // with those output coordinates.
+  struct AxisReach {
+    int count = 0;
+    std::array<int32_t, 64> kk;  // kernel sizes are at most 64 (checkGeometry)
+    std::array<int64_t, 64> out;
+  };
+  void reach(int d, int64_t c, AxisReach& r) const {
+    r.count = 0;
+    for (int64_t kk = 0; kk < g_.kernel[d]; ++kk) {
+      const int64_t t = c + g_.padding[d] - kk * g_.dilation[d];
+      if (t < 0) break;  // t falls as kk grows
+      if (t % g_.stride[d] != 0) continue;
+      const int64_t o = t / g_.stride[d];
+      if (o >= g_.out_shape[d]) continue;
+      r.kk[r.count] = static_cast<int32_t>(kk);
+      r.out[r.count] = o;
+      ++r.count;
     }
-    key = linearKey<Key>(sites_.at(i, 0), o[0], o[1], o[2], g_.out_shape);
-    return true;
+  }
+  // The number of (offset, output site) pairs input row i takes part in.
+  int64_t reachCount(int64_t i) const {
+    AxisReach r;
+    int64_t count = 1;
+    for (int d = 0; d < 3; ++d) {
+      reach(d, sites_.at(i, d + 1), r);
+      count *= r.count;
+    }
+    return count;
+  }
+  // What forEachOutput does with each (offset, output key) of a row: named
+  // functors holding pointers, passed by value. (With lambdas capturing by
+  // reference instead, GCC 12 -O2 built code that read the table through a
+  // wrong address inside the OpenMP loop; this form runs clean under
+  // valgrind.)
+  struct InsertOutput {  // claims the key, keeping it in this thread's list if new
+    CoordinateTable<Key>* table;
+    std::vector<Key>* claimed;
+    void operator()(int64_t, Key key) const {
+      if (table->insertFirst(key, 0)) claimed->push_back(key);
+    }
+  };
+  struct RecordNeighbour {  // nbr[o * K + k] = row for the key's output row o
+    const CoordinateTable<Key>* table;
+    int32_t* nbr;
+    int64_t K;
+    int32_t row;
+    void operator()(int64_t k, Key key) const { nbr[table->find(key) * K + k] = row; }
+  };
+
+  // Calls f(k, key) for every output site input row i reaches, at offset k.
+  template <class F>
+  void forEachOutput(int64_t i, F f) const {
+    std::array<AxisReach, 3> r;
+    for (int d = 0; d < 3; ++d) {
+      reach(d, sites_.at(i, d + 1), r[d]);
+      if (r[d].count == 0) return;
+    }
+    const int64_t b = sites_.at(i, 0);
+    for (int a = 0; a < r[0].count; ++a)
+      for (int e = 0; e < r[1].count; ++e)
+        for (int x = 0; x < r[2].count; ++x) {
+          const int64_t k = (r[0].kk[a] * g_.kernel[1] + r[1].kk[e]) * g_.kernel[2] + r[2].kk[x];
+          f(k, linearKey<Key>(b, r[0].out[a], r[1].out[e], r[2].out[x], g_.out_shape));
+        }
   }
 
-  // Finds the active output sites, numbers them in key order, and sets
-  // nbr[o * K + k] = the input row that output o takes at offset k, or -1.
-  // Returns out_indices.
-  bp::Tensor regularNeighbours(std::vector<int32_t>& nbr) const {
-    CoordinateTable<Key> outputs(n_);
-    std::vector<Key> keys;
-    for (int64_t i = 0; i < n_; ++i) {
-      for (int64_t k = 0; k < K_; ++k) {
-        Key key;
-        if (outputKey(i, k, key) && outputs.insert(key, 0) < 0) keys.push_back(key);
+  // Finds the active output sites, numbers them in key order, and fills
+  // nbr[o * K + k] = the input row that output o takes at offset k, or -1
+  // (Note [Parallel rulebook building]). Returns out_indices.
+  bp::Tensor regularNeighbours(std::optional<Scratch<int32_t>>& nbr) const {
+    const int threads = threadsFor(n_ * K_);
+    int64_t candidates = 0;
+#pragma omp parallel for num_threads(threads) schedule(static, kRowsPerTask) reduction(+ : candidates)
+    for (int64_t i = 0; i < n_; ++i) candidates += reachCount(i);
+    int64_t out_sites = g_.batch_size;  // fits: checked against 2^62 by the caller
+    for (int d = 0; d < 3; ++d) out_sites *= g_.out_shape[d];
+    CoordinateTable<Key> outputs(std::min(candidates, out_sites), threads);
+    std::vector<std::vector<Key>> claimed(static_cast<size_t>(threads));
+#pragma omp parallel num_threads(threads)
+    {
+      std::vector<Key>& mine = claimed[static_cast<size_t>(omp_get_thread_num())];
+#pragma omp for schedule(static, kRowsPerTask)
+      for (int64_t i = 0; i < n_; ++i) {
+        forEachOutput(i, InsertOutput{&outputs, &mine});
       }
     }
+    const std::vector<Key> keys = mergeSorted(claimed, threads);
     BP_PLUGIN_CHECK(keys.size() <= static_cast<size_t>(INT32_MAX), kOp, ": the convolution has ", keys.size(),
                     " active output sites, more than int32 rows can number");
-    std::sort(keys.begin(), keys.end());
     const int64_t m = static_cast<int64_t>(keys.size());
     bp::Tensor out = bp::Tensor::empty({m, 4}, bp::ScalarType::Int32, kCpuDevice);
     int32_t* o = m == 0 ? nullptr : out.data_ptr<int32_t>();
+#pragma omp parallel for num_threads(threads) schedule(static, kRowsPerTask)
     for (int64_t r = 0; r < m; ++r) {
       outputs.assign(keys[r], static_cast<int32_t>(r));
       uint64_t rest = static_cast<uint64_t>(keys[r]);
@@ -310,13 +490,12 @@ class RulebookBuilder {
       o[r * 4] = static_cast<int32_t>(rest);
     }
     // Input i reaches at most one output per offset, so the writes never collide.
-    nbr.assign(static_cast<size_t>(m * K_), -1);
-#pragma omp parallel for num_threads(threadsFor(n_ * K_)) schedule(static, kRowsPerTask)
+    nbr.emplace(m * K_);
+    int32_t* map = nbr->data();
+    parallelFill(map, m * K_, int32_t{-1}, threads);
+#pragma omp parallel for num_threads(threads) schedule(static, kRowsPerTask)
     for (int64_t i = 0; i < n_; ++i) {
-      for (int64_t k = 0; k < K_; ++k) {
-        Key key;
-        if (outputKey(i, k, key)) nbr[outputs.find(key) * K_ + k] = static_cast<int32_t>(i);
-      }
+      forEachOutput(i, RecordNeighbour{&outputs, map, K_, static_cast<int32_t>(i)});
     }
     return out;
   }
@@ -325,6 +504,7 @@ class RulebookBuilder {
   const SiteReader sites_;
   const int64_t n_, K_;
   const std::vector<std::array<int64_t, 3>> offsets_;
+  const int threads_;  // for the per-row passes over the inputs
   CoordinateTable<Key> inputs_;
 };
 

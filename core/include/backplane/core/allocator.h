@@ -62,6 +62,26 @@ class Allocator {
 };
 
 // The host allocator: 64-byte aligned, so vector loads never split a line.
+// Blocks of 64 KiB and more are cached for reuse when freed (Note [CPU
+// caching allocator] in core/src/cpu_device.cc).
 Allocator& cpuAllocator();
+
+// The CPU allocator's cache of large blocks (>= 64 KiB), in bytes and
+// counts since the process started; sizes are the rounded class sizes.
+struct CpuCacheStats {
+  int64_t allocated_bytes;  // in live blocks of the cached sizes
+  int64_t cached_bytes;     // freed blocks kept for reuse
+  int64_t allocations;      // requests of the cached sizes
+  int64_t cache_hits;       // of them, served from the cache
+  int64_t cache_misses;     // of them, served by malloc
+  int64_t limit_bytes;      // the most the cache keeps (0: caching off)
+};
+CpuCacheStats cpuCacheStats();
+// Frees every cached block (back to malloc, which may return it to the OS).
+void emptyCpuCache();
+// Sets the most bytes the cache keeps and frees cached blocks above it; 0
+// turns caching off. The default is BACKPLANE_CPU_CACHE_MB (MiB) when set,
+// else 256 MiB, or 0 in an AddressSanitizer build. Throws for a negative limit.
+void setCpuCacheLimit(int64_t bytes);
 
 }  // namespace backplane
