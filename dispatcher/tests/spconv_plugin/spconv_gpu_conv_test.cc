@@ -27,11 +27,12 @@
 #include "backplane/dispatcher/dispatcher.h"
 #include "backplane/dispatcher/plugin_registry.h"
 #include "backplane/tensor.h"
+#include "spconv_ops.h"
 
 namespace backplane {
 namespace {
 
-using Triple = std::array<int64_t, 3>;
+using namespace spconv_test;  // Triple, PairsResult, the ops
 
 // The plugins are loaded once for the program (spconv_gpu_test_env.cc).
 
@@ -40,47 +41,11 @@ Device cpu() { return Device(DeviceType::CPU); }
 
 // --- calling the ops
 
-using PairsResult = std::tuple<Tensor, Tensor, Tensor>;
 
+// get_indice_pairs without dilation.
 PairsResult getIndicePairs(const Tensor& indices, int64_t batch, Triple shape, Triple kernel, Triple stride,
                            Triple padding, bool subm) {
-  static const auto op = Dispatcher::singleton()
-                             .findOpOrThrow("spconv::get_indice_pairs")
-                             .typed<PairsResult(const Tensor&, int64_t, IntArrayRef, IntArrayRef, IntArrayRef,
-                                                IntArrayRef, IntArrayRef, bool)>();
-  auto ref = [](const Triple& t) { return IntArrayRef(t.data(), t.size()); };
-  const Triple dilation{1, 1, 1};
-  return op.call(indices, batch, ref(shape), ref(kernel), ref(stride), ref(padding), ref(dilation), subm);
-}
-Tensor indiceConv(const Tensor& f, const Tensor& w, const Tensor& pairs, const Tensor& num, int64_t num_out,
-                  bool inverse, bool subm) {
-  static const auto op =
-      Dispatcher::singleton()
-          .findOpOrThrow("spconv::indice_conv")
-          .typed<Tensor(const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t, bool, bool)>();
-  return op.call(f, w, pairs, num, num_out, inverse, subm);
-}
-std::tuple<Tensor, Tensor> indiceConvBackward(const Tensor& f, const Tensor& w, const Tensor& g, const Tensor& pairs,
-                                              const Tensor& num, bool inverse, bool subm) {
-  static const auto op = Dispatcher::singleton()
-                             .findOpOrThrow("spconv::indice_conv_backward")
-                             .typed<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&,
-                                                               const Tensor&, const Tensor&, bool, bool)>();
-  return op.call(f, w, g, pairs, num, inverse, subm);
-}
-Tensor indiceMaxpool(const Tensor& f, const Tensor& pairs, const Tensor& num, int64_t num_out) {
-  static const auto op = Dispatcher::singleton()
-                             .findOpOrThrow("spconv::indice_maxpool")
-                             .typed<Tensor(const Tensor&, const Tensor&, const Tensor&, int64_t)>();
-  return op.call(f, pairs, num, num_out);
-}
-Tensor indiceMaxpoolBackward(const Tensor& f, const Tensor& out, const Tensor& g, const Tensor& pairs,
-                             const Tensor& num) {
-  static const auto op =
-      Dispatcher::singleton()
-          .findOpOrThrow("spconv::indice_maxpool_backward")
-          .typed<Tensor(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&)>();
-  return op.call(f, out, g, pairs, num);
+  return spconv_test::getIndicePairs(indices, batch, shape, kernel, stride, padding, {1, 1, 1}, subm);
 }
 
 void setDeterministic(bool enabled) {
@@ -91,11 +56,7 @@ bool deterministic() {
   static const auto op = Dispatcher::singleton().findOpOrThrow("gpusim::deterministic").typed<bool()>();
   return op.call();
 }
-int64_t activity(std::string_view name) {
-  static const auto op =
-      Dispatcher::singleton().findOpOrThrow("gpusim::activity_stat").typed<int64_t(std::string_view)>();
-  return op.call(name);
-}
+int64_t activity(std::string_view name) { return simActivity(name); }
 
 // The deterministic mode for one scope, restored after.
 class DeterministicScope {

@@ -22,14 +22,13 @@
 #include "backplane/dispatcher/dispatcher.h"
 #include "backplane/dispatcher/plugin_registry.h"
 #include "backplane/tensor.h"
+#include "spconv_ops.h"
 
 namespace backplane {
 namespace {
 
 using ::testing::HasSubstr;
-using Triple = std::array<int64_t, 3>;
-using Site = std::array<int32_t, 4>;  // (batch, z, y, x)
-using PairsResult = std::tuple<Tensor, Tensor, Tensor>;
+using namespace spconv_test;  // Triple, Site, PairsResult, get_indice_pairs
 
 // The plugins are loaded once for the program (spconv_gpu_test_env.cc).
 
@@ -37,21 +36,7 @@ using PairsResult = std::tuple<Tensor, Tensor, Tensor>;
 Device sim() { return Device::fromString("gpusim:0"); }
 const Device kCpu = Device(DeviceType::CPU);
 
-PairsResult getIndicePairs(const Tensor& indices, int64_t batch, Triple shape, Triple kernel, Triple stride,
-                           Triple padding, Triple dilation, bool subm) {
-  static const auto op = Dispatcher::singleton()
-                             .findOpOrThrow("spconv::get_indice_pairs")
-                             .typed<PairsResult(const Tensor&, int64_t, IntArrayRef, IntArrayRef, IntArrayRef,
-                                                IntArrayRef, IntArrayRef, bool)>();
-  auto ref = [](const Triple& t) { return IntArrayRef(t.data(), t.size()); };
-  return op.call(indices, batch, ref(shape), ref(kernel), ref(stride), ref(padding), ref(dilation), subm);
-}
-
-int64_t activity(std::string_view name) {
-  static const auto op =
-      Dispatcher::singleton().findOpOrThrow("gpusim::activity_stat").typed<int64_t(std::string_view)>();
-  return op.call(name);
-}
+int64_t activity(std::string_view name) { return simActivity(name); }
 
 struct Geometry {
   Triple kernel{3, 3, 3}, stride{1, 1, 1}, padding{0, 0, 0}, dilation{1, 1, 1};

@@ -25,13 +25,13 @@
 #include "backplane/dispatcher/dispatcher.h"
 #include "backplane/dispatcher/plugin_registry.h"
 #include "backplane/tensor.h"
+#include "spconv_ops.h"
 
 namespace backplane {
 namespace {
 
 using ::testing::HasSubstr;
-using Triple = std::array<int64_t, 3>;
-using Site = std::array<int32_t, 4>;  // (batch, z, y, x)
+using namespace spconv_test;  // Triple, Site, PairsResult
 
 class Environment : public ::testing::Environment {
  public:
@@ -48,19 +48,12 @@ struct Conv {
   bool subm;
 };
 
-using PairsResult = std::tuple<Tensor, Tensor, Tensor>;
-
 PairsResult getIndicePairs(const std::vector<Site>& sites, const Conv& c) {
-  static const auto op = Dispatcher::singleton()
-                             .findOpOrThrow("spconv::get_indice_pairs")
-                             .typed<PairsResult(const Tensor&, int64_t, IntArrayRef, IntArrayRef, IntArrayRef,
-                                                IntArrayRef, IntArrayRef, bool)>();
   std::vector<int32_t> flat;
   for (const Site& s : sites) flat.insert(flat.end(), s.begin(), s.end());
   const Tensor indices =
       tensorFromVector<int32_t>(flat, {static_cast<int64_t>(sites.size()), 4}, Device(DeviceType::CPU));
-  auto ref = [](const Triple& t) { return IntArrayRef(t.data(), t.size()); };
-  return op.call(indices, c.batch, ref(c.shape), ref(c.kernel), ref(c.stride), ref(c.padding), ref(c.dilation), c.subm);
+  return spconv_test::getIndicePairs(indices, c.batch, c.shape, c.kernel, c.stride, c.padding, c.dilation, c.subm);
 }
 
 // `n` distinct random sites of `c`'s grid, in random order.

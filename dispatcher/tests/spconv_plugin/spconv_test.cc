@@ -23,14 +23,14 @@
 #include "backplane/dispatcher/dispatcher.h"
 #include "backplane/dispatcher/plugin_registry.h"
 #include "backplane/tensor.h"
+#include "spconv_ops.h"
 #include "test_device.h"
 
 namespace backplane {
 namespace {
 
 using ::testing::HasSubstr;
-using Triple = std::array<int64_t, 3>;
-using Site = std::array<int32_t, 4>;  // (batch, z, y, x)
+using namespace spconv_test;  // Triple, Site, the ops
 
 std::string g_load_log;  // what the plugins printed while loading
 
@@ -52,48 +52,6 @@ class Environment : public ::testing::Environment {
 const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new Environment);
 
 // --- calling the ops
-
-using PairsResult = std::tuple<Tensor, Tensor, Tensor>;
-
-PairsResult getIndicePairs(const Tensor& indices, int64_t batch, Triple shape, Triple kernel, Triple stride,
-                           Triple padding, Triple dilation, bool subm) {
-  static const auto op = Dispatcher::singleton()
-                             .findOpOrThrow("spconv::get_indice_pairs")
-                             .typed<PairsResult(const Tensor&, int64_t, IntArrayRef, IntArrayRef, IntArrayRef,
-                                                IntArrayRef, IntArrayRef, bool)>();
-  auto ref = [](const Triple& t) { return IntArrayRef(t.data(), t.size()); };
-  return op.call(indices, batch, ref(shape), ref(kernel), ref(stride), ref(padding), ref(dilation), subm);
-}
-Tensor indiceConv(const Tensor& f, const Tensor& w, const Tensor& pairs, const Tensor& num, int64_t num_out,
-                  bool inverse, bool subm) {
-  static const auto op =
-      Dispatcher::singleton()
-          .findOpOrThrow("spconv::indice_conv")
-          .typed<Tensor(const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t, bool, bool)>();
-  return op.call(f, w, pairs, num, num_out, inverse, subm);
-}
-std::tuple<Tensor, Tensor> indiceConvBackward(const Tensor& f, const Tensor& w, const Tensor& g, const Tensor& pairs,
-                                              const Tensor& num, bool inverse, bool subm) {
-  static const auto op = Dispatcher::singleton()
-                             .findOpOrThrow("spconv::indice_conv_backward")
-                             .typed<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&,
-                                                               const Tensor&, const Tensor&, bool, bool)>();
-  return op.call(f, w, g, pairs, num, inverse, subm);
-}
-Tensor indiceMaxpool(const Tensor& f, const Tensor& pairs, const Tensor& num, int64_t num_out) {
-  static const auto op = Dispatcher::singleton()
-                             .findOpOrThrow("spconv::indice_maxpool")
-                             .typed<Tensor(const Tensor&, const Tensor&, const Tensor&, int64_t)>();
-  return op.call(f, pairs, num, num_out);
-}
-Tensor indiceMaxpoolBackward(const Tensor& f, const Tensor& out, const Tensor& g, const Tensor& pairs,
-                             const Tensor& num) {
-  static const auto op =
-      Dispatcher::singleton()
-          .findOpOrThrow("spconv::indice_maxpool_backward")
-          .typed<Tensor(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&)>();
-  return op.call(f, out, g, pairs, num);
-}
 
 // --- the dense reference
 
