@@ -337,17 +337,6 @@ __global__ void filterGradReduceKernel(const opmath_t<T>* partial, DeviceRuleboo
   }
 }
 
-// Calls f(T{}) with the kernel storage type of a floating dtype.
-template <class F>
-void visitFloat(ScalarType t, F&& f) {
-  switch (t) {
-    case ScalarType::Float16: return f(bp_gpu::Half{});
-    case ScalarType::BFloat16: return f(bp_gpu::BFloat16{});
-    case ScalarType::Float64: return f(double{});
-    default: return f(float{});
-  }
-}
-
 const bp::Operator& mmOut() {
   static const bp::Operator op = bp::Operator::find("bp::mm.out");
   return op;

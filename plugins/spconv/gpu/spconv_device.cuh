@@ -131,4 +131,16 @@ BP_GPU_HD inline bp_gpu::opmath_t<T> value(const T* base, int64_t i) {
   return bp_gpu::load(base[i]);
 }
 
+// Calls f(T{}) with the kernel storage type of a floating dtype (one that
+// checkFloat accepted).
+template <class F>
+void visitFloat(bp::ScalarType t, F&& f) {
+  switch (t) {
+    case bp::ScalarType::Float16: return f(bp_gpu::Half{});
+    case bp::ScalarType::BFloat16: return f(bp_gpu::BFloat16{});
+    case bp::ScalarType::Float64: return f(double{});
+    default: return f(float{});
+  }
+}
+
 }  // namespace bp_spconv_gpu

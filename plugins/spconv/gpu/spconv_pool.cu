@@ -100,16 +100,6 @@ __global__ void maxpoolBackwardKernel(const T* g, const int32_t* route, const in
   }
 }
 
-template <class F>
-void visitFloat(ScalarType t, F&& f) {
-  switch (t) {
-    case ScalarType::Float16: return f(bp_gpu::Half{});
-    case ScalarType::BFloat16: return f(bp_gpu::BFloat16{});
-    case ScalarType::Float64: return f(double{});
-    default: return f(float{});
-  }
-}
-
 // Blocks of kMapThreads for a grid-stride loop over `n` elements.
 dim3 elementwiseGrid(int64_t n) {
   const int64_t blocks = (n + kMapThreads - 1) / kMapThreads;
