@@ -41,7 +41,6 @@ Device cpu() { return Device(DeviceType::CPU); }
 
 // --- calling the ops
 
-
 // get_indice_pairs without dilation.
 PairsResult getIndicePairs(const Tensor& indices, int64_t batch, Triple shape, Triple kernel, Triple stride,
                            Triple padding, bool subm) {

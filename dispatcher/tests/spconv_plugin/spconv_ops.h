@@ -36,8 +36,7 @@ inline Tensor indiceConv(const Tensor& f, const Tensor& w, const Tensor& pairs, 
 }
 
 inline std::tuple<Tensor, Tensor> indiceConvBackward(const Tensor& f, const Tensor& w, const Tensor& g,
-                                                     const Tensor& pairs, const Tensor& num, bool inverse,
-                                                     bool subm) {
+                                                     const Tensor& pairs, const Tensor& num, bool inverse, bool subm) {
   static const auto op = Dispatcher::singleton()
                              .findOpOrThrow("spconv::indice_conv_backward")
                              .typed<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&,
