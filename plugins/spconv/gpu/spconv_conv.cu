@@ -370,8 +370,8 @@ void sparseProduct(const char* op, const CallContext& call, ScalarType dtype, co
     visitFloat(dtype, [&](auto tag) {
       using T = decltype(tag);
       if constexpr (!bp_gpu::kIsReduced<T>) {
-        bp_gpu::launch(&gatherGemmScatterKernel<T>, dim3(gridX(op, tiles * rb.K), col_tiles), dim3(kThreads), 0,
-                       call.stream, o, rb, src_row, tiles, skip_k);
+        bp_gpu::launch(&gatherGemmScatterKernel<T>, dim3(gridX(op, tiles * rb.K, kThreads), col_tiles), dim3(kThreads),
+                       0, call.stream, o, rb, src_row, tiles, skip_k);
       }
     });
     return;
@@ -380,8 +380,9 @@ void sparseProduct(const char* op, const CallContext& call, ScalarType dtype, co
   const int64_t tiles = (o.num_dst + kRows - 1) / kRows;
   visitFloat(dtype, [&](auto tag) {
     using T = decltype(tag);
-    bp_gpu::launch(&outputStationaryKernel<T>, dim3(gridX(op, tiles), col_tiles), dim3(kThreads), 0, call.stream, o,
-                   map.numel() == 0 ? nullptr : map.data_ptr<const int32_t>(), rb.K, skip_k, centre_gemm);
+    bp_gpu::launch(&outputStationaryKernel<T>, dim3(gridX(op, tiles, kThreads), col_tiles), dim3(kThreads), 0,
+                   call.stream, o, map.numel() == 0 ? nullptr : map.data_ptr<const int32_t>(), rb.K, skip_k,
+                   centre_gemm);
   });
 }
 
@@ -431,7 +432,7 @@ void filtersGradient(const char* op, const CallContext& call, const bp_spconv::C
     const ScalarType acc_type = std::is_same_v<Acc, double> ? ScalarType::Float64 : ScalarType::Float32;
     const Tensor partial = Tensor::empty({splits, rb.K, s.cin, s.cout}, acc_type, call.device);
     const FilterGradOperands o{x.data_ptr(), g.data_ptr(), partial.data_ptr(), s.num_in, s.num_out, s.cin, s.cout};
-    bp_gpu::launch(&filterGradKernel<T>, dim3(gridX(op, splits * rb.K), static_cast<unsigned>(tile_blocks)),
+    bp_gpu::launch(&filterGradKernel<T>, dim3(gridX(op, splits * rb.K, kThreads), static_cast<unsigned>(tile_blocks)),
                    dim3(kThreads), 0, call.stream, o, rb, in_row, splits, chunk, cout_tiles, skip_k);
     const int64_t blocks = std::min<int64_t>((rb.K * wsize + kMapThreads - 1) / kMapThreads, int64_t{1} << 20);
     bp_gpu::launch(&filterGradReduceKernel<T>, dim3(static_cast<unsigned>(blocks)), dim3(kMapThreads), 0, call.stream,

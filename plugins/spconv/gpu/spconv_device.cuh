@@ -77,10 +77,13 @@ struct CallContext {
   gpuStream_t stream;
 };
 
-// A grid dimension, checked against what every GPU takes in x.
-inline unsigned gridX(const char* op, int64_t blocks) {
-  BP_PLUGIN_CHECK(blocks <= INT32_MAX, op, ": the call needs ", blocks,
-                  " thread blocks, more than one launch takes on ", BP_GPU_NAME, "; split the rulebook");
+// A grid's x dimension of `blocks` blocks of `threads` threads, checked
+// against what every GPU takes: CUDA up to 2^31 - 1 blocks in x, HIP fewer
+// than 2^32 threads in x (grid x block).
+inline unsigned gridX(const char* op, int64_t blocks, int threads) {
+  BP_PLUGIN_CHECK(blocks <= INT32_MAX && blocks * threads <= int64_t{UINT32_MAX}, op, ": the call needs ", blocks,
+                  " thread blocks of ", threads, " threads, more than one launch takes on ", BP_GPU_NAME,
+                  "; split the rulebook");
   return static_cast<unsigned>(blocks);
 }
 
@@ -94,8 +97,8 @@ inline bp::Tensor offsetMap(const char* op, const CallContext& call, const Devic
   bp_gpu::check(gpuMemsetAsync(map.data_ptr(), 0xFF, static_cast<size_t>(map.numel()) * sizeof(int32_t), call.stream),
                 op);
   const int64_t tiles = (rb.P + kMapThreads - 1) / kMapThreads;
-  bp_gpu::launch(&buildMapKernel<kMapThreads>, dim3(gridX(op, tiles * rb.K)), dim3(kMapThreads), 0, call.stream, rb,
-                 src_row, src_rows, dst_rows, tiles, map.data_ptr<int32_t>());
+  bp_gpu::launch(&buildMapKernel<kMapThreads>, dim3(gridX(op, tiles * rb.K, kMapThreads)), dim3(kMapThreads), 0,
+                 call.stream, rb, src_row, src_rows, dst_rows, tiles, map.data_ptr<int32_t>());
   return map;
 }
 
