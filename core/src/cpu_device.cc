@@ -8,11 +8,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "backplane/core/error.h"
 
 // AddressSanitizer: GCC defines __SANITIZE_ADDRESS__, clang has the feature test.
@@ -162,7 +163,7 @@ class CpuAllocator final : public Allocator {
   void trim(int64_t keep) {
     for (int c = kSizeClasses - 1; c >= 0 && cached_.load(std::memory_order_relaxed) > keep; --c) {
       SizeClass& sc = classes_[c];
-      std::lock_guard<std::mutex> lock(sc.mutex);
+      absl::MutexLock lock(&sc.mutex);
       while (!sc.free.empty() && cached_.load(std::memory_order_relaxed) > keep) {
         void* p = sc.free.back();
         sc.free.pop_back();
@@ -183,8 +184,8 @@ class CpuAllocator final : public Allocator {
   struct SizeClass {
     CpuAllocator* owner = nullptr;
     size_t bytes = 0;
-    std::mutex mutex;
-    std::vector<void*> free;  // guarded by mutex; the most recently freed last
+    absl::Mutex mutex;
+    std::vector<void*> free ABSL_GUARDED_BY(mutex);  // the most recently freed last
   };
 
   DataPtr allocateLarge(size_t nbytes, Device device) {
@@ -194,7 +195,7 @@ class CpuAllocator final : public Allocator {
     allocations_.fetch_add(1, std::memory_order_relaxed);
     void* p = nullptr;
     {
-      std::lock_guard<std::mutex> lock(sc.mutex);
+      absl::MutexLock lock(&sc.mutex);
       if (!sc.free.empty()) {
         p = sc.free.back();
         sc.free.pop_back();
@@ -226,7 +227,7 @@ class CpuAllocator final : public Allocator {
     // Reserve room in the cache first, so concurrent frees never overshoot the limit.
     if (a.cached_.fetch_add(bytes, std::memory_order_relaxed) + bytes <= a.limit_.load(std::memory_order_relaxed)) {
       poison(p, sc.bytes);
-      std::lock_guard<std::mutex> lock(sc.mutex);
+      absl::MutexLock lock(&sc.mutex);
       sc.free.push_back(p);
       return;
     }
