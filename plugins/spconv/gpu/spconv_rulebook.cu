@@ -79,6 +79,7 @@
 #include "../spconv.h"
 #include "kernel_args.h"
 #include "loops.cuh"
+#include "spconv_device.cuh"
 #include "spconv_gpu.h"
 
 namespace bp_spconv_gpu {
@@ -436,13 +437,10 @@ void fillBytes(void* ptr, int value, int64_t bytes, int device) {
 // runtimes cannot take with an error that says so.
 template <class... P, class... A>
 void launchBlocks(int device, void (*kernel)(P...), int64_t blocks, int threads, A&&... args) {
-  BP_PLUGIN_CHECK(blocks <= INT32_MAX && blocks * threads <= int64_t{UINT32_MAX}, kOp, ": the rulebook needs ", blocks,
-                  " blocks of ", threads, " threads, more than one launch on ", BP_GPU_NAME,
-                  " takes; use fewer active sites or a smaller kernel");
-  if (blocks == 0) return;
+  const unsigned grid = bp_spconv_gpu::gridX(kOp, blocks, threads);
+  if (grid == 0) return;
   DeviceGuard guard(device);
-  launch(kernel, dim3(static_cast<unsigned>(blocks)), dim3(threads), 0, currentStream(device),
-         std::forward<A>(args)...);
+  launch(kernel, dim3(grid), dim3(threads), 0, currentStream(device), std::forward<A>(args)...);
 }
 
 // Throws the CPU kernel's error for the row the error word names, reading
