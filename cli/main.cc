@@ -1,6 +1,7 @@
 // backplane: inspect the plugins, devices and operators a Backplane host sees.
 //
 //   backplane [--plugin PATH]... [--no-default-plugins] plugins|devices|ops [--format text|markdown|json]
+//   backplane [--plugin PATH]... [--no-default-plugins] ops --schemas [REGEX] [--format text|markdown|json]
 //   backplane [--plugin PATH]... [--no-default-plugins] conformance [--backend NAME]... [--ops REGEX]
 //             [--strict] [--timeout SECONDS] [--json FILE] [--junit FILE] [--markdown FILE]
 //
@@ -21,6 +22,7 @@
 #include "backplane/dispatcher/plugin_registry.h"
 #include "backplane/plugin_api.h"
 #include "commands.h"
+#include "schemas.h"
 
 #ifndef BACKPLANE_VERSION_STRING
 #define BACKPLANE_VERSION_STRING "unknown"
@@ -31,6 +33,7 @@ namespace {
 
 constexpr const char* kSynopsis =
     "usage: backplane [--plugin PATH]... [--no-default-plugins] <plugins|devices|ops> [--format text|markdown|json]\n"
+    "       backplane [--plugin PATH]... [--no-default-plugins] ops --schemas [REGEX] [--format ...]\n"
     "       backplane [--plugin PATH]... [--no-default-plugins] conformance [--backend NAME]... [--ops REGEX]\n"
     "                 [--strict] [--timeout SECONDS] [--json FILE] [--junit FILE] [--markdown FILE]";
 
@@ -46,6 +49,8 @@ void printHelp(std::ostream& out) {
          "  devices             every device type, the plugin providing it, and its devices\n"
          "  ops                 the operator x backend matrix: native, composite, backend_fallback,\n"
          "                      cpu_fallback or missing\n"
+         "  ops --schemas [REGEX] for each op whose name REGEX matches (every op without one): its schema,\n"
+         "                      the dtypes each argument accepts, and the C++ kernel a plugin writes for it\n"
          "  conformance         certify backends: device API checks, then every op spec against its\n"
          "                      double-precision reference; each backend runs in a child process, so\n"
          "                      a crash or a hang costs one op; exit 0 only if nothing failed\n"
@@ -83,6 +88,7 @@ struct Args {
   bool version = false;
   std::string command;
   std::optional<std::string> format;
+  std::optional<std::string> schemas;  // ops --schemas [REGEX]: the regex, "" for every op
   ConformanceOptions conformance;
   std::vector<std::string> conformance_flags;  // the conformance options given, for usage errors
   // conformance-worker (internal, Note [Conformance workers]).
@@ -117,6 +123,15 @@ std::optional<std::string> parseArgs(int argc, char** argv, Args& args) {
       std::optional<std::string> v = value("--format");
       if (!v) return "option --format needs a value: text, markdown or json";
       args.format = *v;
+    } else if (takes("--schemas")) {
+      // The regex is optional: "--schemas=R", or "--schemas R" after the
+      // command (an argument before it is the command).
+      if (a.size() > 9)
+        args.schemas = std::string(a.substr(10));
+      else if (!args.command.empty() && i + 1 < argc && argv[i + 1][0] != '-')
+        args.schemas = argv[++i];
+      else
+        args.schemas = "";
     } else if (a == "--strict") {
       args.conformance.strict = true;
       args.conformance_flags.emplace_back(a);
@@ -171,6 +186,8 @@ int run(int argc, char** argv) {
   if (args.command == "conformance" && (args.first || args.result_fd))
     return usageError("options --first and --result-fd are internal to conformance-worker");
 
+  if (args.schemas && args.command != "ops") return usageError("option --schemas applies only to the 'ops' command");
+
   OpsFormat format = OpsFormat::Text;
   if (args.format) {
     if (args.command != "ops") return usageError("option --format applies only to the 'ops' command");
@@ -201,7 +218,9 @@ int run(int argc, char** argv) {
     rc = runPlugins(std::cout, args.sources);
   } else {
     warnAboutFailedPlugins(std::cerr);
-    rc = args.command == "devices" ? runDevices(std::cout) : runOps(std::cout, format);
+    rc = args.command == "devices" ? runDevices(std::cout)
+         : args.schemas            ? runOpsSchemas(std::cout, std::cerr, format, *args.schemas)
+                                   : runOps(std::cout, format);
   }
   std::cout.flush();
   if (!std::cout) {

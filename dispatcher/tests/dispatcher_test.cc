@@ -15,6 +15,7 @@ namespace {
 using test::expectError;
 using test::floats;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 Dispatcher& dispatcher() { return Dispatcher::singleton(); }
 
@@ -59,9 +60,40 @@ TEST(DispatcherTest, ImplForUndefinedOpIsRejected) {
   absl::Status s = lib.impl("g", DispatchKey::CPU, [](const Tensor& a) { return a; });
   EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(s.message()), HasSubstr("dt4::g: the operator is not defined"));
-  EXPECT_THAT(std::string(s.message()), HasSubstr("Defined overloads of that name: dt4::g.Tensor"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("Did you mean dt4::g.Tensor?"));
   EXPECT_EQ(lib.impl("g.Tensor", DispatchKey::Undefined, [](const Tensor& a) { return a; }).code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// Note [Did you mean]: a registration for a misspelled operator names the
+// closest defined ones, whichever registration it is.
+TEST(DispatcherTest, RegistrationForAnUnknownOpSuggestsTheClosestDefinedNames) {
+  Library lib("dt4m");
+  ASSERT_TRUE(lib.def("sum.IntList_out(Tensor a, *, Tensor(a!) out) -> Tensor(a!)").ok());
+  ASSERT_TRUE(lib.def("sum.dim_IntList(Tensor a) -> Tensor").ok());
+  ASSERT_TRUE(lib.def("unrelated(Tensor a) -> Tensor").ok());
+  Dispatcher& d = Dispatcher::singleton();
+  const auto kernel = [] {
+    return KernelFunction::makeFromBoxedFunction([](OperatorKernel*, const OperatorHandle&, DispatchKeySet, Stack*) {});
+  };
+  for (const absl::Status& s : {d.registerImpl("dt4m::sum.dim_IntList_out", DispatchKey::CPU, kernel()).status(),
+                                d.registerComposite("dt4m::sum.dim_IntList_out", kernel()).status(),
+                                d.registerMeta("dt4m::sum.dim_IntList_out", kernel()).status()}) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+    EXPECT_THAT(std::string(s.message()), HasSubstr("Did you mean dt4m::sum.IntList_out, dt4m::sum.dim_IntList?"));
+    EXPECT_THAT(std::string(s.message()), Not(HasSubstr("unrelated")));
+  }
+  // Lookups share the hint; a name close to nothing gets none.
+  const auto lookupError = [&](const char* name) {
+    try {
+      d.findOpOrThrow(name);
+    } catch (const Error& e) {
+      return e.message();
+    }
+    return std::string("no error");
+  };
+  EXPECT_THAT(lookupError("dt4m::unrelatd"), HasSubstr("Did you mean dt4m::unrelated?"));
+  EXPECT_THAT(lookupError("dt4m::completely_different"), Not(HasSubstr("Did you mean")));
 }
 
 TEST(DispatcherTest, KernelSignatureMustMatchSchema) {

@@ -471,21 +471,57 @@ absl::StatusOr<RegistrationHandle> Dispatcher::registerDef(std::string_view sche
   return handle;
 }
 
+namespace {
+// Levenshtein distance, for "did you mean" hints.
+size_t editDistance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+}  // namespace
+
+// Note [Did you mean]: every lookup or registration of an undefined
+// operator (findOpOrThrow, registerImpl, registerComposite, registerMeta,
+// and a plugin's m.impl through them) names the closest defined operators
+// of the same namespace: every overload of the same name, and others within
+// an edit distance (name plus overload) of a third of the name's length;
+// the three closest, e.g. "sum.dim_IntList_out" -> "bp::sum.IntList_out".
+std::string Dispatcher::closestDefinedNames(const OperatorName& wanted) {
+  std::vector<std::pair<size_t, std::string>> scored;
+  const size_t limit = std::max<size_t>(2, (wanted.name.size() + wanted.overload.size()) / 3);
+  for (const auto& [qualified, entry] : ops_) {
+    const OperatorName& n = entry->name();
+    if (n.ns != wanted.ns || !entry->schema()) continue;
+    const size_t d = editDistance(n.name, wanted.name) + editDistance(n.overload, wanted.overload);
+    if (n.name == wanted.name || d <= limit) scored.emplace_back(d, qualified);
+  }
+  std::sort(scored.begin(), scored.end());
+  std::string out;
+  for (size_t i = 0; i < scored.size() && i < 3; ++i) out += strCat(i ? ", " : "", scored[i].second);
+  return out;
+}
+
 absl::StatusOr<OperatorEntry*> Dispatcher::definedEntry(std::string_view op_name,
                                                         std::string_view action) {
   absl::StatusOr<OperatorName> name = OperatorName::parse(op_name);
   if (!name.ok()) return name.status();
   auto it = ops_.find(name->qualifiedName());
   if (it == ops_.end() || it->second->schema_.load(std::memory_order_relaxed) == nullptr) {
-    std::string similar;
-    for (const auto& [qualified, entry] : ops_) {
-      if (entry->name().ns == name->ns && entry->name().name == name->name && entry->schema())
-        similar += (similar.empty() ? "" : ", ") + qualified;
-    }
-    return absl::NotFoundError(strCat(
-        "cannot ", action, " ", name->qualifiedName(), ": the operator is not defined. Define it "
-        "first (Library::def with its schema) or load the library or plugin that defines it",
-        similar.empty() ? "" : ". Defined overloads of that name: ", similar));
+    const std::string similar = closestDefinedNames(*name);
+    return absl::NotFoundError(
+        strCat("cannot ", action, " ", name->qualifiedName(),
+               ": the operator is not defined. Define it "
+               "first (Library::def with its schema) or load the library or plugin that defines it",
+               similar.empty() ? "" : ". Did you mean ", similar, similar.empty() ? "" : "?"));
   }
   return it->second.get();
 }

@@ -39,6 +39,10 @@ void checkSameDtype(std::string_view op, const Tensor& a, const char* an, const 
            " and ", b.dtype(), "; convert one with .to()");
 }
 
+// Matrix products take every dtype but bool (as PyTorch), on every operand
+// (Note [Dtype rules live in metas]).
+constexpr ScalarTypeSet kProductDtypes = ScalarTypeSet::allBut(ScalarType::Bool);
+
 // Integral products take integral alpha/beta (as PyTorch).
 void checkScalars(std::string_view op, ScalarType dtype, const Scalar& beta, const Scalar& alpha) {
   if (isFloatingType(dtype)) return;
@@ -77,6 +81,7 @@ OutputMeta mmRule(const Tensor& self, const Tensor& mat2) {
   BP_CHECK(self.size(1) == mat2.size(0), op, ": self is ", shapeString(self.sizes()), " and mat2 is ",
            shapeString(mat2.sizes()), "; self.size(1) must equal mat2.size(0)");
   checkSameDtype(op, self, "self", mat2, "mat2");
+  checkDtypes(op, standardOp<"mm">(), {{"self", &self}, {"mat2", &mat2}});
   Device d = commonDevice(op, {{"self", &self}, {"mat2", &mat2}});
   return OutputMeta{Shape{self.size(0), mat2.size(1)}, self.dtype(), d};
 }
@@ -101,6 +106,7 @@ OutputMeta bmmRule(const Tensor& self, const Tensor& mat2) {
   BP_CHECK(self.size(2) == mat2.size(1), op, ": self is ", shapeString(self.sizes()), " and mat2 is ",
            shapeString(mat2.sizes()), "; self.size(2) must equal mat2.size(1)");
   checkSameDtype(op, self, "self", mat2, "mat2");
+  checkDtypes(op, standardOp<"bmm">(), {{"self", &self}, {"mat2", &mat2}});
   Device d = commonDevice(op, {{"self", &self}, {"mat2", &mat2}});
   return OutputMeta{Shape{self.size(0), self.size(1), mat2.size(2)}, self.dtype(), d};
 }
@@ -127,6 +133,7 @@ OutputMeta addmmRule(const Tensor& self, const Tensor& mat1, const Tensor& mat2,
            shapeString(mat2.sizes()), "; mat1.size(1) must equal mat2.size(0)");
   checkSameDtype(op, mat1, "mat1", mat2, "mat2");
   checkSameDtype(op, self, "self", mat1, "mat1");
+  checkDtypes(op, standardOp<Name>(), {{"self", &self}, {"mat1", &mat1}, {"mat2", &mat2}});
   checkScalars(op, mat1.dtype(), beta, alpha);
   Device d = commonDevice(op, {{"self", &self}, {"mat1", &mat1}, {"mat2", &mat2}});
   Shape product{mat1.size(0), mat2.size(1)};
@@ -199,6 +206,7 @@ OutputMeta matmulRule(const Tensor& self, const Tensor& other) {
            shapeString(other.sizes()), "; self.size(-1) must equal ",
            other.dim() == 1 ? "other.size(0)" : "other.size(-2)");
   checkSameDtype(op, self, "self", other, "other");
+  checkDtypes(op, standardOp<"matmul">(), {{"self", &self}, {"other", &other}});
   Device d = commonDevice(op, {{"self", &self}, {"other", &other}});
   IntArrayRef batch_self = leading(self.sizes(), 2);
   IntArrayRef batch_other = leading(other.sizes(), 2);
@@ -285,6 +293,7 @@ OutputMeta linearRule(const Tensor& input, const Tensor& weight, const Tensor& b
            shapeString(weight.sizes()), "; input.size(-1) must equal weight.size(-1) (in_features)");
   checkSameDtype(op, input, "input", weight, "weight");
   if (bias.defined()) checkSameDtype(op, input, "input", bias, "bias");
+  checkDtypes(op, standardOp<"linear">(), {{"input", &input}, {"weight", &weight}, {"bias", &bias}});
   Device d = commonDevice(op, {{"input", &input}, {"weight", &weight}, {"bias", &bias}});
   Shape sizes = toShape(leading(input.sizes(), 1));
   if (weight.dim() == 2) sizes.push_back(weight.size(0));
@@ -336,12 +345,22 @@ void addLinalgOps(std::vector<StandardOp>& ops) {
   auto add = [&](std::string schema, KernelFunction meta = {}, KernelFunction composite = {}) {
     ops.push_back(StandardOp{std::move(schema), std::move(meta), std::move(composite), "linalg"});
   };
+  // Every form of a product declares the same rule for its operands.
+  auto products = [&](size_t first, std::initializer_list<const char*> operands) {
+    for (size_t i = first; i < ops.size(); ++i)
+      for (const char* a : operands) ops[i].dtypes.push_back({a, kProductDtypes});
+  };
+  size_t first = ops.size();
   add("mm(Tensor self, Tensor mat2) -> Tensor", {}, KernelFunction::makeFromFunction(BP_FN(mmFunctional)));
   add("mm.out(Tensor self, Tensor mat2, *, Tensor(a!) out) -> Tensor(a!)",
       KernelFunction::makeFromFunction(BP_FN(mmOutMeta)));
+  products(first, {"self", "mat2"});
+  first = ops.size();
   add("bmm(Tensor self, Tensor mat2) -> Tensor", {}, KernelFunction::makeFromFunction(BP_FN(bmmFunctional)));
   add("bmm.out(Tensor self, Tensor mat2, *, Tensor(a!) out) -> Tensor(a!)",
       KernelFunction::makeFromFunction(BP_FN(bmmOutMeta)));
+  products(first, {"self", "mat2"});
+  first = ops.size();
   add("addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor", {},
       KernelFunction::makeFromFunction(BP_FN(addmmFunctional)));
   add("addmm_(Tensor(a!) self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)", {},
@@ -350,11 +369,16 @@ void addLinalgOps(std::vector<StandardOp>& ops) {
       "Tensor(a!)",
       KernelFunction::makeFromFunction(BP_FN(addmmOutMeta)),
       KernelFunction::makeFromFunction(BP_FN(addmmOutComposite)));
+  products(first, {"self", "mat1", "mat2"});
+  first = ops.size();
   add("matmul(Tensor self, Tensor other) -> Tensor", {}, KernelFunction::makeFromFunction(BP_FN(matmulFunctional)));
   add("matmul.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)",
       KernelFunction::makeFromFunction(BP_FN(matmulOutMeta)), KernelFunction::makeFromFunction(BP_FN(matmulOut)));
+  products(first, {"self", "other"});
+  first = ops.size();
   add("linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor",
       KernelFunction::makeFromFunction(BP_FN(linearMeta)), KernelFunction::makeFromFunction(BP_FN(linearComposite)));
+  products(first, {"input", "weight", "bias"});
 }
 
 }  // namespace backplane::ops

@@ -186,6 +186,39 @@ void checkOut(std::string_view op, const Tensor& out, const OutputMeta& meta, st
   for (const Arg& in : inputs) checkNoPartialOverlap(op, out, out_name, *in.tensor, in.name);
 }
 
+const StandardOp& standardOpEntry(std::string_view name) {
+  const StandardOp* s = findStandardOp(name);
+  BP_CHECK(s != nullptr, "the standard operator table has no entry '", name, "'");
+  return *s;
+}
+
+namespace {
+[[noreturn]] void refuseDtype(std::string_view op, const ArgumentDtypes& rule, ScalarType given, bool result) {
+  const std::string what = result ? strCat("the inputs compute in dtype ", given)
+                                  : strCat("argument '", rule.argument, "' has dtype ", given);
+  BP_THROW(kInvalidArgument, op, ": ", what, ", which this op does not accept (accepted",
+           result ? " result dtypes" : "", ": ", rule.accepted.toString(), "); ", rule.instead,
+           *rule.instead ? "or convert " : "convert ", result ? "the inputs" : "it",
+           " to an accepted dtype first (e.g. with .to())");
+}
+}  // namespace
+
+void checkDtypes(std::string_view op, const StandardOp& rule, std::initializer_list<Arg> args) {
+  for (const ArgumentDtypes& d : rule.dtypes) {
+    for (const Arg& a : args) {
+      if (std::string_view(a.name) != d.argument || !a.tensor->defined()) continue;
+      if (!d.accepted.contains(a.tensor->dtype())) [[unlikely]]
+        refuseDtype(op, d, a.tensor->dtype(), false);
+    }
+  }
+}
+
+void checkResultDtype(std::string_view op, const StandardOp& rule, ScalarType result) {
+  for (const ArgumentDtypes& d : rule.dtypes)
+    if (std::string_view(d.argument) == "result" && !d.accepted.contains(result)) [[unlikely]]
+      refuseDtype(op, d, result, true);
+}
+
 Tensor allocate(const OutputMeta& meta) {
   return emptyTensor(IntArrayRef(meta.sizes.data(), meta.sizes.size()), meta.dtype, meta.device);
 }

@@ -97,6 +97,13 @@ void checkNoInternalOverlap(std::string_view op, const Tensor& t, const char* na
 void checkNoPartialOverlap(std::string_view op, const Tensor& out, const char* out_name, const Tensor& in,
                            const char* in_name);
 
+// Note [Dtype rules live in metas]: refuses an argument of `args` whose
+// dtype `rule`'s entry for it does not accept, naming the argument, its
+// dtype, the accepted ones and what to do. Undefined tensors pass.
+void checkDtypes(std::string_view op, const StandardOp& rule, std::initializer_list<Arg> args);
+// The same for the "result" entry: the dtype the op computes in.
+void checkResultDtype(std::string_view op, const StandardOp& rule, ScalarType result);
+
 // A new tensor for the rule's result.
 Tensor allocate(const OutputMeta& meta);
 

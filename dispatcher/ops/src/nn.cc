@@ -38,11 +38,6 @@ void checkSameDtype(const std::string& op, const Tensor& input, const Tensor& t,
            input.dtype(), "; convert one with .to(dtype) so they match");
 }
 
-void checkFloating(const std::string& op, const Tensor& input) {
-  BP_CHECK(isFloatingType(input.dtype()), op, ": expected a floating-point input, but got dtype ", input.dtype(),
-           "; convert it with .to(bp::float32)");
-}
-
 // --- conv2d
 
 void conv2dMeta(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias, IntArrayRef stride,
@@ -52,7 +47,7 @@ void conv2dMeta(const Tensor& input, const Tensor& weight, const std::optional<T
   checkDefined(op, weight, "weight");
   const Tensor& b = orUndefined(bias);
   commonDevice(op, {{"input", &input}, {"weight", &weight}, {"bias", &b}});
-  checkFloating(op, input);
+  checkDtypes(op, standardOp<"conv2d">(), {{"input", &input}, {"weight", &weight}, {"bias", &b}});
   checkSameDtype(op, input, weight, "weight");
   checkSameDtype(op, input, b, "bias");
   BP_CHECK(input.dim() == 3 || input.dim() == 4, op,
@@ -101,10 +96,10 @@ int64_t poolOutputSize(int64_t in, int64_t k, int64_t pad, int64_t stride, int64
   return out;
 }
 
-void poolCheck(const std::string& op, const Tensor& self, IntArrayRef kernel_size, IntArrayRef stride,
-               IntArrayRef padding, IntArrayRef dilation, bool ceil_mode) {
+void poolCheck(const std::string& op, const StandardOp& rule, const Tensor& self, IntArrayRef kernel_size,
+               IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation, bool ceil_mode) {
   checkDefined(op, self, "self");
-  checkFloating(op, self);
+  checkDtypes(op, rule, {{"self", &self}});
   BP_CHECK(self.dim() == 3 || self.dim() == 4, op,
            ": expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, but got input of size ", shapeString(self.sizes()));
   for (int64_t i = self.dim() - 3; i < self.dim(); ++i) {
@@ -134,7 +129,8 @@ void poolCheck(const std::string& op, const Tensor& self, IntArrayRef kernel_siz
 
 void maxPool2dMeta(const Tensor& self, IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding,
                    IntArrayRef dilation, bool ceil_mode) {
-  poolCheck(qualified<"max_pool2d">(), self, kernel_size, stride, padding, dilation, ceil_mode);
+  poolCheck(qualified<"max_pool2d">(), standardOp<"max_pool2d">(), self, kernel_size, stride, padding, dilation,
+            ceil_mode);
 }
 
 void avgPool2dMeta(const Tensor& self, IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding,
@@ -142,7 +138,7 @@ void avgPool2dMeta(const Tensor& self, IntArrayRef kernel_size, IntArrayRef stri
   (void)count_include_pad;  // any value is valid
   const std::string& op = qualified<"avg_pool2d">();
   const int64_t one = 1;
-  poolCheck(op, self, kernel_size, stride, padding, IntArrayRef(&one, 1), ceil_mode);
+  poolCheck(op, standardOp<"avg_pool2d">(), self, kernel_size, stride, padding, IntArrayRef(&one, 1), ceil_mode);
   BP_CHECK(!divisor_override || *divisor_override != 0, op, ": divisor_override must not be zero");
 }
 
@@ -151,7 +147,6 @@ void avgPool2dMeta(const Tensor& self, IntArrayRef kernel_size, IntArrayRef stri
 void checkPerChannel(const std::string& op, const Tensor& t, const char* name, int64_t channels,
                      const Tensor& input) {
   if (!t.defined()) return;
-  BP_CHECK(isFloatingType(t.dtype()), op, ": argument '", name, "' must be floating point, but has dtype ", t.dtype());
   BP_CHECK(t.dim() == 1 && t.size(0) == channels, op, ": expected '", name, "' to be 1-D with ", channels,
            " elements (the input's channel dimension, size(1)), but got size ", shapeString(t.sizes()),
            " for input of size ", shapeString(input.sizes()));
@@ -167,7 +162,8 @@ void batchNormMeta(const Tensor& input, const std::optional<Tensor>& weight, con
   const Tensor &w = orUndefined(weight), &b = orUndefined(bias), &rm = orUndefined(running_mean),
                &rv = orUndefined(running_var);
   commonDevice(op, {{"input", &input}, {"weight", &w}, {"bias", &b}, {"running_mean", &rm}, {"running_var", &rv}});
-  checkFloating(op, input);
+  checkDtypes(op, standardOp<"batch_norm">(),
+              {{"input", &input}, {"weight", &w}, {"bias", &b}, {"running_mean", &rm}, {"running_var", &rv}});
   BP_CHECK(input.dim() >= 2, op, ": expected an input of at least 2 dimensions (N, C, ...), but got input of size ",
            shapeString(input.sizes()));
   const int64_t channels = input.size(1);
@@ -197,7 +193,7 @@ void layerNormMeta(const Tensor& input, IntArrayRef normalized_shape, const std:
   checkDefined(op, input, "input");
   const Tensor &w = orUndefined(weight), &b = orUndefined(bias);
   commonDevice(op, {{"input", &input}, {"weight", &w}, {"bias", &b}});
-  checkFloating(op, input);
+  checkDtypes(op, standardOp<"layer_norm">(), {{"input", &input}, {"weight", &w}, {"bias", &b}});
   const int64_t nd = static_cast<int64_t>(normalized_shape.size());
   BP_CHECK(nd >= 1, op, ": normalized_shape must have at least one dimension");
   bool matches = input.dim() >= nd;
@@ -207,8 +203,6 @@ void layerNormMeta(const Tensor& input, IntArrayRef normalized_shape, const std:
            ", but got input of size ", shapeString(input.sizes()));
   for (const auto& [t, name] : {std::pair{&w, "weight"}, std::pair{&b, "bias"}}) {
     if (!t->defined()) continue;
-    BP_CHECK(isFloatingType(t->dtype()), op, ": argument '", name, "' must be floating point, but has dtype ",
-             t->dtype());
     BP_CHECK(t->sizes() == normalized_shape, op, ": expected '", name, "' of size ", shapeString(normalized_shape),
              " (normalized_shape), but got ", shapeString(t->sizes()));
   }
@@ -218,26 +212,38 @@ void layerNormMeta(const Tensor& input, IntArrayRef normalized_shape, const std:
 }  // namespace
 
 void addNNOps(std::vector<StandardOp>& ops) {
-  auto add = [&](std::string schema, KernelFunction meta) {
-    ops.push_back(StandardOp{std::move(schema), std::move(meta), {}, "nn"});
+  auto add = [&](std::string schema, KernelFunction meta, std::vector<ArgumentDtypes> dtypes) {
+    ops.push_back(StandardOp{std::move(schema), std::move(meta), {}, "nn", std::move(dtypes)});
   };
+  // conv2d takes float32 and float64 only: the CPU plugin, which serves it
+  // for every device through the fallback, has no 16-bit convolution. The
+  // other layers take every floating dtype.
+  constexpr ScalarTypeSet kConvDtypes = {ScalarType::Float32, ScalarType::Float64};
+  constexpr ScalarTypeSet kFloating = ScalarTypeSet::floating();
   add("conv2d(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=1, int[2] padding=0, "
       "int[2] dilation=1, int groups=1) -> Tensor",
-      KernelFunction::makeFromFunction(BP_FN(conv2dMeta)));
+      KernelFunction::makeFromFunction(BP_FN(conv2dMeta)),
+      {{"input", kConvDtypes}, {"weight", kConvDtypes}, {"bias", kConvDtypes}});
   add("max_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, "
       "bool ceil_mode=False) -> Tensor",
-      KernelFunction::makeFromFunction(BP_FN(maxPool2dMeta)));
+      KernelFunction::makeFromFunction(BP_FN(maxPool2dMeta)), {{"self", kFloating}});
   add("avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, "
       "bool count_include_pad=True, int? divisor_override=None) -> Tensor",
-      KernelFunction::makeFromFunction(BP_FN(avgPool2dMeta)));
+      KernelFunction::makeFromFunction(BP_FN(avgPool2dMeta)), {{"self", kFloating}});
   // Training updates running_mean and running_var in place: the write
   // annotations make the CPU fallback copy them back.
   add("batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!)? running_mean, Tensor(b!)? running_var, "
       "bool training, float momentum, float eps, bool cudnn_enabled) -> Tensor",
-      KernelFunction::makeFromFunction(BP_FN(batchNormMeta)));
+      KernelFunction::makeFromFunction(BP_FN(batchNormMeta)),
+      {{"input", kFloating},
+       {"weight", kFloating},
+       {"bias", kFloating},
+       {"running_mean", kFloating},
+       {"running_var", kFloating}});
   add("layer_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, Tensor? bias=None, float eps=1e-05, "
       "bool cudnn_enable=True) -> Tensor",
-      KernelFunction::makeFromFunction(BP_FN(layerNormMeta)));
+      KernelFunction::makeFromFunction(BP_FN(layerNormMeta)),
+      {{"input", kFloating}, {"weight", kFloating}, {"bias", kFloating}});
 }
 
 }  // namespace backplane::ops

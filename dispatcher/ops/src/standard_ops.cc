@@ -1,5 +1,8 @@
 #include "backplane/dispatcher/standard_ops.h"
 
+#include <bit>
+
+#include "absl/container/flat_hash_map.h"
 #include "families.h"
 
 #include "backplane/core/str_cat.h"
@@ -37,6 +40,34 @@ const std::vector<StandardOp>& standardOperators() {
     return v;
   }();
   return *ops;
+}
+
+std::string ScalarTypeSet::toString() const {
+  if (isAll()) return "every dtype";
+  const auto name = [](int i) { return std::string(scalarTypeName(static_cast<ScalarType>(i))); };
+  if (std::popcount(bits_) == kNumScalarTypes - 1) return "every dtype but " + name(std::countr_one(bits_));
+  std::string s;
+  for (int i = 0; i < kNumScalarTypes; ++i)
+    if (bits_ & (1u << i)) s += (s.empty() ? "" : ", ") + name(i);
+  return s.empty() ? "no dtype" : s;
+}
+
+const StandardOp* findStandardOp(std::string_view op) {
+  static const auto* by_name = [] {
+    auto* m = new absl::flat_hash_map<std::string, const StandardOp*>();
+    for (const StandardOp& s : standardOperators()) m->emplace(s.schema.substr(0, s.schema.find('(')), &s);
+    return m;
+  }();
+  const std::string prefix = strCat(kStandardNamespace, "::");
+  if (op.starts_with(prefix)) op.remove_prefix(prefix.size());
+  auto it = by_name->find(std::string(op));
+  return it == by_name->end() ? nullptr : it->second;
+}
+
+ScalarTypeSet acceptedDtypes(const StandardOp& op, std::string_view argument) {
+  for (const ArgumentDtypes& a : op.dtypes)
+    if (argument == a.argument) return a.accepted;
+  return ScalarTypeSet::all();
 }
 
 // Note [Registering the standard operators]

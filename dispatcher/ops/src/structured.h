@@ -25,6 +25,15 @@ const std::string& qualified() {
   return q;
 }
 
+// The table's entry for standard op Name, looked up once: its dtype rule
+// (Note [Dtype rules live in metas]).
+const StandardOp& standardOpEntry(std::string_view name);
+template <FixedString Name>
+const StandardOp& standardOp() {
+  static const StandardOp& s = standardOpEntry(Name.c_str());
+  return s;
+}
+
 }  // namespace backplane::ops
 
 // A cached typed handle for standard op NAME (e.g. "add.out") with the

@@ -301,6 +301,10 @@ class Dispatcher {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(detail::registrationMutex());
   absl::StatusOr<OperatorEntry*> definedEntry(std::string_view op, std::string_view action)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(detail::registrationMutex());
+  // "ns::a, ns::b": the defined operators closest to `wanted` (Note [Did you
+  // mean]), for the error of a lookup or registration that names none.
+  std::string closestDefinedNames(const OperatorName& wanted)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(detail::registrationMutex());
   // Puts a checked kernel on op's impl stack for `key`.
   RegistrationHandle addImpl(OperatorEntry& op, DispatchKey key, KernelFunction kernel, std::string debug,
                              DtypeSet dtypes, bool when_defined)

@@ -8,6 +8,8 @@
 // covers every device. Note [The standard operator table] says how the
 // table is organised.
 
+#include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,14 +21,73 @@ namespace backplane {
 
 inline constexpr std::string_view kStandardNamespace = "bp";
 
+// A set of dtypes: a bit per ScalarType.
+class ScalarTypeSet {
+ public:
+  constexpr ScalarTypeSet() = default;
+  constexpr ScalarTypeSet(std::initializer_list<ScalarType> types) {
+    for (ScalarType t : types) bits_ |= bit(t);
+  }
+  static constexpr ScalarTypeSet all() { return fromBits((1u << kNumScalarTypes) - 1); }
+  static constexpr ScalarTypeSet floating() {
+    return {ScalarType::Float16, ScalarType::BFloat16, ScalarType::Float32, ScalarType::Float64};
+  }
+  static constexpr ScalarTypeSet allBut(ScalarType t) { return fromBits(all().bits_ & ~bit(t)); }
+  constexpr bool contains(ScalarType t) const { return (bits_ & bit(t)) != 0; }
+  constexpr bool isAll() const { return bits_ == all().bits_; }
+  friend constexpr bool operator==(ScalarTypeSet, ScalarTypeSet) = default;
+  // "uint8, int8, float32", in ScalarType order; "every dtype" for all(),
+  // "every dtype but bool" for allBut(Bool).
+  std::string toString() const;
+
+ private:
+  static constexpr uint32_t bit(ScalarType t) { return 1u << static_cast<int>(t); }
+  static constexpr ScalarTypeSet fromBits(uint32_t bits) {
+    ScalarTypeSet s;
+    s.bits_ = bits;
+    return s;
+  }
+  uint32_t bits_ = 0;
+};
+
+// Note [Dtype rules live in metas]
+// Every dtype rule of a standard op is the host's: its meta (or, for an op
+// without one, its composite) refuses a dtype before any kernel runs, so a
+// plugin kernel never sees a call it must refuse, and conformance never asks
+// a kernel to refuse one. The per-argument part of the rule is data, the
+// op's StandardOp::dtypes: the meta checks it (ops::checkDtypes) and
+// `backplane ops --schemas` lists it. Rules that relate arguments (operands
+// of one dtype, out= castable from the result) stay code in the meta.
+// conformance/tests/dtype_rules_test.cc keeps it so: a call the host
+// accepts is never refused by the CPU plugin's kernel for its dtype.
+struct ArgumentDtypes {
+  // A tensor argument's name in the schema ("self", "index"), or "result":
+  // the dtype the op computes in (its inputs' promoted dtype).
+  const char* argument;
+  ScalarTypeSet accepted;
+  // What to do instead, for the refusal ("use logical_xor() instead"); the
+  // message always adds "or convert it to an accepted dtype".
+  const char* instead = "";
+};
+
 struct StandardOp {
   std::string schema;        // without the namespace
   KernelFunction meta;       // optional: validates arguments, checks/resizes out=
   KernelFunction composite;  // optional: the op written with other standard ops
   const char* family = "";   // "elementwise", "reduction", ... for docs and reports
+  // The dtypes its tensor arguments accept (Note [Dtype rules live in
+  // metas]); an argument not listed accepts every dtype.
+  std::vector<ArgumentDtypes> dtypes = {};
 };
 
 // Every standard operator, in definition order. Built once, on first use.
 const std::vector<StandardOp>& standardOperators();
+
+// The table's entry for `op` ("mm.out" or "bp::mm.out"), or nullptr.
+const StandardOp* findStandardOp(std::string_view op);
+
+// The dtypes `argument` (a name, or "result") of `op` accepts: what
+// op.dtypes lists for it, else every dtype.
+ScalarTypeSet acceptedDtypes(const StandardOp& op, std::string_view argument);
 
 }  // namespace backplane

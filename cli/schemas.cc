@@ -1,0 +1,122 @@
+#include "schemas.h"
+
+#include <regex>
+#include <vector>
+
+#include "backplane/conformance/text_format.h"
+#include "backplane/dispatcher/dispatcher.h"
+#include "backplane/dispatcher/schema_signature.h"
+#include "backplane/dispatcher/standard_ops.h"
+
+namespace backplane::cli {
+namespace {
+
+using conformance::jsonString;
+
+struct SchemaRow {
+  std::string name;    // "bp::mm.out"
+  std::string schema;  // its schema text
+  // (argument, accepted dtypes) for each tensor argument, then "result"
+  // where the op declares one; empty for an op outside the standard table,
+  // whose dtypes its kernels decide.
+  std::vector<std::pair<std::string, std::string>> dtypes;
+  bool standard = false;      // in the standard table
+  std::string kernel;         // the C++ declaration, or empty
+  std::string cpp_signature;  // the host's notation, "(Tensor, Scalar) -> Tensor"
+};
+
+SchemaRow rowFor(const OperatorHandle& op) {
+  const FunctionSchema& schema = op.schema();
+  SchemaRow row{op.operatorName().qualifiedName(), schema.toString(), {}, false, pluginKernelSignature(schema),
+                cppSignatureForSchema(schema)};
+  if (const StandardOp* s = op.operatorName().ns == kStandardNamespace ? findStandardOp(row.name) : nullptr) {
+    row.standard = true;
+    for (const Argument& a : schema.arguments())
+      if (a.type.base == BaseType::Tensor) row.dtypes.emplace_back(a.name, acceptedDtypes(*s, a.name).toString());
+    for (const ArgumentDtypes& d : s->dtypes)
+      if (std::string_view(d.argument) == "result") row.dtypes.emplace_back("result", d.accepted.toString());
+  }
+  return row;
+}
+
+constexpr const char* kUnlisted = "not declared: the op's kernels decide";
+constexpr const char* kNoKernelType = "(plugin.hpp has no C++ type for one of its types; write a boxed kernel)";
+
+std::string dtypeText(const SchemaRow& r) {
+  if (r.dtypes.empty()) return r.standard ? "no tensor arguments" : kUnlisted;
+  std::string s;
+  for (const auto& [arg, accepted] : r.dtypes) s += (s.empty() ? "" : "; ") + arg + ": " + accepted;
+  return s;
+}
+
+void printText(std::ostream& out, const std::vector<SchemaRow>& rows) {
+  for (const SchemaRow& r : rows) {
+    out << r.name << "\n"
+        << "  schema:        " << r.schema << "\n"
+        << "  dtypes:        " << dtypeText(r) << "\n"
+        << "  C++ kernel:    " << (r.kernel.empty() ? kNoKernelType : r.kernel) << "\n"
+        << "  cpp_signature: " << r.cpp_signature << "\n";
+  }
+}
+
+std::string markdownCell(const std::string& s) {
+  std::string out;
+  for (char c : s) out += c == '|' ? std::string("\\|") : std::string(1, c);
+  return "`" + out + "`";
+}
+
+void printMarkdown(std::ostream& out, const std::vector<SchemaRow>& rows) {
+  out << "| op | schema | accepted dtypes | C++ kernel |\n|---|---|---|---|\n";
+  for (const SchemaRow& r : rows) {
+    out << "| " << r.name << " | " << markdownCell(r.schema) << " | " << dtypeText(r) << " | "
+        << (r.kernel.empty() ? std::string(kNoKernelType) : markdownCell(r.kernel)) << " |\n";
+  }
+}
+
+void printJson(std::ostream& out, const std::vector<SchemaRow>& rows) {
+  out << "{\n  \"schemas\": [";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const SchemaRow& r = rows[i];
+    out << (i ? ",\n" : "\n") << "    {\"name\": " << jsonString(r.name) << ", \"schema\": " << jsonString(r.schema)
+        << ", \"dtypes\": ";
+    if (r.dtypes.empty()) {
+      out << (r.standard ? "{}" : "null");
+    } else {
+      out << "{";
+      for (size_t j = 0; j < r.dtypes.size(); ++j)
+        out << (j ? ", " : "") << jsonString(r.dtypes[j].first) << ": " << jsonString(r.dtypes[j].second);
+      out << "}";
+    }
+    out << ", \"kernel\": " << (r.kernel.empty() ? std::string("null") : jsonString(r.kernel))
+        << ", \"cpp_signature\": " << jsonString(r.cpp_signature) << "}";
+  }
+  out << "\n  ]\n}\n";
+}
+
+}  // namespace
+
+int runOpsSchemas(std::ostream& out, std::ostream& err, OpsFormat format, const std::string& regex) {
+  std::regex re;
+  try {
+    re = std::regex(regex);
+  } catch (const std::regex_error& e) {
+    err << "backplane: error: --schemas: '" << regex << "' is not a valid regular expression (" << e.what() << ")\n";
+    return 2;
+  }
+  std::vector<SchemaRow> rows;
+  for (const OperatorHandle& op : Dispatcher::singleton().definedOperators())
+    if (regex.empty() || std::regex_search(op.operatorName().qualifiedName(), re)) rows.push_back(rowFor(op));
+  if (rows.empty()) {
+    err << "backplane: error: --schemas: no defined operator matches '" << regex
+        << "'; run 'backplane ops' for every name\n";
+    return 2;
+  }
+  switch (format) {
+    case OpsFormat::Text: printText(out, rows); break;
+    case OpsFormat::Markdown: printMarkdown(out, rows); break;
+    case OpsFormat::Json: printJson(out, rows); break;
+  }
+  return 0;
+}
+
+}  // namespace backplane::cli
