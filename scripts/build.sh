@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Configures and builds Backplane.
-#   scripts/build.sh [--sanitize=address,undefined|thread] [--release] [--no-werror] [-- extra cmake args]
-# Warnings are errors by default, as in CI.
+#   scripts/build.sh [--sanitize=address,undefined|thread] [--release] [--no-werror] [--target T]... [-- extra cmake args]
+# Warnings are errors by default, as in CI. --target builds only T (and what
+# it needs), e.g. backplane_demo, what scripts/run.sh runs; default: everything.
 #   scripts/build.sh --print-dir [same options]   prints the build folder and exits
 # Each sanitizer set builds into its own folder: build/, build-asan-ubsan/, build-tsan/.
 set -euo pipefail
@@ -12,6 +13,7 @@ build_type=RelWithDebInfo
 werror=ON
 extra=()
 print_dir=0
+targets=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --sanitize=*) sanitize="${1#--sanitize=}" ;;
@@ -19,6 +21,9 @@ while [ $# -gt 0 ]; do
     --werror) werror=ON ;;
     --no-werror) werror=OFF ;;
     --print-dir) print_dir=1 ;;
+    --target) [ $# -ge 2 ] || { echo "build.sh: --target needs a target name" >&2; exit 2; }
+      shift; targets+=(--target "$1") ;;
+    --target=*) targets+=(--target "${1#--target=}") ;;
     --) shift; extra+=("$@"); break ;;
     *) echo "build.sh: unknown option '$1'" >&2; exit 2 ;;
   esac
@@ -49,4 +54,4 @@ cmake -S . -B "$dir" "${generator[@]}" \
   -DBACKPLANE_WERROR="${werror:-OFF}" \
   -DBACKPLANE_BUILD_BENCHMARKS="$benchmarks" \
   "${extra[@]}" >/dev/null
-cmake --build "$dir" --parallel "$(nproc)"
+cmake --build "$dir" --parallel "$(nproc)" "${targets[@]}"

@@ -575,5 +575,18 @@ TEST_F(PluginLoaderTest, KernelErrorCarriesCodeMessageAndContext) {
   expectGoodPluginWorks();
 }
 
+// Note [Default plugin directory]: the default directory is found from
+// where libbackplane.so was loaded, not compiled in, and in the build tree
+// that is where the in-tree plugins are built. (run_vendor_test.sh checks
+// the same rule on an install moved to another prefix.)
+TEST(PluginDefaultDirectoryTest, IsBackplanePluginsNextToTheHostLibrary) {
+  const fs::path library = fs::canonical(BACKPLANE_HOST_LIBRARY_FILE);
+  const std::vector<std::string> dirs = PluginRegistry::defaultDirectories();
+  ASSERT_EQ(dirs.size(), 1u);
+  EXPECT_EQ(dirs[0], (library.parent_path() / "backplane" / "plugins").string());
+  EXPECT_EQ(dirs[0], fs::weakly_canonical(BACKPLANE_BUILD_TREE_PLUGIN_DIR).string())
+      << "the build tree's in-tree plugins are not where the host library looks for its plugins";
+}
+
 }  // namespace
 }  // namespace backplane

@@ -516,15 +516,31 @@ absl::StatusOr<PluginStatus> PluginRegistry::load(const std::string& path) {
   return status;
 }
 
+namespace {
+// An object of libbackplane.so whose address dladdr() maps to the library's
+// file (Note [Default plugin directory]).
+const char kLibraryAnchor = 0;
+}  // namespace
+
+// Note [Default plugin directory]
+// The default plugin directory is <directory of libbackplane.so>/backplane/plugins,
+// found at run time: dladdr() on an object of this library names the file
+// the dynamic loader opened. No path is compiled in, so an install moved to
+// another prefix finds its own plugins, and never the builder's. The build
+// tree has the install's layout (build/lib/libbackplane.so and the in-tree
+// plugins in build/lib/backplane/plugins), so the same rule finds the build
+// tree's plugins when the library runs from the build tree, and the
+// library never needs to know which of the two it is in. An application
+// that copies libbackplane.so elsewhere copies the plugins with it, or
+// names them in BACKPLANE_PLUGIN_PATH.
 std::vector<std::string> PluginRegistry::defaultDirectories() {
-  std::vector<std::string> dirs;
-#ifdef BACKPLANE_BUILD_PLUGIN_DIR
-  dirs.push_back(BACKPLANE_BUILD_PLUGIN_DIR);
-#endif
-#ifdef BACKPLANE_INSTALL_PLUGIN_DIR
-  dirs.push_back(BACKPLANE_INSTALL_PLUGIN_DIR);
-#endif
-  return dirs;
+  namespace fs = std::filesystem;
+  Dl_info info{};
+  if (dladdr(&kLibraryAnchor, &info) == 0 || info.dli_fname == nullptr || *info.dli_fname == '\0') return {};
+  std::error_code ec;
+  fs::path library = fs::canonical(info.dli_fname, ec);  // resolves the soname links and "bin/../lib"
+  if (ec) library = fs::path(info.dli_fname).lexically_normal();
+  return {(library.parent_path() / "backplane" / "plugins").string()};
 }
 
 std::vector<PluginStatus> PluginRegistry::loadAll() {

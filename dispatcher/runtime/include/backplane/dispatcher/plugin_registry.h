@@ -5,7 +5,8 @@
 // Note [Plugin loading]
 // Sources, in order: explicit load() calls, then loadAll() reads
 // BACKPLANE_PLUGIN_PATH (colon-separated files or directories) and the
-// default plugin directories (the build tree's and the install prefix's).
+// default plugin directory, <directory of libbackplane.so>/backplane/plugins
+// (Note [Default plugin directory] in plugin_registry.cc).
 // A library reached through two paths loads once. Libraries are opened with
 // local symbol binding; a plugin exports only its entry points. A plugin that
 // fails any check is skipped with its reason and every registration it made
@@ -65,7 +66,9 @@ class PluginRegistry {
 
   // Loaded plugins and failed attempts, in load order.
   std::vector<PluginStatus> plugins() const;
-  // Where loadAll() looks after BACKPLANE_PLUGIN_PATH.
+  // Where loadAll() looks after BACKPLANE_PLUGIN_PATH: the backplane/plugins
+  // folder next to libbackplane.so, wherever the library was loaded from
+  // (empty if the loader cannot say where that is).
   static std::vector<std::string> defaultDirectories();
 
   struct Impl;
