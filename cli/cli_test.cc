@@ -154,8 +154,9 @@ TEST(CliTest, DevicesShowsPluginTypesAndIndices) {
   // Each device's properties, under STATUS.
   for (const char* i : {"0", "1"}) {
     std::string line = lineStartingWith(r.out, std::string("  clitest:") + i);
-    EXPECT_CONTAINS(line, std::string("  CLI test device ") + i + ", 2.0 GiB, compute 1.2, 4 SMs");
-    EXPECT_EQ(line.find("SMs"), line.size() - 3) << line;
+    EXPECT_CONTAINS(line, std::string("  CLI test device ") + i + ", 2.0 GiB, compute 1.2, 4 compute units");
+    EXPECT_EQ(line.find("compute units"), line.size() - 13) << line;
+    EXPECT_NOT_CONTAINS(line, "SMs") << "a vendor-neutral name for multiprocessor_count";
   }
   EXPECT_NOT_CONTAINS(r.out, "clitest:2");
   std::string none = lineStartingWith(r.out, "clitestnone");
