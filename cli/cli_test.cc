@@ -31,12 +31,14 @@ std::string readFile(const std::string& path) {
   return ss.str();
 }
 
-// Runs `backplane <args>` (args are shell words, already quoted as needed).
-Result run(const std::string& args) {
+// Runs `backplane <args>` (args are shell words, already quoted as needed),
+// with `env` ("NAME=value ...", shell words too) added to its environment.
+Result run(const std::string& args, const std::string& env = "") {
   static std::atomic<int> counter{0};
   std::string base = ::testing::TempDir() + "/cli_test_" + std::to_string(getpid()) + "_" + std::to_string(counter++);
   std::string out = base + ".out", err = base + ".err";
-  std::string cmd = std::string("'") + BACKPLANE_CLI_PATH + "' " + args + " >'" + out + "' 2>'" + err + "'";
+  std::string cmd =
+      env + (env.empty() ? "'" : " '") + BACKPLANE_CLI_PATH + "' " + args + " >'" + out + "' 2>'" + err + "'";
   int status = std::system(cmd.c_str());
   Result r;
   r.code = status != -1 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -154,8 +156,9 @@ TEST(CliTest, DevicesShowsPluginTypesAndIndices) {
   // Each device's properties, under STATUS.
   for (const char* i : {"0", "1"}) {
     std::string line = lineStartingWith(r.out, std::string("  clitest:") + i);
-    EXPECT_CONTAINS(line, std::string("  CLI test device ") + i + ", 2.0 GiB, compute 1.2, 4 SMs");
-    EXPECT_EQ(line.find("SMs"), line.size() - 3) << line;
+    EXPECT_CONTAINS(line, std::string("  CLI test device ") + i + ", 2.0 GiB, compute 1.2, 4 compute units");
+    EXPECT_EQ(line.find("compute units"), line.size() - 13) << line;
+    EXPECT_NOT_CONTAINS(line, "SMs") << "a vendor-neutral name for multiprocessor_count";
   }
   EXPECT_NOT_CONTAINS(r.out, "clitest:2");
   std::string none = lineStartingWith(r.out, "clitestnone");
@@ -163,9 +166,12 @@ TEST(CliTest, DevicesShowsPluginTypesAndIndices) {
   EXPECT_CONTAINS(none, "no clitestnone hardware (test plugin)");
 }
 
-TEST(CliTest, PluginsReportsFailuresAndExitsZero) {
+// A plugin named with --plugin that does not load is listed with its
+// reason, and `plugins` fails: a CI step that checks the plugin it built
+// must not pass without it.
+TEST(CliTest, PluginsReportsAnExplicitPluginThatFailedAndExitsOne) {
   Result r = run("plugins --plugin /nonexistent.so");
-  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.code, 1) << r.err;
   std::vector<std::string> out = lines(r.out);
   size_t row = 0;
   while (row < out.size() && out[row].find("/nonexistent.so") == std::string::npos) ++row;
@@ -174,11 +180,33 @@ TEST(CliTest, PluginsReportsFailuresAndExitsZero) {
   // The error, verbatim, on the next line.
   EXPECT_CONTAINS(out[row + 1], "error: cannot load plugin '/nonexistent.so': No such file or directory");
   EXPECT_CONTAINS(r.out, "failed to load");
+  EXPECT_CONTAINS(r.err,
+                  "backplane: error: the plugin named with --plugin /nonexistent.so did not load: cannot load "
+                  "plugin '/nonexistent.so': No such file or directory");
+}
+
+// One found in a default source (here BACKPLANE_PLUGIN_PATH) is listed the
+// same way, but is not the command line's fault: exit 0.
+TEST(CliTest, PluginsListsADefaultSourcePluginThatFailedAndExitsZero) {
+  std::string junk = ::testing::TempDir();
+  junk += (junk.back() == '/' ? "" : "/") + std::string("cli_test_not_a_plugin.so");  // as the registry prints it
+  std::ofstream(junk) << "not a shared library\n";
+  Result r = run("plugins", "BACKPLANE_PLUGIN_PATH='" + junk + "'");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_CONTAINS(lineStartingWith(r.out, "-"), "FAILED");
+  EXPECT_CONTAINS(r.out, "error: cannot load plugin '" + junk + "'");
+  EXPECT_EQ(r.err, "");
+  for (const char* command : {"devices", "ops"}) {
+    r = run(command, "BACKPLANE_PLUGIN_PATH='" + junk + "'");
+    EXPECT_EQ(r.code, 0) << command << ": " << r.err;
+    EXPECT_CONTAINS(r.err, "backplane: warning: plugin " + junk + " not loaded");
+  }
+  std::remove(junk.c_str());
 }
 
 TEST(CliTest, PluginsShowsALoadedPlugin) {
   Result r = run(kTestPlugin + "--plugin /nonexistent.so plugins");
-  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.code, 1) << "an explicit plugin did not load: " << r.err;
   EXPECT_EQ(r.out.rfind("NAME", 0), 0u) << r.out;
   std::string line = lineStartingWith(r.out, "cli_test_plugin");
   EXPECT_CONTAINS(line, "0.1.0-test");
@@ -188,6 +216,9 @@ TEST(CliTest, PluginsShowsALoadedPlugin) {
   EXPECT_CONTAINS(line, "cli_test_plugin.so");
   EXPECT_CONTAINS(line, "loaded");
   EXPECT_CONTAINS(r.out, "2 plugins: 1 loaded, 1 failed to load");
+  r = run(kTestPlugin + "plugins");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_CONTAINS(r.out, "1 plugin: 1 loaded, 0 failed to load");
 }
 
 TEST(CliTest, PluginsWithNothingToLoad) {
@@ -197,11 +228,18 @@ TEST(CliTest, PluginsWithNothingToLoad) {
   EXPECT_CONTAINS(r.out, "--no-default-plugins");
 }
 
-TEST(CliTest, FailedPluginIsAWarningForOtherCommands) {
-  Result r = run("--no-default-plugins --plugin /nonexistent.so devices");
-  EXPECT_EQ(r.code, 0);
-  EXPECT_CONTAINS(r.err, "warning: plugin /nonexistent.so not loaded");
-  EXPECT_CONTAINS(r.out, "cpu");
+// Every other command stops before doing anything when a plugin named with
+// --plugin did not load, saying which and why.
+TEST(CliTest, FailedExplicitPluginFailsEveryCommand) {
+  for (const char* command : {"devices", "ops", "ops --format json", "conformance --backend cpu --ops ^bp::mul\\b"}) {
+    Result r = run(std::string("--no-default-plugins --plugin /nonexistent.so ") + command);
+    EXPECT_EQ(r.code, 1) << command;
+    EXPECT_EQ(r.out, "") << command;
+    EXPECT_CONTAINS(r.err,
+                    "backplane: error: the plugin named with --plugin /nonexistent.so did not load: cannot "
+                    "load plugin '/nonexistent.so': No such file or directory");
+    EXPECT_CONTAINS(r.err, "leave out --plugin");
+  }
 }
 
 TEST(CliTest, OpsTextWorksWithWhateverIsDefined) {

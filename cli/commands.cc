@@ -202,8 +202,11 @@ std::string byteSize(uint64_t n) {
   return buf;
 }
 
-// "NVIDIA H100 80GB HBM3, 79.6 GiB, compute 9.0, 132 SMs", leaving out
-// fields the device does not report; or why it could not say.
+// "NVIDIA H100 80GB HBM3, 79.6 GiB, compute 9.0, 132 compute units",
+// leaving out fields the device does not report; or why it could not say.
+// multiprocessor_count is named for no vendor: CUDA's SMs, AMD's compute
+// units, another accelerator's cores are all "compute units" (the host's
+// are "threads").
 std::string describeDevice(DeviceInterface& iface, Device d) {
   try {
     DeviceProperties p = iface.properties(d);
@@ -213,7 +216,7 @@ std::string describeDevice(DeviceInterface& iface, Device d) {
     if (p.compute_major || p.compute_minor)
       parts.push_back("compute " + std::to_string(p.compute_major) + "." + std::to_string(p.compute_minor));
     if (p.multiprocessor_count > 0)
-      parts.push_back(std::to_string(p.multiprocessor_count) + (d.isCpu() ? " threads" : " SMs"));
+      parts.push_back(std::to_string(p.multiprocessor_count) + (d.isCpu() ? " threads" : " compute units"));
     return joined(parts, ", ");
   } catch (const std::exception& e) {
     return std::string("cannot read properties: ") + e.what();

@@ -17,11 +17,13 @@ using conformance::activeBackends;
 using conformance::Backend;
 using conformance::ConformanceOptions;
 using conformance::loadPlugins;
+using conformance::PluginLoadFailure;
 using conformance::PluginSources;
 using conformance::providerOf;
 using conformance::runConformance;
 using conformance::runConformanceWorker;
 using conformance::warnAboutFailedPlugins;
+using conformance::WorkerTask;
 
 enum class OpsFormat { Text, Markdown, Json };
 

@@ -3,13 +3,18 @@
 //   backplane [--plugin PATH]... [--no-default-plugins] plugins|devices|ops [--format text|markdown|json]
 //   backplane [--plugin PATH]... [--no-default-plugins] ops --schemas [REGEX] [--format text|markdown|json]
 //   backplane [--plugin PATH]... [--no-default-plugins] conformance [--backend NAME]... [--ops REGEX]
-//             [--strict] [--timeout SECONDS] [--json FILE] [--junit FILE] [--markdown FILE]
+//             [--device N | --all-devices] [--strict] [--timeout SECONDS] [--json FILE] [--junit FILE]
+//             [--markdown FILE]
 //
 // Options may come before or after the command. Exit codes: 0 success (a
-// plugin that fails to load is reported, not fatal; for conformance, every
-// op passed), 1 an unexpected error or a conformance failure, 2 a usage error.
+// plugin found in a default source that fails to load is a warning, not
+// fatal; for conformance, every op passed), 1 an unexpected error, a
+// conformance failure or a plugin named with --plugin that did not load
+// (every command: a run must not pass without the plugin it was told to
+// test), 2 a usage error.
 #include <unistd.h>
 
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -35,7 +40,8 @@ constexpr const char* kSynopsis =
     "usage: backplane [--plugin PATH]... [--no-default-plugins] <plugins|devices|ops> [--format text|markdown|json]\n"
     "       backplane [--plugin PATH]... [--no-default-plugins] ops --schemas [REGEX] [--format ...]\n"
     "       backplane [--plugin PATH]... [--no-default-plugins] conformance [--backend NAME]... [--ops REGEX]\n"
-    "                 [--strict] [--timeout SECONDS] [--json FILE] [--junit FILE] [--markdown FILE]";
+    "                 [--device N | --all-devices] [--strict] [--timeout SECONDS] [--json FILE] [--junit FILE]\n"
+    "                 [--markdown FILE]";
 
 void printHelp(std::ostream& out) {
   out << kSynopsis << "\n"
@@ -53,17 +59,22 @@ void printHelp(std::ostream& out) {
          "                      the dtypes each argument accepts, and the C++ kernel a plugin writes for it\n"
          "  conformance         certify backends: device API checks, then every op spec against its\n"
          "                      double-precision reference; each backend runs in a child process, so\n"
-         "                      a crash or a hang costs one op; exit 0 only if nothing failed\n"
+         "                      a crash or a hang costs one form of one op (reported with its sample);\n"
+         "                      exit 0 only if nothing failed\n"
          "\n"
          "options:\n"
-         "  --plugin PATH         load the plugin library at PATH before the default sources (repeatable)\n"
+         "  --plugin PATH         load the plugin library at PATH before the default sources (repeatable);\n"
+         "                        if it does not load, the command fails (exit 1) after saying why\n"
          "  --no-default-plugins  skip BACKPLANE_PLUGIN_PATH and the default plugin directories\n"
          "  --format FORMAT       for ops: text (default), markdown (a GitHub table) or json\n"
          "\n"
          "conformance options:\n"
          "  --backend NAME        certify only this backend (repeatable; default: every backend with devices)\n"
          "  --ops REGEX           only the ops (and device.* checks) whose names REGEX matches\n"
+         "  --device N            run the op specs on device N of each backend (default 0)\n"
+         "  --all-devices         run the op specs on every device of each backend, one run per device\n"
          "  --strict              count an op served by a fallback (cpu_fallback, backend_fallback) as a failure\n"
+         "                        (the summary's FALLBACK column)\n"
          "  --timeout SECONDS     time limit per op before it is reported as a crash (default 300)\n"
          "  --json FILE           write every result as JSON\n"
          "  --junit FILE          write JUnit XML for CI systems\n"
@@ -92,8 +103,18 @@ struct Args {
   ConformanceOptions conformance;
   std::vector<std::string> conformance_flags;  // the conformance options given, for usage errors
   // conformance-worker (internal, Note [Conformance workers]).
-  std::optional<std::string> first, result_fd;
+  std::optional<std::string> first, first_form, result_fd;
+  bool no_device_checks = false;
+  bool device_given = false;  // --device
 };
+
+// A whole decimal number in [0, INT_MAX], or nothing.
+std::optional<int> parseIndex(const std::string& s) {
+  int v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc() || end != s.data() + s.size() || v < 0) return std::nullopt;
+  return v;
+}
 
 // Returns an error message, or nothing when the command line parsed.
 std::optional<std::string> parseArgs(int argc, char** argv, Args& args) {
@@ -135,8 +156,22 @@ std::optional<std::string> parseArgs(int argc, char** argv, Args& args) {
     } else if (a == "--strict") {
       args.conformance.strict = true;
       args.conformance_flags.emplace_back(a);
+    } else if (a == "--all-devices") {
+      args.conformance.all_devices = true;
+      args.conformance_flags.emplace_back(a);
+    } else if (a == "--no-device-checks") {
+      args.no_device_checks = true;
+      args.conformance_flags.emplace_back(a);
+    } else if (takes("--device")) {
+      std::optional<std::string> v = value("--device");
+      if (!v || v->empty()) return "option --device needs a value: a device index (0, 1, ...)";
+      std::optional<int> d = parseIndex(*v);
+      if (!d) return "option --device needs a device index (0, 1, ...), not '" + *v + "'";
+      args.conformance.device = *d;
+      args.device_given = true;
+      args.conformance_flags.emplace_back("--device");
     } else if (takes("--backend") || takes("--ops") || takes("--timeout") || takes("--json") || takes("--junit") ||
-               takes("--markdown") || takes("--first") || takes("--result-fd")) {
+               takes("--markdown") || takes("--first") || takes("--first-form") || takes("--result-fd")) {
       const std::string name(a.substr(0, a.find('=')));
       std::optional<std::string> v = value(name);
       if (!v || v->empty()) return "option " + name + " needs a value";
@@ -147,6 +182,8 @@ std::optional<std::string> parseArgs(int argc, char** argv, Args& args) {
       else if (name == "--junit") args.conformance.junit = *v;
       else if (name == "--markdown") args.conformance.markdown = *v;
       else if (name == "--first") args.first = *v;
+      else if (name == "--first-form")
+        args.first_form = *v;
       else if (name == "--result-fd") args.result_fd = *v;
       else {
         char* end = nullptr;
@@ -183,8 +220,12 @@ int run(int argc, char** argv) {
     return usageError("unknown command '" + args.command + "' (commands: plugins, devices, ops, conformance)");
   if (args.command != "conformance" && args.command != "conformance-worker" && !args.conformance_flags.empty())
     return usageError("option " + args.conformance_flags.front() + " applies only to the 'conformance' command");
-  if (args.command == "conformance" && (args.first || args.result_fd))
-    return usageError("options --first and --result-fd are internal to conformance-worker");
+  if (args.command == "conformance" && (args.first || args.first_form || args.result_fd || args.no_device_checks))
+    return usageError(
+        "options --first, --first-form, --result-fd and --no-device-checks are internal to "
+        "conformance-worker");
+  if (args.device_given && args.conformance.all_devices)
+    return usageError("options --device and --all-devices exclude each other (--all-devices runs every device)");
 
   if (args.schemas && args.command != "ops") return usageError("option --schemas applies only to the 'ops' command");
 
@@ -202,20 +243,51 @@ int run(int argc, char** argv) {
     }
   }
 
-  loadPlugins(args.sources);
+  // A plugin named with --plugin must load: a run without it would certify
+  // or list something else than what was asked (and pass).
+  const std::vector<PluginLoadFailure> failed = loadPlugins(args.sources);
+  auto reportFailedPlugins = [&] {
+    for (const PluginLoadFailure& f : failed) {
+      std::cerr << "backplane: error: the plugin named with --plugin " << f.path << " did not load: " << f.reason
+                << '\n';
+    }
+    if (!failed.empty() && args.command != "plugins")
+      std::cerr << "backplane: error: stopping: fix the plugin or its path, or leave out --plugin\n";
+  };
   int rc;
   if (args.command == "conformance-worker") {
-    if (args.conformance.backends.size() != 1 || !args.first || !args.result_fd)
+    std::optional<int> first = args.first ? parseIndex(*args.first) : std::nullopt;
+    std::optional<int> first_form = parseIndex(args.first_form.value_or("0"));
+    std::optional<int> fd = args.result_fd ? parseIndex(*args.result_fd) : std::nullopt;
+    if (args.conformance.backends.size() != 1 || !first || !first_form || !fd)
       return usageError("conformance-worker needs --backend, --first and --result-fd");
-    return runConformanceWorker(args.conformance.backends[0], args.conformance.ops, std::stoul(*args.first),
-                                std::stoi(*args.result_fd));
+    if (!failed.empty()) {
+      reportFailedPlugins();
+      return 1;
+    }
+    WorkerTask task;
+    task.backend = args.conformance.backends[0];
+    task.ops = args.conformance.ops;
+    task.device = args.conformance.device;
+    task.device_checks = !args.no_device_checks;
+    task.first = static_cast<size_t>(*first);
+    task.first_form = static_cast<size_t>(*first_form);
+    return runConformanceWorker(task, *fd);
   }
-  if (args.command == "conformance") {
+  if (args.command == "plugins") {
+    rc = runPlugins(std::cout, args.sources);
+    std::cout.flush();
+    if (!failed.empty()) {
+      reportFailedPlugins();
+      rc = 1;
+    }
+  } else if (!failed.empty()) {
+    reportFailedPlugins();
+    return 1;
+  } else if (args.command == "conformance") {
     warnAboutFailedPlugins(std::cerr);
     args.conformance.progress = ::isatty(STDERR_FILENO) == 1;
     rc = runConformance(std::cout, std::cerr, "/proc/self/exe", args.sources, args.conformance);
-  } else if (args.command == "plugins") {
-    rc = runPlugins(std::cout, args.sources);
   } else {
     warnAboutFailedPlugins(std::cerr);
     rc = args.command == "devices" ? runDevices(std::cout)

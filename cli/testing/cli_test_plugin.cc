@@ -1,7 +1,7 @@
 // A plugin for the `backplane` tool's tests, built against plugin_api.h
 // only. It gives the tool something known to report:
 //   - device type "clitest" with two host-memory devices that report
-//     properties ("CLI test device N", 2 GiB, compute 1.2, 4 SMs);
+//     properties ("CLI test device N", 2 GiB, compute 1.2, 4 compute units);
 //   - device type "clitestnone" with no devices (and a reason), and a boxed
 //     fallback for every operator on it;
 //   - operators in namespace "clitest":

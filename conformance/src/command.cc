@@ -1,17 +1,28 @@
 // `backplane conformance`: certifies every backend op by op.
 //
 // Note [Conformance workers]
-// Each backend runs in a child process, this executable started again as
-// `conformance-worker` with the same plugin sources, so a kernel that
-// crashes or hangs costs one op, not the run. The worker writes lines to a
-// pipe: "begin\t<i>" before item i (a device check or an op spec with all
-// its forms), one encoded Result per form (suite.h), "end\t<i>" after it and
-// "done" at the end. The parent waits at most the time limit for each item.
-// When the worker dies or runs past it, the item is reported as a crash
-// (with the signal or exit code and the worker's last stderr lines) and a
-// new worker resumes at the next item. Workers are started with exec, not
-// fork alone, so a device runtime the parent initialised (CUDA counts its
-// devices) is never inherited half-alive.
+// Each backend (and device: --device, --all-devices) runs in a child
+// process, this executable started again as `conformance-worker` with the
+// same plugin sources, so a kernel that crashes or hangs costs one form of
+// one op, not the run. The worker writes lines to a pipe:
+//   begin\t<i>                     before item i (a device check or an op spec)
+//   sample\t<i>\t<f>\t<n>\t<name>    before sample n of form f of item i runs
+//                                  (encodeSampleStart: f indexes formsOf(spec))
+//   result\t...                    one encoded Result per form, as soon as the
+//                                  form ends (encodeResult, suite.h)
+//   end\t<i>                       after item i
+//   done                           at the end
+// Everything is written with write(2) before the work it announces, so the
+// parent has it even when the worker dies in the next instruction. The
+// parent waits at most the time limit for each item. When the worker dies
+// or runs past it, the parent keeps the forms that ended and reports the
+// sample announced last (its op, form and name) as a crash, with the
+// signal or exit code and the worker's last stderr lines; a new worker
+// resumes at the form after it. Dying with no sample announced (a device
+// check, or between forms) blames the item (form "device" or "all") and
+// resumes at the next item, so every restart makes progress. Workers are
+// started with exec, not fork alone, so a device runtime the parent
+// initialised (CUDA counts its devices) is never inherited half-alive.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -71,9 +82,17 @@ std::vector<Backend> activeBackends(bool with_interface_only) {
 
 std::string providerOf(const Backend& b) { return deviceTypeProvider(b.type); }
 
-void loadPlugins(const PluginSources& sources) {
-  for (const std::string& path : sources.explicit_paths) (void)plugins().load(path);  // failures are listed
+std::vector<PluginLoadFailure> loadPlugins(const PluginSources& sources) {
+  std::vector<PluginLoadFailure> failed;
+  for (const std::string& path : sources.explicit_paths) {
+    absl::StatusOr<PluginStatus> s = plugins().load(path);  // every attempt is also listed in plugins()
+    if (!s.ok())
+      failed.push_back({path, std::string(s.status().message())});
+    else if (!s->loaded)
+      failed.push_back({path, s->error});
+  }
   if (sources.defaults) (void)plugins().loadAll();
+  return failed;
 }
 
 void warnAboutFailedPlugins(std::ostream& err) {
@@ -92,6 +111,11 @@ struct BackendRun {
   std::string name;
   std::string provider;          // the plugin that registered the type
   int devices = 0;
+  int device = 0;             // the device the op specs ran on
+  bool device_checks = true;  // whether the run began with the device checks
+  // "faulty:1": the run's name in lists, the JUnit suite and the Markdown
+  // matrix; a skipped backend ran on no device ("hip").
+  std::string label() const { return skipped.empty() ? name + ":" + std::to_string(device) : name; }
   std::string skipped;           // why the backend was not run (no devices)
   std::string error;             // why the run could not finish (a failure)
   std::vector<Result> results;   // every form of every item, in order
@@ -108,8 +132,13 @@ bool countsAsFailure(const Result& r, bool strict) {
 constexpr KernelKind kReportedKinds[] = {KernelKind::Native, KernelKind::Composite, KernelKind::BackendFallback,
                                          KernelKind::CpuFallback, KernelKind::Missing};
 
+// Every form in exactly one of pass, fail, fallback, error and crash, so
+// that the columns add up to the verdict: `fallback` counts the forms that
+// passed on a fallback kernel, failures under --strict (0 without it), and
+// `pass` the forms that passed and count as passes. failures = fail +
+// fallback + error + crash (+ 1 for an aborted run).
 struct Counts {
-  int forms = 0, pass = 0, fail = 0, error = 0, crash = 0, failures = 0;
+  int forms = 0, pass = 0, fail = 0, fallback = 0, error = 0, crash = 0, failures = 0;
   std::map<KernelKind, int> kernels;  // forms served by each kind (device checks have none)
 };
 
@@ -118,7 +147,7 @@ Counts countsOf(const BackendRun& b, bool strict) {
   for (const Result& r : b.results) {
     ++c.forms;
     switch (r.outcome) {
-      case Outcome::Pass: ++c.pass; break;
+      case Outcome::Pass: ++(countsAsFailure(r, strict) ? c.fallback : c.pass); break;
       case Outcome::Fail: ++c.fail; break;
       case Outcome::Error: ++c.error; break;
       case Outcome::Crash: ++c.crash; break;
@@ -160,33 +189,39 @@ bool writeAll(int fd, const std::string& s) {
 
 }  // namespace
 
-int runConformanceWorker(const std::string& backend, const std::string& ops, size_t first, int fd) {
-  std::optional<DeviceType> type = DeviceTypeRegistry::global().find(backend);
+int runConformanceWorker(const WorkerTask& task, int fd) {
+  std::optional<DeviceType> type = DeviceTypeRegistry::global().find(task.backend);
   if (!type) {
-    std::cerr << "backplane conformance-worker: no device type '" << backend << "' after loading the plugins\n";
+    std::cerr << "backplane conformance-worker: no device type '" << task.backend << "' after loading the plugins\n";
     return 1;
   }
-  const std::vector<Item> items = selectItems(*type, ops);
-  for (size_t i = first; i < items.size(); ++i) {
-    if (!writeAll(fd, "begin\t" + std::to_string(i) + "\n")) return 1;
-    std::vector<Result> results;
+  const std::vector<Item> items = selectItems(*type, task.ops, task.device_checks);
+  const Device device(*type, static_cast<DeviceIndex>(task.device));
+  bool written = true;  // a pipe the parent closed: stop after the item
+  for (size_t i = task.first; i < items.size() && written; ++i) {
+    written &= writeAll(fd, "begin\t" + std::to_string(i) + "\n");
+    SpecObserver observer;
+    observer.before_sample = [&](size_t form, int number, const Sample& sample) {
+      written &= writeAll(fd, encodeSampleStart({i, form, number, sample.name}) + "\n");
+    };
+    observer.form_done = [&](size_t, const Result& r) { written &= writeAll(fd, encodeResult(r) + "\n"); };
     try {
-      results = runItem(items[i], *type);
+      const std::vector<Result> results = runItem(items[i], device, i == task.first ? task.first_form : 0, observer);
+      if (!items[i].spec) {  // a device check has no forms: its one Result
+        for (const Result& r : results) written &= writeAll(fd, encodeResult(r) + "\n");
+      }
     } catch (const std::exception& e) {  // runSpec reports per form; this is a last resort
       Result r;
       r.op = items[i].name;
-      r.form = "all";
-      r.backend = backend;
+      r.form = items[i].spec ? "all" : "device";
+      r.backend = task.backend;
       r.outcome = Outcome::Error;
       r.message = e.what();
-      results = {r};
+      written &= writeAll(fd, encodeResult(r) + "\n");
     }
-    std::string lines;
-    for (const Result& r : results) lines += encodeResult(r) + "\n";
-    lines += "end\t" + std::to_string(i) + "\n";
-    if (!writeAll(fd, lines)) return 1;
+    written &= writeAll(fd, "end\t" + std::to_string(i) + "\n");
   }
-  return writeAll(fd, "done\n") ? 0 : 1;
+  return written && writeAll(fd, "done\n") ? 0 : 1;
 }
 
 namespace {
@@ -269,8 +304,7 @@ struct Worker {
 
 // Starts `self [sources] conformance-worker ...` with the result pipe on
 // fd 3 and stdout/stderr on a second pipe.
-Worker spawnWorker(const std::string& self, const PluginSources& sources, const std::string& backend,
-                   const std::string& ops, size_t first) {
+Worker spawnWorker(const std::string& self, const PluginSources& sources, const WorkerTask& task) {
   int results[2], errs[2];
   if (::pipe2(results, O_CLOEXEC) != 0 || ::pipe2(errs, O_CLOEXEC) != 0) {
     BP_THROW(kInternal, "cannot create a pipe for the conformance worker: ", std::strerror(errno));
@@ -278,9 +312,11 @@ Worker spawnWorker(const std::string& self, const PluginSources& sources, const 
   std::vector<std::string> argv_s{self};
   for (const std::string& p : sources.explicit_paths) argv_s.insert(argv_s.end(), {"--plugin", p});
   if (!sources.defaults) argv_s.push_back("--no-default-plugins");
-  argv_s.insert(argv_s.end(), {"conformance-worker", "--backend", backend, "--first", std::to_string(first),
-                               "--result-fd", "3"});
-  if (!ops.empty()) argv_s.insert(argv_s.end(), {"--ops", ops});
+  argv_s.insert(argv_s.end(),
+                {"conformance-worker", "--backend", task.backend, "--device", std::to_string(task.device), "--first",
+                 std::to_string(task.first), "--first-form", std::to_string(task.first_form), "--result-fd", "3"});
+  if (!task.device_checks) argv_s.push_back("--no-device-checks");
+  if (!task.ops.empty()) argv_s.insert(argv_s.end(), {"--ops", task.ops});
   std::vector<char*> argv;
   for (std::string& a : argv_s) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -314,14 +350,28 @@ Worker spawnWorker(const std::string& self, const PluginSources& sources, const 
   return w;
 }
 
-Result crashResult(const Item& item, const std::string& backend, std::string message) {
+// The Result of a form (or, with `form` out of range or no spec, of the
+// whole item) that the worker did not finish.
+Result crashResult(const Item& item, size_t form, const std::string& backend, std::string message) {
   Result r;
-  r.op = item.name;
-  r.form = item.spec ? "all" : "device";
   r.backend = backend;
-  if (item.spec) r.kernel = kernelKindOn(item.spec->op, *DeviceTypeRegistry::global().find(backend));
   r.outcome = Outcome::Crash;
   r.message = std::move(message);
+  const std::optional<DeviceType> type = DeviceTypeRegistry::global().find(backend);
+  if (!item.spec) {
+    r.op = item.name;
+    r.form = "device";
+    return r;
+  }
+  const std::vector<Form> forms = formsOf(*item.spec);
+  if (form < forms.size()) {
+    r.op = forms[form].op;
+    r.form = forms[form].name;
+  } else {
+    r.op = item.name;
+    r.form = "all";
+  }
+  if (type) r.kernel = kernelKindOn(r.op, *type);
   return r;
 }
 
@@ -344,19 +394,52 @@ class Progress {
 // Runs every item of one backend in workers; see Note [Conformance workers].
 void runBackend(BackendRun& run, DeviceType type, const std::string& self, const PluginSources& sources,
                 const ConformanceOptions& options, std::ostream& err) {
-  const std::vector<Item> items = selectItems(type, options.ops);
+  const std::vector<Item> items = selectItems(type, options.ops, run.device_checks);
   Progress progress(err, options.progress);
   const auto timeout = std::chrono::duration<double>(options.timeout_s);
-  size_t next = 0;
-  while (next < items.size()) {
-    Worker w = spawnWorker(self, sources, run.name, options.ops, next);
+  WorkerTask task;
+  task.backend = run.name;
+  task.ops = options.ops;
+  task.device = run.device;
+  task.device_checks = run.device_checks;
+  while (task.first < items.size()) {
+    Worker w = spawnWorker(self, sources, task);
     LineReader results(w.results_fd), errors(w.stderr_fd);
     Tail tail;
     constexpr size_t kNone = SIZE_MAX;
-    size_t current = kNone;  // the item begun and not ended
+    size_t current = kNone;              // the item begun and not ended
+    size_t forms_done = 0;               // forms of `current` whose Result came (counting skipped ones)
+    std::optional<SampleStart> running;  // the sample announced last, until its form's Result
     std::vector<Result> pending;
     bool done = false, timed_out = false;
     Clock::time_point started = Clock::now();
+    auto handle = [&](const std::string& line) {
+      if (std::optional<size_t> i = indexAfter(line, "begin\t"); i && *i < items.size()) {
+        current = *i;
+        forms_done = *i == task.first ? task.first_form : 0;
+        running.reset();
+        started = Clock::now();
+        progress.show(run.label(), *i, items.size(), items[*i].name);
+      } else if (std::optional<size_t> e = indexAfter(line, "end\t"); e && current == *e) {
+        for (Result& r : pending) run.results.push_back(std::move(r));
+        pending.clear();
+        task.first = *e + 1;
+        task.first_form = 0;
+        current = kNone;
+        running.reset();
+      } else if (line == "done") {
+        done = true;
+      } else if (std::optional<SampleStart> s = decodeSampleStart(line); s && s->item == current) {
+        forms_done = s->form;
+        running = std::move(s);
+      } else if (std::optional<Result> r = decodeResult(line)) {
+        pending.push_back(std::move(*r));
+        ++forms_done;
+        running.reset();
+      } else {
+        tail.add("(unreadable worker line) " + line);
+      }
+    };
     while (!results.eof()) {
       const auto left = timeout - (Clock::now() - started);
       if (left <= std::chrono::duration<double>::zero()) {
@@ -378,30 +461,18 @@ void runBackend(BackendRun& run, DeviceType type, const std::string& self, const
       }
       if (!fds[0].revents) continue;
       results.pump(lines);
-      for (const std::string& line : lines) {
-        if (std::optional<size_t> i = indexAfter(line, "begin\t"); i && *i < items.size()) {
-          current = *i;
-          started = Clock::now();
-          progress.show(run.name, *i, items.size(), items[*i].name);
-        } else if (std::optional<size_t> e = indexAfter(line, "end\t"); e && current == *e) {
-          for (Result& r : pending) run.results.push_back(std::move(r));
-          pending.clear();
-          next = *e + 1;
-          current = kNone;
-        } else if (line == "done") {
-          done = true;
-        } else if (std::optional<Result> r = decodeResult(line)) {
-          pending.push_back(std::move(*r));
-        } else {
-          tail.add("(unreadable worker line) " + line);
-        }
-      }
+      for (const std::string& line : lines) handle(line);
     }
     if (timed_out) ::kill(w.pid, SIGKILL);
     int status = 0;
     while (::waitpid(w.pid, &status, 0) < 0 && errno == EINTR) {
     }
-    // Whatever the worker wrote to stderr before it died.
+    // Whatever the worker wrote before it died: the lines announcing what it
+    // ran last and its last words on stderr.
+    for (std::vector<std::string> lines; !results.eof(); lines.clear()) {
+      results.pump(lines);
+      for (const std::string& l : lines) handle(l);
+    }
     for (std::vector<std::string> lines; !errors.eof(); lines.clear()) {
       errors.pump(lines);
       for (const std::string& l : lines) tail.add(l);
@@ -422,15 +493,39 @@ void runBackend(BackendRun& run, DeviceType type, const std::string& self, const
       // Stopped before its first item or between two: no op to blame.
       run.error = (timed_out ? std::string("the worker was killed after the time limit of ") + limit + " s"
                              : describeStatus(status)) +
-                  " before running item " + std::to_string(next + 1) + " of " + std::to_string(items.size()) + output;
+                  " before running item " + std::to_string(task.first + 1) + " of " + std::to_string(items.size()) +
+                  output;
       break;
     }
-    std::string why = timed_out ? std::string("ran past the time limit of ") + limit +
-                                      " s (--timeout); the worker was killed"
-                                : describeStatus(status) + " while running this op";
-    why += output;
-    run.results.push_back(crashResult(items[current], run.name, why));
-    next = current + 1;
+    // The forms that ended count; the one running is the crash.
+    for (Result& r : pending) run.results.push_back(std::move(r));
+    const Item& item = items[current];
+    const size_t form_count = item.spec ? formsOf(*item.spec).size() : 0;
+    // With no sample announced since the last form ended, the next form (if
+    // any is left) was being set up.
+    const size_t form = running ? running->form : forms_done;
+    const bool one_form = item.spec && form < form_count;
+    const char* what = running     ? "this sample"
+                       : one_form  ? "this form (before its first sample)"
+                       : item.spec ? "this op"
+                                   : "this device check";
+    std::string why = timed_out ? std::string("ran past the time limit of ") + limit + " s (--timeout) while running " +
+                                      what + "; the worker was killed"
+                                : describeStatus(status) + " while running " + what;
+    Result crash = crashResult(item, one_form ? form : SIZE_MAX, run.name, why + output);
+    if (running) {
+      crash.samples = running->number;
+      crash.sample = running->sample;
+    }
+    run.results.push_back(std::move(crash));
+    // Resume after the crashed form, or after the item.
+    if (one_form && form + 1 < form_count) {
+      task.first = current;
+      task.first_form = form + 1;
+    } else {
+      task.first = current + 1;
+      task.first_form = 0;
+    }
   }
   progress.clear();
 }
@@ -451,14 +546,20 @@ std::string upperCase(std::string_view s) {
   return out;
 }
 
+// The table counts what the verdict counts (Counts): under --strict a
+// FALLBACK column holds the forms that passed on a fallback, so that FAIL,
+// FALLBACK, ERROR and CRASH add up to the failures in the footer.
 void printSummary(std::ostream& out, const std::vector<BackendRun>& runs, bool strict) {
-  std::vector<std::string> columns{"BACKEND", "PROVIDER", "DEVICES", "FORMS", "PASS", "FAIL", "ERROR", "CRASH"};
+  std::vector<std::string> columns{"BACKEND", "PROVIDER", "DEVICES", "DEVICE", "FORMS", "PASS", "FAIL"};
+  if (strict) columns.push_back("FALLBACK");
+  columns.insert(columns.end(), {"ERROR", "CRASH"});
   for (KernelKind kind : kReportedKinds) columns.push_back(upperCase(kernelKindName(kind)));
   columns.push_back("TIME");
   Table table(std::move(columns));
   for (const BackendRun& b : runs) {
     if (!b.skipped.empty() || (b.results.empty() && !b.error.empty())) {
-      table.addRow({b.name, b.provider, std::to_string(b.devices), "-"});
+      table.addRow(
+          {b.name, b.provider, std::to_string(b.devices), b.skipped.empty() ? std::to_string(b.device) : "-", "-"});
       table.addNote(b.skipped.empty() ? "failed: " + b.error : "skipped: " + b.skipped);
       continue;
     }
@@ -466,25 +567,30 @@ void printSummary(std::ostream& out, const std::vector<BackendRun>& runs, bool s
     std::vector<std::string> row{b.name,
                                  b.provider,
                                  std::to_string(b.devices),
+                                 std::to_string(b.device),
                                  std::to_string(c.forms),
                                  std::to_string(c.pass),
-                                 std::to_string(c.fail),
-                                 std::to_string(c.error),
-                                 std::to_string(c.crash)};
+                                 std::to_string(c.fail)};
+    if (strict) row.push_back(std::to_string(c.fallback));
+    row.insert(row.end(), {std::to_string(c.error), std::to_string(c.crash)});
     for (KernelKind kind : kReportedKinds) row.push_back(std::to_string(c.kernels[kind]));
     row.push_back(secondsText(b.seconds));
     table.addRow(std::move(row));
     if (!b.error.empty()) table.addNote("run aborted: " + b.error);
   }
   table.print(out);
+  if (strict) {
+    out << "\nFALLBACK: forms that passed on a fallback kernel (cpu_fallback, backend_fallback), failures under "
+           "--strict\n";
+  }
   bool header = false;
   for (const BackendRun& b : runs) {
     for (const Result& r : b.results) {
       if (!countsAsFailure(r, strict)) continue;
       if (!header) out << "\nfailures:\n";
       header = true;
-      out << "  " << b.name << "  " << r.op << " (" << r.form << ", " << kernelNameOf(r) << "): " << describeProblem(r, strict)
-          << '\n';
+      out << "  " << b.label() << "  " << r.op << " (" << r.form << ", " << kernelNameOf(r)
+          << "): " << describeProblem(r, strict) << '\n';
     }
   }
 }
@@ -504,23 +610,23 @@ void writeJson(std::ostream& out, const std::vector<BackendRun>& runs, bool stri
     const BackendRun& b = runs[i];
     const Counts c = countsOf(b, strict);
     out << (i ? ",\n    " : "\n    ") << "{\"name\": " << jsonString(b.name)
-        << ", \"provider\": " << jsonString(b.provider) << ", \"devices\": " << b.devices << ", \"status\": "
+        << ", \"provider\": " << jsonString(b.provider) << ", \"devices\": " << b.devices
+        << ", \"device\": " << b.device << ", \"status\": "
         << jsonString(!b.skipped.empty() ? "skipped"
                       : !b.error.empty() ? "aborted"
                                          : "run")
         << ", \"reason\": " << jsonString(!b.skipped.empty() ? b.skipped : b.error)
         << ", \"seconds\": " << jsonNumber(b.seconds) << ", \"forms\": " << c.forms << ", \"pass\": " << c.pass
-        << ", \"fail\": " << c.fail << ", \"error\": " << c.error << ", \"crash\": " << c.crash
-        << ", \"failures\": " << c.failures << "}";
+        << ", \"fail\": " << c.fail << ", \"fallback\": " << c.fallback << ", \"error\": " << c.error
+        << ", \"crash\": " << c.crash << ", \"failures\": " << c.failures << "}";
   }
   out << "\n  ],\n  \"results\": [";
   bool first = true;
   for (const BackendRun& b : runs) {
     for (const Result& r : b.results) {
-      out << (first ? "\n    " : ",\n    ") << "{\"backend\": " << jsonString(r.backend)
+      out << (first ? "\n    " : ",\n    ") << "{\"backend\": " << jsonString(r.backend) << ", \"device\": " << b.device
           << ", \"op\": " << jsonString(r.op) << ", \"form\": " << jsonString(r.form)
-          << ", \"kernel\": " << jsonString(kernelNameOf(r))
-          << ", \"outcome\": " << jsonString(outcomeName(r.outcome))
+          << ", \"kernel\": " << jsonString(kernelNameOf(r)) << ", \"outcome\": " << jsonString(outcomeName(r.outcome))
           << ", \"counts_as_failure\": " << (countsAsFailure(r, strict) ? "true" : "false")
           << ", \"samples\": " << r.samples << ", \"sample\": " << jsonString(r.sample)
           << ", \"message\": " << jsonString(r.message) << ", \"max_abs_error\": " << jsonNumber(r.max_abs_error)
@@ -591,9 +697,9 @@ void writeJunit(std::ostream& out, const std::vector<BackendRun>& runs, bool str
   writeJunitCounts(out, total, seconds);
   for (const BackendRun& b : runs) {
     const bool aborted = !b.error.empty();
-    out << "  <testsuite name=\"" << xmlText(b.name) << "\"";
+    out << "  <testsuite name=\"" << xmlText(b.label()) << "\"";
     writeJunitCounts(out, junitCountsOf(b, strict), b.seconds);
-    const std::string cls = "conformance." + xmlText(b.name);
+    const std::string cls = "conformance." + xmlText(b.label());
     if (!b.skipped.empty()) {
       out << "    <testcase classname=\"" << cls << "\" name=\"backend\"><skipped message=\"" << xmlText(b.skipped)
           << "\"/></testcase>\n";
@@ -644,19 +750,22 @@ std::string markdownEscape(const std::string& s) {
 void writeMarkdown(std::ostream& out, const std::vector<BackendRun>& runs, bool strict, bool passed) {
   out << "# Backplane conformance\n\n**" << (passed ? "PASSED" : "FAILED") << "**"
       << (strict ? " (strict: a fallback counts as a failure)" : "") << "\n\n";
-  out << "| backend | provider | devices | forms | pass | fail | error | crash | time |\n"
-      << "|---|---|---|---|---|---|---|---|---|\n";
+  out << "| backend | provider | devices | device | forms | pass | fail |" << (strict ? " fallback |" : "")
+      << " error | crash | time |\n"
+      << "|---|---|---|---|---|---|---|" << (strict ? "---|" : "") << "---|---|---|\n";
   for (const BackendRun& b : runs) {
     if (!b.skipped.empty()) {
       out << "| " << markdownEscape(b.name) << " | " << markdownEscape(b.provider) << " | " << b.devices
-          << " | skipped: " << markdownEscape(b.skipped) << " | | | | | |\n";
+          << " | - | skipped: " << markdownEscape(b.skipped) << " | | |" << (strict ? " |" : "") << " | | |\n";
       continue;
     }
     const Counts c = countsOf(b, strict);
     out << "| " << markdownEscape(b.name) << " | " << markdownEscape(b.provider) << " | " << b.devices << " | "
-        << c.forms << " | " << c.pass << " | " << c.fail << " | " << c.error << " | " << c.crash << " | "
-        << secondsText(b.seconds) << " |\n";
+        << b.device << " | " << c.forms << " | " << c.pass << " | " << c.fail << " | ";
+    if (strict) out << c.fallback << " | ";
+    out << c.error << " | " << c.crash << " | " << secondsText(b.seconds) << " |\n";
   }
+  if (strict) out << "\n_fallback_: forms that passed on a fallback kernel, failures under `--strict`.\n";
   // The op x backend matrix, rows in the order they ran.
   std::vector<const BackendRun*> ran;
   for (const BackendRun& b : runs)
@@ -668,19 +777,19 @@ void writeMarkdown(std::ostream& out, const std::vector<BackendRun>& runs, bool 
     for (const Result& r : b->results) {
       const std::pair<std::string, std::string> key{r.op, r.form};
       if (seen.insert(key).second) rows.push_back(key);
-      cells[key][b->name] = &r;
+      cells[key][b->label()] = &r;
     }
   }
   if (!rows.empty()) {
     out << "\n| op | form |";
-    for (const BackendRun* b : ran) out << ' ' << markdownEscape(b->name) << " |";
+    for (const BackendRun* b : ran) out << ' ' << markdownEscape(b->label()) << " |";
     out << "\n|---|---|";
     for (size_t i = 0; i < ran.size(); ++i) out << "---|";
     out << '\n';
     for (const auto& key : rows) {
       out << "| `" << markdownEscape(key.first) << "` | " << key.second << " |";
       for (const BackendRun* b : ran) {
-        auto it = cells[key].find(b->name);
+        auto it = cells[key].find(b->label());
         out << ' ' << (it == cells[key].end() ? "·" : markdownCell(*it->second, strict)) << " |";
       }
       out << '\n';
@@ -691,14 +800,14 @@ void writeMarkdown(std::ostream& out, const std::vector<BackendRun>& runs, bool 
     if (!b.error.empty()) {
       if (!header) out << "\n## Failures\n\n";
       header = true;
-      out << "- **" << markdownEscape(b.name) << "**: run aborted: " << markdownEscape(b.error) << '\n';
+      out << "- **" << markdownEscape(b.label()) << "**: run aborted: " << markdownEscape(b.error) << '\n';
     }
     for (const Result& r : b.results) {
       if (!countsAsFailure(r, strict)) continue;
       if (!header) out << "\n## Failures\n\n";
       header = true;
-      out << "- **" << markdownEscape(b.name) << "** `" << markdownEscape(r.op) << "` (" << r.form << ", " << kernelNameOf(r)
-          << "): " << markdownEscape(describeProblem(r, strict)) << '\n';
+      out << "- **" << markdownEscape(b.label()) << "** `" << markdownEscape(r.op) << "` (" << r.form << ", "
+          << kernelNameOf(r) << "): " << markdownEscape(describeProblem(r, strict)) << '\n';
     }
   }
 }
@@ -748,11 +857,14 @@ int runConformance(std::ostream& out, std::ostream& err, const std::string& self
     return 2;
   }
 
-  std::vector<BackendRun> runs;
+  // Each backend's devices, counted before anything runs so that a --device
+  // out of range stops the run at once.
+  std::vector<BackendRun> counted;
   for (const Backend& b : chosen) {
     BackendRun run;
     run.name = b.name;
     run.provider = providerOf(b);
+    run.device = options.device;
     try {
       run.devices = std::max(0, b.iface->deviceCount());
     } catch (const std::exception& e) {
@@ -766,13 +878,37 @@ int runConformance(std::ostream& out, std::ostream& err, const std::string& self
       if (options.backends.empty()) run.skipped = reason;
       else run.error = reason;
     }
-    if (run.skipped.empty() && run.error.empty()) {
-      if (!options.progress) err << "conformance: running " << b.name << " (" << run.provider << ")\n";
-      const Clock::time_point t0 = Clock::now();
-      runBackend(run, b.type, self, sources, options, err);
-      run.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (run.error.empty() && run.skipped.empty() && !options.all_devices && options.device >= run.devices) {
+      err << "backplane: error: --device " << options.device << " is out of range for backend '" << b.name
+          << "', which has " << run.devices << (run.devices == 1 ? " device" : " devices") << " (" << b.name << ":0"
+          << (run.devices > 1 ? " to " + b.name + ":" + std::to_string(run.devices - 1) : std::string())
+          << "); pick a smaller --device, name other backends with --backend, or use --all-devices\n";
+      return 2;
     }
-    runs.push_back(std::move(run));
+    counted.push_back(std::move(run));
+  }
+
+  // One run per device the op specs run on; the device checks, which cover
+  // every device of the type, go with the first.
+  std::vector<BackendRun> runs;
+  for (size_t i = 0; i < chosen.size(); ++i) {
+    BackendRun& base = counted[i];
+    if (!base.skipped.empty() || !base.error.empty()) {
+      runs.push_back(std::move(base));
+      continue;
+    }
+    const int first = options.all_devices ? 0 : options.device;
+    const int last = options.all_devices ? base.devices - 1 : options.device;
+    for (int d = first; d <= last; ++d) {
+      BackendRun run = base;
+      run.device = d;
+      run.device_checks = d == first;
+      if (!options.progress) err << "conformance: running " << run.label() << " (" << run.provider << ")\n";
+      const Clock::time_point t0 = Clock::now();
+      runBackend(run, chosen[i].type, self, sources, options, err);
+      run.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+      runs.push_back(std::move(run));
+    }
   }
 
   int failures = 0;

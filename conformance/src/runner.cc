@@ -5,6 +5,7 @@
 #include <exception>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backplane/core/error.h"
@@ -105,6 +106,15 @@ struct FormRunner {
   const OpSpec& spec;
   Device device;
   Result result;
+  size_t form_index;
+  const SpecObserver& observer;
+
+  // Counts `s` as run and tells the observer, before anything of the
+  // sample runs on the device (staging its inputs included).
+  void begin(const Sample& s) {
+    ++result.samples;
+    if (observer.before_sample) observer.before_sample(form_index, result.samples, s);
+  }
 
   bool record(const Sample& s, Outcome o, std::string message, double abs_err = 0, double rel_err = 0) {
     result.outcome = o;
@@ -181,7 +191,7 @@ struct FormRunner {
   void functional(const std::vector<Sample>& samples) {
     const OperatorHandle op = findOp(spec.op);
     for (const Sample& s : samples) {
-      ++result.samples;
+      begin(s);
       Stack stack;
       bool raised;
       const std::vector<IValue> args = onDevice(s.args, device);
@@ -205,7 +215,7 @@ struct FormRunner {
       bool overlapping = false;
       for (int64_t d = 0; d < self.dim(); ++d) overlapping |= self.size(d) > 1 && self.stride(d) == 0;
       if (overlapping) continue;  // an expanded self must raise; the functional form covers the values
-      ++result.samples;
+      begin(s);
       std::vector<IValue> args = onDevice(s.args, device);
       const Tensor self_dev = args[0].toTensor();
       Stack stack;
@@ -227,7 +237,7 @@ struct FormRunner {
     const OperatorHandle op = findOp(spec.out);
     const std::vector<Argument>& params = op.schema().arguments();
     for (const Sample& s : samples) {
-      ++result.samples;
+      begin(s);
       std::vector<Expected> want;
       if (!s.must_raise) want = spec.reference(s);
       std::vector<IValue> args = onDevice(s.args, device);
@@ -290,26 +300,39 @@ KernelKind kernelKindOn(const std::string& op, DeviceType type) {
 
 const char* kernelNameOf(const Result& r) { return r.kernel ? kernelKindName(*r.kernel) : kNoKernelName; }
 
-std::vector<Result> runSpec(const OpSpec& spec, Device device) {
+std::vector<Form> formsOf(const OpSpec& spec) {
+  std::vector<Form> forms{{spec.op, "functional"}};
+  if (!spec.inplace.empty()) forms.push_back({spec.inplace, "inplace"});
+  if (!spec.out.empty()) forms.push_back({spec.out, "out"});
+  return forms;
+}
+
+std::vector<Result> runSpec(const OpSpec& spec, Device device, size_t first_form, const SpecObserver& observer) {
+  const std::vector<Form> forms = formsOf(spec);
+  if (first_form >= forms.size()) return {};
   const std::vector<Sample> samples = spec.samples();
   std::vector<Result> results;
-  auto run = [&](const std::string& op, const char* form, void (FormRunner::*body)(const std::vector<Sample>&)) {
-    FormRunner r{spec, device, Result{}};
-    r.result.op = op;
-    r.result.form = form;
+  for (size_t f = first_form; f < forms.size(); ++f) {
+    FormRunner r{spec, device, Result{}, f, observer};
+    r.result.op = forms[f].op;
+    r.result.form = forms[f].name;
     r.result.backend = std::string(deviceTypeName(device.type));
-    r.result.kernel = kernelKindOn(op, device.type);
+    r.result.kernel = kernelKindOn(forms[f].op, device.type);
+    const std::string_view name = forms[f].name;
     try {
-      (r.*body)(samples);
+      if (name == "functional")
+        r.functional(samples);
+      else if (name == "inplace")
+        r.inplace(samples);
+      else
+        r.out(samples);
     } catch (const std::exception& e) {  // e.g. staging an input failed
       r.result.outcome = Outcome::Error;
       r.result.message = e.what();
     }
+    if (observer.form_done) observer.form_done(f, r.result);
     results.push_back(std::move(r.result));
-  };
-  run(spec.op, "functional", &FormRunner::functional);
-  if (!spec.inplace.empty()) run(spec.inplace, "inplace", &FormRunner::inplace);
-  if (!spec.out.empty()) run(spec.out, "out", &FormRunner::out);
+  }
   return results;
 }
 

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <regex>
 #include <string>
 #include <vector>
@@ -12,7 +13,7 @@
 
 namespace backplane::conformance {
 
-std::vector<Item> selectItems(DeviceType type, const std::string& ops_regex) {
+std::vector<Item> selectItems(DeviceType type, const std::string& ops_regex, bool device_checks) {
   std::optional<std::regex> re;
   if (!ops_regex.empty()) {
     try {
@@ -28,16 +29,18 @@ std::vector<Item> selectItems(DeviceType type, const std::string& ops_regex) {
     return false;
   };
   std::vector<Item> out;
-  for (std::string& name : deviceCheckNames(type))
-    if (keep({&name})) out.push_back(Item{std::move(name), nullptr});
+  if (device_checks) {
+    for (std::string& name : deviceCheckNames(type))
+      if (keep({&name})) out.push_back(Item{std::move(name), nullptr});
+  }
   for (const OpSpec& s : allSpecs())
     if (keep({&s.op, &s.inplace, &s.out})) out.push_back(Item{s.op, &s});
   return out;
 }
 
-std::vector<Result> runItem(const Item& item, DeviceType type) {
-  if (!item.spec) return {runDeviceCheck(item.name, type)};
-  return runSpec(*item.spec, Device(type, 0));
+std::vector<Result> runItem(const Item& item, Device device, size_t first_form, const SpecObserver& observer) {
+  if (!item.spec) return {runDeviceCheck(item.name, device.type)};
+  return runSpec(*item.spec, device, first_form, observer);
 }
 
 namespace {
@@ -81,8 +84,50 @@ std::string number(double v) {
 
 constexpr std::string_view kTag = "result";
 constexpr size_t kFields = 11;  // the tag and ten fields
+constexpr std::string_view kSampleTag = "sample";
+constexpr size_t kSampleFields = 5;  // the tag and four fields
+
+// The fields of a tab-separated line, unescaped; nothing if one is malformed.
+std::optional<std::vector<std::string>> splitFields(std::string_view line) {
+  std::vector<std::string> f;
+  size_t start = 0;
+  while (true) {
+    const size_t tab = line.find('\t', start);
+    std::optional<std::string> field = unescape(line.substr(start, tab == std::string_view::npos ? tab : tab - start));
+    if (!field) return std::nullopt;
+    f.push_back(std::move(*field));
+    if (tab == std::string_view::npos) break;
+    start = tab + 1;
+  }
+  return f;
+}
+
+// A whole field as a number of type T.
+template <typename T>
+std::optional<T> parseNumber(const std::string& s) {
+  T v{};
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
+  return v;
+}
 
 }  // namespace
+
+std::string encodeSampleStart(const SampleStart& s) {
+  std::string out(kSampleTag);
+  out += '\t' + std::to_string(s.item) + '\t' + std::to_string(s.form) + '\t' + std::to_string(s.number) + '\t';
+  appendEscaped(out, s.sample);
+  return out;
+}
+
+std::optional<SampleStart> decodeSampleStart(std::string_view line) {
+  std::optional<std::vector<std::string>> f = splitFields(line);
+  if (!f || f->size() != kSampleFields || (*f)[0] != kSampleTag) return std::nullopt;
+  std::optional<size_t> item = parseNumber<size_t>((*f)[1]), form = parseNumber<size_t>((*f)[2]);
+  std::optional<int> number = parseNumber<int>((*f)[3]);
+  if (!item || !form || !number) return std::nullopt;
+  return SampleStart{*item, *form, *number, std::move((*f)[4])};
+}
 
 std::string encodeResult(const Result& r) {
   std::string out(kTag);
@@ -101,16 +146,9 @@ std::string encodeResult(const Result& r) {
 }
 
 std::optional<Result> decodeResult(std::string_view line) {
-  std::vector<std::string> f;
-  size_t start = 0;
-  while (true) {
-    const size_t tab = line.find('\t', start);
-    std::optional<std::string> field = unescape(line.substr(start, tab == std::string_view::npos ? tab : tab - start));
-    if (!field) return std::nullopt;
-    f.push_back(std::move(*field));
-    if (tab == std::string_view::npos) break;
-    start = tab + 1;
-  }
+  std::optional<std::vector<std::string>> fields = splitFields(line);
+  if (!fields) return std::nullopt;
+  std::vector<std::string>& f = *fields;
   if (f.size() != kFields || f[0] != kTag) return std::nullopt;
   Result r;
   r.op = f[1];
@@ -123,8 +161,9 @@ std::optional<Result> decodeResult(std::string_view line) {
   std::optional<Outcome> o = outcomeFromName(f[5]);
   if (!o) return std::nullopt;
   r.outcome = *o;
-  auto [end, ec] = std::from_chars(f[6].data(), f[6].data() + f[6].size(), r.samples);
-  if (ec != std::errc() || end != f[6].data() + f[6].size()) return std::nullopt;
+  std::optional<int> samples = parseNumber<int>(f[6]);
+  if (!samples) return std::nullopt;
+  r.samples = *samples;
   r.sample = f[7];
   r.message = f[8];
   char* e = nullptr;

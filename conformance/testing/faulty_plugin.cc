@@ -1,15 +1,23 @@
 // A plugin with deliberately faulty kernels, built like a vendor's plugin
 // (SDK headers only), for the tests of `backplane conformance` itself. It
-// registers device type "faulty" (one device over host memory: the device
+// registers device type "faulty" (two devices over host memory: the device
 // API checks pass and every op it lacks runs through the CPU fallback) and
-// three kernels the runner must catch:
+// kernels the runner must catch:
 //   add.out  subtracts (a wrong result: reported as fail with the error)
-//   neg.out  aborts the process (reported as a crash; the run goes on)
-//   abs.out  never returns (reported as a crash after --timeout)
+//   neg.out  right (self - 2 * self) except on a float32 self of shape
+//            [0, 5] written into another tensor (the sample "empty [0,5]
+//            float32" of the functional and out= forms, not the in-place
+//            one), where it dies of SIGSEGV: reported as a crash of exactly
+//            that form and sample, and the run goes on with the next form;
+//            on device 1 it is wrong instead (self - 3 * self): a run with
+//            --device 1 must report it as fail, one on device 0 must not
+//   abs.out  never returns (reported as a crash after --timeout, naming the
+//            form and sample that hung)
 // It lands outside the default plugin directory: only tests that pass
 // --plugin load it.
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -20,7 +28,7 @@ namespace {
 
 class HostMemory : public bp::DeviceBackend {
  public:
-  int deviceCount() override { return 1; }
+  int deviceCount() override { return 2; }
   bool hostAccessible() override { return true; }
   // An impossible size is BP_RESOURCE_EXHAUSTED (malloc, not operator new:
   // under AddressSanitizer a failing operator new aborts the process).
@@ -44,7 +52,12 @@ bp::Tensor subtractingAdd(const bp::Tensor& self, const bp::Tensor& other, const
   return sub.call(self, other, alpha, out);
 }
 
-bp::Tensor abortingNeg(const bp::Tensor&, const bp::Tensor&) { std::abort(); }
+bp::Tensor crashingNeg(const bp::Tensor& self, const bp::Tensor& out) {
+  const bool empty_0x5 = self.dim() == 2 && self.size(0) == 0 && self.size(1) == 5;
+  if (empty_0x5 && self.dtype() == bp::ScalarType::Float32 && out.get() != self.get()) std::raise(SIGSEGV);
+  static const bp::Operator sub = bp::Operator::find("sub.out");
+  return sub.call(self, self, bp::Scalar(int64_t{self.device().index == 1 ? 3 : 2}), out);
+}
 
 bp::Tensor hangingAbs(const bp::Tensor&, const bp::Tensor& out) {
   for (;;) ::pause();
@@ -55,7 +68,7 @@ void init(bp::Library& m) {
   static HostMemory backend;
   const int32_t faulty = m.registerDevice("faulty", &backend);
   m.impl("bp::add.out", faulty, &subtractingAdd);
-  m.impl("bp::neg.out", faulty, &abortingNeg);
+  m.impl("bp::neg.out", faulty, &crashingNeg);
   m.impl("bp::abs.out", faulty, &hangingAbs);
 }
 

@@ -2,12 +2,15 @@
 """End-to-end tests of `backplane conformance`: runs the tool as a user or a
 CI job would and checks its exit code, summary and reports.
 
-The faulty test plugin registers device type "faulty" with an add.out that
-subtracts, a neg.out that aborts and an abs.out that never returns; the
-runner must report a failure, a crash and a timeout, and go on."""
+The faulty test plugin registers device type "faulty" (two devices) with an
+add.out that subtracts, a neg.out that dies of SIGSEGV on one sample of the
+functional and out= forms (and is wrong on device 1) and an abs.out that
+never returns; the runner must report a failure, a crash and a timeout, each
+naming the op, form and sample, and go on."""
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -33,14 +36,40 @@ def run(args, tool, plugins, default_plugins=False):
     return proc
 
 
-def results_by_op_form(report):
-    return {(r["backend"], r["op"], r["form"]): r for r in report["results"]}
+def results_by_op_form(report, device=0):
+    return {(r["backend"], r["op"], r["form"]): r for r in report["results"] if r["device"] == device}
+
+
+def summary_rows(stdout):
+    """The summary table's rows as dicts keyed by the header's column names."""
+    lines = stdout.splitlines()
+    header = next((i for i, l in enumerate(lines) if l.startswith("BACKEND ")), None)
+    if header is None:
+        return []
+    # Columns start where their names do (the table is left-aligned).
+    starts = [m.start() for m in re.finditer(r"\S+", lines[header])]
+    names = lines[header].split()
+    rows = []
+    for line in lines[header + 1:]:
+        if not line.strip():
+            break
+        if line[:1].isspace():
+            continue  # a note under a row
+        bounds = zip(starts, starts[1:] + [len(line)])
+        rows.append({n: line[b:e].strip() for n, (b, e) in zip(names, bounds)})
+    return rows
+
+
+def footer_failures(stdout):
+    m = re.search(r"^conformance: (PASSED|FAILED) \((\d+) failures?", stdout, re.M)
+    return (m.group(1), int(m.group(2))) if m else (None, None)
 
 
 def test_faulty_plugin(a):
     paths = {k: os.path.join(a.work_dir, "faulty." + k) for k in ("json", "xml", "md")}
-    # neg crashes; relu runs after it to show the run goes on. The time limit
-    # is generous here (sanitizer builds are slow); the hang has its own run.
+    # neg crashes in two of its forms; relu runs after it to show the run goes
+    # on. The time limit is generous here (sanitizer builds are slow); the
+    # hang has its own run.
     ops = r"^(bp::(add|mul|neg|relu)\b|device\.)"
     proc = run(["conformance", "--backend", "faulty", "--ops", ops, "--timeout", "120", "--json", paths["json"],
                 "--junit", paths["xml"], "--markdown", paths["md"]], a.backplane, [a.cpu_plugin, a.faulty_plugin])
@@ -62,9 +91,21 @@ def test_faulty_plugin(a):
     check(composite is not None and composite["outcome"] == "fail",
           "add.Tensor, a composite over the wrong add.out, fails too: %r" % (composite,))
 
-    aborted = res.get(("faulty", "bp::neg", "all"))
-    check(aborted is not None and aborted["outcome"] == "crash" and "SIGABRT" in aborted["message"],
-          "the aborting neg.out is reported as a crash with its signal: %r" % (aborted,))
+    # The crash is blamed on the form and sample that were running, not on
+    # the op as a whole; the forms that ended, and the in-place one after the
+    # crash, keep their own results.
+    check(("faulty", "bp::neg", "all") not in res, "no crash is blamed on a whole op when a sample was running")
+    for op, form, kernel in (("bp::neg", "functional", "composite"), ("bp::neg.out", "out", "native")):
+        r = res.get(("faulty", op, form))
+        check(r is not None and r["outcome"] == "crash" and "signal 11 (SIGSEGV)" in r["message"] and
+              r["sample"] == "empty [0,5] float32" and r["kernel"] == kernel and r["samples"] == 3,
+              "%s (%s) is reported as crashed at sample 'empty [0,5] float32' with its signal: %r" % (op, form, r))
+    inplace = res.get(("faulty", "bp::neg_", "inplace"))
+    check(inplace is not None and inplace["outcome"] == "pass" and inplace["samples"] > 3,
+          "the in-place neg_, which does not crash, runs in a new worker after the crash and passes: %r" % (inplace,))
+    check("faulty:0  bp::neg.out (out, native): crash at sample 'empty [0,5] float32': the worker was killed by "
+          "signal 11 (SIGSEGV) while running this sample" in proc.stdout,
+          "the summary's failure list names the op, form, kernel, sample and signal")
 
     for op, form in (("bp::relu", "functional"), ("bp::relu_", "inplace"), ("bp::relu.out", "out"),
                      ("bp::mul.Tensor", "functional"), ("bp::mul.out", "out")):
@@ -82,12 +123,14 @@ def test_faulty_plugin(a):
     suites = ET.parse(paths["xml"]).getroot()
     check(suites.tag == "testsuites", "JUnit root is <testsuites>")
     suite = suites.find("testsuite")
-    check(suite is not None and suite.get("name") == "faulty", "one <testsuite> for the faulty backend")
+    check(suite is not None and suite.get("name") == "faulty:0", "one <testsuite> for device 0 of the faulty backend")
     cases = {c.get("name"): c for c in suites.iter("testcase")}
     add_out = cases.get("bp::add.out [out]")
     check(add_out is not None and add_out.find("failure") is not None, "add.out is a JUnit <failure>")
-    neg = cases.get("bp::neg [all]")
-    check(neg is not None and neg.find("error") is not None, "the crash of neg is a JUnit <error>")
+    neg = cases.get("bp::neg.out [out]")
+    check(neg is not None and neg.find("error") is not None and
+          "empty [0,5] float32" in neg.find("error").get("message", ""),
+          "the crash of neg.out is a JUnit <error> naming the sample")
     fails = sum(1 for r in report["results"] if r["outcome"] == "fail")
     errors = sum(1 for r in report["results"] if r["outcome"] in ("error", "crash"))
     check((int(suites.get("failures")), int(suites.get("errors")), int(suites.get("tests"))) ==
@@ -100,17 +143,21 @@ def test_faulty_plugin(a):
 
 
 def test_hanging_kernel(a):
-    # abs.out never returns: the worker is killed after the time limit and a
-    # new one runs relu, which comes after abs.
+    # abs.out never returns: each form that calls it is killed after the time
+    # limit, named with its first sample, and a new worker runs the next
+    # form, then relu, which comes after abs.
     path = os.path.join(a.work_dir, "hang.json")
     proc = run(["conformance", "--backend", "faulty", "--ops", r"^bp::(abs|relu)\b", "--timeout", "2", "--json", path],
                a.backplane, [a.cpu_plugin, a.faulty_plugin])
     check(proc.returncode == 1, "a run with a hanging kernel exits 1, got %d" % proc.returncode)
     with open(path) as f:
         res = results_by_op_form(json.load(f))
-    hung = res.get(("faulty", "bp::abs", "all"))
-    check(hung is not None and hung["outcome"] == "crash" and "time limit of 2 s" in hung["message"],
-          "the hanging abs.out is reported as a crash after the time limit: %r" % (hung,))
+    for op, form in (("bp::abs", "functional"), ("bp::abs_", "inplace"), ("bp::abs.out", "out")):
+        hung = res.get(("faulty", op, form))
+        check(hung is not None and hung["outcome"] == "crash" and "time limit of 2 s" in hung["message"] and
+              hung["sample"] == "[3,4] float32",
+              "%s (%s), which hangs, is reported as a crash after the time limit at its first sample: %r" %
+              (op, form, hung))
     relu = res.get(("faulty", "bp::relu.out", "out"))
     check(relu is not None and relu["outcome"] == "pass", "relu runs after the hang: %r" % (relu,))
 
@@ -125,6 +172,40 @@ def test_strict_and_clean_runs(a):
           "--strict says why a passing fallback failed, naming the kind")
     check(any(line.startswith("BACKEND") and "CPU_FALLBACK" in line for line in ok.stdout.splitlines()),
           "the summary counts each kernel kind under its name")
+    check(summary_rows(ok.stdout) and "FALLBACK" not in summary_rows(ok.stdout)[0],
+          "without --strict the table has no FALLBACK column")
+
+    # Under --strict the table, the footer and every report count the same
+    # failures: a passing fallback is in FALLBACK, not in PASS.
+    paths = {k: os.path.join(a.work_dir, "strict." + k) for k in ("json", "xml", "md")}
+    strict = run(["conformance", "--backend", "faulty", "--ops", r"^bp::(mul|add)\b", "--strict", "--json",
+                  paths["json"], "--junit", paths["xml"], "--markdown", paths["md"]], a.backplane, plugins)
+    verdict, failures = footer_failures(strict.stdout)
+    rows = summary_rows(strict.stdout)
+    check(verdict == "FAILED" and failures and len(rows) == 1, "one summary row and a FAILED footer: %r" % (rows,))
+    if rows and failures:
+        row = {k: int(v) for k, v in rows[0].items() if v.isdigit()}
+        check(row["FALLBACK"] == 1 and row["FAIL"] > 0,
+              "mul.out's passing fallback is in FALLBACK, add's wrong results in FAIL: %r" % (rows[0],))
+        check(row["FAIL"] + row["FALLBACK"] + row["ERROR"] + row["CRASH"] == failures,
+              "the table's failure columns add up to the footer's %d failures: %r" % (failures, rows[0]))
+        check(row["PASS"] + row["FAIL"] + row["FALLBACK"] + row["ERROR"] + row["CRASH"] == row["FORMS"],
+              "every form is in one column: %r" % (rows[0],))
+        with open(paths["json"]) as f:
+            report = json.load(f)
+        b = report["backends"][0]
+        check((b["pass"], b["fail"], b["fallback"], b["failures"]) ==
+              (row["PASS"], row["FAIL"], row["FALLBACK"], failures),
+              "the JSON counts are the table's: %r" % (b,))
+        check(sum(1 for r in report["results"] if r["counts_as_failure"]) == failures,
+              "as many JSON results count as failures as the footer says")
+        suites = ET.parse(paths["xml"]).getroot()
+        check(int(suites.get("failures")) + int(suites.get("errors")) == failures,
+              "JUnit failures and errors add up to the footer's failures")
+        with open(paths["md"]) as f:
+            md = f.read()
+        check("| fallback |" in md and "| %d | %d | 1 | 0 | 0 |" % (row["PASS"], row["FAIL"]) in md,
+              "the Markdown summary has the same pass, fail and fallback counts")
     cpu = run(["conformance", "--backend", "cpu", "--ops", r"^bp::mul\b", "--strict"], a.backplane, plugins)
     check(cpu.returncode == 0, "the CPU plugin's native mul passes even with --strict")
 
@@ -151,11 +232,74 @@ def test_backends_without_devices(a):
     check(named.returncode == 1 and "no devices" in named.stdout, "a named backend without devices fails")
 
 
+def test_explicit_plugin_that_does_not_load(a):
+    # Named with --plugin, a plugin that fails to load fails the run, even
+    # with no --backend (the other backends would pass without it).
+    missing = os.path.join(a.work_dir, "no_such_plugin.so")
+    proc = run(["conformance", "--ops", r"^bp::mul\b"], a.backplane, [a.cpu_plugin, missing])
+    check(proc.returncode == 1, "a plugin named with --plugin that does not load fails the run, got %d" %
+          proc.returncode)
+    check("conformance: PASSED" not in proc.stdout and "the plugin named with --plugin %s did not load" % missing
+          in proc.stderr and "No such file or directory" in proc.stderr,
+          "the error names the plugin's path and why it did not load")
+
+
+def test_devices(a):
+    plugins = [a.cpu_plugin, a.faulty_plugin]
+    # --device 1: the op specs run on faulty:1, where neg.out is wrong.
+    path = os.path.join(a.work_dir, "device1.json")
+    proc = run(["conformance", "--backend", "faulty", "--ops", r"^bp::neg\b", "--device", "1", "--json", path],
+               a.backplane, plugins)
+    check(proc.returncode == 1, "neg on faulty:1 fails, got %d" % proc.returncode)
+    with open(path) as f:
+        report = json.load(f)
+    check([(b["name"], b["device"]) for b in report["backends"]] == [("faulty", 1)],
+          "the report names the device the run used: %r" % (report["backends"],))
+    out = results_by_op_form(report, device=1).get(("faulty", "bp::neg.out", "out"))
+    check(out is not None and out["outcome"] == "fail" and out["sample"] == "[3,4] float32",
+          "neg.out is wrong on device 1 only: %r" % (out,))
+    check("faulty:1  bp::neg.out (out, native): fail" in proc.stdout, "the failure list names faulty:1")
+    check(any(r.get("BACKEND") == "faulty" and r.get("DEVICE") == "1" for r in summary_rows(proc.stdout)),
+          "the summary has a DEVICE column")
+
+    # --all-devices: one run per device; the device checks (which cover
+    # every device) run once, with device 0.
+    path = os.path.join(a.work_dir, "all_devices.json")
+    xml = os.path.join(a.work_dir, "all_devices.xml")
+    proc = run(["conformance", "--backend", "faulty", "--ops", r"^(bp::mul\b|device\.)", "--all-devices", "--json",
+                path, "--junit", xml], a.backplane, plugins)
+    check(proc.returncode == 0, "mul passes on both faulty devices, got %d" % proc.returncode)
+    with open(path) as f:
+        report = json.load(f)
+    check([(b["name"], b["device"]) for b in report["backends"]] == [("faulty", 0), ("faulty", 1)],
+          "one run per device: %r" % (report["backends"],))
+    for device in (0, 1):
+        r = results_by_op_form(report, device).get(("faulty", "bp::mul.out", "out"))
+        check(r is not None and r["outcome"] == "pass", "mul.out passes on faulty:%d: %r" % (device, r))
+    check(("faulty", "device.several_devices", "device") in results_by_op_form(report, 0) and
+          not any(r["form"] == "device" for r in report["results"] if r["device"] == 1),
+          "the device checks run once, with device 0")
+    names = [s.get("name") for s in ET.parse(xml).getroot().iter("testsuite")]
+    check(names == ["faulty:0", "faulty:1"], "a JUnit suite per device: %r" % (names,))
+
+    # A device the backend does not have is an error naming its count.
+    proc = run(["conformance", "--backend", "faulty", "--ops", r"^bp::mul\b", "--device", "2"], a.backplane, plugins)
+    check(proc.returncode == 2 and "--device 2 is out of range for backend 'faulty', which has 2 devices" in
+          proc.stderr, "--device 2 on a 2-device backend is an error naming its device count")
+    # Without --backend, every backend must have the device (cpu has one).
+    proc = run(["conformance", "--ops", r"^bp::mul\b", "--device", "1"], a.backplane, plugins)
+    check(proc.returncode == 2 and "backend 'cpu', which has 1 device" in proc.stderr,
+          "--device 1 with cpu among the backends is an error naming cpu's count")
+
+
 def test_usage_errors(a):
     plugins = [a.cpu_plugin]
     for args, needle in ((["conformance", "--backend", "nosuch"], "no loaded plugin provides backend 'nosuch'"),
                          (["conformance", "--ops", "("], "not a valid regular expression"),
                          (["conformance", "--timeout", "0"], "positive number of seconds"),
+                         (["conformance", "--device", "-1"], "needs a device index"),
+                         (["conformance", "--device", "1", "--all-devices"], "exclude each other"),
+                         (["devices", "--all-devices"], "applies only to the 'conformance' command"),
                          (["ops", "--strict"], "applies only to the 'conformance' command")):
         proc = run(args, a.backplane, plugins)
         check(proc.returncode == 2, "%s is a usage error (exit 2), got %d" % (args, proc.returncode))
@@ -172,6 +316,8 @@ def main():
     test_hanging_kernel(a)
     test_strict_and_clean_runs(a)
     test_backends_without_devices(a)
+    test_explicit_plugin_that_does_not_load(a)
+    test_devices(a)
     test_usage_errors(a)
     if FAILURES:
         print("\n%d check(s) failed:\n  " % len(FAILURES) + "\n  ".join(FAILURES), file=sys.stderr)

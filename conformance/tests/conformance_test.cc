@@ -247,5 +247,71 @@ TEST(Suite, ResultLinesCarryTheKernelKind) {
   EXPECT_FALSE(decodeResult(line).has_value()) << line;
 }
 
+// runSpec tells its observer each sample before it runs and each form's
+// result as soon as the form ends (what a worker writes to its parent), and
+// starts at the form it is given (where a new worker resumes after a crash).
+TEST(Runner, TellsTheObserverEachSampleBeforeItRuns) {
+  const OpSpec* relu = nullptr;
+  for (const OpSpec& s : allSpecs())
+    if (s.op == "bp::relu") relu = &s;
+  ASSERT_NE(relu, nullptr);
+  const std::vector<Form> forms = formsOf(*relu);
+  ASSERT_EQ(forms.size(), 3u);
+  EXPECT_EQ(forms[0].op, "bp::relu");
+  EXPECT_STREQ(forms[1].name, "inplace");
+  EXPECT_EQ(forms[2].op, "bp::relu.out");
+
+  struct Event {
+    size_t form;
+    int number;  // 0: the form's result
+    std::string sample;
+  };
+  std::vector<Event> events;
+  SpecObserver observer;
+  observer.before_sample = [&](size_t form, int number, const Sample& s) { events.push_back({form, number, s.name}); };
+  observer.form_done = [&](size_t form, const Result& r) {
+    EXPECT_EQ(r.op, forms[form].op);
+    events.push_back({form, 0, ""});
+  };
+  const std::vector<Result> results = runSpec(*relu, Device(DeviceType::CPU, 0), /*first_form=*/1, observer);
+  ASSERT_EQ(results.size(), 2u) << "the functional form is skipped";
+  EXPECT_EQ(results[0].form, "inplace");
+  EXPECT_EQ(results[1].form, "out");
+  // Samples 1..n of form 1, its result, then samples 1..m of form 2 and its result.
+  size_t form = 1;
+  int expected = 1;
+  for (const Event& e : events) {
+    ASSERT_EQ(e.form, form);
+    if (e.number == 0) {
+      EXPECT_EQ(expected - 1, results[form - 1].samples) << "one announcement per sample counted";
+      ++form;
+      expected = 1;
+      continue;
+    }
+    EXPECT_EQ(e.number, expected++);
+    EXPECT_FALSE(e.sample.empty());
+  }
+  EXPECT_EQ(form, 3u) << "both forms ended";
+  EXPECT_EQ(events.front().sample, "[3,4] float32");
+  EXPECT_TRUE(runSpec(*relu, Device(DeviceType::CPU, 0), /*first_form=*/3).empty());
+}
+
+// The line announcing a sample survives the trip with tabs and newlines in
+// the sample's name; other lines are not announcements.
+TEST(Suite, SampleLinesRoundTrip) {
+  const SampleStart s{12, 2, 7, "odd\tname\nwith \\ escapes"};
+  const std::string line = encodeSampleStart(s);
+  EXPECT_EQ(line.find('\n'), std::string::npos) << line;
+  std::optional<SampleStart> back = decodeSampleStart(line);
+  ASSERT_TRUE(back.has_value()) << line;
+  EXPECT_EQ(back->item, 12u);
+  EXPECT_EQ(back->form, 2u);
+  EXPECT_EQ(back->number, 7);
+  EXPECT_EQ(back->sample, s.sample);
+  EXPECT_FALSE(decodeSampleStart("sample\t1\tx\t3\tname").has_value());
+  EXPECT_FALSE(decodeSampleStart(encodeResult(Result{})).has_value());
+  EXPECT_FALSE(decodeResult(line).has_value());
+}
+
 }  // namespace
 }  // namespace backplane::conformance

@@ -18,11 +18,19 @@ struct PluginSources {
   bool defaults = true;                     // false with --no-default-plugins
 };
 
+// A plugin named with --plugin that did not load: the path as given and why.
+struct PluginLoadFailure {
+  std::string path;
+  std::string reason;
+};
 // Loads the explicit plugins, then (unless disabled) plugins().loadAll().
-// Failures are recorded in plugins().plugins(); nothing is printed.
-void loadPlugins(const PluginSources& sources);
+// Every failure is recorded in plugins().plugins() and nothing is printed;
+// the explicit paths that failed are returned, since a command must not go
+// on without a plugin it was told to load.
+std::vector<PluginLoadFailure> loadPlugins(const PluginSources& sources);
 // One stderr line per failed load attempt (for commands other than `plugins`,
-// which reports them itself).
+// which reports them itself): a plugin found in a default source that does
+// not load is a warning, not a failure.
 void warnAboutFailedPlugins(std::ostream& err);
 
 // One device type as the tool shows it.
@@ -46,14 +54,28 @@ struct ConformanceOptions {
   std::optional<std::string> json, junit, markdown;  // report files
   double timeout_s = 300;             // --timeout: per op, in the worker
   bool progress = false;              // an op counter on stderr (a terminal)
+  // The device the op specs run on: --device N (default 0), or every device
+  // of each backend with --all-devices (one run per device; the device API
+  // checks, which cover every device, run with the first).
+  int device = 0;
+  bool all_devices = false;
 };
 // `self` is this executable, started once per backend (and again after a
 // crash) as `conformance-worker`.
 int runConformance(std::ostream& out, std::ostream& err, const std::string& self, const PluginSources& sources,
                    const ConformanceOptions& options);
 
-// `backplane conformance-worker` (internal): runs the items of one backend
-// from `first` on, writing the wire protocol to file descriptor `fd`.
-int runConformanceWorker(const std::string& backend, const std::string& ops, size_t first, int fd);
+// What a conformance worker runs (internal, Note [Conformance workers]).
+struct WorkerTask {
+  std::string backend;
+  std::string ops;            // --ops
+  int device = 0;             // the op specs' device index
+  bool device_checks = true;  // whether the items start with the device checks
+  size_t first = 0;           // the item to start at
+  size_t first_form = 0;      // that item's first form to run (formsOf order)
+};
+// `backplane conformance-worker` (internal): runs `task`, writing the wire
+// protocol to file descriptor `fd`.
+int runConformanceWorker(const WorkerTask& task, int fd);
 
 }  // namespace backplane::conformance

@@ -42,8 +42,31 @@ struct Result {
 // Parses outcomeName()'s text.
 std::optional<Outcome> outcomeFromName(std::string_view name);
 
-// Runs every form of `spec` on `device`; one Result per form.
-std::vector<Result> runSpec(const OpSpec& spec, Device device);
+// One form of a spec: the op it calls and its name ("functional",
+// "inplace" or "out").
+struct Form {
+  std::string op;
+  const char* name;
+};
+// The forms of `spec` in the order runSpec runs them (the functional form
+// first); the index into this list names a form on the worker's wire
+// (Note [Conformance workers] in src/command.cc).
+std::vector<Form> formsOf(const OpSpec& spec);
+
+// What runSpec tells its caller as it goes, so that a process that dies in
+// a kernel can still be blamed on the right sample: `before_sample` before
+// each sample of a form is run (its 1-based number in the form and the
+// sample), `form_done` with each form's Result as soon as the form ends.
+// Either may be empty.
+struct SpecObserver {
+  std::function<void(size_t form, int number, const Sample& sample)> before_sample;
+  std::function<void(size_t form, const Result& result)> form_done;
+};
+
+// Runs the forms of `spec` from formsOf(spec)[first_form] on, on `device`;
+// one Result per form run.
+std::vector<Result> runSpec(const OpSpec& spec, Device device, size_t first_form = 0,
+                            const SpecObserver& observer = {});
 
 // How a backend serves `op`; Missing for an op that is not defined.
 KernelKind kernelKindOn(const std::string& op, DeviceType type);

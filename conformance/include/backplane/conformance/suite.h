@@ -39,19 +39,34 @@ struct Item {
   const OpSpec* spec = nullptr;  // null for a device check
 };
 
-// The items of a run on `type`: its device checks, then every spec, keeping
-// those whose name or any of whose form's op names `ops_regex` matches (an
-// ECMAScript regex searched anywhere in the name; empty keeps all). Throws
-// Error(kInvalidArgument) for a bad regex.
-std::vector<Item> selectItems(DeviceType type, const std::string& ops_regex);
+// The items of a run on `type`: its device checks (unless
+// `device_checks` is false: a run on a second device of the type repeats
+// none), then every spec, keeping those whose name or any of whose form's
+// op names `ops_regex` matches (an ECMAScript regex searched anywhere in
+// the name; empty keeps all). Throws Error(kInvalidArgument) for a bad regex.
+std::vector<Item> selectItems(DeviceType type, const std::string& ops_regex, bool device_checks = true);
 
-// Runs an item on device 0 of `type` (device checks: on every device).
-std::vector<Result> runItem(const Item& item, DeviceType type);
+// Runs an item: an op spec's forms from `first_form` on, on `device`
+// (runSpec, telling `observer`); a device check on every device of
+// device.type.
+std::vector<Result> runItem(const Item& item, Device device, size_t first_form = 0, const SpecObserver& observer = {});
 
 // A Result as one line of text (no newline) and back: fields separated by
 // tabs, with backslash, tab and newline escaped. decodeResult returns
 // nothing for a line that is not an encoded Result.
 std::string encodeResult(const Result& r);
 std::optional<Result> decodeResult(std::string_view line);
+
+// The sample a worker is about to run: item `item`'s form `form` (formsOf
+// order), its sample number `number` (1-based, as Result::samples counts)
+// named `sample`. As a line the same way as a Result, and back.
+struct SampleStart {
+  size_t item = 0;
+  size_t form = 0;
+  int number = 0;
+  std::string sample;
+};
+std::string encodeSampleStart(const SampleStart& s);
+std::optional<SampleStart> decodeSampleStart(std::string_view line);
 
 }  // namespace backplane::conformance
