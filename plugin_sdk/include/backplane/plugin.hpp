@@ -745,7 +745,8 @@ class Tensor {
   template <class T>
   T* data_ptr() const {
     T* p = typedAddress<T>("data_ptr");
-    if (!detail::isHostAccessibleType(info().device.type)) [[unlikely]]
+    const int32_t type = info().device.type;
+    if (type != 0 && !detail::isHostAccessibleType(type)) [[unlikely]]  // cpu first: the common case
       notHostMemory(scalarTypeOf<T>());
     return p;
   }
