@@ -82,7 +82,11 @@ struct State {
 
   std::vector<std::string> defs;
   std::vector<KernelRegistration> impls, fallbacks, impls_when_defined;
-  std::vector<const BP_DeviceTypeDesc*> devices;
+  // Copies of the registered descriptors and their names, as the real host
+  // keeps them (Note [ABI rules]: descriptors are copied during the call).
+  std::deque<BP_DeviceTypeDesc> device_copies;
+  std::deque<std::string> device_names;
+  std::vector<const BP_DeviceTypeDesc*> devices;  // into device_copies
   std::vector<std::pair<BP_LogLevel, std::string>> logs;
   BP_Error* (*fail_registration)() = nullptr;  // when set, def/impl/register fail with its error
 
@@ -150,7 +154,10 @@ void log(BP_Plugin*, BP_LogLevel level, const char* message) { g.logs.emplace_ba
 BP_Error* registerDeviceType(BP_Plugin* plugin, const BP_DeviceTypeDesc* desc, int32_t* out) {
   if (plugin != kPlugin) return errorNew(BP_INTERNAL, "wrong plugin handle");
   if (g.fail_registration) return g.fail_registration();
-  g.devices.push_back(desc);
+  g.device_copies.push_back(*desc);
+  g.device_names.emplace_back(desc->name);
+  g.device_copies.back().name = g.device_names.back().c_str();
+  g.devices.push_back(&g.device_copies.back());
   *out = static_cast<int32_t>(6 + g.devices.size());  // 7, 8, ...
   return nullptr;
 }
@@ -1007,6 +1014,300 @@ TEST_F(PluginHpp, DataPtrChecksDtype) {
   bp::Tensor b = bp::Tensor::adopt(fake::makeTensor({4}, BP_BOOL));
   EXPECT_NE(b.data_ptr<const bool>(), nullptr);
   EXPECT_THROW((void)b.data_ptr<uint8_t>(), bp::Error);
+}
+
+// Note [Host and device addresses]: data_ptr<T>() hands out host pointers
+// only for memory the plugin knows to be host memory; device_ptr<T>() is
+// the unchecked device address.
+TEST_F(PluginHpp, DataPtrRefusesMemoryNotKnownToBeHostMemory) {
+  bp::Library m(fake::kPlugin);
+  struct Opaque final : bp::DeviceBackend {
+    int deviceCount() override { return 1; }
+    void* allocate(int, size_t) override { return nullptr; }
+    void deallocate(int, void*) override {}
+    void copyHostToDevice(int, void*, const void*, size_t) override {}
+    void copyDeviceToHost(int, void*, const void*, size_t) override {}
+    void copyDeviceToDevice(int, void*, int, const void*, size_t) override {}
+    void memset(int, void*, uint8_t, size_t) override {}
+  } opaque;
+  struct Host final : bp::HostMemoryBackend {
+    int deviceCount() override { return 1; }
+  } hostmem;
+  const int32_t toy = m.registerDevice("toy", &opaque);         // 7: not host memory
+  const int32_t shared = m.registerDevice("shared", &hostmem);  // 8: host memory
+  bp::Tensor on_toy = bp::Tensor::adopt(fake::makeTensor({4}, BP_FLOAT32, {toy, 0}));
+  bp::Tensor on_shared = bp::Tensor::adopt(fake::makeTensor({4}, BP_FLOAT32, {shared, 0}));
+  bp::Tensor on_cpu = bp::Tensor::adopt(fake::makeTensor({4}, BP_FLOAT32));
+  bp::Tensor elsewhere = bp::Tensor::adopt(fake::makeTensor({4}, BP_FLOAT32, {2, 0}));  // another plugin's type
+
+  EXPECT_EQ(static_cast<void*>(on_cpu.data_ptr<float>()), on_cpu.device_ptr());
+  EXPECT_EQ(static_cast<const void*>(on_shared.data_ptr<const float>()), on_shared.device_ptr());
+  EXPECT_EQ(static_cast<void*>(on_toy.device_ptr<float>()), on_toy.data_ptr());  // the address, unchecked
+  try {
+    (void)on_toy.data_ptr<float>();
+    ADD_FAILURE() << "data_ptr<float>() on a toy tensor returned";
+  } catch (const bp::Error& e) {
+    EXPECT_EQ(e.code(), BP_FAILED_PRECONDITION);
+    EXPECT_EQ(e.message(),
+              "data_ptr<float32>() called on a tensor on toy:0, whose memory this plugin does not know to be host "
+              "memory; a host pointer to it would not be safe to dereference. Use device_ptr<float32>() for the "
+              "device address (to pass to the device or translate), or register the device type with "
+              "hostAccessible() true if the host may read it");
+  }
+  try {
+    (void)elsewhere.data_ptr<const float>();
+    ADD_FAILURE() << "data_ptr<float>() on another plugin's device returned";
+  } catch (const bp::Error& e) {
+    EXPECT_EQ(e.code(), BP_FAILED_PRECONDITION);
+    EXPECT_NE(e.message().find("on device type 2:0"), std::string::npos) << e.message();
+  }
+  // The dtype is still checked first, under the accessor's own name.
+  try {
+    (void)on_toy.device_ptr<int32_t>();
+    ADD_FAILURE();
+  } catch (const bp::Error& e) {
+    EXPECT_EQ(e.message(), "device_ptr<int32>() called on a tensor of dtype float32");
+  }
+
+  // A raw descriptor says it too.
+  BP_DeviceTypeDesc raw = *fake::g.devices[1];
+  raw.name = "raw";
+  const int32_t raw_type = m.registerDeviceType(raw);  // host_accessible = 1, copied from "shared"
+  bp::Tensor on_raw = bp::Tensor::adopt(fake::makeTensor({1}, BP_INT64, {raw_type, 0}));
+  EXPECT_NE(on_raw.data_ptr<int64_t>(), nullptr);
+}
+
+// Note [ABI rules]: the host copies a descriptor during register_device_type,
+// so registerDevice builds it on its stack; the name is the caller's and is
+// copied too.
+TEST_F(PluginHpp, RegisterDeviceHandsTheHostADescriptorToCopy) {
+  bp::Library m(fake::kPlugin);
+  struct Host final : bp::HostMemoryBackend {
+    int deviceCount() override { return 3; }
+  } backend;
+  std::string name = "scratch";
+  m.registerDevice(name.c_str(), &backend);
+  name = "changed";  // the SDK and the host keep their own copies
+  ASSERT_EQ(fake::g.devices.size(), 1u);
+  EXPECT_STREQ(fake::g.devices[0]->name, "scratch");
+  EXPECT_EQ(backend.typeName(), "scratch");
+  EXPECT_EQ(fake::g.devices[0]->device_count(fake::g.devices[0]->ctx), 3);
+}
+
+// bp::HostMemoryBackend: a device of host memory needs only deviceCount().
+TEST_F(PluginHpp, HostMemoryBackendIsAWholeDevice) {
+  bp::Library m(fake::kPlugin);
+  struct Host final : bp::HostMemoryBackend {
+    int deviceCount() override { return 1; }
+  } backend;
+  m.registerDevice("hostmem", &backend);
+  const BP_DeviceTypeDesc& d = *fake::g.devices[0];
+  EXPECT_EQ(d.host_accessible, 1);
+  void* p = nullptr;
+  ASSERT_EQ(fake::take(d.allocate(d.ctx, 0, 100, &p)).first, BP_OK);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % bp::HostMemoryBackend::kAlignment, 0u);
+  const char text[] = "backplane";
+  ASSERT_EQ(fake::take(d.copy_host_to_device(d.ctx, 0, p, text, sizeof text)).first, BP_OK);
+  ASSERT_EQ(fake::take(d.memset(d.ctx, 0, static_cast<char*>(p) + 4, 'X', 2)).first, BP_OK);
+  // Overlapping device-to-device copies are memmove.
+  ASSERT_EQ(fake::take(d.copy_device_to_device(d.ctx, 0, static_cast<char*>(p) + 1, 0, p, 4)).first, BP_OK);
+  char back[sizeof text] = {};
+  ASSERT_EQ(fake::take(d.copy_device_to_host(d.ctx, 0, back, p, sizeof back)).first, BP_OK);
+  EXPECT_STREQ(back, "bbackXane");
+  d.deallocate(d.ctx, 0, p);
+  // Out of memory is an error, not a crash.
+  void* huge = nullptr;
+  EXPECT_EQ(fake::take(d.allocate(d.ctx, 0, size_t{1} << 62, &huge)).first, BP_RESOURCE_EXHAUSTED);
+  EXPECT_EQ(huge, nullptr);
+}
+
+// ------------------------------------------------------- strided loops
+
+namespace loops {
+
+// A float tensor of `sizes` on `device` holding start, start + 1, ...
+// (contiguous; a fake tensor's memory is host memory on every device).
+bp::Tensor iota(std::vector<int64_t> sizes, float start = 0, BP_Device device = {0, 0}) {
+  bp::Tensor t = bp::Tensor::adopt(fake::makeTensor(std::move(sizes), BP_FLOAT32, device));
+  float* p = t.device_ptr<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = start + static_cast<float>(i);
+  return t;
+}
+
+// Element `index` of `t` (host memory), read through its strides.
+float at(const bp::Tensor& t, const std::vector<int64_t>& index) {
+  const float* p = static_cast<const float*>(t.data_ptr());
+  int64_t off = 0;
+  for (size_t d = 0; d < index.size(); ++d) off += index[d] * t.stride(static_cast<int64_t>(d));
+  return p[off];
+}
+
+// Every index of `sizes`, row-major.
+std::vector<std::vector<int64_t>> indices(const std::vector<int64_t>& sizes) {
+  std::vector<std::vector<int64_t>> out;
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  for (int64_t i = 0; i < n; ++i) {
+    std::vector<int64_t> idx(sizes.size());
+    int64_t rest = i;
+    for (size_t d = sizes.size(); d-- > 0;) {
+      idx[d] = rest % sizes[d];
+      rest /= sizes[d];
+    }
+    out.push_back(idx);
+  }
+  return out;
+}
+
+// `index` of a loop of `shape` as seen by an operand of `sizes` (broadcast).
+std::vector<int64_t> broadcastIndex(const std::vector<int64_t>& index, const bp::Tensor& t) {
+  std::vector<int64_t> out(static_cast<size_t>(t.dim()));
+  const size_t lead = index.size() - out.size();
+  for (size_t d = 0; d < out.size(); ++d) out[d] = t.size(static_cast<int64_t>(d)) == 1 ? 0 : index[lead + d];
+  return out;
+}
+
+std::vector<int64_t> vec(bp::IntList l) { return l.vec(); }
+
+}  // namespace loops
+
+// out = a + 10 * b over every layout a kernel meets: the result at each
+// index is the inputs' elements at that index, whatever the strides.
+TEST_F(PluginHpp, ForEachWalksEveryLayoutWithBroadcasting) {
+  using loops::iota;
+  struct Case {
+    const char* name;
+    bp::Tensor out, a, b;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"contiguous", iota({3, 4}), iota({3, 4}), iota({3, 4}, 100)});
+  cases.push_back({"broadcast [3,1] with [4]", iota({3, 4}), iota({3, 1}), iota({4}, 100)});
+  cases.push_back({"broadcast [2,3,4] with [3,1]", iota({2, 3, 4}), iota({2, 3, 4}), iota({3, 1}, 100)});
+  cases.push_back({"0-d with [2,3]", iota({2, 3}), iota({}), iota({2, 3}, 100)});
+  cases.push_back({"0-d with 0-d", iota({}), iota({}, 5), iota({}, 7)});
+  {  // a transposed input and a transposed (non-contiguous) out
+    bp::Tensor base = iota({4, 3});
+    bp::Tensor t = base.as_strided({3, 4}, {1, 3}, 0);
+    bp::Tensor out_base = iota({4, 3});
+    cases.push_back({"transposed", out_base.as_strided({3, 4}, {1, 3}, 0), t, iota({3, 4}, 100)});
+  }
+  {  // a sliced input with a storage offset (every other column, from 1)
+    bp::Tensor base = iota({3, 8});
+    cases.push_back({"sliced with offset", iota({3, 4}), base.as_strided({3, 4}, {8, 2}, 1), iota({3, 4}, 100)});
+  }
+  {  // an expanded input (stride 0)
+    bp::Tensor row = iota({1, 4}, 100);
+    cases.push_back({"expanded", iota({3, 4}), iota({3, 4}), row.as_strided({3, 4}, {0, 1}, 0)});
+  }
+  {  // a column of a matrix: a dimension of size 1 with an odd stride
+    bp::Tensor base = iota({5, 6});
+    cases.push_back({"column view", iota({5, 1}), base.as_strided({5, 1}, {6, 1}, 2), iota({5, 1}, 100)});
+  }
+  {  // more dimensions than the loop keeps inline (13), none mergeable
+    std::vector<int64_t> sizes(13, 2);
+    std::vector<int64_t> strides(13);
+    int64_t s = 1;
+    for (size_t d = 13; d-- > 0;) strides[d] = s, s *= 2;
+    std::swap(strides[0], strides[12]);  // permuted, so no two neighbours merge
+    bp::Tensor base = iota({int64_t{1} << 13});
+    cases.push_back({"13 permuted dimensions", iota(sizes), base.as_strided(sizes, strides, 0), iota(sizes, 1e5f)});
+  }
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    bp::forEach<float>(c.out, c.a, c.b, [](float x, float y) { return x + 10 * y; });
+    for (const std::vector<int64_t>& i : loops::indices(loops::vec(c.out.sizes()))) {
+      const float want =
+          loops::at(c.a, loops::broadcastIndex(i, c.a)) + 10 * loops::at(c.b, loops::broadcastIndex(i, c.b));
+      ASSERT_EQ(loops::at(c.out, i), want) << "at index " << bp::IntList(i);
+    }
+  }
+}
+
+TEST_F(PluginHpp, ForEachOnEmptyTensorsCallsNothing) {
+  bp::Tensor out = loops::iota({0, 3}), a = loops::iota({0, 3}), b = loops::iota({3});
+  int calls = 0;
+  bp::forEach<float>(out, a, b, [&](float, float) { return static_cast<float>(++calls); });
+  EXPECT_EQ(calls, 0);
+  // A span with no memory at all is fine when there are no elements.
+  bp::forEachElement(
+      bp::IntList{4, 0}, [&](float&) { ++calls; }, bp::StridedSpan<float>{nullptr, {4, 0}, {0, 1}});
+  EXPECT_EQ(calls, 0);
+}
+
+// In place: out is exactly an input (same address, sizes and strides).
+TEST_F(PluginHpp, ForEachInPlaceReadsEachElementBeforeWritingIt) {
+  bp::Tensor base = loops::iota({4, 3});
+  bp::Tensor self = base.as_strided({3, 4}, {1, 3}, 0);  // transposed
+  bp::Tensor other = loops::iota({4}, 1);
+  bp::forEach<float>(self, self, other, [](float x, float y) { return x * y; });
+  for (const std::vector<int64_t>& i : loops::indices({3, 4})) {
+    const float original = static_cast<float>(i[1] * 3 + i[0]);
+    EXPECT_EQ(loops::at(self, i), original * static_cast<float>(i[1] + 1));
+  }
+}
+
+TEST_F(PluginHpp, ForEachUnaryAndTernary) {
+  bp::Tensor x = loops::iota({2, 3}, -3);
+  bp::Tensor y = loops::iota({2, 3});
+  bp::forEach<float>(y, x, [](float v) { return v < 0 ? 0.0f : v; });
+  EXPECT_EQ(loops::at(y, {0, 0}), 0.0f);
+  EXPECT_EQ(loops::at(y, {1, 2}), 2.0f);
+  bp::Tensor c = loops::iota({3}), lo = loops::iota({}, 1), hi = loops::iota({2, 1}, 1);
+  bp::Tensor out = loops::iota({2, 3});
+  bp::forEach<float>(out, c, lo, hi, [](float v, float l, float h) { return v < l ? l : v > h ? h : v; });
+  EXPECT_EQ(loops::at(out, {0, 0}), 1.0f);  // clamp(0, 1, 1)
+  EXPECT_EQ(loops::at(out, {1, 2}), 2.0f);  // clamp(2, 1, 2)
+}
+
+TEST_F(PluginHpp, ForEachReportsShapesThatDoNotBroadcastAndWrongDtypes) {
+  bp::Tensor out = loops::iota({2, 3}), a = loops::iota({2, 3}), b = loops::iota({4});
+  try {
+    bp::forEach<float>(out, a, b, [](float x, float y) { return x + y; });
+    ADD_FAILURE() << "a [4] operand was broadcast to [2, 3]";
+  } catch (const bp::Error& e) {
+    EXPECT_EQ(e.code(), BP_INVALID_ARGUMENT);
+    EXPECT_EQ(e.message(), "bp::forEach: operand 2 of shape [4] cannot be broadcast to the loop's shape [2, 3]");
+  }
+  bp::Tensor i64 = bp::Tensor::adopt(fake::makeTensor({2, 3}, BP_INT64));
+  EXPECT_THROW(bp::forEach<float>(out, i64, [](float x) { return x; }), bp::Error);
+  // Memory the host cannot read is refused by the Tensor form (data_ptr).
+  bp::Library m(fake::kPlugin);
+  struct Opaque final : bp::DeviceBackend {
+    int deviceCount() override { return 1; }
+    void* allocate(int, size_t) override { return nullptr; }
+    void deallocate(int, void*) override {}
+    void copyHostToDevice(int, void*, const void*, size_t) override {}
+    void copyDeviceToHost(int, void*, const void*, size_t) override {}
+    void copyDeviceToDevice(int, void*, int, const void*, size_t) override {}
+    void memset(int, void*, uint8_t, size_t) override {}
+  } opaque;
+  const int32_t toy = m.registerDevice("toy", &opaque);
+  bp::Tensor on_toy = loops::iota({2, 3}, 0, {toy, 0});
+  try {
+    bp::forEach<float>(on_toy, on_toy, [](float x) { return x; });
+    ADD_FAILURE();
+  } catch (const bp::Error& e) {
+    EXPECT_EQ(e.code(), BP_FAILED_PRECONDITION);
+  }
+  // ... while spans at the kernel's own pointers work (spanAt checks the dtype).
+  float* mine = static_cast<float*>(on_toy.device_ptr());
+  bp::forEach(bp::spanAt(on_toy, mine), bp::spanAt(on_toy, static_cast<const float*>(mine)),
+              [](float x) { return 2 * x; });
+  EXPECT_EQ(mine[5], 10.0f);
+  EXPECT_THROW((void)bp::spanAt(on_toy, static_cast<double*>(nullptr)), bp::Error);
+}
+
+// A reduction: an accumulator span with stride 0 over the reduced dimension
+// is visited once per element of it.
+TEST_F(PluginHpp, ForEachElementSumsThroughABroadcastSpan) {
+  bp::Tensor self = loops::iota({3, 4});  // row i holds 4i .. 4i + 3
+  std::vector<double> acc(3, 0.0);
+  const int64_t acc_strides[] = {1, 0};
+  bp::forEachElement(
+      self.sizes(), [](double& a, const float& x) { a += x; },
+      bp::StridedSpan<double>{acc.data(), self.sizes(), acc_strides}, bp::hostSpan<const float>(self));
+  EXPECT_EQ(acc, (std::vector<double>{6, 22, 38}));
 }
 
 TEST_F(PluginHpp, EmptyEmptyStridedAndAsStrided) {

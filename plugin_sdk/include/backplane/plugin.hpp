@@ -8,46 +8,12 @@
 // float16_conversions.h and standard headers; nothing here depends on the
 // host's C++ headers.
 //
-// Minimum plugin (a device whose memory is host memory, and one kernel):
-//
-//   #include <backplane/plugin.hpp>
-//   #include <cstring>
-//   #include <new>
-//
-//   class ToyBackend final : public bp::DeviceBackend {
-//    public:
-//     int deviceCount() override { return 1; }
-//     bool hostAccessible() override { return true; }
-//     void* allocate(int, size_t n) override { return ::operator new(n); }
-//     void deallocate(int, void* p) override { ::operator delete(p); }
-//     void copyHostToDevice(int, void* d, const void* s, size_t n) override { std::memcpy(d, s, n); }
-//     void copyDeviceToHost(int, void* d, const void* s, size_t n) override { std::memcpy(d, s, n); }
-//     void copyDeviceToDevice(int, void* d, int, const void* s, size_t n) override { std::memcpy(d, s, n); }
-//     void memset(int, void* d, uint8_t v, size_t n) override { std::memset(d, v, n); }
-//   };
-//
-//   // toy::add(Tensor a, Tensor b) -> Tensor; float32, same shape, contiguous.
-//   bp::Tensor add(const bp::Tensor& a, const bp::Tensor& b) {
-//     BP_PLUGIN_CHECK(a.dtype() == bp::ScalarType::Float32 && b.dtype() == a.dtype(),
-//                     "toy::add supports float32 only, got ", a.dtype(), " and ", b.dtype());
-//     BP_PLUGIN_CHECK(a.sizes() == b.sizes() && a.is_contiguous() && b.is_contiguous(),
-//                     "toy::add needs contiguous tensors of one shape, got ", a.sizes(), " and ", b.sizes());
-//     bp::Tensor out = bp::Tensor::empty(a.sizes(), a.dtype(), a.device());
-//     const float* x = a.data_ptr<const float>();
-//     const float* y = b.data_ptr<const float>();
-//     float* z = out.data_ptr<float>();
-//     for (int64_t i = 0; i < a.numel(); ++i) z[i] = x[i] + y[i];
-//     return out;  // the host adopts the new reference
-//   }
-//
-//   void init(bp::Library& m) {
-//     static ToyBackend backend;  // must outlive the plugin
-//     int32_t toy = m.registerDevice("toy", &backend);
-//     m.def("toy::add(Tensor a, Tensor b) -> Tensor");
-//     m.impl("toy::add", toy, &add);  // cpp_signature "(Tensor, Tensor) -> Tensor"
-//   }
-//
-//   BACKPLANE_PLUGIN("toy", "1.0.0", init)
+// The smallest complete plugin is samples/minimal_plugin/minimal_plugin.cc
+// (also shown in README.md, "Write a plugin"): a bp::HostMemoryBackend
+// device, one native `.out` kernel written with bp::forEach and registered
+// for float32 only (bp::Dtypes), and every other operator and dtype through
+// the host's CPU fallback. samples/vendor_plugin (toyaccel) is the model for
+// a device whose memory the host cannot read.
 //
 // Note [Exceptions at the ABI boundary]
 // C++ exceptions never cross into the host. Every function this header hands
@@ -75,7 +41,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <deque>
 #include <exception>
 #include <initializer_list>
 #include <limits>
@@ -183,12 +148,26 @@ namespace bp {
 
 namespace detail {
 // Set once by backplane_plugin_init (installHost) before the plugin's init
-// function runs, then only read; see Note [Per-plugin state]. g_host points
-// at g_host_table, a copy of the host's table: the ABI does not say how long
-// the table passed to init lives, so the SDK keeps its own copy.
+// function runs, then only read; see Note [Per-plugin state]. The host's
+// table stays valid until the plugin's shutdown returns (Note [ABI rules] in
+// plugin_api.h); g_host points at g_host_table, a copy cut to the fields
+// this header knows, so that a Tensor released after shutdown (a static
+// destroyed when the library closes) still finds tensor_release, and so
+// that reading a slot is one load from this plugin's own data.
 BP_SDK_HIDDEN inline BP_HostApi g_host_table = {};
 BP_SDK_HIDDEN inline const BP_HostApi* g_host = nullptr;
 BP_SDK_HIDDEN inline BP_Plugin* g_plugin = nullptr;
+// Bit t is set when device type t's memory is host memory as far as this
+// plugin knows: cpu (type 0) always, and every type this plugin registered
+// with host_accessible set. Written during init only (registerDevice,
+// registerDeviceType); read by Tensor::data_ptr<T>() (Note [Host and device
+// addresses]). Device types of other plugins are not known here.
+BP_SDK_HIDDEN inline uint64_t g_host_accessible_types = 1;
+
+// Whether this plugin knows device type `type`'s memory to be host memory.
+inline bool isHostAccessibleType(int32_t type) noexcept {
+  return static_cast<uint32_t>(type) < 64 && ((g_host_accessible_types >> type) & 1) != 0;
+}
 
 // Copies `table` (up to the size this header knows; fields past a smaller
 // struct_size stay NULL) and records `plugin`. Tests call it with a fake host.
@@ -200,6 +179,7 @@ inline void installHost(const BP_HostApi& table, BP_Plugin* plugin) noexcept {
   g_host_table = copy;
   g_host = &g_host_table;
   g_plugin = plugin;
+  g_host_accessible_types = 1;  // cpu; the plugin's own types are added as it registers them
 }
 }  // namespace detail
 
@@ -733,19 +713,49 @@ class Tensor {
   Device device() const { return Device::fromC(info().device); }
   int64_t storage_offset() const { return info().storage_offset; }
   bool is_contiguous() const { return info().is_contiguous != 0; }
-  // Address of the first element (storage + offset); device memory unless
-  // the device is host-accessible.
+  // Note [Host and device addresses]
+  // A tensor's first element has one address, but whether the host may
+  // dereference it depends on the device, so the SDK spells the two uses
+  // differently:
+  // - data_ptr<T>() is for code that reads and writes the elements on the
+  //   host. It refuses (BP_FAILED_PRECONDITION) unless the tensor is on the
+  //   cpu or on a device type this plugin registered with host-accessible
+  //   memory (DeviceBackend::hostAccessible, BP_DeviceTypeDesc
+  //   .host_accessible): a pointer it returns is safe to dereference.
+  // - device_ptr<T>() is the address on the tensor's device, unchecked: to
+  //   hand to a driver or a device kernel, or for a plugin to translate
+  //   into its own memory (samples/vendor_plugin). Dereferencing it on the
+  //   host is wrong unless the memory is host memory.
+  // - data_ptr() and device_ptr() without T are that raw address as void*,
+  //   unchecked (data_ptr() is kept under its old name for the GPU plugins,
+  //   which pass it to their drivers).
+  // The check costs one bit test on cached metadata. A device type of
+  // another plugin (e.g. "cuda" seen from a plugin adding kernels to it) is
+  // not known to be host memory: use device_ptr<T>() there.
+
+  // The address of the first element (storage + offset) on the tensor's
+  // device; see Note [Host and device addresses]. Unchecked.
   void* data_ptr() const { return info().data; }
-  // data_ptr() as T*; T may be const. Throws bp::Error(BP_INVALID_ARGUMENT)
-  // if T's ScalarType is not dtype().
+  void* device_ptr() const { return info().data; }
+  // The first element as a host pointer T* (T may be const), for the host to
+  // dereference. Throws bp::Error(BP_INVALID_ARGUMENT) if T's ScalarType is
+  // not dtype(), and bp::Error(BP_FAILED_PRECONDITION) if the tensor's
+  // memory is not known to be host memory (Note [Host and device
+  // addresses]).
   template <class T>
   T* data_ptr() const {
-    constexpr ScalarType want = scalarTypeOf<T>();
-    if (dtype() != want) {
-      fail(BP_INVALID_ARGUMENT,
-           detail::concat("data_ptr<", name(want), ">() called on a tensor of dtype ", name(dtype())));
-    }
-    return static_cast<T*>(info().data);
+    T* p = typedAddress<T>("data_ptr");
+    const int32_t type = info().device.type;
+    if (type != 0 && !detail::isHostAccessibleType(type)) [[unlikely]]  // cpu first: the common case
+      notHostMemory(scalarTypeOf<T>());
+    return p;
+  }
+  // The first element's device address as T* (T may be const), not to be
+  // dereferenced on the host unless the memory is host memory. Throws
+  // bp::Error(BP_INVALID_ARGUMENT) if T's ScalarType is not dtype().
+  template <class T>
+  T* device_ptr() const {
+    return typedAddress<T>("device_ptr");
   }
 
   // A new contiguous tensor on `device`, allocated by that device's
@@ -786,6 +796,34 @@ class Tensor {
   }
   template <class D, bool kByReference>
   friend struct detail::ArgFetch;
+
+  template <class T>
+  T* typedAddress(const char* accessor) const {
+    constexpr ScalarType want = scalarTypeOf<T>();
+    if (dtype() != want) [[unlikely]]
+      wrongDtype(accessor, want);
+    return static_cast<T*>(info().data);
+  }
+  [[noreturn, gnu::cold, gnu::noinline]] void wrongDtype(const char* accessor, ScalarType want) const {
+    fail(BP_INVALID_ARGUMENT,
+         detail::concat(accessor, "<", name(want), ">() called on a tensor of dtype ", name(dtype())));
+  }
+  [[noreturn, gnu::cold, gnu::noinline]] void notHostMemory(ScalarType want) const {
+    const Device d = device();
+    const char* type_name = nullptr;
+#if BP_ABI_MINOR >= 1
+    if (detail::g_host != nullptr && detail::g_host->device_type_name != nullptr)
+      type_name = detail::g_host->device_type_name(d.type);
+#endif
+    fail(BP_FAILED_PRECONDITION,
+         detail::concat("data_ptr<", name(want), ">() called on a tensor on ",
+                        type_name ? std::string(type_name) : "device type " + std::to_string(d.type), ":", d.index,
+                        ", whose memory this plugin does not know to be host memory; a host pointer to it would not "
+                        "be safe to dereference. Use device_ptr<",
+                        name(want),
+                        ">() for the device address (to pass to the device or translate), or register the device "
+                        "type with hostAccessible() true if the host may read it"));
+  }
 
   // Out of line, so that the common case of reset() and info() stays small
   // enough to inline into every kernel.
@@ -1531,6 +1569,200 @@ class Operator {
   const BP_Operator* op_ = nullptr;
 };
 
+// ------------------------------------------------------- elementwise loops
+
+// Note [Strided loops]
+// Most kernels of a device whose memory the kernel can address directly
+// (host memory, or device memory the plugin translates) are one function
+// applied to every element. bp::forEach runs it over any layout the host
+// hands a kernel: strided and transposed views, storage offsets (the data
+// pointer is the first element), expanded inputs (stride 0), 0-d tensors
+// (one element) and empty ones (no call, no memory touched), with inputs
+// broadcast to the output's shape as PyTorch broadcasts (sizes aligned at
+// the end; a size-1 or missing dimension repeats). An `.out` kernel's
+// output may itself be strided, and in place it is exactly an input (same
+// address, sizes and strides): every element is read before it is written,
+// at the same step, so that is fine; the host refuses partial overlaps and
+// expanded outputs before a kernel runs. Dimensions that are contiguous
+// for every operand are merged first, so a contiguous call is one flat
+// loop. No heap allocation up to 12 dimensions.
+
+// Elements a loop reads or writes: the first element's address in memory
+// the kernel can dereference, and the sizes and strides (in elements) of
+// the view. Borrowed: sizes and strides must outlive the loop (a Tensor's
+// own lists live as long as the Tensor).
+template <class T>
+struct StridedSpan {
+  T* data = nullptr;
+  IntList sizes;
+  IntList strides;
+};
+
+// A tensor's elements for the host to read and write: its data_ptr<T>()
+// (which checks the dtype and that the memory is host memory, Note [Host
+// and device addresses]), sizes and strides.
+template <class T>
+StridedSpan<T> hostSpan(const Tensor& t) {
+  return StridedSpan<T>{t.numel() == 0 ? nullptr : t.data_ptr<T>(), t.sizes(), t.strides()};
+}
+// A tensor's elements at `data`, the kernel's own pointer to its first
+// element (e.g. device memory the plugin translated from
+// t.device_ptr<T>()); checks that T is the tensor's dtype.
+template <class T>
+StridedSpan<T> spanAt(const Tensor& t, T* data) {
+  (void)t.device_ptr<T>();  // the dtype check
+  return StridedSpan<T>{data, t.sizes(), t.strides()};
+}
+
+namespace detail {
+constexpr size_t kInlineLoopDims = 12;
+
+[[noreturn, gnu::cold, gnu::noinline]] inline void loopShapeMismatch(size_t operand, IntList sizes, IntList shape) {
+  fail(BP_INVALID_ARGUMENT, concat("bp::forEach: operand ", operand, " of shape ", sizes,
+                                   " cannot be broadcast to the loop's shape ", shape));
+}
+
+// Calls body(ptrs) for every index of `shape` in row-major order, ptrs[k]
+// being operand k's element there. `base` are the operands' first
+// elements, `elem` their element sizes; each operand's sizes/strides are
+// broadcast to `shape`.
+template <size_t K, class Body>
+void stridedLoop(IntList shape, const std::array<char*, K>& base, const std::array<size_t, K>& elem,
+                 const std::array<IntList, K>& sizes, const std::array<IntList, K>& strides, Body&& body) {
+  const size_t nd = shape.size();
+  for (size_t k = 0; k < K; ++k) {
+    const size_t od = sizes[k].size();
+    if (od > nd || strides[k].size() != od) loopShapeMismatch(k, sizes[k], shape);
+    for (size_t d = 0; d < od; ++d) {
+      const int64_t os = sizes[k][d];
+      if (os != shape[nd - od + d] && os != 1) loopShapeMismatch(k, sizes[k], shape);
+    }
+  }
+  for (size_t d = 0; d < nd; ++d) {
+    if (shape[d] == 0) return;  // no elements: no call, no address formed
+  }
+  // Kept dimensions, innermost first: their sizes, an odometer, and each
+  // operand's step in bytes (0 where it is broadcast).
+  int64_t inline_buf[kInlineLoopDims * (K + 2)];
+  std::vector<int64_t> heap;
+  int64_t* buf = inline_buf;
+  if (nd > kInlineLoopDims) {
+    heap.resize(nd * (K + 2));
+    buf = heap.data();
+  }
+  int64_t* dims = buf;           // [nd]
+  int64_t* counter = buf + nd;   // [nd]
+  int64_t* step = buf + 2 * nd;  // [nd][K]
+  size_t n = 0;
+  for (size_t r = nd; r-- > 0;) {  // from the last (innermost) dimension
+    const int64_t size = shape[r];
+    if (size == 1) continue;
+    int64_t s[K];
+    for (size_t k = 0; k < K; ++k) {
+      const size_t lead = nd - sizes[k].size();
+      s[k] = r < lead || sizes[k][r - lead] == 1 ? 0 : strides[k][r - lead] * static_cast<int64_t>(elem[k]);
+    }
+    // Merge into the kept inner dimension when every operand continues it
+    // (inner step * inner size == this step).
+    bool merge = n > 0;
+    for (size_t k = 0; k < K && merge; ++k) merge = step[(n - 1) * K + k] * dims[n - 1] == s[k];
+    if (merge) {
+      dims[n - 1] *= size;
+      continue;
+    }
+    dims[n] = size;
+    counter[n] = 0;
+    for (size_t k = 0; k < K; ++k) step[n * K + k] = s[k];
+    ++n;
+  }
+  std::array<char*, K> p = base;
+  if (n == 0) {  // one element
+    body(p);
+    return;
+  }
+  const int64_t inner = dims[0];
+  for (;;) {
+    std::array<char*, K> q = p;
+    for (int64_t i = 0; i < inner; ++i) {
+      body(q);
+      for (size_t k = 0; k < K; ++k) q[k] += step[k];
+    }
+    // Step the outer dimensions like an odometer.
+    size_t d = 1;
+    for (; d < n; ++d) {
+      for (size_t k = 0; k < K; ++k) p[k] += step[d * K + k];
+      if (++counter[d] < dims[d]) break;
+      for (size_t k = 0; k < K; ++k) p[k] -= step[d * K + k] * dims[d];
+      counter[d] = 0;
+    }
+    if (d == n) return;
+  }
+}
+
+template <class T>
+char* bytePointer(T* p) noexcept {
+  return const_cast<char*>(reinterpret_cast<const char*>(p));
+}
+
+template <class... T, class Fn, size_t... I>
+void invokeOnElements(Fn& fn, const std::array<char*, sizeof...(T)>& p, std::index_sequence<I...>) {
+  fn(*reinterpret_cast<T*>(p[I])...);
+}
+}  // namespace detail
+
+// Calls fn(e0, e1, ...) with references to the elements of each span at
+// every index of `shape`, in row-major order, each span broadcast to
+// `shape` (Note [Strided loops]). Throws bp::Error(BP_INVALID_ARGUMENT)
+// when a span's sizes do not broadcast to `shape`. A span broadcast along
+// a dimension is visited once per index of it, so a reduction can sum
+// into one: forEachElement(self.sizes(), [](double& acc, const float& x) {
+// acc += x; }, accSpan, selfSpan) with accSpan's reduced strides 0.
+template <class Fn, class... T>
+void forEachElement(IntList shape, Fn&& fn, const StridedSpan<T>&... spans) {
+  constexpr size_t K = sizeof...(T);
+  static_assert(K > 0, "bp::forEachElement: pass at least one span");
+  detail::stridedLoop<K>(
+      shape, {detail::bytePointer(spans.data)...}, {sizeof(T)...}, {spans.sizes...}, {spans.strides...},
+      [&](const std::array<char*, K>& p) { detail::invokeOnElements<T...>(fn, p, std::index_sequence_for<T...>()); });
+}
+
+// out[i] = fn(a[i], ...) for every element of `out`, the inputs broadcast to
+// out's shape: the whole body of an elementwise `.out` kernel. T is the
+// element type of every tensor (checked); fn takes the inputs' elements by
+// value and returns the output element. The tensors' memory must be host
+// memory (data_ptr<T>(), Note [Host and device addresses]); for memory the
+// plugin translates, pass StridedSpans (spanAt) instead.
+//   bp::forEach<float>(out, self, [](float x) { return x < 0 ? 0.0f : x; });
+template <class T, class Fn>
+void forEach(const Tensor& out, const Tensor& a, Fn&& fn) {
+  forEach(hostSpan<T>(out), hostSpan<const T>(a), fn);
+}
+template <class T, class Fn>
+void forEach(const Tensor& out, const Tensor& a, const Tensor& b, Fn&& fn) {
+  forEach(hostSpan<T>(out), hostSpan<const T>(a), hostSpan<const T>(b), fn);
+}
+template <class T, class Fn>
+void forEach(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& c, Fn&& fn) {
+  forEach(hostSpan<T>(out), hostSpan<const T>(a), hostSpan<const T>(b), hostSpan<const T>(c), fn);
+}
+// The same over spans, which may have different element types.
+template <class O, class A, class Fn>
+void forEach(const StridedSpan<O>& out, const StridedSpan<A>& a, Fn&& fn) {
+  forEachElement(
+      out.sizes, [&](O& o, A& x) { o = fn(x); }, out, a);
+}
+template <class O, class A, class B, class Fn>
+void forEach(const StridedSpan<O>& out, const StridedSpan<A>& a, const StridedSpan<B>& b, Fn&& fn) {
+  forEachElement(
+      out.sizes, [&](O& o, A& x, B& y) { o = fn(x, y); }, out, a, b);
+}
+template <class O, class A, class B, class C, class Fn>
+void forEach(const StridedSpan<O>& out, const StridedSpan<A>& a, const StridedSpan<B>& b, const StridedSpan<C>& c,
+             Fn&& fn) {
+  forEachElement(
+      out.sizes, [&](O& o, A& x, B& y, C& z) { o = fn(x, y, z); }, out, a, b, c);
+}
+
 // ----------------------------------------------------------------- devices
 
 // Implement this to add a device type in C++; register it with
@@ -1641,6 +1873,27 @@ class DeviceBackend {
   }
   std::string type_name_;
   int32_t device_type_ = -1;
+};
+
+// A DeviceBackend whose memory is host memory (hostAccessible() is true):
+// allocate is aligned operator new (64 bytes; nullptr when out of memory),
+// the copies are memmove and memset is memset. A subclass overrides
+// deviceCount() and whatever else it needs (properties, synchronize). Its
+// kernels may read tensors with data_ptr<T>() and bp::forEach. For a real
+// device whose memory the host cannot read, derive from DeviceBackend.
+class HostMemoryBackend : public DeviceBackend {
+ public:
+  static constexpr size_t kAlignment = 64;
+
+  bool hostAccessible() override { return true; }
+  void* allocate(int, size_t nbytes) override {
+    return ::operator new (nbytes, std::align_val_t{kAlignment}, std::nothrow);
+  }
+  void deallocate(int, void* p) override { ::operator delete (p, std::align_val_t{kAlignment}); }
+  void copyHostToDevice(int, void* dst, const void* src, size_t n) override { std::memmove(dst, src, n); }
+  void copyDeviceToHost(int, void* dst, const void* src, size_t n) override { std::memmove(dst, src, n); }
+  void copyDeviceToDevice(int, void* dst, int, const void* src, size_t n) override { std::memmove(dst, src, n); }
+  void memset(int, void* dst, uint8_t value, size_t n) override { std::memset(dst, value, n); }
 };
 
 namespace detail {
@@ -1823,17 +2076,6 @@ struct DeviceTrampolines {
   }
 };
 
-// Device descriptors handed to the host, kept for the life of the plugin
-// (the ABI does not say whether the host copies them). Written only during
-// init (single-threaded); a deque keeps element addresses stable.
-struct DeviceRecord {
-  std::string name;
-  BP_DeviceTypeDesc desc;
-};
-BP_SDK_HIDDEN inline std::deque<DeviceRecord>& deviceRecords() {
-  static std::deque<DeviceRecord> records;
-  return records;
-}
 }  // namespace detail
 
 // ----------------------------------------------------------------- Library
@@ -1879,29 +2121,28 @@ class Library {
 
   BP_Plugin* plugin() const noexcept { return plugin_; }
 
-  // Registers a device type from a raw descriptor (which, with its ctx and
-  // strings, must outlive the plugin); returns its device type number.
+  // Registers a device type from a raw descriptor; returns its device type
+  // number. The host copies the descriptor and its name during the call;
+  // its function pointers and ctx must stay valid until the plugin is
+  // unloaded (Note [ABI rules] in plugin_api.h).
   int32_t registerDeviceType(const BP_DeviceTypeDesc& desc) {
     int32_t type = -1;
     throwIfError(detail::hostSlot(host().register_device_type, "register_device_type")(plugin_, &desc, &type));
+    if (desc.host_accessible && type >= 0 && type < 64) detail::g_host_accessible_types |= uint64_t{1} << type;
     return type;
   }
 
   // Registers `backend` (not owned; must outlive the plugin) as device type
-  // `name` (lowercase [a-z][a-z0-9_]*, at most 31 characters); returns its
-  // device type number. Streams and events when the backend says it has
-  // them (DeviceBackend::hasStreams, hasEvents).
+  // `name` (lowercase [a-z][a-z0-9_]*, at most 31 characters; copied);
+  // returns its device type number. Streams and events when the backend
+  // says it has them (DeviceBackend::hasStreams, hasEvents).
   int32_t registerDevice(const char* name, DeviceBackend* backend) {
     if (name == nullptr || backend == nullptr) fail(BP_INVALID_ARGUMENT, "registerDevice: NULL name or backend");
     using T = detail::DeviceTrampolines;
-    std::deque<detail::DeviceRecord>& records = detail::deviceRecords();
-    records.emplace_back();
-    detail::DeviceRecord& r = records.back();
-    r.name = name;
-    BP_DeviceTypeDesc& d = r.desc;
+    BP_DeviceTypeDesc d;  // copied by the host (Note [ABI rules]); `backend` is the ctx it keeps
     std::memset(&d, 0, sizeof d);
     d.struct_size = BP_DeviceTypeDesc_STRUCT_SIZE;
-    d.name = r.name.c_str();
+    d.name = name;
     d.ctx = backend;
     d.host_accessible = backend->hostAccessible() ? 1 : 0;
     d.dlpack_device_type = backend->dlpackDeviceType();
@@ -1931,13 +2172,7 @@ class Library {
       d.event_query = &T::eventQuery;
     }
     backend->type_name_ = name;
-    int32_t type;
-    try {
-      type = registerDeviceType(d);
-    } catch (...) {
-      records.pop_back();  // the host refused it and keeps no pointer to it
-      throw;
-    }
+    const int32_t type = registerDeviceType(d);
     backend->device_type_ = type;
     return type;
   }

@@ -39,10 +39,15 @@
  * - Out-structs (BP_TensorInfo, BP_DeviceProperties): the caller sets
  *   struct_size to the size of its buffer (BP_<type>_STRUCT_SIZE for this
  *   header's struct) and the callee writes at most that many bytes.
- * - Lifetimes: the host table passed to init stays valid until the plugin's
- *   shutdown returns. Structs passed to the host (descriptors) are copied
- *   during the call; the function pointers and ctx values inside them must
- *   stay valid until the plugin is unloaded.
+ * - Lifetimes: the host table passed to init stays valid, unchanged, until
+ *   the plugin's shutdown returns; a plugin may keep the pointer (copying
+ *   it is allowed, never needed). Every struct a plugin passes to the host
+ *   (BP_DeviceTypeDesc, BP_KernelDesc) is copied during the call, together
+ *   with the strings it points to (name, cpp_signature): the plugin may
+ *   reuse or free them once the call returns. What the copies point to
+ *   stays the plugin's: the function pointers and ctx values must stay
+ *   valid until the plugin is unloaded. BP_PluginInfo is the exception: it
+ *   and its strings are static (the host reads them without a call).
  * - Threads: every host function may be called from any thread, except the
  *   registration functions, which are valid only inside init. Plugin kernels
  *   and device functions may be called from several threads at once.

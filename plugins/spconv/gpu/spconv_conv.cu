@@ -381,7 +381,7 @@ void sparseProduct(const char* op, const CallContext& call, ScalarType dtype, co
   visitFloat(dtype, [&](auto tag) {
     using T = decltype(tag);
     bp_gpu::launch(&outputStationaryKernel<T>, dim3(gridX(op, tiles, kThreads), col_tiles), dim3(kThreads), 0,
-                   call.stream, o, map.numel() == 0 ? nullptr : map.data_ptr<const int32_t>(), rb.K, skip_k,
+                   call.stream, o, map.numel() == 0 ? nullptr : map.device_ptr<const int32_t>(), rb.K, skip_k,
                    centre_gemm);
   });
 }

@@ -98,7 +98,7 @@ inline bp::Tensor offsetMap(const char* op, const CallContext& call, const Devic
                 op);
   const int64_t tiles = (rb.P + kMapThreads - 1) / kMapThreads;
   bp_gpu::launch(&buildMapKernel<kMapThreads>, dim3(gridX(op, tiles * rb.K, kMapThreads)), dim3(kMapThreads), 0,
-                 call.stream, rb, src_row, src_rows, dst_rows, tiles, map.data_ptr<int32_t>());
+                 call.stream, rb, src_row, src_rows, dst_rows, tiles, map.device_ptr<int32_t>());
   return map;
 }
 
@@ -124,8 +124,8 @@ inline DeviceRulebook deviceRulebook(const bp::Tensor& pairs, const bp::Tensor& 
   pairs_holder = bp_spconv::contiguous(pairs);
   counts_holder = bp_spconv::contiguous(counts);
   const int64_t K = pairs.size(0), P = pairs.size(2);
-  return DeviceRulebook{K * P == 0 ? nullptr : pairs_holder.data_ptr<const int32_t>(),
-                        K == 0 ? nullptr : counts_holder.data_ptr<const int32_t>(), K, P};
+  return DeviceRulebook{K * P == 0 ? nullptr : pairs_holder.device_ptr<const int32_t>(),
+                        K == 0 ? nullptr : counts_holder.device_ptr<const int32_t>(), K, P};
 }
 
 // A[i, c] as the kernels' arithmetic type (float for the 16-bit floats).

@@ -137,7 +137,7 @@ Tensor indiceMaxpool(const Tensor& features, const Tensor& indice_pairs, const T
   const DeviceRulebook rb = deviceRulebook(indice_pairs, indice_pair_num, pairs, counts);
   const Tensor x = bp_spconv::contiguous(features);
   const Tensor map = offsetMap(op, call, rb, 0, n_in, num_out);
-  const int32_t* m = map.numel() == 0 ? nullptr : map.data_ptr<const int32_t>();
+  const int32_t* m = map.numel() == 0 ? nullptr : map.device_ptr<const int32_t>();
   visitFloat(features.dtype(), [&](auto tag) {
     using T = decltype(tag);
     bp_gpu::launch(&maxpoolKernel<T>, elementwiseGrid(out.numel()), dim3(kMapThreads), 0, call.stream,
@@ -170,9 +170,9 @@ Tensor indiceMaxpoolBackward(const Tensor& features, const Tensor& out_features,
   const Tensor map = offsetMap(op, call, rb, 0, n_in, num_out);          // output -> input
   const Tensor inverse_map = offsetMap(op, call, rb, 1, num_out, n_in);  // input -> output
   const Tensor route = Tensor::empty({num_out, C}, ScalarType::Int32, call.device);
-  const int32_t* m = map.numel() == 0 ? nullptr : map.data_ptr<const int32_t>();
-  const int32_t* im = inverse_map.numel() == 0 ? nullptr : inverse_map.data_ptr<const int32_t>();
-  int32_t* r = route.numel() == 0 ? nullptr : route.data_ptr<int32_t>();
+  const int32_t* m = map.numel() == 0 ? nullptr : map.device_ptr<const int32_t>();
+  const int32_t* im = inverse_map.numel() == 0 ? nullptr : inverse_map.device_ptr<const int32_t>();
+  int32_t* r = route.numel() == 0 ? nullptr : route.device_ptr<int32_t>();
   visitFloat(features.dtype(), [&](auto tag) {
     using T = decltype(tag);
     bp_gpu::launch(&maxpoolRouteKernel<T>, elementwiseGrid(route.numel()), dim3(kMapThreads), 0, call.stream,

@@ -449,7 +449,7 @@ void launchBlocks(int device, void (*kernel)(P...), int64_t blocks, int threads,
   const int64_t row = static_cast<int64_t>(error >> 32);
   const unsigned what = static_cast<unsigned>(error & 0xFFFFFFFFu);
   const int device = indices.device().index;
-  const int32_t* at = indices.data_ptr<const int32_t>() + row * indices.stride(0);
+  const int32_t* at = indices.device_ptr<const int32_t>() + row * indices.stride(0);
   Site s;
   if (indices.stride(1) == 1) {
     readDevice(device, s.data(), at, sizeof s, kOp);
@@ -471,7 +471,7 @@ class DeviceRulebookBuilder {
         index_(indices.device().index),
         n_(indices.size(0)),
         K_(g.kernelVolume()),
-        sites_{indices.data_ptr<const int32_t>(), indices.stride(0), indices.stride(1)} {}
+        sites_{indices.device_ptr<const int32_t>(), indices.stride(0), indices.stride(1)} {}
 
   std::tuple<bp::Tensor, bp::Tensor, bp::Tensor> build() {
     // The tables and the status words, all-ones in one memset (see the Note).
@@ -483,7 +483,7 @@ class DeviceRulebookBuilder {
     const int64_t out_keys_at = in_rows_at + roundUp(bytesOf<unsigned>(in_cap));
     const int64_t distinct_at = out_keys_at + roundUp(bytesOf<Key>(out_cap));
     bp::Tensor scratch = deviceBytes(distinct_at + bytesOf<Key>(candidates), device_);
-    uint8_t* base = scratch.data_ptr<uint8_t>();
+    uint8_t* base = scratch.device_ptr<uint8_t>();
     fillBytes(base, 0xFF, distinct_at, index_);
     status_ = reinterpret_cast<unsigned long long*>(base);
     inputs_ = table(base + in_keys_at, base + in_rows_at, in_cap);
@@ -494,7 +494,7 @@ class DeviceRulebookBuilder {
     if (g_.subm) {
       out_indices = bp::Tensor::empty({n_, 4}, bp::ScalarType::Int32, device_);
       launchElements(&insertSitesKernel<Key>, n_, 1, index_, sites_, n_, dg_, inputs_, status_,
-                     out_indices.data_ptr<int32_t>());
+                     out_indices.device_ptr<int32_t>());
     } else {
       launchElements(&insertSitesKernel<Key>, n_, 1, index_, sites_, n_, dg_, inputs_, status_,
                      static_cast<int32_t*>(nullptr));
@@ -518,7 +518,8 @@ class DeviceRulebookBuilder {
     if (rows == 0) {
       fillBytes(counts.data_ptr(), 0, K_ * 4, index_);
     } else {
-      pairRows(rows, row_keys, out_indices.data_ptr<int32_t>(), pairs.data_ptr<int32_t>(), counts.data_ptr<int32_t>());
+      pairRows(rows, row_keys, out_indices.device_ptr<int32_t>(), pairs.device_ptr<int32_t>(),
+               counts.device_ptr<int32_t>());
     }
     if (g_.subm) {
       unsigned long long error;
@@ -546,8 +547,8 @@ class DeviceRulebookBuilder {
     const int64_t tiles = (m + kTile - 1) / kTile;
     const int64_t count_entries = kRadixBins * tiles;
     holder = deviceBytes(roundUp(bytesOf<Key>(m)) + (count_entries + 1) * 4, device_);
-    Key* other = reinterpret_cast<Key*>(holder.data_ptr<uint8_t>());
-    unsigned* digit_counts = reinterpret_cast<unsigned*>(holder.data_ptr<uint8_t>() + roundUp(bytesOf<Key>(m)));
+    Key* other = reinterpret_cast<Key*>(holder.device_ptr<uint8_t>());
+    unsigned* digit_counts = reinterpret_cast<unsigned*>(holder.device_ptr<uint8_t>() + roundUp(bytesOf<Key>(m)));
     Key* from = keys;
     Key* to = other;
     for (int pass = 0; pass < passes; ++pass) {
@@ -565,8 +566,8 @@ class DeviceRulebookBuilder {
     const int64_t tiles_per_offset = (rows + kTile - 1) / kTile;
     const int64_t tiles = K_ * tiles_per_offset;
     bp::Tensor scratch = deviceBytes(roundUp(K_ * rows * 4) + (tiles + 1) * 4, device_);
-    int32_t* nbr = reinterpret_cast<int32_t*>(scratch.data_ptr<uint8_t>());
-    unsigned* tile_counts = reinterpret_cast<unsigned*>(scratch.data_ptr<uint8_t>() + roundUp(K_ * rows * 4));
+    int32_t* nbr = reinterpret_cast<int32_t*>(scratch.device_ptr<uint8_t>());
+    unsigned* tile_counts = reinterpret_cast<unsigned*>(scratch.device_ptr<uint8_t>() + roundUp(K_ * rows * 4));
     launchBlocks(index_, &gatherNeighboursKernel<Key>, tiles, kThreads, dg_, inputs_, rows, tiles_per_offset, row_keys,
                  out_indices, nbr, tile_counts, status_);
     launchBlocks(index_, &exclusiveScanKernel, 1, kScanThreads, tile_counts, tiles);
