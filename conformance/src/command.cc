@@ -320,6 +320,7 @@ Result crashResult(const Item& item, const std::string& backend, std::string mes
   r.form = item.spec ? "all" : "device";
   r.backend = backend;
   if (item.spec) r.kernel = kernelKindOn(item.spec->op, *DeviceTypeRegistry::global().find(backend));
+  if (item.spec) setDeclaredDtypes(r, *DeviceTypeRegistry::global().find(backend));
   r.outcome = Outcome::Crash;
   r.message = std::move(message);
   return r;
@@ -451,6 +452,22 @@ std::string upperCase(std::string_view s) {
   return out;
 }
 
+// Conformance certifies what is declared (Note [Declared dtypes]): each form
+// whose native kernel serves some dtypes only, and what served the rest.
+void printDeclaredDtypes(std::ostream& out, const std::vector<BackendRun>& runs) {
+  bool header = false;
+  for (const BackendRun& b : runs) {
+    for (const Result& r : b.results) {
+      if (!r.dtypes) continue;
+      if (!header)
+        out << "\nkernels that declare their dtypes (samples of other dtypes ran where the declaration sends them):\n";
+      header = true;
+      out << "  " << b.name << "  " << r.op << " (" << r.form << "): " << kernelTextOf(r)
+          << (r.note.empty() ? "" : "; note: " + r.note) << '\n';
+    }
+  }
+}
+
 void printSummary(std::ostream& out, const std::vector<BackendRun>& runs, bool strict) {
   std::vector<std::string> columns{"BACKEND", "PROVIDER", "DEVICES", "FORMS", "PASS", "FAIL", "ERROR", "CRASH"};
   for (KernelKind kind : kReportedKinds) columns.push_back(upperCase(kernelKindName(kind)));
@@ -483,10 +500,11 @@ void printSummary(std::ostream& out, const std::vector<BackendRun>& runs, bool s
       if (!countsAsFailure(r, strict)) continue;
       if (!header) out << "\nfailures:\n";
       header = true;
-      out << "  " << b.name << "  " << r.op << " (" << r.form << ", " << kernelNameOf(r) << "): " << describeProblem(r, strict)
-          << '\n';
+      out << "  " << b.name << "  " << r.op << " (" << r.form << ", " << kernelTextOf(r)
+          << "): " << describeProblem(r, strict) << '\n';
     }
   }
+  printDeclaredDtypes(out, runs);
 }
 
 std::string jsonNumber(double v) {
@@ -495,6 +513,17 @@ std::string jsonNumber(double v) {
   os.precision(17);
   os << v;
   return os.str();
+}
+
+// The dtypes a result's kernel declares as a JSON list, or null for every dtype.
+std::string dtypesJson(const Result& r) {
+  if (!r.dtypes) return "null";
+  std::string list;
+  for (int t = 0; t < kNumScalarTypes; ++t) {
+    if (r.dtypes->contains(static_cast<ScalarType>(t)))
+      list += (list.empty() ? "" : ", ") + jsonString(scalarTypeName(static_cast<ScalarType>(t)));
+  }
+  return "[" + list + "]";
 }
 
 void writeJson(std::ostream& out, const std::vector<BackendRun>& runs, bool strict, bool passed) {
@@ -519,8 +548,9 @@ void writeJson(std::ostream& out, const std::vector<BackendRun>& runs, bool stri
     for (const Result& r : b.results) {
       out << (first ? "\n    " : ",\n    ") << "{\"backend\": " << jsonString(r.backend)
           << ", \"op\": " << jsonString(r.op) << ", \"form\": " << jsonString(r.form)
-          << ", \"kernel\": " << jsonString(kernelNameOf(r))
-          << ", \"outcome\": " << jsonString(outcomeName(r.outcome))
+          << ", \"kernel\": " << jsonString(kernelNameOf(r)) << ", \"dtypes\": " << dtypesJson(r)
+          << ", \"declined\": " << (r.declined ? jsonString(kernelKindName(*r.declined)) : "null")
+          << ", \"note\": " << jsonString(r.note) << ", \"outcome\": " << jsonString(outcomeName(r.outcome))
           << ", \"counts_as_failure\": " << (countsAsFailure(r, strict) ? "true" : "false")
           << ", \"samples\": " << r.samples << ", \"sample\": " << jsonString(r.sample)
           << ", \"message\": " << jsonString(r.message) << ", \"max_abs_error\": " << jsonNumber(r.max_abs_error)
@@ -606,11 +636,12 @@ void writeJunit(std::ostream& out, const std::vector<BackendRun>& runs, bool str
       out << "    <testcase classname=\"" << cls << "\" name=\"" << xmlText(r.op + " [" + r.form + "]") << "\">";
       if (countsAsFailure(r, strict)) {
         const bool is_error = r.outcome == Outcome::Error || r.outcome == Outcome::Crash;
-        out << "<" << (is_error ? "error" : "failure") << " type=\"" << outcomeName(r.outcome)
-            << "\" message=\"" << xmlText(describeProblem(r, strict)) << "\">kernel: " << xmlText(kernelNameOf(r))
-            << "</" << (is_error ? "error" : "failure") << ">";
+        out << "<" << (is_error ? "error" : "failure") << " type=\"" << outcomeName(r.outcome) << "\" message=\""
+            << xmlText(describeProblem(r, strict)) << "\">kernel: " << xmlText(kernelTextOf(r)) << "</"
+            << (is_error ? "error" : "failure") << ">";
       }
-      out << "<system-out>kernel: " << xmlText(kernelNameOf(r)) << ", samples: " << r.samples << "</system-out></testcase>\n";
+      out << "<system-out>kernel: " << xmlText(kernelTextOf(r)) << ", samples: " << r.samples
+          << (r.note.empty() ? "" : ", note: " + xmlText(r.note)) << "</system-out></testcase>\n";
     }
     out << "  </testsuite>\n";
   }
@@ -619,7 +650,7 @@ void writeJunit(std::ostream& out, const std::vector<BackendRun>& runs, bool str
 
 // A matrix cell: what served the form and how it did.
 std::string markdownCell(const Result& r, bool strict) {
-  const std::string kernel = kernelNameOf(r);
+  const std::string kernel = kernelTextOf(r);
   switch (r.outcome) {
     case Outcome::Pass:
       if (!r.kernel) return "✅ pass";  // a device check
@@ -697,8 +728,8 @@ void writeMarkdown(std::ostream& out, const std::vector<BackendRun>& runs, bool 
       if (!countsAsFailure(r, strict)) continue;
       if (!header) out << "\n## Failures\n\n";
       header = true;
-      out << "- **" << markdownEscape(b.name) << "** `" << markdownEscape(r.op) << "` (" << r.form << ", " << kernelNameOf(r)
-          << "): " << markdownEscape(describeProblem(r, strict)) << '\n';
+      out << "- **" << markdownEscape(b.name) << "** `" << markdownEscape(r.op) << "` (" << r.form << ", "
+          << kernelTextOf(r) << "): " << markdownEscape(describeProblem(r, strict)) << '\n';
     }
   }
 }

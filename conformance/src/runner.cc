@@ -101,10 +101,31 @@ std::vector<Tensor> tensorsOf(const Stack& stack) {
   return out;
 }
 
+// Bit t set for each dtype t among the tensors of `values` (also in lists).
+uint64_t dtypeBits(const Stack& values) {
+  uint64_t bits = 0;
+  auto add = [&](const TensorBase& t) {
+    if (t.defined()) bits |= uint64_t{1} << static_cast<int>(t.dtype());
+  };
+  for (const IValue& v : values) {
+    if (v.isTensor())
+      add(v.toTensor());
+    else if (v.isTensorList())
+      for (const TensorBase& t : v.toTensorList()) add(t);
+    else if (v.isOptionalTensorList())
+      for (const auto& t : v.toOptionalTensorList())
+        if (t) add(*t);
+  }
+  return bits;
+}
+
 struct FormRunner {
   const OpSpec& spec;
   Device device;
   Result result;
+  // The dtypes of the samples that reached a kernel that declares its
+  // dtypes (Note [Declared dtypes]).
+  uint64_t exercised = 0;
 
   bool record(const Sample& s, Outcome o, std::string message, double abs_err = 0, double rel_err = 0) {
     result.outcome = o;
@@ -124,6 +145,10 @@ struct FormRunner {
   bool call(const OperatorHandle& op, const Sample& s, std::vector<IValue> args, Stack& stack, bool& raised) {
     stack = Stack(args.begin(), args.end());
     raised = false;
+    // Whether the call reaches a kernel that declares its dtypes (the
+    // stack's tensors are gone after the call).
+    const uint64_t declared_bits =
+        result.dtypes && !detail::firstRefusedDtype(result.dtypes->mask(), stack, stack.size()) ? dtypeBits(stack) : 0;
     try {
       op.callBoxed(stack);
     } catch (const std::exception& e) {
@@ -131,6 +156,7 @@ struct FormRunner {
       if (s.must_raise) return true;
       return record(s, Outcome::Error, e.what());
     }
+    exercised |= declared_bits;
     if (s.must_raise) {
       return record(s, Outcome::Fail, "the call returned, but it must raise (" + s.raise_reason + ")");
     }
@@ -290,6 +316,19 @@ KernelKind kernelKindOn(const std::string& op, DeviceType type) {
 
 const char* kernelNameOf(const Result& r) { return r.kernel ? kernelKindName(*r.kernel) : kNoKernelName; }
 
+std::string kernelTextOf(const Result& r) {
+  if (!r.dtypes) return kernelNameOf(r);
+  return std::string(kernelNameOf(r)) + " (" + r.dtypes->str() + "), " +
+         (r.declined ? kernelKindName(*r.declined) : kNoKernelName) + " (others)";
+}
+
+void setDeclaredDtypes(Result& r, DeviceType type) {
+  std::optional<OperatorHandle> h = Dispatcher::singleton().findOp(r.op);
+  if (!h || !h->hasSchema()) return;
+  r.dtypes = h->declaredDtypes(backendKey(type));
+  r.declined = r.dtypes ? h->declinedKind(backendKey(type)) : std::nullopt;
+}
+
 std::vector<Result> runSpec(const OpSpec& spec, Device device) {
   const std::vector<Sample> samples = spec.samples();
   std::vector<Result> results;
@@ -299,11 +338,22 @@ std::vector<Result> runSpec(const OpSpec& spec, Device device) {
     r.result.form = form;
     r.result.backend = std::string(deviceTypeName(device.type));
     r.result.kernel = kernelKindOn(op, device.type);
+    setDeclaredDtypes(r.result, device.type);
     try {
       (r.*body)(samples);
     } catch (const std::exception& e) {  // e.g. staging an input failed
       r.result.outcome = Outcome::Error;
       r.result.message = e.what();
+    }
+    if (r.result.dtypes && r.result.outcome == Outcome::Pass) {
+      // Certifying what is declared: a declared dtype no sample reached is
+      // not certified. Worth saying, not a failure (the spec has no sample).
+      absl::StatusOr<DtypeSet> unexercised = DtypeSet::fromMask(r.result.dtypes->mask() & ~r.exercised);
+      if (unexercised.ok() && !unexercised->isAll()) {
+        r.result.note = "the kernel declares " + unexercised->str() +
+                        ", which no sample of this form exercises: not certified for " +
+                        (unexercised->mask() & (unexercised->mask() - 1) ? "them" : "it");
+      }
     }
     results.push_back(std::move(r.result));
   };
