@@ -2,13 +2,20 @@
 """Runs `backplane ops --format json` and checks the output parses and has the
 documented shape. Usage:
 
-  check_ops_json.py [--expect OP@BACKEND=KIND]... -- BACKPLANE [ARGS...]
+  check_ops_json.py [--expect OP@BACKEND=KIND]... [--expect-dtypes OP@BACKEND=DTYPE,...]...
+                    -- BACKPLANE [ARGS...]
+
+Each op row is {"name", "schema", "kernels": {backend: kind}, "dtypes":
+{backend: [dtype, ...]}, "declined": {backend: kind}}: "dtypes" lists the
+backends whose native kernel declares the dtypes it serves (the others serve
+every dtype), and "declined" says what serves the calls those kernels refuse.
 """
 import json
 import subprocess
 import sys
 
 KINDS = {"native", "composite", "backend_fallback", "cpu_fallback", "missing"}
+DTYPES = ["bool", "uint8", "int8", "int32", "int64", "float16", "bfloat16", "float32", "float64"]
 
 
 def fail(msg):
@@ -18,16 +25,21 @@ def fail(msg):
 
 def main(argv):
     if "--" not in argv:
-        fail("usage: check_ops_json.py [--expect OP@BACKEND=KIND]... -- BACKPLANE [ARGS...]")
+        fail("usage: check_ops_json.py [--expect OP@BACKEND=KIND]... [--expect-dtypes OP@BACKEND=DTYPE,...]... "
+             "-- BACKPLANE [ARGS...]")
     sep = argv.index("--")
     opts, cmd = argv[:sep], argv[sep + 1:]
     expects = []
+    expect_dtypes = []
     while opts:
-        if opts[0] != "--expect" or len(opts) < 2:
+        if opts[0] not in ("--expect", "--expect-dtypes") or len(opts) < 2:
             fail("unknown argument " + opts[0])
-        op_backend, kind = opts[1].rsplit("=", 1)
+        op_backend, value = opts[1].rsplit("=", 1)
         op, backend = op_backend.rsplit("@", 1)
-        expects.append((op, backend, kind))
+        if opts[0] == "--expect":
+            expects.append((op, backend, value))
+        else:
+            expect_dtypes.append((op, backend, value.split(",")))
         opts = opts[2:]
 
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -51,7 +63,7 @@ def main(argv):
         fail("ops is not a list")
     by_name = {}
     for op in ops:
-        if set(op) != {"name", "schema", "kernels"}:
+        if set(op) != {"name", "schema", "kernels", "dtypes", "declined"}:
             fail("bad op row %r" % (op,))
         if not op["schema"].startswith(op["name"].split(".")[0]):
             fail("schema %r does not start with the op name %r" % (op["schema"], op["name"]))
@@ -60,6 +72,19 @@ def main(argv):
         for backend, kind in op["kernels"].items():
             if kind not in KINDS:
                 fail("op %s: unknown kernel kind %r on %s" % (op["name"], kind, backend))
+        if not isinstance(op["dtypes"], dict) or list(op["dtypes"]) != list(op["declined"]):
+            fail("op %s: dtypes %r and declined %r name different backends" % (op["name"], op["dtypes"],
+                                                                              op["declined"]))
+        for backend, dtypes in op["dtypes"].items():
+            if op["kernels"].get(backend) != "native":
+                fail("op %s: dtypes declared on %s, whose kernel is not native" % (op["name"], backend))
+            if not isinstance(dtypes, list) or not dtypes or any(d not in DTYPES for d in dtypes):
+                fail("op %s on %s: dtypes %r is not a non-empty list of %s" % (op["name"], backend, dtypes, DTYPES))
+            if dtypes != sorted(dtypes, key=DTYPES.index) or len(set(dtypes)) != len(dtypes):
+                fail("op %s on %s: dtypes %r are not unique and in ScalarType order" % (op["name"], backend, dtypes))
+            if op["declined"][backend] not in KINDS:
+                fail("op %s: unknown kernel kind %r for the dtypes %s declines" % (op["name"], op["declined"][backend],
+                                                                                   backend))
         by_name[op["name"]] = op
     if len(by_name) != len(ops):
         fail("duplicate op rows")
@@ -70,6 +95,12 @@ def main(argv):
         got = by_name[op]["kernels"].get(backend)
         if got != kind:
             fail("op %s on %s: expected %s, got %s" % (op, backend, kind, got))
+    for op, backend, dtypes in expect_dtypes:
+        if op not in by_name:
+            fail("op %s not in the matrix" % op)
+        got = by_name[op]["dtypes"].get(backend)
+        if got != dtypes:
+            fail("op %s on %s: expected declared dtypes %s, got %s" % (op, backend, dtypes, got))
     print("ok: %d ops x %d backends" % (len(ops), len(backends)))
 
 

@@ -268,6 +268,10 @@ TEST(CliTest, OpsTextMatrix) {
   std::string missing = lineStartingWith(r.out, "clitest::no_kernels");
   EXPECT_EQ(missing.substr(header.find(" cpu ") + 1, 7), "missing");
   EXPECT_EQ(lineStartingWith(r.out, "clitest::native_everywhere").substr(clitest_col, 6), "native");
+  // A kernel that declares its dtypes (Note [Declared dtypes]): the rest go
+  // to the CPU fallback.
+  EXPECT_EQ(lineStartingWith(r.out, "clitest::some_dtypes").substr(clitest_col),
+            "native (float16, float32), cpu_fallback (others)  backend_fallback");
   EXPECT_CONTAINS(r.out, "no plugin loaded for cuda, hip");
 }
 
@@ -311,6 +315,9 @@ TEST(CliTest, OpsMarkdownStartsWithATableHeader) {
   }
   Result r = run(kTestPlugin + "ops --format=markdown");
   EXPECT_CONTAINS(r.out, "| `clitest::cpu_only` | native | cpu_fallback | cpu_fallback | cpu_fallback | backend_fallback |");
+  EXPECT_CONTAINS(r.out,
+                  "| `clitest::some_dtypes` | native | cpu_fallback | cpu_fallback | native (float16, float32), "
+                  "cpu_fallback (others) | backend_fallback |");
 }
 
 TEST(CliTest, OpsJsonHasTheDocumentedShape) {
@@ -323,6 +330,10 @@ TEST(CliTest, OpsJsonHasTheDocumentedShape) {
   EXPECT_CONTAINS(r.out, R"("kernels": {"cpu": "native", "cuda": "cpu_fallback", "hip": "cpu_fallback", )"
                          R"("clitest": "cpu_fallback", "clitestnone": "backend_fallback"})");
   EXPECT_CONTAINS(r.out, R"(str note=\"say \\\"hi\\\" \\\\ bye\")");
+  // Declared dtypes: only the backends whose native kernel declares some.
+  EXPECT_CONTAINS(r.out, R"("clitestnone": "backend_fallback"}, "dtypes": {"clitest": ["float16", "float32"]}, )"
+                         R"("declined": {"clitest": "cpu_fallback"}})");
+  EXPECT_CONTAINS(r.out, R"("clitestnone": "backend_fallback"}, "dtypes": {}, "declined": {}})");
 }
 
 }  // namespace

@@ -60,7 +60,19 @@ struct OpRow {
   std::string name;
   std::string schema;
   std::vector<KernelKind> cells;  // one per backend
+  // Per backend: the dtypes its native kernel declares (Note [Declared
+  // dtypes]; nullopt: every dtype), and what serves the others.
+  std::vector<std::optional<DtypeSet>> declared;
+  std::vector<KernelKind> declined;
 };
+
+// "native", or for a kernel that declares dtypes
+// "native (float16, float32), cpu_fallback (others)".
+std::string cellText(const OpRow& row, size_t i) {
+  if (!row.declared[i]) return kernelKindName(row.cells[i]);
+  return std::string(kernelKindName(row.cells[i])) + " (" + row.declared[i]->str() + "), " +
+         kernelKindName(row.declined[i]) + " (others)";
+}
 
 std::vector<OpRow> collectOps(const std::vector<Backend>& backends) {
   std::vector<OpRow> rows;
@@ -72,7 +84,12 @@ std::vector<OpRow> collectOps(const std::vector<Backend>& backends) {
     } catch (const std::exception&) {
       continue;  // undefined since definedOperators() returned it
     }
-    for (const Backend& b : backends) row.cells.push_back(op.kernelKind(backendKey(b.type)));
+    for (const Backend& b : backends) {
+      const DispatchKey key = backendKey(b.type);
+      row.cells.push_back(op.kernelKind(key));
+      row.declared.push_back(op.declaredDtypes(key));
+      row.declined.push_back(op.declinedKind(key).value_or(KernelKind::Missing));
+    }
     rows.push_back(std::move(row));
   }
   return rows;
@@ -81,7 +98,8 @@ std::vector<OpRow> collectOps(const std::vector<Backend>& backends) {
 constexpr const char* kLegendText =
     "native: a kernel registered for that backend; composite: a backend-agnostic kernel built from other ops;\n"
     "backend_fallback: a boxed fallback the backend registered; cpu_fallback: the CPU kernel (inputs copied to\n"
-    "the host, results copied back); missing: calls on that backend fail.\n";
+    "the host, results copied back); missing: calls on that backend fail. \"native (float32), cpu_fallback\n"
+    "(others)\": the native kernel serves the dtypes it declares, the CPU fallback (or whatever is named) the rest.\n";
 
 void printOpsText(std::ostream& out, const std::vector<Backend>& backends, const std::vector<OpRow>& rows) {
   std::vector<std::string> header{"OPERATOR"};
@@ -99,7 +117,7 @@ void printOpsText(std::ostream& out, const std::vector<Backend>& backends, const
   Table table(header);
   for (const OpRow& r : rows) {
     std::vector<std::string> cells{r.name};
-    for (KernelKind k : r.cells) cells.emplace_back(kernelKindName(k));
+    for (size_t i = 0; i < r.cells.size(); ++i) cells.push_back(cellText(r, i));
     table.addRow(std::move(cells));
   }
   table.print(out);
@@ -117,14 +135,16 @@ void printOpsMarkdown(std::ostream& out, const std::vector<Backend>& backends, c
   out << '\n';
   for (const OpRow& r : rows) {
     out << "| `" << r.name << "` |";
-    for (KernelKind k : r.cells) out << ' ' << kernelKindName(k) << " |";
+    for (size_t i = 0; i < r.cells.size(); ++i) out << ' ' << cellText(r, i) << " |";
     out << '\n';
   }
   out << '\n';
   if (rows.empty()) out << "_No operators defined._\n\n";
   out << "Legend: **native** a kernel registered for that backend; **composite** a backend-agnostic kernel "
          "built from other ops; **backend_fallback** a boxed fallback the backend registered; **cpu_fallback** the "
-         "CPU kernel (inputs copied to the host, results copied back); **missing** calls on that backend fail.\n";
+         "CPU kernel (inputs copied to the host, results copied back); **missing** calls on that backend fail; "
+         "**native (float32), cpu_fallback (others)** the native kernel serves the dtypes it declares, the CPU "
+         "fallback (or whatever is named) the rest.\n";
   std::vector<std::string> without_plugin;
   for (const Backend& b : backends)
     if (!b.iface) without_plugin.push_back(b.name);
@@ -141,7 +161,21 @@ void printOpsJson(std::ostream& out, const std::vector<Backend>& backends, const
         << ", \"kernels\": {";
     for (size_t i = 0; i < backends.size(); ++i)
       out << (i ? ", " : "") << jsonString(backends[i].name) << ": " << jsonString(kernelKindName(row.cells[i]));
-    out << "}}";
+    // Note [Declared dtypes]: the backends whose native kernel serves some
+    // dtypes only, with those dtypes, and what serves the others.
+    std::string dtypes, declined;
+    for (size_t i = 0; i < backends.size(); ++i) {
+      if (!row.declared[i]) continue;
+      std::string list;
+      for (int t = 0; t < kNumScalarTypes; ++t) {
+        if (row.declared[i]->contains(static_cast<ScalarType>(t)))
+          list += (list.empty() ? "" : ", ") + jsonString(std::string(scalarTypeName(static_cast<ScalarType>(t))));
+      }
+      dtypes += (dtypes.empty() ? "" : ", ") + jsonString(backends[i].name) + ": [" + list + "]";
+      declined += (declined.empty() ? "" : ", ") + jsonString(backends[i].name) + ": " +
+                  jsonString(kernelKindName(row.declined[i]));
+    }
+    out << "}, \"dtypes\": {" << dtypes << "}, \"declined\": {" << declined << "}}";
   }
   out << (rows.empty() ? "]\n" : "\n  ]\n") << "}\n";
 }

@@ -9,6 +9,8 @@
 //       cpu_only           a cpu kernel only (clitest gets the CPU fallback)
 //       no_kernels         defined, no kernel (a schema with quotes and a
 //                          backslash in a default, to exercise JSON escaping)
+//       some_dtypes        kernels for cpu and for clitest, which declares
+//                          float32 and float16 only (BP_KernelDesc.dtypes)
 // It lands outside the default plugin directory, so only tests that pass
 // --plugin see it.
 #include <cstdio>
@@ -103,6 +105,11 @@ extern "C" BP_EXPORT BP_Error* backplane_plugin_init(const BP_HostApi* host, BP_
   if ((e = host->impl(plugin, "clitest::native_everywhere", 0, &id))) return e;
   if ((e = host->impl(plugin, "clitest::native_everywhere", clitest, &id))) return e;
   if ((e = host->impl(plugin, "clitest::cpu_only", 0, &id))) return e;
+  if ((e = host->def(plugin, "clitest::some_dtypes(Tensor self) -> Tensor"))) return e;
+  if ((e = host->impl(plugin, "clitest::some_dtypes", 0, &id))) return e;
+  BP_KernelDesc some = kernel(identity);
+  some.dtypes = BP_DTYPE_BIT(BP_FLOAT32) | BP_DTYPE_BIT(BP_FLOAT16);
+  if ((e = host->impl(plugin, "clitest::some_dtypes", clitest, &some))) return e;
   if ((e = host->fallback(plugin, none, &no))) return e;
   return nullptr;
 }

@@ -371,7 +371,10 @@ Result crashResult(const Item& item, size_t form, const std::string& backend, st
     r.op = item.name;
     r.form = "all";
   }
-  if (type) r.kernel = kernelKindOn(r.op, *type);
+  if (type) {
+    r.kernel = kernelKindOn(r.op, *type);
+    setDeclaredDtypes(r, *type);
+  }
   return r;
 }
 
@@ -546,6 +549,22 @@ std::string upperCase(std::string_view s) {
   return out;
 }
 
+// Conformance certifies what is declared (Note [Declared dtypes]): each form
+// whose native kernel serves some dtypes only, and what served the rest.
+void printDeclaredDtypes(std::ostream& out, const std::vector<BackendRun>& runs) {
+  bool header = false;
+  for (const BackendRun& b : runs) {
+    for (const Result& r : b.results) {
+      if (!r.dtypes) continue;
+      if (!header)
+        out << "\nkernels that declare their dtypes (samples of other dtypes ran where the declaration sends them):\n";
+      header = true;
+      out << "  " << b.label() << "  " << r.op << " (" << r.form << "): " << kernelTextOf(r)
+          << (r.note.empty() ? "" : "; note: " + r.note) << '\n';
+    }
+  }
+}
+
 // The table counts what the verdict counts (Counts): under --strict a
 // FALLBACK column holds the forms that passed on a fallback, so that FAIL,
 // FALLBACK, ERROR and CRASH add up to the failures in the footer.
@@ -589,10 +608,11 @@ void printSummary(std::ostream& out, const std::vector<BackendRun>& runs, bool s
       if (!countsAsFailure(r, strict)) continue;
       if (!header) out << "\nfailures:\n";
       header = true;
-      out << "  " << b.label() << "  " << r.op << " (" << r.form << ", " << kernelNameOf(r)
+      out << "  " << b.label() << "  " << r.op << " (" << r.form << ", " << kernelTextOf(r)
           << "): " << describeProblem(r, strict) << '\n';
     }
   }
+  printDeclaredDtypes(out, runs);
 }
 
 std::string jsonNumber(double v) {
@@ -601,6 +621,17 @@ std::string jsonNumber(double v) {
   os.precision(17);
   os << v;
   return os.str();
+}
+
+// The dtypes a result's kernel declares as a JSON list, or null for every dtype.
+std::string dtypesJson(const Result& r) {
+  if (!r.dtypes) return "null";
+  std::string list;
+  for (int t = 0; t < kNumScalarTypes; ++t) {
+    if (r.dtypes->contains(static_cast<ScalarType>(t)))
+      list += (list.empty() ? "" : ", ") + jsonString(scalarTypeName(static_cast<ScalarType>(t)));
+  }
+  return "[" + list + "]";
 }
 
 void writeJson(std::ostream& out, const std::vector<BackendRun>& runs, bool strict, bool passed) {
@@ -626,7 +657,9 @@ void writeJson(std::ostream& out, const std::vector<BackendRun>& runs, bool stri
     for (const Result& r : b.results) {
       out << (first ? "\n    " : ",\n    ") << "{\"backend\": " << jsonString(r.backend) << ", \"device\": " << b.device
           << ", \"op\": " << jsonString(r.op) << ", \"form\": " << jsonString(r.form)
-          << ", \"kernel\": " << jsonString(kernelNameOf(r)) << ", \"outcome\": " << jsonString(outcomeName(r.outcome))
+          << ", \"kernel\": " << jsonString(kernelNameOf(r)) << ", \"dtypes\": " << dtypesJson(r)
+          << ", \"declined\": " << (r.declined ? jsonString(kernelKindName(*r.declined)) : "null")
+          << ", \"note\": " << jsonString(r.note) << ", \"outcome\": " << jsonString(outcomeName(r.outcome))
           << ", \"counts_as_failure\": " << (countsAsFailure(r, strict) ? "true" : "false")
           << ", \"samples\": " << r.samples << ", \"sample\": " << jsonString(r.sample)
           << ", \"message\": " << jsonString(r.message) << ", \"max_abs_error\": " << jsonNumber(r.max_abs_error)
@@ -712,11 +745,12 @@ void writeJunit(std::ostream& out, const std::vector<BackendRun>& runs, bool str
       out << "    <testcase classname=\"" << cls << "\" name=\"" << xmlText(r.op + " [" + r.form + "]") << "\">";
       if (countsAsFailure(r, strict)) {
         const bool is_error = r.outcome == Outcome::Error || r.outcome == Outcome::Crash;
-        out << "<" << (is_error ? "error" : "failure") << " type=\"" << outcomeName(r.outcome)
-            << "\" message=\"" << xmlText(describeProblem(r, strict)) << "\">kernel: " << xmlText(kernelNameOf(r))
-            << "</" << (is_error ? "error" : "failure") << ">";
+        out << "<" << (is_error ? "error" : "failure") << " type=\"" << outcomeName(r.outcome) << "\" message=\""
+            << xmlText(describeProblem(r, strict)) << "\">kernel: " << xmlText(kernelTextOf(r)) << "</"
+            << (is_error ? "error" : "failure") << ">";
       }
-      out << "<system-out>kernel: " << xmlText(kernelNameOf(r)) << ", samples: " << r.samples << "</system-out></testcase>\n";
+      out << "<system-out>kernel: " << xmlText(kernelTextOf(r)) << ", samples: " << r.samples
+          << (r.note.empty() ? "" : ", note: " + xmlText(r.note)) << "</system-out></testcase>\n";
     }
     out << "  </testsuite>\n";
   }
@@ -725,7 +759,7 @@ void writeJunit(std::ostream& out, const std::vector<BackendRun>& runs, bool str
 
 // A matrix cell: what served the form and how it did.
 std::string markdownCell(const Result& r, bool strict) {
-  const std::string kernel = kernelNameOf(r);
+  const std::string kernel = kernelTextOf(r);
   switch (r.outcome) {
     case Outcome::Pass:
       if (!r.kernel) return "✅ pass";  // a device check
@@ -807,7 +841,7 @@ void writeMarkdown(std::ostream& out, const std::vector<BackendRun>& runs, bool 
       if (!header) out << "\n## Failures\n\n";
       header = true;
       out << "- **" << markdownEscape(b.label()) << "** `" << markdownEscape(r.op) << "` (" << r.form << ", "
-          << kernelNameOf(r) << "): " << markdownEscape(describeProblem(r, strict)) << '\n';
+          << kernelTextOf(r) << "): " << markdownEscape(describeProblem(r, strict)) << '\n';
     }
   }
 }

@@ -102,6 +102,24 @@ std::vector<Tensor> tensorsOf(const Stack& stack) {
   return out;
 }
 
+// Bit t set for each dtype t among the tensors of `values` (also in lists).
+uint64_t dtypeBits(const Stack& values) {
+  uint64_t bits = 0;
+  auto add = [&](const TensorBase& t) {
+    if (t.defined()) bits |= uint64_t{1} << static_cast<int>(t.dtype());
+  };
+  for (const IValue& v : values) {
+    if (v.isTensor())
+      add(v.toTensor());
+    else if (v.isTensorList())
+      for (const TensorBase& t : v.toTensorList()) add(t);
+    else if (v.isOptionalTensorList())
+      for (const auto& t : v.toOptionalTensorList())
+        if (t) add(*t);
+  }
+  return bits;
+}
+
 struct FormRunner {
   const OpSpec& spec;
   Device device;
@@ -115,6 +133,9 @@ struct FormRunner {
     ++result.samples;
     if (observer.before_sample) observer.before_sample(form_index, result.samples, s);
   }
+  // The dtypes of the samples that reached a kernel that declares its
+  // dtypes (Note [Declared dtypes]).
+  uint64_t exercised = 0;
 
   bool record(const Sample& s, Outcome o, std::string message, double abs_err = 0, double rel_err = 0) {
     result.outcome = o;
@@ -134,6 +155,10 @@ struct FormRunner {
   bool call(const OperatorHandle& op, const Sample& s, std::vector<IValue> args, Stack& stack, bool& raised) {
     stack = Stack(args.begin(), args.end());
     raised = false;
+    // Whether the call reaches a kernel that declares its dtypes (the
+    // stack's tensors are gone after the call).
+    const uint64_t declared_bits =
+        result.dtypes && !detail::firstRefusedDtype(result.dtypes->mask(), stack, stack.size()) ? dtypeBits(stack) : 0;
     try {
       op.callBoxed(stack);
     } catch (const std::exception& e) {
@@ -141,6 +166,7 @@ struct FormRunner {
       if (s.must_raise) return true;
       return record(s, Outcome::Error, e.what());
     }
+    exercised |= declared_bits;
     if (s.must_raise) {
       return record(s, Outcome::Fail, "the call returned, but it must raise (" + s.raise_reason + ")");
     }
@@ -300,6 +326,19 @@ KernelKind kernelKindOn(const std::string& op, DeviceType type) {
 
 const char* kernelNameOf(const Result& r) { return r.kernel ? kernelKindName(*r.kernel) : kNoKernelName; }
 
+std::string kernelTextOf(const Result& r) {
+  if (!r.dtypes) return kernelNameOf(r);
+  return std::string(kernelNameOf(r)) + " (" + r.dtypes->str() + "), " +
+         (r.declined ? kernelKindName(*r.declined) : kNoKernelName) + " (others)";
+}
+
+void setDeclaredDtypes(Result& r, DeviceType type) {
+  std::optional<OperatorHandle> h = Dispatcher::singleton().findOp(r.op);
+  if (!h || !h->hasSchema()) return;
+  r.dtypes = h->declaredDtypes(backendKey(type));
+  r.declined = r.dtypes ? h->declinedKind(backendKey(type)) : std::nullopt;
+}
+
 std::vector<Form> formsOf(const OpSpec& spec) {
   std::vector<Form> forms{{spec.op, "functional"}};
   if (!spec.inplace.empty()) forms.push_back({spec.inplace, "inplace"});
@@ -318,6 +357,7 @@ std::vector<Result> runSpec(const OpSpec& spec, Device device, size_t first_form
     r.result.form = forms[f].name;
     r.result.backend = std::string(deviceTypeName(device.type));
     r.result.kernel = kernelKindOn(forms[f].op, device.type);
+    setDeclaredDtypes(r.result, device.type);
     const std::string_view name = forms[f].name;
     try {
       if (name == "functional")
@@ -329,6 +369,16 @@ std::vector<Result> runSpec(const OpSpec& spec, Device device, size_t first_form
     } catch (const std::exception& e) {  // e.g. staging an input failed
       r.result.outcome = Outcome::Error;
       r.result.message = e.what();
+    }
+    if (r.result.dtypes && r.result.outcome == Outcome::Pass) {
+      // Certifying what is declared: a declared dtype no sample reached is
+      // not certified. Worth saying, not a failure (the spec has no sample).
+      absl::StatusOr<DtypeSet> unexercised = DtypeSet::fromMask(r.result.dtypes->mask() & ~r.exercised);
+      if (unexercised.ok() && !unexercised->isAll()) {
+        r.result.note = "the kernel declares " + unexercised->str() +
+                        ", which no sample of this form exercises: not certified for " +
+                        (unexercised->mask() & (unexercised->mask() - 1) ? "them" : "it");
+      }
     }
     if (observer.form_done) observer.form_done(f, r.result);
     results.push_back(std::move(r.result));

@@ -83,7 +83,7 @@ std::string number(double v) {
 }
 
 constexpr std::string_view kTag = "result";
-constexpr size_t kFields = 11;  // the tag and ten fields
+constexpr size_t kFields = 14;  // the tag and thirteen fields
 constexpr std::string_view kSampleTag = "sample";
 constexpr size_t kSampleFields = 5;  // the tag and four fields
 
@@ -142,6 +142,12 @@ std::string encodeResult(const Result& r) {
   out += '\t';
   appendEscaped(out, r.message);
   out += '\t' + number(r.max_abs_error) + '\t' + number(r.max_rel_error);
+  // Note [Declared dtypes]: the mask (empty: every dtype), who serves the rest, the note.
+  out += '\t' + (r.dtypes ? std::to_string(r.dtypes->mask()) : std::string());
+  out += '\t';
+  out += r.declined ? kernelKindName(*r.declined) : "";
+  out += '\t';
+  appendEscaped(out, r.note);
   return out;
 }
 
@@ -171,6 +177,19 @@ std::optional<Result> decodeResult(std::string_view line) {
   if (*e != '\0') return std::nullopt;
   r.max_rel_error = std::strtod(f[10].c_str(), &e);
   if (*e != '\0') return std::nullopt;
+  if (!f[11].empty()) {
+    uint64_t mask = 0;
+    auto [mend, mec] = std::from_chars(f[11].data(), f[11].data() + f[11].size(), mask);
+    if (mec != std::errc() || mend != f[11].data() + f[11].size()) return std::nullopt;
+    absl::StatusOr<DtypeSet> dtypes = DtypeSet::fromMask(mask);
+    if (!dtypes.ok()) return std::nullopt;
+    r.dtypes = *dtypes;
+  }
+  if (!f[12].empty()) {
+    r.declined = kernelKindFromName(f[12]);
+    if (!r.declined) return std::nullopt;
+  }
+  r.note = f[13];
   return r;
 }
 

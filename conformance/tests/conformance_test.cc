@@ -220,6 +220,109 @@ TEST(Runner, CatchesAWrongKernel) {
   EXPECT_TRUE(caught);
 }
 
+// Conformance certifies exactly what is declared (Note [Declared dtypes]):
+// an add.out that serves float32 only (computing self - (-alpha) * other
+// through sub.out) passes, its result carries the declared set and names
+// what served the other dtypes, and a declared dtype that no sample
+// exercises is noted, not failed.
+Tensor float32OnlyAdd(const Tensor& self, const Tensor& other, const Scalar& alpha, const Tensor& out) {
+  static const auto sub = Dispatcher::singleton()
+                              .findOpOrThrow("bp::sub.out")
+                              .typed<Tensor(const Tensor&, const Tensor&, const Scalar&, const Tensor&)>();
+  EXPECT_EQ(self.dtype(), ScalarType::Float32);
+  EXPECT_EQ(out.dtype(), ScalarType::Float32);
+  return sub.call(self, other, alpha.isIntegral() ? Scalar(-alpha.to<int64_t>()) : Scalar(-alpha.toDouble()), out);
+}
+
+const OpSpec& specOf(const std::string& op) {
+  for (const OpSpec& s : allSpecs())
+    if (s.op == op) return s;
+  BP_THROW(kNotFound, "no spec for ", op);
+}
+
+TEST(Runner, CertifiesWhatIsDeclared) {
+  testing::TestDevice& dev = testing::TestDevice::install("declaredadd", 1);
+  Dispatcher::singleton().setFallbackMode(FallbackMode::Silent);
+  Library lib("declaredadd");
+  ASSERT_TRUE(lib.impl("bp::add.out", dev.type(), BP_FN(float32OnlyAdd), {ScalarType::Float32}).ok());
+  bool seen = false;
+  for (const Result& r : runSpec(specOf("bp::add.Tensor"), dev.device(0))) {
+    EXPECT_EQ(r.outcome, Outcome::Pass) << describe(r);
+    if (r.form != "out") continue;
+    seen = true;
+    EXPECT_EQ(r.kernel, KernelKind::Native);
+    ASSERT_TRUE(r.dtypes.has_value());
+    EXPECT_EQ(*r.dtypes, DtypeSet({ScalarType::Float32}));
+    EXPECT_EQ(r.declined, KernelKind::CpuFallback);
+    EXPECT_EQ(kernelTextOf(r), "native (float32), cpu_fallback (others)");
+    EXPECT_EQ(r.note, "") << "float32 samples reached the kernel";
+    // The worker's line carries all of it to the parent.
+    std::optional<Result> back = decodeResult(encodeResult(r));
+    ASSERT_TRUE(back.has_value());
+    EXPECT_EQ(back->dtypes, r.dtypes);
+    EXPECT_EQ(back->declined, r.declined);
+  }
+  EXPECT_TRUE(seen);
+  Dispatcher::singleton().setFallbackMode(FallbackMode::Warn);
+}
+
+// A boxed out= kernel that must never run.
+void unreachableOut(OperatorKernel*, const OperatorHandle& op, DispatchKeySet, Stack*) {
+  ADD_FAILURE() << op.operatorName().qualifiedName() << ": no sample has the declared dtype";
+  BP_THROW(kInternal, "unreachable");
+}
+
+TEST(Runner, NotesADeclaredDtypeNoSampleExercises) {
+  // An out= form and a dtype that none of its spec's samples has, each
+  // sample having a tensor argument: a kernel that declares only that dtype
+  // is never called, and every sample runs through the CPU fallback.
+  const OpSpec* spec = nullptr;
+  std::optional<ScalarType> absent;
+  for (const OpSpec& s : allSpecs()) {
+    if (s.out.empty()) continue;
+    uint64_t present = 0;
+    bool every_sample_has_a_tensor = true;
+    for (const Sample& sample : s.samples()) {
+      bool tensor = false;
+      for (const IValue& v : sample.args) {
+        if (v.isTensor() && v.toTensor().defined()) {
+          present |= uint64_t{1} << static_cast<int>(v.toTensor().dtype());
+          tensor = true;
+        } else if (v.isTensorList()) {
+          every_sample_has_a_tensor = false;  // keep to plain tensors
+        }
+      }
+      every_sample_has_a_tensor &= tensor;
+    }
+    if (!every_sample_has_a_tensor) continue;
+    for (int t = 0; t < kNumScalarTypes && !absent; ++t)
+      if (!((present >> t) & 1)) absent = static_cast<ScalarType>(t);
+    if (absent) {
+      spec = &s;
+      break;
+    }
+  }
+  ASSERT_NE(spec, nullptr) << "every out= spec's samples cover every dtype";
+  testing::TestDevice& dev = testing::TestDevice::install("declaredunused", 1);
+  Dispatcher::singleton().setFallbackMode(FallbackMode::Silent);
+  Library lib("declaredunused");
+  ASSERT_TRUE(lib.impl(spec->out, dev.type(), KernelFunction::makeFromBoxedFunction(&unreachableOut), {*absent}).ok());
+  bool seen = false;
+  for (const Result& r : runSpec(*spec, dev.device(0))) {
+    if (r.form != "out") continue;
+    seen = true;
+    EXPECT_EQ(r.outcome, Outcome::Pass) << describe(r);
+    EXPECT_EQ(r.note, "the kernel declares " + std::string(scalarTypeName(*absent)) +
+                          ", which no sample of this form exercises: not certified for it")
+        << spec->out;
+    std::optional<Result> back = decodeResult(encodeResult(r));
+    ASSERT_TRUE(back.has_value());
+    EXPECT_EQ(back->note, r.note);
+  }
+  EXPECT_TRUE(seen);
+  Dispatcher::singleton().setFallbackMode(FallbackMode::Warn);
+}
+
 // A worker's results reach the parent as lines (Note [Conformance workers]):
 // each kernel kind, and none (a device check), survive the trip under the
 // name the reports print; a line naming no kind is not a result.

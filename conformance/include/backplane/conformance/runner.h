@@ -37,6 +37,14 @@ struct Result {
   std::string sample;   // the failing sample's name
   std::string message;  // what went wrong
   double max_abs_error = 0, max_rel_error = 0;  // over the failing sample
+  // Conformance certifies exactly what is declared (Note [Declared dtypes]):
+  // for a native kernel that declares the dtypes it serves, those dtypes
+  // and what served the samples of the others (the CPU fallback, usually),
+  // by declaration. Such a result counts as native, also under --strict.
+  std::optional<DtypeSet> dtypes;
+  std::optional<KernelKind> declined;
+  // Worth knowing, not a failure: e.g. a declared dtype no sample exercised.
+  std::string note;
 };
 
 // Parses outcomeName()'s text.
@@ -75,5 +83,10 @@ KernelKind kernelKindOn(const std::string& op, DeviceType type);
 // (a device check): the text every report prints.
 inline constexpr const char* kNoKernelName = "-";
 const char* kernelNameOf(const Result& r);
+// kernelNameOf(r), or for a kernel that declares its dtypes
+// "native (float32), cpu_fallback (others)": what reports show to people.
+std::string kernelTextOf(const Result& r);
+// Sets r.dtypes and r.declined from how `type` serves r.op now.
+void setDeclaredDtypes(Result& r, DeviceType type);
 
 }  // namespace backplane::conformance
