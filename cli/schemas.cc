@@ -1,5 +1,6 @@
 #include "schemas.h"
 
+#include <algorithm>
 #include <regex>
 #include <vector>
 
@@ -25,6 +26,8 @@ struct SchemaRow {
   std::string cpp_signature;  // the host's notation, "(Tensor, Scalar) -> Tensor"
 };
 
+constexpr const char* kOutDtype = "checked against the result";
+
 SchemaRow rowFor(const OperatorHandle& op) {
   const FunctionSchema& schema = op.schema();
   SchemaRow row{op.operatorName().qualifiedName(), schema.toString(), {}, false, pluginKernelSignature(schema),
@@ -32,7 +35,13 @@ SchemaRow rowFor(const OperatorHandle& op) {
   if (const StandardOp* s = op.operatorName().ns == kStandardNamespace ? findStandardOp(row.name) : nullptr) {
     row.standard = true;
     for (const Argument& a : schema.arguments())
-      if (a.type.base == BaseType::Tensor) row.dtypes.emplace_back(a.name, acceptedDtypes(*s, a.name).toString());
+      if (a.type.base == BaseType::Tensor) {
+        // An out= tensor's dtype follows from the inputs' (the meta checks
+        // it against the result), unless the op lists a rule for it.
+        const bool listed = std::any_of(s->dtypes.begin(), s->dtypes.end(),
+                                        [&](const ArgumentDtypes& d) { return a.name == d.argument; });
+        row.dtypes.emplace_back(a.name, a.isOut() && !listed ? kOutDtype : acceptedDtypes(*s, a.name).toString());
+      }
     for (const ArgumentDtypes& d : s->dtypes)
       if (std::string_view(d.argument) == "result") row.dtypes.emplace_back("result", d.accepted.toString());
   }

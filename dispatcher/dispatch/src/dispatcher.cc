@@ -510,6 +510,14 @@ std::string Dispatcher::closestDefinedNames(const OperatorName& wanted) {
   return out;
 }
 
+std::string Dispatcher::didYouMean(std::string_view qualified_name) {
+  absl::StatusOr<OperatorName> name = OperatorName::parse(qualified_name);
+  if (!name.ok()) return "";
+  absl::MutexLock lock(&detail::registrationMutex());
+  const std::string similar = closestDefinedNames(*name);
+  return similar.empty() ? "" : strCat(" Did you mean ", similar, "?");
+}
+
 absl::StatusOr<OperatorEntry*> Dispatcher::definedEntry(std::string_view op_name,
                                                         std::string_view action) {
   absl::StatusOr<OperatorName> name = OperatorName::parse(op_name);

@@ -216,9 +216,7 @@ OutputMeta indexSelectMeta(const Tensor& self, int64_t dim, const Tensor& index)
   checkDefined(op, self, "self");
   checkDefined(op, index, "index");
   const Device device = commonDevice(op, {{"self", &self}, {"index", &index}});
-  BP_CHECK(index.dtype() == ScalarType::Int64 || index.dtype() == ScalarType::Int32, op,
-           ": argument 'index' must have dtype int64 or int32, but has dtype ", index.dtype(),
-           "; convert it with .to(int64)");
+  checkDtypes(op, standardOp<Name>(), {{"index", &index}});
   BP_CHECK(index.dim() <= 1, op, ": argument 'index' must be 1-d or 0-d, but has shape ", shapeString(index.sizes()),
            "; flatten it with reshape(-1)");
   const int64_t d = wrapDim(op, dim, self.dim());
@@ -254,8 +252,7 @@ OutputMeta gatherMeta(const Tensor& self, int64_t dim, const Tensor& index) {
   checkDefined(op, self, "self");
   checkDefined(op, index, "index");
   const Device device = commonDevice(op, {{"self", &self}, {"index", &index}});
-  BP_CHECK(index.dtype() == ScalarType::Int64, op, ": argument 'index' must have dtype int64, but has dtype ",
-           index.dtype(), "; convert it with .to(int64)");
+  checkDtypes(op, standardOp<Name>(), {{"index", &index}});
   const int64_t d = wrapDim(op, dim, self.dim());
   BP_CHECK(dimOr1(index) == dimOr1(self), op, ": argument 'index' must have as many dimensions as 'self' (",
            self.dim(), "), but has shape ", shapeString(index.sizes()));
@@ -293,8 +290,7 @@ OutputMeta scatterAddMeta(const Tensor& self, int64_t dim, const Tensor& index, 
   checkDefined(op, index, "index");
   checkDefined(op, src, "src");
   const Device device = commonDevice(op, {{"self", &self}, {"index", &index}, {"src", &src}});
-  BP_CHECK(index.dtype() == ScalarType::Int64, op, ": argument 'index' must have dtype int64, but has dtype ",
-           index.dtype(), "; convert it with .to(int64)");
+  checkDtypes(op, standardOp<Name>(), {{"index", &index}});
   BP_CHECK(src.dtype() == self.dtype(), op, ": 'src' has dtype ", src.dtype(), " but 'self' has dtype ", self.dtype(),
            "; they must match: convert src with .to(", self.dtype(), ")");
   const int64_t d = wrapDim(op, dim, self.dim());
@@ -346,8 +342,7 @@ OutputMeta maskedFillMeta(const Tensor& self, const Tensor& mask) {
   checkDefined(op, self, "self");
   checkDefined(op, mask, "mask");
   const Device device = commonDevice(op, {{"self", &self}, {"mask", &mask}});
-  BP_CHECK(mask.dtype() == ScalarType::Bool, op, ": argument 'mask' must have dtype bool, but has dtype ",
-           mask.dtype(), "; make one with a comparison (mask != 0) or .to(bool)");
+  checkDtypes(op, standardOp<Name>(), {{"mask", &mask}});
   return OutputMeta{broadcastShapes(op, self.sizes(), mask.sizes()), self.dtype(), device};
 }
 
@@ -425,9 +420,7 @@ void embeddingMeta(const Tensor& weight, const Tensor& indices, int64_t, bool, b
   commonDevice(op, {{"weight", &weight}, {"indices", &indices}});
   BP_CHECK(weight.dim() == 2, op, ": argument 'weight' must be 2-d [num_embeddings, embedding_dim], but has shape ",
            shapeString(weight.sizes()));
-  BP_CHECK(indices.dtype() == ScalarType::Int64 || indices.dtype() == ScalarType::Int32, op,
-           ": argument 'indices' must have dtype int64 or int32, but has dtype ", indices.dtype(),
-           "; convert it with .to(int64)");
+  checkDtypes(op, standardOp<"embedding">(), {{"indices", &indices}});
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t, bool, bool) {
@@ -445,6 +438,14 @@ void addDataMovementOps(std::vector<StandardOp>& ops) {
   auto add = [&](std::string schema, KernelFunction meta = {}, KernelFunction composite = {}) {
     ops.push_back(StandardOp{std::move(schema), std::move(meta), std::move(composite), "data_movement"});
   };
+  // Gives the entries added since `first` (the forms of one op) its dtype
+  // rule (Note [Dtype rules live in metas]).
+  auto declare = [&](size_t first, const std::vector<ArgumentDtypes>& dtypes) {
+    for (size_t i = first; i < ops.size(); ++i) ops[i].dtypes = dtypes;
+  };
+  constexpr ScalarTypeSet kIndex = {ScalarType::Int64};
+  constexpr ScalarTypeSet kIndexOrInt32 = {ScalarType::Int32, ScalarType::Int64};
+  constexpr ScalarTypeSet kMask = {ScalarType::Bool};
   add("cat(Tensor[] tensors, int dim=0) -> Tensor", {}, KernelFunction::makeFromFunction(BP_FN(catFunctional)));
   add("cat.out(Tensor[] tensors, int dim=0, *, Tensor(a!) out) -> Tensor(a!)",
       KernelFunction::makeFromFunction(BP_FN(catOutMeta)));
@@ -456,16 +457,19 @@ void addDataMovementOps(std::vector<StandardOp>& ops) {
       KernelFunction::makeFromFunction(BP_FN(indexSelectFunctional)));
   add("index_select.out(Tensor self, int dim, Tensor index, *, Tensor(a!) out) -> Tensor(a!)",
       KernelFunction::makeFromFunction(BP_FN(indexSelectOutMeta)));
+  declare(ops.size() - 2, {{"index", kIndexOrInt32}});
   add("gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor", {},
       KernelFunction::makeFromFunction(BP_FN(gatherFunctional)));
   add("gather.out(Tensor self, int dim, Tensor index, *, bool sparse_grad=False, Tensor(a!) out) -> Tensor(a!)",
       KernelFunction::makeFromFunction(BP_FN(gatherOutMeta)));
+  declare(ops.size() - 2, {{"index", kIndex}});
   add("scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor", {},
       KernelFunction::makeFromFunction(BP_FN(scatterAddFunctional)));
   add("scatter_add_(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)", {},
       KernelFunction::makeFromFunction(BP_FN(scatterAddInplace)));
   add("scatter_add.out(Tensor self, int dim, Tensor index, Tensor src, *, Tensor(a!) out) -> Tensor(a!)",
       KernelFunction::makeFromFunction(BP_FN(scatterAddOutMeta)));
+  declare(ops.size() - 3, {{"index", kIndex}});
 
   add("masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor", {},
       KernelFunction::makeFromFunction(BP_FN(maskedFillScalar)));
@@ -479,10 +483,12 @@ void addDataMovementOps(std::vector<StandardOp>& ops) {
       KernelFunction::makeFromFunction(BP_FN(maskedFillTensorInplace)));
   add("masked_fill.Tensor_out(Tensor self, Tensor mask, Tensor value, *, Tensor(a!) out) -> Tensor(a!)",
       KernelFunction::makeFromFunction(BP_FN(maskedFillTensorOutMeta)));
+  declare(ops.size() - 6, {{"mask", kMask, "make one with a comparison (mask != 0), "}});
 
   add("embedding(Tensor weight, Tensor indices, int padding_idx=-1, bool scale_grad_by_freq=False, "
       "bool sparse=False) -> Tensor",
       KernelFunction::makeFromFunction(BP_FN(embeddingMeta)), KernelFunction::makeFromFunction(BP_FN(embedding)));
+  declare(ops.size() - 1, {{"indices", kIndexOrInt32}});
 }
 
 }  // namespace backplane::ops

@@ -18,23 +18,18 @@ enum class BoolAlternative {
   LogicalNot,  // neg: -a of a mask is not a
 };
 
-// "use logical_xor() instead, or ": the start of the advice in a refusal of
-// bool operands.
+// "use logical_xor() instead, ": the start of the advice in a refusal of
+// bool operands (ArgumentDtypes::instead).
 const char* insteadOfBool(BoolAlternative alternative) {
   switch (alternative) {
     case BoolAlternative::None: return "";
-    case BoolAlternative::LogicalXor: return "use logical_xor() instead, or ";
-    case BoolAlternative::LogicalNot: return "use logical_not() instead, or ";
+    case BoolAlternative::LogicalXor: return "use logical_xor() instead, ";
+    case BoolAlternative::LogicalNot: return "use logical_not() instead, ";
   }
   return "";
 }
 
-// Refuses a bool dtype `t` for `op`; `operands` names what to convert ("self",
-// "the inputs").
-void refuseBool(std::string_view op, ScalarType t, BoolAlternative alternative, const char* operands) {
-  BP_CHECK(t != ScalarType::Bool, op, ": not supported for dtype bool (", insteadOfBool(alternative), "convert ",
-           operands, " to an integer or floating dtype first)");
-}
+constexpr ScalarTypeSet kEveryDtypeButBool = ScalarTypeSet::allBut(ScalarType::Bool);
 
 // How a binary op's result dtype follows from the promoted input dtype, and
 // which promoted dtypes it refuses.
@@ -56,12 +51,17 @@ constexpr BinaryRule kSubtraction{BinaryResult::NoBool, BoolAlternative::Logical
 constexpr BinaryRule kTrueDivide{BinaryResult::TrueDivide};
 constexpr BinaryRule kComparison{BinaryResult::Comparison};
 
-ScalarType applyBinaryRule(std::string_view op, ScalarType t, BinaryRule rule) {
+// The rule's dtypes as the table lists them (Note [Dtype rules live in
+// metas]): NoBool refuses a bool promoted dtype.
+std::vector<ArgumentDtypes> binaryDtypes(BinaryRule rule) {
+  if (rule.result != BinaryResult::NoBool) return {};
+  return {{"result", kEveryDtypeButBool, insteadOfBool(rule.instead_of_bool)}};
+}
+
+ScalarType applyBinaryRule(std::string_view op, const StandardOp& entry, ScalarType t, BinaryRule rule) {
   switch (rule.result) {
     case BinaryResult::Promoted: return t;
-    case BinaryResult::NoBool:
-      refuseBool(op, t, rule.instead_of_bool, "the inputs");
-      return t;
+    case BinaryResult::NoBool: checkResultDtype(op, entry, t); return t;
     case BinaryResult::TrueDivide: return isFloatingType(t) ? t : ScalarType::Float32;
     case BinaryResult::Comparison: return ScalarType::Bool;
   }
@@ -89,7 +89,7 @@ OutputMeta binaryMeta(const Tensor& self, const Tensor& other, CpuScalars cpu_sc
   checkDefined(op, other, "other");
   Device device = commonDevice(op, {{"self", &self}, {"other", &other}}, cpu_scalars);
   return OutputMeta{broadcastShapes(op, self.sizes(), other.sizes()),
-                    applyBinaryRule(op, resultType(self, other), Rule), device};
+                    applyBinaryRule(op, standardOp<Name>(), resultType(self, other), Rule), device};
 }
 
 // --- binary ops with alpha (add, sub): out = self (+|-) alpha * other
@@ -170,8 +170,8 @@ OutputMeta scalarMeta(const Tensor& self, const Scalar& other) {
              ": integers to negative integer powers are not allowed (exponent ", other.toDouble(),
              "); convert self to a floating dtype first");
   }
-  return OutputMeta{Shape(self.sizes().begin(), self.sizes().end()), applyBinaryRule(op, common, Rule),
-                    self.device()};
+  return OutputMeta{Shape(self.sizes().begin(), self.sizes().end()),
+                    applyBinaryRule(op, standardOp<Name>(), common, Rule), self.device()};
 }
 
 template <FixedString Name, BinaryRule Rule>
@@ -201,8 +201,7 @@ OutputMeta whereMeta(const Tensor& condition, const Tensor& self, const Tensor& 
   checkDefined(op, condition, "condition");
   checkDefined(op, self, "self");
   checkDefined(op, other, "other");
-  BP_CHECK(condition.dtype() == ScalarType::Bool, op, ": argument 'condition' must have dtype bool, but got ",
-           condition.dtype(), "; compare it first (e.g. ne(condition, 0))");
+  checkDtypes(op, standardOp<Name>(), {{"condition", &condition}});
   Device device = commonDevice(op, {{"condition", &condition}, {"self", &self}, {"other", &other}}, cpu_scalars);
   Shape shape = broadcastShapes(op, condition.sizes(), self.sizes());
   shape = broadcastShapes(op, IntArrayRef(shape.data(), shape.size()), other.sizes());
@@ -245,16 +244,24 @@ constexpr UnaryRule kNegation{UnaryResult::SameNoBool, BoolAlternative::LogicalN
 constexpr UnaryRule kFloating{UnaryResult::Floating};
 constexpr UnaryRule kFloatingInput{UnaryResult::FloatingInput};
 
+// The rule's dtypes as the table lists them: SameNoBool refuses bool,
+// FloatingInput takes floating dtypes only (as PyTorch).
+std::vector<ArgumentDtypes> unaryDtypes(UnaryRule rule) {
+  switch (rule.result) {
+    case UnaryResult::SameNoBool: return {{"self", kEveryDtypeButBool, insteadOfBool(rule.instead_of_bool)}};
+    case UnaryResult::FloatingInput: return {{"self", ScalarTypeSet::floating()}};
+    case UnaryResult::Same:
+    case UnaryResult::Floating: return {};
+  }
+  return {};
+}
+
 template <FixedString Name, UnaryRule Rule>
 OutputMeta unaryMeta(const Tensor& self) {
   const std::string& op = qualified<Name>();
   checkDefined(op, self, "self");
+  checkDtypes(op, standardOp<Name>(), {{"self", &self}});
   ScalarType t = self.dtype();
-  if (Rule.result == UnaryResult::SameNoBool) refuseBool(op, t, Rule.instead_of_bool, "self");
-  if (Rule.result == UnaryResult::FloatingInput) {
-    BP_CHECK(isFloatingType(t), op, ": expected a floating-point tensor, but 'self' has dtype ", t,
-             "; convert it first (e.g. to float32)");
-  }
   if (Rule.result == UnaryResult::Floating && !isFloatingType(t)) t = ScalarType::Float32;
   return OutputMeta{Shape(self.sizes().begin(), self.sizes().end()), t, self.device()};
 }
@@ -318,7 +325,7 @@ OutputMeta clampMeta(const Tensor& self, const std::optional<Scalar>& min, const
   const std::string& op = qualified<Name>();
   checkDefined(op, self, "self");
   BP_CHECK(min.has_value() || max.has_value(), op, ": at least one of 'min' and 'max' must be given (not None)");
-  refuseBool(op, self.dtype(), BoolAlternative::None, "self");
+  checkDtypes(op, standardOp<Name>(), {{"self", &self}});
   ResultTypeState rt;
   rt.add(self);
   if (min) rt.add(*min);
@@ -347,6 +354,11 @@ void addElementwiseOps(std::vector<StandardOp>& ops) {
   auto add = [&](std::string schema, KernelFunction meta = {}, KernelFunction composite = {}) {
     ops.push_back(StandardOp{std::move(schema), std::move(meta), std::move(composite), "elementwise"});
   };
+  // Gives the entries added since `first` (the forms of one op) its dtype
+  // rule (Note [Dtype rules live in metas]).
+  auto declare = [&](size_t first, const std::vector<ArgumentDtypes>& dtypes) {
+    for (size_t i = first; i < ops.size(); ++i) ops[i].dtypes = dtypes;
+  };
   using K = KernelFunction;
   // add, sub: out = self (+|-) alpha * other.
   add("add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", {},
@@ -355,12 +367,14 @@ void addElementwiseOps(std::vector<StandardOp>& ops) {
       K::makeFromFunction(BP_FN((alphaInplace<"add_.Tensor", "add.out", kPromoted>))));
   add("add.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)",
       K::makeFromFunction(BP_FN((alphaOutMeta<"add.out", kPromoted>))));
+  size_t first = ops.size();
   add("sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", {},
       K::makeFromFunction(BP_FN((alphaFunctional<"sub.Tensor", "sub.out", kSubtraction>))));
   add("sub_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)", {},
       K::makeFromFunction(BP_FN((alphaInplace<"sub_.Tensor", "sub.out", kSubtraction>))));
   add("sub.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)",
       K::makeFromFunction(BP_FN((alphaOutMeta<"sub.out", kSubtraction>))));
+  declare(first, binaryDtypes(kSubtraction));
 
   // Binary ops without alpha: NAME.Tensor, NAME_.Tensor and NAME.out.
 #define BP_BINARY(NAME, RULE)                                                             \
@@ -384,6 +398,7 @@ void addElementwiseOps(std::vector<StandardOp>& ops) {
       K::makeFromFunction(BP_FN((binaryOutMeta<"minimum.out", kPromoted>))));
 
   // pow: tensor and scalar exponents.
+  first = ops.size();
   add("pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor", {},
       K::makeFromFunction(BP_FN((binaryFunctional<"pow.Tensor_Tensor", "pow.Tensor_Tensor_out", kNoBool>))));
   add("pow_.Tensor(Tensor(a!) self, Tensor exponent) -> Tensor(a!)", {},
@@ -396,6 +411,7 @@ void addElementwiseOps(std::vector<StandardOp>& ops) {
       K::makeFromFunction(BP_FN((scalarInplace<"pow_.Scalar", "pow.Tensor_Scalar_out", kNoBool>))));
   add("pow.Tensor_Scalar_out(Tensor self, Scalar exponent, *, Tensor(a!) out) -> Tensor(a!)",
       K::makeFromFunction(BP_FN((scalarOutMeta<"pow.Tensor_Scalar_out", kNoBool>))));
+  declare(first, binaryDtypes(kNoBool));
 
   // Comparisons: bool results (in place: self's dtype).
 #define BP_COMPARISON(NAME)                                                                             \
@@ -423,15 +439,16 @@ void addElementwiseOps(std::vector<StandardOp>& ops) {
       K::makeFromFunction(BP_FN(whereFunctional)));
   add("where.self_out(Tensor condition, Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)",
       K::makeFromFunction(BP_FN(whereOutMeta)));
+  declare(ops.size() - 2, {{"condition", {ScalarType::Bool}, "compare it first (e.g. ne(condition, 0)), "}});
 
   // Unary: NAME, NAME_ and NAME.out.
-#define BP_UNARY(NAME, RULE)                                                    \
-  add(NAME "(Tensor self) -> Tensor", {},                                       \
-      K::makeFromFunction(BP_FN((unaryFunctional<NAME, NAME ".out", RULE>))));  \
-  add(NAME "_(Tensor(a!) self) -> Tensor(a!)", {},                              \
-      K::makeFromFunction(BP_FN((unaryInplace<NAME "_", NAME ".out", RULE>)))); \
-  add(NAME ".out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)",                \
-      K::makeFromFunction(BP_FN((unaryOutMeta<NAME ".out", RULE>))))
+#define BP_UNARY(NAME, RULE)                                                                                       \
+  add(NAME "(Tensor self) -> Tensor", {}, K::makeFromFunction(BP_FN((unaryFunctional<NAME, NAME ".out", RULE>)))); \
+  add(NAME "_(Tensor(a!) self) -> Tensor(a!)", {},                                                                 \
+      K::makeFromFunction(BP_FN((unaryInplace<NAME "_", NAME ".out", RULE>))));                                    \
+  add(NAME ".out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)",                                                   \
+      K::makeFromFunction(BP_FN((unaryOutMeta<NAME ".out", RULE>))));                                              \
+  declare(ops.size() - 3, unaryDtypes(RULE))
   BP_UNARY("neg", kNegation);
   BP_UNARY("abs", kSame);
   BP_UNARY("relu", kSameNoBool);
@@ -453,16 +470,19 @@ void addElementwiseOps(std::vector<StandardOp>& ops) {
   add("silu.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)",
       K::makeFromFunction(BP_FN((unaryOutMeta<"silu.out", kFloatingInput>))),
       K::makeFromFunction(BP_FN(siluOutComposite)));
+  declare(ops.size() - 3, unaryDtypes(kFloatingInput));
   add("gelu(Tensor self, *, str approximate='none') -> Tensor", {}, K::makeFromFunction(BP_FN(geluFunctional)));
   add("gelu_(Tensor(a!) self, *, str approximate='none') -> Tensor(a!)", {}, K::makeFromFunction(BP_FN(geluInplace)));
   add("gelu.out(Tensor self, *, str approximate='none', Tensor(a!) out) -> Tensor(a!)",
       K::makeFromFunction(BP_FN(geluOutMeta)));
+  declare(ops.size() - 3, unaryDtypes(kFloatingInput));
   add("clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor", {},
       K::makeFromFunction(BP_FN(clampFunctional)));
   add("clamp_(Tensor(a!) self, Scalar? min=None, Scalar? max=None) -> Tensor(a!)", {},
       K::makeFromFunction(BP_FN(clampInplace)));
   add("clamp.out(Tensor self, Scalar? min=None, Scalar? max=None, *, Tensor(a!) out) -> Tensor(a!)",
       K::makeFromFunction(BP_FN(clampOutMeta)));
+  declare(ops.size() - 3, {{"self", kEveryDtypeButBool}});
 }
 
 }  // namespace backplane::ops

@@ -188,8 +188,7 @@ template <FixedString Name>
 OutputMeta varMeta(const Tensor& self, std::optional<IntArrayRef> dim, bool keepdim) {
   const std::string& op = qualified<Name>();
   Reduced r = reducedShape(op, self, dim, keepdim);
-  BP_CHECK(isFloatingType(self.dtype()), op, ": only floating point inputs are supported, got ", self.dtype(),
-           "; convert the input to float32 or float64 first");
+  checkDtypes(op, standardOp<Name>(), {{"self", &self}});
   return OutputMeta{std::move(r.sizes), self.dtype(), self.device()};
 }
 
@@ -298,7 +297,8 @@ void addReductionOps(std::vector<StandardOp>& ops) {
   add("argmin.out(Tensor self, int? dim=None, bool keepdim=False, *, Tensor(a!) out) -> Tensor(a!)",
       fn<&argmaxOutMeta<"argmin.out">>());
 
-  // var, std.
+  // var, std: floating inputs only.
+  const size_t first_var = ops.size();
   add("var(Tensor self, bool unbiased=True) -> Tensor", {},
       fn<&varUnbiasedFunctional<"var", "var.correction_out">>());
   add("var.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor", {},
@@ -317,6 +317,7 @@ void addReductionOps(std::vector<StandardOp>& ops) {
   add("std.correction_out(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False, "
       "Tensor(a!) out) -> Tensor(a!)",
       fn<&varOutMeta<"std.correction_out">>());
+  for (size_t i = first_var; i < ops.size(); ++i) ops[i].dtypes = {{"self", ScalarTypeSet::floating()}};
 
   // softmax, log_softmax.
   add("softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor", {},

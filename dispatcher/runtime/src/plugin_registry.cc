@@ -237,9 +237,9 @@ BP_Error* registerKernel(BP_Plugin* plugin, const char* op_name, int32_t device_
     op = d.findOp(qualified);
   }
   if (!op || (!op->hasSchema() && slot == KernelSlot::Impl)) {
-    return toError(absl::NotFoundError(strCat("plugin '", p.status.name, "' registers a ", dispatchKeyName(key),
-                                              " kernel for ", qualified,
-                                              ", which is not defined: def() it first, or load the plugin that defines it")));
+    return toError(absl::NotFoundError(strCat(
+        "plugin '", p.status.name, "' registers a ", dispatchKeyName(key), " kernel for ", qualified,
+        ", which is not defined: def() it first, or load the plugin that defines it.", d.didYouMean(qualified))));
   }
   // Not defined yet (impl_when_defined): the dispatcher checks the declared
   // signature when the schema arrives.

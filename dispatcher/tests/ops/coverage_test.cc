@@ -51,5 +51,31 @@ TEST(StandardOpCoverage, OutVariantsHaveAShapeRuleAndTheirFunctionalFormsACompos
   }
 }
 
+// Note [Dtype rules live in metas]: a rule names a tensor argument of its
+// op's schema (or "result"), so none is inert through a typo, and accepts
+// some dtype.
+TEST(StandardOpCoverage, DtypeRulesNameTensorArgumentsOfTheirSchema) {
+  size_t ops_with_rules = 0;
+  for (const StandardOp& s : standardOperators()) {
+    const std::string name = qualifiedName(s);
+    const FunctionSchema& schema = Dispatcher::singleton().findOpOrThrow(name).schema();
+    ops_with_rules += !s.dtypes.empty();
+    for (const ArgumentDtypes& d : s.dtypes) {
+      bool names_a_tensor = std::string_view(d.argument) == "result";
+      for (const Argument& a : schema.arguments())
+        names_a_tensor |= a.name == d.argument && a.type.base == BaseType::Tensor;
+      EXPECT_TRUE(names_a_tensor) << name << ": the dtype rule for '" << d.argument << "' names no tensor argument";
+      EXPECT_NE(d.accepted, ScalarTypeSet()) << name << ": '" << d.argument << "' accepts no dtype";
+      EXPECT_NE(findStandardOp(name), nullptr) << name;
+    }
+  }
+  EXPECT_GT(ops_with_rules, 50u);
+  // The listing's words for a rule.
+  EXPECT_EQ(acceptedDtypes(*findStandardOp("bp::mm.out"), "self").toString(), "every dtype but bool");
+  EXPECT_EQ(acceptedDtypes(*findStandardOp("mm.out"), "out").toString(), "every dtype");
+  EXPECT_EQ(acceptedDtypes(*findStandardOp("gather"), "index").toString(), "int64");
+  EXPECT_EQ(acceptedDtypes(*findStandardOp("conv2d"), "input").toString(), "float32, float64");
+}
+
 }  // namespace
 }  // namespace backplane::ops_test

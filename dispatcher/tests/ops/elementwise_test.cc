@@ -107,12 +107,14 @@ TEST(ElementwiseBinary, BoolAddIsLogicalOrAndBoolSubIsRefused) {
   for (const char* op : {"sub.Tensor", "sub_.Tensor"}) {
     std::string e = errorOf([&] { callT(op, {a.clone(), b, 1}); });
     EXPECT_THAT(e, HasSubstr(std::string("bp::") + op));
-    EXPECT_THAT(e, HasSubstr("not supported for dtype bool (use logical_xor() instead, or convert"));
+    EXPECT_THAT(e, HasSubstr("the inputs compute in dtype bool, which this op does not accept (accepted result dtypes: "
+                             "every dtype but bool); use logical_xor() instead, or convert the inputs"));
   }
   EXPECT_THAT(errorOf([&] { callT("sub.out", {a, b, 1, emptyTensor({0}, ScalarType::Bool)}); }),
               HasSubstr("logical_xor()"));
   std::string e = errorOf([&] { callT("pow.Tensor_Tensor", {a, b}); });
-  EXPECT_THAT(e, HasSubstr("not supported for dtype bool (convert the inputs to an integer or floating dtype"));
+  EXPECT_THAT(e, HasSubstr("the inputs compute in dtype bool, which this op does not accept (accepted result dtypes: "
+                           "every dtype but bool); convert the inputs to an accepted dtype"));
   EXPECT_THAT(e, Not(HasSubstr("logical_")));
 }
 
@@ -414,7 +416,10 @@ TEST(ElementwiseWhere, SelectsWithBroadcastingForEveryDtype) {
   expectClose(r, {1, 1}, {2}, ScalarType::Float32);
   std::string err = errorOf([&] { callT("where.self", {fromDoubles({1}, {1}, ScalarType::Int64), r, r}); });
   EXPECT_THAT(err, HasSubstr("bp::where.self"));
-  EXPECT_THAT(err, HasSubstr("'condition' must have dtype bool"));
+  EXPECT_THAT(
+      err,
+      HasSubstr(
+          "argument 'condition' has dtype int64, which this op does not accept (accepted: bool); compare it first"));
   EXPECT_THAT(errorOf([&] { callT("where.self", {cond, emptyTensor({5}), r}); }), HasSubstr("cannot be broadcast"));
 }
 
@@ -542,13 +547,16 @@ TEST(ElementwiseUnary, NegOfBoolSuggestsLogicalNot) {
   for (const char* op : {"neg", "neg_"}) {
     std::string err = errorOf([&] { callT(op, {mask.clone()}); });
     EXPECT_THAT(err, HasSubstr(std::string("bp::") + op));
-    EXPECT_THAT(err, HasSubstr("use logical_not() instead, or convert self"));
+    EXPECT_THAT(err, HasSubstr("(accepted: every dtype but bool); use logical_not() instead, or convert it"));
   }
   EXPECT_THAT(errorOf([&] { callT("neg.out", {mask, emptyTensor({0}, ScalarType::Bool)}); }),
               HasSubstr("logical_not()"));
   // relu refuses bool too, with nothing to suggest instead.
   std::string err = errorOf([&] { callT("relu", {mask}); });
-  EXPECT_THAT(err, HasSubstr("bp::relu: not supported for dtype bool (convert self to an integer or floating"));
+  EXPECT_THAT(
+      err,
+      HasSubstr(
+          "bp::relu: argument 'self' has dtype bool, which this op does not accept (accepted: every dtype but bool)"));
   EXPECT_THAT(err, Not(HasSubstr("logical_")));
 }
 
@@ -591,8 +599,12 @@ TEST(ElementwiseClamp, BoundsPromotionAndErrors) {
   EXPECT_THAT(err, HasSubstr("bp::clamp"));
   EXPECT_THAT(err, HasSubstr("at least one of 'min' and 'max'"));
   EXPECT_THAT(errorOf([&] { callT("clamp_", {i, Scalar(0.5), std::nullopt}); }), HasSubstr("cannot be cast"));
-  EXPECT_THAT(errorOf([&] { callT("clamp", {fromDoubles({1}, {1}, ScalarType::Bool), Scalar(0.0), std::nullopt}); }),
-              HasSubstr("bp::clamp: not supported for dtype bool (convert self to an integer or floating"));
+  EXPECT_THAT(
+      errorOf([&] {
+        callT("clamp", {fromDoubles({1}, {1}, ScalarType::Bool), Scalar(0.0), std::nullopt});
+      }),
+      HasSubstr(
+          "bp::clamp: argument 'self' has dtype bool, which this op does not accept (accepted: every dtype but bool)"));
 }
 
 // --- large tensors: the parallel path (Note [Elementwise loops])

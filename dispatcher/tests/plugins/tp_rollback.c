@@ -1,5 +1,6 @@
 /* init registers a device type, an op and a kernel for it, then a kernel for
- * an op nobody defined (bp::does_not_exist): the load fails and every
+ * an op nobody defined (bp::sum.dim_IntList_out, a misspelling of
+ * bp::sum.IntList_out): the load fails, naming the op it meant, and every
  * registration before it is undone. */
 #include "tp_common.h"
 
@@ -19,5 +20,5 @@ BP_EXPORT BP_Error* backplane_plugin_init(const BP_HostApi* host, BP_Plugin* plu
   if ((err = host->impl(plugin, "tp_rollback::thing", type, &k))) return err;
   if ((err = host->impl(plugin, "tp_rollback::thing", 0, &k))) return err;
   /* Not defined by anyone: fails. */
-  return host->impl(plugin, "bp::does_not_exist", type, &k);
+  return host->impl(plugin, "bp::sum.dim_IntList_out", type, &k);
 }

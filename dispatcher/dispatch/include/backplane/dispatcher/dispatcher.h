@@ -237,6 +237,10 @@ class Dispatcher {
   // Like findOp, but only defined operators; throws Error (with a hint if a
   // similar name exists) otherwise.
   OperatorHandle findOpOrThrow(std::string_view qualified_name);
+  // " Did you mean ns::a, ns::b?": the defined operators closest to
+  // `qualified_name` (Note [Did you mean]), for the error of a registrant
+  // that names an undefined one; "" when none is close.
+  std::string didYouMean(std::string_view qualified_name);
   // Every defined operator, sorted by name.
   std::vector<OperatorHandle> definedOperators();
   // The operator named "ns::name.overload", adding it undefined (no schema:

@@ -65,8 +65,8 @@ struct ArgumentDtypes {
   // the dtype the op computes in (its inputs' promoted dtype).
   const char* argument;
   ScalarTypeSet accepted;
-  // What to do instead, for the refusal ("use logical_xor() instead"); the
-  // message always adds "or convert it to an accepted dtype".
+  // What to do instead, for the refusal, ending in ", " ("use logical_xor()
+  // instead, "); the message goes on "or convert it to an accepted dtype".
   const char* instead = "";
 };
 
