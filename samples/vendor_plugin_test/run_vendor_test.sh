@@ -9,8 +9,9 @@
 #      directory, the source directory or the prefix it was installed to
 #      (text files whole; binaries without their debug sections, and their
 #      RUNPATH must be $ORIGIN-relative); the installed `backplane`, run from
-#      / with BACKPLANE_PLUGIN_PATH unset, must load every installed plugin
-#      from the moved prefix and nothing from anywhere else;
+#      / with BACKPLANE_PLUGIN_PATH unset and (where mount namespaces are
+#      allowed) the build and source directories hidden, must load every
+#      installed plugin from the moved prefix and nothing from anywhere else;
 #   2. configures and builds SOURCE_DIR/samples/vendor_plugin (the toyaccel
 #      plugin) out of tree against that prefix with g++, checks that it used
 #      the installed package and headers, and runs TEST_BINARY (this build's
@@ -121,15 +122,47 @@ readelf -d "$prefix/bin/backplane" | grep -q 'R.*PATH.*\$ORIGIN/\.\./lib' ||
   die "bin/backplane has no \$ORIGIN-relative RUNPATH to lib/: $(readelf -d "$prefix/bin/backplane" | grep PATH)"
 echo "ok: no installed file names $build_dir, $src_dir or $install_prefix ($elves ELF files checked, debug info aside)"
 
-# The installed tool, from /, with no BACKPLANE_PLUGIN_PATH: it can find
-# plugins only through its own prefix (Note [Default plugin directory]).
-step "installed backplane plugins (BACKPLANE_PLUGIN_PATH unset, run from /)"
-out=$(cd / && env -u BACKPLANE_PLUGIN_PATH ldd "$prefix/bin/backplane") || die "ldd $prefix/bin/backplane failed"
+# in_moved_install CMD...: runs CMD from /, with BACKPLANE_PLUGIN_PATH unset
+# and, where the system allows mount namespaces (root, or unprivileged user
+# namespaces), with the build and source directories hidden under an empty
+# tmpfs, so that only the moved prefix is there to be found. Elsewhere the
+# directories stay visible and the checks above and below still hold.
+hide_dirs=()
+if [[ $prefix != "$build_dir"/* && $prefix != "$src_dir"/* ]] && command -v unshare >/dev/null 2>&1; then
+  # The build directory first: once the source directory is covered, a build
+  # directory inside it is no longer there to mount over.
+  hide='mount -t tmpfs backplane-hidden "$1" && mount -t tmpfs backplane-hidden "$2"'
+  for u in "unshare -m --propagation private" "unshare -r -m --propagation private"; do
+    # shellcheck disable=SC2086 # $u is a command and its options
+    if $u sh -c "$hide && test ! -e \"\$1/CMakeCache.txt\"" sh "$build_dir" "$src_dir" 2>/dev/null; then
+      read -r -a hide_dirs <<<"$u"
+      break
+    fi
+  done
+fi
+in_moved_install() {
+  if [[ ${#hide_dirs[@]} -gt 0 ]]; then
+    "${hide_dirs[@]}" sh -c "$hide"' && shift 2 && cd / && exec env -u BACKPLANE_PLUGIN_PATH "$@"' sh \
+      "$build_dir" "$src_dir" "$@"
+  else
+    (cd / && exec env -u BACKPLANE_PLUGIN_PATH "$@")
+  fi
+}
+if [[ ${#hide_dirs[@]} -gt 0 ]]; then
+  echo "the installed programs run with $build_dir and $src_dir hidden (${hide_dirs[*]}, tmpfs over each)"
+else
+  echo "note: no mount namespace here; the installed programs run with $build_dir and $src_dir visible"
+fi
+
+# The installed tool: it can find plugins only through its own prefix (Note
+# [Default plugin directory]).
+step "installed backplane plugins (BACKPLANE_PLUGIN_PATH unset, run from /, build and source trees hidden)"
+out=$(in_moved_install ldd "$prefix/bin/backplane") || die "ldd $prefix/bin/backplane failed"
 grep -q "libbackplane\.so.* => $prefix/bin/\.\./lib/libbackplane\.so" <<<"$out" ||
   grep -q "libbackplane\.so.* => $prefix/lib/libbackplane\.so" <<<"$out" ||
   die "the installed tool does not use the moved prefix's libbackplane.so:
 $out"
-out=$(cd / && env -u BACKPLANE_PLUGIN_PATH "$prefix/bin/backplane" plugins) ||
+out=$(in_moved_install "$prefix/bin/backplane" plugins) ||
   die "the installed backplane plugins failed:
 $out"
 echo "$out"
@@ -147,7 +180,7 @@ done
 # Every library it tried (the PATH column) is inside the moved prefix.
 stray=$(awk '$(NF-1) == "loaded" || $(NF-1) == "FAILED" { print $NF }' <<<"$out" | grep -vF "$prefix/lib/backplane/plugins/" || true)
 [[ -z $stray ]] || die "the installed tool tried plugins outside the moved prefix: $stray"
-out=$(cd / && env -u BACKPLANE_PLUGIN_PATH "$prefix/bin/backplane" --help) || die "backplane --help failed"
+out=$(in_moved_install "$prefix/bin/backplane" --help) || die "backplane --help failed"
 grep -qx "  $prefix/lib/backplane/plugins" <<<"$out" ||
   die "backplane --help does not name $prefix/lib/backplane/plugins as the default plugin directory:
 $(grep -A3 'Default plugin sources' <<<"$out")"
@@ -222,10 +255,9 @@ check_exports "$gcc_so"
 run_host "$gcc_so" "g++/libstdc++"
 
 # ------------------------------------------- conformance, from the moved install
-step "installed backplane conformance --plugin $gcc_so --backend toyaccel (run from /)"
+step "installed backplane conformance --plugin $gcc_so --backend toyaccel (as above)"
 set +e
-(cd / && env -u BACKPLANE_PLUGIN_PATH "$prefix/bin/backplane" conformance --plugin "$gcc_so" --backend toyaccel) \
-  >"$tmp/conformance.log" 2>&1
+in_moved_install "$prefix/bin/backplane" conformance --plugin "$gcc_so" --backend toyaccel >"$tmp/conformance.log" 2>&1
 conformance_rc=$?
 set -e
 cat "$tmp/conformance.log"
@@ -238,8 +270,8 @@ cat "$tmp/conformance.log"
 conformance_ok_codes="0 1"
 [[ " $conformance_ok_codes " == *" $conformance_rc "* ]] ||
   die "backplane conformance --backend toyaccel exited $conformance_rc (accepted: $conformance_ok_codes)"
-grep -Eq '^toyaccel +toyaccel +2 +[0-9]+ +[0-9]+ ' "$tmp/conformance.log" ||
-  die "the conformance summary has no row for backend toyaccel (plugin toyaccel, 2 devices) with counts"
+grep -Eq '^toyaccel +toyaccel +[1-9][0-9]* +[0-9]+ +[0-9]+ ' "$tmp/conformance.log" ||
+  die "the conformance summary has no row for backend toyaccel (plugin toyaccel, with devices) with counts"
 grep -Eq '^conformance: (PASSED|FAILED)' "$tmp/conformance.log" || die "the conformance run printed no verdict"
 echo "ok: conformance ran toyaccel from the moved install (exit $conformance_rc)"
 
@@ -284,15 +316,15 @@ int main() { return std::bit_cast<int>(0.0f); }' | "$gxx" -x c++ - -o "$tmp/prob
 else
   echo "($gxx's default standard has no std::bit_cast: the package must add C++20)"
 fi
-cmake -S "$app_src" -B "$tmp/app" "${generator[@]}" -DCMAKE_PREFIX_PATH="$prefix" \
+in_moved_install cmake -S "$app_src" -B "$tmp/app" "${generator[@]}" -DCMAKE_PREFIX_PATH="$prefix" \
   -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF -DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DCMAKE_CXX_COMPILER="$gxx" \
   -DEXPECTED_PLUGIN_DIR="$prefix/lib/backplane/plugins" ||
   die "configuring the consumer application against the moved install failed"
-cmake --build "$tmp/app" --verbose || die "building the consumer application (Backplane::backplane) failed"
+in_moved_install cmake --build "$tmp/app" --verbose || die "building the consumer application (Backplane::backplane) failed"
 grep -Eq -- '-std=(gnu|c)\+\+(20|2a|23|2b)' "$tmp/app/compile_commands.json" ||
   die "Backplane::backplane did not bring C++20 to the consumer: $(grep -o -- '-std=[^ ]*' "$tmp/app/compile_commands.json")"
 grep -q -- "$prefix/include" "$tmp/app/compile_commands.json" || die "app.cc was not compiled against $prefix/include"
-out=$(cd / && env -u BACKPLANE_PLUGIN_PATH "$tmp/app/app") || die "the consumer application failed:
+out=$(in_moved_install "$tmp/app/app") || die "the consumer application failed:
 $out"
 echo "$out"
 grep -q '^sum: 11 22 33$' <<<"$out" || die "the consumer application printed the wrong sum"
