@@ -12,6 +12,9 @@
 //   9. struct_size is the end of the last field; padding, fields past
 //      struct_size and fields it cuts are never read; 1.2's sizeof-based
 //      sizes are still accepted                                 tp_abi_pad_* (plain C)
+//  10. BP_KernelDesc.dtypes (1.5): a 1.4-sized descriptor serves every
+//      dtype; unknown dtype bits and a fallback declaring dtypes are
+//      refused                                                  tp_abi_dtypes_* (plain C)
 // (A plugin of a newer minor or another major is refused: plugin_loader_test.cc.)
 //
 // The test plugins' device memory lives at non-canonical addresses (see
@@ -76,13 +79,31 @@ BP_SAME_OFFSET(op_redispatch);
 constexpr int64_t kCounterBase = 100;
 enum Counter : int64_t { kAllocate, kDeallocate, kH2D, kD2H, kD2D, kMemset, kSynchronize, kTrap };
 
-const char* const kAbiPlugins[] = {
-    "tp_abi_v1_0",          "tp_abi_v1_1",          "tp_abi_larger",       "tp_abi_smaller",
-    "tp_abi_null_slots",    "tp_abi_bsz_dev_0",     "tp_abi_bsz_dev_huge", "tp_abi_bsz_impl_0",
-    "tp_abi_bsz_impl_huge", "tp_abi_bsz_fb_0",      "tp_abi_bsz_fb_huge",  "tp_abi_req_name",
-    "tp_abi_req_device_count", "tp_abi_req_allocate", "tp_abi_req_deallocate", "tp_abi_req_copy_host_to_device",
-    "tp_abi_req_copy_device_to_host", "tp_abi_req_fn", "tp_abi_pad_field_end", "tp_abi_pad_sizeof_1_2",
-    "tp_abi_pad_cut_optional", "tp_abi_pad_cut_required"};
+const char* const kAbiPlugins[] = {"tp_abi_v1_0",
+                                   "tp_abi_v1_1",
+                                   "tp_abi_larger",
+                                   "tp_abi_smaller",
+                                   "tp_abi_null_slots",
+                                   "tp_abi_bsz_dev_0",
+                                   "tp_abi_bsz_dev_huge",
+                                   "tp_abi_bsz_impl_0",
+                                   "tp_abi_bsz_impl_huge",
+                                   "tp_abi_bsz_fb_0",
+                                   "tp_abi_bsz_fb_huge",
+                                   "tp_abi_req_name",
+                                   "tp_abi_req_device_count",
+                                   "tp_abi_req_allocate",
+                                   "tp_abi_req_deallocate",
+                                   "tp_abi_req_copy_host_to_device",
+                                   "tp_abi_req_copy_device_to_host",
+                                   "tp_abi_req_fn",
+                                   "tp_abi_pad_field_end",
+                                   "tp_abi_pad_sizeof_1_2",
+                                   "tp_abi_pad_cut_optional",
+                                   "tp_abi_pad_cut_required",
+                                   "tp_abi_dtypes_v1_4",
+                                   "tp_abi_dtypes_unknown_bit",
+                                   "tp_abi_dtypes_fallback"};
 
 std::string pluginFile(std::string_view name) { return strCat(BACKPLANE_TEST_PLUGIN_DIR, "/", name, ".so"); }
 
@@ -645,6 +666,55 @@ TEST_F(AbiRulesTest, StructSizeCuttingARequiredFieldIsRefused) {
   EXPECT_FALSE(isLoaded("tp_abi_pad_cut_required"));
   EXPECT_FALSE(opDefined("tp_abi_pad_cut_required::info"));
   EXPECT_FALSE(deviceTypeRegistered("abipaddev"));
+}
+
+// -------------------------------------------- 10. BP_KernelDesc.dtypes (1.5)
+
+static_assert(offsetof(BP_KernelDesc, dtypes) == BP_STRUCT_SIZE(BP_KernelDesc, cpp_signature),
+              "1.5 appended dtypes right after cpp_signature, where 1.4's struct ended (no padding)");
+static_assert(BP_KernelDesc_STRUCT_SIZE == BP_STRUCT_SIZE(BP_KernelDesc, dtypes), "dtypes is the last field");
+static_assert(BP_ABI_MINOR >= 5, "BP_KernelDesc.dtypes is ABI 1.5");
+
+TEST_F(AbiRulesTest, KernelDescOfAbi14ServesEveryDtype) {
+  // Its struct_size ends before dtypes, and the bytes where dtypes lies hold
+  // garbage: the host reads "every dtype".
+  absl::StatusOr<PluginStatus> s = plugins().load(pluginFile("tp_abi_dtypes_v1_4"));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->abi_minor, 4u);
+  OperatorHandle echo = Dispatcher::singleton().findOpOrThrow("tp_abi_dtypes_v1_4::echo");
+  EXPECT_FALSE(echo.declaredDtypes(DispatchKey::CPU).has_value());
+  auto call = echo.typed<Tensor(const Tensor&)>();
+  for (ScalarType t : {ScalarType::Float32, ScalarType::Int64, ScalarType::Bool, ScalarType::BFloat16})
+    EXPECT_EQ(call.call(Tensor(emptyTensor({2}, t))).dtype(), t);
+  EXPECT_EQ(info("tp_abi_dtypes_v1_4", 0), 4) << "every dtype reached the kernel";
+  unload("tp_abi_dtypes_v1_4");
+}
+
+TEST_F(AbiRulesTest, UnknownDtypeBitsAndFallbacksDeclaringDtypesAreRefused) {
+  struct Case {
+    const char* plugin;
+    std::vector<std::string> message;
+  };
+  const std::vector<Case> cases = {
+      {"tp_abi_dtypes_unknown_bit",
+       {"impl(tp_abi_dtypes_unknown_bit::echo): BP_KernelDesc.dtypes: ", "dtype number(s) 40",
+        "which this host does not know", "declare only BP_ScalarType values, or 0 for every dtype"}},
+      {"tp_abi_dtypes_fallback",
+       {"a fallback serves every operator and dtype, but its BP_KernelDesc.dtypes is 128", "set it to 0"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.plugin);
+    absl::StatusOr<PluginStatus> s = plugins().load(pluginFile(c.plugin));
+    ASSERT_FALSE(s.ok()) << "loaded, but must not";
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition) << s.status();
+    const std::string m(s.status().message());
+    EXPECT_THAT(m, HasSubstr(strCat("plugin '", c.plugin, "'")));
+    EXPECT_THAT(m, HasSubstr("init failed: "));
+    for (const std::string& part : c.message) EXPECT_THAT(m, HasSubstr(part));
+    EXPECT_FALSE(isLoaded(c.plugin));
+    EXPECT_FALSE(opDefined(strCat(c.plugin, "::echo")));
+  }
+  EXPECT_FALSE(deviceTypeRegistered("abidtfbdev"));
 }
 
 }  // namespace

@@ -72,6 +72,7 @@ struct KernelRegistration {
   void* ctx;
   bool has_signature;
   std::string signature;
+  uint64_t dtypes = 0;  // BP_KernelDesc.dtypes as received
 };
 
 struct State {
@@ -170,8 +171,8 @@ BP_Error* implFn(BP_Plugin* plugin, const char* op, int32_t device_type, const B
   if (plugin != kPlugin) return errorNew(BP_INTERNAL, "wrong plugin handle");
   if (g.fail_registration) return g.fail_registration();
   if (k->struct_size != BP_KernelDesc_STRUCT_SIZE) return errorNew(BP_INVALID_ARGUMENT, "bad struct_size");
-  g.impls.push_back(
-      {op, device_type, k->fn, k->ctx, k->cpp_signature != nullptr, k->cpp_signature ? k->cpp_signature : ""});
+  g.impls.push_back({op, device_type, k->fn, k->ctx, k->cpp_signature != nullptr,
+                     k->cpp_signature ? k->cpp_signature : "", k->dtypes});
   return nullptr;
 }
 #if BP_ABI_MINOR >= 4
@@ -179,14 +180,14 @@ BP_Error* implWhenDefinedFn(BP_Plugin* plugin, const char* op, int32_t device_ty
   if (plugin != kPlugin) return errorNew(BP_INTERNAL, "wrong plugin handle");
   if (g.fail_registration) return g.fail_registration();
   if (k->struct_size != BP_KernelDesc_STRUCT_SIZE) return errorNew(BP_INVALID_ARGUMENT, "bad struct_size");
-  g.impls_when_defined.push_back(
-      {op, device_type, k->fn, k->ctx, k->cpp_signature != nullptr, k->cpp_signature ? k->cpp_signature : ""});
+  g.impls_when_defined.push_back({op, device_type, k->fn, k->ctx, k->cpp_signature != nullptr,
+                                  k->cpp_signature ? k->cpp_signature : "", k->dtypes});
   return nullptr;
 }
 #endif
 BP_Error* fallback(BP_Plugin* plugin, int32_t device_type, const BP_KernelDesc* k) {
   if (plugin != kPlugin) return errorNew(BP_INTERNAL, "wrong plugin handle");
-  g.fallbacks.push_back({"", device_type, k->fn, k->ctx, k->cpp_signature != nullptr, ""});
+  g.fallbacks.push_back({"", device_type, k->fn, k->ctx, k->cpp_signature != nullptr, "", k->dtypes});
   return nullptr;
 }
 #if BP_ABI_MINOR >= 1
@@ -1548,6 +1549,45 @@ TEST_F(PluginHpp, LibraryImplPassesSignatureAndAdapter) {
   m.log(BP_LOG_WARNING, "hello");
   ASSERT_EQ(fake::g.logs.size(), 1u);
   EXPECT_EQ(fake::g.logs[0], std::make_pair(BP_LogLevel{BP_LOG_WARNING}, std::string("hello")));
+}
+
+// bp::Dtypes is BP_KernelDesc.dtypes' encoding: bit i = BP_ScalarType i, 0 =
+// every dtype.
+static_assert(bp::Dtypes().isAll() && bp::Dtypes::all().mask() == 0);
+static_assert(bp::Dtypes{bp::ScalarType::Float32}.mask() == BP_DTYPE_BIT(BP_FLOAT32));
+static_assert(bp::Dtypes{bp::ScalarType::Float32, bp::ScalarType::Float16}.mask() ==
+              (BP_DTYPE_BIT(BP_FLOAT32) | BP_DTYPE_BIT(BP_FLOAT16)));
+static_assert(bp::Dtypes{bp::ScalarType::Float32}.contains(bp::ScalarType::Float32));
+static_assert(!bp::Dtypes{bp::ScalarType::Float32}.contains(bp::ScalarType::Int64));
+static_assert(bp::Dtypes::all().contains(bp::ScalarType::Int64));
+
+// Every impl / implWhenDefined overload passes the declared dtypes in
+// BP_KernelDesc.dtypes (0, every dtype, when none are given); fallback
+// passes 0.
+TEST_F(PluginHpp, LibraryImplPassesTheDeclaredDtypes) {
+  bp::Library m(fake::kPlugin);
+  const bp::Dtypes f32{bp::ScalarType::Float32};
+  m.impl("toy::add", 7, &add, f32);
+  m.impl("toy::add2", 7, bp::kernel<&addScalar>(), {bp::ScalarType::Float32, bp::ScalarType::Float16});
+  m.impl("toy::raw", 7, &rawKernel, &g_seen, nullptr, {bp::ScalarType::Int64});
+  m.impl("toy::plain", 7, &add);
+  ASSERT_EQ(fake::g.impls.size(), 4u);
+  EXPECT_EQ(fake::g.impls[0].dtypes, BP_DTYPE_BIT(BP_FLOAT32));
+  EXPECT_EQ(fake::g.impls[1].dtypes, BP_DTYPE_BIT(BP_FLOAT32) | BP_DTYPE_BIT(BP_FLOAT16));
+  EXPECT_EQ(fake::g.impls[2].dtypes, BP_DTYPE_BIT(BP_INT64));
+  EXPECT_EQ(fake::g.impls[3].dtypes, 0u);
+  m.fallback(7, &rawKernel, &g_seen);
+  ASSERT_EQ(fake::g.fallbacks.size(), 1u);
+  EXPECT_EQ(fake::g.fallbacks[0].dtypes, 0u);
+#if BP_ABI_MINOR >= 4
+  m.implWhenDefined("other::add", 7, &add, f32);
+  m.implWhenDefined("other::add2", 7, bp::kernel<&addScalar>(), {bp::ScalarType::Bool});
+  m.implWhenDefined("other::raw", 7, &rawKernel, nullptr, nullptr, {bp::ScalarType::UInt8});
+  ASSERT_EQ(fake::g.impls_when_defined.size(), 3u);
+  EXPECT_EQ(fake::g.impls_when_defined[0].dtypes, BP_DTYPE_BIT(BP_FLOAT32));
+  EXPECT_EQ(fake::g.impls_when_defined[1].dtypes, BP_DTYPE_BIT(BP_BOOL));
+  EXPECT_EQ(fake::g.impls_when_defined[2].dtypes, BP_DTYPE_BIT(BP_UINT8));
+#endif
 }
 
 #if BP_ABI_MINOR >= 4

@@ -59,6 +59,24 @@ void missingKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks,
              "defines it");
   }
   DispatchKey key = ks.highestPriorityKey();
+  // Note [Declared dtypes]: a native kernel that declined this call's dtype,
+  // with nothing below it to serve the call.
+  if (std::optional<DtypeSet> declared = op.declaredDtypes(key)) {
+    const size_t n = op.schema().arguments().size();
+    if (std::optional<ScalarType> refused = detail::firstRefusedDtype(declared->mask(), *stack, n)) {
+      const KernelRecord& native = op.entry().slot(key);
+      BP_THROW(kUnimplemented, name, " has no kernel for dispatch key ", dispatchKeyName(key), " and dtype ",
+               scalarTypeName(*refused), " (arguments: ", describeArguments(op, *stack), "): the ",
+               dispatchKeyName(key), " kernel", native.debug.empty() ? "" : strCat(" (", native.debug, ")"),
+               " declares the dtypes ", declared->str(), " and refuses ", scalarTypeName(*refused),
+               ", and nothing else serves the op there (no composite, backend fallback or CPU fallback",
+               key != DispatchKey::CPU && op.kernelKind(DispatchKey::CPU) != KernelKind::Native
+                   ? ": the CPU fallback needs a CPU kernel"
+                   : "",
+               "). Declare ", scalarTypeName(*refused),
+               " in the kernel's registration and handle it, or call with one of ", declared->str());
+    }
+  }
   bool cpu_missing = op.kernelKind(DispatchKey::CPU) == KernelKind::Missing;
   // A kernel for the key that does not fit the schema (Note [Kernels for
   // operators defined later]) explains the miss better than anything else.
@@ -78,14 +96,18 @@ void cpuFallbackKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet
   const FunctionSchema& schema = op.schema();
   Dispatcher& dispatcher = Dispatcher::singleton();
   const std::string device_name = dispatchKeyName(key);
+  // Note [Declared dtypes]: a native kernel that declines this call's dtype.
+  std::string declined;
+  if (std::optional<DtypeSet> declared = op.declaredDtypes(key))
+    declined = strCat(" for this call's dtypes (its kernel declares ", declared->str(), ")");
   if (dispatcher.fallbackMode() == FallbackMode::Error) {
-    BP_THROW(kUnimplemented, schema.name().qualifiedName(), " has no kernel for ", device_name,
-             " and CPU fallback is disabled (BACKPLANE_FALLBACK=error); implement the op in the ",
-             device_name, " plugin, or unset BACKPLANE_FALLBACK to let it run on the CPU");
+    BP_THROW(kUnimplemented, schema.name().qualifiedName(), " has no kernel for ", device_name, declined,
+             " and CPU fallback is disabled (BACKPLANE_FALLBACK=error); implement the op in the ", device_name,
+             " plugin, or unset BACKPLANE_FALLBACK to let it run on the CPU");
   }
   if (dispatcher.fallbackMode() == FallbackMode::Warn && op.entry().claimFallbackWarning(key)) {
-    logLine(strCat("backplane: warning: ", schema.name().qualifiedName(), " has no kernel for ",
-                   device_name, "; running it on the CPU (inputs are copied to the host and results "
+    logLine(strCat("backplane: warning: ", schema.name().qualifiedName(), " has no kernel for ", device_name, declined,
+                   "; running it on the CPU (inputs are copied to the host and results "
                    "back). Printed once per operator and device type; BACKPLANE_FALLBACK=silent hides it"));
   }
 
@@ -194,7 +216,7 @@ void tracingKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks,
   DispatchKeySet below = ks & DispatchKeySet::below(DispatchKey::Tracing);
   DispatchKey next = op.entry().resolveKey(below);
   logLine(strCat("backplane trace: ", op.operatorName().qualifiedName(), " keys=", ks.str(), " -> ",
-                 dispatchKeyName(next), " (", kernelKindName(op.kernelKind(next)), ")"));
+                 dispatchKeyName(next), " (", kernelKindName(op.servingKind(next, *stack)), ")"));
   op.redispatchBoxed(below, *stack);
 }
 

@@ -147,14 +147,36 @@ void OperatorHandle::callBoxed(Stack& stack) const {
     Stack copy(stack.begin(), stack.end());  // the meta kernel consumes its arguments
     meta->kernel.callBoxed(*this, ks, &copy);
   }
-  entry_->lookup(ks).kernel.callBoxed(*this, ks, &stack);
+  entry_->lookupBoxed(ks, stack).kernel.callBoxed(*this, ks, &stack);
   if (stack.size() != s.returns().size()) [[unlikely]] {
     detail::throwBadReturnCount(*this, s.returns().size(), stack.size());
   }
 }
 
 void OperatorHandle::redispatchBoxed(DispatchKeySet ks, Stack& stack) const {
-  entry_->lookup(ks).kernel.callBoxed(*this, ks, &stack);
+  entry_->lookupBoxed(ks, stack).kernel.callBoxed(*this, ks, &stack);
+}
+
+std::optional<DtypeSet> OperatorHandle::declaredDtypes(DispatchKey k) const {
+  const KernelRecord& r = entry_->slot(k);
+  if (r.kind != KernelKind::Native || r.dtypes == 0) return std::nullopt;
+  return valueOrThrow(DtypeSet::fromMask(r.dtypes));
+}
+
+std::optional<KernelKind> OperatorHandle::declinedKind(DispatchKey k) const {
+  const KernelRecord& r = entry_->slot(k);
+  if (r.dtypes == 0) return std::nullopt;
+  const KernelRecord* declined = r.declined.load(std::memory_order_acquire);
+  return declined ? std::optional<KernelKind>(declined->kind) : std::nullopt;
+}
+
+const KernelRecord& OperatorEntry::servingRecord(const KernelRecord& slot, const Stack& stack) const {
+  const FunctionSchema* s = schema();
+  const size_t n = s ? std::min(s->arguments().size(), stack.size()) : stack.size();
+  const KernelRecord* r = &slot;
+  while (r->dtypes != 0 && detail::firstRefusedDtype(r->dtypes, stack, n).has_value())
+    r = r->declined.load(std::memory_order_acquire);
+  return *r;
 }
 
 std::string OperatorHandle::dumpState() const {
@@ -167,6 +189,13 @@ std::string OperatorHandle::dumpState() const {
     if (r.kind == KernelKind::Missing || r.kind == KernelKind::Fallthrough) continue;
     os << "  " << dispatchKeyName(static_cast<DispatchKey>(k)) << ": " << kernelKindName(r.kind);
     if (!r.debug.empty()) os << " [" << r.debug << "]";
+    if (r.dtypes != 0) {
+      // Note [Declared dtypes]: which dtypes it serves, and who serves the rest.
+      const KernelRecord* declined = r.declined.load(std::memory_order_acquire);
+      os << " dtypes (" << valueOrThrow(DtypeSet::fromMask(r.dtypes)).str()
+         << "), others: " << (declined ? kernelKindName(declined->kind) : "?");
+      if (declined && !declined->debug.empty()) os << " [" << declined->debug << "]";
+    }
     os << "\n";
   }
   for (const Dispatcher::InactiveKernel& k : Dispatcher::singleton().inactiveKernels()) {
@@ -179,6 +208,28 @@ std::string OperatorHandle::dumpState() const {
 }
 
 namespace detail {
+
+std::optional<ScalarType> firstRefusedDtype(uint64_t mask, const Stack& stack, size_t num_args) {
+  std::optional<ScalarType> refused;
+  auto check = [&](const TensorBase& t) {
+    if (!refused && !tensorDtypeIn(mask, t)) refused = t.dtype();
+  };
+  for (size_t i = stack.size() - std::min(num_args, stack.size()); i < stack.size() && !refused; ++i) {
+    const IValue& v = stack[i];
+    switch (v.tag()) {
+      case IValue::Tag::Tensor: check(v.toTensor()); break;
+      case IValue::Tag::TensorList:
+        for (const TensorBase& t : v.toTensorList()) check(t);
+        break;
+      case IValue::Tag::OptionalTensorList:
+        for (const auto& t : v.toOptionalTensorList())
+          if (t) check(*t);
+        break;
+      default: break;
+    }
+  }
+  return refused;
+}
 
 DispatchKeySet computeDispatchKeySet(const Stack& stack, size_t num_args) {
   uint64_t bits = 0;
@@ -297,10 +348,10 @@ bool Dispatcher::tracing() const { return hasGlobalKey(DispatchKey::Tracing); }
 void Dispatcher::setProfiling(bool on) { setGlobalKey(DispatchKey::Profiling, on); }
 bool Dispatcher::profiling() const { return hasGlobalKey(DispatchKey::Profiling); }
 
-const KernelRecord* Dispatcher::newRecord(KernelFunction kernel, KernelKind kind, DispatchKey key,
-                                          std::string debug) {
-  records_.push_back(std::make_unique<KernelRecord>(
-      KernelRecord{std::move(kernel), kind, key, std::move(debug), next_id_}));
+const KernelRecord* Dispatcher::newRecord(KernelFunction kernel, KernelKind kind, DispatchKey key, std::string debug,
+                                          DtypeSet dtypes) {
+  records_.push_back(std::unique_ptr<KernelRecord>(
+      new KernelRecord{std::move(kernel), kind, key, std::move(debug), next_id_, dtypes.mask()}));
   return records_.back().get();
 }
 
@@ -313,11 +364,13 @@ OperatorEntry& Dispatcher::entryFor(const OperatorName& name) {
   return *slot;
 }
 
-const KernelRecord* Dispatcher::computeSlot(const OperatorEntry& op, DispatchKey key) const {
+const KernelRecord* Dispatcher::computeSlot(const OperatorEntry& op, DispatchKey key, bool skip_impls) const {
   const int k = static_cast<int>(key);
   if (op.schema_.load(std::memory_order_relaxed) == nullptr || key == DispatchKey::Undefined)
     return missing_;
-  if (const KernelRecord* impl = newestFittingImpl(op, key)) return impl;
+  if (!skip_impls) {
+    if (const KernelRecord* impl = newestFittingImpl(op, key)) return impl;
+  }
   if (isBackendKey(key)) {
     if (!op.composites_.empty()) return op.composites_.back();
     if (!fallbacks_[k].empty()) return fallbacks_[k].back();
@@ -338,9 +391,27 @@ const KernelRecord* Dispatcher::newestFittingImpl(const OperatorEntry& op, Dispa
   return nullptr;
 }
 
+const KernelRecord* Dispatcher::computeDeclined(const OperatorEntry& op, DispatchKey key,
+                                                const KernelRecord* impl) const {
+  if (impl->dtypes == 0) return nullptr;
+  const auto& stack = op.impls_[static_cast<int>(key)];
+  auto it = std::find(stack.rbegin(), stack.rend(), impl);
+  for (++it; it != stack.rend(); ++it) {
+    const bool unfit = std::any_of(op.unfit_.begin(), op.unfit_.end(), [&](const auto& u) { return u.first == *it; });
+    if (!unfit) return *it;
+  }
+  return computeSlot(op, key, /*skip_impls=*/true);
+}
+
 void Dispatcher::updateTable(OperatorEntry& op) {
   uint64_t dispatchable = 0;
   for (int k = 0; k < kNumDispatchKeys; ++k) {
+    // Note [Declared dtypes]: `declined` is set before the record can be
+    // seen in a slot (the slot's release store publishes it).
+    for (const KernelRecord* impl : op.impls_[k]) {
+      if (impl->dtypes != 0)
+        impl->declined.store(computeDeclined(op, static_cast<DispatchKey>(k), impl), std::memory_order_release);
+    }
     const KernelRecord* r = computeSlot(op, static_cast<DispatchKey>(k));
     op.table_[k].store(r, std::memory_order_release);
     if (r->kind != KernelKind::Fallthrough) dispatchable |= uint64_t{1} << k;
@@ -433,21 +504,29 @@ absl::Status checkKernelSignature(const KernelFunction& kernel, const FunctionSc
       ", but the schema ", schema.toString(), " needs ", expected, "; fix the kernel's parameter or return types"));
 }
 
-absl::Status checkImplKey(std::string_view op_name, DispatchKey key, const KernelFunction& kernel) {
+absl::Status checkImplKey(std::string_view op_name, DispatchKey key, const KernelFunction& kernel, DtypeSet dtypes) {
   if (!isBackendKey(key) && !isFunctionalityKey(key)) {
     return absl::InvalidArgumentError(strCat("cannot register a kernel for ", op_name, " at key ",
                                              dispatchKeyName(key), ": not a backend or functionality key"));
   }
   if (!kernel.isValid())
     return absl::InvalidArgumentError(strCat("cannot register an empty kernel for ", op_name));
+  // Note [Declared dtypes]: only a native kernel of a backend serves some dtypes.
+  if (!dtypes.isAll() && (!isBackendKey(key) || kernel.isFallthrough())) {
+    return absl::InvalidArgumentError(
+        strCat("cannot register the ", dispatchKeyName(key), " kernel for ", op_name, " with declared dtypes (",
+               dtypes.str(), "): only a native kernel at a backend key may declare the dtypes it serves",
+               kernel.isFallthrough() ? " (this one is a fallthrough)" : " (this is a functionality key)",
+               "; register it for every dtype"));
+  }
   return absl::OkStatus();
 }
 }  // namespace
 
 RegistrationHandle Dispatcher::addImpl(OperatorEntry& op, DispatchKey key, KernelFunction kernel, std::string debug,
-                                       bool when_defined) {
+                                       DtypeSet dtypes, bool when_defined) {
   KernelKind kind = kernel.isFallthrough() ? KernelKind::Fallthrough : KernelKind::Native;
-  const KernelRecord* r = newRecord(std::move(kernel), kind, key, std::move(debug));
+  const KernelRecord* r = newRecord(std::move(kernel), kind, key, std::move(debug), dtypes);
   op.impls_[static_cast<int>(key)].push_back(r);
   if (when_defined) op.when_defined_.push_back(r);
   updateTable(op);
@@ -455,19 +534,20 @@ RegistrationHandle Dispatcher::addImpl(OperatorEntry& op, DispatchKey key, Kerne
 }
 
 absl::StatusOr<RegistrationHandle> Dispatcher::registerImpl(std::string_view op_name, DispatchKey key,
-                                                            KernelFunction kernel, std::string debug) {
-  if (absl::Status s = checkImplKey(op_name, key, kernel); !s.ok()) return s;
+                                                            KernelFunction kernel, std::string debug, DtypeSet dtypes) {
+  if (absl::Status s = checkImplKey(op_name, key, kernel, dtypes); !s.ok()) return s;
   absl::MutexLock lock(&detail::registrationMutex());
   absl::StatusOr<OperatorEntry*> op = definedEntry(op_name, strCat("register a ", dispatchKeyName(key), " kernel for"));
   if (!op.ok()) return op.status();
   const FunctionSchema& schema = *(*op)->schema_.load(std::memory_order_relaxed);
   if (absl::Status sig = checkKernelSignature(kernel, schema, dispatchKeyName(key)); !sig.ok()) return sig;
-  return addImpl(**op, key, std::move(kernel), std::move(debug), /*when_defined=*/false);
+  return addImpl(**op, key, std::move(kernel), std::move(debug), dtypes, /*when_defined=*/false);
 }
 
 absl::StatusOr<RegistrationHandle> Dispatcher::registerImplWhenDefined(std::string_view op_name, DispatchKey key,
-                                                                       KernelFunction kernel, std::string debug) {
-  if (absl::Status s = checkImplKey(op_name, key, kernel); !s.ok()) return s;
+                                                                       KernelFunction kernel, std::string debug,
+                                                                       DtypeSet dtypes) {
+  if (absl::Status s = checkImplKey(op_name, key, kernel, dtypes); !s.ok()) return s;
   absl::StatusOr<OperatorName> name = OperatorName::parse(op_name);
   if (!name.ok()) return name.status();
   absl::MutexLock lock(&detail::registrationMutex());
@@ -476,7 +556,7 @@ absl::StatusOr<RegistrationHandle> Dispatcher::registerImplWhenDefined(std::stri
   if (const FunctionSchema* schema = op.schema_.load(std::memory_order_relaxed)) {
     if (absl::Status sig = checkKernelSignature(kernel, *schema, dispatchKeyName(key)); !sig.ok()) return sig;
   }
-  return addImpl(op, key, std::move(kernel), std::move(debug), /*when_defined=*/true);
+  return addImpl(op, key, std::move(kernel), std::move(debug), dtypes, /*when_defined=*/true);
 }
 
 absl::StatusOr<RegistrationHandle> Dispatcher::registerComposite(std::string_view op_name,
@@ -660,6 +740,12 @@ absl::Status Dispatcher::checkInvariants() {
                                           " kernel, registrations imply ", kernelKindName(want->kind)));
       }
       if (want->kind != KernelKind::Fallthrough) dispatchable |= uint64_t{1} << k;
+      for (const KernelRecord* impl : op->impls_[k]) {
+        if (impl->declined.load() != computeDeclined(*op, static_cast<DispatchKey>(k), impl)) {
+          return absl::InternalError(strCat(name, ": the ", dispatchKeyName(static_cast<DispatchKey>(k)), " kernel (",
+                                            impl->debug, ") sends the dtypes it declines to a stale record"));
+        }
+      }
     }
     if (op->dispatchable_.load() != dispatchable)
       return absl::InternalError(strCat("dispatchable-key mask of ", name, " is stale"));

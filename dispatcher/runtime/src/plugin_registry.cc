@@ -194,6 +194,19 @@ BP_Error* registerKernel(BP_Plugin* plugin, const char* op_name, int32_t device_
   absl::StatusOr<BP_KernelDesc> desc = plugin_detail::readStruct(raw, "BP_KernelDesc");
   if (!desc.ok()) return toError(desc.status());
   if (!desc->fn) return toError(absl::InvalidArgumentError(strCat("plugin '", p.status.name, "': BP_KernelDesc.fn is NULL")));
+  // BP_KernelDesc.dtypes (ABI 1.5; reads as 0, every dtype, from an older
+  // plugin's smaller struct): Note [Declared dtypes] in operator_entry.h.
+  absl::StatusOr<DtypeSet> dtypes = DtypeSet::fromMask(desc->dtypes);
+  if (!dtypes.ok()) {
+    return toError(
+        absl::InvalidArgumentError(strCat("plugin '", p.status.name, "': ", slot_name, "(", op_name ? op_name : "",
+                                          "): BP_KernelDesc.dtypes: ", dtypes.status().message())));
+  }
+  if (is_fallback && desc->dtypes != 0) {
+    return toError(absl::InvalidArgumentError(strCat(
+        "plugin '", p.status.name, "': a fallback serves every operator and dtype, but its BP_KernelDesc.dtypes is ",
+        desc->dtypes, "; set it to 0, and declare dtypes on the kernels registered with impl")));
+  }
   if (device_type < 0 || device_type >= kMaxDeviceTypes ||
       !DeviceTypeRegistry::global().isActive(static_cast<DeviceType>(device_type))) {
     return toError(absl::InvalidArgumentError(strCat("plugin '", p.status.name, "': device type ", device_type,
@@ -253,8 +266,8 @@ BP_Error* registerKernel(BP_Plugin* plugin, const char* op_name, int32_t device_
                                                    : plugin_detail::makePluginKernelWhenDefined(&p, *desc, *op);
   std::string debug = strCat("plugin ", p.status.name);
   auto handle = slot == KernelSlot::Impl
-                    ? d.registerImpl(qualified, key, std::move(kernel), std::move(debug))
-                    : d.registerImplWhenDefined(qualified, key, std::move(kernel), std::move(debug));
+                    ? d.registerImpl(qualified, key, std::move(kernel), std::move(debug), *dtypes)
+                    : d.registerImplWhenDefined(qualified, key, std::move(kernel), std::move(debug), *dtypes);
   if (!handle.ok()) return toError(handle.status());
   p.handles.push_back(*std::move(handle));
   ++p.status.kernels;

@@ -278,7 +278,9 @@ static void profilingKernel(OperatorKernel*, const OperatorHandle& op, DispatchK
     return;
   }
   const DispatchKey backend = op.entry().resolveKey(below & DispatchKeySet::allBackends());
-  const KernelKind kind = op.kernelKind(backend);
+  // After the dtype rule: a call its native kernel declines is reported as
+  // served by what served it (Note [Declared dtypes]).
+  const KernelKind kind = op.servingKind(backend, *stack);
 
   DeviceInterface* device_interface = nullptr;
   Device device;

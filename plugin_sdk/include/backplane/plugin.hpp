@@ -2081,6 +2081,37 @@ struct DeviceTrampolines {
 
 // ----------------------------------------------------------------- Library
 
+// The dtypes a kernel serves (BP_KernelDesc.dtypes, ABI 1.5):
+//   m.impl("relu.out", toy, &relu_out, {bp::ScalarType::Float32});
+// The host sends a call to the kernel only if every tensor argument's dtype
+// is in the set (inputs and outputs, each element of a tensor list, optional
+// tensors that are present); every other call goes where it would without
+// the kernel, usually the CPU fallback. So a kernel handles only the dtypes
+// it declares. Default-constructed: every dtype.
+class Dtypes {
+ public:
+  constexpr Dtypes() noexcept = default;
+  constexpr Dtypes(std::initializer_list<ScalarType> types) noexcept {
+    for (ScalarType t : types) {
+      const int32_t i = static_cast<int32_t>(t);
+      // A number outside the enum sets bit 63, which the host refuses by name.
+      mask_ |= (i >= 0 && i < 63) ? uint64_t{1} << i : uint64_t{1} << 63;
+    }
+  }
+  static constexpr Dtypes all() noexcept { return Dtypes(); }
+  constexpr bool isAll() const noexcept { return mask_ == 0; }
+  constexpr bool contains(ScalarType t) const noexcept {
+    const int32_t i = static_cast<int32_t>(t);
+    return mask_ == 0 || (i >= 0 && i < 64 && ((mask_ >> i) & 1) != 0);
+  }
+  // BP_KernelDesc.dtypes: bit i = BP_ScalarType i; 0 = every dtype.
+  constexpr uint64_t mask() const noexcept { return mask_; }
+  friend constexpr bool operator==(Dtypes a, Dtypes b) noexcept { return a.mask_ == b.mask_; }
+
+ private:
+  uint64_t mask_ = 0;
+};
+
 // What the plugin's init function registers through (`m`). Made by
 // BACKPLANE_PLUGIN; valid only during init, on the init thread (the host
 // accepts registrations only then). Every method throws bp::Error if the
@@ -2152,18 +2183,20 @@ class Library {
 
   // Registers a typed kernel `R f(P...)` for `op` on `device_type` (0 is
   // cpu), with its generated cpp_signature so the host checks it against
-  // the schema. Captureless lambdas: pass +[](...) {...}.
+  // the schema. Captureless lambdas: pass +[](...) {...}. `dtypes`: the
+  // dtypes it serves (bp::Dtypes); by default every one.
   template <class R, class... P>
-  void impl(const char* op, int32_t device_type, R (*kernel_fn)(P...)) {
-    impl(op, device_type, bp::kernel(kernel_fn));
+  void impl(const char* op, int32_t device_type, R (*kernel_fn)(P...), Dtypes dtypes = Dtypes::all()) {
+    impl(op, device_type, bp::kernel(kernel_fn), dtypes);
   }
   // Registers a kernel made by bp::kernel() / bp::kernel<&f>().
-  void impl(const char* op, int32_t device_type, const Kernel& k) {
-    impl(op, device_type, k.fn, k.ctx, k.cpp_signature.c_str());
+  void impl(const char* op, int32_t device_type, const Kernel& k, Dtypes dtypes = Dtypes::all()) {
+    impl(op, device_type, k.fn, k.ctx, k.cpp_signature.c_str(), dtypes);
   }
   // Registers a raw boxed kernel; `ctx` must outlive the registration.
-  void impl(const char* op, int32_t device_type, BP_KernelFn fn, void* ctx, const char* cpp_signature = nullptr) {
-    BP_KernelDesc d{BP_KernelDesc_STRUCT_SIZE, fn, ctx, cpp_signature};
+  void impl(const char* op, int32_t device_type, BP_KernelFn fn, void* ctx, const char* cpp_signature = nullptr,
+            Dtypes dtypes = Dtypes::all()) {
+    BP_KernelDesc d{BP_KernelDesc_STRUCT_SIZE, fn, ctx, cpp_signature, dtypes.mask()};
     throwIfError(detail::hostSlot(host().impl, "impl")(plugin_, op, device_type, &d));
   }
 #if BP_ABI_MINOR >= 4
@@ -2177,18 +2210,18 @@ class Library {
   // still succeeds). Use impl() for operators defined before this plugin's
   // kernels: it reports a misspelled name at once, this does not.
   template <class R, class... P>
-  void implWhenDefined(const char* op, int32_t device_type, R (*kernel_fn)(P...)) {
-    implWhenDefined(op, device_type, bp::kernel(kernel_fn));
+  void implWhenDefined(const char* op, int32_t device_type, R (*kernel_fn)(P...), Dtypes dtypes = Dtypes::all()) {
+    implWhenDefined(op, device_type, bp::kernel(kernel_fn), dtypes);
   }
   // The same with a kernel made by bp::kernel() / bp::kernel<&f>().
-  void implWhenDefined(const char* op, int32_t device_type, const Kernel& k) {
-    implWhenDefined(op, device_type, k.fn, k.ctx, k.cpp_signature.c_str());
+  void implWhenDefined(const char* op, int32_t device_type, const Kernel& k, Dtypes dtypes = Dtypes::all()) {
+    implWhenDefined(op, device_type, k.fn, k.ctx, k.cpp_signature.c_str(), dtypes);
   }
   // The same with a raw boxed kernel; `ctx` must outlive the registration.
   // Without cpp_signature, a kernel registered before its operator's
   // definition is called boxed and never checked against the schema.
   void implWhenDefined(const char* op, int32_t device_type, BP_KernelFn fn, void* ctx,
-                       const char* cpp_signature = nullptr) {
+                       const char* cpp_signature = nullptr, Dtypes dtypes = Dtypes::all()) {
     const BP_HostApi& h = host();
     if (h.impl_when_defined == nullptr) {
       fail(BP_UNIMPLEMENTED,
@@ -2197,14 +2230,14 @@ class Library {
                           ", which has no impl_when_defined (added in ABI 1.4); upgrade the host, or "
                           "register the kernel with impl() and load the plugin that defines the operator first"));
     }
-    BP_KernelDesc d{BP_KernelDesc_STRUCT_SIZE, fn, ctx, cpp_signature};
+    BP_KernelDesc d{BP_KernelDesc_STRUCT_SIZE, fn, ctx, cpp_signature, dtypes.mask()};
     throwIfError(h.impl_when_defined(plugin_, op, device_type, &d));
   }
 #endif
   // Registers a boxed kernel for every operator on `device_type` that has no
   // kernel there.
   void fallback(int32_t device_type, BP_KernelFn fn, void* ctx) {
-    BP_KernelDesc d{BP_KernelDesc_STRUCT_SIZE, fn, ctx, nullptr};
+    BP_KernelDesc d{BP_KernelDesc_STRUCT_SIZE, fn, ctx, nullptr, 0};
     throwIfError(detail::hostSlot(host().fallback, "fallback")(plugin_, device_type, &d));
   }
 

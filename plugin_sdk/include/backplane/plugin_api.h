@@ -57,7 +57,7 @@
  *   1.2 added BP_DeviceTypeDesc.dlpack_device_type; 1.3 added
  *   BP_DeviceTypeDesc.event_query, and struct_size became the end of the
  *   last field (BP_STRUCT_SIZE) instead of sizeof; 1.4 added
- *   BP_HostApi.impl_when_defined.
+ *   BP_HostApi.impl_when_defined; 1.5 added BP_KernelDesc.dtypes.
  * - Strings passed in are borrowed for the duration of the call unless a
  *   field says otherwise; strings returned are owned by their producer.
  */
@@ -69,7 +69,7 @@
 
 #define BP_PLUGIN_MAGIC 0x4C504250u /* "BPPL" little-endian */
 #define BP_ABI_MAJOR 1
-#define BP_ABI_MINOR 4
+#define BP_ABI_MINOR 5
 #define BP_MAX_STRUCT_SIZE 65536u
 
 /* The size of `type` up to the end of `field`: what a producer that knows
@@ -233,8 +233,23 @@ typedef struct BP_KernelDesc {
    * "(Tensor, Tensor, Scalar) -> Tensor"; when given, the host checks it
    * against the schema at registration. */
   const char* cpp_signature;
+  /* Added in ABI 1.5. The dtypes the kernel serves: bit i set = BP_ScalarType
+   * value i (bit BP_FLOAT32 for float32); 0 = every dtype, which is what a
+   * plugin built against 1.0-1.4 (whose struct_size ends before this field)
+   * declares. A call reaches the kernel only if every tensor argument's
+   * dtype is declared (inputs and outputs, each element of a tensor list,
+   * optional tensors that are present); the host sends every other call to
+   * what would serve it without this kernel: a composite, the device's
+   * fallback, the CPU fallback (copy to the host, run the CPU kernel), or
+   * the missing-kernel error. So a kernel handles only the dtypes it
+   * declares. Bits for dtypes the host does not know are rejected with
+   * BP_INVALID_ARGUMENT. impl and impl_when_defined read it; fallback
+   * rejects a nonzero mask (a fallback serves every op and dtype). */
+  uint64_t dtypes;
 } BP_KernelDesc;
-#define BP_KernelDesc_STRUCT_SIZE BP_STRUCT_SIZE(BP_KernelDesc, cpp_signature)
+#define BP_KernelDesc_STRUCT_SIZE BP_STRUCT_SIZE(BP_KernelDesc, dtypes)
+/* The bit of BP_KernelDesc.dtypes for BP_ScalarType `t`. */
+#define BP_DTYPE_BIT(t) (UINT64_C(1) << (t))
 
 /* ----------------------------------------------------------------- devices */
 
@@ -348,7 +363,8 @@ typedef struct BP_HostApi {
    * an earlier one or the host): an undefined name fails with
    * BP_NOT_FOUND. For another plugin's operators see impl_when_defined. */
   BP_Error* (*impl)(BP_Plugin* plugin, const char* op, int32_t device_type, const BP_KernelDesc* kernel);
-  /* A boxed kernel for every operator on `device_type` that has no kernel. */
+  /* A boxed kernel for every operator on `device_type` that has no kernel.
+   * kernel->dtypes must be 0 (every dtype): a fallback declares none. */
   BP_Error* (*fallback)(BP_Plugin* plugin, int32_t device_type, const BP_KernelDesc* kernel);
 
   /* Device types by name ("cpu", "cuda", "toyaccel"). */

@@ -70,7 +70,9 @@ _Static_assert(offsetof(BP_DeviceTypeDesc, device_count) > BP_STRUCT_SIZE(BP_Dev
 #define TP_ABI_MINOR 2
 #define TP_INFO_SIZE sizeof(BP_PluginInfo)
 #define TP_DEVICE_SIZE TP_DEVICE_DESC_SIZEOF_1_2
-#define TP_KERNEL_SIZE sizeof(BP_KernelDesc)
+/* BP_KernelDesc ended in cpp_signature (a pointer, so no tail padding)
+ * until 1.5 added dtypes. */
+#define TP_KERNEL_SIZE BP_STRUCT_SIZE(BP_KernelDesc, cpp_signature)
 #define TP_TENSOR_INFO_SIZE sizeof(BP_TensorInfo)
 #elif TP_LAYOUT == TP_CUT_OPTIONAL
 #define TP_ABI_MINOR BP_ABI_MINOR
@@ -232,6 +234,9 @@ static const BP_KernelDesc* tp_kernel_desc(void) {
   /* Checked against the schema when given: a host that read a cut one would
    * read a garbage pointer. */
   tp_kernel.cpp_signature = "(Tensor, int) -> int";
+#endif
+#if TP_LAYOUT == TP_FIELD_END || TP_LAYOUT == TP_CUT_REQUIRED
+  tp_kernel.dtypes = 0; /* every dtype; a 1.2 plugin's struct ends before it */
 #endif
   return &tp_kernel;
 }

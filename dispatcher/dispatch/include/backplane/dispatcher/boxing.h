@@ -405,6 +405,42 @@ std::string cppSignatureString() {
   return s + ") -> " + ReturnTraits<Ret>::name();
 }
 
+// Whether every tensor among a call's arguments has a dtype in `mask` (bit i
+// = ScalarType i): plain, optional (when present) and each list element
+// (Note [Declared dtypes] in operator_entry.h). Other arguments pass.
+inline bool tensorDtypeIn(uint64_t mask, const TensorBase& t) {
+  const TensorImpl* impl = t.unsafeGetImpl();
+  return impl == nullptr || ((mask >> static_cast<int>(impl->dtype())) & 1) != 0;
+}
+template <typename T>
+bool argDtypesIn(uint64_t, const T&) {
+  return true;
+}
+template <KernelTensor T>
+bool argDtypesIn(uint64_t mask, const T& t) {
+  return tensorDtypeIn(mask, t);
+}
+template <KernelTensor T>
+bool argDtypesIn(uint64_t mask, const std::optional<T>& t) {
+  return !t || tensorDtypeIn(mask, *t);
+}
+template <KernelTensor T>
+bool argDtypesIn(uint64_t mask, const ArrayRef<T>& list) {
+  for (const T& t : list)
+    if (!tensorDtypeIn(mask, t)) return false;
+  return true;
+}
+template <KernelTensor T>
+bool argDtypesIn(uint64_t mask, const ArrayRef<std::optional<T>>& list) {
+  for (const std::optional<T>& t : list)
+    if (t && !tensorDtypeIn(mask, *t)) return false;
+  return true;
+}
+template <typename... Args>
+bool argsDtypesIn(uint64_t mask, const Args&... args) {
+  return (argDtypesIn(mask, args) && ...);
+}
+
 template <typename... Args>
 inline constexpr bool kAllArgsSupported = (ArgTraits<arg_key_t<Args>>::supported && ...);
 

@@ -105,8 +105,21 @@ class OperatorHandle {
   // how a kernel at key K reaches the kernels below K.
   void redispatchBoxed(DispatchKeySet ks, Stack& stack) const;
 
-  // What serves calls whose highest key is `k`.
+  // What serves calls whose highest key is `k` (for a native kernel that
+  // declares dtypes, the calls it accepts: Note [Declared dtypes]).
   KernelKind kernelKind(DispatchKey k) const { return entry_->slot(k).kind; }
+  // The dtypes that the native kernel serving key `k` declared, or nullopt
+  // if `k` has no native kernel or it serves every dtype.
+  std::optional<DtypeSet> declaredDtypes(DispatchKey k) const;
+  // What serves the calls at key `k` that its native kernel's declared
+  // dtypes refuse (composite, backend fallback, CPU fallback or missing; or
+  // an older native kernel), or nullopt if the kernel declares no dtypes.
+  std::optional<KernelKind> declinedKind(DispatchKey k) const;
+  // What serves a call at key `k` whose arguments are the top of `stack`:
+  // kernelKind(k) after the dtype rule (Note [Declared dtypes]).
+  KernelKind servingKind(DispatchKey k, const Stack& stack) const {
+    return entry_->servingRecord(entry_->slot(k), stack).kind;
+  }
   // Calls of this op that went through the CPU fallback from backend key k,
   // and the bytes those calls copied between devices.
   uint64_t fallbackCalls(DispatchKey k) const { return entry_->fallbackCalls(k); }
@@ -139,19 +152,19 @@ class TypedOperatorHandle<Ret(Args...)> : public OperatorHandle {
     DispatchKeySet ks = detail::computeDispatchKeySet<Args...>(args...);
     if (const KernelRecord* meta = entry_->meta()) [[unlikely]]
       meta->kernel.template call<void, Args...>(*this, ks, args...);
-    return entry_->lookup(ks).kernel.template call<Ret, Args...>(*this, ks, args...);
+    return entry_->lookup(ks, args...).kernel.template call<Ret, Args...>(*this, ks, args...);
   }
   // call() without the op's meta kernel (Note [Meta kernels]): for callers
   // that have made the arguments valid themselves, e.g. a composite that has
   // just allocated `out` from the same shape rule.
   Ret callSkippingMeta(Args... args) const {
     DispatchKeySet ks = detail::computeDispatchKeySet<Args...>(args...);
-    return entry_->lookup(ks).kernel.template call<Ret, Args...>(*this, ks, args...);
+    return entry_->lookup(ks, args...).kernel.template call<Ret, Args...>(*this, ks, args...);
   }
   // Calls the kernel for the highest key of `ks` (already restricted by the
   // caller, usually to ks & DispatchKeySet::below(current key)).
   Ret redispatch(DispatchKeySet ks, Args... args) const {
-    return entry_->lookup(ks).kernel.template call<Ret, Args...>(*this, ks, args...);
+    return entry_->lookup(ks, args...).kernel.template call<Ret, Args...>(*this, ks, args...);
   }
 
  private:
@@ -191,8 +204,10 @@ class Dispatcher {
   absl::StatusOr<RegistrationHandle> registerDef(std::string_view schema, std::string debug = "");
   // Registers `kernel` for `op` ("ns::name.overload") at `key`. The op must be
   // defined, and an unboxed kernel's C++ signature must match the schema.
-  absl::StatusOr<RegistrationHandle> registerImpl(std::string_view op, DispatchKey key,
-                                                  KernelFunction kernel, std::string debug = "");
+  // `dtypes`: the dtypes the kernel serves (Note [Declared dtypes]); only
+  // for native kernels at backend keys.
+  absl::StatusOr<RegistrationHandle> registerImpl(std::string_view op, DispatchKey key, KernelFunction kernel,
+                                                  std::string debug = "", DtypeSet dtypes = DtypeSet::all());
   // registerImpl for an operator that another library or plugin defines,
   // possibly later (Note [Kernels for operators defined later]): if `op` is
   // defined this is registerImpl; if not, the kernel waits and serves calls
@@ -200,7 +215,8 @@ class Dispatcher {
   // a misspelled name is not reported, so use it only for operators whose
   // definer may load after the caller.
   absl::StatusOr<RegistrationHandle> registerImplWhenDefined(std::string_view op, DispatchKey key,
-                                                             KernelFunction kernel, std::string debug = "");
+                                                             KernelFunction kernel, std::string debug = "",
+                                                             DtypeSet dtypes = DtypeSet::all());
   // Registers a backend-agnostic composite kernel for `op`: it serves every
   // backend key that has no native kernel.
   absl::StatusOr<RegistrationHandle> registerComposite(std::string_view op, KernelFunction kernel,
@@ -287,13 +303,24 @@ class Dispatcher {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(detail::registrationMutex());
   // Puts a checked kernel on op's impl stack for `key`.
   RegistrationHandle addImpl(OperatorEntry& op, DispatchKey key, KernelFunction kernel, std::string debug,
-                             bool when_defined) ABSL_EXCLUSIVE_LOCKS_REQUIRED(detail::registrationMutex());
+                             DtypeSet dtypes, bool when_defined)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(detail::registrationMutex());
   // The newest impl for `key` that fits the schema, or nullptr.
   static const KernelRecord* newestFittingImpl(const OperatorEntry& op, DispatchKey key)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(detail::registrationMutex());
-  const KernelRecord* newRecord(KernelFunction kernel, KernelKind kind, DispatchKey key, std::string debug)
+  const KernelRecord* newRecord(KernelFunction kernel, KernelKind kind, DispatchKey key, std::string debug,
+                                DtypeSet dtypes = DtypeSet::all())
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(detail::registrationMutex());
-  const KernelRecord* computeSlot(const OperatorEntry& op, DispatchKey key) const
+  // What slot `key` holds (Note [Kernel precedence]); with skip_impls, what
+  // it would hold if the key had no impls (where the oldest kernel that
+  // declares dtypes sends the calls it declines).
+  const KernelRecord* computeSlot(const OperatorEntry& op, DispatchKey key, bool skip_impls = false) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(detail::registrationMutex());
+  // The record each impl of `key` that declares dtypes sends declined calls
+  // to (Note [Declared dtypes]): the fitting impl below it, else
+  // computeSlot(op, key, /*skip_impls=*/true). nullptr for impls that
+  // declare none.
+  const KernelRecord* computeDeclined(const OperatorEntry& op, DispatchKey key, const KernelRecord* impl) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(detail::registrationMutex());
   void updateTable(OperatorEntry& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(detail::registrationMutex());
   RegistrationHandle addRegistration(Registration r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(detail::registrationMutex());

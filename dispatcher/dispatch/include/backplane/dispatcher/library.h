@@ -31,15 +31,17 @@ class Library {
 
   // Registers `kernel` (function pointer, BP_FN(fn), lambda or
   // KernelFunction) for operator `op` ("add" or "ns::add.Tensor") at `key`.
+  // `dtypes`: the dtypes it serves, e.g. {ScalarType::Float32}; calls with
+  // others go where they would without it (Note [Declared dtypes]).
   template <typename F>
-  [[nodiscard]] absl::Status impl(std::string_view op, DispatchKey key, F&& kernel) {
+  [[nodiscard]] absl::Status impl(std::string_view op, DispatchKey key, F&& kernel, DtypeSet dtypes = DtypeSet::all()) {
     return keep(Dispatcher::singleton().registerImpl(qualify(op), key, KernelFunction::make(std::forward<F>(kernel)),
-                                                     debug_));
+                                                     debug_, dtypes));
   }
   // The same for the backend key of a device type (e.g. a vendor's type).
   template <typename F>
-  [[nodiscard]] absl::Status impl(std::string_view op, DeviceType type, F&& kernel) {
-    return impl(op, backendKey(type), std::forward<F>(kernel));
+  [[nodiscard]] absl::Status impl(std::string_view op, DeviceType type, F&& kernel, DtypeSet dtypes = DtypeSet::all()) {
+    return impl(op, backendKey(type), std::forward<F>(kernel), dtypes);
   }
   // impl() for an operator that another library or plugin defines, possibly
   // later (Note [Kernels for operators defined later]): the kernel waits
@@ -48,13 +50,15 @@ class Library {
   // already, this is impl(). Opt-in: a misspelled name waits forever instead
   // of failing, so use impl() for operators that are defined first.
   template <typename F>
-  [[nodiscard]] absl::Status implWhenDefined(std::string_view op, DispatchKey key, F&& kernel) {
-    return keep(Dispatcher::singleton().registerImplWhenDefined(qualify(op), key,
-                                                                KernelFunction::make(std::forward<F>(kernel)), debug_));
+  [[nodiscard]] absl::Status implWhenDefined(std::string_view op, DispatchKey key, F&& kernel,
+                                             DtypeSet dtypes = DtypeSet::all()) {
+    return keep(Dispatcher::singleton().registerImplWhenDefined(
+        qualify(op), key, KernelFunction::make(std::forward<F>(kernel)), debug_, dtypes));
   }
   template <typename F>
-  [[nodiscard]] absl::Status implWhenDefined(std::string_view op, DeviceType type, F&& kernel) {
-    return implWhenDefined(op, backendKey(type), std::forward<F>(kernel));
+  [[nodiscard]] absl::Status implWhenDefined(std::string_view op, DeviceType type, F&& kernel,
+                                             DtypeSet dtypes = DtypeSet::all()) {
+    return implWhenDefined(op, backendKey(type), std::forward<F>(kernel), dtypes);
   }
   // Registers a backend-agnostic composite kernel, written with other ops.
   template <typename F>

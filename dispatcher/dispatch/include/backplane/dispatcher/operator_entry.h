@@ -31,6 +31,33 @@
 // a fallback for the key, else fallthrough (the key is skipped). An operator without a schema resolves every slot to
 // the missing-kernel error. An impl that does not fit the schema (Note
 // [Kernels for operators defined later]) is skipped as if it were absent.
+// A native kernel that declares the dtypes it serves holds the slot, and the
+// calls it refuses go on down this list (Note [Declared dtypes]).
+//
+// Note [Declared dtypes]
+// A native kernel may declare the dtypes it serves (Library::impl's and
+// registerImpl's DtypeSet, the plugin ABI's BP_KernelDesc.dtypes, plugin.hpp's
+// bp::Dtypes); by default it serves every dtype. A call reaches a kernel with
+// a declared set only if EVERY tensor argument's dtype is in the set: inputs
+// and outputs (out=) alike, each element of a Tensor[] list, and optional
+// tensors that are present (None and undefined tensors do not count). Any
+// other call goes to the record the slot would hold without that kernel:
+// the impl registered before it for the key (itself subject to its own
+// declared set), else, as Note [Kernel precedence] orders them, the
+// composite, the key's backend fallback, the CPU fallback, or the
+// missing-kernel error, which then names the op, the key, the dtypes the
+// kernel declared and the dtype it refused. So a vendor kernel that serves
+// float32 only leaves every other dtype to the CPU fallback, with no
+// per-dtype code, and reports (the profiler, `backplane ops`, conformance)
+// say which kernel served what.
+// The record a declared set sends a refused call to is computed when the
+// table is (under the registration lock) and kept in the kernel's record
+// (KernelRecord::declined). The hot path loads the slot as before and only
+// when the record declares dtypes ([[unlikely]]) tests the arguments' dtypes
+// and follows `declined`: no lock, no allocation, and one compare more for
+// every kernel that declares nothing. Only native kernels at backend keys may
+// declare dtypes (a fallback or fallthrough serves every op, a functionality
+// key wraps every call); a set naming every dtype is stored as "all".
 //
 // Note [Kernels for operators defined later]
 // Dispatcher::registerImpl needs the operator defined: a kernel for a
@@ -75,6 +102,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "backplane/dispatcher/dispatch_key.h"
+#include "backplane/dispatcher/dtype_set.h"
 #include "backplane/dispatcher/function_schema.h"
 #include "backplane/dispatcher/kernel_function.h"
 
@@ -88,6 +116,11 @@ namespace detail {
 // registration state can name it in ABSL_GUARDED_BY; clang's
 // -Wthread-safety (scripts/check_thread_safety.sh) checks every access.
 absl::Mutex& registrationMutex();
+
+// The first tensor among the top `num_args` values of `stack` (plain, in a
+// list, or a present optional) whose dtype is not in `mask` (bit i =
+// ScalarType i, nonzero), or nullopt if every one is (Note [Declared dtypes]).
+std::optional<ScalarType> firstRefusedDtype(uint64_t mask, const Stack& stack, size_t num_args);
 }  // namespace detail
 
 // What fills a slot; reported by tracing, the profiler, `backplane ops`,
@@ -122,6 +155,14 @@ struct KernelRecord {
   DispatchKey key;    // the key it was registered for (Undefined for composites)
   std::string debug;  // who registered it, for messages and dumpState()
   uint64_t id;        // registration id
+  // The dtypes a native kernel serves, as DtypeSet::mask(): 0 = every dtype
+  // (Note [Declared dtypes]). Constant.
+  uint64_t dtypes = 0;
+  // Where a call this kernel declines goes (Note [Declared dtypes]): set
+  // under the registration lock before the record is published in a slot,
+  // updated when registrations change it, never null while the record is in
+  // a table. nullptr for records that declare no dtypes.
+  mutable std::atomic<const KernelRecord*> declined{nullptr};
 };
 
 class OperatorEntry {
@@ -136,13 +177,38 @@ class OperatorEntry {
   // The schema, or nullptr while the op is not defined.
   const FunctionSchema* schema() const { return schema_.load(std::memory_order_acquire); }
 
-  // The hot path: the record for the highest key of `ks` that is not a
-  // fallthrough for this op. Lock-free (Note [Lock-free dispatch]).
-  const KernelRecord& lookup(DispatchKeySet ks) const {
+  // The record in the slot of the highest key of `ks` that is not a
+  // fallthrough for this op, before the dtype rule (Note [Declared dtypes]):
+  // what serves calls in general, not necessarily this call. To run a
+  // kernel, use lookup(). Lock-free (Note [Lock-free dispatch]).
+  const KernelRecord& slotFor(DispatchKeySet ks) const {
     uint64_t bits = ks.raw() & dispatchable_.load(std::memory_order_relaxed);
     int slot = bits ? 63 - __builtin_clzll(bits) : 0;
     return *table_[slot].load(std::memory_order_acquire);
   }
+  // The hot path: the record that serves a call with key set `ks` and these
+  // (unboxed) arguments: slotFor(ks), unless its kernel declares dtypes
+  // that some tensor argument's dtype is not in (Note [Declared dtypes]).
+  template <typename... Args>
+  const KernelRecord& lookup(DispatchKeySet ks, const Args&... args) const {
+    const KernelRecord* r = &slotFor(ks);
+    if (r->dtypes != 0) [[unlikely]] {
+      while (r->dtypes != 0 && !detail::argsDtypesIn(r->dtypes, args...))
+        r = r->declined.load(std::memory_order_acquire);
+    }
+    return *r;
+  }
+  // lookup() for a boxed call whose arguments are the top of `stack` (as
+  // many as the schema has).
+  const KernelRecord& lookupBoxed(DispatchKeySet ks, const Stack& stack) const {
+    const KernelRecord& r = slotFor(ks);
+    if (r.dtypes != 0) [[unlikely]]
+      return servingRecord(r, stack);
+    return r;
+  }
+  // The record that serves a boxed call with these arguments when `slot` is
+  // what the slot holds: `slot`, or where its declared dtypes send the call.
+  const KernelRecord& servingRecord(const KernelRecord& slot, const Stack& stack) const;
   // The op's meta kernel (Note [Meta kernels]), or nullptr.
   const KernelRecord* meta() const { return meta_.load(std::memory_order_acquire); }
   const KernelRecord& slot(DispatchKey k) const {

@@ -1,0 +1,90 @@
+/*
+ * BP_KernelDesc.dtypes (ABI 1.5) at the ABI boundary, plain C against
+ * plugin_api.h. By compile definition TP_MODE:
+ *   TP_DT_V1_4         a 1.4 plugin: abi_minor 4, its BP_KernelDesc's
+ *                      struct_size ends at cpp_signature and the bytes after
+ *                      it (where 1.5 put dtypes) hold garbage. Its kernel
+ *                      must serve every dtype. Defines
+ *                      TP_NAME::echo(Tensor self) -> Tensor (cpu: returns
+ *                      self, counts) and TP_NAME::info(int which) -> int
+ *                      (0: echo calls).
+ *   TP_DT_UNKNOWN_BIT  an impl declaring float32 and dtype number 40, which
+ *                      no host knows: the registration, and so the load,
+ *                      fails.
+ *   TP_DT_FALLBACK     a fallback declaring float32: refused (a fallback
+ *                      serves every dtype).
+ */
+#include <string.h>
+
+#include "abi_common.h"
+
+#define TP_DT_V1_4 1
+#define TP_DT_UNKNOWN_BIT 2
+#define TP_DT_FALLBACK 3
+
+#if TP_MODE == TP_DT_V1_4
+#define TP_ABI_MINOR 4
+#else
+#define TP_ABI_MINOR BP_ABI_MINOR
+#endif
+
+static const BP_PluginInfo tp_info = {
+    BP_PluginInfo_STRUCT_SIZE, BP_PLUGIN_MAGIC, BP_ABI_MAJOR, TP_ABI_MINOR, TP_NAME, "0.0.1"};
+BP_EXPORT const BP_PluginInfo* backplane_plugin_query(void) { return &tp_info; }
+
+static int64_t tp_echo_calls = 0;
+
+static BP_Error* tp_echo(void* ctx, const BP_KernelCall* call) {
+  (void)ctx;
+  ++tp_echo_calls;
+  call->returns[0].tag = BP_VALUE_TENSOR;
+  call->returns[0].u.tensor = abi_host->tensor_retain(call->args[0].u.tensor);
+  return NULL;
+}
+
+#if TP_MODE == TP_DT_V1_4
+static BP_Error* tp_info_kernel(void* ctx, const BP_KernelCall* call) {
+  (void)ctx;
+  call->returns[0].tag = BP_VALUE_INT;
+  call->returns[0].u.i = call->args[0].u.i == 0 ? tp_echo_calls : -1;
+  return NULL;
+}
+#endif
+
+/* Garbage in every byte, then the fields a producer of `size` bytes sets. */
+static BP_KernelDesc tp_desc;
+static const BP_KernelDesc* tp_kernel_desc(BP_KernelFn fn, const char* sig, size_t size) {
+  memset(&tp_desc, 0xA5, sizeof tp_desc);
+  tp_desc.struct_size = size;
+  tp_desc.fn = fn;
+  tp_desc.ctx = NULL;
+  tp_desc.cpp_signature = sig;
+  return &tp_desc;
+}
+
+BP_EXPORT BP_Error* backplane_plugin_init(const BP_HostApi* host, BP_Plugin* plugin) {
+  BP_Error* e;
+  abi_host = host;
+#if TP_MODE == TP_DT_V1_4
+  const size_t size_1_4 = BP_STRUCT_SIZE(BP_KernelDesc, cpp_signature);
+  if ((e = host->def(plugin, TP_NAME "::echo(Tensor self) -> Tensor"))) return e;
+  if ((e = host->def(plugin, TP_NAME "::info(int which) -> int"))) return e;
+  if ((e = host->impl(plugin, TP_NAME "::echo", 0, tp_kernel_desc(tp_echo, "(Tensor) -> Tensor", size_1_4)))) return e;
+  if ((e = host->impl(plugin, TP_NAME "::info", 0, tp_kernel_desc(tp_info_kernel, "(int) -> int", size_1_4)))) return e;
+#elif TP_MODE == TP_DT_UNKNOWN_BIT
+  BP_KernelDesc* k = (BP_KernelDesc*)tp_kernel_desc(tp_echo, "(Tensor) -> Tensor", BP_KernelDesc_STRUCT_SIZE);
+  if ((e = host->def(plugin, TP_NAME "::echo(Tensor self) -> Tensor"))) return e;
+  k->dtypes = BP_DTYPE_BIT(BP_FLOAT32) | (UINT64_C(1) << 40);
+  if ((e = host->impl(plugin, TP_NAME "::echo", 0, k))) return e;
+#elif TP_MODE == TP_DT_FALLBACK
+  BP_DeviceTypeDesc d = abi_null_device_desc("abidtfbdev");
+  int32_t type = -1;
+  BP_KernelDesc* k = (BP_KernelDesc*)tp_kernel_desc(tp_echo, NULL, BP_KernelDesc_STRUCT_SIZE);
+  if ((e = host->register_device_type(plugin, &d, &type))) return e;
+  k->dtypes = BP_DTYPE_BIT(BP_FLOAT32);
+  if ((e = host->fallback(plugin, type, k))) return e;
+#else
+#error "TP_MODE must be TP_DT_V1_4, TP_DT_UNKNOWN_BIT or TP_DT_FALLBACK"
+#endif
+  return NULL;
+}
