@@ -1,42 +1,28 @@
-// The minimum plugin shown in README.md ("Write a plugin"): a device type
-// whose memory is host memory, and one kernel. Built and loaded by the tests.
+// The smallest complete Backplane plugin: a device type "minimal" whose
+// memory is host memory, one native kernel (relu.out, for float32), and
+// everything else, other dtypes included, through the host's CPU fallback.
+// It passes `backplane conformance --plugin minimal_plugin.so --backend minimal`.
 #include <backplane/plugin.hpp>
 
-#include <cstring>
-#include <new>
-
-class ToyBackend final : public bp::DeviceBackend {
- public:
+// The device: bp::HostMemoryBackend allocates, copies and fills host memory.
+struct MinimalBackend final : bp::HostMemoryBackend {
   int deviceCount() override { return 1; }
-  bool hostAccessible() override { return true; }
-  void* allocate(int, size_t n) override { return ::operator new(n); }
-  void deallocate(int, void* p) override { ::operator delete(p); }
-  void copyHostToDevice(int, void* d, const void* s, size_t n) override { std::memcpy(d, s, n); }
-  void copyDeviceToHost(int, void* d, const void* s, size_t n) override { std::memcpy(d, s, n); }
-  void copyDeviceToDevice(int, void* d, int, const void* s, size_t n) override { std::memcpy(d, s, n); }
-  void memset(int, void* d, uint8_t v, size_t n) override { std::memset(d, v, n); }
 };
 
-// minimal::add(Tensor a, Tensor b) -> Tensor; float32, same shape, contiguous.
-bp::Tensor add(const bp::Tensor& a, const bp::Tensor& b) {
-  BP_PLUGIN_CHECK(a.dtype() == bp::ScalarType::Float32 && b.dtype() == a.dtype(),
-                  "minimal::add supports float32 only, got ", a.dtype(), " and ", b.dtype());
-  BP_PLUGIN_CHECK(a.sizes() == b.sizes() && a.is_contiguous() && b.is_contiguous(),
-                  "minimal::add needs contiguous tensors of one shape, got ", a.sizes(), " and ", b.sizes());
-  bp::Tensor out = bp::Tensor::empty(a.sizes(), a.dtype(), a.device());
-  const float* x = a.data_ptr<const float>();
-  const float* y = b.data_ptr<const float>();
-  float* z = out.data_ptr<float>();
-  for (int64_t i = 0; i < a.numel(); ++i) z[i] = x[i] + y[i];
-  return out;  // the host adopts the new reference
+// bp::relu.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!). The host has
+// run relu's shape rule: `out` has self's shape and device. Either may be a
+// strided view, and in place (relu_) they are one tensor: bp::forEach walks
+// any layout. NaN stays NaN (NaN < 0 is false).
+bp::Tensor reluOut(const bp::Tensor& self, const bp::Tensor& out) {
+  bp::forEach<float>(out, self, [](float x) { return x < 0 ? 0.0f : x; });
+  return out;
 }
 
 void init(bp::Library& m) {
-  static ToyBackend backend;  // must outlive the plugin
-  int32_t toy = m.registerDevice("minimal", &backend);
-  m.def("minimal::add(Tensor a, Tensor b) -> Tensor");
-  m.impl("minimal::add", toy, &add);
-  m.impl("minimal::add", /*cpu=*/0, &add);
+  static MinimalBackend backend;  // must outlive the plugin
+  const int32_t minimal = m.registerDevice("minimal", &backend);
+  // Served for float32 only: calls with other dtypes go to the CPU fallback.
+  m.impl("relu.out", minimal, &reluOut, {bp::ScalarType::Float32});
 }
 
 BACKPLANE_PLUGIN("minimal", "1.0.0", init)

@@ -12,21 +12,32 @@
 //      copy functions below, which resolve the handle and bounds-check it.
 //      That is exactly the contract of a real accelerator, whose memory the
 //      host cannot read either.
-//   2. Native kernels for a few operators: add.Tensor, mul.Tensor and relu,
-//      float32, with PyTorch's broadcasting and arbitrary strides. Kernels
-//      run "on the device", so they may read device memory directly; here
-//      that means resolving handles to arena pointers.
-//   3. Nothing else. Every other standard operator (sub, neg, div, sum, ...)
-//      still works on toyaccel tensors: the host's CPU fallback copies the
-//      inputs to the host through this plugin's copy functions, runs the CPU
-//      kernel, and copies the results back. A vendor starts with a few hot
-//      kernels and adds more as they matter.
+//   2. Native kernels for five standard operators, in their `.out` forms
+//      (the forms a plugin implements: the functional and in-place forms
+//      are composites over them): add.out, mul.out, relu.out, mm.out and
+//      sum.IntList_out. Each is registered for float32 only (bp::Dtypes), so
+//      it is written once, for float, and never sees another dtype. The
+//      host has run the op's shape rule first: `out` has the result's shape
+//      and every tensor is on one toyaccel device. Kernels run "on the
+//      device", so they may read device memory directly; here that means
+//      resolving handles to arena pointers (operand() below), after which
+//      bp::forEach walks any strides, views and broadcasting.
+//   3. Nothing else. Every other standard operator (sub, neg, div, ...), and
+//      these five for every dtype but float32, still works on toyaccel
+//      tensors: the host's CPU fallback copies the inputs to the host
+//      through this plugin's copy functions, runs the CPU kernel, and copies
+//      the results back. A vendor starts with a few hot kernels and adds more
+//      as they matter.
 //
 // The only Backplane header is <backplane/plugin.hpp> (the C++ layer over the
 // stable C ABI in plugin_api.h). Nothing here depends on the host's C++
 // headers or its standard library, so this plugin may be built with another
 // compiler or standard library than the host (the test builds it with
 // clang++ -stdlib=libc++ and loads it into a g++/libstdc++ host).
+//
+// Build with -DTOYACCEL_MUTANT to get a deliberately wrong mul.out (it adds):
+// the conformance test builds that too and requires `backplane conformance`
+// to fail and name mul.out.
 
 #include <algorithm>
 #include <array>
@@ -240,9 +251,10 @@ class ToyAccelBackend final : public bp::DeviceBackend {
   }
   // toyaccel computes synchronously: nothing to wait for (the default).
 
-  // For kernels: the arena pointer behind a toyaccel address.
-  std::byte* resolve(int device, const void* p, uint64_t nbytes, const char* what) {
-    return arena(device).resolve(bits(p), nbytes, what);
+  // For kernels: the arena pointer behind toyaccel address `handle`, whose
+  // `nbytes` bytes must lie inside one live allocation of `device`.
+  std::byte* resolveHandle(int device, uint64_t handle, uint64_t nbytes, const char* what) {
+    return arena(device).resolve(handle, nbytes, what);
   }
 
   void shutdown() {
@@ -275,154 +287,114 @@ ToyAccelBackend& backend() {
 
 // ==================================================================== kernels
 
-// The device type number the host gave "toyaccel" at registration.
-int32_t g_toyaccel = -1;
-
-std::string deviceName(bp::Device d) {
-  if (d.type == 0) return "cpu";
-  if (d.type == g_toyaccel) return std::string(kTypeName) + ":" + std::to_string(d.index);
-  return "device type " + std::to_string(d.type) + ":" + std::to_string(d.index);
-}
-
-// A float32 operand as a kernel reads it: a host-usable pointer to its first
-// element and its strides, in elements, aligned to the output's shape (0
-// where the operand is broadcast).
-struct Operand {
-  const float* data = nullptr;
-  std::vector<int64_t> strides;
-};
-
-// Resolves `t` (on toyaccel, or a 0-d tensor on the cpu) for reading as an
-// operand of an output of shape `shape`. The whole range of elements the
-// view can touch is bounds-checked once, here.
-Operand operand(const bp::Tensor& t, const std::vector<int64_t>& shape, const char* what) {
-  Operand o;
-  o.strides.assign(shape.size(), 0);
-  const size_t lead = shape.size() - static_cast<size_t>(t.dim());
-  int64_t last = 0;  // offset of the last element, in elements
-  for (int64_t i = 0; i < t.dim(); ++i) {
-    BP_PLUGIN_CHECK(t.stride(i) >= 0, what, ": negative strides are not supported, got ", t.strides());
-    last += (t.size(i) - 1) * t.stride(i);
-    if (t.size(i) != 1) o.strides[lead + static_cast<size_t>(i)] = t.stride(i);
+// The kernels' view of a float32 tensor on toyaccel: its elements as a
+// bp::StridedSpan over arena memory. The whole range of bytes the view can
+// touch is resolved, and so bounds-checked, once, here: a tensor whose
+// handle or strides reach outside its allocation is an error, never a stray
+// read. An empty tensor has no memory to resolve.
+template <class T>
+bp::StridedSpan<T> operand(const bp::Tensor& t, const char* what) {
+  if (t.numel() == 0) return bp::spanAt<T>(t, nullptr);
+  int64_t lo = 0, hi = 0;  // the lowest and highest element offsets the view reaches
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    const int64_t reach = (t.size(d) - 1) * t.stride(d);
+    (reach < 0 ? lo : hi) += reach;
   }
-  if (t.numel() == 0) return o;  // nothing will be read (and there may be no memory)
-  if (t.device().type == 0) {
-    o.data = t.data_ptr<const float>();  // cpu memory is host memory
-  } else {
-    const uint64_t span = static_cast<uint64_t>(last + 1) * sizeof(float);
-    o.data = reinterpret_cast<const float*>(backend().resolve(t.device().index, t.data_ptr(), span, what));
-  }
-  return o;
+  const int64_t size = static_cast<int64_t>(sizeof(T));
+  const uint64_t first = bits(t.device_ptr<T>());  // a handle: integer arithmetic only
+  std::byte* low = backend().resolveHandle(t.device().index, first - static_cast<uint64_t>(-lo * size),
+                                           static_cast<uint64_t>((hi - lo + 1) * size), what);
+  return bp::spanAt<T>(t, reinterpret_cast<T*>(low - lo * size));
 }
 
-// Checks dtypes and devices of a kernel's tensor arguments; returns the
-// toyaccel device the output goes to. As in PyTorch, every tensor must be on
-// one device, except that a 0-d cpu tensor may join in as a scalar.
-bp::Device checkInputs(const char* op, std::initializer_list<std::pair<const char*, const bp::Tensor*>> args) {
-  std::optional<bp::Device> device;
-  for (const auto& [name, t] : args) {
-    BP_PLUGIN_CHECK(t->dtype() == ScalarType::Float32, op, " on ", kTypeName, ": argument '", name,
-                    "' has dtype ", t->dtype(), "; the toyaccel kernels support float32 only (convert the ",
-                    "tensor to float32, or compute on the cpu)");
-    const bp::Device d = t->device();
-    if (d.type == g_toyaccel) {
-      BP_PLUGIN_CHECK(!device || *device == d, op, ": expected all tensors on one device, but argument '", name,
-                      "' is on ", deviceName(d), " and another is on ", deviceName(*device),
-                      "; copy one of them to the other device first");
-      device = d;
-    } else {
-      BP_PLUGIN_CHECK(d.type == 0 && t->dim() == 0, op, ": expected all tensors on one device, but argument '",
-                      name, "' is a ", t->dim(), "-d tensor on ", deviceName(d),
-                      " (only 0-d cpu tensors mix with toyaccel tensors); copy it to toyaccel first");
-    }
-  }
-  BP_PLUGIN_CHECK_CODE(device.has_value(), BP_INTERNAL, op, ": the toyaccel kernel was called without a toyaccel "
-                       "tensor");
-  return *device;
-}
-
-std::vector<int64_t> broadcastShapes(const char* op, bp::IntList a, bp::IntList b) {
-  const size_t n = std::max(a.size(), b.size());
-  std::vector<int64_t> out(n);
-  for (size_t i = 0; i < n; ++i) {
-    const int64_t x = i < n - a.size() ? 1 : a[i - (n - a.size())];
-    const int64_t y = i < n - b.size() ? 1 : b[i - (n - b.size())];
-    BP_PLUGIN_CHECK(x == y || x == 1 || y == 1, op, ": shapes ", a, " and ", b,
-                    " cannot be broadcast: dimension ", i, " is ", x, " in one and ", y, " in the other");
-    out[i] = x == 1 ? y : x;
-  }
-  return out;
-}
-
-// Runs body(i, offsets) for every element i of a row-major walk over
-// `shape`, where offsets[k] is the element offset of that element in
-// operand k (from its strides).
-template <size_t K, class Body>
-void forEachElement(const std::vector<int64_t>& shape, const std::array<const std::vector<int64_t>*, K>& strides,
-                    Body&& body) {
-  int64_t numel = 1;
-  for (int64_t s : shape) numel *= s;
-  std::vector<int64_t> index(shape.size(), 0);
-  std::array<int64_t, K> offsets{};
-  for (int64_t i = 0; i < numel; ++i) {
-    body(i, offsets);
-    // Step the index like an odometer, updating every operand's offset.
-    for (size_t d = shape.size(); d-- > 0;) {
-      for (size_t k = 0; k < K; ++k) offsets[k] += (*strides[k])[d];
-      if (++index[d] < shape[d]) break;
-      for (size_t k = 0; k < K; ++k) offsets[k] -= (*strides[k])[d] * shape[d];
-      index[d] = 0;
-    }
-  }
-}
-
-// out = f(self, other), broadcast, into a new contiguous tensor on the
-// inputs' toyaccel device (the host adopts the returned reference).
-template <class F>
-bp::Tensor binary(const char* op, const bp::Tensor& self, const bp::Tensor& other, F f) {
-  const bp::Device device = checkInputs(op, {{"self", &self}, {"other", &other}});
-  const std::vector<int64_t> shape = broadcastShapes(op, self.sizes(), other.sizes());
-  bp::Tensor out = bp::Tensor::empty(shape, ScalarType::Float32, device);
-  if (out.numel() == 0) return out;
-  const Operand a = operand(self, shape, op);
-  const Operand b = operand(other, shape, op);
-  float* z = reinterpret_cast<float*>(
-      backend().resolve(device.index, out.data_ptr(), static_cast<uint64_t>(out.numel()) * sizeof(float), op));
-  forEachElement<2>(shape, {&a.strides, &b.strides}, [&](int64_t i, const std::array<int64_t, 2>& off) {
-    z[i] = f(a.data[off[0]], b.data[off[1]]);
-  });
-  return out;
-}
-
-template <class F>
-bp::Tensor unary(const char* op, const bp::Tensor& self, F f) {
-  const bp::Device device = checkInputs(op, {{"self", &self}});
-  const std::vector<int64_t> shape = self.sizes().vec();
-  bp::Tensor out = bp::Tensor::empty(shape, ScalarType::Float32, device);
-  if (out.numel() == 0) return out;
-  const Operand a = operand(self, shape, op);
-  float* z = reinterpret_cast<float*>(
-      backend().resolve(device.index, out.data_ptr(), static_cast<uint64_t>(out.numel()) * sizeof(float), op));
-  forEachElement<1>(shape, {&a.strides}, [&](int64_t i, const std::array<int64_t, 1>& off) { z[i] = f(a.data[off[0]]); });
-  return out;
-}
-
-// bp::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor.
+// bp::add.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)
 // The kernel's C++ signature must match the schema: the SDK derives
-// "(Tensor, Tensor, Scalar) -> Tensor" from it and the host checks it.
-bp::Tensor add(const bp::Tensor& self, const bp::Tensor& other, const bp::Scalar& alpha) {
-  const float a = alpha.to<float>();
-  return binary("bp::add.Tensor", self, other, [a](float x, float y) { return x + a * y; });
+// "(Tensor, Tensor, Scalar, Tensor) -> Tensor" from it and the host checks
+// it at registration. `out` may be strided, and in place (add_) it is self.
+bp::Tensor addOut(const bp::Tensor& self, const bp::Tensor& other, const bp::Scalar& alpha, const bp::Tensor& out) {
+  const double a = alpha.toDouble();  // x + a * y computed in double, rounded once
+  bp::forEach(operand<float>(out, "add.out"), operand<const float>(self, "add.out"),
+              operand<const float>(other, "add.out"), [a](float x, float y) { return static_cast<float>(x + a * y); });
+  return out;
 }
 
-// bp::mul.Tensor(Tensor self, Tensor other) -> Tensor
-bp::Tensor mul(const bp::Tensor& self, const bp::Tensor& other) {
-  return binary("bp::mul.Tensor", self, other, [](float x, float y) { return x * y; });
+// bp::mul.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)
+bp::Tensor mulOut(const bp::Tensor& self, const bp::Tensor& other, const bp::Tensor& out) {
+  bp::forEach(operand<float>(out, "mul.out"), operand<const float>(self, "mul.out"),
+              operand<const float>(other, "mul.out"), [](float x, float y) {
+#ifdef TOYACCEL_MUTANT
+                return x + y;  // deliberately wrong: conformance must catch it
+#else
+                return x * y;
+#endif
+              });
+  return out;
 }
 
-// bp::relu(Tensor self) -> Tensor. NaN stays NaN, as in PyTorch.
-bp::Tensor relu(const bp::Tensor& self) {
-  return unary("bp::relu", self, [](float x) { return x < 0.0f ? 0.0f : x; });
+// bp::relu.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!). NaN stays NaN
+// (NaN < 0 is false), as in PyTorch.
+bp::Tensor reluOut(const bp::Tensor& self, const bp::Tensor& out) {
+  bp::forEach(operand<float>(out, "relu.out"), operand<const float>(self, "relu.out"),
+              [](float x) { return x < 0.0f ? 0.0f : x; });
+  return out;
+}
+
+// bp::mm.out(Tensor self, Tensor mat2, *, Tensor(a!) out) -> Tensor(a!):
+// out[n, m] = self[n, k] @ mat2[k, m], any strides, accumulated in double
+// (a real device would call its GEMM here). The shape rule has checked the
+// ranks and that k matches; k == 0 gives zeros.
+bp::Tensor mmOut(const bp::Tensor& self, const bp::Tensor& mat2, const bp::Tensor& out) {
+  const int64_t n = self.size(0), k = self.size(1), m = mat2.size(1);
+  if (out.numel() == 0) return out;
+  const bp::StridedSpan<const float> a = operand<const float>(self, "mm.out");
+  const bp::StridedSpan<const float> b = operand<const float>(mat2, "mm.out");
+  const bp::StridedSpan<float> c = operand<float>(out, "mm.out");
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < m; ++j) {
+      double acc = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        const double x = a.data[i * a.strides[0] + p * a.strides[1]];
+        acc += x * b.data[p * b.strides[0] + j * b.strides[1]];
+      }
+      c.data[i * c.strides[0] + j * c.strides[1]] = static_cast<float>(acc);
+    }
+  }
+  return out;
+}
+
+// bp::sum.IntList_out(Tensor self, int[1]? dim, bool keepdim=False, *,
+//                     ScalarType? dtype=None, Tensor(a!) out) -> Tensor(a!)
+// Sums over `dim` (None or empty: every dimension), in double, then rounds
+// once into `out`. The shape rule has wrapped and checked `dim` and sized
+// `out`; with float32 declared, `out` is float32 (dtype= is None or float32).
+bp::Tensor sumOut(const bp::Tensor& self, std::optional<bp::IntList> dim, bool keepdim,
+                  std::optional<bp::ScalarType> dtype, const bp::Tensor& out) {
+  (void)dtype;
+  const int64_t nd = self.dim();
+  std::vector<bool> reduced(static_cast<size_t>(nd), !dim || dim->empty());
+  if (dim) {
+    for (int64_t d : *dim) {
+      if (nd > 0) reduced[static_cast<size_t>(d < 0 ? d + nd : d)] = true;
+    }
+  }
+  // One double per element of `out`, laid out contiguously in out's shape;
+  // seen from self's shape, a reduced dimension has stride 0, so every
+  // element of self adds into the sum it belongs to.
+  std::vector<double> acc(static_cast<size_t>(out.numel()), 0.0);
+  std::vector<int64_t> acc_out_strides(static_cast<size_t>(out.dim()));
+  for (int64_t j = out.dim(), s = 1; j-- > 0; s *= out.size(j)) acc_out_strides[static_cast<size_t>(j)] = s;
+  std::vector<int64_t> acc_strides(static_cast<size_t>(nd), 0);
+  for (int64_t d = 0, j = 0; d < nd; ++d) {
+    if (!reduced[static_cast<size_t>(d)]) acc_strides[static_cast<size_t>(d)] = acc_out_strides[static_cast<size_t>(j)];
+    if (!reduced[static_cast<size_t>(d)] || keepdim) ++j;
+  }
+  bp::forEachElement(
+      self.sizes(), [](double& sum, const float& x) { sum += x; },
+      bp::StridedSpan<double>{acc.data(), self.sizes(), acc_strides}, operand<const float>(self, "sum.IntList_out"));
+  bp::forEach(operand<float>(out, "sum.IntList_out"),
+              bp::StridedSpan<const double>{acc.data(), out.sizes(), acc_out_strides},
+              [](double sum) { return static_cast<float>(sum); });
+  return out;
 }
 
 // ======================================================================= init
@@ -430,12 +402,17 @@ bp::Tensor relu(const bp::Tensor& self) {
 // Called once by the host when it loads the library. Everything registered
 // here is undone when the plugin is unloaded (or if init throws).
 void init(bp::Library& m) {
-  g_toyaccel = m.registerDevice(kTypeName, &backend());
-  // Standard operators live in the "bp" namespace; "add.Tensor" is short
-  // for "bp::add.Tensor".
-  m.impl("add.Tensor", g_toyaccel, &add);
-  m.impl("mul.Tensor", g_toyaccel, &mul);
-  m.impl("relu", g_toyaccel, &relu);
+  const int32_t toyaccel = m.registerDevice(kTypeName, &backend());
+  // Standard operators live in the "bp" namespace; "add.out" is short for
+  // "bp::add.out". Each kernel serves float32 calls only: a call with a
+  // tensor of another dtype (an argument or `out`) goes to the CPU
+  // fallback, so the kernels need no per-dtype code.
+  const bp::Dtypes float32 = {bp::ScalarType::Float32};
+  m.impl("add.out", toyaccel, &addOut, float32);
+  m.impl("mul.out", toyaccel, &mulOut, float32);
+  m.impl("relu.out", toyaccel, &reluOut, float32);
+  m.impl("mm.out", toyaccel, &mmOut, float32);
+  m.impl("sum.IntList_out", toyaccel, &sumOut, float32);
   // No m.fallback(): operators without a toyaccel kernel use the host's CPU
   // fallback, which needs nothing from us but the copy functions above.
 }

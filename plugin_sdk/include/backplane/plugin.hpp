@@ -729,7 +729,8 @@ class Tensor {
   // - data_ptr() and device_ptr() without T are that raw address as void*,
   //   unchecked (data_ptr() is kept under its old name for the GPU plugins,
   //   which pass it to their drivers).
-  // The check costs one bit test on cached metadata. A device type of
+  // The check is a compare (cpu first) and a bit test on cached metadata:
+  // about 0.2 ns a call. A device type of
   // another plugin (e.g. "cuda" seen from a plugin adding kernels to it) is
   // not known to be host memory: use device_ptr<T>() there.
 

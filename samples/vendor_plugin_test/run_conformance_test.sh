@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# run_conformance_test.sh BUILD_DIR SOURCE_DIR
+#
+# Proves that the two sample plugins a vendor starts from pass
+# `backplane conformance` when built from an INSTALLED SDK alone:
+#   1. installs BUILD_DIR into a temporary prefix (cmake --install);
+#   2. builds samples/minimal_plugin and samples/vendor_plugin (toyaccel) out
+#      of tree against that prefix only (CMAKE_PREFIX_PATH, no package
+#      registry), and toyaccel once more with -DTOYACCEL_MUTANT (a mul.out
+#      that adds);
+#   3. runs the installed tool, PREFIX/bin/backplane:
+#      - conformance --plugin minimal_plugin.so --backend minimal: must pass;
+#      - conformance --plugin toyaccel.so --backend toyaccel: must pass;
+#      - the same with --strict --ops <toyaccel's native ops>: must pass
+#        (those ops are served natively for what they declare);
+#      - conformance of the mutant: must FAIL, naming mul.out.
+#
+# Exit status: 0 pass, 1 fail, 2 usage. KEEP_TMP=1 keeps the temporary
+# directory; GXX picks the compiler (default c++).
+set -euo pipefail
+
+die() {
+  printf '\nrun_conformance_test.sh: FAIL: %s\n' "$*" >&2
+  exit 1
+}
+step() { printf '\n==== %s\n' "$*"; }
+
+if [[ $# -ne 2 ]]; then
+  echo "usage: $0 BUILD_DIR SOURCE_DIR   (e.g. $0 build .)" >&2
+  exit 2
+fi
+[[ -f $1/cmake_install.cmake ]] || die "$1 is not a configured Backplane build directory (no cmake_install.cmake)"
+[[ -f $2/samples/minimal_plugin/CMakeLists.txt && -f $2/samples/vendor_plugin/CMakeLists.txt ]] ||
+  die "$2 is not the Backplane source directory (no samples/minimal_plugin or samples/vendor_plugin)"
+build_dir=$(cd "$1" && pwd)
+src_dir=$(cd "$2" && pwd)
+cxx=${GXX:-c++}
+
+# toyaccel's native kernels, as `--ops` names them: only the .out forms are
+# native; add/mul/relu/mm/sum's functional and in-place forms are composites
+# over them (Note [The standard operator table]).
+toy_native_ops='^bp::(add|mul|relu|mm|sum)(\.|_|$)'
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/backplane_conformance_test.XXXXXX")
+cleanup() {
+  if [[ ${KEEP_TMP:-0} == 1 ]]; then echo "run_conformance_test.sh: kept $tmp"; else rm -rf "$tmp"; fi
+}
+trap cleanup EXIT
+prefix=$tmp/prefix
+generator=()
+if command -v ninja >/dev/null 2>&1; then generator=(-G Ninja); fi
+
+step "install $build_dir into $prefix"
+if ! cmake --install "$build_dir" --prefix "$prefix" >"$tmp/install.log" 2>&1; then
+  cat "$tmp/install.log"
+  die "cmake --install $build_dir failed"
+fi
+tool=$prefix/bin/backplane
+[[ -x $tool ]] || die "the install has no bin/backplane"
+
+# build SAMPLE OUT [CMAKE ARGS...]: samples/SAMPLE built out of tree against
+# the install only.
+build() {
+  local sample=$1 out=$2
+  shift 2
+  step "build samples/$sample into $out${*:+ ($*)}"
+  cmake -S "$src_dir/samples/$sample" -B "$out" "${generator[@]}" \
+    -DCMAKE_PREFIX_PATH="$prefix" \
+    -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_COMPILER="$cxx" "$@" >"$out.configure.log" 2>&1 ||
+    { cat "$out.configure.log"; die "configuring samples/$sample against the installed package failed"; }
+  grep -q "^Backplane_DIR:PATH=$prefix/lib/cmake/Backplane\$" "$out/CMakeCache.txt" ||
+    die "find_package(Backplane) did not use the install: $(grep '^Backplane_DIR' "$out/CMakeCache.txt")"
+  cmake --build "$out" >"$out.build.log" 2>&1 || { cat "$out.build.log"; die "building samples/$sample failed"; }
+}
+
+# conformance EXPECT LOG ARGS...: runs the installed tool's conformance with
+# ARGS; EXPECT is pass (exit 0) or fail (exit 1). The output goes to LOG.
+conformance() {
+  local expect=$1 log=$2 rc=0
+  shift 2
+  step "backplane conformance $* (must $expect)"
+  BACKPLANE_FALLBACK=silent "$tool" conformance "$@" >"$log" 2>&1 || rc=$?
+  tail -n 25 "$log"
+  if [[ $expect == pass && $rc -ne 0 ]]; then die "conformance $* exited $rc; it must pass (see above)"; fi
+  if [[ $expect == fail && $rc -ne 1 ]]; then die "conformance $* exited $rc; it must fail with 1"; fi
+  return 0
+}
+
+build minimal_plugin "$tmp/minimal"
+build vendor_plugin "$tmp/toy"
+build vendor_plugin "$tmp/toy_mutant" -DCMAKE_CXX_FLAGS=-DTOYACCEL_MUTANT
+minimal_so=$tmp/minimal/minimal_plugin.so
+toy_so=$tmp/toy/toyaccel.so
+mutant_so=$tmp/toy_mutant/toyaccel.so
+for so in "$minimal_so" "$toy_so" "$mutant_so"; do [[ -f $so ]] || die "the build produced no $so"; done
+
+conformance pass "$tmp/minimal.log" --plugin "$minimal_so" --backend minimal
+grep -q 'conformance: PASSED' "$tmp/minimal.log" || die "the minimal plugin's run did not say PASSED"
+
+conformance pass "$tmp/toy.log" --plugin "$toy_so" --backend toyaccel
+grep -q 'conformance: PASSED' "$tmp/toy.log" || die "toyaccel's run did not say PASSED"
+
+conformance pass "$tmp/toy_strict.log" --plugin "$toy_so" --backend toyaccel --strict --ops "$toy_native_ops"
+grep -q 'conformance: PASSED' "$tmp/toy_strict.log" || die "toyaccel's --strict run did not say PASSED"
+
+# The mutant: conformance must catch the wrong mul.out, and say which op.
+conformance fail "$tmp/mutant.log" --plugin "$mutant_so" --backend toyaccel --ops '^bp::(mul|add)(\.|_|$)'
+# (The failures section lists "  BACKEND  OP (FORM, KERNEL): why".)
+grep -Eq '^  toyaccel  bp::mul\.out \(out, ' "$tmp/mutant.log" ||
+  die "the mutant's report does not list bp::mul.out (out form) among the failures"
+if grep -Eq '^  toyaccel  bp::add' "$tmp/mutant.log"; then die "the mutant's report blames add too"; fi
+
+step "PASS: minimal_plugin and toyaccel, built from the installed SDK, pass conformance; the mul.out mutant is caught"
