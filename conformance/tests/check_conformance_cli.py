@@ -210,6 +210,35 @@ def test_strict_and_clean_runs(a):
     check(cpu.returncode == 0, "the CPU plugin's native mul passes even with --strict")
 
 
+def test_declared_dtypes(a):
+    # Conformance certifies what is declared (Note [Declared dtypes]): an
+    # add.out that serves float32 only passes --strict, its other dtypes
+    # having run through the CPU fallback by declaration, and every report
+    # names its dtypes.
+    paths = {k: os.path.join(a.work_dir, "declared." + k) for k in ("json", "xml", "md")}
+    proc = run(["conformance", "--backend", "declared", "--ops", r"^bp::add\b", "--strict", "--json", paths["json"],
+                "--junit", paths["xml"], "--markdown", paths["md"]], a.backplane, [a.cpu_plugin, a.declared_plugin])
+    check(proc.returncode == 0 and "conformance: PASSED" in proc.stdout,
+          "--strict passes a kernel that declares float32, got exit %d" % proc.returncode)
+    check("bp::add.out (out): native (float32), cpu_fallback (others)" in proc.stdout,
+          "the text summary lists the kernel with its declared dtypes")
+    with open(paths["json"]) as f:
+        report = json.load(f)
+    out = results_by_op_form(report).get(("declared", "bp::add.out", "out"))
+    check(out is not None and out["kernel"] == "native" and out["dtypes"] == ["float32"]
+          and out["declined"] == "cpu_fallback" and not out["counts_as_failure"] and out["outcome"] == "pass",
+          "the JSON result carries the declared dtypes: %r" % (out,))
+    functional = results_by_op_form(report).get(("declared", "bp::add.Tensor", "functional"))
+    check(functional is not None and functional["dtypes"] is None and functional["declined"] is None,
+          "a kernel that declares nothing has dtypes null: %r" % (functional,))
+    junit = ET.parse(paths["xml"]).getroot()
+    texts = [c.findtext("system-out") or "" for c in junit.iter("testcase") if c.get("name") == "bp::add.out [out]"]
+    check(any("kernel: native (float32), cpu_fallback (others)" in t for t in texts),
+          "JUnit names the declared dtypes: %r" % (texts,))
+    with open(paths["md"]) as f:
+        check("✅ native (float32), cpu_fallback (others)" in f.read(), "the Markdown matrix names the declared dtypes")
+
+
 def test_backends_without_devices(a):
     # Every backend by default: clitestnone has no devices and is skipped;
     # clitest has two, so the several-devices check runs.
@@ -308,13 +337,15 @@ def test_usage_errors(a):
 
 def main():
     p = argparse.ArgumentParser()
-    for name in ("--backplane", "--cpu-plugin", "--faulty-plugin", "--cli-test-plugin", "--work-dir"):
+    for name in ("--backplane", "--cpu-plugin", "--faulty-plugin", "--declared-plugin", "--cli-test-plugin",
+                 "--work-dir"):
         p.add_argument(name, required=True)
     a = p.parse_args()
     os.makedirs(a.work_dir, exist_ok=True)
     test_faulty_plugin(a)
     test_hanging_kernel(a)
     test_strict_and_clean_runs(a)
+    test_declared_dtypes(a)
     test_backends_without_devices(a)
     test_explicit_plugin_that_does_not_load(a)
     test_devices(a)

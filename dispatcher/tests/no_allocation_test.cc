@@ -45,6 +45,31 @@ TEST(NoAllocationTest, UnboxedCallAllocatesNothing) {
   EXPECT_EQ(g_allocations, 0u);
 }
 
+// Note [Declared dtypes]: testing the arguments' dtypes against a kernel's
+// declared set, and following where a refused call goes, allocate nothing
+// either (here both kernels are in-process CPU kernels: the newer declares
+// float32, the older serves the rest).
+TEST(NoAllocationTest, DeclaredDtypesAllocateNothing) {
+  Library lib("dtmask");
+  ASSERT_TRUE(lib.def("noop(Tensor self, Tensor[] more) -> Tensor").ok());
+  ASSERT_TRUE(lib.impl("noop", DispatchKey::CPU, [](const Tensor&, TensorList) { return Tensor(); }).ok());
+  ASSERT_TRUE(
+      lib.impl("noop", DispatchKey::CPU, [](const Tensor& a, TensorList) { return a; }, {ScalarType::Float32}).ok());
+  auto op = dispatcher().findOpOrThrow("dtmask::noop").typed<Tensor(const Tensor&, TensorList)>();
+  Tensor x = floats({1, 2});
+  Tensor i = Tensor(tensorFromVector<int64_t>({1, 2}, {2}));
+  const std::vector<Tensor> floats_only{x, x}, mixed{x, i};
+  ASSERT_TRUE(op.call(x, floats_only).defined()) << "float32 reaches the kernel that declares it";
+  ASSERT_FALSE(op.call(x, mixed).defined()) << "an int64 list element goes to the older kernel";
+  g_allocations = 0;
+  g_count_allocations = true;
+  for (int n = 0; n < 1000; ++n) {
+    if (!op.call(x, floats_only).defined() || op.call(x, mixed).defined()) break;
+  }
+  g_count_allocations = false;
+  EXPECT_EQ(g_allocations, 0u);
+}
+
 TEST(NoAllocationTest, CounterSeesAllocations) {
   g_allocations = 0;
   g_count_allocations = true;

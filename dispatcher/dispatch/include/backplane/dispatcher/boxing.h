@@ -437,7 +437,7 @@ bool argDtypesIn(uint64_t mask, const ArrayRef<std::optional<T>>& list) {
   return true;
 }
 template <typename... Args>
-bool argsDtypesIn([[maybe_unused]] uint64_t mask, const Args&... args) {
+bool argsDtypesIn([[maybe_unused]] uint64_t mask, const Args&... args) {  // unused for ops without arguments
   return (argDtypesIn(mask, args) && ...);
 }
 
