@@ -107,9 +107,10 @@ grep -q 'conformance: PASSED' "$tmp/toy_strict.log" || die "toyaccel's --strict 
 
 # The mutant: conformance must catch the wrong mul.out, and say which op.
 conformance fail "$tmp/mutant.log" --plugin "$mutant_so" --backend toyaccel --ops '^bp::(mul|add)(\.|_|$)'
-# (The failures section lists "  BACKEND  OP (FORM, KERNEL): why".)
-grep -Eq '^  toyaccel  bp::mul\.out \(out, ' "$tmp/mutant.log" ||
+# (The failures section lists "  BACKEND:DEVICE  OP (FORM, KERNEL): why".)
+failures=$(sed -n '/^failures:$/,/^$/p' "$tmp/mutant.log")
+grep -Eq '^  toyaccel:0  bp::mul\.out \(out, native \(float32\)' <<<"$failures" ||
   die "the mutant's report does not list bp::mul.out (out form) among the failures"
-if grep -Eq '^  toyaccel  bp::add' "$tmp/mutant.log"; then die "the mutant's report blames add too"; fi
+if grep -Eq '^  toyaccel:0  bp::add' <<<"$failures"; then die "the mutant's report blames add too"; fi
 
 step "PASS: minimal_plugin and toyaccel, built from the installed SDK, pass conformance; the mul.out mutant is caught"
