@@ -233,6 +233,24 @@ TEST_F(DeclaredDtypesTest, DeclinedWithNothingElseNamesTheDeclaredAndRefusedDtyp
   expectError([&] { only.call(on(ScalarType::Int32)); }, {"dtcpu::only", "dispatch key CPU", "refuses int32"});
 }
 
+// A fallthrough registered as the backend key's fallback means "nothing at
+// this key": a declined call must end in the missing-kernel error, not be
+// sent back to the same slot (the declining kernel) over and over.
+TEST_F(DeclaredDtypesTest, AFallthroughFallbackAtTheKeyIsNotWhereDeclinedCallsGo) {
+  Library fallthrough("dtft");
+  ASSERT_TRUE(fallthrough.fallback(key_, KernelFunction::makeFallthrough()).ok());
+  auto bin = op("dt::bin").typed<Tensor(const Tensor&, const Tensor&)>();
+  bin.call(on(ScalarType::Float32), on(ScalarType::Float32));
+  EXPECT_EQ(g_native_calls, 1);
+  expectError([&] { bin.call(on(ScalarType::Int64), on(ScalarType::Int64)); },
+              {"dt::bin", "declares the dtypes float32", "refuses int64"});
+  EXPECT_EQ(g_native_calls, 1);
+  EXPECT_EQ(g_cpu_calls, 0);
+  fallthrough.reset();
+  bin.call(on(ScalarType::Int64), on(ScalarType::Int64));  // the CPU fallback again
+  EXPECT_EQ(g_cpu_calls, 1);
+}
+
 TEST_F(DeclaredDtypesTest, OnlyNativeBackendKernelsMayDeclareDtypes) {
   absl::Status s = lib_.impl("bin", DispatchKey::Tracing, &nativeBinary, {ScalarType::Float32});
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);

@@ -391,6 +391,12 @@ const KernelRecord* Dispatcher::newestFittingImpl(const OperatorEntry& op, Dispa
   return nullptr;
 }
 
+// Note [Declared dtypes] has a known limitation: one set covers every tensor
+// argument, so an op with arguments of fixed other dtypes (a bool out=, an
+// int64 index, a bool mask) needs those declared too, and its kernel then
+// also gets calls whose data has them. Exempting such arguments needs the
+// op's per-argument dtype rules (dispatcher/ops) at this layer; README.md
+// says what a plugin does meanwhile.
 const KernelRecord* Dispatcher::computeDeclined(const OperatorEntry& op, DispatchKey key,
                                                 const KernelRecord* impl) const {
   if (impl->dtypes == 0) return nullptr;
@@ -400,7 +406,11 @@ const KernelRecord* Dispatcher::computeDeclined(const OperatorEntry& op, Dispatc
     const bool unfit = std::any_of(op.unfit_.begin(), op.unfit_.end(), [&](const auto& u) { return u.first == *it; });
     if (!unfit) return *it;
   }
-  return computeSlot(op, key, /*skip_impls=*/true);
+  // A fallthrough registered as this backend key's fallback means "nothing
+  // here"; as the target of a declined call it would redispatch to the same
+  // key's slot, this kernel, again. Nothing else serves the call.
+  const KernelRecord* next = computeSlot(op, key, /*skip_impls=*/true);
+  return next->kind == KernelKind::Fallthrough ? missing_ : next;
 }
 
 void Dispatcher::updateTable(OperatorEntry& op) {

@@ -442,6 +442,9 @@ void throwPluginError(const LoadedPlugin& plugin, BP_Error* error, const std::st
 
 PluginDeviceInterface::PluginDeviceInterface(LoadedPlugin* plugin, const BP_DeviceTypeDesc& desc, DeviceType type)
     : plugin_(plugin), desc_(desc), type_(type), name_(desc.name) {
+  // Note [ABI rules]: the descriptor's strings are borrowed for the call
+  // that registered it; the name lives on in name_.
+  desc_.name = nullptr;
   slots_.reserve(256);
   for (int32_t i = 0; i < 256; ++i) slots_.push_back(DeviceSlot{this, i});
 }

@@ -7,8 +7,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <mutex>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
@@ -533,14 +535,41 @@ const char kLibraryAnchor = 0;
 // library never needs to know which of the two it is in. An application
 // that copies libbackplane.so elsewhere copies the plugins with it, or
 // names them in BACKPLANE_PLUGIN_PATH.
-std::vector<std::string> PluginRegistry::defaultDirectories() {
+// The directory is resolved when the library is loaded, before the
+// application can change its working directory: dli_fname is relative when
+// the loader found the library through a relative LD_LIBRARY_PATH entry.
+namespace {
+std::string resolveDefaultDirectory() {
   namespace fs = std::filesystem;
   Dl_info info{};
   if (dladdr(&kLibraryAnchor, &info) == 0 || info.dli_fname == nullptr || *info.dli_fname == '\0') return {};
   std::error_code ec;
   fs::path library = fs::canonical(info.dli_fname, ec);  // resolves the soname links and "bin/../lib"
-  if (ec) library = fs::path(info.dli_fname).lexically_normal();
-  return {(library.parent_path() / "backplane" / "plugins").string()};
+  if (ec) library = fs::absolute(info.dli_fname, ec).lexically_normal();
+  if (ec) return {};
+  return (library.parent_path() / "backplane" / "plugins").string();
+}
+const std::string& defaultDirectory() {
+  static const std::string dir = resolveDefaultDirectory();
+  return dir;
+}
+// Resolves it at load time (a call during another library's static
+// initialisation resolves it then, through the function-local static).
+[[maybe_unused]] const std::string& g_resolve_at_load = defaultDirectory();
+}  // namespace
+
+std::vector<std::string> PluginRegistry::defaultDirectories() {
+  const std::string& dir = defaultDirectory();
+  if (dir.empty()) {
+    static std::once_flag warned;
+    std::call_once(warned, [] {
+      std::fprintf(stderr,
+                   "backplane: warning: cannot tell where libbackplane.so was loaded from (dladdr failed), so there "
+                   "is no default plugin directory; name plugins in BACKPLANE_PLUGIN_PATH\n");
+    });
+    return {};
+  }
+  return {dir};
 }
 
 std::vector<PluginStatus> PluginRegistry::loadAll() {
