@@ -157,7 +157,8 @@ TEST_F(DeclaredDtypesTest, TheProfilerReportsADeclinedCallAsTheFallback) {
   bin.call(on(ScalarType::Int64), on(ScalarType::Int64));
   bin.call(on(ScalarType::Int64), on(ScalarType::Int64));
   prof.stop();
-  const OpStats* row = prof.report().find("dt::bin", key_);
+  const OpReport report = prof.report();
+  const OpStats* row = report.find("dt::bin", key_);
   ASSERT_NE(row, nullptr);
   EXPECT_EQ(row->native_calls, 1u);
   EXPECT_EQ(row->cpu_fallback_calls, 2u);

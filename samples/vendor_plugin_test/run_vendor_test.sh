@@ -140,6 +140,15 @@ if [[ $prefix != "$build_dir"/* && $prefix != "$src_dir"/* ]] && command -v unsh
     fi
   done
 fi
+# Under the sanitizer build, LSAN_OPTIONS names a suppressions file in the
+# source tree, which the moved install's programs cannot see: they get a copy.
+if [[ ${LSAN_OPTIONS:-} =~ suppressions=([^:]+) ]]; then
+  supp=${BASH_REMATCH[1]}
+  if [[ -f $supp ]]; then
+    cp "$supp" "$tmp/lsan.supp"
+    export LSAN_OPTIONS=${LSAN_OPTIONS/suppressions=$supp/suppressions=$tmp/lsan.supp}
+  fi
+fi
 in_moved_install() {
   if [[ ${#hide_dirs[@]} -gt 0 ]]; then
     "${hide_dirs[@]}" sh -c "$hide"' && shift 2 && cd / && exec env -u BACKPLANE_PLUGIN_PATH "$@"' sh \
