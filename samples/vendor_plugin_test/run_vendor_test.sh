@@ -322,9 +322,16 @@ int main() { return std::bit_cast<int>(0.0f); }' | "$gxx" -x c++ - -o "$tmp/prob
 else
   echo "($gxx's default standard has no std::bit_cast: the package must add C++20)"
 fi
+# A sanitizer build's libbackplane.so needs its runtime first in the
+# application: the application is built with the same sanitizers.
+sanitize=()
+if ldd "$prefix/lib/libbackplane.so" | grep -q 'libasan\.so'; then
+  sanitize=(-DCMAKE_CXX_FLAGS=-fsanitize=address,undefined -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined)
+  echo "(the install is an AddressSanitizer build: the application is built with -fsanitize=address,undefined)"
+fi
 in_moved_install cmake -S "$app_src" -B "$tmp/app" "${generator[@]}" -DCMAKE_PREFIX_PATH="$prefix" \
   -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF -DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DCMAKE_CXX_COMPILER="$gxx" \
-  -DEXPECTED_PLUGIN_DIR="$prefix/lib/backplane/plugins" ||
+  "${sanitize[@]}" -DEXPECTED_PLUGIN_DIR="$prefix/lib/backplane/plugins" ||
   die "configuring the consumer application against the moved install failed"
 in_moved_install cmake --build "$tmp/app" --verbose || die "building the consumer application (Backplane::backplane) failed"
 grep -Eq -- '-std=(gnu|c)\+\+(20|2a|23|2b)' "$tmp/app/compile_commands.json" ||
