@@ -118,7 +118,8 @@ $(strings -a "$tmp/stripped" | grep -F -e "$build_dir" -e "$src_dir" -e "$instal
   fi
 done < <(find "$prefix" -type f -print0)
 [[ $elves -ge 3 ]] || die "found only $elves ELF files in $prefix (expected the tool, libbackplane.so and plugins)"
-readelf -d "$prefix/bin/backplane" | grep -q 'R.*PATH.*\$ORIGIN/\.\./lib' ||
+# (a here-string, not a pipe: grep -q exiting early would fail the pipe under pipefail)
+grep -q 'R.*PATH.*\$ORIGIN/\.\./lib' <<<"$(readelf -d "$prefix/bin/backplane")" ||
   die "bin/backplane has no \$ORIGIN-relative RUNPATH to lib/: $(readelf -d "$prefix/bin/backplane" | grep PATH)"
 echo "ok: no installed file names $build_dir, $src_dir or $install_prefix ($elves ELF files checked, debug info aside)"
 
@@ -325,7 +326,7 @@ fi
 # A sanitizer build's libbackplane.so needs its runtime first in the
 # application: the application is built with the same sanitizers.
 sanitize=()
-if ldd "$prefix/lib/libbackplane.so" | grep -q 'libasan\.so'; then
+if grep -q 'libasan\.so' <<<"$(ldd "$prefix/lib/libbackplane.so")"; then
   sanitize=(-DCMAKE_CXX_FLAGS=-fsanitize=address,undefined -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined)
   echo "(the install is an AddressSanitizer build: the application is built with -fsanitize=address,undefined)"
 fi
