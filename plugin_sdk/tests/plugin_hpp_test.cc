@@ -1016,20 +1016,24 @@ TEST_F(PluginHpp, DataPtrChecksDtype) {
   EXPECT_THROW((void)b.data_ptr<uint8_t>(), bp::Error);
 }
 
+// A device whose memory the host must not read (its addresses are never
+// dereferenced here: the tests only ask data_ptr<T>() for them).
+struct OpaqueBackend final : bp::DeviceBackend {
+  int deviceCount() override { return 1; }
+  void* allocate(int, size_t) override { return nullptr; }
+  void deallocate(int, void*) override {}
+  void copyHostToDevice(int, void*, const void*, size_t) override {}
+  void copyDeviceToHost(int, void*, const void*, size_t) override {}
+  void copyDeviceToDevice(int, void*, int, const void*, size_t) override {}
+  void memset(int, void*, uint8_t, size_t) override {}
+};
+
 // Note [Host and device addresses]: data_ptr<T>() hands out host pointers
 // only for memory the plugin knows to be host memory; device_ptr<T>() is
 // the unchecked device address.
 TEST_F(PluginHpp, DataPtrRefusesMemoryNotKnownToBeHostMemory) {
   bp::Library m(fake::kPlugin);
-  struct Opaque final : bp::DeviceBackend {
-    int deviceCount() override { return 1; }
-    void* allocate(int, size_t) override { return nullptr; }
-    void deallocate(int, void*) override {}
-    void copyHostToDevice(int, void*, const void*, size_t) override {}
-    void copyDeviceToHost(int, void*, const void*, size_t) override {}
-    void copyDeviceToDevice(int, void*, int, const void*, size_t) override {}
-    void memset(int, void*, uint8_t, size_t) override {}
-  } opaque;
+  OpaqueBackend opaque;
   struct Host final : bp::HostMemoryBackend {
     int deviceCount() override { return 1; }
   } hostmem;
@@ -1273,15 +1277,7 @@ TEST_F(PluginHpp, ForEachReportsShapesThatDoNotBroadcastAndWrongDtypes) {
   EXPECT_THROW(bp::forEach<float>(out, i64, [](float x) { return x; }), bp::Error);
   // Memory the host cannot read is refused by the Tensor form (data_ptr).
   bp::Library m(fake::kPlugin);
-  struct Opaque final : bp::DeviceBackend {
-    int deviceCount() override { return 1; }
-    void* allocate(int, size_t) override { return nullptr; }
-    void deallocate(int, void*) override {}
-    void copyHostToDevice(int, void*, const void*, size_t) override {}
-    void copyDeviceToHost(int, void*, const void*, size_t) override {}
-    void copyDeviceToDevice(int, void*, int, const void*, size_t) override {}
-    void memset(int, void*, uint8_t, size_t) override {}
-  } opaque;
+  OpaqueBackend opaque;
   const int32_t toy = m.registerDevice("toy", &opaque);
   bp::Tensor on_toy = loops::iota({2, 3}, 0, {toy, 0});
   try {
