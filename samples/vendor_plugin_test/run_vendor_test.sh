@@ -95,14 +95,31 @@ found=$(grep -rIlF -e "$build_dir" -e "$src_dir" -e "$install_prefix" "$prefix" 
 [[ -z $found ]] || die "installed text files name the build machine's paths:
 $found
 $(grep -rInF -e "$build_dir" -e "$src_dir" -e "$install_prefix" "$prefix" | head -20)"
+# A sanitizer build is the one exception: AddressSanitizer and
+# UndefinedBehaviorSanitizer keep the name of each instrumented source file
+# (the locations their reports print) in the code's read-only data, where
+# neither -ffile-prefix-map (GCC 12) nor objcopy --strip-debug reaches. Those
+# names, and nothing else, are allowed there; ccache's CCACHE_BASEDIR makes
+# them relative on a developer's machine, so only a clean CI build shows them.
+sanitizer_build=0
+if grep -q 'libasan\.so\|libubsan\.so' <<<"$(ldd "$prefix/lib/libbackplane.so")"; then
+  sanitizer_build=1
+  echo "(a sanitizer build: its instrumented source file names may stay outside the debug info)"
+fi
 elves=0
 while IFS= read -r -d '' f; do
   [[ $(head -c 4 "$f" | od -An -c | tr -d ' ') == '177ELF' ]] || continue
   elves=$((elves + 1))
   objcopy --strip-debug "$f" "$tmp/stripped" || die "objcopy --strip-debug $f failed"
   if grep -qaF -e "$build_dir" -e "$src_dir" -e "$install_prefix" "$tmp/stripped"; then
-    die "$f names the build machine's paths outside its debug info:
-$(strings -a "$tmp/stripped" | grep -F -e "$build_dir" -e "$src_dir" -e "$install_prefix" | head -10)"
+    named=$(strings -a "$tmp/stripped" | grep -F -e "$build_dir" -e "$src_dir" -e "$install_prefix" || true)
+    if [[ $sanitizer_build == 1 ]]; then
+      named=$(awk -v s="$src_dir/" -v b="$build_dir/" \
+        '!((index($0, s) == 1 || index($0, b) == 1) && $0 !~ /[[:space:]]/ && $0 ~ /\.(cc|cpp|cu|h|hpp|cuh|inc)$/)' \
+        <<<"$named")
+    fi
+    [[ -z $named ]] || die "$f names the build machine's paths outside its debug info:
+$(head -10 <<<"$named")"
   fi
   # Every RUNPATH entry is relative to the file ($ORIGIN), or a system
   # location that is not this build's (the CUDA plugin's toolkit folder).
