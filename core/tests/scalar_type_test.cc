@@ -28,9 +28,9 @@ namespace backplane {
 namespace {
 
 constexpr ScalarType kAll[] = {
-    ScalarType::Bool,     ScalarType::UInt8,   ScalarType::Int8,    ScalarType::Int32,  ScalarType::Int64,
-    ScalarType::Float16,  ScalarType::BFloat16, ScalarType::Float32, ScalarType::Float64, ScalarType::Int16,
-    ScalarType::UInt16,   ScalarType::UInt32,  ScalarType::UInt64,
+    ScalarType::Bool,    ScalarType::UInt8,    ScalarType::Int8,    ScalarType::Int32,   ScalarType::Int64,
+    ScalarType::Float16, ScalarType::BFloat16, ScalarType::Float32, ScalarType::Float64, ScalarType::Int16,
+    ScalarType::UInt16,  ScalarType::UInt32,   ScalarType::UInt64,
 };
 static_assert(std::size(kAll) == kNumScalarTypes);
 
@@ -90,9 +90,8 @@ TEST(ScalarTypeTest, ParseCanonicalNamesRoundTrip) {
 
 TEST(ScalarTypeTest, ParsePyTorchAliases) {
   const std::pair<const char*, ScalarType> cases[] = {
-      {"float", ScalarType::Float32}, {"double", ScalarType::Float64},
-      {"half", ScalarType::Float16},  {"int", ScalarType::Int32},
-      {"long", ScalarType::Int64},    {"byte", ScalarType::UInt8},
+      {"float", ScalarType::Float32}, {"double", ScalarType::Float64}, {"half", ScalarType::Float16},
+      {"int", ScalarType::Int32},     {"long", ScalarType::Int64},     {"byte", ScalarType::UInt8},
       {"char", ScalarType::Int8},     {"short", ScalarType::Int16},
   };
   for (const auto& [name, type] : cases) {
@@ -103,8 +102,8 @@ TEST(ScalarTypeTest, ParsePyTorchAliases) {
 }
 
 TEST(ScalarTypeTest, ParseRejectsUnknownNamesWithHelpfulMessage) {
-  for (const char* bad : {"", "Float32", "FLOAT", "int128", "ushort", " float32", "float32 ",
-                          "float3", "complex64", "torch.float32", "uint"}) {
+  for (const char* bad : {"", "Float32", "FLOAT", "int128", "ushort", " float32", "float32 ", "float3", "complex64",
+                          "torch.float32", "uint"}) {
     absl::StatusOr<ScalarType> parsed = parseScalarType(bad);
     ASSERT_FALSE(parsed.ok()) << "accepted '" << bad << "'";
     EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
@@ -139,11 +138,10 @@ TEST(ScalarTypeTest, Categories) {
 // Promotion and casting
 
 TEST(PromoteTypesTest, MatchesPyTorchTable) {
-  constexpr ScalarType b1 = ScalarType::Bool, u1 = ScalarType::UInt8, i1 = ScalarType::Int8,
-                       i2 = ScalarType::Int16, i4 = ScalarType::Int32, i8 = ScalarType::Int64,
-                       f2 = ScalarType::Float16, bf = ScalarType::BFloat16, f4 = ScalarType::Float32,
-                       f8 = ScalarType::Float64, u2 = ScalarType::UInt16, u4 = ScalarType::UInt32,
-                       u8 = ScalarType::UInt64;
+  constexpr ScalarType b1 = ScalarType::Bool, u1 = ScalarType::UInt8, i1 = ScalarType::Int8, i2 = ScalarType::Int16,
+                       i4 = ScalarType::Int32, i8 = ScalarType::Int64, f2 = ScalarType::Float16,
+                       bf = ScalarType::BFloat16, f4 = ScalarType::Float32, f8 = ScalarType::Float64,
+                       u2 = ScalarType::UInt16, u4 = ScalarType::UInt32, u8 = ScalarType::UInt64;
   // kInvalid marks a pair PyTorch 2.x refuses (c10::promoteTypes: "Promotion
   // for uint16, uint32, uint64 types is not supported").
   constexpr ScalarType xx = kInvalid;

@@ -121,16 +121,13 @@ constexpr size_t elementSize(ScalarType t) {
     case ScalarType::Float16:
     case ScalarType::BFloat16:
     case ScalarType::Int16:
-    case ScalarType::UInt16:
-      return 2;
+    case ScalarType::UInt16: return 2;
     case ScalarType::Int32:
     case ScalarType::Float32:
-    case ScalarType::UInt32:
-      return 4;
+    case ScalarType::UInt32: return 4;
     case ScalarType::Int64:
     case ScalarType::Float64:
-    case ScalarType::UInt64:
-      return 8;
+    case ScalarType::UInt64: return 8;
   }
   detail::invalidScalarType("elementSize", static_cast<int>(t));
 }
