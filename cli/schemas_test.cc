@@ -110,7 +110,8 @@ TEST(OpsSchemas, ListsEachArgumentsAcceptedDtypes) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(field(r.out, "schema"), "bp::mm.out(Tensor self, Tensor mat2, *, Tensor(a!) out) -> Tensor(a!)");
   EXPECT_EQ(field(r.out, "dtypes"),
-            "self: every dtype but bool; mat2: every dtype but bool; out: checked against the result");
+            "self: every dtype but bool, uint16, uint32, uint64; mat2: every dtype but bool, uint16, uint32, uint64; "
+            "out: checked against the result");
   const Result conv = run("ops --schemas '^bp::conv2d$'");
   EXPECT_NE(field(conv.out, "dtypes").find("input: float32, float64"), std::string::npos) << conv.out;
 }
@@ -135,7 +136,8 @@ TEST(OpsSchemas, MarkdownAndJson) {
   const Result js = run("ops --schemas '^bp::mm\\.out$' --format json");
   ASSERT_EQ(js.code, 0) << js.err;
   EXPECT_NE(js.out.find("\"name\": \"bp::mm.out\""), std::string::npos) << js.out;
-  EXPECT_NE(js.out.find("\"dtypes\": {\"self\": \"every dtype but bool\""), std::string::npos) << js.out;
+  EXPECT_NE(js.out.find("\"dtypes\": {\"self\": \"every dtype but bool, uint16, uint32, uint64\""), std::string::npos)
+      << js.out;
   EXPECT_NE(js.out.find("\"kernel\": \"bp::Tensor mm_out(const bp::Tensor& self"), std::string::npos) << js.out;
 }
 

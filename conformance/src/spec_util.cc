@@ -23,12 +23,18 @@ Tolerance defaultTolerance(ScalarType t) {
 
 const std::vector<ScalarType> kFloatTypes = {ScalarType::Float32, ScalarType::Float64, ScalarType::Float16,
                                              ScalarType::BFloat16};
-const std::vector<ScalarType> kNumericTypes = {ScalarType::Float32, ScalarType::Float64, ScalarType::Float16,
+const std::vector<ScalarType> kNumericTypes = {ScalarType::Float32,  ScalarType::Float64, ScalarType::Float16,
                                                ScalarType::BFloat16, ScalarType::Int32,   ScalarType::Int64,
-                                               ScalarType::Int8,    ScalarType::UInt8};
-const std::vector<ScalarType> kAllTypes = {ScalarType::Float32, ScalarType::Float64, ScalarType::Float16,
-                                           ScalarType::BFloat16, ScalarType::Int32,   ScalarType::Int64,
-                                           ScalarType::Int8,    ScalarType::UInt8,   ScalarType::Bool};
+                                               ScalarType::Int8,     ScalarType::UInt8,   ScalarType::Int16};
+const std::vector<ScalarType> kAllTypes = {
+    ScalarType::Float32, ScalarType::Float64, ScalarType::Float16, ScalarType::BFloat16, ScalarType::Int32,
+    ScalarType::Int64,   ScalarType::Int8,    ScalarType::UInt8,   ScalarType::Int16,    ScalarType::Bool};
+const std::vector<ScalarType> kBarebonesUnsignedTypes = {ScalarType::UInt16, ScalarType::UInt32, ScalarType::UInt64};
+const std::vector<ScalarType> kEveryType = [] {
+  std::vector<ScalarType> v = kAllTypes;
+  v.insert(v.end(), kBarebonesUnsignedTypes.begin(), kBarebonesUnsignedTypes.end());
+  return v;
+}();
 
 Sample makeSample(std::string name, std::vector<IValue> args) {
   Sample s;
@@ -101,6 +107,11 @@ double roundTo(ScalarType t, double v) {
     case ScalarType::Int8: return static_cast<double>(static_cast<int8_t>(static_cast<int64_t>(v)));
     case ScalarType::Int32: return static_cast<double>(static_cast<int32_t>(static_cast<int64_t>(v)));
     case ScalarType::Int64: return std::trunc(v);
+    case ScalarType::Int16: return static_cast<double>(static_cast<int16_t>(static_cast<int64_t>(v)));
+    case ScalarType::UInt16: return static_cast<double>(static_cast<uint16_t>(static_cast<int64_t>(v)));
+    case ScalarType::UInt32: return static_cast<double>(static_cast<uint32_t>(static_cast<int64_t>(v)));
+    case ScalarType::UInt64:
+      return v >= 0x1p63 ? std::trunc(v) : static_cast<double>(static_cast<uint64_t>(static_cast<int64_t>(v)));
     case ScalarType::Float16: return static_cast<float>(Half(static_cast<float>(v)));
     case ScalarType::BFloat16: return static_cast<float>(BFloat16(static_cast<float>(v)));
     case ScalarType::Float32: return static_cast<float>(v);
@@ -118,6 +129,10 @@ Tensor hostTensor(const std::vector<double>& values, std::vector<int64_t> sizes,
     for (size_t i = 0; i < values.size(); ++i) {
       if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) p[i] = T(static_cast<float>(values[i]));
       else if constexpr (std::is_same_v<T, bool>) p[i] = values[i] != 0;
+      else if constexpr (std::is_same_v<T, uint64_t>)
+        p[i] = values[i] >= 0x1p63 ? static_cast<T>(values[i]) : static_cast<T>(static_cast<int64_t>(values[i]));
+      else if constexpr (std::is_integral_v<T>)
+        p[i] = static_cast<T>(static_cast<int64_t>(values[i]));  // wraps
       else p[i] = static_cast<T>(values[i]);
     }
   });
@@ -131,7 +146,8 @@ Tensor randomTensor(Rng& rng, std::vector<int64_t> sizes, ScalarType dtype, Rang
     else if (isFloatingType(dtype)) v = rng.uniform(range.lo, range.hi);
     else {
       int64_t lo = range.ilo, hi = range.ihi;
-      if (dtype == ScalarType::UInt8) lo = std::max<int64_t>(lo, 0), hi = std::max<int64_t>(hi, lo);
+      if (dtype == ScalarType::UInt8 || isBarebonesUnsignedType(dtype))
+        lo = std::max<int64_t>(lo, 0), hi = std::max<int64_t>(hi, lo);
       v = static_cast<double>(rng.integer(lo, hi));
     }
   }

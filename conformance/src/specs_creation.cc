@@ -73,8 +73,12 @@ Scalar typicalValue(ScalarType dt) {
     case ScalarType::Bool: return Scalar(true);
     case ScalarType::UInt8: return Scalar(int64_t{200});
     case ScalarType::Int8:
+    case ScalarType::Int16:
     case ScalarType::Int32: return Scalar(int64_t{-7});
     case ScalarType::Int64: return Scalar(int64_t{1} << 40);
+    case ScalarType::UInt16: return Scalar(int64_t{40000});
+    case ScalarType::UInt32: return Scalar(int64_t{3000000000});
+    case ScalarType::UInt64: return Scalar(int64_t{1} << 40);
     default: return Scalar(-2.5);
   }
 }
@@ -120,7 +124,7 @@ void addFill(std::vector<OpSpec>& specs) {
   spec.samples = [op = spec.op] {
     Rng rng(seedFor(op));
     std::vector<Sample> out;
-    for (ScalarType dt : kAllTypes) {
+    for (ScalarType dt : kEveryType) {
       const Scalar value = typicalValue(dt);
       for (auto& [name, self] : layouts(rng, dt, filledValue(dt, value))) {
         out.push_back(makeSample(name + dtypeSuffix(dt), {IValue(self), IValue(value)}));
@@ -156,7 +160,7 @@ void addZero(std::vector<OpSpec>& specs) {
   spec.samples = [op = spec.op] {
     Rng rng(seedFor(op));
     std::vector<Sample> out;
-    for (ScalarType dt : kAllTypes) {
+    for (ScalarType dt : kEveryType) {
       for (auto& [name, self] : layouts(rng, dt, 0.0)) out.push_back(makeSample(name + dtypeSuffix(dt), {IValue(self)}));
     }
     out.push_back(
@@ -232,7 +236,7 @@ void addLike(std::vector<OpSpec>& specs, const std::string& name, Fill kind) {
     auto push = [&](std::string n, const Tensor& self, const Scalar& value, std::optional<ScalarType> dtype) {
       out.push_back(makeSample(std::move(n), args(self, value, dtype)));
     };
-    for (ScalarType dt : kAllTypes) {
+    for (ScalarType dt : kEveryType) {
       for (auto& [n, self] : layouts(rng, dt)) push(n + dtypeSuffix(dt), self, typicalValue(dt), std::nullopt);
     }
     push("expanded [3,4] float32", randomTensor(rng, {1, 4}, ScalarType::Float32).expand({3, 4}), Scalar(1.5),
@@ -296,7 +300,7 @@ void addSizeFactory(std::vector<OpSpec>& specs, const std::string& name, Fill ki
     auto push = [&](std::string n, std::vector<int64_t> size, const Scalar& value, std::optional<ScalarType> dtype) {
       out.push_back(makeSample(std::move(n), args(std::move(size), value, dtype)));
     };
-    for (ScalarType dt : kAllTypes) {
+    for (ScalarType dt : kEveryType) {
       for (const auto& [n, size] : factoryShapes()) push(n + dtypeSuffix(dt), size, typicalValue(dt), dt);
     }
     if (full) {
@@ -339,7 +343,7 @@ void addEmptyStrided(std::vector<OpSpec>& specs) {
                     std::optional<ScalarType> dtype) {
       out.push_back(makeSample(std::move(n), args(std::move(size), std::move(stride), dtype)));
     };
-    for (ScalarType dt : kAllTypes) push("column-major [3,4]" + dtypeSuffix(dt), {3, 4}, {1, 3}, dt);
+    for (ScalarType dt : kEveryType) push("column-major [3,4]" + dtypeSuffix(dt), {3, 4}, {1, 3}, dt);
     push("row-major [3,4]", {3, 4}, {4, 1}, std::nullopt);
     push("with gaps [3,4] strides [10,2]", {3, 4}, {10, 2}, std::nullopt);
     push("overlapping [3,4] strides [0,1]", {3, 4}, {0, 1}, std::nullopt);

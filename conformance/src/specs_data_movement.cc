@@ -122,7 +122,7 @@ Sample listSample(std::string name, std::vector<Tensor> tensors, int64_t dim) {
 std::vector<Sample> catSamples() {
   Rng rng(seedFor("bp::cat"));
   std::vector<Sample> out;
-  for (ScalarType dt : kAllTypes) {
+  for (ScalarType dt : kEveryType) {
     const std::string sx = dtypeSuffix(dt);
     out.push_back(listSample("[2,3] and [4,3] along dim 0" + sx,
                              {randomTensor(rng, {2, 3}, dt), randomTensor(rng, {4, 3}, dt)}, 0));
@@ -191,7 +191,7 @@ std::vector<Sample> stackSamples() {
     return std::vector<Tensor>{randomTensor(rng, sizes, dt), randomTensor(rng, sizes, dt),
                                randomTensor(rng, sizes, dt)};
   };
-  for (ScalarType dt : kAllTypes) {
+  for (ScalarType dt : kEveryType) {
     const std::string sx = dtypeSuffix(dt);
     out.push_back(listSample("three [2,3] at dim 0" + sx, three({2, 3}, dt), 0));
     out.push_back(listSample("three [2,3] at dim 1" + sx, three({2, 3}, dt), 1));
@@ -239,7 +239,7 @@ Expected stackReference(const Sample& s) {
 // Values that every pair of dtypes converts the same way in C++ and
 // PyTorch: no negative float into uint8, nothing out of the target's range.
 Range conversionRange(ScalarType to) {
-  return to == ScalarType::UInt8 ? Range{0, 100, 0, 100} : Range{-100, 100, -100, 100};
+  return to == ScalarType::UInt8 || isBarebonesUnsignedType(to) ? Range{0, 100, 0, 100} : Range{-100, 100, -100, 100};
 }
 
 // src broadcast into self: self's shape and dtype, src's values.
@@ -260,7 +260,7 @@ std::vector<Sample> copySamples(const std::string& op) {
   auto push = [&](std::string name, Tensor self, Tensor src) {
     out.push_back(makeSample(std::move(name), {IValue(std::move(self)), IValue(std::move(src))}));
   };
-  for (ScalarType dt : kAllTypes) {
+  for (ScalarType dt : kEveryType) {
     push("same shape and dtype" + dtypeSuffix(dt), randomTensor(rng, {3, 4}, dt), randomTensor(rng, {3, 4}, dt));
     push("float32 into" + dtypeSuffix(dt), randomTensor(rng, {3, 4}, dt),
          randomTensor(rng, {3, 4}, ScalarType::Float32, conversionRange(dt)));
@@ -326,8 +326,8 @@ std::vector<Sample> toSamples(const std::string& op, ToForm form) {
     out.push_back(makeSample(std::move(name), args(std::move(self), std::move(dtype), copy,
                                                    form == ToForm::Device ? backendDevice() : IValue())));
   };
-  for (ScalarType from : kAllTypes) {
-    for (ScalarType to : kAllTypes) {
+  for (ScalarType from : kEveryType) {
+    for (ScalarType to : kEveryType) {
       push(std::string(scalarTypeName(from)) + " to" + dtypeSuffix(to),
            randomTensor(rng, {2, 3}, from, conversionRange(to)), IValue(to));
     }
@@ -377,7 +377,7 @@ std::vector<Sample> toOtherSamples() {
     args.insert(args.end(), extra.begin(), extra.end());
     out.push_back(makeSample(std::move(name), std::move(args)));
   };
-  for (ScalarType to : kAllTypes) {
+  for (ScalarType to : kEveryType) {
     push("float32 to" + dtypeSuffix(to), randomTensor(rng, {3, 4}, ScalarType::Float32, conversionRange(to)), to);
     push("int64 to" + dtypeSuffix(to), randomTensor(rng, {3, 4}, ScalarType::Int64, conversionRange(to)), to);
   }
@@ -418,7 +418,7 @@ std::vector<Sample> gatherSamples() {
     args.insert(args.end(), extra.begin(), extra.end());
     out.push_back(makeSample(std::move(name), std::move(args)));
   };
-  for (ScalarType dt : kAllTypes) {
+  for (ScalarType dt : kEveryType) {
     const std::string sx = dtypeSuffix(dt);
     push("[3,4] dim 0, index [2,4]" + sx, randomTensor(rng, {3, 4}, dt), 0, randomIndex(rng, {2, 4}, 3));
     push("[3,5] dim 1, index [2,3]" + sx, randomTensor(rng, {3, 5}, dt), 1, randomIndex(rng, {2, 3}, 5));
@@ -475,7 +475,7 @@ std::vector<Sample> indexSelectSamples() {
   auto push = [&](std::string name, Tensor self, int64_t dim, Tensor index) {
     out.push_back(makeSample(std::move(name), {IValue(std::move(self)), IValue(dim), IValue(std::move(index))}));
   };
-  for (ScalarType dt : kAllTypes) {
+  for (ScalarType dt : kEveryType) {
     const std::string sx = dtypeSuffix(dt);
     push("[4,3] dim 0, repeated indices" + sx, randomTensor(rng, {4, 3}, dt), 0, indexTensor({3, 0, 3, 1, 2}, {5}));
     push("[2,5,3] dim 1" + sx, randomTensor(rng, {2, 5, 3}, dt), 1, randomIndex(rng, {4}, 5));

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "backplane/core/error.h"
 
 namespace backplane {
 namespace detail {
@@ -21,7 +22,8 @@ void invalidScalarType(const char* where, int value) {
 namespace {
 
 constexpr std::array<std::string_view, kNumScalarTypes> kNames = {
-    "bool", "uint8", "int8", "int32", "int64", "float16", "bfloat16", "float32", "float64",
+    "bool",    "uint8",   "int8",  "int32",  "int64",  "float16", "bfloat16",
+    "float32", "float64", "int16", "uint16", "uint32", "uint64",
 };
 
 struct Alias {
@@ -30,12 +32,13 @@ struct Alias {
 };
 
 // PyTorch's torch.<name> spellings plus c10's legacy Byte/Char names.
-constexpr std::array<Alias, 7> kAliases = {{
+constexpr std::array<Alias, 8> kAliases = {{
     {"float", ScalarType::Float32},
     {"double", ScalarType::Float64},
     {"half", ScalarType::Float16},
     {"int", ScalarType::Int32},
     {"long", ScalarType::Int64},
+    {"short", ScalarType::Int16},
     {"byte", ScalarType::UInt8},
     {"char", ScalarType::Int8},
 }};
@@ -80,33 +83,54 @@ absl::StatusOr<ScalarType> parseScalarType(std::string_view name) {
   return absl::InvalidArgumentError(msg);
 }
 
+bool canPromoteTypes(ScalarType a, ScalarType b) {
+  checkedIndex("canPromoteTypes", a);
+  checkedIndex("canPromoteTypes", b);
+  if (a == b) return true;
+  if (isBarebonesUnsignedType(a) || isBarebonesUnsignedType(b)) return isFloatingType(a) || isFloatingType(b);
+  return true;
+}
+
 ScalarType promoteTypes(ScalarType a, ScalarType b) {
+  const int ia = checkedIndex("promoteTypes", a), ib = checkedIndex("promoteTypes", b);
+  if (a == b) return a;
+  // c10::promoteTypes: a uint16/uint32/uint64 operand promotes only with a
+  // floating dtype (the floating one wins); PyTorch refuses every other pair.
+  if (isBarebonesUnsignedType(a) || isBarebonesUnsignedType(b)) {
+    if (isFloatingType(a)) return a;
+    if (isFloatingType(b)) return b;
+    BP_THROW(kInvalidArgument, "type promotion of ", scalarTypeName(a), " with ", scalarTypeName(b),
+             " is not supported: uint16, uint32 and uint64 promote only with themselves and with floating dtypes "
+             "(as in PyTorch); convert one operand first, e.g. with .to(dtype)");
+  }
   constexpr ScalarType b1 = ScalarType::Bool;
   constexpr ScalarType u1 = ScalarType::UInt8;
   constexpr ScalarType i1 = ScalarType::Int8;
+  constexpr ScalarType i2 = ScalarType::Int16;
   constexpr ScalarType i4 = ScalarType::Int32;
   constexpr ScalarType i8 = ScalarType::Int64;
   constexpr ScalarType f2 = ScalarType::Float16;
   constexpr ScalarType bf = ScalarType::BFloat16;
   constexpr ScalarType f4 = ScalarType::Float32;
   constexpr ScalarType f8 = ScalarType::Float64;
-  // Rows/columns in enum order. Copied from c10/core/ScalarType.cpp's
-  // _promoteTypesLookup, keeping only our types. The two u1/i1 entries marked
-  // i4 are i2 (int16) in PyTorch; int32 is the narrowest type we have that
-  // holds both uint8 and int8 ranges.
-  static constexpr ScalarType kTable[kNumScalarTypes][kNumScalarTypes] = {
-      /*         b1  u1  i1  i4  i8  f2  bf  f4  f8 */
-      /* b1 */ {b1, u1, i1, i4, i8, f2, bf, f4, f8},
-      /* u1 */ {u1, u1, i4, i4, i8, f2, bf, f4, f8},
-      /* i1 */ {i1, i4, i1, i4, i8, f2, bf, f4, f8},
-      /* i4 */ {i4, i4, i4, i4, i8, f2, bf, f4, f8},
-      /* i8 */ {i8, i8, i8, i8, i8, f2, bf, f4, f8},
-      /* f2 */ {f2, f2, f2, f2, f2, f2, f4, f4, f8},
-      /* bf */ {bf, bf, bf, bf, bf, f4, bf, f4, f8},
-      /* f4 */ {f4, f4, f4, f4, f4, f4, f4, f4, f8},
-      /* f8 */ {f8, f8, f8, f8, f8, f8, f8, f8, f8},
+  // Rows/columns in enum order, up to int16 (the barebones unsigned types
+  // are handled above). c10/core/ScalarType.cpp's _promoteTypesLookup,
+  // keeping only our types.
+  constexpr int kN = static_cast<int>(ScalarType::Int16) + 1;
+  static constexpr ScalarType kTable[kN][kN] = {
+      /*         b1  u1  i1  i4  i8  f2  bf  f4  f8  i2 */
+      /* b1 */ {b1, u1, i1, i4, i8, f2, bf, f4, f8, i2},
+      /* u1 */ {u1, u1, i2, i4, i8, f2, bf, f4, f8, i2},
+      /* i1 */ {i1, i2, i1, i4, i8, f2, bf, f4, f8, i2},
+      /* i4 */ {i4, i4, i4, i4, i8, f2, bf, f4, f8, i4},
+      /* i8 */ {i8, i8, i8, i8, i8, f2, bf, f4, f8, i8},
+      /* f2 */ {f2, f2, f2, f2, f2, f2, f4, f4, f8, f2},
+      /* bf */ {bf, bf, bf, bf, bf, f4, bf, f4, f8, bf},
+      /* f4 */ {f4, f4, f4, f4, f4, f4, f4, f4, f8, f4},
+      /* f8 */ {f8, f8, f8, f8, f8, f8, f8, f8, f8, f8},
+      /* i2 */ {i2, i2, i2, i4, i8, f2, bf, f4, f8, i2},
   };
-  return kTable[checkedIndex("promoteTypes", a)][checkedIndex("promoteTypes", b)];
+  return kTable[ia][ib];
 }
 
 bool canCast(ScalarType from, ScalarType to) {

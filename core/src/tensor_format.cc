@@ -76,6 +76,10 @@ std::vector<std::string> cellsOf(const TensorBase& t, const std::vector<std::vec
                                  int precision) {
   std::vector<std::string> cells;
   if (isFloatingType(t.dtype())) return floatCells(shownValues<double>(t, shown, summarise), precision);
+  if (t.dtype() == ScalarType::UInt64) {  // its upper half does not fit int64
+    for (uint64_t v : shownValues<uint64_t>(t, shown, summarise)) cells.push_back(std::to_string(v));
+    return cells;
+  }
   for (int64_t v : shownValues<int64_t>(t, shown, summarise)) {
     cells.push_back(t.dtype() == ScalarType::Bool ? (v ? "True" : "False") : std::to_string(v));
   }

@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "backplane/core/error.h"
+#include "backplane/core/str_cat.h"
 #include "float16_test_cases.h"  // plugin_sdk/tests
 #include "gtest/gtest.h"
 
@@ -26,9 +28,9 @@ namespace backplane {
 namespace {
 
 constexpr ScalarType kAll[] = {
-    ScalarType::Bool,     ScalarType::UInt8,   ScalarType::Int8,
-    ScalarType::Int32,    ScalarType::Int64,   ScalarType::Float16,
-    ScalarType::BFloat16, ScalarType::Float32, ScalarType::Float64,
+    ScalarType::Bool,    ScalarType::UInt8,    ScalarType::Int8,    ScalarType::Int32,   ScalarType::Int64,
+    ScalarType::Float16, ScalarType::BFloat16, ScalarType::Float32, ScalarType::Float64, ScalarType::Int16,
+    ScalarType::UInt16,  ScalarType::UInt32,   ScalarType::UInt64,
 };
 static_assert(std::size(kAll) == kNumScalarTypes);
 
@@ -45,7 +47,7 @@ bool bf16IsNan(uint16_t b) { return (b & 0x7f80) == 0x7f80 && (b & 0x7f) != 0; }
 // Enum metadata
 
 TEST(ScalarTypeTest, ElementSizes) {
-  const size_t expected[] = {1, 1, 1, 4, 8, 2, 2, 4, 8};
+  const size_t expected[] = {1, 1, 1, 4, 8, 2, 2, 4, 8, 2, 2, 4, 8};
   for (int i = 0; i < kNumScalarTypes; ++i) {
     EXPECT_EQ(elementSize(kAll[i]), expected[i]) << kAll[i];
   }
@@ -60,8 +62,8 @@ TEST(ScalarTypeTest, ElementSizeMatchesCppType) {
 }
 
 TEST(ScalarTypeTest, NamesAndStreaming) {
-  const char* expected[] = {"bool",    "uint8",    "int8",    "int32",  "int64",
-                            "float16", "bfloat16", "float32", "float64"};
+  const char* expected[] = {"bool",    "uint8",   "int8",  "int32",  "int64",  "float16", "bfloat16",
+                            "float32", "float64", "int16", "uint16", "uint32", "uint64"};
   for (int i = 0; i < kNumScalarTypes; ++i) {
     EXPECT_EQ(scalarTypeName(kAll[i]), expected[i]);
     std::ostringstream os;
@@ -88,10 +90,9 @@ TEST(ScalarTypeTest, ParseCanonicalNamesRoundTrip) {
 
 TEST(ScalarTypeTest, ParsePyTorchAliases) {
   const std::pair<const char*, ScalarType> cases[] = {
-      {"float", ScalarType::Float32}, {"double", ScalarType::Float64},
-      {"half", ScalarType::Float16},  {"int", ScalarType::Int32},
-      {"long", ScalarType::Int64},    {"byte", ScalarType::UInt8},
-      {"char", ScalarType::Int8},
+      {"float", ScalarType::Float32}, {"double", ScalarType::Float64}, {"half", ScalarType::Float16},
+      {"int", ScalarType::Int32},     {"long", ScalarType::Int64},     {"byte", ScalarType::UInt8},
+      {"char", ScalarType::Int8},     {"short", ScalarType::Int16},
   };
   for (const auto& [name, type] : cases) {
     absl::StatusOr<ScalarType> parsed = parseScalarType(name);
@@ -101,8 +102,8 @@ TEST(ScalarTypeTest, ParsePyTorchAliases) {
 }
 
 TEST(ScalarTypeTest, ParseRejectsUnknownNamesWithHelpfulMessage) {
-  for (const char* bad : {"", "Float32", "FLOAT", "int16", "short", " float32", "float32 ",
-                          "float3", "complex64", "torch.float32"}) {
+  for (const char* bad : {"", "Float32", "FLOAT", "int128", "ushort", " float32", "float32 ", "float3", "complex64",
+                          "torch.float32", "uint"}) {
     absl::StatusOr<ScalarType> parsed = parseScalarType(bad);
     ASSERT_FALSE(parsed.ok()) << "accepted '" << bad << "'";
     EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
@@ -112,21 +113,23 @@ TEST(ScalarTypeTest, ParseRejectsUnknownNamesWithHelpfulMessage) {
       EXPECT_NE(msg.find(std::string(scalarTypeName(t))), std::string::npos)
           << "message does not list " << t << ": " << msg;
     }
-    for (const char* alias : {"float", "double", "half", "int", "long", "byte", "char"}) {
+    for (const char* alias : {"float", "double", "half", "int", "long", "short", "byte", "char"}) {
       EXPECT_NE(msg.find(alias), std::string::npos) << msg;
     }
   }
 }
 
 TEST(ScalarTypeTest, Categories) {
-  //                           b1     u1     i1     i4     i8     f2     bf     f4     f8
-  const bool floating[] = {false, false, false, false, false, true, true, true, true};
-  const bool integral[] = {false, true, true, true, true, false, false, false, false};
+  //                           b1     u1     i1     i4     i8     f2     bf     f4     f8     i2     u2    u4    u8
+  const bool floating[] = {false, false, false, false, false, true, true, true, true, false, false, false, false};
+  const bool integral[] = {false, true, true, true, true, false, false, false, false, true, true, true, true};
+  const bool barebones[] = {false, false, false, false, false, false, false, false, false, false, true, true, true};
   for (int i = 0; i < kNumScalarTypes; ++i) {
     ScalarType t = kAll[i];
     EXPECT_EQ(isFloatingType(t), floating[i]) << t;
     EXPECT_EQ(isIntegralType(t, /*include_bool=*/false), integral[i]) << t;
     EXPECT_EQ(isIntegralType(t, /*include_bool=*/true), integral[i] || t == ScalarType::Bool) << t;
+    EXPECT_EQ(isBarebonesUnsignedType(t), barebones[i]) << t;
   }
   static_assert(isFloatingType(ScalarType::Float16) && !isIntegralType(ScalarType::Bool, false));
 }
@@ -135,32 +138,66 @@ TEST(ScalarTypeTest, Categories) {
 // Promotion and casting
 
 TEST(PromoteTypesTest, MatchesPyTorchTable) {
-  constexpr ScalarType b1 = ScalarType::Bool, u1 = ScalarType::UInt8, i1 = ScalarType::Int8,
+  constexpr ScalarType b1 = ScalarType::Bool, u1 = ScalarType::UInt8, i1 = ScalarType::Int8, i2 = ScalarType::Int16,
                        i4 = ScalarType::Int32, i8 = ScalarType::Int64, f2 = ScalarType::Float16,
-                       bf = ScalarType::BFloat16, f4 = ScalarType::Float32,
-                       f8 = ScalarType::Float64;
-  // PyTorch has i2 (int16) at [u1][i1] and [i1][u1]; we map it to i4.
+                       bf = ScalarType::BFloat16, f4 = ScalarType::Float32, f8 = ScalarType::Float64,
+                       u2 = ScalarType::UInt16, u4 = ScalarType::UInt32, u8 = ScalarType::UInt64;
+  // kInvalid marks a pair PyTorch 2.x refuses (c10::promoteTypes: "Promotion
+  // for uint16, uint32, uint64 types is not supported").
+  constexpr ScalarType xx = kInvalid;
+  // PyTorch's _promoteTypesLookup (with its barebones-unsigned rule), in our
+  // enum order.
   const ScalarType expected[kNumScalarTypes][kNumScalarTypes] = {
-      /*         b1  u1  i1  i4  i8  f2  bf  f4  f8 */
-      /* b1 */ {b1, u1, i1, i4, i8, f2, bf, f4, f8},
-      /* u1 */ {u1, u1, i4, i4, i8, f2, bf, f4, f8},
-      /* i1 */ {i1, i4, i1, i4, i8, f2, bf, f4, f8},
-      /* i4 */ {i4, i4, i4, i4, i8, f2, bf, f4, f8},
-      /* i8 */ {i8, i8, i8, i8, i8, f2, bf, f4, f8},
-      /* f2 */ {f2, f2, f2, f2, f2, f2, f4, f4, f8},
-      /* bf */ {bf, bf, bf, bf, bf, f4, bf, f4, f8},
-      /* f4 */ {f4, f4, f4, f4, f4, f4, f4, f4, f8},
-      /* f8 */ {f8, f8, f8, f8, f8, f8, f8, f8, f8},
+      /*         b1  u1  i1  i4  i8  f2  bf  f4  f8  i2  u2  u4  u8 */
+      /* b1 */ {b1, u1, i1, i4, i8, f2, bf, f4, f8, i2, xx, xx, xx},
+      /* u1 */ {u1, u1, i2, i4, i8, f2, bf, f4, f8, i2, xx, xx, xx},
+      /* i1 */ {i1, i2, i1, i4, i8, f2, bf, f4, f8, i2, xx, xx, xx},
+      /* i4 */ {i4, i4, i4, i4, i8, f2, bf, f4, f8, i4, xx, xx, xx},
+      /* i8 */ {i8, i8, i8, i8, i8, f2, bf, f4, f8, i8, xx, xx, xx},
+      /* f2 */ {f2, f2, f2, f2, f2, f2, f4, f4, f8, f2, f2, f2, f2},
+      /* bf */ {bf, bf, bf, bf, bf, f4, bf, f4, f8, bf, bf, bf, bf},
+      /* f4 */ {f4, f4, f4, f4, f4, f4, f4, f4, f8, f4, f4, f4, f4},
+      /* f8 */ {f8, f8, f8, f8, f8, f8, f8, f8, f8, f8, f8, f8, f8},
+      /* i2 */ {i2, i2, i2, i4, i8, f2, bf, f4, f8, i2, xx, xx, xx},
+      /* u2 */ {xx, xx, xx, xx, xx, f2, bf, f4, f8, xx, u2, xx, xx},
+      /* u4 */ {xx, xx, xx, xx, xx, f2, bf, f4, f8, xx, xx, u4, xx},
+      /* u8 */ {xx, xx, xx, xx, xx, f2, bf, f4, f8, xx, xx, xx, u8},
   };
   for (int i = 0; i < kNumScalarTypes; ++i) {
     for (int j = 0; j < kNumScalarTypes; ++j) {
-      EXPECT_EQ(promoteTypes(kAll[i], kAll[j]), expected[i][j]) << kAll[i] << " + " << kAll[j];
+      const ScalarType a = kAll[i], b = kAll[j];
+      if (expected[i][j] == kInvalid) {
+        EXPECT_FALSE(canPromoteTypes(a, b)) << a << " + " << b;
+        try {
+          promoteTypes(a, b);
+          ADD_FAILURE() << a << " + " << b << " promoted, but PyTorch refuses it";
+        } catch (const Error& e) {
+          EXPECT_EQ(e.code(), absl::StatusCode::kInvalidArgument);
+          const std::string m = e.what();
+          EXPECT_NE(m.find(strCat("type promotion of ", a, " with ", b, " is not supported")), std::string::npos) << m;
+          EXPECT_NE(m.find("uint16, uint32 and uint64 promote only with themselves and with floating dtypes"),
+                    std::string::npos)
+              << m;
+        }
+      } else {
+        EXPECT_TRUE(canPromoteTypes(a, b)) << a << " + " << b;
+        EXPECT_EQ(promoteTypes(a, b), expected[i][j]) << a << " + " << b;
+      }
     }
   }
 }
 
 TEST(PromoteTypesTest, NamedCases) {
-  EXPECT_EQ(promoteTypes(ScalarType::UInt8, ScalarType::Int8), ScalarType::Int32);
+  EXPECT_EQ(promoteTypes(ScalarType::UInt8, ScalarType::Int8), ScalarType::Int16);
+  EXPECT_EQ(promoteTypes(ScalarType::UInt8, ScalarType::Int16), ScalarType::Int16);
+  EXPECT_EQ(promoteTypes(ScalarType::Int16, ScalarType::Int32), ScalarType::Int32);
+  EXPECT_EQ(promoteTypes(ScalarType::Int16, ScalarType::Float16), ScalarType::Float16);
+  EXPECT_EQ(promoteTypes(ScalarType::UInt32, ScalarType::Float16), ScalarType::Float16);
+  EXPECT_EQ(promoteTypes(ScalarType::BFloat16, ScalarType::UInt64), ScalarType::BFloat16);
+  EXPECT_EQ(promoteTypes(ScalarType::UInt16, ScalarType::UInt16), ScalarType::UInt16);
+  EXPECT_FALSE(canPromoteTypes(ScalarType::UInt64, ScalarType::Int64));
+  EXPECT_FALSE(canPromoteTypes(ScalarType::UInt16, ScalarType::UInt32));
+  EXPECT_FALSE(canPromoteTypes(ScalarType::Bool, ScalarType::UInt32));
   EXPECT_EQ(promoteTypes(ScalarType::Float16, ScalarType::BFloat16), ScalarType::Float32);
   EXPECT_EQ(promoteTypes(ScalarType::Int64, ScalarType::Float16), ScalarType::Float16);
   EXPECT_EQ(promoteTypes(ScalarType::Int64, ScalarType::BFloat16), ScalarType::BFloat16);
@@ -172,8 +209,12 @@ TEST(PromoteTypesTest, NamedCases) {
 TEST(PromoteTypesTest, AlgebraicProperties) {
   for (ScalarType a : kAll) {
     EXPECT_EQ(promoteTypes(a, a), a) << a;
-    EXPECT_EQ(promoteTypes(ScalarType::Bool, a), a) << a;
+    if (!isBarebonesUnsignedType(a)) {
+      EXPECT_EQ(promoteTypes(ScalarType::Bool, a), a) << a;
+    }
     for (ScalarType b : kAll) {
+      EXPECT_EQ(canPromoteTypes(a, b), canPromoteTypes(b, a)) << a << ", " << b;
+      if (!canPromoteTypes(a, b)) continue;
       ScalarType ab = promoteTypes(a, b);
       EXPECT_EQ(ab, promoteTypes(b, a)) << a << ", " << b;
       // The result must be able to hold either input, or in-place ops like
@@ -181,8 +222,8 @@ TEST(PromoteTypesTest, AlgebraicProperties) {
       EXPECT_TRUE(canCast(a, ab)) << a << " -> " << ab;
       EXPECT_TRUE(canCast(b, ab)) << b << " -> " << ab;
       for (ScalarType c : kAll) {
-        EXPECT_EQ(promoteTypes(ab, c), promoteTypes(a, promoteTypes(b, c)))
-            << a << ", " << b << ", " << c;
+        if (!canPromoteTypes(ab, c) || !canPromoteTypes(b, c) || !canPromoteTypes(a, promoteTypes(b, c))) continue;
+        EXPECT_EQ(promoteTypes(ab, c), promoteTypes(a, promoteTypes(b, c))) << a << ", " << b << ", " << c;
       }
     }
   }
@@ -210,6 +251,9 @@ TEST(CanCastTest, NamedCases) {
   EXPECT_TRUE(canCast(ScalarType::Int64, ScalarType::UInt8));  // narrowing is allowed
   EXPECT_TRUE(canCast(ScalarType::Float64, ScalarType::Float16));
   EXPECT_TRUE(canCast(ScalarType::Int64, ScalarType::BFloat16));
+  EXPECT_TRUE(canCast(ScalarType::Int16, ScalarType::UInt64));
+  EXPECT_FALSE(canCast(ScalarType::Float32, ScalarType::UInt32));
+  EXPECT_FALSE(canCast(ScalarType::UInt16, ScalarType::Bool));
 }
 
 TEST(ScalarTypeDeathTest, InvalidValuesAbort) {
@@ -236,6 +280,10 @@ CHECK_MAPPING(Half, Float16)
 CHECK_MAPPING(BFloat16, BFloat16)
 CHECK_MAPPING(float, Float32)
 CHECK_MAPPING(double, Float64)
+CHECK_MAPPING(int16_t, Int16)
+CHECK_MAPPING(uint16_t, UInt16)
+CHECK_MAPPING(uint32_t, UInt32)
+CHECK_MAPPING(uint64_t, UInt64)
 #undef CHECK_MAPPING
 static_assert(std::is_same_v<ScalarTypeToCppType_t<ScalarType::Int64>, int64_t>);
 
@@ -244,7 +292,7 @@ concept HasScalarType = requires {
   CppTypeToScalarType<T>::value;
 };
 static_assert(!HasScalarType<char>);  // distinct from int8_t; must not silently map
-static_assert(!HasScalarType<uint16_t>);
+static_assert(!HasScalarType<long long> || std::is_same_v<long long, int64_t>);
 
 TEST(VisitScalarTypeTest, PassesTheMatchingCppType) {
   for (ScalarType t : kAll) {

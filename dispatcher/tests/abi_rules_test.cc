@@ -675,18 +675,85 @@ static_assert(offsetof(BP_KernelDesc, dtypes) == BP_STRUCT_SIZE(BP_KernelDesc, c
 static_assert(BP_KernelDesc_STRUCT_SIZE == BP_STRUCT_SIZE(BP_KernelDesc, dtypes), "dtypes is the last field");
 static_assert(BP_ABI_MINOR >= 5, "BP_KernelDesc.dtypes is ABI 1.5");
 
-TEST_F(AbiRulesTest, KernelDescOfAbi14ServesEveryDtype) {
+TEST_F(AbiRulesTest, KernelDescOfAbi14ServesEveryDtypeOfItsAbi) {
   // Its struct_size ends before dtypes, and the bytes where dtypes lies hold
-  // garbage: the host reads "every dtype".
+  // garbage: the host reads "every dtype of ABI 1.4" (Note [Dtypes of older
+  // plugins]).
   absl::StatusOr<PluginStatus> s = plugins().load(pluginFile("tp_abi_dtypes_v1_4"));
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->abi_minor, 4u);
   OperatorHandle echo = Dispatcher::singleton().findOpOrThrow("tp_abi_dtypes_v1_4::echo");
-  EXPECT_FALSE(echo.declaredDtypes(DispatchKey::CPU).has_value());
+  std::optional<DtypeSet> declared = echo.declaredDtypes(DispatchKey::CPU);
+  ASSERT_TRUE(declared.has_value());
+  EXPECT_EQ(declared->str(), "bool, uint8, int8, int32, int64, float16, bfloat16, float32, float64");
   auto call = echo.typed<Tensor(const Tensor&)>();
   for (ScalarType t : {ScalarType::Float32, ScalarType::Int64, ScalarType::Bool, ScalarType::BFloat16})
     EXPECT_EQ(call.call(Tensor(emptyTensor({2}, t))).dtype(), t);
-  EXPECT_EQ(info("tp_abi_dtypes_v1_4", 0), 4) << "every dtype reached the kernel";
+  EXPECT_EQ(info("tp_abi_dtypes_v1_4", 0), 4) << "every dtype of ABI 1.4 reached the kernel";
+  unload("tp_abi_dtypes_v1_4");
+}
+
+TEST_F(AbiRulesTest, PluginOfAbi14IsNeverHandedADtypeAddedLater) {
+  absl::StatusOr<PluginStatus> s = plugins().load(pluginFile("tp_abi_dtypes_v1_4"));
+  ASSERT_TRUE(s.ok()) << s.status();
+  std::optional<PluginDeviceStatus> dev = deviceStatus(*s, "abidtfbdev");
+  ASSERT_TRUE(dev.has_value());
+  const Device d(dev->type, 0);
+  Dispatcher& disp = Dispatcher::singleton();
+  auto echo = disp.findOpOrThrow("tp_abi_dtypes_v1_4::echo").typed<Tensor(const Tensor&)>();
+  auto other = disp.findOpOrThrow("tp_abi_dtypes_v1_4::other").typed<Tensor(const Tensor&)>();
+  auto make = disp.findOpOrThrow("tp_abi_dtypes_v1_4::make").typed<Tensor(ScalarType)>();
+  const ScalarType kLater[] = {ScalarType::Int16, ScalarType::UInt16, ScalarType::UInt32, ScalarType::UInt64};
+
+  // What it knows still reaches it: the cpu and device kernels, the fallback,
+  // and a dtype argument.
+  EXPECT_EQ(echo.call(tensorFromVector<int32_t>({1, 2}, {2})).toVector<int32_t>(), (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(echo.call(tensorFromVector<float>({3, 4}, {2}, d)).toVector<float>(), (std::vector<float>{3, 4}));
+  EXPECT_EQ(other.call(tensorFromVector<int8_t>({5}, {1}, d)).toVector<int8_t>(), (std::vector<int8_t>{5}));
+  EXPECT_EQ(make.call(ScalarType::Float64).dtype(), ScalarType::Float64);
+  EXPECT_EQ(info("tp_abi_dtypes_v1_4", 0), 2);
+  EXPECT_EQ(info("tp_abi_dtypes_v1_4", 1), 1);
+  EXPECT_EQ(info("tp_abi_dtypes_v1_4", 2), 1);
+
+  for (ScalarType t : kLater) {
+    SCOPED_TRACE(scalarTypeName(t));
+    const std::string name(scalarTypeName(t));
+    // A cpu tensor of a later dtype: its kernel declines it, and nothing else
+    // serves the op.
+    try {
+      echo.call(emptyTensor({2}, t));
+      ADD_FAILURE() << "the 1.4 kernel was handed " << name;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), absl::StatusCode::kUnimplemented);
+      EXPECT_THAT(e.what(), HasSubstr(strCat("refuses ", name)));
+      EXPECT_THAT(e.what(), HasSubstr("built against plugin ABI 1.4, which has no int16, uint16, uint32 or uint64"));
+    }
+    // On its device the declined call goes to the plugin's own fallback,
+    // which must not see the dtype either.
+    for (auto* op : {&echo, &other}) {
+      try {
+        op->call(emptyTensor({2}, t, d));
+        ADD_FAILURE() << "the 1.4 fallback was handed " << name;
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), absl::StatusCode::kInvalidArgument);
+        EXPECT_THAT(e.what(), HasSubstr(strCat("cannot be handed a tensor of dtype ", name)));
+        EXPECT_THAT(e.what(), HasSubstr("plugin 'tp_abi_dtypes_v1_4' was built against plugin ABI 1.4"));
+        EXPECT_THAT(e.what(), HasSubstr("Rebuild the plugin against this host's SDK"));
+      }
+    }
+    // A dtype argument of a later dtype.
+    try {
+      make.call(t);
+      ADD_FAILURE() << "the 1.4 kernel was handed the dtype " << name;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_THAT(e.what(), HasSubstr(strCat("cannot be handed the dtype argument ", name)));
+      EXPECT_THAT(e.what(), HasSubstr("built against plugin ABI 1.4"));
+    }
+  }
+  EXPECT_EQ(info("tp_abi_dtypes_v1_4", 0), 2) << "no later dtype reached echo";
+  EXPECT_EQ(info("tp_abi_dtypes_v1_4", 1), 1) << "no later dtype reached make";
+  EXPECT_EQ(info("tp_abi_dtypes_v1_4", 2), 1) << "no later dtype reached the fallback";
   unload("tp_abi_dtypes_v1_4");
 }
 

@@ -262,7 +262,8 @@ TEST_F(DeclaredDtypesTest, OnlyNativeBackendKernelsMayDeclareDtypes) {
   Library all("dt");
   ASSERT_TRUE(all.impl("dt::bin", DispatchKey::CPU, &cpuBinary,
                        {ScalarType::Bool, ScalarType::UInt8, ScalarType::Int8, ScalarType::Int32, ScalarType::Int64,
-                        ScalarType::Float16, ScalarType::BFloat16, ScalarType::Float32, ScalarType::Float64})
+                        ScalarType::Float16, ScalarType::BFloat16, ScalarType::Float32, ScalarType::Float64,
+                        ScalarType::Int16, ScalarType::UInt16, ScalarType::UInt32, ScalarType::UInt64})
                   .ok());
   EXPECT_FALSE(op("dt::bin").declaredDtypes(DispatchKey::CPU).has_value());
 }

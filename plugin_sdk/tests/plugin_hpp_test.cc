@@ -1994,14 +1994,25 @@ TEST(PluginHppTypes, ScalarTypeMatchesAbi) {
   EXPECT_EQ(static_cast<int32_t>(bp::ScalarType::BFloat16), BP_BFLOAT16);
   EXPECT_EQ(static_cast<int32_t>(bp::ScalarType::Float32), BP_FLOAT32);
   EXPECT_EQ(static_cast<int32_t>(bp::ScalarType::Float64), BP_FLOAT64);
-  const char* names[] = {"bool", "uint8", "int8", "int32", "int64", "float16", "bfloat16", "float32", "float64"};
-  const size_t sizes[] = {1, 1, 1, 4, 8, 2, 2, 4, 8};
-  for (int i = 0; i < 9; ++i) {
+  EXPECT_EQ(static_cast<int32_t>(bp::ScalarType::Int16), BP_INT16);
+  EXPECT_EQ(static_cast<int32_t>(bp::ScalarType::UInt16), BP_UINT16);
+  EXPECT_EQ(static_cast<int32_t>(bp::ScalarType::UInt32), BP_UINT32);
+  EXPECT_EQ(static_cast<int32_t>(bp::ScalarType::UInt64), BP_UINT64);
+  const char* names[] = {"bool",    "uint8",   "int8",  "int32",  "int64",  "float16", "bfloat16",
+                         "float32", "float64", "int16", "uint16", "uint32", "uint64"};
+  const size_t sizes[] = {1, 1, 1, 4, 8, 2, 2, 4, 8, 2, 2, 4, 8};
+  for (int i = 0; i < 13; ++i) {
     EXPECT_STREQ(bp::name(static_cast<bp::ScalarType>(i)), names[i]);
     EXPECT_EQ(bp::elementSize(static_cast<bp::ScalarType>(i)), sizes[i]);
   }
   EXPECT_EQ(bp::elementSize(static_cast<bp::ScalarType>(99)), 0u);
   static_assert(bp::scalarTypeOf<const bp::BFloat16>() == bp::ScalarType::BFloat16);
+  static_assert(bp::scalarTypeOf<int16_t>() == bp::ScalarType::Int16);
+  static_assert(bp::scalarTypeOf<uint64_t>() == bp::ScalarType::UInt64);
+  // The full-support lists name int16; the barebones unsigned types have their own.
+  EXPECT_EQ(bp::kAllScalarTypes.size(), 10u);
+  EXPECT_EQ(bp::kNumericScalarTypes.size(), 9u);
+  EXPECT_EQ(bp::kBarebonesUnsignedScalarTypes.size(), 3u);
 }
 
 float floatOf(uint32_t u) {

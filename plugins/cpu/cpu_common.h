@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "backplane/plugin.hpp"
@@ -83,21 +84,78 @@ inline T store(V v) {
 }
 
 // Calls f(T{}) with the storage type of `t` (bool, uint8_t, int8_t,
-// int32_t, int64_t, bp::Half, bp::BFloat16, float, double).
+// int16_t, int32_t, int64_t, bp::Half, bp::BFloat16, float, double). uint16,
+// uint32 and uint64 (PyTorch 2.x's barebones unsigned types) are refused
+// here: only the kernels that serve them (copies, fills, data movement,
+// comparisons) use visitAnyDtype, so no other kernel is instantiated for
+// them. The metas refuse them first (Note [Dtype rules live in metas]).
+[[noreturn]] void failBarebonesUnsigned(ScalarType t);
 template <class F>
 decltype(auto) visitDtype(ScalarType t, F&& f) {
   switch (t) {
     case ScalarType::Bool: return f(bool{});
     case ScalarType::UInt8: return f(uint8_t{});
     case ScalarType::Int8: return f(int8_t{});
+    case ScalarType::Int16: return f(int16_t{});
     case ScalarType::Int32: return f(int32_t{});
     case ScalarType::Int64: return f(int64_t{});
     case ScalarType::Float16: return f(bp::Half{});
     case ScalarType::BFloat16: return f(bp::BFloat16{});
     case ScalarType::Float32: return f(float{});
     case ScalarType::Float64: return f(double{});
+    case ScalarType::UInt16:
+    case ScalarType::UInt32:
+    case ScalarType::UInt64: failBarebonesUnsigned(t);
   }
   bp::fail(BP_INVALID_ARGUMENT, "unknown dtype " + std::to_string(static_cast<int>(t)));
+}
+
+// visitDtype and also uint16_t, uint32_t, uint64_t.
+template <class F>
+decltype(auto) visitAnyDtype(ScalarType t, F&& f) {
+  switch (t) {
+    case ScalarType::UInt16: return f(uint16_t{});
+    case ScalarType::UInt32: return f(uint32_t{});
+    case ScalarType::UInt64: return f(uint64_t{});
+    default: return visitDtype(t, std::forward<F>(f));
+  }
+}
+
+// Every dtype the CPU kernels that serve the barebones unsigned types accept.
+inline constexpr std::initializer_list<ScalarType> kAnyDtype = {
+    ScalarType::Bool,   ScalarType::UInt8,   ScalarType::Int8,     ScalarType::Int16,   ScalarType::Int32,
+    ScalarType::Int64,  ScalarType::Float16, ScalarType::BFloat16, ScalarType::Float32, ScalarType::Float64,
+    ScalarType::UInt16, ScalarType::UInt32,  ScalarType::UInt64};
+
+// A floating value as integral type O, as PyTorch's casts: through int64
+// (so -1.0 to uint8 wraps to 255); a uint64 takes values from 2^63 to 2^64
+// directly, which int64 cannot hold.
+template <class O, class X>
+inline O floatToIntegral(X x) {
+  if constexpr (std::is_same_v<O, uint64_t>) {
+    if (x >= X(9223372036854775808.0) && x < X(18446744073709551616.0)) return static_cast<O>(x);
+  }
+  return static_cast<O>(static_cast<int64_t>(x));
+}
+
+// One element converted as PyTorch's casts: through float for float16 and
+// bfloat16, != 0 to bool, floating to integral by floatToIntegral.
+template <class O, class I>
+inline O castElement(I v) {
+  if constexpr (std::is_same_v<O, I>) {
+    return v;
+  } else {
+    const auto x = load(v);
+    using X = std::remove_const_t<decltype(x)>;
+    if constexpr (std::is_same_v<O, bool>)
+      return x != X(0);
+    else if constexpr (std::is_same_v<O, bp::Half> || std::is_same_v<O, bp::BFloat16>)
+      return O(static_cast<float>(x));
+    else if constexpr (std::is_integral_v<O> && std::is_floating_point_v<X>)
+      return floatToIntegral<O>(x);
+    else
+      return static_cast<O>(x);
+  }
 }
 
 }  // namespace bp_cpu

@@ -118,8 +118,8 @@ std::vector<int64_t> broadcastStrides(const bp::Tensor& src, bp::IntList shape) 
 }
 
 const std::initializer_list<ScalarType> kAllTypes = {
-    ScalarType::Bool,     ScalarType::UInt8,   ScalarType::Int8,    ScalarType::Int32,  ScalarType::Int64,
-    ScalarType::Float16,  ScalarType::BFloat16, ScalarType::Float32, ScalarType::Float64};
+    ScalarType::Bool,  ScalarType::UInt8,   ScalarType::Int8,     ScalarType::Int16,   ScalarType::Int32,
+    ScalarType::Int64, ScalarType::Float16, ScalarType::BFloat16, ScalarType::Float32, ScalarType::Float64};
 const std::initializer_list<ScalarType> kFloatTypes = {ScalarType::Float16, ScalarType::BFloat16, ScalarType::Float32,
                                                        ScalarType::Float64};
 
@@ -128,7 +128,8 @@ constexpr bool kReduced = std::is_same_v<T, bp::Half> || std::is_same_v<T, bp::B
 
 // Converts one element as PyTorch's casts do: through float for float16
 // and bfloat16, != 0 to bool, floating to integral through int64 (so
-// -1.0 to uint8 wraps to 255 like PyTorch, instead of undefined behaviour).
+// -1.0 to uint8 wraps to 255 like PyTorch, instead of undefined behaviour;
+// floatToIntegral).
 template <class O, class I>
 inline O convert(I v) {
   if constexpr (std::is_same_v<O, I>) {
@@ -139,7 +140,7 @@ inline O convert(I v) {
     if constexpr (std::is_same_v<O, bool>) return x != X(0);
     else if constexpr (kReduced<O>) return O(static_cast<float>(x));
     else if constexpr (std::is_integral_v<O> && std::is_floating_point_v<X>)
-      return static_cast<O>(static_cast<int64_t>(x));
+      return floatToIntegral<O>(x);
     else return static_cast<O>(x);
   }
 }
@@ -149,8 +150,8 @@ inline O convert(I v) {
 bp::Tensor fill_(const bp::Tensor& self, const bp::Scalar& value) {
   const char* op = "bp::fill_.Scalar";
   checkCpu(op, self, "self");
-  checkDtype(op, self, "self", kAllTypes);
-  visitDtype(self.dtype(), [&](auto tag) {
+  checkDtype(op, self, "self", kAnyDtype);
+  visitAnyDtype(self.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T v = value.to<T>();
     T* base = self.data_ptr<T>();
@@ -172,8 +173,8 @@ bp::Tensor arange_out(const bp::Scalar& start, const bp::Scalar& end, const bp::
   (void)end;  // the host sized `out` from it
   checkCpu(op, out, "out");
   checkDtype(op, out, "out",
-             {ScalarType::UInt8, ScalarType::Int8, ScalarType::Int32, ScalarType::Int64, ScalarType::Float16,
-              ScalarType::BFloat16, ScalarType::Float32, ScalarType::Float64});
+             {ScalarType::UInt8, ScalarType::Int8, ScalarType::Int16, ScalarType::Int32, ScalarType::Int64,
+              ScalarType::Float16, ScalarType::BFloat16, ScalarType::Float32, ScalarType::Float64});
   visitDtype(out.dtype(), [&](auto tag) {
     using T = decltype(tag);
     using Acc = std::conditional_t<std::is_integral_v<T>, int64_t, double>;
@@ -331,9 +332,9 @@ bp::Tensor copy_on_device_(const bp::Tensor& self, const bp::Tensor& src) {
     }
     return self;
   }
-  visitDtype(self.dtype(), [&](auto out_tag) {
+  visitAnyDtype(self.dtype(), [&](auto out_tag) {
     using O = decltype(out_tag);
-    visitDtype(src.dtype(), [&](auto in_tag) { copyLoop<O, decltype(in_tag)>(self, src); });
+    visitAnyDtype(src.dtype(), [&](auto in_tag) { copyLoop<O, decltype(in_tag)>(self, src); });
   });
   return self;
 }

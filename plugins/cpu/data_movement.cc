@@ -173,14 +173,13 @@ void copyStrided(const char* op, char* dst, ScalarType dst_type, const int64_t* 
     });
     return;
   }
-  visitDtype(dst_type, [&](auto out_tag) {
+  visitAnyDtype(dst_type, [&](auto out_tag) {
     using O = decltype(out_tag);
-    visitDtype(src_type, [&](auto in_tag) {
+    visitAnyDtype(src_type, [&](auto in_tag) {
       using I = decltype(in_tag);
       parallelFor(loop.numel(), 1, [&](int64_t b, int64_t e) {
         loop.run(base, b, e, [](const Loop<2>::Ptrs& p, int64_t n, const Loop<2>::Steps& st) {
-          for (int64_t j = 0; j < n; ++j)
-            storeRaw<O>(p[0] + j * st[0], store<O>(load(loadRaw<I>(p[1] + j * st[1]))));
+          for (int64_t j = 0; j < n; ++j) storeRaw<O>(p[0] + j * st[0], castElement<O>(loadRaw<I>(p[1] + j * st[1])));
         });
       });
     });
@@ -433,7 +432,7 @@ void broadcastStrides(const bp::Tensor& t, int64_t ndim, int64_t* strides) {
 // PyTorch, which fills self's dtype and then writes out).
 uint64_t fillBits(const char* op, const bp::Scalar& value, ScalarType self_type, ScalarType out_type) {
   uint64_t bits = 0;
-  visitDtype(self_type, [&](auto self_tag) {
+  visitAnyDtype(self_type, [&](auto self_tag) {
     using S = decltype(self_tag);
     S s;
     try {
@@ -442,9 +441,9 @@ uint64_t fillBits(const char* op, const bp::Scalar& value, ScalarType self_type,
       bp::fail(BP_INVALID_ARGUMENT, bp::detail::concat(op, ": value ", value, " cannot be converted to dtype ",
                                                        bp::name(self_type), " without overflow"));
     }
-    visitDtype(out_type, [&](auto out_tag) {
+    visitAnyDtype(out_type, [&](auto out_tag) {
       using O = decltype(out_tag);
-      const O o = store<O>(load(s));
+      const O o = castElement<O>(s);
       std::memcpy(&bits, &o, sizeof(O));
     });
   });
@@ -511,7 +510,7 @@ bp::Tensor masked_fill_tensor_out(const bp::Tensor& self, const bp::Tensor& mask
   checkCpu(op, value, "value");
   BP_PLUGIN_CHECK(value.dim() == 0, op, ": argument 'value' must be a 0-d tensor, but has ", value.dim(),
                   " dimensions");
-  const bp::Scalar v = visitDtype(value.dtype(), [&](auto tag) {
+  const bp::Scalar v = visitAnyDtype(value.dtype(), [&](auto tag) {
     using V = decltype(tag);
     return bp::Scalar(loadRaw<V>(static_cast<const char*>(value.data_ptr())));
   });

@@ -58,20 +58,23 @@ bool isFloating(ScalarType t) {
 
 // Whether integer v is a value of integral dtype t.
 bool fitsIn(ScalarType t, int64_t v) {
-  return visitDtype(t, [&](auto tag) {
+  return visitAnyDtype(t, [&](auto tag) {
     using T = decltype(tag);
-    if constexpr (std::is_integral_v<T>)
+    if constexpr (std::is_same_v<T, uint64_t>)
+      return v >= 0;
+    else if constexpr (std::is_integral_v<T>)
       return v >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
              v <= static_cast<int64_t>(std::numeric_limits<T>::max());
-    else return false;
+    else
+      return false;
   });
 }
 
 // dst = src converted elementwise (same shape; any strides).
 void copyCast(const bp::Tensor& src, const bp::Tensor& dst) {
-  visitDtype(dst.dtype(), [&](auto o) {
+  visitAnyDtype(dst.dtype(), [&](auto o) {
     using O = decltype(o);
-    visitDtype(src.dtype(), [&](auto i) {
+    visitAnyDtype(src.dtype(), [&](auto i) {
       using I = decltype(i);
       unaryLoop<O, I>(dst, src, [](auto v) { return v; });
     });
@@ -99,9 +102,13 @@ M scalarAs(const bp::Scalar& s) {
     // Saturated into T's range: a clamp bound or comparison operand beyond
     // the range then acts as the range's end, which is the exact result.
     const int64_t v = s.toInt();
-    if (v < static_cast<int64_t>(std::numeric_limits<T>::min())) return std::numeric_limits<T>::min();
-    if (v > static_cast<int64_t>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
-    return static_cast<M>(v);
+    if constexpr (std::is_same_v<T, uint64_t>) {
+      return v < 0 ? M(0) : static_cast<M>(v);  // every non-negative int64 fits
+    } else {
+      if (v < static_cast<int64_t>(std::numeric_limits<T>::min())) return std::numeric_limits<T>::min();
+      if (v > static_cast<int64_t>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+      return static_cast<M>(v);
+    }
   }
 }
 
@@ -439,7 +446,7 @@ bp::Tensor compareTensorOut(const char* op, const bp::Tensor& self, const bp::Te
   const bp::Tensor& a = as(self, common, a_holder);
   const bp::Tensor& b = as(other, common, b_holder);
   return intoBoolOut(out, [&](const bp::Tensor& res) {
-    visitDtype(common, [&](auto tag) {
+    visitAnyDtype(common, [&](auto tag) {
       using T = decltype(tag);
       using M = opmath_t<T>;
       binaryLoop<bool, T, T>(res, a, b, [](M x, M y) { return compare<C, M>(x, y); });
@@ -460,7 +467,7 @@ bp::Tensor compareScalarOut(const char* op, const bp::Tensor& self, const bp::Sc
   bp::Tensor a_holder;
   const bp::Tensor& a = as(self, common, a_holder);
   return intoBoolOut(out, [&](const bp::Tensor& res) {
-    visitDtype(common, [&](auto tag) {
+    visitAnyDtype(common, [&](auto tag) {
       using T = decltype(tag);
       using M = opmath_t<T>;
       const M y = scalarAs<T>(other);

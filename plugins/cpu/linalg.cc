@@ -29,10 +29,9 @@ namespace {
 
 using namespace bp_cpu;
 
-constexpr std::initializer_list<ScalarType> kSupported = {ScalarType::UInt8,    ScalarType::Int8,
-                                                         ScalarType::Int32,    ScalarType::Int64,
-                                                         ScalarType::Float16,  ScalarType::BFloat16,
-                                                         ScalarType::Float32,  ScalarType::Float64};
+constexpr std::initializer_list<ScalarType> kSupported = {
+    ScalarType::UInt8,   ScalarType::Int8,     ScalarType::Int16,   ScalarType::Int32,  ScalarType::Int64,
+    ScalarType::Float16, ScalarType::BFloat16, ScalarType::Float32, ScalarType::Float64};
 
 // A batch of strided matrices (strides in elements).
 struct Mat {

@@ -359,8 +359,8 @@ void sumColumns(const ReduceGeom& g, const T* in, Write&& write) {
 }
 
 const std::initializer_list<ScalarType> kAllDtypes = {
-    ScalarType::Bool,    ScalarType::UInt8,    ScalarType::Int8,    ScalarType::Int32,  ScalarType::Int64,
-    ScalarType::Float16, ScalarType::BFloat16, ScalarType::Float32, ScalarType::Float64};
+    ScalarType::Bool,  ScalarType::UInt8,   ScalarType::Int8,     ScalarType::Int16,   ScalarType::Int32,
+    ScalarType::Int64, ScalarType::Float16, ScalarType::BFloat16, ScalarType::Float32, ScalarType::Float64};
 const std::initializer_list<ScalarType> kFloatDtypes = {ScalarType::Float16, ScalarType::BFloat16,
                                                         ScalarType::Float32, ScalarType::Float64};
 

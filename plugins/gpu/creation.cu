@@ -42,8 +42,8 @@ void fillWith(const char* op, const bp::Tensor& t, T value) {
 bp::Tensor fill_(const bp::Tensor& self, const bp::Scalar& value) {
   const char* op = "bp::fill_.Scalar";
   callDevice(op, self, "self");
-  checkDtype(op, self, "self", bp::kAllScalarTypes);
-  visitDtype(self.dtype(), [&](auto tag) {
+  checkDtype(op, self, "self", kAnyDtype);
+  visitAnyDtype(self.dtype(), [&](auto tag) {
     using T = decltype(tag);
     fillWith<T>(op, self, scalarTo<T>(value));
   });
@@ -186,6 +186,10 @@ __global__ void copyKernel(OffsetCalculator<2> walk, int64_t n, O* out, const vo
     case ScalarType::BFloat16: return copyElements<kPath, O, BFloat16>(walk, n, out, in);
     case ScalarType::Float32: return copyElements<kPath, O, float>(walk, n, out, in);
     case ScalarType::Float64: return copyElements<kPath, O, double>(walk, n, out, in);
+    case ScalarType::Int16: return copyElements<kPath, O, int16_t>(walk, n, out, in);
+    case ScalarType::UInt16: return copyElements<kPath, O, uint16_t>(walk, n, out, in);
+    case ScalarType::UInt32: return copyElements<kPath, O, uint32_t>(walk, n, out, in);
+    case ScalarType::UInt64: return copyElements<kPath, O, uint64_t>(walk, n, out, in);
   }
 }
 
@@ -193,7 +197,7 @@ bp::Tensor copy_on_device_(const bp::Tensor& self, const bp::Tensor& src) {
   const char* op = "bp::_copy_on_device_";
   const bp::Device device = callDevice(op, self, "self");
   if (isCpuScalar(src)) {  // a cpu scalar broadcast into self
-    visitDtype(self.dtype(), [&](auto tag) {
+    visitAnyDtype(self.dtype(), [&](auto tag) {
       using T = decltype(tag);
       fillWith<T>(op, self, cpuScalarAs<T>(src));
     });
@@ -220,9 +224,9 @@ void copyCast(const char* op, const bp::Tensor& dst, const bp::Tensor& src) {
     return;
   }
   const OffsetCalculator<2> walk = makeOffsetCalculator<2>(op, dst.sizes(), {&dst, &src});
-  visitDtype(dst.dtype(), [&](auto out_tag) {
+  visitAnyDtype(dst.dtype(), [&](auto out_tag) {
     using O = decltype(out_tag);
-    visitDtype(src.dtype(), [&](auto in_tag) {
+    visitAnyDtype(src.dtype(), [&](auto in_tag) {
       using I = decltype(in_tag);
       // A misaligned dense copy takes the strided path (the Note says why).
       const LoopPath path = chooseLoopPath(walk, static_cast<const O*>(dst.data_ptr()),

@@ -276,7 +276,7 @@ bp::Tensor scatter_add_out(const bp::Tensor& self, int64_t dim, const bp::Tensor
 // The fill value's bits in out's dtype: converted to self's dtype first (as
 // PyTorch, which fills self's dtype and then writes out).
 uint64_t fillBits(const char* op, const bp::Scalar& value, ScalarType self_type, ScalarType out_type) {
-  return visitDtype(self_type, [&](auto self_tag) {
+  return visitAnyDtype(self_type, [&](auto self_tag) {
     using S = decltype(self_tag);
     S s;
     try {
@@ -285,7 +285,7 @@ uint64_t fillBits(const char* op, const bp::Scalar& value, ScalarType self_type,
       bp::fail(BP_INVALID_ARGUMENT, bp::detail::concat(op, ": value ", value, " cannot be converted to dtype ",
                                                        bp::name(self_type), " without overflow"));
     }
-    return visitDtype(out_type, [&](auto out_tag) {
+    return visitAnyDtype(out_type, [&](auto out_tag) {
       using O = decltype(out_tag);
       const O o = convert<O>(s);
       uint64_t bits = 0;

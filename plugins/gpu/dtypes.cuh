@@ -7,6 +7,7 @@
 // kernel instantiation.
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <type_traits>
 
@@ -65,6 +66,11 @@ BP_GPU_HD inline O convert(I v) {
     using X = std::remove_const_t<decltype(x)>;
     if constexpr (std::is_same_v<O, bool>) return x != X(0);
     else if constexpr (kIsReduced<O>) return fromFloat<O>(static_cast<float>(x));
+    else if constexpr (std::is_same_v<O, uint64_t> && std::is_floating_point_v<X>)
+      // 2^63 to 2^64 go to uint64 directly (int64 cannot hold them), as the
+      // CPU plugin's floatToIntegral.
+      return x >= X(9223372036854775808.0) && x < X(18446744073709551616.0) ? static_cast<O>(x)
+                                                                            : static_cast<O>(static_cast<int64_t>(x));
     else if constexpr (std::is_integral_v<O> && std::is_floating_point_v<X>)
       return static_cast<O>(static_cast<int64_t>(x));
     else return static_cast<O>(x);
@@ -93,22 +99,53 @@ BP_GPU_HD inline double pow(double x, double e) { return ::pow(x, e); }
 // --- host side
 
 // Calls f(T{}) with the kernel storage type of `t` (bool, uint8_t, int8_t,
-// int32_t, int64_t, Half, BFloat16, float, double).
+// int16_t, int32_t, int64_t, Half, BFloat16, float, double). uint16, uint32
+// and uint64 (PyTorch 2.x's barebones unsigned types) are refused here, so
+// that only the kernels that serve them (copies, fills, data movement,
+// comparisons: visitAnyDtype) are instantiated for them; the host refuses
+// them for every other op first (Note [Barebones unsigned dtypes]).
+[[noreturn]] inline void failBarebonesUnsigned(ScalarType t) {
+  bp::fail(BP_INVALID_ARGUMENT,
+           std::string("this gpu kernel does not support dtype ") + bp::name(t) +
+               ": uint16, uint32 and uint64 have creation, copies, data movement and comparisons only (as in "
+               "PyTorch 2.x); convert to another dtype first with .to(dtype)");
+}
 template <class F>
 decltype(auto) visitDtype(ScalarType t, F&& f) {
   switch (t) {
     case ScalarType::Bool: return f(bool{});
     case ScalarType::UInt8: return f(uint8_t{});
     case ScalarType::Int8: return f(int8_t{});
+    case ScalarType::Int16: return f(int16_t{});
     case ScalarType::Int32: return f(int32_t{});
     case ScalarType::Int64: return f(int64_t{});
     case ScalarType::Float16: return f(Half{});
     case ScalarType::BFloat16: return f(BFloat16{});
     case ScalarType::Float32: return f(float{});
     case ScalarType::Float64: return f(double{});
+    case ScalarType::UInt16:
+    case ScalarType::UInt32:
+    case ScalarType::UInt64: failBarebonesUnsigned(t);
   }
   bp::fail(BP_INVALID_ARGUMENT, "unknown dtype " + std::to_string(static_cast<int>(t)));
 }
+
+// visitDtype and also uint16_t, uint32_t, uint64_t.
+template <class F>
+decltype(auto) visitAnyDtype(ScalarType t, F&& f) {
+  switch (t) {
+    case ScalarType::UInt16: return f(uint16_t{});
+    case ScalarType::UInt32: return f(uint32_t{});
+    case ScalarType::UInt64: return f(uint64_t{});
+    default: return visitDtype(t, static_cast<F&&>(f));
+  }
+}
+
+// Every dtype, for the kernels that serve the barebones unsigned ones too.
+inline constexpr std::initializer_list<ScalarType> kAnyDtype = {
+    ScalarType::Bool,   ScalarType::UInt8,   ScalarType::Int8,     ScalarType::Int16,   ScalarType::Int32,
+    ScalarType::Int64,  ScalarType::Float16, ScalarType::BFloat16, ScalarType::Float32, ScalarType::Float64,
+    ScalarType::UInt16, ScalarType::UInt32,  ScalarType::UInt64};
 
 // Calls f(E{}) with the unsigned integer type of `size` bytes: kernels that
 // only move elements are instantiated per element size, not per dtype.

@@ -20,12 +20,15 @@ namespace {
 
 // Whether integer v is a value of integral dtype t.
 bool fitsIn(ScalarType t, int64_t v) {
-  return visitDtype(t, [&](auto tag) {
+  return visitAnyDtype(t, [&](auto tag) {
     using T = decltype(tag);
-    if constexpr (std::is_integral_v<T>)
+    if constexpr (std::is_same_v<T, uint64_t>)
+      return v >= 0;
+    else if constexpr (std::is_integral_v<T>)
       return v >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
              v <= static_cast<int64_t>(std::numeric_limits<T>::max());
-    else return false;
+    else
+      return false;
   });
 }
 
@@ -39,9 +42,13 @@ M scalarAs(const bp::Scalar& s) {
   else if constexpr (std::is_same_v<T, bool>) return s.toBool();
   else {
     const int64_t v = s.toInt();
-    if (v < static_cast<int64_t>(std::numeric_limits<T>::min())) return std::numeric_limits<T>::min();
-    if (v > static_cast<int64_t>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
-    return static_cast<M>(v);
+    if constexpr (std::is_same_v<T, uint64_t>) {
+      return v < 0 ? M(0) : static_cast<M>(v);  // every non-negative int64 fits
+    } else {
+      if (v < static_cast<int64_t>(std::numeric_limits<T>::min())) return std::numeric_limits<T>::min();
+      if (v > static_cast<int64_t>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+      return static_cast<M>(v);
+    }
   }
 }
 
@@ -368,7 +375,7 @@ bp::Tensor compareOut(const char* op, const bp::Tensor& self, const bp::Tensor* 
                       ScalarType common, Cmp c, const bp::Tensor& out) {
   const bp::Device device = callDevice(op, out, "out");
   return intoBoolOut(op, out, [&](const bp::Tensor& res) {
-    visitDtype(common, [&](auto tag) {
+    visitAnyDtype(common, [&](auto tag) {
       using T = decltype(tag);
       bp::Tensor a_holder, b_holder;
       const bp::Tensor *a_shape, *b_shape = nullptr;

@@ -67,7 +67,7 @@ inline void checkOnDeviceOrCpuScalar(const char* op, const bp::Tensor& t, const 
 // into a tensor of T's dtype would convert it.
 template <class T>
 T cpuScalarAs(const bp::Tensor& t) {
-  return visitDtype(t.dtype(), [&](auto tag) {
+  return visitAnyDtype(t.dtype(), [&](auto tag) {
     using I = decltype(tag);
     I v;
     std::memcpy(&v, t.data_ptr(), sizeof(I));
@@ -95,12 +95,14 @@ inline bp::Scalar scalarOf(const bp::Tensor& t) {
   } else {
     readDevice(t.device().index, &bits, t.data_ptr(), t.element_size(), "reading a 0-d tensor");
   }
-  return visitDtype(t.dtype(), [&](auto tag) {
+  return visitAnyDtype(t.dtype(), [&](auto tag) {
     using T = decltype(tag);
     T v;
     std::memcpy(&v, &bits, sizeof(T));
-    if constexpr (kIsReduced<T>) return bp::Scalar(static_cast<double>(toFloat(v)));
-    else return bp::Scalar(v);
+    if constexpr (kIsReduced<T>)
+      return bp::Scalar(static_cast<double>(toFloat(v)));
+    else
+      return bp::Scalar(v);
   });
 }
 

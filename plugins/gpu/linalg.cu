@@ -43,10 +43,9 @@ std::atomic<bool> g_allow_tf32{false};
 void setAllowTf32(bool allow) { g_allow_tf32.store(allow, std::memory_order_relaxed); }
 bool allowTf32() { return g_allow_tf32.load(std::memory_order_relaxed); }
 
-const std::initializer_list<ScalarType> kSupported = {ScalarType::UInt8,    ScalarType::Int8,
-                                                         ScalarType::Int32,    ScalarType::Int64,
-                                                         ScalarType::Float16,  ScalarType::BFloat16,
-                                                         ScalarType::Float32,  ScalarType::Float64};
+const std::initializer_list<ScalarType> kSupported = {ScalarType::UInt8,    ScalarType::Int8,    ScalarType::Int16,
+                                                      ScalarType::Int32,    ScalarType::Int64,   ScalarType::Float16,
+                                                      ScalarType::BFloat16, ScalarType::Float32, ScalarType::Float64};
 
 // One operand of a product: the tensor whose memory the view reads (kept
 // alive) and the view, which starts at the tensor's first element.

@@ -207,8 +207,8 @@ __global__ void combinePartialsKernel(ReduceArgs args, int64_t splits, void* out
 }
 
 const std::initializer_list<ScalarType> kAllDtypes = {
-    ScalarType::Bool,    ScalarType::UInt8,    ScalarType::Int8,    ScalarType::Int32,  ScalarType::Int64,
-    ScalarType::Float16, ScalarType::BFloat16, ScalarType::Float32, ScalarType::Float64};
+    ScalarType::Bool,  ScalarType::UInt8,   ScalarType::Int8,     ScalarType::Int16,   ScalarType::Int32,
+    ScalarType::Int64, ScalarType::Float16, ScalarType::BFloat16, ScalarType::Float32, ScalarType::Float64};
 const std::initializer_list<ScalarType> kFloatDtypes = {ScalarType::Float16, ScalarType::BFloat16,
                                                         ScalarType::Float32, ScalarType::Float64};
 

@@ -231,6 +231,27 @@ std::optional<ScalarType> firstRefusedDtype(uint64_t mask, const Stack& stack, s
   return refused;
 }
 
+}  // namespace detail
+
+void OperatorEntry::checkAcceptedDtypes(const Stack& stack) const {
+  const uint64_t mask = acceptedDtypes();
+  if (mask == 0) return;
+  const FunctionSchema* s = schema();
+  const size_t n = std::min(s ? s->arguments().size() : stack.size(), stack.size());
+  for (size_t i = 0; i < n; ++i) {
+    const Stack one{stack[stack.size() - n + i]};
+    const std::optional<ScalarType> refused = detail::firstRefusedDtype(mask, one, 1);
+    if (!refused) continue;
+    const std::string arg = s ? s->arguments()[i].name : strCat("#", i);
+    const char* note = accepted_note_.load(std::memory_order_relaxed);
+    BP_THROW(kInvalidArgument, qualifiedName(), ": argument '", arg, "' has dtype ", scalarTypeName(*refused),
+             ", which this op does not accept (accepted: ", valueOrThrow(DtypeSet::fromMask(mask)).str(), "); ", note,
+             *note ? " " : "", "Convert it to an accepted dtype first (e.g. with .to())");
+  }
+}
+
+namespace detail {
+
 DispatchKeySet computeDispatchKeySet(const Stack& stack, size_t num_args) {
   uint64_t bits = 0;
   for (size_t i = stack.size() - std::min(num_args, stack.size()); i < stack.size(); ++i) {

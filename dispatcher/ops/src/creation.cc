@@ -78,7 +78,18 @@ void checkValueFits(std::string_view op, const Scalar& value, ScalarType dtype) 
   switch (dtype) {
     case ScalarType::UInt8: lo = 0, hi = 255; break;
     case ScalarType::Int8: lo = -128, hi = 127; break;
+    case ScalarType::Int16: lo = -32768, hi = 32767; break;
+    case ScalarType::UInt16: lo = 0, hi = 65535; break;
+    case ScalarType::UInt32: lo = 0, hi = 4294967295.0; break;
     case ScalarType::Int32: lo = -2147483648.0, hi = 2147483647.0; break;
+    case ScalarType::UInt64:
+      // A Scalar (and the plugin ABI's value) holds int64 integers: a fill
+      // of uint64 takes 0 to 2^63 - 1 (larger values: fill a float64 tensor
+      // and convert, or build the tensor from host data).
+      BP_CHECK(value.isFloatingPoint() ? std::isfinite(v) && v >= 0 && v < 9223372036854775808.0 : value.toInt() >= 0,
+               op, ": the value ", value, " cannot be converted to dtype ", dtype,
+               " without overflow (a Scalar fills uint64 with 0 to 9223372036854775807)");
+      return;
     case ScalarType::Int64:
       if (!value.isFloatingPoint()) return;  // every int64 fits
       lo = -9223372036854775808.0, hi = 9223372036854775807.0;

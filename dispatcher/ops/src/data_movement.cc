@@ -78,8 +78,12 @@ void checkValueFits(std::string_view op, const Scalar& value, ScalarType dtype, 
   switch (dtype) {
     case ScalarType::UInt8: lo = 0, hi = 255, exact_int = true; break;
     case ScalarType::Int8: lo = -128, hi = 127, exact_int = true; break;
+    case ScalarType::Int16: lo = -32768, hi = 32767, exact_int = true; break;
+    case ScalarType::UInt16: lo = 0, hi = 65535, exact_int = true; break;
+    case ScalarType::UInt32: lo = 0, hi = 4294967295.0, exact_int = true; break;
     case ScalarType::Int32: lo = -2147483648.0, hi = 2147483647.0, exact_int = true; break;
     case ScalarType::Int64: lo = -9223372036854775808.0, hi = 9223372036854775807.0, exact_int = true; break;
+    case ScalarType::UInt64: lo = 0, hi = 9223372036854775808.0, exact_int = true; break;  // a Scalar's int64
     case ScalarType::Float16: lo = -65504, hi = 65504; break;
     case ScalarType::BFloat16:
     case ScalarType::Float32: hi = std::numeric_limits<float>::max(), lo = -hi; break;
@@ -88,11 +92,14 @@ void checkValueFits(std::string_view op, const Scalar& value, ScalarType dtype, 
   bool fits;
   if (exact_int && value.isIntegral()) {
     const int64_t i = value.toInt();
-    fits = dtype == ScalarType::Int64 || (static_cast<double>(i) >= lo && static_cast<double>(i) <= hi);
+    fits = dtype == ScalarType::Int64 || (dtype == ScalarType::UInt64 && i >= 0) ||
+           (static_cast<double>(i) >= lo && static_cast<double>(i) <= hi);
   } else if (exact_int) {
     // A double is truncated toward zero; NaN and infinity do not fit.
     const double t = std::trunc(v);
-    fits = std::isfinite(v) && t >= lo && (dtype == ScalarType::Int64 ? t < hi : t <= hi);  // hi is 2^63 for int64
+    // hi is 2^63 for int64 and uint64 (a Scalar's integers are int64).
+    fits =
+        std::isfinite(v) && t >= lo && (dtype == ScalarType::Int64 || dtype == ScalarType::UInt64 ? t < hi : t <= hi);
   } else {
     fits = !std::isfinite(v) || (v >= lo && v <= hi);
   }

@@ -1,5 +1,9 @@
 #include "backplane/dispatcher/standard_ops.h"
 
+#include <algorithm>
+#include <iterator>
+#include <string_view>
+
 #include <bit>
 
 #include "absl/container/flat_hash_map.h"
@@ -45,7 +49,12 @@ const std::vector<StandardOp>& standardOperators() {
 std::string ScalarTypeSet::toString() const {
   if (isAll()) return "every dtype";
   const auto name = [](int i) { return std::string(scalarTypeName(static_cast<ScalarType>(i))); };
-  if (std::popcount(bits_) == kNumScalarTypes - 1) return "every dtype but " + name(std::countr_one(bits_));
+  if (std::popcount(bits_) >= kNumScalarTypes - 4) {  // "every dtype but bool, uint16, uint32, uint64"
+    std::string s;
+    for (int i = 0; i < kNumScalarTypes; ++i)
+      if (!(bits_ & (1u << i))) s += (s.empty() ? "" : ", ") + name(i);
+    return "every dtype but " + s;
+  }
   std::string s;
   for (int i = 0; i < kNumScalarTypes; ++i)
     if (bits_ & (1u << i)) s += (s.empty() ? "" : ", ") + name(i);
@@ -65,9 +74,40 @@ const StandardOp* findStandardOp(std::string_view op) {
 }
 
 ScalarTypeSet acceptedDtypes(const StandardOp& op, std::string_view argument) {
+  ScalarTypeSet s = ScalarTypeSet::all();
   for (const ArgumentDtypes& a : op.dtypes)
-    if (argument == a.argument) return a.accepted;
-  return ScalarTypeSet::all();
+    if (argument == a.argument) s = a.accepted;
+  if (!servesBarebonesUnsigned(op)) s = s.without({ScalarType::UInt16, ScalarType::UInt32, ScalarType::UInt64});
+  return s;
+}
+
+// Note [Barebones unsigned dtypes]
+// uint16, uint32 and uint64 are PyTorch 2.x's "barebones" unsigned types:
+// they promote only with themselves and floating dtypes (promoteTypes), and
+// have creation, copies, data movement and comparisons, but not arithmetic,
+// reductions, linalg or nn. The ops below serve them; every other standard
+// op refuses a uint16/32/64 tensor argument before any kernel runs (Note
+// [Dtypes an operator accepts] in operator_entry.h), so no kernel, CPU,
+// GPU or a vendor's, is handed one it was not written for.
+bool servesBarebonesUnsigned(const StandardOp& op) {
+  static constexpr std::string_view kServing[] = {"empty",        "empty_strided",
+                                                  "fill_",        "zero_",
+                                                  "zeros",        "ones",
+                                                  "full",         "empty_like",
+                                                  "zeros_like",   "ones_like",
+                                                  "full_like",    "_copy_on_device_",
+                                                  "copy_",        "to",
+                                                  "cat",          "stack",
+                                                  "index_select", "gather",
+                                                  "masked_fill",  "masked_fill_",
+                                                  "eq",           "eq_",
+                                                  "ne",           "ne_",
+                                                  "lt",           "lt_",
+                                                  "le",           "le_",
+                                                  "gt",           "gt_",
+                                                  "ge",           "ge_"};
+  const std::string_view name = std::string_view(op.schema).substr(0, op.schema.find_first_of(".("));
+  return std::find(std::begin(kServing), std::end(kServing), name) != std::end(kServing);
 }
 
 // Note [Registering the standard operators]
@@ -99,8 +139,17 @@ struct StandardOperatorRegistration {
         handles->push_back(valueOrThrow(d.registerMeta(name, op.meta, "standard operators (shape rule)")));
       if (op.composite.isValid())
         handles->push_back(valueOrThrow(d.registerComposite(name, op.composite, "standard operators (composite)")));
+      if (!servesBarebonesUnsigned(op))
+        d.findOpOrThrow(name).entry().setAcceptedDtypes(kWithoutBarebones, kBarebonesNote);
     }
   }
+
+  static constexpr uint64_t kWithoutBarebones =
+      DtypeSet::kKnownBits &
+      ~((uint64_t{1} << static_cast<int>(ScalarType::UInt16)) | (uint64_t{1} << static_cast<int>(ScalarType::UInt32)) |
+        (uint64_t{1} << static_cast<int>(ScalarType::UInt64)));
+  static constexpr const char* kBarebonesNote =
+      "uint16, uint32 and uint64 have creation, copies, data movement and comparisons only, as in PyTorch 2.x.";
 };
 
 const StandardOperatorRegistration kStandardOperatorRegistration;

@@ -160,8 +160,11 @@ DLDataType toDLDataType(ScalarType dtype) {
     case ScalarType::Bool:
       return DLDataType{kDLBoolTypeCode, bits, 1};
     case ScalarType::UInt8:
-      return DLDataType{kDLUInt, bits, 1};
+    case ScalarType::UInt16:
+    case ScalarType::UInt32:
+    case ScalarType::UInt64: return DLDataType{kDLUInt, bits, 1};
     case ScalarType::Int8:
+    case ScalarType::Int16:
     case ScalarType::Int32:
     case ScalarType::Int64:
       return DLDataType{kDLInt, bits, 1};

@@ -40,6 +40,14 @@ struct LoadedPlugin {
   std::vector<std::pair<OperatorEntry*, DispatchKey>> owned_impls;
 };
 
+// Note [Dtypes of older plugins] (plugin_api.h): the dtypes a plugin built
+// against ABI 1.0-1.4 knows, BP_BOOL..BP_FLOAT64.
+inline constexpr int kAbi14NumDtypes = BP_FLOAT64 + 1;
+inline const DtypeSet kAbi14Dtypes{ScalarType::Bool,     ScalarType::UInt8,   ScalarType::Int8,
+                                   ScalarType::Int32,    ScalarType::Int64,   ScalarType::Float16,
+                                   ScalarType::BFloat16, ScalarType::Float32, ScalarType::Float64};
+inline bool predatesAbi15Dtypes(const LoadedPlugin& p) { return p.status.abi_minor < 5; }
+
 // The host function table handed to every plugin.
 const BP_HostApi& hostApi();
 

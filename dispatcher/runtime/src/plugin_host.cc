@@ -37,8 +37,12 @@ BP_SAME_DTYPE(Float16, BP_FLOAT16);
 BP_SAME_DTYPE(BFloat16, BP_BFLOAT16);
 BP_SAME_DTYPE(Float32, BP_FLOAT32);
 BP_SAME_DTYPE(Float64, BP_FLOAT64);
+BP_SAME_DTYPE(Int16, BP_INT16);
+BP_SAME_DTYPE(UInt16, BP_UINT16);
+BP_SAME_DTYPE(UInt32, BP_UINT32);
+BP_SAME_DTYPE(UInt64, BP_UINT64);
 #undef BP_SAME_DTYPE
-static_assert(kNumScalarTypes == BP_FLOAT64 + 1,
+static_assert(kNumScalarTypes == BP_UINT64 + 1,
               "a new ScalarType needs a BP_ScalarType value in plugin_api.h (Note [ABI enum numbering])");
 
 #define BP_SAME_CODE(host, abi)                                        \
@@ -218,7 +222,32 @@ struct PluginKernel final : OperatorKernel {
   void* ctx;
   const BP_Operator* op;  // null for a fallback: the op comes with each call
   std::string context;    // for messages
+  // Built against ABI 1.0-1.4: must not see a later dtype (Note [Dtypes of
+  // older plugins] in plugin_api.h).
+  bool legacy_dtypes = false;
 };
+
+// Note [Dtypes of older plugins]: a tensor the declared set let through can
+// still reach a 1.0-1.4 plugin's backend fallback, and a dtype argument
+// (zeros(dtype=int16)) reaches its kernel whatever the tensors are: refused
+// here, naming the plugin's ABI version, before the plugin sees the value.
+[[gnu::cold, gnu::noinline]] void checkLegacyDtypes(const PluginKernel& k, const OperatorHandle& op, const Stack& stack,
+                                                    size_t n) {
+  std::optional<ScalarType> bad = ::backplane::detail::firstRefusedDtype(kAbi14Dtypes.mask(), stack, n);
+  const char* what = "a tensor of dtype ";
+  for (size_t i = stack.size() - n; !bad && i < stack.size(); ++i) {
+    if (stack[i].isScalarType() && static_cast<int>(stack[i].toScalarType()) >= kAbi14NumDtypes) {
+      bad = stack[i].toScalarType();
+      what = "the dtype argument ";
+    }
+  }
+  if (!bad) return;
+  BP_THROW(kInvalidArgument, op.operatorName().qualifiedName(), ": ", k.context, " cannot be handed ", what,
+           scalarTypeName(*bad), ": plugin '", k.plugin->status.name, "' was built against plugin ABI ",
+           k.plugin->status.abi_major, ".", k.plugin->status.abi_minor, ", which has no ", scalarTypeName(*bad),
+           " (ABI 1.5 added int16, uint16, uint32 and uint64). Rebuild the plugin against this host's SDK, or use "
+           "a dtype it knows (convert with .to(dtype))");
+}
 
 // Runs the plugin kernel; converts its error; releases partial returns.
 [[gnu::always_inline]] inline void invoke(const PluginKernel& k, const BP_Operator* op, DispatchKeySet ks, const BP_Value* args, size_t nargs,
@@ -249,6 +278,8 @@ void pluginBoxed(OperatorKernel* functor, const OperatorHandle& op, DispatchKeyS
   const size_t n = s.arguments().size(), m = s.returns().size();
   if (stack->size() < n) [[unlikely]]
     ::backplane::detail::throwBadArgumentCount(op, n, stack->size());
+  if (k.legacy_dtypes) [[unlikely]]
+    checkLegacyDtypes(k, op, *stack, n);
   Scratch scratch;
   absl::InlinedVector<BP_Value, 8> in;
   for (size_t i = stack->size() - n; i < stack->size(); ++i) in.push_back(toValue((*stack)[i], scratch));
@@ -391,8 +422,12 @@ KernelFunction makeAdaptedPluginKernel(LoadedPlugin* plugin, const BP_KernelDesc
   k->ctx = desc.ctx;
   k->op = reinterpret_cast<const BP_Operator*>(&op.entry());
   k->context = strCat("kernel of plugin '", plugin->status.name, "' for ", op.entry().qualifiedName());
+  k->legacy_dtypes = predatesAbi15Dtypes(*plugin);
   void* unboxed = nullptr;
   if (auto it = fastTable().find(signature); it != fastTable().end()) unboxed = it->second;
+  // The declared set keeps later dtypes' tensors from an older plugin's
+  // unboxed calls; a dtype argument is checked on the boxed path only.
+  if (k->legacy_dtypes && signature.find("ScalarType") != std::string::npos) unboxed = nullptr;
   return KernelFunction::makeFromParts(std::move(k), &pluginBoxed, unboxed,
                                        unboxed || declare ? std::move(signature) : std::string());
 }
@@ -417,6 +452,7 @@ KernelFunction makePluginFallback(LoadedPlugin* plugin, const BP_KernelDesc& des
   k->ctx = desc.ctx;
   k->op = nullptr;
   k->context = strCat("fallback kernel of plugin '", plugin->status.name, "'");
+  k->legacy_dtypes = predatesAbi15Dtypes(*plugin);
   return KernelFunction::makeFromParts(std::move(k), &pluginBoxed, nullptr, std::string());
 }
 

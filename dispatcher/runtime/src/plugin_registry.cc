@@ -199,6 +199,10 @@ BP_Error* registerKernel(BP_Plugin* plugin, const char* op_name, int32_t device_
   // BP_KernelDesc.dtypes (ABI 1.5; reads as 0, every dtype, from an older
   // plugin's smaller struct): Note [Declared dtypes] in operator_entry.h.
   absl::StatusOr<DtypeSet> dtypes = DtypeSet::fromMask(desc->dtypes);
+  // Note [Dtypes of older plugins]: a 1.0-1.4 plugin's kernels serve the
+  // dtypes of its ABI only (its desc->dtypes reads as 0 here).
+  const bool legacy_dtypes = plugin_detail::predatesAbi15Dtypes(p);
+  if (dtypes.ok() && legacy_dtypes && !is_fallback) dtypes = plugin_detail::kAbi14Dtypes;
   if (!dtypes.ok()) {
     return toError(
         absl::InvalidArgumentError(strCat("plugin '", p.status.name, "': ", slot_name, "(", op_name ? op_name : "",
@@ -267,6 +271,10 @@ BP_Error* registerKernel(BP_Plugin* plugin, const char* op_name, int32_t device_
   KernelFunction kernel = slot == KernelSlot::Impl ? plugin_detail::makePluginKernel(&p, *desc, *op)
                                                    : plugin_detail::makePluginKernelWhenDefined(&p, *desc, *op);
   std::string debug = strCat("plugin ", p.status.name);
+  if (legacy_dtypes) {
+    debug += strCat(", built against plugin ABI ", p.status.abi_major, ".", p.status.abi_minor,
+                    ", which has no int16, uint16, uint32 or uint64 (ABI 1.5 added them)");
+  }
   auto handle = slot == KernelSlot::Impl
                     ? d.registerImpl(qualified, key, std::move(kernel), std::move(debug), *dtypes)
                     : d.registerImplWhenDefined(qualified, key, std::move(kernel), std::move(debug), *dtypes);

@@ -105,6 +105,8 @@ TEST(DLPackTest, DtypesMapBothWays) {
       {ScalarType::Bool, kDLBoolTypeCode, 8}, {ScalarType::UInt8, kDLUInt, 8},     {ScalarType::Int8, kDLInt, 8},
       {ScalarType::Int32, kDLInt, 32},        {ScalarType::Int64, kDLInt, 64},     {ScalarType::Float16, kDLFloat, 16},
       {ScalarType::BFloat16, kDLBfloat, 16},  {ScalarType::Float32, kDLFloat, 32}, {ScalarType::Float64, kDLFloat, 64},
+      {ScalarType::Int16, kDLInt, 16},        {ScalarType::UInt16, kDLUInt, 16},   {ScalarType::UInt32, kDLUInt, 32},
+      {ScalarType::UInt64, kDLUInt, 64},
   };
   static_assert(std::size(cases) == kNumScalarTypes);
   for (const Case& c : cases) {
@@ -258,6 +260,46 @@ TEST(DLPackTest, ImportReadsNullStridesAsContiguousAndHonoursByteOffset) {
   EXPECT_EQ(deletions, 1);
 }
 
+TEST(DLPackTest, ForeignInt16AndUnsignedDataImportWithTheirValues) {
+  // NumPy's and ONNX's int16, uint16, uint32 and uint64 arrays enter as
+  // themselves, sharing memory; the bits stay the values.
+  std::vector<int16_t> i16 = {-32768, -1, 0, 32767};
+  std::vector<uint16_t> u16 = {0, 1, 40000, 65535};
+  std::vector<uint32_t> u32 = {0, 7, 3000000000u, 4294967295u};
+  std::vector<uint64_t> u64 = {0, 9, uint64_t{1} << 63, ~uint64_t{0}};
+  int64_t shape[] = {4};
+  auto import = [&](void* data, DLDataType dtype) {
+    DLManagedTensor m{};
+    m.dl_tensor.data = data;
+    m.dl_tensor.device = DLDevice{kDLCPU, 0};
+    m.dl_tensor.ndim = 1;
+    m.dl_tensor.dtype = dtype;
+    m.dl_tensor.shape = shape;
+    m.dl_tensor.strides = nullptr;
+    m.deleter = nullptr;  // the buffers outlive the tensors
+    return fromDLPack(&m);
+  };
+  Tensor a = import(i16.data(), {kDLInt, 16, 1});
+  EXPECT_EQ(a.dtype(), ScalarType::Int16);
+  EXPECT_EQ(a.data_ptr(), i16.data());
+  EXPECT_EQ(a.toVector<int16_t>(), i16);
+  Tensor b = import(u16.data(), {kDLUInt, 16, 1});
+  EXPECT_EQ(b.dtype(), ScalarType::UInt16);
+  EXPECT_EQ(b.toVector<uint16_t>(), u16);
+  Tensor c = import(u32.data(), {kDLUInt, 32, 1});
+  EXPECT_EQ(c.dtype(), ScalarType::UInt32);
+  EXPECT_EQ(c.toVector<uint32_t>(), u32);
+  Tensor d = import(u64.data(), {kDLUInt, 64, 1});
+  EXPECT_EQ(d.dtype(), ScalarType::UInt64);
+  EXPECT_EQ(d.toVector<uint64_t>(), u64);
+  // And back out: the same descriptor.
+  DLManagedTensor* out = toDLPack(d);
+  EXPECT_EQ(out->dl_tensor.dtype.code, kDLUInt);
+  EXPECT_EQ(out->dl_tensor.dtype.bits, 64);
+  EXPECT_EQ(out->dl_tensor.data, u64.data());
+  out->deleter(out);
+}
+
 TEST(DLPackTest, ImportAcceptsANullDeleterAndAnyStrideOnASizeOneDim) {
   std::vector<float> values = {1, 2, 3};
   int64_t shape[] = {1, 3};
@@ -294,33 +336,58 @@ TEST(DLPackTest, BadImportsNameTheFieldAndLeaveOwnershipWithTheCaller) {
   };
   const uintptr_t near_end = std::numeric_limits<uintptr_t>::max() - 15;  // aligned, 16 bytes before the end
   const Case cases[] = {
-      {"int16", [](ForeignTensor& f) { f.managed.dl_tensor.dtype = {kDLInt, 16, 1}; },
-       {"fromDLPack: dl_tensor.dtype {code 0 (kDLInt), bits 16, lanes 1} has no Backplane dtype; supported: ",
-        "bool {code 6 (kDLBool), bits 8, lanes 1}", "float32 {code 2 (kDLFloat), bits 32, lanes 1}"}},
-      {"complex64", [](ForeignTensor& f) { f.managed.dl_tensor.dtype = {kDLComplex, 64, 1}; },
+      {"int128",
+       [](ForeignTensor& f) {
+         f.managed.dl_tensor.dtype = {kDLInt, 128, 1};
+       },
+       {"fromDLPack: dl_tensor.dtype {code 0 (kDLInt), bits 128, lanes 1} has no Backplane dtype; supported: ",
+        "bool {code 6 (kDLBool), bits 8, lanes 1}", "float32 {code 2 (kDLFloat), bits 32, lanes 1}",
+        "int16 {code 0 (kDLInt), bits 16, lanes 1}", "uint64 {code 1 (kDLUInt), bits 64, lanes 1}"}},
+      {"complex64",
+       [](ForeignTensor& f) {
+         f.managed.dl_tensor.dtype = {kDLComplex, 64, 1};
+       },
        {"dl_tensor.dtype {code 5 (kDLComplex), bits 64, lanes 1} has no Backplane dtype"}},
-      {"unknown code", [](ForeignTensor& f) { f.managed.dl_tensor.dtype = {99, 32, 1}; },
+      {"unknown code",
+       [](ForeignTensor& f) {
+         f.managed.dl_tensor.dtype = {99, 32, 1};
+       },
        {"dl_tensor.dtype {code 99, bits 32, lanes 1} has no Backplane dtype"}},
-      {"lanes", [](ForeignTensor& f) { f.managed.dl_tensor.dtype = {kDLFloat, 32, 4}; },
+      {"lanes",
+       [](ForeignTensor& f) {
+         f.managed.dl_tensor.dtype = {kDLFloat, 32, 4};
+       },
        {"dl_tensor.dtype {code 2 (kDLFloat), bits 32, lanes 4} has 4 lanes", "lanes must be 1"}},
-      {"no plugin for the device", [](ForeignTensor& f) { f.managed.dl_tensor.device = {kDLCUDA, 0}; },
+      {"no plugin for the device",
+       [](ForeignTensor& f) {
+         f.managed.dl_tensor.device = {kDLCUDA, 0};
+       },
        {"fromDLPack: dl_tensor.device is kDLCUDA (2), which no loaded plugin provides",
         "load the plugin for that device, or copy the tensor to the CPU in the producer first"}},
-      {"unknown device type", [](ForeignTensor& f) { setDeviceType(f.managed.dl_tensor.device, 77); },
+      {"unknown device type",
+       [](ForeignTensor& f) { setDeviceType(f.managed.dl_tensor.device, 77); },
        {"dl_tensor.device is DLPack device type 77, which no loaded plugin provides"}},
-      {"device index", [](ForeignTensor& f) { f.managed.dl_tensor.device = {kDLCPU, 1}; },
+      {"device index",
+       [](ForeignTensor& f) {
+         f.managed.dl_tensor.device = {kDLCPU, 1};
+       },
        {"dl_tensor.device kDLCPU (1) device_id 1 is out of range: device type 'cpu' has 1 device(s)"}},
-      {"negative ndim", [](ForeignTensor& f) { f.managed.dl_tensor.ndim = -1; },
+      {"negative ndim",
+       [](ForeignTensor& f) { f.managed.dl_tensor.ndim = -1; },
        {"fromDLPack: dl_tensor.ndim is -1; it must be in 0..64"}},
       {"huge ndim", [](ForeignTensor& f) { f.managed.dl_tensor.ndim = 65; }, {"dl_tensor.ndim is 65"}},
-      {"NULL shape", [](ForeignTensor& f) { f.managed.dl_tensor.shape = nullptr; },
+      {"NULL shape",
+       [](ForeignTensor& f) { f.managed.dl_tensor.shape = nullptr; },
        {"fromDLPack: dl_tensor.shape is NULL but ndim is 2"}},
-      {"negative size", [](ForeignTensor& f) { f.shape[1] = -3; },
+      {"negative size",
+       [](ForeignTensor& f) { f.shape[1] = -3; },
        {"fromDLPack: dl_tensor.shape[1] is -3; sizes must be >= 0"}},
-      {"negative stride", [](ForeignTensor& f) { f.strides[0] = -3; },
+      {"negative stride",
+       [](ForeignTensor& f) { f.strides[0] = -3; },
        {"fromDLPack: dl_tensor.strides[0] is -3 for a dim of size 2; Backplane tensors need strides >= 0",
         "numpy.ascontiguousarray"}},
-      {"strides past int64", [](ForeignTensor& f) { f.strides[0] = std::numeric_limits<int64_t>::max() / 2; },
+      {"strides past int64",
+       [](ForeignTensor& f) { f.strides[0] = std::numeric_limits<int64_t>::max() / 2; },
        {"fromDLPack: dl_tensor.shape [2, 3] and strides [4611686018427387903, 1] of float32 are corrupt"}},
       {"sizes past int64",
        [](ForeignTensor& f) {
@@ -328,15 +395,17 @@ TEST(DLPackTest, BadImportsNameTheFieldAndLeaveOwnershipWithTheCaller) {
          f.strides[0] = f.strides[1] = 0;  // a span of one element: only the count overflows
        },
        {"are corrupt", "overflows int64"}},
-      {"NULL data", [](ForeignTensor& f) { f.managed.dl_tensor.data = nullptr; },
+      {"NULL data",
+       [](ForeignTensor& f) { f.managed.dl_tensor.data = nullptr; },
        {"fromDLPack: dl_tensor.data is NULL but the tensor has elements (shape [2, 3])"}},
-      {"misaligned", [](ForeignTensor& f) { f.managed.dl_tensor.byte_offset = 2; },
-       {"fromDLPack: the first element (dl_tensor.data ", " + byte_offset 2) is not aligned to the 4-byte size of "
+      {"misaligned",
+       [](ForeignTensor& f) { f.managed.dl_tensor.byte_offset = 2; },
+       {"fromDLPack: the first element (dl_tensor.data ",
+        " + byte_offset 2) is not aligned to the 4-byte size of "
         "float32"}},
       {"wraps the address space",
        [&](ForeignTensor& f) { f.managed.dl_tensor.data = reinterpret_cast<void*>(near_end); },
-       {"fromDLPack: dl_tensor.shape [2, 3] and strides [3, 1] from the first element at ",
-        "wrap the address space"}},
+       {"fromDLPack: dl_tensor.shape [2, 3] and strides [3, 1] from the first element at ", "wrap the address space"}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);

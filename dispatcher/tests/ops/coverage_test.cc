@@ -71,8 +71,12 @@ TEST(StandardOpCoverage, DtypeRulesNameTensorArgumentsOfTheirSchema) {
   }
   EXPECT_GT(ops_with_rules, 50u);
   // The listing's words for a rule.
-  EXPECT_EQ(acceptedDtypes(*findStandardOp("bp::mm.out"), "self").toString(), "every dtype but bool");
-  EXPECT_EQ(acceptedDtypes(*findStandardOp("mm.out"), "out").toString(), "every dtype");
+  // mm serves neither bool nor the barebones unsigned dtypes (Note
+  // [Barebones unsigned dtypes]); copy_ serves every dtype.
+  EXPECT_EQ(acceptedDtypes(*findStandardOp("bp::mm.out"), "self").toString(),
+            "every dtype but bool, uint16, uint32, uint64");
+  EXPECT_EQ(acceptedDtypes(*findStandardOp("mm.out"), "out").toString(), "every dtype but uint16, uint32, uint64");
+  EXPECT_EQ(acceptedDtypes(*findStandardOp("copy_"), "self").toString(), "every dtype");
   EXPECT_EQ(acceptedDtypes(*findStandardOp("gather"), "index").toString(), "int64");
   EXPECT_EQ(acceptedDtypes(*findStandardOp("conv2d"), "input").toString(), "float32, float64");
 }

@@ -433,6 +433,10 @@ double castRef(double v, ScalarType t) {
     case ScalarType::BFloat16: return static_cast<float>(BFloat16(static_cast<float>(v)));
     case ScalarType::Float32: return static_cast<float>(v);
     case ScalarType::Float64: return v;
+    case ScalarType::Int16: return static_cast<int16_t>(static_cast<int64_t>(v));
+    case ScalarType::UInt16: return static_cast<uint16_t>(static_cast<int64_t>(v));
+    case ScalarType::UInt32: return static_cast<uint32_t>(static_cast<int64_t>(v));
+    case ScalarType::UInt64: return static_cast<double>(static_cast<uint64_t>(static_cast<int64_t>(v)));
   }
   return NAN;
 }

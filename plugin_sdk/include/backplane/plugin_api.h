@@ -57,7 +57,9 @@
  *   1.2 added BP_DeviceTypeDesc.dlpack_device_type; 1.3 added
  *   BP_DeviceTypeDesc.event_query, and struct_size became the end of the
  *   last field (BP_STRUCT_SIZE) instead of sizeof; 1.4 added
- *   BP_HostApi.impl_when_defined; 1.5 added BP_KernelDesc.dtypes.
+ *   BP_HostApi.impl_when_defined; 1.5 added BP_KernelDesc.dtypes and the
+ *   dtypes BP_INT16, BP_UINT16, BP_UINT32 and BP_UINT64 (Note [Dtypes of
+ *   older plugins]).
  * - Strings passed in are borrowed for the duration of the call unless a
  *   field says otherwise; strings returned are owned by their producer.
  */
@@ -118,7 +120,20 @@ enum {
   BP_DATA_LOSS = 15
 };
 
-/* Element types; the numbering is the host's ScalarType. */
+/* Element types; the numbering is the host's ScalarType. New dtypes are
+ * appended: 9-12 came in ABI 1.5.
+ *
+ * Note [Dtypes of older plugins]
+ * A plugin built against ABI 1.0-1.4 knows only BP_BOOL..BP_FLOAT64, so the
+ * host never hands it a tensor or a dtype argument of a later dtype: its
+ * impl kernels serve exactly the dtypes 0-8 (as if they declared them in
+ * BP_KernelDesc.dtypes), so a call with an int16 or uint16/32/64 tensor goes
+ * where a declared set sends it (the CPU fallback for a device kernel, else
+ * the missing-kernel error naming the dtype); a call that would still reach
+ * such a plugin's kernel or fallback with a later dtype (a dtype argument,
+ * or a tensor reaching its backend fallback) fails with
+ * BP_INVALID_ARGUMENT naming the plugin, its ABI version and the dtype. A
+ * 1.5 plugin sees every dtype its declared set allows. */
 typedef int32_t BP_ScalarType;
 enum {
   BP_BOOL = 0,
@@ -129,7 +144,12 @@ enum {
   BP_FLOAT16 = 5,
   BP_BFLOAT16 = 6,
   BP_FLOAT32 = 7,
-  BP_FLOAT64 = 8
+  BP_FLOAT64 = 8,
+  /* Added in ABI 1.5. */
+  BP_INT16 = 9,
+  BP_UINT16 = 10,
+  BP_UINT32 = 11,
+  BP_UINT64 = 12
 };
 
 typedef int32_t BP_LogLevel;

@@ -108,8 +108,12 @@ struct Range {
 
 // The dtype lists specs iterate over.
 extern const std::vector<ScalarType> kFloatTypes;    // float32, float64, float16, bfloat16
-extern const std::vector<ScalarType> kNumericTypes;  // the floating ones, int32, int64, int8, uint8
+extern const std::vector<ScalarType> kNumericTypes;  // the floating ones, int32, int64, int8, uint8, int16
 extern const std::vector<ScalarType> kAllTypes;      // the numeric ones and bool
+// uint16, uint32, uint64: creation, copies, data movement and comparisons only
+// (Note [Barebones unsigned dtypes]).
+extern const std::vector<ScalarType> kBarebonesUnsignedTypes;
+extern const std::vector<ScalarType> kEveryType;  // kAllTypes and kBarebonesUnsignedTypes
 
 // A sample that calls the op with `args`.
 Sample makeSample(std::string name, std::vector<IValue> args);

@@ -19,8 +19,10 @@
 
 namespace backplane {
 
-// The nine element types. The enumerator values are stable and dense
-// (0..kNumScalarTypes-1) so that they can index lookup tables.
+// The thirteen element types. The enumerator values are stable and dense
+// (0..kNumScalarTypes-1) so that they can index lookup tables; they are also
+// the plugin ABI's BP_ScalarType numbers, so a new dtype is appended (int16
+// and the unsigned 16/32/64-bit types came in ABI 1.5, after float64).
 enum class ScalarType : int8_t {
   Bool,
   UInt8,
@@ -31,9 +33,13 @@ enum class ScalarType : int8_t {
   BFloat16,
   Float32,
   Float64,
+  Int16,
+  UInt16,
+  UInt32,
+  UInt64,
 };
 
-constexpr int kNumScalarTypes = 9;
+constexpr int kNumScalarTypes = 13;
 
 namespace detail {
 // Aborts with a message naming `where` and the bad enumerator value. Every
@@ -114,13 +120,14 @@ constexpr size_t elementSize(ScalarType t) {
       return 1;
     case ScalarType::Float16:
     case ScalarType::BFloat16:
-      return 2;
+    case ScalarType::Int16:
+    case ScalarType::UInt16: return 2;
     case ScalarType::Int32:
     case ScalarType::Float32:
-      return 4;
+    case ScalarType::UInt32: return 4;
     case ScalarType::Int64:
     case ScalarType::Float64:
-      return 8;
+    case ScalarType::UInt64: return 8;
   }
   detail::invalidScalarType("elementSize", static_cast<int>(t));
 }
@@ -131,31 +138,45 @@ constexpr bool isFloatingType(ScalarType t) {
          t == ScalarType::Float64;
 }
 
-// True for UInt8, Int8, Int32, Int64, and also Bool when include_bool. There
-// is deliberately no default for include_bool (as in PyTorch) because callers
-// disagree on whether bool counts.
+// True for UInt8, Int8, Int16, Int32, Int64, UInt16, UInt32, UInt64, and
+// also Bool when include_bool. There is deliberately no default for
+// include_bool (as in PyTorch) because callers disagree on whether bool
+// counts.
 constexpr bool isIntegralType(ScalarType t, bool include_bool) {
-  return t == ScalarType::UInt8 || t == ScalarType::Int8 || t == ScalarType::Int32 ||
-         t == ScalarType::Int64 || (include_bool && t == ScalarType::Bool);
+  return t == ScalarType::UInt8 || t == ScalarType::Int8 || t == ScalarType::Int16 || t == ScalarType::Int32 ||
+         t == ScalarType::Int64 || t == ScalarType::UInt16 || t == ScalarType::UInt32 || t == ScalarType::UInt64 ||
+         (include_bool && t == ScalarType::Bool);
 }
 
-// Canonical lower-case name ("bool", "uint8", ..., "float64"), as used in
+// True for UInt16, UInt32, UInt64: PyTorch 2.x's "barebones" unsigned types,
+// which promote only with themselves and with the floating types, and which
+// have creation, copies and comparisons but little arithmetic (README,
+// "Dtypes"). uint8 is not one of them: it is a full member.
+constexpr bool isBarebonesUnsignedType(ScalarType t) {
+  return t == ScalarType::UInt16 || t == ScalarType::UInt32 || t == ScalarType::UInt64;
+}
+
+// Canonical lower-case name ("bool", "uint8", ..., "uint64"), as used in
 // error messages and accepted by parseScalarType. "<invalid>" for values
 // outside the enum, so that it is safe to call while reporting errors.
 std::string_view scalarTypeName(ScalarType t);
 
 // Parses a canonical name or one of the PyTorch / c10 aliases: "float"
 // (float32), "double" (float64), "half" (float16), "int" (int32), "long"
-// (int64), "byte" (uint8), "char" (int8). Case-sensitive, no surrounding
+// (int64), "short" (int16), "byte" (uint8), "char" (int8). Case-sensitive, no surrounding
 // whitespace. Returns InvalidArgument naming every accepted spelling
 // otherwise, so a user with a typo sees the options.
 absl::StatusOr<ScalarType> parseScalarType(std::string_view name);
 
-// Result dtype of a binary op on tensors of types a and b; symmetric and
-// associative. Identical to c10::promoteTypes restricted to our types, except
-// that UInt8 with Int8 gives Int32 (PyTorch: int16, which we do not have; int32
-// is the smallest type here that holds both ranges).
+// Result dtype of a binary op on tensors of types a and b; symmetric.
+// Identical to c10::promoteTypes restricted to our types (uint8 with int8
+// gives int16). As in PyTorch 2.x, a barebones unsigned type (uint16,
+// uint32, uint64) promotes only with itself and with a floating type (which
+// wins); any other pair involving one throws kInvalidArgument naming both
+// dtypes (PyTorch punts on these: uint64 cannot promote into int64 without
+// overflow). canPromoteTypes tells which pairs promote.
 ScalarType promoteTypes(ScalarType a, ScalarType b);
+bool canPromoteTypes(ScalarType a, ScalarType b);
 
 // Whether an in-place op may write a result of type `from` into a tensor of
 // type `to` (c10::canCast): floating -> integral and non-bool -> bool are
@@ -166,7 +187,7 @@ bool canCast(ScalarType from, ScalarType to);
 // Prints scalarTypeName(t) (or "ScalarType(<n>)" for an invalid value).
 std::ostream& operator<<(std::ostream& os, ScalarType t);
 
-// Maps a C++ element type to its ScalarType. Only the nine element types are
+// Maps a C++ element type to its ScalarType. Only the thirteen element types are
 // specialised, so using any other type (e.g. char, long long) fails to compile.
 template <typename T>
 struct CppTypeToScalarType;
@@ -187,7 +208,11 @@ struct ScalarTypeToCppType;
   _(Half, Float16)                       \
   _(BFloat16, BFloat16)                  \
   _(float, Float32)                      \
-  _(double, Float64)
+  _(double, Float64)                     \
+  _(int16_t, Int16)                      \
+  _(uint16_t, UInt16)                    \
+  _(uint32_t, UInt32)                    \
+  _(uint64_t, UInt64)
 
 #define BACKPLANE_DEFINE_SCALAR_TYPE_MAPPING(cpp_type, name) \
   template <>                                                \

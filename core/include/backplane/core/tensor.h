@@ -250,6 +250,8 @@ std::vector<T> TensorBase::toVector() const {
       if constexpr (std::is_same_v<S, T>) out[i] = v;
       else if constexpr (std::is_same_v<S, Half> || std::is_same_v<S, BFloat16>)
         out[i] = Scalar(static_cast<float>(v)).template to<T>();
+      else if constexpr (std::is_same_v<S, uint64_t> && !std::is_same_v<T, bool>)
+        out[i] = static_cast<T>(v);  // a Scalar's int64 would wrap values from 2^63 on
       else out[i] = Scalar(v).template to<T>();
     }
   });

@@ -3,17 +3,27 @@
  * plugin_api.h. By compile definition TP_MODE:
  *   TP_DT_V1_4         a 1.4 plugin: abi_minor 4, its BP_KernelDesc's
  *                      struct_size ends at cpp_signature and the bytes after
- *                      it (where 1.5 put dtypes) hold garbage. Its kernel
- *                      must serve every dtype. Defines
- *                      TP_NAME::echo(Tensor self) -> Tensor (cpu: returns
- *                      self, counts) and TP_NAME::info(int which) -> int
- *                      (0: echo calls).
+ *                      it (where 1.5 put dtypes) hold garbage. Its kernels
+ *                      must serve every dtype of ABI 1.4 and never see a
+ *                      later one (Note [Dtypes of older plugins]). Defines
+ *                      TP_NAME::echo(Tensor self) -> Tensor (cpu and its
+ *                      device "abidtfbdev" (the name TP_DT_FALLBACK's
+ *                      device has: the two share one of the process's 16
+ *                      dynamic device type slots), whose memory is the heap:
+ *                      returns self, counts), TP_NAME::make(ScalarType
+ *                      dtype) -> Tensor (cpu: an empty [2] tensor of that
+ *                      dtype, counts), TP_NAME::other(Tensor self) -> Tensor
+ *                      (no kernel: on its device the plugin's fallback
+ *                      returns self and counts) and TP_NAME::info(int
+ *                      which) -> int (0: echo calls, 1: make calls, 2:
+ *                      fallback calls).
  *   TP_DT_UNKNOWN_BIT  an impl declaring float32 and dtype number 40, which
  *                      no host knows: the registration, and so the load,
  *                      fails.
  *   TP_DT_FALLBACK     a fallback declaring float32: refused (a fallback
  *                      serves every dtype).
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "abi_common.h"
@@ -43,10 +53,51 @@ static BP_Error* tp_echo(void* ctx, const BP_KernelCall* call) {
 }
 
 #if TP_MODE == TP_DT_V1_4
+static int64_t tp_make_calls = 0;
+static int64_t tp_fallback_calls = 0;
+
 static BP_Error* tp_info_kernel(void* ctx, const BP_KernelCall* call) {
   (void)ctx;
+  const int64_t which = call->args[0].u.i;
   call->returns[0].tag = BP_VALUE_INT;
-  call->returns[0].u.i = call->args[0].u.i == 0 ? tp_echo_calls : -1;
+  call->returns[0].u.i = which == 0 ? tp_echo_calls : which == 1 ? tp_make_calls : which == 2 ? tp_fallback_calls : -1;
+  return NULL;
+}
+
+static BP_Error* tp_make(void* ctx, const BP_KernelCall* call) {
+  (void)ctx;
+  ++tp_make_calls;
+  const int64_t size = 2;
+  BP_Device cpu = {0, 0};
+  BP_Tensor* t = NULL;
+  BP_Error* e = abi_host->tensor_empty(&size, 1, NULL, call->args[0].u.scalar_type, cpu, &t);
+  if (e) return e;
+  call->returns[0].tag = BP_VALUE_TENSOR;
+  call->returns[0].u.tensor = t;
+  return NULL;
+}
+
+static BP_Error* tp_fallback(void* ctx, const BP_KernelCall* call) {
+  (void)ctx;
+  ++tp_fallback_calls;
+  call->returns[0].tag = BP_VALUE_TENSOR;
+  call->returns[0].u.tensor = abi_host->tensor_retain(call->args[0].u.tensor);
+  return NULL;
+}
+
+/* A device whose memory is the heap. */
+static BP_Error* tp_heap_allocate(void* ctx, int32_t device, size_t nbytes, void** out) {
+  (void)ctx, (void)device;
+  *out = malloc(nbytes ? nbytes : 1);
+  return *out ? NULL : abi_host->error_new(BP_RESOURCE_EXHAUSTED, "out of memory");
+}
+static void tp_heap_deallocate(void* ctx, int32_t device, void* ptr) {
+  (void)ctx, (void)device;
+  free(ptr);
+}
+static BP_Error* tp_heap_copy(void* ctx, int32_t device, void* dst, const void* src, size_t nbytes) {
+  (void)ctx, (void)device;
+  if (nbytes) memcpy(dst, src, nbytes);
   return NULL;
 }
 #endif
@@ -71,6 +122,19 @@ BP_EXPORT BP_Error* backplane_plugin_init(const BP_HostApi* host, BP_Plugin* plu
   if ((e = host->def(plugin, TP_NAME "::info(int which) -> int"))) return e;
   if ((e = host->impl(plugin, TP_NAME "::echo", 0, tp_kernel_desc(tp_echo, "(Tensor) -> Tensor", size_1_4)))) return e;
   if ((e = host->impl(plugin, TP_NAME "::info", 0, tp_kernel_desc(tp_info_kernel, "(int) -> int", size_1_4)))) return e;
+  if ((e = host->def(plugin, TP_NAME "::make(ScalarType dtype) -> Tensor"))) return e;
+  if ((e = host->impl(plugin, TP_NAME "::make", 0, tp_kernel_desc(tp_make, NULL, size_1_4)))) return e;
+  if ((e = host->def(plugin, TP_NAME "::other(Tensor self) -> Tensor"))) return e;
+  BP_DeviceTypeDesc d = abi_null_device_desc("abidtfbdev");
+  d.allocate = tp_heap_allocate;
+  d.deallocate = tp_heap_deallocate;
+  d.copy_host_to_device = tp_heap_copy;
+  d.copy_device_to_host = tp_heap_copy;
+  int32_t type = -1;
+  if ((e = host->register_device_type(plugin, &d, &type))) return e;
+  if ((e = host->impl(plugin, TP_NAME "::echo", type, tp_kernel_desc(tp_echo, "(Tensor) -> Tensor", size_1_4))))
+    return e;
+  if ((e = host->fallback(plugin, type, tp_kernel_desc(tp_fallback, NULL, size_1_4)))) return e;
 #elif TP_MODE == TP_DT_UNKNOWN_BIT
   BP_KernelDesc* k = (BP_KernelDesc*)tp_kernel_desc(tp_echo, "(Tensor) -> Tensor", BP_KernelDesc_STRUCT_SIZE);
   if ((e = host->def(plugin, TP_NAME "::echo(Tensor self) -> Tensor"))) return e;

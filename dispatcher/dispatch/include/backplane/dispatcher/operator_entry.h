@@ -191,6 +191,9 @@ class OperatorEntry {
   // that some tensor argument's dtype is not in (Note [Declared dtypes]).
   template <typename... Args>
   const KernelRecord& lookup(DispatchKeySet ks, const Args&... args) const {
+    if (const uint64_t a = accepted_dtypes_.load(std::memory_order_relaxed); a != 0) [[unlikely]] {
+      if (!detail::argsDtypesIn(a, args...)) refuseUnboxed(args...);
+    }
     const KernelRecord* r = &slotFor(ks);
     if (r->dtypes != 0) [[unlikely]] {
       while (r->dtypes != 0 && !detail::argsDtypesIn(r->dtypes, args...))
@@ -201,6 +204,8 @@ class OperatorEntry {
   // lookup() for a boxed call whose arguments are the top of `stack` (as
   // many as the schema has).
   const KernelRecord& lookupBoxed(DispatchKeySet ks, const Stack& stack) const {
+    if (accepted_dtypes_.load(std::memory_order_relaxed) != 0) [[unlikely]]
+      checkAcceptedDtypes(stack);
     const KernelRecord& r = slotFor(ks);
     if (r.dtypes != 0) [[unlikely]]
       return servingRecord(r, stack);
@@ -209,6 +214,25 @@ class OperatorEntry {
   // The record that serves a boxed call with these arguments when `slot` is
   // what the slot holds: `slot`, or where its declared dtypes send the call.
   const KernelRecord& servingRecord(const KernelRecord& slot, const Stack& stack) const;
+  // Note [Dtypes an operator accepts]
+  // An operator may refuse tensor arguments of some dtypes whatever kernel
+  // would serve them: every call (typed, boxed, redispatched, skipping the
+  // meta) checks its tensor arguments (plain, in lists, present optionals)
+  // against the mask before choosing a kernel, and throws kInvalidArgument
+  // naming the op, the argument, its dtype, the accepted dtypes and `note`
+  // (what to do instead). The standard operators use it for uint16, uint32
+  // and uint64, which only some of them serve (README, "Dtypes"); 0 (the
+  // default) accepts every dtype. Set while the op is registered, before it
+  // is called; `note` must outlive the process (a literal).
+  void setAcceptedDtypes(uint64_t mask, const char* note) {
+    accepted_note_.store(note, std::memory_order_relaxed);
+    accepted_dtypes_.store(mask, std::memory_order_release);
+  }
+  uint64_t acceptedDtypes() const { return accepted_dtypes_.load(std::memory_order_acquire); }
+  // Throws as above if a tensor among the top (schema's argument count)
+  // values of `stack` has a dtype the op does not accept.
+  void checkAcceptedDtypes(const Stack& stack) const;
+
   // The op's meta kernel (Note [Meta kernels]), or nullptr.
   const KernelRecord* meta() const { return meta_.load(std::memory_order_acquire); }
   const KernelRecord& slot(DispatchKey k) const {
@@ -248,6 +272,16 @@ class OperatorEntry {
   // Bit k set iff slot k is not a fallthrough.
   std::atomic<uint64_t> dispatchable_{0};
   std::atomic<const KernelRecord*> meta_{nullptr};
+  std::atomic<uint64_t> accepted_dtypes_{0};  // Note [Dtypes an operator accepts]
+  std::atomic<const char*> accepted_note_{""};
+  template <typename... Args>
+  [[noreturn, gnu::cold, gnu::noinline]] void refuseUnboxed(const Args&... args) const {
+    Stack stack;
+    stack.reserve(sizeof...(Args));
+    (detail::ArgTraits<std::decay_t<Args>>::push(stack, args), ...);
+    checkAcceptedDtypes(stack);
+    std::abort();  // unreachable: the arguments that failed argsDtypesIn fail here too
+  }
   mutable std::array<FallbackStats, kNumDispatchKeys> stats_;
 
   // Registration state: only the Dispatcher reads or writes it, under its lock.

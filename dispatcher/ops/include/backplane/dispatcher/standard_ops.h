@@ -33,6 +33,7 @@ class ScalarTypeSet {
     return {ScalarType::Float16, ScalarType::BFloat16, ScalarType::Float32, ScalarType::Float64};
   }
   static constexpr ScalarTypeSet allBut(ScalarType t) { return fromBits(all().bits_ & ~bit(t)); }
+  constexpr ScalarTypeSet without(ScalarTypeSet other) const { return fromBits(bits_ & ~other.bits_); }
   constexpr bool contains(ScalarType t) const { return (bits_ & bit(t)) != 0; }
   constexpr bool isAll() const { return bits_ == all().bits_; }
   friend constexpr bool operator==(ScalarTypeSet, ScalarTypeSet) = default;
@@ -87,7 +88,11 @@ const std::vector<StandardOp>& standardOperators();
 const StandardOp* findStandardOp(std::string_view op);
 
 // The dtypes `argument` (a name, or "result") of `op` accepts: what
-// op.dtypes lists for it, else every dtype.
+// op.dtypes lists for it, else every dtype; without uint16, uint32 and
+// uint64 unless the op serves them (Note [Barebones unsigned dtypes]).
 ScalarTypeSet acceptedDtypes(const StandardOp& op, std::string_view argument);
+// Whether `op` serves uint16, uint32 and uint64 tensors (creation, copies,
+// data movement, comparisons); every other standard op refuses them.
+bool servesBarebonesUnsigned(const StandardOp& op);
 
 }  // namespace backplane
