@@ -98,7 +98,8 @@ const std::vector<ValueCase>& convertingValues() {
       {ScalarType::Bool, Scalar(0.5), "0.5 into bool"},
       {ScalarType::Float32, Scalar(std::numeric_limits<double>::infinity()), "inf into float32"},
       {ScalarType::Float64, Scalar(std::nan("")), "NaN into float64"},
-      {ScalarType::Float16, Scalar(65519.0), "65519 into float16 rounds to 65504"},
+      {ScalarType::Float16, Scalar(65504.0), "65504 into float16 (its largest value)"},
+      {ScalarType::UInt8, Scalar(int64_t{-1}), "-1 into uint8 wraps to 255"},
       {ScalarType::BFloat16, Scalar(0.1), "0.1 into bfloat16 rounds"},
       {ScalarType::Float32, Scalar(int64_t{16777217}), "2^24 + 1 into float32 rounds"},
   };
@@ -107,7 +108,10 @@ const std::vector<ValueCase>& convertingValues() {
 const std::vector<ValueCase>& overflowingValues() {
   static const std::vector<ValueCase> cases = {
       {ScalarType::Int8, Scalar(int64_t{300}), "300 into int8"},
-      {ScalarType::UInt8, Scalar(int64_t{-1}), "-1 into uint8"},
+      {ScalarType::UInt8, Scalar(int64_t{-256}), "-256 into uint8 (wraps only down to -255)"},
+      {ScalarType::Float16, Scalar(65510.0), "65510 into float16 (beyond 65504)"},
+      {ScalarType::Float16, Scalar(int64_t{65510}), "the integer 65510 into float16"},
+      {ScalarType::Int8, Scalar(127.5), "127.5 into int8 (beyond 127)"},
       {ScalarType::Int32, Scalar(1e10), "1e10 into int32"},
       {ScalarType::Float16, Scalar(1e6), "1e6 into float16"},
       {ScalarType::Int64, Scalar(std::nan("")), "NaN into int64"},

@@ -434,6 +434,36 @@ std::vector<Sample> scalarComparisonSamples(const std::string& op) {
   }
   push("NaN and -inf", hostTensor({NAN, 1, -INFINITY}, {3}, ScalarType::Float32), Scalar(1.0));
   push("large (1.1M elements) float32", wholeOf(rng, ScalarType::Float32)({1100000}), Scalar(int64_t{0}));
+  // Numbers beyond the tensor's dtype convert into it as PyTorch converts
+  // them: 1e5 is inf in float16; integers wrap (300 is 44 in int8, -1 is
+  // 255 in uint8).
+  push("float16 with 1e5 (inf in float16)", hostTensor({INFINITY, 65504, -INFINITY}, {3}, ScalarType::Float16),
+       Scalar(1e5));
+  push("int8 with 300 (44 in int8)", hostTensor({44, 127, -128}, {3}, ScalarType::Int8), Scalar(int64_t{300}));
+  push("uint8 with -1 (255 in uint8)", hostTensor({255, 0, 1}, {3}, ScalarType::UInt8), Scalar(int64_t{-1}));
+  push("int32 with 16777217.0 (in float32)", hostTensor({16777216, 16777218, 0}, {3}, ScalarType::Int32),
+       Scalar(16777217.0));
+  return out;
+}
+
+// Tensor-form comparisons whose answer depends on the comparison dtype
+// (PyTorch's result_type, Note [Comparison dtype] in the CPU plugin): a
+// compare in float64 or int64 would answer otherwise.
+std::vector<Sample> comparisonDtypeSamples() {
+  std::vector<Sample> out;
+  auto push = [&](std::string name, Tensor a, Tensor b) { out.push_back(makeSample(std::move(name), {a, b})); };
+  push("float32 0.1 with float64 0-d 0.1 (in float32)", hostTensor({0.1, 0.2, 0.1}, {3}, ScalarType::Float32),
+       hostTensor({0.1}, {}, ScalarType::Float64));
+  push("float64 0-d 0.1 with float32 0.1 (in float32)", hostTensor({0.1}, {}, ScalarType::Float64),
+       hostTensor({0.1, 0.2, 0.1}, {3}, ScalarType::Float32));
+  push("large int64 with float32 0-d (in float32)", hostTensor({16777217, 16777216, 16777218}, {3}, ScalarType::Int64),
+       hostTensor({16777216}, {}, ScalarType::Float32));
+  push("int8 with int64 0-d 300 (44 in int8)", hostTensor({44, 127, -128}, {3}, ScalarType::Int8),
+       hostTensor({300}, {}, ScalarType::Int64));
+  push("float16 with float64 0-d 1e5 (inf in float16)",
+       hostTensor({INFINITY, 65504, -INFINITY}, {3}, ScalarType::Float16), hostTensor({1e5}, {}, ScalarType::Float64));
+  push("uint8 with int8 (in a dtype holding both)", hostTensor({255, 0, 128}, {3}, ScalarType::UInt8),
+       hostTensor({-1, 0, -128}, {3}, ScalarType::Int8));
   return out;
 }
 
@@ -497,6 +527,19 @@ void addClamp(std::vector<OpSpec>& specs) {
                           "at least one of min and max must be given"));
     out.push_back(raising("bool self", {randomTensor(rng, {3}, ScalarType::Bool), Scalar(false), Scalar(true)},
                           "clamp is not defined for bool"));
+    // PyTorch's checked conversion of the bounds to the result dtype.
+    out.push_back(makeSample("bool self with integer bounds (int64)",
+                             {randomTensor(rng, {3, 4}, ScalarType::Bool), Scalar(int64_t{0}), Scalar(int64_t{1})}));
+    out.push_back(makeSample("uint8 with min=-1 (wraps to 255, above max)",
+                             {randomTensor(rng, {3, 4}, ScalarType::UInt8), Scalar(int64_t{-1}), Scalar(int64_t{3})}));
+    out.push_back(raising("int8 with max=300",
+                          {randomTensor(rng, {3}, ScalarType::Int8), IValue(), Scalar(int64_t{300})},
+                          "300 does not convert to int8 without overflow"));
+    out.push_back(raising("float32 with max=1e300",
+                          {randomTensor(rng, {3}, ScalarType::Float32), IValue(), Scalar(1e300)},
+                          "1e300 does not convert to float32 without overflow"));
+    out.push_back(raising("float16 with min=-1e5", {randomTensor(rng, {3}, ScalarType::Float16), Scalar(-1e5)},
+                          "-1e5 does not convert to float16 without overflow"));
     return out;
   };
   spec.reference = [](const Sample& s) {
@@ -539,7 +582,37 @@ const std::vector<Comparison>& comparisons() {
 
 void addElementwiseSpecs(std::vector<OpSpec>& specs) {
   addAlpha(specs, "add", 1, kAllTypes);
+  specs.back().samples = [samples = specs.back().samples] {
+    std::vector<Sample> all = samples();
+    Rng rng(seedFor("bp::add.Tensor alpha conversion"));
+    // alpha converts to the result dtype as PyTorch's checked conversion:
+    // -1 is true for bools, 2 and 300 do not fit bool and int8.
+    const Tensor b1 = randomTensor(rng, {3}, ScalarType::Bool), b2 = randomTensor(rng, {3}, ScalarType::Bool);
+    all.push_back(makeSample("bool with alpha=-1 (true)", {b1, b2, Scalar(int64_t{-1})}));
+    all.push_back(raising("bool with alpha=2", {b1, b2, Scalar(int64_t{2})}, "2 does not convert to bool"));
+    const Tensor i8 = randomTensor(rng, {3}, ScalarType::Int8);
+    all.push_back(raising("int8 with alpha=300", {i8, i8, Scalar(int64_t{300})}, "300 does not convert to int8"));
+    all.push_back(
+        raising("int32 with alpha=True",
+                {randomTensor(rng, {3}, ScalarType::Int32), randomTensor(rng, {3}, ScalarType::Int32), Scalar(true)},
+                "a boolean alpha needs a boolean result"));
+    return all;
+  };
   addAlpha(specs, "sub", -1, kNumericTypes);  // bool is refused (logical_xor is what bools want)
+  specs.back().samples = [samples = specs.back().samples] {
+    std::vector<Sample> all = samples();
+    Rng rng(seedFor("bp::sub.Tensor bool operands"));
+    // PyTorch's sub refuses any bool operand, not only a bool result.
+    all.push_back(raising(
+        "bool with float32",
+        {randomTensor(rng, {3}, ScalarType::Bool), randomTensor(rng, {3}, ScalarType::Float32), Scalar(int64_t{1})},
+        "sub refuses a bool operand"));
+    all.push_back(raising(
+        "int64 with a bool 0-d tensor",
+        {randomTensor(rng, {3}, ScalarType::Int64), randomTensor(rng, {}, ScalarType::Bool), Scalar(int64_t{1})},
+        "sub refuses a bool operand"));
+    return all;
+  };
   addBinary(specs, "mul", "Tensor", Result::Promoted, kAllTypes, {}, [](double x, double y) { return x * y; });
   // Divisors away from zero: the quotient's size stays in range for float16.
   addBinary(specs, "div", "Tensor", Result::TrueDivide, kNumericTypes, {0.5, 3, 1, 5},
@@ -551,6 +624,11 @@ void addElementwiseSpecs(std::vector<OpSpec>& specs) {
   for (const Comparison& c : comparisons()) {
     // Small integers make equal pairs likely, so eq and ne see both answers.
     addBinary(specs, c.name, "Tensor", Result::Comparison, kAllTypes, {-2, 2, -2, 2}, c.f);
+    specs.back().samples = [samples = specs.back().samples] {
+      std::vector<Sample> all = samples();
+      for (Sample& s : comparisonDtypeSamples()) all.push_back(std::move(s));
+      return all;
+    };
   }
 
   const Range positive{0.1, 4, 1, 5};

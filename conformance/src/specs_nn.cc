@@ -173,6 +173,16 @@ std::vector<Sample> convSamples(const std::string& op) {
                c.groups});
     }
   }
+  // float16 and bfloat16 convolve in float32 (rounded once), int64 exactly,
+  // as PyTorch's CPU kernels.
+  for (ScalarType dt : {ScalarType::Float16, ScalarType::BFloat16, ScalarType::Int64}) {
+    for (size_t i : {0, 2, 3, 5, 8}) {
+      const Case& c = cases[i];
+      out.add(c.name + dtypeSuffix(dt), {randomLaidOut(rng, c.input, dt, c.layout), randomTensor(rng, c.weight, dt),
+                                         c.bias ? IValue(randomTensor(rng, {c.weight[0]}, dt)) : IValue(), c.stride,
+                                         c.padding, c.dilation, c.groups});
+    }
+  }
   const ScalarType f32 = ScalarType::Float32;
   out.add("sliced weight, expanded bias float32",
           {randomTensor(rng, {2, 3, 5, 5}, f32), randomLaidOut(rng, {4, 3, 2, 3}, f32, Layout::Sliced),
@@ -195,15 +205,10 @@ std::vector<Sample> convSamples(const std::string& op) {
     Tensor b = bias.empty() ? Tensor() : randomTensor(rng, bias, input_dt);
     out.raise(std::move(name), {x, w, optional(b), stride, Sizes{0}, Sizes{1}, groups}, std::move(reason));
   };
-  // conv2d's rule (its meta) takes float32 and float64 only: the CPU
-  // plugin, which the CPU fallback runs for every device, has no 16-bit
-  // convolution. The host refuses the call, so no kernel has to.
-  for (ScalarType dt : {ScalarType::Float16, ScalarType::BFloat16}) {
-    bad("input and weight" + dtypeSuffix(dt), {1, 2, 4, 4}, dt, {2, 2, 3, 3}, dt,
-        "conv2d takes float32 and float64 only, not " + std::string(scalarTypeName(dt)));
-  }
-  const ScalarType i64 = ScalarType::Int64;
-  bad("int64 input", {1, 2, 4, 4}, i64, {2, 2, 3, 3}, i64, "the input must be floating point");
+  // conv2d's rule (its meta) takes the floating dtypes and int64, as
+  // PyTorch's CPU kernels: the host refuses the others, so no kernel has to.
+  const ScalarType i32 = ScalarType::Int32;
+  bad("int32 input", {1, 2, 4, 4}, i32, {2, 2, 3, 3}, i32, "conv2d takes floating dtypes and int64 only");
   bad("float32 input, float64 weight", {1, 2, 4, 4}, f32, {2, 2, 3, 3}, ScalarType::Float64,
       "input and weight dtypes differ");
   bad("3 input channels for a weight of 2", {1, 3, 4, 4}, f32, {2, 2, 3, 3}, f32, "channel count mismatch");
@@ -356,6 +361,13 @@ std::vector<Sample> poolSamples(const std::string& op, Pool kind) {
       out.add(c.name + dtypeSuffix(dt), poolArgs(kind, randomLaidOut(rng, c.input, dt, c.layout), c));
     }
   }
+  if (kind == Pool::Avg) {
+    // int64, as PyTorch's CPU kernel: the sum divided with truncation.
+    for (const PoolCase& c : cases) {
+      out.add(c.name + dtypeSuffix(ScalarType::Int64),
+              poolArgs(kind, randomLaidOut(rng, c.input, ScalarType::Int64, c.layout), c));
+    }
+  }
   const ScalarType f32 = ScalarType::Float32;
   if (kind == Pool::Max) {
     // NaN is the maximum of any window holding it; a window of -inf is -inf.
@@ -371,7 +383,11 @@ std::vector<Sample> poolSamples(const std::string& op, Pool kind) {
   auto bad = [&](std::string name, const Sizes& input, ScalarType dt, const PoolCase& c, std::string reason) {
     out.raise(std::move(name), poolArgs(kind, randomTensor(rng, input, dt), c), std::move(reason));
   };
-  bad("int64 input", {1, 2, 4, 4}, ScalarType::Int64, {.kernel = {2}}, "the input must be floating point");
+  if (kind == Pool::Max) {
+    bad("int64 input", {1, 2, 4, 4}, ScalarType::Int64, {.kernel = {2}}, "the input must be floating point");
+  } else {
+    bad("int32 input", {1, 2, 4, 4}, ScalarType::Int32, {.kernel = {2}}, "avg_pool2d takes floating dtypes and int64");
+  }
   bad("2-d input", {4, 4}, f32, {.kernel = {2}}, "input must be 3-d or 4-d");
   bad("no channels [2,0,4,4]", {2, 0, 4, 4}, f32, {.kernel = {2}}, "only the batch dimension may be empty");
   bad("kernel 0", {1, 2, 4, 4}, f32, {.kernel = {0}}, "kernel_size must be positive");

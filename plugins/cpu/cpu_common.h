@@ -83,6 +83,26 @@ inline T store(V v) {
   else return static_cast<T>(v);
 }
 
+// A Scalar as storage type T, as PyTorch converts one that the host has
+// range-checked (Note [Writing a Scalar into a tensor] in the dispatcher's
+// meta.h): integers wrap modulo 2^bits (-1 into uint8 is 255; a comparison
+// operand out of the tensor's range wraps too, as PyTorch's); a double
+// becomes an integer through int64 (truncated; bp::Scalar::toInt throws
+// for one beyond int64 instead of undefined behaviour); an integer becomes
+// a floating value directly, not through double, and float16/bfloat16
+// round from float; bool is value != 0.
+template <class T>
+inline T scalarTo(const bp::Scalar& s) {
+  if constexpr (std::is_same_v<T, bool>)
+    return s.toBool();
+  else if constexpr (std::is_integral_v<T>)
+    return static_cast<T>(s.toInt());
+  else if (s.isFloatingPoint())
+    return store<T>(static_cast<opmath_t<T>>(s.toDouble()));
+  else
+    return store<T>(static_cast<opmath_t<T>>(s.toInt()));
+}
+
 // Calls f(T{}) with the storage type of `t` (bool, uint8_t, int8_t,
 // int16_t, int32_t, int64_t, bp::Half, bp::BFloat16, float, double). uint16,
 // uint32 and uint64 (PyTorch 2.x's barebones unsigned types) are refused

@@ -153,7 +153,7 @@ bp::Tensor fill_(const bp::Tensor& self, const bp::Scalar& value) {
   checkDtype(op, self, "self", kAnyDtype);
   visitAnyDtype(self.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    const T v = value.to<T>();
+    const T v = scalarTo<T>(value);  // range-checked by the host
     T* base = self.data_ptr<T>();
     Walk<1> walk(self.sizes(), {stridesOf(self)});
     walk.forEachRow([&](const std::array<int64_t, 1>& off, int64_t, int64_t n, const std::array<int64_t, 1>& st) {

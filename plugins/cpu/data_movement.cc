@@ -429,18 +429,14 @@ void broadcastStrides(const bp::Tensor& t, int64_t ndim, int64_t* strides) {
 }
 
 // The fill value's bytes in out's dtype: converted to self's dtype first (as
-// PyTorch, which fills self's dtype and then writes out).
-uint64_t fillBits(const char* op, const bp::Scalar& value, ScalarType self_type, ScalarType out_type) {
+// PyTorch, which fills self's dtype and then writes out). The host has
+// range-checked a Scalar value; masked_fill_tensor_out checks a 0-d value
+// tensor's.
+uint64_t fillBits(const bp::Scalar& value, ScalarType self_type, ScalarType out_type) {
   uint64_t bits = 0;
   visitAnyDtype(self_type, [&](auto self_tag) {
     using S = decltype(self_tag);
-    S s;
-    try {
-      s = value.to<S>();
-    } catch (const bp::Error&) {
-      bp::fail(BP_INVALID_ARGUMENT, bp::detail::concat(op, ": value ", value, " cannot be converted to dtype ",
-                                                       bp::name(self_type), " without overflow"));
-    }
+    const S s = scalarTo<S>(value);
     visitAnyDtype(out_type, [&](auto out_tag) {
       using O = decltype(out_tag);
       const O o = castElement<O>(s);
@@ -456,7 +452,7 @@ bp::Tensor maskedFill(const char* op, const bp::Tensor& self, const bp::Tensor& 
   checkCpu(op, mask, "mask");
   checkCpu(op, out, "out");
   checkDtype(op, mask, "mask", {ScalarType::Bool});
-  const uint64_t bits = fillBits(op, value, self.dtype(), out.dtype());
+  const uint64_t bits = fillBits(value, self.dtype(), out.dtype());
   if (out.numel() == 0) return out;
   const int64_t ndim = out.dim();
   BP_PLUGIN_CHECK(ndim <= kMaxDims, op, ": tensors of ", ndim, " dimensions are not supported on cpu (at most ",
@@ -513,6 +509,16 @@ bp::Tensor masked_fill_tensor_out(const bp::Tensor& self, const bp::Tensor& mask
   const bp::Scalar v = visitAnyDtype(value.dtype(), [&](auto tag) {
     using V = decltype(tag);
     return bp::Scalar(loadRaw<V>(static_cast<const char*>(value.data_ptr())));
+  });
+  // The value is data the host has not read: its range is checked here.
+  visitDtype(self.dtype(), [&](auto self_tag) {
+    using S = decltype(self_tag);
+    try {
+      (void)v.to<S>();
+    } catch (const bp::Error&) {
+      bp::fail(BP_INVALID_ARGUMENT, bp::detail::concat(op, ": value ", v, " cannot be converted to dtype ",
+                                                       bp::name(self.dtype()), " without overflow"));
+    }
   });
   return maskedFill(op, self, mask, v, out);
 }

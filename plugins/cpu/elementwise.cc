@@ -4,6 +4,7 @@
 // Loops: Note [Elementwise loops].
 #include <array>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <optional>
 #include <string>
@@ -56,20 +57,6 @@ bool isFloating(ScalarType t) {
          t == ScalarType::Float64;
 }
 
-// Whether integer v is a value of integral dtype t.
-bool fitsIn(ScalarType t, int64_t v) {
-  return visitAnyDtype(t, [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (std::is_same_v<T, uint64_t>)
-      return v >= 0;
-    else if constexpr (std::is_integral_v<T>)
-      return v >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
-             v <= static_cast<int64_t>(std::numeric_limits<T>::max());
-    else
-      return false;
-  });
-}
-
 // dst = src converted elementwise (same shape; any strides).
 void copyCast(const bp::Tensor& src, const bp::Tensor& dst) {
   visitAnyDtype(dst.dtype(), [&](auto o) {
@@ -91,25 +78,13 @@ const bp::Tensor& as(const bp::Tensor& t, ScalarType dtype, bp::Tensor& holder) 
   return holder;
 }
 
-// A Scalar as compute type M, converted through storage type T first so
-// that it rounds as a value of out's dtype would (PyTorch casts the scalar
-// to the common dtype).
+// A Scalar as compute type M, converted to storage type T first (scalarTo:
+// with wrap-around for integers, as PyTorch converts a clamp bound, an
+// alpha or a comparison operand; the host has range-checked the bounds and
+// alpha) so that it rounds as a value of that dtype would.
 template <class T, class M = opmath_t<T>>
 M scalarAs(const bp::Scalar& s) {
-  if constexpr (std::is_floating_point_v<M>) return load(store<T>(s.toDouble()));
-  else if constexpr (std::is_same_v<T, bool>) return s.toBool();
-  else {
-    // Saturated into T's range: a clamp bound or comparison operand beyond
-    // the range then acts as the range's end, which is the exact result.
-    const int64_t v = s.toInt();
-    if constexpr (std::is_same_v<T, uint64_t>) {
-      return v < 0 ? M(0) : static_cast<M>(v);  // every non-negative int64 fits
-    } else {
-      if (v < static_cast<int64_t>(std::numeric_limits<T>::min())) return std::numeric_limits<T>::min();
-      if (v > static_cast<int64_t>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
-      return static_cast<M>(v);
-    }
-  }
+  return static_cast<M>(load(scalarTo<T>(s)));
 }
 
 void checkArgs(const char* op, std::initializer_list<std::pair<const bp::Tensor*, const char*>> args) {
@@ -183,7 +158,9 @@ bp::Tensor div_out(const bp::Tensor& self, const bp::Tensor& other, const bp::Te
   });
 }
 
-// maximum/minimum propagate NaN, as PyTorch.
+// maximum/minimum propagate NaN, as PyTorch. Otherwise they are
+// std::max/std::min, as PyTorch's CPU kernel's scalar form: of two equal
+// values (0.0 and -0.0) the first, self, wins.
 template <bool kMax>
 bp::Tensor extremumOut(const char* op, const bp::Tensor& self, const bp::Tensor& other, const bp::Tensor& out) {
   return binary(op, self, other, out, bp::kAllScalarTypes, [&](auto tag, const auto& a, const auto& b) {
@@ -192,8 +169,9 @@ bp::Tensor extremumOut(const char* op, const bp::Tensor& self, const bp::Tensor&
     binaryLoop<T, T, T>(out, a, b, [](M x, M y) -> M {
       if constexpr (std::is_floating_point_v<M>) {
         if (x != x) return x;
+        if (y != y) return y;
       }
-      return (kMax ? x > y : x < y) ? x : y;
+      return (kMax ? x < y : y < x) ? y : x;
     });
   });
 }
@@ -301,6 +279,8 @@ bp::Tensor abs_out(const bp::Tensor& self, const bp::Tensor& out) {
     using T = decltype(tag);
     using M = opmath_t<T>;
     if constexpr (std::is_same_v<T, bool> || std::is_unsigned_v<M>) unaryLoop<T, T>(out, a, [](M x) { return x; });
+    else if constexpr (std::is_floating_point_v<M>)
+      unaryLoop<T, T>(out, a, [](M x) -> M { return std::fabs(x); });  // abs(-0.0) is +0.0
     else unaryLoop<T, T>(out, a, [](M x) -> M { return x < M(0) ? negWrap(x) : x; });
   });
 }
@@ -359,6 +339,22 @@ bool geluDnnl(bool tanh_form, const bp::Tensor& a, const bp::Tensor& out) {
   dnnl::stream& s = dnnl_util::stream();
   prim->execute(s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
   s.wait();
+  // gelu(x) = x * Phi(x) has x's sign (-0.0 for -0.0 and for the negative
+  // x whose product underflows, as PyTorch's kernel gives); oneDNN's gives
+  // +0.0 there. Copying the sign bit over restores it and changes nothing
+  // else.
+  const int64_t n = out.numel();
+  if (dt == ScalarType::Float32) {
+    const float* x = static_cast<const float*>(a.data_ptr());
+    float* o = static_cast<float*>(out.data_ptr());
+#pragma omp parallel for simd if (n > kDnnlGeluMinNumel * 16)
+    for (int64_t i = 0; i < n; ++i) o[i] = std::copysign(o[i], x[i]);
+  } else {
+    const uint16_t* x = static_cast<const uint16_t*>(a.data_ptr());
+    uint16_t* o = static_cast<uint16_t*>(out.data_ptr());
+#pragma omp parallel for simd if (n > kDnnlGeluMinNumel * 16)
+    for (int64_t i = 0; i < n; ++i) o[i] = static_cast<uint16_t>((o[i] & 0x7fffu) | (x[i] & 0x8000u));
+  }
   return true;
 }
 
@@ -407,9 +403,44 @@ bp::Tensor clamp_out(const bp::Tensor& self, const std::optional<bp::Scalar>& mi
   });
 }
 
-// --- comparisons: bool results; inputs of different dtypes compare in
-// float64 if either is floating, else in int64. An out of another dtype
-// (in-place on a float tensor, say) receives the bools converted.
+// --- comparisons: bool results, compared in the comparison dtype (Note
+// [Comparison dtype]). An out of another dtype (in-place on a float tensor,
+// say) receives the bools converted.
+
+// Note [Comparison dtype]
+// PyTorch converts both operands of eq, ne, lt, le, gt, ge to their
+// result_type and compares there: a float32 tensor equals a float64 0-d 0.1
+// (which rounds to float32's 0.1), float16 compares with 1e5 as with inf,
+// an int8 tensor compares with the number 300 as with 44 (wrapped). The
+// out tensor is bool and cannot carry that dtype, so the kernel derives it
+// from what it sees, with the host's result_type rule (meta.h): the Tensor
+// form from the operands' dtypes and dimensions, the Scalar form from the
+// tensor's dtype and the number's kind. The GPU plugins follow the same
+// rule (plugins/gpu/elementwise.cu).
+int category(ScalarType t) { return t == ScalarType::Bool ? 0 : isFloating(t) ? 2 : 1; }
+
+ScalarType comparisonDtype(const bp::Tensor& self, const bp::Tensor& other) {
+  const ScalarType a = self.dtype(), b = other.dtype();
+  if (a == b) return a;
+  if ((self.dim() > 0) != (other.dim() > 0)) {
+    // A 0-d operand takes the dimensioned one's dtype, unless its own
+    // category is higher (int64 against a float32 0-d tensor: float32).
+    const ScalarType dims = self.dim() > 0 ? a : b, zero_dim = self.dim() > 0 ? b : a;
+    return category(zero_dim) > category(dims) ? zero_dim : dims;
+  }
+  if (category(a) != category(b)) return category(a) > category(b) ? a : b;
+  // One category: promotion gives a dtype that holds both operands exactly,
+  // and so do int64 and float64, where they compare alike.
+  return category(a) == 1 ? ScalarType::Int64 : ScalarType::Float64;
+}
+
+ScalarType comparisonDtype(const bp::Tensor& self, const bp::Scalar& other) {
+  const ScalarType a = self.dtype();
+  if (isFloating(a)) return a;                              // the number rounds to it (1e5 in float16: inf)
+  if (other.isFloatingPoint()) return ScalarType::Float32;  // PyTorch's default dtype
+  if (a == ScalarType::Bool && other.isIntegral()) return ScalarType::Int64;
+  return a;  // an integer wraps into the tensor's dtype (300 into int8: 44)
+}
 
 enum class Cmp { Eq, Ne, Lt, Le, Gt, Ge };
 
@@ -439,9 +470,7 @@ bp::Tensor intoBoolOut(const bp::Tensor& out, Fill fill) {
 template <Cmp C>
 bp::Tensor compareTensorOut(const char* op, const bp::Tensor& self, const bp::Tensor& other, const bp::Tensor& out) {
   checkArgs(op, {{&self, "self"}, {&other, "other"}, {&out, "out"}});
-  ScalarType common = self.dtype();
-  if (other.dtype() != common)
-    common = isFloating(self.dtype()) || isFloating(other.dtype()) ? ScalarType::Float64 : ScalarType::Int64;
+  const ScalarType common = comparisonDtype(self, other);
   bp::Tensor a_holder, b_holder;
   const bp::Tensor& a = as(self, common, a_holder);
   const bp::Tensor& b = as(other, common, b_holder);
@@ -457,13 +486,7 @@ bp::Tensor compareTensorOut(const char* op, const bp::Tensor& self, const bp::Te
 template <Cmp C>
 bp::Tensor compareScalarOut(const char* op, const bp::Tensor& self, const bp::Scalar& other, const bp::Tensor& out) {
   checkArgs(op, {{&self, "self"}, {&out, "out"}});
-  // A floating scalar against an integral tensor compares in float64; an
-  // integral one against bool or integers in int64.
-  ScalarType common = self.dtype();
-  if (!isFloating(common)) {
-    if (other.isFloatingPoint()) common = ScalarType::Float64;
-    else if (common == ScalarType::Bool ? !other.isBool() : !fitsIn(common, other.toInt())) common = ScalarType::Int64;
-  }
+  const ScalarType common = comparisonDtype(self, other);
   bp::Tensor a_holder;
   const bp::Tensor& a = as(self, common, a_holder);
   return intoBoolOut(out, [&](const bp::Tensor& res) {

@@ -13,9 +13,10 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
-#include <string>
 #include <vector>
 
 #include "cpu_common.h"
@@ -174,8 +175,22 @@ void convOneDnn(const ConvGeometry& g, const bp::Tensor& x, const bp::Tensor& w,
   }
 }
 
-// conv2d by direct loops, for dtypes oneDNN does not take (float64):
-// accumulates in the dtype's compute type.
+// acc + x * y in compute type M; integers wrap around (two's complement,
+// as PyTorch's int64 convolution and pooling do) instead of overflowing.
+template <class M>
+M mulAdd(M acc, M x, M y) {
+  if constexpr (std::is_same_v<M, bool>) {
+    return acc || (x && y);  // instantiated by the dtype dispatch only
+  } else if constexpr (std::is_integral_v<M>) {
+    using U = std::make_unsigned_t<M>;
+    return static_cast<M>(static_cast<U>(acc) + static_cast<U>(x) * static_cast<U>(y));
+  } else {
+    return acc + x * y;
+  }
+}
+
+// conv2d by direct loops, for dtypes oneDNN does not take here (float64,
+// int64): accumulates in the dtype's compute type.
 template <class T>
 void convDirect(const ConvGeometry& g, const bp::Tensor& x, const bp::Tensor& w, const std::optional<bp::Tensor>& b,
                 const bp::Tensor& out) {
@@ -202,7 +217,7 @@ void convDirect(const ConvGeometry& g, const bp::Tensor& x, const bp::Tensor& w,
             for (int64_t kx = 0; kx < g.kw; ++kx) {
               const int64_t ix = ox * g.stride[1] - g.padding[1] + kx * g.dilation[1];
               if (ix < 0 || ix >= g.w) continue;
-              acc += load(xc[iy * g.w + ix]) * load(wc[ky * g.kw + kx]);
+              acc = mulAdd<opmath_t<T>>(acc, load(xc[iy * g.w + ix]), load(wc[ky * g.kw + kx]));
             }
           }
         }
@@ -212,12 +227,33 @@ void convDirect(const ConvGeometry& g, const bp::Tensor& x, const bp::Tensor& w,
   }
 }
 
+// float16 and bfloat16 convolve in float32: toFloat32 gives a contiguous
+// tensor's elements as a new float32 tensor, storeFloat32 rounds a float32
+// tensor's into `out` (contiguous, of its shape and a floating dtype).
+bp::Tensor toFloat32(const bp::Tensor& t) {
+  bp::Tensor f = bp::Tensor::empty(t.sizes(), ScalarType::Float32, kCpuDevice);
+  float* o = static_cast<float*>(f.data_ptr());
+  visitDtype(t.dtype(), [&]<class T>(T) {
+    const T* p = static_cast<const T*>(t.data_ptr());
+    for (int64_t i = 0; i < t.numel(); ++i) o[i] = static_cast<float>(load(p[i]));
+  });
+  return f;
+}
+void storeFloat32(const bp::Tensor& f, const bp::Tensor& out) {
+  const float* p = static_cast<const float*>(f.data_ptr());
+  visitDtype(out.dtype(), [&]<class T>(T) {
+    T* o = static_cast<T*>(out.data_ptr());
+    for (int64_t i = 0; i < out.numel(); ++i) o[i] = store<T>(p[i]);
+  });
+}
+
 bp::Tensor conv2d(const bp::Tensor& input, const bp::Tensor& weight, const std::optional<bp::Tensor>& bias,
                   bp::IntList stride, bp::IntList padding, bp::IntList dilation, int64_t groups) {
   static constexpr const char* kOp = "bp::conv2d";
   checkCpu(kOp, input, "input");
   checkCpu(kOp, weight, "weight");
-  checkDtype(kOp, input, "input", {ScalarType::Float32, ScalarType::Float64});
+  checkDtype(kOp, input, "input",
+             {ScalarType::Float32, ScalarType::Float64, ScalarType::Float16, ScalarType::BFloat16, ScalarType::Int64});
   if (bias) checkCpu(kOp, *bias, "bias");
   ThreadScope threads;
   const bool batched = input.dim() == 4;
@@ -243,11 +279,23 @@ bp::Tensor conv2d(const bp::Tensor& input, const bp::Tensor& weight, const std::
   const std::optional<bp::Tensor> b = bias ? std::optional<bp::Tensor>(contiguous(*bias)) : std::nullopt;
   if (input.dtype() == ScalarType::Float32 && g.c > 0) {
     convOneDnn(g, x, w, b, out);
+  } else if (input.dtype() == ScalarType::Float16 || input.dtype() == ScalarType::BFloat16) {
+    // In float32, as PyTorch's CPU kernels compute 16-bit convolutions, and
+    // rounded once at the end.
+    const bp::Tensor xf = toFloat32(x), wf = toFloat32(w);
+    const std::optional<bp::Tensor> bf = b ? std::optional<bp::Tensor>(toFloat32(*b)) : std::nullopt;
+    const bp::Tensor of = bp::Tensor::empty(out.sizes(), ScalarType::Float32, kCpuDevice);
+    if (g.c > 0)
+      convOneDnn(g, xf, wf, bf, of);
+    else
+      convDirect<float>(g, xf, wf, bf, of);
+    storeFloat32(of, out);
   } else {
-    // float64, and the degenerate no-input-channel case oneDNN rejects
-    // (the output is then just the bias).
+    // float64, int64, and the degenerate no-input-channel case oneDNN
+    // rejects (the output is then just the bias).
     visitDtype(input.dtype(), [&]<class T>(T) {
-      if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) convDirect<T>(g, x, w, b, out);
+      if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, int64_t>)
+        convDirect<T>(g, x, w, b, out);
     });
   }
   return out;
@@ -397,7 +445,8 @@ bp::Tensor avg_pool2d(const bp::Tensor& self, bp::IntList kernel_size, bp::IntLi
                       bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override) {
   static constexpr const char* kOp = "bp::avg_pool2d";
   checkCpu(kOp, self, "self");
-  checkDtype(kOp, self, "self", kFloatTypes);
+  checkDtype(kOp, self, "self",
+             {ScalarType::Float32, ScalarType::Float64, ScalarType::Float16, ScalarType::BFloat16, ScalarType::Int64});
   ThreadScope threads;
   const PoolGeometry g = poolGeometry(self, kernel_size, stride, padding, {1, 1}, ceil_mode);
   const bp::Tensor out = poolOutput(self, g);
@@ -428,14 +477,21 @@ bp::Tensor avg_pool2d(const bp::Tensor& self, bp::IntList kernel_size, bp::IntLi
           const int64_t padded_w = x1 - x0;
           x0 = std::max<int64_t>(x0, 0);
           x1 = std::min(x1, g.w);
-          opmath_t<T> sum = 0;
+          using M = opmath_t<T>;
+          M sum = 0;
           for (int64_t iy = y0; iy < y1; ++iy)
-            for (int64_t ix = x0; ix < x1; ++ix) sum += load(in[iy * g.sh + ix * g.sw]);
+            for (int64_t ix = x0; ix < x1; ++ix) sum = mulAdd<M>(sum, load(in[iy * g.sh + ix * g.sw]), M(1));
           int64_t divisor;
           if (divisor_override) divisor = *divisor_override;
           else if (count_include_pad) divisor = padded_h * padded_w;
           else divisor = (y1 - y0) * (x1 - x0);
-          o[oy * g.ow + ox] = store<T>(sum / static_cast<opmath_t<T>>(divisor));
+          if constexpr (std::is_integral_v<M>) {
+            // int64 divides with truncation, as PyTorch's; the one quotient
+            // that overflows (the lowest value by -1) wraps.
+            o[oy * g.ow + ox] = divisor == -1 ? mulAdd<M>(M(0), sum, M(-1)) : static_cast<T>(sum / divisor);
+          } else {
+            o[oy * g.ow + ox] = store<T>(sum / static_cast<M>(divisor));
+          }
         }
       }
     });
@@ -553,17 +609,18 @@ bp::Tensor batch_norm(const bp::Tensor& input, const std::optional<bp::Tensor>& 
         mean = readDoubles(running_mean);
         var = readDoubles(running_var);
       }
-      // out = x * scale + shift per channel.
-      std::vector<double> scale(static_cast<size_t>(c)), shift(static_cast<size_t>(c));
-      for (size_t ch = 0; ch < scale.size(); ++ch) {
-        scale[ch] = (w.empty() ? 1.0 : w[ch]) / std::sqrt(var[ch] + eps);
-        shift[ch] = (b.empty() ? 0.0 : b[ch]) - mean[ch] * scale[ch];
-      }
+      // out = (x - mean) * scale + bias per channel, in double: the
+      // deviation first, so that a large mean does not cancel in the
+      // rounding of x * scale (x * scale + (bias - mean * scale) in float
+      // loses the spread of data like 1000 + 0.01 * u).
+      std::vector<double> scale(static_cast<size_t>(c));
+      for (size_t ch = 0; ch < scale.size(); ++ch) scale[ch] = (w.empty() ? 1.0 : w[ch]) / std::sqrt(var[ch] + eps);
 #pragma omp parallel for if (input.numel() > kParallelWork)
       for (int64_t row = 0; row < n * c; ++row) {
-        const auto sc = static_cast<opmath_t<T>>(scale[static_cast<size_t>(row % c)]);
-        const auto sh = static_cast<opmath_t<T>>(shift[static_cast<size_t>(row % c)]);
-        for (int64_t s = 0; s < spatial; ++s) op[row * spatial + s] = store<T>(load(xp[row * spatial + s]) * sc + sh);
+        const size_t ch = static_cast<size_t>(row % c);
+        const double m = mean[ch], sc = scale[ch], bias = b.empty() ? 0.0 : b[ch];
+        for (int64_t s = 0; s < spatial; ++s)
+          op[row * spatial + s] = store<T>((static_cast<double>(load(xp[row * spatial + s])) - m) * sc + bias);
       }
     }
   });
@@ -620,7 +677,21 @@ bp::Tensor layer_norm(const bp::Tensor& input, bp::IntList normalized_shape, con
   const bp::Tensor x = contiguous(input);
   const bp::Tensor out = bp::Tensor::empty(input.sizes(), input.dtype(), kCpuDevice);
   if (input.dtype() == ScalarType::Float32 && rows > 0) {
-    layerNormOneDnn(x, rows, m, weight, bias, eps, out);
+    // layer_norm does not change when a row is shifted by a constant. Less
+    // its first element, a row with a large common offset (1000 + 0.01 * u)
+    // reaches oneDNN as the small deviations it is made of, which float32
+    // holds exactly (Sterbenz), instead of losing its spread to the float32
+    // rounding of x - mean (100x the error, against a float64 reference).
+    const bp::Tensor shifted = bp::Tensor::empty({rows, m}, ScalarType::Float32, kCpuDevice);
+    const float* xp = static_cast<const float*>(x.data_ptr());
+    float* sp = static_cast<float*>(shifted.data_ptr());
+#pragma omp parallel for if (input.numel() > kParallelWork)
+    for (int64_t r = 0; r < rows; ++r) {
+      const float first = xp[r * m];
+#pragma omp simd
+      for (int64_t j = 0; j < m; ++j) sp[r * m + j] = xp[r * m + j] - first;
+    }
+    layerNormOneDnn(shifted, rows, m, weight, bias, eps, out);
     return out;
   }
   const std::vector<double> w = readDoubles(weight), b = readDoubles(bias);

@@ -274,17 +274,13 @@ bp::Tensor scatter_add_out(const bp::Tensor& self, int64_t dim, const bp::Tensor
 // --- masked_fill: out = mask ? value : self, self and mask broadcast to out.
 
 // The fill value's bits in out's dtype: converted to self's dtype first (as
-// PyTorch, which fills self's dtype and then writes out).
-uint64_t fillBits(const char* op, const bp::Scalar& value, ScalarType self_type, ScalarType out_type) {
+// PyTorch, which fills self's dtype and then writes out). The host has
+// range-checked a Scalar value; masked_fill_tensor_out checks a 0-d value
+// tensor's.
+uint64_t fillBits(const bp::Scalar& value, ScalarType self_type, ScalarType out_type) {
   return visitAnyDtype(self_type, [&](auto self_tag) {
     using S = decltype(self_tag);
-    S s;
-    try {
-      s = scalarTo<S>(value);
-    } catch (const bp::Error&) {
-      bp::fail(BP_INVALID_ARGUMENT, bp::detail::concat(op, ": value ", value, " cannot be converted to dtype ",
-                                                       bp::name(self_type), " without overflow"));
-    }
+    const S s = scalarTo<S>(value);
     return visitAnyDtype(out_type, [&](auto out_tag) {
       using O = decltype(out_tag);
       const O o = convert<O>(s);
@@ -301,7 +297,7 @@ bp::Tensor maskedFill(const char* op, const bp::Tensor& self, const bp::Tensor& 
   checkOnDevice(op, self, "self", device);
   checkOnDeviceOrCpuScalar(op, mask, "mask", device);
   checkDtype(op, mask, "mask", {ScalarType::Bool});
-  const uint64_t bits = fillBits(op, value, self.dtype(), out.dtype());
+  const uint64_t bits = fillBits(value, self.dtype(), out.dtype());
   if (out.numel() == 0) return out;
   bp::Tensor holder;
   const SelectOperand cond = isCpuScalar(mask) ? SelectOperand{nullptr, cpuScalarAs<bool>(mask) ? 1u : 0u}
@@ -321,7 +317,18 @@ bp::Tensor masked_fill_tensor_out(const bp::Tensor& self, const bp::Tensor& mask
   BP_PLUGIN_CHECK(value.dim() == 0, op, ": argument 'value' must be a 0-d tensor, but has ", value.dim(),
                   " dimensions");
   checkOnDeviceOrCpuScalar(op, value, "value", out.device());
-  return maskedFill(op, self, mask, scalarOf(value), out);
+  const bp::Scalar v = scalarOf(value);
+  // The value is data the host has not read: its range is checked here.
+  visitDtype(self.dtype(), [&](auto self_tag) {
+    using S = decltype(self_tag);
+    try {
+      if constexpr (!kIsReduced<S>) (void)v.to<S>();
+    } catch (const bp::Error&) {
+      bp::fail(BP_INVALID_ARGUMENT, bp::detail::concat(op, ": value ", v, " cannot be converted to dtype ",
+                                                       bp::name(self.dtype()), " without overflow"));
+    }
+  });
+  return maskedFill(op, self, mask, v, out);
 }
 
 }  // namespace

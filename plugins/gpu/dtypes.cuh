@@ -94,6 +94,9 @@ BP_GPU_MATH_FN(erf, erff, ::erf)
 #undef BP_GPU_MATH_FN
 BP_GPU_HD inline float pow(float x, float e) { return powf(x, e); }
 BP_GPU_HD inline double pow(double x, double e) { return ::pow(x, e); }
+// abs clears the sign bit: abs(-0.0) is +0.0, as PyTorch's.
+BP_GPU_HD inline float abs(float x) { return fabsf(x); }
+BP_GPU_HD inline double abs(double x) { return ::fabs(x); }
 }  // namespace math
 
 // --- host side
@@ -164,12 +167,23 @@ inline bool isFloating(ScalarType t) {
          t == ScalarType::Float64;
 }
 
-// A Scalar as storage type T, as bp::Scalar::to<T> (integers that do not
-// fit throw bp::Error(BP_OUT_OF_RANGE)); the 16-bit floats round from float.
+// A Scalar as storage type T, as PyTorch converts one that the host has
+// range-checked (Note [Writing a Scalar into a tensor] in the dispatcher's
+// meta.h), and as the CPU plugin's scalarTo: integers wrap modulo 2^bits
+// (-1 into uint8 is 255); a double becomes an integer through int64
+// (bp::Scalar::toInt throws for one beyond int64); an integer becomes a
+// floating value directly, and the 16-bit floats round from float; bool is
+// value != 0.
 template <class T>
 T scalarTo(const bp::Scalar& s) {
-  if constexpr (kIsReduced<T>) return fromFloat<T>(static_cast<float>(s.toDouble()));
-  else return s.template to<T>();
+  if constexpr (std::is_same_v<T, bool>)
+    return s.toBool();
+  else if constexpr (std::is_integral_v<T>)
+    return static_cast<T>(s.toInt());
+  else if constexpr (kIsReduced<T>)
+    return fromFloat<T>(s.isFloatingPoint() ? static_cast<float>(s.toDouble()) : static_cast<float>(s.toInt()));
+  else
+    return s.isFloatingPoint() ? static_cast<T>(s.toDouble()) : static_cast<T>(s.toInt());
 }
 
 }  // namespace bp_gpu

@@ -18,38 +18,14 @@
 namespace bp_gpu {
 namespace {
 
-// Whether integer v is a value of integral dtype t.
-bool fitsIn(ScalarType t, int64_t v) {
-  return visitAnyDtype(t, [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (std::is_same_v<T, uint64_t>)
-      return v >= 0;
-    else if constexpr (std::is_integral_v<T>)
-      return v >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
-             v <= static_cast<int64_t>(std::numeric_limits<T>::max());
-    else
-      return false;
-  });
-}
-
-// A Scalar as compute type M, converted through storage type T first so
-// that it rounds as a value of out's dtype would; integers saturate into
-// T's range (a clamp bound or comparison operand beyond it then acts as the
-// range's end, which is the exact result). As the CPU plugin's scalarAs.
+// A Scalar as compute type M, converted to storage type T first (scalarTo:
+// with wrap-around for integers, as PyTorch converts a clamp bound, an
+// alpha or a comparison operand; the host has range-checked the bounds and
+// alpha) so that it rounds as a value of that dtype would. As the CPU
+// plugin's scalarAs.
 template <class T, class M = opmath_t<T>>
 M scalarAs(const bp::Scalar& s) {
-  if constexpr (std::is_floating_point_v<M>) return load(store<T>(s.toDouble()));
-  else if constexpr (std::is_same_v<T, bool>) return s.toBool();
-  else {
-    const int64_t v = s.toInt();
-    if constexpr (std::is_same_v<T, uint64_t>) {
-      return v < 0 ? M(0) : static_cast<M>(v);  // every non-negative int64 fits
-    } else {
-      if (v < static_cast<int64_t>(std::numeric_limits<T>::min())) return std::numeric_limits<T>::min();
-      if (v > static_cast<int64_t>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
-      return static_cast<M>(v);
-    }
-  }
+  return static_cast<M>(load(scalarTo<T>(s)));
 }
 
 // Operand `t` of a call on `device` as storage type T (dtype `dtype`): a
@@ -149,8 +125,11 @@ BP_GPU_HD M applyBinary(BinaryOp op, M x, M y, M alpha) {
     case BinaryOp::Min:
       if constexpr (std::is_floating_point_v<M>) {
         if (x != x) return x;  // NaN propagates, as PyTorch
+        if (y != y) return y;
       }
-      return ((op == BinaryOp::Max) ? x > y : x < y) ? x : y;
+      // std::max/std::min, as PyTorch's CPU kernel: of equal values (0.0
+      // and -0.0) the first wins.
+      return ((op == BinaryOp::Max) ? x < y : y < x) ? y : x;
     case BinaryOp::Pow: return powOf<M>(x, y);
   }
   return x;
@@ -216,6 +195,8 @@ BP_GPU_HD M applyUnary(UnaryOp op, M x, M p, M q) {
     case UnaryOp::Neg: return negWrap(x);
     case UnaryOp::Abs:
       if constexpr (std::is_same_v<M, bool> || std::is_unsigned_v<M>) return x;
+      else if constexpr (std::is_floating_point_v<M>)
+        return math::abs(x);  // abs(-0.0) is +0.0
       else return x < M(0) ? negWrap(x) : x;
     case UnaryOp::Relu:
       if constexpr (std::is_unsigned_v<M>) return x;
@@ -331,9 +312,35 @@ bp::Tensor pow_scalar_out(const bp::Tensor& self, const bp::Scalar& exponent, co
   });
 }
 
-// --- comparisons: bool results; inputs of different dtypes compare in
-// float64 if either is floating, else in int64. An out of another dtype
-// receives the bools converted (through a bool temporary).
+// --- comparisons: bool results, compared in PyTorch's result_type of the
+// operands, derived as the CPU plugin does (Note [Comparison dtype] in
+// plugins/cpu/elementwise.cc). An out of another dtype receives the bools
+// converted (through a bool temporary).
+
+int category(ScalarType t) { return t == ScalarType::Bool ? 0 : isFloating(t) ? 2 : 1; }
+
+ScalarType comparisonDtype(const bp::Tensor& self, const bp::Tensor& other) {
+  const ScalarType a = self.dtype(), b = other.dtype();
+  if (a == b) return a;
+  if ((self.dim() > 0) != (other.dim() > 0)) {
+    // A 0-d operand takes the dimensioned one's dtype, unless its own
+    // category is higher.
+    const ScalarType dims = self.dim() > 0 ? a : b, zero_dim = self.dim() > 0 ? b : a;
+    return category(zero_dim) > category(dims) ? zero_dim : dims;
+  }
+  if (category(a) != category(b)) return category(a) > category(b) ? a : b;
+  // One category: int64 and float64 hold both operands exactly, as the
+  // promoted dtype does, and compare alike.
+  return category(a) == 1 ? ScalarType::Int64 : ScalarType::Float64;
+}
+
+ScalarType comparisonDtype(const bp::Tensor& self, const bp::Scalar& other) {
+  const ScalarType a = self.dtype();
+  if (isFloating(a)) return a;
+  if (other.isFloatingPoint()) return ScalarType::Float32;  // PyTorch's default dtype
+  if (a == ScalarType::Bool && other.isIntegral()) return ScalarType::Int64;
+  return a;  // an integer wraps into the tensor's dtype
+}
 
 enum class Cmp : int32_t { Eq, Ne, Lt, Le, Gt, Ge };
 
@@ -390,22 +397,12 @@ bp::Tensor compareOut(const char* op, const bp::Tensor& self, const bp::Tensor* 
 
 template <Cmp C>
 bp::Tensor compareTensorOut(const char* op, const bp::Tensor& self, const bp::Tensor& other, const bp::Tensor& out) {
-  ScalarType common = self.dtype();
-  if (other.dtype() != common)
-    common = isFloating(self.dtype()) || isFloating(other.dtype()) ? ScalarType::Float64 : ScalarType::Int64;
-  return compareOut(op, self, &other, bp::Scalar(), common, C, out);
+  return compareOut(op, self, &other, bp::Scalar(), comparisonDtype(self, other), C, out);
 }
 
 template <Cmp C>
 bp::Tensor compareScalarOut(const char* op, const bp::Tensor& self, const bp::Scalar& other, const bp::Tensor& out) {
-  // A floating scalar against an integral tensor compares in float64; an
-  // integral one against bool or integers in int64.
-  ScalarType common = self.dtype();
-  if (!isFloating(common)) {
-    if (other.isFloatingPoint()) common = ScalarType::Float64;
-    else if (common == ScalarType::Bool ? !other.isBool() : !fitsIn(common, other.toInt())) common = ScalarType::Int64;
-  }
-  return compareOut(op, self, nullptr, other, common, C, out);
+  return compareOut(op, self, nullptr, other, comparisonDtype(self, other), C, out);
 }
 
 // --- where and masked_fill's select: raw elements, per element size.

@@ -2,7 +2,8 @@
 // has checked normalized_shape, the parameters' shapes and dtypes, and eps).
 // Each row (the trailing normalized_shape dims collapsed) is one row of
 // Note [GPU row reductions]: its mean, then the mean of squared deviations
-// from it (two passes: accurate for rows with a large mean), then
+// from it (two passes over the row less its first element: accurate for
+// rows with a large mean), then
 // (x - mean) / sqrt(var + eps) * weight + bias. A row that fits in shared
 // memory is read from global memory once and the passes run over the
 // cached copy (Note [One-pass rows] in block_reduce.cuh). Arithmetic in the input's
@@ -33,17 +34,22 @@ __global__ void layerNormKernel(const T* x, T* y, const opmath_t<T>* weight, con
     const int64_t r = first + t.slot;
     const bool valid = r < rows;
     const T* xr = x + (valid ? r * m : 0);
-    // Element j of the row, from the cache once the first pass has filled it.
-    auto element = [&](int64_t j) -> V { return kCached ? cache[j] : load(xr[j]); };
+    // Element j of the row less the row's first element, from the cache
+    // once the first pass has filled it. The shift keeps a large common
+    // offset out of the sums (x - shift is exact for values within a factor
+    // 2 of each other): in float a row of 1000 + 0.01 * u would otherwise
+    // lose its spread to the rounding of the mean.
+    const V shift = valid ? load(xr[0]) : V(0);
+    auto element = [&](int64_t j) -> V { return kCached ? cache[j] : load(xr[j]) - shift; };
     V sum = 0;
     if (valid) {
       for (int64_t j = t.lane; j < m; j += t.lanes) {
-        const V v = load(xr[j]);
+        const V v = load(xr[j]) - shift;
         if constexpr (kCached) cache[j] = v;
         sum += v;
       }
     }
-    const V mean = blockCombine(sum, shared, t, SumOf<V>{}) / static_cast<V>(m);
+    const V mean = blockCombine(sum, shared, t, SumOf<V>{}) / static_cast<V>(m);  // the mean less the shift
     V squares = 0;
     if (valid) {
       for (int64_t j = t.lane; j < m; j += t.lanes) {

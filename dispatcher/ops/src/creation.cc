@@ -69,45 +69,6 @@ void checkDefined(std::string_view op, const Tensor& t, const char* name) {
   BP_CHECK(t.defined(), op, ": argument '", name, "' is undefined; pass a tensor");
 }
 
-// fill_ and full check that the value fits the dtype, as PyTorch does
-// (infinities and NaN fit every floating dtype).
-void checkValueFits(std::string_view op, const Scalar& value, ScalarType dtype) {
-  if (dtype == ScalarType::Bool) return;
-  const double v = value.toDouble();
-  double lo, hi;
-  switch (dtype) {
-    case ScalarType::UInt8: lo = 0, hi = 255; break;
-    case ScalarType::Int8: lo = -128, hi = 127; break;
-    case ScalarType::Int16: lo = -32768, hi = 32767; break;
-    case ScalarType::UInt16: lo = 0, hi = 65535; break;
-    case ScalarType::UInt32: lo = 0, hi = 4294967295.0; break;
-    case ScalarType::Int32: lo = -2147483648.0, hi = 2147483647.0; break;
-    case ScalarType::UInt64:
-      // A Scalar (and the plugin ABI's value) holds int64 integers: a fill
-      // of uint64 takes 0 to 2^63 - 1 (larger values: fill a float64 tensor
-      // and convert, or build the tensor from host data).
-      BP_CHECK(value.isFloatingPoint() ? std::isfinite(v) && v >= 0 && v < 9223372036854775808.0 : value.toInt() >= 0,
-               op, ": the value ", value, " cannot be converted to dtype ", dtype,
-               " without overflow (a Scalar fills uint64 with 0 to 9223372036854775807)");
-      return;
-    case ScalarType::Int64:
-      if (!value.isFloatingPoint()) return;  // every int64 fits
-      lo = -9223372036854775808.0, hi = 9223372036854775807.0;
-      BP_CHECK(std::isfinite(v) && v >= lo && v < hi, op, ": the value ", value, " cannot be converted to dtype ",
-               dtype, " without overflow");
-      return;
-    case ScalarType::Float16: lo = -65504, hi = 65504; break;
-    case ScalarType::BFloat16:
-    case ScalarType::Float32: lo = -std::numeric_limits<float>::max(), hi = std::numeric_limits<float>::max(); break;
-    default: return;  // float64 holds every Scalar
-  }
-  if (isFloatingType(dtype) && !std::isfinite(v)) return;
-  // A float16 value rounds to the maximum up to half an ulp (16) beyond it.
-  const double slack = dtype == ScalarType::Float16 ? 16 : 0;
-  BP_CHECK(std::isfinite(v) && v >= lo - slack && v <= hi + slack, op, ": the value ", value,
-           " cannot be converted to dtype ", dtype, " without overflow (its range is ", lo, " to ", hi, ")");
-}
-
 // --- empty, fills, zeros, ones, full
 
 Tensor empty(IntArrayRef size, std::optional<ScalarType> dtype, std::optional<Device> device) {
@@ -131,7 +92,7 @@ Tensor emptyStrided(IntArrayRef size, IntArrayRef stride, std::optional<ScalarTy
 void fillMeta(const Tensor& self, const Scalar& value) {
   checkDefined("bp::fill_.Scalar", self, "self");
   checkNoInternalOverlap("bp::fill_.Scalar", self, "self");
-  checkValueFits("bp::fill_.Scalar", value, self.dtype());
+  checkScalarConverts("bp::fill_.Scalar", "the value", value, self.dtype());
 }
 
 Tensor fillChecked(const Tensor& self, const Scalar& value) {
@@ -147,7 +108,7 @@ Tensor zero_(const Tensor& self) {
 
 Tensor filled(const char* op, IntArrayRef size, const Scalar& value, ScalarType dtype, Device device) {
   checkSizes(op, size);
-  checkValueFits(op, value, dtype);
+  checkScalarConverts(op, "the value", value, dtype);
   return fillChecked(emptyTensor(size, dtype, device), value);
 }
 

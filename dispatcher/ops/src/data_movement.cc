@@ -67,46 +67,6 @@ void checkOutDisjoint(std::string_view op, const Tensor& out, TensorList tensors
   }
 }
 
-// Throws unless `value` converts to `dtype` without overflow (PyTorch's
-// check when a Scalar is written into a tensor). Infinity and NaN fit the
-// floating types.
-void checkValueFits(std::string_view op, const Scalar& value, ScalarType dtype, const char* what) {
-  if (dtype == ScalarType::Bool || dtype == ScalarType::Float64) return;
-  const double v = value.toDouble();
-  double lo = 0, hi = 0;
-  bool exact_int = false;
-  switch (dtype) {
-    case ScalarType::UInt8: lo = 0, hi = 255, exact_int = true; break;
-    case ScalarType::Int8: lo = -128, hi = 127, exact_int = true; break;
-    case ScalarType::Int16: lo = -32768, hi = 32767, exact_int = true; break;
-    case ScalarType::UInt16: lo = 0, hi = 65535, exact_int = true; break;
-    case ScalarType::UInt32: lo = 0, hi = 4294967295.0, exact_int = true; break;
-    case ScalarType::Int32: lo = -2147483648.0, hi = 2147483647.0, exact_int = true; break;
-    case ScalarType::Int64: lo = -9223372036854775808.0, hi = 9223372036854775807.0, exact_int = true; break;
-    case ScalarType::UInt64: lo = 0, hi = 9223372036854775808.0, exact_int = true; break;  // a Scalar's int64
-    case ScalarType::Float16: lo = -65504, hi = 65504; break;
-    case ScalarType::BFloat16:
-    case ScalarType::Float32: hi = std::numeric_limits<float>::max(), lo = -hi; break;
-    default: return;
-  }
-  bool fits;
-  if (exact_int && value.isIntegral()) {
-    const int64_t i = value.toInt();
-    fits = dtype == ScalarType::Int64 || (dtype == ScalarType::UInt64 && i >= 0) ||
-           (static_cast<double>(i) >= lo && static_cast<double>(i) <= hi);
-  } else if (exact_int) {
-    // A double is truncated toward zero; NaN and infinity do not fit.
-    const double t = std::trunc(v);
-    // hi is 2^63 for int64 and uint64 (a Scalar's integers are int64).
-    fits =
-        std::isfinite(v) && t >= lo && (dtype == ScalarType::Int64 || dtype == ScalarType::UInt64 ? t < hi : t <= hi);
-  } else {
-    fits = !std::isfinite(v) || (v >= lo && v <= hi);
-  }
-  BP_CHECK(fits, op, ": ", what, " ", value, " cannot be converted to dtype ", dtype,
-           " without overflow; pass a value in the range of ", dtype);
-}
-
 // --- cat / stack
 
 using CatOutSig = Tensor(TensorList, int64_t, const Tensor&);
@@ -373,7 +333,7 @@ void checkMaskInplace(std::string_view op, const Tensor& self, const OutputMeta&
 void maskedFillScalarOutMeta(const Tensor& self, const Tensor& mask, const Scalar& value, const Tensor& out) {
   const std::string& op = qualified<"masked_fill.Scalar_out">();
   OutputMeta m = maskedFillMeta<"masked_fill.Scalar_out">(self, mask);
-  checkValueFits(op, value, self.dtype(), "value");
+  checkScalarConverts(op, "value", value, self.dtype());
   checkOut(op, out, m, {{"self", &self}, {"mask", &mask}});
 }
 
@@ -386,7 +346,7 @@ void maskedFillTensorOutMeta(const Tensor& self, const Tensor& mask, const Tenso
 
 Tensor maskedFillScalar(const Tensor& self, const Tensor& mask, const Scalar& value) {
   OutputMeta m = maskedFillMeta<"masked_fill.Scalar">(self, mask);
-  checkValueFits(qualified<"masked_fill.Scalar">(), value, self.dtype(), "value");
+  checkScalarConverts(qualified<"masked_fill.Scalar">(), "value", value, self.dtype());
   Tensor out = allocate(m);
   return BP_STANDARD_OP("masked_fill.Scalar_out", MaskedFillScalarOutSig).callSkippingMeta(self, mask, value, out);
 }
@@ -395,7 +355,7 @@ Tensor maskedFillScalarInplace(const Tensor& self, const Tensor& mask, const Sca
   const std::string& op = qualified<"masked_fill_.Scalar">();
   OutputMeta m = maskedFillMeta<"masked_fill_.Scalar">(self, mask);
   checkMaskInplace(op, self, m);
-  checkValueFits(op, value, self.dtype(), "value");
+  checkScalarConverts(op, "value", value, self.dtype());
   checkOut(op, self, m, {{"mask", &mask}}, "self");
   return BP_STANDARD_OP("masked_fill.Scalar_out", MaskedFillScalarOutSig).callSkippingMeta(self, mask, value, self);
 }

@@ -14,8 +14,9 @@ namespace {
 // message depends on how the op is spelled.
 enum class BoolAlternative {
   None,
-  LogicalXor,  // sub: a - b of bools is a xor b
-  LogicalNot,  // neg: -a of a mask is not a
+  LogicalXor,       // a - b of bools is a xor b
+  LogicalNot,       // neg: -a of a mask is not a
+  LogicalXorOrNot,  // sub: a - b of bools is a xor b; 1 - mask is not mask
 };
 
 // "use logical_xor() instead, ": the start of the advice in a refusal of
@@ -25,6 +26,8 @@ const char* insteadOfBool(BoolAlternative alternative) {
     case BoolAlternative::None: return "";
     case BoolAlternative::LogicalXor: return "use logical_xor() instead, ";
     case BoolAlternative::LogicalNot: return "use logical_not() instead, ";
+    case BoolAlternative::LogicalXorOrNot:
+      return "for two bool tensors use logical_xor() instead, to invert a mask use logical_not(), ";
   }
   return "";
 }
@@ -34,10 +37,11 @@ constexpr ScalarTypeSet kEveryDtypeButBool = ScalarTypeSet::allBut(ScalarType::B
 // How a binary op's result dtype follows from the promoted input dtype, and
 // which promoted dtypes it refuses.
 enum class BinaryResult {
-  Promoted,     // add, mul, maximum, ...: the promoted dtype
-  NoBool,       // sub, pow: the promoted dtype, which must not be bool
-  TrueDivide,   // div: integral (and bool) results become float32
-  Comparison,   // eq, lt, ...: bool
+  Promoted,       // add, mul, maximum, ...: the promoted dtype
+  NoBool,         // pow: the promoted dtype, which must not be bool
+  NoBoolOperand,  // sub: the promoted dtype; no operand may be bool (PyTorch's sub_check)
+  TrueDivide,     // div: integral (and bool) results become float32
+  Comparison,     // eq, lt, ...: bool
 };
 
 // A binary op's rule, as its entry in the table gives it.
@@ -47,13 +51,17 @@ struct BinaryRule {
 };
 constexpr BinaryRule kPromoted{BinaryResult::Promoted};
 constexpr BinaryRule kNoBool{BinaryResult::NoBool};                                    // pow
-constexpr BinaryRule kSubtraction{BinaryResult::NoBool, BoolAlternative::LogicalXor};  // sub
+constexpr BinaryRule kSubtraction{BinaryResult::NoBoolOperand, BoolAlternative::LogicalXorOrNot};  // sub
 constexpr BinaryRule kTrueDivide{BinaryResult::TrueDivide};
 constexpr BinaryRule kComparison{BinaryResult::Comparison};
 
 // The rule's dtypes as the table lists them (Note [Dtype rules live in
 // metas]): NoBool refuses a bool promoted dtype.
 std::vector<ArgumentDtypes> binaryDtypes(BinaryRule rule) {
+  if (rule.result == BinaryResult::NoBoolOperand) {
+    return {{"self", kEveryDtypeButBool, insteadOfBool(rule.instead_of_bool)},
+            {"other", kEveryDtypeButBool, insteadOfBool(rule.instead_of_bool)}};
+  }
   if (rule.result != BinaryResult::NoBool) return {};
   return {{"result", kEveryDtypeButBool, insteadOfBool(rule.instead_of_bool)}};
 }
@@ -62,17 +70,23 @@ ScalarType applyBinaryRule(std::string_view op, const StandardOp& entry, ScalarT
   switch (rule.result) {
     case BinaryResult::Promoted: return t;
     case BinaryResult::NoBool: checkResultDtype(op, entry, t); return t;
+    case BinaryResult::NoBoolOperand: return t;  // binaryMeta has checked the operands
     case BinaryResult::TrueDivide: return isFloatingType(t) ? t : ScalarType::Float32;
     case BinaryResult::Comparison: return ScalarType::Bool;
   }
   return t;
 }
 
+// PyTorch's alpha_check, then alpha converted to the result dtype as its
+// kernels convert it (Note [Writing a Scalar into a tensor]): bool + alpha
+// * bool takes an integer alpha of -1, 0 or 1 (any other does not convert
+// to bool).
 void checkAlpha(std::string_view op, ScalarType common, const Scalar& alpha) {
+  BP_CHECK(!alpha.isBool() || common == ScalarType::Bool, op, ": a boolean alpha is only accepted for boolean ",
+           "results (here ", common, "); pass an integer or floating alpha");
   BP_CHECK(isFloatingType(common) || !alpha.isFloatingPoint(), op, ": for integral inputs (here ", common,
            "), alpha must be an integer, but got ", alpha.toDouble());
-  BP_CHECK(common != ScalarType::Bool || alpha.isBool() || alpha.toInt() == 0 || alpha.toInt() == 1, op,
-           ": for boolean inputs alpha must be a boolean");
+  checkScalarConverts(op, "alpha", alpha, common);
 }
 
 void checkDefined(std::string_view op, const Tensor& t, const char* name) {
@@ -87,6 +101,8 @@ OutputMeta binaryMeta(const Tensor& self, const Tensor& other, CpuScalars cpu_sc
   const std::string& op = qualified<Name>();
   checkDefined(op, self, "self");
   checkDefined(op, other, "other");
+  if constexpr (Rule.result == BinaryResult::NoBoolOperand)
+    checkDtypes(op, standardOp<Name>(), {{"self", &self}, {"other", &other}});
   Device device = commonDevice(op, {{"self", &self}, {"other", &other}}, cpu_scalars);
   return OutputMeta{broadcastShapes(op, self.sizes(), other.sizes()),
                     applyBinaryRule(op, standardOp<Name>(), resultType(self, other), Rule), device};
@@ -316,7 +332,11 @@ Tensor geluInplace(const Tensor& self, std::string_view approximate) {
   return BP_STANDARD_OP("gelu.out", GeluOutSig).callSkippingMeta(self, approximate, self);
 }
 
-// --- clamp(self, min, max): the bounds take part in promotion as scalars.
+// --- clamp(self, min, max): the bounds take part in promotion as scalars
+// (a bool tensor with integer bounds gives int64), and are converted to the
+// result dtype with PyTorch's checked conversion (Note [Writing a Scalar
+// into a tensor]): clamp(int8, max=300) is refused, a negative bound wraps
+// into uint8. A bool result is refused, as PyTorch has no bool clamp.
 
 using ClampOutSig = Tensor(const Tensor&, const std::optional<Scalar>&, const std::optional<Scalar>&, const Tensor&);
 
@@ -325,12 +345,15 @@ OutputMeta clampMeta(const Tensor& self, const std::optional<Scalar>& min, const
   const std::string& op = qualified<Name>();
   checkDefined(op, self, "self");
   BP_CHECK(min.has_value() || max.has_value(), op, ": at least one of 'min' and 'max' must be given (not None)");
-  checkDtypes(op, standardOp<Name>(), {{"self", &self}});
   ResultTypeState rt;
   rt.add(self);
   if (min) rt.add(*min);
   if (max) rt.add(*max);
-  return OutputMeta{Shape(self.sizes().begin(), self.sizes().end()), rt.result(), self.device()};
+  const ScalarType result = rt.result();
+  checkResultDtype(op, standardOp<Name>(), result);
+  if (min) checkScalarConverts(op, "min", *min, result);
+  if (max) checkScalarConverts(op, "max", *max, result);
+  return OutputMeta{Shape(self.sizes().begin(), self.sizes().end()), result, self.device()};
 }
 
 void clampOutMeta(const Tensor& self, const std::optional<Scalar>& min, const std::optional<Scalar>& max,
@@ -344,7 +367,11 @@ Tensor clampFunctional(const Tensor& self, const std::optional<Scalar>& min, con
 }
 
 Tensor clampInplace(const Tensor& self, const std::optional<Scalar>& min, const std::optional<Scalar>& max) {
-  checkOut(qualified<"clamp_">(), self, clampMeta<"clamp_">(self, min, max), {}, "self");
+  const OutputMeta m = clampMeta<"clamp_">(self, min, max);
+  // As PyTorch, in place the bounds may not promote self's dtype.
+  BP_CHECK(m.dtype == self.dtype(), qualified<"clamp_">(), ": the bounds promote self (", self.dtype(), ") to ",
+           m.dtype, ", which cannot be cast into self in place; use clamp() (out of place) or bounds of self's kind");
+  checkOut(qualified<"clamp_">(), self, m, {}, "self");
   return BP_STANDARD_OP("clamp.out", ClampOutSig).callSkippingMeta(self, min, max, self);
 }
 
@@ -482,7 +509,7 @@ void addElementwiseOps(std::vector<StandardOp>& ops) {
       K::makeFromFunction(BP_FN(clampInplace)));
   add("clamp.out(Tensor self, Scalar? min=None, Scalar? max=None, *, Tensor(a!) out) -> Tensor(a!)",
       K::makeFromFunction(BP_FN(clampOutMeta)));
-  declare(ops.size() - 3, {{"self", kEveryDtypeButBool}});
+  declare(ops.size() - 3, {{"result", kEveryDtypeButBool}});
 }
 
 }  // namespace backplane::ops

@@ -1,5 +1,10 @@
 #include "meta.h"
 
+#include <cmath>
+#include <limits>
+#include <type_traits>
+#include <utility>
+
 #include "backplane/core/error.h"
 #include "backplane/core/str_cat.h"
 #include "structured.h"
@@ -124,6 +129,60 @@ ScalarType resultType(const Tensor& a, const Scalar& b) {
   s.add(a);
   s.add(b);
   return s.result();
+}
+
+namespace {
+// The largest finite value of floating dtype t.
+double floatingMax(ScalarType t) {
+  switch (t) {
+    case ScalarType::Float16: return 65504.0;
+    case ScalarType::BFloat16: return 3.3895313892515355e38;  // 0x7f7f
+    case ScalarType::Float32: return static_cast<double>(std::numeric_limits<float>::max());
+    default: return std::numeric_limits<double>::max();
+  }
+}
+
+// The range of integral dtype t (bool is 0 to 1).
+std::pair<int64_t, int64_t> integralRange(ScalarType t) {
+  return visitScalarType(t, [&]<typename T>() -> std::pair<int64_t, int64_t> {
+    if constexpr (std::is_integral_v<T>)
+      return {static_cast<int64_t>(std::numeric_limits<T>::lowest()),
+              static_cast<int64_t>(std::numeric_limits<T>::max())};
+    else
+      return {0, 0};
+  });
+}
+}  // namespace
+
+void checkScalarConverts(std::string_view op, const char* what, const Scalar& value, ScalarType dtype) {
+  if (value.isBool() || dtype == ScalarType::Float64) return;  // a bool fits every dtype; float64 holds every number
+  bool fits;
+  std::string range;
+  if (isFloatingType(dtype)) {
+    const double hi = floatingMax(dtype);
+    const double v = value.toDouble();  // an int64 is within every floating range but float16's
+    fits = !std::isfinite(v) || (v >= -hi && v <= hi);
+    range = strCat(-hi, " to ", hi, ", or an infinity or NaN");
+  } else {
+    const auto [lo, hi] = integralRange(dtype);
+    if (value.isIntegral()) {
+      const int64_t v = value.toInt();
+      // c10: into an unsigned dtype (bool too) a negative value wraps, down to -max.
+      const int64_t low = lo == 0 ? -hi : lo;
+      fits = v >= low && v <= hi;
+      range = lo == 0 ? strCat("integers ", low, " to ", hi, "; negative ones wrap around") : strCat(lo, " to ", hi);
+    } else {
+      // c10 compares the double with the range's ends; int64's upper end is
+      // 2^63 as a double, which is itself refused (its conversion would overflow).
+      const double v = value.toDouble();
+      const double top = static_cast<double>(hi);
+      fits = v >= static_cast<double>(lo) && (dtype == ScalarType::Int64 ? v < top : v <= top);
+      range = strCat(lo, " to ", hi, ", not NaN or infinite");
+    }
+  }
+  BP_CHECK(fits, op, ": ", what, " ", value, " cannot be converted to dtype ", dtype,
+           " without overflow (its range is ", range, "); pass a value in that range, or convert the tensor to a ",
+           "wider dtype first");
 }
 
 int64_t wrapDim(std::string_view op, int64_t dim, int64_t ndim) {

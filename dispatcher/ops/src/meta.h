@@ -75,6 +75,19 @@ struct ResultTypeState {
 ScalarType resultType(const Tensor& a, const Tensor& b);
 ScalarType resultType(const Tensor& a, const Scalar& b);
 
+// Note [Writing a Scalar into a tensor]
+// Every op that writes a Scalar into a tensor of dtype `dtype` (fill_,
+// full, full_like, masked_fill's value, clamp's bounds, add/sub's alpha)
+// converts it as PyTorch's Scalar::to does, with c10's checked conversion,
+// and refuses what it refuses: a value outside the dtype's finite range
+// (float16 65510, float32 1e300, int8 300, NaN into an integral dtype, a
+// double past an integer dtype's ends: int8 127.5). Infinity and NaN fit the
+// floating dtypes. A negative integer wraps into an unsigned dtype (uint8
+// -1 is 255; down to -255, as c10 allows; bool takes -1 as true). The
+// kernels then convert with wrap-around (no saturation). One function, so
+// that every such op agrees.
+void checkScalarConverts(std::string_view op, const char* what, const Scalar& value, ScalarType dtype);
+
 // Wraps a possibly negative dimension into [0, ndim); a 0-d tensor accepts
 // dims -1 and 0 (as PyTorch).
 int64_t wrapDim(std::string_view op, int64_t dim, int64_t ndim);

@@ -215,11 +215,13 @@ void addNNOps(std::vector<StandardOp>& ops) {
   auto add = [&](std::string schema, KernelFunction meta, std::vector<ArgumentDtypes> dtypes) {
     ops.push_back(StandardOp{std::move(schema), std::move(meta), {}, "nn", std::move(dtypes)});
   };
-  // conv2d takes float32 and float64 only: the CPU plugin, which serves it
-  // for every device through the fallback, has no 16-bit convolution. The
-  // other layers take every floating dtype.
-  constexpr ScalarTypeSet kConvDtypes = {ScalarType::Float32, ScalarType::Float64};
+  // conv2d and avg_pool2d take what PyTorch's CPU kernels take: the
+  // floating dtypes (float16 and bfloat16 convolve in float32) and int64.
+  // The CPU plugin serves them for every device through the fallback. The
+  // other layers take the floating dtypes.
   constexpr ScalarTypeSet kFloating = ScalarTypeSet::floating();
+  constexpr ScalarTypeSet kConvDtypes = {ScalarType::Float32, ScalarType::Float64, ScalarType::Float16,
+                                         ScalarType::BFloat16, ScalarType::Int64};
   add("conv2d(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=1, int[2] padding=0, "
       "int[2] dilation=1, int groups=1) -> Tensor",
       KernelFunction::makeFromFunction(BP_FN(conv2dMeta)),
@@ -229,7 +231,7 @@ void addNNOps(std::vector<StandardOp>& ops) {
       KernelFunction::makeFromFunction(BP_FN(maxPool2dMeta)), {{"self", kFloating}});
   add("avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, "
       "bool count_include_pad=True, int? divisor_override=None) -> Tensor",
-      KernelFunction::makeFromFunction(BP_FN(avgPool2dMeta)), {{"self", kFloating}});
+      KernelFunction::makeFromFunction(BP_FN(avgPool2dMeta)), {{"self", kConvDtypes}});
   // Training updates running_mean and running_var in place: the write
   // annotations make the CPU fallback copy them back.
   add("batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!)? running_mean, Tensor(b!)? running_var, "

@@ -8,6 +8,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <limits>
 
 #include <cstdint>
@@ -113,6 +114,39 @@ TEST_F(GpusimKernelsTest, IntegerArithmeticWrapsAroundAsOnTheCpu) {
     EXPECT_EQ(valuesOf(dev.abs()), valuesOf(host.abs()));
     EXPECT_EQ(valuesOf(dev.pow(3)), valuesOf(host.pow(3)));
   }
+}
+
+// Comparisons convert both operands to their result_type first (Note
+// [Comparison dtype]), as the CPU plugin does; the numbers an op writes
+// into a tensor wrap into integer dtypes; signed zeros as PyTorch's CPU.
+TEST_F(GpusimKernelsTest, ComparisonsClampAndSignedZerosFollowPyTorchAsOnTheCpu) {
+  for (const char* op : {"bp::eq.Tensor_out", "bp::eq.Scalar_out", "bp::lt.Scalar_out", "bp::clamp.out",
+                         "bp::maximum.out", "bp::abs.out", "bp::gelu.out"})
+    expectNative(op);
+  using D = std::vector<double>;
+  const Tensor f = tensorFromVector<float>({0.1f, 0.2f}, {2}, sim());
+  EXPECT_EQ(valuesOf(eq(f, tensorFromVector<double>({0.1}, {}, cpu()))), (D{1, 0}));        // in float32
+  EXPECT_EQ(valuesOf(eq(f, tensorFromVector<double>({0.1, 0.1}, {2}, sim()))), (D{0, 0}));  // in float64
+  const Tensor big = tensorFromVector<int64_t>({16777217, 16777218}, {2}, sim());
+  EXPECT_EQ(valuesOf(eq(big, tensorFromVector<float>({16777216}, {}, cpu()))), (D{1, 0}));  // in float32
+  const Tensor i8 = tensorFromVector<int8_t>({44, 127}, {2}, sim());
+  EXPECT_EQ(valuesOf(eq(i8, tensorFromVector<int64_t>({300}, {}, cpu()))), (D{1, 0}));  // 300 is 44
+  EXPECT_EQ(valuesOf(eq(i8, Scalar(int64_t{300}))), (D{1, 0}));
+  const Tensor h = Tensor(tensorFromVector<float>({INFINITY, 65504}, {2}, cpu())).to(ScalarType::Float16).to(sim());
+  EXPECT_EQ(valuesOf(lt(h, Scalar(1e5))), (D{0, 1}));  // 1e5 is inf
+  const Tensor u8 = tensorFromVector<uint8_t>({0, 7, 250}, {3}, sim());
+  EXPECT_EQ(valuesOf(clamp(u8, Scalar(int64_t{-6}))), (D{250, 250, 250}));  // -6 is 250
+  const Tensor z = tensorFromVector<float>({-0.0f, 0.0f}, {2}, sim()),
+               nz = tensorFromVector<float>({0.0f, -0.0f}, {2}, sim());
+  auto signs = [&](const Tensor& t) {
+    D s;
+    for (double v : valuesOf(t)) s.push_back(std::signbit(v) ? -1 : 1);
+    return s;
+  };
+  EXPECT_EQ(signs(abs(z)), (D{1, 1}));
+  EXPECT_EQ(signs(maximum(z, nz)), (D{-1, 1}));
+  EXPECT_EQ(signs(minimum(z, nz)), (D{-1, 1}));
+  EXPECT_EQ(signs(gelu(z)), (D{-1, 1}));
 }
 
 TEST_F(GpusimKernelsTest, LargeNonContiguousBroadcastsMatchTheCpu) {

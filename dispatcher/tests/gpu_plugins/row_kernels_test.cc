@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -80,6 +81,30 @@ TEST_F(GpusimRowKernelsTest, SoftmaxAndLayerNormRowsInAndBeyondTheRowCacheMatchT
   const Tensor special = tensorFromVector<float>({1, NAN, 2, 3, 1, INFINITY, -INFINITY, 2, -INFINITY}, {3, 3}, cpu());
   expectClose(softmax(special.to(sim()), 1), softmax(special, 1), 1e-6, 1e-5);
   expectClose(log_softmax(special.to(sim()), 1), log_softmax(special, 1), 1e-5, 1e-5);
+}
+
+// layer_norm and var of rows with a large offset and a small spread
+// (1000 + 0.01 * u) against a float64 reference over the same float32
+// values: the variance and the deviations must not lose the spread to the
+// offset (two passes over the row less its first element; Welford).
+TEST_F(GpusimRowKernelsTest, LargeOffsetSmallSpreadMatchesFloat64) {
+  const int64_t rows = 4, n = 1000;
+  std::vector<float> v(static_cast<size_t>(rows * n));
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = static_cast<float>(1000.0 + 0.01 * (static_cast<double>((i * 2654435761u) % 2001) / 1000.0 - 1.0));
+  const Tensor x = tensorFromVector<float>(v, {rows, n}, cpu());
+  const Tensor x64 = x.to(ScalarType::Float64);
+  const Tensor ln = layer_norm(x.to(sim()), {n}), ln64 = layer_norm(x64, {n});
+  double err = 0;
+  const std::vector<double> got = valuesOf(ln), want = valuesOf(ln64);
+  for (size_t i = 0; i < got.size(); ++i) err = std::max(err, std::abs(got[i] - want[i]));
+  std::cout << "[ numerics ] gpusim layer_norm, float32: max |error| vs float64 = " << err << "\n";
+  EXPECT_LE(err, 1e-4);
+  const std::vector<double> var_got = valuesOf(var(x.to(sim()), {1})), var_want = valuesOf(var(x64, {1}));
+  double rel = 0;
+  for (size_t r = 0; r < var_got.size(); ++r) rel = std::max(rel, std::abs(var_got[r] - var_want[r]) / var_want[r]);
+  std::cout << "[ numerics ] gpusim var, float32: max relative error vs float64 = " << rel << "\n";
+  EXPECT_LE(rel, 1e-4);
 }
 
 // 40000 reduced elements: past kSplitMinElements twice over, with few

@@ -109,9 +109,10 @@ TEST(Fill, EveryDtypeAndDevice) {
       EXPECT_EQ(z.device(), dev.resolved());
       expectClose(z, repeat(0, 6), {2, 3}, t);
       expectClose(callT("ones", {V{3}, t, dev}), repeat(1, 3), {3}, t);
-      const double v = t == ScalarType::Bool ? 1 : 5;
-      expectClose(callT("full", {V{2, 2}, Scalar(int64_t{5}), t, dev}), repeat(v, 4), {2, 2}, t);
-      expectClose(callT("full", {V{}, Scalar(int64_t{5}), t, dev}), {v}, {}, t);
+      // 5 does not convert to bool (PyTorch's checked conversion): 1 does.
+      const int64_t v = t == ScalarType::Bool ? 1 : 5;
+      expectClose(callT("full", {V{2, 2}, Scalar(v), t, dev}), repeat(static_cast<double>(v), 4), {2, 2}, t);
+      expectClose(callT("full", {V{}, Scalar(v), t, dev}), {static_cast<double>(v)}, {}, t);
       expectClose(callT("zeros", {V{0, 3}, t, dev}), {}, {0, 3}, t);
     }
   }
@@ -138,6 +139,43 @@ TEST(Fill, StridedViewsKeepTheGaps) {
   Tensor big = callT("zeros", {V{300, 400}, ScalarType::Float64, IValue()});
   callT("fill_.Scalar", {big.t(), Scalar(3.0)});
   for (double x : values(big)) ASSERT_EQ(x, 3.0);
+}
+
+// Note [Writing a Scalar into a tensor]: fill_, full and full_like convert
+// the value with PyTorch's checked conversion, one rule for every op.
+TEST(Fill, ValuesConvertAsPyTorch) {
+  using ::testing::HasSubstr;
+  for (const char* op : {"full", "full_like"}) {
+    SCOPED_TRACE(op);
+    auto make = [&](const Scalar& value, ScalarType dtype) {
+      if (std::string(op) == "full") return callT("full", {V{2}, value, dtype, IValue()});
+      return callT("full_like", {callT("zeros", {V{2}, ScalarType::Float32, IValue()}), value, dtype, IValue()});
+    };
+    // float16's largest value is 65504: 65510 overflows, as an integer too.
+    EXPECT_THAT(errorOf([&] { make(Scalar(65510.0), ScalarType::Float16); }),
+                HasSubstr("the value 65510 cannot be converted to dtype float16 without overflow"));
+    EXPECT_THAT(errorOf([&] { make(Scalar(int64_t{65510}), ScalarType::Float16); }),
+                HasSubstr("cannot be converted to dtype float16"));
+    expectClose(make(Scalar(65504.0), ScalarType::Float16), {65504, 65504}, {2}, ScalarType::Float16);
+    EXPECT_THAT(errorOf([&] { make(Scalar(1e300), ScalarType::Float32); }), HasSubstr("dtype float32"));
+    // A negative integer wraps into uint8 (down to -255); bool takes -1 as true.
+    expectClose(make(Scalar(int64_t{-1}), ScalarType::UInt8), {255, 255}, {2}, ScalarType::UInt8);
+    EXPECT_THAT(errorOf([&] { make(Scalar(int64_t{-256}), ScalarType::UInt8); }), HasSubstr("dtype uint8"));
+    expectClose(make(Scalar(int64_t{-1}), ScalarType::Bool), {1, 1}, {2}, ScalarType::Bool);
+    EXPECT_THAT(errorOf([&] { make(Scalar(int64_t{2}), ScalarType::Bool); }), HasSubstr("dtype bool"));
+    // A double past an integer dtype's end overflows (127.5 into int8); inside it truncates.
+    EXPECT_THAT(errorOf([&] { make(Scalar(127.5), ScalarType::Int8); }), HasSubstr("dtype int8"));
+    expectClose(make(Scalar(-127.5), ScalarType::Int8), {-127, -127}, {2}, ScalarType::Int8);
+  }
+  // fill_ and masked_fill follow the same rule.
+  Tensor h = callT("zeros", {V{2}, ScalarType::Float16, IValue()});
+  EXPECT_THAT(errorOf([&] { callT("fill_.Scalar", {h, Scalar(65510.0)}); }), HasSubstr("dtype float16"));
+  Tensor u = callT("zeros", {V{2}, ScalarType::UInt8, IValue()});
+  callT("fill_.Scalar", {u, Scalar(int64_t{-2})});
+  expectClose(u, {254, 254}, {2}, ScalarType::UInt8);
+  Tensor mask = callT("ones", {V{2}, ScalarType::Bool, IValue()});
+  EXPECT_THAT(errorOf([&] { callT("masked_fill.Scalar", {h, mask, Scalar(65510.0)}); }), HasSubstr("dtype float16"));
+  expectClose(callT("masked_fill.Scalar", {u, mask, Scalar(int64_t{-1})}), {255, 255}, {2}, ScalarType::UInt8);
 }
 
 TEST(Fill, Errors) {

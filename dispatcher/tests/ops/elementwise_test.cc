@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <tuple>
 
 #include "ops_test_util.h"
 #include "test_device.h"
@@ -103,12 +104,14 @@ TEST(ElementwiseBinary, BoolAddIsLogicalOrAndBoolSubIsRefused) {
   Tensor b = fromDoubles({1, 1, 0, 0}, {4}, ScalarType::Bool);
   expectClose(callT("add.Tensor", {a, b, true}), {1, 1, 1, 0}, {4}, ScalarType::Bool);
   // Each refusal says what a user of bools wants instead, where there is
-  // something: sub's entry in the op table names logical_xor, pow's nothing.
+  // something: sub's entry in the op table names logical_xor and
+  // logical_not, pow's nothing.
   for (const char* op : {"sub.Tensor", "sub_.Tensor"}) {
     std::string e = errorOf([&] { callT(op, {a.clone(), b, 1}); });
     EXPECT_THAT(e, HasSubstr(std::string("bp::") + op));
-    EXPECT_THAT(e, HasSubstr("the inputs compute in dtype bool, which this op does not accept (accepted result dtypes: "
-                             "every dtype but bool); use logical_xor() instead, or convert the inputs"));
+    EXPECT_THAT(e, HasSubstr("argument 'self' has dtype bool, which this op does not accept (accepted: every dtype "
+                             "but bool); for two bool tensors use logical_xor() instead, to invert a mask use "
+                             "logical_not(), or convert it"));
   }
   EXPECT_THAT(errorOf([&] { callT("sub.out", {a, b, 1, emptyTensor({0}, ScalarType::Bool)}); }),
               HasSubstr("logical_xor()"));
@@ -225,6 +228,58 @@ TEST(ElementwiseBinary, OutIsResizedCastAndChecked) {
   Tensor h = emptyTensor({2}, ScalarType::Float16);
   callT("mul.out", {fromDoubles({1.5, 2}, {2}, ScalarType::Float64), fromDoubles({2, 3}, {2}, ScalarType::Float64), h});
   expectClose(h, {3, 6}, {2}, ScalarType::Float16);
+}
+
+// PyTorch's sub_check: a bool operand is refused whatever the other one
+// (the result would not be bool: 1.5 - True is 0.5 in a calculator, an
+// error in PyTorch).
+TEST(ElementwiseBinary, SubRefusesAnyBoolOperand) {
+  Tensor mask = fromDoubles({1, 0, 1}, {3}, ScalarType::Bool);
+  Tensor f = fromDoubles({1.5, 2, 3}, {3}, ScalarType::Float32);
+  for (const auto& [x, y, arg] : {std::tuple{f, mask, "other"}, std::tuple{mask, f, "self"},
+                                  std::tuple{f, fromDoubles({1}, {}, ScalarType::Bool), "other"}}) {
+    for (const char* op : {"sub.Tensor", "sub.out"}) {
+      SCOPED_TRACE(std::string(op) + " " + arg);
+      std::vector<IValue> args{x, y, 1};
+      if (std::string(op) == "sub.out") args.emplace_back(emptyTensor({0}, ScalarType::Float32));
+      const std::string e = errorOf([&] { callT(op, args); });
+      EXPECT_THAT(e, HasSubstr(std::string("argument '") + arg + "' has dtype bool"));
+      EXPECT_THAT(e, HasSubstr("to invert a mask use logical_not()"));
+    }
+  }
+  EXPECT_THAT(errorOf([&] { callT("sub_.Tensor", {f.clone(), mask, 1}); }), HasSubstr("has dtype bool"));
+}
+
+// alpha converts to the result dtype with PyTorch's checked conversion:
+// bool results take -1, 0 and 1 (any integer that converts to bool), a
+// boolean alpha needs a boolean result, an integer alpha must fit.
+TEST(ElementwiseBinary, AlphaConvertsToTheResultDtype) {
+  Tensor a = fromDoubles({1, 0, 1, 0}, {4}, ScalarType::Bool);
+  Tensor b = fromDoubles({1, 1, 0, 0}, {4}, ScalarType::Bool);
+  expectClose(callT("add.Tensor", {a, b, Scalar(int64_t{-1})}), {1, 1, 1, 0}, {4}, ScalarType::Bool);
+  expectClose(callT("add.Tensor", {a, b, Scalar(int64_t{0})}), {1, 0, 1, 0}, {4}, ScalarType::Bool);
+  EXPECT_THAT(errorOf([&] {
+                callT("add.Tensor", {a, b, Scalar(int64_t{2})});
+              }),
+              HasSubstr("alpha 2 cannot be converted to dtype bool without overflow"));
+  Tensor i8 = fromDoubles({1, 2}, {2}, ScalarType::Int8);
+  EXPECT_THAT(errorOf([&] {
+                callT("add.Tensor", {i8, i8, Scalar(int64_t{300})});
+              }),
+              HasSubstr("alpha 300 cannot be converted to dtype int8 without overflow"));
+  EXPECT_THAT(errorOf([&] {
+                callT("add.Tensor", {i8, i8, Scalar(true)});
+              }),
+              HasSubstr("a boolean alpha is only accepted for boolean results"));
+  // uint8: a negative alpha wraps, as PyTorch's (a + 255 * b is a - b).
+  Tensor u = fromDoubles({5, 7}, {2}, ScalarType::UInt8);
+  expectClose(callT("add.Tensor", {u, fromDoubles({1, 2}, {2}, ScalarType::UInt8), Scalar(int64_t{-1})}), {4, 5}, {2},
+              ScalarType::UInt8);
+  Tensor h = fromDoubles({1, 2}, {2}, ScalarType::Float16);
+  EXPECT_THAT(errorOf([&] {
+                callT("add.Tensor", {h, h, Scalar(1e5)});
+              }),
+              HasSubstr("cannot be converted to dtype float16"));
 }
 
 TEST(ElementwiseBinary, AlphaMustMatchTheDtypeCategory) {
@@ -368,10 +423,12 @@ TEST(ElementwiseComparison, MixedDtypesInPlaceAndOut) {
   Tensor f = fromDoubles({1.5, 2, 2.5}, {3}, ScalarType::Float32);
   expectClose(callT("lt.Tensor", {i, f}), {1, 0, 0}, {3}, ScalarType::Bool);
   expectClose(callT("lt.Scalar", {i, Scalar(2.5)}), {1, 1, 0}, {3}, ScalarType::Bool);
-  // An integer scalar outside the tensor's dtype range still compares exactly.
+  // An integer scalar outside the tensor's dtype range wraps into it, as
+  // PyTorch converts it: 300 is 44 in uint8, -1 is 255.
   Tensor u = fromDoubles({0, 200, 255}, {3}, ScalarType::UInt8);
-  expectClose(callT("lt.Scalar", {u, Scalar(int64_t{300})}), {1, 1, 1}, {3}, ScalarType::Bool);
-  expectClose(callT("gt.Scalar", {u, Scalar(int64_t{-1})}), {1, 1, 1}, {3}, ScalarType::Bool);
+  expectClose(callT("lt.Scalar", {u, Scalar(int64_t{300})}), {1, 0, 0}, {3}, ScalarType::Bool);
+  expectClose(callT("gt.Scalar", {u, Scalar(int64_t{-1})}), {0, 0, 0}, {3}, ScalarType::Bool);
+  expectClose(callT("eq.Scalar", {u, Scalar(int64_t{-1})}), {0, 0, 1}, {3}, ScalarType::Bool);
   // A float scalar is rounded to the tensor's floating dtype first, as PyTorch.
   Tensor t = fromDoubles({0.1}, {1}, ScalarType::Float32);
   expectClose(callT("eq.Scalar", {t, Scalar(0.1)}), {1}, {1}, ScalarType::Bool);
@@ -390,6 +447,47 @@ TEST(ElementwiseComparison, MixedDtypesInPlaceAndOut) {
   expectClose(bout, {1, 1, 0}, {3}, ScalarType::Bool);
   EXPECT_THAT(errorOf([&] { callT("eq.Tensor_out", {f, f, emptyTensor({2}, ScalarType::Bool)}); }),
               HasSubstr("shape [2]"));
+}
+
+// Note [Comparison dtype]: both operands are converted to their
+// result_type and compared there, for every form (functional, in place,
+// out=) and both overloads.
+TEST(ElementwiseComparison, ComparesInTheResultTypeOfItsOperands) {
+  auto eq = [](const Tensor& a, const Tensor& b) { return values(callT("eq.Tensor", {a, b})); };
+  using D = std::vector<double>;
+  // float32 with a float64 0-d 0.1: in float32, where 0.1 rounds alike.
+  Tensor f = fromDoubles({0.1, 0.2}, {2}, ScalarType::Float32);
+  Tensor d0 = fromDoubles({0.1}, {}, ScalarType::Float64);
+  EXPECT_EQ(eq(f, d0), (D{1, 0}));
+  EXPECT_EQ(eq(d0, f), (D{1, 0}));
+  EXPECT_EQ(values(callT("lt.Tensor", {d0, f})), (D{0, 1}));
+  // Two dimensioned tensors: float64, where float32's 0.1 is not 0.1.
+  EXPECT_EQ(eq(f, fromDoubles({0.1, 0.1}, {2}, ScalarType::Float64)), (D{0, 0}));
+  // Large int64 with a float32 0-d tensor: in float32 (2^24 + 1 rounds to 2^24).
+  Tensor big = fromDoubles({16777217, 16777218}, {2}, ScalarType::Int64);
+  EXPECT_EQ(eq(big, fromDoubles({16777216}, {}, ScalarType::Float32)), (D{1, 0}));
+  // An int64 0-d tensor wraps into an int8 tensor's dtype.
+  EXPECT_EQ(eq(fromDoubles({44, 127}, {2}, ScalarType::Int8), fromDoubles({300}, {}, ScalarType::Int64)), (D{1, 0}));
+  // uint8 with int8: in a dtype holding both (no wrap).
+  EXPECT_EQ(eq(fromDoubles({255, 0}, {2}, ScalarType::UInt8), fromDoubles({-1, 0}, {2}, ScalarType::Int8)), (D{0, 1}));
+  // Scalars: float16 against 1e5 compares with inf; int32 against a float in float32.
+  Tensor h = fromDoubles({INFINITY, 65504}, {2}, ScalarType::Float16);
+  EXPECT_EQ(values(callT("eq.Scalar", {h, Scalar(1e5)})), (D{1, 0}));
+  EXPECT_EQ(values(callT("lt.Scalar", {h, Scalar(1e5)})), (D{0, 1}));
+  Tensor i32 = fromDoubles({16777216, 16777218}, {2}, ScalarType::Int32);
+  EXPECT_EQ(values(callT("eq.Scalar", {i32, Scalar(16777217.0)})), (D{1, 0}));
+  EXPECT_EQ(values(callT("eq.Scalar", {fromDoubles({44, 1}, {2}, ScalarType::Int8), Scalar(int64_t{300})})), (D{1, 0}));
+  // A bool tensor with an integer compares in int64, with a float in float32.
+  Tensor m = fromDoubles({1, 0}, {2}, ScalarType::Bool);
+  EXPECT_EQ(values(callT("eq.Scalar", {m, Scalar(int64_t{2})})), (D{0, 0}));
+  EXPECT_EQ(values(callT("lt.Scalar", {m, Scalar(0.5)})), (D{0, 1}));
+  // The out= and in-place forms compare alike.
+  Tensor out = emptyTensor({0}, ScalarType::Bool);
+  callT("eq.Tensor_out", {f, d0, out});
+  EXPECT_EQ(values(out), (D{1, 0}));
+  Tensor g = f.clone();
+  callT("eq_.Tensor", {g, d0});
+  EXPECT_EQ(values(g), (D{1, 0}));
 }
 
 // --- where
@@ -575,7 +673,7 @@ TEST(ElementwiseUnary, SiluUsesThePluginKernelOnCpuAndTheCompositeElsewhere) {
 
 TEST(ElementwiseClamp, BoundsPromotionAndErrors) {
   for (ScalarType dt : kAllTypes) {
-    if (dt == ScalarType::Bool) continue;
+    if (dt == ScalarType::Bool || dt == ScalarType::UInt8) continue;  // uint8: see BoundsConvertAsPyTorch
     SCOPED_TRACE(dtName(dt));
     Tensor x = rnd({2, 6}, dt, 15, -3, 3);
     auto clampRef = [](double lo, double hi) { return [=](double v) { return std::min(std::max(v, lo), hi); }; };
@@ -599,12 +697,73 @@ TEST(ElementwiseClamp, BoundsPromotionAndErrors) {
   EXPECT_THAT(err, HasSubstr("bp::clamp"));
   EXPECT_THAT(err, HasSubstr("at least one of 'min' and 'max'"));
   EXPECT_THAT(errorOf([&] { callT("clamp_", {i, Scalar(0.5), std::nullopt}); }), HasSubstr("cannot be cast"));
-  EXPECT_THAT(
-      errorOf([&] {
-        callT("clamp", {fromDoubles({1}, {1}, ScalarType::Bool), Scalar(0.0), std::nullopt});
-      }),
-      HasSubstr(
-          "bp::clamp: argument 'self' has dtype bool, which this op does not accept (accepted: every dtype but bool)"));
+  EXPECT_THAT(errorOf([&] {
+                callT("clamp", {fromDoubles({1}, {1}, ScalarType::Bool), Scalar(false), Scalar(true)});
+              }),
+              HasSubstr("bp::clamp: the inputs compute in dtype bool, which this op does not accept (accepted result "
+                        "dtypes: every dtype but bool)"));
+}
+
+// PyTorch converts the bounds to the result dtype with its checked
+// conversion (Note [Writing a Scalar into a tensor]).
+TEST(ElementwiseClamp, BoundsConvertAsPyTorch) {
+  Tensor i8 = fromDoubles({-5, 0, 100}, {3}, ScalarType::Int8);
+  EXPECT_THAT(errorOf([&] {
+                callT("clamp", {i8, std::nullopt, Scalar(int64_t{300})});
+              }),
+              HasSubstr("bp::clamp: max 300 cannot be converted to dtype int8 without overflow"));
+  EXPECT_THAT(errorOf([&] {
+                callT("clamp", {fromDoubles({1}, {1}, ScalarType::Float32), Scalar(1e300), std::nullopt});
+              }),
+              HasSubstr("bp::clamp: min 1e+300 cannot be converted to dtype float32 without overflow"));
+  EXPECT_THAT(errorOf([&] {
+                callT("clamp_", {fromDoubles({1}, {1}, ScalarType::Float16), std::nullopt, Scalar(1e5)});
+              }),
+              HasSubstr("cannot be converted to dtype float16"));
+  // Infinite bounds fit every floating dtype.
+  expectClose(callT("clamp", {fromDoubles({-1, 2}, {2}, ScalarType::Float16), Scalar(-INFINITY), Scalar(1.0)}), {-1, 1},
+              {2}, ScalarType::Float16);
+  // A negative integer bound wraps into uint8: min -1 is 255, above max 3.
+  Tensor u8 = fromDoubles({0, 7, 250}, {3}, ScalarType::UInt8);
+  expectClose(callT("clamp", {u8, Scalar(int64_t{-1}), Scalar(int64_t{3})}), {3, 3, 3}, {3}, ScalarType::UInt8);
+  expectClose(callT("clamp", {u8, Scalar(int64_t{-6}), std::nullopt}), {250, 250, 250}, {3}, ScalarType::UInt8);
+  // A bool tensor with integer bounds promotes to int64; with float bounds to float32.
+  Tensor m = fromDoubles({1, 0}, {2}, ScalarType::Bool);
+  expectClose(callT("clamp", {m, Scalar(int64_t{0}), Scalar(int64_t{5})}), {1, 0}, {2}, ScalarType::Int64);
+  expectClose(callT("clamp", {m, Scalar(0.5), std::nullopt}), {1, 0.5}, {2}, ScalarType::Float32);
+  // In place the bounds may not promote self.
+  EXPECT_THAT(errorOf([&] {
+                callT("clamp_", {m.clone(), Scalar(int64_t{0}), std::nullopt});
+              }),
+              HasSubstr("the bounds promote self (bool) to int64"));
+}
+
+// Signed zeros as PyTorch's CPU kernels give them: abs clears the sign;
+// maximum/minimum of equal values return the first operand (std::max,
+// std::min); gelu(-0.0) is -0.0 (x * 0.5 * (1 + erf(x / sqrt 2))).
+TEST(ElementwiseUnary, SignedZeros) {
+  auto signs = [](const Tensor& t) {
+    std::vector<double> s;
+    for (double v : values(t)) s.push_back(std::signbit(v) ? -1 : 1);
+    return s;
+  };
+  for (ScalarType dt : {ScalarType::Float32, ScalarType::Float64, ScalarType::Float16, ScalarType::BFloat16}) {
+    SCOPED_TRACE(dtName(dt));
+    Tensor z = fromDoubles({-0.0, 0.0}, {2}, dt), nz = fromDoubles({0.0, -0.0}, {2}, dt);
+    EXPECT_EQ(signs(callT("abs", {z})), (std::vector<double>{1, 1}));
+    EXPECT_EQ(signs(callT("maximum", {z, nz})), (std::vector<double>{-1, 1}));
+    EXPECT_EQ(signs(callT("minimum", {z, nz})), (std::vector<double>{-1, 1}));
+    EXPECT_EQ(signs(callT("gelu", {z, "none"})), (std::vector<double>{-1, 1}));
+    EXPECT_EQ(signs(callT("gelu", {z, "tanh"})), (std::vector<double>{-1, 1}));
+  }
+  // Long tensors too (vectorised loops, oneDNN's gelu).
+  const int64_t n = 5000;
+  Tensor neg = fromDoubles(std::vector<double>(n, -0.0), {n}, ScalarType::Float32);
+  Tensor pos = fromDoubles(std::vector<double>(n, 0.0), {n}, ScalarType::Float32);
+  EXPECT_EQ(signs(callT("abs", {neg})), std::vector<double>(n, 1));
+  EXPECT_EQ(signs(callT("maximum", {neg, pos})), std::vector<double>(n, -1));
+  EXPECT_EQ(signs(callT("minimum", {pos, neg})), std::vector<double>(n, 1));
+  EXPECT_EQ(signs(callT("gelu", {neg, "none"})), std::vector<double>(n, -1));
 }
 
 // --- large tensors: the parallel path (Note [Elementwise loops])

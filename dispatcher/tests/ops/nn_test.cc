@@ -1,6 +1,9 @@
 // Standard operators, family "nn": each op against a double-precision
 // reference through the CPU plugin.
 #include <cmath>
+#include <iostream>
+#include <random>
+#include <utility>
 
 #include "ops_test_util.h"
 #include "test_device.h"
@@ -78,7 +81,8 @@ void checkConv(const ConvCase& c, ScalarType dtype, uint32_t seed) {
   const std::vector<double> expected =
       refConv(values(x), values(w), c.bias ? values(b) : std::vector<double>{}, c, out_sizes);
   // Sums of up to a few hundred products: a float32 result is ~1e-5 relative.
-  const double tol = dtype == ScalarType::Float32 ? 1e-4 : 1e-12;
+  // float16 and bfloat16 sum in float32 and round once; int64 is exact.
+  const double tol = dtype == ScalarType::Float32 ? 1e-4 : dtype == ScalarType::Float64 ? 1e-12 : tolerance(dtype);
   expectClose(conv(x, w, b, c.stride, c.padding, c.dilation, c.groups), expected, out_sizes, dtype, tol);
   // Non-contiguous input (stored as N, H, W, C and permuted back) and a
   // weight that is a strided slice of a wider tensor.
@@ -103,8 +107,18 @@ TEST(NNConv2d, MatchesReference) {
       {{1, 16, 12, 12}, {16, 16, 3, 3}, true, {1, 1}, {1, 1}, {1, 1}, 1},
   };
   uint32_t seed = 1;
-  for (ScalarType dtype : {ScalarType::Float32, ScalarType::Float64})
+  // float16 and bfloat16 (in float32) and int64 as PyTorch's CPU kernels.
+  for (ScalarType dtype :
+       {ScalarType::Float32, ScalarType::Float64, ScalarType::Float16, ScalarType::BFloat16, ScalarType::Int64})
     for (const ConvCase& c : cases) checkConv(c, dtype, seed += 10);
+}
+
+// int64 convolution wraps around as PyTorch's does, without undefined
+// behaviour: 2^62 * 2 + 2^62 * 2 is 0 modulo 2^64.
+TEST(NNConv2d, Int64WrapsAround) {
+  Tensor x = fromDoubles({4611686018427387904.0, 4611686018427387904.0}, {1, 2, 1, 1}, ScalarType::Int64);
+  Tensor w = fromDoubles({2, 2}, {1, 2, 1, 1}, ScalarType::Int64);
+  EXPECT_EQ(values(conv(x, w, {}, {1}, {0}, {1}, 1)), std::vector<double>{0});
 }
 
 TEST(NNConv2d, SingleValueArgumentsAndUnbatchedInput) {
@@ -173,14 +187,9 @@ TEST(NNConv2d, Errors) {
   EXPECT_THAT(err(x, w, {}, {1}, {0}, {3}, 1), HasSubstr("smaller than the (dilated) kernel"));
   EXPECT_THAT(err(x, randomTensor({2, 4, 3, 3}, ScalarType::Float64, 1), {}, {1}, {0}, {1}, 1),
               HasSubstr("argument 'weight' has dtype float64 but 'input' has float32"));
-  EXPECT_THAT(
-      err(randomTensor({1, 4, 5, 5}, ScalarType::Int64, 1), randomTensor({2, 4, 3, 3}, ScalarType::Int64, 1), {}, {1},
-          {0}, {1}, 1),
-      HasSubstr("argument 'input' has dtype int64, which this op does not accept (accepted: float32, float64)"));
-  EXPECT_THAT(err(randomTensor({1, 4, 5, 5}, ScalarType::Float16, 1),
-                  randomTensor({2, 4, 3, 3}, ScalarType::Float16, 1), {}, {1}, {0}, {1}, 1),
-              HasSubstr("bp::conv2d: argument 'input' has dtype float16, which this op does not accept (accepted: "
-                        "float32, float64)"));
+  EXPECT_THAT(err(randomTensor({1, 4, 5, 5}, ScalarType::Int32, 1), randomTensor({2, 4, 3, 3}, ScalarType::Int32, 1),
+                  {}, {1}, {0}, {1}, 1),
+              HasSubstr("bp::conv2d: argument 'input' has dtype int32, which this op does not accept (accepted: "));
   EXPECT_THAT(err(randomTensor({1, 4, 5, 5}, f, 1, -2, 2, testDevice()), w, {}, {1}, {0}, {1}, 1),
               HasSubstr("expected all tensors on one device"));
   // The rule runs before any kernel on every device.
@@ -294,6 +303,24 @@ TEST(NNPool, AvgPoolMatchesReference) {
                       sizes, dtype);
         }
     }
+}
+
+// int64 average pooling divides the sum with truncation (toward zero), as
+// PyTorch's CPU kernel.
+TEST(NNPool, AvgPoolInt64Truncates) {
+  Tensor x = fromDoubles({1, 2, 3, 5, -1, -2, -3, -5}, {2, 1, 2, 2}, ScalarType::Int64);
+  Tensor y = callT("avg_pool2d", {x, V{2}, V{}, V{0}, false, true, IValue()});
+  EXPECT_EQ(y.dtype(), ScalarType::Int64);
+  EXPECT_EQ(values(y), (std::vector<double>{2, -2}));
+  // divisor_override -1 negates, even the lowest value's sum (wrapping).
+  Tensor low = fromDoubles({-9223372036854775808.0}, {1, 1, 1}, ScalarType::Int64);
+  EXPECT_EQ(values(callT("avg_pool2d", {low, V{1}, V{}, V{0}, false, true, IValue(int64_t{-1})})),
+            (std::vector<double>{-9223372036854775808.0}));
+  EXPECT_THAT(errorOf([&] {
+                callT("avg_pool2d", {fromDoubles({1, 2, 3, 4}, {1, 2, 2}, ScalarType::Int32), V{2}, V{}, V{0}, false,
+                                     true, IValue()});
+              }),
+              HasSubstr("argument 'self' has dtype int32, which this op does not accept"));
 }
 
 TEST(NNPool, KnownValues) {
@@ -582,6 +609,81 @@ TEST(NNLayerNorm, Float32MatchesFloat64) {
       expectClose(layerNorm(f32(x), normalized, f32(wp), f32(bp), 1e-5), expected, shape, ScalarType::Float32,
                   4 * tolerance(ScalarType::Float32));
     }
+  }
+}
+
+// --- variance on data with a large offset and a small spread
+//
+// Every variance (batch_norm in training, layer_norm, var/std) must be
+// computed stably (two passes or Welford): with values 1000 + 0.01 * u the
+// one-pass E[x^2] - E[x]^2 loses the spread even in double, and
+// normalizing as x * scale + shift (scale ~ 100) in float32 loses it in
+// the rounding of x * scale. The reference is float64 over the same
+// float32 inputs; the largest error is printed for the record.
+std::vector<double> offsetValues(int64_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<double> u(-1, 1);
+  std::vector<double> v(static_cast<size_t>(n));
+  for (double& x : v) x = static_cast<double>(static_cast<float>(1000.0 + 0.01 * u(gen)));
+  return v;
+}
+
+double maxAbsError(const Tensor& got, const std::vector<double>& want) {
+  const std::vector<double> g = values(got);
+  EXPECT_EQ(g.size(), want.size());
+  double e = 0;
+  for (size_t i = 0; i < g.size() && i < want.size(); ++i) e = std::max(e, std::abs(g[i] - want[i]));
+  return e;
+}
+
+// Mean and biased variance of the `n` values v[index(i)], in two passes.
+std::pair<double, double> referenceMoments(const std::vector<double>& v, size_t n, auto index) {
+  double mean = 0, var = 0;
+  for (size_t i = 0; i < n; ++i) mean += v[index(i)];
+  mean /= static_cast<double>(n);
+  for (size_t i = 0; i < n; ++i) var += (v[index(i)] - mean) * (v[index(i)] - mean);
+  return {mean, var / static_cast<double>(n)};
+}
+
+TEST(NNNumerics, VarianceOfLargeOffsetSmallSpreadMatchesFloat64) {
+  const double eps = 1e-5;
+  // batch_norm, training: [8, 4, 16, 16], statistics per channel.
+  {
+    const V shape{8, 4, 16, 16};
+    const size_t c = 4, inner = 256, per_channel = 8 * inner;
+    const std::vector<double> xv = offsetValues(numelOf(shape), 61);
+    std::vector<double> expected(xv.size());
+    for (size_t ch = 0; ch < c; ++ch) {
+      auto index = [&](size_t i) { return ((i / inner) * c + ch) * inner + i % inner; };
+      const auto [mean, var] = referenceMoments(xv, per_channel, index);
+      for (size_t i = 0; i < per_channel; ++i) expected[index(i)] = (xv[index(i)] - mean) / std::sqrt(var + eps);
+    }
+    Tensor x = fromDoubles(xv, shape, ScalarType::Float32);
+    const double err = maxAbsError(batchNorm(x, {}, {}, {}, {}, true, 0.1, eps), expected);
+    std::cout << "[ numerics ] batch_norm training, float32: max |error| vs float64 = " << err << "\n";
+    EXPECT_LE(err, 1e-4);
+  }
+  // layer_norm: [16, 1024] over the last dim (float32: oneDNN; float64: loops).
+  {
+    const V shape{16, 1024};
+    const std::vector<double> xv = offsetValues(numelOf(shape), 62);
+    std::vector<double> expected(xv.size()), var_expected(16);
+    for (size_t r = 0; r < 16; ++r) {
+      auto index = [&](size_t i) { return r * 1024 + i; };
+      const auto [mean, var] = referenceMoments(xv, 1024, index);
+      var_expected[r] = var * 1024 / 1023;
+      for (size_t i = 0; i < 1024; ++i) expected[index(i)] = (xv[index(i)] - mean) / std::sqrt(var + eps);
+    }
+    Tensor x = fromDoubles(xv, shape, ScalarType::Float32);
+    const double err = maxAbsError(layerNorm(x, {1024}, {}, {}, eps), expected);
+    std::cout << "[ numerics ] layer_norm, float32: max |error| vs float64 = " << err << "\n";
+    EXPECT_LE(err, 1e-4);
+    // var (unbiased) and std along the rows: relative error.
+    const std::vector<double> got = values(callT("var.correction", {x, V{1}, IValue(), false}));
+    double rel = 0;
+    for (size_t r = 0; r < 16; ++r) rel = std::max(rel, std::abs(got[r] - var_expected[r]) / var_expected[r]);
+    std::cout << "[ numerics ] var, float32: max relative error vs float64 = " << rel << "\n";
+    EXPECT_LE(rel, 1e-4);
   }
 }
 
