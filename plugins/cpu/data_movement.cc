@@ -12,6 +12,7 @@
 #include <array>
 #include <atomic>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "cpu_common.h"
@@ -508,7 +509,13 @@ bp::Tensor masked_fill_tensor_out(const bp::Tensor& self, const bp::Tensor& mask
                   " dimensions");
   const bp::Scalar v = visitAnyDtype(value.dtype(), [&](auto tag) {
     using V = decltype(tag);
-    return bp::Scalar(loadRaw<V>(static_cast<const char*>(value.data_ptr())));
+    const V raw = loadRaw<V>(static_cast<const char*>(value.data_ptr()));
+    // A Scalar's integers are int64: a uint64 from 2^63 on goes as a double
+    // (exact for the floating dtypes; an integral self refuses it by range).
+    if constexpr (std::is_same_v<V, uint64_t>) {
+      if (raw > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return bp::Scalar(static_cast<double>(raw));
+    }
+    return bp::Scalar(raw);
   });
   // The value is data the host has not read: its range is checked here.
   visitDtype(self.dtype(), [&](auto self_tag) {
