@@ -74,7 +74,8 @@ TEST(StandardOpCoverage, DtypeRulesNameTensorArgumentsOfTheirSchema) {
   EXPECT_EQ(acceptedDtypes(*findStandardOp("bp::mm.out"), "self").toString(), "every dtype but bool");
   EXPECT_EQ(acceptedDtypes(*findStandardOp("mm.out"), "out").toString(), "every dtype");
   EXPECT_EQ(acceptedDtypes(*findStandardOp("gather"), "index").toString(), "int64");
-  EXPECT_EQ(acceptedDtypes(*findStandardOp("conv2d"), "input").toString(), "float32, float64");
+  EXPECT_EQ(acceptedDtypes(*findStandardOp("conv2d"), "input").toString(),
+            "int64, float16, bfloat16, float32, float64");
 }
 
 }  // namespace
