@@ -26,8 +26,9 @@
 //     row-major order of the reduced dims, a NaN counting as the extremum:
 //     each lane keeps its first best, and the tree prefers the lower index
 //     on ties, so the result does not depend on how lanes split the row.
-//   * var/std: Welford per lane, merged with Chan et al.'s formula (stable
-//     for a large mean), divisor max(0, N - correction) as PyTorch.
+//   * var/std: Welford per lane over x less the output's first element,
+//     merged with Chan et al.'s formula (stable for a large mean), divisor
+//     max(0, N - correction) as PyTorch.
 //   * softmax: max, then the sum of exp(x - max), then the outputs; a row
 //     holding NaN or +inf, or only -inf, comes out NaN by that arithmetic.
 //     Rows that fit in shared memory are read from global memory once
@@ -163,15 +164,23 @@ __global__ void reduceKernel(ReduceArgs args, const T* in, void* out) {
     Offsets<2> at{};
     if (o < args.num_out) {
       at = args.outputs.get(o);
+      // var/std: Welford over x less the output's first element, the same
+      // shift in every lane and part (the merge is unchanged by it), so a
+      // large common offset (1000 + 0.01 * u) does not round the running
+      // mean and the deviations in float.
+      V shift = V(0);
+      if ((op == ReduceOp::kVar || op == ReduceOp::kStd) && args.num_red > 0)
+        shift = static_cast<V>(load(in[at.v[0] + args.reduced.get(0).v[0]]));
       for (int64_t r = begin + t.lane; r < end; r += t.lanes) {
         const V x = static_cast<V>(load(in[at.v[0] + args.reduced.get(r).v[0]]));
         if (isExtremumOp(op)) {
           if (p.n < 0 || better(isMaxOp(op), x, p.a)) p = Partial<V>{x, V(0), r};
         } else if (op == ReduceOp::kVar || op == ReduceOp::kStd) {
           ++p.n;
-          const V delta = x - p.a;
+          const V xs = x - shift;
+          const V delta = xs - p.a;
           p.a += delta / static_cast<V>(p.n);
-          p.m2 += delta * (x - p.a);
+          p.m2 += delta * (xs - p.a);
         } else {
           p.a = addWrapping(p.a, x);
         }

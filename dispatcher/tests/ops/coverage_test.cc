@@ -78,7 +78,8 @@ TEST(StandardOpCoverage, DtypeRulesNameTensorArgumentsOfTheirSchema) {
   EXPECT_EQ(acceptedDtypes(*findStandardOp("mm.out"), "out").toString(), "every dtype but uint16, uint32, uint64");
   EXPECT_EQ(acceptedDtypes(*findStandardOp("copy_"), "self").toString(), "every dtype");
   EXPECT_EQ(acceptedDtypes(*findStandardOp("gather"), "index").toString(), "int64");
-  EXPECT_EQ(acceptedDtypes(*findStandardOp("conv2d"), "input").toString(), "float32, float64");
+  EXPECT_EQ(acceptedDtypes(*findStandardOp("conv2d"), "input").toString(),
+            "int64, float16, bfloat16, float32, float64");
 }
 
 }  // namespace
