@@ -142,10 +142,13 @@ double floatingMax(ScalarType t) {
   }
 }
 
-// The range of integral dtype t (bool is 0 to 1).
+// The range of integral dtype t (bool is 0 to 1), within a Scalar's int64:
+// uint64's upper end is int64's (an integral Scalar is an int64).
 std::pair<int64_t, int64_t> integralRange(ScalarType t) {
   return visitScalarType(t, [&]<typename T>() -> std::pair<int64_t, int64_t> {
-    if constexpr (std::is_integral_v<T>)
+    if constexpr (std::is_same_v<T, uint64_t>)
+      return {0, std::numeric_limits<int64_t>::max()};
+    else if constexpr (std::is_integral_v<T>)
       return {static_cast<int64_t>(std::numeric_limits<T>::lowest()),
               static_cast<int64_t>(std::numeric_limits<T>::max())};
     else
@@ -167,8 +170,9 @@ void checkScalarConverts(std::string_view op, const char* what, const Scalar& va
     const auto [lo, hi] = integralRange(dtype);
     if (value.isIntegral()) {
       const int64_t v = value.toInt();
-      // c10: into an unsigned dtype (bool too) a negative value wraps, down to -max.
-      const int64_t low = lo == 0 ? -hi : lo;
+      // c10: into an unsigned dtype (bool too) a negative value wraps, down
+      // to -max; into uint64 every int64 does.
+      const int64_t low = dtype == ScalarType::UInt64 ? std::numeric_limits<int64_t>::min() : lo == 0 ? -hi : lo;
       fits = v >= low && v <= hi;
       range = lo == 0 ? strCat("integers ", low, " to ", hi, "; negative ones wrap around") : strCat(lo, " to ", hi);
     } else {
@@ -176,7 +180,8 @@ void checkScalarConverts(std::string_view op, const char* what, const Scalar& va
       // 2^63 as a double, which is itself refused (its conversion would overflow).
       const double v = value.toDouble();
       const double top = static_cast<double>(hi);
-      fits = v >= static_cast<double>(lo) && (dtype == ScalarType::Int64 ? v < top : v <= top);
+      fits = v >= static_cast<double>(lo) &&
+             (dtype == ScalarType::Int64 || dtype == ScalarType::UInt64 ? v < top : v <= top);
       range = strCat(lo, " to ", hi, ", not NaN or infinite");
     }
   }
