@@ -193,6 +193,11 @@ bp::Tensor fmod_out(const bp::Tensor& self, const bp::Tensor& other, const bp::T
 
 enum class Bit { And, Or, Xor };
 
+bool isFloatingOut(const bp::Tensor& out) {
+  const ScalarType t = out.dtype();
+  return t == ScalarType::Float16 || t == ScalarType::BFloat16 || t == ScalarType::Float32 || t == ScalarType::Float64;
+}
+
 template <Bit B, class M>
 M bitwise(M x, M y) {
   if constexpr (B == Bit::And)
@@ -206,6 +211,16 @@ M bitwise(M x, M y) {
 template <Bit B>
 bp::Tensor bitwiseOut(const char* op, const bp::Tensor& self, const bp::Tensor& other, const bp::Tensor& out) {
   checkArgs(op, {{&self, "self"}, {&other, "other"}, {&out, "out"}});
+  if (isFloatingOut(out)) {
+    // A floating out (castable from the integral result): computed in
+    // self's dtype, or int64 for mixed operands (and/or/xor of
+    // sign-extended values agree in every wider dtype), then converted.
+    bp::Tensor tmp =
+        bp::Tensor::empty(out.sizes(), self.dtype() == other.dtype() ? self.dtype() : ScalarType::Int64, kCpuDevice);
+    bitwiseOut<B>(op, self, other, tmp);
+    copyCast(tmp, out);
+    return out;
+  }
   checkDtype(op, out, "out",
              {ScalarType::Bool, ScalarType::UInt8, ScalarType::Int8, ScalarType::Int32, ScalarType::Int64});
   bp::Tensor a_holder, b_holder;
@@ -304,6 +319,13 @@ bp::Tensor erf_out(const bp::Tensor& self, const bp::Tensor& out) {
 }
 
 bp::Tensor bitwise_not_out(const bp::Tensor& self, const bp::Tensor& out) {
+  if (isFloatingOut(out)) {  // computed in self's dtype, then converted
+    checkArgs("bp::bitwise_not.out", {{&self, "self"}, {&out, "out"}});
+    bp::Tensor tmp = bp::Tensor::empty(out.sizes(), self.dtype(), kCpuDevice);
+    bitwise_not_out(self, tmp);
+    copyCast(tmp, out);
+    return out;
+  }
   return unary("bp::bitwise_not.out", self, out,
                {ScalarType::Bool, ScalarType::UInt8, ScalarType::Int8, ScalarType::Int32, ScalarType::Int64},
                [&](auto tag, const auto& a) {
