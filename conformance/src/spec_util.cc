@@ -198,6 +198,7 @@ const std::vector<OpSpec>& allSpecs() {
   static const std::vector<OpSpec>* specs = [] {
     auto* s = new std::vector<OpSpec>();
     addElementwiseSpecs(*s);
+    addElementwiseMoreSpecs(*s);
     addReductionSpecs(*s);
     addCreationSpecs(*s);
     addDataMovementSpecs(*s);

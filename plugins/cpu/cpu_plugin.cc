@@ -13,6 +13,7 @@ void init(bp::Library& m) {
   bp_cpu::initThreads();
   bp_cpu::registerCreationKernels(m);
   bp_cpu::registerElementwiseKernels(m);
+  bp_cpu::registerElementwiseMoreKernels(m);
   bp_cpu::registerReductionKernels(m);
   bp_cpu::registerLinalgKernels(m);
   bp_cpu::registerNNKernels(m);

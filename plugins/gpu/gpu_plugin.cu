@@ -92,6 +92,7 @@ void init(bp::Library& m) {
   registerPluginOps(m);
   bp_gpu::registerCreationKernels(m, type);
   bp_gpu::registerElementwiseKernels(m, type);
+  bp_gpu::registerElementwiseMoreKernels(m, type);
   bp_gpu::registerDataMovementKernels(m, type);
   bp_gpu::registerReductionKernels(m, type);
   bp_gpu::registerNormKernels(m, type);

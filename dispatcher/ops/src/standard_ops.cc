@@ -37,6 +37,7 @@ const std::vector<StandardOp>& standardOperators() {
     auto* v = new std::vector<StandardOp>();
     ops::addCreationOps(*v);
     ops::addElementwiseOps(*v);
+    ops::addElementwiseMoreOps(*v);
     ops::addReductionOps(*v);
     ops::addLinalgOps(*v);
     ops::addNNOps(*v);

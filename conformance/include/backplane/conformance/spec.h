@@ -153,6 +153,7 @@ double roundTo(ScalarType t, double v);
 
 // Registration of the families' specs (one function per family source).
 void addElementwiseSpecs(std::vector<OpSpec>& specs);
+void addElementwiseMoreSpecs(std::vector<OpSpec>& specs);  // specs_elementwise_more.cc
 void addReductionSpecs(std::vector<OpSpec>& specs);
 void addCreationSpecs(std::vector<OpSpec>& specs);
 void addDataMovementSpecs(std::vector<OpSpec>& specs);

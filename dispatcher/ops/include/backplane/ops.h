@@ -99,6 +99,49 @@ Tensor relu(const Tensor& self);
 Tensor gelu(const Tensor& self, std::string_view approximate = "none");  // or "tanh"
 Tensor silu(const Tensor& self);
 
+// --- More elementwise ops, as PyTorch's (README: "More elementwise operators").
+// Division rounded toward zero ("trunc") or negative infinity ("floor"); no
+// mode is true division. Integral division by zero raises ZeroDivisionError.
+Tensor div(const Tensor& self, const Tensor& other, std::optional<std::string_view> rounding_mode);
+Tensor div(const Tensor& self, const Scalar& other, std::optional<std::string_view> rounding_mode);
+Tensor true_divide(const Tensor& self, const Tensor& other);
+Tensor floor_divide(const Tensor& self, const Tensor& other);  // rounds toward negative infinity
+Tensor floor_divide(const Tensor& self, const Scalar& other);
+Tensor remainder(const Tensor& self, const Tensor& other);  // the sign of other (Python's %)
+Tensor remainder(const Tensor& self, const Scalar& other);
+Tensor fmod(const Tensor& self, const Tensor& other);  // the sign of self (C's fmod)
+Tensor fmod(const Tensor& self, const Scalar& other);
+Tensor floor(const Tensor& self);
+Tensor ceil(const Tensor& self);
+Tensor trunc(const Tensor& self);
+Tensor round(const Tensor& self);                    // halves to even
+Tensor round(const Tensor& self, int64_t decimals);  // floating self; negative decimals round to tens, ...
+Tensor sign(const Tensor& self);
+Tensor erf(const Tensor& self);
+Tensor leaky_relu(const Tensor& self, const Scalar& negative_slope = 0.01);
+Tensor hardtanh(const Tensor& self, const Scalar& min_val = -1, const Scalar& max_val = 1);
+Tensor elu(const Tensor& self, const Scalar& alpha = 1, const Scalar& scale = 1, const Scalar& input_scale = 1);
+Tensor softplus(const Tensor& self, const Scalar& beta = 1, const Scalar& threshold = 20);
+// Integral and bool operands (on bool, the logical ops).
+Tensor bitwise_and(const Tensor& self, const Tensor& other);
+Tensor bitwise_or(const Tensor& self, const Tensor& other);
+Tensor bitwise_xor(const Tensor& self, const Tensor& other);
+Tensor bitwise_and(const Tensor& self, const Scalar& other);
+Tensor bitwise_or(const Tensor& self, const Scalar& other);
+Tensor bitwise_xor(const Tensor& self, const Scalar& other);
+Tensor bitwise_not(const Tensor& self);
+// Operands of any dtype, true where non-zero; bool results.
+Tensor logical_and(const Tensor& self, const Tensor& other);
+Tensor logical_or(const Tensor& self, const Tensor& other);
+Tensor logical_xor(const Tensor& self, const Tensor& other);
+Tensor logical_not(const Tensor& self);
+Tensor isnan(const Tensor& self);
+Tensor isinf(const Tensor& self);
+Tensor isfinite(const Tensor& self);
+// NaN to `nan` (0), +inf to `posinf`, -inf to `neginf` (default: the dtype's largest and lowest values).
+Tensor nan_to_num(const Tensor& self, std::optional<double> nan = std::nullopt,
+                  std::optional<double> posinf = std::nullopt, std::optional<double> neginf = std::nullopt);
+
 // --- Linear algebra.
 Tensor matmul(const Tensor& self, const Tensor& other);  // torch.matmul: 1-d, 2-d and batched with broadcasting
 Tensor mm(const Tensor& self, const Tensor& mat2);

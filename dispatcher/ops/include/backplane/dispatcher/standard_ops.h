@@ -34,6 +34,8 @@ class ScalarTypeSet {
   }
   static constexpr ScalarTypeSet allBut(ScalarType t) { return fromBits(all().bits_ & ~bit(t)); }
   constexpr ScalarTypeSet without(ScalarTypeSet other) const { return fromBits(bits_ & ~other.bits_); }
+  // This set without the dtypes of `other`.
+  constexpr ScalarTypeSet minus(ScalarTypeSet other) const { return fromBits(bits_ & ~other.bits_); }
   constexpr bool contains(ScalarType t) const { return (bits_ & bit(t)) != 0; }
   constexpr bool isAll() const { return bits_ == all().bits_; }
   friend constexpr bool operator==(ScalarTypeSet, ScalarTypeSet) = default;
