@@ -221,8 +221,9 @@ bp::Tensor bitwiseOut(const char* op, const bp::Tensor& self, const bp::Tensor& 
     copyCast(tmp, out);
     return out;
   }
-  checkDtype(op, out, "out",
-             {ScalarType::Bool, ScalarType::UInt8, ScalarType::Int8, ScalarType::Int32, ScalarType::Int64});
+  checkDtype(
+      op, out, "out",
+      {ScalarType::Bool, ScalarType::UInt8, ScalarType::Int8, ScalarType::Int16, ScalarType::Int32, ScalarType::Int64});
   bp::Tensor a_holder, b_holder;
   const bp::Tensor& a = as(self, out.dtype(), a_holder);
   const bp::Tensor& b = as(other, out.dtype(), b_holder);
@@ -326,15 +327,16 @@ bp::Tensor bitwise_not_out(const bp::Tensor& self, const bp::Tensor& out) {
     copyCast(tmp, out);
     return out;
   }
-  return unary("bp::bitwise_not.out", self, out,
-               {ScalarType::Bool, ScalarType::UInt8, ScalarType::Int8, ScalarType::Int32, ScalarType::Int64},
-               [&](auto tag, const auto& a) {
-                 using T = decltype(tag);
-                 if constexpr (std::is_same_v<T, bool>)
-                   unaryLoop<T, T>(out, a, [](bool x) { return !x; });
-                 else if constexpr (std::is_integral_v<T>)
-                   unaryLoop<T, T>(out, a, [](T x) { return static_cast<T>(~x); });
-               });
+  return unary(
+      "bp::bitwise_not.out", self, out,
+      {ScalarType::Bool, ScalarType::UInt8, ScalarType::Int8, ScalarType::Int16, ScalarType::Int32, ScalarType::Int64},
+      [&](auto tag, const auto& a) {
+        using T = decltype(tag);
+        if constexpr (std::is_same_v<T, bool>)
+          unaryLoop<T, T>(out, a, [](bool x) { return !x; });
+        else if constexpr (std::is_integral_v<T>)
+          unaryLoop<T, T>(out, a, [](T x) { return static_cast<T>(~x); });
+      });
 }
 
 // A predicate of self's elements (in self's own dtype) into a bool result.

@@ -199,8 +199,8 @@ bp::Tensor moreBinary(const char* op, const bp::Tensor& self, const bp::Tensor& 
   return out;
 }
 
-constexpr std::initializer_list<ScalarType> kIntegralAndBool = {ScalarType::Bool, ScalarType::UInt8, ScalarType::Int8,
-                                                                ScalarType::Int32, ScalarType::Int64};
+constexpr std::initializer_list<ScalarType> kIntegralAndBool = {
+    ScalarType::Bool, ScalarType::UInt8, ScalarType::Int8, ScalarType::Int16, ScalarType::Int32, ScalarType::Int64};
 
 bp::Tensor div_out_mode(const bp::Tensor& self, const bp::Tensor& other, std::optional<std::string_view> mode,
                         const bp::Tensor& out) {
