@@ -17,6 +17,7 @@ void init(bp::Library& m) {
   bp_cpu::registerLinalgKernels(m);
   bp_cpu::registerNNKernels(m);
   bp_cpu::registerDataMovementKernels(m);
+  bp_cpu::registerSortScanPadKernels(m);
 }
 
 }  // namespace
