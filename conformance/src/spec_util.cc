@@ -205,6 +205,7 @@ const std::vector<OpSpec>& allSpecs() {
     addLinalgSpecs(*s);
     addNnSpecs(*s);
     addRandomSpecs(*s);
+    addSortScanPadSpecs(*s);
     return s;
   }();
   return *specs;

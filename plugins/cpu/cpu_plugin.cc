@@ -18,6 +18,7 @@ void init(bp::Library& m) {
   bp_cpu::registerLinalgKernels(m);
   bp_cpu::registerNNKernels(m);
   bp_cpu::registerDataMovementKernels(m);
+  bp_cpu::registerSortScanPadKernels(m);
 }
 
 }  // namespace

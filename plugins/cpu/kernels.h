@@ -12,5 +12,6 @@ void registerReductionKernels(bp::Library& m);     // reduction.cc: sum, mean, .
 void registerLinalgKernels(bp::Library& m);        // linalg.cc: mm, bmm, matmul, addmm (oneDNN)
 void registerNNKernels(bp::Library& m);            // nn.cc: conv2d, pooling, batch_norm, layer_norm
 void registerDataMovementKernels(bp::Library& m);  // data_movement.cc: cat, stack, index_select, ...
+void registerSortScanPadKernels(bp::Library& m);   // sort_scan_pad.cc: cumsum, sort, topk, flip, pads
 
 }  // namespace bp_cpu

@@ -859,6 +859,80 @@ bp::Tensor log_softmax_int_out(const bp::Tensor& self, int64_t dim, std::optiona
   return softmax_out<true>("bp::log_softmax.int_out", self, dim, out);
 }
 
+// --- prod, all, any (the host's Note [Products, logical reductions, scans
+// and sorts]). prod multiplies the elements converted to out's dtype (which
+// the host chose: dtype=, int64 for integral inputs, or out's own), in
+// double for a floating result and in wrapping uint64 arithmetic for an
+// integral one. all/any write 0/1 into a bool or uint8 out; a NaN counts as
+// true, as any nonzero value.
+
+bp::Tensor prodInto(const char* op, const bp::Tensor& self, const DimVec& mask, bool keepdim, const bp::Tensor& out) {
+  checkCpu(op, self, "self");
+  checkCpu(op, out, "out");
+  checkDtype(op, self, "self", kAllDtypes);
+  checkDtype(op, out, "out", kAllDtypes);
+  const ReduceGeom g = makeGeom(self, mask, out, keepdim, false);
+  visitDtype(self.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    visitDtype(out.dtype(), [&](auto otag) {
+      using O = decltype(otag);
+      using Acc = std::conditional_t<kFloating<O>, double, uint64_t>;
+      struct ProdOp {
+        Acc init() const { return 1; }
+        void row(Acc& acc, const T* p, int64_t n, int64_t s, int64_t) const {
+          for (int64_t j = 0; j < n; ++j) acc *= static_cast<Acc>(load(store<O>(load(p[j * s]))));
+        }
+        void merge(Acc& a, Acc b) const { a *= b; }
+      };
+      O* o = out.data_ptr<O>();
+      reduce(g, self.data_ptr<const T>(), ProdOp{}, [&](int64_t off, Acc acc) {
+        if constexpr (kFloating<O>)
+          o[off] = store<O>(acc);
+        else
+          o[off] = store<O>(static_cast<int64_t>(acc));  // modulo 2^64 (C++20)
+      });
+    });
+  });
+  return out;
+}
+
+bp::Tensor prod_int_out(const bp::Tensor& self, int64_t dim, bool keepdim, std::optional<ScalarType>,
+                        const bp::Tensor& out) {
+  return prodInto("bp::prod.int_out", self, reducedMask(self, bp::IntList(&dim, 1)), keepdim, out);
+}
+
+bp::Tensor prod_out(const bp::Tensor& self, std::optional<ScalarType>, const bp::Tensor& out) {
+  return prodInto("bp::prod.out", self, reducedMask(self, std::nullopt), false, out);
+}
+
+template <bool All>
+bp::Tensor logical_dims_out(const bp::Tensor& self, std::optional<bp::IntList> dim, bool keepdim,
+                            const bp::Tensor& out) {
+  const char* op = All ? "bp::all.dims_out" : "bp::any.dims_out";
+  checkCpu(op, self, "self");
+  checkCpu(op, out, "out");
+  checkDtype(op, self, "self", kAllDtypes);
+  checkDtype(op, out, "out", {ScalarType::Bool, ScalarType::UInt8});
+  // dim=[] reduces nothing here (PyTorch's all/any), unlike sum's.
+  DimVec mask = reducedMask(self, dim);
+  if (dim && dim->empty())
+    for (size_t d = 0; d < mask.size(); ++d) mask[d] = 0;
+  const ReduceGeom g = makeGeom(self, mask, out, keepdim, false);
+  uint8_t* o = static_cast<uint8_t*>(out.data_ptr());  // bool and uint8 both hold 0/1 in one byte
+  visitDtype(self.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    struct LogicalOp {
+      bool init() const { return All; }
+      void row(bool& acc, const T* p, int64_t n, int64_t s, int64_t) const {
+        for (int64_t j = 0; j < n && acc == All; ++j) acc = load(p[j * s]) != 0;
+      }
+      void merge(bool& a, bool b) const { a = All ? (a && b) : (a || b); }
+    };
+    reduce(g, self.data_ptr<const T>(), LogicalOp{}, [&](int64_t off, bool acc) { o[off] = acc ? 1 : 0; });
+  });
+  return out;
+}
+
 }  // namespace
 
 namespace bp_cpu {
@@ -874,6 +948,10 @@ void registerReductionKernels(bp::Library& m) {
   m.impl("std.correction_out", kCpu, &std_correction_out);
   m.impl("softmax.int_out", kCpu, &softmax_int_out);
   m.impl("log_softmax.int_out", kCpu, &log_softmax_int_out);
+  m.impl("prod.int_out", kCpu, &prod_int_out);
+  m.impl("prod.out", kCpu, &prod_out);
+  m.impl("all.dims_out", kCpu, &logical_dims_out<true>);
+  m.impl("any.dims_out", kCpu, &logical_dims_out<false>);
 }
 
 }  // namespace bp_cpu

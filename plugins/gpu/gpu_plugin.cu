@@ -95,6 +95,7 @@ void init(bp::Library& m) {
   bp_gpu::registerElementwiseMoreKernels(m, type);
   bp_gpu::registerDataMovementKernels(m, type);
   bp_gpu::registerReductionKernels(m, type);
+  bp_gpu::registerScanPadKernels(m, type);
   bp_gpu::registerNormKernels(m, type);
   bp_gpu::registerLinalgKernels(m, type);
   bp_spconv_gpu::registerKernels(m, type);

@@ -18,5 +18,6 @@ void registerDataMovementKernels(bp::Library& m, int32_t type);  // data_movemen
 void registerReductionKernels(bp::Library& m, int32_t type);     // reduction.cu: sum, mean, amax, ..., softmax, log_softmax
 void registerNormKernels(bp::Library& m, int32_t type);          // norm.cu: layer_norm
 void registerLinalgKernels(bp::Library& m, int32_t type);        // linalg.cu: mm, bmm, addmm, linear (BLAS or tiled GEMM)
+void registerScanPadKernels(bp::Library& m, int32_t type);       // scan_pad.cu: cumsum, flip, pads
 
 }  // namespace bp_gpu

@@ -48,7 +48,7 @@
 namespace bp_gpu {
 namespace {
 
-enum class ReduceOp : int32_t { kSum, kMean, kMax, kMin, kArgMax, kArgMin, kVar, kStd };
+enum class ReduceOp : int32_t { kSum, kMean, kMax, kMin, kArgMax, kArgMin, kVar, kStd, kProd, kAll, kAny };
 
 // The accumulator value type of storage type T (Note [GPU reduction arithmetic]).
 template <class T>
@@ -99,6 +99,23 @@ BP_GPU_HD inline V addWrapping(V a, V b) {
   else return a + b;
 }
 
+// Integer products wrap too (prod), in unsigned arithmetic.
+template <class V>
+BP_GPU_HD inline V mulWrapping(V a, V b) {
+  if constexpr (std::is_integral_v<V>)
+    return static_cast<V>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+  else
+    return a * b;
+}
+
+// all/any: a partial's `a` is 1 (true) or 0.
+BP_GPU_HD inline bool isLogicalOp(ReduceOp op) { return op == ReduceOp::kAll || op == ReduceOp::kAny; }
+template <class V>
+BP_GPU_HD inline V mergeLogical(ReduceOp op, V a, V b) {
+  const bool x = a != V(0), y = b != V(0);
+  return (op == ReduceOp::kAll ? x && y : x || y) ? V(1) : V(0);
+}
+
 template <class V>
 struct MergePartials {
   ReduceOp op;
@@ -118,7 +135,12 @@ struct MergePartials {
       a.n += b.n;
       return a;
     }
-    a.a = addWrapping(a.a, b.a);
+    if (op == ReduceOp::kProd)
+      a.a = mulWrapping(a.a, b.a);
+    else if (isLogicalOp(op))
+      a.a = mergeLogical(op, a.a, b.a);
+    else
+      a.a = addWrapping(a.a, b.a);
     return a;
   }
 };
@@ -129,6 +151,10 @@ __device__ inline void finishReduction(const ReduceArgs& args, const Partial<V>&
   const ReduceOp op = args.op;
   if (op == ReduceOp::kArgMax || op == ReduceOp::kArgMin) {
     static_cast<int64_t*>(out)[offset] = p.n;
+    return;
+  }
+  if (isLogicalOp(op)) {  // out is bool or uint8: 0/1 in one byte either way
+    static_cast<uint8_t*>(out)[offset] = p.a != V(0) ? 1 : 0;
     return;
   }
   V v = p.a;
@@ -146,7 +172,8 @@ __device__ inline void finishReduction(const ReduceArgs& args, const Partial<V>&
 
 template <class V>
 BP_GPU_HD inline Partial<V> emptyPartial(ReduceOp op) {
-  return Partial<V>{V(0), V(0), isExtremumOp(op) ? int64_t{-1} : int64_t{0}};
+  const V identity = op == ReduceOp::kProd || op == ReduceOp::kAll ? V(1) : V(0);
+  return Partial<V>{identity, V(0), isExtremumOp(op) ? int64_t{-1} : int64_t{0}};
 }
 
 template <class T>
@@ -181,6 +208,10 @@ __global__ void reduceKernel(ReduceArgs args, const T* in, void* out) {
           const V delta = xs - p.a;
           p.a += delta / static_cast<V>(p.n);
           p.m2 += delta * (xs - p.a);
+        } else if (op == ReduceOp::kProd) {
+          p.a = mulWrapping(p.a, x);
+        } else if (isLogicalOp(op)) {
+          p.a = mergeLogical(op, p.a, x);
         } else {
           p.a = addWrapping(p.a, x);
         }
@@ -507,6 +538,45 @@ bp::Tensor log_softmax_int_out(const bp::Tensor& self, int64_t dim, std::optiona
   return softmax_out("bp::log_softmax.int_out", true, self, dim, out);
 }
 
+// --- prod, all, any (as the CPU plugin's, plugins/cpu/reduction.cc): prod
+// multiplies the input converted to out's dtype; all/any test each element
+// against 0 (NaN counts as true) and write 0/1 into a bool or uint8 out.
+
+bp::Tensor prodInto(const char* op, const bp::Tensor& self, const bool* mask, bool keepdim, const bp::Tensor& out) {
+  checkArgs(op, self, out, kAllDtypes);
+  checkDtype(op, out, "out", kAllDtypes);
+  bp::Tensor converted;
+  runReduction(op, ReduceOp::kProd, as(op, self, out.dtype(), converted), mask, keepdim, false, 0, out);
+  return out;
+}
+
+bp::Tensor prod_int_out(const bp::Tensor& self, int64_t dim, bool keepdim, std::optional<ScalarType>,
+                        const bp::Tensor& out) {
+  bool mask[kMaxDims];
+  reducedMask(self, bp::IntList(&dim, 1), mask);
+  return prodInto("bp::prod.int_out", self, mask, keepdim, out);
+}
+
+bp::Tensor prod_out(const bp::Tensor& self, std::optional<ScalarType>, const bp::Tensor& out) {
+  bool mask[kMaxDims];
+  reducedMask(self, std::nullopt, mask);
+  return prodInto("bp::prod.out", self, mask, false, out);
+}
+
+template <bool All>
+bp::Tensor logical_dims_out(const bp::Tensor& self, std::optional<bp::IntList> dim, bool keepdim,
+                            const bp::Tensor& out) {
+  const char* op = All ? "bp::all.dims_out" : "bp::any.dims_out";
+  checkArgs(op, self, out, kAllDtypes);
+  checkDtype(op, out, "out", {ScalarType::Bool, ScalarType::UInt8});
+  bool mask[kMaxDims];
+  reducedMask(self, dim, mask);
+  if (dim && dim->empty())  // dim=[] reduces nothing here (PyTorch's all/any), unlike sum's
+    for (int64_t d = 0; d < self.dim(); ++d) mask[d] = false;
+  runReduction(op, All ? ReduceOp::kAll : ReduceOp::kAny, self, mask, keepdim, false, 0, out);
+  return out;
+}
+
 }  // namespace
 
 void registerReductionKernels(bp::Library& m, int32_t type) {
@@ -520,6 +590,10 @@ void registerReductionKernels(bp::Library& m, int32_t type) {
   m.impl("std.correction_out", type, &std_correction_out);
   m.impl("softmax.int_out", type, &softmax_int_out);
   m.impl("log_softmax.int_out", type, &log_softmax_int_out);
+  m.impl("prod.int_out", type, &prod_int_out);
+  m.impl("prod.out", type, &prod_out);
+  m.impl("all.dims_out", type, &logical_dims_out<true>);
+  m.impl("any.dims_out", type, &logical_dims_out<false>);
 }
 
 }  // namespace bp_gpu

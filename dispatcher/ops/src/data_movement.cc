@@ -399,6 +399,202 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t, bool, boo
   return rows.view(sizes);
 }
 
+// --- flip, pad (Note [Flip and pad])
+//
+// Note [Flip and pad]
+// As PyTorch: flip reverses the listed dims (wrapped, each at most once).
+// pad(self, pad, mode, value) is torch.nn.functional.pad: `pad` holds
+// (before, after) pairs for the last dims, the last dim first, and the mode
+// picks one of PyTorch's ops, which are standard ops too:
+//   * constant: constant_pad_nd, any number of dims; negative pads crop;
+//     `value` must fit the dtype (as fill_).
+//   * reflect: reflection_pad{1,2,3}d, mirror without repeating the edge;
+//     each pad must be smaller than its dim.
+//   * replicate: replication_pad{1,2,3}d, the edge element repeated.
+// Reflect and replicate pad the last 1, 2 or 3 dims of an input with one
+// leading batch dim or none (2-3, 3-4 or 4-5 dims), take no bool input and
+// no value. PyTorch's 'circular' mode is not provided. The out= forms of
+// these ops do not convert: `out` has self's dtype.
+
+using FlipOutSig = Tensor(const Tensor&, IntArrayRef, const Tensor&);
+
+template <FixedString Name>
+OutputMeta flipMeta(const Tensor& self, IntArrayRef dims) {
+  const std::string& op = qualified<Name>();
+  checkDefined(op, self, "self");
+  absl::InlinedVector<bool, 6> seen(static_cast<size_t>(std::max<int64_t>(self.dim(), 1)), false);
+  for (int64_t d : dims) {
+    const int64_t w = wrapDim(op, d, self.dim());
+    BP_CHECK(!seen[static_cast<size_t>(w)], op, ": dimension ", w, " appears more than once in dims ",
+             shapeString(dims), "; name each dimension once");
+    seen[static_cast<size_t>(w)] = true;
+  }
+  return OutputMeta{Shape(self.sizes().begin(), self.sizes().end()), self.dtype(), self.device()};
+}
+
+void flipOutMeta(const Tensor& self, IntArrayRef dims, const Tensor& out) {
+  const std::string& op = qualified<"flip.out">();
+  OutputMeta m = flipMeta<"flip.out">(self, dims);
+  checkDefined(op, out, "out");
+  checkSameDtype(op, out, m.dtype);
+  checkOut(op, out, m, {});
+  BP_CHECK(!overlaps(self, out), op, ": argument 'out' shares memory with 'self'; flip into a separate tensor");
+}
+
+Tensor flipFunctional(const Tensor& self, IntArrayRef dims) {
+  Tensor out = allocate(flipMeta<"flip">(self, dims));
+  return BP_STANDARD_OP("flip.out", FlipOutSig).callSkippingMeta(self, dims, out);
+}
+
+// constant_pad_nd: the padded shape; throws for a bad pad list.
+template <FixedString Name>
+OutputMeta constantPadMeta(const Tensor& self, IntArrayRef pad, const Scalar& value) {
+  const std::string& op = qualified<Name>();
+  checkDefined(op, self, "self");
+  const int64_t nd = self.dim();
+  BP_CHECK(pad.size() % 2 == 0, op, ": the pad list ", shapeString(pad), " has odd length ", pad.size(),
+           "; pass a (before, after) pair per padded dimension");
+  BP_CHECK(static_cast<int64_t>(pad.size()) <= 2 * nd, op, ": the pad list ", shapeString(pad), " pads ",
+           pad.size() / 2, " dimensions but the input has only ", nd, "; pass at most ", 2 * nd, " values");
+  Shape sizes(self.sizes().begin(), self.sizes().end());
+  for (size_t i = 0; i < pad.size() / 2; ++i) {
+    const size_t d = static_cast<size_t>(nd) - 1 - i;
+    const int64_t n = sizes[d] + pad[2 * i] + pad[2 * i + 1];
+    BP_CHECK(n >= 0, op, ": dimension ", d, " of size ", sizes[d], " padded by ", pad[2 * i], " and ", pad[2 * i + 1],
+             " would have negative size ", n, "; crop less");
+    sizes[d] = n;
+  }
+  checkValueFits(op, value, self.dtype(), "the padding value");
+  return OutputMeta{std::move(sizes), self.dtype(), self.device()};
+}
+
+using ConstantPadOutSig = Tensor(const Tensor&, IntArrayRef, const Scalar&, const Tensor&);
+
+void constantPadOutMeta(const Tensor& self, IntArrayRef pad, const Scalar& value, const Tensor& out) {
+  const std::string& op = qualified<"constant_pad_nd.out">();
+  OutputMeta m = constantPadMeta<"constant_pad_nd.out">(self, pad, value);
+  checkDefined(op, out, "out");
+  checkSameDtype(op, out, m.dtype);
+  checkOut(op, out, m, {});
+  BP_CHECK(!overlaps(self, out), op, ": argument 'out' shares memory with 'self'; pad into a separate tensor");
+}
+
+Tensor constantPadFunctional(const Tensor& self, IntArrayRef pad, const Scalar& value) {
+  Tensor out = allocate(constantPadMeta<"constant_pad_nd">(self, pad, value));
+  return BP_STANDARD_OP("constant_pad_nd.out", ConstantPadOutSig).callSkippingMeta(self, pad, value, out);
+}
+
+// reflection_pad{N}d / replication_pad{N}d over the last N dims.
+template <FixedString Name, int N, bool Reflect>
+OutputMeta edgePadMeta(const Tensor& self, IntArrayRef padding) {
+  const std::string& op = qualified<Name>();
+  checkDefined(op, self, "self");
+  checkDtypes(op, standardOp<Name>(), {{"self", &self}});
+  BP_CHECK(static_cast<int>(padding.size()) == 2 * N, op, ": expected ", 2 * N, " padding values (before and after ",
+           "for each of the last ", N, " dims), got ", padding.size());
+  const int64_t nd = self.dim();
+  BP_CHECK(nd == N + 1 || nd == N + 2, op, ": expected a ", N + 1, "-d input or a ", N + 2,
+           "-d batch of them, got shape ", shapeString(self.sizes()));
+  for (int64_t d = nd - N - 1 + (nd == N + 2 ? 1 : 0); d < nd; ++d) {
+    BP_CHECK(self.size(d) != 0, op, ": dimension ", d, " of the input of shape ", shapeString(self.sizes()),
+             " is empty; only the batch dimension may have size 0");
+  }
+  Shape sizes(self.sizes().begin(), self.sizes().end());
+  for (int i = 0; i < N; ++i) {
+    const size_t d = static_cast<size_t>(nd - 1 - i);
+    const int64_t before = padding[static_cast<size_t>(2 * i)], after = padding[static_cast<size_t>(2 * i + 1)];
+    if (Reflect) {
+      BP_CHECK(before < sizes[d] && after < sizes[d], op, ": padding (", before, ", ", after, ") of dimension ", d,
+               " must be smaller than its size ", sizes[d], " (input shape ", shapeString(self.sizes()),
+               "); reflection cannot reach further, use mode 'replicate' or 'constant'");
+    }
+    const int64_t n = sizes[d] + before + after;
+    BP_CHECK(n >= 1, op, ": dimension ", d, " of size ", sizes[d], " padded by ", before, " and ", after,
+             " would have size ", n, "; the result needs at least 1");
+    sizes[d] = n;
+  }
+  return OutputMeta{std::move(sizes), self.dtype(), self.device()};
+}
+
+using EdgePadOutSig = Tensor(const Tensor&, IntArrayRef, const Tensor&);
+
+template <FixedString Name, int N, bool Reflect>
+void edgePadOutMeta(const Tensor& self, IntArrayRef padding, const Tensor& out) {
+  const std::string& op = qualified<Name>();
+  OutputMeta m = edgePadMeta<Name, N, Reflect>(self, padding);
+  checkDefined(op, out, "out");
+  checkSameDtype(op, out, m.dtype);
+  checkOut(op, out, m, {});
+  BP_CHECK(!overlaps(self, out), op, ": argument 'out' shares memory with 'self'; pad into a separate tensor");
+}
+
+template <FixedString Name, FixedString OutName, int N, bool Reflect>
+Tensor edgePadFunctional(const Tensor& self, IntArrayRef padding) {
+  Tensor out = allocate(edgePadMeta<Name, N, Reflect>(self, padding));
+  return BP_STANDARD_OP(OutName.c_str(), EdgePadOutSig).callSkippingMeta(self, padding, out);
+}
+
+// torch.nn.functional.pad.
+Tensor padFunctional(const Tensor& self, IntArrayRef pad, std::string_view mode, std::optional<double> value) {
+  const std::string& op = qualified<"pad">();
+  checkDefined(op, self, "self");
+  const bool reflect = mode == "reflect", replicate = mode == "replicate";
+  BP_CHECK(mode == "constant" || reflect || replicate, op, ": unknown padding mode '", mode,
+           "'; pass 'constant', 'reflect' or 'replicate' ('circular' is not provided)");
+  BP_CHECK(pad.size() % 2 == 0, op, ": the pad list ", shapeString(pad), " has odd length ", pad.size(),
+           "; pass a (before, after) pair per padded dimension");
+  BP_CHECK(static_cast<int64_t>(pad.size()) <= 2 * self.dim(), op, ": the pad list ", shapeString(pad), " pads ",
+           pad.size() / 2, " dimensions but the input has only ", self.dim(), "; pass at most ", 2 * self.dim(),
+           " values");
+  if (!reflect && !replicate) {
+    return BP_STANDARD_OP("constant_pad_nd", Tensor(const Tensor&, IntArrayRef, const Scalar&))
+        .call(self, pad, Scalar(value.value_or(0.0)));
+  }
+  BP_CHECK(!value || *value == 0, op, ": padding mode '", mode, "' takes no value (got ", *value,
+           "); pass value=None or use mode 'constant'");
+  const int64_t n = static_cast<int64_t>(pad.size()) / 2, nd = self.dim();
+  BP_CHECK(n >= 1 && n <= 3 && (nd == n + 1 || nd == n + 2), op, ": mode '", mode, "' pads the last 1, 2 or 3 ",
+           "dims of an input with at most one more leading (batch) dim than a sample has, but got ", pad.size(),
+           " pad values for an input of shape ", shapeString(self.sizes()),
+           "; pad 1 dim of a 2-3d, 2 dims of a 3-4d or 3 dims of a 4-5d input");
+  static const char* const kReflect[] = {"reflection_pad1d", "reflection_pad2d", "reflection_pad3d"};
+  static const char* const kReplicate[] = {"replication_pad1d", "replication_pad2d", "replication_pad3d"};
+  const char* name = (reflect ? kReflect : kReplicate)[n - 1];
+  return Dispatcher::singleton()
+      .findOpOrThrow(strCat(kStandardNamespace, "::", name))
+      .typed<Tensor(const Tensor&, IntArrayRef)>()
+      .call(self, pad);
+}
+
+void addFlipAndPadOps(std::vector<StandardOp>& ops) {
+  auto add = [&](std::string schema, KernelFunction meta = {}, KernelFunction composite = {}) {
+    ops.push_back(StandardOp{std::move(schema), std::move(meta), std::move(composite), "data_movement"});
+  };
+  using K = KernelFunction;
+  add("flip(Tensor self, int[] dims) -> Tensor", {}, K::makeFromFunction(BP_FN(flipFunctional)));
+  add("flip.out(Tensor self, int[] dims, *, Tensor(a!) out) -> Tensor(a!)", K::makeFromFunction(BP_FN(flipOutMeta)));
+  add("pad(Tensor self, SymInt[] pad, str mode=\"constant\", float? value=None) -> Tensor", {},
+      K::makeFromFunction(BP_FN(padFunctional)));
+  add("constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor", {},
+      K::makeFromFunction(BP_FN(constantPadFunctional)));
+  add("constant_pad_nd.out(Tensor self, SymInt[] pad, Scalar value=0, *, Tensor(a!) out) -> Tensor(a!)",
+      K::makeFromFunction(BP_FN(constantPadOutMeta)));
+  const size_t first_edge = ops.size();
+#define BP_EDGE_PAD(NAME, N, REFLECT)                                                      \
+  add(NAME "(Tensor self, SymInt[" #N "] padding) -> Tensor", {},                          \
+      K::makeFromFunction(BP_FN((edgePadFunctional<NAME, NAME ".out", N / 2, REFLECT>)))); \
+  add(NAME ".out(Tensor self, SymInt[" #N "] padding, *, Tensor(a!) out) -> Tensor(a!)",   \
+      K::makeFromFunction(BP_FN((edgePadOutMeta<NAME ".out", N / 2, REFLECT>))))
+  BP_EDGE_PAD("reflection_pad1d", 2, true);
+  BP_EDGE_PAD("reflection_pad2d", 4, true);
+  BP_EDGE_PAD("reflection_pad3d", 6, true);
+  BP_EDGE_PAD("replication_pad1d", 2, false);
+  BP_EDGE_PAD("replication_pad2d", 4, false);
+  BP_EDGE_PAD("replication_pad3d", 6, false);
+#undef BP_EDGE_PAD
+  for (size_t i = first_edge; i < ops.size(); ++i) ops[i].dtypes = {{"self", ScalarTypeSet::allBut(ScalarType::Bool)}};
+}
+
 }  // namespace
 
 void addDataMovementOps(std::vector<StandardOp>& ops) {
@@ -456,6 +652,8 @@ void addDataMovementOps(std::vector<StandardOp>& ops) {
       "bool sparse=False) -> Tensor",
       KernelFunction::makeFromFunction(BP_FN(embeddingMeta)), KernelFunction::makeFromFunction(BP_FN(embedding)));
   declare(ops.size() - 1, {{"indices", kIndexOrInt32}});
+
+  addFlipAndPadOps(ops);
 }
 
 }  // namespace backplane::ops

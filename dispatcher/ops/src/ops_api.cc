@@ -214,6 +214,42 @@ Tensor std(const Tensor& self, IntArrayRef dim, bool keepdim, int64_t correction
   return BP_STANDARD_OP("std.correction", CorrectionSig).call(self, dim, Scalar(correction), keepdim);
 }
 
+// ------------------------ products, logical reductions, scans and sorts
+
+using SortPair = std::tuple<Tensor, Tensor>;
+using LogicalDimsSig = Tensor(const Tensor&, std::optional<IntArrayRef>, bool);
+
+Tensor prod(const Tensor& self, std::optional<ScalarType> dtype) {
+  return BP_STANDARD_OP("prod", ReduceDtypeSig).call(self, dtype);
+}
+Tensor prod(const Tensor& self, int64_t dim, bool keepdim, std::optional<ScalarType> dtype) {
+  return BP_STANDARD_OP("prod.dim_int", Tensor(const Tensor&, int64_t, bool, Opts)).call(self, dim, keepdim, dtype);
+}
+Tensor all(const Tensor& self) { return BP_STANDARD_OP("all", UnarySig).call(self); }
+Tensor all(const Tensor& self, int64_t dim, bool keepdim) {
+  return BP_STANDARD_OP("all.dim", Tensor(const Tensor&, int64_t, bool)).call(self, dim, keepdim);
+}
+Tensor all(const Tensor& self, IntArrayRef dim, bool keepdim) {
+  return BP_STANDARD_OP("all.dims", LogicalDimsSig).call(self, dim, keepdim);
+}
+Tensor any(const Tensor& self) { return BP_STANDARD_OP("any", UnarySig).call(self); }
+Tensor any(const Tensor& self, int64_t dim, bool keepdim) {
+  return BP_STANDARD_OP("any.dim", Tensor(const Tensor&, int64_t, bool)).call(self, dim, keepdim);
+}
+Tensor any(const Tensor& self, IntArrayRef dim, bool keepdim) {
+  return BP_STANDARD_OP("any.dims", LogicalDimsSig).call(self, dim, keepdim);
+}
+Tensor cumsum(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype) {
+  return BP_STANDARD_OP("cumsum", SoftmaxSig).call(self, dim, dtype);
+}
+SortPair sort(const Tensor& self, int64_t dim, bool descending) {
+  return BP_STANDARD_OP("sort", SortPair(const Tensor&, int64_t, bool)).call(self, dim, descending);
+}
+SortPair topk(const Tensor& self, int64_t k, int64_t dim, bool largest, bool sorted) {
+  return BP_STANDARD_OP("topk", SortPair(const Tensor&, int64_t, int64_t, bool, bool))
+      .call(self, k, dim, largest, sorted);
+}
+
 // ---------------------------------------------------------- nn layers
 
 Tensor softmax(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype) {
@@ -260,6 +296,13 @@ Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index) {
 }
 Tensor gather(const Tensor& self, int64_t dim, const Tensor& index) {
   return BP_STANDARD_OP("gather", Tensor(const Tensor&, int64_t, const Tensor&, bool)).call(self, dim, index, false);
+}
+Tensor flip(const Tensor& self, IntArrayRef dims) {
+  return BP_STANDARD_OP("flip", Tensor(const Tensor&, IntArrayRef)).call(self, dims);
+}
+Tensor pad(const Tensor& self, IntArrayRef pad, std::string_view mode, std::optional<double> value) {
+  return BP_STANDARD_OP("pad", Tensor(const Tensor&, IntArrayRef, std::string_view, std::optional<double>))
+      .call(self, pad, mode, value);
 }
 
 // -------------------------------------------------------------- operators
@@ -389,6 +432,24 @@ Tensor Tensor::index_select(int64_t dim, const Tensor& index) const {
   return ::backplane::index_select(*this, dim, index);
 }
 Tensor Tensor::gather(int64_t dim, const Tensor& index) const { return ::backplane::gather(*this, dim, index); }
+Tensor Tensor::prod(std::optional<ScalarType> dtype) const { return ::backplane::prod(*this, dtype); }
+Tensor Tensor::prod(int64_t dim, bool keepdim, std::optional<ScalarType> dtype) const {
+  return ::backplane::prod(*this, dim, keepdim, dtype);
+}
+Tensor Tensor::all() const { return ::backplane::all(*this); }
+Tensor Tensor::all(int64_t dim, bool keepdim) const { return ::backplane::all(*this, dim, keepdim); }
+Tensor Tensor::any() const { return ::backplane::any(*this); }
+Tensor Tensor::any(int64_t dim, bool keepdim) const { return ::backplane::any(*this, dim, keepdim); }
+Tensor Tensor::cumsum(int64_t dim, std::optional<ScalarType> dtype) const {
+  return ::backplane::cumsum(*this, dim, dtype);
+}
+std::tuple<Tensor, Tensor> Tensor::sort(int64_t dim, bool descending) const {
+  return ::backplane::sort(*this, dim, descending);
+}
+std::tuple<Tensor, Tensor> Tensor::topk(int64_t k, int64_t dim, bool largest, bool sorted) const {
+  return ::backplane::topk(*this, k, dim, largest, sorted);
+}
+Tensor Tensor::flip(IntArrayRef dims) const { return ::backplane::flip(*this, dims); }
 const Tensor& Tensor::fill_(const Scalar& value) const {
   BP_STANDARD_OP("fill_.Scalar", ScalarSig).call(*this, value);
   return *this;

@@ -257,6 +257,321 @@ KernelFunction fn() {
   return KernelFunction::makeFromFunction(CompileTimeFunction<F>());
 }
 
+// --- prod, all/any, cumsum, sort, topk (Note [Products, logical reductions, scans and sorts])
+//
+// Note [Products, logical reductions, scans and sorts]
+// As PyTorch:
+//   * prod: integral and bool inputs multiply in int64 (wrapping) unless
+//     dtype= says otherwise; an empty reduction is 1. prod.out (every
+//     element) and prod.int_out (one dim) are both kernels.
+//   * all/any: the result is bool, or uint8 for a uint8 input (PyTorch's
+//     compatibility rule); `out` may be either. dim=None reduces every
+//     dimension, dim=[] none (each element is tested alone). all.dims_out is
+//     the kernel; the other out= forms are composites over it.
+//   * cumsum: the running sum along one dim, with sum's dtype rule
+//     (integral and bool inputs give int64); `out` without dtype= chooses
+//     the dtype the sum runs in.
+//   * sort: stable, ascending or descending; NaN sorts as the largest value
+//     (last ascending, first descending). sort.values_stable is the kernel.
+//   * topk: the k largest (or smallest) along a dim, always returned in
+//     sorted order, ties in index order, NaN the largest; 0 <= k <= size.
+//     Bool inputs are refused, as by PyTorch's CPU kernel.
+
+using DimOutSig = Tensor(const Tensor&, int64_t, bool, std::optional<ScalarType>, const Tensor&);
+using AllOutSig = Tensor(const Tensor&, std::optional<ScalarType>, const Tensor&);
+
+// One dim (int dim) or every dim (nullopt) as reducedShape's dim list.
+Reduced oneOrAllDims(std::string_view op, const Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+  if (!dim) return reducedShape(op, self, std::nullopt, false);
+  const int64_t d = *dim;
+  return reducedShape(op, self, IntArrayRef(&d, 1), keepdim);
+}
+
+template <FixedString Name>
+OutputMeta prodMeta(const Tensor& self, std::optional<int64_t> dim, bool keepdim, std::optional<ScalarType> dtype) {
+  Reduced r = oneOrAllDims(qualified<Name>(), self, dim, keepdim);
+  return OutputMeta{std::move(r.sizes), sumDtype(self, dtype), self.device()};
+}
+
+template <FixedString Name>
+void checkProdOut(const Tensor& self, const OutputMeta& m, std::optional<ScalarType> dtype, const Tensor& out) {
+  if (dtype) checkExactDtype(qualified<Name>(), out, *dtype, "the dtype= argument");
+  checkOut(qualified<Name>(), out, m, {{"self", &self}});
+}
+
+template <FixedString Name>
+void prodDimOutMeta(const Tensor& self, int64_t dim, bool keepdim, std::optional<ScalarType> dtype, const Tensor& out) {
+  checkProdOut<Name>(self, prodMeta<Name>(self, dim, keepdim, dtype), dtype, out);
+}
+
+template <FixedString Name>
+void prodAllOutMeta(const Tensor& self, std::optional<ScalarType> dtype, const Tensor& out) {
+  checkProdOut<Name>(self, prodMeta<Name>(self, std::nullopt, false, dtype), dtype, out);
+}
+
+Tensor prodDimFunctional(const Tensor& self, int64_t dim, bool keepdim, std::optional<ScalarType> dtype) {
+  Tensor out = allocate(prodMeta<"prod.dim_int">(self, dim, keepdim, dtype));
+  return BP_STANDARD_OP("prod.int_out", DimOutSig).callSkippingMeta(self, dim, keepdim, dtype, out);
+}
+
+Tensor prodAllFunctional(const Tensor& self, std::optional<ScalarType> dtype) {
+  Tensor out = allocate(prodMeta<"prod">(self, std::nullopt, false, dtype));
+  return BP_STANDARD_OP("prod.out", AllOutSig).callSkippingMeta(self, dtype, out);
+}
+
+// all/any over `dims`: nullopt reduces every dim, an empty list none.
+template <FixedString Name>
+OutputMeta logicalMeta(const Tensor& self, std::optional<IntArrayRef> dims, bool keepdim) {
+  const std::string& op = qualified<Name>();
+  BP_CHECK(self.defined(), op, ": argument 'self' is undefined");
+  const ScalarType t = self.dtype() == ScalarType::UInt8 ? ScalarType::UInt8 : ScalarType::Bool;
+  if (dims && dims->empty()) return OutputMeta{Shape(self.sizes().begin(), self.sizes().end()), t, self.device()};
+  Reduced r = reducedShape(op, self, dims, keepdim);
+  return OutputMeta{std::move(r.sizes), t, self.device()};
+}
+
+// `out` of all/any holds truth values: bool or uint8, whatever the input.
+template <FixedString Name>
+void checkLogicalOut(const Tensor& self, OutputMeta m, const Tensor& out) {
+  const std::string& op = qualified<Name>();
+  BP_CHECK(out.defined(), op, ": argument 'out' is undefined; pass a tensor to write the result into");
+  BP_CHECK(out.dtype() == ScalarType::Bool || out.dtype() == ScalarType::UInt8, op, ": argument 'out' has dtype ",
+           out.dtype(),
+           " but the result holds truth values; pass a tensor of dtype "
+           "bool (or uint8)");
+  m.dtype = out.dtype();
+  checkOut(op, out, m, {{"self", &self}});
+}
+
+using LogicalOutSig = Tensor(const Tensor&, std::optional<IntArrayRef>, bool, const Tensor&);
+
+template <FixedString Name>
+void logicalDimsOutMeta(const Tensor& self, std::optional<IntArrayRef> dim, bool keepdim, const Tensor& out) {
+  checkLogicalOut<Name>(self, logicalMeta<Name>(self, dim, keepdim), out);
+}
+
+template <FixedString Name>
+void logicalDimOutMeta(const Tensor& self, int64_t dim, bool keepdim, const Tensor& out) {
+  checkLogicalOut<Name>(self, logicalMeta<Name>(self, IntArrayRef(&dim, 1), keepdim), out);
+}
+
+template <FixedString Name>
+void logicalAllOutMeta(const Tensor& self, const Tensor& out) {
+  checkLogicalOut<Name>(self, logicalMeta<Name>(self, std::nullopt, false), out);
+}
+
+template <FixedString Name, FixedString KernelName>
+Tensor logicalDimsFunctional(const Tensor& self, std::optional<IntArrayRef> dim, bool keepdim) {
+  Tensor out = allocate(logicalMeta<Name>(self, dim, keepdim));
+  return BP_STANDARD_OP(KernelName.c_str(), LogicalOutSig).callSkippingMeta(self, dim, keepdim, out);
+}
+
+template <FixedString Name, FixedString KernelName>
+Tensor logicalDimFunctional(const Tensor& self, int64_t dim, bool keepdim) {
+  return logicalDimsFunctional<Name, KernelName>(self, IntArrayRef(&dim, 1), keepdim);
+}
+
+template <FixedString Name, FixedString KernelName>
+Tensor logicalAllFunctional(const Tensor& self) {
+  return logicalDimsFunctional<Name, KernelName>(self, std::nullopt, false);
+}
+
+// all.out / all.all_out: their meta has checked and sized `out`.
+template <FixedString KernelName>
+Tensor logicalDimOutComposite(const Tensor& self, int64_t dim, bool keepdim, const Tensor& out) {
+  return BP_STANDARD_OP(KernelName.c_str(), LogicalOutSig).callSkippingMeta(self, IntArrayRef(&dim, 1), keepdim, out);
+}
+
+template <FixedString KernelName>
+Tensor logicalAllOutComposite(const Tensor& self, const Tensor& out) {
+  return BP_STANDARD_OP(KernelName.c_str(), LogicalOutSig).callSkippingMeta(self, std::nullopt, false, out);
+}
+
+// --- cumsum
+
+using CumsumOutSig = Tensor(const Tensor&, int64_t, std::optional<ScalarType>, const Tensor&);
+
+template <FixedString Name>
+OutputMeta cumsumMeta(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype) {
+  const std::string& op = qualified<Name>();
+  BP_CHECK(self.defined(), op, ": argument 'self' is undefined");
+  wrapDim(op, dim, self.dim());
+  return OutputMeta{Shape(self.sizes().begin(), self.sizes().end()), sumDtype(self, dtype), self.device()};
+}
+
+template <FixedString Name>
+void cumsumOutMeta(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype, const Tensor& out) {
+  OutputMeta m = cumsumMeta<Name>(self, dim, dtype);
+  if (dtype) checkExactDtype(qualified<Name>(), out, *dtype, "the dtype= argument");
+  checkOut(qualified<Name>(), out, m, {{"self", &self}});
+}
+
+Tensor cumsumFunctional(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype) {
+  Tensor out = allocate(cumsumMeta<"cumsum">(self, dim, dtype));
+  return BP_STANDARD_OP("cumsum.out", CumsumOutSig).callSkippingMeta(self, dim, dtype, out);
+}
+
+// In place the sum runs in self's dtype (PyTorch's cumsum_ with out = self);
+// dtype=, when given, must be self's.
+Tensor cumsumInplace(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype) {
+  const std::string& op = qualified<"cumsum_">();
+  OutputMeta m = cumsumMeta<"cumsum_">(self, dim, dtype);
+  if (dtype) checkExactDtype(op, self, *dtype, "the dtype= argument, in place");
+  m.dtype = self.dtype();
+  checkOut(op, self, m, {}, "self");
+  return BP_STANDARD_OP("cumsum.out", CumsumOutSig).callSkippingMeta(self, dim, self.dtype(), self);
+}
+
+// --- sort, topk: values of self's dtype and int64 indices
+
+using SortPair = std::tuple<Tensor, Tensor>;
+using SortOutSig = SortPair(const Tensor&, std::optional<bool>, int64_t, bool, const Tensor&, const Tensor&);
+using TopkOutSig = SortPair(const Tensor&, int64_t, int64_t, bool, bool, const Tensor&, const Tensor&);
+
+void checkSortOuts(std::string_view op, const Tensor& self, const OutputMeta& m, const Tensor& values,
+                   const Tensor& indices) {
+  BP_CHECK(values.defined() && indices.defined(), op,
+           ": arguments 'values' and 'indices' must be defined; pass tensors to write the results into");
+  checkExactDtype(op, values, self.dtype(), "the input's dtype");
+  BP_CHECK(indices.dtype() == ScalarType::Int64, op,
+           ": expected argument 'indices' to have dtype int64, but it has "
+           "dtype ",
+           indices.dtype(), "; pass a tensor of dtype int64");
+  BP_CHECK(!values.is_alias_of(indices) || values.numel() == 0, op,
+           ": arguments 'values' and 'indices' share memory; pass separate tensors");
+  checkOut(op, values, m, {{"self", &self}}, "values");
+  checkOut(op, indices, OutputMeta{m.sizes, ScalarType::Int64, m.device}, {{"self", &self}}, "indices");
+}
+
+template <FixedString Name>
+OutputMeta sortMeta(const Tensor& self, int64_t dim) {
+  const std::string& op = qualified<Name>();
+  BP_CHECK(self.defined(), op, ": argument 'self' is undefined");
+  wrapDim(op, dim, self.dim());
+  return OutputMeta{Shape(self.sizes().begin(), self.sizes().end()), self.dtype(), self.device()};
+}
+
+template <FixedString Name>
+void sortStableOutMeta(const Tensor& self, std::optional<bool> stable, int64_t dim, bool descending,
+                       const Tensor& values, const Tensor& indices) {
+  (void)stable, (void)descending;  // every sort is stable
+  checkSortOuts(qualified<Name>(), self, sortMeta<Name>(self, dim), values, indices);
+}
+
+template <FixedString Name>
+void sortOutMeta(const Tensor& self, int64_t dim, bool descending, const Tensor& values, const Tensor& indices) {
+  sortStableOutMeta<Name>(self, std::nullopt, dim, descending, values, indices);
+}
+
+template <FixedString Name>
+SortPair sortStableFunctional(const Tensor& self, std::optional<bool> stable, int64_t dim, bool descending) {
+  OutputMeta m = sortMeta<Name>(self, dim);
+  Tensor values = allocate(m);
+  Tensor indices = allocate(OutputMeta{m.sizes, ScalarType::Int64, m.device});
+  return BP_STANDARD_OP("sort.values_stable", SortOutSig)
+      .callSkippingMeta(self, stable, dim, descending, values, indices);
+}
+
+SortPair sortFunctional(const Tensor& self, int64_t dim, bool descending) {
+  return sortStableFunctional<"sort">(self, false, dim, descending);
+}
+
+SortPair sortOutComposite(const Tensor& self, int64_t dim, bool descending, const Tensor& values,
+                          const Tensor& indices) {
+  return BP_STANDARD_OP("sort.values_stable", SortOutSig)
+      .callSkippingMeta(self, false, dim, descending, values, indices);
+}
+
+template <FixedString Name>
+OutputMeta topkMeta(const Tensor& self, int64_t k, int64_t dim) {
+  const std::string& op = qualified<Name>();
+  BP_CHECK(self.defined(), op, ": argument 'self' is undefined");
+  checkDtypes(op, standardOp<Name>(), {{"self", &self}});
+  const int64_t d = wrapDim(op, dim, self.dim());
+  const int64_t size = self.dim() == 0 ? 1 : self.size(d);
+  BP_CHECK(k >= 0 && k <= size, op, ": selected index k = ", k, " is out of range for dimension ", d, " of size ", size,
+           "; pass 0 <= k <= ", size);
+  Shape sizes(self.sizes().begin(), self.sizes().end());
+  if (self.dim() > 0) sizes[static_cast<size_t>(d)] = k;
+  return OutputMeta{std::move(sizes), self.dtype(), self.device()};
+}
+
+void topkOutMeta(const Tensor& self, int64_t k, int64_t dim, bool largest, bool sorted, const Tensor& values,
+                 const Tensor& indices) {
+  (void)largest, (void)sorted;
+  checkSortOuts(qualified<"topk.values">(), self, topkMeta<"topk.values">(self, k, dim), values, indices);
+}
+
+SortPair topkFunctional(const Tensor& self, int64_t k, int64_t dim, bool largest, bool sorted) {
+  OutputMeta m = topkMeta<"topk">(self, k, dim);
+  Tensor values = allocate(m);
+  Tensor indices = allocate(OutputMeta{m.sizes, ScalarType::Int64, m.device});
+  return BP_STANDARD_OP("topk.values", TopkOutSig).callSkippingMeta(self, k, dim, largest, sorted, values, indices);
+}
+
+void addProductLogicalSortScanOps(std::vector<StandardOp>& ops) {
+  auto add = [&](std::string schema, KernelFunction meta = {}, KernelFunction composite = {}) {
+    ops.push_back(StandardOp{std::move(schema), std::move(meta), std::move(composite), "reduction"});
+  };
+  add("prod(Tensor self, *, ScalarType? dtype=None) -> Tensor", {}, fn<&prodAllFunctional>());
+  add("prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor", {},
+      fn<&prodDimFunctional>());
+  add("prod.int_out(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None, Tensor(a!) out) -> "
+      "Tensor(a!)",
+      fn<&prodDimOutMeta<"prod.int_out">>());
+  add("prod.out(Tensor self, *, ScalarType? dtype=None, Tensor(a!) out) -> Tensor(a!)",
+      fn<&prodAllOutMeta<"prod.out">>());
+
+  add("all(Tensor self) -> Tensor", {}, fn<&logicalAllFunctional<"all", "all.dims_out">>());
+  add("all.dim(Tensor self, int dim, bool keepdim=False) -> Tensor", {},
+      fn<&logicalDimFunctional<"all.dim", "all.dims_out">>());
+  add("all.dims(Tensor self, int[]? dim=None, bool keepdim=False) -> Tensor", {},
+      fn<&logicalDimsFunctional<"all.dims", "all.dims_out">>());
+  add("all.out(Tensor self, int dim, bool keepdim=False, *, Tensor(a!) out) -> Tensor(a!)",
+      fn<&logicalDimOutMeta<"all.out">>(), fn<&logicalDimOutComposite<"all.dims_out">>());
+  add("all.dims_out(Tensor self, int[]? dim=None, bool keepdim=False, *, Tensor(a!) out) -> Tensor(a!)",
+      fn<&logicalDimsOutMeta<"all.dims_out">>());
+  add("all.all_out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)", fn<&logicalAllOutMeta<"all.all_out">>(),
+      fn<&logicalAllOutComposite<"all.dims_out">>());
+  add("any(Tensor self) -> Tensor", {}, fn<&logicalAllFunctional<"any", "any.dims_out">>());
+  add("any.dim(Tensor self, int dim, bool keepdim=False) -> Tensor", {},
+      fn<&logicalDimFunctional<"any.dim", "any.dims_out">>());
+  add("any.dims(Tensor self, int[]? dim=None, bool keepdim=False) -> Tensor", {},
+      fn<&logicalDimsFunctional<"any.dims", "any.dims_out">>());
+  add("any.out(Tensor self, int dim, bool keepdim=False, *, Tensor(a!) out) -> Tensor(a!)",
+      fn<&logicalDimOutMeta<"any.out">>(), fn<&logicalDimOutComposite<"any.dims_out">>());
+  add("any.dims_out(Tensor self, int[]? dim=None, bool keepdim=False, *, Tensor(a!) out) -> Tensor(a!)",
+      fn<&logicalDimsOutMeta<"any.dims_out">>());
+  add("any.all_out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)", fn<&logicalAllOutMeta<"any.all_out">>(),
+      fn<&logicalAllOutComposite<"any.dims_out">>());
+
+  add("cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor", {}, fn<&cumsumFunctional>());
+  add("cumsum_(Tensor(a!) self, int dim, *, ScalarType? dtype=None) -> Tensor(a!)", {}, fn<&cumsumInplace>());
+  add("cumsum.out(Tensor self, int dim, *, ScalarType? dtype=None, Tensor(a!) out) -> Tensor(a!)",
+      fn<&cumsumOutMeta<"cumsum.out">>());
+
+  add("sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)", {},
+      fn<&sortFunctional>());
+  add("sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False) -> (Tensor values, Tensor "
+      "indices)",
+      {}, fn<&sortStableFunctional<"sort.stable">>());
+  add("sort.values(Tensor self, int dim=-1, bool descending=False, *, Tensor(a!) values, Tensor(b!) indices) -> "
+      "(Tensor(a!) values, Tensor(b!) indices)",
+      fn<&sortOutMeta<"sort.values">>(), fn<&sortOutComposite>());
+  add("sort.values_stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False, Tensor(a!) values, "
+      "Tensor(b!) indices) -> (Tensor(a!) values, Tensor(b!) indices)",
+      fn<&sortStableOutMeta<"sort.values_stable">>());
+
+  const size_t first_topk = ops.size();
+  add("topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor "
+      "indices)",
+      {}, fn<&topkFunctional>());
+  add("topk.values(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True, *, Tensor(a!) values, "
+      "Tensor(b!) indices) -> (Tensor(a!) values, Tensor(b!) indices)",
+      fn<&topkOutMeta>());
+  for (size_t i = first_topk; i < ops.size(); ++i) ops[i].dtypes = {{"self", ScalarTypeSet::allBut(ScalarType::Bool)}};
+}
+
 }  // namespace
 
 void addReductionOps(std::vector<StandardOp>& ops) {
@@ -328,6 +643,8 @@ void addReductionOps(std::vector<StandardOp>& ops) {
       fn<&softmaxFunctional<"log_softmax.int", "log_softmax.int_out">>());
   add("log_softmax.int_out(Tensor self, int dim, ScalarType? dtype=None, *, Tensor(a!) out) -> Tensor(a!)",
       fn<&softmaxOutMeta<"log_softmax.int_out">>());
+
+  addProductLogicalSortScanOps(ops);
 }
 
 }  // namespace backplane::ops

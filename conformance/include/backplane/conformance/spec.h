@@ -160,5 +160,6 @@ void addDataMovementSpecs(std::vector<OpSpec>& specs);
 void addLinalgSpecs(std::vector<OpSpec>& specs);
 void addNnSpecs(std::vector<OpSpec>& specs);
 void addRandomSpecs(std::vector<OpSpec>& specs);
+void addSortScanPadSpecs(std::vector<OpSpec>& specs);  // prod, all/any, cumsum, sort, topk, flip, pads
 
 }  // namespace backplane::conformance

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <tuple>
 
 #include "backplane/dispatcher/boxing.h"
 #include "backplane/tensor.h"
@@ -164,6 +165,23 @@ Tensor argmin(const Tensor& self, std::optional<int64_t> dim = std::nullopt, boo
 Tensor var(const Tensor& self, IntArrayRef dim, bool keepdim = false, int64_t correction = 1);
 Tensor std(const Tensor& self, IntArrayRef dim, bool keepdim = false, int64_t correction = 1);
 
+// --- Products, logical reductions, scans and sorts, as PyTorch's (README "Sorting, scans, products, flip
+// and pad"): integral and bool inputs of prod and cumsum give int64 unless dtype= says otherwise; all/any
+// give bool (uint8 for a uint8 input); sort is stable and puts NaN last (first when descending); topk
+// returns its k values in sorted order with their int64 indices.
+Tensor prod(const Tensor& self, std::optional<ScalarType> dtype = std::nullopt);
+Tensor prod(const Tensor& self, int64_t dim, bool keepdim = false, std::optional<ScalarType> dtype = std::nullopt);
+Tensor all(const Tensor& self);
+Tensor all(const Tensor& self, int64_t dim, bool keepdim = false);
+Tensor all(const Tensor& self, IntArrayRef dim, bool keepdim = false);  // an empty list reduces no dim
+Tensor any(const Tensor& self);
+Tensor any(const Tensor& self, int64_t dim, bool keepdim = false);
+Tensor any(const Tensor& self, IntArrayRef dim, bool keepdim = false);  // an empty list reduces no dim
+Tensor cumsum(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype = std::nullopt);
+std::tuple<Tensor, Tensor> sort(const Tensor& self, int64_t dim = -1, bool descending = false);
+std::tuple<Tensor, Tensor> topk(const Tensor& self, int64_t k, int64_t dim = -1, bool largest = true,
+                                bool sorted = true);
+
 // --- Neural-network layers.
 Tensor softmax(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype = std::nullopt);
 Tensor log_softmax(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype = std::nullopt);
@@ -186,6 +204,12 @@ Tensor cat(TensorList tensors, int64_t dim = 0);
 Tensor stack(TensorList tensors, int64_t dim = 0);
 Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index);
 Tensor gather(const Tensor& self, int64_t dim, const Tensor& index);
+// Reverses the listed dims.
+Tensor flip(const Tensor& self, IntArrayRef dims);
+// torch.nn.functional.pad: (before, after) pairs for the last dims, the last first; mode "constant"
+// (value, default 0), "reflect" or "replicate".
+Tensor pad(const Tensor& self, IntArrayRef pad, std::string_view mode = "constant",
+           std::optional<double> value = std::nullopt);
 
 // --- Operators. Arithmetic on tensors and numbers, as in PyTorch; the
 // compound forms write into the left tensor (its dtype must hold the result).

@@ -1,0 +1,75 @@
+// prod, all/any, cumsum, flip and the pads on the simulator: each runs the
+// GPU plugins' own kernel (not the CPU fallback) and matches the CPU
+// plugin, at sizes that split reductions across blocks and give cumsum many
+// lines. The conformance specs (conformance/src/specs_sort_scan_pad.cc)
+// check every dtype and the edge cases on gpusim too.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "backplane/dispatcher/dispatcher.h"
+#include "backplane/ops.h"
+#include "backplane/runtime.h"
+#include "backplane/tensor.h"
+#include "gpu_test_util.h"
+
+namespace backplane {
+namespace {
+
+class GpusimSortScanPadTest : public gpu_test::GpusimSuite {
+ protected:
+  // Values that repeat with a long period: (i * k) % 7 mapped by scale and shift.
+  static Tensor input(int64_t rows, int64_t n, ScalarType dtype, float scale = 0.25f, float shift = -0.5f) {
+    std::vector<float> v(static_cast<size_t>(rows * n));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((i * 2654435761u) % 7) * scale + shift;
+    return Tensor(tensorFromVector<float>(v, {rows, n}, cpu())).to(dtype);
+  }
+  static void expectSame(const Tensor& got, const Tensor& want, double tol = 0) {
+    ASSERT_EQ(got.sizes(), want.sizes());
+    ASSERT_EQ(got.dtype(), want.dtype());
+    const std::vector<double> g = valuesOf(got), w = valuesOf(want);
+    for (size_t i = 0; i < g.size(); ++i) ASSERT_NEAR(g[i], w[i], tol * (1 + std::abs(w[i]))) << "element " << i;
+  }
+};
+
+TEST_F(GpusimSortScanPadTest, ProdAllAnyRunNativelyAndMatchTheCpuOnSplitReductions) {
+  for (const char* op : {"bp::prod.int_out", "bp::prod.out", "bp::all.dims_out", "bp::any.dims_out"}) expectNative(op);
+  // Signs: products of long rows (split across blocks) stay +-1, exactly.
+  const Tensor x = input(3, 70000, ScalarType::Float32).ge(1.0).to(ScalarType::Int32).mul(2).sub(1);
+  expectSame(prod(x.to(sim()), 1), prod(x, 1));
+  expectSame(prod(x.to(sim())), prod(x));
+  const Tensor nonzero = input(3, 70000, ScalarType::Float32, 1.0f, 1.0f);
+  expectSame(all(nonzero.to(sim()), 1), all(nonzero, 1));
+  expectSame(any(nonzero.to(sim()).eq(9.0)), any(nonzero.eq(9.0)));
+  expectSame(any(nonzero.to(sim()).eq(7.0), 1), any(nonzero.eq(7.0), 1));
+  const Tensor u = input(2, 5000, ScalarType::UInt8);
+  expectSame(all(u.to(sim()), 0), all(u, 0));
+  const Tensor f = input(64, 300, ScalarType::Float32, 0.001f, 0.997f).transpose(0, 1);
+  expectSame(prod(f.to(sim()), 0, false, ScalarType::Float64), prod(f, 0, false, ScalarType::Float64), 1e-12);
+}
+
+TEST_F(GpusimSortScanPadTest, CumsumRunsNativelyAndMatchesTheCpu) {
+  expectNative("bp::cumsum.out");
+  const Tensor x = input(500, 33, ScalarType::Float32);
+  expectSame(cumsum(x.to(sim()), 1), cumsum(x, 1), 1e-6);
+  expectSame(cumsum(x.to(sim()), 0), cumsum(x, 0), 1e-6);
+  const Tensor i = input(40, 9, ScalarType::Int8).transpose(0, 1);
+  expectSame(cumsum(i.to(sim()), -1), cumsum(i, -1));
+}
+
+TEST_F(GpusimSortScanPadTest, FlipAndPadsRunNativelyAndMatchTheCpu) {
+  for (const char* op : {"bp::flip.out", "bp::constant_pad_nd.out", "bp::reflection_pad1d.out",
+                         "bp::reflection_pad2d.out", "bp::reflection_pad3d.out", "bp::replication_pad1d.out",
+                         "bp::replication_pad2d.out", "bp::replication_pad3d.out"})
+    expectNative(op);
+  const Tensor x = input(6, 10, ScalarType::Float16).view({2, 3, 10});
+  expectSame(flip(x.to(sim()), {0, 2}), flip(x, {0, 2}));
+  const Tensor t = x.transpose(1, 2);
+  expectSame(pad(t.to(sim()), {2, 1, 3, 0}, "reflect"), pad(t, {2, 1, 3, 0}, "reflect"));
+  expectSame(pad(t.to(sim()), {4, 1}, "replicate"), pad(t, {4, 1}, "replicate"));
+  expectSame(pad(t.to(sim()), {1, -1, 0, 2}, "constant", 2.5), pad(t, {1, -1, 0, 2}, "constant", 2.5));
+}
+
+}  // namespace
+}  // namespace backplane

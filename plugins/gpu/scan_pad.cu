@@ -1,0 +1,227 @@
+// GPU kernels of cumsum, flip and the pads (constant_pad_nd,
+// reflection_pad{1,2,3}d, replication_pad{1,2,3}d), mirroring the CPU
+// plugin's plugins/cpu/sort_scan_pad.cc value for value. sort and topk have
+// no GPU kernel: they reach the CPU kernel through the declared-kernel rules
+// (CPU fallback), as the README says.
+//
+//   * cumsum: the input converted to out's dtype (as the reductions do,
+//     kernel_args.h's as()), then one thread per line along `dim` adds its
+//     elements in order: float for float16/bfloat16/float32, double for
+//     float64, wrapping uint64 for integers. Parallel over lines, serial
+//     along one: a scan of a few very long lines uses few threads.
+//   * flip and pads: one thread per output element maps each coordinate to
+//     the input's (or to the padding value) and moves the element's bytes,
+//     one instantiation per element size.
+#include <algorithm>
+#include <cstring>
+#include <optional>
+#include <type_traits>
+
+#include "kernel_args.h"
+#include "kernels.h"
+#include "loops.cuh"
+
+namespace bp_gpu {
+namespace {
+
+int64_t wrapDim(int64_t dim, int64_t ndim) { return dim < 0 ? dim + std::max<int64_t>(ndim, 1) : dim; }
+
+// --- cumsum
+
+template <class O>
+using scan_acc_t = std::conditional_t<kIsFloating<O>, opmath_t<O>, uint64_t>;
+
+struct ScanArgs {
+  OffsetCalculator<2> lines;  // the other dims: {input offset, output offset} of line i
+  int64_t count, len, in_step, out_step;
+};
+
+template <class O>
+__global__ void cumsumKernel(ScanArgs args, const O* in, O* out) {
+  using Acc = scan_acc_t<O>;
+  gridStride(args.count, [&](int64_t i) {
+    const Offsets<2> at = args.lines.get(i);
+    Acc acc = 0;
+    for (int64_t j = 0; j < args.len; ++j) {
+      acc += static_cast<Acc>(load(in[at.v[0] + j * args.in_step]));
+      if constexpr (kIsFloating<O>)
+        out[at.v[1] + j * args.out_step] = store<O>(acc);
+      else
+        out[at.v[1] + j * args.out_step] = store<O>(static_cast<int64_t>(acc));  // modulo 2^64
+    }
+  });
+}
+
+bp::Tensor cumsum_out(const bp::Tensor& self, int64_t dim, std::optional<ScalarType>, const bp::Tensor& out) {
+  const char* op = "bp::cumsum.out";
+  const bp::Device device = callDevice(op, out, "out");
+  checkOnDevice(op, self, "self", device);
+  checkDtype(op, self, "self", bp::kAllScalarTypes);
+  checkDtype(op, out, "out", bp::kAllScalarTypes);
+  BP_PLUGIN_CHECK(self.dim() <= kMaxDims, op, ": tensors of ", self.dim(), " dimensions are not supported on ",
+                  BP_GPU_NAME, " (at most ", kMaxDims, ")");
+  if (out.numel() == 0) return out;
+  bp::Tensor converted;
+  const bp::Tensor& x = as(op, self, out.dtype(), converted);  // x is self when out is self (in place)
+  const int64_t nd = x.dim(), d = wrapDim(dim, nd);
+  int64_t sizes[kMaxDims], in_strides[kMaxDims], out_strides[kMaxDims];
+  size_t k = 0;
+  for (int64_t i = 0; i < nd; ++i) {
+    if (i == d) continue;
+    sizes[k] = x.size(i);
+    in_strides[k] = x.stride(i);
+    out_strides[k++] = out.stride(i);
+  }
+  ScanArgs args{};
+  args.lines = makeOffsetCalculator<2>(op, bp::IntList(sizes, k), {in_strides, out_strides});
+  args.len = nd == 0 ? 1 : x.size(d);
+  args.count = x.numel() / args.len;
+  args.in_step = nd == 0 ? 0 : x.stride(d);
+  args.out_step = nd == 0 ? 0 : out.stride(d);
+  visitDtype(out.dtype(), [&](auto tag) {
+    using O = decltype(tag);
+    launchElements(&cumsumKernel<O>, args.count, 1, device.index, args, static_cast<const O*>(x.data_ptr()),
+                   static_cast<O*>(out.data_ptr()));
+  });
+  return out;
+}
+
+// --- flip and pads: out[p] = self[map(p)], or the padding value
+
+enum class DimMap : uint8_t { kSame, kFlip, kConstant, kReflect, kReplicate };
+
+// Per output dim (outermost first): sizes and strides of out and self, the
+// padding before, and how coordinates map. Passed by value.
+struct Mapping {
+  int nd;
+  int64_t out_sizes[kMaxDims], out_strides[kMaxDims], in_sizes[kMaxDims], in_strides[kMaxDims];
+  int64_t before[kMaxDims];
+  DimMap map[kMaxDims];
+};
+
+// The input coordinate output coordinate c of a dim reads; -1: padding.
+BP_GPU_HD inline int64_t mapCoordinate(DimMap m, int64_t c, int64_t before, int64_t size) {
+  int64_t u = c - before;
+  switch (m) {
+    case DimMap::kSame: return c;
+    case DimMap::kFlip: return size - 1 - c;
+    case DimMap::kConstant: return u >= 0 && u < size ? u : -1;
+    case DimMap::kReflect:
+      if (u < 0) u = -u;
+      if (u >= size) u = 2 * (size - 1) - u;
+      return u;
+    case DimMap::kReplicate: return u < 0 ? 0 : u >= size ? size - 1 : u;
+  }
+  return c;
+}
+
+template <class E>
+__global__ void gatherMappedKernel(Mapping m, int64_t n, E* out, const E* in, E fill) {
+  gridStride(n, [&](int64_t i) {
+    int64_t rest = i, out_off = 0, in_off = 0;
+    bool padding = false;
+    for (int d = m.nd - 1; d >= 0; --d) {
+      const int64_t c = rest % m.out_sizes[d];
+      rest /= m.out_sizes[d];
+      out_off += c * m.out_strides[d];
+      const int64_t u = mapCoordinate(m.map[d], c, m.before[d], m.in_sizes[d]);
+      if (u < 0)
+        padding = true;
+      else
+        in_off += u * m.in_strides[d];
+    }
+    out[out_off] = padding ? fill : in[in_off];
+  });
+}
+
+// Writes out from self through `maps` (one per dim of self); `fill_bits`
+// holds the padding value's bytes in self's dtype.
+void gatherMapped(const char* op, const bp::Tensor& self, const bp::Tensor& out, const DimMap* maps,
+                  const int64_t* before, uint64_t fill_bits) {
+  const bp::Device device = callDevice(op, out, "out");
+  checkOnDevice(op, self, "self", device);
+  BP_PLUGIN_CHECK(out.dtype() == self.dtype(), op, ": expected 'out' of dtype ", bp::name(self.dtype()), ", got ",
+                  bp::name(out.dtype()));
+  if (out.numel() == 0) return;
+  Mapping m{};
+  m.nd = static_cast<int>(self.dim());
+  for (int d = 0; d < m.nd; ++d) {
+    m.out_sizes[d] = out.size(d);
+    m.out_strides[d] = out.stride(d);
+    m.in_sizes[d] = self.size(d);
+    m.in_strides[d] = self.stride(d);
+    m.before[d] = before[d];
+    m.map[d] = maps[d];
+  }
+  visitItemSize(self.element_size(), [&](auto tag) {
+    using E = decltype(tag);
+    E fill;
+    std::memcpy(&fill, &fill_bits, sizeof(E));
+    launchElements(&gatherMappedKernel<E>, out.numel(), 1, device.index, m, out.numel(),
+                   static_cast<E*>(out.data_ptr()), static_cast<const E*>(self.data_ptr()), fill);
+  });
+}
+
+void checkRank(const char* op, const bp::Tensor& self) {
+  BP_PLUGIN_CHECK(self.dim() <= kMaxDims, op, ": tensors of ", self.dim(), " dimensions are not supported on ",
+                  BP_GPU_NAME, " (at most ", kMaxDims, ")");
+}
+
+bp::Tensor flip_out(const bp::Tensor& self, bp::IntList dims, const bp::Tensor& out) {
+  const char* op = "bp::flip.out";
+  checkRank(op, self);
+  DimMap maps[kMaxDims];
+  int64_t before[kMaxDims] = {};
+  std::fill(maps, maps + kMaxDims, DimMap::kSame);
+  if (self.dim() > 0)
+    for (int64_t d : dims) maps[wrapDim(d, self.dim())] = DimMap::kFlip;
+  gatherMapped(op, self, out, maps, before, 0);
+  return out;
+}
+
+// `pad` pairs (before, after) for the last dims, the last dim first.
+void padInto(const char* op, const bp::Tensor& self, bp::IntList pad, DimMap mode, uint64_t fill,
+             const bp::Tensor& out) {
+  checkRank(op, self);
+  DimMap maps[kMaxDims];
+  int64_t before[kMaxDims] = {};
+  std::fill(maps, maps + kMaxDims, DimMap::kSame);
+  for (size_t i = 0; i < pad.size() / 2; ++i) {
+    const int64_t d = self.dim() - 1 - static_cast<int64_t>(i);
+    maps[d] = mode;
+    before[d] = pad[2 * i];
+  }
+  gatherMapped(op, self, out, maps, before, fill);
+}
+
+bp::Tensor constant_pad_nd_out(const bp::Tensor& self, bp::IntList pad, const bp::Scalar& value,
+                               const bp::Tensor& out) {
+  uint64_t fill = 0;
+  visitDtype(self.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T v = scalarTo<T>(value);
+    std::memcpy(&fill, &v, sizeof(T));
+  });
+  padInto("bp::constant_pad_nd.out", self, pad, DimMap::kConstant, fill, out);
+  return out;
+}
+
+template <DimMap Mode>
+bp::Tensor edge_pad_out(const bp::Tensor& self, bp::IntList padding, const bp::Tensor& out) {
+  padInto(Mode == DimMap::kReflect ? "bp::reflection_pad.out" : "bp::replication_pad.out", self, padding, Mode, 0, out);
+  return out;
+}
+
+}  // namespace
+
+void registerScanPadKernels(bp::Library& m, int32_t type) {
+  m.impl("cumsum.out", type, &cumsum_out);
+  m.impl("flip.out", type, &flip_out);
+  m.impl("constant_pad_nd.out", type, &constant_pad_nd_out);
+  for (const char* name : {"reflection_pad1d.out", "reflection_pad2d.out", "reflection_pad3d.out"})
+    m.impl(name, type, &edge_pad_out<DimMap::kReflect>);
+  for (const char* name : {"replication_pad1d.out", "replication_pad2d.out", "replication_pad3d.out"})
+    m.impl(name, type, &edge_pad_out<DimMap::kReplicate>);
+}
+
+}  // namespace bp_gpu
