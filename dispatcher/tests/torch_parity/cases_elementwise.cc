@@ -368,13 +368,16 @@ std::vector<Case> whereCases() {
                        exact(),
                        "where.self/pairs"});
     }
+  // A uint8 condition is left out: libtorch 1.13 accepts it with a
+  // deprecation warning, PyTorch 2.x refuses it, as Backplane does.
   for (ScalarType c : dtypes())
-    cases.push_back({"where.self",
-                     {{"condition", TV(c, {4}, {1, 0, 1, 0})},
-                      {"self", T(ScalarType::Float32, {4}, Fill::Random)},
-                      {"other", T(ScalarType::Float32, {4}, Fill::Random, View::Contiguous, 1)}},
-                     exact(),
-                     "where.self/condition"});
+    if (scalarTypeName(c) != "uint8")
+      cases.push_back({"where.self",
+                       {{"condition", TV(c, {4}, {1, 0, 1, 0})},
+                        {"self", T(ScalarType::Float32, {4}, Fill::Random)},
+                        {"other", T(ScalarType::Float32, {4}, Fill::Random, View::Contiguous, 1)}},
+                       exact(),
+                       "where.self/condition"});
   return cases;
 }
 

@@ -9,9 +9,11 @@
 // number of returns; per returned tensor the dtype, the shape and every
 // element (bit-exact where the op is exact, NaN equal to NaN and the sign of
 // zero checked; within a stated number of the result dtype's epsilons where
-// it is not). Tensor arguments are built from the same bytes on both sides
-// and then viewed the same way (transposed, strided, expanded), so
-// non-contiguous inputs reach both libraries.
+// it is not; for ill-conditioned inputs, Backplane's error against a float64
+// reference at most a factor times PyTorch's). Tensor arguments are built
+// from the same bytes on both sides and then viewed the same way
+// (transposed, strided, expanded), so non-contiguous inputs reach both
+// libraries.
 //
 // Ops are found by name at run time: an op Backplane's table lacks is a test
 // failure that says so, so adding an op to the table turns its cases on.

@@ -3,7 +3,8 @@
 // libtorch and failing with the first disagreements it finds (Note
 // [Differential tests against PyTorch] in harness.h).
 //   --summary   prints, per family, the number of cases and of disagreements
-//               (and of ops Backplane lacks), and exits 0
+//               (and of ops Backplane lacks), and exits 0; with --all, every
+//               disagreement
 //   --expect-families=a,b,...   exits 1 unless those are the families, in order
 //               (CMake's one test per family needs the list)
 #include <gtest/gtest.h>
@@ -69,7 +70,7 @@ class GroupTest : public ::testing::Test {
 };
 
 // Runs every case and prints the counts per family and group.
-int summary() {
+int summary(bool all) {
   size_t total = 0, total_bad = 0;
   for (const Family& f : families()) {
     size_t n = 0, bad = 0, missing = 0;
@@ -90,6 +91,7 @@ int summary() {
           break;
         }
         if (o.kind == Outcome::Kind::Disagree && gbad++ == 0) example = o.message;
+        if (o.kind == Outcome::Kind::Disagree && all) std::printf("    %s\n", o.message.c_str());
       }
       n += cases.size();
       if (absent) {
@@ -116,9 +118,10 @@ int summary() {
 int main(int argc, char** argv) {
   using namespace backplane::torch_parity;
   ::testing::InitGoogleTest(&argc, argv);
-  bool want_summary = false;
+  bool want_summary = false, want_all = false;
   for (int i = 1; i < argc; ++i) {
     want_summary |= std::strcmp(argv[i], "--summary") == 0;
+    want_all |= std::strcmp(argv[i], "--all") == 0;
     constexpr std::string_view kExpect = "--expect-families=";
     if (std::string_view(argv[i]).starts_with(kExpect)) {
       std::string names;
@@ -135,7 +138,7 @@ int main(int argc, char** argv) {
   // Listing the tests (ctest's discovery) needs only the case tables.
   bool listing = ::testing::GTEST_FLAG(list_tests);
   if (!listing) setUp();
-  if (want_summary) return summary();
+  if (want_summary) return summary(want_all);
   for (const Family& f : families()) {
     for (const auto& [group, cases] : byGroup(f.make())) {
       (void)cases;
