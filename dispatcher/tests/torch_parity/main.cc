@@ -137,7 +137,12 @@ int main(int argc, char** argv) {
   }
   // Listing the tests (ctest's discovery) needs only the case tables.
   bool listing = ::testing::GTEST_FLAG(list_tests);
-  if (!listing) setUp();
+  if (!listing) {
+    setUp();
+    std::string left_out;
+    for (const std::string& d : dtypesWithoutTorch()) left_out += (left_out.empty() ? "" : ", ") + d;
+    if (!left_out.empty()) std::printf("torch_parity: dtypes libtorch 1.13 lacks, left out: %s\n", left_out.c_str());
+  }
   if (want_summary) return summary(want_all);
   for (const Family& f : families()) {
     for (const auto& [group, cases] : byGroup(f.make())) {
