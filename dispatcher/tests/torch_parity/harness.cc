@@ -710,13 +710,16 @@ Outcome runCase(const Case& c) {
   }
 
   // Compare.
-  const auto disagree = [&](const std::string& what) {
+  const auto disagree = [&](const std::string& what, Difference how) {
     out.kind = Outcome::Kind::Disagree;
+    out.difference = how;
     out.message = describe(c) + ": " + what + (out.via_float32 ? " [PyTorch via float32]" : "");
     return out;
   };
   if (torch.raised != bp.raised || torch.tensors.size() != bp.tensors.size() || torch.others != bp.others)
-    return disagree("PyTorch " + resultStr(torch) + "; Backplane " + resultStr(bp));
+    return disagree("PyTorch " + resultStr(torch) + "; Backplane " + resultStr(bp),
+                    torch.raised != bp.raised ? (torch.raised ? Difference::PytorchRaises : Difference::BackplaneRaises)
+                                              : Difference::Returns);
   if (torch.raised) return out;
   Result reference;
   if (c.check.mode == Check::Mode::Accuracy) {
@@ -728,7 +731,11 @@ Outcome runCase(const Case& c) {
     const std::string d = c.check.mode == Check::Mode::Accuracy
                               ? compareAccuracy(torch.tensors[i], bp.tensors[i], reference.tensors[i], c.check)
                               : compareTensors(torch.tensors[i], bp.tensors[i], c.check, out.via_float32);
-    if (!d.empty()) return disagree((torch.tensors.size() > 1 ? "result " + std::to_string(i) + " " : "") + d);
+    if (d.empty()) continue;
+    const Difference how = d.starts_with("dtype:")   ? Difference::Dtype
+                           : d.starts_with("shape:") ? Difference::Shape
+                                                     : Difference::Values;
+    return disagree((torch.tensors.size() > 1 ? "result " + std::to_string(i) + " " : "") + d, how);
   }
   return out;
 }

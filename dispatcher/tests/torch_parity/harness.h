@@ -33,6 +33,7 @@
 #include "backplane/core/scalar.h"
 #include "backplane/core/scalar_type.h"
 #include "backplane/dispatcher/ivalue.h"
+#include "known_differences.h"
 
 namespace backplane::torch_parity {
 
@@ -134,8 +135,9 @@ std::vector<Family> families();
 
 struct Outcome {
   enum class Kind { Agree, Disagree, Missing } kind = Kind::Agree;
-  std::string message;       // what differs, with the call written out
-  bool via_float32 = false;  // PyTorch ran on float32 copies (no 16-bit CPU kernel)
+  std::string message;                   // what differs, with the call written out
+  std::optional<Difference> difference;  // how (Disagree only)
+  bool via_float32 = false;              // PyTorch ran on float32 copies (no 16-bit CPU kernel)
 };
 
 // Runs one case on both libraries and compares them.
