@@ -15,6 +15,9 @@
 // (transposed, strided, expanded), so non-contiguous inputs reach both
 // libraries.
 //
+// A disagreement fails its test unless known_differences.txt lists it (Note
+// [Known differences from PyTorch] in known_differences.h).
+//
 // Ops are found by name at run time: an op Backplane's table lacks is a test
 // failure that says so, so adding an op to the table turns its cases on.
 // Where libtorch 1.13 has no CPU kernel for a 16-bit float dtype ("not
