@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Backplane needs; skips what is present.
 # Idempotent. Run as root (CI does), or with sudo available.
+#   scripts/setup.sh --tests   also what only the tests need (scripts/test.sh)
 set -euo pipefail
 
 packages=(
@@ -17,6 +18,9 @@ packages=(
   clang-format                     # scripts/check_format.sh (git clang-format)
   hipcc libamdhip64-dev            # the HIP plugin (compiles; no AMD GPU needed)
 )
+# Test-only: libtorch, which the differential tests against PyTorch link
+# (dispatcher/tests/torch_parity); no product target uses it.
+case " $* " in *" --tests "*) packages+=(libtorch-dev) ;; esac
 
 missing=()
 for p in "${packages[@]}"; do

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-scripts/setup.sh
+scripts/setup.sh --tests
 # The normal run also checks the source: changed lines follow .clang-format
 # (seconds, so before the build), and the lock annotations hold (clang's
 # -Wthread-safety on the host sources with this build's flags, after it).
