@@ -155,6 +155,11 @@ inline O floatToIntegral(X x) {
   if constexpr (std::is_same_v<O, uint64_t>) {
     if (x >= X(9223372036854775808.0) && x < X(18446744073709551616.0)) return static_cast<O>(x);
   }
+  // NaN, infinities and values beyond int64 have no integral value: they
+  // give int64's lowest truncated to O, what x86's conversion gives,
+  // instead of undefined behaviour.
+  if (!(x >= X(-9223372036854775808.0) && x < X(9223372036854775808.0)))
+    return static_cast<O>(std::numeric_limits<int64_t>::min());
   return static_cast<O>(static_cast<int64_t>(x));
 }
 

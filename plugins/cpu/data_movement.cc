@@ -518,7 +518,7 @@ bp::Tensor masked_fill_tensor_out(const bp::Tensor& self, const bp::Tensor& mask
     return bp::Scalar(raw);
   });
   // The value is data the host has not read: its range is checked here.
-  visitDtype(self.dtype(), [&](auto self_tag) {
+  visitAnyDtype(self.dtype(), [&](auto self_tag) {
     using S = decltype(self_tag);
     try {
       (void)v.to<S>();

@@ -880,7 +880,7 @@ bp::Tensor prodInto(const char* op, const bp::Tensor& self, const DimVec& mask, 
       struct ProdOp {
         Acc init() const { return 1; }
         void row(Acc& acc, const T* p, int64_t n, int64_t s, int64_t) const {
-          for (int64_t j = 0; j < n; ++j) acc *= static_cast<Acc>(load(store<O>(load(p[j * s]))));
+          for (int64_t j = 0; j < n; ++j) acc *= static_cast<Acc>(load(castElement<O>(p[j * s])));
         }
         void merge(Acc& a, Acc b) const { a *= b; }
       };

@@ -72,7 +72,7 @@ struct Lines {
   int64_t count = 1, len = 1;
   int64_t in_step = 0, out_step[2] = {0, 0};
   int nd = 0;  // other dims
-  int64_t sizes[kMaxDims], in_strides[kMaxDims], out_strides[2][kMaxDims];
+  int64_t sizes[kMaxDims] = {}, in_strides[kMaxDims] = {}, out_strides[2][kMaxDims] = {};
 
   Lines(const char* op, const bp::Tensor& self, int64_t d, std::initializer_list<const bp::Tensor*> outs) {
     BP_PLUGIN_CHECK(self.dim() <= kMaxDims, op, ": tensors of ", self.dim(),
@@ -299,8 +299,10 @@ bp::Tensor flip_out(const bp::Tensor& self, bp::IntList dims, const bp::Tensor& 
   const char* op = "bp::flip.out";
   checkCpu(op, self, "self");
   checkCpu(op, out, "out");
+  BP_PLUGIN_CHECK(self.dim() <= kMaxDims, op, ": tensors of ", self.dim(),
+                  " dimensions are not supported on cpu (at most ", kMaxDims, ")");
   Mapping m;
-  for (int64_t d = 0; d < std::min<int64_t>(self.dim(), kMaxDims); ++d) m.map[d] = DimMap::kSame, m.before[d] = 0;
+  for (int64_t d = 0; d < self.dim(); ++d) m.map[d] = DimMap::kSame, m.before[d] = 0;
   for (int64_t d : dims)
     if (self.dim() > 0) m.map[wrap(d, self.dim())] = DimMap::kFlip;
   gatherMapped(op, self, out, m, 0);
@@ -329,7 +331,7 @@ bp::Tensor constant_pad_nd_out(const bp::Tensor& self, bp::IntList pad, const bp
   uint64_t fill = 0;
   visitDtype(self.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    const T v = value.to<T>();
+    const T v = scalarTo<T>(value);  // the host checked it (Note [Writing a Scalar into a tensor])
     std::memcpy(&fill, &v, sizeof(T));
   });
   padInto("bp::constant_pad_nd.out", self, pad, DimMap::kConstant, fill, out);

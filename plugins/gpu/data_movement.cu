@@ -319,7 +319,7 @@ bp::Tensor masked_fill_tensor_out(const bp::Tensor& self, const bp::Tensor& mask
   checkOnDeviceOrCpuScalar(op, value, "value", out.device());
   const bp::Scalar v = scalarOf(value);
   // The value is data the host has not read: its range is checked here.
-  visitDtype(self.dtype(), [&](auto self_tag) {
+  visitAnyDtype(self.dtype(), [&](auto self_tag) {
     using S = decltype(self_tag);
     try {
       if constexpr (!kIsReduced<S>) (void)v.to<S>();

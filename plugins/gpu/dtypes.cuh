@@ -54,6 +54,15 @@ BP_GPU_HD inline T store(V v) {
   else return static_cast<T>(v);
 }
 
+// A floating value as int64, truncated; NaN, infinities and values beyond
+// int64 give int64's lowest (as the CPU plugin's floatToIntegral), the same
+// on a GPU and in the simulator, with no undefined behaviour.
+template <class X>
+BP_GPU_HD inline int64_t floatToInt64(X x) {
+  if (!(x >= X(-9223372036854775808.0) && x < X(9223372036854775808.0))) return INT64_MIN;
+  return static_cast<int64_t>(x);
+}
+
 // One element converted as PyTorch's casts (and the CPU plugin's copies):
 // through float for the 16-bit floats, != 0 to bool, floating to integral
 // through int64 (so -1.0 to uint8 wraps to 255).
@@ -70,9 +79,9 @@ BP_GPU_HD inline O convert(I v) {
       // 2^63 to 2^64 go to uint64 directly (int64 cannot hold them), as the
       // CPU plugin's floatToIntegral.
       return x >= X(9223372036854775808.0) && x < X(18446744073709551616.0) ? static_cast<O>(x)
-                                                                            : static_cast<O>(static_cast<int64_t>(x));
+                                                                            : static_cast<O>(floatToInt64(x));
     else if constexpr (std::is_integral_v<O> && std::is_floating_point_v<X>)
-      return static_cast<O>(static_cast<int64_t>(x));
+      return static_cast<O>(floatToInt64(x));
     else return static_cast<O>(x);
   }
 }

@@ -6,8 +6,9 @@
 //
 //   * cumsum: the input converted to out's dtype (as the reductions do,
 //     kernel_args.h's as()), then one thread per line along `dim` adds its
-//     elements in order: float for float16/bfloat16/float32, double for
-//     float64, wrapping uint64 for integers. Parallel over lines, serial
+//     elements in order in double for the floating dtypes (as the CPU
+//     kernel, so that long float32 lines give the same sums: a float
+//     accumulator stops counting at 2^24), wrapping uint64 for integers. Parallel over lines, serial
 //     along one: a scan of a few very long lines uses few threads.
 //   * flip and pads: one thread per output element maps each coordinate to
 //     the input's (or to the padding value) and moves the element's bytes,
@@ -29,7 +30,7 @@ int64_t wrapDim(int64_t dim, int64_t ndim) { return dim < 0 ? dim + std::max<int
 // --- cumsum
 
 template <class O>
-using scan_acc_t = std::conditional_t<kIsFloating<O>, opmath_t<O>, uint64_t>;
+using scan_acc_t = std::conditional_t<kIsFloating<O>, double, uint64_t>;
 
 struct ScanArgs {
   OffsetCalculator<2> lines;  // the other dims: {input offset, output offset} of line i

@@ -238,6 +238,10 @@ void OperatorEntry::checkAcceptedDtypes(const Stack& stack) const {
   if (mask == 0) return;
   const FunctionSchema* s = schema();
   const size_t n = std::min(s ? s->arguments().size() : stack.size(), stack.size());
+  // Every call passes here: the common case (nothing refused) allocates
+  // nothing; only a refusal looks for the argument to name.
+  if (!detail::firstRefusedDtype(mask, stack, n).has_value()) [[likely]]
+    return;
   for (size_t i = 0; i < n; ++i) {
     const Stack one{stack[stack.size() - n + i]};
     const std::optional<ScalarType> refused = detail::firstRefusedDtype(mask, one, 1);

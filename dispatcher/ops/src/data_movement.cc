@@ -464,7 +464,7 @@ OutputMeta constantPadMeta(const Tensor& self, IntArrayRef pad, const Scalar& va
              " would have negative size ", n, "; crop less");
     sizes[d] = n;
   }
-  checkValueFits(op, value, self.dtype(), "the padding value");
+  checkScalarConverts(op, "the padding value", value, self.dtype());
   return OutputMeta{std::move(sizes), self.dtype(), self.device()};
 }
 
