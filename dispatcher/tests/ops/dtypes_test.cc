@@ -96,7 +96,12 @@ TEST(BarebonesUnsignedTest, CreationCopiesAndDataMovement) {
     EXPECT_EQ(f.dtype(), t);
     EXPECT_EQ(f.toVector<double>(), (std::vector<double>{65535, 65535}));
     EXPECT_EQ(zeros_like(f).dtype(), t);
-    EXPECT_THAT(errorOf([&] { full({2}, Scalar(int64_t{-1}), {.dtype = t}); }),
+    // A negative integer wraps into an unsigned dtype, as PyTorch's checked
+    // conversion (Note [Writing a Scalar into a tensor]); a double past the
+    // range is refused.
+    EXPECT_EQ(full({1}, Scalar(int64_t{-1}), {.dtype = t}).to(ScalarType::Int64).toVector<int64_t>(),
+              (std::vector<int64_t>{t == ScalarType::UInt16 ? 65535 : t == ScalarType::UInt32 ? 4294967295 : -1}));
+    EXPECT_THAT(errorOf([&] { full({2}, Scalar(-1.5), {.dtype = t}); }),
                 HasSubstr(strCat("cannot be converted to dtype ", scalarTypeName(t), " without overflow")));
     // Conversions both ways, through every dtype.
     Tensor x = Tensor(tensorFromVector<int64_t>({0, 7, 65535}, {3})).to(t);
