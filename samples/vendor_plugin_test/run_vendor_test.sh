@@ -101,8 +101,10 @@ $(grep -rInF -e "$build_dir" -e "$src_dir" -e "$install_prefix" "$prefix" | head
 # neither -ffile-prefix-map (GCC 12) nor objcopy --strip-debug reaches. Those
 # names, and nothing else, are allowed there; ccache's CCACHE_BASEDIR makes
 # them relative on a developer's machine, so only a clean CI build shows them.
+# (The consumer application below reads the same ldd output.)
+libbackplane_ldd=$(ldd "$prefix/lib/libbackplane.so")
 sanitizer_build=0
-if grep -q 'libasan\.so\|libubsan\.so' <<<"$(ldd "$prefix/lib/libbackplane.so")"; then
+if grep -q 'libasan\.so\|libubsan\.so' <<<"$libbackplane_ldd"; then
   sanitizer_build=1
   echo "(a sanitizer build: its instrumented source file names may stay outside the debug info)"
 fi
@@ -343,7 +345,7 @@ fi
 # A sanitizer build's libbackplane.so needs its runtime first in the
 # application: the application is built with the same sanitizers.
 sanitize=()
-if grep -q 'libasan\.so' <<<"$(ldd "$prefix/lib/libbackplane.so")"; then
+if grep -q 'libasan\.so' <<<"$libbackplane_ldd"; then
   sanitize=(-DCMAKE_CXX_FLAGS=-fsanitize=address,undefined -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined)
   echo "(the install is an AddressSanitizer build: the application is built with -fsanitize=address,undefined)"
 fi
