@@ -205,10 +205,10 @@ std::vector<Sample> convSamples(const std::string& op) {
     Tensor b = bias.empty() ? Tensor() : randomTensor(rng, bias, input_dt);
     out.raise(std::move(name), {x, w, optional(b), stride, Sizes{0}, Sizes{1}, groups}, std::move(reason));
   };
-  // conv2d's rule (its meta) takes the floating dtypes and int64, as
-  // PyTorch's CPU kernels: the host refuses the others, so no kernel has to.
-  const ScalarType i32 = ScalarType::Int32;
-  bad("int32 input", {1, 2, 4, 4}, i32, {2, 2, 3, 3}, i32, "conv2d takes floating dtypes and int64 only");
+  // conv2d's rule (its meta) takes the floating and integral dtypes, as
+  // PyTorch's CPU kernels: the host refuses bool, so no kernel has to.
+  const ScalarType b8 = ScalarType::Bool;
+  bad("bool input", {1, 2, 4, 4}, b8, {2, 2, 3, 3}, b8, "conv2d takes no bool");
   bad("float32 input, float64 weight", {1, 2, 4, 4}, f32, {2, 2, 3, 3}, ScalarType::Float64,
       "input and weight dtypes differ");
   bad("3 input channels for a weight of 2", {1, 3, 4, 4}, f32, {2, 2, 3, 3}, f32, "channel count mismatch");

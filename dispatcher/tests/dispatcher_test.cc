@@ -335,6 +335,14 @@ void sameShapeRule(const Tensor& a, const Tensor& out) {
   BP_CHECK(out.sizes() == a.sizes(), "dt16::copy_out: out has shape ", out.sizes(), " but a has ", a.sizes());
 }
 void strictRule(const Tensor& a, const Tensor&) { BP_CHECK(a.numel() < 3, "dt16::copy_out: strict rule"); }
+// A rule that computes the result itself for a 1-element input (writing 7),
+// and leaves every other call to the kernel.
+bool completingRule(const Tensor& a, const Tensor& out) {
+  if (a.numel() != 1) return false;
+  test::assignCpu(out, floats({7}));
+  return true;
+}
+bool completingScalarRule(const Tensor&) { return true; }
 }  // namespace meta_test
 
 TEST(DispatcherTest, MetaKernelChecksArgumentsBeforeAnyKernel) {
@@ -380,6 +388,50 @@ TEST(DispatcherTest, MetaKernelChecksArgumentsBeforeAnyKernel) {
   }
   op.call(floats({1, 2, 3}), emptyTensor({3}));
   EXPECT_EQ(kernel_calls, 3);
+  EXPECT_TRUE(dispatcher().checkInvariants().ok());
+}
+
+// Note [Meta kernels]: a meta of an out= op that returns bool may complete
+// the call (the standard ops' out= of another dtype); the op then returns
+// its out argument and no kernel runs. Other ops may not have such a meta.
+TEST(DispatcherTest, MetaKernelMayCompleteAnOutCall) {
+  using meta_test::kernel_calls;
+  Library lib("dt17");
+  ASSERT_TRUE(lib.def("copy_out(Tensor a, *, Tensor(a!) out) -> Tensor(a!)").ok());
+  ASSERT_TRUE(lib.def("copy(Tensor a) -> Tensor").ok());
+  ASSERT_TRUE(lib.def("first(Tensor a, *, Tensor(a!) out) -> Tensor").ok());
+  ASSERT_TRUE(lib.impl("copy_out", DispatchKey::CPU, BP_FN(meta_test::fillOut)).ok());
+  // Only an op whose one return is its last, out= argument.
+  EXPECT_THAT(std::string(lib.meta("copy", BP_FN(meta_test::completingScalarRule)).message()),
+              HasSubstr("only an out= op whose one return is its last argument allows"));
+  EXPECT_THAT(std::string(lib.meta("first", BP_FN(meta_test::completingRule)).message()),
+              HasSubstr("only an out= op whose one return is its last argument allows"));
+  ASSERT_TRUE(lib.meta("copy_out", BP_FN(meta_test::completingRule)).ok());
+  auto op = dispatcher().findOpOrThrow("dt17::copy_out").typed<Tensor(const Tensor&, const Tensor&)>();
+
+  kernel_calls = 0;
+  Tensor out = emptyTensor({1});
+  Tensor r = op.call(floats({1}), out);  // the rule completes it
+  EXPECT_EQ(kernel_calls, 0);
+  EXPECT_EQ(r.unsafeGetImpl(), out.unsafeGetImpl());
+  EXPECT_EQ(out.toVector<float>(), (std::vector<float>{7}));
+  Tensor out2 = emptyTensor({2});
+  op.call(floats({3, 4}), out2);  // the rule declines: the kernel runs
+  EXPECT_EQ(kernel_calls, 1);
+  EXPECT_EQ(out2.toVector<float>(), (std::vector<float>{3, 4}));
+
+  // Boxed: the one return is the out argument.
+  Tensor out3 = emptyTensor({1});
+  Stack stack{floats({1}), out3};
+  op.callBoxed(stack);
+  ASSERT_EQ(stack.size(), 1u);
+  EXPECT_EQ(stack[0].toTensor().unsafeGetImpl(), out3.unsafeGetImpl());
+  EXPECT_EQ(out3.toVector<float>(), (std::vector<float>{7}));
+  EXPECT_EQ(kernel_calls, 1);
+  Stack stack2{floats({5, 6}), emptyTensor({2})};
+  op.callBoxed(stack2);
+  EXPECT_EQ(kernel_calls, 2);
+  EXPECT_EQ(Tensor(stack2[0].toTensor()).toVector<float>(), (std::vector<float>{5, 6}));
   EXPECT_TRUE(dispatcher().checkInvariants().ok());
 }
 

@@ -253,7 +253,8 @@ bp::Tensor conv2d(const bp::Tensor& input, const bp::Tensor& weight, const std::
   checkCpu(kOp, input, "input");
   checkCpu(kOp, weight, "weight");
   checkDtype(kOp, input, "input",
-             {ScalarType::Float32, ScalarType::Float64, ScalarType::Float16, ScalarType::BFloat16, ScalarType::Int64});
+             {ScalarType::Float32, ScalarType::Float64, ScalarType::Float16, ScalarType::BFloat16, ScalarType::UInt8,
+              ScalarType::Int8, ScalarType::Int16, ScalarType::Int32, ScalarType::Int64});
   if (bias) checkCpu(kOp, *bias, "bias");
   ThreadScope threads;
   const bool batched = input.dim() == 4;
@@ -291,10 +292,11 @@ bp::Tensor conv2d(const bp::Tensor& input, const bp::Tensor& weight, const std::
       convDirect<float>(g, xf, wf, bf, of);
     storeFloat32(of, out);
   } else {
-    // float64, int64, and the degenerate no-input-channel case oneDNN
-    // rejects (the output is then just the bias).
+    // float64, the integers (wrapping, as PyTorch's), and the degenerate
+    // no-input-channel case oneDNN rejects (the output is then just the bias).
     visitDtype(input.dtype(), [&]<class T>(T) {
-      if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, int64_t>)
+      if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> ||
+                    (std::is_integral_v<T> && !std::is_same_v<T, bool>))
         convDirect<T>(g, x, w, b, out);
     });
   }

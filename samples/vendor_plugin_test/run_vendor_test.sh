@@ -207,7 +207,7 @@ for name in cpu spconv; do
     die "backplane plugins does not show the $name plugin loaded from $prefix/lib/backplane/plugins"
 done
 # Every library it tried (the PATH column) is inside the moved prefix.
-stray=$(awk '$(NF-1) == "loaded" || $(NF-1) == "FAILED" { print $NF }' <<<"$out" | grep -vF "$prefix/lib/backplane/plugins/" || true)
+stray=$(awk 'NF >= 2 && ($(NF-1) == "loaded" || $(NF-1) == "FAILED") { print $NF }' <<<"$out" | grep -vF "$prefix/lib/backplane/plugins/" || true)
 [[ -z $stray ]] || die "the installed tool tried plugins outside the moved prefix: $stray"
 out=$(in_moved_install "$prefix/bin/backplane" --help) || die "backplane --help failed"
 grep -qx "  $prefix/lib/backplane/plugins" <<<"$out" ||

@@ -146,6 +146,14 @@ void OperatorHandle::callBoxed(Stack& stack) const {
   if (const KernelRecord* meta = entry_->meta()) {
     Stack copy(stack.begin(), stack.end());  // the meta kernel consumes its arguments
     meta->kernel.callBoxed(*this, ks, &copy);
+    if (meta->completes && copy.size() == 1 && copy.front().toBool()) {
+      // The meta computed the result into `out`, the last argument, which
+      // is the op's one return (Note [Meta kernels]).
+      IValue out = std::move(stack.back());
+      stack.clear();
+      stack.push_back(std::move(out));
+      return;
+    }
   }
   entry_->lookupBoxed(ks, stack).kernel.callBoxed(*this, ks, &stack);
   if (stack.size() != s.returns().size()) [[unlikely]] {
@@ -289,6 +297,11 @@ std::string typedSignatureMismatch(const OperatorEntry& entry, const std::string
                 " (see Note [Canonical C++ signatures] in boxing.h)");
 }
 
+void throwMetaCompletedWithoutOut(const OperatorEntry& entry) {
+  BP_THROW(kInternal, "the meta kernel of ", entry.qualifiedName(), " computed the result itself, but this ",
+           "typed call's C++ signature does not return its last argument; call it with the schema's signature");
+}
+
 void throwBadReturnCount(const OperatorHandle& op, size_t expected, size_t got) {
   BP_THROW(kInternal, "a kernel of ", op.operatorName().qualifiedName(), " left ", got,
            " values on the stack but the schema has ", expected,
@@ -374,9 +387,10 @@ void Dispatcher::setProfiling(bool on) { setGlobalKey(DispatchKey::Profiling, on
 bool Dispatcher::profiling() const { return hasGlobalKey(DispatchKey::Profiling); }
 
 const KernelRecord* Dispatcher::newRecord(KernelFunction kernel, KernelKind kind, DispatchKey key, std::string debug,
-                                          DtypeSet dtypes) {
+                                          DtypeSet dtypes, bool completes) {
   records_.push_back(std::unique_ptr<KernelRecord>(
       new KernelRecord{std::move(kernel), kind, key, std::move(debug), next_id_, dtypes.mask()}));
+  records_.back()->completes = completes;
   return records_.back().get();
 }
 
@@ -653,6 +667,17 @@ absl::StatusOr<RegistrationHandle> Dispatcher::registerComposite(std::string_vie
   return addRegistration({RegistrationKind::Composite, *op, DispatchKey::Undefined, r, nullptr});
 }
 
+namespace {
+// `(..., Tensor(a!) out) -> Tensor(a!)`: one return, the last argument, an
+// out= tensor (Note [Meta kernels]).
+bool returnsLastArgument(const FunctionSchema& s) {
+  if (s.returns().size() != 1 || s.arguments().empty()) return false;
+  const Argument& last = s.arguments().back();
+  const Argument& ret = s.returns().front();
+  return last.isOut() && last.type == ret.type && ret.alias && last.alias && ret.alias->set == last.alias->set;
+}
+}  // namespace
+
 absl::StatusOr<RegistrationHandle> Dispatcher::registerMeta(std::string_view op_name, KernelFunction kernel,
                                                             std::string debug) {
   if (!kernel.isValid() || kernel.isFallthrough())
@@ -661,17 +686,28 @@ absl::StatusOr<RegistrationHandle> Dispatcher::registerMeta(std::string_view op_
   absl::StatusOr<OperatorEntry*> op = definedEntry(op_name, "register a meta kernel for");
   if (!op.ok()) return op.status();
   const FunctionSchema& schema = *(*op)->schema_.load(std::memory_order_relaxed);
+  bool completes = false;
   if (kernel.hasUnboxed()) {
-    // Same parameters as the schema, no return (Note [Meta kernels]).
-    std::string expected = cppSignatureForSchema(schema);
-    expected = strCat(expected.substr(0, expected.rfind(" -> ")), " -> ()");
-    if (kernel.cppSignature() != expected) {
+    // Same parameters as the schema, no return; or bool for an op that
+    // returns its out= argument (Note [Meta kernels]).
+    std::string params = cppSignatureForSchema(schema);
+    params = params.substr(0, params.rfind(" -> "));
+    const std::string expected = strCat(params, " -> ()");
+    completes = kernel.cppSignature() == strCat(params, " -> bool");
+    if (completes && !returnsLastArgument(schema)) {
+      return absl::InvalidArgumentError(
+          strCat("the meta kernel for ", schema.name().qualifiedName(), " returns bool (it may compute the result ",
+                 "itself), which only an out= op whose one return is its last argument allows, and the schema ",
+                 schema.toString(), " is not one; return void"));
+    }
+    if (!completes && kernel.cppSignature() != expected) {
       return absl::InvalidArgumentError(strCat("the meta kernel for ", schema.name().qualifiedName(),
                                                " has C++ signature ", kernel.cppSignature(), ", but the schema ",
                                                schema.toString(), " needs ", expected));
     }
   }
-  const KernelRecord* r = newRecord(std::move(kernel), KernelKind::Native, DispatchKey::Undefined, std::move(debug));
+  const KernelRecord* r = newRecord(std::move(kernel), KernelKind::Native, DispatchKey::Undefined, std::move(debug),
+                                    DtypeSet::all(), completes);
   (*op)->metas_.push_back(r);
   (*op)->meta_.store(r, std::memory_order_release);
   return addRegistration({RegistrationKind::Meta, *op, DispatchKey::Undefined, r, nullptr});

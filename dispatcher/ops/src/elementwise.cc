@@ -120,9 +120,12 @@ OutputMeta alphaMeta(const Tensor& self, const Tensor& other, const Scalar& alph
 }
 
 template <FixedString Name, BinaryRule Rule>
-void alphaOutMeta(const Tensor& self, const Tensor& other, const Scalar& alpha, const Tensor& out) {
-  checkOut(qualified<Name>(), out, alphaMeta<Name, Rule>(self, other, alpha, CpuScalars::kRefuseInOut),
-           {{"self", &self}, {"other", &other}});
+bool alphaOutMeta(const Tensor& self, const Tensor& other, const Scalar& alpha, const Tensor& out) {
+  const OutputMeta m = alphaMeta<Name, Rule>(self, other, alpha, CpuScalars::kRefuseInOut);
+  checkOut(qualified<Name>(), out, m, {{"self", &self}, {"other", &other}});
+  return castIntoOut(out, m, [&](const Tensor& tmp) {
+    BP_STANDARD_OP(Name.c_str(), AlphaOutSig).callSkippingMeta(self, other, alpha, tmp);
+  });
 }
 
 template <FixedString Name, FixedString OutName, BinaryRule Rule>
@@ -138,8 +141,12 @@ Tensor alphaInplace(const Tensor& self, const Tensor& other, const Scalar& alpha
   const OutputMeta m = alphaMeta<Name, Rule>(self, other, alpha, CpuScalars::kJoin);
   checkOut(qualified<Name>(), self, m, {{"other", &other}}, "self");
   Tensor moved_other;
-  return BP_STANDARD_OP(OutName.c_str(), AlphaOutSig)
-      .callSkippingMeta(self, onDevice(other, m.device, moved_other), alpha, self);
+  const Tensor& o = onDevice(other, m.device, moved_other);
+  if (castIntoOut(self, m, [&](const Tensor& tmp) {
+        BP_STANDARD_OP(OutName.c_str(), AlphaOutSig).callSkippingMeta(self, o, alpha, tmp);
+      }))
+    return self;
+  return BP_STANDARD_OP(OutName.c_str(), AlphaOutSig).callSkippingMeta(self, o, alpha, self);
 }
 
 // --- binary ops without alpha (mul, div, maximum, pow, eq, ...)
@@ -147,9 +154,12 @@ Tensor alphaInplace(const Tensor& self, const Tensor& other, const Scalar& alpha
 using BinaryOutSig = Tensor(const Tensor&, const Tensor&, const Tensor&);
 
 template <FixedString Name, BinaryRule Rule>
-void binaryOutMeta(const Tensor& self, const Tensor& other, const Tensor& out) {
-  checkOut(qualified<Name>(), out, binaryMeta<Name, Rule>(self, other, CpuScalars::kRefuseInOut),
-           {{"self", &self}, {"other", &other}});
+bool binaryOutMeta(const Tensor& self, const Tensor& other, const Tensor& out) {
+  const OutputMeta m = binaryMeta<Name, Rule>(self, other, CpuScalars::kRefuseInOut);
+  checkOut(qualified<Name>(), out, m, {{"self", &self}, {"other", &other}});
+  return castIntoOut(out, m, [&](const Tensor& tmp) {
+    BP_STANDARD_OP(Name.c_str(), BinaryOutSig).callSkippingMeta(self, other, tmp);
+  });
 }
 
 template <FixedString Name, FixedString OutName, BinaryRule Rule>
@@ -160,15 +170,20 @@ Tensor binaryFunctional(const Tensor& self, const Tensor& other) {
       .callSkippingMeta(onDevice(self, m.device, moved_self), onDevice(other, m.device, moved_other), out);
 }
 
-// In place: the result is written into self in self's dtype (for
-// comparisons too, as PyTorch's eq_: the bools become 0/1 of self's dtype).
+// In place: computed in the op's dtype and cast into self (Note [out= of
+// another dtype]); for comparisons, as PyTorch's eq_, the bools become 0/1
+// of self's dtype.
 template <FixedString Name, FixedString OutName, BinaryRule Rule>
 Tensor binaryInplace(const Tensor& self, const Tensor& other) {
   const OutputMeta m = binaryMeta<Name, Rule>(self, other, CpuScalars::kJoin);
   checkOut(qualified<Name>(), self, m, {{"other", &other}}, "self");
   Tensor moved_other;
-  return BP_STANDARD_OP(OutName.c_str(), BinaryOutSig)
-      .callSkippingMeta(self, onDevice(other, m.device, moved_other), self);
+  const Tensor& o = onDevice(other, m.device, moved_other);
+  if (castIntoOut(self, m, [&](const Tensor& tmp) {
+        BP_STANDARD_OP(OutName.c_str(), BinaryOutSig).callSkippingMeta(self, o, tmp);
+      }))
+    return self;
+  return BP_STANDARD_OP(OutName.c_str(), BinaryOutSig).callSkippingMeta(self, o, self);
 }
 
 // --- tensor-scalar ops (pow.Tensor_Scalar, eq.Scalar, ...): the scalar
@@ -185,14 +200,24 @@ OutputMeta scalarMeta(const Tensor& self, const Scalar& other) {
     BP_CHECK(isFloatingType(common) || other.isBool() || other.toDouble() >= 0, op,
              ": integers to negative integer powers are not allowed (exponent ", other.toDouble(),
              "); convert self to a floating dtype first");
+    // The exponent is a value of the result dtype for the integral and the
+    // 16-bit floating dtypes (float32 and float64 raise to it in double),
+    // converted with the one checked conversion: pow(uint8, 300) and
+    // pow(float16, 1e5) raise, as PyTorch.
+    if (!isFloatingType(common) || common == ScalarType::Float16 || common == ScalarType::BFloat16)
+      checkScalarConverts(op, "exponent", other, common);
   }
   return OutputMeta{Shape(self.sizes().begin(), self.sizes().end()),
                     applyBinaryRule(op, standardOp<Name>(), common, Rule), self.device()};
 }
 
 template <FixedString Name, BinaryRule Rule>
-void scalarOutMeta(const Tensor& self, const Scalar& other, const Tensor& out) {
-  checkOut(qualified<Name>(), out, scalarMeta<Name, Rule>(self, other), {{"self", &self}});
+bool scalarOutMeta(const Tensor& self, const Scalar& other, const Tensor& out) {
+  const OutputMeta m = scalarMeta<Name, Rule>(self, other);
+  checkOut(qualified<Name>(), out, m, {{"self", &self}});
+  return castIntoOut(out, m, [&](const Tensor& tmp) {
+    BP_STANDARD_OP(Name.c_str(), ScalarOutSig).callSkippingMeta(self, other, tmp);
+  });
 }
 
 template <FixedString Name, FixedString OutName, BinaryRule Rule>
@@ -203,7 +228,12 @@ Tensor scalarFunctional(const Tensor& self, const Scalar& other) {
 
 template <FixedString Name, FixedString OutName, BinaryRule Rule>
 Tensor scalarInplace(const Tensor& self, const Scalar& other) {
-  checkOut(qualified<Name>(), self, scalarMeta<Name, Rule>(self, other), {}, "self");
+  const OutputMeta m = scalarMeta<Name, Rule>(self, other);
+  checkOut(qualified<Name>(), self, m, {}, "self");
+  if (castIntoOut(self, m, [&](const Tensor& tmp) {
+        BP_STANDARD_OP(OutName.c_str(), ScalarOutSig).callSkippingMeta(self, other, tmp);
+      }))
+    return self;
   return BP_STANDARD_OP(OutName.c_str(), ScalarOutSig).callSkippingMeta(self, other, self);
 }
 
@@ -282,9 +312,16 @@ OutputMeta unaryMeta(const Tensor& self) {
   return OutputMeta{Shape(self.sizes().begin(), self.sizes().end()), t, self.device()};
 }
 
+// A floating op (exp of int8 into float64) computes in its dtype and casts
+// into out; the others write only their own dtype (Note [out= of another
+// dtype]).
 template <FixedString Name, UnaryRule Rule>
-void unaryOutMeta(const Tensor& self, const Tensor& out) {
-  checkOut(qualified<Name>(), out, unaryMeta<Name, Rule>(self), {{"self", &self}});
+bool unaryOutMeta(const Tensor& self, const Tensor& out) {
+  const OutputMeta m = unaryMeta<Name, Rule>(self);
+  if constexpr (Rule.result != UnaryResult::Floating) checkOutDtype(qualified<Name>(), out, m);
+  checkOut(qualified<Name>(), out, m, {{"self", &self}});
+  return castIntoOut(out, m,
+                     [&](const Tensor& tmp) { BP_STANDARD_OP(Name.c_str(), UnaryOutSig).callSkippingMeta(self, tmp); });
 }
 
 template <FixedString Name, FixedString OutName, UnaryRule Rule>
@@ -295,7 +332,11 @@ Tensor unaryFunctional(const Tensor& self) {
 
 template <FixedString Name, FixedString OutName, UnaryRule Rule>
 Tensor unaryInplace(const Tensor& self) {
-  checkOut(qualified<Name>(), self, unaryMeta<Name, Rule>(self), {}, "self");
+  const OutputMeta m = unaryMeta<Name, Rule>(self);
+  checkOut(qualified<Name>(), self, m, {}, "self");
+  if (castIntoOut(self, m,
+                  [&](const Tensor& tmp) { BP_STANDARD_OP(OutName.c_str(), UnaryOutSig).callSkippingMeta(self, tmp); }))
+    return self;
   return BP_STANDARD_OP(OutName.c_str(), UnaryOutSig).callSkippingMeta(self, self);
 }
 
@@ -319,7 +360,9 @@ OutputMeta geluMeta(const Tensor& self, std::string_view approximate) {
 }
 
 void geluOutMeta(const Tensor& self, std::string_view approximate, const Tensor& out) {
-  checkOut(qualified<"gelu.out">(), out, geluMeta<"gelu.out">(self, approximate), {{"self", &self}});
+  const OutputMeta m = geluMeta<"gelu.out">(self, approximate);
+  checkOutDtype(qualified<"gelu.out">(), out, m);
+  checkOut(qualified<"gelu.out">(), out, m, {{"self", &self}});
 }
 
 Tensor geluFunctional(const Tensor& self, std::string_view approximate) {
@@ -358,7 +401,9 @@ OutputMeta clampMeta(const Tensor& self, const std::optional<Scalar>& min, const
 
 void clampOutMeta(const Tensor& self, const std::optional<Scalar>& min, const std::optional<Scalar>& max,
                   const Tensor& out) {
-  checkOut(qualified<"clamp.out">(), out, clampMeta<"clamp.out">(self, min, max), {{"self", &self}});
+  const OutputMeta m = clampMeta<"clamp.out">(self, min, max);
+  checkOutDtype(qualified<"clamp.out">(), out, m);
+  checkOut(qualified<"clamp.out">(), out, m, {{"self", &self}});
 }
 
 Tensor clampFunctional(const Tensor& self, const std::optional<Scalar>& min, const std::optional<Scalar>& max) {

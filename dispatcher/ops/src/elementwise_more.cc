@@ -100,27 +100,64 @@ OutputMeta tensorMeta(const Tensor& self, const Tensor& other, Result r, CpuScal
 template <class... Extra>
 using TensorOutSig = Tensor(const Tensor&, const Tensor&, Extra..., const Tensor&);
 
+// The logical ops see their operands in the operands' result_type, as
+// PyTorch converts both first: an int64 0-d 65536 next to an int16 tensor
+// is int16's 0, false; a float64 0-d 1e-300 next to a float32 tensor is 0.
+// When an operand has another dtype, its converted copy goes in `a` or `b`
+// and the function returns true; the kernels then only test for non-zero.
+bool logicalOperands(Result r, const Tensor& self, const Tensor& other, Tensor& a, Tensor& b) {
+  if (r != Result::Logical || self.dtype() == other.dtype()) return false;
+  const ScalarType common = resultType(self, other);
+  const auto convert = [&](const Tensor& t, Tensor& into) {
+    if (t.dtype() == common) {
+      into = t;
+      return;
+    }
+    into = emptyTensor(t.sizes(), common, t.device());
+    copyInto(into, t);
+  };
+  convert(self, a);
+  convert(other, b);
+  return true;
+}
+
 // The three forms of `Name`, whose out= kernel is `OutName` (taking
 // `Extra...` after other; the result rule comes from `rule(extra...)`).
 template <FixedString Name, FixedString OutName, auto Rule, class... Extra>
 struct TensorForms {
-  static void outMeta(const Tensor& self, const Tensor& other, Extra... extra, const Tensor& out) {
-    checkOut(qualified<Name>(), out,
-             tensorMeta<Name>(self, other, Rule(qualified<Name>(), extra...), CpuScalars::kRefuseInOut),
-             {{"self", &self}, {"other", &other}});
+  static bool outMeta(const Tensor& self, const Tensor& other, Extra... extra, const Tensor& out) {
+    const Result r = Rule(qualified<Name>(), extra...);
+    const OutputMeta m = tensorMeta<Name>(self, other, r, CpuScalars::kRefuseInOut);
+    checkOut(qualified<Name>(), out, m, {{"self", &self}, {"other", &other}});
+    Tensor a, b;
+    const bool converted = logicalOperands(r, self, other, a, b);
+    const Tensor& x = converted ? a : self;
+    const Tensor& y = converted ? b : other;
+    const auto& op = BP_STANDARD_OP(Name.c_str(), TensorOutSig<Extra...>);
+    if (castIntoOut(out, m, [&](const Tensor& tmp) { op.callSkippingMeta(x, y, extra..., tmp); })) return true;
+    if (!converted) return false;
+    op.callSkippingMeta(x, y, extra..., out);
+    return true;
   }
   static Tensor functional(const Tensor& self, const Tensor& other, Extra... extra) {
-    const OutputMeta m = tensorMeta<Name>(self, other, Rule(qualified<Name>(), extra...), CpuScalars::kJoin);
-    Tensor out = allocate(m), moved_self, moved_other;
+    const Result r = Rule(qualified<Name>(), extra...);
+    const OutputMeta m = tensorMeta<Name>(self, other, r, CpuScalars::kJoin);
+    Tensor out = allocate(m), moved_self, moved_other, a, b;
+    const bool converted = logicalOperands(r, self, other, a, b);
     return BP_STANDARD_OP(OutName.c_str(), TensorOutSig<Extra...>)
-        .callSkippingMeta(onDevice(self, m.device, moved_self), onDevice(other, m.device, moved_other), extra..., out);
+        .callSkippingMeta(onDevice(converted ? a : self, m.device, moved_self),
+                          onDevice(converted ? b : other, m.device, moved_other), extra..., out);
   }
   static Tensor inplace(const Tensor& self, const Tensor& other, Extra... extra) {
     const OutputMeta m = tensorMeta<Name>(self, other, Rule(qualified<Name>(), extra...), CpuScalars::kJoin);
     checkOut(qualified<Name>(), self, m, {{"other", &other}}, "self");
-    Tensor moved_other;
-    return BP_STANDARD_OP(OutName.c_str(), TensorOutSig<Extra...>)
-        .callSkippingMeta(self, onDevice(other, m.device, moved_other), extra..., self);
+    Tensor moved_other, a, b;
+    const bool converted = logicalOperands(Rule(qualified<Name>(), extra...), self, other, a, b);
+    const Tensor& x = converted ? a : self;
+    const Tensor& o = onDevice(converted ? b : other, m.device, moved_other);
+    const auto& op = BP_STANDARD_OP(OutName.c_str(), TensorOutSig<Extra...>);
+    if (castIntoOut(self, m, [&](const Tensor& tmp) { op.callSkippingMeta(x, o, extra..., tmp); })) return self;
+    return op.callSkippingMeta(x, o, extra..., self);
   }
   // An alias's out= (true_divide.out, floor_divide.out): its own meta, then
   // the kernel it is an alias of.
@@ -151,9 +188,13 @@ const Tensor& numberOperand(const Tensor& self, const Scalar& other, Result r, D
 
 template <FixedString Name, FixedString OutName, auto Rule, class... Extra>
 struct ScalarForms {
-  static void outMeta(const Tensor& self, const Scalar& other, Extra... extra, const Tensor& out) {
-    checkOut(qualified<Name>(), out, scalarMeta<Name>(self, other, Rule(qualified<Name>(), extra...)),
-             {{"self", &self}});
+  static bool outMeta(const Tensor& self, const Scalar& other, Extra... extra, const Tensor& out) {
+    const OutputMeta m = scalarMeta<Name>(self, other, Rule(qualified<Name>(), extra...));
+    checkOut(qualified<Name>(), out, m, {{"self", &self}});
+    return castIntoOut(out, m, [&](const Tensor& tmp) {
+      BP_STANDARD_OP(Name.c_str(), Tensor(const Tensor&, const Scalar&, Extra..., const Tensor&))
+          .callSkippingMeta(self, other, extra..., tmp);
+    });
   }
   static Tensor outComposite(const Tensor& self, const Scalar& other, Extra... extra, const Tensor& out) {
     Tensor wrapped, moved;
@@ -169,10 +210,15 @@ struct ScalarForms {
   }
   static Tensor inplace(const Tensor& self, const Scalar& other, Extra... extra) {
     const Result r = Rule(qualified<Name>(), extra...);
-    checkOut(qualified<Name>(), self, scalarMeta<Name>(self, other, r), {}, "self");
+    const OutputMeta m = scalarMeta<Name>(self, other, r);
+    checkOut(qualified<Name>(), self, m, {}, "self");
     Tensor wrapped, moved;
-    return BP_STANDARD_OP(OutName.c_str(), TensorOutSig<Extra...>)
-        .callSkippingMeta(self, numberOperand(self, other, r, self.device(), wrapped, moved), extra..., self);
+    const Tensor& o = numberOperand(self, other, r, self.device(), wrapped, moved);
+    if (castIntoOut(self, m, [&](const Tensor& tmp) {
+          BP_STANDARD_OP(OutName.c_str(), TensorOutSig<Extra...>).callSkippingMeta(self, o, extra..., tmp);
+        }))
+      return self;
+    return BP_STANDARD_OP(OutName.c_str(), TensorOutSig<Extra...>).callSkippingMeta(self, o, extra..., self);
   }
 };
 
@@ -191,8 +237,7 @@ constexpr auto kRoundingRule = &roundingRule;
 void checkAlpha(std::string_view op, ScalarType common, const Scalar& alpha) {
   BP_CHECK(isFloatingType(common) || !alpha.isFloatingPoint(), op, ": for integral inputs (here ", common,
            "), alpha must be an integer, but got ", alpha.toDouble());
-  BP_CHECK(common != ScalarType::Bool || alpha.isBool() || alpha.toInt() == 0 || alpha.toInt() == 1, op,
-           ": for boolean inputs alpha must be a boolean");
+  checkScalarConverts(op, "alpha", alpha, common);  // any integer is a bool (non-zero: true)
 }
 
 // sub refuses a bool operand, tensor or number, as PyTorch.
@@ -216,8 +261,13 @@ using AlphaOutSig = Tensor(const Tensor&, const Tensor&, const Scalar&, const Te
 
 template <FixedString Name, FixedString OutName, bool kSubtract>
 struct AlphaScalarForms {
-  static void outMeta(const Tensor& self, const Scalar& other, const Scalar& alpha, const Tensor& out) {
-    checkOut(qualified<Name>(), out, alphaScalarMeta<Name, kSubtract>(self, other, alpha), {{"self", &self}});
+  static bool outMeta(const Tensor& self, const Scalar& other, const Scalar& alpha, const Tensor& out) {
+    const OutputMeta m = alphaScalarMeta<Name, kSubtract>(self, other, alpha);
+    checkOut(qualified<Name>(), out, m, {{"self", &self}});
+    return castIntoOut(out, m, [&](const Tensor& tmp) {
+      BP_STANDARD_OP(Name.c_str(), Tensor(const Tensor&, const Scalar&, const Scalar&, const Tensor&))
+          .callSkippingMeta(self, other, alpha, tmp);
+    });
   }
   static Tensor outComposite(const Tensor& self, const Scalar& other, const Scalar& alpha, const Tensor& out) {
     Tensor wrapped, moved;
@@ -231,13 +281,30 @@ struct AlphaScalarForms {
                           out);
   }
   static Tensor inplace(const Tensor& self, const Scalar& other, const Scalar& alpha) {
-    checkOut(qualified<Name>(), self, alphaScalarMeta<Name, kSubtract>(self, other, alpha), {}, "self");
+    const OutputMeta m = alphaScalarMeta<Name, kSubtract>(self, other, alpha);
+    checkOut(qualified<Name>(), self, m, {}, "self");
     Tensor wrapped, moved;
-    return BP_STANDARD_OP(OutName.c_str(), AlphaOutSig)
-        .callSkippingMeta(self, numberOperand(self, other, Result::Promoted, self.device(), wrapped, moved), alpha,
-                          self);
+    const Tensor& o = numberOperand(self, other, Result::Promoted, self.device(), wrapped, moved);
+    if (castIntoOut(self, m, [&](const Tensor& tmp) {
+          BP_STANDARD_OP(OutName.c_str(), AlphaOutSig).callSkippingMeta(self, o, alpha, tmp);
+        }))
+      return self;
+    return BP_STANDARD_OP(OutName.c_str(), AlphaOutSig).callSkippingMeta(self, o, alpha, self);
   }
 };
+
+// rsub.Scalar, `number - tensor` as Python writes it: other - alpha * self,
+// with sub's rule (no bool operand) and the number promoting as a Python
+// number. A composite over sub.Tensor, the number a 0-d tensor of the
+// common dtype (Note [CPU scalars] puts it on self's device).
+Tensor rsubScalar(const Tensor& self, const Scalar& other, const Scalar& alpha) {
+  checkDefined(qualified<"rsub.Scalar">(), self, "self");
+  checkSubOperands<"rsub.Scalar">(self, other);
+  const ScalarType common = resultType(self, other);
+  checkAlpha(qualified<"rsub.Scalar">(), common, alpha);
+  return BP_STANDARD_OP("sub.Tensor", Tensor(const Tensor&, const Tensor&, const Scalar&))
+      .call(wrappedNumber(other, common), self, alpha);
+}
 
 // --- unary ops
 
@@ -264,15 +331,26 @@ OutputMeta unaryMeta(const Tensor& self, Unary u) {
 template <FixedString Name, FixedString OutName, Unary U, class... Extra>
 struct UnaryForms {
   using OutSig = Tensor(const Tensor&, Extra..., const Tensor&);
-  static void outMeta(const Tensor& self, Extra... extra, const Tensor& out) {
-    checkOut(qualified<Name>(), out, unaryMeta<Name>(self, U), {{"self", &self}});
+  // Unary::Same ops write only self's dtype; the others compute in theirs
+  // and cast into out (Note [out= of another dtype]).
+  static bool outMeta(const Tensor& self, Extra... extra, const Tensor& out) {
+    const OutputMeta m = unaryMeta<Name>(self, U);
+    if constexpr (U == Unary::Same) checkOutDtype(qualified<Name>(), out, m);
+    checkOut(qualified<Name>(), out, m, {{"self", &self}});
+    return castIntoOut(
+        out, m, [&](const Tensor& tmp) { BP_STANDARD_OP(Name.c_str(), OutSig).callSkippingMeta(self, extra..., tmp); });
   }
   static Tensor functional(const Tensor& self, Extra... extra) {
     Tensor out = allocate(unaryMeta<Name>(self, U));
     return BP_STANDARD_OP(OutName.c_str(), OutSig).callSkippingMeta(self, extra..., out);
   }
   static Tensor inplace(const Tensor& self, Extra... extra) {
-    checkOut(qualified<Name>(), self, unaryMeta<Name>(self, U), {}, "self");
+    const OutputMeta m = unaryMeta<Name>(self, U);
+    checkOut(qualified<Name>(), self, m, {}, "self");
+    if (castIntoOut(self, m, [&](const Tensor& tmp) {
+          BP_STANDARD_OP(OutName.c_str(), OutSig).callSkippingMeta(self, extra..., tmp);
+        }))
+      return self;
     return BP_STANDARD_OP(OutName.c_str(), OutSig).callSkippingMeta(self, extra..., self);
   }
 };
@@ -289,10 +367,10 @@ void checkNanToNumOut(const Tensor& self, const Tensor& out) {
            " but self has dtype ", self.dtype(), "; nan_to_num writes values of self's dtype: pass an out of dtype ",
            self.dtype());
 }
-void nanToNumOutMeta(const Tensor& self, OptDouble nan, OptDouble posinf, OptDouble neginf, const Tensor& out) {
+bool nanToNumOutMeta(const Tensor& self, OptDouble nan, OptDouble posinf, OptDouble neginf, const Tensor& out) {
   checkDefined(qualified<"nan_to_num.out">(), self, "self");
   checkNanToNumOut<"nan_to_num.out">(self, out);
-  UnaryForms<"nan_to_num.out", "nan_to_num.out", Unary::Same, OptDouble, OptDouble, OptDouble>::outMeta(
+  return UnaryForms<"nan_to_num.out", "nan_to_num.out", Unary::Same, OptDouble, OptDouble, OptDouble>::outMeta(
       self, nan, posinf, neginf, out);
 }
 
@@ -368,7 +446,9 @@ Tensor hardtanhInto(const Tensor& self, const Scalar& min_val, const Scalar& max
   return BP_STANDARD_OP("clamp.out", ClampOutSig).callSkippingMeta(self, lo, hi, out);
 }
 void hardtanhOutMeta(const Tensor& self, const Scalar& min_val, const Scalar& max_val, const Tensor& out) {
-  checkOut(qualified<"hardtanh.out">(), out, hardtanhMeta<"hardtanh.out">(self, min_val, max_val), {{"self", &self}});
+  const OutputMeta m = hardtanhMeta<"hardtanh.out">(self, min_val, max_val);
+  checkOutDtype(qualified<"hardtanh.out">(), out, m);
+  checkOut(qualified<"hardtanh.out">(), out, m, {{"self", &self}});
 }
 Tensor hardtanhFunctional(const Tensor& self, const Scalar& min_val, const Scalar& max_val) {
   return hardtanhInto(self, min_val, max_val, allocate(hardtanhMeta<"hardtanh">(self, min_val, max_val)));
@@ -536,6 +616,9 @@ void addElementwiseMoreOps(std::vector<StandardOp>& ops) {
     add("mul_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)", {}, K::makeFromFunction(BP_FN(MI::inplace)));
     add("mul.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)",
         K::makeFromFunction(BP_FN(MO::outMeta)), K::makeFromFunction(BP_FN(MO::outComposite)));
+    const size_t rsub = ops.size();
+    add("rsub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor", {}, K::makeFromFunction(BP_FN(rsubScalar)));
+    declare(rsub, {{"self", kEveryDtypeButBool, "to invert a mask use logical_not() instead, "}});
   }
 
   // --- unary ops

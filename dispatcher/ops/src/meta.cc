@@ -158,7 +158,9 @@ std::pair<int64_t, int64_t> integralRange(ScalarType t) {
 }  // namespace
 
 void checkScalarConverts(std::string_view op, const char* what, const Scalar& value, ScalarType dtype) {
-  if (value.isBool() || dtype == ScalarType::Float64) return;  // a bool fits every dtype; float64 holds every number
+  // A bool fits every dtype; float64 holds every number; into bool any
+  // number converts (non-zero, NaN included, is true), as c10's.
+  if (value.isBool() || dtype == ScalarType::Float64 || dtype == ScalarType::Bool) return;
   bool fits;
   std::string range;
   if (isFloatingType(dtype)) {
@@ -281,6 +283,16 @@ void checkResultDtype(std::string_view op, const StandardOp& rule, ScalarType re
   for (const ArgumentDtypes& d : rule.dtypes)
     if (std::string_view(d.argument) == "result" && !d.accepted.contains(result)) [[unlikely]]
       refuseDtype(op, d, result, true);
+}
+
+void checkOutDtype(std::string_view op, const Tensor& out, const OutputMeta& meta, const char* out_name) {
+  BP_CHECK(out.dtype() == meta.dtype, op, ": argument '", out_name, "' has dtype ", out.dtype(),
+           " but the result has dtype ", meta.dtype, ", and this op writes only its result's dtype (as PyTorch); ",
+           "pass a tensor of dtype ", meta.dtype, " and convert it afterwards with .to() if needed");
+}
+
+void copyInto(const Tensor& out, const Tensor& src) {
+  BP_STANDARD_OP("copy_", Tensor(const Tensor&, const Tensor&, bool)).callSkippingMeta(out, src, false);
 }
 
 Tensor allocate(const OutputMeta& meta) {

@@ -83,7 +83,9 @@ ScalarType resultType(const Tensor& a, const Scalar& b);
 // (float16 65510, float32 1e300, int8 300, NaN into an integral dtype, a
 // double past an integer dtype's ends: int8 127.5). Infinity and NaN fit the
 // floating dtypes. A negative integer wraps into an unsigned dtype (uint8
-// -1 is 255; down to -255, as c10 allows; bool takes -1 as true). The
+// -1 is 255; down to -255, as c10 allows). Every number converts to bool
+// (non-zero, NaN included, is true: full(.., 2.5, dtype=bool), an alpha of
+// 2 for bool operands). The
 // kernels then convert with wrap-around (no saturation). One function, so
 // that every such op agrees.
 void checkScalarConverts(std::string_view op, const char* what, const Scalar& value, ScalarType dtype);
@@ -91,6 +93,33 @@ void checkScalarConverts(std::string_view op, const char* what, const Scalar& va
 // Wraps a possibly negative dimension into [0, ndim); a 0-d tensor accepts
 // dims -1 and 0 (as PyTorch).
 int64_t wrapDim(std::string_view op, int64_t dim, int64_t ndim);
+
+// Note [out= of another dtype]
+// As PyTorch's elementwise ops do, an op given an `out` (or an in-place
+// `self`) of another dtype than the one it computes in (its inputs'
+// result_type; float32 for true division or a floating unary op of
+// integers) computes in its own dtype and casts the result into `out`:
+// add.out(int8, int8, out=float64) wraps in int8 first, and
+// int8_tensor.add_(int32_tensor) adds in int32. The op's meta kernel (or
+// in-place composite) does it with castIntoOut(): a temporary of the op's
+// dtype, the op's own out= kernel called on it (callSkippingMeta), the
+// temporary copied into `out` by copy_, and the call reported complete
+// (Note [Meta kernels]). So every kernel, a plugin's included, only ever
+// sees an `out` of the op's own dtype, and only a mixed-dtype call pays for
+// the temporary. Ops whose result keeps its input's dtype (abs, neg, floor,
+// clamp, hardtanh, ...) refuse such an `out` instead, as PyTorch does
+// (checkOutDtype).
+//
+// If out's dtype is meta.dtype: false, nothing done. Otherwise calls
+// compute(tmp) with a new tensor of meta's shape, dtype and device, copies
+// tmp into `out` (converting) and returns true.
+template <class F>
+bool castIntoOut(const Tensor& out, const OutputMeta& meta, F&& compute);
+// Refuses an `out` whose dtype is not `meta.dtype`, for the ops that
+// PyTorch lets write only their own dtype (Note [out= of another dtype]).
+void checkOutDtype(std::string_view op, const Tensor& out, const OutputMeta& meta, const char* out_name = "out");
+// out = src, converting (copy_ without its meta: shapes match).
+void copyInto(const Tensor& out, const Tensor& src);
 
 // Checks an out= (or in-place self) tensor against the rule's result: same
 // device, result dtype castable to out's dtype, and shape equal to `sizes`.
@@ -119,6 +148,16 @@ void checkResultDtype(std::string_view op, const StandardOp& rule, ScalarType re
 
 // A new tensor for the rule's result.
 Tensor allocate(const OutputMeta& meta);
+
+template <class F>
+bool castIntoOut(const Tensor& out, const OutputMeta& meta, F&& compute) {
+  if (out.dtype() == meta.dtype) [[likely]]
+    return false;
+  Tensor tmp = allocate(meta);
+  compute(static_cast<const Tensor&>(tmp));
+  copyInto(out, tmp);
+  return true;
+}
 
 // "[2, 3]" for messages.
 std::string shapeString(IntArrayRef sizes);

@@ -216,11 +216,16 @@ void addNNOps(std::vector<StandardOp>& ops) {
     ops.push_back(StandardOp{std::move(schema), std::move(meta), {}, "nn", std::move(dtypes)});
   };
   // conv2d and avg_pool2d take what PyTorch's CPU kernels take: the
-  // floating dtypes (float16 and bfloat16 convolve in float32) and int64.
+  // floating dtypes (float16 and bfloat16 convolve in float32); conv2d the
+  // signed and unsigned 8- to 64-bit integers too (accumulating with
+  // wrap-around in the dtype, as PyTorch's slow path), avg_pool2d int64.
   // The CPU plugin serves them for every device through the fallback. The
   // other layers take the floating dtypes.
   constexpr ScalarTypeSet kFloating = ScalarTypeSet::floating();
-  constexpr ScalarTypeSet kConvDtypes = {ScalarType::Float32, ScalarType::Float64, ScalarType::Float16,
+  constexpr ScalarTypeSet kConvDtypes = {ScalarType::Float32,  ScalarType::Float64, ScalarType::Float16,
+                                         ScalarType::BFloat16, ScalarType::UInt8,   ScalarType::Int8,
+                                         ScalarType::Int16,    ScalarType::Int32,   ScalarType::Int64};
+  constexpr ScalarTypeSet kPoolDtypes = {ScalarType::Float32, ScalarType::Float64, ScalarType::Float16,
                                          ScalarType::BFloat16, ScalarType::Int64};
   add("conv2d(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=1, int[2] padding=0, "
       "int[2] dilation=1, int groups=1) -> Tensor",
@@ -231,7 +236,7 @@ void addNNOps(std::vector<StandardOp>& ops) {
       KernelFunction::makeFromFunction(BP_FN(maxPool2dMeta)), {{"self", kFloating}});
   add("avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, "
       "bool count_include_pad=True, int? divisor_override=None) -> Tensor",
-      KernelFunction::makeFromFunction(BP_FN(avgPool2dMeta)), {{"self", kConvDtypes}});
+      KernelFunction::makeFromFunction(BP_FN(avgPool2dMeta)), {{"self", kPoolDtypes}});
   // Training updates running_mean and running_var in place: the write
   // annotations make the CPU fallback copy them back.
   add("batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!)? running_mean, Tensor(b!)? running_var, "

@@ -101,10 +101,22 @@ Tensor sub(const Tensor& self, const Tensor& other, const Scalar& alpha) {
 }
 Tensor mul(const Tensor& self, const Tensor& other) { return BP_STANDARD_OP("mul.Tensor", BinarySig).call(self, other); }
 Tensor div(const Tensor& self, const Tensor& other) { return BP_STANDARD_OP("div.Tensor", BinarySig).call(self, other); }
-Tensor add(const Tensor& self, const Scalar& other) { return add(self, wrapped(self, other)); }
-Tensor sub(const Tensor& self, const Scalar& other) { return sub(self, wrapped(self, other)); }
-Tensor mul(const Tensor& self, const Scalar& other) { return mul(self, wrapped(self, other)); }
-Tensor div(const Tensor& self, const Scalar& other) { return div(self, wrapped(self, other)); }
+// A number operand goes to the op's .Scalar overload, which promotes it as
+// a Python number and converts it where the op computes (div of int16 by
+// 2**40 divides in float32, not by an int16-wrapped 0).
+using ScalarAlphaSig = Tensor(const Tensor&, const Scalar&, const Scalar&);
+Tensor add(const Tensor& self, const Scalar& other) {
+  return BP_STANDARD_OP("add.Scalar", ScalarAlphaSig).call(self, other, Scalar(int64_t{1}));
+}
+Tensor sub(const Tensor& self, const Scalar& other) {
+  return BP_STANDARD_OP("sub.Scalar", ScalarAlphaSig).call(self, other, Scalar(int64_t{1}));
+}
+Tensor mul(const Tensor& self, const Scalar& other) {
+  return BP_STANDARD_OP("mul.Scalar", ScalarSig).call(self, other);
+}
+Tensor div(const Tensor& self, const Scalar& other) {
+  return BP_STANDARD_OP("div.Scalar", ScalarSig).call(self, other);
+}
 Tensor pow(const Tensor& self, const Scalar& exponent) {
   return BP_STANDARD_OP("pow.Tensor_Scalar", ScalarSig).call(self, exponent);
 }
@@ -315,9 +327,12 @@ Tensor operator+(const Tensor& a, const Scalar& b) { return add(a, b); }
 Tensor operator-(const Tensor& a, const Scalar& b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, const Scalar& b) { return mul(a, b); }
 Tensor operator/(const Tensor& a, const Scalar& b) { return div(a, b); }
-Tensor operator+(const Scalar& a, const Tensor& b) { return add(wrapped(b, a), b); }
-Tensor operator-(const Scalar& a, const Tensor& b) { return sub(wrapped(b, a), b); }
-Tensor operator*(const Scalar& a, const Tensor& b) { return mul(wrapped(b, a), b); }
+Tensor operator+(const Scalar& a, const Tensor& b) { return add(b, a); }
+// PyTorch's rsub.Scalar: sub's rule, the number promoting as a Python number.
+Tensor operator-(const Scalar& a, const Tensor& b) {
+  return BP_STANDARD_OP("rsub.Scalar", ScalarAlphaSig).call(b, a, Scalar(int64_t{1}));
+}
+Tensor operator*(const Scalar& a, const Tensor& b) { return mul(b, a); }
 Tensor operator/(const Scalar& a, const Tensor& b) { return div(wrapped(b, a), b); }
 Tensor operator-(const Tensor& a) { return neg(a); }
 const Tensor& operator+=(const Tensor& a, const Tensor& b) { return a.add_(b); }

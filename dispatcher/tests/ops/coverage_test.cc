@@ -79,6 +79,8 @@ TEST(StandardOpCoverage, DtypeRulesNameTensorArgumentsOfTheirSchema) {
   EXPECT_EQ(acceptedDtypes(*findStandardOp("copy_"), "self").toString(), "every dtype");
   EXPECT_EQ(acceptedDtypes(*findStandardOp("gather"), "index").toString(), "int64");
   EXPECT_EQ(acceptedDtypes(*findStandardOp("conv2d"), "input").toString(),
+            "every dtype but bool, uint16, uint32, uint64");
+  EXPECT_EQ(acceptedDtypes(*findStandardOp("avg_pool2d"), "self").toString(),
             "int64, float16, bfloat16, float32, float64");
 }
 

@@ -109,8 +109,9 @@ TEST(Fill, EveryDtypeAndDevice) {
       EXPECT_EQ(z.device(), dev.resolved());
       expectClose(z, repeat(0, 6), {2, 3}, t);
       expectClose(callT("ones", {V{3}, t, dev}), repeat(1, 3), {3}, t);
-      // 5 does not convert to bool (PyTorch's checked conversion): 1 does.
+      // 5 is true in bool (every number converts to bool, non-zero is true).
       const int64_t v = t == ScalarType::Bool ? 1 : 5;
+      if (t == ScalarType::Bool) expectClose(callT("full", {V{2}, Scalar(2.5), t, dev}), repeat(1, 2), {2}, t);
       expectClose(callT("full", {V{2, 2}, Scalar(v), t, dev}), repeat(static_cast<double>(v), 4), {2, 2}, t);
       expectClose(callT("full", {V{}, Scalar(v), t, dev}), {static_cast<double>(v)}, {}, t);
       expectClose(callT("zeros", {V{0, 3}, t, dev}), {}, {0, 3}, t);
@@ -158,11 +159,13 @@ TEST(Fill, ValuesConvertAsPyTorch) {
                 HasSubstr("cannot be converted to dtype float16"));
     expectClose(make(Scalar(65504.0), ScalarType::Float16), {65504, 65504}, {2}, ScalarType::Float16);
     EXPECT_THAT(errorOf([&] { make(Scalar(1e300), ScalarType::Float32); }), HasSubstr("dtype float32"));
-    // A negative integer wraps into uint8 (down to -255); bool takes -1 as true.
+    // A negative integer wraps into uint8 (down to -255); every number is a
+    // bool (non-zero is true).
     expectClose(make(Scalar(int64_t{-1}), ScalarType::UInt8), {255, 255}, {2}, ScalarType::UInt8);
     EXPECT_THAT(errorOf([&] { make(Scalar(int64_t{-256}), ScalarType::UInt8); }), HasSubstr("dtype uint8"));
     expectClose(make(Scalar(int64_t{-1}), ScalarType::Bool), {1, 1}, {2}, ScalarType::Bool);
-    EXPECT_THAT(errorOf([&] { make(Scalar(int64_t{2}), ScalarType::Bool); }), HasSubstr("dtype bool"));
+    expectClose(make(Scalar(int64_t{2}), ScalarType::Bool), {1, 1}, {2}, ScalarType::Bool);
+    expectClose(make(Scalar(0.25), ScalarType::Bool), {1, 1}, {2}, ScalarType::Bool);
     // A double past an integer dtype's end overflows (127.5 into int8); inside it truncates.
     EXPECT_THAT(errorOf([&] { make(Scalar(127.5), ScalarType::Int8); }), HasSubstr("dtype int8"));
     expectClose(make(Scalar(-127.5), ScalarType::Int8), {-127, -127}, {2}, ScalarType::Int8);

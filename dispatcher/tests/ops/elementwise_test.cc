@@ -2,6 +2,7 @@
 // reference through the CPU plugin.
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -230,6 +231,50 @@ TEST(ElementwiseBinary, OutIsResizedCastAndChecked) {
   expectClose(h, {3, 6}, {2}, ScalarType::Float16);
 }
 
+// Note [out= of another dtype]: the op computes in its own dtype and casts
+// into out (int8 wraps before the float64 out sees it), in place too; ops
+// whose result keeps self's dtype refuse another out dtype, as PyTorch.
+TEST(ElementwiseBinary, OutOfAnotherDtypeGetsTheOpsResultCast) {
+  Tensor a = fromDoubles({100, -100}, {2}, ScalarType::Int8);
+  Tensor b = fromDoubles({100, -100}, {2}, ScalarType::Int8);
+  Tensor out = emptyTensor({0}, ScalarType::Float64);
+  Tensor r = callT("add.out", {a, b, 1, out});
+  EXPECT_EQ(r.unsafeGetImpl(), out.unsafeGetImpl());
+  expectClose(out, {-56, 56}, {2}, ScalarType::Float64);  // 200 and -200 wrapped in int8
+  callT("mul.out", {a, b, out});
+  expectClose(out, {16, 16}, {2}, ScalarType::Float64);  // 10000 wrapped in int8
+  callT("sub.Scalar_out", {a, -100, 1, out});
+  expectClose(out, {-56, 0}, {2}, ScalarType::Float64);
+  // True division of integers computes in float32 (1/3 rounded to float32).
+  Tensor o1 = emptyTensor({0}, ScalarType::Float64);
+  callT("div.out", {fromDoubles({1}, {1}, ScalarType::Int32), fromDoubles({3}, {1}, ScalarType::Int32), o1});
+  EXPECT_EQ(values(o1)[0], static_cast<double>(1.0f / 3.0f));
+  // A floating unary op of an integer computes in float32 too.
+  Tensor o2 = emptyTensor({0}, ScalarType::Float64);
+  callT("exp.out", {fromDoubles({1}, {1}, ScalarType::Int16), o2});
+  EXPECT_EQ(values(o2)[0], static_cast<double>(std::exp(1.0f)));
+  // In place: int8 += int32 adds in int32, then wraps into int8.
+  Tensor s = fromDoubles({100}, {1}, ScalarType::Int8);
+  callT("add_.Tensor", {s, fromDoubles({300}, {1}, ScalarType::Int32), 1});
+  EXPECT_EQ(values(s)[0], -112.0);  // 400 wrapped in int8
+  // float16 *= a float32 tensor beyond float16's range multiplies in float32.
+  Tensor h = fromDoubles({1e-3}, {1}, ScalarType::Float16);
+  callT("mul_.Tensor", {h, fromDoubles({1e6}, {1}, ScalarType::Float32)});
+  EXPECT_NEAR(values(h)[0], 1000, 1);
+  // Ops that keep self's dtype refuse another out dtype.
+  for (const char* op : {"abs.out", "neg.out", "floor.out", "sign.out"}) {
+    std::string err = errorOf([&] { callT(op, {fromDoubles({-1.5, 2}, {2}, ScalarType::Float32), out}); });
+    EXPECT_THAT(err, HasSubstr("has dtype float64 but the result has dtype float32")) << op;
+    EXPECT_THAT(err, HasSubstr("pass a tensor of dtype float32")) << op;
+  }
+  std::string err = errorOf([&] { callT("clamp.out", {a, 0, IValue(), out}); });
+  EXPECT_THAT(err, HasSubstr("bp::clamp.out: argument 'out' has dtype float64"));
+  // The same dtype goes straight to the kernel, as before.
+  Tensor same = emptyTensor({2}, ScalarType::Int8);
+  callT("add.out", {a, b, 1, same});
+  expectClose(same, {-56, 56}, {2}, ScalarType::Int8);
+}
+
 // PyTorch's sub_check: a bool operand is refused whatever the other one
 // (the result would not be bool: 1.5 - True is 0.5 in a calculator, an
 // error in PyTorch).
@@ -251,17 +296,14 @@ TEST(ElementwiseBinary, SubRefusesAnyBoolOperand) {
 }
 
 // alpha converts to the result dtype with PyTorch's checked conversion:
-// bool results take -1, 0 and 1 (any integer that converts to bool), a
-// boolean alpha needs a boolean result, an integer alpha must fit.
+// every integer converts to bool (non-zero is true), a boolean alpha needs
+// a boolean result, an integer alpha must fit any other dtype.
 TEST(ElementwiseBinary, AlphaConvertsToTheResultDtype) {
   Tensor a = fromDoubles({1, 0, 1, 0}, {4}, ScalarType::Bool);
   Tensor b = fromDoubles({1, 1, 0, 0}, {4}, ScalarType::Bool);
   expectClose(callT("add.Tensor", {a, b, Scalar(int64_t{-1})}), {1, 1, 1, 0}, {4}, ScalarType::Bool);
   expectClose(callT("add.Tensor", {a, b, Scalar(int64_t{0})}), {1, 0, 1, 0}, {4}, ScalarType::Bool);
-  EXPECT_THAT(errorOf([&] {
-                callT("add.Tensor", {a, b, Scalar(int64_t{2})});
-              }),
-              HasSubstr("alpha 2 cannot be converted to dtype bool without overflow"));
+  expectClose(callT("add.Tensor", {a, b, Scalar(int64_t{2})}), {1, 1, 1, 0}, {4}, ScalarType::Bool);
   Tensor i8 = fromDoubles({1, 2}, {2}, ScalarType::Int8);
   EXPECT_THAT(errorOf([&] {
                 callT("add.Tensor", {i8, i8, Scalar(int64_t{300})});
@@ -630,9 +672,14 @@ TEST(ElementwiseUnary, GeluApproximations) {
   Tensor x = rnd({9}, ScalarType::Float64, 13, -4, 4);
   expectClose(callT("gelu", {x, "none"}), map1(values(x), gelu), {9}, ScalarType::Float64);
   expectClose(callT("gelu", {x, "tanh"}), map1(values(x), geluTanh), {9}, ScalarType::Float64);
-  Tensor out = emptyTensor({0}, ScalarType::Float32);
+  Tensor out = emptyTensor({0}, ScalarType::Float64);
   callT("gelu.out", {x, "tanh", out});
-  expectClose(out, map1(values(x), geluTanh), {9}, ScalarType::Float32);
+  expectClose(out, map1(values(x), geluTanh), {9}, ScalarType::Float64);
+  // gelu writes only its result's dtype (as PyTorch).
+  EXPECT_THAT(errorOf([&] {
+                callT("gelu.out", {x, "tanh", emptyTensor({0}, ScalarType::Float32)});
+              }),
+              HasSubstr("bp::gelu.out: argument 'out' has dtype float32 but the result has dtype float64"));
   std::string err = errorOf([&] { callT("gelu", {x, "fast"}); });
   EXPECT_THAT(err, HasSubstr("bp::gelu"));
   EXPECT_THAT(err, HasSubstr("'none'"));
@@ -690,9 +737,14 @@ TEST(ElementwiseClamp, BoundsPromotionAndErrors) {
   expectClose(callT("clamp", {i, Scalar(int64_t{2}), Scalar(int64_t{1})}), {1, 1, 1}, {3}, ScalarType::Int64);
   Tensor f = fromDoubles({NAN, 5}, {2}, ScalarType::Float32);
   expectClose(callT("clamp", {f, Scalar(0.0), Scalar(1.0)}), {NAN, 1}, {2}, ScalarType::Float32);
-  Tensor out = emptyTensor({0}, ScalarType::Float64);
+  Tensor out = emptyTensor({0}, ScalarType::Int64);
   callT("clamp.out", {i, Scalar(int64_t{0}), std::nullopt, out});
-  expectClose(out, {0, 0, 3}, {3}, ScalarType::Float64);
+  expectClose(out, {0, 0, 3}, {3}, ScalarType::Int64);
+  // clamp writes only its result's dtype (as PyTorch).
+  EXPECT_THAT(errorOf([&] {
+                callT("clamp.out", {i, Scalar(int64_t{0}), std::nullopt, emptyTensor({0})});
+              }),
+              HasSubstr("argument 'out' has dtype float32 but the result has dtype int64"));
   std::string err = errorOf([&] { callT("clamp", {i, std::nullopt, std::nullopt}); });
   EXPECT_THAT(err, HasSubstr("bp::clamp"));
   EXPECT_THAT(err, HasSubstr("at least one of 'min' and 'max'"));

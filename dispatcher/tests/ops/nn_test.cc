@@ -187,9 +187,21 @@ TEST(NNConv2d, Errors) {
   EXPECT_THAT(err(x, w, {}, {1}, {0}, {3}, 1), HasSubstr("smaller than the (dilated) kernel"));
   EXPECT_THAT(err(x, randomTensor({2, 4, 3, 3}, ScalarType::Float64, 1), {}, {1}, {0}, {1}, 1),
               HasSubstr("argument 'weight' has dtype float64 but 'input' has float32"));
-  EXPECT_THAT(err(randomTensor({1, 4, 5, 5}, ScalarType::Int32, 1), randomTensor({2, 4, 3, 3}, ScalarType::Int32, 1),
-                  {}, {1}, {0}, {1}, 1),
-              HasSubstr("bp::conv2d: argument 'input' has dtype int32, which this op does not accept (accepted: "));
+  EXPECT_THAT(err(randomTensor({1, 4, 5, 5}, ScalarType::Bool, 1), randomTensor({2, 4, 3, 3}, ScalarType::Bool, 1), {},
+                  {1}, {0}, {1}, 1),
+              HasSubstr("bp::conv2d: argument 'input' has dtype bool, which this op does not accept (accepted: "));
+  {
+    // Integers convolve in their dtype, wrapping as PyTorch's slow path:
+    // int8 100 * 2 + 100 * 2 is 400, which wraps to -112.
+    const Tensor xi = fromDoubles({100, 100}, {1, 2, 1, 1}, ScalarType::Int8);
+    const Tensor wi = fromDoubles({2, 2}, {1, 2, 1, 1}, ScalarType::Int8);
+    const Tensor r = conv(xi, wi, {}, {1}, {0}, {1}, 1);
+    EXPECT_EQ(r.dtype(), ScalarType::Int8);
+    EXPECT_EQ(values(r), std::vector<double>{-112});
+    const Tensor ru = conv(fromDoubles({3, 4}, {1, 2, 1, 1}, ScalarType::UInt8),
+                           fromDoubles({5, 6}, {1, 2, 1, 1}, ScalarType::UInt8), {}, {1}, {0}, {1}, 1);
+    EXPECT_EQ(values(ru), std::vector<double>{39});
+  }
   EXPECT_THAT(err(randomTensor({1, 4, 5, 5}, f, 1, -2, 2, testDevice()), w, {}, {1}, {0}, {1}, 1),
               HasSubstr("expected all tensors on one device"));
   // The rule runs before any kernel on every device.

@@ -9,6 +9,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -57,6 +59,22 @@ DispatchKeySet computeDispatchKeySet(const Args&... args) {
 DispatchKeySet computeDispatchKeySet(const Stack& stack, size_t num_args);
 
 std::string typedSignatureMismatch(const OperatorEntry& entry, const std::string& sig);
+
+// Whether a typed call can return its last argument: the op returns one
+// tensor and its last parameter is a tensor of that type (Note [Meta kernels]: a meta
+// that completes the call).
+template <typename Ret, typename... Args>
+inline constexpr bool kReturnsLastArgument = [] {
+  if constexpr (sizeof...(Args) == 0 || !KernelTensor<Ret>) {
+    return false;
+  } else {
+    using Last = std::tuple_element_t<sizeof...(Args) - 1, std::tuple<Args...>>;
+    return std::is_same_v<std::decay_t<Last>, Ret>;
+  }
+}();
+// registerMeta lets a meta return bool only for ops that return their last
+// argument, so this is never reached; it names the op if it is.
+[[noreturn]] void throwMetaCompletedWithoutOut(const OperatorEntry& entry);
 }  // namespace detail
 
 // Produced by every registration; destroying it (or calling reset()) undoes
@@ -150,8 +168,19 @@ class TypedOperatorHandle<Ret(Args...)> : public OperatorHandle {
   // allocation and no lock when the kernel is unboxed.
   Ret call(Args... args) const {
     DispatchKeySet ks = detail::computeDispatchKeySet<Args...>(args...);
-    if (const KernelRecord* meta = entry_->meta()) [[unlikely]]
-      meta->kernel.template call<void, Args...>(*this, ks, args...);
+    if (const KernelRecord* meta = entry_->meta()) [[unlikely]] {
+      if (!meta->completes) {
+        meta->kernel.template call<void, Args...>(*this, ks, args...);
+      } else if (meta->kernel.template call<bool, Args...>(*this, ks, args...)) {
+        // The meta computed the result into the out argument, the last one
+        // (registerMeta checked that the schema returns it).
+        if constexpr (detail::kReturnsLastArgument<Ret, Args...>) {
+          return std::get<sizeof...(Args) - 1>(std::forward_as_tuple(args...));
+        } else {
+          detail::throwMetaCompletedWithoutOut(*entry_);
+        }
+      }
+    }
     return entry_->lookup(ks, args...).kernel.template call<Ret, Args...>(*this, ks, args...);
   }
   // call() without the op's meta kernel (Note [Meta kernels]): for callers
@@ -317,7 +346,7 @@ class Dispatcher {
   static const KernelRecord* newestFittingImpl(const OperatorEntry& op, DispatchKey key)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(detail::registrationMutex());
   const KernelRecord* newRecord(KernelFunction kernel, KernelKind kind, DispatchKey key, std::string debug,
-                                DtypeSet dtypes = DtypeSet::all())
+                                DtypeSet dtypes = DtypeSet::all(), bool completes = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(detail::registrationMutex());
   // What slot `key` holds (Note [Kernel precedence]); with skip_impls, what
   // it would hold if the key had no impls (where the oldest kernel that

@@ -67,7 +67,8 @@ class Library {
                                                           debug_));
   }
   // Registers the op's meta kernel: its shape/dtype rule, run before any
-  // kernel (Note [Meta kernels]). Same parameters as the schema, returns void.
+  // kernel (Note [Meta kernels]). Same parameters as the schema; returns void,
+  // or bool for an out= op whose meta may compute the result itself.
   template <typename F>
   [[nodiscard]] absl::Status meta(std::string_view op, F&& kernel) {
     return keep(Dispatcher::singleton().registerMeta(qualify(op), KernelFunction::make(std::forward<F>(kernel)), debug_));

@@ -20,6 +20,15 @@
 // fallback included, computes into an output that already has the right
 // shape, dtype and device. call() and callBoxed() run it; redispatch() and
 // callSkippingMeta() do not (the arguments were checked on the way in).
+// A meta kernel of an out= operator whose one return is its last argument
+// (`..., *, Tensor(a!) out) -> Tensor(a!)`) may instead return bool: true
+// means the meta has computed the result into `out` itself, and the call
+// returns `out` without running any other kernel. The standard ops use it
+// for an `out` of another dtype than the one the op computes in (Note
+// [out= of another dtype] in dispatcher/ops/src/meta.h): the meta computes
+// into a temporary of the op's dtype through callSkippingMeta() and casts it
+// into `out`, so no kernel ever sees a mixed-dtype `out`. A meta returning
+// false, and every void meta, lets the call go on to the kernel.
 //
 // Note [Kernel precedence]
 // For a backend key the slot holds, in order of preference: a native
@@ -163,6 +172,9 @@ struct KernelRecord {
   // updated when registrations change it, never null while the record is in
   // a table. nullptr for records that declare no dtypes.
   mutable std::atomic<const KernelRecord*> declined{nullptr};
+  // A meta kernel that returns bool: true when it has completed the call
+  // itself (Note [Meta kernels]). Constant; false for every other record.
+  bool completes = false;
 };
 
 class OperatorEntry {
