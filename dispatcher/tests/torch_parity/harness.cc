@@ -488,9 +488,10 @@ std::string integerDivisionTrap(const Case& c, const c10::OperatorHandle& op, co
   }
   if (self == nullptr || other == nullptr || !self->isTensor()) return "";
   const at::Tensor& a = self->toTensor();
-  const at::Tensor b = other->isTensor() ? other->toTensor() : at::scalar_tensor(other->toScalar());
-  const at::ScalarType t = other->isTensor() ? at::result_type(a, b) : at::result_type(a, other->toScalar());
-  if (t != at::kInt && t != at::kLong) return "";
+  const at::ScalarType t =
+      other->isTensor() ? at::result_type(a, other->toTensor()) : at::result_type(a, other->toScalar());
+  if (t != at::kInt && t != at::kLong) return "";  // then the number is integral, and int64 holds it
+  const at::Tensor b = other->isTensor() ? other->toTensor() : at::scalar_tensor(other->toScalar(), at::kLong);
   const int64_t lowest = t == at::kInt ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int64_t>::min();
   if (!a.to(t).eq(lowest).any().item<bool>() || !b.to(t).eq(-1).any().item<bool>()) return "";
   return "not called: libtorch 1.13 traps (SIGFPE) on " + std::string(t == at::kInt ? "int32" : "int64") +
