@@ -182,7 +182,9 @@ M mulAdd(M acc, M x, M y) {
   if constexpr (std::is_same_v<M, bool>) {
     return acc || (x && y);  // instantiated by the dtype dispatch only
   } else if constexpr (std::is_integral_v<M>) {
-    using U = std::make_unsigned_t<M>;
+    // Unsigned and at least int's width: a narrower unsigned type would be
+    // promoted to int, whose product can overflow (int16 -1 * -1 as 65535^2).
+    using U = std::make_unsigned_t<decltype(M{} * M{})>;
     return static_cast<M>(static_cast<U>(acc) + static_cast<U>(x) * static_cast<U>(y));
   } else {
     return acc + x * y;

@@ -79,8 +79,7 @@ ScalarType applyBinaryRule(std::string_view op, const StandardOp& entry, ScalarT
 
 // PyTorch's alpha_check, then alpha converted to the result dtype as its
 // kernels convert it (Note [Writing a Scalar into a tensor]): bool + alpha
-// * bool takes an integer alpha of -1, 0 or 1 (any other does not convert
-// to bool).
+// * bool takes any integer alpha (non-zero is true).
 void checkAlpha(std::string_view op, ScalarType common, const Scalar& alpha) {
   BP_CHECK(!alpha.isBool() || common == ScalarType::Bool, op, ": a boolean alpha is only accepted for boolean ",
            "results (here ", common, "); pass an integer or floating alpha");
@@ -254,10 +253,12 @@ OutputMeta whereMeta(const Tensor& condition, const Tensor& self, const Tensor& 
   return OutputMeta{std::move(shape), resultType(self, other), device};
 }
 
-void whereOutMeta(const Tensor& condition, const Tensor& self, const Tensor& other, const Tensor& out) {
-  checkOut(qualified<"where.self_out">(), out,
-           whereMeta<"where.self_out">(condition, self, other, CpuScalars::kRefuseInOut),
-           {{"condition", &condition}, {"self", &self}, {"other", &other}});
+bool whereOutMeta(const Tensor& condition, const Tensor& self, const Tensor& other, const Tensor& out) {
+  const OutputMeta m = whereMeta<"where.self_out">(condition, self, other, CpuScalars::kRefuseInOut);
+  checkOut(qualified<"where.self_out">(), out, m, {{"condition", &condition}, {"self", &self}, {"other", &other}});
+  return castIntoOut(out, m, [&](const Tensor& tmp) {
+    BP_STANDARD_OP("where.self_out", WhereOutSig).callSkippingMeta(condition, self, other, tmp);
+  });
 }
 
 Tensor whereFunctional(const Tensor& condition, const Tensor& self, const Tensor& other) {

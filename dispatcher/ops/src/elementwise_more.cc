@@ -235,6 +235,8 @@ constexpr auto kRoundingRule = &roundingRule;
 // --- add/sub/mul/div.Scalar: the existing Tensor forms' kernels.
 
 void checkAlpha(std::string_view op, ScalarType common, const Scalar& alpha) {
+  BP_CHECK(!alpha.isBool() || common == ScalarType::Bool, op, ": a boolean alpha is only accepted for boolean ",
+           "results (here ", common, "); pass an integer or floating alpha");
   BP_CHECK(isFloatingType(common) || !alpha.isFloatingPoint(), op, ": for integral inputs (here ", common,
            "), alpha must be an integer, but got ", alpha.toDouble());
   checkScalarConverts(op, "alpha", alpha, common);  // any integer is a bool (non-zero: true)

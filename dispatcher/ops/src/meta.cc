@@ -286,6 +286,7 @@ void checkResultDtype(std::string_view op, const StandardOp& rule, ScalarType re
 }
 
 void checkOutDtype(std::string_view op, const Tensor& out, const OutputMeta& meta, const char* out_name) {
+  BP_CHECK(out.defined(), op, ": argument '", out_name, "' is undefined; pass a tensor to write the result into");
   BP_CHECK(out.dtype() == meta.dtype, op, ": argument '", out_name, "' has dtype ", out.dtype(),
            " but the result has dtype ", meta.dtype, ", and this op writes only its result's dtype (as PyTorch); ",
            "pass a tensor of dtype ", meta.dtype, " and convert it afterwards with .to() if needed");

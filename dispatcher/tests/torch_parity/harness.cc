@@ -498,22 +498,25 @@ std::string integerDivisionTrap(const Case& c, const c10::OperatorHandle& op, co
          " division of the smallest value by -1";
 }
 
-// The coarsest epsilon among the dtypes the case's input tensors compute in
-// (an integral or bool input computes in float32, PyTorch's default
-// floating dtype); out= is not an input. 0 when no input is a tensor.
+// For a case with an `out`: the epsilon of the dtype the op computes in
+// before casting into out, the promotion of its input tensors' dtypes (an
+// integral or bool one computes in float32, PyTorch's default floating
+// dtype): exp of int16 into a float64 out computes in float32. 0 for a case
+// without `out`, whose result dtype is the computing one.
 double computeEpsilon(const Case& c) {
-  double e = 0;
-  const auto note = [&](ScalarType t) {
-    const std::optional<at::ScalarType> a = toAt(t);
-    e = std::max(e, epsilonOf(a && at::isFloatingType(*a) ? *a : at::kFloat));
+  if (findArg(c, "out") == nullptr) return 0;
+  std::optional<at::ScalarType> t;
+  const auto note = [&](ScalarType d) {
+    if (const std::optional<at::ScalarType> a = toAt(d)) t = t ? at::promoteTypes(*t, *a) : *a;
   };
   for (const auto& [name, a] : c.args) {
     if (name == "out") continue;
     if (a.kind == Arg::Kind::Tensor) note(a.tensor.dtype);
     if (a.kind == Arg::Kind::TensorList)
-      for (const TensorArg& t : a.tensors) note(t.dtype);
+      for (const TensorArg& x : a.tensors) note(x.dtype);
   }
-  return e;
+  if (!t) return 0;
+  return epsilonOf(at::isFloatingType(*t) ? *t : at::kFloat);
 }
 
 // Calls libtorch's aten::<op> with the case's arguments.
