@@ -269,6 +269,10 @@ TEST(ElementwiseBinary, OutOfAnotherDtypeGetsTheOpsResultCast) {
   }
   std::string err = errorOf([&] { callT("clamp.out", {a, 0, IValue(), out}); });
   EXPECT_THAT(err, HasSubstr("bp::clamp.out: argument 'out' has dtype float64"));
+  // where.out too: the int8 operands select in int8, then widen.
+  Tensor wo = emptyTensor({0}, ScalarType::Float64);
+  callT("where.self_out", {fromDoubles({1, 0}, {2}, ScalarType::Bool), a, b, wo});
+  expectClose(wo, {100, -100}, {2}, ScalarType::Float64);
   // The same dtype goes straight to the kernel, as before.
   Tensor same = emptyTensor({2}, ScalarType::Int8);
   callT("add.out", {a, b, 1, same});

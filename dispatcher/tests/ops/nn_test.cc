@@ -201,6 +201,10 @@ TEST(NNConv2d, Errors) {
     const Tensor ru = conv(fromDoubles({3, 4}, {1, 2, 1, 1}, ScalarType::UInt8),
                            fromDoubles({5, 6}, {1, 2, 1, 1}, ScalarType::UInt8), {}, {1}, {0}, {1}, 1);
     EXPECT_EQ(values(ru), std::vector<double>{39});
+    // int16 products of -1 and -32768 (65535 * 32768 in unsigned arithmetic).
+    const Tensor r16 = conv(fromDoubles({-1, -32768}, {1, 2, 1, 1}, ScalarType::Int16),
+                            fromDoubles({-1, -1}, {1, 2, 1, 1}, ScalarType::Int16), {}, {1}, {0}, {1}, 1);
+    EXPECT_EQ(values(r16), std::vector<double>{-32767});  // 1 + 32768 wraps to -32767
   }
   EXPECT_THAT(err(randomTensor({1, 4, 5, 5}, f, 1, -2, 2, testDevice()), w, {}, {1}, {0}, {1}, 1),
               HasSubstr("expected all tensors on one device"));
