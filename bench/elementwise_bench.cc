@@ -10,6 +10,12 @@
 //   BM_Add_Tiny_EndToEnd   add.Tensor of two 1-element tensors: dispatch, composite, meta
 //                          rule, output allocation and the plugin kernel; compare with
 //                          BM_RawFunctionPointer (dispatch_bench.cc)
+//   BM_AddOut_Tiny         add.out of two 1-element float32 tensors into a float32 out:
+//                          dispatch, the meta rule (which returns false: the kernel runs)
+//                          and the kernel; no allocation
+//   BM_AddOut_Tiny_IntoFloat64  the same into a float64 out: the meta computes into a
+//                          float32 temporary and casts it into out (Note [out= of another
+//                          dtype]); the price of a mixed-dtype out= in one run
 //   BM_Gelu_3M_f32         gelu.out (erf form) of a contiguous [1024, 3072] float32 tensor,
 //                          a BERT-base FFN activation, into a preallocated out: oneDNN's
 //                          kernel (Note [oneDNN gelu] in plugins/cpu/elementwise.cc)
@@ -113,5 +119,22 @@ void BM_Add_Tiny_EndToEnd(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_Add_Tiny_EndToEnd);
+
+void runAddOutTiny(benchmark::State& state, ScalarType out_dtype) {
+  if (!bench::cpuPluginLoaded(state)) return;
+  auto add = Dispatcher::singleton()
+                 .findOpOrThrow("bp::add.out")
+                 .typed<Tensor(const Tensor&, const Tensor&, const Scalar&, const Tensor&)>();
+  Tensor a = filled(1, 1.5f), b = filled(1, 2.5f), out = emptyTensor({1}, out_dtype);
+  const Scalar one(int64_t{1});
+  for (auto _ : state) {
+    Tensor r = add.call(a, b, one, out);
+    benchmark::DoNotOptimize(r);
+  }
+}
+void BM_AddOut_Tiny(benchmark::State& state) { runAddOutTiny(state, ScalarType::Float32); }
+void BM_AddOut_Tiny_IntoFloat64(benchmark::State& state) { runAddOutTiny(state, ScalarType::Float64); }
+BENCHMARK(BM_AddOut_Tiny);
+BENCHMARK(BM_AddOut_Tiny_IntoFloat64);
 
 }  // namespace
