@@ -100,7 +100,9 @@ TEST(BarebonesUnsignedTest, CreationCopiesAndDataMovement) {
     // conversion (Note [Writing a Scalar into a tensor]); a double past the
     // range is refused.
     EXPECT_EQ(full({1}, Scalar(int64_t{-1}), {.dtype = t}).to(ScalarType::Int64).toVector<int64_t>(),
-              (std::vector<int64_t>{t == ScalarType::UInt16 ? 65535 : t == ScalarType::UInt32 ? 4294967295 : -1}));
+              (std::vector<int64_t>{t == ScalarType::UInt16   ? 65535
+                                    : t == ScalarType::UInt32 ? 4294967295
+                                                              : -1}));
     EXPECT_THAT(errorOf([&] { full({2}, Scalar(-1.5), {.dtype = t}); }),
                 HasSubstr(strCat("cannot be converted to dtype ", scalarTypeName(t), " without overflow")));
     // Conversions both ways, through every dtype.
