@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -268,8 +269,12 @@ TEST(DLPackTest, ForeignInt16AndUnsignedDataImportWithTheirValues) {
   std::vector<uint32_t> u32 = {0, 7, 3000000000u, 4294967295u};
   std::vector<uint64_t> u64 = {0, 9, uint64_t{1} << 63, ~uint64_t{0}};
   int64_t shape[] = {4};
+  // The tensors keep a pointer to their DLManagedTensor until they release
+  // it (DLPack's contract): these outlive the tensors declared below.
+  std::array<DLManagedTensor, 4> managed{};
+  size_t next = 0;
   auto import = [&](void* data, DLDataType dtype) {
-    DLManagedTensor m{};
+    DLManagedTensor& m = managed.at(next++);
     m.dl_tensor.data = data;
     m.dl_tensor.device = DLDevice{kDLCPU, 0};
     m.dl_tensor.ndim = 1;
