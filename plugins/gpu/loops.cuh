@@ -186,6 +186,34 @@ OffsetCalculator<N> makeOffsetCalculator(const char* op, bp::IntList shape,
   return makeOffsetCalculator<N>(op, shape, strides);
 }
 
+// The lines of `x` and `out` (one shape) along dimension `d`, for kernels
+// that run one line per thread or block (cumsum, softmax): an
+// OffsetCalculator over every other dimension gives each line's start in
+// both; `len` elements per line, `count` lines, each tensor's element step
+// along a line. A 0-d tensor is one line of one element.
+struct LinesAlong {
+  OffsetCalculator<2> lines;
+  int64_t len, count, in_step, out_step;
+};
+inline LinesAlong linesAlong(const char* op, const bp::Tensor& x, const bp::Tensor& out, int64_t d) {
+  const int64_t nd = x.dim();
+  int64_t sizes[kMaxDims], in_strides[kMaxDims], out_strides[kMaxDims];
+  size_t k = 0;
+  for (int64_t i = 0; i < nd; ++i) {
+    if (i == d) continue;
+    sizes[k] = x.size(i);
+    in_strides[k] = x.stride(i);
+    out_strides[k++] = out.stride(i);
+  }
+  LinesAlong l{};
+  l.lines = makeOffsetCalculator<2>(op, bp::IntList(sizes, k), {in_strides, out_strides});
+  l.len = nd == 0 ? 1 : x.size(d);
+  l.count = x.numel() / l.len;
+  l.in_step = nd == 0 ? 0 : x.stride(d);
+  l.out_step = nd == 0 ? 0 : out.stride(d);
+  return l;
+}
+
 // An input of an elementwise kernel: elements at `ptr` (at the offsets an
 // OffsetCalculator gives), or, where ptr is null, `value` for every element
 // (a scalar, or a 0-d cpu tensor read on the host). Storage values: kernels

@@ -498,20 +498,13 @@ bp::Tensor softmax_out(const char* op, bool log, const bp::Tensor& self, int64_t
   const bp::Tensor& x = as(op, self, out.dtype(), converted);
   const int64_t d = nd == 0 ? 0 : (dim < 0 ? dim + nd : dim);
   // Every position but `dim` is one independent row.
-  int64_t sizes[kMaxDims], in_strides[kMaxDims], out_strides[kMaxDims];
-  size_t k = 0;
-  for (int64_t i = 0; i < nd; ++i) {
-    if (i == d) continue;
-    sizes[k] = x.size(i);
-    in_strides[k] = x.stride(i);
-    out_strides[k++] = out.stride(i);
-  }
+  const LinesAlong l = linesAlong(op, x, out, d);
   SoftmaxArgs args{};
-  args.rows = makeOffsetCalculator<2>(op, bp::IntList(sizes, k), {in_strides, out_strides});
-  args.n = nd == 0 ? 1 : x.size(d);
-  args.num_rows = x.numel() / args.n;
-  args.in_stride = nd == 0 ? 0 : x.stride(d);
-  args.out_stride = nd == 0 ? 0 : out.stride(d);
+  args.rows = l.lines;
+  args.n = l.len;
+  args.num_rows = l.count;
+  args.in_stride = l.in_step;
+  args.out_stride = l.out_step;
   args.log = log;
   args.slots_fastest = args.in_stride != 1 && args.rows.strides[0][0] == 1 && args.rows.sizes[0] > 1;
   int lanes = lanesFor(args.n);

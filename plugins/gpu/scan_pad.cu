@@ -65,20 +65,13 @@ bp::Tensor cumsum_out(const bp::Tensor& self, int64_t dim, std::optional<ScalarT
   bp::Tensor converted;
   const bp::Tensor& x = as(op, self, out.dtype(), converted);  // x is self when out is self (in place)
   const int64_t nd = x.dim(), d = wrapDim(dim, nd);
-  int64_t sizes[kMaxDims], in_strides[kMaxDims], out_strides[kMaxDims];
-  size_t k = 0;
-  for (int64_t i = 0; i < nd; ++i) {
-    if (i == d) continue;
-    sizes[k] = x.size(i);
-    in_strides[k] = x.stride(i);
-    out_strides[k++] = out.stride(i);
-  }
+  const LinesAlong l = linesAlong(op, x, out, d);
   ScanArgs args{};
-  args.lines = makeOffsetCalculator<2>(op, bp::IntList(sizes, k), {in_strides, out_strides});
-  args.len = nd == 0 ? 1 : x.size(d);
-  args.count = x.numel() / args.len;
-  args.in_step = nd == 0 ? 0 : x.stride(d);
-  args.out_step = nd == 0 ? 0 : out.stride(d);
+  args.lines = l.lines;
+  args.len = l.len;
+  args.count = l.count;
+  args.in_step = l.in_step;
+  args.out_step = l.out_step;
   visitDtype(out.dtype(), [&](auto tag) {
     using O = decltype(tag);
     launchElements(&cumsumKernel<O>, args.count, 1, device.index, args, static_cast<const O*>(x.data_ptr()),
