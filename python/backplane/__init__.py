@@ -1,0 +1,60 @@
+"""Backplane from Python: devices picked at run time, every operator of the
+table (the standard ones and plugins'), zero-copy exchange with NumPy and
+PyTorch through DLPack. README "Use from Python" is the guide.
+"""
+from ._backplane import (  # noqa: F401
+    Device,
+    DeviceInfo,
+    DeviceProperties,
+    Error,
+    OpOverloadPacket,
+    PluginInfo,
+    Tensor,
+    UnavailableDeviceType,
+    describe,
+    device,
+    devices,
+    dtype,
+    load_plugin,
+    plugins,
+    unavailable,
+)
+from ._backplane import (  # noqa: F401
+    AbortedError,
+    AlreadyExistsError,
+    CancelledError,
+    DataLossError,
+    DeadlineExceededError,
+    FailedPreconditionError,
+    InternalError,
+    InvalidArgumentError,
+    NotFoundError,
+    OutOfRangeError,
+    PermissionDeniedError,
+    ResourceExhaustedError,
+    UnauthenticatedError,
+    UnavailableError,
+    UnimplementedError,
+    UnknownError,
+)
+from ._backplane import (  # noqa: F401
+    bfloat16,
+    float16,
+    float32,
+    float64,
+    int8,
+    int16,
+    int32,
+    int64,
+    uint8,
+    uint16,
+    uint32,
+    uint64,
+)
+from ._backplane import bool as bool_  # noqa: F401
+
+from . import _ops
+from ._ops import ops  # noqa: F401
+
+globals()["bool"] = bool_
+_ops.install(globals())

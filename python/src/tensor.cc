@@ -1,0 +1,230 @@
+// backplane.dtype, backplane.Device and backplane.Tensor's metadata and views.
+// Operators and op methods come from op_call.cc (installed on the class by
+// python/backplane/_install.py); data exchange from tensor_data.cc.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <array>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backplane/ops.h"
+#include "bindings.h"
+
+namespace backplane::python {
+namespace {
+
+// A dtype object: backplane.float32 and friends are the only instances.
+struct DType {
+  ScalarType type;
+};
+
+std::array<nb::object, kNumScalarTypes>& dtypeObjects() {
+  static auto* objects = new std::array<nb::object, kNumScalarTypes>();  // lives as long as the module
+  return *objects;
+}
+
+nb::tuple toTuple(IntArrayRef xs) {
+  nb::tuple t = nb::steal<nb::tuple>(PyTuple_New(static_cast<Py_ssize_t>(xs.size())));
+  for (size_t i = 0; i < xs.size(); ++i)
+    PyTuple_SET_ITEM(t.ptr(), static_cast<Py_ssize_t>(i), PyLong_FromLongLong(xs[i]));
+  return t;
+}
+
+int64_t wrapDim(const Tensor& t, int64_t dim, const char* what) {
+  int64_t n = t.dim();
+  int64_t lo = n == 0 ? -1 : -n, hi = n == 0 ? 0 : n - 1;
+  if (dim < lo || dim > hi) {
+    BP_THROW(kOutOfRange, what, ": dimension ", dim, " is out of range for a tensor of ", n, " dimension",
+             n == 1 ? "" : "s", " (expected ", lo, "..", hi, ")");
+  }
+  return dim < 0 ? dim + (n == 0 ? 1 : n) : dim;
+}
+
+// Sizes given as separate ints or as one sequence: x.view(2, 3), x.view((2, 3)).
+std::vector<int64_t> sizesFrom(const nb::args& args, const char* what) {
+  if (args.size() == 1 && !PyLong_Check(args[0].ptr())) {
+    try {
+      return nb::cast<std::vector<int64_t>>(args[0]);
+    } catch (const nb::cast_error&) {
+      BP_THROW(kInvalidArgument, what, "(): sizes must be ints or one sequence of ints, not ",
+               Py_TYPE(args[0].ptr())->tp_name);
+    }
+  }
+  std::vector<int64_t> out;
+  for (nb::handle h : args) {
+    if (!PyLong_Check(h.ptr()) || PyBool_Check(h.ptr()))
+      BP_THROW(kInvalidArgument, what, "(): sizes must be ints or one sequence of ints, not ",
+               Py_TYPE(h.ptr())->tp_name);
+    out.push_back(nb::cast<int64_t>(h));
+  }
+  return out;
+}
+
+}  // namespace
+
+nb::object dtypeObject(ScalarType t) { return dtypeObjects()[static_cast<size_t>(t)]; }
+
+ScalarType dtypeFrom(nb::handle o, bool* ok) {
+  DType* d = nullptr;
+  if (nb::try_cast<DType*>(o, d) && d) {
+    *ok = true;
+    return d->type;
+  }
+  *ok = false;
+  return ScalarType::Float32;
+}
+
+Device deviceFrom(nb::handle o, bool* ok) {
+  *ok = true;
+  if (PyUnicode_Check(o.ptr())) return valueOrThrow(Device::parse(nb::cast<std::string>(o)));
+  Device* d = nullptr;
+  if (nb::try_cast<Device*>(o, d) && d) return *d;
+  *ok = false;
+  return Device();
+}
+
+const Tensor* tensorOrNull(PyObject* o) {
+  static PyTypeObject* type = reinterpret_cast<PyTypeObject*>(nb::type<Tensor>().ptr());
+  if (Py_TYPE(o) != type && !PyType_IsSubtype(Py_TYPE(o), type)) return nullptr;
+  return nb::inst_ptr<Tensor>(o);
+}
+
+nb::object wrap(Tensor t) { return nb::cast(std::move(t), nb::rv_policy::move); }
+
+void bindTensor(nb::module_& m) {
+  nb::class_<DType>(m, "dtype", "An element type: backplane.float32, backplane.int64, ...")
+      .def_prop_ro(
+          "itemsize", [](const DType& d) { return elementSize(d.type); }, "Bytes per element.")
+      .def_prop_ro("is_floating_point", [](const DType& d) { return isFloatingType(d.type); })
+      .def_prop_ro("is_signed",
+                   [](const DType& d) {
+                     return isFloatingType(d.type) || d.type == ScalarType::Int8 || d.type == ScalarType::Int16 ||
+                            d.type == ScalarType::Int32 || d.type == ScalarType::Int64;
+                   })
+      .def_prop_ro("name", [](const DType& d) { return std::string(scalarTypeName(d.type)); })
+      .def("__repr__", [](const DType& d) { return "backplane." + std::string(scalarTypeName(d.type)); })
+      .def("__str__", [](const DType& d) { return "backplane." + std::string(scalarTypeName(d.type)); })
+      .def("__hash__", [](const DType& d) { return static_cast<int64_t>(d.type); })
+      .def("__reduce__", [](const DType& d) { return "backplane." + std::string(scalarTypeName(d.type)); });
+  for (int i = 0; i < kNumScalarTypes; ++i) {
+    auto t = static_cast<ScalarType>(i);
+    nb::object o = nb::cast(DType{t}, nb::rv_policy::move);
+    dtypeObjects()[static_cast<size_t>(i)] = o;
+    m.attr(std::string(scalarTypeName(t)).c_str()) = o;
+  }
+
+  nb::class_<Device>(m, "Device", "A device: Device(\"cuda:0\"), Device(\"cpu\"), Device(\"cuda\", 1).")
+      .def(
+          "__init__",
+          [](Device* self, const std::string& spec) { new (self) Device(valueOrThrow(Device::parse(spec))); },
+          nb::arg("spec"))
+      .def(
+          "__init__",
+          [](Device* self, const std::string& type, int index) {
+            Device d = valueOrThrow(Device::parse(type));
+            BP_CHECK(d.index < 0 || type.find(':') == std::string::npos, "Device(\"", type, "\", ", index,
+                     "): give the index once, in the string or as the second argument");
+            BP_CHECK(index >= 0 && index <= 32767, "Device index ", index, " is out of range (0..32767)");
+            new (self) Device(d.type, static_cast<DeviceIndex>(index));
+          },
+          nb::arg("type"), nb::arg("index"))
+      .def_prop_ro(
+          "type", [](const Device& d) { return deviceTypeName(d.type); }, "The device type's name: \"cuda\".")
+      .def_prop_ro("index",
+                   [](const Device& d) -> std::optional<int> {
+                     if (d.index < 0) return std::nullopt;
+                     return d.index;
+                   })
+      .def("__str__", &Device::str)
+      .def("__repr__", [](const Device& d) { return "backplane.Device('" + d.str() + "')"; })
+      .def("__eq__",
+           [](const Device& a, nb::handle b) {
+             bool ok = true;
+             Device other = Device();
+             try {
+               other = deviceFrom(b, &ok);
+             } catch (const backplane::Error&) {
+               return false;
+             }
+             return ok && a == other;
+           })
+      .def("__hash__", [](const Device& d) { return (static_cast<int64_t>(d.type) << 16) ^ d.index; });
+
+  nb::class_<Tensor>(m, "Tensor", "A tensor on any device (README \"Use from Python\").")
+      .def_prop_ro(
+          "shape", [](const Tensor& t) { return toTuple(t.sizes()); }, "The sizes, as a tuple.")
+      .def_prop_ro("dtype", [](const Tensor& t) { return dtypeObject(t.dtype()); })
+      .def_prop_ro("device", [](const Tensor& t) { return t.device(); })
+      .def_prop_ro("ndim", [](const Tensor& t) { return t.dim(); })
+      .def_prop_ro("itemsize", [](const Tensor& t) { return t.itemsize(); })
+      .def_prop_ro("nbytes", [](const Tensor& t) { return t.nbytes(); })
+      .def_prop_ro("is_cpu", [](const Tensor& t) { return t.device().isCpu(); })
+      .def_prop_ro(
+          "T",
+          [](const Tensor& t) {
+            std::vector<int64_t> dims(static_cast<size_t>(t.dim()));
+            for (size_t i = 0; i < dims.size(); ++i) dims[i] = t.dim() - 1 - static_cast<int64_t>(i);
+            return t.permute(dims);
+          },
+          "The dimensions reversed (a view).")
+      .def("dim", [](const Tensor& t) { return t.dim(); })
+      .def("numel", [](const Tensor& t) { return t.numel(); })
+      .def("element_size", [](const Tensor& t) { return t.itemsize(); })
+      .def(
+          "size",
+          [](const Tensor& t, std::optional<int64_t> dim) -> nb::object {
+            if (!dim) return toTuple(t.sizes());
+            return nb::int_(t.sizes()[static_cast<size_t>(wrapDim(t, *dim, "size"))]);
+          },
+          nb::arg("dim") = nb::none())
+      .def(
+          "stride",
+          [](const Tensor& t, std::optional<int64_t> dim) -> nb::object {
+            if (!dim) return toTuple(t.strides());
+            return nb::int_(t.strides()[static_cast<size_t>(wrapDim(t, *dim, "stride"))]);
+          },
+          nb::arg("dim") = nb::none())
+      .def("storage_offset", [](const Tensor& t) { return t.storage_offset(); })
+      .def("is_contiguous", [](const Tensor& t) { return t.is_contiguous(); })
+      .def("is_floating_point", [](const Tensor& t) { return isFloatingType(t.dtype()); })
+      .def("contiguous", &Tensor::contiguous, "This tensor if contiguous, else a contiguous copy.")
+      .def("clone", &Tensor::clone)
+      .def(
+          "view", [](const Tensor& t, nb::args sizes) { return t.view(sizesFrom(sizes, "view")); },
+          "A view with other sizes (one may be -1); the layout must allow it.")
+      .def(
+          "reshape", [](const Tensor& t, nb::args sizes) { return t.reshape(sizesFrom(sizes, "reshape")); },
+          "A view with other sizes if the layout allows, else a copy.")
+      .def("expand", [](const Tensor& t, nb::args sizes) { return t.expand(sizesFrom(sizes, "expand")); })
+      .def("permute", [](const Tensor& t, nb::args dims) { return t.permute(sizesFrom(dims, "permute")); })
+      .def("flatten", &Tensor::flatten, nb::arg("start_dim") = 0, nb::arg("end_dim") = -1)
+      .def("transpose", &Tensor::transpose, nb::arg("dim0"), nb::arg("dim1"))
+      .def("t", &Tensor::t)
+      .def("narrow", &Tensor::narrow, nb::arg("dim"), nb::arg("start"), nb::arg("length"))
+      .def("select", &Tensor::select, nb::arg("dim"), nb::arg("index"))
+      .def("unsqueeze", &Tensor::unsqueeze, nb::arg("dim"))
+      .def(
+          "squeeze", [](const Tensor& t, std::optional<int64_t> dim) { return dim ? t.squeeze(*dim) : t.squeeze(); },
+          nb::arg("dim") = nb::none())
+      .def(
+          "as_strided",
+          [](const Tensor& t, std::vector<int64_t> size, std::vector<int64_t> stride, std::optional<int64_t> offset) {
+            return t.as_strided(size, stride, offset);
+          },
+          nb::arg("size"), nb::arg("stride"), nb::arg("storage_offset") = nb::none())
+      .def("cpu", &Tensor::cpu, "This tensor on the CPU (itself if already there).")
+      .def("__repr__", [](const Tensor& t) { return t.format(); })
+      .def("__str__", [](const Tensor& t) { return t.format(); })
+      .def("__len__",
+           [](const Tensor& t) {
+             BP_CHECK(t.dim() > 0, "len() of a 0-d tensor");
+             return t.sizes()[0];
+           })
+      .def("__hash__",
+           [](nb::handle self) { return static_cast<int64_t>(reinterpret_cast<intptr_t>(self.ptr()) >> 4); });
+}
+
+}  // namespace backplane::python
