@@ -26,12 +26,14 @@ sys.path = [p for p in sys.path if os.path.abspath(p or ".") != _here]
 import backplane  # noqa: E402
 from backplane import _backplane  # noqa: E402
 
-NUMBER = "int | float | bool"
+# The package exports a dtype named `bool`, which would shadow the builtin
+# in annotations: the stubs say builtins.bool.
+NUMBER = "int | float | builtins.bool"
 SCALAR_TYPES = {
     "Tensor": "Tensor",
     "int": "int",
     "float": "float",
-    "bool": "bool",
+    "bool": "builtins.bool",
     "str": "str",
     "Scalar": NUMBER,
     "ScalarType": "_DType",  # Tensor's own `dtype` property would shadow the class
@@ -113,15 +115,38 @@ def signature(sig, method):
     return ", ".join(params)
 
 
+def varargs_signature(sig, method):
+    """zeros(2, 3), x.flip(0, 1): the extra form of an overload whose only
+    positional parameter besides self is int[] (op_call.cc accepts it), or None."""
+    args = sig["arguments"]
+    positional = [a for a in args if not a["kwarg_only"] and not (method and a["name"] == "self")]
+    if len(positional) != 1 or positional[0]["type"]["base"] != "int" or not positional[0]["type"]["is_list"]:
+        return None
+    params = ["self"] if method else []
+    params += [f"{a['name']}: Tensor" for a in args if not method and a["name"] == "self" and not a["kwarg_only"]]
+    params.append(f"*{python_name(positional[0]['name'])}: int")
+    for a in args:
+        if a["kwarg_only"]:
+            text = f"{python_name(a['name'])}: {annotation(a['type'])}"
+            params.append(text + " = ..." if a["has_default"] else text)
+    return ", ".join(params)
+
+
 def overloads_of(packet, name, method, indent, static=False):
     sigs = _backplane._signatures(packet)
-    lines = []
+    forms = []
     for sig in sigs:
-        if len(sigs) > 1:
+        forms.append((signature(sig, method), sig))
+        extra = varargs_signature(sig, method)
+        if extra is not None:
+            forms.append((extra, sig))
+    lines = []
+    for params, sig in forms:
+        if len(forms) > 1:
             lines.append(f"{indent}@overload")
         if static:
             lines.append(f"{indent}@staticmethod")
-        lines.append(f"{indent}def {name}({signature(sig, method)}) -> {return_annotation(sig['returns'])}:")
+        lines.append(f"{indent}def {name}({params}) -> {return_annotation(sig['returns'])}:")
         lines.append(f'{indent}    """{sig["schema"]}"""')
     return lines
 
@@ -143,26 +168,68 @@ def tensor_methods():
     to = vars(tensor).get("to")
     if to is not None and inspect.isfunction(to):
         lines.append("    def to(self, *args: Device | str | _DType | Tensor, dtype: _DType | None = None, "
-                     "device: Device | str | None = None, non_blocking: bool = False, copy: bool = False) -> Tensor:")
+                     "device: Device | str | None = None, non_blocking: builtins.bool = False, copy: builtins.bool = False) "
+                     "-> Tensor:")
         lines.append(f'        """{inspect.getdoc(to).splitlines()[0]}"""')
     return lines
+
+
+def error_classes():
+    lines = []
+    for name in sorted(dir(_backplane)):
+        cls = getattr(_backplane, name)
+        if isinstance(cls, type) and issubclass(cls, BaseException):
+            bases = ", ".join(b.__name__ for b in cls.__bases__)
+            lines.append(f"class {name}({bases}):")
+            if name == "Error":
+                lines.append('    """' + cls.__doc__ + '"""')
+                lines.append("    code: str")
+            else:
+                lines.append("    ...")
+            lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def packet_class():
+    return """class OpOverloadPacket:
+    \"\"\"An operator of the table with its overloads; `.<overload>` picks one.\"\"\"
+    schemas: list[str]
+    takes_self: builtins.bool
+    __name__: str
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+    def __getattr__(self, overload: str) -> OpOverloadPacket: ...
+
+"""
 
 
 def extension_stub(out_dir):
     """nanobind's stub of _backplane, with the table's methods typed."""
     from nanobind.stubgen import StubGen
 
-    gen = StubGen(_backplane, include_docstrings=True, include_private=True, quiet=True)
+    gen = StubGen(_backplane, include_docstrings=False, include_private=True, quiet=True)
     gen.put(_backplane)
     text = gen.get()
+    # nanobind imports what the extension holds but did not define (the
+    # exception classes, named backplane.*, and the Python functions
+    # installed on Tensor) from where they were defined: a cycle for a type
+    # checker. The classes are written out here; the functions typed below.
+    text = re.sub(r"^from backplane(\._ops)? import \((.|\n)*?\)$", "", text, flags=re.M)
+    text = re.sub(r"^\s*from backplane(\._ops)? import [^\n(]*$", "", text, flags=re.M)
+    text = text.replace("def dtype(self) -> object:", "def dtype(self) -> _DType:")
+    text = re.sub(r"(->|:|\[|\|) bool\b", r"\1 builtins.bool", text)
+    header, rest = text.split("\nclass ", 1)
+    header = header.replace("import backplane\n", "")
+    text = header.rstrip("\n") + "\nimport builtins\nfrom typing import Any\n\n" + error_classes() + packet_class() + "\nclass " + rest
+    text = re.sub(r"def _packet\((.*)\) -> object:", r"def _packet(\1) -> OpOverloadPacket:", text)
     # nanobind lists the packets installed on Tensor as attributes; type them
     # as methods from their schemas instead.
     text = re.sub(r"\n    \w+: (backplane\.)?OpOverloadPacket = \.\.\.\n", "\n", text)
     text = re.sub(r"\n    (__\w+__|to): [\w.]+ = [^\n]*\n", "\n", text)
     marker = "\nclass Tensor:"
     start = text.index(marker)
-    end = text.find("\nclass ", start + len(marker))
-    end = len(text) if end < 0 else end
+    # The class body ends at the first unindented line after its header.
+    following = re.search(r"\n(?=[^\s])", text[start + len(marker):])
+    end = len(text) if following is None else start + len(marker) + following.start()
     body = text[start:end].rstrip("\n") + "\n\n" + "\n".join(tensor_methods()) + "\n\n"
     text = text[:start] + body + text[end:]
     if "from collections.abc import" not in text or "Sequence" not in text.split("\nclass ", 1)[0]:
@@ -174,11 +241,51 @@ def extension_stub(out_dir):
         f.write(text)
 
 
+def op_classes(ns, op):
+    """`ops.<ns>.<op>` as a class: its overloads as __call__, each overload
+    (`.Tensor`, `.default`) as an attribute of its own class."""
+    packet = _backplane._packet(ns, op)
+    lines = []
+    attributes = []
+    for sig in _backplane._signatures(packet):
+        overload = sig["overload"] or "default"
+        cls = f"_op_{ns}_{op}_{overload}"
+        attributes.append(f"    {overload}: {cls}")
+        lines.append(f"class {cls}(OpOverloadPacket):")
+        lines.extend(call_lines(packet, [sig]))
+        lines.append("")
+    lines.append(f"class _op_{ns}_{op}(OpOverloadPacket):")
+    lines.extend(call_lines(packet, _backplane._signatures(packet)))
+    lines.extend(attributes)
+    lines.append("")
+    return lines
+
+
+def call_lines(packet, sigs):
+    lines = []
+    forms = []
+    for sig in sigs:
+        forms.append(signature(sig, False))
+        extra = varargs_signature(sig, False)
+        if extra is not None:
+            forms.append(extra)
+    for params, sig in zip(forms, [s for s in sigs for _ in range(1 + (varargs_signature(s, False) is not None))]):
+        if len(forms) > 1:
+            lines.append("    @overload")
+        # `__op`: the packet itself, positional-only, so a schema argument may be called self.
+        joined = "__op, " + params if params else "__op"
+        lines.append(f"    def __call__({joined}) -> {return_annotation(sig['returns'])}:")
+        lines.append(f'        """{sig["schema"]}"""')
+    return lines
+
+
 def package_stub(out_dir):
     lines = [
         '"""Type stubs of the package backplane (python/generate_stubs.py writes them)."""',
+        "import builtins",
         "from collections.abc import Sequence",
         "from typing import overload",
+        "from ._backplane import OpOverloadPacket",
         "",
     ]
     functions = []
@@ -207,10 +314,12 @@ def package_stub(out_dir):
     lines.append("")
     namespaces = backplane.ops.namespaces()
     for ns in namespaces:
-        lines.append(f"class _ops_{ns}:")
         names = sorted({n for s, n, _ in _backplane._operator_names() if s == ns})
         for op in names:
-            lines.extend(overloads_of(_backplane._packet(ns, op), op, False, "    ", static=True))
+            lines.extend(op_classes(ns, op))
+        lines.append(f"class _ops_{ns}:")
+        for op in names:
+            lines.append(f"    {op}: _op_{ns}_{op}")
         lines.append("")
     lines.append("class _Ops:")
     for ns in namespaces:
