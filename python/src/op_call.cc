@@ -64,7 +64,8 @@ struct Overload {
   size_t num_positional = 0;        // arguments before '*'
   int self_index = -1;              // the argument named "self", if any
   std::vector<int> out_args;        // indices of the out= (Tensor(a!) kwarg-only) arguments
-  std::vector<int> return_alias;    // per return: the argument it aliases, or -1
+  std::vector<int> return_alias;    // per return: the argument it may alias (Tensor(a)), or -1
+  std::vector<bool> return_writes;  // per return: Tensor(a!), always that argument
   PyObject* return_type = nullptr;  // a namedtuple type for named multiple returns (owned)
   int scalar_rank = 0;              // Scalar parameters: overloads with fewer are tried first
   bool has_out_name = false;        // one out argument is called "out"
@@ -186,6 +187,10 @@ Fit convertElement(PyObject* o, const SchemaType& t, const Argument& arg, IValue
         double d = PyLong_AsDouble(o);
         if (d == -1.0 && PyErr_Occurred()) throw nb::python_error();
         *out = IValue(d);
+        return Fit::Yes;
+      }
+      if (Scalar number; !PyBool_Check(o) && toScalar(o, arg, &number) == Fit::Yes && !number.isBool()) {
+        *out = IValue(number.toDouble());  // a NumPy scalar
         return Fit::Yes;
       }
       return Fit::WrongType;
@@ -514,8 +519,16 @@ PyObject* callOverload(const Overload& ov, PyObject** slots, Stack& stack) {
   }
   size_t nret = ov.schema.returns().size();
   auto result = [&](size_t i) -> nb::object {
+    // Tensor(a!) returns are the argument; a Tensor(a) return may be (to()
+    // of a tensor already on that device and dtype): then it is the same
+    // Python object too, as in PyTorch.
     int alias = ov.return_alias[i];
-    if (alias >= 0 && slots[alias]) return nb::borrow(slots[alias]);
+    if (alias >= 0 && slots[alias]) {
+      if (ov.return_writes[i]) return nb::borrow(slots[alias]);
+      const Tensor* passed = tensorOrNull(slots[alias]);
+      if (passed && stack[i].isTensor() && stack[i].toTensor().unsafeGetImpl() == passed->unsafeGetImpl())
+        return nb::borrow(slots[alias]);
+    }
     return fromIValue(stack[i]);
   };
   if (nret == 0) return Py_NewRef(Py_None);
@@ -724,11 +737,12 @@ std::shared_ptr<Overload> makeOverload(OperatorHandle op) {
   bool all_named = ov->schema.returns().size() > 1;
   for (const Argument& r : ov->schema.returns()) {
     int alias = -1;
-    if (r.alias && r.alias->is_write) {
+    if (r.alias) {
       for (size_t i = 0; i < args.size(); ++i)
         if (args[i].alias && args[i].alias->set == r.alias->set) alias = static_cast<int>(i);
     }
     ov->return_alias.push_back(alias);
+    ov->return_writes.push_back(r.alias && r.alias->is_write);
     all_named = all_named && !r.name.empty();
   }
   if (all_named) {
