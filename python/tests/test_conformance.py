@@ -22,23 +22,29 @@ ADD_MUL_FORMS = {
 }
 
 
-def _faulty_plugin():
-    """The conformance suite's faulty test plugin (Note in
-    conformance/testing/faulty_plugin.cc: add.out subtracts, neg.out dies of
-    SIGSEGV on one sample, abs.out hangs, mul has no kernel), from the build
-    tree: BACKPLANE_FAULTY_PLUGIN, or where the build puts it."""
-    path = os.environ.get("BACKPLANE_FAULTY_PLUGIN")
-    if path:
-        return path
-    try:
-        from backplane import _build_paths
-    except ImportError:
-        pytest.skip("no build tree: the faulty test plugin is built with the tests")
-    build = os.path.dirname(os.path.dirname(_build_paths.tool))
-    path = os.path.join(build, "conformance", "test_plugins", "faulty_test_plugin.so")
+def _test_plugin(name):
+    """A test plugin of the conformance suite (conformance/testing/), from
+    the build tree: in BACKPLANE_TEST_PLUGIN_DIR, or where the build puts
+    them."""
+    directory = os.environ.get("BACKPLANE_TEST_PLUGIN_DIR")
+    if not directory:
+        try:
+            from backplane import _build_paths
+        except ImportError:
+            pytest.skip("no build tree: the conformance test plugins are built with the tests")
+        directory = os.path.join(os.path.dirname(os.path.dirname(_build_paths.tool)), "conformance",
+                                 "test_plugins")
+    path = os.path.join(directory, f"{name}.so")
     if not os.path.exists(path):
-        pytest.skip(f"{path} is not built (cmake --build <build> --target faulty_test_plugin)")
+        pytest.skip(f"{path} is not built (cmake --build <build> --target {name})")
     return path
+
+
+def _faulty_plugin():
+    """Device type "faulty" (two devices): add.out subtracts, neg.out dies
+    of SIGSEGV on one sample, abs.out hangs, mul has no kernel (the CPU
+    fallback serves it): conformance/testing/faulty_plugin.cc."""
+    return _test_plugin("faulty_test_plugin")
 
 
 @pytest.fixture(scope="module")
@@ -194,6 +200,19 @@ def test_strict_counts_a_fallback_as_a_failure():
     assert report.counts["fallback"] == len(report.failures) > 0
 
 
+def test_a_kernel_that_declares_its_dtypes():
+    # Device type "declared": add.out native for float32 only, the CPU
+    # fallback for the other dtypes by declaration, which --strict passes.
+    report = conformance.run(backend="declared", plugins=[_test_plugin("declared_dtypes_test_plugin")],
+                             ops=r"^bp::add\b", strict=True)
+    assert report.passed and report.strict, report.text
+    out = next(r for r in report if r.op == "bp::add.out")
+    assert (out.kernel, out.dtypes, out.declined, out.counts_as_failure) == ("native", ("float32",),
+                                                                            "cpu_fallback", False)
+    assert all(r.dtypes is None and r.declined is None for r in report if r.op != "bp::add.out")
+    assert "declared:0  bp::add.out (out): native (float32), cpu_fallback (others)" in report.text
+
+
 def test_every_device():
     # One run per device with device="all"; device=1 runs on the second.
     report = conformance.run(backend="faulty", plugins=[_faulty_plugin()], ops=r"^bp::mul\b", device="all")
@@ -228,3 +247,16 @@ def test_the_plugins_this_process_loaded_are_used():
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "True [('faulty', 'composite'), ('faulty', 'cpu_fallback')]"
+
+
+def test_without_a_build_tree_the_tool_is_the_packages_own(monkeypatch):
+    # A wheel has no _build_paths: the tool is backplane/bin/backplane
+    # (Note [The Python package's layout]); a package without it says so.
+    monkeypatch.setitem(sys.modules, "backplane._build_paths", None)  # import fails as in a wheel
+    monkeypatch.delattr(backplane, "_build_paths", raising=False)
+    expected = os.path.join(os.path.dirname(os.path.abspath(conformance.__file__)), "bin", "backplane")
+    if os.access(expected, os.X_OK):
+        assert conformance._tool() == expected
+    else:
+        with pytest.raises(backplane.UnavailableError, match=f"tool, which is not at {re.escape(expected)}"):
+            conformance.run(backend="cpu", ops=ADD_MUL)

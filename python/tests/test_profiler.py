@@ -205,16 +205,16 @@ def test_start_and_stop_without_a_with_block(xy):
 def _faulty_plugin():
     """The conformance suite's faulty test plugin (device type "faulty",
     which has no mul kernel: the CPU fallback serves it), from the build
-    tree: BACKPLANE_FAULTY_PLUGIN, or where the build puts it."""
-    path = os.environ.get("BACKPLANE_FAULTY_PLUGIN")
-    if path:
-        return path
-    try:
-        from backplane import _build_paths
-    except ImportError:
-        pytest.skip("no build tree: the faulty test plugin is built with the tests")
-    build = os.path.dirname(os.path.dirname(_build_paths.tool))
-    path = os.path.join(build, "conformance", "test_plugins", "faulty_test_plugin.so")
+    tree: in BACKPLANE_TEST_PLUGIN_DIR, or where the build puts it."""
+    directory = os.environ.get("BACKPLANE_TEST_PLUGIN_DIR")
+    if not directory:
+        try:
+            from backplane import _build_paths
+        except ImportError:
+            pytest.skip("no build tree: the conformance test plugins are built with the tests")
+        directory = os.path.join(os.path.dirname(os.path.dirname(_build_paths.tool)), "conformance",
+                                 "test_plugins")
+    path = os.path.join(directory, "faulty_test_plugin.so")
     if not os.path.exists(path):
         pytest.skip(f"{path} is not built (cmake --build <build> --target faulty_test_plugin)")
     return path
