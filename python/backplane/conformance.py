@@ -130,7 +130,8 @@ def _tool():
     else:
         path = _build_paths.tool
     if not os.access(path, os.X_OK):
-        raise _backplane.UnavailableError(
+        raise _error(
+            _backplane.UnavailableError, "UNAVAILABLE",
             f"backplane.conformance needs the package's `backplane` tool, which is not at {path}: "
             "the installation is incomplete (reinstall the package, or rebuild the build tree's "
             "target backplane_python_package)")
@@ -176,6 +177,13 @@ def _messages(stderr):
     prefix = "backplane: error: "
     lines = [l[len(prefix):] for l in stderr.splitlines() if l.startswith(prefix)]
     return "\n".join(lines) if lines else stderr.strip()
+
+
+def _error(cls, code, message):
+    """A backplane.Error subclass as the extension raises them (with `code`)."""
+    e = cls(message)
+    e.code = code
+    return e
 
 
 def _finite(v):
@@ -239,8 +247,9 @@ def run(backend=None, *, device=None, ops=None, plugins=(), default_plugins=True
     plugin_paths = _strs(plugins, "plugins")
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
         raise TypeError(f"timeout must be a number of seconds, not {type(timeout).__name__}")
-    if not timeout > 0:
+    if not (timeout > 0 and math.isfinite(timeout)):
         raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
+    tool = _tool()
     reports = {"json": json, "junit": junit, "markdown": markdown}
     for name, path in reports.items():
         if path is not None:
@@ -251,7 +260,7 @@ def run(backend=None, *, device=None, ops=None, plugins=(), default_plugins=True
             with open(path, "w"):
                 pass
 
-    argv = [_tool()]
+    argv = [tool]
     if default_plugins:
         # This process's plugins (the default sources' and load_plugin()'s):
         # the tool loads each library once whatever the path it is named by.
@@ -286,10 +295,11 @@ def run(backend=None, *, device=None, ops=None, plugins=(), default_plugins=True
         proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, errors="replace")
         if proc.returncode == 2:  # a usage error: the arguments
-            raise _backplane.InvalidArgumentError(_messages(proc.stderr))
+            raise _error(_backplane.InvalidArgumentError, "INVALID_ARGUMENT", _messages(proc.stderr))
         if proc.returncode < 0:
-            raise _backplane.InternalError(
-                f"the backplane tool ({argv[0]}) was killed by signal {-proc.returncode} "
+            raise _error(
+                _backplane.InternalError, "INTERNAL",
+                f"the backplane tool ({tool}) was killed by signal {-proc.returncode} "
                 f"running conformance; its last output:\n{proc.stderr[-4000:]}")
         try:
             with open(json_path, encoding="utf-8") as f:
@@ -299,11 +309,12 @@ def run(backend=None, *, device=None, ops=None, plugins=(), default_plugins=True
         if data is None or proc.returncode not in (0, 1):
             message = _messages(proc.stderr)
             if "did not load" in message:  # a plugin named with --plugin
-                raise _backplane.InvalidArgumentError(message)
-            raise _backplane.UnknownError(
+                raise _error(_backplane.InvalidArgumentError, "INVALID_ARGUMENT", message)
+            raise _error(
+                _backplane.UnknownError, "UNKNOWN",
                 f"`backplane conformance` failed (exit status {proc.returncode}) without a "
                 f"report: {message}")
     report = _parse(data, proc.stdout, proc.stderr)
     if proc.returncode == 1 and report.passed:  # a report file it could not write
-        raise _backplane.UnknownError(_messages(proc.stderr))
+        raise _error(_backplane.UnknownError, "UNKNOWN", _messages(proc.stderr))
     return report

@@ -134,6 +134,7 @@ def test_an_unknown_backend_raises_the_commands_message():
                        match=r"^no loaded plugin provides backend 'nope' \(loaded: cpu.*\)$") as e:
         conformance.run(backend="nope", ops=ADD_MUL)
     assert isinstance(e.value, ValueError) and isinstance(e.value, backplane.Error)
+    assert e.value.code == "INVALID_ARGUMENT"
 
 
 def test_usage_errors_raise():
@@ -154,8 +155,9 @@ def test_arguments_of_the_wrong_kind_raise_before_anything_runs(tmp_path):
         conformance.run(backend="cpu", ops=[])
     with pytest.raises(TypeError, match="ops must"):
         conformance.run(backend="cpu", ops=3)
-    with pytest.raises(ValueError, match="timeout must be a positive number"):
-        conformance.run(backend="cpu", timeout=0)
+    for timeout in (0, -1, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="timeout must be a positive number"):
+            conformance.run(backend="cpu", timeout=timeout)
     with pytest.raises(TypeError, match="backend must be"):
         conformance.run(backend=["cpu", 1])
     with pytest.raises(FileNotFoundError):
