@@ -56,5 +56,8 @@ from ._backplane import bool as bool_  # noqa: F401
 from . import _ops
 from ._ops import ops  # noqa: F401
 
+from . import conformance  # noqa: F401
+from .profiler import profile  # noqa: F401
+
 globals()["bool"] = bool_
 _ops.install(globals())
