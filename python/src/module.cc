@@ -14,4 +14,6 @@ NB_MODULE(_backplane, m) {
   bindTensor(m);
   bindOps(m);
   bindRuntime(m);
+  bindTensorData(m);
+  bindDLPack(m);
 }
