@@ -19,6 +19,8 @@ void bindErrors(nb::module_& m);   // errors.cc: backplane.Error and its subclas
 void bindTensor(nb::module_& m);   // tensor.cc: dtype, Device, Tensor
 void bindOps(nb::module_& m);      // op_call.cc: operator calls through schemas
 void bindRuntime(nb::module_& m);  // runtime.cc: the Runtime (plugins loaded at import), devices
+
+// Tensor data from and to Python, bound on the Tensor type above.
 void bindTensorData(nb::module_& m);  // tensor_data.cc: tensor(), numpy(), tolist(), indexing
 void bindDLPack(nb::module_& m);      // dlpack.cc: __dlpack__, __dlpack_device__, from_dlpack
 
