@@ -117,7 +117,6 @@ nb::object dlpack(const Tensor& self, nb::handle stream, nb::handle max_version,
     copy_flag = copy.ptr() == Py_True;
   }
   Tensor t = self;
-  DLDevice source = exportDevice(t);
   if (!dl_device.is_none()) {
     DLDevice want{kDLCPU, 0};
     int32_t type = 0;
@@ -130,11 +129,18 @@ nb::object dlpack(const Tensor& self, nb::handle stream, nb::handle max_version,
             "__dlpack__: dl_device must be a (device_type, device_id) tuple of ints, not " + typeName(dl_device));
     }
     std::memcpy(&want.device_type, &type, sizeof type);
-    if (want.device_type != source.device_type || want.device_id != source.device_id) {
+    // A tensor on a device with no DLPack type (its memory means nothing
+    // outside Backplane) is elsewhere whatever dl_device names.
+    std::optional<DLDevice> source;
+    try {
+      source = toDLDevice(t.device());
+    } catch (const backplane::Error&) {
+    }
+    if (!source || want.device_type != source->device_type || want.device_id != source->device_id) {
       if (copy_flag == false)
-        raise(PyExc_BufferError, "__dlpack__: the tensor is on " + t.device().str() + " " + dlDeviceText(source) +
-                                     ", dl_device asks for " + dlDeviceText(want) +
-                                     ", and copy=False forbids the copy that would take");
+        raise(PyExc_BufferError, "__dlpack__: the tensor is on " + t.device().str() +
+                                     (source ? " " + dlDeviceText(*source) : std::string()) + ", dl_device asks for " +
+                                     dlDeviceText(want) + ", and copy=False forbids the copy that would take");
       Device target = Device();
       try {
         target = fromDLDevice(want);
@@ -150,7 +156,7 @@ nb::object dlpack(const Tensor& self, nb::handle stream, nb::handle max_version,
     nb::gil_scoped_release unlocked;
     t = t.clone();
   }
-  source = exportDevice(t);
+  exportDevice(t);  // BufferError for a device whose memory cannot be exported
   if (t.device().isCpu()) {
     if (!stream.is_none())
       raise(PyExc_ValueError,

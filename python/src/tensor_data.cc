@@ -495,11 +495,20 @@ std::optional<ScalarType> bufferDtype(const char* format, Py_ssize_t itemsize) {
   return t;
 }
 
-// A CPU copy of a buffer's elements (any strides, negative ones included).
-Tensor fromBuffer(nb::handle o) {
+// A CPU copy of a buffer's elements (any strides, negative ones included),
+// or nullopt when `o` gives no buffer of numbers (a NumPy array of Python
+// objects): its elements are then read as a sequence.
+std::optional<Tensor> fromBuffer(nb::handle o) {
   Py_buffer view;
-  if (PyObject_GetBuffer(o.ptr(), &view, PyBUF_RECORDS_RO) != 0) throw nb::python_error();
+  if (PyObject_GetBuffer(o.ptr(), &view, PyBUF_RECORDS_RO) != 0) {
+    if (!isSequenceData(o) || !(PyErr_ExceptionMatches(PyExc_ValueError) || PyErr_ExceptionMatches(PyExc_TypeError) ||
+                                PyErr_ExceptionMatches(PyExc_BufferError)))
+      throw nb::python_error();
+    PyErr_Clear();
+    return std::nullopt;
+  }
   std::unique_ptr<Py_buffer, void (*)(Py_buffer*)> release(&view, PyBuffer_Release);
+  if (view.format && std::strcmp(view.format, "O") == 0 && isSequenceData(o)) return std::nullopt;  // Python objects
   std::optional<ScalarType> dt = bufferDtype(view.format, view.itemsize);
   if (!dt)
     raise(PyExc_TypeError, "tensor(): the array's element type (buffer format '" +
@@ -542,11 +551,15 @@ Tensor tensorFrom(nb::handle data, std::optional<ScalarType> dtype, std::optiona
   if (PyUnicode_Check(p) || PyBytes_Check(p) || PyByteArray_Check(p))
     raise(PyExc_TypeError,
           "tensor(): data must be a number, a (nested) sequence of numbers or an array, not " + typeName(data));
-  if (PyObject_CheckBuffer(p)) return finish(fromBuffer(data), true);
-  if (hasAttr(data, "__dlpack__")) return finish(importDLPack(data), false);
-  if (hasAttr(data, "__array__")) {
+  if (PyObject_CheckBuffer(p)) {
+    if (std::optional<Tensor> t = fromBuffer(data)) return finish(*t, true);
+  } else if (hasAttr(data, "__dlpack__")) {
+    return finish(importDLPack(data), false);
+  } else if (hasAttr(data, "__array__")) {
     nb::object array = data.attr("__array__")();
-    if (PyObject_CheckBuffer(array.ptr())) return finish(fromBuffer(array), true);
+    if (PyObject_CheckBuffer(array.ptr())) {
+      if (std::optional<Tensor> t = fromBuffer(array)) return finish(*t, true);
+    }
   }
   Parsed parsed;
   std::vector<Py_ssize_t> path;

@@ -215,6 +215,12 @@ class TestTensorFromArrays:
         assert t.shape == view.shape and t.dtype is bp.int32
         assert t.tolist() == view.tolist()
 
+    def test_numpy_object_arrays_are_read_as_sequences(self):
+        t = bp.tensor(np.array([1, 2.5], dtype=object))
+        assert t.dtype is bp.float32 and t.tolist() == [1.0, 2.5]
+        with pytest.raises(TypeError, match=r"data\[1\] is a str"):
+            bp.tensor(np.array([1, "x"], dtype=object))
+
     def test_numpy_scalar(self):
         t = bp.tensor(np.float64(2.5))
         assert t.shape == () and t.dtype is bp.float64 and t.item() == 2.5
