@@ -13,14 +13,16 @@
 // - Versions. Backplane makes and takes DLPack 0.x's unversioned
 //   DLManagedTensor. A consumer passing max_version >= (1, 0) gets the
 //   unversioned capsule too, which the protocol allows (consumers must
-//   accept it from producers that do not support the versioned one); from
-//   passes no max_version, so producers answer with the unversioned one.
+//   accept it from producers that do not support the versioned one);
+//   from_dlpack passes no max_version, so producers answer with the
+//   unversioned one.
 // - Streams (producer). For a tensor on a device with streams (cuda, hip),
 //   `stream` is the consumer's stream: None or 1 (CUDA's legacy default), 2
 //   (per-thread default), a stream pointer as an int, or -1 (the consumer
-//   orders the work itself). 0 is refused as ambiguous, as the protocol
-//   says. The consumer's stream must not read the tensor before the work
-//   Backplane queued for it is done; Backplane's streams are the plugin's
+//   orders the work itself); for ROCm, None or 0 is the default stream. A
+//   CUDA stream=0 is refused as ambiguous, as the protocol says. The
+//   consumer's stream must not read the tensor before the work Backplane
+//   queued for it is done; Backplane's streams are the plugin's
 //   own (its default stream is a non-blocking one the app API does not
 //   hand out), so the export does the simplest thing that is always
 //   correct: it synchronizes the device (DeviceInterface::synchronize)
@@ -40,7 +42,8 @@
 //   raises BufferError when copy=False forbids copies. copy=True always
 //   exports a copy. copy=None copies only for dl_device.
 // - Ownership across threads. The consumer may call the deleter of an
-//   exported tensor on any thread, GIL or not: it only drops a Storage. An
+//   exported tensor on any thread, GIL or not: it only drops a Storage
+//   (whose own deleter, for memory imported from Python, is the one below). An
 //   imported tensor's storage may die on any thread too (the last view may
 //   go inside an operator that runs with the GIL released), but a Python
 //   producer's deleter (NumPy's decrefs the array) needs the GIL, so the
@@ -156,7 +159,7 @@ nb::object dlpack(const Tensor& self, nb::handle stream, nb::handle max_version,
     nb::gil_scoped_release unlocked;
     t = t.clone();
   }
-  exportDevice(t);  // BufferError for a device whose memory cannot be exported
+  const DLDevice device = exportDevice(t);  // BufferError for a device whose memory cannot be exported
   if (t.device().isCpu()) {
     if (!stream.is_none())
       raise(PyExc_ValueError,
@@ -172,7 +175,7 @@ nb::object dlpack(const Tensor& self, nb::handle stream, nb::handle max_version,
       s = PyLong_AsLongLongAndOverflow(stream.ptr(), &overflow);
       if (overflow) s = 3;  // a pointer past int64: some stream other than the special ones
     }
-    if (s == 0)
+    if (s == 0 && device.device_type == kDLCUDA)  // ROCm's 0 is its default stream
       raise(PyExc_ValueError,
             "__dlpack__: stream=0 is ambiguous and disallowed by the DLPack protocol; pass 1 for "
             "the legacy default stream, 2 for the per-thread default stream, or the stream's "

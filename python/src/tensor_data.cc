@@ -51,6 +51,7 @@
 #include <Python.h>
 #include <nanobind/ndarray.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -107,9 +108,9 @@ nb::object elementObject(ScalarType dt, const unsigned char* p) {
       } else if constexpr (std::is_floating_point_v<S>) {
         return nb::float_(static_cast<double>(v));
       } else if constexpr (std::is_unsigned_v<S>) {
-        return nb::steal(PyLong_FromUnsignedLongLong(v));
+        return checked(PyLong_FromUnsignedLongLong(v));
       } else {
-        return nb::steal(PyLong_FromLongLong(v));
+        return checked(PyLong_FromLongLong(v));
       }
     }
   });
@@ -136,11 +137,10 @@ nb::object toList(const Tensor& t) {
     row_bytes[d] = step;
     step *= h.sizes()[d];
   }
-  if (h.numel() == 0 && h.dim() > 0 && h.sizes()[0] == 0) return nb::list();
   return listOf(h.dtype(), static_cast<const unsigned char*>(h.data_ptr()), h.sizes(), 0, row_bytes.data());
 }
 
-// The one element of `t` as a Python number; `what` says who needs it.
+// The one element of `t` (numel() == 1) as a Python number.
 nb::object onlyElement(const Tensor& t) {
   Tensor h = hostContiguous(t);
   return elementObject(h.dtype(), static_cast<const unsigned char*>(h.data_ptr()));
@@ -633,7 +633,8 @@ IndexItem indexItem(nb::handle o) {
   if (const Tensor* t = tensorOrNull(p)) {
     // A 0-d integer tensor selects, as in PyTorch; any other tensor is advanced indexing.
     if (t->dim() == 0 && isIntegralType(t->dtype(), false) && t->dtype() != ScalarType::UInt8) {
-      item.value = nb::cast<int64_t>(toIndex(*t));  // an int64 tensor's value fits
+      nb::object i = toIndex(*t);
+      item.value = int64Of(i, PyExc_IndexError, "index " + std::string(nb::str(i).c_str()) + " does not fit int64");
       return item;
     }
     advancedIndex("a tensor of dtype " + std::string(scalarTypeName(t->dtype())));
@@ -686,11 +687,15 @@ Tensor indexView(const Tensor& self, nb::handle index) {
         ++source;
         break;
       }
-      case IndexKind::Slice:
-        r = r.slice(d, i.start, i.stop, i.step);
+      case IndexKind::Slice: {
+        // A step past the size takes one element at most, whose stride is
+        // free: clamping it keeps slice()'s arithmetic within int64 (t[::sys.maxsize]).
+        int64_t size = r.sizes()[static_cast<size_t>(d)];
+        r = r.slice(d, i.start, i.stop, std::min<int64_t>(i.step, std::max<int64_t>(size, 1)));
         ++d;
         ++source;
         break;
+      }
       case IndexKind::NewAxis:
         r = r.unsqueeze(d);
         ++d;

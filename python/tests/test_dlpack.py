@@ -101,6 +101,44 @@ class TestProtocol:
         assert sys.getrefcount(a) == base
 
 
+    def test_deleter_runs_without_the_gil(self):
+        """A consumer may call the deleter on any thread, without the GIL; for
+        memory imported from NumPy that ends in NumPy's deleter, which needs
+        the GIL: Backplane's wrapper takes it."""
+        a = np.arange(8.0)
+        base = sys.getrefcount(a)
+        capsule = bp.from_dlpack(a)[2:].__dlpack__()
+        pointer = ctypes.pythonapi.PyCapsule_GetPointer
+        pointer.restype, pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+        managed = ctypes.cast(pointer(capsule, b"dltensor"), ctypes.POINTER(_DLManagedTensor))
+        rename = ctypes.pythonapi.PyCapsule_SetName
+        rename.restype, rename.argtypes = ctypes.c_int, [ctypes.py_object, ctypes.c_char_p]
+        assert rename(capsule, b"used_dltensor") == 0  # this test is the consumer now
+        gc.collect()
+        assert sys.getrefcount(a) == base + 1
+        assert ctypes.cast(managed.contents.data, ctypes.POINTER(ctypes.c_double))[0] == 2.0
+        managed.contents.deleter(managed)  # a CFUNCTYPE call: ctypes releases the GIL around it
+        assert sys.getrefcount(a) == base
+
+
+class _DLManagedTensor(ctypes.Structure):
+    """DLPack 0.x's DLManagedTensor, as dlpack.h lays it out."""
+
+
+_DLManagedTensor._fields_ = [
+    ("data", ctypes.c_void_p),
+    ("device_type", ctypes.c_int32),
+    ("device_id", ctypes.c_int32),
+    ("ndim", ctypes.c_int),
+    ("dtype", ctypes.c_uint32),
+    ("shape", ctypes.c_void_p),
+    ("strides", ctypes.c_void_p),
+    ("byte_offset", ctypes.c_uint64),
+    ("manager_ctx", ctypes.c_void_p),
+    ("deleter", ctypes.CFUNCTYPE(None, ctypes.POINTER(_DLManagedTensor))),
+]
+
+
 class _Producer:
     """Hands NumPy a capsule made beforehand (np.from_dlpack wants an object)."""
 

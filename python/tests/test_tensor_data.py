@@ -479,6 +479,7 @@ BASIC_INDICES = [
     (None, None, 1, None, slice(1, 2)), (Ellipsis, None), (2, 3, None, 4),
     (), (Ellipsis,), (np.int64(1), np.int32(-1)), (slice(np.int64(1), np.int32(3)),),
     (slice(None, None, 4), slice(None, None, 3), slice(None, None, 2)),
+    slice(None, None, sys.maxsize), (0, slice(1, None, 2**62), slice(-sys.maxsize, sys.maxsize)),
 ]
 
 
