@@ -283,6 +283,9 @@ void bindDLPack(nb::module_& m) {
   nb::cpp_function_def(&dlpack, nb::scope(cls), nb::name("__dlpack__"), nb::is_method(), nb::kw_only(),
                        nb::arg("stream").none() = nb::none(), nb::arg("max_version").none() = nb::none(),
                        nb::arg("dl_device").none() = nb::none(), nb::arg("copy").none() = nb::none(),
+                       nb::sig("def __dlpack__(self, *, stream: int | None = None, max_version: tuple[int, int] | "
+                               "None = None, dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> "
+                               "typing.Any"),
                        "A DLPack capsule viewing this tensor (the DLPack Python protocol; Note [DLPack from Python]).");
   nb::cpp_function_def(
       [](const Tensor& t) {
@@ -292,6 +295,7 @@ void bindDLPack(nb::module_& m) {
         return nb::make_tuple(type, d.device_id);
       },
       nb::scope(cls), nb::name("__dlpack_device__"), nb::is_method(),
+      nb::sig("def __dlpack_device__(self) -> tuple[int, int]"),
       "(DLPack device type, device id) of this tensor: (1, 0) for the CPU, (2, i) for cuda:i.");
 }
 

@@ -761,6 +761,7 @@ void bindTensorData(nb::module_& m) {
         return tensorFrom(data, optionalDtype(dtype, "tensor()"), optionalDevice(device, "tensor()"));
       },
       nb::arg("data").none(), nb::arg("dtype").none() = nb::none(), nb::arg("device").none() = nb::none(),
+      nb::sig("def tensor(data: object, dtype: dtype | None = None, device: str | Device | None = None) -> Tensor"),
       "A new tensor holding a copy of `data`: a number, nested lists/tuples of numbers, a NumPy array, a "
       "torch.Tensor or any object with __dlpack__ / __array__ / the buffer protocol. The dtype, when not given, "
       "is PyTorch's: bool -> bool, int -> int64, float -> float32; arrays keep theirs. Note [backplane.tensor()].");
@@ -780,8 +781,9 @@ void bindTensorData(nb::module_& m) {
         return a;
       },
       nb::arg("dtype").none() = nb::none(), nb::arg("copy").none() = nb::none(), "numpy.asarray(t): t.numpy().");
-  defMethod(cls, "tolist", &toList, "The elements as nested lists of Python numbers (a number for a 0-d tensor).");
-  defMethod(cls, "item", &item, "The one element as a Python number.");
+  defMethod(cls, "tolist", &toList, nb::sig("def tolist(self) -> list[typing.Any] | int | float | bool"),
+            "The elements as nested lists of Python numbers (a number for a 0-d tensor).");
+  defMethod(cls, "item", &item, nb::sig("def item(self) -> int | float | bool"), "The one element as a Python number.");
   defMethod(cls, "__bool__", &toBool);
   defMethod(cls, "__float__", [](const Tensor& t) {
     needOneElement(t, "float");
