@@ -15,4 +15,6 @@ NB_MODULE(_backplane, m) {
   bindOps(m);
   bindRuntime(m);
   bindProfiler(m);
+  bindTensorData(m);
+  bindDLPack(m);
 }
