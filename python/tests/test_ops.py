@@ -174,7 +174,7 @@ def test_python_number_promotion_is_pytorchs(dtype, number, op, want):
 
 @pytest.mark.parametrize(
     "dtype, number, want",
-    [("int32", 2, "int32"), ("int32", 2.5, "float32"), ("bool", 3, "int64"), ("float16", 2.0, "float16"),
+    [("int32", 2, "int32"), ("int32", 2.5, "float32"), ("int8", 3, "int8"), ("float16", 2.0, "float16"),
      ("float64", 1, "float64"), ("uint8", 2.5, "float32")],
 )
 def test_reflected_operators_promote_as_pytorch(dtype, number, want):
@@ -183,7 +183,15 @@ def test_reflected_operators_promote_as_pytorch(dtype, number, want):
     assert (number * x).dtype == getattr(bp, want)
     assert (number ** x).dtype == getattr(bp, want)
     assert (number % x).dtype == getattr(bp, want)
-    assert (number / x).dtype == (bp.float32 if want in ("int32", "int64") else getattr(bp, want))
+    assert (number / x).dtype == (getattr(bp, want) if getattr(bp, want).is_floating_point else bp.float32)
+
+
+def test_reflected_operators_with_bool_follow_pytorch():
+    m = bp.tensor([True, False])
+    assert (3 * m).dtype == bp.int64 and (3 * m).tolist() == [3, 0]
+    assert (1.5 + m).dtype == bp.float32
+    with pytest.raises(bp.InvalidArgumentError, match="subtraction with a bool operand is not supported"):
+        1 - m
 
 
 def test_reflected_operators_compute_the_right_values():
@@ -246,7 +254,7 @@ def test_generic_path_reaches_plugin_ops_spconv():
     # centre offset: both voxels map to themselves; the side offsets: one pair each
     assert sorted(counts.tolist()) == [1, 1, 2]
     feats = bp.tensor([[1.0], [2.0]])
-    filters = bp.ones(3, 1, 1)
+    filters = bp.ones(1, 1, 3, 1, 1)  # [kD, kH, kW, Cin, Cout]
     out = bp.ops.spconv.indice_conv(feats, filters, pairs, counts, 2, subm=True)
     assert out.tolist() == [[3.0], [3.0]]
 
