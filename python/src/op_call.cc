@@ -107,7 +107,9 @@ bool isInt(PyObject* o) { return PyLong_Check(o) && !PyBool_Check(o); }
 
 Fit toInt64(PyObject* o, const Argument& arg, int64_t* out) {
   if (!isInt(o)) {
-    if (PyBool_Check(o) || !PyIndex_Check(o)) return Fit::WrongType;
+    // A Tensor has __index__ (one integral element) but is no int argument:
+    // an overload taking an int does not fit a tensor (another may).
+    if (PyBool_Check(o) || !PyIndex_Check(o) || tensorOrNull(o)) return Fit::WrongType;
   }
   int overflow = 0;
   PyObject* index = PyNumber_Index(o);

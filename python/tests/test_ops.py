@@ -286,6 +286,8 @@ def test_wrong_argument_type_names_argument_and_schema():
         bp.ops.bp.add.Tensor(x, x, other=x)
     with pytest.raises(TypeError, match="takes 2 positional arguments but 3 were given"):
         bp.ops.bp.add.Tensor(x, x, 2)
+    with pytest.raises(TypeError, match=r"argument 'dim' must be int\[1\]\?, not Tensor"):
+        x.sum(bp.tensor(0))  # a tensor is no int argument, even with __index__
     with pytest.raises(TypeError, match="argument 'keepdim' must be bool, not int"):
         bp.ops.bp.sum.dim_IntList(x, [0], 1)
 
