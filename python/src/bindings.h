@@ -19,6 +19,7 @@ void bindErrors(nb::module_& m);   // errors.cc: backplane.Error and its subclas
 void bindTensor(nb::module_& m);   // tensor.cc: dtype, Device, Tensor
 void bindOps(nb::module_& m);      // op_call.cc: operator calls through schemas
 void bindRuntime(nb::module_& m);  // runtime.cc: the Runtime (plugins loaded at import), devices
+void bindRandom(nb::module_& m);   // random.cc: manual_seed, initial_seed
 
 // --- Conversions shared by the parts.
 

@@ -14,4 +14,5 @@ NB_MODULE(_backplane, m) {
   bindTensor(m);
   bindOps(m);
   bindRuntime(m);
+  bindRandom(m);
 }
