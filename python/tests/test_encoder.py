@@ -142,6 +142,13 @@ def test_sample_names_the_devices_present_for_a_missing_device():
     assert "cuda:7" in p.stderr and "cpu" in p.stderr
 
 
+def test_sample_reports_an_output_file_it_cannot_write(tmp_path):
+    path = tmp_path / "missing" / "encoder.txt"
+    p = run_sample("--device", "cpu", "--output", path, check=False)
+    assert p.returncode == 1
+    assert "encoder_layer.py: error:" in p.stderr and str(path) in p.stderr
+
+
 def torch_encoder_layer(torch, w, batch, mask=True):
     """The same layer in PyTorch eager, in float64, from the same weights
     (mask=False: attending to the padding as well)."""

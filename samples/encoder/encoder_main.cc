@@ -197,9 +197,9 @@ int run(const Flags& flags) {
     sum += v;
     sum_squares += v * v;
   }
+  if (!flags.output.empty()) writeValues(flags.output, output, values);
   std::printf("output:   sum %.6e, sum of squares %.6e over %zu values%s\n", sum, sum_squares, values.size(),
               flags.output.empty() ? "" : strCat("; written to ", flags.output).c_str());
-  if (!flags.output.empty()) writeValues(flags.output, output, values);
   std::printf("fallback: %s\n", fallbackLine(report).c_str());
   std::printf("time:     %.2f ms per layer (mean of %lld runs after a warm-up)\n",
               elapsed.count() / static_cast<double>(flags.iters), static_cast<long long>(flags.iters));
