@@ -5,7 +5,10 @@
 # built, build/bench/cuda_results.json (cuda_bench: its benchmarks skip
 # without a GPU) and prints the ratios the issues ask for. Repetitions run
 # interleaved in random order, so that a noisy neighbour or a clock change
-# lands on a benchmark and its baseline alike; the ratios use medians.
+# lands on a benchmark and its baseline alike; the ratios use medians. Then,
+# when the Python package builds (a Python with nanobind: scripts/setup.sh
+# makes .venv), bench/python/bench_ops.py times one operator call from Python
+# next to PyTorch's.
 #   scripts/bench.sh [--filter=REGEX] [--repetitions=N]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,8 +25,11 @@ done
 
 scripts/setup.sh
 # Release build in its own folder, so it does not fight the test build's flags.
+# The Python package builds with .venv's interpreter when there is one.
+python_exe=()
+[ -x .venv/bin/python ] && python_exe=(-DPython_EXECUTABLE="$PWD/.venv/bin/python")
 cmake -S . -B build-release -G Ninja -DCMAKE_BUILD_TYPE=Release -DBACKPLANE_BUILD_TESTS=OFF \
-  -DBACKPLANE_BUILD_BENCHMARKS=ON >/dev/null
+  -DBACKPLANE_BUILD_BENCHMARKS=ON "${python_exe[@]}" >/dev/null
 targets=(dispatch_bench spconv_bench backplane_cpu backplane_spconv)
 programs=(dispatch_bench:results spconv/spconv_bench:spconv_results)
 # cuda_bench exists only where CMake found nvcc (bench/gpu/CMakeLists.txt).
@@ -45,3 +51,17 @@ for program in "${programs[@]}"; do
 done
 echo
 scripts/bench_ratios.py build/bench/results.json build/bench/spconv_results.json build/bench/cuda_results.json
+
+# One operator call from Python, end to end, next to torch.add (Debian's
+# torch when importable). The package target exists only where CMake found
+# a Python with nanobind (python/CMakeLists.txt).
+if ninja -C build-release -t targets all | grep -x 'backplane_python_package: phony' >/dev/null; then
+  cmake --build build-release --parallel "$(nproc)" --target backplane_python_package
+  python=$(sed -n 's/^Python_EXECUTABLE:[A-Z]*=//p' build-release/CMakeCache.txt)
+  echo
+  PYTHONPATH="$PWD/build-release/python" BACKPLANE_FALLBACK=silent "$python" bench/python/bench_ops.py
+else
+  echo
+  echo "bench.sh: no Python package in build-release (no Python with nanobind; scripts/setup.sh makes .venv):" \
+    "bench/python/bench_ops.py skipped"
+fi

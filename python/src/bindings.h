@@ -20,6 +20,7 @@ void bindTensor(nb::module_& m);   // tensor.cc: dtype, Device, Tensor
 void bindOps(nb::module_& m);      // op_call.cc: operator calls through schemas
 void bindRuntime(nb::module_& m);  // runtime.cc: the Runtime (plugins loaded at import), devices
 void bindProfiler(nb::module_& m);  // profiler.cc: Profiler, OpReport, OpStats
+void bindRandom(nb::module_& m);    // random.cc: manual_seed, initial_seed
 
 // Tensor data from and to Python, bound on the Tensor type above.
 void bindTensorData(nb::module_& m);  // tensor_data.cc: tensor(), numpy(), tolist(), indexing

@@ -17,4 +17,5 @@ NB_MODULE(_backplane, m) {
   bindProfiler(m);
   bindTensorData(m);
   bindDLPack(m);
+  bindRandom(m);
 }

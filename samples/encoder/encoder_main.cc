@@ -2,7 +2,7 @@
 // checked, profiled and timed.
 //
 //   encoder [--device auto|cpu|cuda:0|...] [--batch N] [--seq N] [--hidden N] [--heads N] [--ffn N]
-//           [--vocab N] [--iters N] [--seed N]
+//           [--vocab N] [--iters N] [--seed N] [--output FILE]
 //
 // The layer's weights come from a fixed seed. Its output on the device is
 // checked against the same layer on the CPU (or, when the device is the CPU,
@@ -10,9 +10,16 @@
 // is profiled op by op and --iters runs are timed. Exit codes: 0 the check
 // passed, 1 it failed or an error occurred (a --device that does not exist
 // is one: the message lists the devices present), 2 a usage error.
+//
+// The `output:` line sums the layer's output, and --output FILE writes every
+// value, so that another implementation of the layer (the Python one,
+// samples/python/encoder_layer.py, prints and writes the same) can be
+// compared with this one.
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -38,7 +45,7 @@ using sample::fallbackLine;
 
 constexpr const char* kUsage =
     "usage: encoder [--device auto|cpu|cuda:0|...] [--batch N] [--seq N] [--hidden N] [--heads N] [--ffn N]\n"
-    "               [--vocab N] [--iters N] [--seed N]";
+    "               [--vocab N] [--iters N] [--seed N] [--output FILE]";
 
 constexpr const char* kHelp =
     "\n"
@@ -57,7 +64,9 @@ constexpr const char* kHelp =
     "  --ffn N         feed-forward inner size (3072)\n"
     "  --vocab N       vocabulary size (30522)\n"
     "  --iters N       timed runs after the warm-up (5)\n"
-    "  --seed N        seed of the weights and the batch (0)\n";
+    "  --seed N        seed of the weights and the batch (0)\n"
+    "  --output FILE   also write the output's values to FILE: a '#' line with its sizes, then one value\n"
+    "                  per line in row-major order, printed with %.9g (float32 values round-trip)\n";
 
 // The reference runs in plain loops on one core, about 0.5 s per sequence
 // at BERT-base size, so a CPU run is checked on its first sequences only:
@@ -70,16 +79,23 @@ struct Flags {
   EncoderConfig config;
   int64_t iters = 5;
   uint64_t seed = 0;
+  std::string output;  // --output FILE; empty: no file
 };
 
 // The command line as Flags, or nullopt and the message of a usage error.
 std::optional<Flags> parseFlags(int argc, char** argv, std::string& error) {
   Flags flags;
   if (!sample::parseFlags(argc, argv,
-                          {{"--device", &flags.device}, {"--batch", &flags.config.batch},
-                           {"--seq", &flags.config.seq}, {"--hidden", &flags.config.hidden},
-                           {"--heads", &flags.config.heads}, {"--ffn", &flags.config.ffn},
-                           {"--vocab", &flags.config.vocab}, {"--iters", &flags.iters}, {"--seed", &flags.seed}},
+                          {{"--device", &flags.device},
+                           {"--batch", &flags.config.batch},
+                           {"--seq", &flags.config.seq},
+                           {"--hidden", &flags.config.hidden},
+                           {"--heads", &flags.config.heads},
+                           {"--ffn", &flags.config.ffn},
+                           {"--vocab", &flags.config.vocab},
+                           {"--iters", &flags.iters},
+                           {"--seed", &flags.seed},
+                           {"--output", &flags.output}},
                           error)) {
     return std::nullopt;
   }
@@ -103,6 +119,18 @@ bool tf32MatrixProducts(Device dev) {
   if (dev.type == DeviceType::CPU) return false;
   const std::optional<OperatorHandle> op = Dispatcher::singleton().findOp(strCat(deviceTypeName(dev.type), "::allow_tf32"));
   return op && op->typed<bool()>().call();
+}
+
+// --output FILE: "# <sizes> <dtype>", then one value per line (%.9g: a
+// float32 value reads back exactly).
+void writeValues(const std::string& path, const Tensor& output, const std::vector<double>& values) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  BP_CHECK(f != nullptr, "--output: cannot open '", path, "' for writing: ", std::strerror(errno));
+  std::fprintf(f, "# %s %s\n", strCat(output.sizes()).c_str(), std::string(scalarTypeName(output.dtype())).c_str());
+  for (double v : values) std::fprintf(f, "%.9g\n", v);
+  const bool written = std::ferror(f) == 0;
+  const bool closed = std::fclose(f) == 0;
+  BP_CHECK(written && closed, "--output: writing '", path, "' failed: ", std::strerror(errno));
 }
 
 int run(const Flags& flags) {
@@ -162,6 +190,16 @@ int run(const Flags& flags) {
                 static_cast<long long>(row / config.seq), static_cast<long long>(row % config.seq),
                 static_cast<long long>(diff.index % config.hidden), actual[diff.index], expected[diff.index]);
   }
+  // Summed in double in row-major order, as encoder_layer.py sums them.
+  const std::vector<double> values = output.toVector<double>();
+  double sum = 0, sum_squares = 0;
+  for (double v : values) {
+    sum += v;
+    sum_squares += v * v;
+  }
+  if (!flags.output.empty()) writeValues(flags.output, output, values);
+  std::printf("output:   sum %.6e, sum of squares %.6e over %zu values%s\n", sum, sum_squares, values.size(),
+              flags.output.empty() ? "" : strCat("; written to ", flags.output).c_str());
   std::printf("fallback: %s\n", fallbackLine(report).c_str());
   std::printf("time:     %.2f ms per layer (mean of %lld runs after a warm-up)\n",
               elapsed.count() / static_cast<double>(flags.iters), static_cast<long long>(flags.iters));
