@@ -140,23 +140,20 @@ def install(namespace):
     globals) and onto Tensor as a method where it takes `self`, and binds
     Python's operators. Existing names win: the package's own functions and
     Tensor's bound methods are not replaced."""
-    names = {}
-    for ns, name, _ in _backplane._operator_names():
-        if ns == "bp" and not name.startswith("_"):
-            names[name] = True
+    functions = _backplane._packets("bp")
+    methods = _backplane._packets("bp", method=True)
+    operators = _backplane._packets("bp", method=True, operator=True)
     tensor = _backplane.Tensor
-    for name in sorted(names):
+    for name in sorted(functions):
+        if name.startswith("_"):
+            continue
         if name not in namespace:
-            namespace[name] = _backplane._packet("bp", name)
-        packet = _backplane._packet("bp", name, method=True)
-        if packet.takes_self and not hasattr(tensor, name):
-            setattr(tensor, name, packet)
-    for dunder, name in _BINARY.items():
-        if name in names:
-            setattr(tensor, dunder, _backplane._packet("bp", name, method=True, operator=True))
-    for dunder, name in _UNARY.items():
-        if name in names:
-            setattr(tensor, dunder, _backplane._packet("bp", name, method=True, operator=True))
+            namespace[name] = functions[name]
+        if methods[name].takes_self and not hasattr(tensor, name):
+            setattr(tensor, name, methods[name])
+    for dunder, name in list(_BINARY.items()) + list(_UNARY.items()):
+        if name in operators:
+            setattr(tensor, dunder, operators[name])
     tensor.to = _to
     tensor.__rtruediv__ = _reflected("div")
     tensor.__rfloordiv__ = _reflected("floor_divide")

@@ -40,6 +40,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -802,12 +803,26 @@ nb::dict record(KV&&... kv) {
 
 }  // namespace
 
+namespace {
+
+nb::object packetOf(const std::string& ns, const std::string& name, std::vector<std::shared_ptr<Overload>> overloads,
+                    bool method, bool operator_mode);
+
+}  // namespace
+
 nb::object makePacket(const std::string& ns, const std::string& name, bool method, bool operator_mode) {
   std::vector<std::shared_ptr<Overload>> overloads;
   for (const OperatorHandle& op : Dispatcher::singleton().definedOperators()) {
     const OperatorName& n = op.operatorName();
     if (n.ns == ns && n.name == name) overloads.push_back(makeOverload(op));
   }
+  return packetOf(ns, name, std::move(overloads), method, operator_mode);
+}
+
+namespace {
+
+nb::object packetOf(const std::string& ns, const std::string& name, std::vector<std::shared_ptr<Overload>> overloads,
+                    bool method, bool operator_mode) {
   if (overloads.empty()) {
     std::string qualified = ns + "::" + name;
     BP_THROW(kNotFound, "no operator ", qualified, " is defined.", Dispatcher::singleton().didYouMean(qualified),
@@ -828,6 +843,23 @@ nb::object makePacket(const std::string& ns, const std::string& name, bool metho
   return packet;
 }
 
+// Every operator of namespace `ns` as {name: packet}, from one look at the
+// table (the package installs ~200 of them at import; one lookup each sorted
+// the whole table every time).
+nb::dict packetsOf(const std::string& ns, bool method, bool operator_mode) {
+  std::map<std::string, std::vector<std::shared_ptr<Overload>>> groups;
+  for (const OperatorHandle& op : Dispatcher::singleton().definedOperators()) {
+    const OperatorName& n = op.operatorName();
+    if (n.ns == ns) groups[n.name].push_back(makeOverload(op));
+  }
+  nb::dict out;
+  for (auto& [name, overloads] : groups)
+    out[name.c_str()] = packetOf(ns, name, std::move(overloads), method, operator_mode);
+  return out;
+}
+
+}  // namespace
+
 void bindOps(nb::module_& m) {
   g_namedtuple = nb::object(nb::module_::import_("collections").attr("namedtuple")).release().ptr();
   g_packet_type = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&g_packet_spec));
@@ -835,6 +867,8 @@ void bindOps(nb::module_& m) {
   m.attr("OpOverloadPacket") = nb::handle(reinterpret_cast<PyObject*>(g_packet_type));
   m.def("_packet", &makePacket, nb::arg("ns"), nb::arg("name"), nb::arg("method") = false, nb::arg("operator") = false,
         "The callable for operator ns::name, all its overloads (Note [Calling operators from Python]).");
+  m.def("_packets", &packetsOf, nb::arg("ns"), nb::arg("method") = false, nb::arg("operator") = false,
+        "{name: packet} for every operator of namespace ns (what _packet makes, from one look at the table).");
   m.def(
       "_operator_names",
       []() {
