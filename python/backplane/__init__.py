@@ -52,9 +52,13 @@ from ._backplane import (  # noqa: F401
     uint64,
 )
 from ._backplane import bool as bool_  # noqa: F401
+from ._backplane import from_dlpack, tensor  # noqa: F401
 
 from . import _ops
 from ._ops import ops  # noqa: F401
+
+from . import conformance  # noqa: F401
+from .profiler import profile  # noqa: F401
 
 globals()["bool"] = bool_
 _ops.install(globals())

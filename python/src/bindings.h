@@ -19,6 +19,11 @@ void bindErrors(nb::module_& m);   // errors.cc: backplane.Error and its subclas
 void bindTensor(nb::module_& m);   // tensor.cc: dtype, Device, Tensor
 void bindOps(nb::module_& m);      // op_call.cc: operator calls through schemas
 void bindRuntime(nb::module_& m);  // runtime.cc: the Runtime (plugins loaded at import), devices
+void bindProfiler(nb::module_& m);  // profiler.cc: Profiler, OpReport, OpStats
+
+// Tensor data from and to Python, bound on the Tensor type above.
+void bindTensorData(nb::module_& m);  // tensor_data.cc: tensor(), numpy(), tolist(), indexing
+void bindDLPack(nb::module_& m);      // dlpack.cc: __dlpack__, __dlpack_device__, from_dlpack
 
 // --- Conversions shared by the parts.
 
@@ -37,6 +42,9 @@ Device deviceFrom(nb::handle o, bool* ok);
 nb::object dtypeObject(ScalarType t);
 // Sets the Python error for `e`: the backplane.Error subclass of its code.
 void raiseError(const backplane::Error& e);
+// The tensor sharing memory with a DLPack producer (an object with
+// __dlpack__, or a "dltensor" capsule); dlpack.cc, Note [DLPack from Python].
+Tensor importDLPack(nb::handle obj);
 // The callable for operator ns::name (all overloads); `method`: the first
 // positional argument fills `self`; `operator_mode`: NotImplemented when no
 // overload fits (Note [Calling operators from Python]).

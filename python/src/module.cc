@@ -14,4 +14,7 @@ NB_MODULE(_backplane, m) {
   bindTensor(m);
   bindOps(m);
   bindRuntime(m);
+  bindProfiler(m);
+  bindTensorData(m);
+  bindDLPack(m);
 }

@@ -31,7 +31,9 @@
 //   overload returns NotImplemented, so Python tries the reflected operator.
 // The call itself is OperatorHandle::callBoxed with the GIL released.
 #include <Python.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
 #include <structmember.h>
 
@@ -62,7 +64,8 @@ struct Overload {
   size_t num_positional = 0;        // arguments before '*'
   int self_index = -1;              // the argument named "self", if any
   std::vector<int> out_args;        // indices of the out= (Tensor(a!) kwarg-only) arguments
-  std::vector<int> return_alias;    // per return: the argument it aliases, or -1
+  std::vector<int> return_alias;    // per return: the argument it may alias (Tensor(a)), or -1
+  std::vector<bool> return_writes;  // per return: Tensor(a!), always that argument
   PyObject* return_type = nullptr;  // a namedtuple type for named multiple returns (owned)
   int scalar_rank = 0;              // Scalar parameters: overloads with fewer are tried first
   bool has_out_name = false;        // one out argument is called "out"
@@ -134,6 +137,29 @@ Fit toScalar(PyObject* o, const Argument& arg, Scalar* out) {
     *out = Scalar(PyFloat_AS_DOUBLE(o));
     return Fit::Yes;
   }
+  // NumPy's scalars (numpy.float32(2), numpy.int8(3), numpy.bool_(True)) are
+  // numbers too; arrays are not, even with one element.
+  const char* type_name = Py_TYPE(o)->tp_name;
+  if (std::strncmp(type_name, "numpy.", 6) == 0 && std::strcmp(type_name, "numpy.ndarray") != 0) {
+    if (std::strcmp(type_name, "numpy.bool_") == 0 || std::strcmp(type_name, "numpy.bool") == 0) {
+      int truth = PyObject_IsTrue(o);
+      if (truth < 0) throw nb::python_error();
+      *out = Scalar(truth == 1);
+      return Fit::Yes;
+    }
+    if (PyIndex_Check(o)) {
+      int64_t v = 0;
+      Fit f = toInt64(o, arg, &v);
+      *out = Scalar(v);
+      return f;
+    }
+    if (Py_TYPE(o)->tp_as_number && Py_TYPE(o)->tp_as_number->nb_float) {
+      double d = PyFloat_AsDouble(o);
+      if (d == -1.0 && PyErr_Occurred()) throw nb::python_error();
+      *out = Scalar(d);
+      return Fit::Yes;
+    }
+  }
   return Fit::WrongType;
 }
 
@@ -161,6 +187,10 @@ Fit convertElement(PyObject* o, const SchemaType& t, const Argument& arg, IValue
         double d = PyLong_AsDouble(o);
         if (d == -1.0 && PyErr_Occurred()) throw nb::python_error();
         *out = IValue(d);
+        return Fit::Yes;
+      }
+      if (Scalar number; !PyBool_Check(o) && toScalar(o, arg, &number) == Fit::Yes && !number.isBool()) {
+        *out = IValue(number.toDouble());  // a NumPy scalar
         return Fit::Yes;
       }
       return Fit::WrongType;
@@ -299,10 +329,35 @@ Fit convert(PyObject* o, const Argument& arg, IValue* out) {
   return t.is_list ? convertList(o, t, arg, out) : convertElement(o, t, arg, out);
 }
 
-// Why an overload did not fit a call, for the TypeError.
+// Why an overload did not fit a call. Recorded as data and put into words
+// only when no overload fits (the TypeError): a call that fits its second
+// overload (x + 1 is add.Scalar) must not pay for the first one's message.
 struct Mismatch {
-  std::string why;
+  enum class Kind { NotAMethod, TooManyPositional, OutTupleSize, MultipleValues, UnknownKeyword, Missing, WrongType };
+  Kind kind = Kind::WrongType;
+  size_t arg = 0;           // the schema argument concerned
+  size_t count = 0;         // positional parameters (TooManyPositional), out arguments (OutTupleSize)
+  size_t given = 0;         // positional arguments given
+  PyObject* obj = nullptr;  // the keyword (UnknownKeyword) or the value (WrongType); borrowed from the call
 };
+
+std::string describe(const Mismatch& m, const Overload& ov) {
+  const auto& args = ov.schema.arguments();
+  switch (m.kind) {
+    case Mismatch::Kind::NotAMethod: return "it has no argument named 'self', so it is not a Tensor method";
+    case Mismatch::Kind::TooManyPositional:
+      return strCat("it takes ", m.count, " positional argument", m.count == 1 ? "" : "s", " but ", m.given,
+                    " were given");
+    case Mismatch::Kind::OutTupleSize: return strCat("out= must be a tuple of ", m.count, " tensors");
+    case Mismatch::Kind::MultipleValues: return strCat("got multiple values for argument '", args[m.arg].name, "'");
+    case Mismatch::Kind::UnknownKeyword: return strCat("it has no argument named '", PyUnicode_AsUTF8(m.obj), "'");
+    case Mismatch::Kind::Missing:
+      return strCat("missing argument '", args[m.arg].name, "' (", args[m.arg].type.str(), ")");
+    case Mismatch::Kind::WrongType:
+      return strCat("argument '", args[m.arg].name, "' must be ", args[m.arg].type.str(), ", not ", typeNameOf(m.obj));
+  }
+  return "";
+}
 
 bool isOutKeyword(PyObject* name) { return PyUnicode_CompareWithASCIIString(name, "out") == 0; }
 
@@ -328,7 +383,7 @@ bool bind(const Overload& ov, const PacketObject* p, PyObject* const* args, size
   for (size_t i = 0; i < ov.num_positional; ++i)
     if (!(p->method && static_cast<int>(i) == ov.self_index)) order[num_order++] = i;
   if (p->method && ov.self_index < 0) {
-    m->why = "it has no argument named 'self', so it is not a Tensor method";
+    m->kind = Mismatch::Kind::NotAMethod;
     return false;
   }
   size_t first_free = (p->method && ov.self_index >= 0) ? 1 : 0;
@@ -346,8 +401,7 @@ bool bind(const Overload& ov, const PacketObject* p, PyObject* const* args, size
         }
     }
     if (!can_pack) {
-      m->why = strCat("it takes ", num_order, " positional argument", num_order == 1 ? "" : "s", " but ", nargs,
-                      " were given");
+      *m = Mismatch{Mismatch::Kind::TooManyPositional, 0, num_order, nargs, nullptr};
       return false;
     }
     PyObject* tuple = PyTuple_New(static_cast<Py_ssize_t>(nargs - first_free));
@@ -373,12 +427,12 @@ bool bind(const Overload& ov, const PacketObject* p, PyObject* const* args, size
         i = ov.out_args[0];
       } else {
         if (!PyTuple_Check(value) || PyTuple_GET_SIZE(value) != static_cast<Py_ssize_t>(ov.out_args.size())) {
-          m->why = strCat("out= must be a tuple of ", ov.out_args.size(), " tensors");
+          *m = Mismatch{Mismatch::Kind::OutTupleSize, 0, ov.out_args.size(), 0, nullptr};
           return false;
         }
         for (size_t j = 0; j < ov.out_args.size(); ++j) {
           if (slots[ov.out_args[j]]) {
-            m->why = strCat("got multiple values for argument '", schema_args[ov.out_args[j]].name, "'");
+            *m = Mismatch{Mismatch::Kind::MultipleValues, static_cast<size_t>(ov.out_args[j]), 0, 0, nullptr};
             return false;
           }
           slots[ov.out_args[j]] = PyTuple_GET_ITEM(value, static_cast<Py_ssize_t>(j));
@@ -387,18 +441,18 @@ bool bind(const Overload& ov, const PacketObject* p, PyObject* const* args, size
       }
     }
     if (i < 0) {
-      m->why = strCat("it has no argument named '", PyUnicode_AsUTF8(name), "'");
+      *m = Mismatch{Mismatch::Kind::UnknownKeyword, 0, 0, 0, name};
       return false;
     }
     if (slots[i]) {
-      m->why = strCat("got multiple values for argument '", schema_args[static_cast<size_t>(i)].name, "'");
+      *m = Mismatch{Mismatch::Kind::MultipleValues, static_cast<size_t>(i), 0, 0, nullptr};
       return false;
     }
     slots[i] = value;
   }
   for (size_t i = 0; i < n; ++i) {
     if (!slots[i] && !schema_args[i].default_value) {
-      m->why = strCat("missing argument '", schema_args[i].name, "' (", schema_args[i].type.str(), ")");
+      *m = Mismatch{Mismatch::Kind::Missing, i, 0, 0, nullptr};
       return false;
     }
   }
@@ -417,7 +471,7 @@ bool convertAll(const Overload& ov, PyObject** slots, Stack& stack, Mismatch* m)
     }
     IValue v;
     if (convert(slots[i], arg, &v) != Fit::Yes) {
-      m->why = strCat("argument '", arg.name, "' must be ", arg.type.str(), ", not ", typeNameOf(slots[i]));
+      *m = Mismatch{Mismatch::Kind::WrongType, i, 0, 0, slots[i]};
       return false;
     }
     stack.push_back(std::move(v));
@@ -465,8 +519,16 @@ PyObject* callOverload(const Overload& ov, PyObject** slots, Stack& stack) {
   }
   size_t nret = ov.schema.returns().size();
   auto result = [&](size_t i) -> nb::object {
+    // Tensor(a!) returns are the argument; a Tensor(a) return may be (to()
+    // of a tensor already on that device and dtype): then it is the same
+    // Python object too, as in PyTorch.
     int alias = ov.return_alias[i];
-    if (alias >= 0 && slots[alias]) return nb::borrow(slots[alias]);
+    if (alias >= 0 && slots[alias]) {
+      if (ov.return_writes[i]) return nb::borrow(slots[alias]);
+      const Tensor* passed = tensorOrNull(slots[alias]);
+      if (passed && stack[i].isTensor() && stack[i].toTensor().unsafeGetImpl() == passed->unsafeGetImpl())
+        return nb::borrow(slots[alias]);
+    }
     return fromIValue(stack[i]);
   };
   if (nret == 0) return Py_NewRef(Py_None);
@@ -524,7 +586,15 @@ PyObject* packetCall(PyObject* self, PyObject* const* args, size_t nargsf, PyObj
   try {
     StackLease lease;
     PyObject* slots[kMaxArgs];
-    std::vector<std::pair<const Overload*, std::string>> misses;
+    // Why each tried overload did not fit (no allocation unless none fits).
+    struct Miss {
+      const Overload* ov;
+      Mismatch why;
+      nb::object packed;  // keeps a packed int list alive for its message
+    };
+    constexpr size_t kMaxMisses = 16;
+    Miss misses[kMaxMisses];
+    size_t num_misses = 0, num_untold = 0;
     for (const auto& ovp : *p->overloads) {
       const Overload& ov = *ovp;
       // out= picks the out overloads; their own out names do as well.
@@ -543,22 +613,29 @@ PyObject* packetCall(PyObject* self, PyObject* const* args, size_t nargsf, PyObj
       bool bound = bind(ov, p, args, nargs, kwnames, slots, &m, &packed);
       nb::object packed_owner = nb::steal(packed);
       if (bound && convertAll(ov, slots, lease.stack, &m)) return callOverload(ov, slots, lease.stack);
-      misses.emplace_back(&ov, std::move(m.why));
+      if (num_misses < kMaxMisses) {
+        misses[num_misses++] = Miss{&ov, m, std::move(packed_owner)};
+      } else {
+        ++num_untold;
+      }
     }
     if (p->operator_mode) Py_RETURN_NOTIMPLEMENTED;
     std::string msg;
     std::string got = callSignature(args, nargs, kwnames);
-    if (misses.size() == 1) {
-      msg = strCat(*p->name, "() got ", got, ", but ", misses[0].second,
-                   ". Schema: ", misses[0].first->schema.toString());
-    } else if (misses.empty()) {
+    if (num_misses == 1) {
+      msg = strCat(*p->name, "() got ", got, ", but ", describe(misses[0].why, *misses[0].ov),
+                   ". Schema: ", misses[0].ov->schema.toString());
+    } else if (num_misses == 0) {
       msg = strCat(*p->name, "() got ", got,
                    (out_given ? "; out= was given but it has no out= overload: "
                               : "; only its out= overloads are left, which need out=: "));
       for (const auto& ovp : *p->overloads) msg += "\n  " + ovp->schema.toString();
     } else {
       msg = strCat(*p->name, "() got ", got, ", which fits none of its overloads:");
-      for (const auto& [ov, why] : misses) msg += strCat("\n  ", ov->schema.toString(), "\n      (", why, ")");
+      for (size_t i = 0; i < num_misses; ++i)
+        msg +=
+            strCat("\n  ", misses[i].ov->schema.toString(), "\n      (", describe(misses[i].why, *misses[i].ov), ")");
+      if (num_untold) msg += strCat("\n  and ", num_untold, " more");
     }
     PyErr_SetString(PyExc_TypeError, msg.c_str());
     return nullptr;
@@ -660,11 +737,12 @@ std::shared_ptr<Overload> makeOverload(OperatorHandle op) {
   bool all_named = ov->schema.returns().size() > 1;
   for (const Argument& r : ov->schema.returns()) {
     int alias = -1;
-    if (r.alias && r.alias->is_write) {
+    if (r.alias) {
       for (size_t i = 0; i < args.size(); ++i)
         if (args[i].alias && args[i].alias->set == r.alias->set) alias = static_cast<int>(i);
     }
     ov->return_alias.push_back(alias);
+    ov->return_writes.push_back(r.alias && r.alias->is_write);
     all_named = all_named && !r.name.empty();
   }
   if (all_named) {
@@ -704,6 +782,20 @@ nb::object newPacket(std::string name, std::vector<std::shared_ptr<Overload>> ov
   PyDict_SetItemString(p->dict, "__name__", nb::str(short_name.c_str()).ptr());
   PyDict_SetItemString(p->dict, "__qualname__", nb::str(short_name.c_str()).ptr());
   return obj;
+}
+
+// A dict from alternating keys and values: record("a", 1, "b", x).
+inline void fillRecord(nb::dict&) {}
+template <typename V, typename... Rest>
+void fillRecord(nb::dict& d, const char* key, V&& value, Rest&&... rest) {
+  d[key] = nb::cast(std::forward<V>(value));
+  fillRecord(d, std::forward<Rest>(rest)...);
+}
+template <typename... KV>
+nb::dict record(KV&&... kv) {
+  nb::dict d;
+  fillRecord(d, std::forward<KV>(kv)...);
+  return d;
 }
 
 }  // namespace
@@ -752,6 +844,44 @@ void bindOps(nb::module_& m) {
         return out;
       },
       "(namespace, name, overload) of every defined operator.");
+  m.def(
+      "_signatures",
+      [](nb::handle packet) {
+        BP_CHECK(Py_TYPE(packet.ptr()) == g_packet_type, "_signatures() takes an operator (OpOverloadPacket)");
+        auto* p = reinterpret_cast<PacketObject*>(packet.ptr());
+        auto type = [](const SchemaType& t) {
+          return record("base", std::string(baseTypeName(t.base)), "is_list", t.is_list, "list_size",
+                        t.list_size ? nb::object(nb::int_(*t.list_size)) : nb::none(), "element_optional",
+                        t.element_optional, "is_optional", t.is_optional);
+        };
+        auto defaultValue = [](const DefaultValue& d) -> nb::object {
+          return std::visit(
+              [](const auto& v) -> nb::object {
+                using T = std::decay_t<decltype(v)>;
+                if constexpr (std::is_same_v<T, std::monostate>)
+                  return nb::none();
+                else
+                  return nb::cast(v);
+              },
+              d);
+        };
+        nb::list out;
+        for (const auto& ov : *p->overloads) {
+          nb::list args, returns;
+          for (const Argument& a : ov->schema.arguments()) {
+            args.append(record("name", a.name, "type", type(a.type), "has_default", a.default_value.has_value(),
+                               "default", a.default_value ? defaultValue(*a.default_value) : nb::none(), "kwarg_only",
+                               a.kwarg_only, "is_out", a.isOut()));
+          }
+          for (const Argument& r : ov->schema.returns())
+            returns.append(
+                record("name", r.name, "type", type(r.type), "is_alias", r.alias.has_value() && r.alias->is_write));
+          out.append(record("overload", ov->schema.name().overload, "schema", ov->schema.toString(), "arguments", args,
+                            "returns", returns));
+        }
+        return out;
+      },
+      nb::arg("op"), "Each overload's arguments and returns, structured (for the type stubs).");
   m.def(
       "_schemas",
       []() {

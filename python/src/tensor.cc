@@ -190,7 +190,13 @@ void bindTensor(nb::module_& m) {
       .def("storage_offset", [](const Tensor& t) { return t.storage_offset(); })
       .def("is_contiguous", [](const Tensor& t) { return t.is_contiguous(); })
       .def("is_floating_point", [](const Tensor& t) { return isFloatingType(t.dtype()); })
-      .def("contiguous", &Tensor::contiguous, "This tensor if contiguous, else a contiguous copy.")
+      .def(
+          "contiguous",
+          [](nb::handle self) -> nb::object {
+            const Tensor& t = nb::cast<const Tensor&>(self);
+            return t.is_contiguous() ? nb::borrow(self) : wrap(t.clone());
+          },
+          "This tensor if contiguous, else a contiguous copy.")
       .def("clone", &Tensor::clone)
       .def(
           "view", [](const Tensor& t, nb::args sizes) { return t.view(sizesFrom(sizes, "view")); },
@@ -215,7 +221,13 @@ void bindTensor(nb::module_& m) {
             return t.as_strided(size, stride, offset);
           },
           nb::arg("size"), nb::arg("stride"), nb::arg("storage_offset") = nb::none())
-      .def("cpu", &Tensor::cpu, "This tensor on the CPU (itself if already there).")
+      .def(
+          "cpu",
+          [](nb::handle self) -> nb::object {
+            const Tensor& t = nb::cast<const Tensor&>(self);
+            return t.device().isCpu() ? nb::borrow(self) : wrap(t.cpu());
+          },
+          "This tensor on the CPU (itself if already there).")
       .def("__repr__", [](const Tensor& t) { return t.format(); })
       .def("__str__", [](const Tensor& t) { return t.format(); })
       .def("__len__",
