@@ -82,7 +82,7 @@ EOF
 if [ -z "$missing_python" ]; then
   echo "setup: .venv has the Python build dependencies (${python_build_requirements[*]})"
 else
-  echo "setup: pip-installing into .venv:" $missing_python
+  echo "setup: pip-installing into .venv: ${missing_python//$'\n'/ }"
   # shellcheck disable=SC2086  # one requirement per line, no spaces in them
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check $missing_python
 fi
