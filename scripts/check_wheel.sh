@@ -56,7 +56,9 @@ if [ -e "$tmp/unpacked/backplane/_build_paths.py" ]; then
   echo "check_wheel: the wheel has backplane/_build_paths.py, which names the build tree" >&2
   fail=1
 fi
-# Every RPATH/RUNPATH is relative to the file ($ORIGIN), none into the clone.
+# Every RPATH/RUNPATH entry is relative to the file ($ORIGIN) or a system
+# folder outside the clone (the CUDA plugin's points to the toolkit's cuBLAS);
+# none into the clone, none relative to the working directory.
 while IFS= read -r -d '' f; do
   if readelf -h "$f" >/dev/null 2>&1; then
     paths=$(readelf -d "$f" | sed -n 's/.*(R\(UN\)\{0,1\}PATH).*\[\(.*\)\]/\2/p')
@@ -64,13 +66,18 @@ while IFS= read -r -d '' f; do
     for e in "${entries[@]}"; do
       case "$e" in
         "\$ORIGIN"*) ;;
-        *) echo "check_wheel: ${f#"$tmp"/unpacked/} has RPATH entry '$e' (not relative to \$ORIGIN)" >&2; fail=1 ;;
+        "$repo" | "$repo"/*) echo "check_wheel: ${f#"$tmp"/unpacked/} has RPATH entry '$e', into the clone" >&2; fail=1 ;;
+        /*) ;;
+        *) echo "check_wheel: ${f#"$tmp"/unpacked/} has RPATH entry '$e', relative to the working directory" >&2; fail=1 ;;
       esac
     done
   fi
 done < <(find "$tmp/unpacked" -type f -print0)
-if grep -rl --binary-files=text -F "$repo" "$tmp/unpacked" >"$tmp/names_repo"; then
-  echo "check_wheel: these files of the wheel name the clone ($repo):" >&2
+# Nor any path into the clone or scikit-build-core's staging folder (the
+# install prefix, <tmp>/wheel/platlib): the package finds its files from its
+# own location.
+if grep -rl --binary-files=text -F -e "$repo" -e /wheel/platlib "$tmp/unpacked" >"$tmp/names_repo"; then
+  echo "check_wheel: these files of the wheel name the clone ($repo) or the install prefix of the build:" >&2
   sed "s|^$tmp/unpacked/|  |" "$tmp/names_repo" >&2
   fail=1
 fi
