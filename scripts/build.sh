@@ -48,10 +48,15 @@ if [ -f "$dir/CMakeCache.txt" ] && ! grep -q "CMAKE_GENERATOR:INTERNAL=${generat
 fi
 benchmarks=ON
 [ -n "$sanitize" ] && benchmarks=OFF   # benchmarks under sanitizers measure nothing useful
+# The Python package (python/) builds with .venv's interpreter, which
+# scripts/setup.sh makes with nanobind and scikit-build-core in it; without
+# it CMake looks for a Python with nanobind and skips the package if none.
+python=()
+[ -x .venv/bin/python ] && python=(-DPython_EXECUTABLE="$PWD/.venv/bin/python")
 cmake -S . -B "$dir" "${generator[@]}" \
   -DCMAKE_BUILD_TYPE="$build_type" \
   -DBACKPLANE_SANITIZE="$sanitize" \
   -DBACKPLANE_WERROR="${werror:-OFF}" \
   -DBACKPLANE_BUILD_BENCHMARKS="$benchmarks" \
-  "${extra[@]}" >/dev/null
+  "${python[@]}" "${extra[@]}" >/dev/null
 cmake --build "$dir" --parallel "$(nproc)" "${targets[@]}"

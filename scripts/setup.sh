@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian packages Backplane needs; skips what is present.
+# Installs the Debian packages Backplane needs, then the Python package's
+# build dependencies (from PyPI) into <repo>/.venv; skips what is present.
 # Idempotent. Run as root (CI does), or with sudo available.
 #   scripts/setup.sh --tests   also what only the tests need (scripts/test.sh)
 set -euo pipefail
@@ -14,13 +15,16 @@ packages=(
   libdlpack-dev
   python3               # tests that parse the tool's JSON and JUnit reports
   python3-numpy         # the DLPack interop test (dispatcher/tests/api/dlpack_interop_test.py)
+  python3-venv python3-dev         # the Python package (python/): .venv below, and Python's headers
   clang libc++-dev libc++abi-dev   # building the vendor sample with libc++; clang also runs scripts/check_thread_safety.sh
   clang-format                     # scripts/check_format.sh (git clang-format)
   hipcc libamdhip64-dev            # the HIP plugin (compiles; no AMD GPU needed)
 )
 # Test-only: libtorch, which the differential tests against PyTorch link
 # (dispatcher/tests/torch_parity); no product target uses it.
-case " $* " in *" --tests "*) packages+=(libtorch-dev) ;; esac
+# The Python package's tests: pytest, PyTorch for the DLPack round trips and
+# mypy for the type stubs; test dependencies, never the package's.
+case " $* " in *" --tests "*) packages+=(libtorch-dev python3-pytest python3-torch python3-mypy) ;; esac
 
 missing=()
 for p in "${packages[@]}"; do
@@ -44,6 +48,43 @@ else
   $sudo apt-get update -qq
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   echo "setup: done"
+fi
+
+# The Python package's build dependencies come from PyPI (the C++ side's stay
+# Debian's): a venv of Debian's python3 at .venv, with the system site
+# packages visible so that Debian's numpy, torch and pytest serve the tests.
+# scripts/build.sh configures with .venv/bin/python when it exists. Pinned,
+# with the packages scikit-build-core pulls in.
+python_build_requirements=(
+  nanobind==3.1.0
+  scikit-build-core==1.1.2 packaging==26.4 pathspec==1.1.1
+)
+venv="$(cd "$(dirname "$0")/.." && pwd)/.venv"
+if [ ! -x "$venv/bin/python" ] || ! grep -qx "include-system-site-packages = true" "$venv/pyvenv.cfg" 2>/dev/null; then
+  echo "setup: making $venv (a venv of /usr/bin/python3 with --system-site-packages)"
+  rm -rf "$venv"
+  /usr/bin/python3 -m venv --system-site-packages "$venv"
+fi
+# One interpreter start tells which pins are missing or at another version.
+missing_python=$("$venv/bin/python" - "${python_build_requirements[@]}" <<'EOF'
+import sys
+from importlib import metadata
+for req in sys.argv[1:]:
+    name, _, version = req.partition("==")
+    try:
+        if metadata.version(name) == version:
+            continue
+    except metadata.PackageNotFoundError:
+        pass
+    print(req)
+EOF
+)
+if [ -z "$missing_python" ]; then
+  echo "setup: .venv has the Python build dependencies (${python_build_requirements[*]})"
+else
+  echo "setup: pip-installing into .venv: ${missing_python//$'\n'/ }"
+  # shellcheck disable=SC2086  # one requirement per line, no spaces in them
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check $missing_python
 fi
 
 # The CUDA toolkit is not a Debian package here; the build uses it when nvcc

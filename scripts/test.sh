@@ -44,3 +44,9 @@ plugin_args=()
 for p in "$dir"/lib/backplane/plugins/*.so; do plugin_args+=(--plugin "$p"); done
 "$dir"/cli/backplane --no-default-plugins "${plugin_args[@]}" conformance \
   --json "$dir/conformance.json" --junit "$dir/conformance.xml" --markdown "$dir/conformance.md"
+
+# The Python package as `pip wheel .` builds it, installed and used with no
+# build tree around (scripts/check_wheel.sh); the normal run only: sanitizer
+# builds have no Python package. It builds its own Release tree
+# (build/wheel/), of only what the package needs, without the GPU plugins.
+if [ "$checks" = 1 ]; then scripts/check_wheel.sh; fi
