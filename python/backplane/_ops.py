@@ -80,9 +80,11 @@ _UNARY = {"__neg__": "neg", "__abs__": "abs", "__invert__": "bitwise_not"}
 
 
 def _number_tensor(number, like):
-    """A 0-d tensor on like's device holding a Python number, with the dtype
-    that keeps PyTorch's promotion for `number <op> like` (a Python number
-    never widens a tensor of its own kind)."""
+    """A 0-d tensor on like's device holding a Python number: int64 for an
+    int, float64 for a float when like is floating (else float32, the
+    default dtype), bool for a bool. Against a tensor with dimensions a 0-d
+    tensor never widens the result, which is how PyTorch promotes a Python
+    number; against a 0-d `like`, _reflected gives like a dimension first."""
     if isinstance(number, bool):
         dt = _backplane.bool
     elif isinstance(number, int):
@@ -91,16 +93,25 @@ def _number_tensor(number, like):
         dt = _backplane.float64 if like.dtype.is_floating_point else _backplane.float32
     else:
         return None
-    return _backplane._packet("bp", "full")((), number, dtype=dt, device=like.device)
+    return _full((), number, dtype=dt, device=like.device)
+
+
+_full = _backplane._packet("bp", "full")
 
 
 def _reflected(name):
+    """`number <op> tensor` for the ops with no Scalar-first overload."""
     forward = _backplane._packet("bp", name)
 
     def op(self, other):
         t = _number_tensor(other, self)
         if t is None:
             return NotImplemented
+        if self.ndim == 0:
+            # Two 0-d tensors promote as equals; a Python number must not
+            # widen the tensor (2.5 / float16 0-d is float16): compute on a
+            # 1-element view, which outranks the number, and drop its dim.
+            return forward(t, self.unsqueeze(0)).squeeze(0)
         return forward(t, self)
     op.__name__ = f"__r{name}__"
     return op
@@ -155,6 +166,9 @@ def install(namespace):
         if name in operators:
             setattr(tensor, dunder, operators[name])
     tensor.to = _to
+    # NumPy defers to Tensor's operators (which refuse arrays) instead of
+    # turning `array + tensor` into an array through __array__.
+    tensor.__array_ufunc__ = None
     tensor.__rtruediv__ = _reflected("div")
     tensor.__rfloordiv__ = _reflected("floor_divide")
     tensor.__rmod__ = _reflected("remainder")

@@ -42,7 +42,7 @@ Device deviceFrom(nb::handle o, bool* ok);
 // The backplane.dtype object for `t` (one object per dtype: `is` works).
 nb::object dtypeObject(ScalarType t);
 // Sets the Python error for `e`: the backplane.Error subclass of its code.
-void raiseError(const backplane::Error& e);
+void raiseError(const backplane::Error& e) noexcept;
 // The tensor sharing memory with a DLPack producer (an object with
 // __dlpack__, or a "dltensor" capsule); dlpack.cc, Note [DLPack from Python].
 Tensor importDLPack(nb::handle obj);

@@ -34,13 +34,21 @@ PyObject* g_error = nullptr;
 
 }  // namespace
 
-void raiseError(const backplane::Error& e) {
+void raiseError(const backplane::Error& e) noexcept {
   int code = static_cast<int>(e.code());
   PyObject* cls = code > 0 && code < kNumCodes && g_classes[code] ? g_classes[code] : g_error;
-  PyObject* exc = PyObject_CallOneArg(cls, nb::str(e.message().c_str(), e.message().size()).ptr());
+  // "replace": a message that is not UTF-8 (a plugin's bytes) still arrives.
+  PyObject* message = PyUnicode_DecodeUTF8(e.message().data(), static_cast<Py_ssize_t>(e.message().size()), "replace");
+  if (!message) return;  // the error of decoding it is raised instead
+  PyObject* exc = PyObject_CallOneArg(cls, message);
+  Py_DECREF(message);
   if (!exc) return;  // the error of constructing it is raised instead
   std::string name = absl::StatusCodeToString(e.code());
-  PyObject_SetAttrString(exc, "code", nb::str(name.c_str()).ptr());
+  PyObject* code_name = PyUnicode_FromString(name.c_str());
+  if (code_name) {
+    PyObject_SetAttrString(exc, "code", code_name);
+    Py_DECREF(code_name);
+  }
   PyErr_SetObject(cls, exc);
   Py_DECREF(exc);
 }

@@ -58,6 +58,14 @@ namespace {
 // One overload's calling convention, from its schema.
 struct Overload {
   Overload(OperatorHandle o, FunctionSchema s, std::string q) : op(o), schema(std::move(s)), qualified(std::move(q)) {}
+  // Packets own their overloads and are freed with the GIL held.
+  ~Overload() {
+    if (!Py_IsInitialized()) return;
+    for (PyObject* n : names) Py_DECREF(n);
+    Py_XDECREF(return_type);
+  }
+  Overload(const Overload&) = delete;
+  Overload& operator=(const Overload&) = delete;
   OperatorHandle op;
   FunctionSchema schema;
   std::string qualified;            // "bp::add.Tensor"
@@ -650,6 +658,9 @@ PyObject* packetCall(PyObject* self, PyObject* const* args, size_t nargsf, PyObj
     return nullptr;
   } catch (const std::exception& e) {
     PyErr_SetString(PyExc_RuntimeError, e.what());
+    return nullptr;
+  } catch (...) {
+    PyErr_SetString(PyExc_RuntimeError, "an operator call failed with an exception that is not a std::exception");
     return nullptr;
   }
 }

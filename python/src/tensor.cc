@@ -63,6 +63,13 @@ std::vector<int64_t> sizesFrom(const nb::args& args, const char* what) {
   return out;
 }
 
+// Runs `f` (device work: copies, kernels) with the GIL released.
+template <class F>
+Tensor released(F&& f) {
+  nb::gil_scoped_release release;
+  return f();
+}
+
 }  // namespace
 
 nb::object dtypeObject(ScalarType t) { return dtypeObjects()[static_cast<size_t>(t)]; }
@@ -108,7 +115,8 @@ void bindTensor(nb::module_& m) {
       .def("__repr__", [](const DType& d) { return "backplane." + std::string(scalarTypeName(d.type)); })
       .def("__str__", [](const DType& d) { return "backplane." + std::string(scalarTypeName(d.type)); })
       .def("__hash__", [](const DType& d) { return static_cast<int64_t>(d.type); })
-      .def("__reduce__", [](const DType& d) { return "backplane." + std::string(scalarTypeName(d.type)); });
+      // pickle: the module attribute of that name (backplane._backplane.float32).
+      .def("__reduce__", [](const DType& d) { return std::string(scalarTypeName(d.type)); });
   for (int i = 0; i < kNumScalarTypes; ++i) {
     auto t = static_cast<ScalarType>(i);
     nb::object o = nb::cast(DType{t}, nb::rv_policy::move);
@@ -151,7 +159,8 @@ void bindTensor(nb::module_& m) {
              }
              return ok && a == other;
            })
-      .def("__hash__", [](const Device& d) { return (static_cast<int64_t>(d.type) << 16) ^ d.index; });
+      // Equal to its string ("cpu" == Device("cpu")), so hashed as it.
+      .def("__hash__", [](const Device& d) { return nb::hash(nb::str(d.str().c_str())); });
 
   nb::class_<Tensor>(m, "Tensor", "A tensor on any device (README \"Use from Python\").")
       .def_prop_ro(
@@ -194,15 +203,20 @@ void bindTensor(nb::module_& m) {
           "contiguous",
           [](nb::handle self) -> nb::object {
             const Tensor& t = nb::cast<const Tensor&>(self);
-            return t.is_contiguous() ? nb::borrow(self) : wrap(t.clone());
+            if (t.is_contiguous()) return nb::borrow(self);
+            return wrap(released([&] { return t.clone(); }));
           },
           "This tensor if contiguous, else a contiguous copy.")
-      .def("clone", &Tensor::clone)
+      .def("clone", &Tensor::clone, nb::call_guard<nb::gil_scoped_release>())
       .def(
           "view", [](const Tensor& t, nb::args sizes) { return t.view(sizesFrom(sizes, "view")); },
           "A view with other sizes (one may be -1); the layout must allow it.")
       .def(
-          "reshape", [](const Tensor& t, nb::args sizes) { return t.reshape(sizesFrom(sizes, "reshape")); },
+          "reshape",
+          [](const Tensor& t, nb::args sizes) {
+            std::vector<int64_t> shape = sizesFrom(sizes, "reshape");
+            return released([&] { return t.reshape(shape); });
+          },
           "A view with other sizes if the layout allows, else a copy.")
       .def("expand", [](const Tensor& t, nb::args sizes) { return t.expand(sizesFrom(sizes, "expand")); })
       .def("permute", [](const Tensor& t, nb::args dims) { return t.permute(sizesFrom(dims, "permute")); })
@@ -225,7 +239,8 @@ void bindTensor(nb::module_& m) {
           "cpu",
           [](nb::handle self) -> nb::object {
             const Tensor& t = nb::cast<const Tensor&>(self);
-            return t.device().isCpu() ? nb::borrow(self) : wrap(t.cpu());
+            if (t.device().isCpu()) return nb::borrow(self);
+            return wrap(released([&] { return t.cpu(); }));
           },
           "This tensor on the CPU (itself if already there).")
       .def("__repr__", [](const Tensor& t) { return t.format(); })

@@ -349,6 +349,12 @@ void parseData(nb::handle o, size_t depth, std::vector<Py_ssize_t>& path, Parsed
   if (!isSequenceData(o))
     raise(PyExc_TypeError, "tensor(): " + positionText(path) + " is a " + typeName(o) +
                                "; elements must be bool, int or float (or sequences of them, NumPy arrays, tensors)");
+  // A list that holds itself (a = [a]) or nests deeper than any tensor: an
+  // error, not a stack overflow.
+  constexpr size_t kMaxNesting = 64;
+  if (depth >= kMaxNesting)
+    raise(PyExc_ValueError, "tensor(): data nests more than " + std::to_string(kMaxNesting) + " sequences deep at " +
+                                positionText(path) + " (a list that contains itself?)");
   nb::object seq = nb::steal(PySequence_Fast(o.ptr(), "tensor(): data is not a sequence"));
   if (!seq.is_valid()) throw nb::python_error();
   Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.ptr());

@@ -373,3 +373,39 @@ def test_math_functions_against_numpy():
                       ("sigmoid", lambda v: 1 / (1 + np.exp(-v))), ("floor", np.floor), ("ceil", np.ceil),
                       ("neg", np.negative), ("sign", np.sign), ("erf", np.vectorize(math.erf))]:
         np.testing.assert_allclose(arr(getattr(bp, name)(x)), ref(xn), rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+@pytest.mark.parametrize(
+    "make, want",
+    [(lambda: 2.5 / bp.tensor(2.0, dtype=bp.float16), "float16"),
+     (lambda: 1.0 / bp.ones(3).sum(), "float32"),
+     (lambda: 7 // bp.tensor(2, dtype=bp.int32), "int32"),
+     (lambda: 2 ** bp.tensor(3, dtype=bp.int32), "int32"),
+     (lambda: 7 % bp.tensor(2, dtype=bp.int8), "int8"),
+     (lambda: 2.5 ** bp.tensor(2, dtype=bp.int16), "float32")],
+)
+def test_a_number_never_widens_a_0d_tensor_either(make, want):
+    r = make()
+    assert r.dtype == getattr(bp, want) and r.shape == ()
+
+
+def test_numpy_arrays_do_not_mix_with_tensors_in_operators():
+    a = np.ones(2, dtype=np.float32)
+    with pytest.raises(TypeError):
+        bp.ones(2) + a
+    with pytest.raises(TypeError):
+        a * bp.ones(2)
+
+
+def test_dtypes_pickle_and_devices_hash_as_their_strings():
+    import pickle
+    assert pickle.loads(pickle.dumps(bp.float16)) is bp.float16
+    assert bp.Device("cpu") == "cpu" and hash(bp.Device("cpu")) == hash("cpu")
+    assert {bp.Device("cpu"): 1}["cpu"] == 1
+
+
+def test_tensor_of_a_list_that_contains_itself_is_an_error():
+    a = []
+    a.append(a)
+    with pytest.raises(ValueError, match="a list that contains itself"):
+        bp.tensor(a)
