@@ -28,6 +28,28 @@ DEVICES = ["cpu", "nokernels:0"]
 
 
 @pytest.fixture(scope="session")
+def test_plugin():
+    """test_plugin(name): the path of a test plugin of the conformance suite
+    (conformance/testing/: faulty_test_plugin, declared_dtypes_test_plugin),
+    from BACKPLANE_TEST_PLUGIN_DIR or where the build tree puts them; the
+    test is skipped, saying how to build it, when it is not there."""
+    def find(name):
+        directory = os.environ.get("BACKPLANE_TEST_PLUGIN_DIR")
+        if not directory:
+            try:
+                from backplane import _build_paths
+            except ImportError:
+                pytest.skip("no build tree: the conformance test plugins are built with the tests")
+            directory = os.path.join(os.path.dirname(os.path.dirname(_build_paths.tool)), "conformance",
+                                     "test_plugins")
+        path = os.path.join(directory, f"{name}.so")
+        if not os.path.exists(path):
+            pytest.skip(f"{path} is not built (cmake --build <build> --target {name})")
+        return path
+    return find
+
+
+@pytest.fixture(scope="session")
 def nokernels_plugin():
     """The PluginInfo of the kernel-less test plugin, loaded once."""
     path = os.environ.get(PLUGIN_ENV)

@@ -22,29 +22,10 @@ ADD_MUL_FORMS = {
 }
 
 
-def _test_plugin(name):
-    """A test plugin of the conformance suite (conformance/testing/), from
-    the build tree: in BACKPLANE_TEST_PLUGIN_DIR, or where the build puts
-    them."""
-    directory = os.environ.get("BACKPLANE_TEST_PLUGIN_DIR")
-    if not directory:
-        try:
-            from backplane import _build_paths
-        except ImportError:
-            pytest.skip("no build tree: the conformance test plugins are built with the tests")
-        directory = os.path.join(os.path.dirname(os.path.dirname(_build_paths.tool)), "conformance",
-                                 "test_plugins")
-    path = os.path.join(directory, f"{name}.so")
-    if not os.path.exists(path):
-        pytest.skip(f"{path} is not built (cmake --build <build> --target {name})")
-    return path
-
-
-def _faulty_plugin():
-    """Device type "faulty" (two devices): add.out subtracts, neg.out dies
-    of SIGSEGV on one sample, abs.out hangs, mul has no kernel (the CPU
-    fallback serves it): conformance/testing/faulty_plugin.cc."""
-    return _test_plugin("faulty_test_plugin")
+@pytest.fixture
+def faulty_plugin(test_plugin):
+    """The conformance suite's faulty test plugin (two "faulty" devices)."""
+    return test_plugin("faulty_test_plugin")
 
 
 @pytest.fixture(scope="module")
@@ -164,9 +145,9 @@ def test_arguments_of_the_wrong_kind_raise_before_anything_runs(tmp_path):
         conformance.run(backend="cpu", ops=ADD_MUL, junit=tmp_path / "missing" / "report.xml")
 
 
-def test_failures_and_crashes_are_results(tmp_path):
+def test_failures_and_crashes_are_results(tmp_path, faulty_plugin):
     paths = {k: tmp_path / f"faulty.{k}" for k in ("json", "xml", "md")}
-    report = conformance.run(backend="faulty", plugins=[_faulty_plugin()], ops=r"^bp::(add|neg|mul)\b",
+    report = conformance.run(backend="faulty", plugins=[faulty_plugin], ops=r"^bp::(add|neg|mul)\b",
                              json=paths["json"], junit=paths["xml"], markdown=paths["md"])
     assert not report.passed and report.verdict == "FAILED"
     by_form = {(r.op, r.form): r for r in report}
@@ -194,18 +175,18 @@ def test_failures_and_crashes_are_results(tmp_path):
     assert "## Failures" in paths["md"].read_text()
 
 
-def test_strict_counts_a_fallback_as_a_failure():
-    report = conformance.run(backend="faulty", plugins=[_faulty_plugin()], ops=r"^bp::mul\b", strict=True)
+def test_strict_counts_a_fallback_as_a_failure(faulty_plugin):
+    report = conformance.run(backend="faulty", plugins=[faulty_plugin], ops=r"^bp::mul\b", strict=True)
     assert report.strict and not report.passed
     fallback = next(r for r in report if r.op == "bp::mul.out")
     assert (fallback.outcome, fallback.kernel, fallback.counts_as_failure) == ("pass", "cpu_fallback", True)
     assert report.counts["fallback"] == len(report.failures) > 0
 
 
-def test_a_kernel_that_declares_its_dtypes():
+def test_a_kernel_that_declares_its_dtypes(test_plugin):
     # Device type "declared": add.out native for float32 only, the CPU
     # fallback for the other dtypes by declaration, which --strict passes.
-    report = conformance.run(backend="declared", plugins=[_test_plugin("declared_dtypes_test_plugin")],
+    report = conformance.run(backend="declared", plugins=[test_plugin("declared_dtypes_test_plugin")],
                              ops=r"^bp::add\b", strict=True)
     assert report.passed and report.strict, report.text
     out = next(r for r in report if r.op == "bp::add.out")
@@ -215,28 +196,28 @@ def test_a_kernel_that_declares_its_dtypes():
     assert "declared:0  bp::add.out (out): native (float32), cpu_fallback (others)" in report.text
 
 
-def test_every_device():
+def test_every_device(faulty_plugin):
     # One run per device with device="all"; device=1 runs on the second.
-    report = conformance.run(backend="faulty", plugins=[_faulty_plugin()], ops=r"^bp::mul\b", device="all")
+    report = conformance.run(backend="faulty", plugins=[faulty_plugin], ops=r"^bp::mul\b", device="all")
     assert report.passed, report.text
     assert [(b.name, b.device) for b in report.backends] == [("faulty", 0), ("faulty", 1)]
     assert sorted({r.device for r in report}) == [0, 1]
-    second = conformance.run(backend="faulty", plugins=[_faulty_plugin()], ops=r"^bp::mul\b", device=1)
+    second = conformance.run(backend="faulty", plugins=[faulty_plugin], ops=r"^bp::mul\b", device=1)
     assert [(b.name, b.device) for b in second.backends] == [("faulty", 1)]
     assert {r.device for r in second} == {1}
 
 
-def test_an_op_past_the_time_limit_is_a_crash():
+def test_an_op_past_the_time_limit_is_a_crash(faulty_plugin):
     # abs.out hangs on faulty: each form of abs is killed after `timeout`
     # seconds and reported as a crash naming the sample; the run goes on.
-    report = conformance.run(backend="faulty", plugins=[_faulty_plugin()], ops=r"^bp::abs\b", timeout=1)
+    report = conformance.run(backend="faulty", plugins=[faulty_plugin], ops=r"^bp::abs\b", timeout=1)
     assert [(r.op, r.form) for r in report] == [("bp::abs", "functional"), ("bp::abs_", "inplace"),
                                                 ("bp::abs.out", "out")]
     for r in report:
         assert r.outcome == "crash" and r.sample and "ran past the time limit of 1 s" in r.message
 
 
-def test_the_plugins_this_process_loaded_are_used():
+def test_the_plugins_this_process_loaded_are_used(faulty_plugin):
     # A child interpreter loads the plugin (in this one it would add a
     # device type for every later test); run() needs no plugins=.
     code = textwrap.dedent("""
@@ -245,7 +226,7 @@ def test_the_plugins_this_process_loaded_are_used():
         report = backplane.conformance.run(backend="faulty", ops=r"^bp::mul\\b")
         print(report.passed, sorted({(r.backend, r.kernel) for r in report}))
     """)
-    proc = subprocess.run([sys.executable, "-c", code, _faulty_plugin()], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-c", code, faulty_plugin], capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "True [('faulty', 'composite'), ('faulty', 'cpu_fallback')]"

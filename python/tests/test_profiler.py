@@ -202,25 +202,14 @@ def test_start_and_stop_without_a_with_block(xy):
     assert p.find("bp::add.Tensor").calls == 1
 
 
-def _faulty_plugin():
+@pytest.fixture
+def faulty_plugin(test_plugin):
     """The conformance suite's faulty test plugin (device type "faulty",
-    which has no mul kernel: the CPU fallback serves it), from the build
-    tree: in BACKPLANE_TEST_PLUGIN_DIR, or where the build puts it."""
-    directory = os.environ.get("BACKPLANE_TEST_PLUGIN_DIR")
-    if not directory:
-        try:
-            from backplane import _build_paths
-        except ImportError:
-            pytest.skip("no build tree: the conformance test plugins are built with the tests")
-        directory = os.path.join(os.path.dirname(os.path.dirname(_build_paths.tool)), "conformance",
-                                 "test_plugins")
-    path = os.path.join(directory, "faulty_test_plugin.so")
-    if not os.path.exists(path):
-        pytest.skip(f"{path} is not built (cmake --build <build> --target faulty_test_plugin)")
-    return path
+    which has no mul kernel: the CPU fallback serves it)."""
+    return test_plugin("faulty_test_plugin")
 
 
-def test_cpu_fallback_calls_and_bytes_on_a_plugin_device():
+def test_cpu_fallback_calls_and_bytes_on_a_plugin_device(faulty_plugin):
     # In a child interpreter: loading the plugin here would add a device
     # type to this process (and to `auto`) for every later test.
     code = textwrap.dedent("""
@@ -237,7 +226,7 @@ def test_cpu_fallback_calls_and_bytes_on_a_plugin_device():
         print(p.summary())
     """)
     env = dict(os.environ, BACKPLANE_FALLBACK="silent")
-    proc = subprocess.run([sys.executable, "-c", code, _faulty_plugin()], capture_output=True, text=True, env=env,
+    proc = subprocess.run([sys.executable, "-c", code, faulty_plugin], capture_output=True, text=True, env=env,
                           timeout=60)
     assert proc.returncode == 0, proc.stderr
     mul, copy, summary = proc.stdout.splitlines()
