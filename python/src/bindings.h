@@ -15,10 +15,10 @@ namespace backplane::python {
 
 namespace nb = nanobind;
 
-void bindErrors(nb::module_& m);   // errors.cc: backplane.Error and its subclasses
-void bindTensor(nb::module_& m);   // tensor.cc: dtype, Device, Tensor
-void bindOps(nb::module_& m);      // op_call.cc: operator calls through schemas
-void bindRuntime(nb::module_& m);  // runtime.cc: the Runtime (plugins loaded at import), devices
+void bindErrors(nb::module_& m);    // errors.cc: backplane.Error and its subclasses
+void bindTensor(nb::module_& m);    // tensor.cc: dtype, Device, Tensor
+void bindOps(nb::module_& m);       // op_call.cc: operator calls through schemas
+void bindRuntime(nb::module_& m);   // runtime.cc: the Runtime (plugins loaded at import), devices
 void bindProfiler(nb::module_& m);  // profiler.cc: Profiler, OpReport, OpStats
 void bindRandom(nb::module_& m);    // random.cc: manual_seed, initial_seed
 
