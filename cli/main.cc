@@ -41,7 +41,7 @@ constexpr const char* kSynopsis =
     "       backplane [--plugin PATH]... [--no-default-plugins] ops --schemas [REGEX] [--format ...]\n"
     "       backplane [--plugin PATH]... [--no-default-plugins] conformance [--backend NAME]... [--ops REGEX]\n"
     "                 [--device N | --all-devices] [--strict] [--timeout SECONDS] [--json FILE] [--junit FILE]\n"
-    "                 [--markdown FILE]";
+    "                 [--markdown FILE] [--onnx DIR [--onnx-expected DIR]]";
 
 void printHelp(std::ostream& out) {
   out << kSynopsis << "\n"
@@ -78,6 +78,11 @@ void printHelp(std::ostream& out) {
          "  --timeout SECONDS     time limit per op before it is reported as a crash (default 300)\n"
          "  --json FILE           write every result as JSON\n"
          "  --junit FILE          write JUnit XML for CI systems\n"
+         "  --onnx DIR            run ONNX's node tests found under DIR (model.onnx + test_data_set_N/) instead\n"
+         "                        of the op specs, each through the ONNX -> standard op mapping; a node no\n"
+         "                        standard op expresses is 'unsupported', with the reason (not a failure)\n"
+         "  --onnx-expected DIR   the node tests expected to fail: DIR/<backend>.txt, '<test> <reason>' a line;\n"
+         "                        a listed failure counts as 'xfail', a listed test that passes gets a note\n"
          "  --markdown FILE       write the op x backend matrix as Markdown\n"
          "\n"
          "other options:\n"
@@ -171,7 +176,8 @@ std::optional<std::string> parseArgs(int argc, char** argv, Args& args) {
       args.device_given = true;
       args.conformance_flags.emplace_back("--device");
     } else if (takes("--backend") || takes("--ops") || takes("--timeout") || takes("--json") || takes("--junit") ||
-               takes("--markdown") || takes("--first") || takes("--first-form") || takes("--result-fd")) {
+               takes("--markdown") || takes("--first") || takes("--first-form") || takes("--result-fd") ||
+               takes("--onnx") || takes("--onnx-expected")) {
       const std::string name(a.substr(0, a.find('=')));
       std::optional<std::string> v = value(name);
       if (!v || v->empty()) return "option " + name + " needs a value";
@@ -181,6 +187,8 @@ std::optional<std::string> parseArgs(int argc, char** argv, Args& args) {
       else if (name == "--json") args.conformance.json = *v;
       else if (name == "--junit") args.conformance.junit = *v;
       else if (name == "--markdown") args.conformance.markdown = *v;
+      else if (name == "--onnx") args.conformance.onnx = *v;
+      else if (name == "--onnx-expected") args.conformance.onnx_expected = *v;
       else if (name == "--first") args.first = *v;
       else if (name == "--first-form")
         args.first_form = *v;
@@ -220,6 +228,8 @@ int run(int argc, char** argv) {
     return usageError("unknown command '" + args.command + "' (commands: plugins, devices, ops, conformance)");
   if (args.command != "conformance" && args.command != "conformance-worker" && !args.conformance_flags.empty())
     return usageError("option " + args.conformance_flags.front() + " applies only to the 'conformance' command");
+  if (!args.conformance.onnx_expected.empty() && args.conformance.onnx.empty())
+    return usageError("option --onnx-expected lists failures of ONNX node tests: give --onnx DIR too");
   if (args.command == "conformance" && (args.first || args.first_form || args.result_fd || args.no_device_checks))
     return usageError(
         "options --first, --first-form, --result-fd and --no-device-checks are internal to "
@@ -268,6 +278,7 @@ int run(int argc, char** argv) {
     WorkerTask task;
     task.backend = args.conformance.backends[0];
     task.ops = args.conformance.ops;
+    task.onnx = args.conformance.onnx;
     task.device = args.conformance.device;
     task.device_checks = !args.no_device_checks;
     task.first = static_cast<size_t>(*first);

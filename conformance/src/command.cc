@@ -123,6 +123,7 @@ struct BackendRun {
 };
 
 bool countsAsFailure(const Result& r, bool strict) {
+  if (r.outcome == Outcome::Unsupported || r.outcome == Outcome::ExpectedFailure) return false;
   if (r.outcome != Outcome::Pass) return true;
   return strict && r.kernel && isFallback(*r.kernel);
 }
@@ -139,6 +140,7 @@ constexpr KernelKind kReportedKinds[] = {KernelKind::Native, KernelKind::Composi
 // fallback + error + crash (+ 1 for an aborted run).
 struct Counts {
   int forms = 0, pass = 0, fail = 0, fallback = 0, error = 0, crash = 0, failures = 0;
+  int unsupported = 0, xfail = 0;  // ONNX node tests (Note [ONNX node tests]): neither is a failure
   std::map<KernelKind, int> kernels;  // forms served by each kind (device checks have none)
 };
 
@@ -151,6 +153,8 @@ Counts countsOf(const BackendRun& b, bool strict) {
       case Outcome::Fail: ++c.fail; break;
       case Outcome::Error: ++c.error; break;
       case Outcome::Crash: ++c.crash; break;
+      case Outcome::Unsupported: ++c.unsupported; break;
+      case Outcome::ExpectedFailure: ++c.xfail; break;
     }
     if (countsAsFailure(r, strict)) ++c.failures;
     if (r.kernel) ++c.kernels[*r.kernel];
@@ -195,7 +199,7 @@ int runConformanceWorker(const WorkerTask& task, int fd) {
     std::cerr << "backplane conformance-worker: no device type '" << task.backend << "' after loading the plugins\n";
     return 1;
   }
-  const std::vector<Item> items = selectItems(*type, task.ops, task.device_checks);
+  const std::vector<Item> items = selectItems(*type, task.ops, task.device_checks, task.onnx);
   const Device device(*type, static_cast<DeviceIndex>(task.device));
   bool written = true;  // a pipe the parent closed: stop after the item
   for (size_t i = task.first; i < items.size() && written; ++i) {
@@ -317,6 +321,7 @@ Worker spawnWorker(const std::string& self, const PluginSources& sources, const 
                  std::to_string(task.first), "--first-form", std::to_string(task.first_form), "--result-fd", "3"});
   if (!task.device_checks) argv_s.push_back("--no-device-checks");
   if (!task.ops.empty()) argv_s.insert(argv_s.end(), {"--ops", task.ops});
+  if (!task.onnx.empty()) argv_s.insert(argv_s.end(), {"--onnx", task.onnx});
   std::vector<char*> argv;
   for (std::string& a : argv_s) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -394,10 +399,67 @@ class Progress {
   bool on_;
 };
 
+// The expected failures of a backend's ONNX node tests (Note [ONNX node
+// tests]): DIR/<backend>.txt, one test a line, "<test> <reason>" (the
+// reason is required); '#' starts a comment. No file: nothing is expected
+// to fail.
+struct ExpectedFailure {
+  std::string reason;
+  bool seen = false;
+};
+absl::StatusOr<std::map<std::string, ExpectedFailure>> readExpectedFailures(const std::string& path) {
+  std::map<std::string, ExpectedFailure> out;
+  std::ifstream f(path);
+  if (!f) return out;
+  std::string line;
+  for (int n = 1; std::getline(f, line); ++n) {
+    if (size_t hash = line.find('#'); hash != std::string::npos) line.resize(hash);
+    std::istringstream fields(line);
+    std::string test;
+    if (!(fields >> test)) continue;
+    std::string reason;
+    std::getline(fields >> std::ws, reason);
+    while (!reason.empty() && std::isspace(static_cast<unsigned char>(reason.back()))) reason.pop_back();
+    if (reason.empty()) {
+      return absl::InvalidArgumentError(strCat(path, ":", n, ": '", test,
+                                               "' has no reason; write '<test> <why it fails>'"));
+    }
+    if (!out.emplace(test, ExpectedFailure{reason}).second)
+      return absl::InvalidArgumentError(strCat(path, ":", n, ": '", test, "' is listed twice"));
+  }
+  return out;
+}
+
+// Marks the run's listed failures as expected and notes listed tests that
+// passed; returns the list's entries that matched no test of a whole-corpus
+// run (stale entries), for a warning.
+std::vector<std::string> applyExpectedFailures(BackendRun& run, std::map<std::string, ExpectedFailure>& expected,
+                                               const std::string& path) {
+  for (Result& r : run.results) {
+    if (r.form != kOnnxForm || r.op.rfind("onnx::", 0) != 0) continue;
+    auto it = expected.find(r.op.substr(6));
+    if (it == expected.end()) continue;
+    it->second.seen = true;
+    const std::string& reason = it->second.reason;
+    if (r.outcome == Outcome::Fail || r.outcome == Outcome::Error || r.outcome == Outcome::Crash) {
+      r.message = std::string(outcomeName(r.outcome)) + (r.message.empty() ? "" : ": " + r.message);
+      r.outcome = Outcome::ExpectedFailure;
+      r.note = "expected failure (" + path + "): " + reason + (r.note.empty() ? "" : "; " + r.note);
+    } else if (r.outcome == Outcome::Pass) {
+      r.note = std::string(kUnexpectedPassNote) + " in " + path + " (" + reason + "): remove it from the list" +
+               (r.note.empty() ? "" : "; " + r.note);
+    }
+  }
+  std::vector<std::string> stale;
+  for (const auto& [test, e] : expected)
+    if (!e.seen) stale.push_back(test);
+  return stale;
+}
+
 // Runs every item of one backend in workers; see Note [Conformance workers].
 void runBackend(BackendRun& run, DeviceType type, const std::string& self, const PluginSources& sources,
                 const ConformanceOptions& options, std::ostream& err) {
-  const std::vector<Item> items = selectItems(type, options.ops, run.device_checks);
+  const std::vector<Item> items = selectItems(type, options.ops, run.device_checks, options.onnx);
   Progress progress(err, options.progress);
   const auto timeout = std::chrono::duration<double>(options.timeout_s);
   WorkerTask task;
@@ -405,6 +467,7 @@ void runBackend(BackendRun& run, DeviceType type, const std::string& self, const
   task.ops = options.ops;
   task.device = run.device;
   task.device_checks = run.device_checks;
+  task.onnx = options.onnx;
   while (task.first < items.size()) {
     Worker w = spawnWorker(self, sources, task);
     LineReader results(w.results_fd), errors(w.stderr_fd);
@@ -565,13 +628,53 @@ void printDeclaredDtypes(std::ostream& out, const std::vector<BackendRun>& runs)
   }
 }
 
+bool anyOnnx(const std::vector<BackendRun>& runs) {
+  for (const BackendRun& b : runs)
+    for (const Result& r : b.results)
+      if (r.form == kOnnxForm) return true;
+  return false;
+}
+
+// The figures of a run of ONNX's node tests, one line per backend: found,
+// mapped (an entry in the op table), passed, failed (+ expected failures),
+// unsupported, crashed, and the time.
+void printOnnxSummary(std::ostream& out, const std::vector<BackendRun>& runs, bool strict) {
+  out << "\nONNX node tests:\n";
+  for (const BackendRun& b : runs) {
+    if (!b.skipped.empty()) continue;
+    int found = 0, unmapped = 0, passed = 0, failed = 0, xfail = 0, unsupported = 0, crashed = 0, unexpected = 0;
+    for (const Result& r : b.results) {
+      if (r.form != kOnnxForm) continue;
+      ++found;
+      if (r.message.rfind(kNoMappingPrefix, 0) == 0) ++unmapped;
+      switch (r.outcome) {
+        case Outcome::Pass: ++passed; break;
+        case Outcome::Fail:
+        case Outcome::Error: ++failed; break;
+        case Outcome::Crash: ++crashed; break;
+        case Outcome::Unsupported: ++unsupported; break;
+        case Outcome::ExpectedFailure: ++xfail; break;
+      }
+      if (r.note.find(kUnexpectedPassNote) != std::string::npos) ++unexpected;
+    }
+    out << "  " << b.label() << ": " << found << " found, " << found - unmapped << " mapped, " << passed << " passed, "
+        << failed << " failed, " << xfail << " expected failures, " << unsupported << " unsupported, " << crashed
+        << " crashed, in " << secondsText(b.seconds);
+    if (unexpected) out << "; " << unexpected << " listed as expected failures passed (notes)";
+    out << '\n';
+  }
+  (void)strict;
+}
+
 // The table counts what the verdict counts (Counts): under --strict a
 // FALLBACK column holds the forms that passed on a fallback, so that FAIL,
 // FALLBACK, ERROR and CRASH add up to the failures in the footer.
 void printSummary(std::ostream& out, const std::vector<BackendRun>& runs, bool strict) {
-  std::vector<std::string> columns{"BACKEND", "PROVIDER", "DEVICES", "DEVICE", "FORMS", "PASS", "FAIL"};
+  const bool onnx = anyOnnx(runs);
+  std::vector<std::string> columns{"BACKEND", "PROVIDER", "DEVICES", "DEVICE", onnx ? "TESTS" : "FORMS", "PASS", "FAIL"};
   if (strict) columns.push_back("FALLBACK");
   columns.insert(columns.end(), {"ERROR", "CRASH"});
+  if (onnx) columns.insert(columns.end(), {"UNSUPPORTED", "XFAIL"});
   for (KernelKind kind : kReportedKinds) columns.push_back(upperCase(kernelKindName(kind)));
   columns.push_back("TIME");
   Table table(std::move(columns));
@@ -592,12 +695,14 @@ void printSummary(std::ostream& out, const std::vector<BackendRun>& runs, bool s
                                  std::to_string(c.fail)};
     if (strict) row.push_back(std::to_string(c.fallback));
     row.insert(row.end(), {std::to_string(c.error), std::to_string(c.crash)});
+    if (onnx) row.insert(row.end(), {std::to_string(c.unsupported), std::to_string(c.xfail)});
     for (KernelKind kind : kReportedKinds) row.push_back(std::to_string(c.kernels[kind]));
     row.push_back(secondsText(b.seconds));
     table.addRow(std::move(row));
     if (!b.error.empty()) table.addNote("run aborted: " + b.error);
   }
   table.print(out);
+  if (onnx) printOnnxSummary(out, runs, strict);
   if (strict) {
     out << "\nFALLBACK: forms that passed on a fallback kernel (cpu_fallback, backend_fallback), failures under "
            "--strict\n";
@@ -649,7 +754,8 @@ void writeJson(std::ostream& out, const std::vector<BackendRun>& runs, bool stri
         << ", \"reason\": " << jsonString(!b.skipped.empty() ? b.skipped : b.error)
         << ", \"seconds\": " << jsonNumber(b.seconds) << ", \"forms\": " << c.forms << ", \"pass\": " << c.pass
         << ", \"fail\": " << c.fail << ", \"fallback\": " << c.fallback << ", \"error\": " << c.error
-        << ", \"crash\": " << c.crash << ", \"failures\": " << c.failures << "}";
+        << ", \"crash\": " << c.crash << ", \"unsupported\": " << c.unsupported << ", \"xfail\": " << c.xfail
+        << ", \"failures\": " << c.failures << "}";
   }
   out << "\n  ],\n  \"results\": [";
   bool first = true;
@@ -711,6 +817,7 @@ JunitCounts junitCountsOf(const BackendRun& b, bool strict) {
   j.tests = c.forms + aborted;
   j.errors = c.error + c.crash + aborted;
   j.failures = c.failures - j.errors;
+  j.skipped = c.unsupported + c.xfail;  // ONNX node tests no standard op expresses, or listed as failing
   return j;
 }
 
@@ -748,6 +855,8 @@ void writeJunit(std::ostream& out, const std::vector<BackendRun>& runs, bool str
         out << "<" << (is_error ? "error" : "failure") << " type=\"" << outcomeName(r.outcome) << "\" message=\""
             << xmlText(describeProblem(r, strict)) << "\">kernel: " << xmlText(kernelTextOf(r)) << "</"
             << (is_error ? "error" : "failure") << ">";
+      } else if (r.outcome == Outcome::Unsupported || r.outcome == Outcome::ExpectedFailure) {
+        out << "<skipped message=\"" << xmlText(describeProblem(r, strict)) << "\"/>";
       }
       out << "<system-out>kernel: " << xmlText(kernelTextOf(r)) << ", samples: " << r.samples
           << (r.note.empty() ? "" : ", note: " + xmlText(r.note)) << "</system-out></testcase>\n";
@@ -767,6 +876,8 @@ std::string markdownCell(const Result& r, bool strict) {
     case Outcome::Fail: return "❌ fail (" + kernel + ")";
     case Outcome::Error: return "⚠️ error (" + kernel + ")";
     case Outcome::Crash: return "💥 crash";
+    case Outcome::Unsupported: return "➖ unsupported";
+    case Outcome::ExpectedFailure: return "☑️ expected failure";
   }
   return "?";
 }
@@ -885,7 +996,7 @@ int runConformance(std::ostream& out, std::ostream& err, const std::string& self
   }
   // A bad --ops pattern is a usage error, before any worker starts.
   try {
-    (void)selectItems(DeviceType::CPU, options.ops);
+    (void)selectItems(DeviceType::CPU, options.ops, true, options.onnx);
   } catch (const Error& e) {
     err << "backplane: error: " << e.what() << '\n';
     return 2;
@@ -941,6 +1052,19 @@ int runConformance(std::ostream& out, std::ostream& err, const std::string& self
       const Clock::time_point t0 = Clock::now();
       runBackend(run, chosen[i].type, self, sources, options, err);
       run.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+      if (!options.onnx.empty() && !options.onnx_expected.empty()) {
+        const std::string path = options.onnx_expected + "/" + run.name + ".txt";
+        absl::StatusOr<std::map<std::string, ExpectedFailure>> expected = readExpectedFailures(path);
+        if (!expected.ok()) {
+          err << "backplane: error: " << expected.status().message() << '\n';
+          return 2;
+        }
+        std::vector<std::string> stale = applyExpectedFailures(run, *expected, path);
+        if (options.ops.empty() && !stale.empty()) {
+          err << "conformance: warning: " << stale.size() << " entries of " << path
+              << " name no node test found under " << options.onnx << " (first: " << stale.front() << ")\n";
+        }
+      }
       runs.push_back(std::move(run));
     }
   }

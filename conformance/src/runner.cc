@@ -308,12 +308,15 @@ const char* outcomeName(Outcome o) {
     case Outcome::Fail: return "fail";
     case Outcome::Error: return "error";
     case Outcome::Crash: return "crash";
+    case Outcome::Unsupported: return "unsupported";
+    case Outcome::ExpectedFailure: return "xfail";
   }
   return "error";
 }
 
 std::optional<Outcome> outcomeFromName(std::string_view name) {
-  for (Outcome o : {Outcome::Pass, Outcome::Fail, Outcome::Error, Outcome::Crash})
+  for (Outcome o : {Outcome::Pass, Outcome::Fail, Outcome::Error, Outcome::Crash, Outcome::Unsupported,
+                    Outcome::ExpectedFailure})
     if (name == outcomeName(o)) return o;
   return std::nullopt;
 }

@@ -4,16 +4,19 @@
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <optional>
 #include <regex>
 #include <string>
 #include <vector>
 
+#include "backplane/conformance/onnx_node_test.h"
 #include "backplane/core/error.h"
 
 namespace backplane::conformance {
 
-std::vector<Item> selectItems(DeviceType type, const std::string& ops_regex, bool device_checks) {
+std::vector<Item> selectItems(DeviceType type, const std::string& ops_regex, bool device_checks,
+                              const std::string& onnx_root) {
   std::optional<std::regex> re;
   if (!ops_regex.empty()) {
     try {
@@ -29,6 +32,13 @@ std::vector<Item> selectItems(DeviceType type, const std::string& ops_regex, boo
     return false;
   };
   std::vector<Item> out;
+  if (!onnx_root.empty()) {
+    for (std::string& dir : valueOrThrow(onnx::findNodeTests(onnx_root))) {
+      std::string name = "onnx::" + std::filesystem::path(dir).filename().string();
+      if (keep({&name})) out.push_back(Item{std::move(name), nullptr, std::move(dir)});
+    }
+    return out;
+  }
   if (device_checks) {
     for (std::string& name : deviceCheckNames(type))
       if (keep({&name})) out.push_back(Item{std::move(name), nullptr});
@@ -39,6 +49,7 @@ std::vector<Item> selectItems(DeviceType type, const std::string& ops_regex, boo
 }
 
 std::vector<Result> runItem(const Item& item, Device device, size_t first_form, const SpecObserver& observer) {
+  if (!item.onnx_test.empty()) return {runOnnxTest(item.onnx_test, device)};
   if (!item.spec) return {runDeviceCheck(item.name, device.type)};
   return runSpec(*item.spec, device, first_form, observer);
 }

@@ -48,7 +48,10 @@ class Result:
     # What served the op: "native", "composite", "backend_fallback",
     # "cpu_fallback", "missing"; "-" for a device check.
     kernel: str
-    outcome: str  # "pass", "fail", "error" or "crash"
+    # "pass", "fail", "error" or "crash"; for ONNX node tests also
+    # "unsupported" (no standard op expresses the node) and "xfail" (a
+    # listed expected failure); neither counts as a failure.
+    outcome: str
     counts_as_failure: bool  # anything but a pass, or a fallback under strict=True
     samples: int  # samples run
     sample: str  # the failing (or crashing) sample's name
@@ -79,8 +82,9 @@ class BackendRun:
     reason: str  # why it was skipped or aborted
     seconds: float
     # "forms", "pass", "fail", "fallback" (passed on a fallback: failures
-    # under strict=True), "error", "crash", "failures" (what the verdict
-    # counts, an aborted run included).
+    # under strict=True), "error", "crash", "unsupported" and "xfail" (ONNX
+    # node tests), "failures" (what the verdict counts, an aborted run
+    # included).
     counts: dict
 
 
@@ -201,7 +205,7 @@ def _parse(data, text, log):
                dtypes=None if r["dtypes"] is None else tuple(r["dtypes"]),
                declined=r["declined"], note=r["note"])
         for r in data["results"])
-    count_keys = ("forms", "pass", "fail", "fallback", "error", "crash", "failures")
+    count_keys = ("forms", "pass", "fail", "fallback", "error", "crash", "unsupported", "xfail", "failures")
     backends = tuple(
         BackendRun(name=b["name"], provider=b["provider"], devices=b["devices"],
                    device=b["device"], status=b["status"], reason=b["reason"],

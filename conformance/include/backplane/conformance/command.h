@@ -59,6 +59,11 @@ struct ConformanceOptions {
   // checks, which cover every device, run with the first).
   int device = 0;
   bool all_devices = false;
+  // --onnx DIR: run ONNX's node tests found under DIR instead of the specs
+  // (Note [ONNX node tests]); --onnx-expected DIR: the expected failures,
+  // one file per backend (DIR/<backend>.txt).
+  std::string onnx;
+  std::string onnx_expected;
 };
 // `self` is this executable, started once per backend (and again after a
 // crash) as `conformance-worker`.
@@ -73,6 +78,7 @@ struct WorkerTask {
   bool device_checks = true;  // whether the items start with the device checks
   size_t first = 0;           // the item to start at
   size_t first_form = 0;      // that item's first form to run (formsOf order)
+  std::string onnx;           // --onnx: the items are these node tests
 };
 // `backplane conformance-worker` (internal): runs `task`, writing the wire
 // protocol to file descriptor `fd`.

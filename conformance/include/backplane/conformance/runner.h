@@ -22,8 +22,12 @@
 namespace backplane::conformance {
 
 // Crash: the process running the op died or ran past its time limit (set
-// by the out-of-process runner, never by runSpec).
-enum class Outcome { Pass, Fail, Error, Crash };
+// by the out-of-process runner, never by runSpec). Unsupported: an ONNX node
+// test that no standard op expresses (the message says why); not a failure.
+// ExpectedFailure: an ONNX node test that failed (or errored, or crashed)
+// and is on the backend's list of expected failures (the note gives the
+// list's reason); not a failure (Note [ONNX node tests]).
+enum class Outcome { Pass, Fail, Error, Crash, Unsupported, ExpectedFailure };
 const char* outcomeName(Outcome o);
 
 struct Result {

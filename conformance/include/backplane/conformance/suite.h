@@ -33,10 +33,12 @@ std::vector<std::string> deviceCheckNames(DeviceType type);
 // Runs one device check on every device of `type`.
 Result runDeviceCheck(const std::string& name, DeviceType type);
 
-// One unit of a run: a device check or an op spec (all of its forms).
+// One unit of a run: a device check, an op spec (all of its forms) or an
+// ONNX node test.
 struct Item {
-  std::string name;              // "device.allocate" or the spec's op
-  const OpSpec* spec = nullptr;  // null for a device check
+  std::string name;              // "device.allocate", the spec's op, or "onnx::test_add_bcast"
+  const OpSpec* spec = nullptr;  // null for a device check or a node test
+  std::string onnx_test = {};    // the node test's directory (Note [ONNX node tests])
 };
 
 // The items of a run on `type`: its device checks (unless
@@ -44,7 +46,26 @@ struct Item {
 // none), then every spec, keeping those whose name or any of whose form's
 // op names `ops_regex` matches (an ECMAScript regex searched anywhere in
 // the name; empty keeps all). Throws Error(kInvalidArgument) for a bad regex.
-std::vector<Item> selectItems(DeviceType type, const std::string& ops_regex, bool device_checks = true);
+//
+// With `onnx_root` (--onnx DIR) the items are instead the ONNX node tests
+// found under it (onnx::findNodeTests), named "onnx::<test>", those that
+// `ops_regex` matches; Error(kInvalidArgument) if it is no directory.
+std::vector<Item> selectItems(DeviceType type, const std::string& ops_regex, bool device_checks = true,
+                              const std::string& onnx_root = "");
+
+// ONNX node tests' results: form kOnnxForm; a test whose op_type has no
+// entry in the mapping is unsupported with a message starting
+// kNoMappingPrefix; a listed expected failure that passed has a note
+// holding kUnexpectedPassNote.
+inline constexpr const char* kOnnxForm = "onnx";
+inline constexpr std::string_view kNoMappingPrefix = "no mapping for ONNX op_type";
+inline constexpr std::string_view kUnexpectedPassNote = "passed, but is listed as an expected failure";
+
+// Runs one ONNX node test on `device`: every data set's inputs copied to
+// the device, the node run through the mapping (onnx_ops.h), its outputs
+// compared with the expected ones (Note [ONNX node tests]). One Result:
+// op "onnx::<test>", form "onnx", note the node's op_type (and opset).
+Result runOnnxTest(const std::string& dir, Device device);
 
 // Runs an item: an op spec's forms from `first_form` on, on `device`
 // (runSpec, telling `observer`); a device check on every device of
