@@ -13,6 +13,7 @@ packages=(
   libgtest-dev libgmock-dev
   libbenchmark-dev
   libdlpack-dev
+  libonnx-dev libprotobuf-dev      # the ONNX protobuf classes: reading ONNX's node tests (conformance --onnx)
   python3               # tests that parse the tool's JSON and JUnit reports
   python3-numpy         # the DLPack interop test (dispatcher/tests/api/dlpack_interop_test.py)
   python3-venv python3-dev         # the Python package (python/): .venv below, and Python's headers
