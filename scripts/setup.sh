@@ -88,6 +88,9 @@ else
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check $missing_python
 fi
 
+# ONNX's node tests (pinned onnx 1.22.0 wheel, hash-checked) for scripts/test.sh: .cache/onnx-1.22.0/node.
+case " $* " in *" --tests "*) onnx_tests="$("$(dirname "$0")/fetch_onnx_tests.sh")"; echo "setup: ONNX node tests in $onnx_tests" ;; esac
+
 # The CUDA toolkit is not a Debian package here; the build uses it when nvcc
 # is found (on PATH or in /usr/local/cuda/bin) and skips the CUDA plugin otherwise.
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
