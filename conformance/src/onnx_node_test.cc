@@ -170,22 +170,22 @@ absl::StatusOr<Tensor> tensorFromProto(const ::onnx::TensorProto& proto, const s
     sizes.push_back(d);
   }
   int64_t numel = 0;
+  size_t nbytes = 0;
   try {
     numel = checkedNumel(sizes);
-    checkedMul(numel, static_cast<int64_t>(elementSize(*dtype)), "the tensor's bytes");
+    nbytes = static_cast<size_t>(checkedMul(numel, static_cast<int64_t>(elementSize(*dtype)), "the tensor's bytes"));
   } catch (const Error& e) {
     return absl::InvalidArgumentError(strCat(what, ": ", e.message()));
   }
-  Tensor tensor = emptyTensor(sizes, *dtype);
-  const size_t nbytes = tensor.nbytes();
-  void* data = tensor.data_ptr();
-
+  // The data's size is checked before the tensor is allocated, so that dims
+  // the data does not back never allocate.
   if (proto.has_raw_data()) {
     if (proto.raw_data().size() != nbytes) {
       return absl::InvalidArgumentError(strCat(what, ": raw_data has ", proto.raw_data().size(), " bytes, but ", numel,
                                                " elements of ", scalarTypeName(*dtype), " need ", nbytes));
     }
-    if (nbytes != 0) std::memcpy(data, proto.raw_data().data(), nbytes);
+    Tensor tensor = emptyTensor(sizes, *dtype);
+    if (nbytes != 0) std::memcpy(tensor.data_ptr(), proto.raw_data().data(), nbytes);
     return tensor;
   }
 
@@ -194,7 +194,8 @@ absl::StatusOr<Tensor> tensorFromProto(const ::onnx::TensorProto& proto, const s
       return absl::InvalidArgumentError(strCat(what, ": ", field_name, " has ", field.size(), " values, but the dims ",
                                                ArrayRef<int64_t>(sizes), " hold ", numel));
     }
-    absl::Status s = copyTypedValues<T>(field, data, what, field_name);
+    Tensor tensor = emptyTensor(sizes, *dtype);
+    absl::Status s = copyTypedValues<T>(field, tensor.data_ptr(), what, field_name);
     if (!s.ok()) return s;
     return tensor;
   };
@@ -420,6 +421,8 @@ absl::StatusOr<NodeTest> loadNodeTest(const std::string& dir) {
     if (n && e.is_directory(ec)) sets.emplace_back(*n, e.path());
   }
   if (ec) return absl::InvalidArgumentError(strCat(dir, ": cannot be listed: ", ec.message()));
+  // A test with nothing to compare would pass without checking anything.
+  if (sets.empty()) return absl::InvalidArgumentError(strCat(dir, ": no test_data_set_N folder"));
   std::sort(sets.begin(), sets.end());
   for (const auto& [n, path] : sets) {
     absl::StatusOr<NodeTest::DataSet> set = loadDataSet(path, graph, node);

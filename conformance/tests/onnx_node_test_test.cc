@@ -91,6 +91,7 @@ class OnnxNodeTestLoading : public ::testing::Test {
                      const std::vector<TensorProto>& outputs) {
     fs::path dir = root_ / name;
     writeProto(dir / "model.onnx", model);
+    fs::create_directories(dir / "test_data_set_0");
     for (size_t i = 0; i < inputs.size(); ++i) {
       writeProto(dir / "test_data_set_0" / ("input_" + std::to_string(i) + ".pb"), inputs[i]);
     }
@@ -139,12 +140,13 @@ TEST_F(OnnxNodeTestLoading, ReadsTheNodeItsOpsetAndItsDataSet) {
 }
 
 TEST_F(OnnxNodeTestLoading, ReadsTheNodesDomainAndItsOpset) {
+  const TensorProto x = floatTensor({}, {1});
   ModelProto m = oneNodeModel("LinearClassifier", {"x"}, {"y"}, 17);
   m.mutable_graph()->mutable_node(0)->set_domain("ai.onnx.ml");
   ::onnx::OperatorSetIdProto* ml = m.add_opset_import();
   ml->set_domain("ai.onnx.ml");
   ml->set_version(3);
-  absl::StatusOr<NodeTest> t = loadNodeTest(writeTest("ml", m, {}, {}).string());
+  absl::StatusOr<NodeTest> t = loadNodeTest(writeTest("ml", m, {x}, {x}).string());
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->domain, "ai.onnx.ml");
   EXPECT_EQ(t->opset, 3);
@@ -153,7 +155,7 @@ TEST_F(OnnxNodeTestLoading, ReadsTheNodesDomainAndItsOpset) {
   ModelProto d = oneNodeModel("Relu", {"x"}, {"y"}, 17);
   d.mutable_graph()->mutable_node(0)->set_domain("ai.onnx");
   d.mutable_opset_import(0)->set_domain("ai.onnx");
-  t = loadNodeTest(writeTest("default", d, {}, {}).string());
+  t = loadNodeTest(writeTest("default", d, {x}, {x}).string());
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->domain, "");
   EXPECT_EQ(t->opset, 17);
@@ -314,6 +316,18 @@ TEST_F(OnnxNodeTestLoading, EmptyAndZeroDimensionalTensors) {
   EXPECT_EQ(t->data_sets[0].inputs[0]->dim(), 0);
   EXPECT_EQ(t->data_sets[0].inputs[0]->item<int64_t>(), 42);
 
+  // Dims that the data does not back are an error, not an allocation.
+  TensorProto huge = floatTensor({1LL << 40, 1LL << 20}, {1});
+  t = loadIdentityOf(huge);
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(t.status().message().find("float_data has 1 values, but the dims [1099511627776, 1048576] hold"),
+            std::string::npos)
+      << t.status();
+  huge.add_dims(1LL << 40);
+  t = loadIdentityOf(huge);
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(t.status().message().find("overflows int64"), std::string::npos) << t.status();
+
   // A count that does not match the dims names the field.
   TensorProto wrong = floatTensor({2, 2}, {1, 2, 3});
   t = loadIdentityOf(wrong);
@@ -402,7 +416,8 @@ TEST_F(OnnxNodeTestLoading, AttributesOfEveryKindAndTheirLookups) {
   value.add_int32_data(5);
   *add("value", AttributeProto::TENSOR)->mutable_t() = value;
 
-  absl::StatusOr<NodeTest> t = loadNodeTest(writeTest("attrs", m, {}, {}).string());
+  const TensorProto x = floatTensor({}, {1});
+  absl::StatusOr<NodeTest> t = loadNodeTest(writeTest("attrs", m, {x}, {x}).string());
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->attributes.size(), 7u);
   EXPECT_EQ(t->intAttr("axis", 0), -2);
@@ -516,10 +531,15 @@ TEST_F(OnnxNodeTestLoading, MissingAndCorruptFilesAreNamed) {
 
   // A node input that has a graph input but no file and no initializer.
   fs::path nofile = writeTest("nofile", oneNodeModel("Identity", {"x"}, {"y"}), {}, {});
-  fs::create_directories(nofile / "test_data_set_0");
   t = loadNodeTest(nofile.string());
   EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(t.status().message().find("no file for node input 0 ('x')"), std::string::npos) << t.status();
+
+  // A test with no data set would check nothing.
+  fs::remove_all(nofile / "test_data_set_0");
+  t = loadNodeTest(nofile.string());
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(t.status().message(), nofile.string() + ": no test_data_set_N folder");
 }
 
 TEST_F(OnnxNodeTestLoading, FindsTestFoldersRecursivelySorted) {
