@@ -267,26 +267,32 @@ absl::StatusOr<std::vector<std::optional<Tensor>>> readDataFiles(
     const fs::path& set_dir, const google::protobuf::RepeatedPtrField<::onnx::ValueInfoProto>& values,
     const char* prefix) {
   std::vector<std::optional<Tensor>> out(static_cast<size_t>(values.size()));
+  // In K order, so that the first file that fails is the same on every
+  // file system.
+  std::vector<std::pair<int64_t, fs::path>> files;
   std::error_code ec;
   for (const fs::directory_entry& e : fs::directory_iterator(set_dir, ec)) {
     std::optional<int64_t> k = numberAfter(e.path().filename().string(), strCat(prefix, "_"), ".pb");
-    if (!k) continue;
-    if (*k >= values.size()) {
-      return absl::InvalidArgumentError(strCat(e.path().string(), ": the graph has only ", values.size(), " ", prefix,
-                                               "s, so there is no ", prefix, " ", *k));
+    if (k) files.emplace_back(*k, e.path());
+  }
+  if (ec) return absl::InvalidArgumentError(strCat(set_dir.string(), ": cannot be listed: ", ec.message()));
+  std::sort(files.begin(), files.end());
+  for (const auto& [k, path] : files) {
+    if (k >= values.size()) {
+      return absl::InvalidArgumentError(strCat(path.string(), ": the graph has only ", values.size(), " ", prefix,
+                                               "s, so there is no ", prefix, " ", k));
     }
-    const ::onnx::ValueInfoProto& value = values.Get(static_cast<int>(*k));
-    const std::string what = strCat(prefix, " ", *k, " ('", value.name(), "') in ", e.path().string());
+    const ::onnx::ValueInfoProto& value = values.Get(static_cast<int>(k));
+    const std::string what = strCat(prefix, " ", k, " ('", value.name(), "') in ", path.string());
     if (const char* kind = valueKindOf(value.type())) {
       return absl::UnimplementedError(strCat(what, " is ", kind, ", which Backplane has no type for"));
     }
-    absl::StatusOr<::onnx::TensorProto> proto = parseFile<::onnx::TensorProto>(e.path(), "TensorProto");
+    absl::StatusOr<::onnx::TensorProto> proto = parseFile<::onnx::TensorProto>(path, "TensorProto");
     if (!proto.ok()) return proto.status();
     absl::StatusOr<Tensor> tensor = tensorFromProto(*proto, what);
     if (!tensor.ok()) return tensor.status();
-    out[static_cast<size_t>(*k)] = *std::move(tensor);
+    out[static_cast<size_t>(k)] = *std::move(tensor);
   }
-  if (ec) return absl::InvalidArgumentError(strCat(set_dir.string(), ": cannot be listed: ", ec.message()));
   return out;
 }
 
@@ -323,7 +329,8 @@ absl::StatusOr<NodeTest::DataSet> loadDataSet(const fs::path& set_dir, const ::o
     }
     if (!value) {
       if (const ::onnx::TensorProto* init = initializer(name)) {
-        absl::StatusOr<Tensor> t = tensorFromProto(*init, strCat("initializer '", name, "' in the model"));
+        absl::StatusOr<Tensor> t = tensorFromProto(
+            *init, strCat("initializer '", name, "' in ", (set_dir.parent_path() / "model.onnx").string()));
         if (!t.ok()) return t.status();
         value = *std::move(t);
       }
