@@ -289,6 +289,14 @@ absl::StatusOr<std::vector<std::optional<Tensor>>> readDataFiles(
     }
     absl::StatusOr<::onnx::TensorProto> proto = parseFile<::onnx::TensorProto>(path, "TensorProto");
     if (!proto.ok()) return proto.status();
+    // The file must hold the element type the graph declares: a runner
+    // checks the node's output against the file's dtype.
+    if (value.type().has_tensor_type() && value.type().tensor_type().has_elem_type() &&
+        value.type().tensor_type().elem_type() != proto->data_type()) {
+      return absl::InvalidArgumentError(strCat(what, " holds ONNX element type ",
+                                               onnxElementTypeName(proto->data_type()), ", but the graph declares ",
+                                               onnxElementTypeName(value.type().tensor_type().elem_type())));
+    }
     absl::StatusOr<Tensor> tensor = tensorFromProto(*proto, what);
     if (!tensor.ok()) return tensor.status();
     out[static_cast<size_t>(k)] = *std::move(tensor);

@@ -103,7 +103,10 @@ class OnnxNodeTestLoading : public ::testing::Test {
 
   // Loads a test `Identity(x) -> y` whose input_0.pb is `input`.
   absl::StatusOr<NodeTest> loadIdentityOf(const TensorProto& input) {
-    return loadNodeTest(writeTest("identity", oneNodeModel("Identity", {"x"}, {"y"}), {input}, {input}).string());
+    ModelProto m = oneNodeModel("Identity", {"x"}, {"y"});
+    m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->set_elem_type(input.data_type());
+    m.mutable_graph()->mutable_output(0)->mutable_type()->mutable_tensor_type()->set_elem_type(input.data_type());
+    return loadNodeTest(writeTest("identity", m, {input}, {input}).string());
   }
 
   fs::path root_;
@@ -356,6 +359,17 @@ TEST_F(OnnxNodeTestLoading, OmittedOptionalInputsAndOutputsAreNullopt) {
   ASSERT_EQ(s.outputs.size(), 2u);
   EXPECT_TRUE(s.outputs[0].has_value());
   EXPECT_FALSE(s.outputs[1].has_value());
+}
+
+TEST_F(OnnxNodeTestLoading, AFileOfAnotherElementTypeThanTheGraphDeclaresIsAnError) {
+  TensorProto d;
+  d.set_data_type(TensorProto::DOUBLE);
+  d.add_double_data(1.0);
+  fs::path dir = writeTest("mismatch", oneNodeModel("Relu", {"x"}, {"y"}), {d}, {floatTensor({}, {1})});
+  absl::StatusOr<NodeTest> t = loadNodeTest(dir.string());
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(t.status().message(), "input 0 ('x') in " + (dir / "test_data_set_0" / "input_0.pb").string() +
+                                      " holds ONNX element type DOUBLE, but the graph declares FLOAT");
 }
 
 TEST_F(OnnxNodeTestLoading, AnInitializerFeedsANodeInputWithNoFile) {
