@@ -13,6 +13,7 @@ packages=(
   libgtest-dev libgmock-dev
   libbenchmark-dev
   libdlpack-dev
+  libonnx-dev libprotobuf-dev      # the ONNX protobuf classes: reading ONNX's node tests (conformance --onnx)
   python3               # tests that parse the tool's JSON and JUnit reports
   python3-numpy         # the DLPack interop test (dispatcher/tests/api/dlpack_interop_test.py)
   python3-venv python3-dev         # the Python package (python/): .venv below, and Python's headers
@@ -86,6 +87,9 @@ else
   # shellcheck disable=SC2086  # one requirement per line, no spaces in them
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check $missing_python
 fi
+
+# ONNX's node tests (pinned onnx 1.22.0 wheel, hash-checked) for scripts/test.sh: .cache/onnx-1.22.0/node.
+case " $* " in *" --tests "*) onnx_tests="$("$(dirname "$0")/fetch_onnx_tests.sh")"; echo "setup: ONNX node tests in $onnx_tests" ;; esac
 
 # The CUDA toolkit is not a Debian package here; the build uses it when nvcc
 # is found (on PATH or in /usr/local/cuda/bin) and skips the CUDA plugin otherwise.
