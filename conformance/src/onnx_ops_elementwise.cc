@@ -1,6 +1,7 @@
 // The elementwise ONNX op_types in the ONNX -> standard-op table (Note [ONNX
-// op mapping] in onnx_ops.cc): arithmetic, comparisons, logic, bitwise ops,
-// unary math, activations, Clip, Cast/CastLike, Where, Identity, Dropout.
+// op mapping] in onnx_ops.cc): arithmetic, comparisons, logic, bitwise ops
+// and shifts, unary math, activations, Clip, Cast/CastLike, Where, Identity,
+// Dropout, QuantizeLinear/DequantizeLinear.
 //
 // Note [ONNX elementwise semantics]
 // ONNX's elementwise ops take operands of one type (Pow, Where's condition,
@@ -312,6 +313,123 @@ NodeRun shrink(const NodeTest& node, const NodeInputs& inputs) {
   return outputs({y});
 }
 
+// BitShift on unsigned operands, as int64 products and quotients by 2^y:
+// exact for shift amounts in [0, 62] (2^y is an int64 then), with a left
+// shift wrapping as the unsigned type (Note [ONNX elementwise semantics]); a
+// right shift of uint64 needs values int64 does not hold. The amounts are
+// checked on the host first.
+NodeRun bitShift(const NodeTest& node, const NodeInputs& inputs) {
+  const std::string direction = node.stringAttr("direction", "");
+  if (direction != "LEFT" && direction != "RIGHT")
+    return unsupported(strCat("BitShift: direction '", direction, "' (ONNX defines LEFT and RIGHT)"));
+  const Tensor& x = required(node, inputs, 0);
+  const Tensor& y = required(node, inputs, 1);
+  if (!isIntegralType(x.dtype(), false) || !isIntegralType(y.dtype(), false))
+    return unsupported(strCat("BitShift: ", scalarTypeName(x.dtype()), " and ", scalarTypeName(y.dtype()),
+                              " operands; ONNX defines it for unsigned integers"));
+  if (direction == "RIGHT" && x.dtype() == ScalarType::UInt64)
+    return unsupported(
+        "BitShift: a right shift of uint64 has no standard op (int64 cannot hold uint64 values "
+        "of 2^63 and up)");
+  const Tensor y64 = y.to(ScalarType::Int64);
+  if (y64.numel() > 0 && any(logical_or(lt(y64, 0), gt(y64, 62))).item<bool>())
+    return unsupported("BitShift: shift amounts outside [0, 62] (2^y would not fit in int64)");
+  const Tensor x64 = x.to(ScalarType::Int64);
+  const Tensor powers = pow(full_like(y64, 2), y64);
+  Tensor shifted = direction == "LEFT" ? mul(x64, powers) : floor_divide(x64, powers);
+  return outputs({shifted.to(x.dtype())});
+}
+
+// Quantisation parameters (scale, zero point) broadcast to x: a scalar per
+// tensor, a 1-D per `axis`, or (block_size > 0) one per block of
+// `block_size` along `axis`, repeated to x's extent there.
+std::optional<Tensor> quantParam(const Tensor& p, const Tensor& x, int64_t axis, int64_t block_size) {
+  if (p.dim() == 0) return p;
+  if (p.dim() == 1 && p.numel() == 1 && block_size == 0) return p.reshape({});
+  const int64_t rank = x.dim();
+  if (axis < -rank || axis >= rank) return std::nullopt;
+  if (axis < 0) axis += rank;
+  if (block_size == 0) {
+    if (p.dim() != 1 || p.size(0) != x.size(axis)) return std::nullopt;
+    std::vector<int64_t> sizes(rank, 1);
+    sizes[axis] = p.size(0);
+    return p.reshape(sizes);
+  }
+  if (p.dim() != rank || block_size < 0) return std::nullopt;
+  std::vector<int64_t> expanded(p.sizes().begin(), p.sizes().end());
+  expanded.insert(expanded.begin() + axis + 1, block_size);
+  std::vector<int64_t> merged(p.sizes().begin(), p.sizes().end());
+  merged[axis] *= block_size;
+  if (merged[axis] < x.size(axis)) return std::nullopt;
+  return p.unsqueeze(axis + 1).expand(expanded).reshape(merged).narrow(axis, 0, x.size(axis));
+}
+
+// DequantizeLinear: (x - zero_point) * scale, computed in float32 as ONNX's
+// reference does, in the scale's type (or output_dtype).
+NodeRun dequantizeLinear(const NodeTest& node, const NodeInputs& inputs) {
+  const Tensor& x = required(node, inputs, 0);
+  const Tensor& scale = required(node, inputs, 1);
+  const std::optional<Tensor> zero_point = optionalInput(inputs, 2);
+  const int64_t axis = node.intAttr("axis", 1), block_size = node.intAttr("block_size", 0);
+  std::optional<ScalarType> out = scale.dtype();
+  if (const int64_t od = node.intAttr("output_dtype", 0); od != 0) {
+    out = dtypeOfOnnxType(od);
+    if (!out || !isFloatingType(*out))
+      return unsupported(strCat("DequantizeLinear: output_dtype ", onnxTypeName(od), " is not mapped"));
+  }
+  if (!isIntegralType(x.dtype(), false))
+    return unsupported(strCat("DequantizeLinear: ", scalarTypeName(x.dtype()), " input is not mapped"));
+  const std::optional<Tensor> s = quantParam(scale, x, axis, block_size);
+  if (!s) return unsupported("DequantizeLinear: the scale's shape fits neither per-tensor, per-axis nor blocked");
+  Tensor shifted = x.to(ScalarType::Float32);
+  if (zero_point) {
+    const std::optional<Tensor> z = quantParam(*zero_point, x, axis, block_size);
+    if (!z) return unsupported("DequantizeLinear: the zero point's shape does not match the scale's");
+    shifted = sub(shifted, z->to(ScalarType::Float32));
+  }
+  return outputs({mul(shifted, s->to(ScalarType::Float32)).to(*out)});
+}
+
+// QuantizeLinear: saturate(round_half_even(x / scale) + zero_point) in the
+// zero point's type (or output_dtype, else uint8), computed in float32.
+NodeRun quantizeLinear(const NodeTest& node, const NodeInputs& inputs) {
+  const Tensor& x = required(node, inputs, 0);
+  const Tensor& scale = required(node, inputs, 1);
+  const std::optional<Tensor> zero_point = optionalInput(inputs, 2);
+  const int64_t axis = node.intAttr("axis", 1), block_size = node.intAttr("block_size", 0);
+  if (node.intAttr("precision", 0) != 0)
+    return unsupported(strCat("QuantizeLinear: precision ", onnxTypeName(node.intAttr("precision", 0)),
+                              " is not mapped (float32 only)"));
+  std::optional<ScalarType> out = ScalarType::UInt8;
+  if (zero_point)
+    out = zero_point->dtype();
+  else if (const int64_t od = node.intAttr("output_dtype", 0); od != 0)
+    out = dtypeOfOnnxType(od);
+  if (!out || !isIntegralType(*out, false) || *out == ScalarType::UInt64 || *out == ScalarType::Int64)
+    return unsupported(strCat("QuantizeLinear: output type ",
+                              out ? std::string(scalarTypeName(*out)) : onnxTypeName(node.intAttr("output_dtype", 0)),
+                              " is not mapped (8-, 16- and 32-bit integers are)"));
+  const std::optional<Tensor> s = quantParam(scale, x, axis, block_size);
+  if (!s) return unsupported("QuantizeLinear: the scale's shape fits neither per-tensor, per-axis nor blocked");
+  // Rounded in float32, then in float64 so that int32's bounds and the zero point add exactly.
+  Tensor q = round(div(x.to(ScalarType::Float32), s->to(ScalarType::Float32))).to(ScalarType::Float64);
+  if (zero_point) {
+    const std::optional<Tensor> z = quantParam(*zero_point, x, axis, block_size);
+    if (!z) return unsupported("QuantizeLinear: the zero point's shape does not match the scale's");
+    q = add(q, z->to(ScalarType::Float64));
+  }
+  double lo = 0, hi = 0;
+  switch (*out) {
+    case ScalarType::UInt8: lo = 0, hi = 255; break;
+    case ScalarType::Int8: lo = -128, hi = 127; break;
+    case ScalarType::UInt16: lo = 0, hi = 65535; break;
+    case ScalarType::Int16: lo = -32768, hi = 32767; break;
+    case ScalarType::UInt32: lo = 0, hi = 4294967295.0; break;
+    default: lo = -2147483648.0, hi = 2147483647.0; break;  // Int32
+  }
+  return outputs({clamp(q, Scalar(lo), Scalar(hi)).to(*out)});
+}
+
 NodeRun prelu(const NodeTest& node, const NodeInputs& inputs) {
   const Tensor& x = required(node, inputs, 0);
   const Tensor& slope = required(node, inputs, 1);
@@ -367,6 +485,7 @@ void registerElementwiseNodes() {
   registerNode("BitwiseXor",
                foldedBinary([](const Tensor& a, const Tensor& b) { return bitwise_xor(a, b); }, Unsigned::kBits));
   registerNode("BitwiseNot", unaryOp([](const Tensor& x) { return bitwise_not(x); }, Unsigned::kBits));
+  registerNode("BitShift", [](const NodeTest& n, const NodeInputs& in, Device) { return bitShift(n, in); });
   registerNode("Where", [](const NodeTest& n, const NodeInputs& in, Device) { return where(n, in); });
   registerNode("IsNaN", unaryOp([](const Tensor& x) { return isnan(x); }));
   registerNode("IsInf", [](const NodeTest& n, const NodeInputs& in, Device) { return isInf(n, in); });
@@ -443,6 +562,11 @@ void registerElementwiseNodes() {
   registerNode("PRelu", [](const NodeTest& n, const NodeInputs& in, Device) { return prelu(n, in); });
   registerNode("Clip", [](const NodeTest& n, const NodeInputs& in, Device) { return clip(n, in); });
   registerNode("Dropout", [](const NodeTest& n, const NodeInputs& in, Device) { return dropout(n, in); });
+
+  // --- Quantisation.
+  registerNode("DequantizeLinear",
+               [](const NodeTest& n, const NodeInputs& in, Device) { return dequantizeLinear(n, in); });
+  registerNode("QuantizeLinear", [](const NodeTest& n, const NodeInputs& in, Device) { return quantizeLinear(n, in); });
 
   // --- Identity and casts.
   registerNode("Identity", [](const NodeTest& node, const NodeInputs& in, Device) -> NodeRun {

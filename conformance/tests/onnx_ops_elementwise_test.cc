@@ -238,6 +238,39 @@ TEST(OnnxElementwise, DropoutIsTheIdentityAtInferenceAndRandomInTraining) {
   expectNear(run1(node("Dropout", 10, {{"ratio", 0.2}}), {x}), ScalarType::Float32, {1, 2, 3});
 }
 
+TEST(OnnxElementwise, BitShiftIsExactForShiftsThatFitInt64) {
+  expectValues<uint8_t>(run1(node("BitShift", 11, {{"direction", std::string("LEFT")}}),
+                             {t<uint8_t>({1, 255, 3}), t<uint8_t>({1, 1, 7})}),
+                        ScalarType::UInt8, {2, 254, 128});
+  expectValues<uint16_t>(run1(node("BitShift", 11, {{"direction", std::string("RIGHT")}}),
+                              {t<uint16_t>({256, 3, 65535}), t<uint16_t>({4, 1, 15})}),
+                         ScalarType::UInt16, {16, 1, 1});
+  expectValues<uint64_t>(
+      run1(node("BitShift", 11, {{"direction", std::string("LEFT")}}), {t<uint64_t>({6}), t<uint64_t>({62})}),
+      ScalarType::UInt64, {uint64_t{1} << 63});  // 6 << 62 wraps modulo 2^64
+  EXPECT_NE(unsupportedReason(node("BitShift", 11, {{"direction", std::string("LEFT")}}),
+                              {t<uint64_t>({1}), t<uint64_t>({63})})
+                .find("[0, 62]"),
+            std::string::npos);
+}
+
+TEST(OnnxElementwise, QuantizeRoundsHalfToEvenAndSaturates) {
+  // x / 2 = 0.5, 1.5, 2.5, -500, 500; rounded to even, + 128, saturated to uint8.
+  expectValues<uint8_t>(
+      run1(node("QuantizeLinear", 19), {t<float>({1, 3, 5, -1000, 1000}), scalar<float>(2), scalar<uint8_t>(128)}),
+      ScalarType::UInt8, {128, 130, 130, 0, 255});
+  // Per axis 0 of a [2, 2] input, no zero point: uint8.
+  expectValues<uint8_t>(
+      run1(node("QuantizeLinear", 19, {{"axis", int64_t{0}}}), {t<float>({2, 4, 30, 60}, {2, 2}), t<float>({2, 10})}),
+      ScalarType::UInt8, {1, 2, 3, 6});
+  // Blocks of 2 along axis 1: scales 1 and 10.
+  expectNear(run1(node("DequantizeLinear", 21, {{"axis", int64_t{1}}, {"block_size", int64_t{2}}}),
+                  {t<uint8_t>({10, 20, 30, 40}, {1, 4}), t<float>({1, 10}, {1, 2})}),
+             ScalarType::Float32, {10, 20, 300, 400});
+  expectNear(run1(node("DequantizeLinear", 19), {t<int8_t>({-128, 0, 127}), scalar<float>(0.5f), scalar<int8_t>(-1)}),
+             ScalarType::Float32, {-63.5, 0.5, 64});
+}
+
 TEST(OnnxElementwise, WhatTheTableDoesNotMapIsUnsupportedWithAReason) {
   EXPECT_EQ(unsupportedReason(node("NoSuchOp", 13), {t<float>({1})}), "no mapping for ONNX op_type NoSuchOp");
   NodeTest other_domain = node("Add", 1);
