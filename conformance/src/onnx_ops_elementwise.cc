@@ -20,7 +20,8 @@
 //    the bitwise ops wrap modulo 2^64 in int64 and keep their low bits, so
 //    every unsigned width is exact; division, remainder, max/min, abs and
 //    sign are exact in int64 for uint16 and uint32 but not for uint64 values
-//    of 2^63 and up, so uint64 is unsupported there.
+//    of 2^63 and up, so uint64 is unsupported there (Max and Min order
+//    uint64 with its own comparisons instead).
 // An attribute value, dtype or opset an entry cannot honour exactly makes
 // the node unsupported with the reason, before any op runs.
 
@@ -126,6 +127,26 @@ NodeFunction unaryOp(Unary op, Unsigned rule = Unsigned::kValue) {
     Tensor y = op(ts[0]);
     if (back) y = y.to(*back);
     return outputs({y});
+  };
+}
+
+// Max and Min. uint64 operands, which int64 cannot order, are ordered by
+// the comparisons uint64 has and picked as int64 bit patterns.
+NodeFunction extremum(bool is_max) {
+  NodeFunction folded = foldedBinary(is_max ? Binary([](const Tensor& a, const Tensor& b) { return maximum(a, b); })
+                                            : Binary([](const Tensor& a, const Tensor& b) { return minimum(a, b); }),
+                                     Unsigned::kValue);
+  return [is_max, folded](const NodeTest& node, const NodeInputs& inputs, Device device) -> NodeRun {
+    std::vector<Tensor> ts = variadicInputs(node, inputs);
+    if (ts[0].dtype() != ScalarType::UInt64) return folded(node, inputs, device);
+    Tensor acc = ts[0];
+    for (size_t i = 1; i < ts.size(); ++i) {
+      BP_CHECK(ts[i].dtype() == ScalarType::UInt64, node.op_type, " (", node.name, "): operands of ",
+               scalarTypeName(acc.dtype()), " and ", scalarTypeName(ts[i].dtype()), "; ONNX requires one type");
+      const Tensor keep = is_max ? ge(acc, ts[i]) : le(acc, ts[i]);
+      acc = where(keep, acc.to(ScalarType::Int64), ts[i].to(ScalarType::Int64)).to(ScalarType::UInt64);
+    }
+    return outputs({acc});
   };
 }
 
@@ -455,8 +476,8 @@ void registerElementwiseNodes() {
                                const Tensor& b) { return isFloatingType(a.dtype()) ? div(a, b) : div(a, b, "trunc"); },
                             Unsigned::kValue));
   registerNode("Sum", foldedBinary([](const Tensor& a, const Tensor& b) { return add(a, b); }, Unsigned::kBits));
-  registerNode("Max", foldedBinary([](const Tensor& a, const Tensor& b) { return maximum(a, b); }, Unsigned::kValue));
-  registerNode("Min", foldedBinary([](const Tensor& a, const Tensor& b) { return minimum(a, b); }, Unsigned::kValue));
+  registerNode("Max", extremum(true));
+  registerNode("Min", extremum(false));
   registerNode("Mean", [](const NodeTest& node, const NodeInputs& inputs, Device) -> NodeRun {
     std::vector<Tensor> ts = variadicInputs(node, inputs);
     if (!isFloatingType(ts[0].dtype()))

@@ -138,9 +138,14 @@ TEST(OnnxElementwise, UnsignedOperandsAreExactOrUnsupported) {
                          ScalarType::UInt32, {4000000000u, 9});
   expectValues<uint16_t>(run1(node("BitwiseNot", 18), {t<uint16_t>({0, 65535, 1})}), ScalarType::UInt16,
                          {65535, 0, 65534});
-  // Division and ordering need uint64's value, which int64 does not hold.
+  // Division needs uint64's value, which int64 does not hold.
   EXPECT_NE(unsupportedReason(node("Div", 14), {t<uint64_t>({4}), t<uint64_t>({2})}).find("uint64"), std::string::npos);
-  EXPECT_NE(unsupportedReason(node("Min", 13), {t<uint64_t>({4}), t<uint64_t>({2})}).find("uint64"), std::string::npos);
+  // Max and Min order uint64 with its comparisons: 2^63 + 1 is the larger.
+  const uint64_t big = (uint64_t{1} << 63) + 1;
+  expectValues<uint64_t>(run1(node("Max", 13), {t<uint64_t>({big, 1}), t<uint64_t>({2, 3}), t<uint64_t>({5})}),
+                         ScalarType::UInt64, {big, 5});
+  expectValues<uint64_t>(run1(node("Min", 13), {t<uint64_t>({big, 1}), t<uint64_t>({2, 3})}), ScalarType::UInt64,
+                         {2, 1});
 }
 
 TEST(OnnxElementwise, ComparisonsAndLogicGiveBool) {
