@@ -336,9 +336,10 @@ NodeRun shrink(const NodeTest& node, const NodeInputs& inputs) {
 
 // BitShift on unsigned operands, as int64 products and quotients by 2^y:
 // exact for shift amounts in [0, 62] (2^y is an int64 then), with a left
-// shift wrapping as the unsigned type (Note [ONNX elementwise semantics]); a
-// right shift of uint64 needs values int64 does not hold. The amounts are
-// checked on the host first.
+// shift wrapping as the unsigned type (Note [ONNX elementwise semantics]).
+// A right shift of uint64 divides the low 63 bits and adds the top bit's
+// 2^(63-y) back, since int64 holds uint64's values of 2^63 and up as
+// negatives. The amounts are checked on the host first.
 NodeRun bitShift(const NodeTest& node, const NodeInputs& inputs) {
   const std::string direction = node.stringAttr("direction", "");
   if (direction != "LEFT" && direction != "RIGHT")
@@ -348,17 +349,19 @@ NodeRun bitShift(const NodeTest& node, const NodeInputs& inputs) {
   if (!isIntegralType(x.dtype(), false) || !isIntegralType(y.dtype(), false))
     return unsupported(strCat("BitShift: ", scalarTypeName(x.dtype()), " and ", scalarTypeName(y.dtype()),
                               " operands; ONNX defines it for unsigned integers"));
-  if (direction == "RIGHT" && x.dtype() == ScalarType::UInt64)
-    return unsupported(
-        "BitShift: a right shift of uint64 has no standard op (int64 cannot hold uint64 values "
-        "of 2^63 and up)");
   const Tensor y64 = y.to(ScalarType::Int64);
   if (y64.numel() > 0 && any(logical_or(lt(y64, 0), gt(y64, 62))).item<bool>())
     return unsupported("BitShift: shift amounts outside [0, 62] (2^y would not fit in int64)");
   const Tensor x64 = x.to(ScalarType::Int64);
-  const Tensor powers = pow(full_like(y64, 2), y64);
-  Tensor shifted = direction == "LEFT" ? mul(x64, powers) : floor_divide(x64, powers);
-  return outputs({shifted.to(x.dtype())});
+  const Tensor two = full_like(y64, 2);
+  const Tensor powers = pow(two, y64);
+  if (direction == "LEFT") return outputs({mul(x64, powers).to(x.dtype())});
+  if (x.dtype() != ScalarType::UInt64) return outputs({floor_divide(x64, powers).to(x.dtype())});
+  const Tensor low = floor_divide(bitwise_and(x64, std::numeric_limits<int64_t>::max()), powers);
+  // 2^(63-y) for y >= 1; lanes with y = 0 keep x and compute 2^62 unused.
+  const Tensor top_bit = pow(two, clamp(63 - y64, std::nullopt, Scalar(62)));
+  const Tensor shifted = add(low, where(lt(x64, 0), top_bit, zeros_like(top_bit)));
+  return outputs({where(eq(y64, 0), x64, shifted).to(x.dtype())});
 }
 
 // Quantisation parameters (scale, zero point) broadcast to x: a scalar per

@@ -253,6 +253,11 @@ TEST(OnnxElementwise, BitShiftIsExactForShiftsThatFitInt64) {
   expectValues<uint64_t>(
       run1(node("BitShift", 11, {{"direction", std::string("LEFT")}}), {t<uint64_t>({6}), t<uint64_t>({62})}),
       ScalarType::UInt64, {uint64_t{1} << 63});  // 6 << 62 wraps modulo 2^64
+  // uint64 values of 2^63 and up shift right as unsigned.
+  const uint64_t top = uint64_t{1} << 63;
+  expectValues<uint64_t>(run1(node("BitShift", 11, {{"direction", std::string("RIGHT")}}),
+                              {t<uint64_t>({top + 8, top + 8, 5, top}), t<uint64_t>({3, 0, 1, 62})}),
+                         ScalarType::UInt64, {(top >> 3) + 1, top + 8, 2, 2});
   EXPECT_NE(unsupportedReason(node("BitShift", 11, {{"direction", std::string("LEFT")}}),
                               {t<uint64_t>({1}), t<uint64_t>({63})})
                 .find("[0, 62]"),
