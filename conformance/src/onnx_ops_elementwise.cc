@@ -30,6 +30,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "backplane/conformance/onnx_ops.h"
@@ -191,14 +192,27 @@ std::optional<ScalarType> dtypeOfOnnxType(int64_t onnx_type) {
   }
 }
 
+constexpr const char* kOnnxTypeNames[] = {
+    "UNDEFINED", "FLOAT",      "UINT8",      "INT8",         "UINT16",         "INT16",      "INT32",
+    "INT64",     "STRING",     "BOOL",       "FLOAT16",      "DOUBLE",         "UINT32",     "UINT64",
+    "COMPLEX64", "COMPLEX128", "BFLOAT16",   "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ",
+    "UINT4",     "INT4",       "FLOAT4E2M1", "FLOAT8E8M0",   "UINT2",          "INT2"};
+
 std::string onnxTypeName(int64_t onnx_type) {
-  static const char* const kNames[] = {
-      "UNDEFINED", "FLOAT",      "UINT8",      "INT8",         "UINT16",         "INT16",      "INT32",
-      "INT64",     "STRING",     "BOOL",       "FLOAT16",      "DOUBLE",         "UINT32",     "UINT64",
-      "COMPLEX64", "COMPLEX128", "BFLOAT16",   "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ",
-      "UINT4",     "INT4",       "FLOAT4E2M1", "FLOAT8E8M0",   "UINT2",          "INT2"};
-  if (onnx_type >= 0 && onnx_type < static_cast<int64_t>(std::size(kNames))) return kNames[onnx_type];
+  if (onnx_type >= 0 && onnx_type < static_cast<int64_t>(std::size(kOnnxTypeNames))) return kOnnxTypeNames[onnx_type];
   return strCat("element type ", onnx_type);
+}
+
+// Cast's `to`: an element type number, or (opset 1-5) its name.
+std::optional<int64_t> castTarget(const NodeTest& node) {
+  auto it = node.attributes.find("to");
+  if (it == node.attributes.end()) return std::nullopt;
+  if (const auto* name = std::get_if<std::string>(&it->second)) {
+    for (size_t i = 0; i < std::size(kOnnxTypeNames); ++i)
+      if (*name == kOnnxTypeNames[i]) return static_cast<int64_t>(i);
+    return std::nullopt;
+  }
+  return node.intAttr("to", 0);
 }
 
 // Cast and CastLike to `target` (an ONNX element type). `saturate` and
@@ -597,9 +611,9 @@ void registerElementwiseNodes() {
     return outputs({required(node, in, 0)});
   });
   registerNode("Cast", [](const NodeTest& node, const NodeInputs& in, Device) -> NodeRun {
-    BP_CHECK(node.has("to"), "Cast (", node.name, "): the required attribute 'to' is missing");
-    const int64_t to = node.intAttr("to", 0);
-    return castTo(node, required(node, in, 0), dtypeOfOnnxType(to), to);
+    const std::optional<int64_t> to = castTarget(node);
+    BP_CHECK(to.has_value(), "Cast (", node.name, "): the attribute 'to' is missing or names no ONNX element type");
+    return castTo(node, required(node, in, 0), dtypeOfOnnxType(*to), *to);
   });
   registerNode("CastLike", [](const NodeTest& node, const NodeInputs& in, Device) -> NodeRun {
     const Tensor& like = required(node, in, 1);

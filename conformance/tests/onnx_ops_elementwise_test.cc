@@ -221,6 +221,9 @@ TEST(OnnxElementwise, CastMapsOnnxTypesAndRefusesTheOnesBackplaneLacks) {
                         {1, -1});
   expectNear(run1(node("Cast", 13, {{"to", int64_t{10}}}), {t<double>({0.5, 2})}), ScalarType::Float16, {0.5, 2});
   expectNear(run1(node("CastLike", 15), {t<int64_t>({3}), t<double>({0})}), ScalarType::Float64, {3});
+  // Opset 1-5 name the type.
+  expectValues<int64_t>(run1(node("Cast", 1, {{"to", std::string("INT64")}}), {t<float>({2.5f})}), ScalarType::Int64,
+                        {2});
   const std::string reason =
       unsupportedReason(node("Cast", 19, {{"to", int64_t{17}}, {"saturate", int64_t{0}}}), {t<float>({1})});
   EXPECT_NE(reason.find("FLOAT8E4M3FN"), std::string::npos) << reason;
