@@ -7,7 +7,8 @@
 // registerStructureNodes in onnx_ops_structure.cc), once, the first time the
 // table is used: a function-local static, so concurrent first uses wait for
 // one initialisation (C++ guarantees it) and no static-initialisation order
-// matters. Registering one op_type twice is a programming error and throws.
+// matters. Registering one op_type twice is a programming error and throws
+// (from every use of the table, naming the op_type).
 
 #include <map>
 #include <string>
@@ -28,9 +29,17 @@ std::map<std::string, NodeFunction>& entries() {
 }
 
 const std::map<std::string, NodeFunction>& table() {
+  // A registration that throws (an op_type registered twice) leaves the
+  // table empty, so the next use retries and reports the same error rather
+  // than a misleading one about the entries registered before it.
   static const bool filled = [] {
-    registerElementwiseNodes();
-    registerStructureNodes();
+    try {
+      registerElementwiseNodes();
+      registerStructureNodes();
+    } catch (...) {
+      entries().clear();
+      throw;
+    }
     return true;
   }();
   (void)filled;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backplane/conformance/onnx_ops.h"
+#include "backplane/core/error.h"
 #include "backplane/dispatcher/plugin_registry.h"
 #include "backplane/ops.h"
 
@@ -298,6 +299,18 @@ TEST(OnnxElementwise, WhatTheTableDoesNotMapIsUnsupportedWithAReason) {
   for (const char* op : {"Add", "Cast", "Clip", "Dropout", "Where", "Sigmoid"})
     EXPECT_NE(std::find(mapped.begin(), mapped.end(), op), mapped.end()) << op;
   EXPECT_TRUE(std::is_sorted(mapped.begin(), mapped.end()));
+}
+
+TEST(OnnxOpTable, AnOpTypeRegisteredTwiceIsAnErrorNamingIt) {
+  ASSERT_NE(findNode("Add"), nullptr);  // the table is filled
+  try {
+    registerNode("Add", [](const NodeTest&, const NodeInputs&, Device) { return unsupported("never"); });
+    FAIL() << "registering Add twice did not throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Add is registered twice"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(registerNode("NotAnOnnxOp", nullptr), Error);
+  EXPECT_EQ(findNode("NotAnOnnxOp"), nullptr);
 }
 
 }  // namespace
