@@ -1,0 +1,77 @@
+// The ONNX op_type -> standard-op table (backplane/conformance/onnx_ops.h).
+//
+// Note [ONNX op mapping]
+// One table maps an ONNX op_type (default domain) to a NodeFunction that
+// computes the node's outputs with Backplane's standard operators. The
+// family files fill it (registerElementwiseNodes in onnx_ops_elementwise.cc,
+// registerStructureNodes in onnx_ops_structure.cc), once, the first time the
+// table is used: a function-local static, so concurrent first uses wait for
+// one initialisation (C++ guarantees it) and no static-initialisation order
+// matters. Registering one op_type twice is a programming error and throws
+// (from every use of the table, naming the op_type).
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backplane/conformance/onnx_ops.h"
+#include "backplane/core/error.h"
+#include "backplane/core/str_cat.h"
+
+namespace backplane::conformance::onnx {
+namespace {
+
+// The entries as registered; written only while table() initialises.
+std::map<std::string, NodeFunction>& entries() {
+  static std::map<std::string, NodeFunction> map;
+  return map;
+}
+
+const std::map<std::string, NodeFunction>& table() {
+  // A registration that throws (an op_type registered twice) leaves the
+  // table empty, so the next use retries and reports the same error rather
+  // than a misleading one about the entries registered before it.
+  static const bool filled = [] {
+    try {
+      registerElementwiseNodes();
+      registerStructureNodes();
+    } catch (...) {
+      entries().clear();
+      throw;
+    }
+    return true;
+  }();
+  (void)filled;
+  return entries();
+}
+
+}  // namespace
+
+void registerNode(const std::string& op_type, NodeFunction fn) {
+  BP_CHECK(fn != nullptr, "registerNode: the entry for ONNX op_type ", op_type, " is empty");
+  const bool inserted = entries().emplace(op_type, std::move(fn)).second;
+  BP_CHECK(inserted, "registerNode: ONNX op_type ", op_type, " is registered twice (Note [ONNX op mapping])");
+}
+
+const NodeFunction* findNode(const std::string& op_type) {
+  const auto& t = table();
+  auto it = t.find(op_type);
+  return it == t.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> mappedOpTypes() {
+  std::vector<std::string> names;
+  for (const auto& [name, fn] : table()) names.push_back(name);
+  return names;  // std::map iterates in sorted order
+}
+
+NodeRun runNode(const NodeTest& node, const NodeInputs& inputs, Device device) {
+  if (!node.domain.empty())
+    return unsupported(strCat("no mapping for ONNX op_type ", node.op_type, " of domain ", node.domain));
+  const NodeFunction* fn = findNode(node.op_type);
+  if (fn == nullptr) return unsupported(strCat("no mapping for ONNX op_type ", node.op_type));
+  return (*fn)(node, inputs, device);
+}
+
+}  // namespace backplane::conformance::onnx
