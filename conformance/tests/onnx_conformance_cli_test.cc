@@ -1,0 +1,160 @@
+// `backplane conformance --onnx DIR` end to end (Note [ONNX node tests]): a
+// small corpus written here with the ONNX protobuf classes, run by the tool
+// on the CPU plugin in its workers, with a list of expected failures.
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+void writeProto(const fs::path& path, const google::protobuf::MessageLite& proto) {
+  fs::create_directories(path.parent_path());
+  std::ofstream out(path, std::ios::binary);
+  ASSERT_TRUE(proto.SerializeToOstream(&out)) << path;
+}
+
+::onnx::TensorProto floats(const std::string& name, std::vector<float> values) {
+  ::onnx::TensorProto t;
+  t.set_name(name);
+  t.set_data_type(::onnx::TensorProto::FLOAT);
+  t.add_dims(static_cast<int64_t>(values.size()));
+  for (float v : values) t.add_float_data(v);
+  return t;
+}
+
+// A node test `op_type(x, y) -> z` with one data set.
+void writeTest(const fs::path& dir, const std::string& op_type, std::vector<float> x, std::vector<float> y,
+               std::vector<float> z) {
+  ::onnx::ModelProto m;
+  m.set_ir_version(8);
+  ::onnx::OperatorSetIdProto* o = m.add_opset_import();
+  o->set_domain("");
+  o->set_version(17);
+  ::onnx::GraphProto* g = m.mutable_graph();
+  ::onnx::NodeProto* n = g->add_node();
+  n->set_op_type(op_type);
+  n->add_input("x");
+  n->add_input("y");
+  n->add_output("z");
+  for (const char* name : {"x", "y"}) {
+    ::onnx::ValueInfoProto* v = g->add_input();
+    v->set_name(name);
+    v->mutable_type()->mutable_tensor_type()->set_elem_type(::onnx::TensorProto::FLOAT);
+  }
+  ::onnx::ValueInfoProto* out = g->add_output();
+  out->set_name("z");
+  out->mutable_type()->mutable_tensor_type()->set_elem_type(::onnx::TensorProto::FLOAT);
+  writeProto(dir / "model.onnx", m);
+  writeProto(dir / "test_data_set_0" / "input_0.pb", floats("x", x));
+  writeProto(dir / "test_data_set_0" / "input_1.pb", floats("y", y));
+  writeProto(dir / "test_data_set_0" / "output_0.pb", floats("z", z));
+}
+
+struct Run {
+  int status = -1;
+  std::string out;
+};
+
+Run tool(const std::vector<std::string>& args) {
+  std::string cmd = std::string(BACKPLANE_CLI_PATH) + " --no-default-plugins --plugin " + BACKPLANE_CPU_PLUGIN_PATH;
+  for (const std::string& a : args) cmd += " '" + a + "'";
+  cmd += " 2>&1";
+  Run r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+std::string read(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+class OnnxConformanceCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::path(::testing::TempDir()) / ("onnx_cli_" + std::to_string(getpid()));
+    fs::remove_all(root_);
+    corpus_ = root_ / "node";
+    writeTest(corpus_ / "test_add_ok", "Add", {1, 2}, {10, 20}, {11, 22});
+    writeTest(corpus_ / "test_add_listed_fails", "Add", {1, 2}, {10, 20}, {11, 99});
+    writeTest(corpus_ / "test_add_unlisted_fails", "Add", {1, 2}, {10, 20}, {0, 22});
+    writeTest(corpus_ / "test_add_listed_passes", "Add", {1}, {1}, {2});
+    writeTest(corpus_ / "test_no_such_op", "NoSuchOp", {1}, {1}, {2});
+    expected_ = root_ / "expected";
+    fs::create_directories(expected_);
+    std::ofstream(expected_ / "cpu.txt") << "# the cpu backend's known failures\n"
+                                         << "test_add_listed_fails   the expected output is wrong on purpose\n"
+                                         << "test_add_listed_passes  listed, but it passes\n";
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(root_, ec);
+  }
+  fs::path root_, corpus_, expected_;
+};
+
+TEST_F(OnnxConformanceCli, CountsPassesFailuresExpectedFailuresAndUnsupported) {
+  const fs::path json = root_ / "r.json", junit = root_ / "r.xml";
+  Run r = tool({"conformance", "--onnx", corpus_.string(), "--backend", "cpu", "--onnx-expected", expected_.string(),
+                "--json", json.string(), "--junit", junit.string()});
+  // The unlisted failure fails the run.
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("cpu:0: 5 found, 4 mapped, 2 passed, 1 failed, 1 expected failures, 1 unsupported, 0 crashed"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("onnx::test_add_unlisted_fails"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1 listed as expected failures passed"), std::string::npos) << r.out;
+  const std::string j = read(json);
+  EXPECT_NE(j.find("\"unsupported\": 1, \"xfail\": 1"), std::string::npos) << j;
+  EXPECT_NE(j.find("\"op\": \"onnx::test_no_such_op\", \"form\": \"onnx\""), std::string::npos) << j;
+  EXPECT_NE(j.find("no mapping for ONNX op_type"), std::string::npos) << j;
+  EXPECT_NE(j.find("the expected output is wrong on purpose"), std::string::npos) << j;
+  EXPECT_NE(j.find("passed, but is listed as an expected failure"), std::string::npos) << j;
+  EXPECT_NE(read(junit).find("skipped=\"2\""), std::string::npos) << read(junit);
+}
+
+TEST_F(OnnxConformanceCli, PassesWhenEveryFailureIsListedOrLeftOut) {
+  Run r = tool({"conformance", "--onnx", corpus_.string(), "--backend", "cpu", "--onnx-expected", expected_.string(),
+                "--ops", "^onnx::test_(add_ok|add_listed|no_such)"});
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("4 found, 3 mapped, 2 passed, 0 failed, 1 expected failures, 1 unsupported"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST_F(OnnxConformanceCli, AnEntryWithoutAReasonIsAnError) {
+  std::ofstream(expected_ / "cpu.txt") << "test_add_listed_fails\n";
+  Run r = tool({"conformance", "--onnx", corpus_.string(), "--backend", "cpu", "--onnx-expected", expected_.string()});
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("cpu.txt:1: 'test_add_listed_fails' has no reason"), std::string::npos) << r.out;
+}
+
+TEST_F(OnnxConformanceCli, UsageErrors) {
+  Run r = tool({"conformance", "--onnx", (root_ / "missing").string(), "--backend", "cpu"});
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("missing"), std::string::npos) << r.out;
+  r = tool({"conformance", "--onnx-expected", expected_.string(), "--backend", "cpu"});
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("give --onnx DIR too"), std::string::npos) << r.out;
+}
+
+}  // namespace
