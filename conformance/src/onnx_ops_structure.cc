@@ -1,0 +1,875 @@
+// The table's entries for ONNX's structural ops: reductions, arg-reductions,
+// matrix products, convolution and pooling, normalizations, softmax, and
+// the gather/scatter, shape and data-movement ops (Note [ONNX op mapping]).
+//
+// Each entry reads the attributes (and the inputs that carry attributes
+// from some opset on: axes, shapes, pads, k) on the host, decides
+// "unsupported" before calling any op where no standard op expresses the
+// node exactly, and composes Backplane's standard ops on the device under
+// test.
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <numeric>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backplane/conformance/onnx_ops.h"
+#include "backplane/core/error.h"
+#include "backplane/core/scalar_type.h"
+#include "backplane/dispatcher/dispatcher.h"
+#include "backplane/ops.h"
+
+namespace backplane::conformance::onnx {
+namespace {
+
+using Ints = std::vector<int64_t>;
+
+const Tensor* optionalInput(const NodeInputs& in, size_t i) { return i < in.size() && in[i] ? &*in[i] : nullptr; }
+
+Tensor input(const NodeTest& n, const NodeInputs& in, size_t i) {
+  const Tensor* t = optionalInput(in, i);
+  BP_CHECK(t != nullptr, n.op_type, ": input ", i, " is required but missing");
+  return *t;
+}
+
+bool wantsOutput(const NodeTest& n, size_t i) { return i < n.outputs.size() && !n.outputs[i].empty(); }
+
+Ints intsOf(const Tensor& t) { return t.toVector<int64_t>(); }
+
+// An ONNX axis in [-rank, rank) as a dim in [0, rank).
+int64_t normAxis(const NodeTest& n, int64_t axis, int64_t rank) {
+  BP_CHECK(axis >= -rank && axis < std::max<int64_t>(rank, 1), n.op_type, ": axis ", axis, " is out of range for rank ",
+           rank);
+  return axis < 0 ? axis + rank : axis;
+}
+
+Ints normAxes(const NodeTest& n, Ints axes, int64_t rank) {
+  for (int64_t& a : axes) a = normAxis(n, a, rank);
+  std::sort(axes.begin(), axes.end());
+  BP_CHECK(std::adjacent_find(axes.begin(), axes.end()) == axes.end(), n.op_type, ": an axis is repeated");
+  return axes;
+}
+
+Ints allAxes(int64_t rank) {
+  Ints r(static_cast<size_t>(rank));
+  std::iota(r.begin(), r.end(), 0);
+  return r;
+}
+
+Ints sizesOf(const Tensor& t) { return Ints(t.sizes().begin(), t.sizes().end()); }
+
+int64_t product(const Ints& v, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t i = from; i < to; ++i) p *= v[i];
+  return p;
+}
+
+// A host int64 vector as a 1-d tensor on `device`.
+Tensor int64Tensor(const Ints& v, IntArrayRef sizes, Device device) {
+  return Tensor(tensorFromVector(v, sizes, Device(DeviceType::CPU))).to(device);
+}
+
+// Calls a standard op with no C++ function in ops.h, by name.
+Tensor callOp(const std::string& name, Stack stack) {
+  Dispatcher::singleton().findOpOrThrow("bp::" + name).callBoxed(stack);
+  return Tensor(stack.at(0).toTensor());
+}
+
+// Squeezes `dims` (ascending) out of t, last first.
+Tensor squeezeDims(Tensor t, const Ints& dims) {
+  for (auto it = dims.rbegin(); it != dims.rend(); ++it) t = t.squeeze(*it);
+  return t;
+}
+
+// ONNX TensorProto.DataType -> ScalarType (nullopt where Backplane has none).
+std::optional<ScalarType> onnxDtype(int64_t t) {
+  switch (t) {
+    case 1: return ScalarType::Float32;
+    case 2: return ScalarType::UInt8;
+    case 3: return ScalarType::Int8;
+    case 4: return ScalarType::UInt16;
+    case 5: return ScalarType::Int16;
+    case 6: return ScalarType::Int32;
+    case 7: return ScalarType::Int64;
+    case 9: return ScalarType::Bool;
+    case 10: return ScalarType::Float16;
+    case 11: return ScalarType::Float64;
+    case 12: return ScalarType::UInt32;
+    case 13: return ScalarType::UInt64;
+    case 16: return ScalarType::BFloat16;
+    default: return std::nullopt;
+  }
+}
+
+// --- Reductions.
+
+enum class Reduce { Sum, Mean, Max, Min, Prod, L1, L2, SumSquare, LogSum, LogSumExp };
+
+NodeRun reduce(const NodeTest& n, const NodeInputs& in, Reduce kind, int64_t axes_input_since) {
+  Tensor x = input(n, in, 0);
+  const bool keep = n.intAttr("keepdims", 1) != 0;
+  Ints axes;
+  if (n.opset >= axes_input_since) {
+    if (const Tensor* a = optionalInput(in, 1)) axes = intsOf(*a);
+  } else if (auto a = n.intsAttr("axes")) {
+    axes = *a;
+  }
+  if (axes.empty()) {
+    if (n.opset >= axes_input_since && n.intAttr("noop_with_empty_axes", 0) != 0) return outputs({x});
+    axes = allAxes(x.dim());
+  }
+  axes = normAxes(n, axes, x.dim());
+  const bool floating = isFloatingType(x.dtype());
+  if (!floating &&
+      (kind == Reduce::Mean || kind == Reduce::L2 || kind == Reduce::LogSum || kind == Reduce::LogSumExp)) {
+    return unsupported(n.op_type + ": integer input (" + std::string(scalarTypeName(x.dtype())) +
+                       "): ONNX keeps the integer dtype, which no standard op's result has");
+  }
+  // A reduction over an empty set gives the reduction's identity (ONNX 18).
+  const Ints sizes = sizesOf(x);
+  bool empty_set = false;
+  for (int64_t a : axes) empty_set = empty_set || sizes[a] == 0;
+  if (empty_set) {
+    Ints out;
+    for (int64_t d = 0; d < x.dim(); ++d) {
+      if (std::binary_search(axes.begin(), axes.end(), d)) {
+        if (keep) out.push_back(1);
+      } else {
+        out.push_back(sizes[d]);
+      }
+    }
+    double identity = 0;
+    const double inf = std::numeric_limits<double>::infinity();
+    switch (kind) {
+      case Reduce::Prod: identity = 1; break;
+      case Reduce::Max: identity = -inf; break;
+      case Reduce::Min: identity = inf; break;
+      case Reduce::LogSum:
+      case Reduce::LogSumExp: identity = -inf; break;
+      case Reduce::Mean: return unsupported(n.op_type + ": the mean of an empty set is undefined");
+      default: break;
+    }
+    if (!floating && std::isinf(identity)) {
+      return unsupported(n.op_type + ": an empty reduction of an integer input has no infinity to give");
+    }
+    return outputs({full(out, Scalar(identity), {.dtype = x.dtype(), .device = x.device()})});
+  }
+  const ScalarType dt = x.dtype();
+  switch (kind) {
+    case Reduce::Sum: return outputs({x.sum(axes, keep, dt)});
+    case Reduce::Mean: return outputs({x.mean(axes, keep)});
+    case Reduce::Max: return outputs({x.amax(axes, keep)});
+    case Reduce::Min: return outputs({x.amin(axes, keep)});
+    case Reduce::Prod: {
+      Tensor t = x;
+      for (auto it = axes.rbegin(); it != axes.rend(); ++it) t = t.prod(*it, true, dt);
+      return outputs({keep ? t : squeezeDims(t, axes)});
+    }
+    case Reduce::L1: return outputs({x.abs().sum(axes, keep, dt)});
+    case Reduce::L2: return outputs({(x * x).sum(axes, keep, dt).sqrt()});
+    case Reduce::SumSquare: return outputs({(x * x).sum(axes, keep, dt)});
+    case Reduce::LogSum: return outputs({x.sum(axes, keep, dt).log()});
+    case Reduce::LogSumExp: {
+      // log(sum(exp(x - m))) + m with m the max (0 where infinite), as
+      // torch.logsumexp: the same value without overflowing exp.
+      Tensor m = x.amax(axes, true);
+      m = where(m.isinf(), zeros_like(m), m);
+      Tensor r = (x - m).exp().sum(axes, true, dt).log() + m;
+      return outputs({keep ? r : squeezeDims(r, axes)});
+    }
+  }
+  return unsupported(n.op_type + ": unknown reduction");
+}
+
+NodeRun argReduce(const NodeTest& n, const NodeInputs& in, bool is_max) {
+  Tensor x = input(n, in, 0);
+  if (x.dim() == 0) return unsupported(n.op_type + ": a 0-d input has no axis to reduce");
+  const int64_t axis = normAxis(n, n.intAttr("axis", 0), x.dim());
+  const bool keep = n.intAttr("keepdims", 1) != 0;
+  if (x.size(axis) == 0) return unsupported(n.op_type + ": the axis is empty, so there is no index to give");
+  if (n.intAttr("select_last_index", 0) == 0) return outputs({is_max ? x.argmax(axis, keep) : x.argmin(axis, keep)});
+  // The last extremum is the first one of the reversed axis.
+  Tensor f = x.flip({axis});
+  Tensor r = is_max ? f.argmax(axis, keep) : f.argmin(axis, keep);
+  return outputs({Scalar(x.size(axis) - 1) - r});
+}
+
+// --- Matrix products.
+
+NodeRun gemm(const NodeTest& n, const NodeInputs& in) {
+  Tensor a = input(n, in, 0), b = input(n, in, 1);
+  const double alpha = n.floatAttr("alpha", 1.0), beta = n.floatAttr("beta", 1.0);
+  if (a.dim() != 2 || b.dim() != 2) return unsupported("Gemm: A and B must be 2-d");
+  if (!isFloatingType(a.dtype()) && (alpha != 1.0 || beta != 1.0)) {
+    return unsupported("Gemm: alpha/beta other than 1 on an integer input would promote to float");
+  }
+  if (n.intAttr("transA", 0) != 0) a = a.t();
+  if (n.intAttr("transB", 0) != 0) b = b.t();
+  Tensor r = a.matmul(b);
+  if (alpha != 1.0) r = r * alpha;
+  if (const Tensor* c = optionalInput(in, 2)) r = r + (beta != 1.0 ? *c * beta : *c);
+  return outputs({r});
+}
+
+// --- Convolution and pooling.
+
+struct Window {
+  Ints kernel, stride, dilation, pad_begin, pad_end;
+};
+
+// The kernel, strides, dilations and (begin, end) pads of a 1-d or 2-d
+// window over the spatial dims of `x` (auto_pad resolved as ONNX does),
+// or the reason it is unsupported.
+std::optional<std::string> windowOf(const NodeTest& n, const Tensor& x, const Ints& kernel, Window& w) {
+  const size_t s = kernel.size();
+  w.kernel = kernel;
+  w.stride = n.intsAttr("strides").value_or(Ints(s, 1));
+  w.dilation = n.intsAttr("dilations").value_or(Ints(s, 1));
+  Ints pads = n.intsAttr("pads").value_or(Ints(2 * s, 0));
+  if (w.stride.size() != s || w.dilation.size() != s || pads.size() != 2 * s) {
+    return n.op_type + ": strides, dilations or pads do not match the kernel's rank";
+  }
+  w.pad_begin.assign(pads.begin(), pads.begin() + static_cast<std::ptrdiff_t>(s));
+  w.pad_end.assign(pads.begin() + static_cast<std::ptrdiff_t>(s), pads.end());
+  const std::string auto_pad = n.stringAttr("auto_pad", "NOTSET");
+  if (auto_pad == "VALID") {
+    std::fill(w.pad_begin.begin(), w.pad_begin.end(), 0);
+    std::fill(w.pad_end.begin(), w.pad_end.end(), 0);
+  } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    for (size_t i = 0; i < s; ++i) {
+      const int64_t in = x.size(static_cast<int64_t>(i) + 2);
+      const int64_t out = (in + w.stride[i] - 1) / w.stride[i];
+      const int64_t total = std::max<int64_t>(0, (out - 1) * w.stride[i] + (w.kernel[i] - 1) * w.dilation[i] + 1 - in);
+      w.pad_begin[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      w.pad_end[i] = total - w.pad_begin[i];
+    }
+  } else if (auto_pad != "NOTSET" && !auto_pad.empty()) {
+    return n.op_type + ": unknown auto_pad '" + auto_pad + "'";
+  }
+  for (size_t i = 0; i < s; ++i) {
+    if (w.stride[i] < 1 || w.dilation[i] < 1 || w.pad_begin[i] < 0 || w.pad_end[i] < 0) {
+      return n.op_type + ": strides and dilations must be positive and pads non-negative";
+    }
+  }
+  return std::nullopt;
+}
+
+// A 1-d window as the 2-d one over [N, C, 1, L].
+void widen1d(Window& w) {
+  w.kernel.insert(w.kernel.begin(), 1);
+  w.stride.insert(w.stride.begin(), 1);
+  w.dilation.insert(w.dilation.begin(), 1);
+  w.pad_begin.insert(w.pad_begin.begin(), 0);
+  w.pad_end.insert(w.pad_end.begin(), 0);
+}
+
+// torch's pad list (last dim first) padding the two spatial dims of a 4-d input.
+Ints spatialPadList(const Window& w) { return {w.pad_begin[1], w.pad_end[1], w.pad_begin[0], w.pad_end[0]}; }
+
+bool symmetric(const Window& w) { return w.pad_begin == w.pad_end; }
+
+NodeRun conv(const NodeTest& n, const NodeInputs& in) {
+  Tensor x = input(n, in, 0), weight = input(n, in, 1);
+  const Tensor* bias = optionalInput(in, 2);
+  if (x.dim() != 3 && x.dim() != 4) return unsupported("Conv: only 1-d and 2-d convolutions have a standard op");
+  if (weight.dim() != x.dim()) return unsupported("Conv: W's rank differs from X's");
+  const bool one_d = x.dim() == 3;
+  Ints kernel(weight.sizes().begin() + 2, weight.sizes().end());
+  if (auto ks = n.intsAttr("kernel_shape"); ks && *ks != kernel) {
+    return unsupported("Conv: kernel_shape differs from W's spatial shape");
+  }
+  Window w;
+  if (auto why = windowOf(n, x, kernel, w)) return unsupported(*why);
+  if (one_d) {
+    x = x.unsqueeze(2);
+    weight = weight.unsqueeze(2);
+    widen1d(w);
+  }
+  Ints padding = w.pad_begin;
+  if (!symmetric(w)) {
+    x = pad(x, spatialPadList(w));
+    padding = {0, 0};
+  }
+  std::optional<Tensor> b;
+  if (bias) b = *bias;
+  Tensor y = conv2d(x, weight, b, w.stride, padding, w.dilation, n.intAttr("group", 1));
+  return outputs({one_d ? y.squeeze(2) : y});
+}
+
+NodeRun pool(const NodeTest& n, const NodeInputs& in, bool is_max) {
+  Tensor x = input(n, in, 0);
+  if (x.dim() != 3 && x.dim() != 4) return unsupported(n.op_type + ": only 1-d and 2-d pooling have a standard op");
+  if (!isFloatingType(x.dtype())) {
+    return unsupported(n.op_type + ": " + std::string(scalarTypeName(x.dtype())) +
+                       " input; the pooling ops take floats");
+  }
+  if (is_max && wantsOutput(n, 1)) return unsupported("MaxPool: the Indices output has no standard op");
+  auto ks = n.intsAttr("kernel_shape");
+  if (!ks || static_cast<int64_t>(ks->size()) != x.dim() - 2) {
+    return unsupported(n.op_type + ": kernel_shape is missing or does not match the input's rank");
+  }
+  Window w;
+  if (auto why = windowOf(n, x, *ks, w)) return unsupported(*why);
+  const bool ceil_mode = n.intAttr("ceil_mode", 0) != 0;
+  const bool count_include_pad = n.intAttr("count_include_pad", 0) != 0;
+  if (!is_max && std::any_of(w.dilation.begin(), w.dilation.end(), [](int64_t d) { return d != 1; })) {
+    return unsupported("AveragePool: dilations other than 1 have no standard op (avg_pool2d has none)");
+  }
+  const bool one_d = x.dim() == 3;
+  if (one_d) {
+    x = x.unsqueeze(2);
+    widen1d(w);
+  }
+  // torch pads at most half the (dilated) window on each side; other pads
+  // are applied first, with -inf for max (never picked) and 0 for an average
+  // that counts the pad.
+  bool fits = symmetric(w);
+  for (size_t i = 0; i < 2; ++i) fits = fits && w.pad_begin[i] <= ((w.kernel[i] - 1) * w.dilation[i] + 1) / 2;
+  Ints padding = w.pad_begin;
+  if (!fits) {
+    if (!is_max && !count_include_pad) {
+      return unsupported("AveragePool: asymmetric or oversized pads with count_include_pad=0 have no standard op");
+    }
+    if (ceil_mode) return unsupported(n.op_type + ": ceil_mode with asymmetric or oversized pads");
+    const double value = is_max ? -std::numeric_limits<double>::infinity() : 0.0;
+    x = pad(x, spatialPadList(w), "constant", value);
+    padding = {0, 0};
+  }
+  Tensor y;
+  if (is_max) {
+    y = callOp("max_pool2d", {x, w.kernel, w.stride, padding, w.dilation, ceil_mode});
+  } else {
+    y = callOp("avg_pool2d", {x, w.kernel, w.stride, padding, ceil_mode, count_include_pad});
+  }
+  return outputs({one_d ? y.squeeze(2) : y});
+}
+
+NodeRun globalPool(const NodeTest& n, const NodeInputs& in, bool is_max) {
+  Tensor x = input(n, in, 0);
+  if (x.dim() < 3) return unsupported(n.op_type + ": the input has no spatial dims");
+  Ints dims;
+  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+  return outputs({is_max ? x.amax(dims, true) : x.mean(dims, true)});
+}
+
+// --- Normalizations.
+
+// [C] as [1, C, 1, ...] for an input of `rank`.
+Tensor channelView(const Tensor& p, int64_t rank) {
+  Ints shape(static_cast<size_t>(rank), 1);
+  shape[1] = p.numel();
+  return p.reshape(shape);
+}
+
+NodeRun batchNorm(const NodeTest& n, const NodeInputs& in) {
+  Tensor x = input(n, in, 0);
+  if (n.intAttr("training_mode", 0) != 0) {
+    return unsupported("BatchNormalization: training_mode=1 (batch statistics and running-stat outputs)");
+  }
+  for (size_t i = 1; i < n.outputs.size(); ++i) {
+    if (wantsOutput(n, i)) return unsupported("BatchNormalization: outputs past Y (training statistics)");
+  }
+  if (n.opset < 9 && n.intAttr("spatial", 1) == 0) {
+    return unsupported("BatchNormalization: spatial=0 (per-activation statistics)");
+  }
+  if (x.dim() < 2) return unsupported("BatchNormalization: the input has no channel dim");
+  const double eps = n.floatAttr("epsilon", 1e-5);
+  const int64_t r = x.dim();
+  Tensor scale = channelView(input(n, in, 1), r), b = channelView(input(n, in, 2), r);
+  Tensor mean = channelView(input(n, in, 3), r), var = channelView(input(n, in, 4), r);
+  // As ONNX's reference: (x - mean) / sqrt(var + eps) * scale + B.
+  return outputs({(x - mean) / (var + eps).sqrt() * scale + b});
+}
+
+NodeRun instanceNorm(const NodeTest& n, const NodeInputs& in) {
+  Tensor x = input(n, in, 0);
+  if (x.dim() < 3) return unsupported("InstanceNormalization: the input has no spatial dims");
+  const double eps = n.floatAttr("epsilon", 1e-5);
+  Ints dims;
+  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+  Tensor mean = x.mean(dims, true);
+  Tensor d = x - mean;
+  Tensor var = (d * d).mean(dims, true);
+  const int64_t r = x.dim();
+  return outputs({d / (var + eps).sqrt() * channelView(input(n, in, 1), r) + channelView(input(n, in, 2), r)});
+}
+
+NodeRun layerNorm(const NodeTest& n, const NodeInputs& in) {
+  Tensor x = input(n, in, 0);
+  if (x.dim() == 0) return unsupported("LayerNormalization: a 0-d input");
+  const int64_t axis = normAxis(n, n.intAttr("axis", -1), x.dim());
+  const double eps = n.floatAttr("epsilon", 1e-5);
+  const auto stash = onnxDtype(n.intAttr("stash_type", 1));
+  if (!stash || !isFloatingType(*stash)) return unsupported("LayerNormalization: stash_type is not a float type");
+  if (!isFloatingType(x.dtype())) return unsupported("LayerNormalization: integer input");
+  Ints dims;
+  for (int64_t d = axis; d < x.dim(); ++d) dims.push_back(d);
+  // ONNX's function body: in the stash type, D = X - mean, InvStdDev =
+  // 1 / sqrt(mean(D * D) + eps), Normalized = D * InvStdDev; then back to
+  // X's type, times Scale, plus B.
+  Tensor xs = x.to(*stash);
+  Tensor mean = xs.mean(dims, true);
+  Tensor d = xs - mean;
+  Tensor inv_std = Scalar(1.0) / ((d * d).mean(dims, true) + eps).sqrt();
+  Tensor y = (d * inv_std).to(x.dtype()) * input(n, in, 1);
+  if (const Tensor* b = optionalInput(in, 2)) y = y + *b;
+  std::vector<Tensor> outs{y};
+  if (n.outputs.size() > 1) outs.push_back(wantsOutput(n, 1) ? mean : Tensor());
+  if (n.outputs.size() > 2) outs.push_back(wantsOutput(n, 2) ? inv_std : Tensor());
+  return outputs(std::move(outs));
+}
+
+// Softmax, LogSoftmax and Hardmax: along `axis` from opset 13, and before
+// it over the input flattened to 2-d at `axis` (default 1).
+template <typename F>
+NodeRun softmaxLike(const NodeTest& n, const NodeInputs& in, F along) {
+  Tensor x = input(n, in, 0);
+  if (x.dim() == 0) return unsupported(n.op_type + ": a 0-d input");
+  if (n.opset >= 13) return outputs({along(x, normAxis(n, n.intAttr("axis", -1), x.dim()))});
+  const int64_t axis = normAxis(n, n.intAttr("axis", 1), x.dim());
+  const Ints sizes = sizesOf(x);
+  Tensor flat = x.reshape(
+      {product(sizes, 0, static_cast<size_t>(axis)), product(sizes, static_cast<size_t>(axis), sizes.size())});
+  return outputs({along(flat, 1).reshape(sizes)});
+}
+
+// --- Indexing.
+
+// Indices with the negative ones counted from the end of a dim of size `n`, as int64.
+Tensor wrapIndices(const Tensor& idx, int64_t size) {
+  Tensor i = idx.to(ScalarType::Int64);
+  return where(i.lt(Scalar(int64_t{0})), i + Scalar(size), i);
+}
+
+NodeRun gatherNode(const NodeTest& n, const NodeInputs& in) {
+  Tensor data = input(n, in, 0), idx = input(n, in, 1);
+  if (data.dim() == 0) return unsupported("Gather: a 0-d data input");
+  const int64_t axis = normAxis(n, n.intAttr("axis", 0), data.dim());
+  Tensor i = wrapIndices(idx, data.size(axis));
+  Tensor picked = data.index_select(axis, i.reshape({i.numel()}));
+  const Ints ds = sizesOf(data), is = sizesOf(idx);
+  Ints shape(ds.begin(), ds.begin() + axis);
+  shape.insert(shape.end(), is.begin(), is.end());
+  shape.insert(shape.end(), ds.begin() + axis + 1, ds.end());
+  return outputs({picked.reshape(shape)});
+}
+
+NodeRun gatherElements(const NodeTest& n, const NodeInputs& in) {
+  Tensor data = input(n, in, 0);
+  const int64_t axis = normAxis(n, n.intAttr("axis", 0), data.dim());
+  return outputs({data.gather(axis, wrapIndices(input(n, in, 1), data.size(axis)))});
+}
+
+NodeRun scatterElements(const NodeTest& n, const NodeInputs& in) {
+  Tensor data = input(n, in, 0), updates = input(n, in, 2);
+  const int64_t axis = normAxis(n, n.intAttr("axis", 0), data.dim());
+  const std::string reduction = n.stringAttr("reduction", "none");
+  Tensor idx = wrapIndices(input(n, in, 1), data.size(axis));
+  if (reduction == "add") return outputs({callOp("scatter_add", {data, axis, idx, updates})});
+  if (reduction != "none") return unsupported(n.op_type + ": reduction '" + reduction + "' has no standard op");
+  // Replacing: the updates land where an index points (ONNX leaves
+  // duplicate indices undefined; this sums them), the data stays elsewhere.
+  Tensor hit = callOp("scatter_add", {zeros_like(data, {.dtype = ScalarType::Int64}), axis, idx,
+                                      ones_like(updates, {.dtype = ScalarType::Int64})});
+  Tensor placed = callOp("scatter_add", {zeros_like(data), axis, idx, updates});
+  return outputs({where(hit.gt(Scalar(int64_t{0})), placed, data)});
+}
+
+// --- Shapes and data movement.
+
+NodeRun concat(const NodeTest& n, const NodeInputs& in) {
+  std::vector<Tensor> ts;
+  for (size_t i = 0; i < in.size(); ++i) ts.push_back(input(n, in, i));
+  if (ts.empty()) return unsupported("Concat: no inputs");
+  const int64_t axis = normAxis(n, n.intAttr("axis", n.opset < 4 ? 1 : 0), ts[0].dim());
+  return outputs({cat(ts, axis)});
+}
+
+NodeRun split(const NodeTest& n, const NodeInputs& in) {
+  Tensor x = input(n, in, 0);
+  const int64_t axis = normAxis(n, n.intAttr("axis", 0), x.dim());
+  const int64_t size = x.size(axis);
+  Ints parts;
+  if (n.opset >= 13) {
+    if (const Tensor* s = optionalInput(in, 1)) parts = intsOf(*s);
+  } else if (auto s = n.intsAttr("split")) {
+    parts = *s;
+  } else if (const Tensor* s2 = optionalInput(in, 1)) {
+    parts = intsOf(*s2);  // opset 2-12 took it as an attribute; opset 1 also as an input
+  }
+  if (parts.empty()) {
+    const int64_t k = n.has("num_outputs") ? n.intAttr("num_outputs", 1) : static_cast<int64_t>(n.outputs.size());
+    BP_CHECK(k >= 1, "Split: ", k, " outputs");
+    if (n.has("num_outputs")) {
+      const int64_t chunk = (size + k - 1) / k;
+      for (int64_t i = 0; i < k; ++i) parts.push_back(std::max<int64_t>(0, std::min(chunk, size - i * chunk)));
+    } else {
+      BP_CHECK(size % k == 0, "Split: axis of size ", size, " does not split evenly into ", k, " outputs");
+      parts.assign(static_cast<size_t>(k), size / k);
+    }
+  }
+  BP_CHECK(std::accumulate(parts.begin(), parts.end(), int64_t{0}) == size, "Split: the split sizes do not add up to ",
+           size);
+  std::vector<Tensor> outs;
+  int64_t at = 0;
+  for (int64_t p : parts) {
+    outs.push_back(x.narrow(axis, at, p));
+    at += p;
+  }
+  return outputs(std::move(outs));
+}
+
+NodeRun transposeNode(const NodeTest& n, const NodeInputs& in) {
+  Tensor x = input(n, in, 0);
+  Ints perm = n.intsAttr("perm").value_or(Ints{});
+  if (perm.empty()) {
+    for (int64_t d = x.dim() - 1; d >= 0; --d) perm.push_back(d);
+  }
+  return outputs({x.permute(perm)});
+}
+
+NodeRun reshapeNode(const NodeTest& n, const NodeInputs& in) {
+  Tensor x = input(n, in, 0);
+  Ints shape = n.opset >= 5 ? intsOf(input(n, in, 1)) : n.intsAttr("shape").value_or(Ints{});
+  const bool allow_zero = n.intAttr("allowzero", 0) != 0;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 0 && !allow_zero) {
+      BP_CHECK(static_cast<int64_t>(i) < x.dim(), "Reshape: a 0 at dim ", i, " copies a dim the input lacks");
+      shape[i] = x.size(static_cast<int64_t>(i));
+    }
+  }
+  return outputs({x.reshape(shape)});
+}
+
+NodeRun flattenNode(const NodeTest& n, const NodeInputs& in) {
+  Tensor x = input(n, in, 0);
+  int64_t axis = n.intAttr("axis", 1);
+  BP_CHECK(axis >= -x.dim() && axis <= x.dim(), "Flatten: axis ", axis, " is out of range for rank ", x.dim());
+  if (axis < 0) axis += x.dim();
+  const Ints s = sizesOf(x);
+  return outputs(
+      {x.reshape({product(s, 0, static_cast<size_t>(axis)), product(s, static_cast<size_t>(axis), s.size())})});
+}
+
+Ints axesArg(const NodeTest& n, const NodeInputs& in, int64_t input_since) {
+  if (n.opset >= input_since) {
+    const Tensor* a = optionalInput(in, 1);
+    return a ? intsOf(*a) : Ints{};
+  }
+  return n.intsAttr("axes").value_or(Ints{});
+}
+
+NodeRun squeezeNode(const NodeTest& n, const NodeInputs& in) {
+  Tensor x = input(n, in, 0);
+  Ints axes = axesArg(n, in, 13);
+  if (axes.empty()) {
+    for (int64_t d = 0; d < x.dim(); ++d) {
+      if (x.size(d) == 1) axes.push_back(d);
+    }
+  }
+  axes = normAxes(n, axes, x.dim());
+  for (int64_t a : axes) BP_CHECK(x.size(a) == 1, "Squeeze: dim ", a, " has size ", x.size(a), ", not 1");
+  return outputs({squeezeDims(x, axes)});
+}
+
+NodeRun unsqueezeNode(const NodeTest& n, const NodeInputs& in) {
+  Tensor x = input(n, in, 0);
+  const Ints axes = normAxes(n, axesArg(n, in, 13), x.dim() + static_cast<int64_t>(axesArg(n, in, 13).size()));
+  for (int64_t a : axes) x = x.unsqueeze(a);
+  return outputs({x});
+}
+
+NodeRun expandNode(const NodeTest& n, const NodeInputs& in) {
+  Tensor x = input(n, in, 0);
+  const Ints shape = intsOf(input(n, in, 1));
+  const Ints xs = sizesOf(x);
+  const size_t r = std::max(shape.size(), xs.size());
+  Ints out(r);
+  for (size_t i = 0; i < r; ++i) {
+    const int64_t a = i + xs.size() >= r ? xs[i + xs.size() - r] : 1;
+    const int64_t b = i + shape.size() >= r ? shape[i + shape.size() - r] : 1;
+    BP_CHECK(a == b || a == 1 || b == 1, "Expand: shape ", b, " does not broadcast with the input's ", a);
+    out[i] = a == 1 ? b : a;
+  }
+  return outputs({x.expand(out).contiguous()});
+}
+
+NodeRun sliceNode(const NodeTest& n, const NodeInputs& in) {
+  Tensor x = input(n, in, 0);
+  Ints starts, ends, axes, steps;
+  if (n.opset >= 10) {
+    starts = intsOf(input(n, in, 1));
+    ends = intsOf(input(n, in, 2));
+    if (const Tensor* a = optionalInput(in, 3)) axes = intsOf(*a);
+    if (const Tensor* s = optionalInput(in, 4)) steps = intsOf(*s);
+  } else {
+    starts = n.intsAttr("starts").value_or(Ints{});
+    ends = n.intsAttr("ends").value_or(Ints{});
+    axes = n.intsAttr("axes").value_or(Ints{});
+  }
+  BP_CHECK(starts.size() == ends.size(), "Slice: starts and ends differ in length");
+  if (axes.empty()) axes = allAxes(static_cast<int64_t>(starts.size()));
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  BP_CHECK(axes.size() == starts.size() && steps.size() == starts.size(),
+           "Slice: axes or steps differ in length from starts");
+  for (size_t i = 0; i < starts.size(); ++i) {
+    const int64_t a = normAxis(n, axes[i], x.dim());
+    const int64_t dim = x.size(a), step = steps[i];
+    BP_CHECK(step != 0, "Slice: step 0");
+    int64_t s = starts[i], e = ends[i];
+    if (s < 0) s += dim;
+    if (e < 0) e += dim;
+    if (step > 0) {
+      s = std::clamp<int64_t>(s, 0, dim);
+      e = std::clamp<int64_t>(e, 0, dim);
+      const int64_t len = e > s ? (e - s + step - 1) / step : 0;
+      x = len == 0 ? x.narrow(a, 0, 0) : x.slice(a, s, s + (len - 1) * step + 1, step);
+    } else {
+      if (dim == 0) continue;
+      s = std::clamp<int64_t>(s, 0, dim - 1);
+      e = std::clamp<int64_t>(e, -1, dim - 1);
+      const int64_t len = s > e ? (s - e - step - 1) / -step : 0;
+      if (len == 0) {
+        x = x.narrow(a, 0, 0);
+      } else {
+        // Backwards from s: forwards from dim-1-s in the reversed dim.
+        const int64_t fs = dim - 1 - s;
+        x = x.flip({a}).slice(a, fs, fs + (len - 1) * -step + 1, -step);
+      }
+    }
+  }
+  return outputs({x});
+}
+
+NodeRun tileNode(const NodeTest& n, const NodeInputs& in) {
+  if (n.opset < 6) return unsupported("Tile: opset < 6 (tiles/axis inputs)");
+  Tensor x = input(n, in, 0);
+  const Ints reps = intsOf(input(n, in, 1));
+  BP_CHECK(static_cast<int64_t>(reps.size()) == x.dim(), "Tile: repeats has ", reps.size(),
+           " entries for an input of rank ", x.dim());
+  // [d0, d1] -> [1, d0, 1, d1] -> [r0, d0, r1, d1] -> [r0 * d0, r1 * d1].
+  Ints inter, expanded, out;
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    inter.insert(inter.end(), {1, x.size(d)});
+    expanded.insert(expanded.end(), {reps[d], x.size(d)});
+    out.push_back(reps[d] * x.size(d));
+  }
+  return outputs({x.reshape(inter).expand(expanded).reshape(out)});
+}
+
+NodeRun padNode(const NodeTest& n, const NodeInputs& in) {
+  Tensor x = input(n, in, 0);
+  const std::string mode = n.stringAttr("mode", "constant");
+  Ints pads, axes;
+  double value = 0;
+  if (n.opset >= 11) {
+    pads = intsOf(input(n, in, 1));
+    if (const Tensor* v = optionalInput(in, 2)) value = v->item<double>();
+    if (const Tensor* a = optionalInput(in, 3)) axes = intsOf(*a);
+  } else {
+    pads = n.intsAttr(n.opset < 2 ? "paddings" : "pads").value_or(Ints{});
+    value = n.floatAttr("value", 0.0);
+  }
+  const int64_t r = x.dim();
+  if (axes.empty()) axes = allAxes(r);
+  for (int64_t& a : axes) a = normAxis(n, a, r);
+  BP_CHECK(pads.size() == 2 * axes.size(), "Pad: ", pads.size(), " pads for ", axes.size(), " axes");
+  Ints begin(static_cast<size_t>(r), 0), end(static_cast<size_t>(r), 0);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    begin[axes[i]] = pads[i];
+    end[axes[i]] = pads[i + axes.size()];
+  }
+  int64_t first = r;  // the first padded dim
+  for (int64_t d = 0; d < r; ++d) {
+    if (begin[d] != 0 || end[d] != 0) {
+      first = d;
+      break;
+    }
+  }
+  if (first == r) return outputs({x});
+  Ints list;  // torch's order: the last dim first
+  for (int64_t d = r - 1; d >= first; --d) list.insert(list.end(), {begin[d], end[d]});
+  if (mode == "constant") {
+    const Scalar v = isFloatingType(x.dtype()) ? Scalar(value) : Scalar(static_cast<int64_t>(value));
+    return outputs({callOp("constant_pad_nd", {x, list, v})});
+  }
+  if (mode != "reflect" && mode != "edge") return unsupported("Pad: mode '" + mode + "' has no standard op");
+  if (std::any_of(list.begin(), list.end(), [](int64_t p) { return p < 0; })) {
+    return unsupported("Pad: negative pads in mode '" + mode + "'");
+  }
+  const int64_t padded = r - first;
+  if (padded > 3) return unsupported("Pad: mode '" + mode + "' pads at most the last 3 dims");
+  // reflection_pad/replication_pad take one leading batch dim: fold the
+  // unpadded leading dims into it.
+  const Ints s = sizesOf(x);
+  Ints folded{product(s, 0, static_cast<size_t>(first))};
+  folded.insert(folded.end(), s.begin() + first, s.end());
+  Tensor y = pad(x.reshape(folded), list, mode == "reflect" ? "reflect" : "replicate");
+  Ints out(s.begin(), s.begin() + first);
+  out.insert(out.end(), y.sizes().begin() + 1, y.sizes().end());
+  return outputs({y.reshape(out)});
+}
+
+NodeRun rangeNode(const NodeTest& n, const NodeInputs& in) {
+  Tensor start = input(n, in, 0), limit = input(n, in, 1), delta = input(n, in, 2);
+  const ScalarType dt = start.dtype();
+  const TensorOptions opts{.dtype = dt, .device = start.device()};
+  if (isFloatingType(dt)) {
+    return outputs({arange(start.item<double>(), limit.item<double>(), delta.item<double>(), opts)});
+  }
+  BP_CHECK(delta.item<int64_t>() != 0, "Range: delta 0");
+  return outputs({arange(start.item<int64_t>(), limit.item<int64_t>(), delta.item<int64_t>(), opts)});
+}
+
+NodeRun shapeNode(const NodeTest& n, const NodeInputs& in, Device device) {
+  Tensor x = input(n, in, 0);
+  const int64_t r = x.dim();
+  auto clampEnd = [&](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + r : v, 0, r); };
+  const int64_t s = clampEnd(n.intAttr("start", 0)), e = clampEnd(n.intAttr("end", r));
+  Ints dims;
+  for (int64_t d = s; d < e; ++d) dims.push_back(x.size(d));
+  return outputs({int64Tensor(dims, {static_cast<int64_t>(dims.size())}, device)});
+}
+
+NodeRun constantOfShape(const NodeTest& n, const NodeInputs& in, Device device) {
+  const Ints shape = intsOf(input(n, in, 0));
+  Tensor value = zeros({1}, {.device = device});
+  if (auto it = n.attributes.find("value"); it != n.attributes.end()) {
+    const Tensor* v = std::get_if<Tensor>(&it->second);
+    BP_CHECK(v != nullptr && v->numel() == 1, "ConstantOfShape: value must be a one-element tensor");
+    value = v->to(device);
+  }
+  return outputs({value.reshape({}).expand(shape).contiguous()});
+}
+
+NodeRun topkNode(const NodeTest& n, const NodeInputs& in) {
+  Tensor x = input(n, in, 0);
+  const int64_t k = n.opset >= 10 ? input(n, in, 1).item<int64_t>() : n.intAttr("k", 0);
+  const int64_t axis = normAxis(n, n.intAttr("axis", -1), x.dim());
+  const bool largest = n.intAttr("largest", 1) != 0;
+  // sorted=0 leaves the order to the implementation; sorted is one such order.
+  auto [values, indices] = x.topk(k, axis, largest, true);
+  return outputs({values, indices});
+}
+
+NodeRun cumsumNode(const NodeTest& n, const NodeInputs& in) {
+  Tensor x = input(n, in, 0);
+  if (x.dim() == 0) return unsupported("CumSum: a 0-d input");
+  const int64_t axis = normAxis(n, input(n, in, 1).item<int64_t>(), x.dim());
+  const bool reverse = n.intAttr("reverse", 0) != 0, exclusive = n.intAttr("exclusive", 0) != 0;
+  Tensor t = reverse ? x.flip({axis}) : x;
+  Tensor c = t.cumsum(axis, x.dtype());
+  if (exclusive && x.size(axis) > 0) {
+    // Shifted by one along the axis, a zero first: exact, unlike c - x.
+    Ints zero_shape = sizesOf(x);
+    zero_shape[axis] = 1;
+    c = cat({zeros(zero_shape, {.dtype = x.dtype(), .device = x.device()}), c.narrow(axis, 0, x.size(axis) - 1)}, axis);
+  }
+  return outputs({reverse ? c.flip({axis}) : c});
+}
+
+NodeRun eyeLike(const NodeTest& n, const NodeInputs& in) {
+  Tensor x = input(n, in, 0);
+  if (x.dim() != 2) return unsupported("EyeLike: the input must be 2-d");
+  std::optional<ScalarType> dt = x.dtype();
+  if (n.has("dtype")) dt = onnxDtype(n.intAttr("dtype", 1));
+  if (!dt) return unsupported("EyeLike: dtype " + std::to_string(n.intAttr("dtype", 0)) + " has no Backplane dtype");
+  const TensorOptions opts{.dtype = ScalarType::Int64, .device = x.device()};
+  Tensor rows = arange(x.size(0), opts).unsqueeze(1), cols = arange(x.size(1), opts).unsqueeze(0);
+  return outputs({(cols - rows).eq(Scalar(n.intAttr("k", 0))).to(*dt)});
+}
+
+NodeRun triluNode(const NodeTest& n, const NodeInputs& in) {
+  Tensor x = input(n, in, 0);
+  if (x.dim() < 2) return unsupported("Trilu: the input must be at least 2-d");
+  const int64_t k = optionalInput(in, 1) ? optionalInput(in, 1)->item<int64_t>() : 0;
+  const TensorOptions opts{.dtype = ScalarType::Int64, .device = x.device()};
+  Tensor diff = arange(x.size(-1), opts).unsqueeze(0) - arange(x.size(-2), opts).unsqueeze(1);
+  Tensor keep = n.intAttr("upper", 1) != 0 ? diff.ge(Scalar(k)) : diff.le(Scalar(k));
+  return outputs({where(keep, x, zeros_like(x))});
+}
+
+}  // namespace
+
+void registerStructureNodes() {
+  struct R {
+    const char* op;
+    Reduce kind;
+    int64_t axes_input_since;
+  };
+  for (const R& r :
+       {R{"ReduceSum", Reduce::Sum, 13}, R{"ReduceMean", Reduce::Mean, 18}, R{"ReduceMax", Reduce::Max, 18},
+        R{"ReduceMin", Reduce::Min, 18}, R{"ReduceProd", Reduce::Prod, 18}, R{"ReduceL1", Reduce::L1, 18},
+        R{"ReduceL2", Reduce::L2, 18}, R{"ReduceSumSquare", Reduce::SumSquare, 18},
+        R{"ReduceLogSum", Reduce::LogSum, 18}, R{"ReduceLogSumExp", Reduce::LogSumExp, 18}}) {
+    registerNode(r.op, [kind = r.kind, since = r.axes_input_since](const NodeTest& n, const NodeInputs& in, Device) {
+      return reduce(n, in, kind, since);
+    });
+  }
+  registerNode("ArgMax", [](const NodeTest& n, const NodeInputs& in, Device) { return argReduce(n, in, true); });
+  registerNode("ArgMin", [](const NodeTest& n, const NodeInputs& in, Device) { return argReduce(n, in, false); });
+  registerNode("MatMul", [](const NodeTest& n, const NodeInputs& in, Device) {
+    return outputs({matmul(input(n, in, 0), input(n, in, 1))});
+  });
+  registerNode("Gemm", [](const NodeTest& n, const NodeInputs& in, Device) { return gemm(n, in); });
+  registerNode("Conv", [](const NodeTest& n, const NodeInputs& in, Device) { return conv(n, in); });
+  registerNode("MaxPool", [](const NodeTest& n, const NodeInputs& in, Device) { return pool(n, in, true); });
+  registerNode("AveragePool", [](const NodeTest& n, const NodeInputs& in, Device) { return pool(n, in, false); });
+  registerNode("GlobalMaxPool",
+               [](const NodeTest& n, const NodeInputs& in, Device) { return globalPool(n, in, true); });
+  registerNode("GlobalAveragePool",
+               [](const NodeTest& n, const NodeInputs& in, Device) { return globalPool(n, in, false); });
+  registerNode("BatchNormalization", [](const NodeTest& n, const NodeInputs& in, Device) { return batchNorm(n, in); });
+  registerNode("InstanceNormalization",
+               [](const NodeTest& n, const NodeInputs& in, Device) { return instanceNorm(n, in); });
+  registerNode("LayerNormalization", [](const NodeTest& n, const NodeInputs& in, Device) { return layerNorm(n, in); });
+  registerNode("Softmax", [](const NodeTest& n, const NodeInputs& in, Device) {
+    return softmaxLike(n, in, [](const Tensor& t, int64_t d) { return t.softmax(d); });
+  });
+  registerNode("LogSoftmax", [](const NodeTest& n, const NodeInputs& in, Device) {
+    return softmaxLike(n, in, [](const Tensor& t, int64_t d) { return t.log_softmax(d); });
+  });
+  registerNode("Hardmax", [](const NodeTest& n, const NodeInputs& in, Device) {
+    // 1 at the first maximum along the axis, 0 elsewhere.
+    return softmaxLike(n, in, [](const Tensor& t, int64_t d) {
+      Ints shape(static_cast<size_t>(t.dim()), 1);
+      shape[d] = t.size(d);
+      Tensor pos = arange(t.size(d), {.dtype = ScalarType::Int64, .device = t.device()}).reshape(shape);
+      return pos.eq(t.argmax(d, true)).to(t.dtype());
+    });
+  });
+  registerNode("Gather", [](const NodeTest& n, const NodeInputs& in, Device) { return gatherNode(n, in); });
+  registerNode("GatherElements", [](const NodeTest& n, const NodeInputs& in, Device) { return gatherElements(n, in); });
+  registerNode("ScatterElements",
+               [](const NodeTest& n, const NodeInputs& in, Device) { return scatterElements(n, in); });
+  registerNode("Scatter", [](const NodeTest& n, const NodeInputs& in, Device) { return scatterElements(n, in); });
+  registerNode("Concat", [](const NodeTest& n, const NodeInputs& in, Device) { return concat(n, in); });
+  registerNode("Split", [](const NodeTest& n, const NodeInputs& in, Device) { return split(n, in); });
+  registerNode("Transpose", [](const NodeTest& n, const NodeInputs& in, Device) { return transposeNode(n, in); });
+  registerNode("Reshape", [](const NodeTest& n, const NodeInputs& in, Device) { return reshapeNode(n, in); });
+  registerNode("Flatten", [](const NodeTest& n, const NodeInputs& in, Device) { return flattenNode(n, in); });
+  registerNode("Squeeze", [](const NodeTest& n, const NodeInputs& in, Device) { return squeezeNode(n, in); });
+  registerNode("Unsqueeze", [](const NodeTest& n, const NodeInputs& in, Device) { return unsqueezeNode(n, in); });
+  registerNode("Expand", [](const NodeTest& n, const NodeInputs& in, Device) { return expandNode(n, in); });
+  registerNode("Slice", [](const NodeTest& n, const NodeInputs& in, Device) { return sliceNode(n, in); });
+  registerNode("Tile", [](const NodeTest& n, const NodeInputs& in, Device) { return tileNode(n, in); });
+  registerNode("Pad", [](const NodeTest& n, const NodeInputs& in, Device) { return padNode(n, in); });
+  registerNode("Range", [](const NodeTest& n, const NodeInputs& in, Device) { return rangeNode(n, in); });
+  registerNode("Shape", [](const NodeTest& n, const NodeInputs& in, Device d) { return shapeNode(n, in, d); });
+  registerNode("Size", [](const NodeTest& n, const NodeInputs& in, Device d) {
+    return outputs({int64Tensor({input(n, in, 0).numel()}, {}, d)});
+  });
+  registerNode("ConstantOfShape",
+               [](const NodeTest& n, const NodeInputs& in, Device d) { return constantOfShape(n, in, d); });
+  registerNode("TopK", [](const NodeTest& n, const NodeInputs& in, Device) { return topkNode(n, in); });
+  registerNode("CumSum", [](const NodeTest& n, const NodeInputs& in, Device) { return cumsumNode(n, in); });
+  registerNode("EyeLike", [](const NodeTest& n, const NodeInputs& in, Device) { return eyeLike(n, in); });
+  registerNode("Trilu", [](const NodeTest& n, const NodeInputs& in, Device) { return triluNode(n, in); });
+  registerNode("Einsum", [](const NodeTest&, const NodeInputs&, Device) {
+    return unsupported("Einsum: no standard op contracts by an equation");
+  });
+}
+
+}  // namespace backplane::conformance::onnx
