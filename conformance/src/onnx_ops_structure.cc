@@ -298,12 +298,30 @@ NodeRun conv(const NodeTest& n, const NodeInputs& in) {
   return outputs({one_d ? y.squeeze(2) : y});
 }
 
+// An average pool as depthwise convolutions with a window of ones over the
+// zero-padded input (conv2d has dilations and takes any pads): the window's
+// sum over the window's size, or over the count of its unpadded elements
+// (count_include_pad=0). `x` is [N, C, H, W]; no ceil_mode.
+Tensor averageByConvolution(const Tensor& x, const Window& w, bool count_include_pad) {
+  const Ints pads = spatialPadList(w);
+  const int64_t c = x.size(1);
+  const TensorOptions opts{.dtype = x.dtype(), .device = x.device()};
+  Tensor sum =
+      conv2d(pad(x, pads), ones({c, 1, w.kernel[0], w.kernel[1]}, opts), std::nullopt, w.stride, {0, 0}, w.dilation, c);
+  if (count_include_pad) return sum / static_cast<double>(w.kernel[0] * w.kernel[1]);
+  Tensor mask = pad(ones({1, 1, x.size(2), x.size(3)}, opts), pads);
+  Tensor count = conv2d(mask, ones({1, 1, w.kernel[0], w.kernel[1]}, opts), std::nullopt, w.stride, {0, 0}, w.dilation);
+  return sum / count;
+}
+
 NodeRun pool(const NodeTest& n, const NodeInputs& in, bool is_max) {
   Tensor x = input(n, in, 0);
   if (x.dim() != 3 && x.dim() != 4) return unsupported(n.op_type + ": only 1-d and 2-d pooling have a standard op");
-  if (!isFloatingType(x.dtype())) {
-    return unsupported(n.op_type + ": " + std::string(scalarTypeName(x.dtype())) +
-                       " input; the pooling ops take floats");
+  const ScalarType dtype = x.dtype();
+  // A max picks an element, so one of up to 32 bits pools exactly as float64.
+  const bool exact_in_double = is_max && isIntegralType(dtype, false) && elementSize(dtype) <= 4;
+  if (!isFloatingType(dtype) && !exact_in_double) {
+    return unsupported(n.op_type + ": " + std::string(scalarTypeName(dtype)) + " input; the pooling ops take floats");
   }
   if (is_max && wantsOutput(n, 1)) return unsupported("MaxPool: the Indices output has no standard op");
   auto ks = n.intsAttr("kernel_shape");
@@ -312,37 +330,42 @@ NodeRun pool(const NodeTest& n, const NodeInputs& in, bool is_max) {
   }
   Window w;
   if (auto why = windowOf(n, x, *ks, w)) return unsupported(*why);
-  const bool ceil_mode = n.intAttr("ceil_mode", 0) != 0;
+  bool ceil_mode = n.intAttr("ceil_mode", 0) != 0;
   const bool count_include_pad = n.intAttr("count_include_pad", 0) != 0;
-  if (!is_max && std::any_of(w.dilation.begin(), w.dilation.end(), [](int64_t d) { return d != 1; })) {
-    return unsupported("AveragePool: dilations other than 1 have no standard op (avg_pool2d has none)");
-  }
   const bool one_d = x.dim() == 3;
   if (one_d) {
     x = x.unsqueeze(2);
     widen1d(w);
   }
-  // torch pads at most half the (dilated) window on each side; other pads
-  // are applied first, with -inf for max (never picked) and 0 for an average
-  // that counts the pad.
+  if (exact_in_double) x = x.to(ScalarType::Float64);
+  // ceil_mode changes nothing where the windows tile the padded input exactly.
+  bool tiles = true;
+  for (size_t i = 0; i < 2; ++i) {
+    const int64_t span =
+        x.size(static_cast<int64_t>(i) + 2) + w.pad_begin[i] + w.pad_end[i] - (w.kernel[i] - 1) * w.dilation[i] - 1;
+    tiles = tiles && span >= 0 && span % w.stride[i] == 0;
+  }
+  if (tiles) ceil_mode = false;
+  // torch pads at most half the (dilated) window on each side, the same on
+  // both; other pads are applied first: -inf for max (never picked), and
+  // for an average, convolutions count what they must.
   bool fits = symmetric(w);
   for (size_t i = 0; i < 2; ++i) fits = fits && w.pad_begin[i] <= ((w.kernel[i] - 1) * w.dilation[i] + 1) / 2;
-  Ints padding = w.pad_begin;
-  if (!fits) {
-    if (!is_max && !count_include_pad) {
-      return unsupported("AveragePool: asymmetric or oversized pads with count_include_pad=0 have no standard op");
-    }
-    if (ceil_mode) return unsupported(n.op_type + ": ceil_mode with asymmetric or oversized pads");
-    const double value = is_max ? -std::numeric_limits<double>::infinity() : 0.0;
-    x = pad(x, spatialPadList(w), "constant", value);
-    padding = {0, 0};
-  }
+  const bool dilated = std::any_of(w.dilation.begin(), w.dilation.end(), [](int64_t d) { return d != 1; });
   Tensor y;
-  if (is_max) {
-    y = callOp("max_pool2d", {x, w.kernel, w.stride, padding, w.dilation, ceil_mode});
+  if (!is_max && (dilated || !fits)) {
+    if (ceil_mode) return unsupported("AveragePool: ceil_mode with dilations or asymmetric or oversized pads");
+    y = averageByConvolution(x, w, count_include_pad);
+  } else if (is_max && !fits) {
+    if (ceil_mode) return unsupported("MaxPool: ceil_mode with asymmetric or oversized pads");
+    y = callOp("max_pool2d", {pad(x, spatialPadList(w), "constant", -std::numeric_limits<double>::infinity()), w.kernel,
+                              w.stride, Ints{0, 0}, w.dilation, false});
+  } else if (is_max) {
+    y = callOp("max_pool2d", {x, w.kernel, w.stride, w.pad_begin, w.dilation, ceil_mode});
   } else {
-    y = callOp("avg_pool2d", {x, w.kernel, w.stride, padding, ceil_mode, count_include_pad});
+    y = callOp("avg_pool2d", {x, w.kernel, w.stride, w.pad_begin, ceil_mode, count_include_pad});
   }
+  if (exact_in_double) y = y.to(dtype);
   return outputs({one_d ? y.squeeze(2) : y});
 }
 
@@ -365,11 +388,12 @@ Tensor channelView(const Tensor& p, int64_t rank) {
 
 NodeRun batchNorm(const NodeTest& n, const NodeInputs& in) {
   Tensor x = input(n, in, 0);
-  if (n.intAttr("training_mode", 0) != 0) {
-    return unsupported("BatchNormalization: training_mode=1 (batch statistics and running-stat outputs)");
-  }
-  for (size_t i = 1; i < n.outputs.size(); ++i) {
-    if (wantsOutput(n, i)) return unsupported("BatchNormalization: outputs past Y (training statistics)");
+  const bool training = n.intAttr("training_mode", 0) != 0;
+  if (n.opset < 14) {
+    // Before opset 14 the extra outputs were training statistics of another definition.
+    for (size_t i = 1; i < n.outputs.size(); ++i) {
+      if (wantsOutput(n, i)) return unsupported("BatchNormalization: opset < 14 training outputs past Y");
+    }
   }
   if (n.opset < 9 && n.intAttr("spatial", 1) == 0) {
     return unsupported("BatchNormalization: spatial=0 (per-activation statistics)");
@@ -379,8 +403,27 @@ NodeRun batchNorm(const NodeTest& n, const NodeInputs& in) {
   const int64_t r = x.dim();
   Tensor scale = channelView(input(n, in, 1), r), b = channelView(input(n, in, 2), r);
   Tensor mean = channelView(input(n, in, 3), r), var = channelView(input(n, in, 4), r);
-  // As ONNX's reference: (x - mean) / sqrt(var + eps) * scale + B.
-  return outputs({(x - mean) / (var + eps).sqrt() * scale + b});
+  if (!training) {
+    // As ONNX's reference: (x - mean) / sqrt(var + eps) * scale + B.
+    return outputs({(x - mean) / (var + eps).sqrt() * scale + b});
+  }
+  // Training: the batch's statistics (biased variance) normalize, and the
+  // running ones move towards them by 1 - momentum.
+  const double momentum = n.floatAttr("momentum", 0.9);
+  Ints dims{0};
+  for (int64_t d = 2; d < r; ++d) dims.push_back(d);
+  Tensor batch_mean = x.mean(dims, true);
+  Tensor centered = x - batch_mean;
+  Tensor batch_var = (centered * centered).mean(dims, true);
+  std::vector<Tensor> outs{centered / (batch_var + eps).sqrt() * scale + b};
+  const Ints c{x.size(1)};
+  if (n.outputs.size() > 1) {
+    outs.push_back(wantsOutput(n, 1) ? (mean * momentum + batch_mean * (1 - momentum)).reshape(c) : Tensor());
+  }
+  if (n.outputs.size() > 2) {
+    outs.push_back(wantsOutput(n, 2) ? (var * momentum + batch_var * (1 - momentum)).reshape(c) : Tensor());
+  }
+  return outputs(std::move(outs));
 }
 
 NodeRun instanceNorm(const NodeTest& n, const NodeInputs& in) {
@@ -695,9 +738,20 @@ NodeRun padNode(const NodeTest& n, const NodeInputs& in) {
     const Scalar v = isFloatingType(x.dtype()) ? Scalar(value) : Scalar(static_cast<int64_t>(value));
     return outputs({callOp("constant_pad_nd", {x, list, v})});
   }
-  if (mode != "reflect" && mode != "edge") return unsupported("Pad: mode '" + mode + "' has no standard op");
+  if (mode != "reflect" && mode != "edge" && mode != "wrap") {
+    return unsupported("Pad: mode '" + mode + "' has no standard op");
+  }
   if (std::any_of(list.begin(), list.end(), [](int64_t p) { return p < 0; })) {
     return unsupported("Pad: negative pads in mode '" + mode + "'");
+  }
+  if (mode == "wrap") {
+    // Circular: the dim's last `begin` elements before it, its first `end` after.
+    for (int64_t d = first; d < r; ++d) {
+      const int64_t size = x.size(d);
+      if (begin[d] > size || end[d] > size) return unsupported("Pad: a wrap pad longer than its dim");
+      x = cat({x.narrow(d, size - begin[d], begin[d]), x, x.narrow(d, 0, end[d])}, d);
+    }
+    return outputs({x});
   }
   const int64_t padded = r - first;
   if (padded > 3) return unsupported("Pad: mode '" + mode + "' pads at most the last 3 dims");
@@ -791,6 +845,239 @@ NodeRun triluNode(const NodeTest& n, const NodeInputs& in) {
   return outputs({where(keep, x, zeros_like(x))});
 }
 
+// --- More normalizations and data movement.
+
+NodeRun rmsNorm(const NodeTest& n, const NodeInputs& in) {
+  Tensor x = input(n, in, 0);
+  if (x.dim() == 0) return unsupported("RMSNormalization: a 0-d input");
+  if (!isFloatingType(x.dtype())) return unsupported("RMSNormalization: integer input");
+  const auto stash = onnxDtype(n.intAttr("stash_type", 1));
+  if (!stash || !isFloatingType(*stash)) return unsupported("RMSNormalization: stash_type is not a float type");
+  const int64_t axis = normAxis(n, n.intAttr("axis", -1), x.dim());
+  Ints dims;
+  for (int64_t d = axis; d < x.dim(); ++d) dims.push_back(d);
+  // ONNX's function body: X / sqrt(mean(X * X) + eps) in the stash type, then times Scale.
+  Tensor xs = x.to(*stash);
+  Tensor inv_rms = Scalar(1.0) / ((xs * xs).mean(dims, true) + n.floatAttr("epsilon", 1e-5)).sqrt();
+  return outputs({(xs * inv_rms).to(x.dtype()) * input(n, in, 1)});
+}
+
+NodeRun lpNorm(const NodeTest& n, const NodeInputs& in) {
+  Tensor x = input(n, in, 0);
+  if (x.dim() == 0 || !isFloatingType(x.dtype())) return unsupported("LpNormalization: a 0-d or integer input");
+  const int64_t axis = normAxis(n, n.intAttr("axis", -1), x.dim());
+  const int64_t p = n.intAttr("p", 2);
+  if (p != 1 && p != 2) return unsupported("LpNormalization: p must be 1 or 2");
+  Tensor norm = p == 1 ? x.abs().sum({axis}, true) : (x * x).sum({axis}, true).sqrt();
+  // A zero norm (an all-zero slice) gives zeros, as ONNX's reference does.
+  return outputs({where(norm.eq(Scalar(0.0)), zeros_like(x), x / norm)});
+}
+
+NodeRun groupNorm(const NodeTest& n, const NodeInputs& in) {
+  Tensor x = input(n, in, 0);
+  if (x.dim() < 2 || !isFloatingType(x.dtype()))
+    return unsupported("GroupNormalization: needs a float [N, C, ...] input");
+  const int64_t groups = n.intAttr("num_groups", 0), c = x.size(1);
+  if (groups < 1 || c % groups != 0) return unsupported("GroupNormalization: num_groups does not divide the channels");
+  const auto stash = onnxDtype(n.intAttr("stash_type", 1));
+  if (!stash || !isFloatingType(*stash)) return unsupported("GroupNormalization: stash_type is not a float type");
+  const Ints sizes = sizesOf(x);
+  Tensor g = x.to(*stash).reshape({x.size(0), groups, -1});
+  Tensor mean = g.mean({2}, true);
+  Tensor d = g - mean;
+  Tensor normalized =
+      (d / ((d * d).mean({2}, true) + n.floatAttr("epsilon", 1e-5)).sqrt()).reshape(sizes).to(x.dtype());
+  Tensor scale = input(n, in, 1), bias = input(n, in, 2);
+  if (n.opset < 21) {
+    // Opset 18: one scale and bias per group, shared by its channels.
+    if (scale.numel() != groups || bias.numel() != groups) {
+      return unsupported("GroupNormalization: opset 18 scale/bias must have num_groups entries");
+    }
+    scale = scale.reshape({groups, 1}).expand({groups, c / groups}).reshape({c});
+    bias = bias.reshape({groups, 1}).expand({groups, c / groups}).reshape({c});
+  }
+  return outputs({normalized * channelView(scale, x.dim()) + channelView(bias, x.dim())});
+}
+
+NodeRun centerCropPad(const NodeTest& n, const NodeInputs& in) {
+  Tensor x = input(n, in, 0);
+  const Ints shape = intsOf(input(n, in, 1));
+  Ints axes = n.intsAttr("axes").value_or(allAxes(static_cast<int64_t>(shape.size())));
+  BP_CHECK(axes.size() == shape.size(), "CenterCropPad: shape has ", shape.size(), " entries for ", axes.size(),
+           " axes");
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const int64_t a = normAxis(n, axes[i], x.dim()), dim = x.size(a), want = shape[i];
+    BP_CHECK(want >= 0, "CenterCropPad: a negative size");
+    if (want < dim) {
+      x = x.narrow(a, (dim - want) / 2, want);
+    } else if (want > dim) {
+      const int64_t before = (want - dim) / 2;
+      Ints zero_shape = sizesOf(x);
+      zero_shape[a] = before;
+      Ints after_shape = sizesOf(x);
+      after_shape[a] = want - dim - before;
+      const TensorOptions opts{.dtype = x.dtype(), .device = x.device()};
+      x = cat({zeros(zero_shape, opts), x, zeros(after_shape, opts)}, a);
+    }
+  }
+  return outputs({x});
+}
+
+NodeRun depthToSpace(const NodeTest& n, const NodeInputs& in) {
+  Tensor x = input(n, in, 0);
+  const int64_t b = n.intAttr("blocksize", 0);
+  if (x.dim() != 4 || b < 1 || x.size(1) % (b * b) != 0) {
+    return unsupported("DepthToSpace: needs a 4-d input whose channels divide by blocksize^2");
+  }
+  const int64_t N = x.size(0), C = x.size(1) / (b * b), H = x.size(2), W = x.size(3);
+  const std::string mode = n.stringAttr("mode", "DCR");
+  Tensor t;
+  if (mode == "DCR") {
+    t = x.reshape({N, b, b, C, H, W}).permute({0, 3, 4, 1, 5, 2});
+  } else if (mode == "CRD") {
+    t = x.reshape({N, C, b, b, H, W}).permute({0, 1, 4, 2, 5, 3});
+  } else {
+    return unsupported("DepthToSpace: unknown mode '" + mode + "'");
+  }
+  return outputs({t.reshape({N, C, H * b, W * b})});
+}
+
+NodeRun spaceToDepth(const NodeTest& n, const NodeInputs& in) {
+  Tensor x = input(n, in, 0);
+  const int64_t b = n.intAttr("blocksize", 0);
+  if (x.dim() != 4 || b < 1 || x.size(2) % b != 0 || x.size(3) % b != 0) {
+    return unsupported("SpaceToDepth: needs a 4-d input whose height and width divide by blocksize");
+  }
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2) / b, W = x.size(3) / b;
+  return outputs({x.reshape({N, C, H, b, W, b}).permute({0, 3, 5, 1, 2, 4}).reshape({N, C * b * b, H, W})});
+}
+
+NodeRun oneHot(const NodeTest& n, const NodeInputs& in) {
+  Tensor indices = input(n, in, 0), values = input(n, in, 2);
+  const int64_t depth = static_cast<int64_t>(input(n, in, 1).item<double>());
+  BP_CHECK(depth >= 1, "OneHot: depth ", depth, " is not positive");
+  BP_CHECK(values.numel() == 2, "OneHot: values must hold [off, on]");
+  const int64_t r = indices.dim() + 1;
+  int64_t axis = n.intAttr("axis", -1);
+  BP_CHECK(axis >= -r && axis < r, "OneHot: axis ", axis, " is out of range for output rank ", r);
+  if (axis < 0) axis += r;
+  // Non-integer indices truncate; negative ones count from depth.
+  Tensor idx = wrapIndices(indices, depth).unsqueeze(axis);
+  Ints shape(static_cast<size_t>(r), 1);
+  shape[axis] = depth;
+  Tensor pos = arange(depth, {.dtype = ScalarType::Int64, .device = indices.device()}).reshape(shape);
+  Tensor flat = values.reshape({2});
+  return outputs({where(pos.eq(idx), flat.select(0, 1), flat.select(0, 0))});
+}
+
+// The flat row of each index tuple (the last dim of `indices`, k long) in
+// data's first `batch + k` dims collapsed, negative entries wrapped.
+Tensor linearIndex(const Tensor& indices, const Ints& data_sizes, int64_t batch) {
+  const int64_t k = indices.size(-1);
+  Tensor idx = indices.to(ScalarType::Int64);
+  Tensor linear = zeros_like(idx.select(-1, 0));
+  for (int64_t j = 0; j < k; ++j) {
+    const int64_t dim = data_sizes[static_cast<size_t>(batch + j)];
+    linear = linear * Scalar(dim) + wrapIndices(idx.select(-1, j), dim);
+  }
+  if (batch > 0) {
+    const int64_t per_batch = product(data_sizes, static_cast<size_t>(batch), static_cast<size_t>(batch + k));
+    Ints shape(data_sizes.begin(), data_sizes.begin() + batch);
+    shape.resize(static_cast<size_t>(linear.dim()), 1);
+    Tensor b = arange(product(data_sizes, 0, static_cast<size_t>(batch)),
+                      {.dtype = ScalarType::Int64, .device = indices.device()})
+                   .reshape(shape);
+    linear = linear + b * Scalar(per_batch);
+  }
+  return linear;
+}
+
+NodeRun gatherND(const NodeTest& n, const NodeInputs& in) {
+  Tensor data = input(n, in, 0), indices = input(n, in, 1);
+  const int64_t batch = n.intAttr("batch_dims", 0);
+  if (indices.dim() < 1) return unsupported("GatherND: 0-d indices");
+  const int64_t k = indices.size(-1);
+  if (batch < 0 || batch + k > data.dim() || batch >= indices.dim()) {
+    return unsupported("GatherND: batch_dims and the index length do not fit the data");
+  }
+  const Ints ds = sizesOf(data), is = sizesOf(indices);
+  Ints flat{product(ds, 0, static_cast<size_t>(batch + k))};
+  flat.insert(flat.end(), ds.begin() + batch + k, ds.end());
+  Tensor linear = linearIndex(indices, ds, batch);
+  Ints out(is.begin(), is.end() - 1);
+  out.insert(out.end(), ds.begin() + batch + k, ds.end());
+  return outputs({data.reshape(flat).index_select(0, linear.reshape({linear.numel()})).reshape(out)});
+}
+
+NodeRun scatterND(const NodeTest& n, const NodeInputs& in) {
+  Tensor data = input(n, in, 0), indices = input(n, in, 1), updates = input(n, in, 2);
+  const std::string reduction = n.stringAttr("reduction", "none");
+  if (reduction != "none" && reduction != "add") {
+    return unsupported("ScatterND: reduction '" + reduction + "' has no standard op");
+  }
+  if (indices.dim() < 1 || indices.size(-1) > data.dim()) return unsupported("ScatterND: index tuples too long");
+  const int64_t k = indices.size(-1);
+  const Ints ds = sizesOf(data);
+  Ints flat{product(ds, 0, static_cast<size_t>(k))};
+  flat.insert(flat.end(), ds.begin() + k, ds.end());
+  Tensor linear = linearIndex(indices, ds, 0);
+  const int64_t m = linear.numel();
+  Ints upd_shape{m};
+  upd_shape.insert(upd_shape.end(), ds.begin() + k, ds.end());
+  Ints idx_shape(upd_shape.size(), 1);
+  idx_shape[0] = m;
+  Tensor idx = linear.reshape(idx_shape).expand(upd_shape).contiguous();
+  Tensor d = data.reshape(flat), u = updates.reshape(upd_shape);
+  if (reduction == "add") return outputs({callOp("scatter_add", {d, int64_t{0}, idx, u}).reshape(ds)});
+  // Replacing, as ScatterElements does (duplicate tuples are undefined in ONNX).
+  Tensor hit = callOp("scatter_add", {zeros_like(d, {.dtype = ScalarType::Int64}), int64_t{0}, idx,
+                                      ones_like(u, {.dtype = ScalarType::Int64})});
+  Tensor placed = callOp("scatter_add", {zeros_like(d), int64_t{0}, idx, u});
+  return outputs({where(hit.gt(Scalar(int64_t{0})), placed, d).reshape(ds)});
+}
+
+NodeRun compress(const NodeTest& n, const NodeInputs& in) {
+  Tensor x = input(n, in, 0);
+  const std::vector<int64_t> cond = intsOf(input(n, in, 1));
+  int64_t axis = 0;
+  if (n.has("axis")) {
+    axis = normAxis(n, n.intAttr("axis", 0), x.dim());
+  } else {
+    x = x.reshape({x.numel()});
+  }
+  Ints keep;
+  for (size_t i = 0; i < cond.size() && static_cast<int64_t>(i) < x.size(axis); ++i) {
+    if (cond[i] != 0) keep.push_back(static_cast<int64_t>(i));
+  }
+  return outputs({x.index_select(axis, int64Tensor(keep, {static_cast<int64_t>(keep.size())}, x.device()))});
+}
+
+NodeRun reverseSequence(const NodeTest& n, const NodeInputs& in) {
+  Tensor x = input(n, in, 0);
+  if (x.dim() < 2) return unsupported("ReverseSequence: the input must be at least 2-d");
+  const int64_t batch_axis = normAxis(n, n.intAttr("batch_axis", 1), x.dim());
+  const int64_t time_axis = normAxis(n, n.intAttr("time_axis", 0), x.dim());
+  const Ints lens = intsOf(input(n, in, 1));
+  const int64_t batch = x.size(batch_axis), time = x.size(time_axis);
+  BP_CHECK(static_cast<int64_t>(lens.size()) == batch, "ReverseSequence: ", lens.size(),
+           " sequence lengths for a batch of ", batch);
+  // The source time step of each (time, batch): reversed within the length.
+  Ints src(static_cast<size_t>(time * batch));
+  for (int64_t t = 0; t < time; ++t) {
+    for (int64_t b = 0; b < batch; ++b) {
+      const int64_t len = std::clamp<int64_t>(lens[b], 0, time);
+      src[t * batch + b] = t < len ? len - 1 - t : t;
+    }
+  }
+  Ints shape(static_cast<size_t>(x.dim()), 1);
+  shape[time_axis] = time;
+  shape[batch_axis] = batch;
+  Tensor idx = int64Tensor(src, {time, batch}, x.device());
+  if (time_axis > batch_axis) idx = idx.t();
+  idx = idx.reshape(shape).expand(x.sizes()).contiguous();
+  return outputs({x.gather(time_axis, idx)});
+}
+
 }  // namespace
 
 void registerStructureNodes() {
@@ -867,6 +1154,18 @@ void registerStructureNodes() {
   registerNode("CumSum", [](const NodeTest& n, const NodeInputs& in, Device) { return cumsumNode(n, in); });
   registerNode("EyeLike", [](const NodeTest& n, const NodeInputs& in, Device) { return eyeLike(n, in); });
   registerNode("Trilu", [](const NodeTest& n, const NodeInputs& in, Device) { return triluNode(n, in); });
+  registerNode("RMSNormalization", [](const NodeTest& n, const NodeInputs& in, Device) { return rmsNorm(n, in); });
+  registerNode("LpNormalization", [](const NodeTest& n, const NodeInputs& in, Device) { return lpNorm(n, in); });
+  registerNode("GroupNormalization", [](const NodeTest& n, const NodeInputs& in, Device) { return groupNorm(n, in); });
+  registerNode("CenterCropPad", [](const NodeTest& n, const NodeInputs& in, Device) { return centerCropPad(n, in); });
+  registerNode("DepthToSpace", [](const NodeTest& n, const NodeInputs& in, Device) { return depthToSpace(n, in); });
+  registerNode("SpaceToDepth", [](const NodeTest& n, const NodeInputs& in, Device) { return spaceToDepth(n, in); });
+  registerNode("OneHot", [](const NodeTest& n, const NodeInputs& in, Device) { return oneHot(n, in); });
+  registerNode("GatherND", [](const NodeTest& n, const NodeInputs& in, Device) { return gatherND(n, in); });
+  registerNode("ScatterND", [](const NodeTest& n, const NodeInputs& in, Device) { return scatterND(n, in); });
+  registerNode("Compress", [](const NodeTest& n, const NodeInputs& in, Device) { return compress(n, in); });
+  registerNode("ReverseSequence",
+               [](const NodeTest& n, const NodeInputs& in, Device) { return reverseSequence(n, in); });
   registerNode("Einsum", [](const NodeTest&, const NodeInputs&, Device) {
     return unsupported("Einsum: no standard op contracts by an equation");
   });

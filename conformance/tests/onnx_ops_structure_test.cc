@@ -147,9 +147,25 @@ TEST(OnnxStructureOps, PoolingAndItsUnsupportedCases) {
   expectTensor(run(node("GlobalAveragePool", 1), {x})[0], {1, 1, 1, 1}, {5});
   expectTensor(run(node("GlobalMaxPool", 1), {x})[0], {1, 1, 1, 1}, {9});
   EXPECT_NE(unsupportedReason(node("MaxPool", 12, k2, 2), {x}).find("Indices"), std::string::npos);
+  // Dilated: the corners of the 3x3 input.
   auto dil = k2;
   dil["dilations"] = std::vector<int64_t>{2, 2};
-  EXPECT_NE(unsupportedReason(node("AveragePool", 19, dil), {x}).find("dilations"), std::string::npos);
+  expectTensor(run(node("AveragePool", 19, dil), {x})[0], {1, 1, 1, 1}, {5});
+  // Asymmetric pads (top 1, left 1) not counted in the average.
+  auto asym = k2;
+  asym["pads"] = std::vector<int64_t>{1, 1, 0, 0};
+  expectTensor(run(node("AveragePool", 19, asym), {x})[0], {1, 1, 3, 3}, {1, 1.5, 2.5, 2.5, 3, 4, 5.5, 6, 7});
+  // ceil_mode where the last window overhangs, with a dilation: no standard op.
+  dil["ceil_mode"] = int64_t{1};
+  dil["strides"] = std::vector<int64_t>{2, 2};
+  EXPECT_NE(
+      unsupportedReason(node("AveragePool", 19, dil), {f32(std::vector<float>(16), {1, 1, 4, 4})}).find("ceil_mode"),
+      std::string::npos);
+  // An integer max pool picks exactly.
+  Tensor u8 = Tensor(tensorFromVector(std::vector<uint8_t>{1, 200, 3, 255}, {1, 1, 2, 2}, kCpu));
+  Tensor m8 = run(node("MaxPool", 12, k2), {u8})[0];
+  EXPECT_EQ(m8.dtype(), ScalarType::UInt8);
+  expectTensor(m8, {1, 1, 1, 1}, {255});
   EXPECT_NE(unsupportedReason(node("MaxPool", 12, {{"kernel_shape", std::vector<int64_t>{1, 1, 1}}}),
                               {f32({1}, {1, 1, 1, 1, 1})})
                 .find("1-d and 2-d"),
@@ -162,9 +178,15 @@ TEST(OnnxStructureOps, Normalizations) {
   // Inference batch norm with mean 2, var 1 per channel; eps 0.
   auto bn = run(node("BatchNormalization", 15, {{"epsilon", 0.0}}), {x, ones, zeros2, f32({2, 4}, {2}), ones});
   expectTensor(bn[0], {1, 2, 2}, {-1, 1, -2, 2});
-  EXPECT_NE(unsupportedReason(node("BatchNormalization", 15, {{"training_mode", int64_t{1}}}),
-                              {x, ones, zeros2, zeros2, ones})
-                .find("training_mode"),
+  // Training: the batch's statistics (ch0 mean 2 var 1, ch1 mean 4 var 4)
+  // normalize; the running ones move halfway to them with momentum 0.5.
+  auto tr = run(node("BatchNormalization", 15, {{"training_mode", int64_t{1}}, {"epsilon", 0.0}, {"momentum", 0.5}}, 3),
+                {x, ones, zeros2, zeros2, ones});
+  ASSERT_EQ(tr.size(), 3u);
+  expectTensor(tr[0], {1, 2, 2}, {-1, 1, -1, 1});
+  expectTensor(tr[1], {2}, {1, 2});
+  expectTensor(tr[2], {2}, {1, 2.5});
+  EXPECT_NE(unsupportedReason(node("BatchNormalization", 9, {}, 5), {x, ones, zeros2, zeros2, ones}).find("opset"),
             std::string::npos);
   auto in = run(node("InstanceNormalization", 6, {{"epsilon", 0.0}}), {x, ones, zeros2});
   expectTensor(in[0], {1, 2, 2}, {-1, 1, -1, 1});
@@ -252,8 +274,12 @@ TEST(OnnxStructureOps, PadModes) {
   expectTensor(run(node("Pad", 13), {x, pads, f32({7}, {})})[0], {1, 5}, {7, 7, 1, 2, 3});
   // Opset 2: pads and value as attributes; a negative pad crops.
   expectTensor(run(node("Pad", 2, {{"pads", std::vector<int64_t>{0, -1, 0, 0}}}), {x})[0], {1, 2}, {2, 3});
-  EXPECT_NE(unsupportedReason(node("Pad", 19, {{"mode", std::string("wrap")}}), {x, pads}).find("wrap"),
-            std::string::npos);
+  // Wrap: the last element before, the first two after.
+  expectTensor(run(node("Pad", 19, {{"mode", std::string("wrap")}}), {x, i64({0, 1, 0, 2}, {4})})[0], {1, 6},
+               {3, 1, 2, 3, 1, 2});
+  EXPECT_NE(
+      unsupportedReason(node("Pad", 19, {{"mode", std::string("wrap")}}), {x, i64({0, 4, 0, 0}, {4})}).find("wrap"),
+      std::string::npos);
 }
 
 TEST(OnnxStructureOps, ScansSortsAndFactories) {
@@ -276,6 +302,44 @@ TEST(OnnxStructureOps, ScansSortsAndFactories) {
                {0, 0, 0, 4, 0, 0, 7, 8, 0});
   EXPECT_NE(unsupportedReason(node("Einsum", 12, {{"equation", std::string("ii->i")}}), {m}).find("Einsum"),
             std::string::npos);
+}
+
+TEST(OnnxStructureOps, MoreNormalizations) {
+  // RMS of [3, 4] is sqrt(12.5).
+  const double rms = std::sqrt(12.5);
+  expectTensor(run(node("RMSNormalization", 23, {{"epsilon", 0.0}}), {f32({3, 4}, {2}), f32({1, 2}, {2})})[0], {2},
+               {3 / rms, 8 / rms});
+  expectTensor(run(node("LpNormalization", 1, {{"p", int64_t{1}}}), {f32({1, -3, 0, 0}, {2, 2})})[0], {2, 2},
+               {0.25, -0.75, 0, 0});
+  // One group over [1, 3]: mean 2, variance 1; per-channel scale (opset 21).
+  expectTensor(run(node("GroupNormalization", 21, {{"num_groups", int64_t{1}}, {"epsilon", 0.0}}),
+                   {f32({1, 3}, {1, 2, 1}), f32({1, 2}, {2}), f32({0, 0}, {2})})[0],
+               {1, 2, 1}, {-1, 2});
+}
+
+TEST(OnnxStructureOps, MoreDataMovement) {
+  Tensor x = f32({1, 2, 3, 4, 5}, {5});
+  expectTensor(run(node("CenterCropPad", 18), {x, i64({3}, {1})})[0], {3}, {2, 3, 4});
+  expectTensor(run(node("CenterCropPad", 18), {x, i64({7}, {1})})[0], {7}, {0, 1, 2, 3, 4, 5, 0});
+  Tensor depth = f32({0, 1, 2, 3}, {1, 4, 1, 1});
+  expectTensor(run(node("DepthToSpace", 13, {{"blocksize", int64_t{2}}}), {depth})[0], {1, 1, 2, 2}, {0, 1, 2, 3});
+  expectTensor(run(node("SpaceToDepth", 13, {{"blocksize", int64_t{2}}}), {f32({0, 1, 2, 3}, {1, 1, 2, 2})})[0],
+               {1, 4, 1, 1}, {0, 1, 2, 3});
+  expectTensor(run(node("OneHot", 11), {i64({1, -1}, {2}), i64({3}, {}), f32({0, 5}, {2})})[0], {2, 3},
+               {0, 5, 0, 0, 0, 5});
+  Tensor data = f32({1, 2, 3, 4}, {2, 2});
+  expectTensor(run(node("GatherND", 13), {data, i64({1, 0, 0, -1}, {2, 2})})[0], {2}, {3, 2});
+  expectTensor(run(node("ScatterND", 13), {f32({1, 2, 3, 4}, {4}), i64({3, 1}, {2, 1}), f32({9, 8}, {2})})[0], {4},
+               {1, 8, 3, 9});
+  EXPECT_NE(unsupportedReason(node("ScatterND", 18, {{"reduction", std::string("max")}}),
+                              {f32({1}, {1}), i64({0}, {1, 1}), f32({2}, {1})})
+                .find("max"),
+            std::string::npos);
+  Tensor cond = Tensor(tensorFromVector(std::vector<uint8_t>{0, 1, 1}, {3}, kCpu)).to(ScalarType::Bool);
+  expectTensor(run(node("Compress", 11), {f32({1, 2, 3}, {3}), cond})[0], {2}, {2, 3});
+  // Time along dim 0, batch along dim 1: the first batch reversed over 3 steps, the second over 1.
+  expectTensor(run(node("ReverseSequence", 10), {f32({1, 2, 3, 4, 5, 6}, {3, 2}), i64({3, 1}, {2})})[0], {3, 2},
+               {5, 2, 3, 4, 1, 6});
 }
 
 TEST(OnnxStructureOps, EveryStructuralOpHasAnEntry) {
