@@ -233,6 +233,11 @@ std::optional<std::string> windowOf(const NodeTest& n, const Tensor& x, const In
   }
   w.pad_begin.assign(pads.begin(), pads.begin() + static_cast<std::ptrdiff_t>(s));
   w.pad_end.assign(pads.begin() + static_cast<std::ptrdiff_t>(s), pads.end());
+  for (size_t i = 0; i < s; ++i) {
+    if (w.stride[i] < 1 || w.dilation[i] < 1 || w.kernel[i] < 1) {
+      return n.op_type + ": kernel sizes, strides and dilations must be positive";
+    }
+  }
   const std::string auto_pad = n.stringAttr("auto_pad", "NOTSET");
   if (auto_pad == "VALID") {
     std::fill(w.pad_begin.begin(), w.pad_begin.end(), 0);
@@ -249,8 +254,8 @@ std::optional<std::string> windowOf(const NodeTest& n, const Tensor& x, const In
     return n.op_type + ": unknown auto_pad '" + auto_pad + "'";
   }
   for (size_t i = 0; i < s; ++i) {
-    if (w.stride[i] < 1 || w.dilation[i] < 1 || w.pad_begin[i] < 0 || w.pad_end[i] < 0) {
-      return n.op_type + ": strides and dilations must be positive and pads non-negative";
+    if (w.pad_begin[i] < 0 || w.pad_end[i] < 0) {
+      return n.op_type + ": pads must be non-negative";
     }
   }
   return std::nullopt;
@@ -659,8 +664,11 @@ NodeRun sliceNode(const NodeTest& n, const NodeInputs& in) {
            "Slice: axes or steps differ in length from starts");
   for (size_t i = 0; i < starts.size(); ++i) {
     const int64_t a = normAxis(n, axes[i], x.dim());
-    const int64_t dim = x.size(a), step = steps[i];
-    BP_CHECK(step != 0, "Slice: step 0");
+    const int64_t dim = x.size(a);
+    BP_CHECK(steps[i] != 0, "Slice: step 0");
+    // A step past the dim's length picks only the start: clamping it keeps
+    // the arithmetic below from overflowing.
+    const int64_t step = std::clamp<int64_t>(steps[i], -std::max<int64_t>(dim, 1), std::max<int64_t>(dim, 1));
     int64_t s = starts[i], e = ends[i];
     if (s < 0) s += dim;
     if (e < 0) e += dim;
@@ -926,7 +934,7 @@ NodeRun centerCropPad(const NodeTest& n, const NodeInputs& in) {
 NodeRun depthToSpace(const NodeTest& n, const NodeInputs& in) {
   Tensor x = input(n, in, 0);
   const int64_t b = n.intAttr("blocksize", 0);
-  if (x.dim() != 4 || b < 1 || x.size(1) % (b * b) != 0) {
+  if (x.dim() != 4 || b < 1 || b > x.size(1) || x.size(1) % (b * b) != 0) {
     return unsupported("DepthToSpace: needs a 4-d input whose channels divide by blocksize^2");
   }
   const int64_t N = x.size(0), C = x.size(1) / (b * b), H = x.size(2), W = x.size(3);
@@ -954,8 +962,9 @@ NodeRun spaceToDepth(const NodeTest& n, const NodeInputs& in) {
 
 NodeRun oneHot(const NodeTest& n, const NodeInputs& in) {
   Tensor indices = input(n, in, 0), values = input(n, in, 2);
-  const int64_t depth = static_cast<int64_t>(input(n, in, 1).item<double>());
-  BP_CHECK(depth >= 1, "OneHot: depth ", depth, " is not positive");
+  const double depth_value = input(n, in, 1).item<double>();
+  BP_CHECK(depth_value >= 1 && depth_value < 9.0e18, "OneHot: depth ", depth_value, " is not a positive int64");
+  const auto depth = static_cast<int64_t>(depth_value);
   BP_CHECK(values.numel() == 2, "OneHot: values must hold [off, on]");
   const int64_t r = indices.dim() + 1;
   int64_t axis = n.intAttr("axis", -1);

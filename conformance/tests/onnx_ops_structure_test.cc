@@ -232,6 +232,12 @@ TEST(OnnxStructureOps, SliceClampsAndStepsBackwards) {
                {9, 6, 3, 0});
   expectTensor(run(node("Slice", 13), {x, i64({7}, {1}), i64({1000}, {1})})[0], {3}, {7, 8, 9});
   expectTensor(run(node("Slice", 13), {x, i64({5}, {1}), i64({2}, {1})})[0], {0}, {});
+  // Steps past the dim's length pick the start alone.
+  const int64_t highest = std::numeric_limits<int64_t>::max();
+  expectTensor(run(node("Slice", 13), {x, i64({2}, {1}), i64({100}, {1}), i64({0}, {1}), i64({highest}, {1})})[0], {1},
+               {2});
+  expectTensor(run(node("Slice", 13), {x, i64({-1}, {1}), i64({lowest}, {1}), i64({0}, {1}), i64({lowest}, {1})})[0],
+               {1}, {9});
   // Opset 1: starts/ends as attributes.
   expectTensor(run(node("Slice", 1, {{"starts", std::vector<int64_t>{1}}, {"ends", std::vector<int64_t>{3}}}), {x})[0],
                {2}, {1, 2});
