@@ -319,9 +319,66 @@ Tensor averageByConvolution(const Tensor& x, const Window& w, bool count_include
   return sum / count;
 }
 
+enum class Pooling { Max, Average, SumOfPowers };
+
+// Pooling over any number of spatial dims, with no pooling op: the
+// input padded (-inf for max, 0 otherwise; ceil_mode's overhang too), then
+// one strided slice per kernel offset, combined with maximum or add. An
+// average divides by the same windows summed over a mask of what counts
+// (the input, plus the pads when count_include_pad; never the overhang).
+// `x` is [N, C, spatial...], floating.
+Tensor slidingPool(const Tensor& x, const Window& w, Pooling kind, bool ceil_mode, bool count_include_pad) {
+  const size_t s = w.kernel.size();
+  Ints out(s), extra(s);
+  for (size_t i = 0; i < s; ++i) {
+    const int64_t in = x.size(static_cast<int64_t>(i) + 2), eff = (w.kernel[i] - 1) * w.dilation[i] + 1;
+    const int64_t span = in + w.pad_begin[i] + w.pad_end[i] - eff;
+    BP_CHECK(span >= 0, "pooling: the window (", eff, ") is larger than the padded input (", span + eff, ")");
+    out[i] = (ceil_mode ? (span + w.stride[i] - 1) / w.stride[i] : span / w.stride[i]) + 1;
+    // As PyTorch and ONNX: no window may start in the end padding.
+    if (ceil_mode && (out[i] - 1) * w.stride[i] >= in + w.pad_begin[i]) --out[i];
+    extra[i] = std::max<int64_t>(0, (out[i] - 1) * w.stride[i] + eff - (span + eff));
+  }
+  auto padList = [&](bool with_pads, bool with_extra_as_pad) {
+    Ints list;
+    for (size_t i = s; i-- > 0;) {
+      list.push_back(with_pads ? w.pad_begin[i] : 0);
+      list.push_back((with_pads ? w.pad_end[i] : 0) + (with_extra_as_pad ? extra[i] : 0));
+    }
+    return list;
+  };
+  auto windows = [&](const Tensor& t, bool take_max) {
+    Tensor acc;
+    Ints offset(s, 0);
+    while (true) {
+      Tensor v = t;
+      for (size_t i = 0; i < s; ++i) {
+        const int64_t start = offset[i] * w.dilation[i];
+        v = v.slice(static_cast<int64_t>(i) + 2, start, start + (out[i] - 1) * w.stride[i] + 1, w.stride[i]);
+      }
+      acc = !acc.defined() ? v.clone() : take_max ? maximum(acc, v) : acc + v;
+      size_t i = s;
+      while (i > 0 && ++offset[i - 1] == w.kernel[i - 1]) offset[--i] = 0;
+      if (i == 0) return acc;
+    }
+  };
+  if (kind == Pooling::Max) {
+    return windows(pad(x, padList(true, true), "constant", -std::numeric_limits<double>::infinity()), true);
+  }
+  Tensor sum = windows(pad(x, padList(true, true)), false);
+  if (kind == Pooling::SumOfPowers) return sum;
+  Ints mask_shape(s + 2, 1);
+  for (size_t i = 0; i < s; ++i) mask_shape[i + 2] = x.size(static_cast<int64_t>(i) + 2);
+  Tensor mask = ones(mask_shape, {.dtype = x.dtype(), .device = x.device()});
+  // Counted: the input, and the pads when count_include_pad; never the overhang.
+  mask = count_include_pad ? pad(pad(mask, padList(true, false), "constant", 1.0), padList(false, true))
+                           : pad(mask, padList(true, true));
+  return sum / windows(mask, false);
+}
+
 NodeRun pool(const NodeTest& n, const NodeInputs& in, bool is_max) {
   Tensor x = input(n, in, 0);
-  if (x.dim() != 3 && x.dim() != 4) return unsupported(n.op_type + ": only 1-d and 2-d pooling have a standard op");
+  if (x.dim() < 3) return unsupported(n.op_type + ": the input has no spatial dims");
   const ScalarType dtype = x.dtype();
   // A max picks an element, so one of up to 32 bits pools exactly as float64.
   const bool exact_in_double = is_max && isIntegralType(dtype, false) && elementSize(dtype) <= 4;
@@ -337,6 +394,12 @@ NodeRun pool(const NodeTest& n, const NodeInputs& in, bool is_max) {
   if (auto why = windowOf(n, x, *ks, w)) return unsupported(*why);
   bool ceil_mode = n.intAttr("ceil_mode", 0) != 0;
   const bool count_include_pad = n.intAttr("count_include_pad", 0) != 0;
+  if (x.dim() > 4) {
+    // 3-d and more: no pooling op; strided slices combined.
+    if (exact_in_double) x = x.to(ScalarType::Float64);
+    Tensor y = slidingPool(x, w, is_max ? Pooling::Max : Pooling::Average, ceil_mode, count_include_pad);
+    return outputs({exact_in_double ? y.to(dtype) : y});
+  }
   const bool one_d = x.dim() == 3;
   if (one_d) {
     x = x.unsqueeze(2);
@@ -353,16 +416,17 @@ NodeRun pool(const NodeTest& n, const NodeInputs& in, bool is_max) {
   if (tiles) ceil_mode = false;
   // torch pads at most half the (dilated) window on each side, the same on
   // both; other pads are applied first: -inf for max (never picked), and
-  // for an average, convolutions count what they must.
+  // for an average, convolutions count what they must. With ceil_mode
+  // there, strided slices pool instead.
   bool fits = symmetric(w);
   for (size_t i = 0; i < 2; ++i) fits = fits && w.pad_begin[i] <= ((w.kernel[i] - 1) * w.dilation[i] + 1) / 2;
   const bool dilated = std::any_of(w.dilation.begin(), w.dilation.end(), [](int64_t d) { return d != 1; });
   Tensor y;
-  if (!is_max && (dilated || !fits)) {
-    if (ceil_mode) return unsupported("AveragePool: ceil_mode with dilations or asymmetric or oversized pads");
+  if (ceil_mode && (!fits || (!is_max && dilated))) {
+    y = slidingPool(x, w, is_max ? Pooling::Max : Pooling::Average, true, count_include_pad);
+  } else if (!is_max && (dilated || !fits)) {
     y = averageByConvolution(x, w, count_include_pad);
   } else if (is_max && !fits) {
-    if (ceil_mode) return unsupported("MaxPool: ceil_mode with asymmetric or oversized pads");
     y = callOp("max_pool2d", {pad(x, spatialPadList(w), "constant", -std::numeric_limits<double>::infinity()), w.kernel,
                               w.stride, Ints{0, 0}, w.dilation, false});
   } else if (is_max) {
@@ -372,6 +436,22 @@ NodeRun pool(const NodeTest& n, const NodeInputs& in, bool is_max) {
   }
   if (exact_in_double) y = y.to(dtype);
   return outputs({one_d ? y.squeeze(2) : y});
+}
+
+NodeRun lpPool(const NodeTest& n, const NodeInputs& in) {
+  Tensor x = input(n, in, 0);
+  if (x.dim() < 3 || !isFloatingType(x.dtype())) return unsupported("LpPool: needs a float input with spatial dims");
+  auto ks = n.intsAttr("kernel_shape");
+  if (!ks || static_cast<int64_t>(ks->size()) != x.dim() - 2) {
+    return unsupported("LpPool: kernel_shape is missing or does not match the input's rank");
+  }
+  Window w;
+  if (auto why = windowOf(n, x, *ks, w)) return unsupported(*why);
+  const double p = static_cast<double>(n.intAttr("p", 2));
+  if (p < 1) return unsupported("LpPool: p must be at least 1");
+  // (sum over the window of |x|^p)^(1/p), the pads counting 0.
+  Tensor sum = slidingPool(x.abs().pow(Scalar(p)), w, Pooling::SumOfPowers, n.intAttr("ceil_mode", 0) != 0, true);
+  return outputs({sum.pow(Scalar(1.0 / p))});
 }
 
 NodeRun globalPool(const NodeTest& n, const NodeInputs& in, bool is_max) {
@@ -1113,6 +1193,7 @@ void registerStructureNodes() {
   registerNode("Conv", [](const NodeTest& n, const NodeInputs& in, Device) { return conv(n, in); });
   registerNode("MaxPool", [](const NodeTest& n, const NodeInputs& in, Device) { return pool(n, in, true); });
   registerNode("AveragePool", [](const NodeTest& n, const NodeInputs& in, Device) { return pool(n, in, false); });
+  registerNode("LpPool", [](const NodeTest& n, const NodeInputs& in, Device) { return lpPool(n, in); });
   registerNode("GlobalMaxPool",
                [](const NodeTest& n, const NodeInputs& in, Device) { return globalPool(n, in, true); });
   registerNode("GlobalAveragePool",
