@@ -319,6 +319,98 @@ Tensor averageByConvolution(const Tensor& x, const Window& w, bool count_include
   return sum / count;
 }
 
+// ConvTranspose as a convolution (1-d and 2-d): the input with stride - 1
+// zeros between its elements, padded by dilation * (kernel - 1) less the
+// pads (output_padding more at the end), convolved at stride 1 with the
+// kernel flipped and its in/out channels swapped within each group.
+NodeRun convTranspose(const NodeTest& n, const NodeInputs& in) {
+  Tensor x = input(n, in, 0), weight = input(n, in, 1);
+  const Tensor* bias = optionalInput(in, 2);
+  if (x.dim() != 3 && x.dim() != 4) return unsupported("ConvTranspose: only 1-d and 2-d have a standard op");
+  if (weight.dim() != x.dim()) return unsupported("ConvTranspose: W's rank differs from X's");
+  const size_t s = static_cast<size_t>(x.dim() - 2);
+  const int64_t groups = n.intAttr("group", 1);
+  Ints kernel(weight.sizes().begin() + 2, weight.sizes().end());
+  if (auto ks = n.intsAttr("kernel_shape"); ks && *ks != kernel) {
+    return unsupported("ConvTranspose: kernel_shape differs from W's spatial shape");
+  }
+  Ints stride = n.intsAttr("strides").value_or(Ints(s, 1));
+  Ints dilation = n.intsAttr("dilations").value_or(Ints(s, 1));
+  Ints out_pad = n.intsAttr("output_padding").value_or(Ints(s, 0));
+  Ints pads = n.intsAttr("pads").value_or(Ints(2 * s, 0));
+  if (stride.size() != s || dilation.size() != s || out_pad.size() != s || pads.size() != 2 * s) {
+    return unsupported("ConvTranspose: strides, dilations, output_padding or pads do not match the kernel's rank");
+  }
+  for (size_t i = 0; i < s; ++i) {
+    if (stride[i] < 1 || dilation[i] < 1 || kernel[i] < 1 || out_pad[i] < 0) {
+      return unsupported("ConvTranspose: kernel, strides and dilations must be positive, output_padding not negative");
+    }
+  }
+  if (groups < 1 || weight.size(0) % groups != 0 || x.size(1) != weight.size(0)) {
+    return unsupported("ConvTranspose: W's input channels do not match X's channels and group");
+  }
+  const std::string auto_pad = n.stringAttr("auto_pad", "NOTSET");
+  auto out_shape = n.intsAttr("output_shape");
+  if (out_shape && out_shape->size() == s + 2) out_shape->erase(out_shape->begin(), out_shape->begin() + 2);
+  if (out_shape && out_shape->size() != s) return unsupported("ConvTranspose: output_shape's rank");
+  Ints begin(pads.begin(), pads.begin() + static_cast<std::ptrdiff_t>(s));
+  Ints end(pads.begin() + static_cast<std::ptrdiff_t>(s), pads.end());
+  for (size_t i = 0; i < s; ++i) {
+    const int64_t in_size = x.size(static_cast<int64_t>(i) + 2), eff = (kernel[i] - 1) * dilation[i] + 1;
+    if (out_shape || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      // The pads that give the wanted output size, split as ONNX does.
+      const int64_t target = out_shape ? (*out_shape)[i] : in_size * stride[i];
+      // A negative total (an output larger than the natural one) halves
+      // towards negative infinity, as ONNX's reference (Python's //) does.
+      const int64_t total = stride[i] * (in_size - 1) + out_pad[i] + eff - target;
+      const int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);
+      if (auto_pad == "SAME_UPPER") {
+        begin[i] = half;
+        end[i] = total - half;
+      } else {
+        begin[i] = total - half;
+        end[i] = half;
+      }
+    } else if (auto_pad == "VALID") {
+      begin[i] = end[i] = 0;
+    } else if (auto_pad != "NOTSET" && !auto_pad.empty()) {
+      return unsupported("ConvTranspose: unknown auto_pad '" + auto_pad + "'");
+    }
+  }
+  const bool one_d = s == 1;
+  if (one_d) {
+    x = x.unsqueeze(2);
+    weight = weight.unsqueeze(2);
+    for (Ints* v : {&kernel, &stride, &dilation, &begin, &end, &out_pad})
+      v->insert(v->begin(), v == &kernel || v == &stride || v == &dilation ? 1 : 0);
+  }
+  // stride - 1 zeros after each element, the trailing ones cut.
+  Tensor z = x;
+  for (int64_t i = 0; i < 2; ++i) {
+    if (stride[i] == 1) continue;
+    const int64_t d = 2 + i, size = z.size(d);
+    Ints spread = sizesOf(z);
+    spread[d] = size * stride[i];
+    Ints pad_list = i == 0 ? Ints{0, 0, 0, stride[i] - 1} : Ints{0, stride[i] - 1};
+    z = pad(z.unsqueeze(d + 1), pad_list).reshape(spread).narrow(d, 0, (size - 1) * stride[i] + 1);
+  }
+  Ints around;
+  for (int64_t i = 1; i >= 0; --i) {
+    around.push_back(dilation[i] * (kernel[i] - 1) - begin[i]);
+    around.push_back(dilation[i] * (kernel[i] - 1) - end[i] + out_pad[i]);
+  }
+  z = pad(z, around);
+  const int64_t c_in = weight.size(0), m_per_group = weight.size(1);
+  Tensor w2 = weight.reshape({groups, c_in / groups, m_per_group, kernel[0], kernel[1]})
+                  .transpose(1, 2)
+                  .reshape({groups * m_per_group, c_in / groups, kernel[0], kernel[1]})
+                  .flip({2, 3});
+  std::optional<Tensor> b;
+  if (bias) b = *bias;
+  Tensor y = conv2d(z, w2, b, {1, 1}, {0, 0}, dilation, groups);
+  return outputs({one_d ? y.squeeze(2) : y});
+}
+
 enum class Pooling { Max, Average, SumOfPowers };
 
 // Pooling over any number of spatial dims, with no pooling op: the
@@ -1191,6 +1283,7 @@ void registerStructureNodes() {
   });
   registerNode("Gemm", [](const NodeTest& n, const NodeInputs& in, Device) { return gemm(n, in); });
   registerNode("Conv", [](const NodeTest& n, const NodeInputs& in, Device) { return conv(n, in); });
+  registerNode("ConvTranspose", [](const NodeTest& n, const NodeInputs& in, Device) { return convTranspose(n, in); });
   registerNode("MaxPool", [](const NodeTest& n, const NodeInputs& in, Device) { return pool(n, in, true); });
   registerNode("AveragePool", [](const NodeTest& n, const NodeInputs& in, Device) { return pool(n, in, false); });
   registerNode("LpPool", [](const NodeTest& n, const NodeInputs& in, Device) { return lpPool(n, in); });

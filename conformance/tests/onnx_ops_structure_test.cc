@@ -135,6 +135,18 @@ TEST(OnnxStructureOps, ConvWithAsymmetricPadsAndOneD) {
   expectTensor(out1[0], {1, 1, 3}, {3, 9, 9});
 }
 
+TEST(OnnxStructureOps, ConvTransposeAsAConvolution) {
+  Tensor x = f32({1, 2}, {1, 1, 2});
+  Tensor w = f32({1, 1}, {1, 1, 2});
+  expectTensor(run(node("ConvTranspose", 11), {x, w})[0], {1, 1, 3}, {1, 3, 2});
+  expectTensor(run(node("ConvTranspose", 11, {{"strides", std::vector<int64_t>{2}}}), {x, w})[0], {1, 1, 4},
+               {1, 1, 2, 2});
+  expectTensor(run(node("ConvTranspose", 11, {{"pads", std::vector<int64_t>{1, 0}}}), {x, w})[0], {1, 1, 2}, {3, 2});
+  // An output_shape past the natural size adds a zero at the end.
+  expectTensor(run(node("ConvTranspose", 11, {{"output_shape", std::vector<int64_t>{4}}}), {x, w})[0], {1, 1, 4},
+               {1, 3, 2, 0});
+}
+
 TEST(OnnxStructureOps, PoolingAndItsUnsupportedCases) {
   Tensor x = f32({1, 2, 3, 4, 5, 6, 7, 8, 9}, {1, 1, 3, 3});
   std::map<std::string, AttributeValue> k2{{"kernel_shape", std::vector<int64_t>{2, 2}}};
