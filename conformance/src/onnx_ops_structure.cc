@@ -1004,6 +1004,82 @@ NodeRun cumsumNode(const NodeTest& n, const NodeInputs& in) {
   return outputs({reverse ? c.flip({axis}) : c});
 }
 
+NodeRun lrn(const NodeTest& n, const NodeInputs& in) {
+  Tensor x = input(n, in, 0);
+  if (x.dim() < 2 || !isFloatingType(x.dtype())) return unsupported("LRN: needs a float [N, C, ...] input");
+  const int64_t size = n.intAttr("size", 0);
+  if (size < 1) return unsupported("LRN: size must be positive");
+  const double alpha = n.floatAttr("alpha", 1e-4), beta = n.floatAttr("beta", 0.75), bias = n.floatAttr("bias", 1.0);
+  // The channels c - floor((size-1)/2) .. c + ceil((size-1)/2), those past the ends counting 0.
+  Ints list;
+  for (int64_t d = x.dim() - 1; d >= 2; --d) list.insert(list.end(), {0, 0});
+  list.insert(list.end(), {(size - 1) / 2, size - 1 - (size - 1) / 2});
+  Tensor sq = pad(x * x, list);
+  Tensor sum = sq.narrow(1, 0, x.size(1));
+  for (int64_t j = 1; j < size; ++j) sum = sum + sq.narrow(1, j, x.size(1));
+  return outputs({x / (sum * (alpha / static_cast<double>(size)) + bias).pow(Scalar(beta))});
+}
+
+NodeRun meanVarianceNorm(const NodeTest& n, const NodeInputs& in) {
+  Tensor x = input(n, in, 0);
+  if (!isFloatingType(x.dtype())) return unsupported("MeanVarianceNormalization: integer input");
+  const Ints axes = normAxes(n, n.intsAttr("axes").value_or(Ints{0, 2, 3}), x.dim());
+  // ONNX's function body: (X - E[X]) / (sqrt(E[X^2] - E[X]^2) + 1e-9).
+  Tensor mean = x.mean(axes, true);
+  Tensor std_dev = ((x * x).mean(axes, true) - mean * mean).sqrt();
+  return outputs({(x - mean) / (std_dev + 1e-9)});
+}
+
+// CumProd by one multiply per step along the axis (no scan op multiplies):
+// the products in the reference's order.
+constexpr int64_t kMaxCumProdSteps = 4096;
+
+NodeRun cumprodNode(const NodeTest& n, const NodeInputs& in) {
+  Tensor x = input(n, in, 0);
+  if (x.dim() == 0) return unsupported("CumProd: a 0-d input");
+  const int64_t axis = normAxis(n, input(n, in, 1).item<int64_t>(), x.dim());
+  const int64_t len = x.size(axis);
+  if (len > kMaxCumProdSteps) {
+    return unsupported("CumProd: an axis of " + std::to_string(len) + " steps (one multiply op per step, at most " +
+                       std::to_string(kMaxCumProdSteps) + ")");
+  }
+  if (len == 0) return outputs({x.clone()});
+  const bool reverse = n.intAttr("reverse", 0) != 0, exclusive = n.intAttr("exclusive", 0) != 0;
+  Tensor t = reverse ? x.flip({axis}) : x;
+  std::vector<Tensor> steps;
+  if (exclusive) steps.push_back(ones_like(t.narrow(axis, 0, 1)));
+  Tensor running = t.narrow(axis, 0, 1);
+  steps.push_back(running);
+  for (int64_t i = 1; i < len - (exclusive ? 1 : 0); ++i) {
+    running = running * t.narrow(axis, i, 1);
+    steps.push_back(running);
+  }
+  Tensor c = cat(steps, axis);
+  return outputs({reverse ? c.flip({axis}) : c});
+}
+
+NodeRun maxUnpool(const NodeTest& n, const NodeInputs& in) {
+  Tensor x = input(n, in, 0), indices = input(n, in, 1);
+  if (x.dim() < 3) return unsupported("MaxUnpool: the input has no spatial dims");
+  const size_t s = static_cast<size_t>(x.dim() - 2);
+  auto ks = n.intsAttr("kernel_shape");
+  if (!ks || ks->size() != s) return unsupported("MaxUnpool: kernel_shape is missing or does not match the input");
+  const Ints stride = n.intsAttr("strides").value_or(Ints(s, 1));
+  const Ints pads = n.intsAttr("pads").value_or(Ints(2 * s, 0));
+  if (stride.size() != s || pads.size() != 2 * s) return unsupported("MaxUnpool: strides or pads of the wrong rank");
+  Ints shape{x.size(0), x.size(1)};
+  for (size_t i = 0; i < s; ++i) {
+    shape.push_back((x.size(static_cast<int64_t>(i) + 2) - 1) * stride[i] + (*ks)[i] - pads[i] - pads[i + s]);
+  }
+  if (const Tensor* o = optionalInput(in, 2); o && intsOf(*o) != shape) {
+    return unsupported("MaxUnpool: an output_shape other than the inferred one is not mapped");
+  }
+  // The indices are flat positions in the whole output; the rest is 0.
+  Tensor flat = zeros({product(shape, 0, shape.size())}, {.dtype = x.dtype(), .device = x.device()});
+  Tensor idx = indices.to(ScalarType::Int64).reshape({indices.numel()});
+  return outputs({callOp("scatter_add", {flat, int64_t{0}, idx, x.reshape({x.numel()})}).reshape(shape)});
+}
+
 NodeRun eyeLike(const NodeTest& n, const NodeInputs& in) {
   Tensor x = input(n, in, 0);
   if (x.dim() != 2) return unsupported("EyeLike: the input must be 2-d");
@@ -1335,6 +1411,11 @@ void registerStructureNodes() {
                [](const NodeTest& n, const NodeInputs& in, Device d) { return constantOfShape(n, in, d); });
   registerNode("TopK", [](const NodeTest& n, const NodeInputs& in, Device) { return topkNode(n, in); });
   registerNode("CumSum", [](const NodeTest& n, const NodeInputs& in, Device) { return cumsumNode(n, in); });
+  registerNode("LRN", [](const NodeTest& n, const NodeInputs& in, Device) { return lrn(n, in); });
+  registerNode("MeanVarianceNormalization",
+               [](const NodeTest& n, const NodeInputs& in, Device) { return meanVarianceNorm(n, in); });
+  registerNode("CumProd", [](const NodeTest& n, const NodeInputs& in, Device) { return cumprodNode(n, in); });
+  registerNode("MaxUnpool", [](const NodeTest& n, const NodeInputs& in, Device) { return maxUnpool(n, in); });
   registerNode("EyeLike", [](const NodeTest& n, const NodeInputs& in, Device) { return eyeLike(n, in); });
   registerNode("Trilu", [](const NodeTest& n, const NodeInputs& in, Device) { return triluNode(n, in); });
   registerNode("RMSNormalization", [](const NodeTest& n, const NodeInputs& in, Device) { return rmsNorm(n, in); });

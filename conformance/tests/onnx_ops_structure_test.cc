@@ -371,6 +371,26 @@ TEST(OnnxStructureOps, MoreDataMovement) {
                {5, 2, 3, 4, 1, 6});
 }
 
+TEST(OnnxStructureOps, LrnMvnCumProdMaxUnpool) {
+  // Channels [1, 2], size 2: the squares of c..c+1, so 5 and 4.
+  auto lrn =
+      run(node("LRN", 13, {{"size", int64_t{2}}, {"alpha", 1.0}, {"beta", 1.0}, {"bias", 1.0}}), {f32({1, 2}, {1, 2})});
+  expectTensor(lrn[0], {1, 2}, {1 / 3.5, 2 / 3.0});
+  expectTensor(run(node("MeanVarianceNormalization", 13), {f32({1, 3}, {2, 1, 1, 1})})[0], {2, 1, 1, 1}, {-1, 1});
+  Tensor x = f32({1, 2, 3}, {3});
+  expectTensor(run(node("CumProd", 26), {x, i64({0}, {})})[0], {3}, {1, 2, 6});
+  expectTensor(run(node("CumProd", 26, {{"exclusive", int64_t{1}}, {"reverse", int64_t{1}}}), {x, i64({0}, {})})[0],
+               {3}, {6, 3, 1});
+  std::map<std::string, AttributeValue> k2{{"kernel_shape", std::vector<int64_t>{2, 2}},
+                                           {"strides", std::vector<int64_t>{2, 2}}};
+  expectTensor(run(node("MaxUnpool", 11, k2), {f32({5}, {1, 1, 1, 1}), i64({3}, {1, 1, 1, 1})})[0], {1, 1, 2, 2},
+               {0, 0, 0, 5});
+  EXPECT_NE(unsupportedReason(node("MaxUnpool", 11, k2),
+                              {f32({5}, {1, 1, 1, 1}), i64({3}, {1, 1, 1, 1}), i64({1, 1, 3, 3}, {4})})
+                .find("output_shape"),
+            std::string::npos);
+}
+
 TEST(OnnxStructureOps, EveryStructuralOpHasAnEntry) {
   const std::vector<std::string> mapped = mappedOpTypes();
   for (const char* op : {"ReduceSum",
