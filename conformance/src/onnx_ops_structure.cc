@@ -419,7 +419,11 @@ enum class Pooling { Max, Average, SumOfPowers };
 // average divides by the same windows summed over a mask of what counts
 // (the input, plus the pads when count_include_pad; never the overhang).
 // `x` is [N, C, spatial...], floating.
-Tensor slidingPool(const Tensor& x, const Window& w, Pooling kind, bool ceil_mode, bool count_include_pad) {
+// For Max, `indices` (when given) receives each maximum's flat position in
+// x (the first in window order on ties), as MaxPool's Indices: row-major,
+// or with the last two dims column-major (H fastest) when `column_major`.
+Tensor slidingPool(const Tensor& x, const Window& w, Pooling kind, bool ceil_mode, bool count_include_pad,
+                   Tensor* indices = nullptr, bool column_major = false) {
   const size_t s = w.kernel.size();
   Ints out(s), extra(s);
   for (size_t i = 0; i < s; ++i) {
@@ -439,8 +443,9 @@ Tensor slidingPool(const Tensor& x, const Window& w, Pooling kind, bool ceil_mod
     }
     return list;
   };
-  auto windows = [&](const Tensor& t, bool take_max) {
-    Tensor acc;
+  // The strided slice of `t` at each kernel offset, in window (row-major) order.
+  auto slices = [&](const Tensor& t) {
+    std::vector<Tensor> result;
     Ints offset(s, 0);
     while (true) {
       Tensor v = t;
@@ -448,14 +453,38 @@ Tensor slidingPool(const Tensor& x, const Window& w, Pooling kind, bool ceil_mod
         const int64_t start = offset[i] * w.dilation[i];
         v = v.slice(static_cast<int64_t>(i) + 2, start, start + (out[i] - 1) * w.stride[i] + 1, w.stride[i]);
       }
-      acc = !acc.defined() ? v.clone() : take_max ? maximum(acc, v) : acc + v;
+      result.push_back(v);
       size_t i = s;
       while (i > 0 && ++offset[i - 1] == w.kernel[i - 1]) offset[--i] = 0;
-      if (i == 0) return acc;
+      if (i == 0) return result;
     }
   };
+  auto windows = [&](const Tensor& t, bool take_max) {
+    Tensor acc;
+    for (const Tensor& v : slices(t)) acc = !acc.defined() ? v.clone() : take_max ? maximum(acc, v) : acc + v;
+    return acc;
+  };
   if (kind == Pooling::Max) {
-    return windows(pad(x, padList(true, true), "constant", -std::numeric_limits<double>::infinity()), true);
+    Tensor padded = pad(x, padList(true, true), "constant", -std::numeric_limits<double>::infinity());
+    Tensor best = windows(padded, true);
+    if (indices) {
+      const TensorOptions int64_opts{.dtype = ScalarType::Int64, .device = x.device()};
+      Tensor grid =
+          column_major
+              ? arange(x.numel(), int64_opts).reshape({x.size(0), x.size(1), x.size(3), x.size(2)}).transpose(2, 3)
+              : arange(x.numel(), int64_opts).reshape(x.sizes());
+      grid = callOp("constant_pad_nd", {grid, padList(true, true), Scalar(int64_t{-1})});
+      const std::vector<Tensor> values = slices(padded), positions = slices(grid);
+      Tensor found = zeros_like(best, {.dtype = ScalarType::Bool});
+      Tensor idx = zeros_like(best, {.dtype = ScalarType::Int64});
+      for (size_t j = 0; j < values.size(); ++j) {
+        Tensor take = logical_and(logical_not(found), values[j].eq(best));
+        idx = where(take, positions[j], idx);
+        found = logical_or(found, take);
+      }
+      *indices = idx;
+    }
+    return best;
   }
   Tensor sum = windows(pad(x, padList(true, true)), false);
   if (kind == Pooling::SumOfPowers) return sum;
@@ -477,7 +506,11 @@ NodeRun pool(const NodeTest& n, const NodeInputs& in, bool is_max) {
   if (!isFloatingType(dtype) && !exact_in_double) {
     return unsupported(n.op_type + ": " + std::string(scalarTypeName(dtype)) + " input; the pooling ops take floats");
   }
-  if (is_max && wantsOutput(n, 1)) return unsupported("MaxPool: the Indices output has no standard op");
+  const bool wants_indices = is_max && wantsOutput(n, 1);
+  const bool column_major = n.intAttr("storage_order", 0) != 0;
+  if (wants_indices && column_major && x.dim() != 4) {
+    return unsupported("MaxPool: column-major Indices (storage_order=1) are mapped for 2-d pooling only");
+  }
   auto ks = n.intsAttr("kernel_shape");
   if (!ks || static_cast<int64_t>(ks->size()) != x.dim() - 2) {
     return unsupported(n.op_type + ": kernel_shape is missing or does not match the input's rank");
@@ -486,11 +519,14 @@ NodeRun pool(const NodeTest& n, const NodeInputs& in, bool is_max) {
   if (auto why = windowOf(n, x, *ks, w)) return unsupported(*why);
   bool ceil_mode = n.intAttr("ceil_mode", 0) != 0;
   const bool count_include_pad = n.intAttr("count_include_pad", 0) != 0;
-  if (x.dim() > 4) {
-    // 3-d and more: no pooling op; strided slices combined.
+  if (x.dim() > 4 || wants_indices) {
+    // 3-d and more, or the Indices: no pooling op; strided slices combined.
     if (exact_in_double) x = x.to(ScalarType::Float64);
-    Tensor y = slidingPool(x, w, is_max ? Pooling::Max : Pooling::Average, ceil_mode, count_include_pad);
-    return outputs({exact_in_double ? y.to(dtype) : y});
+    Tensor idx;
+    Tensor y = slidingPool(x, w, is_max ? Pooling::Max : Pooling::Average, ceil_mode, count_include_pad,
+                           wants_indices ? &idx : nullptr, column_major);
+    if (exact_in_double) y = y.to(dtype);
+    return outputs(wants_indices ? std::vector<Tensor>{y, idx} : std::vector<Tensor>{y});
   }
   const bool one_d = x.dim() == 3;
   if (one_d) {

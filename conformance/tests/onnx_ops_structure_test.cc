@@ -158,7 +158,26 @@ TEST(OnnxStructureOps, PoolingAndItsUnsupportedCases) {
   expectTensor(run(node("MaxPool", 12, ceil), {x})[0], {1, 1, 2, 2}, {5, 6, 8, 9});
   expectTensor(run(node("GlobalAveragePool", 1), {x})[0], {1, 1, 1, 1}, {5});
   expectTensor(run(node("GlobalMaxPool", 1), {x})[0], {1, 1, 1, 1}, {9});
-  EXPECT_NE(unsupportedReason(node("MaxPool", 12, k2, 2), {x}).find("Indices"), std::string::npos);
+  // Indices: flat positions in the input, row-major or (storage_order 1) column-major.
+  Tensor x4 = f32({1, 4, 3, 2}, {1, 1, 2, 2});
+  auto with_idx = run(node("MaxPool", 12, k2, 2), {x4});
+  ASSERT_EQ(with_idx.size(), 2u);
+  expectTensor(with_idx[0], {1, 1, 1, 1}, {4});
+  EXPECT_EQ(with_idx[1].dtype(), ScalarType::Int64);
+  expectTensor(with_idx[1], {1, 1, 1, 1}, {1});
+  auto column = k2;
+  column["storage_order"] = int64_t{1};
+  expectTensor(run(node("MaxPool", 12, column, 2), {x4})[1], {1, 1, 1, 1}, {2});
+  auto one_d =
+      run(node("MaxPool", 12, {{"kernel_shape", std::vector<int64_t>{2}}, {"strides", std::vector<int64_t>{2}}}, 2),
+          {f32({1, 3, 2, 5}, {1, 1, 4})});
+  expectTensor(one_d[0], {1, 1, 2}, {3, 5});
+  expectTensor(one_d[1], {1, 1, 2}, {1, 3});
+  EXPECT_NE(unsupportedReason(
+                node("MaxPool", 12, {{"kernel_shape", std::vector<int64_t>{2}}, {"storage_order", int64_t{1}}}, 2),
+                {f32({1, 3, 2, 5}, {1, 1, 4})})
+                .find("storage_order"),
+            std::string::npos);
   // Dilated: the corners of the 3x3 input.
   auto dil = k2;
   dil["dilations"] = std::vector<int64_t>{2, 2};
