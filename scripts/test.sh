@@ -29,6 +29,10 @@ export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}"
 # roots and suppresses exactly those TLS blocks (scripts/lsan.supp says why).
 export LSAN_OPTIONS="${LSAN_OPTIONS:-use_tls=0:suppressions=$PWD/scripts/lsan.supp}"
 export BACKPLANE_FALLBACK="${BACKPLANE_FALLBACK:-silent}"
+# ONNX's node tests, which scripts/setup.sh --tests fetched: the loader's
+# test reads the whole corpus, and the corpus runs as conformance below.
+BACKPLANE_ONNX_NODE_TESTS="$(scripts/fetch_onnx_tests.sh)"
+export BACKPLANE_ONNX_NODE_TESTS
 # The CPU plugin's threads are OpenMP's (libgomp), which ThreadSanitizer does
 # not see into: its barriers would read as races. One thread under TSan.
 case " $* " in
@@ -44,6 +48,15 @@ plugin_args=()
 for p in "$dir"/lib/backplane/plugins/*.so; do plugin_args+=(--plugin "$p"); done
 "$dir"/cli/backplane --no-default-plugins "${plugin_args[@]}" conformance \
   --json "$dir/conformance.json" --junit "$dir/conformance.xml" --markdown "$dir/conformance.md"
+
+# The same command over ONNX's node tests (Note [ONNX node tests]) on the
+# CPU plugin and the GPU simulator, with each backend's checked-in expected
+# failures (conformance/onnx/expected_failures/<backend>.txt); reports in
+# the build directory as onnx-conformance.{json,xml,md}.
+"$dir"/cli/backplane --no-default-plugins --plugin "$dir/lib/backplane/plugins/backplane_cpu.so" \
+  --plugin "$dir/lib/backplane/test_plugins/backplane_gpusim.so" conformance --onnx "$BACKPLANE_ONNX_NODE_TESTS" \
+  --backend cpu --backend gpusim --onnx-expected conformance/onnx/expected_failures \
+  --json "$dir/onnx-conformance.json" --junit "$dir/onnx-conformance.xml" --markdown "$dir/onnx-conformance.md"
 
 # The Python package as `pip wheel .` builds it, installed and used with no
 # build tree around (scripts/check_wheel.sh); the normal run only: sanitizer

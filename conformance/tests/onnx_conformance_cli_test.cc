@@ -61,16 +61,16 @@ void writeTest(const fs::path& dir, const std::string& op_type, std::vector<floa
   writeProto(dir / "test_data_set_0" / "output_0.pb", floats("z", z));
 }
 
-struct Run {
+struct ToolRun {
   int status = -1;
   std::string out;
 };
 
-Run tool(const std::vector<std::string>& args) {
+ToolRun tool(const std::vector<std::string>& args) {
   std::string cmd = std::string(BACKPLANE_CLI_PATH) + " --no-default-plugins --plugin " + BACKPLANE_CPU_PLUGIN_PATH;
   for (const std::string& a : args) cmd += " '" + a + "'";
   cmd += " 2>&1";
-  Run r;
+  ToolRun r;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
   std::array<char, 4096> buf;
@@ -114,7 +114,7 @@ class OnnxConformanceCli : public ::testing::Test {
 
 TEST_F(OnnxConformanceCli, CountsPassesFailuresExpectedFailuresAndUnsupported) {
   const fs::path json = root_ / "r.json", junit = root_ / "r.xml";
-  Run r = tool({"conformance", "--onnx", corpus_.string(), "--backend", "cpu", "--onnx-expected", expected_.string(),
+  ToolRun r = tool({"conformance", "--onnx", corpus_.string(), "--backend", "cpu", "--onnx-expected", expected_.string(),
                 "--json", json.string(), "--junit", junit.string()});
   // The unlisted failure fails the run.
   EXPECT_EQ(r.status, 1) << r.out;
@@ -133,7 +133,7 @@ TEST_F(OnnxConformanceCli, CountsPassesFailuresExpectedFailuresAndUnsupported) {
 }
 
 TEST_F(OnnxConformanceCli, PassesWhenEveryFailureIsListedOrLeftOut) {
-  Run r = tool({"conformance", "--onnx", corpus_.string(), "--backend", "cpu", "--onnx-expected", expected_.string(),
+  ToolRun r = tool({"conformance", "--onnx", corpus_.string(), "--backend", "cpu", "--onnx-expected", expected_.string(),
                 "--ops", "^onnx::test_(add_ok|add_listed|no_such)"});
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("4 found, 3 mapped, 2 passed, 0 failed, 1 expected failures, 1 unsupported"),
@@ -143,13 +143,13 @@ TEST_F(OnnxConformanceCli, PassesWhenEveryFailureIsListedOrLeftOut) {
 
 TEST_F(OnnxConformanceCli, AnEntryWithoutAReasonIsAnError) {
   std::ofstream(expected_ / "cpu.txt") << "test_add_listed_fails\n";
-  Run r = tool({"conformance", "--onnx", corpus_.string(), "--backend", "cpu", "--onnx-expected", expected_.string()});
+  ToolRun r = tool({"conformance", "--onnx", corpus_.string(), "--backend", "cpu", "--onnx-expected", expected_.string()});
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("cpu.txt:1: 'test_add_listed_fails' has no reason"), std::string::npos) << r.out;
 }
 
 TEST_F(OnnxConformanceCli, UsageErrors) {
-  Run r = tool({"conformance", "--onnx", (root_ / "missing").string(), "--backend", "cpu"});
+  ToolRun r = tool({"conformance", "--onnx", (root_ / "missing").string(), "--backend", "cpu"});
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("missing"), std::string::npos) << r.out;
   r = tool({"conformance", "--onnx-expected", expected_.string(), "--backend", "cpu"});
