@@ -636,7 +636,7 @@ bool anyOnnx(const std::vector<BackendRun>& runs) {
 }
 
 // The figures of a run of ONNX's node tests, one line per backend: found,
-// mapped (an entry in the op table), passed, failed (+ expected failures),
+// mapped (loadable, and an entry in the op table), passed, failed (+ expected failures),
 // unsupported, crashed, and the time.
 void printOnnxSummary(std::ostream& out, const std::vector<BackendRun>& runs, bool strict) {
   out << "\nONNX node tests:\n";
@@ -646,7 +646,7 @@ void printOnnxSummary(std::ostream& out, const std::vector<BackendRun>& runs, bo
     for (const Result& r : b.results) {
       if (r.form != kOnnxForm) continue;
       ++found;
-      if (r.message.rfind(kNoMappingPrefix, 0) == 0) ++unmapped;
+      if (r.message.rfind(kNoMappingPrefix, 0) == 0 || r.message.rfind(kUnloadablePrefix, 0) == 0) ++unmapped;
       switch (r.outcome) {
         case Outcome::Pass: ++passed; break;
         case Outcome::Fail:

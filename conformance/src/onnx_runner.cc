@@ -98,8 +98,9 @@ Result runOnnxTest(const std::string& dir, Device device) {
   r.backend = deviceTypeName(device.type);
   absl::StatusOr<onnx::NodeTest> test = onnx::loadNodeTest(dir);
   if (!test.ok()) {
-    r.outcome = test.status().code() == absl::StatusCode::kUnimplemented ? Outcome::Unsupported : Outcome::Error;
-    r.message = std::string(test.status().message());
+    const bool unimplemented = test.status().code() == absl::StatusCode::kUnimplemented;
+    r.outcome = unimplemented ? Outcome::Unsupported : Outcome::Error;
+    r.message = (unimplemented ? std::string(kUnloadablePrefix) : "") + std::string(test.status().message());
     return r;
   }
   r.note = strCat(test->op_type, " (opset ", test->opset, ")");

@@ -55,10 +55,12 @@ std::vector<Item> selectItems(DeviceType type, const std::string& ops_regex, boo
 
 // ONNX node tests' results: form kOnnxForm; a test whose op_type has no
 // entry in the mapping is unsupported with a message starting
-// kNoMappingPrefix; a listed expected failure that passed has a note
+// kNoMappingPrefix (kUnloadablePrefix below); a listed expected failure that passed has a note
 // holding kUnexpectedPassNote.
 inline constexpr const char* kOnnxForm = "onnx";
 inline constexpr std::string_view kNoMappingPrefix = "no mapping for ONNX op_type";
+// ... and a test Backplane cannot represent (unsupported) one starting:
+inline constexpr std::string_view kUnloadablePrefix = "cannot load this test: ";
 inline constexpr std::string_view kUnexpectedPassNote = "passed, but is listed as an expected failure";
 
 // Runs one ONNX node test on `device`: every data set's inputs copied to
