@@ -718,19 +718,62 @@ NodeRun gatherElements(const NodeTest& n, const NodeInputs& in) {
   return outputs({data.gather(axis, wrapIndices(input(n, in, 1), data.size(axis)))});
 }
 
+// Scatters `updates` into `data` along `dim` at `idx` (scatter_add's
+// layout) in the order ONNX's reference does, one update after another:
+// `group[e]` (row-major over the updates) numbers the earlier updates with
+// the same target, so each group has distinct targets and lands in one
+// replacing step (scatter_add onto zeros, picked where hit), combined with
+// the data by `reduction`: none (the last update wins), mul, max or min.
+Tensor scatterInOrder(Tensor data, int64_t dim, const Tensor& idx, const Tensor& updates, const Ints& group,
+                      const std::string& reduction) {
+  const int64_t groups = group.empty() ? 0 : *std::max_element(group.begin(), group.end()) + 1;
+  for (int64_t g = 0; g < groups; ++g) {
+    Ints in_group(group.size());
+    for (size_t e = 0; e < group.size(); ++e) in_group[e] = group[e] == g ? 1 : 0;
+    Tensor count = int64Tensor(in_group, updates.sizes(), updates.device());
+    Tensor hit = callOp("scatter_add", {zeros_like(data, {.dtype = ScalarType::Int64}), dim, idx, count});
+    Tensor placed = callOp(
+        "scatter_add", {zeros_like(data), dim, idx, where(count.gt(Scalar(int64_t{0})), updates, zeros_like(updates))});
+    Tensor combined = reduction == "mul"   ? data * placed
+                      : reduction == "max" ? maximum(data, placed)
+                      : reduction == "min" ? minimum(data, placed)
+                                           : placed;
+    data = where(hit.gt(Scalar(int64_t{0})), combined, data);
+  }
+  return data;
+}
+
+// For each key, how many earlier keys equal it.
+Ints occurrenceNumbers(const Ints& keys) {
+  std::map<int64_t, int64_t> seen;
+  Ints r(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) r[i] = seen[keys[i]]++;
+  return r;
+}
+
 NodeRun scatterElements(const NodeTest& n, const NodeInputs& in) {
   Tensor data = input(n, in, 0), updates = input(n, in, 2);
   const int64_t axis = normAxis(n, n.intAttr("axis", 0), data.dim());
   const std::string reduction = n.stringAttr("reduction", "none");
   Tensor idx = wrapIndices(input(n, in, 1), data.size(axis));
   if (reduction == "add") return outputs({callOp("scatter_add", {data, axis, idx, updates})});
-  if (reduction != "none") return unsupported(n.op_type + ": reduction '" + reduction + "' has no standard op");
-  // Replacing: the updates land where an index points (ONNX leaves
-  // duplicate indices undefined; this sums them), the data stays elsewhere.
-  Tensor hit = callOp("scatter_add", {zeros_like(data, {.dtype = ScalarType::Int64}), axis, idx,
-                                      ones_like(updates, {.dtype = ScalarType::Int64})});
-  Tensor placed = callOp("scatter_add", {zeros_like(data), axis, idx, updates});
-  return outputs({where(hit.gt(Scalar(int64_t{0})), placed, data)});
+  if (reduction != "none" && reduction != "mul" && reduction != "max" && reduction != "min") {
+    return unsupported(n.op_type + ": unknown reduction '" + reduction + "'");
+  }
+  // Each update's target in data (row-major), from the indices on the host.
+  const Ints index = intsOf(idx), isz = sizesOf(idx), dsz = sizesOf(data);
+  Ints targets(index.size()), coord(isz.size(), 0);
+  for (size_t e = 0; e < index.size(); ++e) {
+    int64_t flat = 0;
+    for (size_t d = 0; d < isz.size(); ++d)
+      flat = flat * dsz[d] + (static_cast<int64_t>(d) == axis ? index[e] : coord[d]);
+    targets[e] = flat;
+    for (size_t d = isz.size(); d-- > 0;) {
+      if (++coord[d] < isz[d]) break;
+      coord[d] = 0;
+    }
+  }
+  return outputs({scatterInOrder(data, axis, idx, updates, occurrenceNumbers(targets), reduction)});
 }
 
 // --- Shapes and data movement.
@@ -1305,8 +1348,8 @@ NodeRun gatherND(const NodeTest& n, const NodeInputs& in) {
 NodeRun scatterND(const NodeTest& n, const NodeInputs& in) {
   Tensor data = input(n, in, 0), indices = input(n, in, 1), updates = input(n, in, 2);
   const std::string reduction = n.stringAttr("reduction", "none");
-  if (reduction != "none" && reduction != "add") {
-    return unsupported("ScatterND: reduction '" + reduction + "' has no standard op");
+  if (reduction != "none" && reduction != "add" && reduction != "mul" && reduction != "max" && reduction != "min") {
+    return unsupported("ScatterND: unknown reduction '" + reduction + "'");
   }
   if (indices.dim() < 1 || indices.size(-1) > data.dim()) return unsupported("ScatterND: index tuples too long");
   const int64_t k = indices.size(-1);
@@ -1322,11 +1365,12 @@ NodeRun scatterND(const NodeTest& n, const NodeInputs& in) {
   Tensor idx = linear.reshape(idx_shape).expand(upd_shape).contiguous();
   Tensor d = data.reshape(flat), u = updates.reshape(upd_shape);
   if (reduction == "add") return outputs({callOp("scatter_add", {d, int64_t{0}, idx, u}).reshape(ds)});
-  // Replacing, as ScatterElements does (duplicate tuples are undefined in ONNX).
-  Tensor hit = callOp("scatter_add", {zeros_like(d, {.dtype = ScalarType::Int64}), int64_t{0}, idx,
-                                      ones_like(u, {.dtype = ScalarType::Int64})});
-  Tensor placed = callOp("scatter_add", {zeros_like(d), int64_t{0}, idx, u});
-  return outputs({where(hit.gt(Scalar(int64_t{0})), placed, d).reshape(ds)});
+  // In order, tuple by tuple: each element of a tuple's slice is in its group.
+  const Ints tuple_group = occurrenceNumbers(intsOf(linear));
+  const int64_t per_tuple = m == 0 ? 0 : u.numel() / m;
+  Ints group(static_cast<size_t>(u.numel()));
+  for (size_t e = 0; e < group.size(); ++e) group[e] = tuple_group[e / static_cast<size_t>(per_tuple)];
+  return outputs({scatterInOrder(d, 0, idx, u, group, reduction).reshape(ds)});
 }
 
 NodeRun compress(const NodeTest& n, const NodeInputs& in) {

@@ -259,9 +259,18 @@ TEST(OnnxStructureOps, GatherScatterWithNegativeIndices) {
   expectTensor(
       run(node("ScatterElements", 16, {{"reduction", std::string("add")}}), {d, i64({0, 0}, {2}), f32({5, 6}, {2})})[0],
       {3}, {12, 2, 3});
-  EXPECT_NE(unsupportedReason(node("ScatterElements", 18, {{"reduction", std::string("mul")}}),
+  // Duplicate targets apply in order: the last wins, or each combines.
+  auto reduced = [&](const char* reduction, std::vector<int64_t> idx, std::vector<float> upd) {
+    return run(node("ScatterElements", 18, {{"reduction", std::string(reduction)}}),
+               {d, i64(idx, {2}), f32(upd, {2})})[0];
+  };
+  expectTensor(reduced("none", {0, 0}, {5, 6}), {3}, {6, 2, 3});
+  expectTensor(reduced("mul", {0, 0}, {2, 3}), {3}, {6, 2, 3});
+  expectTensor(reduced("max", {1, 1}, {0, 9}), {3}, {1, 9, 3});
+  expectTensor(reduced("min", {2, -1}, {5, 0}), {3}, {1, 2, 0});
+  EXPECT_NE(unsupportedReason(node("ScatterElements", 18, {{"reduction", std::string("mean")}}),
                               {d, i64({0}, {1}), f32({5}, {1})})
-                .find("mul"),
+                .find("mean"),
             std::string::npos);
 }
 
@@ -379,9 +388,12 @@ TEST(OnnxStructureOps, MoreDataMovement) {
   expectTensor(run(node("GatherND", 13), {data, i64({1, 0, 0, -1}, {2, 2})})[0], {2}, {3, 2});
   expectTensor(run(node("ScatterND", 13), {f32({1, 2, 3, 4}, {4}), i64({3, 1}, {2, 1}), f32({9, 8}, {2})})[0], {4},
                {1, 8, 3, 9});
-  EXPECT_NE(unsupportedReason(node("ScatterND", 18, {{"reduction", std::string("max")}}),
+  expectTensor(run(node("ScatterND", 18, {{"reduction", std::string("max")}}),
+                   {f32({1, 2, 3, 4}, {4}), i64({0, 0}, {2, 1}), f32({5, 0}, {2})})[0],
+               {4}, {5, 2, 3, 4});
+  EXPECT_NE(unsupportedReason(node("ScatterND", 18, {{"reduction", std::string("mean")}}),
                               {f32({1}, {1}), i64({0}, {1, 1}), f32({2}, {1})})
-                .find("max"),
+                .find("mean"),
             std::string::npos);
   Tensor cond = Tensor(tensorFromVector(std::vector<uint8_t>{0, 1, 1}, {3}, kCpu)).to(ScalarType::Bool);
   expectTensor(run(node("Compress", 11), {f32({1, 2, 3}, {3}), cond})[0], {2}, {2, 3});
