@@ -1159,6 +1159,148 @@ NodeRun maxUnpool(const NodeTest& n, const NodeInputs& in) {
   return outputs({callOp("scatter_add", {flat, int64_t{0}, idx, x.reshape({x.numel()})}).reshape(shape)});
 }
 
+// Resize (opset 11 on), nearest and linear: separable, one axis at a time,
+// each output position's source coordinate (and linear weight) computed on
+// the host as ONNX's reference does, then index_select (and a weighted sum
+// of the two neighbours, edges clamped) on the device.
+NodeRun resize(const NodeTest& n, const NodeInputs& in) {
+  Tensor x = input(n, in, 0);
+  if (n.opset < 11) return unsupported("Resize: opset < 11 (its nearest rounding differs) is not mapped");
+  const std::string mode = n.stringAttr("mode", "nearest");
+  if (mode != "nearest" && mode != "linear") return unsupported("Resize: mode '" + mode + "' has no standard op");
+  if (n.intAttr("antialias", 0) != 0) return unsupported("Resize: antialias has no standard op");
+  if (mode == "linear" && !isFloatingType(x.dtype())) return unsupported("Resize: linear on integers");
+  const std::string ctm = n.stringAttr("coordinate_transformation_mode", "half_pixel");
+  const std::string nearest_mode = n.stringAttr("nearest_mode", "round_prefer_floor");
+  const std::string policy = n.stringAttr("keep_aspect_ratio_policy", "stretch");
+  const int64_t r = x.dim();
+  Ints axes = n.intsAttr("axes").value_or(allAxes(r));
+  for (int64_t& a : axes) a = normAxis(n, a, r);
+  auto given = [&](size_t i) -> const Tensor* {
+    const Tensor* t = optionalInput(in, i);
+    return t && t->numel() > 0 ? t : nullptr;
+  };
+  std::vector<double> scale(static_cast<size_t>(r), 1.0);
+  Ints out = sizesOf(x);
+  if (const Tensor* sz = given(3)) {
+    const Ints sizes = intsOf(*sz);
+    BP_CHECK(sizes.size() == axes.size(), "Resize: ", sizes.size(), " sizes for ", axes.size(), " axes");
+    if (policy == "stretch") {
+      for (size_t i = 0; i < axes.size(); ++i) {
+        out[axes[i]] = sizes[i];
+        scale[axes[i]] = static_cast<double>(sizes[i]) / static_cast<double>(x.size(axes[i]));
+      }
+    } else if (policy == "not_larger" || policy == "not_smaller") {
+      double common = policy == "not_larger" ? std::numeric_limits<double>::infinity() : 0.0;
+      for (size_t i = 0; i < axes.size(); ++i) {
+        const double ratio = static_cast<double>(sizes[i]) / static_cast<double>(x.size(axes[i]));
+        common = policy == "not_larger" ? std::min(common, ratio) : std::max(common, ratio);
+      }
+      for (int64_t a : axes) {
+        scale[a] = common;
+        out[a] = static_cast<int64_t>(std::floor(common * static_cast<double>(x.size(a)) + 0.5));
+      }
+    } else {
+      return unsupported("Resize: unknown keep_aspect_ratio_policy '" + policy + "'");
+    }
+  } else if (const Tensor* sc = given(2)) {
+    const std::vector<double> scales = sc->toVector<double>();
+    BP_CHECK(scales.size() == axes.size(), "Resize: ", scales.size(), " scales for ", axes.size(), " axes");
+    for (size_t i = 0; i < axes.size(); ++i) {
+      BP_CHECK(scales[i] > 0, "Resize: scale ", scales[i], " is not positive");
+      scale[axes[i]] = scales[i];
+      out[axes[i]] = static_cast<int64_t>(std::floor(scales[i] * static_cast<double>(x.size(axes[i]))));
+    }
+  } else {
+    return unsupported("Resize: neither scales nor sizes given");
+  }
+  std::vector<double> roi;
+  if (ctm == "tf_crop_and_resize") {
+    const Tensor* roi_t = given(1);
+    if (!roi_t) return unsupported("Resize: tf_crop_and_resize without roi");
+    const std::vector<double> given_roi = roi_t->toVector<double>();
+    BP_CHECK(given_roi.size() == 2 * axes.size(), "Resize: roi has ", given_roi.size(), " values for ", axes.size(),
+             " axes");
+    roi.assign(static_cast<size_t>(2 * r), 0.0);
+    for (int64_t d = 0; d < r; ++d) roi[static_cast<size_t>(r + d)] = 1.0;
+    for (size_t i = 0; i < axes.size(); ++i) {
+      roi[static_cast<size_t>(axes[i])] = given_roi[i];
+      roi[static_cast<size_t>(r + axes[i])] = given_roi[i + axes.size()];
+    }
+  } else if (ctm != "half_pixel" && ctm != "half_pixel_symmetric" && ctm != "pytorch_half_pixel" &&
+             ctm != "align_corners" && ctm != "asymmetric") {
+    return unsupported("Resize: coordinate_transformation_mode '" + ctm + "'");
+  }
+  if (nearest_mode != "round_prefer_floor" && nearest_mode != "round_prefer_ceil" && nearest_mode != "floor" &&
+      nearest_mode != "ceil") {
+    return unsupported("Resize: nearest_mode '" + nearest_mode + "'");
+  }
+  const double extrapolation = n.floatAttr("extrapolation_value", 0.0);
+  Tensor y = x;
+  Tensor outside;  // where tf_crop_and_resize samples outside the input
+  for (int64_t a = 0; a < r; ++a) {
+    const int64_t in_len = x.size(a), out_len = out[a];
+    if (out_len == in_len && scale[a] == 1.0 && roi.empty()) continue;
+    if (in_len == 0) return unsupported("Resize: an empty axis");
+    // As the reference: the scaled width (not the integer one) in the ratios.
+    const double sc = scale[a], in_d = static_cast<double>(in_len), out_d = static_cast<double>(out_len);
+    const double out_f = sc * in_d;
+    Ints i0(static_cast<size_t>(out_len)), i1(static_cast<size_t>(out_len)), bad(static_cast<size_t>(out_len), 0);
+    std::vector<double> weight(static_cast<size_t>(out_len), 0.0);
+    for (int64_t o = 0; o < out_len; ++o) {
+      const double xr = static_cast<double>(o);
+      double xo = 0;
+      if (ctm == "half_pixel") {
+        xo = (xr + 0.5) / sc - 0.5;
+      } else if (ctm == "half_pixel_symmetric") {
+        const double adjustment = out_d / (sc * in_d), center = in_d / 2;
+        xo = center * (1 - adjustment) + (xr + 0.5) / sc - 0.5;
+      } else if (ctm == "pytorch_half_pixel") {
+        xo = out_f != 1 ? (xr + 0.5) / sc - 0.5 : -0.5;
+      } else if (ctm == "align_corners") {
+        xo = out_f == 1 ? 0.0 : xr * (in_d - 1) / (out_f - 1);
+      } else if (ctm == "asymmetric") {
+        xo = xr / sc;
+      } else {
+        const double start = roi[static_cast<size_t>(a)], end = roi[static_cast<size_t>(r + a)];
+        xo = start * (in_d - 1) +
+             (out_f == 1 ? (end - start) * (in_d - 1) / 2 : xr * (end - start) * (in_d - 1) / (out_f - 1));
+        if (xo < 0 || xo > in_d - 1) bad[static_cast<size_t>(o)] = 1;
+      }
+      const double fl = std::floor(xo), frac = xo - fl;
+      auto clampIndex = [&](double v) { return static_cast<int64_t>(std::clamp(v, 0.0, in_d - 1)); };
+      if (mode == "nearest") {
+        double pick = fl;
+        if (nearest_mode == "round_prefer_floor") pick = frac > 0.5 ? fl + 1 : fl;
+        if (nearest_mode == "round_prefer_ceil") pick = frac >= 0.5 ? fl + 1 : fl;
+        if (nearest_mode == "ceil") pick = std::ceil(xo);
+        i0[static_cast<size_t>(o)] = clampIndex(pick);
+      } else {
+        i0[static_cast<size_t>(o)] = clampIndex(fl);
+        i1[static_cast<size_t>(o)] = clampIndex(fl + 1);
+        weight[static_cast<size_t>(o)] = frac;
+      }
+    }
+    Ints shape(static_cast<size_t>(r), 1);
+    shape[a] = out_len;
+    const Tensor first = y.index_select(a, int64Tensor(i0, {out_len}, x.device()));
+    if (mode == "nearest") {
+      y = first;
+    } else {
+      Tensor w = Tensor(tensorFromVector(weight, {out_len}, Device(DeviceType::CPU))).to(x.device(), x.dtype());
+      w = w.reshape(shape);
+      const Tensor second = y.index_select(a, int64Tensor(i1, {out_len}, x.device()));
+      y = first * (Scalar(1.0) - w) + second * w;
+    }
+    if (!roi.empty()) {
+      Tensor b = int64Tensor(bad, {out_len}, x.device()).gt(Scalar(int64_t{0})).reshape(shape);
+      outside = outside.defined() ? logical_or(outside, b) : b;
+    }
+  }
+  if (outside.defined()) y = where(outside, full_like(y, Scalar(extrapolation)), y);
+  return outputs({y});
+}
+
 NodeRun eyeLike(const NodeTest& n, const NodeInputs& in) {
   Tensor x = input(n, in, 0);
   if (x.dim() != 2) return unsupported("EyeLike: the input must be 2-d");
@@ -1496,6 +1638,7 @@ void registerStructureNodes() {
                [](const NodeTest& n, const NodeInputs& in, Device) { return meanVarianceNorm(n, in); });
   registerNode("CumProd", [](const NodeTest& n, const NodeInputs& in, Device) { return cumprodNode(n, in); });
   registerNode("MaxUnpool", [](const NodeTest& n, const NodeInputs& in, Device) { return maxUnpool(n, in); });
+  registerNode("Resize", [](const NodeTest& n, const NodeInputs& in, Device) { return resize(n, in); });
   registerNode("EyeLike", [](const NodeTest& n, const NodeInputs& in, Device) { return eyeLike(n, in); });
   registerNode("Trilu", [](const NodeTest& n, const NodeInputs& in, Device) { return triluNode(n, in); });
   registerNode("RMSNormalization", [](const NodeTest& n, const NodeInputs& in, Device) { return rmsNorm(n, in); });

@@ -422,6 +422,33 @@ TEST(OnnxStructureOps, LrnMvnCumProdMaxUnpool) {
             std::string::npos);
 }
 
+TEST(OnnxStructureOps, ResizeNearestAndLinear) {
+  Tensor scale2 = f32({2}, {1});
+  // half_pixel, round_prefer_floor: sources -0.25, 0.25, 0.75, 1.25.
+  expectTensor(run(node("Resize", 13), {f32({1, 2}, {2}), std::nullopt, scale2})[0], {4}, {1, 1, 2, 2});
+  expectTensor(run(node("Resize", 13, {{"mode", std::string("linear")}}), {f32({0, 4}, {2}), std::nullopt, scale2})[0],
+               {4}, {0, 1, 3, 4});
+  expectTensor(
+      run(node("Resize", 13,
+               {{"mode", std::string("linear")}, {"coordinate_transformation_mode", std::string("align_corners")}}),
+          {f32({0, 2}, {2}), std::nullopt, std::nullopt, i64({3}, {1})})[0],
+      {3}, {0, 1, 2});
+  // tf_crop_and_resize: roi [0.5, 1.5] samples 0.5 and 1.5, the second outside.
+  expectTensor(run(node("Resize", 13,
+                        {{"mode", std::string("linear")},
+                         {"coordinate_transformation_mode", std::string("tf_crop_and_resize")},
+                         {"extrapolation_value", 10.0}}),
+                   {f32({0, 4}, {2}), f32({0.5, 1.5}, {2}), std::nullopt, i64({2}, {1})})[0],
+               {2}, {2, 10});
+  EXPECT_NE(
+      unsupportedReason(node("Resize", 13, {{"mode", std::string("cubic")}}), {f32({0, 4}, {2}), std::nullopt, scale2})
+          .find("cubic"),
+      std::string::npos);
+  EXPECT_NE(unsupportedReason(node("Resize", 18, {{"antialias", int64_t{1}}}), {f32({0, 4}, {2}), std::nullopt, scale2})
+                .find("antialias"),
+            std::string::npos);
+}
+
 TEST(OnnxStructureOps, EveryStructuralOpHasAnEntry) {
   const std::vector<std::string> mapped = mappedOpTypes();
   for (const char* op : {"ReduceSum",
