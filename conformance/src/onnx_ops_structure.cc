@@ -1167,9 +1167,13 @@ NodeRun resize(const NodeTest& n, const NodeInputs& in) {
   Tensor x = input(n, in, 0);
   if (n.opset < 11) return unsupported("Resize: opset < 11 (its nearest rounding differs) is not mapped");
   const std::string mode = n.stringAttr("mode", "nearest");
-  if (mode != "nearest" && mode != "linear") return unsupported("Resize: mode '" + mode + "' has no standard op");
+  if (mode != "nearest" && mode != "linear" && mode != "cubic") {
+    return unsupported("Resize: unknown mode '" + mode + "'");
+  }
   if (n.intAttr("antialias", 0) != 0) return unsupported("Resize: antialias has no standard op");
-  if (mode == "linear" && !isFloatingType(x.dtype())) return unsupported("Resize: linear on integers");
+  if (mode != "nearest" && !isFloatingType(x.dtype())) return unsupported("Resize: " + mode + " on integers");
+  const double cubic_a = n.floatAttr("cubic_coeff_a", -0.75);
+  const bool exclude_outside = n.intAttr("exclude_outside", 0) != 0;
   const std::string ctm = n.stringAttr("coordinate_transformation_mode", "half_pixel");
   const std::string nearest_mode = n.stringAttr("nearest_mode", "round_prefer_floor");
   const std::string policy = n.stringAttr("keep_aspect_ratio_policy", "stretch");
@@ -1247,6 +1251,9 @@ NodeRun resize(const NodeTest& n, const NodeInputs& in) {
     const double out_f = sc * in_d;
     Ints i0(static_cast<size_t>(out_len)), i1(static_cast<size_t>(out_len)), bad(static_cast<size_t>(out_len), 0);
     std::vector<double> weight(static_cast<size_t>(out_len), 0.0);
+    // Cubic: four taps floor-1 .. floor+2 (edges clamped) with Keys' weights.
+    std::vector<Ints> taps(4, Ints(static_cast<size_t>(out_len)));
+    std::vector<std::vector<double>> tap_weight(4, std::vector<double>(static_cast<size_t>(out_len)));
     for (int64_t o = 0; o < out_len; ++o) {
       const double xr = static_cast<double>(o);
       double xo = 0;
@@ -1275,17 +1282,42 @@ NodeRun resize(const NodeTest& n, const NodeInputs& in) {
         if (nearest_mode == "round_prefer_ceil") pick = frac >= 0.5 ? fl + 1 : fl;
         if (nearest_mode == "ceil") pick = std::ceil(xo);
         i0[static_cast<size_t>(o)] = clampIndex(pick);
-      } else {
+      } else if (mode == "linear") {
         i0[static_cast<size_t>(o)] = clampIndex(fl);
         i1[static_cast<size_t>(o)] = clampIndex(fl + 1);
         weight[static_cast<size_t>(o)] = frac;
+      } else {
+        const double A = cubic_a, t = frac, u = 1 - frac;
+        double c[4] = {((A * (t + 1) - 5 * A) * (t + 1) + 8 * A) * (t + 1) - 4 * A, ((A + 2) * t - (A + 3)) * t * t + 1,
+                       ((A + 2) * u - (A + 3)) * u * u + 1,
+                       ((A * (u + 1) - 5 * A) * (u + 1) + 8 * A) * (u + 1) - 4 * A};
+        double total = 0;
+        for (int k = 0; k < 4; ++k) {
+          const double at = fl - 1 + k;
+          if (exclude_outside && (at < 0 || at > in_d - 1)) c[k] = 0;
+          total += c[k];
+        }
+        for (int k = 0; k < 4; ++k) {
+          taps[k][static_cast<size_t>(o)] = clampIndex(fl - 1 + k);
+          tap_weight[k][static_cast<size_t>(o)] = exclude_outside ? c[k] / total : c[k];
+        }
       }
     }
     Ints shape(static_cast<size_t>(r), 1);
     shape[a] = out_len;
+    auto weights = [&](const std::vector<double>& v) {
+      return Tensor(tensorFromVector(v, {out_len}, Device(DeviceType::CPU))).to(x.device(), x.dtype()).reshape(shape);
+    };
     const Tensor first = y.index_select(a, int64Tensor(i0, {out_len}, x.device()));
     if (mode == "nearest") {
       y = first;
+    } else if (mode == "cubic") {
+      Tensor acc;
+      for (int k = 0; k < 4; ++k) {
+        Tensor term = y.index_select(a, int64Tensor(taps[k], {out_len}, x.device())) * weights(tap_weight[k]);
+        acc = acc.defined() ? acc + term : term;
+      }
+      y = acc;
     } else {
       Tensor w = Tensor(tensorFromVector(weight, {out_len}, Device(DeviceType::CPU))).to(x.device(), x.dtype());
       w = w.reshape(shape);

@@ -440,10 +440,22 @@ TEST(OnnxStructureOps, ResizeNearestAndLinear) {
                          {"extrapolation_value", 10.0}}),
                    {f32({0, 4}, {2}), f32({0.5, 1.5}, {2}), std::nullopt, i64({2}, {1})})[0],
                {2}, {2, 10});
-  EXPECT_NE(
-      unsupportedReason(node("Resize", 13, {{"mode", std::string("cubic")}}), {f32({0, 4}, {2}), std::nullopt, scale2})
-          .find("cubic"),
-      std::string::npos);
+  // Cubic: a constant stays constant; on a ramp, a source on a sample is
+  // that sample and one halfway between two is their mean (symmetric taps).
+  expectTensor(run(node("Resize", 13, {{"mode", std::string("cubic")}}), {f32({3, 3}, {2}), std::nullopt, scale2})[0],
+               {4}, {3, 3, 3, 3});
+  std::vector<double> ramp =
+      run(node("Resize", 13,
+               {{"mode", std::string("cubic")}, {"coordinate_transformation_mode", std::string("asymmetric")}}),
+          {f32({0, 1, 2, 3}, {4}), std::nullopt, scale2})[0]
+          .toVector<double>();
+  ASSERT_EQ(ramp.size(), 8u);
+  EXPECT_NEAR(ramp[2], 1.0, 1e-6);
+  EXPECT_NEAR(ramp[3], 1.5, 1e-6);
+  EXPECT_NE(unsupportedReason(node("Resize", 13, {{"mode", std::string("bicubic")}}),
+                              {f32({0, 4}, {2}), std::nullopt, scale2})
+                .find("bicubic"),
+            std::string::npos);
   EXPECT_NE(unsupportedReason(node("Resize", 18, {{"antialias", int64_t{1}}}), {f32({0, 4}, {2}), std::nullopt, scale2})
                 .find("antialias"),
             std::string::npos);
