@@ -8,6 +8,7 @@
 // node exactly, and composes Backplane's standard ops on the device under
 // test.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <numeric>
@@ -1333,6 +1334,80 @@ NodeRun resize(const NodeTest& n, const NodeInputs& in) {
   return outputs({y});
 }
 
+// Hann, Hamming and Blackman windows: alpha - beta cos(2 pi n / N')
+// (+ 0.08 cos(4 pi n / N') for Blackman), N' = size (periodic) or size - 1,
+// computed in float64 as the reference, then converted.
+constexpr double kPi = 3.14159265358979323846;
+
+NodeRun windowNode(const NodeTest& n, const NodeInputs& in, Device device) {
+  const int64_t size = input(n, in, 0).item<int64_t>();
+  BP_CHECK(size >= 0, n.op_type, ": size ", size, " is negative");
+  const auto dtype = onnxDtype(n.intAttr("output_datatype", 1));
+  if (!dtype) return unsupported(n.op_type + ": output_datatype has no Backplane dtype");
+  const double denom = static_cast<double>(n.intAttr("periodic", 1) != 0 ? size : size - 1);
+  Tensor k = arange(size, {.dtype = ScalarType::Float64, .device = device}) * (2 * kPi) / denom;
+  Tensor y;
+  if (n.op_type == "HannWindow") {
+    y = Scalar(0.5) - k.cos() * 0.5;
+  } else if (n.op_type == "HammingWindow") {
+    const double alpha = 25.0 / 46.0;
+    y = Scalar(alpha) - k.cos() * (1 - alpha);
+  } else {
+    y = Scalar(0.42) - k.cos() * 0.5 + (k * 2.0).cos() * 0.08;
+  }
+  return outputs({y.to(*dtype)});
+}
+
+// Col2Im: each column's block added into the (padded) image with
+// scatter_add at positions computed on the host, the pads then cut.
+NodeRun col2im(const NodeTest& n, const NodeInputs& in) {
+  Tensor x = input(n, in, 0);
+  const Ints image = intsOf(input(n, in, 1)), block = intsOf(input(n, in, 2));
+  const size_t k = image.size();
+  if (x.dim() != 3 || block.size() != k || k == 0) return unsupported("Col2Im: needs [N, C*K, L] and matching shapes");
+  const Ints dil = n.intsAttr("dilations").value_or(Ints(k, 1)), stride = n.intsAttr("strides").value_or(Ints(k, 1));
+  const Ints pads = n.intsAttr("pads").value_or(Ints(2 * k, 0));
+  if (dil.size() != k || stride.size() != k || pads.size() != 2 * k) return unsupported("Col2Im: attribute ranks");
+  Ints padded(k), blocks(k);
+  for (size_t i = 0; i < k; ++i) {
+    if (dil[i] < 1 || stride[i] < 1 || block[i] < 1)
+      return unsupported("Col2Im: non-positive block, stride or dilation");
+    padded[i] = image[i] + pads[i] + pads[i + k];
+    blocks[i] = (padded[i] - (dil[i] * (block[i] - 1) + 1)) / stride[i] + 1;
+  }
+  const int64_t kernel = product(block, 0, k), cols = product(blocks, 0, k);
+  if (x.size(1) % kernel != 0 || x.size(2) != cols) return unsupported("Col2Im: the input does not match the blocks");
+  const int64_t channels = x.size(1) / kernel;
+  Ints target(static_cast<size_t>(kernel * cols));
+  Ints kk(k, 0);
+  for (int64_t a = 0; a < kernel; ++a) {
+    Ints l(k, 0);
+    for (int64_t b = 0; b < cols; ++b) {
+      int64_t flat = 0;
+      for (size_t i = 0; i < k; ++i) flat = flat * padded[i] + l[i] * stride[i] + kk[i] * dil[i];
+      target[static_cast<size_t>(a * cols + b)] = flat;
+      for (size_t i = k; i-- > 0;) {
+        if (++l[i] < blocks[i]) break;
+        l[i] = 0;
+      }
+    }
+    for (size_t i = k; i-- > 0;) {
+      if (++kk[i] < block[i]) break;
+      kk[i] = 0;
+    }
+  }
+  const int64_t batch = x.size(0);
+  Tensor idx =
+      int64Tensor(target, {1, 1, kernel * cols}, x.device()).expand({batch, channels, kernel * cols}).contiguous();
+  Tensor out = zeros({batch, channels, product(padded, 0, k)}, {.dtype = x.dtype(), .device = x.device()});
+  out = callOp("scatter_add", {out, int64_t{2}, idx, x.reshape({batch, channels, kernel * cols})});
+  Ints shape{batch, channels};
+  shape.insert(shape.end(), padded.begin(), padded.end());
+  out = out.reshape(shape);
+  for (size_t i = 0; i < k; ++i) out = out.narrow(static_cast<int64_t>(i) + 2, pads[i], image[i]);
+  return outputs({out.contiguous()});
+}
+
 NodeRun eyeLike(const NodeTest& n, const NodeInputs& in) {
   Tensor x = input(n, in, 0);
   if (x.dim() != 2) return unsupported("EyeLike: the input must be 2-d");
@@ -1671,6 +1746,10 @@ void registerStructureNodes() {
   registerNode("CumProd", [](const NodeTest& n, const NodeInputs& in, Device) { return cumprodNode(n, in); });
   registerNode("MaxUnpool", [](const NodeTest& n, const NodeInputs& in, Device) { return maxUnpool(n, in); });
   registerNode("Resize", [](const NodeTest& n, const NodeInputs& in, Device) { return resize(n, in); });
+  for (const char* w : {"HannWindow", "HammingWindow", "BlackmanWindow"}) {
+    registerNode(w, [](const NodeTest& n, const NodeInputs& in, Device d) { return windowNode(n, in, d); });
+  }
+  registerNode("Col2Im", [](const NodeTest& n, const NodeInputs& in, Device) { return col2im(n, in); });
   registerNode("EyeLike", [](const NodeTest& n, const NodeInputs& in, Device) { return eyeLike(n, in); });
   registerNode("Trilu", [](const NodeTest& n, const NodeInputs& in, Device) { return triluNode(n, in); });
   registerNode("RMSNormalization", [](const NodeTest& n, const NodeInputs& in, Device) { return rmsNorm(n, in); });

@@ -461,6 +461,18 @@ TEST(OnnxStructureOps, ResizeNearestAndLinear) {
             std::string::npos);
 }
 
+TEST(OnnxStructureOps, WindowsAndCol2Im) {
+  expectTensor(run(node("HannWindow", 17), {i64({4}, {})})[0], {4}, {0, 0.5, 1, 0.5});
+  expectTensor(run(node("HannWindow", 17, {{"periodic", int64_t{0}}}), {i64({3}, {})})[0], {3}, {0, 1, 0});
+  Tensor hamming = run(node("HammingWindow", 17, {{"output_datatype", int64_t{11}}}), {i64({2}, {})})[0];
+  EXPECT_EQ(hamming.dtype(), ScalarType::Float64);
+  expectTensor(hamming, {2}, {25.0 / 46 - 21.0 / 46, 25.0 / 46 + 21.0 / 46});
+  expectTensor(run(node("BlackmanWindow", 17), {i64({2}, {})})[0], {2}, {0, 0.42 + 0.5 + 0.08});
+  // Two blocks of 2 over an image of 3: the middle pixel gets both.
+  expectTensor(run(node("Col2Im", 18), {f32({1, 2, 3, 4}, {1, 2, 2}), i64({3}, {1}), i64({2}, {1})})[0], {1, 1, 3},
+               {1, 5, 4});
+}
+
 TEST(OnnxStructureOps, EveryStructuralOpHasAnEntry) {
   const std::vector<std::string> mapped = mappedOpTypes();
   for (const char* op : {"ReduceSum",
