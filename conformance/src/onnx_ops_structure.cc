@@ -1408,6 +1408,41 @@ NodeRun col2im(const NodeTest& n, const NodeInputs& in) {
   return outputs({out.contiguous()});
 }
 
+// AffineGrid: each output position's normalized coordinates (x fastest,
+// then y, then z; linspace(-1, 1) with align_corners, pixel centres
+// without), with a 1 appended, times theta transposed.
+NodeRun affineGrid(const NodeTest& n, const NodeInputs& in) {
+  Tensor theta = input(n, in, 0);
+  const Ints size = intsOf(input(n, in, 1));
+  if (!isFloatingType(theta.dtype())) return unsupported("AffineGrid: integer theta");
+  const size_t spatial = size.size() >= 2 ? size.size() - 2 : 0;
+  if (spatial != 2 && spatial != 3) return unsupported("AffineGrid: size must be [N, C, H, W] or [N, C, D, H, W]");
+  const bool align = n.intAttr("align_corners", 0) != 0;
+  const TensorOptions opts{.dtype = theta.dtype(), .device = theta.device()};
+  // The coordinates along one dim of length len.
+  auto coords = [&](int64_t len) {
+    Tensor i = arange(len, opts);
+    if (align) return len == 1 ? zeros({1}, opts) : i * (2.0 / static_cast<double>(len - 1)) - 1.0;
+    return (i * 2.0 + 1.0) / static_cast<double>(len) - 1.0;
+  };
+  Ints dims(size.begin() + 2, size.end());  // [H, W] or [D, H, W]
+  std::vector<Tensor> columns;              // x, y (, z), 1, each over every position
+  const size_t r = dims.size();
+  for (size_t j = 0; j < r; ++j) {
+    // Coordinate j (x first) varies along dim r - 1 - j.
+    Ints shape(r, 1);
+    shape[r - 1 - j] = dims[r - 1 - j];
+    columns.push_back(coords(dims[r - 1 - j]).reshape(shape).expand(dims).reshape({product(dims, 0, r), 1}));
+  }
+  columns.push_back(ones({product(dims, 0, r), 1}, opts));
+  Tensor base = cat(columns, 1);                     // [positions, r + 1]
+  Tensor grid = base.matmul(theta.transpose(1, 2));  // [N, positions, r]
+  Ints out{size[0]};
+  out.insert(out.end(), dims.begin(), dims.end());
+  out.push_back(static_cast<int64_t>(r));
+  return outputs({grid.reshape(out)});
+}
+
 NodeRun eyeLike(const NodeTest& n, const NodeInputs& in) {
   Tensor x = input(n, in, 0);
   if (x.dim() != 2) return unsupported("EyeLike: the input must be 2-d");
@@ -1750,6 +1785,7 @@ void registerStructureNodes() {
     registerNode(w, [](const NodeTest& n, const NodeInputs& in, Device d) { return windowNode(n, in, d); });
   }
   registerNode("Col2Im", [](const NodeTest& n, const NodeInputs& in, Device) { return col2im(n, in); });
+  registerNode("AffineGrid", [](const NodeTest& n, const NodeInputs& in, Device) { return affineGrid(n, in); });
   registerNode("EyeLike", [](const NodeTest& n, const NodeInputs& in, Device) { return eyeLike(n, in); });
   registerNode("Trilu", [](const NodeTest& n, const NodeInputs& in, Device) { return triluNode(n, in); });
   registerNode("RMSNormalization", [](const NodeTest& n, const NodeInputs& in, Device) { return rmsNorm(n, in); });

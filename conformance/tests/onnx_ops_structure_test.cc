@@ -473,6 +473,14 @@ TEST(OnnxStructureOps, WindowsAndCol2Im) {
                {1, 5, 4});
 }
 
+TEST(OnnxStructureOps, AffineGridOfTheIdentity) {
+  Tensor identity = f32({1, 0, 0, 0, 1, 0}, {1, 2, 3});
+  Tensor size = i64({1, 1, 1, 2}, {4});
+  expectTensor(run(node("AffineGrid", 20, {{"align_corners", int64_t{1}}}), {identity, size})[0], {1, 1, 2, 2},
+               {-1, 0, 1, 0});
+  expectTensor(run(node("AffineGrid", 20), {identity, size})[0], {1, 1, 2, 2}, {-0.5, 0, 0.5, 0});
+}
+
 TEST(OnnxStructureOps, EveryStructuralOpHasAnEntry) {
   const std::vector<std::string> mapped = mappedOpTypes();
   for (const char* op : {"ReduceSum",
