@@ -1443,6 +1443,115 @@ NodeRun affineGrid(const NodeTest& n, const NodeInputs& in) {
   return outputs({grid.reshape(out)});
 }
 
+// Reflects x into [lo, hi] as ONNX's reference (_gs_reflect) does.
+Tensor reflectInto(const Tensor& x, double lo, double hi) {
+  const double range = hi - lo;
+  Tensor below = x.lt(Scalar(lo)), above = x.gt(Scalar(hi));
+  Tensor dx = where(below, Scalar(lo) - x, x - hi);
+  Tensor times = (dx / range).trunc();
+  Tensor rest = dx - times * range;
+  Tensor even = times.remainder(full_like(times, Scalar(2.0))).eq(Scalar(0.0));
+  Tensor from_below = where(even, rest + lo, Scalar(hi) - rest);
+  Tensor from_above = where(even, Scalar(hi) - rest, rest + lo);
+  return where(below, from_below, where(above, from_above, x));
+}
+
+// GridSample (2-d and 3-d): the grid's normalized coordinates to pixel
+// coordinates, padded (border: clamped, reflection: reflected), then the
+// taps of the interpolation (nearest: round half to even; linear: 2 per
+// dim; cubic: 4 per dim, Keys' A = -0.75) gathered from the flattened image
+// with elementwise ops, each tap's index padded the same way (zeros: the tap
+// counts 0 outside), weighted and summed.
+NodeRun gridSample(const NodeTest& n, const NodeInputs& in) {
+  Tensor x = input(n, in, 0), grid = input(n, in, 1);
+  const int64_t k = x.dim() - 2;
+  if ((k != 2 && k != 3) || grid.dim() != k + 2 || grid.size(-1) != k) {
+    return unsupported("GridSample: needs a 4-d or 5-d X and a matching grid");
+  }
+  if (!isFloatingType(x.dtype()) || !isFloatingType(grid.dtype())) return unsupported("GridSample: integer input");
+  std::string mode = n.stringAttr("mode", n.opset < 20 ? "bilinear" : "linear");
+  if (mode == "bilinear") mode = "linear";
+  if (mode == "bicubic") mode = "cubic";
+  if (mode != "linear" && mode != "nearest" && mode != "cubic") return unsupported("GridSample: mode '" + mode + "'");
+  if (mode == "cubic" && k != 2) return unsupported("GridSample: cubic is 2-d only");
+  const std::string padding = n.stringAttr("padding_mode", "zeros");
+  if (padding != "zeros" && padding != "border" && padding != "reflection") {
+    return unsupported("GridSample: padding_mode '" + padding + "'");
+  }
+  const bool align = n.intAttr("align_corners", 0) != 0;
+  const int64_t batch = x.size(0), channels = x.size(1);
+  Ints out_spatial(grid.sizes().begin() + 1, grid.sizes().end() - 1);
+  const int64_t positions = product(out_spatial, 0, out_spatial.size());
+  Tensor g = grid.to(x.dtype()).reshape({batch, positions, k});
+  // Per spatial dim j of X (0 = the first, D or H), its pixel coordinate.
+  std::vector<Tensor> coord(static_cast<size_t>(k));
+  std::vector<double> lo(static_cast<size_t>(k)), hi(static_cast<size_t>(k));
+  for (int64_t j = 0; j < k; ++j) {
+    const double len = static_cast<double>(x.size(2 + j));
+    Tensor c = g.select(2, k - 1 - j);  // the grid lists x (the last dim) first
+    c = align ? (c + 1.0) / 2.0 * (len - 1) : ((c + 1.0) * len - 1.0) / 2.0;
+    lo[j] = align ? 0.0 : -0.5;
+    hi[j] = align ? len - 1 : len - 0.5;
+    if (padding == "border") c = c.clamp(0.0, len - 1);
+    if (padding == "reflection") c = reflectInto(c, lo[j], hi[j]);
+    coord[j] = c;
+  }
+  // Per dim, the taps: (index as a float tensor, weight).
+  std::vector<std::vector<std::pair<Tensor, Tensor>>> taps(static_cast<size_t>(k));
+  for (int64_t j = 0; j < k; ++j) {
+    const Tensor& c = coord[j];
+    if (mode == "nearest") {
+      taps[j].push_back({c.round(), ones_like(c)});
+      continue;
+    }
+    Tensor fl = c.floor(), t = c - fl;
+    if (mode == "linear") {
+      taps[j].push_back({fl, Scalar(1.0) - t});
+      taps[j].push_back({fl + 1.0, t});
+      continue;
+    }
+    const double A = -0.75;
+    Tensor u = Scalar(1.0) - t;
+    taps[j].push_back({fl - 1.0, (((t + 1.0) * A - 5 * A) * (t + 1.0) + 8 * A) * (t + 1.0) - 4 * A});
+    taps[j].push_back({fl, ((t * (A + 2)) - (A + 3)) * t * t + 1.0});
+    taps[j].push_back({fl + 1.0, ((u * (A + 2)) - (A + 3)) * u * u + 1.0});
+    taps[j].push_back({fl + 2.0, (((u + 1.0) * A - 5 * A) * (u + 1.0) + 8 * A) * (u + 1.0) - 4 * A});
+  }
+  Tensor image = x.reshape({batch, channels, product(sizesOf(x), 2, static_cast<size_t>(x.dim()))});
+  Tensor result;
+  std::vector<size_t> pick(static_cast<size_t>(k), 0);
+  while (true) {
+    Tensor flat, weight, valid;
+    for (int64_t j = 0; j < k; ++j) {
+      const double len = static_cast<double>(x.size(2 + j));
+      Tensor idx = taps[j][pick[j]].first;
+      if (padding == "zeros") {
+        Tensor inside = logical_and(idx.ge(Scalar(0.0)), idx.le(Scalar(len - 1)));
+        valid = valid.defined() ? logical_and(valid, inside) : inside;
+        idx = idx.clamp(0.0, len - 1);
+      } else if (padding == "border") {
+        idx = idx.clamp(0.0, len - 1);
+      } else {
+        idx = reflectInto(idx, lo[j], hi[j]).trunc().clamp(0.0, len - 1);
+      }
+      Tensor as_int = idx.to(ScalarType::Int64);
+      flat = flat.defined() ? flat * Scalar(x.size(2 + j)) + as_int : as_int;
+      const Tensor& w = taps[j][pick[j]].second;
+      weight = weight.defined() ? weight * w : w;
+    }
+    if (valid.defined()) weight = where(valid, weight, zeros_like(weight));
+    Tensor value = image.gather(2, flat.unsqueeze(1).expand({batch, channels, positions}).contiguous());
+    Tensor term = value * weight.unsqueeze(1);
+    result = result.defined() ? result + term : term;
+    int64_t j = k - 1;
+    while (j >= 0 && ++pick[j] == taps[j].size()) pick[j--] = 0;
+    if (j < 0) break;
+  }
+  Ints shape{batch, channels};
+  shape.insert(shape.end(), out_spatial.begin(), out_spatial.end());
+  return outputs({result.reshape(shape)});
+}
+
 NodeRun eyeLike(const NodeTest& n, const NodeInputs& in) {
   Tensor x = input(n, in, 0);
   if (x.dim() != 2) return unsupported("EyeLike: the input must be 2-d");
@@ -1786,6 +1895,7 @@ void registerStructureNodes() {
   }
   registerNode("Col2Im", [](const NodeTest& n, const NodeInputs& in, Device) { return col2im(n, in); });
   registerNode("AffineGrid", [](const NodeTest& n, const NodeInputs& in, Device) { return affineGrid(n, in); });
+  registerNode("GridSample", [](const NodeTest& n, const NodeInputs& in, Device) { return gridSample(n, in); });
   registerNode("EyeLike", [](const NodeTest& n, const NodeInputs& in, Device) { return eyeLike(n, in); });
   registerNode("Trilu", [](const NodeTest& n, const NodeInputs& in, Device) { return triluNode(n, in); });
   registerNode("RMSNormalization", [](const NodeTest& n, const NodeInputs& in, Device) { return rmsNorm(n, in); });

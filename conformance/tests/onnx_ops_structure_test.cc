@@ -481,6 +481,23 @@ TEST(OnnxStructureOps, AffineGridOfTheIdentity) {
   expectTensor(run(node("AffineGrid", 20), {identity, size})[0], {1, 1, 2, 2}, {-0.5, 0, 0.5, 0});
 }
 
+TEST(OnnxStructureOps, GridSampleModesAndPadding) {
+  Tensor x = f32({10, 20}, {1, 1, 1, 2});  // H 1, W 2
+  // (x, y) points: the middle, the left edge, and past the right edge (pixel 1.5).
+  Tensor grid = f32({0, 0, -1, 0, 2, 0}, {1, 1, 3, 2});
+  auto sample = [&](const char* mode, const char* padding) {
+    return run(
+        node("GridSample", 20,
+             {{"mode", std::string(mode)}, {"padding_mode", std::string(padding)}, {"align_corners", int64_t{1}}}),
+        {x, grid})[0];
+  };
+  expectTensor(sample("linear", "zeros"), {1, 1, 1, 3}, {15, 10, 10});
+  expectTensor(sample("linear", "border"), {1, 1, 1, 3}, {15, 10, 20});
+  expectTensor(sample("linear", "reflection"), {1, 1, 1, 3}, {15, 10, 15});
+  // Nearest rounds half to even: pixel 0.5 is pixel 0.
+  expectTensor(sample("nearest", "border"), {1, 1, 1, 3}, {10, 10, 20});
+}
+
 TEST(OnnxStructureOps, EveryStructuralOpHasAnEntry) {
   const std::vector<std::string> mapped = mappedOpTypes();
   for (const char* op : {"ReduceSum",
