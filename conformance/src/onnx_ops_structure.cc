@@ -1552,6 +1552,40 @@ NodeRun gridSample(const NodeTest& n, const NodeInputs& in) {
   return outputs({result.reshape(shape)});
 }
 
+// NegativeLogLikelihoodLoss on log-probabilities [N, C, d...] and targets
+// [N, d...]: -input[n, target, d] * weight[target], 0 at ignore_index;
+// "mean" divides the sum by the summed weights of the counted targets.
+NodeRun nllLoss(const NodeTest& n, const Tensor& log_prob, const Tensor& target, const Tensor* weight) {
+  if (log_prob.dim() < 2 || target.dim() != log_prob.dim() - 1) {
+    return unsupported(n.op_type + ": needs input [N, C, ...] and target [N, ...]");
+  }
+  const std::string reduction = n.stringAttr("reduction", "mean");
+  if (reduction != "none" && reduction != "sum" && reduction != "mean") {
+    return unsupported(n.op_type + ": reduction '" + reduction + "'");
+  }
+  Tensor t = target.to(ScalarType::Int64);
+  Tensor ignored = zeros_like(t, {.dtype = ScalarType::Bool});
+  if (n.has("ignore_index")) ignored = t.eq(Scalar(n.intAttr("ignore_index", 0)));
+  Tensor safe = where(ignored, zeros_like(t), t);
+  Tensor picked = log_prob.gather(1, safe.unsqueeze(1)).squeeze(1);
+  Tensor w = weight ? weight->to(log_prob.dtype()).index_select(0, safe.reshape({safe.numel()})).reshape(safe.sizes())
+                    : ones_like(picked);
+  w = where(ignored, zeros_like(w), w);
+  Tensor loss = -(picked * w);
+  if (reduction == "none") return outputs({loss});
+  if (reduction == "sum") return outputs({loss.sum(log_prob.dtype())});
+  return outputs({loss.sum(log_prob.dtype()) / w.sum(log_prob.dtype())});
+}
+
+NodeRun softmaxCrossEntropy(const NodeTest& n, const NodeInputs& in) {
+  Tensor scores = input(n, in, 0);
+  if (scores.dim() < 2 || !isFloatingType(scores.dtype())) return unsupported(n.op_type + ": needs float [N, C, ...]");
+  Tensor log_prob = scores.log_softmax(1);
+  NodeRun r = nllLoss(n, log_prob, input(n, in, 1), optionalInput(in, 2));
+  if (r.supported && n.outputs.size() > 1) r.outputs.push_back(wantsOutput(n, 1) ? log_prob : Tensor());
+  return r;
+}
+
 NodeRun eyeLike(const NodeTest& n, const NodeInputs& in) {
   Tensor x = input(n, in, 0);
   if (x.dim() != 2) return unsupported("EyeLike: the input must be 2-d");
@@ -1896,6 +1930,11 @@ void registerStructureNodes() {
   registerNode("Col2Im", [](const NodeTest& n, const NodeInputs& in, Device) { return col2im(n, in); });
   registerNode("AffineGrid", [](const NodeTest& n, const NodeInputs& in, Device) { return affineGrid(n, in); });
   registerNode("GridSample", [](const NodeTest& n, const NodeInputs& in, Device) { return gridSample(n, in); });
+  registerNode("NegativeLogLikelihoodLoss", [](const NodeTest& n, const NodeInputs& in, Device) {
+    return nllLoss(n, input(n, in, 0), input(n, in, 1), optionalInput(in, 2));
+  });
+  registerNode("SoftmaxCrossEntropyLoss",
+               [](const NodeTest& n, const NodeInputs& in, Device) { return softmaxCrossEntropy(n, in); });
   registerNode("EyeLike", [](const NodeTest& n, const NodeInputs& in, Device) { return eyeLike(n, in); });
   registerNode("Trilu", [](const NodeTest& n, const NodeInputs& in, Device) { return triluNode(n, in); });
   registerNode("RMSNormalization", [](const NodeTest& n, const NodeInputs& in, Device) { return rmsNorm(n, in); });

@@ -498,6 +498,22 @@ TEST(OnnxStructureOps, GridSampleModesAndPadding) {
   expectTensor(sample("nearest", "border"), {1, 1, 1, 3}, {10, 10, 20});
 }
 
+TEST(OnnxStructureOps, NllAndSoftmaxCrossEntropyLosses) {
+  Tensor log_prob = f32({-1, -2, -3, -4}, {2, 2});
+  Tensor target = i64({1, 0}, {2});
+  expectTensor(run(node("NegativeLogLikelihoodLoss", 13), {log_prob, target})[0], {}, {2.5});
+  // Weighted: (2 * 3 + 3 * 1) / (3 + 1).
+  expectTensor(run(node("NegativeLogLikelihoodLoss", 13), {log_prob, target, f32({1, 3}, {2})})[0], {}, {2.25});
+  expectTensor(run(node("NegativeLogLikelihoodLoss", 13, {{"ignore_index", int64_t{1}}}), {log_prob, target})[0], {},
+               {3});
+  expectTensor(run(node("NegativeLogLikelihoodLoss", 13, {{"reduction", std::string("none")}}), {log_prob, target})[0],
+               {2}, {2, 3});
+  auto sce = run(node("SoftmaxCrossEntropyLoss", 13, {}, 2), {f32({0, 0}, {1, 2}), i64({0}, {1})});
+  ASSERT_EQ(sce.size(), 2u);
+  expectTensor(sce[0], {}, {std::log(2.0)});
+  expectTensor(sce[1], {1, 2}, {-std::log(2.0), -std::log(2.0)});
+}
+
 TEST(OnnxStructureOps, EveryStructuralOpHasAnEntry) {
   const std::vector<std::string> mapped = mappedOpTypes();
   for (const char* op : {"ReduceSum",
