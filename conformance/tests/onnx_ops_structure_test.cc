@@ -514,6 +514,26 @@ TEST(OnnxStructureOps, NllAndSoftmaxCrossEntropyLosses) {
   expectTensor(sce[1], {1, 2}, {-std::log(2.0), -std::log(2.0)});
 }
 
+TEST(OnnxStructureOps, AttentionMasksAndOutputs) {
+  // Q.K = 0 everywhere: uniform weights over the keys not masked out.
+  Tensor q = f32({1, 1}, {1, 1, 2, 1}), k = f32({0, 0}, {1, 1, 2, 1}), v = f32({2, 4}, {1, 1, 2, 1});
+  expectTensor(run(node("Attention", 23), {q, k, v})[0], {1, 1, 2, 1}, {3, 3});
+  expectTensor(run(node("Attention", 23, {{"is_causal", int64_t{1}}}), {q, k, v})[0], {1, 1, 2, 1}, {2, 3});
+  Tensor lower = Tensor(tensorFromVector(std::vector<uint8_t>{1, 0, 1, 1}, {2, 2}, kCpu)).to(ScalarType::Bool);
+  // softcap caps the products; the boolean mask still masks.
+  auto capped = run(node("Attention", 23, {{"softcap", 1.0}}, 4), {q, k, v, lower});
+  ASSERT_EQ(capped.size(), 4u);
+  expectTensor(capped[0], {1, 1, 2, 1}, {2, 3});
+  expectTensor(capped[3], {1, 1, 2, 2}, {0, 0, 0, 0});
+  // 3-d inputs with heads: one head of size 1, and a past key/value prepended.
+  auto with_past = run(node("Attention", 23, {{"q_num_heads", int64_t{1}}, {"kv_num_heads", int64_t{1}}}, 3),
+                       {f32({1}, {1, 1, 1}), f32({0}, {1, 1, 1}), f32({6}, {1, 1, 1}), std::nullopt,
+                        f32({0}, {1, 1, 1, 1}), f32({2}, {1, 1, 1, 1})});
+  expectTensor(with_past[0], {1, 1, 1}, {4});
+  expectTensor(with_past[1], {1, 1, 2, 1}, {0, 0});
+  expectTensor(with_past[2], {1, 1, 2, 1}, {2, 6});
+}
+
 TEST(OnnxStructureOps, EveryStructuralOpHasAnEntry) {
   const std::vector<std::string> mapped = mappedOpTypes();
   for (const char* op : {"ReduceSum",
