@@ -1679,6 +1679,44 @@ NodeRun attention(const NodeTest& n, const NodeInputs& in) {
   return outputs(std::move(outs));
 }
 
+// RotaryEmbedding (opset 23) as ONNX's reference: X as [B, S, H, D], the
+// first rotary_embedding_dim of each head rotated by the cos/sin caches
+// (picked by position_ids when given), halves or interleaved pairs.
+NodeRun rotaryEmbedding(const NodeTest& n, const NodeInputs& in) {
+  Tensor x = input(n, in, 0), cos_cache = input(n, in, 1), sin_cache = input(n, in, 2);
+  if (!isFloatingType(x.dtype())) return unsupported("RotaryEmbedding: integer input");
+  const Ints original = sizesOf(x);
+  if (x.dim() == 4) {
+    x = x.permute({0, 2, 1, 3});
+  } else if (x.dim() == 3) {
+    const int64_t heads = n.intAttr("num_heads", 0);
+    if (heads < 1 || x.size(2) % heads != 0) return unsupported("RotaryEmbedding: 3-d input needs num_heads");
+    x = x.reshape({x.size(0), x.size(1), heads, x.size(2) / heads});
+  } else {
+    return unsupported("RotaryEmbedding: the input must be 3-d or 4-d");
+  }
+  const int64_t batch = x.size(0), seq = x.size(1), head = x.size(3);
+  int64_t rot = n.intAttr("rotary_embedding_dim", 0);
+  if (rot == 0) rot = head;
+  if (rot < 2 || rot > head || rot % 2 != 0) return unsupported("RotaryEmbedding: rotary_embedding_dim");
+  Tensor cos = cos_cache, sin = sin_cache;
+  if (const Tensor* ids = optionalInput(in, 3)) {
+    Tensor flat = ids->to(ScalarType::Int64).reshape({ids->numel()});
+    cos = cos.index_select(0, flat).reshape({batch, seq, -1});
+    sin = sin.index_select(0, flat).reshape({batch, seq, -1});
+  }
+  cos = cos.narrow(-1, 0, rot / 2).unsqueeze(2);
+  sin = sin.narrow(-1, 0, rot / 2).unsqueeze(2);
+  Tensor rotate = x.narrow(3, 0, rot);
+  const bool interleaved = n.intAttr("interleaved", 0) != 0;
+  Tensor x1 = interleaved ? rotate.slice(3, 0, rot, 2) : rotate.narrow(3, 0, rot / 2);
+  Tensor x2 = interleaved ? rotate.slice(3, 1, rot, 2) : rotate.narrow(3, rot / 2, rot / 2);
+  Tensor real = cos * x1 - sin * x2, imag = sin * x1 + cos * x2;
+  Tensor rotated = interleaved ? stack({real, imag}, -1).reshape({batch, seq, x.size(2), rot}) : cat({real, imag}, 3);
+  Tensor y = rot == head ? rotated : cat({rotated, x.narrow(3, rot, head - rot)}, 3);
+  return outputs({original.size() == 3 ? y.reshape(original) : y.permute({0, 2, 1, 3}).contiguous()});
+}
+
 NodeRun eyeLike(const NodeTest& n, const NodeInputs& in) {
   Tensor x = input(n, in, 0);
   if (x.dim() != 2) return unsupported("EyeLike: the input must be 2-d");
@@ -2029,6 +2067,8 @@ void registerStructureNodes() {
   registerNode("SoftmaxCrossEntropyLoss",
                [](const NodeTest& n, const NodeInputs& in, Device) { return softmaxCrossEntropy(n, in); });
   registerNode("Attention", [](const NodeTest& n, const NodeInputs& in, Device) { return attention(n, in); });
+  registerNode("RotaryEmbedding",
+               [](const NodeTest& n, const NodeInputs& in, Device) { return rotaryEmbedding(n, in); });
   registerNode("EyeLike", [](const NodeTest& n, const NodeInputs& in, Device) { return eyeLike(n, in); });
   registerNode("Trilu", [](const NodeTest& n, const NodeInputs& in, Device) { return triluNode(n, in); });
   registerNode("RMSNormalization", [](const NodeTest& n, const NodeInputs& in, Device) { return rmsNorm(n, in); });

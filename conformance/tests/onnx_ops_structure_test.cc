@@ -534,6 +534,15 @@ TEST(OnnxStructureOps, AttentionMasksAndOutputs) {
   expectTensor(with_past[2], {1, 1, 2, 1}, {2, 6});
 }
 
+TEST(OnnxStructureOps, RotaryEmbeddingRotatesPairs) {
+  // cos 0, sin 1: a quarter turn, (1, 0) -> (0, 1); the unrotated tail stays.
+  Tensor x = f32({1, 0, 7}, {1, 1, 1, 3});
+  Tensor cos = f32({0}, {1, 1}), sin = f32({1}, {1, 1});
+  expectTensor(
+      run(node("RotaryEmbedding", 23, {{"rotary_embedding_dim", int64_t{2}}}), {x, cos, sin, i64({0}, {1, 1})})[0],
+      {1, 1, 1, 3}, {0, 1, 7});
+}
+
 TEST(OnnxStructureOps, EveryStructuralOpHasAnEntry) {
   const std::vector<std::string> mapped = mappedOpTypes();
   for (const char* op : {"ReduceSum",
