@@ -1717,6 +1717,37 @@ NodeRun rotaryEmbedding(const NodeTest& n, const NodeInputs& in) {
   return outputs({original.size() == 3 ? y.reshape(original) : y.permute({0, 2, 1, 3}).contiguous()});
 }
 
+// TensorScatter (a cache update): for each batch b, update's slices along
+// `axis` written from write_indices[b] on (modulo the axis in circular
+// mode); the rest of past_cache kept.
+NodeRun tensorScatter(const NodeTest& n, const NodeInputs& in) {
+  Tensor cache = input(n, in, 0), update = input(n, in, 1);
+  if (cache.dim() < 2 || update.dim() != cache.dim()) return unsupported("TensorScatter: ranks of cache and update");
+  const int64_t axis = normAxis(n, n.intAttr("axis", -2), cache.dim());
+  if (axis == 0) return unsupported("TensorScatter: the axis is the batch dim");
+  const std::string mode = n.stringAttr("mode", "linear");
+  if (mode != "linear" && mode != "circular") return unsupported("TensorScatter: mode '" + mode + "'");
+  const int64_t batch = cache.size(0), max_len = cache.size(axis), len = update.size(axis);
+  Ints starts(static_cast<size_t>(batch), 0);
+  if (const Tensor* w = optionalInput(in, 2)) starts = intsOf(*w);
+  BP_CHECK(static_cast<int64_t>(starts.size()) == batch, "TensorScatter: ", starts.size(),
+           " write indices for a batch of ", batch);
+  Ints positions(static_cast<size_t>(batch * len));
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t s = 0; s < len; ++s) {
+      int64_t at = starts[b] + s;
+      if (mode == "circular") at = ((at % max_len) + max_len) % max_len;
+      BP_CHECK(at >= 0 && at < max_len, "TensorScatter: write position ", at, " is outside the cache's ", max_len);
+      positions[static_cast<size_t>(b * len + s)] = at;
+    }
+  }
+  Ints shape(static_cast<size_t>(cache.dim()), 1);
+  shape[0] = batch;
+  shape[axis] = len;
+  Tensor idx = int64Tensor(positions, {batch, len}, cache.device()).reshape(shape).expand(update.sizes()).contiguous();
+  return outputs({scatterInOrder(cache, axis, idx, update, Ints(static_cast<size_t>(update.numel()), 0), "none")});
+}
+
 NodeRun eyeLike(const NodeTest& n, const NodeInputs& in) {
   Tensor x = input(n, in, 0);
   if (x.dim() != 2) return unsupported("EyeLike: the input must be 2-d");
@@ -2069,6 +2100,7 @@ void registerStructureNodes() {
   registerNode("Attention", [](const NodeTest& n, const NodeInputs& in, Device) { return attention(n, in); });
   registerNode("RotaryEmbedding",
                [](const NodeTest& n, const NodeInputs& in, Device) { return rotaryEmbedding(n, in); });
+  registerNode("TensorScatter", [](const NodeTest& n, const NodeInputs& in, Device) { return tensorScatter(n, in); });
   registerNode("EyeLike", [](const NodeTest& n, const NodeInputs& in, Device) { return eyeLike(n, in); });
   registerNode("Trilu", [](const NodeTest& n, const NodeInputs& in, Device) { return triluNode(n, in); });
   registerNode("RMSNormalization", [](const NodeTest& n, const NodeInputs& in, Device) { return rmsNorm(n, in); });

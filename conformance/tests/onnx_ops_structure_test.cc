@@ -543,6 +543,16 @@ TEST(OnnxStructureOps, RotaryEmbeddingRotatesPairs) {
       {1, 1, 1, 3}, {0, 1, 7});
 }
 
+TEST(OnnxStructureOps, TensorScatterWritesEachBatchAtItsIndex) {
+  Tensor cache = f32(std::vector<float>(6, 0), {2, 3, 1});
+  Tensor update = f32({5, 6}, {2, 1, 1});
+  expectTensor(run(node("TensorScatter", 24), {cache, update, i64({2, 0}, {2})})[0], {2, 3, 1}, {0, 0, 5, 6, 0, 0});
+  // Circular: position 3 of 3 wraps to 0.
+  expectTensor(
+      run(node("TensorScatter", 24, {{"mode", std::string("circular")}}), {cache, update, i64({3, 1}, {2})})[0],
+      {2, 3, 1}, {5, 0, 0, 0, 6, 0});
+}
+
 TEST(OnnxStructureOps, EveryStructuralOpHasAnEntry) {
   const std::vector<std::string> mapped = mappedOpTypes();
   for (const char* op : {"ReduceSum",
