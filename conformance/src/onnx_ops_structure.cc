@@ -8,6 +8,7 @@
 // node exactly, and composes Backplane's standard ops on the device under
 // test.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <numeric>
@@ -718,19 +719,62 @@ NodeRun gatherElements(const NodeTest& n, const NodeInputs& in) {
   return outputs({data.gather(axis, wrapIndices(input(n, in, 1), data.size(axis)))});
 }
 
+// Scatters `updates` into `data` along `dim` at `idx` (scatter_add's
+// layout) in the order ONNX's reference does, one update after another:
+// `group[e]` (row-major over the updates) numbers the earlier updates with
+// the same target, so each group has distinct targets and lands in one
+// replacing step (scatter_add onto zeros, picked where hit), combined with
+// the data by `reduction`: none (the last update wins), mul, max or min.
+Tensor scatterInOrder(Tensor data, int64_t dim, const Tensor& idx, const Tensor& updates, const Ints& group,
+                      const std::string& reduction) {
+  const int64_t groups = group.empty() ? 0 : *std::max_element(group.begin(), group.end()) + 1;
+  for (int64_t g = 0; g < groups; ++g) {
+    Ints in_group(group.size());
+    for (size_t e = 0; e < group.size(); ++e) in_group[e] = group[e] == g ? 1 : 0;
+    Tensor count = int64Tensor(in_group, updates.sizes(), updates.device());
+    Tensor hit = callOp("scatter_add", {zeros_like(data, {.dtype = ScalarType::Int64}), dim, idx, count});
+    Tensor placed = callOp(
+        "scatter_add", {zeros_like(data), dim, idx, where(count.gt(Scalar(int64_t{0})), updates, zeros_like(updates))});
+    Tensor combined = reduction == "mul"   ? data * placed
+                      : reduction == "max" ? maximum(data, placed)
+                      : reduction == "min" ? minimum(data, placed)
+                                           : placed;
+    data = where(hit.gt(Scalar(int64_t{0})), combined, data);
+  }
+  return data;
+}
+
+// For each key, how many earlier keys equal it.
+Ints occurrenceNumbers(const Ints& keys) {
+  std::map<int64_t, int64_t> seen;
+  Ints r(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) r[i] = seen[keys[i]]++;
+  return r;
+}
+
 NodeRun scatterElements(const NodeTest& n, const NodeInputs& in) {
   Tensor data = input(n, in, 0), updates = input(n, in, 2);
   const int64_t axis = normAxis(n, n.intAttr("axis", 0), data.dim());
   const std::string reduction = n.stringAttr("reduction", "none");
   Tensor idx = wrapIndices(input(n, in, 1), data.size(axis));
   if (reduction == "add") return outputs({callOp("scatter_add", {data, axis, idx, updates})});
-  if (reduction != "none") return unsupported(n.op_type + ": reduction '" + reduction + "' has no standard op");
-  // Replacing: the updates land where an index points (ONNX leaves
-  // duplicate indices undefined; this sums them), the data stays elsewhere.
-  Tensor hit = callOp("scatter_add", {zeros_like(data, {.dtype = ScalarType::Int64}), axis, idx,
-                                      ones_like(updates, {.dtype = ScalarType::Int64})});
-  Tensor placed = callOp("scatter_add", {zeros_like(data), axis, idx, updates});
-  return outputs({where(hit.gt(Scalar(int64_t{0})), placed, data)});
+  if (reduction != "none" && reduction != "mul" && reduction != "max" && reduction != "min") {
+    return unsupported(n.op_type + ": unknown reduction '" + reduction + "'");
+  }
+  // Each update's target in data (row-major), from the indices on the host.
+  const Ints index = intsOf(idx), isz = sizesOf(idx), dsz = sizesOf(data);
+  Ints targets(index.size()), coord(isz.size(), 0);
+  for (size_t e = 0; e < index.size(); ++e) {
+    int64_t flat = 0;
+    for (size_t d = 0; d < isz.size(); ++d)
+      flat = flat * dsz[d] + (static_cast<int64_t>(d) == axis ? index[e] : coord[d]);
+    targets[e] = flat;
+    for (size_t d = isz.size(); d-- > 0;) {
+      if (++coord[d] < isz[d]) break;
+      coord[d] = 0;
+    }
+  }
+  return outputs({scatterInOrder(data, axis, idx, updates, occurrenceNumbers(targets), reduction)});
 }
 
 // --- Shapes and data movement.
@@ -1116,6 +1160,594 @@ NodeRun maxUnpool(const NodeTest& n, const NodeInputs& in) {
   return outputs({callOp("scatter_add", {flat, int64_t{0}, idx, x.reshape({x.numel()})}).reshape(shape)});
 }
 
+// Resize (opset 11 on), nearest and linear: separable, one axis at a time,
+// each output position's source coordinate (and linear weight) computed on
+// the host as ONNX's reference does, then index_select (and a weighted sum
+// of the two neighbours, edges clamped) on the device.
+NodeRun resize(const NodeTest& n, const NodeInputs& in) {
+  Tensor x = input(n, in, 0);
+  if (n.opset < 11) return unsupported("Resize: opset < 11 (its nearest rounding differs) is not mapped");
+  const std::string mode = n.stringAttr("mode", "nearest");
+  if (mode != "nearest" && mode != "linear" && mode != "cubic") {
+    return unsupported("Resize: unknown mode '" + mode + "'");
+  }
+  if (n.intAttr("antialias", 0) != 0) return unsupported("Resize: antialias has no standard op");
+  if (mode != "nearest" && !isFloatingType(x.dtype())) return unsupported("Resize: " + mode + " on integers");
+  const double cubic_a = n.floatAttr("cubic_coeff_a", -0.75);
+  const bool exclude_outside = n.intAttr("exclude_outside", 0) != 0;
+  const std::string ctm = n.stringAttr("coordinate_transformation_mode", "half_pixel");
+  const std::string nearest_mode = n.stringAttr("nearest_mode", "round_prefer_floor");
+  const std::string policy = n.stringAttr("keep_aspect_ratio_policy", "stretch");
+  const int64_t r = x.dim();
+  Ints axes = n.intsAttr("axes").value_or(allAxes(r));
+  for (int64_t& a : axes) a = normAxis(n, a, r);
+  auto given = [&](size_t i) -> const Tensor* {
+    const Tensor* t = optionalInput(in, i);
+    return t && t->numel() > 0 ? t : nullptr;
+  };
+  std::vector<double> scale(static_cast<size_t>(r), 1.0);
+  Ints out = sizesOf(x);
+  if (const Tensor* sz = given(3)) {
+    const Ints sizes = intsOf(*sz);
+    BP_CHECK(sizes.size() == axes.size(), "Resize: ", sizes.size(), " sizes for ", axes.size(), " axes");
+    if (policy == "stretch") {
+      for (size_t i = 0; i < axes.size(); ++i) {
+        out[axes[i]] = sizes[i];
+        scale[axes[i]] = static_cast<double>(sizes[i]) / static_cast<double>(x.size(axes[i]));
+      }
+    } else if (policy == "not_larger" || policy == "not_smaller") {
+      double common = policy == "not_larger" ? std::numeric_limits<double>::infinity() : 0.0;
+      for (size_t i = 0; i < axes.size(); ++i) {
+        const double ratio = static_cast<double>(sizes[i]) / static_cast<double>(x.size(axes[i]));
+        common = policy == "not_larger" ? std::min(common, ratio) : std::max(common, ratio);
+      }
+      for (int64_t a : axes) {
+        scale[a] = common;
+        out[a] = static_cast<int64_t>(std::floor(common * static_cast<double>(x.size(a)) + 0.5));
+      }
+    } else {
+      return unsupported("Resize: unknown keep_aspect_ratio_policy '" + policy + "'");
+    }
+  } else if (const Tensor* sc = given(2)) {
+    const std::vector<double> scales = sc->toVector<double>();
+    BP_CHECK(scales.size() == axes.size(), "Resize: ", scales.size(), " scales for ", axes.size(), " axes");
+    for (size_t i = 0; i < axes.size(); ++i) {
+      BP_CHECK(scales[i] > 0, "Resize: scale ", scales[i], " is not positive");
+      scale[axes[i]] = scales[i];
+      out[axes[i]] = static_cast<int64_t>(std::floor(scales[i] * static_cast<double>(x.size(axes[i]))));
+    }
+  } else {
+    return unsupported("Resize: neither scales nor sizes given");
+  }
+  std::vector<double> roi;
+  if (ctm == "tf_crop_and_resize") {
+    const Tensor* roi_t = given(1);
+    if (!roi_t) return unsupported("Resize: tf_crop_and_resize without roi");
+    const std::vector<double> given_roi = roi_t->toVector<double>();
+    BP_CHECK(given_roi.size() == 2 * axes.size(), "Resize: roi has ", given_roi.size(), " values for ", axes.size(),
+             " axes");
+    roi.assign(static_cast<size_t>(2 * r), 0.0);
+    for (int64_t d = 0; d < r; ++d) roi[static_cast<size_t>(r + d)] = 1.0;
+    for (size_t i = 0; i < axes.size(); ++i) {
+      roi[static_cast<size_t>(axes[i])] = given_roi[i];
+      roi[static_cast<size_t>(r + axes[i])] = given_roi[i + axes.size()];
+    }
+  } else if (ctm != "half_pixel" && ctm != "half_pixel_symmetric" && ctm != "pytorch_half_pixel" &&
+             ctm != "align_corners" && ctm != "asymmetric") {
+    return unsupported("Resize: coordinate_transformation_mode '" + ctm + "'");
+  }
+  if (nearest_mode != "round_prefer_floor" && nearest_mode != "round_prefer_ceil" && nearest_mode != "floor" &&
+      nearest_mode != "ceil") {
+    return unsupported("Resize: nearest_mode '" + nearest_mode + "'");
+  }
+  const double extrapolation = n.floatAttr("extrapolation_value", 0.0);
+  Tensor y = x;
+  Tensor outside;  // where tf_crop_and_resize samples outside the input
+  for (int64_t a = 0; a < r; ++a) {
+    const int64_t in_len = x.size(a), out_len = out[a];
+    if (out_len == in_len && scale[a] == 1.0 && roi.empty()) continue;
+    if (in_len == 0) return unsupported("Resize: an empty axis");
+    // As the reference: the scaled width (not the integer one) in the ratios.
+    const double sc = scale[a], in_d = static_cast<double>(in_len), out_d = static_cast<double>(out_len);
+    const double out_f = sc * in_d;
+    Ints i0(static_cast<size_t>(out_len)), i1(static_cast<size_t>(out_len)), bad(static_cast<size_t>(out_len), 0);
+    std::vector<double> weight(static_cast<size_t>(out_len), 0.0);
+    // Cubic: four taps floor-1 .. floor+2 (edges clamped) with Keys' weights.
+    std::vector<Ints> taps(4, Ints(static_cast<size_t>(out_len)));
+    std::vector<std::vector<double>> tap_weight(4, std::vector<double>(static_cast<size_t>(out_len)));
+    for (int64_t o = 0; o < out_len; ++o) {
+      const double xr = static_cast<double>(o);
+      double xo = 0;
+      if (ctm == "half_pixel") {
+        xo = (xr + 0.5) / sc - 0.5;
+      } else if (ctm == "half_pixel_symmetric") {
+        const double adjustment = out_d / (sc * in_d), center = in_d / 2;
+        xo = center * (1 - adjustment) + (xr + 0.5) / sc - 0.5;
+      } else if (ctm == "pytorch_half_pixel") {
+        xo = out_f != 1 ? (xr + 0.5) / sc - 0.5 : -0.5;
+      } else if (ctm == "align_corners") {
+        xo = out_f == 1 ? 0.0 : xr * (in_d - 1) / (out_f - 1);
+      } else if (ctm == "asymmetric") {
+        xo = xr / sc;
+      } else {
+        const double start = roi[static_cast<size_t>(a)], end = roi[static_cast<size_t>(r + a)];
+        xo = start * (in_d - 1) +
+             (out_f == 1 ? (end - start) * (in_d - 1) / 2 : xr * (end - start) * (in_d - 1) / (out_f - 1));
+        if (xo < 0 || xo > in_d - 1) bad[static_cast<size_t>(o)] = 1;
+      }
+      const double fl = std::floor(xo), frac = xo - fl;
+      auto clampIndex = [&](double v) { return static_cast<int64_t>(std::clamp(v, 0.0, in_d - 1)); };
+      if (mode == "nearest") {
+        double pick = fl;
+        if (nearest_mode == "round_prefer_floor") pick = frac > 0.5 ? fl + 1 : fl;
+        if (nearest_mode == "round_prefer_ceil") pick = frac >= 0.5 ? fl + 1 : fl;
+        if (nearest_mode == "ceil") pick = std::ceil(xo);
+        i0[static_cast<size_t>(o)] = clampIndex(pick);
+      } else if (mode == "linear") {
+        i0[static_cast<size_t>(o)] = clampIndex(fl);
+        i1[static_cast<size_t>(o)] = clampIndex(fl + 1);
+        weight[static_cast<size_t>(o)] = frac;
+      } else {
+        const double A = cubic_a, t = frac, u = 1 - frac;
+        double c[4] = {((A * (t + 1) - 5 * A) * (t + 1) + 8 * A) * (t + 1) - 4 * A, ((A + 2) * t - (A + 3)) * t * t + 1,
+                       ((A + 2) * u - (A + 3)) * u * u + 1,
+                       ((A * (u + 1) - 5 * A) * (u + 1) + 8 * A) * (u + 1) - 4 * A};
+        double total = 0;
+        for (int k = 0; k < 4; ++k) {
+          const double at = fl - 1 + k;
+          if (exclude_outside && (at < 0 || at > in_d - 1)) c[k] = 0;
+          total += c[k];
+        }
+        for (int k = 0; k < 4; ++k) {
+          taps[k][static_cast<size_t>(o)] = clampIndex(fl - 1 + k);
+          tap_weight[k][static_cast<size_t>(o)] = exclude_outside ? c[k] / total : c[k];
+        }
+      }
+    }
+    Ints shape(static_cast<size_t>(r), 1);
+    shape[a] = out_len;
+    auto weights = [&](const std::vector<double>& v) {
+      return Tensor(tensorFromVector(v, {out_len}, Device(DeviceType::CPU))).to(x.device(), x.dtype()).reshape(shape);
+    };
+    const Tensor first = y.index_select(a, int64Tensor(i0, {out_len}, x.device()));
+    if (mode == "nearest") {
+      y = first;
+    } else if (mode == "cubic") {
+      Tensor acc;
+      for (int k = 0; k < 4; ++k) {
+        Tensor term = y.index_select(a, int64Tensor(taps[k], {out_len}, x.device())) * weights(tap_weight[k]);
+        acc = acc.defined() ? acc + term : term;
+      }
+      y = acc;
+    } else {
+      Tensor w = Tensor(tensorFromVector(weight, {out_len}, Device(DeviceType::CPU))).to(x.device(), x.dtype());
+      w = w.reshape(shape);
+      const Tensor second = y.index_select(a, int64Tensor(i1, {out_len}, x.device()));
+      y = first * (Scalar(1.0) - w) + second * w;
+    }
+    if (!roi.empty()) {
+      Tensor b = int64Tensor(bad, {out_len}, x.device()).gt(Scalar(int64_t{0})).reshape(shape);
+      outside = outside.defined() ? logical_or(outside, b) : b;
+    }
+  }
+  if (outside.defined()) y = where(outside, full_like(y, Scalar(extrapolation)), y);
+  return outputs({y});
+}
+
+// Hann, Hamming and Blackman windows: alpha - beta cos(2 pi n / N')
+// (+ 0.08 cos(4 pi n / N') for Blackman), N' = size (periodic) or size - 1,
+// computed in float64 as the reference, then converted.
+constexpr double kPi = 3.14159265358979323846;
+
+NodeRun windowNode(const NodeTest& n, const NodeInputs& in, Device device) {
+  const int64_t size = input(n, in, 0).item<int64_t>();
+  BP_CHECK(size >= 0, n.op_type, ": size ", size, " is negative");
+  const auto dtype = onnxDtype(n.intAttr("output_datatype", 1));
+  if (!dtype) return unsupported(n.op_type + ": output_datatype has no Backplane dtype");
+  const double denom = static_cast<double>(n.intAttr("periodic", 1) != 0 ? size : size - 1);
+  Tensor k = arange(size, {.dtype = ScalarType::Float64, .device = device}) * (2 * kPi) / denom;
+  Tensor y;
+  if (n.op_type == "HannWindow") {
+    y = Scalar(0.5) - k.cos() * 0.5;
+  } else if (n.op_type == "HammingWindow") {
+    const double alpha = 25.0 / 46.0;
+    y = Scalar(alpha) - k.cos() * (1 - alpha);
+  } else {
+    y = Scalar(0.42) - k.cos() * 0.5 + (k * 2.0).cos() * 0.08;
+  }
+  return outputs({y.to(*dtype)});
+}
+
+// Col2Im: each column's block added into the (padded) image with
+// scatter_add at positions computed on the host, the pads then cut.
+NodeRun col2im(const NodeTest& n, const NodeInputs& in) {
+  Tensor x = input(n, in, 0);
+  const Ints image = intsOf(input(n, in, 1)), block = intsOf(input(n, in, 2));
+  const size_t k = image.size();
+  if (x.dim() != 3 || block.size() != k || k == 0) return unsupported("Col2Im: needs [N, C*K, L] and matching shapes");
+  const Ints dil = n.intsAttr("dilations").value_or(Ints(k, 1)), stride = n.intsAttr("strides").value_or(Ints(k, 1));
+  const Ints pads = n.intsAttr("pads").value_or(Ints(2 * k, 0));
+  if (dil.size() != k || stride.size() != k || pads.size() != 2 * k) return unsupported("Col2Im: attribute ranks");
+  Ints padded(k), blocks(k);
+  for (size_t i = 0; i < k; ++i) {
+    if (dil[i] < 1 || stride[i] < 1 || block[i] < 1)
+      return unsupported("Col2Im: non-positive block, stride or dilation");
+    padded[i] = image[i] + pads[i] + pads[i + k];
+    blocks[i] = (padded[i] - (dil[i] * (block[i] - 1) + 1)) / stride[i] + 1;
+  }
+  const int64_t kernel = product(block, 0, k), cols = product(blocks, 0, k);
+  if (x.size(1) % kernel != 0 || x.size(2) != cols) return unsupported("Col2Im: the input does not match the blocks");
+  const int64_t channels = x.size(1) / kernel;
+  Ints target(static_cast<size_t>(kernel * cols));
+  Ints kk(k, 0);
+  for (int64_t a = 0; a < kernel; ++a) {
+    Ints l(k, 0);
+    for (int64_t b = 0; b < cols; ++b) {
+      int64_t flat = 0;
+      for (size_t i = 0; i < k; ++i) flat = flat * padded[i] + l[i] * stride[i] + kk[i] * dil[i];
+      target[static_cast<size_t>(a * cols + b)] = flat;
+      for (size_t i = k; i-- > 0;) {
+        if (++l[i] < blocks[i]) break;
+        l[i] = 0;
+      }
+    }
+    for (size_t i = k; i-- > 0;) {
+      if (++kk[i] < block[i]) break;
+      kk[i] = 0;
+    }
+  }
+  const int64_t batch = x.size(0);
+  Tensor idx =
+      int64Tensor(target, {1, 1, kernel * cols}, x.device()).expand({batch, channels, kernel * cols}).contiguous();
+  Tensor out = zeros({batch, channels, product(padded, 0, k)}, {.dtype = x.dtype(), .device = x.device()});
+  out = callOp("scatter_add", {out, int64_t{2}, idx, x.reshape({batch, channels, kernel * cols})});
+  Ints shape{batch, channels};
+  shape.insert(shape.end(), padded.begin(), padded.end());
+  out = out.reshape(shape);
+  for (size_t i = 0; i < k; ++i) out = out.narrow(static_cast<int64_t>(i) + 2, pads[i], image[i]);
+  return outputs({out.contiguous()});
+}
+
+// AffineGrid: each output position's normalized coordinates (x fastest,
+// then y, then z; linspace(-1, 1) with align_corners, pixel centres
+// without), with a 1 appended, times theta transposed.
+NodeRun affineGrid(const NodeTest& n, const NodeInputs& in) {
+  Tensor theta = input(n, in, 0);
+  const Ints size = intsOf(input(n, in, 1));
+  if (!isFloatingType(theta.dtype())) return unsupported("AffineGrid: integer theta");
+  const size_t spatial = size.size() >= 2 ? size.size() - 2 : 0;
+  if (spatial != 2 && spatial != 3) return unsupported("AffineGrid: size must be [N, C, H, W] or [N, C, D, H, W]");
+  const bool align = n.intAttr("align_corners", 0) != 0;
+  const TensorOptions opts{.dtype = theta.dtype(), .device = theta.device()};
+  // The coordinates along one dim of length len.
+  auto coords = [&](int64_t len) {
+    Tensor i = arange(len, opts);
+    if (align) return len == 1 ? zeros({1}, opts) : i * (2.0 / static_cast<double>(len - 1)) - 1.0;
+    return (i * 2.0 + 1.0) / static_cast<double>(len) - 1.0;
+  };
+  Ints dims(size.begin() + 2, size.end());  // [H, W] or [D, H, W]
+  std::vector<Tensor> columns;              // x, y (, z), 1, each over every position
+  const size_t r = dims.size();
+  for (size_t j = 0; j < r; ++j) {
+    // Coordinate j (x first) varies along dim r - 1 - j.
+    Ints shape(r, 1);
+    shape[r - 1 - j] = dims[r - 1 - j];
+    columns.push_back(coords(dims[r - 1 - j]).reshape(shape).expand(dims).reshape({product(dims, 0, r), 1}));
+  }
+  columns.push_back(ones({product(dims, 0, r), 1}, opts));
+  Tensor base = cat(columns, 1);                     // [positions, r + 1]
+  Tensor grid = base.matmul(theta.transpose(1, 2));  // [N, positions, r]
+  Ints out{size[0]};
+  out.insert(out.end(), dims.begin(), dims.end());
+  out.push_back(static_cast<int64_t>(r));
+  return outputs({grid.reshape(out)});
+}
+
+// Reflects x into [lo, hi] as ONNX's reference (_gs_reflect) does.
+Tensor reflectInto(const Tensor& x, double lo, double hi) {
+  const double range = hi - lo;
+  Tensor below = x.lt(Scalar(lo)), above = x.gt(Scalar(hi));
+  Tensor dx = where(below, Scalar(lo) - x, x - hi);
+  Tensor times = (dx / range).trunc();
+  Tensor rest = dx - times * range;
+  Tensor even = times.remainder(full_like(times, Scalar(2.0))).eq(Scalar(0.0));
+  Tensor from_below = where(even, rest + lo, Scalar(hi) - rest);
+  Tensor from_above = where(even, Scalar(hi) - rest, rest + lo);
+  return where(below, from_below, where(above, from_above, x));
+}
+
+// GridSample (2-d and 3-d): the grid's normalized coordinates to pixel
+// coordinates, padded (border: clamped, reflection: reflected), then the
+// taps of the interpolation (nearest: round half to even; linear: 2 per
+// dim; cubic: 4 per dim, Keys' A = -0.75) gathered from the flattened image
+// with elementwise ops, each tap's index padded the same way (zeros: the tap
+// counts 0 outside), weighted and summed.
+NodeRun gridSample(const NodeTest& n, const NodeInputs& in) {
+  Tensor x = input(n, in, 0), grid = input(n, in, 1);
+  const int64_t k = x.dim() - 2;
+  if ((k != 2 && k != 3) || grid.dim() != k + 2 || grid.size(-1) != k) {
+    return unsupported("GridSample: needs a 4-d or 5-d X and a matching grid");
+  }
+  if (!isFloatingType(x.dtype()) || !isFloatingType(grid.dtype())) return unsupported("GridSample: integer input");
+  std::string mode = n.stringAttr("mode", n.opset < 20 ? "bilinear" : "linear");
+  if (mode == "bilinear") mode = "linear";
+  if (mode == "bicubic") mode = "cubic";
+  if (mode != "linear" && mode != "nearest" && mode != "cubic") return unsupported("GridSample: mode '" + mode + "'");
+  if (mode == "cubic" && k != 2) return unsupported("GridSample: cubic is 2-d only");
+  const std::string padding = n.stringAttr("padding_mode", "zeros");
+  if (padding != "zeros" && padding != "border" && padding != "reflection") {
+    return unsupported("GridSample: padding_mode '" + padding + "'");
+  }
+  const bool align = n.intAttr("align_corners", 0) != 0;
+  const int64_t batch = x.size(0), channels = x.size(1);
+  Ints out_spatial(grid.sizes().begin() + 1, grid.sizes().end() - 1);
+  const int64_t positions = product(out_spatial, 0, out_spatial.size());
+  Tensor g = grid.to(x.dtype()).reshape({batch, positions, k});
+  // Per spatial dim j of X (0 = the first, D or H), its pixel coordinate.
+  std::vector<Tensor> coord(static_cast<size_t>(k));
+  std::vector<double> lo(static_cast<size_t>(k)), hi(static_cast<size_t>(k));
+  for (int64_t j = 0; j < k; ++j) {
+    const double len = static_cast<double>(x.size(2 + j));
+    Tensor c = g.select(2, k - 1 - j);  // the grid lists x (the last dim) first
+    c = align ? (c + 1.0) / 2.0 * (len - 1) : ((c + 1.0) * len - 1.0) / 2.0;
+    lo[j] = align ? 0.0 : -0.5;
+    hi[j] = align ? len - 1 : len - 0.5;
+    if (padding == "border") c = c.clamp(0.0, len - 1);
+    if (padding == "reflection") c = reflectInto(c, lo[j], hi[j]);
+    coord[j] = c;
+  }
+  // Per dim, the taps: (index as a float tensor, weight).
+  std::vector<std::vector<std::pair<Tensor, Tensor>>> taps(static_cast<size_t>(k));
+  for (int64_t j = 0; j < k; ++j) {
+    const Tensor& c = coord[j];
+    if (mode == "nearest") {
+      taps[j].push_back({c.round(), ones_like(c)});
+      continue;
+    }
+    Tensor fl = c.floor(), t = c - fl;
+    if (mode == "linear") {
+      taps[j].push_back({fl, Scalar(1.0) - t});
+      taps[j].push_back({fl + 1.0, t});
+      continue;
+    }
+    const double A = -0.75;
+    Tensor u = Scalar(1.0) - t;
+    taps[j].push_back({fl - 1.0, (((t + 1.0) * A - 5 * A) * (t + 1.0) + 8 * A) * (t + 1.0) - 4 * A});
+    taps[j].push_back({fl, ((t * (A + 2)) - (A + 3)) * t * t + 1.0});
+    taps[j].push_back({fl + 1.0, ((u * (A + 2)) - (A + 3)) * u * u + 1.0});
+    taps[j].push_back({fl + 2.0, (((u + 1.0) * A - 5 * A) * (u + 1.0) + 8 * A) * (u + 1.0) - 4 * A});
+  }
+  Tensor image = x.reshape({batch, channels, product(sizesOf(x), 2, static_cast<size_t>(x.dim()))});
+  Tensor result;
+  std::vector<size_t> pick(static_cast<size_t>(k), 0);
+  while (true) {
+    Tensor flat, weight, valid;
+    for (int64_t j = 0; j < k; ++j) {
+      const double len = static_cast<double>(x.size(2 + j));
+      Tensor idx = taps[j][pick[j]].first;
+      if (padding == "zeros") {
+        Tensor inside = logical_and(idx.ge(Scalar(0.0)), idx.le(Scalar(len - 1)));
+        valid = valid.defined() ? logical_and(valid, inside) : inside;
+        idx = idx.clamp(0.0, len - 1);
+      } else if (padding == "border") {
+        idx = idx.clamp(0.0, len - 1);
+      } else {
+        idx = reflectInto(idx, lo[j], hi[j]).trunc().clamp(0.0, len - 1);
+      }
+      Tensor as_int = idx.to(ScalarType::Int64);
+      flat = flat.defined() ? flat * Scalar(x.size(2 + j)) + as_int : as_int;
+      const Tensor& w = taps[j][pick[j]].second;
+      weight = weight.defined() ? weight * w : w;
+    }
+    if (valid.defined()) weight = where(valid, weight, zeros_like(weight));
+    Tensor value = image.gather(2, flat.unsqueeze(1).expand({batch, channels, positions}).contiguous());
+    Tensor term = value * weight.unsqueeze(1);
+    result = result.defined() ? result + term : term;
+    int64_t j = k - 1;
+    while (j >= 0 && ++pick[j] == taps[j].size()) pick[j--] = 0;
+    if (j < 0) break;
+  }
+  Ints shape{batch, channels};
+  shape.insert(shape.end(), out_spatial.begin(), out_spatial.end());
+  return outputs({result.reshape(shape)});
+}
+
+// NegativeLogLikelihoodLoss on log-probabilities [N, C, d...] and targets
+// [N, d...]: -input[n, target, d] * weight[target], 0 at ignore_index;
+// "mean" divides the sum by the summed weights of the counted targets.
+NodeRun nllLoss(const NodeTest& n, const Tensor& log_prob, const Tensor& target, const Tensor* weight) {
+  if (log_prob.dim() < 2 || target.dim() != log_prob.dim() - 1) {
+    return unsupported(n.op_type + ": needs input [N, C, ...] and target [N, ...]");
+  }
+  const std::string reduction = n.stringAttr("reduction", "mean");
+  if (reduction != "none" && reduction != "sum" && reduction != "mean") {
+    return unsupported(n.op_type + ": reduction '" + reduction + "'");
+  }
+  Tensor t = target.to(ScalarType::Int64);
+  Tensor ignored = zeros_like(t, {.dtype = ScalarType::Bool});
+  if (n.has("ignore_index")) ignored = t.eq(Scalar(n.intAttr("ignore_index", 0)));
+  Tensor safe = where(ignored, zeros_like(t), t);
+  Tensor picked = log_prob.gather(1, safe.unsqueeze(1)).squeeze(1);
+  Tensor w = weight ? weight->to(log_prob.dtype()).index_select(0, safe.reshape({safe.numel()})).reshape(safe.sizes())
+                    : ones_like(picked);
+  w = where(ignored, zeros_like(w), w);
+  Tensor loss = -(picked * w);
+  if (reduction == "none") return outputs({loss});
+  if (reduction == "sum") return outputs({loss.sum(log_prob.dtype())});
+  return outputs({loss.sum(log_prob.dtype()) / w.sum(log_prob.dtype())});
+}
+
+NodeRun softmaxCrossEntropy(const NodeTest& n, const NodeInputs& in) {
+  Tensor scores = input(n, in, 0);
+  if (scores.dim() < 2 || !isFloatingType(scores.dtype())) return unsupported(n.op_type + ": needs float [N, C, ...]");
+  Tensor log_prob = scores.log_softmax(1);
+  NodeRun r = nllLoss(n, log_prob, input(n, in, 1), optionalInput(in, 2));
+  if (r.supported && n.outputs.size() > 1) r.outputs.push_back(wantsOutput(n, 1) ? log_prob : Tensor());
+  return r;
+}
+
+// Attention (opset 23): as ONNX's reference: 3-d inputs split into heads,
+// past keys/values prepended (the present outputs), K/V heads repeated for
+// grouped queries, sqrt(scale) on Q and on K, the causal, boolean or additive
+// masks and nonpad_kv_seqlen as an additive bias, softcap, softmax, then V;
+// qk_matmul_output at the stage qk_matmul_output_mode names.
+NodeRun attention(const NodeTest& n, const NodeInputs& in) {
+  Tensor q = input(n, in, 0), k = input(n, in, 1), v = input(n, in, 2);
+  if (q.dim() != k.dim() || q.dim() != v.dim() || (q.dim() != 3 && q.dim() != 4)) {
+    return unsupported("Attention: Q, K and V must all be 3-d or all 4-d");
+  }
+  if (!isFloatingType(q.dtype())) return unsupported("Attention: integer inputs");
+  if (n.has("softmax_precision")) return unsupported("Attention: softmax_precision is not mapped");
+  const bool three_d = q.dim() == 3;
+  const int64_t batch = q.size(0);
+  auto heads = [&](const Tensor& t, int64_t h) {
+    return t.reshape({batch, t.size(1), h, t.size(2) / h}).permute({0, 2, 1, 3});
+  };
+  if (three_d) {
+    const int64_t qh = n.intAttr("q_num_heads", 0), kvh = n.intAttr("kv_num_heads", 0);
+    if (qh < 1 || kvh < 1 || q.size(2) % qh != 0 || k.size(2) % kvh != 0 || v.size(2) % kvh != 0) {
+      return unsupported("Attention: 3-d inputs need q_num_heads and kv_num_heads dividing their hidden sizes");
+    }
+    q = heads(q, qh);
+    k = heads(k, kvh);
+    v = heads(v, kvh);
+  }
+  int64_t past_len = 0;
+  if (const Tensor* past = optionalInput(in, 4)) {
+    past_len = past->size(2);
+    k = cat({*past, k}, 2);
+  }
+  if (const Tensor* past = optionalInput(in, 5)) v = cat({*past, v}, 2);
+  const Tensor present_k = k, present_v = v;
+  const int64_t q_heads = q.size(1), kv_heads = k.size(1);
+  if (q_heads != kv_heads) {
+    if (kv_heads < 1 || q_heads % kv_heads != 0) return unsupported("Attention: q heads not a multiple of kv heads");
+    const int64_t rep = q_heads / kv_heads;
+    auto repeat = [&](const Tensor& t) {
+      return t.unsqueeze(2)
+          .expand({t.size(0), kv_heads, rep, t.size(2), t.size(3)})
+          .reshape({t.size(0), q_heads, t.size(2), t.size(3)});
+    };
+    k = repeat(k);
+    v = repeat(v);
+  }
+  const int64_t q_len = q.size(2), kv_len = k.size(2);
+  const double scale = n.has("scale") ? n.floatAttr("scale", 1.0) : 1.0 / std::sqrt(static_cast<double>(q.size(3)));
+  const double root = std::sqrt(scale);
+  const TensorOptions opts{.dtype = q.dtype(), .device = q.device()};
+  const double neg_inf = -std::numeric_limits<double>::infinity();
+  Tensor bias = zeros({q_len, kv_len}, opts);
+  if (n.intAttr("is_causal", 0) != 0) {
+    Tensor rows = arange(q_len, {.dtype = ScalarType::Int64, .device = q.device()}).unsqueeze(1);
+    Tensor cols = arange(kv_len, {.dtype = ScalarType::Int64, .device = q.device()}).unsqueeze(0);
+    // Query i sees the past keys and the new ones up to i.
+    bias = where(cols.gt(rows + Scalar(past_len)), full_like(bias, Scalar(neg_inf)), bias);
+  }
+  if (const Tensor* mask = optionalInput(in, 3)) {
+    Tensor m = mask->dtype() == ScalarType::Bool
+                   ? where(*mask, zeros_like(*mask, opts), full_like(*mask, Scalar(neg_inf), opts))
+                   : mask->to(q.dtype());
+    // A mask shorter than the keys counts the rest as masked out.
+    if (m.size(-1) < kv_len) m = pad(m, {0, kv_len - m.size(-1)}, "constant", neg_inf);
+    bias = bias + m;
+  }
+  if (const Tensor* lens = optionalInput(in, 6)) {
+    Tensor cols = arange(kv_len, {.dtype = ScalarType::Int64, .device = q.device()}).reshape({1, 1, 1, kv_len});
+    Tensor past_end = cols.ge(lens->to(ScalarType::Int64).reshape({batch, 1, 1, 1}));
+    bias = bias + where(past_end, full({1}, Scalar(neg_inf), opts), zeros({1}, opts));
+  }
+  Tensor qk = (q * root).matmul((k * root).transpose(-2, -1));
+  const int64_t mode = n.intAttr("qk_matmul_output_mode", 0);
+  Tensor staged = qk;
+  // softcap caps the products before the masks add (a masked -inf stays -inf).
+  Tensor capped = qk;
+  if (n.has("softcap") && n.floatAttr("softcap", 0.0) != 0.0) {
+    const double cap = n.floatAttr("softcap", 0.0);
+    capped = (qk / cap).tanh() * cap;
+  }
+  if (mode == 1) staged = capped;
+  Tensor scores = capped + bias;
+  if (mode == 2) staged = scores;
+  Tensor probs = scores.softmax(-1);
+  if (mode == 3) staged = probs;
+  if (mode < 0 || mode > 3) return unsupported("Attention: qk_matmul_output_mode " + std::to_string(mode));
+  Tensor y = probs.matmul(v);
+  if (three_d) y = y.permute({0, 2, 1, 3}).reshape({batch, q_len, -1});
+  std::vector<Tensor> outs{y};
+  const Tensor extra[] = {present_k, present_v, staged};
+  for (size_t i = 1; i < n.outputs.size() && i <= 3; ++i) outs.push_back(wantsOutput(n, i) ? extra[i - 1] : Tensor());
+  return outputs(std::move(outs));
+}
+
+// RotaryEmbedding (opset 23) as ONNX's reference: X as [B, S, H, D], the
+// first rotary_embedding_dim of each head rotated by the cos/sin caches
+// (picked by position_ids when given), halves or interleaved pairs.
+NodeRun rotaryEmbedding(const NodeTest& n, const NodeInputs& in) {
+  Tensor x = input(n, in, 0), cos_cache = input(n, in, 1), sin_cache = input(n, in, 2);
+  if (!isFloatingType(x.dtype())) return unsupported("RotaryEmbedding: integer input");
+  const Ints original = sizesOf(x);
+  if (x.dim() == 4) {
+    x = x.permute({0, 2, 1, 3});
+  } else if (x.dim() == 3) {
+    const int64_t heads = n.intAttr("num_heads", 0);
+    if (heads < 1 || x.size(2) % heads != 0) return unsupported("RotaryEmbedding: 3-d input needs num_heads");
+    x = x.reshape({x.size(0), x.size(1), heads, x.size(2) / heads});
+  } else {
+    return unsupported("RotaryEmbedding: the input must be 3-d or 4-d");
+  }
+  const int64_t batch = x.size(0), seq = x.size(1), head = x.size(3);
+  int64_t rot = n.intAttr("rotary_embedding_dim", 0);
+  if (rot == 0) rot = head;
+  if (rot < 2 || rot > head || rot % 2 != 0) return unsupported("RotaryEmbedding: rotary_embedding_dim");
+  Tensor cos = cos_cache, sin = sin_cache;
+  if (const Tensor* ids = optionalInput(in, 3)) {
+    Tensor flat = ids->to(ScalarType::Int64).reshape({ids->numel()});
+    cos = cos.index_select(0, flat).reshape({batch, seq, -1});
+    sin = sin.index_select(0, flat).reshape({batch, seq, -1});
+  }
+  cos = cos.narrow(-1, 0, rot / 2).unsqueeze(2);
+  sin = sin.narrow(-1, 0, rot / 2).unsqueeze(2);
+  Tensor rotate = x.narrow(3, 0, rot);
+  const bool interleaved = n.intAttr("interleaved", 0) != 0;
+  Tensor x1 = interleaved ? rotate.slice(3, 0, rot, 2) : rotate.narrow(3, 0, rot / 2);
+  Tensor x2 = interleaved ? rotate.slice(3, 1, rot, 2) : rotate.narrow(3, rot / 2, rot / 2);
+  Tensor real = cos * x1 - sin * x2, imag = sin * x1 + cos * x2;
+  Tensor rotated = interleaved ? stack({real, imag}, -1).reshape({batch, seq, x.size(2), rot}) : cat({real, imag}, 3);
+  Tensor y = rot == head ? rotated : cat({rotated, x.narrow(3, rot, head - rot)}, 3);
+  return outputs({original.size() == 3 ? y.reshape(original) : y.permute({0, 2, 1, 3}).contiguous()});
+}
+
+// TensorScatter (a cache update): for each batch b, update's slices along
+// `axis` written from write_indices[b] on (modulo the axis in circular
+// mode); the rest of past_cache kept.
+NodeRun tensorScatter(const NodeTest& n, const NodeInputs& in) {
+  Tensor cache = input(n, in, 0), update = input(n, in, 1);
+  if (cache.dim() < 2 || update.dim() != cache.dim()) return unsupported("TensorScatter: ranks of cache and update");
+  const int64_t axis = normAxis(n, n.intAttr("axis", -2), cache.dim());
+  if (axis == 0) return unsupported("TensorScatter: the axis is the batch dim");
+  const std::string mode = n.stringAttr("mode", "linear");
+  if (mode != "linear" && mode != "circular") return unsupported("TensorScatter: mode '" + mode + "'");
+  const int64_t batch = cache.size(0), max_len = cache.size(axis), len = update.size(axis);
+  Ints starts(static_cast<size_t>(batch), 0);
+  if (const Tensor* w = optionalInput(in, 2)) starts = intsOf(*w);
+  BP_CHECK(static_cast<int64_t>(starts.size()) == batch, "TensorScatter: ", starts.size(),
+           " write indices for a batch of ", batch);
+  Ints positions(static_cast<size_t>(batch * len));
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t s = 0; s < len; ++s) {
+      int64_t at = starts[b] + s;
+      if (mode == "circular") at = ((at % max_len) + max_len) % max_len;
+      BP_CHECK(at >= 0 && at < max_len, "TensorScatter: write position ", at, " is outside the cache's ", max_len);
+      positions[static_cast<size_t>(b * len + s)] = at;
+    }
+  }
+  Ints shape(static_cast<size_t>(cache.dim()), 1);
+  shape[0] = batch;
+  shape[axis] = len;
+  Tensor idx = int64Tensor(positions, {batch, len}, cache.device()).reshape(shape).expand(update.sizes()).contiguous();
+  return outputs({scatterInOrder(cache, axis, idx, update, Ints(static_cast<size_t>(update.numel()), 0), "none")});
+}
+
 NodeRun eyeLike(const NodeTest& n, const NodeInputs& in) {
   Tensor x = input(n, in, 0);
   if (x.dim() != 2) return unsupported("EyeLike: the input must be 2-d");
@@ -1305,8 +1937,8 @@ NodeRun gatherND(const NodeTest& n, const NodeInputs& in) {
 NodeRun scatterND(const NodeTest& n, const NodeInputs& in) {
   Tensor data = input(n, in, 0), indices = input(n, in, 1), updates = input(n, in, 2);
   const std::string reduction = n.stringAttr("reduction", "none");
-  if (reduction != "none" && reduction != "add") {
-    return unsupported("ScatterND: reduction '" + reduction + "' has no standard op");
+  if (reduction != "none" && reduction != "add" && reduction != "mul" && reduction != "max" && reduction != "min") {
+    return unsupported("ScatterND: unknown reduction '" + reduction + "'");
   }
   if (indices.dim() < 1 || indices.size(-1) > data.dim()) return unsupported("ScatterND: index tuples too long");
   const int64_t k = indices.size(-1);
@@ -1322,11 +1954,12 @@ NodeRun scatterND(const NodeTest& n, const NodeInputs& in) {
   Tensor idx = linear.reshape(idx_shape).expand(upd_shape).contiguous();
   Tensor d = data.reshape(flat), u = updates.reshape(upd_shape);
   if (reduction == "add") return outputs({callOp("scatter_add", {d, int64_t{0}, idx, u}).reshape(ds)});
-  // Replacing, as ScatterElements does (duplicate tuples are undefined in ONNX).
-  Tensor hit = callOp("scatter_add", {zeros_like(d, {.dtype = ScalarType::Int64}), int64_t{0}, idx,
-                                      ones_like(u, {.dtype = ScalarType::Int64})});
-  Tensor placed = callOp("scatter_add", {zeros_like(d), int64_t{0}, idx, u});
-  return outputs({where(hit.gt(Scalar(int64_t{0})), placed, d).reshape(ds)});
+  // In order, tuple by tuple: each element of a tuple's slice is in its group.
+  const Ints tuple_group = occurrenceNumbers(intsOf(linear));
+  const int64_t per_tuple = m == 0 ? 0 : u.numel() / m;
+  Ints group(static_cast<size_t>(u.numel()));
+  for (size_t e = 0; e < group.size(); ++e) group[e] = tuple_group[e / static_cast<size_t>(per_tuple)];
+  return outputs({scatterInOrder(d, 0, idx, u, group, reduction).reshape(ds)});
 }
 
 NodeRun compress(const NodeTest& n, const NodeInputs& in) {
@@ -1452,6 +2085,22 @@ void registerStructureNodes() {
                [](const NodeTest& n, const NodeInputs& in, Device) { return meanVarianceNorm(n, in); });
   registerNode("CumProd", [](const NodeTest& n, const NodeInputs& in, Device) { return cumprodNode(n, in); });
   registerNode("MaxUnpool", [](const NodeTest& n, const NodeInputs& in, Device) { return maxUnpool(n, in); });
+  registerNode("Resize", [](const NodeTest& n, const NodeInputs& in, Device) { return resize(n, in); });
+  for (const char* w : {"HannWindow", "HammingWindow", "BlackmanWindow"}) {
+    registerNode(w, [](const NodeTest& n, const NodeInputs& in, Device d) { return windowNode(n, in, d); });
+  }
+  registerNode("Col2Im", [](const NodeTest& n, const NodeInputs& in, Device) { return col2im(n, in); });
+  registerNode("AffineGrid", [](const NodeTest& n, const NodeInputs& in, Device) { return affineGrid(n, in); });
+  registerNode("GridSample", [](const NodeTest& n, const NodeInputs& in, Device) { return gridSample(n, in); });
+  registerNode("NegativeLogLikelihoodLoss", [](const NodeTest& n, const NodeInputs& in, Device) {
+    return nllLoss(n, input(n, in, 0), input(n, in, 1), optionalInput(in, 2));
+  });
+  registerNode("SoftmaxCrossEntropyLoss",
+               [](const NodeTest& n, const NodeInputs& in, Device) { return softmaxCrossEntropy(n, in); });
+  registerNode("Attention", [](const NodeTest& n, const NodeInputs& in, Device) { return attention(n, in); });
+  registerNode("RotaryEmbedding",
+               [](const NodeTest& n, const NodeInputs& in, Device) { return rotaryEmbedding(n, in); });
+  registerNode("TensorScatter", [](const NodeTest& n, const NodeInputs& in, Device) { return tensorScatter(n, in); });
   registerNode("EyeLike", [](const NodeTest& n, const NodeInputs& in, Device) { return eyeLike(n, in); });
   registerNode("Trilu", [](const NodeTest& n, const NodeInputs& in, Device) { return triluNode(n, in); });
   registerNode("RMSNormalization", [](const NodeTest& n, const NodeInputs& in, Device) { return rmsNorm(n, in); });

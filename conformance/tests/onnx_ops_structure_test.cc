@@ -259,9 +259,18 @@ TEST(OnnxStructureOps, GatherScatterWithNegativeIndices) {
   expectTensor(
       run(node("ScatterElements", 16, {{"reduction", std::string("add")}}), {d, i64({0, 0}, {2}), f32({5, 6}, {2})})[0],
       {3}, {12, 2, 3});
-  EXPECT_NE(unsupportedReason(node("ScatterElements", 18, {{"reduction", std::string("mul")}}),
+  // Duplicate targets apply in order: the last wins, or each combines.
+  auto reduced = [&](const char* reduction, std::vector<int64_t> idx, std::vector<float> upd) {
+    return run(node("ScatterElements", 18, {{"reduction", std::string(reduction)}}),
+               {d, i64(idx, {2}), f32(upd, {2})})[0];
+  };
+  expectTensor(reduced("none", {0, 0}, {5, 6}), {3}, {6, 2, 3});
+  expectTensor(reduced("mul", {0, 0}, {2, 3}), {3}, {6, 2, 3});
+  expectTensor(reduced("max", {1, 1}, {0, 9}), {3}, {1, 9, 3});
+  expectTensor(reduced("min", {2, -1}, {5, 0}), {3}, {1, 2, 0});
+  EXPECT_NE(unsupportedReason(node("ScatterElements", 18, {{"reduction", std::string("mean")}}),
                               {d, i64({0}, {1}), f32({5}, {1})})
-                .find("mul"),
+                .find("mean"),
             std::string::npos);
 }
 
@@ -379,9 +388,12 @@ TEST(OnnxStructureOps, MoreDataMovement) {
   expectTensor(run(node("GatherND", 13), {data, i64({1, 0, 0, -1}, {2, 2})})[0], {2}, {3, 2});
   expectTensor(run(node("ScatterND", 13), {f32({1, 2, 3, 4}, {4}), i64({3, 1}, {2, 1}), f32({9, 8}, {2})})[0], {4},
                {1, 8, 3, 9});
-  EXPECT_NE(unsupportedReason(node("ScatterND", 18, {{"reduction", std::string("max")}}),
+  expectTensor(run(node("ScatterND", 18, {{"reduction", std::string("max")}}),
+                   {f32({1, 2, 3, 4}, {4}), i64({0, 0}, {2, 1}), f32({5, 0}, {2})})[0],
+               {4}, {5, 2, 3, 4});
+  EXPECT_NE(unsupportedReason(node("ScatterND", 18, {{"reduction", std::string("mean")}}),
                               {f32({1}, {1}), i64({0}, {1, 1}), f32({2}, {1})})
-                .find("max"),
+                .find("mean"),
             std::string::npos);
   Tensor cond = Tensor(tensorFromVector(std::vector<uint8_t>{0, 1, 1}, {3}, kCpu)).to(ScalarType::Bool);
   expectTensor(run(node("Compress", 11), {f32({1, 2, 3}, {3}), cond})[0], {2}, {2, 3});
@@ -408,6 +420,137 @@ TEST(OnnxStructureOps, LrnMvnCumProdMaxUnpool) {
                               {f32({5}, {1, 1, 1, 1}), i64({3}, {1, 1, 1, 1}), i64({1, 1, 3, 3}, {4})})
                 .find("output_shape"),
             std::string::npos);
+}
+
+TEST(OnnxStructureOps, ResizeNearestAndLinear) {
+  Tensor scale2 = f32({2}, {1});
+  // half_pixel, round_prefer_floor: sources -0.25, 0.25, 0.75, 1.25.
+  expectTensor(run(node("Resize", 13), {f32({1, 2}, {2}), std::nullopt, scale2})[0], {4}, {1, 1, 2, 2});
+  expectTensor(run(node("Resize", 13, {{"mode", std::string("linear")}}), {f32({0, 4}, {2}), std::nullopt, scale2})[0],
+               {4}, {0, 1, 3, 4});
+  expectTensor(
+      run(node("Resize", 13,
+               {{"mode", std::string("linear")}, {"coordinate_transformation_mode", std::string("align_corners")}}),
+          {f32({0, 2}, {2}), std::nullopt, std::nullopt, i64({3}, {1})})[0],
+      {3}, {0, 1, 2});
+  // tf_crop_and_resize: roi [0.5, 1.5] samples 0.5 and 1.5, the second outside.
+  expectTensor(run(node("Resize", 13,
+                        {{"mode", std::string("linear")},
+                         {"coordinate_transformation_mode", std::string("tf_crop_and_resize")},
+                         {"extrapolation_value", 10.0}}),
+                   {f32({0, 4}, {2}), f32({0.5, 1.5}, {2}), std::nullopt, i64({2}, {1})})[0],
+               {2}, {2, 10});
+  // Cubic: a constant stays constant; on a ramp, a source on a sample is
+  // that sample and one halfway between two is their mean (symmetric taps).
+  expectTensor(run(node("Resize", 13, {{"mode", std::string("cubic")}}), {f32({3, 3}, {2}), std::nullopt, scale2})[0],
+               {4}, {3, 3, 3, 3});
+  std::vector<double> ramp =
+      run(node("Resize", 13,
+               {{"mode", std::string("cubic")}, {"coordinate_transformation_mode", std::string("asymmetric")}}),
+          {f32({0, 1, 2, 3}, {4}), std::nullopt, scale2})[0]
+          .toVector<double>();
+  ASSERT_EQ(ramp.size(), 8u);
+  EXPECT_NEAR(ramp[2], 1.0, 1e-6);
+  EXPECT_NEAR(ramp[3], 1.5, 1e-6);
+  EXPECT_NE(unsupportedReason(node("Resize", 13, {{"mode", std::string("bicubic")}}),
+                              {f32({0, 4}, {2}), std::nullopt, scale2})
+                .find("bicubic"),
+            std::string::npos);
+  EXPECT_NE(unsupportedReason(node("Resize", 18, {{"antialias", int64_t{1}}}), {f32({0, 4}, {2}), std::nullopt, scale2})
+                .find("antialias"),
+            std::string::npos);
+}
+
+TEST(OnnxStructureOps, WindowsAndCol2Im) {
+  expectTensor(run(node("HannWindow", 17), {i64({4}, {})})[0], {4}, {0, 0.5, 1, 0.5});
+  expectTensor(run(node("HannWindow", 17, {{"periodic", int64_t{0}}}), {i64({3}, {})})[0], {3}, {0, 1, 0});
+  Tensor hamming = run(node("HammingWindow", 17, {{"output_datatype", int64_t{11}}}), {i64({2}, {})})[0];
+  EXPECT_EQ(hamming.dtype(), ScalarType::Float64);
+  expectTensor(hamming, {2}, {25.0 / 46 - 21.0 / 46, 25.0 / 46 + 21.0 / 46});
+  expectTensor(run(node("BlackmanWindow", 17), {i64({2}, {})})[0], {2}, {0, 0.42 + 0.5 + 0.08});
+  // Two blocks of 2 over an image of 3: the middle pixel gets both.
+  expectTensor(run(node("Col2Im", 18), {f32({1, 2, 3, 4}, {1, 2, 2}), i64({3}, {1}), i64({2}, {1})})[0], {1, 1, 3},
+               {1, 5, 4});
+}
+
+TEST(OnnxStructureOps, AffineGridOfTheIdentity) {
+  Tensor identity = f32({1, 0, 0, 0, 1, 0}, {1, 2, 3});
+  Tensor size = i64({1, 1, 1, 2}, {4});
+  expectTensor(run(node("AffineGrid", 20, {{"align_corners", int64_t{1}}}), {identity, size})[0], {1, 1, 2, 2},
+               {-1, 0, 1, 0});
+  expectTensor(run(node("AffineGrid", 20), {identity, size})[0], {1, 1, 2, 2}, {-0.5, 0, 0.5, 0});
+}
+
+TEST(OnnxStructureOps, GridSampleModesAndPadding) {
+  Tensor x = f32({10, 20}, {1, 1, 1, 2});  // H 1, W 2
+  // (x, y) points: the middle, the left edge, and past the right edge (pixel 1.5).
+  Tensor grid = f32({0, 0, -1, 0, 2, 0}, {1, 1, 3, 2});
+  auto sample = [&](const char* mode, const char* padding) {
+    return run(
+        node("GridSample", 20,
+             {{"mode", std::string(mode)}, {"padding_mode", std::string(padding)}, {"align_corners", int64_t{1}}}),
+        {x, grid})[0];
+  };
+  expectTensor(sample("linear", "zeros"), {1, 1, 1, 3}, {15, 10, 10});
+  expectTensor(sample("linear", "border"), {1, 1, 1, 3}, {15, 10, 20});
+  expectTensor(sample("linear", "reflection"), {1, 1, 1, 3}, {15, 10, 15});
+  // Nearest rounds half to even: pixel 0.5 is pixel 0.
+  expectTensor(sample("nearest", "border"), {1, 1, 1, 3}, {10, 10, 20});
+}
+
+TEST(OnnxStructureOps, NllAndSoftmaxCrossEntropyLosses) {
+  Tensor log_prob = f32({-1, -2, -3, -4}, {2, 2});
+  Tensor target = i64({1, 0}, {2});
+  expectTensor(run(node("NegativeLogLikelihoodLoss", 13), {log_prob, target})[0], {}, {2.5});
+  // Weighted: (2 * 3 + 3 * 1) / (3 + 1).
+  expectTensor(run(node("NegativeLogLikelihoodLoss", 13), {log_prob, target, f32({1, 3}, {2})})[0], {}, {2.25});
+  expectTensor(run(node("NegativeLogLikelihoodLoss", 13, {{"ignore_index", int64_t{1}}}), {log_prob, target})[0], {},
+               {3});
+  expectTensor(run(node("NegativeLogLikelihoodLoss", 13, {{"reduction", std::string("none")}}), {log_prob, target})[0],
+               {2}, {2, 3});
+  auto sce = run(node("SoftmaxCrossEntropyLoss", 13, {}, 2), {f32({0, 0}, {1, 2}), i64({0}, {1})});
+  ASSERT_EQ(sce.size(), 2u);
+  expectTensor(sce[0], {}, {std::log(2.0)});
+  expectTensor(sce[1], {1, 2}, {-std::log(2.0), -std::log(2.0)});
+}
+
+TEST(OnnxStructureOps, AttentionMasksAndOutputs) {
+  // Q.K = 0 everywhere: uniform weights over the keys not masked out.
+  Tensor q = f32({1, 1}, {1, 1, 2, 1}), k = f32({0, 0}, {1, 1, 2, 1}), v = f32({2, 4}, {1, 1, 2, 1});
+  expectTensor(run(node("Attention", 23), {q, k, v})[0], {1, 1, 2, 1}, {3, 3});
+  expectTensor(run(node("Attention", 23, {{"is_causal", int64_t{1}}}), {q, k, v})[0], {1, 1, 2, 1}, {2, 3});
+  Tensor lower = Tensor(tensorFromVector(std::vector<uint8_t>{1, 0, 1, 1}, {2, 2}, kCpu)).to(ScalarType::Bool);
+  // softcap caps the products; the boolean mask still masks.
+  auto capped = run(node("Attention", 23, {{"softcap", 1.0}}, 4), {q, k, v, lower});
+  ASSERT_EQ(capped.size(), 4u);
+  expectTensor(capped[0], {1, 1, 2, 1}, {2, 3});
+  expectTensor(capped[3], {1, 1, 2, 2}, {0, 0, 0, 0});
+  // 3-d inputs with heads: one head of size 1, and a past key/value prepended.
+  auto with_past = run(node("Attention", 23, {{"q_num_heads", int64_t{1}}, {"kv_num_heads", int64_t{1}}}, 3),
+                       {f32({1}, {1, 1, 1}), f32({0}, {1, 1, 1}), f32({6}, {1, 1, 1}), std::nullopt,
+                        f32({0}, {1, 1, 1, 1}), f32({2}, {1, 1, 1, 1})});
+  expectTensor(with_past[0], {1, 1, 1}, {4});
+  expectTensor(with_past[1], {1, 1, 2, 1}, {0, 0});
+  expectTensor(with_past[2], {1, 1, 2, 1}, {2, 6});
+}
+
+TEST(OnnxStructureOps, RotaryEmbeddingRotatesPairs) {
+  // cos 0, sin 1: a quarter turn, (1, 0) -> (0, 1); the unrotated tail stays.
+  Tensor x = f32({1, 0, 7}, {1, 1, 1, 3});
+  Tensor cos = f32({0}, {1, 1}), sin = f32({1}, {1, 1});
+  expectTensor(
+      run(node("RotaryEmbedding", 23, {{"rotary_embedding_dim", int64_t{2}}}), {x, cos, sin, i64({0}, {1, 1})})[0],
+      {1, 1, 1, 3}, {0, 1, 7});
+}
+
+TEST(OnnxStructureOps, TensorScatterWritesEachBatchAtItsIndex) {
+  Tensor cache = f32(std::vector<float>(6, 0), {2, 3, 1});
+  Tensor update = f32({5, 6}, {2, 1, 1});
+  expectTensor(run(node("TensorScatter", 24), {cache, update, i64({2, 0}, {2})})[0], {2, 3, 1}, {0, 0, 5, 6, 0, 0});
+  // Circular: position 3 of 3 wraps to 0.
+  expectTensor(
+      run(node("TensorScatter", 24, {{"mode", std::string("circular")}}), {cache, update, i64({3, 1}, {2})})[0],
+      {2, 3, 1}, {5, 0, 0, 0, 6, 0});
 }
 
 TEST(OnnxStructureOps, EveryStructuralOpHasAnEntry) {
