@@ -187,8 +187,10 @@ std::optional<std::string> parseArgs(int argc, char** argv, Args& args) {
       else if (name == "--json") args.conformance.json = *v;
       else if (name == "--junit") args.conformance.junit = *v;
       else if (name == "--markdown") args.conformance.markdown = *v;
-      else if (name == "--onnx") args.conformance.onnx = *v;
-      else if (name == "--onnx-expected") args.conformance.onnx_expected = *v;
+      else if (name == "--onnx")
+        args.conformance.onnx = *v;
+      else if (name == "--onnx-expected")
+        args.conformance.onnx_expected = *v;
       else if (name == "--first") args.first = *v;
       else if (name == "--first-form")
         args.first_form = *v;

@@ -140,7 +140,7 @@ constexpr KernelKind kReportedKinds[] = {KernelKind::Native, KernelKind::Composi
 // fallback + error + crash (+ 1 for an aborted run).
 struct Counts {
   int forms = 0, pass = 0, fail = 0, fallback = 0, error = 0, crash = 0, failures = 0;
-  int unsupported = 0, xfail = 0;  // ONNX node tests (Note [ONNX node tests]): neither is a failure
+  int unsupported = 0, xfail = 0;     // ONNX node tests (Note [ONNX node tests]): neither is a failure
   std::map<KernelKind, int> kernels;  // forms served by each kind (device checks have none)
 };
 
@@ -421,8 +421,8 @@ absl::StatusOr<std::map<std::string, ExpectedFailure>> readExpectedFailures(cons
     std::getline(fields >> std::ws, reason);
     while (!reason.empty() && std::isspace(static_cast<unsigned char>(reason.back()))) reason.pop_back();
     if (reason.empty()) {
-      return absl::InvalidArgumentError(strCat(path, ":", n, ": '", test,
-                                               "' has no reason; write '<test> <why it fails>'"));
+      return absl::InvalidArgumentError(
+          strCat(path, ":", n, ": '", test, "' has no reason; write '<test> <why it fails>'"));
     }
     if (!out.emplace(test, ExpectedFailure{reason}).second)
       return absl::InvalidArgumentError(strCat(path, ":", n, ": '", test, "' is listed twice"));
@@ -671,7 +671,8 @@ void printOnnxSummary(std::ostream& out, const std::vector<BackendRun>& runs, bo
 // FALLBACK, ERROR and CRASH add up to the failures in the footer.
 void printSummary(std::ostream& out, const std::vector<BackendRun>& runs, bool strict) {
   const bool onnx = anyOnnx(runs);
-  std::vector<std::string> columns{"BACKEND", "PROVIDER", "DEVICES", "DEVICE", onnx ? "TESTS" : "FORMS", "PASS", "FAIL"};
+  std::vector<std::string> columns{"BACKEND", "PROVIDER", "DEVICES", "DEVICE", onnx ? "TESTS" : "FORMS",
+                                   "PASS",    "FAIL"};
   if (strict) columns.push_back("FALLBACK");
   columns.insert(columns.end(), {"ERROR", "CRASH"});
   if (onnx) columns.insert(columns.end(), {"UNSUPPORTED", "XFAIL"});
@@ -1061,8 +1062,8 @@ int runConformance(std::ostream& out, std::ostream& err, const std::string& self
         }
         std::vector<std::string> stale = applyExpectedFailures(run, *expected, path);
         if (options.ops.empty() && !stale.empty()) {
-          err << "conformance: warning: " << stale.size() << " entries of " << path
-              << " name no node test found under " << options.onnx << " (first: " << stale.front() << ")\n";
+          err << "conformance: warning: " << stale.size() << " entries of " << path << " name no node test found under "
+              << options.onnx << " (first: " << stale.front() << ")\n";
         }
       }
       runs.push_back(std::move(run));

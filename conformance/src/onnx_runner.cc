@@ -60,9 +60,12 @@ std::string compare(const Tensor& actual_on_device, const Tensor& expected, doub
     for (int64_t i = 0; i < n; ++i) {
       const double x = a[static_cast<size_t>(i)], y = e[static_cast<size_t>(i)];
       bool ok;
-      if (std::isnan(y)) ok = std::isnan(x);
-      else if (std::isinf(y)) ok = x == y;
-      else ok = std::fabs(x - y) <= kAtol + kRtol * std::fabs(y);
+      if (std::isnan(y))
+        ok = std::isnan(x);
+      else if (std::isinf(y))
+        ok = x == y;
+      else
+        ok = std::fabs(x - y) <= kAtol + kRtol * std::fabs(y);
       if (!std::isnan(x) && !std::isnan(y) && std::isfinite(y)) {
         *max_abs = std::max(*max_abs, std::fabs(x - y));
         if (y != 0) *max_rel = std::max(*max_rel, std::fabs(x - y) / std::fabs(y));
@@ -110,8 +113,10 @@ Result runOnnxTest(const std::string& dir, Device device) {
     try {
       onnx::NodeInputs inputs;
       for (const std::optional<Tensor>& in : data.inputs) {
-        if (in) inputs.emplace_back(in->to(device, /*copy=*/true));
-        else inputs.emplace_back(std::nullopt);
+        if (in)
+          inputs.emplace_back(in->to(device, /*copy=*/true));
+        else
+          inputs.emplace_back(std::nullopt);
       }
       run = onnx::runNode(*test, inputs, device);
     } catch (const std::exception& e) {

@@ -315,8 +315,8 @@ const char* outcomeName(Outcome o) {
 }
 
 std::optional<Outcome> outcomeFromName(std::string_view name) {
-  for (Outcome o : {Outcome::Pass, Outcome::Fail, Outcome::Error, Outcome::Crash, Outcome::Unsupported,
-                    Outcome::ExpectedFailure})
+  for (Outcome o :
+       {Outcome::Pass, Outcome::Fail, Outcome::Error, Outcome::Crash, Outcome::Unsupported, Outcome::ExpectedFailure})
     if (name == outcomeName(o)) return o;
   return std::nullopt;
 }

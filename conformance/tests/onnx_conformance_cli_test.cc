@@ -114,8 +114,8 @@ class OnnxConformanceCli : public ::testing::Test {
 
 TEST_F(OnnxConformanceCli, CountsPassesFailuresExpectedFailuresAndUnsupported) {
   const fs::path json = root_ / "r.json", junit = root_ / "r.xml";
-  ToolRun r = tool({"conformance", "--onnx", corpus_.string(), "--backend", "cpu", "--onnx-expected", expected_.string(),
-                "--json", json.string(), "--junit", junit.string()});
+  ToolRun r = tool({"conformance", "--onnx", corpus_.string(), "--backend", "cpu", "--onnx-expected",
+                    expected_.string(), "--json", json.string(), "--junit", junit.string()});
   // The unlisted failure fails the run.
   EXPECT_EQ(r.status, 1) << r.out;
   EXPECT_NE(r.out.find("cpu:0: 5 found, 4 mapped, 2 passed, 1 failed, 1 expected failures, 1 unsupported, 0 crashed"),
@@ -133,17 +133,17 @@ TEST_F(OnnxConformanceCli, CountsPassesFailuresExpectedFailuresAndUnsupported) {
 }
 
 TEST_F(OnnxConformanceCli, PassesWhenEveryFailureIsListedOrLeftOut) {
-  ToolRun r = tool({"conformance", "--onnx", corpus_.string(), "--backend", "cpu", "--onnx-expected", expected_.string(),
-                "--ops", "^onnx::test_(add_ok|add_listed|no_such)"});
+  ToolRun r = tool({"conformance", "--onnx", corpus_.string(), "--backend", "cpu", "--onnx-expected",
+                    expected_.string(), "--ops", "^onnx::test_(add_ok|add_listed|no_such)"});
   EXPECT_EQ(r.status, 0) << r.out;
-  EXPECT_NE(r.out.find("4 found, 3 mapped, 2 passed, 0 failed, 1 expected failures, 1 unsupported"),
-            std::string::npos)
+  EXPECT_NE(r.out.find("4 found, 3 mapped, 2 passed, 0 failed, 1 expected failures, 1 unsupported"), std::string::npos)
       << r.out;
 }
 
 TEST_F(OnnxConformanceCli, AnEntryWithoutAReasonIsAnError) {
   std::ofstream(expected_ / "cpu.txt") << "test_add_listed_fails\n";
-  ToolRun r = tool({"conformance", "--onnx", corpus_.string(), "--backend", "cpu", "--onnx-expected", expected_.string()});
+  ToolRun r =
+      tool({"conformance", "--onnx", corpus_.string(), "--backend", "cpu", "--onnx-expected", expected_.string()});
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("cpu.txt:1: 'test_add_listed_fails' has no reason"), std::string::npos) << r.out;
 }
