@@ -1060,6 +1060,9 @@ NodeRun constantOfShape(const NodeTest& n, const NodeInputs& in, Device device) 
 
 NodeRun topkNode(const NodeTest& n, const NodeInputs& in) {
   Tensor x = input(n, in, 0);
+  // bp::topk takes no uint16/32/64 (PyTorch 2.x's rule for those dtypes).
+  if (x.dtype() == ScalarType::UInt16 || x.dtype() == ScalarType::UInt32 || x.dtype() == ScalarType::UInt64)
+    return unsupported(strCat("TopK: ", scalarTypeName(x.dtype()), " input; bp::topk serves no uint16/32/64"));
   const int64_t k = n.opset >= 10 ? input(n, in, 1).item<int64_t>() : n.intAttr("k", 0);
   const int64_t axis = normAxis(n, n.intAttr("axis", -1), x.dim());
   const bool largest = n.intAttr("largest", 1) != 0;
