@@ -39,6 +39,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -217,7 +218,7 @@ int runConformanceWorker(const WorkerTask& task, int fd) {
     } catch (const std::exception& e) {  // runSpec reports per form; this is a last resort
       Result r;
       r.op = items[i].name;
-      r.form = items[i].spec ? "all" : "device";
+      r.form = items[i].spec ? "all" : !items[i].onnx_test.empty() ? kOnnxForm : "device";
       r.backend = task.backend;
       r.outcome = Outcome::Error;
       r.message = e.what();
@@ -365,7 +366,7 @@ Result crashResult(const Item& item, size_t form, const std::string& backend, st
   const std::optional<DeviceType> type = DeviceTypeRegistry::global().find(backend);
   if (!item.spec) {
     r.op = item.name;
-    r.form = "device";
+    r.form = item.onnx_test.empty() ? "device" : kOnnxForm;
     return r;
   }
   const std::vector<Form> forms = formsOf(*item.spec);
@@ -401,22 +402,25 @@ class Progress {
 
 // The expected failures of a backend's ONNX node tests (Note [ONNX node
 // tests]): DIR/<backend>.txt, one test a line, "<test> <reason>" (the
-// reason is required); '#' starts a comment. No file: nothing is expected
-// to fail.
+// reason is required; an "onnx::" before the test is allowed); a line
+// starting with '#' is a comment. No file: nothing is expected to fail.
 struct ExpectedFailure {
   std::string reason;
   bool seen = false;
 };
 absl::StatusOr<std::map<std::string, ExpectedFailure>> readExpectedFailures(const std::string& path) {
   std::map<std::string, ExpectedFailure> out;
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return out;
   std::ifstream f(path);
-  if (!f) return out;
+  if (!f || !std::filesystem::is_regular_file(path, ec))
+    return absl::InvalidArgumentError(strCat("cannot read the expected failures ", path));
   std::string line;
   for (int n = 1; std::getline(f, line); ++n) {
-    if (size_t hash = line.find('#'); hash != std::string::npos) line.resize(hash);
     std::istringstream fields(line);
     std::string test;
-    if (!(fields >> test)) continue;
+    if (!(fields >> test) || test[0] == '#') continue;  // a blank line or a comment line
+    if (test.rfind("onnx::", 0) == 0) test = test.substr(6);
     std::string reason;
     std::getline(fields >> std::ws, reason);
     while (!reason.empty() && std::isspace(static_cast<unsigned char>(reason.back()))) reason.pop_back();
@@ -448,6 +452,9 @@ std::vector<std::string> applyExpectedFailures(BackendRun& run, std::map<std::st
     } else if (r.outcome == Outcome::Pass) {
       r.note = std::string(kUnexpectedPassNote) + " in " + path + " (" + reason + "): remove it from the list" +
                (r.note.empty() ? "" : "; " + r.note);
+    } else if (r.outcome == Outcome::Unsupported) {
+      r.note = "unsupported, but " + std::string(kUnexpectedPassNote.substr(kUnexpectedPassNote.find("is listed"))) +
+               " in " + path + " (" + reason + "): remove it from the list" + (r.note.empty() ? "" : "; " + r.note);
     }
   }
   std::vector<std::string> stale;
@@ -571,10 +578,11 @@ void runBackend(BackendRun& run, DeviceType type, const std::string& self, const
     // any is left) was being set up.
     const size_t form = running ? running->form : forms_done;
     const bool one_form = item.spec && form < form_count;
-    const char* what = running     ? "this sample"
-                       : one_form  ? "this form (before its first sample)"
-                       : item.spec ? "this op"
-                                   : "this device check";
+    const char* what = running                   ? "this sample"
+                       : one_form                ? "this form (before its first sample)"
+                       : item.spec               ? "this op"
+                       : !item.onnx_test.empty() ? "this ONNX node test"
+                                                 : "this device check";
     std::string why = timed_out ? std::string("ran past the time limit of ") + limit + " s (--timeout) while running " +
                                       what + "; the worker was killed"
                                 : describeStatus(status) + " while running " + what;
@@ -638,32 +646,45 @@ bool anyOnnx(const std::vector<BackendRun>& runs) {
 // The figures of a run of ONNX's node tests, one line per backend: found,
 // mapped (loadable, and an entry in the op table), passed, failed (+ expected failures),
 // unsupported, crashed, and the time.
-void printOnnxSummary(std::ostream& out, const std::vector<BackendRun>& runs, bool strict) {
-  out << "\nONNX node tests:\n";
-  for (const BackendRun& b : runs) {
-    if (!b.skipped.empty()) continue;
-    int found = 0, unmapped = 0, passed = 0, failed = 0, xfail = 0, unsupported = 0, crashed = 0, unexpected = 0;
-    for (const Result& r : b.results) {
-      if (r.form != kOnnxForm) continue;
-      ++found;
-      if (r.message.rfind(kNoMappingPrefix, 0) == 0 || r.message.rfind(kUnloadablePrefix, 0) == 0) ++unmapped;
-      switch (r.outcome) {
-        case Outcome::Pass: ++passed; break;
-        case Outcome::Fail:
-        case Outcome::Error: ++failed; break;
-        case Outcome::Crash: ++crashed; break;
-        case Outcome::Unsupported: ++unsupported; break;
-        case Outcome::ExpectedFailure: ++xfail; break;
-      }
-      if (r.note.find(kUnexpectedPassNote) != std::string::npos) ++unexpected;
+struct OnnxFigures {
+  int found = 0, unmapped = 0, passed = 0, failed = 0, xfail = 0, unsupported = 0, crashed = 0, unexpected = 0;
+};
+
+OnnxFigures onnxFiguresOf(const BackendRun& b) {
+  OnnxFigures f;
+  for (const Result& r : b.results) {
+    if (r.form != kOnnxForm) continue;
+    ++f.found;
+    if (r.message.rfind(kNoMappingPrefix, 0) == 0 || r.message.rfind(kUnloadablePrefix, 0) == 0) ++f.unmapped;
+    switch (r.outcome) {
+      case Outcome::Pass: ++f.passed; break;
+      case Outcome::Fail:
+      case Outcome::Error: ++f.failed; break;
+      case Outcome::Crash: ++f.crashed; break;
+      case Outcome::Unsupported: ++f.unsupported; break;
+      case Outcome::ExpectedFailure: ++f.xfail; break;
     }
-    out << "  " << b.label() << ": " << found << " found, " << found - unmapped << " mapped, " << passed << " passed, "
-        << failed << " failed, " << xfail << " expected failures, " << unsupported << " unsupported, " << crashed
-        << " crashed, in " << secondsText(b.seconds);
-    if (unexpected) out << "; " << unexpected << " listed as expected failures passed (notes)";
-    out << '\n';
+    if (r.note.find(kUnexpectedPassNote) != std::string::npos) ++f.unexpected;
   }
-  (void)strict;
+  return f;
+}
+
+std::string onnxFiguresText(const BackendRun& b) {
+  const OnnxFigures f = onnxFiguresOf(b);
+  std::string s = strCat(f.found, " found, ", f.found - f.unmapped, " mapped, ", f.passed, " passed, ", f.failed,
+                         " failed, ", f.xfail, " expected failures, ", f.unsupported, " unsupported, ", f.crashed,
+                         " crashed, in ", secondsText(b.seconds));
+  if (f.unexpected) s += strCat("; ", f.unexpected, " listed as expected failures passed or are unsupported (notes)");
+  return s;
+}
+
+// For ONNX node tests the kernel columns stay empty: a node may call
+// several ops, and which kernels served them is not recorded, so --strict
+// changes nothing for them (Note [ONNX node tests]).
+void printOnnxSummary(std::ostream& out, const std::vector<BackendRun>& runs) {
+  out << "\nONNX node tests:\n";
+  for (const BackendRun& b : runs)
+    if (b.skipped.empty()) out << "  " << b.label() << ": " << onnxFiguresText(b) << '\n';
 }
 
 // The table counts what the verdict counts (Counts): under --strict a
@@ -703,7 +724,7 @@ void printSummary(std::ostream& out, const std::vector<BackendRun>& runs, bool s
     if (!b.error.empty()) table.addNote("run aborted: " + b.error);
   }
   table.print(out);
-  if (onnx) printOnnxSummary(out, runs, strict);
+  if (onnx) printOnnxSummary(out, runs);
   if (strict) {
     out << "\nFALLBACK: forms that passed on a fallback kernel (cpu_fallback, backend_fallback), failures under "
            "--strict\n";
@@ -868,6 +889,20 @@ void writeJunit(std::ostream& out, const std::vector<BackendRun>& runs, bool str
 }
 
 // A matrix cell: what served the form and how it did.
+// A message inside a Markdown table cell: no '|' and no line breaks.
+std::string markdownCellText(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '|')
+      out += "\\|";
+    else if (c == '\n')
+      out += ' ';
+    else
+      out += c;
+  }
+  return out;
+}
+
 std::string markdownCell(const Result& r, bool strict) {
   const std::string kernel = kernelTextOf(r);
   switch (r.outcome) {
@@ -877,7 +912,7 @@ std::string markdownCell(const Result& r, bool strict) {
     case Outcome::Fail: return "❌ fail (" + kernel + ")";
     case Outcome::Error: return "⚠️ error (" + kernel + ")";
     case Outcome::Crash: return "💥 crash";
-    case Outcome::Unsupported: return "➖ unsupported";
+    case Outcome::Unsupported: return "➖ unsupported: " + markdownCellText(r.message);
     case Outcome::ExpectedFailure: return "☑️ expected failure";
   }
   return "?";
@@ -896,20 +931,30 @@ std::string markdownEscape(const std::string& s) {
 void writeMarkdown(std::ostream& out, const std::vector<BackendRun>& runs, bool strict, bool passed) {
   out << "# Backplane conformance\n\n**" << (passed ? "PASSED" : "FAILED") << "**"
       << (strict ? " (strict: a fallback counts as a failure)" : "") << "\n\n";
-  out << "| backend | provider | devices | device | forms | pass | fail |" << (strict ? " fallback |" : "")
-      << " error | crash | time |\n"
-      << "|---|---|---|---|---|---|---|" << (strict ? "---|" : "") << "---|---|---|\n";
+  const bool onnx = anyOnnx(runs);
+  out << "| backend | provider | devices | device | " << (onnx ? "tests" : "forms") << " | pass | fail |"
+      << (strict ? " fallback |" : "") << " error | crash |" << (onnx ? " unsupported | xfail |" : "") << " time |\n"
+      << "|---|---|---|---|---|---|---|" << (strict ? "---|" : "") << "---|---|" << (onnx ? "---|---|" : "")
+      << "---|\n";
   for (const BackendRun& b : runs) {
     if (!b.skipped.empty()) {
       out << "| " << markdownEscape(b.name) << " | " << markdownEscape(b.provider) << " | " << b.devices
-          << " | - | skipped: " << markdownEscape(b.skipped) << " | | |" << (strict ? " |" : "") << " | | |\n";
+          << " | - | skipped: " << markdownEscape(b.skipped) << " | | |" << (strict ? " |" : "") << (onnx ? " | |" : "")
+          << " | | |\n";
       continue;
     }
     const Counts c = countsOf(b, strict);
     out << "| " << markdownEscape(b.name) << " | " << markdownEscape(b.provider) << " | " << b.devices << " | "
         << b.device << " | " << c.forms << " | " << c.pass << " | " << c.fail << " | ";
     if (strict) out << c.fallback << " | ";
-    out << c.error << " | " << c.crash << " | " << secondsText(b.seconds) << " |\n";
+    out << c.error << " | " << c.crash << " | ";
+    if (onnx) out << c.unsupported << " | " << c.xfail << " | ";
+    out << secondsText(b.seconds) << " |\n";
+  }
+  if (onnx) {
+    out << "\nONNX node tests:\n\n";
+    for (const BackendRun& b : runs)
+      if (b.skipped.empty()) out << "- **" << markdownEscape(b.label()) << "**: " << onnxFiguresText(b) << "\n";
   }
   if (strict) out << "\n_fallback_: forms that passed on a fallback kernel, failures under `--strict`.\n";
   // The op x backend matrix, rows in the order they ran.
@@ -997,10 +1042,40 @@ int runConformance(std::ostream& out, std::ostream& err, const std::string& self
   }
   // A bad --ops pattern is a usage error, before any worker starts.
   try {
-    (void)selectItems(DeviceType::CPU, options.ops, true, options.onnx);
+    const size_t selected = selectItems(DeviceType::CPU, options.ops, true, options.onnx).size();
+    if (!options.onnx.empty() && selected == 0) {
+      const size_t all = selectItems(DeviceType::CPU, "", true, options.onnx).size();
+      err << "backplane: error: "
+          << (all == 0 ? "no ONNX node test (a folder with a model.onnx) found under " + options.onnx +
+                             "; scripts/fetch_onnx_tests.sh prints the corpus's folder"
+                       : "--ops '" + options.ops + "' matches none of the " + std::to_string(all) +
+                             " ONNX node tests under " + options.onnx + " (they are named onnx::<test folder>, " +
+                             "e.g. onnx::test_add_bcast)")
+          << '\n';
+      return 2;
+    }
   } catch (const Error& e) {
     err << "backplane: error: " << e.what() << '\n';
     return 2;
+  }
+  // Each backend's expected failures, read before anything runs.
+  std::map<std::string, std::map<std::string, ExpectedFailure>> expected_by_backend;
+  if (!options.onnx_expected.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(options.onnx_expected, ec)) {
+      err << "backplane: error: --onnx-expected " << options.onnx_expected
+          << " is not a folder (it holds <backend>.txt, e.g. conformance/onnx/expected_failures)\n";
+      return 2;
+    }
+    for (const Backend& b : chosen) {
+      const std::string path = options.onnx_expected + "/" + b.name + ".txt";
+      absl::StatusOr<std::map<std::string, ExpectedFailure>> list = readExpectedFailures(path);
+      if (!list.ok()) {
+        err << "backplane: error: " << list.status().message() << '\n';
+        return 2;
+      }
+      expected_by_backend[b.name] = *std::move(list);
+    }
   }
 
   // Each backend's devices, counted before anything runs so that a --device
@@ -1055,12 +1130,8 @@ int runConformance(std::ostream& out, std::ostream& err, const std::string& self
       run.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
       if (!options.onnx.empty() && !options.onnx_expected.empty()) {
         const std::string path = options.onnx_expected + "/" + run.name + ".txt";
-        absl::StatusOr<std::map<std::string, ExpectedFailure>> expected = readExpectedFailures(path);
-        if (!expected.ok()) {
-          err << "backplane: error: " << expected.status().message() << '\n';
-          return 2;
-        }
-        std::vector<std::string> stale = applyExpectedFailures(run, *expected, path);
+        std::map<std::string, ExpectedFailure> expected = expected_by_backend[run.name];  // a copy per run
+        std::vector<std::string> stale = applyExpectedFailures(run, expected, path);
         if (options.ops.empty() && !stale.empty()) {
           err << "conformance: warning: " << stale.size() << " entries of " << path << " name no node test found under "
               << options.onnx << " (first: " << stale.front() << ")\n";

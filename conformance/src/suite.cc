@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <regex>
 #include <string>
@@ -33,8 +34,12 @@ std::vector<Item> selectItems(DeviceType type, const std::string& ops_regex, boo
   };
   std::vector<Item> out;
   if (!onnx_root.empty()) {
+    std::map<std::string, std::string> dirs;  // name -> folder: a name is one test
     for (std::string& dir : valueOrThrow(onnx::findNodeTests(onnx_root))) {
       std::string name = "onnx::" + std::filesystem::path(dir).filename().string();
+      auto [it, fresh] = dirs.emplace(name, dir);
+      BP_CHECK(fresh, "two ONNX node tests are named ", name, " (", it->second, " and ", dir, "); point --onnx at one ",
+               "corpus");
       if (keep({&name})) out.push_back(Item{std::move(name), nullptr, std::move(dir)});
     }
     return out;

@@ -33,9 +33,10 @@ void writeProto(const fs::path& path, const google::protobuf::MessageLite& proto
   return t;
 }
 
-// A node test `op_type(x, y) -> z` with one data set.
+// A node test `op_type(x, y) -> z` (or `op_type(x) -> z` without y) with one data set.
 void writeTest(const fs::path& dir, const std::string& op_type, std::vector<float> x, std::vector<float> y,
                std::vector<float> z) {
+  const bool unary = y.empty();
   ::onnx::ModelProto m;
   m.set_ir_version(8);
   ::onnx::OperatorSetIdProto* o = m.add_opset_import();
@@ -45,9 +46,10 @@ void writeTest(const fs::path& dir, const std::string& op_type, std::vector<floa
   ::onnx::NodeProto* n = g->add_node();
   n->set_op_type(op_type);
   n->add_input("x");
-  n->add_input("y");
+  if (!unary) n->add_input("y");
   n->add_output("z");
   for (const char* name : {"x", "y"}) {
+    if (unary && std::string(name) == "y") continue;
     ::onnx::ValueInfoProto* v = g->add_input();
     v->set_name(name);
     v->mutable_type()->mutable_tensor_type()->set_elem_type(::onnx::TensorProto::FLOAT);
@@ -57,7 +59,7 @@ void writeTest(const fs::path& dir, const std::string& op_type, std::vector<floa
   out->mutable_type()->mutable_tensor_type()->set_elem_type(::onnx::TensorProto::FLOAT);
   writeProto(dir / "model.onnx", m);
   writeProto(dir / "test_data_set_0" / "input_0.pb", floats("x", x));
-  writeProto(dir / "test_data_set_0" / "input_1.pb", floats("y", y));
+  if (!unary) writeProto(dir / "test_data_set_0" / "input_1.pb", floats("y", y));
   writeProto(dir / "test_data_set_0" / "output_0.pb", floats("z", z));
 }
 
@@ -66,8 +68,9 @@ struct ToolRun {
   std::string out;
 };
 
-ToolRun tool(const std::vector<std::string>& args) {
+ToolRun tool(const std::vector<std::string>& args, const std::string& extra_plugin = "") {
   std::string cmd = std::string(BACKPLANE_CLI_PATH) + " --no-default-plugins --plugin " + BACKPLANE_CPU_PLUGIN_PATH;
+  if (!extra_plugin.empty()) cmd += " --plugin " + extra_plugin;
   for (const std::string& a : args) cmd += " '" + a + "'";
   cmd += " 2>&1";
   ToolRun r;
@@ -146,6 +149,49 @@ TEST_F(OnnxConformanceCli, AnEntryWithoutAReasonIsAnError) {
       tool({"conformance", "--onnx", corpus_.string(), "--backend", "cpu", "--onnx-expected", expected_.string()});
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("cpu.txt:1: 'test_add_listed_fails' has no reason"), std::string::npos) << r.out;
+}
+
+TEST_F(OnnxConformanceCli, AHangIsACrashOfThatNodeTestAndCanBeAnExpectedFailure) {
+  // The faulty test plugin's abs.out hangs; it has no mul kernel (the CPU fallback serves Mul).
+  const fs::path corpus = root_ / "faulty_node";
+  writeTest(corpus / "test_abs", "Abs", {-1, 2}, {}, {1, 2});
+  writeTest(corpus / "test_mul", "Mul", {1, 2}, {3, 4}, {3, 8});
+  ToolRun r = tool({"conformance", "--onnx", corpus.string(), "--backend", "faulty", "--timeout", "2"},
+                   BACKPLANE_FAULTY_PLUGIN_PATH);
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("2 found, 2 mapped, 1 passed, 0 failed, 0 expected failures, 0 unsupported, 1 crashed"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("onnx::test_abs (onnx, -): crash"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("while running this ONNX node test"), std::string::npos) << r.out;
+  // Listed (with the onnx:: prefix and a '#' inside the reason), the hang is an expected failure.
+  std::ofstream(expected_ / "faulty.txt") << "onnx::test_abs  abs.out of the faulty plugin hangs (#42)\n";
+  r = tool({"conformance", "--onnx", corpus.string(), "--backend", "faulty", "--timeout", "2", "--onnx-expected",
+            expected_.string()},
+           BACKPLANE_FAULTY_PLUGIN_PATH);
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("2 found, 2 mapped, 1 passed, 0 failed, 1 expected failures, 0 unsupported, 0 crashed"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST_F(OnnxConformanceCli, NothingToRunIsAnError) {
+  fs::create_directories(root_ / "empty");
+  ToolRun r = tool({"conformance", "--onnx", (root_ / "empty").string(), "--backend", "cpu"});
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("no ONNX node test (a folder with a model.onnx) found under"), std::string::npos) << r.out;
+  r = tool({"conformance", "--onnx", corpus_.string(), "--backend", "cpu", "--ops", "Add"});
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("matches none of the 5 ONNX node tests"), std::string::npos) << r.out;
+  // Two corpora under one folder: two tests of one name.
+  writeTest(root_ / "other" / "test_add_ok", "Add", {1}, {1}, {2});
+  r = tool({"conformance", "--onnx", root_.string(), "--backend", "cpu"});
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("two ONNX node tests are named onnx::test_add_ok"), std::string::npos) << r.out;
+  r = tool({"conformance", "--onnx", corpus_.string(), "--backend", "cpu", "--onnx-expected",
+            (expected_ / "cpu.txt").string()});
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("is not a folder"), std::string::npos) << r.out;
 }
 
 TEST_F(OnnxConformanceCli, UsageErrors) {
