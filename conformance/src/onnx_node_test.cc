@@ -371,6 +371,22 @@ absl::StatusOr<NodeTest::DataSet> loadDataSet(const fs::path& set_dir, const ::o
 
 }  // namespace
 
+std::optional<ScalarType> dtypeOfOnnxElementType(int64_t type) {
+  if (type < 0 || type > std::numeric_limits<int32_t>::max()) return std::nullopt;
+  return scalarTypeFor(static_cast<int32_t>(type));
+}
+
+std::string elementTypeName(int64_t type) {
+  if (type < 0 || type > std::numeric_limits<int32_t>::max()) return strCat("<unknown element type ", type, ">");
+  return onnxElementTypeName(static_cast<int32_t>(type));
+}
+
+std::optional<int64_t> elementTypeFromName(const std::string& name) {
+  for (int32_t t = 0; t < 64; ++t)
+    if (onnxElementTypeName(t) == name) return t;
+  return std::nullopt;
+}
+
 absl::StatusOr<std::vector<std::string>> findNodeTests(const std::string& root) {
   std::error_code ec;
   if (!fs::is_directory(root, ec)) {

@@ -172,45 +172,12 @@ NodeFunction viaFloat64(const char* what, Tensor (*f)(const Tensor&)) {
   };
 }
 
-// ONNX TensorProto.DataType -> Backplane dtype, or a reason.
-std::optional<ScalarType> dtypeOfOnnxType(int64_t onnx_type) {
-  switch (onnx_type) {
-    case 1: return ScalarType::Float32;
-    case 2: return ScalarType::UInt8;
-    case 3: return ScalarType::Int8;
-    case 4: return ScalarType::UInt16;
-    case 5: return ScalarType::Int16;
-    case 6: return ScalarType::Int32;
-    case 7: return ScalarType::Int64;
-    case 9: return ScalarType::Bool;
-    case 10: return ScalarType::Float16;
-    case 11: return ScalarType::Float64;
-    case 12: return ScalarType::UInt32;
-    case 13: return ScalarType::UInt64;
-    case 16: return ScalarType::BFloat16;
-    default: return std::nullopt;
-  }
-}
-
-constexpr const char* kOnnxTypeNames[] = {
-    "UNDEFINED", "FLOAT",      "UINT8",      "INT8",         "UINT16",         "INT16",      "INT32",
-    "INT64",     "STRING",     "BOOL",       "FLOAT16",      "DOUBLE",         "UINT32",     "UINT64",
-    "COMPLEX64", "COMPLEX128", "BFLOAT16",   "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ",
-    "UINT4",     "INT4",       "FLOAT4E2M1", "FLOAT8E8M0",   "UINT2",          "INT2"};
-
-std::string onnxTypeName(int64_t onnx_type) {
-  if (onnx_type >= 0 && onnx_type < static_cast<int64_t>(std::size(kOnnxTypeNames))) return kOnnxTypeNames[onnx_type];
-  return strCat("element type ", onnx_type);
-}
-
 // Cast's `to`: an element type number, or (opset 1-5) its name.
 std::optional<int64_t> castTarget(const NodeTest& node) {
   auto it = node.attributes.find("to");
   if (it == node.attributes.end()) return std::nullopt;
   if (const auto* name = std::get_if<std::string>(&it->second)) {
-    for (size_t i = 0; i < std::size(kOnnxTypeNames); ++i)
-      if (*name == kOnnxTypeNames[i]) return static_cast<int64_t>(i);
-    return std::nullopt;
+    return elementTypeFromName(*name);
   }
   return node.intAttr("to", 0);
 }
@@ -220,7 +187,7 @@ std::optional<int64_t> castTarget(const NodeTest& node) {
 // has no dtype for, so with a target Backplane has they are the default.
 NodeRun castTo(const NodeTest& node, const Tensor& x, std::optional<ScalarType> target, int64_t onnx_type) {
   if (!target)
-    return unsupported(strCat(node.op_type, ": to ", onnxTypeName(onnx_type), ", which Backplane has no dtype for"));
+    return unsupported(strCat(node.op_type, ": to ", elementTypeName(onnx_type), ", which Backplane has no dtype for"));
   return outputs({x.to(*target)});
 }
 
@@ -411,9 +378,9 @@ NodeRun dequantizeLinear(const NodeTest& node, const NodeInputs& inputs) {
   const int64_t axis = node.intAttr("axis", 1), block_size = node.intAttr("block_size", 0);
   std::optional<ScalarType> out = scale.dtype();
   if (const int64_t od = node.intAttr("output_dtype", 0); od != 0) {
-    out = dtypeOfOnnxType(od);
+    out = dtypeOfOnnxElementType(od);
     if (!out || !isFloatingType(*out))
-      return unsupported(strCat("DequantizeLinear: output_dtype ", onnxTypeName(od), " is not mapped"));
+      return unsupported(strCat("DequantizeLinear: output_dtype ", elementTypeName(od), " is not mapped"));
   }
   if (!isIntegralType(x.dtype(), false))
     return unsupported(strCat("DequantizeLinear: ", scalarTypeName(x.dtype()), " input is not mapped"));
@@ -436,17 +403,18 @@ NodeRun quantizeLinear(const NodeTest& node, const NodeInputs& inputs) {
   const std::optional<Tensor> zero_point = optionalInput(inputs, 2);
   const int64_t axis = node.intAttr("axis", 1), block_size = node.intAttr("block_size", 0);
   if (node.intAttr("precision", 0) != 0)
-    return unsupported(strCat("QuantizeLinear: precision ", onnxTypeName(node.intAttr("precision", 0)),
+    return unsupported(strCat("QuantizeLinear: precision ", elementTypeName(node.intAttr("precision", 0)),
                               " is not mapped (float32 only)"));
   std::optional<ScalarType> out = ScalarType::UInt8;
   if (zero_point)
     out = zero_point->dtype();
   else if (const int64_t od = node.intAttr("output_dtype", 0); od != 0)
-    out = dtypeOfOnnxType(od);
+    out = dtypeOfOnnxElementType(od);
   if (!out || !isIntegralType(*out, false) || *out == ScalarType::UInt64 || *out == ScalarType::Int64)
-    return unsupported(strCat("QuantizeLinear: output type ",
-                              out ? std::string(scalarTypeName(*out)) : onnxTypeName(node.intAttr("output_dtype", 0)),
-                              " is not mapped (8-, 16- and 32-bit integers are)"));
+    return unsupported(
+        strCat("QuantizeLinear: output type ",
+               out ? std::string(scalarTypeName(*out)) : elementTypeName(node.intAttr("output_dtype", 0)),
+               " is not mapped (8-, 16- and 32-bit integers are)"));
   const std::optional<Tensor> s = quantParam(scale, x, axis, block_size);
   if (!s) return unsupported("QuantizeLinear: the scale's shape fits neither per-tensor, per-axis nor blocked");
   // Rounded in float32, then in float64 so that int32's bounds and the zero point add exactly.
@@ -613,7 +581,7 @@ void registerElementwiseNodes() {
   registerNode("Cast", [](const NodeTest& node, const NodeInputs& in, Device) -> NodeRun {
     const std::optional<int64_t> to = castTarget(node);
     BP_CHECK(to.has_value(), "Cast (", node.name, "): the attribute 'to' is missing or names no ONNX element type");
-    return castTo(node, required(node, in, 0), dtypeOfOnnxType(*to), *to);
+    return castTo(node, required(node, in, 0), dtypeOfOnnxElementType(*to), *to);
   });
   registerNode("CastLike", [](const NodeTest& node, const NodeInputs& in, Device) -> NodeRun {
     const Tensor& like = required(node, in, 1);

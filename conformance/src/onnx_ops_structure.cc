@@ -84,26 +84,6 @@ Tensor squeezeDims(Tensor t, const Ints& dims) {
   return t;
 }
 
-// ONNX TensorProto.DataType -> ScalarType (nullopt where Backplane has none).
-std::optional<ScalarType> onnxDtype(int64_t t) {
-  switch (t) {
-    case 1: return ScalarType::Float32;
-    case 2: return ScalarType::UInt8;
-    case 3: return ScalarType::Int8;
-    case 4: return ScalarType::UInt16;
-    case 5: return ScalarType::Int16;
-    case 6: return ScalarType::Int32;
-    case 7: return ScalarType::Int64;
-    case 9: return ScalarType::Bool;
-    case 10: return ScalarType::Float16;
-    case 11: return ScalarType::Float64;
-    case 12: return ScalarType::UInt32;
-    case 13: return ScalarType::UInt64;
-    case 16: return ScalarType::BFloat16;
-    default: return std::nullopt;
-  }
-}
-
 // --- Reductions.
 
 enum class Reduce { Sum, Mean, Max, Min, Prod, L1, L2, SumSquare, LogSum, LogSumExp };
@@ -658,7 +638,7 @@ NodeRun layerNorm(const NodeTest& n, const NodeInputs& in) {
   if (x.dim() == 0) return unsupported("LayerNormalization: a 0-d input");
   const int64_t axis = normAxis(n, n.intAttr("axis", -1), x.dim());
   const double eps = n.floatAttr("epsilon", 1e-5);
-  const auto stash = onnxDtype(n.intAttr("stash_type", 1));
+  const auto stash = dtypeOfOnnxElementType(n.intAttr("stash_type", 1));
   if (!stash || !isFloatingType(*stash)) return unsupported("LayerNormalization: stash_type is not a float type");
   if (!isFloatingType(x.dtype())) return unsupported("LayerNormalization: integer input");
   Ints dims;
@@ -1345,7 +1325,7 @@ constexpr double kPi = 3.14159265358979323846;
 NodeRun windowNode(const NodeTest& n, const NodeInputs& in, Device device) {
   const int64_t size = input(n, in, 0).item<int64_t>();
   BP_CHECK(size >= 0, n.op_type, ": size ", size, " is negative");
-  const auto dtype = onnxDtype(n.intAttr("output_datatype", 1));
+  const auto dtype = dtypeOfOnnxElementType(n.intAttr("output_datatype", 1));
   if (!dtype) return unsupported(n.op_type + ": output_datatype has no Backplane dtype");
   const double denom = static_cast<double>(n.intAttr("periodic", 1) != 0 ? size : size - 1);
   Tensor k = arange(size, {.dtype = ScalarType::Float64, .device = device}) * (2 * kPi) / denom;
@@ -1755,7 +1735,7 @@ NodeRun eyeLike(const NodeTest& n, const NodeInputs& in) {
   Tensor x = input(n, in, 0);
   if (x.dim() != 2) return unsupported("EyeLike: the input must be 2-d");
   std::optional<ScalarType> dt = x.dtype();
-  if (n.has("dtype")) dt = onnxDtype(n.intAttr("dtype", 1));
+  if (n.has("dtype")) dt = dtypeOfOnnxElementType(n.intAttr("dtype", 1));
   if (!dt) return unsupported("EyeLike: dtype " + std::to_string(n.intAttr("dtype", 0)) + " has no Backplane dtype");
   const TensorOptions opts{.dtype = ScalarType::Int64, .device = x.device()};
   Tensor rows = arange(x.size(0), opts).unsqueeze(1), cols = arange(x.size(1), opts).unsqueeze(0);
@@ -1778,7 +1758,7 @@ NodeRun rmsNorm(const NodeTest& n, const NodeInputs& in) {
   Tensor x = input(n, in, 0);
   if (x.dim() == 0) return unsupported("RMSNormalization: a 0-d input");
   if (!isFloatingType(x.dtype())) return unsupported("RMSNormalization: integer input");
-  const auto stash = onnxDtype(n.intAttr("stash_type", 1));
+  const auto stash = dtypeOfOnnxElementType(n.intAttr("stash_type", 1));
   if (!stash || !isFloatingType(*stash)) return unsupported("RMSNormalization: stash_type is not a float type");
   const int64_t axis = normAxis(n, n.intAttr("axis", -1), x.dim());
   Ints dims;
@@ -1806,7 +1786,7 @@ NodeRun groupNorm(const NodeTest& n, const NodeInputs& in) {
     return unsupported("GroupNormalization: needs a float [N, C, ...] input");
   const int64_t groups = n.intAttr("num_groups", 0), c = x.size(1);
   if (groups < 1 || c % groups != 0) return unsupported("GroupNormalization: num_groups does not divide the channels");
-  const auto stash = onnxDtype(n.intAttr("stash_type", 1));
+  const auto stash = dtypeOfOnnxElementType(n.intAttr("stash_type", 1));
   if (!stash || !isFloatingType(*stash)) return unsupported("GroupNormalization: stash_type is not a float type");
   const Ints sizes = sizesOf(x);
   Tensor g = x.to(*stash).reshape({x.size(0), groups, -1});

@@ -46,6 +46,15 @@ struct NodeTest {
   bool has(const std::string& name) const { return attributes.count(name) != 0; }
 };
 
+// ONNX element types (TensorProto.DataType numbers, those newer than
+// libonnx-dev 1.12 included), one table for the loader and the mapping: the
+// dtype Backplane has for one (nullopt where it has none: string, complex,
+// float8, int4, ...), its name ("FLOAT16"; "<unknown element type N>" for an
+// unknown number), and the number a name stands for.
+std::optional<ScalarType> dtypeOfOnnxElementType(int64_t type);
+std::string elementTypeName(int64_t type);
+std::optional<int64_t> elementTypeFromName(const std::string& name);
+
 // The node-test directories under `root` (those holding a model.onnx),
 // searched recursively, sorted by name. Fails if `root` is not a directory.
 absl::StatusOr<std::vector<std::string>> findNodeTests(const std::string& root);
