@@ -26,6 +26,9 @@
 #include "../spconv/gpu/spconv_gpu.h"
 #include "kernels.h"
 #include "runtime.h"
+#if defined(BP_GPU_SIM)
+#include "sim/sim_faults.h"
+#endif
 
 namespace {
 
@@ -82,6 +85,9 @@ void registerPluginOps(bp::Library& m) {
   m.impl((ns + "activity_stat").c_str(), 0, &activityStat);
   m.impl((ns + "set_deterministic").c_str(), 0, &setDeterministic);
   m.impl((ns + "deterministic").c_str(), 0, &deterministic);
+#if defined(BP_GPU_SIM)
+  bp_gpu::sim::registerFaultOps(m);  // Note [Fault injection in the simulator]
+#endif
   const char* env = std::getenv("BACKPLANE_DETERMINISTIC");
   setDeterministic(env != nullptr && std::string_view(env) == "1");
 }

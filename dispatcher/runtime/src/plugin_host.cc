@@ -249,6 +249,16 @@ struct PluginKernel final : OperatorKernel {
            "a dtype it knows (convert with .to(dtype))");
 }
 
+// "kernel of plugin 'P' for OP on DEVICE": what failed, for the error
+// message (built on the error path only).
+[[gnu::cold, gnu::noinline]] std::string kernelErrorContext(const PluginKernel& k, const BP_Operator* op,
+                                                            DispatchKeySet ks) {
+  const std::string device = dispatchKeyName(ks.highestBackendKey());
+  return k.op ? strCat(k.context, " on ", device)
+              : strCat(k.context, " (for ", reinterpret_cast<const OperatorEntry*>(op)->qualifiedName(), ") on ",
+                       device);
+}
+
 // Runs the plugin kernel; converts its error; releases partial returns.
 [[gnu::always_inline]] inline void invoke(const PluginKernel& k, const BP_Operator* op, DispatchKeySet ks, const BP_Value* args, size_t nargs,
             BP_Value* rets, size_t nrets) {
@@ -263,8 +273,7 @@ struct PluginKernel final : OperatorKernel {
   }
   if (err) [[unlikely]] {
     releaseReturns(rets, nrets);
-    throwPluginError(*k.plugin, err,
-                     k.op ? k.context : strCat(k.context, " (for ", reinterpret_cast<const OperatorEntry*>(op)->qualifiedName(), ")"));
+    throwPluginError(*k.plugin, err, kernelErrorContext(k, op, ks));
   }
 }
 
