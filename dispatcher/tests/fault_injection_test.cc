@@ -177,6 +177,44 @@ void injectEveryFault(const Case& c) {
 
 std::vector<Tensor> one(Tensor t) { return {std::move(t)}; }
 
+TEST(FaultInjection, TheTestDeviceFailsExactlyTheArmedCallsOfOnePoint) {
+  TestDevice& dev = faultDevice();
+  const Device d = dev.device(0);
+  dev.disarmFaults();
+  dev.armFault(FaultPoint::kCopyHostToDevice, 2, 2);  // calls 2 and 3 fail
+  dev.armFault(FaultPoint::kAllocate, 0);             // only counted
+  std::vector<std::string> errors;
+  for (int i = 0; i < 4; ++i) {
+    try {
+      (void)f32({1, 2, 3}, {3}, d);  // an allocation, then a host-to-device copy
+      errors.push_back("");
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), absl::StatusCode::kInternal);
+      errors.push_back(e.message());
+    }
+  }
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1],
+            "test device: host-to-device copy #2 of 12 bytes on faultdev:0 failed: fault injected by the "
+            "test (TestDevice::armFault)");
+  EXPECT_THAT(errors[2], HasSubstr("host-to-device copy #3 of 12 bytes"));
+  EXPECT_EQ(errors[3], "");
+  EXPECT_EQ(dev.faultPointCalls(FaultPoint::kCopyHostToDevice), 4u);
+  EXPECT_EQ(dev.faultPointCalls(FaultPoint::kAllocate), 4u);
+  EXPECT_EQ(dev.faultPointCalls(FaultPoint::kCopyDeviceToHost), 0u);  // not armed: not counted
+  dev.armFault(FaultPoint::kAllocate, 1);
+  try {
+    (void)f32({1, 2, 3}, {3}, d);
+    ADD_FAILURE() << "the allocation did not fail";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_THAT(e.message(), HasSubstr("test device: allocation #1 of 12 bytes on faultdev:0 failed"));
+  }
+  dev.disarmFaults();
+  EXPECT_EQ(dev.faultPointCalls(FaultPoint::kAllocate), 0u);
+  EXPECT_EQ(f32({1, 2, 3}, {3}, d).cpu().toVector<float>(), (std::vector<float>{1, 2, 3}));
+}
+
 TEST(FaultInjection, CpuFallbackOutArgument) {
   injectEveryFault({qualified("add.out"),
                     {qualified("add.out")},

@@ -391,7 +391,7 @@ TEST_F(PluginLoaderTest, GoodPluginLifecycle) {
     EXPECT_EQ(stack[0].toTensor().toVector<float>(), (std::vector<float>{2, 4, 6, 8, 10, 12}));
     // Errors from the kernel carry its context.
     expectError([&] { (void)twice.call(tensorFromVector<int64_t>({1}, {1}, Device(type, 0))); },
-                {"kernel of plugin 'tp_good' for tp::twice on CPU failed", "float32 only"});
+                {"kernel of plugin 'tp_good' for tp::twice on tpdev failed", "float32 only"});
   }
 
   // The same file through a second path loads once.

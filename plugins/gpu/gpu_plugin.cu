@@ -14,6 +14,9 @@
 //   <ns>::set_deterministic(bool enabled) -> ()   and   <ns>::deterministic() -> bool
 //       the deterministic mode (Note [Deterministic mode] in runtime.h);
 //       initially BACKPLANE_DETERMINISTIC=1 in the environment at load
+//   gpusim::inject_fault, gpusim::fault_calls, gpusim::clear_faults   the
+//       simulator only: fail the Nth device allocation, copy, memset or
+//       kernel launch (Note [Fault injection in the simulator], sim/sim_faults.h)
 //
 // They take no tensor, so they dispatch to the CPU key: they are registered
 // there and name the device by index.

@@ -259,6 +259,17 @@ struct PluginKernel final : OperatorKernel {
                        device);
 }
 
+// A kernel threw past the ABI, which plugins must not do (Note [Exceptions
+// at the ABI boundary]; the SDK's adapters catch for them). The host catches
+// what it can: an exception from C++ code with unwind tables. Call only
+// inside a catch block.
+[[noreturn, gnu::cold, gnu::noinline]] void throwKernelThrew(const PluginKernel& k, const BP_Operator* op,
+                                                             DispatchKeySet ks) {
+  const absl::Status s = statusFromCurrentException();
+  BP_THROW(kInternal, kernelErrorContext(k, op, ks),
+           " threw an exception (plugins must return errors, not throw): ", s.message());
+}
+
 // Runs the plugin kernel; converts its error; releases partial returns.
 [[gnu::always_inline]] inline void invoke(const PluginKernel& k, const BP_Operator* op, DispatchKeySet ks, const BP_Value* args, size_t nargs,
             BP_Value* rets, size_t nrets) {
@@ -269,7 +280,12 @@ struct PluginKernel final : OperatorKernel {
     if (!scope.entered()) [[unlikely]] {
       BP_THROW(kUnavailable, k.context, ": plugin '", k.plugin->status.name, "' has been unloaded");
     }
-    err = k.fn(k.ctx, &call);
+    try {
+      err = k.fn(k.ctx, &call);
+    } catch (...) {
+      releaseReturns(rets, nrets);
+      throwKernelThrew(k, op, ks);
+    }
   }
   if (err) [[unlikely]] {
     releaseReturns(rets, nrets);
