@@ -388,7 +388,7 @@ TEST_F(PluginLoaderTest, GoodPluginLifecycle) {
     EXPECT_EQ(stack[0].toTensor().toVector<float>(), (std::vector<float>{2, 4, 6, 8, 10, 12}));
     // Errors from the kernel carry its context.
     expectError([&] { (void)twice.call(tensorFromVector<int64_t>({1}, {1}, Device(type, 0))); },
-                {"kernel of plugin 'tp_good' for tp::twice failed", "float32 only"});
+                {"kernel of plugin 'tp_good' for tp::twice on tpdev failed", "float32 only"});
   }
 
   // The same file through a second path loads once.
@@ -452,7 +452,8 @@ TEST_F(PluginLoaderTest, KernelErrorCarriesCodeMessageAndContext) {
   ASSERT_TRUE(plugins().load(pluginFile("tp_kernel_error")).ok());
   OperatorHandle op = Dispatcher::singleton().findOpOrThrow("tp_kernel_error::fail");
   const std::string expected =
-      "kernel of plugin 'tp_kernel_error' for tp_kernel_error::fail failed: toy kernel refuses: value out of range";
+      "kernel of plugin 'tp_kernel_error' for tp_kernel_error::fail on CPU failed: toy kernel refuses: value out of "
+      "range";
   // Unboxed ...
   try {
     (void)op.typed<Tensor(const Tensor&)>().call(floats({1}));

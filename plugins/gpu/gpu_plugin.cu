@@ -14,6 +14,9 @@
 //   <ns>::set_deterministic(bool enabled) -> ()   and   <ns>::deterministic() -> bool
 //       the deterministic mode (Note [Deterministic mode] in runtime.h);
 //       initially BACKPLANE_DETERMINISTIC=1 in the environment at load
+//   gpusim::inject_fault, gpusim::fault_calls, gpusim::clear_faults   the
+//       simulator only: fail the Nth device allocation, copy, memset or
+//       kernel launch (Note [Fault injection in the simulator], sim/sim_faults.h)
 //
 // They take no tensor, so they dispatch to the CPU key: they are registered
 // there and name the device by index.
@@ -26,6 +29,9 @@
 #include "../spconv/gpu/spconv_gpu.h"
 #include "kernels.h"
 #include "runtime.h"
+#if defined(BP_GPU_SIM)
+#include "sim/sim_faults.h"
+#endif
 
 namespace {
 
@@ -82,6 +88,9 @@ void registerPluginOps(bp::Library& m) {
   m.impl((ns + "activity_stat").c_str(), 0, &activityStat);
   m.impl((ns + "set_deterministic").c_str(), 0, &setDeterministic);
   m.impl((ns + "deterministic").c_str(), 0, &deterministic);
+#if defined(BP_GPU_SIM)
+  bp_gpu::sim::registerFaultOps(m);  // Note [Fault injection in the simulator]
+#endif
   const char* env = std::getenv("BACKPLANE_DETERMINISTIC");
   setDeterministic(env != nullptr && std::string_view(env) == "1");
 }

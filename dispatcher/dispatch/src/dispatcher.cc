@@ -313,6 +313,19 @@ void throwBadArgumentCount(const OperatorHandle& op, size_t expected, size_t got
            " arguments but the stack holds only ", got);
 }
 
+void rethrowInComposite(const OperatorKernel* context, DispatchKeySet ks) {
+  const auto& c = static_cast<const CompositeContext&>(*context);
+  try {
+    throw;
+  } catch (const Error& e) {
+    if (e.message().find(c.ns_prefix) != std::string::npos) throw;
+    throw Error(e.code(), strCat(c.op, " on ", dispatchKeyName(ks.highestBackendKey()), ": ", e.message()));
+  } catch (...) {
+    const absl::Status s = statusFromCurrentException();
+    throw Error(s.code(), strCat(c.op, " on ", dispatchKeyName(ks.highestBackendKey()), ": ", s.message()));
+  }
+}
+
 }  // namespace detail
 
 void KernelFunction::fallthroughKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks,
@@ -661,6 +674,7 @@ absl::StatusOr<RegistrationHandle> Dispatcher::registerComposite(std::string_vie
   if (!op.ok()) return op.status();
   const FunctionSchema& schema = *(*op)->schema_.load(std::memory_order_relaxed);
   if (absl::Status sig = checkKernelSignature(kernel, schema, "composite"); !sig.ok()) return sig;
+  kernel.setCompositeContext((*op)->qualifiedName(), strCat((*op)->name().ns, "::"));
   const KernelRecord* r = newRecord(std::move(kernel), KernelKind::Composite, DispatchKey::Undefined, std::move(debug));
   (*op)->composites_.push_back(r);
   updateTable(**op);

@@ -249,6 +249,27 @@ struct PluginKernel final : OperatorKernel {
            "a dtype it knows (convert with .to(dtype))");
 }
 
+// "kernel of plugin 'P' for OP on DEVICE": what failed, for the error
+// message (built on the error path only).
+[[gnu::cold, gnu::noinline]] std::string kernelErrorContext(const PluginKernel& k, const BP_Operator* op,
+                                                            DispatchKeySet ks) {
+  const std::string device = dispatchKeyName(ks.highestBackendKey());
+  return k.op ? strCat(k.context, " on ", device)
+              : strCat(k.context, " (for ", reinterpret_cast<const OperatorEntry*>(op)->qualifiedName(), ") on ",
+                       device);
+}
+
+// A kernel threw past the ABI, which plugins must not do (Note [Exceptions
+// at the ABI boundary]; the SDK's adapters catch for them). The host catches
+// what it can: an exception from C++ code with unwind tables. Call only
+// inside a catch block.
+[[noreturn, gnu::cold, gnu::noinline]] void throwKernelThrew(const PluginKernel& k, const BP_Operator* op,
+                                                             DispatchKeySet ks) {
+  const absl::Status s = statusFromCurrentException();
+  BP_THROW(kInternal, kernelErrorContext(k, op, ks),
+           " threw an exception (plugins must return errors, not throw): ", s.message());
+}
+
 // Runs the plugin kernel; converts its error; releases partial returns.
 [[gnu::always_inline]] inline void invoke(const PluginKernel& k, const BP_Operator* op, DispatchKeySet ks, const BP_Value* args, size_t nargs,
             BP_Value* rets, size_t nrets) {
@@ -259,12 +280,16 @@ struct PluginKernel final : OperatorKernel {
     if (!scope.entered()) [[unlikely]] {
       BP_THROW(kUnavailable, k.context, ": plugin '", k.plugin->status.name, "' has been unloaded");
     }
-    err = k.fn(k.ctx, &call);
+    try {
+      err = k.fn(k.ctx, &call);
+    } catch (...) {
+      releaseReturns(rets, nrets);
+      throwKernelThrew(k, op, ks);
+    }
   }
   if (err) [[unlikely]] {
     releaseReturns(rets, nrets);
-    throwPluginError(*k.plugin, err,
-                     k.op ? k.context : strCat(k.context, " (for ", reinterpret_cast<const OperatorEntry*>(op)->qualifiedName(), ")"));
+    throwPluginError(*k.plugin, err, kernelErrorContext(k, op, ks));
   }
 }
 

@@ -3,6 +3,8 @@
 // on a deferred stream, when forced (Note [Deferred streams in the simulator]).
 #include "sim_runtime.h"
 
+#include "sim_faults.h"
+
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -122,6 +124,7 @@ gpuError_t gpuGetDevice(int* device) {
 
 gpuError_t gpuMalloc(void** ptr, size_t nbytes) {
   *ptr = nullptr;
+  if (bp_gpu::sim::injectFault(bp_gpu::sim::FaultPoint::kMalloc)) return gpuErrorMemoryAllocation;
   DeviceMemory& m = deviceMemory();
   std::lock_guard<std::mutex> lock(m.mutex);
   if (nbytes > kSimDeviceMemory - m.in_use) return gpuErrorMemoryAllocation;
@@ -170,6 +173,7 @@ void enqueue(gpuStream_t stream, std::function<void()> work) {
 }  // namespace bp_gpu::sim
 
 gpuError_t gpuMemcpyAsync(void* dst, const void* src, size_t nbytes, gpuMemcpyKind, gpuStream_t stream) {
+  if (bp_gpu::sim::injectFault(bp_gpu::sim::FaultPoint::kMemcpy)) return gpuErrorInjectedFault;
   if (nbytes != 0) bp_gpu::sim::enqueue(stream, [=] { std::memmove(dst, src, nbytes); });
   return gpuSuccess;
 }
@@ -181,6 +185,7 @@ gpuError_t gpuMemcpyPeerAsync(void* dst, int dst_device, const void* src, int sr
 }
 
 gpuError_t gpuMemsetAsync(void* dst, int value, size_t nbytes, gpuStream_t stream) {
+  if (bp_gpu::sim::injectFault(bp_gpu::sim::FaultPoint::kMemset)) return gpuErrorInjectedFault;
   if (nbytes != 0) bp_gpu::sim::enqueue(stream, [=] { std::memset(dst, value, nbytes); });
   return gpuSuccess;
 }
@@ -284,6 +289,7 @@ const char* gpuGetErrorName(gpuError_t error) {
     case gpuErrorNoDevice: return "gpusimErrorNoDevice";
     case gpuErrorInvalidDevice: return "gpusimErrorInvalidDevice";
     case gpuErrorNotReady: return "gpusimErrorNotReady";
+    case gpuErrorInjectedFault: return "gpusimErrorInjectedFault";
   }
   return "gpusimErrorUnknown";
 }
@@ -297,6 +303,7 @@ const char* gpuGetErrorString(gpuError_t error) {
     case gpuErrorNoDevice: return "no simulated device";
     case gpuErrorInvalidDevice: return "invalid device ordinal";
     case gpuErrorNotReady: return "device not ready";
+    case gpuErrorInjectedFault: return "fault injected by the test (gpusim::inject_fault)";
   }
   return "unknown error";
 }

@@ -41,6 +41,7 @@ enum gpuError_t : int {
   gpuErrorNoDevice = 100,
   gpuErrorInvalidDevice = 101,
   gpuErrorNotReady = 600,
+  gpuErrorInjectedFault = 10000,  // Note [Fault injection in the simulator] (sim_faults.h)
 };
 
 enum gpuMemcpyKind : int {

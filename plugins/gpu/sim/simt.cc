@@ -31,6 +31,8 @@
 // kernels 20x slower. Other platforms use ucontext.
 #include "simt.h"
 
+#include "sim_faults.h"
+
 #include <sys/mman.h>
 #if !defined(__x86_64__)
 #include <ucontext.h>
@@ -407,6 +409,9 @@ void runGrid(void (*run)(const void*), const void* bound, dim3 grid, dim3 block,
 void launchKernel(void (*run)(const void*), const void* bound, std::shared_ptr<const void> (*copy)(const void*),
                   dim3 grid, dim3 block, size_t dynamic_shmem, gpuStream_t stream, std::string_view signature) {
   checkConfiguration(grid, block, dynamic_shmem, signature);
+  if (injectFault(FaultPoint::kLaunch))
+    bp::fail(BP_INTERNAL, bp::detail::concat("gpusim: launch of kernel ", signature,
+                                             " failed: fault injected by the test (gpusim::inject_fault)"));
   if (!deferred(stream)) {
     runGrid(run, bound, grid, block, dynamic_shmem, signature);
     return;
