@@ -357,7 +357,7 @@ struct FastReturns {
 };
 template <>
 struct FastReturns<void> {
-  static constexpr size_t count = 0;
+  [[maybe_unused]] static constexpr size_t count = 0;  // read only where void returns are instantiated
   static void take(const PluginKernel&, BP_Value*) {}
 };
 template <typename... Ts>
