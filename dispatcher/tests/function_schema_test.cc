@@ -594,18 +594,12 @@ TEST(FunctionSchemaErrorTest, BadNumbers) {
 // Found by fuzz_schema_parser: a bare default of a huge sized list was
 // expanded element by element (terabytes); sizes are now bounded.
 TEST(FunctionSchemaErrorTest, ListSizeIsBounded) {
-  ExpectParseError("aten::f(int[99999999999] x=1) -> Tensor",
-                   "expected a list size of at most 1024", 12);
-  ExpectParseError("aten::f(int[1025] x) -> Tensor",
-                   "expected a list size of at most 1024", 12);
-  ExpectParseError("aten::f(int[99999999999999999999] x) -> Tensor",
-                   "expected a list size of at most 1024", 12);
-  absl::StatusOr<FunctionSchema> s =
-      FunctionSchema::parse("aten::f(int[1024] x=1) -> Tensor");
+  ExpectParseError("aten::f(int[99999999999] x=1) -> Tensor", "expected a list size of at most 1024", 12);
+  ExpectParseError("aten::f(int[1025] x) -> Tensor", "expected a list size of at most 1024", 12);
+  ExpectParseError("aten::f(int[99999999999999999999] x) -> Tensor", "expected a list size of at most 1024", 12);
+  absl::StatusOr<FunctionSchema> s = FunctionSchema::parse("aten::f(int[1024] x=1) -> Tensor");
   ASSERT_TRUE(s.ok()) << s.status();
-  EXPECT_EQ(std::get<std::vector<int64_t>>(*s->arguments()[0].default_value)
-                .size(),
-            1024u);
+  EXPECT_EQ(std::get<std::vector<int64_t>>(*s->arguments()[0].default_value).size(), 1024u);
 }
 
 TEST(FunctionSchemaErrorTest, EndOfInputIsCalledOut) {

@@ -375,11 +375,9 @@ class Parser {
         auto res = std::from_chars(text_.data() + size_start,
                                    text_.data() + pos_, size);
         if (res.ec != std::errc() || size > kMaxListSize) {
-          return error(size_start,
-                       absl::StrCat("expected a list size of at most ",
-                                    kMaxListSize,
-                                    " (a fixed size counts dimensions or "
-                                    "the like; use T[] for longer lists)"));
+          return error(size_start, absl::StrCat("expected a list size of at most ", kMaxListSize,
+                                                " (a fixed size counts dimensions or "
+                                                "the like; use T[] for longer lists)"));
         }
         type.list_size = size;
       }
