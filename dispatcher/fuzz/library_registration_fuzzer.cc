@@ -26,9 +26,9 @@
 //   * registration returns a Status and never throws;
 //   * a call throws nothing but backplane::Error, and a boxed call whose
 //     arguments the schema check accepted never fails to unbox them;
-//   * once both Libraries are destroyed, every operator they defined is
-//     undefined again and the dispatcher's table equals what the remaining
-//     registrations imply (Dispatcher::checkInvariants).
+//   * after every command the dispatcher's table equals what the
+//     registrations imply (Dispatcher::checkInvariants), and once both
+//     Libraries are destroyed every operator they defined is undefined again.
 // Sanitizers (ASan, UBSan, LSan) catch the rest: a crash, UB or leak
 // anywhere in registration, table updates or calls is a finding.
 #include <cstdint>
@@ -499,6 +499,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       } else if (cmd == "reset") {
         lib->reset();
       }
+      // After every command, not only at the end: a table that is wrong
+      // for a while is wrong for the calls made meanwhile.
+      if (absl::Status s = bk::Dispatcher::singleton().checkInvariants(); !s.ok())
+        fail("the dispatcher's table is inconsistent", std::string(s.message()));
     }
   }  // both Libraries destroyed: everything they registered is undone
 
