@@ -5,7 +5,6 @@
 
 #include <charconv>
 #include <cstdio>
-#include <cstdlib>
 #include <optional>
 #include <string>
 #include <vector>
@@ -162,11 +161,13 @@ std::optional<Result> decodeResult(std::string_view line) {
   r.samples = *samples;
   r.sample = f[7];
   r.message = f[8];
-  char* e = nullptr;
-  r.max_abs_error = std::strtod(f[9].c_str(), &e);
-  if (*e != '\0') return std::nullopt;
-  r.max_rel_error = std::strtod(f[10].c_str(), &e);
-  if (*e != '\0') return std::nullopt;
+  // Each error is the whole field, as number() writes it (strtod, used
+  // before, stopped at a NUL byte inside the field, skipped leading blanks
+  // and read an empty field as 0).
+  std::optional<double> max_abs = parseNumber<double>(f[9]), max_rel = parseNumber<double>(f[10]);
+  if (!max_abs || !max_rel) return std::nullopt;
+  r.max_abs_error = *max_abs;
+  r.max_rel_error = *max_rel;
   if (!f[11].empty()) {
     uint64_t mask = 0;
     auto [mend, mec] = std::from_chars(f[11].data(), f[11].data() + f[11].size(), mask);
