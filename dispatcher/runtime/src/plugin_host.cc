@@ -255,7 +255,7 @@ struct PluginKernel final : OperatorKernel {
   BP_KernelCall call{BP_KernelCall_STRUCT_SIZE, op, ks.raw(), args, nargs, rets, nrets};
   BP_Error* err;
   {
-    PluginCallScope scope(k.plugin->slot, k.plugin->alive);
+    PluginCallScope scope(k.plugin->slot, k.plugin->gate);
     if (!scope.entered()) [[unlikely]] {
       BP_THROW(kUnavailable, k.context, ": plugin '", k.plugin->status.name, "' has been unloaded");
     }
@@ -489,21 +489,21 @@ void PluginDeviceInterface::check(BP_Error* error, const char* what) const {
   if (error) throwPluginError(*plugin_, error, strCat("device type '", name_, "' ", what));
 }
 
-#define BP_ENTER_PLUGIN(what)                                                             \
-  PluginCallScope scope(plugin_->slot, plugin_->alive);                                   \
-  if (!scope.entered()) {                                                                 \
-    BP_THROW(kUnavailable, "device type '", name_, "' ", what, ": its plugin '",          \
-             plugin_->status.name, "' has been unloaded");                                \
+#define BP_ENTER_PLUGIN(what)                                                                          \
+  PluginCallScope scope(plugin_->slot, plugin_->gate);                                                 \
+  if (!scope.entered()) {                                                                              \
+    BP_THROW(kUnavailable, "device type '", name_, "' ", what, ": its plugin '", plugin_->status.name, \
+             "' has been unloaded");                                                                   \
   }
 
 int PluginDeviceInterface::deviceCount() const {
-  PluginCallScope scope(plugin_->slot, plugin_->alive);
+  PluginCallScope scope(plugin_->slot, plugin_->gate);
   if (!scope.entered()) return 0;
   return std::min<int32_t>(std::max<int32_t>(desc_.device_count(desc_.ctx), 0), 256);
 }
 
 std::string PluginDeviceInterface::unavailableReason() const {
-  PluginCallScope scope(plugin_->slot, plugin_->alive);
+  PluginCallScope scope(plugin_->slot, plugin_->gate);
   if (!scope.entered()) return strCat("its plugin '", plugin_->status.name, "' has been unloaded");
   if (!desc_.unavailable_reason) return {};
   const char* r = desc_.unavailable_reason(desc_.ctx);
@@ -523,7 +523,7 @@ void PluginDeviceInterface::deallocate(void* ctx, void* ptr) {
   PluginDeviceInterface* self = slot->owner;
   // Always enters: a plugin with live allocations is never closed, and an
   // unload in progress waits for this scope, then sees the count drop.
-  PluginCallScope scope(self->plugin_->slot, self->plugin_->alive, /*always=*/true);
+  PluginCallScope scope(self->plugin_->slot, self->plugin_->gate, /*always=*/true);
   self->desc_.deallocate(self->desc_.ctx, slot->index, ptr);
   self->plugin_->live_allocations.fetch_sub(1, std::memory_order_release);
 }
