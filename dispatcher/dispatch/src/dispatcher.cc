@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <sstream>
 #include <tuple>
 
@@ -118,6 +119,28 @@ bool ivalueMatches(const IValue& v, const SchemaType& t) {
   return false;
 }
 
+// Note [Boxed argument conversions]
+// The schema check (ivalueMatches) accepts an int[] for a float[] and a
+// Tensor[] for a Tensor?[]: what a caller building a boxed call from lists
+// of numbers or of tensors naturally holds. A kernel unboxes the schema's
+// own type (boxing.h: toDoubleList, toOptionalTensorList), so callBoxed
+// converts such a value once, after the check; a value that is already of
+// the schema's type costs one tag comparison. (A single int for a float and
+// any number for a Scalar need nothing: toDouble and toScalar take them.)
+// fuzz_library_registration found the gap: typed kernels failed to unbox
+// arguments that the check had let through.
+void convertToSchemaType(IValue& v, const SchemaType& t) {
+  if (!t.is_list) return;
+  if (t.base == BaseType::Float && v.isIntList()) {
+    const std::vector<int64_t>& ints = v.toIntList();
+    v = IValue(std::vector<double>(ints.begin(), ints.end()));
+  } else if (t.base == BaseType::Tensor && t.element_optional && v.isTensorList()) {
+    std::vector<TensorBase>& tensors = v.toTensorList();
+    v = IValue(std::vector<std::optional<TensorBase>>(std::make_move_iterator(tensors.begin()),
+                                                      std::make_move_iterator(tensors.end())));
+  }
+}
+
 }  // namespace
 
 IValue defaultArgumentValue(const Argument& arg) {
@@ -141,6 +164,7 @@ void OperatorHandle::callBoxed(Stack& stack) const {
     BP_CHECK(ivalueMatches(stack[i], args[i].type), s.name().qualifiedName(), ": argument '",
              args[i].name, "' (position ", i, ") must be ", args[i].type.str(), " but got ",
              stack[i].tagName(), " (", stack[i].str(), ")");
+    convertToSchemaType(stack[i], args[i].type);  // Note [Boxed argument conversions]
   }
   DispatchKeySet ks = detail::computeDispatchKeySet(stack, args.size());
   if (const KernelRecord* meta = entry_->meta()) {
