@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "backplane/plugin.hpp"
+#include "sim_guard.h"
 
 #if defined(BP_GPU_SIM_ASAN)  // simt.h
 #include <sanitizer/asan_interface.h>
@@ -369,6 +370,7 @@ void runGrid(void (*run)(const void*), const void* bound, dim3 grid, dim3 block,
     abandonFibers(s, n);
     throw;
   }
+  if (boundsChecking()) checkGuardsAfterKernel(signature);  // Note [Guard bytes in the simulator]
 }
 
 }  // namespace
