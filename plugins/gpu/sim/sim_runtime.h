@@ -35,7 +35,8 @@
 // - after every kernel (when it runs: at the launch, or when a deferred
 //   stream is forced): every live guarded block; a changed guard throws
 //   bp::Error from the launch, or from the call that forced it, naming the
-//   kernel, the block, its size and the offsets written (negative: before
+//   kernel (by its type: "void (*)(float*, int)"; the simulator has no
+//   symbol names), the block, its size and the offsets written (negative: before
 //   the block), so the op fails instead of passing; the guards are then
 //   restored, so one bad write is reported once;
 // - when the block is freed (gpuFree): its own guards, in case something
