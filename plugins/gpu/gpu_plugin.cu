@@ -4,7 +4,8 @@
 //
 //   <ns>::memory_stat(str name, int device=0) -> int   the caching allocator's
 //       statistic `name`: allocated_bytes, reserved_bytes, peak_allocated_bytes,
-//       allocations, cache_hits, cache_misses (runtime.h MemoryStats)
+//       allocations, cache_hits, cache_misses, allocation_retries,
+//       out_of_memory_errors (runtime.h MemoryStats)
 //   <ns>::reset_peak_memory_stats(int device=0) -> ()
 //   <ns>::empty_cache(int device=0) -> ()
 //   <ns>::synchronize(int device=0) -> ()
@@ -44,13 +45,16 @@ int64_t memoryStat(std::string_view name, int64_t device) {
                                                         {"peak_allocated_bytes", s.peak_allocated_bytes},
                                                         {"allocations", s.allocations},
                                                         {"cache_hits", s.cache_hits},
-                                                        {"cache_misses", s.cache_misses}};
+                                                        {"cache_misses", s.cache_misses},
+                                                        {"allocation_retries", s.allocation_retries},
+                                                        {"out_of_memory_errors", s.out_of_memory_errors}};
   for (const auto& [key, value] : stats) {
     if (key == name) return value;
   }
   bp::fail(BP_INVALID_ARGUMENT, bp::detail::concat(BP_GPU_NAME "::memory_stat: unknown statistic '", name,
                                                    "'; use allocated_bytes, reserved_bytes, peak_allocated_bytes, "
-                                                   "allocations, cache_hits or cache_misses"));
+                                                   "allocations, cache_hits, cache_misses, allocation_retries or "
+                                                   "out_of_memory_errors"));
 }
 
 int64_t activityStat(std::string_view name) {

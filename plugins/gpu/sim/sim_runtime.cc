@@ -4,6 +4,7 @@
 #include "sim_runtime.h"
 
 #include "sim_faults.h"
+#include "sim_guard.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -128,7 +129,7 @@ gpuError_t gpuMalloc(void** ptr, size_t nbytes) {
   DeviceMemory& m = deviceMemory();
   std::lock_guard<std::mutex> lock(m.mutex);
   if (nbytes > kSimDeviceMemory - m.in_use) return gpuErrorMemoryAllocation;
-  void* p = std::malloc(nbytes == 0 ? 1 : nbytes);
+  void* p = bp_gpu::sim::allocateDeviceBytes(nbytes);  // Note [Guard bytes in the simulator]
   if (p == nullptr) return gpuErrorMemoryAllocation;
   m.sizes.emplace(p, nbytes);
   m.in_use += nbytes;
@@ -144,7 +145,7 @@ gpuError_t gpuFree(void* ptr) {
   if (it == m.sizes.end()) return gpuErrorInvalidValue;
   m.in_use -= it->second;
   m.sizes.erase(it);
-  std::free(ptr);
+  bp_gpu::sim::freeDeviceBytes(ptr);  // throws if its guard bytes were written
   return gpuSuccess;
 }
 

@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "backplane/plugin.hpp"
+#include "sim_guard.h"
 
 #if defined(BP_GPU_SIM_ASAN)  // simt.h
 #include <sanitizer/asan_interface.h>
@@ -402,6 +403,7 @@ void runGrid(void (*run)(const void*), const void* bound, dim3 grid, dim3 block,
     abandonFibers(s, n);
     throw;
   }
+  if (boundsChecking()) checkGuardsAfterKernel(signature);  // Note [Guard bytes in the simulator]
 }
 
 }  // namespace
