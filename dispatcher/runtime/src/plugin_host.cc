@@ -514,6 +514,13 @@ DataPtr PluginDeviceInterface::allocate(size_t nbytes, Device device) {
   BP_ENTER_PLUGIN("allocate");
   void* p = nullptr;
   check(desc_.allocate(desc_.ctx, device.index, nbytes, &p), strCat("allocate(", nbytes, " bytes)").c_str());
+  // Success without memory would hand out a tensor whose first access
+  // crashes: refused here, naming the plugin (found by fuzz_plugin_abi).
+  if (p == nullptr && nbytes != 0) [[unlikely]] {
+    BP_THROW(kInternal, "device type '", name_, "' allocate(", nbytes, " bytes) of plugin '", plugin_->status.name,
+             "' returned success but no memory (NULL); a plugin that cannot allocate must return an error "
+             "(BP_RESOURCE_EXHAUSTED when out of memory)");
+  }
   plugin_->live_allocations.fetch_add(1, std::memory_order_relaxed);
   return DataPtr(p, &slots_[static_cast<size_t>(device.index)], &PluginDeviceInterface::deallocate, device);
 }
