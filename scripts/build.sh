@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Configures and builds Backplane.
-#   scripts/build.sh [--sanitize=address,undefined|thread] [--release] [--no-werror] [--target T]... [-- extra cmake args]
+#   scripts/build.sh [--sanitize=address,undefined|thread|fuzzer] [--release] [--no-werror] [--target T]... [-- extra cmake args]
 # Warnings are errors by default, as in CI. --target builds only T (and what
 # it needs), e.g. backplane_demo, what scripts/run.sh runs; default: everything.
 #   scripts/build.sh --print-dir [same options]   prints the build folder and exits
 # Each sanitizer set builds into its own folder: build/, build-asan-ubsan/, build-tsan/.
+# --sanitize=fuzzer is the fuzz build (build-fuzz/, clang, libFuzzer with ASan
+# and UBSan; Note [Fuzzing] in the README): build its target backplane_fuzzers,
+# as scripts/fuzz.sh does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,7 +39,8 @@ case "$sanitize" in
   address) dir=build-asan ;;
   undefined) dir=build-ubsan ;;
   thread) dir=build-tsan ;;
-  *) echo "build.sh: --sanitize takes address,undefined or thread (got '$sanitize')" >&2; exit 2 ;;
+  fuzzer) dir=build-fuzz; sanitize=fuzzer,address,undefined ;;
+  *) echo "build.sh: --sanitize takes address,undefined, thread or fuzzer (got '$sanitize')" >&2; exit 2 ;;
 esac
 
 if [ "$print_dir" = 1 ]; then echo "$dir"; exit 0; fi
@@ -51,6 +55,11 @@ benchmarks=ON
 # The Python package (python/) builds with .venv's interpreter, which
 # scripts/setup.sh makes with nanobind and scikit-build-core in it; without
 # it CMake looks for a Python with nanobind and skips the package if none.
+compilers=()
+if [ "$dir" = build-fuzz ]; then
+  command -v clang++ >/dev/null 2>&1 || { echo "build.sh: the fuzz build needs clang++ (scripts/setup.sh installs it)" >&2; exit 2; }
+  compilers=(-DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++)
+fi
 python=()
 [ -x .venv/bin/python ] && python=(-DPython_EXECUTABLE="$PWD/.venv/bin/python")
 cmake -S . -B "$dir" "${generator[@]}" \
@@ -58,5 +67,5 @@ cmake -S . -B "$dir" "${generator[@]}" \
   -DBACKPLANE_SANITIZE="$sanitize" \
   -DBACKPLANE_WERROR="${werror:-OFF}" \
   -DBACKPLANE_BUILD_BENCHMARKS="$benchmarks" \
-  "${python[@]}" "${extra[@]}" >/dev/null
+  "${compilers[@]}" "${python[@]}" "${extra[@]}" >/dev/null
 cmake --build "$dir" --parallel "$(nproc)" "${targets[@]}"

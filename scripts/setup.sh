@@ -18,6 +18,7 @@ packages=(
   python3-numpy         # the DLPack interop test (dispatcher/tests/api/dlpack_interop_test.py)
   python3-venv python3-dev         # the Python package (python/): .venv below, and Python's headers
   clang libc++-dev libc++abi-dev   # building the vendor sample with libc++; clang also runs scripts/check_thread_safety.sh
+  libclang-rt-dev                  # libFuzzer and clang's sanitizer runtimes: the fuzz build (scripts/fuzz.sh)
   clang-format                     # scripts/check_format.sh (git clang-format)
   hipcc libamdhip64-dev            # the HIP plugin (compiles; no AMD GPU needed)
 )

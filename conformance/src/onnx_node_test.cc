@@ -177,6 +177,16 @@ absl::StatusOr<Tensor> tensorFromProto(const ::onnx::TensorProto& proto, const s
   } catch (const Error& e) {
     return absl::InvalidArgumentError(strCat(what, ": ", e.message()));
   }
+  // A tensor of these dims. Dims with no elements can still be too large
+  // for a tensor ([0, 2^62, 4]: the strides overflow), which the core
+  // refuses with an Error: a malformed file, not a crash of the loader.
+  auto allocate = [&]() -> absl::StatusOr<Tensor> {
+    try {
+      return emptyTensor(sizes, *dtype);
+    } catch (const Error& e) {
+      return absl::InvalidArgumentError(strCat(what, ": dims ", ArrayRef<int64_t>(sizes), ": ", e.message()));
+    }
+  };
   // The data's size is checked before the tensor is allocated, so that dims
   // the data does not back never allocate.
   if (proto.has_raw_data()) {
@@ -184,8 +194,8 @@ absl::StatusOr<Tensor> tensorFromProto(const ::onnx::TensorProto& proto, const s
       return absl::InvalidArgumentError(strCat(what, ": raw_data has ", proto.raw_data().size(), " bytes, but ", numel,
                                                " elements of ", scalarTypeName(*dtype), " need ", nbytes));
     }
-    Tensor tensor = emptyTensor(sizes, *dtype);
-    if (nbytes != 0) std::memcpy(tensor.data_ptr(), proto.raw_data().data(), nbytes);
+    absl::StatusOr<Tensor> tensor = allocate();
+    if (tensor.ok() && nbytes != 0) std::memcpy(tensor->data_ptr(), proto.raw_data().data(), nbytes);
     return tensor;
   }
 
@@ -194,8 +204,9 @@ absl::StatusOr<Tensor> tensorFromProto(const ::onnx::TensorProto& proto, const s
       return absl::InvalidArgumentError(strCat(what, ": ", field_name, " has ", field.size(), " values, but the dims ",
                                                ArrayRef<int64_t>(sizes), " hold ", numel));
     }
-    Tensor tensor = emptyTensor(sizes, *dtype);
-    absl::Status s = copyTypedValues<T>(field, tensor.data_ptr(), what, field_name);
+    absl::StatusOr<Tensor> tensor = allocate();
+    if (!tensor.ok()) return tensor;
+    absl::Status s = copyTypedValues<T>(field, tensor->data_ptr(), what, field_name);
     if (!s.ok()) return s;
     return tensor;
   };

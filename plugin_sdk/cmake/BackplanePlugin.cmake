@@ -5,6 +5,11 @@
 # BACKPLANE_PLUGIN(...) exports, and resolves all its own symbols at link
 # time. In the Backplane tree the library lands in the default plugin
 # directory; out of tree, where you put it.
+#
+# BACKPLANE_PLUGIN_NO_UNDEFINED (default ON): set it OFF to let the library
+# leave symbols for the executable to define, which builds whose runtime
+# lives in the executable need (clang's libFuzzer and sanitizer runtimes:
+# Backplane's fuzz build sets it OFF).
 function(backplane_add_plugin name)
   set(_BACKPLANE_PLUGIN_VERSION_SCRIPT "${CMAKE_CURRENT_FUNCTION_LIST_DIR}/backplane_plugin.map")
   cmake_parse_arguments(ARG "" "OUTPUT_DIRECTORY" "SOURCES;LINK_LIBRARIES" ${ARGN})
@@ -26,8 +31,11 @@ function(backplane_add_plugin name)
     # Export only the entry points (the version script), resolve everything
     # at link time, and keep GCC's STB_GNU_UNIQUE symbols out: they would pin
     # the library in memory after dlclose.
-    target_link_options(${name} PRIVATE "LINKER:--no-undefined" "LINKER:--exclude-libs,ALL"
+    target_link_options(${name} PRIVATE "LINKER:--exclude-libs,ALL"
                         "LINKER:--version-script=${_BACKPLANE_PLUGIN_VERSION_SCRIPT}")
+    if(NOT DEFINED BACKPLANE_PLUGIN_NO_UNDEFINED OR BACKPLANE_PLUGIN_NO_UNDEFINED)
+      target_link_options(${name} PRIVATE "LINKER:--no-undefined")
+    endif()
     set_property(TARGET ${name} APPEND PROPERTY LINK_DEPENDS ${_BACKPLANE_PLUGIN_VERSION_SCRIPT})
     target_compile_options(${name} PRIVATE $<$<COMPILE_LANG_AND_ID:CXX,GNU>:-fno-gnu-unique>)
   endif()

@@ -406,7 +406,7 @@ struct FastReturns {
 };
 template <>
 struct FastReturns<void> {
-  static constexpr size_t count = 0;
+  [[maybe_unused]] static constexpr size_t count = 0;  // read only where void returns are instantiated
   static size_t firstMisfit(const BP_Value*) { return 0; }
   static void take(const PluginKernel&, BP_Value*) {}
 };

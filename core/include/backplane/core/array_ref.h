@@ -26,11 +26,16 @@ class ArrayRef {
   constexpr ArrayRef(const T* data, size_t size) : data_(data), size_(size) {}
   // The list's array lives until the end of the full expression: fine for
   // arguments (`t.view({2, 3})`), dangling if stored.
+  // (GCC's -Winit-list-lifetime says so of every such constructor; clang has no such warning.)
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Winit-list-lifetime"
+#endif
   constexpr ArrayRef(std::initializer_list<T> list)  // NOLINT
       : data_(list.begin() == list.end() ? nullptr : list.begin()), size_(list.size()) {}
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
   template <typename A>
   ArrayRef(const std::vector<T, A>& v) : data_(v.data()), size_(v.size()) {}  // NOLINT
   template <size_t N, typename A>
