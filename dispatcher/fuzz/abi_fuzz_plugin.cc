@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "abi_fuzz_plugin.h"
 #include "field_reader.h"
 
 using backplane::fuzz::FieldReader;
@@ -405,9 +406,7 @@ BP_Error* runGood(BP_Plugin* plugin) {
 
 extern "C" {
 
-// Sets what the next query and init do: `good` loads the fixed good plugin
-// ("fuzzgood"); otherwise `data` is the script and `strings` the table its
-// string fields pick from.
+// abi_fuzz_plugin.h says what these do.
 BP_EXPORT void fuzz_abi_plugin_set_script(const uint8_t* data, size_t size, const char* const* strings,
                                           size_t num_strings, int good) {
   State& s = state();
@@ -440,10 +439,6 @@ BP_EXPORT void fuzz_abi_plugin_set_script(const uint8_t* data, size_t size, cons
   s.info = asSent(&info, sizeof info, size_sent);
 }
 
-struct FuzzAbiPluginCounts {
-  int init_calls, shutdown_calls;
-  int64_t live_allocations;
-};
 BP_EXPORT FuzzAbiPluginCounts fuzz_abi_plugin_counts() {
   const State& s = state();
   return FuzzAbiPluginCounts{s.init_calls, s.shutdown_calls, s.live_allocations};

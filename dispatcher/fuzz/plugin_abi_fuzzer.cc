@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "abi_fuzz_plugin.h"
 #include "backplane/core/device_type_registry.h"
 #include "backplane/core/error.h"
 #include "backplane/dispatcher/dispatcher.h"
@@ -50,12 +51,7 @@ using namespace backplane;
     if (!(cond)) fail(what);   \
   } while (0)
 
-struct Counts {
-  int init_calls, shutdown_calls;
-  int64_t live_allocations;
-};
-using SetScriptFn = void (*)(const uint8_t*, size_t, const char* const*, size_t, int);
-using CountsFn = Counts (*)();
+using Counts = FuzzAbiPluginCounts;
 
 // Schemas, op names and C++ signatures the fake plugin's string fields pick
 // from (besides NULL and raw bytes): valid ones, so that registrations get
@@ -102,8 +98,8 @@ const char* const kOtherStrings[] = {
 
 struct Setup {
   std::string path = BACKPLANE_ABI_FUZZ_PLUGIN_PATH;
-  SetScriptFn set_script = nullptr;
-  CountsFn counts = nullptr;
+  FuzzAbiPluginSetScriptFn set_script = nullptr;
+  FuzzAbiPluginCountsFn counts = nullptr;
   std::vector<std::string> strings;
   std::vector<const char*> string_ptrs;
   std::set<std::string> baseline_ops;
@@ -114,8 +110,8 @@ struct Setup {
     // functions outlive each load and unload through the registry.
     void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     FUZZ_CHECK(handle != nullptr, std::string("cannot dlopen the fake plugin: ") + dlerror());
-    set_script = reinterpret_cast<SetScriptFn>(dlsym(handle, "fuzz_abi_plugin_set_script"));
-    counts = reinterpret_cast<CountsFn>(dlsym(handle, "fuzz_abi_plugin_counts"));
+    set_script = reinterpret_cast<FuzzAbiPluginSetScriptFn>(dlsym(handle, "fuzz_abi_plugin_set_script"));
+    counts = reinterpret_cast<FuzzAbiPluginCountsFn>(dlsym(handle, "fuzz_abi_plugin_counts"));
     FUZZ_CHECK(set_script && counts, "the fake plugin lacks its fuzz entry points");
     for (const char* s : kSchemas) strings.emplace_back(s);
     for (const char* s : kOtherStrings) strings.emplace_back(s);
