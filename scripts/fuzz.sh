@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the fuzz targets and runs each on its corpus (Note [Fuzzing] in the README).
+# Sets up (scripts/setup.sh), builds the fuzz targets and runs each on its
+# corpus (Note [Fuzzing] in the README).
 #   scripts/fuzz.sh [--seconds N] [--jobs J] [--update-corpus] [TARGET...]
 # --seconds N       each target's run (default 30, what CI runs)
 # --jobs J          targets run at once (default: the number of cores)
@@ -38,6 +39,7 @@ done
 case "$seconds" in ''|*[!0-9]*) echo "fuzz.sh: --seconds takes a whole number of seconds (got '$seconds')" >&2; exit 2 ;; esac
 case "$jobs" in ''|*[!0-9]*|0) echo "fuzz.sh: --jobs takes a positive number (got '$jobs')" >&2; exit 2 ;; esac
 
+scripts/setup.sh
 scripts/build.sh --sanitize=fuzzer --target backplane_fuzzers
 dir=$(scripts/build.sh --print-dir --sanitize=fuzzer)
 registry="$dir/fuzzers.txt"

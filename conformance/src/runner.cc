@@ -302,32 +302,11 @@ struct FormRunner {
 
 }  // namespace
 
-const char* outcomeName(Outcome o) {
-  switch (o) {
-    case Outcome::Pass: return "pass";
-    case Outcome::Fail: return "fail";
-    case Outcome::Error: return "error";
-    case Outcome::Crash: return "crash";
-    case Outcome::Unsupported: return "unsupported";
-    case Outcome::ExpectedFailure: return "xfail";
-  }
-  return "error";
-}
-
-std::optional<Outcome> outcomeFromName(std::string_view name) {
-  for (Outcome o :
-       {Outcome::Pass, Outcome::Fail, Outcome::Error, Outcome::Crash, Outcome::Unsupported, Outcome::ExpectedFailure})
-    if (name == outcomeName(o)) return o;
-  return std::nullopt;
-}
-
 KernelKind kernelKindOn(const std::string& op, DeviceType type) {
   std::optional<OperatorHandle> h = Dispatcher::singleton().findOp(op);
   if (!h || !h->hasSchema()) return KernelKind::Missing;
   return h->kernelKind(backendKey(type));
 }
-
-const char* kernelNameOf(const Result& r) { return r.kernel ? kernelKindName(*r.kernel) : kNoKernelName; }
 
 std::string kernelTextOf(const Result& r) {
   if (!r.dtypes) return kernelNameOf(r);

@@ -14,6 +14,51 @@ constexpr uintptr_t kArenaBase = 0xDEAD000000000000ull;
 constexpr uintptr_t kGuardBytes = 4096;
 }  // namespace
 
+const char* faultPointName(FaultPoint point) {
+  switch (point) {
+    case FaultPoint::kAllocate: return "allocation";
+    case FaultPoint::kCopyHostToDevice: return "host-to-device copy";
+    case FaultPoint::kCopyDeviceToHost: return "device-to-host copy";
+    case FaultPoint::kCopyDeviceToDevice: return "device-to-device copy";
+    case FaultPoint::kMemset: return "memset";
+  }
+  return "unknown fault point";
+}
+
+void TestDevice::armFault(FaultPoint point, uint64_t nth, uint64_t count) {
+  FaultPlan& f = faults_[static_cast<int>(point)];
+  f.armed.store(false);
+  f.calls.store(0);
+  f.first.store(nth);
+  f.count.store(nth == 0 ? 0 : count);
+  f.armed.store(true);
+  faults_armed_.store(true);
+}
+
+void TestDevice::disarmFaults() {
+  faults_armed_.store(false);
+  for (FaultPlan& f : faults_) {
+    f.armed.store(false);
+    f.calls.store(0);
+    f.first.store(0);
+    f.count.store(0);
+  }
+}
+
+uint64_t TestDevice::faultPointCalls(FaultPoint point) const { return faults_[static_cast<int>(point)].calls.load(); }
+
+void TestDevice::countArmedFaultPoint(FaultPoint point, Device device, size_t n) {
+  FaultPlan& f = faults_[static_cast<int>(point)];
+  if (!f.armed.load()) return;
+  const uint64_t call = f.calls.fetch_add(1) + 1;
+  const uint64_t first = f.first.load(), count = f.count.load();
+  if (first == 0 || call < first || call - first >= count) return;
+  ::backplane::detail::throwError(
+      point == FaultPoint::kAllocate ? absl::StatusCode::kResourceExhausted : absl::StatusCode::kInternal,
+      strCat("test device: ", faultPointName(point), " #", call, " of ", n, " bytes on ", device.str(),
+             " failed: fault injected by the test (TestDevice::armFault)"));
+}
+
 TestDevice::TestDevice(DeviceType type, int device_count)
     : type_(type), device_count_(device_count), next_address_(kArenaBase + (static_cast<uintptr_t>(type) << 40)) {}
 
@@ -34,6 +79,7 @@ DataPtr TestDevice::allocate(size_t nbytes, Device device) {
   BP_CHECK(device.type == type_ && device.index >= 0 && device.index < device_count_,
            "test device: cannot allocate on ", device.str());
   if (nbytes == 0) return DataPtr(nullptr, nullptr, nullptr, device);
+  countFaultPoint(FaultPoint::kAllocate, device, nbytes);
   // Like a real device, an allocation that cannot be served is an Error
   // (kResourceExhausted), not std::bad_alloc.
   std::unique_ptr<uint8_t[]> bytes(new (std::nothrow) uint8_t[nbytes]());
@@ -73,6 +119,7 @@ uint8_t* TestDevice::resolve(const void* address, size_t n, Device device, const
 
 void TestDevice::copyHostToDevice(void* dst, Device dst_device, const void* src, size_t n) {
   if (n == 0) return;
+  countFaultPoint(FaultPoint::kCopyHostToDevice, dst_device, n);
   absl::MutexLock lock(&mu_);
   std::memcpy(resolve(dst, n, dst_device, "host-to-device copy"), src, n);
   from_host_ += n;
@@ -80,6 +127,7 @@ void TestDevice::copyHostToDevice(void* dst, Device dst_device, const void* src,
 
 void TestDevice::copyDeviceToHost(void* dst, const void* src, Device src_device, size_t n) {
   if (n == 0) return;
+  countFaultPoint(FaultPoint::kCopyDeviceToHost, src_device, n);
   absl::MutexLock lock(&mu_);
   std::memcpy(dst, resolve(src, n, src_device, "device-to-host copy"), n);
   to_host_ += n;
@@ -88,6 +136,7 @@ void TestDevice::copyDeviceToHost(void* dst, const void* src, Device src_device,
 void TestDevice::copyDeviceToDevice(void* dst, Device dst_device, const void* src,
                                     Device src_device, size_t n) {
   if (n == 0) return;
+  countFaultPoint(FaultPoint::kCopyDeviceToDevice, dst_device, n);
   absl::MutexLock lock(&mu_);
   uint8_t* d = resolve(dst, n, dst_device, "device-to-device copy (destination)");
   const uint8_t* s = resolve(src, n, src_device, "device-to-device copy (source)");
@@ -97,6 +146,7 @@ void TestDevice::copyDeviceToDevice(void* dst, Device dst_device, const void* sr
 
 void TestDevice::memset(void* dst, Device device, uint8_t value, size_t n) {
   if (n == 0) return;
+  countFaultPoint(FaultPoint::kMemset, device, n);
   absl::MutexLock lock(&mu_);
   std::memset(resolve(dst, n, device, "memset"), value, n);
 }

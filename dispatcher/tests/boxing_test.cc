@@ -156,6 +156,36 @@ TEST(BoxingTest, BoxedCallFillsDefaultsAndChecksTypes) {
   expectError([&] { op.callBoxed(none); }, {"missing argument 'a'"});
 }
 
+// Found by fuzz_library_registration: the schema check accepts an int[] for
+// a float[] and a Tensor[] for a Tensor?[], but typed kernels then failed to
+// unbox them ("expected a value of type float[] but got int[]"). callBoxed
+// converts them (Note [Boxed argument conversions]).
+TEST(BoxingTest, BoxedCallConvertsTheListsItAccepts) {
+  Library lib("bx3c");
+  ASSERT_TRUE(lib.def("scale(float[] factors, Tensor?[] maybe) -> float").ok());
+  static std::vector<double> factors_seen;
+  static size_t maybe_seen;
+  ASSERT_TRUE(lib.impl("scale", DispatchKey::CPU,
+                       [](ArrayRef<double> factors, ArrayRef<std::optional<Tensor>> maybe) {
+                         factors_seen = factors.vec();
+                         maybe_seen = maybe.size();
+                         return factors.empty() ? 0.0 : factors[0];
+                       })
+                  .ok());
+  OperatorHandle op = Dispatcher::singleton().findOpOrThrow("bx3c::scale");
+  Stack stack{std::vector<int64_t>{2, -3}, std::vector<TensorBase>{floats({1}), floats({2})}};
+  op.callBoxed(stack);
+  EXPECT_EQ(factors_seen, (std::vector<double>{2.0, -3.0}));
+  EXPECT_EQ(maybe_seen, 2u);
+  ASSERT_EQ(stack.size(), 1u);
+  EXPECT_EQ(stack[0].toDouble(), 2.0);
+  // The schema's own types pass through unchanged.
+  Stack exact{std::vector<double>{0.5}, std::vector<std::optional<TensorBase>>{std::nullopt}};
+  op.callBoxed(exact);
+  EXPECT_EQ(factors_seen, (std::vector<double>{0.5}));
+  EXPECT_EQ(maybe_seen, 1u);
+}
+
 TEST(BoxingTest, StatefulLambdasAndKeySetParameter) {
   Library lib("bx4");
   ASSERT_TRUE(lib.def("count(Tensor a) -> int").ok());

@@ -591,6 +591,17 @@ TEST(FunctionSchemaErrorTest, BadNumbers) {
   ExpectParseError("aten::f(int x=) -> Tensor", "expected a default value", 14);
 }
 
+// Found by fuzz_schema_parser: a bare default of a huge sized list was
+// expanded element by element (terabytes); sizes are now bounded.
+TEST(FunctionSchemaErrorTest, ListSizeIsBounded) {
+  ExpectParseError("aten::f(int[99999999999] x=1) -> Tensor", "expected a list size of at most 1024", 12);
+  ExpectParseError("aten::f(int[1025] x) -> Tensor", "expected a list size of at most 1024", 12);
+  ExpectParseError("aten::f(int[99999999999999999999] x) -> Tensor", "expected a list size of at most 1024", 12);
+  absl::StatusOr<FunctionSchema> s = FunctionSchema::parse("aten::f(int[1024] x=1) -> Tensor");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(std::get<std::vector<int64_t>>(*s->arguments()[0].default_value).size(), 1024u);
+}
+
 TEST(FunctionSchemaErrorTest, EndOfInputIsCalledOut) {
   absl::Status s = FunctionSchema::parse("aten::f(Tensor x").status();
   EXPECT_TRUE(

@@ -4,7 +4,8 @@
 //
 //   <ns>::memory_stat(str name, int device=0) -> int   the caching allocator's
 //       statistic `name`: allocated_bytes, reserved_bytes, peak_allocated_bytes,
-//       allocations, cache_hits, cache_misses (runtime.h MemoryStats)
+//       allocations, cache_hits, cache_misses, allocation_retries,
+//       out_of_memory_errors (runtime.h MemoryStats)
 //   <ns>::reset_peak_memory_stats(int device=0) -> ()
 //   <ns>::empty_cache(int device=0) -> ()
 //   <ns>::synchronize(int device=0) -> ()
@@ -14,6 +15,9 @@
 //   <ns>::set_deterministic(bool enabled) -> ()   and   <ns>::deterministic() -> bool
 //       the deterministic mode (Note [Deterministic mode] in runtime.h);
 //       initially BACKPLANE_DETERMINISTIC=1 in the environment at load
+//   gpusim::inject_fault, gpusim::fault_calls, gpusim::clear_faults   the
+//       simulator only: fail the Nth device allocation, copy, memset or
+//       kernel launch (Note [Fault injection in the simulator], sim/sim_faults.h)
 //
 // They take no tensor, so they dispatch to the CPU key: they are registered
 // there and name the device by index.
@@ -26,6 +30,9 @@
 #include "../spconv/gpu/spconv_gpu.h"
 #include "kernels.h"
 #include "runtime.h"
+#if defined(BP_GPU_SIM)
+#include "sim/sim_faults.h"
+#endif
 
 namespace {
 
@@ -38,13 +45,16 @@ int64_t memoryStat(std::string_view name, int64_t device) {
                                                         {"peak_allocated_bytes", s.peak_allocated_bytes},
                                                         {"allocations", s.allocations},
                                                         {"cache_hits", s.cache_hits},
-                                                        {"cache_misses", s.cache_misses}};
+                                                        {"cache_misses", s.cache_misses},
+                                                        {"allocation_retries", s.allocation_retries},
+                                                        {"out_of_memory_errors", s.out_of_memory_errors}};
   for (const auto& [key, value] : stats) {
     if (key == name) return value;
   }
   bp::fail(BP_INVALID_ARGUMENT, bp::detail::concat(BP_GPU_NAME "::memory_stat: unknown statistic '", name,
                                                    "'; use allocated_bytes, reserved_bytes, peak_allocated_bytes, "
-                                                   "allocations, cache_hits or cache_misses"));
+                                                   "allocations, cache_hits, cache_misses, allocation_retries or "
+                                                   "out_of_memory_errors"));
 }
 
 int64_t activityStat(std::string_view name) {
@@ -82,6 +92,9 @@ void registerPluginOps(bp::Library& m) {
   m.impl((ns + "activity_stat").c_str(), 0, &activityStat);
   m.impl((ns + "set_deterministic").c_str(), 0, &setDeterministic);
   m.impl((ns + "deterministic").c_str(), 0, &deterministic);
+#if defined(BP_GPU_SIM)
+  bp_gpu::sim::registerFaultOps(m);  // Note [Fault injection in the simulator]
+#endif
   const char* env = std::getenv("BACKPLANE_DETERMINISTIC");
   setDeterministic(env != nullptr && std::string_view(env) == "1");
 }

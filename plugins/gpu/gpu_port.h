@@ -214,10 +214,14 @@ namespace detail {
 // The kernel's C++ type, for messages: "void (*)(float*, long int)".
 template <class K>
 std::string_view kernelSignature() {
-  const std::string_view pretty = __PRETTY_FUNCTION__;  // "... [with K = void (*)(float*, long int)]" (GCC, clang)
+  // "... [with K = void (*)(float*, long int)]" (clang), or with GCC "...
+  // [with K = void (*)(float*, long int); std::string_view = ...]"
+  const std::string_view pretty = __PRETTY_FUNCTION__;
   const size_t start = pretty.find("K = ");
   if (start == std::string_view::npos || pretty.back() != ']') return pretty;
-  return pretty.substr(start + 4, pretty.size() - start - 5);
+  size_t end = pretty.find("; ", start);  // a type has no ';'
+  if (end == std::string_view::npos) end = pretty.size() - 1;
+  return pretty.substr(start + 4, end - start - 4);
 }
 }  // namespace detail
 

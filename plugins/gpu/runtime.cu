@@ -158,8 +158,12 @@ void checkDevice(int device) {
 //   come from a per-device pool, so the multi-stream path does not create
 //   one per free once warm.
 // - When the driver is out of memory, every cached block of the device is
-//   returned to it (after a device synchronize) and the request retried once;
-//   then the error is BP_RESOURCE_EXHAUSTED with the statistics.
+//   returned to it (after a device synchronize) and the request retried once
+//   (when anything was cached); then the error is BP_RESOURCE_EXHAUSTED
+//   naming the device, the request, its block size, the device's free
+//   bytes and the statistics. A failed request changes nothing else: the
+//   statistics after it are those of the live tensors, plus the retries
+//   and errors counted (gpusim_memory_exhaustion_test.cc).
 // - Statistics (runtime.h MemoryStats) count in class sizes.
 // - Bookkeeping allocates no host memory once warm: live blocks sit in an
 //   open-addressing table keyed by pointer, cached ones in one list per
@@ -363,10 +367,11 @@ gpuEvent_t recordLocked(DeviceState& s, gpuStream_t stream) {
   return e;
 }
 
-void freeCachedLocked(DeviceState& s, int device) {
+// Returns every cached block of the device to the driver; whether there was any.
+bool freeCachedLocked(DeviceState& s, int device) {
   bool any = false;
   for (const auto& [size, blocks] : s.cached) any = any || !blocks.empty();
-  if (!any) return;
+  if (!any) return false;
   DeviceGuard guard(device);
   check(gpuDeviceSynchronize(), BP_GPU_RUNTIME_PREFIX "DeviceSynchronize");
   for (auto& [size, blocks] : s.cached) {
@@ -378,6 +383,7 @@ void freeCachedLocked(DeviceState& s, int device) {
       check(gpuFree(block.ptr), BP_GPU_RUNTIME_PREFIX "Free");
     }
   }
+  return true;
 }
 
 // A cached block of class `size` that work on `stream` may use now, or
@@ -410,6 +416,10 @@ std::optional<Block> takeCachedLocked(DeviceState& s, int device, size_t size, g
 void* allocateBlock(int device, size_t nbytes) {
   DeviceState& s = state(device);
   if (nbytes > (size_t{1} << 62)) {
+    {
+      std::lock_guard<std::mutex> lock(s.mutex);
+      ++s.stats.out_of_memory_errors;
+    }
     bp::fail(BP_RESOURCE_EXHAUSTED, bp::detail::concat("out of memory on " BP_GPU_NAME ":", device, ": ", nbytes,
                                                        " bytes requested, more than any device has"));
   }
@@ -428,19 +438,28 @@ void* allocateBlock(int device, size_t nbytes) {
     DeviceGuard guard(device);
     void* p = nullptr;
     gpuError_t e = gpuMalloc(&p, size);
+    bool retried = false;
     if (e == gpuErrorMemoryAllocation) {
       (void)gpuGetLastError();
-      freeCachedLocked(s, device);
-      e = gpuMalloc(&p, size);
+      if (freeCachedLocked(s, device)) {  // nothing cached: the answer would be the same
+        retried = true;
+        ++s.stats.allocation_retries;
+        e = gpuMalloc(&p, size);
+      }
     }
     if (e == gpuErrorMemoryAllocation) {
       (void)gpuGetLastError();
+      ++s.stats.out_of_memory_errors;
       size_t free_bytes = 0, total_bytes = 0;
       (void)gpuMemGetInfo(&free_bytes, &total_bytes);
       bp::fail(BP_RESOURCE_EXHAUSTED,
                bp::detail::concat("out of memory on " BP_GPU_NAME ":", device, ": tried to allocate ", nbytes,
-                                  " bytes; the device has ", total_bytes, " bytes, ", free_bytes, " free; ",
-                                  s.stats.allocated_bytes, " bytes are allocated by live tensors"));
+                                  " bytes (a block of ", size, "); the device has ", total_bytes, " bytes, ",
+                                  free_bytes, " free; ", s.stats.allocated_bytes,
+                                  " bytes are allocated by live tensors of this process, ",
+                                  s.stats.reserved_bytes - s.stats.allocated_bytes, " cached",
+                                  retried ? " (the cache was emptied and the request retried)" : "",
+                                  "; free tensors or use smaller ones"));
     }
     check(e, BP_GPU_RUNTIME_PREFIX "Malloc");
     block = Block{p, size, stream, nullptr};

@@ -49,6 +49,30 @@ std::string keysWithKernels(const OperatorHandle& op) {
   return out.empty() ? "none" : out;
 }
 
+// Note [Faults in the CPU fallback's copies]
+// A copy or allocation the CPU fallback makes can fail (a device out of
+// memory, a failed transfer). Its error is rethrown with the op, the device
+// and the step that failed in front of the device's message, keeping its
+// code. What the caller's tensors hold then:
+// - staging the arguments on the host, or the CPU kernel itself, fails:
+//   no tensor on the device has been written;
+// - writing an out= or (a!) argument back fails: the written arguments are
+//   copied back in schema order, one copy each, so those before the failed
+//   one hold the results, the failed one's span may be partly written (the
+//   device's copy failed part way; the test device's injected faults write
+//   nothing), and those after it are unchanged;
+// - copying a fresh (non-aliased) return to the device fails: every out=
+//   and (a!) argument already holds its result; the return is lost.
+// Inputs that are not written are never touched. The catch costs nothing
+// when nothing throws; the message is built on the error path only.
+[[noreturn, gnu::cold, gnu::noinline]] void rethrowFallbackFault(const FunctionSchema& schema,
+                                                                 const std::optional<Device>& target,
+                                                                 const std::string& device_name, const char* step) {
+  const absl::Status s = statusFromCurrentException();
+  throw Error(s.code(), strCat(schema.name().qualifiedName(), ": the CPU fallback on ",
+                               target ? target->str() : device_name, " failed ", step, ": ", s.message()));
+}
+
 }  // namespace
 
 void missingKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks, Stack* stack) {
@@ -172,18 +196,31 @@ void cpuFallbackKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet
     if (arg.alias && arg.alias->is_write) written.push_back({t, staged, &arg.alias->set});
     t = std::move(staged);
   };
-  for (size_t i = 0; i < n; ++i) {
-    IValue& v = (*stack)[base + i];
-    if (v.isTensor()) toHost(v.toTensor(), args[i]);
-    else if (v.isTensorList()) for (TensorBase& t : v.toTensorList()) toHost(t, args[i]);
-    else if (v.isOptionalTensorList()) for (auto& t : v.toOptionalTensorList()) { if (t) toHost(*t, args[i]); }
+  try {
+    for (size_t i = 0; i < n; ++i) {
+      IValue& v = (*stack)[base + i];
+      if (v.isTensor())
+        toHost(v.toTensor(), args[i]);
+      else if (v.isTensorList())
+        for (TensorBase& t : v.toTensorList()) toHost(t, args[i]);
+      else if (v.isOptionalTensorList())
+        for (auto& t : v.toOptionalTensorList()) {
+          if (t) toHost(*t, args[i]);
+        }
+    }
+  } catch (...) {
+    rethrowFallbackFault(schema, target, device_name, "staging its arguments on the host");
   }
 
   op.redispatchBoxed(DispatchKeySet(DispatchKey::CPU), *stack);
 
-  for (const Written& w : written) {
-    writeSpanBack(w.original, w.staged);
-    bytes += spanBytes(w.original);
+  try {
+    for (const Written& w : written) {
+      writeSpanBack(w.original, w.staged);
+      bytes += spanBytes(w.original);
+    }
+  } catch (...) {
+    rethrowFallbackFault(schema, target, device_name, "writing an out= or (a!) argument back to the device");
   }
   const auto& rets = schema.returns();
   if (stack->size() < base + rets.size()) [[unlikely]]
@@ -203,10 +240,16 @@ void cpuFallbackKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet
       t = stageSpan(t, *target);
     }
   };
-  for (size_t j = 0; j < rets.size(); ++j) {
-    IValue& v = (*stack)[stack->size() - rets.size() + j];
-    if (v.isTensor()) toTarget(v.toTensor(), rets[j]);
-    else if (v.isTensorList()) for (TensorBase& t : v.toTensorList()) toTarget(t, rets[j]);
+  try {
+    for (size_t j = 0; j < rets.size(); ++j) {
+      IValue& v = (*stack)[stack->size() - rets.size() + j];
+      if (v.isTensor())
+        toTarget(v.toTensor(), rets[j]);
+      else if (v.isTensorList())
+        for (TensorBase& t : v.toTensorList()) toTarget(t, rets[j]);
+    }
+  } catch (...) {
+    rethrowFallbackFault(schema, target, device_name, "copying its results to the device");
   }
   op.entry().recordFallback(key, bytes);
   detail::tls_fallback_bytes += bytes;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <sstream>
 #include <tuple>
 
@@ -118,6 +119,28 @@ bool ivalueMatches(const IValue& v, const SchemaType& t) {
   return false;
 }
 
+// Note [Boxed argument conversions]
+// The schema check (ivalueMatches) accepts an int[] for a float[] and a
+// Tensor[] for a Tensor?[]: what a caller building a boxed call from lists
+// of numbers or of tensors naturally holds. A kernel unboxes the schema's
+// own type (boxing.h: toDoubleList, toOptionalTensorList), so callBoxed
+// converts such a value once, after the check; a value that is already of
+// the schema's type costs one tag comparison. (A single int for a float and
+// any number for a Scalar need nothing: toDouble and toScalar take them.)
+// fuzz_library_registration found the gap: typed kernels failed to unbox
+// arguments that the check had let through.
+void convertToSchemaType(IValue& v, const SchemaType& t) {
+  if (!t.is_list) return;
+  if (t.base == BaseType::Float && v.isIntList()) {
+    const std::vector<int64_t>& ints = v.toIntList();
+    v = IValue(std::vector<double>(ints.begin(), ints.end()));
+  } else if (t.base == BaseType::Tensor && t.element_optional && v.isTensorList()) {
+    std::vector<TensorBase>& tensors = v.toTensorList();
+    v = IValue(std::vector<std::optional<TensorBase>>(std::make_move_iterator(tensors.begin()),
+                                                      std::make_move_iterator(tensors.end())));
+  }
+}
+
 }  // namespace
 
 IValue defaultArgumentValue(const Argument& arg) {
@@ -141,6 +164,7 @@ void OperatorHandle::callBoxed(Stack& stack) const {
     BP_CHECK(ivalueMatches(stack[i], args[i].type), s.name().qualifiedName(), ": argument '",
              args[i].name, "' (position ", i, ") must be ", args[i].type.str(), " but got ",
              stack[i].tagName(), " (", stack[i].str(), ")");
+    convertToSchemaType(stack[i], args[i].type);  // Note [Boxed argument conversions]
   }
   DispatchKeySet ks = detail::computeDispatchKeySet(stack, args.size());
   if (const KernelRecord* meta = entry_->meta()) {
@@ -311,6 +335,19 @@ void throwBadReturnCount(const OperatorHandle& op, size_t expected, size_t got) 
 void throwBadArgumentCount(const OperatorHandle& op, size_t expected, size_t got) {
   BP_THROW(kInternal, "a kernel of ", op.operatorName().qualifiedName(), " needs ", expected,
            " arguments but the stack holds only ", got);
+}
+
+void rethrowInComposite(const OperatorKernel* context, DispatchKeySet ks) {
+  const auto& c = static_cast<const CompositeContext&>(*context);
+  try {
+    throw;
+  } catch (const Error& e) {
+    if (e.message().find(c.ns_prefix) != std::string::npos) throw;
+    throw Error(e.code(), strCat(c.op, " on ", dispatchKeyName(ks.highestBackendKey()), ": ", e.message()));
+  } catch (...) {
+    const absl::Status s = statusFromCurrentException();
+    throw Error(s.code(), strCat(c.op, " on ", dispatchKeyName(ks.highestBackendKey()), ": ", s.message()));
+  }
 }
 
 }  // namespace detail
@@ -661,6 +698,7 @@ absl::StatusOr<RegistrationHandle> Dispatcher::registerComposite(std::string_vie
   if (!op.ok()) return op.status();
   const FunctionSchema& schema = *(*op)->schema_.load(std::memory_order_relaxed);
   if (absl::Status sig = checkKernelSignature(kernel, schema, "composite"); !sig.ok()) return sig;
+  kernel.setCompositeContext((*op)->qualifiedName(), strCat((*op)->name().ns, "::"));
   const KernelRecord* r = newRecord(std::move(kernel), KernelKind::Composite, DispatchKey::Undefined, std::move(debug));
   (*op)->composites_.push_back(r);
   updateTable(**op);

@@ -42,6 +42,12 @@ constexpr TypeSpelling kTypeSpellings[] = {
     {"Layout", BaseType::Layout},
     {"MemoryFormat", BaseType::MemoryFormat},
 };
+// The largest fixed list size (`int[N]`). A bare default of a sized list is
+// stored expanded to N elements, and callers that turn a scalar into a sized
+// list do the same, so N must stay small: a fuzzed `int[99999999999] x=1`
+// asked for terabytes (dispatcher/fuzz/corpus/schema_parser/crash-*).
+constexpr int64_t kMaxListSize = 1024;
+
 constexpr std::string_view kKnownTypes =
     "Tensor, int, SymInt, float, bool, str, Scalar, ScalarType, Device, "
     "Layout, MemoryFormat";
@@ -368,8 +374,10 @@ class Parser {
         int64_t size = 0;
         auto res = std::from_chars(text_.data() + size_start,
                                    text_.data() + pos_, size);
-        if (res.ec != std::errc()) {
-          return error(size_start, "expected a list size that fits in int64");
+        if (res.ec != std::errc() || size > kMaxListSize) {
+          return error(size_start, absl::StrCat("expected a list size of at most ", kMaxListSize,
+                                                " (a fixed size counts dimensions or "
+                                                "the like; use T[] for longer lists)"));
         }
         type.list_size = size;
       }

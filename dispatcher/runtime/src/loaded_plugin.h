@@ -30,8 +30,8 @@ struct LoadedPlugin {
   PluginStatus status;
   boost::dll::shared_library library;
   BP_PluginShutdownFn shutdown = nullptr;
-  // Cleared when the plugin starts going away; calls then refuse to enter.
-  std::atomic<bool> alive{true};
+  // Whether calls may enter it (Note [Plugin call tracking], Note [Refused unloads]).
+  PluginGate gate;
   // Allocations made through its device types that are not yet freed.
   std::atomic<int64_t> live_allocations{0};
   bool initializing = false;

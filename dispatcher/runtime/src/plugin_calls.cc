@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 namespace backplane::plugin_detail {
 
@@ -50,6 +52,22 @@ bool CallTracker::anyInside(int slot) {
   for (ThreadCallDepths* d : threads_)
     if (d->depth[slot].load(std::memory_order_seq_cst) != 0) return true;
   return false;
+}
+
+bool PluginCallScope::enterAfterUnloadAttempt(const PluginGate& gate) {
+  // The unloader sets unloading before it clears alive, and on a refusal
+  // sets alive before it clears unloading (all seq_cst): a caller that sees
+  // unloading cleared and alive still cleared sees a plugin that is gone.
+  for (;;) {
+    if (gate.unloading.load(std::memory_order_seq_cst)) {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      continue;
+    }
+    depth_->store(saved_ + 1, std::memory_order_seq_cst);
+    if (gate.alive.load(std::memory_order_seq_cst)) return true;
+    depth_->store(saved_, std::memory_order_relaxed);
+    if (!gate.unloading.load(std::memory_order_seq_cst)) return false;  // unloaded; else a new attempt: wait again
+  }
 }
 
 }  // namespace backplane::plugin_detail

@@ -15,6 +15,19 @@
 // stores and loads instead (slower, still correct). Either the caller sees
 // alive == false and backs out without touching plugin code, or the unloader
 // sees its depth and waits.
+//
+// Note [Refused unloads]
+// An unload that finds allocations alive after the callers have left is
+// refused, and sets `alive` again. Between the two, a call that saw `alive`
+// cleared must not fail on account of an unload that will not happen (a
+// thread that has just made a tensor on the plugin's device and reads it
+// back, say). So the unloader also sets `unloading` for the whole attempt,
+// and a call that finds `alive` cleared while `unloading` is set waits for
+// the outcome and enters if the plugin stays (the slow path, off the hot
+// path). A call made while the thread is already inside the same plugin (a
+// kernel calling back into the host, which calls the plugin again) always
+// enters: the unloader is waiting for that thread anyway, and the wait above
+// would deadlock on it.
 
 #include <array>
 #include <atomic>
@@ -27,6 +40,15 @@
 namespace backplane::plugin_detail {
 
 inline constexpr int kMaxPluginSlots = 64;
+
+// What the unloader writes and every call into the plugin reads.
+struct PluginGate {
+  // Cleared when the plugin starts going away (for good once it is
+  // unloaded); calls then refuse to enter.
+  std::atomic<bool> alive{true};
+  // Set for the whole of an unload attempt (Note [Refused unloads]).
+  std::atomic<bool> unloading{false};
+};
 
 struct ThreadCallDepths {
   std::array<std::atomic<uint32_t>, kMaxPluginSlots> depth{};
@@ -82,23 +104,28 @@ inline const bool kLightweightCallers = !kThreadSanitizer && CallTracker::instan
 
 // Marks the current thread as inside plugin `slot` for its lifetime, unless
 // the plugin is going away (then entered() is false and nothing may be
-// called). With `always`, it enters even then: for freeing memory, which
-// must reach the plugin and which unload waits for.
+// called; during an unload attempt it first waits for the outcome, Note
+// [Refused unloads]). With `always`, it enters even then: for freeing memory,
+// which must reach the plugin and which unload waits for.
 class PluginCallScope {
  public:
-  [[gnu::always_inline]] PluginCallScope(int slot, const std::atomic<bool>& alive, bool always = false) {
+  [[gnu::always_inline]] PluginCallScope(int slot, const PluginGate& gate, bool always = false) {
     ThreadCallDepths* d = detail::tls_depths;
     depth_ = &(d ? *d : CallTracker::instance().forThisThread()).depth[slot];
     saved_ = depth_->load(std::memory_order_relaxed);
+    // A nested call (saved_ != 0) enters: the unloader waits for this thread.
     if (kLightweightCallers) {
       depth_->store(saved_ + 1, std::memory_order_relaxed);
       std::atomic_signal_fence(std::memory_order_seq_cst);  // the unloader's membarrier is the fence
-      entered_ = always || alive.load(std::memory_order_relaxed);
+      entered_ = always || saved_ != 0 || gate.alive.load(std::memory_order_relaxed);
     } else {
       depth_->store(saved_ + 1, std::memory_order_seq_cst);
-      entered_ = always || alive.load(std::memory_order_seq_cst);
+      entered_ = always || saved_ != 0 || gate.alive.load(std::memory_order_seq_cst);
     }
-    if (!entered_) depth_->store(saved_, std::memory_order_relaxed);
+    if (!entered_) [[unlikely]] {
+      depth_->store(saved_, std::memory_order_relaxed);
+      entered_ = enterAfterUnloadAttempt(gate);
+    }
   }
   [[gnu::always_inline]] ~PluginCallScope() {
     if (entered_) depth_->store(saved_, std::memory_order_release);
@@ -108,6 +135,10 @@ class PluginCallScope {
   bool entered() const { return entered_; }
 
  private:
+  // The slow path: while an unload attempt runs, waits for its outcome and
+  // enters if the plugin stays. False if it is gone.
+  [[gnu::noinline]] bool enterAfterUnloadAttempt(const PluginGate& gate);
+
   std::atomic<uint32_t>* depth_;
   uint32_t saved_;
   bool entered_;

@@ -249,22 +249,47 @@ struct PluginKernel final : OperatorKernel {
            "a dtype it knows (convert with .to(dtype))");
 }
 
+// "kernel of plugin 'P' for OP on DEVICE": what failed, for the error
+// message (built on the error path only).
+[[gnu::cold, gnu::noinline]] std::string kernelErrorContext(const PluginKernel& k, const BP_Operator* op,
+                                                            DispatchKeySet ks) {
+  const std::string device = dispatchKeyName(ks.highestBackendKey());
+  return k.op ? strCat(k.context, " on ", device)
+              : strCat(k.context, " (for ", reinterpret_cast<const OperatorEntry*>(op)->qualifiedName(), ") on ",
+                       device);
+}
+
+// A kernel threw past the ABI, which plugins must not do (Note [Exceptions
+// at the ABI boundary]; the SDK's adapters catch for them). The host catches
+// what it can: an exception from C++ code with unwind tables. Call only
+// inside a catch block.
+[[noreturn, gnu::cold, gnu::noinline]] void throwKernelThrew(const PluginKernel& k, const BP_Operator* op,
+                                                             DispatchKeySet ks) {
+  const absl::Status s = statusFromCurrentException();
+  BP_THROW(kInternal, kernelErrorContext(k, op, ks),
+           " threw an exception (plugins must return errors, not throw): ", s.message());
+}
+
 // Runs the plugin kernel; converts its error; releases partial returns.
 [[gnu::always_inline]] inline void invoke(const PluginKernel& k, const BP_Operator* op, DispatchKeySet ks, const BP_Value* args, size_t nargs,
             BP_Value* rets, size_t nrets) {
   BP_KernelCall call{BP_KernelCall_STRUCT_SIZE, op, ks.raw(), args, nargs, rets, nrets};
   BP_Error* err;
   {
-    PluginCallScope scope(k.plugin->slot, k.plugin->alive);
+    PluginCallScope scope(k.plugin->slot, k.plugin->gate);
     if (!scope.entered()) [[unlikely]] {
       BP_THROW(kUnavailable, k.context, ": plugin '", k.plugin->status.name, "' has been unloaded");
     }
-    err = k.fn(k.ctx, &call);
+    try {
+      err = k.fn(k.ctx, &call);
+    } catch (...) {
+      releaseReturns(rets, nrets);
+      throwKernelThrew(k, op, ks);
+    }
   }
   if (err) [[unlikely]] {
     releaseReturns(rets, nrets);
-    throwPluginError(*k.plugin, err,
-                     k.op ? k.context : strCat(k.context, " (for ", reinterpret_cast<const OperatorEntry*>(op)->qualifiedName(), ")"));
+    throwPluginError(*k.plugin, err, kernelErrorContext(k, op, ks));
   }
 }
 
@@ -552,21 +577,21 @@ void PluginDeviceInterface::check(BP_Error* error, const char* what) const {
   if (error) throwPluginError(*plugin_, error, strCat("device type '", name_, "' ", what));
 }
 
-#define BP_ENTER_PLUGIN(what)                                                             \
-  PluginCallScope scope(plugin_->slot, plugin_->alive);                                   \
-  if (!scope.entered()) {                                                                 \
-    BP_THROW(kUnavailable, "device type '", name_, "' ", what, ": its plugin '",          \
-             plugin_->status.name, "' has been unloaded");                                \
+#define BP_ENTER_PLUGIN(what)                                                                          \
+  PluginCallScope scope(plugin_->slot, plugin_->gate);                                                 \
+  if (!scope.entered()) {                                                                              \
+    BP_THROW(kUnavailable, "device type '", name_, "' ", what, ": its plugin '", plugin_->status.name, \
+             "' has been unloaded");                                                                   \
   }
 
 int PluginDeviceInterface::deviceCount() const {
-  PluginCallScope scope(plugin_->slot, plugin_->alive);
+  PluginCallScope scope(plugin_->slot, plugin_->gate);
   if (!scope.entered()) return 0;
   return std::min<int32_t>(std::max<int32_t>(desc_.device_count(desc_.ctx), 0), 256);
 }
 
 std::string PluginDeviceInterface::unavailableReason() const {
-  PluginCallScope scope(plugin_->slot, plugin_->alive);
+  PluginCallScope scope(plugin_->slot, plugin_->gate);
   if (!scope.entered()) return strCat("its plugin '", plugin_->status.name, "' has been unloaded");
   if (!desc_.unavailable_reason) return {};
   const char* r = desc_.unavailable_reason(desc_.ctx);
@@ -593,7 +618,7 @@ void PluginDeviceInterface::deallocate(void* ctx, void* ptr) {
   PluginDeviceInterface* self = slot->owner;
   // Always enters: a plugin with live allocations is never closed, and an
   // unload in progress waits for this scope, then sees the count drop.
-  PluginCallScope scope(self->plugin_->slot, self->plugin_->alive, /*always=*/true);
+  PluginCallScope scope(self->plugin_->slot, self->plugin_->gate, /*always=*/true);
   self->desc_.deallocate(self->desc_.ctx, slot->index, ptr);
   self->plugin_->live_allocations.fetch_sub(1, std::memory_order_release);
 }

@@ -645,20 +645,26 @@ absl::Status PluginRegistry::unload(std::string_view name) {
   };
   if (absl::Status s = alive_tensors(); !s.ok()) return s;
 
-  // Stop new calls from entering, then wait for running ones to leave.
-  p->alive.store(false, std::memory_order_seq_cst);
+  // Stop new calls from entering, then wait for running ones to leave. Calls
+  // that find the gate closed wait for the outcome (Note [Refused unloads]).
+  p->gate.unloading.store(true, std::memory_order_seq_cst);
+  p->gate.alive.store(false, std::memory_order_seq_cst);
+  auto reopen = [&] {
+    p->gate.alive.store(true, std::memory_order_seq_cst);
+    p->gate.unloading.store(false, std::memory_order_seq_cst);
+  };
   auto& tracker = plugin_detail::CallTracker::instance();
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (tracker.anyInside(p->slot)) {
     if (std::chrono::steady_clock::now() > deadline) {
-      p->alive.store(true, std::memory_order_relaxed);
+      reopen();
       return absl::FailedPreconditionError(strCat("cannot unload plugin '", name,
                                                   "': a call into it has been running for more than 5 s"));
     }
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   if (absl::Status s = alive_tensors(); !s.ok()) {
-    p->alive.store(true, std::memory_order_relaxed);
+    reopen();
     return s;
   }
   {
@@ -668,6 +674,8 @@ absl::Status PluginRegistry::unload(std::string_view name) {
     p->status.loaded = false;
     p->status.error = "unloaded";
   }
+  // Calls waiting for the outcome now refuse (alive stays cleared).
+  p->gate.unloading.store(false, std::memory_order_seq_cst);
   impl_->rollback(*p);
   if (p->shutdown) {
     try {

@@ -28,6 +28,24 @@
 // the frame is finished (so the stack stays consistent and the failed call
 // is counted), and the same exception object is rethrown.
 //
+// Note [Watchdog]
+// ProfilerOptions::hang_after. A kernel that hangs cannot be cancelled
+// in-process: the thread running it is inside a plugin's code (or waiting on
+// a device), and neither killing a thread nor unwinding it from outside is
+// safe; a device kernel cannot be recalled either. So the watchdog only
+// reports. With it on, each profiled call also pushes an entry (op, backend,
+// device, start) onto its thread's `in_flight` stack under the thread's
+// records mutex and pops it when the call returns; the session's watchdog
+// thread wakes every hang_after / 4, takes each thread's mutex in turn, and
+// reports the innermost call of each thread that has run past the limit
+// (with the ops it was called from), marking it and its callers reported so
+// that a hang is reported once. Reports go to on_hang outside every lock.
+// The cost is the profiler's, only while one with a watchdog records: off,
+// the Profiling key is in no key set and nothing of this runs. A process
+// that must survive a hanging kernel runs the work in a worker process and
+// kills it after a timeout: `backplane conformance` does (Note [Conformance
+// workers] in conformance/src/command.cc).
+//
 // The kind of a call (native, composite, fallback) is read from the slot of
 // the backend key the call resolves to, not of the next key below Profiling,
 // which may be another wrapper (Tracing, a User key) and says nothing about
@@ -41,7 +59,9 @@
 #include <exception>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -66,11 +86,26 @@ using Rows = absl::flat_hash_map<RowKey, OpStats>;
 // One thread's rows for one session: written by that thread, read by
 // report(), so `mu` is contended only while a report is being made.
 struct ThreadRecords {
-  explicit ThreadRecords(bool synchronize) : synchronize_device(synchronize) {}
+  ThreadRecords(bool synchronize, bool watch) : synchronize_device(synchronize), watched(watch) {
+    std::ostringstream id;
+    id << std::this_thread::get_id();
+    thread = id.str();
+  }
   const bool synchronize_device;  // ProfilerOptions::synchronize_device
+  const bool watched;             // ProfilerOptions::hang_after is set (Note [Watchdog])
+  std::string thread;             // the id of the thread that records here
   absl::Mutex mu;
   bool closed ABSL_GUARDED_BY(mu) = false;  // set by stop(), after which calls are dropped
   Rows rows ABSL_GUARDED_BY(mu);
+  // The thread's profiled calls now running, outermost first (when watched).
+  struct InFlight {
+    const OperatorEntry* op;
+    DispatchKey backend;
+    std::optional<Device> device;
+    std::chrono::steady_clock::time_point start;
+    bool reported;
+  };
+  std::vector<InFlight> in_flight ABSL_GUARDED_BY(mu);
 };
 
 }  // namespace
@@ -85,6 +120,10 @@ struct ProfilerSession {
   absl::Mutex mu;
   std::optional<Clock::time_point> stopped ABSL_GUARDED_BY(mu);
   std::vector<std::shared_ptr<ThreadRecords>> threads ABSL_GUARDED_BY(mu);
+  // The watchdog (Note [Watchdog]): started by the constructor when
+  // hang_after is set, told to stop and joined by stop().
+  std::thread watchdog;
+  bool stopping ABSL_GUARDED_BY(mu) = false;
 };
 }  // namespace detail
 
@@ -174,7 +213,8 @@ std::shared_ptr<ThreadRecords> recordsFor(ThreadState& thread, uint64_t id) {
   ActiveSession& active = activeSession();
   absl::MutexLock lock(&active.mu);
   if (!active.session || active.session->id != id) return nullptr;
-  thread.records = std::make_shared<ThreadRecords>(active.session->options.synchronize_device);
+  const ProfilerOptions& options = active.session->options;
+  thread.records = std::make_shared<ThreadRecords>(options.synchronize_device, options.hang_after.count() > 0);
   absl::MutexLock session_lock(&active.session->mu);
   active.session->threads.push_back(thread.records);
   return thread.records;
@@ -292,6 +332,12 @@ static void profilingKernel(OperatorKernel*, const OperatorHandle& op, DispatchK
   // caller's self time, when this call is nested).
   if (device_interface) device_interface->synchronize(device);
 
+  if (records->watched) {
+    std::optional<Device> on;
+    if (isBackendKey(backend)) on = callDevice(op, *stack, deviceTypeOf(backend));
+    absl::MutexLock lock(&records->mu);
+    records->in_flight.push_back({&op.entry(), backend, on, Clock::now(), false});
+  }
   CallFrame frame(thread);
   std::exception_ptr error;
   try {
@@ -300,8 +346,74 @@ static void profilingKernel(OperatorKernel*, const OperatorHandle& op, DispatchK
   } catch (...) {
     error = std::current_exception();
   }
+  if (records->watched) {
+    absl::MutexLock lock(&records->mu);
+    records->in_flight.pop_back();
+  }
   addCall(*records, op.entry(), backend, kind, frame.finish(), error != nullptr);
   if (error) std::rethrow_exception(error);
+}
+
+// ------------------------------------------------------------ the watchdog
+
+namespace {
+
+// The calls of `s` running past the limit that are not reported yet: per
+// thread the innermost one, which is marked reported with its callers.
+std::vector<HangReport> findHangs(detail::ProfilerSession& s, Clock::time_point now)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
+  std::vector<HangReport> found;
+  const nanoseconds limit = s.options.hang_after;
+  for (const auto& records : s.threads) {
+    absl::MutexLock lock(&records->mu);
+    auto& calls = records->in_flight;
+    for (size_t i = calls.size(); i-- > 0;) {
+      if (now - calls[i].start < limit) continue;
+      if (!calls[i].reported) {
+        HangReport r;
+        r.op = calls[i].op->qualifiedName();
+        r.backend = calls[i].backend;
+        r.device = calls[i].device ? calls[i].device->str() : std::string();
+        r.running_for = now - calls[i].start;
+        r.limit = limit;
+        r.thread = records->thread;
+        for (size_t j = i; j-- > 0;) r.callers.push_back(calls[j].op->qualifiedName());
+        found.push_back(std::move(r));
+      }
+      for (size_t j = 0; j <= i; ++j) calls[j].reported = true;
+      break;
+    }
+  }
+  return found;
+}
+
+void watchdogLoop(detail::ProfilerSession* s) {
+  const nanoseconds period = std::max<nanoseconds>(s->options.hang_after / 4, std::chrono::milliseconds(1));
+  for (;;) {
+    std::vector<HangReport> found;
+    {
+      absl::MutexLock lock(&s->mu);
+      s->mu.AwaitWithTimeout(absl::Condition(&s->stopping), absl::FromChrono(period));
+      if (s->stopping) return;
+      found = findHangs(*s, Clock::now());
+    }
+    for (const HangReport& r : found) {
+      if (s->options.on_hang)
+        s->options.on_hang(r);
+      else
+        logLine(r.str());
+    }
+  }
+}
+
+}  // namespace
+
+std::string HangReport::str() const {
+  std::string callers_part;
+  for (const std::string& c : callers) callers_part += (callers_part.empty() ? ", called from " : " < ") + c;
+  return strCat("backplane: watchdog: ", op, device.empty() ? std::string() : strCat(" on ", device), " (backend ",
+                dispatchKeyName(backend), ") has been running for ", formatDuration(running_for),
+                ", over the limit of ", formatDuration(limit), " (thread ", thread, callers_part, ")");
 }
 
 // ------------------------------------------------------------ Profiler
@@ -326,6 +438,7 @@ Profiler::Profiler(ProfilerOptions options) : session_(std::make_shared<detail::
   session_->start = Clock::now();
   active.session = session_;
   active.id.store(session_->id, std::memory_order_release);
+  if (options.hang_after.count() > 0) session_->watchdog = std::thread(&watchdogLoop, session_.get());
   // The profiling kernel is the Profiling key's fallback, registered by the
   // first Profiler and kept for the process (the dispatcher, a layer below,
   // does not know this one). It only runs while the key is included.
@@ -350,12 +463,16 @@ void Profiler::stop() {
     active.id.store(0, std::memory_order_release);
     active.session.reset();
   }
-  absl::MutexLock lock(&session_->mu);
-  session_->stopped = Clock::now();
-  for (const auto& records : session_->threads) {
-    absl::MutexLock records_lock(&records->mu);
-    records->closed = true;
+  {
+    absl::MutexLock lock(&session_->mu);
+    session_->stopped = Clock::now();
+    for (const auto& records : session_->threads) {
+      absl::MutexLock records_lock(&records->mu);
+      records->closed = true;
+    }
+    session_->stopping = true;  // wakes the watchdog
   }
+  if (session_->watchdog.joinable()) session_->watchdog.join();
 }
 
 bool Profiler::recording() const {

@@ -14,12 +14,13 @@
 #include <string_view>
 #include <vector>
 
-#include "backplane/tensor.h"
+#include "backplane/core/error.h"
 #include "backplane/dispatcher/dispatcher.h"
 #include "backplane/dispatcher/random.h"
 #include "backplane/ops.h"
 #include "backplane/runtime.h"
 #include "backplane/stream.h"
+#include "backplane/tensor.h"
 #include "gpu_test_util.h"
 
 namespace backplane {
@@ -119,6 +120,46 @@ TEST_P(GpuDeviceTest, AllocatorStatistics) {
   EXPECT_GT(stat("cache_hits"), hits);
   Dispatcher::singleton().findOpOrThrow(std::string(GetParam().type) + "::empty_cache").typed<void(int64_t)>().call(0);
   EXPECT_EQ(stat("reserved_bytes"), stat("allocated_bytes"));
+}
+
+// A real out-of-memory (the simulator's tests cover every path exactly:
+// gpusim_memory_exhaustion_test.cc): chunks of a quarter of the device until
+// the driver says no; the error names the device, the statistics are those
+// of the live chunks, and once they are freed the device works again.
+TEST_P(GpuDeviceTest, OutOfMemoryLeavesTheAllocatorConsistent) {
+  const auto empty_cache =
+      Dispatcher::singleton().findOpOrThrow(std::string(GetParam().type) + "::empty_cache").typed<void(int64_t)>();
+  empty_cache.call(0);
+  uint64_t total = 0;
+  for (const DeviceInfo& d : rt_->devices())
+    if (d.device.str() == dev0()) total = d.properties.total_memory;
+  ASSERT_GT(total, 0u);
+  const int64_t chunk = static_cast<int64_t>(total / 4);
+  const int64_t base = stat("allocated_bytes"), ooms = stat("out_of_memory_errors");
+  std::vector<Tensor> live;
+  std::string message;
+  int64_t block = 0;                                // the chunk's size class
+  for (int i = 0; i < 8 && message.empty(); ++i) {  // 8 quarters cannot fit
+    try {
+      live.push_back(empty({chunk}, {.dtype = ScalarType::UInt8, .device = dev_}));
+      if (block == 0) block = stat("allocated_bytes") - base;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), absl::StatusCode::kResourceExhausted) << e.what();
+      message = e.message();
+    }
+  }
+  EXPECT_THAT(message, ::testing::HasSubstr("out of memory on " + dev0() + ": tried to allocate " +
+                                            std::to_string(chunk) + " bytes"));
+  const int64_t allocated = stat("allocated_bytes");
+  EXPECT_EQ(stat("reserved_bytes"), allocated);  // nothing cached: emptied before the retry, or never
+  EXPECT_EQ(stat("out_of_memory_errors"), ooms + 1);
+  EXPECT_EQ(allocated - base, block * static_cast<int64_t>(live.size()));
+  live.clear();
+  EXPECT_EQ(stat("allocated_bytes"), base);
+  empty_cache.call(0);
+  EXPECT_EQ(stat("reserved_bytes"), base);
+  Tensor a = full({1000}, 2.0, {.device = dev_});
+  expectClose(a * a, full({1000}, 4.0), 0, 0);
 }
 
 // Work on two streams ordered by an event: the consumer reads what the

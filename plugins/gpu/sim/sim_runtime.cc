@@ -3,6 +3,9 @@
 // on a deferred stream, when forced (Note [Deferred streams in the simulator]).
 #include "sim_runtime.h"
 
+#include "sim_faults.h"
+#include "sim_guard.h"
+
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -122,10 +125,11 @@ gpuError_t gpuGetDevice(int* device) {
 
 gpuError_t gpuMalloc(void** ptr, size_t nbytes) {
   *ptr = nullptr;
+  if (bp_gpu::sim::injectFault(bp_gpu::sim::FaultPoint::kMalloc)) return gpuErrorMemoryAllocation;
   DeviceMemory& m = deviceMemory();
   std::lock_guard<std::mutex> lock(m.mutex);
   if (nbytes > kSimDeviceMemory - m.in_use) return gpuErrorMemoryAllocation;
-  void* p = std::malloc(nbytes == 0 ? 1 : nbytes);
+  void* p = bp_gpu::sim::allocateDeviceBytes(nbytes);  // Note [Guard bytes in the simulator]
   if (p == nullptr) return gpuErrorMemoryAllocation;
   m.sizes.emplace(p, nbytes);
   m.in_use += nbytes;
@@ -141,7 +145,7 @@ gpuError_t gpuFree(void* ptr) {
   if (it == m.sizes.end()) return gpuErrorInvalidValue;
   m.in_use -= it->second;
   m.sizes.erase(it);
-  std::free(ptr);
+  bp_gpu::sim::freeDeviceBytes(ptr);  // throws if its guard bytes were written
   return gpuSuccess;
 }
 
@@ -170,6 +174,7 @@ void enqueue(gpuStream_t stream, std::function<void()> work) {
 }  // namespace bp_gpu::sim
 
 gpuError_t gpuMemcpyAsync(void* dst, const void* src, size_t nbytes, gpuMemcpyKind, gpuStream_t stream) {
+  if (bp_gpu::sim::injectFault(bp_gpu::sim::FaultPoint::kMemcpy)) return gpuErrorInjectedFault;
   if (nbytes != 0) bp_gpu::sim::enqueue(stream, [=] { std::memmove(dst, src, nbytes); });
   return gpuSuccess;
 }
@@ -181,6 +186,7 @@ gpuError_t gpuMemcpyPeerAsync(void* dst, int dst_device, const void* src, int sr
 }
 
 gpuError_t gpuMemsetAsync(void* dst, int value, size_t nbytes, gpuStream_t stream) {
+  if (bp_gpu::sim::injectFault(bp_gpu::sim::FaultPoint::kMemset)) return gpuErrorInjectedFault;
   if (nbytes != 0) bp_gpu::sim::enqueue(stream, [=] { std::memset(dst, value, nbytes); });
   return gpuSuccess;
 }
@@ -284,6 +290,7 @@ const char* gpuGetErrorName(gpuError_t error) {
     case gpuErrorNoDevice: return "gpusimErrorNoDevice";
     case gpuErrorInvalidDevice: return "gpusimErrorInvalidDevice";
     case gpuErrorNotReady: return "gpusimErrorNotReady";
+    case gpuErrorInjectedFault: return "gpusimErrorInjectedFault";
   }
   return "gpusimErrorUnknown";
 }
@@ -297,6 +304,7 @@ const char* gpuGetErrorString(gpuError_t error) {
     case gpuErrorNoDevice: return "no simulated device";
     case gpuErrorInvalidDevice: return "invalid device ordinal";
     case gpuErrorNotReady: return "device not ready";
+    case gpuErrorInjectedFault: return "fault injected by the test (gpusim::inject_fault)";
   }
   return "unknown error";
 }

@@ -27,6 +27,31 @@
 // synchronising call. BACKPLANE_GPUSIM_SYNC_STREAMS=1 in the environment
 // makes every stream synchronous (to tell a race from a kernel bug).
 //
+// Note [Guard bytes in the simulator]
+// A kernel that writes past its output on a GPU corrupts a neighbour
+// silently; ASan sees it on the simulator, but only in ASan builds. So in
+// the checking mode every gpuMalloc block lies between 64 guard bytes of a
+// known value (0xFD) on each side (sim_guard.cc), checked
+// - after every kernel (when it runs: at the launch, or when a deferred
+//   stream is forced): every live guarded block; a changed guard throws
+//   bp::Error from the launch, or from the call that forced it, naming the
+//   kernel (by its type: "void (*)(float*, int)"; the simulator has no
+//   symbol names), the block, its size and the offsets written (negative: before
+//   the block), so the op fails instead of passing; the guards are then
+//   restored, so one bad write is reported once;
+// - when the block is freed (gpuFree): its own guards, in case something
+//   other than a kernel wrote them.
+// Checking after every kernel makes a synchronize check redundant. The
+// limits: a write more than 64 bytes away is not seen, nor one into the
+// slack the caching allocator leaves between a tensor's bytes and its size
+// class (runtime.cu rounds to multiples of 512 bytes), nor a read; with
+// several host threads launching at once, the kernel named is the first to
+// finish after the write. The mode is on by default except in ASan builds
+// (ASan reports the same writes, and reads, with a stack; turning the mode
+// on there is harmless): BACKPLANE_GPUSIM_CHECK_BOUNDS=0 in the environment
+// turns it off, =1 on. It costs one check of 128 bytes per live block after
+// each kernel (sim_guard.h).
+//
 // Only the simulator build includes this header (through gpu_port.h).
 
 #include <cstddef>
@@ -41,6 +66,7 @@ enum gpuError_t : int {
   gpuErrorNoDevice = 100,
   gpuErrorInvalidDevice = 101,
   gpuErrorNotReady = 600,
+  gpuErrorInjectedFault = 10000,  // Note [Fault injection in the simulator] (sim_faults.h)
 };
 
 enum gpuMemcpyKind : int {

@@ -19,13 +19,19 @@
 // are reused by every launch it makes. Only execution order is simulated:
 // no warps, no timing, and because nothing runs concurrently an atomic is a
 // plain read-modify-write. Under AddressSanitizer every switch is announced
-// (__sanitizer_start/finish_switch_fiber) so that ASan follows the stacks.
+// (__sanitizer_start/finish_switch_fiber) so that ASan follows the stacks;
+// under ThreadSanitizer every fiber is a TSan fiber (__tsan_create_fiber)
+// and every switch is announced (__tsan_switch_to_fiber), or TSan would keep
+// one shadow call stack for the host thread across all of them, and report
+// nonsense or crash.
 //
 // On x86-64 a switch is a dozen instructions (switchStacks below): ucontext's
 // swapcontext makes a signal-mask system call per switch, and under ASan
 // clears the shadow of the whole target stack, which made barrier-heavy
 // kernels 20x slower. Other platforms use ucontext.
 #include "simt.h"
+
+#include "sim_faults.h"
 
 #include <sys/mman.h>
 #if !defined(__x86_64__)
@@ -39,10 +45,14 @@
 #include <vector>
 
 #include "backplane/plugin.hpp"
+#include "sim_guard.h"
 
 #if defined(BP_GPU_SIM_ASAN)  // simt.h
 #include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
+#endif
+#if defined(BP_GPU_SIM_TSAN)  // simt.h
+#include <sanitizer/tsan_interface.h>
 #endif
 
 namespace bp_gpu::sim {
@@ -152,12 +162,21 @@ struct Fiber {
 #if defined(BP_GPU_SIM_ASAN)
   void* fake_stack = nullptr;
 #endif
+#if defined(BP_GPU_SIM_TSAN)
+  void* tsan_fiber = nullptr;  // its TSan context: made with the fiber, remade when it is abandoned
+#endif
 
   Fiber() {
     stack = mmap(nullptr, kFiberStackBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (stack == MAP_FAILED) throw std::bad_alloc();
+#if defined(BP_GPU_SIM_TSAN)
+    tsan_fiber = __tsan_create_fiber(0);
+#endif
   }
   ~Fiber() {
+#if defined(BP_GPU_SIM_TSAN)
+    __tsan_destroy_fiber(tsan_fiber);
+#endif
 #if defined(BP_GPU_SIM_ASAN)
     // A suspended fiber's frames leave their redzones poisoned, and munmap
     // does not clear shadow memory: whatever is mapped here next (the
@@ -178,6 +197,9 @@ struct Scheduler {
   void (*run)(const void*) = nullptr;
   const void* bound = nullptr;
   std::exception_ptr kernel_exception;  // thrown by a kernel body; ends the launch
+#if defined(BP_GPU_SIM_TSAN)
+  void* host_tsan_fiber = nullptr;  // the host thread's TSan context, while a fiber runs
+#endif
 #if defined(BP_GPU_SIM_ASAN)
   void* host_fake_stack = nullptr;
   const void* host_stack_bottom = nullptr;
@@ -194,6 +216,10 @@ void enterFiber(Scheduler& s, Fiber& f) {
 #endif
   s.running = &f;
   t_current_thread = &f.thread;
+#if defined(BP_GPU_SIM_TSAN)
+  s.host_tsan_fiber = __tsan_get_current_fiber();
+  __tsan_switch_to_fiber(f.tsan_fiber, 0);
+#endif
   s.host_context.switchTo(f.context);
 #if defined(BP_GPU_SIM_ASAN)
   __sanitizer_finish_switch_fiber(s.host_fake_stack, nullptr, nullptr);
@@ -205,6 +231,9 @@ void enterFiber(Scheduler& s, Fiber& f) {
 void leaveFiber(Scheduler& s, Fiber& f) {
 #if defined(BP_GPU_SIM_ASAN)
   __sanitizer_start_switch_fiber(&f.fake_stack, s.host_stack_bottom, s.host_stack_size);
+#endif
+#if defined(BP_GPU_SIM_TSAN)
+  __tsan_switch_to_fiber(s.host_tsan_fiber, 0);
 #endif
   f.context.switchTo(s.host_context);
 #if defined(BP_GPU_SIM_ASAN)
@@ -247,6 +276,11 @@ void abandonFibers(Scheduler& s, size_t count) {
 #if defined(BP_GPU_SIM_ASAN)
     __asan_unpoison_memory_region(f.stack, kFiberStackBytes);
     f.fake_stack = nullptr;
+#endif
+#if defined(BP_GPU_SIM_TSAN)
+    // Its TSan context still holds the abandoned frames: start a new one.
+    __tsan_destroy_fiber(f.tsan_fiber);
+    f.tsan_fiber = __tsan_create_fiber(0);
 #endif
   }
 }
@@ -369,6 +403,7 @@ void runGrid(void (*run)(const void*), const void* bound, dim3 grid, dim3 block,
     abandonFibers(s, n);
     throw;
   }
+  if (boundsChecking()) checkGuardsAfterKernel(signature);  // Note [Guard bytes in the simulator]
 }
 
 }  // namespace
@@ -376,6 +411,9 @@ void runGrid(void (*run)(const void*), const void* bound, dim3 grid, dim3 block,
 void launchKernel(void (*run)(const void*), const void* bound, std::shared_ptr<const void> (*copy)(const void*),
                   dim3 grid, dim3 block, size_t dynamic_shmem, gpuStream_t stream, std::string_view signature) {
   checkConfiguration(grid, block, dynamic_shmem, signature);
+  if (injectFault(FaultPoint::kLaunch))
+    bp::fail(BP_INTERNAL, bp::detail::concat("gpusim: launch of kernel ", signature,
+                                             " failed: fault injected by the test (gpusim::inject_fault)"));
   if (!deferred(stream)) {
     runGrid(run, bound, grid, block, dynamic_shmem, signature);
     return;

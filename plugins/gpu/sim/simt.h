@@ -28,6 +28,14 @@
 #define BP_GPU_SIM_ASAN 1
 #endif
 #endif
+// BP_GPU_SIM_TSAN: the same for ThreadSanitizer.
+#if defined(__SANITIZE_THREAD__)
+#define BP_GPU_SIM_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define BP_GPU_SIM_TSAN 1
+#endif
+#endif
 
 struct uint3 {
   unsigned x, y, z;

@@ -20,6 +20,7 @@
 
 #include "backplane/conformance/runner.h"
 #include "backplane/conformance/spec.h"
+#include "backplane/conformance/wire_format.h"
 #include "backplane/core/device.h"
 
 namespace backplane::conformance {
@@ -74,22 +75,7 @@ Result runOnnxTest(const std::string& dir, Device device);
 // device.type.
 std::vector<Result> runItem(const Item& item, Device device, size_t first_form = 0, const SpecObserver& observer = {});
 
-// A Result as one line of text (no newline) and back: fields separated by
-// tabs, with backslash, tab and newline escaped. decodeResult returns
-// nothing for a line that is not an encoded Result.
-std::string encodeResult(const Result& r);
-std::optional<Result> decodeResult(std::string_view line);
-
-// The sample a worker is about to run: item `item`'s form `form` (formsOf
-// order), its sample number `number` (1-based, as Result::samples counts)
-// named `sample`. As a line the same way as a Result, and back.
-struct SampleStart {
-  size_t item = 0;
-  size_t form = 0;
-  int number = 0;
-  std::string sample;
-};
-std::string encodeSampleStart(const SampleStart& s);
-std::optional<SampleStart> decodeSampleStart(std::string_view line);
+// The worker's wire format (encodeResult, decodeResult, SampleStart):
+// wire_format.h, included above.
 
 }  // namespace backplane::conformance

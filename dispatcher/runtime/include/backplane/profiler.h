@@ -44,6 +44,17 @@
 // each of them. Stop the first (stop() or its destructor) before starting
 // another.
 //
+// Watchdog. A kernel that hangs cannot be stopped from inside the process:
+// a thread cannot be cancelled safely in the middle of a plugin's code, and
+// a device kernel cannot be recalled. What a Profiler can do is notice:
+// with ProfilerOptions::hang_after set, a thread of its own looks at the
+// calls in flight and reports each call that has run longer than that (its
+// op, backend, device, thread and callers) to ProfilerOptions::on_hang, or
+// as a line on stderr. The callback may std::abort() to get a core dump of
+// the hung process, or record and let it run. Processes that must survive a
+// hanging kernel run it in a worker process with a timeout, as `backplane
+// conformance` does (Note [Watchdog] in profiler.cc).
+//
 // Cost. While no Profiler is active the Profiling dispatch key is not in any
 // call's key set, so calls take exactly the path they take without the
 // profiler. While one is active, each call pays two clock reads, a few
@@ -51,6 +62,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -64,11 +76,38 @@ namespace detail {
 struct ProfilerSession;  // profiler.cc
 }  // namespace detail
 
+// A call the watchdog found running for longer than ProfilerOptions::hang_after.
+struct HangReport {
+  std::string op;                                // "bp::add.Tensor"
+  DispatchKey backend = DispatchKey::Undefined;  // the backend key whose kernel serves the call
+  std::string device;                            // "gpusim:0", "cpu"; "" when the call has no backend
+  std::chrono::nanoseconds running_for{0};       // when the watchdog looked
+  std::chrono::nanoseconds limit{0};             // hang_after
+  std::string thread;                            // the calling thread's std::thread::id
+  std::vector<std::string> callers;              // the ops it was called from, innermost first
+  // "backplane: watchdog: bp::add.Tensor on gpusim:0 (backend gpusim) has
+  // been running for 2.00 s, over the limit of 500.00 ms (thread 1403...,
+  // called from bp::linear)".
+  std::string str() const;
+};
+
 struct ProfilerOptions {
   // Wait for the call's device (DeviceInterface::synchronize) before and
   // after every op on a device other than the CPU, so that an op's time
   // includes the device work it issued. Off by default: it slows the run.
   bool synchronize_device = false;
+  // The watchdog: report every op call still running after this long (0:
+  // off, the default). The innermost such call of a thread is reported, with
+  // its callers, once; the watchdog looks every hang_after / 4 (at least
+  // every millisecond). On a device that returns before its work is done
+  // (CUDA), a call's time is the time to issue it: set synchronize_device
+  // too for the watchdog to see a kernel that never finishes.
+  std::chrono::nanoseconds hang_after{0};
+  // Where the watchdog's reports go, called on the watchdog's thread; empty
+  // (the default): HangReport::str() as a line on stderr. It may
+  // std::abort() (to get a core dump) or return; it must not start or stop a
+  // Profiler.
+  std::function<void(const HangReport&)> on_hang = nullptr;
 };
 
 // One (operator, backend) row of an OpReport.

@@ -66,7 +66,7 @@ std::string_view baseTypeName(BaseType type);
 struct SchemaType {
   BaseType base = BaseType::Tensor;
   bool is_list = false;  // T[]  (Tensor[], int[], float[], bool[] ...)
-  std::optional<int64_t> list_size{};  // int[2] -> 2
+  std::optional<int64_t> list_size{};  // int[2] -> 2; at most 1024
   bool element_optional = false;       // Tensor?[]  (list of optional elements)
   bool is_optional = false;  // T? or T[]?  (the whole value may be None)
 

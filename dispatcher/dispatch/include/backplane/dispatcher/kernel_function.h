@@ -70,6 +70,26 @@ struct KernelParams<TypeList<First, Rest...>> {
 [[noreturn]] void throwBadReturnCount(const OperatorHandle& op, size_t expected, size_t got);
 [[noreturn]] void throwBadArgumentCount(const OperatorHandle& op, size_t expected, size_t got);
 
+// Note [Errors inside composites]
+// Dispatcher::registerComposite gives a stateless composite kernel (BP_FN,
+// a lambda without captures) a CompositeContext, naming its op, as the
+// functor its adapter otherwise ignores. An error from inside the composite
+// whose message names no op of the composite's namespace (a device's
+// allocation or copy failing in the composite's own code, a core tensor
+// helper) is rethrown with its code and "<op> on <dispatch key>: " in front,
+// so that every error an op call raises names an op: the innermost that
+// failed. Errors that name an op already are rethrown unchanged. The catch
+// costs nothing unless something throws.
+struct CompositeContext final : OperatorKernel {
+  CompositeContext(std::string qualified_name, std::string namespace_prefix)
+      : op(std::move(qualified_name)), ns_prefix(std::move(namespace_prefix)) {}
+  std::string op;         // "bp::mm"
+  std::string ns_prefix;  // "bp::"
+};
+// Rethrows the exception being handled, naming `context`'s op unless its
+// message names one; call only inside a catch block.
+[[noreturn]] void rethrowInComposite(const OperatorKernel* context, DispatchKeySet ks);
+
 // Calls functor type F (stateless F is default-constructed at the call, so
 // no state is read) and adapts it to the unboxed and boxed calling
 // conventions.
@@ -98,13 +118,33 @@ struct KernelAdapter<F, Ret, TypeList<Params...>, TakesKeys> {
       return call(*static_cast<F*>(k));
     }
   }
+  static constexpr bool kStateless = std::is_empty_v<F> && std::is_default_constructible_v<F>;
   static Ret unboxed(OperatorKernel* k, DispatchKeySet ks, canonical_t<Params>... args) {
-    return invoke(k, ks, args...);
+    if constexpr (kStateless) {
+      // k is null, or a CompositeContext (Note [Errors inside composites]).
+      try {
+        return invoke(k, ks, args...);
+      } catch (...) {
+        if (k != nullptr) rethrowInComposite(k, ks);
+        throw;
+      }
+    } else {
+      return invoke(k, ks, args...);
+    }
   }
   static void boxed(OperatorKernel* k, const OperatorHandle& op, DispatchKeySet ks, Stack* stack) {
     constexpr size_t n = sizeof...(Params);
     if (stack->size() < n) [[unlikely]] throwBadArgumentCount(op, n, stack->size());
-    boxedImpl(k, ks, stack, stack->data() + (stack->size() - n), std::index_sequence_for<Params...>());
+    if constexpr (kStateless) {
+      try {
+        boxedImpl(k, ks, stack, stack->data() + (stack->size() - n), std::index_sequence_for<Params...>());
+      } catch (...) {
+        if (k != nullptr) rethrowInComposite(k, ks);
+        throw;
+      }
+    } else {
+      boxedImpl(k, ks, stack, stack->data() + (stack->size() - n), std::index_sequence_for<Params...>());
+    }
   }
   // The arguments are popped after the call, so unboxing may take their
   // tensors (ArgTraits::fromIValue) instead of copying them.
@@ -264,6 +304,14 @@ class KernelFunction {
     boxed_(functor_.get(), op, ks, stack);
   }
 
+  // For Dispatcher::registerComposite (Note [Errors inside composites]):
+  // gives a stateless kernel a CompositeContext; other kernels keep their
+  // functor (their errors are not renamed).
+  void setCompositeContext(std::string qualified_name, std::string namespace_prefix) {
+    if (stateless_ && !functor_)
+      functor_ = std::make_shared<detail::CompositeContext>(std::move(qualified_name), std::move(namespace_prefix));
+  }
+
  private:
   template <typename F, typename Traits>
   static KernelFunction makeFromFunctor(std::shared_ptr<OperatorKernel> functor) {
@@ -274,6 +322,7 @@ class KernelFunction {
     k.boxed_ = &Adapter::boxed;
     k.unboxed_ = reinterpret_cast<void*>(&Adapter::unboxed);
     k.cpp_signature_ = signatureOf<typename Traits::ret>(typename Params::args());
+    k.stateless_ = Adapter::kStateless;
     return k;
   }
   template <typename Ret, typename... P>
@@ -286,6 +335,7 @@ class KernelFunction {
   BoxedKernelFn boxed_ = nullptr;
   void* unboxed_ = nullptr;
   std::string cpp_signature_;
+  bool stateless_ = false;  // an adapter of a stateless functor (Note [Errors inside composites])
 };
 
 }  // namespace backplane
