@@ -71,8 +71,11 @@ void hostStridedCopy(char* dst, IntArrayRef dst_strides, const char* src, IntArr
     return;
   }
   const int64_t inner = sizes[nd - 1];
-  const int64_t ds = dst_strides[nd - 1] * static_cast<int64_t>(itemsize);
-  const int64_t ss = src_strides[nd - 1] * static_cast<int64_t>(itemsize);
+  // The stride of a size-1 dimension moves nothing and may be any value
+  // (a DLPack producer's, as_strided's): it is never scaled, which could
+  // overflow (found by fuzz_dlpack_import).
+  const int64_t ds = inner > 1 ? dst_strides[nd - 1] * static_cast<int64_t>(itemsize) : 0;
+  const int64_t ss = inner > 1 ? src_strides[nd - 1] * static_cast<int64_t>(itemsize) : 0;
   DimVector index(nd, 0);
   for (int64_t done = 0; done < numel; done += inner) {
     int64_t doff = 0, soff = 0;

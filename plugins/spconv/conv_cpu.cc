@@ -131,7 +131,7 @@ class Rulebook {
     if (subm) {
       const int64_t c = K / 2;
       bool identity = counts_[c] == num_in;
-      for (int64_t j = 0; identity && j < counts_[c]; ++j) identity &= (in(c)[j] == j) & (out(c)[j] == j);
+      for (int64_t j = 0; identity && j < counts_[c]; ++j) identity = in(c)[j] == j && out(c)[j] == j;
       BP_PLUGIN_CHECK(identity, op, ": subm=True, but the centre offset ", c,
                       " of the rulebook does not pair every site with itself in order; build the rulebook with "
                       "get_indice_pairs(..., subm=True) or pass subm=False");

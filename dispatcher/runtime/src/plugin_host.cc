@@ -297,6 +297,33 @@ struct PluginKernel final : OperatorKernel {
   BP_THROW(kInternal, k.context, " did not set return ", i, " (or set a value of the wrong kind)");
 }
 
+// Note [Plugin returns]
+// A plugin kernel's returns are NONE, TENSOR, INT, DOUBLE or BOOL (ABI 1.0,
+// BP_Value), and each must be what its schema says: the host checks every
+// return before it takes any (a bad one throws, naming the kernel and the
+// return, after releasing the tensors the kernel did return), so no value
+// of the wrong kind reaches the caller and no reference leaks. INT serves an
+// int, float or Scalar return; DOUBLE a float or Scalar; BOOL a bool or
+// Scalar. (Found by fuzz_plugin_abi: a bool return set to a tensor reached
+// the caller.)
+bool returnFits(const BP_Value& v, const SchemaType& t) {
+  const bool single = !t.is_list;
+  switch (v.tag) {
+    case BP_VALUE_NONE: return t.is_optional;
+    case BP_VALUE_TENSOR: return v.u.tensor ? single && t.base == BaseType::Tensor : t.is_optional;
+    case BP_VALUE_INT:
+      return single && (t.base == BaseType::Int || t.base == BaseType::Float || t.base == BaseType::Scalar);
+    case BP_VALUE_DOUBLE: return single && (t.base == BaseType::Float || t.base == BaseType::Scalar);
+    case BP_VALUE_BOOL: return single && (t.base == BaseType::Bool || t.base == BaseType::Scalar);
+    default: return false;
+  }
+}
+
+[[noreturn, gnu::cold]] void throwBadReturn(const PluginKernel& k, BP_Value* rets, size_t n, size_t i) {
+  releaseReturns(rets, n);
+  throwMissingReturn(k, i);
+}
+
 void pluginBoxed(OperatorKernel* functor, const OperatorHandle& op, DispatchKeySet ks, Stack* stack) {
   const auto& k = *static_cast<PluginKernel*>(functor);
   const FunctionSchema& s = op.schema();
@@ -311,11 +338,18 @@ void pluginBoxed(OperatorKernel* functor, const OperatorHandle& op, DispatchKeyS
   absl::InlinedVector<BP_Value, 2> out(m, noneValue());
   const BP_Operator* bop = k.op ? k.op : reinterpret_cast<const BP_Operator*>(&op.entry());
   invoke(k, bop, ks, in.data(), n, out.data(), m);
+  for (size_t j = 0; j < m; ++j) {  // Note [Plugin returns]
+    if (!returnFits(out[j], s.returns()[j].type)) [[unlikely]]
+      throwBadReturn(k, out.data(), m, j);
+  }
   stack->resize(stack->size() - n);
   for (size_t j = 0; j < m; ++j) {
-    IValue r = fromValue(out[j], /*adopt=*/true);
-    if (r.isNone() && !s.returns()[j].type.is_optional) throwMissingReturn(k, j);
-    stack->push_back(std::move(r));
+    const SchemaType& t = s.returns()[j].type;
+    if (out[j].tag == BP_VALUE_INT && t.base == BaseType::Float) {
+      stack->push_back(IValue(static_cast<double>(out[j].u.i)));
+    } else {
+      stack->push_back(fromValue(out[j], /*adopt=*/true));
+    }
   }
 }
 
@@ -375,19 +409,43 @@ R fastReturn(const PluginKernel& k, BP_Value* rets, size_t i) {
   }
 }
 
+// Whether fastReturn<R> takes `v` (Note [Plugin returns]).
+template <typename R>
+bool fastReturnFits(const BP_Value& v) {
+  if constexpr (std::is_same_v<R, Tensor>)
+    return v.tag == BP_VALUE_TENSOR && v.u.tensor;
+  else if constexpr (std::is_same_v<R, int64_t>)
+    return v.tag == BP_VALUE_INT;
+  else if constexpr (std::is_same_v<R, double>)
+    return v.tag == BP_VALUE_DOUBLE || v.tag == BP_VALUE_INT;
+  else
+    return v.tag == BP_VALUE_BOOL;
+}
+
+// take() after firstMisfit() found every return fitting: takes them all.
 template <typename Ret>
 struct FastReturns {
   static constexpr size_t count = 1;
+  static size_t firstMisfit(const BP_Value* rets) { return fastReturnFits<Ret>(rets[0]) ? count : 0; }
   static Ret take(const PluginKernel& k, BP_Value* rets) { return fastReturn<Ret>(k, rets, 0); }
 };
 template <>
 struct FastReturns<void> {
   [[maybe_unused]] static constexpr size_t count = 0;  // read only where void returns are instantiated
+  static size_t firstMisfit(const BP_Value*) { return 0; }
   static void take(const PluginKernel&, BP_Value*) {}
 };
 template <typename... Ts>
 struct FastReturns<std::tuple<Ts...>> {
   static constexpr size_t count = sizeof...(Ts);
+  static size_t firstMisfit(const BP_Value* rets) {
+    return [&]<size_t... I>(std::index_sequence<I...>) {
+      size_t bad = count;
+      ((bad == count && !fastReturnFits<Ts>(rets[I]) ? (void)(bad = I) : (void)0), ...);
+      return bad;
+    }
+    (std::index_sequence_for<Ts...>());
+  }
   static std::tuple<Ts...> take(const PluginKernel& k, BP_Value* rets) {
     return [&]<size_t... I>(std::index_sequence<I...>) {
       return std::tuple<Ts...>(fastReturn<Ts>(k, rets, I)...);
@@ -402,6 +460,11 @@ Ret pluginUnboxed(OperatorKernel* functor, DispatchKeySet ks, Args... args) {
   BP_Value in[n > 0 ? n : 1] = {fastValue(args)...};
   BP_Value out[m > 0 ? m : 1] = {};
   invoke(k, k.op, ks, in, n, out, m);
+  if constexpr (m > 0) {
+    const size_t bad = FastReturns<Ret>::firstMisfit(out);
+    if (bad != m) [[unlikely]]
+      throwBadReturn(k, out, m, bad);
+  }
   return FastReturns<Ret>::take(k, out);
 }
 
@@ -539,6 +602,13 @@ DataPtr PluginDeviceInterface::allocate(size_t nbytes, Device device) {
   BP_ENTER_PLUGIN("allocate");
   void* p = nullptr;
   check(desc_.allocate(desc_.ctx, device.index, nbytes, &p), strCat("allocate(", nbytes, " bytes)").c_str());
+  // Success without memory would hand out a tensor whose first access
+  // crashes: refused here, naming the plugin (found by fuzz_plugin_abi).
+  if (p == nullptr && nbytes != 0) [[unlikely]] {
+    BP_THROW(kInternal, "device type '", name_, "' allocate(", nbytes, " bytes) of plugin '", plugin_->status.name,
+             "' returned success but no memory (NULL); a plugin that cannot allocate must return an error "
+             "(BP_RESOURCE_EXHAUSTED when out of memory)");
+  }
   plugin_->live_allocations.fetch_add(1, std::memory_order_relaxed);
   return DataPtr(p, &slots_[static_cast<size_t>(device.index)], &PluginDeviceInterface::deallocate, device);
 }

@@ -228,7 +228,10 @@ typedef struct BP_Value {
 /* ----------------------------------------------------------------- kernels */
 
 /* What a kernel receives. `returns` has num_returns entries set to NONE by
- * the host; the kernel fills them. `dispatch_keys` is the call's key set, to
+ * the host; the kernel fills them, each of the kind its schema's return
+ * says (TENSOR for Tensor, INT for int, DOUBLE or INT for float, BOOL for
+ * bool, any of INT, DOUBLE and BOOL for Scalar, NONE only where optional):
+ * a value of another kind fails the call, naming the kernel. `dispatch_keys` is the call's key set, to
  * pass to op_redispatch when a kernel wraps lower keys. */
 typedef struct BP_KernelCall {
   size_t struct_size;
@@ -301,7 +304,9 @@ typedef struct BP_DeviceTypeDesc {
    * The string is owned by the plugin and must live as long as the plugin. */
   const char* (*unavailable_reason)(void* ctx);
   BP_Error* (*get_properties)(void* ctx, int32_t device, BP_DeviceProperties* out);
-  /* nbytes may be 0 (then *out may be NULL). */
+  /* nbytes may be 0 (then *out may be NULL); otherwise success must set
+   * *out to the memory (the host refuses a NULL with an error naming the
+   * plugin). */
   BP_Error* (*allocate)(void* ctx, int32_t device, size_t nbytes, void** out);
   void (*deallocate)(void* ctx, int32_t device, void* ptr);
   BP_Error* (*copy_host_to_device)(void* ctx, int32_t device, void* dst, const void* src, size_t nbytes);
