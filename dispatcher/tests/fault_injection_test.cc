@@ -22,6 +22,7 @@
 #include "backplane/dispatcher/plugin_registry.h"
 #include "backplane/dispatcher/standard_ops.h"
 #include "backplane/ops.h"
+#include "fault_test_util.h"
 #include "test_device.h"
 
 namespace backplane {
@@ -35,14 +36,8 @@ constexpr FaultPoint kPoints[] = {FaultPoint::kAllocate, FaultPoint::kCopyHostTo
                                   FaultPoint::kCopyDeviceToDevice, FaultPoint::kMemset};
 
 // (op, fault point, k): every fault injected that the op recovered from.
-std::set<std::string>& pairsTested() {
-  static auto* pairs = new std::set<std::string>();
-  return *pairs;
-}
-std::set<std::string>& opsTested() {
-  static auto* ops = new std::set<std::string>();
-  return *ops;
-}
+fault_test::Tally& kTally = fault_test::Tally::install("test device");
+using fault_test::bytesOf;
 
 TestDevice& faultDevice() { return TestDevice::install("faultdev", 1); }
 
@@ -53,29 +48,10 @@ class Environment : public ::testing::Environment {
     Dispatcher::singleton().setFallbackMode(FallbackMode::Silent);
     faultDevice();
   }
-  void TearDown() override {
-    std::printf(
-        "fault injection (test device): %zu distinct (op, fault point) pairs tested in %zu ops, all "
-        "recovering\n",
-        pairsTested().size(), opsTested().size());
-  }
 };
 const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new Environment);
 
 std::string qualified(const char* name) { return std::string(kStandardNamespace) + "::" + name; }
-
-// A tensor's bytes, read through the CPU (faults disarmed).
-std::vector<unsigned char> bytesOf(const Tensor& t) {
-  Tensor c = t.cpu().contiguous();
-  std::vector<unsigned char> out(c.nbytes());
-  if (!out.empty()) std::memcpy(out.data(), c.data_ptr(), out.size());
-  return out;
-}
-std::vector<std::vector<unsigned char>> bytesOf(const std::vector<Tensor>& ts) {
-  std::vector<std::vector<unsigned char>> out;
-  for (const Tensor& t : ts) out.push_back(bytesOf(t));
-  return out;
-}
 
 struct Case {
   std::string op;                                   // the op called, as errors name it
@@ -167,9 +143,7 @@ void injectEveryFault(const Case& c) {
       EXPECT_EQ(bytesOf(c.run(again)), expected);
       EXPECT_EQ(bytesOf(again), args_after);
       if (!::testing::Test::HasFailure()) {
-        pairsTested().insert(std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + "|" + c.op +
-                             "|" + testing::faultPointName(p) + "#" + std::to_string(k));
-        opsTested().insert(c.op);
+        kTally.record(c.op, testing::faultPointName(p), k);
       }
     }
   }

@@ -25,6 +25,7 @@
 #include "backplane/dispatcher/dispatcher.h"
 #include "backplane/dispatcher/standard_ops.h"
 #include "backplane/ops.h"
+#include "fault_test_util.h"
 #include "gpu_test_util.h"
 
 namespace backplane {
@@ -34,37 +35,12 @@ using ::testing::HasSubstr;
 
 constexpr const char* kPoints[] = {"malloc", "memcpy", "memset", "launch"};
 
-std::set<std::string>& pairsTested() {
-  static auto* pairs = new std::set<std::string>();
-  return *pairs;
-}
-std::set<std::string>& opsTested() {
-  static auto* ops = new std::set<std::string>();
-  return *ops;
-}
+fault_test::Tally& kTally = fault_test::Tally::install("gpusim");
+using fault_test::bytesOf;
 
-class Environment : public ::testing::Environment {
- public:
-  void TearDown() override {
-    std::printf("fault injection (gpusim): %zu distinct (op, fault point) pairs tested in %zu ops, all recovering\n",
-                pairsTested().size(), opsTested().size());
-  }
-};
-const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new Environment);
 
 std::string qualified(const char* name) { return std::string(kStandardNamespace) + "::" + name; }
 
-std::vector<unsigned char> bytesOf(const Tensor& t) {
-  Tensor c = t.cpu().contiguous();
-  std::vector<unsigned char> out(c.nbytes());
-  if (!out.empty()) std::memcpy(out.data(), c.data_ptr(), out.size());
-  return out;
-}
-std::vector<std::vector<unsigned char>> bytesOf(const std::vector<Tensor>& ts) {
-  std::vector<std::vector<unsigned char>> out;
-  for (const Tensor& t : ts) out.push_back(bytesOf(t));
-  return out;
-}
 
 Tensor f32(std::vector<float> v, IntArrayRef sizes, Device d) { return tensorFromVector<float>(v, sizes, d); }
 std::vector<Tensor> one(Tensor t) { return {std::move(t)}; }
@@ -184,9 +160,7 @@ class GpusimFaultInjection : public gpu_test::GpusimSuite {
         EXPECT_EQ(bytesOf(c.run(again)), expected);
         EXPECT_EQ(bytesOf(again), args_after);
         if (!HasFailure()) {
-          pairsTested().insert(std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + "|" +
-                               c.op + "|" + std::string(p) + "#" + std::to_string(k));
-          opsTested().insert(c.op);
+          kTally.record(c.op, std::string(p), k);
         }
       }
     }
