@@ -38,9 +38,7 @@ constexpr const char* kPoints[] = {"malloc", "memcpy", "memset", "launch"};
 fault_test::Tally& kTally = fault_test::Tally::install("gpusim");
 using fault_test::bytesOf;
 
-
 std::string qualified(const char* name) { return std::string(kStandardNamespace) + "::" + name; }
-
 
 Tensor f32(std::vector<float> v, IntArrayRef sizes, Device d) { return tensorFromVector<float>(v, sizes, d); }
 std::vector<Tensor> one(Tensor t) { return {std::move(t)}; }
