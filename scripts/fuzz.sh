@@ -2,7 +2,7 @@
 # Sets up (scripts/setup.sh), builds the fuzz targets and runs each on its
 # corpus (Note [Fuzzing] in the README).
 #   scripts/fuzz.sh [--seconds N] [--jobs J] [--update-corpus] [TARGET...]
-# --seconds N       each target's run (default 30, what CI runs)
+# --seconds N       each target's run (default 30; CI runs 20)
 # --jobs J          targets run at once (default: the number of cores)
 # --update-corpus   minimise what the run found into the checked-in seed corpus
 #                   (libFuzzer's -merge=1): commit the new files it adds
