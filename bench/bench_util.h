@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "backplane/dispatcher/plugin_registry.h"
-#include "backplane/tensor.h"
+#include "backplane/runtime/plugin_registry.h"
+#include "backplane/ops/tensor.h"
 
 namespace backplane::bench {
 

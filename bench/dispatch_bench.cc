@@ -8,9 +8,9 @@
 // handle (one atomic increment and decrement); the ratios isolate dispatch.
 #include <benchmark/benchmark.h>
 
-#include "backplane/dispatcher/library.h"
-#include "backplane/dispatcher/plugin_registry.h"
-#include "backplane/tensor.h"
+#include "backplane/dispatch/library.h"
+#include "backplane/runtime/plugin_registry.h"
+#include "backplane/ops/tensor.h"
 
 using namespace backplane;
 

@@ -28,9 +28,9 @@
 #include <string_view>
 #include <vector>
 
-#include "backplane/dispatcher/dispatcher.h"
+#include "backplane/dispatch/dispatcher.h"
 #include "bench_util.h"
-#include "backplane/dispatcher/plugin_registry.h"
+#include "backplane/runtime/plugin_registry.h"
 
 using namespace backplane;
 

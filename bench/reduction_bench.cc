@@ -19,9 +19,9 @@
 #include <random>
 #include <vector>
 
-#include "backplane/dispatcher/dispatcher.h"
+#include "backplane/dispatch/dispatcher.h"
 #include "bench_util.h"
-#include "backplane/dispatcher/plugin_registry.h"
+#include "backplane/runtime/plugin_registry.h"
 
 namespace backplane {
 namespace {

@@ -12,9 +12,9 @@
 
 #include "backplane/core/device_interface.h"
 #include "backplane/core/device_type_registry.h"
-#include "backplane/dispatcher/dispatcher.h"
-#include "backplane/dispatcher/plugin_registry.h"
-#include "backplane/runtime.h"
+#include "backplane/dispatch/dispatcher.h"
+#include "backplane/runtime/plugin_registry.h"
+#include "backplane/runtime/runtime.h"
 #include "backplane/conformance/text_format.h"
 
 namespace backplane::cli {

@@ -24,7 +24,7 @@
 #include <string_view>
 #include <vector>
 
-#include "backplane/dispatcher/plugin_registry.h"
+#include "backplane/runtime/plugin_registry.h"
 #include "backplane/plugin_api.h"
 #include "commands.h"
 #include "schemas.h"

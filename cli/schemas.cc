@@ -5,9 +5,9 @@
 #include <vector>
 
 #include "backplane/conformance/text_format.h"
-#include "backplane/dispatcher/dispatcher.h"
-#include "backplane/dispatcher/schema_signature.h"
-#include "backplane/dispatcher/standard_ops.h"
+#include "backplane/dispatch/dispatcher.h"
+#include "backplane/dispatch/schema_signature.h"
+#include "backplane/ops/standard_ops.h"
 
 namespace backplane::cli {
 namespace {

@@ -67,9 +67,9 @@
 #include <string>
 
 #include "backbone.h"
-#include "backplane/dispatcher/dispatcher.h"
-#include "backplane/ops.h"
-#include "backplane/runtime.h"
+#include "backplane/dispatch/dispatcher.h"
+#include "backplane/ops/ops.h"
+#include "backplane/runtime/runtime.h"
 #include "empty_kernel.h"
 #include "encoder.h"
 #include "lidar_synth.h"

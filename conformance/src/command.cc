@@ -53,10 +53,10 @@
 #include "backplane/conformance/suite.h"
 #include "backplane/core/device_type_registry.h"
 #include "backplane/core/error.h"
-#include "backplane/dispatcher/plugin_registry.h"
+#include "backplane/runtime/plugin_registry.h"
 #include "backplane/conformance/command.h"
 #include "backplane/conformance/text_format.h"
-#include "backplane/runtime.h"
+#include "backplane/runtime/runtime.h"
 
 extern char** environ;
 

@@ -37,7 +37,7 @@
 #include "backplane/core/error.h"
 #include "backplane/core/scalar_type.h"
 #include "backplane/core/str_cat.h"
-#include "backplane/ops.h"
+#include "backplane/ops/ops.h"
 
 namespace backplane::conformance::onnx {
 namespace {

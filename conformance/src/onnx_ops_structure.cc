@@ -19,8 +19,8 @@
 #include "backplane/conformance/onnx_ops.h"
 #include "backplane/core/error.h"
 #include "backplane/core/scalar_type.h"
-#include "backplane/dispatcher/dispatcher.h"
-#include "backplane/ops.h"
+#include "backplane/dispatch/dispatcher.h"
+#include "backplane/ops/ops.h"
 
 namespace backplane::conformance::onnx {
 namespace {

@@ -16,7 +16,7 @@
 //     failure is about 2e-9 per check) plus the dtype's rounding; that
 //     catches a kernel that ignores from/to, scales by the wrong std or
 //     draws with the wrong p;
-//   * determinism (backplane/dispatcher/random.h): a draw's values are the
+//   * determinism (backplane/ops/random.h): a draw's values are the
 //     Philox stream at the blocks it reserved, the same on every device.
 //     The checker runs right after the call, so those blocks are the last
 //     ones reserved: it reads the generator's state (no operator) and
@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "backplane/conformance/spec.h"
-#include "backplane/dispatcher/random.h"
+#include "backplane/ops/random.h"
 #include "backplane/philox.h"
 
 namespace backplane::conformance {

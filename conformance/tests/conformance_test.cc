@@ -18,10 +18,10 @@
 #include "backplane/conformance/suite.h"
 #include "backplane/core/device_interface.h"
 #include "backplane/core/device_type_registry.h"
-#include "backplane/dispatcher/dispatcher.h"
-#include "backplane/dispatcher/library.h"
-#include "backplane/dispatcher/plugin_registry.h"
-#include "backplane/tensor.h"
+#include "backplane/dispatch/dispatcher.h"
+#include "backplane/dispatch/library.h"
+#include "backplane/runtime/plugin_registry.h"
+#include "backplane/ops/tensor.h"
 #include "test_device.h"
 
 namespace backplane::conformance {

@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "backplane/conformance/spec.h"
-#include "backplane/dispatcher/dispatcher.h"
-#include "backplane/dispatcher/plugin_registry.h"
-#include "backplane/dispatcher/standard_ops.h"
-#include "backplane/tensor.h"
+#include "backplane/dispatch/dispatcher.h"
+#include "backplane/runtime/plugin_registry.h"
+#include "backplane/ops/standard_ops.h"
+#include "backplane/ops/tensor.h"
 
 namespace backplane::conformance {
 namespace {

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "backplane/conformance/onnx_node_test.h"
-#include "backplane/tensor.h"
+#include "backplane/ops/tensor.h"
 
 namespace backplane::conformance::onnx {
 namespace {

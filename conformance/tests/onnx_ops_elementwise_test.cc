@@ -14,8 +14,8 @@
 
 #include "backplane/conformance/onnx_ops.h"
 #include "backplane/core/error.h"
-#include "backplane/dispatcher/plugin_registry.h"
-#include "backplane/ops.h"
+#include "backplane/runtime/plugin_registry.h"
+#include "backplane/ops/ops.h"
 
 namespace backplane::conformance::onnx {
 namespace {

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "backplane/conformance/onnx_ops.h"
-#include "backplane/dispatcher/plugin_registry.h"
-#include "backplane/ops.h"
+#include "backplane/runtime/plugin_registry.h"
+#include "backplane/ops/ops.h"
 
 namespace backplane::conformance::onnx {
 namespace {

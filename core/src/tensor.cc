@@ -1,4 +1,4 @@
-#include "backplane/core/tensor.h"
+#include "backplane/core/tensor_base.h"
 
 #include <algorithm>
 #include <cstring>

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "backplane/core/str_cat.h"
-#include "backplane/core/tensor.h"
+#include "backplane/core/tensor_base.h"
 
 namespace backplane {
 namespace {

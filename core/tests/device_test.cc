@@ -19,7 +19,7 @@
 #include "backplane/core/device_type_registry.h"
 #include "backplane/core/error.h"
 #include "backplane/core/storage.h"
-#include "backplane/core/tensor.h"
+#include "backplane/core/tensor_base.h"
 #include "test_device.h"
 
 namespace backplane {

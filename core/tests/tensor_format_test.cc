@@ -7,7 +7,7 @@
 #include <numeric>
 #include <vector>
 
-#include "backplane/core/tensor.h"
+#include "backplane/core/tensor_base.h"
 #include "test_device.h"
 
 namespace backplane {

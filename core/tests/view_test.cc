@@ -14,7 +14,7 @@
 #include "backplane/core/checked_math.h"
 #include "backplane/core/device.h"
 #include "backplane/core/error.h"
-#include "backplane/core/tensor.h"
+#include "backplane/core/tensor_base.h"
 #include "test_device.h"
 
 namespace backplane {

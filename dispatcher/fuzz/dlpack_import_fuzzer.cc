@@ -1,4 +1,4 @@
-// Fuzz target fuzz_dlpack_import: backplane::fromDLPack (backplane/dlpack.h)
+// Fuzz target fuzz_dlpack_import: backplane::fromDLPack (backplane/runtime/dlpack.h)
 // with a DLManagedTensor whose every field comes from the input: dtype
 // (code, bits, lanes), device (type, id), ndim, shape, strides (or NULL),
 // byte_offset, the data pointer (into a real buffer, NULL, or a wild
@@ -36,8 +36,8 @@
 #include "backplane/core/device_interface.h"
 #include "backplane/core/device_type_registry.h"
 #include "backplane/core/error.h"
-#include "backplane/dlpack.h"
-#include "backplane/tensor.h"
+#include "backplane/runtime/dlpack.h"
+#include "backplane/ops/tensor.h"
 #include "field_reader.h"
 
 namespace {

@@ -42,8 +42,8 @@
 #include <vector>
 
 #include "backplane/core/error.h"
-#include "backplane/dispatcher/dispatcher.h"
-#include "backplane/dispatcher/library.h"
+#include "backplane/dispatch/dispatcher.h"
+#include "backplane/dispatch/library.h"
 
 namespace bk = backplane;
 using bk::DispatchKey;

@@ -33,10 +33,10 @@
 #include "abi_fuzz_plugin.h"
 #include "backplane/core/device_type_registry.h"
 #include "backplane/core/error.h"
-#include "backplane/dispatcher/dispatcher.h"
-#include "backplane/dispatcher/plugin_registry.h"
-#include "backplane/dispatcher/schema_signature.h"
-#include "backplane/tensor.h"
+#include "backplane/dispatch/dispatcher.h"
+#include "backplane/runtime/plugin_registry.h"
+#include "backplane/dispatch/schema_signature.h"
+#include "backplane/ops/tensor.h"
 
 namespace {
 

@@ -22,8 +22,8 @@
 #include <variant>
 #include <vector>
 
-#include "backplane/dispatcher/function_schema.h"
-#include "backplane/dispatcher/schema_signature.h"
+#include "backplane/dispatch/function_schema.h"
+#include "backplane/dispatch/schema_signature.h"
 
 namespace {
 

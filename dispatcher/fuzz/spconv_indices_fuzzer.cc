@@ -31,9 +31,9 @@
 #include <vector>
 
 #include "backplane/core/error.h"
-#include "backplane/dispatcher/dispatcher.h"
-#include "backplane/dispatcher/plugin_registry.h"
-#include "backplane/tensor.h"
+#include "backplane/dispatch/dispatcher.h"
+#include "backplane/runtime/plugin_registry.h"
+#include "backplane/ops/tensor.h"
 #include "field_reader.h"
 
 namespace {

@@ -1,10 +1,10 @@
 // Boxed and unboxed calls in both directions, argument conversion, defaults
 // and the canonical-signature rules.
-#include "backplane/dispatcher/boxing.h"
+#include "backplane/dispatch/boxing.h"
 
-#include "backplane/dispatcher/library.h"
-#include "backplane/dispatcher/schema_signature.h"
-#include "backplane/tensor.h"
+#include "backplane/dispatch/library.h"
+#include "backplane/dispatch/schema_signature.h"
+#include "backplane/ops/tensor.h"
 #include "test_ops.h"
 
 namespace backplane {

@@ -4,8 +4,8 @@
 #include <thread>
 #include <vector>
 
-#include "backplane/dispatcher/library.h"
-#include "backplane/tensor.h"
+#include "backplane/dispatch/library.h"
+#include "backplane/ops/tensor.h"
 #include "test_device.h"
 #include "test_ops.h"
 

@@ -1,10 +1,10 @@
 // Note [CPU fallback], exercised on the test device (memory the host cannot
 // read): arguments staged to the host, written arguments copied back,
 // returns moved to the target device, counters, modes, warnings.
-#include "backplane/dispatcher/builtin_kernels.h"
+#include "backplane/dispatch/builtin_kernels.h"
 
-#include "backplane/dispatcher/library.h"
-#include "backplane/tensor.h"
+#include "backplane/dispatch/library.h"
+#include "backplane/ops/tensor.h"
 #include "test_device.h"
 #include "test_ops.h"
 

@@ -4,10 +4,10 @@
 // whose memory the host cannot read), through every call path.
 #include <atomic>
 
-#include "backplane/dispatcher/builtin_kernels.h"
-#include "backplane/dispatcher/library.h"
-#include "backplane/profiler.h"
-#include "backplane/tensor.h"
+#include "backplane/dispatch/builtin_kernels.h"
+#include "backplane/dispatch/library.h"
+#include "backplane/runtime/profiler.h"
+#include "backplane/ops/tensor.h"
 #include "test_device.h"
 #include "test_ops.h"
 

@@ -12,8 +12,8 @@
 
 #include "backplane/core/device_interface.h"
 #include "backplane/core/device_type_registry.h"
-#include "backplane/dispatcher/plugin_registry.h"
-#include "backplane/stream.h"
+#include "backplane/runtime/plugin_registry.h"
+#include "backplane/runtime/stream.h"
 #include "test_device.h"
 #include "test_ops.h"
 

@@ -1,4 +1,4 @@
-#include "backplane/dispatcher/dispatch_key.h"
+#include "backplane/dispatch/dispatch_key.h"
 
 #include <gtest/gtest.h>
 

@@ -1,11 +1,11 @@
 // The operator x dispatch-key table: def/impl/fallback, precedence,
 // handles that restore what came before, errors, tracing, redispatch.
-#include "backplane/dispatcher/dispatcher.h"
+#include "backplane/dispatch/dispatcher.h"
 
 #include <atomic>
 
-#include "backplane/dispatcher/library.h"
-#include "backplane/tensor.h"
+#include "backplane/dispatch/library.h"
+#include "backplane/ops/tensor.h"
 #include "test_device.h"
 #include "test_ops.h"
 

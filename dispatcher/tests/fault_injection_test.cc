@@ -18,10 +18,10 @@
 #include <tuple>
 #include <vector>
 
-#include "backplane/dispatcher/dispatcher.h"
-#include "backplane/dispatcher/plugin_registry.h"
-#include "backplane/dispatcher/standard_ops.h"
-#include "backplane/ops.h"
+#include "backplane/dispatch/dispatcher.h"
+#include "backplane/runtime/plugin_registry.h"
+#include "backplane/ops/standard_ops.h"
+#include "backplane/ops/ops.h"
 #include "fault_test_util.h"
 #include "test_device.h"
 

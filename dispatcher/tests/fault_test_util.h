@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "backplane/tensor.h"
+#include "backplane/ops/tensor.h"
 
 namespace backplane::fault_test {
 

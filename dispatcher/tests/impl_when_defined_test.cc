@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "backplane/dispatcher/dispatcher.h"
-#include "backplane/dispatcher/library.h"
-#include "backplane/tensor.h"
+#include "backplane/dispatch/dispatcher.h"
+#include "backplane/dispatch/library.h"
+#include "backplane/ops/tensor.h"
 #include "test_ops.h"
 
 namespace backplane {

@@ -14,9 +14,9 @@
 #include <thread>
 #include <vector>
 
-#include "backplane/dispatcher/dispatcher.h"
-#include "backplane/dispatcher/plugin_registry.h"
-#include "backplane/ops.h"
+#include "backplane/dispatch/dispatcher.h"
+#include "backplane/runtime/plugin_registry.h"
+#include "backplane/ops/ops.h"
 #include "test_device.h"
 
 namespace backplane {

@@ -3,8 +3,8 @@
 #include <cstdlib>
 #include <new>
 
-#include "backplane/dispatcher/library.h"
-#include "backplane/tensor.h"
+#include "backplane/dispatch/library.h"
+#include "backplane/ops/tensor.h"
 #include "test_ops.h"
 
 namespace {

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "backplane/dispatcher/dispatcher.h"
-#include "backplane/dispatcher/plugin_registry.h"
+#include "backplane/dispatch/dispatcher.h"
+#include "backplane/runtime/plugin_registry.h"
 #include "backplane/plugin_api.h"
 #include "test_ops.h"
 

@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "backplane/core/device_type_registry.h"
-#include "backplane/dispatcher/dispatcher.h"
-#include "backplane/dispatcher/plugin_registry.h"
+#include "backplane/dispatch/dispatcher.h"
+#include "backplane/runtime/plugin_registry.h"
 #include "backplane/plugin_api.h"
 #include "test_ops.h"
 

@@ -1,4 +1,4 @@
-// Tensor (backplane/tensor.h, Note [Tensor and TensorBase]): what the ops
+// Tensor (backplane/ops/tensor.h, Note [Tensor and TensorBase]): what the ops
 // layer adds to core's TensorBase. reshape() and flatten() view when they
 // can and copy when they must; contiguous() and clone() copy on the
 // tensor's device, with the device's _copy_on_device_ kernel when it has
@@ -16,9 +16,9 @@
 #include "backplane/core/checked_math.h"
 #include "backplane/core/error.h"
 #include "backplane/core/transfers.h"
-#include "backplane/dispatcher/dispatcher.h"
-#include "backplane/dispatcher/library.h"
-#include "backplane/tensor.h"
+#include "backplane/dispatch/dispatcher.h"
+#include "backplane/dispatch/library.h"
+#include "backplane/ops/tensor.h"
 #include "test_device.h"
 
 namespace backplane {

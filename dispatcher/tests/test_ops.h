@@ -8,8 +8,8 @@
 #include <functional>
 #include <vector>
 
-#include "backplane/dispatcher/library.h"
-#include "backplane/tensor.h"
+#include "backplane/dispatch/library.h"
+#include "backplane/ops/tensor.h"
 
 namespace backplane::test {
 

@@ -11,7 +11,7 @@ Every op call made while the profile records, on any thread and through any
 entry point (these functions, Tensor methods, backplane.ops, plugins'
 kernels calling ops), counts in the row (op, backend) of the backend whose
 kernel served it. Self times add up to the time spent in ops; total times
-include the ops each call made (backplane/profiler.h has the details, and
+include the ops each call made (backplane/runtime/profiler.h has the details, and
 what `synchronize_device` changes on asynchronous devices).
 
 One profile records at a time in a process: starting a second while one

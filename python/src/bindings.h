@@ -9,7 +9,7 @@
 #include "backplane/core/device.h"
 #include "backplane/core/error.h"
 #include "backplane/core/scalar_type.h"
-#include "backplane/tensor.h"
+#include "backplane/ops/tensor.h"
 
 namespace backplane::python {
 

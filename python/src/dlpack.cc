@@ -1,4 +1,4 @@
-// DLPack's Python protocol over backplane/dlpack.h: Tensor.__dlpack__,
+// DLPack's Python protocol over backplane/runtime/dlpack.h: Tensor.__dlpack__,
 // Tensor.__dlpack_device__ and backplane.from_dlpack (Note [DLPack from
 // Python]).
 //
@@ -60,7 +60,7 @@
 #include <utility>
 
 #include "backplane/core/device_type_registry.h"
-#include "backplane/dlpack.h"
+#include "backplane/runtime/dlpack.h"
 #include "bindings.h"
 
 namespace backplane::python {

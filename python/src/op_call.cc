@@ -47,9 +47,9 @@
 #include <vector>
 
 #include "backplane/core/error.h"
-#include "backplane/dispatcher/dispatcher.h"
-#include "backplane/dispatcher/function_schema.h"
-#include "backplane/dispatcher/ivalue.h"
+#include "backplane/dispatch/dispatcher.h"
+#include "backplane/dispatch/function_schema.h"
+#include "backplane/dispatch/ivalue.h"
 #include "bindings.h"
 
 namespace backplane::python {

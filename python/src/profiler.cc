@@ -1,7 +1,7 @@
 // The profiler from Python: backplane::Profiler, OpReport and OpStats, which
 // backplane/profiler.py wraps as the context manager `backplane.profile()`.
 //
-// The C++ semantics hold unchanged (backplane/profiler.h): every op call on
+// The C++ semantics hold unchanged (backplane/runtime/profiler.h): every op call on
 // any thread while a profiler records, one row per (op, backend), self and
 // total time, at most one profiler recording in the process. Starting one,
 // stopping it and taking a report take the profiler's locks (and
@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "backplane/dispatcher/dispatch_key.h"
-#include "backplane/profiler.h"
+#include "backplane/dispatch/dispatch_key.h"
+#include "backplane/runtime/profiler.h"
 #include "bindings.h"
 
 namespace backplane::python {

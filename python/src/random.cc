@@ -1,13 +1,13 @@
 // backplane.manual_seed and backplane.initial_seed: the process-wide
 // generator of rand, randn, dropout and the other random operators
-// (backplane/dispatcher/random.h), so that a Python program draws the same
+// (backplane/ops/random.h), so that a Python program draws the same
 // numbers as a C++ one seeded alike.
 #include <Python.h>
 
 #include <cstdint>
 #include <string>
 
-#include "backplane/dispatcher/random.h"
+#include "backplane/ops/random.h"
 #include "bindings.h"
 
 namespace backplane::python {

@@ -9,8 +9,8 @@
 #include <memory>
 #include <string>
 
-#include "backplane/dispatcher/plugin_registry.h"
-#include "backplane/runtime.h"
+#include "backplane/runtime/plugin_registry.h"
+#include "backplane/runtime/runtime.h"
 #include "bindings.h"
 
 namespace backplane::python {

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "backplane/ops.h"
+#include "backplane/ops/ops.h"
 #include "bindings.h"
 
 namespace backplane::python {

@@ -63,7 +63,7 @@
 #include <vector>
 
 #include "backplane/core/storage.h"
-#include "backplane/dlpack.h"
+#include "backplane/runtime/dlpack.h"
 #include "bindings.h"
 
 namespace backplane::python {

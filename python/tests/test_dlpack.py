@@ -1,7 +1,7 @@
 """Zero-copy exchange through DLPack's Python protocol: Tensor.__dlpack__,
 Tensor.__dlpack_device__ and backplane.from_dlpack, with NumPy and PyTorch
 (Note [DLPack from Python] in python/src/dlpack.cc, Note [DLPack mapping] in
-backplane/dlpack.h).
+backplane/runtime/dlpack.h).
 
 "Shares memory" is checked the way a user relies on it: a write through one
 side is read through the other, and the data pointers agree.

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "backplane/core/error.h"
-#include "backplane/dispatcher/random.h"
-#include "backplane/ops.h"
+#include "backplane/ops/random.h"
+#include "backplane/ops/ops.h"
 
 namespace encoder {
 

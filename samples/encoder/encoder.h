@@ -1,6 +1,6 @@
 #pragma once
 // A BERT-style transformer encoder layer written with the application API
-// (backplane/ops.h) only, so that the same code runs on whichever device its
+// (backplane/ops/ops.h) only, so that the same code runs on whichever device its
 // tensors are on: the embeddings, multi-head self-attention with a padding
 // mask, and a feed-forward block with GELU, each followed by a residual
 // connection and layer_norm (post-norm, as in BERT).
@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <string>
 
-#include "backplane/tensor.h"
+#include "backplane/ops/tensor.h"
 
 namespace encoder {
 

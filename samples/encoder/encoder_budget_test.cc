@@ -13,10 +13,10 @@
 #include <string_view>
 
 #include "backplane/core/transfers.h"
-#include "backplane/dispatcher/dispatcher.h"
-#include "backplane/profiler.h"
-#include "backplane/runtime.h"
-#include "backplane/tensor.h"
+#include "backplane/dispatch/dispatcher.h"
+#include "backplane/runtime/profiler.h"
+#include "backplane/runtime/runtime.h"
+#include "backplane/ops/tensor.h"
 #include "encoder.h"
 #include "test_config.h"
 

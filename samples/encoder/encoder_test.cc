@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "backplane/core/error.h"
-#include "backplane/profiler.h"
-#include "backplane/runtime.h"
+#include "backplane/runtime/profiler.h"
+#include "backplane/runtime/runtime.h"
 #include "encoder.h"
 #include "test_config.h"
 #include "reference.h"

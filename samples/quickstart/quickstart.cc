@@ -3,8 +3,8 @@
 #include <cstdio>
 #include <vector>
 
-#include "backplane/dispatcher/library.h"
-#include "backplane/tensor.h"
+#include "backplane/dispatch/library.h"
+#include "backplane/ops/tensor.h"
 #include "test_device.h"
 
 using namespace backplane;

@@ -1,6 +1,6 @@
 // The example shown in README.md; built and run as a test so it stays true.
-#include "backplane/dispatcher/library.h"
-#include "backplane/tensor.h"
+#include "backplane/dispatch/library.h"
+#include "backplane/ops/tensor.h"
 
 using namespace backplane;
 

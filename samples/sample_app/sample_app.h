@@ -11,8 +11,8 @@
 #include <variant>
 #include <vector>
 
-#include "backplane/profiler.h"
-#include "backplane/runtime.h"
+#include "backplane/runtime/profiler.h"
+#include "backplane/runtime/runtime.h"
 
 namespace sample {
 

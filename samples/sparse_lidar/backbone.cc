@@ -4,8 +4,8 @@
 #include <utility>
 
 #include "backplane/core/error.h"
-#include "backplane/dispatcher/random.h"
-#include "backplane/ops.h"
+#include "backplane/ops/random.h"
+#include "backplane/ops/ops.h"
 
 namespace sparse_lidar {
 

@@ -1,7 +1,7 @@
 #pragma once
 // SECOND's VoxelBackBone8x (as in OpenPCDet): the 3-D sparse backbone of
 // most LiDAR detectors, written with sparse_conv.h and the application API
-// (backplane/ops.h), so the same code runs on whichever device its tensors
+// (backplane/ops/ops.h), so the same code runs on whichever device its tensors
 // are on.
 //
 //   std::vector<SparseConvLayer> layers = voxelBackBone8x(/*in_channels=*/4);

@@ -19,7 +19,7 @@
 #include <string>
 #include <string_view>
 
-#include "backplane/tensor.h"
+#include "backplane/ops/tensor.h"
 #include "lidar_synth.h"
 
 namespace sparse_lidar {

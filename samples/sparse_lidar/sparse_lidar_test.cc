@@ -13,9 +13,9 @@
 
 #include "backbone.h"
 #include "backplane/core/error.h"
-#include "backplane/dispatcher/dispatcher.h"
-#include "backplane/profiler.h"
-#include "backplane/runtime.h"
+#include "backplane/dispatch/dispatcher.h"
+#include "backplane/runtime/profiler.h"
+#include "backplane/runtime/runtime.h"
 #include "reference.h"
 #include "test_device.h"
 

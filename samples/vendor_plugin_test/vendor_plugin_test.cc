@@ -34,10 +34,10 @@
 
 #include "backplane/core/device_type_registry.h"
 #include "backplane/core/error.h"
-#include "backplane/tensor.h"
-#include "backplane/dispatcher/dispatcher.h"
-#include "backplane/ops.h"
-#include "backplane/runtime.h"
+#include "backplane/ops/tensor.h"
+#include "backplane/dispatch/dispatcher.h"
+#include "backplane/ops/ops.h"
+#include "backplane/runtime/runtime.h"
 
 namespace backplane {
 namespace {

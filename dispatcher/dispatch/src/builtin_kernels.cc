@@ -1,11 +1,11 @@
-#include "backplane/dispatcher/builtin_kernels.h"
+#include "backplane/dispatch/builtin_kernels.h"
 
 #include <cstdio>
 #include <mutex>
 
 #include "absl/container/inlined_vector.h"
 #include "backplane/core/str_cat.h"
-#include "backplane/core/tensor.h"
+#include "backplane/core/tensor_base.h"
 
 namespace backplane {
 

@@ -1,4 +1,4 @@
-#include "backplane/dispatcher/dispatcher.h"
+#include "backplane/dispatch/dispatcher.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -9,8 +9,8 @@
 
 #include "backplane/core/error.h"
 #include "backplane/core/str_cat.h"
-#include "backplane/dispatcher/builtin_kernels.h"
-#include "backplane/dispatcher/schema_signature.h"
+#include "backplane/dispatch/builtin_kernels.h"
+#include "backplane/dispatch/schema_signature.h"
 
 namespace backplane {
 

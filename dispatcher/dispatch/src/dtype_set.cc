@@ -1,4 +1,4 @@
-#include "backplane/dispatcher/dtype_set.h"
+#include "backplane/dispatch/dtype_set.h"
 
 #include "backplane/core/str_cat.h"
 

@@ -1,4 +1,4 @@
-#include "backplane/dispatcher/function_schema.h"
+#include "backplane/dispatch/function_schema.h"
 
 #include <algorithm>
 #include <charconv>

@@ -1,4 +1,4 @@
-#include "backplane/dispatcher/ivalue.h"
+#include "backplane/dispatch/ivalue.h"
 
 #include <sstream>
 

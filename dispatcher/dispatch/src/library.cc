@@ -1,4 +1,4 @@
-#include "backplane/dispatcher/library.h"
+#include "backplane/dispatch/library.h"
 
 #include "backplane/core/str_cat.h"
 

@@ -1,4 +1,4 @@
-#include "backplane/dispatcher/schema_signature.h"
+#include "backplane/dispatch/schema_signature.h"
 
 namespace backplane {
 

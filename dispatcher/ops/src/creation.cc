@@ -21,7 +21,7 @@
 // `offset` (plugin_sdk/include/backplane/philox.h, Note [The Philox
 // stream]): element i in row-major order, whatever self's strides. The
 // composite reserves the blocks from the process-wide generator
-// (backplane/dispatcher/random.h), so results are the same on every device.
+// (backplane/ops/random.h), so results are the same on every device.
 //
 // Note [Copies between devices]
 // copy_ is a composite. Within one device it calls the internal kernel
@@ -37,7 +37,7 @@
 #include <limits>
 
 #include "backplane/core/device_interface.h"
-#include "backplane/dispatcher/random.h"
+#include "backplane/ops/random.h"
 #include "backplane/philox.h"
 #include "families.h"
 #include "structured.h"

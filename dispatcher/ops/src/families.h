@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "backplane/dispatcher/standard_ops.h"
+#include "backplane/ops/standard_ops.h"
 
 namespace backplane::ops {
 

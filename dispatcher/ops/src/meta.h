@@ -9,9 +9,9 @@
 
 #include "absl/container/inlined_vector.h"
 #include "backplane/core/scalar.h"
-#include "backplane/tensor.h"
-#include "backplane/dispatcher/dispatcher.h"
-#include "backplane/dispatcher/standard_ops.h"
+#include "backplane/ops/tensor.h"
+#include "backplane/dispatch/dispatcher.h"
+#include "backplane/ops/standard_ops.h"
 
 namespace backplane::ops {
 

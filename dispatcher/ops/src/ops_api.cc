@@ -1,7 +1,7 @@
-// The standard operators as C++ functions and tensor methods (backplane/ops.h,
-// backplane/tensor.h). Each body is one call through a typed handle that
+// The standard operators as C++ functions and tensor methods (backplane/ops/ops.h,
+// backplane/ops/tensor.h). Each body is one call through a typed handle that
 // BP_STANDARD_OP looks up once per process.
-#include "backplane/ops.h"
+#include "backplane/ops/ops.h"
 
 #include <cstring>
 
@@ -31,7 +31,7 @@ using JoinSig = Tensor(TensorList, int64_t);
 using ToSig = Tensor(const Tensor&, Opts, OptDevice, bool, bool);
 
 // A number as the 0-d CPU tensor PyTorch makes of a Python number in an op
-// with self (the Note in backplane/ops.h), of the dtype that number promotes
+// with self (the Note in backplane/ops/ops.h), of the dtype that number promotes
 // to. On the CPU whatever self's device: the functional binary ops take a
 // 0-d CPU operand to self's device as a kernel argument, with no
 // host<->device copy (Note [CPU scalars] in dispatcher/ops/src/meta.h).

@@ -1,7 +1,7 @@
 // The ops of dispatcher/ops/src/elementwise_more.cc as C++ functions and
-// tensor methods (backplane/ops.h, backplane/tensor.h): one call each
+// tensor methods (backplane/ops/ops.h, backplane/ops/tensor.h): one call each
 // through a typed handle that BP_STANDARD_OP looks up once per process.
-#include "backplane/ops.h"
+#include "backplane/ops/ops.h"
 #include "structured.h"
 
 namespace backplane {

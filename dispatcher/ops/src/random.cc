@@ -1,4 +1,4 @@
-#include "backplane/dispatcher/random.h"
+#include "backplane/ops/random.h"
 
 #include <atomic>
 

@@ -1,4 +1,4 @@
-#include "backplane/dispatcher/standard_ops.h"
+#include "backplane/ops/standard_ops.h"
 
 #include <algorithm>
 #include <iterator>
@@ -10,8 +10,8 @@
 #include "families.h"
 
 #include "backplane/core/str_cat.h"
-#include "backplane/tensor.h"
-#include "backplane/dispatcher/dispatcher.h"
+#include "backplane/ops/tensor.h"
+#include "backplane/dispatch/dispatcher.h"
 
 namespace backplane {
 

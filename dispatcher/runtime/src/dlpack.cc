@@ -1,4 +1,4 @@
-#include "backplane/dlpack.h"
+#include "backplane/runtime/dlpack.h"
 
 #include <algorithm>
 #include <cstdint>

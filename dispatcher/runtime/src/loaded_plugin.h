@@ -16,8 +16,8 @@
 #include <boost/dll/shared_library.hpp>
 
 #include "backplane/core/device_interface.h"
-#include "backplane/dispatcher/dispatcher.h"
-#include "backplane/dispatcher/plugin_registry.h"
+#include "backplane/dispatch/dispatcher.h"
+#include "backplane/runtime/plugin_registry.h"
 #include "backplane/plugin_api.h"
 #include "plugin_calls.h"
 

@@ -7,9 +7,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
 #include "backplane/core/str_cat.h"
-#include "backplane/dispatcher/standard_ops.h"
+#include "backplane/ops/standard_ops.h"
 #include "loaded_plugin.h"
-#include "backplane/dispatcher/schema_signature.h"
+#include "backplane/dispatch/schema_signature.h"
 
 struct BP_Error {
   BP_ErrorCode code;

@@ -1,6 +1,6 @@
 // Loading and unloading plugins (Note [Plugin loading]) and the registration
 // half of the host table.
-#include "backplane/dispatcher/plugin_registry.h"
+#include "backplane/runtime/plugin_registry.h"
 
 #include <dlfcn.h>
 #include <sys/stat.h>
@@ -17,9 +17,9 @@
 #include "absl/synchronization/mutex.h"
 #include "backplane/core/device_type_registry.h"
 #include "backplane/core/str_cat.h"
-#include "backplane/dispatcher/builtin_kernels.h"
+#include "backplane/dispatch/builtin_kernels.h"
 #include "loaded_plugin.h"
-#include "backplane/dispatcher/schema_signature.h"
+#include "backplane/dispatch/schema_signature.h"
 
 namespace backplane {
 

@@ -50,7 +50,7 @@
 // the backend key the call resolves to, not of the next key below Profiling,
 // which may be another wrapper (Tracing, a User key) and says nothing about
 // how the op ran on the device.
-#include "backplane/profiler.h"
+#include "backplane/runtime/profiler.h"
 
 #include <algorithm>
 #include <array>
@@ -71,8 +71,8 @@
 #include "backplane/core/device_type_registry.h"
 #include "backplane/core/error.h"
 #include "backplane/core/transfers.h"
-#include "backplane/dispatcher/dispatcher.h"
-#include "backplane/dispatcher/builtin_kernels.h"
+#include "backplane/dispatch/dispatcher.h"
+#include "backplane/dispatch/builtin_kernels.h"
 
 namespace backplane {
 

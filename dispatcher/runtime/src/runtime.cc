@@ -1,5 +1,5 @@
 // Runtime: plugins, devices and device strings (Note [Choosing a device]).
-#include "backplane/runtime.h"
+#include "backplane/runtime/runtime.h"
 
 #include <cstdlib>
 #include <exception>
@@ -8,7 +8,7 @@
 #include "backplane/core/device_type_registry.h"
 #include "backplane/core/error.h"
 #include "backplane/core/str_cat.h"
-#include "backplane/dispatcher/dispatcher.h"
+#include "backplane/dispatch/dispatcher.h"
 
 namespace backplane {
 namespace {

@@ -1,6 +1,6 @@
-// Streams and events for applications (backplane/stream.h) over core's
+// Streams and events for applications (backplane/runtime/stream.h) over core's
 // DeviceInterface.
-#include "backplane/stream.h"
+#include "backplane/runtime/stream.h"
 
 #include <string>
 #include <utility>

@@ -1,5 +1,5 @@
 // dlpack_interop: a test-only shared library through which
-// dlpack_interop_test.py (ctypes) drives backplane/dlpack.h from Python.
+// dlpack_interop_test.py (ctypes) drives backplane/runtime/dlpack.h from Python.
 // Tensors cross as opaque `Tensor*` handles the caller frees with
 // dlpi_free; functions that can fail return NULL (or -1) and leave the
 // message for dlpi_last_error. Row-major element i of a handle is the
@@ -9,7 +9,7 @@
 #include <string>
 #include <type_traits>
 
-#include "backplane/dlpack.h"
+#include "backplane/runtime/dlpack.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""DLPack interop with NumPy, as users of backplane/dlpack.h rely on it.
+"""DLPack interop with NumPy, as users of backplane/runtime/dlpack.h rely on it.
 
 Backplane tensors go to numpy.from_dlpack, and NumPy arrays' __dlpack__()
 capsules come into Backplane, both without a copy. Python reaches Backplane

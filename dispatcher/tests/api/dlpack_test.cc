@@ -1,4 +1,4 @@
-// DLPack export and import (backplane/dlpack.h): zero-copy round trips on
+// DLPack export and import (backplane/runtime/dlpack.h): zero-copy round trips on
 // the CPU for every dtype and layout, who deletes what and when, foreign
 // tensors, each bad input's message, and device tensors: on the in-tree
 // test device told to declare a DLPack type, on one that declares none, and
@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "backplane/core/device_type_registry.h"
-#include "backplane/dispatcher/plugin_registry.h"
-#include "backplane/dlpack.h"
+#include "backplane/runtime/plugin_registry.h"
+#include "backplane/runtime/dlpack.h"
 #include "test_device.h"
 #include "test_ops.h"
 

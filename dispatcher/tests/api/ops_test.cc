@@ -1,7 +1,7 @@
-// backplane/ops.h and the tensor methods: the application's view of the
+// backplane/ops/ops.h and the tensor methods: the application's view of the
 // standard operators, on the CPU plugin and on a device with no kernels
 // (everything there runs through the CPU fallback), which must agree.
-#include "backplane/ops.h"
+#include "backplane/ops/ops.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "backplane/dispatcher/dispatcher.h"
-#include "backplane/dispatcher/plugin_registry.h"
-#include "backplane/dispatcher/random.h"
+#include "backplane/dispatch/dispatcher.h"
+#include "backplane/runtime/plugin_registry.h"
+#include "backplane/ops/random.h"
 #include "test_device.h"
 #include "test_ops.h"
 

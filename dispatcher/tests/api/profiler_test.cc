@@ -2,7 +2,7 @@
 // ran, CPU-fallback bytes, self and total time; nested calls, errors,
 // threads, the one-profiler rule, the device-synchronisation option, and the
 // printed table.
-#include "backplane/profiler.h"
+#include "backplane/runtime/profiler.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -15,12 +15,12 @@
 #include <thread>
 #include <vector>
 
-#include "backplane/dispatcher/dispatcher.h"
-#include "backplane/dispatcher/plugin_registry.h"
+#include "backplane/dispatch/dispatcher.h"
+#include "backplane/runtime/plugin_registry.h"
 #include "backplane/core/str_cat.h"
 #include "backplane/core/transfers.h"
-#include "backplane/dispatcher/library.h"
-#include "backplane/tensor.h"
+#include "backplane/dispatch/library.h"
+#include "backplane/ops/tensor.h"
 #include "test_device.h"
 
 namespace backplane {

@@ -1,4 +1,4 @@
-// The Profiler across threads (backplane/profiler.h: "Profiler's methods may
+// The Profiler across threads (backplane/runtime/profiler.h: "Profiler's methods may
 // be called from any thread") and its watchdog (ProfilerOptions::hang_after),
 // with ops of the test's own (no plugin). In the ThreadSanitizer subset
 // (label tsan: scripts/test.sh --sanitize=thread).
@@ -12,10 +12,10 @@
 #include <thread>
 #include <vector>
 
-#include "backplane/dispatcher/dispatcher.h"
-#include "backplane/dispatcher/library.h"
-#include "backplane/profiler.h"
-#include "backplane/tensor.h"
+#include "backplane/dispatch/dispatcher.h"
+#include "backplane/dispatch/library.h"
+#include "backplane/runtime/profiler.h"
+#include "backplane/ops/tensor.h"
 
 namespace backplane {
 namespace {

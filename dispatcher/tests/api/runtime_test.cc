@@ -1,6 +1,6 @@
 // Runtime: loading plugins, listing devices and resolving device strings
 // (Note [Choosing a device]), with and without GPUs.
-#include "backplane/runtime.h"
+#include "backplane/runtime/runtime.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -11,7 +11,7 @@
 
 #include "backplane/core/device_type_registry.h"
 #include "backplane/core/error.h"
-#include "backplane/tensor.h"
+#include "backplane/ops/tensor.h"
 #include "test_ops.h"
 
 namespace backplane {

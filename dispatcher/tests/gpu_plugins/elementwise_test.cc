@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "backplane/core/error.h"
-#include "backplane/tensor.h"
-#include "backplane/dispatcher/dispatcher.h"
-#include "backplane/ops.h"
-#include "backplane/runtime.h"
+#include "backplane/ops/tensor.h"
+#include "backplane/dispatch/dispatcher.h"
+#include "backplane/ops/ops.h"
+#include "backplane/runtime/runtime.h"
 #include "gpu_test_util.h"
 
 namespace backplane {

@@ -15,12 +15,12 @@
 #include <vector>
 
 #include "backplane/core/error.h"
-#include "backplane/dispatcher/dispatcher.h"
-#include "backplane/dispatcher/random.h"
-#include "backplane/ops.h"
-#include "backplane/runtime.h"
-#include "backplane/stream.h"
-#include "backplane/tensor.h"
+#include "backplane/dispatch/dispatcher.h"
+#include "backplane/ops/random.h"
+#include "backplane/ops/ops.h"
+#include "backplane/runtime/runtime.h"
+#include "backplane/runtime/stream.h"
+#include "backplane/ops/tensor.h"
 #include "gpu_test_util.h"
 
 namespace backplane {

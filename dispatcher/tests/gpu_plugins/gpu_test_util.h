@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "backplane/core/tensor.h"
-#include "backplane/dispatcher/dispatcher.h"
-#include "backplane/ops.h"
-#include "backplane/runtime.h"
+#include "backplane/core/tensor_base.h"
+#include "backplane/dispatch/dispatcher.h"
+#include "backplane/ops/ops.h"
+#include "backplane/runtime/runtime.h"
 #include "float16_test_cases.h"  // plugin_sdk/tests
 
 namespace backplane::gpu_test {

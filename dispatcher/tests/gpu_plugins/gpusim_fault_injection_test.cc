@@ -22,9 +22,9 @@
 #include <vector>
 
 #include "backplane/core/error.h"
-#include "backplane/dispatcher/dispatcher.h"
-#include "backplane/dispatcher/standard_ops.h"
-#include "backplane/ops.h"
+#include "backplane/dispatch/dispatcher.h"
+#include "backplane/ops/standard_ops.h"
+#include "backplane/ops/ops.h"
 #include "fault_test_util.h"
 #include "gpu_test_util.h"
 

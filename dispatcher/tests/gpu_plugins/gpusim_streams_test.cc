@@ -1,4 +1,4 @@
-// Streams and events (backplane/stream.h) on the simulator plugin, as an
+// Streams and events (backplane/runtime/stream.h) on the simulator plugin, as an
 // application uses them. The simulator defers the work of app streams until
 // something forces it (Note [Deferred streams in the simulator]), so an
 // order that only holds by luck on a GPU fails here every time: the tests
@@ -17,11 +17,11 @@
 #include <vector>
 
 #include "backplane/core/error.h"
-#include "backplane/tensor.h"
-#include "backplane/dispatcher/dispatcher.h"
-#include "backplane/ops.h"
-#include "backplane/runtime.h"
-#include "backplane/stream.h"
+#include "backplane/ops/tensor.h"
+#include "backplane/dispatch/dispatcher.h"
+#include "backplane/ops/ops.h"
+#include "backplane/runtime/runtime.h"
+#include "backplane/runtime/stream.h"
 #include "gpu_test_util.h"
 
 namespace backplane {

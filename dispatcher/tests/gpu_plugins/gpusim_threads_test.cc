@@ -15,11 +15,11 @@
 #include <thread>
 #include <vector>
 
-#include "backplane/dispatcher/dispatcher.h"
-#include "backplane/ops.h"
-#include "backplane/runtime.h"
-#include "backplane/stream.h"
-#include "backplane/tensor.h"
+#include "backplane/dispatch/dispatcher.h"
+#include "backplane/ops/ops.h"
+#include "backplane/runtime/runtime.h"
+#include "backplane/runtime/stream.h"
+#include "backplane/ops/tensor.h"
 
 #ifndef BACKPLANE_GPUSIM_PLUGIN_PATH
 #error "BACKPLANE_GPUSIM_PLUGIN_PATH must name the simulator plugin"

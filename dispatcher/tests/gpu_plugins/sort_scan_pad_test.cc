@@ -8,10 +8,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "backplane/dispatcher/dispatcher.h"
-#include "backplane/ops.h"
-#include "backplane/runtime.h"
-#include "backplane/tensor.h"
+#include "backplane/dispatch/dispatcher.h"
+#include "backplane/ops/ops.h"
+#include "backplane/runtime/runtime.h"
+#include "backplane/ops/tensor.h"
 #include "gpu_test_util.h"
 
 namespace backplane {

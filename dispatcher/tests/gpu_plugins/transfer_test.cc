@@ -1,7 +1,7 @@
 // Device data stays on the device: contiguous(), clone(), reshape() that
 // must copy and copy_ within one device run the device's _copy_on_device_
 // kernel, and no byte crosses to the host (Note [Tensor and TensorBase] in
-// backplane/tensor.h, Note [Counting host<->device transfers]).
+// backplane/ops/tensor.h, Note [Counting host<->device transfers]).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,7 +13,7 @@
 
 #include "backplane/backplane.h"
 #include "backplane/core/transfers.h"
-#include "backplane/dispatcher/dispatcher.h"
+#include "backplane/dispatch/dispatcher.h"
 #include "gpu_test_util.h"
 
 namespace backplane::gpu_test {

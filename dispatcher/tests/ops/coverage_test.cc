@@ -1,7 +1,7 @@
 // The standard operator table as a whole: the CPU plugin (or a composite)
 // serves every op, so CPU fallback covers every device, and the structured
 // ops are wired as Note [The standard operator table] says.
-#include "backplane/dispatcher/standard_ops.h"
+#include "backplane/ops/standard_ops.h"
 #include "ops_test_util.h"
 #include "test_device.h"
 

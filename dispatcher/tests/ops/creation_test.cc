@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "backplane/dispatcher/random.h"
+#include "backplane/ops/random.h"
 #include "backplane/philox.h"
 #include "ops_test_util.h"
 #include "test_device.h"

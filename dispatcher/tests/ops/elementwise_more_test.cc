@@ -1,5 +1,5 @@
 // Standard operators of dispatcher/ops/src/elementwise_more.cc through the
-// CPU plugin and the public API (backplane/ops.h): rounding division,
+// CPU plugin and the public API (backplane/ops/ops.h): rounding division,
 // remainder and fmod, rounding, sign, erf, bitwise and logical ops,
 // isnan/isinf/isfinite, nan_to_num, the activations and the Scalar
 // overloads, each against the values PyTorch gives.
@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "backplane/ops.h"
+#include "backplane/ops/ops.h"
 #include "ops_test_util.h"
 
 namespace backplane::ops_test {

@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "backplane/dispatcher/dispatcher.h"
-#include "backplane/dispatcher/plugin_registry.h"
-#include "backplane/dispatcher/ivalue.h"
-#include "backplane/tensor.h"
+#include "backplane/dispatch/dispatcher.h"
+#include "backplane/runtime/plugin_registry.h"
+#include "backplane/dispatch/ivalue.h"
+#include "backplane/ops/tensor.h"
 
 namespace backplane::ops_test {
 

@@ -5,7 +5,7 @@
 // compare every dtype with a reference on cpu and gpusim.
 #include <limits>
 
-#include "backplane/ops.h"
+#include "backplane/ops/ops.h"
 #include "ops_test_util.h"
 
 namespace backplane::ops_test {

@@ -7,8 +7,8 @@
 
 #include <cstdlib>
 
-#include "backplane/dispatcher/dispatcher.h"
-#include "backplane/dispatcher/plugin_registry.h"
+#include "backplane/dispatch/dispatcher.h"
+#include "backplane/runtime/plugin_registry.h"
 
 namespace backplane {
 namespace {

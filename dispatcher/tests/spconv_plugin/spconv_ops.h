@@ -6,8 +6,8 @@
 #include <string_view>
 #include <tuple>
 
-#include "backplane/dispatcher/dispatcher.h"
-#include "backplane/tensor.h"
+#include "backplane/dispatch/dispatcher.h"
+#include "backplane/ops/tensor.h"
 
 namespace backplane::spconv_test {
 

@@ -1,6 +1,6 @@
 // Elementwise families: binary ops over every ordered dtype pair, Python
 // numbers, unary ops on special values, clamp. One table row per op.
-#include "backplane/ops.h"
+#include "backplane/ops/ops.h"
 #include "cases.h"
 
 namespace backplane::torch_parity {
@@ -197,7 +197,7 @@ std::vector<Case> scalarCases() {
   return cases;
 }
 
-// Backplane's public C++ API for numbers (backplane/ops.h: add(t, 2),
+// Backplane's public C++ API for numbers (backplane/ops/ops.h: add(t, 2),
 // 2 - t, ...) against the PyTorch overload Python reaches.
 std::vector<Case> apiCases() {
   using Fn = std::function<std::vector<IValue>(const std::vector<IValue>&)>;

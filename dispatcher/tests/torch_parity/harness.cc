@@ -13,9 +13,9 @@
 #include <random>
 #include <sstream>
 
-#include "backplane/dispatcher/dispatcher.h"
-#include "backplane/dispatcher/plugin_registry.h"
-#include "backplane/tensor.h"
+#include "backplane/dispatch/dispatcher.h"
+#include "backplane/runtime/plugin_registry.h"
+#include "backplane/ops/tensor.h"
 
 namespace backplane::torch_parity {
 namespace {

@@ -35,7 +35,7 @@
 
 #include "backplane/core/scalar.h"
 #include "backplane/core/scalar_type.h"
-#include "backplane/dispatcher/ivalue.h"
+#include "backplane/dispatch/ivalue.h"
 #include "known_differences.h"
 
 namespace backplane::torch_parity {
@@ -123,7 +123,7 @@ struct Case {
   // The test the case belongs to within its family ("" = `op`).
   std::string group = {};
   // When set, Backplane is called through this function of the public C++
-  // API (backplane/ops.h) with the arguments in the case's order, in place of
+  // API (backplane/ops/ops.h) with the arguments in the case's order, in place of
   // the boxed bp::<op>; PyTorch still runs aten::<op>.
   std::function<std::vector<IValue>(const std::vector<IValue>&)> bp_api = {};
 };

@@ -42,7 +42,7 @@ struct Backend {
 // Every active device type (built-ins first), optionally only those that
 // have an interface, plus cuda and hip in any case.
 std::vector<Backend> activeBackends(bool with_interface_only);
-// Who provides `b` (deviceTypeProvider in backplane/runtime.h): "built-in"
+// Who provides `b` (deviceTypeProvider in backplane/runtime/runtime.h): "built-in"
 // (cpu), the plugin's name, "in-process" or "no plugin".
 std::string providerOf(const Backend& b);
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "backplane/tensor.h"
+#include "backplane/ops/tensor.h"
 
 namespace backplane::conformance::onnx {
 

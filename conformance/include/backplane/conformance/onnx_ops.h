@@ -9,7 +9,7 @@
 
 #include "backplane/conformance/onnx_node_test.h"
 #include "backplane/core/device.h"
-#include "backplane/tensor.h"
+#include "backplane/ops/tensor.h"
 
 namespace backplane::conformance::onnx {
 
@@ -28,7 +28,7 @@ struct NodeRun {
 };
 
 // A table entry: computes the node's outputs from its inputs with standard
-// ops (Backplane's C++ API: backplane/ops.h and Tensor's methods, or the
+// ops (Backplane's C++ API: backplane/ops/ops.h and Tensor's methods, or the
 // dispatcher for ops without a C++ function) on `device`. Decides
 // "unsupported" before calling any op wherever it can. Errors from the ops
 // propagate as exceptions (the test then fails or errors, it is not

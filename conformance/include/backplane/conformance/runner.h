@@ -17,7 +17,7 @@
 
 #include "backplane/conformance/spec.h"
 #include "backplane/core/device.h"
-#include "backplane/dispatcher/operator_entry.h"
+#include "backplane/dispatch/operator_entry.h"
 
 namespace backplane::conformance {
 

@@ -28,8 +28,8 @@
 #include <string>
 #include <vector>
 
-#include "backplane/tensor.h"
-#include "backplane/dispatcher/ivalue.h"
+#include "backplane/ops/tensor.h"
+#include "backplane/dispatch/ivalue.h"
 
 namespace backplane::conformance {
 

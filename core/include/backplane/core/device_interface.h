@@ -41,7 +41,7 @@ class DeviceInterface {
   // The DLPack device type (a DLDeviceType of dlpack.h: kDLCUDA = 2,
   // kDLROCM = 10, ...) whose consumers can use this device's addresses as
   // they are, or 0 when the addresses mean nothing outside Backplane. DLPack
-  // export and import (backplane/dlpack.h) of a non-cpu device's tensors
+  // export and import (backplane/runtime/dlpack.h) of a non-cpu device's tensors
   // work only when it names one.
   virtual int32_t dlpackDeviceType() const { return 0; }
   virtual Allocator& allocator() = 0;

@@ -13,7 +13,7 @@
 //
 // The counts are per thread and only grow, so the hot path takes no lock and
 // a thread sees exactly the copies it made itself. The Profiler
-// (backplane/profiler.h) reads them when an op starts and ends to attribute
+// (backplane/runtime/profiler.h) reads them when an op starts and ends to attribute
 // the difference to the op that moved the bytes (Note [Profiling]); a test or
 // a tool subtracts two readings the same way. Copies a
 // plugin makes inside its own kernels with its runtime (not through the host)

@@ -1,7 +1,7 @@
 #pragma once
 #include <string>
 
-#include "backplane/dispatcher/function_schema.h"
+#include "backplane/dispatch/function_schema.h"
 
 namespace backplane {
 // The canonical C++ signature of `schema` in the notation of

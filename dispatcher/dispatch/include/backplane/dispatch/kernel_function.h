@@ -10,9 +10,9 @@
 #include <utility>
 
 #include "backplane/core/error.h"
-#include "backplane/dispatcher/boxing.h"
-#include "backplane/dispatcher/dispatch_key.h"
-#include "backplane/dispatcher/ivalue.h"
+#include "backplane/dispatch/boxing.h"
+#include "backplane/dispatch/dispatch_key.h"
+#include "backplane/dispatch/ivalue.h"
 
 namespace backplane {
 
@@ -98,7 +98,7 @@ struct KernelAdapter;
 template <typename F, typename Ret, typename... Params, bool TakesKeys>
 struct KernelAdapter<F, Ret, TypeList<Params...>, TakesKeys> {
   static_assert(kAllArgsSupported<Params...>,
-                "a kernel parameter type has no schema equivalent; use const Tensor& (backplane/tensor.h), "
+                "a kernel parameter type has no schema equivalent; use const Tensor& (backplane/ops/tensor.h), "
                 "std::optional<Tensor>, TensorList, int64_t, double, bool, IntArrayRef, "
                 "std::string_view, const Scalar&, ScalarType, Device or their optionals");
   static_assert(ReturnTraits<Ret>::supported,

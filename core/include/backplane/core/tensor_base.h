@@ -2,7 +2,7 @@
 // TensorBase: a strided view onto a Storage: sizes, strides (in elements), a
 // storage offset, a dtype and a device. Copying a TensorBase copies a handle;
 // both refer to the same TensorImpl. Applications use Tensor
-// (backplane/tensor.h, the ops layer), which adds the operators as methods
+// (backplane/ops/tensor.h, the ops layer), which adds the operators as methods
 // (Note [Tensor and TensorBase]).
 //
 // Note [Views live in the core]

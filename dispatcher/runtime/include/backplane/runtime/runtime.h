@@ -27,7 +27,7 @@
 #include "absl/status/statusor.h"
 #include "backplane/core/device.h"
 #include "backplane/core/device_interface.h"
-#include "backplane/dispatcher/plugin_registry.h"
+#include "backplane/runtime/plugin_registry.h"
 
 namespace backplane {
 

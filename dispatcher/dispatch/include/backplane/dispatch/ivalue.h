@@ -3,7 +3,7 @@
 // Stack, the vector of IValues a boxed kernel reads its arguments from and
 // pushes its returns onto. A tensor is held as a TensorBase: the dispatch
 // layer sits below Tensor's operators (Note [Tensor and TensorBase] in
-// backplane/tensor.h); boxing.h builds the tensor type a kernel declares.
+// backplane/ops/tensor.h); boxing.h builds the tensor type a kernel declares.
 
 #include <cstdint>
 #include <optional>
@@ -15,7 +15,7 @@
 #include "backplane/core/device.h"
 #include "backplane/core/scalar.h"
 #include "backplane/core/scalar_type.h"
-#include "backplane/core/tensor.h"
+#include "backplane/core/tensor_base.h"
 
 namespace backplane {
 

@@ -14,8 +14,8 @@
 #include <string_view>
 #include <vector>
 
-#include "backplane/dispatcher/kernel_function.h"
-#include "backplane/tensor.h"
+#include "backplane/dispatch/kernel_function.h"
+#include "backplane/ops/tensor.h"
 
 namespace backplane {
 

@@ -68,7 +68,7 @@
 #include <string_view>
 #include <vector>
 
-#include "backplane/dispatcher/dispatch_key.h"
+#include "backplane/dispatch/dispatch_key.h"
 
 namespace backplane {
 

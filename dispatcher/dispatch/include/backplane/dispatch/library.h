@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "backplane/dispatcher/dispatcher.h"
+#include "backplane/dispatch/dispatcher.h"
 
 namespace backplane {
 

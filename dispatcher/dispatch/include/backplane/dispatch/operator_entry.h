@@ -110,10 +110,10 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "backplane/dispatcher/dispatch_key.h"
-#include "backplane/dispatcher/dtype_set.h"
-#include "backplane/dispatcher/function_schema.h"
-#include "backplane/dispatcher/kernel_function.h"
+#include "backplane/dispatch/dispatch_key.h"
+#include "backplane/dispatch/dtype_set.h"
+#include "backplane/dispatch/function_schema.h"
+#include "backplane/dispatch/kernel_function.h"
 
 namespace backplane {
 

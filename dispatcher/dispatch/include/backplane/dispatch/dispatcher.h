@@ -17,11 +17,11 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "backplane/dispatcher/boxing.h"
-#include "backplane/dispatcher/dispatch_key.h"
-#include "backplane/dispatcher/function_schema.h"
-#include "backplane/dispatcher/kernel_function.h"
-#include "backplane/dispatcher/operator_entry.h"
+#include "backplane/dispatch/boxing.h"
+#include "backplane/dispatch/dispatch_key.h"
+#include "backplane/dispatch/function_schema.h"
+#include "backplane/dispatch/kernel_function.h"
+#include "backplane/dispatch/operator_entry.h"
 
 namespace backplane {
 

@@ -6,7 +6,7 @@
 // Every schema has exactly one C++ signature that unboxed calls use, its
 // canonical signature: Tensor and Scalar (and their optionals) by const
 // reference, everything else by value, lists as ArrayRef, str as
-// std::string_view. Tensor is the ops layer's (backplane/tensor.h); this
+// std::string_view. Tensor is the ops layer's (backplane/ops/tensor.h); this
 // layer sees only TensorBase, and takes any class derived from it that
 // adds no data as a tensor type (KernelTensor below). Kernels may declare parameters as the plain types
 // (Tensor by value, std::string) and an adapter converts; typed call sites
@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "backplane/core/array_ref.h"
-#include "backplane/dispatcher/dispatch_key.h"
-#include "backplane/dispatcher/ivalue.h"
+#include "backplane/dispatch/dispatch_key.h"
+#include "backplane/dispatch/ivalue.h"
 
 namespace backplane {
 

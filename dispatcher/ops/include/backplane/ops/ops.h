@@ -5,11 +5,11 @@
 //   Tensor y = layer_norm(x.matmul(w) + b, {768}, gamma, beta).gelu();
 //
 // Each function calls the operator of the same name in the standard table
-// (namespace "bp", backplane/dispatcher/standard_ops.h) through a typed
+// (namespace "bp", backplane/ops/standard_ops.h) through a typed
 // handle looked up once: it dispatches on the devices of its tensor
 // arguments to the plugin's kernel, a composite, or the CPU fallback, with
 // PyTorch's semantics (broadcasting, type promotion, error messages). The
-// tensor methods of the same names (backplane/tensor.h) call these. All tensor arguments of one call must be on one device;
+// tensor methods of the same names (backplane/ops/tensor.h) call these. All tensor arguments of one call must be on one device;
 // move one with to() first.
 //
 // Scalars: `t * 2.0`, `add(t, 1)` and friends wrap the number in a 0-d CPU
@@ -22,8 +22,8 @@
 #include <string_view>
 #include <tuple>
 
-#include "backplane/dispatcher/boxing.h"
-#include "backplane/tensor.h"
+#include "backplane/dispatch/boxing.h"
+#include "backplane/ops/tensor.h"
 
 namespace backplane {
 
@@ -45,7 +45,7 @@ Tensor full(IntArrayRef size, const Scalar& fill_value, const TensorOptions& opt
 Tensor arange(const Scalar& end, const TensorOptions& options = {});
 Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step = 1, const TensorOptions& options = {});
 // Uniform on [0, 1) and standard normal, from the process's Philox stream
-// (backplane/dispatcher/random.h: manualSeed): a seed gives the same
+// (backplane/ops/random.h: manualSeed): a seed gives the same
 // numbers on every device.
 Tensor rand(IntArrayRef size, const TensorOptions& options = {});
 Tensor randn(IntArrayRef size, const TensorOptions& options = {});

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "backplane/dispatcher/dispatcher.h"
+#include "backplane/dispatch/dispatcher.h"
 
 namespace backplane {
 

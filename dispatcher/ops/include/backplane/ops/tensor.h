@@ -15,7 +15,7 @@
 //             TensorBase.
 //   ops       Tensor (here): the same handle, no extra data, with every
 //             operator as a method, defined with the free functions of
-//             backplane/ops.h (ops_api.cc), which document them; and
+//             backplane/ops/ops.h (ops_api.cc), which document them; and
 //             reshape, flatten, contiguous and clone, which may copy.
 // A TensorBase converts to a Tensor implicitly (both ways cost a handle
 // copy or move), so core's functions compose with Tensor code:
@@ -43,7 +43,7 @@
 #include <tuple>
 #include <utility>
 
-#include "backplane/core/tensor.h"
+#include "backplane/core/tensor_base.h"
 
 namespace backplane {
 
@@ -84,7 +84,7 @@ class Tensor : public TensorBase {
   Tensor clone() const;
 
   // --- Operators as methods. Defined with the free functions of
-  // backplane/ops.h, which documents them; each dispatches like the free
+  // backplane/ops/ops.h, which documents them; each dispatches like the free
   // function does.
   Tensor add(const Tensor& other, const Scalar& alpha = 1) const;
   Tensor sub(const Tensor& other, const Scalar& alpha = 1) const;
