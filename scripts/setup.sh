@@ -15,7 +15,7 @@ packages=(
   libdlpack-dev
   libonnx-dev libprotobuf-dev      # the ONNX protobuf classes: reading ONNX's node tests (conformance --onnx)
   python3               # tests that parse the tool's JSON and JUnit reports
-  python3-numpy         # the DLPack interop test (dispatcher/tests/api/dlpack_interop_test.py)
+  python3-numpy         # the DLPack interop test (dispatcher/runtime/tests/dlpack_interop_test.py)
   python3-venv python3-dev         # the Python package (python/): .venv below, and Python's headers
   clang libc++-dev libc++abi-dev   # building the vendor sample with libc++; clang also runs scripts/check_thread_safety.sh
   libclang-rt-dev                  # libFuzzer and clang's sanitizer runtimes: the fuzz build (scripts/fuzz.sh)
@@ -23,7 +23,7 @@ packages=(
   hipcc libamdhip64-dev            # the HIP plugin (compiles; no AMD GPU needed)
 )
 # Test-only: libtorch, which the differential tests against PyTorch link
-# (dispatcher/tests/torch_parity); no product target uses it.
+# (dispatcher/ops/tests/torch_parity); no product target uses it.
 # The Python package's tests: pytest, PyTorch for the DLPack round trips and
 # mypy for the type stubs; test dependencies, never the package's.
 case " $* " in *" --tests "*) packages+=(libtorch-dev python3-pytest python3-torch python3-mypy) ;; esac

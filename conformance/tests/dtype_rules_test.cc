@@ -18,19 +18,13 @@
 #include "backplane/runtime/plugin_registry.h"
 #include "backplane/ops/standard_ops.h"
 #include "backplane/ops/tensor.h"
+#include "backplane/testing/plugin_environment.h"
 
 namespace backplane::conformance {
 namespace {
 
-class CpuPlugin : public ::testing::Environment {
- public:
-  void SetUp() override {
-    absl::StatusOr<PluginStatus> s = plugins().load(BACKPLANE_CPU_PLUGIN_PATH);
-    ASSERT_TRUE(s.ok()) << s.status();
-    ASSERT_TRUE(s->loaded) << s->error;
-  }
-};
-::testing::Environment* const kCpuPlugin = ::testing::AddGlobalTestEnvironment(new CpuPlugin);
+::testing::Environment* const kCpuPlugin =
+    testing::addPluginEnvironment({.plugins = {BACKPLANE_CPU_PLUGIN_PATH}, .silent_fallback = false});
 
 Tensor castOnHost(const Tensor& t, ScalarType dtype) {
   if (!t.defined() || t.dtype() == dtype) return t;

@@ -15,19 +15,13 @@
 #include "backplane/conformance/onnx_ops.h"
 #include "backplane/runtime/plugin_registry.h"
 #include "backplane/ops/ops.h"
+#include "backplane/testing/plugin_environment.h"
 
 namespace backplane::conformance::onnx {
 namespace {
 
-class CpuPlugin : public ::testing::Environment {
- public:
-  void SetUp() override {
-    absl::StatusOr<PluginStatus> s = plugins().load(BACKPLANE_CPU_PLUGIN_PATH);
-    ASSERT_TRUE(s.ok()) << s.status();
-    ASSERT_TRUE(s->loaded) << s->error;
-  }
-};
-::testing::Environment* const kCpuPlugin = ::testing::AddGlobalTestEnvironment(new CpuPlugin);
+::testing::Environment* const kCpuPlugin =
+    testing::addPluginEnvironment({.plugins = {BACKPLANE_CPU_PLUGIN_PATH}, .silent_fallback = false});
 
 const Device kCpu(DeviceType::CPU);
 

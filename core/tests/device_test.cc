@@ -20,6 +20,7 @@
 #include "backplane/core/error.h"
 #include "backplane/core/storage.h"
 #include "backplane/core/tensor_base.h"
+#include "backplane/testing/errors.h"
 #include "test_device.h"
 
 namespace backplane {
@@ -27,18 +28,6 @@ namespace {
 
 using ::testing::Contains;
 using ::testing::HasSubstr;
-
-// The message of the backplane::Error that `f` throws; a marker if it throws
-// none (so a missing error fails the HasSubstr expectation that uses it).
-template <typename F>
-std::string errorMessage(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.message();
-  }
-  return "<no backplane::Error thrown>";
-}
 
 testing::TestDevice& testDevice() { return testing::TestDevice::install("testdev", 2); }
 
@@ -326,7 +315,7 @@ TEST(DeviceTypeRegistryTest, InterfaceOrThrowNamesTypeAndPlugin) {
     EXPECT_THAT(e.message(), HasSubstr("load the plugin"));
   }
   // Tensors cannot be created there either.
-  EXPECT_THAT(errorMessage([&] { emptyTensor({2}, ScalarType::Float32, Device(*t, 0)); }),
+  EXPECT_THAT(testing::errorOf([&] { emptyTensor({2}, ScalarType::Float32, Device(*t, 0)); }),
               HasSubstr("'regtest_noiface'"));
   unregister(*t);
 }
@@ -344,7 +333,7 @@ TEST(StorageAllocateTest, DeviceTypeWithoutInterface) {
     EXPECT_THAT(e.message(), HasSubstr("device type 'cuda'"));
     EXPECT_THAT(e.message(), HasSubstr("load the plugin"));
   }
-  EXPECT_THAT(errorMessage([] { emptyTensor({2, 3}, ScalarType::Float32, Device(DeviceType::HIP)); }),
+  EXPECT_THAT(testing::errorOf([] { emptyTensor({2, 3}, ScalarType::Float32, Device(DeviceType::HIP)); }),
               HasSubstr("device type 'hip'"));
 }
 
@@ -360,7 +349,7 @@ TEST(StorageAllocateTest, IndexOutOfRangeNamesDeviceCount) {
     EXPECT_THAT(e.message(), HasSubstr("only 2 testdev devices are present"));
     EXPECT_THAT(e.message(), HasSubstr("testdev:0..testdev:1"));
   }
-  EXPECT_THAT(errorMessage([&] { emptyTensor({4}, ScalarType::Int32, dev.device(2)); }),
+  EXPECT_THAT(testing::errorOf([&] { emptyTensor({4}, ScalarType::Int32, dev.device(2)); }),
               HasSubstr("only 2 testdev devices"));
   EXPECT_EQ(dev.liveAllocations(), live);
 }

@@ -19,6 +19,7 @@
 #include "backplane/core/device.h"
 #include "backplane/core/error.h"
 #include "backplane/core/tensor_base.h"
+#include "backplane/testing/errors.h"
 #include "test_device.h"
 
 namespace backplane {
@@ -41,13 +42,6 @@ std::optional<Error> thrownError(F&& f) {
     return e;
   }
   return std::nullopt;
-}
-
-// The message of the backplane::Error `f` throws; a marker if it throws none.
-template <typename F>
-std::string errorMessage(F&& f) {
-  std::optional<Error> e = thrownError(std::forward<F>(f));
-  return e ? e->message() : "<no backplane::Error thrown>";
 }
 
 // 0, 1, ..., numel-1 as int64 in a contiguous tensor of `sizes` on `device`.
@@ -177,7 +171,7 @@ TEST(TensorTest, UndefinedTensor) {
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(e->message(), HasSubstr("undefined"));
-  EXPECT_THAT(errorMessage([&] { (void)t.sizes(); }), HasSubstr("check defined()"));
+  EXPECT_THAT(testing::errorOf([&] { (void)t.sizes(); }), HasSubstr("check defined()"));
 }
 
 // ---------------------------------------------- tensorFromVector / toVector
@@ -285,7 +279,7 @@ TEST(ItemTest, NeedsExactlyOneElement) {
     EXPECT_EQ(e->code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(e->message(), HasSubstr("exactly one element, but this one has 2"));
     EXPECT_THAT(e->message(), HasSubstr("sizes [2]"));
-    EXPECT_THAT(errorMessage([&] { emptyTensor({0}, ScalarType::Float32, d).item<float>(); }),
+    EXPECT_THAT(testing::errorOf([&] { emptyTensor({0}, ScalarType::Float32, d).item<float>(); }),
                 HasSubstr("this one has 0"));
   }
 }
@@ -313,7 +307,7 @@ TEST(DataPtrTest, WrongTypeNamesBothDtypes) {
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(e->message(), HasSubstr("data_ptr<int64>() called on a tensor of dtype float32"));
-  EXPECT_THAT(errorMessage([&] { emptyTensor({1}, ScalarType::Float16).data_ptr<BFloat16>(); }),
+  EXPECT_THAT(testing::errorOf([&] { emptyTensor({1}, ScalarType::Float16).data_ptr<BFloat16>(); }),
               HasSubstr("data_ptr<bfloat16>() called on a tensor of dtype float16"));
 }
 
@@ -405,10 +399,10 @@ TEST(CopyElementsTest, MismatchesThrow) {
   EXPECT_THAT(e->message(), HasSubstr("dtype mismatch: destination is float32, source is int64"));
 
   TensorBase g = emptyTensor({3, 2}, ScalarType::Float32);
-  EXPECT_THAT(errorMessage([&] { copyElements(f, g); }),
+  EXPECT_THAT(testing::errorOf([&] { copyElements(f, g); }),
               HasSubstr("shape mismatch: destination [2, 3], source [3, 2]"));
   // Same element count is not enough.
-  EXPECT_THAT(errorMessage([&] { copyElements(f, emptyTensor({6}, ScalarType::Float32)); }),
+  EXPECT_THAT(testing::errorOf([&] { copyElements(f, emptyTensor({6}, ScalarType::Float32)); }),
               HasSubstr("shape mismatch"));
 }
 
@@ -465,7 +459,7 @@ TEST(SpanStagingTest, StageToAnotherTestDevice) {
 TEST(SpanStagingTest, WriteBackRejectsDifferentLayout) {
   TensorBase x = iota({3, 4});
   TensorBase staged = stageSpan(x.t(), kCpu);
-  EXPECT_THAT(errorMessage([&] { writeSpanBack(x, staged); }), HasSubstr("was not staged from"));
+  EXPECT_THAT(testing::errorOf([&] { writeSpanBack(x, staged); }), HasSubstr("was not staged from"));
   EXPECT_EQ(spanBytes(emptyTensor({3, 0})), 0u);
   EXPECT_EQ(spanBytes(x.expand({2, 3, 4})), 12u * 8u);  // stride-0 dims add nothing
 }

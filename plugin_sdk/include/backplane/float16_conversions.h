@@ -55,7 +55,7 @@
 // intrinsics (bp_gpu::toFloat / fromFloat in gpu_port.h), compiled for the
 // device: there they gave the host's bits on every input measured. The
 // gpusim kernels and casts are checked against the cases in every test run
-// (plugins/gpu/tests, dispatcher/tests/gpu_plugins), the CUDA and HIP casts
+// (plugins/gpu/tests, plugins/gpu/tests), the CUDA and HIP casts
 // by gpu_device_tests on a machine with their GPU. A kernel that switches
 // to the intrinsics for speed changes NaN bits and must say so.
 #ifndef BACKPLANE_FLOAT16_CONVERSIONS_H_

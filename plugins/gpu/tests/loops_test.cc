@@ -6,7 +6,7 @@
 // vector loads and stores stay inside each operand. And the row kernels'
 // choices (block_reduce.cuh): which rows fit the shared-memory row cache,
 // and how many blocks share a long reduction. (The kernels themselves run
-// through the host in dispatcher/tests/gpu_plugins/row_kernels_test.cc.)
+// through the host in plugins/gpu/tests/row_kernels_test.cc.)
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

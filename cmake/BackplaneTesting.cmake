@@ -1,0 +1,86 @@
+# Test helpers of the build: the test plugins' folder and backplane_add_test(),
+# which every gtest program uses (Note [Tests beside their layer] in
+# CONTRIBUTING.md).
+
+# Test plugins (dispatcher/runtime/tests/plugins/) land here, not in the
+# default plugin directory, so that loadAll() in normal programs never sees them.
+set(BACKPLANE_TEST_PLUGIN_DIR ${PROJECT_BINARY_DIR}/test_plugins)
+set(BACKPLANE_TEST_PLUGIN_DEP_DIR ${PROJECT_BINARY_DIR}/test_plugin_deps_not_on_any_path)
+
+# backplane_add_test(<name>
+#   SOURCES <file>...           the test program's sources
+#   [LIBS <target>...]          what it links besides backplane_testing (default: backplane)
+#   [INCLUDES <dir>...]         private include folders
+#   [DEFINITIONS <def>...]      private compile definitions
+#   [PLUGINS <plugin>...]       plugins it loads: cpu, spconv, gpusim, gpu (CUDA and HIP where
+#                               built), test (the test plugins), cli (the backplane tool); each
+#                               defines BACKPLANE_<NAME>_PLUGIN_PATH (test: BACKPLANE_TEST_PLUGIN_DIR,
+#                               cli: BACKPLANE_CLI_PATH) and is built before the test
+#   [LABELS <label>...]         ctest labels; tsan also puts it in backplane_tsan_tests
+#   [ENVIRONMENT <var=value>...]
+#   [WHOLE_PROGRAM]             one ctest for the whole program (its output is read as a whole)
+#   [NO_MAIN])                  the program has its own main()
+# A gtest program linking GTest's main (unless NO_MAIN), gmock, the shared test
+# helpers (testing/) and the warnings; each of its tests is a ctest.
+function(backplane_add_test name)
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "WHOLE_PROGRAM;NO_MAIN" ""
+                        "SOURCES;LIBS;INCLUDES;DEFINITIONS;PLUGINS;LABELS;ENVIRONMENT")
+  if(ARG_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "backplane_add_test(${name}): unknown arguments ${ARG_UNPARSED_ARGUMENTS}")
+  endif()
+  if(NOT ARG_LIBS)
+    set(ARG_LIBS backplane)
+  endif()
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_LIBS} backplane_testing GTest::gmock backplane_warnings)
+  if(NOT ARG_NO_MAIN)
+    target_link_libraries(${name} PRIVATE GTest::gtest_main)
+  endif()
+  target_include_directories(${name} PRIVATE ${ARG_INCLUDES})
+  target_compile_definitions(${name} PRIVATE ${ARG_DEFINITIONS})
+  foreach(plugin IN LISTS ARG_PLUGINS)
+    if(plugin STREQUAL "test")
+      target_compile_definitions(${name} PRIVATE BACKPLANE_TEST_PLUGIN_DIR="${BACKPLANE_TEST_PLUGIN_DIR}")
+      add_dependencies(${name} backplane_test_plugins)
+    elseif(plugin STREQUAL "cli")
+      target_compile_definitions(${name} PRIVATE BACKPLANE_CLI_PATH="$<TARGET_FILE:backplane_cli>")
+      add_dependencies(${name} backplane_cli)
+    elseif(plugin STREQUAL "gpu")
+      foreach(kind IN ITEMS cuda hip)
+        string(TOUPPER ${kind} KIND)
+        if(BACKPLANE_${KIND}_ENABLED)
+          target_compile_definitions(${name} PRIVATE BACKPLANE_${KIND}_PLUGIN_PATH="$<TARGET_FILE:backplane_${kind}>")
+          add_dependencies(${name} backplane_${kind})
+        endif()
+      endforeach()
+    elseif(plugin MATCHES "^(cpu|spconv|gpusim)$")
+      string(TOUPPER ${plugin} PLUGIN)
+      target_compile_definitions(${name} PRIVATE BACKPLANE_${PLUGIN}_PLUGIN_PATH="$<TARGET_FILE:backplane_${plugin}>")
+      add_dependencies(${name} backplane_${plugin})
+    else()
+      message(FATAL_ERROR "backplane_add_test(${name}): unknown plugin '${plugin}' "
+                          "(cpu, spconv, gpusim, gpu, test or cli)")
+    endif()
+  endforeach()
+  set(props)
+  if(ARG_LABELS)
+    list(APPEND props LABELS "${ARG_LABELS}")
+  endif()
+  if(ARG_ENVIRONMENT)
+    list(APPEND props ENVIRONMENT "${ARG_ENVIRONMENT}")
+  endif()
+  if(ARG_WHOLE_PROGRAM)
+    add_test(NAME ${name} COMMAND ${name})
+    if(props)
+      set_tests_properties(${name} PROPERTIES ${props})
+    endif()
+  else()
+    if(props)
+      set(props PROPERTIES ${props})
+    endif()
+    gtest_discover_tests(${name} DISCOVERY_TIMEOUT 120 ${props})
+  endif()
+  if("tsan" IN_LIST ARG_LABELS)
+    add_dependencies(backplane_tsan_tests ${name})
+  endif()
+endfunction()

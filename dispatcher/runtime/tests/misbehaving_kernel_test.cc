@@ -1,0 +1,133 @@
+// Plugin kernels that misbehave at run time (test plugin tp_misbehave): one
+// that throws (through the SDK's adapter, and past the raw ABI), one that
+// returns an error, and ones that call back into the dispatcher from inside
+// the kernel. Every failure must surface as an Error naming the op and the
+// device, leak nothing (device memory through the CPU fallback on the test
+// device; LSan checks the host side), and leave the next call working.
+// Re-entrant calls work: the dispatcher's call path takes no lock (only
+// registration does), so a kernel may call any op, its own plugin's
+// included, at any depth, from any thread.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backplane/dispatch/dispatcher.h"
+#include "backplane/runtime/plugin_registry.h"
+#include "backplane/ops/ops.h"
+#include "backplane/testing/plugin_environment.h"
+#include "test_device.h"
+
+namespace backplane {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+const auto* const kEnv = testing::addPluginEnvironment({
+    .plugins = {BACKPLANE_CPU_PLUGIN_PATH, std::string(BACKPLANE_TEST_PLUGIN_DIR) + "/tp_misbehave.so"},
+    .after_load = [] { testing::TestDevice::install("misdev", 1); },
+});
+
+Tensor call(const char* op, const Tensor& self) {
+  return Dispatcher::singleton().findOpOrThrow(op).typed<Tensor(const Tensor&)>().call(self);
+}
+Tensor floats(std::vector<float> v, Device d = Device(DeviceType::CPU)) {
+  const int64_t n = static_cast<int64_t>(v.size());
+  return tensorFromVector<float>(v, {n}, d);
+}
+Device misdev() { return testing::TestDevice::install("misdev", 1).device(0); }
+
+// The error `op` raises on `self`, after which the device still runs
+// tpm::twice correctly and holds no more memory than before.
+Error errorOf(const char* op, const Tensor& self) {
+  testing::TestDevice& dev = testing::TestDevice::install("misdev", 1);
+  const size_t live = dev.liveAllocations();
+  const std::vector<float> before = self.cpu().toVector<float>();
+  Error error(absl::StatusCode::kOk, "");
+  try {
+    (void)call(op, self);
+    ADD_FAILURE() << op << " did not fail";
+  } catch (const Error& e) {
+    error = e;
+  }
+  EXPECT_EQ(dev.liveAllocations(), live) << "device memory leaked";
+  EXPECT_EQ(self.cpu().toVector<float>(), before) << "the input changed";
+  EXPECT_THAT(call("tpm::twice", self).cpu().toVector<float>(), ElementsAre(2, 4)) << "the next call fails";
+  return error;
+}
+
+TEST(MisbehavingKernel, ThrowingThroughTheSdkIsAnErrorNamingOpAndDevice) {
+  for (Device d : {Device(DeviceType::CPU), misdev()}) {
+    SCOPED_TRACE(d.str());
+    Error e = errorOf("tpm::throws", floats({1, 2}, d));
+    EXPECT_EQ(e.code(), absl::StatusCode::kInternal);
+    EXPECT_THAT(e.message(), HasSubstr("kernel of plugin 'tp_misbehave' for tpm::throws on CPU failed"));
+    EXPECT_THAT(e.message(), HasSubstr("the toy driver exploded"));
+  }
+}
+
+TEST(MisbehavingKernel, ThrowingPastTheAbiIsCaughtByTheHost) {
+  for (Device d : {Device(DeviceType::CPU), misdev()}) {
+    SCOPED_TRACE(d.str());
+    Error e = errorOf("tpm::throws_raw", floats({1, 2}, d));
+    EXPECT_EQ(e.code(), absl::StatusCode::kInternal);
+    EXPECT_THAT(e.message(), HasSubstr("kernel of plugin 'tp_misbehave' for tpm::throws_raw on CPU threw an "
+                                       "exception (plugins must return errors, not throw)"));
+    EXPECT_THAT(e.message(), HasSubstr("the toy driver exploded"));
+  }
+}
+
+TEST(MisbehavingKernel, AnErrorKeepsItsCodeAndNamesOpAndDevice) {
+  for (Device d : {Device(DeviceType::CPU), misdev()}) {
+    SCOPED_TRACE(d.str());
+    Error e = errorOf("tpm::fails", floats({1, 2}, d));
+    EXPECT_EQ(e.code(), absl::StatusCode::kDataLoss);
+    EXPECT_EQ(e.message(),
+              "kernel of plugin 'tp_misbehave' for tpm::fails on CPU failed: tpm::fails: the toy device lost the data");
+  }
+}
+
+TEST(MisbehavingKernel, AKernelMayCallOpsThroughTheDispatcher) {
+  for (Device d : {Device(DeviceType::CPU), misdev()}) {
+    SCOPED_TRACE(d.str());
+    EXPECT_THAT(call("tpm::reenter", floats({1, 2}, d)).cpu().toVector<float>(), ElementsAre(4, 8));
+    EXPECT_THAT(call("tpm::reenter_standard", floats({1, 2}, d)).cpu().toVector<float>(), ElementsAre(2, 4));
+    auto deep = Dispatcher::singleton().findOpOrThrow("tpm::reenter_deep").typed<Tensor(const Tensor&, int64_t)>();
+    EXPECT_THAT(deep.call(floats({1, 2}, d), 64).cpu().toVector<float>(), ElementsAre(2, 4));
+  }
+}
+
+TEST(MisbehavingKernel, AnErrorFromAReentrantCallNamesBothOps) {
+  Error e = errorOf("tpm::reenter_fails", floats({1, 2}));
+  EXPECT_EQ(e.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(e.message(),
+            "kernel of plugin 'tp_misbehave' for tpm::reenter_fails on CPU failed: kernel of plugin 'tp_misbehave' "
+            "for tpm::fails on CPU failed: tpm::fails: the toy device lost the data");
+}
+
+TEST(MisbehavingKernel, ReentrantCallsFromManyThreadsDoNotDeadlock) {
+  std::vector<std::thread> threads;
+  std::vector<int> ok(8, 0);
+  for (size_t t = 0; t < ok.size(); ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 200; ++i) {
+        const Tensor r = call(i % 2 ? "tpm::reenter" : "tpm::reenter_standard", floats({1, 2}));
+        const std::vector<float> v = r.toVector<float>();
+        ok[t] += v == std::vector<float>(i % 2 ? std::vector<float>{4, 8} : std::vector<float>{2, 4});
+        try {
+          (void)call("tpm::reenter_fails", floats({1, 2}));
+        } catch (const Error& e) {
+          ok[t] += e.code() == absl::StatusCode::kDataLoss ? 0 : -1000;
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_THAT(ok, ::testing::Each(200));
+}
+
+}  // namespace
+}  // namespace backplane
