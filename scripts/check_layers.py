@@ -6,8 +6,11 @@ The layers, lowest first:
 Plugins sit on plugin_sdk alone. Two checks, each failing with the file or
 target that points upward:
 
-  includes  every `#include "backplane/..."` in a layer's sources resolves
-            to a header of the same or a lower layer (plugins: the SDK);
+  includes  every `#include "backplane/..."` or `<backplane/...>` in every
+            source of the repository (tests, fuzz targets, samples, the
+            Python package and benchmarks included) resolves to a header of
+            the same or a lower layer (plugins: the SDK), and no include
+            climbs out of its folder with `..`;
   targets   (with --build DIR) no CMake target of a layer links a target of
             a higher layer, read from the link graph CMake wrote there.
 
@@ -15,7 +18,7 @@ The linker checks the third direction itself: each layer with the ones below
 it links as a shared library that may leave no symbol undefined
 (backplane_layer_check_* in dispatcher/CMakeLists.txt).
 
-    scripts/check_layers.py [--build BUILD_DIR]
+    scripts/check_layers.py [--build BUILD_DIR] [--root SOURCE_TREE]
 """
 import argparse
 import os
@@ -24,21 +27,55 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# name, rank, folders whose sources belong to it, its public include root
+# name, rank, its public include root (headers there belong to the layer)
 LAYERS = [
-    ("plugin_sdk", 0, ["plugin_sdk/include", "plugin_sdk/cmake"], "plugin_sdk/include"),
-    ("core", 1, ["core/include", "core/src"], "core/include"),
-    ("dispatch", 2, ["dispatcher/dispatch"], "dispatcher/dispatch/include"),
-    ("ops", 3, ["dispatcher/ops"], "dispatcher/ops/include"),
-    ("runtime", 4, ["dispatcher/runtime"], "dispatcher/runtime/include"),
-    ("conformance", 5, ["conformance/include", "conformance/src"], "conformance/include"),
-    ("cli", 6, ["cli"], None),
+    ("plugin_sdk", 0, "plugin_sdk/include"),
+    ("core", 1, "core/include"),
+    ("dispatch", 2, "dispatcher/dispatch/include"),
+    ("ops", 3, "dispatcher/ops/include"),
+    ("runtime", 4, "dispatcher/runtime/include"),
+    ("conformance", 5, "conformance/include"),
+    ("cli", 6, None),
 ]
-# Tests sit on the layer they test; they may use what that layer links.
-TEST_LAYERS = [("core/tests", 1), ("core/testing", 1), ("dispatcher/tests", 4), ("conformance/tests", 5),
-               ("conformance/testing", 0)]
-PLUGIN_FOLDERS = ["plugins", "samples/vendor_plugin", "dispatcher/tests/plugins", "bench/plugins", "cli/testing",
-                  "conformance/testing"]
+RUNTIME, APP = 4, 6
+# Every source folder of the repository and the rank of what its files may
+# include; the longest matching prefix wins, and a source in no folder here
+# is an error (so that a new folder is placed in the layers, not skipped).
+# Tests sit beside the layer or plugin they test and may use the host
+# library as applications do (the runtime and below); plugins, the plugin
+# folders of tests and samples included, see only the SDK (rank 0);
+# applications (cli, python, samples, bench) sit on top.
+FOLDERS = {
+    "plugin_sdk": 0,
+    "core": 1,
+    "dispatcher/dispatch": 2,
+    "dispatcher/ops": 3,
+    "dispatcher/runtime": 4,
+    "dispatcher/dispatch/tests": RUNTIME,
+    "dispatcher/ops/tests": RUNTIME,
+    "dispatcher/runtime/tests": RUNTIME,
+    "dispatcher/runtime/tests/plugins": 0,
+    "dispatcher/fuzz": RUNTIME,
+    "dispatcher/fuzz/abi_fuzz_plugin.cc": 0,
+    "testing": RUNTIME,
+    "conformance": 5,
+    "conformance/testing": 0,
+    "cli": APP,
+    "cli/testing": 0,
+    "plugins": 0,
+    "samples": APP,
+    "samples/minimal_plugin": 0,
+    "samples/vendor_plugin": 0,
+    "python": APP,
+    "bench": APP,
+    "bench/plugins": 0,
+    "cmake": APP,  # the fuzz replay driver
+}
+# Each plugin's tests/ folder holds host programs that load the plugin as
+# applications do (plugins/gpu/tests also compiles plugin sources, which see
+# only the SDK either way).
+PLUGIN_TESTS = re.compile(r"^plugins/[^/]+/tests(/|$)")
+SKIP_DIRS = {".git", ".venv", ".cache", "corpus", "node_modules", "__pycache__"}
 
 # CMake targets of each layer.
 TARGETS = {
@@ -55,54 +92,69 @@ TARGETS = {
 }
 FIRST_PARTY_PLUGINS = {"backplane_cpu", "backplane_cuda", "backplane_hip", "backplane_spconv", "backplane_gpusim"}
 
-INCLUDE = re.compile(r'^\s*#\s*include\s+"(backplane/[^"]+)"', re.M)
-SOURCE_EXT = (".h", ".hpp", ".cc", ".cpp", ".cu", ".c", ".cuh")
+# Quoted and angle includes alike.
+INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
+SOURCE_EXT = (".h", ".hpp", ".cc", ".cpp", ".cu", ".cuh", ".c")
 
 
-def header_owner(header):
+def header_owner(root, header):
     """The rank of the layer whose include root holds `header`, or None."""
-    for _, rank, _, inc in LAYERS:
-        if inc and os.path.isfile(os.path.join(ROOT, inc, header)):
+    if not header.startswith("backplane/"):
+        return None
+    for _, rank, inc in LAYERS:
+        if inc and os.path.isfile(os.path.join(root, inc, header)):
             return rank
     return None
 
 
 def layer_name(rank):
-    return next(name for name, r, _, _ in LAYERS if r == rank)
+    if rank == APP:
+        return "cli/applications"
+    return next(name for name, r, _ in LAYERS if r == rank)
 
 
-def sources(folder):
-    for dirpath, _, files in os.walk(os.path.join(ROOT, folder)):
-        for f in files:
+def allowed_rank(rel):
+    """What the source at repository path `rel` may include, or None if it
+    is in no known folder."""
+    if PLUGIN_TESTS.match(rel):
+        return RUNTIME
+    best, rank = -1, None
+    for folder, r in FOLDERS.items():
+        if (rel == folder or rel.startswith(folder + "/")) and len(folder) > best:
+            best, rank = len(folder), r
+    return rank
+
+
+def sources(root):
+    for dirpath, dirs, files in os.walk(root):
+        rel_dir = os.path.relpath(dirpath, root)
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("build")
+                         and not (rel_dir == "." and d in ("docs", "scripts", ".ci")))
+        for f in sorted(files):
             if f.endswith(SOURCE_EXT):
-                yield os.path.join(dirpath, f)
+                yield os.path.relpath(os.path.join(dirpath, f), root).replace(os.sep, "/")
 
 
-def check_includes():
+def check_includes(root=ROOT):
     problems = []
-    plugin_dirs = [os.path.join(ROOT, p) for p in PLUGIN_FOLDERS]
-
-    def check(path, allowed_rank, what):
-        with open(path, encoding="utf-8", errors="replace") as f:
+    for rel in sources(root):
+        rank = allowed_rank(rel)
+        if rank is None:
+            problems.append(f"{rel}: in no folder the layer check knows; add its folder to FOLDERS in "
+                            f"scripts/check_layers.py")
+            continue
+        with open(os.path.join(root, rel), encoding="utf-8", errors="replace") as f:
             text = f.read()
-        for header in INCLUDE.findall(text):
-            owner = header_owner(header)
-            if owner is not None and owner > allowed_rank:
-                problems.append(f"{os.path.relpath(path, ROOT)}: includes \"{header}\" of layer "
-                                f"'{layer_name(owner)}', above {what}")
-
-    for name, rank, folders, _ in LAYERS:
-        for folder in folders:
-            for path in sources(folder):
-                check(path, rank, f"'{name}'")
-    for folder, rank in TEST_LAYERS:
-        for path in sources(folder):
-            if any(path.startswith(p + os.sep) for p in plugin_dirs):
+        what = "a plugin (plugins include only plugin_sdk)" if rank == 0 else f"'{layer_name(rank)}'"
+        for quote, header in INCLUDE.findall(text):
+            spelled = f"{quote}{header}{'>' if quote == '<' else quote}"
+            if header.startswith("../") or "/../" in header:
+                problems.append(f"{rel}: includes {spelled} through '..': give the folder an include root "
+                                f"(target_include_directories) and include by its path there")
                 continue
-            check(path, rank, f"the '{layer_name(rank)}' layer its tests sit on")
-    for folder in PLUGIN_FOLDERS:
-        for path in sources(folder):
-            check(path, 0, "a plugin (plugins include only plugin_sdk)")
+            owner = header_owner(root, header)
+            if owner is not None and owner > rank:
+                problems.append(f"{rel}: includes {spelled} of layer '{layer_name(owner)}', above {what}")
     return problems
 
 
@@ -138,8 +190,9 @@ def check_targets(build_dir):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--build", help="a configured build folder whose CMake targets to check")
+    parser.add_argument("--root", default=ROOT, help="the source tree to check (default: this repository)")
     args = parser.parse_args()
-    problems = check_includes()
+    problems = check_includes(args.root)
     if args.build:
         problems += check_targets(args.build)
     for p in problems:
