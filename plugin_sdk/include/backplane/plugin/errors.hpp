@@ -3,7 +3,7 @@
 // ABI boundary. Part of <backplane/plugin.hpp>; compiles on its own.
 //
 // Note [Exceptions at the ABI boundary]
-// C++ exceptions never cross into the host. Every function this header hands
+// C++ exceptions never cross into the host. Every function the SDK hands
 // to the host (kernel adapters, device trampolines, the entry points) catches
 // everything and returns a host-made BP_Error: bp::Error keeps its code,
 // std::bad_alloc becomes BP_RESOURCE_EXHAUSTED, any other std::exception

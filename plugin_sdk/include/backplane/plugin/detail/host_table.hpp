@@ -40,7 +40,7 @@ namespace detail {
 // function runs, then only read; see Note [Per-plugin state]. The host's
 // table stays valid until the plugin's shutdown returns (Note [ABI rules] in
 // plugin_api.h); g_host points at g_host_table, a copy cut to the fields
-// this header knows, so that a Tensor released after shutdown (a static
+// the SDK knows, so that a Tensor released after shutdown (a static
 // destroyed when the library closes) still finds tensor_release, and so
 // that reading a slot is one load from this plugin's own data.
 BP_SDK_HIDDEN inline BP_HostApi g_host_table = {};
@@ -58,7 +58,7 @@ inline bool isHostAccessibleType(int32_t type) noexcept {
   return static_cast<uint32_t>(type) < 64 && ((g_host_accessible_types >> type) & 1) != 0;
 }
 
-// Copies `table` (up to the size this header knows; fields past a smaller
+// Copies `table` (up to the size the SDK knows; fields past a smaller
 // struct_size stay NULL) and records `plugin`. Tests call it with a fake host.
 inline void installHost(const BP_HostApi& table, BP_Plugin* plugin) noexcept {
   BP_HostApi copy;

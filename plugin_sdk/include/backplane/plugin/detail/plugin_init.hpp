@@ -26,7 +26,7 @@ namespace detail {
 // 2. Otherwise it rejects, with BP_FAILED_PRECONDITION made by the host's
 //    error_new, a host whose abi_major differs from BP_ABI_MAJOR, whose
 //    abi_minor is older than BP_ABI_MINOR, whose struct_size is over
-//    BP_MAX_STRUCT_SIZE or smaller than the BP_HostApi this header knows, or
+//    BP_MAX_STRUCT_SIZE or smaller than the BP_HostApi the SDK knows, or
 //    that lacks a slot the SDK needs unconditionally (error_free,
 //    error_code, error_message, tensor_info, tensor_retain,
 //    tensor_release). This assumes {struct_size, abi_major, abi_minor,
