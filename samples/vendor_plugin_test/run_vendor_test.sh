@@ -71,7 +71,8 @@ if ! cmake --install "$build_dir" --prefix "$install_prefix" >"$tmp/install.log"
   cat "$tmp/install.log"
   die "cmake --install $build_dir failed"
 fi
-for f in include/backplane/plugin.hpp include/backplane/plugin_api.h lib/cmake/Backplane/BackplaneConfig.cmake \
+for f in include/backplane/plugin.hpp include/backplane/plugin/tensor.hpp include/backplane/plugin/detail/host_table.hpp \
+  include/backplane/plugin_api.h lib/cmake/Backplane/BackplaneConfig.cmake \
   lib/cmake/Backplane/BackplanePlugin.cmake bin/backplane lib/backplane/plugins/backplane_cpu.so; do
   [[ -e $install_prefix/$f ]] || die "the install has no $f"
 done

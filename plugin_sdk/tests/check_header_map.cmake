@@ -1,0 +1,32 @@
+# Fails unless plugin.hpp's table of contents lists every header under
+# backplane/plugin/ (as "//   tensor.hpp  ..." or "//   detail/concat.hpp  ..."),
+# and names no header that is not there: the map a vendor reads first must
+# match the folder.
+#   cmake -DINCLUDE_DIR=plugin_sdk/include -P check_header_map.cmake
+if(NOT INCLUDE_DIR)
+  message(FATAL_ERROR "check_header_map: pass -DINCLUDE_DIR=<the SDK's include folder>")
+endif()
+get_filename_component(INCLUDE_DIR "${INCLUDE_DIR}" ABSOLUTE)
+set(_root ${INCLUDE_DIR}/backplane/plugin)
+file(READ ${INCLUDE_DIR}/backplane/plugin.hpp _map)
+file(GLOB_RECURSE _headers RELATIVE ${_root} ${_root}/*.hpp)
+set(_failed FALSE)
+foreach(_h IN LISTS _headers)
+  string(FIND "${_map}" "//   ${_h} " _at)
+  if(_at EQUAL -1)
+    message(SEND_ERROR "plugin.hpp's table of contents does not list backplane/plugin/${_h}: add a line for it")
+    set(_failed TRUE)
+  endif()
+endforeach()
+string(REGEX MATCHALL "//   [a-z_/]+\\.hpp " _listed "${_map}")
+foreach(_l IN LISTS _listed)
+  string(REGEX REPLACE "^//   ([a-z_/]+\\.hpp) $" "\\1" _h "${_l}")
+  if(NOT EXISTS ${_root}/${_h})
+    message(SEND_ERROR "plugin.hpp's table of contents lists ${_h}, which is not in backplane/plugin/")
+    set(_failed TRUE)
+  endif()
+endforeach()
+list(LENGTH _headers _n)
+if(NOT _failed)
+  message(STATUS "plugin.hpp lists all ${_n} headers under backplane/plugin/")
+endif()
