@@ -23,8 +23,8 @@
 namespace backplane::conformance {
 namespace {
 
-::testing::Environment* const kCpuPlugin =
-    testing::addPluginEnvironment({.plugins = {BACKPLANE_CPU_PLUGIN_PATH}, .silent_fallback = false});
+const ::testing::Environment* const kCpuPlugin =
+    &testing::addPluginEnvironment({BACKPLANE_CPU_PLUGIN_PATH}).leaveFallbackMode();
 
 Tensor castOnHost(const Tensor& t, ScalarType dtype) {
   if (!t.defined() || t.dtype() == dtype) return t;

@@ -21,8 +21,8 @@
 namespace backplane::conformance::onnx {
 namespace {
 
-::testing::Environment* const kCpuPlugin =
-    testing::addPluginEnvironment({.plugins = {BACKPLANE_CPU_PLUGIN_PATH}, .silent_fallback = false});
+const ::testing::Environment* const kCpuPlugin =
+    &testing::addPluginEnvironment({BACKPLANE_CPU_PLUGIN_PATH}).leaveFallbackMode();
 
 const Device kCpu(DeviceType::CPU);
 

@@ -27,8 +27,9 @@ using ::testing::FloatNear;
 using ::testing::HasSubstr;
 using ::testing::Pointwise;
 
-const auto* const kEnv = testing::addPluginEnvironment(
-    {.plugins = {BACKPLANE_CPU_PLUGIN_PATH}, .after_load = [] { testing::TestDevice::install("apidev", 2); }});
+const auto* const kEnv = &testing::addPluginEnvironment({BACKPLANE_CPU_PLUGIN_PATH}).afterLoad([] {
+  testing::TestDevice::install("apidev", 2);
+});
 
 // Every test runs on "cpu" and on "apidev:1" (no kernels: CPU fallback).
 class OpsApi : public ::testing::TestWithParam<std::string> {

@@ -22,8 +22,8 @@
 namespace backplane::ops_test {
 
 // Loads the CPU plugin once per test program.
-inline ::testing::Environment* const kCpuPluginEnv =
-    testing::addPluginEnvironment({.plugins = {BACKPLANE_CPU_PLUGIN_PATH}, .silent_fallback = false});
+inline const ::testing::Environment* const kCpuPluginEnv =
+    &testing::addPluginEnvironment({BACKPLANE_CPU_PLUGIN_PATH}).leaveFallbackMode();
 
 inline OperatorHandle op(const std::string& name) { return Dispatcher::singleton().findOpOrThrow("bp::" + name); }
 

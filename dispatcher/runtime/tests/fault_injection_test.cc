@@ -42,8 +42,7 @@ using fault_test::bytesOf;
 
 TestDevice& faultDevice() { return TestDevice::install("faultdev", 1); }
 
-const auto* const kEnv =
-    testing::addPluginEnvironment({.plugins = {BACKPLANE_CPU_PLUGIN_PATH}, .after_load = [] { faultDevice(); }});
+const auto* const kEnv = &testing::addPluginEnvironment({BACKPLANE_CPU_PLUGIN_PATH}).afterLoad([] { faultDevice(); });
 
 std::string qualified(const char* name) { return std::string(kStandardNamespace) + "::" + name; }
 

@@ -26,10 +26,9 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-const auto* const kEnv = testing::addPluginEnvironment({
-    .plugins = {BACKPLANE_CPU_PLUGIN_PATH, std::string(BACKPLANE_TEST_PLUGIN_DIR) + "/tp_misbehave.so"},
-    .after_load = [] { testing::TestDevice::install("misdev", 1); },
-});
+const auto* const kEnv =
+    &testing::addPluginEnvironment({BACKPLANE_CPU_PLUGIN_PATH, std::string(BACKPLANE_TEST_PLUGIN_DIR) + "/tp_misbehave.so"})
+         .afterLoad([] { testing::TestDevice::install("misdev", 1); });
 
 Tensor call(const char* op, const Tensor& self) {
   return Dispatcher::singleton().findOpOrThrow(op).typed<Tensor(const Tensor&)>().call(self);

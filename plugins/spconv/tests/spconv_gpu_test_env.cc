@@ -14,13 +14,13 @@
 namespace backplane {
 namespace {
 
-const auto* const kEnv = testing::addPluginEnvironment({
-    .plugins = {BACKPLANE_CPU_PLUGIN_PATH, BACKPLANE_GPUSIM_PLUGIN_PATH, BACKPLANE_SPCONV_PLUGIN_PATH},
-    // Read by the GPU plugin when it loads: the deterministic mode starts on
-    // (SpconvGpuConv.TheEnvironmentSetsTheInitialMode); tests that need
-    // either mode set it.
-    .before_load = [] { setenv("BACKPLANE_DETERMINISTIC", "1", 1); },
-});
+// BACKPLANE_DETERMINISTIC is read by the GPU plugin when it loads: the
+// deterministic mode starts on (SpconvGpuConv.TheEnvironmentSetsTheInitialMode);
+// tests that need either mode set it.
+const auto* const kEnv =
+    &testing::addPluginEnvironment({BACKPLANE_CPU_PLUGIN_PATH, BACKPLANE_GPUSIM_PLUGIN_PATH,
+                                    BACKPLANE_SPCONV_PLUGIN_PATH})
+         .beforeLoad([] { setenv("BACKPLANE_DETERMINISTIC", "1", 1); });
 
 }  // namespace
 }  // namespace backplane

@@ -34,8 +34,8 @@ namespace {
 using ::testing::HasSubstr;
 using namespace spconv_test;  // Triple, Site, PairsResult
 
-const auto* const kEnv = testing::addPluginEnvironment(
-    {.plugins = {BACKPLANE_CPU_PLUGIN_PATH, BACKPLANE_SPCONV_PLUGIN_PATH}, .silent_fallback = false});
+const auto* const kEnv =
+    &testing::addPluginEnvironment({BACKPLANE_CPU_PLUGIN_PATH, BACKPLANE_SPCONV_PLUGIN_PATH}).leaveFallbackMode();
 
 struct Conv {
   int64_t batch;

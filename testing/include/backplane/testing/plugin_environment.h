@@ -15,42 +15,55 @@
 
 namespace backplane::testing {
 
-struct PluginEnvironmentOptions {
-  // The plugin files to load, in this order.
-  std::vector<std::string> plugins;
-  // Runs before the first plugin loads (environment variables a plugin reads
-  // at load time, test devices it must find).
-  std::function<void()> before_load;
-  // Runs after the last plugin loaded.
-  std::function<void()> after_load;
-  // Fallbacks to the CPU print nothing (they are expected in these tests).
-  bool silent_fallback = true;
-};
-
 class PluginEnvironment : public ::testing::Environment {
  public:
-  explicit PluginEnvironment(PluginEnvironmentOptions options) : options_(std::move(options)) {}
+  // Loads `plugins` (files), in this order.
+  explicit PluginEnvironment(std::vector<std::string> plugins) : plugins_(std::move(plugins)) {}
+
+  // Runs `f` before the first plugin loads (environment variables a plugin
+  // reads at load time, test devices it must find).
+  PluginEnvironment& beforeLoad(std::function<void()> f) {
+    before_load_ = std::move(f);
+    return *this;
+  }
+  // Runs `f` after the last plugin loaded.
+  PluginEnvironment& afterLoad(std::function<void()> f) {
+    after_load_ = std::move(f);
+    return *this;
+  }
+  // Leaves the fallback mode as the process has it (BACKPLANE_FALLBACK); by
+  // default fallbacks to the CPU print nothing, since the tests expect them.
+  PluginEnvironment& leaveFallbackMode() {
+    silent_fallback_ = false;
+    return *this;
+  }
 
   void SetUp() override {
-    if (options_.before_load) options_.before_load();
-    for (const std::string& path : options_.plugins) {
+    if (before_load_) before_load_();
+    for (const std::string& path : plugins_) {
       absl::StatusOr<PluginStatus> status = plugins().load(path);
       ASSERT_TRUE(status.ok()) << path << ": " << status.status();
       ASSERT_TRUE(status->loaded) << path << ": " << status->error;
     }
-    if (options_.silent_fallback) Dispatcher::singleton().setFallbackMode(FallbackMode::Silent);
-    if (options_.after_load) options_.after_load();
+    if (silent_fallback_) Dispatcher::singleton().setFallbackMode(FallbackMode::Silent);
+    if (after_load_) after_load_();
   }
 
  private:
-  PluginEnvironmentOptions options_;
+  std::vector<std::string> plugins_;
+  std::function<void()> before_load_;
+  std::function<void()> after_load_;
+  bool silent_fallback_ = true;
 };
 
-// Registers a PluginEnvironment with gtest (which owns it); use it to
-// initialise a namespace-scope constant, so that it runs before main:
-//   const auto* const kPlugins = addPluginEnvironment({.plugins = {BACKPLANE_CPU_PLUGIN_PATH}});
-inline ::testing::Environment* addPluginEnvironment(PluginEnvironmentOptions options) {
-  return ::testing::AddGlobalTestEnvironment(new PluginEnvironment(std::move(options)));
+// Registers a PluginEnvironment with gtest (which owns it) and returns it;
+// initialise a namespace-scope constant with it, so that it is registered
+// before main runs the tests:
+//   const auto* const kPlugins = &testing::addPluginEnvironment({BACKPLANE_CPU_PLUGIN_PATH});
+inline PluginEnvironment& addPluginEnvironment(std::vector<std::string> plugins) {
+  auto* environment = new PluginEnvironment(std::move(plugins));
+  ::testing::AddGlobalTestEnvironment(environment);
+  return *environment;
 }
 
 }  // namespace backplane::testing
