@@ -1,4 +1,4 @@
-# Fuzz targets (Note [Fuzzing] in the README).
+# Fuzz targets (Note [Fuzzing] in docs/design.md).
 #
 #   backplane_add_fuzzer(<name>
 #     SOURCES <file>...          the target: defines LLVMFuzzerTestOneInput

@@ -16,7 +16,7 @@ if(BACKPLANE_SANITIZE)
   if("thread" IN_LIST _bp_sanitizers AND "address" IN_LIST _bp_sanitizers)
     message(FATAL_ERROR "BACKPLANE_SANITIZE: thread and address cannot be combined; run them as two builds")
   endif()
-  # fuzzer: the fuzz build (Note [Fuzzing] in the README). Every target gets
+  # fuzzer: the fuzz build (Note [Fuzzing] in docs/design.md). Every target gets
   # libFuzzer's coverage instrumentation (fuzzer-no-link); the fuzz targets
   # alone link libFuzzer's main (cmake/BackplaneFuzz.cmake). Clang only.
   set(BACKPLANE_FUZZ OFF)

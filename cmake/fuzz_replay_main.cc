@@ -1,5 +1,5 @@
 // The replay driver of a fuzz target outside the fuzz build (Note [Fuzzing]
-// in the README): runs LLVMFuzzerTestOneInput once on every file named, and
+// in docs/design.md): runs LLVMFuzzerTestOneInput once on every file named, and
 // on every file inside every folder named, in name order, and prints how
 // many it ran. A folder with no inputs is an error: a corpus that vanished
 // must not pass as a test. A crash or sanitizer report fails the process

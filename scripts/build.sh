@@ -6,7 +6,7 @@
 #   scripts/build.sh --print-dir [same options]   prints the build folder and exits
 # Each sanitizer set builds into its own folder: build/, build-asan-ubsan/, build-tsan/.
 # --sanitize=fuzzer is the fuzz build (build-fuzz/, clang, libFuzzer with ASan
-# and UBSan; Note [Fuzzing] in the README): build its target backplane_fuzzers,
+# and UBSan; Note [Fuzzing] in docs/design.md): build its target backplane_fuzzers,
 # as scripts/fuzz.sh does.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks that the folder map is the dependency graph (Note [Layers], README).
+"""Checks that the folder map is the dependency graph (Note [Layers], docs/design.md).
 
 The layers, lowest first:
     plugin_sdk < core < dispatch < ops < runtime < conformance < cli
@@ -199,7 +199,7 @@ def main():
         print(f"check_layers: {p}", file=sys.stderr)
     if problems:
         print(f"check_layers: {len(problems)} upward dependencies; the layers are "
-              "plugin_sdk < core < dispatch < ops < runtime < conformance < cli (README, Note [Layers])",
+              "plugin_sdk < core < dispatch < ops < runtime < conformance < cli (docs/design.md, Note [Layers])",
               file=sys.stderr)
         return 1
     print("check_layers: every include and target link points down the layers")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up (scripts/setup.sh), builds the fuzz targets and runs each on its
-# corpus (Note [Fuzzing] in the README).
+# corpus (Note [Fuzzing] in docs/design.md).
 #   scripts/fuzz.sh [--seconds N] [--jobs J] [--update-corpus] [TARGET...]
 # --seconds N       each target's run (default 30; CI runs 20)
 # --jobs J          targets run at once (default: the number of cores)

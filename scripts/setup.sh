@@ -25,8 +25,9 @@ packages=(
 # Test-only: libtorch, which the differential tests against PyTorch link
 # (dispatcher/ops/tests/torch_parity); no product target uses it.
 # The Python package's tests: pytest, PyTorch for the DLPack round trips and
-# mypy for the type stubs; test dependencies, never the package's.
-case " $* " in *" --tests "*) packages+=(libtorch-dev python3-pytest python3-torch python3-mypy) ;; esac
+# mypy for the type stubs; test dependencies, never the package's. The docs
+# check (scripts/check_markdown.py) parses every .md with markdown-it-py.
+case " $* " in *" --tests "*) packages+=(libtorch-dev python3-pytest python3-torch python3-mypy python3-markdown-it) ;; esac
 
 missing=()
 for p in "${packages[@]}"; do

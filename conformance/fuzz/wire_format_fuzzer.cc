@@ -1,4 +1,4 @@
-// Fuzz target fuzz_conformance_wire (Note [Fuzzing] in the README): the
+// Fuzz target fuzz_conformance_wire (Note [Fuzzing] in docs/design.md): the
 // conformance worker's wire format (wire_format.h), which the parent of a
 // `backplane conformance` run decodes from a worker that may be dying in
 // the middle of a line.

@@ -1,4 +1,4 @@
-// Fuzz target fuzz_library_registration (Note [Fuzzing] in the README):
+// Fuzz target fuzz_library_registration (Note [Fuzzing] in docs/design.md):
 // Library::def / impl / implWhenDefined / implComposite / meta / fallback
 // with fuzzed schemas, dispatch keys and kernels, and calls of what was
 // registered, boxed and typed.

@@ -1,4 +1,4 @@
-// Fuzz target fuzz_schema_parser (Note [Fuzzing] in the README): the
+// Fuzz target fuzz_schema_parser (Note [Fuzzing] in docs/design.md): the
 // operator schema parser (FunctionSchema::parse, OperatorName::parse) on
 // arbitrary text.
 //

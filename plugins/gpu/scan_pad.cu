@@ -2,7 +2,7 @@
 // reflection_pad{1,2,3}d, replication_pad{1,2,3}d), mirroring the CPU
 // plugin's plugins/cpu/sort_scan_pad.cc value for value. sort and topk have
 // no GPU kernel: they reach the CPU kernel through the declared-kernel rules
-// (CPU fallback), as the README says.
+// (CPU fallback), as docs/operators.md says.
 //
 //   * cumsum: the input converted to out's dtype (as the reductions do,
 //     kernel_args.h's as()), then one thread per line along `dim` adds its

@@ -1,6 +1,6 @@
 """Backplane from Python: devices picked at run time, every operator of the
 table (the standard ones and plugins'), zero-copy exchange with NumPy and
-PyTorch through DLPack. README "Use from Python" is the guide.
+PyTorch through DLPack. docs/python.md is the guide.
 """
 from ._backplane import (  # noqa: F401
     Device,

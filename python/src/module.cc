@@ -1,6 +1,6 @@
 // _backplane: the extension module behind the Python package `backplane`
 // (python/backplane/__init__.py re-exports it). Built with nanobind over the
-// app API of libbackplane.so; see README "Use from Python".
+// app API of libbackplane.so; see docs/python.md.
 #include "bindings.h"
 
 NB_MODULE(_backplane, m) {

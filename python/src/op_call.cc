@@ -719,7 +719,7 @@ PyType_Slot g_packet_slots[] = {
     {Py_tp_members, g_packet_members},
     {Py_tp_getset, g_packet_getset},
     {Py_tp_doc, const_cast<char*>("An operator of Backplane's table, called through its schemas "
-                                  "(README \"Use from Python\").")},
+                                  "(docs/python.md).")},
     {0, nullptr},
 };
 

@@ -162,7 +162,7 @@ void bindTensor(nb::module_& m) {
       // Equal to its string ("cpu" == Device("cpu")), so hashed as it.
       .def("__hash__", [](const Device& d) { return nb::hash(nb::str(d.str().c_str())); });
 
-  nb::class_<Tensor>(m, "Tensor", "A tensor on any device (README \"Use from Python\").")
+  nb::class_<Tensor>(m, "Tensor", "A tensor on any device (docs/python.md).")
       .def_prop_ro(
           "shape", [](const Tensor& t) { return toTuple(t.sizes()); }, "The sizes, as a tuple.")
       .def_prop_ro("dtype", [](const Tensor& t) { return dtypeObject(t.dtype()); })

@@ -1,5 +1,5 @@
-// The application example shown in README.md ("Write an application"); built
-// and run as a test so it stays true.
+// The application example shown in README.md ("A short application") and
+// docs/apps.md ("Write an application"); built and run as a test so it stays true.
 #include <iostream>
 
 #include "backplane/backplane.h"  // runtime.h, ops.h, profiler.h, dlpack.h

@@ -1,4 +1,4 @@
-// The example shown in README.md; built and run as a test so it stays true.
+// The example shown in docs/apps.md; built and run as a test so it stays true.
 #include "backplane/dispatch/library.h"
 #include "backplane/ops/tensor.h"
 

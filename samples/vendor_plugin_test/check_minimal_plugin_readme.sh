@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # check_minimal_plugin_readme.sh SOURCE_DIR
 #
-# The minimal plugin is shown in README.md ("Write a plugin") verbatim: the
+# The minimal plugin is shown in README.md ("The minimal plugin") verbatim: the
 # fenced block after each marker line
 #   <!-- verbatim: samples/minimal_plugin/FILE -->
 # must equal that file, and both files must be there. And the plugin stays

@@ -19,7 +19,7 @@
 #   3. does the same with clang++ -stdlib=libc++, checks with ldd that that
 #      plugin links libc++ and not libstdc++, and runs the same TEST_BINARY
 #      (a g++/libstdc++ host) against the libc++ plugin.
-# Also loads each plugin with the installed `backplane` tool, as the README
+# Also loads each plugin with the installed `backplane` tool, as docs/plugins.md
 # tells vendors to, runs `backplane conformance --backend toyaccel` on the g++
 # plugin, and builds and runs a consumer application (find_package(Backplane),
 # Backplane::backplane, no CMAKE_CXX_STANDARD: the package must carry C++20)

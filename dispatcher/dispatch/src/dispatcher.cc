@@ -471,7 +471,7 @@ const KernelRecord* Dispatcher::newestFittingImpl(const OperatorEntry& op, Dispa
 // argument, so an op with arguments of fixed other dtypes (a bool out=, an
 // int64 index, a bool mask) needs those declared too, and its kernel then
 // also gets calls whose data has them. Exempting such arguments needs the
-// op's per-argument dtype rules (dispatcher/ops) at this layer; README.md
+// op's per-argument dtype rules (dispatcher/ops) at this layer; docs/plugins.md
 // says what a plugin does meanwhile.
 const KernelRecord* Dispatcher::computeDeclined(const OperatorEntry& op, DispatchKey key,
                                                 const KernelRecord* impl) const {

@@ -9,7 +9,7 @@
 // headers; nothing here depends on the host's C++ headers.
 //
 // The smallest complete plugin is samples/minimal_plugin/minimal_plugin.cc
-// (also shown in README.md, "Write a plugin"): a bp::HostMemoryBackend
+// (also shown in README.md, "The minimal plugin"): a bp::HostMemoryBackend
 // device, one native `.out` kernel written with bp::forEach and registered
 // for float32 only (bp::Dtypes), and every other operator and dtype through
 // the host's CPU fallback. samples/vendor_plugin (toyaccel) is the model for

@@ -150,7 +150,7 @@ constexpr bool isIntegralType(ScalarType t, bool include_bool) {
 
 // True for UInt16, UInt32, UInt64: PyTorch 2.x's "barebones" unsigned types,
 // which promote only with themselves and with the floating types, and which
-// have creation, copies and comparisons but little arithmetic (README,
+// have creation, copies and comparisons but little arithmetic (docs/operators.md,
 // "Dtypes"). uint8 is not one of them: it is a full member.
 constexpr bool isBarebonesUnsignedType(ScalarType t) {
   return t == ScalarType::UInt16 || t == ScalarType::UInt32 || t == ScalarType::UInt64;

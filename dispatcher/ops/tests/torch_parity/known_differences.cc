@@ -22,7 +22,8 @@ constexpr std::pair<Difference, std::string_view> kDifferenceNames[] = {
 };
 
 constexpr std::string_view kBug = "bug, not yet fixed";
-constexpr std::string_view kReadmeAnchor = "README.md#";
+// The page that documents the operators' differences from PyTorch.
+constexpr std::string_view kDocsAnchor = "docs/operators.md#";
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
@@ -154,8 +155,8 @@ std::vector<KnownDifference> parseKnownDifferences(std::string_view text, const 
         fail(where, "the reason is still '" + value + "': write why Backplane differs (one line)");
       single(e->reason);
     } else if (key == "documented") {
-      if (value != kBug && !(value.starts_with(kReadmeAnchor) && value.size() > kReadmeAnchor.size()))
-        fail(where, "'documented: " + value + "': expected README.md#<anchor> or '" + std::string(kBug) + "'");
+      if (value != kBug && !(value.starts_with(kDocsAnchor) && value.size() > kDocsAnchor.size()))
+        fail(where, "'documented: " + value + "': expected docs/operators.md#<anchor> or '" + std::string(kBug) + "'");
       single(e->documented);
     } else if (key == "case" || key == "cases") {
       e->patterns.push_back({value, key == "case", {}, where});
@@ -174,13 +175,13 @@ std::vector<KnownDifference> loadKnownDifferences(const std::string& path) {
   return parseKnownDifferences(s.str(), path);
 }
 
-std::vector<std::string> missingAnchors(const std::vector<KnownDifference>& list, std::string_view readme) {
+std::vector<std::string> missingAnchors(const std::vector<KnownDifference>& list, std::string_view doc) {
   std::set<std::string> anchors;
   bool fenced = false;
-  while (!readme.empty()) {
-    const size_t nl = readme.find('\n');
-    const std::string_view line = readme.substr(0, nl);
-    readme = nl == std::string_view::npos ? std::string_view() : readme.substr(nl + 1);
+  while (!doc.empty()) {
+    const size_t nl = doc.find('\n');
+    const std::string_view line = doc.substr(0, nl);
+    doc = nl == std::string_view::npos ? std::string_view() : doc.substr(nl + 1);
     if (line.starts_with("```")) fenced = !fenced;
     if (fenced) continue;
     if (line.starts_with("#")) anchors.insert(anchorOf(trim(line.substr(line.find_first_not_of('#')))));
@@ -193,8 +194,8 @@ std::vector<std::string> missingAnchors(const std::vector<KnownDifference>& list
   }
   std::vector<std::string> missing;
   for (const KnownDifference& e : list) {
-    if (!e.documented.starts_with(kReadmeAnchor)) continue;
-    if (!anchors.contains(e.documented.substr(kReadmeAnchor.size()))) missing.push_back(e.where + ": " + e.documented);
+    if (!e.documented.starts_with(kDocsAnchor)) continue;
+    if (!anchors.contains(e.documented.substr(kDocsAnchor.size()))) missing.push_back(e.where + ": " + e.documented);
   }
   return missing;
 }

@@ -9,7 +9,7 @@
 //               Backplane returns), backplane-raises (the reverse), returns
 //               (another number or kind of returned values)
 //   reason:     one line
-//   documented: README.md#<anchor of a README heading>, or "bug, not yet fixed"
+//   documented: docs/operators.md#<anchor of one of its headings>, or "bug, not yet fixed"
 //   case:       a call exactly as the tests write it (repeatable), and/or
 //   cases:      an ECMAScript regex the whole call must match (repeatable)
 // and the list is strict both ways: a disagreement no entry lists fails; an
@@ -59,9 +59,10 @@ struct KnownDifference {
 std::vector<KnownDifference> parseKnownDifferences(std::string_view text, const std::string& source);
 // Reads and parses a file (throws std::invalid_argument if it cannot be read).
 std::vector<KnownDifference> loadKnownDifferences(const std::string& path);
-// The entries whose `documented` names a README anchor that no heading (or
-// <a id="...">) of `readme` has, each written "file:line: README.md#anchor".
-std::vector<std::string> missingAnchors(const std::vector<KnownDifference>& list, std::string_view readme);
+// The entries whose `documented` names an anchor that no heading (or
+// <a id="...">) of `doc` (docs/operators.md's text) has, each written
+// "file:line: docs/operators.md#anchor".
+std::vector<std::string> missingAnchors(const std::vector<KnownDifference>& list, std::string_view doc);
 
 // One case's outcome, as the list sees it.
 struct CaseResult {

@@ -1,6 +1,6 @@
 // The known-differences list's parsing and matching (Note [Known differences
 // from PyTorch] in known_differences.h), without libtorch; and the checked-in
-// list's syntax and README anchors.
+// list's syntax and its anchors in docs/operators.md.
 #include "known_differences.h"
 
 #include <gtest/gtest.h>
@@ -109,7 +109,7 @@ TEST(KnownDifferences, ParseErrorsNameTheLine) {
   EXPECT_NE(error("group: g\nop: o\ndiffers: values\nreason: TODO\n").find("list:4: the reason is still 'TODO'"),
             std::string::npos);
   EXPECT_NE(error("group: g\nop: o\ndiffers: values\nreason: r\ndocumented: somewhere\ncase: o(x)\n")
-                .find("expected README.md#<anchor>"),
+                .find("expected docs/operators.md#<anchor>"),
             std::string::npos);
   EXPECT_NE(error("group: g\nop: o\nop: p\n").find("a second 'op:'"), std::string::npos);
   EXPECT_NE(error("group: g\nflavour: x\n").find("unknown key 'flavour'"), std::string::npos);
@@ -136,27 +136,30 @@ TEST(KnownDifferences, DraftParsesOnceReasonsAreWritten) {
   EXPECT_EQ(v.known, 3u);
 }
 
-TEST(KnownDifferences, ReadmeAnchors) {
+TEST(KnownDifferences, DocsAnchors) {
   const std::vector<KnownDifference> list = parseKnownDifferences(
-      "group: g\nop: o\ndiffers: values\nreason: r\ndocumented: README.md#differences-from-pytorch\ncase: o(x)\n\n"
-      "group: g\nop: o\ndiffers: dtype\nreason: r\ndocumented: README.md#no-such-heading\ncase: o(y)\n\n"
-      "group: g\nop: o\ndiffers: shape\nreason: r\ndocumented: README.md#out-dtypes\ncase: o(z)\n",
+      "group: g\nop: o\ndiffers: values\nreason: r\n"
+      "documented: docs/operators.md#differences-from-pytorch\ncase: o(x)\n\n"
+      "group: g\nop: o\ndiffers: dtype\nreason: r\n"
+      "documented: docs/operators.md#no-such-heading\ncase: o(y)\n\n"
+      "group: g\nop: o\ndiffers: shape\nreason: r\n"
+      "documented: docs/operators.md#out-dtypes\ncase: o(z)\n",
       "list");
   const std::vector<std::string> missing = missingAnchors(
-      list, "# Backplane\n```\n# no-such-heading\n```\n### Differences from PyTorch\n<a id=\"out-dtypes\"></a>\n");
+      list, "# Operators\n```\n# no-such-heading\n```\n### Differences from PyTorch\n<a id=\"out-dtypes\"></a>\n");
   ASSERT_EQ(missing.size(), 1u);
-  EXPECT_EQ(missing[0], "list:8: README.md#no-such-heading");
+  EXPECT_EQ(missing[0], "list:8: docs/operators.md#no-such-heading");
 }
 
-// The checked-in list parses, and its README anchors exist.
+// The checked-in list parses, and its anchors exist in docs/operators.md.
 TEST(KnownDifferences, CheckedInListIsWellFormed) {
   const std::vector<KnownDifference> list = loadKnownDifferences(BACKPLANE_TORCH_PARITY_KNOWN_DIFFERENCES);
-  std::ifstream in(BACKPLANE_README);
-  ASSERT_TRUE(in) << BACKPLANE_README;
-  std::ostringstream readme;
-  readme << in.rdbuf();
-  for (const std::string& m : missingAnchors(list, readme.str()))
-    ADD_FAILURE() << m << ": README.md has no such heading or <a id>";
+  std::ifstream in(BACKPLANE_OPERATORS_DOC);
+  ASSERT_TRUE(in) << BACKPLANE_OPERATORS_DOC;
+  std::ostringstream doc;
+  doc << in.rdbuf();
+  for (const std::string& m : missingAnchors(list, doc.str()))
+    ADD_FAILURE() << m << ": docs/operators.md has no such heading or <a id>";
 }
 
 }  // namespace

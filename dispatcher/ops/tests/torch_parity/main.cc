@@ -175,8 +175,8 @@ int summary(bool all) {
 int printDraft() {
   std::printf(
       "# Draft entries for %s: one per group, op and kind of difference not yet listed.\n"
-      "# Write each reason (one line), point 'documented' at the README section where Backplane\n"
-      "# differs on purpose (README.md#<anchor>) or leave 'bug, not yet fixed', narrow or merge\n"
+      "# Write each reason (one line), point 'documented' at the docs section where Backplane\n"
+      "# differs on purpose (docs/operators.md#<anchor>) or leave 'bug, not yet fixed', narrow or merge\n"
       "# the case lines if you like (a 'cases:' regex must match only disagreeing cases), append.\n\n",
       knownDifferencesPath().c_str());
   size_t printed = 0, errors = 0;

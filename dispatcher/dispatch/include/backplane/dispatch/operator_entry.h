@@ -233,7 +233,7 @@ class OperatorEntry {
   // against the mask before choosing a kernel, and throws kInvalidArgument
   // naming the op, the argument, its dtype, the accepted dtypes and `note`
   // (what to do instead). The standard operators use it for uint16, uint32
-  // and uint64, which only some of them serve (README, "Dtypes"); 0 (the
+  // and uint64, which only some of them serve (docs/operators.md, "Dtypes"); 0 (the
   // default) accepts every dtype. Set while the op is registered, before it
   // is called; `note` must outlive the process (a literal).
   void setAcceptedDtypes(uint64_t mask, const char* note) {

@@ -13,7 +13,7 @@ std::string cppTypeName(const SchemaType& type);
 
 // Note [Plugin kernel types]
 // The C++ types a plugin kernel written with plugin.hpp (bp::kernel<&f>())
-// takes and returns for each schema type; the README's table is this one.
+// takes and returns for each schema type; docs/plugins.md's table is this one.
 // bp::kernel<> spells a function's types back in the notation above, and
 // the host checks that against cppSignatureForSchema, so a kernel written
 // with these types registers. cli/cli_test.cc checks a few ops' printed

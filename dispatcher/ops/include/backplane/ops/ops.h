@@ -100,7 +100,7 @@ Tensor relu(const Tensor& self);
 Tensor gelu(const Tensor& self, std::string_view approximate = "none");  // or "tanh"
 Tensor silu(const Tensor& self);
 
-// --- More elementwise ops, as PyTorch's (README: "More elementwise operators").
+// --- More elementwise ops, as PyTorch's (docs/operators.md: "More elementwise operators").
 // Division rounded toward zero ("trunc") or negative infinity ("floor"); no
 // mode is true division. Integral division by zero raises ZeroDivisionError.
 Tensor div(const Tensor& self, const Tensor& other, std::optional<std::string_view> rounding_mode);
@@ -165,7 +165,7 @@ Tensor argmin(const Tensor& self, std::optional<int64_t> dim = std::nullopt, boo
 Tensor var(const Tensor& self, IntArrayRef dim, bool keepdim = false, int64_t correction = 1);
 Tensor std(const Tensor& self, IntArrayRef dim, bool keepdim = false, int64_t correction = 1);
 
-// --- Products, logical reductions, scans and sorts, as PyTorch's (README "Sorting, scans, products, flip
+// --- Products, logical reductions, scans and sorts, as PyTorch's (docs/operators.md "Sorting, scans, products, flip
 // and pad"): integral and bool inputs of prod and cumsum give int64 unless dtype= says otherwise; all/any
 // give bool (uint8 for a uint8 input); sort is stable and puts NaN last (first when descending); topk
 // returns its k values in sorted order with their int64 indices.
