@@ -14,7 +14,10 @@ except build folders, .git, .venv, .cache and fuzz corpora. It fails on:
   - a relative link or image to a file or folder that does not exist;
   - a link to an anchor that the target .md file (or this one, for "#x")
     does not have: the GitHub slug of one of its headings, or an explicit
-    <a id="..."> / <a name="...">.
+    <a id="..."> / <a name="...">;
+  - a code block after a line `<!-- verbatim: PATH -->` (PATH relative to
+    the repository) that differs from that file: examples shown in the docs
+    are real files that the build compiles and the tests run.
 
 Editors and GitHub render such mistakes without complaint, which is why a
 test parses the files the way GitHub does (markdown-it-py, CommonMark plus
@@ -37,6 +40,7 @@ SKIP_DIRS = {".git", ".venv", ".cache", "corpus", "node_modules", "__pycache__"}
 FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 ANCHOR_RE = re.compile(r"<a\s+(?:[^>]*\s)?(?:id|name)\s*=\s*[\"']([^\"']+)[\"']", re.IGNORECASE)
 SCHEME_RE = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
+VERBATIM_RE = re.compile(r"^<!--\s*verbatim:\s*(\S+)\s*-->\s*$")
 
 
 def is_build_dir(path):
@@ -143,6 +147,26 @@ def check_fences(doc, errors):
                                   f"not one (an info string may not contain a backtick)")
 
 
+def check_verbatim(doc, root, errors):
+    """Each `<!-- verbatim: PATH -->` line is followed by a code block equal to PATH."""
+    fences = {tok.map[0]: tok for tok in doc.tokens if tok.type == "fence" and tok.map}
+    for n, line in enumerate(doc.lines):
+        m = VERBATIM_RE.match(line)
+        if not m:
+            continue
+        path = os.path.join(root, m.group(1))
+        block = fences.get(n + 1)
+        if block is None:
+            errors.append(f"{doc.path}:{n + 1}: '{line.strip()}' must be followed by a fenced code block")
+        elif not os.path.isfile(path):
+            errors.append(f"{doc.path}:{n + 1}: '{line.strip()}': {path} does not exist")
+        else:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+            if block.content != text:
+                errors.append(f"{doc.path}:{n + 2}: the code block differs from {m.group(1)}; copy the file into it")
+
+
 def link_targets(doc):
     for tok in doc.tokens:
         if tok.type != "inline":
@@ -193,6 +217,7 @@ def main(argv):
             docs[f] = Doc(f, md)
         check_fences(docs[f], errors)
         check_links(docs[f], docs, md, errors)
+        check_verbatim(docs[f], root, errors)
     for e in errors:
         print(e.replace(root + os.sep, ""))
     if errors:

@@ -2,7 +2,7 @@
 // docs/apps.md ("Write an application"); built and run as a test so it stays true.
 #include <iostream>
 
-#include "backplane/backplane.h"  // runtime.h, ops.h, profiler.h, dlpack.h
+#include "backplane/backplane.h"  // runtime/, ops/, profiler, dlpack
 using namespace backplane;
 
 int main(int argc, char** argv) {
