@@ -59,14 +59,3 @@ std::vector<int64_t> contiguousStrides(bp::IntList sizes) {
 }
 
 }  // namespace bp_cpu
-
-namespace bp_cpu {
-
-void failBarebonesUnsigned(ScalarType t) {
-  bp::fail(BP_INVALID_ARGUMENT,
-           std::string("this cpu kernel does not support dtype ") + bp::name(t) +
-               ": uint16, uint32 and uint64 have creation, copies, data movement and comparisons only (as in "
-               "PyTorch 2.x); convert to another dtype first with .to(dtype)");
-}
-
-}  // namespace bp_cpu
