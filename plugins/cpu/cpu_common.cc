@@ -1,5 +1,7 @@
 #include "cpu_common.h"
 
+#include "bp_common/threads.h"
+
 #include <cstdlib>
 #include <thread>
 
@@ -7,17 +9,13 @@ namespace bp_cpu {
 
 namespace {
 int readThreadSetting() {
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const char* env = std::getenv("BACKPLANE_NUM_THREADS");
-  if (env == nullptr || *env == '\0') return cores;
-  char* end = nullptr;
-  long n = std::strtol(env, &end, 10);
-  if (end == env || *end != '\0' || n < 1 || n > 4096) {
-    bp::logMessage(BP_LOG_WARNING, std::string("BACKPLANE_NUM_THREADS='") + env +
-                                "' is not a positive integer; using all " + std::to_string(cores) + " cores");
-    return cores;
+  const char* invalid = nullptr;
+  const int n = bp_common::threadSetting(&invalid);
+  if (invalid != nullptr) {
+    bp::logMessage(BP_LOG_WARNING, std::string("BACKPLANE_NUM_THREADS='") + invalid +
+                                       "' is not a positive integer; using all " + std::to_string(n) + " cores");
   }
-  return static_cast<int>(n);
+  return n;
 }
 }  // namespace
 

@@ -64,13 +64,7 @@ using bp_common::scalarTo;
 using bp_common::store;
 using bp_common::visitItemSize;
 
-struct CpuStorage {
-  using Half = bp::Half;
-  using BFloat16 = bp::BFloat16;
-  static constexpr const char* kDevice = "cpu";
-};
-
-// visitDtype(t, f) and visitAnyDtype(t, f) with the CPU storage types.
-BP_COMMON_DTYPE_VISITORS(CpuStorage)
+// CpuStorage (the SDK's 16-bit types), visitDtype(t, f) and visitAnyDtype(t, f).
+BP_COMMON_DTYPE_VISITORS(CpuStorage, bp::Half, bp::BFloat16, "cpu")
 
 }  // namespace bp_cpu

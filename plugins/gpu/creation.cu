@@ -44,10 +44,7 @@ bp::Tensor fill_(const bp::Tensor& self, const bp::Scalar& value) {
   const char* op = "bp::fill_.Scalar";
   callDevice(op, self, "self");
   checkDtype(op, self, "self", kAnyDtype);
-  visitAnyDtype(self.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    fillWith<T>(op, self, scalarTo<T>(value));
-  });
+  visitAnyDtype(self.dtype(), [&](auto tag) { fillWith<decltype(tag)>(op, self, scalarTo<decltype(tag)>(value)); });
   return self;
 }
 

@@ -50,9 +50,8 @@ bool sameLayout(const bp::Tensor& a, const bp::Tensor& b) {
 // Calls f(I{}) with the C++ type of an index tensor (int32 or int64).
 template <class F>
 decltype(auto) visitIndex(const char* op, const bp::Tensor& index, F&& f) {
-  if (index.dtype() == ScalarType::Int32) return f(int32_t{});
-  checkDtype(op, index, "index", {ScalarType::Int64, ScalarType::Int32});
-  return f(int64_t{});
+  auto refuse = [&] { checkDtype(op, index, "index", {ScalarType::Int64, ScalarType::Int32}); };
+  return bp_common::visitIndexDtype(index.dtype(), refuse, f);
 }
 
 // --- index range checks (Note [Index checks on the device])
@@ -308,16 +307,12 @@ bp::Tensor maskedFill(const char* op, const bp::Tensor& self, const bp::Tensor& 
   return out;
 }
 
-bp::Tensor masked_fill_scalar_out(const bp::Tensor& self, const bp::Tensor& mask, const bp::Scalar& value,
-                                  const bp::Tensor& out) {
-  return maskedFill("bp::masked_fill.Scalar_out", self, mask, value, out);
-}
+constexpr auto masked_fill_scalar_out = &bp_common::maskedFillScalarOut<&maskedFill>;
 
 bp::Tensor masked_fill_tensor_out(const bp::Tensor& self, const bp::Tensor& mask, const bp::Tensor& value,
                                   const bp::Tensor& out) {
   const char* op = "bp::masked_fill.Tensor_out";
-  BP_PLUGIN_CHECK(value.dim() == 0, op, ": argument 'value' must be a 0-d tensor, but has ", value.dim(),
-                  " dimensions");
+  bp_common::checkZeroDim(op, value, "value");
   checkOnDeviceOrCpuScalar(op, value, "value", out.device());
   const bp::Scalar v = scalarOf(value);
   // The value is data the host has not read: its range is checked here.

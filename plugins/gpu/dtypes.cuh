@@ -29,13 +29,7 @@ using bp_common::store;
 using bp_common::visitItemSize;
 namespace math = bp_common::math;
 
-struct GpuStorage {
-  using Half = bp_gpu::Half;
-  using BFloat16 = bp_gpu::BFloat16;
-  static constexpr const char* kDevice = "gpu";
-};
-
-// visitDtype(t, f) and visitAnyDtype(t, f) with the GPU storage types.
-BP_COMMON_DTYPE_VISITORS(GpuStorage)
+// GpuStorage (gpu_port.h's 16-bit types), visitDtype(t, f) and visitAnyDtype(t, f).
+BP_COMMON_DTYPE_VISITORS(GpuStorage, bp_gpu::Half, bp_gpu::BFloat16, "gpu")
 
 }  // namespace bp_gpu

@@ -167,18 +167,10 @@ void padInto(const char* op, const bp::Tensor& self, bp::IntList pad, DimMap mod
   gatherMapped(op, self, out, maps, before, fill);
 }
 
-bp::Tensor constant_pad_nd_out(const bp::Tensor& self, bp::IntList pad, const bp::Scalar& value,
-                               const bp::Tensor& out) {
-  padInto("bp::constant_pad_nd.out", self, pad, DimMap::kConstant,
-          bp_common::elementBits<GpuStorage>(self.dtype(), value), out);
-  return out;
-}
-
+// The pad kernels: plugins/common's, over padInto.
+constexpr auto constant_pad_nd_out = &bp_common::constantPadOut<GpuStorage, &padInto>;
 template <DimMap Mode>
-bp::Tensor edge_pad_out(const bp::Tensor& self, bp::IntList padding, const bp::Tensor& out) {
-  padInto(Mode == DimMap::kReflect ? "bp::reflection_pad.out" : "bp::replication_pad.out", self, padding, Mode, 0, out);
-  return out;
-}
+constexpr auto edge_pad_out = &bp_common::edgePadOut<&padInto, Mode>;
 
 }  // namespace
 

@@ -222,10 +222,18 @@ decltype(auto) visitAnyDtype(ScalarType t, F&& f) {
   }
 }
 
-// Defines visitDtype(t, f) and visitAnyDtype(t, f) in the current
-// namespace for the plugin's Storage struct, so a plugin's kernels call
-// the visitors without naming their storage types.
-#define BP_COMMON_DTYPE_VISITORS(Storage)                             \
+// Defines, in the current namespace, struct Storage naming a plugin's
+// 16-bit storage types and its device for messages, and visitDtype(t, f)
+// and visitAnyDtype(t, f) over it, so a plugin's kernels call the visitors
+// without naming their storage types.
+#define BP_COMMON_DTYPE_VISITORS(Storage, HalfType, BFloat16Type, kDeviceName) \
+  struct Storage {                                                             \
+    using Half = HalfType;                                                     \
+    using BFloat16 = BFloat16Type;                                             \
+    static constexpr const char* kDevice = kDeviceName;                        \
+  };                                                                           \
+  BP_COMMON_DTYPE_VISITORS_OF(Storage)
+#define BP_COMMON_DTYPE_VISITORS_OF(Storage)                          \
   template <class F>                                                  \
   decltype(auto) visitDtype(bp::ScalarType t, F&& f) {                \
     return bp_common::visitDtype<Storage>(t, static_cast<F&&>(f));    \
@@ -234,6 +242,15 @@ decltype(auto) visitAnyDtype(ScalarType t, F&& f) {
   decltype(auto) visitAnyDtype(bp::ScalarType t, F&& f) {             \
     return bp_common::visitAnyDtype<Storage>(t, static_cast<F&&>(f)); \
   }
+
+// Calls f(I{}) with the C++ type of an index tensor of dtype `t` (int32_t
+// or int64_t), after refuse() for any dtype but those two (it throws).
+template <class Refuse, class F>
+decltype(auto) visitIndexDtype(ScalarType t, Refuse&& refuse, F&& f) {
+  if (t == ScalarType::Int32) return f(int32_t{});
+  if (t != ScalarType::Int64) refuse();
+  return f(int64_t{});
+}
 
 // Scalar `value` as an element of `dtype` (scalarTo), its bits in the low
 // bytes: a padding or fill value for kernels that move raw elements.

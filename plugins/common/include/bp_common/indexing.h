@@ -59,6 +59,26 @@ inline void padMaps(int64_t ndim, bp::IntList pad, DimMap mode, DimMap* maps, in
   }
 }
 
+// The pad kernels, over a plugin's padInto(op, self, pad, mode, fill_bits,
+// out) and its Storage (bp_common/dtypes.h).
+template <class Storage, auto PadInto>
+bp::Tensor constantPadOut(const bp::Tensor& self, bp::IntList pad, const bp::Scalar& value, const bp::Tensor& out) {
+  PadInto("bp::constant_pad_nd.out", self, pad, DimMap::kConstant, elementBits<Storage>(self.dtype(), value), out);
+  return out;
+}
+template <auto PadInto, DimMap Mode>
+bp::Tensor edgePadOut(const bp::Tensor& self, bp::IntList padding, const bp::Tensor& out) {
+  PadInto(Mode == DimMap::kReflect ? "bp::reflection_pad.out" : "bp::replication_pad.out", self, padding, Mode, 0, out);
+  return out;
+}
+
+// masked_fill.Scalar_out over a plugin's maskedFill(op, self, mask, value, out).
+template <auto MaskedFill>
+bp::Tensor maskedFillScalarOut(const bp::Tensor& self, const bp::Tensor& mask, const bp::Scalar& value,
+                               const bp::Tensor& out) {
+  return MaskedFill("bp::masked_fill.Scalar_out", self, mask, value, out);
+}
+
 // --- linear
 
 // linear(input, weight)'s output sizes: input's with the last replaced by
@@ -118,6 +138,11 @@ inline ScalarType comparisonDtype(const bp::Tensor& self, const bp::Scalar& othe
 }
 
 // --- errors
+
+// Throws unless `t` (argument `arg` of `op`) is 0-d.
+inline void checkZeroDim(const char* op, const bp::Tensor& t, const char* arg) {
+  BP_PLUGIN_CHECK(t.dim() == 0, op, ": argument '", arg, "' must be a 0-d tensor, but has ", t.dim(), " dimensions");
+}
 
 // The message for an integral division whose divisor holds a zero (Note
 // [Integer division by zero] in plugins/cpu/elementwise_more.cc).

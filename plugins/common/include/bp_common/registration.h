@@ -112,7 +112,7 @@
     m.impl("index_select.out", type, &index_select_out);             \
     m.impl("gather.out", type, &gather_out);                         \
     m.impl("scatter_add.out", type, &scatter_add_out);               \
-    m.impl("masked_fill.Scalar_out", type, &masked_fill_scalar_out); \
+    m.impl("masked_fill.Scalar_out", type, masked_fill_scalar_out);  \
     m.impl("masked_fill.Tensor_out", type, &masked_fill_tensor_out); \
   } while (false)
 
@@ -150,9 +150,9 @@
   do {                                                                                                   \
     m.impl("cumsum.out", type, &cumsum_out);                                                             \
     m.impl("flip.out", type, &flip_out);                                                                 \
-    m.impl("constant_pad_nd.out", type, &constant_pad_nd_out);                                           \
+    m.impl("constant_pad_nd.out", type, constant_pad_nd_out);                                            \
     for (const char* name : {"reflection_pad1d.out", "reflection_pad2d.out", "reflection_pad3d.out"})    \
-      m.impl(name, type, &edge_pad_out<bp_common::DimMap::kReflect>);                                    \
+      m.impl(name, type, edge_pad_out<bp_common::DimMap::kReflect>);                                     \
     for (const char* name : {"replication_pad1d.out", "replication_pad2d.out", "replication_pad3d.out"}) \
-      m.impl(name, type, &edge_pad_out<bp_common::DimMap::kReplicate>);                                  \
+      m.impl(name, type, edge_pad_out<bp_common::DimMap::kReplicate>);                                   \
   } while (false)
