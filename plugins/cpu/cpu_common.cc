@@ -1,5 +1,7 @@
 #include "cpu_common.h"
 
+#include "bp_common/threads.h"
+
 #include <cstdlib>
 #include <thread>
 
@@ -7,17 +9,13 @@ namespace bp_cpu {
 
 namespace {
 int readThreadSetting() {
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const char* env = std::getenv("BACKPLANE_NUM_THREADS");
-  if (env == nullptr || *env == '\0') return cores;
-  char* end = nullptr;
-  long n = std::strtol(env, &end, 10);
-  if (end == env || *end != '\0' || n < 1 || n > 4096) {
-    bp::logMessage(BP_LOG_WARNING, std::string("BACKPLANE_NUM_THREADS='") + env +
-                                "' is not a positive integer; using all " + std::to_string(cores) + " cores");
-    return cores;
+  const char* invalid = nullptr;
+  const int n = bp_common::threadSetting(&invalid);
+  if (invalid != nullptr) {
+    bp::logMessage(BP_LOG_WARNING, std::string("BACKPLANE_NUM_THREADS='") + invalid +
+                                       "' is not a positive integer; using all " + std::to_string(n) + " cores");
   }
-  return static_cast<int>(n);
+  return n;
 }
 }  // namespace
 
@@ -56,17 +54,6 @@ std::vector<int64_t> contiguousStrides(bp::IntList sizes) {
     acc *= std::max<int64_t>(sizes[i], 1);
   }
   return s;
-}
-
-}  // namespace bp_cpu
-
-namespace bp_cpu {
-
-void failBarebonesUnsigned(ScalarType t) {
-  bp::fail(BP_INVALID_ARGUMENT,
-           std::string("this cpu kernel does not support dtype ") + bp::name(t) +
-               ": uint16, uint32 and uint64 have creation, copies, data movement and comparisons only (as in "
-               "PyTorch 2.x); convert to another dtype first with .to(dtype)");
 }
 
 }  // namespace bp_cpu

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backplane/philox.h"
+#include "bp_common/registration.h"
 #include "cpu_common.h"
 #include "kernels.h"
 
@@ -123,27 +124,7 @@ const std::initializer_list<ScalarType> kAllTypes = {
 const std::initializer_list<ScalarType> kFloatTypes = {ScalarType::Float16, ScalarType::BFloat16, ScalarType::Float32,
                                                        ScalarType::Float64};
 
-template <class T>
-constexpr bool kReduced = std::is_same_v<T, bp::Half> || std::is_same_v<T, bp::BFloat16>;
-
-// Converts one element as PyTorch's casts do: through float for float16
-// and bfloat16, != 0 to bool, floating to integral through int64 (so
-// -1.0 to uint8 wraps to 255 like PyTorch, instead of undefined behaviour;
-// floatToIntegral).
-template <class O, class I>
-inline O convert(I v) {
-  if constexpr (std::is_same_v<O, I>) {
-    return v;
-  } else {
-    auto x = load(v);  // float for float16/bfloat16
-    using X = decltype(x);
-    if constexpr (std::is_same_v<O, bool>) return x != X(0);
-    else if constexpr (kReduced<O>) return O(static_cast<float>(x));
-    else if constexpr (std::is_integral_v<O> && std::is_floating_point_v<X>)
-      return floatToIntegral<O>(x);
-    else return static_cast<O>(x);
-  }
-}
+// Element conversions are bp_common::convert (PyTorch's casts).
 
 // --- fill_
 
@@ -237,7 +218,7 @@ bp::Tensor philox_uniform_(const bp::Tensor& self, double from, double to, int64
       philoxFill<T, kWide>(self, s, o, [&](const bp::philox::Words& b, T* v) {
         for (int lane = 0; lane < kWide; ++lane) v[lane] = inRange<T>(bp::philox::wideUniform(b, lane), from, to);
       });
-    } else if constexpr (std::is_floating_point_v<T> || kReduced<T>) {
+    } else if constexpr (std::is_floating_point_v<T> || bp_common::kIsReduced<T>) {
       const float f = static_cast<float>(from), t = static_cast<float>(to);
       philoxFill<T, kNarrow>(self, s, o, [&](const bp::philox::Words& b, T* v) {
         for (int lane = 0; lane < kNarrow; ++lane) v[lane] = inRange<T>(bp::philox::narrowUniform(b, lane), f, t);
@@ -260,7 +241,7 @@ bp::Tensor philox_normal_(const bp::Tensor& self, double mean, double std, int64
         bp::philox::wideNormals(b, z);
         for (int lane = 0; lane < kWide; ++lane) v[lane] = mean + std * z[lane];
       });
-    } else if constexpr (std::is_floating_point_v<T> || kReduced<T>) {
+    } else if constexpr (std::is_floating_point_v<T> || bp_common::kIsReduced<T>) {
       const float m = static_cast<float>(mean), sd = static_cast<float>(std);
       philoxFill<T, kNarrow>(self, s, o, [&](const bp::philox::Words& b, T* v) {
         float z[kNarrow];
@@ -343,13 +324,6 @@ bp::Tensor copy_on_device_(const bp::Tensor& self, const bp::Tensor& src) {
 
 namespace bp_cpu {
 
-void registerCreationKernels(bp::Library& m) {
-  m.impl("fill_.Scalar", kCpu, &fill_);
-  m.impl("arange.start_out", kCpu, &arange_out);
-  m.impl("_philox_uniform_", kCpu, &philox_uniform_);
-  m.impl("_philox_normal_", kCpu, &philox_normal_);
-  m.impl("_philox_bernoulli_", kCpu, &philox_bernoulli_);
-  m.impl("_copy_on_device_", kCpu, &copy_on_device_);
-}
+void registerCreationKernels(bp::Library& m) { BP_REGISTER_CREATION_KERNELS(m, kCpu); }
 
 }  // namespace bp_cpu

@@ -15,6 +15,8 @@
 #include <limits>
 #include <string>
 
+#include "bp_common/indexing.h"
+#include "bp_common/registration.h"
 #include "cpu_common.h"
 #include "kernels.h"
 
@@ -123,17 +125,6 @@ class Loop {
   int64_t strides_[K][kMaxDims];
 };
 
-// Calls f(E{}) with the unsigned integer type of `size` bytes.
-template <class F>
-decltype(auto) visitItemSize(size_t size, F&& f) {
-  switch (size) {
-    case 1: return f(uint8_t{});
-    case 2: return f(uint16_t{});
-    case 4: return f(uint32_t{});
-    default: return f(uint64_t{});
-  }
-}
-
 template <class E>
 inline E loadRaw(const char* p) {
   E v;
@@ -180,7 +171,7 @@ void copyStrided(const char* op, char* dst, ScalarType dst_type, const int64_t* 
       using I = decltype(in_tag);
       parallelFor(loop.numel(), 1, [&](int64_t b, int64_t e) {
         loop.run(base, b, e, [](const Loop<2>::Ptrs& p, int64_t n, const Loop<2>::Steps& st) {
-          for (int64_t j = 0; j < n; ++j) storeRaw<O>(p[0] + j * st[0], castElement<O>(loadRaw<I>(p[1] + j * st[1])));
+          for (int64_t j = 0; j < n; ++j) storeRaw<O>(p[0] + j * st[0], convert<O>(loadRaw<I>(p[1] + j * st[1])));
         });
       });
     });
@@ -200,9 +191,8 @@ void checkSameDtype(const char* op, const bp::Tensor& out, const bp::Tensor& sel
 // Calls f(I{}) with the C++ type of an index tensor (int32 or int64).
 template <class F>
 decltype(auto) visitIndex(const char* op, const bp::Tensor& index, F&& f) {
-  if (index.dtype() == ScalarType::Int32) return f(int32_t{});
-  checkDtype(op, index, "index", {ScalarType::Int64, ScalarType::Int32});
-  return f(int64_t{});
+  auto refuse = [&] { checkDtype(op, index, "index", {ScalarType::Int64, ScalarType::Int32}); };
+  return bp_common::visitIndexDtype(index.dtype(), refuse, f);
 }
 
 // Throws unless every element of `index` (int32 or int64) is in [0, size),
@@ -238,7 +228,7 @@ void checkIndexRange(const char* op, const bp::Tensor& index, int64_t size, int6
                                        : std::string("; it has no elements to index")));
 }
 
-int64_t wrap(int64_t dim, int64_t ndim) { return dim < 0 ? dim + std::max<int64_t>(ndim, 1) : dim; }
+using bp_common::wrapDim;
 
 // --- cat
 
@@ -248,7 +238,7 @@ bp::Tensor cat_out(const std::vector<bp::Tensor>& tensors, int64_t dim, const bp
   for (const bp::Tensor& t : tensors) checkCpu(op, t, "tensors");
   if (out.numel() == 0) return out;
   // The host's rule has checked dim against the inputs' rank, which is out's.
-  const int64_t d = wrap(dim, out.dim());
+  const int64_t d = wrapDim(dim, out.dim());
   char* base = static_cast<char*>(out.data_ptr());
   const int64_t step = out.stride(d) * static_cast<int64_t>(out.element_size());
   int64_t offset = 0;
@@ -272,7 +262,7 @@ bp::Tensor index_select_out(const bp::Tensor& self, int64_t dim, const bp::Tenso
   const int64_t item = static_cast<int64_t>(self.element_size());
   return visitIndex(op, index, [&](auto index_tag) {
     using I = decltype(index_tag);
-    const int64_t d = wrap(dim, self.dim());
+    const int64_t d = wrapDim(dim, self.dim());
     const int64_t size = self.dim() == 0 ? 1 : self.size(d);
     checkIndexRange<I>(op, index, size, d, "'self'");
     const char* idx = static_cast<const char*>(index.data_ptr());
@@ -328,7 +318,7 @@ bp::Tensor gather_out(const bp::Tensor& self, int64_t dim, const bp::Tensor& ind
   checkDtype(op, index, "index", {ScalarType::Int64});
   if (index.numel() == 0) return out;
   const int64_t item = static_cast<int64_t>(self.element_size());
-  const int64_t d = wrap(dim, self.dim());
+  const int64_t d = wrapDim(dim, self.dim());
   checkIndexRange<int64_t>(op, index, self.dim() == 0 ? 1 : self.size(d), d, "'self'");
   // Walk index's shape; self moves with it except along d, where the index
   // value picks the element. The host's rule made index's other sizes fit
@@ -368,7 +358,7 @@ bp::Tensor scatter_add_out(const bp::Tensor& self, int64_t dim, const bp::Tensor
   checkSameDtype(op, out, self);
   checkSameDtype(op, src, self);
   checkDtype(op, index, "index", {ScalarType::Int64});
-  const int64_t d = wrap(dim, self.dim());
+  const int64_t d = wrapDim(dim, self.dim());
   const int64_t size = self.dim() == 0 ? 1 : self.size(d);
   if (index.numel() != 0) checkIndexRange<int64_t>(op, index, size, d, "'self'");  // before out changes
   if (!sameLayout(out, self)) {
@@ -440,7 +430,7 @@ uint64_t fillBits(const bp::Scalar& value, ScalarType self_type, ScalarType out_
     const S s = scalarTo<S>(value);
     visitAnyDtype(out_type, [&](auto out_tag) {
       using O = decltype(out_tag);
-      const O o = castElement<O>(s);
+      const O o = convert<O>(s);
       std::memcpy(&bits, &o, sizeof(O));
     });
   });
@@ -496,37 +486,19 @@ bp::Tensor maskedFill(const char* op, const bp::Tensor& self, const bp::Tensor& 
   return out;
 }
 
-bp::Tensor masked_fill_scalar_out(const bp::Tensor& self, const bp::Tensor& mask, const bp::Scalar& value,
-                                  const bp::Tensor& out) {
-  return maskedFill("bp::masked_fill.Scalar_out", self, mask, value, out);
-}
+constexpr auto masked_fill_scalar_out = &bp_common::maskedFillScalarOut<&maskedFill>;
 
 bp::Tensor masked_fill_tensor_out(const bp::Tensor& self, const bp::Tensor& mask, const bp::Tensor& value,
                                   const bp::Tensor& out) {
   const char* op = "bp::masked_fill.Tensor_out";
   checkCpu(op, value, "value");
-  BP_PLUGIN_CHECK(value.dim() == 0, op, ": argument 'value' must be a 0-d tensor, but has ", value.dim(),
-                  " dimensions");
+  bp_common::checkZeroDim(op, value, "value");
   const bp::Scalar v = visitAnyDtype(value.dtype(), [&](auto tag) {
     using V = decltype(tag);
-    const V raw = loadRaw<V>(static_cast<const char*>(value.data_ptr()));
-    // A Scalar's integers are int64: a uint64 from 2^63 on goes as a double
-    // (exact for the floating dtypes; an integral self refuses it by range).
-    if constexpr (std::is_same_v<V, uint64_t>) {
-      if (raw > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return bp::Scalar(static_cast<double>(raw));
-    }
-    return bp::Scalar(raw);
+    return bp_common::scalarOfElement(loadRaw<V>(static_cast<const char*>(value.data_ptr())));
   });
   // The value is data the host has not read: its range is checked here.
-  visitAnyDtype(self.dtype(), [&](auto self_tag) {
-    using S = decltype(self_tag);
-    try {
-      (void)v.to<S>();
-    } catch (const bp::Error&) {
-      bp::fail(BP_INVALID_ARGUMENT, bp::detail::concat(op, ": value ", v, " cannot be converted to dtype ",
-                                                       bp::name(self.dtype()), " without overflow"));
-    }
-  });
+  bp_common::checkScalarFits(op, v, self.dtype());
   return maskedFill(op, self, mask, v, out);
 }
 
@@ -534,13 +506,6 @@ bp::Tensor masked_fill_tensor_out(const bp::Tensor& self, const bp::Tensor& mask
 
 namespace bp_cpu {
 
-void registerDataMovementKernels(bp::Library& m) {
-  m.impl("cat.out", kCpu, &cat_out);
-  m.impl("index_select.out", kCpu, &index_select_out);
-  m.impl("gather.out", kCpu, &gather_out);
-  m.impl("scatter_add.out", kCpu, &scatter_add_out);
-  m.impl("masked_fill.Scalar_out", kCpu, &masked_fill_scalar_out);
-  m.impl("masked_fill.Tensor_out", kCpu, &masked_fill_tensor_out);
-}
+void registerDataMovementKernels(bp::Library& m) { BP_REGISTER_DATA_MOVEMENT_KERNELS(m, kCpu); }
 
 }  // namespace bp_cpu

@@ -11,6 +11,9 @@
 #include <string_view>
 #include <type_traits>
 
+#include "bp_common/arithmetic.h"
+#include "bp_common/indexing.h"
+#include "bp_common/registration.h"
 #include "cpu_common.h"
 #include "dnnl_util.h"
 #include "elementwise_loops.h"
@@ -23,39 +26,13 @@ using bp_cpu::elementwise::binaryLoop;
 using bp_cpu::elementwise::ternaryLoop;
 using bp_cpu::elementwise::unaryLoop;
 
-// Integer +, - and * wrap around (two's complement), as PyTorch's: they run
-// in an unsigned type at least as wide as unsigned int, where wrapping is
-// defined (signed overflow is undefined behaviour), and convert back, which
-// C++20 defines as modular. The GPU plugins do the same (elementwise.cu).
-// Floating types are computed as written.
-template <class M>
-using wrap_t = std::conditional_t<(sizeof(M) < sizeof(unsigned)), unsigned, std::make_unsigned_t<M>>;
-template <class M>
-M addWrap(M x, M y) {
-  if constexpr (std::is_integral_v<M>) return static_cast<M>(static_cast<wrap_t<M>>(x) + static_cast<wrap_t<M>>(y));
-  else return x + y;
-}
-template <class M>
-M subWrap(M x, M y) {
-  if constexpr (std::is_integral_v<M>) return static_cast<M>(static_cast<wrap_t<M>>(x) - static_cast<wrap_t<M>>(y));
-  else return x - y;
-}
-template <class M>
-M negWrap(M x) {
-  if constexpr (std::is_integral_v<M>) return subWrap(M(0), x);
-  else return -x;  // keeps -0.0 for +0.0
-}
-template <class M>
-M mulWrap(M x, M y) {
-  if constexpr (std::is_integral_v<M>) return static_cast<M>(static_cast<wrap_t<M>>(x) * static_cast<wrap_t<M>>(y));
-  else return x * y;
-}
-
-
-bool isFloating(ScalarType t) {
-  return t == ScalarType::Float16 || t == ScalarType::BFloat16 || t == ScalarType::Float32 ||
-         t == ScalarType::Float64;
-}
+using bp_common::addWrap;
+using bp_common::Cmp;
+using bp_common::comparisonDtype;
+using bp_common::mulWrap;
+using bp_common::negWrap;
+using bp_common::powOf;
+using bp_common::subWrap;
 
 // dst = src converted elementwise (same shape; any strides).
 void copyCast(const bp::Tensor& src, const bp::Tensor& dst) {
@@ -182,29 +159,6 @@ bp::Tensor maximum_out(const bp::Tensor& self, const bp::Tensor& other, const bp
 
 bp::Tensor minimum_out(const bp::Tensor& self, const bp::Tensor& other, const bp::Tensor& out) {
   return extremumOut<false>("bp::minimum.out", self, other, out);
-}
-
-// Integer power by squaring; a negative exponent gives 1/x^-e truncated
-// (0 unless |x| is 1), as PyTorch.
-template <class M>
-M intPow(M x, M e) {
-  if (e < 0) {
-    if (x == 1) return 1;
-    if (x == -1) return (e % 2 == 0) ? M(1) : M(-1);
-    return 0;
-  }
-  M r = 1;
-  for (; e > 0; e /= 2) {
-    if (e % 2) r = mulWrap(r, x);
-    x = mulWrap(x, x);
-  }
-  return r;
-}
-
-template <class M>
-M powOf(M x, M e) {
-  if constexpr (std::is_floating_point_v<M>) return std::pow(x, e);
-  else return intPow<M>(x, e);
 }
 
 bp::Tensor pow_tensor_out(const bp::Tensor& self, const bp::Tensor& exponent, const bp::Tensor& out) {
@@ -407,52 +361,8 @@ bp::Tensor clamp_out(const bp::Tensor& self, const std::optional<bp::Scalar>& mi
 // [Comparison dtype]). An out of another dtype (in-place on a float tensor,
 // say) receives the bools converted.
 
-// Note [Comparison dtype]
-// PyTorch converts both operands of eq, ne, lt, le, gt, ge to their
-// result_type and compares there: a float32 tensor equals a float64 0-d 0.1
-// (which rounds to float32's 0.1), float16 compares with 1e5 as with inf,
-// an int8 tensor compares with the number 300 as with 44 (wrapped). The
-// out tensor is bool and cannot carry that dtype, so the kernel derives it
-// from what it sees, with the host's result_type rule (meta.h): the Tensor
-// form from the operands' dtypes and dimensions, the Scalar form from the
-// tensor's dtype and the number's kind. The GPU plugins follow the same
-// rule (plugins/gpu/elementwise.cu).
-int category(ScalarType t) { return t == ScalarType::Bool ? 0 : isFloating(t) ? 2 : 1; }
-
-ScalarType comparisonDtype(const bp::Tensor& self, const bp::Tensor& other) {
-  const ScalarType a = self.dtype(), b = other.dtype();
-  if (a == b) return a;
-  if ((self.dim() > 0) != (other.dim() > 0)) {
-    // A 0-d operand takes the dimensioned one's dtype, unless its own
-    // category is higher (int64 against a float32 0-d tensor: float32).
-    const ScalarType dims = self.dim() > 0 ? a : b, zero_dim = self.dim() > 0 ? b : a;
-    return category(zero_dim) > category(dims) ? zero_dim : dims;
-  }
-  if (category(a) != category(b)) return category(a) > category(b) ? a : b;
-  // One category: promotion gives a dtype that holds both operands exactly,
-  // and so do int64 and float64, where they compare alike.
-  return category(a) == 1 ? ScalarType::Int64 : ScalarType::Float64;
-}
-
-ScalarType comparisonDtype(const bp::Tensor& self, const bp::Scalar& other) {
-  const ScalarType a = self.dtype();
-  if (isFloating(a)) return a;                              // the number rounds to it (1e5 in float16: inf)
-  if (other.isFloatingPoint()) return ScalarType::Float32;  // PyTorch's default dtype
-  if (a == ScalarType::Bool && other.isIntegral()) return ScalarType::Int64;
-  return a;  // an integer wraps into the tensor's dtype (300 into int8: 44)
-}
-
-enum class Cmp { Eq, Ne, Lt, Le, Gt, Ge };
-
-template <Cmp C, class M>
-bool compare(M x, M y) {
-  if constexpr (C == Cmp::Eq) return x == y;
-  else if constexpr (C == Cmp::Ne) return x != y;
-  else if constexpr (C == Cmp::Lt) return x < y;
-  else if constexpr (C == Cmp::Le) return x <= y;
-  else if constexpr (C == Cmp::Gt) return x > y;
-  else return x >= y;
-}
+// The comparison dtype: Note [Comparison dtype] in plugins/common (the GPU
+// plugins apply the same rule).
 
 // Runs fill(bool_out) into out, through a bool temporary when out is not bool.
 template <class Fill>
@@ -478,7 +388,7 @@ bp::Tensor compareTensorOut(const char* op, const bp::Tensor& self, const bp::Te
     visitAnyDtype(common, [&](auto tag) {
       using T = decltype(tag);
       using M = opmath_t<T>;
-      binaryLoop<bool, T, T>(res, a, b, [](M x, M y) { return compare<C, M>(x, y); });
+      binaryLoop<bool, T, T>(res, a, b, [](M x, M y) { return bp_common::compare(C, x, y); });
     });
   });
 }
@@ -494,7 +404,7 @@ bp::Tensor compareScalarOut(const char* op, const bp::Tensor& self, const bp::Sc
       using T = decltype(tag);
       using M = opmath_t<T>;
       const M y = scalarAs<T>(other);
-      unaryLoop<bool, T>(res, a, [y](M x) { return compare<C, M>(x, y); });
+      unaryLoop<bool, T>(res, a, [y](M x) { return bp_common::compare(C, x, y); });
     });
   });
 }
@@ -520,44 +430,8 @@ bp::Tensor where_out(const bp::Tensor& condition, const bp::Tensor& self, const 
 namespace bp_cpu {
 
 void registerElementwiseKernels(bp::Library& m) {
-  m.impl("add.out", kCpu, bp::kernel<&add_out>());  // bound at compile time: the tiny-tensor path
-  m.impl("sub.out", kCpu, bp::kernel<&sub_out>());
-  m.impl("mul.out", kCpu, bp::kernel<&mul_out>());
-  m.impl("div.out", kCpu, bp::kernel<&div_out>());
-  m.impl("maximum.out", kCpu, &maximum_out);
-  m.impl("minimum.out", kCpu, &minimum_out);
-  m.impl("pow.Tensor_Tensor_out", kCpu, &pow_tensor_out);
-  m.impl("pow.Tensor_Scalar_out", kCpu, &pow_scalar_out);
-#define BP_COMPARISON(NAME, C)                                                                              \
-  m.impl(#NAME ".Tensor_out", kCpu,                                                                         \
-         +[](const bp::Tensor& s, const bp::Tensor& o, const bp::Tensor& out) {                             \
-           return compareTensorOut<C>("bp::" #NAME ".Tensor_out", s, o, out);                               \
-         });                                                                                                \
-  m.impl(#NAME ".Scalar_out", kCpu, +[](const bp::Tensor& s, const bp::Scalar& o, const bp::Tensor& out) { \
-    return compareScalarOut<C>("bp::" #NAME ".Scalar_out", s, o, out);                                      \
-  });
-  BP_COMPARISON(eq, Cmp::Eq)
-  BP_COMPARISON(ne, Cmp::Ne)
-  BP_COMPARISON(lt, Cmp::Lt)
-  BP_COMPARISON(le, Cmp::Le)
-  BP_COMPARISON(gt, Cmp::Gt)
-  BP_COMPARISON(ge, Cmp::Ge)
-#undef BP_COMPARISON
-  m.impl("where.self_out", kCpu, &where_out);
-  m.impl("neg.out", kCpu, &neg_out);
-  m.impl("abs.out", kCpu, &abs_out);
-  m.impl("relu.out", kCpu, &relu_out);
-  m.impl("exp.out", kCpu, &exp_out);
-  m.impl("log.out", kCpu, &log_out);
-  m.impl("sqrt.out", kCpu, &sqrt_out);
-  m.impl("rsqrt.out", kCpu, &rsqrt_out);
-  m.impl("sin.out", kCpu, &sin_out);
-  m.impl("cos.out", kCpu, &cos_out);
-  m.impl("tanh.out", kCpu, &tanh_out);
-  m.impl("sigmoid.out", kCpu, &sigmoid_out);
-  m.impl("silu.out", kCpu, &silu_out);
-  m.impl("gelu.out", kCpu, &gelu_out);
-  m.impl("clamp.out", kCpu, &clamp_out);
+  // add, sub, mul and div bound at compile time: the tiny-tensor path.
+  BP_REGISTER_ELEMENTWISE_KERNELS(m, kCpu, BP_BIND_AT_COMPILE_TIME);
 }
 
 }  // namespace bp_cpu

@@ -21,6 +21,9 @@
 #include <string_view>
 #include <type_traits>
 
+#include "bp_common/arithmetic.h"
+#include "bp_common/indexing.h"
+#include "bp_common/registration.h"
 #include "cpu_common.h"
 #include "elementwise_loops.h"
 #include "kernels.h"
@@ -68,71 +71,12 @@ bp::Tensor intoBoolOut(const bp::Tensor& out, Fill fill) {
   return out;
 }
 
-template <class M>
-using wrap_t = std::conditional_t<(sizeof(M) < sizeof(unsigned)), unsigned, std::make_unsigned_t<M>>;
-template <class M>
-M negWrap(M x) {
-  return static_cast<M>(wrap_t<M>(0) - static_cast<wrap_t<M>>(x));
-}
+// --- division and remainders (Note [Integer division by zero]):
+// bp_common::divide.
 
-// --- division and remainders (Note [Integer division by zero])
-
-enum class Div { True, Trunc, Floor, Remainder, Fmod };
-
-template <class M>
-bool negative(M x) {
-  if constexpr (std::is_unsigned_v<M>)
-    return false;
-  else
-    return x < M(0);
-}
-
-template <Div D, class M>
-M divide(M x, M y) {
-  if constexpr (std::is_floating_point_v<M>) {
-    if constexpr (D == Div::True) {
-      return x / y;
-    } else if constexpr (D == Div::Trunc) {
-      return std::trunc(x / y);
-    } else if constexpr (D == Div::Floor) {
-      // Python's floor division of floats: exact where x / y rounds across
-      // an integer, IEEE's result for a zero divisor.
-      if (y == M(0)) return x / y;
-      const M mod = std::fmod(x, y);
-      M div = (x - mod) / y;
-      if (mod != M(0) && (y < M(0)) != (mod < M(0))) div -= M(1);
-      if (div == M(0)) return std::copysign(M(0), x / y);
-      M floordiv = std::floor(div);
-      if (div - floordiv > M(0.5)) floordiv += M(1);
-      return floordiv;
-    } else if constexpr (D == Div::Remainder) {
-      M mod = std::fmod(x, y);
-      if (mod != M(0) && (y < M(0)) != (mod < M(0))) mod += y;
-      return mod;
-    } else {
-      return std::fmod(x, y);
-    }
-  } else {
-    // Integers; y != 0 (checked before the loop). y == -1 is separate:
-    // x / -1 overflows for the most negative x.
-    const bool minus_one = negative(y) && y == static_cast<M>(-1);
-    if constexpr (D == Div::Remainder || D == Div::Fmod) {
-      if (minus_one) return M(0);
-      M r = static_cast<M>(x % y);
-      if constexpr (D == Div::Remainder) {
-        if (r != M(0) && negative(r) != negative(y)) r = static_cast<M>(r + y);
-      }
-      return r;
-    } else {
-      if (minus_one) return negWrap(x);
-      M q = static_cast<M>(x / y);
-      if constexpr (D == Div::Floor) {
-        if (negative(x) != negative(y) && static_cast<M>(q * y) != x) q = static_cast<M>(q - 1);
-      }
-      return q;
-    }
-  }
-}
+using bp_common::Div;
+using bp_common::divide;
+using bp_common::negWrap;
 
 // Throws "ZeroDivisionError" when an element of b (integral) is zero.
 template <class T>
@@ -144,9 +88,7 @@ void checkNoZeroDivisor(const char* op, const bp::Tensor& b) {
     for (int64_t i = 0; i < n; ++i) z |= y[i * s[0]] == T(0);
     if (z) zero.store(true, std::memory_order_relaxed);
   });
-  BP_PLUGIN_CHECK(!zero.load(), std::string("ZeroDivisionError: ") + op +
-                                    ": integer division by zero (a divisor element is 0); PyTorch raises here "
-                                    "too: convert to a floating dtype for inf/NaN results");
+  BP_PLUGIN_CHECK(!zero.load(), bp_common::zeroDivisionMessage(op));
 }
 
 template <Div D>
@@ -458,54 +400,29 @@ bp::Tensor softplus_out(const bp::Tensor& self, const bp::Scalar& beta, const bp
   });
 }
 
+bp::Tensor bitwise_and_out(const bp::Tensor& self, const bp::Tensor& other, const bp::Tensor& out) {
+  return bitwiseOut<Bit::And>("bp::bitwise_and.Tensor_out", self, other, out);
+}
+bp::Tensor bitwise_or_out(const bp::Tensor& self, const bp::Tensor& other, const bp::Tensor& out) {
+  return bitwiseOut<Bit::Or>("bp::bitwise_or.Tensor_out", self, other, out);
+}
+bp::Tensor bitwise_xor_out(const bp::Tensor& self, const bp::Tensor& other, const bp::Tensor& out) {
+  return bitwiseOut<Bit::Xor>("bp::bitwise_xor.Tensor_out", self, other, out);
+}
+bp::Tensor logical_and_out(const bp::Tensor& self, const bp::Tensor& other, const bp::Tensor& out) {
+  return logicalOut<Bit::And>("bp::logical_and.out", self, other, out);
+}
+bp::Tensor logical_or_out(const bp::Tensor& self, const bp::Tensor& other, const bp::Tensor& out) {
+  return logicalOut<Bit::Or>("bp::logical_or.out", self, other, out);
+}
+bp::Tensor logical_xor_out(const bp::Tensor& self, const bp::Tensor& other, const bp::Tensor& out) {
+  return logicalOut<Bit::Xor>("bp::logical_xor.out", self, other, out);
+}
+
 }  // namespace
 
 namespace bp_cpu {
 
-void registerElementwiseMoreKernels(bp::Library& m) {
-  m.impl("div.out_mode", kCpu, &div_out_mode);
-  m.impl("floor_divide.out", kCpu, &floor_divide_out);
-  m.impl("remainder.Tensor_out", kCpu, &remainder_out);
-  m.impl("fmod.Tensor_out", kCpu, &fmod_out);
-  m.impl(
-      "bitwise_and.Tensor_out", kCpu, +[](const bp::Tensor& s, const bp::Tensor& o, const bp::Tensor& out) {
-        return bitwiseOut<Bit::And>("bp::bitwise_and.Tensor_out", s, o, out);
-      });
-  m.impl(
-      "bitwise_or.Tensor_out", kCpu, +[](const bp::Tensor& s, const bp::Tensor& o, const bp::Tensor& out) {
-        return bitwiseOut<Bit::Or>("bp::bitwise_or.Tensor_out", s, o, out);
-      });
-  m.impl(
-      "bitwise_xor.Tensor_out", kCpu, +[](const bp::Tensor& s, const bp::Tensor& o, const bp::Tensor& out) {
-        return bitwiseOut<Bit::Xor>("bp::bitwise_xor.Tensor_out", s, o, out);
-      });
-  m.impl(
-      "logical_and.out", kCpu, +[](const bp::Tensor& s, const bp::Tensor& o, const bp::Tensor& out) {
-        return logicalOut<Bit::And>("bp::logical_and.out", s, o, out);
-      });
-  m.impl(
-      "logical_or.out", kCpu, +[](const bp::Tensor& s, const bp::Tensor& o, const bp::Tensor& out) {
-        return logicalOut<Bit::Or>("bp::logical_or.out", s, o, out);
-      });
-  m.impl(
-      "logical_xor.out", kCpu, +[](const bp::Tensor& s, const bp::Tensor& o, const bp::Tensor& out) {
-        return logicalOut<Bit::Xor>("bp::logical_xor.out", s, o, out);
-      });
-  m.impl("floor.out", kCpu, &floor_out);
-  m.impl("ceil.out", kCpu, &ceil_out);
-  m.impl("trunc.out", kCpu, &trunc_out);
-  m.impl("round.out", kCpu, &round_out);
-  m.impl("round.decimals_out", kCpu, &round_decimals_out);
-  m.impl("sign.out", kCpu, &sign_out);
-  m.impl("erf.out", kCpu, &erf_out);
-  m.impl("bitwise_not.out", kCpu, &bitwise_not_out);
-  m.impl("logical_not.out", kCpu, &logical_not_out);
-  m.impl("isnan.out", kCpu, &isnan_out);
-  m.impl("isinf.out", kCpu, &isinf_out);
-  m.impl("nan_to_num.out", kCpu, &nan_to_num_out);
-  m.impl("leaky_relu.out", kCpu, &leaky_relu_out);
-  m.impl("elu.out", kCpu, &elu_out);
-  m.impl("softplus.out", kCpu, &softplus_out);
-}
+void registerElementwiseMoreKernels(bp::Library& m) { BP_REGISTER_ELEMENTWISE_MORE_KERNELS(m, kCpu); }
 
 }  // namespace bp_cpu

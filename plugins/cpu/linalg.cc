@@ -21,6 +21,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "bp_common/indexing.h"
+#include "bp_common/registration.h"
 #include "cpu_common.h"
 #include "dnnl_util.h"
 #include "kernels.h"
@@ -393,12 +395,9 @@ bp::Tensor linear(const bp::Tensor& input, const bp::Tensor& weight, const std::
   const ScalarType dtype = input.dtype();
   const size_t es = bp::elementSize(dtype);
   const bool matrix_weight = weight.dim() == 2;
-  const int64_t in = input.size(-1), n = matrix_weight ? weight.size(0) : 1;
-  std::vector<int64_t> sizes(input.sizes().begin(), input.sizes().end() - 1);
-  int64_t rows = 1;
-  for (int64_t s : sizes) rows *= s;
-  if (matrix_weight) sizes.push_back(n);
-  bp::Tensor out = bp::Tensor::empty(sizes, dtype, kCpuDevice);
+  const bp_common::LinearShape shape = bp_common::linearShape(input, weight);
+  const int64_t in = shape.in, n = shape.n, rows = shape.rows;
+  bp::Tensor out = bp::Tensor::empty(shape.sizes, dtype, kCpuDevice);
   if (rows * n == 0) return out;
 
   char* w = static_cast<char*>(weight.data_ptr());
@@ -448,11 +447,6 @@ bp::Tensor linear(const bp::Tensor& input, const bp::Tensor& weight, const std::
 
 namespace bp_cpu {
 
-void registerLinalgKernels(bp::Library& m) {
-  m.impl("mm.out", kCpu, &mm_out);
-  m.impl("bmm.out", kCpu, &bmm_out);
-  m.impl("addmm.out", kCpu, &addmm_out);
-  m.impl("linear", kCpu, &linear);
-}
+void registerLinalgKernels(bp::Library& m) { BP_REGISTER_LINALG_KERNELS(m, kCpu); }
 
 }  // namespace bp_cpu

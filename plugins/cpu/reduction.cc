@@ -21,6 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "bp_common/registration.h"
 #include "cpu_common.h"
 #include "dnnl_util.h"
 #include "kernels.h"
@@ -880,7 +881,7 @@ bp::Tensor prodInto(const char* op, const bp::Tensor& self, const DimVec& mask, 
       struct ProdOp {
         Acc init() const { return 1; }
         void row(Acc& acc, const T* p, int64_t n, int64_t s, int64_t) const {
-          for (int64_t j = 0; j < n; ++j) acc *= static_cast<Acc>(load(castElement<O>(p[j * s])));
+          for (int64_t j = 0; j < n; ++j) acc *= static_cast<Acc>(load(convert<O>(p[j * s])));
         }
         void merge(Acc& a, Acc b) const { a *= b; }
       };
@@ -937,21 +938,6 @@ bp::Tensor logical_dims_out(const bp::Tensor& self, std::optional<bp::IntList> d
 
 namespace bp_cpu {
 
-void registerReductionKernels(bp::Library& m) {
-  m.impl("sum.IntList_out", kCpu, &sum_out);
-  m.impl("mean.out", kCpu, &mean_out);
-  m.impl("amax.out", kCpu, &amax_out);
-  m.impl("amin.out", kCpu, &amin_out);
-  m.impl("argmax.out", kCpu, &argmax_out);
-  m.impl("argmin.out", kCpu, &argmin_out);
-  m.impl("var.correction_out", kCpu, &var_correction_out);
-  m.impl("std.correction_out", kCpu, &std_correction_out);
-  m.impl("softmax.int_out", kCpu, &softmax_int_out);
-  m.impl("log_softmax.int_out", kCpu, &log_softmax_int_out);
-  m.impl("prod.int_out", kCpu, &prod_int_out);
-  m.impl("prod.out", kCpu, &prod_out);
-  m.impl("all.dims_out", kCpu, &logical_dims_out<true>);
-  m.impl("any.dims_out", kCpu, &logical_dims_out<false>);
-}
+void registerReductionKernels(bp::Library& m) { BP_REGISTER_REDUCTION_KERNELS(m, kCpu); }
 
 }  // namespace bp_cpu

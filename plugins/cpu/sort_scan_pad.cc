@@ -11,6 +11,8 @@
 #include <numeric>
 #include <vector>
 
+#include "bp_common/indexing.h"
+#include "bp_common/registration.h"
 #include "cpu_common.h"
 #include "kernels.h"
 
@@ -29,7 +31,9 @@ const std::initializer_list<ScalarType> kAllDtypes = {
 template <class T>
 constexpr bool kFloating = !std::is_integral_v<T>;  // float, double, bp::Half, bp::BFloat16
 
-int64_t wrap(int64_t dim, int64_t ndim) { return dim < 0 ? dim + std::max<int64_t>(ndim, 1) : dim; }
+using bp_common::DimMap;
+using bp_common::mapCoordinate;
+using bp_common::wrapDim;
 
 // An element converted to storage type O as PyTorch's casts do; floating to
 // integral goes through int64, and values outside int64 (and NaN) become 0
@@ -117,7 +121,7 @@ bp::Tensor cumsum_out(const bp::Tensor& self, int64_t dim, std::optional<ScalarT
   checkCpu(op, out, "out");
   checkDtype(op, self, "self", kAllDtypes);
   checkDtype(op, out, "out", kAllDtypes);
-  const Lines lines(op, self, wrap(dim, self.dim()), {&out});
+  const Lines lines(op, self, wrapDim(dim, self.dim()), {&out});
   visitDtype(self.dtype(), [&](auto tag) {
     using T = decltype(tag);
     visitDtype(out.dtype(), [&](auto otag) {
@@ -167,7 +171,7 @@ void sortLines(const char* op, const bp::Tensor& self, int64_t dim, bool descend
   checkDtype(op, self, "self", kAllDtypes);
   BP_PLUGIN_CHECK(values.dtype() == self.dtype() && indices.dtype() == ScalarType::Int64, op,
                   ": expected 'values' of dtype ", self.dtype(), " and 'indices' of dtype int64");
-  const int64_t d = wrap(dim, self.dim());
+  const int64_t d = wrapDim(dim, self.dim());
   const Lines lines(op, self, d, {&values, &indices});
   if (k == 0 || lines.count == 0) return;
   visitDtype(self.dtype(), [&](auto tag) {
@@ -207,7 +211,7 @@ void sortLines(const char* op, const bp::Tensor& self, int64_t dim, bool descend
 std::tuple<bp::Tensor, bp::Tensor> sort_values_stable(const bp::Tensor& self, std::optional<bool>, int64_t dim,
                                                       bool descending, const bp::Tensor& values,
                                                       const bp::Tensor& indices) {
-  const int64_t len = self.dim() == 0 ? 1 : self.size(wrap(dim, self.dim()));
+  const int64_t len = self.dim() == 0 ? 1 : self.size(wrapDim(dim, self.dim()));
   sortLines("bp::sort.values_stable", self, dim, descending, len, values, indices);
   return {values, indices};
 }
@@ -215,7 +219,7 @@ std::tuple<bp::Tensor, bp::Tensor> sort_values_stable(const bp::Tensor& self, st
 std::tuple<bp::Tensor, bp::Tensor> topk_values(const bp::Tensor& self, int64_t k, int64_t dim, bool largest, bool,
                                                const bp::Tensor& values, const bp::Tensor& indices) {
   const char* op = "bp::topk.values";
-  const int64_t len = self.dim() == 0 ? 1 : self.size(wrap(dim, self.dim()));
+  const int64_t len = self.dim() == 0 ? 1 : self.size(wrapDim(dim, self.dim()));
   BP_PLUGIN_CHECK(k >= 0 && k <= len, op, ": k = ", k, " is out of range for a dimension of size ", len);
   sortLines(op, self, dim, largest, k, values, indices);
   return {values, indices};
@@ -223,34 +227,12 @@ std::tuple<bp::Tensor, bp::Tensor> topk_values(const bp::Tensor& self, int64_t k
 
 // --- flip and pads: out[p] = self[map(p)], or the padding value
 
-// How output coordinates map to input ones in one dim.
-enum class DimMap : uint8_t { kSame, kFlip, kConstant, kReflect, kReplicate };
-
 // Output dim d reads input coordinate map(c - before[d]); -1: the padding value.
 struct Mapping {
   int nd = 0;
   DimMap map[kMaxDims];
   int64_t before[kMaxDims];
 };
-
-inline int64_t mapCoordinate(DimMap m, int64_t c, int64_t before, int64_t size) {
-  switch (m) {
-    case DimMap::kSame: return c;
-    case DimMap::kFlip: return size - 1 - c;
-    case DimMap::kConstant: {
-      const int64_t u = c - before;
-      return u >= 0 && u < size ? u : -1;
-    }
-    case DimMap::kReflect: {
-      int64_t u = c - before;
-      if (u < 0) u = -u;
-      if (u >= size) u = 2 * (size - 1) - u;
-      return u;
-    }
-    case DimMap::kReplicate: return std::clamp<int64_t>(c - before, 0, size - 1);
-  }
-  return c;
-}
 
 // Writes every element of `out` from `self` through `m`; `fill` holds the
 // padding value's bytes in out's dtype (self's).
@@ -302,9 +284,7 @@ bp::Tensor flip_out(const bp::Tensor& self, bp::IntList dims, const bp::Tensor& 
   BP_PLUGIN_CHECK(self.dim() <= kMaxDims, op, ": tensors of ", self.dim(),
                   " dimensions are not supported on cpu (at most ", kMaxDims, ")");
   Mapping m;
-  for (int64_t d = 0; d < self.dim(); ++d) m.map[d] = DimMap::kSame, m.before[d] = 0;
-  for (int64_t d : dims)
-    if (self.dim() > 0) m.map[wrap(d, self.dim())] = DimMap::kFlip;
+  bp_common::flipMaps(self.dim(), dims, m.map, m.before);
   gatherMapped(op, self, out, m, 0);
   return out;
 }
@@ -317,47 +297,23 @@ void padInto(const char* op, const bp::Tensor& self, bp::IntList pad, DimMap mod
   BP_PLUGIN_CHECK(self.dim() <= kMaxDims, op, ": tensors of ", self.dim(),
                   " dimensions are not supported on cpu (at most ", kMaxDims, ")");
   Mapping m;
-  for (int64_t d = 0; d < self.dim(); ++d) m.map[d] = DimMap::kSame, m.before[d] = 0;
-  for (size_t i = 0; i < pad.size() / 2; ++i) {
-    const int64_t d = self.dim() - 1 - static_cast<int64_t>(i);
-    m.map[d] = mode;
-    m.before[d] = pad[2 * i];
-  }
+  bp_common::padMaps(self.dim(), pad, mode, m.map, m.before);
   gatherMapped(op, self, out, m, fill);
 }
 
-bp::Tensor constant_pad_nd_out(const bp::Tensor& self, bp::IntList pad, const bp::Scalar& value,
-                               const bp::Tensor& out) {
-  uint64_t fill = 0;
-  visitDtype(self.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const T v = scalarTo<T>(value);  // the host checked it (Note [Writing a Scalar into a tensor])
-    std::memcpy(&fill, &v, sizeof(T));
-  });
-  padInto("bp::constant_pad_nd.out", self, pad, DimMap::kConstant, fill, out);
-  return out;
-}
-
+// The pad kernels: plugins/common's, over padInto.
+constexpr auto constant_pad_nd_out = &bp_common::constantPadOut<CpuStorage, &padInto>;
 template <DimMap Mode>
-bp::Tensor edge_pad_out(const bp::Tensor& self, bp::IntList padding, const bp::Tensor& out) {
-  padInto(Mode == DimMap::kReflect ? "bp::reflection_pad.out" : "bp::replication_pad.out", self, padding, Mode, 0, out);
-  return out;
-}
+constexpr auto edge_pad_out = &bp_common::edgePadOut<&padInto, Mode>;
 
 }  // namespace
 
 namespace bp_cpu {
 
 void registerSortScanPadKernels(bp::Library& m) {
-  m.impl("cumsum.out", kCpu, &cumsum_out);
+  BP_REGISTER_SCAN_PAD_KERNELS(m, kCpu);
   m.impl("sort.values_stable", kCpu, &sort_values_stable);
   m.impl("topk.values", kCpu, &topk_values);
-  m.impl("flip.out", kCpu, &flip_out);
-  m.impl("constant_pad_nd.out", kCpu, &constant_pad_nd_out);
-  for (const char* name : {"reflection_pad1d.out", "reflection_pad2d.out", "reflection_pad3d.out"})
-    m.impl(name, kCpu, &edge_pad_out<DimMap::kReflect>);
-  for (const char* name : {"replication_pad1d.out", "replication_pad2d.out", "replication_pad3d.out"})
-    m.impl(name, kCpu, &edge_pad_out<DimMap::kReplicate>);
 }
 
 }  // namespace bp_cpu

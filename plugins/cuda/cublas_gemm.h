@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "gemm.cuh"
+#include "gpu/gemm.cuh"
 
 namespace bp_gpu {
 

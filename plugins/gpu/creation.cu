@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "backplane/philox.h"
+#include "bp_common/registration.h"
 #include "kernel_args.h"
 #include "kernels.h"
 #include "loops.cuh"
@@ -43,10 +44,7 @@ bp::Tensor fill_(const bp::Tensor& self, const bp::Scalar& value) {
   const char* op = "bp::fill_.Scalar";
   callDevice(op, self, "self");
   checkDtype(op, self, "self", kAnyDtype);
-  visitAnyDtype(self.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    fillWith<T>(op, self, scalarTo<T>(value));
-  });
+  visitAnyDtype(self.dtype(), [&](auto tag) { fillWith<decltype(tag)>(op, self, scalarTo<decltype(tag)>(value)); });
   return self;
 }
 
@@ -239,13 +237,6 @@ void copyCast(const char* op, const bp::Tensor& dst, const bp::Tensor& src) {
   });
 }
 
-void registerCreationKernels(bp::Library& m, int32_t type) {
-  m.impl("fill_.Scalar", type, &fill_);
-  m.impl("arange.start_out", type, &arange_out);
-  m.impl("_philox_uniform_", type, &philox_uniform_);
-  m.impl("_philox_normal_", type, &philox_normal_);
-  m.impl("_philox_bernoulli_", type, &philox_bernoulli_);
-  m.impl("_copy_on_device_", type, &copy_on_device_);
-}
+void registerCreationKernels(bp::Library& m, int32_t type) { BP_REGISTER_CREATION_KERNELS(m, type); }
 
 }  // namespace bp_gpu

@@ -24,6 +24,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "bp_common/indexing.h"
+#include "bp_common/registration.h"
 #include "kernel_args.h"
 #include "kernels.h"
 #include "loops.cuh"
@@ -31,7 +33,7 @@
 namespace bp_gpu {
 namespace {
 
-int64_t wrap(int64_t dim, int64_t ndim) { return dim < 0 ? dim + std::max<int64_t>(ndim, 1) : dim; }
+using bp_common::wrapDim;
 
 void checkSameDtype(const char* op, const bp::Tensor& t, const char* arg, const bp::Tensor& self) {
   BP_PLUGIN_CHECK(t.dtype() == self.dtype(), op, ": argument '", arg, "' has dtype ", bp::name(t.dtype()),
@@ -48,9 +50,8 @@ bool sameLayout(const bp::Tensor& a, const bp::Tensor& b) {
 // Calls f(I{}) with the C++ type of an index tensor (int32 or int64).
 template <class F>
 decltype(auto) visitIndex(const char* op, const bp::Tensor& index, F&& f) {
-  if (index.dtype() == ScalarType::Int32) return f(int32_t{});
-  checkDtype(op, index, "index", {ScalarType::Int64, ScalarType::Int32});
-  return f(int64_t{});
+  auto refuse = [&] { checkDtype(op, index, "index", {ScalarType::Int64, ScalarType::Int32}); };
+  return bp_common::visitIndexDtype(index.dtype(), refuse, f);
 }
 
 // --- index range checks (Note [Index checks on the device])
@@ -105,7 +106,7 @@ bp::Tensor cat_out(const std::vector<bp::Tensor>& tensors, int64_t dim, const bp
   for (const bp::Tensor& t : tensors) checkOnDevice(op, t, "tensors", device);
   if (out.numel() == 0) return out;
   // The host's rule has checked dim against the inputs' rank, which is out's.
-  const int64_t d = wrap(dim, out.dim());
+  const int64_t d = wrapDim(dim, out.dim());
   int64_t offset = 0;
   for (const bp::Tensor& t : tensors) {
     if (t.dim() == 1 && t.numel() == 0) continue;  // skipped by cat's rule (legacy empty tensor)
@@ -157,7 +158,7 @@ bp::Tensor index_select_out(const bp::Tensor& self, int64_t dim, const bp::Tenso
   checkRank(op, self.dim());
   return visitIndex(op, index, [&](auto index_tag) {
     using I = decltype(index_tag);
-    const int64_t d = wrap(dim, self.dim());
+    const int64_t d = wrapDim(dim, self.dim());
     checkIndexRange<I>(op, index, self.dim() == 0 ? 1 : self.size(d), d, "'self'");
     // Over out's shape: self moves with out except along d, where the index
     // (1-d, walked along d) picks the slice.
@@ -182,7 +183,7 @@ bp::Tensor gather_out(const bp::Tensor& self, int64_t dim, const bp::Tensor& ind
   checkDtype(op, index, "index", {ScalarType::Int64});
   checkRank(op, index.dim());
   if (index.numel() == 0) return out;
-  const int64_t d = wrap(dim, self.dim());
+  const int64_t d = wrapDim(dim, self.dim());
   checkIndexRange<int64_t>(op, index, self.dim() == 0 ? 1 : self.size(d), d, "'self'");
   // Over index's shape; the host's rule made index's other sizes fit self's
   // and the ranks equal (a 0-d tensor counting as 1-d).
@@ -241,7 +242,7 @@ bp::Tensor scatter_add_out(const bp::Tensor& self, int64_t dim, const bp::Tensor
   checkSameDtype(op, src, "src", self);
   checkDtype(op, index, "index", {ScalarType::Int64});
   checkRank(op, index.dim());
-  const int64_t d = wrap(dim, self.dim());
+  const int64_t d = wrapDim(dim, self.dim());
   checkIndexRange<int64_t>(op, index, self.dim() == 0 ? 1 : self.size(d), d, "'self'");  // before out changes
   if (!sameLayout(out, self)) copyCast(op, out, self);
   if (index.numel() == 0) return out;
@@ -306,40 +307,21 @@ bp::Tensor maskedFill(const char* op, const bp::Tensor& self, const bp::Tensor& 
   return out;
 }
 
-bp::Tensor masked_fill_scalar_out(const bp::Tensor& self, const bp::Tensor& mask, const bp::Scalar& value,
-                                  const bp::Tensor& out) {
-  return maskedFill("bp::masked_fill.Scalar_out", self, mask, value, out);
-}
+constexpr auto masked_fill_scalar_out = &bp_common::maskedFillScalarOut<&maskedFill>;
 
 bp::Tensor masked_fill_tensor_out(const bp::Tensor& self, const bp::Tensor& mask, const bp::Tensor& value,
                                   const bp::Tensor& out) {
   const char* op = "bp::masked_fill.Tensor_out";
-  BP_PLUGIN_CHECK(value.dim() == 0, op, ": argument 'value' must be a 0-d tensor, but has ", value.dim(),
-                  " dimensions");
+  bp_common::checkZeroDim(op, value, "value");
   checkOnDeviceOrCpuScalar(op, value, "value", out.device());
   const bp::Scalar v = scalarOf(value);
   // The value is data the host has not read: its range is checked here.
-  visitAnyDtype(self.dtype(), [&](auto self_tag) {
-    using S = decltype(self_tag);
-    try {
-      if constexpr (!kIsReduced<S>) (void)v.to<S>();
-    } catch (const bp::Error&) {
-      bp::fail(BP_INVALID_ARGUMENT, bp::detail::concat(op, ": value ", v, " cannot be converted to dtype ",
-                                                       bp::name(self.dtype()), " without overflow"));
-    }
-  });
+  bp_common::checkScalarFits(op, v, self.dtype());
   return maskedFill(op, self, mask, v, out);
 }
 
 }  // namespace
 
-void registerDataMovementKernels(bp::Library& m, int32_t type) {
-  m.impl("cat.out", type, &cat_out);
-  m.impl("index_select.out", type, &index_select_out);
-  m.impl("gather.out", type, &gather_out);
-  m.impl("scatter_add.out", type, &scatter_add_out);
-  m.impl("masked_fill.Scalar_out", type, &masked_fill_scalar_out);
-  m.impl("masked_fill.Tensor_out", type, &masked_fill_tensor_out);
-}
+void registerDataMovementKernels(bp::Library& m, int32_t type) { BP_REGISTER_DATA_MOVEMENT_KERNELS(m, type); }
 
 }  // namespace bp_gpu

@@ -1,5 +1,5 @@
-// Elementwise kernels of the GPU plugins, mirroring the CPU plugin's
-// (plugins/cpu/elementwise.cc): binary arithmetic, comparisons, where and
+// Elementwise kernels of the GPU plugins, the same operators as the CPU
+// plugin's (plugins/cpu/elementwise.cc): binary arithmetic, comparisons, where and
 // the unary ops, each computing into the `out` the host has sized and
 // dtype-checked, in out's dtype (in float for float16/bfloat16). Inputs of
 // another dtype are converted first (copyCast), as the CPU plugin does; a
@@ -11,6 +11,9 @@
 #include <string_view>
 #include <type_traits>
 
+#include "bp_common/arithmetic.h"
+#include "bp_common/indexing.h"
+#include "bp_common/registration.h"
 #include "kernel_args.h"
 #include "kernels.h"
 #include "loops.cuh"
@@ -21,8 +24,7 @@ namespace {
 // A Scalar as compute type M, converted to storage type T first (scalarTo:
 // with wrap-around for integers, as PyTorch converts a clamp bound, an
 // alpha or a comparison operand; the host has range-checked the bounds and
-// alpha) so that it rounds as a value of that dtype would. As the CPU
-// plugin's scalarAs.
+// alpha) so that it rounds as a value of that dtype would.
 template <class T, class M = opmath_t<T>>
 M scalarAs(const bp::Scalar& s) {
   return static_cast<M>(load(scalarTo<T>(s)));
@@ -47,77 +49,24 @@ Operand<T> stage(const char* op, const bp::Tensor& t, const char* arg, bp::Devic
 
 enum class BinaryOp : int32_t { Add, Sub, Mul, Div, Max, Min, Pow };
 
-// Integer +, - and * wrap around (two's complement), as PyTorch's do: they
-// run in an unsigned type at least as wide as unsigned int, where wrapping
-// is defined (signed overflow is undefined behaviour, and UBSan's simulator
-// build reports it), and convert back, which C++20 defines as modular.
-// Floating types and bool are computed as written.
-template <class M>
-using wrap_t = std::conditional_t<(sizeof(M) < sizeof(unsigned)), unsigned, std::make_unsigned_t<M>>;
-template <class M>
-BP_GPU_HD M addWrap(M x, M y) {
-  if constexpr (std::is_integral_v<M> && !std::is_same_v<M, bool>) {
-    return static_cast<M>(static_cast<wrap_t<M>>(x) + static_cast<wrap_t<M>>(y));
-  } else {
-    return static_cast<M>(x + y);
-  }
-}
-template <class M>
-BP_GPU_HD M mulWrap(M x, M y) {
-  if constexpr (std::is_integral_v<M> && !std::is_same_v<M, bool>) {
-    return static_cast<M>(static_cast<wrap_t<M>>(x) * static_cast<wrap_t<M>>(y));
-  } else {
-    return static_cast<M>(x * y);
-  }
-}
-template <class M>
-BP_GPU_HD M negWrap(M x) {
-  if constexpr (std::is_integral_v<M> && !std::is_same_v<M, bool>) {
-    return static_cast<M>(wrap_t<M>(0) - static_cast<wrap_t<M>>(x));
-  } else {
-    return static_cast<M>(-x);
-  }
-}
-
-// Integer power by squaring; a negative exponent gives 1/x^-e truncated
-// (0 unless |x| is 1), as PyTorch.
-template <class M>
-BP_GPU_HD M intPow(M x, M e) {
-  if constexpr (std::is_signed_v<M>) {
-    if (e < 0) {
-      if (x == 1) return 1;
-      if (x == -1) return (e % 2 == 0) ? M(1) : M(-1);
-      return 0;
-    }
-  }
-  M r = 1;
-  for (; e > 0; e /= 2) {
-    if (e % 2) r = mulWrap(r, x);
-    x = mulWrap(x, x);
-  }
-  return r;
-}
-
-template <class M>
-BP_GPU_HD M powOf(M x, M e) {
-  if constexpr (std::is_floating_point_v<M>) return math::pow(x, e);
-  else if constexpr (std::is_same_v<M, bool>) return x || !e;
-  else return intPow<M>(x, e);
-}
+using bp_common::Cmp;
 
 template <class M>
 BP_GPU_HD M applyBinary(BinaryOp op, M x, M y, M alpha) {
   switch (op) {
     case BinaryOp::Add:
       if constexpr (std::is_same_v<M, bool>) return x || (alpha && y);  // bool + alpha * bool: a logical or
-      else if constexpr (std::is_integral_v<M>) return addWrap(x, mulWrap(alpha, y));
+      else if constexpr (std::is_integral_v<M>)
+        return bp_common::addWrap(x, bp_common::mulWrap(alpha, y));
       else return static_cast<M>(x + alpha * y);
     case BinaryOp::Sub:
-      if constexpr (std::is_integral_v<M>) return addWrap(x, negWrap(mulWrap(alpha, y)));
+      if constexpr (std::is_integral_v<M>)
+        return bp_common::addWrap(x, bp_common::negWrap(bp_common::mulWrap(alpha, y)));
       else return static_cast<M>(x - alpha * y);
     case BinaryOp::Mul:
       if constexpr (std::is_same_v<M, bool>) return x && y;
-      else return mulWrap(x, y);
+      else
+        return bp_common::mulWrap(x, y);
     case BinaryOp::Div:
       if constexpr (std::is_floating_point_v<M>) return x / y;  // the host's rule makes div's out floating
       else return x;
@@ -130,7 +79,7 @@ BP_GPU_HD M applyBinary(BinaryOp op, M x, M y, M alpha) {
       // std::max/std::min, as PyTorch's CPU kernel: of equal values (0.0
       // and -0.0) the first wins.
       return ((op == BinaryOp::Max) ? x < y : y < x) ? y : x;
-    case BinaryOp::Pow: return powOf<M>(x, y);
+    case BinaryOp::Pow: return bp_common::powOf<M>(x, y);
   }
   return x;
 }
@@ -192,12 +141,13 @@ enum class UnaryOp : int32_t {
 template <class M>
 BP_GPU_HD M applyUnary(UnaryOp op, M x, M p, M q) {
   switch (op) {
-    case UnaryOp::Neg: return negWrap(x);
+    case UnaryOp::Neg: return bp_common::negWrap(x);
     case UnaryOp::Abs:
       if constexpr (std::is_same_v<M, bool> || std::is_unsigned_v<M>) return x;
       else if constexpr (std::is_floating_point_v<M>)
         return math::abs(x);  // abs(-0.0) is +0.0
-      else return x < M(0) ? negWrap(x) : x;
+      else
+        return x < M(0) ? bp_common::negWrap(x) : x;
     case UnaryOp::Relu:
       if constexpr (std::is_unsigned_v<M>) return x;
       else return x < M(0) ? M(0) : x;  // keeps NaN, as PyTorch
@@ -207,8 +157,8 @@ BP_GPU_HD M applyUnary(UnaryOp op, M x, M p, M q) {
     case UnaryOp::Clamp:
       x = x < p ? p : x;
       return x > q ? q : x;
-    case UnaryOp::Pow: return powOf<M>(x, p);
-    case UnaryOp::Square: return mulWrap(x, x);
+    case UnaryOp::Pow: return bp_common::powOf<M>(x, p);
+    case UnaryOp::Square: return bp_common::mulWrap(x, x);
     default: break;
   }
   if constexpr (std::is_floating_point_v<M>) {  // the host's rule makes these ops' out floating
@@ -313,54 +263,13 @@ bp::Tensor pow_scalar_out(const bp::Tensor& self, const bp::Scalar& exponent, co
 }
 
 // --- comparisons: bool results, compared in PyTorch's result_type of the
-// operands, derived as the CPU plugin does (Note [Comparison dtype] in
-// plugins/cpu/elementwise.cc). An out of another dtype receives the bools
+// operands (Note [Comparison dtype] in bp_common/indexing.h). An out of another dtype receives the bools
 // converted (through a bool temporary).
-
-int category(ScalarType t) { return t == ScalarType::Bool ? 0 : isFloating(t) ? 2 : 1; }
-
-ScalarType comparisonDtype(const bp::Tensor& self, const bp::Tensor& other) {
-  const ScalarType a = self.dtype(), b = other.dtype();
-  if (a == b) return a;
-  if ((self.dim() > 0) != (other.dim() > 0)) {
-    // A 0-d operand takes the dimensioned one's dtype, unless its own
-    // category is higher.
-    const ScalarType dims = self.dim() > 0 ? a : b, zero_dim = self.dim() > 0 ? b : a;
-    return category(zero_dim) > category(dims) ? zero_dim : dims;
-  }
-  if (category(a) != category(b)) return category(a) > category(b) ? a : b;
-  // One category: int64 and float64 hold both operands exactly, as the
-  // promoted dtype does, and compare alike.
-  return category(a) == 1 ? ScalarType::Int64 : ScalarType::Float64;
-}
-
-ScalarType comparisonDtype(const bp::Tensor& self, const bp::Scalar& other) {
-  const ScalarType a = self.dtype();
-  if (isFloating(a)) return a;
-  if (other.isFloatingPoint()) return ScalarType::Float32;  // PyTorch's default dtype
-  if (a == ScalarType::Bool && other.isIntegral()) return ScalarType::Int64;
-  return a;  // an integer wraps into the tensor's dtype
-}
-
-enum class Cmp : int32_t { Eq, Ne, Lt, Le, Gt, Ge };
-
-template <class M>
-BP_GPU_HD bool compare(Cmp c, M x, M y) {
-  switch (c) {
-    case Cmp::Eq: return x == y;
-    case Cmp::Ne: return x != y;
-    case Cmp::Lt: return x < y;
-    case Cmp::Le: return x <= y;
-    case Cmp::Gt: return x > y;
-    case Cmp::Ge: return x >= y;
-  }
-  return false;
-}
 
 template <class T>
 struct CompareFn {
   Cmp c;
-  BP_GPU_HD bool operator()(T x, T y) const { return compare(c, load(x), load(y)); }
+  BP_GPU_HD bool operator()(T x, T y) const { return bp_common::compare(c, load(x), load(y)); }
 };
 
 // Runs fill(bool_out) into out, through a bool temporary when out is not bool.
@@ -397,12 +306,12 @@ bp::Tensor compareOut(const char* op, const bp::Tensor& self, const bp::Tensor* 
 
 template <Cmp C>
 bp::Tensor compareTensorOut(const char* op, const bp::Tensor& self, const bp::Tensor& other, const bp::Tensor& out) {
-  return compareOut(op, self, &other, bp::Scalar(), comparisonDtype(self, other), C, out);
+  return compareOut(op, self, &other, bp::Scalar(), bp_common::comparisonDtype(self, other), C, out);
 }
 
 template <Cmp C>
 bp::Tensor compareScalarOut(const char* op, const bp::Tensor& self, const bp::Scalar& other, const bp::Tensor& out) {
-  return compareOut(op, self, nullptr, other, comparisonDtype(self, other), C, out);
+  return compareOut(op, self, nullptr, other, bp_common::comparisonDtype(self, other), C, out);
 }
 
 // --- where and masked_fill's select: raw elements, per element size.
@@ -459,44 +368,7 @@ void selectInto(const char* op, const bp::Tensor& out, SelectOperand cond, Selec
 }
 
 void registerElementwiseKernels(bp::Library& m, int32_t type) {
-  m.impl("add.out", type, &add_out);
-  m.impl("sub.out", type, &sub_out);
-  m.impl("mul.out", type, &mul_out);
-  m.impl("div.out", type, &div_out);
-  m.impl("maximum.out", type, &maximum_out);
-  m.impl("minimum.out", type, &minimum_out);
-  m.impl("pow.Tensor_Tensor_out", type, &pow_tensor_out);
-  m.impl("pow.Tensor_Scalar_out", type, &pow_scalar_out);
-#define BP_COMPARISON(NAME, C)                                                                              \
-  m.impl(#NAME ".Tensor_out", type,                                                                         \
-         +[](const bp::Tensor& s, const bp::Tensor& o, const bp::Tensor& out) {                             \
-           return compareTensorOut<C>("bp::" #NAME ".Tensor_out", s, o, out);                               \
-         });                                                                                                \
-  m.impl(#NAME ".Scalar_out", type, +[](const bp::Tensor& s, const bp::Scalar& o, const bp::Tensor& out) { \
-    return compareScalarOut<C>("bp::" #NAME ".Scalar_out", s, o, out);                                      \
-  });
-  BP_COMPARISON(eq, Cmp::Eq)
-  BP_COMPARISON(ne, Cmp::Ne)
-  BP_COMPARISON(lt, Cmp::Lt)
-  BP_COMPARISON(le, Cmp::Le)
-  BP_COMPARISON(gt, Cmp::Gt)
-  BP_COMPARISON(ge, Cmp::Ge)
-#undef BP_COMPARISON
-  m.impl("where.self_out", type, &where_out);
-  m.impl("neg.out", type, &neg_out);
-  m.impl("abs.out", type, &abs_out);
-  m.impl("relu.out", type, &relu_out);
-  m.impl("exp.out", type, &exp_out);
-  m.impl("log.out", type, &log_out);
-  m.impl("sqrt.out", type, &sqrt_out);
-  m.impl("rsqrt.out", type, &rsqrt_out);
-  m.impl("sin.out", type, &sin_out);
-  m.impl("cos.out", type, &cos_out);
-  m.impl("tanh.out", type, &tanh_out);
-  m.impl("sigmoid.out", type, &sigmoid_out);
-  m.impl("silu.out", type, &silu_out);
-  m.impl("gelu.out", type, &gelu_out);
-  m.impl("clamp.out", type, &clamp_out);
+  BP_REGISTER_ELEMENTWISE_KERNELS(m, type, BP_BIND_BY_POINTER);
 }
 
 }  // namespace bp_gpu

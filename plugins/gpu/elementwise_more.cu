@@ -21,6 +21,9 @@
 #include <string_view>
 #include <type_traits>
 
+#include "bp_common/arithmetic.h"
+#include "bp_common/indexing.h"
+#include "bp_common/registration.h"
 #include "kernel_args.h"
 #include "kernels.h"
 #include "loops.cuh"
@@ -28,38 +31,9 @@
 namespace bp_gpu {
 namespace {
 
-// The C functions these kernels need beyond dtypes.cuh's math::, by
-// overload for float and double.
-namespace mm {
-#define BP_GPU_MORE_FN(NAME, FLOAT_FN, DOUBLE_FN)              \
-  BP_GPU_HD inline float NAME(float x) { return FLOAT_FN(x); } \
-  BP_GPU_HD inline double NAME(double x) { return DOUBLE_FN(x); }
-BP_GPU_MORE_FN(floor, floorf, ::floor)
-BP_GPU_MORE_FN(ceil, ceilf, ::ceil)
-BP_GPU_MORE_FN(trunc, truncf, ::trunc)
-BP_GPU_MORE_FN(rint, rintf, ::rint)  // to nearest, halves to even
-BP_GPU_MORE_FN(expm1, expm1f, ::expm1)
-BP_GPU_MORE_FN(log1p, log1pf, ::log1p)
-#undef BP_GPU_MORE_FN
-BP_GPU_HD inline float fmod(float x, float y) { return fmodf(x, y); }
-BP_GPU_HD inline double fmod(double x, double y) { return ::fmod(x, y); }
-BP_GPU_HD inline float copysign(float x, float y) { return copysignf(x, y); }
-BP_GPU_HD inline double copysign(double x, double y) { return ::copysign(x, y); }
-}  // namespace mm
-
-template <class M>
-using wrap_t = std::conditional_t<(sizeof(M) < sizeof(unsigned)), unsigned, std::make_unsigned_t<M>>;
-template <class M>
-BP_GPU_HD M negWrap(M x) {
-  return static_cast<M>(wrap_t<M>(0) - static_cast<wrap_t<M>>(x));
-}
-template <class M>
-BP_GPU_HD bool negative(M x) {
-  if constexpr (std::is_unsigned_v<M>)
-    return false;
-  else
-    return x < M(0);
-}
+namespace mm = bp_common::math;
+using bp_common::Div;
+using bp_common::divide;
 
 // Operand `t` as storage type T of `dtype` (elementwise.cu's stage).
 template <class T>
@@ -78,31 +52,11 @@ Operand<T> stage(const char* op, const bp::Tensor& t, const char* arg, bp::Devic
 
 enum class MoreBinary : int32_t { DivTrue, DivTrunc, DivFloor, Remainder, Fmod, And, Or, Xor };
 
+// Division and remainders are bp_common::divide's (Note [Integer division
+// by zero] in plugins/cpu/elementwise_more.cc).
 template <class M>
 BP_GPU_HD M applyMoreBinary(MoreBinary op, M x, M y) {
-  if constexpr (std::is_floating_point_v<M>) {
-    switch (op) {
-      case MoreBinary::DivTrue: return x / y;
-      case MoreBinary::DivTrunc: return mm::trunc(x / y);
-      case MoreBinary::DivFloor: {
-        if (y == M(0)) return x / y;
-        const M mod = mm::fmod(x, y);
-        M div = (x - mod) / y;
-        if (mod != M(0) && (y < M(0)) != (mod < M(0))) div -= M(1);
-        if (div == M(0)) return mm::copysign(M(0), x / y);
-        M floordiv = mm::floor(div);
-        if (div - floordiv > M(0.5)) floordiv += M(1);
-        return floordiv;
-      }
-      case MoreBinary::Remainder: {
-        M mod = mm::fmod(x, y);
-        if (mod != M(0) && (y < M(0)) != (mod < M(0))) mod += y;
-        return mod;
-      }
-      case MoreBinary::Fmod: return mm::fmod(x, y);
-      default: return x;  // the host's rule keeps bitwise ops off floating dtypes
-    }
-  } else if constexpr (std::is_same_v<M, bool>) {
+  if constexpr (std::is_same_v<M, bool>) {
     switch (op) {
       case MoreBinary::And: return x && y;
       case MoreBinary::Or: return x || y;
@@ -110,30 +64,27 @@ BP_GPU_HD M applyMoreBinary(MoreBinary op, M x, M y) {
       default: return x;  // the host's rule keeps division off bool
     }
   } else {
-    switch (op) {
-      case MoreBinary::And: return static_cast<M>(x & y);
-      case MoreBinary::Or: return static_cast<M>(x | y);
-      case MoreBinary::Xor: return static_cast<M>(x ^ y);
-      default: break;
+    if constexpr (std::is_integral_v<M>) {
+      switch (op) {
+        case MoreBinary::And: return static_cast<M>(x & y);
+        case MoreBinary::Or: return static_cast<M>(x | y);
+        case MoreBinary::Xor: return static_cast<M>(x ^ y);
+        default: break;
+      }
+      // Division: y != 0 (checked on the host first).
+      if (y == M(0)) return M(0);  // unreachable after the check; no trap if reached
     }
-    // Division: y != 0 (checked on the host first); x / -1 wraps.
-    if (y == M(0)) return M(0);  // unreachable after the check; no trap if reached
-    const bool minus_one = negative(y) && y == static_cast<M>(-1);
     switch (op) {
-      case MoreBinary::Remainder:
-      case MoreBinary::Fmod: {
-        if (minus_one) return M(0);
-        M r = static_cast<M>(x % y);
-        if (op == MoreBinary::Remainder && r != M(0) && negative(r) != negative(y)) r = static_cast<M>(r + y);
-        return r;
-      }
-      default: {
-        if (minus_one) return negWrap(x);
-        M q = static_cast<M>(x / y);
-        if (op == MoreBinary::DivFloor && negative(x) != negative(y) && static_cast<M>(q * y) != x)
-          q = static_cast<M>(q - 1);
-        return q;
-      }
+      case MoreBinary::DivTrue:
+        if constexpr (std::is_floating_point_v<M>)
+          return divide<Div::True>(x, y);
+        else
+          return divide<Div::Trunc>(x, y);  // the host's rule keeps true division off integers
+      case MoreBinary::DivTrunc: return divide<Div::Trunc>(x, y);
+      case MoreBinary::DivFloor: return divide<Div::Floor>(x, y);
+      case MoreBinary::Remainder: return divide<Div::Remainder>(x, y);
+      case MoreBinary::Fmod: return divide<Div::Fmod>(x, y);
+      default: return x;  // the host's rule keeps bitwise ops off floating dtypes
     }
   }
 }
@@ -151,11 +102,7 @@ __global__ void countZerosKernel(OffsetCalculator<1> walk, int64_t n, const T* v
   if (local != 0) atomicAdd(zeros, local);
 }
 
-void failZeroDivision(const char* op) {
-  bp::fail(BP_INVALID_ARGUMENT, std::string("ZeroDivisionError: ") + op +
-                                    ": integer division by zero (a divisor element is 0); PyTorch raises here too: "
-                                    "convert to a floating dtype for inf/NaN results");
-}
+void failZeroDivision(const char* op) { bp::fail(BP_INVALID_ARGUMENT, bp_common::zeroDivisionMessage(op)); }
 
 // Throws "ZeroDivisionError" when divisor b (integral T) holds a zero.
 template <class T>
@@ -507,52 +454,27 @@ bp::Tensor predicateOut(const char* op, const bp::Tensor& self, const bp::Tensor
   });
 }
 
+bp::Tensor logical_and_out(const bp::Tensor& self, const bp::Tensor& other, const bp::Tensor& out) {
+  return logicalOut("bp::logical_and.out", self, other, out, MoreBinary::And);
+}
+bp::Tensor logical_or_out(const bp::Tensor& self, const bp::Tensor& other, const bp::Tensor& out) {
+  return logicalOut("bp::logical_or.out", self, other, out, MoreBinary::Or);
+}
+bp::Tensor logical_xor_out(const bp::Tensor& self, const bp::Tensor& other, const bp::Tensor& out) {
+  return logicalOut("bp::logical_xor.out", self, other, out, MoreBinary::Xor);
+}
+bp::Tensor logical_not_out(const bp::Tensor& self, const bp::Tensor& out) {
+  return predicateOut("bp::logical_not.out", self, out, Predicate::IsZero);
+}
+bp::Tensor isnan_out(const bp::Tensor& self, const bp::Tensor& out) {
+  return predicateOut("bp::isnan.out", self, out, Predicate::IsNan);
+}
+bp::Tensor isinf_out(const bp::Tensor& self, const bp::Tensor& out) {
+  return predicateOut("bp::isinf.out", self, out, Predicate::IsInf);
+}
+
 }  // namespace
 
-void registerElementwiseMoreKernels(bp::Library& m, int32_t type) {
-  m.impl("div.out_mode", type, &div_out_mode);
-  m.impl("floor_divide.out", type, &floor_divide_out);
-  m.impl("remainder.Tensor_out", type, &remainder_out);
-  m.impl("fmod.Tensor_out", type, &fmod_out);
-  m.impl("bitwise_and.Tensor_out", type, &bitwise_and_out);
-  m.impl("bitwise_or.Tensor_out", type, &bitwise_or_out);
-  m.impl("bitwise_xor.Tensor_out", type, &bitwise_xor_out);
-  m.impl(
-      "logical_and.out", type, +[](const bp::Tensor& s, const bp::Tensor& o, const bp::Tensor& out) {
-        return logicalOut("bp::logical_and.out", s, o, out, MoreBinary::And);
-      });
-  m.impl(
-      "logical_or.out", type, +[](const bp::Tensor& s, const bp::Tensor& o, const bp::Tensor& out) {
-        return logicalOut("bp::logical_or.out", s, o, out, MoreBinary::Or);
-      });
-  m.impl(
-      "logical_xor.out", type, +[](const bp::Tensor& s, const bp::Tensor& o, const bp::Tensor& out) {
-        return logicalOut("bp::logical_xor.out", s, o, out, MoreBinary::Xor);
-      });
-  m.impl("floor.out", type, &floor_out);
-  m.impl("ceil.out", type, &ceil_out);
-  m.impl("trunc.out", type, &trunc_out);
-  m.impl("round.out", type, &round_out);
-  m.impl("round.decimals_out", type, &round_decimals_out);
-  m.impl("sign.out", type, &sign_out);
-  m.impl("erf.out", type, &erf_out);
-  m.impl("bitwise_not.out", type, &bitwise_not_out);
-  m.impl(
-      "logical_not.out", type, +[](const bp::Tensor& s, const bp::Tensor& out) {
-        return predicateOut("bp::logical_not.out", s, out, Predicate::IsZero);
-      });
-  m.impl(
-      "isnan.out", type, +[](const bp::Tensor& s, const bp::Tensor& out) {
-        return predicateOut("bp::isnan.out", s, out, Predicate::IsNan);
-      });
-  m.impl(
-      "isinf.out", type, +[](const bp::Tensor& s, const bp::Tensor& out) {
-        return predicateOut("bp::isinf.out", s, out, Predicate::IsInf);
-      });
-  m.impl("nan_to_num.out", type, &nan_to_num_out);
-  m.impl("leaky_relu.out", type, &leaky_relu_out);
-  m.impl("elu.out", type, &elu_out);
-  m.impl("softplus.out", type, &softplus_out);
-}
+void registerElementwiseMoreKernels(bp::Library& m, int32_t type) { BP_REGISTER_ELEMENTWISE_MORE_KERNELS(m, type); }
 
 }  // namespace bp_gpu

@@ -27,9 +27,9 @@
 #include <string_view>
 #include <utility>
 
-#include "../spconv/gpu/spconv_gpu.h"
 #include "kernels.h"
 #include "runtime.h"
+#include "spconv/gpu/spconv_gpu.h"
 #if defined(BP_GPU_SIM)
 #include "sim/sim_faults.h"
 #endif

@@ -29,6 +29,7 @@
 
 #include "backplane/float16_conversions.h"
 #include "backplane/plugin.hpp"
+#include "bp_common/dtypes.h"
 
 #if (defined(BP_GPU_CUDA) + defined(BP_GPU_HIP) + defined(BP_GPU_SIM)) != 1
 #error "gpu_port.h: define exactly one of BP_GPU_CUDA, BP_GPU_HIP, BP_GPU_SIM (the build does)"
@@ -159,6 +160,19 @@ struct BFloat16 {
 };
 static_assert(sizeof(Half) == sizeof(bp::Half) && sizeof(BFloat16) == sizeof(bp::BFloat16),
               "bp_gpu 16-bit types must match the SDK's in memory");
+}  // namespace bp_gpu
+
+// The 16-bit formats, for plugins/common's conversions (bp_common/dtypes.h).
+template <>
+struct bp_common::Float16FormatOf<bp_gpu::Half> {
+  static constexpr Float16Format value = Float16Format::kHalf;
+};
+template <>
+struct bp_common::Float16FormatOf<bp_gpu::BFloat16> {
+  static constexpr Float16Format value = Float16Format::kBFloat16;
+};
+
+namespace bp_gpu {
 
 BP_GPU_HD inline float toFloat(Half h) { return bp::floatFromHalfBits(h.bits); }
 BP_GPU_HD inline float toFloat(BFloat16 h) { return bp::floatFromBFloat16Bits(h.bits); }

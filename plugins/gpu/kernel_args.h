@@ -99,12 +99,7 @@ inline bp::Scalar scalarOf(const bp::Tensor& t) {
     using T = decltype(tag);
     T v;
     std::memcpy(&v, &bits, sizeof(T));
-    if constexpr (kIsReduced<T>)
-      return bp::Scalar(static_cast<double>(toFloat(v)));
-    else if constexpr (std::is_same_v<T, uint64_t>)  // a Scalar's integers are int64 (as the CPU plugin)
-      return v > static_cast<uint64_t>(INT64_MAX) ? bp::Scalar(static_cast<double>(v)) : bp::Scalar(v);
-    else
-      return bp::Scalar(v);
+    return bp_common::scalarOfElement(v);
   });
 }
 

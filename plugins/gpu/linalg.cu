@@ -28,11 +28,13 @@
 #include <string>
 #include <vector>
 
+#include "bp_common/indexing.h"
+#include "bp_common/registration.h"
 #include "gemm.cuh"
 #include "kernel_args.h"
 #include "kernels.h"
 #if defined(BP_GPU_CUDA)
-#include "../cuda/cublas_gemm.h"
+#include "cuda/cublas_gemm.h"
 #endif
 
 namespace bp_gpu {
@@ -170,12 +172,9 @@ bp::Tensor linear(const bp::Tensor& input, const bp::Tensor& weight, const std::
   if (bias != nullptr) checkArgs(kOp, device, {{bias, "bias"}});
   const ScalarType dtype = input.dtype();
   const bool matrix_weight = weight.dim() == 2;
-  const int64_t in = input.size(-1), n = matrix_weight ? weight.size(0) : 1;
-  std::vector<int64_t> sizes(input.sizes().begin(), input.sizes().end() - 1);
-  int64_t rows = 1;
-  for (int64_t s : sizes) rows *= s;
-  if (matrix_weight) sizes.push_back(n);
-  bp::Tensor out = bp::Tensor::empty(sizes, dtype, device);
+  const bp_common::LinearShape shape = bp_common::linearShape(input, weight);
+  const int64_t in = shape.in, n = shape.n, rows = shape.rows;
+  bp::Tensor out = bp::Tensor::empty(shape.sizes, dtype, device);
   if (rows * n == 0) return out;
 
   Operand a{input, {}};
@@ -195,10 +194,7 @@ bp::Tensor linear(const bp::Tensor& input, const bp::Tensor& weight, const std::
 }  // namespace
 
 void registerLinalgKernels(bp::Library& m, int32_t type) {
-  m.impl("mm.out", type, &mm_out);
-  m.impl("bmm.out", type, &bmm_out);
-  m.impl("addmm.out", type, &addmm_out);
-  m.impl("linear", type, &linear);
+  BP_REGISTER_LINALG_KERNELS(m, type);
 
   // Note [TF32 matrix products].
 #if defined(BP_GPU_CUDA)

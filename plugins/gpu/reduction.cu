@@ -41,6 +41,7 @@
 #include <string>
 
 #include "block_reduce.cuh"
+#include "bp_common/registration.h"
 #include "kernel_args.h"
 #include "kernels.h"
 #include "loops.cuh"
@@ -572,21 +573,6 @@ bp::Tensor logical_dims_out(const bp::Tensor& self, std::optional<bp::IntList> d
 
 }  // namespace
 
-void registerReductionKernels(bp::Library& m, int32_t type) {
-  m.impl("sum.IntList_out", type, &sum_out);
-  m.impl("mean.out", type, &mean_out);
-  m.impl("amax.out", type, &amax_out);
-  m.impl("amin.out", type, &amin_out);
-  m.impl("argmax.out", type, &argmax_out);
-  m.impl("argmin.out", type, &argmin_out);
-  m.impl("var.correction_out", type, &var_correction_out);
-  m.impl("std.correction_out", type, &std_correction_out);
-  m.impl("softmax.int_out", type, &softmax_int_out);
-  m.impl("log_softmax.int_out", type, &log_softmax_int_out);
-  m.impl("prod.int_out", type, &prod_int_out);
-  m.impl("prod.out", type, &prod_out);
-  m.impl("all.dims_out", type, &logical_dims_out<true>);
-  m.impl("any.dims_out", type, &logical_dims_out<false>);
-}
+void registerReductionKernels(bp::Library& m, int32_t type) { BP_REGISTER_REDUCTION_KERNELS(m, type); }
 
 }  // namespace bp_gpu

@@ -18,6 +18,8 @@
 #include <optional>
 #include <type_traits>
 
+#include "bp_common/indexing.h"
+#include "bp_common/registration.h"
 #include "kernel_args.h"
 #include "kernels.h"
 #include "loops.cuh"
@@ -25,7 +27,9 @@
 namespace bp_gpu {
 namespace {
 
-int64_t wrapDim(int64_t dim, int64_t ndim) { return dim < 0 ? dim + std::max<int64_t>(ndim, 1) : dim; }
+using bp_common::DimMap;
+using bp_common::mapCoordinate;
+using bp_common::wrapDim;
 
 // --- cumsum
 
@@ -82,8 +86,6 @@ bp::Tensor cumsum_out(const bp::Tensor& self, int64_t dim, std::optional<ScalarT
 
 // --- flip and pads: out[p] = self[map(p)], or the padding value
 
-enum class DimMap : uint8_t { kSame, kFlip, kConstant, kReflect, kReplicate };
-
 // Per output dim (outermost first): sizes and strides of out and self, the
 // padding before, and how coordinates map. Passed by value.
 struct Mapping {
@@ -92,22 +94,6 @@ struct Mapping {
   int64_t before[kMaxDims];
   DimMap map[kMaxDims];
 };
-
-// The input coordinate output coordinate c of a dim reads; -1: padding.
-BP_GPU_HD inline int64_t mapCoordinate(DimMap m, int64_t c, int64_t before, int64_t size) {
-  int64_t u = c - before;
-  switch (m) {
-    case DimMap::kSame: return c;
-    case DimMap::kFlip: return size - 1 - c;
-    case DimMap::kConstant: return u >= 0 && u < size ? u : -1;
-    case DimMap::kReflect:
-      if (u < 0) u = -u;
-      if (u >= size) u = 2 * (size - 1) - u;
-      return u;
-    case DimMap::kReplicate: return u < 0 ? 0 : u >= size ? size - 1 : u;
-  }
-  return c;
-}
 
 template <class E>
 __global__ void gatherMappedKernel(Mapping m, int64_t n, E* out, const E* in, E fill) {
@@ -165,10 +151,8 @@ bp::Tensor flip_out(const bp::Tensor& self, bp::IntList dims, const bp::Tensor& 
   const char* op = "bp::flip.out";
   checkRank(op, self);
   DimMap maps[kMaxDims];
-  int64_t before[kMaxDims] = {};
-  std::fill(maps, maps + kMaxDims, DimMap::kSame);
-  if (self.dim() > 0)
-    for (int64_t d : dims) maps[wrapDim(d, self.dim())] = DimMap::kFlip;
+  int64_t before[kMaxDims];
+  bp_common::flipMaps(self.dim(), dims, maps, before);
   gatherMapped(op, self, out, maps, before, 0);
   return out;
 }
@@ -178,44 +162,18 @@ void padInto(const char* op, const bp::Tensor& self, bp::IntList pad, DimMap mod
              const bp::Tensor& out) {
   checkRank(op, self);
   DimMap maps[kMaxDims];
-  int64_t before[kMaxDims] = {};
-  std::fill(maps, maps + kMaxDims, DimMap::kSame);
-  for (size_t i = 0; i < pad.size() / 2; ++i) {
-    const int64_t d = self.dim() - 1 - static_cast<int64_t>(i);
-    maps[d] = mode;
-    before[d] = pad[2 * i];
-  }
+  int64_t before[kMaxDims];
+  bp_common::padMaps(self.dim(), pad, mode, maps, before);
   gatherMapped(op, self, out, maps, before, fill);
 }
 
-bp::Tensor constant_pad_nd_out(const bp::Tensor& self, bp::IntList pad, const bp::Scalar& value,
-                               const bp::Tensor& out) {
-  uint64_t fill = 0;
-  visitDtype(self.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const T v = scalarTo<T>(value);
-    std::memcpy(&fill, &v, sizeof(T));
-  });
-  padInto("bp::constant_pad_nd.out", self, pad, DimMap::kConstant, fill, out);
-  return out;
-}
-
+// The pad kernels: plugins/common's, over padInto.
+constexpr auto constant_pad_nd_out = &bp_common::constantPadOut<GpuStorage, &padInto>;
 template <DimMap Mode>
-bp::Tensor edge_pad_out(const bp::Tensor& self, bp::IntList padding, const bp::Tensor& out) {
-  padInto(Mode == DimMap::kReflect ? "bp::reflection_pad.out" : "bp::replication_pad.out", self, padding, Mode, 0, out);
-  return out;
-}
+constexpr auto edge_pad_out = &bp_common::edgePadOut<&padInto, Mode>;
 
 }  // namespace
 
-void registerScanPadKernels(bp::Library& m, int32_t type) {
-  m.impl("cumsum.out", type, &cumsum_out);
-  m.impl("flip.out", type, &flip_out);
-  m.impl("constant_pad_nd.out", type, &constant_pad_nd_out);
-  for (const char* name : {"reflection_pad1d.out", "reflection_pad2d.out", "reflection_pad3d.out"})
-    m.impl(name, type, &edge_pad_out<DimMap::kReflect>);
-  for (const char* name : {"replication_pad1d.out", "replication_pad2d.out", "replication_pad3d.out"})
-    m.impl(name, type, &edge_pad_out<DimMap::kReplicate>);
-}
+void registerScanPadKernels(bp::Library& m, int32_t type) { BP_REGISTER_SCAN_PAD_KERNELS(m, type); }
 
 }  // namespace bp_gpu

@@ -6,20 +6,13 @@
 #include <string>
 #include <thread>
 
+#include "bp_common/threads.h"
 #include "spconv.h"
 
 namespace bp_spconv {
 
 namespace {
-int readThreadSetting() {
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const char* env = std::getenv("BACKPLANE_NUM_THREADS");
-  if (env == nullptr || *env == '\0') return cores;
-  char* end = nullptr;
-  const long n = std::strtol(env, &end, 10);
-  if (end == env || *end != '\0' || n < 1 || n > 4096) return cores;  // the CPU plugin warns about it
-  return static_cast<int>(n);
-}
+int readThreadSetting() { return bp_common::threadSetting(); }  // the CPU plugin warns about a bad value
 
 void checkInt32(const char* op, const bp::Tensor& t, const char* name, const char* shape) {
   BP_PLUGIN_CHECK(t.defined(), op, ": ", name, " is undefined");

@@ -17,8 +17,8 @@
 #include <numeric>
 #include <vector>
 
-#include "block_reduce.cuh"
-#include "loops.cuh"
+#include "gpu/block_reduce.cuh"
+#include "gpu/loops.cuh"
 
 namespace bp_gpu {
 namespace {

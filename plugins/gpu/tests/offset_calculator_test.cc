@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "loops.cuh"
+#include "gpu/loops.cuh"
 
 namespace bp_gpu {
 namespace {

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "gpu_port.h"
-#include "sim/sim_guard.h"
+#include "gpu/gpu_port.h"
+#include "gpu/sim/sim_guard.h"
 
 namespace {
 

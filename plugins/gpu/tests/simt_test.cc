@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "float16_test_cases.h"  // plugin_sdk/tests
-#include "gpu_port.h"
+#include "gpu/gpu_port.h"
 
 #if defined(BP_GPU_SIM_ASAN)  // sim/simt.h, through gpu_port.h
 #include <sanitizer/asan_interface.h>

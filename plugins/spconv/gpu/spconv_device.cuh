@@ -9,10 +9,10 @@
 #include <cstdint>
 #include <initializer_list>
 
-#include "../../gpu/dtypes.cuh"
-#include "../../gpu/kernel_args.h"
-#include "../../gpu/runtime.h"
-#include "../spconv.h"
+#include "gpu/dtypes.cuh"
+#include "gpu/kernel_args.h"
+#include "gpu/runtime.h"
+#include "spconv/spconv.h"
 
 // Unrolls the loop that follows on the GPU compilers (as loops.cuh).
 #if !defined(BP_GPU_UNROLL)

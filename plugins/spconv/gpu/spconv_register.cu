@@ -19,7 +19,7 @@
 // order the plugins load in.
 #include <string>
 
-#include "gpu_port.h"
+#include "gpu/gpu_port.h"
 #include "spconv_gpu.h"
 
 namespace bp_spconv_gpu {

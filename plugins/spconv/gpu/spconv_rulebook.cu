@@ -76,9 +76,9 @@
 #include <tuple>
 #include <utility>
 
-#include "../spconv.h"
-#include "kernel_args.h"
-#include "loops.cuh"
+#include "gpu/kernel_args.h"
+#include "gpu/loops.cuh"
+#include "spconv/spconv.h"
 #include "spconv_device.cuh"
 #include "spconv_gpu.h"
 
