@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "backplane/runtime/plugin_registry.h"
 #include "backplane/ops/tensor.h"
+#include "backplane/runtime/plugin_registry.h"
 
 namespace backplane::bench {
 

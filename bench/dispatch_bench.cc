@@ -9,8 +9,8 @@
 #include <benchmark/benchmark.h>
 
 #include "backplane/dispatch/library.h"
-#include "backplane/runtime/plugin_registry.h"
 #include "backplane/ops/tensor.h"
+#include "backplane/runtime/plugin_registry.h"
 
 using namespace backplane;
 

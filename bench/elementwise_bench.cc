@@ -29,8 +29,8 @@
 #include <vector>
 
 #include "backplane/dispatch/dispatcher.h"
-#include "bench_util.h"
 #include "backplane/runtime/plugin_registry.h"
+#include "bench_util.h"
 
 using namespace backplane;
 
@@ -38,7 +38,9 @@ namespace {
 
 constexpr int64_t kMillion = 1 << 20;
 
-Tensor filled(int64_t n, float v) { return tensorFromVector<float>(std::vector<float>(static_cast<size_t>(n), v), {n}); }
+Tensor filled(int64_t n, float v) {
+  return tensorFromVector<float>(std::vector<float>(static_cast<size_t>(n), v), {n});
+}
 
 void BM_Add_1M_f32(benchmark::State& state) {
   if (!bench::cpuPluginLoaded(state)) return;

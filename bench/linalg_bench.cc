@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "backplane/dispatch/dispatcher.h"
-#include "bench_util.h"
 #include "backplane/runtime/plugin_registry.h"
+#include "bench_util.h"
 
 namespace backplane {
 namespace {
@@ -38,9 +38,8 @@ void BM_Matmul_512_f32(benchmark::State& state) {
   Tensor a = tensorFromVector(uniformFloats(n, 1), {kN, kN});
   Tensor b = tensorFromVector(uniformFloats(n, 2), {kN, kN});
   Tensor out = emptyTensor({kN, kN}, ScalarType::Float32);
-  auto mm_out = Dispatcher::singleton()
-                    .findOpOrThrow("bp::mm.out")
-                    .typed<Tensor(const Tensor&, const Tensor&, const Tensor&)>();
+  auto mm_out =
+      Dispatcher::singleton().findOpOrThrow("bp::mm.out").typed<Tensor(const Tensor&, const Tensor&, const Tensor&)>();
   mm_out.call(a, b, out);  // warm-up: primitive creation
   for (auto _ : state) {
     Tensor r = mm_out.call(a, b, out);

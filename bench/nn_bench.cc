@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "backplane/dispatch/dispatcher.h"
-#include "bench_util.h"
 #include "backplane/runtime/plugin_registry.h"
+#include "bench_util.h"
 
 namespace backplane {
 namespace {

@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "backplane/dispatch/dispatcher.h"
-#include "bench_util.h"
 #include "backplane/runtime/plugin_registry.h"
+#include "bench_util.h"
 
 namespace backplane {
 namespace {
@@ -50,9 +50,7 @@ void runSoftmax(benchmark::State& state, const char* name, std::vector<int64_t> 
   state.SetBytesProcessed(state.iterations() * numel * 2 * static_cast<int64_t>(sizeof(float)));
 }
 
-void BM_Softmax_f32_Dispatcher(benchmark::State& state) {
-  runSoftmax(state, "bp::softmax.int_out", {kRows, kCols}, 1);
-}
+void BM_Softmax_f32_Dispatcher(benchmark::State& state) { runSoftmax(state, "bp::softmax.int_out", {kRows, kCols}, 1); }
 BENCHMARK(BM_Softmax_f32_Dispatcher)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 void BM_LogSoftmax_f32_Dispatcher(benchmark::State& state) {

@@ -101,13 +101,12 @@ TEST(CliTest, BadOptionsAreUsageErrors) {
     const char* args;
     const char* message;
   };
-  for (const Case& c : {Case{"", "no command given"},
-                        Case{"--frobnicate devices", "unknown option '--frobnicate'"},
-                        Case{"devices --plugin", "option --plugin needs a value"},
-                        Case{"ops --format xml", "unknown format 'xml'"},
-                        Case{"ops --format", "option --format needs a value"},
-                        Case{"devices --format json", "--format applies only to the 'ops' command"},
-                        Case{"devices ops", "unexpected argument 'ops'"}}) {
+  for (const Case& c :
+       {Case{"", "no command given"}, Case{"--frobnicate devices", "unknown option '--frobnicate'"},
+        Case{"devices --plugin", "option --plugin needs a value"}, Case{"ops --format xml", "unknown format 'xml'"},
+        Case{"ops --format", "option --format needs a value"},
+        Case{"devices --format json", "--format applies only to the 'ops' command"},
+        Case{"devices ops", "unexpected argument 'ops'"}}) {
     Result r = run(c.args);
     EXPECT_EQ(r.code, 2) << c.args;
     EXPECT_EQ(r.out, "") << c.args;
@@ -314,7 +313,8 @@ TEST(CliTest, OpsMarkdownStartsWithATableHeader) {
     EXPECT_CONTAINS(r.out, "Legend:");
   }
   Result r = run(kTestPlugin + "ops --format=markdown");
-  EXPECT_CONTAINS(r.out, "| `clitest::cpu_only` | native | cpu_fallback | cpu_fallback | cpu_fallback | backend_fallback |");
+  EXPECT_CONTAINS(r.out,
+                  "| `clitest::cpu_only` | native | cpu_fallback | cpu_fallback | cpu_fallback | backend_fallback |");
   EXPECT_CONTAINS(r.out,
                   "| `clitest::some_dtypes` | native | cpu_fallback | cpu_fallback | native (float16, float32), "
                   "cpu_fallback (others) | backend_fallback |");

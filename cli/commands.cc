@@ -10,12 +10,12 @@
 #include <utility>
 #include <vector>
 
+#include "backplane/conformance/text_format.h"
 #include "backplane/core/device_interface.h"
 #include "backplane/core/device_type_registry.h"
 #include "backplane/dispatch/dispatcher.h"
 #include "backplane/runtime/plugin_registry.h"
 #include "backplane/runtime/runtime.h"
-#include "backplane/conformance/text_format.h"
 
 namespace backplane::cli {
 
@@ -121,8 +121,8 @@ void printOpsText(std::ostream& out, const std::vector<Backend>& backends, const
     table.addRow(std::move(cells));
   }
   table.print(out);
-  out << '\n' << rows.size() << (rows.size() == 1 ? " operator" : " operators") << " x " << backends.size()
-      << " backends";
+  out << '\n'
+      << rows.size() << (rows.size() == 1 ? " operator" : " operators") << " x " << backends.size() << " backends";
   if (!without_plugin.empty()) out << " (no plugin loaded for " << joined(without_plugin, ", ") << ")";
   out << "\n" << kLegendText;
 }
@@ -212,7 +212,8 @@ int runPlugins(std::ostream& out, const PluginSources& sources) {
   Table table({"NAME", "VERSION", "ABI", "DEVICES", "KERNELS", "STATUS", "PATH"});
   size_t failed = 0;
   for (const PluginStatus& p : all) {
-    std::string abi = p.abi_major || p.abi_minor ? std::to_string(p.abi_major) + "." + std::to_string(p.abi_minor) : "-";
+    std::string abi =
+        p.abi_major || p.abi_minor ? std::to_string(p.abi_major) + "." + std::to_string(p.abi_minor) : "-";
     table.addRow({p.name.empty() ? "-" : p.name, p.version.empty() ? "-" : p.version, abi, deviceSummary(p),
                   p.loaded ? std::to_string(p.kernels) : "-", p.loaded ? "loaded" : "FAILED", p.path});
     if (!p.loaded) {
@@ -230,9 +231,12 @@ int runPlugins(std::ostream& out, const PluginSources& sources) {
 // "79.6 GiB", "512.0 MiB", "4096 bytes".
 std::string byteSize(uint64_t n) {
   char buf[32];
-  if (n >= (uint64_t{1} << 30)) std::snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(n) / (1 << 30));
-  else if (n >= (uint64_t{1} << 20)) std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(n) / (1 << 20));
-  else std::snprintf(buf, sizeof buf, "%llu bytes", static_cast<unsigned long long>(n));
+  if (n >= (uint64_t{1} << 30))
+    std::snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(n) / (1 << 30));
+  else if (n >= (uint64_t{1} << 20))
+    std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(n) / (1 << 20));
+  else
+    std::snprintf(buf, sizeof buf, "%llu bytes", static_cast<unsigned long long>(n));
   return buf;
 }
 

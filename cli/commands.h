@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "backplane/conformance/command.h"
 #include "backplane/core/device.h"
 #include "backplane/core/device_interface.h"
-#include "backplane/conformance/command.h"
 
 namespace backplane::cli {
 

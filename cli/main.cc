@@ -24,8 +24,8 @@
 #include <string_view>
 #include <vector>
 
-#include "backplane/runtime/plugin_registry.h"
 #include "backplane/plugin_api.h"
+#include "backplane/runtime/plugin_registry.h"
 #include "commands.h"
 #include "schemas.h"
 
@@ -183,19 +183,26 @@ std::optional<std::string> parseArgs(int argc, char** argv, Args& args) {
       std::optional<std::string> v = value(name);
       if (!v || v->empty()) return "option " + name + " needs a value";
       args.conformance_flags.push_back(name);
-      if (name == "--backend") args.conformance.backends.push_back(*v);
-      else if (name == "--ops") args.conformance.ops = *v;
-      else if (name == "--json") args.conformance.json = *v;
-      else if (name == "--junit") args.conformance.junit = *v;
-      else if (name == "--markdown") args.conformance.markdown = *v;
+      if (name == "--backend")
+        args.conformance.backends.push_back(*v);
+      else if (name == "--ops")
+        args.conformance.ops = *v;
+      else if (name == "--json")
+        args.conformance.json = *v;
+      else if (name == "--junit")
+        args.conformance.junit = *v;
+      else if (name == "--markdown")
+        args.conformance.markdown = *v;
       else if (name == "--onnx")
         args.conformance.onnx = *v;
       else if (name == "--onnx-expected")
         args.conformance.onnx_expected = *v;
-      else if (name == "--first") args.first = *v;
+      else if (name == "--first")
+        args.first = *v;
       else if (name == "--first-form")
         args.first_form = *v;
-      else if (name == "--result-fd") args.result_fd = *v;
+      else if (name == "--result-fd")
+        args.result_fd = *v;
       else {
         char* end = nullptr;
         const double t = std::strtod(v->c_str(), &end);

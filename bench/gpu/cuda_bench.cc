@@ -78,7 +78,7 @@
 namespace backplane {
 namespace {
 
-constexpr int64_t kAddElements = int64_t{64} << 20;  // 64M float32: 256 MiB per tensor
+constexpr int64_t kAddElements = int64_t{64} << 20;                       // 64M float32: 256 MiB per tensor
 constexpr int64_t kAddBytes = 3 * kAddElements * int64_t{sizeof(float)};  // Note [Same bytes moved]
 constexpr int64_t kMatmulN = 4096;
 
@@ -232,10 +232,10 @@ BENCHMARK(BM_Cuda_Softmax_16Kx4K_f32)->Unit(benchmark::kMicrosecond)->UseRealTim
 void BM_Cuda_Sum_16M_f32(benchmark::State& state) {
   const std::optional<Device> dev = cudaDevice(state);
   if (!dev) return;
-  auto sum_out = Dispatcher::singleton()
-                     .findOpOrThrow("bp::sum.IntList_out")
-                     .typed<Tensor(const Tensor&, std::optional<IntArrayRef>, bool, std::optional<ScalarType>,
-                                   const Tensor&)>();
+  auto sum_out =
+      Dispatcher::singleton()
+          .findOpOrThrow("bp::sum.IntList_out")
+          .typed<Tensor(const Tensor&, std::optional<IntArrayRef>, bool, std::optional<ScalarType>, const Tensor&)>();
   constexpr int64_t kElements = int64_t{16} << 20;
   const TensorOptions opts{.dtype = ScalarType::Float32, .device = *dev};
   Tensor x = randn({kElements}, opts), out = empty({}, opts);
@@ -255,9 +255,8 @@ void BM_Cuda_Matmul_4096(benchmark::State& state) {
   const std::optional<Device> dev = cudaDevice(state);
   if (!dev) return;
   Dispatcher::singleton().findOpOrThrow("cuda::set_allow_tf32").typed<void(bool)>().call(false);
-  auto mm_out = Dispatcher::singleton()
-                    .findOpOrThrow("bp::mm.out")
-                    .typed<Tensor(const Tensor&, const Tensor&, const Tensor&)>();
+  auto mm_out =
+      Dispatcher::singleton().findOpOrThrow("bp::mm.out").typed<Tensor(const Tensor&, const Tensor&, const Tensor&)>();
   const TensorOptions opts{.dtype = ScalarType::Float32, .device = *dev};
   Tensor a = randn({kMatmulN, kMatmulN}, opts), b = randn({kMatmulN, kMatmulN}, opts);
   Tensor out = empty({kMatmulN, kMatmulN}, opts);

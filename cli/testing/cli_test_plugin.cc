@@ -84,7 +84,7 @@ BP_KernelDesc kernel(BP_KernelFn fn) {
 
 extern "C" BP_EXPORT const BP_PluginInfo* backplane_plugin_query(void) {
   static const BP_PluginInfo info = {BP_PluginInfo_STRUCT_SIZE, BP_PLUGIN_MAGIC, BP_ABI_MAJOR, BP_ABI_MINOR,
-                                     "cli_test_plugin", "0.1.0-test"};
+                                     "cli_test_plugin",         "0.1.0-test"};
   return &info;
 }
 

@@ -50,12 +50,12 @@
 #include <string_view>
 #include <vector>
 
+#include "backplane/conformance/command.h"
 #include "backplane/conformance/suite.h"
+#include "backplane/conformance/text_format.h"
 #include "backplane/core/device_type_registry.h"
 #include "backplane/core/error.h"
 #include "backplane/runtime/plugin_registry.h"
-#include "backplane/conformance/command.h"
-#include "backplane/conformance/text_format.h"
 #include "backplane/runtime/runtime.h"
 
 extern char** environ;
@@ -110,16 +110,16 @@ using Clock = std::chrono::steady_clock;
 
 struct BackendRun {
   std::string name;
-  std::string provider;          // the plugin that registered the type
+  std::string provider;  // the plugin that registered the type
   int devices = 0;
   int device = 0;             // the device the op specs ran on
   bool device_checks = true;  // whether the run began with the device checks
   // "faulty:1": the run's name in lists, the JUnit suite and the Markdown
   // matrix; a skipped backend ran on no device ("hip").
   std::string label() const { return skipped.empty() ? name + ":" + std::to_string(device) : name; }
-  std::string skipped;           // why the backend was not run (no devices)
-  std::string error;             // why the run could not finish (a failure)
-  std::vector<Result> results;   // every form of every item, in order
+  std::string skipped;          // why the backend was not run (no devices)
+  std::string error;            // why the run could not finish (a failure)
+  std::vector<Result> results;  // every form of every item, in order
   double seconds = 0;
 };
 
@@ -823,9 +823,7 @@ std::string xmlText(const std::string& s) {
 // backend is one skipped test.
 struct JunitCounts {
   int tests = 0, failures = 0, errors = 0, skipped = 0;
-  void add(const JunitCounts& o) {
-    tests += o.tests, failures += o.failures, errors += o.errors, skipped += o.skipped;
-  }
+  void add(const JunitCounts& o) { tests += o.tests, failures += o.failures, errors += o.errors, skipped += o.skipped; }
 };
 
 JunitCounts junitCountsOf(const BackendRun& b, bool strict) {
@@ -921,9 +919,12 @@ std::string markdownCell(const Result& r, bool strict) {
 std::string markdownEscape(const std::string& s) {
   std::string out;
   for (char c : s) {
-    if (c == '|') out += "\\|";
-    else if (c == '\n') out += "<br>";
-    else out += c;
+    if (c == '|')
+      out += "\\|";
+    else if (c == '\n')
+      out += "<br>";
+    else
+      out += c;
   }
   return out;
 }
@@ -1096,8 +1097,10 @@ int runConformance(std::ostream& out, std::ostream& err, const std::string& self
       reason = "no devices" + (reason.empty() ? std::string() : " (" + reason + ")");
       // Named on the command line, a backend without devices is a failure;
       // found by itself, it is reported and skipped.
-      if (options.backends.empty()) run.skipped = reason;
-      else run.error = reason;
+      if (options.backends.empty())
+        run.skipped = reason;
+      else
+        run.error = reason;
     }
     if (run.error.empty() && run.skipped.empty() && !options.all_devices && options.device >= run.devices) {
       err << "backplane: error: --device " << options.device << " is out of range for backend '" << b.name
@@ -1156,8 +1159,8 @@ int runConformance(std::ostream& out, std::ostream& err, const std::string& self
     written &= writeReport(*options.junit, err, [&](std::ostream& f) { writeJunit(f, runs, options.strict); });
   }
   if (options.markdown) {
-    written &= writeReport(*options.markdown, err,
-                           [&](std::ostream& f) { writeMarkdown(f, runs, options.strict, passed); });
+    written &=
+        writeReport(*options.markdown, err, [&](std::ostream& f) { writeMarkdown(f, runs, options.strict, passed); });
   }
   return passed && written ? 0 : 1;
 }

@@ -39,8 +39,7 @@ void* at(const DataPtr& p, size_t offset) { return static_cast<char*>(p.get()) +
 
 class DeviceProbe {
  public:
-  explicit DeviceProbe(DeviceType type)
-      : iface_(DeviceTypeRegistry::global().interfaceOrThrow(type)), type_(type) {}
+  explicit DeviceProbe(DeviceType type) : iface_(DeviceTypeRegistry::global().interfaceOrThrow(type)), type_(type) {}
 
   int count() const { return iface_.deviceCount(); }
   Device device(int i) const { return Device(type_, static_cast<DeviceIndex>(i)); }
@@ -115,8 +114,8 @@ int checkAllocate(DeviceProbe& c, Device d) {
     failed("allocate 2^60 bytes", "the allocation succeeded; it must throw Error(kResourceExhausted)");
   } catch (const Error& e) {
     if (e.code() != absl::StatusCode::kResourceExhausted) {
-      failed("allocate 2^60 bytes", "threw " + std::string(absl::StatusCodeToString(e.code())) +
-                                        ", expected RESOURCE_EXHAUSTED: " + e.what());
+      failed("allocate 2^60 bytes",
+             "threw " + std::string(absl::StatusCodeToString(e.code())) + ", expected RESOURCE_EXHAUSTED: " + e.what());
     }
   }
   return ++steps;

@@ -121,19 +121,22 @@ double roundTo(ScalarType t, double v) {
 }
 
 Tensor hostTensor(const std::vector<double>& values, std::vector<int64_t> sizes, ScalarType dtype) {
-  BP_CHECK(static_cast<int64_t>(values.size()) == numelOf(sizes), "hostTensor: ", values.size(),
-           " values for ", numelOf(sizes), " elements");
+  BP_CHECK(static_cast<int64_t>(values.size()) == numelOf(sizes), "hostTensor: ", values.size(), " values for ",
+           numelOf(sizes), " elements");
   Tensor t = emptyTensor(sizes, dtype);
   visitScalarType(dtype, [&]<typename T>() {
     T* p = static_cast<T*>(t.data_ptr());
     for (size_t i = 0; i < values.size(); ++i) {
-      if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) p[i] = T(static_cast<float>(values[i]));
-      else if constexpr (std::is_same_v<T, bool>) p[i] = values[i] != 0;
+      if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)
+        p[i] = T(static_cast<float>(values[i]));
+      else if constexpr (std::is_same_v<T, bool>)
+        p[i] = values[i] != 0;
       else if constexpr (std::is_same_v<T, uint64_t>)
         p[i] = values[i] >= 0x1p63 ? static_cast<T>(values[i]) : static_cast<T>(static_cast<int64_t>(values[i]));
       else if constexpr (std::is_integral_v<T>)
         p[i] = static_cast<T>(static_cast<int64_t>(values[i]));  // wraps
-      else p[i] = static_cast<T>(values[i]);
+      else
+        p[i] = static_cast<T>(values[i]);
     }
   });
   return t;
@@ -142,8 +145,10 @@ Tensor hostTensor(const std::vector<double>& values, std::vector<int64_t> sizes,
 Tensor randomTensor(Rng& rng, std::vector<int64_t> sizes, ScalarType dtype, Range range) {
   std::vector<double> values(static_cast<size_t>(numelOf(sizes)));
   for (double& v : values) {
-    if (dtype == ScalarType::Bool) v = static_cast<double>(rng.next() & 1);
-    else if (isFloatingType(dtype)) v = rng.uniform(range.lo, range.hi);
+    if (dtype == ScalarType::Bool)
+      v = static_cast<double>(rng.next() & 1);
+    else if (isFloatingType(dtype))
+      v = rng.uniform(range.lo, range.hi);
     else {
       int64_t lo = range.ilo, hi = range.ihi;
       if (dtype == ScalarType::UInt8 || isBarebonesUnsignedType(dtype))

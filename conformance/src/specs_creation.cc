@@ -144,8 +144,8 @@ void addFill(std::vector<OpSpec>& specs) {
       out.push_back(raising(c.name, {IValue(randomTensor(rng, {2, 3}, c.dtype)), IValue(c.value)},
                             "the value does not fit the dtype"));
     }
-    out.push_back(raising("expanded self", {IValue(randomTensor(rng, {1, 4}, ScalarType::Float32).expand({3, 4})),
-                                            IValue(Scalar(1.0))},
+    out.push_back(raising("expanded self",
+                          {IValue(randomTensor(rng, {1, 4}, ScalarType::Float32).expand({3, 4})), IValue(Scalar(1.0))},
                           "self's elements overlap"));
     return out;
   };
@@ -165,7 +165,8 @@ void addZero(std::vector<OpSpec>& specs) {
     Rng rng(seedFor(op));
     std::vector<Sample> out;
     for (ScalarType dt : kEveryType) {
-      for (auto& [name, self] : layouts(rng, dt, 0.0)) out.push_back(makeSample(name + dtypeSuffix(dt), {IValue(self)}));
+      for (auto& [name, self] : layouts(rng, dt, 0.0))
+        out.push_back(makeSample(name + dtypeSuffix(dt), {IValue(self)}));
     }
     out.push_back(
         makeSample("large [1100,1000] float32", {IValue(randomTensor(rng, {1100, 1000}, ScalarType::Float32))}));
@@ -278,8 +279,12 @@ void addLike(std::vector<OpSpec>& specs, const std::string& name, Fill kind) {
 // The shapes every factory from a size is asked for.
 const std::vector<std::pair<std::string, std::vector<int64_t>>>& factoryShapes() {
   static const std::vector<std::pair<std::string, std::vector<int64_t>>> shapes = {
-      {"[3,4]", {3, 4}}, {"0-d", {}}, {"one element", {1}}, {"empty [0,5]", {0, 5}},
-      {"empty [2,0,3]", {2, 0, 3}}, {"3-d [2,3,4]", {2, 3, 4}},
+      {"[3,4]", {3, 4}},
+      {"0-d", {}},
+      {"one element", {1}},
+      {"empty [0,5]", {0, 5}},
+      {"empty [2,0,3]", {2, 0, 3}},
+      {"3-d [2,3,4]", {2, 3, 4}},
   };
   return shapes;
 }
@@ -451,8 +456,8 @@ void addArangeOut(std::vector<OpSpec>& specs) {
     return out;
   };
   spec.reference = [](const Sample& s) {
-    return std::vector<Expected>{arangeResult(s.args[0].toScalar(), s.args[1].toScalar(), s.args[2].toScalar(),
-                                              s.args[3].toTensor().dtype())};
+    return std::vector<Expected>{
+        arangeResult(s.args[0].toScalar(), s.args[1].toScalar(), s.args[2].toScalar(), s.args[3].toTensor().dtype())};
   };
   specs.push_back(std::move(spec));
 }
@@ -494,8 +499,8 @@ std::vector<ArangeCall> arangeCalls() {
       {"NaN end", I{0}, std::nan(""), I{1}, ScalarType::Float64, "end must be finite"},
       {"dtype=bool", I{0}, I{2}, I{1}, ScalarType::Bool, "arange has no bool dtype"},
   };
-  for (ScalarType dt : {ScalarType::Int64, ScalarType::Int32, ScalarType::Int8, ScalarType::UInt8,
-                        ScalarType::Float32, ScalarType::Float64, ScalarType::Float16, ScalarType::BFloat16}) {
+  for (ScalarType dt : {ScalarType::Int64, ScalarType::Int32, ScalarType::Int8, ScalarType::UInt8, ScalarType::Float32,
+                        ScalarType::Float64, ScalarType::Float16, ScalarType::BFloat16}) {
     calls.push_back({"0 to 10" + dtypeSuffix(dt), I{0}, I{10}, I{1}, dt, ""});
     calls.push_back({"-3 to 4" + dtypeSuffix(dt), I{-3}, I{4}, I{1}, dt, ""});
   }

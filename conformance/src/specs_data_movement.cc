@@ -344,9 +344,9 @@ std::vector<Sample> toSamples(const std::string& op, ToForm form) {
   push("large [1100,1000] float32 to bfloat16", randomTensor(rng, {1100, 1000}, f), IValue(ScalarType::BFloat16));
   if (form == ToForm::DtypeLayout) {
     push("dtype omitted", randomTensor(rng, {2, 3}, ScalarType::Int8), IValue());
-    out.push_back(makeSample("device given, int32 to float64",
-                             args(randomTensor(rng, {2, 3}, ScalarType::Int32), IValue(ScalarType::Float64), false,
-                                  backendDevice())));
+    out.push_back(makeSample(
+        "device given, int32 to float64",
+        args(randomTensor(rng, {2, 3}, ScalarType::Int32), IValue(ScalarType::Float64), false, backendDevice())));
   }
   out.push_back(raising("undefined self", args(Tensor(), IValue(f), false, backendDevice()), "self is undefined"));
   return out;
@@ -531,7 +531,7 @@ std::vector<Sample> scatterAddSamples() {
   std::vector<Sample> out;
   auto push = [&](std::string name, Tensor self, int64_t dim, Tensor index, Tensor src) {
     out.push_back(makeSample(std::move(name),
-                         {IValue(std::move(self)), IValue(dim), IValue(std::move(index)), IValue(std::move(src))}));
+                             {IValue(std::move(self)), IValue(dim), IValue(std::move(index)), IValue(std::move(src))}));
   };
   for (ScalarType dt : kNumericTypes) {
     const std::string sx = dtypeSuffix(dt);
@@ -728,9 +728,9 @@ std::vector<Sample> embeddingSamples() {
   for (ScalarType dt : dtypes) {
     const std::string sx = dtypeSuffix(dt);
     out.push_back(makeSample("[10,4] with [3] indices" + sx,
-                         {IValue(randomTensor(rng, {10, 4}, dt)), IValue(randomIndex(rng, {3}, 10))}));
+                             {IValue(randomTensor(rng, {10, 4}, dt)), IValue(randomIndex(rng, {3}, 10))}));
     out.push_back(makeSample("[10,4] with [2,3] indices" + sx,
-                         {IValue(randomTensor(rng, {10, 4}, dt)), IValue(randomIndex(rng, {2, 3}, 10))}));
+                             {IValue(randomTensor(rng, {10, 4}, dt)), IValue(randomIndex(rng, {2, 3}, 10))}));
   }
   const ScalarType f = ScalarType::Float32;
   out.push_back(makeSample("0-d index", {IValue(randomTensor(rng, {5, 3}, f)), IValue(indexTensor({4}, {}))}));
@@ -739,14 +739,14 @@ std::vector<Sample> embeddingSamples() {
   out.push_back(makeSample(
       "transposed weight, sliced indices (step 2)",
       {IValue(randomTensor(rng, {3, 6}, f).t()), IValue(randomIndex(rng, {2, 6}, 6).slice(1, 0, std::nullopt, 2))}));
-  out.push_back(makeSample("int32 indices",
-                       {IValue(randomTensor(rng, {6, 2}, f)), IValue(hostTensor({5, 0, 2}, {3}, ScalarType::Int32))}));
+  out.push_back(makeSample(
+      "int32 indices", {IValue(randomTensor(rng, {6, 2}, f)), IValue(hostTensor({5, 0, 2}, {3}, ScalarType::Int32))}));
   // padding_idx, scale_grad_by_freq and sparse change only the gradient.
   out.push_back(makeSample("padding_idx=1, scale_grad_by_freq, sparse",
-                       {IValue(randomTensor(rng, {6, 2}, f)), IValue(indexTensor({1, 0, 1, 5}, {4})),
-                        IValue(int64_t{1}), IValue(true), IValue(true)}));
+                           {IValue(randomTensor(rng, {6, 2}, f)), IValue(indexTensor({1, 0, 1, 5}, {4})),
+                            IValue(int64_t{1}), IValue(true), IValue(true)}));
   out.push_back(makeSample("large [1100,1000] float32, [1100] indices",
-                       {IValue(randomTensor(rng, {1100, 1000}, f)), IValue(randomIndex(rng, {1100}, 1100))}));
+                           {IValue(randomTensor(rng, {1100, 1000}, f)), IValue(randomIndex(rng, {1100}, 1100))}));
   out.push_back(raising("index 10 of 10 rows",
                         {IValue(randomTensor(rng, {10, 4}, f)), IValue(indexTensor({2, 10}, {2}))},
                         "index out of range"));

@@ -290,7 +290,7 @@ void addGelu(std::vector<OpSpec>& specs) {
     out.push_back(
         makeSample("approximate omitted (exact form)", {randomTensor(rng, {3, 4}, ScalarType::Float32, tails)}));
     out.push_back(makeSample("large (1.1M elements) float32 approximate='tanh'",
-                           {randomTensor(rng, {1100000}, ScalarType::Float32, tails), IValue("tanh")}));
+                             {randomTensor(rng, {1100000}, ScalarType::Float32, tails), IValue("tanh")}));
     out.push_back(raising("approximate='fast'", {randomTensor(rng, {3}, ScalarType::Float32), IValue("fast")},
                           "approximate must be 'none' or 'tanh'"));
     out.push_back(raising("int32 self", {randomTensor(rng, {3}, ScalarType::Int32), IValue("none")},
@@ -328,14 +328,14 @@ void addPowTensor(std::vector<OpSpec>& specs) {
   spec.samples = [op = spec.op] {
     std::vector<Sample> out = binarySamples(op, kNumericTypes, {0.5, 2, 0, 3}, {}, /*large=*/true);
     out.push_back(makeSample("int64 negative bases and exponents [5,1] with [5]",
-                           {hostTensor({-2, -1, 1, 2, 3}, {5, 1}, ScalarType::Int64),
-                            hostTensor({-2, -1, 0, 1, 2}, {5}, ScalarType::Int64)}));
-    out.push_back(makeSample("float32 negative and zero bases [3,1] with [4] (0 ** -1 is inf)",
-                           {hostTensor({-2, -0.5, 0}, {3, 1}, ScalarType::Float32),
-                            hostTensor({0, 1, 3, -1}, {4}, ScalarType::Float32)}));
+                             {hostTensor({-2, -1, 1, 2, 3}, {5, 1}, ScalarType::Int64),
+                              hostTensor({-2, -1, 0, 1, 2}, {5}, ScalarType::Int64)}));
+    out.push_back(makeSample(
+        "float32 negative and zero bases [3,1] with [4] (0 ** -1 is inf)",
+        {hostTensor({-2, -0.5, 0}, {3, 1}, ScalarType::Float32), hostTensor({0, 1, 3, -1}, {4}, ScalarType::Float32)}));
     out.push_back(
         makeSample("float32 negative base to a fraction is NaN",
-                 {hostTensor({-1.5, 2}, {2}, ScalarType::Float32), hostTensor({0.5}, {1}, ScalarType::Float32)}));
+                   {hostTensor({-1.5, 2}, {2}, ScalarType::Float32), hostTensor({0.5}, {1}, ScalarType::Float32)}));
     Rng rng(seedFor(op + " bool"));
     out.push_back(raising("bool with bool",
                           {randomTensor(rng, {3}, ScalarType::Bool), randomTensor(rng, {3}, ScalarType::Bool)},
@@ -386,9 +386,9 @@ void addPowScalar(std::vector<OpSpec>& specs) {
     out.push_back(
         makeSample("float32 ** 1.5", {randomTensor(rng, {3, 4}, ScalarType::Float32, positive), Scalar(1.5)}));
     out.push_back(makeSample("float32 negative base ** 0.5 is NaN",
-                           {hostTensor({-1, -0.25, 4}, {3}, ScalarType::Float32), Scalar(0.5)}));
+                             {hostTensor({-1, -0.25, 4}, {3}, ScalarType::Float32), Scalar(0.5)}));
     out.push_back(makeSample("large (1.1M elements) float32 ** 0.5",
-                           {randomTensor(rng, {1100000}, ScalarType::Float32, positive), Scalar(0.5)}));
+                             {randomTensor(rng, {1100000}, ScalarType::Float32, positive), Scalar(0.5)}));
     out.push_back(raising("bool ** -1", {randomTensor(rng, {3}, ScalarType::Bool), Scalar(int64_t{-1})},
                           "integers to negative integer powers are not allowed"));
     out.push_back(raising("bool ** True", {randomTensor(rng, {3}, ScalarType::Bool), Scalar(true)},
@@ -512,17 +512,17 @@ void addClamp(std::vector<OpSpec>& specs) {
       out.push_back(makeSample("[3,4]" + suffix + " min > max", {randomTensor(rng, {3, 4}, dt), hi, lo}));
     }
     out.push_back(makeSample("int32 with float bounds (float32)",
-                           {randomTensor(rng, {3, 4}, ScalarType::Int32), Scalar(-0.5), Scalar(1.5)}));
+                             {randomTensor(rng, {3, 4}, ScalarType::Int32), Scalar(-0.5), Scalar(1.5)}));
     out.push_back(makeSample("0-d int64 with a float max (float32)",
-                           {randomTensor(rng, {}, ScalarType::Int64), IValue(), Scalar(2.5)}));
-    out.push_back(makeSample("float32 with integer bounds",
-                           {randomTensor(rng, {3, 4}, ScalarType::Float32), Scalar(int64_t{-1}), Scalar(int64_t{1})}));
+                             {randomTensor(rng, {}, ScalarType::Int64), IValue(), Scalar(2.5)}));
+    out.push_back(makeSample("float32 with integer bounds", {randomTensor(rng, {3, 4}, ScalarType::Float32),
+                                                             Scalar(int64_t{-1}), Scalar(int64_t{1})}));
     out.push_back(makeSample("float16 with bounds rounded to float16",
-                           {randomTensor(rng, {3, 4}, ScalarType::Float16), Scalar(-0.1), Scalar(0.3)}));
+                             {randomTensor(rng, {3, 4}, ScalarType::Float16), Scalar(-0.1), Scalar(0.3)}));
     out.push_back(makeSample("NaN stays NaN",
-                           {hostTensor({NAN, -3, 0.5, 3}, {4}, ScalarType::Float32), Scalar(-1.0), Scalar(1.0)}));
+                             {hostTensor({NAN, -3, 0.5, 3}, {4}, ScalarType::Float32), Scalar(-1.0), Scalar(1.0)}));
     out.push_back(makeSample("large (1.1M elements) float32",
-                           {randomTensor(rng, {1100000}, ScalarType::Float32), Scalar(-0.5), Scalar(1.25)}));
+                             {randomTensor(rng, {1100000}, ScalarType::Float32), Scalar(-0.5), Scalar(1.25)}));
     out.push_back(raising("min and max both omitted", {randomTensor(rng, {3}, ScalarType::Float32)},
                           "at least one of min and max must be given"));
     out.push_back(raising("bool self", {randomTensor(rng, {3}, ScalarType::Bool), Scalar(false), Scalar(true)},
@@ -617,10 +617,12 @@ void addElementwiseSpecs(std::vector<OpSpec>& specs) {
   // Divisors away from zero: the quotient's size stays in range for float16.
   addBinary(specs, "div", "Tensor", Result::TrueDivide, kNumericTypes, {0.5, 3, 1, 5},
             [](double x, double y) { return x / y; });
-  addBinary(specs, "maximum", "", Result::Promoted, kAllTypes, {}, [](double x, double y) { return std::max(x, y); },
-            /*has_inplace=*/false);
-  addBinary(specs, "minimum", "", Result::Promoted, kAllTypes, {}, [](double x, double y) { return std::min(x, y); },
-            /*has_inplace=*/false);
+  addBinary(
+      specs, "maximum", "", Result::Promoted, kAllTypes, {}, [](double x, double y) { return std::max(x, y); },
+      /*has_inplace=*/false);
+  addBinary(
+      specs, "minimum", "", Result::Promoted, kAllTypes, {}, [](double x, double y) { return std::min(x, y); },
+      /*has_inplace=*/false);
   for (const Comparison& c : comparisons()) {
     // Small integers make equal pairs likely, so eq and ne see both answers.
     addBinary(specs, c.name, "Tensor", Result::Comparison, kAllTypes, {-2, 2, -2, 2}, c.f);
@@ -633,9 +635,11 @@ void addElementwiseSpecs(std::vector<OpSpec>& specs) {
 
   const Range positive{0.1, 4, 1, 5};
   const std::vector<ScalarType> kBool = {ScalarType::Bool};
-  addUnary(specs, "neg", false, kNumericTypes, {}, [](double x) { return -x; }, /*refused=*/kBool);
+  addUnary(
+      specs, "neg", false, kNumericTypes, {}, [](double x) { return -x; }, /*refused=*/kBool);
   addUnary(specs, "abs", false, kNumericTypes, {}, [](double x) { return std::fabs(x); });
-  addUnary(specs, "relu", false, kNumericTypes, {}, [](double x) { return x > 0 ? x : 0.0; }, /*refused=*/kBool);
+  addUnary(
+      specs, "relu", false, kNumericTypes, {}, [](double x) { return x > 0 ? x : 0.0; }, /*refused=*/kBool);
   const std::vector<ScalarType> floatAndInt = {ScalarType::Float32, ScalarType::Float64, ScalarType::Float16,
                                                ScalarType::BFloat16, ScalarType::Int32};
   addUnary(specs, "exp", true, floatAndInt, {}, [](double x) { return std::exp(x); });

@@ -167,10 +167,9 @@ std::vector<Sample> convSamples(const std::string& op) {
   };
   for (ScalarType dt : {ScalarType::Float32, ScalarType::Float64}) {
     for (const Case& c : cases) {
-      out.add(c.name + dtypeSuffix(dt),
-              {randomLaidOut(rng, c.input, dt, c.layout), randomTensor(rng, c.weight, dt),
-               c.bias ? IValue(randomTensor(rng, {c.weight[0]}, dt)) : IValue(), c.stride, c.padding, c.dilation,
-               c.groups});
+      out.add(c.name + dtypeSuffix(dt), {randomLaidOut(rng, c.input, dt, c.layout), randomTensor(rng, c.weight, dt),
+                                         c.bias ? IValue(randomTensor(rng, {c.weight[0]}, dt)) : IValue(), c.stride,
+                                         c.padding, c.dilation, c.groups});
     }
   }
   // float16 and bfloat16 convolve in float32 (rounded once), int64 exactly,
@@ -212,8 +211,8 @@ std::vector<Sample> convSamples(const std::string& op) {
   bad("float32 input, float64 weight", {1, 2, 4, 4}, f32, {2, 2, 3, 3}, ScalarType::Float64,
       "input and weight dtypes differ");
   bad("3 input channels for a weight of 2", {1, 3, 4, 4}, f32, {2, 2, 3, 3}, f32, "channel count mismatch");
-  bad("groups 2 with 3 out channels", {1, 4, 4, 4}, f32, {3, 2, 3, 3}, f32, "out_channels not divisible by groups",
-      {1}, 2);
+  bad("groups 2 with 3 out channels", {1, 4, 4, 4}, f32, {3, 2, 3, 3}, f32, "out_channels not divisible by groups", {1},
+      2);
   bad("kernel 5x5 over a 4x4 input", {1, 2, 4, 4}, f32, {2, 2, 5, 5}, f32,
       "the kernel is larger than the padded input");
   bad("2-d input", {2, 4}, f32, {2, 2, 1, 1}, f32, "input must be 3-d or 4-d");
@@ -297,8 +296,9 @@ Expected poolReference(Pool kind, const Sample& s) {
           double sum = 0;
           for (int64_t iy = cy0; iy < cy1; ++iy)
             for (int64_t ix = cx0; ix < cx1; ++ix) sum += in[iy * w + ix];
-          const int64_t divisor =
-              a.divisor ? *a.divisor : a.count_include_pad ? padded_count : (cy1 - cy0) * (cx1 - cx0);
+          const int64_t divisor = a.divisor             ? *a.divisor
+                                  : a.count_include_pad ? padded_count
+                                                        : (cy1 - cy0) * (cx1 - cx0);
           r = sum / static_cast<double>(divisor);
         }
         e.values.push_back(roundTo(e.dtype, r));
@@ -332,29 +332,61 @@ std::vector<Sample> poolSamples(const std::string& op, Pool kind) {
       {.name = "[2,3,8,8] kernel 2 (stride = kernel)", .input = {2, 3, 8, 8}, .kernel = {2}},
       {.name = "kernel 3, stride 2, padding 1", .input = {2, 3, 9, 8}, .kernel = {3}, .stride = {2}, .padding = {1}},
       {.name = "kernel (3,2), stride (2,1), padding (1,0)",
-       .input = {1, 2, 7, 6}, .kernel = {3, 2}, .stride = {2, 1}, .padding = {1, 0}},
-      {.name = "ceil_mode, a window past the end", .input = {1, 2, 7, 7}, .kernel = {2}, .stride = {2},
+       .input = {1, 2, 7, 6},
+       .kernel = {3, 2},
+       .stride = {2, 1},
+       .padding = {1, 0}},
+      {.name = "ceil_mode, a window past the end",
+       .input = {1, 2, 7, 7},
+       .kernel = {2},
+       .stride = {2},
        .ceil_mode = true},
-      {.name = "ceil_mode, padding 1", .input = {2, 2, 6, 7}, .kernel = {3}, .stride = {2}, .padding = {1},
+      {.name = "ceil_mode, padding 1",
+       .input = {2, 2, 6, 7},
+       .kernel = {3},
+       .stride = {2},
+       .padding = {1},
        .ceil_mode = true},
       {.name = "unbatched [3,7,5]", .input = {3, 7, 5}, .kernel = {2, 3}, .stride = {1, 2}},
       {.name = "transposed input", .input = {2, 3, 6, 7}, .kernel = {2}, .layout = Layout::Transposed},
-      {.name = "channels-last input", .input = {2, 3, 6, 6}, .kernel = {3}, .stride = {1}, .padding = {1},
+      {.name = "channels-last input",
+       .input = {2, 3, 6, 6},
+       .kernel = {3},
+       .stride = {1},
+       .padding = {1},
        .layout = Layout::ChannelsLast},
       {.name = "sliced input (step 2)", .input = {2, 3, 6, 8}, .kernel = {2}, .layout = Layout::Sliced},
       {.name = "empty batch [0,3,4,4]", .input = {0, 3, 4, 4}, .kernel = {2}},
   };
   if (kind == Pool::Max) {
     cases.push_back({.name = "dilation 2", .input = {2, 2, 9, 9}, .kernel = {3}, .stride = {2}, .dilation = {2}});
-    cases.push_back({.name = "dilation (1,2), padding 1, ceil_mode", .input = {1, 3, 8, 9}, .kernel = {3},
-                     .stride = {2}, .padding = {1}, .dilation = {1, 2}, .ceil_mode = true});
+    cases.push_back({.name = "dilation (1,2), padding 1, ceil_mode",
+                     .input = {1, 3, 8, 9},
+                     .kernel = {3},
+                     .stride = {2},
+                     .padding = {1},
+                     .dilation = {1, 2},
+                     .ceil_mode = true});
   } else {
-    cases.push_back({.name = "count_include_pad=False, padding 1", .input = {2, 3, 7, 7}, .kernel = {3},
-                     .stride = {2}, .padding = {1}, .count_include_pad = false});
-    cases.push_back({.name = "count_include_pad=False, ceil_mode", .input = {1, 2, 7, 6}, .kernel = {3},
-                     .stride = {2}, .padding = {1}, .ceil_mode = true, .count_include_pad = false});
-    cases.push_back({.name = "divisor_override 5", .input = {2, 2, 6, 6}, .kernel = {3}, .stride = {2},
-                     .padding = {1}, .divisor = 5});
+    cases.push_back({.name = "count_include_pad=False, padding 1",
+                     .input = {2, 3, 7, 7},
+                     .kernel = {3},
+                     .stride = {2},
+                     .padding = {1},
+                     .count_include_pad = false});
+    cases.push_back({.name = "count_include_pad=False, ceil_mode",
+                     .input = {1, 2, 7, 6},
+                     .kernel = {3},
+                     .stride = {2},
+                     .padding = {1},
+                     .ceil_mode = true,
+                     .count_include_pad = false});
+    cases.push_back({.name = "divisor_override 5",
+                     .input = {2, 2, 6, 6},
+                     .kernel = {3},
+                     .stride = {2},
+                     .padding = {1},
+                     .divisor = 5});
   }
   for (ScalarType dt : kFloatTypes) {
     for (const PoolCase& c : cases) {
@@ -374,8 +406,7 @@ std::vector<Sample> poolSamples(const std::string& op, Pool kind) {
     std::vector<double> v = valuesOf(randomTensor(rng, {1, 1, 4, 6}, f32));
     v[1] = kNan;
     v[14] = v[15] = v[20] = v[21] = -kInf;
-    out.add("NaN and an all -inf window float32", poolArgs(kind, hostTensor(v, {1, 1, 4, 6}, f32),
-                                                            {.kernel = {2}}));
+    out.add("NaN and an all -inf window float32", poolArgs(kind, hostTensor(v, {1, 1, 4, 6}, f32), {.kernel = {2}}));
   }
   out.add("large [2,4,384,384] kernel 2 float32",
           poolArgs(kind, randomTensor(rng, {2, 4, 384, 384}, f32), {.kernel = {2}}));
@@ -522,8 +553,8 @@ std::vector<Sample> batchNormSamples(const std::string& op) {
     auto param = [&](bool given, Range r = {}) {
       return given ? IValue(randomTensor(rng, {c}, param_dt, r)) : IValue();
     };
-    out.add(std::move(name), {std::move(x), param(weight), param(bias), param(stats), param(stats, var_range),
-                              training, momentum, eps, true});
+    out.add(std::move(name), {std::move(x), param(weight), param(bias), param(stats), param(stats, var_range), training,
+                              momentum, eps, true});
   };
   for (ScalarType dt : kFloatTypes) {
     for (bool training : {true, false}) {
@@ -566,8 +597,8 @@ std::vector<Sample> batchNormSamples(const std::string& op) {
   const Tensor x = randomTensor(rng, {2, 3, 4}, f32);
   auto bad = [&](std::string name, Tensor input, IValue w, IValue rm, IValue rv, bool training, double eps,
                  std::string reason) {
-    out.raise(std::move(name), {std::move(input), std::move(w), c3, std::move(rm), std::move(rv), training, 0.1, eps,
-                                true},
+    out.raise(std::move(name),
+              {std::move(input), std::move(w), c3, std::move(rm), std::move(rv), training, 0.1, eps, true},
               std::move(reason));
   };
   bad("eval without running stats", x, c3, IValue(), IValue(), false, 1e-5, "evaluation needs the running stats");

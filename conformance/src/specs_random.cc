@@ -52,8 +52,7 @@ struct Draw {
 };
 
 philox::DrawKind kindOf(const Draw& d, ScalarType dtype) {
-  return d.dist != Dist::Bernoulli && dtype == ScalarType::Float64 ? philox::DrawKind::Wide
-                                                                    : philox::DrawKind::Narrow;
+  return d.dist != Dist::Bernoulli && dtype == ScalarType::Float64 ? philox::DrawKind::Wide : philox::DrawKind::Narrow;
 }
 
 // Element `lane` of a draw's block, as a tensor of `dtype` holds it: the
@@ -132,8 +131,7 @@ std::vector<Sample> drawSamples(const std::string& op, const std::vector<ScalarT
     push("7 elements (a partial block)" + suffix, randomTensor(rng, {7}, dt), params[0]);
     push("empty [0,4]" + suffix, randomTensor(rng, {0, 4}, dt), params[0]);
     push("transposed [40,30]" + suffix, randomTensor(rng, {30, 40}, dt).transpose(0, 1), params[0]);
-    push("sliced [30,20] (step 2)" + suffix, randomTensor(rng, {30, 40}, dt).slice(1, 1, std::nullopt, 2),
-         params[0]);
+    push("sliced [30,20] (step 2)" + suffix, randomTensor(rng, {30, 40}, dt).slice(1, 1, std::nullopt, 2), params[0]);
   }
   push("large [1100,1000] float32", emptyTensor({1100, 1000}, ScalarType::Float32), params[0]);
   return out;
@@ -216,7 +214,7 @@ std::string within(const char* what, double got, double want, double se, double 
 // The distribution of values `v` of a draw `d` into `dtype`.
 std::string checkDistribution(const std::vector<double>& v, const Draw& d, ScalarType dtype) {
   for (double x : v) {
-    const bool ok = d.dist == Dist::Uniform ? (x >= d.a && x < d.b) || (d.a == d.b && x == d.a)
+    const bool ok = d.dist == Dist::Uniform     ? (x >= d.a && x < d.b) || (d.a == d.b && x == d.a)
                     : d.dist == Dist::Bernoulli ? x == 0 || x == 1
                                                 : !std::isnan(x);
     if (!ok) {
@@ -349,7 +347,12 @@ void addLikeDraw(std::vector<OpSpec>& specs, const std::string& op, Dist dist) {
     if (!s.args[1].isNone()) e[0].dtype = s.args[1].toScalarType();
     return e;
   };
-  addDraw(specs, op, samples, [dist](const Sample&) { return Draw{dist, 0, 1}; }, result);
+  addDraw(
+      specs, op, samples,
+      [dist](const Sample&) {
+        return Draw{dist, 0, 1};
+      },
+      result);
 }
 
 // rand, randn (size, dtype=None, device=None): uniform in [0, 1) or
@@ -383,7 +386,12 @@ void addFactoryDraw(std::vector<OpSpec>& specs, const std::string& op, Dist dist
     return std::vector<Expected>{
         Expected{s.args[0].toIntList(), dtype.isNone() ? ScalarType::Float32 : dtype.toScalarType(), {}}};
   };
-  addDraw(specs, op, samples, [dist](const Sample&) { return Draw{dist, 0, 1}; }, result);
+  addDraw(
+      specs, op, samples,
+      [dist](const Sample&) {
+        return Draw{dist, 0, 1};
+      },
+      result);
 }
 
 // dropout (input, p, train): the input itself when not training or p = 0,

@@ -145,8 +145,8 @@ bool flagOf(const Sample& s, size_t i, bool fallback) {
 // sum and mean: dtype= converts the input first (a floating input summed as
 // int64 is truncated element by element); without it an integral sum widens
 // to int64.
-std::vector<Expected> sumReference(const Sample& s, const std::vector<int64_t>& dims, bool keepdim,
-                                   const IValue* dtype, bool mean) {
+std::vector<Expected> sumReference(const Sample& s, const std::vector<int64_t>& dims, bool keepdim, const IValue* dtype,
+                                   bool mean) {
   const Tensor& self = s.args[0].toTensor();
   if (dtype) {
     const ScalarType t = dtype->toScalarType();
@@ -156,8 +156,8 @@ std::vector<Expected> sumReference(const Sample& s, const std::vector<int64_t>& 
   return folded(groupsOf(self, dims, keepdim), t, mean ? meanOf : sumOf);
 }
 
-std::vector<Expected> varReference(const Sample& s, const std::vector<int64_t>& dims, bool keepdim,
-                                   double correction, bool root) {
+std::vector<Expected> varReference(const Sample& s, const std::vector<int64_t>& dims, bool keepdim, double correction,
+                                   bool root) {
   const Tensor& self = s.args[0].toTensor();
   return folded(groupsOf(self, dims, keepdim), self.dtype(), [&](const std::vector<double>& v) {
     const double var = varianceOf(v, correction);
@@ -289,9 +289,9 @@ std::vector<Sample> dimListSamples(const DimListOp& o) {
     out.push_back(
         sample(std::move(name), o.args(std::move(self), o.dimsValue(dims), keepdim), std::move(raise_reason)));
   };
-  const std::vector<DimCase> cases = {{{1}, false, "dim 1"},          {{0}, true, "dim 0 keepdim"},
-                                      {{-1}, false, "dim -1"},        {{0, 2}, false, "dims (0, 2)"},
-                                      {{}, false, "every dim"},       {{1, 2}, true, "dims (1, 2) keepdim"}};
+  const std::vector<DimCase> cases = {{{1}, false, "dim 1"},    {{0}, true, "dim 0 keepdim"},
+                                      {{-1}, false, "dim -1"},  {{0, 2}, false, "dims (0, 2)"},
+                                      {{}, false, "every dim"}, {{1, 2}, true, "dims (1, 2) keepdim"}};
   for (ScalarType dt : o.dtypes) {
     for (const DimCase& c : cases) {
       push(std::string("[2,3,4] ") + c.name + dtypeSuffix(dt), randomTensor(rng, {2, 3, 4}, dt), c.dims, c.keepdim);
@@ -302,9 +302,8 @@ std::vector<Sample> dimListSamples(const DimListOp& o) {
     }
   }
   if (o.dims_optional) {
-    out.push_back(sample("[2,3,4] dim=[] (every dim)",
-                         o.args(randomTensor(rng, {2, 3, 4}, ScalarType::Float32), IValue(std::vector<int64_t>{}),
-                                false)));
+    out.push_back(sample("[2,3,4] dim=[] (every dim)", o.args(randomTensor(rng, {2, 3, 4}, ScalarType::Float32),
+                                                              IValue(std::vector<int64_t>{}), false)));
   }
   std::vector<IValue> defaults = {IValue(randomTensor(rng, {2, 3, 4}, ScalarType::Float32))};
   if (!o.dims_default) defaults.emplace_back(std::vector<int64_t>{1});
@@ -323,8 +322,8 @@ std::vector<Sample> dimListSamples(const DimListOp& o) {
   return out;
 }
 
-OpSpec reductionSpec(std::string op, std::string out, std::function<std::vector<Sample>()> samples,
-                     Reference reference, bool accumulates) {
+OpSpec reductionSpec(std::string op, std::string out, std::function<std::vector<Sample>()> samples, Reference reference,
+                     bool accumulates) {
   OpSpec spec;
   spec.op = std::move(op);
   spec.family = "reduction";
@@ -342,11 +341,10 @@ std::vector<Sample> concat(std::vector<Sample> a, std::vector<Sample> b) {
 
 // A dim-list spec: the shared samples and, after them, the op's own
 // (`extra`, if any).
-OpSpec dimListSpec(const DimListOp& o, std::string out, std::function<std::vector<Sample>()> extra,
-                   Reference reference, bool accumulates) {
+OpSpec dimListSpec(const DimListOp& o, std::string out, std::function<std::vector<Sample>()> extra, Reference reference,
+                   bool accumulates) {
   return reductionSpec(
-      o.op, std::move(out),
-      [o, extra] { return extra ? concat(dimListSamples(o), extra()) : dimListSamples(o); },
+      o.op, std::move(out), [o, extra] { return extra ? concat(dimListSamples(o), extra()) : dimListSamples(o); },
       std::move(reference), accumulates);
 }
 
@@ -383,8 +381,7 @@ void addSum(std::vector<OpSpec>& specs, bool mean) {
   specs.push_back(reductionSpec(
       name, "",
       [name, dtypes, mean] {
-        return concat(wholeSamples(name, dtypes),
-                      dtypeSamples(name, mean, [](Tensor t, IValue dtype) {
+        return concat(wholeSamples(name, dtypes), dtypeSamples(name, mean, [](Tensor t, IValue dtype) {
                         return std::vector<IValue>{IValue(std::move(t)), std::move(dtype)};
                       }));
       },
@@ -431,16 +428,18 @@ std::vector<Sample> argSamples(const std::string& op) {
   std::vector<Sample> out;
   auto push = [&](std::string name, Tensor self, std::optional<int64_t> dim, bool keepdim,
                   std::string raise_reason = "") {
-    out.push_back(sample(std::move(name), {IValue(std::move(self)), IValue(dim), IValue(keepdim)},
-                         std::move(raise_reason)));
+    out.push_back(
+        sample(std::move(name), {IValue(std::move(self)), IValue(dim), IValue(keepdim)}, std::move(raise_reason)));
   };
   struct Case {
     std::optional<int64_t> dim;
     bool keepdim;
     const char* name;
   };
-  const std::vector<Case> cases = {{std::nullopt, false, "flattened"}, {std::nullopt, true, "flattened keepdim"},
-                                   {1, false, "dim 1"},                {-1, true, "dim -1 keepdim"},
+  const std::vector<Case> cases = {{std::nullopt, false, "flattened"},
+                                   {std::nullopt, true, "flattened keepdim"},
+                                   {1, false, "dim 1"},
+                                   {-1, true, "dim -1 keepdim"},
                                    {0, false, "dim 0"}};
   for (ScalarType dt : kNumericTypes) {
     for (const Case& c : cases) {

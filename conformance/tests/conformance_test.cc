@@ -20,8 +20,8 @@
 #include "backplane/core/device_type_registry.h"
 #include "backplane/dispatch/dispatcher.h"
 #include "backplane/dispatch/library.h"
-#include "backplane/runtime/plugin_registry.h"
 #include "backplane/ops/tensor.h"
+#include "backplane/runtime/plugin_registry.h"
 #include "test_device.h"
 
 namespace backplane::conformance {
@@ -45,8 +45,10 @@ const Backends& builtBackends() {
     std::sort(libs.begin(), libs.end());
     for (const auto& lib : libs) {
       absl::StatusOr<PluginStatus> s = plugins().load(lib.string());
-      if (!s.ok()) out->load_errors.push_back(lib.string() + ": " + std::string(s.status().message()));
-      else if (!s->loaded) out->load_errors.push_back(lib.string() + ": " + s->error);
+      if (!s.ok())
+        out->load_errors.push_back(lib.string() + ": " + std::string(s.status().message()));
+      else if (!s->loaded)
+        out->load_errors.push_back(lib.string() + ": " + s->error);
     }
     DeviceTypeRegistry& reg = DeviceTypeRegistry::global();
     for (const std::string& name : reg.activeNames()) {
@@ -61,8 +63,7 @@ const Backends& builtBackends() {
 
 TEST(BuiltPlugins, AllLoad) {
   EXPECT_TRUE(builtBackends().load_errors.empty()) << ::testing::PrintToString(builtBackends().load_errors);
-  EXPECT_NE(std::find(builtBackends().names.begin(), builtBackends().names.end(), "cpu"),
-            builtBackends().names.end());
+  EXPECT_NE(std::find(builtBackends().names.begin(), builtBackends().names.end(), "cpu"), builtBackends().names.end());
 }
 
 std::string describe(const Result& r) {
@@ -171,7 +172,8 @@ class CorruptingDevice final : public DeviceInterface, private Allocator {
   DataPtr allocate(size_t nbytes, Device device) override {
     void* p = std::malloc(nbytes ? nbytes : 1);
     if (!p) BP_THROW(kResourceExhausted, "corrupting device: cannot allocate ", nbytes, " bytes");
-    return DataPtr(p, nullptr, [](void*, void* q) { std::free(q); }, device);
+    return DataPtr(
+        p, nullptr, [](void*, void* q) { std::free(q); }, device);
   }
 };
 
@@ -327,8 +329,12 @@ TEST(Runner, NotesADeclaredDtypeNoSampleExercises) {
 // each kernel kind, and none (a device check), survive the trip under the
 // name the reports print; a line naming no kind is not a result.
 TEST(Suite, ResultLinesCarryTheKernelKind) {
-  const std::optional<KernelKind> kinds[] = {std::nullopt,           KernelKind::Native,      KernelKind::Composite,
-                                             KernelKind::BackendFallback, KernelKind::CpuFallback, KernelKind::Missing};
+  const std::optional<KernelKind> kinds[] = {std::nullopt,
+                                             KernelKind::Native,
+                                             KernelKind::Composite,
+                                             KernelKind::BackendFallback,
+                                             KernelKind::CpuFallback,
+                                             KernelKind::Missing};
   for (const std::optional<KernelKind>& kind : kinds) {
     Result r;
     r.op = "bp::add.out";

@@ -15,9 +15,9 @@
 
 #include "backplane/conformance/spec.h"
 #include "backplane/dispatch/dispatcher.h"
-#include "backplane/runtime/plugin_registry.h"
 #include "backplane/ops/standard_ops.h"
 #include "backplane/ops/tensor.h"
+#include "backplane/runtime/plugin_registry.h"
 #include "backplane/testing/plugin_environment.h"
 
 namespace backplane::conformance {

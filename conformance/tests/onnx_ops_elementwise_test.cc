@@ -14,8 +14,8 @@
 
 #include "backplane/conformance/onnx_ops.h"
 #include "backplane/core/error.h"
-#include "backplane/runtime/plugin_registry.h"
 #include "backplane/ops/ops.h"
+#include "backplane/runtime/plugin_registry.h"
 #include "backplane/testing/plugin_environment.h"
 
 namespace backplane::conformance::onnx {

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "backplane/conformance/onnx_ops.h"
-#include "backplane/runtime/plugin_registry.h"
 #include "backplane/ops/ops.h"
+#include "backplane/runtime/plugin_registry.h"
 #include "backplane/testing/plugin_environment.h"
 
 namespace backplane::conformance::onnx {

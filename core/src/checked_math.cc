@@ -21,10 +21,9 @@ int64_t checkedNumel(IntArrayRef sizes) {
   return n;
 }
 
-int64_t checkedStorageBytes(IntArrayRef sizes, IntArrayRef strides, int64_t storage_offset,
-                            int64_t element_size) {
-  BP_CHECK(sizes.size() == strides.size(), "shape ", sizes, " has ", sizes.size(),
-           " dims but strides ", strides, " have ", strides.size());
+int64_t checkedStorageBytes(IntArrayRef sizes, IntArrayRef strides, int64_t storage_offset, int64_t element_size) {
+  BP_CHECK(sizes.size() == strides.size(), "shape ", sizes, " has ", sizes.size(), " dims but strides ", strides,
+           " have ", strides.size());
   BP_CHECK(storage_offset >= 0, "negative storage offset ", storage_offset);
   int64_t last = 0;  // offset of the last element relative to the first
   for (size_t i = 0; i < sizes.size(); ++i) {

@@ -145,7 +145,8 @@ class CpuAllocator final : public Allocator {
       p = std::aligned_alloc(kCpuAlignment, (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment);
     }
     if (!p) BP_THROW(kResourceExhausted, "cpu: out of memory allocating ", nbytes, " bytes");
-    return DataPtr(p, p, [](void*, void* ptr) { std::free(ptr); }, device);
+    return DataPtr(
+        p, p, [](void*, void* ptr) { std::free(ptr); }, device);
   }
 
   CpuCacheStats stats() const {
@@ -271,9 +272,7 @@ class CpuDeviceInterface final : public DeviceInterface {
   Allocator& allocator() override { return allocator_; }
   void copyHostToDevice(void* dst, Device, const void* src, size_t n) override { copy(dst, src, n); }
   void copyDeviceToHost(void* dst, const void* src, Device, size_t n) override { copy(dst, src, n); }
-  void copyDeviceToDevice(void* dst, Device, const void* src, Device, size_t n) override {
-    copy(dst, src, n);
-  }
+  void copyDeviceToDevice(void* dst, Device, const void* src, Device, size_t n) override { copy(dst, src, n); }
   void memset(void* dst, Device, uint8_t value, size_t n) override {
     if (n) std::memset(dst, value, n);
   }

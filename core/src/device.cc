@@ -2,10 +2,10 @@
 
 #include <charconv>
 
-#include "backplane/core/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "backplane/core/device_type_registry.h"
 #include "backplane/core/error.h"
+#include "backplane/core/str_cat.h"
 
 namespace backplane {
 
@@ -18,20 +18,18 @@ absl::StatusOr<Device> Device::parse(std::string_view text) {
     std::string_view digits = text.substr(colon + 1);
     int value = -1;
     auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
-    if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || value < 0 ||
-        value > 32767) {
+    if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || value < 0 || value > 32767) {
       return absl::InvalidArgumentError(strCat("invalid device string '", text,
-                                                     "': the index after ':' must be a number "
-                                                     "from 0 to 32767, as in 'cuda:1'"));
+                                               "': the index after ':' must be a number "
+                                               "from 0 to 32767, as in 'cuda:1'"));
     }
     index = static_cast<DeviceIndex>(value);
   }
   std::optional<DeviceType> type = registry.find(type_name);
   if (!type) {
-    return absl::InvalidArgumentError(strCat(
-        "invalid device string '", text, "': unknown device type '", type_name,
-        "'; known types: ", absl::StrJoin(registry.activeNames(), ", "),
-        " (vendor types appear once their plugin is loaded)"));
+    return absl::InvalidArgumentError(strCat("invalid device string '", text, "': unknown device type '", type_name,
+                                             "'; known types: ", absl::StrJoin(registry.activeNames(), ", "),
+                                             " (vendor types appear once their plugin is loaded)"));
   }
   return Device(*type, index);
 }

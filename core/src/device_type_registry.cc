@@ -3,9 +3,9 @@
 #include <cstring>
 #include <exception>
 
-#include "backplane/core/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "backplane/core/error.h"
+#include "backplane/core/str_cat.h"
 #include "cpu_device.h"
 
 namespace backplane {
@@ -18,8 +18,7 @@ absl::Status validateName(std::string_view name) {
   for (char c : name) ok = ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_');
   if (!ok) {
     return absl::InvalidArgumentError(strCat(
-        "invalid device type name '", name,
-        "': use 1 to 31 lowercase letters, digits or '_', starting with a letter"));
+        "invalid device type name '", name, "': use 1 to 31 lowercase letters, digits or '_', starting with a letter"));
   }
   return absl::OkStatus();
 }
@@ -52,19 +51,18 @@ absl::StatusOr<DeviceType> DeviceTypeRegistry::registerType(std::string_view nam
       if (fresh < 0) fresh = i;
     } else if (name == slots_[i].name) {
       if (state == kActive) {
-        return absl::AlreadyExistsError(strCat(
-            "device type '", name, "' is already registered",
-            i < kNumBuiltinDeviceTypes ? " (it is built in)" : " by another plugin or library",
-            "; each device type has exactly one owner"));
+        return absl::AlreadyExistsError(
+            strCat("device type '", name, "' is already registered",
+                   i < kNumBuiltinDeviceTypes ? " (it is built in)" : " by another plugin or library",
+                   "; each device type has exactly one owner"));
       }
       reuse = i;
     }
   }
   int slot = reuse >= 0 ? reuse : fresh;
   if (slot < 0) {
-    return absl::ResourceExhaustedError(strCat(
-        "cannot register device type '", name, "': all ", kMaxDynamicDeviceTypes,
-        " dynamic device type slots are taken"));
+    return absl::ResourceExhaustedError(strCat("cannot register device type '", name, "': all ", kMaxDynamicDeviceTypes,
+                                               " dynamic device type slots are taken"));
   }
   if (reuse < 0) std::strncpy(slots_[slot].name, name.data(), name.size());
   slots_[slot].state.store(kActive, std::memory_order_release);
@@ -76,12 +74,11 @@ absl::Status DeviceTypeRegistry::unregisterType(DeviceType type) {
   std::lock_guard<std::mutex> lock(mu_);
   if (i < kNumBuiltinDeviceTypes || i >= kMaxDeviceTypes ||
       slots_[i].state.load(std::memory_order_relaxed) != kActive) {
-    return absl::InvalidArgumentError(
-        strCat("device type ", i, " is not an active dynamic device type"));
+    return absl::InvalidArgumentError(strCat("device type ", i, " is not an active dynamic device type"));
   }
   if (slots_[i].iface.load(std::memory_order_relaxed) != nullptr) {
-    return absl::FailedPreconditionError(strCat(
-        "device type '", slots_[i].name, "' still has an interface; remove it first"));
+    return absl::FailedPreconditionError(
+        strCat("device type '", slots_[i].name, "' still has an interface; remove it first"));
   }
   slots_[i].state.store(kReleased, std::memory_order_release);
   return absl::OkStatus();
@@ -151,8 +148,8 @@ absl::Status DeviceTypeRegistry::setInterface(DeviceType type, DeviceInterface* 
   if (i == 0) return absl::InvalidArgumentError("the cpu device interface is built in");
   if (iface && slots_[i].iface.load(std::memory_order_relaxed)) {
     return absl::AlreadyExistsError(strCat("device type '", slots_[i].name,
-                                                 "' already has a device interface; two plugins "
-                                                 "cannot both provide one device type"));
+                                           "' already has a device interface; two plugins "
+                                           "cannot both provide one device type"));
   }
   slots_[i].iface.store(iface, std::memory_order_release);
   return absl::OkStatus();
@@ -162,8 +159,7 @@ DeviceInterface& DeviceTypeRegistry::interfaceOrThrow(DeviceType type) const {
   DeviceInterface* iface = interface(type);
   if (!iface) [[unlikely]] {
     BP_THROW(kFailedPrecondition, "no device interface for device type '", name(type),
-             "': load the plugin that provides it (see `backplane plugins`); devices present: ",
-             presentDevicesText());
+             "': load the plugin that provides it (see `backplane plugins`); devices present: ", presentDevicesText());
   }
   return *iface;
 }

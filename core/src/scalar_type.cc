@@ -43,9 +43,7 @@ constexpr std::array<Alias, 8> kAliases = {{
     {"char", ScalarType::Int8},
 }};
 
-constexpr bool isValid(ScalarType t) {
-  return static_cast<int>(t) >= 0 && static_cast<int>(t) < kNumScalarTypes;
-}
+constexpr bool isValid(ScalarType t) { return static_cast<int>(t) >= 0 && static_cast<int>(t) < kNumScalarTypes; }
 
 int checkedIndex(const char* where, ScalarType t) {
   if (!isValid(t)) detail::invalidScalarType(where, static_cast<int>(t));

@@ -54,12 +54,12 @@ Storage Storage::allocate(size_t nbytes, Device device) {
   int count = iface.deviceCount();
   if (resolved.index >= count) [[unlikely]] {
     std::string why = iface.unavailableReason();
-    BP_THROW(kInvalidArgument, "cannot allocate on ", resolved.str(), ": ",
-             count == 0 ? "no " : "only ", count == 0 ? "" : std::to_string(count) + " ",
-             deviceTypeName(device.type), " device", count == 1 ? " is" : "s are", " present",
-             count > 0 ? strCat(" (", deviceTypeName(device.type), ":0..",
-                                      deviceTypeName(device.type), ":", count - 1, ")")
-                       : std::string(),
+    BP_THROW(kInvalidArgument, "cannot allocate on ", resolved.str(), ": ", count == 0 ? "no " : "only ",
+             count == 0 ? "" : std::to_string(count) + " ", deviceTypeName(device.type), " device",
+             count == 1 ? " is" : "s are", " present",
+             count > 0
+                 ? strCat(" (", deviceTypeName(device.type), ":0..", deviceTypeName(device.type), ":", count - 1, ")")
+                 : std::string(),
              why.empty() ? "" : "; ", why, "; devices present: ", DeviceTypeRegistry::global().presentDevicesText());
   }
   DataPtr data = iface.allocator().allocate(nbytes, resolved);

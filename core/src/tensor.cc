@@ -61,8 +61,8 @@ void copyItems(char* dst, int64_t dst_stride, const char* src, int64_t src_strid
 }
 
 // Copies a strided block between two host buffers. Strides in elements.
-void hostStridedCopy(char* dst, IntArrayRef dst_strides, const char* src, IntArrayRef src_strides,
-                     IntArrayRef sizes, size_t itemsize) {
+void hostStridedCopy(char* dst, IntArrayRef dst_strides, const char* src, IntArrayRef src_strides, IntArrayRef sizes,
+                     size_t itemsize) {
   const int64_t numel = checkedNumel(sizes);
   if (numel == 0) return;
   const size_t nd = sizes.size();
@@ -98,15 +98,12 @@ void hostStridedCopy(char* dst, IntArrayRef dst_strides, const char* src, IntArr
   }
 }
 
-bool hostAccessible(Device d) {
-  return DeviceTypeRegistry::global().interfaceOrThrow(d.type).isHostAccessible();
-}
+bool hostAccessible(Device d) { return DeviceTypeRegistry::global().interfaceOrThrow(d.type).isHostAccessible(); }
 
 }  // namespace
 
 // Copies n bytes between any two devices through their interfaces.
-void copyBytesBetweenDevices(void* dst, Device dst_device, const void* src, Device src_device,
-                             size_t n) {
+void copyBytesBetweenDevices(void* dst, Device dst_device, const void* src, Device src_device, size_t n) {
   if (n == 0) return;
   auto& reg = DeviceTypeRegistry::global();
   DeviceInterface& di = reg.interfaceOrThrow(dst_device.type);
@@ -137,8 +134,8 @@ void copyBytesBetweenDevices(void* dst, Device dst_device, const void* src, Devi
 
 // ------------------------------------------------------------ TensorImpl
 
-TensorImpl::TensorImpl(Storage storage, int64_t storage_offset, IntArrayRef sizes,
-                       IntArrayRef strides, ScalarType dtype)
+TensorImpl::TensorImpl(Storage storage, int64_t storage_offset, IntArrayRef sizes, IntArrayRef strides,
+                       ScalarType dtype)
     : storage_(std::move(storage)),
       storage_offset_(storage_offset),
       sizes_(sizes.begin(), sizes.end()),
@@ -146,11 +143,10 @@ TensorImpl::TensorImpl(Storage storage, int64_t storage_offset, IntArrayRef size
       dtype_(dtype) {
   BP_CHECK(storage_.defined(), "a tensor needs a storage");
   numel_ = checkedNumel(sizes);
-  int64_t needed = checkedStorageBytes(sizes, strides, storage_offset,
-                                       static_cast<int64_t>(elementSize(dtype)));
-  BP_CHECK(needed <= static_cast<int64_t>(storage_.nbytes()), "layout sizes ", sizes, " strides ",
-           strides, " offset ", storage_offset, " of ", scalarTypeName(dtype), " needs ", needed,
-           " bytes of storage, but the storage has ", storage_.nbytes());
+  int64_t needed = checkedStorageBytes(sizes, strides, storage_offset, static_cast<int64_t>(elementSize(dtype)));
+  BP_CHECK(needed <= static_cast<int64_t>(storage_.nbytes()), "layout sizes ", sizes, " strides ", strides, " offset ",
+           storage_offset, " of ", scalarTypeName(dtype), " needs ", needed, " bytes of storage, but the storage has ",
+           storage_.nbytes());
   device_ = storage_.device();
   is_contiguous_ = computeIsContiguous(sizes, strides, numel_);
 }
@@ -169,8 +165,9 @@ TensorImpl::TensorImpl(Storage storage, IntArrayRef sizes, IntArrayRef contiguou
 // ------------------------------------------------------------ TensorBase
 
 void TensorBase::throwUndefined() {
-  BP_THROW(kFailedPrecondition, "this tensor is undefined (it was default-constructed or is an "
-                                "absent optional); check defined() before using it");
+  BP_THROW(kFailedPrecondition,
+           "this tensor is undefined (it was default-constructed or is an "
+           "absent optional); check defined() before using it");
 }
 
 namespace {
@@ -201,21 +198,20 @@ void TensorBase::readElementsToHost(void* dst) const {
   if (numel() == 0) return;
   DimVector dense = contiguousStrides(sizes());
   if (hostAccessible(device())) {
-    hostStridedCopy(static_cast<char*>(dst), dense, static_cast<const char*>(data_ptr()),
-                    strides(), sizes(), itemsize());
+    hostStridedCopy(static_cast<char*>(dst), dense, static_cast<const char*>(data_ptr()), strides(), sizes(),
+                    itemsize());
   } else if (is_contiguous()) {
     copyBytesBetweenDevices(dst, Device(DeviceType::CPU), data_ptr(), device(), nbytes());
   } else {
     TensorBase host = stageSpan(*this, Device(DeviceType::CPU));
-    hostStridedCopy(static_cast<char*>(dst), dense, static_cast<const char*>(host.data_ptr()),
-                    host.strides(), sizes(), itemsize());
+    hostStridedCopy(static_cast<char*>(dst), dense, static_cast<const char*>(host.data_ptr()), host.strides(), sizes(),
+                    itemsize());
   }
 }
 
-TensorBase TensorBase::as_strided(IntArrayRef new_sizes, IntArrayRef new_strides,
-                          std::optional<int64_t> offset) const {
-  return TensorBase(IntrusivePtr<TensorImpl>::make(storage(), offset.value_or(storage_offset()),
-                                               new_sizes, new_strides, dtype()));
+TensorBase TensorBase::as_strided(IntArrayRef new_sizes, IntArrayRef new_strides, std::optional<int64_t> offset) const {
+  return TensorBase(
+      IntrusivePtr<TensorImpl>::make(storage(), offset.value_or(storage_offset()), new_sizes, new_strides, dtype()));
 }
 
 namespace {
@@ -235,19 +231,18 @@ DimVector inferSize(IntArrayRef shape, int64_t numel, const char* op) {
     }
   }
   if (infer) {
-    BP_CHECK(known != 0 && numel % known == 0, op, ": shape ", shape,
-             " is invalid for a tensor of ", numel, " elements");
+    BP_CHECK(known != 0 && numel % known == 0, op, ": shape ", shape, " is invalid for a tensor of ", numel,
+             " elements");
     out[*infer] = numel / known;
   } else {
-    BP_CHECK(known == numel, op, ": shape ", shape, " is invalid for a tensor of ", numel,
-             " elements");
+    BP_CHECK(known == numel, op, ": shape ", shape, " is invalid for a tensor of ", numel, " elements");
   }
   return out;
 }
 
 // Strides that make `new_sizes` a view of (sizes, strides), if any exist.
-std::optional<DimVector> computeViewStrides(IntArrayRef sizes, IntArrayRef strides,
-                                            IntArrayRef new_sizes, int64_t numel) {
+std::optional<DimVector> computeViewStrides(IntArrayRef sizes, IntArrayRef strides, IntArrayRef new_sizes,
+                                            int64_t numel) {
   if (numel == 0 || sizes.empty()) return contiguousStrides(new_sizes);
   DimVector new_strides(new_sizes.size(), 0);
   int64_t view_d = static_cast<int64_t>(new_sizes.size()) - 1;
@@ -256,8 +251,7 @@ std::optional<DimVector> computeViewStrides(IntArrayRef sizes, IntArrayRef strid
   for (int64_t tensor_d = static_cast<int64_t>(sizes.size()) - 1; tensor_d >= 0; --tensor_d) {
     tensor_numel *= sizes[tensor_d];
     // A chunk ends where the next-outer dim is not laid out right after it.
-    if (tensor_d == 0 || (sizes[tensor_d - 1] != 1 &&
-                          strides[tensor_d - 1] != tensor_numel * chunk_base_stride)) {
+    if (tensor_d == 0 || (sizes[tensor_d - 1] != 1 && strides[tensor_d - 1] != tensor_numel * chunk_base_stride)) {
       while (view_d >= 0 && (view_numel < tensor_numel || new_sizes[view_d] == 1)) {
         new_strides[view_d] = view_numel * chunk_base_stride;
         view_numel *= new_sizes[view_d];
@@ -280,8 +274,8 @@ std::optional<DimVector> computeViewStrides(IntArrayRef sizes, IntArrayRef strid
 TensorBase TensorBase::view(IntArrayRef shape) const {
   DimVector new_sizes = inferSize(shape, numel(), "view");
   auto new_strides = computeViewStrides(sizes(), strides(), new_sizes, numel());
-  BP_CHECK(new_strides.has_value(), "view: shape ", shape, " is not compatible with sizes ",
-           sizes(), " and strides ", strides(),
+  BP_CHECK(new_strides.has_value(), "view: shape ", shape, " is not compatible with sizes ", sizes(), " and strides ",
+           strides(),
            " (the tensor's memory cannot be viewed with that shape); use reshape(), which copies "
            "when it must");
   return as_strided(new_sizes, *new_strides);
@@ -306,15 +300,14 @@ TensorBase TensorBase::transpose(int64_t d0, int64_t d1) const {
 }
 
 TensorBase TensorBase::t() const {
-  BP_CHECK(dim() <= 2, "t() expects a tensor with <= 2 dims, but this one has ", dim(),
-           "; use transpose(dim0, dim1)");
+  BP_CHECK(dim() <= 2, "t() expects a tensor with <= 2 dims, but this one has ", dim(), "; use transpose(dim0, dim1)");
   return dim() < 2 ? as_strided(sizes(), strides()) : transpose(0, 1);
 }
 
 TensorBase TensorBase::permute(IntArrayRef dims) const {
   int64_t n = dim();
-  BP_CHECK(static_cast<int64_t>(dims.size()) == n, "permute: got ", dims.size(), " dims ", dims,
-           " for a ", n, "-d tensor; give each dim exactly once");
+  BP_CHECK(static_cast<int64_t>(dims.size()) == n, "permute: got ", dims.size(), " dims ", dims, " for a ", n,
+           "-d tensor; give each dim exactly once");
   DimVector sz(n), st(n);
   std::vector<bool> seen(n, false);
   for (int64_t i = 0; i < n; ++i) {
@@ -327,8 +320,7 @@ TensorBase TensorBase::permute(IntArrayRef dims) const {
   return as_strided(sz, st);
 }
 
-TensorBase TensorBase::slice(int64_t d, std::optional<int64_t> start, std::optional<int64_t> end,
-                     int64_t step) const {
+TensorBase TensorBase::slice(int64_t d, std::optional<int64_t> start, std::optional<int64_t> end, int64_t step) const {
   BP_CHECK(dim() > 0, "slice() cannot be applied to a 0-d tensor");
   d = wrapDim(d, dim(), "slice");
   BP_CHECK(step > 0, "slice: step must be positive, got ", step);
@@ -352,8 +344,8 @@ TensorBase TensorBase::narrow(int64_t d, int64_t start, int64_t length) const {
   d = wrapDim(d, dim(), "narrow");
   int64_t len = sizes()[d];
   if (start < 0) start += len;
-  BP_CHECK(start >= 0 && length >= 0 && start <= len - length, "narrow: start ", start,
-           " + length ", length, " exceeds dimension ", d, " of size ", len);
+  BP_CHECK(start >= 0 && length >= 0 && start <= len - length, "narrow: start ", start, " + length ", length,
+           " exceeds dimension ", d, " of size ", len);
   return slice(d, start, start + length);
 }
 
@@ -361,8 +353,8 @@ TensorBase TensorBase::select(int64_t d, int64_t index) const {
   BP_CHECK(dim() > 0, "select() cannot be applied to a 0-d tensor");
   d = wrapDim(d, dim(), "select");
   int64_t len = sizes()[d];
-  BP_CHECK(index >= -len && index < len, "select: index ", index,
-           " is out of range for dimension ", d, " of size ", len);
+  BP_CHECK(index >= -len && index < len, "select: index ", index, " is out of range for dimension ", d, " of size ",
+           len);
   if (index < 0) index += len;
   DimVector sz(sizes().begin(), sizes().end()), st(strides().begin(), strides().end());
   int64_t offset = storage_offset() + index * st[d];
@@ -373,15 +365,13 @@ TensorBase TensorBase::select(int64_t d, int64_t index) const {
 
 TensorBase TensorBase::expand(IntArrayRef shape) const {
   int64_t n = dim(), m = static_cast<int64_t>(shape.size());
-  BP_CHECK(m >= n, "expand: the target shape ", shape, " has fewer dims than the tensor's sizes ",
-           sizes());
+  BP_CHECK(m >= n, "expand: the target shape ", shape, " has fewer dims than the tensor's sizes ", sizes());
   DimVector sz(m), st(m);
   for (int64_t i = m - 1; i >= 0; --i) {
     int64_t src = i - (m - n);
     int64_t want = shape[i];
     if (src < 0) {
-      BP_CHECK(want >= 0, "expand: size -1 is not allowed for new leading dimension ", i,
-               " in ", shape);
+      BP_CHECK(want >= 0, "expand: size -1 is not allowed for new leading dimension ", i, " in ", shape);
       sz[i] = want;
       st[i] = 0;
       continue;
@@ -392,9 +382,8 @@ TensorBase TensorBase::expand(IntArrayRef shape) const {
       sz[i] = have;
       st[i] = strides()[src];
     } else {
-      BP_CHECK(have == 1, "expand: the expanded size ", want, " must match the existing size ",
-               have, " at non-singleton dimension ", i, "; target sizes ", shape,
-               ", tensor sizes ", sizes());
+      BP_CHECK(have == 1, "expand: the expanded size ", want, " must match the existing size ", have,
+               " at non-singleton dimension ", i, "; target sizes ", shape, ", tensor sizes ", sizes());
       BP_CHECK(want >= 0, "expand: invalid size ", want, " in ", shape);
       sz[i] = want;
       st[i] = 0;
@@ -454,8 +443,8 @@ TensorBase emptyTensor(IntArrayRef sizes, ScalarType dtype, Device device) {
   int64_t nbytes = checkedMul(numel, static_cast<int64_t>(elementSize(dtype)), "tensor byte size");
   Storage storage = Storage::allocate(static_cast<size_t>(nbytes), device);
   DimVector strides = contiguousStrides(sizes);
-  return TensorBase(IntrusivePtr<TensorImpl>::make(std::move(storage), sizes, strides, dtype,
-                                               TensorImpl::FreshContiguous{numel}));
+  return TensorBase(
+      IntrusivePtr<TensorImpl>::make(std::move(storage), sizes, strides, dtype, TensorImpl::FreshContiguous{numel}));
 }
 
 void TensorImpl::resizeEmpty(IntArrayRef sizes) {
@@ -495,24 +484,22 @@ TensorBase stageSpan(const TensorBase& t, Device device) {
   size_t n = spanBytes(t);
   Storage storage = Storage::allocate(n, device);
   copyBytesBetweenDevices(storage.data(), storage.device(), t.data_ptr(), t.device(), n);
-  return TensorBase(IntrusivePtr<TensorImpl>::make(std::move(storage), 0, t.sizes(), t.strides(),
-                                               t.dtype()));
+  return TensorBase(IntrusivePtr<TensorImpl>::make(std::move(storage), 0, t.sizes(), t.strides(), t.dtype()));
 }
 
 void writeSpanBack(const TensorBase& original, const TensorBase& staged) {
   BP_CHECK(original.sizes() == staged.sizes() && original.strides() == staged.strides() &&
                original.dtype() == staged.dtype(),
            "writeSpanBack: ", staged.str(), " was not staged from ", original.str());
-  copyBytesBetweenDevices(original.data_ptr(), original.device(), staged.data_ptr(),
-                          staged.device(), spanBytes(original));
+  copyBytesBetweenDevices(original.data_ptr(), original.device(), staged.data_ptr(), staged.device(),
+                          spanBytes(original));
 }
 
 void copyElements(const TensorBase& dst, const TensorBase& src) {
-  BP_CHECK(dst.dtype() == src.dtype(), "copyElements: dtype mismatch: destination is ",
-           scalarTypeName(dst.dtype()), ", source is ", scalarTypeName(src.dtype()),
-           "; convert with the copy_ or to operator");
-  BP_CHECK(dst.sizes() == src.sizes(), "copyElements: shape mismatch: destination ", dst.sizes(),
-           ", source ", src.sizes());
+  BP_CHECK(dst.dtype() == src.dtype(), "copyElements: dtype mismatch: destination is ", scalarTypeName(dst.dtype()),
+           ", source is ", scalarTypeName(src.dtype()), "; convert with the copy_ or to operator");
+  BP_CHECK(dst.sizes() == src.sizes(), "copyElements: shape mismatch: destination ", dst.sizes(), ", source ",
+           src.sizes());
   if (dst.numel() == 0) return;
   if (dst.is_contiguous() && src.is_contiguous()) {
     copyBytesBetweenDevices(dst.data_ptr(), dst.device(), src.data_ptr(), src.device(), dst.nbytes());
@@ -520,9 +507,8 @@ void copyElements(const TensorBase& dst, const TensorBase& src) {
   }
   bool dst_host = hostAccessible(dst.device()), src_host = hostAccessible(src.device());
   if (dst_host && src_host) {
-    hostStridedCopy(static_cast<char*>(dst.data_ptr()), dst.strides(),
-                    static_cast<const char*>(src.data_ptr()), src.strides(), dst.sizes(),
-                    dst.itemsize());
+    hostStridedCopy(static_cast<char*>(dst.data_ptr()), dst.strides(), static_cast<const char*>(src.data_ptr()),
+                    src.strides(), dst.sizes(), dst.itemsize());
     return;
   }
   // At least one side is a device the host cannot read: on host copies of
@@ -530,8 +516,8 @@ void copyElements(const TensorBase& dst, const TensorBase& src) {
   Device cpu(DeviceType::CPU);
   TensorBase s = src_host ? src : stageSpan(src, cpu);
   TensorBase d = dst_host ? dst : stageSpan(dst, cpu);
-  hostStridedCopy(static_cast<char*>(d.data_ptr()), d.strides(),
-                  static_cast<const char*>(s.data_ptr()), s.strides(), d.sizes(), d.itemsize());
+  hostStridedCopy(static_cast<char*>(d.data_ptr()), d.strides(), static_cast<const char*>(s.data_ptr()), s.strides(),
+                  d.sizes(), d.itemsize());
   if (!dst_host) writeSpanBack(dst, d);
 }
 

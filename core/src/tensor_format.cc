@@ -63,11 +63,16 @@ std::vector<std::string> floatCells(const std::vector<double>& values, int preci
   std::vector<std::string> cells;
   cells.reserve(values.size());
   for (double v : values) {
-    if (std::isnan(v)) cells.emplace_back("nan");
-    else if (std::isinf(v)) cells.emplace_back(v > 0 ? "inf" : "-inf");
-    else if (scientific) cells.push_back(printed("%.*e", v, precision));
-    else if (whole) cells.push_back(printed("%.*f", v, 0) + ".");
-    else cells.push_back(printed("%.*f", v, precision));
+    if (std::isnan(v))
+      cells.emplace_back("nan");
+    else if (std::isinf(v))
+      cells.emplace_back(v > 0 ? "inf" : "-inf");
+    else if (scientific)
+      cells.push_back(printed("%.*e", v, precision));
+    else if (whole)
+      cells.push_back(printed("%.*f", v, 0) + ".");
+    else
+      cells.push_back(printed("%.*f", v, precision));
   }
   return cells;
 }

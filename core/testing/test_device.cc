@@ -133,8 +133,7 @@ void TestDevice::copyDeviceToHost(void* dst, const void* src, Device src_device,
   to_host_ += n;
 }
 
-void TestDevice::copyDeviceToDevice(void* dst, Device dst_device, const void* src,
-                                    Device src_device, size_t n) {
+void TestDevice::copyDeviceToDevice(void* dst, Device dst_device, const void* src, Device src_device, size_t n) {
   if (n == 0) return;
   countFaultPoint(FaultPoint::kCopyDeviceToDevice, dst_device, n);
   absl::MutexLock lock(&mu_);

@@ -64,8 +64,7 @@ class TestDevice final : public DeviceInterface, private Allocator {
   Allocator& allocator() override { return *this; }
   void copyHostToDevice(void* dst, Device dst_device, const void* src, size_t n) override;
   void copyDeviceToHost(void* dst, const void* src, Device src_device, size_t n) override;
-  void copyDeviceToDevice(void* dst, Device dst_device, const void* src, Device src_device,
-                          size_t n) override;
+  void copyDeviceToDevice(void* dst, Device dst_device, const void* src, Device src_device, size_t n) override;
   void memset(void* dst, Device device, uint8_t value, size_t n) override;
   void synchronize(Device) override {}
 

@@ -133,13 +133,12 @@ TEST(DeviceParseTest, StrRoundTrips) {
 }
 
 TEST(DeviceParseTest, BadIndexIsRejected) {
-  for (const char* text : {"cuda:x", "cuda:", "cuda:-1", "cuda:99999", "cuda:32768", "cuda:1x",
-                           "cuda:+1", "cuda: 1", "cuda:1:2"}) {
+  for (const char* text :
+       {"cuda:x", "cuda:", "cuda:-1", "cuda:99999", "cuda:32768", "cuda:1x", "cuda:+1", "cuda: 1", "cuda:1:2"}) {
     auto d = Device::parse(text);
     ASSERT_FALSE(d.ok()) << text << " parsed as " << d->str();
     EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument) << text;
-    EXPECT_THAT(std::string(d.status().message()),
-                HasSubstr(std::string("invalid device string '") + text + "'"));
+    EXPECT_THAT(std::string(d.status().message()), HasSubstr(std::string("invalid device string '") + text + "'"));
     EXPECT_THAT(std::string(d.status().message()), HasSubstr("from 0 to 32767"));
   }
 }
@@ -195,14 +194,12 @@ TEST(DeviceTypeRegistryTest, ActiveNamesListBuiltinsFirst) {
 }
 
 TEST(DeviceTypeRegistryTest, RejectsInvalidNames) {
-  for (std::string bad : {std::string("Upper"), std::string("toyAccel"), std::string("1accel"),
-                          std::string("_accel"), std::string("has-dash"), std::string("has space"),
-                          std::string(""), std::string(32, 'a')}) {
+  for (std::string bad : {std::string("Upper"), std::string("toyAccel"), std::string("1accel"), std::string("_accel"),
+                          std::string("has-dash"), std::string("has space"), std::string(""), std::string(32, 'a')}) {
     auto t = registry().registerType(bad);
     ASSERT_FALSE(t.ok()) << "'" << bad << "' was accepted";
     EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument) << bad;
-    EXPECT_THAT(std::string(t.status().message()),
-                HasSubstr("invalid device type name '" + bad + "'"));
+    EXPECT_THAT(std::string(t.status().message()), HasSubstr("invalid device type name '" + bad + "'"));
     EXPECT_THAT(std::string(t.status().message()), HasSubstr("1 to 31 lowercase letters"));
   }
 }
@@ -221,8 +218,7 @@ TEST(DeviceTypeRegistryTest, LongestValidNameAndDuplicate) {
   auto again = registry().registerType(name);
   ASSERT_FALSE(again.ok());
   EXPECT_EQ(again.status().code(), absl::StatusCode::kAlreadyExists);
-  EXPECT_THAT(std::string(again.status().message()),
-              HasSubstr("device type '" + name + "' is already registered"));
+  EXPECT_THAT(std::string(again.status().message()), HasSubstr("device type '" + name + "' is already registered"));
   EXPECT_THAT(std::string(again.status().message()), HasSubstr("exactly one owner"));
 
   unregister(*t);
@@ -279,8 +275,7 @@ TEST(DeviceTypeRegistryTest, SetInterfaceTwiceIsRejected) {
 
   absl::Status twice = registry().setInterface(*t, &b);
   EXPECT_EQ(twice.code(), absl::StatusCode::kAlreadyExists);
-  EXPECT_THAT(std::string(twice.message()),
-              HasSubstr("device type 'regtest_iface' already has a device interface"));
+  EXPECT_THAT(std::string(twice.message()), HasSubstr("device type 'regtest_iface' already has a device interface"));
   EXPECT_EQ(registry().interface(*t), &a);  // the first one stays
 
   // A type with an interface cannot be unregistered.
@@ -333,7 +328,9 @@ TEST(StorageAllocateTest, DeviceTypeWithoutInterface) {
     EXPECT_THAT(e.message(), HasSubstr("device type 'cuda'"));
     EXPECT_THAT(e.message(), HasSubstr("load the plugin"));
   }
-  EXPECT_THAT(testing::errorOf([] { emptyTensor({2, 3}, ScalarType::Float32, Device(DeviceType::HIP)); }),
+  EXPECT_THAT(testing::errorOf([] {
+                emptyTensor({2, 3}, ScalarType::Float32, Device(DeviceType::HIP));
+              }),
               HasSubstr("device type 'hip'"));
 }
 

@@ -232,9 +232,7 @@ TEST(PromoteTypesTest, AlgebraicProperties) {
 TEST(CanCastTest, CategoryRule) {
   // Categories are ordered bool < integral < floating; a cast may stay in its
   // category or move up, never down.
-  auto category = [](ScalarType t) {
-    return t == ScalarType::Bool ? 0 : isFloatingType(t) ? 2 : 1;
-  };
+  auto category = [](ScalarType t) { return t == ScalarType::Bool ? 0 : isFloatingType(t) ? 2 : 1; };
   for (ScalarType from : kAll) {
     for (ScalarType to : kAll) {
       EXPECT_EQ(canCast(from, to), category(from) <= category(to)) << from << " -> " << to;
@@ -257,12 +255,10 @@ TEST(CanCastTest, NamedCases) {
 }
 
 TEST(ScalarTypeDeathTest, InvalidValuesAbort) {
-  EXPECT_DEATH(promoteTypes(kInvalid, ScalarType::Bool),
-               "promoteTypes: invalid ScalarType value 42");
+  EXPECT_DEATH(promoteTypes(kInvalid, ScalarType::Bool), "promoteTypes: invalid ScalarType value 42");
   EXPECT_DEATH(canCast(ScalarType::Bool, kInvalid), "canCast: invalid ScalarType value 42");
   EXPECT_DEATH(elementSize(kInvalid), "elementSize: invalid ScalarType value 42");
-  EXPECT_DEATH(visitScalarType(kInvalid, []<typename T>() {}),
-               "visitScalarType: invalid ScalarType value 42");
+  EXPECT_DEATH(visitScalarType(kInvalid, []<typename T>() {}), "visitScalarType: invalid ScalarType value 42");
 }
 
 // ---------------------------------------------------------------------------
@@ -296,8 +292,7 @@ static_assert(!HasScalarType<long long> || std::is_same_v<long long, int64_t>);
 
 TEST(VisitScalarTypeTest, PassesTheMatchingCppType) {
   for (ScalarType t : kAll) {
-    ScalarType seen =
-        visitScalarType(t, []<typename T>() { return CppTypeToScalarType<T>::value; });
+    ScalarType seen = visitScalarType(t, []<typename T>() { return CppTypeToScalarType<T>::value; });
     EXPECT_EQ(seen, t);
   }
 }
@@ -310,8 +305,7 @@ TEST(VisitScalarTypeTest, PreservesReferencesAndSupportsVoid) {
   EXPECT_EQ(target, 7);
 
   int calls = 0;
-  visitScalarType(ScalarType::Float16,
-                  [&calls]<typename T>() { calls += std::is_same_v<T, Half> ? 1 : 100; });
+  visitScalarType(ScalarType::Float16, [&calls]<typename T>() { calls += std::is_same_v<T, Half> ? 1 : 100; });
   EXPECT_EQ(calls, 1);
 }
 
@@ -435,8 +429,7 @@ TEST(HalfTest, TiesAndNeighboursOfEveryMidpoint) {
     const float m = static_cast<float>(mid);
     ASSERT_EQ(static_cast<double>(m), mid);
     const uint16_t tie = static_cast<uint16_t>(h % 2 == 0 ? h : h + 1);
-    const float below = std::nextafter(m, 0.0f),
-                above = std::nextafter(m, std::numeric_limits<float>::infinity());
+    const float below = std::nextafter(m, 0.0f), above = std::nextafter(m, std::numeric_limits<float>::infinity());
     ASSERT_EQ(halfBits(static_cast<float>(values[h])), h);
     ASSERT_EQ(halfBits(below), h) << std::hex << h;
     ASSERT_EQ(halfBits(m), tie) << std::hex << h;
@@ -476,17 +469,14 @@ bool cpuHasF16C() {
 __attribute__((target("f16c"))) uint16_t hardwareHalfBits(float f) {
   return static_cast<uint16_t>(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT));
 }
-__attribute__((target("f16c"))) uint32_t hardwareHalfToFloatBits(uint16_t h) {
-  return bitsOfFloat(_cvtsh_ss(h));
-}
+__attribute__((target("f16c"))) uint32_t hardwareHalfToFloatBits(uint16_t h) { return bitsOfFloat(_cvtsh_ss(h)); }
 #endif
 
 TEST(HalfTest, MatchesF16CHardware) {
 #ifdef BACKPLANE_TEST_HAVE_F16C
   if (!cpuHasF16C()) GTEST_SKIP() << "CPU lacks F16C";
   for (uint32_t h = 0; h <= 0xffff; ++h) {
-    ASSERT_EQ(bitsOfFloat(Half::fromBits(static_cast<uint16_t>(h))),
-              hardwareHalfToFloatBits(static_cast<uint16_t>(h)))
+    ASSERT_EQ(bitsOfFloat(Half::fromBits(static_cast<uint16_t>(h))), hardwareHalfToFloatBits(static_cast<uint16_t>(h)))
         << std::hex << h;
   }
   for (uint64_t b = 0; b <= 0xffffffffu; b += 1021) {  // includes NaN payloads
@@ -582,8 +572,7 @@ TEST(BFloat16Test, TiesAndNeighboursOfEveryMidpoint) {
     const uint16_t tie = static_cast<uint16_t>(b % 2 == 0 ? b : b + 1);
     ASSERT_EQ(bf16Bits(std::nextafter(m, 0.0f)), b) << std::hex << b;
     ASSERT_EQ(bf16Bits(m), tie) << std::hex << b;
-    ASSERT_EQ(bf16Bits(std::nextafter(m, std::numeric_limits<float>::infinity())), b + 1)
-        << std::hex << b;
+    ASSERT_EQ(bf16Bits(std::nextafter(m, std::numeric_limits<float>::infinity())), b + 1) << std::hex << b;
     ASSERT_EQ(bf16Bits(-m), 0x8000 | tie) << std::hex << b;
   }
 }

@@ -86,8 +86,7 @@ TEST(TensorFormat, LargeTensorsAreSummarisedAtEachEnd) {
             "        [9900, 9901, 9902, ..., 9997, 9998, 9999]], int32, cpu)");
   // Options: a higher threshold prints everything; fewer edge items and digits.
   TensorBase small = tensorFromVector<float>({0.123456f, 1, 2, 3, 4}, {5});
-  EXPECT_EQ(small.format({.threshold = 2, .edge_items = 1, .precision = 2}),
-            "tensor([0.12, ..., 4.00], float32, cpu)");
+  EXPECT_EQ(small.format({.threshold = 2, .edge_items = 1, .precision = 2}), "tensor([0.12, ..., 4.00], float32, cpu)");
   std::string whole = tensorFromVector<int32_t>(v, {100, 100}).format({.threshold = 10000});
   EXPECT_THAT(whole, ::testing::Not(HasSubstr("...")));
   EXPECT_THAT(whole, HasSubstr("[9900, 9901, 9902, 9903,"));

@@ -184,11 +184,12 @@ std::vector<T> sampleValues() {
     return {true, false, false, true, true, false};
   } else if constexpr (std::is_same_v<T, Half>) {
     // 65504 is the largest half; 0x0001 the smallest subnormal; 0x8000 is -0.0.
-    return {Half(1.0f),  Half(-2.5f), Half(65504.0f), Half::fromBits(0x0001),
-            Half::fromBits(0x8000), Half(0.099975586f)};
+    return {Half(1.0f),        Half(-2.5f), Half(65504.0f), Half::fromBits(0x0001), Half::fromBits(0x8000),
+            Half(0.099975586f)};
   } else if constexpr (std::is_same_v<T, BFloat16>) {
-    return {BFloat16(1.0f), BFloat16(-2.5f), BFloat16(3.0e38f), BFloat16::fromBits(0x0001),
-            BFloat16::fromBits(0x8000), BFloat16(1.0e-30f)};
+    return {
+        BFloat16(1.0f),    BFloat16(-2.5f), BFloat16(3.0e38f), BFloat16::fromBits(0x0001), BFloat16::fromBits(0x8000),
+        BFloat16(1.0e-30f)};
   } else if constexpr (std::is_floating_point_v<T>) {
     return {T(-1.5), T(0), T(3.25), L::max(), L::lowest(), L::denorm_min()};
   } else {
@@ -211,8 +212,7 @@ std::vector<uint64_t> bitsOf(const std::vector<T>& v) {
 
 template <typename T>
 class RoundTripTest : public ::testing::Test {};
-using AllElementTypes =
-    ::testing::Types<bool, uint8_t, int8_t, int32_t, int64_t, Half, BFloat16, float, double>;
+using AllElementTypes = ::testing::Types<bool, uint8_t, int8_t, int32_t, int64_t, Half, BFloat16, float, double>;
 TYPED_TEST_SUITE(RoundTripTest, AllElementTypes);
 
 TYPED_TEST(RoundTripTest, FromVectorToVectorOnEveryDevice) {
@@ -234,22 +234,17 @@ TYPED_TEST(RoundTripTest, FromVectorToVectorOnEveryDevice) {
     ASSERT_EQ(col.size(), 2u);
     EXPECT_EQ(bitsOf(col), bitsOf(std::vector<T>{in[1], in[4]}));
     // One element at a time, as the same type.
-    EXPECT_EQ(bitsOf(std::vector<T>{t.select(0, 1).select(0, 2).template item<T>()}),
-              bitsOf(std::vector<T>{in[5]}));
+    EXPECT_EQ(bitsOf(std::vector<T>{t.select(0, 1).select(0, 2).template item<T>()}), bitsOf(std::vector<T>{in[5]}));
   }
 }
 
 TEST(ToVectorTest, ConvertsLikeStaticCast) {
   for (Device d : {kCpu, testDevice().device(1)}) {
     SCOPED_TRACE(d.str());
-    EXPECT_THAT(tensorFromVector<float>({1.75f, -2.5f, 0.0f}, {3}, d).toVector<int64_t>(),
-                ElementsAre(1, -2, 0));
-    EXPECT_THAT(tensorFromVector<int32_t>({-3, 0, 7}, {3}, d).toVector<double>(),
-                ElementsAre(-3.0, 0.0, 7.0));
-    EXPECT_THAT(tensorFromVector<int32_t>({-3, 0, 7}, {3}, d).toVector<bool>(),
-                ElementsAre(true, false, true));
-    EXPECT_THAT(tensorFromVector<Half>({Half(0.5f), Half(-8.0f)}, {2}, d).toVector<float>(),
-                ElementsAre(0.5f, -8.0f));
+    EXPECT_THAT(tensorFromVector<float>({1.75f, -2.5f, 0.0f}, {3}, d).toVector<int64_t>(), ElementsAre(1, -2, 0));
+    EXPECT_THAT(tensorFromVector<int32_t>({-3, 0, 7}, {3}, d).toVector<double>(), ElementsAre(-3.0, 0.0, 7.0));
+    EXPECT_THAT(tensorFromVector<int32_t>({-3, 0, 7}, {3}, d).toVector<bool>(), ElementsAre(true, false, true));
+    EXPECT_THAT(tensorFromVector<Half>({Half(0.5f), Half(-8.0f)}, {2}, d).toVector<float>(), ElementsAre(0.5f, -8.0f));
     EXPECT_THAT(tensorFromVector<double>({1.0 / 3.0}, {1}, d).toVector<BFloat16>()[0].bits,
                 BFloat16(static_cast<float>(1.0 / 3.0)).bits);
   }
@@ -259,8 +254,7 @@ TEST(ItemTest, ConvertsToRequestedType) {
   for (Device d : {kCpu, testDevice().device(0)}) {
     SCOPED_TRACE(d.str());
     EXPECT_EQ(tensorFromVector<int64_t>({7}, {}, d).item<double>(), 7.0);
-    EXPECT_EQ(tensorFromVector<int64_t>({int64_t{1} << 40}, {1, 1}, d).item<int64_t>(),
-              int64_t{1} << 40);
+    EXPECT_EQ(tensorFromVector<int64_t>({int64_t{1} << 40}, {1, 1}, d).item<int64_t>(), int64_t{1} << 40);
     EXPECT_EQ(tensorFromVector<Half>({Half(1.5f)}, {}, d).item<float>(), 1.5f);
     EXPECT_EQ(tensorFromVector<BFloat16>({BFloat16(-3.0f)}, {1}, d).item<double>(), -3.0);
     EXPECT_EQ(tensorFromVector<float>({2.75f}, {}, d).item<int64_t>(), 2);
@@ -350,9 +344,9 @@ TEST(CopyElementsTest, StridedBetweenCpuAndTestDevice) {
 
 TEST(CopyElementsTest, StridedBetweenTwoTestDevices) {
   testing::TestDevice& dev = testDevice();
-  TensorBase src = iota({3, 4}, dev.device(0)).t();            // 4x3, strides {1, 4}
+  TensorBase src = iota({3, 4}, dev.device(0)).t();  // 4x3, strides {1, 4}
   TensorBase dst_base = tensorFromVector<int64_t>(std::vector<int64_t>(24, -1), {4, 6}, dev.device(1));
-  TensorBase dst = dst_base.slice(1, 1, 6, 2);                 // columns 1, 3, 5
+  TensorBase dst = dst_base.slice(1, 1, 6, 2);  // columns 1, 3, 5
   ASSERT_THAT(stridesOf(dst), ElementsAre(6, 2));
   copyElements(dst, src);
   EXPECT_EQ(dst.device(), dev.device(1));
@@ -440,9 +434,9 @@ TEST(SpanStagingTest, StageModifyWriteBack) {
   EXPECT_EQ(dev.bytesFromHost() - from_host, spanBytes(v));
 
   EXPECT_THAT(values(v), ElementsAre(-60, -80, -160, -180));
-  EXPECT_THAT(values(x), ElementsAre(0, 1, 2, 3, 4,          //
-                                     5, -60, 7, -80, 9,      //
-                                     10, 11, 12, 13, 14,     //
+  EXPECT_THAT(values(x), ElementsAre(0, 1, 2, 3, 4,       //
+                                     5, -60, 7, -80, 9,   //
+                                     10, 11, 12, 13, 14,  //
                                      15, -160, 17, -180, 19));
 }
 
@@ -502,7 +496,7 @@ TEST(StorageSharingTest, ViewsShareStorage) {
       EXPECT_TRUE(z.is_alias_of(y));
       EXPECT_EQ(x.storage().useCount(), 3u);
       EXPECT_EQ(x.use_count(), 1u);  // views are new tensors over the same storage
-      TensorBase handle = x;             // a copy is the same tensor
+      TensorBase handle = x;         // a copy is the same tensor
       EXPECT_EQ(x.use_count(), 2u);
       EXPECT_EQ(handle.unsafeGetImpl(), x.unsafeGetImpl());
       EXPECT_EQ(x.storage().useCount(), 3u);

@@ -83,9 +83,13 @@ TEST_P(ViewTest, ViewInfersMinusOne) {
   EXPECT_EQ(scalar.item<int64_t>(), 0);
 
   EXPECT_THAT(testing::errorOf([&] { x.view({-1, -1}); }), HasSubstr("only one dimension can be -1"));
-  EXPECT_THAT(testing::errorOf([&] { x.view({5, -1}); }),
+  EXPECT_THAT(testing::errorOf([&] {
+                x.view({5, -1});
+              }),
               HasSubstr("shape [5, -1] is invalid for a tensor of 12 elements"));
-  EXPECT_THAT(testing::errorOf([&] { x.view({5, 2}); }),
+  EXPECT_THAT(testing::errorOf([&] {
+                x.view({5, 2});
+              }),
               HasSubstr("shape [5, 2] is invalid for a tensor of 12 elements"));
   EXPECT_THAT(testing::errorOf([&] { x.view({-2, 6}); }), HasSubstr("invalid size -2"));
 }
@@ -194,9 +198,10 @@ TEST_P(ViewTest, Permute) {
 
   EXPECT_THAT(testing::errorOf([&] { y.permute({0, 0, 1}); }), HasSubstr("dim 0 appears twice"));
   EXPECT_THAT(testing::errorOf([&] { y.permute({0, -3, 1}); }), HasSubstr("appears twice"));
-  EXPECT_THAT(testing::errorOf([&] { y.permute({0, 1}); }),
-              HasSubstr("permute: got 2 dims [0, 1] for a 3-d tensor"));
-  EXPECT_THAT(testing::errorOf([&] { y.permute({0, 1, 3}); }),
+  EXPECT_THAT(testing::errorOf([&] { y.permute({0, 1}); }), HasSubstr("permute: got 2 dims [0, 1] for a 3-d tensor"));
+  EXPECT_THAT(testing::errorOf([&] {
+                y.permute({0, 1, 3});
+              }),
               HasSubstr("dimension 3 is out of range for a 3-d tensor"));
 }
 
@@ -382,7 +387,9 @@ TEST_P(ViewTest, ExpandErrors) {
   EXPECT_THAT(msg, HasSubstr("the expanded size 5 must match the existing size 3"));
   EXPECT_THAT(msg, HasSubstr("at non-singleton dimension 1"));
   EXPECT_THAT(testing::errorOf([&] { c.expand({4}); }), HasSubstr("fewer dims"));
-  EXPECT_THAT(testing::errorOf([&] { c.expand({-1, 3, 4}); }),
+  EXPECT_THAT(testing::errorOf([&] {
+                c.expand({-1, 3, 4});
+              }),
               HasSubstr("size -1 is not allowed for new leading dimension 0"));
   EXPECT_THAT(testing::errorOf([&] { c.expand({3, -2}); }), HasSubstr("invalid size -2"));
 }
@@ -529,8 +536,16 @@ TEST(ViewTrafficTest, ViewsOnTestDeviceMoveNoBytes) {
   const size_t live = dev.liveAllocations();
   const uint64_t to_host = dev.bytesToHost(), from_host = dev.bytesFromHost();
   const uint64_t d2d = dev.bytesDeviceToDevice();
-  TensorBase v = x.view({2, 12}).view({24}).view({6, 4}).t().slice(1, 1, 6, 2).select(0, 3)
-                 .unsqueeze(0).expand({5, 3}).permute({1, 0}).as_strided({2}, {3});
+  TensorBase v = x.view({2, 12})
+                     .view({24})
+                     .view({6, 4})
+                     .t()
+                     .slice(1, 1, 6, 2)
+                     .select(0, 3)
+                     .unsqueeze(0)
+                     .expand({5, 3})
+                     .permute({1, 0})
+                     .as_strided({2}, {3});
   EXPECT_TRUE(v.is_alias_of(x));
   EXPECT_EQ(dev.liveAllocations(), live);
   EXPECT_EQ(dev.bytesToHost(), to_host);

@@ -36,8 +36,8 @@
 #include "backplane/core/device_interface.h"
 #include "backplane/core/device_type_registry.h"
 #include "backplane/core/error.h"
-#include "backplane/runtime/dlpack.h"
 #include "backplane/ops/tensor.h"
+#include "backplane/runtime/dlpack.h"
 #include "field_reader.h"
 
 namespace {

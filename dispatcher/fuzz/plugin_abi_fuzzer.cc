@@ -34,9 +34,9 @@
 #include "backplane/core/device_type_registry.h"
 #include "backplane/core/error.h"
 #include "backplane/dispatch/dispatcher.h"
-#include "backplane/runtime/plugin_registry.h"
 #include "backplane/dispatch/schema_signature.h"
 #include "backplane/ops/tensor.h"
+#include "backplane/runtime/plugin_registry.h"
 
 namespace {
 

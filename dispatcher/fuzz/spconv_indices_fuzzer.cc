@@ -32,8 +32,8 @@
 
 #include "backplane/core/error.h"
 #include "backplane/dispatch/dispatcher.h"
-#include "backplane/runtime/plugin_registry.h"
 #include "backplane/ops/tensor.h"
+#include "backplane/runtime/plugin_registry.h"
 #include "field_reader.h"
 
 namespace {

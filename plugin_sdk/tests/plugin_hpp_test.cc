@@ -446,8 +446,8 @@ struct Call {
   BP_KernelCall call;
   Call(std::vector<BP_Value> a, size_t nret, uint64_t keys = 0, const char* op = "test::k")
       : args(std::move(a)), rets(nret, none()) {
-    call = BP_KernelCall{BP_KernelCall_STRUCT_SIZE, fake::opHandle(op), keys,       args.data(),
-                         args.size(),               rets.data(),        rets.size()};
+    call = BP_KernelCall{
+        BP_KernelCall_STRUCT_SIZE, fake::opHandle(op), keys, args.data(), args.size(), rets.data(), rets.size()};
   }
   const BP_KernelCall* get() const { return &call; }
 };
@@ -943,7 +943,7 @@ TEST_F(PluginHpp, MetadataFieldsTheHostDidNotWriteReadAsZero) {
   EXPECT_EQ(tensor->numel(), 6);  // written by the host
   EXPECT_EQ(tensor->dim(), 2);
   EXPECT_EQ(tensor->info().struct_size, offsetof(BP_TensorInfo, dtype));  // what the host filled
-  EXPECT_EQ(tensor->info().dtype, 0);  // past the host's struct_size
+  EXPECT_EQ(tensor->info().dtype, 0);                                     // past the host's struct_size
   EXPECT_EQ(tensor->info().device.type, 0);
   EXPECT_EQ(tensor->info().device.index, 0);
   EXPECT_EQ(tensor->info().is_contiguous, 0);

@@ -35,7 +35,8 @@ std::string dtypeList(std::initializer_list<ScalarType> types) {
 void checkCpu(const char* op, const bp::Tensor& t, const char* arg) {
   if (t.device().type != kCpu) {
     bp::fail(BP_INVALID_ARGUMENT, std::string(op) + ": argument '" + arg + "' is on device type " +
-                                      std::to_string(t.device().type) + ", but this is the cpu kernel; move it with .to(\"cpu\")");
+                                      std::to_string(t.device().type) +
+                                      ", but this is the cpu kernel; move it with .to(\"cpu\")");
   }
 }
 

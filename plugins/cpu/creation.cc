@@ -139,8 +139,10 @@ bp::Tensor fill_(const bp::Tensor& self, const bp::Scalar& value) {
     Walk<1> walk(self.sizes(), {stridesOf(self)});
     walk.forEachRow([&](const std::array<int64_t, 1>& off, int64_t, int64_t n, const std::array<int64_t, 1>& st) {
       T* p = base + off[0];
-      if (st[0] == 1) std::fill(p, p + n, v);
-      else for (int64_t j = 0; j < n; ++j) p[j * st[0]] = v;
+      if (st[0] == 1)
+        std::fill(p, p + n, v);
+      else
+        for (int64_t j = 0; j < n; ++j) p[j * st[0]] = v;
     });
   });
   return self;
@@ -164,10 +166,10 @@ bp::Tensor arange_out(const bp::Scalar& start, const bp::Scalar& end, const bp::
       const Acc d = std::is_integral_v<T> ? static_cast<Acc>(step.toInt()) : static_cast<Acc>(step.toDouble());
       T* base = out.data_ptr<T>();
       Walk<1> walk(out.sizes(), {stridesOf(out)});
-      walk.forEachRow([&](const std::array<int64_t, 1>& off, int64_t first, int64_t n,
-                          const std::array<int64_t, 1>& st) {
-        for (int64_t j = 0; j < n; ++j) base[off[0] + j * st[0]] = store<T>(s + static_cast<Acc>(first + j) * d);
-      });
+      walk.forEachRow(
+          [&](const std::array<int64_t, 1>& off, int64_t first, int64_t n, const std::array<int64_t, 1>& st) {
+            for (int64_t j = 0; j < n; ++j) base[off[0] + j * st[0]] = store<T>(s + static_cast<Acc>(first + j) * d);
+          });
     }
   });
   return out;

@@ -179,8 +179,7 @@ void copyStrided(const char* op, char* dst, ScalarType dst_type, const int64_t* 
 }
 
 bool sameLayout(const bp::Tensor& a, const bp::Tensor& b) {
-  return a.data_ptr() == b.data_ptr() && a.dtype() == b.dtype() && a.sizes() == b.sizes() &&
-         a.strides() == b.strides();
+  return a.data_ptr() == b.data_ptr() && a.dtype() == b.dtype() && a.sizes() == b.sizes() && a.strides() == b.strides();
 }
 
 void checkSameDtype(const char* op, const bp::Tensor& out, const bp::Tensor& self) {
@@ -327,8 +326,7 @@ bp::Tensor gather_out(const bp::Tensor& self, int64_t dim, const bp::Tensor& ind
   BP_PLUGIN_CHECK(index.dim() <= kMaxDims, op, ": tensors of ", index.dim(),
                   " dimensions are not supported on cpu (at most ", kMaxDims, ")");
   for (int64_t k = 0; k < index.dim(); ++k) self_strides[k] = k == d ? 0 : self.stride(k);
-  Loop<3> loop(op, index.sizes(), {out.strides().data(), index.strides().data(), self_strides},
-               {item, 8, item});
+  Loop<3> loop(op, index.sizes(), {out.strides().data(), index.strides().data(), self_strides}, {item, 8, item});
   const int64_t self_step = (self.dim() == 0 ? 0 : self.stride(d)) * item;
   const Loop<3>::Ptrs base{static_cast<char*>(out.data_ptr()), static_cast<char*>(index.data_ptr()),
                            static_cast<char*>(self.data_ptr())};
@@ -415,8 +413,7 @@ bp::Tensor scatter_add_out(const bp::Tensor& self, int64_t dim, const bp::Tensor
 // 0 where t has size 1 or no dimension).
 void broadcastStrides(const bp::Tensor& t, int64_t ndim, int64_t* strides) {
   const int64_t lead = ndim - t.dim();
-  for (int64_t k = 0; k < ndim; ++k)
-    strides[k] = k < lead || t.size(k - lead) == 1 ? 0 : t.stride(k - lead);
+  for (int64_t k = 0; k < ndim; ++k) strides[k] = k < lead || t.size(k - lead) == 1 ? 0 : t.stride(k - lead);
 }
 
 // The fill value's bytes in out's dtype: converted to self's dtype first (as

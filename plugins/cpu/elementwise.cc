@@ -102,8 +102,10 @@ bp::Tensor alphaOut(const char* op, const bp::Tensor& self, const bp::Tensor& ot
         binaryLoop<T, T, T>(out, a, b, [](M x, M y) -> M { return kSubtract ? subWrap(x, y) : addWrap(x, y); });
       } else {
         binaryLoop<T, T, T>(out, a, b, [al](M x, M y) -> M {
-          if constexpr (std::is_integral_v<M>) return kSubtract ? subWrap(x, mulWrap(al, y)) : addWrap(x, mulWrap(al, y));
-          else return kSubtract ? x - al * y : x + al * y;
+          if constexpr (std::is_integral_v<M>)
+            return kSubtract ? subWrap(x, mulWrap(al, y)) : addWrap(x, mulWrap(al, y));
+          else
+            return kSubtract ? x - al * y : x + al * y;
         });
       }
     }
@@ -122,8 +124,10 @@ bp::Tensor mul_out(const bp::Tensor& self, const bp::Tensor& other, const bp::Te
   return binary("bp::mul.out", self, other, out, bp::kAllScalarTypes, [&](auto tag, const auto& a, const auto& b) {
     using T = decltype(tag);
     using M = opmath_t<T>;
-    if constexpr (std::is_same_v<T, bool>) binaryLoop<T, T, T>(out, a, b, [](bool x, bool y) { return x && y; });
-    else binaryLoop<T, T, T>(out, a, b, [](M x, M y) -> M { return mulWrap(x, y); });
+    if constexpr (std::is_same_v<T, bool>)
+      binaryLoop<T, T, T>(out, a, b, [](bool x, bool y) { return x && y; });
+    else
+      binaryLoop<T, T, T>(out, a, b, [](M x, M y) -> M { return mulWrap(x, y); });
   });
 }
 
@@ -166,7 +170,8 @@ bp::Tensor pow_tensor_out(const bp::Tensor& self, const bp::Tensor& exponent, co
                 [&](auto tag, const auto& a, const auto& b) {
                   using T = decltype(tag);
                   using M = opmath_t<T>;
-                  if constexpr (!std::is_same_v<T, bool>) binaryLoop<T, T, T>(out, a, b, [](M x, M e) { return powOf<M>(x, e); });
+                  if constexpr (!std::is_same_v<T, bool>)
+                    binaryLoop<T, T, T>(out, a, b, [](M x, M e) { return powOf<M>(x, e); });
                 });
 }
 
@@ -192,21 +197,23 @@ bp::Tensor pow_scalar_out(const bp::Tensor& self, const bp::Scalar& exponent, co
     using M = opmath_t<T>;
     if constexpr (!std::is_same_v<T, bool>) {
       const M e = scalarAs<T>(exponent);
-      if (e == M(2)) unaryLoop<T, T>(out, a, [](M x) -> M { return mulWrap(x, x); });  // the common square, vectorised
-      else unaryLoop<T, T>(out, a, [e](M x) { return powOf<M>(x, e); });
+      if (e == M(2))
+        unaryLoop<T, T>(out, a, [](M x) -> M { return mulWrap(x, x); });  // the common square, vectorised
+      else
+        unaryLoop<T, T>(out, a, [e](M x) { return powOf<M>(x, e); });
     }
   });
 }
 
 // A unary op defined for floating out dtypes only (integral inputs arrive
 // converted: the host's rule makes their result float32).
-#define BP_FLOATING_UNARY(NAME, EXPR)                                                          \
-  bp::Tensor NAME##_out(const bp::Tensor& self, const bp::Tensor& out) {                      \
+#define BP_FLOATING_UNARY(NAME, EXPR)                                                                     \
+  bp::Tensor NAME##_out(const bp::Tensor& self, const bp::Tensor& out) {                                  \
     return unary("bp::" #NAME ".out", self, out, bp::kFloatingScalarTypes, [&](auto tag, const auto& a) { \
-      using T = decltype(tag);                                                                \
-      using M = opmath_t<T>;                                                                  \
-      if constexpr (std::is_floating_point_v<M>) unaryLoop<T, T>(out, a, [](M x) -> M { return EXPR; }); \
-    });                                                                                       \
+      using T = decltype(tag);                                                                            \
+      using M = opmath_t<T>;                                                                              \
+      if constexpr (std::is_floating_point_v<M>) unaryLoop<T, T>(out, a, [](M x) -> M { return EXPR; });  \
+    });                                                                                                   \
   }
 
 BP_FLOATING_UNARY(exp, std::exp(x))
@@ -232,10 +239,12 @@ bp::Tensor abs_out(const bp::Tensor& self, const bp::Tensor& out) {
   return unary("bp::abs.out", self, out, bp::kAllScalarTypes, [&](auto tag, const auto& a) {
     using T = decltype(tag);
     using M = opmath_t<T>;
-    if constexpr (std::is_same_v<T, bool> || std::is_unsigned_v<M>) unaryLoop<T, T>(out, a, [](M x) { return x; });
+    if constexpr (std::is_same_v<T, bool> || std::is_unsigned_v<M>)
+      unaryLoop<T, T>(out, a, [](M x) { return x; });
     else if constexpr (std::is_floating_point_v<M>)
       unaryLoop<T, T>(out, a, [](M x) -> M { return std::fabs(x); });  // abs(-0.0) is +0.0
-    else unaryLoop<T, T>(out, a, [](M x) -> M { return x < M(0) ? negWrap(x) : x; });
+    else
+      unaryLoop<T, T>(out, a, [](M x) -> M { return x < M(0) ? negWrap(x) : x; });
   });
 }
 
@@ -324,7 +333,8 @@ bp::Tensor gelu_out(const bp::Tensor& self, std::string_view approximate, const 
       if (geluDnnl(tanh_form, a, out)) return;
       if (tanh_form) {
         const M k = M(0.7978845608028654);  // sqrt(2 / pi)
-        unaryLoop<T, T>(out, a, [k](M x) -> M { return M(0.5) * x * (M(1) + std::tanh(k * (x + M(0.044715) * x * x * x))); });
+        unaryLoop<T, T>(out, a,
+                        [k](M x) -> M { return M(0.5) * x * (M(1) + std::tanh(k * (x + M(0.044715) * x * x * x))); });
       } else {
         unaryLoop<T, T>(out, a, [](M x) -> M { return M(0.5) * x * (M(1) + std::erf(x * M(0.7071067811865476))); });
       }
@@ -410,7 +420,8 @@ bp::Tensor compareScalarOut(const char* op, const bp::Tensor& self, const bp::Sc
 }
 
 // where(condition, self, other): condition is bool (checked by the host).
-bp::Tensor where_out(const bp::Tensor& condition, const bp::Tensor& self, const bp::Tensor& other, const bp::Tensor& out) {
+bp::Tensor where_out(const bp::Tensor& condition, const bp::Tensor& self, const bp::Tensor& other,
+                     const bp::Tensor& out) {
   const char* op = "bp::where.self_out";
   checkArgs(op, {{&condition, "condition"}, {&self, "self"}, {&other, "other"}, {&out, "out"}});
   checkDtype(op, condition, "condition", {ScalarType::Bool});

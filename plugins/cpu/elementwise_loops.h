@@ -249,8 +249,7 @@ void ternaryLoop(const bp::Tensor& out, const bp::Tensor& c, const bp::Tensor& a
       BP_ELEMENTWISE_SIMD
       for (int64_t i = 0; i < n; ++i) o[i] = store<O>(f(cond[i], load(x[i]), load(y[i])));
     } else {
-      for (int64_t i = 0; i < n; ++i)
-        o[i * s[0]] = store<O>(f(cond[i * s[1]], load(x[i * s[2]]), load(y[i * s[3]])));
+      for (int64_t i = 0; i < n; ++i) o[i * s[0]] = store<O>(f(cond[i * s[1]], load(x[i * s[2]]), load(y[i * s[3]])));
     }
   });
 }

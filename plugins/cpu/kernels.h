@@ -5,13 +5,13 @@
 
 namespace bp_cpu {
 
-void registerCreationKernels(bp::Library& m);      // creation.cc: fills, arange, philox draws, same-device copy
-void registerElementwiseKernels(bp::Library& m);   // elementwise.cc: binary, comparison, where, unary
+void registerCreationKernels(bp::Library& m);         // creation.cc: fills, arange, philox draws, same-device copy
+void registerElementwiseKernels(bp::Library& m);      // elementwise.cc: binary, comparison, where, unary
 void registerElementwiseMoreKernels(bp::Library& m);  // elementwise_more.cc: rounding division, bitwise, ...
-void registerReductionKernels(bp::Library& m);     // reduction.cc: sum, mean, ..., softmax
-void registerLinalgKernels(bp::Library& m);        // linalg.cc: mm, bmm, matmul, addmm (oneDNN)
-void registerNNKernels(bp::Library& m);            // nn.cc: conv2d, pooling, batch_norm, layer_norm
-void registerDataMovementKernels(bp::Library& m);  // data_movement.cc: cat, stack, index_select, ...
-void registerSortScanPadKernels(bp::Library& m);   // sort_scan_pad.cc: cumsum, sort, topk, flip, pads
+void registerReductionKernels(bp::Library& m);        // reduction.cc: sum, mean, ..., softmax
+void registerLinalgKernels(bp::Library& m);           // linalg.cc: mm, bmm, matmul, addmm (oneDNN)
+void registerNNKernels(bp::Library& m);               // nn.cc: conv2d, pooling, batch_norm, layer_norm
+void registerDataMovementKernels(bp::Library& m);     // data_movement.cc: cat, stack, index_select, ...
+void registerSortScanPadKernels(bp::Library& m);      // sort_scan_pad.cc: cumsum, sort, topk, flip, pads
 
 }  // namespace bp_cpu

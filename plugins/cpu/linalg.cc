@@ -63,8 +63,10 @@ using Acc = std::conditional_t<std::is_integral_v<T>, uint64_t, opmath_t<T>>;
 
 template <class T>
 Acc<T> accOf(const bp::Scalar& s) {
-  if constexpr (std::is_integral_v<T>) return static_cast<uint64_t>(s.to<int64_t>());
-  else return static_cast<Acc<T>>(s.toDouble());
+  if constexpr (std::is_integral_v<T>)
+    return static_cast<uint64_t>(s.to<int64_t>());
+  else
+    return static_cast<Acc<T>>(s.toDouble());
 }
 
 template <class T>
@@ -73,7 +75,7 @@ void gemmLoop(const Mat& A, const Mat& B, const Mat& C, const bp::Scalar& alpha_
   const Acc<T> alpha = accOf<T>(alpha_s), beta = accOf<T>(beta_s);
   const int64_t K = A.cols, N = C.cols, rows = C.batch * C.rows;
   ThreadScope threads;
-#pragma omp parallel if (rows * N * std::max<int64_t>(K, 1) > (int64_t{1} << 16))
+#pragma omp parallel if (rows * N * std::max <int64_t>(K, 1) > (int64_t{1} << 16))
   {
     // One row of C accumulated at a time, walking B row by row so that the
     // inner loop is contiguous in B and C's row buffer (vectorisable).
@@ -282,11 +284,10 @@ bool dnnlNative(ScalarType dtype) {
 }
 
 // C = alpha * A @ B (+ beta * C when use_beta), any supported dtype.
-void gemm(const Mat& A, const Mat& B, const Mat& C, ScalarType dtype, const bp::Scalar& alpha,
-          const bp::Scalar& beta, bool use_beta) {
+void gemm(const Mat& A, const Mat& B, const Mat& C, ScalarType dtype, const bp::Scalar& alpha, const bp::Scalar& beta,
+          bool use_beta) {
   if (C.batch * C.rows * C.cols == 0) return;
-  const bool dnnl_type =
-      dtype == ScalarType::Float32 || dtype == ScalarType::BFloat16 || dtype == ScalarType::Float16;
+  const bool dnnl_type = dtype == ScalarType::Float32 || dtype == ScalarType::BFloat16 || dtype == ScalarType::Float16;
   if (dnnl_type && A.cols > 0) {
     const float a = static_cast<float>(alpha.toDouble()), b = use_beta ? static_cast<float>(beta.toDouble()) : 0.0f;
     if (dnnlNative(dtype)) return gemmDnnl(A, B, C, dtype, a, b);
@@ -295,8 +296,10 @@ void gemm(const Mat& A, const Mat& B, const Mat& C, ScalarType dtype, const bp::
   }
   visitDtype(dtype, [&](auto tag) {
     using T = decltype(tag);
-    if constexpr (std::is_same_v<T, bool>) bp::fail(BP_INVALID_ARGUMENT, "matrix products do not support bool");
-    else gemmLoop<T>(A, B, C, alpha, beta, use_beta);
+    if constexpr (std::is_same_v<T, bool>)
+      bp::fail(BP_INVALID_ARGUMENT, "matrix products do not support bool");
+    else
+      gemmLoop<T>(A, B, C, alpha, beta, use_beta);
   });
 }
 
@@ -328,8 +331,8 @@ bp::Tensor addmm_out(const bp::Tensor& self, const bp::Tensor& mat1, const bp::T
   const Mat C = matOf(out);
   if (C.rows * C.cols == 0) return out;
   const bool use_beta = beta.toDouble() != 0;
-  const bool in_place = self.data_ptr() == out.data_ptr() && self.sizes() == out.sizes() &&
-                        self.strides() == out.strides();
+  const bool in_place =
+      self.data_ptr() == out.data_ptr() && self.sizes() == out.sizes() && self.strides() == out.strides();
   if (use_beta && !in_place) {
     // self broadcast to [rows, cols]: missing or size-1 dimensions get stride 0.
     auto strideOf = [&](int64_t d) {  // d: 0 rows, 1 cols
@@ -372,8 +375,10 @@ bool rowsView(const bp::Tensor& x, int64_t rows, Mat& m) {
   int64_t row_stride = in * x.stride(-1), expect = -1;
   for (int64_t d = dims - 2; d >= 0; --d) {
     if (x.size(d) == 1) continue;
-    if (expect < 0) row_stride = x.stride(d);
-    else if (x.stride(d) != expect) return false;
+    if (expect < 0)
+      row_stride = x.stride(d);
+    else if (x.stride(d) != expect)
+      return false;
     expect = x.stride(d) * x.size(d);
   }
   m = Mat{static_cast<char*>(x.data_ptr()), 1, rows, in, 0, row_stride, x.stride(-1)};

@@ -32,7 +32,7 @@ using namespace bp_cpu;
 constexpr int64_t kParallelWork = 1 << 15;
 
 const std::initializer_list<ScalarType> kFloatTypes = {ScalarType::Float32, ScalarType::Float64, ScalarType::Float16,
-                                                      ScalarType::BFloat16};
+                                                       ScalarType::BFloat16};
 
 // An `int[2]` argument ({h, w}); the meta kernel has checked its length.
 std::array<int64_t, 2> pair(bp::IntList v) {
@@ -128,9 +128,9 @@ dnnl::memory plainMemory(const dnnl::memory::dims& dims, const void* data) {
 // --- conv2d
 
 struct ConvGeometry {
-  int64_t n, c, h, w;     // input
-  int64_t oc, kh, kw;     // weight
-  int64_t oh, ow;         // output
+  int64_t n, c, h, w;  // input
+  int64_t oc, kh, kw;  // weight
+  int64_t oh, ow;      // output
   std::array<int64_t, 2> stride, padding, dilation;
   int64_t groups;
 };
@@ -146,9 +146,9 @@ void convOneDnn(const ConvGeometry& g, const bp::Tensor& x, const bp::Tensor& w,
   const auto f32 = memory::data_type::f32;
   const memory::desc src_md({g.n, g.c, g.h, g.w}, f32, tag::nchw);
   const memory::desc dst_md({g.n, g.oc, g.oh, g.ow}, f32, tag::nchw);
-  const memory::desc w_md = g.groups == 1
-                                ? memory::desc({g.oc, g.c, g.kh, g.kw}, f32, tag::oihw)
-                                : memory::desc({g.groups, g.oc / g.groups, g.c / g.groups, g.kh, g.kw}, f32, tag::goihw);
+  const memory::desc w_md =
+      g.groups == 1 ? memory::desc({g.oc, g.c, g.kh, g.kw}, f32, tag::oihw)
+                    : memory::desc({g.groups, g.oc / g.groups, g.c / g.groups, g.kh, g.kw}, f32, tag::goihw);
   const memory::dims strides{g.stride[0], g.stride[1]};
   const memory::dims dilates{g.dilation[0] - 1, g.dilation[1] - 1};  // oneDNN counts the gaps
   const memory::dims pad{g.padding[0], g.padding[1]};
@@ -274,9 +274,8 @@ bp::Tensor conv2d(const bp::Tensor& input, const bp::Tensor& weight, const std::
   g.groups = groups;
   g.oh = (g.h + 2 * g.padding[0] - g.dilation[0] * (g.kh - 1) - 1) / g.stride[0] + 1;
   g.ow = (g.w + 2 * g.padding[1] - g.dilation[1] * (g.kw - 1) - 1) / g.stride[1] + 1;
-  const bp::Tensor out =
-      batched ? bp::Tensor::empty({g.n, g.oc, g.oh, g.ow}, input.dtype(), kCpuDevice)
-              : bp::Tensor::empty({g.oc, g.oh, g.ow}, input.dtype(), kCpuDevice);
+  const bp::Tensor out = batched ? bp::Tensor::empty({g.n, g.oc, g.oh, g.ow}, input.dtype(), kCpuDevice)
+                                 : bp::Tensor::empty({g.oc, g.oh, g.ow}, input.dtype(), kCpuDevice);
   if (out.numel() == 0) return out;
   const bp::Tensor x = contiguous(input), w = contiguous(weight);
   const std::optional<bp::Tensor> b = bias ? std::optional<bp::Tensor>(contiguous(*bias)) : std::nullopt;
@@ -456,9 +455,8 @@ bp::Tensor avg_pool2d(const bp::Tensor& self, bp::IntList kernel_size, bp::IntLi
   const bp::Tensor out = poolOutput(self, g);
   if (out.numel() == 0) return out;
   if (self.dtype() == ScalarType::Float32 && self.is_contiguous() && !divisor_override) {
-    const bool within_padding =
-        rightPadding(g.h, g.oh, g.kernel[0], g.padding[0], g.stride[0]) <= g.padding[0] &&
-        rightPadding(g.w, g.ow, g.kernel[1], g.padding[1], g.stride[1]) <= g.padding[1];
+    const bool within_padding = rightPadding(g.h, g.oh, g.kernel[0], g.padding[0], g.stride[0]) <= g.padding[0] &&
+                                rightPadding(g.w, g.ow, g.kernel[1], g.padding[1], g.stride[1]) <= g.padding[1];
     if (!count_include_pad || within_padding) {
       poolOneDnn(kOp,
                  count_include_pad ? dnnl::algorithm::pooling_avg_include_padding
@@ -486,9 +484,12 @@ bp::Tensor avg_pool2d(const bp::Tensor& self, bp::IntList kernel_size, bp::IntLi
           for (int64_t iy = y0; iy < y1; ++iy)
             for (int64_t ix = x0; ix < x1; ++ix) sum = mulAdd<M>(sum, load(in[iy * g.sh + ix * g.sw]), M(1));
           int64_t divisor;
-          if (divisor_override) divisor = *divisor_override;
-          else if (count_include_pad) divisor = padded_h * padded_w;
-          else divisor = (y1 - y0) * (x1 - x0);
+          if (divisor_override)
+            divisor = *divisor_override;
+          else if (count_include_pad)
+            divisor = padded_h * padded_w;
+          else
+            divisor = (y1 - y0) * (x1 - x0);
           if constexpr (std::is_integral_v<M>) {
             // int64 divides with truncation, as PyTorch's; the one quotient
             // that overflows (the lowest value by -1) wraps.

@@ -48,8 +48,10 @@ class DimVec {
   const int64_t* end() const { return data() + n_; }
   void push_back(int64_t v) {
     if (n_ == kInline && heap_.empty()) heap_.assign(inline_, inline_ + kInline);
-    if (!heap_.empty()) heap_.push_back(v);
-    else inline_[n_] = v;
+    if (!heap_.empty())
+      heap_.push_back(v);
+    else
+      inline_[n_] = v;
     ++n_;
   }
   void shrink(size_t n) {
@@ -109,8 +111,7 @@ void coalesce(DimVec& sizes, std::initializer_list<DimVec*> strides) {
 // `keep_order`: the reduced dims are walked in row-major order (argmax
 // reports the first occurrence in that order); otherwise they are reordered
 // so that the row is the dim with the smallest stride.
-ReduceGeom makeGeom(const bp::Tensor& self, const DimVec& mask, const bp::Tensor& out, bool keepdim,
-                    bool keep_order) {
+ReduceGeom makeGeom(const bp::Tensor& self, const DimVec& mask, const bp::Tensor& out, bool keepdim, bool keep_order) {
   ReduceGeom g;
   int64_t out_dim = 0;
   for (int64_t d = 0; d < self.dim(); ++d) {
@@ -194,8 +195,8 @@ void forRows(const ReduceGeom& g, int64_t base, int64_t begin, int64_t end, Row&
 // per element; instead a block of neighbouring outputs is accumulated
 // together, reading contiguous runs.
 bool columnwise(const ReduceGeom& g) {
-  return !g.out_sizes.empty() && g.out_in_strides.back() == 1 && g.out_sizes.back() >= 8 &&
-         g.red_strides.back() != 1 && g.num_red > 1;
+  return !g.out_sizes.empty() && g.out_in_strides.back() == 1 && g.out_sizes.back() >= 8 && g.red_strides.back() != 1 &&
+         g.num_red > 1;
 }
 
 constexpr int64_t kCols = 32;  // outputs per column block
@@ -362,8 +363,8 @@ void sumColumns(const ReduceGeom& g, const T* in, Write&& write) {
 const std::initializer_list<ScalarType> kAllDtypes = {
     ScalarType::Bool,  ScalarType::UInt8,   ScalarType::Int8,     ScalarType::Int16,   ScalarType::Int32,
     ScalarType::Int64, ScalarType::Float16, ScalarType::BFloat16, ScalarType::Float32, ScalarType::Float64};
-const std::initializer_list<ScalarType> kFloatDtypes = {ScalarType::Float16, ScalarType::BFloat16,
-                                                        ScalarType::Float32, ScalarType::Float64};
+const std::initializer_list<ScalarType> kFloatDtypes = {ScalarType::Float16, ScalarType::BFloat16, ScalarType::Float32,
+                                                        ScalarType::Float64};
 
 // sum/mean into out (whose dtype the host chose: dtype=, or out's own).
 // With dtype= PyTorch converts the input first; converting each element as
@@ -371,8 +372,8 @@ const std::initializer_list<ScalarType> kFloatDtypes = {ScalarType::Float16, Sca
 // differ the conversion shows: an integral dtype truncates floating inputs
 // (and bool makes each element 0 or 1), and a floating dtype makes an
 // integral sum a floating one, which does not wrap.
-bp::Tensor sumOrMean(const char* op, bool mean, const bp::Tensor& self, std::optional<bp::IntList> dim,
-                     bool keepdim, const bp::Tensor& out) {
+bp::Tensor sumOrMean(const char* op, bool mean, const bp::Tensor& self, std::optional<bp::IntList> dim, bool keepdim,
+                     const bp::Tensor& out) {
   checkCpu(op, self, "self");
   checkCpu(op, out, "out");
   checkDtype(op, self, "self", kAllDtypes);
@@ -399,30 +400,36 @@ bp::Tensor sumOrMean(const char* op, bool mean, const bp::Tensor& self, std::opt
         };
         const double count = static_cast<double>(g.num_red);
         reduce(g, self.data_ptr<const T>(), ConvertedSum{}, [&](int64_t off, Acc acc) {
-          if constexpr (kFloating<O>) o[off] = store<O>(mean ? acc / count : acc);
-          else o[off] = store<O>(sumValue(acc));
+          if constexpr (kFloating<O>)
+            o[off] = store<O>(mean ? acc / count : acc);
+          else
+            o[off] = store<O>(sumValue(acc));
         });
       } else {
         const double count = static_cast<double>(g.num_red);
         auto write = [&](int64_t off, sum_acc_t<T> acc) {
-          if (mean) o[off] = store<O>(static_cast<double>(sumValue(acc)) / count);
-          else o[off] = store<O>(sumValue(acc));
+          if (mean)
+            o[off] = store<O>(static_cast<double>(sumValue(acc)) / count);
+          else
+            o[off] = store<O>(sumValue(acc));
         };
-        if (columnwise(g)) sumColumns(g, self.data_ptr<const T>(), write);
-        else reduce(g, self.data_ptr<const T>(), SumOp<T>{}, write);
+        if (columnwise(g))
+          sumColumns(g, self.data_ptr<const T>(), write);
+        else
+          reduce(g, self.data_ptr<const T>(), SumOp<T>{}, write);
       }
     });
   });
   return out;
 }
 
-bp::Tensor sum_out(const bp::Tensor& self, std::optional<bp::IntList> dim, bool keepdim,
-                   std::optional<ScalarType>, const bp::Tensor& out) {
+bp::Tensor sum_out(const bp::Tensor& self, std::optional<bp::IntList> dim, bool keepdim, std::optional<ScalarType>,
+                   const bp::Tensor& out) {
   return sumOrMean("bp::sum.IntList_out", false, self, dim, keepdim, out);
 }
 
-bp::Tensor mean_out(const bp::Tensor& self, std::optional<bp::IntList> dim, bool keepdim,
-                    std::optional<ScalarType>, const bp::Tensor& out) {
+bp::Tensor mean_out(const bp::Tensor& self, std::optional<bp::IntList> dim, bool keepdim, std::optional<ScalarType>,
+                    const bp::Tensor& out) {
   return sumOrMean("bp::mean.out", true, self, dim, keepdim, out);
 }
 
@@ -430,8 +437,10 @@ bp::Tensor mean_out(const bp::Tensor& self, std::optional<bp::IntList> dim, bool
 
 template <class T>
 bool isNan(T v) {
-  if constexpr (kFloating<T>) return std::isnan(static_cast<double>(load(v)));
-  else return false;
+  if constexpr (kFloating<T>)
+    return std::isnan(static_cast<double>(load(v)));
+  else
+    return false;
 }
 
 // Max (or min) so far; NaN wins and stays (as PyTorch: amax propagates NaN).
@@ -474,9 +483,8 @@ bp::Tensor extremum_out(const char* op, const bp::Tensor& self, bp::IntList dim,
     using T = decltype(tag);
     using Op = ExtremumOp<T, Max>;
     T* o = out.data_ptr<T>();
-    reduce(g, self.data_ptr<const T>(), Op{}, [&](int64_t off, const typename Op::Acc& acc) {
-      o[off] = store<T>(acc.value);
-    });
+    reduce(g, self.data_ptr<const T>(), Op{},
+           [&](int64_t off, const typename Op::Acc& acc) { o[off] = store<T>(acc.value); });
   });
   return out;
 }
@@ -694,8 +702,10 @@ bool softmaxDnnl(bool log, const bp::Tensor& self, const bp::Tensor& out, int64_
   dnnl::stream& s = dnnl_util::stream();
   p.prim.execute(s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
   s.wait();
-  if (self.dtype() == ScalarType::Float32) nanRows<float, uint32_t>(out.data_ptr<float>(), rows, n);
-  else nanRows<bp::BFloat16, uint16_t>(out.data_ptr<bp::BFloat16>(), rows, n);
+  if (self.dtype() == ScalarType::Float32)
+    nanRows<float, uint32_t>(out.data_ptr<float>(), rows, n);
+  else
+    nanRows<bp::BFloat16, uint16_t>(out.data_ptr<bp::BFloat16>(), rows, n);
   return true;
 }
 
@@ -731,8 +741,8 @@ bp::Tensor softmax_out(const char* op, const bp::Tensor& self, int64_t dim, cons
   for (int64_t s : sizes) rows *= s;
   const int64_t n = nd == 0 ? 1 : self.size(d);
   const int64_t xs = nd == 0 ? 0 : self.stride(d), ys = nd == 0 ? 0 : out.stride(d);
-  const bool dense_rows =
-      n > 1 && xs == 1 && ys == 1 && (sizes.empty() || (sizes.size() == 1 && in_strides[0] == n && out_strides[0] == n));
+  const bool dense_rows = n > 1 && xs == 1 && ys == 1 &&
+                          (sizes.empty() || (sizes.size() == 1 && in_strides[0] == n && out_strides[0] == n));
   if (dense_rows && softmaxDnnl(Log, self, out, rows, n)) return out;
   // Columns: the innermost row dim is unit-stride in the input.
   constexpr int64_t kBlock = 16;
@@ -831,8 +841,10 @@ bp::Tensor softmax_out(const char* op, const bp::Tensor& self, int64_t dim, cons
         const int64_t tasks = columns ? rows / inner * blocks : rows;
         const size_t buf_len = static_cast<size_t>(columns ? n * kBlock : n);
         auto run = [&](int64_t t, V* buf) {
-          if (columns) block(t, buf);
-          else one(t, buf);
+          if (columns)
+            block(t, buf);
+          else
+            one(t, buf);
         };
         if (self.numel() < kParallelNumel || tasks == 1) {
           std::vector<V> buf(buf_len);
@@ -855,8 +867,7 @@ bp::Tensor softmax_out(const char* op, const bp::Tensor& self, int64_t dim, cons
 bp::Tensor softmax_int_out(const bp::Tensor& self, int64_t dim, std::optional<ScalarType>, const bp::Tensor& out) {
   return softmax_out<false>("bp::softmax.int_out", self, dim, out);
 }
-bp::Tensor log_softmax_int_out(const bp::Tensor& self, int64_t dim, std::optional<ScalarType>,
-                               const bp::Tensor& out) {
+bp::Tensor log_softmax_int_out(const bp::Tensor& self, int64_t dim, std::optional<ScalarType>, const bp::Tensor& out) {
   return softmax_out<true>("bp::log_softmax.int_out", self, dim, out);
 }
 

@@ -100,7 +100,7 @@ cublasHandle_t ThreadHandles::get(int device, gpuStream_t stream) {
   if (entry == nullptr) {
     cublasHandle_t h = handlePool().take(device);
     if (h == nullptr) checkCublas(cublasCreate(&h), "cublasCreate");  // slow: once per device and thread
-    entries_.push_back(Entry{device, nullptr, h});  // kept (not leaked) even if binding it fails
+    entries_.push_back(Entry{device, nullptr, h});                    // kept (not leaked) even if binding it fails
     entry = &entries_.back();
     checkCublas(cublasSetStream(h, stream), "cublasSetStream");
     entry->stream = stream;
@@ -142,8 +142,8 @@ bool cublasTakes(bp::ScalarType dtype) {
          dtype == bp::ScalarType::Float64;
 }
 
-bool cublasGemm(MatrixView a, MatrixView b, MatrixView c, bp::ScalarType dtype, const GemmScalars& s,
-                bool allow_tf32, int device) {
+bool cublasGemm(MatrixView a, MatrixView b, MatrixView c, bp::ScalarType dtype, const GemmScalars& s, bool allow_tf32,
+                int device) {
   if (c.sc == 1) {  // row-major C (blasLayout): compute C^T = B^T A^T
     const MatrixView at = transposed(a);
     a = transposed(b);
@@ -176,16 +176,16 @@ bool cublasGemm(MatrixView a, MatrixView b, MatrixView c, bp::ScalarType dtype, 
   const cublasHandle_t handle = threadHandle(device, stream);
   const int m = static_cast<int>(c.rows), n = static_cast<int>(c.cols), k = static_cast<int>(a.cols);
   if (c.batch == 1) {
-    checkCublas(cublasGemmEx(handle, op_a, op_b, m, n, k, alpha, a.data, type, static_cast<int>(lda), b.data,
-                             type, static_cast<int>(ldb), beta, c.data, type, static_cast<int>(ldc), compute,
-                             CUBLAS_GEMM_DEFAULT),
-                "cublasGemmEx");
+    checkCublas(
+        cublasGemmEx(handle, op_a, op_b, m, n, k, alpha, a.data, type, static_cast<int>(lda), b.data, type,
+                     static_cast<int>(ldb), beta, c.data, type, static_cast<int>(ldc), compute, CUBLAS_GEMM_DEFAULT),
+        "cublasGemmEx");
   } else {
-    checkCublas(cublasGemmStridedBatchedEx(handle, op_a, op_b, m, n, k, alpha, a.data, type,
-                                           static_cast<int>(lda), a.sb, b.data, type, static_cast<int>(ldb), b.sb,
-                                           beta, c.data, type, static_cast<int>(ldc), c.sb,
-                                           static_cast<int>(c.batch), compute, CUBLAS_GEMM_DEFAULT),
-                "cublasGemmStridedBatchedEx");
+    checkCublas(
+        cublasGemmStridedBatchedEx(handle, op_a, op_b, m, n, k, alpha, a.data, type, static_cast<int>(lda), a.sb,
+                                   b.data, type, static_cast<int>(ldb), b.sb, beta, c.data, type, static_cast<int>(ldc),
+                                   c.sb, static_cast<int>(c.batch), compute, CUBLAS_GEMM_DEFAULT),
+        "cublasGemmStridedBatchedEx");
   }
   return true;
 }

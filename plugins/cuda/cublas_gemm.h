@@ -14,8 +14,8 @@ namespace bp_gpu {
 bool cublasTakes(bp::ScalarType dtype);
 
 // Whether the matrices of `m` are in a layout BLAS takes as is: row-major
-// (sc == 1, sr >= cols) or column-major (sr == 1, sc >= rows). Size-1 dims get the stride that makes them so (their stride
-// is never used), which is why `m` is updated.
+// (sc == 1, sr >= cols) or column-major (sr == 1, sc >= rows). Size-1 dims get the stride that makes them so (their
+// stride is never used), which is why `m` is updated.
 inline bool blasLayout(MatrixView& m) {
   if (m.rows == 1) m.sr = m.sc == 1 ? m.cols : 1;
   if (m.cols == 1) m.sc = m.sr == 1 ? m.rows : 1;
@@ -29,7 +29,7 @@ inline bool blasLayout(MatrixView& m) {
 // products] in linalg.cu). Returns false, queuing nothing, when a size,
 // leading dimension or batch stride exceeds cuBLAS's 32-bit arguments.
 // Throws bp::Error on a cuBLAS failure.
-bool cublasGemm(MatrixView a, MatrixView b, MatrixView c, bp::ScalarType dtype, const GemmScalars& s,
-                bool allow_tf32, int device);
+bool cublasGemm(MatrixView a, MatrixView b, MatrixView c, bp::ScalarType dtype, const GemmScalars& s, bool allow_tf32,
+                int device);
 
 }  // namespace bp_gpu

@@ -140,7 +140,6 @@ inline size_t rowCacheBytes(int64_t n, int lanes, size_t value_size, size_t shar
   return static_cast<size_t>(slots) * static_cast<size_t>(n) * value_size;
 }
 
-
 // Launches kernel(args...) over `rows` rows of `lanes` lanes each (Note [GPU
 // row reductions]) on `device`'s current stream, with `dynamic_shmem`
 // bytes of dynamic shared memory per block; nothing when rows == 0.

@@ -229,8 +229,8 @@ void copyCast(const char* op, const bp::Tensor& dst, const bp::Tensor& src) {
       // A misaligned dense copy takes the strided path (the Note says why).
       const LoopPath path = chooseLoopPath(walk, static_cast<const O*>(dst.data_ptr()),
                                            Operand<I>{static_cast<const I*>(src.data_ptr()), I{}});
-      auto* kernel = path == LoopPath::kVectorized ? &copyKernel<LoopPath::kVectorized, O>
-                                                   : &copyKernel<LoopPath::kStrided, O>;
+      auto* kernel =
+          path == LoopPath::kVectorized ? &copyKernel<LoopPath::kVectorized, O> : &copyKernel<LoopPath::kStrided, O>;
       launchElements(kernel, n, path == LoopPath::kVectorized ? kUnroll * kVecOf<O, I> : 1, device, walk, n,
                      static_cast<O*>(dst.data_ptr()), static_cast<const void*>(src.data_ptr()), src.dtype());
     });

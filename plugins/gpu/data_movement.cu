@@ -43,8 +43,7 @@ void checkSameDtype(const char* op, const bp::Tensor& t, const char* arg, const 
 
 // Same elements in the same places: scatter_add's out needs no copy of self.
 bool sameLayout(const bp::Tensor& a, const bp::Tensor& b) {
-  return a.data_ptr() == b.data_ptr() && a.dtype() == b.dtype() && a.sizes() == b.sizes() &&
-         a.strides() == b.strides();
+  return a.data_ptr() == b.data_ptr() && a.dtype() == b.dtype() && a.sizes() == b.sizes() && a.strides() == b.strides();
 }
 
 // Calls f(I{}) with the C++ type of an index tensor (int32 or int64).
@@ -197,14 +196,14 @@ bp::Tensor gather_out(const bp::Tensor& self, int64_t dim, const bp::Tensor& ind
 // --- scatter_add: out = self; out[p with p[dim] = index[p]] += src[p].
 
 template <class T>
-inline constexpr bool kHasAtomicAdd = std::is_same_v<T, float> || std::is_same_v<T, double> ||
-                                      std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t>;
+inline constexpr bool kHasAtomicAdd =
+    std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t>;
 
 // Steps along the scattered dimension, for the dtypes without atomicAdd.
 struct ScatterSteps {
   int64_t length;  // elements per line (1 with atomics: every element is its own line)
   int64_t index, src;
-  int64_t out;     // out's stride along dim: what an index value moves
+  int64_t out;  // out's stride along dim: what an index value moves
 };
 
 // Each thread adds one line of index along dim, in order. With atomicAdd
@@ -301,8 +300,8 @@ bp::Tensor maskedFill(const char* op, const bp::Tensor& self, const bp::Tensor& 
   const uint64_t bits = fillBits(value, self.dtype(), out.dtype());
   if (out.numel() == 0) return out;
   bp::Tensor holder;
-  const SelectOperand cond = isCpuScalar(mask) ? SelectOperand{nullptr, cpuScalarAs<bool>(mask) ? 1u : 0u}
-                                               : SelectOperand{&mask, 0};
+  const SelectOperand cond =
+      isCpuScalar(mask) ? SelectOperand{nullptr, cpuScalarAs<bool>(mask) ? 1u : 0u} : SelectOperand{&mask, 0};
   selectInto(op, out, cond, SelectOperand{nullptr, bits}, SelectOperand{&as(op, self, out.dtype(), holder), 0});
   return out;
 }

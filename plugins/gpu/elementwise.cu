@@ -55,21 +55,27 @@ template <class M>
 BP_GPU_HD M applyBinary(BinaryOp op, M x, M y, M alpha) {
   switch (op) {
     case BinaryOp::Add:
-      if constexpr (std::is_same_v<M, bool>) return x || (alpha && y);  // bool + alpha * bool: a logical or
+      if constexpr (std::is_same_v<M, bool>)
+        return x || (alpha && y);  // bool + alpha * bool: a logical or
       else if constexpr (std::is_integral_v<M>)
         return bp_common::addWrap(x, bp_common::mulWrap(alpha, y));
-      else return static_cast<M>(x + alpha * y);
+      else
+        return static_cast<M>(x + alpha * y);
     case BinaryOp::Sub:
       if constexpr (std::is_integral_v<M>)
         return bp_common::addWrap(x, bp_common::negWrap(bp_common::mulWrap(alpha, y)));
-      else return static_cast<M>(x - alpha * y);
+      else
+        return static_cast<M>(x - alpha * y);
     case BinaryOp::Mul:
-      if constexpr (std::is_same_v<M, bool>) return x && y;
+      if constexpr (std::is_same_v<M, bool>)
+        return x && y;
       else
         return bp_common::mulWrap(x, y);
     case BinaryOp::Div:
-      if constexpr (std::is_floating_point_v<M>) return x / y;  // the host's rule makes div's out floating
-      else return x;
+      if constexpr (std::is_floating_point_v<M>)
+        return x / y;  // the host's rule makes div's out floating
+      else
+        return x;
     case BinaryOp::Max:
     case BinaryOp::Min:
       if constexpr (std::is_floating_point_v<M>) {
@@ -132,9 +138,24 @@ bp::Tensor pow_tensor_out(const bp::Tensor& self, const bp::Tensor& exponent, co
 // --- unary
 
 enum class UnaryOp : int32_t {
-  Neg, Abs, Relu, Exp, Log, Sqrt, Rsqrt, Sin, Cos, Tanh, Sigmoid, Silu, GeluErf, GeluTanh,
-  ClampMin, ClampMax, Clamp,  // p = min, q = max
-  Pow,                        // p = exponent
+  Neg,
+  Abs,
+  Relu,
+  Exp,
+  Log,
+  Sqrt,
+  Rsqrt,
+  Sin,
+  Cos,
+  Tanh,
+  Sigmoid,
+  Silu,
+  GeluErf,
+  GeluTanh,
+  ClampMin,
+  ClampMax,
+  Clamp,  // p = min, q = max
+  Pow,    // p = exponent
   Square,
 };
 
@@ -143,20 +164,21 @@ BP_GPU_HD M applyUnary(UnaryOp op, M x, M p, M q) {
   switch (op) {
     case UnaryOp::Neg: return bp_common::negWrap(x);
     case UnaryOp::Abs:
-      if constexpr (std::is_same_v<M, bool> || std::is_unsigned_v<M>) return x;
+      if constexpr (std::is_same_v<M, bool> || std::is_unsigned_v<M>)
+        return x;
       else if constexpr (std::is_floating_point_v<M>)
         return math::abs(x);  // abs(-0.0) is +0.0
       else
         return x < M(0) ? bp_common::negWrap(x) : x;
     case UnaryOp::Relu:
-      if constexpr (std::is_unsigned_v<M>) return x;
-      else return x < M(0) ? M(0) : x;  // keeps NaN, as PyTorch
+      if constexpr (std::is_unsigned_v<M>)
+        return x;
+      else
+        return x < M(0) ? M(0) : x;  // keeps NaN, as PyTorch
     // NaN inputs stay NaN (no comparison is true); min > max gives max, as PyTorch.
     case UnaryOp::ClampMin: return x < p ? p : x;
     case UnaryOp::ClampMax: return x > q ? q : x;
-    case UnaryOp::Clamp:
-      x = x < p ? p : x;
-      return x > q ? q : x;
+    case UnaryOp::Clamp: x = x < p ? p : x; return x > q ? q : x;
     case UnaryOp::Pow: return bp_common::powOf<M>(x, p);
     case UnaryOp::Square: return bp_common::mulWrap(x, x);
     default: break;
@@ -217,9 +239,9 @@ bp::Tensor unaryOp(const char* op, const bp::Tensor& self, const bp::Tensor& out
   return unary(op, self, out, supported, [kind](auto, auto&, auto&) { return kind; });
 }
 
-#define BP_GPU_UNARY(NAME, TYPES, KIND)                                \
+#define BP_GPU_UNARY(NAME, TYPES, KIND)                                  \
   bp::Tensor NAME##_out(const bp::Tensor& self, const bp::Tensor& out) { \
-    return unaryOp("bp::" #NAME ".out", self, out, TYPES, KIND);        \
+    return unaryOp("bp::" #NAME ".out", self, out, TYPES, KIND);         \
   }
 BP_GPU_UNARY(neg, bp::kNumericScalarTypes, UnaryOp::Neg)
 BP_GPU_UNARY(abs, bp::kAllScalarTypes, UnaryOp::Abs)
@@ -298,8 +320,8 @@ bp::Tensor compareOut(const char* op, const bp::Tensor& self, const bp::Tensor* 
       const Operand<T> a = stage<T>(op, self, "self", device, common, a_holder, a_shape);
       const Operand<T> b = other != nullptr ? stage<T>(op, *other, "other", device, common, b_holder, b_shape)
                                             : Operand<T>{nullptr, store<T>(scalarAs<T>(value))};
-      launchElementwise(makeOffsetCalculator<3>(op, res.sizes(), {&res, a_shape, b_shape}), res.numel(),
-                        device.index, static_cast<bool*>(res.data_ptr()), CompareFn<T>{c}, a, b);
+      launchElementwise(makeOffsetCalculator<3>(op, res.sizes(), {&res, a_shape, b_shape}), res.numel(), device.index,
+                        static_cast<bool*>(res.data_ptr()), CompareFn<T>{c}, a, b);
     });
   });
 }

@@ -122,10 +122,11 @@ template <class T>
 void gemmTiled(const MatrixView& a, const MatrixView& b, const MatrixView& c, const GemmScalars& s, int device) {
   if (c.batch == 0 || c.rows == 0 || c.cols == 0) return;
   const int64_t tiles = (c.rows + kTileM - 1) / kTileM * ((c.cols + kTileN - 1) / kTileN);
-  BP_PLUGIN_CHECK(tiles <= INT32_MAX, "matrix product of ", c.rows, " x ", c.cols,
-                  " is too large for one launch on ", BP_GPU_NAME);
+  BP_PLUGIN_CHECK(tiles <= INT32_MAX, "matrix product of ", c.rows, " x ", c.cols, " is too large for one launch on ",
+                  BP_GPU_NAME);
   DeviceGuard guard(device);
-  launch(&gemmTiledKernel<T>, dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(std::min<int64_t>(c.batch, 65535))),
+  launch(&gemmTiledKernel<T>,
+         dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(std::min<int64_t>(c.batch, 65535))),
          dim3(kGemmThreads), 0, currentStream(device), a, b, c, s);
 }
 

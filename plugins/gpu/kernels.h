@@ -10,14 +10,17 @@
 
 namespace bp_gpu {
 
-void registerCreationKernels(bp::Library& m, int32_t type);      // creation.cu: fill, arange, philox draws, _copy_on_device_
-void registerElementwiseKernels(bp::Library& m, int32_t type);   // elementwise.cu: binary, comparison, where, unary
+void registerCreationKernels(bp::Library& m,
+                             int32_t type);  // creation.cu: fill, arange, philox draws, _copy_on_device_
+void registerElementwiseKernels(bp::Library& m, int32_t type);  // elementwise.cu: binary, comparison, where, unary
 void registerElementwiseMoreKernels(bp::Library& m,
-                                    int32_t type);               // elementwise_more.cu: rounding division, bitwise, ...
-void registerDataMovementKernels(bp::Library& m, int32_t type);  // data_movement.cu: cat, index_select, gather, scatter_add
-void registerReductionKernels(bp::Library& m, int32_t type);     // reduction.cu: sum, mean, amax, ..., softmax, log_softmax
-void registerNormKernels(bp::Library& m, int32_t type);          // norm.cu: layer_norm
-void registerLinalgKernels(bp::Library& m, int32_t type);        // linalg.cu: mm, bmm, addmm, linear (BLAS or tiled GEMM)
-void registerScanPadKernels(bp::Library& m, int32_t type);       // scan_pad.cu: cumsum, flip, pads
+                                    int32_t type);  // elementwise_more.cu: rounding division, bitwise, ...
+void registerDataMovementKernels(bp::Library& m,
+                                 int32_t type);  // data_movement.cu: cat, index_select, gather, scatter_add
+void registerReductionKernels(bp::Library& m,
+                              int32_t type);                // reduction.cu: sum, mean, amax, ..., softmax, log_softmax
+void registerNormKernels(bp::Library& m, int32_t type);     // norm.cu: layer_norm
+void registerLinalgKernels(bp::Library& m, int32_t type);   // linalg.cu: mm, bmm, addmm, linear (BLAS or tiled GEMM)
+void registerScanPadKernels(bp::Library& m, int32_t type);  // scan_pad.cu: cumsum, flip, pads
 
 }  // namespace bp_gpu

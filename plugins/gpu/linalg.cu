@@ -71,7 +71,8 @@ Operand packed(const char* op, const Operand& x, ScalarType dtype) {
   const bp::Tensor src = x.tensor.as_strided({v.batch, v.rows, v.cols}, {v.sb, v.sr, v.sc}, x.tensor.storage_offset());
   bp::Tensor dst = bp::Tensor::empty({v.batch, v.rows, v.cols}, dtype, x.tensor.device());
   copyCast(op, dst, src);
-  return Operand{dst, MatrixView{dst.data_ptr(), v.batch, v.rows, v.cols, v.batch == 1 ? 0 : v.rows * v.cols, v.cols, 1}};
+  return Operand{dst,
+                 MatrixView{dst.data_ptr(), v.batch, v.rows, v.cols, v.batch == 1 ? 0 : v.rows * v.cols, v.cols, 1}};
 }
 #endif
 
@@ -99,8 +100,10 @@ void gemm(const char* op, const Operand& a, const Operand& b, const MatrixView& 
 #endif
   visitDtype(dtype, [&](auto tag) {
     using T = decltype(tag);
-    if constexpr (std::is_same_v<T, bool>) bp::fail(BP_INVALID_ARGUMENT, std::string(op) + ": bool is not supported");
-    else gemmTiled<T>(a.view, b.view, c, s, device);
+    if constexpr (std::is_same_v<T, bool>)
+      bp::fail(BP_INVALID_ARGUMENT, std::string(op) + ": bool is not supported");
+    else
+      gemmTiled<T>(a.view, b.view, c, s, device);
   });
 }
 
@@ -151,8 +154,10 @@ bool rowsView(const bp::Tensor& x, int64_t rows, MatrixView& m) {
   int64_t row_stride = in * x.stride(-1), expect = -1;
   for (int64_t d = x.dim() - 2; d >= 0; --d) {
     if (x.size(d) == 1) continue;
-    if (expect < 0) row_stride = x.stride(d);
-    else if (x.stride(d) != expect) return false;
+    if (expect < 0)
+      row_stride = x.stride(d);
+    else if (x.stride(d) != expect)
+      return false;
     expect = x.stride(d) * x.size(d);
   }
   m = MatrixView{x.data_ptr(), 1, rows, in, 0, row_stride, x.stride(-1)};

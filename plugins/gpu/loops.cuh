@@ -85,10 +85,10 @@ struct Offsets {
 // value.
 template <int N>
 struct OffsetCalculator {
-  int ndim;                         // >= 1
-  bool narrow;                      // every index and offset fits 31 bits
-  int64_t sizes[kMaxDims];          // innermost first
-  int64_t strides[kMaxDims][N];     // element strides, [dimension][operand]
+  int ndim;                      // >= 1
+  bool narrow;                   // every index and offset fits 31 bits
+  int64_t sizes[kMaxDims];       // innermost first
+  int64_t strides[kMaxDims][N];  // element strides, [dimension][operand]
 
   BP_GPU_HD Offsets<N> get(int64_t linear) const {
     Offsets<N> o;
@@ -140,8 +140,8 @@ OffsetCalculator<N> makeOffsetCalculator(const char* op, bp::IntList shape,
       c.sizes[r - 1] *= size;
       continue;
     }
-    BP_PLUGIN_CHECK(r < kMaxDims, op, ": tensors of ", shape.size(), " dimensions are not supported on ",
-                    BP_GPU_NAME, " (at most ", kMaxDims, " after merging contiguous dimensions)");
+    BP_PLUGIN_CHECK(r < kMaxDims, op, ": tensors of ", shape.size(), " dimensions are not supported on ", BP_GPU_NAME,
+                    " (at most ", kMaxDims, " after merging contiguous dimensions)");
     c.sizes[r] = size;
     for (int k = 0; k < N; ++k) c.strides[r][k] = strides[k][d];
     ++r;
@@ -246,7 +246,6 @@ void launchElements(void (*kernel)(P...), int64_t n, int per_thread, int device,
          std::forward<A>(args)...);
 }
 
-
 // ------------------------------------------ Note [Contiguous elementwise loops]
 
 enum class LoopPath : int32_t { kVectorized, kUnrolled, kStrided };
@@ -304,8 +303,7 @@ __device__ inline TileRegs<T, kVec> loadTile(const Operand<T>& a, const int64_t 
 
 // Computes and stores one thread's share of a whole tile from its loaded inputs.
 template <int kVec, bool kVector, class Out, class F, class... In>
-__device__ inline void storeTile(Out* out, const int64_t (&at)[kUnroll], const F& f,
-                                 const TileRegs<In, kVec>&... in) {
+__device__ inline void storeTile(Out* out, const int64_t (&at)[kUnroll], const F& f, const TileRegs<In, kVec>&... in) {
   BP_GPU_UNROLL
   for (int u = 0; u < kUnroll; ++u) {
     Chunk<Out, kVec> r;
@@ -364,8 +362,8 @@ __device__ inline void elementwiseLoopImpl(std::index_sequence<K...>, const Offs
 // path the host chose for them (chooseLoopPath). f maps the inputs' storage
 // values to out's storage value; every path calls it on the same values.
 template <LoopPath kPath, class Out, class F, class... In>
-__device__ inline void elementwiseLoop(const OffsetCalculator<1 + sizeof...(In)>& walk, int64_t n, Out* out,
-                                       const F& f, const Operand<In>&... in) {
+__device__ inline void elementwiseLoop(const OffsetCalculator<1 + sizeof...(In)>& walk, int64_t n, Out* out, const F& f,
+                                       const Operand<In>&... in) {
   elementwiseLoopImpl<kPath>(std::index_sequence_for<In...>{}, walk, n, out, f, in...);
 }
 
@@ -433,8 +431,8 @@ struct ElementwiseKernels {
 template <class Out, class F, class... In>
 void launchElementwise(const OffsetCalculator<1 + sizeof...(In)>& walk, int64_t n, int device, Out* out, const F& f,
                        const Operand<In>&... in) {
-  launchOnPath<ElementwiseKernels<F, Out, In...>, Out, In...>(chooseLoopPath(walk, out, in...), n, device, walk, n,
-                                                                out, f, in...);
+  launchOnPath<ElementwiseKernels<F, Out, In...>, Out, In...>(chooseLoopPath(walk, out, in...), n, device, walk, n, out,
+                                                              f, in...);
 }
 
 }  // namespace bp_gpu

@@ -34,9 +34,9 @@
 //     Rows that fit in shared memory are read from global memory once
 //     (Note [One-pass rows] in block_reduce.cuh), with the same arithmetic.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
-#include <cmath>
 #include <optional>
 #include <string>
 
@@ -96,8 +96,10 @@ BP_GPU_HD inline bool better(bool max, V x, V y) {
 // Integer sums wrap, as PyTorch's: in unsigned arithmetic, where wrapping is defined.
 template <class V>
 BP_GPU_HD inline V addWrapping(V a, V b) {
-  if constexpr (std::is_integral_v<V>) return static_cast<V>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
-  else return a + b;
+  if constexpr (std::is_integral_v<V>)
+    return static_cast<V>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+  else
+    return a + b;
 }
 
 // Integer products wrap too (prod), in unsigned arithmetic.
@@ -250,8 +252,8 @@ __global__ void combinePartialsKernel(ReduceArgs args, int64_t splits, void* out
 const std::initializer_list<ScalarType> kAllDtypes = {
     ScalarType::Bool,  ScalarType::UInt8,   ScalarType::Int8,     ScalarType::Int16,   ScalarType::Int32,
     ScalarType::Int64, ScalarType::Float16, ScalarType::BFloat16, ScalarType::Float32, ScalarType::Float64};
-const std::initializer_list<ScalarType> kFloatDtypes = {ScalarType::Float16, ScalarType::BFloat16,
-                                                        ScalarType::Float32, ScalarType::Float64};
+const std::initializer_list<ScalarType> kFloatDtypes = {ScalarType::Float16, ScalarType::BFloat16, ScalarType::Float32,
+                                                        ScalarType::Float64};
 
 // Runs `op` over the dims of `self` that `reduced` marks (indexed by dim;
 // `self` already in the dtype the kernel reads) into `out`. `keepdim`: out
@@ -312,12 +314,11 @@ void runReduction(const char* name, ReduceOp op, const bp::Tensor& self, const b
     }
     // Note [Split reductions]: partials in a scratch tensor on the device.
     using V = reduce_acc_t<T>;
-    const bp::Tensor scratch = bp::Tensor::empty(
-        {num_out * splits * static_cast<int64_t>(sizeof(Partial<V>))}, ScalarType::UInt8, out.device());
+    const bp::Tensor scratch = bp::Tensor::empty({num_out * splits * static_cast<int64_t>(sizeof(Partial<V>))},
+                                                 ScalarType::UInt8, out.device());
     args.partials = scratch.data_ptr();
     launchRowsSplit(&reduceKernel<T>, num_out, lanes, args.slots_fastest, 0, splits, device, args, in, nullptr);
-    launchRows(&combinePartialsKernel<T>, num_out, lanesFor(splits), false, 0, device, args, splits,
-               out.data_ptr());
+    launchRows(&combinePartialsKernel<T>, num_out, lanesFor(splits), false, 0, device, args, splits, out.data_ptr());
   });
 }
 
@@ -514,8 +515,7 @@ bp::Tensor softmax_out(const char* op, bool log, const bp::Tensor& self, int64_t
     using T = decltype(tag);
     if constexpr (kIsFloating<T>) {
       const int device = out.device().index;
-      const size_t cache =
-          rowCacheBytes(args.n, lanes, sizeof(opmath_t<T>), limits(device).shared_mem_per_block);
+      const size_t cache = rowCacheBytes(args.n, lanes, sizeof(opmath_t<T>), limits(device).shared_mem_per_block);
       launchRows(cache > 0 ? &softmaxKernel<T, true> : &softmaxKernel<T, false>, args.num_rows, lanes,
                  args.slots_fastest, cache, device, args, static_cast<const T*>(x.data_ptr()),
                  static_cast<T*>(out.data_ptr()));
@@ -527,8 +527,7 @@ bp::Tensor softmax_out(const char* op, bool log, const bp::Tensor& self, int64_t
 bp::Tensor softmax_int_out(const bp::Tensor& self, int64_t dim, std::optional<ScalarType>, const bp::Tensor& out) {
   return softmax_out("bp::softmax.int_out", false, self, dim, out);
 }
-bp::Tensor log_softmax_int_out(const bp::Tensor& self, int64_t dim, std::optional<ScalarType>,
-                               const bp::Tensor& out) {
+bp::Tensor log_softmax_int_out(const bp::Tensor& self, int64_t dim, std::optional<ScalarType>, const bp::Tensor& out) {
   return softmax_out("bp::log_softmax.int_out", true, self, dim, out);
 }
 

@@ -737,9 +737,10 @@ class GpuBackend final : public bp::DeviceBackend {
     const auto stream = reinterpret_cast<gpuStream_t>(handle);
     std::lock_guard<std::mutex> lock(s.mutex);
     if (s.app_streams.count(stream) == 0) {
-      bp::fail(BP_INVALID_ARGUMENT,
-               bp::detail::concat(what, ": ", static_cast<const void*>(handle), " is not a live stream of " BP_GPU_NAME
-                                  ":", device, " (make one with stream_create on this device; destroyed ones are gone)"));
+      bp::fail(
+          BP_INVALID_ARGUMENT,
+          bp::detail::concat(what, ": ", static_cast<const void*>(handle), " is not a live stream of " BP_GPU_NAME ":",
+                             device, " (make one with stream_create on this device; destroyed ones are gone)"));
     }
     return stream;
   }
@@ -752,9 +753,9 @@ class GpuBackend final : public bp::DeviceBackend {
     const auto event = reinterpret_cast<gpuEvent_t>(handle);
     std::lock_guard<std::mutex> lock(s.mutex);
     if (s.app_events.count(event) == 0) {
-      bp::fail(BP_INVALID_ARGUMENT,
-               bp::detail::concat(what, ": ", static_cast<const void*>(handle), " is not a live event of " BP_GPU_NAME
-                                  ":", device, " (make one with event_create on this device)"));
+      bp::fail(BP_INVALID_ARGUMENT, bp::detail::concat(what, ": ", static_cast<const void*>(handle),
+                                                       " is not a live event of " BP_GPU_NAME ":", device,
+                                                       " (make one with event_create on this device)"));
     }
     return event;
   }

@@ -58,9 +58,9 @@ struct MemoryStats {
   int64_t allocated_bytes;  // in live tensors (rounded to the allocator's size classes)
   int64_t reserved_bytes;   // obtained from the driver: allocated + cached
   int64_t peak_allocated_bytes;
-  int64_t allocations;   // requests served
-  int64_t cache_hits;    // requests served from the cache
-  int64_t cache_misses;  // requests that went to the driver (allocations = cache_hits + cache_misses)
+  int64_t allocations;           // requests served
+  int64_t cache_hits;            // requests served from the cache
+  int64_t cache_misses;          // requests that went to the driver (allocations = cache_hits + cache_misses)
   int64_t allocation_retries;    // driver out of memory: the cache was emptied and the request retried
   int64_t out_of_memory_errors;  // requests refused with BP_RESOURCE_EXHAUSTED (not counted above)
 };

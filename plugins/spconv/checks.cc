@@ -145,9 +145,8 @@ RulebookShape checkRulebook(const char* op, const bp::Tensor& indice_pairs, cons
   BP_PLUGIN_CHECK(kernel_volume < 0 || K == kernel_volume, op, ": indice_pairs has ", K,
                   " kernel offsets but the filters have ", kernel_volume,
                   " (kD x kH x kW); use the rulebook built with the filters' kernel_size");
-  BP_PLUGIN_CHECK(indice_pair_num.dim() == 1 && indice_pair_num.size(0) == K, op,
-                  ": indice_pair_num must have shape [", K, "] (one count per kernel offset), got ",
-                  indice_pair_num.sizes());
+  BP_PLUGIN_CHECK(indice_pair_num.dim() == 1 && indice_pair_num.size(0) == K, op, ": indice_pair_num must have shape [",
+                  K, "] (one count per kernel offset), got ", indice_pair_num.sizes());
   BP_PLUGIN_CHECK(indice_pair_num.device() == indice_pairs.device(), op,
                   ": indice_pairs and indice_pair_num must be on one device, got ", indice_pairs.device(), " and ",
                   indice_pair_num.device());
@@ -158,10 +157,9 @@ ConvShape checkConv(const char* op, const bp::Tensor& features, const bp::Tensor
                     const bp::Tensor& indice_pairs, const bp::Tensor& indice_pair_num, int64_t num_out, bool subm) {
   BP_PLUGIN_CHECK(features.defined() && filters.defined(), op, ": features and filters must be defined");
   BP_PLUGIN_CHECK(features.dim() == 2, op, ": features must have shape [N, Cin], got ", features.sizes());
-  BP_PLUGIN_CHECK(filters.dim() == 5, op, ": filters must have shape [kD, kH, kW, Cin, Cout], got ",
-                  filters.sizes());
-  BP_PLUGIN_CHECK(filters.dtype() == features.dtype(), op, ": filters have dtype ", filters.dtype(),
-                  " but features ", features.dtype(), "; they must match");
+  BP_PLUGIN_CHECK(filters.dim() == 5, op, ": filters must have shape [kD, kH, kW, Cin, Cout], got ", filters.sizes());
+  BP_PLUGIN_CHECK(filters.dtype() == features.dtype(), op, ": filters have dtype ", filters.dtype(), " but features ",
+                  features.dtype(), "; they must match");
   BP_PLUGIN_CHECK(filters.size(3) == features.size(1), op, ": filters [kD, kH, kW, Cin, Cout] = ", filters.sizes(),
                   " take Cin = ", filters.size(3), " channels but features have ", features.size(1));
   BP_PLUGIN_CHECK(filters.device() == features.device() && indice_pairs.device() == features.device(), op,

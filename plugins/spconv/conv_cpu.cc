@@ -26,8 +26,8 @@
 // The rulebook is checked before any of this (ranges, counts, and that no
 // row repeats within an offset), in one parallel pass over the pairs.
 // float64 uses a plain loop instead of oneDNN (which has no dgemm).
-#include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
+#include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
 #include <atomic>
@@ -195,7 +195,8 @@ class Rulebook {
       const bool repeated_in = seen_in[i] != 0, repeated_out = seen_out[o] != 0;
       if (repeated_in || repeated_out)
         return bp::detail::concat("kernel offset ", k, " uses ", repeated_in ? "input" : "output", " row ",
-                                  repeated_in ? i : o, " twice; a rulebook pairs each row with at most one partner "
+                                  repeated_in ? i : o,
+                                  " twice; a rulebook pairs each row with at most one partner "
                                   "per offset, as get_indice_pairs builds it");
       seen_in[i] = seen_out[o] = 1;
     }
@@ -548,9 +549,9 @@ std::tuple<bp::Tensor, bp::Tensor> indice_conv_backward(const bp::Tensor& featur
   BP_PLUGIN_CHECK(out_grad.defined() && out_grad.dim() == 2, op, ": out_grad must have shape [num_out, Cout]");
   const ConvShape s = checkConv(op, features, filters, indice_pairs, indice_pair_num, out_grad.size(0), subm);
   checkCpuFloat(op, features, "features");
-  BP_PLUGIN_CHECK(out_grad.size(1) == s.cout && out_grad.dtype() == features.dtype(), op,
-                  ": out_grad must be ", features.dtype(), " [num_out, ", s.cout, "] (Cout of the filters), got ",
-                  out_grad.dtype(), " ", out_grad.sizes());
+  BP_PLUGIN_CHECK(out_grad.size(1) == s.cout && out_grad.dtype() == features.dtype(), op, ": out_grad must be ",
+                  features.dtype(), " [num_out, ", s.cout, "] (Cout of the filters), got ", out_grad.dtype(), " ",
+                  out_grad.sizes());
   checkCpuFloat(op, out_grad, "out_grad");
   Rulebook rb(op, indice_pairs, indice_pair_num, s.rulebook.capacity, inverse);
   rb.check(op, s.num_in, s.num_out, subm);
@@ -592,12 +593,12 @@ bool isMax(T value, T max) {
 void checkPoolFeatures(const char* op, const bp::Tensor& t, const char* name, int64_t channels) {
   BP_PLUGIN_CHECK(t.defined() && t.dim() == 2, op, ": ", name, " must have shape [rows, C]");
   checkCpuFloat(op, t, name);
-  BP_PLUGIN_CHECK(channels < 0 || t.size(1) == channels, op, ": ", name, " has ", t.size(1),
-                  " channels, expected ", channels);
+  BP_PLUGIN_CHECK(channels < 0 || t.size(1) == channels, op, ": ", name, " has ", t.size(1), " channels, expected ",
+                  channels);
 }
 
-bp::Tensor indice_maxpool(const bp::Tensor& features, const bp::Tensor& indice_pairs,
-                          const bp::Tensor& indice_pair_num, int64_t num_out) {
+bp::Tensor indice_maxpool(const bp::Tensor& features, const bp::Tensor& indice_pairs, const bp::Tensor& indice_pair_num,
+                          int64_t num_out) {
   constexpr const char* op = "spconv::indice_maxpool";
   checkPoolFeatures(op, features, "features", -1);
   BP_PLUGIN_CHECK(num_out >= 0, op, ": num_out must be >= 0, got ", num_out);

@@ -68,8 +68,7 @@ class DeviceRulebook {
   }
   Tensor spread(int64_t k, int r, int64_t width) const {
     const Tensor& t = pairs64_;
-    return t.as_strided({counts_[k], width}, {t.stride(2), 0},
-                        t.storage_offset() + k * t.stride(0) + r * t.stride(1));
+    return t.as_strided({counts_[k], width}, {t.stride(2), 0}, t.storage_offset() + k * t.stride(0) + r * t.stride(1));
   }
 
   Tensor pairs_, pairs64_;
@@ -89,15 +88,13 @@ Tensor zeros(const Tensor& like, std::vector<int64_t> sizes) {
   return ops().zeros.call(sizes, like.dtype(), like.device());
 }
 
-std::tuple<Tensor, Tensor, Tensor> getIndicePairs(const Tensor& indices, int64_t batch_size,
-                                                  bp::IntList spatial_shape, bp::IntList kernel_size,
-                                                  bp::IntList stride, bp::IntList padding, bp::IntList dilation,
-                                                  bool subm) {
+std::tuple<Tensor, Tensor, Tensor> getIndicePairs(const Tensor& indices, int64_t batch_size, bp::IntList spatial_shape,
+                                                  bp::IntList kernel_size, bp::IntList stride, bp::IntList padding,
+                                                  bp::IntList dilation, bool subm) {
   const Operator& to = ops().to_device;
   const bp::Device device = indices.device();
-  auto [out_indices, pairs, counts] =
-      getIndicePairsCpu(to.call(indices, kCpuDevice, indices.dtype()), batch_size, spatial_shape, kernel_size, stride,
-                        padding, dilation, subm);
+  auto [out_indices, pairs, counts] = getIndicePairsCpu(to.call(indices, kCpuDevice, indices.dtype()), batch_size,
+                                                        spatial_shape, kernel_size, stride, padding, dilation, subm);
   const bp::ScalarType i32 = bp::ScalarType::Int32;
   return {to.call(out_indices, device, i32), to.call(pairs, device, i32), to.call(counts, device, i32)};
 }
@@ -135,8 +132,8 @@ std::tuple<Tensor, Tensor> indiceConvBackward(const Tensor& features, const Tens
   Tensor input_grad;
   if (subm) {
     input_grad = ops().mm.call(out_grad, weightOf(w, centre, s, true));
-    const Tensor features_t = features.as_strided({s.cin, s.num_in}, {features.stride(1), features.stride(0)},
-                                                  features.storage_offset());
+    const Tensor features_t =
+        features.as_strided({s.cin, s.num_in}, {features.stride(1), features.stride(0)}, features.storage_offset());
     ops().mm_out.call(features_t, out_grad, weightOf(filters_grad, centre, s, false));
   } else {
     input_grad = zeros(features, {s.num_in, s.cin});

@@ -519,9 +519,9 @@ std::tuple<bp::Tensor, bp::Tensor, bp::Tensor> buildRulebook(const ConvGeometry&
 }  // namespace
 
 std::tuple<bp::Tensor, bp::Tensor, bp::Tensor> getIndicePairsCpu(const bp::Tensor& indices, int64_t batch_size,
-                                                                  bp::IntList spatial_shape, bp::IntList kernel_size,
-                                                                  bp::IntList stride, bp::IntList padding,
-                                                                  bp::IntList dilation, bool subm) {
+                                                                 bp::IntList spatial_shape, bp::IntList kernel_size,
+                                                                 bp::IntList stride, bp::IntList padding,
+                                                                 bp::IntList dilation, bool subm) {
   const ConvGeometry g = checkGeometry(batch_size, spatial_shape, kernel_size, stride, padding, dilation, subm);
   BP_PLUGIN_CHECK(indices.device().type == kCpu, kOp, ": this is the cpu kernel, but indices is on device type ",
                   indices.device().type);

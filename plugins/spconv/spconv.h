@@ -42,8 +42,8 @@ struct ConvGeometry {
 
 // Checks the arguments of get_indice_pairs other than `indices` and computes
 // the output spatial shape; throws bp::Error naming the bad argument.
-ConvGeometry checkGeometry(int64_t batch_size, bp::IntList spatial_shape, bp::IntList kernel_size,
-                           bp::IntList stride, bp::IntList padding, bp::IntList dilation, bool subm);
+ConvGeometry checkGeometry(int64_t batch_size, bp::IntList spatial_shape, bp::IntList kernel_size, bp::IntList stride,
+                           bp::IntList padding, bp::IntList dilation, bool subm);
 
 // Checks `indices` (int32 [N, 4], N < 2^31) and that batch_size x the grid
 // volume fits coordinate keys, without reading an element (so it holds on
@@ -69,9 +69,9 @@ inline bool siteInside(const ConvGeometry& g, const Site& s) {
 
 // spconv::get_indice_pairs on the CPU: (out_indices, indice_pairs, indice_pair_num).
 std::tuple<bp::Tensor, bp::Tensor, bp::Tensor> getIndicePairsCpu(const bp::Tensor& indices, int64_t batch_size,
-                                                                  bp::IntList spatial_shape, bp::IntList kernel_size,
-                                                                  bp::IntList stride, bp::IntList padding,
-                                                                  bp::IntList dilation, bool subm);
+                                                                 bp::IntList spatial_shape, bp::IntList kernel_size,
+                                                                 bp::IntList stride, bp::IntList padding,
+                                                                 bp::IntList dilation, bool subm);
 
 // The shape facts of a rulebook and the tensors it is used with, checked
 // without reading any element (so they hold on every device).

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "backplane/core/error.h"
-#include "backplane/ops/random.h"
 #include "backplane/ops/ops.h"
+#include "backplane/ops/random.h"
 
 namespace encoder {
 
@@ -69,11 +69,26 @@ EncoderWeights EncoderWeights::random(const EncoderConfig& config, uint64_t seed
 
 EncoderWeights EncoderWeights::to(Device device) const {
   EncoderWeights w = *this;
-  for (Tensor* t : {&w.word_embeddings, &w.position_embeddings, &w.embedding_norm.weight, &w.embedding_norm.bias,
-                    &w.query.weight, &w.query.bias, &w.key.weight, &w.key.bias, &w.value.weight, &w.value.bias,
-                    &w.attention_output.weight, &w.attention_output.bias, &w.attention_norm.weight,
-                    &w.attention_norm.bias, &w.intermediate.weight, &w.intermediate.bias, &w.output.weight,
-                    &w.output.bias, &w.output_norm.weight, &w.output_norm.bias}) {
+  for (Tensor* t : {&w.word_embeddings,
+                    &w.position_embeddings,
+                    &w.embedding_norm.weight,
+                    &w.embedding_norm.bias,
+                    &w.query.weight,
+                    &w.query.bias,
+                    &w.key.weight,
+                    &w.key.bias,
+                    &w.value.weight,
+                    &w.value.bias,
+                    &w.attention_output.weight,
+                    &w.attention_output.bias,
+                    &w.attention_norm.weight,
+                    &w.attention_norm.bias,
+                    &w.intermediate.weight,
+                    &w.intermediate.bias,
+                    &w.output.weight,
+                    &w.output.bias,
+                    &w.output_norm.weight,
+                    &w.output_norm.bias}) {
     *t = t->to(device);
   }
   return w;
@@ -107,16 +122,15 @@ Tensor encoderLayer(const EncoderWeights& w, const EncoderBatch& batch) {
            batch.lengths.str());
   const int64_t B = batch.token_ids.size(0), S = batch.token_ids.size(1);
   const int64_t H = c.hidden, heads = c.heads, d = c.headDim();
-  BP_CHECK(S <= c.seq, "encoderLayer: sequences of ", S, " tokens are longer than the ", c.seq,
-           " position embeddings");
+  BP_CHECK(S <= c.seq, "encoderLayer: sequences of ", S, " tokens are longer than the ", c.seq, " position embeddings");
   auto dense = [](const Tensor& x, const LinearWeights& l) { return linear(x, l.weight, l.bias); };
   auto norm = [&](const Tensor& x, const NormWeights& n) {
     return layer_norm(x, {H}, n.weight, n.bias, c.layer_norm_eps);
   };
 
   // Embeddings: [B, S, H]. The position table broadcasts over the batch.
-  Tensor x = norm(embedding(w.word_embeddings, batch.token_ids) + w.position_embeddings.narrow(0, 0, S),
-                  w.embedding_norm);
+  Tensor x =
+      norm(embedding(w.word_embeddings, batch.token_ids) + w.position_embeddings.narrow(0, 0, S), w.embedding_norm);
 
   // Self-attention. Head h owns features [h * d, (h + 1) * d), so the heads
   // are views: [B, S, H] -> [B, S, heads, d] -> [B, heads, S, d].

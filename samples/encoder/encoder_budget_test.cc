@@ -14,9 +14,9 @@
 
 #include "backplane/core/transfers.h"
 #include "backplane/dispatch/dispatcher.h"
+#include "backplane/ops/tensor.h"
 #include "backplane/runtime/profiler.h"
 #include "backplane/runtime/runtime.h"
-#include "backplane/ops/tensor.h"
 #include "encoder.h"
 #include "test_config.h"
 
@@ -54,9 +54,8 @@ class EncoderBudgetTest : public ::testing::Test {
   }
   static void SetUpTestSuite() { runtime(); }
   static int64_t activity(std::string_view name) {
-    static const auto stat = Dispatcher::singleton()
-                                 .findOpOrThrow("gpusim::activity_stat")
-                                 .typed<int64_t(std::string_view)>();
+    static const auto stat =
+        Dispatcher::singleton().findOpOrThrow("gpusim::activity_stat").typed<int64_t(std::string_view)>();
     return stat.call(name);
   }
   static Device sim() { return runtime().device("gpusim:0"); }
@@ -82,13 +81,26 @@ TEST_F(EncoderBudgetTest, NoOpMovesBytesBetweenHostAndDeviceButTheAppsOwnMoves) 
   // of the weights and the batch, cpu() of the result, each a copy_ between
   // devices. Nothing inside the layer shows up.
   uint64_t expected = result.nbytes() + batch.token_ids.nbytes() + batch.lengths.nbytes();
-  for (const Tensor* t : {&weights.word_embeddings, &weights.position_embeddings, &weights.embedding_norm.weight,
-                          &weights.embedding_norm.bias, &weights.query.weight, &weights.query.bias,
-                          &weights.key.weight, &weights.key.bias, &weights.value.weight, &weights.value.bias,
-                          &weights.attention_output.weight, &weights.attention_output.bias,
-                          &weights.attention_norm.weight, &weights.attention_norm.bias,
-                          &weights.intermediate.weight, &weights.intermediate.bias, &weights.output.weight,
-                          &weights.output.bias, &weights.output_norm.weight, &weights.output_norm.bias}) {
+  for (const Tensor* t : {&weights.word_embeddings,
+                          &weights.position_embeddings,
+                          &weights.embedding_norm.weight,
+                          &weights.embedding_norm.bias,
+                          &weights.query.weight,
+                          &weights.query.bias,
+                          &weights.key.weight,
+                          &weights.key.bias,
+                          &weights.value.weight,
+                          &weights.value.bias,
+                          &weights.attention_output.weight,
+                          &weights.attention_output.bias,
+                          &weights.attention_norm.weight,
+                          &weights.attention_norm.bias,
+                          &weights.intermediate.weight,
+                          &weights.intermediate.bias,
+                          &weights.output.weight,
+                          &weights.output.bias,
+                          &weights.output_norm.weight,
+                          &weights.output_norm.bias}) {
     expected += t->nbytes();
   }
   const OpReport report = profiler.report();
@@ -96,7 +108,8 @@ TEST_F(EncoderBudgetTest, NoOpMovesBytesBetweenHostAndDeviceButTheAppsOwnMoves) 
   for (const OpStats& row : report.ops) {
     if (row.transfer_bytes != 0) {
       EXPECT_EQ(row.op, "bp::copy_") << "only the app's moves may cross; " << row.op << " moved "
-                                     << formatBytes(row.transfer_bytes) << "\n" << report.table();
+                                     << formatBytes(row.transfer_bytes) << "\n"
+                                     << report.table();
     }
     reported += row.transfer_bytes;
     EXPECT_EQ(row.fallbackCalls(), 0u) << row.op << " fell back\n" << report.table();

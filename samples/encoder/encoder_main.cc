@@ -29,9 +29,9 @@
 #include "backplane/core/error.h"
 #include "backplane/core/str_cat.h"
 #include "backplane/dispatch/dispatcher.h"
+#include "backplane/ops/tensor.h"
 #include "backplane/runtime/profiler.h"
 #include "backplane/runtime/runtime.h"
-#include "backplane/ops/tensor.h"
 #include "encoder.h"
 #include "reference.h"
 #include "sample_app.h"
@@ -117,7 +117,8 @@ std::optional<Flags> parseFlags(int argc, char** argv, std::string& error) {
 // without the op.
 bool tf32MatrixProducts(Device dev) {
   if (dev.type == DeviceType::CPU) return false;
-  const std::optional<OperatorHandle> op = Dispatcher::singleton().findOp(strCat(deviceTypeName(dev.type), "::allow_tf32"));
+  const std::optional<OperatorHandle> op =
+      Dispatcher::singleton().findOp(strCat(deviceTypeName(dev.type), "::allow_tf32"));
   return op && op->typed<bool()>().call();
 }
 
@@ -180,9 +181,8 @@ int run(const Flags& flags) {
 
   std::printf("encoder layer: %s, seed %llu\n", config.str().c_str(), static_cast<unsigned long long>(flags.seed));
   std::printf("device:   %s\n", deviceLine(rt, flags.device, dev).c_str());
-  std::printf("check:    output %s %s %s: max abs diff %.1e %s tolerance %.0e%s\n",
-              strCat(output.sizes()).c_str(), passed ? "matches" : "DOES NOT MATCH", against.c_str(), diff.max_abs,
-              passed ? "<=" : ">", tolerance,
+  std::printf("check:    output %s %s %s: max abs diff %.1e %s tolerance %.0e%s\n", strCat(output.sizes()).c_str(),
+              passed ? "matches" : "DOES NOT MATCH", against.c_str(), diff.max_abs, passed ? "<=" : ">", tolerance,
               tf32 ? " (TF32 matrix products are on: float32 GEMM inputs are rounded to 10 mantissa bits)" : "");
   if (!passed) {
     const int64_t row = diff.index / config.hidden;
@@ -204,10 +204,11 @@ int run(const Flags& flags) {
   std::printf("time:     %.2f ms per layer (mean of %lld runs after a warm-up)\n",
               elapsed.count() / static_cast<double>(flags.iters), static_cast<long long>(flags.iters));
   std::printf("\n%s\n", rt.describe().c_str());
-  std::printf("\ntolerance: %.0e absolute: outputs are layer-normalised, of order 1; float32 matmuls sum over\n"
-              "K = %lld and %lld, and other devices' kernels sum in other orders (samples/encoder/reference.h,\n"
-              "Note [Encoder tolerance])\n",
-              tolerance, static_cast<long long>(config.hidden), static_cast<long long>(config.ffn));
+  std::printf(
+      "\ntolerance: %.0e absolute: outputs are layer-normalised, of order 1; float32 matmuls sum over\n"
+      "K = %lld and %lld, and other devices' kernels sum in other orders (samples/encoder/reference.h,\n"
+      "Note [Encoder tolerance])\n",
+      tolerance, static_cast<long long>(config.hidden), static_cast<long long>(config.ffn));
   std::printf("\nper-op report of one layer on %s (each op synchronized; self time excludes the ops it calls):\n%s",
               dev.str().c_str(), report.table().c_str());
   return passed ? 0 : 1;

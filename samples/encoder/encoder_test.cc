@@ -9,8 +9,8 @@
 #include "backplane/runtime/profiler.h"
 #include "backplane/runtime/runtime.h"
 #include "encoder.h"
-#include "test_config.h"
 #include "reference.h"
+#include "test_config.h"
 #include "test_device.h"
 
 namespace encoder {

@@ -11,8 +11,7 @@ using namespace backplane;
 
 // out[i] = self[i] * factor, for float32 tensors of any layout.
 Tensor scale_cpu(const Tensor& self, double factor) {
-  BP_CHECK(self.dtype() == ScalarType::Float32, "demo::scale supports float32, got ",
-           scalarTypeName(self.dtype()));
+  BP_CHECK(self.dtype() == ScalarType::Float32, "demo::scale supports float32, got ", scalarTypeName(self.dtype()));
   Tensor in = self.contiguous();
   Tensor out = emptyTensor(self.sizes(), self.dtype(), self.device());
   const float* src = in.data_ptr<float>();

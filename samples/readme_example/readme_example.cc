@@ -14,12 +14,12 @@ Tensor relu_cpu(const Tensor& self) {
 }
 
 int main() {
-  Library lib("demo");                                          // owns the registrations
-  throwIfError(lib.def("relu(Tensor self) -> Tensor"));         // schema: the op's contract
+  Library lib("demo");                                                // owns the registrations
+  throwIfError(lib.def("relu(Tensor self) -> Tensor"));               // schema: the op's contract
   throwIfError(lib.impl("relu", DispatchKey::CPU, BP_FN(relu_cpu)));  // kernel for one key
 
   auto relu = Dispatcher::singleton().findOpOrThrow("demo::relu").typed<Tensor(const Tensor&)>();
   Tensor x = tensorFromVector<float>({-1, 2, -3, 4}, {2, 2});
-  Tensor y = relu.call(x.t());                                  // views need no kernel
+  Tensor y = relu.call(x.t());  // views need no kernel
   return y.toVector<float>() == std::vector<float>{0, 0, 2, 4} ? 0 : 1;
 }

@@ -4,8 +4,8 @@
 #include <utility>
 
 #include "backplane/core/error.h"
-#include "backplane/ops/random.h"
 #include "backplane/ops/ops.h"
+#include "backplane/ops/random.h"
 
 namespace sparse_lidar {
 

@@ -35,7 +35,8 @@ TypedOperatorHandle<Sig> spconvOp(std::string_view name) {
 
 SparseTensor SparseTensor::fromScan(const VoxelScan& scan, Device device) {
   return {Tensor(tensorFromVector(scan.features, {scan.numVoxels(), scan.channels})).to(device),
-          Tensor(tensorFromVector(scan.indices, {scan.numVoxels(), 4})).to(device), scan.spatial_shape, scan.batch_size};
+          Tensor(tensorFromVector(scan.indices, {scan.numVoxels(), 4})).to(device), scan.spatial_shape,
+          scan.batch_size};
 }
 
 SparseTensor SparseTensor::to(Device device) const {

@@ -200,8 +200,8 @@ class Arena {
     BP_PLUGIN_CHECK_CODE((handle & kTagMask) == kTag, BP_INVALID_ARGUMENT, name(), ": ", what, ": ", hex(handle),
                          " is not a toyaccel address (memory of another device, or of the host?)");
     const int device = static_cast<int>((handle & ~kTagMask) >> kDeviceShift);
-    BP_PLUGIN_CHECK_CODE(device == device_, BP_INVALID_ARGUMENT, name(), ": ", what, ": ", hex(handle),
-                         " belongs to ", kTypeName, ":", device, ", not to this device");
+    BP_PLUGIN_CHECK_CODE(device == device_, BP_INVALID_ARGUMENT, name(), ": ", what, ": ", hex(handle), " belongs to ",
+                         kTypeName, ":", device, ", not to this device");
     return handle & kOffsetMask;
   }
 

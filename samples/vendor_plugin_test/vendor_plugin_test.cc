@@ -34,9 +34,9 @@
 
 #include "backplane/core/device_type_registry.h"
 #include "backplane/core/error.h"
-#include "backplane/ops/tensor.h"
 #include "backplane/dispatch/dispatcher.h"
 #include "backplane/ops/ops.h"
+#include "backplane/ops/tensor.h"
 #include "backplane/runtime/runtime.h"
 
 namespace backplane {
@@ -90,7 +90,9 @@ class ToyAccelEnvironment : public ::testing::Environment {
 
 // --------------------------------------------------------------- helpers
 
-Tensor f32(const std::vector<float>& v, IntArrayRef sizes, Device d = kCpu) { return tensorFromVector<float>(v, sizes, d); }
+Tensor f32(const std::vector<float>& v, IntArrayRef sizes, Device d = kCpu) {
+  return tensorFromVector<float>(v, sizes, d);
+}
 
 int64_t numelOf(IntArrayRef sizes) {
   int64_t n = 1;
@@ -117,16 +119,26 @@ using BinaryOut = TypedOperatorHandle<Tensor(const Tensor&, const Tensor&, const
 using BinaryAlphaOut = TypedOperatorHandle<Tensor(const Tensor&, const Tensor&, const Scalar&, const Tensor&)>;
 
 BinaryAlpha addOp() {
-  return Dispatcher::singleton().findOpOrThrow("bp::add.Tensor").typed<Tensor(const Tensor&, const Tensor&, const Scalar&)>();
+  return Dispatcher::singleton()
+      .findOpOrThrow("bp::add.Tensor")
+      .typed<Tensor(const Tensor&, const Tensor&, const Scalar&)>();
 }
 BinaryAlpha subOp() {
-  return Dispatcher::singleton().findOpOrThrow("bp::sub.Tensor").typed<Tensor(const Tensor&, const Tensor&, const Scalar&)>();
+  return Dispatcher::singleton()
+      .findOpOrThrow("bp::sub.Tensor")
+      .typed<Tensor(const Tensor&, const Tensor&, const Scalar&)>();
 }
-Binary mulOp() { return Dispatcher::singleton().findOpOrThrow("bp::mul.Tensor").typed<Tensor(const Tensor&, const Tensor&)>(); }
-Binary divOp() { return Dispatcher::singleton().findOpOrThrow("bp::div.Tensor").typed<Tensor(const Tensor&, const Tensor&)>(); }
+Binary mulOp() {
+  return Dispatcher::singleton().findOpOrThrow("bp::mul.Tensor").typed<Tensor(const Tensor&, const Tensor&)>();
+}
+Binary divOp() {
+  return Dispatcher::singleton().findOpOrThrow("bp::div.Tensor").typed<Tensor(const Tensor&, const Tensor&)>();
+}
 Unary reluOp() { return Dispatcher::singleton().findOpOrThrow("bp::relu").typed<Tensor(const Tensor&)>(); }
 Unary negOp() { return Dispatcher::singleton().findOpOrThrow("bp::neg").typed<Tensor(const Tensor&)>(); }
-Sum sumOp() { return Dispatcher::singleton().findOpOrThrow("bp::sum").typed<Tensor(const Tensor&, std::optional<ScalarType>)>(); }
+Sum sumOp() {
+  return Dispatcher::singleton().findOpOrThrow("bp::sum").typed<Tensor(const Tensor&, std::optional<ScalarType>)>();
+}
 SumDim sumDimOp() {
   return Dispatcher::singleton()
       .findOpOrThrow("bp::sum.dim_IntList")
@@ -255,7 +267,9 @@ TEST(ToyAccelMemory, CopiesAreBoundsCheckedAndBadHandlesAreRefused) {
               HasSubstr("is not a toyaccel address"));
   EXPECT_THAT(errorOf([&] { iface->memset(other.data_ptr(), toy(0), 0, 4); }), HasSubstr("belongs to toyaccel:1"));
   // More than a device's 256 MiB arena: the plugin says "out of memory".
-  EXPECT_THAT(errorOf([] { emptyTensor({100, 1000, 1000}, ScalarType::Float32, toy(1)); }),
+  EXPECT_THAT(errorOf([] {
+                emptyTensor({100, 1000, 1000}, ScalarType::Float32, toy(1));
+              }),
               HasSubstr("out of memory on toyaccel:1"));
   // In range: fine, and nothing above wrote anything.
   iface->copyDeviceToHost(buf, base + 4, toy(0), 12);
@@ -396,19 +410,52 @@ struct LayoutCase {
 
 std::vector<LayoutCase> layoutCases() {
   return {
-      {"contiguous", [](Device d) { return std::pair(random({2, 3}, d, 1), random({2, 3}, d, 2)); }},
-      {"broadcast row", [](Device d) { return std::pair(random({4, 3}, d, 3), random({3}, d, 4)); }},
-      {"broadcast both", [](Device d) { return std::pair(random({2, 1, 3}, d, 5), random({4, 1}, d, 6)); }},
-      {"transposed", [](Device d) { return std::pair(random({2, 3}, d, 7).t(), random({3, 2}, d, 8)); }},
-      {"expanded", [](Device d) { return std::pair(random({3}, d, 9).expand({4, 3}), random({4, 3}, d, 10)); }},
+      {"contiguous",
+       [](Device d) {
+         return std::pair(random({2, 3}, d, 1), random({2, 3}, d, 2));
+       }},
+      {"broadcast row",
+       [](Device d) {
+         return std::pair(random({4, 3}, d, 3), random({3}, d, 4));
+       }},
+      {"broadcast both",
+       [](Device d) {
+         return std::pair(random({2, 1, 3}, d, 5), random({4, 1}, d, 6));
+       }},
+      {"transposed",
+       [](Device d) {
+         return std::pair(random({2, 3}, d, 7).t(), random({3, 2}, d, 8));
+       }},
+      {"expanded",
+       [](Device d) {
+         return std::pair(random({3}, d, 9).expand({4, 3}), random({4, 3}, d, 10));
+       }},
       {"sliced", [](Device d) { return std::pair(random({8}, d, 11).slice(0, 1, 8, 3), random({3}, d, 12)); }},
-      {"offset", [](Device d) { return std::pair(random({4, 5}, d, 13).select(0, 2), random({5}, d, 14)); }},
-      {"permuted", [](Device d) { return std::pair(random({2, 3, 4}, d, 15).permute({2, 0, 1}), random({4, 1, 3}, d, 16)); }},
-      {"overlapping", [](Device d) { return std::pair(random({6}, d, 17).as_strided({3, 3}, {1, 1}), random({3, 3}, d, 18)); }},
-      {"0-d and 2-d", [](Device d) { return std::pair(random({}, d, 19), random({2, 2}, d, 20)); }},
+      {"offset",
+       [](Device d) {
+         return std::pair(random({4, 5}, d, 13).select(0, 2), random({5}, d, 14));
+       }},
+      {"permuted",
+       [](Device d) {
+         return std::pair(random({2, 3, 4}, d, 15).permute({2, 0, 1}), random({4, 1, 3}, d, 16));
+       }},
+      {"overlapping",
+       [](Device d) {
+         return std::pair(random({6}, d, 17).as_strided({3, 3}, {1, 1}), random({3, 3}, d, 18));
+       }},
+      {"0-d and 2-d",
+       [](Device d) {
+         return std::pair(random({}, d, 19), random({2, 2}, d, 20));
+       }},
       {"0-d and 0-d", [](Device d) { return std::pair(random({}, d, 21), random({}, d, 22)); }},
-      {"empty", [](Device d) { return std::pair(random({0, 3}, d, 23), random({3}, d, 24)); }},
-      {"large transposed", [](Device d) { return std::pair(random({33, 64}, d, 25).t(), random({33}, d, 26)); }},
+      {"empty",
+       [](Device d) {
+         return std::pair(random({0, 3}, d, 23), random({3}, d, 24));
+       }},
+      {"large transposed",
+       [](Device d) {
+         return std::pair(random({33, 64}, d, 25).t(), random({33}, d, 26));
+       }},
   };
 }
 

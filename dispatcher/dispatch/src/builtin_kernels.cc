@@ -28,10 +28,16 @@ std::string describeArguments(const OperatorHandle& op, const Stack& stack) {
       if (!t.defined()) return;
       out += (out.empty() ? "" : ", ") + t.str();
     };
-    if (v.isTensor()) add(v.toTensor());
-    else if (v.isTensorList()) for (const TensorBase& t : v.toTensorList()) add(t);
-    else if (v.isOptionalTensorList()) for (const auto& t : v.toOptionalTensorList()) { if (t) add(*t); }
-    else if (v.isDevice()) out += (out.empty() ? "device=" : ", device=") + v.toDevice().str();
+    if (v.isTensor())
+      add(v.toTensor());
+    else if (v.isTensorList())
+      for (const TensorBase& t : v.toTensorList()) add(t);
+    else if (v.isOptionalTensorList())
+      for (const auto& t : v.toOptionalTensorList()) {
+        if (t) add(*t);
+      }
+    else if (v.isDevice())
+      out += (out.empty() ? "device=" : ", device=") + v.toDevice().str();
   }
   return out.empty() ? "no tensor arguments" : out;
 }
@@ -166,15 +172,19 @@ void cpuFallbackKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet
         return;
       }
       if (!first) first = t.device();
-      BP_CHECK(t.device() == *first, schema.name().qualifiedName(),
-               ": expected all tensors on one device, but found ", first->str(), " and ", t.device().str(),
-               " (argument '", arg.name, "'); move them to one device first");
+      BP_CHECK(t.device() == *first, schema.name().qualifiedName(), ": expected all tensors on one device, but found ",
+               first->str(), " and ", t.device().str(), " (argument '", arg.name, "'); move them to one device first");
     };
     for (size_t i = 0; i < n; ++i) {
       const IValue& v = (*stack)[base + i];
-      if (v.isTensor()) check(v.toTensor(), args[i]);
-      else if (v.isTensorList()) for (const TensorBase& t : v.toTensorList()) check(t, args[i]);
-      else if (v.isOptionalTensorList()) for (const auto& t : v.toOptionalTensorList()) { if (t) check(*t, args[i]); }
+      if (v.isTensor())
+        check(v.toTensor(), args[i]);
+      else if (v.isTensorList())
+        for (const TensorBase& t : v.toTensorList()) check(t, args[i]);
+      else if (v.isOptionalTensorList())
+        for (const auto& t : v.toOptionalTensorList()) {
+          if (t) check(*t, args[i]);
+        }
     }
   }
 

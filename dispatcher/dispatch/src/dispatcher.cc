@@ -32,8 +32,7 @@ std::optional<KernelKind> kernelKindFromName(std::string_view name) {
   return std::nullopt;
 }
 
-OperatorEntry::OperatorEntry(OperatorName name)
-    : name_(std::move(name)), qualified_name_(name_.qualifiedName()) {}
+OperatorEntry::OperatorEntry(OperatorName name) : name_(std::move(name)), qualified_name_(name_.qualifiedName()) {}
 
 // ------------------------------------------------------------ handles
 
@@ -66,7 +65,8 @@ IValue defaultToIValue(const DefaultValue& d, const SchemaType& type) {
   return std::visit(
       [&](const auto& v) -> IValue {
         using T = std::decay_t<decltype(v)>;
-        if constexpr (std::is_same_v<T, std::monostate>) return IValue();
+        if constexpr (std::is_same_v<T, std::monostate>)
+          return IValue();
         else if constexpr (std::is_same_v<T, bool>) {
           return type.base == BaseType::Scalar ? IValue(Scalar(v)) : IValue(v);
         } else if constexpr (std::is_same_v<T, int64_t>) {
@@ -94,8 +94,7 @@ bool ivalueMatches(const IValue& v, const SchemaType& t) {
   if (v.isNone()) return t.is_optional;
   if (t.is_list) {
     switch (t.base) {
-      case BaseType::Tensor:
-        return v.isTensorList() || (t.element_optional && v.isOptionalTensorList());
+      case BaseType::Tensor: return v.isTensorList() || (t.element_optional && v.isOptionalTensorList());
       case BaseType::Int:
       case BaseType::Layout:
       case BaseType::MemoryFormat: return v.isIntList();
@@ -154,16 +153,15 @@ void OperatorHandle::callBoxed(Stack& stack) const {
   BP_CHECK(stack.size() <= args.size(), s.name().qualifiedName(), " takes ", args.size(),
            " arguments but the boxed call passed ", stack.size(), "; schema: ", s.toString());
   for (size_t i = stack.size(); i < args.size(); ++i) {
-    BP_CHECK(args[i].default_value.has_value(), s.name().qualifiedName(), ": missing argument '",
-             args[i].name, "' (position ", i, ", type ", args[i].type.str(),
-             ") has no default; the boxed call passed only ", stack.size(), " of ", args.size(),
-             " arguments");
+    BP_CHECK(args[i].default_value.has_value(), s.name().qualifiedName(), ": missing argument '", args[i].name,
+             "' (position ", i, ", type ", args[i].type.str(), ") has no default; the boxed call passed only ",
+             stack.size(), " of ", args.size(), " arguments");
     stack.push_back(defaultToIValue(*args[i].default_value, args[i].type));
   }
   for (size_t i = 0; i < args.size(); ++i) {
-    BP_CHECK(ivalueMatches(stack[i], args[i].type), s.name().qualifiedName(), ": argument '",
-             args[i].name, "' (position ", i, ") must be ", args[i].type.str(), " but got ",
-             stack[i].tagName(), " (", stack[i].str(), ")");
+    BP_CHECK(ivalueMatches(stack[i], args[i].type), s.name().qualifiedName(), ": argument '", args[i].name,
+             "' (position ", i, ") must be ", args[i].type.str(), " but got ", stack[i].tagName(), " (", stack[i].str(),
+             ")");
     convertToSchemaType(stack[i], args[i].type);  // Note [Boxed argument conversions]
   }
   DispatchKeySet ks = detail::computeDispatchKeySet(stack, args.size());
@@ -214,8 +212,8 @@ const KernelRecord& OperatorEntry::servingRecord(const KernelRecord& slot, const
 std::string OperatorHandle::dumpState() const {
   std::ostringstream os;
   const FunctionSchema* s = entry_->schema();
-  os << "operator " << entry_->name().qualifiedName() << "\n  schema: "
-     << (s ? s->toString() : std::string("<undefined>")) << "\n";
+  os << "operator " << entry_->name().qualifiedName()
+     << "\n  schema: " << (s ? s->toString() : std::string("<undefined>")) << "\n";
   for (int k = 0; k < kNumDispatchKeys; ++k) {
     const KernelRecord& r = entry_->slot(static_cast<DispatchKey>(k));
     if (r.kind == KernelKind::Missing || r.kind == KernelKind::Fallthrough) continue;
@@ -316,8 +314,8 @@ std::string typedSignatureMismatch(const OperatorEntry& entry, const std::string
   }
   std::string expected = cppSignatureForSchema(*s);
   if (expected == sig) return {};
-  return strCat("typed<>() on ", s->name().qualifiedName(), " with C++ signature ", sig,
-                ", but the schema ", s->toString(), " has the C++ signature ", expected,
+  return strCat("typed<>() on ", s->name().qualifiedName(), " with C++ signature ", sig, ", but the schema ",
+                s->toString(), " has the C++ signature ", expected,
                 " (see Note [Canonical C++ signatures] in boxing.h)");
 }
 
@@ -352,8 +350,7 @@ void rethrowInComposite(const OperatorKernel* context, DispatchKeySet ks) {
 
 }  // namespace detail
 
-void KernelFunction::fallthroughKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks,
-                                       Stack* stack) {
+void KernelFunction::fallthroughKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks, Stack* stack) {
   // Reached only in the instant a slot turns into a fallthrough while its
   // bit is still dispatchable (Note [Lock-free dispatch]): skip the key.
   op.redispatchBoxed(ks & DispatchKeySet::below(ks.highestPriorityKey()), *stack);
@@ -391,11 +388,14 @@ Dispatcher::Dispatcher() {
 
   if (const char* mode = std::getenv("BACKPLANE_FALLBACK")) {
     std::string_view m = mode;
-    if (m == "error") fallback_mode_ = FallbackMode::Error;
-    else if (m == "silent") fallback_mode_ = FallbackMode::Silent;
-    else if (m == "warn" || m.empty()) fallback_mode_ = FallbackMode::Warn;
-    else logLine(strCat("backplane: warning: BACKPLANE_FALLBACK='", m,
-                        "' is not one of warn, silent, error; using warn"));
+    if (m == "error")
+      fallback_mode_ = FallbackMode::Error;
+    else if (m == "silent")
+      fallback_mode_ = FallbackMode::Silent;
+    else if (m == "warn" || m.empty())
+      fallback_mode_ = FallbackMode::Warn;
+    else
+      logLine(strCat("backplane: warning: BACKPLANE_FALLBACK='", m, "' is not one of warn, silent, error; using warn"));
   }
   // The tracing kernel is always registered; it only runs while its key is
   // included (setTracing), so it costs nothing otherwise. The profiler
@@ -410,8 +410,10 @@ Dispatcher::Dispatcher() {
 
 void Dispatcher::setGlobalKey(DispatchKey key, bool on) {
   uint64_t bit = DispatchKeySet(key).raw();
-  if (on) detail::g_global_included_keys.fetch_or(bit);
-  else detail::g_global_included_keys.fetch_and(~bit);
+  if (on)
+    detail::g_global_included_keys.fetch_or(bit);
+  else
+    detail::g_global_included_keys.fetch_and(~bit);
 }
 
 bool Dispatcher::hasGlobalKey(DispatchKey key) {
@@ -442,8 +444,7 @@ OperatorEntry& Dispatcher::entryFor(const OperatorName& name) {
 
 const KernelRecord* Dispatcher::computeSlot(const OperatorEntry& op, DispatchKey key, bool skip_impls) const {
   const int k = static_cast<int>(key);
-  if (op.schema_.load(std::memory_order_relaxed) == nullptr || key == DispatchKey::Undefined)
-    return missing_;
+  if (op.schema_.load(std::memory_order_relaxed) == nullptr || key == DispatchKey::Undefined) return missing_;
   if (!skip_impls) {
     if (const KernelRecord* impl = newestFittingImpl(op, key)) return impl;
   }
@@ -511,8 +512,7 @@ RegistrationHandle Dispatcher::addRegistration(Registration r) {
   return RegistrationHandle(id);
 }
 
-absl::StatusOr<RegistrationHandle> Dispatcher::registerDef(std::string_view schema_text,
-                                                           std::string debug) {
+absl::StatusOr<RegistrationHandle> Dispatcher::registerDef(std::string_view schema_text, std::string debug) {
   absl::StatusOr<FunctionSchema> parsed = FunctionSchema::parse(schema_text);
   if (!parsed.ok()) return parsed.status();
   std::vector<std::string> warnings;  // logged after the lock is released
@@ -604,8 +604,7 @@ std::string Dispatcher::didYouMean(std::string_view qualified_name) {
   return similar.empty() ? "" : strCat(" Did you mean ", similar, "?");
 }
 
-absl::StatusOr<OperatorEntry*> Dispatcher::definedEntry(std::string_view op_name,
-                                                        std::string_view action) {
+absl::StatusOr<OperatorEntry*> Dispatcher::definedEntry(std::string_view op_name, std::string_view action) {
   absl::StatusOr<OperatorName> name = OperatorName::parse(op_name);
   if (!name.ok()) return name.status();
   auto it = ops_.find(name->qualifiedName());
@@ -636,11 +635,10 @@ absl::Status checkKernelSignature(const KernelFunction& kernel, const FunctionSc
 
 absl::Status checkImplKey(std::string_view op_name, DispatchKey key, const KernelFunction& kernel, DtypeSet dtypes) {
   if (!isBackendKey(key) && !isFunctionalityKey(key)) {
-    return absl::InvalidArgumentError(strCat("cannot register a kernel for ", op_name, " at key ",
-                                             dispatchKeyName(key), ": not a backend or functionality key"));
+    return absl::InvalidArgumentError(strCat("cannot register a kernel for ", op_name, " at key ", dispatchKeyName(key),
+                                             ": not a backend or functionality key"));
   }
-  if (!kernel.isValid())
-    return absl::InvalidArgumentError(strCat("cannot register an empty kernel for ", op_name));
+  if (!kernel.isValid()) return absl::InvalidArgumentError(strCat("cannot register an empty kernel for ", op_name));
   // Note [Declared dtypes]: only a native kernel of a backend serves some dtypes.
   if (!dtypes.isAll() && (!isBackendKey(key) || kernel.isFallthrough())) {
     return absl::InvalidArgumentError(
@@ -689,8 +687,8 @@ absl::StatusOr<RegistrationHandle> Dispatcher::registerImplWhenDefined(std::stri
   return addImpl(op, key, std::move(kernel), std::move(debug), dtypes, /*when_defined=*/true);
 }
 
-absl::StatusOr<RegistrationHandle> Dispatcher::registerComposite(std::string_view op_name,
-                                                                 KernelFunction kernel, std::string debug) {
+absl::StatusOr<RegistrationHandle> Dispatcher::registerComposite(std::string_view op_name, KernelFunction kernel,
+                                                                 std::string debug) {
   if (!kernel.isValid() || kernel.isFallthrough())
     return absl::InvalidArgumentError(strCat("a composite kernel for ", op_name, " must be a real kernel"));
   absl::MutexLock lock(&detail::registrationMutex());
@@ -887,10 +885,9 @@ absl::Status Dispatcher::checkInvariants() {
     for (int k = 0; k < kNumDispatchKeys; ++k) {
       const KernelRecord* want = computeSlot(*op, static_cast<DispatchKey>(k));
       if (op->table_[k].load() != want) {
-        return absl::InternalError(strCat("dispatch table of ", name, " at key ",
-                                          dispatchKeyName(static_cast<DispatchKey>(k)),
-                                          " is stale: holds a ", kernelKindName(op->table_[k].load()->kind),
-                                          " kernel, registrations imply ", kernelKindName(want->kind)));
+        return absl::InternalError(strCat(
+            "dispatch table of ", name, " at key ", dispatchKeyName(static_cast<DispatchKey>(k)), " is stale: holds a ",
+            kernelKindName(op->table_[k].load()->kind), " kernel, registrations imply ", kernelKindName(want->kind)));
       }
       if (want->kind != KernelKind::Fallthrough) dispatchable |= uint64_t{1} << k;
       for (const KernelRecord* impl : op->impls_[k]) {

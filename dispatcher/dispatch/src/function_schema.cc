@@ -17,9 +17,7 @@ namespace {
 absl::string_view av(std::string_view s) { return {s.data(), s.size()}; }
 
 bool isDigit(char c) { return c >= '0' && c <= '9'; }
-bool isIdentStart(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-}
+bool isIdentStart(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
 bool isIdentChar(char c) { return isIdentStart(c) || isDigit(c); }
 
 struct TypeSpelling {
@@ -66,20 +64,11 @@ std::string quote(std::string_view s) {
   std::string out = "\"";
   for (char c : s) {
     switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        out += c;
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default: out += c;
     }
   }
   out += '"';
@@ -104,11 +93,7 @@ std::string formatDefault(const DefaultValue& value, const SchemaType& type) {
       return absl::StrCat("[", absl::StrJoin(v, ", "), "]");
     }
     std::string operator()(const std::vector<double>& v) const {
-      return absl::StrCat("[",
-                          absl::StrJoin(v, ", ",
-                                        [](std::string* out, double d) {
-                                          out->append(formatDouble(d));
-                                        }),
+      return absl::StrCat("[", absl::StrJoin(v, ", ", [](std::string* out, double d) { out->append(formatDouble(d)); }),
                           "]");
     }
     std::string operator()(const std::vector<bool>& v) const {
@@ -146,8 +131,7 @@ struct Literal {
 
 class Parser {
  public:
-  Parser(std::string_view text, std::string_view what)
-      : text_(text), what_(what) {}
+  Parser(std::string_view text, std::string_view what) : text_(text), what_(what) {}
 
   absl::StatusOr<OperatorName> parseOperatorName() {
     skipWs();
@@ -235,21 +219,18 @@ class Parser {
       }
     } else {
       size_t name_pos = 0;
-      absl::StatusOr<Argument> ret =
-          parseArgument(/*kwarg_only=*/false, /*is_return=*/true, &name_pos);
+      absl::StatusOr<Argument> ret = parseArgument(/*kwarg_only=*/false, /*is_return=*/true, &name_pos);
       if (!ret.ok()) return ret.status();
       returns.push_back(*std::move(ret));
     }
     if (absl::Status s = expectEnd("schema"); !s.ok()) return s;
-    return FunctionSchema(*std::move(name), std::move(args),
-                          std::move(returns));
+    return FunctionSchema(*std::move(name), std::move(args), std::move(returns));
   }
 
   absl::Status expectEnd(std::string_view what) {
     skipWs();
     if (pos_ < text_.size()) {
-      return error(pos_, absl::StrCat("expected end of ", av(what),
-                                      " but found trailing text"));
+      return error(pos_, absl::StrCat("expected end of ", av(what), " but found trailing text"));
     }
     return absl::OkStatus();
   }
@@ -257,14 +238,11 @@ class Parser {
  private:
   void skipWs() {
     while (pos_ < text_.size() &&
-           (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n' ||
-            text_[pos_] == '\r')) {
+           (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n' || text_[pos_] == '\r')) {
       ++pos_;
     }
   }
-  bool lookingAt(char c) const {
-    return pos_ < text_.size() && text_[pos_] == c;
-  }
+  bool lookingAt(char c) const { return pos_ < text_.size() && text_[pos_] == c; }
   bool consume(char c) {
     skipWs();
     if (!lookingAt(c)) return false;
@@ -289,8 +267,7 @@ class Parser {
   absl::Status error(size_t pos, std::string_view msg) const {
     pos = std::min(pos, text_.size());
     // Show only the offending line so the caret lines up in multi-line input.
-    size_t line_start =
-        pos == 0 ? std::string_view::npos : text_.rfind('\n', pos - 1);
+    size_t line_start = pos == 0 ? std::string_view::npos : text_.rfind('\n', pos - 1);
     line_start = line_start == std::string_view::npos ? 0 : line_start + 1;
     size_t line_end = text_.find('\n', pos);
     if (line_end == std::string_view::npos) line_end = text_.size();
@@ -298,27 +275,23 @@ class Parser {
     for (size_t i = line_start; i < pos; ++i) {
       pad += text_[i] == '\t' ? '\t' : ' ';
     }
-    std::string_view found =
-        pos >= text_.size() ? " (reached end of input)" : "";
-    return absl::InvalidArgumentError(absl::StrCat(
-        av(what_), ": ", av(msg), av(found), " at position ", pos, ":\n  ",
-        av(text_.substr(line_start, line_end - line_start)), "\n  ", pad, "^"));
+    std::string_view found = pos >= text_.size() ? " (reached end of input)" : "";
+    return absl::InvalidArgumentError(absl::StrCat(av(what_), ": ", av(msg), av(found), " at position ", pos, ":\n  ",
+                                                   av(text_.substr(line_start, line_end - line_start)), "\n  ", pad,
+                                                   "^"));
   }
 
-  absl::Status checkUnique(const std::vector<Argument>& seen,
-                           const Argument& arg, size_t name_pos) const {
+  absl::Status checkUnique(const std::vector<Argument>& seen, const Argument& arg, size_t name_pos) const {
     if (arg.name.empty()) return absl::OkStatus();
     for (const Argument& other : seen) {
       if (other.name == arg.name) {
-        return error(name_pos, absl::StrCat("duplicate name '", arg.name,
-                                            "'; expected unique names"));
+        return error(name_pos, absl::StrCat("duplicate name '", arg.name, "'; expected unique names"));
       }
     }
     return absl::OkStatus();
   }
 
-  absl::StatusOr<Argument> parseArgument(bool kwarg_only, bool is_return,
-                                         size_t* name_pos) {
+  absl::StatusOr<Argument> parseArgument(bool kwarg_only, bool is_return, size_t* name_pos) {
     Argument arg;
     arg.kwarg_only = kwarg_only;
     if (absl::Status s = parseType(&arg); !s.ok()) return s;
@@ -326,8 +299,7 @@ class Parser {
     *name_pos = pos_;
     arg.name = std::string(identifier());
     if (arg.name.empty() && !is_return) {
-      return error(pos_, absl::StrCat("expected argument name after type '",
-                                      typeString(arg.type, nullptr), "'"));
+      return error(pos_, absl::StrCat("expected argument name after type '", typeString(arg.type, nullptr), "'"));
     }
     skipWs();
     if (lookingAt('=')) {
@@ -349,16 +321,14 @@ class Parser {
     size_t start = pos_;
     std::string_view spelling = identifier();
     if (spelling.empty()) {
-      return error(start, absl::StrCat("expected a type (one of ",
-                                       av(kKnownTypes), ")"));
+      return error(start, absl::StrCat("expected a type (one of ", av(kKnownTypes), ")"));
     }
     const TypeSpelling* found = nullptr;
     for (const TypeSpelling& t : kTypeSpellings) {
       if (t.spelling == spelling) found = &t;
     }
     if (found == nullptr) {
-      return error(start, absl::StrCat("unknown type '", av(spelling),
-                                       "'; expected one of ", av(kKnownTypes)));
+      return error(start, absl::StrCat("unknown type '", av(spelling), "'; expected one of ", av(kKnownTypes)));
     }
     SchemaType& type = arg->type;
     type.base = found->type;
@@ -372,8 +342,7 @@ class Parser {
         size_t size_start = pos_;
         while (pos_ < text_.size() && isDigit(text_[pos_])) ++pos_;
         int64_t size = 0;
-        auto res = std::from_chars(text_.data() + size_start,
-                                   text_.data() + pos_, size);
+        auto res = std::from_chars(text_.data() + size_start, text_.data() + pos_, size);
         if (res.ec != std::errc() || size > kMaxListSize) {
           return error(size_start, absl::StrCat("expected a list size of at most ", kMaxListSize,
                                                 " (a fixed size counts dimensions or "
@@ -431,20 +400,12 @@ class Parser {
         if (c == '\\' && pos_ < text_.size()) {
           char e = text_[pos_++];
           switch (e) {
-            case 'n':
-              lit.s += '\n';
-              break;
-            case 't':
-              lit.s += '\t';
-              break;
+            case 'n': lit.s += '\n'; break;
+            case 't': lit.s += '\t'; break;
             case '\\':
             case '"':
-            case '\'':
-              lit.s += e;
-              break;
-            default:
-              lit.s += '\\';
-              lit.s += e;
+            case '\'': lit.s += e; break;
+            default: lit.s += '\\'; lit.s += e;
           }
         } else {
           lit.s += c;
@@ -518,8 +479,7 @@ class Parser {
   }
 
   // Parses one non-list default (or one list element) for `base`.
-  absl::StatusOr<DefaultValue> parseElementDefault(const Argument& arg,
-                                                   BaseType base) {
+  absl::StatusOr<DefaultValue> parseElementDefault(const Argument& arg, BaseType base) {
     skipWs();
     size_t start = pos_;
     absl::StatusOr<Literal> lit = lexLiteral();
@@ -527,17 +487,14 @@ class Parser {
     using K = Literal::Kind;
     std::string_view expected;
     switch (base) {
-      case BaseType::Tensor:
-        expected = "None (Tensor defaults must be None)";
-        break;
+      case BaseType::Tensor: expected = "None (Tensor defaults must be None)"; break;
       case BaseType::Int:
         if (lit->kind == K::Int) return DefaultValue(lit->i);
         expected = "an integer literal";
         break;
       case BaseType::Float:
         if (lit->kind == K::Float) return DefaultValue(lit->d);
-        if (lit->kind == K::Int)
-          return DefaultValue(static_cast<double>(lit->i));
+        if (lit->kind == K::Int) return DefaultValue(static_cast<double>(lit->i));
         expected = "a number";
         break;
       case BaseType::Bool:
@@ -562,10 +519,8 @@ class Parser {
         expected = "a name (e.g. 'contiguous_format')";
         break;
     }
-    return error(
-        start, absl::StrCat("expected ", av(expected),
-                            " as default value for argument '", arg.name,
-                            "' of type '", typeString(arg.type, nullptr), "'"));
+    return error(start, absl::StrCat("expected ", av(expected), " as default value for argument '", arg.name,
+                                     "' of type '", typeString(arg.type, nullptr), "'"));
   }
 
   // Called just after '='.
@@ -576,19 +531,16 @@ class Parser {
     size_t start = pos_;
     if (identifier() == "None") {
       if (!type.is_optional) {
-        return error(start,
-                     absl::StrCat("default None requires an optional type "
-                                  "(expected '",
-                                  type_str, "?'), but argument '", arg.name,
-                                  "' has type '", type_str, "'"));
+        return error(start, absl::StrCat("default None requires an optional type "
+                                         "(expected '",
+                                         type_str, "?'), but argument '", arg.name, "' has type '", type_str, "'"));
       }
       return DefaultValue(std::monostate{});
     }
     pos_ = start;
     if (!type.is_list) return parseElementDefault(arg, type.base);
 
-    if (type.base != BaseType::Int && type.base != BaseType::Float &&
-        type.base != BaseType::Bool) {
+    if (type.base != BaseType::Int && type.base != BaseType::Float && type.base != BaseType::Bool) {
       return error(start, absl::StrCat("expected None as default value for "
                                        "argument '",
                                        arg.name, "' of type '", type_str,
@@ -612,8 +564,7 @@ class Parser {
         return error(start,
                      absl::StrCat("expected '[' to start list default for "
                                   "argument '",
-                                  arg.name, "' of type '", type_str,
-                                  "' (a single value needs a sized list like '",
+                                  arg.name, "' of type '", type_str, "' (a single value needs a sized list like '",
                                   av(baseTypeName(type.base)), "[2]')"));
       }
       absl::StatusOr<DefaultValue> e = parseElementDefault(arg, type.base);
@@ -648,26 +599,16 @@ class Parser {
 
 std::string_view baseTypeName(BaseType type) {
   switch (type) {
-    case BaseType::Tensor:
-      return "Tensor";
-    case BaseType::Int:
-      return "int";
-    case BaseType::Float:
-      return "float";
-    case BaseType::Bool:
-      return "bool";
-    case BaseType::Str:
-      return "str";
-    case BaseType::Scalar:
-      return "Scalar";
-    case BaseType::ScalarType:
-      return "ScalarType";
-    case BaseType::Device:
-      return "Device";
-    case BaseType::Layout:
-      return "Layout";
-    case BaseType::MemoryFormat:
-      return "MemoryFormat";
+    case BaseType::Tensor: return "Tensor";
+    case BaseType::Int: return "int";
+    case BaseType::Float: return "float";
+    case BaseType::Bool: return "bool";
+    case BaseType::Str: return "str";
+    case BaseType::Scalar: return "Scalar";
+    case BaseType::ScalarType: return "ScalarType";
+    case BaseType::Device: return "Device";
+    case BaseType::Layout: return "Layout";
+    case BaseType::MemoryFormat: return "MemoryFormat";
   }
   return "<invalid BaseType>";
 }
@@ -687,37 +628,28 @@ absl::StatusOr<OperatorName> OperatorName::parse(std::string_view text) {
 
 std::string SchemaType::str() const { return typeString(*this, nullptr); }
 
-bool Argument::isOut() const {
-  return kwarg_only && alias.has_value() && alias->is_write;
-}
+bool Argument::isOut() const { return kwarg_only && alias.has_value() && alias->is_write; }
 
 std::string Argument::str() const {
   std::string s = typeString(type, alias ? &*alias : nullptr);
   if (!name.empty()) absl::StrAppend(&s, " ", name);
-  if (default_value)
-    absl::StrAppend(&s, "=", formatDefault(*default_value, type));
+  if (default_value) absl::StrAppend(&s, "=", formatDefault(*default_value, type));
   return s;
 }
 
-FunctionSchema::FunctionSchema(OperatorName name,
-                               std::vector<Argument> arguments,
-                               std::vector<Argument> returns)
-    : name_(std::move(name)),
-      arguments_(std::move(arguments)),
-      returns_(std::move(returns)) {}
+FunctionSchema::FunctionSchema(OperatorName name, std::vector<Argument> arguments, std::vector<Argument> returns)
+    : name_(std::move(name)), arguments_(std::move(arguments)), returns_(std::move(returns)) {}
 
 absl::StatusOr<FunctionSchema> FunctionSchema::parse(std::string_view text) {
   return Parser(text, "bad schema").parseSchema();
 }
 
 bool FunctionSchema::isMutable() const {
-  return std::any_of(
-      arguments_.begin(), arguments_.end(),
-      [](const Argument& a) { return a.alias && a.alias->is_write; });
+  return std::any_of(arguments_.begin(), arguments_.end(),
+                     [](const Argument& a) { return a.alias && a.alias->is_write; });
 }
 
-std::optional<size_t> FunctionSchema::argumentIndex(
-    std::string_view name) const {
+std::optional<size_t> FunctionSchema::argumentIndex(std::string_view name) const {
   for (size_t i = 0; i < arguments_.size(); ++i) {
     if (arguments_[i].name == name) return i;
   }
@@ -741,27 +673,15 @@ std::string FunctionSchema::toString() const {
   if (returns_.size() == 1 && returns_[0].name.empty()) {
     s += returns_[0].str();
   } else {
-    absl::StrAppend(&s, "(",
-                    absl::StrJoin(returns_, ", ",
-                                  [](std::string* out, const Argument& a) {
-                                    out->append(a.str());
-                                  }),
-                    ")");
+    absl::StrAppend(
+        &s, "(", absl::StrJoin(returns_, ", ", [](std::string* out, const Argument& a) { out->append(a.str()); }), ")");
   }
   return s;
 }
 
-std::ostream& operator<<(std::ostream& os, const OperatorName& name) {
-  return os << name.qualifiedName();
-}
-std::ostream& operator<<(std::ostream& os, const SchemaType& type) {
-  return os << type.str();
-}
-std::ostream& operator<<(std::ostream& os, const Argument& arg) {
-  return os << arg.str();
-}
-std::ostream& operator<<(std::ostream& os, const FunctionSchema& schema) {
-  return os << schema.toString();
-}
+std::ostream& operator<<(std::ostream& os, const OperatorName& name) { return os << name.qualifiedName(); }
+std::ostream& operator<<(std::ostream& os, const SchemaType& type) { return os << type.str(); }
+std::ostream& operator<<(std::ostream& os, const Argument& arg) { return os << arg.str(); }
+std::ostream& operator<<(std::ostream& os, const FunctionSchema& schema) { return os << schema.toString(); }
 
 }  // namespace backplane

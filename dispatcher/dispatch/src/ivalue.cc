@@ -27,8 +27,7 @@ const char* IValue::tagName(Tag t) {
 }
 
 void IValue::throwWrongTag(Tag want) const {
-  BP_THROW(kInvalidArgument, "expected a value of type ", tagName(want), " but got ", tagName(),
-           " (", str(), ")");
+  BP_THROW(kInvalidArgument, "expected a value of type ", tagName(want), " but got ", tagName(), " (", str(), ")");
 }
 
 double IValue::toDouble() const {
@@ -53,8 +52,10 @@ void printList(std::ostream& os, const std::vector<T>& v) {
   for (size_t i = 0; i < v.size(); ++i) {
     if (i) os << ", ";
     if constexpr (std::is_same_v<T, std::optional<TensorBase>>) {
-      if (v[i]) os << *v[i];
-      else os << "None";
+      if (v[i])
+        os << *v[i];
+      else
+        os << "None";
     } else {
       os << v[i];
     }
@@ -68,15 +69,23 @@ std::string IValue::str() const {
   std::visit(
       [&](const auto& v) {
         using T = std::decay_t<decltype(v)>;
-        if constexpr (std::is_same_v<T, std::monostate>) os << "None";
-        else if constexpr (std::is_same_v<T, bool>) os << (v ? "True" : "False");
-        else if constexpr (std::is_same_v<T, std::string>) os << '"' << v << '"';
+        if constexpr (std::is_same_v<T, std::monostate>)
+          os << "None";
+        else if constexpr (std::is_same_v<T, bool>)
+          os << (v ? "True" : "False");
+        else if constexpr (std::is_same_v<T, std::string>)
+          os << '"' << v << '"';
         else if constexpr (std::is_same_v<T, std::vector<bool>>) {
           os << '[';
           for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << (v[i] ? "True" : "False");
           os << ']';
-        } else if constexpr (requires { v.size(); v.begin(); }) printList(os, v);
-        else os << v;
+        } else if constexpr (requires {
+                               v.size();
+                               v.begin();
+                             })
+          printList(os, v);
+        else
+          os << v;
       },
       v_);
   return os.str();

@@ -60,8 +60,20 @@ TEST(BoxingTest, UnboxedKernelCalledBoxedAndTyped) {
   OperatorHandle op = Dispatcher::singleton().findOpOrThrow("bx::everything");
   Tensor a = floats({1}), c0 = floats({2});
 
-  Stack stack{a, IValue(), std::vector<Tensor>{c0}, int64_t{4}, std::vector<int64_t>{5, 6}, IValue(), 1.5, 2.5,
-              true, "mode", Scalar(int64_t{7}), IValue(), ScalarType::Float16, Device(DeviceType::CPU)};
+  Stack stack{a,
+              IValue(),
+              std::vector<Tensor>{c0},
+              int64_t{4},
+              std::vector<int64_t>{5, 6},
+              IValue(),
+              1.5,
+              2.5,
+              true,
+              "mode",
+              Scalar(int64_t{7}),
+              IValue(),
+              ScalarType::Float16,
+              Device(DeviceType::CPU)};
   op.callBoxed(stack);
   ASSERT_EQ(stack.size(), 2u);
   EXPECT_TRUE(stack[0].toTensor().is_alias_of(a));
@@ -80,8 +92,8 @@ TEST(BoxingTest, UnboxedKernelCalledBoxedAndTyped) {
   EXPECT_EQ(g_seen.m, ScalarType::Float16);
 
   auto typed = op.typed<std::tuple<Tensor, Tensor>(
-      const Tensor&, const std::optional<Tensor>&, TensorList, int64_t, IntArrayRef, std::optional<IntArrayRef>,
-      double, std::optional<double>, bool, std::string_view, const Scalar&, const std::optional<Scalar>&,
+      const Tensor&, const std::optional<Tensor>&, TensorList, int64_t, IntArrayRef, std::optional<IntArrayRef>, double,
+      std::optional<double>, bool, std::string_view, const Scalar&, const std::optional<Scalar>&,
       std::optional<ScalarType>, std::optional<Device>)>();
   std::vector<Tensor> list{c0, a};
   std::vector<int64_t> f{9};
@@ -100,18 +112,19 @@ TEST(BoxingTest, BoxedKernelCalledTyped) {
   ASSERT_TRUE(lib.def("scaled(Tensor a, int times, str label) -> (Tensor, int)").ok());
   static std::string label_seen;
   ASSERT_TRUE(lib.impl("scaled", DispatchKey::CPU,
-                       KernelFunction::makeFromBoxedFunction([](OperatorKernel*, const OperatorHandle& op,
-                                                                DispatchKeySet, Stack* s) {
-                         EXPECT_EQ(op.operatorName().name, "scaled");
-                         label_seen = s->back().toString();
-                         int64_t times = (*s)[s->size() - 2].toInt();
-                         Tensor a = (*s)[s->size() - 3].toTensor();
-                         s->resize(s->size() - 3);
-                         s->emplace_back(a);
-                         s->emplace_back(times * 2);
-                       }))
+                       KernelFunction::makeFromBoxedFunction(
+                           [](OperatorKernel*, const OperatorHandle& op, DispatchKeySet, Stack* s) {
+                             EXPECT_EQ(op.operatorName().name, "scaled");
+                             label_seen = s->back().toString();
+                             int64_t times = (*s)[s->size() - 2].toInt();
+                             Tensor a = (*s)[s->size() - 3].toTensor();
+                             s->resize(s->size() - 3);
+                             s->emplace_back(a);
+                             s->emplace_back(times * 2);
+                           }))
                   .ok());
-  auto op = Dispatcher::singleton().findOpOrThrow("bx2::scaled")
+  auto op = Dispatcher::singleton()
+                .findOpOrThrow("bx2::scaled")
                 .typed<std::tuple<Tensor, int64_t>(const Tensor&, int64_t, std::string_view)>();
   Tensor a = floats({1});
   auto [t, n] = op.call(a, 21, "hello");
@@ -190,10 +203,12 @@ TEST(BoxingTest, StatefulLambdasAndKeySetParameter) {
   Library lib("bx4");
   ASSERT_TRUE(lib.def("count(Tensor a) -> int").ok());
   auto calls = std::make_shared<int>(0);
-  ASSERT_TRUE(lib.impl("count", DispatchKey::CPU, [calls](DispatchKeySet ks, const Tensor&) -> int64_t {
-                   EXPECT_TRUE(ks.has(DispatchKey::CPU));
-                   return ++*calls;
-                 }).ok());
+  ASSERT_TRUE(lib.impl("count", DispatchKey::CPU,
+                       [calls](DispatchKeySet ks, const Tensor&) -> int64_t {
+                         EXPECT_TRUE(ks.has(DispatchKey::CPU));
+                         return ++*calls;
+                       })
+                  .ok());
   auto op = Dispatcher::singleton().findOpOrThrow("bx4::count").typed<int64_t(const Tensor&)>();
   EXPECT_EQ(op.call(floats({1})), 1);
   EXPECT_EQ(op.call(floats({1})), 2);

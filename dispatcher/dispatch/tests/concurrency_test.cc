@@ -6,8 +6,8 @@
 
 #include "backplane/dispatch/library.h"
 #include "backplane/ops/tensor.h"
-#include "test_device.h"
 #include "backplane/testing/cpu_kernels.h"
+#include "test_device.h"
 
 namespace backplane {
 namespace {

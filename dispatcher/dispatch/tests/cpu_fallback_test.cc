@@ -5,8 +5,8 @@
 
 #include "backplane/dispatch/library.h"
 #include "backplane/ops/tensor.h"
-#include "test_device.h"
 #include "backplane/testing/cpu_kernels.h"
+#include "test_device.h"
 
 namespace backplane {
 namespace {
@@ -27,20 +27,28 @@ class CpuFallbackTest : public ::testing::Test {
     ASSERT_TRUE(lib_.def("add.out(Tensor a, Tensor b, *, Tensor(a!) out) -> Tensor(a!)").ok());
     ASSERT_TRUE(lib_.def("sum_all(Tensor[] xs, Tensor? bias=None) -> Tensor").ok());
     ASSERT_TRUE(lib_.impl("add", DispatchKey::CPU, &testing::addCpu).ok());
-    ASSERT_TRUE(lib_.impl("add_", DispatchKey::CPU, [](const Tensor& self, const Tensor& other) {
-                     EXPECT_TRUE(self.device().isCpu());
-                     testing::assignCpu(self, testing::addCpu(self, other));
-                     return self;
-                   }).ok());
-    ASSERT_TRUE(lib_.impl("add.out", DispatchKey::CPU, [](const Tensor& a, const Tensor& b, const Tensor& out) {
-                     testing::assignCpu(out, testing::addCpu(a, b));
-                     return out;
-                   }).ok());
-    ASSERT_TRUE(lib_.impl("sum_all", DispatchKey::CPU, [](TensorList xs, const std::optional<Tensor>& bias) {
-                     Tensor acc = bias ? *bias : Tensor(tensorFromVector<float>(std::vector<float>(xs[0].numel(), 0), xs[0].sizes()));
-                     for (const Tensor& x : xs) acc = testing::addCpu(acc, x);
-                     return acc;
-                   }).ok());
+    ASSERT_TRUE(lib_.impl("add_", DispatchKey::CPU,
+                          [](const Tensor& self, const Tensor& other) {
+                            EXPECT_TRUE(self.device().isCpu());
+                            testing::assignCpu(self, testing::addCpu(self, other));
+                            return self;
+                          })
+                    .ok());
+    ASSERT_TRUE(lib_.impl("add.out", DispatchKey::CPU,
+                          [](const Tensor& a, const Tensor& b, const Tensor& out) {
+                            testing::assignCpu(out, testing::addCpu(a, b));
+                            return out;
+                          })
+                    .ok());
+    ASSERT_TRUE(lib_.impl("sum_all", DispatchKey::CPU,
+                          [](TensorList xs, const std::optional<Tensor>& bias) {
+                            Tensor acc = bias ? *bias
+                                              : Tensor(tensorFromVector<float>(std::vector<float>(xs[0].numel(), 0),
+                                                                               xs[0].sizes()));
+                            for (const Tensor& x : xs) acc = testing::addCpu(acc, x);
+                            return acc;
+                          })
+                    .ok());
   }
   void TearDown() override {
     lib_.reset();
@@ -112,10 +120,16 @@ TEST_F(CpuFallbackTest, TensorListsAndOptionalTensors) {
 
 TEST_F(CpuFallbackTest, TensorsMustShareOneDeviceExceptCpuScalars) {
   auto add = op("fb::add").typed<Tensor(const Tensor&, const Tensor&)>();
-  expectError([&] { add.call(floats({1, 2}, dev(0)), floats({1, 2}, dev(1))); },
-              {"fb::add: expected all tensors on one device, but found testdev:0 and testdev:1", "argument 'b'"});
-  expectError([&] { add.call(floats({1, 2}, dev(0)), floats({1, 2})); },
-              {"argument 'b' is a Tensor[2] float32 cpu", "only 0-d cpu tensors"});
+  expectError(
+      [&] {
+        add.call(floats({1, 2}, dev(0)), floats({1, 2}, dev(1)));
+      },
+      {"fb::add: expected all tensors on one device, but found testdev:0 and testdev:1", "argument 'b'"});
+  expectError(
+      [&] {
+        add.call(floats({1, 2}, dev(0)), floats({1, 2}));
+      },
+      {"argument 'b' is a Tensor[2] float32 cpu", "only 0-d cpu tensors"});
   auto add_ = op("fb::add_").typed<Tensor(const Tensor&, const Tensor&)>();
   Tensor self = tensorFromVector<float>({1}, IntArrayRef(), dev());
   add_.call(self, tensorFromVector<float>({2}, IntArrayRef()));  // a 0-d cpu tensor is a scalar

@@ -6,10 +6,10 @@
 
 #include "backplane/dispatch/builtin_kernels.h"
 #include "backplane/dispatch/library.h"
-#include "backplane/runtime/profiler.h"
 #include "backplane/ops/tensor.h"
-#include "test_device.h"
+#include "backplane/runtime/profiler.h"
 #include "backplane/testing/cpu_kernels.h"
+#include "test_device.h"
 
 namespace backplane {
 namespace {

@@ -6,8 +6,8 @@
 
 #include "backplane/dispatch/library.h"
 #include "backplane/ops/tensor.h"
-#include "test_device.h"
 #include "backplane/testing/cpu_kernels.h"
+#include "test_device.h"
 
 namespace backplane {
 namespace {
@@ -226,12 +226,14 @@ TEST(DispatcherTest, FunctionalityKeyRedispatchAndThreadLocalSets) {
   static std::atomic<int> wrapped{0};
   wrapped = 0;
   auto op = dispatcher().findOpOrThrow("dt11::w").typed<Tensor(const Tensor&)>();
-  ASSERT_TRUE(lib.impl("w", DispatchKey::User0, [](DispatchKeySet ks, const Tensor& a) {
-                   ++wrapped;
-                   auto self = Dispatcher::singleton().findOpOrThrow("dt11::w").typed<Tensor(const Tensor&)>();
-                   Tensor r = self.redispatch(ks & DispatchKeySet::below(DispatchKey::User0), a);
-                   return fillLike(r, r.item<float>() + 100);
-                 }).ok());
+  ASSERT_TRUE(lib.impl("w", DispatchKey::User0,
+                       [](DispatchKeySet ks, const Tensor& a) {
+                         ++wrapped;
+                         auto self = Dispatcher::singleton().findOpOrThrow("dt11::w").typed<Tensor(const Tensor&)>();
+                         Tensor r = self.redispatch(ks & DispatchKeySet::below(DispatchKey::User0), a);
+                         return fillLike(r, r.item<float>() + 100);
+                       })
+                  .ok());
   Tensor x = floats({0});
   EXPECT_EQ(op.call(x).item<float>(), 1) << "User0 is not in the key set unless included";
   {
@@ -258,10 +260,12 @@ TEST(DispatcherTest, FunctionalityKeyRedispatchAndThreadLocalSets) {
 TEST(DispatcherTest, FactoryOpsDispatchOnDeviceArgumentOrDefaultToCpu) {
   Library lib("dt12");
   ASSERT_TRUE(lib.def("make(int n, *, Device? device=None) -> Tensor").ok());
-  ASSERT_TRUE(lib.impl("make", DispatchKey::CPU, [](int64_t n, std::optional<Device> d) -> Tensor {
-                   std::vector<float> v(static_cast<size_t>(n), 3.0f);
-                   return tensorFromVector<float>(v, {n}, d.value_or(Device(DeviceType::CPU)));
-                 }).ok());
+  ASSERT_TRUE(lib.impl("make", DispatchKey::CPU,
+                       [](int64_t n, std::optional<Device> d) -> Tensor {
+                         std::vector<float> v(static_cast<size_t>(n), 3.0f);
+                         return tensorFromVector<float>(v, {n}, d.value_or(Device(DeviceType::CPU)));
+                       })
+                  .ok());
   auto op = dispatcher().findOpOrThrow("dt12::make").typed<Tensor(int64_t, std::optional<Device>)>();
   Tensor c = op.call(4, std::nullopt);
   EXPECT_TRUE(c.device().isCpu());
@@ -308,8 +312,7 @@ TEST(DispatcherTest, TracingLogsOpKeysAndKernelKind) {
 TEST(DispatcherTest, FindOpErrorsSuggestOverloads) {
   Library lib("dt15");
   ASSERT_TRUE(lib.def("k.one(Tensor a) -> Tensor").ok());
-  expectError([] { Dispatcher::singleton().findOpOrThrow("dt15::k"); },
-              {"dt15::k", "not defined", "dt15::k.one"});
+  expectError([] { Dispatcher::singleton().findOpOrThrow("dt15::k"); }, {"dt15::k", "not defined", "dt15::k.one"});
   EXPECT_FALSE(dispatcher().findOp("not a name").has_value());
   bool listed = false;
   for (const OperatorHandle& op : dispatcher().definedOperators())
@@ -317,7 +320,6 @@ TEST(DispatcherTest, FindOpErrorsSuggestOverloads) {
   EXPECT_TRUE(listed);
   EXPECT_THAT(dispatcher().findOpOrThrow("dt15::k.one").dumpState(), HasSubstr("dt15::k.one(Tensor a) -> Tensor"));
 }
-
 
 // Note [Meta kernels]: the rule runs before the kernel on call() and
 // callBoxed(), not on callSkippingMeta() or redispatch(); it can resize an empty

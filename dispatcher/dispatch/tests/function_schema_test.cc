@@ -16,12 +16,9 @@ namespace backplane {
 namespace {
 
 // gtest-only substring check (no gmock dependency) that prints both strings.
-::testing::AssertionResult HasSubstr(std::string_view haystack,
-                                     std::string_view needle) {
-  if (haystack.find(needle) != std::string_view::npos)
-    return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure()
-         << "'" << haystack << "' does not contain '" << needle << "'";
+::testing::AssertionResult HasSubstr(std::string_view haystack, std::string_view needle) {
+  if (haystack.find(needle) != std::string_view::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "'" << haystack << "' does not contain '" << needle << "'";
 }
 
 FunctionSchema MustParse(std::string_view text) {
@@ -41,8 +38,7 @@ TEST_P(CanonicalRoundTrip, PrintsBackIdentically) {
   const std::string text = GetParam();
   FunctionSchema schema = MustParse(text);
   EXPECT_EQ(schema.toString(), text);
-  absl::StatusOr<FunctionSchema> reparsed =
-      FunctionSchema::parse(schema.toString());
+  absl::StatusOr<FunctionSchema> reparsed = FunctionSchema::parse(schema.toString());
   ASSERT_TRUE(reparsed.ok()) << reparsed.status();
   EXPECT_EQ(*reparsed, schema);
 }
@@ -112,8 +108,7 @@ class NormalizingRoundTrip : public ::testing::TestWithParam<Normalization> {};
 TEST_P(NormalizingRoundTrip, PrintsCanonicalForm) {
   FunctionSchema schema = MustParse(GetParam().input);
   EXPECT_EQ(schema.toString(), GetParam().canonical);
-  absl::StatusOr<FunctionSchema> reparsed =
-      FunctionSchema::parse(schema.toString());
+  absl::StatusOr<FunctionSchema> reparsed = FunctionSchema::parse(schema.toString());
   ASSERT_TRUE(reparsed.ok()) << reparsed.status();
   EXPECT_EQ(*reparsed, schema);
 }
@@ -200,16 +195,14 @@ TEST(FunctionSchemaTest, OutVariant) {
   EXPECT_EQ(s.argumentIndex("out"), 3u);
 
   // A keyword-only argument that only aliases (no '!') is not an out= argument.
-  FunctionSchema view =
-      MustParse("test::f(Tensor self, *, Tensor(a) base) -> Tensor(a)");
+  FunctionSchema view = MustParse("test::f(Tensor self, *, Tensor(a) base) -> Tensor(a)");
   EXPECT_TRUE(view.arguments()[1].kwarg_only);
   EXPECT_FALSE(view.arguments()[1].isOut());
   EXPECT_FALSE(view.isMutable());
 }
 
 TEST(FunctionSchemaTest, ReadOnlyAliasIsNotMutable) {
-  FunctionSchema s =
-      MustParse("aten::view(Tensor(a) self, SymInt[] size) -> Tensor(a)");
+  FunctionSchema s = MustParse("aten::view(Tensor(a) self, SymInt[] size) -> Tensor(a)");
   EXPECT_FALSE(s.isMutable());
   ASSERT_TRUE(s.arguments()[0].alias.has_value());
   EXPECT_EQ(*s.arguments()[0].alias, (AliasInfo{"a", false}));
@@ -233,10 +226,8 @@ TEST(FunctionSchemaTest, Conv2dListDefaultsExpand) {
   EXPECT_FALSE(stride.type.is_optional);
   EXPECT_EQ(stride.type.str(), "int[2]");
   ASSERT_TRUE(stride.default_value.has_value());
-  EXPECT_EQ(std::get<std::vector<int64_t>>(*stride.default_value),
-            (std::vector<int64_t>{1, 1}));
-  EXPECT_EQ(std::get<std::vector<int64_t>>(*s.arguments()[4].default_value),
-            (std::vector<int64_t>{0, 0}));
+  EXPECT_EQ(std::get<std::vector<int64_t>>(*stride.default_value), (std::vector<int64_t>{1, 1}));
+  EXPECT_EQ(std::get<std::vector<int64_t>>(*s.arguments()[4].default_value), (std::vector<int64_t>{0, 0}));
   EXPECT_EQ(std::get<int64_t>(*s.arguments()[6].default_value), 1);
 }
 
@@ -273,16 +264,11 @@ TEST(FunctionSchemaTest, NamedTupleReturns) {
 
 TEST(FunctionSchemaTest, EmptyAndScalarReturns) {
   EXPECT_TRUE(MustParse("test::f(Tensor x) -> ()").returns().empty());
-  EXPECT_EQ(MustParse("test::f(Tensor x) -> int").returns()[0].type.base,
-            BaseType::Int);
-  EXPECT_EQ(MustParse("test::f(Tensor x) -> float").returns()[0].type.base,
-            BaseType::Float);
-  EXPECT_EQ(MustParse("test::f(Tensor x) -> bool").returns()[0].type.base,
-            BaseType::Bool);
-  EXPECT_EQ(MustParse("test::f(Tensor x) -> Scalar").returns()[0].type.base,
-            BaseType::Scalar);
-  const SchemaType list =
-      MustParse("test::f(Tensor x) -> Tensor[]").returns()[0].type;
+  EXPECT_EQ(MustParse("test::f(Tensor x) -> int").returns()[0].type.base, BaseType::Int);
+  EXPECT_EQ(MustParse("test::f(Tensor x) -> float").returns()[0].type.base, BaseType::Float);
+  EXPECT_EQ(MustParse("test::f(Tensor x) -> bool").returns()[0].type.base, BaseType::Bool);
+  EXPECT_EQ(MustParse("test::f(Tensor x) -> Scalar").returns()[0].type.base, BaseType::Scalar);
+  const SchemaType list = MustParse("test::f(Tensor x) -> Tensor[]").returns()[0].type;
   EXPECT_TRUE(list.is_list);
   EXPECT_EQ(list.base, BaseType::Tensor);
 }
@@ -293,17 +279,12 @@ TEST(FunctionSchemaTest, ListTypeVariants) {
       "Tensor?[]? f, "
       "Tensor(a!)[] g) -> ()");
   const auto& args = s.arguments();
-  EXPECT_EQ(args[0].type,
-            (SchemaType{BaseType::Tensor, true, std::nullopt, false, false}));
-  EXPECT_EQ(args[1].type,
-            (SchemaType{BaseType::Tensor, true, std::nullopt, true, false}));
-  EXPECT_EQ(args[2].type,
-            (SchemaType{BaseType::Int, true, std::nullopt, false, true}));
+  EXPECT_EQ(args[0].type, (SchemaType{BaseType::Tensor, true, std::nullopt, false, false}));
+  EXPECT_EQ(args[1].type, (SchemaType{BaseType::Tensor, true, std::nullopt, true, false}));
+  EXPECT_EQ(args[2].type, (SchemaType{BaseType::Int, true, std::nullopt, false, true}));
   EXPECT_EQ(args[3].type, (SchemaType{BaseType::Int, true, 2, false, true}));
-  EXPECT_EQ(args[4].type,
-            (SchemaType{BaseType::Tensor, false, std::nullopt, false, true}));
-  EXPECT_EQ(args[5].type,
-            (SchemaType{BaseType::Tensor, true, std::nullopt, true, true}));
+  EXPECT_EQ(args[4].type, (SchemaType{BaseType::Tensor, false, std::nullopt, false, true}));
+  EXPECT_EQ(args[5].type, (SchemaType{BaseType::Tensor, true, std::nullopt, true, true}));
   EXPECT_TRUE(args[6].type.is_list);
   EXPECT_EQ(*args[6].alias, (AliasInfo{"a", true}));
   EXPECT_EQ(args[1].type.str(), "Tensor?[]");
@@ -342,35 +323,27 @@ TEST(FunctionSchemaTest, DefaultValueKinds) {
   EXPECT_DOUBLE_EQ(std::get<double>(def("a")),
                    0.5);  // Scalar keeps the literal's kind
   EXPECT_EQ(std::get<int64_t>(def("b")), -3);
-  EXPECT_EQ(std::get<std::vector<double>>(def("f")),
-            (std::vector<double>{1.0, 2.0}));
-  EXPECT_EQ(std::get<std::vector<bool>>(def("m")),
-            (std::vector<bool>{true, false}));
+  EXPECT_EQ(std::get<std::vector<double>>(def("f")), (std::vector<double>{1.0, 2.0}));
+  EXPECT_EQ(std::get<std::vector<bool>>(def("m")), (std::vector<bool>{true, false}));
   EXPECT_TRUE(std::get<std::vector<int64_t>>(def("e")).empty());
   EXPECT_EQ(std::get<std::string>(def("mf")), "contiguous_format");
-  EXPECT_EQ(std::get<double>(def("big")),
-            std::numeric_limits<double>::infinity());
+  EXPECT_EQ(std::get<double>(def("big")), std::numeric_limits<double>::infinity());
   EXPECT_EQ(std::get<int64_t>(def("neg")), -7);
   EXPECT_EQ(std::get<int64_t>(def("maybe")), 4);
 }
 
 TEST(FunctionSchemaTest, StringEscapes) {
-  FunctionSchema s =
-      MustParse(R"(test::f(str a="x\"y\\z\n", str b='it\'s') -> ())");
-  EXPECT_EQ(std::get<std::string>(*s.arguments()[0].default_value),
-            "x\"y\\z\n");
+  FunctionSchema s = MustParse(R"(test::f(str a="x\"y\\z\n", str b='it\'s') -> ())");
+  EXPECT_EQ(std::get<std::string>(*s.arguments()[0].default_value), "x\"y\\z\n");
   EXPECT_EQ(std::get<std::string>(*s.arguments()[1].default_value), "it's");
   EXPECT_EQ(s.toString(), R"(test::f(str a="x\"y\\z\n", str b="it's") -> ())");
 }
 
 TEST(FunctionSchemaTest, ManuallyBuiltSchemaPrintsAndReparses) {
   Argument self{"self", SchemaType{BaseType::Tensor}};
-  Argument dims{"dims", SchemaType{BaseType::Int, true, 2, false, false},
-                DefaultValue(std::vector<int64_t>{3, 4})};
-  Argument out{"out", SchemaType{BaseType::Tensor}, std::nullopt, true,
-               AliasInfo{"a", true}};
-  FunctionSchema s({"test", "f", "out"}, {self, dims, out},
-                   {Argument{"", out.type, {}, false, out.alias}});
+  Argument dims{"dims", SchemaType{BaseType::Int, true, 2, false, false}, DefaultValue(std::vector<int64_t>{3, 4})};
+  Argument out{"out", SchemaType{BaseType::Tensor}, std::nullopt, true, AliasInfo{"a", true}};
+  FunctionSchema s({"test", "f", "out"}, {self, dims, out}, {Argument{"", out.type, {}, false, out.alias}});
   EXPECT_EQ(s.toString(),
             "test::f.out(Tensor self, int[2] dims=[3, 4], *, Tensor(a!) out) "
             "-> Tensor(a!)");
@@ -380,16 +353,11 @@ TEST(FunctionSchemaTest, ManuallyBuiltSchemaPrintsAndReparses) {
 }
 
 TEST(FunctionSchemaTest, EqualityDistinguishesSchemas) {
-  EXPECT_EQ(MustParse("test::f(Tensor x) -> Tensor"),
-            MustParse("test::f(Tensor  x)->Tensor"));
-  EXPECT_NE(MustParse("test::f(Tensor x) -> Tensor"),
-            MustParse("test::f(Tensor y) -> Tensor"));
-  EXPECT_NE(MustParse("test::f(Tensor x) -> Tensor"),
-            MustParse("test::f(Tensor? x) -> Tensor"));
-  EXPECT_NE(MustParse("test::f(Scalar x=1) -> Tensor"),
-            MustParse("test::f(Scalar x=1.0) -> Tensor"));
-  EXPECT_NE(MustParse("test::f(Tensor x, Tensor y) -> Tensor"),
-            MustParse("test::f(Tensor x, *, Tensor y) -> Tensor"));
+  EXPECT_EQ(MustParse("test::f(Tensor x) -> Tensor"), MustParse("test::f(Tensor  x)->Tensor"));
+  EXPECT_NE(MustParse("test::f(Tensor x) -> Tensor"), MustParse("test::f(Tensor y) -> Tensor"));
+  EXPECT_NE(MustParse("test::f(Tensor x) -> Tensor"), MustParse("test::f(Tensor? x) -> Tensor"));
+  EXPECT_NE(MustParse("test::f(Scalar x=1) -> Tensor"), MustParse("test::f(Scalar x=1.0) -> Tensor"));
+  EXPECT_NE(MustParse("test::f(Tensor x, Tensor y) -> Tensor"), MustParse("test::f(Tensor x, *, Tensor y) -> Tensor"));
 }
 
 // ---------------------------------------------------------------------------
@@ -416,14 +384,11 @@ TEST(OperatorNameTest, Errors) {
   EXPECT_TRUE(HasSubstr(std::string(s.message()), "at position 3"));
 
   s = OperatorName::parse("aten::").status();
-  EXPECT_TRUE(
-      HasSubstr(std::string(s.message()), "expected operator name after '::'"));
+  EXPECT_TRUE(HasSubstr(std::string(s.message()), "expected operator name after '::'"));
   s = OperatorName::parse("aten::add.").status();
-  EXPECT_TRUE(
-      HasSubstr(std::string(s.message()), "expected overload name after '.'"));
+  EXPECT_TRUE(HasSubstr(std::string(s.message()), "expected overload name after '.'"));
   s = OperatorName::parse("aten::add.Tensor(").status();
-  EXPECT_TRUE(
-      HasSubstr(std::string(s.message()), "expected end of operator name"));
+  EXPECT_TRUE(HasSubstr(std::string(s.message()), "expected end of operator name"));
   EXPECT_TRUE(HasSubstr(std::string(s.message()), "at position 16"));
   s = OperatorName::parse("").status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
@@ -444,8 +409,7 @@ TEST(OperatorNameTest, HashableInFlatHashMap) {
 // Errors: each must be InvalidArgument, say what was expected, give the
 // position, and draw a caret under it.
 
-void ExpectParseError(std::string_view text, std::string_view expected_msg,
-                      size_t pos) {
+void ExpectParseError(std::string_view text, std::string_view expected_msg, size_t pos) {
   SCOPED_TRACE(text);
   absl::StatusOr<FunctionSchema> schema = FunctionSchema::parse(text);
   ASSERT_FALSE(schema.ok()) << "unexpectedly parsed as " << *schema;
@@ -461,14 +425,11 @@ void ExpectParseError(std::string_view text, std::string_view expected_msg,
 }
 
 TEST(FunctionSchemaErrorTest, ExactMessageFormat) {
-  absl::Status s = FunctionSchema::parse(
-                       "aten::add.Tensor(Tensor self, Tensor other -> Tensor")
-                       .status();
-  EXPECT_EQ(
-      s.message(),
-      "bad schema: expected ')' or ',' after argument 'other' at position 43:\n"
-      "  aten::add.Tensor(Tensor self, Tensor other -> Tensor\n"
-      "                                             ^");
+  absl::Status s = FunctionSchema::parse("aten::add.Tensor(Tensor self, Tensor other -> Tensor").status();
+  EXPECT_EQ(s.message(),
+            "bad schema: expected ')' or ',' after argument 'other' at position 43:\n"
+            "  aten::add.Tensor(Tensor self, Tensor other -> Tensor\n"
+            "                                             ^");
 }
 
 TEST(FunctionSchemaErrorTest, EmptyInput) {
@@ -477,24 +438,18 @@ TEST(FunctionSchemaErrorTest, EmptyInput) {
 }
 
 TEST(FunctionSchemaErrorTest, MissingNamespace) {
-  ExpectParseError("add.Tensor(Tensor self) -> Tensor",
-                   "expected '::' after 'add'", 3);
+  ExpectParseError("add.Tensor(Tensor self) -> Tensor", "expected '::' after 'add'", 3);
 }
 
 TEST(FunctionSchemaErrorTest, UnknownType) {
-  ExpectParseError("aten::f(Tensor self, Tensr other) -> Tensor",
-                   "unknown type 'Tensr'", 21);
-  ExpectParseError("aten::f(Tensor self) -> Generator",
-                   "unknown type 'Generator'", 24);
-  ExpectParseError("aten::f(Tensor self, 3 x) -> Tensor", "expected a type",
-                   21);
+  ExpectParseError("aten::f(Tensor self, Tensr other) -> Tensor", "unknown type 'Tensr'", 21);
+  ExpectParseError("aten::f(Tensor self) -> Generator", "unknown type 'Generator'", 24);
+  ExpectParseError("aten::f(Tensor self, 3 x) -> Tensor", "expected a type", 21);
 }
 
 TEST(FunctionSchemaErrorTest, DuplicateArgumentNames) {
-  ExpectParseError("aten::f(Tensor self, int dim, *, Tensor self) -> Tensor",
-                   "duplicate name 'self'", 40);
-  ExpectParseError("aten::f(Tensor x) -> (Tensor a, Tensor a)",
-                   "duplicate name 'a'", 39);
+  ExpectParseError("aten::f(Tensor self, int dim, *, Tensor self) -> Tensor", "duplicate name 'self'", 40);
+  ExpectParseError("aten::f(Tensor x) -> (Tensor a, Tensor a)", "duplicate name 'a'", 39);
 }
 
 TEST(FunctionSchemaErrorTest, DefaultTypeMismatch) {
@@ -506,88 +461,64 @@ TEST(FunctionSchemaErrorTest, DefaultTypeMismatch) {
                    "expected None (Tensor defaults must be None) as default "
                    "value for argument 'x'",
                    17);
-  ExpectParseError("aten::f(int x=1.5) -> Tensor",
-                   "expected an integer literal", 14);
+  ExpectParseError("aten::f(int x=1.5) -> Tensor", "expected an integer literal", 14);
   ExpectParseError("aten::f(bool b=1) -> Tensor", "expected True or False", 15);
-  ExpectParseError("aten::f(str s=mean) -> Tensor", "expected a quoted string",
-                   14);
-  ExpectParseError("aten::f(ScalarType t=6) -> Tensor",
-                   "expected a name (e.g. 'contiguous_format') as default", 21);
+  ExpectParseError("aten::f(str s=mean) -> Tensor", "expected a quoted string", 14);
+  ExpectParseError("aten::f(ScalarType t=6) -> Tensor", "expected a name (e.g. 'contiguous_format') as default", 21);
   ExpectParseError("aten::f(int[2] s=[1, True]) -> Tensor",
                    "expected an integer literal as default value for argument "
                    "'s' of type 'int[2]'",
                    21);
-  ExpectParseError(
-      "aten::f(Tensor[] t=[]) -> Tensor",
-      "expected None as default value for argument 't' of type 'Tensor[]'", 19);
+  ExpectParseError("aten::f(Tensor[] t=[]) -> Tensor",
+                   "expected None as default value for argument 't' of type 'Tensor[]'", 19);
 }
 
 TEST(FunctionSchemaErrorTest, NoneRequiresOptional) {
-  ExpectParseError("aten::f(int x=None) -> Tensor",
-                   "default None requires an optional type (expected 'int?')",
-                   14);
-  ExpectParseError("aten::f(Tensor?[] x=None) -> Tensor",
-                   "expected 'Tensor?[]?'", 20);
+  ExpectParseError("aten::f(int x=None) -> Tensor", "default None requires an optional type (expected 'int?')", 14);
+  ExpectParseError("aten::f(Tensor?[] x=None) -> Tensor", "expected 'Tensor?[]?'", 20);
 }
 
 TEST(FunctionSchemaErrorTest, BareDefaultNeedsSizedList) {
-  ExpectParseError("aten::f(int[] x=1) -> Tensor",
-                   "expected '[' to start list default", 16);
+  ExpectParseError("aten::f(int[] x=1) -> Tensor", "expected '[' to start list default", 16);
 }
 
 TEST(FunctionSchemaErrorTest, TrailingGarbage) {
-  ExpectParseError("aten::f(Tensor x) -> Tensor y z", "expected end of schema",
-                   30);
-  ExpectParseError("aten::f(Tensor x) -> Tensor)", "expected end of schema",
-                   27);
-  ExpectParseError("aten::f(int x=1abc) -> Tensor",
-                   "expected ')' or ',' after argument 'x'", 15);
+  ExpectParseError("aten::f(Tensor x) -> Tensor y z", "expected end of schema", 30);
+  ExpectParseError("aten::f(Tensor x) -> Tensor)", "expected end of schema", 27);
+  ExpectParseError("aten::f(int x=1abc) -> Tensor", "expected ')' or ',' after argument 'x'", 15);
 }
 
 TEST(FunctionSchemaErrorTest, UnterminatedString) {
-  ExpectParseError("aten::f(str s=\"mean) -> Tensor",
-                   "unterminated string literal", 14);
+  ExpectParseError("aten::f(str s=\"mean) -> Tensor", "unterminated string literal", 14);
   ExpectParseError("aten::f(str s='mean) -> Tensor", "expected closing '", 14);
 }
 
 TEST(FunctionSchemaErrorTest, StarTwice) {
-  ExpectParseError("aten::f(Tensor x, *, int y, *, int z) -> Tensor",
-                   "expected at most one '*'", 28);
+  ExpectParseError("aten::f(Tensor x, *, int y, *, int z) -> Tensor", "expected at most one '*'", 28);
 }
 
 TEST(FunctionSchemaErrorTest, StructuralErrors) {
-  ExpectParseError("aten::f Tensor x) -> Tensor",
-                   "expected '(' to start the argument list", 8);
+  ExpectParseError("aten::f Tensor x) -> Tensor", "expected '(' to start the argument list", 8);
   ExpectParseError("aten::f(Tensor x) Tensor", "expected '->'", 18);
   ExpectParseError("aten::f(Tensor x)", "expected '->'", 17);
   ExpectParseError("aten::f(Tensor x) ->", "expected a type", 20);
   ExpectParseError("aten::f(Tensor x,) -> Tensor", "expected a type", 17);
-  ExpectParseError("aten::f(Tensor) -> Tensor",
-                   "expected argument name after type 'Tensor'", 14);
-  ExpectParseError("aten::f(Tensor?? x) -> Tensor",
-                   "expected argument name after type 'Tensor?'", 15);
-  ExpectParseError("aten::f(int[2 x) -> Tensor", "expected list size or ']'",
-                   14);
-  ExpectParseError("aten::f(Tensor x) -> (Tensor y=None)",
-                   "returns cannot have default values", 30);
-  ExpectParseError("aten::f(Tensor x) -> (Tensor a Tensor b)",
-                   "expected ')' or ',' after return", 31);
-  ExpectParseError("aten::f(int[2] x=[1, 2) -> Tensor",
-                   "expected ',' or ']' in list default", 22);
+  ExpectParseError("aten::f(Tensor) -> Tensor", "expected argument name after type 'Tensor'", 14);
+  ExpectParseError("aten::f(Tensor?? x) -> Tensor", "expected argument name after type 'Tensor?'", 15);
+  ExpectParseError("aten::f(int[2 x) -> Tensor", "expected list size or ']'", 14);
+  ExpectParseError("aten::f(Tensor x) -> (Tensor y=None)", "returns cannot have default values", 30);
+  ExpectParseError("aten::f(Tensor x) -> (Tensor a Tensor b)", "expected ')' or ',' after return", 31);
+  ExpectParseError("aten::f(int[2] x=[1, 2) -> Tensor", "expected ',' or ']' in list default", 22);
 }
 
 TEST(FunctionSchemaErrorTest, BadAliasAnnotation) {
-  ExpectParseError("aten::f(Tensor(a! x) -> Tensor",
-                   "expected '!' or ')' in alias annotation", 18);
-  ExpectParseError("aten::f(Tensor() x) -> Tensor", "expected alias set name",
-                   15);
+  ExpectParseError("aten::f(Tensor(a! x) -> Tensor", "expected '!' or ')' in alias annotation", 18);
+  ExpectParseError("aten::f(Tensor() x) -> Tensor", "expected alias set name", 15);
 }
 
 TEST(FunctionSchemaErrorTest, BadNumbers) {
-  ExpectParseError("aten::f(int x=99999999999999999999) -> Tensor",
-                   "expected a number literal within range", 14);
-  ExpectParseError("aten::f(int x=-) -> Tensor", "expected a default value",
-                   14);
+  ExpectParseError("aten::f(int x=99999999999999999999) -> Tensor", "expected a number literal within range", 14);
+  ExpectParseError("aten::f(int x=-) -> Tensor", "expected a default value", 14);
   ExpectParseError("aten::f(int x=) -> Tensor", "expected a default value", 14);
 }
 
@@ -604,23 +535,19 @@ TEST(FunctionSchemaErrorTest, ListSizeIsBounded) {
 
 TEST(FunctionSchemaErrorTest, EndOfInputIsCalledOut) {
   absl::Status s = FunctionSchema::parse("aten::f(Tensor x").status();
-  EXPECT_TRUE(
-      HasSubstr(std::string(s.message()),
-                "expected ')' or ',' after argument 'x' (reached end of "
-                "input) at position 16"));
+  EXPECT_TRUE(HasSubstr(std::string(s.message()),
+                        "expected ')' or ',' after argument 'x' (reached end of "
+                        "input) at position 16"));
 }
 
 TEST(FunctionSchemaErrorTest, CaretPointsIntoCorrectLineOfMultilineInput) {
-  absl::Status s =
-      FunctionSchema::parse("aten::f(Tensor x,\n        Tensr y) -> Tensor")
-          .status();
-  EXPECT_EQ(
-      s.message(),
-      "bad schema: unknown type 'Tensr'; expected one of Tensor, int, SymInt, "
-      "float, bool, "
-      "str, Scalar, ScalarType, Device, Layout, MemoryFormat at position 26:\n"
-      "          Tensr y) -> Tensor\n"
-      "          ^");
+  absl::Status s = FunctionSchema::parse("aten::f(Tensor x,\n        Tensr y) -> Tensor").status();
+  EXPECT_EQ(s.message(),
+            "bad schema: unknown type 'Tensr'; expected one of Tensor, int, SymInt, "
+            "float, bool, "
+            "str, Scalar, ScalarType, Device, Layout, MemoryFormat at position 26:\n"
+            "          Tensr y) -> Tensor\n"
+            "          ^");
 }
 
 }  // namespace

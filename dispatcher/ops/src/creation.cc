@@ -54,9 +54,7 @@ using UniformSig = Tensor(const Tensor&, double, double, int64_t, int64_t);
 using BernoulliSig = Tensor(const Tensor&, double, int64_t, int64_t);
 using ArangeOutSig = Tensor(const Scalar&, const Scalar&, const Scalar&, const Tensor&);
 
-Device targetDevice(std::optional<Device> device) {
-  return device ? device->resolved() : Device(DeviceType::CPU);
-}
+Device targetDevice(std::optional<Device> device) { return device ? device->resolved() : Device(DeviceType::CPU); }
 
 void checkSizes(std::string_view op, IntArrayRef size) {
   for (size_t i = 0; i < size.size(); ++i) {
@@ -197,7 +195,7 @@ void arangeOutMeta(const Scalar& start, const Scalar& end, const Scalar& step, c
 // int64 when start, end and step are all integers (or bools), else float32.
 ScalarType arangeType(const Scalar& start, const Scalar& end, const Scalar& step) {
   return start.isFloatingPoint() || end.isFloatingPoint() || step.isFloatingPoint() ? ScalarType::Float32
-                                                                                     : ScalarType::Int64;
+                                                                                    : ScalarType::Int64;
 }
 
 Tensor arangeStartStep(const Scalar& start, const Scalar& end, const Scalar& step, std::optional<ScalarType> dtype,
@@ -414,8 +412,8 @@ Tensor toDtype(const Tensor& self, ScalarType dtype, bool non_blocking, bool cop
 Tensor toDevice(const Tensor& self, Device device, ScalarType dtype, bool non_blocking, bool copy) {
   return toImpl(self, dtype, device, non_blocking, copy);
 }
-Tensor toOptions(const Tensor& self, std::optional<ScalarType> dtype, std::optional<Device> device,
-                 bool non_blocking, bool copy) {
+Tensor toOptions(const Tensor& self, std::optional<ScalarType> dtype, std::optional<Device> device, bool non_blocking,
+                 bool copy) {
   checkDefined("bp::to.dtype_layout", self, "self");
   return toImpl(self, dtype.value_or(self.dtype()), device.value_or(self.device()), non_blocking, copy);
 }

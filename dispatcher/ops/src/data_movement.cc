@@ -221,8 +221,8 @@ OutputMeta gatherMeta(const Tensor& self, int64_t dim, const Tensor& index) {
   const Device device = commonDevice(op, {{"self", &self}, {"index", &index}});
   checkDtypes(op, standardOp<Name>(), {{"index", &index}});
   const int64_t d = wrapDim(op, dim, self.dim());
-  BP_CHECK(dimOr1(index) == dimOr1(self), op, ": argument 'index' must have as many dimensions as 'self' (",
-           self.dim(), "), but has shape ", shapeString(index.sizes()));
+  BP_CHECK(dimOr1(index) == dimOr1(self), op, ": argument 'index' must have as many dimensions as 'self' (", self.dim(),
+           "), but has shape ", shapeString(index.sizes()));
   if (index.numel() != 0) {
     for (int64_t k = 0; k < index.dim() && k < self.dim(); ++k) {
       BP_CHECK(k == d || index.size(k) <= self.size(k), op, ": 'index' has size ", index.size(k), " in dimension ", k,
@@ -261,14 +261,14 @@ OutputMeta scatterAddMeta(const Tensor& self, int64_t dim, const Tensor& index, 
   BP_CHECK(src.dtype() == self.dtype(), op, ": 'src' has dtype ", src.dtype(), " but 'self' has dtype ", self.dtype(),
            "; they must match: convert src with .to(", self.dtype(), ")");
   const int64_t d = wrapDim(op, dim, self.dim());
-  BP_CHECK(dimOr1(index) == dimOr1(self), op, ": argument 'index' must have as many dimensions as 'self' (",
-           self.dim(), "), but has shape ", shapeString(index.sizes()));
+  BP_CHECK(dimOr1(index) == dimOr1(self), op, ": argument 'index' must have as many dimensions as 'self' (", self.dim(),
+           "), but has shape ", shapeString(index.sizes()));
   BP_CHECK(dimOr1(src) == dimOr1(self), op, ": argument 'src' must have as many dimensions as 'self' (", self.dim(),
            "), but has shape ", shapeString(src.sizes()));
   if (index.numel() != 0) {
     for (int64_t k = 0; k < dimOr1(index); ++k) {
-      BP_CHECK(sizeOr1(index, k) <= sizeOr1(src, k), op, ": 'index' has size ", sizeOr1(index, k), " in dimension ",
-               k, " but 'src' only ", sizeOr1(src, k), "; index may not be larger than src (shapes ",
+      BP_CHECK(sizeOr1(index, k) <= sizeOr1(src, k), op, ": 'index' has size ", sizeOr1(index, k), " in dimension ", k,
+               " but 'src' only ", sizeOr1(src, k), "; index may not be larger than src (shapes ",
                shapeString(index.sizes()), " and ", shapeString(src.sizes()), ")");
       BP_CHECK(k == d || sizeOr1(index, k) <= sizeOr1(self, k), op, ": 'index' has size ", sizeOr1(index, k),
                " in dimension ", k, " but 'self' only ", sizeOr1(self, k), "; except in dimension ", d,
@@ -293,8 +293,7 @@ Tensor scatterAddFunctional(const Tensor& self, int64_t dim, const Tensor& index
 
 Tensor scatterAddInplace(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
   const std::string& op = qualified<"scatter_add_">();
-  checkOut(op, self, scatterAddMeta<"scatter_add_">(self, dim, index, src), {{"index", &index}, {"src", &src}},
-           "self");
+  checkOut(op, self, scatterAddMeta<"scatter_add_">(self, dim, index, src), {{"index", &index}, {"src", &src}}, "self");
   return BP_STANDARD_OP("scatter_add.out", ScatterAddOutSig).callSkippingMeta(self, dim, index, src, self);
 }
 
@@ -316,8 +315,8 @@ OutputMeta maskedFillMeta(const Tensor& self, const Tensor& mask) {
 // A tensor value must be 0-d, on self's device or a cpu scalar (as PyTorch).
 void checkValueTensor(std::string_view op, const Tensor& value, Device device) {
   checkDefined(op, value, "value");
-  BP_CHECK(value.dim() == 0, op, ": argument 'value' must be a 0-d tensor, but has shape ",
-           shapeString(value.sizes()), "; pass a Scalar or a tensor of one element reshaped to []");
+  BP_CHECK(value.dim() == 0, op, ": argument 'value' must be a 0-d tensor, but has shape ", shapeString(value.sizes()),
+           "; pass a Scalar or a tensor of one element reshaped to []");
   BP_CHECK(value.device() == device || value.device().isCpu(), op, ": argument 'value' is on ", value.device(),
            " but 'self' is on ", device, "; move it to ", device, " or to the cpu");
 }

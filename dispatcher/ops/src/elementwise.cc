@@ -50,7 +50,7 @@ struct BinaryRule {
   BoolAlternative instead_of_bool = BoolAlternative::None;  // with NoBool: what to suggest
 };
 constexpr BinaryRule kPromoted{BinaryResult::Promoted};
-constexpr BinaryRule kNoBool{BinaryResult::NoBool};                                    // pow
+constexpr BinaryRule kNoBool{BinaryResult::NoBool};                                                // pow
 constexpr BinaryRule kSubtraction{BinaryResult::NoBoolOperand, BoolAlternative::LogicalXorOrNot};  // sub
 constexpr BinaryRule kTrueDivide{BinaryResult::TrueDivide};
 constexpr BinaryRule kComparison{BinaryResult::Comparison};
@@ -266,7 +266,7 @@ Tensor whereFunctional(const Tensor& condition, const Tensor& self, const Tensor
   Tensor out = allocate(m), moved[3];
   return BP_STANDARD_OP("where.self_out", WhereOutSig)
       .callSkippingMeta(onDevice(condition, m.device, moved[0]), onDevice(self, m.device, moved[1]),
-                   onDevice(other, m.device, moved[2]), out);
+                        onDevice(other, m.device, moved[2]), out);
 }
 
 // --- unary ops

@@ -8,8 +8,8 @@
 
 namespace backplane::ops {
 
-void addCreationOps(std::vector<StandardOp>& ops);      // empty, zeros, ..., rand, randn, dropout; copy_, to
-void addElementwiseOps(std::vector<StandardOp>& ops);   // binary, comparison, where, unary, clamp
+void addCreationOps(std::vector<StandardOp>& ops);     // empty, zeros, ..., rand, randn, dropout; copy_, to
+void addElementwiseOps(std::vector<StandardOp>& ops);  // binary, comparison, where, unary, clamp
 // (elementwise_more.cc) rounding division, remainder/fmod, rounding, bitwise/logical, activations, Scalar forms
 void addElementwiseMoreOps(std::vector<StandardOp>& ops);
 void addReductionOps(std::vector<StandardOp>& ops);     // sum, mean, amax, ..., softmax

@@ -160,10 +160,10 @@ Tensor addmmOutComposite(const Tensor& self, const Tensor& mat1, const Tensor& m
     return BP_STANDARD_OP("mul.out", BinaryOutSig)
         .callSkippingMeta(product, scalarTensor(alpha, out.dtype(), out.device()), out);
   }
-  const Tensor base = beta.toDouble() == 1
-                          ? self
-                          : BP_STANDARD_OP("mul.Tensor", MulSig)
-                                .callSkippingMeta(self, scalarTensor(beta, out.dtype(), out.device()));
+  const Tensor base =
+      beta.toDouble() == 1
+          ? self
+          : BP_STANDARD_OP("mul.Tensor", MulSig).callSkippingMeta(self, scalarTensor(beta, out.dtype(), out.device()));
   return BP_STANDARD_OP("add.out", AddOutSig).callSkippingMeta(base, product, alpha, out);
 }
 
@@ -202,9 +202,8 @@ OutputMeta matmulRule(const Tensor& self, const Tensor& other) {
            self.dim(), "-D and other is ", other.dim(), "-D; use mul for scalars");
   const int64_t k_self = self.size(-1);
   const int64_t k_other = other.dim() == 1 ? other.size(0) : other.size(-2);
-  BP_CHECK(k_self == k_other, op, ": self is ", shapeString(self.sizes()), " and other is ",
-           shapeString(other.sizes()), "; self.size(-1) must equal ",
-           other.dim() == 1 ? "other.size(0)" : "other.size(-2)");
+  BP_CHECK(k_self == k_other, op, ": self is ", shapeString(self.sizes()), " and other is ", shapeString(other.sizes()),
+           "; self.size(-1) must equal ", other.dim() == 1 ? "other.size(0)" : "other.size(-2)");
   checkSameDtype(op, self, "self", other, "other");
   checkDtypes(op, standardOp<"matmul">(), {{"self", &self}, {"other", &other}});
   Device d = commonDevice(op, {{"self", &self}, {"other", &other}});
@@ -308,8 +307,7 @@ OutputMeta linearRule(const Tensor& input, const Tensor& weight, const Tensor& b
   };
   BP_CHECK(!bias.defined() || broadcasts(), op, ": bias of shape ",
            bias.defined() ? shapeString(bias.sizes()) : std::string(), " cannot be broadcast to the result's shape ",
-           shapeString(asRef(sizes)),
-           "; pass a bias of shape [out_features] (or one that broadcasts to the result)");
+           shapeString(asRef(sizes)), "; pass a bias of shape [out_features] (or one that broadcasts to the result)");
   return OutputMeta{sizes, input.dtype(), d};
 }
 

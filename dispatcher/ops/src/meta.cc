@@ -25,8 +25,8 @@ Shape broadcastShapes(std::string_view op, IntArrayRef a, IntArrayRef b) {
     const int64_t x = i < n - a.size() ? 1 : a[i - (n - a.size())];
     const int64_t y = i < n - b.size() ? 1 : b[i - (n - b.size())];
     BP_CHECK(x == y || x == 1 || y == 1, op, ": the shapes ", shapeString(a), " and ", shapeString(b),
-             " cannot be broadcast together: dimension ", static_cast<int64_t>(i) - static_cast<int64_t>(n),
-             " is ", x, " in one and ", y, " in the other (sizes must be equal or 1)");
+             " cannot be broadcast together: dimension ", static_cast<int64_t>(i) - static_cast<int64_t>(n), " is ", x,
+             " in one and ", y, " in the other (sizes must be equal or 1)");
     out[i] = x == 1 ? y : x;
   }
   return out;
@@ -67,7 +67,8 @@ Device commonDevice(std::string_view op, std::initializer_list<Arg> args, CpuSca
 }
 
 const Tensor& onDevice(const Tensor& t, Device device, Tensor& moved) {
-  if (device.isCpu() || !isCpuScalar(t)) [[likely]] return t;
+  if (device.isCpu() || !isCpuScalar(t)) [[likely]]
+    return t;
   moved = emptyTensor({}, t.dtype(), device);
   // The value travels as the argument of the device's own fill_ kernel when
   // it has one, so no byte crosses between host and device; else as a copy.
@@ -84,9 +85,7 @@ const Tensor& onDevice(const Tensor& t, Device device, Tensor& moved) {
 
 namespace {
 
-std::optional<ScalarType> promote(std::optional<ScalarType> a, ScalarType b) {
-  return a ? promoteTypes(*a, b) : b;
-}
+std::optional<ScalarType> promote(std::optional<ScalarType> a, ScalarType b) { return a ? promoteTypes(*a, b) : b; }
 
 // PyTorch's combine_categories: the higher-priority result wins unless the
 // lower one is of a higher category.
@@ -101,8 +100,10 @@ std::optional<ScalarType> combine(std::optional<ScalarType> higher, std::optiona
 
 void ResultTypeState::add(const Tensor& t) {
   if (!t.defined()) return;
-  if (t.dim() > 0) dim_result = promote(dim_result, t.dtype());
-  else zero_dim_result = promote(zero_dim_result, t.dtype());
+  if (t.dim() > 0)
+    dim_result = promote(dim_result, t.dtype());
+  else
+    zero_dim_result = promote(zero_dim_result, t.dtype());
 }
 
 void ResultTypeState::add(const Scalar& s) {
@@ -246,8 +247,10 @@ void checkOut(std::string_view op, const Tensor& out, const OutputMeta& meta, st
   BP_CHECK(out.device() == meta.device, op, ": argument '", out_name, "' is on ", out.device(),
            " but the result is computed on ", meta.device, ", the inputs' device; pass a tensor on that device");
   BP_CHECK(canCast(meta.dtype, out.dtype()), op, ": the result has dtype ", meta.dtype, ", which cannot be cast to ",
-           "argument '", out_name, "' of dtype ", out.dtype(), " (floating to integral and non-bool to bool are "
-           "refused); pass a tensor of dtype ", meta.dtype);
+           "argument '", out_name, "' of dtype ", out.dtype(),
+           " (floating to integral and non-bool to bool are "
+           "refused); pass a tensor of dtype ",
+           meta.dtype);
   if (IntArrayRef(meta.sizes.data(), meta.sizes.size()) != out.sizes()) {
     BP_CHECK(out.numel() == 0, op, ": argument '", out_name, "' has shape ", shapeString(out.sizes()),
              " but the result has shape ", shapeString(IntArrayRef(meta.sizes.data(), meta.sizes.size())),

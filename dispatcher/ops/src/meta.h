@@ -9,9 +9,9 @@
 
 #include "absl/container/inlined_vector.h"
 #include "backplane/core/scalar.h"
-#include "backplane/ops/tensor.h"
 #include "backplane/dispatch/dispatcher.h"
 #include "backplane/ops/standard_ops.h"
+#include "backplane/ops/tensor.h"
 
 namespace backplane::ops {
 

@@ -103,7 +103,8 @@ void poolCheck(const std::string& op, const StandardOp& rule, const Tensor& self
   BP_CHECK(self.dim() == 3 || self.dim() == 4, op,
            ": expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, but got input of size ", shapeString(self.sizes()));
   for (int64_t i = self.dim() - 3; i < self.dim(); ++i) {
-    BP_CHECK(self.size(i) > 0, op, ": expected the input's non-batch dimensions to be non-empty, but got input of size ",
+    BP_CHECK(self.size(i) > 0, op,
+             ": expected the input's non-batch dimensions to be non-empty, but got input of size ",
              shapeString(self.sizes()), " (only the batch dimension may be 0)");
   }
   const auto k = pair(op, kernel_size, "kernel_size");
@@ -123,8 +124,8 @@ void poolCheck(const std::string& op, const StandardOp& rule, const Tensor& self
   const int64_t ow = poolOutputSize(w, k[1], p[1], s[1], d[1], ceil_mode);
   BP_CHECK(oh >= 1 && ow >= 1, op, ": the output would be ", oh, " x ", ow, " for an input of ", h, " x ", w,
            " (kernel_size ", shapeString(kernel_size), ", stride ", shapeString(stride), ", padding ",
-           shapeString(padding), ", dilation ", shapeString(dilation), "); the output size must be positive: ",
-           "use a smaller kernel or more padding");
+           shapeString(padding), ", dilation ", shapeString(dilation),
+           "); the output size must be positive: ", "use a smaller kernel or more padding");
 }
 
 void maxPool2dMeta(const Tensor& self, IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding,
@@ -133,8 +134,8 @@ void maxPool2dMeta(const Tensor& self, IntArrayRef kernel_size, IntArrayRef stri
             ceil_mode);
 }
 
-void avgPool2dMeta(const Tensor& self, IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding,
-                   bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override) {
+void avgPool2dMeta(const Tensor& self, IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding, bool ceil_mode,
+                   bool count_include_pad, std::optional<int64_t> divisor_override) {
   (void)count_include_pad;  // any value is valid
   const std::string& op = qualified<"avg_pool2d">();
   const int64_t one = 1;
@@ -144,8 +145,7 @@ void avgPool2dMeta(const Tensor& self, IntArrayRef kernel_size, IntArrayRef stri
 
 // --- normalization
 
-void checkPerChannel(const std::string& op, const Tensor& t, const char* name, int64_t channels,
-                     const Tensor& input) {
+void checkPerChannel(const std::string& op, const Tensor& t, const char* name, int64_t channels, const Tensor& input) {
   if (!t.defined()) return;
   BP_CHECK(t.dim() == 1 && t.size(0) == channels, op, ": expected '", name, "' to be 1-D with ", channels,
            " elements (the input's channel dimension, size(1)), but got size ", shapeString(t.sizes()),
@@ -199,8 +199,8 @@ void layerNormMeta(const Tensor& input, IntArrayRef normalized_shape, const std:
   bool matches = input.dim() >= nd;
   for (int64_t i = 0; matches && i < nd; ++i) matches = input.size(input.dim() - nd + i) == normalized_shape[i];
   BP_CHECK(matches, op, ": given normalized_shape=", shapeString(normalized_shape),
-           ", expected input whose trailing dimensions are ", shapeString(normalized_shape),
-           ", but got input of size ", shapeString(input.sizes()));
+           ", expected input whose trailing dimensions are ", shapeString(normalized_shape), ", but got input of size ",
+           shapeString(input.sizes()));
   for (const auto& [t, name] : {std::pair{&w, "weight"}, std::pair{&b, "bias"}}) {
     if (!t->defined()) continue;
     BP_CHECK(t->sizes() == normalized_shape, op, ": expected '", name, "' of size ", shapeString(normalized_shape),

@@ -99,8 +99,12 @@ Tensor add(const Tensor& self, const Tensor& other, const Scalar& alpha) {
 Tensor sub(const Tensor& self, const Tensor& other, const Scalar& alpha) {
   return BP_STANDARD_OP("sub.Tensor", AlphaSig).call(self, other, alpha);
 }
-Tensor mul(const Tensor& self, const Tensor& other) { return BP_STANDARD_OP("mul.Tensor", BinarySig).call(self, other); }
-Tensor div(const Tensor& self, const Tensor& other) { return BP_STANDARD_OP("div.Tensor", BinarySig).call(self, other); }
+Tensor mul(const Tensor& self, const Tensor& other) {
+  return BP_STANDARD_OP("mul.Tensor", BinarySig).call(self, other);
+}
+Tensor div(const Tensor& self, const Tensor& other) {
+  return BP_STANDARD_OP("div.Tensor", BinarySig).call(self, other);
+}
 // A number operand goes to the op's .Scalar overload, which promotes it as
 // a Python number and converts it where the op computes (div of int16 by
 // 2**40 divides in float32, not by an int16-wrapped 0).
@@ -141,14 +145,14 @@ Tensor masked_fill(const Tensor& self, const Tensor& mask, const Scalar& value) 
       .call(self, mask, value);
 }
 
-#define BP_COMPARISON(NAME)                                                                                     \
-  Tensor NAME(const Tensor& self, const Tensor& other) {                                                        \
-    return BP_STANDARD_OP(#NAME ".Tensor", BinarySig).call(self, other);                                        \
-  }                                                                                                             \
-  Tensor NAME(const Tensor& self, const Scalar& other) {                                                        \
-    return BP_STANDARD_OP(#NAME ".Scalar", ScalarSig).call(self, other);                                        \
-  }                                                                                                             \
-  Tensor Tensor::NAME(const Tensor& other) const { return ::backplane::NAME(*this, other); }                    \
+#define BP_COMPARISON(NAME)                                                                  \
+  Tensor NAME(const Tensor& self, const Tensor& other) {                                     \
+    return BP_STANDARD_OP(#NAME ".Tensor", BinarySig).call(self, other);                     \
+  }                                                                                          \
+  Tensor NAME(const Tensor& self, const Scalar& other) {                                     \
+    return BP_STANDARD_OP(#NAME ".Scalar", ScalarSig).call(self, other);                     \
+  }                                                                                          \
+  Tensor Tensor::NAME(const Tensor& other) const { return ::backplane::NAME(*this, other); } \
   Tensor Tensor::NAME(const Scalar& other) const { return ::backplane::NAME(*this, other); }
 BP_COMPARISON(eq)
 BP_COMPARISON(ne)
@@ -378,10 +382,7 @@ Tensor Tensor::reshape(IntArrayRef shape) const {
   return clone().view(shape);
 }
 
-Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
-  return reshape(flattenedSizes(start_dim, end_dim));
-}
-
+Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const { return reshape(flattenedSizes(start_dim, end_dim)); }
 
 Tensor Tensor::add(const Tensor& other, const Scalar& alpha) const { return ::backplane::add(*this, other, alpha); }
 Tensor Tensor::sub(const Tensor& other, const Scalar& alpha) const { return ::backplane::sub(*this, other, alpha); }

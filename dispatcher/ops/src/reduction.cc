@@ -31,14 +31,16 @@ Reduced reducedShape(std::string_view op, const Tensor& self, std::optional<IntA
     for (int64_t d : *dims) {
       const int64_t w = wrapDim(op, d, nd);
       if (nd == 0) continue;  // a 0-d tensor accepts dim 0 / -1 and has nothing to reduce
-      BP_CHECK(!r.mask[static_cast<size_t>(w)], op, ": dimension ", w,
-               " appears more than once in the list of dims ", shapeString(*dims), "; name each dimension once");
+      BP_CHECK(!r.mask[static_cast<size_t>(w)], op, ": dimension ", w, " appears more than once in the list of dims ",
+               shapeString(*dims), "; name each dimension once");
       r.mask[static_cast<size_t>(w)] = true;
     }
   }
   for (int64_t d = 0; d < nd; ++d) {
-    if (!r.mask[static_cast<size_t>(d)]) r.sizes.push_back(self.size(d));
-    else if (keepdim) r.sizes.push_back(1);
+    if (!r.mask[static_cast<size_t>(d)])
+      r.sizes.push_back(self.size(d));
+    else if (keepdim)
+      r.sizes.push_back(1);
   }
   return r;
 }
@@ -79,8 +81,8 @@ ScalarType meanDtype(std::string_view op, const Tensor& self, std::optional<Scal
              "; pass dtype=float32 or float64");
     return *dtype;
   }
-  BP_CHECK(isFloatingType(self.dtype()), op, ": could not infer the output dtype: the input has dtype ",
-           self.dtype(), " but the mean needs a floating point type; pass dtype=float32 (or float64), or convert "
+  BP_CHECK(isFloatingType(self.dtype()), op, ": could not infer the output dtype: the input has dtype ", self.dtype(),
+           " but the mean needs a floating point type; pass dtype=float32 (or float64), or convert "
            "the input first");
   return self.dtype();
 }
@@ -158,8 +160,7 @@ OutputMeta argmaxMeta(const Tensor& self, std::optional<int64_t> dim, bool keepd
     BP_CHECK(self.numel() != 0, op, ": the input of shape ", shapeString(self.sizes()),
              " is empty, so there is no index to return; pass dim= naming a dimension of nonzero size");
     // keepdim without dim keeps every dimension, with size 1 (as PyTorch).
-    return OutputMeta{keepdim ? Shape(static_cast<size_t>(self.dim()), 1) : Shape{}, ScalarType::Int64,
-                      self.device()};
+    return OutputMeta{keepdim ? Shape(static_cast<size_t>(self.dim()), 1) : Shape{}, ScalarType::Int64, self.device()};
   }
   const int64_t d = *dim;
   Reduced r = reducedShape(op, self, IntArrayRef(&d, 1), keepdim);
@@ -614,8 +615,7 @@ void addReductionOps(std::vector<StandardOp>& ops) {
 
   // var, std: floating inputs only.
   const size_t first_var = ops.size();
-  add("var(Tensor self, bool unbiased=True) -> Tensor", {},
-      fn<&varUnbiasedFunctional<"var", "var.correction_out">>());
+  add("var(Tensor self, bool unbiased=True) -> Tensor", {}, fn<&varUnbiasedFunctional<"var", "var.correction_out">>());
   add("var.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor", {},
       fn<&varDimFunctional<"var.dim", "var.correction_out">>());
   add("var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor", {},
@@ -623,8 +623,7 @@ void addReductionOps(std::vector<StandardOp>& ops) {
   add("var.correction_out(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False, "
       "Tensor(a!) out) -> Tensor(a!)",
       fn<&varOutMeta<"var.correction_out">>());
-  add("std(Tensor self, bool unbiased=True) -> Tensor", {},
-      fn<&varUnbiasedFunctional<"std", "std.correction_out">>());
+  add("std(Tensor self, bool unbiased=True) -> Tensor", {}, fn<&varUnbiasedFunctional<"std", "std.correction_out">>());
   add("std.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor", {},
       fn<&varDimFunctional<"std.dim", "std.correction_out">>());
   add("std.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor", {},

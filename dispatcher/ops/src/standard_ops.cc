@@ -10,8 +10,8 @@
 #include "families.h"
 
 #include "backplane/core/str_cat.h"
-#include "backplane/ops/tensor.h"
 #include "backplane/dispatch/dispatcher.h"
+#include "backplane/ops/tensor.h"
 
 namespace backplane {
 
@@ -133,7 +133,8 @@ struct StandardOperatorRegistration {
     auto* handles = detail::g_standard_registrations = new std::vector<RegistrationHandle>();
     Dispatcher& d = Dispatcher::singleton();
     for (const StandardOp& op : standardOperators())
-      handles->push_back(valueOrThrow(d.registerDef(strCat(kStandardNamespace, "::", op.schema), "standard operators")));
+      handles->push_back(
+          valueOrThrow(d.registerDef(strCat(kStandardNamespace, "::", op.schema), "standard operators")));
     for (const StandardOp& op : standardOperators()) {
       std::string name = strCat(kStandardNamespace, "::", op.schema.substr(0, op.schema.find('(')));
       if (op.meta.isValid())

@@ -39,11 +39,11 @@ const StandardOp& standardOp() {
 // A cached typed handle for standard op NAME (e.g. "add.out") with the
 // canonical signature given as the remaining arguments, for composite
 // kernels: BP_STANDARD_OP("add.out", Tensor(const Tensor&, const Tensor&, const Scalar&, const Tensor&)).
-#define BP_STANDARD_OP(NAME, ...)                                                                 \
-  ([]() -> const ::backplane::TypedOperatorHandle<__VA_ARGS__>& {                                 \
-    static const ::backplane::TypedOperatorHandle<__VA_ARGS__> handle =                           \
-        ::backplane::Dispatcher::singleton()                                                      \
+#define BP_STANDARD_OP(NAME, ...)                                                                   \
+  ([]() -> const ::backplane::TypedOperatorHandle<__VA_ARGS__>& {                                   \
+    static const ::backplane::TypedOperatorHandle<__VA_ARGS__> handle =                             \
+        ::backplane::Dispatcher::singleton()                                                        \
             .findOpOrThrow(std::string(::backplane::kStandardNamespace) + "::" + std::string(NAME)) \
-            .template typed<__VA_ARGS__>();                                                       \
-    return handle;                                                                                \
+            .template typed<__VA_ARGS__>();                                                         \
+    return handle;                                                                                  \
   }())

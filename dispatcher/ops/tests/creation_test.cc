@@ -18,8 +18,8 @@ const Device kCpu(DeviceType::CPU);
 
 Device testDevice(DeviceIndex index = 0) { return testing::TestDevice::install("testdev", 2).device(index); }
 
-const std::vector<ScalarType> kAllTypes = {ScalarType::Bool,    ScalarType::UInt8,    ScalarType::Int8,
-                                           ScalarType::Int32,   ScalarType::Int64,    ScalarType::Float16,
+const std::vector<ScalarType> kAllTypes = {ScalarType::Bool,     ScalarType::UInt8,   ScalarType::Int8,
+                                           ScalarType::Int32,    ScalarType::Int64,   ScalarType::Float16,
                                            ScalarType::BFloat16, ScalarType::Float32, ScalarType::Float64};
 const std::vector<ScalarType> kFloatTypes = {ScalarType::Float16, ScalarType::BFloat16, ScalarType::Float32,
                                              ScalarType::Float64};
@@ -87,7 +87,9 @@ TEST(Empty, ShapeDtypeDevice) {
   t = callT("empty", {V{0, 5}, IValue(), Device(testDevice().type)});
   EXPECT_EQ(t.device(), testDevice(0));
   EXPECT_EQ(t.numel(), 0);
-  EXPECT_THAT(errorOf([] { callT("empty", {V{2, -1}, IValue(), IValue()}); }),
+  EXPECT_THAT(errorOf([] {
+                callT("empty", {V{2, -1}, IValue(), IValue()});
+              }),
               ::testing::HasSubstr("negative size -1 in dimension 1"));
 }
 
@@ -95,9 +97,13 @@ TEST(Empty, Strided) {
   Tensor t = callT("empty_strided", {V{2, 3}, V{1, 2}, ScalarType::Int32, testDevice()});
   EXPECT_EQ(t.strides(), IntArrayRef({1, 2}));
   EXPECT_EQ(t.device(), testDevice());
-  EXPECT_THAT(errorOf([] { callT("empty_strided", {V{2, 3}, V{1}, IValue(), IValue()}); }),
+  EXPECT_THAT(errorOf([] {
+                callT("empty_strided", {V{2, 3}, V{1}, IValue(), IValue()});
+              }),
               ::testing::HasSubstr("different lengths"));
-  EXPECT_THAT(errorOf([] { callT("empty_strided", {V{2}, V{-1}, IValue(), IValue()}); }),
+  EXPECT_THAT(errorOf([] {
+                callT("empty_strided", {V{2}, V{-1}, IValue(), IValue()});
+              }),
               ::testing::HasSubstr("negative stride"));
 }
 
@@ -183,16 +189,22 @@ TEST(Fill, ValuesConvertAsPyTorch) {
 
 TEST(Fill, Errors) {
   Tensor i8 = callT("zeros", {V{2}, ScalarType::Int8, IValue()});
-  EXPECT_THAT(errorOf([&] { callT("fill_.Scalar", {i8, Scalar(int64_t{300})}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("fill_.Scalar", {i8, Scalar(int64_t{300})});
+              }),
               ::testing::HasSubstr("cannot be converted to dtype int8 without overflow"));
   Tensor h = callT("zeros", {V{2}, ScalarType::Float16, IValue()});
   EXPECT_THAT(errorOf([&] { callT("fill_.Scalar", {h, Scalar(1e6)}); }), ::testing::HasSubstr("float16"));
   callT("fill_.Scalar", {h, Scalar(INFINITY)});  // infinity fits every floating dtype
   EXPECT_EQ(values(h)[0], INFINITY);
-  EXPECT_THAT(errorOf([&] { callT("fill_.Scalar", {callT("zeros", {V{1}, ScalarType::Int32, IValue()}), Scalar(NAN)}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("fill_.Scalar", {callT("zeros", {V{1}, ScalarType::Int32, IValue()}), Scalar(NAN)});
+              }),
               ::testing::HasSubstr("without overflow"));
   Tensor expanded = callT("zeros", {V{1}, IValue(), IValue()}).expand({3});
-  EXPECT_THAT(errorOf([&] { callT("fill_.Scalar", {expanded, Scalar(1.0)}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("fill_.Scalar", {expanded, Scalar(1.0)});
+              }),
               ::testing::HasSubstr("several elements at one memory location"));
 }
 
@@ -222,9 +234,9 @@ TEST(Arange, SizesAndValues) {
   expectClose(callT("arange", {Scalar(int64_t{5}), IValue(), IValue()}), {0, 1, 2, 3, 4}, {5}, ScalarType::Int64);
   expectClose(callT("arange.start", {Scalar(int64_t{2}), Scalar(int64_t{5}), IValue(), IValue()}), {2, 3, 4}, {3},
               ScalarType::Int64);
-  expectClose(callT("arange.start_step", {Scalar(int64_t{10}), Scalar(int64_t{0}), Scalar(int64_t{-3}), IValue(),
-                                          IValue()}),
-              {10, 7, 4, 1}, {4}, ScalarType::Int64);
+  expectClose(
+      callT("arange.start_step", {Scalar(int64_t{10}), Scalar(int64_t{0}), Scalar(int64_t{-3}), IValue(), IValue()}),
+      {10, 7, 4, 1}, {4}, ScalarType::Int64);
   // Float steps: ceil((end - start) / step) elements, float32 by default.
   struct Case {
     double start, end, step;
@@ -257,22 +269,38 @@ TEST(Arange, Out) {
   callT("arange.start_out", {Scalar(int64_t{1}), Scalar(int64_t{4}), Scalar(int64_t{1}), base.slice(0, 0, 6, 2)});
   expectClose(base, {1, 0, 2, 0, 3, 0}, {6}, ScalarType::Float64);
   Tensor wrong = callT("zeros", {V{5}, IValue(), IValue()});
-  EXPECT_THAT(errorOf([&] { callT("arange.start_out", {Scalar(int64_t{0}), Scalar(int64_t{3}), Scalar(int64_t{1}), wrong}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("arange.start_out", {Scalar(int64_t{0}), Scalar(int64_t{3}), Scalar(int64_t{1}), wrong});
+              }),
               ::testing::HasSubstr("has shape [5] but the result has shape [3]"));
 }
 
 TEST(Arange, Errors) {
-  EXPECT_THAT(errorOf([] { callT("arange.start_step", {Scalar(int64_t{0}), Scalar(int64_t{5}), Scalar(int64_t{0}), IValue(), IValue()}); }),
-              ::testing::HasSubstr("step must be nonzero"));
-  EXPECT_THAT(errorOf([] { callT("arange.start_step", {Scalar(0.0), Scalar(5.0), Scalar(0.0), IValue(), IValue()}); }),
+  EXPECT_THAT(
+      errorOf([] {
+        callT("arange.start_step", {Scalar(int64_t{0}), Scalar(int64_t{5}), Scalar(int64_t{0}), IValue(), IValue()});
+      }),
+      ::testing::HasSubstr("step must be nonzero"));
+  EXPECT_THAT(errorOf([] {
+                callT("arange.start_step", {Scalar(0.0), Scalar(5.0), Scalar(0.0), IValue(), IValue()});
+              }),
               ::testing::HasSubstr("step must be finite and nonzero"));
-  EXPECT_THAT(errorOf([] { callT("arange.start_step", {Scalar(int64_t{0}), Scalar(int64_t{5}), Scalar(int64_t{-1}), IValue(), IValue()}); }),
-              ::testing::HasSubstr("is empty in the direction of step -1"));
-  EXPECT_THAT(errorOf([] { callT("arange.start_step", {Scalar(5.0), Scalar(0.0), Scalar(0.5), IValue(), IValue()}); }),
+  EXPECT_THAT(
+      errorOf([] {
+        callT("arange.start_step", {Scalar(int64_t{0}), Scalar(int64_t{5}), Scalar(int64_t{-1}), IValue(), IValue()});
+      }),
+      ::testing::HasSubstr("is empty in the direction of step -1"));
+  EXPECT_THAT(errorOf([] {
+                callT("arange.start_step", {Scalar(5.0), Scalar(0.0), Scalar(0.5), IValue(), IValue()});
+              }),
               ::testing::HasSubstr("give a negative step"));
-  EXPECT_THAT(errorOf([] { callT("arange.start_step", {Scalar(0.0), Scalar(INFINITY), Scalar(1.0), IValue(), IValue()}); }),
+  EXPECT_THAT(errorOf([] {
+                callT("arange.start_step", {Scalar(0.0), Scalar(INFINITY), Scalar(1.0), IValue(), IValue()});
+              }),
               ::testing::HasSubstr("must be finite"));
-  EXPECT_THAT(errorOf([] { callT("arange", {Scalar(int64_t{3}), ScalarType::Bool, IValue()}); }),
+  EXPECT_THAT(errorOf([] {
+                callT("arange", {Scalar(int64_t{3}), ScalarType::Bool, IValue()});
+              }),
               ::testing::HasSubstr("dtype bool is not supported"));
 }
 
@@ -399,7 +427,8 @@ TEST(Random, Statistics) {
     EXPECT_NEAR(g.mean, 2.0, 0.05);
     EXPECT_NEAR(g.var, 9.0, 0.2);
   }
-  Moments b = moments(values(callT("bernoulli_.float", {callT("empty", {V{100000}, ScalarType::Int32, IValue()}), 0.3})));
+  Moments b =
+      moments(values(callT("bernoulli_.float", {callT("empty", {V{100000}, ScalarType::Int32, IValue()}), 0.3})));
   EXPECT_NEAR(b.mean, 0.3, 0.005);
   EXPECT_EQ(b.min, 0);
   EXPECT_EQ(b.max, 1);
@@ -418,15 +447,21 @@ TEST(Random, EmptyAndLike) {
 }
 
 TEST(Random, Errors) {
-  EXPECT_THAT(errorOf([] { callT("rand", {V{2}, ScalarType::Int64, IValue()}); }),
+  EXPECT_THAT(errorOf([] {
+                callT("rand", {V{2}, ScalarType::Int64, IValue()});
+              }),
               ::testing::HasSubstr("bp::rand: the requested dtype, int64, is not floating"));
   Tensor x = callT("empty", {V{2}, IValue(), IValue()});
   EXPECT_THAT(errorOf([&] { callT("uniform_", {x, 1.0, 0.0}); }), ::testing::HasSubstr("from=1 and to=0"));
   EXPECT_THAT(errorOf([&] { callT("normal_", {x, 0.0, -1.0}); }), ::testing::HasSubstr("std >= 0"));
   EXPECT_THAT(errorOf([&] { callT("bernoulli_.float", {x, 1.5}); }), ::testing::HasSubstr("p in [0, 1]"));
-  EXPECT_THAT(errorOf([&] { callT("_philox_uniform_", {x, 0.0, 1.0, int64_t{1}, int64_t{-1}}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("_philox_uniform_", {x, 0.0, 1.0, int64_t{1}, int64_t{-1}});
+              }),
               ::testing::HasSubstr("offset must be >= 0"));
-  EXPECT_THAT(errorOf([&] { callT("uniform_", {callT("empty", {V{2}, ScalarType::Int32, IValue()}), 0.0, 1.0}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("uniform_", {callT("empty", {V{2}, ScalarType::Int32, IValue()}), 0.0, 1.0});
+              }),
               ::testing::HasSubstr("argument 'self', int32, is not floating"));
 }
 
@@ -443,8 +478,10 @@ TEST(Dropout, Semantics) {
   std::vector<double> v = values(callT("dropout", {ones, 0.3, true}));
   int64_t zeros = 0;
   for (double e : v) {
-    if (e == 0) ++zeros;
-    else ASSERT_NEAR(e, 1 / 0.7, 1e-6);
+    if (e == 0)
+      ++zeros;
+    else
+      ASSERT_NEAR(e, 1 / 0.7, 1e-6);
   }
   EXPECT_NEAR(static_cast<double>(zeros) / 1e5, 0.3, 0.007);
 
@@ -569,15 +606,23 @@ TEST(Copy, OverlapAndErrors) {
   callT("copy_", {x, x, false});  // itself: nothing to do
   expectClose(x, {1, 2, 3, 1, 2, 3}, {2, 3}, ScalarType::Float32);
   Tensor sq = fromDoubles({1, 2, 3, 4}, {2, 2}, ScalarType::Float32);
-  EXPECT_THAT(errorOf([&] { callT("copy_", {sq, sq.t(), false}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("copy_", {sq, sq.t(), false});
+              }),
               ::testing::HasSubstr("shares memory with input 'src'"));
-  EXPECT_THAT(errorOf([&] { callT("copy_", {x, fromDoubles({1, 2}, {2}, ScalarType::Float32), false}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("copy_", {x, fromDoubles({1, 2}, {2}, ScalarType::Float32), false});
+              }),
               ::testing::HasSubstr("src of shape [2] cannot be broadcast to self's shape [2, 3]"));
   Tensor expanded = callT("zeros", {V{1}, IValue(), IValue()}).expand({3});
-  EXPECT_THAT(errorOf([&] { callT("copy_", {expanded, fromDoubles({1, 2, 3}, {3}, ScalarType::Float32), false}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("copy_", {expanded, fromDoubles({1, 2, 3}, {3}, ScalarType::Float32), false});
+              }),
               ::testing::HasSubstr("several elements at one memory location"));
-  EXPECT_THAT(errorOf([&] { callT("_copy_on_device_", {callT("empty", {V{2}, IValue(), testDevice()}),
-                                                       fromDoubles({1, 2}, {2}, ScalarType::Float32)}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("_copy_on_device_",
+                      {callT("empty", {V{2}, IValue(), testDevice()}), fromDoubles({1, 2}, {2}, ScalarType::Float32)});
+              }),
               ::testing::HasSubstr("copies within one device"));
 }
 

@@ -9,8 +9,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-const ScalarType kAllTypes[] = {ScalarType::Bool,    ScalarType::UInt8,    ScalarType::Int8,
-                                ScalarType::Int32,   ScalarType::Int64,    ScalarType::Float16,
+const ScalarType kAllTypes[] = {ScalarType::Bool,     ScalarType::UInt8,   ScalarType::Int8,
+                                ScalarType::Int32,    ScalarType::Int64,   ScalarType::Float16,
                                 ScalarType::BFloat16, ScalarType::Float32, ScalarType::Float64};
 
 using Sizes = std::vector<int64_t>;
@@ -106,8 +106,8 @@ TEST(CatTest, EveryDtypeAlongEveryDim) {
 }
 
 TEST(CatTest, NonContiguousAndExpandedInputs) {
-  Tensor transposed = data({4, 3}, ScalarType::Float32, 1).transpose(0, 1);             // [3, 4]
-  Tensor strided = data({3, 8}, ScalarType::Float32, 2).slice(1, 0, 8, 2);              // [3, 4]
+  Tensor transposed = data({4, 3}, ScalarType::Float32, 1).transpose(0, 1);                 // [3, 4]
+  Tensor strided = data({3, 8}, ScalarType::Float32, 2).slice(1, 0, 8, 2);                  // [3, 4]
   Tensor expanded = data({1, 4}, ScalarType::Float32, 3).expand({int64_t{2}, int64_t{4}});  // stride 0
   expectCat({transposed, strided, expanded}, 0, ScalarType::Float32);
   expectCat({transposed, strided}, 1, ScalarType::Float32);
@@ -133,9 +133,11 @@ TEST(CatTest, SkipsLegacyEmptyTensorsOnly) {
   // Empty tensors of other shapes are not skipped: they must match.
   expectCat({data({0, 3}, ScalarType::Float32, 1), data({2, 3}, ScalarType::Float32, 2)}, 0, ScalarType::Float32);
   expectCat({data({2, 0}, ScalarType::Float32, 1), data({2, 0}, ScalarType::Float32, 2)}, 0, ScalarType::Float32);
-  EXPECT_THAT(errorOf([&] { callT("cat", {std::vector<Tensor>{data({0, 3}, ScalarType::Float32, 1),
-                                                               data({2, 4}, ScalarType::Float32, 2)},
-                                           int64_t{0}}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("cat",
+                      {std::vector<Tensor>{data({0, 3}, ScalarType::Float32, 1), data({2, 4}, ScalarType::Float32, 2)},
+                       int64_t{0}});
+              }),
               HasSubstr("sizes of tensors must match except in dimension 0"));
 }
 
@@ -151,16 +153,21 @@ TEST(CatTest, OutIsResizedOrCheckedAndMayConvert) {
   Tensor buffer = fromDoubles(std::vector<double>(9 * 2, -7), {9, 2}, ScalarType::Float32);
   Tensor strided_out = buffer.slice(0, 0, 9, 3).t();  // [2, 3] with strides [1, 6]
   callT("cat.out", {std::vector<Tensor>{ts[1], ts[1]}, int64_t{0}, strided_out});
-  expectExact(strided_out, catReference({ts[1], ts[1]}, 0, ScalarType::Float32, &shape), {2, 3},
-              ScalarType::Float32);
+  expectExact(strided_out, catReference({ts[1], ts[1]}, 0, ScalarType::Float32, &shape), {2, 3}, ScalarType::Float32);
   EXPECT_EQ(values(buffer)[2], -7);  // the rows between are untouched
-  EXPECT_THAT(errorOf([&] { callT("cat.out", {ts, int64_t{0}, emptyTensor({2, 3})}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("cat.out", {ts, int64_t{0}, emptyTensor({2, 3})});
+              }),
               HasSubstr("has shape [2, 3] but the result has shape [3, 3]"));
-  EXPECT_THAT(errorOf([&] { callT("cat.out", {ts, int64_t{0}, emptyTensor({3, 3}, ScalarType::Int32)}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("cat.out", {ts, int64_t{0}, emptyTensor({3, 3}, ScalarType::Int32)});
+              }),
               HasSubstr("cannot be cast"));
   Tensor rows = data({6, 3}, ScalarType::Float32, 3);
-  EXPECT_THAT(errorOf([&] { callT("cat.out", {std::vector<Tensor>{rows.slice(0, 0, 1), rows.slice(0, 1, 4)}, int64_t{0},
-                                               rows.slice(0, 2, 6)}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("cat.out",
+                      {std::vector<Tensor>{rows.slice(0, 0, 1), rows.slice(0, 1, 4)}, int64_t{0}, rows.slice(0, 2, 6)});
+              }),
               HasSubstr("shares memory with tensor 1 of the input list"));
   // Sharing a storage without overlapping is fine.
   callT("cat.out", {std::vector<Tensor>{rows.slice(0, 0, 1), rows.slice(0, 1, 2)}, int64_t{0}, rows.slice(0, 4, 6)});
@@ -250,7 +257,9 @@ TEST(StackTest, ZeroDimEmptyPromotionAndOut) {
   Tensor out = emptyTensor({0}, ScalarType::Float64);
   callT("stack.out", {ts, int64_t{1}, out});
   expectExact(out, stackReference(ts, 1, ScalarType::Float64, &shape), shape, ScalarType::Float64);
-  EXPECT_THAT(errorOf([&] { callT("stack.out", {ts, int64_t{1}, emptyTensor({2, 2})}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("stack.out", {ts, int64_t{1}, emptyTensor({2, 2})});
+              }),
               HasSubstr("has shape [2, 2] but the result has shape [2, 2, 2]"));
   Tensor buffer = data({2, 2, 2}, ScalarType::Float32, 3);
   EXPECT_THAT(errorOf([&] {
@@ -311,11 +320,11 @@ TEST(IndexSelectTest, EveryDtypeDimAndIndexType) {
 }
 
 TEST(IndexSelectTest, NonContiguousZeroDimAndEmpty) {
-  Tensor self = data({5, 4}, ScalarType::Float16, 1).t();  // [4, 5]
+  Tensor self = data({5, 4}, ScalarType::Float16, 1).t();         // [4, 5]
   Tensor index = i64({4, 9, 0, 9, 2, 9}, {6}).slice(0, 0, 6, 2);  // [4, 0, 2], stride 2
   Sizes shape;
-  expectExact(callT("index_select", {self, int64_t{1}, index}), indexSelectReference(self, 1, {4, 0, 2}, &shape),
-              shape, ScalarType::Float16);
+  expectExact(callT("index_select", {self, int64_t{1}, index}), indexSelectReference(self, 1, {4, 0, 2}, &shape), shape,
+              ScalarType::Float16);
   // 0-d index: one slice, the dimension kept with size 1.
   expectExact(callT("index_select", {self, int64_t{0}, i64({3}, {})}), indexSelectReference(self, 0, {3}, &shape),
               shape, ScalarType::Float16);
@@ -338,10 +347,13 @@ TEST(IndexSelectTest, OutSemantics) {
   Tensor strided_out = emptyTensor({4, 2}, ScalarType::Int32).t();
   callT("index_select.out", {self, int64_t{0}, i64({0, 2}, {2}), strided_out});
   expectExact(strided_out, indexSelectReference(self, 0, {0, 2}, &shape), shape, ScalarType::Int32);
-  EXPECT_THAT(errorOf([&] { callT("index_select.out", {self, int64_t{0}, i64({0}, {1}), emptyTensor({0})}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("index_select.out", {self, int64_t{0}, i64({0}, {1}), emptyTensor({0})});
+              }),
               HasSubstr("has dtype float32 but the result has dtype int32; this op does not convert"));
-  EXPECT_THAT(errorOf([&] { callT("index_select.out", {self, int64_t{0}, i64({0}, {1}),
-                                                        emptyTensor({2, 4}, ScalarType::Int32)}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("index_select.out", {self, int64_t{0}, i64({0}, {1}), emptyTensor({2, 4}, ScalarType::Int32)});
+              }),
               HasSubstr("has shape [2, 4] but the result has shape [1, 4]"));
 }
 
@@ -398,13 +410,13 @@ TEST(GatherTest, EveryDtypeAndDim) {
 }
 
 TEST(GatherTest, NonContiguousZeroDimEmptyAndOut) {
-  Tensor self = data({5, 4}, ScalarType::BFloat16, 1).t();          // [4, 5]
-  Tensor index = randomIndex({6, 4}, 4, 2).slice(0, 0, 6, 2).t();    // [4, 3], strided
+  Tensor self = data({5, 4}, ScalarType::BFloat16, 1).t();         // [4, 5]
+  Tensor index = randomIndex({6, 4}, 4, 2).slice(0, 0, 6, 2).t();  // [4, 3], strided
   expectExact(callT("gather", {self, int64_t{0}, index}), gatherReference(self, 0, index), {4, 3},
               ScalarType::BFloat16);
   Tensor expanded_index = i64({1, 0, 2}, {1, 3}).expand({int64_t{4}, int64_t{3}});
-  expectExact(callT("gather", {self, int64_t{-1}, expanded_index}), gatherReference(self, -1, expanded_index),
-              {4, 3}, ScalarType::BFloat16);
+  expectExact(callT("gather", {self, int64_t{-1}, expanded_index}), gatherReference(self, -1, expanded_index), {4, 3},
+              ScalarType::BFloat16);
   Tensor scalar = data({}, ScalarType::Float32, 3);
   expectExact(callT("gather", {scalar, int64_t{0}, i64({0}, {})}), values(scalar), {}, ScalarType::Float32);
   Tensor vec = data({5}, ScalarType::Float32, 4);
@@ -415,7 +427,9 @@ TEST(GatherTest, NonContiguousZeroDimEmptyAndOut) {
   Tensor r = callT("gather.out", {self, int64_t{0}, index, false, out});
   EXPECT_EQ(r.unsafeGetImpl(), out.unsafeGetImpl());
   expectExact(out, gatherReference(self, 0, index), {4, 3}, ScalarType::BFloat16);
-  EXPECT_THAT(errorOf([&] { callT("gather.out", {self, int64_t{0}, index, false, emptyTensor({4, 3})}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("gather.out", {self, int64_t{0}, index, false, emptyTensor({4, 3})});
+              }),
               HasSubstr("has dtype float32 but the result has dtype bfloat16"));
 }
 
@@ -428,9 +442,7 @@ TEST(GatherTest, BigTensorMatches) {
 
 TEST(GatherTest, ClearErrors) {
   Tensor self = data({3, 4}, ScalarType::Float32, 1);
-  auto gather = [&](int64_t dim, const Tensor& index) {
-    return errorOf([&] { callT("gather", {self, dim, index}); });
-  };
+  auto gather = [&](int64_t dim, const Tensor& index) { return errorOf([&] { callT("gather", {self, dim, index}); }); };
   std::string range = gather(1, i64({0, 1, 2, 3, 4, 0}, {2, 3}));
   EXPECT_THAT(range, HasSubstr("index 4 (element 4 of 'index') is out of range for dimension 1"));
   EXPECT_THAT(range, HasSubstr("valid indices are 0 to 3"));
@@ -484,11 +496,11 @@ TEST(ScatterAddTest, EveryDtypeAndDimWithRepeatedIndices) {
 }
 
 TEST(ScatterAddTest, NonContiguousZeroDimEmptyAndOut) {
-  Tensor self = data({5, 4}, ScalarType::Float32, 1).t();          // [4, 5]
+  Tensor self = data({5, 4}, ScalarType::Float32, 1).t();               // [4, 5]
   Tensor src = data({5, 6}, ScalarType::Float32, 2).slice(1, 0, 6, 2);  // [5, 3]
-  Tensor index = randomIndex({3, 4}, 4, 3).t();                      // [4, 3]
-  expectClose(callT("scatter_add", {self, int64_t{0}, index, src}), scatterAddReference(self, 0, index, src),
-              {4, 5}, ScalarType::Float32);
+  Tensor index = randomIndex({3, 4}, 4, 3).t();                         // [4, 3]
+  expectClose(callT("scatter_add", {self, int64_t{0}, index, src}), scatterAddReference(self, 0, index, src), {4, 5},
+              ScalarType::Float32);
   // In place on a transposed view writes through to its base.
   Tensor base = data({5, 4}, ScalarType::Float32, 1);
   Tensor view = base.t();
@@ -507,7 +519,9 @@ TEST(ScatterAddTest, NonContiguousZeroDimEmptyAndOut) {
   EXPECT_EQ(r.unsafeGetImpl(), out.unsafeGetImpl());
   expectClose(out, scatterAddReference(self, 1, index, src), {4, 5}, ScalarType::Float32);
   Tensor f64_out = emptyTensor({4, 5}, ScalarType::Float64);
-  EXPECT_THAT(errorOf([&] { callT("scatter_add.out", {self, int64_t{1}, index, src, f64_out}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("scatter_add.out", {self, int64_t{1}, index, src, f64_out});
+              }),
               HasSubstr("has dtype float64 but the result has dtype float32"));
 }
 
@@ -516,8 +530,8 @@ TEST(ScatterAddTest, BigTensorMatches) {
   Tensor src = data({300, 200}, ScalarType::Float64, 2);
   for (int64_t dim : {0, 1}) {
     Tensor index = randomIndex({300, 200}, self.size(dim), 3);
-    expectClose(callT("scatter_add", {self, dim, index, src}), scatterAddReference(self, dim, index, src),
-                {300, 200}, ScalarType::Float64);
+    expectClose(callT("scatter_add", {self, dim, index, src}), scatterAddReference(self, dim, index, src), {300, 200},
+                ScalarType::Float64);
   }
 }
 
@@ -532,7 +546,9 @@ TEST(ScatterAddTest, ClearErrors) {
   EXPECT_THAT(range, HasSubstr("valid indices are 0 to 2"));
   // A bad index leaves self untouched in place.
   Tensor inplace = self.clone();
-  EXPECT_THAT(errorOf([&] { callT("scatter_add_", {inplace, int64_t{0}, i64({0, -2}, {1, 2}), src}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("scatter_add_", {inplace, int64_t{0}, i64({0, -2}, {1, 2}), src});
+              }),
               HasSubstr("index -2"));
   EXPECT_EQ(values(inplace), values(self));
   EXPECT_THAT(scatter(0, fromDoubles({0}, {1, 1}, ScalarType::Int32), src),
@@ -584,8 +600,7 @@ TEST(MaskedFillTest, EveryDtypeScalarAndTensorValue) {
     Sizes shape;
     std::vector<double> expected = maskedFillReference(self, mask, v, &shape);
     expectExact(callT("masked_fill.Scalar", {self, mask, Scalar(int64_t(v))}), expected, shape, t);
-    expectExact(callT("masked_fill.Tensor", {self, mask, fromDoubles({v}, {}, ScalarType::Int64)}), expected, shape,
-                t);
+    expectExact(callT("masked_fill.Tensor", {self, mask, fromDoubles({v}, {}, ScalarType::Int64)}), expected, shape, t);
     Tensor inplace = self.clone();
     Tensor r = callT("masked_fill_.Scalar", {inplace, mask, Scalar(int64_t(v))});
     EXPECT_EQ(r.unsafeGetImpl(), inplace.unsafeGetImpl());
@@ -617,9 +632,8 @@ TEST(MaskedFillTest, BroadcastNonContiguousAndEmpty) {
   Tensor scalar = data({}, ScalarType::Float64, 6);
   expectExact(callT("masked_fill.Scalar", {scalar, fromDoubles({1}, {}, ScalarType::Bool), Scalar(9.0)}), {9.0}, {},
               ScalarType::Float64);
-  EXPECT_EQ(callT("masked_fill.Scalar", {data({0, 3}, ScalarType::Float32, 1), fromDoubles({1, 0, 1}, {3},
-                                                                                          ScalarType::Bool),
-                                         Scalar(1.0)})
+  EXPECT_EQ(callT("masked_fill.Scalar",
+                  {data({0, 3}, ScalarType::Float32, 1), fromDoubles({1, 0, 1}, {3}, ScalarType::Bool), Scalar(1.0)})
                 .sizes(),
             IntArrayRef({0, 3}));
   // Values are converted to self's dtype: 2.7 into int64 is 2.
@@ -651,10 +665,14 @@ TEST(MaskedFillTest, OutSemantics) {
   Tensor same = emptyTensor({3, 2}, ScalarType::Int32).t();
   callT("masked_fill.Tensor_out", {self, mask, fromDoubles({5}, {}, ScalarType::Int32), same});
   expectExact(same, maskedFillReference(self, mask, 5, &shape), {2, 3}, ScalarType::Int32);
-  EXPECT_THAT(errorOf([&] { callT("masked_fill.Scalar_out", {self, mask, Scalar(1), emptyTensor({3, 2})}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("masked_fill.Scalar_out", {self, mask, Scalar(1), emptyTensor({3, 2})});
+              }),
               HasSubstr("has shape [3, 2] but the result has shape [2, 3]"));
-  EXPECT_THAT(errorOf([&] { callT("masked_fill.Scalar_out", {data({2, 3}, ScalarType::Float32, 1), mask, Scalar(1),
-                                                              emptyTensor({2, 3}, ScalarType::Int32)}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("masked_fill.Scalar_out",
+                      {data({2, 3}, ScalarType::Float32, 1), mask, Scalar(1), emptyTensor({2, 3}, ScalarType::Int32)});
+              }),
               HasSubstr("cannot be cast"));
 }
 
@@ -683,33 +701,40 @@ TEST(MaskedFillTest, ClearErrors) {
                 callT("masked_fill.Scalar", {self, fromDoubles({1, 0, 1}, {3}, ScalarType::UInt8), Scalar(1.0)});
               }),
               HasSubstr("argument 'mask' has dtype uint8, which this op does not accept (accepted: bool)"));
-  EXPECT_THAT(errorOf([&] { callT("masked_fill.Scalar", {self, fromDoubles({1, 0}, {2}, ScalarType::Bool),
-                                                         Scalar(1.0)}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("masked_fill.Scalar", {self, fromDoubles({1, 0}, {2}, ScalarType::Bool), Scalar(1.0)});
+              }),
               HasSubstr("cannot be broadcast"));
-  EXPECT_THAT(errorOf([&] { callT("masked_fill_.Scalar", {data({3}, ScalarType::Float32, 1),
-                                                          fromDoubles({1, 0, 1, 1, 0, 1}, {2, 3}, ScalarType::Bool),
-                                                          Scalar(1.0)}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("masked_fill_.Scalar", {data({3}, ScalarType::Float32, 1),
+                                              fromDoubles({1, 0, 1, 1, 0, 1}, {2, 3}, ScalarType::Bool), Scalar(1.0)});
+              }),
               HasSubstr("the mask does not broadcast to self's shape [3]"));
   EXPECT_THAT(errorOf([&] {
                 callT("masked_fill.Tensor", {self, mask, fromDoubles({1, 2}, {2}, ScalarType::Float32)});
               }),
               HasSubstr("'value' must be a 0-d tensor, but has shape [2]"));
-  EXPECT_THAT(errorOf([&] { callT("masked_fill.Scalar", {data({2}, ScalarType::UInt8, 1),
-                                                         fromDoubles({1, 0}, {2}, ScalarType::Bool),
-                                                         Scalar(int64_t{300})}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("masked_fill.Scalar", {data({2}, ScalarType::UInt8, 1),
+                                             fromDoubles({1, 0}, {2}, ScalarType::Bool), Scalar(int64_t{300})});
+              }),
               HasSubstr("value 300 cannot be converted to dtype uint8 without overflow"));
-  EXPECT_THAT(errorOf([&] { callT("masked_fill.Tensor", {data({2}, ScalarType::Int8, 1),
-                                                         fromDoubles({1, 0}, {2}, ScalarType::Bool),
-                                                         fromDoubles({-200}, {}, ScalarType::Int64)}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("masked_fill.Tensor", {data({2}, ScalarType::Int8, 1), fromDoubles({1, 0}, {2}, ScalarType::Bool),
+                                             fromDoubles({-200}, {}, ScalarType::Int64)});
+              }),
               HasSubstr("value -200 cannot be converted to dtype int8 without overflow"));
-  EXPECT_THAT(errorOf([&] { callT("masked_fill.Scalar", {data({2}, ScalarType::Float16, 1),
-                                                         fromDoubles({1, 0}, {2}, ScalarType::Bool), Scalar(1e6)}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("masked_fill.Scalar",
+                      {data({2}, ScalarType::Float16, 1), fromDoubles({1, 0}, {2}, ScalarType::Bool), Scalar(1e6)});
+              }),
               HasSubstr("cannot be converted to dtype float16"));
   auto& dev = testing::TestDevice::install("testdev", 2);
-  EXPECT_THAT(errorOf([&] { callT("masked_fill.Scalar", {self, fromDoubles({1, 0, 1}, {3}, ScalarType::Bool,
-                                                                           dev.device()),
-                                                         Scalar(1.0)}); }),
-              HasSubstr("expected all tensors on one device"));
+  EXPECT_THAT(
+      errorOf([&] {
+        callT("masked_fill.Scalar", {self, fromDoubles({1, 0, 1}, {3}, ScalarType::Bool, dev.device()), Scalar(1.0)});
+      }),
+      HasSubstr("expected all tensors on one device"));
 }
 
 // --- embedding
@@ -742,18 +767,24 @@ TEST(EmbeddingTest, RowsOfWeightInIndicesShape) {
 
 TEST(EmbeddingTest, ClearErrors) {
   Tensor weight = data({10, 4}, ScalarType::Float32, 1);
-  EXPECT_THAT(errorOf([&] { callT("embedding", {data({10}, ScalarType::Float32, 1), i64({0}, {1})}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("embedding", {data({10}, ScalarType::Float32, 1), i64({0}, {1})});
+              }),
               HasSubstr("'weight' must be 2-d [num_embeddings, embedding_dim], but has shape [10]"));
   EXPECT_THAT(
       errorOf([&] {
         callT("embedding", {weight, fromDoubles({0}, {1}, ScalarType::Float32)});
       }),
       HasSubstr("argument 'indices' has dtype float32, which this op does not accept (accepted: int32, int64)"));
-  EXPECT_THAT(errorOf([&] { callT("embedding", {weight, i64({1, 10}, {2})}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("embedding", {weight, i64({1, 10}, {2})});
+              }),
               HasSubstr("index 10 (element 1 of 'index') is out of range for dimension 0 of 'self', which has "
                         "size 10"));
   auto& dev = testing::TestDevice::install("testdev", 2);
-  EXPECT_THAT(errorOf([&] { callT("embedding", {weight, fromDoubles({0}, {1}, ScalarType::Int64, dev.device())}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("embedding", {weight, fromDoubles({0}, {1}, ScalarType::Int64, dev.device())});
+              }),
               HasSubstr("expected all tensors on one device"));
 }
 

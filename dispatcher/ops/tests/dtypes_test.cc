@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "backplane/core/str_cat.h"
-#include "backplane/ops/standard_ops.h"
 #include "backplane/ops/ops.h"
+#include "backplane/ops/standard_ops.h"
 #include "ops_test_util.h"
 
 namespace backplane::ops_test {

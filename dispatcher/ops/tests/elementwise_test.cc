@@ -17,8 +17,8 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-const std::vector<ScalarType> kAllTypes = {ScalarType::Bool,    ScalarType::UInt8,    ScalarType::Int8,
-                                           ScalarType::Int32,   ScalarType::Int64,    ScalarType::Float16,
+const std::vector<ScalarType> kAllTypes = {ScalarType::Bool,     ScalarType::UInt8,   ScalarType::Int8,
+                                           ScalarType::Int32,    ScalarType::Int64,   ScalarType::Float16,
                                            ScalarType::BFloat16, ScalarType::Float32, ScalarType::Float64};
 const std::vector<ScalarType> kFloatingTypes = {ScalarType::Float16, ScalarType::BFloat16, ScalarType::Float32,
                                                 ScalarType::Float64};
@@ -58,12 +58,12 @@ double asDtype(double v, ScalarType dtype) {
 }
 
 struct BinaryCase {
-  std::string name;                    // functional overload, e.g. "mul.Tensor"
-  std::vector<IValue> extra;           // trailing arguments (alpha)
+  std::string name;           // functional overload, e.g. "mul.Tensor"
+  std::vector<IValue> extra;  // trailing arguments (alpha)
   std::function<double(double, double)> ref;
-  bool bool_ok;                        // defined for bool inputs
-  bool true_divide;                    // integral results become float32
-  double lo = -3, hi = 3;              // input range (exponent range for pow)
+  bool bool_ok;            // defined for bool inputs
+  bool true_divide;        // integral results become float32
+  double lo = -3, hi = 3;  // input range (exponent range for pow)
 };
 
 std::vector<BinaryCase> binaryCases() {
@@ -114,7 +114,9 @@ TEST(ElementwiseBinary, BoolAddIsLogicalOrAndBoolSubIsRefused) {
                              "but bool); for two bool tensors use logical_xor() instead, to invert a mask use "
                              "logical_not(), or convert it"));
   }
-  EXPECT_THAT(errorOf([&] { callT("sub.out", {a, b, 1, emptyTensor({0}, ScalarType::Bool)}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("sub.out", {a, b, 1, emptyTensor({0}, ScalarType::Bool)});
+              }),
               HasSubstr("logical_xor()"));
   std::string e = errorOf([&] { callT("pow.Tensor_Tensor", {a, b}); });
   EXPECT_THAT(e, HasSubstr("the inputs compute in dtype bool, which this op does not accept (accepted result dtypes: "
@@ -157,8 +159,8 @@ TEST(ElementwiseBinary, IntegerPowers) {
   EXPECT_THAT(err, HasSubstr("negative integer powers"));
   for (ScalarType dt : kFloatingTypes) {
     Tensor x = rnd({7}, dt, 3, 0.1, 3);
-    expectClose(callT("pow.Tensor_Scalar", {x, Scalar(2.5)}), map1(values(x), [](double v) { return std::pow(v, 2.5); }),
-                {7}, dt);
+    expectClose(callT("pow.Tensor_Scalar", {x, Scalar(2.5)}),
+                map1(values(x), [](double v) { return std::pow(v, 2.5); }), {7}, dt);
     expectClose(callT("pow.Tensor_Scalar", {x, Scalar(int64_t{2})}), map1(values(x), [](double v) { return v * v; }),
                 {7}, dt);
   }
@@ -167,11 +169,11 @@ TEST(ElementwiseBinary, IntegerPowers) {
 TEST(ElementwiseBinary, NonContiguousInputsAndOut) {
   for (ScalarType dt : {ScalarType::Float32, ScalarType::Int64, ScalarType::BFloat16}) {
     SCOPED_TRACE(dtName(dt));
-    Tensor a = rnd({4, 3}, dt, 4).t();              // [3, 4], transposed
-    Tensor b = rnd({4}, dt, 5).expand({3, 4});     // stride 0
+    Tensor a = rnd({4, 3}, dt, 4).t();          // [3, 4], transposed
+    Tensor b = rnd({4}, dt, 5).expand({3, 4});  // stride 0
     Tensor big = rnd({3, 8}, dt, 6);
-    Tensor c = big.narrow(1, 2, 4);                          // row stride 8
-    Tensor out = emptyTensor({4, 3}, dt).t();                // transposed out
+    Tensor c = big.narrow(1, 2, 4);            // row stride 8
+    Tensor out = emptyTensor({4, 3}, dt).t();  // transposed out
     callT("add.out", {a, b, 3, out});
     expectClose(out, map2(values(a), values(b), [](double x, double y) { return x + 3 * y; }), {3, 4}, dt);
     expectClose(callT("mul.Tensor", {a, c}), map2(values(a), values(c), [](double x, double y) { return x * y; }),
@@ -432,7 +434,9 @@ TEST(ElementwiseBinary, ZeroDimCpuOperandsJoinDeviceOperandsAsScalars) {
   err = errorOf([&] { callT("mul_.Tensor", {fromDoubles({1}, {}, ScalarType::Float32), x}); });
   EXPECT_THAT(err, HasSubstr("bp::mul_.Tensor: argument 'self' is on cpu but the result is computed on "
                              "scalardev:0, the inputs' device; pass a tensor on that device"));  // in place
-  EXPECT_THAT(errorOf([&] { callT("mul.Tensor", {x, fromDoubles({1}, {1}, ScalarType::Float32)}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("mul.Tensor", {x, fromDoubles({1}, {1}, ScalarType::Float32)});
+              }),
               HasSubstr("expected all tensors on one device"));  // 1 element, but 1-d
 }
 
@@ -455,8 +459,8 @@ TEST(ElementwiseComparison, TensorAndScalarOverloadsForEveryDtype) {
       Tensor a = rnd({3, 1}, dt, 7, -2, 2);
       Tensor b = rnd({4}, dt, 8, -2, 2);
       auto ref = [&](double x, double y) { return c.ref(x, y) ? 1.0 : 0.0; };
-      expectClose(callT(std::string(c.name) + ".Tensor", {a, b}),
-                  map2(valuesAs(a, {3, 4}), valuesAs(b, {3, 4}), ref), {3, 4}, ScalarType::Bool);
+      expectClose(callT(std::string(c.name) + ".Tensor", {a, b}), map2(valuesAs(a, {3, 4}), valuesAs(b, {3, 4}), ref),
+                  {3, 4}, ScalarType::Bool);
       const double s = dt == ScalarType::Bool ? 1 : 0;
       expectClose(callT(std::string(c.name) + ".Scalar", {a, Scalar(s)}),
                   map1(values(a), [&](double x) { return ref(x, s); }), {3, 1}, ScalarType::Bool);
@@ -491,7 +495,9 @@ TEST(ElementwiseComparison, MixedDtypesInPlaceAndOut) {
   Tensor bout = emptyTensor({0}, ScalarType::Bool);
   callT("le.Scalar_out", {f, Scalar(2.0), bout});
   expectClose(bout, {1, 1, 0}, {3}, ScalarType::Bool);
-  EXPECT_THAT(errorOf([&] { callT("eq.Tensor_out", {f, f, emptyTensor({2}, ScalarType::Bool)}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("eq.Tensor_out", {f, f, emptyTensor({2}, ScalarType::Bool)});
+              }),
               HasSubstr("shape [2]"));
 }
 
@@ -555,8 +561,9 @@ TEST(ElementwiseWhere, SelectsWithBroadcastingForEveryDtype) {
   callT("where.self_out", {fromDoubles({1, 0}, {2}, ScalarType::Bool), fromDoubles({1, 2}, {2}, ScalarType::Int32),
                            fromDoubles({0.5}, {}, ScalarType::Float32), out});
   expectClose(out, {1, 0.5}, {2}, ScalarType::Float64);
-  Tensor r = callT("where.self", {fromDoubles({1, 0}, {2}, ScalarType::Bool), fromDoubles({1, 2}, {2}, ScalarType::Int32),
-                                  fromDoubles({0.5, 1}, {2}, ScalarType::Float32)});
+  Tensor r =
+      callT("where.self", {fromDoubles({1, 0}, {2}, ScalarType::Bool), fromDoubles({1, 2}, {2}, ScalarType::Int32),
+                           fromDoubles({0.5, 1}, {2}, ScalarType::Float32)});
   expectClose(r, {1, 1}, {2}, ScalarType::Float32);
   std::string err = errorOf([&] { callT("where.self", {fromDoubles({1}, {1}, ScalarType::Int64), r, r}); });
   EXPECT_THAT(err, HasSubstr("bp::where.self"));
@@ -577,9 +584,7 @@ struct UnaryCase {
 };
 
 double gelu(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
-double geluTanh(double x) {
-  return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
-}
+double geluTanh(double x) { return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); }
 double sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
 
 std::vector<UnaryCase> unaryCases() {
@@ -620,8 +625,10 @@ TEST(ElementwiseUnary, MatchesReferenceForEveryDtypeAndForm) {
       expectClose(callT(c.name, {x}), expected, {2, 5}, want);
       // out=, into a transposed out.
       Tensor out = emptyTensor({5, 2}, want).t();
-      if (c.name == "gelu") callT("gelu.out", {x, "none", out});  // boxed calls pass every argument before out
-      else callT(c.name + ".out", {x, out});
+      if (c.name == "gelu")
+        callT("gelu.out", {x, "none", out});  // boxed calls pass every argument before out
+      else
+        callT(c.name + ".out", {x, out});
       expectClose(out, expected, {2, 5}, want);
       // In place (when the result dtype is self's), on a transposed view.
       if (want == dt) {
@@ -698,7 +705,9 @@ TEST(ElementwiseUnary, NegOfBoolSuggestsLogicalNot) {
     EXPECT_THAT(err, HasSubstr(std::string("bp::") + op));
     EXPECT_THAT(err, HasSubstr("(accepted: every dtype but bool); use logical_not() instead, or convert it"));
   }
-  EXPECT_THAT(errorOf([&] { callT("neg.out", {mask, emptyTensor({0}, ScalarType::Bool)}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("neg.out", {mask, emptyTensor({0}, ScalarType::Bool)});
+              }),
               HasSubstr("logical_not()"));
   // relu refuses bool too, with nothing to suggest instead.
   std::string err = errorOf([&] { callT("relu", {mask}); });
@@ -728,8 +737,8 @@ TEST(ElementwiseClamp, BoundsPromotionAndErrors) {
     SCOPED_TRACE(dtName(dt));
     Tensor x = rnd({2, 6}, dt, 15, -3, 3);
     auto clampRef = [](double lo, double hi) { return [=](double v) { return std::min(std::max(v, lo), hi); }; };
-    expectClose(callT("clamp", {x, Scalar(int64_t{-1}), Scalar(int64_t{2})}), map1(values(x), clampRef(-1, 2)),
-                {2, 6}, dt);
+    expectClose(callT("clamp", {x, Scalar(int64_t{-1}), Scalar(int64_t{2})}), map1(values(x), clampRef(-1, 2)), {2, 6},
+                dt);
     expectClose(callT("clamp", {x, std::nullopt, Scalar(int64_t{0})}), map1(values(x), clampRef(-1e9, 0)), {2, 6}, dt);
     Tensor y = x.clone();
     callT("clamp_", {y, Scalar(int64_t{1}), std::nullopt});

@@ -1,7 +1,7 @@
 // Standard operators, family "linalg": each op against a double-precision
 // reference through the CPU plugin.
-#include "test_device.h"
 #include "ops_test_util.h"
+#include "test_device.h"
 
 namespace backplane::ops_test {
 namespace {
@@ -9,8 +9,8 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-const std::vector<ScalarType> kAllDtypes = {ScalarType::Float32, ScalarType::Float64, ScalarType::Float16,
-                                            ScalarType::BFloat16, ScalarType::Int32,  ScalarType::Int64,
+const std::vector<ScalarType> kAllDtypes = {ScalarType::Float32,  ScalarType::Float64, ScalarType::Float16,
+                                            ScalarType::BFloat16, ScalarType::Int32,   ScalarType::Int64,
                                             ScalarType::Int8,     ScalarType::UInt8};
 
 // Integer results wrap to the dtype (as PyTorch's integer arithmetic); the
@@ -30,7 +30,9 @@ Tensor input(IntArrayRef sizes, ScalarType dtype, uint32_t seed) {
 }
 
 // Tolerance of a product with inner dimension k: rounding grows with k.
-double productTol(ScalarType dtype, int64_t k) { return tolerance(dtype) * static_cast<double>(std::max<int64_t>(k, 1)); }
+double productTol(ScalarType dtype, int64_t k) {
+  return tolerance(dtype) * static_cast<double>(std::max<int64_t>(k, 1));
+}
 
 // Row-major product of [b, m, k] and [b, k, n] (batch strides 0 broadcast).
 std::vector<double> refBmm(const std::vector<double>& a, const std::vector<double>& b, int64_t batch, int64_t m,
@@ -69,11 +71,11 @@ TEST(Mm, EveryDtypeMatchesReference) {
 TEST(Mm, TransposedSlicedAndExpandedInputs) {
   for (ScalarType dtype : {ScalarType::Float32, ScalarType::Float64, ScalarType::BFloat16, ScalarType::Int64}) {
     SCOPED_TRACE(::testing::Message() << dtype);
-    Tensor at = input({6, 5}, dtype, 3).t();                            // [5, 6], column-major
-    Tensor bs = input({6, 16}, dtype, 4).slice(1, 0, 16, 2);            // [6, 8], column stride 2
-    Tensor bt = input({8, 6}, dtype, 5).t();                            // [6, 8] transposed
-    Tensor row = input({1, 8}, dtype, 6).expand({6, 8});               // stride-0 rows
-    Tensor rows = input({12, 6}, dtype, 7).slice(0, 0, 12, 2);          // [6, 6] every other row
+    Tensor at = input({6, 5}, dtype, 3).t();                    // [5, 6], column-major
+    Tensor bs = input({6, 16}, dtype, 4).slice(1, 0, 16, 2);    // [6, 8], column stride 2
+    Tensor bt = input({8, 6}, dtype, 5).t();                    // [6, 8] transposed
+    Tensor row = input({1, 8}, dtype, 6).expand({6, 8});        // stride-0 rows
+    Tensor rows = input({12, 6}, dtype, 7).slice(0, 0, 12, 2);  // [6, 6] every other row
     for (const Tensor& b : {bs, bt, row}) {
       Tensor c = callT("mm", {at, b});
       expectClose(c, refBmm(values(at), values(b), 1, 5, 6, 8), {5, 8}, dtype, productTol(dtype, 6));
@@ -111,9 +113,13 @@ TEST(Mm, OutArgument) {
   callT("mm.out", {a, b, empty});
   expectClose(empty, ref, {4, 5}, ScalarType::Float32);
   // Wrong shape, wrong dtype, aliasing an input.
-  EXPECT_THAT(errorOf([&] { callT("mm.out", {a, b, emptyTensor({2, 2}, ScalarType::Float32)}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("mm.out", {a, b, emptyTensor({2, 2}, ScalarType::Float32)});
+              }),
               HasSubstr("bp::mm: argument 'out' has shape [2, 2] but the result has shape [4, 5]"));
-  EXPECT_THAT(errorOf([&] { callT("mm.out", {a, b, emptyTensor({4, 5}, ScalarType::Float64)}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("mm.out", {a, b, emptyTensor({4, 5}, ScalarType::Float64)});
+              }),
               HasSubstr("bp::mm: argument 'out' has dtype float64 but the result has dtype float32"));
   Tensor sq = input({3, 3}, ScalarType::Float32, 1);
   EXPECT_THAT(errorOf([&] { callT("mm.out", {sq, sq, sq}); }), HasSubstr("shares memory with input 'self'"));
@@ -121,11 +127,17 @@ TEST(Mm, OutArgument) {
 
 TEST(Mm, Errors) {
   Tensor a = input({2, 3}, ScalarType::Float32, 1);
-  EXPECT_THAT(errorOf([&] { callT("mm", {a, input({4, 5}, ScalarType::Float32, 2)}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("mm", {a, input({4, 5}, ScalarType::Float32, 2)});
+              }),
               HasSubstr("bp::mm: self is [2, 3] and mat2 is [4, 5]; self.size(1) must equal mat2.size(0)"));
-  EXPECT_THAT(errorOf([&] { callT("mm", {a, input({3}, ScalarType::Float32, 2)}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("mm", {a, input({3}, ScalarType::Float32, 2)});
+              }),
               HasSubstr("bp::mm: mat2 must be a matrix (2-D), but got a 1-D tensor of shape [3]"));
-  EXPECT_THAT(errorOf([&] { callT("mm", {a, input({3, 2}, ScalarType::Float64, 2)}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("mm", {a, input({3, 2}, ScalarType::Float64, 2)});
+              }),
               HasSubstr("bp::mm: expected self and mat2 to have the same dtype, but got float32 and float64"));
   Tensor bools = fromDoubles({1, 0, 1, 1}, {2, 2}, ScalarType::Bool);
   // The host's rule refuses bool (Note [Dtype rules live in metas]): no
@@ -152,19 +164,17 @@ TEST(Bmm, EveryDtypeMatchesReference) {
 TEST(Bmm, StridedAndBroadcastBatches) {
   for (ScalarType dtype : {ScalarType::Float32, ScalarType::Float64, ScalarType::Float16}) {
     SCOPED_TRACE(::testing::Message() << dtype);
-    Tensor a = input({3, 5, 4}, dtype, 1).transpose(1, 2);  // [3, 4, 5], column-major matrices
+    Tensor a = input({3, 5, 4}, dtype, 1).transpose(1, 2);     // [3, 4, 5], column-major matrices
     Tensor b = input({5, 3, 2}, dtype, 2).permute({1, 0, 2});  // [3, 5, 2], batch not outermost
     Tensor c = callT("bmm", {a, b});
     expectClose(c, refBmm(values(a), values(b), 3, 4, 5, 2), {3, 4, 2}, dtype, productTol(dtype, 5));
     // One matrix broadcast over the batch (stride 0), on either side.
     Tensor one = input({1, 5, 2}, dtype, 3);
     Tensor bc = callT("bmm", {a, one.expand({3, 5, 2})});
-    expectClose(bc, refBmm(values(a), values(one), 3, 4, 5, 2, false, true), {3, 4, 2}, dtype,
-                productTol(dtype, 5));
+    expectClose(bc, refBmm(values(a), values(one), 3, 4, 5, 2, false, true), {3, 4, 2}, dtype, productTol(dtype, 5));
     Tensor lone = input({1, 4, 5}, dtype, 4);
     Tensor lc = callT("bmm", {lone.expand({3, 4, 5}), b});
-    expectClose(lc, refBmm(values(lone), values(b), 3, 4, 5, 2, true, false), {3, 4, 2}, dtype,
-                productTol(dtype, 5));
+    expectClose(lc, refBmm(values(lone), values(b), 3, 4, 5, 2, true, false), {3, 4, 2}, dtype, productTol(dtype, 5));
   }
 }
 
@@ -176,12 +186,19 @@ TEST(Bmm, EmptyOutAndErrors) {
   Tensor a = input({2, 3, 4}, ScalarType::Float64, 1), b = input({2, 4, 5}, ScalarType::Float64, 2);
   Tensor out = emptyTensor({2, 3, 5}, ScalarType::Float64);
   callT("bmm.out", {a, b, out});
-  expectClose(out, refBmm(values(a), values(b), 2, 3, 4, 5), {2, 3, 5}, ScalarType::Float64, productTol(ScalarType::Float64, 4));
-  EXPECT_THAT(errorOf([&] { callT("bmm", {a, input({3, 4, 5}, ScalarType::Float64, 2)}); }),
+  expectClose(out, refBmm(values(a), values(b), 2, 3, 4, 5), {2, 3, 5}, ScalarType::Float64,
+              productTol(ScalarType::Float64, 4));
+  EXPECT_THAT(errorOf([&] {
+                callT("bmm", {a, input({3, 4, 5}, ScalarType::Float64, 2)});
+              }),
               HasSubstr("bp::bmm: self is [2, 3, 4] and mat2 is [3, 4, 5]; the batch sizes"));
-  EXPECT_THAT(errorOf([&] { callT("bmm", {a, input({2, 3, 5}, ScalarType::Float64, 2)}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("bmm", {a, input({2, 3, 5}, ScalarType::Float64, 2)});
+              }),
               HasSubstr("self.size(2) must equal mat2.size(1)"));
-  EXPECT_THAT(errorOf([&] { callT("bmm", {input({3, 4}, ScalarType::Float64, 1), b}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("bmm", {input({3, 4}, ScalarType::Float64, 1), b});
+              }),
               HasSubstr("bp::bmm: self must be a batch of matrices (3-D), but got a 2-D tensor"));
 }
 
@@ -229,17 +246,17 @@ TEST(Matmul, AllRankCombinations) {
     std::vector<int64_t> a, b, result;
   };
   const std::vector<Case> cases = {
-      {{4}, {4}, {}},                          // dot
-      {{3, 4}, {4}, {3}},                      // matrix-vector
-      {{4}, {4, 5}, {5}},                      // vector-matrix
-      {{3, 4}, {4, 5}, {3, 5}},                // mm
-      {{2, 3, 4}, {4, 5}, {2, 3, 5}},          // batch folded into rows
-      {{2, 3, 4}, {4}, {2, 3}},                // batch x vector
-      {{4}, {2, 4, 5}, {2, 5}},                // vector x batch
-      {{3, 4}, {2, 4, 5}, {2, 3, 5}},          // matrix broadcast over other's batch
-      {{2, 1, 3, 4}, {5, 4, 2}, {2, 5, 3, 2}}, // batch dims broadcast both ways
-      {{2, 3, 0}, {0, 5}, {2, 3, 5}},          // empty inner dimension
-      {{0, 3, 4}, {4, 5}, {0, 3, 5}},          // empty batch
+      {{4}, {4}, {}},                           // dot
+      {{3, 4}, {4}, {3}},                       // matrix-vector
+      {{4}, {4, 5}, {5}},                       // vector-matrix
+      {{3, 4}, {4, 5}, {3, 5}},                 // mm
+      {{2, 3, 4}, {4, 5}, {2, 3, 5}},           // batch folded into rows
+      {{2, 3, 4}, {4}, {2, 3}},                 // batch x vector
+      {{4}, {2, 4, 5}, {2, 5}},                 // vector x batch
+      {{3, 4}, {2, 4, 5}, {2, 3, 5}},           // matrix broadcast over other's batch
+      {{2, 1, 3, 4}, {5, 4, 2}, {2, 5, 3, 2}},  // batch dims broadcast both ways
+      {{2, 3, 0}, {0, 5}, {2, 3, 5}},           // empty inner dimension
+      {{0, 3, 4}, {4, 5}, {0, 3, 5}},           // empty batch
   };
   for (ScalarType dtype : {ScalarType::Float32, ScalarType::Float64, ScalarType::BFloat16, ScalarType::Int64}) {
     for (const Case& c : cases) {
@@ -256,8 +273,9 @@ TEST(Matmul, AllRankCombinations) {
 
 TEST(Matmul, NonContiguousOperands) {
   Tensor a = input({4, 2, 3}, ScalarType::Float32, 1).permute({1, 2, 0});  // [2, 3, 4]
-  Tensor b = input({5, 4}, ScalarType::Float32, 2).t();                     // [4, 5]
-  expectClose(callT("matmul", {a, b}), refMatmul(a, b), {2, 3, 5}, ScalarType::Float32, productTol(ScalarType::Float32, 4));
+  Tensor b = input({5, 4}, ScalarType::Float32, 2).t();                    // [4, 5]
+  expectClose(callT("matmul", {a, b}), refMatmul(a, b), {2, 3, 5}, ScalarType::Float32,
+              productTol(ScalarType::Float32, 4));
   Tensor b3 = input({2, 5, 4}, ScalarType::Float32, 3).transpose(1, 2);  // [2, 4, 5]
   expectClose(callT("matmul", {a, b3}), refMatmul(a, b3), {2, 3, 5}, ScalarType::Float32,
               productTol(ScalarType::Float32, 4));
@@ -265,19 +283,31 @@ TEST(Matmul, NonContiguousOperands) {
 
 TEST(Matmul, Errors) {
   Tensor a = input({2, 3}, ScalarType::Float32, 1);
-  EXPECT_THAT(errorOf([&] { callT("matmul", {a, input({4, 5}, ScalarType::Float32, 2)}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("matmul", {a, input({4, 5}, ScalarType::Float32, 2)});
+              }),
               HasSubstr("bp::matmul: self is [2, 3] and other is [4, 5]; self.size(-1) must equal other.size(-2)"));
-  EXPECT_THAT(errorOf([&] { callT("matmul", {a, input({4}, ScalarType::Float32, 2)}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("matmul", {a, input({4}, ScalarType::Float32, 2)});
+              }),
               HasSubstr("self.size(-1) must equal other.size(0)"));
-  EXPECT_THAT(errorOf([&] { callT("matmul", {input({}, ScalarType::Float32, 1), a}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("matmul", {input({}, ScalarType::Float32, 1), a});
+              }),
               HasSubstr("bp::matmul: both arguments need at least 1 dimension"));
-  EXPECT_THAT(errorOf([&] { callT("matmul", {input({2, 2, 3}, ScalarType::Float32, 1), input({3, 3, 4}, ScalarType::Float32, 1)}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("matmul", {input({2, 2, 3}, ScalarType::Float32, 1), input({3, 3, 4}, ScalarType::Float32, 1)});
+              }),
               HasSubstr("cannot be broadcast"));
-  EXPECT_THAT(errorOf([&] { callT("matmul", {a, input({3, 2}, ScalarType::Int32, 1)}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("matmul", {a, input({3, 2}, ScalarType::Int32, 1)});
+              }),
               HasSubstr("same dtype, but got float32 and int32"));
-  EXPECT_THAT(errorOf([&] { callT("matmul.out", {a, input({3, 2}, ScalarType::Float32, 1),
-                                                 emptyTensor({3, 3}, ScalarType::Float32).t()}); }),
-              HasSubstr("bp::matmul: argument 'out' has shape [3, 3] but the result has shape [2, 2]"));
+  EXPECT_THAT(
+      errorOf([&] {
+        callT("matmul.out", {a, input({3, 2}, ScalarType::Float32, 1), emptyTensor({3, 3}, ScalarType::Float32).t()});
+      }),
+      HasSubstr("bp::matmul: argument 'out' has shape [3, 3] but the result has shape [2, 2]"));
 }
 
 // A non-contiguous out is written in place (as PyTorch): transposed, a
@@ -340,8 +370,8 @@ TEST(Addmm, BroadcastSelfAndScalars) {
                  : std::vector<std::pair<double, double>>{{1, 1}, {2, 3}, {0, -1}};
     for (const auto& ss : self_shapes) {
       for (auto [beta, alpha] : scalars) {
-        SCOPED_TRACE(::testing::Message() << dtype << " self " << IntArrayRef(ss) << " beta " << beta << " alpha "
-                                          << alpha);
+        SCOPED_TRACE(::testing::Message()
+                     << dtype << " self " << IntArrayRef(ss) << " beta " << beta << " alpha " << alpha);
         Tensor self = input(ss, dtype, 1), m1 = input({4, 5}, dtype, 2), m2 = input({5, 6}, dtype, 3);
         IValue b = floating ? IValue(Scalar(beta)) : IValue(Scalar(static_cast<int64_t>(beta)));
         IValue al = floating ? IValue(Scalar(alpha)) : IValue(Scalar(static_cast<int64_t>(alpha)));
@@ -359,7 +389,8 @@ TEST(Addmm, BetaZeroIgnoresNaNAndEmptyInnerDimension) {
   Tensor self = fromDoubles({NAN, 1, 2}, {3}, ScalarType::Float32);
   Tensor m1 = input({2, 4}, ScalarType::Float32, 1), m2 = input({4, 3}, ScalarType::Float32, 2);
   Tensor r = callT("addmm", {self, m1, m2, Scalar(0), Scalar(1)});
-  expectClose(r, refBmm(values(m1), values(m2), 1, 2, 4, 3), {2, 3}, ScalarType::Float32, productTol(ScalarType::Float32, 4));
+  expectClose(r, refBmm(values(m1), values(m2), 1, 2, 4, 3), {2, 3}, ScalarType::Float32,
+              productTol(ScalarType::Float32, 4));
   // k == 0: beta * self broadcast.
   Tensor s = input({3}, ScalarType::Float64, 3);
   Tensor z = callT("addmm", {s, input({2, 0}, ScalarType::Float64, 1), input({0, 3}, ScalarType::Float64, 1),
@@ -384,24 +415,39 @@ TEST(Addmm, OutInPlaceAndTransposed) {
   Tensor r = callT("addmm_", {selft, m1, m2, Scalar(0.5), Scalar(2.0)});
   EXPECT_EQ(r.data_ptr(), selft.data_ptr());
   expectClose(selft, reft, {4, 3}, ScalarType::Float32, productTol(ScalarType::Float32, 5));
-  EXPECT_THAT(errorOf([&] { callT("addmm_", {input({3}, ScalarType::Float32, 1), m1, m2, Scalar(1), Scalar(1)}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("addmm_", {input({3}, ScalarType::Float32, 1), m1, m2, Scalar(1), Scalar(1)});
+              }),
               HasSubstr("bp::addmm_: self has shape [3] but the product has shape [4, 3]"));
 }
 
 TEST(Addmm, Errors) {
   Tensor m1 = input({4, 5}, ScalarType::Float32, 1), m2 = input({5, 3}, ScalarType::Float32, 2);
-  EXPECT_THAT(errorOf([&] { callT("addmm", {input({4}, ScalarType::Float32, 1), m1, m2, Scalar(1), Scalar(1)}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("addmm", {input({4}, ScalarType::Float32, 1), m1, m2, Scalar(1), Scalar(1)});
+              }),
               HasSubstr("bp::addmm"));
-  EXPECT_THAT(errorOf([&] { callT("addmm", {input({2, 4, 3}, ScalarType::Float32, 1), m1, m2, Scalar(1), Scalar(1)}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("addmm", {input({2, 4, 3}, ScalarType::Float32, 1), m1, m2, Scalar(1), Scalar(1)});
+              }),
               HasSubstr("bp::addmm: self of shape [2, 4, 3] cannot be broadcast to the product's shape [4, 3]"));
-  EXPECT_THAT(errorOf([&] { callT("addmm", {input({3}, ScalarType::Float32, 1), m1, input({4, 3}, ScalarType::Float32, 1), Scalar(1), Scalar(1)}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("addmm", {input({3}, ScalarType::Float32, 1), m1, input({4, 3}, ScalarType::Float32, 1),
+                                Scalar(1), Scalar(1)});
+              }),
               HasSubstr("bp::addmm: mat1 is [4, 5] and mat2 is [4, 3]; mat1.size(1) must equal mat2.size(0)"));
-  EXPECT_THAT(errorOf([&] { callT("addmm", {input({3}, ScalarType::Float64, 1), m1, m2, Scalar(1), Scalar(1)}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("addmm", {input({3}, ScalarType::Float64, 1), m1, m2, Scalar(1), Scalar(1)});
+              }),
               HasSubstr("expected self and mat1 to have the same dtype, but got float64 and float32"));
   Tensor i1 = input({4, 5}, ScalarType::Int32, 1), i2 = input({5, 3}, ScalarType::Int32, 2);
-  EXPECT_THAT(errorOf([&] { callT("addmm", {input({3}, ScalarType::Int32, 1), i1, i2, Scalar(0.5), Scalar(1)}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("addmm", {input({3}, ScalarType::Int32, 1), i1, i2, Scalar(0.5), Scalar(1)});
+              }),
               HasSubstr("beta and alpha must be integers"));
-  EXPECT_THAT(errorOf([&] { callT("addmm.out", {input({3}, ScalarType::Float32, 1), m1, m2, Scalar(1), Scalar(1), m1}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("addmm.out", {input({3}, ScalarType::Float32, 1), m1, m2, Scalar(1), Scalar(1), m1});
+              }),
               HasSubstr("argument 'out' has shape [4, 5] but the result has shape [4, 3]"));
 }
 
@@ -474,8 +520,8 @@ TEST(Linear, EveryDtypeAndRankMatchesReference) {
 }
 
 TEST(Linear, BiasShapesAndVectorWeight) {
-  for (ScalarType dtype : {ScalarType::Float32, ScalarType::Float64, ScalarType::BFloat16, ScalarType::Float16,
-                           ScalarType::Int32}) {
+  for (ScalarType dtype :
+       {ScalarType::Float32, ScalarType::Float64, ScalarType::BFloat16, ScalarType::Float16, ScalarType::Int32}) {
     SCOPED_TRACE(::testing::Message() << dtype);
     Tensor x = input({2, 3, 4}, dtype, 1), w = input({5, 4}, dtype, 2);
     for (const std::vector<int64_t>& bs : std::vector<std::vector<int64_t>>{{}, {1}, {3, 1}, {3, 5}, {2, 3, 5}})
@@ -515,7 +561,7 @@ TEST(Linear, EmptyDimensions) {
   for (ScalarType dtype : {ScalarType::Float32, ScalarType::Int32}) {
     SCOPED_TRACE(::testing::Message() << dtype);
     Tensor bias = input({5}, dtype, 3);
-    expectLinear(input({0, 4}, dtype, 1), input({5, 4}, dtype, 2), bias);  // no rows
+    expectLinear(input({0, 4}, dtype, 1), input({5, 4}, dtype, 2), bias);                  // no rows
     expectLinear(input({3, 4}, dtype, 1), input({0, 4}, dtype, 2), input({0}, dtype, 3));  // no outputs
     // in_features == 0: the result is the bias (or zeros).
     expectLinear(input({2, 3, 0}, dtype, 1), input({5, 0}, dtype, 2), bias);
@@ -530,23 +576,39 @@ TEST(Linear, TheCpuKernelIsNative) {
 
 TEST(Linear, Errors) {
   Tensor x = input({2, 4}, ScalarType::Float32, 1), w = input({5, 4}, ScalarType::Float32, 2);
-  EXPECT_THAT(errorOf([&] { callT("linear", {x, input({5, 3}, ScalarType::Float32, 2), IValue()}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("linear", {x, input({5, 3}, ScalarType::Float32, 2), IValue()});
+              }),
               HasSubstr("bp::linear: input is [2, 4] and weight is [5, 3]; input.size(-1) must equal weight.size(-1)"));
-  EXPECT_THAT(errorOf([&] { callT("linear", {x, input({5, 4}, ScalarType::Float64, 2), IValue()}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("linear", {x, input({5, 4}, ScalarType::Float64, 2), IValue()});
+              }),
               HasSubstr("bp::linear: expected input and weight to have the same dtype, but got float32 and float64"));
-  EXPECT_THAT(errorOf([&] { callT("linear", {x, w, input({5}, ScalarType::Int32, 2)}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("linear", {x, w, input({5}, ScalarType::Int32, 2)});
+              }),
               HasSubstr("bp::linear: expected input and bias to have the same dtype, but got float32 and int32"));
-  EXPECT_THAT(errorOf([&] { callT("linear", {x, input({2, 5, 4}, ScalarType::Float32, 2), IValue()}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("linear", {x, input({2, 5, 4}, ScalarType::Float32, 2), IValue()});
+              }),
               HasSubstr("weight must be [out_features, in_features]"));
-  EXPECT_THAT(errorOf([&] { callT("linear", {input({}, ScalarType::Float32, 1), w, IValue()}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("linear", {input({}, ScalarType::Float32, 1), w, IValue()});
+              }),
               HasSubstr("bp::linear: input must have at least 1 dimension, but it is 0-d"));
-  EXPECT_THAT(errorOf([&] { callT("linear", {x, w, input({4}, ScalarType::Float32, 3)}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("linear", {x, w, input({4}, ScalarType::Float32, 3)});
+              }),
               HasSubstr("bp::linear: bias of shape [4] cannot be broadcast to the result's shape [2, 5]"));
-  EXPECT_THAT(errorOf([&] { callT("linear", {x, w, input({3, 2, 5}, ScalarType::Float32, 3)}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("linear", {x, w, input({3, 2, 5}, ScalarType::Float32, 3)});
+              }),
               HasSubstr("bp::linear: bias of shape [3, 2, 5] cannot be broadcast to the result's shape [2, 5]"));
   // A dot product's result is 0-d: a bias [1] would grow it.
-  EXPECT_THAT(errorOf([&] { callT("linear", {input({4}, ScalarType::Float32, 1), input({4}, ScalarType::Float32, 2),
-                                             input({1}, ScalarType::Float32, 3)}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("linear", {input({4}, ScalarType::Float32, 1), input({4}, ScalarType::Float32, 2),
+                                 input({1}, ScalarType::Float32, 3)});
+              }),
               HasSubstr("bp::linear: bias of shape [1] cannot be broadcast to the result's shape []"));
 }
 
@@ -572,12 +634,18 @@ TEST(LinalgOnDevice, CompositesAndFallbackWork) {
   Tensor lin = callT("linear", {da, fromDoubles(bv, {4, 5}, ScalarType::Float32, d).t(), dbias});
   expectClose(lin, refAddmm(biasv, {5}, prod, 3, 5, 1, 1), {3, 5}, ScalarType::Float32,
               productTol(ScalarType::Float32, 4) * 2);
-  EXPECT_THAT(errorOf([&] { callT("mm", {da, b}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("mm", {da, b});
+              }),
               HasSubstr("bp::mm: expected all tensors on one device, but argument 'self' is on"));
   // linear's checks (its meta kernel) hold on every device.
-  EXPECT_THAT(errorOf([&] { callT("linear", {da, db.t(), bias}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("linear", {da, db.t(), bias});
+              }),
               HasSubstr("bp::linear: expected all tensors on one device"));
-  EXPECT_THAT(errorOf([&] { callT("linear", {da, db.t(), fromDoubles({1, 2}, {2}, ScalarType::Float32, d)}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("linear", {da, db.t(), fromDoubles({1, 2}, {2}, ScalarType::Float32, d)});
+              }),
               HasSubstr("bp::linear: bias of shape [2] cannot be broadcast to the result's shape [3, 5]"));
 }
 

@@ -72,8 +72,7 @@ Tensor conv(const Tensor& x, const Tensor& w, const Tensor& b, V stride, V paddi
 // and as a non-contiguous view of the same values.
 void checkConv(const ConvCase& c, ScalarType dtype, uint32_t seed) {
   SCOPED_TRACE(::testing::Message() << "input " << ::testing::PrintToString(c.input) << " weight "
-                                    << ::testing::PrintToString(c.weight) << " groups " << c.groups << " "
-                                    << dtype);
+                                    << ::testing::PrintToString(c.weight) << " groups " << c.groups << " " << dtype);
   Tensor x = randomTensor(c.input, dtype, seed);
   Tensor w = randomTensor(c.weight, dtype, seed + 1);
   Tensor b = c.bias ? randomTensor({c.weight[0]}, dtype, seed + 2) : Tensor();
@@ -93,8 +92,7 @@ void checkConv(const ConvCase& c, ScalarType dtype, uint32_t seed) {
   ASSERT_EQ(w_strided.sizes(), IntArrayRef(c.weight));
   const std::vector<double> expected2 =
       refConv(values(x), values(w_strided), c.bias ? values(b) : std::vector<double>{}, c, out_sizes);
-  expectClose(conv(x_nhwc, w_strided, b, c.stride, c.padding, c.dilation, c.groups), expected2, out_sizes, dtype,
-              tol);
+  expectClose(conv(x_nhwc, w_strided, b, c.stride, c.padding, c.dilation, c.groups), expected2, out_sizes, dtype, tol);
 }
 
 TEST(NNConv2d, MatchesReference) {
@@ -102,7 +100,7 @@ TEST(NNConv2d, MatchesReference) {
       {{2, 3, 7, 6}, {4, 3, 3, 3}, true, {1, 1}, {0, 0}, {1, 1}, 1},
       {{1, 3, 9, 8}, {5, 3, 3, 2}, false, {2, 1}, {1, 2}, {2, 1}, 1},
       {{2, 4, 6, 6}, {6, 2, 3, 3}, true, {1, 2}, {1, 1}, {1, 1}, 2},
-      {{1, 6, 5, 7}, {6, 1, 3, 3}, true, {1, 1}, {1, 1}, {1, 2}, 6},  // depthwise
+      {{1, 6, 5, 7}, {6, 1, 3, 3}, true, {1, 1}, {1, 1}, {1, 2}, 6},   // depthwise
       {{3, 2, 5, 5}, {3, 2, 1, 1}, false, {1, 1}, {0, 0}, {1, 1}, 1},  // 1x1
       {{1, 16, 12, 12}, {16, 16, 3, 3}, true, {1, 1}, {1, 1}, {1, 1}, 1},
   };
@@ -174,9 +172,9 @@ TEST(NNConv2d, Errors) {
   EXPECT_THAT(err(x, randomTensor({2, 4, 3}, f, 1), {}, {1}, {0}, {1}, 1), HasSubstr("expected a 4-D weight"));
   EXPECT_THAT(err(x, randomTensor({2, 3, 3, 3}, f, 1), {}, {1}, {0}, {1}, 1),
               HasSubstr("to have 3 channels, but it has 4"));
-  EXPECT_THAT(err(x, randomTensor({3, 2, 3, 3}, f, 1), {}, {1}, {0}, {1}, 2),
-              HasSubstr("must be divisible by 2"));
-  EXPECT_THAT(err(x, w, randomTensor({3}, f, 1), {1}, {0}, {1}, 1), HasSubstr("expected bias to be 1-D with 2 elements"));
+  EXPECT_THAT(err(x, randomTensor({3, 2, 3, 3}, f, 1), {}, {1}, {0}, {1}, 2), HasSubstr("must be divisible by 2"));
+  EXPECT_THAT(err(x, w, randomTensor({3}, f, 1), {1}, {0}, {1}, 1),
+              HasSubstr("expected bias to be 1-D with 2 elements"));
   EXPECT_THAT(err(x, w, {}, {0}, {0}, {1}, 1), HasSubstr("stride must be positive"));
   EXPECT_THAT(err(x, w, {}, {1}, {-1}, {1}, 1), HasSubstr("padding must be non-negative"));
   EXPECT_THAT(err(x, w, {}, {1}, {0}, {0}, 1), HasSubstr("dilation must be positive"));
@@ -209,8 +207,8 @@ TEST(NNConv2d, Errors) {
   EXPECT_THAT(err(randomTensor({1, 4, 5, 5}, f, 1, -2, 2, testDevice()), w, {}, {1}, {0}, {1}, 1),
               HasSubstr("expected all tensors on one device"));
   // The rule runs before any kernel on every device.
-  EXPECT_THAT(err(randomTensor({1, 3, 5, 5}, f, 1, -2, 2, testDevice()), randomTensor({2, 4, 3, 3}, f, 1, -2, 2, testDevice()),
-                  {}, {1}, {0}, {1}, 1),
+  EXPECT_THAT(err(randomTensor({1, 3, 5, 5}, f, 1, -2, 2, testDevice()),
+                  randomTensor({2, 4, 3, 3}, f, 1, -2, 2, testDevice()), {}, {1}, {0}, {1}, 1),
               HasSubstr("to have 4 channels, but it has 3"));
 }
 
@@ -256,8 +254,10 @@ std::vector<double> refPool(bool is_max, const std::vector<double>& x, const Poo
             sum += v;
             ++count;
           }
-        if (is_max) out.push_back(best);
-        else out.push_back(sum / static_cast<double>(divisor ? *divisor : count_include_pad ? padded : count));
+        if (is_max)
+          out.push_back(best);
+        else
+          out.push_back(sum / static_cast<double>(divisor ? *divisor : count_include_pad ? padded : count));
       }
   return out;
 }
@@ -277,8 +277,8 @@ const std::vector<PoolCase>& poolCases() {
       {{1, 2, 7, 8}, {3, 2}, {2, 3}, {1, 1}, {1, 1}, true},
       {{2, 1, 5, 5}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, true},
       {{1, 1, 3, 3}, {2, 2}, {2, 2}, {1, 1}, {1, 1}, true},  // last window would start in the right padding
-      {{1, 2, 9, 8}, {3, 2}, {1, 2}, {1, 1}, {2, 1}, true},   // dilation (max only)
-      {{0, 2, 4, 4}, {2, 2}, {}, {0, 0}, {1, 1}, false},      // empty batch
+      {{1, 2, 9, 8}, {3, 2}, {1, 2}, {1, 1}, {2, 1}, true},  // dilation (max only)
+      {{0, 2, 4, 4}, {2, 2}, {}, {0, 0}, {1, 1}, false},     // empty batch
       // Larger planes, for oneDNN's vectorized float32 paths. With
       // count_include_pad the first stays within the padding (oneDNN), the
       // second has ceil_mode windows past it (loop).
@@ -315,8 +315,8 @@ TEST(NNPool, AvgPoolMatchesReference) {
           V sizes;
           std::vector<double> expected = refPool(false, values(x), c, include_pad, divisor, sizes);
           expectClose(avgPool(x, c, include_pad, divisor), expected, sizes, dtype);
-          expectClose(avgPool(x.transpose(2, 3).contiguous().transpose(2, 3), c, include_pad, divisor), expected,
-                      sizes, dtype);
+          expectClose(avgPool(x.transpose(2, 3).contiguous().transpose(2, 3), c, include_pad, divisor), expected, sizes,
+                      dtype);
         }
     }
 }
@@ -366,7 +366,7 @@ TEST(NNPool, MaxPoolNanAndNegativeInfinity) {
   PoolCase c{{1, 4, 16, 16}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, false};
   Tensor x = randomTensor(c.input, ScalarType::Float32, 71);
   std::vector<double> xv = values(x);
-  xv[static_cast<size_t>(2 * 256 + 5 * 16 + 5)] = NAN;  // channel 2, row 5, column 5
+  xv[static_cast<size_t>(2 * 256 + 5 * 16 + 5)] = NAN;                                 // channel 2, row 5, column 5
   for (int64_t i = 0; i < 256; ++i) xv[static_cast<size_t>(3 * 256 + i)] = -INFINITY;  // channel 3
   V sizes;
   const std::vector<double> expected = refPool(true, xv, c, true, std::nullopt, sizes);
@@ -397,8 +397,8 @@ TEST(NNPool, AvgPoolModes) {
     for (bool include_pad : {true, false})
       for (std::optional<int64_t> divisor : {std::optional<int64_t>(), std::optional<int64_t>(5)}) {
         PoolCase c{{2, 4, 14, 14}, {4, 4}, {3, 3}, {2, 2}, {1, 1}, ceil};
-        SCOPED_TRACE(::testing::Message() << "ceil " << ceil << " include_pad " << include_pad << " divisor "
-                                          << divisor.value_or(0));
+        SCOPED_TRACE(::testing::Message()
+                     << "ceil " << ceil << " include_pad " << include_pad << " divisor " << divisor.value_or(0));
         V sizes;
         const std::vector<double> expected = refPool(false, values(x), c, include_pad, divisor, sizes);
         expectClose(avgPool(x, c, include_pad, divisor), expected, sizes, ScalarType::Float32);
@@ -435,9 +435,13 @@ TEST(NNPool, Errors) {
   EXPECT_THAT(maxErr(randomTensor({1, 2, 5, 5}, ScalarType::Int32, 1), {2}, {}, {0}, {1}),
               HasSubstr("argument 'self' has dtype int32, which this op does not accept (accepted: float16, bfloat16, "
                         "float32, float64)"));
-  EXPECT_THAT(errorOf([&] { callT("avg_pool2d", {x, V{2}, V{}, V{0}, false, true, int64_t{0}}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("avg_pool2d", {x, V{2}, V{}, V{0}, false, true, int64_t{0}});
+              }),
               HasSubstr("divisor_override must not be zero"));
-  EXPECT_THAT(errorOf([&] { callT("avg_pool2d", {x, V{2}, V{}, V{2}, false, true, IValue()}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("avg_pool2d", {x, V{2}, V{}, V{2}, false, true, IValue()});
+              }),
               HasSubstr("padding must be at most half the kernel size"));
 }
 
@@ -523,9 +527,9 @@ TEST(NNBatchNorm, TrainingUsesBatchStatisticsAndUpdatesRunningStats) {
     for (Device device : {Device(DeviceType::CPU), testDevice()}) {
       SCOPED_TRACE(device.str());
       Tensor rm_d = stageSpan(rm, device), rv_d = stageSpan(rv, device);
-      expectClose(batchNorm(stageSpan(x, device), stageSpan(w, device), stageSpan(b, device), rm_d, rv_d, true,
-                            momentum, eps),
-                  expected, shape, dtype);
+      expectClose(
+          batchNorm(stageSpan(x, device), stageSpan(w, device), stageSpan(b, device), rm_d, rv_d, true, momentum, eps),
+          expected, shape, dtype);
       expectClose(rm_d, {0.9 * 0.5 + 0.1 * mean[0], 0.9 * -0.5 + 0.1 * mean[1]}, {2}, dtype);
       expectClose(rv_d, {0.9 * 1.0 + 0.1 * var[0] * 36 / 35, 0.9 * 2.0 + 0.1 * var[1] * 36 / 35}, {2}, dtype);
     }
@@ -556,7 +560,9 @@ TEST(NNBatchNorm, Errors) {
               HasSubstr("expected 'running_var' to be 1-D with 3 elements"));
   EXPECT_THAT(errorOf([&] { batchNorm(randomTensor({3}, ScalarType::Float32, 1), {}, {}, c3, c3, false, 0.1, 1e-5); }),
               HasSubstr("at least 2 dimensions"));
-  EXPECT_THAT(errorOf([&] { batchNorm(randomTensor({1, 3}, ScalarType::Float32, 1), {}, {}, c3, c3, true, 0.1, 1e-5); }),
+  EXPECT_THAT(errorOf([&] {
+                batchNorm(randomTensor({1, 3}, ScalarType::Float32, 1), {}, {}, c3, c3, true, 0.1, 1e-5);
+              }),
               HasSubstr("expected more than 1 value per channel when training"));
   EXPECT_THAT(errorOf([&] {
                 batchNorm(randomTensor({2, 3}, ScalarType::Int64, 1), {}, {}, c3, c3, false, 0.1, 1e-5);
@@ -575,9 +581,8 @@ Tensor layerNorm(const Tensor& x, V shape, const Tensor& w, const Tensor& b, dou
 
 TEST(NNLayerNorm, MatchesReference) {
   for (ScalarType dtype : {ScalarType::Float32, ScalarType::Float64, ScalarType::BFloat16, ScalarType::Float16}) {
-    for (const auto& [shape, normalized] :
-         {std::pair{V{2, 3, 4}, V{4}}, std::pair{V{2, 3, 4}, V{3, 4}}, std::pair{V{5}, V{5}},
-          std::pair{V{0, 4}, V{4}}}) {
+    for (const auto& [shape, normalized] : {std::pair{V{2, 3, 4}, V{4}}, std::pair{V{2, 3, 4}, V{3, 4}},
+                                            std::pair{V{5}, V{5}}, std::pair{V{0, 4}, V{4}}}) {
       for (bool affine : {true, false}) {
         SCOPED_TRACE(::testing::PrintToString(shape) + " normalized " + ::testing::PrintToString(normalized));
         const int64_t m = numelOf(normalized);

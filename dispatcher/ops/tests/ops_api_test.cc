@@ -11,11 +11,11 @@
 #include <vector>
 
 #include "backplane/dispatch/dispatcher.h"
-#include "backplane/runtime/plugin_registry.h"
 #include "backplane/ops/random.h"
-#include "test_device.h"
+#include "backplane/runtime/plugin_registry.h"
 #include "backplane/testing/cpu_kernels.h"
 #include "backplane/testing/plugin_environment.h"
+#include "test_device.h"
 
 namespace backplane {
 namespace {
@@ -68,7 +68,7 @@ TEST_P(OpsApi, NumbersPromoteLikePythonNumbers) {
   EXPECT_EQ((i * 2).dtype(), ScalarType::Int32);      // an integer keeps the tensor's dtype
   EXPECT_EQ((i * 2.5).dtype(), ScalarType::Float32);  // a float makes an integer tensor float32
   EXPECT_EQ((i * 2.5).toVector<float>(), (std::vector<float>{2.5f, 5}));
-  EXPECT_EQ((i / 4).dtype(), ScalarType::Float32);    // true division
+  EXPECT_EQ((i / 4).dtype(), ScalarType::Float32);  // true division
   Tensor h = f32({1, 2}, {2}).to(ScalarType::Float16);
   EXPECT_EQ((h * 2.5).dtype(), ScalarType::Float16);  // a float keeps a floating dtype
   Tensor flags = tensorFromVector<bool>({true, false}, {2}, dev());
@@ -107,20 +107,19 @@ TEST_P(OpsApi, MethodsMatchTheFreeFunctions) {
   EXPECT_EQ(x.masked_fill(x.lt(0), 7).toVector<float>(), (std::vector<float>{7, 0, 2, 3}));
   EXPECT_EQ(x.pow(2).toVector<float>(), (std::vector<float>{1, 0, 4, 9}));
   EXPECT_THAT(x.exp().log().toVector<float>(), Pointwise(FloatNear(1e-6), x.toVector<float>()));
-  EXPECT_THAT(x.gelu().toVector<float>(), Pointwise(FloatNear(1e-6), std::vector<float>{-0.158655f, 0, 1.954500f,
-                                                                                         2.995950f}));
+  EXPECT_THAT(x.gelu().toVector<float>(),
+              Pointwise(FloatNear(1e-6), std::vector<float>{-0.158655f, 0, 1.954500f, 2.995950f}));
 }
 
 TEST_P(OpsApi, LayersOfATransformer) {
   Tensor x = f32({1, 2, 3, 4, 6, 8}, {2, 3});
   Tensor p = x.softmax(-1);
   EXPECT_THAT(p.sum({1}).toVector<float>(), Pointwise(FloatNear(1e-6), std::vector<float>{1, 1}));
-  EXPECT_THAT(p.toVector<float>(), Pointwise(FloatNear(1e-6), std::vector<float>{0.0900306f, 0.2447285f,
-                                                                                  0.6652410f, 0.0158762f,
-                                                                                  0.1173104f, 0.8668133f}));
+  EXPECT_THAT(p.toVector<float>(), Pointwise(FloatNear(1e-6), std::vector<float>{0.0900306f, 0.2447285f, 0.6652410f,
+                                                                                 0.0158762f, 0.1173104f, 0.8668133f}));
   Tensor ln = layer_norm(x, {3}, std::nullopt, std::nullopt, 0);
-  EXPECT_THAT(ln.toVector<float>(), Pointwise(FloatNear(1e-5), std::vector<float>{-1.2247449f, 0, 1.2247449f,
-                                                                                   -1.2247449f, 0, 1.2247449f}));
+  EXPECT_THAT(ln.toVector<float>(),
+              Pointwise(FloatNear(1e-5), std::vector<float>{-1.2247449f, 0, 1.2247449f, -1.2247449f, 0, 1.2247449f}));
   Tensor w = f32({1, 0, 0, 0, 1, 1}, {2, 3});  // [out=2, in=3]
   Tensor y = linear(x, w, f32({100, 200}, {2}));
   EXPECT_EQ(y.toVector<float>(), (std::vector<float>{101, 205, 104, 214}));
@@ -193,8 +192,8 @@ TEST_P(OpsApi, BadArgumentsSayWhatWasWrong) {
   EXPECT_THAT(shapes, HasSubstr("bp::add.Tensor"));
   EXPECT_THAT(shapes, HasSubstr("[3]"));
   EXPECT_THAT(shapes, HasSubstr("[2]"));
-  Tensor elsewhere = tensorFromVector<float>({1, 2, 3}, {3}, dev().isCpu() ? Device::fromString("apidev:0")
-                                                                           : Device(DeviceType::CPU));
+  Tensor elsewhere =
+      tensorFromVector<float>({1, 2, 3}, {3}, dev().isCpu() ? Device::fromString("apidev:0") : Device(DeviceType::CPU));
   EXPECT_THAT(errorOf([&] { (void)(a * elsewhere); }), HasSubstr("expected all tensors on one device"));
   EXPECT_THAT(errorOf([&] { (void)a.matmul(f32({1, 2}, {2})); }), HasSubstr("matmul"));
   EXPECT_THAT(errorOf([&] { (void)a.softmax(3); }), HasSubstr("out of range"));

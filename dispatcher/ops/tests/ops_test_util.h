@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "backplane/dispatch/dispatcher.h"
-#include "backplane/runtime/plugin_registry.h"
 #include "backplane/dispatch/ivalue.h"
 #include "backplane/ops/tensor.h"
+#include "backplane/runtime/plugin_registry.h"
 #include "backplane/testing/errors.h"
 #include "backplane/testing/plugin_environment.h"
 
@@ -35,7 +35,9 @@ inline IValue call(const std::string& name, std::vector<IValue> args) {
   EXPECT_EQ(stack.size(), 1u) << name;
   return stack.empty() ? IValue() : std::move(stack[0]);
 }
-inline Tensor callT(const std::string& name, std::vector<IValue> args) { return call(name, std::move(args)).toTensor(); }
+inline Tensor callT(const std::string& name, std::vector<IValue> args) {
+  return call(name, std::move(args)).toTensor();
+}
 
 using testing::errorOf;
 
@@ -46,8 +48,10 @@ inline Tensor fromDoubles(const std::vector<double>& v, IntArrayRef sizes, Scala
     std::vector<T> tv;
     tv.reserve(v.size());
     for (double x : v) {
-      if constexpr (std::is_same_v<T, bool>) tv.push_back(x != 0);
-      else tv.push_back(static_cast<T>(x));
+      if constexpr (std::is_same_v<T, bool>)
+        tv.push_back(x != 0);
+      else
+        tv.push_back(static_cast<T>(x));
     }
     return tensorFromVector<T>(tv, sizes, device);
   });

@@ -18,8 +18,8 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 using Dims = std::vector<int64_t>;
 
-const std::vector<ScalarType> kAll = {ScalarType::Bool,    ScalarType::UInt8,    ScalarType::Int8,
-                                      ScalarType::Int32,   ScalarType::Int64,    ScalarType::Float16,
+const std::vector<ScalarType> kAll = {ScalarType::Bool,     ScalarType::UInt8,   ScalarType::Int8,
+                                      ScalarType::Int32,    ScalarType::Int64,   ScalarType::Float16,
                                       ScalarType::BFloat16, ScalarType::Float32, ScalarType::Float64};
 const std::vector<ScalarType> kFloats = {ScalarType::Float16, ScalarType::BFloat16, ScalarType::Float32,
                                          ScalarType::Float64};
@@ -151,8 +151,8 @@ TEST(Sum, NoneDimReducesEverythingAndDtypeConverts) {
   expectClose(callT("sum.dim_IntList", {x, IValue(), false, IValue()}), all, {}, ScalarType::Int64);
   expectClose(callT("sum.dim_IntList", {x, IValue(), true, IValue()}), all, {1, 1}, ScalarType::Int64);
   expectClose(callT("sum", {x, ScalarType::Float64}), all, {}, ScalarType::Float64);
-  expectClose(callT("sum.dim_IntList", {x, Dims{1}, false, ScalarType::Float32}),
-              reference(x, {1}, false, &s, refSum), {3}, ScalarType::Float32);
+  expectClose(callT("sum.dim_IntList", {x, Dims{1}, false, ScalarType::Float32}), reference(x, {1}, false, &s, refSum),
+              {3}, ScalarType::Float32);
   // An integral dtype converts each floating element first (truncation), as PyTorch.
   Tensor f = fromDoubles({1.5, 2.5, -0.5}, {3}, ScalarType::Float32);
   expectClose(callT("sum", {f, ScalarType::Int64}), {3}, {}, ScalarType::Int64);
@@ -172,8 +172,7 @@ TEST(Sum, IntegralSumsWrapAroundAndKeepTheirSign) {
   EXPECT_EQ(callT("sum", {x, IValue()}).toVector<int64_t>(), std::vector<int64_t>{1});
   EXPECT_EQ(callT("sum.dim_IntList", {x, Dims{1}, false, IValue()}).toVector<int64_t>(),
             (std::vector<int64_t>{kMin, kMin + 1}));
-  EXPECT_EQ(callT("sum.dim_IntList", {x, Dims{0}, false, IValue()}).toVector<int64_t>(),
-            (std::vector<int64_t>{-2, 3}));
+  EXPECT_EQ(callT("sum.dim_IntList", {x, Dims{0}, false, IValue()}).toVector<int64_t>(), (std::vector<int64_t>{-2, 3}));
   EXPECT_EQ(callT("sum.dim_IntList", {x.t(), Dims{0}, false, IValue()}).toVector<int64_t>(),
             (std::vector<int64_t>{kMin, kMin + 1}));
   const Tensor neg = tensorFromVector<int32_t>({-1, -2, -4}, {3});
@@ -199,7 +198,9 @@ TEST(Sum, EmptyAndZeroDim) {
   for (const Dims& dims : std::vector<Dims>{{}, {0}, {-1}}) {
     expectClose(callT("sum.dim_IntList", {z, dims, true, IValue()}), {4.5}, {}, ScalarType::Float64);
   }
-  EXPECT_THAT(errorOf([&] { callT("sum.dim_IntList", {z, Dims{1}, false, IValue()}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("sum.dim_IntList", {z, Dims{1}, false, IValue()});
+              }),
               HasSubstr("dimension 1 is out of range"));
 }
 
@@ -257,7 +258,9 @@ TEST(Sum, OutSemantics) {
   callT("sum.IntList_out", {xi, Dims{-1}, false, IValue(), fo});
   expectClose(fo, reference(xi, {1}, false, &s, refSum), {4}, ScalarType::Float32);
   // Wrong shape, dtype and device.
-  EXPECT_THAT(errorOf([&] { callT("sum.IntList_out", {x, Dims{1}, false, IValue(), emptyTensor({3})}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("sum.IntList_out", {x, Dims{1}, false, IValue(), emptyTensor({3})});
+              }),
               HasSubstr("has shape [3] but the result has shape [4]"));
   EXPECT_THAT(errorOf([&] {
                 callT("sum.IntList_out", {x, Dims{1}, false, IValue(), emptyTensor({4}, ScalarType::Int64)});
@@ -268,22 +271,27 @@ TEST(Sum, OutSemantics) {
               }),
               HasSubstr("expected argument 'out' to have dtype float64"));
   testing::TestDevice& dev = testing::TestDevice::install("testdev", 2);
-  EXPECT_THAT(errorOf([&] {
-                callT("sum.IntList_out", {x, Dims{1}, false, IValue(), emptyTensor({4}, ScalarType::Float32,
-                                                                                   dev.device(0))});
-              }),
-              HasSubstr("the inputs' device; pass a tensor on that device"));
+  EXPECT_THAT(
+      errorOf([&] {
+        callT("sum.IntList_out", {x, Dims{1}, false, IValue(), emptyTensor({4}, ScalarType::Float32, dev.device(0))});
+      }),
+      HasSubstr("the inputs' device; pass a tensor on that device"));
 }
 
 TEST(Sum, DimErrors) {
   Tensor x = input({2, 3}, ScalarType::Float32, 8);
-  EXPECT_THAT(errorOf([&] { callT("sum.dim_IntList", {x, Dims{2}, false, IValue()}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("sum.dim_IntList", {x, Dims{2}, false, IValue()});
+              }),
               AllOf(HasSubstr("bp::sum.dim_IntList"), HasSubstr("dimension 2 is out of range")));
-  EXPECT_THAT(errorOf([&] { callT("sum.dim_IntList", {x, Dims{-3}, false, IValue()}); }),
-              HasSubstr("out of range"));
-  EXPECT_THAT(errorOf([&] { callT("sum.dim_IntList", {x, Dims{1, -1}, false, IValue()}); }),
+  EXPECT_THAT(errorOf([&] { callT("sum.dim_IntList", {x, Dims{-3}, false, IValue()}); }), HasSubstr("out of range"));
+  EXPECT_THAT(errorOf([&] {
+                callT("sum.dim_IntList", {x, Dims{1, -1}, false, IValue()});
+              }),
               HasSubstr("dimension 1 appears more than once"));
-  EXPECT_THAT(errorOf([&] { callT("sum.IntList_out", {x, Dims{0, 0}, false, IValue(), emptyTensor({0})}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("sum.IntList_out", {x, Dims{0, 0}, false, IValue(), emptyTensor({0})});
+              }),
               AllOf(HasSubstr("bp::sum.IntList_out"), HasSubstr("more than once")));
 }
 
@@ -319,11 +327,17 @@ TEST(Mean, OverDimsEveryLayoutAndFloatingDtype) {
 
 TEST(Mean, IntegralInputsNeedAFloatingDtype) {
   Tensor x = input({2, 3}, ScalarType::Int64, 11);
-  EXPECT_THAT(errorOf([&] { callT("mean", {x, IValue()}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("mean", {x, IValue()});
+              }),
               AllOf(HasSubstr("bp::mean"), HasSubstr("could not infer the output dtype"), HasSubstr("int64")));
-  EXPECT_THAT(errorOf([&] { callT("mean.dim", {x, Dims{0}, false, ScalarType::Int32}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("mean.dim", {x, Dims{0}, false, ScalarType::Int32});
+              }),
               HasSubstr("dtype must be a floating point type"));
-  EXPECT_THAT(errorOf([&] { callT("mean.out", {x, Dims{0}, false, IValue(), emptyTensor({3})}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("mean.out", {x, Dims{0}, false, IValue(), emptyTensor({3})});
+              }),
               HasSubstr("could not infer the output dtype"));
   Dims s;
   expectClose(callT("mean.dim", {x, Dims{1}, false, ScalarType::Float64}), reference(x, {1}, false, &s, refMean), {2},
@@ -341,7 +355,9 @@ TEST(Mean, EmptyIsNanAndOutWorks) {
   callT("mean.out", {x, Dims{1}, true, IValue(), out});
   Dims s;
   expectClose(out, reference(x, {1}, true, &s, refMean), {4, 1}, ScalarType::Float64);
-  EXPECT_THAT(errorOf([&] { callT("mean.out", {x, Dims{1}, true, IValue(), emptyTensor({4, 2})}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("mean.out", {x, Dims{1}, true, IValue(), emptyTensor({4, 2})});
+              }),
               HasSubstr("has shape [4, 2] but the result has shape [4, 1]"));
 }
 
@@ -376,7 +392,9 @@ TEST(Amax, NanPropagatesInfinitiesCountAndBigInputs) {
 
 TEST(Amax, EmptyReductionIsAnErrorZeroDimIsItself) {
   Tensor e = emptyTensor({0, 3}, ScalarType::Float32);
-  EXPECT_THAT(errorOf([&] { callT("amax", {e, Dims{}, false}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("amax", {e, Dims{}, false});
+              }),
               AllOf(HasSubstr("bp::amax"), HasSubstr("dimension 0 of size 0")));
   EXPECT_THAT(errorOf([&] { callT("amin", {e, Dims{0}, false}); }), HasSubstr("bp::amin"));
   // Reducing the non-empty dim of an empty tensor is fine: an empty result.
@@ -391,7 +409,9 @@ TEST(Amax, OutMustHaveTheInputDtype) {
   callT("amax.out", {x, Dims{1}, false, out});
   Dims s;
   expectClose(out, reference(x, {1}, false, &s, refMax), {2}, ScalarType::Float32);
-  EXPECT_THAT(errorOf([&] { callT("amax.out", {x, Dims{1}, false, emptyTensor({2}, ScalarType::Float64)}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("amax.out", {x, Dims{1}, false, emptyTensor({2}, ScalarType::Float64)});
+              }),
               AllOf(HasSubstr("bp::amax.out"), HasSubstr("expected argument 'out' to have dtype float32")));
   EXPECT_THAT(errorOf([&] { callT("amin.out", {x, Dims{5}, false, out}); }), HasSubstr("out of range"));
 }
@@ -441,9 +461,13 @@ TEST(Argmax, FirstOccurrenceNanAndBigInputs) {
 
 TEST(Argmax, ErrorsAndOut) {
   Tensor e = emptyTensor({2, 0}, ScalarType::Float32);
-  EXPECT_THAT(errorOf([&] { callT("argmax", {e, IValue(), false}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("argmax", {e, IValue(), false});
+              }),
               AllOf(HasSubstr("bp::argmax"), HasSubstr("is empty")));
-  EXPECT_THAT(errorOf([&] { callT("argmin", {e, int64_t{1}, false}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("argmin", {e, int64_t{1}, false});
+              }),
               AllOf(HasSubstr("bp::argmin"), HasSubstr("dimension 1 of size 0")));
   expectClose(callT("argmax", {e, int64_t{0}, false}), {}, {0}, ScalarType::Int64);
   Tensor x = input({3, 4}, ScalarType::Float64, 18);
@@ -452,7 +476,9 @@ TEST(Argmax, ErrorsAndOut) {
   callT("argmax.out", {x, int64_t{0}, false, out});
   Dims s;
   expectClose(out, reference(x, {0}, false, &s, refArg<true>), {4}, ScalarType::Int64);
-  EXPECT_THAT(errorOf([&] { callT("argmax.out", {x, int64_t{0}, false, emptyTensor({4}, ScalarType::Int32)}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("argmax.out", {x, int64_t{0}, false, emptyTensor({4}, ScalarType::Int32)});
+              }),
               HasSubstr("expected argument 'out' to have dtype int64"));
   Tensor z = fromDoubles({3}, {}, ScalarType::Float32);
   expectClose(callT("argmax", {z, int64_t{0}, false}), {0}, {}, ScalarType::Int64);
@@ -488,13 +514,12 @@ TEST(Var, DefaultsOlderSpellingsAndEdgeCases) {
   expectClose(callT("std", {x, false}), {std::sqrt(reference(x, {}, false, &s, biased)[0])}, {}, ScalarType::Float64);
   expectClose(callT("var.dim", {x, Dims{1}, false, true}), reference(x, {1}, true, &s, biased), {6, 1},
               ScalarType::Float64);
-  expectClose(callT("std.dim", {x, Dims{0}, true, false}), reference(x, {0}, false, &s, [](const auto& g) {
-                return std::sqrt(refVar(g, 1));
-              }),
-              {7}, ScalarType::Float64);
+  expectClose(callT("std.dim", {x, Dims{0}, true, false}),
+              reference(x, {0}, false, &s, [](const auto& g) { return std::sqrt(refVar(g, 1)); }), {7},
+              ScalarType::Float64);
   // One element with correction 1: 0/0; a large mean does not cost accuracy.
-  expectClose(callT("var.correction", {fromDoubles({3}, {1}, ScalarType::Float32), IValue(), IValue(), false}),
-              {kNaN}, {}, ScalarType::Float32);
+  expectClose(callT("var.correction", {fromDoubles({3}, {1}, ScalarType::Float32), IValue(), IValue(), false}), {kNaN},
+              {}, ScalarType::Float32);
   expectClose(callT("var", {fromDoubles({1e8 + 1, 1e8 + 2, 1e8 + 3}, {3}, ScalarType::Float64), true}), {1}, {},
               ScalarType::Float64);
   expectClose(callT("var", {emptyTensor({0}, ScalarType::Float32), true}), {kNaN}, {}, ScalarType::Float32);
@@ -502,10 +527,9 @@ TEST(Var, DefaultsOlderSpellingsAndEdgeCases) {
   Tensor big = input({1 << 19}, ScalarType::Float32, 21);
   expectClose(callT("var", {big, true}), reference(big, {}, false, &s, unbiased), {}, ScalarType::Float32);
   Tensor m = input({256, 400}, ScalarType::Float32, 22);
-  expectClose(callT("std.correction", {m, Dims{0}, IValue(), false}), reference(m, {0}, false, &s, [](const auto& g) {
-                return std::sqrt(refVar(g, 1));
-              }),
-              {400}, ScalarType::Float32);
+  expectClose(callT("std.correction", {m, Dims{0}, IValue(), false}),
+              reference(m, {0}, false, &s, [](const auto& g) { return std::sqrt(refVar(g, 1)); }), {400},
+              ScalarType::Float32);
 }
 
 TEST(Var, ErrorsAndOut) {
@@ -515,13 +539,14 @@ TEST(Var, ErrorsAndOut) {
               HasSubstr("bp::var: argument 'self' has dtype int32, which this op does not accept (accepted: float16, "
                         "bfloat16, float32, float64)"));
   Tensor x = input({3, 4}, ScalarType::Float32, 24);
-  EXPECT_THAT(errorOf([&] { callT("std.correction", {x, Dims{0, -2}, IValue(), false}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("std.correction", {x, Dims{0, -2}, IValue(), false});
+              }),
               HasSubstr("appears more than once"));
   Tensor out = emptyTensor({0}, ScalarType::Float32);
   callT("var.correction_out", {x, Dims{1}, Scalar(0.0), false, out});
   Dims s;
-  expectClose(out, reference(x, {1}, false, &s, [](const auto& g) { return refVar(g, 0); }), {3},
-              ScalarType::Float32);
+  expectClose(out, reference(x, {1}, false, &s, [](const auto& g) { return refVar(g, 0); }), {3}, ScalarType::Float32);
   EXPECT_THAT(errorOf([&] {
                 callT("std.correction_out", {x, Dims{1}, IValue(), false, emptyTensor({3}, ScalarType::Float64)});
               }),
@@ -624,7 +649,8 @@ TEST(Softmax, OneDnnAndLoopPaths) {
       Tensor out = emptyTensor(sizes, dt);
       callT("softmax.int_out", {c.x, c.dim, IValue(), out});
       expectClose(out, refSoftmax(c.x, c.dim, false), sizes, dt);
-      Tensor out_t = emptyTensor(Dims(sizes.rbegin(), sizes.rend()), dt).permute(c.x.dim() == 2 ? Dims{1, 0} : Dims{2, 1, 0});
+      Tensor out_t =
+          emptyTensor(Dims(sizes.rbegin(), sizes.rend()), dt).permute(c.x.dim() == 2 ? Dims{1, 0} : Dims{2, 1, 0});
       callT("log_softmax.int_out", {c.x, c.dim, IValue(), out_t});
       expectClose(out_t, refSoftmax(c.x, c.dim, true), sizes, dt);
     }
@@ -640,11 +666,11 @@ TEST(Softmax, NonFiniteRowsOnEveryPath) {
   std::vector<double> m(static_cast<size_t>(rows * n));
   for (size_t i = 0; i < m.size(); ++i) m[i] = std::sin(static_cast<double>(i)) * 3;
   auto at = [&](int64_t r, int64_t j) -> double& { return m[static_cast<size_t>(r * n + j)]; };
-  for (int64_t j = 0; j < n; ++j) at(0, j) = -kInf;  // all -inf
-  at(1, 7) = kInf;                                  // one +inf
-  at(2, 33) = kNaN;                                 // one NaN
-  at(3, 0) = at(3, 17) = at(3, 39) = -kInf;         // some -inf, finite max
-  at(4, 2) = at(4, 38) = kInf;                      // two +inf
+  for (int64_t j = 0; j < n; ++j) at(0, j) = -kInf;                   // all -inf
+  at(1, 7) = kInf;                                                    // one +inf
+  at(2, 33) = kNaN;                                                   // one NaN
+  at(3, 0) = at(3, 17) = at(3, 39) = -kInf;                           // some -inf, finite max
+  at(4, 2) = at(4, 38) = kInf;                                        // two +inf
   for (int64_t j = 0; j < n; ++j) at(5, j) = j == 20 ? kNaN : -kInf;  // NaN among -inf
   // Row 6 stays finite.
   std::vector<double> mt(m.size());
@@ -671,9 +697,12 @@ TEST(Softmax, NonFiniteRowsOnEveryPath) {
         for (int64_t r = 0; r < rows; ++r) {
           for (int64_t j = 0; j < n; ++j) {
             const size_t i = static_cast<size_t>(c.dim == 0 ? j * rows + r : r * n + j);
-            if (r <= 2 || r == 4 || r == 5) EXPECT_TRUE(std::isnan(expected[i])) << r << "," << j;
-            else if (r == 3 && (j == 0 || j == 17 || j == 39)) EXPECT_EQ(expected[i], log ? -kInf : 0.0);
-            else EXPECT_TRUE(std::isfinite(expected[i])) << r << "," << j;
+            if (r <= 2 || r == 4 || r == 5)
+              EXPECT_TRUE(std::isnan(expected[i])) << r << "," << j;
+            else if (r == 3 && (j == 0 || j == 17 || j == 39))
+              EXPECT_EQ(expected[i], log ? -kInf : 0.0);
+            else
+              EXPECT_TRUE(std::isfinite(expected[i])) << r << "," << j;
           }
         }
         expectClose(y, expected, sizes, dt);
@@ -684,11 +713,17 @@ TEST(Softmax, NonFiniteRowsOnEveryPath) {
 
 TEST(Softmax, ErrorsAndOut) {
   Tensor x = input({3, 4}, ScalarType::Float32, 29);
-  EXPECT_THAT(errorOf([&] { callT("softmax.int", {x, int64_t{2}, IValue()}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("softmax.int", {x, int64_t{2}, IValue()});
+              }),
               AllOf(HasSubstr("bp::softmax.int"), HasSubstr("dimension 2 is out of range")));
-  EXPECT_THAT(errorOf([&] { callT("log_softmax.int", {input({3}, ScalarType::Int32, 30), int64_t{0}, IValue()}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("log_softmax.int", {input({3}, ScalarType::Int32, 30), int64_t{0}, IValue()});
+              }),
               AllOf(HasSubstr("bp::log_softmax.int"), HasSubstr("must be floating point")));
-  EXPECT_THAT(errorOf([&] { callT("softmax.int", {x, int64_t{0}, ScalarType::Int64}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("softmax.int", {x, int64_t{0}, ScalarType::Int64});
+              }),
               HasSubstr("must be floating point"));
   // A transposed out.
   Tensor out = emptyTensor({4, 3}, ScalarType::Float32).t();
@@ -698,7 +733,9 @@ TEST(Softmax, ErrorsAndOut) {
                 callT("log_softmax.int_out", {x, int64_t{1}, IValue(), emptyTensor({3, 4}, ScalarType::Float64)});
               }),
               HasSubstr("expected argument 'out' to have dtype float32"));
-  EXPECT_THAT(errorOf([&] { callT("softmax.int_out", {x, int64_t{1}, IValue(), x.slice(1, 1, 3)}); }),
+  EXPECT_THAT(errorOf([&] {
+                callT("softmax.int_out", {x, int64_t{1}, IValue(), x.slice(1, 1, 3)});
+              }),
               HasSubstr("shape"));
 }
 

@@ -114,7 +114,6 @@ TEST_P(ReshapeTest, ReshapeOfContiguousIsAView) {
   EXPECT_THAT(testing::errorOf([&] { x.reshape({7, -1}); }), HasSubstr("reshape: shape [7, -1]"));
 }
 
-
 // ------------------------------------------------------------------- flatten
 
 TEST_P(ReshapeTest, Flatten) {
@@ -186,7 +185,6 @@ TEST(CloneTest, CpuCloneOfZeroDimAndExpanded) {
   EXPECT_THAT(values(e), ElementsAre(1, 1, 1, 2, 2, 2));
 }
 
-
 TEST(CloneTest, CloneIsNeverAnAlias) {
   for (Device d : {kCpu, testDevice().device(1)}) {
     SCOPED_TRACE(d.str());
@@ -205,11 +203,11 @@ TEST(CloneTest, CopiesLeaveNoTestDeviceAllocationsBehind) {
   {
     Tensor x = iota({4, 6}, dev.device(0));
     Tensor c = x.clone();
-    Tensor r = x.t().reshape({24});      // copies
-    Tensor f = x.t().flatten();          // copies
-    Tensor same = x.reshape({6, 4});     // a view
-    Tensor flat = x.flatten();           // a view
-    Tensor t = x.t().contiguous();       // copies
+    Tensor r = x.t().reshape({24});   // copies
+    Tensor f = x.t().flatten();       // copies
+    Tensor same = x.reshape({6, 4});  // a view
+    Tensor flat = x.flatten();        // a view
+    Tensor t = x.t().contiguous();    // copies
     EXPECT_TRUE(same.is_alias_of(x));
     EXPECT_TRUE(flat.is_alias_of(x));
     EXPECT_TRUE(x.contiguous().is_alias_of(x));

@@ -23,10 +23,17 @@ namespace {
 // "kDLCUDA (2)"; the names are DLPack 0.6's, later numbers print bare.
 std::string describeDLDeviceType(int32_t type) {
   static constexpr std::pair<int32_t, const char*> kNames[] = {
-      {kDLCPU, "kDLCPU"},       {kDLCUDA, "kDLCUDA"},         {kDLCUDAHost, "kDLCUDAHost"},
-      {kDLOpenCL, "kDLOpenCL"}, {kDLVulkan, "kDLVulkan"},     {kDLMetal, "kDLMetal"},
-      {kDLVPI, "kDLVPI"},       {kDLROCM, "kDLROCM"},         {kDLROCMHost, "kDLROCMHost"},
-      {kDLExtDev, "kDLExtDev"}, {kDLCUDAManaged, "kDLCUDAManaged"},
+      {kDLCPU, "kDLCPU"},
+      {kDLCUDA, "kDLCUDA"},
+      {kDLCUDAHost, "kDLCUDAHost"},
+      {kDLOpenCL, "kDLOpenCL"},
+      {kDLVulkan, "kDLVulkan"},
+      {kDLMetal, "kDLMetal"},
+      {kDLVPI, "kDLVPI"},
+      {kDLROCM, "kDLROCM"},
+      {kDLROCMHost, "kDLROCMHost"},
+      {kDLExtDev, "kDLExtDev"},
+      {kDLCUDAManaged, "kDLCUDAManaged"},
   };
   for (const auto& [value, name] : kNames) {
     if (value == type) return strCat(name, " (", type, ")");
@@ -36,7 +43,7 @@ std::string describeDLDeviceType(int32_t type) {
 
 // "{code 0 (kDLInt), bits 16, lanes 1}"
 std::string describeDLDataType(DLDataType d) {
-  static constexpr const char* kCodes[] = {"kDLInt", "kDLUInt", "kDLFloat", "kDLOpaqueHandle",
+  static constexpr const char* kCodes[] = {"kDLInt",    "kDLUInt",    "kDLFloat", "kDLOpaqueHandle",
                                            "kDLBfloat", "kDLComplex", "kDLBool"};
   const std::string code = d.code < std::size(kCodes) ? strCat(" (", kCodes[d.code], ")") : "";
   return strCat("{code ", int{d.code}, code, ", bits ", int{d.bits}, ", lanes ", d.lanes, "}");
@@ -157,8 +164,7 @@ DimVector contiguousStrides(const DimVector& sizes) {
 DLDataType toDLDataType(ScalarType dtype) {
   const auto bits = static_cast<uint8_t>(elementSize(dtype) * 8);
   switch (dtype) {
-    case ScalarType::Bool:
-      return DLDataType{kDLBoolTypeCode, bits, 1};
+    case ScalarType::Bool: return DLDataType{kDLBoolTypeCode, bits, 1};
     case ScalarType::UInt8:
     case ScalarType::UInt16:
     case ScalarType::UInt32:
@@ -166,14 +172,11 @@ DLDataType toDLDataType(ScalarType dtype) {
     case ScalarType::Int8:
     case ScalarType::Int16:
     case ScalarType::Int32:
-    case ScalarType::Int64:
-      return DLDataType{kDLInt, bits, 1};
+    case ScalarType::Int64: return DLDataType{kDLInt, bits, 1};
     case ScalarType::Float16:
     case ScalarType::Float32:
-    case ScalarType::Float64:
-      return DLDataType{kDLFloat, bits, 1};
-    case ScalarType::BFloat16:
-      return DLDataType{kDLBfloat, bits, 1};
+    case ScalarType::Float64: return DLDataType{kDLFloat, bits, 1};
+    case ScalarType::BFloat16: return DLDataType{kDLBfloat, bits, 1};
   }
   detail::invalidScalarType("toDLDataType", static_cast<int>(dtype));
 }
@@ -210,8 +213,8 @@ Tensor fromDLPack(DLManagedTensor* m) {
   const ScalarType dtype = scalarTypeOf(dl.dtype, "fromDLPack: dl_tensor.dtype");
   const auto itemsize = static_cast<int64_t>(elementSize(dtype));
   const Device device = deviceOf(dl.device, "fromDLPack: dl_tensor.device");
-  BP_CHECK(dl.ndim >= 0 && dl.ndim <= kMaxDLPackDims, "fromDLPack: dl_tensor.ndim is ", dl.ndim,
-           "; it must be in 0..", kMaxDLPackDims);
+  BP_CHECK(dl.ndim >= 0 && dl.ndim <= kMaxDLPackDims, "fromDLPack: dl_tensor.ndim is ", dl.ndim, "; it must be in 0..",
+           kMaxDLPackDims);
   BP_CHECK(dl.ndim == 0 || dl.shape != nullptr, "fromDLPack: dl_tensor.shape is NULL but ndim is ", dl.ndim);
 
   DimVector sizes(dl.shape, dl.shape + dl.ndim);
@@ -228,7 +231,8 @@ Tensor fromDLPack(DLManagedTensor* m) {
       for (int i = 0; i < dl.ndim; ++i) {
         if (sizes[i] <= 1 && strides[i] < 0) strides[i] = 0;  // moves nothing: Note [DLPack mapping]
         BP_CHECK(strides[i] >= 0, "fromDLPack: dl_tensor.strides[", i, "] is ", strides[i], " for a dim of size ",
-                 sizes[i], "; Backplane tensors need strides >= 0, so make the array contiguous in the producer "
+                 sizes[i],
+                 "; Backplane tensors need strides >= 0, so make the array contiguous in the producer "
                  "first (numpy.ascontiguousarray, torch.Tensor.contiguous)");
       }
     }
@@ -247,8 +251,8 @@ Tensor fromDLPack(DLManagedTensor* m) {
   if (span_bytes > 0) {
     BP_CHECK(dl.data != nullptr, "fromDLPack: dl_tensor.data is NULL but the tensor has elements (shape ",
              IntArrayRef(sizes), ")");
-    BP_CHECK(first % static_cast<uintptr_t>(itemsize) == 0, "fromDLPack: the first element (dl_tensor.data ",
-             dl.data, " + byte_offset ", dl.byte_offset, ") is not aligned to the ", itemsize, "-byte size of ",
+    BP_CHECK(first % static_cast<uintptr_t>(itemsize) == 0, "fromDLPack: the first element (dl_tensor.data ", dl.data,
+             " + byte_offset ", dl.byte_offset, ") is not aligned to the ", itemsize, "-byte size of ",
              scalarTypeName(dtype), "; Backplane needs elements aligned to their size");
     BP_CHECK(first <= std::numeric_limits<uintptr_t>::max() - static_cast<uintptr_t>(span_bytes - 1),
              "fromDLPack: dl_tensor.shape ", IntArrayRef(sizes), " and strides ", IntArrayRef(strides),

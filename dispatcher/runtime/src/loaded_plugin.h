@@ -17,8 +17,8 @@
 
 #include "backplane/core/device_interface.h"
 #include "backplane/dispatch/dispatcher.h"
-#include "backplane/runtime/plugin_registry.h"
 #include "backplane/plugin_api.h"
+#include "backplane/runtime/plugin_registry.h"
 #include "plugin_calls.h"
 
 namespace backplane::plugin_detail {
@@ -73,8 +73,7 @@ class PluginDeviceInterface final : public DeviceInterface, public Allocator {
   DataPtr allocate(size_t nbytes, Device device) override;
   void copyHostToDevice(void* dst, Device dst_device, const void* src, size_t nbytes) override;
   void copyDeviceToHost(void* dst, const void* src, Device src_device, size_t nbytes) override;
-  void copyDeviceToDevice(void* dst, Device dst_device, const void* src, Device src_device,
-                          size_t nbytes) override;
+  void copyDeviceToDevice(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes) override;
   void memset(void* dst, Device device, uint8_t value, size_t nbytes) override;
   void synchronize(Device device) override;
   DeviceProperties properties(Device device) const override;
@@ -135,7 +134,8 @@ struct AbiField {
 template <typename T>
 struct AbiFields;  // specialised for each struct the host reads or fills in part
 
-#define BP_ABI_FIELD(f) AbiField{offsetof(S, f), sizeof(S::f), alignof(decltype(S::f))}
+#define BP_ABI_FIELD(f) \
+  AbiField { offsetof(S, f), sizeof(S::f), alignof(decltype(S::f)) }
 template <>
 struct AbiFields<BP_PluginInfo> {
   using S = BP_PluginInfo;
@@ -154,28 +154,40 @@ template <>
 struct AbiFields<BP_DeviceTypeDesc> {
   using S = BP_DeviceTypeDesc;
   static constexpr size_t kStructSize = BP_DeviceTypeDesc_STRUCT_SIZE;
-  static constexpr AbiField kFields[] = {
-      BP_ABI_FIELD(struct_size),           BP_ABI_FIELD(name),
-      BP_ABI_FIELD(ctx),                   BP_ABI_FIELD(host_accessible),
-      BP_ABI_FIELD(device_count),          BP_ABI_FIELD(unavailable_reason),
-      BP_ABI_FIELD(get_properties),        BP_ABI_FIELD(allocate),
-      BP_ABI_FIELD(deallocate),            BP_ABI_FIELD(copy_host_to_device),
-      BP_ABI_FIELD(copy_device_to_host),   BP_ABI_FIELD(copy_device_to_device),
-      BP_ABI_FIELD(memset),                BP_ABI_FIELD(synchronize),
-      BP_ABI_FIELD(stream_create),         BP_ABI_FIELD(stream_destroy),
-      BP_ABI_FIELD(stream_synchronize),    BP_ABI_FIELD(get_current_stream),
-      BP_ABI_FIELD(set_current_stream),    BP_ABI_FIELD(event_create),
-      BP_ABI_FIELD(event_destroy),         BP_ABI_FIELD(event_record),
-      BP_ABI_FIELD(event_wait),            BP_ABI_FIELD(event_synchronize),
-      BP_ABI_FIELD(dlpack_device_type),    BP_ABI_FIELD(event_query)};
+  static constexpr AbiField kFields[] = {BP_ABI_FIELD(struct_size),
+                                         BP_ABI_FIELD(name),
+                                         BP_ABI_FIELD(ctx),
+                                         BP_ABI_FIELD(host_accessible),
+                                         BP_ABI_FIELD(device_count),
+                                         BP_ABI_FIELD(unavailable_reason),
+                                         BP_ABI_FIELD(get_properties),
+                                         BP_ABI_FIELD(allocate),
+                                         BP_ABI_FIELD(deallocate),
+                                         BP_ABI_FIELD(copy_host_to_device),
+                                         BP_ABI_FIELD(copy_device_to_host),
+                                         BP_ABI_FIELD(copy_device_to_device),
+                                         BP_ABI_FIELD(memset),
+                                         BP_ABI_FIELD(synchronize),
+                                         BP_ABI_FIELD(stream_create),
+                                         BP_ABI_FIELD(stream_destroy),
+                                         BP_ABI_FIELD(stream_synchronize),
+                                         BP_ABI_FIELD(get_current_stream),
+                                         BP_ABI_FIELD(set_current_stream),
+                                         BP_ABI_FIELD(event_create),
+                                         BP_ABI_FIELD(event_destroy),
+                                         BP_ABI_FIELD(event_record),
+                                         BP_ABI_FIELD(event_wait),
+                                         BP_ABI_FIELD(event_synchronize),
+                                         BP_ABI_FIELD(dlpack_device_type),
+                                         BP_ABI_FIELD(event_query)};
 };
 template <>
 struct AbiFields<BP_TensorInfo> {
   using S = BP_TensorInfo;
   static constexpr size_t kStructSize = BP_TensorInfo_STRUCT_SIZE;
-  static constexpr AbiField kFields[] = {BP_ABI_FIELD(struct_size), BP_ABI_FIELD(data),           BP_ABI_FIELD(sizes),
-                                         BP_ABI_FIELD(strides),     BP_ABI_FIELD(dim),            BP_ABI_FIELD(numel),
-                                         BP_ABI_FIELD(storage_offset), BP_ABI_FIELD(dtype),       BP_ABI_FIELD(device),
+  static constexpr AbiField kFields[] = {BP_ABI_FIELD(struct_size),    BP_ABI_FIELD(data),  BP_ABI_FIELD(sizes),
+                                         BP_ABI_FIELD(strides),        BP_ABI_FIELD(dim),   BP_ABI_FIELD(numel),
+                                         BP_ABI_FIELD(storage_offset), BP_ABI_FIELD(dtype), BP_ABI_FIELD(device),
                                          BP_ABI_FIELD(is_contiguous)};
 };
 #undef BP_ABI_FIELD

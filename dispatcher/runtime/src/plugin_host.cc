@@ -7,9 +7,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
 #include "backplane/core/str_cat.h"
+#include "backplane/dispatch/schema_signature.h"
 #include "backplane/ops/standard_ops.h"
 #include "loaded_plugin.h"
-#include "backplane/dispatch/schema_signature.h"
 
 struct BP_Error {
   BP_ErrorCode code;
@@ -24,10 +24,10 @@ static_assert(sizeof(Tensor) == sizeof(BP_Tensor*), "TensorList is passed to plu
 // Dtypes, error codes, device types and dispatch keys cross the ABI by
 // number (static_cast both ways), so every value is checked here: a swap in
 // a host enum must not compile.
-#define BP_SAME_DTYPE(host, abi)                                 \
-  static_assert(static_cast<int>(ScalarType::host) == abi,       \
-                "ScalarType::" #host " must be " #abi " in the ABI " \
-                "(Note [ABI enum numbering])")
+#define BP_SAME_DTYPE(host, abi)                                                                 \
+  static_assert(static_cast<int>(ScalarType::host) == abi, "ScalarType::" #host " must be " #abi \
+                                                           " in the ABI "                        \
+                                                           "(Note [ABI enum numbering])")
 BP_SAME_DTYPE(Bool, BP_BOOL);
 BP_SAME_DTYPE(UInt8, BP_UINT8);
 BP_SAME_DTYPE(Int8, BP_INT8);
@@ -45,10 +45,10 @@ BP_SAME_DTYPE(UInt64, BP_UINT64);
 static_assert(kNumScalarTypes == BP_UINT64 + 1,
               "a new ScalarType needs a BP_ScalarType value in plugin_api.h (Note [ABI enum numbering])");
 
-#define BP_SAME_CODE(host, abi)                                        \
-  static_assert(static_cast<int>(absl::StatusCode::host) == abi,       \
-                "absl::StatusCode::" #host " must be " #abi " in the ABI " \
-                "(Note [ABI enum numbering])")
+#define BP_SAME_CODE(host, abi)                                                                              \
+  static_assert(static_cast<int>(absl::StatusCode::host) == abi, "absl::StatusCode::" #host " must be " #abi \
+                                                                 " in the ABI "                              \
+                                                                 "(Note [ABI enum numbering])")
 BP_SAME_CODE(kOk, BP_OK);
 BP_SAME_CODE(kCancelled, BP_CANCELLED);
 BP_SAME_CODE(kUnknown, BP_UNKNOWN);
@@ -120,14 +120,30 @@ BP_Value toValue(const IValue& v, Scratch& scratch) {
         out.u.tensor = toBP(v.toTensor());
       }
       break;
-    case IValue::Tag::Int: out.tag = BP_VALUE_INT; out.u.i = v.toInt(); break;
-    case IValue::Tag::Double: out.tag = BP_VALUE_DOUBLE; out.u.d = v.toDouble(); break;
-    case IValue::Tag::Bool: out.tag = BP_VALUE_BOOL; out.u.b = v.toBool(); break;
+    case IValue::Tag::Int:
+      out.tag = BP_VALUE_INT;
+      out.u.i = v.toInt();
+      break;
+    case IValue::Tag::Double:
+      out.tag = BP_VALUE_DOUBLE;
+      out.u.d = v.toDouble();
+      break;
+    case IValue::Tag::Bool:
+      out.tag = BP_VALUE_BOOL;
+      out.u.b = v.toBool();
+      break;
     case IValue::Tag::Scalar: {
       Scalar s = v.toScalar();
-      if (s.isBool()) { out.tag = BP_VALUE_BOOL; out.u.b = s.toBool(); }
-      else if (s.isIntegral()) { out.tag = BP_VALUE_INT; out.u.i = s.toInt(); }
-      else { out.tag = BP_VALUE_DOUBLE; out.u.d = s.toDouble(); }
+      if (s.isBool()) {
+        out.tag = BP_VALUE_BOOL;
+        out.u.b = s.toBool();
+      } else if (s.isIntegral()) {
+        out.tag = BP_VALUE_INT;
+        out.u.i = s.toInt();
+      } else {
+        out.tag = BP_VALUE_DOUBLE;
+        out.u.d = s.toDouble();
+      }
       break;
     }
     case IValue::Tag::String:
@@ -207,7 +223,8 @@ IValue fromValue(const BP_Value& v, bool adopt) {
     case BP_VALUE_OPTIONAL_TENSOR_LIST: {
       std::vector<std::optional<Tensor>> list;
       for (size_t i = 0; i < v.u.tensor_list.size; ++i)
-        list.push_back(v.u.tensor_list.data[i] ? std::optional<Tensor>(borrowTensor(v.u.tensor_list.data[i])) : std::nullopt);
+        list.push_back(v.u.tensor_list.data[i] ? std::optional<Tensor>(borrowTensor(v.u.tensor_list.data[i]))
+                                               : std::nullopt);
       return IValue(std::move(list));
     }
   }
@@ -271,8 +288,8 @@ struct PluginKernel final : OperatorKernel {
 }
 
 // Runs the plugin kernel; converts its error; releases partial returns.
-[[gnu::always_inline]] inline void invoke(const PluginKernel& k, const BP_Operator* op, DispatchKeySet ks, const BP_Value* args, size_t nargs,
-            BP_Value* rets, size_t nrets) {
+[[gnu::always_inline]] inline void invoke(const PluginKernel& k, const BP_Operator* op, DispatchKeySet ks,
+                                          const BP_Value* args, size_t nargs, BP_Value* rets, size_t nrets) {
   BP_KernelCall call{BP_KernelCall_STRUCT_SIZE, op, ks.raw(), args, nargs, rets, nrets};
   BP_Error* err;
   {
@@ -359,30 +376,50 @@ BP_Value fastValue(const T& v) {
   BP_Value out{};
   using D = std::decay_t<T>;
   if constexpr (std::is_same_v<D, Tensor>) {
-    if (v.defined()) { out.tag = BP_VALUE_TENSOR; out.u.tensor = toBP(v); }
+    if (v.defined()) {
+      out.tag = BP_VALUE_TENSOR;
+      out.u.tensor = toBP(v);
+    }
   } else if constexpr (std::is_same_v<D, std::optional<Tensor>>) {
-    if (v && v->defined()) { out.tag = BP_VALUE_TENSOR; out.u.tensor = toBP(*v); }
+    if (v && v->defined()) {
+      out.tag = BP_VALUE_TENSOR;
+      out.u.tensor = toBP(*v);
+    }
   } else if constexpr (std::is_same_v<D, TensorList>) {
     out.tag = BP_VALUE_TENSOR_LIST;
     out.u.tensor_list = {reinterpret_cast<BP_Tensor* const*>(v.data()), v.size()};
   } else if constexpr (std::is_same_v<D, int64_t>) {
-    out.tag = BP_VALUE_INT; out.u.i = v;
+    out.tag = BP_VALUE_INT;
+    out.u.i = v;
   } else if constexpr (std::is_same_v<D, double>) {
-    out.tag = BP_VALUE_DOUBLE; out.u.d = v;
+    out.tag = BP_VALUE_DOUBLE;
+    out.u.d = v;
   } else if constexpr (std::is_same_v<D, bool>) {
-    out.tag = BP_VALUE_BOOL; out.u.b = v;
+    out.tag = BP_VALUE_BOOL;
+    out.u.b = v;
   } else if constexpr (std::is_same_v<D, Scalar>) {
-    if (v.isBool()) { out.tag = BP_VALUE_BOOL; out.u.b = v.toBool(); }
-    else if (v.isIntegral()) { out.tag = BP_VALUE_INT; out.u.i = v.toInt(); }
-    else { out.tag = BP_VALUE_DOUBLE; out.u.d = v.toDouble(); }
+    if (v.isBool()) {
+      out.tag = BP_VALUE_BOOL;
+      out.u.b = v.toBool();
+    } else if (v.isIntegral()) {
+      out.tag = BP_VALUE_INT;
+      out.u.i = v.toInt();
+    } else {
+      out.tag = BP_VALUE_DOUBLE;
+      out.u.d = v.toDouble();
+    }
   } else if constexpr (std::is_same_v<D, IntArrayRef>) {
-    out.tag = BP_VALUE_INT_LIST; out.u.int_list = {v.data(), v.size()};
+    out.tag = BP_VALUE_INT_LIST;
+    out.u.int_list = {v.data(), v.size()};
   } else if constexpr (std::is_same_v<D, ScalarType>) {
-    out.tag = BP_VALUE_SCALAR_TYPE; out.u.scalar_type = static_cast<BP_ScalarType>(v);
+    out.tag = BP_VALUE_SCALAR_TYPE;
+    out.u.scalar_type = static_cast<BP_ScalarType>(v);
   } else if constexpr (std::is_same_v<D, Device>) {
-    out.tag = BP_VALUE_DEVICE; out.u.device = {static_cast<int32_t>(v.type), v.resolved().index};
+    out.tag = BP_VALUE_DEVICE;
+    out.u.device = {static_cast<int32_t>(v.type), v.resolved().index};
   } else if constexpr (std::is_same_v<D, std::string_view>) {
-    out.tag = BP_VALUE_STRING; out.u.str = {v.data(), v.size()};
+    out.tag = BP_VALUE_STRING;
+    out.u.str = {v.data(), v.size()};
   } else {
     static_assert(sizeof(T) == 0, "no fast plugin conversion for this argument type");
   }
@@ -447,9 +484,8 @@ struct FastReturns<std::tuple<Ts...>> {
     (std::index_sequence_for<Ts...>());
   }
   static std::tuple<Ts...> take(const PluginKernel& k, BP_Value* rets) {
-    return [&]<size_t... I>(std::index_sequence<I...>) {
-      return std::tuple<Ts...>(fastReturn<Ts>(k, rets, I)...);
-    }(std::index_sequence_for<Ts...>());
+    return [&]<size_t... I>(std::index_sequence<I...>) { return std::tuple<Ts...>(fastReturn<Ts>(k, rets, I)...); }
+    (std::index_sequence_for<Ts...>());
   }
 };
 
@@ -473,7 +509,8 @@ struct FastEntry;
 template <typename Ret, typename... Args>
 struct FastEntry<Ret(Args...)> {
   static std::pair<std::string, void*> make() {
-    return {backplane::detail::cppSignatureString<Ret, Args...>(), reinterpret_cast<void*>(&pluginUnboxed<Ret, Args...>)};
+    return {backplane::detail::cppSignatureString<Ret, Args...>(),
+            reinterpret_cast<void*>(&pluginUnboxed<Ret, Args...>)};
   }
 };
 
@@ -488,12 +525,12 @@ absl::flat_hash_map<std::string, void*> makeFastTable() {
 const absl::flat_hash_map<std::string, void*>& fastTable() {
   using T = const Tensor&;
   using S = const Scalar&;
-  static const auto* table = new absl::flat_hash_map<std::string, void*>(makeFastTable<
-      Tensor(T), Tensor(T, T), Tensor(T, T, S), Tensor(T, S), Tensor(T, S, S), Tensor(T, T, T),
-      Tensor(T, T, S, T), Tensor(T, T, T, S, S), Tensor(T, int64_t), Tensor(T, int64_t, bool),
-      Tensor(T, double), Tensor(T, IntArrayRef), Tensor(T, int64_t, int64_t), Tensor(TensorList, int64_t),
-      Tensor(T, bool), Tensor(T, T, T, T), std::tuple<Tensor, Tensor>(T, int64_t, bool), int64_t(T), double(T),
-      bool(T)>());
+  static const auto* table = new absl::flat_hash_map<std::string, void*>(
+      makeFastTable<Tensor(T), Tensor(T, T), Tensor(T, T, S), Tensor(T, S), Tensor(T, S, S), Tensor(T, T, T),
+                    Tensor(T, T, S, T), Tensor(T, T, T, S, S), Tensor(T, int64_t), Tensor(T, int64_t, bool),
+                    Tensor(T, double), Tensor(T, IntArrayRef), Tensor(T, int64_t, int64_t), Tensor(TensorList, int64_t),
+                    Tensor(T, bool), Tensor(T, T, T, T), std::tuple<Tensor, Tensor>(T, int64_t, bool), int64_t(T),
+                    double(T), bool(T)>());
   return *table;
 }
 
@@ -546,9 +583,7 @@ KernelFunction makePluginFallback(LoadedPlugin* plugin, const BP_KernelDesc& des
 
 // -------------------------------------------------------------- errors
 
-BP_Error* makeError(BP_ErrorCode code, std::string message) {
-  return new BP_Error{code, std::move(message)};
-}
+BP_Error* makeError(BP_ErrorCode code, std::string message) { return new BP_Error{code, std::move(message)}; }
 
 BP_Error* errorFromCurrentException() {
   absl::Status s = statusFromCurrentException();
@@ -790,9 +825,7 @@ bool PluginDeviceInterface::queryEvent(Device d, EventHandle e) {
 
 namespace {
 
-BP_Error* hostErrorNew(BP_ErrorCode code, const char* message) {
-  return makeError(code, message ? message : "");
-}
+BP_Error* hostErrorNew(BP_ErrorCode code, const char* message) { return makeError(code, message ? message : ""); }
 void hostErrorFree(BP_Error* e) { delete e; }
 BP_ErrorCode hostErrorCode(const BP_Error* e) { return e ? e->code : BP_OK; }
 const char* hostErrorMessage(const BP_Error* e) { return e ? e->message.c_str() : ""; }
@@ -841,8 +874,8 @@ void hostTensorRelease(BP_Tensor* t) {
 }
 
 Device toDevice(BP_Device d) {
-  BP_CHECK(d.type >= 0 && d.type < kMaxDeviceTypes && d.index >= -1 && d.index < 32768, "invalid device {type ",
-           d.type, ", index ", d.index, "}");
+  BP_CHECK(d.type >= 0 && d.type < kMaxDeviceTypes && d.index >= -1 && d.index < 32768, "invalid device {type ", d.type,
+           ", index ", d.index, "}");
   return Device(static_cast<DeviceType>(d.type), static_cast<DeviceIndex>(d.index));
 }
 
@@ -852,8 +885,9 @@ BP_Error* hostTensorEmpty(const int64_t* sizes, size_t ndim, const int64_t* stri
   BP_CHECK(dtype >= 0 && dtype < kNumScalarTypes, "tensor_empty: invalid dtype ", dtype);
   BP_CHECK(ndim == 0 || sizes != nullptr, "tensor_empty: sizes is NULL");
   IntArrayRef sz(sizes, ndim);
-  Tensor t = strides ? emptyStridedTensor(sz, IntArrayRef(strides, ndim), static_cast<ScalarType>(dtype), toDevice(device))
-                     : emptyTensor(sz, static_cast<ScalarType>(dtype), toDevice(device));
+  Tensor t = strides
+                 ? emptyStridedTensor(sz, IntArrayRef(strides, ndim), static_cast<ScalarType>(dtype), toDevice(device))
+                 : emptyTensor(sz, static_cast<ScalarType>(dtype), toDevice(device));
   *out = giveTensor(std::move(t));
   return nullptr;
 } catch (...) {
@@ -890,13 +924,16 @@ BP_Error* callOp(const BP_Operator* op, std::optional<uint64_t> keys, const BP_V
                  BP_Value* returns, size_t nrets) try {
   BP_CHECK(op != nullptr && (nargs == 0 || args) && (nrets == 0 || returns), "op_call: NULL argument");
   for (size_t j = 0; j < nrets; ++j) returns[j] = noneValue();
-  OperatorHandle handle = Dispatcher::singleton().findOpOrThrow(reinterpret_cast<const OperatorEntry*>(op)->qualifiedName());
+  OperatorHandle handle =
+      Dispatcher::singleton().findOpOrThrow(reinterpret_cast<const OperatorEntry*>(op)->qualifiedName());
   BP_CHECK(nrets >= handle.schema().returns().size(), handle.entry().qualifiedName(), " has ",
            handle.schema().returns().size(), " returns but op_call was given room for ", nrets);
   Stack stack;
   for (size_t i = 0; i < nargs; ++i) stack.push_back(fromValue(args[i], /*adopt=*/false));
-  if (keys) handle.redispatchBoxed(DispatchKeySet::fromRaw(*keys), stack);
-  else handle.callBoxed(stack);
+  if (keys)
+    handle.redispatchBoxed(DispatchKeySet::fromRaw(*keys), stack);
+  else
+    handle.callBoxed(stack);
   Scratch scratch;
   for (size_t j = 0; j < stack.size() && j < nrets; ++j) {
     if (stack[j].isTensor()) {
@@ -918,8 +955,8 @@ BP_Error* callOp(const BP_Operator* op, std::optional<uint64_t> keys, const BP_V
 BP_Error* hostOpCall(const BP_Operator* op, const BP_Value* args, size_t nargs, BP_Value* returns, size_t nrets) {
   return callOp(op, std::nullopt, args, nargs, returns, nrets);
 }
-BP_Error* hostOpRedispatch(const BP_Operator* op, uint64_t keys, const BP_Value* args, size_t nargs,
-                           BP_Value* returns, size_t nrets) {
+BP_Error* hostOpRedispatch(const BP_Operator* op, uint64_t keys, const BP_Value* args, size_t nargs, BP_Value* returns,
+                           size_t nrets) {
   return callOp(op, keys, args, nargs, returns, nrets);
 }
 

@@ -18,8 +18,8 @@
 #include "backplane/core/device_type_registry.h"
 #include "backplane/core/str_cat.h"
 #include "backplane/dispatch/builtin_kernels.h"
-#include "loaded_plugin.h"
 #include "backplane/dispatch/schema_signature.h"
+#include "loaded_plugin.h"
 
 namespace backplane {
 
@@ -76,8 +76,8 @@ LoadedPlugin& pluginOf(BP_Plugin* p) { return *reinterpret_cast<LoadedPlugin*>(p
 
 absl::Status requireInitializing(LoadedPlugin& p, const char* what) {
   if (!p.initializing) {
-    return absl::FailedPreconditionError(strCat("plugin '", p.status.name, "': ", what,
-                                                " is only allowed during backplane_plugin_init"));
+    return absl::FailedPreconditionError(
+        strCat("plugin '", p.status.name, "': ", what, " is only allowed during backplane_plugin_init"));
   }
   return absl::OkStatus();
 }
@@ -113,10 +113,11 @@ BP_Error* hostRegisterDeviceType(BP_Plugin* plugin, const BP_DeviceTypeDesc* raw
   require(desc->copy_host_to_device != nullptr, "copy_host_to_device");
   require(desc->copy_device_to_host != nullptr, "copy_device_to_host");
   if (!missing.empty()) {
-    return toError(absl::InvalidArgumentError(strCat(
-        "plugin '", p.status.name, "': BP_DeviceTypeDesc", desc->name ? strCat(" '", desc->name, "'") : "",
-        " lacks required field(s) ", missing, " (name, device_count, allocate, deallocate, copy_host_to_device and "
-        "copy_device_to_host are required)")));
+    return toError(absl::InvalidArgumentError(
+        strCat("plugin '", p.status.name, "': BP_DeviceTypeDesc", desc->name ? strCat(" '", desc->name, "'") : "",
+               " lacks required field(s) ", missing,
+               " (name, device_count, allocate, deallocate, copy_host_to_device and "
+               "copy_device_to_host are required)")));
   }
   if (desc->dlpack_device_type < 0) {
     return toError(absl::InvalidArgumentError(strCat(
@@ -140,8 +141,9 @@ BP_Error* hostRegisterDeviceType(BP_Plugin* plugin, const BP_DeviceTypeDesc* raw
         if (auto it = impl.device_type_owner.find(static_cast<int>(*existing)); it != impl.device_type_owner.end())
           owner = strCat(" by plugin '", it->second->status.name, "' (", it->second->status.path, ")");
       }
-      return toError(absl::AlreadyExistsError(strCat("plugin '", p.status.name, "' cannot register device type '",
-                                                     name, "': ", owner.empty() ? t.status().message() : "it is already registered" + owner)));
+      return toError(absl::AlreadyExistsError(
+          strCat("plugin '", p.status.name, "' cannot register device type '", name,
+                 "': ", owner.empty() ? t.status().message() : "it is already registered" + owner)));
     }
     type = *t;
     dynamic = true;
@@ -153,8 +155,8 @@ BP_Error* hostRegisterDeviceType(BP_Plugin* plugin, const BP_DeviceTypeDesc* raw
     std::string owner;
     if (auto it = impl.device_type_owner.find(static_cast<int>(type)); it != impl.device_type_owner.end())
       owner = strCat(" (claimed by plugin '", it->second->status.name, "')");
-    return toError(absl::AlreadyExistsError(strCat("plugin '", p.status.name, "' cannot register device type '", name,
-                                                   "': ", s.message(), owner)));
+    return toError(absl::AlreadyExistsError(
+        strCat("plugin '", p.status.name, "' cannot register device type '", name, "': ", s.message(), owner)));
   }
   {
     absl::MutexLock lock(&impl.mu);
@@ -195,7 +197,8 @@ BP_Error* registerKernel(BP_Plugin* plugin, const char* op_name, int32_t device_
   if (absl::Status s = requireInitializing(p, slot_name); !s.ok()) return toError(s);
   absl::StatusOr<BP_KernelDesc> desc = plugin_detail::readStruct(raw, "BP_KernelDesc");
   if (!desc.ok()) return toError(desc.status());
-  if (!desc->fn) return toError(absl::InvalidArgumentError(strCat("plugin '", p.status.name, "': BP_KernelDesc.fn is NULL")));
+  if (!desc->fn)
+    return toError(absl::InvalidArgumentError(strCat("plugin '", p.status.name, "': BP_KernelDesc.fn is NULL")));
   // BP_KernelDesc.dtypes (ABI 1.5; reads as 0, every dtype, from an older
   // plugin's smaller struct): Note [Declared dtypes] in operator_entry.h.
   absl::StatusOr<DtypeSet> dtypes = DtypeSet::fromMask(desc->dtypes);
@@ -215,14 +218,15 @@ BP_Error* registerKernel(BP_Plugin* plugin, const char* op_name, int32_t device_
   }
   if (device_type < 0 || device_type >= kMaxDeviceTypes ||
       !DeviceTypeRegistry::global().isActive(static_cast<DeviceType>(device_type))) {
-    return toError(absl::InvalidArgumentError(strCat("plugin '", p.status.name, "': device type ", device_type,
-                                                     " is not registered")));
+    return toError(absl::InvalidArgumentError(
+        strCat("plugin '", p.status.name, "': device type ", device_type, " is not registered")));
   }
   const DispatchKey key = backendKey(static_cast<DeviceType>(device_type));
   Dispatcher& d = Dispatcher::singleton();
   if (is_fallback) {
     // A boxed fallback: the op is known only at call time.
-    auto handle = d.registerFallback(key, plugin_detail::makePluginFallback(&p, *desc), strCat("plugin ", p.status.name));
+    auto handle =
+        d.registerFallback(key, plugin_detail::makePluginFallback(&p, *desc), strCat("plugin ", p.status.name));
     if (!handle.ok()) return toError(handle.status());
     p.handles.push_back(*std::move(handle));
     ++p.status.kernels;
@@ -252,20 +256,19 @@ BP_Error* registerKernel(BP_Plugin* plugin, const char* op_name, int32_t device_
   const bool defined = op->hasSchema();
   std::string expected = defined ? cppSignatureForSchema(op->schema()) : std::string();
   if (defined && desc->cpp_signature && expected != desc->cpp_signature) {
-    return toError(absl::InvalidArgumentError(strCat("plugin '", p.status.name, "': the ", dispatchKeyName(key),
-                                                     " kernel for ", qualified, " has C++ signature ",
-                                                     desc->cpp_signature, ", but the schema ", op->schema().toString(),
-                                                     " needs ", expected)));
+    return toError(absl::InvalidArgumentError(strCat(
+        "plugin '", p.status.name, "': the ", dispatchKeyName(key), " kernel for ", qualified, " has C++ signature ",
+        desc->cpp_signature, ", but the schema ", op->schema().toString(), " needs ", expected)));
   }
   auto& impl = registryImpl();
   {
     absl::MutexLock lock(&impl.mu);
     auto it = impl.impl_owner.find({&op->entry(), key});
     if (it != impl.impl_owner.end() && it->second != &p) {
-      return toError(absl::AlreadyExistsError(strCat(
-          "plugin '", p.status.name, "' cannot register a ", dispatchKeyName(key), " kernel for ", qualified,
-          ": plugin '", it->second->status.name, "' (", it->second->status.path,
-          ") already implements it; unload one of them")));
+      return toError(
+          absl::AlreadyExistsError(strCat("plugin '", p.status.name, "' cannot register a ", dispatchKeyName(key),
+                                          " kernel for ", qualified, ": plugin '", it->second->status.name, "' (",
+                                          it->second->status.path, ") already implements it; unload one of them")));
     }
   }
   KernelFunction kernel = slot == KernelSlot::Impl ? plugin_detail::makePluginKernel(&p, *desc, *op)
@@ -415,16 +418,16 @@ absl::StatusOr<PluginStatus> PluginRegistry::load(const std::string& path) {
   p->library.load(canonical, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, dll_ec);
   if (dll_ec) {
     const char* why = dlerror();
-    return fail(absl::InvalidArgumentError(strCat("cannot load plugin '", canonical.string(), "': ",
-                                                  why ? why : dll_ec.message(),
-                                                  " (a shared library built with backplane_add_plugin() is expected)")));
+    return fail(absl::InvalidArgumentError(
+        strCat("cannot load plugin '", canonical.string(), "': ", why ? why : dll_ec.message(),
+               " (a shared library built with backplane_add_plugin() is expected)")));
   }
   if (!p->library.has(BP_PLUGIN_QUERY_SYMBOL) || !p->library.has(BP_PLUGIN_INIT_SYMBOL)) {
     std::string missing = p->library.has(BP_PLUGIN_QUERY_SYMBOL) ? BP_PLUGIN_INIT_SYMBOL : BP_PLUGIN_QUERY_SYMBOL;
     p->library.unload();
-    return fail(absl::InvalidArgumentError(strCat(
-        "'", canonical.string(), "' is not a Backplane plugin: it does not export ", missing,
-        " (define the entry points with BACKPLANE_PLUGIN(...) from backplane/plugin.hpp)")));
+    return fail(absl::InvalidArgumentError(
+        strCat("'", canonical.string(), "' is not a Backplane plugin: it does not export ", missing,
+               " (define the entry points with BACKPLANE_PLUGIN(...) from backplane/plugin.hpp)")));
   }
   auto query = p->library.get<const BP_PluginInfo*()>(BP_PLUGIN_QUERY_SYMBOL);
   const BP_PluginInfo* raw_info = nullptr;
@@ -432,8 +435,8 @@ absl::StatusOr<PluginStatus> PluginRegistry::load(const std::string& path) {
     raw_info = query();
   } catch (...) {
     p->library.unload();
-    return fail(absl::InvalidArgumentError(strCat("plugin '", canonical.string(), "': backplane_plugin_query threw: ",
-                                                  statusFromCurrentException().message())));
+    return fail(absl::InvalidArgumentError(strCat(
+        "plugin '", canonical.string(), "': backplane_plugin_query threw: ", statusFromCurrentException().message())));
   }
   absl::StatusOr<BP_PluginInfo> info = plugin_detail::readStruct(raw_info, "the plugin's BP_PluginInfo");
   if (!info.ok()) {
@@ -442,34 +445,35 @@ absl::StatusOr<PluginStatus> PluginRegistry::load(const std::string& path) {
   }
   if (info->magic != BP_PLUGIN_MAGIC) {
     p->library.unload();
-    return fail(absl::InvalidArgumentError(strCat("plugin '", canonical.string(), "': bad magic 0x", std::hex,
-                                                  info->magic, std::dec,
-                                                  " in BP_PluginInfo (not a Backplane plugin, or a corrupt one)")));
+    return fail(
+        absl::InvalidArgumentError(strCat("plugin '", canonical.string(), "': bad magic 0x", std::hex, info->magic,
+                                          std::dec, " in BP_PluginInfo (not a Backplane plugin, or a corrupt one)")));
   }
   p->status.abi_major = info->abi_major;
   p->status.abi_minor = info->abi_minor;
   if (info->abi_major != BP_ABI_MAJOR) {
     p->library.unload();
-    return fail(absl::FailedPreconditionError(strCat(
-        "plugin '", canonical.string(), "' was built for plugin ABI ", info->abi_major, ".", info->abi_minor,
-        " but this host speaks ABI ", BP_ABI_MAJOR, ".", BP_ABI_MINOR, ": ",
-        info->abi_major < BP_ABI_MAJOR ? "the plugin is too old; rebuild it against this host's plugin SDK"
-                                       : "the plugin is newer than this host; upgrade the host or rebuild the plugin")));
+    return fail(absl::FailedPreconditionError(
+        strCat("plugin '", canonical.string(), "' was built for plugin ABI ", info->abi_major, ".", info->abi_minor,
+               " but this host speaks ABI ", BP_ABI_MAJOR, ".", BP_ABI_MINOR, ": ",
+               info->abi_major < BP_ABI_MAJOR
+                   ? "the plugin is too old; rebuild it against this host's plugin SDK"
+                   : "the plugin is newer than this host; upgrade the host or rebuild the plugin")));
   }
   if (info->abi_minor > BP_ABI_MINOR) {
     p->library.unload();
-    return fail(absl::FailedPreconditionError(strCat(
-        "plugin '", canonical.string(), "' needs plugin ABI ", info->abi_major, ".", info->abi_minor,
-        " but this host provides ", BP_ABI_MAJOR, ".", BP_ABI_MINOR,
-        ": upgrade the host, or rebuild the plugin against the host's SDK")));
+    return fail(absl::FailedPreconditionError(
+        strCat("plugin '", canonical.string(), "' needs plugin ABI ", info->abi_major, ".", info->abi_minor,
+               " but this host provides ", BP_ABI_MAJOR, ".", BP_ABI_MINOR,
+               ": upgrade the host, or rebuild the plugin against the host's SDK")));
   }
   // Only now is the layout of the rest of BP_PluginInfo known.
   p->status.name = info->name && validPluginName(info->name) ? info->name : "";
   p->status.version = info->version ? info->version : "";
   if (p->status.name.empty()) {
     p->library.unload();
-    return fail(absl::InvalidArgumentError(strCat("plugin '", canonical.string(),
-                                                  "': its name must be lowercase letters, digits and '_'")));
+    return fail(absl::InvalidArgumentError(
+        strCat("plugin '", canonical.string(), "': its name must be lowercase letters, digits and '_'")));
   }
   {
     absl::MutexLock lock(&impl_->mu);
@@ -512,7 +516,8 @@ absl::StatusOr<PluginStatus> PluginRegistry::load(const std::string& path) {
     }
     impl_->rollback(*p);
     p->library.unload();
-    return fail(absl::FailedPreconditionError(strCat("plugin '", p->status.name, "' (", canonical.string(), "): ", why)));
+    return fail(
+        absl::FailedPreconditionError(strCat("plugin '", p->status.name, "' (", canonical.string(), "): ", why)));
   }
   p->status.loaded = true;
   p->status.error.clear();
@@ -630,8 +635,8 @@ absl::Status PluginRegistry::unload(std::string_view name) {
       std::string loaded;
       for (LoadedPlugin* q : impl_->all)
         if (q->status.loaded) loaded += (loaded.empty() ? "" : ", ") + q->status.name;
-      return absl::NotFoundError(strCat("no plugin named '", name, "' is loaded (loaded: ",
-                                        loaded.empty() ? "none" : loaded, ")"));
+      return absl::NotFoundError(
+          strCat("no plugin named '", name, "' is loaded (loaded: ", loaded.empty() ? "none" : loaded, ")"));
     }
   }
   auto alive_tensors = [&]() -> absl::Status {
@@ -658,8 +663,8 @@ absl::Status PluginRegistry::unload(std::string_view name) {
   while (tracker.anyInside(p->slot)) {
     if (std::chrono::steady_clock::now() > deadline) {
       reopen();
-      return absl::FailedPreconditionError(strCat("cannot unload plugin '", name,
-                                                  "': a call into it has been running for more than 5 s"));
+      return absl::FailedPreconditionError(
+          strCat("cannot unload plugin '", name, "': a call into it has been running for more than 5 s"));
     }
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }

@@ -71,8 +71,8 @@
 #include "backplane/core/device_type_registry.h"
 #include "backplane/core/error.h"
 #include "backplane/core/transfers.h"
-#include "backplane/dispatch/dispatcher.h"
 #include "backplane/dispatch/builtin_kernels.h"
+#include "backplane/dispatch/dispatcher.h"
 
 namespace backplane {
 
@@ -180,9 +180,9 @@ class CallFrame {
     const nanoseconds total = Clock::now() - start_;
     const TransferCount now = detail::tls_host_device_transfers;
     const TransferCount moved{now.bytes - start_transfers_.bytes, now.copies - start_transfers_.copies};
-    const CallCost cost{total, total - children_, detail::tls_fallback_bytes,
-                        TransferCount{moved.bytes - children_transfers_.bytes,
-                                      moved.copies - children_transfers_.copies}};
+    const CallCost cost{
+        total, total - children_, detail::tls_fallback_bytes,
+        TransferCount{moved.bytes - children_transfers_.bytes, moved.copies - children_transfers_.copies}};
     detail::tls_fallback_bytes = saved_fallback_bytes_;
     thread_.top = parent_;
     if (parent_) {
@@ -283,10 +283,14 @@ Device callDevice(const OperatorHandle& op, const Stack& stack, DeviceType type)
 std::string formatDuration(nanoseconds d) {
   const double ns = static_cast<double>(d.count());
   char buf[32];
-  if (ns < 1e3) std::snprintf(buf, sizeof buf, "%.0f ns", ns);
-  else if (ns < 1e6) std::snprintf(buf, sizeof buf, "%.1f us", ns / 1e3);
-  else if (ns < 1e9) std::snprintf(buf, sizeof buf, "%.2f ms", ns / 1e6);
-  else std::snprintf(buf, sizeof buf, "%.2f s", ns / 1e9);
+  if (ns < 1e3)
+    std::snprintf(buf, sizeof buf, "%.0f ns", ns);
+  else if (ns < 1e6)
+    std::snprintf(buf, sizeof buf, "%.1f us", ns / 1e3);
+  else if (ns < 1e9)
+    std::snprintf(buf, sizeof buf, "%.2f ms", ns / 1e6);
+  else
+    std::snprintf(buf, sizeof buf, "%.2f s", ns / 1e9);
   return buf;
 }
 
@@ -295,10 +299,14 @@ std::string formatDuration(nanoseconds d) {
 std::string formatBytes(uint64_t n) {
   char buf[32];
   const double d = static_cast<double>(n);
-  if (n < (uint64_t{1} << 10)) std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(n));
-  else if (n < (uint64_t{1} << 20)) std::snprintf(buf, sizeof buf, "%.1f KiB", d / (1 << 10));
-  else if (n < (uint64_t{1} << 30)) std::snprintf(buf, sizeof buf, "%.1f MiB", d / (1 << 20));
-  else std::snprintf(buf, sizeof buf, "%.1f GiB", d / (1 << 30));
+  if (n < (uint64_t{1} << 10))
+    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(n));
+  else if (n < (uint64_t{1} << 20))
+    std::snprintf(buf, sizeof buf, "%.1f KiB", d / (1 << 10));
+  else if (n < (uint64_t{1} << 30))
+    std::snprintf(buf, sizeof buf, "%.1f MiB", d / (1 << 20));
+  else
+    std::snprintf(buf, sizeof buf, "%.1f GiB", d / (1 << 30));
   return buf;
 }
 
@@ -311,8 +319,7 @@ static void profilingKernel(OperatorKernel*, const OperatorHandle& op, DispatchK
   ThreadState& thread = tls_thread;
   // A shared_ptr, not a raw pointer: a nested call may attach this thread
   // to a newer session (and drop thread.records) while this one runs.
-  const std::shared_ptr<ThreadRecords> records =
-      recordsFor(thread, activeSession().id.load(std::memory_order_acquire));
+  const std::shared_ptr<ThreadRecords> records = recordsFor(thread, activeSession().id.load(std::memory_order_acquire));
   if (!records) {  // the session stopped between the key-set read and here
     op.redispatchBoxed(below, *stack);
     return;
@@ -536,9 +543,12 @@ std::string OpReport::summary() const {
   nanoseconds in_ops{0};
   for (const OpStats& row : ops) {
     calls += row.calls;
-    if (row.fallbackCalls() != 0) ++fell_back;
-    else if (row.composite_calls != 0) ++composite;
-    else if (row.native_calls != 0) ++native;
+    if (row.fallbackCalls() != 0)
+      ++fell_back;
+    else if (row.composite_calls != 0)
+      ++composite;
+    else if (row.native_calls != 0)
+      ++native;
     fallback_calls += row.fallbackCalls();
     bytes += row.fallback_bytes;
     failed += row.failed_calls;
@@ -550,8 +560,9 @@ std::string OpReport::summary() const {
                 "): ", native, " native, ", composite, " composite, ", fell_back, " fell back (", fallback_calls,
                 fallback_calls == 1 ? " call, " : " calls, ", formatBytes(bytes), " copied); ",
                 failed == 0 ? "" : strCat(failed, failed == 1 ? " call" : " calls", " failed; "),
-                formatDuration(in_ops), " in ops, ", formatDuration(wall_time), " wall; host<->device: ",
-                formatBytes(transfer_bytes), " in ", transfer_copies, transfer_copies == 1 ? " copy" : " copies");
+                formatDuration(in_ops), " in ops, ", formatDuration(wall_time),
+                " wall; host<->device: ", formatBytes(transfer_bytes), " in ", transfer_copies,
+                transfer_copies == 1 ? " copy" : " copies");
 }
 
 std::string OpReport::table() const {
@@ -570,8 +581,7 @@ std::string OpReport::table() const {
     lines.push_back({row.op, dispatchKeyName(row.backend), std::to_string(row.calls), row.how(),
                      row.fallbackCalls() ? formatBytes(row.fallback_bytes) : "-",
                      row.transfer_copies ? strCat(formatBytes(row.transfer_bytes), " in ", row.transfer_copies) : "-",
-                     formatDuration(row.self_time),
-                     share, formatDuration(row.total_time)});
+                     formatDuration(row.self_time), share, formatDuration(row.total_time)});
   }
   std::array<size_t, kColumns> widths{};
   for (const Line& line : lines)

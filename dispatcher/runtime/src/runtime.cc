@@ -32,7 +32,8 @@ std::vector<TypeState> typeStates() {
     if (!t) continue;  // unregistered meanwhile
     TypeState s{name, *t, reg.interface(*t), 0, {}};
     if (!s.iface) {
-      s.reason = "no plugin provides " + name + " (load one with RuntimeOptions::plugin_paths or BACKPLANE_PLUGIN_PATH)";
+      s.reason =
+          "no plugin provides " + name + " (load one with RuntimeOptions::plugin_paths or BACKPLANE_PLUGIN_PATH)";
     } else {
       try {
         s.count = std::max(0, s.iface->deviceCount());

@@ -51,9 +51,8 @@ DeviceInterface& withEvents(Device device, const char* what) {
 
 void sameDevice(const char* what, Device event_device, Device stream_device) {
   if (event_device == stream_device) return;
-  BP_THROW(kInvalidArgument, what, ": the event is on ", event_device.str(), " but the stream on ",
-           stream_device.str(), "; streams and events belong to one device: use an Event made on ",
-           stream_device.str());
+  BP_THROW(kInvalidArgument, what, ": the event is on ", event_device.str(), " but the stream on ", stream_device.str(),
+           "; streams and events belong to one device: use an Event made on ", stream_device.str());
 }
 
 }  // namespace
@@ -113,9 +112,7 @@ Device Stream::device() const { return state_->device; }
 bool Stream::isDefault() const { return state_->handle == nullptr; }
 DeviceInterface::StreamHandle Stream::handle() const { return state_->handle; }
 
-void Stream::synchronize() const {
-  withStreams(device(), "Stream::synchronize").synchronizeStream(device(), handle());
-}
+void Stream::synchronize() const { withStreams(device(), "Stream::synchronize").synchronizeStream(device(), handle()); }
 
 Event Stream::record() const {
   Event e(device());

@@ -30,10 +30,10 @@
 
 #include "backplane/core/device_type_registry.h"
 #include "backplane/dispatch/dispatcher.h"
-#include "backplane/runtime/plugin_registry.h"
 #include "backplane/plugin_api.h"
-#include "host_api_1_0.h"
+#include "backplane/runtime/plugin_registry.h"
 #include "backplane/testing/cpu_kernels.h"
+#include "host_api_1_0.h"
 
 #ifndef BACKPLANE_TEST_PLUGIN_DIR
 #error "BACKPLANE_TEST_PLUGIN_DIR must name the folder the test plugins are built into"
@@ -49,7 +49,7 @@ using ::testing::HasSubstr;
 // Tables are append-only: ABI 1.0's host table is a prefix of today's.
 static_assert(sizeof(BP_HostApi_1_0) == offsetof(BP_HostApi, device_type_name),
               "1.1 appended exactly one slot to BP_HostApi");
-#define BP_SAME_OFFSET(field)                                                     \
+#define BP_SAME_OFFSET(field)                                                   \
   static_assert(offsetof(BP_HostApi_1_0, field) == offsetof(BP_HostApi, field), \
                 "BP_HostApi." #field " moved since ABI 1.0")
 BP_SAME_OFFSET(abi_major);
@@ -439,9 +439,7 @@ TEST_F(AbiRulesTest, NullOptionalSlotsAreNeverCalled) {
   }
 
   // With no devices, unavailable_reason (NULL) is not asked for.
-  auto setCount = Dispatcher::singleton()
-                      .findOpOrThrow("abi_null_slots::set_device_count")
-                      .typed<int64_t(int64_t)>();
+  auto setCount = Dispatcher::singleton().findOpOrThrow("abi_null_slots::set_device_count").typed<int64_t(int64_t)>();
   EXPECT_EQ(setCount.call(0), 2);
   EXPECT_EQ(iface.deviceCount(), 0);
   EXPECT_EQ(iface.unavailableReason(), "");
@@ -541,7 +539,8 @@ int64_t padInfo(std::string_view ns, const Tensor& t, PadInfo which) {
 // plugin sent, and not a byte of the buffer past it touched.
 void expectTensorInfoIsRight(std::string_view ns, DeviceType dev) {
   Tensor x = tensorFromVector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
-  for (const Tensor& t : {x, x.transpose(0, 1), Tensor(tensorFromVector<float>({1, 2, 3, 4, 5, 6}, {2, 3}, Device(dev, 0)))}) {
+  for (const Tensor& t :
+       {x, x.transpose(0, 1), Tensor(tensorFromVector<float>({1, 2, 3, 4, 5, 6}, {2, 3}, Device(dev, 0)))}) {
     SCOPED_TRACE(strCat(t.device().str(), t.is_contiguous() ? " contiguous" : " strided"));
     EXPECT_EQ(padInfo(ns, t, kPadStructSize), static_cast<int64_t>(BP_TensorInfo_STRUCT_SIZE));
     EXPECT_EQ(padInfo(ns, t, kPadBytesChangedPastStructSize), 0) << "the host wrote the buffer's tail padding";

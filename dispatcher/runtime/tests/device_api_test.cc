@@ -14,8 +14,8 @@
 #include "backplane/core/device_type_registry.h"
 #include "backplane/runtime/plugin_registry.h"
 #include "backplane/runtime/stream.h"
-#include "test_device.h"
 #include "backplane/testing/cpu_kernels.h"
+#include "test_device.h"
 
 #ifndef BACKPLANE_TEST_PLUGIN_DIR
 #error "BACKPLANE_TEST_PLUGIN_DIR must name the folder the test plugins are built into"
@@ -202,8 +202,7 @@ TEST(DefaultDeviceApi, CpuPropertiesAreSane) {
   EXPECT_FALSE(d.hasEvents());
   expectError([&] { (void)d.createStream(cpu); }, absl::StatusCode::kUnimplemented,
               {"device type 'cpu' has no streams"});
-  expectError([&] { (void)d.createEvent(cpu); }, absl::StatusCode::kUnimplemented,
-              {"device type 'cpu' has no events"});
+  expectError([&] { (void)d.createEvent(cpu); }, absl::StatusCode::kUnimplemented, {"device type 'cpu' has no events"});
 }
 
 }  // namespace

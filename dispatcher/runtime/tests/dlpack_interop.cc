@@ -32,13 +32,17 @@ constexpr bool kIs16BitFloat = std::is_same_v<T, backplane::Half> || std::is_sam
 
 template <typename T>
 double toDouble(T value) {
-  if constexpr (kIs16BitFloat<T>) return static_cast<float>(value);
-  else return static_cast<double>(value);
+  if constexpr (kIs16BitFloat<T>)
+    return static_cast<float>(value);
+  else
+    return static_cast<double>(value);
 }
 template <typename T>
 T fromDouble(double value) {
-  if constexpr (kIs16BitFloat<T>) return T(static_cast<float>(value));
-  else return static_cast<T>(value);
+  if constexpr (kIs16BitFloat<T>)
+    return T(static_cast<float>(value));
+  else
+    return static_cast<T>(value);
 }
 
 // Runs `fn`, turning an Error into `failed` and g_last_error.

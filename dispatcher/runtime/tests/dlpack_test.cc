@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "backplane/core/device_type_registry.h"
-#include "backplane/runtime/plugin_registry.h"
 #include "backplane/runtime/dlpack.h"
-#include "test_device.h"
+#include "backplane/runtime/plugin_registry.h"
 #include "backplane/testing/cpu_kernels.h"
+#include "test_device.h"
 
 #ifndef BACKPLANE_TEST_PLUGIN_DIR
 #error "BACKPLANE_TEST_PLUGIN_DIR must name the folder the test plugins are built into"
@@ -51,8 +51,10 @@ Tensor counting(ScalarType dtype, IntArrayRef sizes, Device device = Device(Devi
   return visitScalarType(dtype, [&]<typename T>() {
     std::vector<T> values;
     for (int64_t i = 0; i < n; ++i) {
-      if constexpr (std::is_same_v<T, bool>) values.push_back(i % 2 == 1);
-      else values.push_back(static_cast<T>(static_cast<float>(i)));
+      if constexpr (std::is_same_v<T, bool>)
+        values.push_back(i % 2 == 1);
+      else
+        values.push_back(static_cast<T>(static_cast<float>(i)));
     }
     return tensorFromVector<T>(values, sizes, device);
   });
@@ -460,9 +462,13 @@ TEST(DLPackTest, DeviceWithANativeDLPackTypeExportsAndImportsItsAddresses) {
   u = Tensor();
   EXPECT_EQ(dev.liveAllocations(), live - 1);
 
-  expectError([] { fromDLDevice(DLDevice{kDLOpenCL, 2}); }, absl::StatusCode::kInvalidArgument,
-              {"fromDLDevice: device kDLOpenCL (4) device_id 2 is out of range: device type 'dlpacktd' has 2 "
-               "device(s)"});
+  expectError(
+      [] {
+        fromDLDevice(DLDevice{kDLOpenCL, 2});
+      },
+      absl::StatusCode::kInvalidArgument,
+      {"fromDLDevice: device kDLOpenCL (4) device_id 2 is out of range: device type 'dlpacktd' has 2 "
+       "device(s)"});
 }
 
 TEST(DLPackTest, DeviceWithoutANativeDLPackTypeRefusesExport) {
@@ -478,9 +484,7 @@ TEST(DLPackTest, DeviceWithoutANativeDLPackTypeRefusesExport) {
 // Through the plugin ABI: BP_DeviceTypeDesc.dlpack_device_type (ABI 1.2).
 class DLPackPluginTest : public ::testing::Test {
  protected:
-  static std::string pluginFile(std::string_view name) {
-    return strCat(BACKPLANE_TEST_PLUGIN_DIR, "/", name, ".so");
-  }
+  static std::string pluginFile(std::string_view name) { return strCat(BACKPLANE_TEST_PLUGIN_DIR, "/", name, ".so"); }
   void SetUp() override {
     absl::StatusOr<PluginStatus> s = plugins().load(pluginFile("dlpack_test_plugin"));
     ASSERT_TRUE(s.ok()) << s.status();
@@ -506,8 +510,11 @@ TEST_F(DLPackPluginTest, APluginDeclaresItsDLPackDeviceType) {
   EXPECT_EQ(u.device(), Device(dev_, 1));
   EXPECT_EQ(u.data_ptr(), t.data_ptr());
   EXPECT_EQ(u.toVector<int32_t>(), (std::vector<int32_t>{0, 1, 2}));
-  expectError([] { fromDLDevice(DLDevice{kDLExtDev, 2}); }, absl::StatusCode::kInvalidArgument,
-              {"device_id 2 is out of range: device type 'dlpkdev' has 2 device(s)"});
+  expectError(
+      [] {
+        fromDLDevice(DLDevice{kDLExtDev, 2});
+      },
+      absl::StatusCode::kInvalidArgument, {"device_id 2 is out of range: device type 'dlpkdev' has 2 device(s)"});
 }
 
 TEST_F(DLPackPluginTest, APluginBuiltBeforeABI12DeclaresNone) {

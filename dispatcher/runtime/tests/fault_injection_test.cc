@@ -19,9 +19,9 @@
 #include <vector>
 
 #include "backplane/dispatch/dispatcher.h"
-#include "backplane/runtime/plugin_registry.h"
-#include "backplane/ops/standard_ops.h"
 #include "backplane/ops/ops.h"
+#include "backplane/ops/standard_ops.h"
+#include "backplane/runtime/plugin_registry.h"
 #include "backplane/testing/fault_tally.h"
 #include "backplane/testing/plugin_environment.h"
 #include "test_device.h"

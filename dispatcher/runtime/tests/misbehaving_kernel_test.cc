@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "backplane/dispatch/dispatcher.h"
-#include "backplane/runtime/plugin_registry.h"
 #include "backplane/ops/ops.h"
+#include "backplane/runtime/plugin_registry.h"
 #include "backplane/testing/plugin_environment.h"
 #include "test_device.h"
 
@@ -26,9 +26,9 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-const auto* const kEnv =
-    &testing::addPluginEnvironment({BACKPLANE_CPU_PLUGIN_PATH, std::string(BACKPLANE_TEST_PLUGIN_DIR) + "/tp_misbehave.so"})
-         .afterLoad([] { testing::TestDevice::install("misdev", 1); });
+const auto* const kEnv = &testing::addPluginEnvironment(
+                              {BACKPLANE_CPU_PLUGIN_PATH, std::string(BACKPLANE_TEST_PLUGIN_DIR) + "/tp_misbehave.so"})
+                              .afterLoad([] { testing::TestDevice::install("misdev", 1); });
 
 Tensor call(const char* op, const Tensor& self) {
   return Dispatcher::singleton().findOpOrThrow(op).typed<Tensor(const Tensor&)>().call(self);

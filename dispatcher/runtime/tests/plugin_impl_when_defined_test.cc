@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "backplane/dispatch/dispatcher.h"
-#include "backplane/runtime/plugin_registry.h"
 #include "backplane/plugin_api.h"
+#include "backplane/runtime/plugin_registry.h"
 #include "backplane/testing/cpu_kernels.h"
 
 #ifndef BACKPLANE_TEST_PLUGIN_DIR

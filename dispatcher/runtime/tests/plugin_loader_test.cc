@@ -21,10 +21,10 @@
 
 #include "backplane/core/device_type_registry.h"
 #include "backplane/dispatch/dispatcher.h"
-#include "backplane/runtime/plugin_registry.h"
 #include "backplane/plugin_api.h"
-#include "backplane/testing/temp_dir.h"
+#include "backplane/runtime/plugin_registry.h"
 #include "backplane/testing/cpu_kernels.h"
+#include "backplane/testing/temp_dir.h"
 
 #ifndef BACKPLANE_TEST_PLUGIN_DIR
 #error "BACKPLANE_TEST_PLUGIN_DIR must name the folder the test plugins are built into"
@@ -84,7 +84,8 @@ bool isMapped(const std::string& canonical) {
   std::ifstream maps("/proc/self/maps");
   std::string line;
   while (std::getline(maps, line))
-    if (line.size() >= canonical.size() && line.compare(line.size() - canonical.size(), canonical.size(), canonical) == 0)
+    if (line.size() >= canonical.size() &&
+        line.compare(line.size() - canonical.size(), canonical.size(), canonical) == 0)
       return true;
   return false;
 }
@@ -187,16 +188,17 @@ TEST_F(PluginLoaderTest, MissingDependencyIsNamed) {
   // The dependency exists, but where the loader does not look.
   ASSERT_TRUE(fs::exists(strCat(BACKPLANE_TEST_PLUGIN_DEP_DIR, "/libbp_missing_dep.so")));
   const std::string file = pluginFile("tp_missing_dep");
-  PluginStatus st = expectLoadFails(file, absl::StatusCode::kInvalidArgument,
-                                    {"cannot load plugin '" + canonicalPath(file) + "'", "libbp_missing_dep.so",
-                                     "cannot open shared object file"});
+  PluginStatus st = expectLoadFails(
+      file, absl::StatusCode::kInvalidArgument,
+      {"cannot load plugin '" + canonicalPath(file) + "'", "libbp_missing_dep.so", "cannot open shared object file"});
   EXPECT_TRUE(st.name.empty()) << "the library never opened, so its query never ran";
 }
 
 TEST_F(PluginLoaderTest, LibraryWithoutQueryEntryPointIsRefused) {
   const std::string file = pluginFile("tp_no_entry");
-  expectLoadFails(file, absl::StatusCode::kInvalidArgument,
-                  {"'" + canonicalPath(file) + "' is not a Backplane plugin", "does not export backplane_plugin_query"});
+  expectLoadFails(
+      file, absl::StatusCode::kInvalidArgument,
+      {"'" + canonicalPath(file) + "' is not a Backplane plugin", "does not export backplane_plugin_query"});
 }
 
 // ------------------------------------------------------------ BP_PluginInfo
@@ -207,25 +209,25 @@ TEST_F(PluginLoaderTest, BadMagicIsRefused) {
 }
 
 TEST_F(PluginLoaderTest, AbiMajorTooNewOrTooOldIsRefusedWithDifferentAdvice) {
-  PluginStatus newer = expectLoadFails(
-      pluginFile("tp_abi_major2"), absl::StatusCode::kFailedPrecondition,
-      {"was built for plugin ABI 2.", strCat("this host speaks ABI ", BP_ABI_MAJOR, ".", BP_ABI_MINOR),
-       "the plugin is newer than this host"});
+  PluginStatus newer =
+      expectLoadFails(pluginFile("tp_abi_major2"), absl::StatusCode::kFailedPrecondition,
+                      {"was built for plugin ABI 2.", strCat("this host speaks ABI ", BP_ABI_MAJOR, ".", BP_ABI_MINOR),
+                       "the plugin is newer than this host"});
   EXPECT_EQ(newer.abi_major, 2u);
   EXPECT_THAT(newer.error, ::testing::Not(HasSubstr("too old")));
 
-  PluginStatus older = expectLoadFails(pluginFile("tp_abi_major0"), absl::StatusCode::kFailedPrecondition,
-                                       {"was built for plugin ABI 0.", "the plugin is too old",
-                                        "rebuild it against this host's plugin SDK"});
+  PluginStatus older = expectLoadFails(
+      pluginFile("tp_abi_major0"), absl::StatusCode::kFailedPrecondition,
+      {"was built for plugin ABI 0.", "the plugin is too old", "rebuild it against this host's plugin SDK"});
   EXPECT_EQ(older.abi_major, 0u);
   EXPECT_THAT(older.error, ::testing::Not(HasSubstr("newer")));
 }
 
 TEST_F(PluginLoaderTest, AbiMinorNewerThanHostIsRefused) {
-  PluginStatus st = expectLoadFails(
-      pluginFile("tp_abi_minor_newer"), absl::StatusCode::kFailedPrecondition,
-      {strCat("needs plugin ABI ", BP_ABI_MAJOR, ".", BP_ABI_MINOR + 1),
-       strCat("this host provides ", BP_ABI_MAJOR, ".", BP_ABI_MINOR), "upgrade the host"});
+  PluginStatus st =
+      expectLoadFails(pluginFile("tp_abi_minor_newer"), absl::StatusCode::kFailedPrecondition,
+                      {strCat("needs plugin ABI ", BP_ABI_MAJOR, ".", BP_ABI_MINOR + 1),
+                       strCat("this host provides ", BP_ABI_MAJOR, ".", BP_ABI_MINOR), "upgrade the host"});
   EXPECT_EQ(st.abi_minor, static_cast<uint32_t>(BP_ABI_MINOR + 1));
 }
 
@@ -242,9 +244,9 @@ TEST_F(PluginLoaderTest, GarbageStructSizeIsRefused) {
 
 TEST_F(PluginLoaderTest, InitErrorIsReportedAndItsRegistrationsUndone) {
   const std::string file = pluginFile("tp_init_error");
-  PluginStatus st = expectLoadFails(file, absl::StatusCode::kFailedPrecondition,
-                                    {"plugin 'tp_init_error' (" + canonicalPath(file) + ")",
-                                     "init failed: toy firmware blob tp_fw.bin not found"});
+  PluginStatus st = expectLoadFails(
+      file, absl::StatusCode::kFailedPrecondition,
+      {"plugin 'tp_init_error' (" + canonicalPath(file) + ")", "init failed: toy firmware blob tp_fw.bin not found"});
   EXPECT_EQ(st.name, "tp_init_error");
   EXPECT_EQ(st.version, "0.0.1");
   EXPECT_FALSE(opDefined("tp_init_error::probe")) << "the op its init defined is undefined again";

@@ -15,19 +15,19 @@
 #include <thread>
 #include <vector>
 
-#include "backplane/dispatch/dispatcher.h"
-#include "backplane/runtime/plugin_registry.h"
 #include "backplane/core/str_cat.h"
 #include "backplane/core/transfers.h"
+#include "backplane/dispatch/dispatcher.h"
 #include "backplane/dispatch/library.h"
 #include "backplane/ops/tensor.h"
+#include "backplane/runtime/plugin_registry.h"
 #include "test_device.h"
 
 namespace backplane {
 namespace {
 
-using ::testing::HasSubstr;
 using std::chrono::milliseconds;
+using ::testing::HasSubstr;
 
 using AddSig = Tensor(const Tensor&, const Tensor&, const Scalar&);
 using AddOutSig = Tensor(const Tensor&, const Tensor&, const Scalar&, const Tensor&);
@@ -60,7 +60,8 @@ class SyncCountingDevice final : public DeviceInterface, private Allocator {
   explicit SyncCountingDevice(DeviceType type) : type_(type) {}
   DataPtr allocate(size_t nbytes, Device device) override {
     void* p = std::malloc(nbytes == 0 ? 1 : nbytes);
-    return DataPtr(p, nullptr, [](void*, void* ptr) { std::free(ptr); }, device);
+    return DataPtr(
+        p, nullptr, [](void*, void* ptr) { std::free(ptr); }, device);
   }
   const DeviceType type_;
   std::atomic<int> syncs_[2] = {0, 0};
@@ -156,8 +157,7 @@ TEST_F(ProfilerTest, FallbackOnADeviceWithoutKernelsReportsCallsAndBytes) {
   const uint64_t bytes_per_call = 3 * n * sizeof(float);
   EXPECT_EQ(out.fallback_bytes, 2 * bytes_per_call);
   EXPECT_EQ(out.fallback_bytes, device.bytesToHost() + device.bytesFromHost());
-  EXPECT_EQ(Dispatcher::singleton().findOpOrThrow("bp::add.out").fallbackBytes(key) - global_bytes,
-            out.fallback_bytes);
+  EXPECT_EQ(Dispatcher::singleton().findOpOrThrow("bp::add.out").fallbackBytes(key) - global_bytes, out.fallback_bytes);
   EXPECT_THAT(report.summary(), HasSubstr("2 ops ran (4 calls): 0 native, 1 composite, 1 fell back (2 calls, 240 B "
                                           "copied); "));
 }
@@ -259,18 +259,22 @@ TEST_F(ProfilerTest, AnOpThatThrowsPropagatesItsErrorAndKeepsTheRecordsConsisten
   ASSERT_TRUE(lib.def("failing(Tensor x) -> Tensor").ok());
   ASSERT_TRUE(lib.def("outer(Tensor x) -> Tensor").ok());
   ASSERT_TRUE(lib.def("sleepy(Tensor x) -> Tensor").ok());
-  ASSERT_TRUE(lib.impl("failing", DispatchKey::CPU, [](const Tensor&) -> Tensor {
-                   throw std::out_of_range("failing: index 7 is out of range");
-                 }).ok());
+  ASSERT_TRUE(lib.impl("failing", DispatchKey::CPU,
+                       [](const Tensor&) -> Tensor { throw std::out_of_range("failing: index 7 is out of range"); })
+                  .ok());
   auto failing = Dispatcher::singleton().findOpOrThrow("proftest::failing").typed<Tensor(const Tensor&)>();
-  ASSERT_TRUE(lib.impl("outer", DispatchKey::CPU, [failing](const Tensor& x) {
-                   Tensor y = add().call(x, x, 1);
-                   return failing.call(y);
-                 }).ok());
-  ASSERT_TRUE(lib.impl("sleepy", DispatchKey::CPU, [](const Tensor& x) {
-                   std::this_thread::sleep_for(milliseconds(20));
-                   return x;
-                 }).ok());
+  ASSERT_TRUE(lib.impl("outer", DispatchKey::CPU,
+                       [failing](const Tensor& x) {
+                         Tensor y = add().call(x, x, 1);
+                         return failing.call(y);
+                       })
+                  .ok());
+  ASSERT_TRUE(lib.impl("sleepy", DispatchKey::CPU,
+                       [](const Tensor& x) {
+                         std::this_thread::sleep_for(milliseconds(20));
+                         return x;
+                       })
+                  .ok());
   auto outer = Dispatcher::singleton().findOpOrThrow("proftest::outer").typed<Tensor(const Tensor&)>();
   auto sleepy = Dispatcher::singleton().findOpOrThrow("proftest::sleepy").typed<Tensor(const Tensor&)>();
 

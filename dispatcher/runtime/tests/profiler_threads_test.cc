@@ -14,8 +14,8 @@
 
 #include "backplane/dispatch/dispatcher.h"
 #include "backplane/dispatch/library.h"
-#include "backplane/runtime/profiler.h"
 #include "backplane/ops/tensor.h"
+#include "backplane/runtime/profiler.h"
 
 namespace backplane {
 namespace {

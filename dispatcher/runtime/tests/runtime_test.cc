@@ -180,9 +180,11 @@ TEST(Runtime, AnOrderWithoutAvailableTypesIsAnError) {
   absl::StatusOr<Device> d = rt.resolve("auto");
   ASSERT_FALSE(d.ok());
   EXPECT_THAT(d.status().message(), HasSubstr("none of the device types tried (cuda, hip) has a device"));
-  EXPECT_THAT(errorOf([] { RuntimeOptions o;
-    o.auto_order = {"CUDA"};
-    Runtime bad(o); }),
+  EXPECT_THAT(errorOf([] {
+                RuntimeOptions o;
+                o.auto_order = {"CUDA"};
+                Runtime bad(o);
+              }),
               HasSubstr("'CUDA' is neither a device type name"));
 }
 

@@ -185,8 +185,8 @@ enum {
   BP_VALUE_INT_LIST = 8,
   BP_VALUE_DOUBLE_LIST = 9,
   BP_VALUE_BOOL_LIST = 10,
-  BP_VALUE_TENSOR_LIST = 11,          /* entries never NULL */
-  BP_VALUE_OPTIONAL_TENSOR_LIST = 12  /* NULL entries are None */
+  BP_VALUE_TENSOR_LIST = 11,         /* entries never NULL */
+  BP_VALUE_OPTIONAL_TENSOR_LIST = 12 /* NULL entries are None */
 };
 
 /* One argument or return. In arguments everything is borrowed for the call.
@@ -278,9 +278,9 @@ typedef struct BP_KernelDesc {
 
 typedef struct BP_DeviceProperties {
   size_t struct_size;
-  char name[128];           /* "NVIDIA H100 80GB HBM3" */
-  uint64_t total_memory;    /* bytes; 0 if unknown */
-  int32_t compute_major;    /* vendor-defined capability, 0 if none */
+  char name[128];        /* "NVIDIA H100 80GB HBM3" */
+  uint64_t total_memory; /* bytes; 0 if unknown */
+  int32_t compute_major; /* vendor-defined capability, 0 if none */
   int32_t compute_minor;
   int32_t multiprocessor_count;
 } BP_DeviceProperties;
@@ -311,8 +311,8 @@ typedef struct BP_DeviceTypeDesc {
   void (*deallocate)(void* ctx, int32_t device, void* ptr);
   BP_Error* (*copy_host_to_device)(void* ctx, int32_t device, void* dst, const void* src, size_t nbytes);
   BP_Error* (*copy_device_to_host)(void* ctx, int32_t device, void* dst, const void* src, size_t nbytes);
-  BP_Error* (*copy_device_to_device)(void* ctx, int32_t dst_device, void* dst, int32_t src_device,
-                                     const void* src, size_t nbytes);
+  BP_Error* (*copy_device_to_device)(void* ctx, int32_t dst_device, void* dst, int32_t src_device, const void* src,
+                                     size_t nbytes);
   BP_Error* (*memset)(void* ctx, int32_t device, void* dst, uint8_t value, size_t nbytes);
   BP_Error* (*synchronize)(void* ctx, int32_t device);
   BP_Error* (*stream_create)(void* ctx, int32_t device, BP_Stream** out);
@@ -350,7 +350,7 @@ typedef struct BP_DeviceTypeDesc {
 /* A tensor's metadata. Pointers are borrowed: valid while the tensor lives. */
 typedef struct BP_TensorInfo {
   size_t struct_size;
-  void* data;             /* address of the first element (storage + offset) */
+  void* data; /* address of the first element (storage + offset) */
   const int64_t* sizes;
   const int64_t* strides; /* in elements */
   int64_t dim;
@@ -380,8 +380,7 @@ typedef struct BP_HostApi {
 
   /* Registration (during init only). Each registration belongs to `plugin`
    * and is undone when the plugin is unloaded or its init fails. */
-  BP_Error* (*register_device_type)(BP_Plugin* plugin, const BP_DeviceTypeDesc* desc,
-                                    int32_t* out_device_type);
+  BP_Error* (*register_device_type)(BP_Plugin* plugin, const BP_DeviceTypeDesc* desc, int32_t* out_device_type);
   BP_Error* (*def)(BP_Plugin* plugin, const char* schema);
   /* `op` is "ns::name.overload", or "name.overload" for the standard
    * namespace. device_type 0 is cpu. `op` must be defined (by this plugin,
@@ -420,8 +419,8 @@ typedef struct BP_HostApi {
    * the lower keys passes call->dispatch_keys & ((1ull << (1 + t)) - 1), the
    * keys below its own. On error, `returns` are released and set to NONE by the host
    * (the same holds for op_call). */
-  BP_Error* (*op_redispatch)(const BP_Operator* op, uint64_t dispatch_keys, const BP_Value* args,
-                             size_t num_args, BP_Value* returns, size_t num_returns);
+  BP_Error* (*op_redispatch)(const BP_Operator* op, uint64_t dispatch_keys, const BP_Value* args, size_t num_args,
+                             BP_Value* returns, size_t num_returns);
 
   /* --- Added in ABI 1.1 (check struct_size before use when built for 1.0). */
 

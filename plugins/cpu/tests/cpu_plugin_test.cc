@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 
 #include "backplane/dispatch/dispatcher.h"
-#include "backplane/runtime/plugin_registry.h"
 #include "backplane/ops/tensor.h"
+#include "backplane/runtime/plugin_registry.h"
 #include "test_device.h"
 
 namespace backplane {

@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "backplane/core/error.h"
-#include "backplane/ops/tensor.h"
 #include "backplane/dispatch/dispatcher.h"
 #include "backplane/ops/ops.h"
+#include "backplane/ops/tensor.h"
 #include "backplane/runtime/runtime.h"
 #include "gpu_test_util.h"
 
@@ -30,7 +30,6 @@ using ::testing::HasSubstr;
 
 class GpusimKernelsTest : public gpu_test::GpusimSuite {
  protected:
-
 };
 
 using DrawFn = Tensor (*)(const Tensor&, uint64_t seed, uint64_t offset);
@@ -65,7 +64,8 @@ TEST_F(GpusimKernelsTest, PhiloxDrawsEqualTheCpuPluginsForASeedInEveryDtypeAndLa
   const std::vector<Case> cases = {
       {"bp::_philox_uniform_", &uniformDraw, floats},
       {"bp::_philox_normal_", &normalDraw, floats},
-      {"bp::_philox_bernoulli_", &bernoulliDraw,
+      {"bp::_philox_bernoulli_",
+       &bernoulliDraw,
        {ScalarType::Bool, ScalarType::UInt8, ScalarType::Int8, ScalarType::Int32, ScalarType::Int64,
         ScalarType::Float16, ScalarType::BFloat16, ScalarType::Float32, ScalarType::Float64}},
   };
@@ -272,9 +272,9 @@ TEST_F(GpusimKernelsTest, OutOfRangeIndexValuesAreErrorsNamingTheFirstOne) {
     FAIL() << "index_select with index 7 along a dimension of size 4 did not throw";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), absl::StatusCode::kOutOfRange);
-    EXPECT_THAT(e.message(), AllOf(HasSubstr("bp::index_select.out: index 7 (element 2 of 'index')"),
-                                   HasSubstr("dimension 0 of 'self', which has size 4"),
-                                   HasSubstr("valid indices are 0 to 3")));
+    EXPECT_THAT(e.message(),
+                AllOf(HasSubstr("bp::index_select.out: index 7 (element 2 of 'index')"),
+                      HasSubstr("dimension 0 of 'self', which has size 4"), HasSubstr("valid indices are 0 to 3")));
   }
   // gather checks every element, and in-range indices still work after a failure.
   const Tensor good = tensorFromVector<int64_t>({2, 0, 1, 1, 2, 0}, {2, 3}, sim());

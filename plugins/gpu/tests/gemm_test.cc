@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "backplane/ops/tensor.h"
 #include "backplane/dispatch/dispatcher.h"
 #include "backplane/ops/ops.h"
+#include "backplane/ops/tensor.h"
 #include "backplane/runtime/runtime.h"
 #include "gpu_test_util.h"
 
@@ -75,7 +75,10 @@ class GemmTest : public ::testing::TestWithParam<GpuPlugin> {
   Tensor operand(std::vector<int64_t> sizes, ScalarType dtype) const { return randn(sizes).to(dtype).to(dev_); }
 
   void setAllowTf32(bool allow) const {
-    Dispatcher::singleton().findOpOrThrow(std::string(GetParam().type) + "::set_allow_tf32").typed<void(bool)>().call(allow);
+    Dispatcher::singleton()
+        .findOpOrThrow(std::string(GetParam().type) + "::set_allow_tf32")
+        .typed<void(bool)>()
+        .call(allow);
   }
   bool allowTf32() const {
     return Dispatcher::singleton().findOpOrThrow(std::string(GetParam().type) + "::allow_tf32").typed<bool()>().call();
@@ -108,7 +111,7 @@ TEST_P(GemmTest, IntegerProductsWrapLikeTheCpu) {
 }
 
 TEST_P(GemmTest, TransposedAndSlicedOperandsAndOutputs) {
-  Tensor a = operand({33, 67}, kF32).t();                         // column-major
+  Tensor a = operand({33, 67}, kF32).t();                                // column-major
   Tensor b = operand({129, 66}, kF32).slice(1, 0, std::nullopt, 2).t();  // [33, 129], neither layout
   expectProductClose(mm(a, b), reference(a, b), kF32, 33);
   // An output in no BLAS layout: every other column of a wider matrix.

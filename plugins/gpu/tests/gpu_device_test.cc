@@ -16,11 +16,11 @@
 
 #include "backplane/core/error.h"
 #include "backplane/dispatch/dispatcher.h"
-#include "backplane/ops/random.h"
 #include "backplane/ops/ops.h"
+#include "backplane/ops/random.h"
+#include "backplane/ops/tensor.h"
 #include "backplane/runtime/runtime.h"
 #include "backplane/runtime/stream.h"
-#include "backplane/ops/tensor.h"
 #include "gpu_test_util.h"
 
 namespace backplane {
@@ -203,7 +203,8 @@ TEST_P(GpuDeviceTest, StreamsOrderedByAnEvent) {
   EXPECT_EQ(std::count(vc.begin(), vc.end(), 5.0f), n);
 }
 
-INSTANTIATE_TEST_SUITE_P(Built, GpuDeviceTest, ::testing::ValuesIn(gpu_test::builtPlugins(gpu_test::WithSimulator::kNo)),
+INSTANTIATE_TEST_SUITE_P(Built, GpuDeviceTest,
+                         ::testing::ValuesIn(gpu_test::builtPlugins(gpu_test::WithSimulator::kNo)),
                          [](const ::testing::TestParamInfo<GpuPlugin>& info) { return std::string(info.param.type); });
 
 }  // namespace

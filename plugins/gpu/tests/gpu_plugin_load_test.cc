@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "backplane/core/error.h"
-#include "backplane/ops/tensor.h"
 #include "backplane/ops/ops.h"
+#include "backplane/ops/tensor.h"
 #include "backplane/runtime/runtime.h"
 #include "gpu_test_util.h"
 
@@ -28,9 +28,7 @@ using gpu_test::GpuPlugin;
 
 class GpuPluginLoadTest : public ::testing::TestWithParam<GpuPlugin> {
  protected:
-  void SetUp() override {
-    rt_ = gpu_test::runtimeWith(GetParam().path);
-  }
+  void SetUp() override { rt_ = gpu_test::runtimeWith(GetParam().path); }
   int deviceCount() const {
     int n = 0;
     for (const DeviceInfo& d : rt_->devices()) n += d.device.str().rfind(std::string(GetParam().type) + ":", 0) == 0;
@@ -115,7 +113,8 @@ TEST_P(GpuPluginLoadTest, CliListsTheDevicesOrTheReason) {
   EXPECT_THAT(out, HasSubstr("streams: yes, events: yes")) << "the GPU plugins have streams and events\n" << out;
 }
 
-INSTANTIATE_TEST_SUITE_P(Built, GpuPluginLoadTest, ::testing::ValuesIn(gpu_test::builtPlugins(gpu_test::WithSimulator::kNo)),
+INSTANTIATE_TEST_SUITE_P(Built, GpuPluginLoadTest,
+                         ::testing::ValuesIn(gpu_test::builtPlugins(gpu_test::WithSimulator::kNo)),
                          [](const ::testing::TestParamInfo<GpuPlugin>& info) { return std::string(info.param.type); });
 
 }  // namespace

@@ -23,8 +23,8 @@
 
 #include "backplane/core/error.h"
 #include "backplane/dispatch/dispatcher.h"
-#include "backplane/ops/standard_ops.h"
 #include "backplane/ops/ops.h"
+#include "backplane/ops/standard_ops.h"
 #include "backplane/testing/fault_tally.h"
 #include "gpu_test_util.h"
 

@@ -17,9 +17,9 @@
 #include "backplane/core/error.h"
 #include "backplane/dispatch/dispatcher.h"
 #include "backplane/ops/ops.h"
+#include "backplane/ops/tensor.h"
 #include "backplane/runtime/runtime.h"
 #include "backplane/runtime/stream.h"
-#include "backplane/ops/tensor.h"
 #include "gpu_test_util.h"
 
 namespace backplane {

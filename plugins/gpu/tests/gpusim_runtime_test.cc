@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "backplane/core/error.h"
-#include "backplane/ops/tensor.h"
 #include "backplane/dispatch/dispatcher.h"
 #include "backplane/ops/ops.h"
+#include "backplane/ops/tensor.h"
 #include "backplane/runtime/runtime.h"
 #include "gpu_test_util.h"
 

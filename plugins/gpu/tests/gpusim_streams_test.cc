@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "backplane/core/error.h"
-#include "backplane/ops/tensor.h"
 #include "backplane/dispatch/dispatcher.h"
 #include "backplane/ops/ops.h"
+#include "backplane/ops/tensor.h"
 #include "backplane/runtime/runtime.h"
 #include "backplane/runtime/stream.h"
 #include "gpu_test_util.h"
@@ -187,7 +187,7 @@ TEST_F(GpusimStreamsTest, AFreedBlockIsNotReusedOnAnotherStreamBeforeItsWorkIsDo
     StreamGuard on(side);
     Tensor a = full({kN}, 1.0, {.device = dev_});  // queued on side
     out = a * 2.0;                                 // queued on side
-  }  // `a` is freed on side, its fill and read still queued
+  }                                                // `a` is freed on side, its fill and read still queued
   const int64_t hits = stat("cache_hits");
   Tensor c = full({kN}, 5.0, {.device = dev_});  // the default stream, the same size class as `a`
   EXPECT_EQ(stat("cache_hits"), hits + 1) << "the block is reused, after the side stream's work";
@@ -205,7 +205,7 @@ TEST_F(GpusimStreamsTest, ABlockFreedFromAnotherStreamWaitsForThatStreamsWork) {
   Tensor a = full({kN}, 1.0, {.device = dev_});  // the default stream: done now
   {
     StreamGuard on(side);
-    out = a * 2.0;                  // queued on side
+    out = a * 2.0;                // queued on side
     Tensor dying = std::move(a);  // freed at the end of the scope, while side is current
   }
   Tensor c = full({kN}, 5.0, {.device = dev_});  // the default stream; may take a's block

@@ -17,9 +17,9 @@
 
 #include "backplane/dispatch/dispatcher.h"
 #include "backplane/ops/ops.h"
+#include "backplane/ops/tensor.h"
 #include "backplane/runtime/runtime.h"
 #include "backplane/runtime/stream.h"
-#include "backplane/ops/tensor.h"
 
 #ifndef BACKPLANE_GPUSIM_PLUGIN_PATH
 #error "BACKPLANE_GPUSIM_PLUGIN_PATH must name the simulator plugin"

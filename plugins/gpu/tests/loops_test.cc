@@ -60,8 +60,9 @@ TEST(LoopPath, AMisalignedPointerTakesTheUnrolledPath) {
 TEST(LoopPath, AnythingButOneUnitStrideDimensionIsStrided) {
   alignas(16) static float a[256], out[256];
   const Operand<float> in{a, 0};
-  EXPECT_EQ(chooseLoopPath(walk3({4, 16}, {{{16, 1}, {1, 4}, {16, 1}}}), out, in, in), LoopPath::kStrided);  // transposed
-  EXPECT_EQ(chooseLoopPath(walk3({64}, {{{1}, {2}, {1}}}), out, in, in), LoopPath::kStrided);  // every other element
+  EXPECT_EQ(chooseLoopPath(walk3({4, 16}, {{{16, 1}, {1, 4}, {16, 1}}}), out, in, in),
+            LoopPath::kStrided);                                                                // transposed
+  EXPECT_EQ(chooseLoopPath(walk3({64}, {{{1}, {2}, {1}}}), out, in, in), LoopPath::kStrided);   // every other element
   EXPECT_EQ(chooseLoopPath(walk3({64}, {{{1}, {-1}, {1}}}), out, in, in), LoopPath::kStrided);  // reversed
   EXPECT_EQ(chooseLoopPath(walk3({4, 16}, {{{16, 1}, {1, 0}, {16, 1}}}), out, in, in), LoopPath::kStrided);  // a column
   // One element: any strides.
@@ -84,8 +85,8 @@ TEST(ElementwiseLoop, EveryPathComputesEveryElementOnce) {
     for (int shift : {0, 1}) {
       for (int second : {0, 1, 2}) {  // dense, stride 0, scalar
         for (unsigned grid : {1u, 3u}) {
-          SCOPED_TRACE(testing::Message() << "n=" << n << " shift=" << shift << " second=" << second
-                                          << " grid=" << grid);
+          SCOPED_TRACE(testing::Message()
+                       << "n=" << n << " shift=" << shift << " second=" << second << " grid=" << grid);
           std::vector<float> xs(static_cast<size_t>(n + 1)), ys(static_cast<size_t>(n + 1));
           std::iota(xs.begin(), xs.end(), 0.5f);
           std::iota(ys.begin(), ys.end(), -100.0f);
@@ -136,7 +137,6 @@ TEST(ElementwiseLoop, NarrowResultsOfWideInputsVectorizeTogether) {
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(out[i], xs[i] > 0) << "element " << i;
 }
 
-
 // Note [One-pass rows]: 32 KiB of cached values beside the kernel's static
 // buffer, within the device's shared memory.
 TEST(RowCache, RowsFitWhileTheBlocksRowsTakeAtMost32KiB) {
@@ -161,9 +161,9 @@ TEST(RowCache, RowsFitWhileTheBlocksRowsTakeAtMost32KiB) {
 // least kSplitMinElements long.
 TEST(SplitReductions, FewLongRowsSplitToFillTheDevice) {
   const int h100 = 132;
-  EXPECT_EQ(splitsFor(1, int64_t{16} << 20, h100), h100 * kSplitBlocksPerSm);  // sum of 16M elements
+  EXPECT_EQ(splitsFor(1, int64_t{16} << 20, h100), h100 * kSplitBlocksPerSm);           // sum of 16M elements
   EXPECT_EQ(splitsFor(4, int64_t{4} << 20, h100), (h100 * kSplitBlocksPerSm + 3) / 4);  // [4, 4M] -> [4]
-  EXPECT_EQ(splitsFor(1, 3 * kSplitMinElements + 5, h100), 3);  // parts stay long
+  EXPECT_EQ(splitsFor(1, 3 * kSplitMinElements + 5, h100), 3);                          // parts stay long
   EXPECT_EQ(splitsFor(1, 2 * kSplitMinElements - 1, h100), 1);
   EXPECT_EQ(splitsFor(h100 * kSplitBlocksPerSm, int64_t{1} << 30, h100), 1);  // enough rows already
   EXPECT_EQ(splitsFor(3, 40000, 4), 11);  // the simulator's 4 multiprocessors: what the host tests run

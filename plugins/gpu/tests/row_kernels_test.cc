@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "backplane/ops/tensor.h"
 #include "backplane/dispatch/dispatcher.h"
 #include "backplane/ops/ops.h"
+#include "backplane/ops/tensor.h"
 #include "backplane/runtime/runtime.h"
 #include "gpu_test_util.h"
 
@@ -34,8 +34,8 @@ class GpusimRowKernelsTest : public gpu_test::GpusimSuite {
         ASSERT_TRUE(std::isnan(g[i])) << "element " << i << ": got " << g[i] << ", want NaN";
         continue;
       }
-      ASSERT_LE(std::abs(g[i] - w[i]), atol + rtol * std::abs(w[i])) << "element " << i << ": got " << g[i]
-                                                                     << ", want " << w[i];
+      ASSERT_LE(std::abs(g[i] - w[i]), atol + rtol * std::abs(w[i]))
+          << "element " << i << ": got " << g[i] << ", want " << w[i];
     }
   }
 
@@ -43,7 +43,8 @@ class GpusimRowKernelsTest : public gpu_test::GpusimSuite {
   // would lose it) and a spread that exercises exp.
   static Tensor rowsOf(int64_t rows, int64_t n, ScalarType dtype, double offset) {
     std::vector<float> v(static_cast<size_t>(rows * n));
-    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(offset + static_cast<double>((i * 2654435761u) % 1000) / 97.0);
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = static_cast<float>(offset + static_cast<double>((i * 2654435761u) % 1000) / 97.0);
     return Tensor(tensorFromVector<float>(v, {rows, n}, cpu())).to(dtype);
   }
 };
@@ -72,8 +73,8 @@ TEST_F(GpusimRowKernelsTest, SoftmaxAndLayerNormRowsInAndBeyondTheRowCacheMatchT
       expectClose(softmax(xs, 0), softmax(x, 0), c.atol, c.rtol);
       const Tensor big = rowsOf(rows, n, c.dtype, 100.0);
       const Tensor w = rowsOf(1, n, c.dtype, 0.5).reshape({n}), b = rowsOf(1, n, c.dtype, -3.0).reshape({n});
-      expectClose(layer_norm(big.to(sim()), {n}, w.to(sim()), b.to(sim())), layer_norm(big, {n}, w, b),
-                  c.atol * 100, c.rtol * 10);
+      expectClose(layer_norm(big.to(sim()), {n}, w.to(sim()), b.to(sim())), layer_norm(big, {n}, w, b), c.atol * 100,
+                  c.rtol * 10);
     }
   }
   // NaN and infinities keep the rules of Note [GPU reduction arithmetic]
@@ -110,8 +111,8 @@ TEST_F(GpusimRowKernelsTest, LargeOffsetSmallSpreadMatchesFloat64) {
 // 40000 reduced elements: past kSplitMinElements twice over, with few
 // outputs, so every reduction here is split across blocks on the simulator.
 TEST_F(GpusimRowKernelsTest, LongReductionsSplitAcrossBlocksMatchTheCpu) {
-  for (const char* op : {"bp::sum.IntList_out", "bp::mean.out", "bp::amax.out", "bp::argmax.out",
-                         "bp::var.correction_out"})
+  for (const char* op :
+       {"bp::sum.IntList_out", "bp::mean.out", "bp::amax.out", "bp::argmax.out", "bp::var.correction_out"})
     expectNative(op);
   const int64_t n = 40000;
   for (ScalarType dtype : {ScalarType::Float32, ScalarType::Float16, ScalarType::Int64}) {

@@ -193,15 +193,16 @@ TEST(Simt, AHostThreadThatLaunchedLeavesNoPoisonedMemoryWhenItExits) {
 #else
   constexpr int kThreads = 1024;
   std::vector<int> in(kThreads, 1), out(1, -1);
-  std::thread([&] { bp_gpu::launch(&blockSum<kThreads>, 1, kThreads, 0, nullptr, in.data(), out.data(), kThreads); })
-      .join();
+  std::thread([&] {
+    bp_gpu::launch(&blockSum<kThreads>, 1, kThreads, 0, nullptr, in.data(), out.data(), kThreads);
+  }).join();
   ASSERT_EQ(out[0], kThreads);
-  constexpr size_t kChunk = 64 * 1024;       // divides every fiber stack size
+  constexpr size_t kChunk = 64 * 1024;        // divides every fiber stack size
   constexpr size_t kCover = size_t{1} << 30;  // twice the 1024 stacks of 512 KiB an ASan build maps
   std::vector<void*> maps;
   for (size_t mapped = 0; mapped < kCover; mapped += kChunk) {
-    const long p = syscall(SYS_mmap, nullptr, kChunk, PROT_READ | PROT_WRITE,
-                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    const long p =
+        syscall(SYS_mmap, nullptr, kChunk, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     ASSERT_NE(reinterpret_cast<void*>(p), MAP_FAILED);
     maps.push_back(reinterpret_cast<void*>(p));
   }

@@ -10,8 +10,8 @@
 
 #include "backplane/dispatch/dispatcher.h"
 #include "backplane/ops/ops.h"
-#include "backplane/runtime/runtime.h"
 #include "backplane/ops/tensor.h"
+#include "backplane/runtime/runtime.h"
 #include "gpu_test_util.h"
 
 namespace backplane {

@@ -46,9 +46,15 @@ struct Layout {
 const std::vector<Layout>& layouts() {
   static const std::vector<Layout> all = {
       {"transpose", [](const Tensor& t) { return t.transpose(0, 3); }},
-      {"heads", [](const Tensor& t) { return t.permute({0, 2, 1, 3}); }},
+      {"heads",
+       [](const Tensor& t) {
+         return t.permute({0, 2, 1, 3});
+       }},
       {"step 2", [](const Tensor& t) { return t.slice(3, 0, 5, 2); }},
-      {"broadcast", [](const Tensor& t) { return t.select(1, 1).unsqueeze(1).expand({2, 3, 4, 5}); }},
+      {"broadcast",
+       [](const Tensor& t) {
+         return t.select(1, 1).unsqueeze(1).expand({2, 3, 4, 5});
+       }},
   };
   return all;
 }
@@ -116,10 +122,14 @@ TEST_F(TransferTest, NumbersAndCpuScalarsReachTheDeviceAsKernelArgumentsInEveryD
   // Note [CPU scalars]: the value is filled on the device by its fill_
   // kernel, exactly, and no byte crosses.
   const std::vector<std::pair<ScalarType, Scalar>> cases = {
-      {ScalarType::Float32, Scalar(0.1)},          {ScalarType::Float64, Scalar(1.0 / 3.0)},
-      {ScalarType::Float16, Scalar(65504.0)},      {ScalarType::BFloat16, Scalar(-3.3895e38)},
-      {ScalarType::Int64, Scalar(int64_t{(int64_t{1} << 62) + 1})}, {ScalarType::Int32, Scalar(int64_t{-7})},
-      {ScalarType::Int8, Scalar(int64_t{-128})},  {ScalarType::UInt8, Scalar(int64_t{255})},
+      {ScalarType::Float32, Scalar(0.1)},
+      {ScalarType::Float64, Scalar(1.0 / 3.0)},
+      {ScalarType::Float16, Scalar(65504.0)},
+      {ScalarType::BFloat16, Scalar(-3.3895e38)},
+      {ScalarType::Int64, Scalar(int64_t{(int64_t{1} << 62) + 1})},
+      {ScalarType::Int32, Scalar(int64_t{-7})},
+      {ScalarType::Int8, Scalar(int64_t{-128})},
+      {ScalarType::UInt8, Scalar(int64_t{255})},
       {ScalarType::Bool, Scalar(true)}};
   for (const auto& [dtype, value] : cases) {
     SCOPED_TRACE(scalarTypeName(dtype));
@@ -151,10 +161,10 @@ TEST_F(TransferTest, MatrixProductsReadTransposedAndBroadcastOperandsThroughThei
         Dispatcher::singleton().findOpOrThrow("gpusim::activity_stat").typed<int64_t(std::string_view)>();
     return stat.call("kernel_launches");
   };
-  const Tensor a = randn({32, 64}).to(sim()).t();      // [64, 32], transposed
+  const Tensor a = randn({32, 64}).to(sim()).t();  // [64, 32], transposed
   const Tensor b = randn({32, 48}).to(sim());
   const Tensor x = randn({3, 64, 32}).to(sim());
-  const Tensor w = randn({48, 32}).to(sim());          // linear's weight, read as w.T
+  const Tensor w = randn({48, 32}).to(sim());  // linear's weight, read as w.T
   const Tensor bias = randn({48}).to(sim());
   const Tensor shared = randn({1, 32, 16}).to(sim());  // broadcast over x's batch
   struct Case {
@@ -165,7 +175,11 @@ TEST_F(TransferTest, MatrixProductsReadTransposedAndBroadcastOperandsThroughThei
   const std::vector<Case> cases = {
       {"mm of a transposed operand", [&] { return mm(a, b); }, 1},
       {"matmul folding a batch into rows", [&] { return matmul(x, b); }, 1},
-      {"matmul broadcasting a batch (stride 0)", [&] { return matmul(x, shared.expand({3, 32, 16})); }, 1},
+      {"matmul broadcasting a batch (stride 0)",
+       [&] {
+         return matmul(x, shared.expand({3, 32, 16}));
+       },
+       1},
       {"bmm of transposed matrices", [&] { return bmm(x.transpose(1, 2), x); }, 1},
       {"addmm", [&] { return addmm(bias, a, b); }, 2},
       {"linear", [&] { return linear(x, w, bias); }, 2},

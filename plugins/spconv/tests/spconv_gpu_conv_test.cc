@@ -25,8 +25,8 @@
 
 #include "backplane/core/transfers.h"
 #include "backplane/dispatch/dispatcher.h"
-#include "backplane/runtime/plugin_registry.h"
 #include "backplane/ops/tensor.h"
+#include "backplane/runtime/plugin_registry.h"
 #include "spconv_ops.h"
 
 namespace backplane {

@@ -20,8 +20,8 @@
 
 #include "backplane/core/transfers.h"
 #include "backplane/dispatch/dispatcher.h"
-#include "backplane/runtime/plugin_registry.h"
 #include "backplane/ops/tensor.h"
+#include "backplane/runtime/plugin_registry.h"
 #include "backplane/testing/errors.h"
 #include "spconv_ops.h"
 

@@ -17,10 +17,9 @@ namespace {
 // BACKPLANE_DETERMINISTIC is read by the GPU plugin when it loads: the
 // deterministic mode starts on (SpconvGpuConv.TheEnvironmentSetsTheInitialMode);
 // tests that need either mode set it.
-const auto* const kEnv =
-    &testing::addPluginEnvironment({BACKPLANE_CPU_PLUGIN_PATH, BACKPLANE_GPUSIM_PLUGIN_PATH,
-                                    BACKPLANE_SPCONV_PLUGIN_PATH})
-         .beforeLoad([] { setenv("BACKPLANE_DETERMINISTIC", "1", 1); });
+const auto* const kEnv = &testing::addPluginEnvironment(
+                              {BACKPLANE_CPU_PLUGIN_PATH, BACKPLANE_GPUSIM_PLUGIN_PATH, BACKPLANE_SPCONV_PLUGIN_PATH})
+                              .beforeLoad([] { setenv("BACKPLANE_DETERMINISTIC", "1", 1); });
 
 }  // namespace
 }  // namespace backplane

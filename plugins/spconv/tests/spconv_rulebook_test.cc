@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "backplane/dispatch/dispatcher.h"
-#include "backplane/runtime/plugin_registry.h"
 #include "backplane/ops/tensor.h"
+#include "backplane/runtime/plugin_registry.h"
 #include "backplane/testing/plugin_environment.h"
 #include "spconv_ops.h"
 

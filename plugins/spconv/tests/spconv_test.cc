@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "backplane/dispatch/dispatcher.h"
-#include "backplane/runtime/plugin_registry.h"
 #include "backplane/ops/tensor.h"
+#include "backplane/runtime/plugin_registry.h"
 #include "backplane/testing/errors.h"
 #include "spconv_ops.h"
 #include "test_device.h"
@@ -551,15 +551,15 @@ TEST_P(Spconv, BadSitesAreRejectedNamingTheFirstOffendingRow) {
               AllOf(HasSubstr("rows 1 and 3"), HasSubstr("(1, 2, 2, 2)"), HasSubstr("appear once")));
   EXPECT_THAT(build({{0, 1, 1, 1}, {0, 1, -1, 1}, {0, 9, 9, 9}}),
               AllOf(HasSubstr("row 1 = (0, 1, -1, 1)"), HasSubstr("y = -1 is negative")));
-  EXPECT_THAT(build({{0, 1, 1, 1}, {0, 1, 1, 6}}),
-              AllOf(HasSubstr("row 1"), HasSubstr("x = 6 is outside spatial_shape [4, 5, 6]"),
-                    HasSubstr("valid: 0 to 5")));
+  EXPECT_THAT(
+      build({{0, 1, 1, 1}, {0, 1, 1, 6}}),
+      AllOf(HasSubstr("row 1"), HasSubstr("x = 6 is outside spatial_shape [4, 5, 6]"), HasSubstr("valid: 0 to 5")));
   EXPECT_THAT(build({{0, 1, 1, 1}, {0, 1, 1, 2}, {2, 0, 0, 0}}),
               AllOf(HasSubstr("row 2"), HasSubstr("batch index 2 is >= batch_size 2")));
   EXPECT_THAT(build({{-1, 0, 0, 0}}), AllOf(HasSubstr("row 0"), HasSubstr("batch index -1 is negative")));
   EXPECT_THAT(testing::errorOf([&] {
-                getIndicePairs(tensorFromVector<int64_t>({0, 0, 0, 0}, {1, 4}, dev()), 1, {4, 4, 4}, g.kernel,
-                               g.stride, g.padding, g.dilation, false);
+                getIndicePairs(tensorFromVector<int64_t>({0, 0, 0, 0}, {1, 4}, dev()), 1, {4, 4, 4}, g.kernel, g.stride,
+                               g.padding, g.dilation, false);
               }),
               AllOf(HasSubstr("dtype int32"), HasSubstr("int64")));
   EXPECT_THAT(testing::errorOf([&] {
@@ -568,13 +568,21 @@ TEST_P(Spconv, BadSitesAreRejectedNamingTheFirstOffendingRow) {
               }),
               HasSubstr("shape [N, 4]"));
   const Tensor one = indicesOf({{0, 1, 1, 1}});
-  EXPECT_THAT(testing::errorOf([&] { getIndicePairs(one, 1, {4, 4, 4}, {2, 3, 3}, {1, 1, 1}, {0, 0, 0}, {1, 1, 1}, true); }),
+  EXPECT_THAT(testing::errorOf([&] {
+                getIndicePairs(one, 1, {4, 4, 4}, {2, 3, 3}, {1, 1, 1}, {0, 0, 0}, {1, 1, 1}, true);
+              }),
               HasSubstr("kernel sizes must be odd"));
-  EXPECT_THAT(testing::errorOf([&] { getIndicePairs(one, 1, {4, 4, 4}, {3, 3, 3}, {2, 2, 2}, {0, 0, 0}, {1, 1, 1}, true); }),
+  EXPECT_THAT(testing::errorOf([&] {
+                getIndicePairs(one, 1, {4, 4, 4}, {3, 3, 3}, {2, 2, 2}, {0, 0, 0}, {1, 1, 1}, true);
+              }),
               HasSubstr("stride must be 1"));
-  EXPECT_THAT(testing::errorOf([&] { getIndicePairs(one, 1, {4, 4, 4}, {5, 5, 5}, {1, 1, 1}, {0, 0, 0}, {1, 1, 1}, false); }),
+  EXPECT_THAT(testing::errorOf([&] {
+                getIndicePairs(one, 1, {4, 4, 4}, {5, 5, 5}, {1, 1, 1}, {0, 0, 0}, {1, 1, 1}, false);
+              }),
               HasSubstr("the kernel does not fit"));
-  EXPECT_THAT(testing::errorOf([&] { getIndicePairs(one, 1, {4, 0, 4}, {3, 3, 3}, {1, 1, 1}, {0, 0, 0}, {1, 1, 1}, false); }),
+  EXPECT_THAT(testing::errorOf([&] {
+                getIndicePairs(one, 1, {4, 0, 4}, {3, 3, 3}, {1, 1, 1}, {0, 0, 0}, {1, 1, 1}, false);
+              }),
               HasSubstr("spatial_shape values must be in [1, 2^31 - 1], got [4, 0, 4]"));
 }
 
@@ -584,8 +592,9 @@ TEST_P(Spconv, BadConvArgumentsAreRejected) {
   const int64_t n = static_cast<int64_t>(c.sites.size());
   auto [idx, p, num] = pairs(c, g, true);
   const Tensor f = floats(c.features, {n, 2});
-  EXPECT_THAT(testing::errorOf([&] { indiceConv(f, filters(randomValues(1, 27 * 3 * 2), g, 3, 2), p, num, n, false, true); }),
-              HasSubstr("take Cin = 3 channels but features have 2"));
+  EXPECT_THAT(
+      testing::errorOf([&] { indiceConv(f, filters(randomValues(1, 27 * 3 * 2), g, 3, 2), p, num, n, false, true); }),
+      HasSubstr("take Cin = 3 channels but features have 2"));
   const Tensor w1 = floats(randomValues(1, 2 * 2), {1, 1, 1, 2, 2});
   EXPECT_THAT(testing::errorOf([&] { indiceConv(f, w1, p, num, n, false, true); }),
               HasSubstr("indice_pairs has 27 kernel offsets but the filters have 1"));
@@ -611,11 +620,12 @@ TEST_P(Spconv, BadConvArgumentsAreRejected) {
       int32_t* list = bad.data() + (2 * k + row) * capacity;
       list[1] = list[0];
       const Tensor bad_pairs = tensorFromVector<int32_t>(bad, {27, 2, capacity}, dev());
-      const std::string expected =
-          "kernel offset " + std::to_string(k) + " uses " + (row == 0 ? "input" : "output") + " row " +
-          std::to_string(list[0]) + " twice";
+      const std::string expected = "kernel offset " + std::to_string(k) + " uses " + (row == 0 ? "input" : "output") +
+                                   " row " + std::to_string(list[0]) + " twice";
       EXPECT_THAT(testing::errorOf([&] { indiceConv(f, w, bad_pairs, num, n, false, false); }), HasSubstr(expected));
-      EXPECT_THAT(testing::errorOf([&] { indiceConvBackward(f, w, floats(want, {n, 2}), bad_pairs, num, false, false); }),
+      EXPECT_THAT(testing::errorOf([&] {
+                    indiceConvBackward(f, w, floats(want, {n, 2}), bad_pairs, num, false, false);
+                  }),
                   HasSubstr(expected));
       EXPECT_EQ(indiceConv(f, w, p, num, n, false, false).toVector<float>(), want);
     }
@@ -634,8 +644,8 @@ TEST_P(Spconv, HugeGridsUse64BitKeys) {
   std::vector<Site> small = cluster;
   for (Site& s : small)
     if (s[1] >= 1024) s[1] -= 1020;
-  auto [idx_s, p_s, num_s] = getIndicePairs(indicesOf(small), 1, {8, 8, 8}, g.kernel, g.stride, g.padding,
-                                            g.dilation, true);
+  auto [idx_s, p_s, num_s] =
+      getIndicePairs(indicesOf(small), 1, {8, 8, 8}, g.kernel, g.stride, g.padding, g.dilation, true);
   EXPECT_EQ(num.toVector<int32_t>(), num_s.toVector<int32_t>());
   EXPECT_EQ(p.toVector<int32_t>(), p_s.toVector<int32_t>());
   // A strided convolution far out in the grid: outputs decode from 64-bit keys.

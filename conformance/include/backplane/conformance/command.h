@@ -48,12 +48,12 @@ std::string providerOf(const Backend& b);
 
 // `backplane conformance`: certifies backends op by op (conformance.cc).
 struct ConformanceOptions {
-  std::vector<std::string> backends;  // --backend; empty: every backend with an interface
-  std::string ops;                    // --ops REGEX; empty: all
-  bool strict = false;                // --strict: a fallback counts as a failure
+  std::vector<std::string> backends;                 // --backend; empty: every backend with an interface
+  std::string ops;                                   // --ops REGEX; empty: all
+  bool strict = false;                               // --strict: a fallback counts as a failure
   std::optional<std::string> json, junit, markdown;  // report files
-  double timeout_s = 300;             // --timeout: per op, in the worker
-  bool progress = false;              // an op counter on stderr (a terminal)
+  double timeout_s = 300;                            // --timeout: per op, in the worker
+  bool progress = false;                             // an op counter on stderr (a terminal)
   // The device the op specs run on: --device N (default 0), or every device
   // of each backend with --all-devices (one run per device; the device API
   // checks, which cover every device, run with the first).

@@ -37,9 +37,9 @@ struct Result {
   // What served the op on the backend; none for a device check (no op).
   std::optional<KernelKind> kernel;
   Outcome outcome = Outcome::Pass;
-  int samples = 0;      // samples run
-  std::string sample;   // the failing sample's name
-  std::string message;  // what went wrong
+  int samples = 0;                              // samples run
+  std::string sample;                           // the failing sample's name
+  std::string message;                          // what went wrong
   double max_abs_error = 0, max_rel_error = 0;  // over the failing sample
   // Conformance certifies exactly what is declared (Note [Declared dtypes]):
   // for a native kernel that declares the dtypes it serves, those dtypes

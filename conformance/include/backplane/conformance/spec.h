@@ -28,8 +28,8 @@
 #include <string>
 #include <vector>
 
-#include "backplane/ops/tensor.h"
 #include "backplane/dispatch/ivalue.h"
+#include "backplane/ops/tensor.h"
 
 namespace backplane::conformance {
 
@@ -53,10 +53,10 @@ struct Tolerance {
 Tolerance defaultTolerance(ScalarType t);
 
 struct Sample {
-  std::string name;            // "broadcast [3,1] + [4]", "transposed", ...
-  std::vector<IValue> args;    // every argument of the schema, on the host
-  bool must_raise = false;     // the call must throw (bad shape, dtype, ...)
-  std::string raise_reason;    // what is wrong with it, for the report
+  std::string name;          // "broadcast [3,1] + [4]", "transposed", ...
+  std::vector<IValue> args;  // every argument of the schema, on the host
+  bool must_raise = false;   // the call must throw (bad shape, dtype, ...)
+  std::string raise_reason;  // what is wrong with it, for the report
 };
 
 using Reference = std::function<std::vector<Expected>(const Sample&)>;
@@ -67,16 +67,16 @@ using Reference = std::function<std::vector<Expected>(const Sample&)>;
 using Checker = std::function<std::string(const Sample&, const std::vector<Tensor>& host_results)>;
 
 struct OpSpec {
-  std::string op;              // "bp::add.Tensor"
-  std::string family;          // "elementwise", "reduction", ...
+  std::string op;      // "bp::add.Tensor"
+  std::string family;  // "elementwise", "reduction", ...
   std::function<std::vector<Sample>()> samples;
   // What each sample must return. With `check` set, only the shapes and
   // dtypes of the reference's results are compared (its values are
   // ignored) and `check` judges the values.
   Reference reference;
   Checker check;
-  std::string inplace;         // "bp::add_.Tensor", or empty
-  std::string out;             // "bp::add.out", or empty
+  std::string inplace;  // "bp::add_.Tensor", or empty
+  std::string out;      // "bp::add.out", or empty
   // Extra slack for a dtype (reductions over many elements, ...); else the
   // dtype's default.
   std::function<Tolerance(ScalarType, const Sample&)> tolerance;
@@ -92,7 +92,7 @@ class Rng {
  public:
   explicit Rng(uint64_t seed) : state_(seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull) {}
   uint64_t next();
-  double uniform(double lo, double hi);  // [lo, hi)
+  double uniform(double lo, double hi);     // [lo, hi)
   int64_t integer(int64_t lo, int64_t hi);  // [lo, hi]
 
  private:
@@ -102,7 +102,7 @@ uint64_t seedFor(const std::string& text);
 
 // Value ranges for random tensors.
 struct Range {
-  double lo = -2, hi = 2;  // floating dtypes: uniform in [lo, hi)
+  double lo = -2, hi = 2;     // floating dtypes: uniform in [lo, hi)
   int64_t ilo = -5, ihi = 5;  // integral dtypes: uniform in [ilo, ihi]
 };
 

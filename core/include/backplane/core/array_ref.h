@@ -40,7 +40,7 @@ class ArrayRef {
   ArrayRef(const std::vector<T, A>& v) : data_(v.data()), size_(v.size()) {}  // NOLINT
   template <size_t N, typename A>
   ArrayRef(const absl::InlinedVector<T, N, A>& v) : data_(v.data()), size_(v.size()) {}  // NOLINT
-  constexpr ArrayRef(std::span<const T> s) : data_(s.data()), size_(s.size()) {}  // NOLINT
+  constexpr ArrayRef(std::span<const T> s) : data_(s.data()), size_(s.size()) {}         // NOLINT
 
   constexpr const T* data() const { return data_; }
   constexpr size_t size() const { return size_; }

@@ -27,7 +27,6 @@ int64_t checkedNumel(IntArrayRef sizes);
 // Bytes a strided tensor spans from element 0 of its storage offset:
 // (storage_offset + 1 + sum((size_i - 1) * stride_i)) * element_size, or 0
 // when any size is 0. Strides must be >= 0.
-int64_t checkedStorageBytes(IntArrayRef sizes, IntArrayRef strides, int64_t storage_offset,
-                            int64_t element_size);
+int64_t checkedStorageBytes(IntArrayRef sizes, IntArrayRef strides, int64_t storage_offset, int64_t element_size);
 
 }  // namespace backplane

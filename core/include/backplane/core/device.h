@@ -49,9 +49,7 @@ struct Device {
   constexpr Device resolved() const { return Device(type, index < 0 ? 0 : index); }
   // "cpu", "cuda:1", "cuda" (index -1).
   std::string str() const;
-  friend constexpr bool operator==(Device a, Device b) {
-    return a.type == b.type && a.index == b.index;
-  }
+  friend constexpr bool operator==(Device a, Device b) { return a.type == b.type && a.index == b.index; }
 };
 
 std::ostream& operator<<(std::ostream& os, Device d);

@@ -22,8 +22,8 @@ namespace backplane {
 
 // What a device says about itself; zero/empty fields are unknown.
 struct DeviceProperties {
-  std::string name;           // "NVIDIA H100 80GB HBM3"; at least the device type's name
-  uint64_t total_memory = 0;  // bytes
+  std::string name;                          // "NVIDIA H100 80GB HBM3"; at least the device type's name
+  uint64_t total_memory = 0;                 // bytes
   int compute_major = 0, compute_minor = 0;  // vendor-defined capability
   int multiprocessor_count = 0;              // SMs, compute units, or hardware threads
 };
@@ -51,8 +51,7 @@ class DeviceInterface {
   // streams synchronises its current stream as needed). Errors throw Error.
   virtual void copyHostToDevice(void* dst, Device dst_device, const void* src, size_t nbytes) = 0;
   virtual void copyDeviceToHost(void* dst, const void* src, Device src_device, size_t nbytes) = 0;
-  virtual void copyDeviceToDevice(void* dst, Device dst_device, const void* src, Device src_device,
-                                  size_t nbytes) = 0;
+  virtual void copyDeviceToDevice(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes) = 0;
   virtual void memset(void* dst, Device device, uint8_t value, size_t nbytes) = 0;
   virtual void synchronize(Device device) = 0;
 
@@ -113,7 +112,6 @@ class DeviceInterface {
 // Copies `nbytes` between any two devices (either may be the host), picking
 // the right interface function; between two different non-host device types
 // the bytes go through a host buffer.
-void copyBytesBetweenDevices(void* dst, Device dst_device, const void* src, Device src_device,
-                             size_t nbytes);
+void copyBytesBetweenDevices(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes);
 
 }  // namespace backplane

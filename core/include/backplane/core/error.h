@@ -16,10 +16,8 @@ namespace backplane {
 // The one exception type thrown by Backplane's C++ API.
 class Error : public std::exception {
  public:
-  Error(absl::StatusCode code, std::string message)
-      : code_(code), message_(std::move(message)) {}
-  explicit Error(const absl::Status& status)
-      : code_(status.code()), message_(std::string(status.message())) {}
+  Error(absl::StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
+  explicit Error(const absl::Status& status) : code_(status.code()), message_(std::string(status.message())) {}
 
   absl::StatusCode code() const noexcept { return code_; }
   const std::string& message() const noexcept { return message_; }
@@ -60,17 +58,15 @@ absl::Status statusFromCurrentException();
 // when cond is false. The message parts are only evaluated on failure. For
 // what the caller passed in; a condition only a bug in Backplane can break
 // is a BP_INTERNAL_ASSERT.
-#define BP_CHECK(cond, ...)                                                     \
-  do {                                                                          \
-    if (!(cond)) [[unlikely]] {                                                 \
-      ::backplane::detail::throwError(::absl::StatusCode::kInvalidArgument,     \
-                                      ::backplane::strCat(__VA_ARGS__));             \
-    }                                                                           \
+#define BP_CHECK(cond, ...)                                                                                    \
+  do {                                                                                                         \
+    if (!(cond)) [[unlikely]] {                                                                                \
+      ::backplane::detail::throwError(::absl::StatusCode::kInvalidArgument, ::backplane::strCat(__VA_ARGS__)); \
+    }                                                                                                          \
   } while (0)
 
 // BP_THROW(code, parts...): throws Error(absl::StatusCode::code, ...).
-#define BP_THROW(code, ...) \
-  ::backplane::detail::throwError(::absl::StatusCode::code, ::backplane::strCat(__VA_ARGS__))
+#define BP_THROW(code, ...) ::backplane::detail::throwError(::absl::StatusCode::code, ::backplane::strCat(__VA_ARGS__))
 
 // BP_INTERNAL_ASSERT(cond, parts...): throws Error(kInternal) when cond is
 // false, with a message that names the condition, the file and line and

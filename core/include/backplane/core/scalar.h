@@ -25,8 +25,8 @@ class Scalar {
   Scalar(T v) : kind_(Kind::Double) {  // NOLINT
     v_.d = static_cast<double>(v);
   }
-  Scalar(Half v) : Scalar(static_cast<float>(v)) {}          // NOLINT
-  Scalar(BFloat16 v) : Scalar(static_cast<float>(v)) {}      // NOLINT
+  Scalar(Half v) : Scalar(static_cast<float>(v)) {}      // NOLINT
+  Scalar(BFloat16 v) : Scalar(static_cast<float>(v)) {}  // NOLINT
 
   Kind kind() const { return kind_; }
   bool isBool() const { return kind_ == Kind::Bool; }
@@ -40,18 +40,19 @@ class Scalar {
   // bfloat16 round to nearest even).
   template <typename T>
   T to() const {
-    if constexpr (std::is_same_v<T, bool>) return toBool();
+    if constexpr (std::is_same_v<T, bool>)
+      return toBool();
     else if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)
       return T(static_cast<float>(toDouble()));
-    else if constexpr (std::is_floating_point_v<T>) return static_cast<T>(toDouble());
-    else return kind_ == Kind::Double ? static_cast<T>(v_.d) : static_cast<T>(v_.i);
+    else if constexpr (std::is_floating_point_v<T>)
+      return static_cast<T>(toDouble());
+    else
+      return kind_ == Kind::Double ? static_cast<T>(v_.d) : static_cast<T>(v_.i);
   }
   // The dtype a 0-d tensor made from this scalar gets by default: bool,
   // int64 or float32 (PyTorch's default floating dtype is float32).
   ScalarType defaultType() const {
-    return kind_ == Kind::Bool ? ScalarType::Bool
-           : kind_ == Kind::Int ? ScalarType::Int64
-                                : ScalarType::Float32;
+    return kind_ == Kind::Bool ? ScalarType::Bool : kind_ == Kind::Int ? ScalarType::Int64 : ScalarType::Float32;
   }
   std::string str() const;
   friend bool operator==(const Scalar& a, const Scalar& b) {

@@ -116,8 +116,7 @@ constexpr size_t elementSize(ScalarType t) {
   switch (t) {
     case ScalarType::Bool:
     case ScalarType::UInt8:
-    case ScalarType::Int8:
-      return 1;
+    case ScalarType::Int8: return 1;
     case ScalarType::Float16:
     case ScalarType::BFloat16:
     case ScalarType::Int16:
@@ -134,8 +133,7 @@ constexpr size_t elementSize(ScalarType t) {
 
 // True for Float16, BFloat16, Float32, Float64 (PyTorch's isFloatingType).
 constexpr bool isFloatingType(ScalarType t) {
-  return t == ScalarType::Float16 || t == ScalarType::BFloat16 || t == ScalarType::Float32 ||
-         t == ScalarType::Float64;
+  return t == ScalarType::Float16 || t == ScalarType::BFloat16 || t == ScalarType::Float32 || t == ScalarType::Float64;
 }
 
 // True for UInt8, Int8, Int16, Int32, Int64, UInt16, UInt32, UInt64, and
@@ -236,8 +234,7 @@ template <typename F>
 decltype(auto) visitScalarType(ScalarType t, F&& f) {
   switch (t) {
 #define BACKPLANE_VISIT_CASE(cpp_type, name) \
-  case ScalarType::name:                     \
-    return std::forward<F>(f).template operator()<cpp_type>();
+  case ScalarType::name: return std::forward<F>(f).template operator()<cpp_type>();
     BACKPLANE_FORALL_SCALAR_TYPES(BACKPLANE_VISIT_CASE)
 #undef BACKPLANE_VISIT_CASE
   }

@@ -40,8 +40,7 @@ class TensorImpl final : public IntrusiveTarget {
  public:
   // Validates the layout against the storage: sizes and strides >= 0, offset
   // >= 0, and every element inside the storage. Throws Error otherwise.
-  TensorImpl(Storage storage, int64_t storage_offset, IntArrayRef sizes, IntArrayRef strides,
-             ScalarType dtype);
+  TensorImpl(Storage storage, int64_t storage_offset, IntArrayRef sizes, IntArrayRef strides, ScalarType dtype);
   // A fresh contiguous tensor over all of `storage` whose element count the
   // caller has computed and checked (emptyTensor): skips re-validating the
   // layout, which is most of the cost of creating a small tensor.
@@ -90,7 +89,7 @@ class TensorBase {
   int64_t dim() const { return static_cast<int64_t>(impl().sizes().size()); }
   IntArrayRef sizes() const { return impl().sizes(); }
   IntArrayRef strides() const { return impl().strides(); }
-  int64_t size(int64_t dim) const;    // negative dims count from the end
+  int64_t size(int64_t dim) const;  // negative dims count from the end
   int64_t stride(int64_t dim) const;
   int64_t numel() const { return impl().numel(); }
   ScalarType dtype() const { return impl().dtype(); }
@@ -114,8 +113,8 @@ class TensorBase {
   template <typename T>
   T* data_ptr() const {
     BP_CHECK(CppTypeToScalarType<std::remove_const_t<T>>::value == dtype(), "data_ptr<",
-             scalarTypeName(CppTypeToScalarType<std::remove_const_t<T>>::value),
-             ">() called on a tensor of dtype ", scalarTypeName(dtype()));
+             scalarTypeName(CppTypeToScalarType<std::remove_const_t<T>>::value), ">() called on a tensor of dtype ",
+             scalarTypeName(dtype()));
     return static_cast<T*>(data_ptr());
   }
 
@@ -130,18 +129,18 @@ class TensorBase {
   // --- Views (metadata only, share storage). Dims may be negative. Tensor
   // re-declares each returning Tensor, and adds reshape, flatten, contiguous
   // and clone, which may copy (Note [Views live in the core]).
-  TensorBase view(IntArrayRef sizes) const;        // one size may be -1; throws if not viewable
+  TensorBase view(IntArrayRef sizes) const;  // one size may be -1; throws if not viewable
   // view() when the layout allows one, else nullopt (reshape then copies).
   // Throws, naming `op`, when `sizes` does not fit numel().
   std::optional<TensorBase> tryView(IntArrayRef sizes, const char* op) const;
   TensorBase transpose(int64_t dim0, int64_t dim1) const;
-  TensorBase t() const;                            // transpose of a <= 2-d tensor
+  TensorBase t() const;  // transpose of a <= 2-d tensor
   TensorBase permute(IntArrayRef dims) const;
-  TensorBase slice(int64_t dim, std::optional<int64_t> start = std::nullopt,
-                   std::optional<int64_t> end = std::nullopt, int64_t step = 1) const;
+  TensorBase slice(int64_t dim, std::optional<int64_t> start = std::nullopt, std::optional<int64_t> end = std::nullopt,
+                   int64_t step = 1) const;
   TensorBase narrow(int64_t dim, int64_t start, int64_t length) const;
   TensorBase select(int64_t dim, int64_t index) const;
-  TensorBase expand(IntArrayRef sizes) const;      // -1 keeps a size; new dims go in front
+  TensorBase expand(IntArrayRef sizes) const;  // -1 keeps a size; new dims go in front
   TensorBase squeeze() const;
   TensorBase squeeze(int64_t dim) const;
   TensorBase unsqueeze(int64_t dim) const;
@@ -170,7 +169,8 @@ class TensorBase {
 
  private:
   const TensorImpl& impl() const {
-    if (!impl_) [[unlikely]] throwUndefined();
+    if (!impl_) [[unlikely]]
+      throwUndefined();
     return *impl_;
   }
   [[noreturn]] static void throwUndefined();
@@ -186,16 +186,15 @@ std::ostream& operator<<(std::ostream& os, const TensorBase& t);
 // resolved to 0). Throws if the device type has no interface or the index is
 // out of range.
 TensorBase emptyTensor(IntArrayRef sizes, ScalarType dtype = ScalarType::Float32,
-                   Device device = Device(DeviceType::CPU));
+                       Device device = Device(DeviceType::CPU));
 // Like emptyTensor with explicit strides (>= 0); storage covers every element.
 TensorBase emptyStridedTensor(IntArrayRef sizes, IntArrayRef strides, ScalarType dtype,
-                          Device device = Device(DeviceType::CPU));
+                              Device device = Device(DeviceType::CPU));
 
 // A tensor of `sizes` holding `values` (row-major) on `device`; the dtype is
 // T's. Throws if the count does not match the shape.
 template <typename T>
-TensorBase tensorFromVector(const std::vector<T>& values, IntArrayRef sizes,
-                        Device device = Device(DeviceType::CPU));
+TensorBase tensorFromVector(const std::vector<T>& values, IntArrayRef sizes, Device device = Device(DeviceType::CPU));
 
 // Copies the elements of `src` into `dst`: same dtype, same sizes, any
 // strides, any two devices, through the devices' byte copies. When one side
@@ -224,17 +223,19 @@ size_t spanBytes(const TensorBase& t);
 
 template <typename T>
 T TensorBase::item() const {
-  BP_CHECK(numel() == 1, "item() needs a tensor with exactly one element, but this one has ",
-           numel(), " (sizes ", ::backplane::ArrayRef<int64_t>(sizes()), ")");
+  BP_CHECK(numel() == 1, "item() needs a tensor with exactly one element, but this one has ", numel(), " (sizes ",
+           ::backplane::ArrayRef<int64_t>(sizes()), ")");
   alignas(8) unsigned char raw[8];
   readElementsToHost(raw);
   return visitScalarType(dtype(), [&]<typename S>() -> T {
     S v;
     std::memcpy(&v, raw, sizeof(S));
-    if constexpr (std::is_same_v<S, T>) return v;
+    if constexpr (std::is_same_v<S, T>)
+      return v;
     else if constexpr (std::is_same_v<S, Half> || std::is_same_v<S, BFloat16>)
       return Scalar(static_cast<float>(v)).template to<T>();
-    else return Scalar(v).template to<T>();
+    else
+      return Scalar(v).template to<T>();
   });
 }
 
@@ -247,12 +248,14 @@ std::vector<T> TensorBase::toVector() const {
     for (size_t i = 0; i < out.size(); ++i) {
       S v;
       std::memcpy(&v, raw.data() + i * sizeof(S), sizeof(S));
-      if constexpr (std::is_same_v<S, T>) out[i] = v;
+      if constexpr (std::is_same_v<S, T>)
+        out[i] = v;
       else if constexpr (std::is_same_v<S, Half> || std::is_same_v<S, BFloat16>)
         out[i] = Scalar(static_cast<float>(v)).template to<T>();
       else if constexpr (std::is_same_v<S, uint64_t> && !std::is_same_v<T, bool>)
         out[i] = static_cast<T>(v);  // a Scalar's int64 would wrap values from 2^63 on
-      else out[i] = Scalar(v).template to<T>();
+      else
+        out[i] = Scalar(v).template to<T>();
     }
   });
   return out;

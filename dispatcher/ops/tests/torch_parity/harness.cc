@@ -14,8 +14,8 @@
 #include <sstream>
 
 #include "backplane/dispatch/dispatcher.h"
-#include "backplane/runtime/plugin_registry.h"
 #include "backplane/ops/tensor.h"
+#include "backplane/runtime/plugin_registry.h"
 
 namespace backplane::torch_parity {
 namespace {

@@ -3,9 +3,9 @@
 // devices, device strings), the operators as functions and tensor methods,
 // streams and events, the per-op report, DLPack, and the random seed.
 
-#include "backplane/ops/random.h"  // IWYU pragma: export
-#include "backplane/runtime/dlpack.h"             // IWYU pragma: export
-#include "backplane/ops/ops.h"                // IWYU pragma: export
-#include "backplane/runtime/profiler.h"           // IWYU pragma: export
-#include "backplane/runtime/runtime.h"            // IWYU pragma: export
-#include "backplane/runtime/stream.h"             // IWYU pragma: export
+#include "backplane/ops/ops.h"           // IWYU pragma: export
+#include "backplane/ops/random.h"        // IWYU pragma: export
+#include "backplane/runtime/dlpack.h"    // IWYU pragma: export
+#include "backplane/runtime/profiler.h"  // IWYU pragma: export
+#include "backplane/runtime/runtime.h"   // IWYU pragma: export
+#include "backplane/runtime/stream.h"    // IWYU pragma: export

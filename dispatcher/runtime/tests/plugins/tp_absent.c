@@ -2,8 +2,8 @@
  * and allocating on it fails with the reason. */
 #include "tp_common.h"
 
-static const BP_PluginInfo tp_info = {BP_PluginInfo_STRUCT_SIZE, BP_PLUGIN_MAGIC, BP_ABI_MAJOR, BP_ABI_MINOR,
-                                      "tp_absent", "0.0.1"};
+static const BP_PluginInfo tp_info = {
+    BP_PluginInfo_STRUCT_SIZE, BP_PLUGIN_MAGIC, BP_ABI_MAJOR, BP_ABI_MINOR, "tp_absent", "0.0.1"};
 
 BP_EXPORT const BP_PluginInfo* backplane_plugin_query(void) { return &tp_info; }
 

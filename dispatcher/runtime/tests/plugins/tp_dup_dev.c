@@ -2,8 +2,8 @@
  * tp_dup_dev_b): the second one loaded is refused, naming the first. */
 #include "tp_common.h"
 
-static const BP_PluginInfo tp_info = {BP_PluginInfo_STRUCT_SIZE, BP_PLUGIN_MAGIC, BP_ABI_MAJOR, BP_ABI_MINOR,
-                                      TP_NAME, "0.0.1"};
+static const BP_PluginInfo tp_info = {
+    BP_PluginInfo_STRUCT_SIZE, BP_PLUGIN_MAGIC, BP_ABI_MAJOR, BP_ABI_MINOR, TP_NAME, "0.0.1"};
 
 BP_EXPORT const BP_PluginInfo* backplane_plugin_query(void) { return &tp_info; }
 

@@ -29,8 +29,8 @@
 
 namespace {
 
-const BP_PluginInfo kInfo = {BP_PluginInfo_STRUCT_SIZE, BP_PLUGIN_MAGIC, BP_ABI_MAJOR, BP_ABI_MINOR, "tp_good",
-                              "1.0.0"};
+const BP_PluginInfo kInfo = {
+    BP_PluginInfo_STRUCT_SIZE, BP_PLUGIN_MAGIC, BP_ABI_MAJOR, BP_ABI_MINOR, "tp_good", "1.0.0"};
 
 const BP_HostApi* g_host = nullptr;
 int32_t g_tpdev = -1;
@@ -68,8 +68,10 @@ class Arena {
   void deallocate(int32_t device, void* ptr) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = blocks_.find(reinterpret_cast<uint64_t>(ptr) - kBase);
-    if (it != blocks_.end() && it->second.device == device) blocks_.erase(it);
-    else bad_frees_++;
+    if (it != blocks_.end() && it->second.device == device)
+      blocks_.erase(it);
+    else
+      bad_frees_++;
   }
   // The host bytes behind device address [p, p + n) on `device`, or an error.
   BP_Error* resolve(int32_t device, const void* p, size_t n, const char* what, unsigned char** out) {
@@ -321,8 +323,7 @@ BP_Error* twice(void* ctx, const BP_KernelCall* call) {
 }
 
 BP_Error* init(const BP_HostApi* host, BP_Plugin* plugin) {
-  if (host->struct_size < BP_STRUCT_SIZE(BP_HostApi, op_redispatch) ||
-      host->abi_major != BP_ABI_MAJOR)
+  if (host->struct_size < BP_STRUCT_SIZE(BP_HostApi, op_redispatch) || host->abi_major != BP_ABI_MAJOR)
     return host->error_new(BP_FAILED_PRECONDITION, "tp_good: the host table is too old");
   g_host = host;
   if (!g_arena) g_arena = new Arena();
@@ -390,4 +391,3 @@ extern "C" BP_EXPORT void backplane_plugin_shutdown(BP_Plugin*) {
   g_host = nullptr;
   g_tpdev = -1;
 }
-

@@ -3,7 +3,7 @@
 #include "tp_common.h"
 
 static const BP_PluginInfo tp_info = {BP_PluginInfo_STRUCT_SIZE, BP_PLUGIN_MAGIC, BP_ABI_MAJOR, BP_ABI_MINOR,
-                                      "tp_init_error", "0.0.1"};
+                                      "tp_init_error",           "0.0.1"};
 
 BP_EXPORT const BP_PluginInfo* backplane_plugin_query(void) { return &tp_info; }
 

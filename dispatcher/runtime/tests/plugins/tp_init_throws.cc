@@ -5,8 +5,8 @@
 #include "backplane/plugin_api.h"
 
 namespace {
-const BP_PluginInfo kInfo = {BP_PluginInfo_STRUCT_SIZE, BP_PLUGIN_MAGIC, BP_ABI_MAJOR, BP_ABI_MINOR, "tp_init_throws",
-                             "0.0.1"};
+const BP_PluginInfo kInfo = {BP_PluginInfo_STRUCT_SIZE, BP_PLUGIN_MAGIC, BP_ABI_MAJOR, BP_ABI_MINOR,
+                             "tp_init_throws",          "0.0.1"};
 }  // namespace
 
 extern "C" BP_EXPORT const BP_PluginInfo* backplane_plugin_query(void) { return &kInfo; }

@@ -3,7 +3,7 @@
 #include "tp_common.h"
 
 static const BP_PluginInfo tp_info = {BP_PluginInfo_STRUCT_SIZE, BP_PLUGIN_MAGIC, BP_ABI_MAJOR, BP_ABI_MINOR,
-                                      "tp_kernel_error", "0.0.1"};
+                                      "tp_kernel_error",         "0.0.1"};
 
 static BP_Error* fail_kernel(void* ctx, const BP_KernelCall* call) {
   (void)ctx;

@@ -5,7 +5,7 @@
 int bp_missing_dep_value(void);
 
 static const BP_PluginInfo tp_info = {BP_PluginInfo_STRUCT_SIZE, BP_PLUGIN_MAGIC, BP_ABI_MAJOR, BP_ABI_MINOR,
-                                      "tp_missing_dep", "0.0.1"};
+                                      "tp_missing_dep",          "0.0.1"};
 
 BP_EXPORT const BP_PluginInfo* backplane_plugin_query(void) { return &tp_info; }
 

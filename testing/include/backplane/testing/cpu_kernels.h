@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "backplane/dispatch/library.h"
-#include "backplane/testing/errors.h"  // IWYU pragma: export
 #include "backplane/ops/tensor.h"
+#include "backplane/testing/errors.h"  // IWYU pragma: export
 
 namespace backplane::testing {
 

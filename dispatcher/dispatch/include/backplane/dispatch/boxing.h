@@ -15,11 +15,11 @@
 // cppSignatureForSchema().
 
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <tuple>
-#include <iterator>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -43,8 +43,8 @@ inline void addTensorKeys(uint64_t& bits, const TensorBase& t) {
 // itself is no kernel type: a kernel declared with it and a call spelled
 // with Tensor would share a signature string but not a C++ type.
 template <typename T>
-concept KernelTensor = std::is_base_of_v<TensorBase, T> && !std::is_same_v<T, TensorBase> &&
-                       sizeof(T) == sizeof(TensorBase);
+concept KernelTensor =
+    std::is_base_of_v<TensorBase, T> && !std::is_same_v<T, TensorBase> && sizeof(T) == sizeof(TensorBase);
 
 template <typename T>
 struct ArgTraits {
@@ -66,15 +66,17 @@ struct OptionalValueArg {
   using Canonical = std::optional<T>;
   static constexpr std::string_view name = Name;
   static void push(Stack& s, const std::optional<T>& v) {
-    if (v) s.emplace_back(*v);
-    else s.emplace_back();
+    if (v)
+      s.emplace_back(*v);
+    else
+      s.emplace_back();
   }
   static void addKeys(uint64_t&, const std::optional<T>&) {}
 };
 
-inline constexpr char kIntName[] = "int", kOptIntName[] = "int?", kFloatName[] = "float",
-                      kOptFloatName[] = "float?", kBoolName[] = "bool", kOptBoolName[] = "bool?",
-                      kScalarTypeName[] = "ScalarType", kOptScalarTypeName[] = "ScalarType?";
+inline constexpr char kIntName[] = "int", kOptIntName[] = "int?", kFloatName[] = "float", kOptFloatName[] = "float?",
+                      kBoolName[] = "bool", kOptBoolName[] = "bool?", kScalarTypeName[] = "ScalarType",
+                      kOptScalarTypeName[] = "ScalarType?";
 
 // Unboxing takes the tensors out of the argument IValues, which the boxed
 // adapter pops right after the call (KernelAdapter::boxedImpl).
@@ -98,8 +100,10 @@ struct ArgTraits<std::optional<T>> {
     return t.defined() ? std::optional<T>(T(std::move(t))) : std::nullopt;
   }
   static void push(Stack& s, const std::optional<T>& t) {
-    if (t && t->defined()) s.emplace_back(static_cast<const TensorBase&>(*t));
-    else s.emplace_back();
+    if (t && t->defined())
+      s.emplace_back(static_cast<const TensorBase&>(*t));
+    else
+      s.emplace_back();
   }
   static void addKeys(uint64_t& bits, const std::optional<T>& t) {
     if (t) addTensorKeys(bits, *t);
@@ -131,8 +135,10 @@ struct ArgTraits<ArrayRef<std::optional<T>>> {
     std::vector<std::optional<T>> out;
     out.reserve(list.size());
     for (std::optional<TensorBase>& t : list) {
-      if (t) out.emplace_back(T(std::move(*t)));
-      else out.emplace_back();
+      if (t)
+        out.emplace_back(T(std::move(*t)));
+      else
+        out.emplace_back();
     }
     return out;
   }
@@ -204,8 +210,10 @@ struct ArgTraits<std::optional<Device>> {
     return v.isNone() ? std::nullopt : std::optional<Device>(v.toDevice());
   }
   static void push(Stack& s, std::optional<Device> d) {
-    if (d) s.emplace_back(*d);
-    else s.emplace_back();
+    if (d)
+      s.emplace_back(*d);
+    else
+      s.emplace_back();
   }
   static void addKeys(uint64_t& bits, std::optional<Device> d) {
     if (d) bits |= backendKeyBit(d->type);
@@ -229,8 +237,10 @@ struct ArgTraits<std::optional<IntArrayRef>> {
     return v.isNone() ? std::nullopt : std::optional<IntArrayRef>(IntArrayRef(v.toIntList()));
   }
   static void push(Stack& s, std::optional<IntArrayRef> l) {
-    if (l) s.emplace_back(l->vec());
-    else s.emplace_back();
+    if (l)
+      s.emplace_back(l->vec());
+    else
+      s.emplace_back();
   }
   static void addKeys(uint64_t&, std::optional<IntArrayRef>) {}
 };
@@ -261,8 +271,10 @@ struct ArgTraits<std::optional<std::string_view>> {
     return v.isNone() ? std::nullopt : std::optional<std::string_view>(v.toString());
   }
   static void push(Stack& s, std::optional<std::string_view> sv) {
-    if (sv) s.emplace_back(std::string(*sv));
-    else s.emplace_back();
+    if (sv)
+      s.emplace_back(std::string(*sv));
+    else
+      s.emplace_back();
   }
   static void addKeys(uint64_t&, std::optional<std::string_view>) {}
 };
@@ -284,8 +296,10 @@ struct ArgTraits<std::optional<Scalar>> {
     return v.isNone() ? std::nullopt : std::optional<Scalar>(v.toScalar());
   }
   static void push(Stack& s, const std::optional<Scalar>& v) {
-    if (v) s.emplace_back(*v);
-    else s.emplace_back();
+    if (v)
+      s.emplace_back(*v);
+    else
+      s.emplace_back();
   }
   static void addKeys(uint64_t&, const std::optional<Scalar>&) {}
 };
@@ -320,10 +334,12 @@ using canonical_t = typename ArgTraits<arg_key_t<P>>::Canonical;
 template <typename P, typename C>
 decltype(auto) toUserArg(C&& c) {
   using D = std::decay_t<P>;
-  if constexpr (std::is_same_v<D, std::string>) return std::string(c);
+  if constexpr (std::is_same_v<D, std::string>)
+    return std::string(c);
   else if constexpr (std::is_same_v<D, std::optional<std::string>>)
     return c ? std::optional<std::string>(std::string(*c)) : std::nullopt;
-  else return std::forward<C>(c);
+  else
+    return std::forward<C>(c);
 }
 
 template <typename R>

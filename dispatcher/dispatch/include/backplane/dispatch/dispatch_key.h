@@ -41,18 +41,12 @@ enum class DispatchKey : uint8_t {
 };
 inline constexpr int kNumDispatchKeys = 64;  // table slots; one per bit
 
-constexpr DispatchKey backendKey(DeviceType t) {
-  return static_cast<DispatchKey>(1 + static_cast<int>(t));
-}
-constexpr bool isBackendKey(DispatchKey k) {
-  return k >= DispatchKey::CPU && k <= DispatchKey::LastBackend;
-}
+constexpr DispatchKey backendKey(DeviceType t) { return static_cast<DispatchKey>(1 + static_cast<int>(t)); }
+constexpr bool isBackendKey(DispatchKey k) { return k >= DispatchKey::CPU && k <= DispatchKey::LastBackend; }
 constexpr DeviceType deviceTypeOf(DispatchKey backend) {
   return static_cast<DeviceType>(static_cast<int>(backend) - 1);
 }
-constexpr bool isFunctionalityKey(DispatchKey k) {
-  return k >= DispatchKey::Tracing && k <= DispatchKey::Profiling;
-}
+constexpr bool isFunctionalityKey(DispatchKey k) { return k >= DispatchKey::Tracing && k <= DispatchKey::Profiling; }
 
 // The layout of Note [Dispatch keys], checked by the compiler.
 static_assert(backendKey(DeviceType::CPU) == DispatchKey::CPU && backendKey(DeviceType::CUDA) == DispatchKey::CUDA &&
@@ -94,9 +88,7 @@ class DispatchKeySet {
     return s;
   }
   // Every key strictly below `k`: what a kernel at `k` redispatches to.
-  static constexpr DispatchKeySet below(DispatchKey k) {
-    return fromRaw((uint64_t{1} << static_cast<int>(k)) - 1);
-  }
+  static constexpr DispatchKeySet below(DispatchKey k) { return fromRaw((uint64_t{1} << static_cast<int>(k)) - 1); }
   static constexpr DispatchKeySet allBackends() {
     return fromRaw(((uint64_t{1} << (static_cast<int>(DispatchKey::LastBackend) + 1)) - 1) & ~uint64_t{1});
   }
@@ -111,9 +103,7 @@ class DispatchKeySet {
     return bits_ ? static_cast<DispatchKey>(63 - __builtin_clzll(bits_)) : DispatchKey::Undefined;
   }
   // The highest backend key in the set, or Undefined.
-  constexpr DispatchKey highestBackendKey() const {
-    return (*this & allBackends()).highestPriorityKey();
-  }
+  constexpr DispatchKey highestBackendKey() const { return (*this & allBackends()).highestPriorityKey(); }
 
   friend constexpr DispatchKeySet operator|(DispatchKeySet a, DispatchKeySet b) { return fromRaw(a.bits_ | b.bits_); }
   friend constexpr DispatchKeySet operator&(DispatchKeySet a, DispatchKeySet b) { return fromRaw(a.bits_ & b.bits_); }
@@ -154,8 +144,7 @@ inline LocalDispatchKeySet localDispatchKeySet() { return detail::tls_local_disp
 // Adds `keys` to this thread's included set for the guard's lifetime.
 class IncludeDispatchKeyGuard {
  public:
-  explicit IncludeDispatchKeyGuard(DispatchKeySet keys)
-      : saved_(detail::tls_local_dispatch_key_set.included) {
+  explicit IncludeDispatchKeyGuard(DispatchKeySet keys) : saved_(detail::tls_local_dispatch_key_set.included) {
     detail::tls_local_dispatch_key_set.included = saved_ | keys;
   }
   explicit IncludeDispatchKeyGuard(DispatchKey k) : IncludeDispatchKeyGuard(DispatchKeySet(k)) {}
@@ -170,8 +159,7 @@ class IncludeDispatchKeyGuard {
 // Adds `keys` to this thread's excluded set for the guard's lifetime.
 class ExcludeDispatchKeyGuard {
  public:
-  explicit ExcludeDispatchKeyGuard(DispatchKeySet keys)
-      : saved_(detail::tls_local_dispatch_key_set.excluded) {
+  explicit ExcludeDispatchKeyGuard(DispatchKeySet keys) : saved_(detail::tls_local_dispatch_key_set.excluded) {
     detail::tls_local_dispatch_key_set.excluded = saved_ | keys;
   }
   explicit ExcludeDispatchKeyGuard(DispatchKey k) : ExcludeDispatchKeyGuard(DispatchKeySet(k)) {}

@@ -45,8 +45,8 @@ inline std::atomic<uint64_t> g_global_included_keys{0};
 inline DispatchKeySet finishKeySet(uint64_t arg_bits) {
   const LocalDispatchKeySet& tls = tls_local_dispatch_key_set;
   if (!(arg_bits & DispatchKeySet::allBackends().raw())) arg_bits |= DispatchKeySet(DispatchKey::CPU).raw();
-  uint64_t bits = (arg_bits | tls.included.raw() | g_global_included_keys.load(std::memory_order_relaxed)) &
-                  ~tls.excluded.raw();
+  uint64_t bits =
+      (arg_bits | tls.included.raw() | g_global_included_keys.load(std::memory_order_relaxed)) & ~tls.excluded.raw();
   return DispatchKeySet::fromRaw(bits);
 }
 template <typename... Args>
@@ -252,12 +252,10 @@ class Dispatcher {
                                                        std::string debug = "");
   // Registers `op`'s meta kernel (Note [Meta kernels]): same parameters as
   // the schema, returning void. The newest registration wins.
-  absl::StatusOr<RegistrationHandle> registerMeta(std::string_view op, KernelFunction kernel,
-                                                  std::string debug = "");
+  absl::StatusOr<RegistrationHandle> registerMeta(std::string_view op, KernelFunction kernel, std::string debug = "");
   // Registers a boxed fallback for every operator at `key` (or a fallthrough
   // from KernelFunction::makeFallthrough()).
-  absl::StatusOr<RegistrationHandle> registerFallback(DispatchKey key, KernelFunction kernel,
-                                                      std::string debug = "");
+  absl::StatusOr<RegistrationHandle> registerFallback(DispatchKey key, KernelFunction kernel, std::string debug = "");
 
   // --- Lookup.
 

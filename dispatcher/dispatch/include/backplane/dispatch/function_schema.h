@@ -47,28 +47,17 @@ struct OperatorName {
   }
 };
 
-enum class BaseType {
-  Tensor,
-  Int,
-  Float,
-  Bool,
-  Str,
-  Scalar,
-  ScalarType,
-  Device,
-  Layout,
-  MemoryFormat
-};
+enum class BaseType { Tensor, Int, Float, Bool, Str, Scalar, ScalarType, Device, Layout, MemoryFormat };
 
 // Canonical schema spelling of a base type: "Tensor", "int", "float", ...
 std::string_view baseTypeName(BaseType type);
 
 struct SchemaType {
   BaseType base = BaseType::Tensor;
-  bool is_list = false;  // T[]  (Tensor[], int[], float[], bool[] ...)
+  bool is_list = false;                // T[]  (Tensor[], int[], float[], bool[] ...)
   std::optional<int64_t> list_size{};  // int[2] -> 2; at most 1024
   bool element_optional = false;       // Tensor?[]  (list of optional elements)
-  bool is_optional = false;  // T? or T[]?  (the whole value may be None)
+  bool is_optional = false;            // T? or T[]?  (the whole value may be None)
 
   // Canonical spelling, e.g. "Tensor?", "int[2]", "Tensor?[]", "int[]?".
   // SymInt is folded into Int, so it prints as "int".
@@ -89,9 +78,8 @@ struct AliasInfo {
 // `Device` defaults and bare enum names such as `contiguous_format` (the
 // argument's type decides how they print). A bare default for a sized list
 // (`int[2] stride=1`) is stored expanded (`[1, 1]`), as PyTorch does.
-using DefaultValue =
-    std::variant<std::monostate, bool, int64_t, double, std::string,
-                 std::vector<int64_t>, std::vector<double>, std::vector<bool>>;
+using DefaultValue = std::variant<std::monostate, bool, int64_t, double, std::string, std::vector<int64_t>,
+                                  std::vector<double>, std::vector<bool>>;
 
 struct Argument {
   std::string name{};  // may be empty for returns
@@ -114,8 +102,7 @@ class FunctionSchema {
   // Builds a schema without validation; use parse() for untrusted text.
   // Keyword-only arguments must come after all positional ones for
   // toString() to round-trip.
-  FunctionSchema(OperatorName name, std::vector<Argument> arguments,
-                 std::vector<Argument> returns);
+  FunctionSchema(OperatorName name, std::vector<Argument> arguments, std::vector<Argument> returns);
 
   // Parses `ns::name.overload(ARGS) -> RETURNS`. On failure returns
   // InvalidArgumentError naming what was expected, the position (0-based
@@ -135,8 +122,7 @@ class FunctionSchema {
   // Canonical text; parse(toString()) yields a schema equal to *this.
   std::string toString() const;
 
-  friend bool operator==(const FunctionSchema&,
-                         const FunctionSchema&) = default;
+  friend bool operator==(const FunctionSchema&, const FunctionSchema&) = default;
 
  private:
   OperatorName name_;

@@ -23,34 +23,45 @@ class IValue {
  public:
   // The alternatives, in the order of Tag.
   enum class Tag : uint8_t {
-    None, Tensor, Int, Double, Bool, String, Scalar, ScalarType, Device,
-    IntList, DoubleList, BoolList, TensorList, OptionalTensorList,
+    None,
+    Tensor,
+    Int,
+    Double,
+    Bool,
+    String,
+    Scalar,
+    ScalarType,
+    Device,
+    IntList,
+    DoubleList,
+    BoolList,
+    TensorList,
+    OptionalTensorList,
   };
 
-  IValue() = default;  // None
-  IValue(std::nullopt_t) {}  // NOLINT
-  IValue(TensorBase t) : v_(std::move(t)) {}  // NOLINT
-  IValue(int64_t i) : v_(i) {}  // NOLINT
-  IValue(int i) : v_(int64_t{i}) {}  // NOLINT
-  IValue(double d) : v_(d) {}  // NOLINT
-  IValue(bool b) : v_(b) {}  // NOLINT
-  IValue(std::string s) : v_(std::move(s)) {}  // NOLINT
-  IValue(const char* s) : v_(std::string(s)) {}  // NOLINT
-  IValue(Scalar s) : v_(s) {}  // NOLINT
-  IValue(ScalarType t) : v_(t) {}  // NOLINT
-  IValue(Device d) : v_(d) {}  // NOLINT
-  IValue(std::vector<int64_t> v) : v_(std::move(v)) {}  // NOLINT
-  IValue(std::vector<double> v) : v_(std::move(v)) {}  // NOLINT
-  IValue(std::vector<bool> v) : v_(std::move(v)) {}  // NOLINT
-  IValue(std::vector<TensorBase> v) : v_(std::move(v)) {}  // NOLINT
+  IValue() = default;                                                     // None
+  IValue(std::nullopt_t) {}                                               // NOLINT
+  IValue(TensorBase t) : v_(std::move(t)) {}                              // NOLINT
+  IValue(int64_t i) : v_(i) {}                                            // NOLINT
+  IValue(int i) : v_(int64_t{i}) {}                                       // NOLINT
+  IValue(double d) : v_(d) {}                                             // NOLINT
+  IValue(bool b) : v_(b) {}                                               // NOLINT
+  IValue(std::string s) : v_(std::move(s)) {}                             // NOLINT
+  IValue(const char* s) : v_(std::string(s)) {}                           // NOLINT
+  IValue(Scalar s) : v_(s) {}                                             // NOLINT
+  IValue(ScalarType t) : v_(t) {}                                         // NOLINT
+  IValue(Device d) : v_(d) {}                                             // NOLINT
+  IValue(std::vector<int64_t> v) : v_(std::move(v)) {}                    // NOLINT
+  IValue(std::vector<double> v) : v_(std::move(v)) {}                     // NOLINT
+  IValue(std::vector<bool> v) : v_(std::move(v)) {}                       // NOLINT
+  IValue(std::vector<TensorBase> v) : v_(std::move(v)) {}                 // NOLINT
   IValue(std::vector<std::optional<TensorBase>> v) : v_(std::move(v)) {}  // NOLINT
   // Lists of a class derived from TensorBase (Tensor).
   template <typename T>
-    requires std::is_base_of_v<TensorBase, T>
-  IValue(const std::vector<T>& v) : v_(std::vector<TensorBase>(v.begin(), v.end())) {}  // NOLINT
+  requires std::is_base_of_v<TensorBase, T> IValue(const std::vector<T>& v)
+      : v_(std::vector<TensorBase>(v.begin(), v.end())) {}  // NOLINT
   template <typename T>
-    requires std::is_base_of_v<TensorBase, T>
-  IValue(const std::vector<std::optional<T>>& v)  // NOLINT
+  requires std::is_base_of_v<TensorBase, T> IValue(const std::vector<std::optional<T>>& v)  // NOLINT
       : v_(std::vector<std::optional<TensorBase>>(v.begin(), v.end())) {}
   template <typename T>
   IValue(std::optional<T> o) {  // NOLINT
@@ -110,14 +121,15 @@ class IValue {
  private:
   template <typename T>
   const T& get(Tag want) const {
-    if (const T* p = std::get_if<T>(&v_)) [[likely]] return *p;
+    if (const T* p = std::get_if<T>(&v_)) [[likely]]
+      return *p;
     throwWrongTag(want);
   }
   [[noreturn]] void throwWrongTag(Tag want) const;
 
-  std::variant<std::monostate, TensorBase, int64_t, double, bool, std::string, Scalar, ScalarType,
-               Device, std::vector<int64_t>, std::vector<double>, std::vector<bool>,
-               std::vector<TensorBase>, std::vector<std::optional<TensorBase>>>
+  std::variant<std::monostate, TensorBase, int64_t, double, bool, std::string, Scalar, ScalarType, Device,
+               std::vector<int64_t>, std::vector<double>, std::vector<bool>, std::vector<TensorBase>,
+               std::vector<std::optional<TensorBase>>>
       v_;
 };
 

@@ -27,8 +27,7 @@ class OperatorKernel {
 // A boxed kernel: pops its arguments from the top of `stack` and pushes its
 // returns. `ks` is the key set the call was dispatched with; a kernel that
 // wraps a lower key redispatches with ks & DispatchKeySet::below(its key).
-using BoxedKernelFn = void (*)(OperatorKernel* functor, const OperatorHandle& op, DispatchKeySet ks,
-                               Stack* stack);
+using BoxedKernelFn = void (*)(OperatorKernel* functor, const OperatorHandle& op, DispatchKeySet ks, Stack* stack);
 
 // Wraps a function known at compile time: KernelFunction::makeFromFunction
 // (BP_FN(my_kernel)) costs no indirection beyond the table lookup.
@@ -108,8 +107,10 @@ struct KernelAdapter<F, Ret, TypeList<Params...>, TakesKeys> {
 
   static decltype(auto) invoke(OperatorKernel* k, DispatchKeySet ks, canonical_t<Params>... args) {
     auto call = [&](auto& f) -> Ret {
-      if constexpr (TakesKeys) return f(ks, toUserArg<Params>(args)...);
-      else return f(toUserArg<Params>(args)...);
+      if constexpr (TakesKeys)
+        return f(ks, toUserArg<Params>(args)...);
+      else
+        return f(toUserArg<Params>(args)...);
     };
     if constexpr (std::is_empty_v<F> && std::is_default_constructible_v<F>) {
       F f{};
@@ -134,7 +135,8 @@ struct KernelAdapter<F, Ret, TypeList<Params...>, TakesKeys> {
   }
   static void boxed(OperatorKernel* k, const OperatorHandle& op, DispatchKeySet ks, Stack* stack) {
     constexpr size_t n = sizeof...(Params);
-    if (stack->size() < n) [[unlikely]] throwBadArgumentCount(op, n, stack->size());
+    if (stack->size() < n) [[unlikely]]
+      throwBadArgumentCount(op, n, stack->size());
     if constexpr (kStateless) {
       try {
         boxedImpl(k, ks, stack, stack->data() + (stack->size() - n), std::index_sequence_for<Params...>());
@@ -149,8 +151,7 @@ struct KernelAdapter<F, Ret, TypeList<Params...>, TakesKeys> {
   // The arguments are popped after the call, so unboxing may take their
   // tensors (ArgTraits::fromIValue) instead of copying them.
   template <size_t... I>
-  static void boxedImpl(OperatorKernel* k, DispatchKeySet ks, Stack* stack, IValue* args,
-                        std::index_sequence<I...>) {
+  static void boxedImpl(OperatorKernel* k, DispatchKeySet ks, Stack* stack, IValue* args, std::index_sequence<I...>) {
     constexpr size_t n = sizeof...(Params);
     if constexpr (std::is_void_v<Ret>) {
       invoke(k, ks, ArgTraits<arg_key_t<Params>>::fromIValue(args[I])...);
@@ -167,20 +168,26 @@ struct KernelAdapter<F, Ret, TypeList<Params...>, TakesKeys> {
 template <auto Fn>
 struct StaticFunction {
   template <typename... A>
-  decltype(auto) operator()(A&&... a) const { return Fn(std::forward<A>(a)...); }
+  decltype(auto) operator()(A&&... a) const {
+    return Fn(std::forward<A>(a)...);
+  }
 };
 template <typename FnPtr>
 struct RuntimeFunction final : OperatorKernel {
   explicit RuntimeFunction(FnPtr f) : fn(f) {}
   template <typename... A>
-  decltype(auto) operator()(A&&... a) const { return fn(std::forward<A>(a)...); }
+  decltype(auto) operator()(A&&... a) const {
+    return fn(std::forward<A>(a)...);
+  }
   FnPtr fn;
 };
 template <typename L>
 struct LambdaHolder final : OperatorKernel {
   explicit LambdaHolder(L l) : lambda(std::move(l)) {}
   template <typename... A>
-  decltype(auto) operator()(A&&... a) { return lambda(std::forward<A>(a)...); }
+  decltype(auto) operator()(A&&... a) {
+    return lambda(std::forward<A>(a)...);
+  }
   L lambda;
 };
 
@@ -192,7 +199,8 @@ struct IsCompileTimeFunction<CompileTimeFunction<Fn>> : std::true_type {};
 template <typename Ret>
 Ret popReturn(const OperatorHandle& op, Stack& stack) {
   constexpr size_t n = ReturnTraits<Ret>::count;
-  if (stack.size() != n) [[unlikely]] throwBadReturnCount(op, n, stack.size());
+  if (stack.size() != n) [[unlikely]]
+    throwBadReturnCount(op, n, stack.size());
   if constexpr (std::is_void_v<Ret>) {
     return;
   } else if constexpr (n == 1) {
@@ -200,7 +208,8 @@ Ret popReturn(const OperatorHandle& op, Stack& stack) {
   } else {
     return [&]<size_t... I>(std::index_sequence<I...>) {
       return Ret(ReturnTraits<std::tuple_element_t<I, Ret>>::pop(stack[I])...);
-    }(std::make_index_sequence<n>());
+    }
+    (std::make_index_sequence<n>());
   }
 }
 
@@ -223,8 +232,7 @@ class KernelFunction {
   static KernelFunction makeFallthrough();
 
   // A boxed kernel. `functor` (may be null) is passed to `fn` on every call.
-  static KernelFunction makeFromBoxedFunction(BoxedKernelFn fn,
-                                              std::shared_ptr<OperatorKernel> functor = nullptr) {
+  static KernelFunction makeFromBoxedFunction(BoxedKernelFn fn, std::shared_ptr<OperatorKernel> functor = nullptr) {
     KernelFunction k;
     k.boxed_ = fn;
     k.functor_ = std::move(functor);
@@ -237,8 +245,8 @@ class KernelFunction {
   // signature that `cpp_signature` names (Note [Canonical C++ signatures]).
   // A boxed-only kernel may still name the signature it was written for, to
   // have it checked; empty means it takes any stack.
-  static KernelFunction makeFromParts(std::shared_ptr<OperatorKernel> functor, BoxedKernelFn boxed,
-                                      void* unboxed, std::string cpp_signature) {
+  static KernelFunction makeFromParts(std::shared_ptr<OperatorKernel> functor, BoxedKernelFn boxed, void* unboxed,
+                                      std::string cpp_signature) {
     KernelFunction k;
     k.functor_ = std::move(functor);
     k.boxed_ = boxed;
@@ -276,12 +284,16 @@ class KernelFunction {
   template <typename F>
   static KernelFunction make(F&& f) {
     using D = std::decay_t<F>;
-    if constexpr (std::is_same_v<D, KernelFunction>) return std::forward<F>(f);
+    if constexpr (std::is_same_v<D, KernelFunction>)
+      return std::forward<F>(f);
     else if constexpr (std::is_pointer_v<D> && std::is_function_v<std::remove_pointer_t<D>>)
       return makeFromFunctionPointer(f);
-    else if constexpr (std::is_function_v<std::remove_reference_t<F>>) return makeFromFunctionPointer(&f);
-    else if constexpr (detail::IsCompileTimeFunction<D>::value) return makeFromFunction(D());
-    else return makeFromLambda(std::forward<F>(f));
+    else if constexpr (std::is_function_v<std::remove_reference_t<F>>)
+      return makeFromFunctionPointer(&f);
+    else if constexpr (detail::IsCompileTimeFunction<D>::value)
+      return makeFromFunction(D());
+    else
+      return makeFromLambda(std::forward<F>(f));
   }
 
   // Calls the kernel unboxed when it has an unboxed entry, else boxes the

@@ -63,15 +63,16 @@ class Library {
   // Registers a backend-agnostic composite kernel, written with other ops.
   template <typename F>
   [[nodiscard]] absl::Status implComposite(std::string_view op, F&& kernel) {
-    return keep(Dispatcher::singleton().registerComposite(qualify(op), KernelFunction::make(std::forward<F>(kernel)),
-                                                          debug_));
+    return keep(
+        Dispatcher::singleton().registerComposite(qualify(op), KernelFunction::make(std::forward<F>(kernel)), debug_));
   }
   // Registers the op's meta kernel: its shape/dtype rule, run before any
   // kernel (Note [Meta kernels]). Same parameters as the schema; returns void,
   // or bool for an out= op whose meta may compute the result itself.
   template <typename F>
   [[nodiscard]] absl::Status meta(std::string_view op, F&& kernel) {
-    return keep(Dispatcher::singleton().registerMeta(qualify(op), KernelFunction::make(std::forward<F>(kernel)), debug_));
+    return keep(
+        Dispatcher::singleton().registerMeta(qualify(op), KernelFunction::make(std::forward<F>(kernel)), debug_));
   }
   // Registers a boxed fallback (or KernelFunction::makeFallthrough()) for
   // every operator at `key`.

@@ -247,9 +247,7 @@ class OperatorEntry {
 
   // The op's meta kernel (Note [Meta kernels]), or nullptr.
   const KernelRecord* meta() const { return meta_.load(std::memory_order_acquire); }
-  const KernelRecord& slot(DispatchKey k) const {
-    return *table_[static_cast<int>(k)].load(std::memory_order_acquire);
-  }
+  const KernelRecord& slot(DispatchKey k) const { return *table_[static_cast<int>(k)].load(std::memory_order_acquire); }
 
   // CPU-fallback statistics for calls that arrived with backend key `k`.
   uint64_t fallbackCalls(DispatchKey k) const { return stats_[static_cast<int>(k)].calls.load(); }

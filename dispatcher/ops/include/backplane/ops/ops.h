@@ -9,8 +9,8 @@
 // handle looked up once: it dispatches on the devices of its tensor
 // arguments to the plugin's kernel, a composite, or the CPU fallback, with
 // PyTorch's semantics (broadcasting, type promotion, error messages). The
-// tensor methods of the same names (backplane/ops/tensor.h) call these. All tensor arguments of one call must be on one device;
-// move one with to() first.
+// tensor methods of the same names (backplane/ops/tensor.h) call these. All tensor arguments of one call must be on one
+// device; move one with to() first.
 //
 // Scalars: `t * 2.0`, `add(t, 1)` and friends wrap the number in a 0-d CPU
 // tensor of the dtype PyTorch gives a Python number there (an integer keeps

@@ -52,7 +52,7 @@ class Tensor : public TensorBase {
   // An undefined tensor (no storage): what an absent `Tensor?` holds.
   Tensor() = default;
   explicit Tensor(IntrusivePtr<TensorImpl> impl) : TensorBase(std::move(impl)) {}
-  Tensor(const TensorBase& base) : TensorBase(base) {}  // NOLINT: implicit by design
+  Tensor(const TensorBase& base) : TensorBase(base) {}        // NOLINT: implicit by design
   Tensor(TensorBase&& base) : TensorBase(std::move(base)) {}  // NOLINT: implicit by design
 
   // --- Views: TensorBase's, as Tensors (Note [Views live in the core]).

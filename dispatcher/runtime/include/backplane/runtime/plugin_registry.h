@@ -25,22 +25,22 @@
 namespace backplane {
 
 struct PluginDeviceStatus {
-  std::string type_name;           // "toyaccel"
+  std::string type_name;  // "toyaccel"
   DeviceType type;
   int device_count = 0;
   std::string unavailable_reason;  // why device_count is 0, if it is
 };
 
 struct PluginStatus {
-  std::string path;           // canonical path of the library
-  std::string name;           // from the plugin's query (empty if unreadable)
+  std::string path;  // canonical path of the library
+  std::string name;  // from the plugin's query (empty if unreadable)
   std::string version;
   uint32_t abi_major = 0;
   uint32_t abi_minor = 0;
   bool loaded = false;
-  std::string error;          // why it did not load (when !loaded)
+  std::string error;  // why it did not load (when !loaded)
   std::vector<PluginDeviceStatus> devices;
-  size_t kernels = 0;         // kernels and fallbacks it registered
+  size_t kernels = 0;  // kernels and fallbacks it registered
   int64_t live_allocations = 0;
 };
 

@@ -133,7 +133,7 @@ struct OpStats {
   // backplane/core/transfers.h). On a device that keeps its data, only the
   // explicit moves of an app's inputs and outputs show here.
   uint64_t transfer_bytes = 0;
-  uint64_t transfer_copies = 0;  // the copy calls that moved them
+  uint64_t transfer_copies = 0;            // the copy calls that moved them
   std::chrono::nanoseconds total_time{0};  // including the ops these calls made
   std::chrono::nanoseconds self_time{0};   // excluding them
 

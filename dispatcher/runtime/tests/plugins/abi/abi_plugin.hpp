@@ -176,7 +176,7 @@ inline BP_Error* arenaCopyDeviceToHost(void*, int32_t device, void* dst, const v
 }
 
 inline BP_Error* arenaCopyDeviceToDevice(void*, int32_t dst_device, void* dst, int32_t src_device, const void* src,
-                                  size_t n) {
+                                         size_t n) {
   count(kD2D);
   if (n == 0) return nullptr;
   unsigned char *d = nullptr, *s = nullptr;

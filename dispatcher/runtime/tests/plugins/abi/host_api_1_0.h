@@ -42,8 +42,8 @@ typedef struct BP_HostApi_1_0 {
   const char* (*op_name)(const BP_Operator* op);
   BP_Error* (*op_call)(const BP_Operator* op, const BP_Value* args, size_t num_args, BP_Value* returns,
                        size_t num_returns);
-  BP_Error* (*op_redispatch)(const BP_Operator* op, uint64_t dispatch_keys, const BP_Value* args,
-                             size_t num_args, BP_Value* returns, size_t num_returns);
+  BP_Error* (*op_redispatch)(const BP_Operator* op, uint64_t dispatch_keys, const BP_Value* args, size_t num_args,
+                             BP_Value* returns, size_t num_returns);
 } BP_HostApi_1_0;
 
 #ifdef __cplusplus

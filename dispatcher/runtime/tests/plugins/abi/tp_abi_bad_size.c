@@ -18,8 +18,8 @@
 #define TP_BAD_IMPL 2
 #define TP_BAD_FALLBACK 3
 
-static const BP_PluginInfo tp_info = {BP_PluginInfo_STRUCT_SIZE, BP_PLUGIN_MAGIC, BP_ABI_MAJOR, BP_ABI_MINOR, TP_NAME,
-                                      "0.0.1"};
+static const BP_PluginInfo tp_info = {
+    BP_PluginInfo_STRUCT_SIZE, BP_PLUGIN_MAGIC, BP_ABI_MAJOR, BP_ABI_MINOR, TP_NAME, "0.0.1"};
 
 BP_EXPORT const BP_PluginInfo* backplane_plugin_query(void) { return &tp_info; }
 
@@ -37,7 +37,7 @@ BP_EXPORT BP_Error* backplane_plugin_init(const BP_HostApi* host, BP_Plugin* plu
   good_kernel = abi_kernel_desc(abi_unreachable_kernel);
   if ((e = host->impl(plugin, TP_NAME "::probe", 0, &good_kernel))) return e;
 
-  /* The bad one. */
+    /* The bad one. */
 #if TP_WHAT == TP_BAD_DEVICE
   (void)bad_kernel;
   bad_dev = abi_null_device_desc(TP_DEV "_bad");

@@ -16,8 +16,8 @@
 
 namespace {
 
-const BP_PluginInfo kInfo = {BP_PluginInfo_STRUCT_SIZE, BP_PLUGIN_MAGIC, BP_ABI_MAJOR, BP_ABI_MINOR, "tp_abi_larger",
-                             "1.0.0"};
+const BP_PluginInfo kInfo = {BP_PluginInfo_STRUCT_SIZE, BP_PLUGIN_MAGIC, BP_ABI_MAJOR, BP_ABI_MINOR,
+                             "tp_abi_larger",           "1.0.0"};
 
 // As a future SDK might declare them: today's fields, then new ones.
 struct FutureDeviceTypeDesc {

@@ -17,7 +17,7 @@
 namespace {
 
 const BP_PluginInfo kInfo = {BP_PluginInfo_STRUCT_SIZE, BP_PLUGIN_MAGIC, BP_ABI_MAJOR, BP_ABI_MINOR,
-                             "tp_abi_null_slots", "1.0.0"};
+                             "tp_abi_null_slots",       "1.0.0"};
 
 int32_t g_dev = -1;
 std::atomic<int32_t> g_device_count{kNumDevices};

@@ -48,7 +48,7 @@
 #define TP_GARBAGE 0xA5
 
 /* Rounds n up to the alignment of BP_DeviceTypeDesc, as sizeof does. */
-#define TP_ROUND_UP(n, a) (((n) + (a) - 1) / (a) * (a))
+#define TP_ROUND_UP(n, a) (((n) + (a)-1) / (a) * (a))
 /* sizeof(BP_DeviceTypeDesc) in ABI 1.2, whose last field was dlpack_device_type. */
 #define TP_DEVICE_DESC_SIZEOF_1_2 \
   TP_ROUND_UP(BP_STRUCT_SIZE(BP_DeviceTypeDesc, dlpack_device_type), _Alignof(BP_DeviceTypeDesc))
@@ -275,8 +275,8 @@ BP_EXPORT BP_Error* backplane_plugin_init(const BP_HostApi* host, BP_Plugin* plu
   /* Past struct_size, fields keep their garbage; event_query holds a trap. */
   if (TP_DEVICE_SIZE >= BP_STRUCT_SIZE(BP_DeviceTypeDesc, dlpack_device_type))
     tp_dev.dlpack_device_type = 1; /* kDLCPU */
-  tp_dev.event_query = TP_DEVICE_SIZE >= BP_STRUCT_SIZE(BP_DeviceTypeDesc, event_query) ? tp_event_query
-                                                                                          : tp_event_query_trap;
+  tp_dev.event_query =
+      TP_DEVICE_SIZE >= BP_STRUCT_SIZE(BP_DeviceTypeDesc, event_query) ? tp_event_query : tp_event_query_trap;
   if ((e = host->register_device_type(plugin, &tp_dev, &tp_dev_type))) return e;
   return host->impl(plugin, TP_NAME "::info", tp_dev_type, tp_kernel_desc());
 }

@@ -12,8 +12,8 @@
  */
 #include "abi_common.h"
 
-static const BP_PluginInfo tp_info = {BP_PluginInfo_STRUCT_SIZE, BP_PLUGIN_MAGIC, BP_ABI_MAJOR, BP_ABI_MINOR, TP_NAME,
-                                      "0.0.1"};
+static const BP_PluginInfo tp_info = {
+    BP_PluginInfo_STRUCT_SIZE, BP_PLUGIN_MAGIC, BP_ABI_MAJOR, BP_ABI_MINOR, TP_NAME, "0.0.1"};
 
 BP_EXPORT const BP_PluginInfo* backplane_plugin_query(void) { return &tp_info; }
 

@@ -24,8 +24,8 @@
 
 namespace {
 
-const BP_PluginInfo kInfo = {BP_PluginInfo_STRUCT_SIZE, BP_PLUGIN_MAGIC, BP_ABI_MAJOR, BP_ABI_MINOR, "tp_abi_smaller",
-                             "1.0.0"};
+const BP_PluginInfo kInfo = {BP_PluginInfo_STRUCT_SIZE, BP_PLUGIN_MAGIC, BP_ABI_MAJOR, BP_ABI_MINOR,
+                             "tp_abi_smaller",          "1.0.0"};
 
 int32_t g_small = -1, g_old = -1;
 const int32_t kCpuType = 0;

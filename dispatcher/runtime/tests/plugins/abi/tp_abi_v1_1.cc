@@ -21,16 +21,15 @@
 
 namespace {
 
-const BP_PluginInfo kInfo = {BP_PluginInfo_STRUCT_SIZE, BP_PLUGIN_MAGIC, BP_ABI_MAJOR, BP_ABI_MINOR, "tp_abi_v1_1",
-                             "1.1.0"};
+const BP_PluginInfo kInfo = {
+    BP_PluginInfo_STRUCT_SIZE, BP_PLUGIN_MAGIC, BP_ABI_MAJOR, BP_ABI_MINOR, "tp_abi_v1_1", "1.1.0"};
 
 const BP_HostApi* g_host = nullptr;
 int32_t g_device_type = -1;
 
 // The pattern: a slot may be used only if the table reaches past its end
 // (and, being a function slot, it is not NULL).
-#define HOST_HAS(host, field) \
-  ((host)->struct_size >= BP_STRUCT_SIZE(BP_HostApi, field) && (host)->field != NULL)
+#define HOST_HAS(host, field) ((host)->struct_size >= BP_STRUCT_SIZE(BP_HostApi, field) && (host)->field != NULL)
 
 enum NameResult : int64_t { kNameMatches = 1, kNameDiffers = 0, kNameIsNull = -1, kNoSlot = -2 };
 
@@ -40,7 +39,7 @@ NameResult nameIs(const BP_HostApi* host, int32_t type, const char* expected, si
   const char* name = host->device_type_name(type);
   if (name == nullptr) return kNameIsNull;
   return std::strlen(name) == expected_len && std::memcmp(name, expected, expected_len) == 0 ? kNameMatches
-                                                                                            : kNameDiffers;
+                                                                                             : kNameDiffers;
 }
 
 const char* trapDeviceTypeName(int32_t) {
