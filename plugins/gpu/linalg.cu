@@ -150,17 +150,9 @@ bp::Tensor addmm_out(const bp::Tensor& self, const bp::Tensor& mat1, const bp::T
 // leading dimensions collapse into a single row stride (as a view would);
 // false when they do not (e.g. a permuted batch).
 bool rowsView(const bp::Tensor& x, int64_t rows, MatrixView& m) {
-  const int64_t in = x.size(-1);
-  int64_t row_stride = in * x.stride(-1), expect = -1;
-  for (int64_t d = x.dim() - 2; d >= 0; --d) {
-    if (x.size(d) == 1) continue;
-    if (expect < 0)
-      row_stride = x.stride(d);
-    else if (x.stride(d) != expect)
-      return false;
-    expect = x.stride(d) * x.size(d);
-  }
-  m = MatrixView{x.data_ptr(), 1, rows, in, 0, row_stride, x.stride(-1)};
+  const std::optional<int64_t> row_stride = bp_common::collapsedRowStride(x);
+  if (!row_stride) return false;
+  m = MatrixView{x.data_ptr(), 1, rows, x.size(-1), 0, *row_stride, x.stride(-1)};
   return true;
 }
 

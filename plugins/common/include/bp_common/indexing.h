@@ -4,6 +4,7 @@
 // dtype comparisons compute in. The coordinate map runs in kernels (host
 // and device); the rest is host code.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -99,6 +100,23 @@ inline LinearShape linearShape(const bp::Tensor& input, const bp::Tensor& weight
   for (int64_t size : s.sizes) s.rows *= size;
   if (matrix_weight) s.sizes.push_back(s.n);
   return s;
+}
+
+// The stride between rows of `x` ([..., in]) seen as one [rows, in] matrix,
+// when its leading dimensions collapse into a single row stride (as a view
+// would); nullopt when they do not (e.g. a permuted batch). Size-1
+// dimensions take any stride.
+inline std::optional<int64_t> collapsedRowStride(const bp::Tensor& x) {
+  int64_t row_stride = x.size(-1) * x.stride(-1), expect = -1;
+  for (int64_t d = x.dim() - 2; d >= 0; --d) {
+    if (x.size(d) == 1) continue;
+    if (expect < 0)
+      row_stride = x.stride(d);
+    else if (x.stride(d) != expect)
+      return std::nullopt;
+    expect = x.stride(d) * x.size(d);
+  }
+  return row_stride;
 }
 
 // --- comparisons
