@@ -4,8 +4,9 @@
 // One table maps an ONNX op_type (default domain) to a NodeFunction that
 // computes the node's outputs with Backplane's standard operators. The
 // family files fill it (registerElementwiseNodes in onnx_ops_elementwise.cc,
-// registerStructureNodes in onnx_ops_structure.cc), once, the first time the
-// table is used: a function-local static, so concurrent first uses wait for
+// registerReductionNodes in onnx_ops_reduction.cc, and so on: one file per
+// family of ops, listed in onnx_ops.h), once, the first time the table is
+// used: a function-local static, so concurrent first uses wait for
 // one initialisation (C++ guarantees it) and no static-initialisation order
 // matters. Registering one op_type twice is a programming error and throws
 // (from every use of the table, naming the op_type).
@@ -35,7 +36,15 @@ const std::map<std::string, NodeFunction>& table() {
   static const bool filled = [] {
     try {
       registerElementwiseNodes();
-      registerStructureNodes();
+      registerReductionNodes();
+      registerMathNodes();
+      registerConvPoolNodes();
+      registerNormalizationNodes();
+      registerAttentionNodes();
+      registerIndexingNodes();
+      registerDataMovementNodes();
+      registerCreationNodes();
+      registerResamplingNodes();
     } catch (...) {
       entries().clear();
       throw;

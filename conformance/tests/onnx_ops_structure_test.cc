@@ -1,4 +1,4 @@
-// The structural ONNX ops' table entries (onnx_ops_structure.cc), on the
+// The structural ONNX ops' table entries (onnx_ops_<family>.cc), on the
 // CPU, on hand-made nodes with hand-computed outputs: the attribute and
 // opset semantics a model relies on, and the combinations that no standard
 // op expresses, which must be unsupported with a reason (never a result).

@@ -44,7 +44,7 @@
 // the Profiling key is in no key set and nothing of this runs. A process
 // that must survive a hanging kernel runs the work in a worker process and
 // kills it after a timeout: `backplane conformance` does (Note [Conformance
-// workers] in conformance/src/command.cc).
+// workers] in conformance/src/workers.cc).
 //
 // The kind of a call (native, composite, fallback) is read from the slot of
 // the backend key the call resolves to, not of the next key below Profiling,

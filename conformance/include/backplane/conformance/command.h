@@ -1,5 +1,5 @@
 #pragma once
-// `backplane conformance` (Note [Conformance workers] in src/command.cc):
+// `backplane conformance` (Note [Conformance workers] in src/workers.cc):
 // the backends a run can certify, the worker processes that run them, and
 // the reports. The `backplane` command (cli/) is a thin front end to it.
 

@@ -36,7 +36,7 @@ struct NodeRun {
 using NodeFunction = std::function<NodeRun(const NodeTest& node, const NodeInputs& inputs, Device device)>;
 
 // Adds `op_type`'s entry; each family file registers its own
-// (registerElementwiseNodes, registerStructureNodes).
+// (registerElementwiseNodes, registerReductionNodes, ...).
 void registerNode(const std::string& op_type, NodeFunction fn);
 
 // The entry for `op_type` (default domain), or nullptr.
@@ -53,7 +53,15 @@ inline NodeRun unsupported(std::string reason) { return NodeRun{false, std::move
 inline NodeRun outputs(std::vector<Tensor> outs) { return NodeRun{true, "", std::move(outs)}; }
 
 // The family files' registrations (called once, in order, by the table).
-void registerElementwiseNodes();  // onnx_ops_elementwise.cc
-void registerStructureNodes();    // onnx_ops_structure.cc
+void registerElementwiseNodes();    // onnx_ops_elementwise.cc
+void registerReductionNodes();      // onnx_ops_reduction.cc
+void registerMathNodes();           // onnx_ops_math.cc
+void registerConvPoolNodes();       // onnx_ops_conv_pool.cc
+void registerNormalizationNodes();  // onnx_ops_normalization.cc
+void registerAttentionNodes();      // onnx_ops_attention.cc
+void registerIndexingNodes();       // onnx_ops_indexing.cc
+void registerDataMovementNodes();   // onnx_ops_data_movement.cc
+void registerCreationNodes();       // onnx_ops_creation.cc
+void registerResamplingNodes();     // onnx_ops_resampling.cc
 
 }  // namespace backplane::conformance::onnx

@@ -62,7 +62,7 @@ struct Form {
 };
 // The forms of `spec` in the order runSpec runs them (the functional form
 // first); the index into this list names a form on the worker's wire
-// (Note [Conformance workers] in src/command.cc).
+// (Note [Conformance workers] in src/workers.cc).
 std::vector<Form> formsOf(const OpSpec& spec);
 
 // What runSpec tells its caller as it goes, so that a process that dies in

@@ -1,6 +1,6 @@
 #pragma once
 // The conformance worker's wire format (Note [Conformance workers] in
-// src/command.cc): a Result, and the sample a worker is about to run, as one
+// src/workers.cc): a Result, and the sample a worker is about to run, as one
 // line of text each, and back. Its own file (src/wire_format.cc), which
 // needs only libbackplane, so that the fuzz target fuzz_conformance_wire
 // links it alone (Note [Fuzzing] in docs/design.md).
