@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "backplane/core/error.h"
+#include "backplane/backplane.h"
 #include "backplane/dispatch/dispatcher.h"
 #include "backplane/ops/ops.h"
 #include "backplane/ops/random.h"

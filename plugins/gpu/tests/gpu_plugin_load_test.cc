@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "backplane/core/error.h"
+#include "backplane/backplane.h"
 #include "backplane/ops/ops.h"
 #include "backplane/ops/tensor.h"
 #include "backplane/runtime/runtime.h"

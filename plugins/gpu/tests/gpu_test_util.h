@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "backplane/core/tensor_base.h"
+#include "backplane/backplane.h"
 #include "backplane/dispatch/dispatcher.h"
 #include "backplane/ops/ops.h"
 #include "backplane/runtime/runtime.h"

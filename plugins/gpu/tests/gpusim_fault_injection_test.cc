@@ -21,7 +21,7 @@
 #include <tuple>
 #include <vector>
 
-#include "backplane/core/error.h"
+#include "backplane/backplane.h"
 #include "backplane/dispatch/dispatcher.h"
 #include "backplane/ops/ops.h"
 #include "backplane/ops/standard_ops.h"

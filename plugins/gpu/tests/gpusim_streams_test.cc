@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "backplane/core/error.h"
+#include "backplane/backplane.h"
 #include "backplane/dispatch/dispatcher.h"
 #include "backplane/ops/ops.h"
 #include "backplane/ops/tensor.h"

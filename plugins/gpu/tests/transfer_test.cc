@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "backplane/backplane.h"
-#include "backplane/core/transfers.h"
 #include "backplane/dispatch/dispatcher.h"
 #include "gpu_test_util.h"
 

@@ -23,7 +23,7 @@
 #include <tuple>
 #include <vector>
 
-#include "backplane/core/transfers.h"
+#include "backplane/backplane.h"
 #include "backplane/dispatch/dispatcher.h"
 #include "backplane/ops/tensor.h"
 #include "backplane/runtime/plugin_registry.h"

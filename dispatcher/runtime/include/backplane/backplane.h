@@ -1,8 +1,10 @@
 #pragma once
 // Everything an application uses, in one include: the Runtime (plugins,
 // devices, device strings), the operators as functions and tensor methods,
-// streams and events, the per-op report, DLPack, and the random seed.
+// streams and events, the per-op report, DLPack, the random seed, and this
+// thread's host<->device transfer count (hostDeviceTransfers()).
 
+#include "backplane/core/transfers.h"    // IWYU pragma: export
 #include "backplane/ops/ops.h"           // IWYU pragma: export
 #include "backplane/ops/random.h"        // IWYU pragma: export
 #include "backplane/runtime/dlpack.h"    // IWYU pragma: export
