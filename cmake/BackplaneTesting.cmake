@@ -19,11 +19,12 @@ set(BACKPLANE_TEST_PLUGIN_DEP_DIR ${PROJECT_BINARY_DIR}/test_plugin_deps_not_on_
 #   [LABELS <label>...]         ctest labels; tsan also puts it in backplane_tsan_tests
 #   [ENVIRONMENT <var=value>...]
 #   [WHOLE_PROGRAM]             one ctest for the whole program (its output is read as a whole)
+#   [NO_CTEST]                  no ctest: the caller adds the program's ctests (a filter each, a script)
 #   [NO_MAIN])                  the program has its own main()
 # A gtest program linking GTest's main (unless NO_MAIN), gmock, the shared test
 # helpers (testing/) and the warnings; each of its tests is a ctest.
 function(backplane_add_test name)
-  cmake_parse_arguments(PARSE_ARGV 1 ARG "WHOLE_PROGRAM;NO_MAIN" ""
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "WHOLE_PROGRAM;NO_CTEST;NO_MAIN" ""
                         "SOURCES;LIBS;INCLUDES;DEFINITIONS;PLUGINS;LABELS;ENVIRONMENT")
   if(ARG_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "backplane_add_test(${name}): unknown arguments ${ARG_UNPARSED_ARGUMENTS}")
@@ -69,7 +70,9 @@ function(backplane_add_test name)
   if(ARG_ENVIRONMENT)
     list(APPEND props ENVIRONMENT "${ARG_ENVIRONMENT}")
   endif()
-  if(ARG_WHOLE_PROGRAM)
+  if(ARG_NO_CTEST)
+    # The caller adds the ctests.
+  elseif(ARG_WHOLE_PROGRAM)
     add_test(NAME ${name} COMMAND ${name})
     if(props)
       set_tests_properties(${name} PROPERTIES ${props})
