@@ -1,14 +1,19 @@
 #include "backplane/conformance/onnx_node_test.h"
 
+#include <fcntl.h>
+#include <google/protobuf/io/coded_stream.h>
 #include <onnx/onnx_pb.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
-#include <sstream>
+#include <set>
 #include <system_error>
 #include <type_traits>
 #include <utility>
@@ -43,10 +48,164 @@
 // numbers and are named from the table below; fields newer than 1.12
 // (metadata_props, ...) are kept as unknown fields and ignored.
 
+// Note [ONNX loading limits]
+// The folders under --onnx are untrusted input: a test must not be able to
+// hang discovery, exhaust memory or pass without checking anything.
+// - Discovery follows symbolic links to directories (a corpus may be
+//   assembled from links), but enters each directory (st_dev, st_ino) once;
+//   a link back to a directory it is inside is a loop, reported with both
+//   paths, never followed.
+// - A test is any directory with an entry named model.onnx; one that is not
+//   a regular file (a FIFO, a device, a directory) is refused when the test
+//   loads, so it counts as a test in error. Files are opened with
+//   O_NONBLOCK (opening a FIFO never waits for a writer) and checked with
+//   fstat before a byte is read.
+// - Each file is read once, into one buffer, and parsed from it. Its size
+//   is checked against LoadLimits::max_file_bytes (64 MiB by default,
+//   BACKPLANE_ONNX_MAX_FILE_BYTES) before reading, and reading stops one
+//   byte past the limit for a file that grows meanwhile. The corpus's
+//   largest file is 393,235 bytes. Messages nested deeper than
+//   kMaxProtobufNesting do not parse. (A parsed repeated field may take up
+//   to 8 times its packed bytes in memory, so a file at the limit costs at
+//   most about 9 times it while it loads.)
+// - The tensors one test holds, all data sets together, are capped by
+//   max_tensor_bytes (256 MiB, BACKPLANE_ONNX_MAX_TENSOR_BYTES), checked
+//   before each is allocated.
+// - A tensor an op mapping creates with a size from the inputs' values
+//   (ConstantOfShape's shape: a 200-byte test may ask for 8 GiB) is capped
+//   by max_alloc_bytes (1 GiB, BACKPLANE_ONNX_MAX_ALLOC_BYTES), refused
+//   before it is allocated, naming the op, the bytes and the cap
+//   (checkCreation in onnx_ops.h).
+// - opset versions outside [1, kMaxOpsetVersion] are refused, and so is a
+//   test whose data sets give no expected output to compare with (a graph
+//   that lists no outputs, or no output_K.pb): it would pass unchecked.
+
 namespace backplane::conformance::onnx {
 namespace {
 
 namespace fs = std::filesystem;
+
+constexpr const char* kFileBytesVar = "BACKPLANE_ONNX_MAX_FILE_BYTES";
+constexpr const char* kTensorBytesVar = "BACKPLANE_ONNX_MAX_TENSOR_BYTES";
+constexpr const char* kAllocBytesVar = "BACKPLANE_ONNX_MAX_ALLOC_BYTES";
+
+// "64M" -> 67108864; nullopt for anything but a positive size below 2^62.
+std::optional<int64_t> parseSize(std::string_view text) {
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  if (digits == 0 || digits > 18) return std::nullopt;
+  int64_t value = std::stoll(std::string(text.substr(0, digits)));
+  std::string_view suffix = text.substr(digits);
+  int shift = 0;
+  if (suffix == "K" || suffix == "k" || suffix == "KiB") {
+    shift = 10;
+  } else if (suffix == "M" || suffix == "MiB") {
+    shift = 20;
+  } else if (suffix == "G" || suffix == "GiB") {
+    shift = 30;
+  } else if (!suffix.empty()) {
+    return std::nullopt;
+  }
+  if (value <= 0 || value > (int64_t{1} << (62 - shift))) return std::nullopt;
+  return value << shift;
+}
+
+// Sets `*value` from `var` when it is set and not empty.
+absl::Status readSizeVar(const char* var, int64_t* value) {
+  const char* text = std::getenv(var);
+  if (text == nullptr || *text == '\0') return absl::OkStatus();
+  std::optional<int64_t> v = parseSize(text);
+  if (!v) {
+    return absl::InvalidArgumentError(strCat(var, "='", text,
+                                             "' is not a size: give a positive number of bytes, optionally with a "
+                                             "K, M or G suffix (powers of 1024), e.g. ",
+                                             var, "=128M"));
+  }
+  *value = *v;
+  return absl::OkStatus();
+}
+
+// "a FIFO" for an st_mode that is not a regular file.
+const char* fileTypeName(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  ~FileDescriptor() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// `path`'s bytes, read once (Note [ONNX loading limits]). `what` names the
+// file's role in errors: "model".
+absl::StatusOr<std::string> readFileOnce(const fs::path& path, const char* what, int64_t limit) {
+  const std::string name = path.string();
+  auto tooLarge = [&](const std::string& size) {
+    return absl::InvalidArgumentError(strCat(name, ": ", size, " bytes, past the limit of ", limit,
+                                             " bytes on one ONNX file (the node test's ", what, "); raise it with ",
+                                             kFileBytesVar, "=<bytes> if the file is meant to be this large"));
+  };
+  // stat first, so that a special file is not even opened.
+  struct stat st;
+  if (::stat(name.c_str(), &st) != 0) {
+    if (errno == ENOENT || errno == ENOTDIR) {
+      return absl::NotFoundError(strCat(name, ": no such file (the node test's ", what, ")"));
+    }
+    return absl::InvalidArgumentError(strCat(name, ": cannot be read: ", std::strerror(errno)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        strCat(name, ": is ", fileTypeName(st.st_mode), ", not a regular file (the node test's ", what, ")"));
+  }
+  FileDescriptor fd(::open(name.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
+  if (fd.get() < 0) return absl::InvalidArgumentError(strCat(name, ": cannot be opened: ", std::strerror(errno)));
+  // Checked again on what was opened: the path may have changed since.
+  if (::fstat(fd.get(), &st) != 0) {
+    return absl::InvalidArgumentError(strCat(name, ": cannot be read: ", std::strerror(errno)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        strCat(name, ": is ", fileTypeName(st.st_mode), ", not a regular file (the node test's ", what, ")"));
+  }
+  if (st.st_size > limit) return tooLarge(std::to_string(st.st_size));
+  // One byte more than the size fstat gave shows a file that grew; reading
+  // stops one byte past the limit whatever the file says.
+  std::string bytes(static_cast<size_t>(st.st_size) + 1, '\0');
+  size_t have = 0;
+  for (;;) {
+    if (have == bytes.size()) {
+      if (static_cast<int64_t>(have) > limit) return tooLarge(strCat("more than ", limit));
+      bytes.resize(static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(have) * 2, limit + 1)));
+    }
+    const ssize_t n = ::read(fd.get(), bytes.data() + have, bytes.size() - have);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return absl::InvalidArgumentError(strCat(name, ": cannot be read: ", std::strerror(errno)));
+    if (n == 0) break;
+    have += static_cast<size_t>(n);
+  }
+  if (static_cast<int64_t>(have) > limit) return tooLarge(strCat("more than ", limit));
+  bytes.resize(have);
+  return bytes;
+}
+
+// What a node test's tensors may still take (LoadLimits::max_tensor_bytes).
+struct TensorBudget {
+  int64_t limit;
+  int64_t used = 0;
+};
 
 // Backplane's tensors are little-endian in memory, as ONNX's raw_data is.
 static_assert(std::endian::native == std::endian::little,
@@ -98,19 +257,21 @@ const char* attributeValueKind(const AttributeValue& v) {
 }
 
 template <typename Proto>
-absl::StatusOr<Proto> parseFile(const fs::path& path, const char* what) {
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) {
-    return absl::NotFoundError(strCat(path.string(), ": no such file (the node test's ", what, ")"));
-  }
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  if (!in.good() && !in.eof()) return absl::InvalidArgumentError(strCat(path.string(), ": cannot be read"));
-  Proto proto;
-  if (!proto.ParseFromString(bytes.str())) {
+absl::StatusOr<Proto> parseFile(const fs::path& path, const char* what, const LoadLimits& limits) {
+  absl::StatusOr<std::string> bytes = readFileOnce(path, what, limits.max_file_bytes);
+  if (!bytes.ok()) return bytes.status();
+  if (bytes->size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
     return absl::InvalidArgumentError(
-        strCat(path.string(), ": not a valid ONNX ", what, " (the protobuf does not parse)"));
+        strCat(path.string(), ": ", bytes->size(), " bytes; protobuf parses messages of less than 2 GiB"));
+  }
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes->data()),
+                                            static_cast<int>(bytes->size()));
+  in.SetRecursionLimit(kMaxProtobufNesting);
+  Proto proto;
+  if (!proto.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage()) {
+    return absl::InvalidArgumentError(strCat(path.string(), ": not a valid ONNX ", what,
+                                             " (the protobuf does not parse, or nests messages more than ",
+                                             kMaxProtobufNesting, " deep)"));
   }
   return proto;
 }
@@ -149,7 +310,8 @@ absl::Status copyTypedValues(const Field& values, void* out, const std::string& 
 
 // A CPU tensor holding `proto`'s value. `what` names it in errors: "input 0
 // ('x') in /path/test_data_set_0/input_0.pb".
-absl::StatusOr<Tensor> tensorFromProto(const ::onnx::TensorProto& proto, const std::string& what) {
+absl::StatusOr<Tensor> tensorFromProto(const ::onnx::TensorProto& proto, const std::string& what,
+                                       TensorBudget& budget) {
   using P = ::onnx::TensorProto;
   const int32_t type = proto.data_type();
   std::optional<ScalarType> dtype = scalarTypeFor(type);
@@ -181,6 +343,13 @@ absl::StatusOr<Tensor> tensorFromProto(const ::onnx::TensorProto& proto, const s
   // for a tensor ([0, 2^62, 4]: the strides overflow), which the core
   // refuses with an Error: a malformed file, not a crash of the loader.
   auto allocate = [&]() -> absl::StatusOr<Tensor> {
+    if (static_cast<int64_t>(nbytes) > budget.limit - budget.used) {
+      return absl::InvalidArgumentError(strCat(what, ": its ", nbytes, " bytes bring the node test's tensors to ",
+                                               budget.used + static_cast<int64_t>(nbytes), " bytes, past the limit of ",
+                                               budget.limit, " bytes; raise it with ", kTensorBytesVar,
+                                               "=<bytes> if the test is meant to be this large"));
+    }
+    budget.used += static_cast<int64_t>(nbytes);
     try {
       return emptyTensor(sizes, *dtype);
     } catch (const Error& e) {
@@ -228,7 +397,8 @@ absl::StatusOr<Tensor> tensorFromProto(const ::onnx::TensorProto& proto, const s
   detail::invalidScalarType("tensorFromProto", static_cast<int>(*dtype));
 }
 
-absl::StatusOr<AttributeValue> attributeValue(const ::onnx::AttributeProto& a, const std::string& what) {
+absl::StatusOr<AttributeValue> attributeValue(const ::onnx::AttributeProto& a, const std::string& what,
+                                              TensorBudget& budget) {
   using A = ::onnx::AttributeProto;
   switch (a.type()) {
     case A::INT: return AttributeValue(a.i());
@@ -238,7 +408,7 @@ absl::StatusOr<AttributeValue> attributeValue(const ::onnx::AttributeProto& a, c
     case A::FLOATS: return AttributeValue(std::vector<double>(a.floats().begin(), a.floats().end()));
     case A::STRINGS: return AttributeValue(std::vector<std::string>(a.strings().begin(), a.strings().end()));
     case A::TENSOR: {
-      absl::StatusOr<Tensor> t = tensorFromProto(a.t(), what);
+      absl::StatusOr<Tensor> t = tensorFromProto(a.t(), what, budget);
       if (!t.ok()) return t.status();
       return AttributeValue(*std::move(t));
     }
@@ -276,7 +446,7 @@ const char* valueKindOf(const ::onnx::TypeProto& type) {
 // nullopt where there is no file.
 absl::StatusOr<std::vector<std::optional<Tensor>>> readDataFiles(
     const fs::path& set_dir, const google::protobuf::RepeatedPtrField<::onnx::ValueInfoProto>& values,
-    const char* prefix) {
+    const char* prefix, const LoadLimits& limits, TensorBudget& budget) {
   std::vector<std::optional<Tensor>> out(static_cast<size_t>(values.size()));
   // In K order, so that the first file that fails is the same on every
   // file system.
@@ -298,7 +468,7 @@ absl::StatusOr<std::vector<std::optional<Tensor>>> readDataFiles(
     if (const char* kind = valueKindOf(value.type())) {
       return absl::UnimplementedError(strCat(what, " is ", kind, ", which Backplane has no type for"));
     }
-    absl::StatusOr<::onnx::TensorProto> proto = parseFile<::onnx::TensorProto>(path, "TensorProto");
+    absl::StatusOr<::onnx::TensorProto> proto = parseFile<::onnx::TensorProto>(path, "TensorProto", limits);
     if (!proto.ok()) return proto.status();
     // The file must hold the element type the graph declares: a runner
     // checks the node's output against the file's dtype.
@@ -308,7 +478,7 @@ absl::StatusOr<std::vector<std::optional<Tensor>>> readDataFiles(
                                                onnxElementTypeName(proto->data_type()), ", but the graph declares ",
                                                onnxElementTypeName(value.type().tensor_type().elem_type())));
     }
-    absl::StatusOr<Tensor> tensor = tensorFromProto(*proto, what);
+    absl::StatusOr<Tensor> tensor = tensorFromProto(*proto, what, budget);
     if (!tensor.ok()) return tensor.status();
     out[static_cast<size_t>(k)] = *std::move(tensor);
   }
@@ -316,12 +486,15 @@ absl::StatusOr<std::vector<std::optional<Tensor>>> readDataFiles(
 }
 
 absl::StatusOr<NodeTest::DataSet> loadDataSet(const fs::path& set_dir, const ::onnx::GraphProto& graph,
-                                              const ::onnx::NodeProto& node) {
+                                              const ::onnx::NodeProto& node, const LoadLimits& limits,
+                                              TensorBudget& budget) {
   NodeTest::DataSet set;
   set.name = set_dir.filename().string();
-  absl::StatusOr<std::vector<std::optional<Tensor>>> graph_inputs = readDataFiles(set_dir, graph.input(), "input");
+  absl::StatusOr<std::vector<std::optional<Tensor>>> graph_inputs =
+      readDataFiles(set_dir, graph.input(), "input", limits, budget);
   if (!graph_inputs.ok()) return graph_inputs.status();
-  absl::StatusOr<std::vector<std::optional<Tensor>>> graph_outputs = readDataFiles(set_dir, graph.output(), "output");
+  absl::StatusOr<std::vector<std::optional<Tensor>>> graph_outputs =
+      readDataFiles(set_dir, graph.output(), "output", limits, budget);
   if (!graph_outputs.ok()) return graph_outputs.status();
 
   // The value a node input takes: its graph input's file, else an
@@ -349,7 +522,7 @@ absl::StatusOr<NodeTest::DataSet> loadDataSet(const fs::path& set_dir, const ::o
     if (!value) {
       if (const ::onnx::TensorProto* init = initializer(name)) {
         absl::StatusOr<Tensor> t = tensorFromProto(
-            *init, strCat("initializer '", name, "' in ", (set_dir.parent_path() / "model.onnx").string()));
+            *init, strCat("initializer '", name, "' in ", (set_dir.parent_path() / "model.onnx").string()), budget);
         if (!t.ok()) return t.status();
         value = *std::move(t);
       }
@@ -398,29 +571,98 @@ std::optional<int64_t> elementTypeFromName(const std::string& name) {
   return std::nullopt;
 }
 
+absl::StatusOr<LoadLimits> loadLimitsFromEnvironment() {
+  LoadLimits limits;
+  for (auto [var, value] :
+       {std::pair{kFileBytesVar, &limits.max_file_bytes}, std::pair{kTensorBytesVar, &limits.max_tensor_bytes},
+        std::pair{kAllocBytesVar, &limits.max_alloc_bytes}}) {
+    absl::Status s = readSizeVar(var, value);
+    if (!s.ok()) return s;
+  }
+  return limits;
+}
+
 absl::StatusOr<std::vector<std::string>> findNodeTests(const std::string& root) {
+  // Refused here, in the parent, before any worker loads a test.
+  if (absl::StatusOr<LoadLimits> limits = loadLimitsFromEnvironment(); !limits.ok()) return limits.status();
   std::error_code ec;
   if (!fs::is_directory(root, ec)) {
     return absl::NotFoundError(strCat(root,
                                       ": not a directory (expected a folder of ONNX node tests, e.g. "
                                       "onnx/backend/test/data/node; scripts/fetch_onnx_tests.sh fetches one)"));
   }
+  // Depth first, each directory entered once (Note [ONNX loading limits]):
+  // a directory's identity, and the directories on the path to it with
+  // their identities, to tell a loop (a link to one of them) from a second
+  // link to a directory searched already.
+  using Id = std::pair<dev_t, ino_t>;
+  struct Pending {
+    fs::path path;
+    std::vector<std::pair<Id, fs::path>> ancestors;  // root first, this one last
+  };
+  auto identity = [](const fs::path& p, Id* id) {
+    struct stat st;
+    if (::stat(p.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return false;
+    *id = {st.st_dev, st.st_ino};
+    return true;
+  };
+  std::set<Id> searched;
   std::vector<std::string> dirs;
-  fs::recursive_directory_iterator it(root, fs::directory_options::follow_directory_symlink, ec);
-  for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    if (it->is_directory(ec) && fs::is_regular_file(it->path() / "model.onnx", ec)) {
-      dirs.push_back(it->path().string());
+  std::vector<Pending> stack;
+  Id root_id;
+  if (!identity(root, &root_id)) return absl::InvalidArgumentError(strCat(root, ": cannot be listed"));
+  stack.push_back({fs::path(root), {{root_id, fs::path(root)}}});
+  while (!stack.empty()) {
+    Pending dir = std::move(stack.back());
+    stack.pop_back();
+    // Claimed when searched, so that of two paths to one directory the
+    // first in name order is the one reported.
+    if (!searched.insert(dir.ancestors.back().first).second) continue;
+    std::vector<fs::path> children;
+    for (fs::directory_iterator it(dir.path, ec), end; !ec && it != end; it.increment(ec)) {
+      const fs::path& p = it->path();
+      if (p.filename() == "model.onnx" && dir.ancestors.size() > 1) {
+        // Whatever its type (a FIFO, a folder): loadNodeTest refuses it, so
+        // the test counts, in error.
+        dirs.push_back(dir.path.string());
+        continue;
+      }
+      // (A model.onnx in `root` itself is no test: `root` is a folder of them.)
+      children.push_back(p);
+    }
+    if (ec) return absl::InvalidArgumentError(strCat(dir.path.string(), ": cannot be listed: ", ec.message()));
+    std::sort(children.begin(), children.end());
+    // Pushed in reverse, so popped (searched) in name order.
+    for (auto it = children.rbegin(); it != children.rend(); ++it) {
+      Id id;
+      if (!identity(*it, &id)) continue;  // not a directory, nor a link to one (or a dangling link)
+      for (const auto& [ancestor_id, ancestor] : dir.ancestors) {
+        if (ancestor_id == id) {
+          return absl::InvalidArgumentError(
+              strCat(it->string(), ": leads back to ", ancestor.string(),
+                     ", a directory it is inside (a loop of symbolic links or mounts); remove the link, or point "
+                     "--onnx at a folder without it"));
+        }
+      }
+      Pending child{*it, dir.ancestors};
+      child.ancestors.emplace_back(id, *it);
+      stack.push_back(std::move(child));
     }
   }
-  if (ec) return absl::InvalidArgumentError(strCat(root, ": cannot be listed: ", ec.message()));
   std::sort(dirs.begin(), dirs.end());
   return dirs;
 }
 
 absl::StatusOr<NodeTest> loadNodeTest(const std::string& dir) {
+  absl::StatusOr<LoadLimits> limits = loadLimitsFromEnvironment();
+  if (!limits.ok()) return limits.status();
+  return loadNodeTest(dir, *limits);
+}
+
+absl::StatusOr<NodeTest> loadNodeTest(const std::string& dir, const LoadLimits& limits) {
   const fs::path root(dir);
   const fs::path model_path = root / "model.onnx";
-  absl::StatusOr<::onnx::ModelProto> model = parseFile<::onnx::ModelProto>(model_path, "model");
+  absl::StatusOr<::onnx::ModelProto> model = parseFile<::onnx::ModelProto>(model_path, "model", limits);
   if (!model.ok()) return model.status();
   const ::onnx::GraphProto& graph = model->graph();
   if (graph.node_size() != 1) {
@@ -438,6 +680,11 @@ absl::StatusOr<NodeTest> loadNodeTest(const std::string& dir) {
   bool found_opset = false;
   for (const ::onnx::OperatorSetIdProto& o : model->opset_import()) {
     const std::string domain = o.domain() == "ai.onnx" ? "" : o.domain();
+    if (o.version() < 1 || o.version() > kMaxOpsetVersion) {
+      return absl::InvalidArgumentError(strCat(model_path.string(), ": opset_import of domain '", domain,
+                                               "' has version ", o.version(), ", which is no opset (ONNX numbers ",
+                                               "them from 1; this runner takes 1 to ", kMaxOpsetVersion, ")"));
+    }
     if (domain == test.domain) {
       test.opset = o.version();
       found_opset = true;
@@ -447,9 +694,11 @@ absl::StatusOr<NodeTest> loadNodeTest(const std::string& dir) {
     return absl::InvalidArgumentError(
         strCat(model_path.string(), ": no opset_import for the node's domain '", test.domain, "'"));
   }
+  test.max_alloc_bytes = limits.max_alloc_bytes;
+  TensorBudget budget{limits.max_tensor_bytes};
   for (const ::onnx::AttributeProto& a : node.attribute()) {
     absl::StatusOr<AttributeValue> v =
-        attributeValue(a, strCat("attribute '", a.name(), "' of ", test.op_type, " in ", model_path.string()));
+        attributeValue(a, strCat("attribute '", a.name(), "' of ", test.op_type, " in ", model_path.string()), budget);
     if (!v.ok()) return v.status();
     test.attributes.insert_or_assign(a.name(), *std::move(v));
   }
@@ -467,8 +716,17 @@ absl::StatusOr<NodeTest> loadNodeTest(const std::string& dir) {
   if (sets.empty()) return absl::InvalidArgumentError(strCat(dir, ": no test_data_set_N folder"));
   std::sort(sets.begin(), sets.end());
   for (const auto& [n, path] : sets) {
-    absl::StatusOr<NodeTest::DataSet> set = loadDataSet(path, graph, node);
+    absl::StatusOr<NodeTest::DataSet> set = loadDataSet(path, graph, node, limits, budget);
     if (!set.ok()) return set.status();
+    // Likewise a data set with no expected output: the node would run, and
+    // pass, with nothing checked.
+    if (std::none_of(set->outputs.begin(), set->outputs.end(), [](const auto& t) { return t.has_value(); })) {
+      return absl::InvalidArgumentError(
+          graph.output_size() == 0
+              ? strCat(model_path.string(), ": the graph lists no outputs, so the test has nothing to compare")
+              : strCat(path.string(), ": no output_K.pb for any of the node's outputs, so the data set has ",
+                       "nothing to compare"));
+    }
     test.data_sets.push_back(*std::move(set));
   }
   return test;

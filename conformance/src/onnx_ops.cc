@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backplane/conformance/onnx_ops.h"
+#include "backplane/core/checked_math.h"
 #include "backplane/core/error.h"
 #include "backplane/core/str_cat.h"
 
@@ -73,6 +74,29 @@ std::vector<std::string> mappedOpTypes() {
   std::vector<std::string> names;
   for (const auto& [name, fn] : table()) names.push_back(name);
   return names;  // std::map iterates in sorted order
+}
+
+void checkCreation(const NodeTest& node, IntArrayRef sizes, ScalarType dtype, const char* what) {
+  int64_t numel = 0;
+  for (int64_t s : sizes) {
+    BP_CHECK(s >= 0, node.op_type, ": ", what, " would have shape ", sizes, ", with a negative size");
+  }
+  // Past int64, the product is past any cap too.
+  bool overflow = false;
+  try {
+    numel = checkedNumel(sizes);
+  } catch (const Error&) {
+    overflow = true;
+  }
+  int64_t bytes = 0;
+  overflow = overflow || __builtin_mul_overflow(numel, static_cast<int64_t>(elementSize(dtype)), &bytes);
+  if (overflow || bytes > node.max_alloc_bytes) {
+    BP_THROW(kResourceExhausted, node.op_type, ": ", what, " of shape ", sizes, " and dtype ", scalarTypeName(dtype),
+             " would take ", overflow ? std::string("more than 2^63") : std::to_string(bytes),
+             " bytes, past the cap of ", node.max_alloc_bytes,
+             " bytes on a tensor a node creates from its inputs' values; refused before allocating it (raise the "
+             "cap with BACKPLANE_ONNX_MAX_ALLOC_BYTES=<bytes> if the test is meant to be this large)");
+  }
 }
 
 NodeRun runNode(const NodeTest& node, const NodeInputs& inputs, Device device) {

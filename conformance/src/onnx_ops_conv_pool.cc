@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backplane/core/checked_math.h"
 #include "backplane/core/error.h"
 #include "backplane/core/scalar_type.h"
 #include "backplane/ops/ops.h"
@@ -185,6 +186,12 @@ NodeRun convTranspose(const NodeTest& n, const NodeInputs& in) {
     weight = weight.unsqueeze(2);
     for (Ints* v : {&kernel, &stride, &dilation, &begin, &end, &out_pad})
       v->insert(v->begin(), v == &kernel || v == &stride || v == &dilation ? 1 : 0);
+  }
+  {
+    Ints spread = sizesOf(x);
+    for (int64_t i = 0; i < 2; ++i)
+      spread[2 + i] = checkedMul(spread[2 + i], stride[i], "ConvTranspose's spread input");
+    checkCreation(n, spread, x.dtype(), "the input spread out by the strides");
   }
   // stride - 1 zeros after each element, the trailing ones cut.
   Tensor z = x;
@@ -403,8 +410,10 @@ NodeRun maxUnpool(const NodeTest& n, const NodeInputs& in) {
   if (stride.size() != s || pads.size() != 2 * s) return unsupported("MaxUnpool: strides or pads of the wrong rank");
   Ints shape{x.size(0), x.size(1)};
   for (size_t i = 0; i < s; ++i) {
-    shape.push_back((x.size(static_cast<int64_t>(i) + 2) - 1) * stride[i] + (*ks)[i] - pads[i] - pads[i + s]);
+    const int64_t spread = checkedMul(x.size(static_cast<int64_t>(i) + 2) - 1, stride[i], "MaxUnpool's output size");
+    shape.push_back(checkedAdd(spread, (*ks)[i] - pads[i] - pads[i + s], "MaxUnpool's output size"));
   }
+  checkCreation(n, shape, x.dtype());
   if (const Tensor* o = optionalInput(in, 2); o && intsOf(*o) != shape) {
     return unsupported("MaxUnpool: an output_shape other than the inferred one is not mapped");
   }
@@ -430,6 +439,15 @@ NodeRun col2im(const NodeTest& n, const NodeInputs& in) {
       return unsupported("Col2Im: non-positive block, stride or dilation");
     padded[i] = image[i] + pads[i] + pads[i + k];
     blocks[i] = (padded[i] - (dil[i] * (block[i] - 1) + 1)) / stride[i] + 1;
+  }
+  {
+    Ints out{x.size(0), x.size(1)};
+    out.insert(out.end(), padded.begin(), padded.end());
+    checkCreation(n, out, x.dtype(), "the padded image");
+    Ints positions = block;
+    positions.insert(positions.end(), blocks.begin(), blocks.end());
+    for (int64_t& b : positions) b = std::max<int64_t>(b, 0);
+    checkCreation(n, positions, ScalarType::Int64, "the scatter positions");
   }
   const int64_t kernel = product(block, 0, k), cols = product(blocks, 0, k);
   if (x.size(1) % kernel != 0 || x.size(2) != cols) return unsupported("Col2Im: the input does not match the blocks");

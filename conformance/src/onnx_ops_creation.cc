@@ -2,6 +2,7 @@
 // op mapping] in onnx_ops.cc): Range, ConstantOfShape, EyeLike and the
 // HannWindow, HammingWindow and BlackmanWindow windows. How the entries read
 // a node: onnx_node_args.h.
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -19,6 +20,12 @@ NodeRun rangeNode(const NodeTest& n, const NodeInputs& in) {
   Tensor start = input(n, in, 0), limit = input(n, in, 1), delta = input(n, in, 2);
   const ScalarType dt = start.dtype();
   const TensorOptions opts{.dtype = dt, .device = start.device()};
+  // max(ceil((limit - start) / delta), 0) elements, in double: an estimate
+  // good enough for the cap, which it must not overflow to pass.
+  const double d = delta.item<double>();
+  BP_CHECK(d != 0 && std::isfinite(d), "Range: delta ", d, " (it must be finite and not 0)");
+  const double count = std::ceil((limit.item<double>() - start.item<double>()) / d);
+  if (count > 0) checkCreation(n, {count < 0x1p62 ? static_cast<int64_t>(count) : int64_t{1} << 62}, dt);
   if (isFloatingType(dt)) {
     return outputs({arange(start.item<double>(), limit.item<double>(), delta.item<double>(), opts)});
   }
@@ -34,6 +41,7 @@ NodeRun constantOfShape(const NodeTest& n, const NodeInputs& in, Device device) 
     BP_CHECK(v != nullptr && v->numel() == 1, "ConstantOfShape: value must be a one-element tensor");
     value = v->to(device);
   }
+  checkCreation(n, shape, value.dtype());
   return outputs({value.reshape({}).expand(shape).contiguous()});
 }
 
@@ -45,6 +53,7 @@ constexpr double kPi = 3.14159265358979323846;
 NodeRun windowNode(const NodeTest& n, const NodeInputs& in, Device device) {
   const int64_t size = input(n, in, 0).item<int64_t>();
   BP_CHECK(size >= 0, n.op_type, ": size ", size, " is negative");
+  checkCreation(n, {size}, ScalarType::Float64, "the window");
   const auto dtype = dtypeOfOnnxElementType(n.intAttr("output_datatype", 1));
   if (!dtype) return unsupported(n.op_type + ": output_datatype has no Backplane dtype");
   const double denom = static_cast<double>(n.intAttr("periodic", 1) != 0 ? size : size - 1);

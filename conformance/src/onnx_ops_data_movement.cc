@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "backplane/core/checked_math.h"
 #include "backplane/core/error.h"
 #include "backplane/core/scalar_type.h"
 #include "backplane/ops/ops.h"
@@ -132,6 +133,7 @@ NodeRun expandNode(const NodeTest& n, const NodeInputs& in) {
     BP_CHECK(a == b || a == 1 || b == 1, "Expand: shape ", b, " does not broadcast with the input's ", a);
     out[i] = a == 1 ? b : a;
   }
+  checkCreation(n, out, x.dtype());
   return outputs({x.expand(out).contiguous()});
 }
 
@@ -196,8 +198,9 @@ NodeRun tileNode(const NodeTest& n, const NodeInputs& in) {
   for (int64_t d = 0; d < x.dim(); ++d) {
     inter.insert(inter.end(), {1, x.size(d)});
     expanded.insert(expanded.end(), {reps[d], x.size(d)});
-    out.push_back(reps[d] * x.size(d));
   }
+  checkCreation(n, expanded, x.dtype());  // [r0, d0, r1, d1]: the output's elements, without overflow
+  for (int64_t d = 0; d < x.dim(); ++d) out.push_back(reps[d] * x.size(d));
   return outputs({x.reshape(inter).expand(expanded).reshape(out)});
 }
 
@@ -222,6 +225,13 @@ NodeRun padNode(const NodeTest& n, const NodeInputs& in) {
   for (size_t i = 0; i < axes.size(); ++i) {
     begin[axes[i]] = pads[i];
     end[axes[i]] = pads[i + axes.size()];
+  }
+  {
+    Ints out = sizesOf(x);
+    for (int64_t d = 0; d < r; ++d) {
+      out[d] = checkedAdd(checkedAdd(out[d], begin[d], "Pad's output size"), end[d], "Pad's output size");
+    }
+    checkCreation(n, out, x.dtype());
   }
   int64_t first = r;  // the first padded dim
   for (int64_t d = 0; d < r; ++d) {
@@ -291,6 +301,11 @@ NodeRun centerCropPad(const NodeTest& n, const NodeInputs& in) {
   Ints axes = n.intsAttr("axes").value_or(allAxes(static_cast<int64_t>(shape.size())));
   BP_CHECK(axes.size() == shape.size(), "CenterCropPad: shape has ", shape.size(), " entries for ", axes.size(),
            " axes");
+  {
+    Ints out = sizesOf(x);
+    for (size_t i = 0; i < axes.size(); ++i) out[normAxis(n, axes[i], x.dim())] = shape[i];
+    checkCreation(n, out, x.dtype());
+  }
   for (size_t i = 0; i < axes.size(); ++i) {
     const int64_t a = normAxis(n, axes[i], x.dim()), dim = x.size(a), want = shape[i];
     BP_CHECK(want >= 0, "CenterCropPad: a negative size");

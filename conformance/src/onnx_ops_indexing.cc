@@ -139,6 +139,11 @@ NodeRun oneHot(const NodeTest& n, const NodeInputs& in) {
   int64_t axis = n.intAttr("axis", -1);
   BP_CHECK(axis >= -r && axis < r, "OneHot: axis ", axis, " is out of range for output rank ", r);
   if (axis < 0) axis += r;
+  {
+    Ints out = sizesOf(indices);
+    out.insert(out.begin() + axis, depth);
+    checkCreation(n, out, values.dtype());
+  }
   // Non-integer indices truncate; negative ones count from depth.
   Tensor idx = wrapIndices(indices, depth).unsqueeze(axis);
   Ints shape(static_cast<size_t>(r), 1);

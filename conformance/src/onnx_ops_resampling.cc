@@ -60,7 +60,7 @@ NodeRun resize(const NodeTest& n, const NodeInputs& in) {
       }
       for (int64_t a : axes) {
         scale[a] = common;
-        out[a] = static_cast<int64_t>(std::floor(common * static_cast<double>(x.size(a)) + 0.5));
+        out[a] = static_cast<int64_t>(std::min(std::floor(common * static_cast<double>(x.size(a)) + 0.5), 0x1p62));
       }
     } else {
       return unsupported("Resize: unknown keep_aspect_ratio_policy '" + policy + "'");
@@ -71,7 +71,9 @@ NodeRun resize(const NodeTest& n, const NodeInputs& in) {
     for (size_t i = 0; i < axes.size(); ++i) {
       BP_CHECK(scales[i] > 0, "Resize: scale ", scales[i], " is not positive");
       scale[axes[i]] = scales[i];
-      out[axes[i]] = static_cast<int64_t>(std::floor(scales[i] * static_cast<double>(x.size(axes[i]))));
+      // Clamped before the cast (one past int64 is undefined); the cap refuses it below.
+      out[axes[i]] =
+          static_cast<int64_t>(std::min(std::floor(scales[i] * static_cast<double>(x.size(axes[i]))), 0x1p62));
     }
   } else {
     return unsupported("Resize: neither scales nor sizes given");
@@ -97,6 +99,10 @@ NodeRun resize(const NodeTest& n, const NodeInputs& in) {
       nearest_mode != "ceil") {
     return unsupported("Resize: nearest_mode '" + nearest_mode + "'");
   }
+  checkCreation(n, out, x.dtype());
+  // The host's sampling positions along each axis (three int64 per output
+  // position), which an empty other axis does not make smaller.
+  for (int64_t a = 0; a < r; ++a) checkCreation(n, {out[a], 3}, ScalarType::Int64, "the sampling positions");
   const double extrapolation = n.floatAttr("extrapolation_value", 0.0);
   Tensor y = x;
   Tensor outside;  // where tf_crop_and_resize samples outside the input
@@ -209,7 +215,16 @@ NodeRun affineGrid(const NodeTest& n, const NodeInputs& in) {
     return (i * 2.0 + 1.0) / static_cast<double>(len) - 1.0;
   };
   Ints dims(size.begin() + 2, size.end());  // [H, W] or [D, H, W]
-  std::vector<Tensor> columns;              // x, y (, z), 1, each over every position
+  {
+    // The base grid, [positions, r + 1], and the output, [N, positions..., r].
+    Ints grid_shape = dims, out_shape{size[0]};
+    grid_shape.push_back(static_cast<int64_t>(dims.size()) + 1);
+    checkCreation(n, grid_shape, theta.dtype(), "the base grid");
+    out_shape.insert(out_shape.end(), dims.begin(), dims.end());
+    out_shape.push_back(static_cast<int64_t>(dims.size()));
+    checkCreation(n, out_shape, theta.dtype());
+  }
+  std::vector<Tensor> columns;  // x, y (, z), 1, each over every position
   const size_t r = dims.size();
   for (size_t j = 0; j < r; ++j) {
     // Coordinate j (x first) varies along dim r - 1 - j.

@@ -3,6 +3,7 @@
 // on the CPU plugin in its workers, with a list of expected failures.
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -192,6 +193,26 @@ TEST_F(OnnxConformanceCli, NothingToRunIsAnError) {
             (expected_ / "cpu.txt").string()});
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("is not a folder"), std::string::npos) << r.out;
+}
+
+// Note [ONNX loading limits]: a model.onnx that is a FIFO is a test in
+// error, counted, and nothing blocks on it; a symlink loop is reported.
+TEST_F(OnnxConformanceCli, SpecialFilesCountAsErrorsAndLoopsAreReported) {
+  fs::create_directories(corpus_ / "test_fifo");
+  ASSERT_EQ(::mkfifo((corpus_ / "test_fifo" / "model.onnx").c_str(), 0600), 0);
+  ToolRun r = tool({"conformance", "--onnx", corpus_.string(), "--backend", "cpu", "--onnx-expected",
+                    expected_.string(), "--timeout", "20"});
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("cpu:0: 6 found, 5 mapped, 2 passed, 2 failed, 1 expected failures, 1 unsupported"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("model.onnx: is a FIFO, not a regular file (the node test's model)"), std::string::npos)
+      << r.out;
+
+  fs::create_directory_symlink(".", corpus_ / "test_fifo" / "self");
+  r = tool({"conformance", "--onnx", corpus_.string(), "--backend", "cpu", "--timeout", "20"});
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("self: leads back to " + (corpus_ / "test_fifo").string()), std::string::npos) << r.out;
 }
 
 TEST_F(OnnxConformanceCli, UsageErrors) {

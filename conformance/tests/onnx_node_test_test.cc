@@ -4,6 +4,7 @@
 // (scripts/fetch_onnx_tests.sh prints one), the whole corpus.
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -531,8 +532,9 @@ TEST_F(OnnxNodeTestLoading, MissingAndCorruptFilesAreNamed) {
   }
   t = loadNodeTest(dir.string());
   EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(t.status().message(), (dir / "test_data_set_0" / "input_0.pb").string() +
-                                      ": not a valid ONNX TensorProto (the protobuf does not parse)");
+  EXPECT_EQ(t.status().message(),
+            (dir / "test_data_set_0" / "input_0.pb").string() +
+                ": not a valid ONNX TensorProto (the protobuf does not parse, or nests messages more than 64 deep)");
 
   {
     std::ofstream out(dir / "model.onnx", std::ios::binary | std::ios::trunc);
@@ -541,7 +543,8 @@ TEST_F(OnnxNodeTestLoading, MissingAndCorruptFilesAreNamed) {
   t = loadNodeTest(dir.string());
   EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(t.status().message(),
-            (dir / "model.onnx").string() + ": not a valid ONNX model (the protobuf does not parse)");
+            (dir / "model.onnx").string() +
+                ": not a valid ONNX model (the protobuf does not parse, or nests messages more than 64 deep)");
 
   // A node input that has a graph input but no file and no initializer.
   fs::path nofile = writeTest("nofile", oneNodeModel("Identity", {"x"}, {"y"}), {}, {});
@@ -569,6 +572,172 @@ TEST_F(OnnxNodeTestLoading, FindsTestFoldersRecursivelySorted) {
   absl::StatusOr<std::vector<std::string>> missing = findNodeTests((root_ / "nowhere").string());
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
   EXPECT_NE(missing.status().message().find("nowhere: not a directory"), std::string::npos) << missing.status();
+}
+
+// Note [ONNX loading limits]: a link back to a directory above it is a
+// loop, reported, not followed; a second link to a directory searched
+// already finds its tests once.
+TEST_F(OnnxNodeTestLoading, DiscoveryReportsASymlinkLoopAndSearchesEachDirectoryOnce) {
+  const fs::path corpus = root_ / "corpus";
+  writeProto(corpus / "test_a" / "model.onnx", oneNodeModel("Relu", {"x"}, {"y"}));
+  fs::create_symlink(corpus / "test_a", corpus / "again");  // the same test through a second path
+  absl::StatusOr<std::vector<std::string>> dirs = findNodeTests(corpus.string());
+  ASSERT_TRUE(dirs.ok()) << dirs.status();
+  EXPECT_EQ(*dirs, (std::vector<std::string>{(corpus / "again").string()}));
+
+  fs::create_directories(corpus / "sub");
+  fs::create_directory_symlink("..", corpus / "sub" / "up");
+  dirs = findNodeTests(corpus.string());
+  EXPECT_EQ(dirs.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(dirs.status().message(), (corpus / "sub" / "up").string() + ": leads back to " + corpus.string() +
+                                         ", a directory it is inside (a loop of symbolic links or mounts); remove "
+                                         "the link, or point --onnx at a folder without it");
+}
+
+// A model.onnx or .pb that is a FIFO, a device or a directory: the test is
+// found (it counts) and fails to load, saying what the file is, without
+// blocking on the FIFO.
+TEST_F(OnnxNodeTestLoading, SpecialFilesAreFoundAndRefusedWithoutBlocking) {
+  const fs::path fifo_test = root_ / "corpus" / "test_fifo";
+  fs::create_directories(fifo_test);
+  ASSERT_EQ(::mkfifo((fifo_test / "model.onnx").c_str(), 0600), 0);
+  fs::create_directories(root_ / "corpus" / "test_folder" / "model.onnx");
+  absl::StatusOr<std::vector<std::string>> dirs = findNodeTests((root_ / "corpus").string());
+  ASSERT_TRUE(dirs.ok()) << dirs.status();
+  EXPECT_EQ(*dirs, (std::vector<std::string>{fifo_test.string(), (root_ / "corpus" / "test_folder").string()}));
+
+  absl::StatusOr<NodeTest> t = loadNodeTest(fifo_test.string());
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(t.status().message(),
+            (fifo_test / "model.onnx").string() + ": is a FIFO, not a regular file (the node test's model)");
+  t = loadNodeTest((root_ / "corpus" / "test_folder").string());
+  EXPECT_NE(t.status().message().find("model.onnx: is a directory, not a regular file"), std::string::npos)
+      << t.status();
+
+  const TensorProto x = floatTensor({1}, {1});
+  const fs::path dir = writeTest("device_input", oneNodeModel("Identity", {"x"}, {"y"}), {x}, {x});
+  fs::remove(dir / "test_data_set_0" / "input_0.pb");
+  fs::create_symlink("/dev/zero", dir / "test_data_set_0" / "input_0.pb");
+  t = loadNodeTest(dir.string());
+  EXPECT_EQ(t.status().message(), (dir / "test_data_set_0" / "input_0.pb").string() +
+                                      ": is a character device, not a regular file (the node test's TensorProto)");
+}
+
+// Sizes are checked before a file is read: a sparse 512 MiB model.onnx is
+// refused from its size, naming the limit and how to raise it.
+TEST_F(OnnxNodeTestLoading, FilesPastTheSizeLimitAreRefusedBeforeReading) {
+  const fs::path dir = root_ / "test_sparse";
+  fs::create_directories(dir);
+  { std::ofstream(dir / "model.onnx", std::ios::binary); }
+  fs::resize_file(dir / "model.onnx", uintmax_t{512} << 20);
+  absl::StatusOr<NodeTest> t = loadNodeTest(dir.string());
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(t.status().message(), (dir / "model.onnx").string() +
+                                      ": 536870912 bytes, past the limit of 67108864 bytes on one ONNX file (the "
+                                      "node test's model); raise it with BACKPLANE_ONNX_MAX_FILE_BYTES=<bytes> if "
+                                      "the file is meant to be this large");
+
+  // A smaller limit applies to the data files too.
+  const TensorProto x = floatTensor({64}, std::vector<float>(64, 1.0f));
+  const fs::path ok = writeTest("identity", oneNodeModel("Identity", {"x"}, {"y"}), {x}, {x});
+  LoadLimits limits;
+  limits.max_file_bytes = 200;
+  t = loadNodeTest(ok.string(), limits);
+  EXPECT_NE(t.status().message().find("input_0.pb: 263 bytes, past the limit of 200 bytes"), std::string::npos)
+      << t.status();
+  limits.max_file_bytes = 263;
+  EXPECT_TRUE(loadNodeTest(ok.string(), limits).ok());
+
+  // All the test's tensors together: 256 bytes each for input and output.
+  limits.max_tensor_bytes = 500;
+  t = loadNodeTest(ok.string(), limits);
+  EXPECT_NE(t.status().message().find("output 0 ('y') in " + (ok / "test_data_set_0" / "output_0.pb").string() +
+                                      ": its 256 bytes bring the node test's tensors to 512 bytes, past the limit "
+                                      "of 500 bytes; raise it with BACKPLANE_ONNX_MAX_TENSOR_BYTES=<bytes>"),
+            std::string::npos)
+      << t.status();
+}
+
+TEST_F(OnnxNodeTestLoading, LimitsFromTheEnvironmentAreValidated) {
+  struct Restore {
+    ~Restore() {
+      ::unsetenv("BACKPLANE_ONNX_MAX_FILE_BYTES");
+      ::unsetenv("BACKPLANE_ONNX_MAX_ALLOC_BYTES");
+    }
+  } restore;
+  ::setenv("BACKPLANE_ONNX_MAX_FILE_BYTES", "128M", 1);
+  ::setenv("BACKPLANE_ONNX_MAX_ALLOC_BYTES", "5000", 1);
+  absl::StatusOr<LoadLimits> limits = loadLimitsFromEnvironment();
+  ASSERT_TRUE(limits.ok()) << limits.status();
+  EXPECT_EQ(limits->max_file_bytes, int64_t{128} << 20);
+  EXPECT_EQ(limits->max_tensor_bytes, LoadLimits::kDefaultMaxTensorBytes);
+  EXPECT_EQ(limits->max_alloc_bytes, 5000);
+  // The node carries its cap to the op mapping.
+  const TensorProto x = floatTensor({1}, {1});
+  absl::StatusOr<NodeTest> t =
+      loadNodeTest(writeTest("identity", oneNodeModel("Identity", {"x"}, {"y"}), {x}, {x}).string());
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->max_alloc_bytes, 5000);
+
+  for (const char* bad : {"0", "-1", "64X", "lots", "99999999999G"}) {
+    ::setenv("BACKPLANE_ONNX_MAX_FILE_BYTES", bad, 1);
+    limits = loadLimitsFromEnvironment();
+    EXPECT_EQ(limits.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_EQ(limits.status().message(), std::string("BACKPLANE_ONNX_MAX_FILE_BYTES='") + bad +
+                                             "' is not a size: give a positive number of bytes, optionally with a K, "
+                                             "M or G suffix (powers of 1024), e.g. BACKPLANE_ONNX_MAX_FILE_BYTES=128M");
+    // Discovery refuses it before any test runs.
+    EXPECT_EQ(findNodeTests(root_.string()).status().code(), absl::StatusCode::kInvalidArgument);
+  }
+}
+
+// Protobuf's recursion limit, lowered to kMaxProtobufNesting: a graph input
+// of 40 nested sequence types nests 80 messages.
+TEST_F(OnnxNodeTestLoading, DeeplyNestedMessagesDoNotParse) {
+  ModelProto m = oneNodeModel("Identity", {"x"}, {"y"});
+  ::onnx::TypeProto* type = m.mutable_graph()->mutable_input(0)->mutable_type();
+  for (int i = 0; i < 40; ++i) type = type->mutable_sequence_type()->mutable_elem_type();
+  type->mutable_tensor_type()->set_elem_type(TensorProto::FLOAT);
+  const TensorProto x = floatTensor({1}, {1});
+  const fs::path dir = writeTest("nested", m, {x}, {x});
+  absl::StatusOr<NodeTest> t = loadNodeTest(dir.string());
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(t.status().message(), (dir / "model.onnx").string() +
+                                      ": not a valid ONNX model (the protobuf does not parse, or nests messages "
+                                      "more than 64 deep)");
+}
+
+TEST_F(OnnxNodeTestLoading, ATestWithNothingToCompareIsAnError) {
+  const TensorProto x = floatTensor({1}, {1});
+  ModelProto m = oneNodeModel("Identity", {"x"}, {"y"});
+  m.mutable_graph()->clear_output();
+  fs::path dir = writeTest("no_graph_outputs", m, {x}, {});
+  absl::StatusOr<NodeTest> t = loadNodeTest(dir.string());
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(t.status().message(),
+            (dir / "model.onnx").string() + ": the graph lists no outputs, so the test has nothing to compare");
+
+  // The graph's output names no node output: nothing to compare either.
+  m = oneNodeModel("Identity", {"x"}, {"y"});
+  m.mutable_graph()->mutable_output(0)->set_name("other");
+  dir = writeTest("unrelated_output", m, {x}, {x});
+  t = loadNodeTest(dir.string());
+  EXPECT_EQ(t.status().message(), (dir / "test_data_set_0").string() +
+                                      ": no output_K.pb for any of the node's outputs, so the data set has "
+                                      "nothing to compare");
+}
+
+TEST_F(OnnxNodeTestLoading, OpsetsOutsideOneToAThousandAreRefused) {
+  const TensorProto x = floatTensor({1}, {1});
+  for (int64_t opset : {int64_t{-5}, int64_t{0}, int64_t{1001}, int64_t{1} << 40}) {
+    const fs::path dir = writeTest("opset", oneNodeModel("Identity", {"x"}, {"y"}, opset), {x}, {x});
+    absl::StatusOr<NodeTest> t = loadNodeTest(dir.string());
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument) << opset;
+    EXPECT_EQ(t.status().message(), (dir / "model.onnx").string() + ": opset_import of domain '' has version " +
+                                        std::to_string(opset) +
+                                        ", which is no opset (ONNX numbers them from 1; this runner takes 1 to 1000)");
+  }
+  EXPECT_TRUE(loadNodeTest(writeTest("opset", oneNodeModel("Identity", {"x"}, {"y"}, 1000), {x}, {x}).string()).ok());
 }
 
 // The corpus: every test folder is found, and each loads or is

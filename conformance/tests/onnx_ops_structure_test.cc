@@ -547,6 +547,55 @@ TEST(OnnxStructureOps, TensorScatterWritesEachBatchAtItsIndex) {
       {2, 3, 1}, {5, 0, 0, 0, 6, 0});
 }
 
+// Note [ONNX loading limits]: a tensor whose size comes from the inputs'
+// values is refused past the node's cap, before it is allocated.
+std::string capError(NodeTest n, NodeInputs inputs) {
+  n.inputs.assign(inputs.size(), "x");
+  try {
+    NodeRun r = runNode(n, inputs, kCpu);
+    return "no error; supported = " + std::to_string(r.supported) + " " + r.reason;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), absl::StatusCode::kResourceExhausted) << e.what();
+    return e.message();
+  }
+}
+
+TEST(OnnxStructureOps, CreationsPastTheAllocationCapAreRefused) {
+  // A 200-byte test's ConstantOfShape asking for 8 GiB, against the default 1 GiB cap.
+  EXPECT_EQ(capError(node("ConstantOfShape", 9), {i64({int64_t{1} << 31, 4}, {2})}),
+            "ConstantOfShape: the output of shape [2147483648, 4] and dtype float32 would take 34359738368 bytes, "
+            "past the cap of 1073741824 bytes on a tensor a node creates from its inputs' values; refused before "
+            "allocating it (raise the cap with BACKPLANE_ONNX_MAX_ALLOC_BYTES=<bytes> if the test is meant to be "
+            "this large)");
+  EXPECT_NE(capError(node("ConstantOfShape", 9), {i64({int64_t{1} << 40, int64_t{1} << 40}, {2})})
+                .find("would take more than 2^63 bytes"),
+            std::string::npos);
+  // With a small cap: 1000 float32 elements are 4000 bytes.
+  auto capped = [](std::string op, int64_t opset, std::map<std::string, AttributeValue> attrs = {}) {
+    NodeTest n = node(std::move(op), opset, std::move(attrs));
+    n.max_alloc_bytes = 3999;
+    return n;
+  };
+  auto refused = [](const std::string& message, const std::string& op) {
+    EXPECT_EQ(message.rfind(op + ": ", 0), 0u) << message;
+    EXPECT_NE(message.find("past the cap of 3999 bytes"), std::string::npos) << message;
+  };
+  refused(capError(capped("ConstantOfShape", 9), {i64({10, 100}, {2})}), "ConstantOfShape");
+  refused(capError(capped("Expand", 13), {f32({1}, {1}), i64({1000}, {1})}), "Expand");
+  refused(capError(capped("Tile", 13), {f32({1, 2}, {2}), i64({500}, {1})}), "Tile");
+  refused(capError(capped("Range", 11), {f32({0}, {}), f32({1000}, {}), f32({1}, {})}), "Range");
+  refused(capError(capped("Pad", 13), {f32({1}, {1}), i64({0, 999}, {2})}), "Pad");
+  refused(capError(capped("Resize", 13), {f32({1, 2}, {2}), std::nullopt, f32({500}, {1})}), "Resize");
+  refused(capError(capped("Resize", 13), {f32({1, 2}, {2}), std::nullopt, std::nullopt, i64({1000}, {1})}), "Resize");
+  refused(capError(capped("CenterCropPad", 18), {f32({1}, {1}), i64({1000}, {1})}), "CenterCropPad");
+  refused(capError(capped("HannWindow", 17), {i64({500}, {})}), "HannWindow");
+  refused(capError(capped("OneHot", 11), {i64({0}, {1}), f32({1000}, {}), f32({0, 1}, {2})}), "OneHot");
+  // Under the cap, the same ops run.
+  NodeTest ok = capped("ConstantOfShape", 9);
+  ok.max_alloc_bytes = 4000;
+  expectTensor(run(ok, {i64({10, 100}, {2})})[0], {10, 100}, std::vector<double>(1000, 0.0));
+}
+
 TEST(OnnxStructureOps, EveryStructuralOpHasAnEntry) {
   const std::vector<std::string> mapped = mappedOpTypes();
   for (const char* op : {"ReduceSum",

@@ -16,6 +16,35 @@
 
 namespace backplane::conformance::onnx {
 
+// What loading and running one node test may cost (Note [ONNX loading
+// limits] in onnx_node_test.cc). Each limit has a default and an
+// environment variable that sets it, in bytes (a number, optionally with a
+// K, M or G suffix: powers of 1024), read by findNodeTests (which refuses
+// a bad value before any test runs) and by loadNodeTest.
+struct LoadLimits {
+  static constexpr int64_t kDefaultMaxFileBytes = int64_t{64} << 20;
+  static constexpr int64_t kDefaultMaxTensorBytes = int64_t{256} << 20;
+  static constexpr int64_t kDefaultMaxAllocBytes = int64_t{1} << 30;
+  // One file: model.onnx or a test_data_set_N/*.pb (BACKPLANE_ONNX_MAX_FILE_BYTES).
+  int64_t max_file_bytes = kDefaultMaxFileBytes;
+  // All tensors one node test holds: every data set's, the initializers and
+  // the attributes' (BACKPLANE_ONNX_MAX_TENSOR_BYTES).
+  int64_t max_tensor_bytes = kDefaultMaxTensorBytes;
+  // One tensor a node's mapping creates with a size taken from its inputs'
+  // values or attributes (ConstantOfShape's shape, Expand, Tile, Range,
+  // Resize, Pad, ...), refused before it is allocated (BACKPLANE_ONNX_MAX_ALLOC_BYTES).
+  int64_t max_alloc_bytes = kDefaultMaxAllocBytes;
+};
+// Messages nested deeper than this in one file do not parse (protobuf's
+// recursion limit: subgraphs, nested TypeProtos).
+inline constexpr int kMaxProtobufNesting = 64;
+// opset_import versions outside [1, kMaxOpsetVersion] are refused.
+inline constexpr int64_t kMaxOpsetVersion = 1000;
+
+// The limits from the environment; kInvalidArgument naming the variable
+// and what it takes for a value that is not a positive size.
+absl::StatusOr<LoadLimits> loadLimitsFromEnvironment();
+
 // An attribute's value. ONNX's INT/INTS/FLOAT/FLOATS/STRING/STRINGS/TENSOR;
 // other kinds (GRAPH, SPARSE_TENSOR, TYPE_PROTO) make the test unloadable.
 using AttributeValue = std::variant<int64_t, double, std::string, std::vector<int64_t>, std::vector<double>,
@@ -36,6 +65,9 @@ struct NodeTest {
     std::vector<std::optional<Tensor>> outputs;  // per node output (nullopt for an omitted one), CPU tensors
   };
   std::vector<DataSet> data_sets;
+  // The cap on one tensor the mapping creates from the inputs' values
+  // (LoadLimits::max_alloc_bytes); checked with checkCreation in onnx_ops.h.
+  int64_t max_alloc_bytes = LoadLimits::kDefaultMaxAllocBytes;
 
   // Attribute lookups with a default; throw Error(kInvalidArgument) naming
   // the attribute when it is present with another kind.
@@ -55,14 +87,21 @@ std::optional<ScalarType> dtypeOfOnnxElementType(int64_t type);
 std::string elementTypeName(int64_t type);
 std::optional<int64_t> elementTypeFromName(const std::string& name);
 
-// The node-test directories under `root` (those holding a model.onnx),
-// searched recursively, sorted by name. Fails if `root` is not a directory.
+// The node-test directories under `root` (those with an entry named
+// model.onnx, of whatever file type: loadNodeTest refuses one that is not a
+// regular file, so that it counts as a test in error rather than vanishing),
+// searched recursively, sorted by name. Symbolic links to directories are
+// followed, each directory searched once; one that leads back to a
+// directory it is inside (a loop) is an error naming both. Fails if `root`
+// is not a directory, or the environment's limits are invalid.
 absl::StatusOr<std::vector<std::string>> findNodeTests(const std::string& root);
 
 // Loads one node test. kUnimplemented (with the reason: "input 0 has ONNX
 // element type COMPLEX64, which Backplane has no dtype for") for a test
 // Backplane cannot represent; kInvalidArgument/kNotFound for a malformed
-// or missing file, naming it.
+// or missing file, naming it, one past a limit, and a test with nothing to
+// compare. The first form takes its limits from the environment.
 absl::StatusOr<NodeTest> loadNodeTest(const std::string& dir);
+absl::StatusOr<NodeTest> loadNodeTest(const std::string& dir, const LoadLimits& limits);
 
 }  // namespace backplane::conformance::onnx

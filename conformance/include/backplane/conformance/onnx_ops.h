@@ -48,6 +48,15 @@ std::vector<std::string> mappedOpTypes();
 // for ONNX op_type X") when there is none or the domain is not the default.
 NodeRun runNode(const NodeTest& node, const NodeInputs& inputs, Device device);
 
+// For an entry about to create a tensor of `sizes` and `dtype` whose size
+// comes from its inputs' values or attributes (ConstantOfShape's shape,
+// Expand's, Tile's repeats, Range's bounds, Resize's sizes, Pad's pads):
+// throws Error(kResourceExhausted) naming the op, the shape, the bytes and
+// the cap when it would take more than node.max_alloc_bytes (Note [ONNX
+// loading limits] in onnx_node_test.cc), and Error(kInvalidArgument) for a
+// negative size; before anything is allocated.
+void checkCreation(const NodeTest& node, IntArrayRef sizes, ScalarType dtype, const char* what = "the output");
+
 // NodeRun helpers for entries.
 inline NodeRun unsupported(std::string reason) { return NodeRun{false, std::move(reason), {}}; }
 inline NodeRun outputs(std::vector<Tensor> outs) { return NodeRun{true, "", std::move(outs)}; }
