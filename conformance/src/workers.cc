@@ -266,10 +266,19 @@ class WorkerGroup {
   }
   WorkerGroup(const WorkerGroup&) = delete;
   WorkerGroup& operator=(const WorkerGroup&) = delete;
-  // After waitpid reaped the worker: anything it left in its group still goes.
-  void reaped() {
+  // Waits for the worker to end, kills what it left in its group (the
+  // unreaped leader keeps the group's id from being reused meanwhile), then
+  // reaps it; returns its wait status.
+  int wait() {
+    siginfo_t info{};
+    while (::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOWAIT) < 0 && errno == EINTR) {
+    }
     ::kill(-pid_, SIGKILL);
+    int status = 0;
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
     reaped_ = true;
+    return status;
   }
 
  private:
@@ -486,10 +495,7 @@ void runBackend(BackendRun& run, DeviceType type, const std::string& self, const
       for (const std::string& line : lines) handle(line);
     }
     if (timed_out) ::kill(-w.pid, SIGKILL);
-    int status = 0;
-    while (::waitpid(w.pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    group.reaped();
+    const int status = group.wait();
     // Whatever the worker wrote before it died: the lines announcing what it
     // ran last and its last words on stderr.
     for (std::vector<std::string> lines; !results.eof(); lines.clear()) {
