@@ -24,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backplane/conformance/text_format.h"
 #include "backplane/plugin_api.h"
 #include "backplane/runtime/plugin_registry.h"
 #include "commands.h"
@@ -294,8 +295,8 @@ int run(int argc, char** argv) {
   const std::vector<PluginLoadFailure> failed = loadPlugins(args.sources);
   auto reportFailedPlugins = [&] {
     for (const PluginLoadFailure& f : failed) {
-      std::cerr << "backplane: error: the plugin named with --plugin " << f.path << " did not load: " << f.reason
-                << '\n';
+      std::cerr << "backplane: error: the plugin named with --plugin " << conformance::visibleText(f.path)
+                << " did not load: " << conformance::visibleText(conformance::capText(f.reason)) << '\n';
     }
     if (!failed.empty() && args.command != "plugins")
       std::cerr << "backplane: error: stopping: fix the plugin or its path, or leave out --plugin\n";
