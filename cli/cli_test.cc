@@ -203,6 +203,27 @@ TEST(CliTest, PluginsListsADefaultSourcePluginThatFailedAndExitsZero) {
   std::remove(junk.c_str());
 }
 
+// A plugin's path or error that holds an escape sequence reaches the
+// terminal as text (Note [Report text]), in the table and in the messages.
+TEST(CliTest, PluginPathsAndErrorsAreShownAsText) {
+  for (const char* command : {"plugins", "devices"}) {
+    Result r = run(std::string("--no-default-plugins --plugin '/nonexistent/\x1b[31mred.so' ") + command);
+    EXPECT_EQ(r.code, 1) << command;
+    EXPECT_NOT_CONTAINS(r.out + r.err, "\x1b");
+    EXPECT_CONTAINS(r.err, "--plugin /nonexistent/\\x1b[31mred.so did not load");
+  }
+  std::string junk = ::testing::TempDir();
+  junk += (junk.back() == '/' ? "" : "/") + std::string("cli_test_\x1b[31mred.so");
+  std::ofstream(junk) << "not a shared library\n";
+  for (const char* command : {"plugins", "devices"}) {
+    Result r = run(command, "BACKPLANE_PLUGIN_PATH='" + junk + "'");
+    EXPECT_EQ(r.code, 0) << command << ": " << r.err;
+    EXPECT_NOT_CONTAINS(r.out + r.err, "\x1b");
+    EXPECT_CONTAINS(r.out + r.err, "cli_test_\\x1b[31mred.so");
+  }
+  std::remove(junk.c_str());
+}
+
 TEST(CliTest, PluginsShowsALoadedPlugin) {
   Result r = run(kTestPlugin + "--plugin /nonexistent.so plugins");
   EXPECT_EQ(r.code, 1) << "an explicit plugin did not load: " << r.err;

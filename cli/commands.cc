@@ -19,8 +19,10 @@
 
 namespace backplane::cli {
 
+using conformance::capText;
 using conformance::jsonString;
 using conformance::Table;
+using conformance::visibleText;
 
 namespace {
 
@@ -208,17 +210,18 @@ int runPlugins(std::ostream& out, const PluginSources& sources) {
     describeSources(out, sources);
     return 0;
   }
-  // A failed attempt's error goes, verbatim, on its own line below the row.
+  // A failed attempt's error goes on its own line below the row, as text
+  // a terminal shows as it is (Note [Report text]).
   Table table({"NAME", "VERSION", "ABI", "DEVICES", "KERNELS", "STATUS", "PATH"});
   size_t failed = 0;
   for (const PluginStatus& p : all) {
     std::string abi =
         p.abi_major || p.abi_minor ? std::to_string(p.abi_major) + "." + std::to_string(p.abi_minor) : "-";
     table.addRow({p.name.empty() ? "-" : p.name, p.version.empty() ? "-" : p.version, abi, deviceSummary(p),
-                  p.loaded ? std::to_string(p.kernels) : "-", p.loaded ? "loaded" : "FAILED", p.path});
+                  p.loaded ? std::to_string(p.kernels) : "-", p.loaded ? "loaded" : "FAILED", visibleText(p.path)});
     if (!p.loaded) {
       ++failed;
-      table.addNote("error: " + p.error);
+      table.addNote("error: " + visibleText(capText(p.error)));
     }
   }
   table.print(out);

@@ -4,7 +4,7 @@
 //   backplane [--plugin PATH]... [--no-default-plugins] ops --schemas [REGEX] [--format text|markdown|json]
 //   backplane [--plugin PATH]... [--no-default-plugins] conformance [--backend NAME]... [--ops REGEX]
 //             [--device N | --all-devices] [--strict] [--timeout SECONDS] [--json FILE] [--junit FILE]
-//             [--markdown FILE]
+//             [--markdown FILE] [--full-errors]
 //
 // Options may come before or after the command. Exit codes: 0 success (a
 // plugin found in a default source that fails to load is a warning, not
@@ -24,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backplane/conformance/text_format.h"
 #include "backplane/plugin_api.h"
 #include "backplane/runtime/plugin_registry.h"
 #include "commands.h"
@@ -41,7 +42,7 @@ constexpr const char* kSynopsis =
     "       backplane [--plugin PATH]... [--no-default-plugins] ops --schemas [REGEX] [--format ...]\n"
     "       backplane [--plugin PATH]... [--no-default-plugins] conformance [--backend NAME]... [--ops REGEX]\n"
     "                 [--device N | --all-devices] [--strict] [--timeout SECONDS] [--json FILE] [--junit FILE]\n"
-    "                 [--markdown FILE] [--onnx DIR [--onnx-expected DIR]]";
+    "                 [--markdown FILE] [--full-errors] [--onnx DIR [--onnx-expected DIR]]";
 
 void printHelp(std::ostream& out) {
   out << kSynopsis << "\n"
@@ -55,7 +56,7 @@ void printHelp(std::ostream& out) {
          "  devices             every device type, the plugin providing it, and its devices\n"
          "  ops                 the operator x backend matrix: native, composite, backend_fallback,\n"
          "                      cpu_fallback or missing\n"
-         "  ops --schemas [REGEX] for each op whose name REGEX matches (every op without one): its schema,\n"
+         "  ops --schemas [REGEX] for each op whose name REGEX (RE2) matches (every op without one): its schema,\n"
          "                      the dtypes each argument accepts, and the C++ kernel a plugin writes for it\n"
          "  conformance         certify backends: device API checks, then every op spec against its\n"
          "                      double-precision reference; each backend runs in a child process, so\n"
@@ -70,13 +71,16 @@ void printHelp(std::ostream& out) {
          "\n"
          "conformance options:\n"
          "  --backend NAME        certify only this backend (repeatable; default: every backend with devices)\n"
-         "  --ops REGEX           only the ops (and device.* checks) whose names REGEX matches\n"
+         "  --ops REGEX           only the ops (and device.* checks) whose names REGEX (RE2 syntax) matches\n"
+         "                        anywhere; a REGEX that matches nothing is an error\n"
          "  --device N            run the op specs on device N of each backend (default 0)\n"
          "  --all-devices         run the op specs on every device of each backend, one run per device\n"
          "  --strict              count an op served by a fallback (cpu_fallback, backend_fallback) as a failure\n"
          "                        (the summary's FALLBACK column)\n"
-         "  --timeout SECONDS     time limit per op before it is reported as a crash (default 300)\n"
-         "  --json FILE           write every result as JSON\n"
+         "  --timeout SECONDS     time limit per op before it is reported as a crash (default 300,\n"
+         "                        at most 2592000: 30 days)\n"
+         "  --json FILE           write every result as JSON (each report its own FILE, checked before the run;\n"
+         "                        --json=FILE for a name that starts with '--')\n"
          "  --junit FILE          write JUnit XML for CI systems\n"
          "  --onnx DIR            run ONNX's node tests found under DIR (model.onnx + test_data_set_N/) instead\n"
          "                        of the op specs, each through the ONNX -> standard op mapping; a node no\n"
@@ -85,6 +89,7 @@ void printHelp(std::ostream& out) {
          "  --onnx-expected DIR   the node tests expected to fail: DIR/<backend>.txt, '<test> <reason>' a line;\n"
          "                        a listed failure counts as 'xfail', a listed test that passes gets a note\n"
          "  --markdown FILE       write the op x backend matrix as Markdown\n"
+         "  --full-errors         keep every message whole (by default one past 4 KiB is cut, saying how much)\n"
          "\n"
          "other options:\n"
          "  -h, --help            show this help\n"
@@ -127,10 +132,22 @@ std::optional<std::string> parseArgs(int argc, char** argv, Args& args) {
   for (int i = 1; i < argc; ++i) {
     std::string_view a = argv[i];
     // "--name=value" or "--name value" for options that take a value.
+    // A separate value that looks like an option ("--json --strict") is
+    // refused: taking it would write a file named "--strict" and drop the
+    // option. "--json=--strict" still names such a file.
+    std::optional<std::string> refused;
     auto value = [&](std::string_view name) -> std::optional<std::string> {
       if (a.size() > name.size() && a.substr(0, name.size()) == name && a[name.size()] == '=')
         return std::string(a.substr(name.size() + 1));
-      if (a == name && i + 1 < argc) return std::string(argv[++i]);
+      if (a == name && i + 1 < argc) {
+        const std::string_view next = argv[i + 1];
+        if (next.size() > 2 && next.substr(0, 2) == "--") {
+          refused = "option " + std::string(name) + " needs a value, not the option '" + std::string(next) +
+                    "' (for a value that starts with '--', write " + std::string(name) + "=" + std::string(next) + ")";
+          return std::nullopt;
+        }
+        return std::string(argv[++i]);
+      }
       return std::nullopt;
     };
     auto takes = [&](std::string_view name) {
@@ -144,10 +161,12 @@ std::optional<std::string> parseArgs(int argc, char** argv, Args& args) {
       args.sources.defaults = false;
     } else if (takes("--plugin")) {
       std::optional<std::string> v = value("--plugin");
+      if (refused) return *refused;
       if (!v || v->empty()) return "option --plugin needs a value: the path of a plugin library";
       args.sources.explicit_paths.push_back(*v);
     } else if (takes("--format")) {
       std::optional<std::string> v = value("--format");
+      if (refused) return *refused;
       if (!v) return "option --format needs a value: text, markdown or json";
       args.format = *v;
     } else if (takes("--schemas")) {
@@ -162,6 +181,9 @@ std::optional<std::string> parseArgs(int argc, char** argv, Args& args) {
     } else if (a == "--strict") {
       args.conformance.strict = true;
       args.conformance_flags.emplace_back(a);
+    } else if (a == "--full-errors") {
+      args.conformance.full_errors = true;
+      args.conformance_flags.emplace_back(a);
     } else if (a == "--all-devices") {
       args.conformance.all_devices = true;
       args.conformance_flags.emplace_back(a);
@@ -170,6 +192,7 @@ std::optional<std::string> parseArgs(int argc, char** argv, Args& args) {
       args.conformance_flags.emplace_back(a);
     } else if (takes("--device")) {
       std::optional<std::string> v = value("--device");
+      if (refused) return *refused;
       if (!v || v->empty()) return "option --device needs a value: a device index (0, 1, ...)";
       std::optional<int> d = parseIndex(*v);
       if (!d) return "option --device needs a device index (0, 1, ...), not '" + *v + "'";
@@ -181,6 +204,7 @@ std::optional<std::string> parseArgs(int argc, char** argv, Args& args) {
                takes("--onnx") || takes("--onnx-expected")) {
       const std::string name(a.substr(0, a.find('=')));
       std::optional<std::string> v = value(name);
+      if (refused) return *refused;
       if (!v || v->empty()) return "option " + name + " needs a value";
       args.conformance_flags.push_back(name);
       if (name == "--backend")
@@ -206,7 +230,10 @@ std::optional<std::string> parseArgs(int argc, char** argv, Args& args) {
       else {
         char* end = nullptr;
         const double t = std::strtod(v->c_str(), &end);
-        if (*end != '\0' || !(t > 0)) return "option --timeout needs a positive number of seconds, not '" + *v + "'";
+        if (*end != '\0' || !(t > 0 && t <= conformance::kMaxTimeoutSeconds)) {
+          return "option --timeout needs a positive number of seconds, at most " +
+                 std::to_string(static_cast<long>(conformance::kMaxTimeoutSeconds)) + " (30 days), not '" + *v + "'";
+        }
         args.conformance.timeout_s = t;
       }
     } else if (a.size() > 1 && a[0] == '-') {
@@ -268,8 +295,8 @@ int run(int argc, char** argv) {
   const std::vector<PluginLoadFailure> failed = loadPlugins(args.sources);
   auto reportFailedPlugins = [&] {
     for (const PluginLoadFailure& f : failed) {
-      std::cerr << "backplane: error: the plugin named with --plugin " << f.path << " did not load: " << f.reason
-                << '\n';
+      std::cerr << "backplane: error: the plugin named with --plugin " << conformance::visibleText(f.path)
+                << " did not load: " << conformance::visibleText(conformance::capText(f.reason)) << '\n';
     }
     if (!failed.empty() && args.command != "plugins")
       std::cerr << "backplane: error: stopping: fix the plugin or its path, or leave out --plugin\n";

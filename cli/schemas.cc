@@ -1,9 +1,9 @@
 #include "schemas.h"
 
 #include <algorithm>
-#include <regex>
 #include <vector>
 
+#include "backplane/conformance/name_pattern.h"
 #include "backplane/conformance/text_format.h"
 #include "backplane/dispatch/dispatcher.h"
 #include "backplane/dispatch/schema_signature.h"
@@ -105,19 +105,18 @@ void printJson(std::ostream& out, const std::vector<SchemaRow>& rows) {
 }  // namespace
 
 int runOpsSchemas(std::ostream& out, std::ostream& err, OpsFormat format, const std::string& regex) {
-  std::regex re;
-  try {
-    re = std::regex(regex);
-  } catch (const std::regex_error& e) {
-    err << "backplane: error: --schemas: '" << regex << "' is not a valid regular expression (" << e.what() << ")\n";
+  // RE2, as --ops (Note [Name patterns] in conformance/src/name_pattern.cc).
+  const absl::StatusOr<conformance::NamePattern> re = conformance::NamePattern::compile("--schemas", regex);
+  if (!re.ok()) {
+    err << "backplane: error: " << re.status().message() << "\n";
     return 2;
   }
   std::vector<SchemaRow> rows;
   for (const OperatorHandle& op : Dispatcher::singleton().definedOperators())
-    if (regex.empty() || std::regex_search(op.operatorName().qualifiedName(), re)) rows.push_back(rowFor(op));
+    if (re->matches(op.operatorName().qualifiedName())) rows.push_back(rowFor(op));
   if (rows.empty()) {
-    err << "backplane: error: --schemas: no defined operator matches '" << regex
-        << "'; run 'backplane ops' for every name\n";
+    err << "backplane: error: --schemas: no defined operator matches " << conformance::quotedPattern(regex)
+        << "; run 'backplane ops' to list their names\n";
     return 2;
   }
   switch (format) {

@@ -11,9 +11,10 @@
 
 namespace backplane::cli {
 
-// Lists every defined op whose qualified name `regex` matches (searches,
-// as std::regex_search; every op when empty). Returns the exit code: 0, or
-// 2 (with a message on `err`) for a malformed regex or no matching op.
+// Lists every defined op whose qualified name `regex` (RE2, Note [Name
+// patterns]) matches anywhere; every op when empty. Returns the exit code:
+// 0, or 2 (with a message on `err`) for a malformed or too large regex or
+// no matching op.
 int runOpsSchemas(std::ostream& out, std::ostream& err, OpsFormat format, const std::string& regex);
 
 }  // namespace backplane::cli

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -149,6 +150,17 @@ TEST(OpsSchemas, UsageErrors) {
   const Result none = run("ops --schemas '^no_such::op$'");
   EXPECT_EQ(none.code, 2);
   EXPECT_NE(none.err.find("no defined operator matches"), std::string::npos) << none.err;
+  // RE2 (Note [Name patterns]): a pattern that makes a backtracking matcher
+  // run for ages answers at once, and a huge one is refused, not a crash.
+  const auto t0 = std::chrono::steady_clock::now();
+  const Result slow = run("ops --schemas '(.+)+X'");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+  EXPECT_EQ(slow.code, 2);
+  EXPECT_NE(slow.err.find("no defined operator matches '(.+)+X'"), std::string::npos) << slow.err;
+  const Result huge = run("ops --schemas " + std::string(90000, 'a'));
+  EXPECT_EQ(huge.code, 2);
+  EXPECT_NE(huge.err.find("the --schemas pattern is too large (90000 bytes; at most 65536)"), std::string::npos)
+      << huge.err;
   const Result other = run("devices --schemas");
   EXPECT_EQ(other.code, 2);
   EXPECT_NE(other.err.find("--schemas applies only to the 'ops' command"), std::string::npos) << other.err;

@@ -14,6 +14,7 @@ packages=(
   libbenchmark-dev
   libdlpack-dev
   libonnx-dev libprotobuf-dev      # the ONNX protobuf classes: reading ONNX's node tests (conformance --onnx)
+  libre2-dev            # RE2, linear-time regexes for name patterns (conformance --ops, ops --schemas)
   python3               # tests that parse the tool's JSON and JUnit reports
   python3-numpy         # the DLPack interop test (dispatcher/runtime/tests/dlpack_interop_test.py)
   python3-venv python3-dev         # the Python package (python/): .venv below, and Python's headers

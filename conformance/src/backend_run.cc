@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backplane/conformance/suite.h"
+#include "backplane/conformance/text_format.h"
 #include "backplane/core/str_cat.h"
 
 namespace backplane::conformance {
@@ -100,6 +101,24 @@ std::string onnxFiguresText(const BackendRun& b) {
                          " crashed, in ", secondsText(b.seconds));
   if (f.unexpected) s += strCat("; ", f.unexpected, " listed as expected failures passed or are unsupported (notes)");
   return s;
+}
+
+std::vector<BackendRun> visibleRuns(const std::vector<BackendRun>& runs) {
+  std::vector<BackendRun> out = runs;
+  for (BackendRun& b : out) {
+    for (std::string* s : {&b.name, &b.provider, &b.skipped, &b.error}) *s = visibleText(*s);
+    for (Result& r : b.results)
+      for (std::string* s : {&r.op, &r.form, &r.backend, &r.sample, &r.message, &r.note}) *s = visibleText(*s);
+  }
+  return out;
+}
+
+void capMessages(std::vector<BackendRun>& runs) {
+  for (BackendRun& b : runs) {
+    for (std::string* s : {&b.skipped, &b.error}) *s = capText(*s);
+    for (Result& r : b.results)
+      for (std::string* s : {&r.sample, &r.message, &r.note}) *s = capText(*s);
+  }
 }
 
 }  // namespace backplane::conformance

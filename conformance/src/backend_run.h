@@ -59,4 +59,12 @@ bool anyOnnx(const std::vector<BackendRun>& runs);
 // backend_run.cc).
 std::string onnxFiguresText(const BackendRun& b);
 
+// A copy of `runs` whose every text is visibleText (Note [Report text]):
+// what the Markdown report and the terminal show.
+std::vector<BackendRun> visibleRuns(const std::vector<BackendRun>& runs);
+
+// Cuts every message, note, sample name and reason of `runs` longer than
+// kMessageLimit (capText, Note [Report text]); --full-errors skips it.
+void capMessages(std::vector<BackendRun>& runs);
+
 }  // namespace backplane::conformance

@@ -3,6 +3,8 @@
 // processes (workers.cc, Note [Conformance workers]), marks the expected
 // failures of ONNX node tests (expected_failures.cc) and writes the reports
 // (reports.h).
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -13,11 +15,14 @@
 #include <optional>
 #include <string>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include "backend_run.h"
 #include "backplane/conformance/command.h"
+#include "backplane/conformance/name_pattern.h"
 #include "backplane/conformance/suite.h"
+#include "backplane/conformance/text_format.h"
 #include "backplane/core/device_type_registry.h"
 #include "backplane/core/error.h"
 #include "backplane/runtime/plugin_registry.h"
@@ -64,7 +69,8 @@ std::vector<PluginLoadFailure> loadPlugins(const PluginSources& sources) {
 
 void warnAboutFailedPlugins(std::ostream& err) {
   for (const PluginStatus& p : plugins().plugins()) {
-    if (!p.loaded) err << "backplane: warning: plugin " << p.path << " not loaded: " << p.error << '\n';
+    if (!p.loaded)
+      err << "backplane: warning: plugin " << visibleText(p.path) << " not loaded: " << visibleText(p.error) << '\n';
   }
 }
 
@@ -85,10 +91,62 @@ bool writeReport(const std::string& path, std::ostream& err, Fn write) {
   return true;
 }
 
+// Each report path must be writable and name its own file, checked before
+// anything runs: a run of an hour must not end with "cannot write the
+// report", nor two reports overwrite each other. Nothing is created or
+// truncated here. False (and a message) when a path is refused.
+bool checkReportPaths(const ConformanceOptions& options, std::ostream& err) {
+  namespace fs = std::filesystem;
+  struct Report {
+    const char* option;
+    std::string path;
+    fs::path resolved;  // absolute, symlinks of its existing part followed, "." and ".." gone
+    bool exists;
+  };
+  std::vector<Report> seen;
+  const std::pair<const char*, const std::optional<std::string>*> given[] = {
+      {"--json", &options.json}, {"--junit", &options.junit}, {"--markdown", &options.markdown}};
+  for (const auto& [option, path] : given) {
+    if (!*path) continue;
+    const std::string shown = std::string(option) + " " + visibleText(**path);
+    std::error_code ec;
+    fs::path resolved = fs::absolute(**path, ec);
+    if (!ec) {
+      fs::path canonical = fs::weakly_canonical(resolved, ec);
+      resolved = ec ? resolved.lexically_normal() : canonical;
+    }
+    const fs::file_status st = fs::status(resolved, ec);
+    const bool exists = fs::exists(st);
+    const std::string folder = resolved.parent_path().string();
+    std::string why;
+    if (fs::is_directory(st)) {
+      why = "it is a folder; name a file in it";
+    } else if (!exists && !fs::is_directory(resolved.parent_path(), ec)) {
+      why = "its folder " + visibleText(folder) + " does not exist; create it first";
+    } else if (::access(exists ? resolved.c_str() : folder.c_str(), exists ? W_OK : W_OK | X_OK) != 0) {
+      why = std::string(exists ? "" : "its folder " + visibleText(folder) + ": ") + std::strerror(errno);
+    }
+    if (!why.empty()) {
+      err << "backplane: error: cannot write the report " << shown << ": " << why << '\n';
+      return false;
+    }
+    for (const Report& r : seen) {
+      if (r.resolved == resolved || (exists && r.exists && fs::equivalent(r.resolved, resolved, ec))) {
+        err << "backplane: error: " << shown << " names the same file as " << r.option << " " << visibleText(r.path)
+            << ": give each report its own file\n";
+        return false;
+      }
+    }
+    seen.push_back({option, **path, resolved, exists});
+  }
+  return true;
+}
+
 }  // namespace
 
 int runConformance(std::ostream& out, std::ostream& err, const std::string& self, const PluginSources& sources,
                    const ConformanceOptions& options) {
+  if (!checkReportPaths(options, err)) return 2;
   // The backends: those named, or every device type with an interface.
   std::vector<Backend> all = activeBackends(true);
   std::vector<Backend> chosen;
@@ -112,12 +170,20 @@ int runConformance(std::ostream& out, std::ostream& err, const std::string& self
   // A bad --ops pattern is a usage error, before any worker starts.
   try {
     const size_t selected = selectItems(DeviceType::CPU, options.ops, true, options.onnx).size();
+    if (options.onnx.empty() && selected == 0) {
+      // A selection of nothing would pass: a typo must not make a CI job green.
+      const size_t all = selectItems(DeviceType::CPU, "", true, options.onnx).size();
+      err << "backplane: error: --ops " << quotedPattern(options.ops) << " matches none of the " << all
+          << " op specs and device checks (ops are named as 'backplane ops' lists them, e.g. bp::add.Tensor, "
+             "checks device.<name>); run 'backplane ops' to list the op names\n";
+      return 2;
+    }
     if (!options.onnx.empty() && selected == 0) {
       const size_t all = selectItems(DeviceType::CPU, "", true, options.onnx).size();
       err << "backplane: error: "
           << (all == 0 ? "no ONNX node test (a folder with a model.onnx) found under " + options.onnx +
                              "; scripts/fetch_onnx_tests.sh prints the corpus's folder"
-                       : "--ops '" + options.ops + "' matches none of the " + std::to_string(all) +
+                       : "--ops " + quotedPattern(options.ops) + " matches none of the " + std::to_string(all) +
                              " ONNX node tests under " + options.onnx + " (they are named onnx::<test folder>, " +
                              "e.g. onnx::test_add_bcast)")
           << '\n';
@@ -212,6 +278,7 @@ int runConformance(std::ostream& out, std::ostream& err, const std::string& self
     }
   }
 
+  if (!options.full_errors) capMessages(runs);  // Note [Report text]
   int failures = 0;
   for (const BackendRun& b : runs) failures += countsOf(b, options.strict).failures;
   const bool passed = failures == 0;

@@ -1,33 +1,15 @@
-// `backplane conformance --junit`: the report as JUnit XML (reports.h).
+// `backplane conformance --junit`: the report as JUnit XML (reports.h), its
+// text escaped by xmlText (Note [Report text]).
 #include <string>
 #include <vector>
 
 #include "backplane/conformance/suite.h"
+#include "backplane/conformance/text_format.h"
 #include "reports.h"
 
 namespace backplane::conformance {
 
 namespace {
-
-// Text as XML character data or an attribute value: markup characters
-// escaped, characters XML 1.0 cannot hold dropped.
-std::string xmlText(const std::string& s) {
-  std::string out;
-  for (char ch : s) {
-    const unsigned char c = static_cast<unsigned char>(ch);
-    switch (ch) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default:
-        if (c < 0x20 && ch != '\n' && ch != '\t' && ch != '\r') break;
-        out += ch;
-    }
-  }
-  return out;
-}
 
 // A backend's JUnit totals: a fail (or a fallback under --strict) is a
 // failure; an error, a crash or an aborted run is an error; a skipped

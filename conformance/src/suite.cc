@@ -3,11 +3,10 @@
 
 #include <filesystem>
 #include <map>
-#include <optional>
-#include <regex>
 #include <string>
 #include <vector>
 
+#include "backplane/conformance/name_pattern.h"
 #include "backplane/conformance/onnx_node_test.h"
 #include "backplane/core/error.h"
 
@@ -15,18 +14,11 @@ namespace backplane::conformance {
 
 std::vector<Item> selectItems(DeviceType type, const std::string& ops_regex, bool device_checks,
                               const std::string& onnx_root) {
-  std::optional<std::regex> re;
-  if (!ops_regex.empty()) {
-    try {
-      re.emplace(ops_regex, std::regex::ECMAScript);
-    } catch (const std::regex_error& e) {
-      BP_THROW(kInvalidArgument, "--ops '", ops_regex, "' is not a valid regular expression (", e.what(), ")");
-    }
-  }
+  const NamePattern re = valueOrThrow(NamePattern::compile("--ops", ops_regex));  // Note [Name patterns]
   auto keep = [&](std::initializer_list<const std::string*> names) {
-    if (!re) return true;
+    if (re.matchesEverything()) return true;
     for (const std::string* n : names)
-      if (!n->empty() && std::regex_search(*n, *re)) return true;
+      if (!n->empty() && re.matches(*n)) return true;
     return false;
   };
   std::vector<Item> out;

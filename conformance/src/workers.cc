@@ -23,17 +23,19 @@
 // check, or between forms) blames the item (form "device" or "all") and
 // resumes at the next item, so every restart makes progress. Workers are
 // started with exec, not fork alone, so a device runtime the parent
-// initialised (CUDA counts its devices) is never inherited half-alive.
+// initialised (CUDA counts its devices) is never inherited half-alive; they
+// die with the parent (Note [Workers die with their parent]).
 #include "workers.h"
 
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -42,12 +44,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "backplane/conformance/suite.h"
+#include "backplane/conformance/text_format.h"
 #include "backplane/core/device_type_registry.h"
 #include "backplane/core/error.h"
 
@@ -187,11 +191,107 @@ struct Worker {
   int results_fd = -1, stderr_fd = -1;
 };
 
+// Note [Workers die with their parent]
+// A worker may sit in a hung kernel for as long as --timeout allows; when
+// the tool goes away first (CI's SIGTERM at its job limit, ^C, a crash,
+// Python's KeyboardInterrupt killing it), the worker must not run on,
+// reparented to init, holding a device. So:
+// - each worker is forked into a process group of its own
+//   (setpgid(0, 0); the parent calls setpgid too, closing the race), so
+//   the parent can kill it with whatever it started, and a terminal's ^C
+//   reaches the parent only, which decides;
+// - the child asks for SIGKILL when its parent dies (PR_SET_PDEATHSIG,
+//   kept across exec) and then checks that the parent it was forked from
+//   is still there, in case the parent died before the request: this
+//   covers a parent killed by SIGKILL or a crash, which run no handler.
+//   (The signal follows the *thread* that forked: runBackend forks from
+//   the thread that runs the whole conformance run.);
+// - while a worker runs, SIGTERM, SIGINT and SIGHUP kill its group and then
+//   end the parent as the signal would have (the handler resets itself and
+//   re-raises); a signal the parent ignored (nohup) stays ignored;
+// - every other way out of runBackend (an exception included) kills and
+//   reaps the worker's group (WorkerGroup below).
+// The handler reaches the running worker through the one global below
+// (an atomic, which a signal handler may read).
+std::atomic<pid_t> running_worker_group{0};
+static_assert(std::atomic<pid_t>::is_always_lock_free, "a signal handler reads running_worker_group");
+
+constexpr int kForwardedSignals[] = {SIGTERM, SIGINT, SIGHUP};
+
+void killWorkersAndRaise(int sig) {
+  const pid_t group = running_worker_group.load();
+  if (group > 0) ::kill(-group, SIGKILL);
+  // SA_RESETHAND restored the default action; the signal, blocked while
+  // this handler runs, is delivered again on return.
+  ::raise(sig);
+}
+
+// Installs killWorkersAndRaise for kForwardedSignals while it lives
+// (except where the signal was ignored), restoring the previous actions.
+class ForwardSignals {
+ public:
+  ForwardSignals() {
+    for (size_t i = 0; i < std::size(kForwardedSignals); ++i) {
+      struct sigaction sa {};
+      sa.sa_handler = killWorkersAndRaise;
+      sigemptyset(&sa.sa_mask);
+      sa.sa_flags = SA_RESETHAND | SA_RESTART;
+      ::sigaction(kForwardedSignals[i], nullptr, &previous_[i]);
+      if (previous_[i].sa_handler != SIG_IGN) ::sigaction(kForwardedSignals[i], &sa, nullptr);
+    }
+  }
+  ~ForwardSignals() {
+    for (size_t i = 0; i < std::size(kForwardedSignals); ++i) ::sigaction(kForwardedSignals[i], &previous_[i], nullptr);
+  }
+  ForwardSignals(const ForwardSignals&) = delete;
+  ForwardSignals& operator=(const ForwardSignals&) = delete;
+
+ private:
+  struct sigaction previous_[std::size(kForwardedSignals)]{};
+};
+
+// The running worker's process group: published for the signal handler,
+// and killed and reaped if it is still running when this goes away.
+class WorkerGroup {
+ public:
+  explicit WorkerGroup(pid_t pid) : pid_(pid) { running_worker_group.store(pid); }
+  ~WorkerGroup() {
+    if (!reaped_) {
+      ::kill(-pid_, SIGKILL);
+      int status = 0;
+      while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+      }
+    }
+    running_worker_group.store(0);
+  }
+  WorkerGroup(const WorkerGroup&) = delete;
+  WorkerGroup& operator=(const WorkerGroup&) = delete;
+  // Waits for the worker to end, kills what it left in its group (the
+  // unreaped leader keeps the group's id from being reused meanwhile), then
+  // reaps it; returns its wait status.
+  int wait() {
+    siginfo_t info{};
+    while (::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOWAIT) < 0 && errno == EINTR) {
+    }
+    ::kill(-pid_, SIGKILL);
+    int status = 0;
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    reaped_ = true;
+    return status;
+  }
+
+ private:
+  pid_t pid_;
+  bool reaped_ = false;
+};
+
 // Starts `self [sources] conformance-worker ...` with the result pipe on
-// fd 3 and stdout/stderr on a second pipe.
+// fd 3 and stdout/stderr on a second pipe, in a process group of its own
+// that dies with this process (Note [Workers die with their parent]).
 Worker spawnWorker(const std::string& self, const PluginSources& sources, const WorkerTask& task) {
-  int results[2], errs[2];
-  if (::pipe2(results, O_CLOEXEC) != 0 || ::pipe2(errs, O_CLOEXEC) != 0) {
+  int results[2], errs[2], exec_error[2];
+  if (::pipe2(results, O_CLOEXEC) != 0 || ::pipe2(errs, O_CLOEXEC) != 0 || ::pipe2(exec_error, O_CLOEXEC) != 0) {
     BP_THROW(kInternal, "cannot create a pipe for the conformance worker: ", std::strerror(errno));
   }
   std::vector<std::string> argv_s{self};
@@ -201,18 +301,12 @@ Worker spawnWorker(const std::string& self, const PluginSources& sources, const 
                 {"conformance-worker", "--backend", task.backend, "--device", std::to_string(task.device), "--first",
                  std::to_string(task.first), "--first-form", std::to_string(task.first_form), "--result-fd", "3"});
   if (!task.device_checks) argv_s.push_back("--no-device-checks");
-  if (!task.ops.empty()) argv_s.insert(argv_s.end(), {"--ops", task.ops});
-  if (!task.onnx.empty()) argv_s.insert(argv_s.end(), {"--onnx", task.onnx});
+  if (!task.ops.empty()) argv_s.push_back("--ops=" + task.ops);
+  if (!task.onnx.empty()) argv_s.push_back("--onnx=" + task.onnx);
   std::vector<char*> argv;
   for (std::string& a : argv_s) argv.push_back(a.data());
   argv.push_back(nullptr);
 
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, results[1], 3);
-  posix_spawn_file_actions_adddup2(&actions, errs[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, errs[1], 2);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
   // The report says which ops the CPU fallback served: its once-per-op
   // warnings would only bury a crashing worker's last words. A mode the
   // user set (BACKPLANE_FALLBACK=error) is kept.
@@ -221,16 +315,58 @@ Worker spawnWorker(const std::string& self, const PluginSources& sources, const 
   static char silent[] = "BACKPLANE_FALLBACK=silent";
   if (std::getenv("BACKPLANE_FALLBACK") == nullptr) env.push_back(silent);
   env.push_back(nullptr);
-  Worker w;
-  const int rc = posix_spawn(&w.pid, self.c_str(), &actions, nullptr, argv.data(), env.data());
-  posix_spawn_file_actions_destroy(&actions);
+
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    // The child: async-signal-safe calls only (the parent may have threads).
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);  // the parent is already gone
+    // Each descriptor is moved above the three standard ones and fd 3 first,
+    // so that no dup2 below overwrites a source not yet copied.
+    const int r = ::fcntl(results[1], F_DUPFD, 10), e = ::fcntl(errs[1], F_DUPFD, 10);
+    const int null = ::open("/dev/null", O_RDONLY);
+    if (r < 0 || e < 0 || null < 0 || ::dup2(r, 3) < 0 || ::dup2(e, 1) < 0 || ::dup2(e, 2) < 0 || ::dup2(null, 0) < 0) {
+      const int err = errno;
+      (void)!::write(exec_error[1], &err, sizeof err);
+      ::_exit(127);
+    }
+    ::close(r);
+    ::close(e);
+    ::close(null);
+    ::execve(self.c_str(), argv.data(), env.data());
+    const int err = errno;
+    (void)!::write(exec_error[1], &err, sizeof err);
+    ::_exit(127);
+  }
+  const int fork_errno = errno;
   ::close(results[1]);
   ::close(errs[1]);
-  if (rc != 0) {
+  ::close(exec_error[1]);
+  int child_errno = 0;
+  if (pid > 0) {
+    ::setpgid(pid, pid);  // also here: the group exists before anyone signals it
+    // EOF (exec closed the pipe) or the errno the child could not exec with.
+    ssize_t n;
+    while ((n = ::read(exec_error[0], &child_errno, sizeof child_errno)) < 0 && errno == EINTR) {
+    }
+    if (n != static_cast<ssize_t>(sizeof child_errno)) child_errno = 0;
+  }
+  ::close(exec_error[0]);
+  if (pid < 0 || child_errno != 0) {
+    if (pid > 0) {
+      int status = 0;
+      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+    }
     ::close(results[0]);
     ::close(errs[0]);
-    BP_THROW(kInternal, "cannot start the conformance worker ", self, ": ", std::strerror(rc));
+    BP_THROW(kInternal, "cannot start the conformance worker ", self, ": ",
+             std::strerror(pid < 0 ? fork_errno : child_errno));
   }
+  Worker w;
+  w.pid = pid;
   w.results_fd = results[0];
   w.stderr_fd = errs[0];
   return w;
@@ -293,8 +429,10 @@ void runBackend(BackendRun& run, DeviceType type, const std::string& self, const
   task.device = run.device;
   task.device_checks = run.device_checks;
   task.onnx = options.onnx;
+  const ForwardSignals forward;  // Note [Workers die with their parent]
   while (task.first < items.size()) {
     Worker w = spawnWorker(self, sources, task);
+    WorkerGroup group(w.pid);
     LineReader results(w.results_fd), errors(w.stderr_fd);
     Tail tail;
     constexpr size_t kNone = SIZE_MAX;
@@ -310,7 +448,7 @@ void runBackend(BackendRun& run, DeviceType type, const std::string& self, const
         forms_done = *i == task.first ? task.first_form : 0;
         running.reset();
         started = Clock::now();
-        progress.show(run.label(), *i, items.size(), items[*i].name);
+        progress.show(run.label(), *i, items.size(), visibleText(items[*i].name));
       } else if (std::optional<size_t> e = indexAfter(line, "end\t"); e && current == *e) {
         for (Result& r : pending) run.results.push_back(std::move(r));
         pending.clear();
@@ -340,8 +478,10 @@ void runBackend(BackendRun& run, DeviceType type, const std::string& self, const
       // A closed stderr pipe leaves the set (poll skips negative fds; it
       // would report POLLHUP forever).
       pollfd fds[2] = {{results.fd(), POLLIN, 0}, {errors.eof() ? -1 : errors.fd(), POLLIN, 0}};
-      const int ms = static_cast<int>(std::ceil(std::chrono::duration<double, std::milli>(left).count()));
-      const int n = ::poll(fds, 2, std::min(ms, 1000));
+      // At most a second per poll; the double is clamped before the cast.
+      const int ms =
+          static_cast<int>(std::ceil(std::min(std::chrono::duration<double, std::milli>(left).count(), 1000.0)));
+      const int n = ::poll(fds, 2, ms);
       if (n < 0 && errno != EINTR) BP_THROW(kInternal, "poll failed: ", std::strerror(errno));
       if (n <= 0) continue;
       std::vector<std::string> lines;
@@ -354,10 +494,8 @@ void runBackend(BackendRun& run, DeviceType type, const std::string& self, const
       results.pump(lines);
       for (const std::string& line : lines) handle(line);
     }
-    if (timed_out) ::kill(w.pid, SIGKILL);
-    int status = 0;
-    while (::waitpid(w.pid, &status, 0) < 0 && errno == EINTR) {
-    }
+    if (timed_out) ::kill(-w.pid, SIGKILL);
+    const int status = group.wait();
     // Whatever the worker wrote before it died: the lines announcing what it
     // ran last and its last words on stderr.
     for (std::vector<std::string> lines; !results.eof(); lines.clear()) {

@@ -13,6 +13,9 @@
 //            --device 1 must report it as fail, one on device 0 must not
 //   abs.out  never returns (reported as a crash after --timeout, naming the
 //            form and sample that hung)
+//   sign.out fails with a hostile message: bytes that are not UTF-8, an ANSI
+//            colour sequence and 1 MiB of text, which every report must
+//            keep well-formed and cap (Note [Report text])
 // It lands outside the default plugin directory: only tests that pass
 // --plugin load it.
 #include <unistd.h>
@@ -64,12 +67,17 @@ bp::Tensor hangingAbs(const bp::Tensor&, const bp::Tensor& out) {
   return out;
 }
 
+bp::Tensor hostileSign(const bp::Tensor&, const bp::Tensor&) {
+  bp::fail(BP_INVALID_ARGUMENT, "faulty: sign \xff\xfe \x1b[31mred\x1b[0m " + std::string(size_t{1} << 20, 'x'));
+}
+
 void init(bp::Library& m) {
   static HostMemory backend;
   const int32_t faulty = m.registerDevice("faulty", &backend);
   m.impl("bp::add.out", faulty, &subtractingAdd);
   m.impl("bp::neg.out", faulty, &crashingNeg);
   m.impl("bp::abs.out", faulty, &hangingAbs);
+  m.impl("bp::sign.out", faulty, &hostileSign);
 }
 
 }  // namespace

@@ -11,8 +11,10 @@ import argparse
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 
 # The faulty plugin's neg.out dies of SIGSEGV; under AddressSanitizer
@@ -29,15 +31,21 @@ def check(cond, what):
         print("FAILED: " + what, file=sys.stderr)
 
 
-def run(args, tool, plugins, default_plugins=False):
+def command(args, tool, plugins, default_plugins=False):
     cmd = [tool]
     if not default_plugins:
         cmd.append("--no-default-plugins")
     for p in plugins:
         cmd += ["--plugin", p]
-    cmd += args
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
-    print("$ " + " ".join(cmd) + "\n-> exit %d\n%s%s" % (proc.returncode, proc.stdout, proc.stderr))
+    return cmd + args
+
+
+def run(args, tool, plugins, default_plugins=False, timeout=240):
+    cmd = command(args, tool, plugins, default_plugins)
+    # errors="strict": the tool's output must be UTF-8 whatever a plugin says.
+    proc = subprocess.run(cmd, capture_output=True, text=True, encoding="utf-8", errors="strict", timeout=timeout)
+    shown = [c if len(c) < 200 else c[:40] + "...(%d characters)" % len(c) for c in cmd]
+    print("$ " + " ".join(shown) + "\n-> exit %d\n%s%s" % (proc.returncode, proc.stdout[-20000:], proc.stderr[-4000:]))
     return proc
 
 
@@ -329,15 +337,148 @@ def test_devices(a):
 def test_usage_errors(a):
     plugins = [a.cpu_plugin]
     for args, needle in ((["conformance", "--backend", "nosuch"], "no loaded plugin provides backend 'nosuch'"),
-                         (["conformance", "--ops", "("], "not a valid regular expression"),
+                         (["conformance", "--ops", "("], "--ops '(' is not a valid regular expression (RE2 syntax): "
+                                                         "missing ): ("),
+                         # A selection of nothing must not pass (Note [Name patterns]).
+                         (["conformance", "--ops", "bp::reluu"], "--ops 'bp::reluu' matches none of the "),
+                         (["conformance", "--ops", "bp::reluu"], "run 'backplane ops' to list the op names"),
+                         # Backtracking would never end; RE2 answers at once.
+                         (["conformance", "--ops", "(.+)+X"], "--ops '(.+)+X' matches none of the "),
+                         (["conformance", "--ops", ".x" * 30000], "the --ops pattern is too large (60000 bytes): it "
+                                                                  "compiles past RE2's memory limit of 1 MiB"),
+                         (["conformance", "--ops", "a" * 90000], "the --ops pattern is too large (90000 bytes; at "
+                                                                 "most 65536)"),
                          (["conformance", "--timeout", "0"], "positive number of seconds"),
+                         (["conformance", "--timeout", "1e300"], "at most 2592000 (30 days), not '1e300'"),
+                         (["conformance", "--timeout", "inf"], "at most 2592000 (30 days), not 'inf'"),
+                         # An option value that is an option: not a file named "--strict".
+                         (["conformance", "--json", "--strict"], "option --json needs a value, not the option "
+                                                                 "'--strict' (for a value that starts with '--', "
+                                                                 "write --json=--strict)"),
+                         (["conformance", "--ops", "--strict"], "option --ops needs a value, not the option"),
                          (["conformance", "--device", "-1"], "needs a device index"),
                          (["conformance", "--device", "1", "--all-devices"], "exclude each other"),
                          (["devices", "--all-devices"], "applies only to the 'conformance' command"),
                          (["ops", "--strict"], "applies only to the 'conformance' command")):
-        proc = run(args, a.backplane, plugins)
-        check(proc.returncode == 2, "%s is a usage error (exit 2), got %d" % (args, proc.returncode))
-        check(needle in proc.stderr, "%s says %r" % (args, needle))
+        start = time.monotonic()
+        proc = run(args, a.backplane, plugins, timeout=60)
+        shown = [x if len(x) < 40 else x[:10] + "..." for x in args]
+        check(proc.returncode == 2, "%s is a usage error (exit 2), got %d" % (shown, proc.returncode))
+        check(needle in proc.stderr, "%s says %r" % (shown, needle))
+        check(time.monotonic() - start < 20, "%s is refused at once" % (shown,))
+    check(not os.path.exists("--strict"), "--json --strict writes no file named --strict")
+
+
+def test_report_paths(a):
+    """Each report path is checked before the run, writable and its own, and
+    nothing is written or emptied when one is refused."""
+    plugins = [a.cpu_plugin]
+    existing = os.path.join(a.work_dir, "existing.json")
+    with open(existing, "w") as f:
+        f.write("kept")
+    spelled = os.path.join(a.work_dir, ".", "sub", "..", "existing.json")
+    os.makedirs(os.path.join(a.work_dir, "sub"), exist_ok=True)
+    link = os.path.join(a.work_dir, "link.xml")
+    if not os.path.lexists(link):
+        os.symlink(existing, link)
+    missing_dir = os.path.join(a.work_dir, "no_such_folder")
+    for args, needle in (
+            (["--json", existing, "--junit", existing], "--junit %s names the same file as --json %s: give each "
+                                                        "report its own file" % (existing, existing)),
+            (["--json", existing, "--markdown", spelled], "names the same file as --json"),
+            (["--json", existing, "--junit", link], "names the same file as --json"),
+            (["--json", os.path.join(missing_dir, "r.json")], "cannot write the report --json %s: its folder %s "
+                                                              "does not exist" % (os.path.join(missing_dir, "r.json"),
+                                                                                 missing_dir)),
+            (["--junit", a.work_dir], "cannot write the report --junit %s: it is a folder" % a.work_dir)):
+        # A selection of many ops: a refusal after the run would take long.
+        proc = run(["conformance", "--backend", "cpu", "--ops", "^bp::", "--timeout", "5"] + args, a.backplane,
+                   plugins, timeout=60)
+        check(proc.returncode == 2 and needle in proc.stderr, "%s is refused before the run: %r" % (args, needle))
+        check("conformance: running" not in proc.stderr, "%s: nothing runs" % (args,))
+        with open(existing) as f:
+            check(f.read() == "kept", "%s leaves the existing report as it was" % (args,))
+
+
+def test_hostile_messages(a):
+    """The faulty plugin's sign.out fails with bytes that are not UTF-8, an ANSI
+    colour sequence and 1 MiB of text (Note [Report text])."""
+    paths = {k: os.path.join(a.work_dir, "hostile." + k) for k in ("json", "xml", "md")}
+    proc = run(["conformance", "--backend", "faulty", "--ops", r"^bp::sign\b", "--json", paths["json"],
+                "--junit", paths["xml"], "--markdown", paths["md"]], a.backplane, [a.cpu_plugin, a.faulty_plugin])
+    check(proc.returncode == 1, "the hostile kernel fails the run, got %d" % proc.returncode)
+    for name, path in paths.items():
+        with open(path, "rb") as f:
+            data = f.read()
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            check(False, "the %s report is UTF-8: %s" % (name, e))
+        check(len(data) < 64 * 1024, "the %s report holds capped messages: %d bytes" % (name, len(data)))
+        if name != "json":  # JSON escapes it as \u001b
+            check(b"\x1b" not in data and b"\\x1b[31mred" in data, "the %s report shows the escape as text" % name)
+    with open(paths["json"], encoding="utf-8") as f:
+        report = json.load(f)
+    ET.parse(paths["xml"])  # raises if ill-formed
+    messages = [r["message"] for r in report["results"] if r["op"].startswith("bp::sign")]
+    check(len(messages) == 3, "three forms of sign fail: %r" % (len(messages),))
+    for m in messages:
+        check("\ufffd\ufffd \x1b[31mred" in m, "the bytes that are not UTF-8 are U+FFFD in JSON: %r" % m[:200])
+        check(len(m) < 4200 and re.search(r"\.\.\. \(\d+ more bytes; --full-errors to see all\)$", m),
+              "a 1 MiB message is cut at 4 KiB, saying how to see it all: %d, %r" % (len(m), m[-80:]))
+    check("\x1b" not in proc.stdout and "\\x1b[31mred" in proc.stdout, "the summary shows the escape as text")
+    check(len(proc.stdout) < 64 * 1024, "the summary holds capped messages: %d" % len(proc.stdout))
+    full = run(["conformance", "--backend", "faulty", "--ops", r"^bp::sign\.out$", "--full-errors", "--json",
+                paths["json"]], a.backplane, [a.cpu_plugin, a.faulty_plugin])
+    with open(paths["json"], encoding="utf-8") as f:
+        whole = [r["message"] for r in json.load(f)["results"]]
+    check(full.returncode == 1 and whole and len(whole[0]) > 1 << 20 and "more bytes" not in whole[0],
+          "--full-errors keeps the whole message: %r" % ([len(m) for m in whole],))
+
+
+def processes_in_session(sid):
+    """The live processes of session `sid` (the tool and its workers)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry) as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()  # state, ppid, pgrp, session, ...
+        if fields[0] != "Z" and int(fields[3]) == sid:
+            found.append(int(entry))
+    return found
+
+
+def test_killing_the_tool_kills_its_workers(a):
+    """A worker inside a hung kernel dies with the tool: SIGTERM (forwarded
+    to its process group) and SIGKILL (its parent-death signal)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        cmd = command(["conformance", "--backend", "faulty", "--ops", r"^bp::abs\b", "--timeout", "200"],
+                      a.backplane, [a.cpu_plugin, a.faulty_plugin])
+        # A session of its own: every process it starts is found by its id.
+        proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        workers = []
+        while time.monotonic() < deadline and not workers:
+            workers = [p for p in processes_in_session(proc.pid) if p != proc.pid]
+            time.sleep(0.1)
+        check(workers, "the tool started a worker (%s)" % sig.name)
+        time.sleep(1)  # into the hanging kernel
+        proc.send_signal(sig)
+        proc.wait(30)
+        check(proc.returncode == -sig, "the tool ends by %s: %r" % (sig.name, proc.returncode))
+        deadline = time.monotonic() + 5
+        left = processes_in_session(proc.pid)
+        while left and time.monotonic() < deadline:
+            time.sleep(0.05)
+            left = processes_in_session(proc.pid)
+        check(not left, "no worker outlives the tool killed by %s: %r" % (sig.name, left))
+        for p in left:  # leave nothing behind even when the check failed
+            os.kill(p, signal.SIGKILL)
 
 
 def main():
@@ -355,6 +496,9 @@ def main():
     test_explicit_plugin_that_does_not_load(a)
     test_devices(a)
     test_usage_errors(a)
+    test_report_paths(a)
+    test_hostile_messages(a)
+    test_killing_the_tool_kills_its_workers(a)
     if FAILURES:
         print("\n%d check(s) failed:\n  " % len(FAILURES) + "\n  ".join(FAILURES), file=sys.stderr)
         return 1

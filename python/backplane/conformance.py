@@ -14,16 +14,26 @@ python/CMakeLists.txt) as `backplane conformance ... --json FILE` and reads
 the JSON it writes back as objects. The command is the one implementation:
 it starts a worker process per backend (and again after a crash), so a
 kernel that crashes or hangs costs one form of one op and never this
-interpreter; the JUnit, JSON and Markdown files are the command's own; its
-errors (an unknown backend, a bad --ops regex, a plugin that does not load)
-are raised with its message. The tool loads the default plugin sources as
+interpreter; the JUnit and Markdown files are the command's own, and the
+JSON file is its report copied once it is complete; its errors (an unknown
+backend, a bad --ops regex, a selection of nothing, a plugin that does not
+load) are raised with its message. Report paths are checked before the run
+without creating or truncating anything, so a run refused for its arguments
+leaves existing reports as they were. Whatever bytes a plugin or a kernel
+puts in a name or a message, the report is UTF-8 (Note [Report text] in
+conformance/include/backplane/conformance/text_format.h). If this
+interpreter is interrupted (KeyboardInterrupt) during the run,
+subprocess.run kills the tool, and its workers die with it (Note [Workers
+die with their parent] in conformance/src/workers.cc). The tool loads the default plugin sources as
 this process did at import, and run() also hands it every plugin this
 process has loaded (backplane.load_plugin() included), so the backends are
 the ones this process sees, plus `plugins`.
 """
+import errno
 import json as _json
 import math
 import os
+import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -33,8 +43,10 @@ from . import _backplane
 
 __all__ = ["run", "Report", "BackendRun", "Result"]
 
-# The command's per-op time limit (--timeout), in seconds.
+# The command's per-op time limit (--timeout), in seconds, and its largest
+# (30 days: kMaxTimeoutSeconds in backplane/conformance/command.h).
 DEFAULT_TIMEOUT = 300.0
+MAX_TIMEOUT = 30 * 24 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -163,6 +175,23 @@ def _ops_regex(ops):
     return items[0] if len(items) == 1 else "|".join(f"(?:{o})" for o in items)
 
 
+def _check_report_path(name, path):
+    """Raises OSError unless `path` can be written as a report, creating and
+    truncating nothing (the command checks again before its run)."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise IsADirectoryError(errno.EISDIR, f"{name}={path!r} is a folder; name a file in it", path)
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.exists(path):
+        if not os.path.isdir(folder):
+            raise FileNotFoundError(errno.ENOENT, f"the folder of {name}={path!r} does not exist; create it first",
+                                    path)
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise PermissionError(errno.EACCES, f"{name}={path!r} cannot be created in {folder}", path)
+    elif not os.access(path, os.W_OK):
+        raise PermissionError(errno.EACCES, f"{name}={path!r} cannot be written", path)
+
+
 def _strs(value, what):
     if value is None:
         return []
@@ -217,7 +246,8 @@ def _parse(data, text, log):
 
 
 def run(backend=None, *, device=None, ops=None, plugins=(), default_plugins=True,
-        strict=False, junit=None, json=None, markdown=None, timeout=DEFAULT_TIMEOUT):
+        strict=False, junit=None, json=None, markdown=None, timeout=DEFAULT_TIMEOUT,
+        full_errors=False):
     """Certifies backends op by op, as `backplane conformance` does, and
     returns a Report (Note [Conformance from Python]).
 
@@ -225,23 +255,30 @@ def run(backend=None, *, device=None, ops=None, plugins=(), default_plugins=True
         every backend with devices (--backend).
     device: the device index the op specs run on (default 0), or "all" for
         one run per device (--device N, --all-devices).
-    ops: a regular expression (ECMAScript, searched anywhere in the op's
-        name) or a list of them, any of which selects an op; None runs every
-        op (--ops).
+    ops: a regular expression (RE2 syntax, searched anywhere in the op's
+        name; matched in linear time) or a list of them, any of which selects
+        an op; None runs every op (--ops). A selection that matches no op
+        raises.
     plugins: paths of plugin libraries to load as well (--plugin); one that
         does not load raises.
     default_plugins: False runs with `plugins` only: not this process's
         plugins nor the default sources (--no-default-plugins).
     strict: an op served by a fallback counts as a failure (--strict).
-    junit, json, markdown: paths the command writes its reports to.
-    timeout: seconds per op before it is reported as a crash (--timeout).
+    junit, json, markdown: paths the command writes its reports to, each
+        its own file.
+    timeout: seconds per op before it is reported as a crash (--timeout),
+        at most MAX_TIMEOUT (30 days).
+    full_errors: keep every message whole; by default one longer than
+        4 KiB is cut, ending "... (N more bytes; --full-errors to see all)"
+        (--full-errors).
 
     A run with failures returns a Report whose `passed` is False. Raises
     InvalidArgumentError (a ValueError) with the command's message for an
-    unknown backend, a device out of range, a bad regex or a plugin that
-    does not load, TypeError/ValueError for arguments of the wrong kind,
-    OSError for a report path that cannot be written, and another
-    backplane.Error if the command itself fails.
+    unknown backend, a device out of range, a bad regex, a regex that
+    selects nothing, two reports on one file or a plugin that does not
+    load, TypeError/ValueError for arguments of the wrong kind, OSError for
+    a report path that cannot be written (checked before the run, emptying
+    nothing), and another backplane.Error if the command itself fails.
     """
     backends = _strs(backend, "backend")
     if device is not None and device != "all" and (
@@ -253,6 +290,8 @@ def run(backend=None, *, device=None, ops=None, plugins=(), default_plugins=True
         raise TypeError(f"timeout must be a number of seconds, not {type(timeout).__name__}")
     if not (timeout > 0 and math.isfinite(timeout)):
         raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
+    if timeout > MAX_TIMEOUT:
+        raise ValueError(f"timeout must be at most {MAX_TIMEOUT:g} seconds (30 days), not {timeout!r}")
     tool = _tool()
     reports = {"json": json, "junit": junit, "markdown": markdown}
     for name, path in reports.items():
@@ -260,9 +299,14 @@ def run(backend=None, *, device=None, ops=None, plugins=(), default_plugins=True
             if not isinstance(path, (str, os.PathLike)):
                 raise TypeError(f"{name} must be a path (str or os.PathLike), not {type(path).__name__}")
             # A path that cannot be written fails here, as Python's OSError,
-            # before anything runs; the command writes it again at the end.
-            with open(path, "w"):
-                pass
+            # before anything runs, and nothing is created or emptied.
+            _check_report_path(name, path)
+    given = [(name, os.path.realpath(os.fspath(p))) for name, p in reports.items() if p is not None]
+    for i, (name, real) in enumerate(given):
+        for other, other_real in given[:i]:
+            if real == other_real:
+                raise _error(_backplane.InvalidArgumentError, "INVALID_ARGUMENT",
+                             f"{name} and {other} name the same file ({real}): give each report its own file")
 
     argv = [tool]
     if default_plugins:
@@ -287,17 +331,21 @@ def run(backend=None, *, device=None, ops=None, plugins=(), default_plugins=True
     if strict:
         argv.append("--strict")
     argv.append(f"--timeout={float(timeout)!r}")
+    if full_errors:
+        argv.append("--full-errors")
     for name in ("junit", "markdown"):
         if reports[name] is not None:
             argv.append(f"--{name}={os.fspath(reports[name])}")
 
     with tempfile.TemporaryDirectory(prefix="backplane-conformance-") as tmp:
-        json_path = os.fspath(json) if json is not None else os.path.join(tmp, "report.json")
+        # The command writes into this fresh folder: a run that stops early
+        # leaves no report to read, and json= is replaced only by a whole one.
+        json_path = os.path.join(tmp, "report.json")
         argv.append(f"--json={json_path}")
-        if json is not None:
-            os.remove(json_path)  # so that a run that stops early leaves none to read
+        # On any exception here (KeyboardInterrupt included) subprocess.run
+        # kills the tool; its workers die with it.
         proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, errors="replace")
+                              stderr=subprocess.PIPE, text=True, encoding="utf-8", errors="replace")
         if proc.returncode == 2:  # a usage error: the arguments
             raise _error(_backplane.InvalidArgumentError, "INVALID_ARGUMENT", _messages(proc.stderr))
         if proc.returncode < 0:
@@ -306,7 +354,9 @@ def run(backend=None, *, device=None, ops=None, plugins=(), default_plugins=True
                 f"the backplane tool ({tool}) was killed by signal {-proc.returncode} "
                 f"running conformance; its last output:\n{proc.stderr[-4000:]}")
         try:
-            with open(json_path, encoding="utf-8") as f:
+            # The command writes UTF-8 (Note [Report text]); a byte that is
+            # not would still become U+FFFD, not a UnicodeDecodeError.
+            with open(json_path, encoding="utf-8", errors="replace") as f:
                 data = _json.load(f)
         except FileNotFoundError:
             data = None
@@ -318,6 +368,8 @@ def run(backend=None, *, device=None, ops=None, plugins=(), default_plugins=True
                 _backplane.UnknownError, "UNKNOWN",
                 f"`backplane conformance` failed (exit status {proc.returncode}) without a "
                 f"report: {message}")
+        if json is not None:
+            shutil.copyfile(json_path, os.fspath(json))
     report = _parse(data, proc.stdout, proc.stderr)
     if proc.returncode == 1 and report.passed:  # a report file it could not write
         raise _error(_backplane.UnknownError, "UNKNOWN", _messages(proc.stderr))

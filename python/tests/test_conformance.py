@@ -3,9 +3,11 @@ results as objects, its report files, and its errors as exceptions."""
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -143,6 +145,41 @@ def test_arguments_of_the_wrong_kind_raise_before_anything_runs(tmp_path):
         conformance.run(backend=["cpu", 1])
     with pytest.raises(FileNotFoundError):
         conformance.run(backend="cpu", ops=ADD_MUL, junit=tmp_path / "missing" / "report.xml")
+    with pytest.raises(IsADirectoryError):
+        conformance.run(backend="cpu", ops=ADD_MUL, markdown=tmp_path)
+    with pytest.raises(ValueError, match="timeout must be at most 2.592e\\+06 seconds"):
+        conformance.run(backend="cpu", timeout=1e300)
+
+
+def test_a_selection_of_nothing_raises():
+    # A typo must not pass (exit 0 and passed=True before).
+    with pytest.raises(backplane.InvalidArgumentError,
+                       match=r"^--ops 'bp::reluu' matches none of the \d+ op specs and device checks .*"
+                             r"run 'backplane ops' to list the op names$"):
+        conformance.run(backend="cpu", ops="bp::reluu")
+
+
+def test_patterns_are_re2():
+    # A backtracking matcher would run for ages on this one; RE2 answers at once.
+    with pytest.raises(backplane.InvalidArgumentError, match=r"^--ops '\(\.\+\)\+X' matches none"):
+        conformance.run(backend="cpu", ops="(.+)+X")
+    with pytest.raises(backplane.InvalidArgumentError, match=r"^the --ops pattern is too large \(90000 bytes"):
+        conformance.run(backend="cpu", ops="a" * 90000)
+    report = conformance.run(backend="cpu", ops=[r"^bp::mul\.out$", r"^bp::add\.out$"])
+    assert {r.op.split(".")[0].rstrip("_") for r in report} == {"bp::mul", "bp::add"}
+
+
+def test_reports_are_not_emptied_when_the_run_is_refused(tmp_path):
+    paths = {k: tmp_path / f"kept.{k}" for k in ("json", "xml", "md")}
+    for p in paths.values():
+        p.write_text("kept")
+    for kwargs in ({"backend": "nope"}, {"backend": "cpu", "ops": "bp::reluu"}):
+        with pytest.raises(backplane.InvalidArgumentError):
+            conformance.run(json=paths["json"], junit=paths["xml"], markdown=paths["md"], **kwargs)
+        assert all(p.read_text() == "kept" for p in paths.values()), kwargs
+    with pytest.raises(backplane.InvalidArgumentError, match="junit and json name the same file"):
+        conformance.run(backend="cpu", ops=ADD_MUL, json=paths["json"], junit=tmp_path / "." / "kept.json")
+    assert paths["json"].read_text() == "kept"
 
 
 def test_failures_and_crashes_are_results(tmp_path, faulty_plugin):
@@ -215,6 +252,70 @@ def test_an_op_past_the_time_limit_is_a_crash(faulty_plugin):
                                                 ("bp::abs.out", "out")]
     for r in report:
         assert r.outcome == "crash" and r.sample and "ran past the time limit of 1 s" in r.message
+
+
+def test_hostile_messages_come_back_as_text(faulty_plugin):
+    # faulty's sign.out fails with bytes that are not UTF-8, an ANSI colour
+    # sequence and 1 MiB of text (Note [Report text]): no UnicodeDecodeError,
+    # U+FFFD for the bytes, the message cut unless full_errors=True.
+    report = conformance.run(backend="faulty", plugins=[faulty_plugin], ops=r"^bp::sign\b")
+    assert len(report.failures) == 3
+    for r in report.failures:
+        assert "faulty: sign \ufffd\ufffd \x1b[31mred\x1b[0m x" in r.message
+        assert re.search(r"\.\.\. \(\d+ more bytes; --full-errors to see all\)$", r.message) and len(r.message) < 4200
+    assert "\x1b" not in report.text and "\\x1b[31mred" in report.text
+    whole = conformance.run(backend="faulty", plugins=[faulty_plugin], ops=r"^bp::sign\.out$", full_errors=True)
+    assert [len(r.message) > 1 << 20 for r in whole] == [True] * 3  # the spec's three forms
+
+
+def _processes_in_session(sid):
+    """The live processes of session `sid`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2:].split()  # state, ppid, pgrp, session, ...
+            if fields[0] != "Z" and int(fields[3]) == sid:
+                found.append(int(entry))
+    return found
+
+
+def test_keyboard_interrupt_kills_the_tool_and_its_workers(faulty_plugin):
+    # A child interpreter in a session of its own runs faulty's abs, which
+    # hangs; ^C (SIGINT to the interpreter) must leave no tool and no worker
+    # (Note [Workers die with their parent]).
+    code = textwrap.dedent("""
+        import sys, backplane
+        try:
+            backplane.conformance.run(backend="faulty", plugins=[sys.argv[1]], ops=r"^bp::abs\\b", timeout=200)
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+            sys.exit(3)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", code, faulty_plugin], start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(_processes_in_session(proc.pid)) < 3:
+            time.sleep(0.05)  # the interpreter, the tool and its worker
+        assert len(_processes_in_session(proc.pid)) >= 3
+        time.sleep(0.5)  # into the hanging kernel
+        os.kill(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+        assert (proc.returncode, out.strip()) == (3, "interrupted"), err
+        deadline = time.monotonic() + 5
+        while _processes_in_session(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _processes_in_session(proc.pid) == []
+    finally:
+        for pid in _processes_in_session(proc.pid):
+            os.kill(pid, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()
 
 
 def test_the_plugins_this_process_loaded_are_used(faulty_plugin):

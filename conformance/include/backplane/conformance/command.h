@@ -46,13 +46,18 @@ std::vector<Backend> activeBackends(bool with_interface_only);
 // (cpu), the plugin's name, "in-process" or "no plugin".
 std::string providerOf(const Backend& b);
 
-// `backplane conformance`: certifies backends op by op (conformance.cc).
+// The longest --timeout: 30 days, far past any op, and far inside what the
+// workers' clocks and poll(2)'s milliseconds hold.
+inline constexpr double kMaxTimeoutSeconds = 30 * 24 * 3600;
+
+// `backplane conformance`: certifies backends op by op (command.cc).
 struct ConformanceOptions {
   std::vector<std::string> backends;                 // --backend; empty: every backend with an interface
   std::string ops;                                   // --ops REGEX; empty: all
   bool strict = false;                               // --strict: a fallback counts as a failure
   std::optional<std::string> json, junit, markdown;  // report files
-  double timeout_s = 300;                            // --timeout: per op, in the worker
+  double timeout_s = 300;                            // --timeout: per op, in (0, kMaxTimeoutSeconds]
+  bool full_errors = false;                          // --full-errors: no message cut (Note [Report text])
   bool progress = false;                             // an op counter on stderr (a terminal)
   // The device the op specs run on: --device N (default 0), or every device
   // of each backend with --all-devices (one run per device; the device API
