@@ -105,10 +105,10 @@ std::string pluginNameProblem(const char* name) {
   return "";
 }
 
-// Note [Plugin trust]: "" when `canonical` (a plugin file, or a folder the
-// loader scans) raises nothing; else the error that refuses it
-// (BACKPLANE_PLUGIN_TRUST=strict) after warning about nothing, or "" after
-// a warning on stderr (once per path at fault).
+// Note [Plugin trust]: under BACKPLANE_PLUGIN_TRUST=strict, the error that
+// refuses `canonical` (a plugin file, or a folder the loader scans) when
+// others can change it; otherwise "", after a warning on stderr (once per
+// path at fault) when they can.
 std::string trustRefusal(const std::string& canonical, plugin_detail::TrustTarget target,
                          const plugin_detail::PluginFileFacts* facts) {
   using plugin_detail::TrustTarget;
