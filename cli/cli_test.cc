@@ -2,6 +2,7 @@
 // output and exit codes. Tests that need known content load the test plugin
 // (testing/cli_test_plugin.cc) with --no-default-plugins; the others must
 // hold whatever plugins and operators the build provides.
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -222,6 +223,44 @@ TEST(CliTest, PluginPathsAndErrorsAreShownAsText) {
     EXPECT_CONTAINS(r.out + r.err, "cli_test_\\x1b[31mred.so");
   }
   std::remove(junk.c_str());
+}
+
+// A FIFO named with --plugin blocked open() forever; now it is refused
+// before anything reads it.
+TEST(CliTest, PluginThatIsAFifoIsRefusedWithoutBlocking) {
+  std::string fifo = ::testing::TempDir();
+  fifo += (fifo.back() == '/' ? "" : "/") + std::string("cli_test_fifo_") + std::to_string(getpid()) + ".so";
+  std::remove(fifo.c_str());
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0644), 0);
+  Result r = run("--no-default-plugins --plugin '" + fifo + "' plugins", "timeout 60");
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_CONTAINS(r.err, "did not load: cannot load plugin '" + fifo + "': it is a FIFO, not a regular file");
+  std::remove(fifo.c_str());
+}
+
+// A plugin whose init called exit(0) made `conformance` exit 0 with no
+// report: a CI job went green.
+TEST(CliTest, PluginThatExitsWhileLoadingFailsTheRunAndIsNamed) {
+  Result r = run(std::string("--no-default-plugins --plugin '") + CLI_TP_INIT_EXIT_PATH +
+                 "' conformance --backend cpu --ops '^bp::mul\\b'");
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_CONTAINS(r.err, "backplane: error: plugin 'tp_init_exit' (");
+  EXPECT_CONTAINS(r.err, "tp_init_exit.so) ended the process (exit) while loading; exit status 3");
+  EXPECT_NOT_CONTAINS(r.out, "PASSED");
+}
+
+// BACKPLANE_PLUGIN_PATH entries that cannot be used were ignored silently.
+TEST(CliTest, PluginsListsSkippedPathEntries) {
+  Result r = run("plugins", "BACKPLANE_PLUGIN_PATH='relative/plugins:/nonexistent_backplane_plugins'");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_CONTAINS(r.out,
+                  "BACKPLANE_PLUGIN_PATH entries skipped:\n"
+                  "  relative/plugins: is a relative path (it would name another folder in every working directory); "
+                  "write it as an absolute path\n"
+                  "  /nonexistent_backplane_plugins: does not exist\n");
+  EXPECT_CONTAINS(r.err,
+                  "backplane: warning: BACKPLANE_PLUGIN_PATH entry '/nonexistent_backplane_plugins' does not exist; "
+                  "it is skipped\n");
 }
 
 TEST(CliTest, PluginsShowsALoadedPlugin) {

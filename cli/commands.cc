@@ -44,6 +44,15 @@ std::string deviceSummary(const PluginStatus& p) {
   return parts.empty() ? "-" : joined(parts, ", ");
 }
 
+// BACKPLANE_PLUGIN_PATH entries loadAll() skipped (Note [Plugin path
+// entries]): they were warnings on stderr, which a CI log may bury.
+void describeSkippedSources(std::ostream& out) {
+  std::vector<PluginSourceProblem> skipped = plugins().skippedSources();
+  if (skipped.empty()) return;
+  out << "\nBACKPLANE_PLUGIN_PATH entries skipped:\n";
+  for (const PluginSourceProblem& s : skipped) out << "  " << s.entry << ": " << s.reason << '\n';
+}
+
 void describeSources(std::ostream& out, const PluginSources& sources) {
   out << "plugin sources, in order:\n";
   for (const std::string& p : sources.explicit_paths) out << "  --plugin " << p << '\n';
@@ -208,6 +217,7 @@ int runPlugins(std::ostream& out, const PluginSources& sources) {
   if (all.empty()) {
     out << "no plugins found\n";
     describeSources(out, sources);
+    describeSkippedSources(out);
     return 0;
   }
   // A failed attempt's error goes on its own line below the row, as text
@@ -228,6 +238,7 @@ int runPlugins(std::ostream& out, const PluginSources& sources) {
   out << '\n'
       << all.size() << (all.size() == 1 ? " plugin" : " plugins") << ": " << all.size() - failed << " loaded, "
       << failed << " failed to load\n";
+  describeSkippedSources(out);
   return 0;
 }
 

@@ -92,13 +92,19 @@ void bindRuntime(nb::module_& m) {
   m.def(
       "load_plugin",
       [](const std::string& path) {
+        // A C string ends at the first NUL: "a\0b" would load "a" (the
+        // loader refuses such a path too; a Python caller gets ValueError,
+        // as open() gives).
+        if (path.find('\0') != std::string::npos)
+          throw nb::value_error("load_plugin: the path contains a NUL character ('\\0'), which no file name holds");
         PluginStatus s = valueOrThrow(plugins().load(path));
         nb::module_::import_("backplane._ops").attr("ops").attr("_forget")();
         return s;
       },
       nb::arg("path"),
       "Loads the plugin at `path` (its devices and operators become usable). Raises backplane.Error saying why "
-      "when it cannot be loaded; the process keeps running either way.");
+      "when it cannot be loaded (ValueError for a path with a NUL character); the process keeps running either "
+      "way, unless the plugin's own code ends it, which is reported on stderr with exit status 3.");
   m.def(
       "describe", []() { return runtime().describe(); }, "What `backplane devices` prints.");
 }

@@ -19,7 +19,9 @@
 #include "backplane/core/str_cat.h"
 #include "backplane/dispatch/builtin_kernels.h"
 #include "backplane/dispatch/schema_signature.h"
+#include "load_breadcrumb.h"
 #include "loaded_plugin.h"
+#include "plugin_file_check.h"
 
 namespace backplane {
 
@@ -47,6 +49,7 @@ struct PluginRegistry::Impl {
   std::map<std::pair<OperatorEntry*, DispatchKey>, LoadedPlugin*> impl_owner ABSL_GUARDED_BY(mu);
   std::map<int, LoadedPlugin*> device_type_owner ABSL_GUARDED_BY(mu);
   std::vector<bool> slot_used ABSL_GUARDED_BY(mu) = std::vector<bool>(plugin_detail::kMaxPluginSlots, false);
+  std::vector<PluginSourceProblem> skipped_sources ABSL_GUARDED_BY(mu);  // by loadAll(), each once
 
   LoadedPlugin* findLoaded(std::string_view name) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     for (LoadedPlugin* p : all)
@@ -55,6 +58,28 @@ struct PluginRegistry::Impl {
   }
   PluginStatus snapshot(const LoadedPlugin& p) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void rollback(LoadedPlugin& p) ABSL_LOCKS_EXCLUDED(mu);
+  // A failed attempt at a file the loader never opened (a folder refused by
+  // Note [Plugin trust]), listed in plugins() as load() lists its failures.
+  PluginStatus recordFailure(const std::string& path, const std::string& error) ABSL_LOCKS_EXCLUDED(mu) {
+    auto* p = new LoadedPlugin();  // kept for the life of the process, as every attempt
+    p->status.path = path;
+    p->status.error = error;
+    absl::MutexLock lock(&mu);
+    all.push_back(p);
+    return snapshot(*p);
+  }
+  // A BACKPLANE_PLUGIN_PATH entry loadAll() skipped: listed once, warned about once.
+  void skipSource(const std::string& entry, const std::string& reason) ABSL_LOCKS_EXCLUDED(mu) {
+    {
+      absl::MutexLock lock(&mu);
+      for (const PluginSourceProblem& s : skipped_sources)
+        if (s.entry == entry) return;
+      skipped_sources.push_back({entry, reason});
+    }
+    plugin_detail::warnOnce(
+        strCat("BACKPLANE_PLUGIN_PATH:", entry),
+        strCat("backplane: warning: BACKPLANE_PLUGIN_PATH entry '", entry, "' ", reason, "; it is skipped"));
+  }
 };
 
 struct PluginRegistryAccess {
@@ -65,11 +90,44 @@ namespace {
 
 constexpr const char* kStandardNamespace = "bp";
 
-bool validPluginName(std::string_view n) {
-  if (n.empty() || n.size() > 63 || n[0] < 'a' || n[0] > 'z') return false;
-  for (char c : n)
-    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) return false;
-  return true;
+// What is wrong with a plugin's name, or "" (names become device type
+// owners, profiler rows and command-line words: lowercase letters, digits
+// and '_', starting with a letter, at most 63 characters). The length comes
+// first, so a long but otherwise valid name is not told it has bad letters;
+// the name itself is not repeated (it may be megabytes).
+std::string pluginNameProblem(const char* name) {
+  if (name == nullptr) return "its BP_PluginInfo.name is NULL; give the plugin a name";
+  std::string_view n = name;
+  if (n.size() > 63) return strCat("its name is too long (", n.size(), " characters; at most 63)");
+  bool valid = !n.empty() && n[0] >= 'a' && n[0] <= 'z';
+  for (char c : n) valid &= (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+  if (!valid) return "its name must be lowercase letters, digits and '_', starting with a letter";
+  return "";
+}
+
+// Note [Plugin trust]: under BACKPLANE_PLUGIN_TRUST=strict, the error that
+// refuses `canonical` (a plugin file, or a folder the loader scans) when
+// others can change it; otherwise "", after a warning on stderr (once per
+// path at fault) when they can.
+std::string trustRefusal(const std::string& canonical, plugin_detail::TrustTarget target,
+                         const plugin_detail::PluginFileFacts* facts) {
+  using plugin_detail::TrustTarget;
+  std::optional<plugin_detail::TrustProblem> problem = plugin_detail::trustProblem(canonical, target, facts);
+  if (!problem) return "";
+  const bool folder = target == TrustTarget::ScannedFolder;
+  const std::string subject = strCat(folder ? "plugin folder '" : "plugin '", canonical, "'");
+  const std::string what = problem->path == canonical ? strCat(subject, " ", problem->what)
+                                                      : strCat(subject, ": '", problem->path, "' ", problem->what);
+  const std::string consequence = folder ? ", so others can add or replace plugins this process loads"
+                                         : ", so others can replace the code this process runs";
+  if (plugin_detail::trustMode() == plugin_detail::TrustMode::Strict) {
+    return strCat("cannot load ", what, consequence, " (refused: BACKPLANE_PLUGIN_TRUST=strict); ", problem->fix,
+                  ", or unset BACKPLANE_PLUGIN_TRUST to load it with a warning");
+  }
+  plugin_detail::warnOnce(strCat("trust:", problem->path),
+                          strCat("backplane: warning: ", what, consequence, "; ", problem->fix,
+                                 " (BACKPLANE_PLUGIN_TRUST=strict refuses such plugins)"));
+  return "";
 }
 
 LoadedPlugin& pluginOf(BP_Plugin* p) { return *reinterpret_cast<LoadedPlugin*>(p); }
@@ -397,6 +455,16 @@ absl::StatusOr<PluginStatus> PluginRegistry::load(const std::string& path) {
     return s;
   };
 
+  // The path reaches open() and dlopen() as a C string: an embedded NUL
+  // would silently name another file (Python strings may hold one).
+  if (path.find('\0') != std::string::npos) {
+    std::string shown = path;
+    std::replace(shown.begin(), shown.end(), '\0', '?');
+    p->status.path = shown;
+    return fail(absl::InvalidArgumentError(
+        strCat("cannot load plugin '", shown, "': the path contains a NUL character (shown as '?')")));
+  }
+
   std::error_code ec;
   fs::path canonical = fs::canonical(path, ec);
   if (ec) return fail(absl::NotFoundError(strCat("cannot load plugin '", path, "': ", ec.message())));
@@ -413,6 +481,16 @@ absl::StatusOr<PluginStatus> PluginRegistry::load(const std::string& path) {
     return *already;
   }
 
+  // Note [Plugin file checks]: nothing of the file runs before these pass.
+  absl::StatusOr<plugin_detail::PluginFileFacts> facts = plugin_detail::checkPluginFile(canonical.string());
+  if (!facts.ok()) return fail(facts.status());
+  if (std::string refusal = trustRefusal(canonical.string(), plugin_detail::TrustTarget::PluginFile, &*facts);
+      !refusal.empty())
+    return fail(absl::FailedPreconditionError(refusal));
+
+  // Note [Plugin load breadcrumb]: from the plugin's constructors to the end
+  // of its init.
+  plugin_detail::LoadBreadcrumb breadcrumb(canonical.string());
   boost::dll::fs::error_code dll_ec;
   dlerror();
   p->library.load(canonical, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, dll_ec);
@@ -468,13 +546,14 @@ absl::StatusOr<PluginStatus> PluginRegistry::load(const std::string& path) {
                ": upgrade the host, or rebuild the plugin against the host's SDK")));
   }
   // Only now is the layout of the rest of BP_PluginInfo known.
-  p->status.name = info->name && validPluginName(info->name) ? info->name : "";
+  const std::string name_problem = pluginNameProblem(info->name);
+  p->status.name = name_problem.empty() ? info->name : "";
   p->status.version = info->version ? info->version : "";
-  if (p->status.name.empty()) {
+  if (!name_problem.empty()) {
     p->library.unload();
-    return fail(absl::InvalidArgumentError(
-        strCat("plugin '", canonical.string(), "': its name must be lowercase letters, digits and '_'")));
+    return fail(absl::InvalidArgumentError(strCat("plugin '", canonical.string(), "': ", name_problem)));
   }
+  breadcrumb.setName(p->status.name);
   {
     absl::MutexLock lock(&impl_->mu);
     if (LoadedPlugin* other = impl_->findLoaded(p->status.name)) {
@@ -585,44 +664,95 @@ std::vector<std::string> PluginRegistry::defaultDirectories() {
   return {dir};
 }
 
+// Note [Plugin path entries]
+// BACKPLANE_PLUGIN_PATH entries that cannot be used are skipped, each with a
+// warning on stderr once and a line in skippedSources() (`backplane
+// plugins` shows them): a typo in a CI script's path must not go unnoticed.
+// A relative entry is skipped too: it would name another folder in every
+// working directory, and running code found relative to wherever a program
+// was started is how a hostile folder gets its plugin loaded. Empty entries
+// ("a::b", or a trailing ':' from "$DIR:$BACKPLANE_PLUGIN_PATH") mean
+// nothing and are skipped quietly. A default directory that does not exist
+// is normal (a build without plugins) and quiet as well.
 std::vector<PluginStatus> PluginRegistry::loadAll() {
   namespace fs = std::filesystem;
-  std::vector<std::string> sources;
+  struct Source {
+    std::string path;
+    bool from_environment;
+  };
+  std::vector<Source> sources;
   if (const char* env = std::getenv("BACKPLANE_PLUGIN_PATH")) {
     std::string_view rest = env;
     while (!rest.empty()) {
       size_t colon = rest.find(':');
       std::string_view part = rest.substr(0, colon);
-      if (!part.empty()) sources.emplace_back(part);
+      if (!part.empty() && part[0] != '/') {
+        impl_->skipSource(std::string(part),
+                          "is a relative path (it would name another folder in every working directory); write it "
+                          "as an absolute path");
+      } else if (!part.empty()) {
+        sources.push_back({std::string(part), true});
+      }
       rest = colon == std::string_view::npos ? std::string_view() : rest.substr(colon + 1);
     }
   }
-  for (const std::string& d : defaultDirectories()) sources.push_back(d);
+  for (const std::string& d : defaultDirectories()) sources.push_back({d, false});
 
   std::vector<PluginStatus> result;
-  for (const std::string& source : sources) {
-    std::error_code ec;
-    std::vector<std::string> files;
-    if (fs::is_directory(source, ec)) {
-      for (const auto& entry : fs::directory_iterator(source, ec))
-        if (entry.path().extension() == ".so") files.push_back(entry.path().string());
-      std::sort(files.begin(), files.end());
-    } else if (fs::exists(source, ec)) {
-      files.push_back(source);
+  auto loadInto = [&](const std::string& f) {
+    absl::StatusOr<PluginStatus> s = load(f);
+    if (s.ok()) {
+      result.push_back(*s);
     } else {
-      continue;  // a default directory that does not exist (e.g. not installed) is fine
+      std::vector<PluginStatus> all = plugins();
+      result.push_back(all.back());
     }
+  };
+  for (const Source& source : sources) {
+    std::error_code ec;
+    const fs::path canonical = fs::canonical(source.path, ec);
+    if (ec) {
+      if (!source.from_environment) continue;
+      if (ec == std::errc::no_such_file_or_directory)
+        impl_->skipSource(source.path, "does not exist");
+      else if (ec == std::errc::too_many_symbolic_link_levels)
+        impl_->skipSource(source.path, "is a symbolic link loop (too many levels of symbolic links)");
+      else
+        impl_->skipSource(source.path, strCat("cannot be resolved: ", ec.message()));
+      continue;
+    }
+    if (!fs::is_directory(canonical, ec)) {
+      loadInto(source.path);  // a file, or something load() says is no plugin
+      continue;
+    }
+    // Note [Plugin trust]: anyone who can create a file in a scanned folder
+    // adds a plugin, sticky bit or not.
+    const std::string refusal =
+        trustRefusal(canonical.string(), plugin_detail::TrustTarget::ScannedFolder, /*facts=*/nullptr);
+    std::vector<std::string> files;
+    fs::directory_iterator it(canonical, ec);
+    for (; !ec && it != fs::directory_iterator(); it.increment(ec))
+      if (it->path().extension() == ".so") files.push_back(it->path().string());
+    if (ec && source.from_environment) {
+      impl_->skipSource(source.path, strCat("is a folder that cannot be read: ", ec.message()));
+    } else if (ec) {
+      plugin_detail::warnOnce(strCat("default:", source.path), strCat("backplane: warning: the default plugin folder '",
+                                                                      source.path, "' cannot be read: ", ec.message()));
+    }
+    std::sort(files.begin(), files.end());
     for (const std::string& f : files) {
-      absl::StatusOr<PluginStatus> s = load(f);
-      if (s.ok()) {
-        result.push_back(*s);
-      } else {
-        std::vector<PluginStatus> all = plugins();
-        result.push_back(all.back());
-      }
+      if (refusal.empty())
+        loadInto(f);
+      else
+        result.push_back(impl_->recordFailure(f, refusal));
     }
   }
   return result;
+}
+
+std::vector<PluginSourceProblem> PluginRegistry::skippedSources() const {
+  absl::MutexLock lock(&impl_->mu);
+  return impl_->skipped_sources;
 }
 
 absl::Status PluginRegistry::unload(std::string_view name) {

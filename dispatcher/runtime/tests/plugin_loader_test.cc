@@ -173,7 +173,7 @@ TEST_F(PluginLoaderTest, TextFileNamedLikeALibraryIsNotASharedLibrary) {
   const std::string file = pluginFile("tp_not_a_library");
   ASSERT_TRUE(fs::exists(file));
   expectLoadFails(file, absl::StatusCode::kInvalidArgument,
-                  {"cannot load plugin '" + canonicalPath(file) + "'", "invalid ELF header",
+                  {"cannot load plugin '" + canonicalPath(file) + "'", "not an ELF file",
                    "a shared library built with backplane_add_plugin() is expected"});
 
   // And one the test writes itself: too short to hold an ELF header.
@@ -196,9 +196,9 @@ TEST_F(PluginLoaderTest, MissingDependencyIsNamed) {
 
 TEST_F(PluginLoaderTest, LibraryWithoutQueryEntryPointIsRefused) {
   const std::string file = pluginFile("tp_no_entry");
-  expectLoadFails(
-      file, absl::StatusCode::kInvalidArgument,
-      {"'" + canonicalPath(file) + "' is not a Backplane plugin", "does not export backplane_plugin_query"});
+  expectLoadFails(file, absl::StatusCode::kInvalidArgument,
+                  {"cannot load plugin '" + canonicalPath(file) + "': it is not a Backplane plugin",
+                   "does not export backplane_plugin_query"});
 }
 
 // ------------------------------------------------------------ BP_PluginInfo
@@ -206,6 +206,13 @@ TEST_F(PluginLoaderTest, LibraryWithoutQueryEntryPointIsRefused) {
 TEST_F(PluginLoaderTest, BadMagicIsRefused) {
   expectLoadFails(pluginFile("tp_bad_magic"), absl::StatusCode::kInvalidArgument,
                   {"bad magic 0xdeadbeef", "not a Backplane plugin, or a corrupt one"});
+}
+
+// A valid name of 73 characters was told it "must be lowercase letters".
+TEST_F(PluginLoaderTest, NameTooLongSaysSo) {
+  PluginStatus st = expectLoadFails(pluginFile("tp_long_name"), absl::StatusCode::kInvalidArgument,
+                                    {"its name is too long (73 characters; at most 63)"});
+  EXPECT_THAT(st.error, ::testing::Not(HasSubstr("lowercase")));
 }
 
 TEST_F(PluginLoaderTest, AbiMajorTooNewOrTooOldIsRefusedWithDifferentAdvice) {

@@ -7,10 +7,16 @@
 // BACKPLANE_PLUGIN_PATH (colon-separated files or directories) and the
 // default plugin directory, <directory of libbackplane.so>/backplane/plugins
 // (Note [Default plugin directory] in plugin_registry.cc).
-// A library reached through two paths loads once. Libraries are opened with
-// local symbol binding; a plugin exports only its entry points. A plugin that
+// A library reached through two paths loads once. Before any of a file's
+// code runs, the file is checked (a regular file, an ELF shared library of
+// this host that exports the entry points: Note [Plugin file checks]), and
+// so is who else can change it (Note [Plugin trust]; a warning, or a refusal
+// with BACKPLANE_PLUGIN_TRUST=strict). Libraries are opened with local
+// symbol binding; a plugin exports only its entry points. A plugin that
 // fails any check is skipped with its reason and every registration it made
-// is undone; the host keeps running. See plugin_api.h for the ABI rules.
+// is undone; the host keeps running. A plugin that ends the process while it
+// loads is named on stderr, and an exit() then ends with status 3 (Note
+// [Plugin load breadcrumb]). See plugin_api.h for the ABI rules.
 
 #include <cstdint>
 #include <memory>
@@ -29,6 +35,13 @@ struct PluginDeviceStatus {
   DeviceType type;
   int device_count = 0;
   std::string unavailable_reason;  // why device_count is 0, if it is
+};
+
+// A BACKPLANE_PLUGIN_PATH entry loadAll() could not use (Note [Plugin path
+// entries] in plugin_registry.cc).
+struct PluginSourceProblem {
+  std::string entry;   // as written in BACKPLANE_PLUGIN_PATH
+  std::string reason;  // "does not exist", "is a symbolic link loop (...)", ...
 };
 
 struct PluginStatus {
@@ -66,6 +79,10 @@ class PluginRegistry {
 
   // Loaded plugins and failed attempts, in load order.
   std::vector<PluginStatus> plugins() const;
+  // The BACKPLANE_PLUGIN_PATH entries loadAll() skipped (missing, relative,
+  // a symbolic link loop, an unreadable folder), each once, with the reason;
+  // each was also a warning on stderr.
+  std::vector<PluginSourceProblem> skippedSources() const;
   // Where loadAll() looks after BACKPLANE_PLUGIN_PATH: the backplane/plugins
   // folder next to libbackplane.so, wherever the library was loaded from
   // (empty if the loader cannot say where that is).
