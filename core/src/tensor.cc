@@ -134,12 +134,27 @@ void copyBytesBetweenDevices(void* dst, Device dst_device, const void* src, Devi
 
 // ------------------------------------------------------------ TensorImpl
 
+void checkTensorRank(size_t ndim) {
+  if (ndim > static_cast<size_t>(kMaxTensorDims)) [[unlikely]]
+    BP_THROW(kInvalidArgument, "a tensor has at most ", kMaxTensorDims, " dimensions; got ", ndim,
+             " (Backplane's rank limit, as PyTorch's; merge dimensions with reshape or flatten)");
+}
+
+namespace {
+// Sizes or strides for a TensorImpl, after the rank check: the check runs
+// before a single element of `dims` is read (Note [Rank limit]).
+DimVector rankCheckedDims(IntArrayRef dims) {
+  checkTensorRank(dims.size());
+  return DimVector(dims.begin(), dims.end());
+}
+}  // namespace
+
 TensorImpl::TensorImpl(Storage storage, int64_t storage_offset, IntArrayRef sizes, IntArrayRef strides,
                        ScalarType dtype)
     : storage_(std::move(storage)),
       storage_offset_(storage_offset),
-      sizes_(sizes.begin(), sizes.end()),
-      strides_(strides.begin(), strides.end()),
+      sizes_(rankCheckedDims(sizes)),
+      strides_(rankCheckedDims(strides)),
       dtype_(dtype) {
   BP_CHECK(storage_.defined(), "a tensor needs a storage");
   numel_ = checkedNumel(sizes);
@@ -155,8 +170,8 @@ TensorImpl::TensorImpl(Storage storage, IntArrayRef sizes, IntArrayRef contiguou
                        FreshContiguous fresh)
     : storage_(std::move(storage)),
       storage_offset_(0),
-      sizes_(sizes.begin(), sizes.end()),
-      strides_(contiguous_strides.begin(), contiguous_strides.end()),
+      sizes_(rankCheckedDims(sizes)),
+      strides_(rankCheckedDims(contiguous_strides)),
       numel_(fresh.numel),
       dtype_(dtype),
       device_(storage_.device()),
@@ -439,6 +454,7 @@ DimVector TensorBase::flattenedSizes(int64_t start_dim, int64_t end_dim) const {
 // -------------------------------------------------------------- creation
 
 TensorBase emptyTensor(IntArrayRef sizes, ScalarType dtype, Device device) {
+  checkTensorRank(sizes.size());
   int64_t numel = checkedNumel(sizes);
   int64_t nbytes = checkedMul(numel, static_cast<int64_t>(elementSize(dtype)), "tensor byte size");
   Storage storage = Storage::allocate(static_cast<size_t>(nbytes), device);
@@ -460,6 +476,8 @@ void TensorImpl::resizeEmpty(IntArrayRef sizes) {
 }
 
 TensorBase emptyStridedTensor(IntArrayRef sizes, IntArrayRef strides, ScalarType dtype, Device device) {
+  checkTensorRank(sizes.size());
+  checkTensorRank(strides.size());
   int64_t nbytes = checkedStorageBytes(sizes, strides, 0, static_cast<int64_t>(elementSize(dtype)));
   Storage storage = Storage::allocate(static_cast<size_t>(nbytes), device);
   return TensorBase(IntrusivePtr<TensorImpl>::make(std::move(storage), 0, sizes, strides, dtype));

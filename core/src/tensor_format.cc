@@ -100,6 +100,7 @@ struct Printer {
   std::string out;
 
   // Appends dimension d of the shown elements, with "..." where indices skip.
+  // Recursion one level per dim: at most kMaxTensorDims deep (Note [Rank limit]).
   void print(size_t d) {
     out += '[';
     const std::vector<int64_t>& idx = shown[d];

@@ -145,6 +145,44 @@ TEST(EmptyTensorTest, OverflowingShapeThrowsWithoutAllocating) {
   EXPECT_EQ(dev.liveAllocations(), live);
 }
 
+// Note [Rank limit]
+TEST(EmptyTensorTest, RankLimitIs64) {
+  testing::TestDevice& dev = testDevice();
+  const std::vector<int64_t> ones64(64, 1), ones65(65, 1);
+  for (Device d : {kCpu, dev.device(0)}) {
+    TensorBase t = emptyTensor(ones64, ScalarType::Float32, d);
+    EXPECT_EQ(t.dim(), 64) << d;
+    EXPECT_EQ(t.numel(), 1) << d;
+    EXPECT_EQ(emptyStridedTensor(ones64, ones64, ScalarType::Int8, d).dim(), 64) << d;
+    const char* limit = "a tensor has at most 64 dimensions; got 65";
+    testing::expectError([&] { emptyTensor(ones65, ScalarType::Float32, d); }, absl::StatusCode::kInvalidArgument,
+                         {limit});
+    testing::expectError([&] { emptyStridedTensor(ones65, ones65, ScalarType::Float32, d); }, {limit});
+    // An empty tensor given storage of a new shape (an out= argument).
+    TensorBase empty = emptyTensor({0}, ScalarType::Float32, d);
+    testing::expectError([&] { empty.unsafeGetImpl()->resizeEmpty(ones65); }, {limit});
+    empty.unsafeGetImpl()->resizeEmpty(ones64);
+    EXPECT_EQ(empty.dim(), 64);
+    // A corrupt length (a plugin's ndim) is refused before the sizes are read.
+    const int64_t one = 1;
+    testing::expectError([&] { emptyTensor(IntArrayRef(&one, size_t{1} << 40), ScalarType::Float32, d); },
+                         {"a tensor has at most 64 dimensions; got 1099511627776"});
+  }
+}
+
+// Note [Long lists in messages]
+TEST(ArrayRefTest, LongListsPrintElided) {
+  std::vector<int64_t> v(64);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int64_t>(i);
+  const std::string whole = strCat(IntArrayRef(v));  // every shape a tensor can have prints whole
+  EXPECT_EQ(whole.find("..."), std::string::npos) << whole;
+  EXPECT_EQ(whole.substr(whole.size() - 11), "61, 62, 63]");
+  v.push_back(64);
+  EXPECT_EQ(strCat(IntArrayRef(v)), "[0, 1, 2, 3, 4, 5, 6, 7, ..., 57, 58, 59, 60, 61, 62, 63, 64] (65 entries)");
+  EXPECT_EQ(strCat(IntArrayRef()), "[]");
+  EXPECT_EQ(strCat(IntArrayRef({3})), "[3]");
+}
+
 TEST(EmptyTensorTest, ZeroSizedShapeWithOverflowingStridesThrows) {
   // Regression: the element count is 0, so only the stride computation
   // (2^80 for dim 0) can overflow; it must raise kOutOfRange, not wrap (UB).

@@ -593,5 +593,40 @@ TEST_P(ViewTest, ZeroDimSqueezeValidatesDim) {
   EXPECT_THAT(testing::errorOf([&] { s.squeeze(5); }), HasSubstr("expected a dim in [-1, 0]"));
 }
 
+// Note [Rank limit]: no view makes a tensor of more than 64 dims.
+TEST_P(ViewTest, ViewsStayWithinTheRankLimit) {
+  const std::vector<int64_t> ones64(64, 1), ones65(65, 1);
+  TensorBase t = iota(ones64);
+  EXPECT_EQ(t.dim(), 64);
+  EXPECT_EQ(t.view({1}).unsqueeze(0).dim(), 2);
+  const char* limit = "a tensor has at most 64 dimensions; got 65";
+  testing::expectError([&] { t.unsqueeze(0); }, absl::StatusCode::kInvalidArgument, {limit});
+  testing::expectError([&] { t.unsqueeze(-1); }, {limit});
+  testing::expectError([&] { t.view(ones65); }, {limit});
+  testing::expectError([&] { t.tryView(ones65, "reshape"); }, {limit});
+  testing::expectError([&] { t.expand(ones65); }, {limit});
+  testing::expectError([&] { t.as_strided(ones65, ones65); }, {limit});
+  testing::expectError([&] { iota({}).view(std::vector<int64_t>(1000000, 1)); },
+                       {"a tensor has at most 64 dimensions; got 1000000"});
+  // A corrupt length is refused before a single entry is read.
+  const int64_t one = 1;
+  testing::expectError([&] { t.as_strided(IntArrayRef(&one, size_t{1} << 40), IntArrayRef(&one, size_t{1} << 40)); },
+                       {"a tensor has at most 64 dimensions; got 1099511627776"});
+}
+
+// Note [Long lists in messages]: a 1M-entry perm gives a short message.
+TEST_P(ViewTest, LongListsInMessagesAreElided) {
+  TensorBase y = iota({2, 3, 4});
+  std::vector<int64_t> perm(1000000);
+  for (size_t i = 0; i < perm.size(); ++i) perm[i] = static_cast<int64_t>(i);
+  const std::string message = testing::errorOf([&] { y.permute(perm); });
+  EXPECT_LT(message.size(), 1024u) << message.substr(0, 2000);
+  EXPECT_THAT(message, HasSubstr("permute: got 1000000 dims [0, 1, 2, 3, 4, 5, 6, 7, ..., 999992, 999993, 999994, "
+                                 "999995, 999996, 999997, 999998, 999999] (1000000 entries) for a 3-d tensor"));
+  EXPECT_THAT(testing::errorOf([&] { y.expand(std::vector<int64_t>(100000, 5)); }),
+              HasSubstr("target sizes [5, 5, 5, 5, 5, 5, 5, 5, ..., 5, 5, 5, 5, 5, 5, 5, 5] (100000 entries), tensor "
+                        "sizes [2, 3, 4]"));
+}
+
 }  // namespace
 }  // namespace backplane

@@ -53,6 +53,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -122,6 +123,7 @@ Tensor hostContiguous(const Tensor& t) {
   return t.cpu().contiguous();
 }
 
+// Recursion one level per dim: at most kMaxTensorDims deep (Note [Rank limit]).
 nb::object listOf(ScalarType dt, const unsigned char* p, IntArrayRef sizes, size_t d, const int64_t* row_bytes) {
   if (d == sizes.size()) return elementObject(dt, p);
   nb::list out;
@@ -192,6 +194,15 @@ nb::dlpack::dtype numpyDtype(ScalarType dt) {
   return nb::dlpack::dtype{d.code, d.bits, d.lanes};
 }
 
+// NumPy's own rank limit (NPY_MAXDIMS): 32 before NumPy 2, 64 from NumPy 2
+// on. A deeper array would make NumPy refuse the buffer with an unhelpful
+// message, or worse (Note [Rank limit]).
+int64_t numpyMaxDims(nb::handle numpy) {
+  const std::string version = nb::str(numpy.attr("__version__")).c_str();
+  const int major = std::atoi(version.c_str());
+  return major >= 2 ? 64 : 32;
+}
+
 nb::ndarray<nb::numpy> toNumpy(const Tensor& self, bool force) {
   Tensor t = self;
   if (!t.device().isCpu()) {
@@ -206,11 +217,19 @@ nb::ndarray<nb::numpy> toNumpy(const Tensor& self, bool force) {
           "NumPy has no bfloat16 dtype, so a bfloat16 tensor has no NumPy view; convert it first: "
           "t.to(backplane.float32).numpy()");
   // NumPy is imported here, on first use, never by `import backplane`.
-  if (!nb::steal(PyImport_ImportModule("numpy")).is_valid()) {
+  nb::object numpy = nb::steal(PyImport_ImportModule("numpy"));
+  if (!numpy.is_valid()) {
     nb::python_error cause;
     raise(PyExc_ImportError, std::string("numpy() needs NumPy, which cannot be imported here (") +
                                  nb::str(cause.value()).c_str() + "); install it: pip install numpy");
   }
+  const int64_t numpy_max_dims = numpyMaxDims(numpy);
+  if (t.dim() > numpy_max_dims)
+    raise(PyExc_ValueError, "can't convert a tensor of " + std::to_string(t.dim()) + " dimensions to NumPy: NumPy " +
+                                std::string(nb::str(numpy.attr("__version__")).c_str()) + " holds at most " +
+                                std::to_string(numpy_max_dims) +
+                                " (NumPy 2 holds 64, as Backplane); reshape the tensor to fewer dimensions first, or "
+                                "pass it through DLPack to a library that takes more (torch.from_dlpack)");
   // The array keeps the storage (not the tensor: an empty tensor may be
   // given new storage in place) alive for as long as NumPy uses it.
   auto* keep = new Storage(t.storage());

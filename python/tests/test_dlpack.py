@@ -452,3 +452,36 @@ class TestTorch:
         x[0] = 9
         assert t.tolist() == [1.0, 2.0]
         assert bp.tensor(x, dtype=bp.float32).tolist() == [9.0, 2.0]
+
+
+# ---------------------------------------------------------------- ranks
+
+@pytest.mark.parametrize("rank", [0, 1, 32, 33, 63, 64])
+def test_every_rank_up_to_the_limit_round_trips(rank):
+    """Note [Rank limit]: DLPack export and import are correct for every rank
+    a tensor can have, shape, strides and values."""
+    shape = tuple(2 if i % 13 == 0 else 3 if i % 13 == 5 else 1 for i in range(rank))
+    numel = 1
+    for s in shape:
+        numel *= s
+    t = bp.arange(numel, dtype=bp.float32).reshape(list(shape))
+    capsule = t.__dlpack__()
+    u = bp.from_dlpack(capsule)
+    assert capsule_name_is(capsule, "used_dltensor")
+    assert u.shape == shape and u.stride() == t.stride() and u.tolist() == t.tolist()
+    u.fill_(7)  # the same memory
+    assert t.sum().item() == 7 * numel
+    if rank:
+        v = bp.from_dlpack(t.permute(*range(rank)[::-1]).__dlpack__())  # strided
+        assert v.shape == shape[::-1] and v.tolist() == t.permute(*range(rank)[::-1]).tolist()
+
+
+@pytest.mark.parametrize("rank", [33, 63, 64])
+def test_torch_round_trips_past_numpys_rank(torch, rank):
+    shape = tuple(2 if i % 13 == 0 else 1 for i in range(rank))
+    x = torch.arange(2 ** len([s for s in shape if s == 2]), dtype=torch.int64).reshape(shape)
+    t = bp.from_dlpack(x)
+    assert t.shape == shape and t.reshape(-1).tolist() == x.reshape(-1).tolist()
+    y = torch.from_dlpack(t)
+    assert tuple(y.shape) == shape and y.reshape(-1).tolist() == x.reshape(-1).tolist()
+    assert y.data_ptr() == x.data_ptr()  # no copy either way

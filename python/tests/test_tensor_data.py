@@ -669,6 +669,103 @@ class TestSetitem:
         assert t.tolist() == [0.0, 0.0]
 
 
+# ------------------------------------------------ the rank limit
+
+# NumPy's own rank limit: 32 dims before NumPy 2, 64 from NumPy 2 on.
+NUMPY_MAX_DIMS = 64 if int(np.__version__.split(".")[0]) >= 2 else 32
+RANKS = [0, 1, 32, 33, 63, 64]
+
+
+def _shape(rank):
+    """A shape of `rank` dims with a few sizes 2 and 3, so that values tell dims apart."""
+    return tuple(2 if i % 13 == 0 else 3 if i % 13 == 5 else 1 for i in range(rank))
+
+
+def _numel(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def _nested(values, shape):
+    """values (row-major) as nested lists of `shape`, without recursion."""
+    for size in reversed(shape[1:]):
+        values = [values[i:i + size] for i in range(0, len(values), size)]
+    return values if shape else values[0]
+
+
+class TestRankLimit:
+    """Note [Rank limit]: at most 64 dims, enforced at creation; the
+    conversions are correct for every rank up to it."""
+
+    def test_creation_past_64_dims_raises(self):
+        assert bp.zeros(*[1] * 64).dim() == 64
+        limit = "a tensor has at most 64 dimensions; got 65"
+        with pytest.raises(ValueError, match=limit):
+            bp.zeros(*[1] * 65)
+        with pytest.raises(ValueError, match=limit):
+            bp.zeros(*[1] * 64)[None]
+        with pytest.raises(ValueError, match=limit):
+            bp.zeros(*[1] * 64).unsqueeze(0)
+        with pytest.raises(ValueError, match=limit):
+            bp.zeros(1).view(*[1] * 65)
+        with pytest.raises(ValueError, match=limit):
+            bp.zeros(1).reshape([1] * 65)
+        with pytest.raises(ValueError, match=limit):
+            bp.zeros(1).expand(*[1] * 65)
+        with pytest.raises(ValueError, match="got 100000"):
+            bp.zeros(*[1] * 100000)
+
+    @pytest.mark.parametrize("rank", RANKS)
+    def test_numpy_round_trip(self, rank):
+        shape = _shape(rank)
+        t = bp.arange(_numel(shape), dtype=bp.int32).reshape(list(shape))
+        assert t.shape == shape
+        if rank > NUMPY_MAX_DIMS:
+            with pytest.raises(ValueError, match=f"can't convert a tensor of {rank} dimensions to NumPy: NumPy "
+                                                 f".* holds at most {NUMPY_MAX_DIMS}"):
+                t.numpy()
+            with pytest.raises(ValueError, match=f"holds at most {NUMPY_MAX_DIMS}"):
+                np.asarray(t)
+            return
+        a = t.numpy()
+        assert a.shape == shape and a.dtype == np.int32
+        assert a.reshape(-1).tolist() == list(range(_numel(shape)))
+        back = bp.tensor(a)
+        assert back.shape == shape and back.tolist() == t.tolist()
+        strided = bp.tensor(a.T)  # a strided buffer of the same rank
+        assert strided.shape == shape[::-1] and strided.tolist() == t.permute(*range(rank)[::-1]).tolist()
+
+    @pytest.mark.parametrize("rank", RANKS)
+    def test_tolist_and_repr(self, rank):
+        shape = _shape(rank)
+        t = bp.arange(_numel(shape)).reshape(list(shape))
+        assert t.tolist() == _nested(list(range(_numel(shape))), shape)
+        assert bp.tensor(t.tolist()).tolist() == t.tolist()
+        text = repr(t)
+        assert text.startswith("tensor(" + "[" * rank) and text.endswith(", int64, cpu)")
+
+    def test_long_lists_in_messages_are_elided(self):
+        """Note [Long lists in messages]: a 1M-entry perm gives a short error."""
+        with pytest.raises(ValueError) as e:
+            bp.zeros(2, 3).permute(*range(10**6))
+        assert len(str(e.value)) < 1024
+        assert "[0, 1, 2, 3, 4, 5, 6, 7, ..., 999992, 999993, 999994, 999995, 999996, 999997, 999998, 999999] " \
+               "(1000000 entries)" in str(e.value)
+
+    def test_numpy_at_its_limit(self):
+        """The deepest array NumPy holds converts both ways; one more dim is a clear error."""
+        shape = (1,) * (NUMPY_MAX_DIMS - 1) + (3,)
+        a = np.arange(3, dtype=np.float64).reshape(shape)
+        t = bp.tensor(a)
+        assert t.shape == shape and t.numpy().shape == shape and t.numpy().tolist() == a.tolist()
+        assert bp.from_dlpack(a).shape == shape
+        if NUMPY_MAX_DIMS < 64:
+            with pytest.raises(ValueError, match=f"NumPy {np.__version__} holds at most {NUMPY_MAX_DIMS}"):
+                t.unsqueeze(0).numpy()
+
+
 # ------------------------------------------ the device tests on gpusim
 
 def _gpusim_plugin():

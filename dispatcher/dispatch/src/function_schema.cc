@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <charconv>
 #include <ostream>
+#include <string_view>
 #include <system_error>
+#include <unordered_set>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -167,6 +169,7 @@ class Parser {
       return error(pos_, "expected '(' to start the argument list");
     }
     std::vector<Argument> args;
+    NameSet arg_names;
     if (!consume(')')) {
       bool seen_star = false;
       while (true) {
@@ -184,7 +187,7 @@ class Parser {
           absl::StatusOr<Argument> arg = parseArgument(
               /*kwarg_only=*/seen_star, /*is_return=*/false, &name_pos);
           if (!arg.ok()) return arg.status();
-          if (absl::Status s = checkUnique(args, *arg, name_pos); !s.ok()) {
+          if (absl::Status s = checkUnique(arg_names, *arg, name_pos); !s.ok()) {
             return s;
           }
           after = absl::StrCat("argument '", arg->name, "'");
@@ -201,6 +204,7 @@ class Parser {
       return error(pos_, "expected '->' and return type(s) after ')'");
     }
     std::vector<Argument> returns;
+    NameSet return_names;
     if (consume('(')) {
       if (!consume(')')) {
         while (true) {
@@ -208,7 +212,7 @@ class Parser {
           absl::StatusOr<Argument> ret = parseArgument(
               /*kwarg_only=*/false, /*is_return=*/true, &name_pos);
           if (!ret.ok()) return ret.status();
-          if (absl::Status s = checkUnique(returns, *ret, name_pos); !s.ok()) {
+          if (absl::Status s = checkUnique(return_names, *ret, name_pos); !s.ok()) {
             return s;
           }
           returns.push_back(*std::move(ret));
@@ -271,22 +275,31 @@ class Parser {
     line_start = line_start == std::string_view::npos ? 0 : line_start + 1;
     size_t line_end = text_.find('\n', pos);
     if (line_end == std::string_view::npos) line_end = text_.size();
-    std::string pad;
-    for (size_t i = line_start; i < pos; ++i) {
+    // Of a long line, only kContext characters either side of the error
+    // show: the message stays short whatever the schema's length.
+    constexpr size_t kContext = 60;
+    const bool cut_head = pos - line_start > kContext, cut_tail = line_end - pos > kContext;
+    const size_t shown_start = cut_head ? pos - kContext : line_start;
+    const size_t shown_end = cut_tail ? pos + kContext : line_end;
+    std::string pad(cut_head ? 3 : 0, ' ');
+    for (size_t i = shown_start; i < pos; ++i) {
       pad += text_[i] == '\t' ? '\t' : ' ';
     }
     std::string_view found = pos >= text_.size() ? " (reached end of input)" : "";
-    return absl::InvalidArgumentError(absl::StrCat(av(what_), ": ", av(msg), av(found), " at position ", pos, ":\n  ",
-                                                   av(text_.substr(line_start, line_end - line_start)), "\n  ", pad,
-                                                   "^"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(av(what_), ": ", av(msg), av(found), " at position ", pos, ":\n  ", cut_head ? "..." : "",
+                     av(text_.substr(shown_start, shown_end - shown_start)), cut_tail ? "..." : "", "\n  ", pad, "^"));
   }
 
-  absl::Status checkUnique(const std::vector<Argument>& seen, const Argument& arg, size_t name_pos) const {
+  // The names seen so far in one list (arguments or returns), as views into
+  // text_. A set, not a scan of the list: a schema of n arguments parses in
+  // O(n), where a scan made it O(n^2) (a 1 MB schema took seconds).
+  using NameSet = std::unordered_set<std::string_view>;
+
+  absl::Status checkUnique(NameSet& seen, const Argument& arg, size_t name_pos) const {
     if (arg.name.empty()) return absl::OkStatus();
-    for (const Argument& other : seen) {
-      if (other.name == arg.name) {
-        return error(name_pos, absl::StrCat("duplicate name '", arg.name, "'; expected unique names"));
-      }
+    if (!seen.insert(text_.substr(name_pos, arg.name.size())).second) {
+      return error(name_pos, absl::StrCat("duplicate name '", arg.name, "'; expected unique names"));
     }
     return absl::OkStatus();
   }

@@ -46,21 +46,32 @@ Scalar IValue::toScalar() const {
 }
 
 namespace {
+// A long list is elided as core's lists are (Note [Long lists in messages]):
+// a boxed call's error quotes the argument it refuses.
 template <typename T>
 void printList(std::ostream& os, const std::vector<T>& v) {
+  const size_t n = v.size();
+  const bool elide = n > kListPrintedWhole;
   os << '[';
-  for (size_t i = 0; i < v.size(); ++i) {
+  for (size_t i = 0; i < n; ++i) {
+    if (elide && i == kListPrintedEdge) {
+      os << ", ...";
+      i = n - kListPrintedEdge;
+    }
     if (i) os << ", ";
     if constexpr (std::is_same_v<T, std::optional<TensorBase>>) {
       if (v[i])
         os << *v[i];
       else
         os << "None";
+    } else if constexpr (std::is_same_v<T, bool>) {
+      os << (v[i] ? "True" : "False");
     } else {
       os << v[i];
     }
   }
   os << ']';
+  if (elide) os << " (" << n << " entries)";
 }
 }  // namespace
 
@@ -75,14 +86,10 @@ std::string IValue::str() const {
           os << (v ? "True" : "False");
         else if constexpr (std::is_same_v<T, std::string>)
           os << '"' << v << '"';
-        else if constexpr (std::is_same_v<T, std::vector<bool>>) {
-          os << '[';
-          for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << (v[i] ? "True" : "False");
-          os << ']';
-        } else if constexpr (requires {
-                               v.size();
-                               v.begin();
-                             })
+        else if constexpr (requires {
+                             v.size();
+                             v.begin();
+                           })
           printList(os, v);
         else
           os << v;

@@ -240,6 +240,16 @@ TEST(BoxingTest, IValueAccessorsNameBothTypesOnMismatch) {
   IValue list(std::vector<int64_t>{1, 2});
   EXPECT_EQ(list.str(), "[1, 2]");
   EXPECT_TRUE(IValue(std::optional<Tensor>()).isNone());
+  // Note [Long lists in messages]: what a refused boxed argument prints stays short.
+  std::vector<int64_t> many(1000000);
+  for (size_t i = 0; i < many.size(); ++i) many[i] = static_cast<int64_t>(i);
+  EXPECT_EQ(IValue(many).str(),
+            "[0, 1, 2, 3, 4, 5, 6, 7, ..., 999992, 999993, 999994, 999995, 999996, 999997, 999998, 999999] "
+            "(1000000 entries)");
+  EXPECT_EQ(IValue(std::vector<bool>(100, true)).str(),
+            "[True, True, True, True, True, True, True, True, ..., True, True, True, True, True, True, True, True] "
+            "(100 entries)");
+  EXPECT_EQ(IValue(std::vector<bool>{true, false}).str(), "[True, False]");
 }
 
 }  // namespace

@@ -11,11 +11,7 @@
 
 namespace backplane::ops {
 
-std::string shapeString(IntArrayRef sizes) {
-  std::string s = "[";
-  for (size_t i = 0; i < sizes.size(); ++i) s += (i ? ", " : "") + std::to_string(sizes[i]);
-  return s + "]";
-}
+std::string shapeString(IntArrayRef sizes) { return strCat(sizes); }
 
 Shape broadcastShapes(std::string_view op, IntArrayRef a, IntArrayRef b) {
   if (a == b) return Shape(a.begin(), a.end());  // the common case

@@ -159,7 +159,7 @@ bool castIntoOut(const Tensor& out, const OutputMeta& meta, F&& compute) {
   return true;
 }
 
-// "[2, 3]" for messages.
+// "[2, 3]" for messages; a long list is elided (Note [Long lists in messages]).
 std::string shapeString(IntArrayRef sizes);
 
 }  // namespace backplane::ops

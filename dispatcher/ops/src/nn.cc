@@ -4,6 +4,7 @@
 // any kernel runs, so every device (CPU fallback included) reports bad
 // arguments the same way and kernels can assume valid input.
 #include <array>
+#include <optional>
 
 #include "backplane/core/error.h"
 #include "families.h"
@@ -36,6 +37,46 @@ void checkSameDtype(const std::string& op, const Tensor& input, const Tensor& t,
   if (!t.defined()) return;
   BP_CHECK(t.dtype() == input.dtype(), op, ": argument '", name, "' has dtype ", t.dtype(), " but 'input' has ",
            input.dtype(), "; convert one with .to(dtype) so they match");
+}
+
+// Note [Window geometry overflow]
+// Sizes, padding, dilation and kernel sizes are the caller's int64s, so the
+// output size arithmetic of a window op (in + 2 * padding - dilation *
+// (kernel - 1) - 1) can overflow: a padding of 2^63 - 1 once wrapped into a
+// "valid" geometry that reached the kernel as a negative output size. The
+// metas compute it with checked arithmetic and refuse such a geometry,
+// naming every number that went into it, before any kernel runs; a
+// geometry that passes fits int64 at every step in any order the kernels
+// compute it.
+
+// (in + 2 * pad - (dilation * (k - 1) + 1)) / stride + 1, the division
+// rounding down (up in ceil mode), with each step checked (Note [Window
+// geometry overflow]); nullopt when a step overflows int64. The span may be
+// negative (a kernel larger than the padded input).
+std::optional<int64_t> windowOutputSize(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dilation,
+                                        bool ceil_mode = false) {
+  int64_t padded, extent, span;
+  if (__builtin_mul_overflow(pad, int64_t{2}, &padded) || __builtin_add_overflow(in, padded, &padded) ||
+      __builtin_mul_overflow(dilation, k - 1, &extent) || __builtin_add_overflow(extent, int64_t{1}, &extent) ||
+      __builtin_sub_overflow(padded, extent, &span))
+    return std::nullopt;
+  // Rounding by the remainder, not by adding stride - 1 first, which could
+  // overflow for a huge stride.
+  int64_t quotient = span / stride;
+  const int64_t remainder = span % stride;
+  if (remainder != 0 && (span < 0) != ceil_mode) quotient += ceil_mode ? 1 : -1;
+  int64_t out;
+  if (__builtin_add_overflow(quotient, int64_t{1}, &out)) return std::nullopt;  // an empty kernel: extent 1 - dilation
+  return out;
+}
+
+// "conv2d: output size overflows int64 (input 5 x 5, kernel 3 x 3, stride
+// [1], padding [9223372036854775807], dilation [1]); ...".
+[[noreturn]] void throwGeometryOverflow(const std::string& op, int64_t h, int64_t w, int64_t kh, int64_t kw,
+                                        IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation) {
+  BP_THROW(kInvalidArgument, op, ": output size overflows int64 (input ", h, " x ", w, ", kernel ", kh, " x ", kw,
+           ", stride ", shapeString(stride), ", padding ", shapeString(padding), ", dilation ", shapeString(dilation),
+           "); use a smaller padding, dilation or kernel");
 }
 
 // --- conv2d
@@ -74,25 +115,31 @@ void conv2dMeta(const Tensor& input, const Tensor& weight, const std::optional<T
     BP_CHECK(b.dim() == 1 && b.size(0) == out_channels, op, ": expected bias to be 1-D with ", out_channels,
              " elements (weight.size(0)), but got bias of size ", shapeString(b.sizes()));
   }
+  const int64_t h = input.size(batch_dim + 1), w = input.size(batch_dim + 2);
+  const int64_t kh = weight.size(2), kw = weight.size(3);
+  std::array<int64_t, 2> out{};
   for (int i = 0; i < 2; ++i) {
-    const int64_t padded = input.size(batch_dim + 1 + i) + 2 * p[i];
-    const int64_t extent = d[i] * (weight.size(2 + i) - 1) + 1;
-    BP_CHECK(extent <= padded, op, ": the padded input is ", input.size(batch_dim + 1) + 2 * p[0], " x ",
-             input.size(batch_dim + 2) + 2 * p[1], " per channel, smaller than the (dilated) kernel ",
-             d[0] * (weight.size(2) - 1) + 1, " x ", d[1] * (weight.size(3) - 1) + 1,
-             "; use a smaller kernel or dilation, or more padding");
+    const std::optional<int64_t> size = windowOutputSize(i == 0 ? h : w, i == 0 ? kh : kw, p[i], s[i], d[i]);
+    if (!size) throwGeometryOverflow(op, h, w, kh, kw, stride, padding, dilation);
+    out[i] = *size;
   }
+  // Each padded size and dilated kernel extent fits int64 (checked above).
+  BP_CHECK(out[0] >= 1 && out[1] >= 1, op, ": the padded input is ", h + 2 * p[0], " x ", w + 2 * p[1],
+           " per channel, smaller than the (dilated) kernel ", d[0] * (kh - 1) + 1, " x ", d[1] * (kw - 1) + 1,
+           "; use a smaller kernel or dilation, or more padding");
 }
 
 // --- pooling
 
 // PyTorch's pooling_output_shape: with ceil_mode the last window may hang
 // over the end, but it must start inside the input or the left padding.
-int64_t poolOutputSize(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dilation, bool ceil_mode) {
-  const int64_t span = in + 2 * pad - dilation * (k - 1) - 1 + (ceil_mode ? stride - 1 : 0);
-  // Floor division (span may be negative for tiny inputs).
-  int64_t out = (span >= 0 ? span / stride : -((-span + stride - 1) / stride)) + 1;
-  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
+// nullopt when the arithmetic overflows (Note [Window geometry overflow]).
+std::optional<int64_t> poolOutputSize(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dilation,
+                                      bool ceil_mode) {
+  std::optional<int64_t> out = windowOutputSize(in, k, pad, stride, dilation, ceil_mode);
+  int64_t last_start;  // of the last window; past int64 is past the input
+  if (out && ceil_mode && *out > 1 && (__builtin_mul_overflow(*out - 1, stride, &last_start) || last_start >= in + pad))
+    --*out;
   return out;
 }
 
@@ -120,8 +167,10 @@ void poolCheck(const std::string& op, const StandardOp& rule, const Tensor& self
   BP_CHECK(p[0] <= k[0] / 2 && p[1] <= k[1] / 2, op, ": padding must be at most half the kernel size, but got ",
            "padding ", shapeString(padding), " for kernel_size ", shapeString(kernel_size));
   const int64_t h = self.size(-2), w = self.size(-1);
-  const int64_t oh = poolOutputSize(h, k[0], p[0], s[0], d[0], ceil_mode);
-  const int64_t ow = poolOutputSize(w, k[1], p[1], s[1], d[1], ceil_mode);
+  const std::optional<int64_t> out_h = poolOutputSize(h, k[0], p[0], s[0], d[0], ceil_mode);
+  const std::optional<int64_t> out_w = poolOutputSize(w, k[1], p[1], s[1], d[1], ceil_mode);
+  if (!out_h || !out_w) throwGeometryOverflow(op, h, w, k[0], k[1], stride, padding, dilation);
+  const int64_t oh = *out_h, ow = *out_w;
   BP_CHECK(oh >= 1 && ow >= 1, op, ": the output would be ", oh, " x ", ow, " for an input of ", h, " x ", w,
            " (kernel_size ", shapeString(kernel_size), ", stride ", shapeString(stride), ", padding ",
            shapeString(padding), ", dilation ", shapeString(dilation),

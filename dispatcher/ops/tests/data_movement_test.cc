@@ -279,6 +279,15 @@ TEST(StackTest, ClearErrors) {
   auto& dev = testing::TestDevice::install("testdev", 2);
   EXPECT_THAT(stack({a, data({2, 3}, ScalarType::Float32, 2, dev.device())}, 0),
               HasSubstr("expected all tensors on one device"));
+  // Note [Rank limit]: a result of 65 dims is refused, through the call and the out= form.
+  Tensor deep = data(Sizes(64, 1), ScalarType::Float32, 3);
+  EXPECT_EQ(callT("stack", {std::vector<Tensor>{deep.view({1})}, int64_t{0}}).dim(), 2);
+  EXPECT_THAT(stack({deep, deep}, 0), HasSubstr("a tensor has at most 64 dimensions; got 65"));
+  Tensor out = emptyTensor({0}, ScalarType::Float32);
+  EXPECT_THAT(errorOf([&] {
+                callT("stack.out", {std::vector<Tensor>{deep}, int64_t{64}, out});
+              }),
+              HasSubstr("a tensor has at most 64 dimensions; got 65"));
 }
 
 // --- index_select

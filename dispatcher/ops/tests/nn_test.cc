@@ -2,6 +2,7 @@
 // reference through the CPU plugin.
 #include <cmath>
 #include <iostream>
+#include <limits>
 #include <random>
 #include <utility>
 
@@ -183,6 +184,17 @@ TEST(NNConv2d, Errors) {
   EXPECT_THAT(err(x, randomTensor({2, 4, 7, 3}, f, 1), {}, {1}, {0}, {1}, 1),
               HasSubstr("smaller than the (dilated) kernel"));
   EXPECT_THAT(err(x, w, {}, {1}, {0}, {3}, 1), HasSubstr("smaller than the (dilated) kernel"));
+  // Note [Window geometry overflow]: refused by the rule, every number named.
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(err(x, w, {}, {1}, {kMax}, {1}, 1),
+            "bp::conv2d: output size overflows int64 (input 5 x 5, kernel 3 x 3, stride [1], padding "
+            "[9223372036854775807], dilation [1]); use a smaller padding, dilation or kernel");
+  EXPECT_THAT(err(x, w, {}, {1}, {0, 1}, {1, kMax / 2 + 1}, 1),
+              HasSubstr("output size overflows int64 (input 5 x 5, kernel 3 x 3, stride [1], padding [0, 1], "
+                        "dilation [1, 4611686018427387904])"));
+  EXPECT_THAT(err(x, w, {}, {1}, {kMax / 2}, {1}, 1), HasSubstr("output size overflows int64"));
+  EXPECT_THAT(err(x, randomTensor({2, 4, 0, 3}, f, 1), {}, {1}, {kMax / 2 - 10}, {kMax, 1}, 1),
+              HasSubstr("output size overflows int64"));
   EXPECT_THAT(err(x, randomTensor({2, 4, 3, 3}, ScalarType::Float64, 1), {}, {1}, {0}, {1}, 1),
               HasSubstr("argument 'weight' has dtype float64 but 'input' has float32"));
   EXPECT_THAT(err(randomTensor({1, 4, 5, 5}, ScalarType::Bool, 1), randomTensor({2, 4, 3, 3}, ScalarType::Bool, 1), {},
@@ -431,6 +443,26 @@ TEST(NNPool, Errors) {
   EXPECT_THAT(maxErr(x, {3}, {}, {2}, {1}), HasSubstr("padding must be at most half the kernel size"));
   EXPECT_THAT(maxErr(x, {3}, {}, {-1}, {1}), HasSubstr("padding must be non-negative"));
   EXPECT_THAT(maxErr(x, {6}, {}, {0}, {1}), HasSubstr("the output size must be positive"));
+  // Note [Window geometry overflow]: a huge kernel with half of it as padding,
+  // or a huge dilation, overflows the output size arithmetic.
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(maxErr(x, {kMax}, {1}, {kMax / 2}, {1}),
+            "bp::max_pool2d: output size overflows int64 (input 5 x 5, kernel 9223372036854775807 x "
+            "9223372036854775807, stride [1], padding [4611686018427387903], dilation [1]); use a smaller padding, "
+            "dilation or kernel");
+  EXPECT_THAT(maxErr(x, {2}, {1}, {0}, {kMax}), HasSubstr("output size overflows int64"));
+  // A huge stride in ceil mode is one window, no overflow in the rule (the
+  // CPU kernel may still refuse such a stride).
+  EXPECT_THAT(maxErr(x, {1}, {kMax}, {0}, {1}, true), ::testing::Not(HasSubstr("overflows")));
+  EXPECT_THAT(errorOf([&] {
+                callT("avg_pool2d", {x, V{kMax}, V{1}, V{kMax / 2}, false, true, IValue()});
+              }),
+              HasSubstr("bp::avg_pool2d: output size overflows int64 (input 5 x 5, kernel 9223372036854775807 x "
+                        "9223372036854775807, stride [1], padding [4611686018427387903], dilation [1])"));
+  EXPECT_THAT(errorOf([&] {
+                callT("avg_pool2d", {x, V{kMax - 1}, V{kMax}, V{kMax / 2 - 1}, true, true, IValue()});
+              }),
+              HasSubstr("output size overflows int64"));
   EXPECT_THAT(maxErr(x, {2, 2, 2}, {}, {0}, {1}), HasSubstr("'kernel_size' must be a single int or a list of two"));
   EXPECT_THAT(maxErr(randomTensor({1, 2, 5, 5}, ScalarType::Int32, 1), {2}, {}, {0}, {1}),
               HasSubstr("argument 'self' has dtype int32, which this op does not accept (accepted: float16, bfloat16, "

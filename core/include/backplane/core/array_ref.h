@@ -66,12 +66,34 @@ class ArrayRef {
 
 using IntArrayRef = ArrayRef<int64_t>;
 
-// Prints "[2, 3]".
+// Note [Long lists in messages]
+// Error messages print the lists a caller passed (sizes, strides, perm,
+// dims) through operator<< below, and a list's length is the caller's: a
+// 1M-entry perm once made a 7.9 MB message. A list of up to
+// kListPrintedWhole entries prints whole, so every shape a tensor can have
+// does (Note [Rank limit]); a longer one prints its first and last
+// kListPrintedEdge entries around "...", then its length:
+//   [0, 1, 2, 3, 4, 5, 6, 7, ..., 999992, ..., 999999] (1000000 entries)
+// ops::shapeString prints through it too, so every message agrees.
+inline constexpr size_t kListPrintedWhole = 64;
+inline constexpr size_t kListPrintedEdge = 8;
+
+// Prints "[2, 3]" (a long list elided: Note [Long lists in messages]).
 template <typename T>
 std::ostream& operator<<(std::ostream& os, ArrayRef<T> a) {
+  const size_t n = a.size();
+  const bool elide = n > kListPrintedWhole;
   os << '[';
-  for (size_t i = 0; i < a.size(); ++i) os << (i ? ", " : "") << a[i];
-  return os << ']';
+  for (size_t i = 0; i < n; ++i) {
+    if (elide && i == kListPrintedEdge) {
+      os << ", ...";
+      i = n - kListPrintedEdge;
+    }
+    os << (i ? ", " : "") << a[i];
+  }
+  os << ']';
+  if (elide) os << " (" << n << " entries)";
+  return os;
 }
 
 }  // namespace backplane

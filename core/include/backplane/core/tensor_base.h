@@ -36,6 +36,23 @@ namespace backplane {
 // Up to 5 dimensions are stored inline; more spill to the heap.
 using DimVector = absl::InlinedVector<int64_t, 5>;
 
+// Note [Rank limit]
+// A tensor has at most kMaxTensorDims (64) dimensions, as PyTorch in many
+// places (TensorIterator, DLPack, NumPy 2's NPY_MAXDIMS). TensorImpl's
+// constructors are the one place every tensor's sizes and strides are set
+// (creation, every view, resizeEmpty, DLPack import, tensors a plugin makes
+// through the host API), and each refuses a longer shape with
+// "a tensor has at most 64 dimensions; got 65" before reading it, so a
+// corrupt ndim never makes the host read a huge shape array. Code that walks
+// the dimensions recursively (format(), Python's tolist()) relies on it for
+// a bounded depth, and the conversions to NumPy and DLPack are correct for
+// every rank up to it.
+inline constexpr int64_t kMaxTensorDims = 64;
+
+// Throws Error(kInvalidArgument) naming the limit when ndim > kMaxTensorDims
+// (Note [Rank limit]).
+void checkTensorRank(size_t ndim);
+
 class TensorImpl final : public IntrusiveTarget {
  public:
   // Validates the layout against the storage: sizes and strides >= 0, offset

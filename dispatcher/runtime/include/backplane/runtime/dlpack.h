@@ -53,8 +53,9 @@
 namespace backplane {
 
 // Import refuses more dimensions than this (a corrupt ndim must not make it
-// read a huge shape array).
-inline constexpr int kMaxDLPackDims = 64;
+// read a huge shape array): the tensor rank limit (Note [Rank limit]), so
+// every tensor exports and every importable one fits.
+inline constexpr int kMaxDLPackDims = static_cast<int>(kMaxTensorDims);
 
 // DLPack 0.8's kDLBool, which the 0.6 header lacks (Note [DLPack mapping]).
 inline constexpr uint8_t kDLBoolTypeCode = 6;
