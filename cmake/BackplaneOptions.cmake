@@ -6,6 +6,25 @@ if(BACKPLANE_WERROR)
   target_compile_options(backplane_warnings INTERFACE -Werror)
 endif()
 
+# Note [Line tables]
+# RelWithDebInfo's -g writes full debug information (types, variables), which
+# made a test file compile 1.7x slower than with line tables alone (-g1:
+# ops' elementwise_test.cc, 21.6 s against 12.5 s of CPU) and most of the
+# tree is template-heavy. Line tables are what backtraces, sanitizer
+# reports and perf need, so scripts/build.sh and CI use them; a plain CMake
+# configure keeps CMake's meaning of RelWithDebInfo (full), and
+# `scripts/build.sh --debug-info=full` asks for it when a debugger needs
+# variables. The CUDA sources keep nvcc's own flags.
+set(BACKPLANE_DEBUG_INFO "full" CACHE STRING
+    "Debug information of RelWithDebInfo builds: full (-g) or lines (-g1, Note [Line tables])")
+set_property(CACHE BACKPLANE_DEBUG_INFO PROPERTY STRINGS full lines)
+if(NOT BACKPLANE_DEBUG_INFO MATCHES "^(full|lines)$")
+  message(FATAL_ERROR "BACKPLANE_DEBUG_INFO must be full or lines (got '${BACKPLANE_DEBUG_INFO}')")
+endif()
+if(BACKPLANE_DEBUG_INFO STREQUAL "lines" AND CMAKE_BUILD_TYPE STREQUAL "RelWithDebInfo")
+  add_compile_options($<$<COMPILE_LANGUAGE:C,CXX>:-g1>)
+endif()
+
 if(BACKPLANE_SANITIZE)
   string(REPLACE "," ";" _bp_sanitizers "${BACKPLANE_SANITIZE}")
   foreach(_s IN LISTS _bp_sanitizers)

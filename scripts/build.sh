@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Configures and builds Backplane.
-#   scripts/build.sh [--sanitize=address,undefined|thread|fuzzer] [--release] [--no-werror] [--target T]... [-- extra cmake args]
+#   scripts/build.sh [--sanitize=address,undefined|thread|fuzzer] [--release] [--debug-info=lines|full]
+#                    [--no-werror] [--target T]... [-- extra cmake args]
 # Warnings are errors by default, as in CI. --target builds only T (and what
 # it needs), e.g. backplane_demo, what scripts/run.sh runs; default: everything.
+# The default build type is RelWithDebInfo with line tables only (-g1: file
+# and line in backtraces and sanitizer reports; Note [Line tables] in
+# cmake/BackplaneOptions.cmake); --debug-info=full gives a debugger variables.
 #   scripts/build.sh --print-dir [same options]   prints the build folder and exits
 # Each sanitizer set builds into its own folder: build/, build-asan-ubsan/, build-tsan/.
 # --sanitize=fuzzer is the fuzz build (build-fuzz/, clang, libFuzzer with ASan
@@ -14,6 +18,7 @@ cd "$(dirname "$0")/.."
 sanitize=""
 build_type=RelWithDebInfo
 werror=ON
+debug_info=lines
 extra=()
 print_dir=0
 targets=()
@@ -21,6 +26,8 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --sanitize=*) sanitize="${1#--sanitize=}" ;;
     --release) build_type=Release ;;
+    --debug-info=lines|--debug-info=full) debug_info="${1#--debug-info=}" ;;
+    --debug-info=*) echo "build.sh: --debug-info takes lines or full (got '${1#--debug-info=}')" >&2; exit 2 ;;
     --werror) werror=ON ;;
     --no-werror) werror=OFF ;;
     --print-dir) print_dir=1 ;;
@@ -66,6 +73,7 @@ cmake -S . -B "$dir" "${generator[@]}" \
   -DCMAKE_BUILD_TYPE="$build_type" \
   -DBACKPLANE_SANITIZE="$sanitize" \
   -DBACKPLANE_WERROR="${werror:-OFF}" \
+  -DBACKPLANE_DEBUG_INFO="$debug_info" \
   -DBACKPLANE_BUILD_BENCHMARKS="$benchmarks" \
   "${compilers[@]}" "${python[@]}" "${extra[@]}" >/dev/null
 cmake --build "$dir" --parallel "$(nproc)" "${targets[@]}"
