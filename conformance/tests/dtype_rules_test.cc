@@ -83,10 +83,18 @@ void sweepCall(const OperatorHandle& op, std::vector<IValue> args, std::optional
 
 const std::vector<ScalarType>& everyDtype() { return kEveryType; }
 
-TEST(DtypeRules, ACallTheHostsRuleAcceptsIsNeverRefusedByTheCpuKernel) {
+// The sweep is split into kShards ctests (spec i goes to shard i % kShards)
+// so that they run side by side: whole, it is one of the longest tests.
+constexpr size_t kShards = 8;
+
+class DtypeRules : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(DtypeRules, ACallTheHostsRuleAcceptsIsNeverRefusedByTheCpuKernel) {
   std::vector<Finding> findings;
   Dispatcher& d = Dispatcher::singleton();
-  for (const OpSpec& spec : allSpecs()) {
+  const std::vector<OpSpec>& specs = allSpecs();
+  for (size_t spec_index = GetParam(); spec_index < specs.size(); spec_index += kShards) {
+    const OpSpec& spec = specs[spec_index];
     const std::vector<Sample> samples = spec.samples();
     for (const std::string& name : {spec.op, spec.inplace, spec.out}) {
       if (name.empty()) continue;
@@ -134,6 +142,8 @@ TEST(DtypeRules, ACallTheHostsRuleAcceptsIsNeverRefusedByTheCpuKernel) {
                                 << " calls that the host's rule accepted were refused by the cpu kernel:\n"
                                 << report;
 }
+
+INSTANTIATE_TEST_SUITE_P(Shards, DtypeRules, ::testing::Range<size_t>(0, kShards));
 
 }  // namespace
 }  // namespace backplane::conformance
