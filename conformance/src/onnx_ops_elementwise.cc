@@ -38,6 +38,7 @@
 #include "backplane/core/scalar_type.h"
 #include "backplane/core/str_cat.h"
 #include "backplane/ops/ops.h"
+#include "onnx_node_args.h"
 
 namespace backplane::conformance::onnx {
 namespace {
@@ -49,8 +50,9 @@ const Tensor& required(const NodeTest& node, const NodeInputs& inputs, size_t i)
   return *inputs[i];
 }
 
-// Input `i` if given (present and not an omitted optional input).
-std::optional<Tensor> optionalInput(const NodeInputs& inputs, size_t i) {
+// Input `i` if given (present, defined, not an omitted optional input); a
+// copy, unlike onnx_node_args.h's optionalInput().
+std::optional<Tensor> givenInput(const NodeInputs& inputs, size_t i) {
   if (i < inputs.size() && inputs[i].has_value() && inputs[i]->defined()) return inputs[i];
   return std::nullopt;
 }
@@ -63,9 +65,6 @@ std::vector<Tensor> variadicInputs(const NodeTest& node, const NodeInputs& input
   BP_CHECK(!ts.empty(), node.op_type, " (", node.name, "): needs at least one input");
   return ts;
 }
-
-// Whether the node asks for output `i` (present and not "").
-bool wantsOutput(const NodeTest& node, size_t i) { return i < node.outputs.size() && !node.outputs[i].empty(); }
 
 // How exactly int64 carries a uint16/32/64 operand (Note [ONNX elementwise semantics]).
 enum class Unsigned {
@@ -202,7 +201,7 @@ NodeRun clip(const NodeTest& node, const NodeInputs& inputs) {
     return outputs({clamp(x, lo, hi)});
   }
   std::vector<Tensor> ts = {x};
-  const std::optional<Tensor> lo = optionalInput(inputs, 1), hi = optionalInput(inputs, 2);
+  const std::optional<Tensor> lo = givenInput(inputs, 1), hi = givenInput(inputs, 2);
   for (const auto& b : {lo, hi}) {
     if (!b) continue;
     if (b->numel() != 1)
@@ -228,8 +227,8 @@ NodeRun dropout(const NodeTest& node, const NodeInputs& inputs) {
   bool training = false;
   double ratio = 0.5;
   if (node.opset >= 12) {
-    if (auto r = optionalInput(inputs, 1)) ratio = r->cpu().item<double>();
-    if (auto t = optionalInput(inputs, 2)) training = t->cpu().item<bool>();
+    if (auto r = givenInput(inputs, 1)) ratio = r->cpu().item<double>();
+    if (auto t = givenInput(inputs, 2)) training = t->cpu().item<bool>();
   } else {
     ratio = node.floatAttr("ratio", 0.5);
     if (node.opset < 7) training = node.intAttr("is_test", 0) == 0;
@@ -374,7 +373,7 @@ std::optional<Tensor> quantParam(const Tensor& p, const Tensor& x, int64_t axis,
 NodeRun dequantizeLinear(const NodeTest& node, const NodeInputs& inputs) {
   const Tensor& x = required(node, inputs, 0);
   const Tensor& scale = required(node, inputs, 1);
-  const std::optional<Tensor> zero_point = optionalInput(inputs, 2);
+  const std::optional<Tensor> zero_point = givenInput(inputs, 2);
   const int64_t axis = node.intAttr("axis", 1), block_size = node.intAttr("block_size", 0);
   std::optional<ScalarType> out = scale.dtype();
   if (const int64_t od = node.intAttr("output_dtype", 0); od != 0) {
@@ -400,7 +399,7 @@ NodeRun dequantizeLinear(const NodeTest& node, const NodeInputs& inputs) {
 NodeRun quantizeLinear(const NodeTest& node, const NodeInputs& inputs) {
   const Tensor& x = required(node, inputs, 0);
   const Tensor& scale = required(node, inputs, 1);
-  const std::optional<Tensor> zero_point = optionalInput(inputs, 2);
+  const std::optional<Tensor> zero_point = givenInput(inputs, 2);
   const int64_t axis = node.intAttr("axis", 1), block_size = node.intAttr("block_size", 0);
   if (node.intAttr("precision", 0) != 0)
     return unsupported(strCat("QuantizeLinear: precision ", elementTypeName(node.intAttr("precision", 0)),
