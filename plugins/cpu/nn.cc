@@ -313,11 +313,18 @@ struct PoolGeometry {
   int64_t sn, sc, sh, sw;
 };
 
-// PyTorch's pooling_output_shape (see the dispatcher's rule).
+// PyTorch's pooling_output_shape (see the dispatcher's rule, which has
+// checked that the span below fits in int64: Note [Window geometry
+// overflow]). Ceil mode rounds by the remainder, as the rule does: adding
+// stride - 1 first overflows for a stride near 2^63.
 int64_t poolOutputSize(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dilation, bool ceil_mode) {
-  const int64_t span = in + 2 * pad - dilation * (k - 1) - 1 + (ceil_mode ? stride - 1 : 0);
+  const int64_t span = in + 2 * pad - dilation * (k - 1) - 1;
   int64_t out = span / stride + 1;  // span >= 0: the rule guarantees an output of at least 1
-  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
+  if (ceil_mode && span % stride != 0) ++out;
+  // The last window must start inside the input or its left padding; a
+  // start past int64 is past it.
+  int64_t last_start = 0;
+  if (ceil_mode && (__builtin_mul_overflow(out - 1, stride, &last_start) || last_start >= in + pad)) --out;
   return out;
 }
 
