@@ -224,9 +224,20 @@ void TensorBase::readElementsToHost(void* dst) const {
   }
 }
 
-TensorBase TensorBase::as_strided(IntArrayRef new_sizes, IntArrayRef new_strides, std::optional<int64_t> offset) const {
+TensorBase TensorBase::makeView(IntArrayRef new_sizes, IntArrayRef new_strides, std::optional<int64_t> offset) const {
   return TensorBase(
       IntrusivePtr<TensorImpl>::make(storage(), offset.value_or(storage_offset()), new_sizes, new_strides, dtype()));
+}
+
+TensorBase TensorBase::as_strided(IntArrayRef new_sizes, IntArrayRef new_strides, std::optional<int64_t> offset) const {
+  TensorBase v = makeView(new_sizes, new_strides, offset);  // checks the rank before anything reads the lists
+  return finishView(std::move(v), "as_strided", [&] {
+    return ViewReplay([sz = DimVector(new_sizes.begin(), new_sizes.end()),
+                       st = DimVector(new_strides.begin(), new_strides.end()),
+                       delta = offset.value_or(storage_offset()) - storage_offset()](const TensorBase& b) {
+      return b.as_strided(sz, st, b.storage_offset() + delta);  // the same geometry relative to b's offset
+    });
+  });
 }
 
 namespace {
@@ -293,13 +304,15 @@ TensorBase TensorBase::view(IntArrayRef shape) const {
            strides(),
            " (the tensor's memory cannot be viewed with that shape); use reshape(), which copies "
            "when it must");
-  return as_strided(new_sizes, *new_strides);
+  return finishView(makeView(new_sizes, *new_strides), "view",
+                    [&] { return ViewReplay([new_sizes](const TensorBase& b) { return b.view(new_sizes); }); });
 }
 
 std::optional<TensorBase> TensorBase::tryView(IntArrayRef shape, const char* op) const {
   DimVector new_sizes = inferSize(shape, numel(), op);
   if (auto new_strides = computeViewStrides(sizes(), strides(), new_sizes, numel()))
-    return as_strided(new_sizes, *new_strides);
+    return finishView(makeView(new_sizes, *new_strides), "view",
+                      [&] { return ViewReplay([new_sizes](const TensorBase& b) { return b.view(new_sizes); }); });
   return std::nullopt;
 }
 
@@ -307,16 +320,21 @@ TensorBase TensorBase::transpose(int64_t d0, int64_t d1) const {
   int64_t n = dim();
   d0 = wrapDim(d0, n, "transpose");
   d1 = wrapDim(d1, n, "transpose");
-  if (n == 0) return as_strided(sizes(), strides());
+  if (n == 0)
+    return finishView(makeView(sizes(), strides()), "transpose",
+                      [&] { return ViewReplay([](const TensorBase& b) { return b.transpose(0, 0); }); });
   DimVector sz(sizes().begin(), sizes().end()), st(strides().begin(), strides().end());
   std::swap(sz[d0], sz[d1]);
   std::swap(st[d0], st[d1]);
-  return as_strided(sz, st);
+  return finishView(makeView(sz, st), "transpose",
+                    [&] { return ViewReplay([d0, d1](const TensorBase& b) { return b.transpose(d0, d1); }); });
 }
 
 TensorBase TensorBase::t() const {
   BP_CHECK(dim() <= 2, "t() expects a tensor with <= 2 dims, but this one has ", dim(), "; use transpose(dim0, dim1)");
-  return dim() < 2 ? as_strided(sizes(), strides()) : transpose(0, 1);
+  return dim() < 2 ? finishView(makeView(sizes(), strides()), "t",
+                                [&] { return ViewReplay([](const TensorBase& b) { return b.t(); }); })
+                   : transpose(0, 1);
 }
 
 TensorBase TensorBase::permute(IntArrayRef dims) const {
@@ -332,7 +350,9 @@ TensorBase TensorBase::permute(IntArrayRef dims) const {
     sz[i] = sizes()[d];
     st[i] = strides()[d];
   }
-  return as_strided(sz, st);
+  return finishView(makeView(sz, st), "permute", [&] {
+    return ViewReplay([order = DimVector(dims.begin(), dims.end())](const TensorBase& b) { return b.permute(order); });
+  });
 }
 
 TensorBase TensorBase::slice(int64_t d, std::optional<int64_t> start, std::optional<int64_t> end, int64_t step) const {
@@ -351,7 +371,9 @@ TensorBase TensorBase::slice(int64_t d, std::optional<int64_t> start, std::optio
   int64_t offset = storage_offset() + (count > 0 ? s * st[d] : 0);
   sz[d] = count;
   st[d] *= step;
-  return as_strided(sz, st, offset);
+  return finishView(makeView(sz, st, offset), "slice", [&] {
+    return ViewReplay([d, s, e, step](const TensorBase& b) { return b.slice(d, s, e, step); });
+  });
 }
 
 TensorBase TensorBase::narrow(int64_t d, int64_t start, int64_t length) const {
@@ -375,7 +397,8 @@ TensorBase TensorBase::select(int64_t d, int64_t index) const {
   int64_t offset = storage_offset() + index * st[d];
   sz.erase(sz.begin() + d);
   st.erase(st.begin() + d);
-  return as_strided(sz, st, offset);
+  return finishView(makeView(sz, st, offset), "select",
+                    [&] { return ViewReplay([d, index](const TensorBase& b) { return b.select(d, index); }); });
 }
 
 TensorBase TensorBase::expand(IntArrayRef shape) const {
@@ -404,7 +427,10 @@ TensorBase TensorBase::expand(IntArrayRef shape) const {
       st[i] = 0;
     }
   }
-  return as_strided(sz, st);
+  return finishView(makeView(sz, st), "expand", [&] {
+    return ViewReplay(
+        [target = DimVector(shape.begin(), shape.end())](const TensorBase& b) { return b.expand(target); });
+  });
 }
 
 TensorBase TensorBase::squeeze() const {
@@ -415,17 +441,23 @@ TensorBase TensorBase::squeeze() const {
       st.push_back(strides()[i]);
     }
   }
-  return as_strided(sz, st);
+  return finishView(makeView(sz, st), "squeeze",
+                    [&] { return ViewReplay([](const TensorBase& b) { return b.squeeze(); }); });
 }
 
 TensorBase TensorBase::squeeze(int64_t d) const {
   d = wrapDim(d, dim(), "squeeze");
-  if (dim() == 0) return as_strided(sizes(), strides());
-  if (sizes()[d] != 1) return as_strided(sizes(), strides());
+  if (dim() == 0)
+    return finishView(makeView(sizes(), strides()), "squeeze",
+                      [&] { return ViewReplay([d](const TensorBase& b) { return b.squeeze(d); }); });
+  if (sizes()[d] != 1)
+    return finishView(makeView(sizes(), strides()), "squeeze",
+                      [&] { return ViewReplay([d](const TensorBase& b) { return b.squeeze(d); }); });
   DimVector sz(sizes().begin(), sizes().end()), st(strides().begin(), strides().end());
   sz.erase(sz.begin() + d);
   st.erase(st.begin() + d);
-  return as_strided(sz, st);
+  return finishView(makeView(sz, st), "squeeze",
+                    [&] { return ViewReplay([d](const TensorBase& b) { return b.squeeze(d); }); });
 }
 
 TensorBase TensorBase::unsqueeze(int64_t d) const {
@@ -434,7 +466,8 @@ TensorBase TensorBase::unsqueeze(int64_t d) const {
   int64_t stride = d < dim() ? sz[d] * st[d] : 1;
   sz.insert(sz.begin() + d, 1);
   st.insert(st.begin() + d, stride);
-  return as_strided(sz, st);
+  return finishView(makeView(sz, st), "unsqueeze",
+                    [&] { return ViewReplay([d](const TensorBase& b) { return b.unsqueeze(d); }); });
 }
 
 DimVector TensorBase::flattenedSizes(int64_t start_dim, int64_t end_dim) const {

@@ -12,6 +12,7 @@ std::string dispatchKeyName(DispatchKey k) {
     case DispatchKey::CPU: return "CPU";
     case DispatchKey::CUDA: return "CUDA";
     case DispatchKey::HIP: return "HIP";
+    case DispatchKey::Autograd: return "Autograd";
     case DispatchKey::Tracing: return "Tracing";
     case DispatchKey::User0: return "User0";
     case DispatchKey::User1: return "User1";

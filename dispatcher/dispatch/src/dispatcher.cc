@@ -165,6 +165,7 @@ void OperatorHandle::callBoxed(Stack& stack) const {
     convertToSchemaType(stack[i], args[i].type);  // Note [Boxed argument conversions]
   }
   DispatchKeySet ks = detail::computeDispatchKeySet(stack, args.size());
+  if (const uint64_t written = entry_->writtenArguments()) detail::bumpWrittenVersions(written, stack, args.size());
   if (const KernelRecord* meta = entry_->meta()) {
     Stack copy(stack.begin(), stack.end());  // the meta kernel consumes its arguments
     meta->kernel.callBoxed(*this, ks, &copy);
@@ -285,6 +286,18 @@ void OperatorEntry::checkAcceptedDtypes(const Stack& stack) const {
 }
 
 namespace detail {
+
+void bumpWrittenVersions(uint64_t written, const Stack& stack, size_t num_args) {
+  const size_t base = stack.size() - num_args;
+  for (size_t i = 0; i < num_args && i < 64; ++i) {
+    if (!((written >> i) & 1)) continue;
+    const IValue& v = stack[base + i];
+    if (v.isTensor())
+      bumpVersion(v.toTensor());
+    else if (v.isTensorList())
+      for (const TensorBase& t : v.toTensorList()) bumpVersion(t);
+  }
+}
 
 DispatchKeySet computeDispatchKeySet(const Stack& stack, size_t num_args) {
   uint64_t bits = 0;
@@ -512,6 +525,17 @@ RegistrationHandle Dispatcher::addRegistration(Registration r) {
   return RegistrationHandle(id);
 }
 
+namespace {
+// OperatorEntry::writtenArguments() of an op with this schema.
+uint64_t writtenArgumentMask(const FunctionSchema& schema) {
+  uint64_t mask = 0;
+  const auto& args = schema.arguments();
+  for (size_t i = 0; i < args.size() && i < 64; ++i)
+    if (args[i].alias && args[i].alias->is_write) mask |= uint64_t{1} << i;
+  return mask;
+}
+}  // namespace
+
 absl::StatusOr<RegistrationHandle> Dispatcher::registerDef(std::string_view schema_text, std::string debug) {
   absl::StatusOr<FunctionSchema> parsed = FunctionSchema::parse(schema_text);
   if (!parsed.ok()) return parsed.status();
@@ -547,6 +571,7 @@ absl::StatusOr<RegistrationHandle> Dispatcher::registerDef(std::string_view sche
     }
     schemas_.push_back(std::make_unique<FunctionSchema>(*std::move(parsed)));
     op.schema_.store(schemas_.back().get(), std::memory_order_release);
+    op.written_args_.store(writtenArgumentMask(*schemas_.back()), std::memory_order_relaxed);
     op.def_debug_ = std::move(debug);
     for (const auto& [r, why] : unfit) warnings.push_back(strCat("backplane: warning: ", why));
     op.unfit_ = std::move(unfit);
@@ -780,6 +805,7 @@ void Dispatcher::deregister(uint64_t id) {
     case RegistrationKind::Def:
       if (r.op->schema_.load(std::memory_order_relaxed) == r.schema) {
         r.op->schema_.store(nullptr, std::memory_order_release);
+        r.op->written_args_.store(0, std::memory_order_relaxed);
         r.op->def_debug_.clear();
         r.op->unfit_.clear();  // all wait for the next def (Note [Kernels for operators defined later])
       }

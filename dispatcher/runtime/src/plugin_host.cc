@@ -75,7 +75,7 @@ constexpr bool backendKeyBitsAsDocumented() {
   for (int t = 0; t < kMaxDeviceTypes; ++t) {
     if (DispatchKeySet(backendKey(static_cast<DeviceType>(t))).raw() != uint64_t{1} << (1 + t)) return false;
   }
-  return static_cast<int>(DispatchKey::LastBackend) < 40 && static_cast<int>(DispatchKey::Tracing) >= 40;
+  return static_cast<int>(DispatchKey::LastBackend) < 40 && static_cast<int>(DispatchKey::Autograd) >= 40;
 }
 static_assert(backendKeyBitsAsDocumented(), "the dispatch key layout differs from BP_HostApi.op_redispatch's");
 

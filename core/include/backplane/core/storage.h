@@ -3,7 +3,9 @@
 // allocator. Tensors are views onto a Storage; several tensors (views) may
 // share one.
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <utility>
 
 #include "backplane/core/allocator.h"
@@ -34,6 +36,11 @@ class StorageImpl final : public IntrusiveTarget {
   size_t nbytes() const { return nbytes_; }
   Device device() const { return data_.device(); }
 
+  // How many times an operator has written these bytes (Note [Autograd in
+  // the core]). Shared by every tensor over the storage, views included.
+  uint64_t version() const { return version_.load(std::memory_order_relaxed); }
+  void bumpVersion() { version_.fetch_add(1, std::memory_order_relaxed); }
+
   struct TrailingBytes {
     size_t n;
   };
@@ -49,6 +56,7 @@ class StorageImpl final : public IntrusiveTarget {
 
   DataPtr data_;
   size_t nbytes_;
+  std::atomic<uint64_t> version_{0};
 };
 
 class Storage {

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -24,6 +25,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "backplane/core/array_ref.h"
+#include "backplane/core/autograd_hooks.h"
 #include "backplane/core/device.h"
 #include "backplane/core/error.h"
 #include "backplane/core/intrusive_ptr.h"
@@ -82,6 +84,16 @@ class TensorImpl final : public IntrusiveTarget {
   // of the wrong shape is an error, never silently reallocated.
   void resizeEmpty(IntArrayRef sizes);
 
+  // Autograd (Note [Autograd in the core]): the bit the dispatcher reads,
+  // and the autograd layer's state, which only that layer sets.
+  bool requiresGrad() const { return requires_grad_; }
+  AutogradMetaInterface* autogradMeta() const { return autograd_meta_.get(); }
+  void setAutogradMeta(std::unique_ptr<AutogradMetaInterface> meta, bool requires_grad) {
+    autograd_meta_ = std::move(meta);
+    requires_grad_ = requires_grad;
+  }
+  void setRequiresGradBit(bool requires_grad) { requires_grad_ = requires_grad; }
+
  private:
   Storage storage_;
   int64_t storage_offset_;
@@ -91,6 +103,8 @@ class TensorImpl final : public IntrusiveTarget {
   ScalarType dtype_;
   Device device_;
   bool is_contiguous_;
+  bool requires_grad_ = false;
+  std::unique_ptr<AutogradMetaInterface> autograd_meta_;
 };
 
 class TensorBase {
@@ -121,6 +135,14 @@ class TensorBase {
   // True if the two tensors share storage.
   bool is_alias_of(const TensorBase& o) const { return storage().isAliasOf(o.storage()); }
   uint32_t use_count() const { return impl_ ? impl_->useCount() : 0; }
+
+  // --- Autograd (Note [Autograd in the core]; docs/apps.md#autograd). The
+  // mutators are const, as PyTorch's: they change the shared TensorImpl.
+  // Whether gradients flow to this tensor: a leaf set so by requires_grad_,
+  // or the result of a differentiable op on such tensors.
+  bool requires_grad() const { return impl_ && impl_->requiresGrad(); }
+  // How many times an operator has written this tensor's storage.
+  uint64_t _version() const { return storage().unsafeGetImpl()->version(); }
 
   // Address of the first element: storage base + offset * itemsize. For a
   // device the host cannot read it is an opaque device address (see Note
@@ -192,6 +214,19 @@ class TensorBase {
   }
   [[noreturn]] static void throwUndefined();
   void readElementsToHost(void* dst) const;  // row-major, as dtype()
+  // A view of this tensor over the same storage, not yet recorded.
+  TensorBase makeView(IntArrayRef sizes, IntArrayRef strides,
+                      std::optional<int64_t> storage_offset = std::nullopt) const;
+  // Returns `view`, recorded for autograd when this tensor requires grad
+  // (Note [Autograd in the core]): make_replay() returns a ViewReplay that
+  // makes the same view of another tensor. It runs only then, so a view of
+  // a tensor without grad copies nothing for it.
+  template <typename MakeReplay>
+  TensorBase finishView(TensorBase view, const char* name, MakeReplay&& make_replay) const {
+    if (impl_->requiresGrad()) [[unlikely]]
+      autogradHooks().recordView(*this, view, name, make_replay());
+    return view;
+  }
   IntrusivePtr<TensorImpl> impl_;
 };
 

@@ -33,8 +33,12 @@ namespace backplane {
 namespace detail {
 
 constexpr uint64_t backendKeyBit(DeviceType t) { return uint64_t{2} << static_cast<int>(t); }
+// A tensor's keys: its backend's, and Autograd when it requires grad (Note
+// [Where the Autograd key sits]), without a branch.
 inline void addTensorKeys(uint64_t& bits, const TensorBase& t) {
-  if (const TensorImpl* impl = t.unsafeGetImpl()) bits |= backendKeyBit(impl->device().type);
+  if (const TensorImpl* impl = t.unsafeGetImpl())
+    bits |= backendKeyBit(impl->device().type) |
+            (static_cast<uint64_t>(impl->requiresGrad()) << static_cast<int>(DispatchKey::Autograd));
 }
 
 // The tensor types of kernel signatures: classes derived from TensorBase

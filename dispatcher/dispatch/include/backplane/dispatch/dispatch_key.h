@@ -7,11 +7,22 @@
 // minus the thread-local excluded keys, and the highest set bit picks the
 // kernel. Backend keys sit at the bottom, one per device type
 // (backendKey(t) == 1 + t, see Note [Device types]), so that a key set is
-// computed from a tensor with one shift. Functionality keys (Tracing, the
-// User keys, Profiling) sit above every backend: a kernel registered there
-// wraps the op for all backends and redispatches below its own key.
-// Profiling is the highest, so that the time it measures includes every
-// other wrapper.
+// computed from a tensor with one shift. Functionality keys (Autograd,
+// Tracing, the User keys, Profiling) sit above every backend: a kernel
+// registered there wraps the op for all backends and redispatches below its
+// own key. Profiling is the highest, so that the time it measures includes
+// every other wrapper.
+//
+// Note [Where the Autograd key sits]
+// Autograd is the lowest functionality key, right above the backends, as in
+// PyTorch. Tracing and the User keys sit above it, so a trace shows the call
+// the user made (with its Autograd bit) once, not the redispatch under it;
+// Profiling, highest, times an op's forward with the recording of its
+// grad_fn, and a training step's profile lists the backward ops the engine
+// calls as ops of their own (each one a call that does not record). Only a
+// tensor that requires grad carries the key (TensorImpl::requiresGrad, read
+// by addTensorKeys), so a call on other tensors never reaches the Autograd
+// kernel; no_grad excludes the key for its thread.
 
 #include <cstdint>
 #include <optional>
@@ -32,12 +43,13 @@ enum class DispatchKey : uint8_t {
   FirstDynamicBackend = 1 + kNumBuiltinDeviceTypes,
   LastBackend = kMaxDeviceTypes,  // == backendKey(last dynamic device type)
   // Functionality keys, lowest priority first.
-  Tracing = 40,
-  User0 = 41,
-  User1 = 42,
-  User2 = 43,
-  User3 = 44,
-  Profiling = 45,  // backplane::Profiler (profiler.h); highest: it times the wrappers below it
+  Autograd = 40,  // dispatcher/autograd: records grad_fn (Note [Where the Autograd key sits])
+  Tracing = 41,
+  User0 = 42,
+  User1 = 43,
+  User2 = 44,
+  User3 = 45,
+  Profiling = 46,  // backplane::Profiler (profiler.h); highest: it times the wrappers below it
 };
 inline constexpr int kNumDispatchKeys = 64;  // table slots; one per bit
 
@@ -46,7 +58,7 @@ constexpr bool isBackendKey(DispatchKey k) { return k >= DispatchKey::CPU && k <
 constexpr DeviceType deviceTypeOf(DispatchKey backend) {
   return static_cast<DeviceType>(static_cast<int>(backend) - 1);
 }
-constexpr bool isFunctionalityKey(DispatchKey k) { return k >= DispatchKey::Tracing && k <= DispatchKey::Profiling; }
+constexpr bool isFunctionalityKey(DispatchKey k) { return k >= DispatchKey::Autograd && k <= DispatchKey::Profiling; }
 
 // The layout of Note [Dispatch keys], checked by the compiler.
 static_assert(backendKey(DeviceType::CPU) == DispatchKey::CPU && backendKey(DeviceType::CUDA) == DispatchKey::CUDA &&
@@ -61,18 +73,18 @@ static_assert(deviceTypeOf(backendKey(static_cast<DeviceType>(kMaxDeviceTypes - 
               "deviceTypeOf inverts backendKey");
 static_assert(static_cast<int>(DispatchKey::LastBackend) - static_cast<int>(DispatchKey::FirstDynamicBackend) + 1 >= 8,
               "room for at least eight dynamic backends");
-static_assert(DispatchKey::LastBackend < DispatchKey::Tracing,
+static_assert(DispatchKey::LastBackend < DispatchKey::Autograd && DispatchKey::Autograd < DispatchKey::Tracing,
               "functionality keys sit above every backend, so that they wrap all of them");
 static_assert(DispatchKey::Tracing < DispatchKey::User0 && DispatchKey::User0 < DispatchKey::User1 &&
                   DispatchKey::User1 < DispatchKey::User2 && DispatchKey::User2 < DispatchKey::User3 &&
                   DispatchKey::User3 < DispatchKey::Profiling,
               "functionality keys in priority order; Profiling is the highest and times every other wrapper");
 static_assert(!isBackendKey(DispatchKey::Undefined) && !isFunctionalityKey(DispatchKey::Undefined) &&
-                  !isBackendKey(DispatchKey::Tracing) && !isFunctionalityKey(DispatchKey::LastBackend),
+                  !isBackendKey(DispatchKey::Autograd) && !isFunctionalityKey(DispatchKey::LastBackend),
               "backend and functionality keys are disjoint");
 
 // "CPU", "CUDA", "HIP", the device type name for dynamic backends
-// ("testdev"), "Tracing", "User0".."User3", "Profiling".
+// ("testdev"), "Autograd", "Tracing", "User0".."User3", "Profiling".
 std::string dispatchKeyName(DispatchKey k);
 // Inverse of dispatchKeyName; also accepts device type names ("cpu").
 std::optional<DispatchKey> parseDispatchKey(std::string_view name);

@@ -58,6 +58,39 @@ DispatchKeySet computeDispatchKeySet(const Args&... args) {
 // The same for the arguments on top of a boxed stack.
 DispatchKeySet computeDispatchKeySet(const Stack& stack, size_t num_args);
 
+// Note [Version counters]
+// Every call of an op that writes a tensor argument (`Tensor(a!)`: out=,
+// in-place, fill_, copy_) bumps that tensor's storage version before its
+// kernels run, whatever its key set: a tensor saved for backward may be
+// one that does not require grad (mul(x, w) saves w), so the Autograd
+// kernel alone could not see every write. Backward compares each saved
+// tensor's version with the one it was saved at and names the op when they
+// differ (dispatcher/autograd). A call that then fails has still bumped:
+// the check errs on the side of refusing. A redispatch is part of the same
+// call and does not bump again. Cost on other ops: one load and branch.
+inline void bumpVersion(const TensorBase& t) {
+  if (const TensorImpl* impl = t.unsafeGetImpl()) impl->storage().unsafeGetImpl()->bumpVersion();
+}
+template <typename T>
+struct IsTensorListArg : std::false_type {};
+template <KernelTensor T>
+struct IsTensorListArg<ArrayRef<T>> : std::true_type {};
+template <typename T>
+void bumpIfWritten(uint64_t written, size_t index, const T& arg) {
+  if constexpr (KernelTensor<std::decay_t<T>>) {
+    if ((written >> index) & 1) bumpVersion(arg);
+  } else if constexpr (IsTensorListArg<std::decay_t<T>>::value) {
+    if ((written >> index) & 1)
+      for (const auto& t : arg) bumpVersion(t);
+  }
+}
+template <typename... Args>
+[[gnu::noinline]] void bumpWrittenVersions([[maybe_unused]] uint64_t written, const Args&... args) {
+  [[maybe_unused]] size_t i = 0;
+  (bumpIfWritten(written, i++, args), ...);
+}
+void bumpWrittenVersions(uint64_t written, const Stack& stack, size_t num_args);
+
 std::string typedSignatureMismatch(const OperatorEntry& entry, const std::string& sig);
 
 // Whether a typed call can return its last argument: the op returns one
@@ -168,6 +201,8 @@ class TypedOperatorHandle<Ret(Args...)> : public OperatorHandle {
   // allocation and no lock when the kernel is unboxed.
   Ret call(Args... args) const {
     DispatchKeySet ks = detail::computeDispatchKeySet<Args...>(args...);
+    if (const uint64_t written = entry_->writtenArguments()) [[unlikely]]
+      detail::bumpWrittenVersions<Args...>(written, args...);
     if (const KernelRecord* meta = entry_->meta()) [[unlikely]] {
       if (!meta->completes) {
         meta->kernel.template call<void, Args...>(*this, ks, args...);
@@ -188,6 +223,8 @@ class TypedOperatorHandle<Ret(Args...)> : public OperatorHandle {
   // just allocated `out` from the same shape rule.
   Ret callSkippingMeta(Args... args) const {
     DispatchKeySet ks = detail::computeDispatchKeySet<Args...>(args...);
+    if (const uint64_t written = entry_->writtenArguments()) [[unlikely]]
+      detail::bumpWrittenVersions<Args...>(written, args...);
     return entry_->lookup(ks, args...).kernel.template call<Ret, Args...>(*this, ks, args...);
   }
   // Calls the kernel for the highest key of `ks` (already restricted by the

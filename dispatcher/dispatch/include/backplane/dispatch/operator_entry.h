@@ -245,6 +245,11 @@ class OperatorEntry {
   // values of `stack` has a dtype the op does not accept.
   void checkAcceptedDtypes(const Stack& stack) const;
 
+  // Bit i set iff argument i is a tensor (or tensor list) the op writes
+  // through an alias, `Tensor(a!)`: the arguments whose version counters
+  // each call bumps (Note [Version counters]). 0 while the op is undefined.
+  uint64_t writtenArguments() const { return written_args_.load(std::memory_order_relaxed); }
+
   // The op's meta kernel (Note [Meta kernels]), or nullptr.
   const KernelRecord* meta() const { return meta_.load(std::memory_order_acquire); }
   const KernelRecord& slot(DispatchKey k) const { return *table_[static_cast<int>(k)].load(std::memory_order_acquire); }
@@ -282,6 +287,7 @@ class OperatorEntry {
   // Bit k set iff slot k is not a fallthrough.
   std::atomic<uint64_t> dispatchable_{0};
   std::atomic<const KernelRecord*> meta_{nullptr};
+  std::atomic<uint64_t> written_args_{0};
   std::atomic<uint64_t> accepted_dtypes_{0};  // Note [Dtypes an operator accepts]
   std::atomic<const char*> accepted_note_{""};
   template <typename... Args>
