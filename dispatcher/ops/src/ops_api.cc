@@ -367,14 +367,31 @@ Tensor Tensor::clone() const {
   Tensor out = emptyTensor(sizes(), dtype(), device());
   if (is_contiguous() || tls_in_device_copy || !copiesOnDevice(device())) {
     copyElements(out, *this);
-    return out;
+  } else {
+    struct Reset {
+      ~Reset() { tls_in_device_copy = false; }
+    } reset;
+    tls_in_device_copy = true;
+    ExcludeDispatchKeyGuard no_autograd(DispatchKey::Autograd);  // the copy is recorded below, once
+    out.copy_(*this);
   }
-  struct Reset {
-    ~Reset() { tls_in_device_copy = false; }
-  } reset;
-  tls_in_device_copy = true;
-  out.copy_(*this);
+  if (requires_grad()) autogradHooks().recordCopy(*this, out);
   return out;
+}
+
+// --- Autograd: the autograd layer's, through the core's hooks.
+const Tensor& Tensor::requires_grad_(bool requires_grad) const {
+  autogradHooks().setRequiresGrad(*this, requires_grad);
+  return *this;
+}
+Tensor Tensor::grad() const { return autogradHooks().grad(*this); }
+void Tensor::set_grad(const Tensor& grad) const { autogradHooks().setGrad(*this, grad); }
+bool Tensor::is_leaf() const { return autogradHooks().isLeaf(*this); }
+std::string Tensor::grad_fn_name() const { return autogradHooks().gradFnName(*this); }
+Tensor Tensor::detach() const { return autogradHooks().detach(*this); }
+void Tensor::retain_grad() const { autogradHooks().retainGrad(*this); }
+void Tensor::backward(const Tensor& gradient, bool retain_graph, bool create_graph) const {
+  autogradHooks().backward(*this, gradient, retain_graph, create_graph);
 }
 
 Tensor Tensor::reshape(IntArrayRef shape) const {

@@ -39,6 +39,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <tuple>
 #include <utility>
@@ -180,6 +181,30 @@ class Tensor : public TensorBase {
   Tensor to(Device device, ScalarType dtype, bool copy = false) const;
   Tensor to(std::string_view device, bool copy = false) const;
   Tensor cpu() const { return to(Device(DeviceType::CPU)); }
+
+  // --- Autograd (docs/autograd.md), served by the autograd layer through
+  // the core's hooks (Note [Autograd in the core]).
+  // Makes this tensor a leaf that gradients flow to (or stops it being
+  // one); only for a leaf, and only for floating dtypes.
+  const Tensor& requires_grad_(bool requires_grad = true) const;
+  // The gradient accumulated into this leaf (or a non-leaf that called
+  // retain_grad()) by backward(); undefined before the first one.
+  Tensor grad() const;
+  // Replaces (or with an undefined tensor, clears) the accumulated gradient.
+  void set_grad(const Tensor& grad) const;
+  // True for tensors that no differentiable op made (requires_grad_ leaves,
+  // and every tensor that does not require grad).
+  bool is_leaf() const;
+  // The name of the node that made this tensor ("MulBackward"), "" for a leaf.
+  std::string grad_fn_name() const;
+  // The same data, cut from the graph: does not require grad.
+  Tensor detach() const;
+  // Keeps the gradient of this non-leaf in grad() after backward().
+  void retain_grad() const;
+  // Computes the gradients of this tensor with respect to the leaves that
+  // require grad and accumulates them into their grad(). `gradient` may be
+  // left out only for a one-element tensor (it is then 1).
+  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false, bool create_graph = false) const;
 };
 
 static_assert(sizeof(Tensor) == sizeof(TensorBase), "Tensor adds methods, never data");

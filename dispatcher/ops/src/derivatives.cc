@@ -1,0 +1,736 @@
+#include "backplane/ops/derivatives.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+#include "absl/container/flat_hash_map.h"
+#include "backplane/core/str_cat.h"
+#include "backplane/dispatch/dispatcher.h"
+#include "backplane/ops/ops.h"
+#include "backplane/ops/standard_ops.h"
+#include "structured.h"
+
+namespace backplane {
+
+const char* differentiabilityName(Differentiability d) {
+  switch (d) {
+    case Differentiability::Formula: return "formula";
+    case Differentiability::NonDifferentiable: return "non_differentiable";
+    case Differentiability::NotImplemented: return "not_implemented";
+    case Differentiability::Composite: return "composite";
+    case Differentiability::OutVariant: return "out_variant";
+    case Differentiability::Inplace: return "inplace";
+  }
+  return "?";
+}
+
+// ------------------------------------------------------- DerivativeContext
+
+DerivativeContext::DerivativeContext(const FunctionSchema& schema, const Stack& arguments,
+                                     const std::vector<Tensor>& results, const std::vector<Tensor>& grads,
+                                     uint64_t needs_mask)
+    : schema_(schema),
+      arguments_(arguments),
+      results_(results),
+      grads_(grads),
+      needs_mask_(needs_mask),
+      input_grads_(schema.arguments().size()) {}
+
+size_t DerivativeContext::indexOf(std::string_view name) const {
+  const auto& args = schema_.arguments();
+  for (size_t i = 0; i < args.size(); ++i)
+    if (args[i].name == name) return i;
+  BP_THROW(kInternal, "the derivative formula of ", schema_.name().qualifiedName(), " names argument '", name,
+           "', which its schema ", schema_.toString(), " does not have");
+}
+
+const Tensor& DerivativeContext::grad(size_t result) const {
+  BP_CHECK(result < grads_.size(), schema_.name().qualifiedName(), ": no result ", result);
+  return grads_[result];
+}
+const Tensor& DerivativeContext::result(size_t i) const {
+  BP_CHECK(i < results_.size(), schema_.name().qualifiedName(), ": no result ", i);
+  if (check_) check_->checkResult(i);
+  return results_[i];
+}
+const IValue& DerivativeContext::argument(std::string_view name) const {
+  const size_t i = indexOf(name);
+  if (check_) check_->checkArgument(i);
+  return arguments_[i];
+}
+const Tensor& DerivativeContext::tensor(std::string_view name) const {
+  return static_cast<const Tensor&>(argument(name).toTensor());
+}
+std::optional<Tensor> DerivativeContext::optionalTensor(std::string_view name) const {
+  const IValue& v = argument(name);
+  if (v.isNone() || !v.toTensor().defined()) return std::nullopt;
+  return Tensor(v.toTensor());
+}
+std::vector<Tensor> DerivativeContext::tensorList(std::string_view name) const {
+  const auto& l = argument(name).toTensorList();
+  return std::vector<Tensor>(l.begin(), l.end());
+}
+Scalar DerivativeContext::scalar(std::string_view name) const { return argument(name).toScalar(); }
+std::optional<Scalar> DerivativeContext::optionalScalar(std::string_view name) const {
+  const IValue& v = argument(name);
+  if (v.isNone()) return std::nullopt;
+  return v.toScalar();
+}
+int64_t DerivativeContext::integer(std::string_view name) const { return argument(name).toInt(); }
+std::optional<int64_t> DerivativeContext::optionalInteger(std::string_view name) const {
+  const IValue& v = argument(name);
+  if (v.isNone()) return std::nullopt;
+  return v.toInt();
+}
+double DerivativeContext::real(std::string_view name) const { return argument(name).toDouble(); }
+std::optional<double> DerivativeContext::optionalReal(std::string_view name) const {
+  const IValue& v = argument(name);
+  if (v.isNone()) return std::nullopt;
+  return v.toDouble();
+}
+bool DerivativeContext::boolean(std::string_view name) const { return argument(name).toBool(); }
+std::vector<int64_t> DerivativeContext::ints(std::string_view name) const {
+  const IValue& v = argument(name);
+  if (v.isNone()) return {};
+  const auto& l = v.toIntList();
+  return std::vector<int64_t>(l.begin(), l.end());
+}
+std::string DerivativeContext::string(std::string_view name) const {
+  const IValue& v = argument(name);
+  return v.isNone() ? std::string() : std::string(v.toString());
+}
+bool DerivativeContext::needs(std::string_view name) const {
+  const size_t i = indexOf(name);
+  return i < 64 && ((needs_mask_ >> i) & 1);
+}
+void DerivativeContext::set(std::string_view name, Tensor grad) {
+  auto& slot = input_grads_[indexOf(name)];
+  slot.clear();
+  slot.push_back(std::move(grad));
+}
+void DerivativeContext::setList(std::string_view name, std::vector<Tensor> grads) {
+  input_grads_[indexOf(name)] = std::move(grads);
+}
+
+// ------------------------------------------------------------- helpers
+
+Tensor sumToSize(const Tensor& grad, IntArrayRef sizes) {
+  if (grad.sizes() == sizes) return grad;
+  const int64_t lead = grad.dim() - static_cast<int64_t>(sizes.size());
+  BP_CHECK(lead >= 0, "sumToSize: a gradient of sizes ", grad.sizes(), " cannot be summed to sizes ", sizes);
+  std::vector<int64_t> dims;
+  for (int64_t i = 0; i < lead; ++i) dims.push_back(i);
+  for (int64_t i = 0; i < static_cast<int64_t>(sizes.size()); ++i) {
+    const int64_t g = grad.size(lead + i);
+    if (sizes[i] == 1 && g != 1) {
+      dims.push_back(lead + i);
+    } else {
+      BP_CHECK(sizes[i] == g, "sumToSize: a gradient of sizes ", grad.sizes(), " cannot be summed to sizes ", sizes);
+    }
+  }
+  Tensor r = dims.empty() ? grad : grad.sum(dims, /*keepdim=*/true);
+  if (lead > 0 || r.sizes() != sizes) r = r.reshape(sizes);
+  return r;
+}
+
+namespace {
+
+using Ctx = DerivativeContext;
+constexpr auto F = Differentiability::Formula;
+constexpr auto ND = Differentiability::NonDifferentiable;
+constexpr auto NI = Differentiability::NotImplemented;
+constexpr auto C = Differentiability::Composite;
+
+// The dims a reduction reduced: `dim` (all of self's for none or empty), wrapped.
+std::vector<int64_t> reducedDims(const Tensor& self, const std::vector<int64_t>& dim) {
+  std::vector<int64_t> out;
+  if (dim.empty()) {
+    for (int64_t i = 0; i < self.dim(); ++i) out.push_back(i);
+    return out;
+  }
+  for (int64_t d : dim) out.push_back(self.dim() == 0 ? 0 : (d < 0 ? d + self.dim() : d));
+  std::sort(out.begin(), out.end());
+  return out;
+}
+// `g` (a reduction's gradient) with the reduced dims put back as size 1.
+Tensor unsqueezeReduced(Tensor g, const Tensor& self, const std::vector<int64_t>& dims, bool keepdim) {
+  if (keepdim || self.dim() == 0) return g;
+  for (int64_t d : dims) g = g.unsqueeze(d);
+  return g;
+}
+int64_t countOf(const Tensor& self, const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= self.dim() == 0 ? 1 : self.size(d);
+  return n;
+}
+Tensor zerosOf(const Tensor& t) { return zeros_like(t); }
+
+using ScatterAddSig = Tensor(const Tensor&, int64_t, const Tensor&, const Tensor&);
+Tensor scatterAdd(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  return BP_STANDARD_OP("scatter_add", ScatterAddSig).call(self, dim, index, src);
+}
+using PadSig = Tensor(const Tensor&, IntArrayRef, const Scalar&);
+
+// d/dx of the standard normal CDF times x: cdf(x) + x * pdf(x).
+Tensor geluGrad(const Tensor& grad, const Tensor& x, const std::string& approximate) {
+  if (approximate == "tanh") {
+    const double k = std::sqrt(2.0 / std::numbers::pi), c = 0.044715;
+    Tensor x2 = x * x;
+    Tensor inner = (x + x2 * x * c) * k;
+    Tensor t = inner.tanh();
+    Tensor dinner = (x2 * (3 * c) + 1) * k;
+    Tensor left = (t + 1) * 0.5;
+    Tensor right = x * 0.5 * (1 - t * t) * dinner;
+    return grad * (left + right);
+  }
+  Tensor cdf = ((x * (1 / std::numbers::sqrt2)).erf() + 1) * 0.5;
+  Tensor pdf = (x * x * -0.5).exp() * (1 / std::sqrt(2 * std::numbers::pi));
+  return grad * (cdf + x * pdf);
+}
+
+// Gradient of a reduction to a max/min: split evenly among the elements
+// equal to the result.
+Tensor extremumGrad(const Ctx& c, const Tensor& self, const std::vector<int64_t>& dim, bool keepdim) {
+  const std::vector<int64_t> dims = reducedDims(self, dim);
+  Tensor value = unsqueezeReduced(c.result(), self, dims, keepdim);
+  Tensor g = unsqueezeReduced(c.grad(), self, dims, keepdim);
+  Tensor mask = self.eq(value).to(g.dtype());
+  Tensor count = dims.empty() ? mask : mask.sum(dims, /*keepdim=*/true);
+  return mask * g / count;
+}
+
+// var/std over `dim` with `correction`.
+Tensor varGrad(const Ctx& c, const Tensor& self, const std::vector<int64_t>& dim, double correction, bool keepdim,
+               bool is_std) {
+  const std::vector<int64_t> dims = reducedDims(self, dim);
+  const double n = static_cast<double>(countOf(self, dims));
+  Tensor g = unsqueezeReduced(c.grad(), self, dims, keepdim);
+  Tensor centered = self - self.mean(dims, /*keepdim=*/true);
+  Tensor r = g * centered * (2.0 / std::max(n - correction, 0.0));
+  if (is_std) r = r / (unsqueezeReduced(c.result(), self, dims, keepdim) * 2);
+  return r;
+}
+
+// (x - mean) / sqrt(var + eps) over `dims` (biased variance), as the
+// normalization layers compute it.
+Tensor normalized(const Tensor& x, const std::vector<int64_t>& dims, double eps) {
+  Tensor centered = x - x.mean(dims, /*keepdim=*/true);
+  return centered * ((centered * centered).mean(dims, /*keepdim=*/true) + eps).rsqrt();
+}
+// The input gradient of a normalization over `dims`, given g = grad * weight:
+// rstd * (g - mean(g) - xhat * mean(g * xhat)).
+Tensor normalizationInputGrad(const Tensor& x, const std::vector<int64_t>& dims, double eps, const Tensor& g) {
+  Tensor centered = x - x.mean(dims, /*keepdim=*/true);
+  Tensor rstd = ((centered * centered).mean(dims, /*keepdim=*/true) + eps).rsqrt();
+  Tensor xhat = centered * rstd;
+  return (g - g.mean(dims, /*keepdim=*/true) - xhat * (g * xhat).mean(dims, /*keepdim=*/true)) * rstd;
+}
+
+// The correction of var.correction / std.correction.
+double correctionOf(const Ctx& c) {
+  std::optional<Scalar> s = c.optionalScalar("correction");
+  return s ? s->to<double>() : 1.0;
+}
+
+std::vector<OpDerivative> buildTable() {
+  std::vector<OpDerivative> t;
+  auto formula = [&](std::string op, std::vector<DerivativeFormula> f, const char* note = "",
+                     uint64_t nondiff_results = 0) {
+    t.push_back({std::move(op), F, std::move(f), note, nondiff_results});
+  };
+  auto nondiff = [&](std::initializer_list<const char*> ops, const char* why) {
+    for (const char* op : ops) t.push_back({op, ND, {}, why});
+  };
+  auto composite = [&](std::initializer_list<const char*> ops) {
+    for (const char* op : ops)
+      t.push_back({op, C, {}, "differentiated through the standard ops its composite kernel calls"});
+  };
+  auto notImplemented = [&](std::initializer_list<const char*> ops, const char* why) {
+    for (const char* op : ops) t.push_back({op, NI, {}, why});
+  };
+
+  // --- Arithmetic.
+  formula("add.Tensor", {{"self", "grad", [](Ctx& c) { c.set("self", c.grad()); }},
+                         {"other", "grad * alpha", [](Ctx& c) { c.set("other", c.grad() * c.scalar("alpha")); }}});
+  formula("add.Scalar", {{"self", "grad", [](Ctx& c) { c.set("self", c.grad()); }}});
+  formula("sub.Tensor",
+          {{"self", "grad", [](Ctx& c) { c.set("self", c.grad()); }},
+           {"other", "-grad * alpha", [](Ctx& c) { c.set("other", c.grad() * -c.scalar("alpha").to<double>()); }}});
+  formula("sub.Scalar", {{"self", "grad", [](Ctx& c) { c.set("self", c.grad()); }}});
+  formula("rsub.Scalar",
+          {{"self", "-grad * alpha", [](Ctx& c) { c.set("self", c.grad() * -c.scalar("alpha").to<double>()); }}});
+  formula("mul.Tensor", {{"self", "grad * other", [](Ctx& c) { c.set("self", c.grad() * c.tensor("other")); }},
+                         {"other", "grad * self", [](Ctx& c) { c.set("other", c.grad() * c.tensor("self")); }}});
+  formula("mul.Scalar", {{"self", "grad * other", [](Ctx& c) { c.set("self", c.grad() * c.scalar("other")); }}});
+  for (const char* op : {"div.Tensor", "true_divide.Tensor"}) {
+    formula(op, {{"self", "grad / other", [](Ctx& c) { c.set("self", c.grad() / c.tensor("other")); }},
+                 {"other", "-grad * self / (other * other)", [](Ctx& c) {
+                    const Tensor& o = c.tensor("other");
+                    c.set("other", -c.grad() * c.tensor("self") / (o * o));
+                  }}});
+  }
+  for (const char* op : {"div.Scalar", "true_divide.Scalar"})
+    formula(op, {{"self", "grad / other", [](Ctx& c) { c.set("self", c.grad() / c.scalar("other")); }}});
+  formula("div.Tensor_mode",
+          {{"self", "grad / other without rounding_mode, else zeros",
+            [](Ctx& c) {
+              c.set("self", c.string("rounding_mode").empty() ? c.grad() / c.tensor("other") : zerosOf(c.grad()));
+            }},
+           {"other", "-grad * self / other^2 without rounding_mode, else zeros", [](Ctx& c) {
+              const Tensor& o = c.tensor("other");
+              c.set("other", c.string("rounding_mode").empty() ? -c.grad() * c.tensor("self") / (o * o)
+                                                               : zerosOf(o).to(c.grad().dtype()));
+            }}});
+  formula("div.Scalar_mode",
+          {{"self", "grad / other without rounding_mode, else zeros", [](Ctx& c) {
+              c.set("self", c.string("rounding_mode").empty() ? c.grad() / c.scalar("other") : zerosOf(c.grad()));
+            }}});
+  formula("remainder.Tensor", {{"self", "grad", [](Ctx& c) { c.set("self", c.grad()); }},
+                               {"other", "-grad * floor_divide(self, other)", [](Ctx& c) {
+                                  c.set("other", -c.grad() * c.tensor("self").floor_divide(c.tensor("other")));
+                                }}});
+  formula("remainder.Scalar", {{"self", "grad", [](Ctx& c) { c.set("self", c.grad()); }}});
+  formula("fmod.Tensor", {{"self", "grad", [](Ctx& c) { c.set("self", c.grad()); }},
+                          {"other", "-grad * trunc(self / other)", [](Ctx& c) {
+                             c.set("other", -c.grad() * (c.tensor("self") / c.tensor("other")).trunc());
+                           }}});
+  formula("fmod.Scalar", {{"self", "grad", [](Ctx& c) { c.set("self", c.grad()); }}});
+  formula("neg", {{"self", "-grad", [](Ctx& c) { c.set("self", -c.grad()); }}});
+  formula("abs", {{"self", "grad * sign(self)", [](Ctx& c) { c.set("self", c.grad() * c.tensor("self").sign()); }}});
+  formula("pow.Tensor_Scalar",
+          {{"self", "grad * exponent * self^(exponent - 1)", [](Ctx& c) {
+              const Scalar e = c.scalar("exponent");
+              const double ed = e.to<double>();
+              c.set("self", ed == 0 ? zerosOf(c.grad()) : c.grad() * ed * c.tensor("self").pow(Scalar(ed - 1)));
+            }}});
+  formula("pow.Tensor_Tensor",
+          {{"self", "grad * exponent * self^(exponent - 1)",
+            [](Ctx& c) {
+              const Tensor& e = c.tensor("exponent");
+              c.set("self", (c.grad() * e * c.tensor("self").pow(e - 1)).masked_fill(e.eq(0), 0));
+            }},
+           {"exponent", "grad * result * log(self) (0 where self = 0 and exponent >= 0)", [](Ctx& c) {
+              const Tensor& s = c.tensor("self");
+              Tensor r = c.grad() * c.result() * s.log();
+              c.set("exponent", r.masked_fill(logical_and(s.eq(0), c.tensor("exponent").ge(0)), 0));
+            }}});
+  formula("maximum", {{"self", "grad where self > other, half of it where equal",
+                       [](Ctx& c) {
+                         const Tensor &s = c.tensor("self"), &o = c.tensor("other");
+                         c.set("self", c.grad() * (s.gt(o).to(c.grad().dtype()) + s.eq(o).to(c.grad().dtype()) * 0.5));
+                       }},
+                      {"other", "grad where other > self, half of it where equal", [](Ctx& c) {
+                         const Tensor &s = c.tensor("self"), &o = c.tensor("other");
+                         c.set("other", c.grad() * (o.gt(s).to(c.grad().dtype()) + s.eq(o).to(c.grad().dtype()) * 0.5));
+                       }}});
+  formula("minimum", {{"self", "grad where self < other, half of it where equal",
+                       [](Ctx& c) {
+                         const Tensor &s = c.tensor("self"), &o = c.tensor("other");
+                         c.set("self", c.grad() * (s.lt(o).to(c.grad().dtype()) + s.eq(o).to(c.grad().dtype()) * 0.5));
+                       }},
+                      {"other", "grad where other < self, half of it where equal", [](Ctx& c) {
+                         const Tensor &s = c.tensor("self"), &o = c.tensor("other");
+                         c.set("other", c.grad() * (o.lt(s).to(c.grad().dtype()) + s.eq(o).to(c.grad().dtype()) * 0.5));
+                       }}});
+  formula("clamp", {{"self", "grad where min <= self <= max, else 0", [](Ctx& c) {
+                       const Tensor& s = c.tensor("self");
+                       Tensor g = c.grad();
+                       if (auto lo = c.optionalScalar("min")) g = g.masked_fill(s.lt(*lo), 0);
+                       if (auto hi = c.optionalScalar("max")) g = g.masked_fill(s.gt(*hi), 0);
+                       c.set("self", g);
+                     }}});
+  formula("where.self", {{"self", "where(condition, grad, 0)",
+                          [](Ctx& c) { c.set("self", c.grad().masked_fill(c.tensor("condition").logical_not(), 0)); }},
+                         {"other", "where(condition, 0, grad)",
+                          [](Ctx& c) { c.set("other", c.grad().masked_fill(c.tensor("condition"), 0)); }}});
+  formula("masked_fill.Scalar", {{"self", "grad masked to 0 where mask",
+                                  [](Ctx& c) { c.set("self", c.grad().masked_fill(c.tensor("mask"), 0)); }}});
+  formula("masked_fill.Tensor", {{"self", "grad masked to 0 where mask",
+                                  [](Ctx& c) { c.set("self", c.grad().masked_fill(c.tensor("mask"), 0)); }},
+                                 {"value", "sum of grad where mask", [](Ctx& c) {
+                                    c.set("value", c.grad().masked_fill(c.tensor("mask").logical_not(), 0).sum());
+                                  }}});
+  for (const char* op : {"floor", "ceil", "trunc", "round", "round.decimals", "sign"})
+    formula(op, {{"self", "zeros (piecewise constant)", [](Ctx& c) { c.set("self", zerosOf(c.grad())); }}});
+
+  // --- Unary math and activations.
+  formula("exp", {{"self", "grad * result", [](Ctx& c) { c.set("self", c.grad() * c.result()); }}});
+  formula("log", {{"self", "grad / self", [](Ctx& c) { c.set("self", c.grad() / c.tensor("self")); }}});
+  formula("sqrt", {{"self", "grad / (2 * result)", [](Ctx& c) { c.set("self", c.grad() / (c.result() * 2)); }}});
+  formula("rsqrt", {{"self", "-0.5 * grad * result^3", [](Ctx& c) {
+                       const Tensor& r = c.result();
+                       c.set("self", c.grad() * r * r * r * -0.5);
+                     }}});
+  formula("sin", {{"self", "grad * cos(self)", [](Ctx& c) { c.set("self", c.grad() * c.tensor("self").cos()); }}});
+  formula("cos", {{"self", "-grad * sin(self)", [](Ctx& c) { c.set("self", -c.grad() * c.tensor("self").sin()); }}});
+  formula("tanh", {{"self", "grad * (1 - result^2)", [](Ctx& c) {
+                      const Tensor& r = c.result();
+                      c.set("self", c.grad() * (1 - r * r));
+                    }}});
+  formula("sigmoid", {{"self", "grad * result * (1 - result)", [](Ctx& c) {
+                         const Tensor& r = c.result();
+                         c.set("self", c.grad() * r * (1 - r));
+                       }}});
+  formula("relu", {{"self", "grad where result > 0",
+                    [](Ctx& c) { c.set("self", c.grad().masked_fill(c.result().le(0), 0)); }}});
+  formula("gelu", {{"self", "grad * (cdf(self) + self * pdf(self)) (tanh form for approximate='tanh')",
+                    [](Ctx& c) { c.set("self", geluGrad(c.grad(), c.tensor("self"), c.string("approximate"))); }}});
+  formula("silu", {{"self", "grad * s * (1 + self * (1 - s)), s = sigmoid(self)", [](Ctx& c) {
+                      const Tensor& x = c.tensor("self");
+                      Tensor s = x.sigmoid();
+                      c.set("self", c.grad() * s * (x * (1 - s) + 1));
+                    }}});
+  formula("erf", {{"self", "grad * 2 / sqrt(pi) * exp(-self^2)", [](Ctx& c) {
+                     const Tensor& x = c.tensor("self");
+                     c.set("self", c.grad() * (x * x * -1).exp() * (2 / std::sqrt(std::numbers::pi)));
+                   }}});
+  formula("leaky_relu", {{"self", "grad where self > 0, else grad * negative_slope", [](Ctx& c) {
+                            const Tensor& x = c.tensor("self");
+                            const double slope = c.scalar("negative_slope").to<double>();
+                            Tensor pos = x.gt(0).to(c.grad().dtype());
+                            c.set("self", c.grad() * (pos + (1 - pos) * slope));
+                          }}});
+  formula("hardtanh",
+          {{"self", "grad where min_val < self < max_val", [](Ctx& c) {
+              const Tensor& x = c.tensor("self");
+              c.set("self",
+                    c.grad().masked_fill(x.le(c.scalar("min_val")), 0).masked_fill(x.ge(c.scalar("max_val")), 0));
+            }}});
+  formula("elu",
+          {{"self", "grad * scale * input_scale * exp(self * input_scale) * alpha where self <= 0, else grad * scale",
+            [](Ctx& c) {
+              const Tensor& x = c.tensor("self");
+              const double a = c.scalar("alpha").to<double>(), s = c.scalar("scale").to<double>(),
+                           is = c.scalar("input_scale").to<double>();
+              Tensor pos = x.gt(0).to(c.grad().dtype());
+              Tensor neg = (x * is).exp() * (a * s * is);
+              c.set("self", c.grad() * (pos * s + (1 - pos) * neg));
+            }}});
+  formula("softplus", {{"self", "grad * sigmoid(beta * self) where beta * self <= threshold, else grad", [](Ctx& c) {
+                          const Tensor& x = c.tensor("self");
+                          const double b = c.scalar("beta").to<double>(), th = c.scalar("threshold").to<double>();
+                          Tensor z = x * b;
+                          Tensor s = z.sigmoid();
+                          Tensor lin = z.gt(th).to(c.grad().dtype());
+                          c.set("self", c.grad() * (lin + (1 - lin) * s));
+                        }}});
+  formula("nan_to_num", {{"self", "grad where self is finite, else 0", [](Ctx& c) {
+                            c.set("self", c.grad().masked_fill(c.tensor("self").isfinite().logical_not(), 0));
+                          }}});
+
+  // --- Linear algebra.
+  formula("mm", {{"self", "grad @ mat2^T", [](Ctx& c) { c.set("self", c.grad().mm(c.tensor("mat2").t())); }},
+                 {"mat2", "self^T @ grad", [](Ctx& c) { c.set("mat2", c.tensor("self").t().mm(c.grad())); }}});
+  formula("bmm", {{"self", "grad @ mat2^T (per batch)",
+                   [](Ctx& c) { c.set("self", c.grad().bmm(c.tensor("mat2").transpose(1, 2))); }},
+                  {"mat2", "self^T @ grad (per batch)",
+                   [](Ctx& c) { c.set("mat2", c.tensor("self").transpose(1, 2).bmm(c.grad())); }}});
+  formula("addmm", {{"self", "grad * beta", [](Ctx& c) { c.set("self", c.grad() * c.scalar("beta")); }},
+                    {"mat1", "alpha * grad @ mat2^T",
+                     [](Ctx& c) { c.set("mat1", c.grad().mm(c.tensor("mat2").t()) * c.scalar("alpha")); }},
+                    {"mat2", "alpha * mat1^T @ grad",
+                     [](Ctx& c) { c.set("mat2", c.tensor("mat1").t().mm(c.grad()) * c.scalar("alpha")); }}});
+  composite({"matmul", "linear", "dropout"});
+
+  // --- Reductions.
+  formula("sum", {{"self", "grad expanded to self's sizes",
+                   [](Ctx& c) { c.set("self", c.grad().expand(c.tensor("self").sizes())); }}});
+  formula("sum.dim_IntList", {{"self", "grad expanded over dim", [](Ctx& c) {
+                                 const Tensor& s = c.tensor("self");
+                                 const auto dims = reducedDims(s, c.ints("dim"));
+                                 c.set("self",
+                                       unsqueezeReduced(c.grad(), s, dims, c.boolean("keepdim")).expand(s.sizes()));
+                               }}});
+  formula("mean", {{"self", "grad expanded to self's sizes / numel", [](Ctx& c) {
+                      const Tensor& s = c.tensor("self");
+                      c.set("self", c.grad().expand(s.sizes()) / static_cast<double>(std::max<int64_t>(s.numel(), 1)));
+                    }}});
+  formula("mean.dim", {{"self", "grad expanded over dim / count", [](Ctx& c) {
+                          const Tensor& s = c.tensor("self");
+                          const auto dims = reducedDims(s, c.ints("dim"));
+                          c.set("self", unsqueezeReduced(c.grad(), s, dims, c.boolean("keepdim")).expand(s.sizes()) /
+                                            static_cast<double>(countOf(s, dims)));
+                        }}});
+  formula("amax", {{"self", "grad split evenly among the maxima", [](Ctx& c) {
+                      c.set("self", extremumGrad(c, c.tensor("self"), c.ints("dim"), c.boolean("keepdim")));
+                    }}});
+  formula("amin", {{"self", "grad split evenly among the minima", [](Ctx& c) {
+                      c.set("self", extremumGrad(c, c.tensor("self"), c.ints("dim"), c.boolean("keepdim")));
+                    }}});
+  formula("var", {{"self", "grad * 2 * (self - mean) / (N - correction)", [](Ctx& c) {
+                     c.set("self", varGrad(c, c.tensor("self"), {}, c.boolean("unbiased") ? 1 : 0, false, false));
+                   }}});
+  formula("var.dim", {{"self", "grad * 2 * (self - mean) / (N - correction)", [](Ctx& c) {
+                         c.set("self", varGrad(c, c.tensor("self"), c.ints("dim"), c.boolean("unbiased") ? 1 : 0,
+                                               c.boolean("keepdim"), false));
+                       }}});
+  formula("var.correction",
+          {{"self", "grad * 2 * (self - mean) / (N - correction)", [](Ctx& c) {
+              c.set("self", varGrad(c, c.tensor("self"), c.ints("dim"), correctionOf(c), c.boolean("keepdim"), false));
+            }}});
+  formula("std", {{"self", "grad * (self - mean) / (result * (N - correction))", [](Ctx& c) {
+                     c.set("self", varGrad(c, c.tensor("self"), {}, c.boolean("unbiased") ? 1 : 0, false, true));
+                   }}});
+  formula("std.dim", {{"self", "grad * (self - mean) / (result * (N - correction))", [](Ctx& c) {
+                         c.set("self", varGrad(c, c.tensor("self"), c.ints("dim"), c.boolean("unbiased") ? 1 : 0,
+                                               c.boolean("keepdim"), true));
+                       }}});
+  formula("std.correction",
+          {{"self", "grad * (self - mean) / (result * (N - correction))", [](Ctx& c) {
+              c.set("self", varGrad(c, c.tensor("self"), c.ints("dim"), correctionOf(c), c.boolean("keepdim"), true));
+            }}});
+  formula("cumsum", {{"self", "reverse cumsum of grad along dim", [](Ctx& c) {
+                        const int64_t d = c.integer("dim");
+                        c.set("self", c.grad().flip({d}).cumsum(d).flip({d}));
+                      }}});
+  formula("softmax.int", {{"self", "(grad - sum(grad * result, dim)) * result", [](Ctx& c) {
+                             const Tensor& y = c.result();
+                             const int64_t d = c.integer("dim");
+                             c.set("self", (c.grad() - (c.grad() * y).sum({d}, /*keepdim=*/true)) * y);
+                           }}});
+  formula("log_softmax.int", {{"self", "grad - exp(result) * sum(grad, dim)", [](Ctx& c) {
+                                 const int64_t d = c.integer("dim");
+                                 c.set("self", c.grad() - c.result().exp() * c.grad().sum({d}, /*keepdim=*/true));
+                               }}});
+  formula("sort",
+          {{"self", "grad scattered back by indices",
+            [](Ctx& c) {
+              const Tensor& s = c.tensor("self");
+              c.set("self", scatterAdd(zeros(s.sizes(), {c.grad().dtype(), c.grad().device()}), c.integer("dim"),
+                                       c.result(1), c.grad()));
+            }}},
+          "", /*nondiff_results=*/0b10);
+  formula("sort.stable",
+          {{"self", "grad scattered back by indices",
+            [](Ctx& c) {
+              const Tensor& s = c.tensor("self");
+              c.set("self", scatterAdd(zeros(s.sizes(), {c.grad().dtype(), c.grad().device()}), c.integer("dim"),
+                                       c.result(1), c.grad()));
+            }}},
+          "", 0b10);
+  formula("topk",
+          {{"self", "grad scattered back by indices",
+            [](Ctx& c) {
+              const Tensor& s = c.tensor("self");
+              c.set("self", scatterAdd(zeros(s.sizes(), {c.grad().dtype(), c.grad().device()}), c.integer("dim"),
+                                       c.result(1), c.grad()));
+            }}},
+          "", 0b10);
+  notImplemented({"prod", "prod.dim_int"}, "the product's gradient (with zeros in self) has no formula yet");
+
+  // --- Data movement.
+  formula("cat", {{"tensors", "grad split along dim", [](Ctx& c) {
+                     std::vector<Tensor> ts = c.tensorList("tensors");
+                     int64_t d = c.integer("dim");
+                     std::vector<Tensor> grads;
+                     int64_t start = 0;
+                     const Tensor& g = c.grad();
+                     if (d < 0) d += g.dim();
+                     for (const Tensor& x : ts) {
+                       if (x.dim() == 1 && x.size(0) == 0) {  // legacy empty tensors take no slice
+                         grads.emplace_back();
+                         continue;
+                       }
+                       grads.push_back(g.narrow(d, start, x.size(d)));
+                       start += x.size(d);
+                     }
+                     c.setList("tensors", std::move(grads));
+                   }}});
+  formula("stack", {{"tensors", "grad selected along dim", [](Ctx& c) {
+                       const size_t n = c.tensorList("tensors").size();
+                       int64_t d = c.integer("dim");
+                       const Tensor& g = c.grad();
+                       if (d < 0) d += g.dim();
+                       std::vector<Tensor> grads;
+                       for (size_t i = 0; i < n; ++i) grads.push_back(g.select(d, static_cast<int64_t>(i)));
+                       c.setList("tensors", std::move(grads));
+                     }}});
+  formula("index_select", {{"self", "zeros with grad added at index along dim", [](Ctx& c) {
+                              const Tensor& s = c.tensor("self");
+                              const Tensor& g = c.grad();
+                              int64_t d = c.integer("dim");
+                              if (s.dim() == 0) {
+                                c.set("self", g.reshape({}));
+                                return;
+                              }
+                              if (d < 0) d += s.dim();
+                              std::vector<int64_t> shape(static_cast<size_t>(g.dim()), 1);
+                              shape[static_cast<size_t>(d)] = -1;
+                              Tensor idx = c.tensor("index").reshape(shape).expand(g.sizes());
+                              c.set("self", scatterAdd(zeros(s.sizes(), {g.dtype(), g.device()}), d, idx, g));
+                            }}});
+  formula(
+      "gather",
+      {{"self", "zeros with grad added at index along dim", [](Ctx& c) {
+          const Tensor& s = c.tensor("self");
+          const Tensor& g = c.grad();
+          c.set("self", scatterAdd(zeros(s.sizes(), {g.dtype(), g.device()}), c.integer("dim"), c.tensor("index"), g));
+        }}});
+  formula("scatter_add", {{"self", "grad", [](Ctx& c) { c.set("self", c.grad()); }},
+                          {"src", "grad gathered at index",
+                           [](Ctx& c) { c.set("src", c.grad().gather(c.integer("dim"), c.tensor("index"))); }}});
+  formula("embedding", {{"weight", "zeros with grad rows added at indices (rows of padding_idx stay 0)", [](Ctx& c) {
+                           const Tensor& w = c.tensor("weight");
+                           const Tensor& g = c.grad();
+                           const int64_t dim = w.size(-1);
+                           Tensor idx = c.tensor("indices").reshape({-1});
+                           Tensor rows = g.reshape({-1, dim});
+                           const int64_t pad = c.integer("padding_idx");
+                           if (pad >= 0) rows = rows.masked_fill(idx.eq(pad).unsqueeze(1), 0);
+                           Tensor full_idx = idx.unsqueeze(1).expand({idx.size(0), dim});
+                           c.set("weight", scatterAdd(zeros(w.sizes(), {g.dtype(), g.device()}), 0, full_idx, rows));
+                         }}});
+  formula("flip", {{"self", "grad flipped back", [](Ctx& c) { c.set("self", c.grad().flip(c.ints("dims"))); }}});
+  formula("constant_pad_nd", {{"self", "grad cropped by the negated pad", [](Ctx& c) {
+                                 std::vector<int64_t> p = c.ints("pad");
+                                 for (int64_t& x : p) x = -x;
+                                 c.set("self", BP_STANDARD_OP("constant_pad_nd", PadSig).call(c.grad(), p, Scalar(0)));
+                               }}});
+  for (const char* op : {"to.device", "to.dtype", "to.dtype_layout", "to.other"})
+    formula(op, {{"self", "grad converted to self's device and dtype", [](Ctx& c) {
+                    const Tensor& s = c.tensor("self");
+                    c.set("self", c.grad().to(s.device(), s.dtype()));
+                  }}});
+  formula("copy_", {{"self", "zeros (overwritten)", [](Ctx& c) { c.set("self", zerosOf(c.grad())); }},
+                    {"src", "grad converted to src's device and dtype", [](Ctx& c) {
+                       const Tensor& s = c.tensor("src");
+                       c.set("src", c.grad().to(s.device(), s.dtype()));
+                     }}});
+  formula("_copy_on_device_", {{"self", "zeros (overwritten)", [](Ctx& c) { c.set("self", zerosOf(c.grad())); }},
+                               {"src", "grad", [](Ctx& c) { c.set("src", c.grad()); }}});
+  for (const char* op : {"fill_.Scalar", "zero_"})
+    formula(op, {{"self", "zeros (overwritten)", [](Ctx& c) { c.set("self", zerosOf(c.grad())); }}});
+
+  // --- nn ops whose backward needs backward kernels (conv, pooling, norms).
+  formula("layer_norm",
+          {{"input, weight, bias",
+            "input: rstd * (g - mean(g) - xhat * mean(g * xhat)), g = grad * weight; weight: sum(grad * xhat); "
+            "bias: sum(grad) (over the leading dims)",
+            [](Ctx& c) {
+              const Tensor& x = c.tensor("input");
+              const int64_t k = static_cast<int64_t>(c.ints("normalized_shape").size());
+              std::vector<int64_t> dims;
+              for (int64_t d = x.dim() - k; d < x.dim(); ++d) dims.push_back(d);
+              if (c.needs("bias")) c.set("bias", c.grad());
+              if (c.needs("weight")) c.set("weight", c.grad() * normalized(x, dims, c.real("eps")));
+              if (!c.needs("input")) return;
+              const std::optional<Tensor> w = c.optionalTensor("weight");
+              c.set("input", normalizationInputGrad(x, dims, c.real("eps"), w ? c.grad() * *w : c.grad()));
+            }}});
+  formula("batch_norm",
+          {{"input, weight, bias",
+            "training: as layer_norm over every dim but the channels (dim 1); evaluation: grad * weight * "
+            "rsqrt(running_var + eps); weight: sum(grad * xhat); bias: sum(grad)",
+            [](Ctx& c) {
+              const Tensor& x = c.tensor("input");
+              const double eps = c.real("eps");
+              std::vector<int64_t> dims{0};
+              for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+              std::vector<int64_t> channel_shape(static_cast<size_t>(x.dim()), 1);
+              channel_shape[1] = x.size(1);
+              const std::optional<Tensor> w = c.optionalTensor("weight");
+              const Tensor g = w ? c.grad() * w->reshape(channel_shape) : c.grad();
+              const std::optional<Tensor> rm = c.optionalTensor("running_mean");
+              const std::optional<Tensor> rv = c.optionalTensor("running_var");
+              const bool batch_stats = c.boolean("training") || !rm || !rv;
+              const Tensor xhat = batch_stats
+                                      ? normalized(x, dims, eps)
+                                      : (x - rm->reshape(channel_shape)) * (rv->reshape(channel_shape) + eps).rsqrt();
+              if (c.needs("bias")) c.set("bias", c.grad().sum(dims));
+              if (c.needs("weight")) c.set("weight", (c.grad() * xhat).sum(dims));
+              if (!c.needs("input")) return;
+              c.set("input", batch_stats ? normalizationInputGrad(x, dims, eps, g)
+                                         : g * (rv->reshape(channel_shape) + eps).rsqrt());
+            }}});
+  notImplemented({"conv2d", "max_pool2d", "avg_pool2d", "pad", "reflection_pad1d", "reflection_pad2d",
+                  "reflection_pad3d", "replication_pad1d", "replication_pad2d", "replication_pad3d"},
+                 "its backward op is not written yet");
+
+  // --- No gradient.
+  nondiff({"eq.Scalar", "eq.Tensor", "ne.Scalar", "ne.Tensor", "lt.Scalar", "lt.Tensor", "le.Scalar", "le.Tensor",
+           "gt.Scalar", "gt.Tensor", "ge.Scalar", "ge.Tensor", "isnan", "isinf", "isfinite"},
+          "a comparison: its bool result carries no gradient");
+  nondiff({"logical_and", "logical_or", "logical_xor", "logical_not", "bitwise_and.Scalar", "bitwise_and.Tensor",
+           "bitwise_or.Scalar", "bitwise_or.Tensor", "bitwise_xor.Scalar", "bitwise_xor.Tensor", "bitwise_not", "all",
+           "all.dim", "all.dims", "any", "any.dim", "any.dims"},
+          "a logical or bitwise op: integer and bool results carry no gradient");
+  nondiff({"argmax", "argmin"}, "an index: integer results carry no gradient");
+  nondiff({"floor_divide", "floor_divide.Scalar"}, "piecewise constant with integer steps, as PyTorch");
+  nondiff({"empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full", "full_like",
+           "arange", "arange.start", "arange.start_step"},
+          "a creation op: the result depends on no tensor's values");
+  nondiff({"rand", "rand_like", "randn", "randn_like", "_philox_bernoulli_", "_philox_normal_", "_philox_uniform_",
+           "bernoulli_.float", "normal_", "uniform_"},
+          "a random draw: the result depends on no tensor's values");
+  return t;
+}
+
+struct Index {
+  std::vector<OpDerivative> table = buildTable();
+  absl::flat_hash_map<std::string, const OpDerivative*> by_name;
+  std::vector<std::unique_ptr<OpDerivative>> derived;
+  Index() {
+    for (const OpDerivative& d : table) by_name.emplace(d.op, &d);
+  }
+};
+Index& index() {
+  static Index* i = new Index();
+  return *i;
+}
+
+}  // namespace
+
+const std::vector<OpDerivative>& derivativeTable() { return index().table; }
+
+const OpDerivative* findDerivative(std::string_view op) {
+  const std::string prefix = strCat(kStandardNamespace, "::");
+  if (op.starts_with(prefix)) op.remove_prefix(prefix.size());
+  static const auto* all = [] {
+    auto* m = new absl::flat_hash_map<std::string, const OpDerivative*>(index().by_name);
+    // Note [Derivative declarations]: out= and in-place forms follow from
+    // the schema.
+    static const OpDerivative kOut{"",
+                                   Differentiability::OutVariant,
+                                   {},
+                                   "an out= form: arguments that require grad are refused at the call; "
+                                   "call the functional form"};
+    for (const StandardOp& s : standardOperators()) {
+      const std::string name = s.schema.substr(0, s.schema.find('('));
+      if (m->contains(name)) continue;
+      const bool has_out = s.schema.find("*, Tensor(a!) out") != std::string::npos ||
+                           s.schema.find("Tensor(a!) out") != std::string::npos ||
+                           s.schema.find("Tensor(b!) indices") != std::string::npos;
+      if (has_out) {
+        m->emplace(name, &kOut);
+        continue;
+      }
+      const size_t dot = name.find('.');
+      const std::string base = name.substr(0, dot), overload = dot == std::string::npos ? "" : name.substr(dot);
+      if (base.size() > 1 && base.back() == '_') {
+        // In-place forms whose functional op has another overload name.
+        static const absl::flat_hash_map<std::string, std::string> kRenamed = {
+            {"pow_.Scalar", "pow.Tensor_Scalar"},
+            {"pow_.Tensor", "pow.Tensor_Tensor"},
+            {"floor_divide_.Tensor", "floor_divide"}};
+        auto renamed = kRenamed.find(name);
+        const std::string functional =
+            renamed != kRenamed.end() ? renamed->second : base.substr(0, base.size() - 1) + overload;
+        auto it = index().by_name.find(functional);
+        if (it != index().by_name.end()) {
+          auto d = std::make_unique<OpDerivative>(*it->second);
+          d->op = name;
+          d->kind = it->second->kind == Differentiability::Formula ? Differentiability::Inplace : it->second->kind;
+          d->note = it->second->kind == Differentiability::Formula ? "" : it->second->note;
+          m->emplace(name, d.get());
+          index().derived.push_back(std::move(d));
+        }
+      }
+    }
+    return m;
+  }();
+  auto it = all->find(std::string(op));
+  return it == all->end() ? nullptr : it->second;
+}
+
+}  // namespace backplane
