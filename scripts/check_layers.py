@@ -2,7 +2,7 @@
 """Checks that the folder map is the dependency graph (Note [Layers], docs/design.md).
 
 The layers, lowest first:
-    plugin_sdk < core < dispatch < ops < runtime < conformance < cli
+    plugin_sdk < core < dispatch < ops < autograd < runtime < conformance < cli
 Plugins sit on plugin_sdk alone. Two checks, each failing with the file or
 target that points upward:
 
@@ -33,11 +33,12 @@ LAYERS = [
     ("core", 1, "core/include"),
     ("dispatch", 2, "dispatcher/dispatch/include"),
     ("ops", 3, "dispatcher/ops/include"),
-    ("runtime", 4, "dispatcher/runtime/include"),
-    ("conformance", 5, "conformance/include"),
-    ("cli", 6, None),
+    ("autograd", 4, "dispatcher/autograd/include"),
+    ("runtime", 5, "dispatcher/runtime/include"),
+    ("conformance", 6, "conformance/include"),
+    ("cli", 7, None),
 ]
-RUNTIME, APP = 4, 6
+RUNTIME, APP = 5, 7
 # Every source folder of the repository and the rank of what its files may
 # include; the longest matching prefix wins, and a source in no folder here
 # is an error (so that a new folder is placed in the layers, not skipped).
@@ -50,7 +51,9 @@ FOLDERS = {
     "core": 1,
     "dispatcher/dispatch": 2,
     "dispatcher/ops": 3,
-    "dispatcher/runtime": 4,
+    "dispatcher/autograd": 4,
+    "dispatcher/autograd/tests": RUNTIME,
+    "dispatcher/runtime": 5,
     "dispatcher/dispatch/tests": RUNTIME,
     "dispatcher/ops/tests": RUNTIME,
     "dispatcher/runtime/tests": RUNTIME,
@@ -58,7 +61,7 @@ FOLDERS = {
     "dispatcher/fuzz": RUNTIME,
     "dispatcher/fuzz/abi_fuzz_plugin.cc": 0,
     "testing": RUNTIME,
-    "conformance": 5,
+    "conformance": 6,
     "conformance/testing": 0,
     "cli": APP,
     "cli/testing": 0,
@@ -83,12 +86,13 @@ TARGETS = {
     "backplane_core": 1,
     "backplane_dispatch": 2,
     "backplane_ops": 3,
-    "backplane_runtime": 4,
-    "backplane": 4,
-    "Backplane::backplane": 4,
+    "backplane_autograd": 4,
+    "backplane_runtime": 5,
+    "backplane": 5,
+    "Backplane::backplane": 5,
     "Backplane::plugin_sdk": 0,
-    "backplane_conformance": 5,
-    "backplane_cli": 6,
+    "backplane_conformance": 6,
+    "backplane_cli": 7,
 }
 FIRST_PARTY_PLUGINS = {"backplane_cpu", "backplane_cuda", "backplane_hip", "backplane_spconv", "backplane_gpusim"}
 

@@ -4,10 +4,11 @@
 // streams and events, the per-op report, DLPack, the random seed, and this
 // thread's host<->device transfer count (hostDeviceTransfers()).
 
-#include "backplane/core/transfers.h"    // IWYU pragma: export
-#include "backplane/ops/ops.h"           // IWYU pragma: export
-#include "backplane/ops/random.h"        // IWYU pragma: export
-#include "backplane/runtime/dlpack.h"    // IWYU pragma: export
-#include "backplane/runtime/profiler.h"  // IWYU pragma: export
-#include "backplane/runtime/runtime.h"   // IWYU pragma: export
-#include "backplane/runtime/stream.h"    // IWYU pragma: export
+#include "backplane/autograd/autograd.h"  // IWYU pragma: export
+#include "backplane/core/transfers.h"     // IWYU pragma: export
+#include "backplane/ops/ops.h"            // IWYU pragma: export
+#include "backplane/ops/random.h"         // IWYU pragma: export
+#include "backplane/runtime/dlpack.h"     // IWYU pragma: export
+#include "backplane/runtime/profiler.h"   // IWYU pragma: export
+#include "backplane/runtime/runtime.h"    // IWYU pragma: export
+#include "backplane/runtime/stream.h"     // IWYU pragma: export

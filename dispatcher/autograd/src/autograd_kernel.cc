@@ -1,0 +1,431 @@
+// The Autograd kernel (one boxed fallback for every op), the core's hooks,
+// and custom functions (Note [The autograd layer]).
+
+#include <algorithm>
+
+#include "backplane/core/str_cat.h"
+#include "backplane/dispatch/dispatcher.h"
+#include "backplane/ops/ops.h"
+#include "backplane/ops/standard_ops.h"
+#include "nodes.h"
+
+namespace backplane::autograd {
+
+namespace {
+
+// The declaration an op without one in the standard table gets: a user's or
+// a plugin's op that says nothing differentiates as not_implemented.
+const OpDerivative kUndeclared{
+    "", Differentiability::NotImplemented, {}, "it declares no derivative: a plugin or library op without one"};
+
+const OpDerivative& derivativeOf(const OperatorHandle& op) {
+  if (op.operatorName().ns == kStandardNamespace) {
+    std::string name = op.operatorName().name;
+    if (!op.operatorName().overload.empty()) name += "." + op.operatorName().overload;
+    if (const OpDerivative* d = findDerivative(name)) return *d;
+  }
+  return kUndeclared;
+}
+
+bool isFloating(ScalarType t) {
+  return t == ScalarType::Float16 || t == ScalarType::BFloat16 || t == ScalarType::Float32 || t == ScalarType::Float64;
+}
+
+// Calls `fn(argument index, element index, tensor)` for every tensor
+// argument among the top `n` values of `stack` (list elements each).
+template <typename Fn>
+void forEachTensorArgument(const Stack& stack, size_t n, Fn&& fn) {
+  const size_t base = stack.size() - n;
+  for (size_t i = 0; i < n; ++i) {
+    const IValue& v = stack[base + i];
+    if (v.isTensor()) {
+      fn(i, 0, v.toTensor());
+    } else if (v.isTensorList()) {
+      const auto& l = v.toTensorList();
+      for (size_t j = 0; j < l.size(); ++j) fn(i, j, l[j]);
+    } else if (v.isOptionalTensorList()) {
+      const auto& l = v.toOptionalTensorList();
+      for (size_t j = 0; j < l.size(); ++j)
+        if (l[j]) fn(i, j, *l[j]);
+    }
+  }
+}
+
+void redispatchBelow(const OperatorHandle& op, DispatchKeySet ks, Stack* stack) {
+  ExcludeDispatchKeyGuard no_autograd(DispatchKey::Autograd);
+  op.redispatchBoxed(ks & DispatchKeySet::below(DispatchKey::Autograd), *stack);
+}
+
+std::string firstRequiringGrad(const FunctionSchema& schema, const Stack& stack, size_t n) {
+  std::string name;
+  forEachTensorArgument(stack, n, [&](size_t i, size_t, const TensorBase& t) {
+    if (name.empty() && t.defined() && t.requires_grad()) name = schema.arguments()[i].name;
+  });
+  return name;
+}
+
+void autogradKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks, Stack* stack) {
+  const OpDerivative& d = derivativeOf(op);
+  const FunctionSchema& schema = op.schema();
+  const std::string& qualified = op.operatorName().qualifiedName();
+  const size_t n = schema.arguments().size();
+  const size_t base = stack->size() - n;
+
+  switch (d.kind) {
+    case Differentiability::NonDifferentiable: redispatchBelow(op, ks, stack); return;
+    case Differentiability::Composite: {
+      const StandardOp* s = findStandardOp(qualified);
+      BP_CHECK(s != nullptr && s->composite.isValid(), qualified,
+               ": declared as differentiated through its composite kernel, but it has none");
+      s->composite.callBoxed(op, ks & DispatchKeySet::below(DispatchKey::Autograd), stack);
+      return;
+    }
+    case Differentiability::OutVariant: {
+      const std::string arg = firstRequiringGrad(schema, *stack, n);
+      BP_THROW(kInvalidArgument, qualified, ": an out= form does not record gradients, but argument '", arg,
+               "' requires grad. Call the functional form, or compute it under no_grad (or on detach()ed inputs)");
+    }
+    default: break;
+  }
+
+  // Formula, Inplace, NotImplemented: the edges to the inputs' nodes.
+  std::vector<Edge> edges;
+  std::vector<std::pair<size_t, size_t>> slots;
+  std::vector<TensorMeta> metas;
+  uint64_t needs = 0;
+  forEachTensorArgument(*stack, n, [&](size_t i, size_t j, const TensorBase& t) {
+    if (schema.arguments()[i].alias && schema.arguments()[i].alias->is_write && d.kind != Differentiability::Inplace &&
+        d.kind != Differentiability::Formula)
+      return;
+    Edge e = t.defined() ? gradientEdge(t) : Edge{};
+    if (e.valid() && i < 64) needs |= uint64_t{1} << i;
+    edges.push_back(std::move(e));
+    slots.emplace_back(i, j);
+    metas.push_back(t.defined() ? TensorMeta::of(t) : TensorMeta{});
+  });
+
+  // Which argument the op writes (self of an in-place op), if any.
+  std::optional<size_t> written;
+  for (size_t i = 0; i < n; ++i)
+    if (schema.arguments()[i].alias && schema.arguments()[i].alias->is_write) written = i;
+  if (written) {
+    const TensorBase& self = (*stack)[base + *written].toTensor();
+    if (self.requires_grad()) {
+      AutogradMeta* m = findMeta(self);
+      BP_CHECK(!(m && !m->grad_fn), qualified, ": argument '", schema.arguments()[*written].name,
+               "' is a leaf that requires grad, and an in-place op on it would lose the gradient's history. Write it "
+               "under no_grad (as an optimizer step does), or compute out of place");
+      BP_CHECK(!(m && m->is_view), qualified, ": argument '", schema.arguments()[*written].name,
+               "' is a view of a tensor that requires grad; an in-place op on such a view is not supported. "
+               "clone() the view and write the clone, or write the base tensor");
+    }
+  }
+  if (needs == 0) {
+    redispatchBelow(op, ks, stack);
+    return;
+  }
+
+  std::shared_ptr<Node> node;
+  FormulaNode* formula = nullptr;
+  if (d.kind == Differentiability::NotImplemented) {
+    std::vector<std::pair<std::string, Device>> needed;
+    for (size_t e = 0; e < edges.size(); ++e)
+      if (edges[e].valid()) needed.emplace_back(schema.arguments()[slots[e].first].name, metas[e].device);
+    node = std::make_shared<NotImplementedNode>(qualified, d.note, std::move(needed));
+  } else {
+    auto f = std::make_shared<FormulaNode>(op, d);
+    formula = f.get();
+    node = f;
+    f->arguments_.assign(stack->begin() + static_cast<std::ptrdiff_t>(base), stack->end());
+    const TensorBase written_before_tensor = written ? (*stack)[base + *written].toTensor() : TensorBase();
+    const TensorImpl* written_before = written_before_tensor.unsafeGetImpl();
+    Tensor written_clone;
+    // Tensors are saved as aliases without autograd state; the written
+    // argument as its value before the write.
+    for (size_t i = 0; i < n; ++i) {
+      IValue& v = f->arguments_[i];
+      if (v.isTensor() && v.toTensor().defined()) {
+        const TensorBase& t = v.toTensor();
+        SavedTensor s;
+        if (written && (*written == i || t.unsafeGetImpl() == written_before)) {
+          // The written tensor's value from before the write (also when
+          // another argument is the same tensor: x.mul_(x)).
+          if (!written_clone.defined()) {
+            NoGradGuard no_grad;
+            written_clone = Tensor(written_before_tensor).clone();
+          }
+          s.save(written_clone);
+        } else {
+          s.save(t, /*is_input=*/true);
+        }
+        v = IValue(static_cast<const TensorBase&>(s.data));
+        f->saved_tensors_.emplace_back(i, 0, std::move(s));
+      } else if (v.isTensorList()) {
+        std::vector<TensorBase> l = v.toTensorList();
+        for (size_t j = 0; j < l.size(); ++j) {
+          SavedTensor s;
+          s.save(l[j], /*is_input=*/true);
+          l[j] = s.data;
+          f->saved_tensors_.emplace_back(i, j, std::move(s));
+        }
+        v = IValue(std::move(l));
+      }
+    }
+    f->edge_slots_ = slots;
+    f->input_meta_ = metas;
+    f->needs_mask_ = needs;
+  }
+  node->next_edges = std::move(edges);
+  std::vector<const TensorImpl*> input_impls;
+  forEachTensorArgument(*stack, n,
+                        [&](size_t, size_t, const TensorBase& t) { input_impls.push_back(t.unsafeGetImpl()); });
+  const TensorImpl* written_impl = written ? (*stack)[base + *written].toTensor().unsafeGetImpl() : nullptr;
+
+  redispatchBelow(op, ks, stack);
+
+  // The results: each differentiable one becomes an output of the node.
+  const size_t num_results = schema.returns().size();
+  const size_t rbase = stack->size() - num_results;
+  node->result_meta.resize(num_results);
+  for (size_t r = 0; r < num_results; ++r) {
+    const IValue& v = (*stack)[rbase + r];
+    if (!v.isTensor() || !v.toTensor().defined()) continue;
+    const TensorBase& t = v.toTensor();
+    node->result_meta[r] = TensorMeta::of(t);
+    if (formula) {
+      SavedTensor s;
+      s.save(t);
+      formula->results_.push_back(s.data);
+      formula->saved_results_.push_back(std::move(s));
+    }
+    if ((d.nondifferentiable_results >> r) & 1) continue;
+    if (!isFloating(t.dtype())) continue;
+    // A result that is an input itself (to() without a copy) keeps its own
+    // history, unless the op wrote it (an in-place op's self).
+    const bool is_written = written && t.unsafeGetImpl() == written_impl;
+    if (!is_written && std::find(input_impls.begin(), input_impls.end(), t.unsafeGetImpl()) != input_impls.end())
+      continue;
+    setHistory(t, node, static_cast<uint32_t>(r));
+  }
+  if (formula) {
+    // Results saved after the call: results_ indexes by return position.
+    while (formula->results_.size() < num_results) formula->results_.emplace_back();
+  }
+}
+
+// --- The hooks the core calls (Note [Autograd in the core]).
+class Hooks final : public AutogradHooks {
+ public:
+  void recordView(const TensorBase& base, TensorBase& view, const char* name, ViewReplay replay) const override {
+    if (!isGradEnabled()) {
+      return;  // a view made under no_grad does not require grad
+    }
+    auto node = std::make_shared<ViewNode>(name, base, std::move(replay));
+    node->next_edges.push_back(gradientEdge(base));
+    setHistory(view, node, 0);
+    metaOf(view).is_view = true;
+  }
+  void recordCopy(const TensorBase& source, TensorBase& copy) const override {
+    if (!isGradEnabled()) return;
+    auto node = std::make_shared<CopyNode>();
+    node->next_edges.push_back(gradientEdge(source));
+    setHistory(copy, node, 0);
+  }
+  void setRequiresGrad(const TensorBase& t, bool requires_grad) const override {
+    BP_CHECK(t.defined(), "requires_grad_: the tensor is undefined");
+    AutogradMeta* m = findMeta(t);
+    BP_CHECK(!(m && m->grad_fn), "requires_grad_: ", t.str(), " was made by ", m ? m->grad_fn->name() : "",
+             "; only a leaf's requires_grad can change. Use detach() for a tensor that does not require grad, or "
+             "detach().requires_grad_() for a new leaf");
+    BP_CHECK(!requires_grad || isFloating(t.dtype()),
+             "requires_grad_: only tensors of a floating dtype can require "
+             "gradients, but this one is ",
+             scalarTypeName(t.dtype()), "; convert it with to(float32) first");
+    metaOf(t);
+    t.unsafeGetImpl()->setRequiresGradBit(requires_grad);
+  }
+  TensorBase grad(const TensorBase& t) const override {
+    AutogradMeta* m = findMeta(t);
+    return m ? *m->grad : TensorBase();
+  }
+  void setGrad(const TensorBase& t, const TensorBase& g) const override {
+    if (g.defined()) {
+      BP_CHECK(g.sizes() == t.sizes() && g.dtype() == t.dtype() && g.device() == t.device(), "set_grad: the gradient ",
+               g.str(), " must have the tensor's sizes, dtype and device (", t.str(), ")");
+    }
+    *metaOf(t).grad = g;
+  }
+  bool isLeaf(const TensorBase& t) const override {
+    AutogradMeta* m = findMeta(t);
+    return !(m && m->grad_fn);
+  }
+  std::string gradFnName(const TensorBase& t) const override {
+    AutogradMeta* m = findMeta(t);
+    return m && m->grad_fn ? m->grad_fn->name() : std::string();
+  }
+  TensorBase detach(const TensorBase& t) const override { return dataAlias(t); }
+  void retainGrad(const TensorBase& t) const override {
+    BP_CHECK(t.requires_grad(), "retain_grad: ", t.str(), " does not require grad, so it never gets a gradient");
+    AutogradMeta& m = metaOf(t);
+    if (!m.grad_fn || m.retains_grad) return;  // a leaf keeps its gradient anyway
+    m.retains_grad = true;
+    m.grad_fn->retained.emplace_back(m.output_nr, m.grad);
+  }
+  void backward(const TensorBase& t, const TensorBase& gradient, bool retain_graph, bool create_graph) const override {
+    autograd::backward({Tensor(t)}, {Tensor(gradient)}, retain_graph || create_graph, create_graph);
+  }
+};
+
+const Hooks kHooks;
+
+// Registered when libbackplane.so loads: the fallback needs no op to exist,
+// so the order of static initializers does not matter.
+struct Registration {
+  Registration() {
+    setAutogradHooks(&kHooks);
+    handle = valueOrThrow(Dispatcher::singleton().registerFallback(
+        DispatchKey::Autograd, KernelFunction::makeFromBoxedFunction(&autogradKernel), "autograd"));
+  }
+  RegistrationHandle handle;
+};
+const Registration* g_registration = new Registration();
+
+}  // namespace
+
+// --- Hooks API.
+uint64_t registerHook(const Tensor& t, TensorHook hook) {
+  BP_CHECK(t.requires_grad(), "registerHook: ", t.str(), " does not require grad, so no gradient flows into it");
+  AutogradMeta& m = metaOf(t);
+  const uint64_t id = nextHookId();
+  if (m.grad_fn)
+    m.grad_fn->pre_hooks.push_back({m.output_nr, {id, std::move(hook)}});
+  else
+    m.hooks.emplace_back(id, std::move(hook));
+  return id;
+}
+
+uint64_t registerPostAccumulateGradHook(const Tensor& t, PostAccumulateGradHook hook) {
+  BP_CHECK(t.requires_grad() && t.is_leaf(), "registerPostAccumulateGradHook: ", t.str(),
+           " is not a leaf that requires grad; only leaves accumulate gradients");
+  const uint64_t id = nextHookId();
+  metaOf(t).post_accumulate_hooks.emplace_back(id, std::move(hook));
+  return id;
+}
+
+bool removeHook(const Tensor& t, uint64_t id) {
+  AutogradMeta* m = findMeta(t);
+  if (!m) return false;
+  auto erase = [id](auto& v) {
+    auto it = std::find_if(v.begin(), v.end(), [id](const auto& p) { return p.first == id; });
+    if (it == v.end()) return false;
+    v.erase(it);
+    return true;
+  };
+  if (erase(m->hooks) || erase(m->post_accumulate_hooks)) return true;
+  if (m->grad_fn) {
+    auto& v = m->grad_fn->pre_hooks;
+    auto it = std::find_if(v.begin(), v.end(), [id](const auto& p) { return p.second.first == id; });
+    if (it != v.end()) {
+      v.erase(it);
+      return true;
+    }
+  }
+  return false;
+}
+
+// --- Custom functions.
+void AutogradContext::save_for_backward(std::vector<Tensor> tensors) {
+  saved_.clear();
+  saved_versions_.clear();
+  for (const Tensor& t : tensors) {
+    saved_.push_back(dataAlias(t));
+    saved_versions_.push_back(t.defined() ? t._version() : 0);
+  }
+}
+
+std::vector<Tensor> AutogradContext::get_saved_variables() const {
+  BP_CHECK(!released_, name_, ": its saved tensors were freed by an earlier backward; pass retain_graph=true to it");
+  for (size_t i = 0; i < saved_.size(); ++i) {
+    if (!saved_[i].defined()) continue;
+    BP_CHECK(saved_[i]._version() == saved_versions_[i], name_, ": saved tensor ", i, " (", saved_[i].str(),
+             ") was modified by an in-place op after forward saved it (version ", saved_[i]._version(), ", saved at ",
+             saved_versions_[i], "); clone() it before writing it");
+  }
+  return saved_;
+}
+
+void AutogradContext::mark_non_differentiable(const std::vector<Tensor>& results) {
+  for (const Tensor& t : results) non_differentiable_.push_back(t.unsafeGetImpl());
+}
+
+struct CustomFunctionAccess {
+  static std::vector<const TensorImpl*>& nonDifferentiable(AutogradContext& c) { return c.non_differentiable_; }
+  static void release(AutogradContext& c) {
+    c.saved_.clear();
+    c.released_ = true;
+  }
+  static void setName(AutogradContext& c, std::string n) { c.name_ = std::move(n); }
+};
+
+namespace {
+class CustomNode final : public Node {
+ public:
+  CustomNode(std::string name, std::shared_ptr<AutogradContext> ctx, detail::CustomBackward fn,
+             std::vector<TensorMeta> inputs)
+      : Node(std::move(name)), ctx_(std::move(ctx)), fn_(std::move(fn)), inputs_(std::move(inputs)) {}
+  std::vector<Tensor> apply(std::vector<Tensor> grads) override {
+    for (size_t i = 0; i < result_meta.size(); ++i) {
+      if (i >= grads.size()) grads.emplace_back();
+      if (!grads[i].defined() && !result_meta[i].sizes.empty()) grads[i] = result_meta[i].zeros();
+      if (!grads[i].defined()) grads[i] = result_meta[i].zeros();
+    }
+    std::vector<Tensor> out = fn_(*ctx_, std::move(grads));
+    BP_CHECK(out.size() == next_edges.size(), name(), ": backward returned ", out.size(),
+             " gradients, but forward took ", next_edges.size(),
+             " arguments; return one per forward argument (undefined for those without)");
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (!out[i].defined() || !next_edges[i].valid()) continue;
+      if (out[i].sizes() != IntArrayRef(inputs_[i].sizes)) out[i] = sumToSize(out[i], inputs_[i].sizes);
+      if (out[i].dtype() != inputs_[i].dtype) out[i] = out[i].to(inputs_[i].dtype);
+    }
+    return out;
+  }
+  void release() override { CustomFunctionAccess::release(*ctx_); }
+
+ private:
+  std::shared_ptr<AutogradContext> ctx_;
+  detail::CustomBackward fn_;
+  std::vector<TensorMeta> inputs_;
+};
+}  // namespace
+
+namespace detail {
+bool anyRequiresGrad(const std::vector<Tensor>& inputs) {
+  return std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.defined() && t.requires_grad(); });
+}
+
+void recordCustomFunction(const std::string& name, std::shared_ptr<AutogradContext> ctx,
+                          const std::vector<Tensor>& inputs, std::vector<Tensor>& results, CustomBackward backward) {
+  CustomFunctionAccess::setName(*ctx, name);
+  std::vector<TensorMeta> metas;
+  for (const Tensor& t : inputs) metas.push_back(t.defined() ? TensorMeta::of(t) : TensorMeta{});
+  auto node = std::make_shared<CustomNode>(name + "Backward", ctx, std::move(backward), std::move(metas));
+  for (const Tensor& t : inputs) node->next_edges.push_back(t.defined() ? gradientEdge(t) : Edge{});
+  const auto& nondiff = CustomFunctionAccess::nonDifferentiable(*ctx);
+  node->result_meta.resize(results.size());
+  for (size_t r = 0; r < results.size(); ++r) {
+    Tensor& t = results[r];
+    if (!t.defined()) continue;
+    node->result_meta[r] = TensorMeta::of(t);
+    if (std::find(nondiff.begin(), nondiff.end(), t.unsafeGetImpl()) != nondiff.end()) continue;
+    if (!isFloating(t.dtype())) continue;
+    // A result that is an input (or shares its TensorImpl) gets a fresh
+    // handle, so the input keeps its own history.
+    for (const Tensor& in : inputs)
+      if (in.defined() && in.unsafeGetImpl() == t.unsafeGetImpl()) t = dataAlias(t);
+    setHistory(t, node, static_cast<uint32_t>(r));
+  }
+}
+}  // namespace detail
+
+}  // namespace backplane::autograd

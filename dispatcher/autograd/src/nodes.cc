@@ -1,0 +1,204 @@
+// The nodes the Autograd kernel, the view hook and custom functions record,
+// and the per-tensor state (Note [The autograd layer]).
+
+#include "nodes.h"
+
+#include "backplane/core/str_cat.h"
+#include "backplane/dispatch/dispatcher.h"
+#include "backplane/ops/ops.h"
+
+namespace backplane::autograd {
+
+// ------------------------------------------------------------ tensor state
+
+AutogradMeta* findMeta(const TensorBase& t) {
+  const TensorImpl* impl = t.unsafeGetImpl();
+  return impl ? static_cast<AutogradMeta*>(impl->autogradMeta()) : nullptr;
+}
+
+AutogradMeta& metaOf(const TensorBase& t) {
+  TensorImpl* impl = t.unsafeGetImpl();
+  BP_CHECK(impl != nullptr, "autograd: the tensor is undefined");
+  if (impl->autogradMeta() == nullptr) impl->setAutogradMeta(std::make_unique<AutogradMeta>(), impl->requiresGrad());
+  return *static_cast<AutogradMeta*>(impl->autogradMeta());
+}
+
+Edge gradientEdge(const TensorBase& t) {
+  AutogradMeta* m = findMeta(t);
+  if (m == nullptr || !t.requires_grad()) return {};
+  if (m->grad_fn) return {m->grad_fn, m->output_nr};
+  std::shared_ptr<Node> acc = m->grad_accumulator.lock();
+  if (!acc) {
+    acc = std::make_shared<AccumulateGrad>(IntrusivePtr<TensorImpl>(t.unsafeGetImpl()));
+    m->grad_accumulator = acc;
+  }
+  return {acc, 0};
+}
+
+void setHistory(const TensorBase& result, const std::shared_ptr<Node>& node, uint32_t output_nr) {
+  AutogradMeta& m = metaOf(result);
+  m.grad_fn = node;
+  m.output_nr = output_nr;
+  result.unsafeGetImpl()->setRequiresGradBit(true);
+  if (node->result_meta.size() <= output_nr) node->result_meta.resize(output_nr + 1);
+  node->result_meta[output_nr] = TensorMeta::of(result);
+}
+
+Tensor dataAlias(const TensorBase& t) {
+  if (!t.defined()) return Tensor();
+  return Tensor(
+      TensorBase(IntrusivePtr<TensorImpl>::make(t.storage(), t.storage_offset(), t.sizes(), t.strides(), t.dtype())));
+}
+
+// --------------------------------------------------------------- nodes
+
+std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor> grads) {
+  Tensor g = grads.empty() ? Tensor() : grads[0];
+  if (!g.defined()) return {};
+  const Tensor leaf{TensorBase(leaf_)};
+  AutogradMeta& m = metaOf(leaf);
+  for (auto& [id, hook] : m.hooks) {
+    Tensor r = hook(g);
+    if (r.defined()) g = r;
+  }
+  Tensor& slot = *m.grad;
+  if (!slot.defined()) {
+    // Steal the gradient when nothing else holds its storage; otherwise a
+    // later in-place update of grad() would write another tensor too.
+    const bool owned = g.use_count() == 1 && g.storage().useCount() == 1 && g.is_contiguous();
+    slot = isGradEnabled() ? g : (owned ? g.detach() : g.detach().clone());
+  } else {
+    slot = isGradEnabled() ? slot + g : (slot.detach() + g.detach());
+  }
+  for (auto& [id, hook] : m.post_accumulate_hooks) hook(leaf);
+  return {};
+}
+
+void SavedTensor::save(const TensorBase& t, bool is_input) {
+  if (!t.defined()) return;
+  data = is_input ? Tensor(t) : dataAlias(t);
+  version = t._version();
+}
+
+void SavedTensor::check(const std::string& op, const std::string& what) const {
+  if (!data.defined()) return;
+  const uint64_t now = data._version();
+  if (now == version) return;
+  BP_THROW(kFailedPrecondition, op, ": one of the tensors its gradient needs (", what, ", ", data.str(),
+           ") was modified by an in-place op after the forward saved it: it is at version ", now, ", it was saved at ",
+           version,
+           ". Find the in-place op that wrote it (add_, mul_, copy_, an out= argument, ...) and use its "
+           "out-of-place form, or clone() the tensor before writing it");
+}
+
+namespace {
+std::string argumentText(const FunctionSchema& schema, size_t index) {
+  return strCat("argument '", schema.arguments()[index].name, "'");
+}
+}  // namespace
+
+FormulaNode::FormulaNode(const OperatorHandle& op, const OpDerivative& derivative)
+    : Node(strCat(op.operatorName().name, "Backward")), op_(op), derivative_(derivative) {}
+
+void FormulaNode::checkArgument(size_t index) const {
+  for (const auto& [i, j, saved] : saved_tensors_)
+    if (i == index) saved.check(op_.operatorName().qualifiedName(), argumentText(op_.schema(), index));
+}
+void FormulaNode::checkResult(size_t index) const {
+  if (index < saved_results_.size())
+    saved_results_[index].check(op_.operatorName().qualifiedName(), strCat("result ", index));
+}
+
+void FormulaNode::release() {
+  arguments_.clear();
+  saved_tensors_.clear();
+  results_.clear();
+  saved_results_.clear();
+  released_ = true;
+}
+
+std::vector<Tensor> FormulaNode::apply(std::vector<Tensor> grads) {
+  const std::string& qualified = op_.operatorName().qualifiedName();
+  BP_CHECK(!released_, qualified,
+           ": backward ran through this part of the graph a second time, but the first backward freed what it "
+           "saved; pass retain_graph=true to the first backward() (or grad()) to run it again");
+  const FunctionSchema& schema = op_.schema();
+  for (size_t i = 0; i < result_meta.size(); ++i) {
+    if (i >= grads.size()) grads.emplace_back();
+    if (!grads[i].defined() && !((derivative_.nondifferentiable_results >> i) & 1)) grads[i] = result_meta[i].zeros();
+  }
+  // create_graph: the results a formula reads get this node as history, so
+  // that the backward's own graph reaches through them.
+  std::vector<Tensor> results = results_;
+  if (isGradEnabled()) {
+    for (size_t r = 0; r < results.size(); ++r) {
+      if (!results[r].defined() || r >= result_meta.size() || !isFloatingType(results[r].dtype()) ||
+          ((derivative_.nondifferentiable_results >> r) & 1))
+        continue;
+      results[r] = dataAlias(results[r]);
+      AutogradMeta& m = metaOf(results[r]);
+      m.grad_fn = shared_from_this();
+      m.output_nr = static_cast<uint32_t>(r);
+      results[r].unsafeGetImpl()->setRequiresGradBit(true);
+    }
+  }
+  DerivativeContext ctx(schema, arguments_, results, grads, needs_mask_);
+  ctx.setSavedCheck(this);
+  for (const DerivativeFormula& f : derivative_.formulas) {
+    bool needed = false;
+    std::string_view names = f.inputs;
+    while (!names.empty()) {
+      const size_t comma = names.find(',');
+      std::string_view name = names.substr(0, comma);
+      while (!name.empty() && name.front() == ' ') name.remove_prefix(1);
+      needed = needed || ctx.needs(name);
+      names = comma == std::string_view::npos ? std::string_view() : names.substr(comma + 1);
+    }
+    if (needed) f.fn(ctx);
+  }
+  // One gradient per edge, summed to its input's sizes and cast to its dtype
+  // (Note [Derivative declarations]).
+  std::vector<Tensor> out(next_edges.size());
+  for (size_t e = 0; e < next_edges.size(); ++e) {
+    if (!next_edges[e].valid()) continue;
+    const auto [arg, element] = edge_slots_[e];
+    const auto& got = ctx.inputGrads()[arg];
+    if (element >= got.size() || !got[element].defined()) continue;
+    Tensor g = got[element];
+    const TensorMeta& m = input_meta_[e];
+    if (g.sizes() != IntArrayRef(m.sizes)) g = sumToSize(g, m.sizes);
+    if (g.dtype() != m.dtype) g = g.to(m.dtype);
+    BP_CHECK(g.device() == m.device, qualified, ": the gradient of ", argumentText(schema, arg), " is on ", g.device(),
+             " but the input is on ", m.device, "; its derivative formula must stay on the input's device");
+    out[e] = std::move(g);
+  }
+  return out;
+}
+
+std::vector<Tensor> NotImplementedNode::apply(std::vector<Tensor>) {
+  std::string inputs;
+  for (const auto& [name, device] : needed_)
+    inputs += strCat(inputs.empty() ? "" : ", ", "'", name, "' on ", device.str());
+  BP_THROW(kUnimplemented, op_, ": its derivative is not implemented (", why_, "), and backward() reached it for ",
+           inputs.empty() ? std::string("its inputs") : strCat("input ", inputs),
+           ". Compute this op under no_grad (or on detach()ed inputs) if it needs no gradient; "
+           "`backplane ops --derivatives` lists how every op differentiates");
+}
+
+std::vector<Tensor> ViewNode::apply(std::vector<Tensor> grads) {
+  Tensor g = grads.empty() ? Tensor() : grads[0];
+  if (!g.defined()) return {Tensor()};
+  const IntArrayRef base_sizes(base_.sizes);
+  if (kind_ == "expand") return {sumToSize(g, base_sizes)};
+  if (kind_ == "view" || kind_ == "squeeze" || kind_ == "unsqueeze") return {g.reshape(base_sizes)};
+  BP_CHECK(kind_ != "as_strided" || base_contiguous_,
+           "as_strided: the gradient of an as_strided view of a non-contiguous tensor is not implemented; call "
+           "contiguous() before as_strided");
+  Tensor z = zeros(base_sizes, {g.dtype(), g.device()});
+  Tensor(replay_(z)).copy_(g);
+  return {z};
+}
+
+std::vector<Tensor> CopyNode::apply(std::vector<Tensor> grads) { return {grads.empty() ? Tensor() : grads[0]}; }
+
+}  // namespace backplane::autograd

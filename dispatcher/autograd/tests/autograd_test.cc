@@ -1,0 +1,593 @@
+// The autograd layer through the CPU plugin: the engine's behaviour (leaves,
+// accumulation, retain_graph, grad(), hooks, views, in-place ops, version
+// counters, no_grad, custom functions, errors) and every derivative formula
+// against central finite differences in float64.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backplane/autograd/autograd.h"
+#include "backplane/dispatch/dispatcher.h"
+#include "backplane/ops/derivatives.h"
+#include "backplane/ops/ops.h"
+#include "backplane/ops/standard_ops.h"
+#include "backplane/testing/errors.h"
+#include "backplane/testing/plugin_environment.h"
+
+namespace backplane::autograd {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+const auto* const kEnv = &testing::addPluginEnvironment({BACKPLANE_CPU_PLUGIN_PATH}).leaveFallbackMode();
+
+Tensor doubles(std::vector<double> v, IntArrayRef sizes) { return tensorFromVector<double>(v, sizes); }
+Tensor leaf(std::vector<double> v, IntArrayRef sizes) {
+  Tensor t = doubles(std::move(v), sizes);
+  t.requires_grad_();
+  return t;
+}
+Tensor randomDoubles(IntArrayRef sizes, uint32_t seed, double lo = -2, double hi = 2) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<double> dist(lo, hi);
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  std::vector<double> v(static_cast<size_t>(n));
+  for (double& x : v) x = dist(gen);
+  return doubles(v, sizes);
+}
+std::vector<double> values(const Tensor& t) { return t.contiguous().toVector<double>(); }
+
+std::string errorText(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// --- Engine behaviour.
+
+TEST(Autograd, SquareSumGivesTwiceTheInput) {
+  Tensor x = leaf({1, -2, 3}, {3});
+  Tensor y = (x * x).sum();
+  EXPECT_TRUE(y.requires_grad());
+  EXPECT_FALSE(y.is_leaf());
+  EXPECT_EQ(y.grad_fn_name(), "sumBackward");
+  y.backward();
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{2, -4, 6}));
+}
+
+TEST(Autograd, TensorsThatDoNotRequireGradRecordNothing) {
+  Tensor a = doubles({1, 2}, {2}), b = doubles({3, 4}, {2});
+  Tensor c = a * b;
+  EXPECT_FALSE(c.requires_grad());
+  EXPECT_TRUE(c.is_leaf());
+  EXPECT_EQ(c.grad_fn_name(), "");
+  EXPECT_THAT(errorText([&] { c.sum().backward(); }), HasSubstr("does not require grad"));
+}
+
+TEST(Autograd, BroadcastGradientsAreSummedToTheInputsShape) {
+  Tensor x = leaf({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor b = leaf({10, 20, 30}, {3});
+  (x + b * 2).sum().backward();
+  EXPECT_EQ(values(x.grad()), std::vector<double>(6, 1));
+  EXPECT_EQ(values(b.grad()), (std::vector<double>{4, 4, 4}));
+}
+
+TEST(Autograd, GradientsAccumulateAcrossBackwardCalls) {
+  Tensor x = leaf({1, 2}, {2});
+  (x * 3).sum().backward();
+  (x * 3).sum().backward();
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{6, 6}));
+  x.set_grad(Tensor());
+  EXPECT_FALSE(x.grad().defined());
+}
+
+TEST(Autograd, AUsedTwiceInputGetsBothGradients) {
+  Tensor x = leaf({2}, {1});
+  (x * x * x).sum().backward();  // 3x^2
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{12}));
+}
+
+TEST(Autograd, NoGradRecordsNothingAndIsThreadLocal) {
+  Tensor x = leaf({1, 2}, {2});
+  {
+    NoGradGuard g;
+    EXPECT_FALSE(isGradEnabled());
+    EXPECT_FALSE((x * 2).requires_grad());
+    bool other_thread_enabled = false;
+    std::thread([&] { other_thread_enabled = isGradEnabled() && (x * 2).requires_grad(); }).join();
+    EXPECT_TRUE(other_thread_enabled);
+    {
+      EnableGradGuard e;
+      EXPECT_TRUE((x * 2).requires_grad());
+    }
+    EXPECT_FALSE((x * 2).requires_grad());
+  }
+  EXPECT_TRUE(isGradEnabled());
+  EXPECT_TRUE((x * 2).requires_grad());
+}
+
+TEST(Autograd, RetainGraphAllowsASecondBackward) {
+  Tensor x = leaf({1, 2}, {2});
+  Tensor y = (x.exp()).sum();
+  y.backward(Tensor(), /*retain_graph=*/true);
+  y.backward();
+  EXPECT_NEAR(values(x.grad())[0], 2 * std::exp(1.0), 1e-12);
+  Tensor z = (x.exp()).sum();
+  z.backward();
+  EXPECT_THAT(errorText([&] { z.backward(); }), AllOf(HasSubstr("bp::sum"), HasSubstr("retain_graph=true")));
+}
+
+TEST(Autograd, GradReturnsGradientsWithoutTouchingLeaves) {
+  Tensor x = leaf({1, 2}, {2}), w = leaf({3, 4}, {2});
+  std::vector<Tensor> g = grad({(x * w).sum()}, {x, w});
+  EXPECT_EQ(values(g[0]), (std::vector<double>{3, 4}));
+  EXPECT_EQ(values(g[1]), (std::vector<double>{1, 2}));
+  EXPECT_FALSE(x.grad().defined());
+  Tensor unused = leaf({1}, {1});
+  EXPECT_THAT(errorText([&] { grad({(x * 2).sum()}, {unused}); }), HasSubstr("allow_unused"));
+  EXPECT_FALSE(grad({(x * 2).sum()}, {unused}, {}, std::nullopt, false, /*allow_unused=*/true)[0].defined());
+}
+
+TEST(Autograd, CreateGraphGivesSecondDerivatives) {
+  Tensor x = leaf({2}, {1});
+  Tensor y = (x * x * x).sum();
+  Tensor dy = grad({y}, {x}, {}, std::nullopt, /*create_graph=*/true)[0];  // 3x^2
+  EXPECT_TRUE(dy.requires_grad());
+  Tensor d2 = grad({dy.sum()}, {x})[0];  // 6x
+  EXPECT_EQ(values(dy), (std::vector<double>{12}));
+  EXPECT_EQ(values(d2), (std::vector<double>{12}));
+}
+
+TEST(Autograd, NonScalarBackwardNeedsAGradient) {
+  Tensor x = leaf({1, 2}, {2});
+  Tensor y = x * 2;
+  EXPECT_THAT(errorText([&] { y.backward(); }), HasSubstr("one-element output"));
+  y.backward(doubles({1, 10}, {2}));
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{2, 20}));
+}
+
+TEST(Autograd, HooksSeeAndReplaceGradients) {
+  Tensor x = leaf({1, 2}, {2});
+  Tensor y = x * 2;
+  std::vector<double> seen;
+  registerHook(y, [&](const Tensor& g) {
+    seen = values(g);
+    return g * 10;
+  });
+  int accumulated = 0;
+  registerPostAccumulateGradHook(x, [&](const Tensor& t) {
+    ++accumulated;
+    EXPECT_TRUE(t.grad().defined());
+  });
+  const uint64_t id = registerHook(x, [](const Tensor& g) { return g + 1; });
+  y.sum().backward();
+  EXPECT_EQ(seen, (std::vector<double>{1, 1}));
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{21, 21}));
+  EXPECT_EQ(accumulated, 1);
+  EXPECT_TRUE(removeHook(x, id));
+  EXPECT_FALSE(removeHook(x, id));
+}
+
+TEST(Autograd, RetainGradKeepsANonLeafsGradient) {
+  Tensor x = leaf({1, 2}, {2});
+  Tensor y = x * 3;
+  y.retain_grad();
+  (y * y).sum().backward();
+  EXPECT_EQ(values(y.grad()), (std::vector<double>{6, 12}));
+}
+
+TEST(Autograd, DetachCutsTheGraph) {
+  Tensor x = leaf({1, 2}, {2});
+  Tensor d = (x * 2).detach();
+  EXPECT_FALSE(d.requires_grad());
+  EXPECT_TRUE(d.is_alias_of(x * 0) == false);
+  (x * d).sum().backward();
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{2, 4}));
+}
+
+TEST(Autograd, RequiresGradIsForLeavesOfFloatingDtype) {
+  Tensor x = leaf({1}, {1});
+  Tensor y = x * 2;
+  EXPECT_THAT(errorText([&] { y.requires_grad_(false); }), HasSubstr("only a leaf"));
+  Tensor i = tensorFromVector<int64_t>({1}, {1});
+  EXPECT_THAT(errorText([&] { i.requires_grad_(); }), HasSubstr("floating dtype"));
+}
+
+// --- Views.
+
+TEST(Autograd, ViewsAreDifferentiable) {
+  Tensor x = leaf({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor w = doubles({1, 2, 3, 4, 5, 6}, {3, 2});
+  (x.t() * w).sum().backward();  // grad = w^T
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{1, 3, 5, 2, 4, 6}));
+  x.set_grad(Tensor());
+  (x.slice(1, 1, 3) * 2).sum().backward();
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{0, 2, 2, 0, 2, 2}));
+  x.set_grad(Tensor());
+  x.select(0, 1).sum().backward();
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{0, 0, 0, 1, 1, 1}));
+  x.set_grad(Tensor());
+  x.unsqueeze(0).expand({4, 2, 3}).sum().backward();
+  EXPECT_EQ(values(x.grad()), std::vector<double>(6, 4));
+  x.set_grad(Tensor());
+  (x.view({6}) * doubles({1, 2, 3, 4, 5, 6}, {6})).sum().backward();
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{1, 2, 3, 4, 5, 6}));
+  x.set_grad(Tensor());
+  x.permute({1, 0}).reshape({6}).sum().backward();
+  EXPECT_EQ(values(x.grad()), std::vector<double>(6, 1));
+}
+
+TEST(Autograd, CloneAndContiguousPassTheGradientThrough) {
+  Tensor x = leaf({1, 2, 3, 4}, {2, 2});
+  (x.t().contiguous() * 2).sum().backward();
+  EXPECT_EQ(values(x.grad()), std::vector<double>(4, 2));
+}
+
+// --- In-place ops and version counters.
+
+TEST(Autograd, InPlaceOnANonLeafRewritesItsHistory) {
+  Tensor x = leaf({1, 2}, {2});
+  Tensor y = x * 2;
+  y.mul_(doubles({3, 3}, {2}));
+  EXPECT_EQ(y.grad_fn_name(), "mul_Backward");
+  y.sum().backward();
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{6, 6}));
+}
+
+TEST(Autograd, InPlaceMulUsesSelfsValueFromBeforeTheWrite) {
+  Tensor x = leaf({2, 3}, {2});
+  Tensor y = x * 1;
+  Tensor w = leaf({5, 7}, {2});
+  y.mul_(w);  // d/dw = y before the write = x
+  y.sum().backward();
+  EXPECT_EQ(values(w.grad()), (std::vector<double>{2, 3}));
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{5, 7}));
+}
+
+TEST(Autograd, InPlaceOnALeafThatRequiresGradIsRefused) {
+  Tensor x = leaf({1, 2}, {2});
+  EXPECT_THAT(errorText([&] {
+                x.add_(doubles({1, 1}, {2}));
+              }),
+              AllOf(HasSubstr("bp::add_.Tensor"), HasSubstr("leaf that requires grad"), HasSubstr("no_grad")));
+  NoGradGuard g;  // as an optimizer step does
+  x.add_(doubles({1, 1}, {2}));
+  EXPECT_EQ(values(x), (std::vector<double>{2, 3}));
+}
+
+TEST(Autograd, InPlaceOnAViewOfAGradTensorIsRefused) {
+  Tensor x = leaf({1, 2, 3, 4}, {4});
+  Tensor y = x * 2;
+  EXPECT_THAT(errorText([&] { y.slice(0, 0, 2).mul_(doubles({2}, {1})); }),
+              AllOf(HasSubstr("view of a tensor that requires grad"), HasSubstr("clone()")));
+}
+
+TEST(Autograd, WritingASavedTensorIsCaughtAtBackward) {
+  Tensor x = leaf({1, 2}, {2});
+  Tensor w = doubles({3, 4}, {2});  // does not require grad, saved by mul
+  Tensor y = (x * w).sum();
+  const uint64_t before = version(w);
+  w.add_(doubles({1, 1}, {2}));
+  EXPECT_GT(version(w), before);
+  EXPECT_THAT(errorText([&] { y.backward(); }), AllOf(HasSubstr("bp::mul.Tensor"), HasSubstr("argument 'other'"),
+                                                      HasSubstr("modified by an in-place"), HasSubstr("saved at 0")));
+}
+
+TEST(Autograd, WritingATensorNoFormulaReadsIsFine) {
+  Tensor x = leaf({1, 2}, {2});
+  Tensor w = doubles({3, 4}, {2});
+  Tensor y = (x + w).sum();  // add's formulas read neither tensor
+  w.add_(doubles({1, 1}, {2}));
+  y.backward();
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{1, 1}));
+}
+
+TEST(Autograd, OutFormsRefuseArgumentsThatRequireGrad) {
+  Tensor x = leaf({1, 2}, {2});
+  Tensor out = empty({2}, {ScalarType::Float64});
+  auto addOut = Dispatcher::singleton()
+                    .findOpOrThrow("bp::add.out")
+                    .typed<Tensor(const Tensor&, const Tensor&, const Scalar&, const Tensor&)>();
+  EXPECT_THAT(errorText([&] { addOut.call(x, x, 1, out); }),
+              AllOf(HasSubstr("bp::add.out"), HasSubstr("'self' requires grad"), HasSubstr("functional form")));
+}
+
+TEST(Autograd, NotImplementedRaisesAtBackwardNamingOpInputAndDevice) {
+  Tensor x = randomDoubles({1, 1, 4, 4}, 1);
+  x.requires_grad_();
+  Tensor y = max_pool2d(x, {2, 2});  // forward works
+  EXPECT_TRUE(y.requires_grad());
+  EXPECT_THAT(errorText([&] { y.sum().backward(); }),
+              AllOf(HasSubstr("bp::max_pool2d"), HasSubstr("not implemented"), HasSubstr("'self' on cpu")));
+}
+
+TEST(Autograd, CompositeOpsDifferentiateThroughTheirDecomposition) {
+  Tensor x = leaf({1, 2, 3, 4}, {2, 2});
+  Tensor w = leaf({1, 0, 0, 1}, {2, 2});
+  Tensor b = leaf({1, 1}, {2});
+  linear(x, w, b).sum().backward();
+  EXPECT_EQ(values(w.grad()), (std::vector<double>{4, 6, 4, 6}));
+  EXPECT_EQ(values(b.grad()), (std::vector<double>{2, 2}));
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{1, 1, 1, 1}));
+}
+
+TEST(Autograd, NonDifferentiableResultsDoNotRequireGrad) {
+  Tensor x = leaf({1, 2}, {2});
+  EXPECT_FALSE(x.gt(doubles({1, 1}, {2})).requires_grad());
+  EXPECT_FALSE(argmax(x).requires_grad());
+  auto [values_, indices] = sort(x);
+  EXPECT_TRUE(values_.requires_grad());
+  EXPECT_FALSE(indices.requires_grad());
+}
+
+// --- Custom functions.
+
+struct ScaleBy : Function<ScaleBy> {
+  static Tensor forward(AutogradContext& ctx, const Tensor& x, double c) {
+    ctx.saved_data["c"] = c;
+    ctx.save_for_backward({x});
+    return x * c;
+  }
+  static std::vector<Tensor> backward(AutogradContext& ctx, std::vector<Tensor> grads) {
+    EXPECT_EQ(ctx.get_saved_variables().size(), 1u);
+    return {grads[0] * ctx.saved_data["c"], Tensor()};
+  }
+};
+
+TEST(Autograd, CustomFunctionsRunTheirBackward) {
+  Tensor x = leaf({1, 2}, {2});
+  Tensor y = ScaleBy::apply(x, 5.0);
+  EXPECT_TRUE(y.requires_grad());
+  (y * y).sum().backward();  // 2 * 5x * 5
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{50, 100}));
+}
+
+// --- Every op declares how it differentiates (Note [Derivative declarations]).
+
+TEST(DerivativeTable, EveryStandardOpDeclaresHowItDifferentiates) {
+  std::vector<std::string> missing;
+  for (const OperatorHandle& op : Dispatcher::singleton().definedOperators()) {
+    if (op.operatorName().ns != kStandardNamespace) continue;
+    std::string name = op.operatorName().name;
+    if (!op.operatorName().overload.empty()) name += "." + op.operatorName().overload;
+    if (findDerivative(name) == nullptr) missing.push_back(name);
+  }
+  EXPECT_THAT(missing, ::testing::IsEmpty())
+      << "add each to dispatcher/ops/src/derivatives.cc: a formula, non_differentiable, not_implemented or "
+         "composite";
+}
+
+TEST(DerivativeTable, EachOpIsDeclaredOnceAndFormulasNameRealArguments) {
+  std::set<std::string> seen;
+  for (const OpDerivative& d : derivativeTable()) {
+    EXPECT_TRUE(seen.insert(d.op).second) << d.op << " is declared twice";
+    const StandardOp* s = findStandardOp(d.op);
+    ASSERT_NE(s, nullptr) << d.op << " is not a standard op";
+    for (const DerivativeFormula& f : d.formulas) {
+      std::string_view names = f.inputs;
+      while (!names.empty()) {
+        const size_t comma = names.find(',');
+        std::string name(names.substr(0, comma));
+        name.erase(0, name.find_first_not_of(' '));
+        EXPECT_NE(s->schema.find(" " + name), std::string::npos) << d.op << "'s formula names '" << name << "'";
+        names = comma == std::string_view::npos ? std::string_view() : names.substr(comma + 1);
+      }
+    }
+    if (d.kind == Differentiability::Composite) {
+      EXPECT_TRUE(s->composite.isValid()) << d.op;
+    }
+  }
+}
+
+// --- Gradcheck: every formula against central finite differences (float64,
+// eps 1e-6, atol 1e-5, rtol 1e-3).
+
+struct GradCase {
+  std::string op;
+  std::vector<Tensor> inputs;  // float64; the differentiable ones require grad
+  std::function<Tensor(const std::vector<Tensor>&)> fn;
+};
+
+void gradcheck(const GradCase& c) {
+  SCOPED_TRACE(c.op);
+  std::vector<Tensor> inputs;
+  for (const Tensor& t : c.inputs) {
+    Tensor copy = t.detach().clone();
+    if (t.requires_grad()) copy.requires_grad_();
+    inputs.push_back(copy);
+  }
+  Tensor out = c.fn(inputs);
+  Tensor weights = randomDoubles(out.sizes(), 99);  // a random projection of the output
+  std::vector<Tensor> diff;
+  for (const Tensor& t : inputs)
+    if (t.requires_grad()) diff.push_back(t);
+  std::vector<Tensor> analytic = grad({(out * weights).sum()}, diff, {}, std::nullopt, false, true);
+  const double eps = 1e-6;
+  for (size_t k = 0; k < diff.size(); ++k) {
+    std::vector<double> base = values(diff[k]);
+    std::vector<double> numeric(base.size());
+    for (size_t i = 0; i < base.size(); ++i) {
+      auto eval = [&](double delta) {
+        std::vector<Tensor> args;
+        for (const Tensor& t : inputs) {
+          if (t.unsafeGetImpl() != diff[k].unsafeGetImpl()) {
+            args.push_back(t.detach());
+            continue;
+          }
+          std::vector<double> v = base;
+          v[i] += delta;
+          args.push_back(doubles(v, t.sizes()));
+        }
+        NoGradGuard g;
+        return (c.fn(args) * weights).sum().item<double>();
+      };
+      numeric[i] = (eval(eps) - eval(-eps)) / (2 * eps);
+    }
+    std::vector<double> a = analytic[k].defined() ? values(analytic[k]) : std::vector<double>(base.size(), 0);
+    ASSERT_EQ(a.size(), numeric.size());
+    for (size_t i = 0; i < a.size(); ++i)
+      EXPECT_NEAR(a[i], numeric[i], 1e-5 + 1e-3 * std::abs(numeric[i])) << "input " << k << " element " << i;
+  }
+}
+
+Tensor req(Tensor t) {
+  t.requires_grad_();
+  return t;
+}
+
+Tensor batchNorm(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& rm, const Tensor& rv, bool training) {
+  using Opt = const std::optional<Tensor>&;
+  static const auto op = Dispatcher::singleton()
+                             .findOpOrThrow("bp::batch_norm")
+                             .typed<Tensor(const Tensor&, Opt, Opt, Opt, Opt, bool, double, double, bool)>();
+  return op.call(x, w, b, rm, rv, training, 0.1, 1e-5, true);
+}
+
+std::vector<GradCase> gradCases() {
+  const Tensor a = randomDoubles({3, 4}, 1), b = randomDoubles({4}, 2), pos = randomDoubles({3, 4}, 3, 0.5, 2);
+  const Tensor m1 = randomDoubles({3, 5}, 4), m2 = randomDoubles({5, 2}, 5);
+  const Tensor b1 = randomDoubles({2, 3, 4}, 6), b2 = randomDoubles({2, 4, 2}, 7);
+  const Tensor mask =
+      tensorFromVector<bool>({true, false, false, true, true, true, false, false, true, false, true, false}, {3, 4});
+  using V = const std::vector<Tensor>&;
+  std::vector<GradCase> cs = {
+      {"add.Tensor", {req(a), req(b)}, [](V x) { return add(x[0], x[1], 2); }},
+      {"add.Scalar", {req(a)}, [](V x) { return add(x[0], Scalar(1.5)); }},
+      {"sub.Tensor", {req(a), req(b)}, [](V x) { return sub(x[0], x[1], 3); }},
+      {"sub.Scalar", {req(a)}, [](V x) { return sub(x[0], Scalar(1.5)); }},
+      {"rsub.Scalar", {req(a)}, [](V x) { return Scalar(2) - x[0]; }},
+      {"mul.Tensor", {req(a), req(b)}, [](V x) { return mul(x[0], x[1]); }},
+      {"mul.Scalar", {req(a)}, [](V x) { return mul(x[0], Scalar(-3)); }},
+      {"div.Tensor", {req(a), req(pos)}, [](V x) { return div(x[0], x[1]); }},
+      {"div.Scalar", {req(a)}, [](V x) { return div(x[0], Scalar(4)); }},
+      {"true_divide.Tensor", {req(a), req(pos)}, [](V x) { return true_divide(x[0], x[1]); }},
+      {"neg", {req(a)}, [](V x) { return neg(x[0]); }},
+      {"abs", {req(a)}, [](V x) { return abs(x[0]); }},
+      {"exp", {req(a)}, [](V x) { return exp(x[0]); }},
+      {"log", {req(pos)}, [](V x) { return log(x[0]); }},
+      {"sqrt", {req(pos)}, [](V x) { return sqrt(x[0]); }},
+      {"rsqrt", {req(pos)}, [](V x) { return rsqrt(x[0]); }},
+      {"sin", {req(a)}, [](V x) { return sin(x[0]); }},
+      {"cos", {req(a)}, [](V x) { return cos(x[0]); }},
+      {"tanh", {req(a)}, [](V x) { return tanh(x[0]); }},
+      {"sigmoid", {req(a)}, [](V x) { return sigmoid(x[0]); }},
+      {"relu", {req(a)}, [](V x) { return relu(x[0]); }},
+      {"gelu", {req(a)}, [](V x) { return gelu(x[0]); }},
+      {"gelu tanh", {req(a)}, [](V x) { return gelu(x[0], "tanh"); }},
+      {"silu", {req(a)}, [](V x) { return silu(x[0]); }},
+      {"erf", {req(a)}, [](V x) { return erf(x[0]); }},
+      {"leaky_relu", {req(a)}, [](V x) { return leaky_relu(x[0], 0.2); }},
+      {"hardtanh", {req(a)}, [](V x) { return hardtanh(x[0], -1, 1); }},
+      {"elu", {req(a)}, [](V x) { return elu(x[0], 1.5); }},
+      {"softplus", {req(a)}, [](V x) { return softplus(x[0], 2, 3); }},
+      {"pow.Tensor_Scalar", {req(pos)}, [](V x) { return pow(x[0], Scalar(2.5)); }},
+      {"pow.Tensor_Tensor", {req(pos), req(a)}, [](V x) { return pow(x[0], x[1]); }},
+      {"maximum", {req(a), req(randomDoubles({3, 4}, 9))}, [](V x) { return maximum(x[0], x[1]); }},
+      {"minimum", {req(a), req(randomDoubles({3, 4}, 9))}, [](V x) { return minimum(x[0], x[1]); }},
+      {"clamp", {req(a)}, [](V x) { return clamp(x[0], Scalar(-0.5), Scalar(0.7)); }},
+      {"where.self", {mask, req(a), req(b)}, [](V x) { return where(x[0], x[1], x[2]); }},
+      {"masked_fill.Scalar", {req(a), mask}, [](V x) { return masked_fill(x[0], x[1], 2); }},
+      {"mm", {req(m1), req(m2)}, [](V x) { return mm(x[0], x[1]); }},
+      {"bmm", {req(b1), req(b2)}, [](V x) { return bmm(x[0], x[1]); }},
+      {"addmm", {req(randomDoubles({2}, 10)), req(m1), req(m2)}, [](V x) { return addmm(x[0], x[1], x[2], 0.5, 2); }},
+      {"matmul", {req(b1), req(randomDoubles({4, 2}, 11))}, [](V x) { return matmul(x[0], x[1]); }},
+      {"linear",
+       {req(a), req(randomDoubles({5, 4}, 12)), req(randomDoubles({5}, 13))},
+       [](V x) { return linear(x[0], x[1], x[2]); }},
+      {"sum", {req(a)}, [](V x) { return sum(x[0]); }},
+      {"sum.dim_IntList",
+       {req(b1)},
+       [](V x) {
+         return sum(x[0], {0, 2});
+       }},
+      {"sum.dim_IntList keepdim", {req(b1)}, [](V x) { return sum(x[0], {-1}, true); }},
+      {"mean", {req(a)}, [](V x) { return mean(x[0]); }},
+      {"mean.dim", {req(b1)}, [](V x) { return mean(x[0], {1}); }},
+      {"amax", {req(a)}, [](V x) { return amax(x[0], {1}); }},
+      {"amin", {req(a)}, [](V x) { return amin(x[0], {0}, true); }},
+      {"var.dim", {req(a)}, [](V x) { return var(x[0], {1}); }},
+      {"std.dim", {req(a)}, [](V x) { return backplane::std(x[0], {0}, true, 0); }},
+      {"cumsum", {req(a)}, [](V x) { return cumsum(x[0], 1); }},
+      {"softmax.int", {req(a)}, [](V x) { return softmax(x[0], 1); }},
+      {"log_softmax.int", {req(a)}, [](V x) { return log_softmax(x[0], 0); }},
+      {"cat",
+       {req(a), req(randomDoubles({2, 4}, 14))},
+       [](V x) {
+         return cat({x[0], x[1]}, 0);
+       }},
+      {"stack",
+       {req(a), req(pos)},
+       [](V x) {
+         return stack({x[0], x[1]}, 1);
+       }},
+      {"index_select",
+       {req(a), tensorFromVector<int64_t>({2, 0, 2}, {3})},
+       [](V x) { return index_select(x[0], 1, x[1]); }},
+      {"gather",
+       {req(a), tensorFromVector<int64_t>({0, 2, 1, 1, 3, 0}, {3, 2})},
+       [](V x) { return gather(x[0], 1, x[1]); }},
+      {"embedding",
+       {req(randomDoubles({5, 3}, 15)), tensorFromVector<int64_t>({1, 4, 1, 0}, {2, 2})},
+       [](V x) { return embedding(x[0], x[1], 3); }},
+      {"flip",
+       {req(a)},
+       [](V x) {
+         return flip(x[0], {0, 1});
+       }},
+      {"sort", {req(a)}, [](V x) { return std::get<0>(sort(x[0], 1)); }},
+      {"topk", {req(a)}, [](V x) { return std::get<0>(topk(x[0], 2, 1)); }},
+      {"to.dtype", {req(a)}, [](V x) { return x[0].to(ScalarType::Float64, /*copy=*/true) * 2; }},
+      {"layer_norm",
+       {req(b1), req(randomDoubles({4}, 16)), req(randomDoubles({4}, 17))},
+       [](V x) { return layer_norm(x[0], {4}, x[1], x[2]); }},
+      {"layer_norm 2 dims, no affine",
+       {req(b1)},
+       [](V x) {
+         return layer_norm(x[0], {3, 4});
+       }},
+      {"batch_norm training",
+       {req(randomDoubles({4, 3, 2, 2}, 18)), req(randomDoubles({3}, 19)), req(randomDoubles({3}, 20))},
+       [](V x) {
+         Tensor rm = zeros({3}, {ScalarType::Float64}), rv = ones({3}, {ScalarType::Float64});
+         return batchNorm(x[0], x[1], x[2], rm, rv, true);
+       }},
+      {"batch_norm evaluation",
+       {req(randomDoubles({4, 3, 2, 2}, 21)), req(randomDoubles({3}, 22)), req(randomDoubles({3}, 23))},
+       [](V x) {
+         Tensor rm = randomDoubles({3}, 24), rv = randomDoubles({3}, 25, 0.5, 2);
+         return batchNorm(x[0], x[1], x[2], rm, rv, false);
+       }},
+      {"views", {req(b1)}, [](V x) { return x[0].transpose(0, 2).slice(1, 1, 3).reshape({-1}); }},
+  };
+  return cs;
+}
+
+class GradCheck : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(GradCheck, MatchesFiniteDifferences) {
+  static const std::vector<GradCase> cases = gradCases();
+  gradcheck(cases[GetParam()]);
+}
+
+INSTANTIATE_TEST_SUITE_P(Formulas, GradCheck, ::testing::Range<size_t>(0, gradCases().size()), [](const auto& info) {
+  static const std::vector<GradCase> cases = gradCases();
+  std::string n = cases[info.param].op;
+  for (char& ch : n)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return n;
+});
+
+}  // namespace
+}  // namespace backplane::autograd
