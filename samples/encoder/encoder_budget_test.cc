@@ -9,8 +9,10 @@
 // launching per element fails here, in CI.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "backplane/core/transfers.h"
 #include "backplane/dispatch/dispatcher.h"
@@ -144,6 +146,72 @@ TEST_F(EncoderBudgetTest, UnknownActivityStatisticIsAnErrorNamingTheKnownOnes) {
                                          "host_read_bytes"),
               std::string::npos)
         << e.what();
+  }
+}
+
+// Forward plus backward (docs/autograd.md) on the simulator: the backward's
+// formulas are ops of the device the forward ran on, so no byte crosses
+// between host and device and no op falls back; the gradients of every
+// weight equal the CPU's.
+std::vector<Tensor> parameters(const EncoderWeights& w) {
+  return {w.word_embeddings,
+          w.position_embeddings,
+          w.embedding_norm.weight,
+          w.embedding_norm.bias,
+          w.query.weight,
+          w.query.bias,
+          w.key.weight,
+          w.key.bias,
+          w.value.weight,
+          w.value.bias,
+          w.attention_output.weight,
+          w.attention_output.bias,
+          w.attention_norm.weight,
+          w.attention_norm.bias,
+          w.intermediate.weight,
+          w.intermediate.bias,
+          w.output.weight,
+          w.output.bias,
+          w.output_norm.weight,
+          w.output_norm.bias};
+}
+
+TEST_F(EncoderBudgetTest, ForwardAndBackwardMoveNoBytesAndMatchTheCpu) {
+  const EncoderBatch batch = EncoderBatch::random(smallConfig(), 7);
+  auto gradients = [&](Device device, TransferCount* moved, std::string* table) {
+    // Fresh weights from the same seed for each device, made leaves there.
+    const EncoderWeights w = EncoderWeights::random(smallConfig(), 7).to(device);
+    const EncoderBatch b = batch.to(device);
+    for (const Tensor& p : parameters(w)) p.requires_grad_();
+    const Tensor out_grad =
+        Tensor(tensorFromVector<float>(
+                   std::vector<float>(static_cast<size_t>(batch.token_ids.numel() * smallConfig().hidden), 0.5f),
+                   {batch.token_ids.size(0), batch.token_ids.size(1), smallConfig().hidden}))
+            .to(device);
+    Profiler profiler;
+    const TransferCount before = hostDeviceTransfers();
+    encoderLayer(w, b).backward(out_grad);
+    const TransferCount after = hostDeviceTransfers();
+    profiler.stop();
+    if (moved) *moved = TransferCount{after.bytes - before.bytes, after.copies - before.copies};
+    if (table) *table = profiler.report().table();
+    std::vector<Tensor> grads;
+    for (const Tensor& p : parameters(w)) grads.push_back(p.grad().cpu());
+    return grads;
+  };
+  TransferCount moved;
+  std::string table;
+  const std::vector<Tensor> on_sim = gradients(sim(), &moved, &table);
+  EXPECT_EQ(moved.bytes, 0u) << table;
+  EXPECT_EQ(moved.copies, 0u) << table;
+  const std::vector<Tensor> on_cpu = gradients(Device(DeviceType::CPU), nullptr, nullptr);
+  ASSERT_EQ(on_sim.size(), on_cpu.size());
+  for (size_t i = 0; i < on_sim.size(); ++i) {
+    ASSERT_TRUE(on_sim[i].defined() && on_cpu[i].defined()) << "parameter " << i << " got no gradient";
+    const std::vector<float> a = on_sim[i].toVector<float>(), e = on_cpu[i].toVector<float>();
+    ASSERT_EQ(a.size(), e.size());
+    for (size_t j = 0; j < a.size(); ++j)
+      ASSERT_NEAR(a[j], e[j], 1e-3 + 1e-3 * std::abs(e[j])) << "parameter " << i << " element " << j;
   }
 }
 
