@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "absl/container/flat_hash_map.h"
 #include "backplane/core/str_cat.h"
 #include "backplane/dispatch/dispatcher.h"
 #include "backplane/ops/ops.h"
@@ -18,13 +19,23 @@ namespace {
 const OpDerivative kUndeclared{
     "", Differentiability::NotImplemented, {}, "it declares no derivative: a plugin or library op without one"};
 
-const OpDerivative& derivativeOf(const OperatorHandle& op) {
+const OpDerivative& lookupDerivative(const OperatorHandle& op) {
   if (op.operatorName().ns == kStandardNamespace) {
     std::string name = op.operatorName().name;
     if (!op.operatorName().overload.empty()) name += "." + op.operatorName().overload;
     if (const OpDerivative* d = findDerivative(name)) return *d;
   }
   return kUndeclared;
+}
+
+// lookupDerivative, cached per thread by operator (no lock, and no string
+// built on the hot path). An op's declaration never changes: the standard
+// table is fixed, and any other op gets kUndeclared.
+const OpDerivative& derivativeOf(const OperatorHandle& op) {
+  thread_local absl::flat_hash_map<const OperatorEntry*, const OpDerivative*> cache;
+  auto [it, inserted] = cache.try_emplace(&op.entry(), nullptr);
+  if (inserted) it->second = &lookupDerivative(op);
+  return *it->second;
 }
 
 bool isFloating(ScalarType t) {
@@ -246,14 +257,14 @@ class Hooks final : public AutogradHooks {
   }
   TensorBase grad(const TensorBase& t) const override {
     AutogradMeta* m = findMeta(t);
-    return m ? *m->grad : TensorBase();
+    return m && m->grad ? *m->grad : TensorBase();
   }
   void setGrad(const TensorBase& t, const TensorBase& g) const override {
     if (g.defined()) {
       BP_CHECK(g.sizes() == t.sizes() && g.dtype() == t.dtype() && g.device() == t.device(), "set_grad: the gradient ",
                g.str(), " must have the tensor's sizes, dtype and device (", t.str(), ")");
     }
-    *metaOf(t).grad = g;
+    metaOf(t).gradSlot() = g;
   }
   bool isLeaf(const TensorBase& t) const override {
     AutogradMeta* m = findMeta(t);
@@ -269,6 +280,7 @@ class Hooks final : public AutogradHooks {
     AutogradMeta& m = metaOf(t);
     if (!m.grad_fn || m.retains_grad) return;  // a leaf keeps its gradient anyway
     m.retains_grad = true;
+    m.gradSlot();
     m.grad_fn->retained.emplace_back(m.output_nr, m.grad);
   }
   void backward(const TensorBase& t, const TensorBase& gradient, bool retain_graph, bool create_graph) const override {

@@ -133,7 +133,7 @@ std::vector<Tensor> runGraph(const std::vector<Edge>& roots, const std::vector<T
       if (c.node != node.get()) continue;
       if (c.input_nr < grads.size()) captured[c.index] = grads[c.input_nr];
     }
-    const bool is_leaf_node = node->next_edges.empty() && node->name() == "AccumulateGrad";
+    const bool is_leaf_node = node->isAccumulator();
     if (is_leaf_node && !accumulate_leaves) is_capture_only = true;
     std::vector<Tensor> outputs;
     if (!is_capture_only) {

@@ -40,7 +40,7 @@ struct TensorMeta {
 // one per differentiable input of the call.
 class Node : public std::enable_shared_from_this<Node> {
  public:
-  explicit Node(std::string name);
+  explicit Node(std::string name = "");
   virtual ~Node() = default;
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
@@ -50,8 +50,11 @@ class Node : public std::enable_shared_from_this<Node> {
   virtual std::vector<Tensor> apply(std::vector<Tensor> grads) = 0;
   // Frees what the node saved (backward without retain_graph).
   virtual void release() {}
+  // True for a leaf's AccumulateGrad, which grad() does not run.
+  virtual bool isAccumulator() const { return false; }
 
-  const std::string& name() const { return name_; }
+  // "mulBackward"; built on demand (a node's hot path never needs it).
+  virtual std::string name() const { return name_; }
   uint64_t sequenceNr() const { return sequence_nr_; }
 
   std::vector<Edge> next_edges;
@@ -71,8 +74,13 @@ struct AutogradMeta final : AutogradMetaInterface {
   std::shared_ptr<Node> grad_fn;  // null for a leaf
   uint32_t output_nr = 0;
   std::weak_ptr<Node> grad_accumulator;  // leaves
-  // The accumulated gradient; shared with the retain_grad hook of a non-leaf.
-  std::shared_ptr<Tensor> grad = std::make_shared<Tensor>();
+  // The accumulated gradient (made on first use); shared with the
+  // retain_grad hook of a non-leaf.
+  std::shared_ptr<Tensor> grad;
+  Tensor& gradSlot() {
+    if (!grad) grad = std::make_shared<Tensor>();
+    return *grad;
+  }
   bool retains_grad = false;
   bool is_view = false;                                // a view of a tensor that requires grad
   std::vector<std::pair<uint64_t, TensorHook>> hooks;  // leaves' tensor hooks

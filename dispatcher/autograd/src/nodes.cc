@@ -61,7 +61,7 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor> grads) {
     Tensor r = hook(g);
     if (r.defined()) g = r;
   }
-  Tensor& slot = *m.grad;
+  Tensor& slot = m.gradSlot();
   if (!slot.defined()) {
     // Steal the gradient when nothing else holds its storage; otherwise a
     // later in-place update of grad() would write another tensor too.
@@ -97,8 +97,9 @@ std::string argumentText(const FunctionSchema& schema, size_t index) {
 }
 }  // namespace
 
-FormulaNode::FormulaNode(const OperatorHandle& op, const OpDerivative& derivative)
-    : Node(strCat(op.operatorName().name, "Backward")), op_(op), derivative_(derivative) {}
+FormulaNode::FormulaNode(const OperatorHandle& op, const OpDerivative& derivative) : op_(op), derivative_(derivative) {}
+
+std::string FormulaNode::name() const { return strCat(op_.operatorName().name, "Backward"); }
 
 void FormulaNode::checkArgument(size_t index) const {
   for (const auto& [i, j, saved] : saved_tensors_)
@@ -182,7 +183,7 @@ std::vector<Tensor> NotImplementedNode::apply(std::vector<Tensor>) {
   BP_THROW(kUnimplemented, op_, ": its derivative is not implemented (", why_, "), and backward() reached it for ",
            inputs.empty() ? std::string("its inputs") : strCat("input ", inputs),
            ". Compute this op under no_grad (or on detach()ed inputs) if it needs no gradient; "
-           "`backplane ops --derivatives` lists how every op differentiates");
+           "`backplane ops --schemas` lists how every op differentiates");
 }
 
 std::vector<Tensor> ViewNode::apply(std::vector<Tensor> grads) {

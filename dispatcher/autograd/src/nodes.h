@@ -20,6 +20,7 @@ class AccumulateGrad final : public Node {
     result_meta.push_back(TensorMeta::of(TensorBase(leaf_)));
   }
   std::vector<Tensor> apply(std::vector<Tensor> grads) override;
+  bool isAccumulator() const override { return true; }
 
  private:
   IntrusivePtr<TensorImpl> leaf_;
@@ -44,6 +45,7 @@ class FormulaNode final : public Node, public DerivativeContext::SavedCheck {
   FormulaNode(const OperatorHandle& op, const OpDerivative& derivative);
   std::vector<Tensor> apply(std::vector<Tensor> grads) override;
   void release() override;
+  std::string name() const override;
   void checkArgument(size_t index) const override;
   void checkResult(size_t index) const override;
 

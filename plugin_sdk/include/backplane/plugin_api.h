@@ -415,7 +415,7 @@ typedef struct BP_HostApi {
                        size_t num_returns);
   /* Calls the kernel for the highest key of `dispatch_keys`. Key layout:
    * bit 1 + t is the backend key of device type t; functionality keys (such
-   * as autograd and tracing) use bits 40 and up. A kernel for device type t that wraps
+   * as tracing) use bits 40 and up. A kernel for device type t that wraps
    * the lower keys passes call->dispatch_keys & ((1ull << (1 + t)) - 1), the
    * keys below its own. On error, `returns` are released and set to NONE by the host
    * (the same holds for op_call). */
