@@ -7,6 +7,7 @@
 #include "backplane/conformance/text_format.h"
 #include "backplane/dispatch/dispatcher.h"
 #include "backplane/dispatch/schema_signature.h"
+#include "backplane/ops/derivatives.h"
 #include "backplane/ops/standard_ops.h"
 
 namespace backplane::cli {
@@ -24,14 +25,39 @@ struct SchemaRow {
   bool standard = false;      // in the standard table
   std::string kernel;         // the C++ declaration, or empty
   std::string cpp_signature;  // the host's notation, "(Tensor, Scalar) -> Tensor"
+  // How it differentiates (Note [Derivative declarations]): the kind, and
+  // per formula "inputs: text", or the declaration's note.
+  std::string derivative_kind;
+  std::string derivative;
 };
+
+// "formula", "self: grad * other; other: grad * self" for mul.Tensor.
+void describeDerivative(const OperatorHandle& op, SchemaRow& row) {
+  const OpDerivative* d = op.operatorName().ns == kStandardNamespace ? findDerivative(row.name) : nullptr;
+  if (d == nullptr) {
+    row.derivative_kind = "not_implemented";
+    row.derivative = "declares none: backward through it raises";
+    return;
+  }
+  row.derivative_kind = differentiabilityName(d->kind);
+  for (const DerivativeFormula& f : d->formulas)
+    row.derivative += (row.derivative.empty() ? "" : "; ") + std::string(f.inputs) + ": " + f.text;
+  if (row.derivative.empty()) row.derivative = d->note;
+}
 
 constexpr const char* kOutDtype = "checked against the result";
 
 SchemaRow rowFor(const OperatorHandle& op) {
   const FunctionSchema& schema = op.schema();
-  SchemaRow row{op.operatorName().qualifiedName(), schema.toString(), {}, false, pluginKernelSignature(schema),
-                cppSignatureForSchema(schema)};
+  SchemaRow row{op.operatorName().qualifiedName(),
+                schema.toString(),
+                {},
+                false,
+                pluginKernelSignature(schema),
+                cppSignatureForSchema(schema),
+                "",
+                ""};
+  describeDerivative(op, row);
   if (const StandardOp* s = op.operatorName().ns == kStandardNamespace ? findStandardOp(row.name) : nullptr) {
     row.standard = true;
     for (const Argument& a : schema.arguments())
@@ -64,7 +90,8 @@ void printText(std::ostream& out, const std::vector<SchemaRow>& rows) {
         << "  schema:        " << r.schema << "\n"
         << "  dtypes:        " << dtypeText(r) << "\n"
         << "  C++ kernel:    " << (r.kernel.empty() ? kNoKernelType : r.kernel) << "\n"
-        << "  cpp_signature: " << r.cpp_signature << "\n";
+        << "  cpp_signature: " << r.cpp_signature << "\n"
+        << "  derivative:    " << r.derivative_kind << (r.derivative.empty() ? "" : " (" + r.derivative + ")") << "\n";
   }
 }
 
@@ -74,11 +101,18 @@ std::string markdownCell(const std::string& s) {
   return "`" + out + "`";
 }
 
+std::string markdownText(const std::string& s) {
+  std::string out;
+  for (char c : s) out += c == '|' ? std::string("\\|") : c == '*' ? std::string("\\*") : std::string(1, c);
+  return out;
+}
+
 void printMarkdown(std::ostream& out, const std::vector<SchemaRow>& rows) {
-  out << "| op | schema | accepted dtypes | C++ kernel |\n|---|---|---|---|\n";
+  out << "| op | schema | accepted dtypes | C++ kernel | derivative |\n|---|---|---|---|---|\n";
   for (const SchemaRow& r : rows) {
     out << "| " << r.name << " | " << markdownCell(r.schema) << " | " << dtypeText(r) << " | "
-        << (r.kernel.empty() ? std::string(kNoKernelType) : markdownCell(r.kernel)) << " |\n";
+        << (r.kernel.empty() ? std::string(kNoKernelType) : markdownCell(r.kernel)) << " | " << r.derivative_kind
+        << (r.derivative.empty() ? std::string() : ": " + markdownText(r.derivative)) << " |\n";
   }
 }
 
@@ -97,7 +131,9 @@ void printJson(std::ostream& out, const std::vector<SchemaRow>& rows) {
       out << "}";
     }
     out << ", \"kernel\": " << (r.kernel.empty() ? std::string("null") : jsonString(r.kernel))
-        << ", \"cpp_signature\": " << jsonString(r.cpp_signature) << "}";
+        << ", \"cpp_signature\": " << jsonString(r.cpp_signature)
+        << ", \"derivative\": {\"kind\": " << jsonString(r.derivative_kind)
+        << ", \"text\": " << jsonString(r.derivative) << "}}";
   }
   out << "\n  ]\n}\n";
 }

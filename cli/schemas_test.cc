@@ -133,7 +133,8 @@ TEST(OpsSchemas, ARegexSelectsOpsAndAllOpsWithoutOne) {
 TEST(OpsSchemas, MarkdownAndJson) {
   const Result md = run("ops --schemas '^bp::mm\\.out$' --format markdown");
   ASSERT_EQ(md.code, 0) << md.err;
-  EXPECT_EQ(md.out.rfind("| op | schema | accepted dtypes | C++ kernel |\n|---|---|---|---|\n", 0), 0u) << md.out;
+  EXPECT_EQ(md.out.rfind("| op | schema | accepted dtypes | C++ kernel | derivative |\n|---|---|---|---|---|\n", 0), 0u)
+      << md.out;
   EXPECT_NE(md.out.find("| bp::mm.out | `bp::mm.out(Tensor self"), std::string::npos) << md.out;
   const Result js = run("ops --schemas '^bp::mm\\.out$' --format json");
   ASSERT_EQ(js.code, 0) << js.err;
@@ -141,6 +142,21 @@ TEST(OpsSchemas, MarkdownAndJson) {
   EXPECT_NE(js.out.find("\"dtypes\": {\"self\": \"every dtype but bool, uint16, uint32, uint64\""), std::string::npos)
       << js.out;
   EXPECT_NE(js.out.find("\"kernel\": \"bp::Tensor mm_out(const bp::Tensor& self"), std::string::npos) << js.out;
+  EXPECT_NE(js.out.find("\"derivative\": {\"kind\": \"out_variant\""), std::string::npos) << js.out;
+}
+
+// How each op differentiates (docs/autograd.md): its formulas, or why none.
+TEST(OpsSchemas, ListsHowEachOpDifferentiates) {
+  EXPECT_EQ(field(run("ops --schemas '^bp::mul\\.Tensor$'").out, "derivative"),
+            "formula (self: grad * other; other: grad * self)");
+  EXPECT_EQ(field(run("ops --schemas '^bp::mul_\\.Tensor$'").out, "derivative"),
+            "inplace (self: grad * other; other: grad * self)");
+  EXPECT_EQ(field(run("ops --schemas '^bp::eq\\.Tensor$'").out, "derivative"),
+            "non_differentiable (a comparison: its bool result carries no gradient)");
+  EXPECT_EQ(field(run("ops --schemas '^bp::linear$'").out, "derivative"),
+            "composite (differentiated through the standard ops its composite kernel calls)");
+  EXPECT_EQ(field(run("ops --schemas '^bp::conv2d$'").out, "derivative"),
+            "not_implemented (its backward op is not written yet)");
 }
 
 TEST(OpsSchemas, UsageErrors) {

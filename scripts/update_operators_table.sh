@@ -39,8 +39,9 @@ generate() {
 Every operator the host defines (namespace `bp`, the standard operators)
 and the first-party plugins that need no device define (namespace
 `spconv`): its schema, the dtypes each tensor argument accepts (the host's
-rule, checked before any kernel runs) and the declaration of the kernel a
-plugin writes for it. What the columns mean:
+rule, checked before any kernel runs), the declaration of the kernel a
+plugin writes for it, and how it differentiates
+([autograd.md](autograd.md#how-each-op-differentiates)). What the columns mean:
 [plugins.md](plugins.md#kernel-types-what-to-write-for-a-schema); what the
 operators do: [operators.md](operators.md). The table is the output of
 

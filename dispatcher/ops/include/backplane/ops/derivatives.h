@@ -1,7 +1,7 @@
 #pragma once
 // How each standard operator differentiates, as data next to its schema:
 // the analogue of PyTorch's derivatives.yaml. The autograd layer
-// (dispatcher/autograd) reads it; `backplane ops --derivatives` prints it.
+// (dispatcher/autograd) reads it; `backplane ops --schemas` prints it.
 //
 // Note [Derivative declarations]
 // Every standard op declares exactly one of:
@@ -106,7 +106,7 @@ using DerivativeFn = void (*)(DerivativeContext&);
 
 struct DerivativeFormula {
   const char* inputs;  // "self", or "input, weight, bias" for one formula computing several
-  const char* text;    // the formula in words, for `backplane ops --derivatives`
+  const char* text;    // the formula in words, for `backplane ops --schemas`
   DerivativeFn fn;
 };
 
@@ -120,7 +120,7 @@ struct OpDerivative {
   // Bit i set: result i carries no gradient (the indices of sort and topk).
   uint64_t nondifferentiable_results = 0;
   // The backward ops the formulas call ("bp::softmax_backward_data"), for
-  // `backplane ops --derivatives`.
+  // `backplane ops --schemas`.
   std::vector<std::string> backward_ops = {};
 };
 
