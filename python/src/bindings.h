@@ -21,6 +21,7 @@ void bindOps(nb::module_& m);       // op_call.cc: operator calls through schema
 void bindRuntime(nb::module_& m);   // runtime.cc: the Runtime (plugins loaded at import), devices
 void bindProfiler(nb::module_& m);  // profiler.cc: Profiler, OpReport, OpStats
 void bindRandom(nb::module_& m);    // random.cc: manual_seed, initial_seed
+void bindAutograd(nb::module_& m);  // autograd.cc: grad mode, backward, grad, custom functions
 
 // Tensor data from and to Python, bound on the Tensor type above.
 void bindTensorData(nb::module_& m);  // tensor_data.cc: tensor(), numpy(), tolist(), indexing

@@ -18,4 +18,5 @@ NB_MODULE(_backplane, m) {
   bindTensorData(m);
   bindDLPack(m);
   bindRandom(m);
+  bindAutograd(m);
 }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "backplane/autograd/autograd.h"
 #include "backplane/ops/ops.h"
 #include "bindings.h"
 
@@ -243,6 +244,89 @@ void bindTensor(nb::module_& m) {
             return wrap(released([&] { return t.cpu(); }));
           },
           "This tensor on the CPU (itself if already there).")
+      // --- Autograd (docs/python.md#autograd).
+      .def_prop_rw(
+          "requires_grad", [](const Tensor& t) { return t.requires_grad(); },
+          [](const Tensor& t, bool on) { t.requires_grad_(on); },
+          "Whether gradients flow to this tensor; settable on leaves of a floating dtype.")
+      .def(
+          "requires_grad_",
+          [](nb::handle self, bool on) {
+            nb::cast<const Tensor&>(self).requires_grad_(on);
+            return nb::borrow(self);
+          },
+          nb::arg("requires_grad") = true, "Makes this leaf require grad (or not); returns it.")
+      .def_prop_rw(
+          "grad",
+          [](const Tensor& t) -> nb::object {
+            Tensor g = t.grad();
+            return g.defined() ? wrap(g) : nb::none();
+          },
+          [](const Tensor& t, nb::handle g) {
+            const Tensor* grad = g.is_none() ? nullptr : tensorOrNull(g.ptr());
+            if (!g.is_none() && grad == nullptr) throw nb::type_error("grad must be a backplane.Tensor or None");
+            t.set_grad(grad ? *grad : Tensor());
+          },
+          nb::for_setter(nb::arg("value").none()),
+          "The gradient backward() accumulated (None before the first); assign None to clear it.")
+      .def_prop_ro("is_leaf", [](const Tensor& t) { return t.is_leaf(); })
+      .def_prop_ro(
+          "grad_fn",
+          [](const Tensor& t) -> nb::object {
+            std::string name = t.grad_fn_name();
+            if (name.empty()) return nb::none();
+            return nb::str(name.c_str());
+          },
+          "The name of the node that made this tensor ('mulBackward'), or None for a leaf.")
+      .def_prop_ro("_version", [](const Tensor& t) { return t._version(); })
+      .def("detach", &Tensor::detach, "The same data, cut from the graph.")
+      .def("retain_grad", &Tensor::retain_grad, "Keeps this non-leaf's gradient in .grad after backward().")
+      .def(
+          "backward",
+          [](const Tensor& t, nb::handle gradient, bool retain_graph, bool create_graph) {
+            const Tensor* g = gradient.is_none() ? nullptr : tensorOrNull(gradient.ptr());
+            if (!gradient.is_none() && g == nullptr)
+              throw nb::type_error("gradient must be a backplane.Tensor or None");
+            Tensor grad = g ? *g : Tensor();
+            nb::gil_scoped_release release;
+            t.backward(grad, retain_graph, create_graph);
+          },
+          nb::arg("gradient").none() = nb::none(), nb::arg("retain_graph") = false, nb::arg("create_graph") = false,
+          "Accumulates the gradients of this tensor into the .grad of the leaves it depends on.")
+      .def(
+          "register_hook",
+          [](const Tensor& t, nb::object fn) {
+            auto callable = std::shared_ptr<nb::object>(new nb::object(std::move(fn)), [](nb::object* o) {
+              nb::gil_scoped_acquire acquire;
+              delete o;
+            });
+            return autograd::registerHook(t, [callable](const Tensor& g) {
+              nb::gil_scoped_acquire acquire;
+              nb::object r = (*callable)(wrap(g));
+              if (r.is_none()) return Tensor();
+              const Tensor* replaced = tensorOrNull(r.ptr());
+              if (replaced == nullptr) throw nb::type_error("a tensor hook must return a backplane.Tensor or None");
+              return *replaced;
+            });
+          },
+          nb::arg("hook"), "Calls hook(grad) during backward; a returned tensor replaces the gradient. Returns an id.")
+      .def(
+          "register_post_accumulate_grad_hook",
+          [](nb::handle self, nb::object fn) {
+            const Tensor& t = nb::cast<const Tensor&>(self);
+            auto callable = std::shared_ptr<nb::object>(new nb::object(std::move(fn)), [](nb::object* o) {
+              nb::gil_scoped_acquire acquire;
+              delete o;
+            });
+            return autograd::registerPostAccumulateGradHook(t, [callable](const Tensor& leaf) {
+              nb::gil_scoped_acquire acquire;
+              (*callable)(wrap(leaf));
+            });
+          },
+          nb::arg("hook"), "Calls hook(tensor) after backward() accumulated this leaf's .grad. Returns an id.")
+      .def(
+          "remove_hook", [](const Tensor& t, uint64_t id) { return autograd::removeHook(t, id); }, nb::arg("id"),
+          "Removes a hook by the id its register call returned.")
       .def("__repr__", [](const Tensor& t) { return t.format(); })
       .def("__str__", [](const Tensor& t) { return t.format(); })
       .def("__len__",
