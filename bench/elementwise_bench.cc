@@ -8,6 +8,7 @@
 //   BM_Memcpy_Equivalent   memcpy moving the same bytes as BM_Add_1M_f32 (8 MB read + 4 MB
 //                          written = 12 MB, i.e. a 6 MB memcpy); compare bytes_per_second
 //   BM_Add_Tiny_EndToEnd   add.Tensor of two 1-element tensors: dispatch, composite, meta
+//   BM_Add_Tiny_EndToEnd_RequiresGrad   the same on two leaves that require grad (records the graph)
 //                          rule, output allocation and the plugin kernel; compare with
 //                          BM_RawFunctionPointer (dispatch_bench.cc)
 //   BM_AddOut_Tiny         add.out of two 1-element float32 tensors into a float32 out:
@@ -121,6 +122,24 @@ void BM_Add_Tiny_EndToEnd(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_Add_Tiny_EndToEnd);
+
+// The same call on two leaves that require grad: the Autograd kernel runs
+// the add below its key and records its node (the graph is freed with r).
+void BM_Add_Tiny_EndToEnd_RequiresGrad(benchmark::State& state) {
+  if (!bench::cpuPluginLoaded(state)) return;
+  auto add = Dispatcher::singleton()
+                 .findOpOrThrow("bp::add.Tensor")
+                 .typed<Tensor(const Tensor&, const Tensor&, const Scalar&)>();
+  Tensor a = filled(1, 1.5f), b = filled(1, 2.5f);
+  a.requires_grad_();
+  b.requires_grad_();
+  const Scalar one(int64_t{1});
+  for (auto _ : state) {
+    Tensor r = add.call(a, b, one);
+    benchmark::DoNotOptimize(r);
+  }
+}
+BENCHMARK(BM_Add_Tiny_EndToEnd_RequiresGrad);
 
 void runAddOutTiny(benchmark::State& state, ScalarType out_dtype) {
   if (!bench::cpuPluginLoaded(state)) return;

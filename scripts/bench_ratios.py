@@ -23,6 +23,8 @@ RATIOS = [
     ("BM_Matmul_512_f32", "BM_OneDNN_Matmul_512_f32", "speed", ">= 0.97x", lambda r: r >= 0.97),
     ("BM_Conv2d_ResNetBlock", "BM_OneDNN_Conv2d_ResNetBlock", "speed", ">= 0.95x", lambda r: r >= 0.95),
     ("BM_Add_Tiny_EndToEnd", "BM_RawFunctionPointer", "time", "(report; < 187 ns absolute)", None),
+    # Autograd (docs/autograd.md): recording a tiny add's node, against the add without grad.
+    ("BM_Add_Tiny_EndToEnd_RequiresGrad", "BM_Add_Tiny_EndToEnd", "time", "<= 3x", lambda r: r <= 3.0),
     # gelu through oneDNN's kernel against the plugin's own loop on the same values.
     ("BM_Gelu_3M_f32", "BM_Gelu_3M_f32_Loop", "speed", "(report)", None),
     # Sparse convolution (bench/spconv): gather + GEMMs + scatter-add against
