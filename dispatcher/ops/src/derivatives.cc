@@ -557,7 +557,7 @@ std::vector<OpDerivative> buildTable() {
                               if (d < 0) d += s.dim();
                               std::vector<int64_t> shape(static_cast<size_t>(g.dim()), 1);
                               shape[static_cast<size_t>(d)] = -1;
-                              Tensor idx = c.tensor("index").reshape(shape).expand(g.sizes());
+                              Tensor idx = c.tensor("index").to(ScalarType::Int64).reshape(shape).expand(g.sizes());
                               c.set("self", scatterAdd(zeros(s.sizes(), {g.dtype(), g.device()}), d, idx, g));
                             }}});
   formula(
@@ -574,7 +574,7 @@ std::vector<OpDerivative> buildTable() {
                            const Tensor& w = c.tensor("weight");
                            const Tensor& g = c.grad();
                            const int64_t dim = w.size(-1);
-                           Tensor idx = c.tensor("indices").reshape({-1});
+                           Tensor idx = c.tensor("indices").to(ScalarType::Int64).reshape({-1});
                            Tensor rows = g.reshape({-1, dim});
                            const int64_t pad = c.integer("padding_idx");
                            if (pad >= 0) rows = rows.masked_fill(idx.eq(pad).unsqueeze(1), 0);
