@@ -1,5 +1,9 @@
 // Creation, reductions, linear algebra, neural-network layers and data
 // movement. One table row (or loop line) per op.
+#include <map>
+#include <set>
+
+#include "backplane/ops/derivatives.h"
 #include "cases.h"
 
 namespace backplane::torch_parity {
@@ -374,6 +378,43 @@ std::vector<Case> dataMovementCases() {
 
 }  // namespace
 
+// Note [Gradients against PyTorch]: the other families' cases of ops that
+// differentiate, with float64 leaves of random values; at most four distinct
+// calls per op.
+std::vector<Case> gradientCases() {
+  std::vector<Case> out;
+  std::map<std::string, std::set<std::string>> seen;
+  for (const Family& f : {binaryFamily(), scalarFamily(), unaryFamily(), clampFamily(), reductionFamily(),
+                          linalgFamily(), nnFamily(), dataMovementFamily()}) {
+    for (Case c : f.make()) {
+      const OpDerivative* d = findDerivative(c.op);
+      if (d == nullptr || (d->kind != Differentiability::Formula && d->kind != Differentiability::Composite)) continue;
+      if (c.bp_api) continue;
+      bool floating = false;
+      const auto adapt = [&](TensorArg& t) {
+        if (!isFloatingType(t.dtype)) return;
+        floating = true;
+        t.dtype = ScalarType::Float64;
+        if (t.fill == Fill::Special) t.fill = Fill::Random;
+      };
+      for (auto& [name, a] : c.args) {
+        if (a.kind == Arg::Kind::Tensor) adapt(a.tensor);
+        if (a.kind == Arg::Kind::TensorList)
+          for (TensorArg& t : a.tensors) adapt(t);
+        if (a.kind == Arg::Kind::Dtype && isFloatingType(a.dtype)) a.dtype = ScalarType::Float64;
+      }
+      if (!floating) continue;
+      auto& calls = seen[c.op];
+      const std::string call = describe(c);
+      if (calls.size() >= 4 || !calls.insert(call).second) continue;
+      c.gradient = true;
+      c.group = "grad_" + c.op;
+      out.push_back(std::move(c));
+    }
+  }
+  return out;
+}
+
 Family creationFamily() { return {"creation", creationCases}; }
 Family reductionFamily() { return {"reduction", reductionCases}; }
 Family linalgFamily() { return {"linalg", linalgCases}; }
@@ -381,8 +422,8 @@ Family nnFamily() { return {"nn", nnCases}; }
 Family dataMovementFamily() { return {"data_movement", dataMovementCases}; }
 
 std::vector<Family> families() {
-  return {binaryFamily(),    scalarFamily(), unaryFamily(), clampFamily(),       creationFamily(),
-          reductionFamily(), linalgFamily(), nnFamily(),    dataMovementFamily()};
+  return {binaryFamily(),    scalarFamily(), unaryFamily(), clampFamily(),        creationFamily(),
+          reductionFamily(), linalgFamily(), nnFamily(),    dataMovementFamily(), {"gradients", gradientCases}};
 }
 
 }  // namespace backplane::torch_parity

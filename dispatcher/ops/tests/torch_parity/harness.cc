@@ -674,7 +674,153 @@ void setUp() {
   BP_CHECK(s->loaded, "torch_parity: loading the CPU plugin: ", s->error);
 }
 
+namespace {
+
+// The weights of the projection sum(result * w) both sides differentiate.
+std::vector<double> projectionWeights(int64_t n) {
+  std::vector<double> w(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) w[static_cast<size_t>(i)] = 0.5 + std::sin(0.7 * static_cast<double>(i + 1));
+  return w;
+}
+
+Outcome runGradientCase(const Case& c) {
+  Outcome out;
+  const size_t dot = c.op.find('.');
+  const c10::optional<c10::OperatorHandle> at_op = c10::Dispatcher::singleton().findSchema(
+      {"aten::" + c.op.substr(0, dot), dot == std::string::npos ? "" : c.op.substr(dot + 1)});
+  const std::optional<OperatorHandle> bp_op = Dispatcher::singleton().findOp("bp::" + c.op);
+  if (!at_op || !bp_op || !bp_op->hasSchema()) {
+    out.kind = Outcome::Kind::Missing;
+    out.message = "bp::" + c.op + " or aten::" + c.op + " is missing";
+    return out;
+  }
+  // Both sides' arguments; floating tensors become leaves.
+  std::vector<at::Tensor> at_leaves;
+  std::vector<Tensor> bp_leaves;
+  const auto leafPair = [&](BothValues& v) {
+    if (v.at.isTensor() && at::isFloatingType(v.at.toTensor().scalar_type())) {
+      at::Tensor a = v.at.toTensor().detach().requires_grad_(true);
+      Tensor b = Tensor(v.bp.toTensor()).detach();
+      b.requires_grad_();
+      at_leaves.push_back(a);
+      bp_leaves.push_back(b);
+      v.at = c10::IValue(a);
+      v.bp = IValue(static_cast<const TensorBase&>(b));
+    } else if (v.at.isTensorList()) {
+      c10::List<at::Tensor> al = v.at.toTensorList();
+      std::vector<TensorBase> bl = v.bp.toTensorList();
+      for (size_t i = 0; i < bl.size(); ++i) {
+        at::Tensor a = al.get(i);
+        if (!at::isFloatingType(a.scalar_type())) continue;
+        a = a.detach().requires_grad_(true);
+        Tensor b = Tensor(bl[i]).detach();
+        b.requires_grad_();
+        al.set(i, a);
+        bl[i] = b;
+        at_leaves.push_back(a);
+        bp_leaves.push_back(b);
+      }
+      v.at = c10::IValue(al);
+      v.bp = IValue(std::move(bl));
+    }
+  };
+  torch::jit::Stack at_stack;
+  for (const c10::Argument& a : at_op->schema().arguments()) {
+    if (const Arg* given = findArg(c, a.name())) {
+      BothValues v = makeValue(*given, Widen::None);
+      leafPair(v);
+      at_stack.push_back(v.at);
+    } else if (a.default_value()) {
+      at_stack.push_back(*a.default_value());
+    } else {
+      return out;  // the forward's families report it
+    }
+  }
+  // The same leaves, in the same order, for Backplane: rebuild its stack
+  // from the leaves made above.
+  Stack bp_stack;
+  {
+    size_t next = 0;
+    for (const Argument& a : bp_op->schema().arguments()) {
+      const Arg* given = findArg(c, a.name);
+      if (!given) {
+        bp_stack.push_back(a.default_value ? defaultArgumentValue(a) : IValue());
+        continue;
+      }
+      BothValues v = makeValue(*given, Widen::None);
+      if (v.bp.isTensor() && at::isFloatingType(v.at.toTensor().scalar_type())) {
+        v.bp = IValue(static_cast<const TensorBase&>(bp_leaves[next++]));
+      } else if (v.bp.isTensorList()) {
+        std::vector<TensorBase> bl = v.bp.toTensorList();
+        c10::List<at::Tensor> al = v.at.toTensorList();
+        for (size_t i = 0; i < bl.size(); ++i)
+          if (at::isFloatingType(al.get(i).scalar_type())) bl[i] = bp_leaves[next++];
+        v.bp = IValue(std::move(bl));
+      }
+      bp_stack.push_back(v.bp);
+    }
+    if (next != bp_leaves.size()) return out;  // the schemas order their tensors differently: not comparable
+  }
+  if (at_leaves.empty()) return out;
+  try {
+    at_op->callBoxed(&at_stack);
+    bp_op->callBoxed(bp_stack);
+  } catch (const std::exception&) {
+    return out;  // a forward that raises is the forward families' business
+  }
+  if (at_stack.empty() || !at_stack[0].isTensor() || bp_stack.empty() || !bp_stack[0].isTensor()) return out;
+  const at::Tensor at_result = at_stack[0].toTensor();
+  const Tensor bp_result = Tensor(bp_stack[0].toTensor());
+  if (!at_result.requires_grad() || !at::isFloatingType(at_result.scalar_type())) return out;
+  const auto disagree = [&](const std::string& what) {
+    out.kind = Outcome::Kind::Disagree;
+    out.difference = Difference::Values;
+    out.message = describe(c) + ": gradients: " + what;
+    return out;
+  };
+  if (!bp_result.requires_grad()) return disagree("PyTorch's result requires grad, Backplane's does not");
+  const std::vector<double> w = projectionWeights(at_result.numel());
+  const at::Tensor at_w =
+      at::tensor(c10::ArrayRef<double>(w), at::kDouble).reshape(at_result.sizes()).to(at_result.scalar_type());
+  const Tensor bp_w = Tensor(tensorFromVector<double>(w, bp_result.sizes())).to(bp_result.dtype());
+  try {
+    (at_result * at_w).sum().backward();
+  } catch (const std::exception& e) {
+    return out;  // PyTorch has no backward for this form
+  }
+  try {
+    bp_result.mul(bp_w).sum().backward();
+  } catch (const std::exception& e) {
+    return disagree(std::string("PyTorch's backward runs, Backplane's raises: ") + firstLine(e.what()));
+  }
+  for (size_t i = 0; i < at_leaves.size(); ++i) {
+    const at::Tensor want = at_leaves[i].grad();
+    const Tensor got_bp = bp_leaves[i].grad();
+    const std::string which = "leaf " + std::to_string(i) + " ";
+    if (!want.defined() && !got_bp.defined()) continue;
+    std::string bad_dtype;
+    const at::Tensor got = got_bp.defined() ? toAtTensor(got_bp, &bad_dtype) : at::zeros_like(want);
+    const at::Tensor ref = want.defined() ? want : at::zeros_like(got);
+    if (!bad_dtype.empty()) return disagree(which + "has a gradient of dtype " + bad_dtype);
+    if (!ref.sizes().equals(got.sizes()))
+      return disagree(which + "shape: PyTorch " + shapeStr(ref.sizes()) + ", Backplane " + shapeStr(got.sizes()));
+    const at::Tensor a = ref.to(at::kDouble).contiguous().reshape({-1}),
+                     b = got.to(at::kDouble).contiguous().reshape({-1});
+    for (int64_t k = 0; k < a.numel(); ++k) {
+      const double x = a[k].item<double>(), y = b[k].item<double>();
+      if ((std::isnan(x) && std::isnan(y)) || x == y) continue;  // equal infinities included
+      if (!(std::abs(x - y) <= 1e-6 * std::abs(x) + 1e-8))
+        return disagree(which + "element " + indexStr(ref.sizes(), k) + ": PyTorch " + elementStr(a, k) +
+                        ", Backplane " + elementStr(b, k));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 Outcome runCase(const Case& c) {
+  if (c.gradient) return runGradientCase(c);
   Outcome out;
   // Where libtorch names the same op differently.
   const std::string at_name = c.op == "empty" ? "empty.memory_format" : c.op;

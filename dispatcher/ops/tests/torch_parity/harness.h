@@ -126,6 +126,10 @@ struct Case {
   // API (backplane/ops/ops.h) with the arguments in the case's order, in place of
   // the boxed bp::<op>; PyTorch still runs aten::<op>.
   std::function<std::vector<IValue>(const std::vector<IValue>&)> bp_api = {};
+  // A gradient case (Note [Gradients against PyTorch]): both libraries
+  // differentiate the op's first result, and the inputs' gradients are
+  // compared instead of the results.
+  bool gradient = false;
 };
 
 // A family of cases: one gtest per group ("torch_parity.<family>/<group>").
@@ -145,6 +149,18 @@ struct Outcome {
 
 // Runs one case on both libraries and compares them.
 Outcome runCase(const Case& c);
+
+// Note [Gradients against PyTorch]
+// The family "gradients" is made from every other family's cases whose op
+// has a derivative formula or differentiates through its composite (Note
+// [Derivative declarations]): each floating tensor argument becomes a
+// float64 leaf that requires grad (random values in place of the special
+// ones, whose gradients are conventions), both libraries run the op, and
+// each backpropagates sum(result * w) for the same fixed weights w; the
+// gradients of every leaf must agree within 1e-6 relative (+1e-8). A case
+// whose forward raises on either side is left to the forward's families.
+// Disagreements follow the same known-differences policy as the forward.
+std::vector<Case> gradientCases();
 // The call written out, e.g. "add.Tensor(self=float32[4, 4] special, other=int8[] special, alpha=2)".
 std::string describe(const Case& c);
 
