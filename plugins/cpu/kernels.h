@@ -10,7 +10,7 @@ void registerElementwiseKernels(bp::Library& m);      // elementwise.cc: binary,
 void registerElementwiseMoreKernels(bp::Library& m);  // elementwise_more.cc: rounding division, bitwise, ...
 void registerReductionKernels(bp::Library& m);        // reduction.cc: sum, mean, ..., softmax
 void registerLinalgKernels(bp::Library& m);           // linalg.cc: mm, bmm, matmul, addmm (oneDNN)
-void registerNNKernels(bp::Library& m);               // nn.cc: conv2d, pooling, batch_norm, layer_norm
+void registerNNKernels(bp::Library& m);               // nn.cc: conv2d, pooling, batch_norm, layer_norm; backward ops
 void registerDataMovementKernels(bp::Library& m);     // data_movement.cc: cat, stack, index_select, ...
 void registerSortScanPadKernels(bp::Library& m);      // sort_scan_pad.cc: cumsum, sort, topk, flip, pads
 

@@ -728,11 +728,127 @@ bp::Tensor layer_norm(const bp::Tensor& input, bp::IntList normalized_shape, con
   return out;
 }
 
+// --- Backward ops (Note [Backward ops] in dispatcher/ops/src/backward.cc):
+// one pass over contiguous float32 or float64 data each, where the host's
+// composites take several; other dtypes take the composites (the kernels
+// declare theirs).
+
+constexpr int64_t kBackwardParallelNumel = 32768;
+
+// A contiguous tensor seen as [outer, n, inner] around `dim`.
+struct RowGeometry {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+RowGeometry rowsAround(const bp::Tensor& t, int64_t dim) {
+  RowGeometry g;
+  const int64_t nd = t.dim();
+  if (nd == 0) return g;
+  if (dim < 0) dim += nd;
+  for (int64_t d = 0; d < dim; ++d) g.outer *= t.size(d);
+  g.n = t.size(dim);
+  for (int64_t d = dim + 1; d < nd; ++d) g.inner *= t.size(d);
+  return g;
+}
+
+// The result in `input_dtype` (the grad's when they are the same): a
+// softmax over dtype= differentiates back to its input's dtype.
+bp::Tensor inDtype(const bp::Tensor& t, ScalarType input_dtype) {
+  if (t.dtype() == input_dtype) return t;
+  static const bp::Operator to = bp::Operator::find("to.dtype");
+  return to.call(t, input_dtype, false, false);
+}
+
+template <typename T, bool kLog>
+void softmaxBackwardRows(const T* g, const T* y, T* out, RowGeometry r) {
+  const int64_t count = r.outer * r.inner;
+#pragma omp parallel for schedule(static) if (count * r.n >= kBackwardParallelNumel)
+  for (int64_t k = 0; k < count; ++k) {
+    const int64_t base = (k / r.inner) * r.n * r.inner + k % r.inner;
+    double sum = 0;
+    for (int64_t j = 0; j < r.n; ++j) {
+      const int64_t i = base + j * r.inner;
+      sum += kLog ? static_cast<double>(g[i]) : static_cast<double>(g[i]) * static_cast<double>(y[i]);
+    }
+    const T s = static_cast<T>(sum);
+    for (int64_t j = 0; j < r.n; ++j) {
+      const int64_t i = base + j * r.inner;
+      out[i] = kLog ? g[i] - std::exp(y[i]) * s : (g[i] - s) * y[i];
+    }
+  }
+}
+
+template <bool kLog>
+bp::Tensor softmaxBackward(const char* op, const bp::Tensor& grad_output, const bp::Tensor& output, int64_t dim,
+                           ScalarType input_dtype) {
+  checkCpu(op, grad_output, "grad_output");
+  checkCpu(op, output, "output");
+  ThreadScope threads;
+  const bp::Tensor g = contiguous(grad_output), y = contiguous(output);
+  bp::Tensor out = bp::Tensor::empty(g.sizes(), g.dtype(), kCpuDevice);
+  if (out.numel() == 0) return inDtype(out, input_dtype);
+  const RowGeometry r = rowsAround(g, dim);
+  if (g.dtype() == ScalarType::Float32)
+    softmaxBackwardRows<float, kLog>(g.data_ptr<float>(), y.data_ptr<float>(), out.data_ptr<float>(), r);
+  else
+    softmaxBackwardRows<double, kLog>(g.data_ptr<double>(), y.data_ptr<double>(), out.data_ptr<double>(), r);
+  return inDtype(out, input_dtype);
+}
+
+bp::Tensor softmax_backward_data(const bp::Tensor& grad_output, const bp::Tensor& output, int64_t dim,
+                                 ScalarType input_dtype) {
+  return softmaxBackward<false>("bp::_softmax_backward_data", grad_output, output, dim, input_dtype);
+}
+bp::Tensor log_softmax_backward_data(const bp::Tensor& grad_output, const bp::Tensor& output, int64_t dim,
+                                     ScalarType input_dtype) {
+  return softmaxBackward<true>("bp::_log_softmax_backward_data", grad_output, output, dim, input_dtype);
+}
+
+// grad * d/dx gelu(x), in T (as the forward's loop): cdf(x) + x * pdf(x), or
+// the derivative of the tanh form.
+template <typename T>
+void geluBackwardLoop(const T* g, const T* x, T* out, int64_t n, bool tanh_form) {
+  constexpr T kHalf = T(0.5), kSqrt1_2 = T(0.70710678118654752440), kPdf = T(0.39894228040143267794);
+  constexpr T kBeta = T(0.79788456080286535588), kKappa = T(0.044715);
+#pragma omp parallel for schedule(static) if (n >= kBackwardParallelNumel)
+  for (int64_t i = 0; i < n; ++i) {
+    const T v = x[i];
+    if (tanh_form) {
+      const T v2 = v * v;
+      const T t = std::tanh(kBeta * (v + kKappa * v2 * v));
+      const T d = kBeta * (T(1) + T(3) * kKappa * v2);
+      out[i] = g[i] * (kHalf * (T(1) + t) + kHalf * v * (T(1) - t * t) * d);
+    } else {
+      out[i] = g[i] * (kHalf * (T(1) + std::erf(v * kSqrt1_2)) + v * kPdf * std::exp(-kHalf * v * v));
+    }
+  }
+}
+
+bp::Tensor gelu_backward(const bp::Tensor& grad_output, const bp::Tensor& self, std::string_view approximate) {
+  static constexpr const char* kOp = "bp::gelu_backward";
+  checkCpu(kOp, grad_output, "grad_output");
+  checkCpu(kOp, self, "self");
+  ThreadScope threads;
+  const bp::Tensor g = contiguous(grad_output), x = contiguous(self);
+  bp::Tensor out = bp::Tensor::empty(g.sizes(), g.dtype(), kCpuDevice);
+  const bool tanh_form = approximate == "tanh";
+  if (g.dtype() == ScalarType::Float32)
+    geluBackwardLoop<float>(g.data_ptr<float>(), x.data_ptr<float>(), out.data_ptr<float>(), out.numel(), tanh_form);
+  else
+    geluBackwardLoop<double>(g.data_ptr<double>(), x.data_ptr<double>(), out.data_ptr<double>(), out.numel(),
+                             tanh_form);
+  return out;
+}
+
 }  // namespace
 
 namespace bp_cpu {
 
 void registerNNKernels(bp::Library& m) {
+  // The backward ops serve float32 and float64; the host's composites the rest.
+  const bp::Dtypes kFloat32And64{ScalarType::Float32, ScalarType::Float64};
+  m.impl("gelu_backward", kCpu, &gelu_backward, kFloat32And64);
+  m.impl("_softmax_backward_data", kCpu, &softmax_backward_data, kFloat32And64);
+  m.impl("_log_softmax_backward_data", kCpu, &log_softmax_backward_data, kFloat32And64);
   m.impl("conv2d", kCpu, &conv2d);
   m.impl("max_pool2d", kCpu, &max_pool2d);
   m.impl("avg_pool2d", kCpu, &avg_pool2d);

@@ -172,23 +172,6 @@ Tensor scatterAdd(const Tensor& self, int64_t dim, const Tensor& index, const Te
 }
 using PadSig = Tensor(const Tensor&, IntArrayRef, const Scalar&);
 
-// d/dx of the standard normal CDF times x: cdf(x) + x * pdf(x).
-Tensor geluGrad(const Tensor& grad, const Tensor& x, const std::string& approximate) {
-  if (approximate == "tanh") {
-    const double k = std::sqrt(2.0 / std::numbers::pi), c = 0.044715;
-    Tensor x2 = x * x;
-    Tensor inner = (x + x2 * x * c) * k;
-    Tensor t = inner.tanh();
-    Tensor dinner = (x2 * (3 * c) + 1) * k;
-    Tensor left = (t + 1) * 0.5;
-    Tensor right = x * 0.5 * (1 - t * t) * dinner;
-    return grad * (left + right);
-  }
-  Tensor cdf = ((x * (1 / std::numbers::sqrt2)).erf() + 1) * 0.5;
-  Tensor pdf = (x * x * -0.5).exp() * (1 / std::sqrt(2 * std::numbers::pi));
-  return grad * (cdf + x * pdf);
-}
-
 // Gradient of a reduction to a max/min: split evenly among the elements
 // equal to the result.
 Tensor extremumGrad(const Ctx& c, const Tensor& self, const std::vector<int64_t>& dim, bool keepdim) {
@@ -374,8 +357,12 @@ std::vector<OpDerivative> buildTable() {
                        }}});
   formula("relu", {{"self", "grad where result > 0",
                     [](Ctx& c) { c.set("self", c.grad().masked_fill(c.result().le(0), 0)); }}});
-  formula("gelu", {{"self", "grad * (cdf(self) + self * pdf(self)) (tanh form for approximate='tanh')",
-                    [](Ctx& c) { c.set("self", geluGrad(c.grad(), c.tensor("self"), c.string("approximate"))); }}});
+  formula("gelu",
+          {{"self", "gelu_backward(grad, self, approximate)", [](Ctx& c) {
+              using Sig = Tensor(const Tensor&, const Tensor&, std::string_view);
+              c.set("self",
+                    BP_STANDARD_OP("gelu_backward", Sig).call(c.grad(), c.tensor("self"), c.string("approximate")));
+            }}});
   formula("silu", {{"self", "grad * s * (1 + self * (1 - s)), s = sigmoid(self)", [](Ctx& c) {
                       const Tensor& x = c.tensor("self");
                       Tensor s = x.sigmoid();
@@ -484,15 +471,18 @@ std::vector<OpDerivative> buildTable() {
                         const int64_t d = c.integer("dim");
                         c.set("self", c.grad().flip({d}).cumsum(d).flip({d}));
                       }}});
-  formula("softmax.int", {{"self", "(grad - sum(grad * result, dim)) * result", [](Ctx& c) {
-                             const Tensor& y = c.result();
-                             const int64_t d = c.integer("dim");
-                             c.set("self", (c.grad() - (c.grad() * y).sum({d}, /*keepdim=*/true)) * y);
+  formula("softmax.int", {{"self", "_softmax_backward_data(grad, result, dim, result.dtype)", [](Ctx& c) {
+                             using Sig = Tensor(const Tensor&, const Tensor&, int64_t, ScalarType);
+                             c.set("self", BP_STANDARD_OP("_softmax_backward_data", Sig)
+                                               .call(c.grad(), c.result(), c.integer("dim"), c.result().dtype()));
                            }}});
-  formula("log_softmax.int", {{"self", "grad - exp(result) * sum(grad, dim)", [](Ctx& c) {
-                                 const int64_t d = c.integer("dim");
-                                 c.set("self", c.grad() - c.result().exp() * c.grad().sum({d}, /*keepdim=*/true));
+  formula("log_softmax.int", {{"self", "_log_softmax_backward_data(grad, result, dim, result.dtype)", [](Ctx& c) {
+                                 using Sig = Tensor(const Tensor&, const Tensor&, int64_t, ScalarType);
+                                 c.set("self", BP_STANDARD_OP("_log_softmax_backward_data", Sig)
+                                                   .call(c.grad(), c.result(), c.integer("dim"), c.result().dtype()));
                                }}});
+  notImplemented({"gelu_backward", "_softmax_backward_data", "_log_softmax_backward_data"},
+                 "a backward op: differentiating it again (double backward) has no formula yet");
   formula("sort",
           {{"self", "grad scattered back by indices",
             [](Ctx& c) {

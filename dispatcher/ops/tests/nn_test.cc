@@ -754,5 +754,76 @@ TEST(NNLayerNorm, Errors) {
               HasSubstr("argument 'input' has dtype int32, which this op does not accept"));
 }
 
+// --- The backward ops (Note [Backward ops]): the CPU plugin's float32 and
+// float64 kernels against a double-precision reference, the composite
+// (float16) against the same, and the host's rule.
+TEST(NNBackwardOps, SoftmaxAndLogSoftmaxBackwardMatchTheReference) {
+  const std::vector<double> g = {0.5, -1, 2, 0.25, -0.75, 1.5}, y = {0.1, 0.2, 0.7, 0.3, 0.3, 0.4};
+  for (ScalarType dt : {ScalarType::Float32, ScalarType::Float64, ScalarType::Float16}) {
+    for (int64_t dim : {0, 1}) {
+      const Tensor gt = fromDoubles(g, {2, 3}, dt), yt = fromDoubles(y, {2, 3}, dt);
+      const std::vector<double> soft = callT("_softmax_backward_data", {gt, yt, dim, dt}).toVector<double>();
+      const std::vector<double> logsoft = callT("_log_softmax_backward_data", {gt, yt, dim, dt}).toVector<double>();
+      for (int64_t i = 0; i < 2; ++i) {
+        for (int64_t j = 0; j < 3; ++j) {
+          double s = 0, sg = 0;
+          for (int64_t k = 0; k < (dim == 1 ? 3 : 2); ++k) {
+            const size_t at = static_cast<size_t>(dim == 1 ? i * 3 + k : k * 3 + j);
+            s += g[at] * y[at];
+            sg += g[at];
+          }
+          const size_t at = static_cast<size_t>(i * 3 + j);
+          const double tol = dt == ScalarType::Float16 ? 5e-3 : 1e-6;
+          EXPECT_NEAR(soft[at], (g[at] - s) * y[at], tol) << scalarTypeName(dt) << " dim " << dim;
+          EXPECT_NEAR(logsoft[at], g[at] - std::exp(y[at]) * sg, tol) << scalarTypeName(dt) << " dim " << dim;
+        }
+      }
+    }
+  }
+}
+
+TEST(NNBackwardOps, GeluBackwardMatchesTheReference) {
+  const std::vector<double> g = {1, -2, 0.5, 3}, x = {-1.5, 0, 0.7, 2.5};
+  for (ScalarType dt : {ScalarType::Float32, ScalarType::Float64, ScalarType::BFloat16}) {
+    const std::vector<double> none =
+        callT("gelu_backward", {fromDoubles(g, {4}, dt), fromDoubles(x, {4}, dt), std::string("none")})
+            .toVector<double>();
+    const std::vector<double> tanh_form =
+        callT("gelu_backward", {fromDoubles(g, {4}, dt), fromDoubles(x, {4}, dt), std::string("tanh")})
+            .toVector<double>();
+    const double tol = dt == ScalarType::BFloat16 ? 3e-2 : 1e-5;
+    for (size_t i = 0; i < 4; ++i) {
+      const double v = x[i];
+      const double want =
+          g[i] * (0.5 * (1 + std::erf(v / std::sqrt(2.0))) + v * std::exp(-v * v / 2) / std::sqrt(2 * M_PI));
+      const double k = std::sqrt(2 / M_PI), t = std::tanh(k * (v + 0.044715 * v * v * v));
+      const double want_tanh = g[i] * (0.5 * (1 + t) + 0.5 * v * (1 - t * t) * k * (1 + 3 * 0.044715 * v * v));
+      EXPECT_NEAR(none[i], want, tol * std::max(1.0, std::abs(want))) << scalarTypeName(dt);
+      EXPECT_NEAR(tanh_form[i], want_tanh, tol * std::max(1.0, std::abs(want_tanh))) << scalarTypeName(dt);
+    }
+  }
+}
+
+TEST(NNBackwardOps, TheHostsRuleRefusesMismatchedArguments) {
+  const Tensor a = fromDoubles({1, 2, 3, 4}, {2, 2}, ScalarType::Float32);
+  const Tensor b = fromDoubles({1, 2, 3}, {3}, ScalarType::Float32);
+  EXPECT_THAT(errorOf([&] {
+                callT("gelu_backward", {a, b, std::string("none")});
+              }),
+              HasSubstr("bp::gelu_backward: 'grad_output' has shape [2, 2] but 'self' has shape [3]"));
+  EXPECT_THAT(errorOf([&] {
+                callT("gelu_backward", {a, a, std::string("erf")});
+              }),
+              HasSubstr("approximate must be 'none' or 'tanh', but got 'erf'"));
+  EXPECT_THAT(errorOf([&] {
+                callT("_softmax_backward_data", {a, a, int64_t{2}, ScalarType::Float32});
+              }),
+              HasSubstr("bp::_softmax_backward_data"));
+  EXPECT_THAT(errorOf([&] {
+                callT("_log_softmax_backward_data", {a, a.to(ScalarType::Float64), int64_t{0}, ScalarType::Float32});
+              }),
+              HasSubstr("'grad_output' has dtype float32 but 'output' has dtype float64"));
+}
+
 }  // namespace
 }  // namespace backplane::ops_test

@@ -1,0 +1,111 @@
+// Family "backward": the ops derivative formulas call where a fused kernel
+// beats a composition of elementwise ops (Note [Backward ops]).
+
+#include <cmath>
+#include <numbers>
+#include <string>
+
+#include "backplane/ops/ops.h"
+#include "families.h"
+#include "meta.h"
+#include "structured.h"
+
+namespace backplane::ops {
+
+// Note [Backward ops]
+// gelu_backward, _softmax_backward_data and _log_softmax_backward_data have
+// PyTorch's schemas and meanings: the gradient of gelu's input from the
+// output's gradient and the input, and the gradient of (log_)softmax's input
+// from the output's gradient and the output. Each is a standard op with a
+// shape rule (meta) and a composite written with other standard ops, so
+// every device computes it without a fallback; a plugin may implement it
+// natively (the CPU plugin does, one pass over the data instead of the
+// composite's several). The derivative formulas of gelu, softmax and
+// log_softmax call them (dispatcher/ops/src/derivatives.cc).
+namespace {
+
+void checkPair(const std::string& op, const Tensor& grad, const char* grad_name, const Tensor& other,
+               const char* other_name) {
+  BP_CHECK(grad.defined(), op, ": argument '", grad_name, "' is undefined; pass a tensor");
+  BP_CHECK(other.defined(), op, ": argument '", other_name, "' is undefined; pass a tensor");
+  commonDevice(op, {{grad_name, &grad}, {other_name, &other}});
+  BP_CHECK(grad.sizes() == other.sizes(), op, ": '", grad_name, "' has shape ", shapeString(grad.sizes()), " but '",
+           other_name, "' has shape ", shapeString(other.sizes()), "; they must match");
+  BP_CHECK(grad.dtype() == other.dtype(), op, ": '", grad_name, "' has dtype ", scalarTypeName(grad.dtype()), " but '",
+           other_name, "' has dtype ", scalarTypeName(other.dtype()), "; they must match");
+}
+
+void geluBackwardMeta(const Tensor& grad_output, const Tensor& self, std::string_view approximate) {
+  const std::string& op = qualified<"gelu_backward">();
+  checkPair(op, grad_output, "grad_output", self, "self");
+  checkDtypes(op, standardOp<"gelu_backward">(), {{"grad_output", &grad_output}, {"self", &self}});
+  BP_CHECK(approximate == "none" || approximate == "tanh", op, ": approximate must be 'none' or 'tanh', but got '",
+           approximate, "'");
+}
+
+// grad * d/dx gelu(x): cdf(x) + x * pdf(x), or the tanh form's derivative.
+// 16-bit dtypes compute in float32 and round once (PyTorch's opmath): x * x
+// would overflow float16 from |x| = 256.
+Tensor geluBackwardComposite(const Tensor& grad, const Tensor& x, std::string_view approximate) {
+  if (grad.dtype() == ScalarType::Float16 || grad.dtype() == ScalarType::BFloat16)
+    return geluBackwardComposite(grad.to(ScalarType::Float32), x.to(ScalarType::Float32), approximate).to(grad.dtype());
+  if (approximate == "tanh") {
+    const double k = std::sqrt(2.0 / std::numbers::pi), c = 0.044715;
+    Tensor x2 = x * x;
+    Tensor t = ((x + x2 * x * c) * k).tanh();
+    Tensor left = (t + 1) * 0.5;
+    Tensor right = x * 0.5 * (1 - t * t) * ((x2 * (3 * c) + 1) * k);
+    return grad * (left + right);
+  }
+  Tensor cdf = ((x * (1 / std::numbers::sqrt2)).erf() + 1) * 0.5;
+  Tensor pdf = (x * x * -0.5).exp() * (1 / std::sqrt(2 * std::numbers::pi));
+  return grad * (cdf + x * pdf);
+}
+
+template <FixedString Name>
+void softmaxBackwardMeta(const Tensor& grad_output, const Tensor& output, int64_t dim, ScalarType input_dtype) {
+  const std::string& op = qualified<Name>();
+  checkPair(op, grad_output, "grad_output", output, "output");
+  checkDtypes(op, standardOp<Name>(), {{"grad_output", &grad_output}, {"output", &output}});
+  wrapDim(op, dim, std::max<int64_t>(output.dim(), 1));
+  BP_CHECK(isFloatingType(input_dtype), op, ": input_dtype must be a floating dtype, but got ",
+           scalarTypeName(input_dtype));
+}
+
+// (grad - sum(grad * y, dim)) * y, in input_dtype.
+Tensor softmaxBackwardComposite(const Tensor& grad, const Tensor& y, int64_t dim, ScalarType input_dtype) {
+  Tensor r = (grad - (grad * y).sum({dim}, /*keepdim=*/true)) * y;
+  return r.dtype() == input_dtype ? r : r.to(input_dtype);
+}
+
+// grad - exp(y) * sum(grad, dim), in input_dtype.
+Tensor logSoftmaxBackwardComposite(const Tensor& grad, const Tensor& y, int64_t dim, ScalarType input_dtype) {
+  Tensor r = grad - y.exp() * grad.sum({dim}, /*keepdim=*/true);
+  return r.dtype() == input_dtype ? r : r.to(input_dtype);
+}
+
+}  // namespace
+
+void addBackwardOps(std::vector<StandardOp>& ops) {
+  using K = KernelFunction;
+  const ScalarTypeSet kFloating = ScalarTypeSet::floating();
+  ops.push_back(StandardOp{"gelu_backward(Tensor grad_output, Tensor self, *, str approximate=\"none\") -> Tensor",
+                           K::makeFromFunction(BP_FN(geluBackwardMeta)),
+                           K::makeFromFunction(BP_FN(geluBackwardComposite)),
+                           "backward",
+                           {{"grad_output", kFloating}, {"self", kFloating}}});
+  ops.push_back(
+      StandardOp{"_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor",
+                 K::makeFromFunction(BP_FN(softmaxBackwardMeta<"_softmax_backward_data">)),
+                 K::makeFromFunction(BP_FN(softmaxBackwardComposite)),
+                 "backward",
+                 {{"grad_output", kFloating}, {"output", kFloating}}});
+  ops.push_back(StandardOp{
+      "_log_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor",
+      K::makeFromFunction(BP_FN(softmaxBackwardMeta<"_log_softmax_backward_data">)),
+      K::makeFromFunction(BP_FN(logSoftmaxBackwardComposite)),
+      "backward",
+      {{"grad_output", kFloating}, {"output", kFloating}}});
+}
+
+}  // namespace backplane::ops
