@@ -207,6 +207,29 @@ std::vector<Case> nnCases() {
       cases.push_back({op, {{"self", x}, {"dim", I(1)}, {"dtype", Dt(kF64)}}, c});
       cases.push_back({op, {{"self", x}, {"dim", I(2)}}, c});
     }
+    // The backward ops (Note [Backward ops]): the CPU plugin's kernels for
+    // float32 and float64, the composites for the 16-bit dtypes; every dtype
+    // PyTorch refuses is refused by the host's rule too.
+    const Arg g = T(t, {3, 5}, Fill::Random, View::Contiguous, 11);
+    const Arg y = T(t, {3, 5}, Fill::Random, View::Contiguous, 12);
+    for (const char* op : {"_softmax_backward_data", "_log_softmax_backward_data"}) {
+      for (int64_t d : {0, 1, -1})
+        cases.push_back({op, {{"grad_output", g}, {"output", y}, {"dim", I(d)}, {"input_dtype", Dt(t)}}, c});
+      cases.push_back({op,
+                       {{"grad_output", T(t, {4, 4}, Fill::Random, View::Transposed, 13)},
+                        {"output", T(t, {4, 4}, Fill::Random, View::Strided, 14)},
+                        {"dim", I(1)},
+                        {"input_dtype", Dt(t)}},
+                       c});
+    }
+    for (const char* approximate : {"none", "tanh"}) {
+      cases.push_back({"gelu_backward", {{"grad_output", g}, {"self", y}, {"approximate", Str(approximate)}}, c});
+      cases.push_back({"gelu_backward",
+                       {{"grad_output", T(t, {4, 4}, Fill::Special, View::Transposed, 15)},
+                        {"self", T(t, {4, 4}, Fill::Special, View::Contiguous, 16)},
+                        {"approximate", Str(approximate)}},
+                       c});
+    }
     const Arg img = T(t, {2, 4, 5, 6}, Fill::Random, View::Contiguous, 3);
     cases.push_back({"layer_norm", {{"input", img}, {"normalized_shape", Ints({6})}}, close(64, 64)});
     cases.push_back({"layer_norm",
