@@ -12,10 +12,11 @@ void addCreationOps(std::vector<StandardOp>& ops);     // empty, zeros, ..., ran
 void addElementwiseOps(std::vector<StandardOp>& ops);  // binary, comparison, where, unary, clamp
 // (elementwise_more.cc) rounding division, remainder/fmod, rounding, bitwise/logical, activations, Scalar forms
 void addElementwiseMoreOps(std::vector<StandardOp>& ops);
-void addReductionOps(std::vector<StandardOp>& ops);     // sum, mean, amax, ..., softmax
-void addLinalgOps(std::vector<StandardOp>& ops);        // mm, bmm, matmul, addmm, linear
-void addNNOps(std::vector<StandardOp>& ops);            // conv2d, pooling, batch_norm, layer_norm
+void addReductionOps(std::vector<StandardOp>& ops);  // sum, mean, amax, ..., softmax
+void addLinalgOps(std::vector<StandardOp>& ops);     // mm, bmm, matmul, addmm, linear
+void addNNOps(std::vector<StandardOp>& ops);         // conv2d, pooling, batch_norm, layer_norm
 void addDataMovementOps(std::vector<StandardOp>& ops);
-void addBackwardOps(std::vector<StandardOp>& ops);  // gelu_backward, _softmax_backward_data, ... (Note [Backward ops])  // cat, stack, index_select, gather, ..., embedding
+void addBackwardOps(std::vector<StandardOp>& ops);  // gelu_backward, _softmax_backward_data, ... (Note [Backward ops])
+                                                    // // cat, stack, index_select, gather, ..., embedding
 
 }  // namespace backplane::ops
