@@ -195,20 +195,21 @@ Tensor varGrad(const Ctx& c, const Tensor& self, const std::vector<int64_t>& dim
   return r;
 }
 
-// (x - mean) / sqrt(var + eps) over `dims` (biased variance), as the
-// normalization layers compute it.
-Tensor normalized(const Tensor& x, const std::vector<int64_t>& dims, double eps) {
-  Tensor centered = x - x.mean(dims, /*keepdim=*/true);
-  return centered * ((centered * centered).mean(dims, /*keepdim=*/true) + eps).rsqrt();
-}
-// The input gradient of a normalization over `dims`, given g = grad * weight:
-// rstd * (g - mean(g) - xhat * mean(g * xhat)).
-Tensor normalizationInputGrad(const Tensor& x, const std::vector<int64_t>& dims, double eps, const Tensor& g) {
-  Tensor centered = x - x.mean(dims, /*keepdim=*/true);
-  Tensor rstd = ((centered * centered).mean(dims, /*keepdim=*/true) + eps).rsqrt();
-  Tensor xhat = centered * rstd;
-  return (g - g.mean(dims, /*keepdim=*/true) - xhat * (g * xhat).mean(dims, /*keepdim=*/true)) * rstd;
-}
+// x's normalization over `dims`, as the normalization layers compute it:
+// xhat = (x - mean) * rstd, rstd = 1 / sqrt(var + eps) (biased variance);
+// computed once for the formulas that need both.
+struct Normalization {
+  Tensor xhat, rstd;
+  Normalization(const Tensor& x, const std::vector<int64_t>& dims, double eps) {
+    Tensor centered = x - x.mean(dims, /*keepdim=*/true);
+    rstd = ((centered * centered).mean(dims, /*keepdim=*/true) + eps).rsqrt();
+    xhat = centered * rstd;
+  }
+  // The input gradient given g = grad * weight: rstd * (g - mean(g) - xhat * mean(g * xhat)).
+  Tensor inputGrad(const Tensor& g, const std::vector<int64_t>& dims) const {
+    return (g - g.mean(dims, /*keepdim=*/true) - xhat * (g * xhat).mean(dims, /*keepdim=*/true)) * rstd;
+  }
+};
 
 // The correction of var.correction / std.correction.
 double correctionOf(const Ctx& c) {
@@ -602,11 +603,12 @@ std::vector<OpDerivative> buildTable() {
               const int64_t k = static_cast<int64_t>(c.ints("normalized_shape").size());
               std::vector<int64_t> dims;
               for (int64_t d = x.dim() - k; d < x.dim(); ++d) dims.push_back(d);
+              const Normalization n(x, dims, c.real("eps"));  // once for both gradients
               if (c.needs("bias")) c.set("bias", c.grad());
-              if (c.needs("weight")) c.set("weight", c.grad() * normalized(x, dims, c.real("eps")));
+              if (c.needs("weight")) c.set("weight", c.grad() * n.xhat);
               if (!c.needs("input")) return;
               const std::optional<Tensor> w = c.optionalTensor("weight");
-              c.set("input", normalizationInputGrad(x, dims, c.real("eps"), w ? c.grad() * *w : c.grad()));
+              c.set("input", n.inputGrad(w ? c.grad() * *w : c.grad(), dims));
             }}});
   formula("batch_norm",
           {{"input, weight, bias",
@@ -624,14 +626,14 @@ std::vector<OpDerivative> buildTable() {
               const std::optional<Tensor> rm = c.optionalTensor("running_mean");
               const std::optional<Tensor> rv = c.optionalTensor("running_var");
               const bool batch_stats = c.boolean("training") || !rm || !rv;
-              const Tensor xhat = batch_stats
-                                      ? normalized(x, dims, eps)
-                                      : (x - rm->reshape(channel_shape)) * (rv->reshape(channel_shape) + eps).rsqrt();
+              const std::optional<Normalization> n =
+                  batch_stats ? std::optional<Normalization>(std::in_place, x, dims, eps) : std::nullopt;
+              const Tensor xhat =
+                  n ? n->xhat : (x - rm->reshape(channel_shape)) * (rv->reshape(channel_shape) + eps).rsqrt();
               if (c.needs("bias")) c.set("bias", c.grad().sum(dims));
               if (c.needs("weight")) c.set("weight", (c.grad() * xhat).sum(dims));
               if (!c.needs("input")) return;
-              c.set("input", batch_stats ? normalizationInputGrad(x, dims, eps, g)
-                                         : g * (rv->reshape(channel_shape) + eps).rsqrt());
+              c.set("input", n ? n->inputGrad(g, dims) : g * (rv->reshape(channel_shape) + eps).rsqrt());
             }}});
   notImplemented({"conv2d", "max_pool2d", "avg_pool2d", "pad", "reflection_pad1d", "reflection_pad2d",
                   "reflection_pad3d", "replication_pad1d", "replication_pad2d", "replication_pad3d"},
