@@ -195,6 +195,19 @@ std::vector<Tensor> ViewNode::apply(std::vector<Tensor> grads) {
   BP_CHECK(kind_ != "as_strided" || base_contiguous_,
            "as_strided: the gradient of an as_strided view of a non-contiguous tensor is not implemented; call "
            "contiguous() before as_strided");
+  if (isGradEnabled()) {
+    // create_graph: the same gradient, written out of place with a
+    // differentiable op (scatter_add of g at the view's positions in the
+    // base), so the backward's own graph reaches g. The positions are the
+    // view replayed on the base's element indices.
+    int64_t n = 1;
+    for (int64_t s : base_sizes) n *= s;
+    const Tensor positions = Tensor(replay_(arange(Scalar(n), {ScalarType::Int64, g.device()}).view(base_sizes)));
+    using ScatterAddSig = Tensor(const Tensor&, int64_t, const Tensor&, const Tensor&);
+    static const auto scatter_add = Dispatcher::singleton().findOpOrThrow("bp::scatter_add").typed<ScatterAddSig>();
+    return {scatter_add.call(zeros({n}, {g.dtype(), g.device()}), 0, positions.reshape({-1}), g.reshape({-1}))
+                .view(base_sizes)};
+  }
   Tensor z = zeros(base_sizes, {g.dtype(), g.device()});
   Tensor(replay_(z)).copy_(g);
   return {z};

@@ -150,6 +150,19 @@ TEST(Autograd, CreateGraphGivesSecondDerivatives) {
   EXPECT_EQ(values(d2), (std::vector<double>{12}));
 }
 
+TEST(Autograd, CreateGraphReachesThroughViews) {
+  Tensor x = leaf({1, 2, 3, 4}, {4});
+  Tensor y = (x.slice(0, 1, 3).pow(Scalar(3))).sum();  // dy/dx = 3 x^2 on [1, 3)
+  Tensor dy = grad({y}, {x}, {}, std::nullopt, /*create_graph=*/true)[0];
+  EXPECT_EQ(values(dy), (std::vector<double>{0, 12, 27, 0}));
+  EXPECT_EQ(values(grad({dy.sum()}, {x})[0]), (std::vector<double>{0, 12, 18, 0}));  // 6 x on [1, 3)
+  Tensor m = leaf({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor z = (m.t().select(0, 2) * m.t().select(0, 2)).sum();  // column 2 of m, squared
+  Tensor dz = grad({z}, {m}, {}, std::nullopt, true)[0];
+  EXPECT_EQ(values(dz), (std::vector<double>{0, 0, 6, 0, 0, 12}));
+  EXPECT_EQ(values(grad({dz.sum()}, {m})[0]), (std::vector<double>{0, 0, 2, 0, 0, 2}));
+}
+
 TEST(Autograd, NonScalarBackwardNeedsAGradient) {
   Tensor x = leaf({1, 2}, {2});
   Tensor y = x * 2;
