@@ -15,6 +15,7 @@
 
 #include "backplane/autograd/autograd.h"
 #include "backplane/dispatch/dispatcher.h"
+#include "backplane/dispatch/library.h"
 #include "backplane/ops/derivatives.h"
 #include "backplane/ops/ops.h"
 #include "backplane/ops/standard_ops.h"
@@ -324,6 +325,24 @@ TEST(Autograd, NotImplementedRaisesAtBackwardNamingOpInputAndDevice) {
   EXPECT_TRUE(y.requires_grad());
   EXPECT_THAT(errorText([&] { y.sum().backward(); }),
               AllOf(HasSubstr("bp::max_pool2d"), HasSubstr("not implemented"), HasSubstr("'self' on cpu")));
+}
+
+// An op a library or plugin defines without a derivative: its forward works
+// on tensors that require grad; backward through it raises, naming it.
+TEST(Autograd, AnOpWithoutADeclaredDerivativeRaisesAtBackward) {
+  Library lib("autograd_test");
+  ASSERT_TRUE(lib.def("twice(Tensor self) -> Tensor").ok());
+  ASSERT_TRUE(
+      lib.impl("twice", DispatchKey::CPU,
+               [](const Tensor& x) -> Tensor { return tensorFromVector<double>({x.toVector<double>()[0] * 2}, {1}); })
+          .ok());
+  const auto twice = Dispatcher::singleton().findOpOrThrow("autograd_test::twice").typed<Tensor(const Tensor&)>();
+  Tensor x = leaf({3}, {1});
+  Tensor y = twice.call(x);
+  EXPECT_EQ(values(y), (std::vector<double>{6}));
+  EXPECT_TRUE(y.requires_grad());
+  EXPECT_THAT(errorText([&] { y.sum().backward(); }),
+              AllOf(HasSubstr("autograd_test::twice"), HasSubstr("not implemented"), HasSubstr("'self' on cpu")));
 }
 
 TEST(Autograd, CompositeOpsDifferentiateThroughTheirDecomposition) {
