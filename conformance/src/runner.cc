@@ -8,8 +8,12 @@
 #include <string_view>
 #include <vector>
 
+#include "backplane/autograd/autograd.h"
 #include "backplane/core/error.h"
 #include "backplane/dispatch/dispatcher.h"
+#include "backplane/ops/derivatives.h"
+#include "backplane/ops/ops.h"
+#include "backplane/ops/random.h"
 
 namespace backplane::conformance {
 namespace {
@@ -227,6 +231,261 @@ struct FormRunner {
     }
   }
 
+  // Note [Gradient forms]
+  // The gradient form of an op that differentiates (a derivative formula or
+  // its composite, Note [Derivative declarations]) runs each sample whose
+  // arguments include a floating tensor and that must not raise: every
+  // float32 or float64 tensor argument (also in lists) becomes a leaf that
+  // requires grad, the op's first result is projected onto fixed weights
+  // and backpropagated, and each leaf's gradient is checked:
+  //   * on the CPU, against central finite differences in float64 (eps
+  //     1e-6, atol 1e-5, rtol 1e-3) at up to kProbes elements per leaf, for
+  //     samples of finite values and at most kMaxDifferencedElements
+  //     elements, skipping a probe where the one-sided quotients disagree
+  //     (a kink or a step: no derivative there);
+  //   * on any other backend, against the CPU's gradient of the same sample
+  //     (atol = rtol = 1e-3; a float32 gradient is a sum of many products),
+  //     except at a point the CPU's probes find without a derivative.
+  // Samples of 16-bit dtypes are left to the functional form: their
+  // gradients round too coarsely to compare this way.
+  static constexpr int kProbes = 8;
+  static constexpr int64_t kMaxDifferencedElements = 4096;
+  static constexpr uint64_t kGradientSeed = 20261202;
+
+  // The sample's arguments with each float32/float64 tensor (in `dtype`
+  // when given, else its own) made a leaf on `dev`; the leaves in order.
+  static std::vector<IValue> leaves(const Sample& s, Device dev, std::optional<ScalarType> dtype,
+                                    std::vector<Tensor>& out_leaves) {
+    std::vector<IValue> args = onDevice(s.args, dev);
+    auto leafOf = [&](const TensorBase& t) -> TensorBase {
+      if (!t.defined() || (t.dtype() != ScalarType::Float32 && t.dtype() != ScalarType::Float64)) return t;
+      Tensor l = dtype ? Tensor(t).to(*dtype, /*copy=*/true) : Tensor(t).detach();
+      l = l.detach();
+      l.requires_grad_();
+      out_leaves.push_back(l);
+      return l;
+    };
+    for (IValue& a : args) {
+      if (a.isTensor()) {
+        a = IValue(leafOf(a.toTensor()));
+      } else if (a.isTensorList()) {
+        std::vector<TensorBase> l = a.toTensorList();
+        for (TensorBase& t : l) t = leafOf(t);
+        a = IValue(std::move(l));
+      }
+    }
+    return args;
+  }
+
+  // Fixed weights w of result's shape: the gradient flowing into the result
+  // (so the leaves get the gradient of sum(result * w)), made on the host and
+  // moved, so that no kernel of the backend under test computes them.
+  static Tensor weightsFor(const Tensor& result) {
+    std::vector<double> w(static_cast<size_t>(result.numel()));
+    for (size_t i = 0; i < w.size(); ++i) w[i] = 0.5 + std::sin(0.7 * static_cast<double>(i + 1));
+    return Tensor(tensorFromVector<double>(w, result.sizes())).to(result.dtype()).to(result.device());
+  }
+  // sum(result * w), on the host in float64: what finite differences see.
+  static double projected(const Tensor& result) {
+    const std::vector<double> r = Tensor(result.cpu()).contiguous().toVector<double>();
+    const std::vector<double> w = weightsFor(Tensor(result.cpu())).toVector<double>();
+    double sum = 0;
+    for (size_t i = 0; i < r.size(); ++i) sum += r[i] * w[i];
+    return sum;
+  }
+
+  // The op's first result for `args`, or undefined when it has no floating
+  // one that requires grad (nothing to differentiate).
+  static Tensor firstResult(const OperatorHandle& op, std::vector<IValue> args) {
+    manualSeed(kGradientSeed);  // a random op (dropout) draws the same on every side
+    Stack stack(args.begin(), args.end());
+    op.callBoxed(stack);
+    if (stack.empty() || !stack[0].isTensor()) return Tensor();
+    Tensor r = stack[0].toTensor();
+    return r.defined() && r.requires_grad() ? r : Tensor();
+  }
+
+  // Gradients of every leaf (undefined where none flows).
+  static std::vector<Tensor> gradientsOf(const Tensor& result, const std::vector<Tensor>& leaves_) {
+    return autograd::grad({result}, leaves_, {weightsFor(result)}, std::nullopt, false, /*allow_unused=*/true);
+  }
+
+  // Whether every float32/float64 tensor of the sample is finite, and how
+  // many elements they hold together.
+  static bool finiteInputs(const std::vector<Tensor>& ls, int64_t& elements) {
+    elements = 0;
+    for (const Tensor& t : ls) {
+      elements += t.numel();
+      for (double v : Tensor(t).contiguous().toVector<double>())
+        if (!std::isfinite(v)) return false;
+    }
+    return true;
+  }
+
+  bool paddedEmbedding(const Sample& s) const {
+    if (spec.op != "bp::embedding" || s.args.size() < 3 || !s.args[2].isInt()) return false;
+    return s.args[2].toInt() >= 0;
+  }
+
+  void gradient(const std::vector<Sample>& samples) {
+    const OperatorHandle op = findOp(spec.op);
+    const Device cpu(DeviceType::CPU);
+    for (const Sample& s : samples) {
+      if (s.must_raise) continue;
+      std::vector<Tensor> probe;
+      leaves(s, cpu, std::nullopt, probe);
+      if (probe.empty()) continue;  // no float32/float64 tensor to differentiate
+      // Finite differences need finite inputs (a gradient at NaN or inf is
+      // a convention) and a small sum (their cancellation error grows with
+      // it); other backends compare every sample with the CPU.
+      int64_t elements = 0;
+      if (device.isCpu() && (!finiteInputs(probe, elements) || elements > kMaxDifferencedElements)) continue;
+      begin(s);
+      std::vector<Tensor> ls;
+      std::vector<IValue> args;
+      Tensor result;
+      try {
+        args = leaves(s, device, device.isCpu() ? std::optional<ScalarType>(ScalarType::Float64) : std::nullopt, ls);
+        result = firstResult(op, args);
+      } catch (const std::exception& e) {
+        record(s, Outcome::Error, std::string("the forward raised: ") + e.what());
+        return;
+      }
+      if (!result.defined()) continue;
+      // Finite differences need the op to compute in float64: a sample whose
+      // result is of another dtype (dtype=, a 16-bit operand) is left to the
+      // other backends' comparison. embedding's padding row gets no gradient
+      // by definition (PyTorch's), which differences cannot see.
+      if (device.isCpu() && (result.dtype() != ScalarType::Float64 || paddedEmbedding(s))) continue;
+      std::vector<Tensor> got;
+      try {
+        got = gradientsOf(result, ls);
+      } catch (const std::exception& e) {
+        record(s, Outcome::Error, std::string("backward raised: ") + e.what());
+        return;
+      }
+      if (device.isCpu()) {
+        if (!finiteDifferences(op, s, args, ls, got)) return;
+      } else {
+        // A sample at a point without a derivative (found on the CPU, in
+        // float64, as finiteDifferences skips such probes) has no gradient
+        // two backends must agree on.
+        std::vector<Tensor> f64_leaves;
+        const std::vector<IValue> f64_args = leaves(s, cpu, ScalarType::Float64, f64_leaves);
+        int64_t n = 0;
+        bool smooth = true;
+        if (finiteInputs(f64_leaves, n) && n <= kMaxDifferencedElements)
+          finiteDifferences(op, s, f64_args, f64_leaves, {}, &smooth);
+        if (!smooth) continue;
+        std::vector<Tensor> cpu_leaves;
+        const std::vector<IValue> cpu_args = leaves(s, cpu, std::nullopt, cpu_leaves);
+        const std::vector<Tensor> want = gradientsOf(firstResult(op, cpu_args), cpu_leaves);
+        for (size_t k = 0; k < got.size(); ++k) {
+          if (!compareGradient(s, k, got[k], want[k], cpu_leaves[k], 1e-3, 1e-3, "the CPU's")) {
+            // Which ops the backward ran on the device: the formula's.
+            if (const OpDerivative* d = findDerivative(spec.op)) {
+              std::string formula;
+              for (const DerivativeFormula& f : d->formulas)
+                formula += (formula.empty() ? "" : "; ") + std::string(f.inputs) + ": " + f.text;
+              if (!formula.empty()) this->result.message += "; its backward is " + formula;
+            }
+            return;
+          }
+        }
+      }
+    }
+  }
+
+  // Leaf k's gradient `got` against `want` (undefined: zeros).
+  bool compareGradient(const Sample& s, size_t k, const Tensor& got, const Tensor& want, const Tensor& leaf,
+                       double atol, double rtol, const char* reference) {
+    const std::vector<double> g = got.defined() ? Tensor(got.cpu()).contiguous().toVector<double>()
+                                                : std::vector<double>(static_cast<size_t>(leaf.numel()), 0.0);
+    const std::vector<double> w = want.defined() ? Tensor(want.cpu()).contiguous().toVector<double>()
+                                                 : std::vector<double>(static_cast<size_t>(leaf.numel()), 0.0);
+    if (g.size() != w.size()) {
+      return record(s, Outcome::Fail,
+                    "gradient of leaf " + std::to_string(k) + " has " + std::to_string(g.size()) +
+                        " elements, expected " + std::to_string(w.size()));
+    }
+    for (size_t i = 0; i < g.size(); ++i) {
+      if ((std::isnan(g[i]) && std::isnan(w[i])) || g[i] == w[i]) continue;
+      const double err = std::fabs(g[i] - w[i]);
+      if (!(err <= atol + rtol * std::fabs(w[i]))) {
+        std::ostringstream os;
+        os << "gradient of leaf " << k << " element " << i << " is " << g[i] << ", expected " << w[i] << " ("
+           << reference << "; atol " << atol << ", rtol " << rtol << ")";
+        return record(s, Outcome::Fail, os.str(), err, w[i] == 0 ? INFINITY : err / std::fabs(w[i]));
+      }
+    }
+    return true;
+  }
+
+  // Central differences of sum(result * w) at up to kProbes elements of
+  // each leaf (float64, eps 1e-6, atol 1e-5, rtol 1e-3).
+  // With `smooth` given, only finds whether some probe sits on a kink, a
+  // step or a pole (sets *smooth to false) and compares nothing.
+  bool finiteDifferences(const OperatorHandle& op, const Sample& s, const std::vector<IValue>& args,
+                         const std::vector<Tensor>& ls, const std::vector<Tensor>& got, bool* smooth = nullptr) {
+    constexpr double kEps = 1e-6;
+    autograd::NoGradGuard no_grad;
+    for (size_t k = 0; k < ls.size(); ++k) {
+      const int64_t n = ls[k].numel();
+      if (n == 0) continue;
+      const std::vector<double> g = !smooth && got[k].defined() ? Tensor(got[k]).contiguous().toVector<double>()
+                                                                : std::vector<double>(static_cast<size_t>(n), 0.0);
+      const int64_t step = std::max<int64_t>(1, n / kProbes);
+      std::optional<double> at_zero;  // the projection at the unmoved point
+      for (int64_t i = 0; i < n; i += step) {
+        auto evaluate = [&](double delta) {
+          // The same arguments with element i of leaf k moved by delta.
+          std::vector<IValue> moved = args;
+          std::vector<double> v = Tensor(ls[k]).contiguous().toVector<double>();
+          v[static_cast<size_t>(i)] += delta;
+          const Tensor replaced = Tensor(tensorFromVector<double>(v, ls[k].sizes()));
+          for (IValue& a : moved) {
+            if (a.isTensor() && a.toTensor().unsafeGetImpl() == ls[k].unsafeGetImpl()) {
+              a = IValue(static_cast<const TensorBase&>(replaced));
+            } else if (a.isTensorList()) {
+              std::vector<TensorBase> l = a.toTensorList();
+              for (TensorBase& t : l)
+                if (t.unsafeGetImpl() == ls[k].unsafeGetImpl()) t = replaced;
+              a = IValue(std::move(l));
+            }
+          }
+          manualSeed(kGradientSeed);
+          Stack stack(moved.begin(), moved.end());
+          op.callBoxed(stack);
+          return projected(Tensor(stack[0].toTensor()));
+        };
+        if (!at_zero) at_zero = evaluate(0);
+        const double plus = evaluate(kEps), minus = evaluate(-kEps);
+        // A pole, or a kink or step within eps (relu at 0, floor at an
+        // integer, a tie of amax, a zero deviation of std), has no
+        // derivative to check: the one-sided quotients disagree there.
+        const double right = (plus - *at_zero) / kEps, left = (*at_zero - minus) / kEps;
+        const bool regular = std::isfinite(*at_zero) && std::isfinite(plus) && std::isfinite(minus) &&
+                             std::fabs(right - left) <= 1e-3 + 1e-2 * std::max(std::fabs(right), std::fabs(left));
+        if (!regular && smooth) {
+          *smooth = false;
+          return true;
+        }
+        if (!regular || smooth) continue;
+        const double numeric = (plus - minus) / (2 * kEps);
+        const double analytic = g[static_cast<size_t>(i)];
+        if ((std::isnan(numeric) && std::isnan(analytic)) || numeric == analytic) continue;
+        const double err = std::fabs(analytic - numeric);
+        if (!(err <= 1e-5 + 1e-3 * std::fabs(numeric))) {
+          std::ostringstream os;
+          os << "gradient of leaf " << k << " element " << i << " is " << analytic << ", expected " << numeric
+             << " (central finite differences in float64, eps 1e-6; atol 1e-5, rtol 1e-3)";
+          return record(s, Outcome::Fail, os.str(), err, numeric == 0 ? INFINITY : err / std::fabs(numeric));
+        }
+      }
+    }
+    return true;
+  }
+
   // self_ form: self is a fresh copy of the sample's first argument; the
   // returned tensor must be self and hold the reference.
   void inplace(const std::vector<Sample>& samples) {
@@ -325,6 +584,14 @@ std::vector<Form> formsOf(const OpSpec& spec) {
   std::vector<Form> forms{{spec.op, "functional"}};
   if (!spec.inplace.empty()) forms.push_back({spec.inplace, "inplace"});
   if (!spec.out.empty()) forms.push_back({spec.out, "out"});
+  // Note [Gradient forms]: functional ops that differentiate get one (an op
+  // that writes an argument, fill_ or zero_, has nothing to check).
+  const OpDerivative* d = findDerivative(spec.op);
+  if (d && (d->kind == Differentiability::Formula || d->kind == Differentiability::Composite)) {
+    bool writes = false;
+    for (const Argument& a : findOp(spec.op).schema().arguments()) writes |= a.alias && a.alias->is_write;
+    if (!writes) forms.push_back({spec.op, "gradient"});
+  }
   return forms;
 }
 
@@ -346,6 +613,8 @@ std::vector<Result> runSpec(const OpSpec& spec, Device device, size_t first_form
         r.functional(samples);
       else if (name == "inplace")
         r.inplace(samples);
+      else if (name == "gradient")
+        r.gradient(samples);
       else
         r.out(samples);
     } catch (const std::exception& e) {  // e.g. staging an input failed

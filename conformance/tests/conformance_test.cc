@@ -214,9 +214,45 @@ TEST(Runner, CatchesAWrongKernel) {
       EXPECT_NE(r.message.find("expected"), std::string::npos) << r.message;
       EXPECT_GT(r.max_abs_error, 0);
       caught = true;
+    } else if (r.form == "gradient") {
+      // add's gradient is grad (and grad * alpha): no add.out in it.
+      EXPECT_EQ(r.outcome, Outcome::Pass) << describe(r);
     } else {
       // add.Tensor and add_.Tensor are composites over the wrong add.out.
       EXPECT_EQ(r.outcome, Outcome::Fail) << describe(r);
+    }
+  }
+  EXPECT_TRUE(caught);
+}
+
+// The gradient form (Note [Gradient forms]) catches a wrong backward
+// kernel: a gelu_backward that doubles the gradient, registered for a device
+// of its own. The forward forms pass; the gradient form fails, naming the
+// leaf, the element and what the CPU computed.
+Tensor doublingGeluBackward(const Tensor& grad_output, const Tensor& self, std::string_view approximate) {
+  static const auto right = Dispatcher::singleton()
+                                .findOpOrThrow("bp::gelu_backward")
+                                .typed<Tensor(const Tensor&, const Tensor&, std::string_view)>();
+  // The host's composite, computed on the CPU and moved back, times 2.
+  return right.call(grad_output.cpu(), self.cpu(), approximate).mul(Scalar(2)).to(grad_output.device());
+}
+
+TEST(Runner, CatchesAWrongBackwardKernel) {
+  testing::TestDevice& dev = testing::TestDevice::install("wronggelu", 1);
+  Library lib("wronggelu");
+  ASSERT_TRUE(lib.impl("bp::gelu_backward", dev.type(), BP_FN(doublingGeluBackward)).ok());
+  bool caught = false;
+  for (const OpSpec& spec : allSpecs()) {
+    if (spec.op != "bp::gelu") continue;
+    for (const Result& r : runSpec(spec, dev.device(0))) {
+      if (r.form == "gradient") {
+        EXPECT_EQ(r.outcome, Outcome::Fail) << describe(r);
+        EXPECT_NE(r.message.find("gradient of leaf 0 element"), std::string::npos) << r.message;
+        EXPECT_NE(r.message.find("the CPU's"), std::string::npos) << r.message;
+        caught = true;
+      } else {
+        EXPECT_EQ(r.outcome, Outcome::Pass) << describe(r);
+      }
     }
   }
   EXPECT_TRUE(caught);
@@ -365,10 +401,11 @@ TEST(Runner, TellsTheObserverEachSampleBeforeItRuns) {
     if (s.op == "bp::relu") relu = &s;
   ASSERT_NE(relu, nullptr);
   const std::vector<Form> forms = formsOf(*relu);
-  ASSERT_EQ(forms.size(), 3u);
+  ASSERT_EQ(forms.size(), 4u);
   EXPECT_EQ(forms[0].op, "bp::relu");
   EXPECT_STREQ(forms[1].name, "inplace");
   EXPECT_EQ(forms[2].op, "bp::relu.out");
+  EXPECT_STREQ(forms[3].name, "gradient");  // Note [Gradient forms]
 
   struct Event {
     size_t form;
@@ -383,9 +420,10 @@ TEST(Runner, TellsTheObserverEachSampleBeforeItRuns) {
     events.push_back({form, 0, ""});
   };
   const std::vector<Result> results = runSpec(*relu, Device(DeviceType::CPU, 0), /*first_form=*/1, observer);
-  ASSERT_EQ(results.size(), 2u) << "the functional form is skipped";
+  ASSERT_EQ(results.size(), 3u) << "the functional form is skipped";
   EXPECT_EQ(results[0].form, "inplace");
   EXPECT_EQ(results[1].form, "out");
+  EXPECT_EQ(results[2].form, "gradient");
   // Samples 1..n of form 1, its result, then samples 1..m of form 2 and its result.
   size_t form = 1;
   int expected = 1;
@@ -400,9 +438,9 @@ TEST(Runner, TellsTheObserverEachSampleBeforeItRuns) {
     EXPECT_EQ(e.number, expected++);
     EXPECT_FALSE(e.sample.empty());
   }
-  EXPECT_EQ(form, 3u) << "both forms ended";
+  EXPECT_EQ(form, 4u) << "the three forms ended";
   EXPECT_EQ(events.front().sample, "[3,4] float32");
-  EXPECT_TRUE(runSpec(*relu, Device(DeviceType::CPU, 0), /*first_form=*/3).empty());
+  EXPECT_TRUE(runSpec(*relu, Device(DeviceType::CPU, 0), /*first_form=*/4).empty());
 }
 
 // The line announcing a sample survives the trip with tabs and newlines in

@@ -21,6 +21,9 @@ ADD_MUL_FORMS = {
     ("bp::add.Scalar", "functional"), ("bp::add_.Scalar", "inplace"), ("bp::add.Scalar_out", "out"),
     ("bp::mul.Tensor", "functional"), ("bp::mul_.Tensor", "inplace"), ("bp::mul.out", "out"),
     ("bp::mul.Scalar", "functional"), ("bp::mul_.Scalar", "inplace"), ("bp::mul.Scalar_out", "out"),
+    # Gradient forms (docs/conformance.md): the functional ops that differentiate.
+    ("bp::add.Tensor", "gradient"), ("bp::add.Scalar", "gradient"),
+    ("bp::mul.Tensor", "gradient"), ("bp::mul.Scalar", "gradient"),
 }
 
 
@@ -55,7 +58,7 @@ def test_cpu_passes_with_a_result_per_form_of_the_named_ops(cpu_run):
     (cpu,) = report.backends
     assert (cpu.name, cpu.provider, cpu.device, cpu.status, cpu.reason) == ("cpu", "built-in", 0, "run", "")
     assert cpu.devices >= 1 and cpu.seconds > 0
-    assert cpu.counts == {"forms": 12, "pass": 12, "fail": 0, "fallback": 0, "error": 0, "crash": 0,
+    assert cpu.counts == {"forms": 16, "pass": 16, "fail": 0, "fallback": 0, "error": 0, "crash": 0,
                           "unsupported": 0, "xfail": 0, "failures": 0}
     assert report.counts == cpu.counts
     assert report.text.rstrip().endswith("conformance: PASSED (0 failures)")
@@ -71,7 +74,7 @@ def test_report_files_hold_the_same_results(cpu_run):
 
     root = ET.parse(paths["xml"]).getroot()
     assert root.tag == "testsuites" and root.get("name") == "backplane conformance"
-    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("12", "0", "0")
+    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("16", "0", "0")
     (suite,) = root.findall("testsuite")
     assert suite.get("name") == "cpu:0"
     cases = suite.findall("testcase")
@@ -201,13 +204,17 @@ def test_failures_and_crashes_are_results(tmp_path, faulty_plugin):
     assert {(r.op, r.form) for r in report.failures} == {
         (r.op, r.form) for r in report if r.outcome != "pass"}
     counts = report.counts
-    assert counts["crash"] == 2 and counts["fail"] == 6 and counts["failures"] == 8
+    # neg's gradient form crashes too (its backward calls neg on the device);
+    # add's passes (its gradient is the incoming one, times alpha).
+    assert by_form[("bp::neg", "gradient")].outcome == "crash"
+    assert by_form[("bp::add.Tensor", "gradient")].outcome == "pass"
+    assert counts["crash"] == 3 and counts["fail"] == 6 and counts["failures"] == 9
     assert counts["forms"] == counts["pass"] + counts["fail"] + counts["error"] + counts["crash"]
-    assert "conformance: FAILED (8 failures)" in report.text
+    assert "conformance: FAILED (9 failures)" in report.text
 
     assert json.loads(paths["json"].read_text())["passed"] is False
     root = ET.parse(paths["xml"]).getroot()
-    assert (root.get("failures"), root.get("errors")) == ("6", "2")
+    assert (root.get("failures"), root.get("errors")) == ("6", "3")
     assert len(root.findall("testsuite/testcase/failure")) == 6
     assert "## Failures" in paths["md"].read_text()
 
@@ -249,7 +256,7 @@ def test_an_op_past_the_time_limit_is_a_crash(faulty_plugin):
     # seconds and reported as a crash naming the sample; the run goes on.
     report = conformance.run(backend="faulty", plugins=[faulty_plugin], ops=r"^bp::abs\b", timeout=1)
     assert [(r.op, r.form) for r in report] == [("bp::abs", "functional"), ("bp::abs_", "inplace"),
-                                                ("bp::abs.out", "out")]
+                                                ("bp::abs.out", "out"), ("bp::abs", "gradient")]
     for r in report:
         assert r.outcome == "crash" and r.sample and "ran past the time limit of 1 s" in r.message
 
@@ -259,13 +266,13 @@ def test_hostile_messages_come_back_as_text(faulty_plugin):
     # sequence and 1 MiB of text (Note [Report text]): no UnicodeDecodeError,
     # U+FFFD for the bytes, the message cut unless full_errors=True.
     report = conformance.run(backend="faulty", plugins=[faulty_plugin], ops=r"^bp::sign\b")
-    assert len(report.failures) == 3
+    assert len(report.failures) == 4  # functional, inplace, out and gradient
     for r in report.failures:
         assert "faulty: sign \ufffd\ufffd \x1b[31mred\x1b[0m x" in r.message
         assert re.search(r"\.\.\. \(\d+ more bytes; --full-errors to see all\)$", r.message) and len(r.message) < 4200
     assert "\x1b" not in report.text and "\\x1b[31mred" in report.text
     whole = conformance.run(backend="faulty", plugins=[faulty_plugin], ops=r"^bp::sign\.out$", full_errors=True)
-    assert [len(r.message) > 1 << 20 for r in whole] == [True] * 3  # the spec's three forms
+    assert [len(r.message) > 1 << 20 for r in whole] == [True] * 4  # the spec's four forms
 
 
 def _processes_in_session(sid):

@@ -191,7 +191,11 @@ Tensor varGrad(const Ctx& c, const Tensor& self, const std::vector<int64_t>& dim
   Tensor g = unsqueezeReduced(c.grad(), self, dims, keepdim);
   Tensor centered = self - self.mean(dims, /*keepdim=*/true);
   Tensor r = g * centered * (2.0 / std::max(n - correction, 0.0));
-  if (is_std) r = r / (unsqueezeReduced(c.result(), self, dims, keepdim) * 2);
+  if (is_std) {
+    // Where the deviation is 0 the gradient is 0 (PyTorch's convention), not 0 / 0.
+    const Tensor deviation = unsqueezeReduced(c.result(), self, dims, keepdim);
+    r = (r / (deviation * 2)).masked_fill(deviation.eq(0), 0);
+  }
   return r;
 }
 
@@ -559,8 +563,20 @@ std::vector<OpDerivative> buildTable() {
           c.set("self", scatterAdd(zeros(s.sizes(), {g.dtype(), g.device()}), c.integer("dim"), c.tensor("index"), g));
         }}});
   formula("scatter_add", {{"self", "grad", [](Ctx& c) { c.set("self", c.grad()); }},
-                          {"src", "grad gathered at index",
-                           [](Ctx& c) { c.set("src", c.grad().gather(c.integer("dim"), c.tensor("index"))); }}});
+                          {"src", "grad gathered at index (zeros where src reaches past index)", [](Ctx& c) {
+                             Tensor g = c.grad().gather(c.integer("dim"), c.tensor("index"));
+                             const Tensor& src = c.tensor("src");
+                             if (g.sizes() != src.sizes()) {
+                               // index may be smaller than src: only its extent of src is read.
+                               std::vector<int64_t> pad;
+                               for (int64_t d = src.dim() - 1; d >= 0; --d) {
+                                 pad.push_back(0);
+                                 pad.push_back(src.size(d) - g.size(d));
+                               }
+                               g = BP_STANDARD_OP("constant_pad_nd", PadSig).call(g, pad, Scalar(0));
+                             }
+                             c.set("src", g);
+                           }}});
   formula("embedding", {{"weight", "zeros with grad rows added at indices (rows of padding_idx stay 0)", [](Ctx& c) {
                            const Tensor& w = c.tensor("weight");
                            const Tensor& g = c.grad();
