@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "backplane/conformance/command.h"
 #include "backplane/conformance/name_pattern.h"
 #include "backplane/conformance/text_format.h"
 #include "backplane/dispatch/dispatcher.h"
@@ -43,6 +44,22 @@ void describeDerivative(const OperatorHandle& op, SchemaRow& row) {
   for (const DerivativeFormula& f : d->formulas)
     row.derivative += (row.derivative.empty() ? "" : "; ") + std::string(f.inputs) + ": " + f.text;
   if (row.derivative.empty()) row.derivative = d->note;
+  // The backward ops it calls, and what serves each on every backend.
+  for (const std::string& b : d->backward_ops) {
+    const std::optional<OperatorHandle> h = Dispatcher::singleton().findOp(b);
+    if (!h || !h->hasSchema()) continue;
+    std::string served;
+    for (const conformance::Backend& be : conformance::activeBackends(true)) {
+      const DispatchKey key = backendKey(be.type);
+      std::string kind = kernelKindName(h->kernelKind(key));
+      if (const std::optional<DtypeSet> declared = h->declaredDtypes(key)) {
+        const std::optional<KernelKind> declined = h->declinedKind(key);
+        kind += " (" + declared->str() + "), " + (declined ? kernelKindName(*declined) : "-") + " (others)";
+      }
+      served += (served.empty() ? "" : ", ") + be.name + " " + kind;
+    }
+    row.derivative += "; calls " + b + " (" + served + ")";
+  }
 }
 
 constexpr const char* kOutDtype = "checked against the result";

@@ -157,6 +157,11 @@ TEST(OpsSchemas, ListsHowEachOpDifferentiates) {
             "composite (differentiated through the standard ops its composite kernel calls)");
   EXPECT_EQ(field(run("ops --schemas '^bp::conv2d$'").out, "derivative"),
             "not_implemented (its backward op is not written yet)");
+  // A formula that calls a backward op names it, with what serves it where.
+  EXPECT_NE(field(run("ops --schemas '^bp::gelu$'").out, "derivative")
+                .find("calls bp::gelu_backward (cpu native (float32, float64), composite (others)"),
+            std::string::npos)
+      << run("ops --schemas '^bp::gelu$'").out;
 }
 
 TEST(OpsSchemas, UsageErrors) {

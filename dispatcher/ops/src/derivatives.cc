@@ -674,8 +674,19 @@ std::vector<OpDerivative> buildTable() {
   return t;
 }
 
+// The backward ops each formula calls (Note [Backward ops]), for
+// `backplane ops --schemas`.
+std::vector<OpDerivative> withBackwardOps(std::vector<OpDerivative> t) {
+  for (OpDerivative& d : t) {
+    if (d.op == "gelu") d.backward_ops = {"bp::gelu_backward"};
+    if (d.op == "softmax.int") d.backward_ops = {"bp::_softmax_backward_data"};
+    if (d.op == "log_softmax.int") d.backward_ops = {"bp::_log_softmax_backward_data"};
+  }
+  return t;
+}
+
 struct Index {
-  std::vector<OpDerivative> table = buildTable();
+  std::vector<OpDerivative> table = withBackwardOps(buildTable());
   absl::flat_hash_map<std::string, const OpDerivative*> by_name;
   std::vector<std::unique_ptr<OpDerivative>> derived;
   Index() {

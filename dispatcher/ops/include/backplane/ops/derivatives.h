@@ -119,8 +119,9 @@ struct OpDerivative {
   const char* note = "";
   // Bit i set: result i carries no gradient (the indices of sort and topk).
   uint64_t nondifferentiable_results = 0;
-  // The backward ops the formulas call ("bp::softmax_backward_data"), for
-  // `backplane ops --schemas`.
+  // The backward ops the formulas call ("bp::_softmax_backward_data", Note
+  // [Backward ops]), which `backplane ops --schemas` shows with the kernel
+  // serving each on every backend.
   std::vector<std::string> backward_ops = {};
 };
 
