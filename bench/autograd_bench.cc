@@ -23,27 +23,7 @@ struct EncoderSetup {
   std::vector<Tensor> parameters;
   Tensor out_grad;
   EncoderSetup() {
-    const encoder::EncoderWeights& w = weights;
-    parameters = {w.word_embeddings,
-                  w.position_embeddings,
-                  w.embedding_norm.weight,
-                  w.embedding_norm.bias,
-                  w.query.weight,
-                  w.query.bias,
-                  w.key.weight,
-                  w.key.bias,
-                  w.value.weight,
-                  w.value.bias,
-                  w.attention_output.weight,
-                  w.attention_output.bias,
-                  w.attention_norm.weight,
-                  w.attention_norm.bias,
-                  w.intermediate.weight,
-                  w.intermediate.bias,
-                  w.output.weight,
-                  w.output.bias,
-                  w.output_norm.weight,
-                  w.output_norm.bias};
+    parameters = weights.parameters();
     for (const Tensor& p : parameters) p.requires_grad_();
     const encoder::EncoderConfig c;
     out_grad = Tensor(emptyTensor({c.batch, c.seq, c.hidden})).fill_(1.0 / 1024);

@@ -11,64 +11,61 @@ __all__ = ["Function", "FunctionCtx", "backward", "enable_grad", "grad", "is_gra
            "set_grad_enabled"]
 
 
-class set_grad_enabled:
-    """Sets grad mode for this thread; as a context manager or decorator,
-    restores the previous mode when the block ends."""
+class _GradMode:
+    """Sets grad mode for this thread while a block (or a decorated
+    function) runs, and restores the previous mode after it."""
 
     def __init__(self, mode: bool) -> None:
-        self.prev = is_grad_enabled()
         self.mode = bool(mode)
+
+    def __enter__(self) -> None:
+        self.prev = is_grad_enabled()
+        _backplane._set_grad_enabled(self.mode)
+
+    def __exit__(self, *exc) -> None:
+        _backplane._set_grad_enabled(self.prev)
+
+    def __call__(self, fn):
+        mode = self.mode
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with _GradMode(mode):
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+class no_grad(_GradMode):
+    """Ops in this block (or decorated function) record no gradients."""
+
+    def __init__(self) -> None:
+        super().__init__(False)
+
+
+class enable_grad(_GradMode):
+    """Ops in this block (or decorated function) record gradients, inside no_grad too."""
+
+    def __init__(self) -> None:
+        super().__init__(True)
+
+
+class set_grad_enabled(_GradMode):
+    """Sets grad mode for this thread at once, as PyTorch's does; as a context
+    manager it restores the previous mode when the block ends, and as a
+    decorator it changes nothing until the function runs."""
+
+    def __init__(self, mode: bool) -> None:
+        super().__init__(mode)
+        self.prev = is_grad_enabled()
         _backplane._set_grad_enabled(self.mode)
 
     def __enter__(self) -> None:
-        pass
+        pass  # set by __init__; __exit__ restores
 
-    def __exit__(self, *exc) -> None:
+    def __call__(self, fn):
         _backplane._set_grad_enabled(self.prev)
-
-    def __call__(self, fn):
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with set_grad_enabled(self.mode):
-                return fn(*args, **kwargs)
-
-        _backplane._set_grad_enabled(self.prev)  # the decorator itself changes nothing
-        return wrapper
-
-
-class no_grad:
-    """Ops in this block (or decorated function) record no gradients."""
-
-    def __enter__(self) -> None:
-        self.prev = is_grad_enabled()
-        _backplane._set_grad_enabled(False)
-
-    def __exit__(self, *exc) -> None:
-        _backplane._set_grad_enabled(self.prev)
-
-    def __call__(self, fn):
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with no_grad():
-                return fn(*args, **kwargs)
-
-        return wrapper
-
-
-class enable_grad(no_grad):
-    """Ops in this block (or decorated function) record gradients, inside no_grad too."""
-
-    def __enter__(self) -> None:
-        self.prev = is_grad_enabled()
-        _backplane._set_grad_enabled(True)
-
-    def __call__(self, fn):
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with enable_grad():
-                return fn(*args, **kwargs)
-
-        return wrapper
+        return super().__call__(fn)
 
 
 def _as_list(x):

@@ -67,30 +67,38 @@ EncoderWeights EncoderWeights::random(const EncoderConfig& config, uint64_t seed
   return w;
 }
 
+std::vector<Tensor*> EncoderWeights::parameterSlots() {
+  return {&word_embeddings,
+          &position_embeddings,
+          &embedding_norm.weight,
+          &embedding_norm.bias,
+          &query.weight,
+          &query.bias,
+          &key.weight,
+          &key.bias,
+          &value.weight,
+          &value.bias,
+          &attention_output.weight,
+          &attention_output.bias,
+          &attention_norm.weight,
+          &attention_norm.bias,
+          &intermediate.weight,
+          &intermediate.bias,
+          &output.weight,
+          &output.bias,
+          &output_norm.weight,
+          &output_norm.bias};
+}
+
+std::vector<Tensor> EncoderWeights::parameters() const {
+  std::vector<Tensor> out;
+  for (Tensor* t : const_cast<EncoderWeights*>(this)->parameterSlots()) out.push_back(*t);
+  return out;
+}
+
 EncoderWeights EncoderWeights::to(Device device) const {
   EncoderWeights w = *this;
-  for (Tensor* t : {&w.word_embeddings,
-                    &w.position_embeddings,
-                    &w.embedding_norm.weight,
-                    &w.embedding_norm.bias,
-                    &w.query.weight,
-                    &w.query.bias,
-                    &w.key.weight,
-                    &w.key.bias,
-                    &w.value.weight,
-                    &w.value.bias,
-                    &w.attention_output.weight,
-                    &w.attention_output.bias,
-                    &w.attention_norm.weight,
-                    &w.attention_norm.bias,
-                    &w.intermediate.weight,
-                    &w.intermediate.bias,
-                    &w.output.weight,
-                    &w.output.bias,
-                    &w.output_norm.weight,
-                    &w.output_norm.bias}) {
-    *t = t->to(device);
-  }
+  for (Tensor* t : w.parameterSlots()) *t = t->to(device);
   return w;
 }
 

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "backplane/ops/tensor.h"
 
@@ -71,6 +72,13 @@ struct EncoderWeights {
   static EncoderWeights random(const EncoderConfig& config, uint64_t seed);
   // The same weights on `device` (tensors already there are shared, not copied).
   EncoderWeights to(Device device) const;
+  // Every parameter, in a fixed order: handles to these weights' tensors
+  // (so requires_grad_() and grad() on them act on the weights).
+  std::vector<Tensor> parameters() const;
+
+ private:
+  // The members parameters() lists, in its order.
+  std::vector<Tensor*> parameterSlots();
 };
 
 // A batch of token sequences padded to config.seq.

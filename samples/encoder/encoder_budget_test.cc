@@ -83,28 +83,7 @@ TEST_F(EncoderBudgetTest, NoOpMovesBytesBetweenHostAndDeviceButTheAppsOwnMoves) 
   // of the weights and the batch, cpu() of the result, each a copy_ between
   // devices. Nothing inside the layer shows up.
   uint64_t expected = result.nbytes() + batch.token_ids.nbytes() + batch.lengths.nbytes();
-  for (const Tensor* t : {&weights.word_embeddings,
-                          &weights.position_embeddings,
-                          &weights.embedding_norm.weight,
-                          &weights.embedding_norm.bias,
-                          &weights.query.weight,
-                          &weights.query.bias,
-                          &weights.key.weight,
-                          &weights.key.bias,
-                          &weights.value.weight,
-                          &weights.value.bias,
-                          &weights.attention_output.weight,
-                          &weights.attention_output.bias,
-                          &weights.attention_norm.weight,
-                          &weights.attention_norm.bias,
-                          &weights.intermediate.weight,
-                          &weights.intermediate.bias,
-                          &weights.output.weight,
-                          &weights.output.bias,
-                          &weights.output_norm.weight,
-                          &weights.output_norm.bias}) {
-    expected += t->nbytes();
-  }
+  for (const Tensor& t : weights.parameters()) expected += t.nbytes();
   const OpReport report = profiler.report();
   uint64_t reported = 0;
   for (const OpStats& row : report.ops) {
@@ -153,36 +132,13 @@ TEST_F(EncoderBudgetTest, UnknownActivityStatisticIsAnErrorNamingTheKnownOnes) {
 // formulas are ops of the device the forward ran on, so no byte crosses
 // between host and device and no op falls back; the gradients of every
 // weight equal the CPU's.
-std::vector<Tensor> parameters(const EncoderWeights& w) {
-  return {w.word_embeddings,
-          w.position_embeddings,
-          w.embedding_norm.weight,
-          w.embedding_norm.bias,
-          w.query.weight,
-          w.query.bias,
-          w.key.weight,
-          w.key.bias,
-          w.value.weight,
-          w.value.bias,
-          w.attention_output.weight,
-          w.attention_output.bias,
-          w.attention_norm.weight,
-          w.attention_norm.bias,
-          w.intermediate.weight,
-          w.intermediate.bias,
-          w.output.weight,
-          w.output.bias,
-          w.output_norm.weight,
-          w.output_norm.bias};
-}
-
 TEST_F(EncoderBudgetTest, ForwardAndBackwardMoveNoBytesAndMatchTheCpu) {
   const EncoderBatch batch = EncoderBatch::random(smallConfig(), 7);
   auto gradients = [&](Device device, TransferCount* moved, std::string* table) {
     // Fresh weights from the same seed for each device, made leaves there.
     const EncoderWeights w = EncoderWeights::random(smallConfig(), 7).to(device);
     const EncoderBatch b = batch.to(device);
-    for (const Tensor& p : parameters(w)) p.requires_grad_();
+    for (const Tensor& p : w.parameters()) p.requires_grad_();
     const Tensor out_grad =
         Tensor(tensorFromVector<float>(
                    std::vector<float>(static_cast<size_t>(batch.token_ids.numel() * smallConfig().hidden), 0.5f),
@@ -196,7 +152,7 @@ TEST_F(EncoderBudgetTest, ForwardAndBackwardMoveNoBytesAndMatchTheCpu) {
     if (moved) *moved = TransferCount{after.bytes - before.bytes, after.copies - before.copies};
     if (table) *table = profiler.report().table();
     std::vector<Tensor> grads;
-    for (const Tensor& p : parameters(w)) grads.push_back(p.grad().cpu());
+    for (const Tensor& p : w.parameters()) grads.push_back(p.grad().cpu());
     return grads;
   };
   TransferCount moved;

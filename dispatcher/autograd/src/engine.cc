@@ -34,24 +34,10 @@ void setGradEnabled(bool enabled) {
   auto& excluded = backplane::detail::tls_local_dispatch_key_set.excluded;
   excluded = enabled ? excluded.remove(DispatchKey::Autograd) : excluded.add(DispatchKey::Autograd);
 }
-NoGradGuard::NoGradGuard() : previous_(isGradEnabled()) { setGradEnabled(false); }
-NoGradGuard::~NoGradGuard() { setGradEnabled(previous_); }
-EnableGradGuard::EnableGradGuard() : previous_(isGradEnabled()) { setGradEnabled(true); }
-EnableGradGuard::~EnableGradGuard() { setGradEnabled(previous_); }
+GradModeGuard::GradModeGuard(bool enabled) : previous_(isGradEnabled()) { setGradEnabled(enabled); }
+GradModeGuard::~GradModeGuard() { setGradEnabled(previous_); }
 
 namespace {
-
-// Sets the grad mode for a scope.
-class GradModeScope {
- public:
-  explicit GradModeScope(bool enabled) : previous_(isGradEnabled()) { setGradEnabled(enabled); }
-  ~GradModeScope() { setGradEnabled(previous_); }
-  GradModeScope(const GradModeScope&) = delete;
-  GradModeScope& operator=(const GradModeScope&) = delete;
-
- private:
-  bool previous_;
-};
 
 void accumulate(Tensor& slot, const Tensor& g) {
   if (!g.defined()) return;
@@ -115,7 +101,7 @@ std::vector<Tensor> runGraph(const std::vector<Edge>& roots, const std::vector<T
     }
   }
   std::vector<Tensor> captured(num_captures);
-  GradModeScope mode(create_graph);
+  GradModeGuard mode(create_graph);
   while (!ready.empty()) {
     std::shared_ptr<Node> node = ready.top();
     ready.pop();

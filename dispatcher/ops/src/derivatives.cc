@@ -172,6 +172,14 @@ Tensor scatterAdd(const Tensor& self, int64_t dim, const Tensor& index, const Te
 }
 using PadSig = Tensor(const Tensor&, IntArrayRef, const Scalar&);
 
+// maximum's (max) or minimum's gradient for argument `mine` against
+// `theirs`: grad where `mine` wins, half of it on a tie.
+Tensor pairwiseExtremumGrad(const Ctx& c, const char* mine, const char* theirs, bool max) {
+  const Tensor &a = c.tensor(mine), &b = c.tensor(theirs);
+  const ScalarType dt = c.grad().dtype();
+  return c.grad() * ((max ? a.gt(b) : a.lt(b)).to(dt) + a.eq(b).to(dt) * 0.5);
+}
+
 // Gradient of a reduction to a max/min: split evenly among the elements
 // equal to the result.
 Tensor extremumGrad(const Ctx& c, const Tensor& self, const std::vector<int64_t>& dim, bool keepdim) {
@@ -303,24 +311,16 @@ std::vector<OpDerivative> buildTable() {
               Tensor r = c.grad() * c.result() * s.log();
               c.set("exponent", r.masked_fill(logical_and(s.eq(0), c.tensor("exponent").ge(0)), 0));
             }}});
+  // maximum / minimum: the gradient goes to the operand that won, half to
+  // each on a tie (PyTorch's).
   formula("maximum", {{"self", "grad where self > other, half of it where equal",
-                       [](Ctx& c) {
-                         const Tensor &s = c.tensor("self"), &o = c.tensor("other");
-                         c.set("self", c.grad() * (s.gt(o).to(c.grad().dtype()) + s.eq(o).to(c.grad().dtype()) * 0.5));
-                       }},
-                      {"other", "grad where other > self, half of it where equal", [](Ctx& c) {
-                         const Tensor &s = c.tensor("self"), &o = c.tensor("other");
-                         c.set("other", c.grad() * (o.gt(s).to(c.grad().dtype()) + s.eq(o).to(c.grad().dtype()) * 0.5));
-                       }}});
+                       [](Ctx& c) { c.set("self", pairwiseExtremumGrad(c, "self", "other", true)); }},
+                      {"other", "grad where other > self, half of it where equal",
+                       [](Ctx& c) { c.set("other", pairwiseExtremumGrad(c, "other", "self", true)); }}});
   formula("minimum", {{"self", "grad where self < other, half of it where equal",
-                       [](Ctx& c) {
-                         const Tensor &s = c.tensor("self"), &o = c.tensor("other");
-                         c.set("self", c.grad() * (s.lt(o).to(c.grad().dtype()) + s.eq(o).to(c.grad().dtype()) * 0.5));
-                       }},
-                      {"other", "grad where other < self, half of it where equal", [](Ctx& c) {
-                         const Tensor &s = c.tensor("self"), &o = c.tensor("other");
-                         c.set("other", c.grad() * (o.lt(s).to(c.grad().dtype()) + s.eq(o).to(c.grad().dtype()) * 0.5));
-                       }}});
+                       [](Ctx& c) { c.set("self", pairwiseExtremumGrad(c, "self", "other", false)); }},
+                      {"other", "grad where other < self, half of it where equal",
+                       [](Ctx& c) { c.set("other", pairwiseExtremumGrad(c, "other", "self", false)); }}});
   formula("clamp", {{"self", "grad where min <= self <= max, else 0", [](Ctx& c) {
                        const Tensor& s = c.tensor("self");
                        Tensor g = c.grad();
@@ -488,30 +488,17 @@ std::vector<OpDerivative> buildTable() {
                                }}});
   notImplemented({"gelu_backward", "_softmax_backward_data", "_log_softmax_backward_data"},
                  "a backward op: differentiating it again (double backward) has no formula yet");
-  formula("sort",
-          {{"self", "grad scattered back by indices",
-            [](Ctx& c) {
-              const Tensor& s = c.tensor("self");
-              c.set("self", scatterAdd(zeros(s.sizes(), {c.grad().dtype(), c.grad().device()}), c.integer("dim"),
-                                       c.result(1), c.grad()));
-            }}},
-          "", /*nondiff_results=*/0b10);
-  formula("sort.stable",
-          {{"self", "grad scattered back by indices",
-            [](Ctx& c) {
-              const Tensor& s = c.tensor("self");
-              c.set("self", scatterAdd(zeros(s.sizes(), {c.grad().dtype(), c.grad().device()}), c.integer("dim"),
-                                       c.result(1), c.grad()));
-            }}},
-          "", 0b10);
-  formula("topk",
-          {{"self", "grad scattered back by indices",
-            [](Ctx& c) {
-              const Tensor& s = c.tensor("self");
-              c.set("self", scatterAdd(zeros(s.sizes(), {c.grad().dtype(), c.grad().device()}), c.integer("dim"),
-                                       c.result(1), c.grad()));
-            }}},
-          "", 0b10);
+  // The values of sort and topk: the gradient scattered back by the indices
+  // (result 1, which carries none).
+  for (const char* op : {"sort", "sort.stable", "topk"})
+    formula(op,
+            {{"self", "grad scattered back by indices",
+              [](Ctx& c) {
+                const Tensor& s = c.tensor("self");
+                c.set("self", scatterAdd(zeros(s.sizes(), {c.grad().dtype(), c.grad().device()}), c.integer("dim"),
+                                         c.result(1), c.grad()));
+              }}},
+            "", /*nondiff_results=*/0b10);
   notImplemented({"prod", "prod.dim_int"}, "the product's gradient (with zeros in self) has no formula yet");
 
   // --- Data movement.

@@ -44,27 +44,25 @@ namespace backplane::autograd {
 // --- Grad mode (thread-local).
 // Whether ops on this thread record graphs (true by default).
 bool isGradEnabled();
-// Scope guards, as PyTorch's torch::NoGradGuard and AutoGradMode. Both
-// restore the previous mode when they end.
-class NoGradGuard {
+// Sets the mode for a scope and restores the previous one when it ends
+// (PyTorch's AutoGradMode); NoGradGuard and EnableGradGuard name the two.
+class GradModeGuard {
  public:
-  NoGradGuard();
-  ~NoGradGuard();
-  NoGradGuard(const NoGradGuard&) = delete;
-  NoGradGuard& operator=(const NoGradGuard&) = delete;
+  explicit GradModeGuard(bool enabled);
+  ~GradModeGuard();
+  GradModeGuard(const GradModeGuard&) = delete;
+  GradModeGuard& operator=(const GradModeGuard&) = delete;
 
  private:
   bool previous_;
 };
-class EnableGradGuard {
+class NoGradGuard : public GradModeGuard {
  public:
-  EnableGradGuard();
-  ~EnableGradGuard();
-  EnableGradGuard(const EnableGradGuard&) = delete;
-  EnableGradGuard& operator=(const EnableGradGuard&) = delete;
-
- private:
-  bool previous_;
+  NoGradGuard() : GradModeGuard(false) {}
+};
+class EnableGradGuard : public GradModeGuard {
+ public:
+  EnableGradGuard() : GradModeGuard(true) {}
 };
 // Sets the mode for this thread until changed.
 void setGradEnabled(bool enabled);
