@@ -104,8 +104,10 @@ void autogradKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks
   std::vector<std::pair<size_t, size_t>> slots;
   std::vector<TensorMeta> metas;
   uint64_t needs = 0;
+  // The arguments the op writes: the dispatcher's mask (Note [Version counters]).
+  const uint64_t written_mask = op.entry().writtenArguments();
   forEachTensorArgument(*stack, n, [&](size_t i, size_t j, const TensorBase& t) {
-    if (schema.arguments()[i].alias && schema.arguments()[i].alias->is_write && d.kind != Differentiability::Inplace &&
+    if (i < 64 && ((written_mask >> i) & 1) && d.kind != Differentiability::Inplace &&
         d.kind != Differentiability::Formula)
       return;
     Edge e = t.defined() ? gradientEdge(t) : Edge{};
@@ -115,10 +117,9 @@ void autogradKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks
     metas.push_back(t.defined() ? TensorMeta::of(t) : TensorMeta{});
   });
 
-  // Which argument the op writes (self of an in-place op), if any.
+  // Which argument the op writes (self of an in-place op; the last, if several), if any.
   std::optional<size_t> written;
-  for (size_t i = 0; i < n; ++i)
-    if (schema.arguments()[i].alias && schema.arguments()[i].alias->is_write) written = i;
+  if (written_mask) written = static_cast<size_t>(63 - __builtin_clzll(written_mask));
   if (written) {
     const TensorBase& self = (*stack)[base + *written].toTensor();
     if (self.requires_grad()) {
