@@ -17,6 +17,7 @@ void init(bp::Library& m) {
   bp_cpu::registerReductionKernels(m);
   bp_cpu::registerLinalgKernels(m);
   bp_cpu::registerNNKernels(m);
+  bp_cpu::registerOptimKernels(m);
   bp_cpu::registerDataMovementKernels(m);
   bp_cpu::registerSortScanPadKernels(m);
 }

@@ -11,6 +11,7 @@ void registerElementwiseMoreKernels(bp::Library& m);  // elementwise_more.cc: ro
 void registerReductionKernels(bp::Library& m);        // reduction.cc: sum, mean, ..., softmax
 void registerLinalgKernels(bp::Library& m);           // linalg.cc: mm, bmm, matmul, addmm (oneDNN)
 void registerNNKernels(bp::Library& m);               // nn.cc: conv2d, pooling, batch_norm, layer_norm; backward ops
+void registerOptimKernels(bp::Library& m);            // optim.cc: _fused_sgd_, _fused_adamw_
 void registerDataMovementKernels(bp::Library& m);     // data_movement.cc: cat, stack, index_select, ...
 void registerSortScanPadKernels(bp::Library& m);      // sort_scan_pad.cc: cumsum, sort, topk, flip, pads
 

@@ -20,6 +20,7 @@ void registerDataMovementKernels(bp::Library& m,
 void registerReductionKernels(bp::Library& m,
                               int32_t type);                // reduction.cu: sum, mean, amax, ..., softmax, log_softmax
 void registerNormKernels(bp::Library& m, int32_t type);     // norm.cu: layer_norm
+void registerOptimKernels(bp::Library& m, int32_t type);    // optim.cu: _fused_sgd_, _fused_adamw_
 void registerLinalgKernels(bp::Library& m, int32_t type);   // linalg.cu: mm, bmm, addmm, linear (BLAS or tiled GEMM)
 void registerScanPadKernels(bp::Library& m, int32_t type);  // scan_pad.cu: cumsum, flip, pads
 

@@ -655,6 +655,9 @@ std::vector<OpDerivative> buildTable() {
   nondiff({"empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full", "full_like",
            "arange", "arange.start", "arange.start_step"},
           "a creation op: the result depends on no tensor's values");
+  nondiff({"_fused_sgd_", "_fused_adamw_"},
+          "an optimizer step (Note [Optimizer ops]): it updates parameters in place outside the graph; call it under "
+          "no_grad, as the optimizer classes of backplane/autograd/optim.h do");
   nondiff({"rand", "rand_like", "randn", "randn_like", "_philox_bernoulli_", "_philox_normal_", "_philox_uniform_",
            "bernoulli_.float", "normal_", "uniform_"},
           "a random draw: the result depends on no tensor's values");

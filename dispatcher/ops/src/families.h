@@ -15,8 +15,10 @@ void addElementwiseMoreOps(std::vector<StandardOp>& ops);
 void addReductionOps(std::vector<StandardOp>& ops);  // sum, mean, amax, ..., softmax
 void addLinalgOps(std::vector<StandardOp>& ops);     // mm, bmm, matmul, addmm, linear
 void addNNOps(std::vector<StandardOp>& ops);         // conv2d, pooling, batch_norm, layer_norm
+// cat, stack, index_select, gather, ..., embedding
 void addDataMovementOps(std::vector<StandardOp>& ops);
-void addBackwardOps(std::vector<StandardOp>& ops);  // gelu_backward, _softmax_backward_data, ... (Note [Backward ops])
-                                                    // // cat, stack, index_select, gather, ..., embedding
+// gelu_backward, _softmax_backward_data, ... (Note [Backward ops])
+void addBackwardOps(std::vector<StandardOp>& ops);
+void addOptimOps(std::vector<StandardOp>& ops);  // _fused_sgd_, _fused_adamw_ (Note [Optimizer ops])
 
 }  // namespace backplane::ops

@@ -316,6 +316,24 @@ Tensor gather(const Tensor& self, int64_t dim, const Tensor& index) {
 Tensor flip(const Tensor& self, IntArrayRef dims) {
   return BP_STANDARD_OP("flip", Tensor(const Tensor&, IntArrayRef)).call(self, dims);
 }
+void _fused_sgd_(TensorList self, TensorList grads, TensorList momentum_buffer_list, double weight_decay,
+                 double momentum, double lr, double dampening, bool nesterov, bool maximize, bool is_first_step) {
+  using Sig = void(TensorList, TensorList, TensorList, double, double, double, double, bool, bool, bool);
+  BP_STANDARD_OP("_fused_sgd_", Sig)
+      .call(self, grads, momentum_buffer_list, weight_decay, momentum, lr, dampening, nesterov, maximize,
+            is_first_step);
+}
+
+void _fused_adamw_(TensorList self, TensorList grads, TensorList exp_avgs, TensorList exp_avg_sqs,
+                   TensorList max_exp_avg_sqs, int64_t step, double lr, double beta1, double beta2, double weight_decay,
+                   double eps, bool amsgrad, bool maximize) {
+  using Sig = void(TensorList, TensorList, TensorList, TensorList, TensorList, int64_t, double, double, double, double,
+                   double, bool, bool);
+  BP_STANDARD_OP("_fused_adamw_", Sig)
+      .call(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, step, lr, beta1, beta2, weight_decay, eps, amsgrad,
+            maximize);
+}
+
 Tensor pad(const Tensor& self, IntArrayRef pad, std::string_view mode, std::optional<double> value) {
   return BP_STANDARD_OP("pad", Tensor(const Tensor&, IntArrayRef, std::string_view, std::optional<double>))
       .call(self, pad, mode, value);

@@ -6,6 +6,7 @@
 #include <random>
 #include <utility>
 
+#include "backplane/ops/ops.h"
 #include "ops_test_util.h"
 #include "test_device.h"
 
@@ -823,6 +824,98 @@ TEST(NNBackwardOps, TheHostsRuleRefusesMismatchedArguments) {
                 callT("_log_softmax_backward_data", {a, a.to(ScalarType::Float64), int64_t{0}, ScalarType::Float32});
               }),
               HasSubstr("'grad_output' has dtype float32 but 'output' has dtype float64"));
+}
+
+// --- The optimizer ops (Note [Optimizer ops]): the host's rule refuses bad
+// lists and hyperparameters with messages that say what to pass; the CPU
+// kernel and the composite (on a device without kernels) take the same step,
+// including for float16, which both compute in float32. torch_parity's
+// optimizers family checks the arithmetic against torch::optim.
+TEST(OptimizerOps, TheHostsRuleRefusesBadListsAndHyperparameters) {
+  const Tensor p = fromDoubles({1, 2, 3}, {3}, ScalarType::Float32);
+  const Tensor g = fromDoubles({0.1, 0.2, 0.3}, {3}, ScalarType::Float32);
+  auto sgd = [&](std::vector<Tensor> ps, std::vector<Tensor> gs, std::vector<Tensor> bufs, double momentum,
+                 double lr = 0.1, bool nesterov = false, double dampening = 0) {
+    _fused_sgd_(ps, gs, bufs, 0, momentum, lr, dampening, nesterov, false, false);
+  };
+  EXPECT_THAT(errorOf([&] { sgd({}, {}, {}, 0); }), HasSubstr("'self' is empty; pass at least one parameter"));
+  EXPECT_THAT(errorOf([&] { sgd({p}, {}, {}, 0); }),
+              HasSubstr("'grads' has 0 tensors but 'self' has 1; pass one per parameter"));
+  EXPECT_THAT(errorOf([&] {
+                sgd({p}, {g.reshape({1, 3})}, {}, 0);
+              }),
+              HasSubstr("grads[0] has shape [1, 3] but self[0] has [3]"));
+  EXPECT_THAT(errorOf([&] { sgd({p}, {g.to(ScalarType::Float64)}, {}, 0); }),
+              HasSubstr("grads[0] has dtype float64 but self[0] has float32"));
+  EXPECT_THAT(errorOf([&] { sgd({p}, {g}, {}, 0.9); }),
+              HasSubstr("'momentum_buffer_list' has 0 tensors but 'self' has 1; pass one per parameter (or none "
+                        "when momentum is 0)"));
+  EXPECT_THAT(errorOf([&] { sgd({p}, {g}, {}, 0, -1); }), HasSubstr("lr must be a finite number >= 0, got -1"));
+  EXPECT_THAT(errorOf([&] { sgd({p}, {g}, {}, 0, 0.1, true); }),
+              HasSubstr("nesterov momentum needs momentum > 0 and dampening 0"));
+  const Tensor ints = fromDoubles({1, 2, 3}, {3}, ScalarType::Int64);
+  EXPECT_THAT(errorOf([&] { sgd({ints}, {ints}, {}, 0); }),
+              HasSubstr("self[0] has dtype int64; optimizers update floating parameters"));
+  const Tensor strided = fromDoubles({1, 2, 3, 4, 5, 6}, {2, 3}, ScalarType::Float32).t();
+  EXPECT_THAT(errorOf([&] { sgd({strided}, {strided.contiguous()}, {}, 0); }), HasSubstr("self[0] is not contiguous"));
+  EXPECT_THAT(errorOf([&] {
+                sgd({p, p.to(testDevice())}, {g, g.to(testDevice())}, {}, 0);
+              }),
+              HasSubstr("self[1] is on testdev:0 but self[0] is on cpu"));
+  auto adamw = [&](int64_t step, double beta1, bool amsgrad, std::vector<Tensor> vmax) {
+    _fused_adamw_({p}, {g}, {zeros_like(p)}, {zeros_like(p)}, vmax, step, 1e-3, beta1, 0.999, 0.01, 1e-8, amsgrad,
+                  false);
+  };
+  EXPECT_THAT(errorOf([&] { adamw(0, 0.9, false, {}); }), HasSubstr("step must be the step's number, counted from 1"));
+  EXPECT_THAT(errorOf([&] { adamw(1, 1.0, false, {}); }), HasSubstr("beta1 must be in [0, 1), got 1"));
+  EXPECT_THAT(
+      errorOf([&] { adamw(1, 0.9, true, {}); }),
+      HasSubstr("'max_exp_avg_sqs' has 0 tensors but 'self' has 1; pass one per parameter when amsgrad is set"));
+  EXPECT_THAT(errorOf([&] { adamw(1, 0.9, false, {zeros_like(p)}); }),
+              HasSubstr("max_exp_avg_sqs holds 1 tensors but amsgrad is false"));
+  // A refused call changed nothing.
+  EXPECT_EQ(p.toVector<double>(), (std::vector<double>{1, 2, 3}));
+}
+
+TEST(OptimizerOps, TheCpuKernelAndTheCompositeTakeTheSameStep) {
+  for (ScalarType dt : {ScalarType::Float32, ScalarType::Float64, ScalarType::Float16, ScalarType::BFloat16}) {
+    for (Device dev : {Device(DeviceType::CPU), testDevice()}) {
+      SCOPED_TRACE(std::string(scalarTypeName(dt)) + " on " + dev.str());
+      // Two parameters of different shapes, one call; three steps of each op.
+      std::vector<Tensor> ps = {fromDoubles({0.5, -1, 2, 0.25}, {2, 2}, dt, dev), fromDoubles({3, -0.5}, {2}, dt, dev)};
+      std::vector<Tensor> qs = {ps[0].clone(), ps[1].clone()};
+      const std::vector<Tensor> gs = {fromDoubles({0.1, -0.2, 0.3, 0.05}, {2, 2}, dt, dev),
+                                      fromDoubles({-0.4, 0.25}, {2}, dt, dev)};
+      std::vector<Tensor> bufs = {empty_like(ps[0]), empty_like(ps[1])};
+      std::vector<Tensor> m = {zeros_like(qs[0]), zeros_like(qs[1])}, v = {zeros_like(qs[0]), zeros_like(qs[1])};
+      for (int step = 1; step <= 3; ++step) {
+        _fused_sgd_(ps, gs, bufs, 0.01, 0.9, 0.1, 0.1, false, false, step == 1);
+        _fused_adamw_(qs, gs, m, v, {}, step, 0.1, 0.9, 0.99, 0.01, 1e-8, false, false);
+      }
+      // The reference: the same arithmetic in double.
+      const std::vector<std::vector<double>> p0 = {{0.5, -1, 2, 0.25}, {3, -0.5}};
+      const std::vector<std::vector<double>> g0 = {{0.1, -0.2, 0.3, 0.05}, {-0.4, 0.25}};
+      const double tol = dt == ScalarType::BFloat16 ? 2e-2 : dt == ScalarType::Float16 ? 2e-3 : 1e-5;
+      for (size_t t = 0; t < 2; ++t) {
+        const std::vector<double> got_sgd = ps[t].toVector<double>(), got_adamw = qs[t].toVector<double>();
+        for (size_t i = 0; i < p0[t].size(); ++i) {
+          double p = p0[t][i], buf = 0, q = p0[t][i], mm = 0, vv = 0;
+          for (int step = 1; step <= 3; ++step) {
+            const double g = g0[t][i] + 0.01 * p;
+            buf = step == 1 ? g : 0.9 * buf + 0.9 * g;
+            p -= 0.1 * buf;
+            q *= 1 - 0.1 * 0.01;
+            mm = 0.9 * mm + 0.1 * g0[t][i];
+            vv = 0.99 * vv + 0.01 * g0[t][i] * g0[t][i];
+            const double denom = std::sqrt(vv) / std::sqrt(1 - std::pow(0.99, step)) + 1e-8;
+            q -= 0.1 / (1 - std::pow(0.9, step)) * mm / denom;
+          }
+          EXPECT_NEAR(got_sgd[i], p, tol * (1 + std::abs(p))) << "SGD, parameter " << t << " element " << i;
+          EXPECT_NEAR(got_adamw[i], q, tol * (1 + std::abs(q))) << "AdamW, parameter " << t << " element " << i;
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -211,6 +211,17 @@ Tensor flip(const Tensor& self, IntArrayRef dims);
 Tensor pad(const Tensor& self, IntArrayRef pad, std::string_view mode = "constant",
            std::optional<double> value = std::nullopt);
 
+// --- Optimizer steps (Note [Optimizer ops]; docs/operators.md "Optimizer steps"): each updates
+// every tensor of `self` and its state in place, from the gradient at the same position. The
+// classes of backplane/autograd/optim.h (SGD, AdamW) keep the state and call these under no_grad.
+// torch.optim.SGD's step; momentum_buffer_list may be empty when momentum is 0.
+void _fused_sgd_(TensorList self, TensorList grads, TensorList momentum_buffer_list, double weight_decay,
+                 double momentum, double lr, double dampening, bool nesterov, bool maximize, bool is_first_step);
+// torch.optim.AdamW's step number `step` (counted from 1); max_exp_avg_sqs only with amsgrad.
+void _fused_adamw_(TensorList self, TensorList grads, TensorList exp_avgs, TensorList exp_avg_sqs,
+                   TensorList max_exp_avg_sqs, int64_t step, double lr, double beta1, double beta2, double weight_decay,
+                   double eps, bool amsgrad, bool maximize);
+
 // --- Operators. Arithmetic on tensors and numbers, as in PyTorch; the
 // compound forms write into the left tensor (its dtype must hold the result).
 Tensor operator+(const Tensor& a, const Tensor& b);

@@ -1,0 +1,56 @@
+#pragma once
+// The per-element arithmetic of the optimizer ops (Note [Optimizer ops] in
+// dispatcher/ops/src/optim.cc), shared by the CPU and GPU kernels so that
+// every device takes the same step: torch.optim.SGD's and
+// torch.optim.AdamW's update, in the parameter's opmath type V, operation
+// by operation in PyTorch's order (add(x, alpha) is x * alpha added;
+// addcmul and addcdiv scale the product or quotient), so that a model
+// trained here tracks libtorch's.
+#include "bp_common/arithmetic.h"
+
+namespace bp_common {
+
+template <class V>
+struct SgdStep {
+  V lr, weight_decay, momentum, one_minus_dampening;
+  bool has_momentum, nesterov, maximize, first_step;
+
+  // Updates parameter p from gradient g and the momentum buffer *buf (read
+  // and written only with momentum).
+  BP_HOST_DEVICE void operator()(V& p, V g, V* buf) const {
+    if (maximize) g = -g;
+    if (weight_decay != V(0)) g = g + weight_decay * p;
+    if (has_momentum) {
+      const V b = first_step ? g : *buf * momentum + one_minus_dampening * g;
+      *buf = b;
+      g = nesterov ? g + momentum * b : b;
+    }
+    p = p + (-lr) * g;
+  }
+};
+
+template <class V>
+struct AdamwStep {
+  V decay;  // 1 - lr * weight_decay
+  V beta1, beta2, one_minus_beta1, one_minus_beta2;
+  V bias_correction2_sqrt, eps, step_size;  // step_size: lr / (1 - beta1^step)
+  bool amsgrad, maximize;
+
+  // Updates parameter p, the moments m and v and, with amsgrad, *vmax (the
+  // largest v so far) from gradient g.
+  BP_HOST_DEVICE void operator()(V& p, V g, V& m, V& v, V* vmax) const {
+    if (maximize) g = -g;
+    p = p * decay;
+    m = m * beta1 + one_minus_beta1 * g;
+    v = v * beta2 + one_minus_beta2 * g * g;
+    V second = v;
+    if (amsgrad) {
+      if (*vmax > v) second = *vmax;
+      *vmax = second;
+    }
+    const V denom = math::sqrt(second) / bias_correction2_sqrt + eps;
+    p = p + (-step_size) * (m / denom);
+  }
+};
+
+}  // namespace bp_common
