@@ -123,22 +123,27 @@ EncoderBatch EncoderBatch::random(const EncoderConfig& config, uint64_t seed) {
 
 EncoderBatch EncoderBatch::to(Device device) const { return {token_ids.to(device), lengths.to(device)}; }
 
-Tensor encoderLayer(const EncoderWeights& w, const EncoderBatch& batch) {
+Tensor embed(const EncoderWeights& w, const Tensor& token_ids) {
   const EncoderConfig& c = w.config;
-  BP_CHECK(batch.token_ids.dim() == 2 && batch.lengths.dim() == 1 && batch.lengths.size(0) == batch.token_ids.size(0),
-           "encoderLayer: token_ids must be [batch, seq] and lengths [batch], got ", batch.token_ids.str(), " and ",
-           batch.lengths.str());
-  const int64_t B = batch.token_ids.size(0), S = batch.token_ids.size(1);
-  const int64_t H = c.hidden, heads = c.heads, d = c.headDim();
-  BP_CHECK(S <= c.seq, "encoderLayer: sequences of ", S, " tokens are longer than the ", c.seq, " position embeddings");
-  auto dense = [](const Tensor& x, const LinearWeights& l) { return linear(x, l.weight, l.bias); };
-  auto norm = [&](const Tensor& x, const NormWeights& n) {
-    return layer_norm(x, {H}, n.weight, n.bias, c.layer_norm_eps);
-  };
+  BP_CHECK(token_ids.dim() == 2, "embed: token_ids must be [batch, seq], got ", token_ids.str());
+  const int64_t S = token_ids.size(1);
+  BP_CHECK(S <= c.seq, "embed: sequences of ", S, " tokens are longer than the ", c.seq, " position embeddings");
+  // [B, S, H]. The position table broadcasts over the batch.
+  return layer_norm(embedding(w.word_embeddings, token_ids) + w.position_embeddings.narrow(0, 0, S), {c.hidden},
+                    w.embedding_norm.weight, w.embedding_norm.bias, c.layer_norm_eps);
+}
 
-  // Embeddings: [B, S, H]. The position table broadcasts over the batch.
-  Tensor x =
-      norm(embedding(w.word_embeddings, batch.token_ids) + w.position_embeddings.narrow(0, 0, S), w.embedding_norm);
+Tensor encoderBlock(const EncoderWeights& w, const Tensor& x, const Tensor& lengths) {
+  const EncoderConfig& c = w.config;
+  BP_CHECK(x.dim() == 3 && x.size(2) == c.hidden && lengths.dim() == 1 && lengths.size(0) == x.size(0),
+           "encoderBlock: x must be [batch, seq, ", c.hidden, "] and lengths [batch], got ", x.str(), " and ",
+           lengths.str());
+  const int64_t B = x.size(0), S = x.size(1);
+  const int64_t H = c.hidden, heads = c.heads, d = c.headDim();
+  auto dense = [](const Tensor& t, const LinearWeights& l) { return linear(t, l.weight, l.bias); };
+  auto norm = [&](const Tensor& t, const NormWeights& n) {
+    return layer_norm(t, {H}, n.weight, n.bias, c.layer_norm_eps);
+  };
 
   // Self-attention. Head h owns features [h * d, (h + 1) * d), so the heads
   // are views: [B, S, H] -> [B, S, heads, d] -> [B, heads, S, d].
@@ -148,15 +153,22 @@ Tensor encoderLayer(const EncoderWeights& w, const EncoderBatch& batch) {
   Tensor v = splitHeads(dense(x, w.value));
   Tensor scores = q.matmul(k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(d)));  // [B, heads, S, S]
   // Keys past a sequence's length are padding: no query attends to them.
-  Tensor padding = arange(S, {.device = x.device()}).ge(batch.lengths.unsqueeze(1));  // [B, S] bool
+  Tensor padding = arange(S, {.device = x.device()}).ge(lengths.unsqueeze(1));  // [B, S] bool
   Tensor probs = scores.masked_fill(padding.view({B, 1, 1, S}), kMaskedScore).softmax(-1);
   // Merge the heads: [B, heads, S, d] -> [B, S, heads, d] is a view, but no
   // view of it is [B, S, H], so the reshape copies.
   Tensor context = probs.matmul(v).transpose(1, 2).reshape({B, S, H});
-  x = norm(dense(context, w.attention_output) + x, w.attention_norm);
+  Tensor y = norm(dense(context, w.attention_output) + x, w.attention_norm);
 
   // Feed-forward block.
-  return norm(dense(dense(x, w.intermediate).gelu(), w.output) + x, w.output_norm);
+  return norm(dense(dense(y, w.intermediate).gelu(), w.output) + y, w.output_norm);
+}
+
+Tensor encoderLayer(const EncoderWeights& w, const EncoderBatch& batch) {
+  BP_CHECK(batch.token_ids.dim() == 2 && batch.lengths.dim() == 1 && batch.lengths.size(0) == batch.token_ids.size(0),
+           "encoderLayer: token_ids must be [batch, seq] and lengths [batch], got ", batch.token_ids.str(), " and ",
+           batch.lengths.str());
+  return encoderBlock(w, embed(w, batch.token_ids), batch.lengths);
 }
 
 }  // namespace encoder

@@ -73,8 +73,11 @@ struct EncoderWeights {
   // The same weights on `device` (tensors already there are shared, not copied).
   EncoderWeights to(Device device) const;
   // Every parameter, in a fixed order: handles to these weights' tensors
-  // (so requires_grad_() and grad() on them act on the weights).
+  // (so requires_grad_() and grad() on them act on the weights). The first
+  // kEmbeddingParameters are embed()'s (the tables and embedding_norm); the
+  // others are encoderBlock()'s.
   std::vector<Tensor> parameters() const;
+  static constexpr size_t kEmbeddingParameters = 4;
 
  private:
   // The members parameters() lists, in its order.
@@ -98,6 +101,16 @@ struct EncoderBatch {
 // enough that exp() of it underflows to exactly 0 in float32 next to any
 // real score, and finite, so a row's maximum stays a real number.
 inline constexpr double kMaskedScore = -1e9;
+
+// The embeddings of `token_ids` ([batch, seq] int64): token plus position
+// embeddings, then layer_norm. [batch, seq, hidden].
+Tensor embed(const EncoderWeights& weights, const Tensor& token_ids);
+// The layer after its embeddings, over x [batch, seq, hidden]: self-attention
+// (keys at positions >= lengths[b] are masked) and the feed-forward block,
+// each with its residual connection and layer_norm. Reads every weight but
+// the embedding tables and embedding_norm, so a stack of layers can take
+// them from EncoderWeights of its own.
+Tensor encoderBlock(const EncoderWeights& weights, const Tensor& x, const Tensor& lengths);
 
 // One encoder layer over `batch`: token and position embeddings, layer_norm,
 // then self-attention (keys at positions >= a sequence's length are masked)
