@@ -32,34 +32,64 @@ struct SchemaRow {
   std::string derivative;
 };
 
-// "formula", "self: grad * other; other: grad * self" for mul.Tensor.
+// "; calls bp::gelu_backward (cpu native (float32, float64), ...)": backward
+// op `b` and what serves it on every backend.
+std::string calls(const std::string& b) {
+  const std::optional<OperatorHandle> h = Dispatcher::singleton().findOp(b);
+  if (!h || !h->hasSchema()) return "";
+  std::string served;
+  for (const conformance::Backend& be : conformance::activeBackends(true)) {
+    const DispatchKey key = backendKey(be.type);
+    std::string kind = kernelKindName(h->kernelKind(key));
+    if (const std::optional<DtypeSet> declared = h->declaredDtypes(key)) {
+      const std::optional<KernelKind> declined = h->declinedKind(key);
+      kind += " (" + declared->str() + "), " + (declined ? kernelKindName(*declined) : "-") + " (others)";
+    }
+    served += (served.empty() ? "" : ", ") + be.name + " " + kind;
+  }
+  return "; calls " + b + " (" + served + ")";
+}
+
+// The backward op a declaration calls ("spconv::indice_conv_backward"), or "".
+std::string declaredBackwardOp(const std::string& declaration) {
+  const size_t open = declaration.find('(');
+  return open == std::string::npos ? "" : declaration.substr(0, open);
+}
+
+// "formula", "self: grad * other; other: grad * self" for mul.Tensor; a
+// plugin op's declaration (Note [Declared derivatives]) with its declarer;
+// and any device's own declaration.
 void describeDerivative(const OperatorHandle& op, SchemaRow& row) {
+  std::string per_device;
+  const DeclaredDerivativeInfo* every = nullptr;
+  const std::vector<DeclaredDerivativeInfo> declared = declaredDerivatives();
+  for (const DeclaredDerivativeInfo& info : declared) {
+    if (info.op != row.name) continue;
+    if (!info.device) {
+      every = &info;
+      continue;
+    }
+    per_device += "; on " + deviceTypeName(*info.device) + " (" + info.owner + "): " + info.declaration;
+    if (const std::string b = declaredBackwardOp(info.declaration); !b.empty()) per_device += calls(b);
+  }
   const OpDerivative* d = op.operatorName().ns == kStandardNamespace ? findDerivative(row.name) : nullptr;
-  if (d == nullptr) {
+  if (every != nullptr) {
+    const bool plain = every->declaration == "non_differentiable" || every->declaration == "not_implemented";
+    row.derivative_kind = plain ? every->declaration : "formula";
+    row.derivative = "declared by " + every->owner + (plain ? "" : ": " + every->declaration);
+    if (const std::string b = declaredBackwardOp(every->declaration); !b.empty()) row.derivative += calls(b);
+  } else if (d == nullptr) {
     row.derivative_kind = "not_implemented";
     row.derivative = "declares none: backward through it raises";
-    return;
+  } else {
+    row.derivative_kind = differentiabilityName(d->kind);
+    for (const DerivativeFormula& f : d->formulas)
+      row.derivative += (row.derivative.empty() ? "" : "; ") + std::string(f.inputs) + ": " + f.text;
+    if (row.derivative.empty()) row.derivative = d->note;
+    // The backward ops it calls, and what serves each on every backend.
+    for (const std::string& b : d->backward_ops) row.derivative += calls(b);
   }
-  row.derivative_kind = differentiabilityName(d->kind);
-  for (const DerivativeFormula& f : d->formulas)
-    row.derivative += (row.derivative.empty() ? "" : "; ") + std::string(f.inputs) + ": " + f.text;
-  if (row.derivative.empty()) row.derivative = d->note;
-  // The backward ops it calls, and what serves each on every backend.
-  for (const std::string& b : d->backward_ops) {
-    const std::optional<OperatorHandle> h = Dispatcher::singleton().findOp(b);
-    if (!h || !h->hasSchema()) continue;
-    std::string served;
-    for (const conformance::Backend& be : conformance::activeBackends(true)) {
-      const DispatchKey key = backendKey(be.type);
-      std::string kind = kernelKindName(h->kernelKind(key));
-      if (const std::optional<DtypeSet> declared = h->declaredDtypes(key)) {
-        const std::optional<KernelKind> declined = h->declinedKind(key);
-        kind += " (" + declared->str() + "), " + (declined ? kernelKindName(*declined) : "-") + " (others)";
-      }
-      served += (served.empty() ? "" : ", ") + be.name + " " + kind;
-    }
-    row.derivative += "; calls " + b + " (" + served + ")";
-  }
+  row.derivative += per_device;
 }
 
 constexpr const char* kOutDtype = "checked against the result";

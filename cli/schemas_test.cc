@@ -162,6 +162,16 @@ TEST(OpsSchemas, ListsHowEachOpDifferentiates) {
                 .find("calls bp::gelu_backward (cpu native (float32, float64), composite (others)"),
             std::string::npos)
       << run("ops --schemas '^bp::gelu$'").out;
+  // A plugin op's declaration (Note [Declared derivatives]) names its declarer.
+  const std::string conv = field(run("ops --schemas '^spconv::indice_conv$'").out, "derivative");
+  EXPECT_EQ(conv.rfind("formula (declared by plugin spconv: spconv::indice_conv_backward(features, filters, grad, "
+                       "indice_pairs, indice_pair_num, inverse, subm) -> (features, filters); calls "
+                       "spconv::indice_conv_backward (cpu native",
+                       0),
+            0u)
+      << conv;
+  EXPECT_EQ(field(run("ops --schemas '^spconv::get_indice_pairs$'").out, "derivative"),
+            "non_differentiable (declared by plugin spconv)");
 }
 
 TEST(OpsSchemas, UsageErrors) {

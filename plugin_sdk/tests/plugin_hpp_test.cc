@@ -82,6 +82,7 @@ struct State {
 
   std::vector<std::string> defs;
   std::vector<KernelRegistration> impls, fallbacks, impls_when_defined;
+  std::vector<std::tuple<std::string, int32_t, std::string>> derivatives;  // (op, device type, declaration)
   // Copies of the registered descriptors and their names, as the real host
   // keeps them (Note [ABI rules]: descriptors are copied during the call).
   std::deque<BP_DeviceTypeDesc> device_copies;
@@ -182,6 +183,14 @@ BP_Error* implWhenDefinedFn(BP_Plugin* plugin, const char* op, int32_t device_ty
   if (k->struct_size != BP_KernelDesc_STRUCT_SIZE) return errorNew(BP_INVALID_ARGUMENT, "bad struct_size");
   g.impls_when_defined.push_back({op, device_type, k->fn, k->ctx, k->cpp_signature != nullptr,
                                   k->cpp_signature ? k->cpp_signature : "", k->dtypes});
+  return nullptr;
+}
+#endif
+#if BP_ABI_MINOR >= 6
+BP_Error* derivativeFn(BP_Plugin* plugin, const char* op, int32_t device_type, const char* declaration) {
+  if (plugin != kPlugin) return errorNew(BP_INTERNAL, "wrong plugin handle");
+  if (g.fail_registration) return g.fail_registration();
+  g.derivatives.emplace_back(op, device_type, declaration);
   return nullptr;
 }
 #endif
@@ -343,6 +352,9 @@ BP_HostApi table() {
 #endif
 #if BP_ABI_MINOR >= 4
   h.impl_when_defined = &implWhenDefinedFn;
+#endif
+#if BP_ABI_MINOR >= 6
+  h.derivative = &derivativeFn;
 #endif
   return h;
 }
@@ -1649,6 +1661,43 @@ TEST_F(PluginHpp, ImplWhenDefinedOnAHostWithoutTheSlotSaysSo) {
   EXPECT_TRUE(fake::g.impls_when_defined.empty());
   m.impl("test::add", 7, &add);
   EXPECT_EQ(fake::g.impls.size(), 1u);
+}
+#endif
+
+#if BP_ABI_MINOR >= 6
+// derivative goes to the host's slot with BP_ANY_DEVICE_TYPE or the given
+// type; an older host's table says which ABI added it; host errors throw.
+TEST_F(PluginHpp, LibraryDerivativeDeclaresThroughTheHost) {
+  bp::Library m(fake::kPlugin);
+  m.derivative("test::f", "test::f_backward(x, grad) -> x");
+  m.derivative("add.Tensor", 7, "toy::fused_add_backward(grad) -> (self, other)");
+  ASSERT_EQ(fake::g.derivatives.size(), 2u);
+  EXPECT_EQ(fake::g.derivatives[0],
+            std::make_tuple(std::string("test::f"), BP_ANY_DEVICE_TYPE, std::string("test::f_backward(x, grad) -> x")));
+  EXPECT_EQ(std::get<1>(fake::g.derivatives[1]), 7);
+  fake::g.fail_registration = [] { return fake::errorNew(BP_INVALID_ARGUMENT, "'y' is not an argument"); };
+  try {
+    m.derivative("test::f", "non_differentiable");
+    ADD_FAILURE();
+  } catch (const bp::Error& e) {
+    EXPECT_EQ(e.code(), BP_INVALID_ARGUMENT);
+    EXPECT_EQ(e.message(), "'y' is not an argument");
+  }
+  fake::g.fail_registration = nullptr;
+
+  BP_HostApi t = fake::table();
+  t.struct_size = BP_STRUCT_SIZE(BP_HostApi, impl_when_defined);  // a 1.5 host's table
+  t.abi_minor = 5;
+  bp::detail::installHost(t, fake::kPlugin);
+  try {
+    bp::Library(fake::kPlugin).derivative("test::f", "non_differentiable");
+    ADD_FAILURE();
+  } catch (const bp::Error& e) {
+    EXPECT_EQ(e.code(), BP_UNIMPLEMENTED);
+    EXPECT_NE(e.message().find("the host provides plugin ABI 1.5"), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find("added in ABI 1.6"), std::string::npos) << e.message();
+  }
+  EXPECT_EQ(fake::g.derivatives.size(), 2u);
 }
 #endif
 

@@ -75,8 +75,23 @@ void registerGenericDevices(bp::Library& m) {
   }
 }
 
+// How each op differentiates (BP_HostApi.derivative, ABI 1.6): the
+// forward ops' gradients come from the backward ops, whose own second
+// derivatives are not written; the rulebook is integer bookkeeping.
+constexpr const char* kDerivatives[][2] = {
+    {"spconv::get_indice_pairs", "non_differentiable"},
+    {"spconv::indice_conv",
+     "spconv::indice_conv_backward(features, filters, grad, indice_pairs, indice_pair_num, inverse, subm) "
+     "-> (features, filters)"},
+    {"spconv::indice_conv_backward", "not_implemented"},
+    {"spconv::indice_maxpool",
+     "spconv::indice_maxpool_backward(features, result, grad, indice_pairs, indice_pair_num) -> features"},
+    {"spconv::indice_maxpool_backward", "not_implemented"},
+};
+
 void init(bp::Library& m) {
   for (const char* schema : kSchemas) m.def(schema);
+  for (const auto& [op, declaration] : kDerivatives) m.derivative(op, declaration);
   bp_spconv::registerCpuKernels(m);
   registerGenericDevices(m);
 }

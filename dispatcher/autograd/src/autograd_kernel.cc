@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_map.h"
 #include "backplane/core/str_cat.h"
 #include "backplane/dispatch/dispatcher.h"
 #include "backplane/ops/ops.h"
@@ -28,14 +28,39 @@ const OpDerivative& lookupDerivative(const OperatorHandle& op) {
   return kUndeclared;
 }
 
-// lookupDerivative, cached per thread by operator (no lock, and no string
-// built on the hot path). An op's declaration never changes: the standard
-// table is fixed, and any other op gets kUndeclared.
-const OpDerivative& derivativeOf(const OperatorHandle& op) {
-  thread_local absl::flat_hash_map<const OperatorEntry*, const OpDerivative*> cache;
-  auto [it, inserted] = cache.try_emplace(&op.entry(), nullptr);
-  if (inserted) it->second = &lookupDerivative(op);
-  return *it->second;
+// The declaration a call of `op` on device type `device` uses: one
+// declared for it (Note [Declared derivatives]), else lookupDerivative's.
+// Cached per thread by operator and device type (no lock, and no string
+// built on the hot path); the cache is dropped when any declaration
+// changes. A standard-table entry is held without ownership: the table
+// lives as long as the process.
+//
+// The result refers into the cache (node-based: stable while other entries
+// are added); the caller copies it into the node it makes before any op of
+// its own runs, since a nested call may renew the cache.
+const std::shared_ptr<const OpDerivative>& derivativeOf(const OperatorHandle& op, DeviceType device) {
+  struct Cache {
+    uint64_t generation = 0;
+    absl::node_hash_map<std::pair<const OperatorEntry*, int>, std::shared_ptr<const OpDerivative>> map;
+  };
+  thread_local Cache cache;
+  const uint64_t generation = declaredDerivativesGeneration();
+  if (cache.generation != generation) {
+    cache.map.clear();
+    cache.generation = generation;
+  }
+  auto [it, inserted] = cache.map.try_emplace({&op.entry(), static_cast<int>(device)}, nullptr);
+  if (inserted) {
+    it->second = declaredDerivative(op.operatorName().qualifiedName(), device);
+    if (!it->second) it->second = std::shared_ptr<const OpDerivative>(std::shared_ptr<void>(), &lookupDerivative(op));
+  }
+  return it->second;
+}
+
+// The device type of a call dispatched with `ks` (CPU when it has no backend key).
+DeviceType callDeviceType(DispatchKeySet ks) {
+  const DispatchKey backend = ks.highestBackendKey();
+  return backend == DispatchKey::Undefined ? DeviceType::CPU : static_cast<DeviceType>(static_cast<int>(backend) - 1);
 }
 
 bool isFloating(ScalarType t) {
@@ -76,7 +101,8 @@ std::string firstRequiringGrad(const FunctionSchema& schema, const Stack& stack,
 }
 
 void autogradKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks, Stack* stack) {
-  const OpDerivative& d = derivativeOf(op);
+  const std::shared_ptr<const OpDerivative>& declared = derivativeOf(op, callDeviceType(ks));
+  const OpDerivative& d = *declared;
   const FunctionSchema& schema = op.schema();
   const std::string& qualified = op.operatorName().qualifiedName();
   const size_t n = schema.arguments().size();
@@ -145,7 +171,7 @@ void autogradKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks
       if (edges[e].valid()) needed.emplace_back(schema.arguments()[slots[e].first].name, metas[e].device);
     node = std::make_shared<NotImplementedNode>(qualified, d.note, std::move(needed));
   } else {
-    auto f = std::make_shared<FormulaNode>(op, d);
+    auto f = std::make_shared<FormulaNode>(op, declared);
     formula = f.get();
     node = f;
     f->arguments_.assign(stack->begin() + static_cast<std::ptrdiff_t>(base), stack->end());

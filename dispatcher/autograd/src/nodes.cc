@@ -97,7 +97,8 @@ std::string argumentText(const FunctionSchema& schema, size_t index) {
 }
 }  // namespace
 
-FormulaNode::FormulaNode(const OperatorHandle& op, const OpDerivative& derivative) : op_(op), derivative_(derivative) {}
+FormulaNode::FormulaNode(const OperatorHandle& op, std::shared_ptr<const OpDerivative> derivative)
+    : op_(op), owned_(std::move(derivative)), derivative_(*owned_) {}
 
 std::string FormulaNode::name() const { return strCat(op_.operatorName().name, "Backward"); }
 
@@ -145,6 +146,7 @@ std::vector<Tensor> FormulaNode::apply(std::vector<Tensor> grads) {
   }
   DerivativeContext ctx(schema, arguments_, results, grads, needs_mask_);
   ctx.setSavedCheck(this);
+  ctx.setDerivative(&derivative_);
   for (const DerivativeFormula& f : derivative_.formulas) {
     bool needed = false;
     std::string_view names = f.inputs;

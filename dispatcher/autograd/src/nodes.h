@@ -42,7 +42,9 @@ struct SavedTensor {
 // The backward of a standard op with derivative formulas.
 class FormulaNode final : public Node, public DerivativeContext::SavedCheck {
  public:
-  FormulaNode(const OperatorHandle& op, const OpDerivative& derivative);
+  // `derivative` stays alive as long as the node (a declared one may be
+  // removed while a graph holds it: Note [Declared derivatives]).
+  FormulaNode(const OperatorHandle& op, std::shared_ptr<const OpDerivative> derivative);
   std::vector<Tensor> apply(std::vector<Tensor> grads) override;
   void release() override;
   std::string name() const override;
@@ -60,6 +62,7 @@ class FormulaNode final : public Node, public DerivativeContext::SavedCheck {
 
  private:
   OperatorHandle op_;
+  std::shared_ptr<const OpDerivative> owned_;
   const OpDerivative& derivative_;
   bool released_ = false;
 };

@@ -22,6 +22,7 @@
 #include "backplane/ops/standard_ops.h"
 #include "backplane/testing/errors.h"
 #include "backplane/testing/plugin_environment.h"
+#include "test_device.h"
 
 namespace backplane::autograd {
 namespace {
@@ -344,6 +345,100 @@ TEST(Autograd, AnOpWithoutADeclaredDerivativeRaisesAtBackward) {
   EXPECT_TRUE(y.requires_grad());
   EXPECT_THAT(errorText([&] { y.sum().backward(); }),
               AllOf(HasSubstr("autograd_test::twice"), HasSubstr("not implemented"), HasSubstr("'self' on cpu")));
+}
+
+// Note [Declared derivatives]: an op outside the standard table declares its
+// derivative as the call of a backward op; a device's own declaration
+// replaces a standard op's formula for calls on that device only; a
+// declaration ends with its registration; bad ones are refused, saying why.
+TEST(DeclaredDerivatives, ABackwardOpBecomesTheDerivative) {
+  Library lib("declared_test");
+  ASSERT_TRUE(lib.def("scale(Tensor x, float k) -> Tensor").ok());
+  ASSERT_TRUE(lib.def("scale_backward(Tensor grad, float k, Tensor x) -> (Tensor, Tensor)").ok());
+  ASSERT_TRUE(lib.impl("scale", DispatchKey::CPU, [](const Tensor& x, double k) -> Tensor { return x * k; }).ok());
+  // Returns the input's gradient and, as its second result, something no
+  // input takes (skipped with `_`).
+  ASSERT_TRUE(lib.impl("scale_backward", DispatchKey::CPU,
+                       [](const Tensor& g, double k, const Tensor& x) -> std::tuple<Tensor, Tensor> {
+                         return {g * k, x};
+                       })
+                  .ok());
+  const auto scale =
+      Dispatcher::singleton().findOpOrThrow("declared_test::scale").typed<Tensor(const Tensor&, double)>();
+  {
+    absl::StatusOr<DerivativeRegistration> r = declareDerivative(
+        "declared_test::scale", std::nullopt, "declared_test::scale_backward(grad, k, x) -> (x, _)", "this test");
+    ASSERT_TRUE(r.ok()) << r.status();
+    Tensor x = leaf({1, 2}, {2});
+    scale.call(x, 3.0).sum().backward();
+    EXPECT_EQ(values(x.grad()), (std::vector<double>{3, 3}));
+    // A graph recorded while the declaration lived keeps it past its end.
+    Tensor y = scale.call(x, 5.0).sum();
+    r = DerivativeRegistration();
+    x.set_grad(Tensor());
+    y.backward();
+    EXPECT_EQ(values(x.grad()), (std::vector<double>{5, 5}));
+  }
+  // Without the declaration, backward raises again.
+  Tensor x = leaf({1}, {1});
+  EXPECT_THAT(errorText([&] { scale.call(x, 2.0).sum().backward(); }), HasSubstr("not implemented"));
+}
+
+TEST(DeclaredDerivatives, BadDeclarationsAreRefusedSayingWhy) {
+  Library lib("declared_bad");
+  ASSERT_TRUE(lib.def("f(Tensor x, int n) -> Tensor").ok());
+  ASSERT_TRUE(lib.def("f_backward(Tensor grad, Tensor x) -> Tensor").ok());
+  auto why = [](std::string_view op, std::string_view decl, std::optional<DeviceType> dev = std::nullopt) {
+    absl::StatusOr<DerivativeRegistration> r = declareDerivative(op, dev, decl, "this test");
+    return r.ok() ? std::string("(accepted)") : std::string(r.status().message());
+  };
+  EXPECT_THAT(why("declared_bad::g", "non_differentiable"),
+              HasSubstr("operator 'declared_bad::g' is not defined; def it before"));
+  EXPECT_THAT(why("declared_bad::f", "declared_bad::nope(grad, x) -> x"),
+              HasSubstr("backward op 'declared_bad::nope' is not defined"));
+  EXPECT_THAT(why("declared_bad::f", "declared_bad::f_backward(grad) -> x"),
+              HasSubstr("declared_bad::f_backward takes 2 arguments but the declaration passes 1"));
+  EXPECT_THAT(why("declared_bad::f", "declared_bad::f_backward(grad, y) -> x"),
+              HasSubstr("'y' is neither an argument of declared_bad::f (x, n) nor grad, gradN, result or resultN"));
+  EXPECT_THAT(why("declared_bad::f", "declared_bad::f_backward(grad1, x) -> x"),
+              HasSubstr("'grad1' names result 1 but declared_bad::f returns 1"));
+  EXPECT_THAT(why("declared_bad::f", "declared_bad::f_backward(grad, x) -> n"),
+              HasSubstr("'n' is not a tensor argument of declared_bad::f"));
+  EXPECT_THAT(why("declared_bad::f", "declared_bad::f_backward(grad, x) -> (x, x)"),
+              HasSubstr("returns 1 values but the declaration names 2 gradients"));
+  EXPECT_THAT(why("declared_bad::f", "maybe"), HasSubstr("A declaration is non_differentiable, not_implemented"));
+  EXPECT_THAT(why("bp::mul.Tensor", "non_differentiable"),
+              HasSubstr("a plugin may replace it on its own device type only"));
+  absl::StatusOr<DerivativeRegistration> first =
+      declareDerivative("declared_bad::f", std::nullopt, "non_differentiable", "the first");
+  ASSERT_TRUE(first.ok());
+  EXPECT_THAT(why("declared_bad::f", "not_implemented"), HasSubstr("already declared by the first"));
+}
+
+TEST(DeclaredDerivatives, ADevicesOwnDeclarationReplacesTheFormulaThereOnly) {
+  // A "fused backward" for mul.Tensor on one device: every gradient 7 * grad.
+  // The test device runs mul through the CPU fallback; the CPU keeps the formula.
+  Library lib("declared_dev");
+  ASSERT_TRUE(lib.def("mul_backward(Tensor grad) -> (Tensor, Tensor)").ok());
+  ASSERT_TRUE(lib.implComposite("mul_backward",
+                                [](const Tensor& g) -> std::tuple<Tensor, Tensor> {
+                                  return {g * 7, g * 7};
+                                })
+                  .ok());
+  testing::TestDevice& dev = testing::TestDevice::install("declareddev", 1);
+  absl::StatusOr<DerivativeRegistration> r =
+      declareDerivative("bp::mul.Tensor", dev.type(), "declared_dev::mul_backward(grad) -> (self, other)", "this test");
+  ASSERT_TRUE(r.ok()) << r.status();
+  Tensor a = leaf({2}, {1}), b = leaf({5}, {1});
+  (a * b).sum().backward();
+  EXPECT_EQ(values(a.grad()), (std::vector<double>{5}));  // the formula: grad * other
+  Tensor c = doubles({2}, {1}).to(dev.device(0));
+  c.requires_grad_();
+  Tensor d = doubles({5}, {1}).to(dev.device(0));
+  d.requires_grad_();
+  (c * d).sum().backward();
+  EXPECT_EQ(values(c.grad().cpu()), (std::vector<double>{7}));  // the device's own
+  EXPECT_EQ(values(d.grad().cpu()), (std::vector<double>{7}));
 }
 
 TEST(Autograd, CompositeOpsDifferentiateThroughTheirDecomposition) {

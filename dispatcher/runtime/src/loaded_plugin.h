@@ -17,6 +17,7 @@
 
 #include "backplane/core/device_interface.h"
 #include "backplane/dispatch/dispatcher.h"
+#include "backplane/ops/derivatives.h"
 #include "backplane/plugin_api.h"
 #include "backplane/runtime/plugin_registry.h"
 #include "plugin_calls.h"
@@ -36,6 +37,7 @@ struct LoadedPlugin {
   std::atomic<int64_t> live_allocations{0};
   bool initializing = false;
   std::vector<RegistrationHandle> handles;
+  std::vector<DerivativeRegistration> derivatives;  // BP_HostApi.derivative (Note [Declared derivatives])
   std::vector<PluginDeviceInterface*> devices;
   std::vector<std::pair<OperatorEntry*, DispatchKey>> owned_impls;
 };

@@ -245,6 +245,28 @@ BP_Error* hostDef(BP_Plugin* plugin, const char* schema) try {
   return plugin_detail::errorFromCurrentException();
 }
 
+// BP_HostApi.derivative (ABI 1.6; Note [Declared derivatives]).
+BP_Error* hostDerivative(BP_Plugin* plugin, const char* op, int32_t device_type, const char* declaration) try {
+  LoadedPlugin& p = pluginOf(plugin);
+  if (absl::Status s = requireInitializing(p, "derivative"); !s.ok()) return toError(s);
+  BP_CHECK(op != nullptr && declaration != nullptr, "derivative: op or declaration is NULL");
+  std::optional<DeviceType> device;
+  if (device_type != BP_ANY_DEVICE_TYPE) {
+    BP_CHECK(device_type >= 0 && DeviceTypeRegistry::global().nameCString(static_cast<DeviceType>(device_type)),
+             "plugin '", p.status.name, "': derivative(", op, "): device type ", device_type,
+             " is not registered; pass BP_ANY_DEVICE_TYPE or a type the plugin registered");
+    device = static_cast<DeviceType>(device_type);
+  }
+  absl::StatusOr<DerivativeRegistration> r =
+      declareDerivative(qualifyOp(op), device, declaration, strCat("plugin ", p.status.name));
+  if (!r.ok())
+    return toError(absl::Status(r.status().code(), strCat("plugin '", p.status.name, "': ", r.status().message())));
+  p.derivatives.push_back(*std::move(r));
+  return nullptr;
+} catch (...) {
+  return plugin_detail::errorFromCurrentException();
+}
+
 enum class KernelSlot { Impl, ImplWhenDefined, Fallback };  // the host function registering it
 
 BP_Error* registerKernel(BP_Plugin* plugin, const char* op_name, int32_t device_type, const BP_KernelDesc* raw,
@@ -393,6 +415,7 @@ const BP_HostApi& hostApi() {
     a.device_type_find = &hostDeviceTypeFind;
     a.device_type_name = &hostDeviceTypeName;
     a.impl_when_defined = &hostImplWhenDefined;
+    a.derivative = &hostDerivative;
     return a;
   }();
   return api;
@@ -428,6 +451,7 @@ void finishSnapshot(PluginStatus& s) {
 }  // namespace
 
 void PluginRegistry::Impl::rollback(LoadedPlugin& p) {
+  p.derivatives.clear();
   p.handles.clear();  // newest last; order does not matter for distinct registrations
   auto& reg = DeviceTypeRegistry::global();
   absl::MutexLock lock(&mu);

@@ -34,8 +34,10 @@ using ::testing::Not;
 // The slot is appended to the host table, after the last 1.1 slot.
 static_assert(offsetof(BP_HostApi, impl_when_defined) == BP_STRUCT_SIZE(BP_HostApi, device_type_name),
               "ABI 1.4 appended impl_when_defined right after device_type_name");
-static_assert(BP_HostApi_STRUCT_SIZE == BP_STRUCT_SIZE(BP_HostApi, impl_when_defined),
-              "impl_when_defined is the host table's last slot");
+static_assert(offsetof(BP_HostApi, derivative) == BP_STRUCT_SIZE(BP_HostApi, impl_when_defined),
+              "ABI 1.6 appended derivative right after impl_when_defined");
+static_assert(BP_HostApi_STRUCT_SIZE == BP_STRUCT_SIZE(BP_HostApi, derivative),
+              "derivative is the host table's last slot");
 
 const char* const kPlugins[] = {"tp_wd_definer",      "tp_wd_definer_int", "tp_wd_kernel", "tp_wd_kernel_bad",
                                 "tp_wd_kernel_nosig", "tp_wd_kernel_v1_3", "tp_wd_sdk"};

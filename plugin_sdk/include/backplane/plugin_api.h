@@ -59,7 +59,7 @@
  *   last field (BP_STRUCT_SIZE) instead of sizeof; 1.4 added
  *   BP_HostApi.impl_when_defined; 1.5 added BP_KernelDesc.dtypes and the
  *   dtypes BP_INT16, BP_UINT16, BP_UINT32 and BP_UINT64 (Note [Dtypes of
- *   older plugins]).
+ *   older plugins]); 1.6 added BP_HostApi.derivative.
  * - Strings passed in are borrowed for the duration of the call unless a
  *   field says otherwise; strings returned are owned by their producer.
  */
@@ -71,7 +71,7 @@
 
 #define BP_PLUGIN_MAGIC 0x4C504250u /* "BPPL" little-endian */
 #define BP_ABI_MAJOR 1
-#define BP_ABI_MINOR 5
+#define BP_ABI_MINOR 6
 #define BP_MAX_STRUCT_SIZE 65536u
 
 /* The size of `type` up to the end of `field`: what a producer that knows
@@ -447,8 +447,27 @@ typedef struct BP_HostApi {
    * without one is called boxed only. Opt-in, because a misspelled `op` is
    * not reported here: use impl for operators that are defined first. */
   BP_Error* (*impl_when_defined)(BP_Plugin* plugin, const char* op, int32_t device_type, const BP_KernelDesc* kernel);
+
+  /* --- Added in ABI 1.6 (check struct_size >= BP_STRUCT_SIZE(BP_HostApi,
+   * derivative) and the slot before use when built for an older minor). */
+
+  /* Declares how `op` differentiates, as data (Note [Declared derivatives]
+   * in the host's backplane/ops/derivatives.h; docs/plugins.md "Training").
+   * Registration only, like def. `declaration` is "non_differentiable",
+   * "not_implemented", or "ns::backward_op(a, grad, result, ...) -> (x, w)":
+   * the backward op called with, per argument, one of `op`'s arguments by
+   * name, `grad` / `gradN` (the gradient of result N) or `result` /
+   * `resultN`; its results are the gradients of the named tensor arguments
+   * of `op`, in order (`_`: none). Both ops must be defined.
+   * `device_type`: BP_ANY_DEVICE_TYPE for every device (an op outside the
+   * standard table), or a device type for that device's own declaration,
+   * which replaces the general one for calls on it (a fused backward for a
+   * standard op). Unloading the plugin removes its declarations. */
+  BP_Error* (*derivative)(BP_Plugin* plugin, const char* op, int32_t device_type, const char* declaration);
 } BP_HostApi;
-#define BP_HostApi_STRUCT_SIZE BP_STRUCT_SIZE(BP_HostApi, impl_when_defined)
+#define BP_HostApi_STRUCT_SIZE BP_STRUCT_SIZE(BP_HostApi, derivative)
+/* BP_HostApi.derivative's device_type for "every device". */
+#define BP_ANY_DEVICE_TYPE (-1)
 
 /* ------------------------------------------------------------ entry points */
 

@@ -175,6 +175,30 @@ class Library {
     throwIfError(h.impl_when_defined(plugin_, op, device_type, &d));
   }
 #endif
+#if BP_ABI_MINOR >= 6
+  // Declares how operator `op` differentiates, as data (BP_HostApi.derivative,
+  // ABI 1.6; docs/plugins.md "Training"): "non_differentiable",
+  // "not_implemented", or the call of a backward op and the inputs its
+  // results are the gradients of, e.g.
+  //   m.derivative("spconv::indice_maxpool",
+  //                "spconv::indice_maxpool_backward(features, result, grad, indice_pairs, indice_pair_num) "
+  //                "-> features");
+  // With a device type, the declaration is that device's own and replaces
+  // the general one (or the standard table's) for calls on it: a fused
+  // backward op for a standard op on this plugin's device.
+  void derivative(const char* op, const char* declaration) { derivative(op, BP_ANY_DEVICE_TYPE, declaration); }
+  void derivative(const char* op, int32_t device_type, const char* declaration) {
+    const BP_HostApi& h = host();
+    if (h.derivative == nullptr) {
+      fail(BP_UNIMPLEMENTED,
+           detail::concat("derivative(\"", op ? op : "", "\"): the host provides plugin ABI ", h.abi_major, ".",
+                          h.abi_minor,
+                          ", which has no derivative declarations (added in ABI 1.6); upgrade the host, or leave "
+                          "the op without one (backward through it then raises)"));
+    }
+    throwIfError(h.derivative(plugin_, op, device_type, declaration));
+  }
+#endif
   // Registers a boxed kernel for every operator on `device_type` that has no
   // kernel there.
   void fallback(int32_t device_type, BP_KernelFn fn, void* ctx) {

@@ -28,10 +28,15 @@
 // formulas for broadcasting ops need not.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
+
+#include "absl/status/statusor.h"
+#include "backplane/core/device.h"
 
 #include "backplane/dispatch/function_schema.h"
 #include "backplane/dispatch/ivalue.h"
@@ -42,6 +47,8 @@ namespace backplane {
 enum class Differentiability : uint8_t { Formula, NonDifferentiable, NotImplemented, Composite, OutVariant, Inplace };
 // "formula", "non_differentiable", "not_implemented", "composite", "out_variant", "inplace".
 const char* differentiabilityName(Differentiability d);
+
+struct OpDerivative;
 
 // What a backward formula reads and writes. Built by the engine for one
 // node: the op's schema, its arguments as they were at the call (tensors
@@ -86,6 +93,9 @@ class DerivativeContext {
     virtual void checkResult(size_t index) const = 0;
   };
   void setSavedCheck(const SavedCheck* check) { check_ = check; }
+  // The declaration whose formula runs; set by the engine.
+  void setDerivative(const OpDerivative* d) { derivative_ = d; }
+  const OpDerivative* derivative() const { return derivative_; }
 
   // What the formulas set, by argument position (lists: one per element).
   const std::vector<std::vector<Tensor>>& inputGrads() const { return input_grads_; }
@@ -100,9 +110,11 @@ class DerivativeContext {
   uint64_t needs_mask_;
   std::vector<std::vector<Tensor>> input_grads_;
   const SavedCheck* check_ = nullptr;
+  const OpDerivative* derivative_ = nullptr;
 };
 
 using DerivativeFn = void (*)(DerivativeContext&);
+struct BackwardCall;  // a parsed declaration's call (Note [Declared derivatives])
 
 struct DerivativeFormula {
   const char* inputs;  // "self", or "input, weight, bias" for one formula computing several
@@ -123,6 +135,9 @@ struct OpDerivative {
   // [Backward ops]), which `backplane ops --schemas` shows with the kernel
   // serving each on every backend.
   std::vector<std::string> backward_ops = {};
+  // A declared derivative's call of its backward op (Note [Declared
+  // derivatives]); its formula reads it through DerivativeContext::derivative().
+  std::shared_ptr<const BackwardCall> backward_call = nullptr;
 };
 
 // The declaration for standard op `op` ("mul.Tensor" or "bp::mul.Tensor"),
@@ -131,6 +146,57 @@ struct OpDerivative {
 const OpDerivative* findDerivative(std::string_view op);
 // The declarations written in the table (not the derived ones).
 const std::vector<OpDerivative>& derivativeTable();
+
+// Note [Declared derivatives]
+// An operator outside the standard table (a plugin's, an application's)
+// declares how it differentiates as data, and a plugin may replace a
+// standard op's declaration on its own device type with its fused backward
+// op: bp::Library::derivative (BP_HostApi.derivative, ABI 1.6) or
+// declareDerivative below. A declaration is one of
+//   "non_differentiable", "not_implemented", or
+//   "ns::backward_op(a, grad, result, ...) -> (x, _, w)": backward_op is
+//     called with, for each of its arguments in order, a forward argument by
+//     name, `grad` (the gradient of result 0; gradN of result N) or `result`
+//     (resultN); its results are the gradients of the named forward tensor
+//     arguments, in order (`_`: a result that is none).
+// It is checked when made: the op and the backward op must be defined, every
+// argument of the backward op must be given, every name must be one the
+// forward schema has, and the results must match the backward op's. It
+// lasts as long as its registration (a plugin's, until it unloads). The
+// autograd kernel finds, for a call on device type t, t's own declaration,
+// then the one for every device, then the standard table's; without a lock
+// (its per-thread cache is renewed when any declaration changes).
+class DerivativeRegistration {
+ public:
+  DerivativeRegistration() = default;
+  explicit DerivativeRegistration(uint64_t id) : id_(id) {}
+  DerivativeRegistration(DerivativeRegistration&& o) noexcept : id_(std::exchange(o.id_, 0)) {}
+  DerivativeRegistration& operator=(DerivativeRegistration&& o) noexcept;
+  ~DerivativeRegistration();
+
+ private:
+  uint64_t id_ = 0;
+};
+// Declares `declaration` for `op` ("ns::name.overload") on `device` (every
+// device when nullopt, for an op outside the standard table; a device's own
+// for any op). `owner` names the declarer in messages. Fails, naming what is wrong, on an unknown op or
+// backward op, a name the schema lacks, a count that does not match, or a
+// second declaration for the same op and device.
+absl::StatusOr<DerivativeRegistration> declareDerivative(std::string_view op, std::optional<DeviceType> device,
+                                                         std::string_view declaration, std::string owner);
+// The declaration of `op` (qualified) for calls on `device`: the device's
+// own, else the one for every device; nullptr if none was declared.
+std::shared_ptr<const OpDerivative> declaredDerivative(std::string_view op, DeviceType device);
+// Changes with every declaration and removal (the autograd kernel's cache).
+uint64_t declaredDerivativesGeneration();
+struct DeclaredDerivativeInfo {
+  std::string op;                    // qualified
+  std::optional<DeviceType> device;  // nullopt: every device
+  std::string declaration;           // as declared
+  std::string owner;                 // "plugin spconv"
+};
+// Every declaration, in declaration order (`backplane ops`).
+std::vector<DeclaredDerivativeInfo> declaredDerivatives();
 
 // Helpers formulas share.
 // `grad` summed over the dimensions it was broadcast along so that its
