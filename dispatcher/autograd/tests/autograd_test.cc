@@ -323,10 +323,10 @@ TEST(Autograd, OutFormsRefuseArgumentsThatRequireGrad) {
 TEST(Autograd, NotImplementedRaisesAtBackwardNamingOpInputAndDevice) {
   Tensor x = randomDoubles({1, 1, 4, 4}, 1);
   x.requires_grad_();
-  Tensor y = max_pool2d(x, {2, 2});  // forward works
+  Tensor y = pad(x, {1, 1, 1, 1}, "reflect");  // forward works
   EXPECT_TRUE(y.requires_grad());
   EXPECT_THAT(errorText([&] { y.sum().backward(); }),
-              AllOf(HasSubstr("bp::max_pool2d"), HasSubstr("not implemented"), HasSubstr("'self' on cpu")));
+              AllOf(HasSubstr("bp::pad"), HasSubstr("not implemented"), HasSubstr("'self' on cpu")));
 }
 
 // An op a library or plugin defines without a derivative: its forward works
@@ -779,6 +779,44 @@ std::vector<GradCase> gradCases() {
          return batchNorm(x[0], x[1], x[2], rm, rv, false);
        }},
       {"views", {req(b1)}, [](V x) { return x[0].transpose(0, 2).slice(1, 1, 3).reshape({-1}); }},
+      // The window ops (Note [Window op gradients]).
+      {"conv2d",
+       {req(randomDoubles({2, 3, 5, 6}, 30)), req(randomDoubles({4, 3, 3, 2}, 31)), req(randomDoubles({4}, 32))},
+       [](V x) { return conv2d(x[0], x[1], x[2]); }},
+      {"conv2d stride 2, padding, dilation",
+       {req(randomDoubles({2, 2, 7, 6}, 33)), req(randomDoubles({3, 2, 2, 3}, 34))},
+       [](V x) { return conv2d(x[0], x[1], std::nullopt, {2, 2}, {1, 2}, {2, 1}); }},
+      {"conv2d groups, unbatched, stride that skips input",
+       {req(randomDoubles({4, 6, 5}, 35)), req(randomDoubles({6, 2, 2, 2}, 36)), req(randomDoubles({6}, 37))},
+       [](V x) { return conv2d(x[0], x[1], x[2], {3, 2}, {0, 1}, {1, 1}, 2); }},
+      {"max_pool2d",
+       {req(randomDoubles({2, 3, 5, 6}, 38))},
+       [](V x) { return max_pool2d(x[0], {2, 3}, {1, 2}, {1, 1}); }},
+      {"max_pool2d dilation, ceil_mode, unbatched",
+       {req(randomDoubles({2, 7, 6}, 39))},
+       [](V x) {
+         static const auto op = Dispatcher::singleton()
+                                    .findOpOrThrow("bp::max_pool2d")
+                                    .typed<Tensor(const Tensor&, IntArrayRef, IntArrayRef, IntArrayRef, IntArrayRef,
+                                                  bool)>();
+         return op.call(x[0], std::vector<int64_t>{2, 2}, std::vector<int64_t>{2, 2}, std::vector<int64_t>{1, 0},
+                        std::vector<int64_t>{2, 1}, true);
+       }},
+      {"avg_pool2d",
+       {req(randomDoubles({2, 3, 5, 6}, 40))},
+       [](V x) { return avg_pool2d(x[0], {3, 2}, {2, 2}, {1, 1}); }},
+      {"avg_pool2d ceil_mode, count_include_pad false, divisor_override",
+       {req(randomDoubles({2, 3, 5, 7}, 41))},
+       [](V x) {
+         static const auto op =
+             Dispatcher::singleton()
+                 .findOpOrThrow("bp::avg_pool2d")
+                 .typed<Tensor(const Tensor&, IntArrayRef, IntArrayRef, IntArrayRef, bool, bool,
+                               std::optional<int64_t>)>();
+         const std::vector<int64_t> k{3, 3}, st{2, 2}, pd{1, 1};
+         return op.call(x[0], k, st, pd, true, false, std::nullopt) +
+                op.call(x[0], k, st, pd, false, true, int64_t{5});
+       }},
   };
   return cs;
 }

@@ -9,6 +9,7 @@
 #include "backplane/dispatch/dispatcher.h"
 #include "backplane/ops/ops.h"
 #include "backplane/ops/standard_ops.h"
+#include "derivatives_nn.h"
 #include "structured.h"
 
 namespace backplane {
@@ -638,8 +639,17 @@ std::vector<OpDerivative> buildTable() {
               if (!c.needs("input")) return;
               c.set("input", n ? n->inputGrad(g, dims) : g * (rv->reshape(channel_shape) + eps).rsqrt());
             }}});
-  notImplemented({"conv2d", "max_pool2d", "avg_pool2d", "pad", "reflection_pad1d", "reflection_pad2d",
-                  "reflection_pad3d", "replication_pad1d", "replication_pad2d", "replication_pad3d"},
+  // The window ops (Note [Window op gradients], derivatives_nn.cc).
+  formula("conv2d", {{"input, weight, bias",
+                      "input: the full correlation of grad (dilated by stride) with the flipped, channel-swapped "
+                      "weight, cropped; weight: conv2d of the input (channels as batch) with grad as the kernel, "
+                      "stride and dilation exchanged; bias: sum(grad) over batch and space",
+                      &ops::conv2dBackward}});
+  formula("max_pool2d", {{"self", "grad to the first maximum of each window", &ops::maxPool2dBackward}});
+  formula("avg_pool2d",
+          {{"self", "grad / the window's divisor, to every element of the window", &ops::avgPool2dBackward}});
+  notImplemented({"pad", "reflection_pad1d", "reflection_pad2d", "reflection_pad3d", "replication_pad1d",
+                  "replication_pad2d", "replication_pad3d"},
                  "its backward op is not written yet");
 
   // --- No gradient.
