@@ -3,7 +3,8 @@
 # JSON to build/bench/results.json (dispatch_bench),
 # build/bench/spconv_results.json (spconv_bench) and, when the CUDA plugin is
 # built, build/bench/cuda_results.json (cuda_bench: its benchmarks skip
-# without a GPU) and prints the ratios the issues ask for. Repetitions run
+# without a GPU) and, when libtorch is found, build/bench/train_results.json
+# (train_bench: a training step against libtorch's), and prints the ratios the issues ask for. Repetitions run
 # interleaved in random order, so that a noisy neighbour or a clock change
 # lands on a benchmark and its baseline alike; the ratios use medians. Then,
 # when the Python package builds (a Python with nanobind: scripts/setup.sh
@@ -32,6 +33,11 @@ cmake -S . -B build-release -G Ninja -DCMAKE_BUILD_TYPE=Release -DBACKPLANE_BUIL
   -DBACKPLANE_BUILD_BENCHMARKS=ON "${python_exe[@]}" >/dev/null
 targets=(dispatch_bench spconv_bench backplane_cpu backplane_spconv)
 programs=(dispatch_bench:results spconv/spconv_bench:spconv_results)
+# train_bench exists only where CMake found libtorch (bench/CMakeLists.txt).
+if ninja -C build-release -t targets all | grep -x 'train_bench: phony' >/dev/null; then
+  targets+=(train_bench)
+  programs+=(train_bench:train_results)
+fi
 # cuda_bench exists only where CMake found nvcc (bench/gpu/CMakeLists.txt).
 if ninja -C build-release -t targets all | grep -x 'cuda_bench: phony' >/dev/null; then
   targets+=(cuda_bench)
@@ -41,7 +47,7 @@ cmake --build build-release --parallel "$(nproc)" --target "${targets[@]}"
 mkdir -p build/bench
 # A program none of whose benchmarks match the filter writes an empty JSON
 # file, or none: remove the last run's, so that the ratios never mix two runs.
-rm -f build/bench/results.json build/bench/spconv_results.json build/bench/cuda_results.json
+rm -f build/bench/results.json build/bench/spconv_results.json build/bench/cuda_results.json build/bench/train_results.json
 for program in "${programs[@]}"; do
   BACKPLANE_FALLBACK=silent "build-release/bench/${program%%:*}" \
     --benchmark_filter="$filter" \
@@ -50,7 +56,8 @@ for program in "${programs[@]}"; do
     --benchmark_out="build/bench/${program#*:}.json" --benchmark_out_format=json
 done
 echo
-scripts/bench_ratios.py build/bench/results.json build/bench/spconv_results.json build/bench/cuda_results.json
+scripts/bench_ratios.py build/bench/results.json build/bench/spconv_results.json build/bench/cuda_results.json \
+  build/bench/train_results.json
 
 # One operator call from Python, end to end, next to torch.add (Debian's
 # torch when importable). The package target exists only where CMake found

@@ -29,6 +29,8 @@ RATIOS = [
     # the graph recorded: backward <= 2.2x the forward is a ratio <= 3.2x.
     ("BM_EncoderLayer_ForwardBackward", "BM_EncoderLayer_Forward_Recorded", "time", "<= 3.2x (backward <= 2.2x)",
      lambda r: r <= 3.2),
+    # One training step of samples/train's model against the same step in libtorch 1.13.
+    ("BM_TrainStep_Backplane", "BM_TrainStep_Libtorch", "time", "<= 1.0x", lambda r: r <= 1.0),
     # gelu through oneDNN's kernel against the plugin's own loop on the same values.
     ("BM_Gelu_3M_f32", "BM_Gelu_3M_f32_Loop", "speed", "(report)", None),
     # Sparse convolution (bench/spconv): gather + GEMMs + scatter-add against

@@ -1,0 +1,65 @@
+// One training step of samples/train's classifier (forward, cross entropy,
+// backward, AdamW step) on the CPU, float32, against the same step in
+// libtorch 1.13 (the same model written with ATen's ops, the same weights,
+// batch and optimizer) in the same process:
+//   BM_TrainStep_Backplane   zero_grad, forward, loss, backward, step
+//   BM_TrainStep_Libtorch    the same in libtorch
+// scripts/bench_ratios.py reports Backplane / libtorch (target <= 1.0x).
+// Built when libtorch is found (cmake/BackplaneLibtorch.cmake).
+#include <benchmark/benchmark.h>
+#include <torch/optim/adamw.h>
+
+#include <memory>
+#include <vector>
+
+#include "backplane/autograd/optim.h"
+#include "bench_util.h"
+#include "classifier.h"
+#include "torch_classifier.h"
+
+namespace {
+
+using namespace backplane;
+
+struct Setup {
+  train::ClassifierConfig config;
+  train::ClassifierWeights weights = train::ClassifierWeights::random(config, 5);
+  train::TrainingBatch batch = train::TrainingBatch::random(config, 6);
+};
+
+void BM_TrainStep_Backplane(benchmark::State& state) {
+  if (!bench::cpuPluginLoaded(state)) return;
+  Setup s;
+  std::vector<Tensor> params = s.weights.parameters();
+  for (const Tensor& p : params) p.requires_grad_();
+  optim::AdamW opt(params, {.lr = 1e-3});
+  for (auto _ : state) {
+    opt.zero_grad();
+    Tensor loss = train::crossEntropy(train::classifierLogits(s.weights, s.batch.tokens), s.batch.labels);
+    loss.backward();
+    opt.step();
+    benchmark::DoNotOptimize(loss);
+  }
+}
+BENCHMARK(BM_TrainStep_Backplane)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_TrainStep_Libtorch(benchmark::State& state) {
+  if (!bench::cpuPluginLoaded(state)) return;  // the batch and weights are drawn with the CPU plugin
+  Setup s;
+  train::TorchClassifier model = train::torchCopyOf(s.weights);
+  torch::optim::AdamW opt(model.params, torch::optim::AdamWOptions(1e-3));
+  const at::Tensor ids = train::toTorch(s.batch.tokens.token_ids), lengths = train::toTorch(s.batch.tokens.lengths);
+  const at::Tensor labels = train::toTorch(s.batch.labels);
+  for (auto _ : state) {
+    opt.zero_grad();
+    at::Tensor loss = train::torchCrossEntropy(model.logits(ids, lengths), labels);
+    loss.backward();
+    opt.step();
+    benchmark::DoNotOptimize(loss);
+  }
+}
+BENCHMARK(BM_TrainStep_Libtorch)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();
