@@ -42,18 +42,26 @@ const std::shared_ptr<const OpDerivative>& derivativeOf(const OperatorHandle& op
   struct Cache {
     uint64_t generation = 0;
     absl::node_hash_map<std::pair<const OperatorEntry*, int>, std::shared_ptr<const OpDerivative>> map;
+    // The last lookup's answer: an op called in a loop skips the map.
+    std::pair<const OperatorEntry*, int> last_key{nullptr, 0};
+    const std::shared_ptr<const OpDerivative>* last = nullptr;
   };
   thread_local Cache cache;
   const uint64_t generation = declaredDerivativesGeneration();
+  const std::pair<const OperatorEntry*, int> key{&op.entry(), static_cast<int>(device)};
+  if (cache.generation == generation && cache.last_key == key) [[likely]]
+    return *cache.last;
   if (cache.generation != generation) {
     cache.map.clear();
     cache.generation = generation;
   }
-  auto [it, inserted] = cache.map.try_emplace({&op.entry(), static_cast<int>(device)}, nullptr);
+  auto [it, inserted] = cache.map.try_emplace(key, nullptr);
   if (inserted) {
     it->second = declaredDerivative(op.operatorName().qualifiedName(), device);
     if (!it->second) it->second = std::shared_ptr<const OpDerivative>(std::shared_ptr<void>(), &lookupDerivative(op));
   }
+  cache.last_key = key;
+  cache.last = &it->second;
   return it->second;
 }
 
