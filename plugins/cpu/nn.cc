@@ -839,6 +839,66 @@ bp::Tensor gelu_backward(const bp::Tensor& grad_output, const bp::Tensor& self, 
   return out;
 }
 
+// embedding's weight gradient in one pass over grad_output's rows: each
+// thread owns a slice of the embedding dim, so rows with the same index add
+// without races and without the composite's zeros-then-scatter of an
+// expanded index.
+template <typename T, typename I>
+void embeddingBackwardRows(const T* g, const I* idx, T* out, int64_t rows, int64_t dim, int64_t num_weights,
+                           int64_t padding_idx, const std::vector<int64_t>& counts) {
+  const int64_t work = rows * dim;
+#pragma omp parallel if (work >= kBackwardParallelNumel)
+  {
+    const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+    const int64_t begin = dim * t / threads, end = dim * (t + 1) / threads;
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t i = static_cast<int64_t>(idx[r]);
+      if (i == padding_idx || i < 0 || i >= num_weights) continue;  // the host's rule and embedding checked the range
+      const T scale = counts.empty() ? T(1) : T(1) / static_cast<T>(counts[static_cast<size_t>(i)]);
+      const T* src = g + r * dim;
+      T* dst = out + i * dim;
+      for (int64_t j = begin; j < end; ++j) dst[j] += src[j] * scale;
+    }
+  }
+}
+
+bp::Tensor embedding_dense_backward(const bp::Tensor& grad_output, const bp::Tensor& indices, int64_t num_weights,
+                                    int64_t padding_idx, bool scale_grad_by_freq) {
+  static constexpr const char* kOp = "bp::embedding_dense_backward";
+  checkCpu(kOp, grad_output, "grad_output");
+  checkCpu(kOp, indices, "indices");
+  checkDtype(kOp, indices, "indices", {ScalarType::Int32, ScalarType::Int64});
+  ThreadScope threads;
+  const bp::Tensor g = contiguous(grad_output), idx = contiguous(indices);
+  const int64_t dim = g.dim() == 0 ? 1 : g.size(g.dim() - 1);
+  const int64_t rows = idx.numel();
+  bp::Tensor out = bp::Tensor::empty({num_weights, dim}, g.dtype(), kCpuDevice);
+  if (out.numel() > 0) std::memset(out.data_ptr(), 0, static_cast<size_t>(out.numel()) * out.element_size());
+  auto run = [&](auto index_tag) {
+    using I = decltype(index_tag);
+    const I* ip = idx.data_ptr<I>();
+    for (int64_t r = 0; r < rows; ++r)
+      BP_PLUGIN_CHECK(ip[r] >= 0 && ip[r] < num_weights, kOp, ": index ", static_cast<int64_t>(ip[r]), " (element ", r,
+                      " of 'indices') is out of range for ", num_weights, " rows");
+    std::vector<int64_t> counts;
+    if (scale_grad_by_freq) {
+      counts.assign(static_cast<size_t>(num_weights), 0);
+      for (int64_t r = 0; r < rows; ++r) ++counts[static_cast<size_t>(ip[r])];
+    }
+    if (g.dtype() == ScalarType::Float32)
+      embeddingBackwardRows<float, I>(g.data_ptr<float>(), ip, out.data_ptr<float>(), rows, dim, num_weights,
+                                      padding_idx, counts);
+    else
+      embeddingBackwardRows<double, I>(g.data_ptr<double>(), ip, out.data_ptr<double>(), rows, dim, num_weights,
+                                       padding_idx, counts);
+  };
+  if (idx.dtype() == ScalarType::Int32)
+    run(int32_t{});
+  else
+    run(int64_t{});
+  return out;
+}
+
 }  // namespace
 
 namespace bp_cpu {
@@ -849,6 +909,7 @@ void registerNNKernels(bp::Library& m) {
   m.impl("gelu_backward", kCpu, &gelu_backward, kFloat32And64);
   m.impl("_softmax_backward_data", kCpu, &softmax_backward_data, kFloat32And64);
   m.impl("_log_softmax_backward_data", kCpu, &log_softmax_backward_data, kFloat32And64);
+  m.impl("embedding_dense_backward", kCpu, &embedding_dense_backward, kFloat32And64);
   m.impl("conv2d", kCpu, &conv2d);
   m.impl("max_pool2d", kCpu, &max_pool2d);
   m.impl("avg_pool2d", kCpu, &avg_pool2d);

@@ -1,6 +1,7 @@
 // Family "backward": the ops derivative formulas call where a fused kernel
 // beats a composition of elementwise ops (Note [Backward ops]).
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <string>
@@ -13,10 +14,12 @@
 namespace backplane::ops {
 
 // Note [Backward ops]
-// gelu_backward, _softmax_backward_data and _log_softmax_backward_data have
-// PyTorch's schemas and meanings: the gradient of gelu's input from the
-// output's gradient and the input, and the gradient of (log_)softmax's input
-// from the output's gradient and the output. Each is a standard op with a
+// gelu_backward, _softmax_backward_data, _log_softmax_backward_data and
+// embedding_dense_backward have PyTorch's schemas and meanings: the
+// gradient of gelu's input from the output's gradient and the input, the
+// gradient of (log_)softmax's input from the output's gradient and the
+// output, and embedding's weight gradient from the output's gradient and the
+// indices. Each is a standard op with a
 // shape rule (meta) and a composite written with other standard ops, so
 // every device computes it without a fallback; a plugin may implement it
 // natively (the CPU plugin does, one pass over the data instead of the
@@ -84,6 +87,40 @@ Tensor logSoftmaxBackwardComposite(const Tensor& grad, const Tensor& y, int64_t 
   return r.dtype() == input_dtype ? r : r.to(input_dtype);
 }
 
+// embedding's weight gradient: row r is the sum of grad_output's rows whose
+// index is r (none for padding_idx), each divided by how often its index
+// occurs when scale_grad_by_freq.
+void embeddingDenseBackwardMeta(const Tensor& grad_output, const Tensor& indices, int64_t num_weights,
+                                int64_t padding_idx, bool /*scale_grad_by_freq*/) {
+  const std::string& op = qualified<"embedding_dense_backward">();
+  BP_CHECK(grad_output.defined(), op, ": argument 'grad_output' is undefined; pass a tensor");
+  BP_CHECK(indices.defined(), op, ": argument 'indices' is undefined; pass a tensor");
+  commonDevice(op, {{"grad_output", &grad_output}, {"indices", &indices}});
+  checkDtypes(op, standardOp<"embedding_dense_backward">(), {{"grad_output", &grad_output}, {"indices", &indices}});
+  BP_CHECK(num_weights >= 0, op, ": num_weights must be >= 0, got ", num_weights);
+  BP_CHECK(grad_output.dim() == indices.dim() + 1 &&
+               std::equal(indices.sizes().begin(), indices.sizes().end(), grad_output.sizes().begin()),
+           op, ": grad_output has shape ", shapeString(grad_output.sizes()), " but indices has shape ",
+           shapeString(indices.sizes()), "; grad_output must be indices' shape plus the embedding dim");
+  (void)padding_idx;  // any value: an index no row has pads nothing
+}
+
+Tensor embeddingDenseBackwardComposite(const Tensor& grad_output, const Tensor& indices, int64_t num_weights,
+                                       int64_t padding_idx, bool scale_grad_by_freq) {
+  using ScatterAddSig = Tensor(const Tensor&, int64_t, const Tensor&, const Tensor&);
+  const auto& scatter_add = BP_STANDARD_OP("scatter_add", ScatterAddSig);
+  const int64_t dim = grad_output.size(-1);
+  const Tensor idx = indices.to(ScalarType::Int64).reshape({-1});
+  Tensor rows = grad_output.reshape({-1, dim});
+  if (padding_idx >= 0) rows = rows.masked_fill(idx.eq(padding_idx).unsqueeze(1), 0);
+  const TensorOptions options{grad_output.dtype(), grad_output.device()};
+  if (scale_grad_by_freq && idx.numel() > 0) {
+    const Tensor counts = scatter_add.call(zeros({num_weights}, options), 0, idx, ones({idx.numel()}, options));
+    rows = rows / counts.index_select(0, idx).unsqueeze(1);
+  }
+  return scatter_add.call(zeros({num_weights, dim}, options), 0, idx.unsqueeze(1).expand({idx.size(0), dim}), rows);
+}
+
 }  // namespace
 
 void addBackwardOps(std::vector<StandardOp>& ops) {
@@ -106,6 +143,13 @@ void addBackwardOps(std::vector<StandardOp>& ops) {
       K::makeFromFunction(BP_FN(logSoftmaxBackwardComposite)),
       "backward",
       {{"grad_output", kFloating}, {"output", kFloating}}});
+  ops.push_back(
+      StandardOp{"embedding_dense_backward(Tensor grad_output, Tensor indices, int num_weights, "
+                 "int padding_idx, bool scale_grad_by_freq) -> Tensor",
+                 K::makeFromFunction(BP_FN(embeddingDenseBackwardMeta)),
+                 K::makeFromFunction(BP_FN(embeddingDenseBackwardComposite)),
+                 "backward",
+                 {{"grad_output", kFloating}, {"indices", {ScalarType::Int32, ScalarType::Int64}}}});
 }
 
 }  // namespace backplane::ops

@@ -487,7 +487,7 @@ std::vector<OpDerivative> buildTable() {
                                  c.set("self", BP_STANDARD_OP("_log_softmax_backward_data", Sig)
                                                    .call(c.grad(), c.result(), c.integer("dim"), c.result().dtype()));
                                }}});
-  notImplemented({"gelu_backward", "_softmax_backward_data", "_log_softmax_backward_data"},
+  notImplemented({"gelu_backward", "_softmax_backward_data", "_log_softmax_backward_data", "embedding_dense_backward"},
                  "a backward op: differentiating it again (double backward) has no formula yet");
   // The values of sort and topk: the gradient scattered back by the indices
   // (result 1, which carries none).
@@ -565,17 +565,14 @@ std::vector<OpDerivative> buildTable() {
                              }
                              c.set("src", g);
                            }}});
-  formula("embedding", {{"weight", "zeros with grad rows added at indices (rows of padding_idx stay 0)", [](Ctx& c) {
-                           const Tensor& w = c.tensor("weight");
-                           const Tensor& g = c.grad();
-                           const int64_t dim = w.size(-1);
-                           Tensor idx = c.tensor("indices").to(ScalarType::Int64).reshape({-1});
-                           Tensor rows = g.reshape({-1, dim});
-                           const int64_t pad = c.integer("padding_idx");
-                           if (pad >= 0) rows = rows.masked_fill(idx.eq(pad).unsqueeze(1), 0);
-                           Tensor full_idx = idx.unsqueeze(1).expand({idx.size(0), dim});
-                           c.set("weight", scatterAdd(zeros(w.sizes(), {g.dtype(), g.device()}), 0, full_idx, rows));
-                         }}});
+  formula(
+      "embedding",
+      {{"weight", "embedding_dense_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq)", [](Ctx& c) {
+          using Sig = Tensor(const Tensor&, const Tensor&, int64_t, int64_t, bool);
+          c.set("weight", BP_STANDARD_OP("embedding_dense_backward", Sig)
+                              .call(c.grad(), c.tensor("indices"), c.tensor("weight").size(0), c.integer("padding_idx"),
+                                    c.boolean("scale_grad_by_freq")));
+        }}});
   formula("flip", {{"self", "grad flipped back", [](Ctx& c) { c.set("self", c.grad().flip(c.ints("dims"))); }}});
   formula("constant_pad_nd", {{"self", "grad cropped by the negated pad", [](Ctx& c) {
                                  std::vector<int64_t> p = c.ints("pad");
@@ -681,6 +678,7 @@ std::vector<OpDerivative> withBackwardOps(std::vector<OpDerivative> t) {
     if (d.op == "gelu") d.backward_ops = {"bp::gelu_backward"};
     if (d.op == "softmax.int") d.backward_ops = {"bp::_softmax_backward_data"};
     if (d.op == "log_softmax.int") d.backward_ops = {"bp::_log_softmax_backward_data"};
+    if (d.op == "embedding") d.backward_ops = {"bp::embedding_dense_backward"};
   }
   return t;
 }

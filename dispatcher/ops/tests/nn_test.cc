@@ -805,6 +805,48 @@ TEST(NNBackwardOps, GeluBackwardMatchesTheReference) {
   }
 }
 
+// embedding_dense_backward: the CPU kernel (float32, float64) and the
+// composite (float16 on the CPU, float32 on a device without kernels)
+// against sums computed here: repeated indices add, padding_idx's row stays 0,
+// scale_grad_by_freq divides by the count, int32 indices work.
+TEST(NNBackwardOps, EmbeddingDenseBackwardSumsRowsByIndex) {
+  const std::vector<double> g = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};  // 5 rows of 2
+  const std::vector<double> idx = {3, 0, 3, 1, 3};
+  for (ScalarType dt : {ScalarType::Float32, ScalarType::Float64, ScalarType::Float16}) {
+    for (Device dev : {Device(DeviceType::CPU), testDevice()}) {
+      for (ScalarType it : {ScalarType::Int64, ScalarType::Int32}) {
+        for (bool scale : {false, true}) {
+          SCOPED_TRACE(std::string(scalarTypeName(dt)) + " " + dev.str() + " " + std::string(scalarTypeName(it)) +
+                       (scale ? " scale_grad_by_freq" : ""));
+          const int64_t padding = scale ? -1 : 1;
+          const Tensor got =
+              callT("embedding_dense_backward",
+                    {fromDoubles(g, {5, 2}, dt, dev), fromDoubles(idx, {5}, it, dev), int64_t{4}, padding, scale});
+          ASSERT_EQ(got.sizes(), (IntArrayRef{4, 2}));
+          const double s = scale ? 1.0 / 3 : 1.0;
+          const std::vector<double> want = {3, 4, padding == 1 ? 0.0 : 7.0, padding == 1 ? 0.0 : 8.0,
+                                            0, 0, (1 + 5 + 9) * s,          (2 + 6 + 10) * s};
+          const std::vector<double> values = got.cpu().toVector<double>();
+          for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(values[i], want[i], 1e-2) << "element " << i;
+        }
+      }
+    }
+  }
+  // The host's rule: grad_output must be indices' shape plus one dim.
+  EXPECT_THAT(errorOf([&] {
+                callT("embedding_dense_backward",
+                      {fromDoubles({1, 2}, {2}, ScalarType::Float32), fromDoubles({0, 1}, {2}, ScalarType::Int64),
+                       int64_t{3}, int64_t{-1}, false});
+              }),
+              HasSubstr("grad_output must be indices' shape plus the embedding dim"));
+  EXPECT_THAT(errorOf([&] {
+                callT("embedding_dense_backward",
+                      {fromDoubles({1, 2}, {1, 2}, ScalarType::Float32), fromDoubles({7}, {1}, ScalarType::Int64),
+                       int64_t{3}, int64_t{-1}, false});
+              }),
+              HasSubstr("out of range"));
+}
+
 TEST(NNBackwardOps, TheHostsRuleRefusesMismatchedArguments) {
   const Tensor a = fromDoubles({1, 2, 3, 4}, {2, 2}, ScalarType::Float32);
   const Tensor b = fromDoubles({1, 2, 3}, {3}, ScalarType::Float32);

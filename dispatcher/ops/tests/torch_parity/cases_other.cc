@@ -230,6 +230,21 @@ std::vector<Case> nnCases() {
                         {"approximate", Str(approximate)}},
                        c});
     }
+    // embedding's weight gradient: repeated indices add up, padding_idx's
+    // row stays 0, scale_grad_by_freq divides by the index's count.
+    if (t == kF32 || t == kF64) {
+      for (ScalarType it : {kI64, kI32}) {
+        for (bool scale : {false, true}) {
+          cases.push_back({"embedding_dense_backward",
+                           {{"grad_output", T(t, {2, 3, 4}, Fill::Random, View::Contiguous, 17)},
+                            {"indices", TV(it, {2, 3}, {0, 4, 2, 2, 1, 4})},
+                            {"num_weights", I(6)},
+                            {"padding_idx", I(scale ? -1 : 2)},
+                            {"scale_grad_by_freq", B(scale)}},
+                           close(16, 16)});
+        }
+      }
+    }
     const Arg img = T(t, {2, 4, 5, 6}, Fill::Random, View::Contiguous, 3);
     cases.push_back({"layer_norm", {{"input", img}, {"normalized_shape", Ints({6})}}, close(64, 64)});
     cases.push_back({"layer_norm",
