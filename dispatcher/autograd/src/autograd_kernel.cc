@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/container/node_hash_map.h"
 #include "backplane/core/str_cat.h"
 #include "backplane/dispatch/dispatcher.h"
@@ -112,31 +113,36 @@ void autogradKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks
   const std::shared_ptr<const OpDerivative>& declared = derivativeOf(op, callDeviceType(ks));
   const OpDerivative& d = *declared;
   const FunctionSchema& schema = op.schema();
-  const std::string& qualified = op.operatorName().qualifiedName();
+  // Built only where needed: errors, the composite's lookup, a not_implemented node.
+  auto qualified = [&op] { return op.operatorName().qualifiedName(); };
   const size_t n = schema.arguments().size();
   const size_t base = stack->size() - n;
 
   switch (d.kind) {
     case Differentiability::NonDifferentiable: redispatchBelow(op, ks, stack); return;
     case Differentiability::Composite: {
-      const StandardOp* s = findStandardOp(qualified);
-      BP_CHECK(s != nullptr && s->composite.isValid(), qualified,
+      const StandardOp* s = findStandardOp(qualified());
+      BP_CHECK(s != nullptr && s->composite.isValid(), qualified(),
                ": declared as differentiated through its composite kernel, but it has none");
       s->composite.callBoxed(op, ks & DispatchKeySet::below(DispatchKey::Autograd), stack);
       return;
     }
     case Differentiability::OutVariant: {
       const std::string arg = firstRequiringGrad(schema, *stack, n);
-      BP_THROW(kInvalidArgument, qualified, ": an out= form does not record gradients, but argument '", arg,
+      BP_THROW(kInvalidArgument, qualified(), ": an out= form does not record gradients, but argument '", arg,
                "' requires grad. Call the functional form, or compute it under no_grad (or on detach()ed inputs)");
     }
     default: break;
   }
 
   // Formula, Inplace, NotImplemented: the edges to the inputs' nodes.
+  // One allocation each (an argument is usually one tensor; lists grow them).
   std::vector<Edge> edges;
   std::vector<std::pair<size_t, size_t>> slots;
   std::vector<TensorMeta> metas;
+  edges.reserve(n);
+  slots.reserve(n);
+  metas.reserve(n);
   uint64_t needs = 0;
   // The arguments the op writes: the dispatcher's mask (Note [Version counters]).
   const uint64_t written_mask = op.entry().writtenArguments();
@@ -158,10 +164,10 @@ void autogradKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks
     const TensorBase& self = (*stack)[base + *written].toTensor();
     if (self.requires_grad()) {
       AutogradMeta* m = findMeta(self);
-      BP_CHECK(!(m && !m->grad_fn), qualified, ": argument '", schema.arguments()[*written].name,
+      BP_CHECK(!(m && !m->grad_fn), qualified(), ": argument '", schema.arguments()[*written].name,
                "' is a leaf that requires grad, and an in-place op on it would lose the gradient's history. Write it "
                "under no_grad (as an optimizer step does), or compute out of place");
-      BP_CHECK(!(m && m->is_view), qualified, ": argument '", schema.arguments()[*written].name,
+      BP_CHECK(!(m && m->is_view), qualified(), ": argument '", schema.arguments()[*written].name,
                "' is a view of a tensor that requires grad; an in-place op on such a view is not supported. "
                "clone() the view and write the clone, or write the base tensor");
     }
@@ -177,12 +183,13 @@ void autogradKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks
     std::vector<std::pair<std::string, Device>> needed;
     for (size_t e = 0; e < edges.size(); ++e)
       if (edges[e].valid()) needed.emplace_back(schema.arguments()[slots[e].first].name, metas[e].device);
-    node = std::make_shared<NotImplementedNode>(qualified, d.note, std::move(needed));
+    node = std::make_shared<NotImplementedNode>(qualified(), d.note, std::move(needed));
   } else {
     auto f = std::make_shared<FormulaNode>(op, declared);
     formula = f.get();
     node = f;
     f->arguments_.assign(stack->begin() + static_cast<std::ptrdiff_t>(base), stack->end());
+    f->saved_tensors_.reserve(n);
     const TensorBase written_before_tensor = written ? (*stack)[base + *written].toTensor() : TensorBase();
     const TensorImpl* written_before = written_before_tensor.unsafeGetImpl();
     Tensor written_clone;
@@ -222,7 +229,7 @@ void autogradKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks
     f->needs_mask_ = needs;
   }
   node->next_edges = std::move(edges);
-  std::vector<const TensorImpl*> input_impls;
+  absl::InlinedVector<const TensorImpl*, 4> input_impls;
   forEachTensorArgument(*stack, n,
                         [&](size_t, size_t, const TensorBase& t) { input_impls.push_back(t.unsafeGetImpl()); });
   const TensorImpl* written_impl = written ? (*stack)[base + *written].toTensor().unsafeGetImpl() : nullptr;
