@@ -4,10 +4,14 @@
 # build tree in reach: the package imports from the venv, its plugins come
 # from inside it, an operator runs, the tool inside it runs, and no file of
 # the wheel names the clone (no RPATH, path or _build_paths.py into it).
-#   scripts/check_wheel.sh [--gpu-plugins]
+#   scripts/check_wheel.sh [--gpu-plugins] [--unoptimized]
 # The wheel builds without the CUDA and HIP plugins unless --gpu-plugins is
 # given (their device compilers would take most of the time; what is checked
-# here is the packaging, which is the same for every plugin). It builds with
+# here is the packaging, which is the same for every plugin). --unoptimized
+# compiles it at -O0 instead of the Release build's -O3 (scripts/test.sh
+# passes it: the packaging, the layout, the search paths and the calls this
+# checks do not depend on code generation, and -O3 made the check most of a
+# CI step; the CPU plugin's dtype loops alone took minutes). It builds with
 # .venv's interpreter and build dependencies (scripts/setup.sh), without build
 # isolation, so it needs no network. The wheel's build folder,
 # build/wheel/<tag>, is kept: a second run rebuilds only what changed.
@@ -16,11 +20,14 @@ cd "$(dirname "$0")/.."
 repo=$PWD
 
 gpu=(--config-settings=cmake.define.BACKPLANE_WITH_CUDA=OFF --config-settings=cmake.define.BACKPLANE_WITH_HIP=OFF)
-case "${1:-}" in
-  "") ;;
-  --gpu-plugins) gpu=() ;;
-  *) echo "check_wheel.sh: unknown option '$1' (takes --gpu-plugins)" >&2; exit 2 ;;
-esac
+optimization=()
+for a in "$@"; do
+  case "$a" in
+    --gpu-plugins) gpu=() ;;
+    --unoptimized) optimization=("--config-settings=cmake.define.CMAKE_CXX_FLAGS_RELEASE=-O0 -DNDEBUG") ;;
+    *) echo "check_wheel.sh: unknown option '$a' (takes --gpu-plugins, --unoptimized)" >&2; exit 2 ;;
+  esac
+done
 python=$repo/.venv/bin/python
 if [ ! -x "$python" ]; then
   echo "check_wheel.sh: no $python; run scripts/setup.sh first (it makes .venv with the build dependencies)" >&2
@@ -31,7 +38,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 start=$SECONDS
-"$python" -m pip wheel . --no-deps --no-build-isolation --disable-pip-version-check -q -w "$tmp/dist" "${gpu[@]}"
+"$python" -m pip wheel . --no-deps --no-build-isolation --disable-pip-version-check -q -w "$tmp/dist" "${gpu[@]}" \
+  "${optimization[@]}"
 wheels=("$tmp"/dist/backplane-*.whl)
 wheel=${wheels[0]}
 [ -f "$wheel" ] || { echo "check_wheel.sh: pip wheel made no backplane wheel in $tmp/dist" >&2; exit 1; }

@@ -88,5 +88,6 @@ for p in "$dir"/lib/backplane/plugins/*.so; do plugin_args+=(--plugin "$p"); don
 # The Python package as `pip wheel .` builds it, installed and used with no
 # build tree around (scripts/check_wheel.sh); the normal run only: sanitizer
 # builds have no Python package. It builds its own Release tree
-# (build/wheel/), of only what the package needs, without the GPU plugins.
-if [ "$checks" = 1 ]; then scripts/check_wheel.sh; fi
+# (build/wheel/), of only what the package needs, without the GPU plugins,
+# unoptimized (-O0: what it checks does not depend on code generation).
+if [ "$checks" = 1 ]; then scripts/check_wheel.sh --unoptimized; fi
