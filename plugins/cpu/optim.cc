@@ -47,8 +47,8 @@ void fused_sgd(const std::vector<bp::Tensor>& self, const std::vector<bp::Tensor
       using T = decltype(tag);
       if constexpr (bp_common::kIsFloating<T>) {
         using V = opmath_t<T>;
-        const bp_common::SgdStep<V> step{V(lr),        V(weight_decay), V(momentum), V(1 - dampening),
-                                         has_momentum, nesterov,        maximize,    is_first_step};
+        const auto step =
+            bp_common::SgdStep<V>::make(lr, weight_decay, momentum, dampening, nesterov, maximize, is_first_step);
         T* p = data<T>(self[i]);
         const T* g = data<T>(grads[i]);
         T* buf = has_momentum ? data<T>(momentum_buffer_list[i]) : nullptr;
@@ -77,22 +77,12 @@ void fused_adamw(const std::vector<bp::Tensor>& self, const std::vector<bp::Tens
   checkList(kOp, exp_avg_sqs, "exp_avg_sqs");
   checkList(kOp, max_exp_avg_sqs, "max_exp_avg_sqs");
   ThreadScope threads;
-  const double t = static_cast<double>(step);
   for (size_t i = 0; i < self.size(); ++i) {
     visitDtype(self[i].dtype(), [&](auto tag) {
       using T = decltype(tag);
       if constexpr (bp_common::kIsFloating<T>) {
         using V = opmath_t<T>;
-        const bp_common::AdamwStep<V> update{V(1 - lr * weight_decay),
-                                             V(beta1),
-                                             V(beta2),
-                                             V(1 - beta1),
-                                             V(1 - beta2),
-                                             V(std::sqrt(1 - std::pow(beta2, t))),
-                                             V(eps),
-                                             V(lr / (1 - std::pow(beta1, t))),
-                                             amsgrad,
-                                             maximize};
+        const auto update = bp_common::AdamwStep<V>::make(step, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize);
         T* p = data<T>(self[i]);
         const T* g = data<T>(grads[i]);
         T* m = data<T>(exp_avgs[i]);

@@ -113,15 +113,14 @@ void fused_sgd(const std::vector<bp::Tensor>& self, const std::vector<bp::Tensor
                const std::vector<bp::Tensor>& momentum_buffer_list, double weight_decay, double momentum, double lr,
                double dampening, bool nesterov, bool maximize, bool is_first_step) {
   static constexpr const char* kOp = "bp::_fused_sgd_";
-  const bool has_momentum = momentum != 0;
   forEachBatch(kOp, {&self, &grads, &momentum_buffer_list},
                [&](ScalarType dtype, int device, const TensorBatch& batch, int64_t n) {
                  visitDtype(dtype, [&](auto tag) {
                    using T = decltype(tag);
                    if constexpr (kIsFloating<T>) {
                      using V = opmath_t<T>;
-                     const bp_common::SgdStep<V> step{V(lr),        V(weight_decay), V(momentum), V(1 - dampening),
-                                                      has_momentum, nesterov,        maximize,    is_first_step};
+                     const auto step = bp_common::SgdStep<V>::make(lr, weight_decay, momentum, dampening, nesterov,
+                                                                   maximize, is_first_step);
                      launchElements(&sgdKernel<T>, n, 1, device, batch, n, step);
                    }
                  });
@@ -133,23 +132,14 @@ void fused_adamw(const std::vector<bp::Tensor>& self, const std::vector<bp::Tens
                  const std::vector<bp::Tensor>& max_exp_avg_sqs, int64_t step, double lr, double beta1, double beta2,
                  double weight_decay, double eps, bool amsgrad, bool maximize) {
   static constexpr const char* kOp = "bp::_fused_adamw_";
-  const double t = static_cast<double>(step);
   forEachBatch(kOp, {&self, &grads, &exp_avgs, &exp_avg_sqs, &max_exp_avg_sqs},
                [&](ScalarType dtype, int device, const TensorBatch& batch, int64_t n) {
                  visitDtype(dtype, [&](auto tag) {
                    using T = decltype(tag);
                    if constexpr (kIsFloating<T>) {
                      using V = opmath_t<T>;
-                     const bp_common::AdamwStep<V> update{V(1 - lr * weight_decay),
-                                                          V(beta1),
-                                                          V(beta2),
-                                                          V(1 - beta1),
-                                                          V(1 - beta2),
-                                                          V(std::sqrt(1 - std::pow(beta2, t))),
-                                                          V(eps),
-                                                          V(lr / (1 - std::pow(beta1, t))),
-                                                          amsgrad,
-                                                          maximize};
+                     const auto update =
+                         bp_common::AdamwStep<V>::make(step, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize);
                      launchElements(&adamwKernel<T>, n, 1, device, batch, n, update);
                    }
                  });

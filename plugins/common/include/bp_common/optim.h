@@ -6,6 +6,9 @@
 // by operation in PyTorch's order (add(x, alpha) is x * alpha added;
 // addcmul and addcdiv scale the product or quotient), so that a model
 // trained here tracks libtorch's.
+#include <cmath>
+#include <cstdint>
+
 #include "bp_common/arithmetic.h"
 
 namespace bp_common {
@@ -14,6 +17,13 @@ template <class V>
 struct SgdStep {
   V lr, weight_decay, momentum, one_minus_dampening;
   bool has_momentum, nesterov, maximize, first_step;
+
+  // From the op's arguments (computed in double, then rounded to V, as
+  // PyTorch's scalar arguments are).
+  static SgdStep make(double lr, double weight_decay, double momentum, double dampening, bool nesterov, bool maximize,
+                      bool first_step) {
+    return {V(lr), V(weight_decay), V(momentum), V(1 - dampening), momentum != 0, nesterov, maximize, first_step};
+  }
 
   // Updates parameter p from gradient g and the momentum buffer *buf (read
   // and written only with momentum).
@@ -35,6 +45,22 @@ struct AdamwStep {
   V beta1, beta2, one_minus_beta1, one_minus_beta2;
   V bias_correction2_sqrt, eps, step_size;  // step_size: lr / (1 - beta1^step)
   bool amsgrad, maximize;
+
+  // From the op's arguments for step number `step` (counted from 1).
+  static AdamwStep make(int64_t step, double lr, double beta1, double beta2, double weight_decay, double eps,
+                        bool amsgrad, bool maximize) {
+    const double t = static_cast<double>(step);
+    return {V(1 - lr * weight_decay),
+            V(beta1),
+            V(beta2),
+            V(1 - beta1),
+            V(1 - beta2),
+            V(std::sqrt(1 - std::pow(beta2, t))),
+            V(eps),
+            V(lr / (1 - std::pow(beta1, t))),
+            amsgrad,
+            maximize};
+  }
 
   // Updates parameter p, the moments m and v and, with amsgrad, *vmax (the
   // largest v so far) from gradient g.
