@@ -65,17 +65,12 @@ Tensor placeAt(const Tensor& g, Pair at, int64_t hp, int64_t wp) {
   return padConstant(g, {at[1], wp - at[1] - g.size(3), at[0], hp - at[0] - g.size(2)});
 }
 
-// The strided view of padded input xp [N, C, Hp, Wp] holding, for every
-// output position (oh, ow), the window element at offset (kh, kw):
-// xp[:, :, oh * s + kh * d, ow * s + kw * d]. Positions past xp (a ceil_mode
-// window hanging over the end) are not read: `out` is clipped to what fits,
-// and the caller pads.
-Tensor windowElements(const Tensor& xp, Pair offset, Pair stride, Pair out) {
-  const int64_t hp = xp.size(2), wp = xp.size(3);
-  const int64_t oh = std::min(out[0], offset[0] >= hp ? 0 : (hp - 1 - offset[0]) / stride[0] + 1);
-  const int64_t ow = std::min(out[1], offset[1] >= wp ? 0 : (wp - 1 - offset[1]) / stride[1] + 1);
-  return xp.slice(2, offset[0], offset[0] + (oh - 1) * stride[0] + 1, stride[0])
-      .slice(3, offset[1], offset[1] + (ow - 1) * stride[1] + 1, stride[1]);
+// The strided view of padded input xp [N, C, Hp, Wp] holding, for the
+// first `rows` x `cols` output positions (oh, ow), the window element at
+// offset (kh, kw): xp[:, :, oh * s + kh * d, ow * s + kw * d].
+Tensor windowElements(const Tensor& xp, Pair offset, Pair stride, Pair count) {
+  return xp.slice(2, offset[0], offset[0] + (count[0] - 1) * stride[0] + 1, stride[0])
+      .slice(3, offset[1], offset[1] + (count[1] - 1) * stride[1] + 1, stride[1]);
 }
 
 // The pooling windows of a call: kernel, stride (default: the kernel),
@@ -84,21 +79,28 @@ struct Windows {
   Pair k, s, p, d;
 };
 
-// Sums, over every window offset, share(offset) [N, C, oh', ow'] (oh' <=
-// the output's height: see windowElements) placed back where its elements
-// came from, and crops the padding: the input's gradient [N, C, H, W].
+// Sums, over every window offset, share(offset, count) [N, C, count]
+// placed back where its elements came from, and crops the padding: the
+// input's gradient [N, C, H, W]. `count` is how many of the output
+// positions (rows, columns) have their element at `offset` inside the
+// padded input: all of them but those of a ceil_mode window hanging over
+// the end.
 template <class Share>
 Tensor scatterWindows(const Windows& w, const Tensor& x, const Tensor& grad, Share&& share) {
   const int64_t n = x.size(0), ch = x.size(1), h = x.size(2), wd = x.size(3);
   const TensorOptions options{grad.dtype(), grad.device()};
-  const int64_t hp = h + 2 * w.p[0], wp = wd + 2 * w.p[1];
+  const Pair padded{h + 2 * w.p[0], wd + 2 * w.p[1]}, out{grad.size(2), grad.size(3)};
   Tensor total;
   for (int64_t kh = 0; kh < w.k[0]; ++kh) {
     for (int64_t kw = 0; kw < w.k[1]; ++kw) {
       const Pair at{kh * w.d[0], kw * w.d[1]};
-      Tensor part = share(at);
+      Pair count;
+      for (int i = 0; i < 2; ++i)
+        count[i] = at[i] >= padded[i] ? 0 : std::min(out[i], (padded[i] - 1 - at[i]) / w.s[i] + 1);
+      if (count[0] == 0 || count[1] == 0) continue;
+      Tensor part = share(at, count);
       if (part.numel() == 0) continue;
-      part = placeAt(dilate(dilate(part, 2, w.s[0]), 3, w.s[1]), at, hp, wp);
+      part = placeAt(dilate(dilate(part, 2, w.s[0]), 3, w.s[1]), at, padded[0], padded[1]);
       total = total.defined() ? total + part : part;
     }
   }
@@ -162,15 +164,14 @@ void maxPool2dBackward(DerivativeContext& c) {
   // The first element of each window (in kh, kw order) equal to its maximum
   // takes the gradient, as PyTorch's argmax does.
   Tensor taken = zeros(y.sizes(), {ScalarType::Bool, y.device()});
-  const Tensor g = scatterWindows(w, x, go, [&](Pair at) {
-    const Tensor e = windowElements(xp, at, w.s, out);
-    const Tensor mine = y.narrow(2, 0, e.size(2)).narrow(3, 0, e.size(3));
-    const Tensor before = taken.narrow(2, 0, e.size(2)).narrow(3, 0, e.size(3));
-    const Tensor wins = logical_and(e.eq(mine), before.logical_not());
+  auto first = [](const Tensor& t, Pair count) { return t.narrow(2, 0, count[0]).narrow(3, 0, count[1]); };
+  const Tensor g = scatterWindows(w, x, go, [&](Pair at, Pair count) {
+    const Tensor wins =
+        logical_and(windowElements(xp, at, w.s, count).eq(first(y, count)), first(taken, count).logical_not());
     taken = logical_or(
         taken,
-        padConstant(wins.to(ScalarType::Int32), {0, out[1] - e.size(3), 0, out[0] - e.size(2)}).to(ScalarType::Bool));
-    return go.narrow(2, 0, e.size(2)).narrow(3, 0, e.size(3)) * wins.to(go.dtype());
+        padConstant(wins.to(ScalarType::Int32), {0, out[1] - count[1], 0, out[0] - count[0]}).to(ScalarType::Bool));
+    return first(go, count) * wins.to(go.dtype());
   });
   c.set("self", unbatched(g, was_batched));
 }
@@ -205,14 +206,8 @@ void avgPool2dBackward(DerivativeContext& c) {
     const Tensor q = Tensor(tensorFromVector(cols, {1, ow})).to(go.device(), go.dtype());
     scaled = go / (r * q);
   }
-  const Tensor g = scatterWindows(w, x, go, [&](Pair at) {
-    // Only how many positions of this offset fall inside the padded input
-    // matters here (the values are the gradient's).
-    const int64_t hp = h + 2 * w.p[0], wp = wd + 2 * w.p[1];
-    const int64_t rows = std::min(oh, at[0] >= hp ? 0 : (hp - 1 - at[0]) / w.s[0] + 1);
-    const int64_t cols = std::min(ow, at[1] >= wp ? 0 : (wp - 1 - at[1]) / w.s[1] + 1);
-    return scaled.narrow(2, 0, rows).narrow(3, 0, cols);
-  });
+  const Tensor g =
+      scatterWindows(w, x, go, [&](Pair, Pair count) { return scaled.narrow(2, 0, count[0]).narrow(3, 0, count[1]); });
   c.set("self", unbatched(g, was_batched));
 }
 
