@@ -98,7 +98,7 @@ std::string argumentText(const FunctionSchema& schema, size_t index) {
 }  // namespace
 
 FormulaNode::FormulaNode(const OperatorHandle& op, std::shared_ptr<const OpDerivative> derivative)
-    : op_(op), owned_(std::move(derivative)), derivative_(*owned_) {}
+    : op_(op), derivative_(std::move(derivative)) {}
 
 std::string FormulaNode::name() const { return strCat(op_.operatorName().name, "Backward"); }
 
@@ -127,7 +127,7 @@ std::vector<Tensor> FormulaNode::apply(std::vector<Tensor> grads) {
   const FunctionSchema& schema = op_.schema();
   for (size_t i = 0; i < result_meta.size(); ++i) {
     if (i >= grads.size()) grads.emplace_back();
-    if (!grads[i].defined() && !((derivative_.nondifferentiable_results >> i) & 1)) grads[i] = result_meta[i].zeros();
+    if (!grads[i].defined() && !((derivative_->nondifferentiable_results >> i) & 1)) grads[i] = result_meta[i].zeros();
   }
   // create_graph: the results a formula reads get this node as history, so
   // that the backward's own graph reaches through them.
@@ -135,7 +135,7 @@ std::vector<Tensor> FormulaNode::apply(std::vector<Tensor> grads) {
   if (isGradEnabled()) {
     for (size_t r = 0; r < results.size(); ++r) {
       if (!results[r].defined() || r >= result_meta.size() || !isFloatingType(results[r].dtype()) ||
-          ((derivative_.nondifferentiable_results >> r) & 1))
+          ((derivative_->nondifferentiable_results >> r) & 1))
         continue;
       results[r] = dataAlias(results[r]);
       AutogradMeta& m = metaOf(results[r]);
@@ -146,8 +146,8 @@ std::vector<Tensor> FormulaNode::apply(std::vector<Tensor> grads) {
   }
   DerivativeContext ctx(schema, arguments_, results, grads, needs_mask_);
   ctx.setSavedCheck(this);
-  ctx.setDerivative(&derivative_);
-  for (const DerivativeFormula& f : derivative_.formulas) {
+  ctx.setDerivative(derivative_.get());
+  for (const DerivativeFormula& f : derivative_->formulas) {
     bool needed = false;
     std::string_view names = f.inputs;
     while (!names.empty()) {

@@ -62,8 +62,7 @@ class FormulaNode final : public Node, public DerivativeContext::SavedCheck {
 
  private:
   OperatorHandle op_;
-  std::shared_ptr<const OpDerivative> owned_;
-  const OpDerivative& derivative_;
+  std::shared_ptr<const OpDerivative> derivative_;
   bool released_ = false;
 };
 
