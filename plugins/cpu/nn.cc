@@ -14,6 +14,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <unordered_map>
 #include <utility>
@@ -899,6 +900,87 @@ bp::Tensor embedding_dense_backward(const bp::Tensor& grad_output, const bp::Ten
   return out;
 }
 
+// layer_norm_backward: per row its mean and rstd in double (two passes, as
+// the forward's), then g = grad * weight, the row's mean(g) and
+// mean(g * xhat), and the input's gradient rstd * (g - mean(g) - xhat *
+// mean(g * xhat)). The parameters' sums over rows accumulate per thread over
+// its block of rows and are added in thread order at the end.
+template <typename T>
+void layerNormBackwardRows(const T* g, const T* x, const std::vector<double>& w, T* gi, int64_t rows, int64_t m,
+                           double eps, std::vector<double>& sums) {
+  const int threads = rows * m >= kBackwardParallelNumel ? omp_get_max_threads() : 1;
+  std::vector<double> part(static_cast<size_t>(threads) * 2 * static_cast<size_t>(m), 0.0);
+  const double inv_m = 1.0 / static_cast<double>(m);
+#pragma omp parallel num_threads(threads)
+  {
+    const int64_t t = omp_get_thread_num(), n = omp_get_num_threads();
+    double* pw = part.data() + t * 2 * m;  // sum(grad * xhat), then sum(grad)
+    double* pb = pw + m;
+    for (int64_t r = rows * t / n; r < rows * (t + 1) / n; ++r) {
+      const T* xr = x + r * m;
+      const T* gr = g + r * m;
+      const auto [mean, var] = moments(xr, m);
+      const double rstd = 1.0 / std::sqrt(var + eps);
+      double sum_g = 0, sum_gx = 0;
+      for (int64_t j = 0; j < m; ++j) {
+        const double xhat = (static_cast<double>(xr[j]) - mean) * rstd, gj = static_cast<double>(gr[j]);
+        const double gw = w.empty() ? gj : gj * w[static_cast<size_t>(j)];
+        sum_g += gw;
+        sum_gx += gw * xhat;
+        pw[j] += gj * xhat;
+        pb[j] += gj;
+      }
+      const double mean_g = sum_g * inv_m, mean_gx = sum_gx * inv_m;
+      T* out = gi + r * m;
+      for (int64_t j = 0; j < m; ++j) {
+        const double xhat = (static_cast<double>(xr[j]) - mean) * rstd, gj = static_cast<double>(gr[j]);
+        const double gw = w.empty() ? gj : gj * w[static_cast<size_t>(j)];
+        out[j] = static_cast<T>(rstd * (gw - mean_g - xhat * mean_gx));
+      }
+    }
+  }
+  sums.assign(2 * static_cast<size_t>(m), 0.0);
+  for (size_t i = 0; i < part.size(); ++i) sums[i % sums.size()] += part[i];
+}
+
+std::tuple<bp::Tensor, bp::Tensor, bp::Tensor> layer_norm_backward(const bp::Tensor& grad_output,
+                                                                   const bp::Tensor& input,
+                                                                   bp::IntList normalized_shape,
+                                                                   const std::optional<bp::Tensor>& weight,
+                                                                   double eps) {
+  static constexpr const char* kOp = "bp::layer_norm_backward";
+  checkCpu(kOp, grad_output, "grad_output");
+  checkCpu(kOp, input, "input");
+  checkParam(kOp, weight, "weight");
+  ThreadScope threads;
+  int64_t m = 1;
+  for (int64_t s : normalized_shape) m *= s;
+  const int64_t rows = m == 0 ? 0 : input.numel() / m;
+  const bp::Tensor g = contiguous(grad_output), x = contiguous(input);
+  bp::Tensor grad_input = bp::Tensor::empty(input.sizes(), input.dtype(), kCpuDevice);
+  std::vector<double> sums(2 * static_cast<size_t>(m), 0.0);
+  const std::vector<double> w = readDoubles(weight);
+  if (rows > 0) {
+    if (input.dtype() == ScalarType::Float32)
+      layerNormBackwardRows<float>(g.data_ptr<float>(), x.data_ptr<float>(), w, grad_input.data_ptr<float>(), rows, m,
+                                   eps, sums);
+    else
+      layerNormBackwardRows<double>(g.data_ptr<double>(), x.data_ptr<double>(), w, grad_input.data_ptr<double>(), rows,
+                                    m, eps, sums);
+  }
+  // The parameters' gradients in the weight's dtype (the input's without one).
+  const ScalarType param_dtype = weight ? weight->dtype() : input.dtype();
+  bp::Tensor grads[2];
+  for (int k = 0; k < 2; ++k) {
+    grads[k] = bp::Tensor::empty(normalized_shape, param_dtype, kCpuDevice);
+    visitDtype(param_dtype, [&]<class T>(T) {
+      T* p = static_cast<T*>(grads[k].data_ptr());
+      for (int64_t j = 0; j < m; ++j) p[j] = store<T>(sums[static_cast<size_t>(k * m + j)]);
+    });
+  }
+  return {std::move(grad_input), std::move(grads[0]), std::move(grads[1])};
+}
+
 }  // namespace
 
 namespace bp_cpu {
@@ -910,6 +992,7 @@ void registerNNKernels(bp::Library& m) {
   m.impl("_softmax_backward_data", kCpu, &softmax_backward_data, kFloat32And64);
   m.impl("_log_softmax_backward_data", kCpu, &log_softmax_backward_data, kFloat32And64);
   m.impl("embedding_dense_backward", kCpu, &embedding_dense_backward, kFloat32And64);
+  m.impl("layer_norm_backward", kCpu, &layer_norm_backward, kFloat32And64);
   m.impl("conv2d", kCpu, &conv2d);
   m.impl("max_pool2d", kCpu, &max_pool2d);
   m.impl("avg_pool2d", kCpu, &avg_pool2d);

@@ -12,6 +12,8 @@
 // bfloat16 input may come with float32 parameters), as the CPU plugin does.
 #include <cstdint>
 #include <optional>
+#include <tuple>
+#include <utility>
 
 #include "block_reduce.cuh"
 #include "kernel_args.h"
@@ -118,8 +120,161 @@ bp::Tensor layer_norm(const bp::Tensor& input, bp::IntList normalized_shape, con
   return out;
 }
 
+// layer_norm_backward's rows (Note [Backward ops] in dispatcher/ops/src/
+// backward.cc): the forward's mean and variance passes over the row less its
+// first element, then the sums of g = grad * weight and g * xhat, then the
+// input's gradient rstd * (g - mean(g) - xhat * mean(g * xhat)). Each row's
+// (shift, mean, rstd) goes to `stats` for the parameters' kernel.
+template <class T, bool kCached>
+__global__ void layerNormBackwardKernel(const T* grad, const T* x, T* grad_input, const opmath_t<T>* weight,
+                                        opmath_t<T>* stats, int64_t rows, int64_t m, double eps) {
+  using V = opmath_t<T>;
+  __shared__ V shared[kReduceThreads];
+  const RowLane t = rowLane(false);
+  V* cache = kCached ? dynamicShared<V>() + static_cast<int64_t>(t.slot) * m : nullptr;
+  for (int64_t first = firstRow(t); first < rows; first += rowStep(t)) {
+    const int64_t r = first + t.slot;
+    const bool valid = r < rows;
+    const T* xr = x + (valid ? r * m : 0);
+    const T* gr = grad + (valid ? r * m : 0);
+    const V shift = valid ? load(xr[0]) : V(0);
+    auto element = [&](int64_t j) -> V { return kCached ? cache[j] : load(xr[j]) - shift; };
+    auto scaled = [&](int64_t j) -> V { return weight != nullptr ? load(gr[j]) * weight[j] : load(gr[j]); };
+    V sum = 0;
+    if (valid) {
+      for (int64_t j = t.lane; j < m; j += t.lanes) {
+        const V v = load(xr[j]) - shift;
+        if constexpr (kCached) cache[j] = v;
+        sum += v;
+      }
+    }
+    const V mean = blockCombine(sum, shared, t, SumOf<V>{}) / static_cast<V>(m);
+    V squares = 0;
+    if (valid) {
+      for (int64_t j = t.lane; j < m; j += t.lanes) {
+        const V d = element(j) - mean;
+        squares += d * d;
+      }
+    }
+    const V var = blockCombine(squares, shared, t, SumOf<V>{}) / static_cast<V>(m);
+    const V rstd = V(1) / math::sqrt(var + static_cast<V>(eps));
+    V sum_g = 0, sum_gx = 0;
+    if (valid) {
+      for (int64_t j = t.lane; j < m; j += t.lanes) {
+        const V g = scaled(j);
+        sum_g += g;
+        sum_gx += g * (element(j) - mean) * rstd;
+      }
+    }
+    const V mean_g = blockCombine(sum_g, shared, t, SumOf<V>{}) / static_cast<V>(m);
+    const V mean_gx = blockCombine(sum_gx, shared, t, SumOf<V>{}) / static_cast<V>(m);
+    if (!valid) continue;
+    if (t.lane == 0) {
+      stats[3 * r] = shift;
+      stats[3 * r + 1] = mean;
+      stats[3 * r + 2] = rstd;
+    }
+    T* out = grad_input + r * m;
+    for (int64_t j = t.lane; j < m; j += t.lanes)
+      out[j] = store<T>(rstd * (scaled(j) - mean_g - (element(j) - mean) * rstd * mean_gx));
+  }
+}
+
+// The parameters' gradients, a sum over the rows for each of the m columns:
+// sum(grad * xhat) and sum(grad), with the rows' statistics from
+// layerNormBackwardKernel. Columns vary fastest across a warp (Note [GPU
+// row reductions]), so each read of a row's neighbouring columns coalesces.
+template <class T>
+__global__ void layerNormParamGradKernel(const T* grad, const T* x, const opmath_t<T>* stats, opmath_t<T>* grad_weight,
+                                         opmath_t<T>* grad_bias, int64_t rows, int64_t m) {
+  using V = opmath_t<T>;
+  __shared__ V shared[kReduceThreads];
+  const RowLane t = rowLane(true);
+  for (int64_t first = firstRow(t); first < m; first += rowStep(t)) {
+    const int64_t j = first + t.slot;
+    const bool valid = j < m;
+    V sum_w = 0, sum_b = 0;
+    if (valid) {
+      for (int64_t r = t.lane; r < rows; r += t.lanes) {
+        const V g = load(grad[r * m + j]);
+        sum_w += g * ((load(x[r * m + j]) - stats[3 * r]) - stats[3 * r + 1]) * stats[3 * r + 2];
+        sum_b += g;
+      }
+    }
+    sum_w = blockCombine(sum_w, shared, t, SumOf<V>{});
+    sum_b = blockCombine(sum_b, shared, t, SumOf<V>{});
+    if (valid && t.lane == 0) {
+      grad_weight[j] = sum_w;
+      grad_bias[j] = sum_b;
+    }
+  }
+}
+
+std::tuple<bp::Tensor, bp::Tensor, bp::Tensor> layer_norm_backward(const bp::Tensor& grad_output,
+                                                                   const bp::Tensor& input,
+                                                                   bp::IntList normalized_shape,
+                                                                   const std::optional<bp::Tensor>& weight,
+                                                                   double eps) {
+  static constexpr const char* kOp = "bp::layer_norm_backward";
+  static const std::initializer_list<ScalarType> kFloatDtypes = {ScalarType::Float16, ScalarType::BFloat16,
+                                                                 ScalarType::Float32, ScalarType::Float64};
+  checkDtype(kOp, input, "input", kFloatDtypes);
+  checkDtype(kOp, grad_output, "grad_output", {input.dtype()});
+  const bp::Device device = input.device();
+  checkOnDevice(kOp, grad_output, "grad_output", device);
+  const ScalarType opmath_dtype = input.dtype() == ScalarType::Float64 ? ScalarType::Float64 : ScalarType::Float32;
+  bp::Tensor holders[3];
+  const bp::Tensor* w = nullptr;
+  if (weight && weight->defined()) {
+    checkOnDevice(kOp, *weight, "weight", device);
+    checkDtype(kOp, *weight, "weight", kFloatDtypes);
+    w = &dense(kOp, *weight, opmath_dtype, holders[0]);
+  }
+  int64_t m = 1;
+  for (int64_t s : normalized_shape) m *= s;
+  const int64_t rows = m == 0 ? 0 : input.numel() / m;
+  bp::Tensor grad_input = bp::Tensor::empty(input.sizes(), input.dtype(), device);
+  bp::Tensor sums[2] = {bp::Tensor::empty(normalized_shape, opmath_dtype, device),
+                        bp::Tensor::empty(normalized_shape, opmath_dtype, device)};
+  // With no rows the parameters' kernel still runs: it writes zero sums.
+  if (m > 0) {
+    const bp::Tensor& x = dense(kOp, input, input.dtype(), holders[1]);
+    const bp::Tensor& g = dense(kOp, grad_output, input.dtype(), holders[2]);
+    const bp::Tensor stats = bp::Tensor::empty({3 * rows}, opmath_dtype, device);
+    visitDtype(input.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      if constexpr (kIsFloating<T>) {
+        using V = opmath_t<T>;
+        const int lanes = lanesFor(m);
+        const size_t cache = rowCacheBytes(m, lanes, sizeof(V), limits(device.index).shared_mem_per_block);
+        launchRows(cache > 0 ? &layerNormBackwardKernel<T, true> : &layerNormBackwardKernel<T, false>, rows, lanes,
+                   false, cache, device.index, static_cast<const T*>(g.data_ptr()), static_cast<const T*>(x.data_ptr()),
+                   static_cast<T*>(grad_input.data_ptr()),
+                   w == nullptr ? nullptr : static_cast<const V*>(w->data_ptr()), static_cast<V*>(stats.data_ptr()),
+                   rows, m, eps);
+        // 32 columns by 8 lanes of rows per block.
+        launchRows(&layerNormParamGradKernel<T>, m, 8, true, 0, device.index, static_cast<const T*>(g.data_ptr()),
+                   static_cast<const T*>(x.data_ptr()), static_cast<const V*>(stats.data_ptr()),
+                   static_cast<V*>(sums[0].data_ptr()), static_cast<V*>(sums[1].data_ptr()), rows, m);
+      }
+    });
+  }
+  // The parameters' gradients in the weight's dtype (the input's without one).
+  const ScalarType param_dtype = weight && weight->defined() ? weight->dtype() : input.dtype();
+  for (bp::Tensor& s : sums) {
+    if (s.dtype() == param_dtype) continue;
+    bp::Tensor converted = bp::Tensor::empty(normalized_shape, param_dtype, device);
+    copyCast(kOp, converted, s);
+    s = std::move(converted);
+  }
+  return {std::move(grad_input), std::move(sums[0]), std::move(sums[1])};
+}
+
 }  // namespace
 
-void registerNormKernels(bp::Library& m, int32_t type) { m.impl("layer_norm", type, &layer_norm); }
+void registerNormKernels(bp::Library& m, int32_t type) {
+  m.impl("layer_norm", type, &layer_norm);
+  m.impl("layer_norm_backward", type, &layer_norm_backward);
+}
 
 }  // namespace bp_gpu

@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <optional>
 #include <string>
+#include <tuple>
 
 #include "backplane/ops/ops.h"
 #include "families.h"
@@ -25,6 +27,16 @@ namespace backplane::ops {
 // natively (the CPU plugin does, one pass over the data instead of the
 // composite's several). The derivative formulas of gelu, softmax and
 // log_softmax call them (dispatcher/ops/src/derivatives.cc).
+//
+// layer_norm_backward is Backplane's own: PyTorch's native_layer_norm_backward
+// takes the mean and rstd its forward saved and a bool[3] mask, but
+// Backplane's layer_norm returns only its result, so this op recomputes a
+// row's statistics from the input (one pass over data the kernel reads
+// anyway) and always returns all three gradients: the input's, and
+// sum(grad * xhat) and sum(grad) over the leading dims (the weight's and the
+// bias's, in the weight's dtype, the input's without one). layer_norm's
+// formula calls it when the input needs a gradient; when only the
+// parameters do, it sums without it.
 namespace {
 
 void checkPair(const std::string& op, const Tensor& grad, const char* grad_name, const Tensor& other,
@@ -121,6 +133,49 @@ Tensor embeddingDenseBackwardComposite(const Tensor& grad_output, const Tensor& 
   return scatter_add.call(zeros({num_weights, dim}, options), 0, idx.unsqueeze(1).expand({idx.size(0), dim}), rows);
 }
 
+void layerNormBackwardMeta(const Tensor& grad_output, const Tensor& input, IntArrayRef normalized_shape,
+                           const std::optional<Tensor>& weight, double eps) {
+  const std::string& op = qualified<"layer_norm_backward">();
+  checkPair(op, grad_output, "grad_output", input, "input");
+  const Tensor& w = orUndefined(weight);
+  commonDevice(op, {{"grad_output", &grad_output}, {"input", &input}, {"weight", &w}});
+  checkDtypes(op, standardOp<"layer_norm_backward">(),
+              {{"grad_output", &grad_output}, {"input", &input}, {"weight", &w}});
+  const int64_t nd = static_cast<int64_t>(normalized_shape.size());
+  BP_CHECK(nd >= 1, op, ": normalized_shape must have at least one dimension");
+  bool matches = input.dim() >= nd;
+  for (int64_t i = 0; matches && i < nd; ++i) matches = input.size(input.dim() - nd + i) == normalized_shape[i];
+  BP_CHECK(matches, op, ": given normalized_shape=", shapeString(normalized_shape),
+           ", expected input whose trailing dimensions are ", shapeString(normalized_shape), ", but got input of size ",
+           shapeString(input.sizes()));
+  BP_CHECK(!w.defined() || w.sizes() == normalized_shape, op, ": expected 'weight' of size ",
+           shapeString(normalized_shape), " (normalized_shape), but got ", shapeString(w.sizes()));
+  BP_CHECK(eps >= 0, op, ": eps must be non-negative, but got ", eps);
+}
+
+// The input's gradient rstd * (g - mean(g) - xhat * mean(g * xhat)) with
+// g = grad * weight, and the parameters' sums, over [rows, m] views. 16-bit
+// dtypes compute in float32 and round once.
+std::tuple<Tensor, Tensor, Tensor> layerNormBackwardComposite(const Tensor& grad_output, const Tensor& input,
+                                                              IntArrayRef normalized_shape,
+                                                              const std::optional<Tensor>& weight, double eps) {
+  const ScalarType dtype = input.dtype();
+  const bool narrow = dtype == ScalarType::Float16 || dtype == ScalarType::BFloat16;
+  const ScalarType param_dtype = weight && weight->defined() ? weight->dtype() : dtype;
+  int64_t m = 1;
+  for (int64_t s : normalized_shape) m *= s;
+  const Tensor x = (narrow ? input.to(ScalarType::Float32) : input).reshape({-1, m});
+  const Tensor grad = (narrow ? grad_output.to(ScalarType::Float32) : grad_output).reshape({-1, m});
+  const Tensor centered = x - x.mean({1}, /*keepdim=*/true);
+  const Tensor rstd = ((centered * centered).mean({1}, /*keepdim=*/true) + eps).rsqrt();
+  const Tensor xhat = centered * rstd;
+  const Tensor g = weight && weight->defined() ? grad * weight->to(grad.dtype()).reshape({m}) : grad;
+  Tensor grad_input = (g - g.mean({1}, true) - xhat * (g * xhat).mean({1}, true)) * rstd;
+  Tensor grad_weight = (grad * xhat).sum({0}).reshape(normalized_shape);
+  Tensor grad_bias = grad.sum({0}).reshape(normalized_shape);
+  return {grad_input.reshape(input.sizes()).to(dtype), grad_weight.to(param_dtype), grad_bias.to(param_dtype)};
+}
+
 }  // namespace
 
 void addBackwardOps(std::vector<StandardOp>& ops) {
@@ -150,6 +205,13 @@ void addBackwardOps(std::vector<StandardOp>& ops) {
                  K::makeFromFunction(BP_FN(embeddingDenseBackwardComposite)),
                  "backward",
                  {{"grad_output", kFloating}, {"indices", {ScalarType::Int32, ScalarType::Int64}}}});
+  ops.push_back(
+      StandardOp{"layer_norm_backward(Tensor grad_output, Tensor input, int[] normalized_shape, "
+                 "Tensor? weight, float eps) -> (Tensor grad_input, Tensor grad_weight, Tensor grad_bias)",
+                 K::makeFromFunction(BP_FN(layerNormBackwardMeta)),
+                 K::makeFromFunction(BP_FN(layerNormBackwardComposite)),
+                 "backward",
+                 {{"grad_output", kFloating}, {"input", kFloating}, {"weight", kFloating}}});
 }
 
 }  // namespace backplane::ops

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <tuple>
 
 #include "absl/container/flat_hash_map.h"
 #include "backplane/core/str_cat.h"
@@ -487,7 +488,8 @@ std::vector<OpDerivative> buildTable() {
                                  c.set("self", BP_STANDARD_OP("_log_softmax_backward_data", Sig)
                                                    .call(c.grad(), c.result(), c.integer("dim"), c.result().dtype()));
                                }}});
-  notImplemented({"gelu_backward", "_softmax_backward_data", "_log_softmax_backward_data", "embedding_dense_backward"},
+  notImplemented({"gelu_backward", "_softmax_backward_data", "_log_softmax_backward_data", "embedding_dense_backward",
+                  "layer_norm_backward"},
                  "a backward op: differentiating it again (double backward) has no formula yet");
   // The values of sort and topk: the gradient scattered back by the indices
   // (result 1, which carries none).
@@ -597,19 +599,27 @@ std::vector<OpDerivative> buildTable() {
   // --- nn ops whose backward needs backward kernels (conv, pooling, norms).
   formula("layer_norm",
           {{"input, weight, bias",
-            "input: rstd * (g - mean(g) - xhat * mean(g * xhat)), g = grad * weight; weight: sum(grad * xhat); "
-            "bias: sum(grad) (over the leading dims)",
+            "layer_norm_backward(grad, input, normalized_shape, weight, eps): input: rstd * (g - mean(g) - xhat * "
+            "mean(g * xhat)), g = grad * weight; weight: sum(grad * xhat); bias: sum(grad) (over the leading dims); "
+            "without the input's, the parameters' sums alone",
             [](Ctx& c) {
               const Tensor& x = c.tensor("input");
-              const int64_t k = static_cast<int64_t>(c.ints("normalized_shape").size());
+              const std::vector<int64_t> shape = c.ints("normalized_shape");
+              if (c.needs("input")) {
+                using Sig = std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const Tensor&, IntArrayRef,
+                                                               const std::optional<Tensor>&, double);
+                auto [gi, gw, gb] = BP_STANDARD_OP("layer_norm_backward", Sig)
+                                        .call(c.grad(), x, shape, c.optionalTensor("weight"), c.real("eps"));
+                c.set("input", std::move(gi));
+                if (c.needs("weight")) c.set("weight", std::move(gw));
+                if (c.needs("bias")) c.set("bias", std::move(gb));
+                return;
+              }
+              const int64_t k = static_cast<int64_t>(shape.size());
               std::vector<int64_t> dims;
               for (int64_t d = x.dim() - k; d < x.dim(); ++d) dims.push_back(d);
-              const Normalization n(x, dims, c.real("eps"));  // once for both gradients
               if (c.needs("bias")) c.set("bias", c.grad());
-              if (c.needs("weight")) c.set("weight", c.grad() * n.xhat);
-              if (!c.needs("input")) return;
-              const std::optional<Tensor> w = c.optionalTensor("weight");
-              c.set("input", n.inputGrad(w ? c.grad() * *w : c.grad(), dims));
+              if (c.needs("weight")) c.set("weight", c.grad() * Normalization(x, dims, c.real("eps")).xhat);
             }}});
   formula("batch_norm",
           {{"input, weight, bias",
@@ -679,6 +689,7 @@ std::vector<OpDerivative> withBackwardOps(std::vector<OpDerivative> t) {
     if (d.op == "softmax.int") d.backward_ops = {"bp::_softmax_backward_data"};
     if (d.op == "log_softmax.int") d.backward_ops = {"bp::_log_softmax_backward_data"};
     if (d.op == "embedding") d.backward_ops = {"bp::embedding_dense_backward"};
+    if (d.op == "layer_norm") d.backward_ops = {"bp::layer_norm_backward"};
   }
   return t;
 }

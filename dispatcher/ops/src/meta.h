@@ -52,6 +52,13 @@ enum class CpuScalars {
   kRefuseInOut,  // kRefuse, for the out= form of an op whose other forms join
 };
 
+// An optional tensor argument as a reference: the tensor, or an undefined
+// one (what commonDevice and checkDtypes skip).
+inline const Tensor& orUndefined(const std::optional<Tensor>& t) {
+  static const Tensor kUndefined;
+  return t ? *t : kUndefined;
+}
+
 // The device every defined tensor argument is on (see CpuScalars); throws
 // naming the op, the two arguments and their devices when they differ.
 Device commonDevice(std::string_view op, std::initializer_list<Arg> args, CpuScalars cpu_scalars = CpuScalars::kRefuse);

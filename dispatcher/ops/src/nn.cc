@@ -14,11 +14,6 @@ namespace backplane::ops {
 
 namespace {
 
-const Tensor& orUndefined(const std::optional<Tensor>& t) {
-  static const Tensor kUndefined;
-  return t ? *t : kUndefined;
-}
-
 void checkDefined(const std::string& op, const Tensor& t, const char* name) {
   BP_CHECK(t.defined(), op, ": argument '", name, "' is undefined");
 }

@@ -847,6 +847,83 @@ TEST(NNBackwardOps, EmbeddingDenseBackwardSumsRowsByIndex) {
               HasSubstr("out of range"));
 }
 
+// layer_norm_backward: the CPU kernel (float32, float64) and the composite
+// (float16 on the CPU, float32 on a device without kernels) against the
+// gradients computed here in double, over two normalized dims, with and
+// without a weight (of another dtype than the input's); the parameters'
+// gradients come in the weight's dtype; no rows give zero sums.
+TEST(NNBackwardOps, LayerNormBackwardMatchesTheReference) {
+  const int64_t rows = 3, m = 6;
+  const Tensor x64 = randomTensor({rows, 2, 3}, ScalarType::Float64, 5, -2, 2);
+  const Tensor g64 = randomTensor({rows, 2, 3}, ScalarType::Float64, 6, -1, 1);
+  const Tensor w64 = randomTensor({2, 3}, ScalarType::Float64, 7, 0.5, 1.5);
+  const std::vector<double> x = values(x64), g = values(g64), w = values(w64.to(ScalarType::Float32));
+  const double eps = 1e-5;
+  for (bool with_weight : {true, false}) {
+    // The reference, in double.
+    std::vector<double> gi(x.size()), gw(m, 0), gb(m, 0);
+    for (int64_t r = 0; r < rows; ++r) {
+      double mean = 0, var = 0, mg = 0, mgx = 0;
+      for (int64_t j = 0; j < m; ++j) mean += x[r * m + j] / m;
+      for (int64_t j = 0; j < m; ++j) var += (x[r * m + j] - mean) * (x[r * m + j] - mean) / m;
+      const double rstd = 1 / std::sqrt(var + eps);
+      auto xhat = [&](int64_t j) { return (x[r * m + j] - mean) * rstd; };
+      auto scaled = [&](int64_t j) { return g[r * m + j] * (with_weight ? w[j] : 1.0); };
+      for (int64_t j = 0; j < m; ++j) {
+        mg += scaled(j) / m;
+        mgx += scaled(j) * xhat(j) / m;
+        gw[j] += g[r * m + j] * xhat(j);
+        gb[j] += g[r * m + j];
+      }
+      for (int64_t j = 0; j < m; ++j) gi[r * m + j] = rstd * (scaled(j) - mg - xhat(j) * mgx);
+    }
+    for (ScalarType dt : {ScalarType::Float32, ScalarType::Float64, ScalarType::Float16}) {
+      for (Device dev : {Device(DeviceType::CPU), testDevice()}) {
+        SCOPED_TRACE(std::string(scalarTypeName(dt)) + " " + dev.str() + (with_weight ? " weight" : ""));
+        const ScalarType wt = ScalarType::Float32;  // the reference's weights are float32's
+        Stack stack{g64.to(dev, dt), x64.to(dev, dt), IValue(std::vector<int64_t>{2, 3}),
+                    with_weight ? IValue(w64.to(dev, wt)) : IValue(), eps};
+        op("layer_norm_backward").callBoxed(stack);
+        ASSERT_EQ(stack.size(), 3u);
+        const Tensor got_i = stack[0].toTensor(), got_w = stack[1].toTensor(), got_b = stack[2].toTensor();
+        EXPECT_EQ(got_i.dtype(), dt);
+        EXPECT_EQ(got_w.dtype(), with_weight ? wt : dt);
+        ASSERT_EQ(got_w.sizes(), (IntArrayRef{2, 3}));
+        ASSERT_EQ(got_b.sizes(), (IntArrayRef{2, 3}));
+        const double tol = dt == ScalarType::Float16 ? 2e-2 : dt == ScalarType::Float32 ? 1e-5 : 1e-12;
+        const std::vector<double> vi = values(got_i.cpu()), vw = values(got_w.cpu()), vb = values(got_b.cpu());
+        for (size_t i = 0; i < gi.size(); ++i) EXPECT_NEAR(vi[i], gi[i], tol * 10) << "grad_input " << i;
+        for (int64_t j = 0; j < m; ++j) {
+          // In the weight's dtype (float32) when there is one.
+          const double param_tol = with_weight ? std::max(tol, 1e-6) : tol;
+          EXPECT_NEAR(vw[static_cast<size_t>(j)], gw[static_cast<size_t>(j)], param_tol * 10) << "grad_weight " << j;
+          EXPECT_NEAR(vb[static_cast<size_t>(j)], gb[static_cast<size_t>(j)], param_tol * 10) << "grad_bias " << j;
+        }
+      }
+    }
+  }
+  // No rows: an empty input gradient and zero sums.
+  const Tensor empty = randomTensor({0, 4}, ScalarType::Float32, 1);
+  Stack stack{empty, empty, IValue(std::vector<int64_t>{4}), IValue(), 1e-5};
+  op("layer_norm_backward").callBoxed(stack);
+  ASSERT_EQ(stack.size(), 3u);
+  EXPECT_EQ(stack[0].toTensor().numel(), 0);
+  EXPECT_EQ(values(stack[1].toTensor()), (std::vector<double>{0, 0, 0, 0}));
+  EXPECT_EQ(values(stack[2].toTensor()), (std::vector<double>{0, 0, 0, 0}));
+  // The host's rule.
+  const Tensor a = randomTensor({2, 4}, ScalarType::Float32, 2);
+  Stack bad{a, a, IValue(std::vector<int64_t>{3}), IValue(), 1e-5};
+  EXPECT_THAT(errorOf([&] { op("layer_norm_backward").callBoxed(bad); }),
+              HasSubstr("bp::layer_norm_backward: given normalized_shape=[3], expected input whose trailing "
+                        "dimensions are [3]"));
+  Stack bad_weight{a, a, IValue(std::vector<int64_t>{4}), IValue(randomTensor({3}, ScalarType::Float32, 3)), 1e-5};
+  EXPECT_THAT(errorOf([&] { op("layer_norm_backward").callBoxed(bad_weight); }),
+              HasSubstr("expected 'weight' of size [4] (normalized_shape), but got [3]"));
+  Stack bad_grad{randomTensor({2, 3}, ScalarType::Float32, 4), a, IValue(std::vector<int64_t>{4}), IValue(), 1e-5};
+  EXPECT_THAT(errorOf([&] { op("layer_norm_backward").callBoxed(bad_grad); }),
+              HasSubstr("'grad_output' has shape [2, 3] but 'input' has shape [2, 4]"));
+}
+
 TEST(NNBackwardOps, TheHostsRuleRefusesMismatchedArguments) {
   const Tensor a = fromDoubles({1, 2, 3, 4}, {2, 2}, ScalarType::Float32);
   const Tensor b = fromDoubles({1, 2, 3}, {3}, ScalarType::Float32);

@@ -84,6 +84,41 @@ TEST_F(GpusimRowKernelsTest, SoftmaxAndLayerNormRowsInAndBeyondTheRowCacheMatchT
   expectClose(log_softmax(special.to(sim()), 1), log_softmax(special, 1), 1e-5, 1e-5);
 }
 
+// layer_norm_backward at the same row lengths: the input's gradient (the
+// row kernel, from the cache or not) and the parameters' sums (the column
+// kernel, over more rows than a block's lanes) against the CPU plugin's.
+TEST_F(GpusimRowKernelsTest, LayerNormBackwardRowsInAndBeyondTheRowCacheMatchTheCpu) {
+  expectNative("bp::layer_norm_backward");
+  const OperatorHandle op = Dispatcher::singleton().findOpOrThrow("bp::layer_norm_backward");
+  struct Case {
+    ScalarType dtype;
+    int64_t fits;
+    double atol, rtol;
+  };
+  for (const Case& c : {Case{ScalarType::Float32, 8192, 1e-5, 1e-4}, Case{ScalarType::Float64, 4096, 1e-11, 1e-10},
+                        Case{ScalarType::Float16, 8192, 1e-2, 1e-2}}) {
+    for (int64_t n : {int64_t{5}, int64_t{300}, c.fits, c.fits + 1}) {
+      SCOPED_TRACE(std::string(scalarTypeName(c.dtype)) + " n=" + std::to_string(n));
+      const int64_t rows = n > 1000 ? 3 : 37;
+      const Tensor x = rowsOf(rows, n, c.dtype, 100.0), g = rowsOf(rows, n, c.dtype, -5.0);
+      const Tensor w = rowsOf(1, n, ScalarType::Float32, 0.5).reshape({n});
+      Stack on_cpu{g, x, IValue(std::vector<int64_t>{n}), IValue(w), 1e-5};
+      Stack on_sim{g.to(sim()), x.to(sim()), IValue(std::vector<int64_t>{n}), IValue(w.to(sim())), 1e-5};
+      op.callBoxed(on_cpu);
+      op.callBoxed(on_sim);
+      ASSERT_EQ(on_sim.size(), 3u);
+      for (size_t k = 0; k < 3; ++k) {
+        SCOPED_TRACE("result " + std::to_string(k));
+        EXPECT_EQ(on_sim[k].toTensor().device(), sim());
+        EXPECT_EQ(on_sim[k].toTensor().dtype(), on_cpu[k].toTensor().dtype());
+        // The parameters' sums add `rows` terms of either sign.
+        const double scale = k == 0 ? 1.0 : static_cast<double>(rows);
+        expectClose(on_sim[k].toTensor(), on_cpu[k].toTensor(), c.atol * 100 * scale, c.rtol * 10);
+      }
+    }
+  }
+}
+
 // layer_norm and var of rows with a large offset and a small spread
 // (1000 + 0.01 * u) against a float64 reference over the same float32
 // values: the variance and the deviations must not lose the spread to the
