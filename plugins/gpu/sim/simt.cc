@@ -197,6 +197,11 @@ struct Scheduler {
   void (*run)(const void*) = nullptr;
   const void* bound = nullptr;
   std::exception_ptr kernel_exception;  // thrown by a kernel body; ends the launch
+  // The block's threads after its first run on the host thread's stack
+  // (Note [Blocks without barriers]); the kernel's signature for the
+  // divergence error of a barrier reached then.
+  bool direct = false;
+  std::string_view signature;
 #if defined(BP_GPU_SIM_TSAN)
   void* host_tsan_fiber = nullptr;  // the host thread's TSan context, while a fiber runs
 #endif
@@ -325,8 +330,44 @@ void checkConfiguration(dim3 grid, dim3 block, size_t dynamic_shmem, std::string
   }
 }
 
+// Note [Blocks without barriers]
+// Most kernels (every elementwise loop) never reach a barrier, yet each of
+// their threads cost two fiber switches, and under ASan four announcements
+// of them. So a block's thread 0 runs first, on its fiber; when it finishes
+// without reaching a barrier, no thread of the block may reach one (it
+// would be a divergent barrier: thread 0 exited without reaching it), and
+// threads 1.. run to completion one after another on the host thread's own
+// stack, the order the fiber rounds would have run them in. A thread that
+// does reach a barrier then gets the divergence error the fiber scheduler
+// gives, naming thread 0 as the one that exited.
+void runDirect(Scheduler& s, size_t n) {
+  struct Reset {
+    Scheduler& s;
+    ~Reset() {
+      s.direct = false;
+      s.running = nullptr;
+      t_current_thread = nullptr;
+    }
+  } reset{s};
+  s.direct = true;
+  for (size_t i = 1; i < n; ++i) {
+    Fiber& f = *s.fibers[i];
+    s.running = &f;
+    t_current_thread = &f.thread;
+    s.run(s.bound);
+    f.state = Fiber::State::Finished;
+  }
+}
+
 // Runs one block on fibers [0, n) (Note [SIMT on fibers]).
 void runBlock(Scheduler& s, size_t n, std::string_view signature) {
+  s.signature = signature;
+  enterFiber(s, *s.fibers[0]);
+  if (s.kernel_exception) std::rethrow_exception(std::exchange(s.kernel_exception, nullptr));
+  if (s.fibers[0]->state == Fiber::State::Finished) {
+    runDirect(s, n);
+    return;
+  }
   for (;;) {
     for (size_t i = 0; i < n; ++i) {
       Fiber& f = *s.fibers[i];
@@ -364,6 +405,7 @@ void syncThreads(const char* function, const char* file, int line) {
   f.barrier_function = function;
   f.barrier_file = file;
   f.barrier_line = line;
+  if (s.direct) divergent(s.signature, f, *s.fibers[0]);  // Note [Blocks without barriers]
   leaveFiber(s, f);
 }
 

@@ -9,6 +9,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <numeric>
@@ -115,6 +116,11 @@ __global__ void twoBarrierSites(int* out) {
   out[threadIdx.x] = 1;
 }
 
+__global__ void barrierSkippedByThreadZero(int* out) {
+  if (threadIdx.x > 0) __syncthreads();
+  out[threadIdx.x] = 1;
+}
+
 TEST(Simt, DivergentBarrierIsAnErrorNamingKernelBlockAndThread) {
   std::vector<int> out(32);
   try {
@@ -131,6 +137,20 @@ TEST(Simt, DivergentBarrierIsAnErrorNamingKernelBlockAndThread) {
   } catch (const bp::Error& e) {
     EXPECT_THAT(e.message(), AllOf(HasSubstr("divergent barrier"), HasSubstr("thread (1,0,0) waits at")));
   }
+  // Thread 0 skips the barrier, so the other threads run on the host stack
+  // (Note [Blocks without barriers]); the first that reaches it is reported
+  // the same way, and no thread after it runs.
+  std::fill(out.begin(), out.end(), 0);
+  try {
+    bp_gpu::launch(&barrierSkippedByThreadZero, 1, 8, 0, nullptr, out.data());
+    FAIL() << "a barrier thread 0 skips must be reported";
+  } catch (const bp::Error& e) {
+    EXPECT_THAT(e.message(),
+                AllOf(HasSubstr("divergent barrier"), HasSubstr("barrierSkippedByThreadZero"),
+                      HasSubstr("thread (1,0,0) waits at"), HasSubstr("thread (0,0,0) exited without reaching it")));
+  }
+  EXPECT_EQ(out[0], 1);
+  EXPECT_EQ(std::count(out.begin() + 1, out.end(), 1), 0);
   // The simulator recovers: the next launch on this thread runs normally.
   std::vector<int> in(128, 1), sums(1);
   bp_gpu::launch(&blockSum<128>, 1, 128, 0, nullptr, in.data(), sums.data(), 128);
