@@ -44,8 +44,17 @@ function(backplane_add_test name)
   # with neither) and the tests are most of that build; the code they test
   # (the libraries, the plugins, the tool) keeps both sanitizers, and the
   # programs link both runtimes.
+  #
+  # In every sanitizer build a test program's own code is compiled at -O0:
+  # what it checks is the code under test, which keeps the build's -O1, and
+  # its own code is gtest's macros and reference loops over a few elements.
+  # -O0 compiled ops' elementwise_test.cc under ASan in 10.2 s against
+  # 15.3 s at -O1.
   if(BACKPLANE_SANITIZE MATCHES "undefined" AND BACKPLANE_SANITIZE MATCHES "address")
     target_compile_options(${name} PRIVATE -fno-sanitize=undefined)
+  endif()
+  if(BACKPLANE_SANITIZE AND NOT BACKPLANE_FUZZ AND CMAKE_BUILD_TYPE STREQUAL "RelWithDebInfo")
+    target_compile_options(${name} PRIVATE -O0)
   endif()
   if(NOT ARG_NO_MAIN)
     target_link_libraries(${name} PRIVATE GTest::gtest_main)
