@@ -110,6 +110,7 @@ void init(bp::Library& m) {
   bp_gpu::registerReductionKernels(m, type);
   bp_gpu::registerScanPadKernels(m, type);
   bp_gpu::registerNormKernels(m, type);
+  bp_gpu::registerBackwardKernels(m, type);
   bp_gpu::registerOptimKernels(m, type);
   bp_gpu::registerLinalgKernels(m, type);
   bp_spconv_gpu::registerKernels(m, type);

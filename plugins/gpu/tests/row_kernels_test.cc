@@ -119,6 +119,57 @@ TEST_F(GpusimRowKernelsTest, LayerNormBackwardRowsInAndBeyondTheRowCacheMatchThe
   }
 }
 
+// The backward ops' kernels (plugins/gpu/backward.cu) against the CPU's:
+// (log_)softmax's along the last dim and along dim 0 (neighbouring rows
+// adjacent), short rows and rows longer than a block, and gelu_backward's
+// two forms, with a transposed (non-contiguous) operand.
+TEST_F(GpusimRowKernelsTest, BackwardOpsMatchTheCpu) {
+  for (const char* op : {"bp::_softmax_backward_data", "bp::_log_softmax_backward_data", "bp::gelu_backward"})
+    expectNative(op);
+  auto call = [](const char* op, Stack stack) {
+    Dispatcher::singleton().findOpOrThrow(op).callBoxed(stack);
+    return stack.at(0).toTensor();
+  };
+  struct Case {
+    ScalarType dtype;
+    double atol, rtol;
+  };
+  for (const Case& c : {Case{ScalarType::Float32, 1e-5, 1e-4}, Case{ScalarType::Float64, 1e-12, 1e-10},
+                        Case{ScalarType::Float16, 2e-2, 2e-2}}) {
+    for (int64_t n : {int64_t{5}, int64_t{300}, int64_t{1000}}) {
+      SCOPED_TRACE(std::string(scalarTypeName(c.dtype)) + " n=" + std::to_string(n));
+      const int64_t rows = 7;
+      const Tensor g = rowsOf(rows, n, c.dtype, -5.0);
+      for (int64_t dim : {int64_t{1}, int64_t{0}}) {
+        const Tensor y = softmax(rowsOf(rows, n, ScalarType::Float32, 0.0), dim).to(c.dtype);
+        const Tensor ly = log_softmax(rowsOf(rows, n, ScalarType::Float32, 0.0), dim).to(c.dtype);
+        for (const char* op : {"bp::_softmax_backward_data", "bp::_log_softmax_backward_data"}) {
+          SCOPED_TRACE(std::string(op) + " dim " + std::to_string(dim));
+          const Tensor& out = std::string(op).find("log") != std::string::npos ? ly : y;
+          const Tensor got = call(op, {g.to(sim()), out.to(sim()), dim, c.dtype});
+          EXPECT_EQ(got.device(), sim());
+          expectClose(got, call(op, {g, out, dim, c.dtype}), c.atol * 10, c.rtol * 10);
+        }
+      }
+      const Tensor x = rowsOf(rows, n, c.dtype, -4.0) * 0.5;
+      for (const char* approximate : {"none", "tanh"}) {
+        SCOPED_TRACE(approximate);
+        expectClose(call("bp::gelu_backward", {g.to(sim()), x.to(sim()), std::string(approximate)}),
+                    call("bp::gelu_backward", {g, x, std::string(approximate)}), c.atol * 10, c.rtol * 10);
+        // A transposed operand.
+        const Tensor gt = rowsOf(n, rows, c.dtype, -5.0).t();
+        expectClose(call("bp::gelu_backward", {gt.to(sim()), x.to(sim()), std::string(approximate)}),
+                    call("bp::gelu_backward", {gt, x, std::string(approximate)}), c.atol * 10, c.rtol * 10);
+      }
+    }
+  }
+  // softmax's gradient in the forward's input dtype (dtype=float64 over float32 data).
+  const Tensor g = rowsOf(3, 4, ScalarType::Float32, 1.0), y = softmax(rowsOf(3, 4, ScalarType::Float32, 0.0), 1);
+  const Tensor got = call("bp::_softmax_backward_data", {g.to(sim()), y.to(sim()), int64_t{1}, ScalarType::Float64});
+  EXPECT_EQ(got.dtype(), ScalarType::Float64);
+  expectClose(got, call("bp::_softmax_backward_data", {g, y, int64_t{1}, ScalarType::Float64}), 1e-6, 1e-5);
+}
+
 // layer_norm and var of rows with a large offset and a small spread
 // (1000 + 0.01 * u) against a float64 reference over the same float32
 // values: the variance and the deviations must not lose the spread to the

@@ -1,0 +1,165 @@
+// The GPU plugins' kernels for the backward ops that derivative formulas
+// call (Note [Backward ops] in dispatcher/ops/src/backward.cc): gelu_backward
+// as one elementwise pass, _softmax_backward_data and
+// _log_softmax_backward_data as one row kernel (Note [GPU row reductions]).
+// The host's meta kernels have checked that the gradient and the other
+// operand have one shape, dtype and device; each kernel computes in the
+// dtype's opmath type (float for float16, bfloat16 and float32), as the
+// forward kernels do. (layer_norm_backward is in norm.cu, beside
+// layer_norm.)
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+
+#include "block_reduce.cuh"
+#include "kernel_args.h"
+#include "kernels.h"
+#include "loops.cuh"
+
+namespace bp_gpu {
+namespace {
+
+const std::initializer_list<ScalarType> kFloatDtypes = {ScalarType::Float16, ScalarType::BFloat16, ScalarType::Float32,
+                                                        ScalarType::Float64};
+
+// grad * d/dx gelu(x): cdf(x) + x * pdf(x), or the derivative of the tanh form.
+template <class T>
+struct GeluBackwardFn {
+  bool tanh_form;
+  BP_GPU_HD T operator()(T grad, T self) const {
+    using M = opmath_t<T>;
+    const M g = load(grad), x = load(self);
+    if (tanh_form) {
+      const M beta = M(0.7978845608028654), kappa = M(0.044715);
+      const M x2 = x * x;
+      const M t = math::tanh(beta * (x + kappa * x2 * x));
+      return store<T>(g * (M(0.5) * (M(1) + t) + M(0.5) * x * (M(1) - t * t) * beta * (M(1) + M(3) * kappa * x2)));
+    }
+    const M cdf = M(0.5) * (M(1) + math::erf(x * M(0.7071067811865476)));
+    const M pdf = math::exp(M(-0.5) * x * x) * M(0.3989422804014327);
+    return store<T>(g * (cdf + x * pdf));
+  }
+};
+
+bp::Tensor gelu_backward(const bp::Tensor& grad_output, const bp::Tensor& self, std::string_view approximate) {
+  static constexpr const char* kOp = "bp::gelu_backward";
+  checkDtype(kOp, grad_output, "grad_output", kFloatDtypes);
+  const bp::Device device = callDevice(kOp, grad_output, "grad_output");
+  checkOnDevice(kOp, self, "self", device);
+  bp::Tensor out = bp::Tensor::empty(grad_output.sizes(), grad_output.dtype(), device);
+  if (out.numel() == 0) return out;
+  const bool tanh_form = approximate == "tanh";
+  visitDtype(out.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (kIsFloating<T>) {
+      launchElementwise(makeOffsetCalculator<3>(kOp, out.sizes(), {&out, &grad_output, &self}), out.numel(),
+                        device.index, static_cast<T*>(out.data_ptr()), GeluBackwardFn<T>{tanh_form},
+                        Operand<T>{static_cast<const T*>(grad_output.data_ptr()), {}},
+                        Operand<T>{static_cast<const T*>(self.data_ptr()), {}});
+    }
+  });
+  return out;
+}
+
+// One row of (log_)softmax's input gradient along `dim`: the row's
+// sum(grad * y) (softmax) or sum(grad) (log_softmax), then
+// (grad - sum) * y or grad - exp(y) * sum. `grad` and `y` are contiguous
+// and of one shape, so the rows' offsets in both are the first of each pair.
+struct SoftmaxBackwardArgs {
+  OffsetCalculator<2> rows;  // {grad and y offset, out offset} of row r's first element
+  int64_t num_rows, n, in_stride, out_stride;
+  bool log, slots_fastest;
+};
+
+template <class T>
+__global__ void softmaxBackwardKernel(SoftmaxBackwardArgs args, const T* grad, const T* y, T* out) {
+  using V = opmath_t<T>;
+  __shared__ V shared[kReduceThreads];
+  const RowLane t = rowLane(args.slots_fastest);
+  for (int64_t first = firstRow(t); first < args.num_rows; first += rowStep(t)) {
+    const int64_t r = first + t.slot;
+    const bool valid = r < args.num_rows;
+    const Offsets<2> at = valid ? args.rows.get(r) : Offsets<2>{};
+    const T* g = grad + at.v[0];
+    const T* yr = y + at.v[0];
+    V sum = 0;
+    if (valid) {
+      for (int64_t j = t.lane; j < args.n; j += t.lanes) {
+        const int64_t k = j * args.in_stride;
+        sum += args.log ? load(g[k]) : load(g[k]) * load(yr[k]);
+      }
+    }
+    sum = blockCombine(sum, shared, t, SumOf<V>{});
+    if (!valid) continue;
+    T* o = out + at.v[1];
+    for (int64_t j = t.lane; j < args.n; j += t.lanes) {
+      const int64_t k = j * args.in_stride;
+      const V gv = load(g[k]), yv = load(yr[k]);
+      o[j * args.out_stride] = store<T>(args.log ? gv - math::exp(yv) * sum : (gv - sum) * yv);
+    }
+  }
+}
+
+bp::Tensor softmaxBackward(const char* op, bool log, const bp::Tensor& grad_output, const bp::Tensor& output,
+                           int64_t dim, ScalarType input_dtype) {
+  checkDtype(op, grad_output, "grad_output", kFloatDtypes);
+  const bp::Device device = callDevice(op, grad_output, "grad_output");
+  checkOnDevice(op, output, "output", device);
+  const bp::Tensor& g = grad_output;
+  const bp::Tensor& y = output;
+  // Both dense, so that one offset addresses an element of either.
+  auto dense = [&](const bp::Tensor& t, bp::Tensor& holder) -> const bp::Tensor& {
+    if (t.is_contiguous()) return t;
+    holder = bp::Tensor::empty(t.sizes(), t.dtype(), device);
+    copyCast(op, holder, t);
+    return holder;
+  };
+  bp::Tensor g_holder, y_holder;
+  const bp::Tensor& gd = dense(g, g_holder);
+  const bp::Tensor& yd = dense(y, y_holder);
+  bp::Tensor out = bp::Tensor::empty(g.sizes(), g.dtype(), device);
+  if (out.numel() > 0) {
+    const int64_t nd = g.dim();
+    const int64_t d = nd == 0 ? 0 : (dim < 0 ? dim + nd : dim);
+    const LinesAlong l = linesAlong(op, gd, out, d);
+    SoftmaxBackwardArgs args{l.lines, l.count, l.len, l.in_step, l.out_step, log, false};
+    // Rows along a dim other than the last: neighbouring rows are adjacent.
+    args.slots_fastest = args.in_stride != 1 && args.rows.strides[0][0] == 1 && args.rows.sizes[0] > 1;
+    int lanes = lanesFor(args.n);
+    if (args.slots_fastest) lanes = std::min(lanes, kReduceThreads / std::min(32, lanesFor(args.rows.sizes[0])));
+    visitDtype(out.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      if constexpr (kIsFloating<T>) {
+        launchRows(&softmaxBackwardKernel<T>, args.num_rows, lanes, args.slots_fastest, 0, device.index, args,
+                   static_cast<const T*>(gd.data_ptr()), static_cast<const T*>(yd.data_ptr()),
+                   static_cast<T*>(out.data_ptr()));
+      }
+    });
+  }
+  // The gradient in the forward's input dtype (a softmax over dtype= differentiates back to it).
+  if (input_dtype == out.dtype()) return out;
+  bp::Tensor converted = bp::Tensor::empty(out.sizes(), input_dtype, device);
+  copyCast(op, converted, out);
+  return converted;
+}
+
+bp::Tensor softmax_backward_data(const bp::Tensor& grad_output, const bp::Tensor& output, int64_t dim,
+                                 ScalarType input_dtype) {
+  return softmaxBackward("bp::_softmax_backward_data", false, grad_output, output, dim, input_dtype);
+}
+bp::Tensor log_softmax_backward_data(const bp::Tensor& grad_output, const bp::Tensor& output, int64_t dim,
+                                     ScalarType input_dtype) {
+  return softmaxBackward("bp::_log_softmax_backward_data", true, grad_output, output, dim, input_dtype);
+}
+
+}  // namespace
+
+void registerBackwardKernels(bp::Library& m, int32_t type) {
+  m.impl("gelu_backward", type, &gelu_backward);
+  m.impl("_softmax_backward_data", type, &softmax_backward_data);
+  m.impl("_log_softmax_backward_data", type, &log_softmax_backward_data);
+}
+
+}  // namespace bp_gpu
