@@ -333,6 +333,18 @@ bp::Tensor addmm_out(const bp::Tensor& self, const bp::Tensor& mat1, const bp::T
   const bool use_beta = beta.toDouble() != 0;
   const bool in_place =
       self.data_ptr() == out.data_ptr() && self.sizes() == out.sizes() && self.strides() == out.strides();
+  // linear's form (alpha and beta 1, self a dense row or a scalar): oneDNN
+  // adds self as its bias argument in the product's own pass over out,
+  // instead of a copy of self into out first. (oneDNN's output scale would
+  // scale the bias too, so another alpha takes the general path.)
+  const bool row_bias =
+      self.dtype() == out.dtype() &&
+      (self.numel() == 1 || (self.size(-1) == C.cols && self.stride(-1) == 1 && self.numel() == C.cols));
+  if (use_beta && !in_place && beta.toDouble() == 1.0 && alpha.toDouble() == 1.0 && row_bias && mat1.size(1) > 0 &&
+      dnnlNative(out.dtype())) {
+    gemmDnnl(matOf(mat1), matOf(mat2), C, out.dtype(), 1.0f, 0.0f, self.data_ptr(), self.numel());
+    return out;
+  }
   if (use_beta && !in_place) {
     // self broadcast to [rows, cols]: missing or size-1 dimensions get stride 0.
     auto strideOf = [&](int64_t d) {  // d: 0 rows, 1 cols

@@ -366,7 +366,7 @@ TEST(Addmm, BroadcastSelfAndScalars) {
   for (ScalarType dtype : kAllDtypes) {
     const bool floating = isFloatingType(dtype);
     const std::vector<std::pair<double, double>> scalars =
-        floating ? std::vector<std::pair<double, double>>{{1, 1}, {0.5, 2}, {0, -1.5}, {-1, 0.25}}
+        floating ? std::vector<std::pair<double, double>>{{1, 1}, {1, 2}, {0.5, 2}, {0, -1.5}, {-1, 0.25}}
                  : std::vector<std::pair<double, double>>{{1, 1}, {2, 3}, {0, -1}};
     for (const auto& ss : self_shapes) {
       for (auto [beta, alpha] : scalars) {
