@@ -1,6 +1,8 @@
 #include "backplane/dispatch/ivalue.h"
 
+#include <memory>
 #include <sstream>
+#include <vector>
 
 #include "backplane/core/error.h"
 
@@ -97,5 +99,47 @@ std::string IValue::str() const {
       v_);
   return os.str();
 }
+
+// Note [Scratch stacks] (kernel_function.h).
+namespace detail {
+namespace {
+constexpr size_t kKeptPerThread = 16;  // deeper nesting than this is rare
+// Set when the thread's pool is destroyed at thread exit: a call made by a
+// later thread-exit destructor then boxes into a stack of its own.
+thread_local bool t_scratch_gone = false;
+struct ScratchPool {
+  std::vector<std::unique_ptr<Stack>> free;
+  ScratchPool() { free.reserve(kKeptPerThread); }
+  ~ScratchPool() { t_scratch_gone = true; }
+};
+thread_local ScratchPool t_scratch;
+}  // namespace
+
+Stack* acquireScratchStack() {
+  if (!t_scratch_gone) {
+    ScratchPool& pool = t_scratch;
+    if (!pool.free.empty()) {
+      Stack* s = pool.free.back().release();
+      pool.free.pop_back();
+      return s;
+    }
+  }
+  auto s = std::make_unique<Stack>();
+  s->reserve(8);
+  return s.release();
+}
+
+void releaseScratchStack(Stack* stack) noexcept {
+  stack->clear();
+  if (!t_scratch_gone) {
+    ScratchPool& pool = t_scratch;
+    if (pool.free.size() < kKeptPerThread) {  // within the reserved capacity: no allocation
+      pool.free.emplace_back(stack);
+      return;
+    }
+  }
+  delete stack;
+}
+}  // namespace detail
 
 }  // namespace backplane

@@ -196,6 +196,26 @@ struct IsCompileTimeFunction : std::false_type {};
 template <auto Fn>
 struct IsCompileTimeFunction<CompileTimeFunction<Fn>> : std::true_type {};
 
+// Note [Scratch stacks]
+// An unboxed call of a kernel that is only boxed (the Autograd fallback, a
+// plugin's boxed kernel) boxes its arguments into a Stack. Each thread keeps
+// a few such stacks and reuses them, so that boxing allocates nothing once
+// a thread has made a call as deep as the current one. The stack comes back
+// emptied (its IValues released) whether the call returns or throws.
+Stack* acquireScratchStack();
+void releaseScratchStack(Stack* stack) noexcept;
+class ScratchStack {
+ public:
+  ScratchStack() : stack_(acquireScratchStack()) {}
+  ~ScratchStack() { releaseScratchStack(stack_); }
+  ScratchStack(const ScratchStack&) = delete;
+  ScratchStack& operator=(const ScratchStack&) = delete;
+  Stack& get() { return *stack_; }
+
+ private:
+  Stack* stack_;
+};
+
 template <typename Ret>
 Ret popReturn(const OperatorHandle& op, Stack& stack) {
   constexpr size_t n = ReturnTraits<Ret>::count;
@@ -305,8 +325,8 @@ class KernelFunction {
       using Fn = Ret (*)(OperatorKernel*, DispatchKeySet, Args...);
       return reinterpret_cast<Fn>(unboxed_)(functor_.get(), ks, args...);
     }
-    Stack stack;
-    stack.reserve(sizeof...(Args));
+    detail::ScratchStack scratch;  // Note [Scratch stacks]
+    Stack& stack = scratch.get();
     (detail::ArgTraits<std::decay_t<Args>>::push(stack, args), ...);
     boxed_(functor_.get(), op, ks, &stack);
     return detail::popReturn<Ret>(op, stack);
