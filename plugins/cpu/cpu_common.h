@@ -67,4 +67,8 @@ using bp_common::visitItemSize;
 // CpuStorage (the SDK's 16-bit types), visitDtype(t, f) and visitAnyDtype(t, f).
 BP_COMMON_DTYPE_VISITORS(CpuStorage, bp::Half, bp::BFloat16, "cpu")
 
+// gelu_backward through oneDNN where it applies (elementwise.cc, Note [oneDNN
+// gelu]): float32, dense, large; false if not (nothing written).
+bool geluBackwardDnnl(bool tanh_form, const bp::Tensor& grad, const bp::Tensor& x, const bp::Tensor& out);
+
 }  // namespace bp_cpu

@@ -321,6 +321,25 @@ bool geluDnnl(bool tanh_form, const bp::Tensor& a, const bp::Tensor& out) {
   return true;
 }
 
+const dnnl::eltwise_backward* dnnlGeluBackward(bool tanh_form, int64_t n) {
+  const std::array<int64_t, 2> key{tanh_form, n};
+  const auto& prim = dnnl_util::cachedPerThread(key, 64, [&] {
+    std::optional<dnnl::eltwise_backward> made;
+    try {
+      const dnnl::algorithm alg = tanh_form ? dnnl::algorithm::eltwise_gelu_tanh : dnnl::algorithm::eltwise_gelu_erf;
+      const dnnl::memory::desc md({n}, dnnl::memory::data_type::f32, dnnl::memory::dims{1});
+      const dnnl::eltwise_forward::primitive_desc hint({dnnl::prop_kind::forward_training, alg, md, 0.f, 0.f},
+                                                       dnnl_util::engine());
+      const dnnl::eltwise_backward::primitive_desc pd({alg, md, md, 0.f, 0.f}, dnnl_util::engine(), hint);
+      if (!dnnl_util::isReference(pd)) made.emplace(pd);
+    } catch (const dnnl::error&) {
+      // No such kernel in this oneDNN build: the loop runs.
+    }
+    return made;
+  });
+  return prim ? &*prim : nullptr;
+}
+
 bp::Tensor gelu_out(const bp::Tensor& self, std::string_view approximate, const bp::Tensor& out) {
   // The host's rule has checked `approximate`; this guards direct callers.
   const bool tanh_form = approximate == "tanh";
@@ -439,6 +458,25 @@ bp::Tensor where_out(const bp::Tensor& condition, const bp::Tensor& self, const 
 }  // namespace
 
 namespace bp_cpu {
+
+// gelu_backward's float32 form through oneDNN (Note [oneDNN gelu]): the
+// same formula, vectorised; false when it does not apply (nothing written).
+bool geluBackwardDnnl(bool tanh_form, const bp::Tensor& grad, const bp::Tensor& x, const bp::Tensor& out) {
+  const int64_t n = out.numel();
+  if (out.dtype() != ScalarType::Float32 || grad.dtype() != ScalarType::Float32 || x.dtype() != ScalarType::Float32)
+    return false;
+  if (n < kDnnlGeluMinNumel || !grad.is_contiguous() || !x.is_contiguous() || !out.is_contiguous()) return false;
+  const dnnl::eltwise_backward* prim = dnnlGeluBackward(tanh_form, n);
+  if (prim == nullptr) return false;
+  const dnnl::memory::desc md({n}, dnnl::memory::data_type::f32, dnnl::memory::dims{1});
+  const dnnl::engine& eng = dnnl_util::engine();
+  dnnl::memory src(md, eng, x.data_ptr()), diff_dst(md, eng, grad.data_ptr()), diff_src(md, eng, out.data_ptr());
+  ThreadScope threads;
+  dnnl::stream& s = dnnl_util::stream();
+  prim->execute(s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_DIFF_SRC, diff_src}});
+  s.wait();
+  return true;
+}
 
 void registerElementwiseKernels(bp::Library& m) {
   // add, sub, mul and div bound at compile time: the tiny-tensor path.

@@ -832,6 +832,7 @@ bp::Tensor gelu_backward(const bp::Tensor& grad_output, const bp::Tensor& self, 
   const bp::Tensor g = contiguous(grad_output), x = contiguous(self);
   bp::Tensor out = bp::Tensor::empty(g.sizes(), g.dtype(), kCpuDevice);
   const bool tanh_form = approximate == "tanh";
+  if (geluBackwardDnnl(tanh_form, g, x, out)) return out;
   if (g.dtype() == ScalarType::Float32)
     geluBackwardLoop<float>(g.data_ptr<float>(), x.data_ptr<float>(), out.data_ptr<float>(), out.numel(), tanh_form);
   else
@@ -869,6 +870,7 @@ bp::Tensor embedding_dense_backward(const bp::Tensor& grad_output, const bp::Ten
   checkCpu(kOp, grad_output, "grad_output");
   checkCpu(kOp, indices, "indices");
   checkDtype(kOp, indices, "indices", {ScalarType::Int32, ScalarType::Int64});
+  checkDtype(kOp, grad_output, "grad_output", {ScalarType::Float32, ScalarType::Float64});
   ThreadScope threads;
   const bp::Tensor g = contiguous(grad_output), idx = contiguous(indices);
   const int64_t dim = g.dim() == 0 ? 1 : g.size(g.dim() - 1);
@@ -991,7 +993,11 @@ void registerNNKernels(bp::Library& m) {
   m.impl("gelu_backward", kCpu, &gelu_backward, kFloat32And64);
   m.impl("_softmax_backward_data", kCpu, &softmax_backward_data, kFloat32And64);
   m.impl("_log_softmax_backward_data", kCpu, &log_softmax_backward_data, kFloat32And64);
-  m.impl("embedding_dense_backward", kCpu, &embedding_dense_backward, kFloat32And64);
+  // A declared set covers every tensor argument (Note [Declared dtypes]):
+  // the gradient's float32/float64 and the indices' int32/int64 (the kernel
+  // checks which is which).
+  m.impl("embedding_dense_backward", kCpu, &embedding_dense_backward,
+         bp::Dtypes{ScalarType::Float32, ScalarType::Float64, ScalarType::Int32, ScalarType::Int64});
   m.impl("layer_norm_backward", kCpu, &layer_norm_backward, kFloat32And64);
   m.impl("conv2d", kCpu, &conv2d);
   m.impl("max_pool2d", kCpu, &max_pool2d);

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "backplane/ops/ops.h"
+#include "backplane/runtime/profiler.h"
 #include "ops_test_util.h"
 #include "test_device.h"
 
@@ -783,24 +784,36 @@ TEST(NNBackwardOps, SoftmaxAndLogSoftmaxBackwardMatchTheReference) {
   }
 }
 
+// gelu_backward against the formula in double: 4 elements (the CPU's loop)
+// and, for float32, 10,000 over [-8, 8) (oneDNN's kernel, Note [oneDNN gelu]).
 TEST(NNBackwardOps, GeluBackwardMatchesTheReference) {
-  const std::vector<double> g = {1, -2, 0.5, 3}, x = {-1.5, 0, 0.7, 2.5};
-  for (ScalarType dt : {ScalarType::Float32, ScalarType::Float64, ScalarType::BFloat16}) {
-    const std::vector<double> none =
-        callT("gelu_backward", {fromDoubles(g, {4}, dt), fromDoubles(x, {4}, dt), std::string("none")})
-            .toVector<double>();
-    const std::vector<double> tanh_form =
-        callT("gelu_backward", {fromDoubles(g, {4}, dt), fromDoubles(x, {4}, dt), std::string("tanh")})
-            .toVector<double>();
-    const double tol = dt == ScalarType::BFloat16 ? 3e-2 : 1e-5;
-    for (size_t i = 0; i < 4; ++i) {
-      const double v = x[i];
-      const double want =
-          g[i] * (0.5 * (1 + std::erf(v / std::sqrt(2.0))) + v * std::exp(-v * v / 2) / std::sqrt(2 * M_PI));
-      const double k = std::sqrt(2 / M_PI), t = std::tanh(k * (v + 0.044715 * v * v * v));
-      const double want_tanh = g[i] * (0.5 * (1 + t) + 0.5 * v * (1 - t * t) * k * (1 + 3 * 0.044715 * v * v));
-      EXPECT_NEAR(none[i], want, tol * std::max(1.0, std::abs(want))) << scalarTypeName(dt);
-      EXPECT_NEAR(tanh_form[i], want_tanh, tol * std::max(1.0, std::abs(want_tanh))) << scalarTypeName(dt);
+  for (int64_t n : {int64_t{4}, int64_t{10000}}) {
+    std::vector<double> g(static_cast<size_t>(n)), x(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      x[static_cast<size_t>(i)] = n == 4 ? std::vector<double>{-1.5, 0, 0.7, 2.5}[static_cast<size_t>(i)]
+                                         : -8.0 + 16.0 * static_cast<double>(i) / static_cast<double>(n);
+      g[static_cast<size_t>(i)] =
+          n == 4 ? std::vector<double>{1, -2, 0.5, 3}[static_cast<size_t>(i)] : 1.0 + static_cast<double>(i % 7) / 7.0;
+    }
+    for (ScalarType dt : {ScalarType::Float32, ScalarType::Float64, ScalarType::BFloat16}) {
+      if (n > 4 && dt != ScalarType::Float32) continue;
+      const std::vector<double> none =
+          callT("gelu_backward", {fromDoubles(g, {n}, dt), fromDoubles(x, {n}, dt), std::string("none")})
+              .toVector<double>();
+      const std::vector<double> tanh_form =
+          callT("gelu_backward", {fromDoubles(g, {n}, dt), fromDoubles(x, {n}, dt), std::string("tanh")})
+              .toVector<double>();
+      const double tol = dt == ScalarType::BFloat16 ? 3e-2 : 1e-5;
+      for (size_t i = 0; i < static_cast<size_t>(n); ++i) {
+        const double v = dt == ScalarType::Float64 ? x[i] : static_cast<double>(static_cast<float>(x[i]));
+        const double want =
+            g[i] * (0.5 * (1 + std::erf(v / std::sqrt(2.0))) + v * std::exp(-v * v / 2) / std::sqrt(2 * M_PI));
+        const double k = std::sqrt(2 / M_PI), t = std::tanh(k * (v + 0.044715 * v * v * v));
+        const double want_tanh = g[i] * (0.5 * (1 + t) + 0.5 * v * (1 - t * t) * k * (1 + 3 * 0.044715 * v * v));
+        ASSERT_NEAR(none[i], want, tol * std::max(1.0, std::abs(want))) << scalarTypeName(dt) << " x=" << v;
+        ASSERT_NEAR(tanh_form[i], want_tanh, tol * std::max(1.0, std::abs(want_tanh)))
+            << scalarTypeName(dt) << " x=" << v;
+      }
     }
   }
 }
@@ -831,6 +844,17 @@ TEST(NNBackwardOps, EmbeddingDenseBackwardSumsRowsByIndex) {
         }
       }
     }
+  }
+  // The CPU plugin's kernel serves float32 with int64 and int32 indices
+  // (its declared dtypes name both kinds), not the composite.
+  for (ScalarType it : {ScalarType::Int64, ScalarType::Int32}) {
+    Profiler profiler;
+    callT("embedding_dense_backward",
+          {fromDoubles(g, {5, 2}, ScalarType::Float32), fromDoubles(idx, {5}, it), int64_t{4}, int64_t{-1}, false});
+    profiler.stop();
+    const OpStats* row = profiler.report().find("bp::embedding_dense_backward", DispatchKey::CPU);
+    ASSERT_NE(row, nullptr);
+    EXPECT_EQ(row->native_calls, 1u) << scalarTypeName(it) << "\n" << profiler.report().table();
   }
   // The host's rule: grad_output must be indices' shape plus one dim.
   EXPECT_THAT(errorOf([&] {
