@@ -29,23 +29,56 @@ const OpDerivative& lookupDerivative(const OperatorHandle& op) {
   return kUndeclared;
 }
 
+// What a node of a declaration keeps (Note [What a node saves]): bit i of
+// `unsaved` set for an argument its formulas never read; `results`, whether
+// they read the results.
+struct SavePlan {
+  uint64_t unsaved = 0;
+  bool results = true;
+};
+
+SavePlan savePlanOf(const OpDerivative& d, const FunctionSchema& schema) {
+  SavePlan plan;
+  if (d.saves == nullptr) return plan;
+  const auto& args = schema.arguments();
+  uint64_t named = 0;
+  plan.results = false;
+  forEachListedName(d.saves, [&](std::string_view name) {
+    if (name == "result") {
+      plan.results = true;
+      return;
+    }
+    auto it = std::find_if(args.begin(), args.end(), [&](const Argument& a) { return a.name == name; });
+    BP_INTERNAL_ASSERT(it != args.end(), schema.name().qualifiedName(), ": its derivative declaration saves '", name,
+                       "', which its schema ", schema.toString(), " does not have");
+    const size_t i = static_cast<size_t>(it - args.begin());
+    if (i < 64) named |= uint64_t{1} << i;
+  });
+  plan.unsaved = ~named;
+  return plan;
+}
+
 // The declaration a call of `op` on device type `device` uses: one
-// declared for it (Note [Declared derivatives]), else lookupDerivative's.
-// Cached per thread by operator and device type (no lock, and no string
-// built on the hot path); the cache is dropped when any declaration
-// changes. A standard-table entry is held without ownership: the table
-// lives as long as the process.
+// declared for it (Note [Declared derivatives]), else lookupDerivative's,
+// with what its nodes save. Cached per thread by operator and device type
+// (no lock, and no string built on the hot path); the cache is dropped when
+// any declaration changes. A standard-table entry is held without
+// ownership: the table lives as long as the process.
 //
 // The result refers into the cache (node-based: stable while other entries
-// are added); the caller copies it into the node it makes before any op of
-// its own runs, since a nested call may renew the cache.
-const std::shared_ptr<const OpDerivative>& derivativeOf(const OperatorHandle& op, DeviceType device) {
+// are added); the caller copies what it keeps into the node it makes before
+// any op of its own runs, since a nested call may renew the cache.
+struct Declared {
+  std::shared_ptr<const OpDerivative> derivative;
+  SavePlan plan;
+};
+const Declared& derivativeOf(const OperatorHandle& op, DeviceType device) {
   struct Cache {
     uint64_t generation = 0;
-    absl::node_hash_map<std::pair<const OperatorEntry*, int>, std::shared_ptr<const OpDerivative>> map;
+    absl::node_hash_map<std::pair<const OperatorEntry*, int>, Declared> map;
     // The last lookup's answer: an op called in a loop skips the map.
     std::pair<const OperatorEntry*, int> last_key{nullptr, 0};
-    const std::shared_ptr<const OpDerivative>* last = nullptr;
+    const Declared* last = nullptr;
   };
   thread_local Cache cache;
   const uint64_t generation = declaredDerivativesGeneration();
@@ -56,10 +89,14 @@ const std::shared_ptr<const OpDerivative>& derivativeOf(const OperatorHandle& op
     cache.map.clear();
     cache.generation = generation;
   }
-  auto [it, inserted] = cache.map.try_emplace(key, nullptr);
-  if (inserted) {
-    it->second = declaredDerivative(op.operatorName().qualifiedName(), device);
-    if (!it->second) it->second = std::shared_ptr<const OpDerivative>(std::shared_ptr<void>(), &lookupDerivative(op));
+  auto it = cache.map.find(key);
+  if (it == cache.map.end()) {
+    Declared d;
+    d.derivative = declaredDerivative(op.operatorName().qualifiedName(), device);
+    if (!d.derivative)
+      d.derivative = std::shared_ptr<const OpDerivative>(std::shared_ptr<void>(), &lookupDerivative(op));
+    d.plan = savePlanOf(*d.derivative, op.schema());
+    it = cache.map.emplace(key, std::move(d)).first;
   }
   cache.last_key = key;
   cache.last = &it->second;
@@ -110,8 +147,8 @@ std::string firstRequiringGrad(const FunctionSchema& schema, const Stack& stack,
 }
 
 void autogradKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks, Stack* stack) {
-  const std::shared_ptr<const OpDerivative>& declared = derivativeOf(op, callDeviceType(ks));
-  const OpDerivative& d = *declared;
+  const Declared& declared = derivativeOf(op, callDeviceType(ks));
+  const OpDerivative& d = *declared.derivative;
   const FunctionSchema& schema = op.schema();
   // Built only where needed: errors, the composite's lookup, a not_implemented node.
   auto qualified = [&op] { return op.operatorName().qualifiedName(); };
@@ -135,14 +172,18 @@ void autogradKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks
     default: break;
   }
 
-  // Formula, Inplace, NotImplemented: the edges to the inputs' nodes.
-  // One allocation each (an argument is usually one tensor; lists grow them).
-  std::vector<Edge> edges;
-  std::vector<std::pair<size_t, size_t>> slots;
-  std::vector<TensorMeta> metas;
-  edges.reserve(n);
-  slots.reserve(n);
-  metas.reserve(n);
+  // Formula, Inplace, NotImplemented: the edges to the inputs' nodes. A
+  // formula's node is made first and filled in place (its vectors are
+  // inline for one or two tensor arguments: no allocation but the node's).
+  std::shared_ptr<FormulaNode> formula_node;
+  if (d.kind != Differentiability::NotImplemented)
+    formula_node = std::make_shared<FormulaNode>(op, declared.derivative);
+  Node::Edges edges_here;
+  FormulaNode::EdgeSlots slots_here;
+  FormulaNode::InputMetas metas_here;
+  Node::Edges& edges = formula_node ? formula_node->next_edges : edges_here;
+  FormulaNode::EdgeSlots& slots = formula_node ? formula_node->edge_slots_ : slots_here;
+  FormulaNode::InputMetas& metas = formula_node ? formula_node->input_meta_ : metas_here;
   uint64_t needs = 0;
   // The arguments the op writes: the dispatcher's mask (Note [Version counters]).
   const uint64_t written_mask = op.entry().writtenArguments();
@@ -154,7 +195,10 @@ void autogradKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks
     if (e.valid() && i < 64) needs |= uint64_t{1} << i;
     edges.push_back(std::move(e));
     slots.emplace_back(i, j);
-    metas.push_back(t.defined() ? TensorMeta::of(t) : TensorMeta{});
+    if (t.defined())
+      metas.push_back(TensorMeta::of(t));
+    else
+      metas.emplace_back();
   });
 
   // Which argument the op writes (self of an in-place op; the last, if several), if any.
@@ -178,25 +222,35 @@ void autogradKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks
   }
 
   std::shared_ptr<Node> node;
-  FormulaNode* formula = nullptr;
-  if (d.kind == Differentiability::NotImplemented) {
+  FormulaNode* formula = formula_node.get();
+  if (!formula_node) {
     std::vector<std::pair<std::string, Device>> needed;
     for (size_t e = 0; e < edges.size(); ++e)
       if (edges[e].valid()) needed.emplace_back(schema.arguments()[slots[e].first].name, metas[e].device);
     node = std::make_shared<NotImplementedNode>(qualified(), d.note, std::move(needed));
+    node->next_edges = std::move(edges);
   } else {
-    auto f = std::make_shared<FormulaNode>(op, declared);
-    formula = f.get();
-    node = f;
-    f->arguments_.assign(stack->begin() + static_cast<std::ptrdiff_t>(base), stack->end());
-    f->saved_tensors_.reserve(n);
+    FormulaNode* f = formula;
+    node = std::move(formula_node);
+    const uint64_t unsaved = declared.plan.unsaved;
+    for (size_t i = 0; i < n; ++i) {
+      const IValue& v = (*stack)[base + i];
+      if (i < 64 && ((unsaved >> i) & 1) && (v.isTensor() || v.isTensorList())) {
+        f->arguments_.emplace_back();
+        f->unsaved_mask_ |= uint64_t{1} << i;
+      } else {
+        f->arguments_.push_back(v);
+      }
+    }
     const TensorBase written_before_tensor = written ? (*stack)[base + *written].toTensor() : TensorBase();
     const TensorImpl* written_before = written_before_tensor.unsafeGetImpl();
     Tensor written_clone;
     // Tensors are saved as aliases without autograd state; the written
-    // argument as its value before the write.
+    // argument as its value before the write. A tensor the formulas never
+    // read is not kept at all.
     for (size_t i = 0; i < n; ++i) {
       IValue& v = f->arguments_[i];
+      if (!v.isTensor() && !v.isTensorList()) continue;
       if (v.isTensor() && v.toTensor().defined()) {
         const TensorBase& t = v.toTensor();
         SavedTensor s;
@@ -224,11 +278,9 @@ void autogradKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks
         v = IValue(std::move(l));
       }
     }
-    f->edge_slots_ = slots;
-    f->input_meta_ = metas;
+    f->saves_results_ = declared.plan.results;
     f->needs_mask_ = needs;
   }
-  node->next_edges = std::move(edges);
   absl::InlinedVector<const TensorImpl*, 4> input_impls;
   forEachTensorArgument(*stack, n,
                         [&](size_t, size_t, const TensorBase& t) { input_impls.push_back(t.unsafeGetImpl()); });
@@ -244,23 +296,26 @@ void autogradKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks
     const IValue& v = (*stack)[rbase + r];
     if (!v.isTensor() || !v.toTensor().defined()) continue;
     const TensorBase& t = v.toTensor();
-    node->result_meta[r] = TensorMeta::of(t);
-    if (formula) {
+    if (formula && formula->saves_results_) {
       SavedTensor s;
       s.save(t);
       formula->results_.push_back(s.data);
       formula->saved_results_.push_back(std::move(s));
     }
-    if ((d.nondifferentiable_results >> r) & 1) continue;
-    if (!isFloating(t.dtype())) continue;
+    if (((d.nondifferentiable_results >> r) & 1) || !isFloating(t.dtype())) {
+      node->result_meta[r] = TensorMeta::of(t);
+      continue;
+    }
     // A result that is an input itself (to() without a copy) keeps its own
     // history, unless the op wrote it (an in-place op's self).
     const bool is_written = written && t.unsafeGetImpl() == written_impl;
-    if (!is_written && std::find(input_impls.begin(), input_impls.end(), t.unsafeGetImpl()) != input_impls.end())
+    if (!is_written && std::find(input_impls.begin(), input_impls.end(), t.unsafeGetImpl()) != input_impls.end()) {
+      node->result_meta[r] = TensorMeta::of(t);
       continue;
-    setHistory(t, node, static_cast<uint32_t>(r));
+    }
+    setHistory(t, node, static_cast<uint32_t>(r));  // sets result_meta[r]
   }
-  if (formula) {
+  if (formula && formula->saves_results_) {
     // Results saved after the call: results_ indexes by return position.
     while (formula->results_.size() < num_results) formula->results_.emplace_back();
   }

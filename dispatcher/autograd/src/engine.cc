@@ -82,7 +82,7 @@ std::vector<Tensor> runGraph(const std::vector<Edge>& roots, const std::vector<T
   absl::flat_hash_map<Node*, std::vector<Tensor>> buffers;
   auto bufferOf = [&](Node* n) -> std::vector<Tensor>& {
     auto& b = buffers[n];
-    if (b.size() < n->result_meta.size()) b.resize(n->result_meta.size());
+    if (b.size() < n->numResults()) b.resize(n->numResults());
     return b;
   };
   auto newer = [](const std::shared_ptr<Node>& a, const std::shared_ptr<Node>& b) {

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "backplane/autograd/autograd.h"
 #include "backplane/core/tensor_base.h"
 #include "backplane/ops/tensor.h"
@@ -52,13 +53,18 @@ class Node : public std::enable_shared_from_this<Node> {
   virtual void release() {}
   // True for a leaf's AccumulateGrad, which grad() does not run.
   virtual bool isAccumulator() const { return false; }
+  // How many gradients flow in: one per forward result.
+  virtual size_t numResults() const { return result_meta.size(); }
 
   // "mulBackward"; built on demand (a node's hot path never needs it).
   virtual std::string name() const { return name_; }
   uint64_t sequenceNr() const { return sequence_nr_; }
 
-  std::vector<Edge> next_edges;
-  std::vector<TensorMeta> result_meta;  // per forward result
+  // Inline for the common one or two (Note [What a node saves]: a node
+  // costs the call as few allocations as it can).
+  using Edges = absl::InlinedVector<Edge, 2>;
+  Edges next_edges;
+  absl::InlinedVector<TensorMeta, 1> result_meta;  // per forward result
   // Tensor hooks of the results (registerHook on a non-leaf), by result.
   std::vector<std::pair<uint32_t, std::pair<uint64_t, TensorHook>>> pre_hooks;
   // Where retain_grad() keeps a result's gradient, by result.
@@ -71,9 +77,12 @@ class Node : public std::enable_shared_from_this<Node> {
 
 // What the autograd layer keeps per tensor (Note [Autograd in the core]).
 struct AutogradMeta final : AutogradMetaInterface {
+  ~AutogradMeta() override;       // tells the accumulator the leaf is gone
   std::shared_ptr<Node> grad_fn;  // null for a leaf
   uint32_t output_nr = 0;
-  std::weak_ptr<Node> grad_accumulator;  // leaves
+  // A leaf's AccumulateGrad, made on first use and kept while the leaf
+  // lives (Note [Leaf accumulators]).
+  std::shared_ptr<Node> grad_accumulator;
   // The accumulated gradient (made on first use); shared with the
   // retain_grad hook of a non-leaf.
   std::shared_ptr<Tensor> grad;

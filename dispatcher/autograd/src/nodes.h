@@ -1,6 +1,7 @@
 #pragma once
 // The kinds of node (Note [The autograd layer]).
 
+#include <mutex>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -13,17 +14,21 @@
 namespace backplane::autograd {
 
 // A leaf's accumulator: adds the gradient into its grad(), after the
-// leaf's hooks, then runs its post-accumulate hooks.
+// leaf's hooks, then runs its post-accumulate hooks. The leaf's autograd
+// state owns it, and it refers back to the leaf weakly (Note [Leaf
+// accumulators]).
 class AccumulateGrad final : public Node {
  public:
-  explicit AccumulateGrad(IntrusivePtr<TensorImpl> leaf) : Node("AccumulateGrad"), leaf_(std::move(leaf)) {
-    result_meta.push_back(TensorMeta::of(TensorBase(leaf_)));
-  }
+  explicit AccumulateGrad(TensorImpl* leaf) : Node("AccumulateGrad"), leaf_(leaf) {}
   std::vector<Tensor> apply(std::vector<Tensor> grads) override;
   bool isAccumulator() const override { return true; }
+  size_t numResults() const override { return 1; }
+  // Called by the leaf's autograd state as the leaf is destroyed.
+  void leafDestroyed();
 
  private:
-  IntrusivePtr<TensorImpl> leaf_;
+  std::mutex mu_;     // orders leafDestroyed with apply's look at leaf_
+  TensorImpl* leaf_;  // null once the leaf is gone
 };
 
 // A tensor a node saved, with the version it had then (Note [Version counters]).
@@ -52,13 +57,18 @@ class FormulaNode final : public Node, public DerivativeContext::SavedCheck {
   void checkResult(size_t index) const override;
 
   // Filled by the Autograd kernel.
-  Stack arguments_;                                                     // the call's arguments, tensors as dataAlias
+  absl::InlinedVector<IValue, 4> arguments_;  // the call's arguments, as saved (Note [What a node saves])
   std::vector<std::tuple<size_t, size_t, SavedTensor>> saved_tensors_;  // (argument, element, saved)
   std::vector<Tensor> results_;
   std::vector<SavedTensor> saved_results_;
-  std::vector<std::pair<size_t, size_t>> edge_slots_;  // per next edge: (argument, element)
-  std::vector<TensorMeta> input_meta_;                 // per next edge
+  using EdgeSlots = absl::InlinedVector<std::pair<size_t, size_t>, 2>;
+  using InputMetas = absl::InlinedVector<TensorMeta, 2>;
+  EdgeSlots edge_slots_;   // per next edge: (argument, element)
+  InputMetas input_meta_;  // per next edge
   uint64_t needs_mask_ = 0;
+  // Tensor arguments not kept, and whether the results are (Note [What a node saves]).
+  uint64_t unsaved_mask_ = 0;
+  bool saves_results_ = true;
 
  private:
   OperatorHandle op_;

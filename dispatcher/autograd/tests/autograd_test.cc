@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -15,6 +16,7 @@
 
 #include "backplane/autograd/autograd.h"
 #include "backplane/autograd/optim.h"
+#include "backplane/core/str_cat.h"
 #include "backplane/dispatch/dispatcher.h"
 #include "backplane/dispatch/library.h"
 #include "backplane/ops/derivatives.h"
@@ -94,6 +96,22 @@ TEST(Autograd, GradientsAccumulateAcrossBackwardCalls) {
   EXPECT_EQ(values(x.grad()), (std::vector<double>{6, 6}));
   x.set_grad(Tensor());
   EXPECT_FALSE(x.grad().defined());
+}
+
+// A later backward adds into the leaf's gradient in place when nothing
+// else holds it, and makes a new one when something does (that holder
+// keeps its values).
+TEST(Autograd, AccumulationWritesInPlaceOnlyWhenNothingElseHoldsTheGradient) {
+  Tensor x = leaf({1, 2}, {2});
+  (x * 3).sum().backward();
+  const void* first = x.grad().data_ptr();
+  (x * 3).sum().backward();
+  EXPECT_EQ(x.grad().data_ptr(), first);
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{6, 6}));
+  const Tensor held = x.grad();
+  (x * 3).sum().backward();
+  EXPECT_EQ(values(held), (std::vector<double>{6, 6}));
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{9, 9}));
 }
 
 TEST(Autograd, AUsedTwiceInputGetsBothGradients) {
@@ -308,6 +326,58 @@ TEST(Autograd, WritingATensorNoFormulaReadsIsFine) {
   w.add_(doubles({1, 1}, {2}));
   y.backward();
   EXPECT_EQ(values(x.grad()), (std::vector<double>{1, 1}));
+}
+
+// Note [What a node saves]: a node holds only the tensors its formulas read,
+// so the graph keeps no more memory alive than the backward needs.
+TEST(Autograd, ANodeKeepsOnlyWhatItsFormulasRead) {
+  Tensor a = leaf({1, -2, 3}, {3});
+  Tensor x = a * 2;  // a non-leaf: nothing but this handle holds it
+  ASSERT_EQ(x.use_count(), 1);
+  Tensor sum = x + x;  // add reads neither input nor its result
+  EXPECT_EQ(x.use_count(), 1);
+  EXPECT_EQ(sum.storage().useCount(), 1);
+  Tensor r = x.relu();  // relu reads its result only
+  EXPECT_EQ(x.use_count(), 1);
+  EXPECT_EQ(r.storage().useCount(), 2);
+  Tensor p = x * x;  // mul reads both inputs, not its result
+  EXPECT_GT(x.use_count(), 1);
+  EXPECT_EQ(p.storage().useCount(), 1);
+  Tensor y = x.clone();
+  y.add_(doubles({1, 1, 1}, {3}));  // add_ keeps no copy of self's value from before the write
+  EXPECT_EQ(y.storage().useCount(), 1);
+  (sum + r + p + y).sum().backward();
+  // d/da of 2x + relu(x) + x^2 + (x + 1) with x = 2a: 2 * (3 + [x > 0] + 2x).
+  EXPECT_EQ(values(a.grad()), (std::vector<double>{2 * (3 + 1 + 4), 2 * (3 + 0 - 8), 2 * (3 + 1 + 12)}));
+}
+
+// Note [Leaf accumulators]: a leaf's accumulator lives with the leaf, and a
+// graph that outlives a leaf drops that leaf's gradient (nothing can read it).
+TEST(Autograd, AGraphOutlivingALeafStillReachesTheOthers) {
+  Tensor kept = leaf({1, 2}, {2});
+  Tensor y;
+  {
+    Tensor gone = leaf({3, 4}, {2});
+    y = (gone + kept).sum();  // add saves neither input: only `gone` holds it
+  }
+  y.backward();
+  EXPECT_EQ(values(kept.grad()), (std::vector<double>{1, 1}));
+  Tensor z = (kept * 3).sum();  // the same accumulator, a second graph
+  z.backward();
+  EXPECT_EQ(values(kept.grad()), (std::vector<double>{4, 4}));
+}
+
+TEST(Autograd, ALeafDestroyedWhileAnotherThreadRunsBackwardIsSafe) {
+  for (int i = 0; i < 200; ++i) {
+    Tensor kept = leaf({1}, {1});
+    Tensor y;
+    std::optional<Tensor> gone = leaf({2}, {1});
+    y = (*gone + kept).sum();
+    std::thread t([&] { y.backward(); });
+    gone.reset();
+    t.join();
+    EXPECT_EQ(values(kept.grad()), (std::vector<double>{1}));
+  }
 }
 
 TEST(Autograd, OutFormsRefuseArgumentsThatRequireGrad) {
@@ -585,14 +655,16 @@ TEST(DerivativeTable, EachOpIsDeclaredOnceAndFormulasNameRealArguments) {
     const StandardOp* s = findStandardOp(d.op);
     ASSERT_NE(s, nullptr) << d.op << " is not a standard op";
     for (const DerivativeFormula& f : d.formulas) {
-      std::string_view names = f.inputs;
-      while (!names.empty()) {
-        const size_t comma = names.find(',');
-        std::string name(names.substr(0, comma));
-        name.erase(0, name.find_first_not_of(' '));
-        EXPECT_NE(s->schema.find(" " + name), std::string::npos) << d.op << "'s formula names '" << name << "'";
-        names = comma == std::string_view::npos ? std::string_view() : names.substr(comma + 1);
-      }
+      forEachListedName(f.inputs, [&](std::string_view name) {
+        EXPECT_NE(s->schema.find(strCat(" ", name)), std::string::npos) << d.op << "'s formula names '" << name << "'";
+      });
+    }
+    if (d.saves != nullptr) {  // Note [What a node saves]
+      forEachListedName(d.saves, [&](std::string_view name) {
+        if (name != "result") {
+          EXPECT_NE(s->schema.find(strCat(" ", name)), std::string::npos) << d.op << " saves '" << name << "'";
+        }
+      });
     }
     if (d.kind == Differentiability::Composite) {
       EXPECT_TRUE(s->composite.isValid()) << d.op;

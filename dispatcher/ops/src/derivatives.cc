@@ -29,7 +29,7 @@ const char* differentiabilityName(Differentiability d) {
 
 // ------------------------------------------------------- DerivativeContext
 
-DerivativeContext::DerivativeContext(const FunctionSchema& schema, const Stack& arguments,
+DerivativeContext::DerivativeContext(const FunctionSchema& schema, absl::Span<const IValue> arguments,
                                      const std::vector<Tensor>& results, const std::vector<Tensor>& grads,
                                      uint64_t needs_mask)
     : schema_(schema),
@@ -52,8 +52,8 @@ const Tensor& DerivativeContext::grad(size_t result) const {
   return grads_[result];
 }
 const Tensor& DerivativeContext::result(size_t i) const {
-  BP_CHECK(i < results_.size(), schema_.name().qualifiedName(), ": no result ", i);
   if (check_) check_->checkResult(i);
+  BP_CHECK(i < results_.size(), schema_.name().qualifiedName(), ": no result ", i);
   return results_[i];
 }
 const IValue& DerivativeContext::argument(std::string_view name) const {
@@ -176,6 +176,25 @@ using PadSig = Tensor(const Tensor&, IntArrayRef, const Scalar&);
 
 // maximum's (max) or minimum's gradient for argument `mine` against
 // `theirs`: grad where `mine` wins, half of it on a tie.
+// g * s, or g itself when s is 1 (add's and addmm's usual alpha and beta:
+// no pass over the gradient for nothing).
+Tensor scaledBy(const Tensor& g, const Scalar& s) { return s.to<double>() == 1.0 ? g : g * s; }
+
+// A matrix whose memory is its transpose's, contiguous: linear's weight.t().
+bool isTransposedMatrix(const Tensor& m) {
+  return m.dim() == 2 && m.size(0) > 1 && m.size(1) > 1 && m.stride(0) == 1 && m.stride(1) == m.size(0);
+}
+// The gradients of self @ mat2. Each is computed in the layout of its input
+// when that is a transposed matrix, so that the transpose's own backward
+// hands the base (linear's weight) a contiguous gradient: no copy, and the
+// leaf's accumulator keeps it as it is (PyTorch's mm backward does the same).
+Tensor mmSelfGrad(const Tensor& grad, const Tensor& self, const Tensor& mat2) {
+  return isTransposedMatrix(self) ? mat2.mm(grad.t()).t() : grad.mm(mat2.t());
+}
+Tensor mmMat2Grad(const Tensor& grad, const Tensor& self, const Tensor& mat2) {
+  return isTransposedMatrix(mat2) ? grad.t().mm(self).t() : self.t().mm(grad);
+}
+
 Tensor pairwiseExtremumGrad(const Ctx& c, const char* mine, const char* theirs, bool max) {
   const Tensor &a = c.tensor(mine), &b = c.tensor(theirs);
   const ScalarType dt = c.grad().dtype();
@@ -249,8 +268,9 @@ std::vector<OpDerivative> buildTable() {
   };
 
   // --- Arithmetic.
-  formula("add.Tensor", {{"self", "grad", [](Ctx& c) { c.set("self", c.grad()); }},
-                         {"other", "grad * alpha", [](Ctx& c) { c.set("other", c.grad() * c.scalar("alpha")); }}});
+  formula("add.Tensor",
+          {{"self", "grad", [](Ctx& c) { c.set("self", c.grad()); }},
+           {"other", "grad * alpha", [](Ctx& c) { c.set("other", scaledBy(c.grad(), c.scalar("alpha"))); }}});
   formula("add.Scalar", {{"self", "grad", [](Ctx& c) { c.set("self", c.grad()); }}});
   formula("sub.Tensor",
           {{"self", "grad", [](Ctx& c) { c.set("self", c.grad()); }},
@@ -414,17 +434,23 @@ std::vector<OpDerivative> buildTable() {
                           }}});
 
   // --- Linear algebra.
-  formula("mm", {{"self", "grad @ mat2^T", [](Ctx& c) { c.set("self", c.grad().mm(c.tensor("mat2").t())); }},
-                 {"mat2", "self^T @ grad", [](Ctx& c) { c.set("mat2", c.tensor("self").t().mm(c.grad())); }}});
+  formula("mm", {{"self", "grad @ mat2^T",
+                  [](Ctx& c) { c.set("self", mmSelfGrad(c.grad(), c.tensor("self"), c.tensor("mat2"))); }},
+                 {"mat2", "self^T @ grad",
+                  [](Ctx& c) { c.set("mat2", mmMat2Grad(c.grad(), c.tensor("self"), c.tensor("mat2"))); }}});
   formula("bmm", {{"self", "grad @ mat2^T (per batch)",
                    [](Ctx& c) { c.set("self", c.grad().bmm(c.tensor("mat2").transpose(1, 2))); }},
                   {"mat2", "self^T @ grad (per batch)",
                    [](Ctx& c) { c.set("mat2", c.tensor("self").transpose(1, 2).bmm(c.grad())); }}});
-  formula("addmm", {{"self", "grad * beta", [](Ctx& c) { c.set("self", c.grad() * c.scalar("beta")); }},
-                    {"mat1", "alpha * grad @ mat2^T",
-                     [](Ctx& c) { c.set("mat1", c.grad().mm(c.tensor("mat2").t()) * c.scalar("alpha")); }},
-                    {"mat2", "alpha * mat1^T @ grad",
-                     [](Ctx& c) { c.set("mat2", c.tensor("mat1").t().mm(c.grad()) * c.scalar("alpha")); }}});
+  formula("addmm",
+          {{"self", "grad * beta", [](Ctx& c) { c.set("self", scaledBy(c.grad(), c.scalar("beta"))); }},
+           {"mat1", "alpha * grad @ mat2^T",
+            [](Ctx& c) {
+              c.set("mat1", scaledBy(mmSelfGrad(c.grad(), c.tensor("mat1"), c.tensor("mat2")), c.scalar("alpha")));
+            }},
+           {"mat2", "alpha * mat1^T @ grad", [](Ctx& c) {
+              c.set("mat2", scaledBy(mmMat2Grad(c.grad(), c.tensor("mat1"), c.tensor("mat2")), c.scalar("alpha")));
+            }}});
   composite({"matmul", "linear", "dropout"});
 
   // --- Reductions.
@@ -694,8 +720,87 @@ std::vector<OpDerivative> withBackwardOps(std::vector<OpDerivative> t) {
   return t;
 }
 
+// Note [What a node saves]
+// A node keeps what its formulas read, as PyTorch's generated nodes do:
+// add's keeps no tensor, relu's only its result, mm's its two inputs but not
+// its result. Keeping less costs less at the call (no alias of the result
+// to make, no clone of an in-place op's self) and frees memory sooner, and
+// an in-place write to a tensor no formula reads is no error at backward.
+// OpDerivative::saves says what the formulas read; an op not listed here
+// keeps every tensor argument and every result. A formula that reads what
+// its declaration leaves out is a Backplane bug: the node raises an internal
+// error naming the op and the argument, and the gradchecks, which run every
+// formula, catch it.
+std::vector<OpDerivative> withSaves(std::vector<OpDerivative> t) {
+  static const absl::flat_hash_map<std::string_view, const char*> kSaves = {
+      // Gradients that are grad times constants.
+      {"add.Tensor", ""},
+      {"add.Scalar", ""},
+      {"sub.Tensor", ""},
+      {"sub.Scalar", ""},
+      {"rsub.Scalar", ""},
+      {"mul.Scalar", ""},
+      {"div.Scalar", ""},
+      {"true_divide.Scalar", ""},
+      {"neg", ""},
+      {"floor", ""},
+      {"ceil", ""},
+      {"trunc", ""},
+      {"round", ""},
+      {"round.decimals", ""},
+      {"sign", ""},
+      {"flip", ""},
+      {"constant_pad_nd", ""},
+      {"_copy_on_device_", ""},
+      {"fill_.Scalar", ""},
+      {"zero_", ""},
+      // The inputs, not the result.
+      {"mul.Tensor", "self, other"},
+      {"div.Tensor", "self, other"},
+      {"true_divide.Tensor", "self, other"},
+      {"mm", "self, mat2"},
+      {"bmm", "self, mat2"},
+      {"addmm", "mat1, mat2"},
+      {"gelu", "self"},
+      {"silu", "self"},
+      {"erf", "self"},
+      {"log", "self"},
+      {"sin", "self"},
+      {"cos", "self"},
+      {"abs", "self"},
+      {"where.self", "condition"},
+      {"masked_fill.Scalar", "mask"},
+      {"masked_fill.Tensor", "mask"},
+      {"copy_", "src"},
+      {"cat", "tensors"},
+      {"stack", "tensors"},
+      {"embedding", "weight, indices"},
+      {"index_select", "self, index"},
+      {"gather", "self, index"},
+      {"scatter_add", "index, src"},
+      {"sum", "self"},
+      {"sum.dim_IntList", "self"},
+      {"mean", "self"},
+      {"mean.dim", "self"},
+      // The result, not the inputs.
+      {"exp", "result"},
+      {"sqrt", "result"},
+      {"rsqrt", "result"},
+      {"tanh", "result"},
+      {"sigmoid", "result"},
+      {"relu", "result"},
+      {"softmax.int", "result"},
+      {"log_softmax.int", "result"},
+  };
+  for (OpDerivative& d : t) {
+    auto it = kSaves.find(d.op);
+    if (it != kSaves.end()) d.saves = it->second;
+  }
+  return t;
+}
+
 struct Index {
-  std::vector<OpDerivative> table = withBackwardOps(buildTable());
+  std::vector<OpDerivative> table = withSaves(withBackwardOps(buildTable()));
   absl::flat_hash_map<std::string, const OpDerivative*> by_name;
   std::vector<std::unique_ptr<OpDerivative>> derived;
   Index() {

@@ -67,6 +67,21 @@ class IntrusivePtr {
     r.p_ = p;
     return r;
   }
+  // A handle to `p` if it is still alive (its count above zero), else an
+  // empty one. For a holder that p's destructor tells before it frees p (a
+  // weak reference without a control block): the holder must serialize this
+  // call with that notice, so p's memory is valid here.
+  static IntrusivePtr tryLock(T* p) {
+    IntrusivePtr r;
+    if (p == nullptr) return r;
+    uint32_t n = p->refcount_.load(std::memory_order_relaxed);
+    while (n != 0)
+      if (p->refcount_.compare_exchange_weak(n, n + 1, std::memory_order_acquire, std::memory_order_relaxed)) {
+        r.p_ = p;
+        break;
+      }
+    return r;
+  }
   // Gives up ownership without decrementing: the caller now holds that
   // reference and must hand it back through reclaim(). Used across the
   // plugin ABI, where tensors travel as raw pointers.

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "backplane/core/device.h"
 
 #include "backplane/dispatch/function_schema.h"
@@ -56,8 +57,8 @@ struct OpDerivative;
 // of each result, and which inputs need a gradient.
 class DerivativeContext {
  public:
-  DerivativeContext(const FunctionSchema& schema, const Stack& arguments, const std::vector<Tensor>& results,
-                    const std::vector<Tensor>& grads, uint64_t needs_mask);
+  DerivativeContext(const FunctionSchema& schema, absl::Span<const IValue> arguments,
+                    const std::vector<Tensor>& results, const std::vector<Tensor>& grads, uint64_t needs_mask);
 
   // The gradient flowing into result i (zeros of its shape when none did).
   const Tensor& grad(size_t result = 0) const;
@@ -104,7 +105,7 @@ class DerivativeContext {
  private:
   size_t indexOf(std::string_view name) const;
   const FunctionSchema& schema_;
-  const Stack& arguments_;
+  absl::Span<const IValue> arguments_;
   const std::vector<Tensor>& results_;
   const std::vector<Tensor>& grads_;
   uint64_t needs_mask_;
@@ -114,6 +115,21 @@ class DerivativeContext {
 };
 
 using DerivativeFn = void (*)(DerivativeContext&);
+
+// Calls fn(name) for each name of a comma-separated list ("input, weight"),
+// without the spaces: the form of DerivativeFormula::inputs and
+// OpDerivative::saves.
+template <typename Fn>
+void forEachListedName(std::string_view names, Fn&& fn) {
+  while (!names.empty()) {
+    const size_t comma = names.find(',');
+    std::string_view name = names.substr(0, comma);
+    while (!name.empty() && name.front() == ' ') name.remove_prefix(1);
+    while (!name.empty() && name.back() == ' ') name.remove_suffix(1);
+    names = comma == std::string_view::npos ? std::string_view() : names.substr(comma + 1);
+    if (!name.empty()) fn(name);
+  }
+}
 struct BackwardCall;  // a parsed declaration's call (Note [Declared derivatives])
 
 struct DerivativeFormula {
@@ -138,6 +154,10 @@ struct OpDerivative {
   // A declared derivative's call of its backward op (Note [Declared
   // derivatives]); its formula reads it through DerivativeContext::derivative().
   std::shared_ptr<const BackwardCall> backward_call = nullptr;
+  // What the formulas read (Note [What a node saves]): the tensor
+  // arguments named ("self, other"), and the results if "result" is among
+  // them; "" for none. nullptr: every tensor argument and every result.
+  const char* saves = nullptr;
 };
 
 // The declaration for standard op `op` ("mul.Tensor" or "bp::mul.Tensor"),
