@@ -4,7 +4,11 @@
 // batch and optimizer) in the same process:
 //   BM_TrainStep_Backplane   zero_grad, forward, loss, backward, step
 //   BM_TrainStep_Libtorch    the same in libtorch
-// scripts/bench_ratios.py reports Backplane / libtorch (target <= 1.0x).
+//   BM_Torch_Add_Tiny            at::add of two 1-element float32 tensors
+//   BM_Torch_Add_Tiny_RequiresGrad   the same on two leaves that require grad
+// scripts/bench_ratios.py reports Backplane / libtorch (target <= 1.0x), and
+// libtorch's own cost of recording a tiny add's node beside Backplane's
+// (BM_Add_Tiny_EndToEnd_RequiresGrad in dispatch_bench).
 // Built when libtorch is found (cmake/BackplaneLibtorch.cmake).
 #include <benchmark/benchmark.h>
 #include <torch/optim/adamw.h>
@@ -59,6 +63,19 @@ void BM_TrainStep_Libtorch(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_TrainStep_Libtorch)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void runTorchAddTiny(benchmark::State& state, bool requires_grad) {
+  at::Tensor a = at::full({1}, 1.5f).set_requires_grad(requires_grad);
+  at::Tensor b = at::full({1}, 2.5f).set_requires_grad(requires_grad);
+  for (auto _ : state) {
+    at::Tensor r = at::add(a, b);
+    benchmark::DoNotOptimize(r);
+  }
+}
+void BM_Torch_Add_Tiny(benchmark::State& state) { runTorchAddTiny(state, false); }
+void BM_Torch_Add_Tiny_RequiresGrad(benchmark::State& state) { runTorchAddTiny(state, true); }
+BENCHMARK(BM_Torch_Add_Tiny);
+BENCHMARK(BM_Torch_Add_Tiny_RequiresGrad);
 
 }  // namespace
 

@@ -25,6 +25,8 @@ RATIOS = [
     ("BM_Add_Tiny_EndToEnd", "BM_RawFunctionPointer", "time", "(report; < 187 ns absolute)", None),
     # Autograd (docs/autograd.md): recording a tiny add's node, against the add without grad.
     ("BM_Add_Tiny_EndToEnd_RequiresGrad", "BM_Add_Tiny_EndToEnd", "time", "<= 3x", lambda r: r <= 3.0),
+    # libtorch 1.13's own cost of the same (train_bench), for scale.
+    ("BM_Torch_Add_Tiny_RequiresGrad", "BM_Torch_Add_Tiny", "time", "(libtorch, for scale)", None),
     # The BERT-base encoder layer's forward + backward against its forward with
     # the graph recorded: backward <= 2.2x the forward is a ratio <= 3.2x.
     ("BM_EncoderLayer_ForwardBackward", "BM_EncoderLayer_Forward_Recorded", "time", "<= 3.2x (backward <= 2.2x)",
