@@ -141,16 +141,7 @@ void layerNormBackwardMeta(const Tensor& grad_output, const Tensor& input, IntAr
   commonDevice(op, {{"grad_output", &grad_output}, {"input", &input}, {"weight", &w}});
   checkDtypes(op, standardOp<"layer_norm_backward">(),
               {{"grad_output", &grad_output}, {"input", &input}, {"weight", &w}});
-  const int64_t nd = static_cast<int64_t>(normalized_shape.size());
-  BP_CHECK(nd >= 1, op, ": normalized_shape must have at least one dimension");
-  bool matches = input.dim() >= nd;
-  for (int64_t i = 0; matches && i < nd; ++i) matches = input.size(input.dim() - nd + i) == normalized_shape[i];
-  BP_CHECK(matches, op, ": given normalized_shape=", shapeString(normalized_shape),
-           ", expected input whose trailing dimensions are ", shapeString(normalized_shape), ", but got input of size ",
-           shapeString(input.sizes()));
-  BP_CHECK(!w.defined() || w.sizes() == normalized_shape, op, ": expected 'weight' of size ",
-           shapeString(normalized_shape), " (normalized_shape), but got ", shapeString(w.sizes()));
-  BP_CHECK(eps >= 0, op, ": eps must be non-negative, but got ", eps);
+  checkNormalizedShape(op, input, normalized_shape, {{&w, "weight"}}, eps);
 }
 
 // The input's gradient rstd * (g - mean(g) - xhat * mean(g * xhat)) with

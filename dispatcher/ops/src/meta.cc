@@ -62,6 +62,23 @@ Device commonDevice(std::string_view op, std::initializer_list<Arg> args, CpuSca
   return cpu_scalar->tensor->device();
 }
 
+void checkNormalizedShape(const std::string& op, const Tensor& input, IntArrayRef normalized_shape,
+                          std::initializer_list<std::pair<const Tensor*, const char*>> params, double eps) {
+  const int64_t nd = static_cast<int64_t>(normalized_shape.size());
+  BP_CHECK(nd >= 1, op, ": normalized_shape must have at least one dimension");
+  bool matches = input.dim() >= nd;
+  for (int64_t i = 0; matches && i < nd; ++i) matches = input.size(input.dim() - nd + i) == normalized_shape[i];
+  BP_CHECK(matches, op, ": given normalized_shape=", shapeString(normalized_shape),
+           ", expected input whose trailing dimensions are ", shapeString(normalized_shape), ", but got input of size ",
+           shapeString(input.sizes()));
+  for (const auto& [t, name] : params) {
+    if (!t->defined()) continue;
+    BP_CHECK(t->sizes() == normalized_shape, op, ": expected '", name, "' of size ", shapeString(normalized_shape),
+             " (normalized_shape), but got ", shapeString(t->sizes()));
+  }
+  BP_CHECK(eps >= 0, op, ": eps must be non-negative, but got ", eps);
+}
+
 const Tensor& onDevice(const Tensor& t, Device device, Tensor& moved) {
   if (device.isCpu() || !isCpuScalar(t)) [[likely]]
     return t;

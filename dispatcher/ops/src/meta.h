@@ -59,6 +59,12 @@ inline const Tensor& orUndefined(const std::optional<Tensor>& t) {
   return t ? *t : kUndefined;
 }
 
+// layer_norm's shape rules, shared by layer_norm and layer_norm_backward:
+// normalized_shape is not empty, it is input's trailing dimensions, each
+// defined parameter (weight, bias) has exactly its shape, eps >= 0.
+void checkNormalizedShape(const std::string& op, const Tensor& input, IntArrayRef normalized_shape,
+                          std::initializer_list<std::pair<const Tensor*, const char*>> params, double eps);
+
 // The device every defined tensor argument is on (see CpuScalars); throws
 // naming the op, the two arguments and their devices when they differ.
 Device commonDevice(std::string_view op, std::initializer_list<Arg> args, CpuScalars cpu_scalars = CpuScalars::kRefuse);

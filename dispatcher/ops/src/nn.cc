@@ -238,19 +238,7 @@ void layerNormMeta(const Tensor& input, IntArrayRef normalized_shape, const std:
   const Tensor &w = orUndefined(weight), &b = orUndefined(bias);
   commonDevice(op, {{"input", &input}, {"weight", &w}, {"bias", &b}});
   checkDtypes(op, standardOp<"layer_norm">(), {{"input", &input}, {"weight", &w}, {"bias", &b}});
-  const int64_t nd = static_cast<int64_t>(normalized_shape.size());
-  BP_CHECK(nd >= 1, op, ": normalized_shape must have at least one dimension");
-  bool matches = input.dim() >= nd;
-  for (int64_t i = 0; matches && i < nd; ++i) matches = input.size(input.dim() - nd + i) == normalized_shape[i];
-  BP_CHECK(matches, op, ": given normalized_shape=", shapeString(normalized_shape),
-           ", expected input whose trailing dimensions are ", shapeString(normalized_shape), ", but got input of size ",
-           shapeString(input.sizes()));
-  for (const auto& [t, name] : {std::pair{&w, "weight"}, std::pair{&b, "bias"}}) {
-    if (!t->defined()) continue;
-    BP_CHECK(t->sizes() == normalized_shape, op, ": expected '", name, "' of size ", shapeString(normalized_shape),
-             " (normalized_shape), but got ", shapeString(t->sizes()));
-  }
-  BP_CHECK(eps >= 0, op, ": eps must be non-negative, but got ", eps);
+  checkNormalizedShape(op, input, normalized_shape, {{&w, "weight"}, {&b, "bias"}}, eps);
 }
 
 }  // namespace

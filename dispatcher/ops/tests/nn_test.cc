@@ -852,9 +852,10 @@ TEST(NNBackwardOps, EmbeddingDenseBackwardSumsRowsByIndex) {
     callT("embedding_dense_backward",
           {fromDoubles(g, {5, 2}, ScalarType::Float32), fromDoubles(idx, {5}, it), int64_t{4}, int64_t{-1}, false});
     profiler.stop();
-    const OpStats* row = profiler.report().find("bp::embedding_dense_backward", DispatchKey::CPU);
+    const OpReport report = profiler.report();
+    const OpStats* row = report.find("bp::embedding_dense_backward", DispatchKey::CPU);
     ASSERT_NE(row, nullptr);
-    EXPECT_EQ(row->native_calls, 1u) << scalarTypeName(it) << "\n" << profiler.report().table();
+    EXPECT_EQ(row->native_calls, 1u) << scalarTypeName(it) << "\n" << report.table();
   }
   // The host's rule: grad_output must be indices' shape plus one dim.
   EXPECT_THAT(errorOf([&] {
