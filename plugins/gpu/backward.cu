@@ -21,9 +21,6 @@
 namespace bp_gpu {
 namespace {
 
-const std::initializer_list<ScalarType> kFloatDtypes = {ScalarType::Float16, ScalarType::BFloat16, ScalarType::Float32,
-                                                        ScalarType::Float64};
-
 // grad * d/dx gelu(x): cdf(x) + x * pdf(x), or the derivative of the tanh form.
 template <class T>
 struct GeluBackwardFn {
@@ -110,25 +107,18 @@ bp::Tensor softmaxBackward(const char* op, bool log, const bp::Tensor& grad_outp
   const bp::Tensor& g = grad_output;
   const bp::Tensor& y = output;
   // Both dense, so that one offset addresses an element of either.
-  auto dense = [&](const bp::Tensor& t, bp::Tensor& holder) -> const bp::Tensor& {
-    if (t.is_contiguous()) return t;
-    holder = bp::Tensor::empty(t.sizes(), t.dtype(), device);
-    copyCast(op, holder, t);
-    return holder;
-  };
   bp::Tensor g_holder, y_holder;
-  const bp::Tensor& gd = dense(g, g_holder);
-  const bp::Tensor& yd = dense(y, y_holder);
+  const bp::Tensor& gd = dense(op, g, g.dtype(), g_holder);
+  const bp::Tensor& yd = dense(op, y, y.dtype(), y_holder);
   bp::Tensor out = bp::Tensor::empty(g.sizes(), g.dtype(), device);
   if (out.numel() > 0) {
     const int64_t nd = g.dim();
     const int64_t d = nd == 0 ? 0 : (dim < 0 ? dim + nd : dim);
     const LinesAlong l = linesAlong(op, gd, out, d);
     SoftmaxBackwardArgs args{l.lines, l.count, l.len, l.in_step, l.out_step, log, false};
-    // Rows along a dim other than the last: neighbouring rows are adjacent.
-    args.slots_fastest = args.in_stride != 1 && args.rows.strides[0][0] == 1 && args.rows.sizes[0] > 1;
-    int lanes = lanesFor(args.n);
-    if (args.slots_fastest) lanes = std::min(lanes, kReduceThreads / std::min(32, lanesFor(args.rows.sizes[0])));
+    const RowLayout layout = rowLayoutFor(args.n, args.in_stride == 1, args.rows.strides[0][0], args.rows.sizes[0]);
+    args.slots_fastest = layout.slots_fastest;
+    const int lanes = layout.lanes;
     visitDtype(out.dtype(), [&](auto tag) {
       using T = decltype(tag);
       if constexpr (kIsFloating<T>) {

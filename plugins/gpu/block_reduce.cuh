@@ -102,6 +102,21 @@ inline int lanesFor(int64_t n) {
   return lanes;
 }
 
+// How rows of n elements share a block (Note [GPU row reductions]): slots
+// fastest when a row's own elements are not adjacent but neighbouring rows
+// are (the first row dim has stride 1 and more than one row), so that a
+// warp reads neighbouring rows together; then lanes per row are capped so
+// that a block holds as many of those rows as a warp covers.
+struct RowLayout {
+  bool slots_fastest;
+  int lanes;
+};
+inline RowLayout rowLayoutFor(int64_t n, bool elements_adjacent, int64_t row_stride, int64_t rows_along) {
+  RowLayout r{!elements_adjacent && row_stride == 1 && rows_along > 1, lanesFor(n)};
+  if (r.slots_fastest) r.lanes = std::min(r.lanes, kReduceThreads / std::min(32, lanesFor(rows_along)));
+  return r;
+}
+
 // Blocks for `rows` rows of `lanes` lanes: enough to fill the device
 // several times over; the grid-stride loop over rows covers the rest.
 inline int64_t rowBlocks(int64_t rows, int lanes, int device) {

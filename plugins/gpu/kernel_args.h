@@ -107,6 +107,19 @@ inline bp::Scalar scalarOf(const bp::Tensor& t) {
 // device; any strides (creation.cu, the _copy_on_device_ kernel).
 void copyCast(const char* op, const bp::Tensor& dst, const bp::Tensor& src);
 
+// The floating dtypes, which the float-only kernels accept.
+inline const std::initializer_list<ScalarType> kFloatDtypes = {ScalarType::Float16, ScalarType::BFloat16,
+                                                               ScalarType::Float32, ScalarType::Float64};
+
+// t contiguous and of `dtype`: t itself, or a converted/packed copy on the
+// same device kept in `holder`.
+inline const bp::Tensor& dense(const char* op, const bp::Tensor& t, ScalarType dtype, bp::Tensor& holder) {
+  if (t.dtype() == dtype && t.is_contiguous()) return t;
+  holder = bp::Tensor::empty(t.sizes(), dtype, t.device());
+  copyCast(op, holder, t);
+  return holder;
+}
+
 // t as `dtype`: t itself when it has it, else a converted copy on the same
 // device kept in `holder`.
 inline const bp::Tensor& as(const char* op, const bp::Tensor& t, ScalarType dtype, bp::Tensor& holder) {

@@ -72,19 +72,9 @@ __global__ void layerNormKernel(const T* x, T* y, const opmath_t<T>* weight, con
   }
 }
 
-// t contiguous and of `dtype`: t itself, or a converted/packed copy kept in `holder`.
-const bp::Tensor& dense(const char* op, const bp::Tensor& t, ScalarType dtype, bp::Tensor& holder) {
-  if (t.dtype() == dtype && t.is_contiguous()) return t;
-  holder = bp::Tensor::empty(t.sizes(), dtype, t.device());
-  copyCast(op, holder, t);
-  return holder;
-}
-
 bp::Tensor layer_norm(const bp::Tensor& input, bp::IntList normalized_shape, const std::optional<bp::Tensor>& weight,
                       const std::optional<bp::Tensor>& bias, double eps, bool /*cudnn_enable*/) {
   static constexpr const char* kOp = "bp::layer_norm";
-  static const std::initializer_list<ScalarType> kFloatDtypes = {ScalarType::Float16, ScalarType::BFloat16,
-                                                                 ScalarType::Float32, ScalarType::Float64};
   checkDtype(kOp, input, "input", kFloatDtypes);
   const bp::Device device = input.device();
   // The parameters in the input's opmath dtype.
@@ -216,8 +206,6 @@ std::tuple<bp::Tensor, bp::Tensor, bp::Tensor> layer_norm_backward(const bp::Ten
                                                                    const std::optional<bp::Tensor>& weight,
                                                                    double eps) {
   static constexpr const char* kOp = "bp::layer_norm_backward";
-  static const std::initializer_list<ScalarType> kFloatDtypes = {ScalarType::Float16, ScalarType::BFloat16,
-                                                                 ScalarType::Float32, ScalarType::Float64};
   checkDtype(kOp, input, "input", kFloatDtypes);
   checkDtype(kOp, grad_output, "grad_output", {input.dtype()});
   const bp::Device device = input.device();

@@ -76,9 +76,6 @@ __global__ void adamwKernel(TensorBatch b, int64_t n, bp_common::AdamwStep<opmat
   });
 }
 
-const std::initializer_list<ScalarType> kFloatDtypes = {ScalarType::Float16, ScalarType::BFloat16, ScalarType::Float32,
-                                                        ScalarType::Float64};
-
 // Calls launch(dtype, batch, numel) for runs of up to kTensorsPerLaunch
 // non-empty parameters of one dtype; lists[s][i] is slot s of parameter i
 // (an empty list leaves its slot null).

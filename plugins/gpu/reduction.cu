@@ -252,8 +252,6 @@ __global__ void combinePartialsKernel(ReduceArgs args, int64_t splits, void* out
 const std::initializer_list<ScalarType> kAllDtypes = {
     ScalarType::Bool,  ScalarType::UInt8,   ScalarType::Int8,     ScalarType::Int16,   ScalarType::Int32,
     ScalarType::Int64, ScalarType::Float16, ScalarType::BFloat16, ScalarType::Float32, ScalarType::Float64};
-const std::initializer_list<ScalarType> kFloatDtypes = {ScalarType::Float16, ScalarType::BFloat16, ScalarType::Float32,
-                                                        ScalarType::Float64};
 
 // Runs `op` over the dims of `self` that `reduced` marks (indexed by dim;
 // `self` already in the dtype the kernel reads) into `out`. `keepdim`: out
@@ -299,9 +297,9 @@ void runReduction(const char* name, ReduceOp op, const bp::Tensor& self, const b
   // Columns (Note [GPU row reductions]): neighbouring outputs are adjacent
   // in the input while the reduced elements are not.
   const bool reduced_contiguous = args.reduced.sizes[0] == 1 || args.reduced.strides[0][0] == 1;
-  args.slots_fastest = !reduced_contiguous && args.outputs.strides[0][0] == 1 && args.outputs.sizes[0] > 1;
-  int lanes = lanesFor(num_red);
-  if (args.slots_fastest) lanes = std::min(lanes, kReduceThreads / std::min(32, lanesFor(args.outputs.sizes[0])));
+  const RowLayout layout = rowLayoutFor(num_red, reduced_contiguous, args.outputs.strides[0][0], args.outputs.sizes[0]);
+  args.slots_fastest = layout.slots_fastest;
+  const int lanes = layout.lanes;
   const int device = out.device().index;
   const int64_t splits = splitsFor(rowBlocks(num_out, lanes, device), num_red, limits(device).sm_count);
   args.chunk = (num_red + splits - 1) / splits;
@@ -508,9 +506,9 @@ bp::Tensor softmax_out(const char* op, bool log, const bp::Tensor& self, int64_t
   args.in_stride = l.in_step;
   args.out_stride = l.out_step;
   args.log = log;
-  args.slots_fastest = args.in_stride != 1 && args.rows.strides[0][0] == 1 && args.rows.sizes[0] > 1;
-  int lanes = lanesFor(args.n);
-  if (args.slots_fastest) lanes = std::min(lanes, kReduceThreads / std::min(32, lanesFor(args.rows.sizes[0])));
+  const RowLayout layout = rowLayoutFor(args.n, args.in_stride == 1, args.rows.strides[0][0], args.rows.sizes[0]);
+  args.slots_fastest = layout.slots_fastest;
+  const int lanes = layout.lanes;
   visitDtype(out.dtype(), [&](auto tag) {
     using T = decltype(tag);
     if constexpr (kIsFloating<T>) {
