@@ -1,5 +1,5 @@
 // "nn" kernels of the CPU plugin: conv2d, max/avg pooling, batch_norm and
-// layer_norm. float32 runs on oneDNN wherever its semantics are PyTorch's
+// layer_norm, and their backward ops. float32 runs on oneDNN wherever its semantics are PyTorch's
 // (see each kernel for the exceptions); other dtypes and the exceptions run
 // loops that compute in the dtype's compute type (or double). The
 // dispatcher's meta kernels have validated every argument (shapes, channel
@@ -983,6 +983,313 @@ std::tuple<bp::Tensor, bp::Tensor, bp::Tensor> layer_norm_backward(const bp::Ten
   return {std::move(grad_input), std::move(grads[0]), std::move(grads[1])};
 }
 
+// --- conv2d_backward, max_pool2d_backward, avg_pool2d_backward (Note
+// [Window op gradients] in the dispatcher's backward_nn.cc). float32 and
+// float64; the host's composites serve the other dtypes.
+
+ConvGeometry convGeometry(const bp::Tensor& input, const bp::Tensor& weight, const bp::Tensor& grad_output,
+                          bp::IntList stride, bp::IntList padding, bp::IntList dilation, int64_t groups) {
+  const bool batched = input.dim() == 4;
+  ConvGeometry g;
+  g.n = batched ? input.size(0) : 1;
+  g.c = input.size(-3);
+  g.h = input.size(-2);
+  g.w = input.size(-1);
+  g.oc = weight.size(0);
+  g.kh = weight.size(2);
+  g.kw = weight.size(3);
+  g.oh = grad_output.size(-2);
+  g.ow = grad_output.size(-1);
+  g.stride = pair(stride);
+  g.padding = pair(padding);
+  g.dilation = pair(dilation);
+  g.groups = groups;
+  return g;
+}
+
+// The input's and the weight's (and the bias's) gradients of a float32
+// convolution with oneDNN's backward-data and backward-weights primitives,
+// over the plain layouts the tensors have (as the forward). `gi` and `gw`
+// may be undefined (not asked for); `gb` is only computed with `gw`.
+void convBackwardOneDnn(const ConvGeometry& g, const bp::Tensor& go, const bp::Tensor& x, const bp::Tensor& w,
+                        const bp::Tensor& gi, const bp::Tensor& gw, const bp::Tensor& gb) {
+  using dnnl::memory;
+  using tag = memory::format_tag;
+  const auto f32 = memory::data_type::f32;
+  const memory::desc src_md({g.n, g.c, g.h, g.w}, f32, tag::nchw);
+  const memory::desc dst_md({g.n, g.oc, g.oh, g.ow}, f32, tag::nchw);
+  const memory::desc w_md =
+      g.groups == 1 ? memory::desc({g.oc, g.c, g.kh, g.kw}, f32, tag::oihw)
+                    : memory::desc({g.groups, g.oc / g.groups, g.c / g.groups, g.kh, g.kw}, f32, tag::goihw);
+  const memory::desc b_md({g.oc}, f32, tag::x);
+  const memory::dims strides{g.stride[0], g.stride[1]};
+  const memory::dims dilates{g.dilation[0] - 1, g.dilation[1] - 1};  // oneDNN counts the gaps
+  const memory::dims pad_l{g.padding[0], g.padding[1]};
+  // The right padding that makes oneDNN's output size the forward's (the
+  // forward's last rows may leave some of the padded input unread).
+  const memory::dims pad_r{(g.oh - 1) * g.stride[0] + g.dilation[0] * (g.kh - 1) + 1 - g.h - g.padding[0],
+                           (g.ow - 1) * g.stride[1] + g.dilation[1] * (g.kw - 1) + 1 - g.w - g.padding[1]};
+  const auto algo = dnnl::algorithm::convolution_direct;
+  const dnnl::engine& engine = dnnl_util::engine();
+  dnnl::stream& stream = dnnl_util::stream();
+  try {
+    const dnnl::convolution_forward::desc fwd_desc(dnnl::prop_kind::forward_training, algo, src_md, w_md, b_md, dst_md,
+                                                   strides, dilates, pad_l, pad_r);
+    const dnnl::convolution_forward::primitive_desc fwd_pd(fwd_desc, engine);
+    memory diff_dst(dst_md, engine, go.data_ptr());
+    if (gi.defined()) {
+      const dnnl::convolution_backward_data::desc desc(algo, src_md, w_md, dst_md, strides, dilates, pad_l, pad_r);
+      const dnnl::convolution_backward_data::primitive_desc pd(desc, engine, fwd_pd);
+      memory weights(w_md, engine, w.data_ptr()), diff_src(src_md, engine, gi.data_ptr());
+      dnnl::convolution_backward_data(pd).execute(
+          stream, {{DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DIFF_SRC, diff_src}});
+    }
+    if (gw.defined()) {
+      std::optional<dnnl::convolution_backward_weights::desc> desc;
+      if (gb.defined())
+        desc.emplace(algo, src_md, w_md, b_md, dst_md, strides, dilates, pad_l, pad_r);
+      else
+        desc.emplace(algo, src_md, w_md, dst_md, strides, dilates, pad_l, pad_r);
+      const dnnl::convolution_backward_weights::primitive_desc pd(*desc, engine, fwd_pd);
+      memory src(src_md, engine, x.data_ptr()), diff_weights(w_md, engine, gw.data_ptr());
+      std::unordered_map<int, memory> args{
+          {DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_DIFF_WEIGHTS, diff_weights}};
+      if (gb.defined()) args.emplace(DNNL_ARG_DIFF_BIAS, memory(b_md, engine, gb.data_ptr()));
+      dnnl::convolution_backward_weights(pd).execute(stream, args);
+    }
+    stream.wait();
+  } catch (const dnnl::error& e) {
+    bp::fail(BP_INTERNAL, std::string("bp::conv2d_backward on cpu: oneDNN failed: ") + e.what());
+  }
+}
+
+// The same gradients by direct loops (float64, and float32 where oneDNN
+// has no input channels to work with). Each thread owns whole input planes
+// (the input's gradient) or whole output channels (the weight's and the
+// bias's), so nothing is written by two threads.
+template <class T>
+void convBackwardDirect(const ConvGeometry& g, const T* go, const T* x, const T* w, T* gi, T* gw, T* gb) {
+  const int64_t ocg = g.oc / g.groups, icg = g.c / g.groups;
+  const int64_t work = g.n * g.oc * g.oh * g.ow * icg * g.kh * g.kw;
+  auto inputRow = [&](int64_t oy, int64_t ky) { return oy * g.stride[0] - g.padding[0] + ky * g.dilation[0]; };
+  auto inputCol = [&](int64_t ox, int64_t kx) { return ox * g.stride[1] - g.padding[1] + kx * g.dilation[1]; };
+  if (gi != nullptr) {
+#pragma omp parallel for if (work > kParallelWork)
+    for (int64_t plane = 0; plane < g.n * g.c; ++plane) {
+      const int64_t n = plane / g.c, ic = plane % g.c, group = ic / icg;
+      T* out = gi + plane * g.h * g.w;
+      std::fill(out, out + g.h * g.w, T(0));
+      for (int64_t oc = group * ocg; oc < (group + 1) * ocg; ++oc) {
+        const T* gp = go + (n * g.oc + oc) * g.oh * g.ow;
+        const T* wp = w + (oc * icg + ic % icg) * g.kh * g.kw;
+        for (int64_t oy = 0; oy < g.oh; ++oy) {
+          for (int64_t ky = 0; ky < g.kh; ++ky) {
+            const int64_t iy = inputRow(oy, ky);
+            if (iy < 0 || iy >= g.h) continue;
+            for (int64_t ox = 0; ox < g.ow; ++ox) {
+              const T gv = gp[oy * g.ow + ox];
+              for (int64_t kx = 0; kx < g.kw; ++kx) {
+                const int64_t ix = inputCol(ox, kx);
+                if (ix >= 0 && ix < g.w) out[iy * g.w + ix] += gv * wp[ky * g.kw + kx];
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  if (gw == nullptr && gb == nullptr) return;
+#pragma omp parallel for if (work > kParallelWork)
+  for (int64_t oc = 0; oc < g.oc; ++oc) {
+    const int64_t first_ic = (oc / ocg) * icg;
+    if (gb != nullptr) {
+      T sum = 0;
+      for (int64_t n = 0; n < g.n; ++n) {
+        const T* gp = go + (n * g.oc + oc) * g.oh * g.ow;
+        for (int64_t i = 0; i < g.oh * g.ow; ++i) sum += gp[i];
+      }
+      gb[oc] = sum;
+    }
+    if (gw == nullptr) continue;
+    for (int64_t ic = 0; ic < icg; ++ic) {
+      for (int64_t ky = 0; ky < g.kh; ++ky) {
+        for (int64_t kx = 0; kx < g.kw; ++kx) {
+          T sum = 0;
+          for (int64_t n = 0; n < g.n; ++n) {
+            const T* gp = go + (n * g.oc + oc) * g.oh * g.ow;
+            const T* xp = x + (n * g.c + first_ic + ic) * g.h * g.w;
+            for (int64_t oy = 0; oy < g.oh; ++oy) {
+              const int64_t iy = inputRow(oy, ky);
+              if (iy < 0 || iy >= g.h) continue;
+              for (int64_t ox = 0; ox < g.ow; ++ox) {
+                const int64_t ix = inputCol(ox, kx);
+                if (ix >= 0 && ix < g.w) sum += gp[oy * g.ow + ox] * xp[iy * g.w + ix];
+              }
+            }
+          }
+          gw[((oc * icg + ic) * g.kh + ky) * g.kw + kx] = sum;
+        }
+      }
+    }
+  }
+}
+
+std::tuple<bp::Tensor, bp::Tensor, bp::Tensor> conv2d_backward(const bp::Tensor& grad_output, const bp::Tensor& input,
+                                                               const bp::Tensor& weight, bp::IntList stride,
+                                                               bp::IntList padding, bp::IntList dilation,
+                                                               int64_t groups, bp::BoolList output_mask) {
+  static constexpr const char* kOp = "bp::conv2d_backward";
+  checkCpu(kOp, grad_output, "grad_output");
+  checkCpu(kOp, input, "input");
+  checkCpu(kOp, weight, "weight");
+  checkDtype(kOp, input, "input", {ScalarType::Float32, ScalarType::Float64});
+  BP_PLUGIN_CHECK(output_mask.size() == 3, kOp, ": output_mask must have 3 values (input, weight, bias), got ",
+                  output_mask.size());
+  ThreadScope threads;
+  const ConvGeometry g = convGeometry(input, weight, grad_output, stride, padding, dilation, groups);
+  bp::Tensor gi, gw, gb;
+  if (output_mask[0]) gi = bp::Tensor::empty(input.sizes(), input.dtype(), kCpuDevice);
+  if (output_mask[1]) gw = bp::Tensor::empty(weight.sizes(), weight.dtype(), kCpuDevice);
+  if (output_mask[2]) gb = bp::Tensor::empty({g.oc}, weight.dtype(), kCpuDevice);
+  const bp::Tensor go = contiguous(grad_output), x = contiguous(input), w = contiguous(weight);
+  auto zero = [](const bp::Tensor& t) {
+    if (t.defined() && t.numel() > 0) std::memset(t.data_ptr(), 0, static_cast<size_t>(t.numel()) * t.element_size());
+  };
+  if (go.numel() == 0 || x.numel() == 0 || w.numel() == 0) {
+    // Nothing flows back to the input or the weight; the bias's gradient is
+    // still the output gradient's sum (no input channels: the output is the
+    // bias).
+    zero(gi), zero(gw), zero(gb);
+    if (gb.defined() && go.numel() > 0) {
+      if (input.dtype() == ScalarType::Float32)
+        convBackwardDirect<float>(g, go.data_ptr<float>(), nullptr, nullptr, nullptr, nullptr, gb.data_ptr<float>());
+      else
+        convBackwardDirect<double>(g, go.data_ptr<double>(), nullptr, nullptr, nullptr, nullptr, gb.data_ptr<double>());
+    }
+    return {std::move(gi), std::move(gw), std::move(gb)};
+  }
+  if (input.dtype() == ScalarType::Float32) {
+    // oneDNN's backward-weights gives the bias's gradient with the weight's;
+    // the bias's alone is one sum.
+    const bool dnn_weights = gw.defined();
+    convBackwardOneDnn(g, go, x, w, gi, gw, dnn_weights ? gb : bp::Tensor());
+    if (gb.defined() && !dnn_weights)
+      convBackwardDirect<float>(g, go.data_ptr<float>(), nullptr, nullptr, nullptr, nullptr, gb.data_ptr<float>());
+  } else {
+    auto ptr = [](const bp::Tensor& t) { return t.defined() ? t.data_ptr<double>() : nullptr; };
+    convBackwardDirect<double>(g, go.data_ptr<double>(), x.data_ptr<double>(), w.data_ptr<double>(), ptr(gi), ptr(gw),
+                               ptr(gb));
+  }
+  return {std::move(gi), std::move(gw), std::move(gb)};
+}
+
+// Runs body(input plane, grad_output plane, grad_input plane) for every
+// (n, c) plane, each zeroed first, in parallel when there is enough work.
+// The input is read through its strides; the gradients are contiguous.
+template <class T, class Body>
+void forEachGradPlane(const bp::Tensor& self, const bp::Tensor& go, const bp::Tensor& gi, const PoolGeometry& g,
+                      Body&& body) {
+  const T* in = static_cast<const T*>(self.data_ptr());
+  const T* gp = static_cast<const T*>(go.data_ptr());
+  T* out = static_cast<T*>(gi.data_ptr());
+  const int64_t work = g.planes * g.oh * g.ow * g.kernel[0] * g.kernel[1];
+#pragma omp parallel for if (work > kParallelWork)
+  for (int64_t p = 0; p < g.planes; ++p) {
+    T* o = out + p * g.h * g.w;
+    std::fill(o, o + g.h * g.w, T(0));
+    body(in + (p / g.c) * g.sn + (p % g.c) * g.sc, gp + p * g.oh * g.ow, o);
+  }
+}
+
+// Each window's gradient goes to the element the forward's loop picks: the
+// first (in ky, kx order) greater than every earlier one, or the first NaN;
+// an all -inf window's first element.
+bp::Tensor max_pool2d_backward(const bp::Tensor& grad_output, const bp::Tensor& self, bp::IntList kernel_size,
+                               bp::IntList stride, bp::IntList padding, bp::IntList dilation, bool ceil_mode) {
+  static constexpr const char* kOp = "bp::max_pool2d_backward";
+  checkCpu(kOp, grad_output, "grad_output");
+  checkCpu(kOp, self, "self");
+  checkDtype(kOp, self, "self", {ScalarType::Float32, ScalarType::Float64});
+  ThreadScope threads;
+  const PoolGeometry g = poolGeometry(self, kernel_size, stride, padding, pair(dilation), ceil_mode);
+  bp::Tensor gi = bp::Tensor::empty(self.sizes(), self.dtype(), kCpuDevice);
+  if (gi.numel() == 0) return gi;
+  const bp::Tensor go = contiguous(grad_output);
+  visitDtype(self.dtype(), [&]<class T>(T) {
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      forEachGradPlane<T>(self, go, gi, g, [&](const T* in, const T* gp, T* o) {
+        for (int64_t oy = 0; oy < g.oh; ++oy) {
+          for (int64_t ox = 0; ox < g.ow; ++ox) {
+            int64_t at = -1;
+            T best = -std::numeric_limits<T>::infinity();
+            for (int64_t ky = 0; ky < g.kernel[0]; ++ky) {
+              const int64_t iy = oy * g.stride[0] - g.padding[0] + ky * g.dilation[0];
+              if (iy < 0 || iy >= g.h) continue;
+              for (int64_t kx = 0; kx < g.kernel[1]; ++kx) {
+                const int64_t ix = ox * g.stride[1] - g.padding[1] + kx * g.dilation[1];
+                if (ix < 0 || ix >= g.w) continue;
+                const T v = in[iy * g.sh + ix * g.sw];
+                if (at < 0 || v > best || std::isnan(v)) {
+                  at = iy * g.w + ix;
+                  best = v;
+                }
+                if (std::isnan(best)) break;
+              }
+              if (std::isnan(best)) break;
+            }
+            if (at >= 0) o[at] += gp[oy * g.ow + ox];
+          }
+        }
+      });
+    }
+  });
+  return gi;
+}
+
+// Each window's gradient divided by the forward's divisor goes to each of
+// its elements inside the input.
+bp::Tensor avg_pool2d_backward(const bp::Tensor& grad_output, const bp::Tensor& self, bp::IntList kernel_size,
+                               bp::IntList stride, bp::IntList padding, bool ceil_mode, bool count_include_pad,
+                               std::optional<int64_t> divisor_override) {
+  static constexpr const char* kOp = "bp::avg_pool2d_backward";
+  checkCpu(kOp, grad_output, "grad_output");
+  checkCpu(kOp, self, "self");
+  checkDtype(kOp, self, "self", {ScalarType::Float32, ScalarType::Float64});
+  ThreadScope threads;
+  const PoolGeometry g = poolGeometry(self, kernel_size, stride, padding, {1, 1}, ceil_mode);
+  bp::Tensor gi = bp::Tensor::empty(self.sizes(), self.dtype(), kCpuDevice);
+  if (gi.numel() == 0) return gi;
+  const bp::Tensor go = contiguous(grad_output);
+  visitDtype(self.dtype(), [&]<class T>(T) {
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      forEachGradPlane<T>(self, go, gi, g, [&](const T*, const T* gp, T* o) {
+        for (int64_t oy = 0; oy < g.oh; ++oy) {
+          int64_t y0 = oy * g.stride[0] - g.padding[0];
+          int64_t y1 = std::min(y0 + g.kernel[0], g.h + g.padding[0]);
+          const int64_t padded_h = y1 - y0;
+          y0 = std::max<int64_t>(y0, 0);
+          y1 = std::min(y1, g.h);
+          for (int64_t ox = 0; ox < g.ow; ++ox) {
+            int64_t x0 = ox * g.stride[1] - g.padding[1];
+            int64_t x1 = std::min(x0 + g.kernel[1], g.w + g.padding[1]);
+            const int64_t padded_w = x1 - x0;
+            x0 = std::max<int64_t>(x0, 0);
+            x1 = std::min(x1, g.w);
+            const int64_t divisor = divisor_override    ? *divisor_override
+                                    : count_include_pad ? padded_h * padded_w
+                                                        : (y1 - y0) * (x1 - x0);
+            if (divisor == 0) continue;  // a window with no element inside the input
+            const T share = gp[oy * g.ow + ox] / static_cast<T>(divisor);
+            for (int64_t iy = y0; iy < y1; ++iy)
+              for (int64_t ix = x0; ix < x1; ++ix) o[iy * g.w + ix] += share;
+          }
+        }
+      });
+    }
+  });
+  return gi;
+}
+
 }  // namespace
 
 namespace bp_cpu {
@@ -999,6 +1306,9 @@ void registerNNKernels(bp::Library& m) {
   m.impl("embedding_dense_backward", kCpu, &embedding_dense_backward,
          bp::Dtypes{ScalarType::Float32, ScalarType::Float64, ScalarType::Int32, ScalarType::Int64});
   m.impl("layer_norm_backward", kCpu, &layer_norm_backward, kFloat32And64);
+  m.impl("conv2d_backward", kCpu, &conv2d_backward, kFloat32And64);
+  m.impl("max_pool2d_backward", kCpu, &max_pool2d_backward, kFloat32And64);
+  m.impl("avg_pool2d_backward", kCpu, &avg_pool2d_backward, kFloat32And64);
   m.impl("conv2d", kCpu, &conv2d);
   m.impl("max_pool2d", kCpu, &max_pool2d);
   m.impl("avg_pool2d", kCpu, &avg_pool2d);

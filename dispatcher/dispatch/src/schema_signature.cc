@@ -51,10 +51,14 @@ std::string pluginParameterType(const SchemaType& t) {
       case BaseType::Layout:
       case BaseType::MemoryFormat: list = "bp::IntList"; break;
       case BaseType::Float: list = "bp::DoubleList"; break;
+      case BaseType::Bool: list = "bp::BoolList"; break;
       default: return std::string();
     }
     if (t.element_optional) return std::string();
-    return t.is_optional ? (t.base == BaseType::Float ? std::string() : "std::optional<" + list + ">") : list;
+    if (!t.is_optional) return list;
+    return t.base == BaseType::Int || t.base == BaseType::Layout || t.base == BaseType::MemoryFormat
+               ? "std::optional<" + list + ">"
+               : std::string();
   }
   std::string base;
   bool by_reference = false;

@@ -1,8 +1,10 @@
 #include "backplane/ops/derivatives.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <numbers>
+#include <optional>
 #include <tuple>
 
 #include "absl/container/flat_hash_map.h"
@@ -10,7 +12,6 @@
 #include "backplane/dispatch/dispatcher.h"
 #include "backplane/ops/ops.h"
 #include "backplane/ops/standard_ops.h"
-#include "derivatives_nn.h"
 #include "structured.h"
 
 namespace backplane {
@@ -515,7 +516,7 @@ std::vector<OpDerivative> buildTable() {
                                                    .call(c.grad(), c.result(), c.integer("dim"), c.result().dtype()));
                                }}});
   notImplemented({"gelu_backward", "_softmax_backward_data", "_log_softmax_backward_data", "embedding_dense_backward",
-                  "layer_norm_backward"},
+                  "layer_norm_backward", "conv2d_backward", "max_pool2d_backward", "avg_pool2d_backward"},
                  "a backward op: differentiating it again (double backward) has no formula yet");
   // The values of sort and topk: the gradient scattered back by the indices
   // (result 1, which carries none).
@@ -672,15 +673,46 @@ std::vector<OpDerivative> buildTable() {
               if (!c.needs("input")) return;
               c.set("input", n ? n->inputGrad(g, dims) : g * (rv->reshape(channel_shape) + eps).rsqrt());
             }}});
-  // The window ops (Note [Window op gradients], derivatives_nn.cc).
-  formula("conv2d", {{"input, weight, bias",
-                      "input: the full correlation of grad (dilated by stride) with the flipped, channel-swapped "
-                      "weight, cropped; weight: conv2d of the input (channels as batch) with grad as the kernel, "
-                      "stride and dilation exchanged; bias: sum(grad) over batch and space",
-                      &ops::conv2dBackward}});
-  formula("max_pool2d", {{"self", "grad to the first maximum of each window", &ops::maxPool2dBackward}});
-  formula("avg_pool2d",
-          {{"self", "grad / the window's divisor, to every element of the window", &ops::avgPool2dBackward}});
+  // The window ops (Note [Window op gradients], backward_nn.cc).
+  formula("conv2d",
+          {{"input, weight, bias",
+            "conv2d_backward(grad, input, weight, stride, padding, dilation, groups, output_mask): input: the full "
+            "correlation of grad (dilated by stride) with the flipped, channel-swapped weight, cropped; weight: "
+            "conv2d of the input (channels as batch) with grad as the kernel, stride and dilation exchanged; "
+            "bias: sum(grad) over batch and space",
+            [](Ctx& c) {
+              using Sig = std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&, IntArrayRef,
+                                                             IntArrayRef, IntArrayRef, int64_t, std::array<bool, 3>);
+              const std::array<bool, 3> mask{c.needs("input"), c.needs("weight"), c.needs("bias")};
+              auto [gi, gw, gb] = BP_STANDARD_OP("conv2d_backward", Sig)
+                                      .call(c.grad(), c.tensor("input"), c.tensor("weight"), c.ints("stride"),
+                                            c.ints("padding"), c.ints("dilation"), c.integer("groups"), mask);
+              if (mask[0]) c.set("input", std::move(gi));
+              if (mask[1]) c.set("weight", std::move(gw));
+              if (mask[2]) c.set("bias", std::move(gb));
+            }}});
+  formula("max_pool2d", {{"self",
+                          "max_pool2d_backward(grad, self, kernel_size, stride, padding, dilation, ceil_mode): grad "
+                          "to the first maximum of each window",
+                          [](Ctx& c) {
+                            using Sig = Tensor(const Tensor&, const Tensor&, IntArrayRef, IntArrayRef, IntArrayRef,
+                                               IntArrayRef, bool);
+                            c.set("self", BP_STANDARD_OP("max_pool2d_backward", Sig)
+                                              .call(c.grad(), c.tensor("self"), c.ints("kernel_size"), c.ints("stride"),
+                                                    c.ints("padding"), c.ints("dilation"), c.boolean("ceil_mode")));
+                          }}});
+  formula("avg_pool2d", {{"self",
+                          "avg_pool2d_backward(grad, self, kernel_size, stride, padding, ceil_mode, count_include_pad, "
+                          "divisor_override): grad / the window's divisor, to every element of the window",
+                          [](Ctx& c) {
+                            using Sig = Tensor(const Tensor&, const Tensor&, IntArrayRef, IntArrayRef, IntArrayRef,
+                                               bool, bool, std::optional<int64_t>);
+                            c.set("self",
+                                  BP_STANDARD_OP("avg_pool2d_backward", Sig)
+                                      .call(c.grad(), c.tensor("self"), c.ints("kernel_size"), c.ints("stride"),
+                                            c.ints("padding"), c.boolean("ceil_mode"), c.boolean("count_include_pad"),
+                                            c.optionalInteger("divisor_override")));
+                          }}});
   notImplemented({"pad", "reflection_pad1d", "reflection_pad2d", "reflection_pad3d", "replication_pad1d",
                   "replication_pad2d", "replication_pad3d"},
                  "its backward op is not written yet");
@@ -716,6 +748,9 @@ std::vector<OpDerivative> withBackwardOps(std::vector<OpDerivative> t) {
     if (d.op == "log_softmax.int") d.backward_ops = {"bp::_log_softmax_backward_data"};
     if (d.op == "embedding") d.backward_ops = {"bp::embedding_dense_backward"};
     if (d.op == "layer_norm") d.backward_ops = {"bp::layer_norm_backward"};
+    if (d.op == "conv2d") d.backward_ops = {"bp::conv2d_backward"};
+    if (d.op == "max_pool2d") d.backward_ops = {"bp::max_pool2d_backward"};
+    if (d.op == "avg_pool2d") d.backward_ops = {"bp::avg_pool2d_backward"};
   }
   return t;
 }
@@ -782,6 +817,9 @@ std::vector<OpDerivative> withSaves(std::vector<OpDerivative> t) {
       {"sum.dim_IntList", "self"},
       {"mean", "self"},
       {"mean.dim", "self"},
+      {"conv2d", "input, weight"},
+      {"max_pool2d", "self"},
+      {"avg_pool2d", "self"},
       // The result, not the inputs.
       {"exp", "result"},
       {"sqrt", "result"},

@@ -19,6 +19,8 @@ void addNNOps(std::vector<StandardOp>& ops);         // conv2d, pooling, batch_n
 void addDataMovementOps(std::vector<StandardOp>& ops);
 // gelu_backward, _softmax_backward_data, ... (Note [Backward ops])
 void addBackwardOps(std::vector<StandardOp>& ops);
+// (backward_nn.cc) conv2d_backward, max_pool2d_backward, avg_pool2d_backward (Note [Window op gradients])
+void addBackwardNNOps(std::vector<StandardOp>& ops);
 void addOptimOps(std::vector<StandardOp>& ops);  // _fused_sgd_, _fused_adamw_ (Note [Optimizer ops])
 
 }  // namespace backplane::ops

@@ -3,8 +3,10 @@
 // composite kernels (Note [The standard operator table]). Errors are
 // kInvalidArgument Errors that name the op and say what to change.
 
+#include <array>
 #include <initializer_list>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "absl/container/inlined_vector.h"
@@ -64,6 +66,17 @@ inline const Tensor& orUndefined(const std::optional<Tensor>& t) {
 // defined parameter (weight, bias) has exactly its shape, eps >= 0.
 void checkNormalizedShape(const std::string& op, const Tensor& input, IntArrayRef normalized_shape,
                           std::initializer_list<std::pair<const Tensor*, const char*>> params, double eps);
+
+// conv2d's and the 2-D pooling ops' argument and shape rules (nn.cc), shared
+// with their backward ops: each checks the forward's arguments under `op`'s
+// name and `rule`'s declared dtypes and returns the output's (height, width).
+// conv2d's `bias` may be undefined.
+std::array<int64_t, 2> conv2dOutputSize(const std::string& op, const StandardOp& rule, const Tensor& input,
+                                        const Tensor& weight, const Tensor& bias, IntArrayRef stride,
+                                        IntArrayRef padding, IntArrayRef dilation, int64_t groups);
+std::array<int64_t, 2> pool2dOutputSize(const std::string& op, const StandardOp& rule, const Tensor& self,
+                                        IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding,
+                                        IntArrayRef dilation, bool ceil_mode);
 
 // The device every defined tensor argument is on (see CpuScalars); throws
 // naming the op, the two arguments and their devices when they differ.

@@ -8,6 +8,7 @@
 
 #include "backplane/core/error.h"
 #include "families.h"
+#include "meta.h"
 #include "structured.h"
 
 namespace backplane::ops {
@@ -76,14 +77,15 @@ std::optional<int64_t> windowOutputSize(int64_t in, int64_t k, int64_t pad, int6
 
 // --- conv2d
 
-void conv2dMeta(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias, IntArrayRef stride,
-                IntArrayRef padding, IntArrayRef dilation, int64_t groups) {
-  const std::string& op = qualified<"conv2d">();
+}  // namespace
+
+std::array<int64_t, 2> conv2dOutputSize(const std::string& op, const StandardOp& rule, const Tensor& input,
+                                        const Tensor& weight, const Tensor& b, IntArrayRef stride, IntArrayRef padding,
+                                        IntArrayRef dilation, int64_t groups) {
   checkDefined(op, input, "input");
   checkDefined(op, weight, "weight");
-  const Tensor& b = orUndefined(bias);
   commonDevice(op, {{"input", &input}, {"weight", &weight}, {"bias", &b}});
-  checkDtypes(op, standardOp<"conv2d">(), {{"input", &input}, {"weight", &weight}, {"bias", &b}});
+  checkDtypes(op, rule, {{"input", &input}, {"weight", &weight}, {"bias", &b}});
   checkSameDtype(op, input, weight, "weight");
   checkSameDtype(op, input, b, "bias");
   BP_CHECK(input.dim() == 3 || input.dim() == 4, op,
@@ -122,6 +124,15 @@ void conv2dMeta(const Tensor& input, const Tensor& weight, const std::optional<T
   BP_CHECK(out[0] >= 1 && out[1] >= 1, op, ": the padded input is ", h + 2 * p[0], " x ", w + 2 * p[1],
            " per channel, smaller than the (dilated) kernel ", d[0] * (kh - 1) + 1, " x ", d[1] * (kw - 1) + 1,
            "; use a smaller kernel or dilation, or more padding");
+  return out;
+}
+
+namespace {
+
+void conv2dMeta(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias, IntArrayRef stride,
+                IntArrayRef padding, IntArrayRef dilation, int64_t groups) {
+  conv2dOutputSize(qualified<"conv2d">(), standardOp<"conv2d">(), input, weight, orUndefined(bias), stride, padding,
+                   dilation, groups);
 }
 
 // --- pooling
@@ -138,8 +149,11 @@ std::optional<int64_t> poolOutputSize(int64_t in, int64_t k, int64_t pad, int64_
   return out;
 }
 
-void poolCheck(const std::string& op, const StandardOp& rule, const Tensor& self, IntArrayRef kernel_size,
-               IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation, bool ceil_mode) {
+}  // namespace
+
+std::array<int64_t, 2> pool2dOutputSize(const std::string& op, const StandardOp& rule, const Tensor& self,
+                                        IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding,
+                                        IntArrayRef dilation, bool ceil_mode) {
   checkDefined(op, self, "self");
   checkDtypes(op, rule, {{"self", &self}});
   BP_CHECK(self.dim() == 3 || self.dim() == 4, op,
@@ -170,12 +184,15 @@ void poolCheck(const std::string& op, const StandardOp& rule, const Tensor& self
            " (kernel_size ", shapeString(kernel_size), ", stride ", shapeString(stride), ", padding ",
            shapeString(padding), ", dilation ", shapeString(dilation),
            "); the output size must be positive: ", "use a smaller kernel or more padding");
+  return {oh, ow};
 }
+
+namespace {
 
 void maxPool2dMeta(const Tensor& self, IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding,
                    IntArrayRef dilation, bool ceil_mode) {
-  poolCheck(qualified<"max_pool2d">(), standardOp<"max_pool2d">(), self, kernel_size, stride, padding, dilation,
-            ceil_mode);
+  pool2dOutputSize(qualified<"max_pool2d">(), standardOp<"max_pool2d">(), self, kernel_size, stride, padding, dilation,
+                   ceil_mode);
 }
 
 void avgPool2dMeta(const Tensor& self, IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding, bool ceil_mode,
@@ -183,7 +200,7 @@ void avgPool2dMeta(const Tensor& self, IntArrayRef kernel_size, IntArrayRef stri
   (void)count_include_pad;  // any value is valid
   const std::string& op = qualified<"avg_pool2d">();
   const int64_t one = 1;
-  poolCheck(op, standardOp<"avg_pool2d">(), self, kernel_size, stride, padding, IntArrayRef(&one, 1), ceil_mode);
+  pool2dOutputSize(op, standardOp<"avg_pool2d">(), self, kernel_size, stride, padding, IntArrayRef(&one, 1), ceil_mode);
   BP_CHECK(!divisor_override || *divisor_override != 0, op, ": divisor_override must not be zero");
 }
 

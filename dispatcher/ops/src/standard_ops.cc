@@ -43,6 +43,7 @@ const std::vector<StandardOp>& standardOperators() {
     ops::addNNOps(*v);
     ops::addDataMovementOps(*v);
     ops::addBackwardOps(*v);
+    ops::addBackwardNNOps(*v);
     ops::addOptimOps(*v);
     return v;
   }();

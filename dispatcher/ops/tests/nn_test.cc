@@ -949,6 +949,263 @@ TEST(NNBackwardOps, LayerNormBackwardMatchesTheReference) {
               HasSubstr("'grad_output' has shape [2, 3] but 'input' has shape [2, 4]"));
 }
 
+// --- The window ops' backward ops (Note [Window op gradients]): the CPU
+// kernels (oneDNN for float32 convolutions, loops otherwise) and the
+// composites (float16 on the CPU; every dtype on a device without kernels)
+// against gradients computed here in double by the definition: each output
+// element's gradient flows back to the inputs (and weights) it was made of.
+
+// conv2d's three gradients from refConv's sums, in double.
+struct ConvGrads {
+  std::vector<double> input, weight, bias;
+};
+ConvGrads refConvBackward(const std::vector<double>& go, const std::vector<double>& x, const std::vector<double>& w,
+                          const ConvCase& c, const V& out) {
+  const int64_t n = c.input[0], ch = c.input[1], h = c.input[2], wd = c.input[3];
+  const int64_t oc = c.weight[0], icg = c.weight[1], kh = c.weight[2], kw = c.weight[3];
+  const int64_t oh = out[2], ow = out[3], ocg = oc / c.groups;
+  ConvGrads g{std::vector<double>(x.size()), std::vector<double>(w.size()), std::vector<double>(oc)};
+  for (int64_t in = 0; in < n; ++in)
+    for (int64_t o = 0; o < oc; ++o)
+      for (int64_t y = 0; y < oh; ++y)
+        for (int64_t xo = 0; xo < ow; ++xo) {
+          const double gv = go[static_cast<size_t>(((in * oc + o) * oh + y) * ow + xo)];
+          g.bias[static_cast<size_t>(o)] += gv;
+          for (int64_t i = 0; i < icg; ++i) {
+            const int64_t ic = (o / ocg) * icg + i;
+            for (int64_t ky = 0; ky < kh; ++ky)
+              for (int64_t kx = 0; kx < kw; ++kx) {
+                const int64_t iy = y * c.stride[0] - c.padding[0] + ky * c.dilation[0];
+                const int64_t ix = xo * c.stride[1] - c.padding[1] + kx * c.dilation[1];
+                if (iy < 0 || iy >= h || ix < 0 || ix >= wd) continue;
+                const size_t xi = static_cast<size_t>(((in * ch + ic) * h + iy) * wd + ix);
+                const size_t wi = static_cast<size_t>(((o * icg + i) * kh + ky) * kw + kx);
+                g.input[xi] += gv * w[wi];
+                g.weight[wi] += gv * x[xi];
+              }
+          }
+        }
+  return g;
+}
+
+std::tuple<Tensor, Tensor, Tensor> convBackward(const Tensor& go, const Tensor& x, const Tensor& w, const ConvCase& c,
+                                                std::vector<bool> mask) {
+  Stack stack{go, x, w, c.stride, c.padding, c.dilation, c.groups, IValue(std::move(mask))};
+  op("conv2d_backward").callBoxed(stack);
+  EXPECT_EQ(stack.size(), 3u);
+  return {stack[0].toTensor(), stack[1].toTensor(), stack[2].toTensor()};
+}
+
+TEST(NNBackwardOps, Conv2dBackwardMatchesTheReference) {
+  const std::vector<ConvCase> cases = {
+      {{2, 3, 7, 6}, {4, 3, 3, 3}, true, {1, 1}, {1, 1}, {1, 1}, 1},
+      {{1, 4, 9, 8}, {6, 2, 3, 2}, true, {2, 1}, {1, 0}, {1, 2}, 2},  // groups, stride, dilation
+      // The forward's last windows leave padded rows and columns unread.
+      {{2, 2, 6, 6}, {3, 2, 3, 3}, true, {2, 2}, {1, 1}, {1, 1}, 1},
+      {{1, 3, 5, 5}, {2, 3, 1, 1}, true, {3, 3}, {0, 0}, {1, 1}, 1},
+      {{3, 4, 8, 8}, {8, 1, 3, 3}, true, {1, 1}, {2, 2}, {2, 2}, 4},  // depthwise-like
+  };
+  uint32_t seed = 200;
+  for (const ConvCase& c : cases) {
+    const Tensor x64 = randomTensor(c.input, ScalarType::Float64, ++seed);
+    const Tensor w64 = randomTensor(c.weight, ScalarType::Float64, ++seed);
+    V out;
+    refConv(values(x64), values(w64), {}, c, out);
+    const Tensor go64 = randomTensor(out, ScalarType::Float64, ++seed);
+    const ConvGrads want = refConvBackward(values(go64), values(x64), values(w64), c, out);
+    for (ScalarType dt : {ScalarType::Float32, ScalarType::Float64, ScalarType::Float16}) {
+      for (Device dev : {Device(DeviceType::CPU), testDevice()}) {
+        SCOPED_TRACE(::testing::Message() << "input " << ::testing::PrintToString(c.input) << " weight "
+                                          << ::testing::PrintToString(c.weight) << " " << dt << " " << dev.str());
+        const double tol = dt == ScalarType::Float16 ? 5e-2 : dt == ScalarType::Float32 ? 1e-4 : 1e-12;
+        auto [gi, gw, gb] = convBackward(go64.to(dev, dt), x64.to(dev, dt), w64.to(dev, dt), c, {true, true, true});
+        expectClose(gi.cpu(), want.input, IntArrayRef(c.input), dt, tol);
+        expectClose(gw.cpu(), want.weight, IntArrayRef(c.weight), dt, tol);
+        expectClose(gb.cpu(), want.bias, IntArrayRef({c.weight[0]}), dt, tol);
+      }
+    }
+  }
+}
+
+// output_mask: only what it asks for is computed; the rest comes back
+// undefined, from the CPU plugin's kernel (across the plugin ABI: Note
+// [Masked returns]) and from the composite alike. An unbatched input and a
+// non-contiguous one give the batched, contiguous results.
+TEST(NNBackwardOps, Conv2dBackwardComputesWhatItsMaskAsksFor) {
+  const ConvCase c{{1, 2, 5, 5}, {3, 2, 3, 3}, true, {1, 1}, {1, 1}, {1, 1}, 1};
+  const Tensor x = randomTensor(c.input, ScalarType::Float64, 1), w = randomTensor(c.weight, ScalarType::Float64, 2);
+  const Tensor go = randomTensor({1, 3, 5, 5}, ScalarType::Float64, 3);
+  const ConvGrads want = refConvBackward(values(go), values(x), values(w), c, {1, 3, 5, 5});
+  for (ScalarType dt : {ScalarType::Float32, ScalarType::Float64, ScalarType::Float16}) {
+    for (int which = 0; which < 3; ++which) {
+      SCOPED_TRACE(::testing::Message() << dt << " mask " << which);
+      std::vector<bool> mask(3, false);
+      mask[static_cast<size_t>(which)] = true;
+      Profiler profiler;
+      auto [gi, gw, gb] = convBackward(go.to(dt), x.to(dt), w.to(dt), c, mask);
+      profiler.stop();
+      // The CPU plugin's kernel for float32 and float64; the composite else.
+      const OpReport report = profiler.report();
+      const OpStats* row = report.find("bp::conv2d_backward", DispatchKey::CPU);
+      ASSERT_NE(row, nullptr);
+      EXPECT_EQ(row->native_calls, dt == ScalarType::Float16 ? 0u : 1u) << report.table();
+      EXPECT_EQ(gi.defined(), which == 0);
+      EXPECT_EQ(gw.defined(), which == 1);
+      EXPECT_EQ(gb.defined(), which == 2);
+      const double tol = dt == ScalarType::Float16 ? 5e-2 : 1e-4;
+      if (which == 0) expectClose(gi, want.input, IntArrayRef(c.input), dt, tol);
+      if (which == 1) expectClose(gw, want.weight, IntArrayRef(c.weight), dt, tol);
+      if (which == 2) expectClose(gb, want.bias, IntArrayRef({3}), dt, tol);
+    }
+  }
+  // Unbatched, and a channels-last input and gradient.
+  auto [gi, gw, gb] = convBackward(go.squeeze(0).to(ScalarType::Float32), x.squeeze(0).to(ScalarType::Float32),
+                                   w.to(ScalarType::Float32), c, {true, true, true});
+  expectClose(gi, want.input, IntArrayRef({2, 5, 5}), ScalarType::Float32, 1e-4);
+  expectClose(gw, want.weight, IntArrayRef(c.weight), ScalarType::Float32, 1e-4);
+  const Tensor x_cl = x.to(ScalarType::Float32).permute({0, 2, 3, 1}).contiguous().permute({0, 3, 1, 2});
+  const Tensor go_cl = go.to(ScalarType::Float32).permute({0, 2, 3, 1}).contiguous().permute({0, 3, 1, 2});
+  auto [gi2, gw2, gb2] = convBackward(go_cl, x_cl, w.to(ScalarType::Float32), c, {true, true, true});
+  expectClose(gi2, want.input, IntArrayRef(c.input), ScalarType::Float32, 1e-4);
+  expectClose(gw2, want.weight, IntArrayRef(c.weight), ScalarType::Float32, 1e-4);
+  expectClose(gb2, want.bias, IntArrayRef({3}), ScalarType::Float32, 1e-4);
+}
+
+TEST(NNBackwardOps, Conv2dBackwardRefusesABadGradientOrMask) {
+  const ConvCase c{{1, 2, 5, 5}, {3, 2, 3, 3}, true, {1, 1}, {0, 0}, {1, 1}, 1};
+  const Tensor x = randomTensor(c.input, ScalarType::Float32, 1), w = randomTensor(c.weight, ScalarType::Float32, 2);
+  EXPECT_THAT(errorOf([&] {
+                convBackward(randomTensor({1, 3, 5, 5}, ScalarType::Float32, 3), x, w, c, {true, true, true});
+              }),
+              HasSubstr("bp::conv2d_backward: 'grad_output' has shape [1, 3, 5, 5] but the forward's output has "
+                        "shape [1, 3, 3, 3]"));
+  EXPECT_THAT(errorOf([&] {
+                convBackward(randomTensor({1, 3, 3, 3}, ScalarType::Float64, 3), x, w, c, {true, true, true});
+              }),
+              HasSubstr("'grad_output' has dtype float64 but the input has float32"));
+  EXPECT_THAT(errorOf([&] {
+                convBackward(randomTensor({1, 3, 3, 3}, ScalarType::Float32, 3), x, w, c, {true});
+              }),
+              HasSubstr("a bool[] argument of 1 values was passed where the kernel takes 3"));
+  EXPECT_THAT(errorOf([&] {
+                convBackward(randomTensor({1, 3, 3, 3}, ScalarType::Float32, 3), x,
+                             randomTensor({3, 1, 3, 3}, ScalarType::Float32, 4), c, {true, true, true});
+              }),
+              HasSubstr("bp::conv2d_backward: given groups=1 and weight of size [3, 1, 3, 3]"));
+}
+
+// The input's gradient of max_pool2d (each window's gradient to the element
+// the forward picks: the first greater than every earlier one, in window
+// order, or the first NaN) and of avg_pool2d (divided by the forward's
+// divisor, to every element of the window inside the input), in double.
+std::vector<double> refPoolBackward(bool is_max, const std::vector<double>& x, const std::vector<double>& go,
+                                    const PoolCase& c, bool count_include_pad, std::optional<int64_t> divisor,
+                                    const V& out) {
+  const int64_t planes = c.input[0] * c.input[1], h = c.input[2], w = c.input[3], oh = out[2], ow = out[3];
+  const V s = c.stride.empty() ? c.kernel : c.stride;
+  std::vector<double> gi(x.size());
+  for (int64_t p = 0; p < planes; ++p)
+    for (int64_t y = 0; y < oh; ++y)
+      for (int64_t xo = 0; xo < ow; ++xo) {
+        const double gv = go[static_cast<size_t>((p * oh + y) * ow + xo)];
+        std::vector<size_t> inside;
+        int64_t padded = 0, best = -1;
+        for (int64_t ky = 0; ky < c.kernel[0]; ++ky)
+          for (int64_t kx = 0; kx < c.kernel[1]; ++kx) {
+            const int64_t iy = y * s[0] - c.padding[0] + ky * c.dilation[0];
+            const int64_t ix = xo * s[1] - c.padding[1] + kx * c.dilation[1];
+            if (iy < h + c.padding[0] && ix < w + c.padding[1]) ++padded;
+            if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+            const size_t i = static_cast<size_t>((p * h + iy) * w + ix);
+            inside.push_back(i);
+            const bool best_nan = best >= 0 && std::isnan(x[static_cast<size_t>(best)]);
+            if (!best_nan && (best < 0 || x[i] > x[static_cast<size_t>(best)] || std::isnan(x[i])))
+              best = static_cast<int64_t>(i);
+          }
+        if (is_max) {
+          gi[static_cast<size_t>(best)] += gv;
+        } else {
+          const double d = static_cast<double>(divisor             ? *divisor
+                                               : count_include_pad ? padded
+                                                                   : static_cast<int64_t>(inside.size()));
+          for (size_t i : inside) gi[i] += gv / d;
+        }
+      }
+  return gi;
+}
+
+TEST(NNBackwardOps, PoolBackwardsMatchTheReference) {
+  uint32_t seed = 300;
+  for (const PoolCase& c : poolCases()) {
+    // Values on a coarse grid, so that windows have ties (the first
+    // maximum takes the gradient).
+    const Tensor x64 = randomTensor(c.input, ScalarType::Int64, ++seed, -4, 4).to(ScalarType::Float64);
+    V out;
+    refPool(true, values(x64), c, true, std::nullopt, out);
+    const Tensor go64 = randomTensor(out, ScalarType::Float64, ++seed);
+    const std::vector<double> want_max = refPoolBackward(true, values(x64), values(go64), c, true, std::nullopt, out);
+    const bool dilated = c.dilation != V{1, 1};
+    for (ScalarType dt : {ScalarType::Float32, ScalarType::Float64, ScalarType::Float16}) {
+      for (Device dev : {Device(DeviceType::CPU), testDevice()}) {
+        SCOPED_TRACE(::testing::Message() << ::testing::PrintToString(c.input) << " kernel "
+                                          << ::testing::PrintToString(c.kernel) << " " << dt << " " << dev.str());
+        const Tensor x = x64.to(dev, dt), go = go64.to(dev, dt);
+        const Tensor got =
+            callT("max_pool2d_backward", {go, x, c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode});
+        expectClose(got.cpu(), want_max, IntArrayRef(c.input), dt);
+        // A channels-last input reads through its strides.
+        const Tensor x_cl = x.permute({0, 2, 3, 1}).contiguous().permute({0, 3, 1, 2});
+        expectClose(
+            callT("max_pool2d_backward", {go, x_cl, c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode}).cpu(),
+            want_max, IntArrayRef(c.input), dt);
+        if (dilated) continue;  // avg_pool2d has no dilation
+        for (bool include_pad : {true, false}) {
+          for (std::optional<int64_t> divisor : {std::optional<int64_t>(), std::optional<int64_t>(3)}) {
+            const std::vector<double> want =
+                refPoolBackward(false, values(x64), values(go64), c, include_pad, divisor, out);
+            expectClose(callT("avg_pool2d_backward", {go, x, c.kernel, c.stride, c.padding, c.ceil_mode, include_pad,
+                                                      divisor ? IValue(*divisor) : IValue()})
+                            .cpu(),
+                        want, IntArrayRef(c.input), dt);
+          }
+        }
+      }
+    }
+  }
+}
+
+// The first NaN in a window takes its gradient, as PyTorch's argmax picks
+// it; an all -inf window's gradient goes to its first element inside the
+// input, never to the padding. The CPU kernel and the composite alike.
+TEST(NNBackwardOps, MaxPoolBackwardFollowsTheForwardsPick) {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  for (ScalarType dt : {ScalarType::Float32, ScalarType::Float64, ScalarType::Float16}) {
+    for (Device dev : {Device(DeviceType::CPU), testDevice()}) {
+      SCOPED_TRACE(::testing::Message() << dt << " " << dev.str());
+      const Tensor x = fromDoubles({1, nan, 5, nan, -inf, -inf, -inf, -inf}, {1, 1, 2, 4}, dt).to(dev);
+      EXPECT_EQ(values(callT("max_pool2d_backward", {fromDoubles({10, 20}, {1, 1, 1, 2}, dt).to(dev), x, V{2, 2}, V{},
+                                                     V{0, 0}, V{1, 1}, false})),
+                (std::vector<double>{0, 10, 0, 20, 0, 0, 0, 0}));
+      // Padded: the windows of the last row hold padding and -inf only.
+      EXPECT_EQ(values(callT("max_pool2d_backward", {fromDoubles({1, 2, 3, 4, 5, 6}, {1, 1, 2, 3}, dt).to(dev), x,
+                                                     V{2, 2}, V{}, V{1, 1}, V{1, 1}, false})),
+                (std::vector<double>{1, 2, 0, 3, 4, 5, 0, 6}));
+    }
+  }
+  const Tensor x = randomTensor({1, 1, 4, 4}, ScalarType::Float32, 1);
+  EXPECT_THAT(errorOf([&] {
+                callT("max_pool2d_backward",
+                      {randomTensor({1, 1, 3, 3}, ScalarType::Float32, 2), x, V{2, 2}, V{}, V{0, 0}, V{1, 1}, false});
+              }),
+              HasSubstr("bp::max_pool2d_backward: 'grad_output' has shape [1, 1, 3, 3] but the forward's output has "
+                        "shape [1, 1, 2, 2]"));
+  EXPECT_THAT(errorOf([&] {
+                callT("avg_pool2d_backward", {randomTensor({1, 1, 2, 2}, ScalarType::Float32, 2), x, V{2, 2}, V{},
+                                              V{0, 0}, false, true, int64_t{0}});
+              }),
+              HasSubstr("bp::avg_pool2d_backward: divisor_override must not be zero"));
+}
+
 TEST(NNBackwardOps, TheHostsRuleRefusesMismatchedArguments) {
   const Tensor a = fromDoubles({1, 2, 3, 4}, {2, 2}, ScalarType::Float32);
   const Tensor b = fromDoubles({1, 2, 3}, {3}, ScalarType::Float32);

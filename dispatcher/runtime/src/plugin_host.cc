@@ -311,7 +311,9 @@ struct PluginKernel final : OperatorKernel {
 }
 
 [[noreturn]] void throwMissingReturn(const PluginKernel& k, size_t i) {
-  BP_THROW(kInternal, k.context, " did not set return ", i, " (or set a value of the wrong kind)");
+  BP_THROW(kInternal, k.context, " did not set return ", i,
+           " (or set a value of the wrong kind; a tensor return may be left undefined only where the op's "
+           "output_mask is false)");
 }
 
 // Note [Plugin returns]
@@ -336,6 +338,23 @@ bool returnFits(const BP_Value& v, const SchemaType& t) {
   }
 }
 
+// Note [Masked returns]
+// A backward op with an `output_mask` (bool[], as conv2d_backward's)
+// computes only the returns its mask asks for, as PyTorch's do; the others
+// come back undefined. So a plugin kernel may return NONE (or a NULL
+// TENSOR) for a Tensor return whose mask value is false, and the caller gets
+// an undefined tensor there. Any other missing return is still refused.
+bool maskedOut(const FunctionSchema& s, const Stack& stack, size_t first_arg, size_t j) {
+  const auto& args = s.arguments();
+  if (s.returns()[j].type.base != BaseType::Tensor || s.returns()[j].type.is_list) return false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].name != "output_mask") continue;
+    const IValue& v = stack[first_arg + i];
+    return v.isBoolList() && j < v.toBoolList().size() && !v.toBoolList()[j];
+  }
+  return false;
+}
+
 [[noreturn, gnu::cold]] void throwBadReturn(const PluginKernel& k, BP_Value* rets, size_t n, size_t i) {
   releaseReturns(rets, n);
   throwMissingReturn(k, i);
@@ -355,14 +374,23 @@ void pluginBoxed(OperatorKernel* functor, const OperatorHandle& op, DispatchKeyS
   absl::InlinedVector<BP_Value, 2> out(m, noneValue());
   const BP_Operator* bop = k.op ? k.op : reinterpret_cast<const BP_Operator*>(&op.entry());
   invoke(k, bop, ks, in.data(), n, out.data(), m);
+  uint64_t masked = 0;              // Note [Masked returns]
   for (size_t j = 0; j < m; ++j) {  // Note [Plugin returns]
-    if (!returnFits(out[j], s.returns()[j].type)) [[unlikely]]
+    if (!returnFits(out[j], s.returns()[j].type)) [[unlikely]] {
+      const bool empty = out[j].tag == BP_VALUE_NONE || (out[j].tag == BP_VALUE_TENSOR && !out[j].u.tensor);
+      if (j < 64 && empty && maskedOut(s, *stack, stack->size() - n, j)) {
+        masked |= uint64_t{1} << j;
+        continue;
+      }
       throwBadReturn(k, out.data(), m, j);
+    }
   }
   stack->resize(stack->size() - n);
   for (size_t j = 0; j < m; ++j) {
     const SchemaType& t = s.returns()[j].type;
-    if (out[j].tag == BP_VALUE_INT && t.base == BaseType::Float) {
+    if (masked >> j & 1) [[unlikely]] {
+      stack->push_back(IValue(TensorBase()));
+    } else if (out[j].tag == BP_VALUE_INT && t.base == BaseType::Float) {
       stack->push_back(IValue(static_cast<double>(out[j].u.i)));
     } else {
       stack->push_back(fromValue(out[j], /*adopt=*/true));

@@ -10,8 +10,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <array>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "backplane/dispatch/dispatcher.h"
@@ -86,6 +88,44 @@ TEST(MisbehavingKernel, AnErrorKeepsItsCodeAndNamesOpAndDevice) {
     EXPECT_EQ(e.code(), absl::StatusCode::kDataLoss);
     EXPECT_EQ(e.message(),
               "kernel of plugin 'tp_misbehave' for tpm::fails on CPU failed: tpm::fails: the toy device lost the data");
+  }
+}
+
+// Note [Masked returns]: a kernel may leave undefined a tensor return its
+// op's output_mask does not ask for, and the caller gets an undefined
+// tensor there; any other undefined return is an error naming the kernel
+// and the return, and the returns it did set are released.
+TEST(MisbehavingKernel, AnUndefinedReturnIsAllowedOnlyWhereTheOutputMaskSaysSo) {
+  using Sig = std::tuple<Tensor, Tensor>(const Tensor&, std::array<bool, 2>);
+  const auto masked = Dispatcher::singleton().findOpOrThrow("tpm::masked").typed<Sig>();
+  for (Device d : {Device(DeviceType::CPU), misdev()}) {
+    SCOPED_TRACE(d.str());
+    const Tensor x = floats({1, 2}, d);
+    for (const std::array<bool, 2> mask : {std::array<bool, 2>{true, false}, std::array<bool, 2>{false, true},
+                                           std::array<bool, 2>{true, true}, std::array<bool, 2>{false, false}}) {
+      auto [a, b] = masked.call(x, mask);
+      ASSERT_EQ(a.defined(), mask[0]);
+      ASSERT_EQ(b.defined(), mask[1]);
+      if (mask[0]) {
+        EXPECT_THAT(a.cpu().toVector<float>(), ElementsAre(2, 4));
+      }
+      if (mask[1]) {
+        EXPECT_THAT(b.cpu().toVector<float>(), ElementsAre(2, 4));
+      }
+    }
+    testing::TestDevice& dev = testing::TestDevice::install("misdev", 1);
+    const size_t live = dev.liveAllocations();
+    using Half = std::tuple<Tensor, Tensor>(const Tensor&);
+    try {
+      (void)Dispatcher::singleton().findOpOrThrow("tpm::half_undefined").typed<Half>().call(x);
+      ADD_FAILURE() << "tpm::half_undefined did not fail";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), absl::StatusCode::kInternal);
+      EXPECT_THAT(e.message(), HasSubstr("tpm::half_undefined"));
+      EXPECT_THAT(e.message(), HasSubstr("did not set return 1"));
+      EXPECT_THAT(e.message(), HasSubstr("may be left undefined only where the op's output_mask is false"));
+    }
+    EXPECT_EQ(dev.liveAllocations(), live) << "the return the kernel did set leaked";
   }
 }
 

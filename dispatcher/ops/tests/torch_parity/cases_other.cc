@@ -313,6 +313,31 @@ std::vector<Case> nnCases() {
         {"avg_pool2d",
          {{"self", pool_in}, {"kernel_size", Ints({2, 3})}, {"padding", Ints({1, 1})}, {"divisor_override", I(5)}},
          close(8, 8)});
+    // avg_pool2d's backward op has PyTorch's schema (Note [Window op
+    // gradients]): the CPU plugin's kernel for float32 and float64.
+    if (t == kF32 || t == kF64) {
+      cases.push_back({"avg_pool2d_backward",
+                       {{"grad_output", T(t, {2, 3, 3, 3}, Fill::Random, View::Contiguous, 19)},
+                        {"self", pool_in},
+                        {"kernel_size", Ints({2, 2})},
+                        {"stride", Ints({})},
+                        {"padding", Ints({0, 0})},
+                        {"ceil_mode", B(false)},
+                        {"count_include_pad", B(true)},
+                        {"divisor_override", None()}},
+                       close(8, 8)});
+      for (bool include_pad : {true, false})
+        cases.push_back({"avg_pool2d_backward",
+                         {{"grad_output", T(t, {2, 3, 4, 4}, Fill::Random, View::Transposed, 20)},
+                          {"self", pool_in},
+                          {"kernel_size", Ints({3, 3})},
+                          {"stride", Ints({2, 2})},
+                          {"padding", Ints({1, 1})},
+                          {"ceil_mode", B(true)},
+                          {"count_include_pad", B(include_pad)},
+                          {"divisor_override", None()}},
+                         close(8, 8)});
+    }
     for (ScalarType it : {kI64, kI32})
       cases.push_back({"embedding",
                        {{"weight", T(t, {5, 3}, Fill::Special, View::Contiguous, 18)},

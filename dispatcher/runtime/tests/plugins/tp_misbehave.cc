@@ -13,7 +13,15 @@
 //   tpm::reenter_fails(Tensor self) -> Tensor    calls fails(self) through the dispatcher
 //   tpm::reenter_deep(Tensor self, int depth) -> Tensor
 //                                                itself with depth - 1, down to twice(self)
+//   tpm::masked(Tensor self, bool[] output_mask) -> (Tensor, Tensor)
+//                                                twice(self) where the mask says so, an
+//                                                undefined tensor elsewhere (allowed: Note
+//                                                [Masked returns])
+//   tpm::half_undefined(Tensor self) -> (Tensor, Tensor)
+//                                                twice(self) and an undefined tensor, with
+//                                                no mask to allow it
 #include <stdexcept>
+#include <tuple>
 
 #include "backplane/plugin.hpp"
 
@@ -58,6 +66,13 @@ bp::Tensor reenterDeep(const bp::Tensor& self, int64_t depth) {
   return depth <= 0 ? twice_op.call(self) : deep.call(self, depth - 1);
 }
 
+std::tuple<bp::Tensor, bp::Tensor> masked(const bp::Tensor& self, bp::BoolList output_mask) {
+  BP_PLUGIN_CHECK(output_mask.size() == 2, "tpm::masked: output_mask must have 2 values");
+  return {output_mask[0] ? twice(self) : bp::Tensor(), output_mask[1] ? twice(self) : bp::Tensor()};
+}
+
+std::tuple<bp::Tensor, bp::Tensor> halfUndefined(const bp::Tensor& self) { return {twice(self), bp::Tensor()}; }
+
 void init(bp::Library& m) {
   m.def("tpm::twice(Tensor self) -> Tensor");
   m.def("tpm::fails(Tensor self) -> Tensor");
@@ -75,6 +90,10 @@ void init(bp::Library& m) {
   m.impl("tpm::reenter_standard", 0, &reenterStandard);
   m.impl("tpm::reenter_fails", 0, &reenterFails);
   m.impl("tpm::reenter_deep", 0, &reenterDeep);
+  m.def("tpm::masked(Tensor self, bool[] output_mask) -> (Tensor, Tensor)");
+  m.def("tpm::half_undefined(Tensor self) -> (Tensor, Tensor)");
+  m.impl("tpm::masked", 0, &masked);
+  m.impl("tpm::half_undefined", 0, &halfUndefined);
 }
 
 }  // namespace

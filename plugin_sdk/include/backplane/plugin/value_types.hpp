@@ -1,5 +1,5 @@
 // The small values kernels take and operators are called with: bp::Device,
-// bp::ArrayView (IntList, DoubleList), bp::Scalar and bp::DispatchKeys.
+// bp::ArrayView (IntList, DoubleList), bp::BoolList, bp::Scalar and bp::DispatchKeys.
 // Part of <backplane/plugin.hpp>; compiles on its own.
 #ifndef BACKPLANE_PLUGIN_VALUE_TYPES_HPP_
 #define BACKPLANE_PLUGIN_VALUE_TYPES_HPP_
@@ -97,6 +97,38 @@ class ArrayView {
 using IntList = ArrayView<int64_t>;
 // "float[]" arguments.
 using DoubleList = ArrayView<double>;
+
+// "bool[]" arguments (e.g. a backward op's output_mask): a view of the host's
+// bytes, one per value, read as bools. Valid for the call it arrives in; to
+// pass one to bp::Operator::call, build it over your own bytes.
+class BoolList {
+ public:
+  constexpr BoolList() noexcept = default;
+  constexpr BoolList(const uint8_t* data, size_t size) noexcept : data_(size ? data : nullptr), size_(size) {}
+  constexpr size_t size() const noexcept { return size_; }
+  constexpr bool empty() const noexcept { return size_ == 0; }
+  constexpr const uint8_t* data() const noexcept { return data_; }
+  constexpr bool operator[](size_t i) const noexcept { return data_[i] != 0; }
+  // Bounds-checked value; throws bp::Error(BP_OUT_OF_RANGE).
+  bool at(size_t i) const {
+    if (i >= size_) fail(BP_OUT_OF_RANGE, detail::concat("index ", i, " out of range for a bool list of ", size_));
+    return data_[i] != 0;
+  }
+  std::vector<bool> vec() const {
+    std::vector<bool> v(size_);
+    for (size_t i = 0; i < size_; ++i) v[i] = data_[i] != 0;
+    return v;
+  }
+  friend std::ostream& operator<<(std::ostream& os, BoolList l) {
+    os << '[';
+    for (size_t i = 0; i < l.size_; ++i) os << (i ? ", " : "") << (l[i] ? "True" : "False");
+    return os << ']';
+  }
+
+ private:
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
 
 // A number that remembers whether it is a bool, an integer or a double, as
 // "Scalar" arguments arrive (BP_VALUE_BOOL / INT / DOUBLE).

@@ -14,6 +14,7 @@
 // below is the single source of those mappings; the schema side lives in
 // cppSignatureForSchema().
 
+#include <array>
 #include <cstdint>
 #include <iterator>
 #include <optional>
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "backplane/core/array_ref.h"
+#include "backplane/core/error.h"
 #include "backplane/dispatch/dispatch_key.h"
 #include "backplane/dispatch/ivalue.h"
 
@@ -247,6 +249,24 @@ struct ArgTraits<std::optional<IntArrayRef>> {
       s.emplace_back();
   }
   static void addKeys(uint64_t&, std::optional<IntArrayRef>) {}
+};
+// "bool[]" as a fixed-size mask (PyTorch's std::array<bool, N> output_mask):
+// a list of another length is an error naming both lengths.
+template <size_t N>
+struct ArgTraits<std::array<bool, N>> {
+  static constexpr bool supported = true;
+  using Canonical = std::array<bool, N>;
+  static constexpr std::string_view name = "bool[]";
+  static std::array<bool, N> fromIValue(IValue& v) {
+    const std::vector<bool>& l = v.toBoolList();
+    BP_CHECK(l.size() == N, "a bool[] argument of ", l.size(), " values was passed where the kernel takes ", N,
+             "; pass exactly ", N);
+    std::array<bool, N> a{};
+    for (size_t i = 0; i < N; ++i) a[i] = l[i];
+    return a;
+  }
+  static void push(Stack& s, const std::array<bool, N>& a) { s.emplace_back(std::vector<bool>(a.begin(), a.end())); }
+  static void addKeys(uint64_t&, const std::array<bool, N>&) {}
 };
 template <>
 struct ArgTraits<ArrayRef<double>> {

@@ -100,6 +100,10 @@ BP_Value packValue(const T& v, CallStorage& storage) {
     out.tag = BP_VALUE_DOUBLE_LIST;
     out.u.double_list.data = l.data();
     out.u.double_list.size = l.size();
+  } else if constexpr (std::is_same_v<D, BoolList>) {
+    out.tag = BP_VALUE_BOOL_LIST;
+    out.u.bool_list.data = v.data();
+    out.u.bool_list.size = v.size();
   } else if constexpr (std::is_same_v<D, ScalarType>) {
     out.tag = BP_VALUE_SCALAR_TYPE;
     out.u.scalar_type = static_cast<BP_ScalarType>(v);
@@ -134,11 +138,12 @@ BP_Value packValue(const T& v, CallStorage& storage) {
     out.u.str.data = s.data();
     out.u.str.size = s.size();
   } else {
-    static_assert(kAlwaysFalse<T>,
-                  "bp::Operator::call: unsupported argument type. Supported: bp::Tensor, std::optional<...>, "
-                  "std::nullopt, integers, bool, float/double, bp::Scalar, bp::IntList, std::vector<int64_t>, "
-                  "bp::DoubleList, std::vector<double>, bp::ScalarType, bp::Device, std::vector<bp::Tensor>, "
-                  "std::vector<std::optional<bp::Tensor>>, and strings (std::string_view, std::string, const char*)");
+    static_assert(
+        kAlwaysFalse<T>,
+        "bp::Operator::call: unsupported argument type. Supported: bp::Tensor, std::optional<...>, "
+        "std::nullopt, integers, bool, float/double, bp::Scalar, bp::IntList, std::vector<int64_t>, "
+        "bp::DoubleList, std::vector<double>, bp::BoolList, bp::ScalarType, bp::Device, std::vector<bp::Tensor>, "
+        "std::vector<std::optional<bp::Tensor>>, and strings (std::string_view, std::string, const char*)");
   }
   return out;
 }

@@ -67,14 +67,15 @@ inline const char* opName(const BP_Operator* op) noexcept {
 template <class T>
 struct ArgTraits {
   static_assert(!std::is_same_v<T, DispatchKeys>, "bp: bp::DispatchKeys may only be a kernel's FIRST parameter");
-  static_assert(std::is_same_v<T, DispatchKeys> || kAlwaysFalse<T>,
-                "bp: unsupported kernel parameter type. Supported (by value or const&): bp::Tensor, "
-                "std::optional<bp::Tensor>, std::vector<bp::Tensor>, std::vector<std::optional<bp::Tensor>>, "
-                "int64_t (not int), std::optional<int64_t>, bp::IntList, std::optional<bp::IntList>, double (not "
-                "float), std::optional<double>, bp::DoubleList, bool, std::optional<bool>, std::string_view (not "
-                "std::string), std::optional<std::string_view>, bp::Scalar, std::optional<bp::Scalar>, "
-                "bp::ScalarType, std::optional<bp::ScalarType>, bp::Device, std::optional<bp::Device>; and "
-                "bp::DispatchKeys as the first parameter only");
+  static_assert(
+      std::is_same_v<T, DispatchKeys> || kAlwaysFalse<T>,
+      "bp: unsupported kernel parameter type. Supported (by value or const&): bp::Tensor, "
+      "std::optional<bp::Tensor>, std::vector<bp::Tensor>, std::vector<std::optional<bp::Tensor>>, "
+      "int64_t (not int), std::optional<int64_t>, bp::IntList, std::optional<bp::IntList>, double (not "
+      "float), std::optional<double>, bp::DoubleList, bp::BoolList, bool, std::optional<bool>, std::string_view (not "
+      "std::string), std::optional<std::string_view>, bp::Scalar, std::optional<bp::Scalar>, "
+      "bp::ScalarType, std::optional<bp::ScalarType>, bp::Device, std::optional<bp::Device>; and "
+      "bp::DispatchKeys as the first parameter only");
 };
 
 template <>
@@ -143,6 +144,13 @@ struct ArgTraits<DoubleList> {
   static std::string name() { return "float[]"; }
   static bool accepts(BP_ValueTag t) noexcept { return t == BP_VALUE_DOUBLE_LIST; }
   static DoubleList get(const BP_Value& v) noexcept { return DoubleList(v.u.double_list.data, v.u.double_list.size); }
+};
+template <>
+struct ArgTraits<BoolList> {
+  static constexpr bool kOptionalOk = false;
+  static std::string name() { return "bool[]"; }
+  static bool accepts(BP_ValueTag t) noexcept { return t == BP_VALUE_BOOL_LIST; }
+  static BoolList get(const BP_Value& v) noexcept { return BoolList(v.u.bool_list.data, v.u.bool_list.size); }
 };
 template <>
 struct ArgTraits<bool> {
@@ -254,6 +262,9 @@ struct ReturnTraits<std::tuple<T...>> {
   }
   static std::tuple<T...> load(std::array<Tensor, kCount>& owned, const BP_Value* rets, const char* op) {
     for (size_t i = 0; i < kCount; ++i) {
+      // None: a return an output_mask left out (Note [Masked returns]); the
+      // host has refused any other missing one.
+      if (rets[i].tag == BP_VALUE_NONE) continue;
       if (rets[i].tag != BP_VALUE_TENSOR || !owned[i].defined()) wrongReturn(op, i, "Tensor", rets[i].tag);
     }
     return loadAll(owned, std::index_sequence_for<T...>());
@@ -262,10 +273,12 @@ struct ReturnTraits<std::tuple<T...>> {
  private:
   template <size_t... I>
   static void storeAll(std::tuple<T...>& r, const BP_KernelCall* call, std::index_sequence<I...>) {
-    // Check every tensor before handing any over, so an error leaves no
-    // partial returns behind.
-    ((std::get<I>(r).defined() ? void() : undefinedReturn(call, I)), ...);
-    (storeTensor(std::get<I>(r), call->returns[I]), ...);
+    // An undefined tensor is passed as None: a backward op with an
+    // output_mask leaves the returns its mask does not ask for undefined
+    // (the host's Note [Masked returns]); the host refuses any other.
+    ((std::get<I>(r).defined() ? storeTensor(std::get<I>(r), call->returns[I])
+                               : void(call->returns[I].tag = BP_VALUE_NONE)),
+     ...);
   }
   template <size_t... I>
   static std::tuple<T...> loadAll(std::array<Tensor, kCount>& owned, std::index_sequence<I...>) {
