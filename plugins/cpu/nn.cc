@@ -1290,6 +1290,105 @@ bp::Tensor avg_pool2d_backward(const bp::Tensor& grad_output, const bp::Tensor& 
   return gi;
 }
 
+// batch_norm_backward (Note [batch_norm's backward] in the dispatcher's
+// backward_nn.cc): per channel, in parallel over channels, its statistics in
+// double (two passes, as the forward's; the running ones in evaluation),
+// then one pass for sum(grad) and sum(grad * xhat) and one writing the
+// input's gradient.
+template <typename T>
+void batchNormBackwardChannels(const T* g, const T* x, T* gi, int64_t n, int64_t channels, int64_t spatial,
+                               const std::vector<double>& w, const std::vector<double>& rm,
+                               const std::vector<double>& rv, bool batch_stats, double eps, std::vector<double>& sum_g,
+                               std::vector<double>& sum_gx) {
+  const int64_t m = n * spatial;
+#pragma omp parallel for schedule(static) if (m * channels >= kBackwardParallelNumel)
+  for (int64_t c = 0; c < channels; ++c) {
+    auto forEach = [&](auto&& f) {
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t base = (i * channels + c) * spatial;
+        for (int64_t s = 0; s < spatial; ++s) f(base + s);
+      }
+    };
+    double mean = 0, var = 0;
+    if (!batch_stats) {
+      mean = rm[static_cast<size_t>(c)];
+      var = rv[static_cast<size_t>(c)];
+    } else if (m > 0) {
+      forEach([&](int64_t k) { mean += static_cast<double>(x[k]); });
+      mean /= static_cast<double>(m);
+      forEach([&](int64_t k) {
+        const double d = static_cast<double>(x[k]) - mean;
+        var += d * d;
+      });
+      var /= static_cast<double>(m);
+    }
+    const double rstd = 1.0 / std::sqrt(var + eps);
+    double sg = 0, sgx = 0;
+    forEach([&](int64_t k) {
+      const double gv = static_cast<double>(g[k]);
+      sg += gv;
+      sgx += gv * (static_cast<double>(x[k]) - mean) * rstd;
+    });
+    sum_g[static_cast<size_t>(c)] = sg;
+    sum_gx[static_cast<size_t>(c)] = sgx;
+    if (gi == nullptr) continue;
+    const double scale = (w.empty() ? 1.0 : w[static_cast<size_t>(c)]) * rstd;
+    if (!batch_stats) {
+      forEach([&](int64_t k) { gi[k] = static_cast<T>(static_cast<double>(g[k]) * scale); });
+    } else {
+      const double mean_g = sg / static_cast<double>(m), mean_gx = sgx / static_cast<double>(m);
+      forEach([&](int64_t k) {
+        const double xhat = (static_cast<double>(x[k]) - mean) * rstd;
+        gi[k] = static_cast<T>(scale * (static_cast<double>(g[k]) - mean_g - xhat * mean_gx));
+      });
+    }
+  }
+}
+
+std::tuple<bp::Tensor, bp::Tensor, bp::Tensor> batch_norm_backward(
+    const bp::Tensor& grad_output, const bp::Tensor& input, const std::optional<bp::Tensor>& weight,
+    const std::optional<bp::Tensor>& running_mean, const std::optional<bp::Tensor>& running_var, bool training,
+    double eps, bp::BoolList output_mask) {
+  static constexpr const char* kOp = "bp::batch_norm_backward";
+  checkCpu(kOp, grad_output, "grad_output");
+  checkCpu(kOp, input, "input");
+  checkDtype(kOp, input, "input", {ScalarType::Float32, ScalarType::Float64});
+  checkParam(kOp, weight, "weight");
+  checkParam(kOp, running_mean, "running_mean");
+  checkParam(kOp, running_var, "running_var");
+  BP_PLUGIN_CHECK(output_mask.size() == 3, kOp, ": output_mask must have 3 values (input, weight, bias), got ",
+                  output_mask.size());
+  ThreadScope threads;
+  const int64_t n = input.size(0), channels = input.size(1);
+  const int64_t spatial = n * channels == 0 ? 0 : input.numel() / (n * channels);
+  const bool batch_stats = training || !running_mean || !running_var;
+  const bp::Tensor g = contiguous(grad_output), x = contiguous(input);
+  bp::Tensor gi;
+  if (output_mask[0]) gi = bp::Tensor::empty(input.sizes(), input.dtype(), kCpuDevice);
+  std::vector<double> sum_g(static_cast<size_t>(channels), 0.0), sum_gx(static_cast<size_t>(channels), 0.0);
+  const std::vector<double> w = readDoubles(weight), rm = readDoubles(running_mean), rv = readDoubles(running_var);
+  if (input.dtype() == ScalarType::Float32)
+    batchNormBackwardChannels<float>(g.data_ptr<float>(), x.data_ptr<float>(),
+                                     gi.defined() ? gi.data_ptr<float>() : nullptr, n, channels, spatial, w, rm, rv,
+                                     batch_stats, eps, sum_g, sum_gx);
+  else
+    batchNormBackwardChannels<double>(g.data_ptr<double>(), x.data_ptr<double>(),
+                                      gi.defined() ? gi.data_ptr<double>() : nullptr, n, channels, spatial, w, rm, rv,
+                                      batch_stats, eps, sum_g, sum_gx);
+  // The parameters' gradients in the weight's dtype (the input's without one).
+  const ScalarType param_dtype = weight ? weight->dtype() : input.dtype();
+  auto param = [&](bool wanted, const std::vector<double>& sums) {
+    if (!wanted) return bp::Tensor();
+    bp::Tensor t = bp::Tensor::empty({channels}, param_dtype, kCpuDevice);
+    visitDtype(param_dtype, [&]<class T>(T) {
+      T* p = static_cast<T*>(t.data_ptr());
+      for (int64_t c = 0; c < channels; ++c) p[c] = store<T>(sums[static_cast<size_t>(c)]);
+    });
+    return t;
+  };
+  return {std::move(gi), param(output_mask[1], sum_gx), param(output_mask[2], sum_g)};
+}
+
 }  // namespace
 
 namespace bp_cpu {
@@ -1309,6 +1408,7 @@ void registerNNKernels(bp::Library& m) {
   m.impl("conv2d_backward", kCpu, &conv2d_backward, kFloat32And64);
   m.impl("max_pool2d_backward", kCpu, &max_pool2d_backward, kFloat32And64);
   m.impl("avg_pool2d_backward", kCpu, &avg_pool2d_backward, kFloat32And64);
+  m.impl("batch_norm_backward", kCpu, &batch_norm_backward, kFloat32And64);
   m.impl("conv2d", kCpu, &conv2d);
   m.impl("max_pool2d", kCpu, &max_pool2d);
   m.impl("avg_pool2d", kCpu, &avg_pool2d);

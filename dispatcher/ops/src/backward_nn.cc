@@ -1,5 +1,6 @@
-// Family "backward", the window ops: conv2d_backward, max_pool2d_backward
-// and avg_pool2d_backward (Note [Window op gradients]).
+// Family "backward", the nn ops': conv2d_backward, max_pool2d_backward and
+// avg_pool2d_backward (Note [Window op gradients]), batch_norm_backward
+// (Note [batch_norm's backward]).
 
 #include <algorithm>
 #include <array>
@@ -125,16 +126,19 @@ Tensor unbatched(const Tensor& t, bool was_batched) { return was_batched ? t : t
 // grad_output must be defined, on the input's device, of its dtype and of
 // the forward's output shape: the input's with its channels and spatial
 // sizes replaced by `channels` and `out`.
+// (`out` nullopt: the input's shape.)
 void checkGradOutput(const std::string& op, const Tensor& grad_output, const Tensor& input, int64_t channels,
-                     Pair out) {
+                     std::optional<Pair> out) {
   BP_CHECK(grad_output.defined(), op, ": argument 'grad_output' is undefined; pass a tensor");
   commonDevice(op, {{"grad_output", &grad_output}, {"input", &input}});
   BP_CHECK(grad_output.dtype() == input.dtype(), op, ": 'grad_output' has dtype ", scalarTypeName(grad_output.dtype()),
            " but the input has ", scalarTypeName(input.dtype()), "; they must match");
   std::vector<int64_t> want(input.sizes().begin(), input.sizes().end());
-  want[want.size() - 3] = channels;
-  want[want.size() - 2] = out[0];
-  want[want.size() - 1] = out[1];
+  if (out) {
+    want[want.size() - 3] = channels;
+    want[want.size() - 2] = (*out)[0];
+    want[want.size() - 1] = (*out)[1];
+  }
   BP_CHECK(std::equal(want.begin(), want.end(), grad_output.sizes().begin(), grad_output.sizes().end()), op,
            ": 'grad_output' has shape ", shapeString(grad_output.sizes()), " but the forward's output has shape ",
            shapeString(want), "; pass the gradient of the forward's output");
@@ -281,6 +285,69 @@ Tensor avgPool2dBackwardComposite(const Tensor& grad_output, const Tensor& self,
   return unbatched(g, was_batched);
 }
 
+// --- batch_norm_backward
+
+// Note [batch_norm's backward]
+// batch_norm_backward(grad_output, input, weight, running_mean, running_var,
+// training, eps, output_mask) gives batch_norm's three gradients, as
+// layer_norm_backward does layer_norm's, per channel (dim 1) over the batch
+// and every spatial position: with batch statistics (training, or no
+// running statistics) the input's is rstd * (g - mean(g) - xhat *
+// mean(g * xhat)) for g = grad * weight, the statistics recomputed from the
+// input (batch_norm returns only its result); in evaluation it is g *
+// rsqrt(running_var + eps). The weight's is sum(grad * xhat), the bias's
+// sum(grad), in the weight's dtype (the input's without one). PyTorch's
+// native_batch_norm_backward takes the statistics its forward saved
+// instead. output_mask as conv2d_backward's (Note [Masked returns]).
+
+void batchNormBackwardMeta(const Tensor& grad_output, const Tensor& input, const std::optional<Tensor>& weight,
+                           const std::optional<Tensor>& running_mean, const std::optional<Tensor>& running_var,
+                           bool training, double eps, std::array<bool, 3> output_mask) {
+  (void)output_mask;  // any mask is valid
+  const std::string& op = qualified<"batch_norm_backward">();
+  checkBatchNorm(op, standardOp<"batch_norm_backward">(), input, orUndefined(weight), Tensor(),
+                 orUndefined(running_mean), orUndefined(running_var), training, eps);
+  checkGradOutput(op, grad_output, input, input.size(1), std::nullopt);
+}
+
+std::tuple<Tensor, Tensor, Tensor> batchNormBackwardComposite(const Tensor& grad_output, const Tensor& input,
+                                                              const std::optional<Tensor>& weight,
+                                                              const std::optional<Tensor>& running_mean,
+                                                              const std::optional<Tensor>& running_var, bool training,
+                                                              double eps, std::array<bool, 3> output_mask) {
+  const ScalarType dtype = input.dtype();
+  const bool narrow = dtype == ScalarType::Float16 || dtype == ScalarType::BFloat16;
+  const bool has_weight = weight && weight->defined();
+  const ScalarType param_dtype = has_weight ? weight->dtype() : dtype;
+  const Tensor x = narrow ? input.to(ScalarType::Float32) : input;
+  const Tensor grad = narrow ? grad_output.to(ScalarType::Float32) : grad_output;
+  std::vector<int64_t> dims{0};
+  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+  std::vector<int64_t> channel_shape(static_cast<size_t>(x.dim()), 1);
+  channel_shape[1] = x.size(1);
+  auto perChannel = [&](const Tensor& t) { return t.to(x.dtype()).reshape(channel_shape); };
+  const bool batch_stats =
+      training || !running_mean || !running_mean->defined() || !running_var || !running_var->defined();
+  Tensor xhat, rstd;
+  if (batch_stats) {
+    const Tensor centered = x - x.mean(dims, /*keepdim=*/true);
+    rstd = ((centered * centered).mean(dims, /*keepdim=*/true) + eps).rsqrt();
+    xhat = centered * rstd;
+  } else {
+    rstd = (perChannel(*running_var) + eps).rsqrt();
+    xhat = (x - perChannel(*running_mean)) * rstd;
+  }
+  Tensor grad_input, grad_weight, grad_bias;
+  if (output_mask[0]) {
+    const Tensor g = has_weight ? grad * perChannel(*weight) : grad;
+    grad_input = batch_stats ? (g - g.mean(dims, true) - xhat * (g * xhat).mean(dims, true)) * rstd : g * rstd;
+    grad_input = grad_input.to(dtype);
+  }
+  if (output_mask[1]) grad_weight = (grad * xhat).sum(dims).to(param_dtype);
+  if (output_mask[2]) grad_bias = grad.sum(dims).to(param_dtype);
+  return {std::move(grad_input), std::move(grad_weight), std::move(grad_bias)};
+}
+
 }  // namespace
 
 void addBackwardNNOps(std::vector<StandardOp>& ops) {
@@ -308,6 +375,18 @@ void addBackwardNNOps(std::vector<StandardOp>& ops) {
                  K::makeFromFunction(BP_FN(avgPool2dBackwardComposite)),
                  "backward",
                  {{"grad_output", kFloating}, {"self", kFloating}}});
+  ops.push_back(
+      StandardOp{"batch_norm_backward(Tensor grad_output, Tensor input, Tensor? weight, "
+                 "Tensor? running_mean, Tensor? running_var, bool training, float eps, "
+                 "bool[3] output_mask) -> (Tensor grad_input, Tensor grad_weight, Tensor grad_bias)",
+                 K::makeFromFunction(BP_FN(batchNormBackwardMeta)),
+                 K::makeFromFunction(BP_FN(batchNormBackwardComposite)),
+                 "backward",
+                 {{"grad_output", kFloating},
+                  {"input", kFloating},
+                  {"weight", kFloating},
+                  {"running_mean", kFloating},
+                  {"running_var", kFloating}}});
 }
 
 }  // namespace backplane::ops

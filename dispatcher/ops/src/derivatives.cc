@@ -239,10 +239,6 @@ struct Normalization {
     rstd = ((centered * centered).mean(dims, /*keepdim=*/true) + eps).rsqrt();
     xhat = centered * rstd;
   }
-  // The input gradient given g = grad * weight: rstd * (g - mean(g) - xhat * mean(g * xhat)).
-  Tensor inputGrad(const Tensor& g, const std::vector<int64_t>& dims) const {
-    return (g - g.mean(dims, /*keepdim=*/true) - xhat * (g * xhat).mean(dims, /*keepdim=*/true)) * rstd;
-  }
 };
 
 // The correction of var.correction / std.correction.
@@ -515,9 +511,10 @@ std::vector<OpDerivative> buildTable() {
                                  c.set("self", BP_STANDARD_OP("_log_softmax_backward_data", Sig)
                                                    .call(c.grad(), c.result(), c.integer("dim"), c.result().dtype()));
                                }}});
-  notImplemented({"gelu_backward", "_softmax_backward_data", "_log_softmax_backward_data", "embedding_dense_backward",
-                  "layer_norm_backward", "conv2d_backward", "max_pool2d_backward", "avg_pool2d_backward"},
-                 "a backward op: differentiating it again (double backward) has no formula yet");
+  notImplemented(
+      {"gelu_backward", "_softmax_backward_data", "_log_softmax_backward_data", "embedding_dense_backward",
+       "layer_norm_backward", "conv2d_backward", "max_pool2d_backward", "avg_pool2d_backward", "batch_norm_backward"},
+      "a backward op: differentiating it again (double backward) has no formula yet");
   // The values of sort and topk: the gradient scattered back by the indices
   // (result 1, which carries none).
   for (const char* op : {"sort", "sort.stable", "topk"})
@@ -650,28 +647,21 @@ std::vector<OpDerivative> buildTable() {
             }}});
   formula("batch_norm",
           {{"input, weight, bias",
+            "batch_norm_backward(grad, input, weight, running_mean, running_var, training, eps, output_mask): "
             "training: as layer_norm over every dim but the channels (dim 1); evaluation: grad * weight * "
             "rsqrt(running_var + eps); weight: sum(grad * xhat); bias: sum(grad)",
             [](Ctx& c) {
-              const Tensor& x = c.tensor("input");
-              const double eps = c.real("eps");
-              std::vector<int64_t> dims{0};
-              for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
-              std::vector<int64_t> channel_shape(static_cast<size_t>(x.dim()), 1);
-              channel_shape[1] = x.size(1);
-              const std::optional<Tensor> w = c.optionalTensor("weight");
-              const Tensor g = w ? c.grad() * w->reshape(channel_shape) : c.grad();
-              const std::optional<Tensor> rm = c.optionalTensor("running_mean");
-              const std::optional<Tensor> rv = c.optionalTensor("running_var");
-              const bool batch_stats = c.boolean("training") || !rm || !rv;
-              const std::optional<Normalization> n =
-                  batch_stats ? std::optional<Normalization>(std::in_place, x, dims, eps) : std::nullopt;
-              const Tensor xhat =
-                  n ? n->xhat : (x - rm->reshape(channel_shape)) * (rv->reshape(channel_shape) + eps).rsqrt();
-              if (c.needs("bias")) c.set("bias", c.grad().sum(dims));
-              if (c.needs("weight")) c.set("weight", (c.grad() * xhat).sum(dims));
-              if (!c.needs("input")) return;
-              c.set("input", n ? n->inputGrad(g, dims) : g * (rv->reshape(channel_shape) + eps).rsqrt());
+              using Sig = std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const Tensor&, const std::optional<Tensor>&,
+                                                             const std::optional<Tensor>&, const std::optional<Tensor>&,
+                                                             bool, double, std::array<bool, 3>);
+              const std::array<bool, 3> mask{c.needs("input"), c.needs("weight"), c.needs("bias")};
+              auto [gi, gw, gb] =
+                  BP_STANDARD_OP("batch_norm_backward", Sig)
+                      .call(c.grad(), c.tensor("input"), c.optionalTensor("weight"), c.optionalTensor("running_mean"),
+                            c.optionalTensor("running_var"), c.boolean("training"), c.real("eps"), mask);
+              if (mask[0]) c.set("input", std::move(gi));
+              if (mask[1]) c.set("weight", std::move(gw));
+              if (mask[2]) c.set("bias", std::move(gb));
             }}});
   // The window ops (Note [Window op gradients], backward_nn.cc).
   formula("conv2d",
@@ -749,6 +739,7 @@ std::vector<OpDerivative> withBackwardOps(std::vector<OpDerivative> t) {
     if (d.op == "embedding") d.backward_ops = {"bp::embedding_dense_backward"};
     if (d.op == "layer_norm") d.backward_ops = {"bp::layer_norm_backward"};
     if (d.op == "conv2d") d.backward_ops = {"bp::conv2d_backward"};
+    if (d.op == "batch_norm") d.backward_ops = {"bp::batch_norm_backward"};
     if (d.op == "max_pool2d") d.backward_ops = {"bp::max_pool2d_backward"};
     if (d.op == "avg_pool2d") d.backward_ops = {"bp::avg_pool2d_backward"};
   }

@@ -78,6 +78,14 @@ std::array<int64_t, 2> pool2dOutputSize(const std::string& op, const StandardOp&
                                         IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding,
                                         IntArrayRef dilation, bool ceil_mode);
 
+// batch_norm's argument rules (nn.cc), shared with batch_norm_backward: the
+// input has a channel dim (1), each defined per-channel tensor has one value
+// per channel, evaluation has running statistics, training has more than one
+// value per channel. Undefined tensors stand for absent ones.
+void checkBatchNorm(const std::string& op, const StandardOp& rule, const Tensor& input, const Tensor& weight,
+                    const Tensor& bias, const Tensor& running_mean, const Tensor& running_var, bool training,
+                    double eps);
+
 // The device every defined tensor argument is on (see CpuScalars); throws
 // naming the op, the two arguments and their devices when they differ.
 Device commonDevice(std::string_view op, std::initializer_list<Arg> args, CpuScalars cpu_scalars = CpuScalars::kRefuse);

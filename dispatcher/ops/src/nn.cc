@@ -213,18 +213,13 @@ void checkPerChannel(const std::string& op, const Tensor& t, const char* name, i
            " for input of size ", shapeString(input.sizes()));
 }
 
-void batchNormMeta(const Tensor& input, const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
-                   const std::optional<Tensor>& running_mean, const std::optional<Tensor>& running_var, bool training,
-                   double momentum, double eps, bool cudnn_enabled) {
-  (void)momentum;
-  (void)cudnn_enabled;  // a hint for CUDA backends; no effect on the result
-  const std::string& op = qualified<"batch_norm">();
+}  // namespace
+
+void checkBatchNorm(const std::string& op, const StandardOp& rule, const Tensor& input, const Tensor& w,
+                    const Tensor& b, const Tensor& rm, const Tensor& rv, bool training, double eps) {
   checkDefined(op, input, "input");
-  const Tensor &w = orUndefined(weight), &b = orUndefined(bias), &rm = orUndefined(running_mean),
-               &rv = orUndefined(running_var);
   commonDevice(op, {{"input", &input}, {"weight", &w}, {"bias", &b}, {"running_mean", &rm}, {"running_var", &rv}});
-  checkDtypes(op, standardOp<"batch_norm">(),
-              {{"input", &input}, {"weight", &w}, {"bias", &b}, {"running_mean", &rm}, {"running_var", &rv}});
+  checkDtypes(op, rule, {{"input", &input}, {"weight", &w}, {"bias", &b}, {"running_mean", &rm}, {"running_var", &rv}});
   BP_CHECK(input.dim() >= 2, op, ": expected an input of at least 2 dimensions (N, C, ...), but got input of size ",
            shapeString(input.sizes()));
   const int64_t channels = input.size(1);
@@ -245,6 +240,17 @@ void batchNormMeta(const Tensor& input, const std::optional<Tensor>& weight, con
     BP_CHECK(per_channel != 1, op, ": expected more than 1 value per channel when training, got input of size ",
              shapeString(input.sizes()));
   }
+}
+
+namespace {
+
+void batchNormMeta(const Tensor& input, const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
+                   const std::optional<Tensor>& running_mean, const std::optional<Tensor>& running_var, bool training,
+                   double momentum, double eps, bool cudnn_enabled) {
+  (void)momentum;
+  (void)cudnn_enabled;  // a hint for CUDA backends; no effect on the result
+  checkBatchNorm(qualified<"batch_norm">(), standardOp<"batch_norm">(), input, orUndefined(weight), orUndefined(bias),
+                 orUndefined(running_mean), orUndefined(running_var), training, eps);
 }
 
 void layerNormMeta(const Tensor& input, IntArrayRef normalized_shape, const std::optional<Tensor>& weight,

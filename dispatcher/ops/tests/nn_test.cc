@@ -1206,6 +1206,102 @@ TEST(NNBackwardOps, MaxPoolBackwardFollowsTheForwardsPick) {
               HasSubstr("bp::avg_pool2d_backward: divisor_override must not be zero"));
 }
 
+// batch_norm_backward (Note [batch_norm's backward]): the CPU kernel
+// (float32, float64) and the composite (float16 on the CPU, every dtype on a
+// device without kernels) against the gradients computed here in double,
+// in training (batch statistics) and evaluation (running statistics), with
+// and without a weight, 2-D and 4-D inputs; output_mask leaves out what it
+// does not ask for.
+TEST(NNBackwardOps, BatchNormBackwardMatchesTheReference) {
+  const double eps = 1e-5;
+  for (const V& shape : {V{3, 4, 5, 2}, V{6, 3}}) {
+    const int64_t n = shape[0], ch = shape[1], spatial = numelOf(shape) / (n * ch), m = n * spatial;
+    const Tensor x64 = randomTensor(shape, ScalarType::Float64, 11, -2, 3);
+    const Tensor g64 = randomTensor(shape, ScalarType::Float64, 12, -1, 1);
+    const Tensor w64 = randomTensor({ch}, ScalarType::Float64, 13, 0.5, 1.5);
+    const Tensor rm64 = randomTensor({ch}, ScalarType::Float64, 14, -0.5, 0.5);
+    const Tensor rv64 = randomTensor({ch}, ScalarType::Float64, 15, 0.5, 2);
+    const std::vector<double> x = values(x64), g = values(g64), w = values(w64), rm = values(rm64), rv = values(rv64);
+    auto at = [&](int64_t i, int64_t c, int64_t s) { return static_cast<size_t>((i * ch + c) * spatial + s); };
+    for (bool training : {true, false}) {
+      for (bool with_weight : {true, false}) {
+        std::vector<double> gi(x.size()), gw(static_cast<size_t>(ch)), gb(static_cast<size_t>(ch));
+        for (int64_t c = 0; c < ch; ++c) {
+          double mean = rm[static_cast<size_t>(c)], var = rv[static_cast<size_t>(c)];
+          if (training) {
+            mean = var = 0;
+            for (int64_t i = 0; i < n; ++i)
+              for (int64_t s = 0; s < spatial; ++s) mean += x[at(i, c, s)] / static_cast<double>(m);
+            for (int64_t i = 0; i < n; ++i)
+              for (int64_t s = 0; s < spatial; ++s)
+                var += (x[at(i, c, s)] - mean) * (x[at(i, c, s)] - mean) / static_cast<double>(m);
+          }
+          const double rstd = 1 / std::sqrt(var + eps), wc = with_weight ? w[static_cast<size_t>(c)] : 1.0;
+          double mg = 0, mgx = 0;
+          for (int64_t i = 0; i < n; ++i)
+            for (int64_t s = 0; s < spatial; ++s) {
+              const double xhat = (x[at(i, c, s)] - mean) * rstd, gv = g[at(i, c, s)];
+              gw[static_cast<size_t>(c)] += gv * xhat;
+              gb[static_cast<size_t>(c)] += gv;
+              mg += gv * wc / static_cast<double>(m);
+              mgx += gv * wc * xhat / static_cast<double>(m);
+            }
+          for (int64_t i = 0; i < n; ++i)
+            for (int64_t s = 0; s < spatial; ++s) {
+              const double xhat = (x[at(i, c, s)] - mean) * rstd, gv = g[at(i, c, s)] * wc;
+              gi[at(i, c, s)] = training ? rstd * (gv - mg - xhat * mgx) : gv * rstd;
+            }
+        }
+        for (ScalarType dt : {ScalarType::Float32, ScalarType::Float64, ScalarType::Float16}) {
+          for (Device dev : {Device(DeviceType::CPU), testDevice()}) {
+            SCOPED_TRACE(::testing::Message()
+                         << ::testing::PrintToString(shape) << " " << dt << " " << dev.str()
+                         << (training ? " training" : " evaluation") << (with_weight ? " weight" : ""));
+            const double tol = dt == ScalarType::Float16 ? 5e-2 : dt == ScalarType::Float32 ? 1e-4 : 1e-10;
+            for (const std::vector<bool>& mask : {std::vector<bool>{true, true, true}, {false, true, false}}) {
+              // Running statistics given in training too (they do not count).
+              Stack stack{g64.to(dev, dt),
+                          x64.to(dev, dt),
+                          with_weight ? IValue(w64.to(dev, dt)) : IValue(),
+                          rm64.to(dev, dt),
+                          rv64.to(dev, dt),
+                          training,
+                          eps,
+                          IValue(mask)};
+              Profiler profiler;
+              op("batch_norm_backward").callBoxed(stack);
+              profiler.stop();
+              ASSERT_EQ(stack.size(), 3u);
+              const Tensor got_i = stack[0].toTensor(), got_w = stack[1].toTensor(), got_b = stack[2].toTensor();
+              ASSERT_EQ(got_i.defined(), mask[0]);
+              ASSERT_EQ(got_w.defined(), mask[1]);
+              ASSERT_EQ(got_b.defined(), mask[2]);
+              if (mask[0]) expectClose(got_i.cpu(), gi, IntArrayRef(shape), dt, tol);
+              expectClose(got_w.cpu(), gw, IntArrayRef({ch}), dt, tol);
+              if (mask[2]) expectClose(got_b.cpu(), gb, IntArrayRef({ch}), dt, tol);
+              if (dev.type == DeviceType::CPU) {
+                const OpReport report = profiler.report();
+                const OpStats* row = report.find("bp::batch_norm_backward", DispatchKey::CPU);
+                ASSERT_NE(row, nullptr);
+                EXPECT_EQ(row->native_calls, dt == ScalarType::Float16 ? 0u : 1u) << report.table();
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  const Tensor a = randomTensor({4, 3}, ScalarType::Float32, 1);
+  Stack bad_grad{randomTensor({4, 2}, ScalarType::Float32, 2), a, IValue(), IValue(), IValue(), true, 1e-5,
+                 IValue(std::vector<bool>{true, true, true})};
+  EXPECT_THAT(errorOf([&] { op("batch_norm_backward").callBoxed(bad_grad); }),
+              HasSubstr("bp::batch_norm_backward: 'grad_output' has shape [4, 2] but the forward's output has shape "
+                        "[4, 3]"));
+  Stack no_stats{a, a, IValue(), IValue(), IValue(), false, 1e-5, IValue(std::vector<bool>{true, true, true})};
+  EXPECT_THAT(errorOf([&] { op("batch_norm_backward").callBoxed(no_stats); }),
+              HasSubstr("bp::batch_norm_backward: running_mean and running_var must be given when training=False"));
+}
+
 TEST(NNBackwardOps, TheHostsRuleRefusesMismatchedArguments) {
   const Tensor a = fromDoubles({1, 2, 3, 4}, {2, 2}, ScalarType::Float32);
   const Tensor b = fromDoubles({1, 2, 3}, {3}, ScalarType::Float32);
