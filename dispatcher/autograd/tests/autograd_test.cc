@@ -391,12 +391,17 @@ TEST(Autograd, OutFormsRefuseArgumentsThatRequireGrad) {
 }
 
 TEST(Autograd, NotImplementedRaisesAtBackwardNamingOpInputAndDevice) {
-  Tensor x = randomDoubles({1, 1, 4, 4}, 1);
+  // A backward op has no formula of its own yet (double backward).
+  Tensor x = randomDoubles({2, 3}, 1);
   x.requires_grad_();
-  Tensor y = pad(x, {1, 1, 1, 1}, "reflect");  // forward works
+  using Sig = Tensor(const Tensor&, const Tensor&, std::string_view);
+  Tensor y = Dispatcher::singleton()
+                 .findOpOrThrow("bp::gelu_backward")
+                 .typed<Sig>()
+                 .call(randomDoubles({2, 3}, 2), x, "none");  // forward works
   EXPECT_TRUE(y.requires_grad());
   EXPECT_THAT(errorText([&] { y.sum().backward(); }),
-              AllOf(HasSubstr("bp::pad"), HasSubstr("not implemented"), HasSubstr("'self' on cpu")));
+              AllOf(HasSubstr("bp::gelu_backward"), HasSubstr("not implemented"), HasSubstr("'self' on cpu")));
 }
 
 // An op a library or plugin defines without a derivative: its forward works
@@ -827,6 +832,18 @@ std::vector<GradCase> gradCases() {
        [](V x) {
          return flip(x[0], {0, 1});
        }},
+      // Edge pads, wide enough that padded elements repeat or mirror more
+      // than one input element, and through pad()'s composite.
+      {"reflection_pad1d", {req(randomDoubles({2, 3, 4}, 21))}, [](V x) { return pad(x[0], {3, 2}, "reflect"); }},
+      {"reflection_pad2d",
+       {req(randomDoubles({1, 2, 3, 4}, 22))},
+       [](V x) { return pad(x[0], {2, 3, 2, 1}, "reflect"); }},
+      {"replication_pad2d",
+       {req(randomDoubles({2, 3, 4}, 23))},
+       [](V x) { return pad(x[0], {3, 1, 0, 4}, "replicate"); }},
+      {"replication_pad3d",
+       {req(randomDoubles({1, 2, 2, 3}, 24))},
+       [](V x) { return pad(x[0], {1, 2, 2, 0, 1, 1}, "replicate"); }},
       {"sort", {req(a)}, [](V x) { return std::get<0>(sort(x[0], 1)); }},
       {"topk", {req(a)}, [](V x) { return std::get<0>(topk(x[0], 2, 1)); }},
       {"to.dtype", {req(a)}, [](V x) { return x[0].to(ScalarType::Float64, /*copy=*/true) * 2; }},

@@ -175,6 +175,36 @@ Tensor scatterAdd(const Tensor& self, int64_t dim, const Tensor& index, const Te
 }
 using PadSig = Tensor(const Tensor&, IntArrayRef, const Scalar&);
 
+// The gradient of reflection_padNd / replication_padNd: each padded dim (the
+// last first, as `pad` lists them) is a gather of the input along it, output
+// position o copying input position r(o), o - before mirrored at the edges
+// (reflect: without repeating the edge) or clamped to them (replicate); its
+// gradient sums each output position's gradient onto r(o) (scatter_add along
+// the dim). The dims are independent, so one scatter per dim.
+Tensor edgePadGrad(const Tensor& grad, const Tensor& self, const std::vector<int64_t>& pad, bool reflect) {
+  Tensor g = grad;
+  for (size_t i = 0; i < pad.size() / 2; ++i) {
+    const int64_t d = self.dim() - 1 - static_cast<int64_t>(i);
+    const int64_t n = self.size(d), before = pad[2 * i], len = g.size(d);
+    std::vector<int64_t> source(static_cast<size_t>(len));
+    for (int64_t o = 0; o < len; ++o) {
+      int64_t j = o - before;
+      if (reflect)
+        j = j < 0 ? -j : j >= n ? 2 * (n - 1) - j : j;
+      else
+        j = std::clamp<int64_t>(j, 0, n - 1);
+      source[static_cast<size_t>(o)] = j;
+    }
+    std::vector<int64_t> along(static_cast<size_t>(g.dim()), 1);
+    along[static_cast<size_t>(d)] = len;
+    const Tensor index = Tensor(tensorFromVector(source, {len})).to(g.device()).reshape(along).expand(g.sizes());
+    std::vector<int64_t> shape(g.sizes().begin(), g.sizes().end());
+    shape[static_cast<size_t>(d)] = n;
+    g = scatterAdd(zeros(shape, {g.dtype(), g.device()}), d, index, g);
+  }
+  return g;
+}
+
 // maximum's (max) or minimum's gradient for argument `mine` against
 // `theirs`: grad where `mine` wins, half of it on a tie.
 // g * s, or g itself when s is 1 (add's and addmm's usual alpha and beta:
@@ -703,9 +733,15 @@ std::vector<OpDerivative> buildTable() {
                                             c.ints("padding"), c.boolean("ceil_mode"), c.boolean("count_include_pad"),
                                             c.optionalInteger("divisor_override")));
                           }}});
-  notImplemented({"pad", "reflection_pad1d", "reflection_pad2d", "reflection_pad3d", "replication_pad1d",
-                  "replication_pad2d", "replication_pad3d"},
-                 "its backward op is not written yet");
+  for (const char* op : {"reflection_pad1d", "reflection_pad2d", "reflection_pad3d"})
+    formula(op, {{"self", "grad summed back onto the positions each padded element mirrors", [](Ctx& c) {
+                    c.set("self", edgePadGrad(c.grad(), c.tensor("self"), c.ints("padding"), /*reflect=*/true));
+                  }}});
+  for (const char* op : {"replication_pad1d", "replication_pad2d", "replication_pad3d"})
+    formula(op, {{"self", "grad summed back onto the edge element each padded element repeats", [](Ctx& c) {
+                    c.set("self", edgePadGrad(c.grad(), c.tensor("self"), c.ints("padding"), /*reflect=*/false));
+                  }}});
+  composite({"pad"});
 
   // --- No gradient.
   nondiff({"eq.Scalar", "eq.Tensor", "ne.Scalar", "ne.Tensor", "lt.Scalar", "lt.Tensor", "le.Scalar", "le.Tensor",
