@@ -10,6 +10,14 @@
 // directly into a preallocated output. Their ratio is the dispatcher's and
 // plugin's overhead.
 //
+// BM_Conv2dBackward_ResNetBlock is the same convolution's backward op,
+// bp::conv2d_backward for the input's and the weight's gradients (the CPU
+// plugin's oneDNN backward-data and backward-weights primitives), against
+// BM_Conv2dBackward_ResNetBlock_Composite, the op's composite (two conv2d
+// calls over flipped, dilated and permuted copies: Note [Window op
+// gradients]) run directly on the same tensors, which is what the formula
+// called before the op had a CPU kernel. Both include output allocation.
+//
 // BM_LayerNorm_f32 (a [512, 768] activation normalized over its last
 // dimension, with weight and bias: a transformer layer's layer_norm) and
 // BM_MaxPool2d_f32 (the ResNet stem's pooling: N=1, 64 channels, 112x112,
@@ -18,11 +26,14 @@
 #include <benchmark/benchmark.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <array>
 #include <optional>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "backplane/dispatch/dispatcher.h"
+#include "backplane/ops/standard_ops.h"
 #include "backplane/runtime/plugin_registry.h"
 #include "bench_util.h"
 
@@ -82,6 +93,56 @@ void BM_OneDNN_Conv2d_ResNetBlock(benchmark::State& state) {
   state.SetLabel(pd.impl_info_str());
 }
 BENCHMARK(BM_OneDNN_Conv2d_ResNetBlock)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// conv2d_backward's arguments for the ResNet block: grad_output, input,
+// weight, stride, padding, dilation, groups, output_mask (input and weight).
+Stack convBackwardArgs() {
+  Tensor x = tensorFromVector(uniformFloats(kChannels * kSize * kSize, 1), {1, kChannels, kSize, kSize});
+  Tensor w = tensorFromVector(uniformFloats(kChannels * kChannels * kKernel * kKernel, 2),
+                              {kChannels, kChannels, kKernel, kKernel});
+  Tensor g = tensorFromVector(uniformFloats(kChannels * kSize * kSize, 7), {1, kChannels, kSize, kSize});
+  const std::vector<int64_t> one{1, 1};
+  return {g, x, w, one, one, one, int64_t{1}, std::vector<bool>{true, true, false}};
+}
+
+void BM_Conv2dBackward_ResNetBlock(benchmark::State& state) {
+  if (!bench::cpuPluginLoaded(state)) return;
+  const Stack args = convBackwardArgs();
+  using Sig = std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&, IntArrayRef, IntArrayRef,
+                                                 IntArrayRef, int64_t, std::array<bool, 3>);
+  auto op = Dispatcher::singleton().findOpOrThrow("bp::conv2d_backward").typed<Sig>();
+  const std::vector<int64_t> one{1, 1};
+  auto run = [&] {
+    return op.call(args[0].toTensor(), args[1].toTensor(), args[2].toTensor(), one, one, one, 1, {true, true, false});
+  };
+  run();  // warm-up: primitive creation
+  for (auto _ : state) {
+    auto grads = run();
+    benchmark::DoNotOptimize(grads);
+  }
+  state.SetItemsProcessed(state.iterations() * 2 * convFlops());
+}
+BENCHMARK(BM_Conv2dBackward_ResNetBlock)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_Conv2dBackward_ResNetBlock_Composite(benchmark::State& state) {
+  if (!bench::cpuPluginLoaded(state)) return;
+  const Stack args = convBackwardArgs();
+  const OperatorHandle op = Dispatcher::singleton().findOpOrThrow("bp::conv2d_backward");
+  const KernelFunction& composite = findStandardOp("conv2d_backward")->composite;
+  const DispatchKeySet keys(DispatchKey::CPU);
+  auto run = [&] {
+    Stack stack = args;
+    composite.callBoxed(op, keys, &stack);
+    return stack;
+  };
+  run();  // warm-up: primitive creation
+  for (auto _ : state) {
+    Stack grads = run();
+    benchmark::DoNotOptimize(grads);
+  }
+  state.SetItemsProcessed(state.iterations() * 2 * convFlops());
+}
+BENCHMARK(BM_Conv2dBackward_ResNetBlock_Composite)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 void BM_LayerNorm_f32(benchmark::State& state) {
   if (!bench::cpuPluginLoaded(state)) return;

@@ -22,6 +22,11 @@ RATIOS = [
     ("BM_Add_1M_f32", "BM_Memcpy_Equivalent", "speed", ">= 0.9x", lambda r: r >= 0.9),
     ("BM_Matmul_512_f32", "BM_OneDNN_Matmul_512_f32", "speed", ">= 0.97x", lambda r: r >= 0.97),
     ("BM_Conv2d_ResNetBlock", "BM_OneDNN_Conv2d_ResNetBlock", "speed", ">= 0.95x", lambda r: r >= 0.95),
+    # conv2d's backward op on the CPU plugin (oneDNN's backward primitives)
+    # against its composite (two conv2d calls), and against the forward
+    # (twice the forward's flops).
+    ("BM_Conv2dBackward_ResNetBlock", "BM_Conv2dBackward_ResNetBlock_Composite", "speed", "(report)", None),
+    ("BM_Conv2dBackward_ResNetBlock", "BM_Conv2d_ResNetBlock", "time", "(report; 2x the flops)", None),
     ("BM_Add_Tiny_EndToEnd", "BM_RawFunctionPointer", "time", "(report; < 187 ns absolute)", None),
     # Autograd (docs/autograd.md): recording a tiny add's node, against the add without grad.
     ("BM_Add_Tiny_EndToEnd_RequiresGrad", "BM_Add_Tiny_EndToEnd", "time", "<= 3x", lambda r: r <= 3.0),
