@@ -1,7 +1,8 @@
 // The GPU plugins' kernels for the backward ops that derivative formulas
 // call (Note [Backward ops] in dispatcher/ops/src/backward.cc): gelu_backward
 // as one elementwise pass, _softmax_backward_data and
-// _log_softmax_backward_data as one row kernel (Note [GPU row reductions]).
+// _log_softmax_backward_data as one row kernel (Note [GPU row reductions]),
+// embedding_dense_backward as one column-per-thread pass.
 // The host's meta kernels have checked that the gradient and the other
 // operand have one shape, dtype and device; each kernel computes in the
 // dtype's opmath type (float for float16, bfloat16 and float32), as the
@@ -14,6 +15,7 @@
 #include <string_view>
 
 #include "block_reduce.cuh"
+#include "index_check.cuh"
 #include "kernel_args.h"
 #include "kernels.h"
 #include "loops.cuh"
@@ -144,12 +146,96 @@ bp::Tensor log_softmax_backward_data(const bp::Tensor& grad_output, const bp::Te
   return softmaxBackward("bp::_log_softmax_backward_data", true, grad_output, output, dim, input_dtype);
 }
 
+// embedding's weight gradient: row i of the result is the sum of
+// grad_output's rows whose index is i (none for padding_idx), each divided
+// by how often i occurs with scale_grad_by_freq. One thread owns column j
+// of every row and adds the gradient's rows in order, so each sum is made
+// in the CPU plugin's order: deterministic, with no float atomics (the
+// composite's scatter_add adds with atomics, in no fixed order). The counts
+// are integer atomics first.
+template <class I>
+__global__ void countIndicesKernel(const I* index, int64_t rows, int32_t* counts) {
+  gridStride(rows, [&](int64_t r) { atomicAdd(counts + static_cast<int64_t>(index[r]), 1); });
+}
+
+template <class T, class I>
+__global__ void embeddingBackwardKernel(const T* grad, const I* index, T* out, int64_t rows, int64_t dim,
+                                        int64_t padding_idx, const int32_t* counts) {
+  gridStride(dim, [&](int64_t j) {
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t i = static_cast<int64_t>(index[r]);
+      if (i == padding_idx) continue;
+      T add = grad[r * dim + j];
+      if (counts != nullptr) add *= T(1) / static_cast<T>(counts[i]);  // as the CPU plugin scales
+      out[i * dim + j] += add;
+    }
+  });
+}
+
+bp::Tensor embedding_dense_backward(const bp::Tensor& grad_output, const bp::Tensor& indices, int64_t num_weights,
+                                    int64_t padding_idx, bool scale_grad_by_freq) {
+  static constexpr const char* kOp = "bp::embedding_dense_backward";
+  checkDtype(kOp, grad_output, "grad_output", {ScalarType::Float32, ScalarType::Float64});
+  checkDtype(kOp, indices, "indices", {ScalarType::Int32, ScalarType::Int64});
+  const bp::Device device = callDevice(kOp, grad_output, "grad_output");
+  checkOnDevice(kOp, indices, "indices", device);
+  bp::Tensor g_holder, i_holder;
+  const bp::Tensor& g = dense(kOp, grad_output, grad_output.dtype(), g_holder);
+  const bp::Tensor& idx = dense(kOp, indices, indices.dtype(), i_holder);
+  const int64_t dim = g.dim() == 0 ? 1 : g.size(g.dim() - 1);
+  const int64_t rows = idx.numel();
+  bp::Tensor out = bp::Tensor::empty({num_weights, dim}, g.dtype(), device);
+  if (out.numel() == 0) return out;
+  {
+    DeviceGuard guard(device.index);
+    check(gpuMemsetAsync(out.data_ptr(), 0, static_cast<size_t>(out.numel()) * out.element_size(),
+                         currentStream(device.index)),
+          kOp);
+  }
+  if (rows == 0) return out;
+  auto run = [&](auto index_tag) {
+    using I = decltype(index_tag);
+    // The forward checked these indices; a direct call gets the CPU's error.
+    checkIndexRange<I>(kOp, idx, num_weights, 0, "the weight");
+    const I* ip = static_cast<const I*>(idx.data_ptr());
+    bp::Tensor counts;
+    if (scale_grad_by_freq) {
+      counts = bp::Tensor::empty({num_weights}, ScalarType::Int32, device);
+      {
+        DeviceGuard guard(device.index);
+        check(gpuMemsetAsync(counts.data_ptr(), 0, static_cast<size_t>(num_weights) * sizeof(int32_t),
+                             currentStream(device.index)),
+              kOp);
+      }
+      launchElements(&countIndicesKernel<I>, rows, 1, device.index, ip, rows, static_cast<int32_t*>(counts.data_ptr()));
+    }
+    const int32_t* cp = counts.defined() ? static_cast<const int32_t*>(counts.data_ptr()) : nullptr;
+    if (g.dtype() == ScalarType::Float32)
+      launchElements(&embeddingBackwardKernel<float, I>, dim, 1, device.index, static_cast<const float*>(g.data_ptr()),
+                     ip, static_cast<float*>(out.data_ptr()), rows, dim, padding_idx, cp);
+    else
+      launchElements(&embeddingBackwardKernel<double, I>, dim, 1, device.index,
+                     static_cast<const double*>(g.data_ptr()), ip, static_cast<double*>(out.data_ptr()), rows, dim,
+                     padding_idx, cp);
+  };
+  if (idx.dtype() == ScalarType::Int32)
+    run(int32_t{});
+  else
+    run(int64_t{});
+  return out;
+}
+
 }  // namespace
 
 void registerBackwardKernels(bp::Library& m, int32_t type) {
   m.impl("gelu_backward", type, &gelu_backward);
   m.impl("_softmax_backward_data", type, &softmax_backward_data);
   m.impl("_log_softmax_backward_data", type, &log_softmax_backward_data);
+  // A declared set covers every tensor argument (Note [Declared dtypes]):
+  // the gradient's float32/float64 and the indices' int32/int64; float16
+  // and bfloat16 gradients take the composite.
+  m.impl("embedding_dense_backward", type, &embedding_dense_backward,
+         bp::Dtypes{ScalarType::Float32, ScalarType::Float64, ScalarType::Int32, ScalarType::Int64});
 }
 
 }  // namespace bp_gpu

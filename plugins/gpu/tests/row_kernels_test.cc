@@ -170,6 +170,46 @@ TEST_F(GpusimRowKernelsTest, BackwardOpsMatchTheCpu) {
   expectClose(got, call("bp::_softmax_backward_data", {g, y, int64_t{1}, ScalarType::Float64}), 1e-6, 1e-5);
 }
 
+// embedding_dense_backward's kernel (one thread per column, the rows added
+// in order: Note in plugins/gpu/backward.cu) against the CPU's: repeated
+// indices add up, padding_idx's row stays 0, scale_grad_by_freq divides by
+// the index's count; int32 and int64 indices, a transposed gradient; an
+// index out of range is the CPU's kind of error, before anything is written.
+TEST_F(GpusimRowKernelsTest, EmbeddingDenseBackwardMatchesTheCpu) {
+  expectNative("bp::embedding_dense_backward");
+  auto call = [](Stack stack) {
+    Dispatcher::singleton().findOpOrThrow("bp::embedding_dense_backward").callBoxed(stack);
+    return stack.at(0).toTensor();
+  };
+  const std::vector<int64_t> idx = {0, 4, 2, 2, 1, 4, 4, 5, 0, 2, 2, 3};
+  for (ScalarType dt : {ScalarType::Float32, ScalarType::Float64}) {
+    for (ScalarType it : {ScalarType::Int64, ScalarType::Int32}) {
+      for (bool scale : {false, true}) {
+        for (int64_t padding_idx : {int64_t{-1}, int64_t{2}}) {
+          SCOPED_TRACE(::testing::Message()
+                       << dt << " " << it << (scale ? " scaled" : "") << " padding_idx " << padding_idx);
+          const Tensor g = rowsOf(12, 40, dt, -3.0).reshape({3, 4, 40});
+          const Tensor i = Tensor(tensorFromVector<int64_t>(idx, {3, 4}, cpu())).to(it);
+          const Tensor got = call({g.to(sim()), i.to(sim()), int64_t{7}, padding_idx, scale});
+          EXPECT_EQ(got.device(), sim());
+          expectClose(got, call({g, i, int64_t{7}, padding_idx, scale}), 1e-6, 1e-6);
+          const Tensor gt = rowsOf(40, 12, dt, -3.0).t();  // [12, 40], transposed
+          expectClose(call({gt.to(sim()), i.reshape({12}).to(sim()), int64_t{7}, padding_idx, scale}),
+                      call({gt, i.reshape({12}), int64_t{7}, padding_idx, scale}), 1e-6, 1e-6);
+        }
+      }
+    }
+  }
+  const Tensor bad = tensorFromVector<int64_t>({1, 9}, {2}, cpu());
+  try {
+    call({rowsOf(2, 3, ScalarType::Float32, 0.0).to(sim()), bad.to(sim()), int64_t{4}, int64_t{-1}, false});
+    ADD_FAILURE() << "an index out of range was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("index 9 (element 1 of 'index') is out of range"), std::string::npos)
+        << e.what();
+  }
+}
+
 // layer_norm and var of rows with a large offset and a small spread
 // (1000 + 0.01 * u) against a float64 reference over the same float32
 // values: the variance and the deviations must not lose the spread to the
