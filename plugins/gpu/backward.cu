@@ -2,7 +2,8 @@
 // call (Note [Backward ops] in dispatcher/ops/src/backward.cc): gelu_backward
 // as one elementwise pass, _softmax_backward_data and
 // _log_softmax_backward_data as one row kernel (Note [GPU row reductions]),
-// embedding_dense_backward as one column-per-thread pass.
+// embedding_dense_backward as one column-per-thread pass, max_pool2d_backward
+// and avg_pool2d_backward as one gather per input element.
 // The host's meta kernels have checked that the gradient and the other
 // operand have one shape, dtype and device; each kernel computes in the
 // dtype's opmath type (float for float16, bfloat16 and float32), as the
@@ -11,8 +12,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "block_reduce.cuh"
 #include "index_check.cuh"
@@ -225,6 +228,173 @@ bp::Tensor embedding_dense_backward(const bp::Tensor& grad_output, const bp::Ten
   return out;
 }
 
+// --- max_pool2d_backward and avg_pool2d_backward (Note [Window op
+// gradients] in the dispatcher's backward_nn.cc). One thread per input
+// element gathers the gradient of every window that holds it, so no two
+// threads write one element and the sums need no atomics: max_pool2d's
+// windows whose pick (found again, as the CPU plugin's loop finds it: the
+// first greater than every earlier one, or the first NaN) is this element,
+// avg_pool2d's each with its share (the window's gradient over the
+// forward's divisor).
+struct PoolBackwardArgs {
+  int64_t channels, h, w, oh, ow;
+  int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+  int64_t stride_n, stride_c, stride_h, stride_w;  // self's; stride_n is 0 unbatched
+  bool count_include_pad;
+  int64_t divisor;  // divisor_override, or 0
+};
+
+PoolBackwardArgs poolBackwardArgs(const bp::Tensor& self, const bp::Tensor& grad, bp::IntList kernel,
+                                  bp::IntList stride, bp::IntList padding, bp::IntList dilation) {
+  auto pick = [](bp::IntList v, int i, int64_t otherwise) {
+    return v.empty() ? otherwise : v.size() == 1 ? v[0] : v[static_cast<size_t>(i)];
+  };
+  PoolBackwardArgs a{};
+  const bool batched = self.dim() == 4;
+  a.channels = self.size(self.dim() - 3);
+  a.h = self.size(self.dim() - 2);
+  a.w = self.size(self.dim() - 1);
+  a.oh = grad.size(grad.dim() - 2);
+  a.ow = grad.size(grad.dim() - 1);
+  a.kh = pick(kernel, 0, 1);
+  a.kw = pick(kernel, 1, 1);
+  a.sh = pick(stride, 0, a.kh);
+  a.sw = pick(stride, 1, a.kw);
+  a.ph = pick(padding, 0, 0);
+  a.pw = pick(padding, 1, 0);
+  a.dh = pick(dilation, 0, 1);
+  a.dw = pick(dilation, 1, 1);
+  a.stride_n = batched ? self.stride(0) : 0;
+  a.stride_c = self.stride(self.dim() - 3);
+  a.stride_h = self.stride(self.dim() - 2);
+  a.stride_w = self.stride(self.dim() - 1);
+  return a;
+}
+
+// The output positions [lo, hi] along one dim whose window may hold input
+// position i: o * s - p + k * d == i for some k in [0, kernel).
+BP_GPU_HD inline void windowsHolding(int64_t i, int64_t p, int64_t s, int64_t kernel, int64_t d, int64_t outs,
+                                     int64_t* lo, int64_t* hi) {
+  const int64_t first = i + p - (kernel - 1) * d;  // o * s >= first
+  *lo = first <= 0 ? 0 : (first + s - 1) / s;
+  *hi = (i + p) / s < outs - 1 ? (i + p) / s : outs - 1;
+}
+
+template <class T>
+__global__ void maxPoolBackwardKernel(PoolBackwardArgs a, int64_t n, const T* self, const T* grad, T* out) {
+  gridStride(n, [&](int64_t e) {
+    const int64_t plane = e / (a.h * a.w), iy = e / a.w % a.h, ix = e % a.w;
+    const T* in = self + (plane / a.channels) * a.stride_n + (plane % a.channels) * a.stride_c;
+    const T* g = grad + plane * a.oh * a.ow;
+    int64_t oy0, oy1, ox0, ox1;
+    windowsHolding(iy, a.ph, a.sh, a.kh, a.dh, a.oh, &oy0, &oy1);
+    windowsHolding(ix, a.pw, a.sw, a.kw, a.dw, a.ow, &ox0, &ox1);
+    using M = opmath_t<T>;
+    M sum = 0;
+    for (int64_t oy = oy0; oy <= oy1; ++oy) {
+      if ((iy + a.ph - oy * a.sh) % a.dh != 0) continue;
+      for (int64_t ox = ox0; ox <= ox1; ++ox) {
+        if ((ix + a.pw - ox * a.sw) % a.dw != 0) continue;
+        // This window's pick, in the forward's order.
+        int64_t at_y = -1, at_x = -1;
+        M best = 0;
+        bool done = false;
+        for (int64_t ky = 0; ky < a.kh && !done; ++ky) {
+          const int64_t y = oy * a.sh - a.ph + ky * a.dh;
+          if (y < 0 || y >= a.h) continue;
+          for (int64_t kx = 0; kx < a.kw; ++kx) {
+            const int64_t x = ox * a.sw - a.pw + kx * a.dw;
+            if (x < 0 || x >= a.w) continue;
+            const M v = load(in[y * a.stride_h + x * a.stride_w]);
+            if (at_y < 0 || v > best || v != v) {
+              at_y = y, at_x = x, best = v;
+            }
+            if (best != best) {
+              done = true;
+              break;
+            }
+          }
+        }
+        if (at_y == iy && at_x == ix) sum += load(g[oy * a.ow + ox]);
+      }
+    }
+    out[e] = store<T>(sum);
+  });
+}
+
+template <class T>
+__global__ void avgPoolBackwardKernel(PoolBackwardArgs a, int64_t n, const T* grad, T* out) {
+  gridStride(n, [&](int64_t e) {
+    const int64_t plane = e / (a.h * a.w), iy = e / a.w % a.h, ix = e % a.w;
+    const T* g = grad + plane * a.oh * a.ow;
+    int64_t oy0, oy1, ox0, ox1;
+    windowsHolding(iy, a.ph, a.sh, a.kh, 1, a.oh, &oy0, &oy1);
+    windowsHolding(ix, a.pw, a.sw, a.kw, 1, a.ow, &ox0, &ox1);
+    using M = opmath_t<T>;
+    M sum = 0;
+    for (int64_t oy = oy0; oy <= oy1; ++oy) {
+      int64_t y0 = oy * a.sh - a.ph;
+      int64_t y1 = y0 + a.kh < a.h + a.ph ? y0 + a.kh : a.h + a.ph;
+      const int64_t padded_h = y1 - y0;
+      y0 = y0 > 0 ? y0 : 0;
+      y1 = y1 < a.h ? y1 : a.h;
+      for (int64_t ox = ox0; ox <= ox1; ++ox) {
+        int64_t x0 = ox * a.sw - a.pw;
+        int64_t x1 = x0 + a.kw < a.w + a.pw ? x0 + a.kw : a.w + a.pw;
+        const int64_t padded_w = x1 - x0;
+        x0 = x0 > 0 ? x0 : 0;
+        x1 = x1 < a.w ? x1 : a.w;
+        const int64_t divisor = a.divisor != 0        ? a.divisor
+                                : a.count_include_pad ? padded_h * padded_w
+                                                      : (y1 - y0) * (x1 - x0);
+        if (divisor != 0) sum += load(g[oy * a.ow + ox]) / M(divisor);
+      }
+    }
+    out[e] = store<T>(sum);
+  });
+}
+
+template <bool kMax>
+bp::Tensor poolBackward(const char* op, const bp::Tensor& grad_output, const bp::Tensor& self,
+                        const PoolBackwardArgs& args) {
+  checkDtype(op, self, "self", {ScalarType::Float32, ScalarType::Float64});
+  const bp::Device device = callDevice(op, grad_output, "grad_output");
+  checkOnDevice(op, self, "self", device);
+  bp::Tensor g_holder;
+  const bp::Tensor& g = dense(op, grad_output, grad_output.dtype(), g_holder);
+  bp::Tensor out = bp::Tensor::empty(self.sizes(), self.dtype(), device);
+  const int64_t n = out.numel();
+  if (n == 0) return out;
+  visitDtype(out.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      if constexpr (kMax)
+        launchElements(&maxPoolBackwardKernel<T>, n, 1, device.index, args, n, static_cast<const T*>(self.data_ptr()),
+                       static_cast<const T*>(g.data_ptr()), static_cast<T*>(out.data_ptr()));
+      else
+        launchElements(&avgPoolBackwardKernel<T>, n, 1, device.index, args, n, static_cast<const T*>(g.data_ptr()),
+                       static_cast<T*>(out.data_ptr()));
+    }
+  });
+  return out;
+}
+
+bp::Tensor max_pool2d_backward(const bp::Tensor& grad_output, const bp::Tensor& self, bp::IntList kernel_size,
+                               bp::IntList stride, bp::IntList padding, bp::IntList dilation, bool /*ceil_mode*/) {
+  // ceil_mode is in grad_output's size, which the host's rule checked.
+  return poolBackward<true>("bp::max_pool2d_backward", grad_output, self,
+                            poolBackwardArgs(self, grad_output, kernel_size, stride, padding, dilation));
+}
+
+bp::Tensor avg_pool2d_backward(const bp::Tensor& grad_output, const bp::Tensor& self, bp::IntList kernel_size,
+                               bp::IntList stride, bp::IntList padding, bool /*ceil_mode*/, bool count_include_pad,
+                               std::optional<int64_t> divisor_override) {
+  PoolBackwardArgs args = poolBackwardArgs(self, grad_output, kernel_size, stride, padding, {});
+  args.count_include_pad = count_include_pad;
+  args.divisor = divisor_override ? *divisor_override : 0;
+  return poolBackward<false>("bp::avg_pool2d_backward", grad_output, self, args);
+}
+
 }  // namespace
 
 void registerBackwardKernels(bp::Library& m, int32_t type) {
@@ -236,6 +406,9 @@ void registerBackwardKernels(bp::Library& m, int32_t type) {
   // and bfloat16 gradients take the composite.
   m.impl("embedding_dense_backward", type, &embedding_dense_backward,
          bp::Dtypes{ScalarType::Float32, ScalarType::Float64, ScalarType::Int32, ScalarType::Int64});
+  const bp::Dtypes kFloat32And64{ScalarType::Float32, ScalarType::Float64};
+  m.impl("max_pool2d_backward", type, &max_pool2d_backward, kFloat32And64);
+  m.impl("avg_pool2d_backward", type, &avg_pool2d_backward, kFloat32And64);
 }
 
 }  // namespace bp_gpu

@@ -210,6 +210,62 @@ TEST_F(GpusimRowKernelsTest, EmbeddingDenseBackwardMatchesTheCpu) {
   }
 }
 
+// max_pool2d_backward's and avg_pool2d_backward's kernels (one gather per
+// input element) against the CPU's: strides smaller than, equal to and
+// larger than the kernel, padding, dilation (max), ceil_mode windows past
+// the input, an unbatched input, ties (small integer values: the first
+// maximum takes the gradient), a NaN and a channels-last input.
+TEST_F(GpusimRowKernelsTest, PoolBackwardsMatchTheCpu) {
+  expectNative("bp::max_pool2d_backward");
+  expectNative("bp::avg_pool2d_backward");
+  auto call = [](const char* op, Stack stack) {
+    Dispatcher::singleton().findOpOrThrow(op).callBoxed(stack);
+    return stack.at(0).toTensor();
+  };
+  struct Case {
+    std::vector<int64_t> input, kernel, stride, padding, dilation;
+    bool ceil_mode;
+  };
+  const std::vector<Case> cases = {
+      {{2, 3, 7, 6}, {2, 2}, {}, {0, 0}, {1, 1}, false},    {{1, 2, 9, 8}, {3, 3}, {1, 2}, {1, 1}, {1, 1}, false},
+      {{2, 2, 7, 8}, {3, 2}, {2, 3}, {1, 1}, {1, 1}, true}, {{1, 3, 3, 3}, {2, 2}, {2, 2}, {1, 1}, {1, 1}, true},
+      {{2, 9, 8}, {3, 2}, {1, 2}, {1, 1}, {2, 1}, true},  // unbatched, dilated (max)
+  };
+  for (ScalarType dt : {ScalarType::Float32, ScalarType::Float64}) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(::testing::Message() << dt << " input " << ::testing::PrintToString(c.input) << " kernel "
+                                        << ::testing::PrintToString(c.kernel));
+      int64_t numel = 1;
+      for (int64_t v : c.input) numel *= v;
+      std::vector<double> values(static_cast<size_t>(numel));
+      for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<double>((i * 2654435761u) % 7);
+      values[3] = std::nan("");
+      const Tensor x = Tensor(tensorFromVector<double>(values, c.input, cpu())).to(dt);
+      const Tensor y = call("bp::max_pool2d", {x, c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode});
+      const Tensor g = rowsOf(1, y.numel(), dt, -2.0).reshape(y.sizes());
+      const bool batched = c.input.size() == 4;
+      // Channels-last storage (a non-contiguous input) as well.
+      const Tensor x_cl = batched ? x.permute({0, 2, 3, 1}).contiguous().permute({0, 3, 1, 2})
+                                  : x.permute({1, 2, 0}).contiguous().permute({2, 0, 1});
+      for (const Tensor& in : {x, x_cl}) {
+        const Tensor want =
+            call("bp::max_pool2d_backward", {g, in, c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode});
+        expectClose(call("bp::max_pool2d_backward",
+                         {g.to(sim()), in.to(sim()), c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode}),
+                    want, 1e-6, 1e-6);
+      }
+      if (c.dilation != std::vector<int64_t>{1, 1}) continue;  // avg_pool2d has none
+      for (bool include_pad : {true, false}) {
+        for (const IValue& divisor : {IValue(), IValue(int64_t{5})}) {
+          Stack args{g, x, c.kernel, c.stride, c.padding, c.ceil_mode, include_pad, divisor};
+          Stack on_sim{g.to(sim()), x.to(sim()), c.kernel, c.stride, c.padding, c.ceil_mode, include_pad, divisor};
+          expectClose(call("bp::avg_pool2d_backward", on_sim), call("bp::avg_pool2d_backward", args), 1e-6, 1e-6);
+        }
+      }
+    }
+  }
+}
+
 // layer_norm and var of rows with a large offset and a small spread
 // (1000 + 0.01 * u) against a float64 reference over the same float32
 // values: the variance and the deviations must not lose the spread to the
