@@ -3,7 +3,8 @@
 // as one elementwise pass, _softmax_backward_data and
 // _log_softmax_backward_data as one row kernel (Note [GPU row reductions]),
 // embedding_dense_backward as one column-per-thread pass, max_pool2d_backward
-// and avg_pool2d_backward as one gather per input element.
+// and avg_pool2d_backward as one gather per input element, batch_norm_backward
+// as one block per channel.
 // The host's meta kernels have checked that the gradient and the other
 // operand have one shape, dtype and device; each kernel computes in the
 // dtype's opmath type (float for float16, bfloat16 and float32), as the
@@ -15,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
 
 #include "block_reduce.cuh"
@@ -395,6 +397,116 @@ bp::Tensor avg_pool2d_backward(const bp::Tensor& grad_output, const bp::Tensor& 
   return poolBackward<false>("bp::avg_pool2d_backward", grad_output, self, args);
 }
 
+// --- batch_norm_backward (Note [batch_norm's backward] in the dispatcher's
+// backward_nn.cc): one block per channel reduces over the batch and every
+// spatial position (lanes stride through the channel's n * spatial
+// elements): the statistics (two passes, or the running ones), sum(grad)
+// and sum(grad * xhat), then writes the input's gradient. Block sums in a
+// fixed tree: deterministic, no atomics.
+struct BatchNormBackwardArgs {
+  int64_t n, channels, spatial;
+  double eps;
+  bool batch_stats;
+};
+
+template <class T>
+__global__ void batchNormBackwardKernel(BatchNormBackwardArgs a, const T* grad, const T* x, const T* weight,
+                                        const T* running_mean, const T* running_var, T* gi, T* gw, T* gb) {
+  using V = opmath_t<T>;
+  __shared__ V shared[kReduceThreads];
+  const RowLane t = rowLane(false);
+  const int64_t m = a.n * a.spatial;
+  for (int64_t c = firstRow(t); c < a.channels; c += rowStep(t)) {
+    auto at = [&](int64_t k) { return (k / a.spatial * a.channels + c) * a.spatial + k % a.spatial; };
+    V mean = 0, var = 0;
+    if (a.batch_stats) {
+      V s = 0;
+      for (int64_t k = t.lane; k < m; k += t.lanes) s += load(x[at(k)]);
+      mean = m > 0 ? blockCombine(s, shared, t, SumOf<V>{}) / static_cast<V>(m) : V(0);
+      V q = 0;
+      for (int64_t k = t.lane; k < m; k += t.lanes) {
+        const V d = load(x[at(k)]) - mean;
+        q += d * d;
+      }
+      var = m > 0 ? blockCombine(q, shared, t, SumOf<V>{}) / static_cast<V>(m) : V(0);
+    } else {
+      mean = load(running_mean[c]);
+      var = load(running_var[c]);
+    }
+    const V rstd = V(1) / math::sqrt(var + static_cast<V>(a.eps));
+    V sg = 0, sgx = 0;
+    for (int64_t k = t.lane; k < m; k += t.lanes) {
+      const V gv = load(grad[at(k)]);
+      sg += gv;
+      sgx += gv * (load(x[at(k)]) - mean) * rstd;
+    }
+    sg = blockCombine(sg, shared, t, SumOf<V>{});
+    sgx = blockCombine(sgx, shared, t, SumOf<V>{});
+    if (t.lane == 0) {
+      if (gw != nullptr) gw[c] = store<T>(sgx);
+      if (gb != nullptr) gb[c] = store<T>(sg);
+    }
+    if (gi == nullptr) continue;
+    const V scale = (weight != nullptr ? load(weight[c]) : V(1)) * rstd;
+    const V mean_g = m > 0 ? sg / static_cast<V>(m) : V(0), mean_gx = m > 0 ? sgx / static_cast<V>(m) : V(0);
+    for (int64_t k = t.lane; k < m; k += t.lanes) {
+      const V gv = load(grad[at(k)]);
+      gi[at(k)] = a.batch_stats ? store<T>(scale * (gv - mean_g - (load(x[at(k)]) - mean) * rstd * mean_gx))
+                                : store<T>(gv * scale);
+    }
+  }
+}
+
+std::tuple<bp::Tensor, bp::Tensor, bp::Tensor> batch_norm_backward(
+    const bp::Tensor& grad_output, const bp::Tensor& input, const std::optional<bp::Tensor>& weight,
+    const std::optional<bp::Tensor>& running_mean, const std::optional<bp::Tensor>& running_var, bool training,
+    double eps, bp::BoolList output_mask) {
+  static constexpr const char* kOp = "bp::batch_norm_backward";
+  checkDtype(kOp, input, "input", {ScalarType::Float32, ScalarType::Float64});
+  BP_PLUGIN_CHECK(output_mask.size() == 3, kOp, ": output_mask must have 3 values (input, weight, bias), got ",
+                  output_mask.size());
+  const bp::Device device = callDevice(kOp, input, "input");
+  checkOnDevice(kOp, grad_output, "grad_output", device);
+  const ScalarType dtype = input.dtype();
+  // Dense operands, the per-channel ones in the input's dtype.
+  bp::Tensor holders[6];
+  const bp::Tensor& g = dense(kOp, grad_output, dtype, holders[0]);
+  const bp::Tensor& x = dense(kOp, input, dtype, holders[1]);
+  auto perChannel = [&](const std::optional<bp::Tensor>& t, const char* name, bp::Tensor& holder) -> const void* {
+    if (!t) return nullptr;
+    checkOnDevice(kOp, *t, name, device);
+    return dense(kOp, *t, dtype, holder).data_ptr();
+  };
+  const void* w = perChannel(weight, "weight", holders[2]);
+  const void* rm = perChannel(running_mean, "running_mean", holders[3]);
+  const void* rv = perChannel(running_var, "running_var", holders[4]);
+  const int64_t n = input.size(0), channels = input.size(1);
+  const int64_t spatial = n * channels == 0 ? 0 : input.numel() / (n * channels);
+  bp::Tensor gi, gw, gb;
+  if (output_mask[0]) gi = bp::Tensor::empty(input.sizes(), dtype, device);
+  if (output_mask[1]) gw = bp::Tensor::empty({channels}, dtype, device);
+  if (output_mask[2]) gb = bp::Tensor::empty({channels}, dtype, device);
+  const BatchNormBackwardArgs args{n, channels, spatial, eps, training || rm == nullptr || rv == nullptr};
+  visitDtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      auto ptr = [](const bp::Tensor& t) { return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr; };
+      launchRows(&batchNormBackwardKernel<T>, channels, kReduceThreads, false, 0, device.index, args,
+                 static_cast<const T*>(g.data_ptr()), static_cast<const T*>(x.data_ptr()), static_cast<const T*>(w),
+                 static_cast<const T*>(rm), static_cast<const T*>(rv), ptr(gi), ptr(gw), ptr(gb));
+    }
+  });
+  // The parameters' gradients in the weight's dtype (the input's without one).
+  const ScalarType param_dtype = weight ? weight->dtype() : dtype;
+  auto inParamDtype = [&](const bp::Tensor& t) {
+    if (!t.defined() || param_dtype == dtype) return t;
+    bp::Tensor converted = bp::Tensor::empty(t.sizes(), param_dtype, device);
+    copyCast(kOp, converted, t);
+    return converted;
+  };
+  return {std::move(gi), inParamDtype(gw), inParamDtype(gb)};
+}
+
 }  // namespace
 
 void registerBackwardKernels(bp::Library& m, int32_t type) {
@@ -409,6 +521,7 @@ void registerBackwardKernels(bp::Library& m, int32_t type) {
   const bp::Dtypes kFloat32And64{ScalarType::Float32, ScalarType::Float64};
   m.impl("max_pool2d_backward", type, &max_pool2d_backward, kFloat32And64);
   m.impl("avg_pool2d_backward", type, &avg_pool2d_backward, kFloat32And64);
+  m.impl("batch_norm_backward", type, &batch_norm_backward, kFloat32And64);
 }
 
 }  // namespace bp_gpu

@@ -266,6 +266,49 @@ TEST_F(GpusimRowKernelsTest, PoolBackwardsMatchTheCpu) {
   }
 }
 
+// batch_norm_backward's kernel (one block per channel) against the CPU's:
+// training and evaluation, with and without a weight (of another dtype
+// than the input's: the parameters' gradients come in its dtype), channels
+// shorter and longer than a block, 2-D and 4-D inputs, and a mask that
+// leaves the input's gradient out.
+TEST_F(GpusimRowKernelsTest, BatchNormBackwardMatchesTheCpu) {
+  expectNative("bp::batch_norm_backward");
+  auto call = [](Stack stack) {
+    Dispatcher::singleton().findOpOrThrow("bp::batch_norm_backward").callBoxed(stack);
+    return stack;
+  };
+  for (ScalarType dt : {ScalarType::Float32, ScalarType::Float64}) {
+    for (const std::vector<int64_t>& shape :
+         {std::vector<int64_t>{3, 4, 5, 2}, std::vector<int64_t>{6, 3}, std::vector<int64_t>{4, 2, 700}}) {
+      int64_t numel = 1;
+      for (int64_t v : shape) numel *= v;
+      const int64_t ch = shape[1];
+      const Tensor x = rowsOf(1, numel, dt, 3.0).reshape(shape), g = rowsOf(1, numel, dt, -4.0).reshape(shape);
+      const Tensor w = rowsOf(1, ch, ScalarType::Float32, 0.5).reshape({ch});
+      const Tensor rm = rowsOf(1, ch, dt, 2.0).reshape({ch}), rv = rowsOf(1, ch, dt, 0.5).reshape({ch});
+      for (bool training : {true, false}) {
+        for (bool with_weight : {true, false}) {
+          for (const std::vector<bool>& mask : {std::vector<bool>{true, true, true}, {false, true, true}}) {
+            SCOPED_TRACE(::testing::Message()
+                         << dt << " " << ::testing::PrintToString(shape) << (training ? " training" : " evaluation")
+                         << (with_weight ? " weight" : "") << (mask[0] ? "" : " no input"));
+            const Stack want = call({g, x, with_weight ? IValue(w) : IValue(), rm, rv, training, 1e-5, mask});
+            const Stack got = call({g.to(sim()), x.to(sim()), with_weight ? IValue(w.to(sim())) : IValue(),
+                                    rm.to(sim()), rv.to(sim()), training, 1e-5, mask});
+            for (size_t i = 0; i < 3; ++i) {
+              ASSERT_EQ(got[i].toTensor().defined(), mask[i]);
+              if (!mask[i]) continue;
+              EXPECT_EQ(got[i].toTensor().dtype(), want[i].toTensor().dtype());
+              expectClose(got[i].toTensor(), want[i].toTensor(), dt == ScalarType::Float32 ? 1e-4 : 1e-10,
+                          dt == ScalarType::Float32 ? 1e-4 : 1e-10);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // layer_norm and var of rows with a large offset and a small spread
 // (1000 + 0.01 * u) against a float64 reference over the same float32
 // values: the variance and the deviations must not lose the spread to the
