@@ -196,9 +196,14 @@ struct FormRunner {
         actual = got[r++];
       } else {
         const Argument& param = findOp(spec.op).schema().arguments()[static_cast<size_t>(e.argument)];
-        what = "argument '" + param.name + "' after the call: ";
         const IValue& a = args[static_cast<size_t>(e.argument)];
         if (a.isTensor()) actual = a.toTensor();
+        std::string index;
+        if (a.isTensorList() && e.element >= 0 && static_cast<size_t>(e.element) < a.toTensorList().size()) {
+          actual = Tensor(a.toTensorList()[static_cast<size_t>(e.element)]);
+          index = "[" + std::to_string(e.element) + "]";
+        }
+        what = "argument '" + param.name + index + "' after the call: ";
       }
       Mismatch m = compare(actual, e, toleranceFor(e.dtype, s), device, /*values=*/!spec.check);
       if (!m.ok) return record(s, Outcome::Fail, what + m.message, m.max_abs, m.max_rel);

@@ -211,6 +211,7 @@ const std::vector<OpSpec>& allSpecs() {
     addNnSpecs(*s);
     addRandomSpecs(*s);
     addSortScanPadSpecs(*s);
+    addOptimSpecs(*s);
     return s;
   }();
   return *specs;

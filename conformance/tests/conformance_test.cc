@@ -20,6 +20,7 @@
 #include "backplane/core/device_type_registry.h"
 #include "backplane/dispatch/dispatcher.h"
 #include "backplane/dispatch/library.h"
+#include "backplane/ops/ops.h"
 #include "backplane/ops/tensor.h"
 #include "backplane/runtime/plugin_registry.h"
 #include "test_device.h"
@@ -276,6 +277,37 @@ const OpSpec& specOf(const std::string& op) {
   for (const OpSpec& s : allSpecs())
     if (s.op == op) return s;
   BP_THROW(kNotFound, "no spec for ", op);
+}
+
+// An optimizer's spec certifies every tensor the step writes: an AdamW
+// whose kernel updates the parameters and first moments right but never
+// stores the second moments fails, naming the list and its element.
+void adamwForgettingSecondMoments(TensorList self, TensorList grads, TensorList exp_avgs, TensorList exp_avg_sqs,
+                                  TensorList max_exp_avg_sqs, int64_t step, double lr, double beta1, double beta2,
+                                  double weight_decay, double eps, bool amsgrad, bool maximize) {
+  auto onCpu = [](TensorList list) {
+    std::vector<Tensor> out;
+    for (const Tensor& t : list) out.push_back(t.cpu());
+    return out;
+  };
+  std::vector<Tensor> p = onCpu(self), m = onCpu(exp_avgs), v = onCpu(exp_avg_sqs), vmax = onCpu(max_exp_avg_sqs);
+  backplane::_fused_adamw_(p, onCpu(grads), m, v, vmax, step, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize);
+  for (size_t i = 0; i < self.size(); ++i) {
+    self[i].copy_(p[i]);
+    exp_avgs[i].copy_(m[i]);
+  }
+}
+
+TEST(Runner, CatchesAnOptimizerStepThatDropsItsState) {
+  testing::TestDevice& dev = testing::TestDevice::install("forgetfuladamw", 1);
+  Library lib("forgetfuladamw");
+  ASSERT_TRUE(lib.impl("bp::_fused_adamw_", dev.type(), BP_FN(adamwForgettingSecondMoments)).ok());
+  const std::vector<Result> results = runSpec(specOf("bp::_fused_adamw_"), dev.device(0));
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].kernel, KernelKind::Native);
+  EXPECT_EQ(results[0].outcome, Outcome::Fail) << describe(results[0]);
+  EXPECT_NE(results[0].message.find("argument 'exp_avg_sqs[0]' after the call"), std::string::npos)
+      << results[0].message;
 }
 
 TEST(Runner, CertifiesWhatIsDeclared) {

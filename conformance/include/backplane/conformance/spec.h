@@ -42,6 +42,9 @@ struct Expected {
   // the index of an argument the op writes (batch_norm's running stats):
   // what that argument must hold after the call.
   int argument = -1;
+  // With `argument` a tensor list (an optimizer's parameters and state):
+  // the position in the list.
+  int element = -1;
 };
 
 // Absolute and relative tolerance: |actual - expected| <= atol + rtol * |expected|.
@@ -161,5 +164,6 @@ void addLinalgSpecs(std::vector<OpSpec>& specs);
 void addNnSpecs(std::vector<OpSpec>& specs);
 void addRandomSpecs(std::vector<OpSpec>& specs);
 void addSortScanPadSpecs(std::vector<OpSpec>& specs);  // prod, all/any, cumsum, sort, topk, flip, pads
+void addOptimSpecs(std::vector<OpSpec>& specs);        // _fused_sgd_, _fused_adamw_
 
 }  // namespace backplane::conformance
