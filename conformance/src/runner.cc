@@ -192,7 +192,13 @@ struct FormRunner {
       Tensor actual;
       std::string what;
       if (e.argument < 0) {
-        what = returns > 1 ? "return " + std::to_string(r) + ": " : "";
+        if (returns > 1) {
+          // "return 1 (grad_weight): " where the schema names its returns.
+          const std::vector<Argument>& named = findOp(spec.op).schema().returns();
+          what = "return " + std::to_string(r);
+          if (r < named.size() && !named[r].name.empty()) what += " (" + named[r].name + ")";
+          what += ": ";
+        }
         actual = got[r++];
       } else {
         const Argument& param = findOp(spec.op).schema().arguments()[static_cast<size_t>(e.argument)];
@@ -205,6 +211,7 @@ struct FormRunner {
         }
         what = "argument '" + param.name + index + "' after the call: ";
       }
+      if (e.masked) continue;
       Mismatch m = compare(actual, e, toleranceFor(e.dtype, s), device, /*values=*/!spec.check);
       if (!m.ok) return record(s, Outcome::Fail, what + m.message, m.max_abs, m.max_rel);
     }

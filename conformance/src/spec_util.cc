@@ -212,6 +212,7 @@ const std::vector<OpSpec>& allSpecs() {
     addRandomSpecs(*s);
     addSortScanPadSpecs(*s);
     addOptimSpecs(*s);
+    addBackwardSpecs(*s);
     return s;
   }();
   return *specs;

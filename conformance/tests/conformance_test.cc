@@ -226,6 +226,12 @@ TEST(Runner, CatchesAWrongKernel) {
   EXPECT_TRUE(caught);
 }
 
+const OpSpec& specOf(const std::string& op) {
+  for (const OpSpec& s : allSpecs())
+    if (s.op == op) return s;
+  BP_THROW(kNotFound, "no spec for ", op);
+}
+
 // The gradient form (Note [Gradient forms]) catches a wrong backward
 // kernel: a gelu_backward that doubles the gradient, registered for a device
 // of its own. The forward forms pass; the gradient form fails, naming the
@@ -257,6 +263,13 @@ TEST(Runner, CatchesAWrongBackwardKernel) {
     }
   }
   EXPECT_TRUE(caught);
+  // gelu_backward's own spec (Note [Backward op specs]) fails it too,
+  // against the derivative written out in double.
+  const std::vector<Result> own = runSpec(specOf("bp::gelu_backward"), dev.device(0));
+  ASSERT_EQ(own.size(), 1u);
+  EXPECT_EQ(own[0].kernel, KernelKind::Native);
+  EXPECT_EQ(own[0].outcome, Outcome::Fail) << describe(own[0]);
+  EXPECT_NE(own[0].message.find("expected"), std::string::npos) << own[0].message;
 }
 
 // Conformance certifies exactly what is declared (Note [Declared dtypes]):
@@ -271,12 +284,6 @@ Tensor float32OnlyAdd(const Tensor& self, const Tensor& other, const Scalar& alp
   EXPECT_EQ(self.dtype(), ScalarType::Float32);
   EXPECT_EQ(out.dtype(), ScalarType::Float32);
   return sub.call(self, other, alpha.isIntegral() ? Scalar(-alpha.to<int64_t>()) : Scalar(-alpha.toDouble()), out);
-}
-
-const OpSpec& specOf(const std::string& op) {
-  for (const OpSpec& s : allSpecs())
-    if (s.op == op) return s;
-  BP_THROW(kNotFound, "no spec for ", op);
 }
 
 // An optimizer's spec certifies every tensor the step writes: an AdamW

@@ -45,6 +45,10 @@ struct Expected {
   // With `argument` a tensor list (an optimizer's parameters and state):
   // the position in the list.
   int element = -1;
+  // A return the call's output_mask leaves out (conv2d_backward's,
+  // batch_norm_backward's): not checked, as a kernel may leave it
+  // undefined or compute it anyway.
+  bool masked = false;
 };
 
 // Absolute and relative tolerance: |actual - expected| <= atol + rtol * |expected|.
@@ -165,5 +169,6 @@ void addNnSpecs(std::vector<OpSpec>& specs);
 void addRandomSpecs(std::vector<OpSpec>& specs);
 void addSortScanPadSpecs(std::vector<OpSpec>& specs);  // prod, all/any, cumsum, sort, topk, flip, pads
 void addOptimSpecs(std::vector<OpSpec>& specs);        // _fused_sgd_, _fused_adamw_
+void addBackwardSpecs(std::vector<OpSpec>& specs);     // the backward ops (Note [Backward op specs])
 
 }  // namespace backplane::conformance
