@@ -372,6 +372,13 @@ void addElementwiseMoreSpecs(std::vector<OpSpec>& specs) {
                "subtraction with a bool operand is not supported")}));
   specs.push_back(scalarSpec("bp::mul.Scalar", "bp::mul_.Scalar", "bp::mul.Scalar_out", Kind::Promoted, kAllTypes,
                              numbers, {}, [](double x, double y) { return x * y; }));
+  // rsub(self, other, alpha) = other - alpha * self: the reversed sub has
+  // no in-place or out= form (PyTorch's neither).
+  specs.push_back(scalarSpec(
+      "bp::rsub.Scalar", "", "", Kind::Promoted, numeric, numbers, {IValue(Scalar(int64_t{2}))},
+      [](double x, double y) { return y - 2 * x; },
+      {raising("bool self", {randomTensor(rng, {3}, ScalarType::Bool), Scalar(int64_t{1}), Scalar(int64_t{1})},
+               "subtraction with a bool operand is not supported")}));
 
   // Unary ops.
   const std::vector<double> halves = {0.5, 1.5, 2.5, -0.5, -2.5, -1.25, NAN, INFINITY, -INFINITY, -0.0};

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "backplane/dispatch/dispatcher.h"
 #include "backplane/dispatch/library.h"
 #include "backplane/ops/ops.h"
+#include "backplane/ops/standard_ops.h"
 #include "backplane/ops/tensor.h"
 #include "backplane/runtime/plugin_registry.h"
 #include "test_device.h"
@@ -60,6 +62,23 @@ const Backends& builtBackends() {
     return out;
   }();
   return *b;
+}
+
+// Every standard op is certified: each is a spec's op, or its in-place or
+// out= form, so a kernel a vendor writes for any of them has a spec to
+// pass (a new op without one fails here, by name).
+TEST(Specs, CoverEveryStandardOp) {
+  std::set<std::string> covered;
+  for (const OpSpec& s : allSpecs())
+    for (const std::string* name : {&s.op, &s.inplace, &s.out})
+      if (!name->empty()) covered.insert(*name);
+  std::vector<std::string> uncovered;
+  for (const StandardOp& op : standardOperators()) {
+    const std::string name = "bp::" + op.schema.substr(0, op.schema.find('('));
+    if (!covered.count(name)) uncovered.push_back(name);
+  }
+  EXPECT_TRUE(uncovered.empty()) << "standard ops without a conformance spec: " << ::testing::PrintToString(uncovered)
+                                 << "; add one (conformance/src/specs_*.cc)";
 }
 
 TEST(BuiltPlugins, AllLoad) {
