@@ -25,15 +25,27 @@ inline constexpr bp::Device kCpuDevice{kCpu, 0};
 // One setting governs every kernel, oneDNN included: BACKPLANE_NUM_THREADS
 // (default: all cores). oneDNN uses OpenMP here, so the setting is OpenMP's
 // thread count; ThreadScope applies it on the calling thread (OpenMP's
-// setting is per thread) before a kernel runs parallel code.
+// setting is per thread) while a kernel runs parallel code, and gives the
+// thread its own setting back when the kernel returns. That setting is not
+// the plugin's: every OpenMP user in the process reads it on that thread
+// (PyTorch's intra-op threads in the same Python process, an application's
+// own parallel loops), so a kernel call must leave it as it found it.
 int numThreads();
 void initThreads();
 class ThreadScope {
  public:
-  ThreadScope() {
+  ThreadScope() : callers_(omp_get_max_threads()) {
     const int n = numThreads();
-    if (omp_get_max_threads() != n) omp_set_num_threads(n);
+    if (callers_ != n) omp_set_num_threads(n);
   }
+  ~ThreadScope() {
+    if (omp_get_max_threads() != callers_) omp_set_num_threads(callers_);
+  }
+  ThreadScope(const ThreadScope&) = delete;
+  ThreadScope& operator=(const ThreadScope&) = delete;
+
+ private:
+  int callers_;  // the calling thread's setting before the kernel
 };
 
 // --- Checks

@@ -3,8 +3,10 @@
 // fallback of standard ops from a device without kernels.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include "backplane/dispatch/dispatcher.h"
+#include "backplane/ops/ops.h"
 #include "backplane/ops/tensor.h"
 #include "backplane/runtime/plugin_registry.h"
 #include "test_device.h"
@@ -49,6 +51,23 @@ TEST_F(CpuPluginTest, AddWithAlphaAndBroadcasting) {
   EXPECT_EQ(r.toVector<float>(), (std::vector<float>{21, 42, 63, 24, 45, 66}));
   Tensor col = f32({1, 2}, {2, 1});
   EXPECT_EQ(add.call(col, b, 1).toVector<float>(), (std::vector<float>{11, 21, 31, 12, 22, 32}));
+}
+
+// BACKPLANE_NUM_THREADS governs the plugin's kernels only: the calling
+// thread's OpenMP setting, which every OpenMP user in the process reads
+// (PyTorch's threads in the same Python process), is as it was after
+// elementwise, data movement, reduction and oneDNN kernels ran in parallel.
+TEST_F(CpuPluginTest, KernelsLeaveTheCallersOpenMPSettingAsTheyFoundIt) {
+  const int before = omp_get_max_threads();
+  const int callers = before + 3;  // not the plugin's setting (at most every core)
+  omp_set_num_threads(callers);
+  const Tensor x = ones({512, 1024});
+  const Tensor y = (x * 2 + x).sum({1});
+  const Tensor z = mm(x.narrow(0, 0, 256), x.t()).t().contiguous();
+  EXPECT_EQ(omp_get_max_threads(), callers);
+  EXPECT_EQ(y.toVector<float>()[0], 3 * 1024);
+  EXPECT_EQ(z.toVector<float>()[0], 1024);
+  omp_set_num_threads(before);
 }
 
 TEST_F(CpuPluginTest, StridedAndExpandedInputs) {
