@@ -639,6 +639,14 @@ bp::Tensor std_correction_out(const bp::Tensor& self, std::optional<bp::IntList>
 // at the NaN / +inf element otherwise (its other elements get 0, or -inf for
 // log_softmax). In both cases the row it writes has a NaN, and a row of
 // finite max never does, so rows with a NaN are set to NaN afterwards.
+//
+// Its exp() is an approximation (about 1.4e-6 relative: exp(0) comes out
+// as 0.9999986), so where one element dominates a row, the row's sum is
+// just under 1 and softmax_log gives that element log-probability
+// -log(sum) = +1.4e-6 instead of 0 ([[30, 0]]: PyTorch gives 0). A
+// log-probability is never positive, so the same pass clamps log_softmax's
+// rows to <= 0: the error stays within float32's tolerance, and the sign,
+// which a user reads as a probability above 1, is right.
 struct DnnlSoftmax {
   dnnl::softmax_v2_forward prim;
   dnnl::memory::desc md;
@@ -665,12 +673,15 @@ const DnnlSoftmax& dnnlSoftmax(dnnl::memory::data_type type, bool log, int64_t r
   });
 }
 
-// Sets every row of y ([rows, n], contiguous) that holds a NaN to NaN.
-// Bits: the unsigned integer of T's size (float32 or bfloat16). A NaN's
-// magnitude bits exceed infinity's; their max over a row vectorises (a
-// NaN test per element does not), so the check costs little next to exp().
+// Sets every row of y ([rows, n], contiguous) that holds a NaN to NaN, and
+// with `non_positive` (log_softmax) every positive element of the others
+// to 0. Bits: the unsigned integer of T's size (float32 or bfloat16). A
+// NaN's magnitude bits exceed infinity's; their max over a row vectorises
+// (a NaN test per element does not), so the check costs little next to
+// exp(). A positive element is one whose sign bit is clear and whose bits
+// are not all zero.
 template <typename T, typename Bits>
-void nanRows(T* y, int64_t rows, int64_t n) {
+void fixRows(T* y, int64_t rows, int64_t n, bool non_positive) {
   static_assert(sizeof(T) == sizeof(Bits));
   constexpr Bits kMagnitude = static_cast<Bits>(std::numeric_limits<Bits>::max() >> 1);
   const Bits inf_bits = std::bit_cast<Bits>(store<T>(std::numeric_limits<float>::infinity()));
@@ -678,7 +689,15 @@ void nanRows(T* y, int64_t rows, int64_t n) {
     T* yr = y + r * n;
     Bits most = 0;
     for (int64_t j = 0; j < n; ++j) most = std::max<Bits>(most, std::bit_cast<Bits>(yr[j]) & kMagnitude);
-    if (most > inf_bits) std::fill(yr, yr + n, store<T>(std::numeric_limits<float>::quiet_NaN()));
+    if (most > inf_bits) {
+      std::fill(yr, yr + n, store<T>(std::numeric_limits<float>::quiet_NaN()));
+    } else if (non_positive) {
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) {
+        const Bits b = std::bit_cast<Bits>(yr[j]);
+        yr[j] = std::bit_cast<T>(b <= kMagnitude ? Bits{0} : b);
+      }
+    }
   };
   if (rows * n < kParallelNumel) {
     for (int64_t r = 0; r < rows; ++r) fix(r);
@@ -703,9 +722,9 @@ bool softmaxDnnl(bool log, const bp::Tensor& self, const bp::Tensor& out, int64_
   p.prim.execute(s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
   s.wait();
   if (self.dtype() == ScalarType::Float32)
-    nanRows<float, uint32_t>(out.data_ptr<float>(), rows, n);
+    fixRows<float, uint32_t>(out.data_ptr<float>(), rows, n, log);
   else
-    nanRows<bp::BFloat16, uint16_t>(out.data_ptr<bp::BFloat16>(), rows, n);
+    fixRows<bp::BFloat16, uint16_t>(out.data_ptr<bp::BFloat16>(), rows, n, log);
   return true;
 }
 

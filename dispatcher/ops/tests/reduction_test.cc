@@ -615,6 +615,37 @@ TEST(Softmax, StableDtypeEdgeCasesAndBig) {
               ScalarType::Float32);
 }
 
+// A log-probability is never positive. Where one logit dominates its row,
+// the row's log-sum-exp is its max within rounding; oneDNN's approximate
+// exp() made the dominant element +1.4e-6 ([[30, 0]]), which a user reads
+// as a probability above 1. PyTorch gives 0, as here, on every path
+// (oneDNN's rows and the loops), in float32 and bfloat16.
+TEST(Softmax, LogSoftmaxIsNeverPositive) {
+  for (ScalarType dt : {ScalarType::Float32, ScalarType::BFloat16, ScalarType::Float64}) {
+    SCOPED_TRACE(::testing::Message() << dt);
+    const Tensor x = fromDoubles({30, 0, 0, 30, 50, -50, 1, 1}, {4, 2}, dt);
+    const Tensor y = callT("log_softmax.int", {x, int64_t{1}, IValue()});
+    expectClose(y, refSoftmax(x, 1, true), {4, 2}, dt);
+    const std::vector<double> got = values(y);
+    if (dt != ScalarType::Float64) {  // log(1 + e^-30) rounds to 0 in float32 and bfloat16
+      EXPECT_EQ(got[0], 0.0);
+      EXPECT_EQ(got[3], 0.0);
+    }
+    EXPECT_LE(*std::max_element(got.begin(), got.end()), 0.0);
+    // Many rows, each with one dominant logit, through oneDNN (dense rows)
+    // and the loops (transposed), in parallel.
+    std::vector<double> v(256 * 64);
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = i % 64 == (i / 64) % 64 ? 40.0 + static_cast<double>(i % 7) : -static_cast<double>(i % 5);
+    const Tensor rows = fromDoubles(v, {256, 64}, dt);
+    for (const Tensor& y : {callT("log_softmax.int", {rows, int64_t{1}, IValue()}),
+                            callT("log_softmax.int", {rows.t().contiguous().t(), int64_t{1}, IValue()})}) {
+      const std::vector<double> got = values(y);
+      EXPECT_LE(*std::max_element(got.begin(), got.end()), 0.0);
+    }
+  }
+}
+
 // The CPU plugin runs oneDNN for float32 / bfloat16 along the innermost
 // dim of a dense layout, and loops otherwise: over one row at a time, or
 // over blocks of adjacent rows when `dim` is not innermost. Each layout
