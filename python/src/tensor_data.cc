@@ -11,15 +11,19 @@
 //   strided or not, and keep their dtype (float64 stays float64);
 // - an object with __dlpack__ (a torch.Tensor, on any device a plugin
 //   provides): imported without a copy, then copied (device=None keeps its
-//   device);
+//   device); when its __dlpack__() refuses (torch 1.13 exports no bool
+//   tensor), read through its __array__ as below;
 // - an object with __array__: its array, read through the buffer;
 // - a Python scalar or nested lists/tuples (any sequence) of bool, int,
 //   float, NumPy scalars and backplane tensors. The shape comes from the
 //   first element at each depth; a sequence of another length, or a number
 //   where a sequence is expected, is a ValueError naming its position
-//   (data[1][0]). The dtype, when not given, is PyTorch's: all bool -> bool,
-//   any float -> float32 (the default dtype), else int64; an empty list is
-//   float32. Values are written straight into the requested dtype on the
+//   (data[1][0]). The dtype, when not given, is PyTorch's: each element
+//   asks for one (bool for a bool, int64 for an int, the default float32
+//   for a float, its own for a NumPy scalar or a tensor's element) and the
+//   dtypes are promoted: [True, 2] is int64, [1, 2.5] float32,
+//   [numpy.float64(1.5), 2.0] float64, [numpy.int32(3)] int32; an empty
+//   list is float32. Values are written straight into the requested dtype on the
 //   host; an int that does not fit it (300 as uint8, 2**64) or a float
 //   that does not fit an integer dtype (nan, 1e30 as int32) is an
 //   OverflowError naming the value and its position, as PyTorch refuses
@@ -245,6 +249,10 @@ nb::ndarray<nb::numpy> toNumpy(const Tensor& self, bool force) {
 // One number of the data, before it is written in the target dtype.
 struct Leaf {
   enum class Kind : uint8_t { Bool, Int, UInt, Float } kind;
+  // The dtype it asks for when none is given (PyTorch's infer_scalar_type):
+  // bool for a bool, int64 for an int, the default float32 for a float; a
+  // NumPy scalar's own dtype, a tensor element's its tensor's.
+  ScalarType type;
   union {
     bool b;
     int64_t i;
@@ -256,8 +264,6 @@ struct Leaf {
 struct Parsed {
   std::vector<int64_t> shape;  // from the first element at each depth
   std::vector<Leaf> leaves;    // row-major
-  bool any_float = false;
-  bool any_int = false;
 };
 
 std::string positionText(const std::vector<Py_ssize_t>& path) {
@@ -285,21 +291,27 @@ bool isSequenceData(nb::handle o) {
   return true;
 }
 
-// A number of the data, or false for anything else.
-bool toLeaf(nb::handle o, Leaf* leaf, const std::vector<Py_ssize_t>& path) {
+std::optional<ScalarType> bufferDtype(const char* format, Py_ssize_t itemsize);
+
+// The dtype of a NumPy scalar (numpy.float64(1.5), numpy.int32(3)): a 0-d
+// buffer of one element; nullopt for anything else (a Python number, whose
+// type is no buffer, or a 0-d array, which is a sequence type).
+std::optional<ScalarType> numpyScalarDtype(nb::handle o) {
   PyObject* p = o.ptr();
-  if (PyBool_Check(p) || isNumpyBool(o)) {
-    leaf->kind = Leaf::Kind::Bool;
-    int truth = PyObject_IsTrue(p);
-    if (truth < 0) throw nb::python_error();
-    leaf->b = truth != 0;
-    return true;
+  if (PyFloat_CheckExact(p) || PyLong_CheckExact(p) || PyBool_Check(p) || !PyObject_CheckBuffer(p)) return std::nullopt;
+  Py_buffer view;
+  if (PyObject_GetBuffer(p, &view, PyBUF_FORMAT) != 0) {
+    PyErr_Clear();
+    return std::nullopt;
   }
-  if (PyFloat_Check(p)) {
-    leaf->kind = Leaf::Kind::Float;
-    leaf->d = PyFloat_AS_DOUBLE(p);
-    return true;
-  }
+  std::optional<ScalarType> t = view.ndim == 0 ? bufferDtype(view.format, view.itemsize) : std::nullopt;
+  PyBuffer_Release(&view);
+  return t;
+}
+
+// An int (or NumPy integer) or a NumPy float of the data, or false.
+bool toNumber(nb::handle o, Leaf* leaf, const std::vector<Py_ssize_t>& path) {
+  PyObject* p = o.ptr();
   if (PyComplex_Check(p))
     raise(PyExc_TypeError, "tensor(): " + positionText(path) + " is a complex number; Backplane has no complex dtype");
   nb::object number;
@@ -341,9 +353,37 @@ bool toLeaf(nb::handle o, Leaf* leaf, const std::vector<Py_ssize_t>& path) {
   return false;
 }
 
+// A number of the data, or false for anything else.
+bool toLeaf(nb::handle o, Leaf* leaf, const std::vector<Py_ssize_t>& path) {
+  const bool leaf_found = [&] {
+    PyObject* p = o.ptr();
+    if (PyBool_Check(p) || isNumpyBool(o)) {
+      leaf->kind = Leaf::Kind::Bool;
+      int truth = PyObject_IsTrue(p);
+      if (truth < 0) throw nb::python_error();
+      leaf->b = truth != 0;
+      return true;
+    }
+    if (PyFloat_Check(p)) {
+      leaf->kind = Leaf::Kind::Float;
+      leaf->d = PyFloat_AS_DOUBLE(p);
+      return true;
+    }
+    return toNumber(o, leaf, path);
+  }();
+  if (!leaf_found) return false;
+  leaf->type = leaf->kind == Leaf::Kind::Bool    ? ScalarType::Bool
+               : leaf->kind == Leaf::Kind::Float ? ScalarType::Float32
+                                                 : ScalarType::Int64;
+  if (std::optional<ScalarType> t = numpyScalarDtype(o)) leaf->type = *t;
+  return true;
+}
+
 void parseData(nb::handle o, size_t depth, std::vector<Py_ssize_t>& path, Parsed& out, bool shape_known) {
   if (const Tensor* t = tensorOrNull(o.ptr())) {  // a tensor inside a list: its values, as nested lists
+    const size_t first = out.leaves.size();
     parseData(toList(*t), depth, path, out, shape_known);
+    for (size_t i = first; i < out.leaves.size(); ++i) out.leaves[i].type = t->dtype();  // its dtype, not Python's
     return;
   }
   Leaf leaf;
@@ -360,8 +400,6 @@ void parseData(nb::handle o, size_t depth, std::vector<Py_ssize_t>& path, Parsed
   }
   if (is_leaf) {
     if (!shape_known) out.shape.resize(depth);
-    out.any_float = out.any_float || leaf.kind == Leaf::Kind::Float;
-    out.any_int = out.any_int || leaf.kind == Leaf::Kind::Int || leaf.kind == Leaf::Kind::UInt;
     out.leaves.push_back(leaf);
     return;
   }
@@ -456,12 +494,25 @@ T leafAs(const Leaf& l, ScalarType dt, size_t index, const Parsed& p) {
   return T();
 }
 
+// The dtype of data without dtype=: its leaves' dtypes promoted, as
+// PyTorch's infer_scalar_type does (bool with int is int64, int with float
+// float32, numpy.float64 with float float64); float32 for no leaves.
+ScalarType inferredDtype(const Parsed& p) {
+  if (p.leaves.empty()) return ScalarType::Float32;
+  ScalarType dt = p.leaves[0].type;
+  for (const Leaf& l : p.leaves) {
+    if (l.type == dt) continue;
+    if (!canPromoteTypes(dt, l.type))
+      raise(PyExc_TypeError, "tensor(): data mixes " + std::string(scalarTypeName(dt)) + " and " +
+                                 std::string(scalarTypeName(l.type)) +
+                                 " elements, which have no common dtype; pass dtype=");
+    dt = promoteTypes(dt, l.type);
+  }
+  return dt;
+}
+
 Tensor fromParsed(const Parsed& p, std::optional<ScalarType> dtype, Device device) {
-  ScalarType dt = dtype              ? *dtype
-                  : p.any_float      ? ScalarType::Float32
-                  : p.any_int        ? ScalarType::Int64
-                  : p.leaves.empty() ? ScalarType::Float32
-                                     : ScalarType::Bool;
+  ScalarType dt = dtype ? *dtype : inferredDtype(p);
   size_t itemsize = elementSize(dt);
   std::vector<unsigned char> bytes(p.leaves.size() * itemsize);
   visitScalarType(dt, [&]<typename T>() {
@@ -572,6 +623,7 @@ Tensor tensorFrom(nb::handle data, std::optional<ScalarType> dtype, std::optiona
     return t.to(d, dtype.value_or(t.dtype()), /*copy=*/!fresh);
   };
   if (const Tensor* t = tensorOrNull(data.ptr())) return finish(*t, false);
+  nb::object array;  // data's __array__(), when data is read through it
   PyObject* p = data.ptr();
   if (PyUnicode_Check(p) || PyBytes_Check(p) || PyByteArray_Check(p))
     raise(PyExc_TypeError,
@@ -579,9 +631,30 @@ Tensor tensorFrom(nb::handle data, std::optional<ScalarType> dtype, std::optiona
   if (PyObject_CheckBuffer(p)) {
     if (std::optional<Tensor> t = fromBuffer(data)) return finish(*t, true);
   } else if (hasAttr(data, "__dlpack__")) {
-    return finish(importDLPack(data), false);
+    // An exporter may refuse a dtype DLPack cannot describe to it (torch
+    // 1.13: "Bool type is not supported by dlpack"); an object that also
+    // has __array__ is then read through its array, as the docstring says.
+    std::optional<Tensor> imported;
+    std::string refusal;
+    try {
+      imported = importDLPack(data);
+    } catch (nb::python_error& e) {
+      if (!hasAttr(data, "__array__")) throw;
+      refusal = e.what();
+    }
+    if (imported) return finish(*imported, false);
+    try {
+      array = data.attr("__array__")();
+    } catch (nb::python_error& e) {
+      raise(PyExc_TypeError, "tensor(): " + typeName(data) + " could not be read: its __dlpack__() failed (" + refusal +
+                                 ") and so did its __array__() (" + e.what() + ")");
+    }
+    if (PyObject_CheckBuffer(array.ptr())) {
+      if (std::optional<Tensor> t = fromBuffer(array)) return finish(*t, true);
+    }
+    data = array;
   } else if (hasAttr(data, "__array__")) {
-    nb::object array = data.attr("__array__")();
+    array = data.attr("__array__")();
     if (PyObject_CheckBuffer(array.ptr())) {
       if (std::optional<Tensor> t = fromBuffer(array)) return finish(*t, true);
     }
@@ -789,7 +862,8 @@ void bindTensorData(nb::module_& m) {
       nb::sig("def tensor(data: object, dtype: dtype | None = None, device: str | Device | None = None) -> Tensor"),
       "A new tensor holding a copy of `data`: a number, nested lists/tuples of numbers, a NumPy array, a "
       "torch.Tensor or any object with __dlpack__ / __array__ / the buffer protocol. The dtype, when not given, "
-      "is PyTorch's: bool -> bool, int -> int64, float -> float32; arrays keep theirs. Note [backplane.tensor()].");
+      "is PyTorch's: bool -> bool, int -> int64, float -> float32, NumPy scalars and arrays keep theirs, and a "
+      "list's elements promote ([1, 2.5] is float32). Note [backplane.tensor()].");
 
   nb::handle cls = nb::type<Tensor>();
   defMethod(

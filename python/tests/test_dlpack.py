@@ -409,6 +409,13 @@ class TestTorch:
         t[1] = True
         assert y.tolist() == [True, True]
 
+    def test_tensor_of_a_torch_bool_tensor(self, torch):
+        # torch 1.13's __dlpack__ refuses bool; tensor() then reads its __array__.
+        for x in (torch.tensor([True, False]), torch.tensor([[True], [False]]).t()):
+            t = bp.tensor(x)
+            assert t.dtype is bp.bool and t.tolist() == x.tolist()
+        assert bp.tensor(torch.tensor([True, False]), dtype=bp.float32).tolist() == [1.0, 0.0]
+
     def test_views(self, torch):
         t = bp.arange(20, dtype=bp.float32).view(4, 5)
         for make in (lambda v: v.T, lambda v: v[1:, ::2], lambda v: v[2], lambda v: v[None, :, 3]):

@@ -89,6 +89,43 @@ class TestTensorInference:
         t = bp.tensor([bp.tensor([1, 2]), bp.tensor([3, 4])])
         assert t.shape == (2, 2) and t.tolist() == [[1, 2], [3, 4]]
         assert bp.tensor([bp.tensor(1.5), 2]).tolist() == [1.5, 2.0]
+        # ... and their dtypes, which promote with the other elements' (not Python's float32).
+        assert bp.tensor([bp.tensor(1.5, dtype=bp.float64), 2.0]).dtype is bp.float64
+        assert bp.tensor([bp.tensor(1, dtype=bp.int32), True]).dtype is bp.int32
+
+    # Each element asks for a dtype (a NumPy scalar its own) and they promote, as torch.tensor's do.
+    NUMPY_SCALAR_DATA = [
+        ([np.float64(1.5)], bp.float64),
+        ([np.int32(3)], bp.int32),
+        ([np.float64(1.5), 2.0], bp.float64),
+        ([np.float16(1.5)], bp.float16),
+        ([np.int32(3), 4], bp.int64),
+        ([np.int32(3), 2.5], bp.float32),
+        ([np.uint8(3)], bp.uint8),
+        ([np.bool_(True), 1], bp.int64),
+        ([True, np.int8(1)], bp.int8),
+        ([np.float32(1), np.int64(2)], bp.float32),
+        ([[np.float64(1)], [2]], bp.float64),
+        ([np.int16(1), np.uint8(2)], bp.int16),
+    ]
+
+    @pytest.mark.parametrize("data, dtype", NUMPY_SCALAR_DATA)
+    def test_numpy_scalars_keep_their_dtype(self, data, dtype):
+        t = bp.tensor(data)
+        assert t.dtype is dtype
+        assert t.tolist() == np.array(data).astype(object).tolist()
+
+    @pytest.mark.filterwarnings("ignore:In future, it will be an error for 'np.bool_':DeprecationWarning")
+    def test_numpy_scalar_dtypes_are_torchs(self):
+        torch = pytest.importorskip("torch")
+        for data, dtype in self.NUMPY_SCALAR_DATA:
+            assert str(torch.tensor(data).dtype) == "torch." + dtype.name, data
+
+    def test_elements_without_a_common_dtype_are_refused(self):
+        with pytest.raises(TypeError, match="data mixes uint16 and int64 elements, which have no common dtype; "
+                                            "pass dtype="):
+            bp.tensor([np.uint16(1), 2])
+        assert bp.tensor([np.uint16(1), 2], dtype=bp.int32).tolist() == [1, 2]
 
     def test_float32_rounds_python_floats(self):
         assert bp.tensor(0.1).item() == float(np.float32(0.1))
