@@ -34,8 +34,10 @@ bool computeIsContiguous(IntArrayRef sizes, IntArrayRef strides, int64_t numel) 
 
 int64_t wrapDim(int64_t dim, int64_t ndim, const char* op) {
   int64_t n = std::max<int64_t>(ndim, 1);  // 0-d tensors accept dim 0 and -1
-  BP_CHECK(dim >= -n && dim < n, op, ": dimension ", dim, " is out of range for a ", ndim,
-           "-d tensor (expected a dim in [", -n, ", ", n - 1, "])");
+  // kOutOfRange: Python's IndexError, as PyTorch raises for a dim out of range.
+  if (dim < -n || dim >= n)
+    BP_THROW(kOutOfRange, op, ": dimension ", dim, " is out of range for a ", ndim, "-d tensor (expected a dim in [",
+             -n, ", ", n - 1, "])");
   return dim < 0 ? dim + n : dim;
 }
 

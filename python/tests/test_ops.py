@@ -300,6 +300,18 @@ def test_wrong_argument_value_raises_valueerror():
         x.to("cuda:x")
 
 
+def test_a_dim_out_of_range_raises_indexerror():
+    # As PyTorch: IndexError (bp.OutOfRangeError), from the ops' rules and the views alike.
+    x = bp.ones(2, 3)
+    for call in (lambda: x.sum(2), lambda: x.softmax(-3), lambda: x.transpose(0, 3), lambda: x.unsqueeze(4),
+                 lambda: x.select(2, 0), lambda: x.narrow(2, 0, 1), lambda: bp.cat([x, x], 3), lambda: x.size(4)):
+        with pytest.raises(IndexError, match="out of range"):
+            call()
+    with pytest.raises(bp.OutOfRangeError, match="bp::flip: dimension 3 is out of range for a tensor with 2 "
+                                                 r"dimensions \(expected -2 to 1\)"):
+        x.flip([3])
+
+
 def test_kernel_errors_arrive_as_backplane_errors_with_the_message():
     x = bp.ones(2, 3)
     with pytest.raises(bp.InvalidArgumentError) as e:

@@ -214,8 +214,10 @@ void checkScalarConverts(std::string_view op, const char* what, const Scalar& va
 
 int64_t wrapDim(std::string_view op, int64_t dim, int64_t ndim) {
   const int64_t n = std::max<int64_t>(ndim, 1);
-  BP_CHECK(dim >= -n && dim < n, op, ": dimension ", dim, " is out of range for a tensor with ", ndim,
-           " dimensions (expected ", -n, " to ", n - 1, ")");
+  // kOutOfRange: Python's IndexError, as PyTorch raises for a dim out of range.
+  if (dim < -n || dim >= n)
+    BP_THROW(kOutOfRange, op, ": dimension ", dim, " is out of range for a tensor with ", ndim,
+             " dimensions (expected ", -n, " to ", n - 1, ")");
   return dim < 0 ? dim + n : dim;
 }
 
