@@ -2,6 +2,9 @@
 generically through `backplane.ops.<namespace>.<name>` (Note [Calling
 operators from Python] in python/src/op_call.cc).
 """
+import numbers as _numbers
+import operator as _operator
+
 from . import _backplane
 
 __all__ = ["ops", "install"]
@@ -84,16 +87,22 @@ def _number_tensor(number, like):
     int, float64 for a float when like is floating (else float32, the
     default dtype), bool for a bool. Against a tensor with dimensions a 0-d
     tensor never widens the result, which is how PyTorch promotes a Python
-    number; against a 0-d `like`, _reflected gives like a dimension first."""
-    if isinstance(number, bool):
-        dt = _backplane.bool
-    elif isinstance(number, int):
-        dt = _backplane.int64
-    elif isinstance(number, float):
-        dt = _backplane.float64 if like.dtype.is_floating_point else _backplane.float32
+    number; against a 0-d `like`, _reflected gives like a dimension first.
+    A NumPy scalar counts as the Python number of its kind, as in PyTorch."""
+    if isinstance(number, bool) or _is_numpy_bool(number):
+        dt, number = _backplane.bool, bool(number)
+    elif isinstance(number, _numbers.Integral):
+        dt, number = _backplane.int64, int(number)
+    elif isinstance(number, _numbers.Real):
+        dt, number = (_backplane.float64 if like.dtype.is_floating_point else _backplane.float32), float(number)
     else:
         return None
     return _full((), number, dtype=dt, device=like.device)
+
+
+def _is_numpy_bool(obj):
+    # numpy.bool_ is no numbers.Integral; the package does not import NumPy.
+    return type(obj).__module__ == "numpy" and type(obj).__name__ in ("bool_", "bool")
 
 
 _full = _backplane._packet("bp", "full")
@@ -106,7 +115,10 @@ def _reflected(name):
     def op(self, other):
         t = _number_tensor(other, self)
         if t is None:
-            return NotImplemented
+            t = _backplane._foreign_operand(other)  # Note [Foreign operands]
+            if t is None:
+                return NotImplemented
+            return forward(t, self)
         if self.ndim == 0:
             # Two 0-d tensors promote as equals; a Python number must not
             # widen the tensor (2.5 / float16 0-d is float16): compute on a
@@ -115,6 +127,109 @@ def _reflected(name):
         return forward(t, self)
     op.__name__ = f"__r{name}__"
     return op
+
+
+def _reflected_foreign(operator, name):
+    """`other <op> tensor`: `operator` (a reflected operator packet, or None)
+    for what it takes, else `name`(other, tensor) with other a NumPy array or
+    another library's tensor (Note [Foreign operands])."""
+    forward = _backplane._packet("bp", name)
+
+    def op(self, other):
+        result = NotImplemented if operator is None else operator(self, other)
+        if result is NotImplemented:
+            t = _backplane._foreign_operand(other)
+            if t is not None:
+                return forward(t, self)
+        return result
+    op.__name__ = f"__r{name}__"
+    return op
+
+
+# Note [NumPy protocols]
+# A NumPy ufunc called on a backplane.Tensor (numpy.exp(t), numpy.add(a, t),
+# and `array + t`, which NumPy turns into numpy.add) runs the Backplane op
+# of the same meaning and returns a backplane.Tensor, as PyTorch's tensors
+# give back torch tensors: the other operands are taken as Python's
+# operators take them (numbers, NumPy arrays and other libraries' tensors,
+# Note [Foreign operands]). A ufunc without a Backplane counterpart, a
+# ufunc method other than a call (numpy.add.reduce) and NumPy's keywords
+# (out=, where=, dtype=) raise a TypeError that says what to call instead.
+# NumPy's functions (numpy.sum, numpy.concatenate) run in NumPy on the
+# arrays CPU tensors share memory with (numpy.asarray(t)) and return what
+# NumPy returns; a tensor on another device raises __array__'s error.
+_UFUNC_OPERATORS = {
+    "add": _operator.add, "subtract": _operator.sub, "multiply": _operator.mul, "true_divide": _operator.truediv,
+    "divide": _operator.truediv, "floor_divide": _operator.floordiv, "remainder": _operator.mod,
+    "power": _operator.pow, "matmul": _operator.matmul, "equal": _operator.eq, "not_equal": _operator.ne,
+    "less": _operator.lt, "less_equal": _operator.le, "greater": _operator.gt, "greater_equal": _operator.ge,
+    "bitwise_and": _operator.and_, "bitwise_or": _operator.or_, "bitwise_xor": _operator.xor,
+    "negative": _operator.neg, "absolute": _operator.abs, "invert": _operator.invert,
+}
+# NumPy's name -> Backplane's, for ufuncs that are standard ops of one
+# tensor (or of two tensors: maximum, minimum, logical_*).
+_UFUNC_OPS = {
+    "exp": "exp", "log": "log", "log2": "log2", "log10": "log10", "log1p": "log1p", "expm1": "expm1",
+    "sqrt": "sqrt", "sin": "sin", "cos": "cos", "tan": "tan", "arcsin": "asin", "arccos": "acos",
+    "arctan": "atan", "sinh": "sinh", "cosh": "cosh", "tanh": "tanh", "sign": "sign", "floor": "floor",
+    "ceil": "ceil", "trunc": "trunc", "rint": "round", "reciprocal": "reciprocal", "isnan": "isnan",
+    "isinf": "isinf", "isfinite": "isfinite", "logical_not": "logical_not", "maximum": "maximum",
+    "minimum": "minimum", "logical_and": "logical_and", "logical_or": "logical_or", "logical_xor": "logical_xor",
+    "arctan2": "atan2", "erf": "erf",
+}
+
+
+def _ufunc_operand(x):
+    """An operand of a ufunc as Python's operators take it: a NumPy scalar as
+    the Python number of its kind (its own operators would call the ufunc
+    again), an array or a foreign tensor as a backplane.Tensor."""
+    if isinstance(x, _backplane.Tensor) or type(x) in (bool, int, float):  # numpy.float64 is a float subclass
+        return x
+    if _is_numpy_bool(x):
+        return bool(x)
+    if isinstance(x, _numbers.Integral):
+        return int(x)
+    if isinstance(x, _numbers.Real):
+        return float(x)
+    foreign = _backplane._foreign_operand(x)
+    return x if foreign is None else foreign
+
+
+def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
+    name = ufunc.__name__
+    call = f"numpy.{name}" + ("" if method == "__call__" else f".{method}")
+    if method != "__call__":
+        raise TypeError(f"{call}() on a backplane.Tensor: only calling a ufunc runs Backplane's op; use Backplane's "
+                        "own (t.sum(), t.cumsum(dim), ...) or t.numpy() to compute it in NumPy")
+    if kwargs:
+        raise TypeError(f"{call}() on a backplane.Tensor takes no keyword ({', '.join(sorted(kwargs))}); call "
+                        "Backplane's op (its out= and dtype= where it has them), or pass t.numpy() to NumPy")
+    operands = [_ufunc_operand(x) for x in inputs]
+    if name in _UFUNC_OPERATORS:
+        return _UFUNC_OPERATORS[name](*operands)
+    op = _backplane._packets("bp").get(_UFUNC_OPS.get(name, ""))
+    if op is None:
+        raise TypeError(f"{call}() has no Backplane counterpart for a backplane.Tensor; pass t.numpy() to compute "
+                        "it in NumPy (a CPU tensor shares its memory)")
+    tensors = [x if isinstance(x, _backplane.Tensor) else None for x in operands]
+    like = next(t for t in tensors if t is not None)
+    # A number operand of a two-tensor op becomes a 0-d tensor, which promotes as a Python number does.
+    return op(*[t if t is not None else (_number_tensor(x, like) if _number_tensor(x, like) is not None else x)
+                for t, x in zip(tensors, operands)])
+
+
+def _as_arrays(value):
+    if isinstance(value, _backplane.Tensor):
+        return value.__array__()
+    if isinstance(value, (list, tuple)):
+        return type(value)(_as_arrays(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _as_arrays(v) for k, v in value.items()}
+    return value
+
+
+def _array_function(self, func, types, args, kwargs):
+    return func(*_as_arrays(args), **_as_arrays(kwargs))
 
 
 def _to(self, *args, dtype=None, device=None, non_blocking=False, copy=False):
@@ -166,9 +281,16 @@ def install(namespace):
         if name in operators:
             setattr(tensor, dunder, operators[name])
     tensor.to = _to
-    # NumPy defers to Tensor's operators (which refuse arrays) instead of
-    # turning `array + tensor` into an array through __array__.
-    tensor.__array_ufunc__ = None
+    # Note [NumPy protocols]: NumPy's ufuncs run Backplane's ops (so that
+    # `array + tensor` is a tensor, as `tensor + array` is); its functions
+    # run on the arrays the tensors share memory with.
+    tensor.__array_ufunc__ = _array_ufunc
+    tensor.__array_function__ = _array_function
+    # rsub has no Tensor overload, and matmul no reflected form: an array on
+    # the left (numpy.ones(3) - t, array @ t) runs the forward op on it
+    # (Note [Foreign operands]).
+    tensor.__rsub__ = _reflected_foreign(operators["rsub"], "sub")
+    tensor.__rmatmul__ = _reflected_foreign(None, "matmul")
     tensor.__rtruediv__ = _reflected("div")
     tensor.__rfloordiv__ = _reflected("floor_divide")
     tensor.__rmod__ = _reflected("remainder")

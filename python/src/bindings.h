@@ -47,6 +47,9 @@ void raiseError(const backplane::Error& e) noexcept;
 // The tensor sharing memory with a DLPack producer (an object with
 // __dlpack__, or a "dltensor" capsule); dlpack.cc, Note [DLPack from Python].
 Tensor importDLPack(nb::handle obj);
+// A copy of `data` as tensor() makes it (tensor_data.cc, Note
+// [backplane.tensor()]): on the CPU, in the dtype PyTorch would pick.
+Tensor tensorFromData(nb::handle data);
 // The callable for operator ns::name (all overloads); `method`: the first
 // positional argument fills `self`; `operator_mode`: NotImplemented when no
 // overload fits (Note [Calling operators from Python]).

@@ -28,8 +28,24 @@
 //   method object is made for x.op(...)) puts the object it was called on
 //   into the argument named `self` (where.self's self is its second).
 // - In operator mode (Tensor.__add__ and friends) a call that fits no
-//   overload returns NotImplemented, so Python tries the reflected operator.
+//   overload returns NotImplemented, so Python tries the reflected operator
+//   (after trying its other operand as an array, Note [Foreign operands]).
 // The call itself is OperatorHandle::callBoxed with the GIL released.
+//
+// Note [Foreign operands]
+// Python's operators take as their other operand what PyTorch's take: a
+// NumPy array (0-d included) or another library's tensor (a torch.Tensor),
+// that is an object with __dlpack__ or __array__ that is neither a
+// backplane.Tensor, a Python number nor a list. When no overload fits it
+// as it is, it becomes a backplane.Tensor sharing its memory where DLPack
+// allows (a torch tensor, a writable NumPy array), else a copy made as
+// tensor() makes one, and the operator runs again on that: `t +
+// numpy.ones(3)` is float64 as in PyTorch, and `numpy.ones(3) + t`, which
+// NumPy hands to t.__radd__ (Tensor.__array_ufunc__ is None), works too.
+// Functions (bp.add(t, array)) take backplane tensors only, as PyTorch's
+// take torch tensors only; their TypeError names the foreign type by its
+// module (torch.Tensor, numpy.ndarray: the two Tensor classes never meet in
+// a message) and says how to convert it.
 #include <Python.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
@@ -94,10 +110,46 @@ PyObject* g_namedtuple = nullptr;  // collections.namedtuple
 
 constexpr size_t kMaxArgs = 32;
 
+// A type by name: builtins bare (int, list), Backplane's tensor as
+// "Tensor" (the schemas' word), any other with its module (torch.Tensor,
+// numpy.ndarray).
 std::string typeNameOf(PyObject* o) {
   if (o == Py_None) return "None";
   if (tensorOrNull(o)) return "Tensor";
-  return Py_TYPE(o)->tp_name;
+  PyTypeObject* type = Py_TYPE(o);
+  std::string name = type->tp_name;  // "numpy.ndarray" for static types, the bare name for heap types
+  if (name.find('.') != std::string::npos) return name;
+  nb::object module = nb::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(type), "__module__"));
+  if (!module.is_valid()) {
+    PyErr_Clear();
+    return name;
+  }
+  if (!PyUnicode_Check(module.ptr())) return name;
+  std::string m = PyUnicode_AsUTF8(module.ptr());
+  if (m == "builtins") return name;
+  // Only the package: torch.Tensor, not torch._tensor.Tensor.
+  return m.substr(0, m.find('.')) + "." + name;
+}
+
+// Note [Foreign operands]: an array or another library's tensor.
+bool isForeignArray(PyObject* o) {
+  if (tensorOrNull(o) || PyLong_Check(o) || PyFloat_Check(o) || PyBool_Check(o) || PyComplex_Check(o) ||
+      PyList_Check(o) || PyTuple_Check(o) || PyUnicode_Check(o) || PyBytes_Check(o) || PyDict_Check(o))
+    return false;
+  return PyObject_HasAttrString(o, "__dlpack__") == 1 || PyObject_HasAttrString(o, "__array__") == 1;
+}
+
+// A foreign array as a backplane.Tensor: shared through DLPack where its
+// producer allows, else copied.
+nb::object foreignOperand(PyObject* o) {
+  if (PyObject_HasAttrString(o, "__dlpack__") == 1) {
+    try {
+      return wrap(importDLPack(nb::handle(o)));
+    } catch (nb::python_error&) {        // refused by its producer (a read-only NumPy array, torch's bool)
+    } catch (const backplane::Error&) {  // a device no plugin provides natively
+    }
+  }
+  return wrap(tensorFromData(nb::handle(o)));
 }
 
 int64_t layoutOrFormatNumber(const std::string& name, bool* ok) {
@@ -365,7 +417,11 @@ std::string describe(const Mismatch& m, const Overload& ov) {
     case Mismatch::Kind::Missing:
       return strCat("missing argument '", args[m.arg].name, "' (", args[m.arg].type.str(), ")");
     case Mismatch::Kind::WrongType:
-      return strCat("argument '", args[m.arg].name, "' must be ", args[m.arg].type.str(), ", not ", typeNameOf(m.obj));
+      return strCat("argument '", args[m.arg].name, "' must be ", args[m.arg].type.str(), ", not ", typeNameOf(m.obj),
+                    isForeignArray(m.obj) && args[m.arg].type.str().find("Tensor") != std::string::npos
+                        ? " (make it a backplane.Tensor first: bp.from_dlpack(x) shares its memory, bp.tensor(x) "
+                          "copies it)"
+                        : "");
   }
   return "";
 }
@@ -630,7 +686,15 @@ PyObject* packetCall(PyObject* self, PyObject* const* args, size_t nargsf, PyObj
         ++num_untold;
       }
     }
-    if (p->operator_mode) Py_RETURN_NOTIMPLEMENTED;
+    if (p->operator_mode) {
+      // Note [Foreign operands]: `self <op> other` with other an array.
+      if (nargs == 2 && nkw == 0 && isForeignArray(args[1])) {
+        nb::object other = foreignOperand(args[1]);
+        PyObject* again[2] = {args[0], other.ptr()};
+        return packetCall(self, again, 2, nullptr);
+      }
+      Py_RETURN_NOTIMPLEMENTED;
+    }
     std::string msg;
     std::string got = callSignature(args, nargs, kwnames);
     if (num_misses == 1) {
@@ -878,6 +942,12 @@ void bindOps(nb::module_& m) {
   m.attr("OpOverloadPacket") = nb::handle(reinterpret_cast<PyObject*>(g_packet_type));
   m.def("_packet", &makePacket, nb::arg("ns"), nb::arg("name"), nb::arg("method") = false, nb::arg("operator") = false,
         "The callable for operator ns::name, all its overloads (Note [Calling operators from Python]).");
+  m.def(
+      "_foreign_operand",
+      [](nb::handle o) -> nb::object { return isForeignArray(o.ptr()) ? foreignOperand(o.ptr()) : nb::none(); },
+      nb::arg("obj"),
+      "A NumPy array or another library's tensor as an operator's operand (Note [Foreign operands]): a "
+      "backplane.Tensor sharing its memory where DLPack allows, else a copy; None for any other object.");
   m.def("_packets", &packetsOf, nb::arg("ns"), nb::arg("method") = false, nb::arg("operator") = false,
         "{name: packet} for every operator of namespace ns (what _packet makes, from one look at the table).");
   m.def(

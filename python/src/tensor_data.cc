@@ -852,6 +852,8 @@ void defMethod(nb::handle cls, const char* name, F&& f, const Extra&... extra) {
 
 }  // namespace
 
+Tensor tensorFromData(nb::handle data) { return tensorFrom(data, std::nullopt, std::nullopt); }
+
 void bindTensorData(nb::module_& m) {
   m.def(
       "tensor",

@@ -401,12 +401,76 @@ def test_a_number_never_widens_a_0d_tensor_either(make, want):
     assert r.dtype == getattr(bp, want) and r.shape == ()
 
 
-def test_numpy_arrays_do_not_mix_with_tensors_in_operators():
-    a = np.ones(2, dtype=np.float32)
-    with pytest.raises(TypeError):
-        bp.ones(2) + a
-    with pytest.raises(TypeError):
-        a * bp.ones(2)
+class TestForeignOperands:
+    """Note [Foreign operands] and Note [NumPy protocols]: NumPy arrays, NumPy
+    scalars and torch tensors as operands of Python's operators and in NumPy's
+    ufuncs, with PyTorch's promotion; functions take backplane tensors only."""
+
+    def test_numpy_arrays_on_either_side_of_an_operator(self):
+        x = bp.tensor([1.0, 2.0, 4.0])
+        a = np.array([1.0, 1.0, 1.0])  # float64: promotes as a tensor would
+        for r, want in ((x + a, [2, 3, 5]), (a + x, [2, 3, 5]), (a - x, [0, -1, -3]), (x - a, [0, 1, 3]),
+                        (a / x, [1, 0.5, 0.25]), (a * x, [1, 2, 4]), (np.full(3, 2.0) ** x, [2, 4, 16]),
+                        (x ** np.array(2.0), [1, 4, 16])):
+            assert isinstance(r, bp.Tensor) and r.tolist() == want
+        assert (x + a).dtype is bp.float64 and (x + np.array(2.0)).dtype is bp.float32  # a 0-d array never widens
+        assert ((np.zeros(3) < x).tolist(), (x == a).tolist()) == ([True] * 3, [True, False, False])
+        assert (np.ones((2, 3)) @ bp.ones(3, dtype=bp.float64)).tolist() == [3.0, 3.0]
+        y = bp.zeros(3)
+        y += np.arange(3, dtype=np.float32)
+        assert y.tolist() == [0, 1, 2]
+        ro = np.broadcast_to(np.ones(1, dtype=np.float32), (3,))  # read-only: no DLPack, copied
+        assert (x + ro).tolist() == [2, 3, 5]
+
+    def test_numpy_scalars_are_numbers(self):
+        h = bp.ones(3, dtype=bp.float16)
+        for r in (np.float64(2) * h, h * np.float64(2), np.float32(2) / h, np.int32(2) ** h, np.float64(1) - h):
+            assert r.dtype is bp.float16  # a number never widens a tensor of its own kind, as in PyTorch
+        assert (np.bool_(True) & bp.tensor([True, False])).tolist() == [True, False]
+
+    def test_torch_tensors_on_either_side_of_an_operator(self):
+        torch = pytest.importorskip("torch")
+        x = bp.tensor([1.0, 2.0])
+        for r, want in ((x + torch.ones(2), [2, 3]), (torch.ones(2) + x, [2, 3]), (torch.full((2,), 4.0) - x, [3, 2]),
+                        (torch.tensor([True, False]) & bp.tensor([True, True]), [True, False])):
+            assert isinstance(r, bp.Tensor) and r.tolist() == want
+        t = torch.zeros(2)
+        assert bp.from_dlpack(t).add_(x).tolist() == t.tolist() == [1, 2]  # shared, not copied
+
+    def test_functions_take_backplane_tensors_and_say_how_to_convert(self):
+        x = bp.ones(2)
+        with pytest.raises(TypeError, match=r"argument 'other' must be Tensor, not numpy.ndarray \(make it a "
+                                            r"backplane.Tensor first: bp.from_dlpack\(x\) shares its memory"):
+            bp.add(x, np.ones(2))
+        torch = pytest.importorskip("torch")
+        with pytest.raises(TypeError, match=r"(?s)bp::add\(\) got \(Tensor, torch.Tensor\).*must be Tensor, not "
+                                            r"torch.Tensor \(make it"):
+            bp.add(x, torch.ones(2))
+
+    def test_ufuncs_run_backplane_ops(self):
+        x = bp.tensor([1.0, 2.0, 4.0])
+        r = np.exp(x)
+        assert isinstance(r, bp.Tensor) and r.dtype is bp.float32
+        np.testing.assert_allclose(r.numpy(), np.exp(np.array([1.0, 2.0, 4.0], dtype=np.float32)), rtol=1e-6)
+        assert np.add(2, x).tolist() == [3, 4, 6] and np.maximum(x, 2.5).tolist() == [2.5, 2.5, 4]
+        assert np.sqrt(x).tolist() == [1, np.sqrt(2.0).astype(np.float32), 2]
+        with pytest.raises(TypeError, match=r"numpy.hypot\(\) has no Backplane counterpart .* pass t.numpy\(\)"):
+            np.hypot(x, x)
+        with pytest.raises(TypeError, match=r"numpy.add.reduce\(\) on a backplane.Tensor: only calling a ufunc"):
+            np.add.reduce(x)
+        with pytest.raises(TypeError, match=r"numpy.exp\(\) on a backplane.Tensor takes no keyword \(out\)"):
+            np.exp(x, out=np.zeros(3))
+
+    def test_numpy_functions_run_in_numpy_on_the_shared_array(self):
+        x = bp.tensor([1.0, 2.0, 4.0])
+        assert np.sum(x) == 7 and np.mean(x) == np.float32(7 / 3)
+        c = np.concatenate([x, x])
+        assert isinstance(c, np.ndarray) and c.tolist() == [1, 2, 4, 1, 2, 4]
+        assert np.where(np.asarray(x) > 1.5, x, 0).tolist() == [0, 2, 4]
+
+    def test_lists_are_not_operands(self):
+        with pytest.raises(TypeError, match="unsupported operand"):
+            bp.ones(3) + [1, 2, 3]
 
 
 def test_dtypes_pickle_and_devices_hash_as_their_strings():
