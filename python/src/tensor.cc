@@ -64,6 +64,25 @@ std::vector<int64_t> sizesFrom(const nb::args& args, const char* what) {
   return out;
 }
 
+// Sizes as PyTorch's view/reshape/expand/permute take them: separate ints,
+// one sequence, or the one keyword `keyword` (reshape(shape=...),
+// view(size=...)); a TypeError for another keyword or for both.
+std::vector<int64_t> sizesFrom(const nb::args& args, const nb::kwargs& kwargs, const char* keyword, const char* what) {
+  if (kwargs.size() == 0) return sizesFrom(args, what);
+  for (auto [key, value] : kwargs) {
+    const std::string name = nb::cast<std::string>(key);
+    if (name != keyword)
+      throw nb::type_error((std::string(what) + "() got an unexpected keyword argument '" + name + "'; it takes " +
+                            "ints, one sequence of ints, or " + keyword + "=")
+                               .c_str());
+    if (args.size() != 0)
+      throw nb::type_error(
+          (std::string(what) + "() got sizes both as positional arguments and as " + keyword + "=").c_str());
+    return sizesFrom(nb::borrow<nb::args>(nb::make_tuple(value)), what);
+  }
+  return {};
+}
+
 // Runs `f` (device work: copies, kernels) with the GIL released.
 template <class F>
 Tensor released(F&& f) {
@@ -164,6 +183,17 @@ void bindTensor(nb::module_& m) {
       .def("__hash__", [](const Device& d) { return nb::hash(nb::str(d.str().c_str())); });
 
   nb::class_<Tensor>(m, "Tensor", "A tensor on any device (docs/python.md).")
+      // PyTorch's legacy constructor (torch.Tensor([1, 2]), always float32)
+      // is not offered: the message names what to call.
+      .def(
+          "__init__",
+          [](Tensor*, nb::args, nb::kwargs) {
+            throw nb::type_error(
+                "backplane.Tensor is not constructed directly: bp.tensor(data) copies data into a new tensor "
+                "(PyTorch's dtype: bp.tensor([1, 2]) is int64, bp.tensor([1.0, 2]) float32; dtype= picks one), "
+                "bp.empty(sizes) / bp.zeros(sizes) make one of a shape, bp.from_dlpack(x) shares x's memory");
+          },
+          nb::sig("def __init__(self, *args, **kwargs) -> None"))
       .def_prop_ro(
           "shape", [](const Tensor& t) { return toTuple(t.sizes()); }, "The sizes, as a tuple.")
       .def_prop_ro("dtype", [](const Tensor& t) { return dtypeObject(t.dtype()); })
@@ -210,17 +240,22 @@ void bindTensor(nb::module_& m) {
           "This tensor if contiguous, else a contiguous copy.")
       .def("clone", &Tensor::clone, nb::call_guard<nb::gil_scoped_release>())
       .def(
-          "view", [](const Tensor& t, nb::args sizes) { return t.view(sizesFrom(sizes, "view")); },
-          "A view with other sizes (one may be -1); the layout must allow it.")
+          "view",
+          [](const Tensor& t, nb::args sizes, nb::kwargs kw) { return t.view(sizesFrom(sizes, kw, "size", "view")); },
+          "A view with other sizes (one may be -1); the layout must allow it. view(2, 3), view((2, 3)), "
+          "view(size=(2, 3)).")
       .def(
           "reshape",
-          [](const Tensor& t, nb::args sizes) {
-            std::vector<int64_t> shape = sizesFrom(sizes, "reshape");
+          [](const Tensor& t, nb::args sizes, nb::kwargs kw) {
+            std::vector<int64_t> shape = sizesFrom(sizes, kw, "shape", "reshape");
             return released([&] { return t.reshape(shape); });
           },
-          "A view with other sizes if the layout allows, else a copy.")
-      .def("expand", [](const Tensor& t, nb::args sizes) { return t.expand(sizesFrom(sizes, "expand")); })
-      .def("permute", [](const Tensor& t, nb::args dims) { return t.permute(sizesFrom(dims, "permute")); })
+          "A view with other sizes if the layout allows, else a copy. reshape(2, 3), reshape((2, 3)), "
+          "reshape(shape=(2, 3)).")
+      .def("expand", [](const Tensor& t, nb::args sizes,
+                        nb::kwargs kw) { return t.expand(sizesFrom(sizes, kw, "size", "expand")); })
+      .def("permute", [](const Tensor& t, nb::args dims,
+                         nb::kwargs kw) { return t.permute(sizesFrom(dims, kw, "dims", "permute")); })
       .def("flatten", &Tensor::flatten, nb::arg("start_dim") = 0, nb::arg("end_dim") = -1)
       .def("transpose", &Tensor::transpose, nb::arg("dim0"), nb::arg("dim1"))
       .def("t", &Tensor::t)

@@ -485,3 +485,21 @@ def test_tensor_of_a_list_that_contains_itself_is_an_error():
     a.append(a)
     with pytest.raises(ValueError, match="a list that contains itself"):
         bp.tensor(a)
+
+
+def test_sizes_by_keyword_as_in_pytorch():
+    x = bp.arange(6).view(2, 3)
+    assert x.reshape(shape=(3, 2)).shape == (3, 2) and x.view(size=[6]).shape == (6,)
+    assert x.expand(size=(4, 2, 3)).shape == (4, 2, 3) and x.permute(dims=(1, 0)).tolist() == [[0, 3], [1, 4], [2, 5]]
+    with pytest.raises(TypeError, match="reshape\\(\\) got an unexpected keyword argument 'size'; it takes ints, one "
+                                        "sequence of ints, or shape="):
+        x.reshape(size=(3, 2))
+    with pytest.raises(TypeError, match="view\\(\\) got sizes both as positional arguments and as size="):
+        x.view(3, size=(3, 2))
+
+
+def test_tensor_class_says_how_to_make_one():
+    # PyTorch's legacy torch.Tensor([1, 2]) constructor is not offered; the error names what is.
+    with pytest.raises(TypeError, match=r"backplane.Tensor is not constructed directly: bp.tensor\(data\) copies"):
+        bp.Tensor([1, 2])
+    assert isinstance(bp.tensor([1, 2]), bp.Tensor)
