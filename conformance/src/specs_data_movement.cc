@@ -772,6 +772,94 @@ Expected embeddingReference(const Sample& s) {
   return expected(std::move(sizes), weight.dtype(), std::move(out));
 }
 
+// where with a number for self, other or both (where.ScalarOther,
+// where.ScalarSelf, where.Scalar): the number promotes as a Python number
+// (it never widens a tensor of its own kind; two numbers give int64, or
+// float32 if either is a float, or bool) and is converted to the result.
+ScalarType numberType(const Scalar& n) {
+  return n.isBool() ? ScalarType::Bool : n.isIntegral() ? ScalarType::Int64 : ScalarType::Float32;
+}
+int category(ScalarType t) { return t == ScalarType::Bool ? 0 : isFloatingType(t) ? 2 : 1; }
+
+Expected whereNumbersReference(const Sample& s, int number_at) {
+  const Tensor& cond = s.args[0].toTensor();
+  std::vector<int64_t> sizes = sizesOf(cond);
+  ScalarType dt;
+  Tensor tensor;
+  if (number_at == 3) {  // both numbers
+    const ScalarType a = numberType(s.args[1].toScalar()), b = numberType(s.args[2].toScalar());
+    dt = category(a) >= category(b) ? a : b;
+  } else {
+    tensor = s.args[number_at == 1 ? 2 : 1].toTensor();
+    const ScalarType n = numberType(s.args[static_cast<size_t>(number_at)].toScalar());
+    dt = category(n) > category(tensor.dtype()) ? n : tensor.dtype();
+    sizes = broadcastShape(sizes, sizesOf(tensor));
+  }
+  const std::vector<double> cv = valuesOf(cond);
+  const std::vector<double> tv = tensor.defined() ? valuesOf(tensor) : std::vector<double>();
+  auto value = [&](size_t arg, int64_t i) {
+    if (s.args[arg].isScalar()) return roundTo(dt, s.args[arg].toScalar().toDouble());
+    return roundTo(dt, tv[static_cast<size_t>(broadcastIndex(sizesOf(tensor), sizes, i))]);
+  };
+  std::vector<double> out(static_cast<size_t>(numelOf(sizes)));
+  for (int64_t i = 0; i < static_cast<int64_t>(out.size()); ++i) {
+    const bool c = cv[static_cast<size_t>(broadcastIndex(sizesOf(cond), sizes, i))] != 0;
+    out[static_cast<size_t>(i)] = c ? value(1, i) : value(2, i);
+  }
+  return expected(sizes, dt, std::move(out));
+}
+
+// number_at: 1 (self is the number), 2 (other is) or 3 (both are).
+std::vector<Sample> whereNumbersSamples(int number_at) {
+  Rng rng(seedFor("bp::where numbers " + std::to_string(number_at)));
+  std::vector<Sample> out;
+  auto push = [&](std::string name, Tensor cond, IValue value, Scalar number) {
+    std::vector<IValue> args{IValue(std::move(cond))};
+    if (number_at == 1) {
+      args.insert(args.end(), {IValue(number), std::move(value)});
+    } else {
+      args.insert(args.end(), {std::move(value), IValue(number)});
+    }
+    out.push_back(makeSample(std::move(name), std::move(args)));
+  };
+  const std::vector<Scalar> numbers = {Scalar(0.5), Scalar(int64_t{-3}), Scalar(true)};
+  if (number_at == 3) {
+    for (const Scalar& a : numbers)
+      for (const Scalar& b : numbers)
+        push("numbers " + std::string(scalarTypeName(numberType(a))) + " and " +
+                 std::string(scalarTypeName(numberType(b))),
+             randomMask(rng, {3, 4}), IValue(a), b);
+    push("0-d condition", hostTensor({1}, {}, ScalarType::Bool), IValue(Scalar(2.5)), Scalar(int64_t{1}));
+    push("empty condition [0,2]", randomMask(rng, {0, 2}), IValue(Scalar(2.5)), Scalar(1.5));
+  } else {
+    for (ScalarType dt : kAllTypes) {
+      for (const Scalar& n : numbers) {
+        push("[3,4] and " + std::string(scalarTypeName(numberType(n))) + " number" + dtypeSuffix(dt),
+             randomMask(rng, {3, 4}), randomTensor(rng, {3, 4}, dt), n);
+      }
+    }
+    const ScalarType f = ScalarType::Float32;
+    push("broadcast condition [3,1] with [4]", randomMask(rng, {3, 1}), randomTensor(rng, {4}, f), Scalar(2.5));
+    push("0-d float16 tensor, float number (keeps float16)", randomMask(rng, {2, 2}),
+         randomTensor(rng, {}, ScalarType::Float16), Scalar(2.5));
+    push("transposed tensor", randomMask(rng, {3, 4}), randomTensor(rng, {4, 3}, f).t(), Scalar(int64_t{7}));
+    push("empty [0,3]", randomMask(rng, {0, 3}), randomTensor(rng, {3}, f), Scalar(1.0));
+    out.push_back(raising("shapes [2,3] and [4]",
+                          number_at == 1 ? std::vector<IValue>{IValue(randomMask(rng, {2, 3})), IValue(Scalar(1.0)),
+                                                               IValue(randomTensor(rng, {4}, f))}
+                                         : std::vector<IValue>{IValue(randomMask(rng, {2, 3})),
+                                                               IValue(randomTensor(rng, {4}, f)), IValue(Scalar(1.0))},
+                          "shapes do not broadcast"));
+  }
+  const ScalarType f = ScalarType::Float32;
+  std::vector<IValue> bad{IValue(randomTensor(rng, {3}, f))};
+  if (number_at == 1) bad.insert(bad.end(), {IValue(Scalar(1.0)), IValue(randomTensor(rng, {3}, f))});
+  if (number_at == 2) bad.insert(bad.end(), {IValue(randomTensor(rng, {3}, f)), IValue(Scalar(1.0))});
+  if (number_at == 3) bad.insert(bad.end(), {IValue(Scalar(1.0)), IValue(Scalar(0.0))});
+  out.push_back(raising("float32 condition", std::move(bad), "condition must be bool"));
+  return out;
+}
+
 // A spec from its samples and a reference that returns one result.
 void addSpec(std::vector<OpSpec>& specs, std::string op, std::function<std::vector<Sample>()> samples,
              std::function<Expected(const Sample&)> reference, std::string inplace = "", std::string out = "") {
@@ -814,6 +902,15 @@ void addDataMovementSpecs(std::vector<OpSpec>& specs) {
             "value must be a 0-d tensor")};
       });
   addSpec(specs, "bp::where.self", whereSamples, whereReference, "", "bp::where.self_out");
+  addSpec(
+      specs, "bp::where.ScalarSelf", [] { return whereNumbersSamples(1); },
+      [](const Sample& s) { return whereNumbersReference(s, 1); });
+  addSpec(
+      specs, "bp::where.ScalarOther", [] { return whereNumbersSamples(2); },
+      [](const Sample& s) { return whereNumbersReference(s, 2); });
+  addSpec(
+      specs, "bp::where.Scalar", [] { return whereNumbersSamples(3); },
+      [](const Sample& s) { return whereNumbersReference(s, 3); });
   addSpec(specs, "bp::embedding", embeddingSamples, embeddingReference);
 }
 

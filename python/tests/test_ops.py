@@ -503,3 +503,17 @@ def test_tensor_class_says_how_to_make_one():
     with pytest.raises(TypeError, match=r"backplane.Tensor is not constructed directly: bp.tensor\(data\) copies"):
         bp.Tensor([1, 2])
     assert isinstance(bp.tensor([1, 2]), bp.Tensor)
+
+
+def test_where_takes_a_number_for_either_value():
+    # where.ScalarOther / .ScalarSelf / .Scalar: the number promotes as a Python number, as in PyTorch.
+    m = bp.tensor([True, False, True])
+    h = bp.ones(3, dtype=bp.float16)
+    assert bp.where(m, h, 0.0).dtype is bp.float16 and bp.where(m, h, 0.0).tolist() == [1, 0, 1]
+    assert bp.where(m, 2.5, bp.ones(3, dtype=bp.int32)).dtype is bp.float32
+    assert bp.where(m, 1, 0).dtype is bp.int64 and bp.where(m, True, False).dtype is bp.bool
+    x = bp.tensor([1.0, 2.0, 3.0], dtype=bp.float64).requires_grad_()
+    bp.where(m, x, 0.0).sum().backward()
+    assert x.grad.tolist() == [1, 0, 1]
+    with pytest.raises(bp.InvalidArgumentError, match="condition"):
+        bp.where(bp.ones(3), h, 0.0)

@@ -742,6 +742,9 @@ std::vector<OpDerivative> buildTable() {
                     c.set("self", edgePadGrad(c.grad(), c.tensor("self"), c.ints("padding"), /*reflect=*/false));
                   }}});
   composite({"pad"});
+  // A 0-d tensor of the number and where.self (elementwise.cc).
+  composite({"where.ScalarOther", "where.ScalarSelf"});
+  nondiff({"where.Scalar"}, "its only tensor is the bool condition");
 
   // --- No gradient.
   nondiff({"eq.Scalar", "eq.Tensor", "ne.Scalar", "ne.Tensor", "lt.Scalar", "lt.Tensor", "le.Scalar", "le.Tensor",

@@ -2,6 +2,7 @@
 // and type promotion, and unary ops. Each is structured (Note [The standard
 // operator table]): plugins implement `op.out`; `op` and `op_` are
 // composites over it.
+#include "backplane/ops/ops.h"
 #include "families.h"
 #include "structured.h"
 
@@ -269,6 +270,57 @@ Tensor whereFunctional(const Tensor& condition, const Tensor& self, const Tensor
                         onDevice(other, m.device, moved[2]), out);
 }
 
+// where.ScalarOther(condition, self, other), where.ScalarSelf(condition,
+// self, other) and where.Scalar(condition, self, other): PyTorch's overloads
+// with a number for either value (`where(mask, x, 0.0)`). The number
+// promotes as a Python number does (it never widens a tensor of its own
+// kind: where(mask, float16 x, 0.0) is float16; two numbers give int64 or
+// the default float32); the composite makes it a 0-d tensor of the result
+// dtype on the tensors' device and calls where.self, so every device has
+// them without a kernel.
+template <FixedString Name>
+ScalarType whereScalarsMeta(const Tensor& condition, const Tensor& tensor, std::optional<Scalar> first,
+                            std::optional<Scalar> second) {
+  const std::string& op = qualified<Name>();
+  checkDefined(op, condition, "condition");
+  checkDtypes(op, standardOp<Name>(), {{"condition", &condition}});
+  ResultTypeState types;
+  if (tensor.defined()) {
+    commonDevice(op, {{"condition", &condition}, {"self", &tensor}}, CpuScalars::kJoin);
+    broadcastShapes(op, condition.sizes(), tensor.sizes());
+    types.add(tensor);
+  }
+  if (first) types.add(*first);
+  if (second) types.add(*second);
+  return types.result();
+}
+
+void whereScalarOtherMeta(const Tensor& condition, const Tensor& self, const Scalar& other) {
+  checkDefined(qualified<"where.ScalarOther">(), self, "self");
+  (void)whereScalarsMeta<"where.ScalarOther">(condition, self, other, std::nullopt);
+}
+void whereScalarSelfMeta(const Tensor& condition, const Scalar& self, const Tensor& other) {
+  checkDefined(qualified<"where.ScalarSelf">(), other, "other");
+  (void)whereScalarsMeta<"where.ScalarSelf">(condition, other, self, std::nullopt);
+}
+void whereScalarMeta(const Tensor& condition, const Scalar& self, const Scalar& other) {
+  (void)whereScalarsMeta<"where.Scalar">(condition, Tensor(), self, other);
+}
+
+Tensor whereScalarOther(const Tensor& condition, const Tensor& self, const Scalar& other) {
+  const ScalarType dt = whereScalarsMeta<"where.ScalarOther">(condition, self, other, std::nullopt);
+  return where(condition, self, full({}, other, {dt, self.device()}));
+}
+Tensor whereScalarSelf(const Tensor& condition, const Scalar& self, const Tensor& other) {
+  const ScalarType dt = whereScalarsMeta<"where.ScalarSelf">(condition, other, self, std::nullopt);
+  return where(condition, full({}, self, {dt, other.device()}), other);
+}
+Tensor whereScalar(const Tensor& condition, const Scalar& self, const Scalar& other) {
+  const ScalarType dt = whereScalarsMeta<"where.Scalar">(condition, Tensor(), self, other);
+  const TensorOptions options{dt, condition.device()};
+  return where(condition, full({}, self, options), full({}, other, options));
+}
+
 // --- unary ops
 
 using UnaryOutSig = Tensor(const Tensor&, const Tensor&);
@@ -513,6 +565,13 @@ void addElementwiseOps(std::vector<StandardOp>& ops) {
   add("where.self_out(Tensor condition, Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)",
       K::makeFromFunction(BP_FN(whereOutMeta)));
   declare(ops.size() - 2, {{"condition", {ScalarType::Bool}, "compare it first (e.g. ne(condition, 0)), "}});
+  add("where.ScalarOther(Tensor condition, Tensor self, Scalar other) -> Tensor",
+      K::makeFromFunction(BP_FN(whereScalarOtherMeta)), K::makeFromFunction(BP_FN(whereScalarOther)));
+  add("where.ScalarSelf(Tensor condition, Scalar self, Tensor other) -> Tensor",
+      K::makeFromFunction(BP_FN(whereScalarSelfMeta)), K::makeFromFunction(BP_FN(whereScalarSelf)));
+  add("where.Scalar(Tensor condition, Scalar self, Scalar other) -> Tensor",
+      K::makeFromFunction(BP_FN(whereScalarMeta)), K::makeFromFunction(BP_FN(whereScalar)));
+  declare(ops.size() - 3, {{"condition", {ScalarType::Bool}, "compare it first (e.g. ne(condition, 0)), "}});
 
   // Unary: NAME, NAME_ and NAME.out.
 #define BP_UNARY(NAME, RULE)                                                                                       \

@@ -368,6 +368,29 @@ std::vector<Case> whereCases() {
                        exact(),
                        "where.self/pairs"});
     }
+  // A number for either value, or both: it promotes as a Python number.
+  const std::vector<Arg> numbers = {S(int64_t{3}), S(-2.5), S(true)};
+  for (ScalarType x : dtypes())
+    for (const Arg& n : numbers) {
+      cases.push_back({"where.ScalarOther",
+                       {{"condition", TV(ScalarType::Bool, {4}, {1, 0, 1, 0})},
+                        {"self", T(x, {4, 4}, Fill::Special, View::Transposed, 0)},
+                        {"other", n}},
+                       exact(),
+                       "where.ScalarOther"});
+      cases.push_back({"where.ScalarSelf",
+                       {{"condition", TV(ScalarType::Bool, {4, 1}, {0, 1, 1, 0})},
+                        {"self", n},
+                        {"other", T(x, {}, Fill::Special, View::Contiguous, 2)}},
+                       exact(),
+                       "where.ScalarSelf"});
+    }
+  for (const Arg& a : numbers)
+    for (const Arg& b : numbers)
+      cases.push_back({"where.Scalar",
+                       {{"condition", TV(ScalarType::Bool, {2, 3}, {1, 0, 0, 1, 1, 0})}, {"self", a}, {"other", b}},
+                       exact(),
+                       "where.Scalar"});
   // A uint8 condition is left out: libtorch 1.13 accepts it with a
   // deprecation warning, PyTorch 2.x refuses it, as Backplane does.
   for (ScalarType c : dtypes())
