@@ -44,7 +44,7 @@ SCALAR_TYPES = {
 BINARY_DUNDERS = [
     "__add__", "__radd__", "__iadd__", "__sub__", "__rsub__", "__isub__", "__mul__", "__rmul__", "__imul__",
     "__truediv__", "__rtruediv__", "__itruediv__", "__floordiv__", "__rfloordiv__", "__ifloordiv__",
-    "__mod__", "__rmod__", "__imod__", "__pow__", "__rpow__", "__ipow__", "__matmul__",
+    "__mod__", "__rmod__", "__imod__", "__pow__", "__rpow__", "__ipow__", "__matmul__", "__rmatmul__",
     "__and__", "__rand__", "__iand__", "__or__", "__ror__", "__ior__", "__xor__", "__rxor__", "__ixor__",
 ]
 COMPARISON_DUNDERS = ["__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"]
@@ -134,6 +134,11 @@ def varargs_signature(sig, method):
 
 def overloads_of(packet, name, method, indent, static=False):
     sigs = _backplane._signatures(packet)
+    if method:
+        # A method is called on a tensor: overloads whose `self` is a number
+        # (where.ScalarSelf) are functions only.
+        sigs = [sig for sig in sigs if any(a["name"] == "self" and a["type"]["base"] == "Tensor"
+                                           for a in sig["arguments"])]
     forms = []
     for sig in sigs:
         forms.append((signature(sig, method), sig))
@@ -171,7 +176,30 @@ def tensor_methods():
                      "device: Device | str | None = None, non_blocking: builtins.bool = False, copy: builtins.bool = False) "
                      "-> Tensor:")
         lines.append(f'        """{inspect.getdoc(to).splitlines()[0]}"""')
+    # Note [Tensor conveniences] (python/backplane/_ops.py): each Python
+    # function installed on Tensor, typed here.
+    for name, signature_text in CONVENIENCES.items():
+        function = vars(tensor).get(name)
+        if function is not None and inspect.isfunction(function):
+            lines.append(f"    def {name}{signature_text}:")
+            lines.append(f'        """{inspect.getdoc(function).splitlines()[0]}"""')
+    lines.append("    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any: ...")
+    lines.append("    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any: ...")
     return lines
+
+
+# The Python functions on Tensor, by name: their parameters and return.
+CONVENIENCES = {
+    **{name: "(self) -> Tensor" for name in
+       ("float", "double", "half", "bfloat16", "long", "int", "short", "char", "byte", "bool")},
+    "expand_as": "(self, other: Tensor) -> Tensor",
+    "view_as": "(self, other: Tensor) -> Tensor",
+    "type_as": "(self, other: Tensor) -> Tensor",
+    "cuda": "(self, device: builtins.int | str | Device | None = None, non_blocking: builtins.bool = False) -> Tensor",
+    "split": "(self, split_size_or_sections: builtins.int | Sequence[builtins.int], dim: builtins.int = 0) "
+             "-> tuple[Tensor, ...]",
+    "chunk": "(self, chunks: builtins.int, dim: builtins.int = 0) -> tuple[Tensor, ...]",
+}
 
 
 def error_classes():
@@ -224,13 +252,17 @@ def extension_stub(out_dir):
     # nanobind lists the packets installed on Tensor as attributes; type them
     # as methods from their schemas instead.
     text = re.sub(r"\n    \w+: (backplane\.)?OpOverloadPacket = \.\.\.\n", "\n", text)
-    text = re.sub(r"\n    (__\w+__|to): [\w.]+ = [^\n]*\n", "\n", text)
+    text = re.sub(r"\n    (__\w+__|to|" + "|".join(CONVENIENCES) + r"): [\w.]+ = [^\n]*\n", "\n", text)
     marker = "\nclass Tensor:"
     start = text.index(marker)
     # The class body ends at the first unindented line after its header.
     following = re.search(r"\n(?=[^\s])", text[start + len(marker):])
     end = len(text) if following is None else start + len(marker) + following.start()
     body = text[start:end].rstrip("\n") + "\n\n" + "\n".join(tensor_methods()) + "\n\n"
+    # Tensor has methods named int, float and bool (x.int()): in its body
+    # those names are the methods, so its signatures name the builtins.
+    body = "\n".join(re.sub(r"(?<![\w.])(int|float)(?![\w(])", r"builtins.\1", line) if line.lstrip().startswith("def ")
+                     else line for line in body.split("\n"))
     text = text[:start] + body + text[end:]
     if "from collections.abc import" not in text or "Sequence" not in text.split("\nclass ", 1)[0]:
         text = "from collections.abc import Sequence\n" + text

@@ -17,6 +17,7 @@ from ._backplane import (  # noqa: F401
     dtype,
     load_plugin,
     plugins,
+    synchronize,
     unavailable,
 )
 from ._backplane import (  # noqa: F401

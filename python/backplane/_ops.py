@@ -7,7 +7,7 @@ import operator as _operator
 
 from . import _backplane
 
-__all__ = ["ops", "install"]
+__all__ = ["ops", "install", "split", "chunk"]
 
 
 class _OpNamespace:
@@ -232,6 +232,87 @@ def _array_function(self, func, types, args, kwargs):
     return func(*_as_arrays(args), **_as_arrays(kwargs))
 
 
+# Note [Tensor conveniences]: PyTorch's Tensor methods that are views or
+# conversions of what exists (no new computation), in Python: x.float(),
+# x.long(), ... (x.to(dtype)); expand_as, view_as, type_as; chunk and split
+# (tuples of narrow views, as PyTorch's); cuda(). Computation is standard
+# ops, so every device has it.
+_DTYPE_METHODS = {"float": "float32", "double": "float64", "half": "float16", "bfloat16": "bfloat16",
+                  "long": "int64", "int": "int32", "short": "int16", "char": "int8", "byte": "uint8", "bool": "bool"}
+
+
+def _dtype_method(name, dtype_name):
+    def method(self):
+        return self.to(getattr(_backplane, dtype_name))
+    method.__name__ = name
+    method.__doc__ = f"This tensor as {dtype_name} (itself when it already is): x.to(backplane.{dtype_name})."
+    return method
+
+
+def _expand_as(self, other):
+    """A view of this tensor expanded to other's shape: x.expand(other.shape)."""
+    return self.expand(other.shape)
+
+
+def _view_as(self, other):
+    """A view of this tensor with other's shape: x.view(other.shape)."""
+    return self.view(other.shape)
+
+
+def _type_as(self, other):
+    """This tensor in other's dtype: x.to(other.dtype)."""
+    return self.to(other.dtype)
+
+
+def _cuda(self, device=None, non_blocking=False):
+    """This tensor on CUDA device `device` (an int, or 'cuda:N'; the first when None): x.to('cuda:N')."""
+    if device is None:
+        device = "cuda:0"
+    elif isinstance(device, int) and not isinstance(device, bool):
+        device = f"cuda:{device}"
+    return self.to(device, non_blocking=non_blocking)
+
+
+def _wrap_dim(dim, ndim, what):
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(f"{what}: dimension {dim} is out of range for a tensor of {ndim} dimensions "
+                         f"(expected {-n}..{n - 1})")
+    return dim % n
+
+
+def split(tensor, split_size_or_sections, dim=0):
+    """Views of `tensor` along `dim`, as torch.split: pieces of split_size_or_sections elements (the last may be
+    smaller), or of the sizes a list gives (which must add up to the dim's size)."""
+    dim = _wrap_dim(dim, tensor.ndim, "split")
+    size = tensor.shape[dim] if tensor.ndim else 1
+    if isinstance(split_size_or_sections, int) and not isinstance(split_size_or_sections, bool):
+        step = split_size_or_sections
+        if step <= 0 and not (step == 0 and size == 0):
+            raise ValueError(f"split: split_size must be positive, got {step}")
+        sizes = [min(step, size - start) for start in range(0, size, step)] if size else [0]
+    else:
+        sizes = [int(s) for s in split_size_or_sections]
+        if any(s < 0 for s in sizes) or sum(sizes) != size:
+            raise ValueError(f"split: sections {sizes} must be non-negative and add up to {size}, the size of "
+                             f"dimension {dim}")
+    out, start = [], 0
+    for s in sizes:
+        out.append(tensor.narrow(dim, start, s))
+        start += s
+    return tuple(out)
+
+
+def chunk(tensor, chunks, dim=0):
+    """At most `chunks` views of `tensor` along `dim`, as torch.chunk: each of ceil(size / chunks) elements
+    but the last."""
+    if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks <= 0:
+        raise ValueError(f"chunk: chunks must be a positive int, got {chunks!r}")
+    dim = _wrap_dim(dim, tensor.ndim, "chunk")
+    size = tensor.shape[dim] if tensor.ndim else 1
+    return split(tensor, max(-(-size // chunks), 1), dim)
+
+
 def _to(self, *args, dtype=None, device=None, non_blocking=False, copy=False):
     """x.to(device), x.to(dtype), x.to(device, dtype), x.to(other) and the
     keyword forms, as PyTorch's Tensor.to: this tensor when nothing changes
@@ -281,6 +362,13 @@ def install(namespace):
         if name in operators:
             setattr(tensor, dunder, operators[name])
     tensor.to = _to
+    # Note [Tensor conveniences]
+    for name, dtype_name in _DTYPE_METHODS.items():
+        setattr(tensor, name, _dtype_method(name, dtype_name))
+    tensor.expand_as, tensor.view_as, tensor.type_as, tensor.cuda = _expand_as, _view_as, _type_as, _cuda
+    tensor.split, tensor.chunk = split, chunk
+    namespace.setdefault("split", split)
+    namespace.setdefault("chunk", chunk)
     # Note [NumPy protocols]: NumPy's ufuncs run Backplane's ops (so that
     # `array + tensor` is a tensor, as `tensor + array` is); its functions
     # run on the arrays the tensors share memory with.

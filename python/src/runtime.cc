@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "backplane/core/device_type_registry.h"
 #include "backplane/runtime/plugin_registry.h"
 #include "backplane/runtime/runtime.h"
 #include "bindings.h"
@@ -79,6 +80,26 @@ void bindRuntime(nb::module_& m) {
   m.def(
       "devices", []() { return runtime().devices(); },
       "The devices present now, in `auto` order (cuda, hip, other plugins' types, cpu).");
+  m.def(
+      "synchronize",
+      [](nb::handle device) {
+        std::vector<Device> targets;
+        if (device.is_none()) {
+          for (const DeviceInfo& d : runtime().devices()) targets.push_back(d.device);
+        } else {
+          bool ok = true;
+          targets.push_back(deviceFrom(device, &ok));
+          if (!ok)
+            throw nb::type_error(("synchronize(): device must be a str ('cuda:0'), a backplane.Device or None, not " +
+                                  std::string(Py_TYPE(device.ptr())->tp_name))
+                                     .c_str());
+        }
+        nb::gil_scoped_release unlocked;
+        for (const Device& d : targets) DeviceTypeRegistry::global().interfaceOrThrow(d.type).synchronize(d);
+      },
+      nb::arg("device").none() = nb::none(), nb::sig("def synchronize(device: str | Device | None = None) -> None"),
+      "Waits until the work queued on `device` (every device present when None) has finished, as "
+      "torch.cuda.synchronize does; kernels run asynchronously on devices with streams.");
   m.def(
       "unavailable", []() { return runtime().unavailable(); },
       "The device types with no device here, each with the reason.");

@@ -517,3 +517,45 @@ def test_where_takes_a_number_for_either_value():
     assert x.grad.tolist() == [1, 0, 1]
     with pytest.raises(bp.InvalidArgumentError, match="condition"):
         bp.where(bp.ones(3), h, 0.0)
+
+
+class TestTensorConveniences:
+    """Note [Tensor conveniences]: PyTorch's view and conversion methods, checked against torch where it is here."""
+
+    def test_dtype_methods(self):
+        x = bp.arange(4)
+        for name, dtype in (("float", bp.float32), ("double", bp.float64), ("half", bp.float16),
+                            ("bfloat16", bp.bfloat16), ("long", bp.int64), ("int", bp.int32), ("short", bp.int16),
+                            ("char", bp.int8), ("byte", bp.uint8), ("bool", bp.bool)):
+            assert getattr(x, name)().dtype is dtype
+        assert x.long() is x  # no copy when nothing changes, as x.to(dtype)
+
+    def test_split_and_chunk_are_views_as_in_pytorch(self):
+        x = bp.arange(10).view(2, 5)
+        torch = pytest.importorskip("torch")
+        tx = torch.arange(10).view(2, 5)
+        for ours, theirs in (
+                (x.split(2, 1), tx.split(2, 1)), (bp.split(x, [1, 4], dim=1), torch.split(tx, [1, 4], dim=1)),
+                (x.chunk(3, 1), tx.chunk(3, 1)), (bp.chunk(x, 2), torch.chunk(tx, 2)), (x.chunk(4, -1), tx.chunk(4, -1)),
+                (bp.arange(0).split(2), torch.arange(0).split(2))):
+            assert [t.tolist() for t in ours] == [t.tolist() for t in theirs]
+        parts = x.split(2, 1)
+        parts[0][0, 0] = 7  # views: writes show in x
+        assert x[0, 0].item() == 7
+        with pytest.raises(ValueError, match=r"sections \[1, 2\] must be non-negative and add up to 5"):
+            x.split([1, 2], 1)
+        with pytest.raises(IndexError, match="split: dimension 2 is out of range"):
+            x.split(1, 2)
+        with pytest.raises(ValueError, match="chunks must be a positive int"):
+            x.chunk(0)
+
+    def test_as_methods(self):
+        x = bp.arange(6).view(2, 3)
+        assert x.expand_as(bp.ones(4, 2, 3)).shape == (4, 2, 3)
+        assert x.view_as(bp.ones(6)).shape == (6,) and x.type_as(bp.ones(1)).dtype is bp.float32
+
+    def test_synchronize(self):
+        bp.synchronize()  # every device present
+        bp.synchronize("cpu")
+        with pytest.raises(TypeError, match="synchronize\\(\\): device must be"):
+            bp.synchronize(3.5)

@@ -69,6 +69,17 @@ def test_tensor_methods_are_typed_from_their_schemas():
     assert [a.arg for a in softmax[0].args.args] == ["self", "dim", "dtype"]
 
 
+def test_python_methods_on_tensor_have_stubs():
+    # Note [Tensor conveniences]: x.float(), x.split(...) are Python functions installed on Tensor.
+    import inspect
+    tree = ast.parse(read("_backplane.pyi"))
+    tensor = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Tensor")
+    methods = functions_in(tensor.body)
+    python_methods = {name for name, value in vars(bp.Tensor).items() if inspect.isfunction(value)}
+    assert {"float", "int", "bool", "split", "chunk", "expand_as"} <= python_methods
+    assert python_methods <= methods, python_methods - methods
+
+
 def mypy(tmp_path, source):
     pytest.importorskip("mypy", reason="mypy is not installed (scripts/setup.sh --tests installs python3-mypy)")
     path = tmp_path / "user.py"
