@@ -623,6 +623,14 @@ void addElementwiseSpecs(std::vector<OpSpec>& specs) {
   addBinary(
       specs, "minimum", "", Result::Promoted, kAllTypes, {}, [](double x, double y) { return std::min(x, y); },
       /*has_inplace=*/false);
+  // max.other and min.other are maximum and minimum by another name
+  // (PyTorch's overloads): the same samples and references, no out= form.
+  for (size_t i : {specs.size() - 2, specs.size() - 1}) {
+    OpSpec other = specs[i];
+    other.op = other.op == "bp::maximum" ? "bp::max.other" : "bp::min.other";
+    other.out.clear();
+    specs.push_back(std::move(other));
+  }
   for (const Comparison& c : comparisons()) {
     // Small integers make equal pairs likely, so eq and ne see both answers.
     addBinary(specs, c.name, "Tensor", Result::Comparison, kAllTypes, {-2, 2, -2, 2}, c.f);

@@ -493,6 +493,50 @@ void addExtremum(std::vector<OpSpec>& specs) {
                       extremumIndexOf<Max>);
       },
       false));
+
+  // max(self): amax's value over every dim; an empty input raises (no
+  // identity).
+  const std::string whole = "bp::" + name;
+  specs.push_back(reductionSpec(
+      whole, "",
+      [whole] {
+        std::vector<Sample> out = wholeSamples(whole, kAllTypes);
+        for (Sample& x : out) {
+          if (x.args[0].toTensor().numel() != 0) continue;
+          x.must_raise = true;
+          x.raise_reason = "an empty tensor has no maximum";
+        }
+        return out;
+      },
+      [](const Sample& s) {
+        const Tensor& self = s.args[0].toTensor();
+        return folded(groupsOf(self, {}, false), self.dtype(), extremumOf<Max>);
+      },
+      false));
+
+  // max.dim(self, dim, keepdim): argmax's samples that name a dim, and a
+  // bool one (which PyTorch's max.dim takes, unlike argmax); the values
+  // and the index of the first extremum (NaN first).
+  specs.push_back(reductionSpec(
+      whole + ".dim", "",
+      [arg] {
+        std::vector<Sample> out;
+        for (Sample& x : argSamples(arg)) {
+          if (x.args.size() < 2 || x.args[1].isNone()) continue;
+          out.push_back(std::move(x));
+        }
+        Rng rng(seedFor(arg + " bool"));
+        out.push_back(sample("bool [3,5], dim 1", {randomTensor(rng, {3, 5}, ScalarType::Bool), int64_t{1}, false}));
+        return out;
+      },
+      [](const Sample& s) {
+        const Tensor& self = s.args[0].toTensor();
+        const Groups g = groupsOf(self, {s.args[1].toInt()}, flagOf(s, 2, false));
+        std::vector<Expected> out = folded(g, self.dtype(), extremumOf<Max>);
+        out.push_back(folded(g, ScalarType::Int64, extremumIndexOf<Max>)[0]);
+        return out;
+      },
+      false));
 }
 
 // --- var, std

@@ -559,3 +559,18 @@ class TestTensorConveniences:
         bp.synchronize("cpu")
         with pytest.raises(TypeError, match="synchronize\\(\\): device must be"):
             bp.synchronize(3.5)
+
+
+def test_max_and_min_overloads_as_in_pytorch():
+    x = bp.tensor([[1.0, 3.0, 3.0, float("nan")], [2.0, 5.0, -1.0, 5.0]])
+    assert np.isnan(x.max().item()) and np.isnan(bp.min(x).item())
+    values, indices = x.max(1)
+    assert indices.tolist() == [3, 1] and values.tolist()[1] == 5.0  # NaN wins, then the first maximum
+    r = x.min(dim=0, keepdim=True)
+    assert r.indices.shape == (1, 4) and r.values.tolist()[0][:3] == [1.0, 3.0, -1.0]
+    assert bp.max(x, bp.zeros(4)).shape == (2, 4)  # max.other: maximum
+    g = bp.tensor([[1.0, 3.0, 3.0]], dtype=bp.float64).requires_grad_()
+    g.max(1).values.sum().backward()
+    assert g.grad.tolist() == [[0.0, 1.0, 0.0]]  # to the returned index, as PyTorch
+    with pytest.raises(bp.InvalidArgumentError, match="bp::max: cannot reduce over dimension 0 of size 0"):
+        bp.ones(0).max()

@@ -556,6 +556,30 @@ std::vector<OpDerivative> buildTable() {
                                          c.result(1), c.grad()));
               }}},
             "", /*nondiff_results=*/0b10);
+  // max.dim and min.dim: the gradient goes to the index each row returned
+  // (result 1, which carries none), not split among ties as amax's is: as
+  // PyTorch's value_selecting_reduction_backward.
+  for (const char* op : {"max.dim", "min.dim"})
+    formula(op,
+            {{"self", "grad at the returned indices",
+              [](Ctx& c) {
+                const Tensor& s = c.tensor("self");
+                if (s.dim() == 0) {
+                  c.set("self", c.grad().reshape({}));
+                  return;
+                }
+                const int64_t d = c.integer("dim") < 0 ? c.integer("dim") + s.dim() : c.integer("dim");
+                Tensor g = c.grad(), index = c.result(1);
+                if (!c.boolean("keepdim")) {
+                  g = g.unsqueeze(d);
+                  index = index.unsqueeze(d);
+                }
+                c.set("self", scatterAdd(zeros(s.sizes(), {g.dtype(), g.device()}), d, index, g));
+              }}},
+            "", /*nondiff_results=*/0b10);
+  // max(self) as amax (ties share the gradient, as PyTorch's max());
+  // max.other as maximum.
+  composite({"max", "min", "max.other", "min.other"});
   notImplemented({"prod", "prod.dim_int"}, "the product's gradient (with zeros in self) has no formula yet");
 
   // --- Data movement.

@@ -4,6 +4,7 @@
 // that form validates dims (wrapped, no duplicates), dtypes and `out`, and
 // the functional forms are composites that apply the same rule, allocate
 // and call the out= form.
+#include "backplane/ops/ops.h"
 #include "families.h"
 #include "structured.h"
 
@@ -179,6 +180,43 @@ template <FixedString Name, FixedString OutName>
 Tensor argmaxFunctional(const Tensor& self, std::optional<int64_t> dim, bool keepdim) {
   Tensor out = allocate(argmaxMeta<Name>(self, dim, keepdim));
   return BP_STANDARD_OP(OutName.c_str(), ArgmaxOutSig).callSkippingMeta(self, dim, keepdim, out);
+}
+
+// --- max, min: PyTorch's overloads of the names. max(self) is amax over
+// every dim (an empty input raises); max.dim(self, dim, keepdim) gives the
+// values and the index of the first maximum of each row, a NaN being the
+// maximum as in amax and argmax (argmax of a bool tensor reads it as
+// uint8, which PyTorch's max.dim allows); max.other(self, other) is
+// maximum. Composites over amax/amin, argmax/argmin and maximum/minimum,
+// so every device has them.
+template <FixedString Name>
+void maxAllMeta(const Tensor& self) {
+  BP_CHECK(self.defined(), qualified<Name>(), ": argument 'self' is undefined");
+  (void)amaxMeta<Name>(self, {}, false);
+}
+
+template <FixedString Name, bool Max>
+Tensor maxAll(const Tensor& self) {
+  maxAllMeta<Name>(self);
+  return Max ? amax(self) : amin(self);
+}
+
+template <FixedString Name>
+void maxDimMeta(const Tensor& self, int64_t dim, bool keepdim) {
+  (void)argmaxMeta<Name>(self, dim, keepdim);
+}
+
+template <FixedString Name, bool Max>
+std::tuple<Tensor, Tensor> maxDim(const Tensor& self, int64_t dim, bool keepdim) {
+  maxDimMeta<Name>(self, dim, keepdim);
+  const Tensor values = Max ? amax(self, {dim}, keepdim) : amin(self, {dim}, keepdim);
+  const Tensor ordered = self.dtype() == ScalarType::Bool ? self.to(ScalarType::UInt8) : self;
+  return {values, Max ? argmax(ordered, dim, keepdim) : argmin(ordered, dim, keepdim)};
+}
+
+template <bool Max>
+Tensor maxOther(const Tensor& self, const Tensor& other) {
+  return Max ? maximum(self, other) : minimum(self, other);
 }
 
 // --- var, std: divisor max(0, N - correction), correction 1 by default
@@ -612,6 +650,16 @@ void addReductionOps(std::vector<StandardOp>& ops) {
       fn<&argmaxFunctional<"argmin", "argmin.out">>());
   add("argmin.out(Tensor self, int? dim=None, bool keepdim=False, *, Tensor(a!) out) -> Tensor(a!)",
       fn<&argmaxOutMeta<"argmin.out">>());
+
+  // max, min: the whole tensor, along a dim with indices, or of two tensors.
+  add("max(Tensor self) -> Tensor", fn<&maxAllMeta<"max">>(), fn<&maxAll<"max", true>>());
+  add("max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
+      fn<&maxDimMeta<"max.dim">>(), fn<&maxDim<"max.dim", true>>());
+  add("max.other(Tensor self, Tensor other) -> Tensor", {}, fn<&maxOther<true>>());
+  add("min(Tensor self) -> Tensor", fn<&maxAllMeta<"min">>(), fn<&maxAll<"min", false>>());
+  add("min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
+      fn<&maxDimMeta<"min.dim">>(), fn<&maxDim<"min.dim", false>>());
+  add("min.other(Tensor self, Tensor other) -> Tensor", {}, fn<&maxOther<false>>());
 
   // var, std: floating inputs only.
   const size_t first_var = ops.size();

@@ -90,6 +90,12 @@ std::vector<Case> reductionCases() {
       cases.push_back({"argmax", {{"self", in}, {"dim", I(1)}}, exact()});
       cases.push_back({"argmin", {{"self", in}}, exact()});
       cases.push_back({"argmax", {{"self", in}, {"dim", I(0)}, {"keepdim", B(true)}}, exact()});
+      cases.push_back({"max", {{"self", in}}, exact()});
+      cases.push_back({"min", {{"self", in}}, exact()});
+      cases.push_back({"max.dim", {{"self", in}, {"dim", I(1)}}, exact()});
+      cases.push_back({"min.dim", {{"self", in}, {"dim", I(-1)}, {"keepdim", B(true)}}, exact()});
+      cases.push_back({"max.other", {{"self", in}, {"other", xs}}, exact()});
+      cases.push_back({"min.other", {{"self", xt}, {"other", in}}, exact()});
       for (int64_t corr : {0, 1, 2}) {
         cases.push_back({"var.correction", {{"self", in}, {"dim", Ints({1})}, {"correction", I(corr)}}, close(64, 64)});
         cases.push_back({"std.correction", {{"self", in}, {"dim", None()}, {"correction", I(corr)}}, close(64, 64)});
