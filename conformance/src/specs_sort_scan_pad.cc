@@ -687,6 +687,12 @@ void addSortScanPadSpecs(std::vector<OpSpec>& specs) {
   specs.push_back(spec(
       "bp::sort.stable", "reduction", [] { return sortSamples(true); },
       [](const Sample& s) { return sortReference(s, true); }, "bp::sort.values_stable"));
+  // argsort: sort's samples, the indices of sort's reference (every sort is stable).
+  for (bool stable : {false, true}) {
+    specs.push_back(spec(
+        stable ? "bp::argsort.stable" : "bp::argsort", "reduction", [stable] { return sortSamples(stable); },
+        [stable](const Sample& s) { return std::vector<Expected>{sortReference(s, stable)[1]}; }, ""));
+  }
   specs.push_back(spec("bp::topk", "reduction", topkSamples, topkReference, "bp::topk.values"));
 
   specs.push_back(spec("bp::flip", "data_movement", flipSamples, flipReference, "bp::flip.out"));

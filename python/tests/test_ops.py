@@ -574,3 +574,10 @@ def test_max_and_min_overloads_as_in_pytorch():
     assert g.grad.tolist() == [[0.0, 1.0, 0.0]]  # to the returned index, as PyTorch
     with pytest.raises(bp.InvalidArgumentError, match="bp::max: cannot reduce over dimension 0 of size 0"):
         bp.ones(0).max()
+
+
+def test_argsort_is_sorts_indices():
+    x = bp.tensor([[3.0, float("nan"), 1.0, 1.0], [0.0, -2.0, 5.0, 0.0]])
+    assert x.argsort().tolist() == [[2, 3, 0, 1], [1, 0, 3, 2]]  # stable; NaN last
+    assert bp.argsort(x, dim=0, descending=True).tolist() == [[0, 0, 1, 0], [1, 1, 0, 1]]
+    assert x.argsort(stable=True, descending=True).tolist() == [[1, 0, 2, 3], [2, 0, 3, 1]]

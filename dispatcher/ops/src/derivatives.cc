@@ -779,6 +779,7 @@ std::vector<OpDerivative> buildTable() {
            "all.dim", "all.dims", "any", "any.dim", "any.dims"},
           "a logical or bitwise op: integer and bool results carry no gradient");
   nondiff({"argmax", "argmin"}, "an index: integer results carry no gradient");
+  nondiff({"argsort", "argsort.stable"}, "indices: integer results carry no gradient");
   nondiff({"floor_divide", "floor_divide.Scalar"}, "piecewise constant with integer steps, as PyTorch");
   nondiff({"empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full", "full_like",
            "arange", "arange.start", "arange.start_step"},

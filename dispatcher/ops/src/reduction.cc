@@ -182,6 +182,14 @@ Tensor argmaxFunctional(const Tensor& self, std::optional<int64_t> dim, bool kee
   return BP_STANDARD_OP(OutName.c_str(), ArgmaxOutSig).callSkippingMeta(self, dim, keepdim, out);
 }
 
+// --- argsort
+Tensor argsortComposite(const Tensor& self, int64_t dim, bool descending) {
+  return std::get<1>(sort(self, dim, descending));
+}
+Tensor argsortStableComposite(const Tensor& self, bool /*stable*/, int64_t dim, bool descending) {
+  return std::get<1>(sort(self, dim, descending));
+}
+
 // --- max, min: PyTorch's overloads of the names. max(self) is amax over
 // every dim (an empty input raises); max.dim(self, dim, keepdim) gives the
 // values and the index of the first maximum of each row, a NaN being the
@@ -600,6 +608,12 @@ void addProductLogicalSortScanOps(std::vector<StandardOp>& ops) {
   add("sort.values_stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False, Tensor(a!) values, "
       "Tensor(b!) indices) -> (Tensor(a!) values, Tensor(b!) indices)",
       fn<&sortStableOutMeta<"sort.values_stable">>());
+
+  // argsort: sort's indices (PyTorch's argsort and argsort.stable; every
+  // Backplane sort is stable, so both give the stable order).
+  add("argsort(Tensor self, int dim=-1, bool descending=False) -> Tensor", {}, fn<&argsortComposite>());
+  add("argsort.stable(Tensor self, *, bool stable, int dim=-1, bool descending=False) -> Tensor", {},
+      fn<&argsortStableComposite>());
 
   const size_t first_topk = ops.size();
   add("topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor "

@@ -430,6 +430,11 @@ std::vector<Case> dataMovementCases() {
       cases.push_back({"topk", {{"self", r}, {"k", I(2)}, {"dim", I(0)}, {"largest", B(false)}}, exact()});
       cases.push_back({"topk", {{"self", r}, {"k", I(7)}}, exact()});
       cases.push_back({"sort.stable", {{"self", r}, {"stable", B(true)}}, exact()});
+      cases.push_back({"argsort.stable", {{"self", r}, {"stable", B(true)}, {"dim", I(0)}}, exact()});
+      cases.push_back(
+          {"argsort.stable",
+           {{"self", T(a, {4, 4}, Fill::Special, View::Transposed, 7)}, {"stable", B(true)}, {"descending", B(true)}},
+           exact()});
       cases.push_back({"sort.stable",
                        {{"self", T(a, {4, 4}, Fill::Special, View::Transposed, 7)},
                         {"stable", B(true)},
