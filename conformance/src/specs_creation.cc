@@ -542,6 +542,117 @@ void addArange(std::vector<OpSpec>& specs, const std::string& name, size_t scala
   specs.push_back(std::move(spec));
 }
 
+// --- eye, linspace.
+
+// eye(n, dtype, device) and eye.m(n, m, dtype, device): ones on the main
+// diagonal, float32 unless dtype= says otherwise.
+void addEye(std::vector<OpSpec>& specs, bool with_m) {
+  OpSpec spec;
+  spec.op = with_m ? "bp::eye.m" : "bp::eye";
+  spec.family = "creation";
+  spec.samples = [with_m] {
+    std::vector<Sample> out;
+    auto args = [&](int64_t n, int64_t m, IValue dtype) {
+      std::vector<IValue> a{IValue(n)};
+      if (with_m) a.emplace_back(m);
+      a.push_back(std::move(dtype));
+      a.push_back(backendDevice());
+      return a;
+    };
+    const std::vector<std::pair<int64_t, int64_t>> shapes =
+        with_m ? std::vector<std::pair<int64_t, int64_t>>{{3, 5}, {5, 3}, {0, 4}, {4, 0}, {1, 1}}
+               : std::vector<std::pair<int64_t, int64_t>>{{4, 4}, {1, 1}, {0, 0}};
+    for (const auto& [n, m] : shapes) {
+      const std::string name = "[" + std::to_string(n) + "," + std::to_string(m) + "]";
+      out.push_back(makeSample(name + " default dtype", args(n, m, IValue())));
+      for (ScalarType dt : kAllTypes) out.push_back(makeSample(name + dtypeSuffix(dt), args(n, m, IValue(dt))));
+    }
+    out.push_back(
+        makeSample("large [1100,1000] float32", args(1100, with_m ? 1000 : 1100, IValue(ScalarType::Float32))));
+    out.push_back(raising("n -1", args(-1, 2, IValue()), "n must be >= 0"));
+    if (with_m) out.push_back(raising("m -2", args(2, -2, IValue()), "m must be >= 0"));
+    return out;
+  };
+  spec.reference = [with_m](const Sample& s) {
+    const int64_t n = s.args[0].toInt(), m = with_m ? s.args[1].toInt() : n;
+    Expected e;
+    e.sizes = {n, m};
+    e.dtype = dtypeOr(s.args[with_m ? 2 : 1], ScalarType::Float32);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < m; ++j) e.values.push_back(i == j ? 1 : 0);
+    return std::vector<Expected>{e};
+  };
+  specs.push_back(std::move(spec));
+}
+
+// linspace(start, end, steps, dtype, device): steps values from start to
+// end, float32 unless dtype= says otherwise. A floating dtype holds
+// start + (end - start) * i / (steps - 1) rounded (within its tolerance);
+// an integral one truncates start and end first, then each value of
+// PyTorch's formula in double (start + step * i for the first half, end -
+// step * (steps - 1 - i) for the second), as PyTorch's kernel does.
+Expected linspaceResult(const Scalar& start, const Scalar& end, int64_t steps, ScalarType dtype) {
+  Expected e;
+  e.sizes = {steps};
+  e.dtype = dtype;
+  const bool integral = !isFloatingType(dtype);
+  const double s = integral ? std::trunc(start.toDouble()) : start.toDouble();
+  const double t = integral ? std::trunc(end.toDouble()) : end.toDouble();
+  if (steps == 1) e.values.push_back(roundTo(dtype, start.toDouble()));
+  if (steps <= 1) return e;
+  const double step = (t - s) / static_cast<double>(steps - 1);
+  for (int64_t i = 0; i < steps; ++i) {
+    const double d = static_cast<double>(i);
+    double v;
+    if (integral)
+      v = i < steps / 2 ? s + step * d : t - step * static_cast<double>(steps - 1 - i);
+    else
+      v = s + (t - s) * d / static_cast<double>(steps - 1);
+    e.values.push_back(roundTo(dtype, integral ? std::trunc(v) : v));
+  }
+  return e;
+}
+
+void addLinspace(std::vector<OpSpec>& specs) {
+  OpSpec spec;
+  spec.op = "bp::linspace";
+  spec.family = "creation";
+  spec.samples = [] {
+    std::vector<Sample> out;
+    auto args = [](const Scalar& start, const Scalar& end, int64_t steps, IValue dtype) {
+      return std::vector<IValue>{IValue(start), IValue(end), IValue(steps), std::move(dtype), backendDevice()};
+    };
+    using I = int64_t;
+    for (ScalarType dt : kNumericTypes) {
+      out.push_back(makeSample("0 to 10 in 6" + dtypeSuffix(dt), args(Scalar(I{0}), Scalar(I{10}), 6, IValue(dt))));
+      out.push_back(
+          makeSample("10 down to 0 in 7" + dtypeSuffix(dt), args(Scalar(I{10}), Scalar(I{0}), 7, IValue(dt))));
+      if (dt != ScalarType::UInt8)
+        out.push_back(
+            makeSample("-3.5 to 7.25 in 11" + dtypeSuffix(dt), args(Scalar(-3.5), Scalar(7.25), 11, IValue(dt))));
+    }
+    out.push_back(makeSample("0 to 1 in 5, default dtype", args(Scalar(I{0}), Scalar(I{1}), 5, IValue())));
+    out.push_back(makeSample("start = end", args(Scalar(2.5), Scalar(2.5), 4, IValue())));
+    out.push_back(makeSample("one step", args(Scalar(-1.5), Scalar(3.0), 1, IValue(ScalarType::Float64))));
+    out.push_back(makeSample("no steps", args(Scalar(I{0}), Scalar(I{1}), 0, IValue())));
+    out.push_back(makeSample("large, 1.1M steps float32", args(Scalar(-1.0), Scalar(1.0), 1100000, IValue())));
+    out.push_back(raising("steps -1", args(Scalar(I{0}), Scalar(I{1}), -1, IValue()), "steps must be >= 0"));
+    out.push_back(raising("bool dtype", args(Scalar(I{0}), Scalar(I{1}), 3, IValue(ScalarType::Bool)),
+                          "linspace has no bool dtype"));
+    out.push_back(raising("start -3.5 into uint8", args(Scalar(-3.5), Scalar(I{7}), 3, IValue(ScalarType::UInt8)),
+                          "start does not fit uint8"));
+    out.push_back(raising("infinite end",
+                          args(Scalar(I{0}), Scalar(std::numeric_limits<double>::infinity()), 3, IValue()),
+                          "end must be finite"));
+    return out;
+  };
+  spec.reference = [](const Sample& s) {
+    return std::vector<Expected>{linspaceResult(s.args[0].toScalar(), s.args[1].toScalar(), s.args[2].toInt(),
+                                                dtypeOr(s.args[3], ScalarType::Float32))};
+  };
+  specs.push_back(std::move(spec));
+}
+
 }  // namespace
 
 void addCreationSpecs(std::vector<OpSpec>& specs) {
@@ -560,6 +671,9 @@ void addCreationSpecs(std::vector<OpSpec>& specs) {
   addArange(specs, "arange.start", 2);
   addArange(specs, "arange.start_step", 3);
   addArangeOut(specs);
+  addEye(specs, false);
+  addEye(specs, true);
+  addLinspace(specs);
 }
 
 }  // namespace backplane::conformance

@@ -581,3 +581,13 @@ def test_argsort_is_sorts_indices():
     assert x.argsort().tolist() == [[2, 3, 0, 1], [1, 0, 3, 2]]  # stable; NaN last
     assert bp.argsort(x, dim=0, descending=True).tolist() == [[0, 0, 1, 0], [1, 1, 0, 1]]
     assert x.argsort(stable=True, descending=True).tolist() == [[1, 0, 2, 3], [2, 0, 3, 1]]
+
+
+def test_eye_and_linspace():
+    assert bp.eye(3).tolist() == [[1, 0, 0], [0, 1, 0], [0, 0, 1]] and bp.eye(3).dtype is bp.float32
+    assert bp.eye(2, 3, dtype=bp.int32).tolist() == [[1, 0, 0], [0, 1, 0]]
+    assert bp.linspace(0, 1, 5).tolist() == [0, 0.25, 0.5, 0.75, 1]
+    assert bp.linspace(-3.5, 7.25, 11, dtype=bp.int64).tolist() == [-3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7]  # truncated ends
+    assert bp.linspace(10, 0, 3).tolist() == [10, 5, 0] and bp.linspace(0, 1, 0).shape == (0,)
+    with pytest.raises(bp.InvalidArgumentError, match="bp::linspace: number of steps must be non-negative"):
+        bp.linspace(0, 1, -1)

@@ -37,9 +37,11 @@
 #include <limits>
 
 #include "backplane/core/device_interface.h"
+#include "backplane/ops/ops.h"
 #include "backplane/ops/random.h"
 #include "backplane/philox.h"
 #include "families.h"
+#include "meta.h"
 #include "structured.h"
 
 namespace backplane::ops {
@@ -212,6 +214,58 @@ Tensor arangeStart(const Scalar& start, const Scalar& end, std::optional<ScalarT
 }
 Tensor arangeEnd(const Scalar& end, std::optional<ScalarType> dtype, std::optional<Device> device) {
   return arangeStartStep(Scalar(int64_t{0}), end, Scalar(int64_t{1}), dtype, device);
+}
+
+// --- eye, linspace: composites over arange, so every device has them.
+
+// eye(n, m): ones on the main diagonal of an [n, m] matrix (float32 unless
+// dtype= says otherwise): a row index compared with a column index.
+Tensor eyeM(int64_t n, int64_t m, std::optional<ScalarType> dtype, std::optional<Device> device) {
+  BP_CHECK(n >= 0, "bp::eye: n must be >= 0, got ", n);
+  BP_CHECK(m >= 0, "bp::eye: m must be >= 0, got ", m);
+  const Device d = targetDevice(device);
+  const Tensor rows = arangeEnd(Scalar(n), ScalarType::Int64, d).unsqueeze(1);
+  const Tensor cols = arangeEnd(Scalar(m), ScalarType::Int64, d);
+  return rows.eq(cols).to(dtype.value_or(ScalarType::Float32));
+}
+Tensor eye(int64_t n, std::optional<ScalarType> dtype, std::optional<Device> device) {
+  return eyeM(n, n, dtype, device);
+}
+
+// linspace(start, end, steps): PyTorch's. step = (end - start) / (steps -
+// 1); the first half counts up from start (start + step * i), the second
+// down from end (end - step * (steps - 1 - i)), so the last value is end.
+// float32 computes in float32 as PyTorch's kernel does; other dtypes in
+// float64, converted. An integral dtype takes start and end truncated to
+// integers first and truncates each value, as PyTorch's kernel does. (PyTorch
+// switches from the first formula to the second, and steps within a
+// vector, at its CPU's vector width, so its values can differ from these in
+// the last bit; these are each element's own formula.)
+Tensor linspace(const Scalar& start, const Scalar& end, int64_t steps, std::optional<ScalarType> dtype,
+                std::optional<Device> device) {
+  const char* op = "bp::linspace";
+  BP_CHECK(steps >= 0, op, ": number of steps must be non-negative, got ", steps);
+  const ScalarType t = dtype.value_or(ScalarType::Float32);
+  BP_CHECK(t != ScalarType::Bool, op, ": dtype bool is not supported; use an integral or floating dtype");
+  const bool integral = !isFloatingType(t);
+  checkScalarConverts(op, "start", start, t);
+  checkScalarConverts(op, "end", end, t);
+  const double s = integral ? std::trunc(start.toDouble()) : start.toDouble();
+  const double e = integral ? std::trunc(end.toDouble()) : end.toDouble();
+  BP_CHECK(std::isfinite(s) && std::isfinite(e), op, ": start and end must be finite, got ", start, " and ", end);
+  const Device d = targetDevice(device);
+  if (steps <= 1) return steps == 0 ? emptyTensor({0}, t, d) : full({1}, start, {t, d});
+  const bool in_float = t == ScalarType::Float32;
+  const ScalarType compute = in_float ? ScalarType::Float32 : ScalarType::Float64;
+  const double step =
+      in_float ? static_cast<double>((static_cast<float>(e) - static_cast<float>(s)) / static_cast<float>(steps - 1))
+               : (e - s) / static_cast<double>(steps - 1);
+  const double first = in_float ? static_cast<double>(static_cast<float>(s)) : s;
+  const double last = in_float ? static_cast<double>(static_cast<float>(e)) : e;
+  const Tensor i = arangeEnd(Scalar(steps), compute, d);
+  const Tensor up = i.mul(Scalar(step)).add(Scalar(first));
+  const Tensor down = i.sub(Scalar(static_cast<double>(steps - 1))).mul(Scalar(step)).add(Scalar(last));
+  return where(i.lt(Scalar(static_cast<double>(steps / 2))), up, down).to(t);
 }
 
 // --- random draws (Note [Internal random kernels])
@@ -454,6 +508,11 @@ void addCreationOps(std::vector<StandardOp>& ops) {
   add("arange.start_step(Scalar start, Scalar end, Scalar step=1, " + opts, {}, fn<&arangeStartStep>());
   add("arange.start_out(Scalar start, Scalar end, Scalar step=1, *, Tensor(a!) out) -> Tensor(a!)",
       fn<&arangeOutMeta>(), {});
+
+  // eye, linspace: composites over arange.
+  add("eye(int n, " + opts, {}, fn<&eye>());
+  add("eye.m(int n, int m, " + opts, {}, fn<&eyeM>());
+  add("linspace(Scalar start, Scalar end, int steps, " + opts, {}, fn<&linspace>());
 
   // Random draws (Note [Internal random kernels]).
   add("_philox_uniform_(Tensor(a!) self, float from, float to, int seed, int offset) -> Tensor(a!)",

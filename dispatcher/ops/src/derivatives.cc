@@ -782,7 +782,7 @@ std::vector<OpDerivative> buildTable() {
   nondiff({"argsort", "argsort.stable"}, "indices: integer results carry no gradient");
   nondiff({"floor_divide", "floor_divide.Scalar"}, "piecewise constant with integer steps, as PyTorch");
   nondiff({"empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full", "full_like",
-           "arange", "arange.start", "arange.start_step"},
+           "arange", "arange.start", "arange.start_step", "eye", "eye.m", "linspace"},
           "a creation op: the result depends on no tensor's values");
   nondiff({"_fused_sgd_", "_fused_adamw_"},
           "an optimizer step (Note [Optimizer ops]): it updates parameters in place outside the graph; call it under "

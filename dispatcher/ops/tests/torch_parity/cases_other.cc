@@ -49,7 +49,18 @@ std::vector<Case> creationCases() {
     cases.push_back({"arange.start_step",
                      {{"start", S(int64_t{-3})}, {"end", S(2.5)}, {"step", S(0.5)}, {"dtype", Dt(t)}},
                      close(1)});
+    cases.push_back({"eye", {{"n", I(3)}, {"dtype", Dt(t)}}, exact()});
+    cases.push_back({"eye.m", {{"n", I(2)}, {"m", I(4)}, {"dtype", Dt(t)}}, exact()});
+    // PyTorch steps within a CPU vector from a base (two roundings) and
+    // 16-bit dtypes in their own precision; Backplane rounds each value's
+    // formula once: a few ulps apart (Note in creation.cc's linspace).
+    if (scalarTypeName(t) != "bool")
+      for (const auto& [a, b, n] : std::vector<std::tuple<Scalar, Scalar, int64_t>>{
+               {int64_t{0}, int64_t{10}, 6}, {-3.5, 7.25, 11}, {int64_t{10}, int64_t{0}, 7}, {0.1, 0.7, 100}})
+        cases.push_back({"linspace", {{"start", S(a)}, {"end", S(b)}, {"steps", I(n)}, {"dtype", Dt(t)}}, close(4, 4)});
   }
+  cases.push_back({"eye", {{"n", I(0)}}, exact()});
+  cases.push_back({"linspace", {{"start", S(int64_t{0})}, {"end", S(int64_t{1})}, {"steps", I(5)}}, exact()});
   cases.push_back({"zeros", {{"size", Ints({-1})}}, exact()});
   const std::vector<std::tuple<Scalar, Scalar, Scalar>> ranges = {
       {int64_t{0}, int64_t{10}, int64_t{3}},
