@@ -56,11 +56,18 @@ def clang_args(entry):
     while args and not args[0].startswith("-") and os.path.basename(args[0]) in ("ccache", "sccache"):
         args = args[1:]
     out, skip = [], False
-    for a in args[1:]:
+    rest = args[1:]
+    for i, a in enumerate(rest):
         if skip:
             skip = False
             continue
         if a in ("-o", "-MF", "-MT", "-MQ"):
+            skip = True
+            continue
+        # The build's precompiled header (CMake's cmake_pch.hxx, a GCC .gch
+        # beside it, which clang cannot read): each source includes what it
+        # uses, so it parses without it.
+        if a == "-include" and i + 1 < len(rest) and rest[i + 1].endswith("cmake_pch.hxx"):
             skip = True
             continue
         # GCC's warning set is not clang's: only the thread-safety ones count here.
