@@ -90,6 +90,8 @@ int64_t numelOf(const std::vector<int64_t>& sizes) {
 
 std::vector<int64_t> sizesOf(const Tensor& t) { return std::vector<int64_t>(t.sizes().begin(), t.sizes().end()); }
 
+Tensor optionalTensor(const IValue& v) { return v.isNone() ? Tensor() : v.toTensor(); }
+
 double machineEpsilon(ScalarType t) {
   switch (t) {
     case ScalarType::Float64: return 0x1p-52;

@@ -36,8 +36,6 @@ namespace {
 using Sizes = std::vector<int64_t>;
 using Mask = std::vector<bool>;
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-
 const OpSpec& specOf(const std::string& op) {
   for (const OpSpec& s : allSpecs())
     if (s.op == op) return s;
@@ -61,8 +59,6 @@ std::vector<Sample> forwardSamples(const std::string& op) {
 
 // The shape of the forward's first result for sample `s`.
 Sizes forwardShape(const std::string& op, const Sample& s) { return specOf(op).reference(s)[0].sizes; }
-
-Tensor optionalTensor(const IValue& v) { return v.isNone() ? Tensor() : v.toTensor(); }
 
 std::pair<int64_t, int64_t> pairOf(const IValue& v, std::pair<int64_t, int64_t> otherwise) {
   const Sizes& l = v.toIntList();

@@ -16,11 +16,9 @@ namespace {
 
 using Sizes = std::vector<int64_t>;
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
 
 IValue optional(const Tensor& t) { return t.defined() ? IValue(t) : IValue(); }
-Tensor optionalTensor(const IValue& v) { return v.isNone() ? Tensor() : v.toTensor(); }
 // An omitted (undefined) tensor reads as no values.
 std::vector<double> valuesOrEmpty(const Tensor& t) { return t.defined() ? valuesOf(t) : std::vector<double>{}; }
 

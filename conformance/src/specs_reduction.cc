@@ -18,7 +18,6 @@ namespace {
 
 // argmax and argmin take no bool input in PyTorch.
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // --- References
 

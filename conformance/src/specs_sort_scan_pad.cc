@@ -20,7 +20,6 @@ namespace backplane::conformance {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 Sample sample(std::string name, std::vector<IValue> args, std::string raise_reason = "") {
   return raise_reason.empty() ? makeSample(std::move(name), std::move(args))

@@ -19,22 +19,9 @@
 #include "elementwise_loops.h"
 #include "kernels.h"
 
-namespace {
+namespace bp_cpu::elementwise {
 
-using namespace bp_cpu;
-using bp_cpu::elementwise::binaryLoop;
-using bp_cpu::elementwise::ternaryLoop;
-using bp_cpu::elementwise::unaryLoop;
-
-using bp_common::addWrap;
-using bp_common::Cmp;
-using bp_common::comparisonDtype;
-using bp_common::mulWrap;
-using bp_common::negWrap;
-using bp_common::powOf;
-using bp_common::subWrap;
-
-// dst = src converted elementwise (same shape; any strides).
+// One copy of the dtype-pair loops for the plugin (elementwise_loops.h).
 void copyCast(const bp::Tensor& src, const bp::Tensor& dst) {
   visitAnyDtype(dst.dtype(), [&](auto o) {
     using O = decltype(o);
@@ -45,15 +32,31 @@ void copyCast(const bp::Tensor& src, const bp::Tensor& dst) {
   });
 }
 
-// t as `dtype`: t itself when it already has it, else a converted copy kept
-// in `holder` (only mixed-dtype calls pay for it; the common case copies no
-// handle, which would cost a retain, a release and a new info query).
 const bp::Tensor& as(const bp::Tensor& t, ScalarType dtype, bp::Tensor& holder) {
   if (t.dtype() == dtype) return t;
   holder = bp::Tensor::empty(t.sizes(), dtype, kCpuDevice);
   copyCast(t, holder);
   return holder;
 }
+
+void checkArgs(const char* op, std::initializer_list<std::pair<const bp::Tensor*, const char*>> args) {
+  for (const auto& [t, name] : args) checkCpu(op, *t, name);
+}
+
+}  // namespace bp_cpu::elementwise
+
+namespace {
+
+using namespace bp_cpu;
+using namespace bp_cpu::elementwise;
+
+using bp_common::addWrap;
+using bp_common::Cmp;
+using bp_common::comparisonDtype;
+using bp_common::mulWrap;
+using bp_common::negWrap;
+using bp_common::powOf;
+using bp_common::subWrap;
 
 // A Scalar as compute type M, converted to storage type T first (scalarTo:
 // with wrap-around for integers, as PyTorch converts a clamp bound, an
@@ -62,10 +65,6 @@ const bp::Tensor& as(const bp::Tensor& t, ScalarType dtype, bp::Tensor& holder) 
 template <class T, class M = opmath_t<T>>
 M scalarAs(const bp::Scalar& s) {
   return static_cast<M>(load(scalarTo<T>(s)));
-}
-
-void checkArgs(const char* op, std::initializer_list<std::pair<const bp::Tensor*, const char*>> args) {
-  for (const auto& [t, name] : args) checkCpu(op, *t, name);
 }
 
 // --- binary arithmetic: out = f(self, other) computed in out's dtype
@@ -176,20 +175,6 @@ bp::Tensor pow_tensor_out(const bp::Tensor& self, const bp::Tensor& exponent, co
 }
 
 // --- unary: out = f(self) computed in out's dtype
-
-template <class Body>
-bp::Tensor unary(const char* op, const bp::Tensor& self, const bp::Tensor& out,
-                 std::initializer_list<ScalarType> supported, Body body) {
-  checkArgs(op, {{&self, "self"}, {&out, "out"}});
-  checkDtype(op, out, "out", supported);
-  bp::Tensor a_holder;
-  const bp::Tensor& a = as(self, out.dtype(), a_holder);
-  visitDtype(out.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    body(T{}, a);
-  });
-  return out;
-}
 
 bp::Tensor pow_scalar_out(const bp::Tensor& self, const bp::Scalar& exponent, const bp::Tensor& out) {
   return unary("bp::pow.Tensor_Scalar_out", self, out, bp::kNumericScalarTypes, [&](auto tag, const auto& a) {
@@ -392,19 +377,6 @@ bp::Tensor clamp_out(const bp::Tensor& self, const std::optional<bp::Scalar>& mi
 
 // The comparison dtype: Note [Comparison dtype] in plugins/common (the GPU
 // plugins apply the same rule).
-
-// Runs fill(bool_out) into out, through a bool temporary when out is not bool.
-template <class Fill>
-bp::Tensor intoBoolOut(const bp::Tensor& out, Fill fill) {
-  if (out.dtype() == ScalarType::Bool) {
-    fill(out);
-  } else {
-    bp::Tensor tmp = bp::Tensor::empty(out.sizes(), ScalarType::Bool, kCpuDevice);
-    fill(tmp);
-    copyCast(tmp, out);
-  }
-  return out;
-}
 
 template <Cmp C>
 bp::Tensor compareTensorOut(const char* op, const bp::Tensor& self, const bp::Tensor& other, const bp::Tensor& out) {

@@ -32,6 +32,8 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <initializer_list>
+#include <utility>
 #include <vector>
 
 #include "cpu_common.h"
@@ -252,6 +254,48 @@ void ternaryLoop(const bp::Tensor& out, const bp::Tensor& c, const bp::Tensor& a
       for (int64_t i = 0; i < n; ++i) o[i * s[0]] = store<O>(f(cond[i * s[1]], load(x[i * s[2]]), load(y[i * s[3]])));
     }
   });
+}
+
+// --- what the elementwise kernels share (elementwise.cc, elementwise_more.cc)
+
+// dst = src converted elementwise (same shape; any strides): a loop for
+// every pair of dtypes, compiled once (elementwise.cc).
+void copyCast(const bp::Tensor& src, const bp::Tensor& dst);
+
+// t as `dtype`: t itself when it already has it, else a converted copy kept
+// in `holder` (only mixed-dtype calls pay for it; the common case copies no
+// handle, which would cost a retain, a release and a new info query).
+const bp::Tensor& as(const bp::Tensor& t, ScalarType dtype, bp::Tensor& holder);
+
+// Each argument is a CPU tensor (checkCpu).
+void checkArgs(const char* op, std::initializer_list<std::pair<const bp::Tensor*, const char*>> args);
+
+// Runs fill(bool_out) into out, through a bool temporary when out is not bool.
+template <class Fill>
+bp::Tensor intoBoolOut(const bp::Tensor& out, Fill fill) {
+  if (out.dtype() == ScalarType::Bool) {
+    fill(out);
+  } else {
+    bp::Tensor tmp = bp::Tensor::empty(out.sizes(), ScalarType::Bool, kCpuDevice);
+    fill(tmp);
+    copyCast(tmp, out);
+  }
+  return out;
+}
+
+// A unary kernel: out = body(T{}, self as out's dtype T), after the checks.
+template <class Body>
+bp::Tensor unary(const char* op, const bp::Tensor& self, const bp::Tensor& out,
+                 std::initializer_list<ScalarType> supported, Body body) {
+  checkArgs(op, {{&self, "self"}, {&out, "out"}});
+  checkDtype(op, out, "out", supported);
+  bp::Tensor a_holder;
+  const bp::Tensor& a = as(self, out.dtype(), a_holder);
+  visitDtype(out.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    body(T{}, a);
+  });
+  return out;
 }
 
 }  // namespace bp_cpu::elementwise

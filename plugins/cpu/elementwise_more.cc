@@ -31,45 +31,7 @@
 namespace {
 
 using namespace bp_cpu;
-using bp_cpu::elementwise::binaryLoop;
-using bp_cpu::elementwise::runElementwise;
-using bp_cpu::elementwise::unaryLoop;
-
-// dst = src converted elementwise (same shape; any strides).
-void copyCast(const bp::Tensor& src, const bp::Tensor& dst) {
-  visitDtype(dst.dtype(), [&](auto o) {
-    using O = decltype(o);
-    visitDtype(src.dtype(), [&](auto i) {
-      using I = decltype(i);
-      unaryLoop<O, I>(dst, src, [](auto v) { return v; });
-    });
-  });
-}
-
-// t as `dtype`: t itself, or a converted copy kept in `holder`.
-const bp::Tensor& as(const bp::Tensor& t, ScalarType dtype, bp::Tensor& holder) {
-  if (t.dtype() == dtype) return t;
-  holder = bp::Tensor::empty(t.sizes(), dtype, kCpuDevice);
-  copyCast(t, holder);
-  return holder;
-}
-
-void checkArgs(const char* op, std::initializer_list<std::pair<const bp::Tensor*, const char*>> args) {
-  for (const auto& [t, name] : args) checkCpu(op, *t, name);
-}
-
-// Runs fill(bool_result) into out, through a bool temporary when out is not bool.
-template <class Fill>
-bp::Tensor intoBoolOut(const bp::Tensor& out, Fill fill) {
-  if (out.dtype() == ScalarType::Bool) {
-    fill(out);
-  } else {
-    bp::Tensor tmp = bp::Tensor::empty(out.sizes(), ScalarType::Bool, kCpuDevice);
-    fill(tmp);
-    copyCast(tmp, out);
-  }
-  return out;
-}
+using namespace bp_cpu::elementwise;
 
 // --- division and remainders (Note [Integer division by zero]):
 // bp_common::divide.
@@ -189,20 +151,6 @@ bp::Tensor logicalOut(const char* op, const bp::Tensor& self, const bp::Tensor& 
 }
 
 // --- unary
-
-template <class Body>
-bp::Tensor unary(const char* op, const bp::Tensor& self, const bp::Tensor& out,
-                 std::initializer_list<ScalarType> supported, Body body) {
-  checkArgs(op, {{&self, "self"}, {&out, "out"}});
-  checkDtype(op, out, "out", supported);
-  bp::Tensor a_holder;
-  const bp::Tensor& a = as(self, out.dtype(), a_holder);
-  visitDtype(out.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    body(T{}, a);
-  });
-  return out;
-}
 
 // floor, ceil, trunc, round: integers are already whole (copied).
 #define BP_ROUNDING(NAME, FN)                                                                            \

@@ -70,13 +70,6 @@ constexpr const char* kCapsuleName = "dltensor";
 constexpr const char* kUsedCapsuleName = "used_dltensor";
 constexpr const char* kVersionedCapsuleName = "dltensor_versioned";
 
-[[noreturn]] void raise(PyObject* type, const std::string& message) {
-  PyErr_SetString(type, message.c_str());
-  throw nb::python_error();
-}
-
-std::string typeName(nb::handle o) { return Py_TYPE(o.ptr())->tp_name; }
-
 // The capsule's destructor: deletes a tensor no consumer took.
 void deleteUnconsumed(PyObject* capsule) {
   if (!PyCapsule_IsValid(capsule, kCapsuleName)) return;  // taken ("used_dltensor"): the consumer deletes it

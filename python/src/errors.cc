@@ -34,6 +34,13 @@ PyObject* g_error = nullptr;
 
 }  // namespace
 
+void raise(PyObject* type, const std::string& message) {
+  PyErr_SetString(type, message.c_str());
+  throw nb::python_error();
+}
+
+std::string typeName(nb::handle o) { return Py_TYPE(o.ptr())->tp_name; }
+
 void raiseError(const backplane::Error& e) noexcept {
   int code = static_cast<int>(e.code());
   PyObject* cls = code > 0 && code < kNumCodes && g_classes[code] ? g_classes[code] : g_error;

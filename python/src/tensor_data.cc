@@ -74,13 +74,6 @@
 namespace backplane::python {
 namespace {
 
-[[noreturn]] void raise(PyObject* type, const std::string& message) {
-  PyErr_SetString(type, message.c_str());
-  throw nb::python_error();
-}
-
-std::string typeName(nb::handle o) { return Py_TYPE(o.ptr())->tp_name; }
-
 bool hasAttr(nb::handle o, const char* name) { return PyObject_HasAttrString(o.ptr(), name) == 1; }
 
 // A new reference from the C API, or the Python error it set.

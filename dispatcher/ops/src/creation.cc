@@ -65,10 +65,6 @@ void checkSizes(std::string_view op, IntArrayRef size) {
   }
 }
 
-void checkDefined(std::string_view op, const Tensor& t, const char* name) {
-  BP_CHECK(t.defined(), op, ": argument '", name, "' is undefined; pass a tensor");
-}
-
 // --- empty, fills, zeros, ones, full
 
 Tensor empty(IntArrayRef size, std::optional<ScalarType> dtype, std::optional<Device> device) {

@@ -19,10 +19,6 @@ namespace {
 
 // --- Shared checks
 
-void checkDefined(std::string_view op, const Tensor& t, const char* name) {
-  BP_CHECK(t.defined(), op, ": argument '", name, "' is undefined");
-}
-
 // For ops that do not convert (index_select, gather, scatter_add, as in
 // PyTorch): `out` must have the result's dtype exactly.
 void checkSameDtype(std::string_view op, const Tensor& out, ScalarType dtype, const char* out_name = "out") {

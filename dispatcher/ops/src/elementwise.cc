@@ -33,8 +33,6 @@ const char* insteadOfBool(BoolAlternative alternative) {
   return "";
 }
 
-constexpr ScalarTypeSet kEveryDtypeButBool = ScalarTypeSet::allBut(ScalarType::Bool);
-
 // How a binary op's result dtype follows from the promoted input dtype, and
 // which promoted dtypes it refuses.
 enum class BinaryResult {
@@ -76,21 +74,6 @@ ScalarType applyBinaryRule(std::string_view op, const StandardOp& entry, ScalarT
     case BinaryResult::Comparison: return ScalarType::Bool;
   }
   return t;
-}
-
-// PyTorch's alpha_check, then alpha converted to the result dtype as its
-// kernels convert it (Note [Writing a Scalar into a tensor]): bool + alpha
-// * bool takes any integer alpha (non-zero is true).
-void checkAlpha(std::string_view op, ScalarType common, const Scalar& alpha) {
-  BP_CHECK(!alpha.isBool() || common == ScalarType::Bool, op, ": a boolean alpha is only accepted for boolean ",
-           "results (here ", common, "); pass an integer or floating alpha");
-  BP_CHECK(isFloatingType(common) || !alpha.isFloatingPoint(), op, ": for integral inputs (here ", common,
-           "), alpha must be an integer, but got ", alpha.toDouble());
-  checkScalarConverts(op, "alpha", alpha, common);
-}
-
-void checkDefined(std::string_view op, const Tensor& t, const char* name) {
-  BP_CHECK(t.defined(), op, ": argument '", name, "' is undefined; pass a tensor");
 }
 
 // The device rule is the caller's: CpuScalars::kJoin for the functional and

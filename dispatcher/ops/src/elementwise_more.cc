@@ -25,14 +25,8 @@ namespace backplane::ops {
 
 namespace {
 
-constexpr ScalarTypeSet kEveryDtypeButBool = ScalarTypeSet::allBut(ScalarType::Bool);
-
 // Bool and the integral dtypes: what the bitwise ops accept.
 constexpr ScalarTypeSet kIntegralAndBool = ScalarTypeSet::all().minus(ScalarTypeSet::floating());
-
-void checkDefined(std::string_view op, const Tensor& t, const char* name) {
-  BP_CHECK(t.defined(), op, ": argument '", name, "' is undefined; pass a tensor");
-}
 
 Shape shapeOf(const Tensor& t) { return Shape(t.sizes().begin(), t.sizes().end()); }
 
@@ -233,14 +227,6 @@ constexpr auto kLogicalRule = &logicalRule;
 constexpr auto kRoundingRule = &roundingRule;
 
 // --- add/sub/mul/div.Scalar: the existing Tensor forms' kernels.
-
-void checkAlpha(std::string_view op, ScalarType common, const Scalar& alpha) {
-  BP_CHECK(!alpha.isBool() || common == ScalarType::Bool, op, ": a boolean alpha is only accepted for boolean ",
-           "results (here ", common, "); pass an integer or floating alpha");
-  BP_CHECK(isFloatingType(common) || !alpha.isFloatingPoint(), op, ": for integral inputs (here ", common,
-           "), alpha must be an integer, but got ", alpha.toDouble());
-  checkScalarConverts(op, "alpha", alpha, common);  // any integer is a bool (non-zero: true)
-}
 
 // sub refuses a bool operand, tensor or number, as PyTorch.
 template <FixedString Name>

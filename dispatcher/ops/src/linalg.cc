@@ -22,10 +22,6 @@ IntArrayRef asRef(const Shape& s) { return IntArrayRef(s.data(), s.size()); }
 // All but the last `drop` sizes (the batch dimensions of a matrix operand).
 IntArrayRef leading(IntArrayRef s, size_t drop) { return IntArrayRef(s.data(), s.size() > drop ? s.size() - drop : 0); }
 
-void checkDefined(std::string_view op, const Tensor& t, const char* name) {
-  BP_CHECK(t.defined(), op, ": argument '", name, "' is undefined; pass a tensor");
-}
-
 // t must have exactly `dims` dimensions (2: a matrix, 3: a batch of matrices).
 void checkRank(std::string_view op, const Tensor& t, const char* name, int64_t dims) {
   checkDefined(op, t, name);

@@ -212,6 +212,18 @@ void checkScalarConverts(std::string_view op, const char* what, const Scalar& va
   throwScalarOverflow(op, what, value, dtype, strCat(lo, " to ", hi, ", not NaN or infinite"));
 }
 
+void checkAlpha(std::string_view op, ScalarType common, const Scalar& alpha) {
+  BP_CHECK(!alpha.isBool() || common == ScalarType::Bool, op, ": a boolean alpha is only accepted for boolean ",
+           "results (here ", common, "); pass an integer or floating alpha");
+  BP_CHECK(isFloatingType(common) || !alpha.isFloatingPoint(), op, ": for integral inputs (here ", common,
+           "), alpha must be an integer, but got ", alpha.toDouble());
+  checkScalarConverts(op, "alpha", alpha, common);
+}
+
+void checkDefined(std::string_view op, const Tensor& t, const char* name) {
+  BP_CHECK(t.defined(), op, ": argument '", name, "' is undefined; pass a tensor");
+}
+
 int64_t wrapDim(std::string_view op, int64_t dim, int64_t ndim) {
   const int64_t n = std::max<int64_t>(ndim, 1);
   // kOutOfRange: Python's IndexError, as PyTorch raises for a dim out of range.

@@ -124,6 +124,17 @@ ScalarType resultType(const Tensor& a, const Scalar& b);
 // that every such op agrees.
 void checkScalarConverts(std::string_view op, const char* what, const Scalar& value, ScalarType dtype);
 
+// PyTorch's alpha_check, then alpha converted to the result dtype as its
+// kernels convert it (Note [Writing a Scalar into a tensor]): bool + alpha
+// * bool takes any integer alpha (non-zero is true).
+void checkAlpha(std::string_view op, ScalarType common, const Scalar& alpha);
+
+// Throws naming the op and the argument when `t` is an undefined tensor.
+void checkDefined(std::string_view op, const Tensor& t, const char* name);
+
+// Every dtype but bool: what the arithmetic ops accept.
+inline constexpr ScalarTypeSet kEveryDtypeButBool = ScalarTypeSet::allBut(ScalarType::Bool);
+
 // Wraps a possibly negative dimension into [0, ndim); a 0-d tensor accepts
 // dims -1 and 0 (as PyTorch).
 int64_t wrapDim(std::string_view op, int64_t dim, int64_t ndim);

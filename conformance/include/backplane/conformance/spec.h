@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -157,6 +158,10 @@ double machineEpsilon(ScalarType t);
 // A double as an element of `t` would hold it: rounded to float32 or to
 // the 16-bit formats, wrapped to the integer width, 0/1 for bool.
 double roundTo(ScalarType t, double v);
+// An optional tensor argument as the op sees it: None is an undefined tensor.
+Tensor optionalTensor(const IValue& v);
+// Infinity, for references and samples.
+inline constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // Registration of the families' specs (one function per family source).
 void addElementwiseSpecs(std::vector<OpSpec>& specs);
