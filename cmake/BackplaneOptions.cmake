@@ -2,6 +2,11 @@
 
 add_library(backplane_warnings INTERFACE)
 target_compile_options(backplane_warnings INTERFACE -Wall -Wextra -Wno-unused-parameter)
+# Clang checks the lock annotations (ABSL_GUARDED_BY, ...) as it compiles:
+# the fuzz build (clang, -Werror) checks libbackplane's sources this way, and
+# scripts/check_thread_safety.sh parses the other host sources (GCC, which
+# the other builds use, has no such analysis).
+target_compile_options(backplane_warnings INTERFACE $<$<CXX_COMPILER_ID:Clang>:-Wthread-safety>)
 if(BACKPLANE_WERROR)
   target_compile_options(backplane_warnings INTERFACE -Werror)
 endif()

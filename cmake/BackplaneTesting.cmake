@@ -7,6 +7,17 @@
 set(BACKPLANE_TEST_PLUGIN_DIR ${PROJECT_BINARY_DIR}/test_plugins)
 set(BACKPLANE_TEST_PLUGIN_DEP_DIR ${PROJECT_BINARY_DIR}/test_plugin_deps_not_on_any_path)
 
+# Note [Test costs]
+# ctest runs its tests two at a time (CI's two cores) in decreasing order of
+# cost: the times of the last run (Testing/Temporary/CTestCostData.txt), or,
+# in a fresh build such as CI's, the COST property. Without it the longest
+# tests (gpusim_conformance: 120 s under ASan+UBSan; the vendor plugin's
+# out-of-tree builds; python_tests) started wherever they were defined and
+# one of them could run alone at the end with the other core idle. The
+# few tests of more than 20 s say COST: their seconds in the slower of the
+# two runs that have them (the ASan+UBSan one, or the normal one for
+# python_tests and vendor_plugin_conformance).
+
 # The compile options of a test program's own code (and of the precompiled
 # headers it reuses, which must be built with the same options).
 function(backplane_test_compile_options target)

@@ -7,11 +7,21 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Each phase prints its time ("test.sh: build took 812 s"), so that a CI
+# log shows where its minutes went (CONTRIBUTING.md, "CI's time").
+t0=$SECONDS
+took() {
+  echo "test.sh: $1 took $((SECONDS - t0)) s"
+  t0=$SECONDS
+}
 scripts/setup.sh --tests
+took "set-up"
 # The normal run also checks the source: changed lines follow .clang-format
 # (seconds, so before the build), and the lock annotations hold (clang's
-# -Wthread-safety on the host sources with this build's flags, after it).
-# Sanitizer runs build the same sources and skip both.
+# -Wthread-safety on the host sources with this build's flags, after it;
+# libbackplane's own sources are the fuzz build's to check, which compiles
+# them with clang and -Wthread-safety). Sanitizer runs build the same
+# sources and skip both.
 checks=1
 case " $* " in *--sanitize=*) checks=0 ;; esac
 [ "$checks" = 1 ] && scripts/check_format.sh
@@ -32,8 +42,12 @@ tsan_target=()
 no_aslr=()
 if [ "$tsan" = 1 ] && setarch "$(uname -m)" -R true 2>/dev/null; then no_aslr=(setarch "$(uname -m)" -R); fi
 "${no_aslr[@]}" scripts/build.sh "${tsan_target[@]}" "$@"
+took "the build"
 dir=$(scripts/build.sh --print-dir "$@")
-[ "$checks" = 1 ] && scripts/check_thread_safety.sh "$dir"
+if [ "$checks" = 1 ]; then
+  scripts/check_thread_safety.sh --not-libbackplane "$dir"
+  took "the lock-annotation check"
+fi
 
 # allocator_may_return_null: the device API checks ask every allocator for
 # 2^60 bytes and expect a clean kResourceExhausted, which needs the null
@@ -52,6 +66,7 @@ if [ "$tsan" = 1 ]; then
   # a test of the subset load it.
   export BACKPLANE_NUM_THREADS="${BACKPLANE_NUM_THREADS:-1}"
   "${no_aslr[@]}" ctest --test-dir "$dir" -L tsan --no-tests=error --output-on-failure --parallel "$(nproc)" --timeout 600
+  took "ctest"
   exit 0
 fi
 # ONNX's node tests, which scripts/setup.sh --tests fetched: the loader's
@@ -66,15 +81,21 @@ export BACKPLANE_ONNX_NODE_TESTS
 # keep the default.
 OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}" \
   ctest --test-dir "$dir" --output-on-failure --parallel "$(nproc)" --timeout 600
+took "ctest"
 
 # The conformance command, as a vendor's CI runs it, on every plugin this
 # build made: device API checks and every op spec on each backend with a
 # device (backends without one are reported and skipped). Reports land in
-# the build directory.
-plugin_args=()
-for p in "$dir"/lib/backplane/plugins/*.so; do plugin_args+=(--plugin "$p"); done
-"$dir"/cli/backplane --no-default-plugins "${plugin_args[@]}" conformance \
-  --json "$dir/conformance.json" --junit "$dir/conformance.xml" --markdown "$dir/conformance.md"
+# the build directory. The normal run only: under the sanitizers,
+# conformance_tests has just run every spec on the same backends (and
+# through the CPU fallback), and conformance_cli the command's own paths.
+if [ "$checks" = 1 ]; then
+  plugin_args=()
+  for p in "$dir"/lib/backplane/plugins/*.so; do plugin_args+=(--plugin "$p"); done
+  "$dir"/cli/backplane --no-default-plugins "${plugin_args[@]}" conformance \
+    --json "$dir/conformance.json" --junit "$dir/conformance.xml" --markdown "$dir/conformance.md"
+  took "the conformance run"
+fi
 
 # The same command over ONNX's node tests (Note [ONNX node tests]) on the
 # CPU plugin and the GPU simulator, with each backend's checked-in expected
@@ -84,10 +105,14 @@ for p in "$dir"/lib/backplane/plugins/*.so; do plugin_args+=(--plugin "$p"); don
   --plugin "$dir/lib/backplane/test_plugins/backplane_gpusim.so" conformance --onnx "$BACKPLANE_ONNX_NODE_TESTS" \
   --backend cpu --backend gpusim --onnx-expected conformance/onnx/expected_failures \
   --json "$dir/onnx-conformance.json" --junit "$dir/onnx-conformance.xml" --markdown "$dir/onnx-conformance.md"
+took "the ONNX conformance run"
 
 # The Python package as `pip wheel .` builds it, installed and used with no
 # build tree around (scripts/check_wheel.sh); the normal run only: sanitizer
 # builds have no Python package. It builds its own Release tree
 # (build/wheel/), of only what the package needs, without the GPU plugins,
 # unoptimized (-O0: what it checks does not depend on code generation).
-if [ "$checks" = 1 ]; then scripts/check_wheel.sh --unoptimized; fi
+if [ "$checks" = 1 ]; then
+  scripts/check_wheel.sh --unoptimized
+  took "the wheel check"
+fi
