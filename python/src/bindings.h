@@ -26,6 +26,7 @@ void bindAutograd(nb::module_& m);  // autograd.cc: grad mode, backward, grad, c
 // Tensor data from and to Python, bound on the Tensor type above.
 void bindTensorData(nb::module_& m);  // tensor_data.cc: tensor(), numpy(), tolist(), indexing
 void bindDLPack(nb::module_& m);      // dlpack.cc: __dlpack__, __dlpack_device__, from_dlpack
+void bindStreams(nb::module_& m);     // streams.cc: Stream, Event, default_stream
 
 // --- Conversions shared by the parts.
 
@@ -44,6 +45,10 @@ Device deviceFrom(nb::handle o, bool* ok);
 nb::object dtypeObject(ScalarType t);
 // Sets the Python error for `e`: the backplane.Error subclass of its code.
 void raiseError(const backplane::Error& e) noexcept;
+// Raises the Python exception `type` (PyExc_TypeError, ...) with `message`.
+[[noreturn]] void raise(PyObject* type, const std::string& message);
+// The Python type name of `o` ("list", "numpy.ndarray"), for messages.
+std::string typeName(nb::handle o);
 // The tensor sharing memory with a DLPack producer (an object with
 // __dlpack__, or a "dltensor" capsule); dlpack.cc, Note [DLPack from Python].
 Tensor importDLPack(nb::handle obj);

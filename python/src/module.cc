@@ -17,6 +17,7 @@ NB_MODULE(_backplane, m) {
   bindProfiler(m);
   bindTensorData(m);
   bindDLPack(m);
+  bindStreams(m);
   bindRandom(m);
   bindAutograd(m);
 }

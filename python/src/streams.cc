@@ -1,0 +1,133 @@
+// Streams and events from Python: backplane/runtime/stream.h's Stream and
+// Event (Note [Streams in the application API]), named as torch.cuda's
+// (Stream, Event, current_stream, default_stream, record_event, wait_event,
+// wait_stream, query, synchronize; `bp.stream(s)` and `bp.current_stream`
+// are Python's, python/backplane/streams.py). A device without
+// streams (the CPU) raises UnimplementedError, naming the device.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "backplane/runtime/stream.h"
+#include "bindings.h"
+
+namespace backplane::python {
+namespace {
+
+Device deviceArg(nb::handle device, const char* what) {
+  bool ok = true;
+  Device d = deviceFrom(device, &ok);
+  if (!ok)
+    raise(PyExc_TypeError,
+          std::string(what) + ": device must be a str ('cuda:0') or a backplane.Device, not " + typeName(device));
+  return d;
+}
+
+std::string streamRepr(const Stream& s) {
+  if (s.isDefault()) return "backplane.Stream(device='" + s.device().str() + "', default)";
+  return "backplane.Stream(device='" + s.device().str() +
+         "', handle=" + std::to_string(reinterpret_cast<uintptr_t>(s.handle())) + ")";
+}
+
+}  // namespace
+
+void bindStreams(nb::module_& m) {
+  nb::class_<Event>(m, "Event",
+                    "A point in a stream's work (torch.cuda.Event): record() marks the current end of a "
+                    "stream's work; wait() makes another stream wait for it without blocking the host; "
+                    "synchronize() blocks the host; query() says whether it has completed.")
+      .def(
+          "__init__", [](Event* self, nb::handle device) { new (self) Event(deviceArg(device, "Event()")); },
+          nb::arg("device"), nb::sig("def __init__(self, device: str | Device) -> None"))
+      .def_prop_ro("device", &Event::device)
+      .def(
+          "record",
+          [](Event& e, const std::optional<Stream>& stream) {
+            if (stream)
+              e.record(*stream);
+            else
+              e.record();
+          },
+          nb::arg("stream").none() = nb::none(),
+          "Marks the current end of `stream`'s work (None: this thread's current stream of the event's device).")
+      .def(
+          "wait",
+          [](const Event& e, const std::optional<Stream>& stream) {
+            if (stream)
+              e.wait(*stream);
+            else
+              e.wait();
+          },
+          nb::arg("stream").none() = nb::none(),
+          "Makes later work on `stream` (None: the current stream) wait for this event; the host does not block.")
+      .def(
+          "synchronize",
+          [](const Event& e) {
+            nb::gil_scoped_release unlocked;
+            e.synchronize();
+          },
+          "Blocks until the event has completed (at once if it was never recorded).")
+      .def("query", &Event::query, "Whether the event has completed, without blocking.")
+      .def("__repr__", [](const Event& e) { return "backplane.Event(device='" + e.device().str() + "')"; });
+
+  nb::class_<Stream>(m, "Stream",
+                     "A queue of work on one device (torch.cuda.Stream). Operators a thread calls on the device "
+                     "go to its current stream: the default one unless `with bp.stream(s):` says otherwise. Work "
+                     "on two streams runs in any order unless an Event orders it.")
+      .def(
+          "__init__",
+          [](Stream* self, nb::handle device) { new (self) Stream(Stream::create(deviceArg(device, "Stream()"))); },
+          nb::arg("device"), nb::sig("def __init__(self, device: str | Device) -> None"),
+          "A new stream on `device`; a device without streams (cpu) raises UnimplementedError.")
+      .def_prop_ro("device", &Stream::device)
+      .def_prop_ro("is_default", &Stream::isDefault, "Whether this is the device's default stream.")
+      .def(
+          "synchronize",
+          [](const Stream& s) {
+            nb::gil_scoped_release unlocked;
+            s.synchronize();
+          },
+          "Blocks until the work queued on this stream has finished.")
+      .def(
+          "record_event",
+          [](const Stream& s, Event* event) -> nb::object {
+            if (event == nullptr) return nb::cast(s.record());
+            event->record(s);
+            return nb::cast(event, nb::rv_policy::reference);
+          },
+          nb::arg("event").none() = nb::none(), "Records `event` (None: a new one) on this stream and returns it.")
+      .def("wait_event", &Stream::wait, nb::arg("event"),
+           "Makes later work on this stream wait for `event`; the host does not block.")
+      .def(
+          "wait_stream", [](const Stream& s, const Stream& other) { s.wait(other.record()); }, nb::arg("stream"),
+          "Makes later work on this stream wait for the work queued on `stream` so far.")
+      .def("__eq__",
+           [](const Stream& a, nb::handle b) {
+             const Stream* other = nb::isinstance<Stream>(b) ? nb::inst_ptr<Stream>(b) : nullptr;
+             return other != nullptr && a == *other;
+           })
+      .def("__hash__",
+           [](const Stream& s) {
+             return std::hash<std::string>()(s.device().str()) ^ std::hash<const void*>()(s.handle());
+           })
+      .def("__repr__", &streamRepr);
+
+  // bp.current_stream (python/backplane/streams.py) returns the Stream
+  // object made current where it can: this one is the device's bare handle.
+  m.def(
+      "_current_stream", [](nb::handle device) { return Stream::current(deviceArg(device, "current_stream()")); },
+      nb::arg("device"), nb::sig("def _current_stream(device: str | Device) -> Stream"),
+      "This thread's current stream of `device`, as a view of the device's handle.");
+  m.def(
+      "default_stream", [](nb::handle device) { return Stream::defaultStream(deviceArg(device, "default_stream()")); },
+      nb::arg("device"), nb::sig("def default_stream(device: str | Device) -> Stream"),
+      "The default stream of `device`, where work goes when no other is current.");
+  m.def("_set_current_stream", &Stream::setCurrent, nb::arg("stream"),
+        "Makes `stream` this thread's current stream of its device; `with bp.stream(s):` restores the previous one.");
+}
+
+}  // namespace backplane::python

@@ -1,0 +1,118 @@
+"""Streams and events from Python (python/backplane/streams.py, src/streams.cc):
+torch.cuda's names over backplane::Stream and Event. The ordering tests run
+on gpusim, whose streams defer their work until something forces it, so a
+missing wait shows as stale values every time; each runs in a process of
+its own (loading a plugin changes the process's `auto` device)."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+import backplane as bp
+
+
+def test_the_cpu_has_no_streams_and_says_so():
+    for make in (lambda: bp.Stream("cpu"), lambda: bp.current_stream("cpu"), lambda: bp.default_stream("cpu")):
+        with pytest.raises(bp.UnimplementedError, match="cpu has no streams"):
+            make()
+    with pytest.raises(bp.UnimplementedError, match="cpu has no events"):
+        bp.Event("cpu")
+
+
+def test_a_device_argument_of_the_wrong_type_is_a_type_error():
+    with pytest.raises(TypeError, match=r"Stream\(\): device must be a str"):
+        bp.Stream(1.5)
+    with pytest.raises(TypeError, match="expected a backplane.Stream or None, not str"):
+        with bp.stream("cuda:0"):
+            pass
+
+
+def test_stream_none_changes_nothing():
+    with bp.stream(None) as s:
+        assert s is None
+
+
+def _gpusim_plugin():
+    try:
+        from backplane import _build_paths
+    except ImportError:
+        pytest.skip("not a build tree")
+    plugin = os.environ.get("BACKPLANE_GPUSIM_PLUGIN_PATH") or os.path.join(
+        _build_paths.lib_dir, "backplane", "test_plugins", "backplane_gpusim.so")
+    if not os.path.exists(plugin):
+        pytest.skip("the gpusim test plugin is not built (cmake --build build --target backplane_gpusim)")
+    return plugin
+
+
+def _run_on_gpusim(body):
+    code = f"import backplane as bp\nbp.load_plugin({_gpusim_plugin()!r})\ndev = 'gpusim:0'\n" + body
+    env = {k: v for k, v in os.environ.items() if k != "BACKPLANE_GPUSIM_SYNC_STREAMS"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_work_on_a_stream_is_ordered_only_by_an_event():
+    _run_on_gpusim("""
+side = bp.Stream(dev)
+assert not side.is_default and bp.default_stream(dev).is_default
+assert bp.current_stream(dev).is_default
+y = bp.zeros(64, device=dev)
+with bp.stream(side) as s:
+    assert s is side and bp.current_stream(dev) is side
+    y.fill_(5.0)
+assert bp.current_stream(dev).is_default
+stale = (y + 1).cpu().tolist()   # the default stream does not wait for `side`
+assert stale == [1.0] * 64, stale
+done = side.record_event()
+done.wait()                      # the default stream waits for `side`'s fill
+fresh = (y + 1).cpu().tolist()
+assert fresh == [6.0] * 64, fresh
+""")
+
+
+def test_events_query_and_synchronize_and_streams_wait_for_streams():
+    _run_on_gpusim("""
+producer, consumer = bp.Stream(dev), bp.Stream(dev)
+assert producer != consumer and producer == producer and len({producer, producer}) == 1
+e = bp.Event(dev)
+assert e.query(), "an event never recorded has completed"
+y = bp.zeros(16, device=dev)
+with bp.stream(producer):
+    y.fill_(3.0)
+e.record(producer)
+assert not e.query(), "query must not force the work"
+e.synchronize()
+assert e.query()
+with bp.stream(producer):
+    y.fill_(4.0)
+consumer.wait_stream(producer)
+with bp.stream(consumer):
+    z = y * 2
+consumer.synchronize()
+assert z.cpu().tolist() == [8.0] * 16, z.cpu().tolist()
+again = bp.Event(dev)
+assert producer.record_event(again) is again
+""")
+
+
+def test_the_block_restores_the_previous_stream_also_on_an_exception():
+    _run_on_gpusim("""
+a, b = bp.Stream(dev), bp.Stream(dev)
+with bp.stream(a):
+    try:
+        with bp.stream(b):
+            assert bp.current_stream(dev) is b
+            raise KeyError("leave")
+    except KeyError:
+        pass
+    assert bp.current_stream(dev) is a
+assert bp.current_stream(dev).is_default
+# The current stream is per host thread.
+import threading
+seen = []
+with bp.stream(a):
+    t = threading.Thread(target=lambda: seen.append(bp.current_stream(dev).is_default))
+    t.start(); t.join()
+assert seen == [True]
+""")
