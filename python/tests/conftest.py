@@ -50,6 +50,24 @@ def test_plugin():
 
 
 @pytest.fixture(scope="session")
+def gpusim_plugin():
+    """The path of the gpusim test plugin (BACKPLANE_GPUSIM_PLUGIN_PATH, or
+    where the build tree puts it), for tests that load it in a process of
+    their own (loading a plugin changes the process's `auto` device); the
+    test is skipped, saying how to build it, when it is not there."""
+    plugin = os.environ.get("BACKPLANE_GPUSIM_PLUGIN_PATH")
+    if not plugin:
+        try:
+            from backplane import _build_paths
+        except ImportError:
+            pytest.skip("not a build tree")
+        plugin = os.path.join(_build_paths.lib_dir, "backplane", "test_plugins", "backplane_gpusim.so")
+    if not os.path.exists(plugin):
+        pytest.skip("the gpusim test plugin is not built (cmake --build build --target backplane_gpusim)")
+    return plugin
+
+
+@pytest.fixture(scope="session")
 def nokernels_plugin():
     """The PluginInfo of the kernel-less test plugin, loaded once."""
     path = os.environ.get(PLUGIN_ENV)

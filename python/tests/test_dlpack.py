@@ -305,21 +305,13 @@ class TestNumPy:
 
 # ------------------------------------------------------------- devices
 
-def test_device_memory_outside_backplane_is_refused():
+def test_device_memory_outside_backplane_is_refused(gpusim_plugin):
     """A device whose memory means nothing outside Backplane (gpusim: host
     memory behind a simulated device) has no DLPack export: BufferError with
     the fix, not a silent copy. Runs in a process of its own: loading a
     plugin changes the process's `auto` device."""
-    import os
     import subprocess
-    try:
-        from backplane import _build_paths
-    except ImportError:
-        pytest.skip("not a build tree")
-    plugin = os.environ.get("BACKPLANE_GPUSIM_PLUGIN_PATH") or os.path.join(
-        _build_paths.lib_dir, "backplane", "test_plugins", "backplane_gpusim.so")
-    if not os.path.exists(plugin):
-        pytest.skip("the gpusim test plugin is not built (cmake --build build --target backplane_gpusim)")
+    plugin = gpusim_plugin
     code = f"""
 import backplane as bp
 bp.load_plugin({plugin!r})

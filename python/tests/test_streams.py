@@ -33,27 +33,20 @@ def test_stream_none_changes_nothing():
         assert s is None
 
 
-def _gpusim_plugin():
-    try:
-        from backplane import _build_paths
-    except ImportError:
-        pytest.skip("not a build tree")
-    plugin = os.environ.get("BACKPLANE_GPUSIM_PLUGIN_PATH") or os.path.join(
-        _build_paths.lib_dir, "backplane", "test_plugins", "backplane_gpusim.so")
-    if not os.path.exists(plugin):
-        pytest.skip("the gpusim test plugin is not built (cmake --build build --target backplane_gpusim)")
-    return plugin
+@pytest.fixture
+def run_on_gpusim(gpusim_plugin):
+    """Runs `body` in a Python process of its own with gpusim loaded and
+    `dev` naming its device; fails with the process's output."""
+    def run(body):
+        code = f"import backplane as bp\nbp.load_plugin({gpusim_plugin!r})\ndev = 'gpusim:0'\n" + body
+        env = {k: v for k, v in os.environ.items() if k != "BACKPLANE_GPUSIM_SYNC_STREAMS"}
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+        assert r.returncode == 0, r.stdout + r.stderr
+    return run
 
 
-def _run_on_gpusim(body):
-    code = f"import backplane as bp\nbp.load_plugin({_gpusim_plugin()!r})\ndev = 'gpusim:0'\n" + body
-    env = {k: v for k, v in os.environ.items() if k != "BACKPLANE_GPUSIM_SYNC_STREAMS"}
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
-    assert r.returncode == 0, r.stdout + r.stderr
-
-
-def test_work_on_a_stream_is_ordered_only_by_an_event():
-    _run_on_gpusim("""
+def test_work_on_a_stream_is_ordered_only_by_an_event(run_on_gpusim):
+    run_on_gpusim("""
 side = bp.Stream(dev)
 assert not side.is_default and bp.default_stream(dev).is_default
 assert bp.current_stream(dev).is_default
@@ -71,8 +64,8 @@ assert fresh == [6.0] * 64, fresh
 """)
 
 
-def test_events_query_and_synchronize_and_streams_wait_for_streams():
-    _run_on_gpusim("""
+def test_events_query_and_synchronize_and_streams_wait_for_streams(run_on_gpusim):
+    run_on_gpusim("""
 producer, consumer = bp.Stream(dev), bp.Stream(dev)
 assert producer != consumer and producer == producer and len({producer, producer}) == 1
 e = bp.Event(dev)
@@ -96,8 +89,8 @@ assert producer.record_event(again) is again
 """)
 
 
-def test_the_block_restores_the_previous_stream_also_on_an_exception():
-    _run_on_gpusim("""
+def test_the_block_restores_the_previous_stream_also_on_an_exception(run_on_gpusim):
+    run_on_gpusim("""
 a, b = bp.Stream(dev), bp.Stream(dev)
 with bp.stream(a):
     try:
