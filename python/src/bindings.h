@@ -41,6 +41,9 @@ ScalarType dtypeFrom(nb::handle o, bool* ok);
 // guessed: ints are refused). Throws backplane::Error for a malformed str;
 // sets *ok=false for an object of another type.
 Device deviceFrom(nb::handle o, bool* ok);
+// deviceFrom, raising TypeError ("<what>: device must be a str ...") for an
+// object of another type.
+Device deviceArg(nb::handle o, const char* what);
 // The backplane.dtype object for `t` (one object per dtype: `is` works).
 nb::object dtypeObject(ScalarType t);
 // Sets the Python error for `e`: the backplane.Error subclass of its code.

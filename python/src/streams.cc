@@ -18,15 +18,6 @@
 namespace backplane::python {
 namespace {
 
-Device deviceArg(nb::handle device, const char* what) {
-  bool ok = true;
-  Device d = deviceFrom(device, &ok);
-  if (!ok)
-    raise(PyExc_TypeError,
-          std::string(what) + ": device must be a str ('cuda:0') or a backplane.Device, not " + typeName(device));
-  return d;
-}
-
 std::string streamRepr(const Stream& s) {
   if (s.isDefault()) return "backplane.Stream(device='" + s.device().str() + "', default)";
   return "backplane.Stream(device='" + s.device().str() +

@@ -104,6 +104,15 @@ ScalarType dtypeFrom(nb::handle o, bool* ok) {
   return ScalarType::Float32;
 }
 
+Device deviceArg(nb::handle o, const char* what) {
+  bool ok = true;
+  Device d = deviceFrom(o, &ok);
+  if (!ok)
+    raise(PyExc_TypeError,
+          std::string(what) + ": device must be a str ('cpu', 'cuda:0') or a backplane.Device, not " + typeName(o));
+  return d;
+}
+
 Device deviceFrom(nb::handle o, bool* ok) {
   *ok = true;
   if (PyUnicode_Check(o.ptr())) return valueOrThrow(Device::parse(nb::cast<std::string>(o)));

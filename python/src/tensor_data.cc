@@ -670,12 +670,7 @@ std::optional<ScalarType> optionalDtype(nb::handle o, const char* what) {
 
 std::optional<Device> optionalDevice(nb::handle o, const char* what) {
   if (o.is_none()) return std::nullopt;
-  bool ok = true;
-  Device d = deviceFrom(o, &ok);
-  if (!ok)
-    raise(PyExc_TypeError,
-          std::string(what) + ": device must be a str ('cpu', 'cuda:0') or a backplane.Device, not " + typeName(o));
-  return d;
+  return deviceArg(o, what);
 }
 
 // ------------------------------------------------------------ indexing
