@@ -6,6 +6,7 @@
 #include <omp.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -49,6 +50,16 @@ class ThreadScope {
 };
 
 // --- Checks
+
+// The dtypes most CPU kernels take (all but the barebones unsigned ones),
+// the floating ones, and a compile-time test for a floating element type.
+inline const std::initializer_list<ScalarType> kAllDtypes = {
+    ScalarType::Bool,  ScalarType::UInt8,   ScalarType::Int8,     ScalarType::Int16,   ScalarType::Int32,
+    ScalarType::Int64, ScalarType::Float16, ScalarType::BFloat16, ScalarType::Float32, ScalarType::Float64};
+inline const std::initializer_list<ScalarType> kFloatDtypes = {ScalarType::Float16, ScalarType::BFloat16,
+                                                               ScalarType::Float32, ScalarType::Float64};
+template <class T>
+inline constexpr bool kFloating = !std::is_integral_v<T>;  // float, double, bp::Half, bp::BFloat16
 
 // "float32, float64" from a list, for messages.
 std::string dtypeList(std::initializer_list<ScalarType> types);

@@ -118,12 +118,6 @@ std::vector<int64_t> broadcastStrides(const bp::Tensor& src, bp::IntList shape) 
   return s;
 }
 
-const std::initializer_list<ScalarType> kAllTypes = {
-    ScalarType::Bool,  ScalarType::UInt8,   ScalarType::Int8,     ScalarType::Int16,   ScalarType::Int32,
-    ScalarType::Int64, ScalarType::Float16, ScalarType::BFloat16, ScalarType::Float32, ScalarType::Float64};
-const std::initializer_list<ScalarType> kFloatTypes = {ScalarType::Float16, ScalarType::BFloat16, ScalarType::Float32,
-                                                       ScalarType::Float64};
-
 // Element conversions are bp_common::convert (PyTorch's casts).
 
 // --- fill_
@@ -212,7 +206,7 @@ T inRange(M u, M from, M to) {
 bp::Tensor philox_uniform_(const bp::Tensor& self, double from, double to, int64_t seed, int64_t offset) {
   const char* op = "bp::_philox_uniform_";
   checkCpu(op, self, "self");
-  checkDtype(op, self, "self", kFloatTypes);
+  checkDtype(op, self, "self", kFloatDtypes);
   const auto s = static_cast<uint64_t>(seed), o = static_cast<uint64_t>(offset);
   visitDtype(self.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -233,7 +227,7 @@ bp::Tensor philox_uniform_(const bp::Tensor& self, double from, double to, int64
 bp::Tensor philox_normal_(const bp::Tensor& self, double mean, double std, int64_t seed, int64_t offset) {
   const char* op = "bp::_philox_normal_";
   checkCpu(op, self, "self");
-  checkDtype(op, self, "self", kFloatTypes);
+  checkDtype(op, self, "self", kFloatDtypes);
   const auto s = static_cast<uint64_t>(seed), o = static_cast<uint64_t>(offset);
   visitDtype(self.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -258,7 +252,7 @@ bp::Tensor philox_normal_(const bp::Tensor& self, double mean, double std, int64
 bp::Tensor philox_bernoulli_(const bp::Tensor& self, double p, int64_t seed, int64_t offset) {
   const char* op = "bp::_philox_bernoulli_";
   checkCpu(op, self, "self");
-  checkDtype(op, self, "self", kAllTypes);
+  checkDtype(op, self, "self", kAllDtypes);
   const auto s = static_cast<uint64_t>(seed), o = static_cast<uint64_t>(offset);
   visitDtype(self.dtype(), [&](auto tag) {
     using T = decltype(tag);

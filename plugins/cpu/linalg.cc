@@ -303,7 +303,7 @@ void gemm(const Mat& A, const Mat& B, const Mat& C, ScalarType dtype, const bp::
   });
 }
 
-void checkArgs(const char* op, std::initializer_list<std::pair<const bp::Tensor*, const char*>> args) {
+void checkMatrixArgs(const char* op, std::initializer_list<std::pair<const bp::Tensor*, const char*>> args) {
   for (auto [t, name] : args) {
     checkCpu(op, *t, name);
     checkDtype(op, *t, name, kSupported);
@@ -311,13 +311,13 @@ void checkArgs(const char* op, std::initializer_list<std::pair<const bp::Tensor*
 }
 
 bp::Tensor mm_out(const bp::Tensor& self, const bp::Tensor& mat2, const bp::Tensor& out) {
-  checkArgs("bp::mm.out", {{&self, "self"}, {&mat2, "mat2"}, {&out, "out"}});
+  checkMatrixArgs("bp::mm.out", {{&self, "self"}, {&mat2, "mat2"}, {&out, "out"}});
   gemm(matOf(self), matOf(mat2), matOf(out), out.dtype(), bp::Scalar(int64_t{1}), bp::Scalar(int64_t{0}), false);
   return out;
 }
 
 bp::Tensor bmm_out(const bp::Tensor& self, const bp::Tensor& mat2, const bp::Tensor& out) {
-  checkArgs("bp::bmm.out", {{&self, "self"}, {&mat2, "mat2"}, {&out, "out"}});
+  checkMatrixArgs("bp::bmm.out", {{&self, "self"}, {&mat2, "mat2"}, {&out, "out"}});
   gemm(matOf(self), matOf(mat2), matOf(out), out.dtype(), bp::Scalar(int64_t{1}), bp::Scalar(int64_t{0}), false);
   return out;
 }
@@ -327,7 +327,7 @@ bp::Tensor bmm_out(const bp::Tensor& self, const bp::Tensor& mat2, const bp::Ten
 // ignores self entirely (NaN in it does not propagate), as PyTorch.
 bp::Tensor addmm_out(const bp::Tensor& self, const bp::Tensor& mat1, const bp::Tensor& mat2, const bp::Scalar& beta,
                      const bp::Scalar& alpha, const bp::Tensor& out) {
-  checkArgs("bp::addmm.out", {{&self, "self"}, {&mat1, "mat1"}, {&mat2, "mat2"}, {&out, "out"}});
+  checkMatrixArgs("bp::addmm.out", {{&self, "self"}, {&mat1, "mat1"}, {&mat2, "mat2"}, {&out, "out"}});
   const Mat C = matOf(out);
   if (C.rows * C.cols == 0) return out;
   const bool use_beta = beta.toDouble() != 0;
@@ -398,9 +398,9 @@ bool rowsView(const bp::Tensor& x, int64_t rows, Mat& m) {
 // is broadcast into the result and the product accumulated onto it.
 bp::Tensor linear(const bp::Tensor& input, const bp::Tensor& weight, const std::optional<bp::Tensor>& bias_opt) {
   static constexpr const char* kOp = "bp::linear";
-  checkArgs(kOp, {{&input, "input"}, {&weight, "weight"}});
+  checkMatrixArgs(kOp, {{&input, "input"}, {&weight, "weight"}});
   const bp::Tensor* bias = bias_opt && bias_opt->defined() ? &*bias_opt : nullptr;
-  if (bias != nullptr) checkArgs(kOp, {{bias, "bias"}});
+  if (bias != nullptr) checkMatrixArgs(kOp, {{bias, "bias"}});
   const ScalarType dtype = input.dtype();
   const size_t es = bp::elementSize(dtype);
   const bool matrix_weight = weight.dim() == 2;

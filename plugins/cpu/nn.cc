@@ -32,8 +32,8 @@ using namespace bp_cpu;
 // on the calling thread: waking the OpenMP team costs more than it saves.
 constexpr int64_t kParallelWork = 1 << 15;
 
-const std::initializer_list<ScalarType> kFloatTypes = {ScalarType::Float32, ScalarType::Float64, ScalarType::Float16,
-                                                       ScalarType::BFloat16};
+const std::initializer_list<ScalarType> kNnDtypes = {ScalarType::Float32, ScalarType::Float64, ScalarType::Float16,
+                                                     ScalarType::BFloat16};
 
 // An `int[2]` argument ({h, w}); the meta kernel has checked its length.
 std::array<int64_t, 2> pair(bp::IntList v) {
@@ -93,7 +93,7 @@ std::vector<double> readDoubles(const std::optional<bp::Tensor>& t) {
 void checkParam(const char* op, const std::optional<bp::Tensor>& t, const char* name) {
   if (!t) return;
   checkCpu(op, *t, name);
-  checkDtype(op, *t, name, kFloatTypes);
+  checkDtype(op, *t, name, kNnDtypes);
 }
 
 // A (small) parameter tensor as float32 values for oneDNN, which takes
@@ -412,7 +412,7 @@ bp::Tensor max_pool2d(const bp::Tensor& self, bp::IntList kernel_size, bp::IntLi
                       bp::IntList dilation, bool ceil_mode) {
   static constexpr const char* kOp = "bp::max_pool2d";
   checkCpu(kOp, self, "self");
-  checkDtype(kOp, self, "self", kFloatTypes);
+  checkDtype(kOp, self, "self", kNnDtypes);
   ThreadScope threads;
   const PoolGeometry g = poolGeometry(self, kernel_size, stride, padding, pair(dilation), ceil_mode);
   const bp::Tensor out = poolOutput(self, g);
@@ -573,7 +573,7 @@ bp::Tensor batch_norm(const bp::Tensor& input, const std::optional<bp::Tensor>& 
                       bool /*cudnn_enabled*/) {
   static constexpr const char* kOp = "bp::batch_norm";
   checkCpu(kOp, input, "input");
-  checkDtype(kOp, input, "input", kFloatTypes);
+  checkDtype(kOp, input, "input", kNnDtypes);
   checkParam(kOp, weight, "weight");
   checkParam(kOp, bias, "bias");
   checkParam(kOp, running_mean, "running_mean");
@@ -680,7 +680,7 @@ bp::Tensor layer_norm(const bp::Tensor& input, bp::IntList normalized_shape, con
                       const std::optional<bp::Tensor>& bias, double eps, bool /*cudnn_enable*/) {
   static constexpr const char* kOp = "bp::layer_norm";
   checkCpu(kOp, input, "input");
-  checkDtype(kOp, input, "input", kFloatTypes);
+  checkDtype(kOp, input, "input", kNnDtypes);
   checkParam(kOp, weight, "weight");
   checkParam(kOp, bias, "bias");
   ThreadScope threads;

@@ -16,10 +16,10 @@ namespace {
 using namespace bp_cpu;
 
 // Below this many elements a parameter is updated on the calling thread.
-constexpr int64_t kParallelNumel = 1 << 16;
+constexpr int64_t kOptimParallelNumel = 1 << 16;
 
-const std::initializer_list<ScalarType> kFloatTypes = {ScalarType::Float32, ScalarType::Float64, ScalarType::Float16,
-                                                       ScalarType::BFloat16};
+const std::initializer_list<ScalarType> kOptimDtypes = {ScalarType::Float32, ScalarType::Float64, ScalarType::Float16,
+                                                        ScalarType::BFloat16};
 
 template <class T>
 T* data(const bp::Tensor& t) {
@@ -29,7 +29,7 @@ T* data(const bp::Tensor& t) {
 void checkList(const char* op, const std::vector<bp::Tensor>& list, const char* name) {
   for (const bp::Tensor& t : list) {
     checkCpu(op, t, name);
-    checkDtype(op, t, name, kFloatTypes);
+    checkDtype(op, t, name, kOptimDtypes);
   }
 }
 
@@ -53,7 +53,7 @@ void fused_sgd(const std::vector<bp::Tensor>& self, const std::vector<bp::Tensor
         const T* g = data<T>(grads[i]);
         T* buf = has_momentum ? data<T>(momentum_buffer_list[i]) : nullptr;
         const int64_t n = self[i].numel();
-#pragma omp parallel for schedule(static) if (n >= kParallelNumel)
+#pragma omp parallel for schedule(static) if (n >= kOptimParallelNumel)
         for (int64_t k = 0; k < n; ++k) {
           V pv = load(p[k]);
           V bv = buf != nullptr ? load(buf[k]) : V(0);
@@ -89,7 +89,7 @@ void fused_adamw(const std::vector<bp::Tensor>& self, const std::vector<bp::Tens
         T* v = data<T>(exp_avg_sqs[i]);
         T* vmax = amsgrad ? data<T>(max_exp_avg_sqs[i]) : nullptr;
         const int64_t n = self[i].numel();
-#pragma omp parallel for schedule(static) if (n >= kParallelNumel)
+#pragma omp parallel for schedule(static) if (n >= kOptimParallelNumel)
         for (int64_t k = 0; k < n; ++k) {
           V pv = load(p[k]), mv = load(m[k]), vv = load(v[k]);
           V xv = vmax != nullptr ? load(vmax[k]) : V(0);

@@ -295,9 +295,6 @@ void reduce(const ReduceGeom& g, const T* in, const Op& op, Write&& write) {
 
 // --- sum, mean
 
-template <class T>
-constexpr bool kFloating = !std::is_integral_v<T>;  // float, double, bp::Half, bp::BFloat16
-
 // Floating sums accumulate in double; integral (and bool) sums in uint64,
 // so that they wrap around like PyTorch's int64 sums without signed
 // overflow; sumValue() reads one back as the int64 it stands for.
@@ -359,12 +356,6 @@ void sumColumns(const ReduceGeom& g, const T* in, Write&& write) {
     for (int64_t c = 0; c < cols; ++c) write(out_off + c * out_stride, acc[c]);
   });
 }
-
-const std::initializer_list<ScalarType> kAllDtypes = {
-    ScalarType::Bool,  ScalarType::UInt8,   ScalarType::Int8,     ScalarType::Int16,   ScalarType::Int32,
-    ScalarType::Int64, ScalarType::Float16, ScalarType::BFloat16, ScalarType::Float32, ScalarType::Float64};
-const std::initializer_list<ScalarType> kFloatDtypes = {ScalarType::Float16, ScalarType::BFloat16, ScalarType::Float32,
-                                                        ScalarType::Float64};
 
 // sum/mean into out (whose dtype the host chose: dtype=, or out's own).
 // With dtype= PyTorch converts the input first; converting each element as

@@ -24,13 +24,6 @@ constexpr int kMaxDims = 32;
 // Lines (or output rows) worth starting threads for.
 constexpr int64_t kParallelWork = 32768;
 
-const std::initializer_list<ScalarType> kAllDtypes = {
-    ScalarType::Bool,  ScalarType::UInt8,   ScalarType::Int8,     ScalarType::Int16,   ScalarType::Int32,
-    ScalarType::Int64, ScalarType::Float16, ScalarType::BFloat16, ScalarType::Float32, ScalarType::Float64};
-
-template <class T>
-constexpr bool kFloating = !std::is_integral_v<T>;  // float, double, bp::Half, bp::BFloat16
-
 using bp_common::DimMap;
 using bp_common::mapCoordinate;
 using bp_common::wrapDim;
