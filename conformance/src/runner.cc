@@ -90,6 +90,11 @@ std::vector<IValue> onDevice(const std::vector<IValue>& args, Device device) {
       std::vector<TensorBase> staged;
       for (const TensorBase& t : a.toTensorList()) staged.push_back(t.defined() ? stageSpan(t, device) : t);
       out.emplace_back(std::move(staged));
+    } else if (a.isOptionalTensorList()) {
+      std::vector<std::optional<TensorBase>> staged;
+      for (const auto& t : a.toOptionalTensorList())
+        staged.push_back(t && t->defined() ? std::optional<TensorBase>(stageSpan(*t, device)) : t);
+      out.emplace_back(std::move(staged));
     } else {
       out.push_back(a);
     }

@@ -213,6 +213,7 @@ const std::vector<OpSpec>& allSpecs() {
     addNnSpecs(*s);
     addRandomSpecs(*s);
     addSortScanPadSpecs(*s);
+    addIndexingSpecs(*s);
     addOptimSpecs(*s);
     addBackwardSpecs(*s);
     return s;

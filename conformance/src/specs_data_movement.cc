@@ -15,25 +15,14 @@
 
 #include "backplane/conformance/spec.h"
 #include "backplane/core/scalar.h"
+#include "sample_util.h"
 
 namespace backplane::conformance {
 namespace {
 
-// An int64 index tensor holding `values`.
-Tensor indexTensor(const std::vector<double>& values, std::vector<int64_t> sizes) {
-  return hostTensor(values, std::move(sizes), ScalarType::Int64);
-}
-
 // A random int64 index tensor with values in [0, bound).
 Tensor randomIndex(Rng& rng, std::vector<int64_t> sizes, int64_t bound) {
   return randomTensor(rng, std::move(sizes), ScalarType::Int64, Range{0, 1, 0, bound - 1});
-}
-
-// A random tensor whose values are small integers in every dtype (exact sums).
-Tensor integerTensor(Rng& rng, std::vector<int64_t> sizes, ScalarType dtype) {
-  std::vector<double> v(static_cast<size_t>(numelOf(sizes)));
-  for (double& x : v) x = static_cast<double>(rng.integer(dtype == ScalarType::UInt8 ? 0 : -4, 4));
-  return hostTensor(v, std::move(sizes), dtype);
 }
 
 Tensor randomMask(Rng& rng, std::vector<int64_t> sizes) {
@@ -42,34 +31,11 @@ Tensor randomMask(Rng& rng, std::vector<int64_t> sizes) {
 
 int64_t wrapDim(int64_t dim, int64_t ndim) { return dim < 0 ? dim + std::max<int64_t>(ndim, 1) : dim; }
 
-// A 0-d tensor's shape as [1] (gather and scatter treat it so).
-std::vector<int64_t> atLeast1d(const Tensor& t) { return t.dim() == 0 ? std::vector<int64_t>{1} : sizesOf(t); }
-
-// The coordinates of row-major element `linear` of a tensor of `sizes`.
-void unravel(int64_t linear, const std::vector<int64_t>& sizes, std::vector<int64_t>& coords) {
-  coords.resize(sizes.size());
-  for (size_t d = sizes.size(); d-- > 0;) {
-    coords[d] = linear % sizes[d];
-    linear /= sizes[d];
-  }
-}
-
-int64_t ravel(const std::vector<int64_t>& coords, const std::vector<int64_t>& sizes) {
-  int64_t linear = 0;
-  for (size_t d = 0; d < sizes.size(); ++d) linear = linear * sizes[d] + coords[d];
-  return linear;
-}
-
 // The product of sizes[begin, end).
 int64_t span(const std::vector<int64_t>& sizes, size_t begin, size_t end) {
   int64_t n = 1;
   for (size_t d = begin; d < end; ++d) n *= sizes[d];
   return n;
-}
-
-Expected expected(std::vector<int64_t> sizes, ScalarType dtype, std::vector<double> values) {
-  for (double& v : values) v = roundTo(dtype, v);
-  return Expected{std::move(sizes), dtype, std::move(values)};
 }
 
 // Integer argument i of a sample, or `fallback` (the schema's default)
@@ -863,14 +829,8 @@ std::vector<Sample> whereNumbersSamples(int number_at) {
 // A spec from its samples and a reference that returns one result.
 void addSpec(std::vector<OpSpec>& specs, std::string op, std::function<std::vector<Sample>()> samples,
              std::function<Expected(const Sample&)> reference, std::string inplace = "", std::string out = "") {
-  OpSpec spec;
-  spec.op = std::move(op);
-  spec.family = "data_movement";
-  spec.samples = std::move(samples);
-  spec.reference = [reference = std::move(reference)](const Sample& s) { return std::vector<Expected>{reference(s)}; };
-  spec.inplace = std::move(inplace);
-  spec.out = std::move(out);
-  specs.push_back(std::move(spec));
+  addOneResultSpec(specs, "data_movement", std::move(op), std::move(samples), std::move(reference), std::move(inplace),
+                   std::move(out));
 }
 
 }  // namespace

@@ -345,10 +345,11 @@ bp::Tensor gather_out(const bp::Tensor& self, int64_t dim, const bp::Tensor& ind
 }
 
 // --- scatter_add: out = self; out[p with p[dim] = index[p]] += src[p].
+// --- scatter: the same with = (the last element along dim wins).
 
-bp::Tensor scatter_add_out(const bp::Tensor& self, int64_t dim, const bp::Tensor& index, const bp::Tensor& src,
-                           const bp::Tensor& out) {
-  const char* op = "bp::scatter_add.out";
+template <bool Add>
+bp::Tensor scatterInto(const char* op, const bp::Tensor& self, int64_t dim, const bp::Tensor& index,
+                       const bp::Tensor& src, const bp::Tensor& out) {
   checkCpu(op, self, "self");
   checkCpu(op, index, "index");
   checkCpu(op, src, "src");
@@ -397,14 +398,27 @@ bp::Tensor scatter_add_out(const bp::Tensor& self, int64_t dim, const bp::Tensor
           for (int64_t j = 0; j < n; ++j) {
             const int64_t v = loadRaw<int64_t>(p[0] + j * st[0] + k * index_step);
             char* o = p[2] + j * st[2] + v * out_step;
-            const T add = loadRaw<T>(p[1] + j * st[1] + k * src_step);
-            storeRaw<T>(o, store<T>(load(loadRaw<T>(o)) + load(add)));
+            const T value = loadRaw<T>(p[1] + j * st[1] + k * src_step);
+            if constexpr (Add)
+              storeRaw<T>(o, store<T>(load(loadRaw<T>(o)) + load(value)));
+            else
+              storeRaw<T>(o, value);
           }
         }
       });
     });
   });
   return out;
+}
+
+bp::Tensor scatter_add_out(const bp::Tensor& self, int64_t dim, const bp::Tensor& index, const bp::Tensor& src,
+                           const bp::Tensor& out) {
+  return scatterInto<true>("bp::scatter_add.out", self, dim, index, src, out);
+}
+
+bp::Tensor scatter_src_out(const bp::Tensor& self, int64_t dim, const bp::Tensor& index, const bp::Tensor& src,
+                           const bp::Tensor& out) {
+  return scatterInto<false>("bp::scatter.src_out", self, dim, index, src, out);
 }
 
 // --- masked_fill: out = mask ? value : self, self and mask broadcast to out.

@@ -141,6 +141,7 @@ bp::Tensor gather_out(const bp::Tensor& self, int64_t dim, const bp::Tensor& ind
 }
 
 // --- scatter_add: out = self; out[p with p[dim] = index[p]] += src[p].
+// --- scatter: the same with = .
 
 template <class T>
 inline constexpr bool kHasAtomicAdd =
@@ -177,9 +178,20 @@ __global__ void scatterAddKernel(OffsetCalculator<3> walk, int64_t n, const int6
   });
 }
 
-bp::Tensor scatter_add_out(const bp::Tensor& self, int64_t dim, const bp::Tensor& index, const bp::Tensor& src,
-                           const bp::Tensor& out) {
-  const char* op = "bp::scatter_add.out";
+// scatter (=): every element is its own thread; where two name one place,
+// which lands is unspecified, as in PyTorch's CUDA kernel.
+template <class T>
+__global__ void scatterKernel(OffsetCalculator<3> walk, int64_t n, const int64_t* index, const T* src, T* out,
+                              int64_t out_step) {
+  gridStride(n, [&](int64_t i) {
+    const Offsets<3> o = walk.get(i);
+    out[o.v[2] + index[o.v[0]] * out_step] = src[o.v[1]];
+  });
+}
+
+template <bool Add>
+bp::Tensor scatterInto(const char* op, const bp::Tensor& self, int64_t dim, const bp::Tensor& index,
+                       const bp::Tensor& src, const bp::Tensor& out) {
   const bp::Device device = callDevice(op, out, "out");
   checkOnDevice(op, self, "self", device);
   checkOnDevice(op, index, "index", device);
@@ -199,23 +211,38 @@ bp::Tensor scatter_add_out(const bp::Tensor& self, int64_t dim, const bp::Tensor
     ScatterSteps steps{1, 0, 0, along(out)};
     int64_t ndim = 0;
     for (int64_t k = 0; k < index.dim(); ++k) {
-      if (k == d && !kHasAtomicAdd<T>) continue;  // walked inside the kernel, as a line
+      if (Add && k == d && !kHasAtomicAdd<T>) continue;  // walked inside the kernel, as a line
       shape[ndim] = index.size(k);
       index_strides[ndim] = index.stride(k);
       src_strides[ndim] = src.stride(k);
       out_strides[ndim] = k == d ? 0 : out.stride(k);
       ++ndim;
     }
-    if (!kHasAtomicAdd<T>) steps = {index.dim() == 0 ? 1 : index.size(d), along(index), along(src), along(out)};
+    if (Add && !kHasAtomicAdd<T>) steps = {index.dim() == 0 ? 1 : index.size(d), along(index), along(src), along(out)};
     const OffsetCalculator<3> walk = makeOffsetCalculator<3>(op, bp::IntList(shape, static_cast<size_t>(ndim)),
                                                              {index_strides, src_strides, out_strides});
     int64_t lines = 1;
     for (int64_t k = 0; k < ndim; ++k) lines *= shape[k];
-    launchElements(&scatterAddKernel<T>, lines, 1, device.index, walk, lines,
-                   static_cast<const int64_t*>(index.data_ptr()), static_cast<const T*>(src.data_ptr()),
-                   static_cast<T*>(out.data_ptr()), steps);
+    const auto* index_data = static_cast<const int64_t*>(index.data_ptr());
+    const auto* src_data = static_cast<const T*>(src.data_ptr());
+    auto* out_data = static_cast<T*>(out.data_ptr());
+    if constexpr (Add)
+      launchElements(&scatterAddKernel<T>, lines, 1, device.index, walk, lines, index_data, src_data, out_data, steps);
+    else
+      launchElements(&scatterKernel<T>, lines, 1, device.index, walk, lines, index_data, src_data, out_data,
+                     along(out));
   });
   return out;
+}
+
+bp::Tensor scatter_add_out(const bp::Tensor& self, int64_t dim, const bp::Tensor& index, const bp::Tensor& src,
+                           const bp::Tensor& out) {
+  return scatterInto<true>("bp::scatter_add.out", self, dim, index, src, out);
+}
+
+bp::Tensor scatter_src_out(const bp::Tensor& self, int64_t dim, const bp::Tensor& index, const bp::Tensor& src,
+                           const bp::Tensor& out) {
+  return scatterInto<false>("bp::scatter.src_out", self, dim, index, src, out);
 }
 
 // --- masked_fill: out = mask ? value : self, self and mask broadcast to out.

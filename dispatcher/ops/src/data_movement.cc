@@ -1,5 +1,5 @@
 // The data-movement standard operators: cat, stack, index_select, gather,
-// scatter_add, masked_fill and embedding. The structured ones (Note [The
+// scatter_add, scatter, masked_fill and embedding. The structured ones (Note [The
 // standard operator table]) have an `op.out` that plugins implement, with a
 // meta kernel that runs the shape/dtype/index rule; the functional and
 // in-place forms are composites over it. stack and embedding are composites
@@ -245,6 +245,7 @@ Tensor gatherFunctional(const Tensor& self, int64_t dim, const Tensor& index, bo
 // --- scatter_add
 
 using ScatterAddOutSig = Tensor(const Tensor&, int64_t, const Tensor&, const Tensor&, const Tensor&);
+using ScatterSig = Tensor(const Tensor&, int64_t, const Tensor&, const Tensor&);
 
 template <FixedString Name>
 OutputMeta scatterAddMeta(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
@@ -291,6 +292,48 @@ Tensor scatterAddInplace(const Tensor& self, int64_t dim, const Tensor& index, c
   const std::string& op = qualified<"scatter_add_">();
   checkOut(op, self, scatterAddMeta<"scatter_add_">(self, dim, index, src), {{"index", &index}, {"src", &src}}, "self");
   return BP_STANDARD_OP("scatter_add.out", ScatterAddOutSig).callSkippingMeta(self, dim, index, src, self);
+}
+
+// --- scatter: out = self; out[p with p[dim] = index[p]] = src[p] (or value).
+// scatter_add's rule; where two elements of index name one place, which one
+// lands there is unspecified on a GPU (as in PyTorch), the last along dim on
+// the CPU. The .value forms fill a tensor of index's shape and scatter it.
+
+void scatterOutMeta(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, const Tensor& out) {
+  const std::string& op = qualified<"scatter.src_out">();
+  OutputMeta m = scatterAddMeta<"scatter.src_out">(self, dim, index, src);
+  checkSameDtype(op, out, m.dtype);
+  checkOut(op, out, m, {{"self", &self}, {"index", &index}, {"src", &src}});
+}
+
+Tensor scatterFunctional(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  Tensor out = allocate(scatterAddMeta<"scatter.src">(self, dim, index, src));
+  return BP_STANDARD_OP("scatter.src_out", ScatterAddOutSig).callSkippingMeta(self, dim, index, src, out);
+}
+
+Tensor scatterInplace(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  const std::string& op = qualified<"scatter_.src">();
+  checkOut(op, self, scatterAddMeta<"scatter_.src">(self, dim, index, src), {{"index", &index}, {"src", &src}}, "self");
+  return BP_STANDARD_OP("scatter.src_out", ScatterAddOutSig).callSkippingMeta(self, dim, index, src, self);
+}
+
+template <FixedString Name>
+Tensor scatterValueSource(const Tensor& self, const Tensor& index, const Scalar& value) {
+  const std::string& op = qualified<Name>();
+  checkDefined(op, self, "self");
+  checkDefined(op, index, "index");
+  checkScalarConverts(op, "value", value, self.dtype());
+  return full(index.sizes(), value, {.dtype = self.dtype(), .device = self.device()});
+}
+
+Tensor scatterValue(const Tensor& self, int64_t dim, const Tensor& index, const Scalar& value) {
+  return BP_STANDARD_OP("scatter.src", ScatterSig)
+      .call(self, dim, index, scatterValueSource<"scatter.value">(self, index, value));
+}
+
+Tensor scatterValueInplace(const Tensor& self, int64_t dim, const Tensor& index, const Scalar& value) {
+  return BP_STANDARD_OP("scatter_.src", ScatterSig)
+      .call(self, dim, index, scatterValueSource<"scatter_.value">(self, index, value));
 }
 
 // --- masked_fill: out = mask ? value : self, with self and mask broadcast.
@@ -628,6 +671,17 @@ void addDataMovementOps(std::vector<StandardOp>& ops) {
   add("scatter_add.out(Tensor self, int dim, Tensor index, Tensor src, *, Tensor(a!) out) -> Tensor(a!)",
       KernelFunction::makeFromFunction(BP_FN(scatterAddOutMeta)));
   declare(ops.size() - 3, {{"index", kIndex}});
+  add("scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor", {},
+      KernelFunction::makeFromFunction(BP_FN(scatterFunctional)));
+  add("scatter_.src(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)", {},
+      KernelFunction::makeFromFunction(BP_FN(scatterInplace)));
+  add("scatter.src_out(Tensor self, int dim, Tensor index, Tensor src, *, Tensor(a!) out) -> Tensor(a!)",
+      KernelFunction::makeFromFunction(BP_FN(scatterOutMeta)));
+  add("scatter.value(Tensor self, int dim, Tensor index, Scalar value) -> Tensor", {},
+      KernelFunction::makeFromFunction(BP_FN(scatterValue)));
+  add("scatter_.value(Tensor(a!) self, int dim, Tensor index, Scalar value) -> Tensor(a!)", {},
+      KernelFunction::makeFromFunction(BP_FN(scatterValueInplace)));
+  declare(ops.size() - 5, {{"index", kIndex}});
 
   add("masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor", {},
       KernelFunction::makeFromFunction(BP_FN(maskedFillScalar)));

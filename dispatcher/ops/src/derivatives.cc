@@ -175,6 +175,19 @@ Tensor scatterAdd(const Tensor& self, int64_t dim, const Tensor& index, const Te
 }
 using PadSig = Tensor(const Tensor&, IntArrayRef, const Scalar&);
 
+// The gradient of a scatter's src: grad read back at index, with zeros where
+// src is larger than index (only index's extent of src is read).
+Tensor gatheredToSource(const Tensor& grad, int64_t dim, const Tensor& index, const Tensor& src) {
+  Tensor g = grad.gather(dim, index);
+  if (g.sizes() == src.sizes()) return g;
+  std::vector<int64_t> pad;
+  for (int64_t d = src.dim() - 1; d >= 0; --d) {
+    pad.push_back(0);
+    pad.push_back(src.size(d) - g.size(d));
+  }
+  return BP_STANDARD_OP("constant_pad_nd", PadSig).call(g, pad, Scalar(0));
+}
+
 // The gradient of reflection_padNd / replication_padNd: each padded dim (the
 // last first, as `pad` lists them) is a gather of the input along it, output
 // position o copying input position r(o), o - before mirrored at the edges
@@ -632,19 +645,18 @@ std::vector<OpDerivative> buildTable() {
         }}});
   formula("scatter_add", {{"self", "grad", [](Ctx& c) { c.set("self", c.grad()); }},
                           {"src", "grad gathered at index (zeros where src reaches past index)", [](Ctx& c) {
-                             Tensor g = c.grad().gather(c.integer("dim"), c.tensor("index"));
-                             const Tensor& src = c.tensor("src");
-                             if (g.sizes() != src.sizes()) {
-                               // index may be smaller than src: only its extent of src is read.
-                               std::vector<int64_t> pad;
-                               for (int64_t d = src.dim() - 1; d >= 0; --d) {
-                                 pad.push_back(0);
-                                 pad.push_back(src.size(d) - g.size(d));
-                               }
-                               g = BP_STANDARD_OP("constant_pad_nd", PadSig).call(g, pad, Scalar(0));
-                             }
-                             c.set("src", g);
+                             c.set("src",
+                                   gatheredToSource(c.grad(), c.integer("dim"), c.tensor("index"), c.tensor("src")));
                            }}});
+  formula("scatter.src",
+          {{"self", "grad with zeros where src was written",
+            [](Ctx& c) { c.set("self", c.grad().scatter(c.integer("dim"), c.tensor("index"), Scalar(0))); }},
+           {"src", "grad gathered at index (zeros where src reaches past index)", [](Ctx& c) {
+              c.set("src", gatheredToSource(c.grad(), c.integer("dim"), c.tensor("index"), c.tensor("src")));
+            }}});
+  formula("scatter.value", {{"self", "grad with zeros where value was written", [](Ctx& c) {
+                               c.set("self", c.grad().scatter(c.integer("dim"), c.tensor("index"), Scalar(0)));
+                             }}});
   formula(
       "embedding",
       {{"weight", "embedding_dense_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq)", [](Ctx& c) {
@@ -779,6 +791,11 @@ std::vector<OpDerivative> buildTable() {
            "all.dim", "all.dims", "any", "any.dim", "any.dims"},
           "a logical or bitwise op: integer and bool results carry no gradient");
   nondiff({"argmax", "argmin"}, "an index: integer results carry no gradient");
+  // Advanced indexing (indexing.cc): composites over index_select, scatter_
+  // and scatter_add, whose formulas give the gradients.
+  composite({"index.Tensor", "index_put", "masked_select", "index_add", "tril", "triu", "roll", "repeat"});
+  nondiff({"nonzero"}, "indices: integer results carry no gradient");
+  nondiff({"isclose"}, "a comparison: bool results carry no gradient");
   nondiff({"argsort", "argsort.stable"}, "indices: integer results carry no gradient");
   nondiff({"floor_divide", "floor_divide.Scalar"}, "piecewise constant with integer steps, as PyTorch");
   nondiff({"empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full", "full_like",
@@ -868,6 +885,8 @@ std::vector<OpDerivative> withSaves(std::vector<OpDerivative> t) {
       {"index_select", "self, index"},
       {"gather", "self, index"},
       {"scatter_add", "index, src"},
+      {"scatter.src", "index, src"},
+      {"scatter.value", "index"},
       {"sum", "self"},
       {"sum.dim_IntList", "self"},
       {"mean", "self"},

@@ -21,6 +21,8 @@ void addDataMovementOps(std::vector<StandardOp>& ops);
 void addBackwardOps(std::vector<StandardOp>& ops);
 // (backward_nn.cc) conv2d_backward, max_pool2d_backward, avg_pool2d_backward (Note [Window op gradients])
 void addBackwardNNOps(std::vector<StandardOp>& ops);
+// index.Tensor, index_put_, nonzero, masked_select, index_add, tril/triu, roll, repeat, isclose
+void addIndexingOps(std::vector<StandardOp>& ops);
 void addOptimOps(std::vector<StandardOp>& ops);  // _fused_sgd_, _fused_adamw_ (Note [Optimizer ops])
 
 }  // namespace backplane::ops

@@ -42,6 +42,7 @@ const std::vector<StandardOp>& standardOperators() {
     ops::addLinalgOps(*v);
     ops::addNNOps(*v);
     ops::addDataMovementOps(*v);
+    ops::addIndexingOps(*v);
     ops::addBackwardOps(*v);
     ops::addBackwardNNOps(*v);
     ops::addOptimOps(*v);

@@ -173,7 +173,9 @@ void addLinalgSpecs(std::vector<OpSpec>& specs);
 void addNnSpecs(std::vector<OpSpec>& specs);
 void addRandomSpecs(std::vector<OpSpec>& specs);
 void addSortScanPadSpecs(std::vector<OpSpec>& specs);  // prod, all/any, cumsum, sort, topk, flip, pads
-void addOptimSpecs(std::vector<OpSpec>& specs);        // _fused_sgd_, _fused_adamw_
-void addBackwardSpecs(std::vector<OpSpec>& specs);     // the backward ops (Note [Backward op specs])
+// specs_indexing.cc: scatter, index, index_put, nonzero, masked_select, index_add, tril/triu, roll, repeat, isclose
+void addIndexingSpecs(std::vector<OpSpec>& specs);
+void addOptimSpecs(std::vector<OpSpec>& specs);     // _fused_sgd_, _fused_adamw_
+void addBackwardSpecs(std::vector<OpSpec>& specs);  // the backward ops (Note [Backward op specs])
 
 }  // namespace backplane::conformance

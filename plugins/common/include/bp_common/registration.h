@@ -112,6 +112,7 @@
     m.impl("index_select.out", type, &index_select_out);             \
     m.impl("gather.out", type, &gather_out);                         \
     m.impl("scatter_add.out", type, &scatter_add_out);               \
+    m.impl("scatter.src_out", type, &scatter_src_out);               \
     m.impl("masked_fill.Scalar_out", type, masked_fill_scalar_out);  \
     m.impl("masked_fill.Tensor_out", type, &masked_fill_tensor_out); \
   } while (false)

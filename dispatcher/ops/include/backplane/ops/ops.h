@@ -206,6 +206,34 @@ Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index);
 Tensor gather(const Tensor& self, int64_t dim, const Tensor& index);
 // Reverses the listed dims.
 Tensor flip(const Tensor& self, IntArrayRef dims);
+// out = self with out[.., index[p], ..] = src[p] (or value) along dim; where two indices name one place,
+// which lands is unspecified on a GPU.
+Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Scalar& value);
+// self with alpha * source added at index along dim (index 1-d, int64 or int32).
+Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha = 1);
+// Advanced indexing (Note [Advanced indexing]): one entry per leading dim, std::nullopt for a whole dim, an
+// integer tensor, or a bool mask over the next dims. index() is self[indices]; index_put_() writes
+// values there (adding with accumulate) and returns self.
+Tensor index(const Tensor& self, ArrayRef<std::optional<Tensor>> indices);
+const Tensor& index_put_(const Tensor& self, ArrayRef<std::optional<Tensor>> indices, const Tensor& values,
+                         bool accumulate = false);
+// The coordinates ([count, ndim], int64) of the nonzero elements, in row-major order; the elements of self
+// where mask (broadcast, bool) is true, as a 1-d tensor. Both read a count back to the host.
+Tensor nonzero(const Tensor& self);
+Tensor masked_select(const Tensor& self, const Tensor& mask);
+// The lower (upper) triangle of the last two dims, on and below (above) the diagonal shifted by `diagonal`.
+Tensor tril(const Tensor& self, int64_t diagonal = 0);
+Tensor triu(const Tensor& self, int64_t diagonal = 0);
+// Elements shifted by shifts[i] along dims[i], wrapping; with no dims, along the flattened tensor.
+Tensor roll(const Tensor& self, IntArrayRef shifts, IntArrayRef dims = {});
+// The tensor tiled repeats[i] times along dim i (repeats may have more entries than self has dims).
+Tensor repeat(const Tensor& self, IntArrayRef repeats);
+// |self - other| <= atol + rtol * |other|, elementwise (NaNs equal with equal_nan); allclose: all of it.
+Tensor isclose(const Tensor& self, const Tensor& other, double rtol = 1e-05, double atol = 1e-08,
+               bool equal_nan = false);
+bool allclose(const Tensor& self, const Tensor& other, double rtol = 1e-05, double atol = 1e-08,
+              bool equal_nan = false);
 // torch.nn.functional.pad: (before, after) pairs for the last dims, the last first; mode "constant"
 // (value, default 0), "reflect" or "replicate".
 Tensor pad(const Tensor& self, IntArrayRef pad, std::string_view mode = "constant",
