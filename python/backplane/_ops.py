@@ -7,7 +7,7 @@ import operator as _operator
 
 from . import _backplane
 
-__all__ = ["ops", "install", "split", "chunk"]
+__all__ = ["ops", "install", "split", "chunk", "allclose"]
 
 
 class _OpNamespace:
@@ -313,6 +313,12 @@ def chunk(tensor, chunks, dim=0):
     return split(tensor, max(-(-size // chunks), 1), dim)
 
 
+def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """True when isclose(input, other, ...) holds everywhere, as torch.allclose (a Python bool; reads the answer
+    back from input's device)."""
+    return bool(_isclose(input, other, rtol=rtol, atol=atol, equal_nan=equal_nan).all())
+
+
 def _to(self, *args, dtype=None, device=None, non_blocking=False, copy=False):
     """x.to(device), x.to(dtype), x.to(device, dtype), x.to(other) and the
     keyword forms, as PyTorch's Tensor.to: this tensor when nothing changes
@@ -338,6 +344,7 @@ def _to(self, *args, dtype=None, device=None, non_blocking=False, copy=False):
     return _to_options(self, dtype=dtype, device=device, non_blocking=non_blocking, copy=copy)
 
 
+_isclose = _backplane._packet("bp", "isclose")
 _to_other = _backplane._packet("bp", "to").other
 _to_options = _backplane._packet("bp", "to").dtype_layout
 
@@ -366,9 +373,10 @@ def install(namespace):
     for name, dtype_name in _DTYPE_METHODS.items():
         setattr(tensor, name, _dtype_method(name, dtype_name))
     tensor.expand_as, tensor.view_as, tensor.type_as, tensor.cuda = _expand_as, _view_as, _type_as, _cuda
-    tensor.split, tensor.chunk = split, chunk
+    tensor.split, tensor.chunk, tensor.allclose = split, chunk, allclose
     namespace.setdefault("split", split)
     namespace.setdefault("chunk", chunk)
+    namespace.setdefault("allclose", allclose)
     # Note [NumPy protocols]: NumPy's ufuncs run Backplane's ops (so that
     # `array + tensor` is a tensor, as `tensor + array` is); its functions
     # run on the arrays the tensors share memory with.

@@ -42,16 +42,25 @@
 // - None inserts a dim of size 1 (unsqueeze);
 // - ... stands for as many full slices as the other items leave dims (at
 //   most one ellipsis).
-// A tensor, list or NumPy array as an index, or a bool, is advanced
-// indexing (a copy in PyTorch): not supported yet, so it is refused with a
-// NotImplementedError that names the ops doing the same (index_select,
-// masked_fill, where), rather than taken as something else.
+// - a tensor, list, NumPy array or another library's tensor is advanced
+//   indexing: an integer one picks positions along the next dim, a bool
+//   (or uint8) mask of k dims picks its true positions of the next k dims
+//   (whose sizes it must have). As in PyTorch, the basic items apply first
+//   (a view), and then the standard op `index.Tensor` (Note [Advanced
+//   indexing] in dispatcher/ops/src/indexing.cc) with the index tensors at
+//   the dims of that view they apply to: the result is a copy, the
+//   broadcast index shape in place of the indexed dims when they are
+//   adjacent, else first. A CPU index may index a tensor on any device.
+// A bool (t[True]) is refused with an IndexError that says what to write.
 // t[index] = value writes through that view on any device: a tensor value
 // is broadcast to the view's shape (leading dims of size 1 dropped, as
 // PyTorch does) and copied with copy_, converting dtype and device; a number
 // is written with fill_; anything else is made a tensor first (tensor(value)
 // with the view's dtype and device). A value sharing memory with the view
-// is copied first, so t[1:] = t[:-1] reads the old elements.
+// is copied first, so t[1:] = t[:-1] reads the old elements. With advanced
+// items, the write is `index_put_` on the view (the value converted to its
+// dtype and device, broadcast to the indexed shape); where an index names
+// one element twice, which value lands is unspecified on a GPU.
 #include <Python.h>
 #include <nanobind/ndarray.h>
 
@@ -68,6 +77,7 @@
 #include <vector>
 
 #include "backplane/core/storage.h"
+#include "backplane/ops/ops.h"
 #include "backplane/runtime/dlpack.h"
 #include "bindings.h"
 
@@ -675,25 +685,36 @@ std::optional<Device> optionalDevice(nb::handle o, const char* what) {
 
 // ------------------------------------------------------------ indexing
 
-enum class IndexKind : uint8_t { Int, Slice, NewAxis, Ellipsis };
+enum class IndexKind : uint8_t { Int, Slice, NewAxis, Ellipsis, Tensor };
 
 struct IndexItem {
-  IndexKind kind;
+  IndexKind kind = IndexKind::Int;
   int64_t value = 0;                         // Int
   Py_ssize_t start = 0, stop = 0, step = 1;  // Slice
+  Tensor tensor;                             // Tensor (advanced indexing)
+
+  // The dims of the indexed tensor this item consumes.
+  int64_t dims() const {
+    switch (kind) {
+      case IndexKind::Int:
+      case IndexKind::Slice: return 1;
+      case IndexKind::Tensor: return isMask(tensor) ? std::max<int64_t>(tensor.dim(), 1) : 1;
+      default: return 0;
+    }
+  }
+  static bool isMask(const Tensor& t) { return t.dtype() == ScalarType::Bool || t.dtype() == ScalarType::UInt8; }
 };
 
-[[noreturn]] void advancedIndex(const std::string& what) {
-  raise(PyExc_NotImplementedError,
-        "indexing with " + what +
-            " (advanced indexing) is not supported yet: index with ints, slices, None and ... (views); for an "
-            "int index tensor use t.index_select(dim, index), for a bool mask t.masked_fill(mask, value) or "
-            "backplane.where(mask, t, other)");
+IndexItem advancedItem(Tensor t) {
+  IndexItem item;
+  item.kind = IndexKind::Tensor;
+  item.tensor = std::move(t);
+  return item;
 }
 
 IndexItem indexItem(nb::handle o) {
   PyObject* p = o.ptr();
-  IndexItem item{IndexKind::Int};
+  IndexItem item;
   if (p == Py_None) {
     item.kind = IndexKind::NewAxis;
     return item;
@@ -711,7 +732,10 @@ IndexItem indexItem(nb::handle o) {
             "PyTorch); use t.flip(dim) to reverse a dim");
     return item;
   }
-  if (PyBool_Check(p)) advancedIndex("a bool (t[True])");
+  if (PyBool_Check(p))
+    raise(PyExc_IndexError,
+          "indexing with a bool (t[True]) is not supported: use t.unsqueeze(0) for t[True], or a bool tensor "
+          "mask of the indexed dims' shape");
   if (PyLong_Check(p)) {
     item.value = int64Of(o, PyExc_IndexError, "index " + std::string(nb::str(o).c_str()) + " does not fit int64");
     return item;
@@ -723,9 +747,9 @@ IndexItem indexItem(nb::handle o) {
       item.value = int64Of(i, PyExc_IndexError, "index " + std::string(nb::str(i).c_str()) + " does not fit int64");
       return item;
     }
-    advancedIndex("a tensor of dtype " + std::string(scalarTypeName(t->dtype())));
+    return advancedItem(*t);
   }
-  if (PyList_Check(p)) advancedIndex("a list");
+  if (PyList_Check(p) || PyTuple_Check(p)) return advancedItem(tensorFrom(o, std::nullopt, std::nullopt));
   if (PyIndex_Check(p)) {
     nb::object i = nb::steal(PyNumber_Index(p));
     if (i.is_valid()) {
@@ -735,22 +759,34 @@ IndexItem indexItem(nb::handle o) {
     if (!isSequenceData(o)) throw nb::python_error();
     PyErr_Clear();
   }
-  if (isSequenceData(o) || hasAttr(o, "__array__") || hasAttr(o, "__dlpack__")) advancedIndex("a " + typeName(o));
+  if (isSequenceData(o) || hasAttr(o, "__array__") || hasAttr(o, "__dlpack__"))
+    return advancedItem(tensorFrom(o, std::nullopt, std::nullopt));
   raise(PyExc_IndexError,
         "only integers, slices (`:`), ellipsis (`...`) and None are valid indices (got " + typeName(o) + ")");
 }
 
-// The view t[index] (Note [Indexing from Python]).
-Tensor indexView(const Tensor& self, nb::handle index) {
+// The basic items of t[index] applied (a view), and the advanced ones at the
+// dims of that view they index (empty when there are none).
+struct Indexed {
+  Tensor view;
+  std::vector<std::optional<Tensor>> advanced;
+};
+
+// The items of t[index]: one, or a tuple's.
+std::vector<IndexItem> indexItems(nb::handle index) {
   std::vector<IndexItem> items;
   if (PyTuple_Check(index.ptr())) {
     for (nb::handle h : nb::borrow<nb::tuple>(index)) items.push_back(indexItem(h));
   } else {
     items.push_back(indexItem(index));
   }
+  return items;
+}
+
+Indexed applyIndex(const Tensor& self, const std::vector<IndexItem>& items) {
   int64_t consumed = 0, ellipses = 0;
   for (const IndexItem& i : items) {
-    consumed += i.kind == IndexKind::Int || i.kind == IndexKind::Slice;
+    consumed += i.dims();
     ellipses += i.kind == IndexKind::Ellipsis;
   }
   if (ellipses > 1) raise(PyExc_IndexError, "an index can only have a single ellipsis ('...')");
@@ -760,10 +796,16 @@ Tensor indexView(const Tensor& self, nb::handle index) {
     raise(PyExc_IndexError, "too many indices for tensor of dimension " + std::to_string(self.dim()) + " (" +
                                 std::to_string(consumed) + " given)");
   Tensor r = self;
-  int64_t d = 0;       // the dim of r the next item applies to
-  int64_t source = 0;  // the same dim counted in self, for messages
+  int64_t d = 0;                                     // the dim of r the next item applies to
+  int64_t source = 0;                                // the same dim counted in self, for messages
+  std::vector<std::pair<int64_t, Tensor>> advanced;  // (dim of r, index)
   for (const IndexItem& i : items) {
     switch (i.kind) {
+      case IndexKind::Tensor:
+        advanced.emplace_back(d, i.tensor);
+        d += i.dims();
+        source += i.dims();
+        break;
       case IndexKind::Int: {
         int64_t size = r.sizes()[static_cast<size_t>(d)];
         if (i.value < -size || i.value >= size)
@@ -792,15 +834,38 @@ Tensor indexView(const Tensor& self, nb::handle index) {
         break;
     }
   }
-  // t[...] and t[()] are views too: a new tensor on the same storage.
-  if (r.unsafeGetImpl() == self.unsafeGetImpl())
+  // t[...] and t[()] are views too: a new tensor on the same storage (with
+  // advanced items, the op reads or writes self itself).
+  if (advanced.empty() && r.unsafeGetImpl() == self.unsafeGetImpl())
     r = self.as_strided(self.sizes(), self.strides(), self.storage_offset());
-  return r;
+  Indexed out{r, {}};
+  for (auto& [dim, index] : advanced) {
+    out.advanced.resize(static_cast<size_t>(dim) + 1);
+    out.advanced[static_cast<size_t>(dim)] = index;
+  }
+  return out;
+}
+
+// t[index] (Note [Indexing from Python]): a view, or a copy with advanced items.
+Tensor indexGet(const Tensor& self, nb::handle index) {
+  Indexed i = applyIndex(self, indexItems(index));
+  if (i.advanced.empty()) return i.view;
+  nb::gil_scoped_release unlocked;
+  return backplane::index(i.view, i.advanced);
 }
 
 void setIndex(const Tensor& self, nb::handle index, nb::handle value) {
-  Tensor view = indexView(self, index);
+  Indexed indexed = applyIndex(self, indexItems(index));
+  const Tensor& view = indexed.view;
   PyObject* v = value.ptr();
+  if (!indexed.advanced.empty()) {
+    const Tensor* given = tensorOrNull(v);
+    Tensor src = given ? *given : tensorFrom(value, view.dtype(), view.device());
+    nb::gil_scoped_release unlocked;
+    if (src.dtype() != view.dtype() || src.device() != view.device()) src = src.to(view.device(), view.dtype());
+    backplane::index_put_(view, indexed.advanced, src, false);
+    return;
+  }
   if (PyBool_Check(v) || PyLong_Check(v) || PyFloat_Check(v)) {
     Scalar s =
         PyBool_Check(v) ? Scalar(v == Py_True)
@@ -883,10 +948,11 @@ void bindTensorData(nb::module_& m) {
     return checked(PyNumber_Long(onlyElement(t).ptr()));
   });
   defMethod(cls, "__index__", &toIndex);
-  defMethod(cls, "__getitem__", &indexView, nb::arg("index").none(),
-            "t[index]: a view, with PyTorch's basic indexing (Note [Indexing from Python]).");
+  defMethod(cls, "__getitem__", &indexGet, nb::arg("index").none(),
+            "t[index]: PyTorch's indexing: a view with ints, slices, None and ...; a copy with an integer or bool "
+            "tensor, list or array among them (Note [Indexing from Python]).");
   defMethod(cls, "__setitem__", &setIndex, nb::arg("index").none(), nb::arg("value").none(),
-            "t[index] = value: writes a tensor (broadcast) or a number into the view t[index].");
+            "t[index] = value: writes a tensor (broadcast) or a number into t[index].");
   defMethod(cls, "__iter__", [](const Tensor& t) {
     if (t.dim() == 0) raise(PyExc_TypeError, "iteration over a 0-d tensor");
     nb::list rows;

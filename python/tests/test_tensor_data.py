@@ -599,26 +599,6 @@ class TestIndexErrors:
         with pytest.raises(ValueError, match="slice step cannot be zero"):
             t[::0]
 
-    @pytest.mark.parametrize("make_index, what", [
-        (lambda: bp.tensor([0, 2]), "a tensor of dtype int64"),
-        (lambda: bp.tensor([True, False, True]), "a tensor of dtype bool"),
-        (lambda: bp.tensor(True), "a tensor of dtype bool"),
-        (lambda: [0, 2], "a list"),
-        (lambda: np.array([0, 2]), "a numpy.ndarray"),
-        (lambda: True, "a bool (t[True])"),
-        (lambda: (0, bp.tensor([1])), "a tensor of dtype int64"),
-    ])
-    def test_advanced_indexing_is_not_supported_yet(self, make_index, what):
-        _, t = _fresh()
-        index = make_index()
-        with pytest.raises(NotImplementedError) as e:
-            t[index]
-        message = str(e.value)
-        assert f"indexing with {what} (advanced indexing) is not supported yet" in message
-        assert "index_select" in message and "masked_fill" in message
-        with pytest.raises(NotImplementedError):
-            t[index] = 0
-
     @pytest.mark.parametrize("index, name", [(1.0, "float"), ("a", "str"), ({}, "dict")])
     def test_other_objects_are_not_indices(self, index, name):
         _, t = _fresh()
