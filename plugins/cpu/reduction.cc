@@ -24,6 +24,7 @@
 #include "bp_common/registration.h"
 #include "cpu_common.h"
 #include "dnnl_util.h"
+#include "elementwise_loops.h"
 #include "kernels.h"
 
 namespace {
@@ -357,12 +358,49 @@ void sumColumns(const ReduceGeom& g, const T* in, Write&& write) {
   });
 }
 
-// sum/mean into out (whose dtype the host chose: dtype=, or out's own).
-// With dtype= PyTorch converts the input first; converting each element as
-// it is accumulated gives the same result without a copy. Where the kinds
-// differ the conversion shows: an integral dtype truncates floating inputs
-// (and bool makes each element 0 or 1), and a floating dtype makes an
-// integral sum a floating one, which does not wrap.
+// Note [Reductions into another dtype]
+// sum/mean/prod into out (whose dtype the host chose: dtype=, or out's own).
+// Where the input's and out's kinds differ (a floating input into an
+// integral out, anything non-bool into bool, an integral input into a
+// floating out), PyTorch converts the input first, and so does this: a
+// converted copy, then the reduction in out's dtype. An integral dtype so
+// truncates floating inputs (and bool makes each element 0 or 1), and a
+// floating dtype makes an integral sum a floating one, which does not wrap.
+// The kernels are instantiated per input dtype only: the accumulator
+// (double, or wrapping uint64) depends on the input, and one small store
+// per out dtype writes it, called through a pointer once per output element.
+// (Instantiating every (input, out) pair, 100 of them, cost minutes of
+// compile time per build for conversions that rarely run.)
+
+// The tensor to reduce for `out`: self, or self converted to out's dtype.
+const bp::Tensor& reductionInput(const bp::Tensor& self, const bp::Tensor& out, bp::Tensor& holder) {
+  const bool floating_in = bp_common::isFloating(self.dtype()), floating_out = bp_common::isFloating(out.dtype());
+  const bool convert =
+      floating_in != floating_out || (out.dtype() == ScalarType::Bool && self.dtype() != ScalarType::Bool);
+  return convert ? elementwise::as(self, out.dtype(), holder) : self;
+}
+
+// Stores a sum (or mean, or product) accumulator into element `off` of an
+// out of dtype O.
+template <class A>
+using AccStore = void (*)(void* out, int64_t off, A acc, double count);
+
+template <class A, class O, bool Mean>
+void storeAcc(void* out, int64_t off, A acc, double count) {
+  if constexpr (Mean)
+    static_cast<O*>(out)[off] = store<O>(static_cast<double>(sumValue(acc)) / count);
+  else
+    static_cast<O*>(out)[off] = store<O>(sumValue(acc));
+}
+
+template <class A>
+AccStore<A> accStore(ScalarType out, bool mean) {
+  return visitDtype(out, [&](auto tag) -> AccStore<A> {
+    using O = decltype(tag);
+    return mean ? &storeAcc<A, O, true> : &storeAcc<A, O, false>;
+  });
+}
+
 bp::Tensor sumOrMean(const char* op, bool mean, const bp::Tensor& self, std::optional<bp::IntList> dim, bool keepdim,
                      const bp::Tensor& out) {
   checkCpu(op, self, "self");
@@ -370,46 +408,20 @@ bp::Tensor sumOrMean(const char* op, bool mean, const bp::Tensor& self, std::opt
   checkDtype(op, self, "self", kAllDtypes);
   checkDtype(op, out, "out", mean ? kFloatDtypes : kAllDtypes);
   const DimVec mask = reducedMask(self, dim);
-  const ReduceGeom g = makeGeom(self, mask, out, keepdim, false);
-  visitDtype(self.dtype(), [&](auto tag) {
+  bp::Tensor holder;
+  const bp::Tensor& in = reductionInput(self, out, holder);
+  const ReduceGeom g = makeGeom(in, mask, out, keepdim, false);
+  visitDtype(in.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    visitDtype(out.dtype(), [&](auto otag) {
-      using O = decltype(otag);
-      O* o = out.data_ptr<O>();
-      // An integral result from a floating input (sum(x, dtype=int64)):
-      // PyTorch converts each element first, so sum the truncated values.
-      if constexpr (kFloating<T> != kFloating<O> || (std::is_same_v<O, bool> && !std::is_same_v<T, bool>)) {
-        // Each element converted to O first, then summed: in double for a
-        // floating O (it does not wrap), else in wrapping integers.
-        using Acc = std::conditional_t<kFloating<O>, double, uint64_t>;
-        struct ConvertedSum {
-          Acc init() const { return 0; }
-          void row(Acc& acc, const T* p, int64_t n, int64_t s, int64_t) const {
-            for (int64_t j = 0; j < n; ++j) acc += static_cast<Acc>(load(store<O>(load(p[j * s]))));
-          }
-          void merge(Acc& a, Acc b) const { a += b; }
-        };
-        const double count = static_cast<double>(g.num_red);
-        reduce(g, self.data_ptr<const T>(), ConvertedSum{}, [&](int64_t off, Acc acc) {
-          if constexpr (kFloating<O>)
-            o[off] = store<O>(mean ? acc / count : acc);
-          else
-            o[off] = store<O>(sumValue(acc));
-        });
-      } else {
-        const double count = static_cast<double>(g.num_red);
-        auto write = [&](int64_t off, sum_acc_t<T> acc) {
-          if (mean)
-            o[off] = store<O>(static_cast<double>(sumValue(acc)) / count);
-          else
-            o[off] = store<O>(sumValue(acc));
-        };
-        if (columnwise(g))
-          sumColumns(g, self.data_ptr<const T>(), write);
-        else
-          reduce(g, self.data_ptr<const T>(), SumOp<T>{}, write);
-      }
-    });
+    using A = sum_acc_t<T>;
+    const AccStore<A> put = accStore<A>(out.dtype(), mean);
+    void* o = out.data_ptr();
+    const double count = static_cast<double>(g.num_red);
+    auto write = [&](int64_t off, A acc) { put(o, off, acc, count); };
+    if (columnwise(g))
+      sumColumns(g, in.data_ptr<const T>(), write);
+    else
+      reduce(g, in.data_ptr<const T>(), SumOp<T>{}, write);
   });
   return out;
 }
@@ -893,26 +905,27 @@ bp::Tensor prodInto(const char* op, const bp::Tensor& self, const DimVec& mask, 
   checkCpu(op, out, "out");
   checkDtype(op, self, "self", kAllDtypes);
   checkDtype(op, out, "out", kAllDtypes);
-  const ReduceGeom g = makeGeom(self, mask, out, keepdim, false);
-  visitDtype(self.dtype(), [&](auto tag) {
+  // Each element in out's dtype first (Note [Reductions into another dtype]):
+  // an int8 product into int64 multiplies int64s, as PyTorch's.
+  bp::Tensor holder;
+  const bp::Tensor& in = elementwise::as(self, out.dtype(), holder);
+  const ReduceGeom g = makeGeom(in, mask, out, keepdim, false);
+  visitDtype(in.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    visitDtype(out.dtype(), [&](auto otag) {
-      using O = decltype(otag);
-      using Acc = std::conditional_t<kFloating<O>, double, uint64_t>;
-      struct ProdOp {
-        Acc init() const { return 1; }
-        void row(Acc& acc, const T* p, int64_t n, int64_t s, int64_t) const {
-          for (int64_t j = 0; j < n; ++j) acc *= static_cast<Acc>(load(convert<O>(p[j * s])));
-        }
-        void merge(Acc& a, Acc b) const { a *= b; }
-      };
-      O* o = out.data_ptr<O>();
-      reduce(g, self.data_ptr<const T>(), ProdOp{}, [&](int64_t off, Acc acc) {
-        if constexpr (kFloating<O>)
-          o[off] = store<O>(acc);
-        else
-          o[off] = store<O>(static_cast<int64_t>(acc));  // modulo 2^64 (C++20)
-      });
+    using Acc = std::conditional_t<kFloating<T>, double, uint64_t>;
+    struct ProdOp {
+      Acc init() const { return 1; }
+      void row(Acc& acc, const T* p, int64_t n, int64_t s, int64_t) const {
+        for (int64_t j = 0; j < n; ++j) acc *= static_cast<Acc>(load(p[j * s]));
+      }
+      void merge(Acc& a, Acc b) const { a *= b; }
+    };
+    T* o = out.data_ptr<T>();
+    reduce(g, in.data_ptr<const T>(), ProdOp{}, [&](int64_t off, Acc acc) {
+      if constexpr (kFloating<T>)
+        o[off] = store<T>(acc);
+      else
+        o[off] = store<T>(static_cast<int64_t>(acc));  // modulo 2^64 (C++20)
     });
   });
   return out;
