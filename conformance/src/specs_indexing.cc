@@ -546,6 +546,84 @@ std::vector<Sample> repeatSamples() {
   return out;
 }
 
+// --- repeat_interleave: self_int, self_Tensor (a count per element) and
+// Tensor (the positions alone).
+
+// The counts of a sample: one per element along the dim, from an int or a tensor.
+std::vector<int64_t> countsOf(const IValue& repeats, int64_t length) {
+  if (repeats.isInt()) return std::vector<int64_t>(static_cast<size_t>(length), repeats.toInt());
+  std::vector<int64_t> c;
+  for (double v : valuesOf(repeats.toTensor())) c.push_back(static_cast<int64_t>(v));
+  if (c.size() == 1) c.assign(static_cast<size_t>(length), c[0]);
+  return c;
+}
+
+Expected repeatInterleaveReference(const Sample& s) {
+  const Tensor& self = s.args[0].toTensor();
+  const bool flat = s.args.size() < 3 || s.args[2].isNone();
+  std::vector<int64_t> sizes = flat ? std::vector<int64_t>{self.numel()} : atLeast1d(self);
+  const size_t d = flat ? 0 : static_cast<size_t>(wrap(s.args[2].toInt(), static_cast<int64_t>(sizes.size())));
+  const std::vector<int64_t> counts = countsOf(s.args[1], sizes[d]);
+  std::vector<int64_t> source;  // output position along d -> input position
+  for (size_t i = 0; i < counts.size(); ++i) source.insert(source.end(), static_cast<size_t>(counts[i]), i);
+  std::vector<int64_t> out_sizes = sizes;
+  out_sizes[d] = static_cast<int64_t>(source.size());
+  const std::vector<double> v = valuesOf(self);
+  std::vector<double> out(static_cast<size_t>(numelOf(out_sizes)));
+  std::vector<int64_t> c;
+  for (size_t i = 0; i < out.size(); ++i) {
+    unravel(static_cast<int64_t>(i), out_sizes, c);
+    c[d] = source[static_cast<size_t>(c[d])];
+    out[i] = v[static_cast<size_t>(ravel(c, sizes))];
+  }
+  return expected(out_sizes, self.dtype(), std::move(out));
+}
+
+std::vector<Sample> repeatInterleaveSamples(bool tensor_counts) {
+  Rng rng(seedFor(tensor_counts ? "bp::repeat_interleave.self_Tensor" : "bp::repeat_interleave.self_int"));
+  std::vector<Sample> out;
+  auto counts = [&](std::vector<double> c) {
+    const int64_t n = static_cast<int64_t>(c.size());
+    return tensor_counts ? IValue(indexTensor(c, {n})) : IValue(static_cast<int64_t>(c[0]));
+  };
+  auto push = [&](std::string name, Tensor self, IValue repeats, IValue dim) {
+    out.push_back(makeSample(std::move(name), {IValue(std::move(self)), std::move(repeats), std::move(dim)}));
+  };
+  for (ScalarType dt : kAllTypes)
+    push("[2,3] along 1" + dtypeSuffix(dt), integerTensor(rng, {2, 3}, dt), counts({2, 0, 3}), IValue(int64_t{1}));
+  const ScalarType f = ScalarType::Float32;
+  push("flattened", integerTensor(rng, {2, 2}, f), counts({1, 3, 0, 2}), IValue());
+  push("along 0 of a transposed [3,2]", integerTensor(rng, {2, 3}, f).t(), counts({2, 1, 1}), IValue(int64_t{0}));
+  push("0-d", integerTensor(rng, {}, f), counts({3}), IValue(int64_t{0}));
+  out.push_back(raising("a negative count",
+                        {IValue(integerTensor(rng, {3}, f)), counts({-1, 1, 1}), IValue(int64_t{0})},
+                        "negative repeats"));
+  if (tensor_counts) {
+    out.push_back(raising("two counts for three elements",
+                          {IValue(integerTensor(rng, {3}, f)), counts({1, 2}), IValue(int64_t{0})},
+                          "one count per element"));
+  }
+  return out;
+}
+
+Expected repeatCountsReference(const Sample& s) {
+  std::vector<double> out;
+  const std::vector<double> c = valuesOf(s.args[0].toTensor());
+  for (size_t i = 0; i < c.size(); ++i) out.insert(out.end(), static_cast<size_t>(c[i]), static_cast<double>(i));
+  const int64_t n = static_cast<int64_t>(out.size());
+  return expected({n}, ScalarType::Int64, std::move(out));
+}
+
+std::vector<Sample> repeatCountsSamples() {
+  std::vector<Sample> out;
+  out.push_back(makeSample("[2,0,3,1]", {IValue(indexTensor({2, 0, 3, 1}, {4}))}));
+  out.push_back(makeSample("int32 [1,1]", {IValue(indexTensor({1, 1}, {2}, ScalarType::Int32))}));
+  out.push_back(makeSample("trailing zeros", {IValue(indexTensor({1, 0, 0}, {3}))}));
+  out.push_back(makeSample("empty", {IValue(indexTensor({}, {0}))}));
+  out.push_back(raising("2-d counts", {IValue(indexTensor({1, 2}, {1, 2}))}, "counts must be 1-d"));
+  return out;
+}
+
 // --- isclose
 
 Expected iscloseReference(const Sample& s) {
@@ -625,6 +703,13 @@ void addIndexingSpecs(std::vector<OpSpec>& specs) {
       [](const Sample& s) { return triangleReference(s, false); }, "bp::triu_");
   add(specs, "bp::roll", rollSamples, rollReference);
   add(specs, "bp::repeat", repeatSamples, repeatReference);
+  add(
+      specs, "bp::repeat_interleave.self_int", [] { return repeatInterleaveSamples(false); },
+      repeatInterleaveReference);
+  add(
+      specs, "bp::repeat_interleave.self_Tensor", [] { return repeatInterleaveSamples(true); },
+      repeatInterleaveReference);
+  add(specs, "bp::repeat_interleave.Tensor", repeatCountsSamples, repeatCountsReference);
   add(specs, "bp::isclose", iscloseSamples, iscloseReference);
 }
 

@@ -621,6 +621,54 @@ void addVar(std::vector<OpSpec>& specs, bool root) {
 
 }  // namespace
 
+// --- norm(self, p=2, dim=None, keepdim=False): a composite over abs, pow,
+// sqrt, sum, amax and amin.
+
+double pNorm(const std::vector<double>& v, double p) {
+  if (std::isinf(p)) {
+    double r = p > 0 ? 0 : kInf;
+    for (double x : v) r = std::isnan(x) ? x : (p > 0 ? std::max(r, std::fabs(x)) : std::min(r, std::fabs(x)));
+    return r;
+  }
+  std::vector<double> terms;
+  for (double x : v) terms.push_back(p == 0 ? (x != 0 ? 1.0 : 0.0) : std::pow(std::fabs(x), p));
+  const double s = sumOf(terms);
+  return p == 0 || p == 1 ? s : std::pow(s, 1.0 / p);
+}
+
+std::vector<Expected> normReference(const Sample& s) {
+  const Tensor& self = s.args[0].toTensor();
+  const double p = s.args.size() > 1 ? s.args[1].toDouble() : 2.0;
+  const bool keepdim = flagOf(s, 3, false);
+  const IValue* dim = given(s, 2);
+  const std::vector<int64_t> dims = dim ? dim->toIntList() : std::vector<int64_t>{};
+  return folded(groupsOf(self, dims, keepdim && self.dim() != 0), self.dtype(),
+                [&](const std::vector<double>& m) { return pNorm(m, p); });
+}
+
+std::vector<Sample> normSamples() {
+  Rng rng(seedFor("bp::norm"));
+  std::vector<Sample> out;
+  for (ScalarType dt : kFloatTypes) {
+    for (double p : {2.0, 1.0, kInf, -kInf, 0.0, 3.0}) {
+      const std::string name = "p=" + std::to_string(p) + dtypeSuffix(dt);
+      out.push_back(sample("[3,4] every dim, " + name, {IValue(randomTensor(rng, {3, 4}, dt)), IValue(p)}));
+      out.push_back(sample("[2,3,4] dim 1 keepdim, " + name, {IValue(randomTensor(rng, {2, 3, 4}, dt)), IValue(p),
+                                                              IValue(std::vector<int64_t>{1}), IValue(true)}));
+    }
+  }
+  const ScalarType f = ScalarType::Float32;
+  out.push_back(sample("dims [0,2]",
+                       {IValue(randomTensor(rng, {2, 3, 4}, f)), IValue(2.0), IValue(std::vector<int64_t>{0, -1})}));
+  out.push_back(sample("0-d", {IValue(randomTensor(rng, {}, f)), IValue(2.0)}));
+  out.push_back(
+      sample("transposed", {IValue(randomTensor(rng, {3, 4}, f).t()), IValue(1.0), IValue(std::vector<int64_t>{0})}));
+  out.push_back(sample("large [1100,1000]", {IValue(large(rng)), IValue(2.0)}));
+  out.push_back(sample("int64 input", {IValue(hostTensor({1, 2}, {2}, ScalarType::Int64)), IValue(2.0)},
+                       "norm needs a floating dtype"));
+  return out;
+}
+
 void addReductionSpecs(std::vector<OpSpec>& specs) {
   addSum(specs, false);
   addSum(specs, true);
@@ -628,6 +676,7 @@ void addReductionSpecs(std::vector<OpSpec>& specs) {
   addExtremum<false>(specs);
   addVar(specs, false);
   addVar(specs, true);
+  specs.push_back(reductionSpec("bp::norm", "", normSamples, normReference, true));
 }
 
 }  // namespace backplane::conformance

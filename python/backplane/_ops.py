@@ -7,7 +7,8 @@ import operator as _operator
 
 from . import _backplane
 
-__all__ = ["ops", "install", "split", "chunk", "allclose"]
+__all__ = ["ops", "install", "split", "chunk", "allclose", "clone", "flatten", "narrow", "numel", "permute", "reshape",
+           "squeeze", "t", "transpose", "unsqueeze"]
 
 
 class _OpNamespace:
@@ -313,6 +314,61 @@ def chunk(tensor, chunks, dim=0):
     return split(tensor, max(-(-size // chunks), 1), dim)
 
 
+# torch's functions for the views and queries Tensor has as methods
+# (torch.reshape(x, shape) is x.reshape(shape)): metadata, not operators.
+def clone(input):
+    """A copy of input with its own storage, as torch.clone: input.clone()."""
+    return input.clone()
+
+
+def flatten(input, start_dim=0, end_dim=-1):
+    """input with dims start_dim..end_dim merged, as torch.flatten: input.flatten(start_dim, end_dim)."""
+    return input.flatten(start_dim, end_dim)
+
+
+def narrow(input, dim, start, length):
+    """The view of `length` elements of dim from `start`, as torch.narrow: input.narrow(dim, start, length)."""
+    return input.narrow(dim, start, length)
+
+
+def numel(input):
+    """The number of elements, as torch.numel: input.numel()."""
+    return input.numel()
+
+
+def permute(input, dims):
+    """The view with dims reordered, as torch.permute: input.permute(dims)."""
+    return input.permute(dims)
+
+
+def reshape(input, shape):
+    """input with another shape (a view where the strides allow), as torch.reshape: input.reshape(shape)."""
+    return input.reshape(shape)
+
+
+def squeeze(input, dim=None):
+    """input without its dims of size 1 (or only `dim`), as torch.squeeze: input.squeeze(dim)."""
+    return input.squeeze(dim)
+
+
+def t(input):
+    """The transpose of a tensor of at most 2 dims, as torch.t: input.t()."""
+    return input.t()
+
+
+def transpose(input, dim0, dim1):
+    """The view with dim0 and dim1 swapped, as torch.transpose: input.transpose(dim0, dim1)."""
+    return input.transpose(dim0, dim1)
+
+
+def unsqueeze(input, dim):
+    """The view with a dim of size 1 inserted at dim, as torch.unsqueeze: input.unsqueeze(dim)."""
+    return input.unsqueeze(dim)
+
+
+_VIEW_FUNCTIONS = (clone, flatten, narrow, numel, permute, reshape, squeeze, t, transpose, unsqueeze)
+
+
 def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     """True when isclose(input, other, ...) holds everywhere, as torch.allclose (a Python bool; reads the answer
     back from input's device)."""
@@ -377,6 +433,8 @@ def install(namespace):
     namespace.setdefault("split", split)
     namespace.setdefault("chunk", chunk)
     namespace.setdefault("allclose", allclose)
+    for function in _VIEW_FUNCTIONS:
+        namespace.setdefault(function.__name__, function)
     # Note [NumPy protocols]: NumPy's ufuncs run Backplane's ops (so that
     # `array + tensor` is a tensor, as `tensor + array` is); its functions
     # run on the arrays the tensors share memory with.

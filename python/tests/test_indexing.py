@@ -232,3 +232,44 @@ np.testing.assert_array_equal(g.cpu().numpy(), x.numpy())
     env = dict(os.environ, BACKPLANE_FALLBACK="error")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("p", [2, 1, float("inf"), float("-inf"), 0, 3])
+@pytest.mark.parametrize("dim, keepdim", [(None, False), (1, True), ([0, 2], False)])
+def test_norm_matches_pytorch(p, dim, keepdim):
+    a = np.random.default_rng(2).standard_normal((2, 3, 4)).astype(np.float32)
+    a[0, 1, 2] = 0
+    ours = bp.tensor(a).norm(p, dim, keepdim)
+    theirs = torch.tensor(a).norm(p, dim, keepdim)
+    assert list(ours.shape) == list(theirs.shape)
+    np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-5)
+    with pytest.raises(ValueError, match="norm"):
+        bp.norm(bp.tensor([1, 2]))
+
+
+def test_repeat_interleave_matches_pytorch():
+    ours, theirs = pair((2, 3))
+    same(ours.repeat_interleave(2), theirs.repeat_interleave(2))
+    same(ours.repeat_interleave(3, dim=0), theirs.repeat_interleave(3, dim=0))
+    same(ours.repeat_interleave(bp.tensor([1, 0, 2]), dim=1), theirs.repeat_interleave(torch.tensor([1, 0, 2]), dim=1))
+    same(bp.repeat_interleave(bp.tensor([2, 0, 1])), torch.repeat_interleave(torch.tensor([2, 0, 1])))
+    with pytest.raises(ValueError, match="non-negative"):
+        ours.repeat_interleave(bp.tensor([1, -1, 1]), dim=1)
+    with pytest.raises(ValueError, match="one count per element"):
+        ours.repeat_interleave(bp.tensor([1, 1]), dim=1)
+
+
+def test_function_forms_of_the_view_methods_match_pytorch():
+    ours, theirs = pair((2, 3, 1))
+    same(bp.reshape(ours, [3, 2]), torch.reshape(theirs, [3, 2]))
+    same(bp.permute(ours, [2, 0, 1]), torch.permute(theirs, [2, 0, 1]))
+    same(bp.flatten(ours, 0, 1), torch.flatten(theirs, 0, 1))
+    same(bp.narrow(ours, 1, 1, 2), torch.narrow(theirs, 1, 1, 2))
+    same(bp.squeeze(ours), torch.squeeze(theirs))
+    same(bp.unsqueeze(ours, 0), torch.unsqueeze(theirs, 0))
+    same(bp.transpose(ours, 0, 1), torch.transpose(theirs, 0, 1))
+    same(bp.t(bp.squeeze(ours)), torch.t(torch.squeeze(theirs)))
+    assert bp.numel(ours) == torch.numel(theirs) == 6
+    copy = bp.clone(ours)
+    copy[0, 0, 0] = 100.0
+    assert ours[0, 0, 0].item() == 0.0

@@ -793,7 +793,13 @@ std::vector<OpDerivative> buildTable() {
   nondiff({"argmax", "argmin"}, "an index: integer results carry no gradient");
   // Advanced indexing (indexing.cc): composites over index_select, scatter_
   // and scatter_add, whose formulas give the gradients.
-  composite({"index.Tensor", "index_put", "masked_select", "index_add", "tril", "triu", "roll", "repeat"});
+  composite({"index.Tensor", "index_put", "masked_select", "index_add", "tril", "triu", "roll", "repeat",
+             "repeat_interleave.self_int", "repeat_interleave.self_Tensor"});
+  nondiff({"repeat_interleave.Tensor"}, "indices: integer results carry no gradient");
+  // norm (reduction.cc) differentiates through abs, pow/sqrt and sum; at a
+  // zero vector the 2-norm's gradient is NaN (sqrt's at 0), where PyTorch
+  // gives 0.
+  composite({"norm"});
   nondiff({"nonzero"}, "indices: integer results carry no gradient");
   nondiff({"isclose"}, "a comparison: bool results carry no gradient");
   nondiff({"argsort", "argsort.stable"}, "indices: integer results carry no gradient");

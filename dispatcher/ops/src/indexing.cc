@@ -1,8 +1,9 @@
 // Advanced indexing and the ops written over index ops (Note [Advanced
 // indexing]): index.Tensor (x[idx], x[mask]), index_put_ (x[idx] = v),
-// nonzero, masked_select, index_add, and the rearrangements tril/triu, roll
-// and repeat. All are composites over standard ops with kernels on every
-// device (index_select, scatter, scatter_add, cumsum, masked_fill, cat), so
+// nonzero, masked_select, index_add, and the rearrangements tril/triu, roll,
+// repeat and repeat_interleave. All are composites over standard ops with
+// kernels on every device (index_select, scatter, scatter_add, cumsum,
+// masked_fill, cat), so
 // each device runs them natively or by its usual fallback, and autograd
 // differentiates them through their parts; a plugin's own kernel for one
 // of them still wins.
@@ -442,6 +443,72 @@ Tensor repeatComposite(const Tensor& self, IntArrayRef repeats) {
   return self.reshape(interleaved).expand(expanded).reshape(result).contiguous();
 }
 
+// --- repeat_interleave: each element (slice along dim) repeated in place,
+// by one count or by a count per element. Without dim, the flattened tensor.
+
+Tensor repeatInterleaveInt(const Tensor& self, int64_t repeats, std::optional<int64_t> dim,
+                           std::optional<int64_t> output_size) {
+  const std::string& op = qualified<"repeat_interleave.self_int">();
+  checkDefined(op, self, "self");
+  BP_CHECK(repeats >= 0, op, ": repeats must be non-negative, got ", repeats);
+  const Tensor x = dim ? (self.dim() == 0 ? self.reshape({1}) : self) : self.reshape({-1});
+  const int64_t d = dim ? wrapDim(op, *dim, self.dim()) : 0;
+  BP_CHECK(!output_size || *output_size == x.size(d) * repeats, op, ": output_size is ", output_size.value_or(0),
+           " but the repeated dim has ", x.size(d) * repeats, " elements");
+  Shape expanded(x.sizes().begin(), x.sizes().end()), result = expanded;
+  expanded.insert(expanded.begin() + d + 1, repeats);
+  result[static_cast<size_t>(d)] *= repeats;
+  return x.unsqueeze(d + 1).expand(expanded).reshape(result).contiguous();
+}
+
+// For counts [r0, r1, ...] (int64, 1-d), the source position of each output:
+// [0 (r0 times), 1 (r1 times), ...]. Each element with a nonzero count marks
+// where its run starts; a running count of the marks is the position. One
+// host read: the total (and the smallest count, which must not be negative).
+Tensor runPositions(std::string_view op, const Tensor& counts, std::optional<int64_t> output_size) {
+  const Device device = counts.device();
+  const TensorOptions options{.dtype = ScalarType::Int64, .device = device};
+  const Tensor c = counts.to(ScalarType::Int64);
+  if (c.numel() == 0) return empty({0}, options);
+  const Tensor parts[] = {c.sum().reshape({1}), c.amin({0}).reshape({1})};
+  const std::vector<int64_t> read = cat(TensorList(parts, 2), 0).cpu().toVector<int64_t>();
+  BP_CHECK(read[1] >= 0, op, ": repeats must be non-negative, but one is ", read[1]);
+  const int64_t total = read[0];
+  BP_CHECK(!output_size || *output_size == total, op, ": output_size is ", output_size.value_or(0),
+           " but the repeats add up to ", total);
+  const Tensor starts = c.cumsum(0) - c;
+  Tensor marks = zeros({total + 1}, options);
+  BP_STANDARD_OP("scatter_add_", ScatterSig).call(marks, 0, starts, ones({c.numel()}, options));
+  return marks.cumsum(0).narrow(0, 0, total) - 1;
+}
+
+Tensor repeatInterleaveTensor(const Tensor& self, const Tensor& repeats, std::optional<int64_t> dim,
+                              std::optional<int64_t> output_size) {
+  const std::string& op = qualified<"repeat_interleave.self_Tensor">();
+  checkDefined(op, self, "self");
+  checkDefined(op, repeats, "repeats");
+  commonDevice(op, {{"self", &self}, {"repeats", &repeats}});
+  checkDtypes(op, standardOp<"repeat_interleave.self_Tensor">(), {{"repeats", &repeats}});
+  const Tensor x = dim ? (self.dim() == 0 ? self.reshape({1}) : self) : self.reshape({-1});
+  const int64_t d = dim ? wrapDim(op, *dim, self.dim()) : 0;
+  BP_CHECK(repeats.dim() <= 1, op, ": repeats must be 0-d or 1-d, but has shape ", shapeString(repeats.sizes()));
+  if (repeats.dim() == 0 || repeats.numel() == 1) {
+    const int64_t r = repeats.reshape({}).cpu().item<int64_t>();
+    return repeatInterleaveInt(self, r, dim, output_size);
+  }
+  BP_CHECK(repeats.numel() == x.size(d), op, ": repeats has ", repeats.numel(), " counts but dim ", d, " has ",
+           x.size(d), " elements; give one count per element");
+  return x.index_select(d, runPositions(op, repeats, output_size));
+}
+
+Tensor repeatInterleaveCounts(const Tensor& repeats, std::optional<int64_t> output_size) {
+  const std::string& op = qualified<"repeat_interleave.Tensor">();
+  checkDefined(op, repeats, "repeats");
+  checkDtypes(op, standardOp<"repeat_interleave.Tensor">(), {{"repeats", &repeats}});
+  BP_CHECK(repeats.dim() == 1, op, ": repeats must be 1-d, but has shape ", shapeString(repeats.sizes()));
+  return runPositions(op, repeats, output_size);
+}
+
 // --- isclose: |self - other| <= atol + rtol * |other| (PyTorch's rule).
 
 Tensor iscloseComposite(const Tensor& self, const Tensor& other, double rtol, double atol, bool equal_nan) {
@@ -496,6 +563,15 @@ void addIndexingOps(std::vector<StandardOp>& ops) {
       K::makeFromFunction(BP_FN((triangleInplace<"triu_", false>))));
   add("roll(Tensor self, SymInt[1] shifts, int[1] dims=[]) -> Tensor", K::makeFromFunction(BP_FN(rollComposite)));
   add("repeat(Tensor self, SymInt[] repeats) -> Tensor", K::makeFromFunction(BP_FN(repeatComposite)));
+  add("repeat_interleave.self_int(Tensor self, SymInt repeats, int? dim=None, *, SymInt? output_size=None) -> Tensor",
+      K::makeFromFunction(BP_FN(repeatInterleaveInt)));
+  add("repeat_interleave.self_Tensor(Tensor self, Tensor repeats, int? dim=None, *, SymInt? output_size=None) -> "
+      "Tensor",
+      K::makeFromFunction(BP_FN(repeatInterleaveTensor)));
+  ops.back().dtypes = {{"repeats", kIndex}};
+  add("repeat_interleave.Tensor(Tensor repeats, *, SymInt? output_size=None) -> Tensor",
+      K::makeFromFunction(BP_FN(repeatInterleaveCounts)));
+  ops.back().dtypes = {{"repeats", kIndex}};
   add("isclose(Tensor self, Tensor other, float rtol=1e-05, float atol=1e-08, bool equal_nan=False) -> Tensor",
       K::makeFromFunction(BP_FN(iscloseComposite)));
 }

@@ -229,6 +229,10 @@ Tensor var(const Tensor& self, IntArrayRef dim, bool keepdim, int64_t correction
 Tensor std(const Tensor& self, IntArrayRef dim, bool keepdim, int64_t correction) {
   return BP_STANDARD_OP("std.correction", CorrectionSig).call(self, dim, Scalar(correction), keepdim);
 }
+Tensor norm(const Tensor& self, double p, std::optional<IntArrayRef> dim, bool keepdim) {
+  using NormSig = Tensor(const Tensor&, double, std::optional<IntArrayRef>, bool);
+  return BP_STANDARD_OP("norm", NormSig).call(self, p, dim, keepdim);
+}
 
 // ------------------------ products, logical reductions, scans and sorts
 

@@ -4,6 +4,8 @@
 // that form validates dims (wrapped, no duplicates), dtypes and `out`, and
 // the functional forms are composites that apply the same rule, allocate
 // and call the out= form.
+#include <cmath>
+
 #include "backplane/ops/ops.h"
 #include "families.h"
 #include "structured.h"
@@ -291,6 +293,36 @@ void softmaxOutMeta(const Tensor& self, int64_t dim, std::optional<ScalarType> d
   OutputMeta m = softmaxMeta<Name>(self, dim, dtype);
   checkExactDtype(qualified<Name>(), out, m.dtype, dtype ? "the dtype= argument" : "the input's dtype");
   checkOut(qualified<Name>(), out, m, {{"self", &self}});
+}
+
+// --- norm: the p-norm over dims (every dim when none), a composite:
+// max |x| for p = inf, min |x| for -inf, the count of nonzeros for 0,
+// (sum |x|^p)^(1/p) otherwise (sqrt of the sum of squares for 2).
+Tensor normComposite(const Tensor& self, double p, std::optional<IntArrayRef> dim, bool keepdim) {
+  const std::string& op = qualified<"norm">();
+  checkDefined(op, self, "self");
+  checkDtypes(op, standardOp<"norm">(), {{"self", &self}});
+  const Tensor x = self.dim() == 0 ? self.reshape({1}) : self;
+  std::vector<int64_t> dims;
+  if (dim && !dim->empty()) {
+    for (int64_t d : *dim) dims.push_back(wrapDim(op, d, self.dim()));
+  } else {
+    for (int64_t d = 0; d < x.dim(); ++d) dims.push_back(d);
+  }
+  const bool keep = keepdim && self.dim() != 0;
+  const Tensor a = x.abs();
+  Tensor r;
+  if (std::isinf(p))
+    r = p > 0 ? a.amax(dims, keep) : a.amin(dims, keep);
+  else if (p == 0)
+    r = a.ne(0).to(self.dtype()).sum(dims, keep);
+  else if (p == 1)
+    r = a.sum(dims, keep);
+  else if (p == 2)
+    r = (a * a).sum(dims, keep).sqrt();
+  else
+    r = a.pow(p).sum(dims, keep).pow(1.0 / p);
+  return self.dim() == 0 ? r.reshape({}) : r;
 }
 
 template <FixedString Name, FixedString OutName>
@@ -694,6 +726,8 @@ void addReductionOps(std::vector<StandardOp>& ops) {
       "Tensor(a!) out) -> Tensor(a!)",
       fn<&varOutMeta<"std.correction_out">>());
   for (size_t i = first_var; i < ops.size(); ++i) ops[i].dtypes = {{"self", ScalarTypeSet::floating()}};
+  add("norm(Tensor self, float p=2, int[1]? dim=None, bool keepdim=False) -> Tensor", {}, fn<&normComposite>());
+  ops.back().dtypes = {{"self", ScalarTypeSet::floating()}};
 
   // softmax, log_softmax.
   add("softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor", {},

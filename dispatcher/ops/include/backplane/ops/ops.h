@@ -164,6 +164,9 @@ Tensor argmin(const Tensor& self, std::optional<int64_t> dim = std::nullopt, boo
 // Variance and standard deviation with Bessel's correction (correction = 1).
 Tensor var(const Tensor& self, IntArrayRef dim, bool keepdim = false, int64_t correction = 1);
 Tensor std(const Tensor& self, IntArrayRef dim, bool keepdim = false, int64_t correction = 1);
+// The p-norm over dims (every dim when none): max |x| for p = inf, the nonzero count for p = 0,
+// (sum |x|^p)^(1/p) otherwise. Floating dtypes.
+Tensor norm(const Tensor& self, double p = 2, std::optional<IntArrayRef> dim = std::nullopt, bool keepdim = false);
 
 // --- Products, logical reductions, scans and sorts, as PyTorch's (docs/operators.md "Sorting, scans, products, flip
 // and pad"): integral and bool inputs of prod and cumsum give int64 unless dtype= says otherwise; all/any
