@@ -199,6 +199,8 @@ CONVENIENCES = {
     "split": "(self, split_size_or_sections: builtins.int | Sequence[builtins.int], dim: builtins.int = 0) "
              "-> tuple[Tensor, ...]",
     "chunk": "(self, chunks: builtins.int, dim: builtins.int = 0) -> tuple[Tensor, ...]",
+    "unique": "(self, sorted: builtins.bool = True, return_inverse: builtins.bool = False, "
+              "return_counts: builtins.bool = False, dim: builtins.int | None = None) -> Any",
     "allclose": "(self, other: Tensor, rtol: builtins.float = 1e-05, atol: builtins.float = 1e-08, "
                 "equal_nan: builtins.bool = False) -> builtins.bool",
 }

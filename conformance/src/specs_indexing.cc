@@ -624,6 +624,53 @@ std::vector<Sample> repeatCountsSamples() {
   return out;
 }
 
+// --- _unique2: sorted distinct values, inverse positions, counts.
+
+std::vector<Expected> uniqueReference(const Sample& s) {
+  const Tensor& self = s.args[0].toTensor();
+  const bool inverse = s.args[2].toBool(), counts = s.args[3].toBool();
+  const std::vector<double> v = valuesOf(self);
+  std::vector<double> distinct = v;
+  // NaN sorts last and each NaN is its own value, as in a stable sort with NaN the largest.
+  std::stable_sort(distinct.begin(), distinct.end(),
+                   [](double a, double b) { return std::isnan(b) ? !std::isnan(a) : (!std::isnan(a) && a < b); });
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());  // NaN != NaN: kept
+  auto position = [&](double x) {
+    for (size_t k = 0; k < distinct.size(); ++k)
+      if (distinct[k] == x) return static_cast<double>(k);
+    return -1.0;
+  };
+  std::vector<double> inv, cnt(distinct.size(), 0);
+  for (double x : v) {
+    const double k = position(x);
+    inv.push_back(k);
+    if (k >= 0) cnt[static_cast<size_t>(k)] += 1;
+  }
+  const int64_t n = static_cast<int64_t>(distinct.size());
+  return {expected({n}, self.dtype(), distinct),
+          inverse ? expected(sizesOf(self), ScalarType::Int64, inv) : expected({0}, ScalarType::Int64, {}),
+          counts ? expected({n}, ScalarType::Int64, cnt) : expected({0}, ScalarType::Int64, {})};
+}
+
+std::vector<Sample> uniqueSamples() {
+  Rng rng(seedFor("bp::_unique2"));
+  std::vector<Sample> out;
+  auto push = [&](std::string name, Tensor self, bool inverse, bool counts) {
+    out.push_back(
+        makeSample(std::move(name), {IValue(std::move(self)), IValue(true), IValue(inverse), IValue(counts)}));
+  };
+  for (ScalarType dt : kAllTypes)
+    push("[4,5] with inverse and counts" + dtypeSuffix(dt), integerTensor(rng, {4, 5}, dt), true, true);
+  const ScalarType f = ScalarType::Float32;
+  push("values only", integerTensor(rng, {7}, f), false, false);
+  push("inverse only, transposed", integerTensor(rng, {3, 4}, f).t(), true, false);
+  push("counts only, 0-d", integerTensor(rng, {}, f), false, true);
+  push("-0 and 0, inf", hostTensor({0, -0.0, kInf, -kInf, 1, 0}, {6}, f), true, true);
+  push("empty", integerTensor(rng, {0, 3}, f), true, true);
+  push("large [300,200]", integerTensor(rng, {300, 200}, f), true, true);
+  return out;
+}
+
 // --- isclose
 
 Expected iscloseReference(const Sample& s) {
@@ -711,6 +758,12 @@ void addIndexingSpecs(std::vector<OpSpec>& specs) {
       repeatInterleaveReference);
   add(specs, "bp::repeat_interleave.Tensor", repeatCountsSamples, repeatCountsReference);
   add(specs, "bp::isclose", iscloseSamples, iscloseReference);
+  OpSpec unique;
+  unique.op = "bp::_unique2";
+  unique.family = "indexing";
+  unique.samples = uniqueSamples;
+  unique.reference = uniqueReference;
+  specs.push_back(std::move(unique));
 }
 
 }  // namespace backplane::conformance

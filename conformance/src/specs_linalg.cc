@@ -1,6 +1,7 @@
 // Conformance specs of the linalg family: mm, bmm, matmul, addmm and linear
 // (Note [Conformance specs]).
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -377,6 +378,140 @@ Tolerance linearTolerance(ScalarType t, const Sample& s) {
                           static_cast<double>(k) * maxAbs(input) * maxAbs(s.args[1].toTensor()) + maxAbs(biasOf(s)), 1);
 }
 
+// --- einsum: every assignment of the subscripts' values, summed into the
+// output's (the definition, in double). "..." becomes upper-case letters
+// from 'Z' down, aligned to the right as the operands' broadcast dims.
+
+Expected einsumReference(const Sample& s) {
+  std::string eq(s.args[0].toString());
+  const std::vector<TensorBase>& list = s.args[1].toTensorList();
+  std::vector<Tensor> ts(list.begin(), list.end());
+  const size_t arrow = eq.find("->");
+  std::string lhs = eq.substr(0, arrow), rhs = arrow == std::string::npos ? "" : eq.substr(arrow + 2);
+  std::vector<std::string> parts;
+  for (size_t start = 0;;) {
+    const size_t c = lhs.find(',', start);
+    parts.push_back(lhs.substr(start, c == std::string::npos ? std::string::npos : c - start));
+    if (c == std::string::npos) break;
+    start = c + 1;
+  }
+  int64_t dots = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const size_t e = parts[i].find("...");
+    if (e != std::string::npos) dots = std::max<int64_t>(dots, ts[i].dim() - static_cast<int64_t>(parts[i].size() - 3));
+  }
+  auto expandDots = [&](const std::string& text, int64_t n) {
+    const size_t e = text.find("...");
+    if (e == std::string::npos) return text;
+    std::string letters;
+    for (int64_t k = n; k-- > 0;) letters.push_back(static_cast<char>('Z' - k));
+    return text.substr(0, e) + letters + text.substr(e + 3);
+  };
+  for (size_t i = 0; i < parts.size(); ++i)
+    parts[i] = expandDots(parts[i], ts[i].dim() - static_cast<int64_t>(parts[i].size()) + 3);
+  std::string out;
+  if (arrow != std::string::npos) {
+    out = expandDots(rhs, dots);
+  } else {
+    out = expandDots("...", dots);
+    std::string once;
+    for (char c = 'A'; c <= 'z'; ++c) {
+      if (!std::isalpha(static_cast<unsigned char>(c)) || out.find(c) != std::string::npos) continue;
+      int n = 0;
+      for (const std::string& p : parts) n += static_cast<int>(std::count(p.begin(), p.end(), c));
+      if (n == 1) once.push_back(c);
+    }
+    out += once;
+  }
+  std::string labels;  // every subscript, with its size
+  std::vector<int64_t> sizes;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    for (size_t k = 0; k < parts[i].size(); ++k) {
+      const int64_t n = ts[i].size(static_cast<int64_t>(k));
+      const size_t at = labels.find(parts[i][k]);
+      if (at == std::string::npos) {
+        labels.push_back(parts[i][k]);
+        sizes.push_back(n);
+      } else {
+        sizes[at] = std::max(sizes[at], n);
+      }
+    }
+  }
+  std::vector<int64_t> out_sizes;
+  for (char c : out) out_sizes.push_back(sizes[labels.find(c)]);
+  std::vector<double> result(static_cast<size_t>(numelOf(out_sizes)), 0.0);
+  std::vector<std::vector<double>> values;
+  for (const Tensor& t : ts) values.push_back(valuesOf(t));
+  std::vector<int64_t> at(labels.size(), 0);
+  const int64_t total = numelOf(sizes);
+  for (int64_t flat = 0; flat < total; ++flat) {
+    int64_t rem = flat;
+    for (size_t k = labels.size(); k-- > 0;) {
+      at[k] = rem % sizes[k];
+      rem /= sizes[k];
+    }
+    double product = 1;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      int64_t index = 0;
+      for (size_t k = 0; k < parts[i].size(); ++k) {
+        const int64_t n = ts[i].size(static_cast<int64_t>(k));
+        index = index * n + (n == 1 ? 0 : at[labels.find(parts[i][k])]);
+      }
+      product *= values[i][static_cast<size_t>(index)];
+    }
+    int64_t o = 0;
+    for (size_t k = 0; k < out.size(); ++k) o = o * out_sizes[k] + at[labels.find(out[k])];
+    result[static_cast<size_t>(o)] += product;
+  }
+  const ScalarType dt = ts[0].dtype();
+  for (double& v : result) v = roundTo(dt, v);
+  return Expected{out_sizes, dt, std::move(result)};
+}
+
+// The samples contract at most 20 terms of at most three factors in [-2, 2],
+// each partial product rounded once per operand.
+Tolerance einsumTolerance(ScalarType t, const Sample& s) {
+  const int operands = static_cast<int>(s.args[1].toTensorList().size());
+  return productTolerance(t, 20, 20 * std::pow(2.0, operands), operands);
+}
+
+std::vector<Sample> einsumSamples() {
+  Rng rng(seedFor("bp::einsum"));
+  std::vector<Sample> out;
+  auto push = [&](std::string eq, std::vector<std::vector<int64_t>> shapes, ScalarType dt = ScalarType::Float32) {
+    std::vector<TensorBase> ts;
+    for (auto& s : shapes) ts.push_back(randomTensor(rng, s, dt));
+    out.push_back(makeSample(eq + dtypeSuffix(dt), {IValue(eq), IValue(std::move(ts))}));
+  };
+  for (ScalarType dt : kFloatTypes) push("ij,jk->ik", {{3, 4}, {4, 5}}, dt);
+  push("bij,bjk->bik", {{2, 3, 4}, {2, 4, 5}});
+  push("bhqd,bhkd->bhqk", {{2, 2, 3, 4}, {2, 2, 5, 4}});
+  push("ij,jk", {{3, 4}, {4, 2}});
+  push("ii->i", {{4, 4}});
+  push("ii", {{3, 3}});
+  push("ij->ji", {{3, 4}});
+  push("i,j->ij", {{3}, {4}});
+  push("i,i->", {{5}, {5}});
+  push("ijk,kl,lm->im", {{2, 3, 4}, {4, 2}, {2, 3}});
+  push("...ij,...jk->...ik", {{2, 3, 4}, {4, 5}});
+  push("ij,ij->ij (size-1 broadcast)", {{3, 4}, {1, 4}});
+  out.back().args[0] = IValue(std::string("ij,ij->ij"));
+  push("ij,jk->ik", {{3, 4}, {4, 5}}, ScalarType::Int64);
+  auto bad = [&](std::string name, std::string eq, std::vector<std::vector<int64_t>> shapes, std::string reason,
+                 ScalarType second = ScalarType::Float32) {
+    std::vector<TensorBase> ts;
+    for (size_t i = 0; i < shapes.size(); ++i)
+      ts.push_back(randomTensor(rng, shapes[i], i == 0 ? ScalarType::Float32 : second));
+    out.push_back(raising(std::move(name), {IValue(std::move(eq)), IValue(std::move(ts))}, std::move(reason)));
+  };
+  bad("two subscripts for a 3-d operand", "ij->i", {{2, 3, 4}}, "subscripts do not match the rank");
+  bad("two operands in the equation, one tensor", "ij,jk->ik", {{2, 3}}, "operand count differs");
+  bad("a digit as a subscript", "i1->i", {{2, 3}}, "not a letter");
+  bad("an output subscript no operand has", "ij->k", {{2, 3}}, "unknown output subscript");
+  bad("float32 with float64", "ij,jk->ik", {{2, 3}, {3, 2}}, "dtypes differ", ScalarType::Float64);
+  return out;
+}
+
 void addSpec(std::vector<OpSpec>& specs, std::string op, std::function<std::vector<Sample>()> samples,
              std::function<Expected(const Sample&)> reference,
              std::function<Tolerance(ScalarType, const Sample&)> tolerance, std::string inplace, std::string out) {
@@ -404,6 +539,7 @@ void addLinalgSpecs(std::vector<OpSpec>& specs) {
   addSpec(specs, "bp::matmul", matmulSamples, plainProduct, plainProductTolerance, "", "bp::matmul.out");
   addSpec(specs, "bp::addmm", addmmSamples, addmmReference, addmmTolerance, "bp::addmm_", "bp::addmm.out");
   addSpec(specs, "bp::linear", linearSamples, linearReference, linearTolerance, "", "");
+  addSpec(specs, "bp::einsum", einsumSamples, einsumReference, einsumTolerance, "", "");
 }
 
 }  // namespace backplane::conformance

@@ -296,6 +296,55 @@ Tolerance cumsumTolerance(ScalarType t, const Sample& s) {
   return tol;
 }
 
+// --- cumprod (self, dim, dtype=None): cumsum's rule, multiplying.
+
+std::vector<Sample> cumprodSamples() {
+  Rng rng(seedFor("bp::cumprod"));
+  std::vector<Sample> out;
+  auto push = [&](std::string name, Tensor t, int64_t dim, std::optional<ScalarType> dtype = std::nullopt,
+                  std::string raise = "") {
+    std::vector<IValue> a = {IValue(std::move(t)), IValue(dim)};
+    if (dtype) a.emplace_back(*dtype);
+    out.push_back(sample(std::move(name), std::move(a), std::move(raise)));
+  };
+  for (ScalarType dt : kAllTypes) {
+    const std::string sx = dtypeSuffix(dt);
+    push("[3,5] dim 1" + sx, randomTensor(rng, {3, 5}, dt), 1);
+    push("transposed [4,3] dim 0" + sx, randomTensor(rng, {3, 4}, dt).transpose(0, 1), 0);
+    push("0-d" + sx, randomTensor(rng, {}, dt), 0);
+  }
+  push("zeros, NaN and inf float32 [2,4] dim 1",
+       hostTensor({2, 0, kInf, 3, kNaN, 2, -kInf, 0}, {2, 4}, ScalarType::Float32), 1);
+  push("empty [0,3] dim 0", randomTensor(rng, {0, 3}, ScalarType::Float32), 0);
+  push("long rows near 1 [4,3000] float32 dim 1",
+       randomTensor(rng, {4, 3000}, ScalarType::Float32, Range{0.999, 1.001}), 1);
+  push("int32 [3,4] with dtype=float64", randomTensor(rng, {3, 4}, ScalarType::Int32), 1, ScalarType::Float64);
+  push("float32 [3,4] with dtype=int32 (truncates each element)", randomTensor(rng, {3, 4}, ScalarType::Float32), 1,
+       ScalarType::Int32);
+  push("dim 2 of a 2-d tensor", randomTensor(rng, {2, 3}, ScalarType::Float32), 2, std::nullopt,
+       "dimension out of range");
+  return out;
+}
+
+std::vector<Expected> cumprodReference(const Sample& s) {
+  const Tensor& self = s.args[0].toTensor();
+  const ScalarType t = prodDtype(self, given(s, 2));
+  const std::vector<int64_t> sizes = sizesOf(self);
+  const std::vector<double> v = valuesOf(self);
+  Expected e;
+  e.sizes = sizes;
+  e.dtype = t;
+  e.values.assign(v.size(), 0);
+  for (const std::vector<int64_t>& line : linesOf(sizes, wrapDim(s.args[1].toInt(), self.dim()))) {
+    double acc = 1;
+    for (int64_t i : line) {
+      acc *= roundTo(t, v[static_cast<size_t>(i)]);
+      e.values[static_cast<size_t>(i)] = roundTo(t, acc);
+    }
+  }
+  return {e};
+}
+
 // --- sort, topk
 
 // Whether a sorts before b (NaN the largest); ties keep index order.
@@ -679,6 +728,9 @@ void addSortScanPadSpecs(std::vector<OpSpec>& specs) {
         [all](const Sample& s) { return logicalReference(s, LogicalForm::kDims, all); }, name + ".dims_out"));
   }
   specs.push_back(spec("bp::cumsum", "reduction", cumsumSamples, cumsumReference, "bp::cumsum.out", "bp::cumsum_"));
+  specs.back().tolerance = cumsumTolerance;
+  specs.push_back(
+      spec("bp::cumprod", "reduction", cumprodSamples, cumprodReference, "bp::cumprod.out", "bp::cumprod_"));
   specs.back().tolerance = cumsumTolerance;
   specs.push_back(spec(
       "bp::sort", "reduction", [] { return sortSamples(false); },

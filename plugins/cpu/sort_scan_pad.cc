@@ -14,6 +14,7 @@
 #include "bp_common/indexing.h"
 #include "bp_common/registration.h"
 #include "cpu_common.h"
+#include "elementwise_loops.h"
 #include "kernels.h"
 
 namespace {
@@ -104,41 +105,54 @@ struct Lines {
   }
 };
 
-// cumsum: each element converted to out's dtype O, summed in double for a
-// floating O and in wrapping uint64 for an integral one (as PyTorch's
-// int64 sums wrap). In place (out is self) each element is read before it
-// is written.
-bp::Tensor cumsum_out(const bp::Tensor& self, int64_t dim, std::optional<ScalarType>, const bp::Tensor& out) {
-  const char* op = "bp::cumsum.out";
+// cumsum, cumprod: each element converted to out's dtype O, summed
+// (multiplied) in double for a floating O and in wrapping uint64 for an
+// integral one (as PyTorch's int64 sums and products wrap). In place (out is
+// self) each element is read before it is written.
+template <bool Prod>
+bp::Tensor scanInto(const char* op, const bp::Tensor& self, int64_t dim, const bp::Tensor& out) {
   checkCpu(op, self, "self");
   checkCpu(op, out, "out");
   checkDtype(op, self, "self", kAllDtypes);
   checkDtype(op, out, "out", kAllDtypes);
-  const Lines lines(op, self, wrapDim(dim, self.dim()), {&out});
-  visitDtype(self.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    visitDtype(out.dtype(), [&](auto otag) {
-      using O = decltype(otag);
-      using Acc = std::conditional_t<kFloating<O>, double, uint64_t>;
-      const T* in = self.data_ptr<const T>();
-      O* o = out.data_ptr<O>();
-      parallelRange(lines.count, lines.len, [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) {
-          int64_t in_off, out_off[2];
-          lines.offsets(i, in_off, out_off);
-          Acc acc = 0;
-          for (int64_t j = 0; j < lines.len; ++j) {
-            acc += static_cast<Acc>(load(convertElement<O>(in[in_off + j * lines.in_step])));
-            if constexpr (kFloating<O>)
-              o[out_off[0] + j * lines.out_step[0]] = store<O>(acc);
-            else
-              o[out_off[0] + j * lines.out_step[0]] = store<O>(static_cast<int64_t>(acc));  // modulo 2^64
-          }
+  // The conversion is a copy first, so the loop is instantiated per out
+  // dtype only (x is self in place).
+  bp::Tensor holder;
+  const bp::Tensor& x = elementwise::as(self, out.dtype(), holder);
+  const Lines lines(op, x, wrapDim(dim, x.dim()), {&out});
+  visitDtype(out.dtype(), [&](auto tag) {
+    using O = decltype(tag);
+    using Acc = std::conditional_t<kFloating<O>, double, uint64_t>;
+    const O* in = x.data_ptr<const O>();
+    O* o = out.data_ptr<O>();
+    parallelRange(lines.count, lines.len, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        int64_t in_off, out_off[2];
+        lines.offsets(i, in_off, out_off);
+        Acc acc = Prod ? 1 : 0;
+        for (int64_t j = 0; j < lines.len; ++j) {
+          const Acc v = static_cast<Acc>(load(in[in_off + j * lines.in_step]));
+          if constexpr (Prod)
+            acc *= v;
+          else
+            acc += v;
+          if constexpr (kFloating<O>)
+            o[out_off[0] + j * lines.out_step[0]] = store<O>(acc);
+          else
+            o[out_off[0] + j * lines.out_step[0]] = store<O>(static_cast<int64_t>(acc));  // modulo 2^64
         }
-      });
+      }
     });
   });
   return out;
+}
+
+bp::Tensor cumsum_out(const bp::Tensor& self, int64_t dim, std::optional<ScalarType>, const bp::Tensor& out) {
+  return scanInto<false>("bp::cumsum.out", self, dim, out);
+}
+
+bp::Tensor cumprod_out(const bp::Tensor& self, int64_t dim, std::optional<ScalarType>, const bp::Tensor& out) {
+  return scanInto<true>("bp::cumprod.out", self, dim, out);
 }
 
 // Whether a comes before b in an ascending (descending) sort with NaN the

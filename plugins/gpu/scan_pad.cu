@@ -1,12 +1,12 @@
-// GPU kernels of cumsum, flip and the pads (constant_pad_nd,
+// GPU kernels of cumsum, cumprod, flip and the pads (constant_pad_nd,
 // reflection_pad{1,2,3}d, replication_pad{1,2,3}d), mirroring the CPU
 // plugin's plugins/cpu/sort_scan_pad.cc value for value. sort and topk have
 // no GPU kernel: they reach the CPU kernel through the declared-kernel rules
 // (CPU fallback), as docs/operators.md says.
 //
-//   * cumsum: the input converted to out's dtype (as the reductions do,
-//     kernel_args.h's as()), then one thread per line along `dim` adds its
-//     elements in order in double for the floating dtypes (as the CPU
+//   * cumsum, cumprod: the input converted to out's dtype (as the reductions do,
+//     kernel_args.h's as()), then one thread per line along `dim` adds
+//     (multiplies) its elements in order in double for the floating dtypes (as the CPU
 //     kernel, so that long float32 lines give the same sums: a float
 //     accumulator stops counting at 2^24), wrapping uint64 for integers. Parallel over lines, serial
 //     along one: a scan of a few very long lines uses few threads.
@@ -31,7 +31,7 @@ using bp_common::DimMap;
 using bp_common::mapCoordinate;
 using bp_common::wrapDim;
 
-// --- cumsum
+// --- cumsum, cumprod
 
 template <class O>
 using scan_acc_t = std::conditional_t<kIsFloating<O>, double, uint64_t>;
@@ -41,14 +41,18 @@ struct ScanArgs {
   int64_t count, len, in_step, out_step;
 };
 
-template <class O>
-__global__ void cumsumKernel(ScanArgs args, const O* in, O* out) {
+template <class O, bool Prod>
+__global__ void scanKernel(ScanArgs args, const O* in, O* out) {
   using Acc = scan_acc_t<O>;
   gridStride(args.count, [&](int64_t i) {
     const Offsets<2> at = args.lines.get(i);
-    Acc acc = 0;
+    Acc acc = Prod ? 1 : 0;
     for (int64_t j = 0; j < args.len; ++j) {
-      acc += static_cast<Acc>(load(in[at.v[0] + j * args.in_step]));
+      const Acc v = static_cast<Acc>(load(in[at.v[0] + j * args.in_step]));
+      if constexpr (Prod)
+        acc *= v;
+      else
+        acc += v;
       if constexpr (kIsFloating<O>)
         out[at.v[1] + j * args.out_step] = store<O>(acc);
       else
@@ -57,8 +61,8 @@ __global__ void cumsumKernel(ScanArgs args, const O* in, O* out) {
   });
 }
 
-bp::Tensor cumsum_out(const bp::Tensor& self, int64_t dim, std::optional<ScalarType>, const bp::Tensor& out) {
-  const char* op = "bp::cumsum.out";
+template <bool Prod>
+bp::Tensor scanInto(const char* op, const bp::Tensor& self, int64_t dim, const bp::Tensor& out) {
   const bp::Device device = callDevice(op, out, "out");
   checkOnDevice(op, self, "self", device);
   checkDtype(op, self, "self", bp::kAllScalarTypes);
@@ -78,10 +82,18 @@ bp::Tensor cumsum_out(const bp::Tensor& self, int64_t dim, std::optional<ScalarT
   args.out_step = l.out_step;
   visitDtype(out.dtype(), [&](auto tag) {
     using O = decltype(tag);
-    launchElements(&cumsumKernel<O>, args.count, 1, device.index, args, static_cast<const O*>(x.data_ptr()),
+    launchElements(&scanKernel<O, Prod>, args.count, 1, device.index, args, static_cast<const O*>(x.data_ptr()),
                    static_cast<O*>(out.data_ptr()));
   });
   return out;
+}
+
+bp::Tensor cumsum_out(const bp::Tensor& self, int64_t dim, std::optional<ScalarType>, const bp::Tensor& out) {
+  return scanInto<false>("bp::cumsum.out", self, dim, out);
+}
+
+bp::Tensor cumprod_out(const bp::Tensor& self, int64_t dim, std::optional<ScalarType>, const bp::Tensor& out) {
+  return scanInto<true>("bp::cumprod.out", self, dim, out);
 }
 
 // --- flip and pads: out[p] = self[map(p)], or the padding value

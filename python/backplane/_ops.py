@@ -7,8 +7,8 @@ import operator as _operator
 
 from . import _backplane
 
-__all__ = ["ops", "install", "split", "chunk", "allclose", "clone", "flatten", "narrow", "numel", "permute", "reshape",
-           "squeeze", "t", "transpose", "unsqueeze"]
+__all__ = ["ops", "install", "split", "chunk", "allclose", "unique", "clone", "flatten", "narrow", "numel", "permute",
+           "reshape", "squeeze", "t", "transpose", "unsqueeze"]
 
 
 class _OpNamespace:
@@ -369,6 +369,23 @@ def unsqueeze(input, dim):
 _VIEW_FUNCTIONS = (clone, flatten, narrow, numel, permute, reshape, squeeze, t, transpose, unsqueeze)
 
 
+def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):
+    """The distinct values of input, sorted, as torch.unique: with return_inverse also each element's index
+    among them (input's shape), with return_counts how often each occurs; a tuple when either is asked for.
+    dim= (unique slices) is not supported: unique(x.flatten()) or a loop over the slices."""
+    if dim is not None:
+        raise NotImplementedError("unique(dim=...) is not supported: Backplane's unique works on the flattened "
+                                  "tensor (dim=None)")
+    values, inverse, counts = _unique2(input, sorted, return_inverse, return_counts)
+    if return_inverse and return_counts:
+        return values, inverse, counts
+    if return_inverse:
+        return values, inverse
+    if return_counts:
+        return values, counts
+    return values
+
+
 def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     """True when isclose(input, other, ...) holds everywhere, as torch.allclose (a Python bool; reads the answer
     back from input's device)."""
@@ -401,6 +418,7 @@ def _to(self, *args, dtype=None, device=None, non_blocking=False, copy=False):
 
 
 _isclose = _backplane._packet("bp", "isclose")
+_unique2 = _backplane._packet("bp", "_unique2")
 _to_other = _backplane._packet("bp", "to").other
 _to_options = _backplane._packet("bp", "to").dtype_layout
 
@@ -429,10 +447,11 @@ def install(namespace):
     for name, dtype_name in _DTYPE_METHODS.items():
         setattr(tensor, name, _dtype_method(name, dtype_name))
     tensor.expand_as, tensor.view_as, tensor.type_as, tensor.cuda = _expand_as, _view_as, _type_as, _cuda
-    tensor.split, tensor.chunk, tensor.allclose = split, chunk, allclose
+    tensor.split, tensor.chunk, tensor.allclose, tensor.unique = split, chunk, allclose, unique
     namespace.setdefault("split", split)
     namespace.setdefault("chunk", chunk)
     namespace.setdefault("allclose", allclose)
+    namespace.setdefault("unique", unique)
     for function in _VIEW_FUNCTIONS:
         namespace.setdefault(function.__name__, function)
     # Note [NumPy protocols]: NumPy's ufuncs run Backplane's ops (so that

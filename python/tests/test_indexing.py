@@ -273,3 +273,48 @@ def test_function_forms_of_the_view_methods_match_pytorch():
     copy = bp.clone(ours)
     copy[0, 0, 0] = 100.0
     assert ours[0, 0, 0].item() == 0.0
+
+
+def test_cumprod_matches_pytorch():
+    a = np.array([[1.5, -2.0, 0.0, 3.0], [0.5, 2.0, 4.0, -1.0]], dtype=np.float32)
+    same(bp.tensor(a).cumprod(1), torch.tensor(a).cumprod(1))
+    same(bp.cumprod(bp.tensor(a), 0), torch.cumprod(torch.tensor(a), 0))
+    i = np.array([[3, -2, 5], [7, 1, -1]], dtype=np.int8)
+    same(bp.tensor(i).cumprod(1), torch.tensor(i).cumprod(1))  # int64, as sum's rule
+    x, tx = bp.tensor(a), torch.tensor(a)
+    x.cumprod_(1)
+    tx.cumprod_(1)
+    same(x, tx)
+
+
+@pytest.mark.parametrize("equation, shapes", [
+    ("ij,jk->ik", [(3, 4), (4, 5)]), ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]), ("ii->i", [(4, 4)]),
+    ("ij->", [(3, 4)]), ("i,j->ij", [(3,), (4,)]), ("...ij,...jk->...ik", [(2, 3, 4), (4, 5)]),
+    ("bhqd,bhkd->bhqk", [(2, 2, 3, 4), (2, 2, 5, 4)]), ("ijk,kl,lm->im", [(2, 3, 4), (4, 2), (2, 3)]),
+    ("ij,jk", [(3, 4), (4, 2)]), ("Ab,bA->", [(3, 4), (4, 3)])])
+def test_einsum_matches_pytorch(equation, shapes):
+    rng = np.random.default_rng(3)
+    arrays = [rng.standard_normal(s) for s in shapes]
+    ours = bp.einsum(equation, [bp.tensor(a) for a in arrays])
+    theirs = torch.einsum(equation, [torch.tensor(a) for a in arrays])
+    assert list(ours.shape) == list(theirs.shape)
+    np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-10, atol=1e-12)
+    leaves = [bp.tensor(a).requires_grad_() for a in arrays]
+    tleaves = [torch.tensor(a, requires_grad=True) for a in arrays]
+    bp.einsum(equation, leaves).sum().backward()
+    torch.einsum(equation, tleaves).sum().backward()
+    for ours_leaf, their_leaf in zip(leaves, tleaves):
+        np.testing.assert_allclose(ours_leaf.grad.numpy(), their_leaf.grad.numpy(), rtol=1e-10, atol=1e-12)
+    with pytest.raises(ValueError, match="einsum"):
+        bp.einsum("ij,jk->ik", [bp.ones(2, 3)])
+
+
+def test_unique_matches_pytorch():
+    a = np.array([[3, 1, 2], [1, 3, 3]], dtype=np.int64)
+    for kw in [{}, {"return_inverse": True}, {"return_counts": True}, {"return_inverse": True, "return_counts": True}]:
+        ours, theirs = bp.unique(bp.tensor(a), **kw), torch.unique(torch.tensor(a), **kw)
+        for o, t_ in zip(ours if isinstance(ours, tuple) else (ours,), theirs if isinstance(theirs, tuple) else (theirs,)):
+            same(o, t_)
+    same(bp.tensor(a).unique(), torch.tensor(a).unique())
+    with pytest.raises(NotImplementedError, match="dim"):
+        bp.unique(bp.tensor(a), dim=0)

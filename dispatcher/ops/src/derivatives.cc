@@ -491,7 +491,7 @@ std::vector<OpDerivative> buildTable() {
            {"mat2", "alpha * mat1^T @ grad", [](Ctx& c) {
               c.set("mat2", scaledBy(mmMat2Grad(c.grad(), c.tensor("mat1"), c.tensor("mat2")), c.scalar("alpha")));
             }}});
-  composite({"matmul", "linear", "dropout"});
+  composite({"matmul", "linear", "dropout", "einsum"});
 
   // --- Reductions.
   formula("sum", {{"self", "grad expanded to self's sizes",
@@ -593,7 +593,7 @@ std::vector<OpDerivative> buildTable() {
   // max(self) as amax (ties share the gradient, as PyTorch's max());
   // max.other as maximum.
   composite({"max", "min", "max.other", "min.other"});
-  notImplemented({"prod", "prod.dim_int"}, "the product's gradient (with zeros in self) has no formula yet");
+  notImplemented({"prod", "prod.dim_int", "cumprod"}, "the product's gradient (with zeros in self) has no formula yet");
 
   // --- Data movement.
   formula("cat", {{"tensors", "grad split along dim", [](Ctx& c) {
@@ -802,6 +802,7 @@ std::vector<OpDerivative> buildTable() {
   composite({"norm"});
   nondiff({"nonzero"}, "indices: integer results carry no gradient");
   nondiff({"isclose"}, "a comparison: bool results carry no gradient");
+  nondiff({"_unique2"}, "distinct values and integer positions: not differentiable (as in PyTorch)");
   nondiff({"argsort", "argsort.stable"}, "indices: integer results carry no gradient");
   nondiff({"floor_divide", "floor_divide.Scalar"}, "piecewise constant with integer steps, as PyTorch");
   nondiff({"empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full", "full_like",

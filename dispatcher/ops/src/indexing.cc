@@ -1,12 +1,11 @@
 // Advanced indexing and the ops written over index ops (Note [Advanced
 // indexing]): index.Tensor (x[idx], x[mask]), index_put_ (x[idx] = v),
-// nonzero, masked_select, index_add, and the rearrangements tril/triu, roll,
-// repeat and repeat_interleave. All are composites over standard ops with
-// kernels on every device (index_select, scatter, scatter_add, cumsum,
-// masked_fill, cat), so
-// each device runs them natively or by its usual fallback, and autograd
-// differentiates them through their parts; a plugin's own kernel for one
-// of them still wins.
+// nonzero, masked_select, index_add, _unique2 (torch.unique), and the
+// rearrangements tril/triu, roll, repeat and repeat_interleave. All are
+// composites over standard ops with kernels on every device (index_select,
+// scatter, scatter_add, cumsum, sort, masked_fill, cat), so each device runs
+// them natively or by its usual fallback, and autograd differentiates them
+// through their parts; a plugin's own kernel for one of them still wins.
 #include <algorithm>
 
 #include "backplane/ops/ops.h"
@@ -509,6 +508,40 @@ Tensor repeatInterleaveCounts(const Tensor& repeats, std::optional<int64_t> outp
   return runPositions(op, repeats, output_size);
 }
 
+// --- _unique2 (torch.unique without dim): the sorted distinct values, and
+// on request each element's position among them (inverse) and how often
+// each occurs (counts); the ones not asked for are empty, as in PyTorch.
+// A stable sort, then a run starts wherever a value differs from the one
+// before it (so each NaN is its own run); one host read: the run count.
+std::tuple<Tensor, Tensor, Tensor> unique2(const Tensor& self, bool sorted, bool return_inverse, bool return_counts) {
+  const std::string& op = qualified<"_unique2">();
+  checkDefined(op, self, "self");
+  const TensorOptions index_options{.dtype = ScalarType::Int64, .device = self.device()};
+  const int64_t n = self.numel();
+  if (n == 0) {
+    return {empty({0}, {.dtype = self.dtype(), .device = self.device()}),
+            return_inverse ? empty(self.sizes(), index_options) : empty({0}, index_options), empty({0}, index_options)};
+  }
+  const auto [values, order] = self.reshape({-1}).sort(0, false);
+  const Tensor parts[] = {full({1}, Scalar(true), {.dtype = ScalarType::Bool, .device = self.device()}),
+                          values.narrow(0, 1, n - 1).ne(values.narrow(0, 0, n - 1))};
+  const Tensor starts = cat(TensorList(parts, 2), 0);
+  const Tensor distinct = values.index_select(0, truePositions(starts));
+  const Tensor group = starts.cumsum(0, ScalarType::Int64) - 1;  // each sorted element's run
+  Tensor inverse = empty({0}, index_options), counts = empty({0}, index_options);
+  if (return_inverse) {
+    inverse = empty({n}, index_options);
+    BP_STANDARD_OP("scatter_.src", ScatterSig).call(inverse, 0, order, group);
+    inverse = inverse.reshape(self.sizes());
+  }
+  if (return_counts) {
+    counts = zeros({distinct.numel()}, index_options);
+    BP_STANDARD_OP("scatter_add_", ScatterSig).call(counts, 0, group, ones({n}, index_options));
+  }
+  (void)sorted;  // always sorted: PyTorch allows any order when sorted=False
+  return {distinct, inverse, counts};
+}
+
 // --- isclose: |self - other| <= atol + rtol * |other| (PyTorch's rule).
 
 Tensor iscloseComposite(const Tensor& self, const Tensor& other, double rtol, double atol, bool equal_nan) {
@@ -572,6 +605,9 @@ void addIndexingOps(std::vector<StandardOp>& ops) {
   add("repeat_interleave.Tensor(Tensor repeats, *, SymInt? output_size=None) -> Tensor",
       K::makeFromFunction(BP_FN(repeatInterleaveCounts)));
   ops.back().dtypes = {{"repeats", kIndex}};
+  add("_unique2(Tensor self, bool sorted=True, bool return_inverse=False, bool return_counts=False) -> (Tensor, "
+      "Tensor, Tensor)",
+      K::makeFromFunction(BP_FN(unique2)));
   add("isclose(Tensor self, Tensor other, float rtol=1e-05, float atol=1e-08, bool equal_nan=False) -> Tensor",
       K::makeFromFunction(BP_FN(iscloseComposite)));
 }

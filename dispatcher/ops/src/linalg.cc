@@ -4,7 +4,11 @@
 // gets it without a CPU round trip; a native kernel (the CPU plugin's) beats
 // it (Note [Kernel precedence]). linear has a meta kernel (its argument
 // checks) so that a native kernel, such as the CPU plugin's fused
-// product-plus-bias, gets checked arguments on every device.
+// product-plus-bias, gets checked arguments on every device. einsum is a
+// composite over bmm, sum and views (Note [einsum]).
+#include <algorithm>
+
+#include "backplane/ops/ops.h"
 #include "families.h"
 #include "structured.h"
 
@@ -333,6 +337,260 @@ Tensor linearComposite(const Tensor& input, const Tensor& weight, const std::opt
   return BP_STANDARD_OP("add.Tensor", AddSig).callSkippingMeta(r, bias, Scalar(1));
 }
 
+// --- einsum (Note [einsum])
+// Note [einsum]
+// torch.einsum's equation: operands' subscripts (letters, and at most one
+// "..." each, which stands for their leading broadcast dims), then
+// optionally "->" and the output's. Without "->" the output is "..." and the
+// letters that appear once, in alphabetical order. A letter repeated within
+// one operand takes its diagonal. The operands are combined left to right,
+// each pair as one bmm: the letters both have and a later operand or the
+// output needs are the batch, the ones only they have are summed in the
+// product, and a letter no one else needs is summed out first. Size-1 dims
+// broadcast. All operands must have one dtype.
+
+struct Subscripts {
+  std::vector<int> labels;  // per dim: a letter (0..51) or an ellipsis dim (52 + k)
+};
+
+constexpr int kEllipsisLabel = 52;
+
+int letterLabel(const std::string& op, char c) {
+  if (c >= 'a' && c <= 'z') return c - 'a';
+  if (c >= 'A' && c <= 'Z') return 26 + (c - 'A');
+  BP_CHECK(false, op, ": '", std::string(1, c), "' is not a subscript; use letters a-z, A-Z and '...'");
+  return -1;
+}
+
+// One operand's (or the output's) subscripts; `ndim` < 0 for the output,
+// whose ellipsis takes `ellipsis_dims`.
+Subscripts parseSubscripts(const std::string& op, std::string_view text, int64_t ndim, int64_t ellipsis_dims,
+                           const std::string& which) {
+  Subscripts s;
+  int64_t letters = 0;
+  bool ellipsis = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == ' ') continue;
+    if (text[i] == '.') {
+      BP_CHECK(text.substr(i, 3) == "..." && !ellipsis, op, ": ", which,
+               " has a '.' that is not one '...' (at most one ellipsis per operand)");
+      ellipsis = true;
+      i += 2;
+      continue;
+    }
+    letterLabel(op, text[i]);
+    ++letters;
+  }
+  const int64_t dots = ndim < 0 ? (ellipsis ? ellipsis_dims : 0) : ndim - letters;
+  if (ndim >= 0) {
+    BP_CHECK(ellipsis ? dots >= 0 : dots == 0, op, ": ", which, " has ", letters, " subscripts",
+             ellipsis ? " and '...'" : "", " but the tensor has ", ndim, " dimensions");
+  }
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == ' ') continue;
+    if (text[i] == '.') {
+      // Ellipsis dims align to the right across operands.
+      for (int64_t k = 0; k < dots; ++k)
+        s.labels.push_back(kEllipsisLabel + static_cast<int>(ellipsis_dims - dots + k));
+      i += 2;
+      continue;
+    }
+    s.labels.push_back(letterLabel(op, text[i]));
+  }
+  return s;
+}
+
+// An operand with one label per dim (after diagonals).
+struct Labeled {
+  Tensor t;
+  std::vector<int> labels;
+};
+
+// Takes the diagonal of each label repeated within the operand.
+Labeled diagonals(Labeled x) {
+  for (size_t i = 0; i < x.labels.size(); ++i) {
+    for (size_t j = i + 1; j < x.labels.size(); ++j) {
+      if (x.labels[j] != x.labels[i]) continue;
+      const int64_t di = static_cast<int64_t>(i), dj = static_cast<int64_t>(j);
+      BP_CHECK(x.t.size(di) == x.t.size(dj), "bp::einsum: a subscript repeated in one operand names dims of sizes ",
+               x.t.size(di), " and ", x.t.size(dj), "; its diagonal needs them equal");
+      std::vector<int64_t> sizes, strides;
+      for (int64_t d = 0; d < x.t.dim(); ++d) {
+        if (d == dj) continue;
+        sizes.push_back(x.t.size(d));
+        strides.push_back(d == di ? x.t.stride(di) + x.t.stride(dj) : x.t.stride(d));
+      }
+      x.t = x.t.as_strided(sizes, strides, x.t.storage_offset());
+      x.labels.erase(x.labels.begin() + static_cast<std::ptrdiff_t>(j));
+      --j;
+    }
+  }
+  return x;
+}
+
+// Sums out the labels of x that `needed` does not hold.
+Labeled sumUnneeded(Labeled x, const std::vector<int>& needed) {
+  std::vector<int64_t> dims;
+  std::vector<int> kept;
+  for (size_t i = 0; i < x.labels.size(); ++i) {
+    if (std::find(needed.begin(), needed.end(), x.labels[i]) == needed.end())
+      dims.push_back(static_cast<int64_t>(i));
+    else
+      kept.push_back(x.labels[i]);
+  }
+  if (!dims.empty()) x.t = x.t.sum(dims);
+  x.labels = kept;
+  return x;
+}
+
+int64_t sizeOf(const Labeled& x, int label) {
+  for (size_t i = 0; i < x.labels.size(); ++i)
+    if (x.labels[i] == label) return x.t.size(static_cast<int64_t>(i));
+  return 1;
+}
+
+// a and b as one bmm: [batch, a-only, contracted] x [batch, contracted, b-only].
+Labeled contract(const Labeled& a, const Labeled& b, const std::vector<int>& needed) {
+  auto has = [](const Labeled& x, int l) { return std::find(x.labels.begin(), x.labels.end(), l) != x.labels.end(); };
+  auto need = [&](int l) { return std::find(needed.begin(), needed.end(), l) != needed.end(); };
+  std::vector<int> batch, a_only, b_only, summed;
+  for (int l : a.labels) (has(b, l) ? (need(l) ? batch : summed) : a_only).push_back(l);
+  for (int l : b.labels)
+    if (!has(a, l)) b_only.push_back(l);
+  auto arrange = [&](const Labeled& x, const std::vector<std::vector<int>*>& groups) {
+    std::vector<int64_t> order, sizes;
+    std::vector<int64_t> shape;
+    for (std::vector<int>* g : groups) {
+      int64_t n = 1;
+      for (int l : *g) {
+        const int64_t size = std::max(sizeOf(a, l), sizeOf(b, l));
+        n *= size;
+        sizes.push_back(size);
+      }
+      shape.push_back(n);
+    }
+    // Missing labels (the other operand's) enter as size-1 dims, then broadcast.
+    Tensor t = x.t;
+    std::vector<int> labels = x.labels;
+    for (std::vector<int>* g : groups) {
+      for (int l : *g) {
+        if (std::find(labels.begin(), labels.end(), l) == labels.end()) {
+          t = t.unsqueeze(t.dim());
+          labels.push_back(l);
+        }
+      }
+    }
+    for (std::vector<int>* g : groups) {
+      for (int l : *g) {
+        order.push_back(std::find(labels.begin(), labels.end(), l) - labels.begin());
+      }
+    }
+    return t.permute(order).expand(sizes).reshape(shape);
+  };
+  std::vector<int> none;
+  const Tensor lhs = arrange(a, {&batch, &a_only, &summed});
+  const Tensor rhs = arrange(b, {&batch, &summed, &b_only});
+  Labeled r;
+  r.t = lhs.bmm(rhs);
+  Shape result;
+  for (const std::vector<int>* g : {&batch, &a_only, &b_only}) {
+    for (int l : *g) {
+      result.push_back(std::max(sizeOf(a, l), sizeOf(b, l)));
+      r.labels.push_back(l);
+    }
+  }
+  r.t = r.t.reshape(result);
+  return r;
+}
+
+Tensor einsumComposite(std::string_view equation, TensorList tensors, std::optional<IntArrayRef> path) {
+  const std::string& op = qualified<"einsum">();
+  BP_CHECK(!tensors.empty(), op, ": needs at least one operand");
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    checkDefined(op, tensors[i], "tensors");
+    BP_CHECK(tensors[i].dtype() == tensors[0].dtype(), op, ": operand ", i, " has dtype ", tensors[i].dtype(),
+             " but operand 0 has ", tensors[0].dtype(), "; convert them to one dtype");
+    BP_CHECK(tensors[i].device() == tensors[0].device(), op, ": operand ", i, " is on ", tensors[i].device(),
+             " but operand 0 is on ", tensors[0].device());
+  }
+  const size_t arrow = equation.find("->");
+  const std::string_view inputs = equation.substr(0, arrow);
+  std::vector<std::string_view> parts;
+  for (size_t start = 0;;) {
+    const size_t comma = inputs.find(',', start);
+    parts.push_back(inputs.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start));
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  BP_CHECK(parts.size() == tensors.size(), op, ": the equation '", std::string(equation), "' has ", parts.size(),
+           " operands but ", tensors.size(), " tensors were given");
+  // The ellipsis covers as many dims as the widest operand's.
+  int64_t ellipsis_dims = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    int64_t letters = 0;
+    for (char c : parts[i]) letters += c != ' ' && c != '.';
+    if (parts[i].find("...") != std::string_view::npos)
+      ellipsis_dims = std::max(ellipsis_dims, tensors[i].dim() - letters);
+  }
+  std::vector<Labeled> operands;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    Subscripts s = parseSubscripts(op, parts[i], tensors[i].dim(), ellipsis_dims, "operand " + std::to_string(i));
+    operands.push_back(diagonals(Labeled{tensors[i], s.labels}));
+  }
+  std::vector<int> output;
+  if (arrow != std::string_view::npos) {
+    output = parseSubscripts(op, equation.substr(arrow + 2), -1, ellipsis_dims, "the output").labels;
+    for (size_t i = 0; i < output.size(); ++i) {
+      BP_CHECK(std::find(output.begin() + static_cast<std::ptrdiff_t>(i) + 1, output.end(), output[i]) == output.end(),
+               op, ": the output names a subscript twice");
+      bool found = output[i] >= kEllipsisLabel;
+      for (const Labeled& x : operands)
+        found |= std::find(x.labels.begin(), x.labels.end(), output[i]) != x.labels.end();
+      BP_CHECK(found, op, ": the output has a subscript that no operand has");
+    }
+  } else {
+    for (int64_t k = 0; k < ellipsis_dims; ++k) output.push_back(kEllipsisLabel + static_cast<int>(k));
+    std::vector<int> counts(kEllipsisLabel, 0);
+    for (size_t i = 0; i < parts.size(); ++i)
+      for (char c : parts[i])
+        if (c != ' ' && c != '.') ++counts[static_cast<size_t>(letterLabel(op, c))];
+    // Alphabetical: PyTorch orders upper case before lower case.
+    for (int l = 26; l < kEllipsisLabel; ++l)
+      if (counts[static_cast<size_t>(l)] == 1) output.push_back(l);
+    for (int l = 0; l < 26; ++l)
+      if (counts[static_cast<size_t>(l)] == 1) output.push_back(l);
+  }
+  // Left to right; what a step keeps is what the output or a later operand needs.
+  auto neededAfter = [&](size_t i) {
+    std::vector<int> needed = output;
+    for (size_t j = i + 1; j < operands.size(); ++j)
+      needed.insert(needed.end(), operands[j].labels.begin(), operands[j].labels.end());
+    return needed;
+  };
+  Labeled acc = operands[0];
+  for (size_t i = 1; i < operands.size(); ++i) {
+    const std::vector<int> needed = neededAfter(i);
+    std::vector<int> for_a = needed, for_b = needed;
+    for_a.insert(for_a.end(), operands[i].labels.begin(), operands[i].labels.end());
+    for_b.insert(for_b.end(), acc.labels.begin(), acc.labels.end());
+    acc = contract(sumUnneeded(acc, for_a), sumUnneeded(operands[i], for_b), needed);
+  }
+  acc = sumUnneeded(acc, output);
+  // Ellipsis dims an operand did not have come in as size 1.
+  std::vector<int64_t> order;
+  for (int l : output) {
+    auto it = std::find(acc.labels.begin(), acc.labels.end(), l);
+    if (it == acc.labels.end()) {
+      acc.t = acc.t.unsqueeze(acc.t.dim());
+      acc.labels.push_back(l);
+      it = acc.labels.end() - 1;
+    }
+    order.push_back(it - acc.labels.begin());
+  }
+  (void)path;  // the contraction order is always left to right
+  return acc.t.permute(order).contiguous();
+}
+
 }  // namespace
 
 void addLinalgOps(std::vector<StandardOp>& ops) {
@@ -373,6 +631,8 @@ void addLinalgOps(std::vector<StandardOp>& ops) {
   add("linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor",
       KernelFunction::makeFromFunction(BP_FN(linearMeta)), KernelFunction::makeFromFunction(BP_FN(linearComposite)));
   products(first, {"input", "weight", "bias"});
+  add("einsum(str equation, Tensor[] tensors, *, int[]? path=None) -> Tensor", {},
+      KernelFunction::makeFromFunction(BP_FN(einsumComposite)));
 }
 
 }  // namespace backplane::ops

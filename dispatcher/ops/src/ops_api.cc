@@ -262,6 +262,13 @@ Tensor any(const Tensor& self, IntArrayRef dim, bool keepdim) {
 Tensor cumsum(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype) {
   return BP_STANDARD_OP("cumsum", SoftmaxSig).call(self, dim, dtype);
 }
+Tensor einsum(std::string_view equation, TensorList tensors) {
+  using EinsumSig = Tensor(std::string_view, TensorList, std::optional<IntArrayRef>);
+  return BP_STANDARD_OP("einsum", EinsumSig).call(equation, tensors, std::nullopt);
+}
+Tensor cumprod(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype) {
+  return BP_STANDARD_OP("cumprod", SoftmaxSig).call(self, dim, dtype);
+}
 SortPair sort(const Tensor& self, int64_t dim, bool descending) {
   return BP_STANDARD_OP("sort", SortPair(const Tensor&, int64_t, bool)).call(self, dim, descending);
 }
@@ -497,6 +504,9 @@ Tensor Tensor::any() const { return ::backplane::any(*this); }
 Tensor Tensor::any(int64_t dim, bool keepdim) const { return ::backplane::any(*this, dim, keepdim); }
 Tensor Tensor::cumsum(int64_t dim, std::optional<ScalarType> dtype) const {
   return ::backplane::cumsum(*this, dim, dtype);
+}
+Tensor Tensor::cumprod(int64_t dim, std::optional<ScalarType> dtype) const {
+  return ::backplane::cumprod(*this, dim, dtype);
 }
 std::tuple<Tensor, Tensor> Tensor::sort(int64_t dim, bool descending) const {
   return ::backplane::sort(*this, dim, descending);

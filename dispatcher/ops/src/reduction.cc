@@ -347,9 +347,9 @@ KernelFunction fn() {
 //     compatibility rule); `out` may be either. dim=None reduces every
 //     dimension, dim=[] none (each element is tested alone). all.dims_out is
 //     the kernel; the other out= forms are composites over it.
-//   * cumsum: the running sum along one dim, with sum's dtype rule
-//     (integral and bool inputs give int64); `out` without dtype= chooses
-//     the dtype the sum runs in.
+//   * cumsum, cumprod: the running sum (product) along one dim, with sum's
+//     dtype rule (integral and bool inputs give int64); `out` without
+//     dtype= chooses the dtype the scan runs in.
 //   * sort: stable, ascending or descending; NaN sorts as the largest value
 //     (last ascending, first descending). sort.values_stable is the kernel.
 //   * topk: the k largest (or smallest) along a dim, always returned in
@@ -485,20 +485,25 @@ void cumsumOutMeta(const Tensor& self, int64_t dim, std::optional<ScalarType> dt
   checkOut(qualified<Name>(), out, m, {{"self", &self}});
 }
 
+// cumsum and cumprod (Name, its .out kernel, and its in-place form) share
+// everything but the kernel: sum's dtype rule, and in place the scan runs in
+// self's dtype.
+template <FixedString Name, FixedString OutName>
 Tensor cumsumFunctional(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype) {
-  Tensor out = allocate(cumsumMeta<"cumsum">(self, dim, dtype));
-  return BP_STANDARD_OP("cumsum.out", CumsumOutSig).callSkippingMeta(self, dim, dtype, out);
+  Tensor out = allocate(cumsumMeta<Name>(self, dim, dtype));
+  return BP_STANDARD_OP(OutName.c_str(), CumsumOutSig).callSkippingMeta(self, dim, dtype, out);
 }
 
 // In place the sum runs in self's dtype (PyTorch's cumsum_ with out = self);
 // dtype=, when given, must be self's.
+template <FixedString Name, FixedString OutName>
 Tensor cumsumInplace(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype) {
-  const std::string& op = qualified<"cumsum_">();
-  OutputMeta m = cumsumMeta<"cumsum_">(self, dim, dtype);
+  const std::string& op = qualified<Name>();
+  OutputMeta m = cumsumMeta<Name>(self, dim, dtype);
   if (dtype) checkExactDtype(op, self, *dtype, "the dtype= argument, in place");
   m.dtype = self.dtype();
   checkOut(op, self, m, {}, "self");
-  return BP_STANDARD_OP("cumsum.out", CumsumOutSig).callSkippingMeta(self, dim, self.dtype(), self);
+  return BP_STANDARD_OP(OutName.c_str(), CumsumOutSig).callSkippingMeta(self, dim, self.dtype(), self);
 }
 
 // --- sort, topk: values of self's dtype and int64 indices
@@ -624,10 +629,18 @@ void addProductLogicalSortScanOps(std::vector<StandardOp>& ops) {
   add("any.all_out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)", fn<&logicalAllOutMeta<"any.all_out">>(),
       fn<&logicalAllOutComposite<"any.dims_out">>());
 
-  add("cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor", {}, fn<&cumsumFunctional>());
-  add("cumsum_(Tensor(a!) self, int dim, *, ScalarType? dtype=None) -> Tensor(a!)", {}, fn<&cumsumInplace>());
+  add("cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor", {},
+      fn<&cumsumFunctional<"cumsum", "cumsum.out">>());
+  add("cumsum_(Tensor(a!) self, int dim, *, ScalarType? dtype=None) -> Tensor(a!)", {},
+      fn<&cumsumInplace<"cumsum_", "cumsum.out">>());
   add("cumsum.out(Tensor self, int dim, *, ScalarType? dtype=None, Tensor(a!) out) -> Tensor(a!)",
       fn<&cumsumOutMeta<"cumsum.out">>());
+  add("cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor", {},
+      fn<&cumsumFunctional<"cumprod", "cumprod.out">>());
+  add("cumprod_(Tensor(a!) self, int dim, *, ScalarType? dtype=None) -> Tensor(a!)", {},
+      fn<&cumsumInplace<"cumprod_", "cumprod.out">>());
+  add("cumprod.out(Tensor self, int dim, *, ScalarType? dtype=None, Tensor(a!) out) -> Tensor(a!)",
+      fn<&cumsumOutMeta<"cumprod.out">>());
 
   add("sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)", {},
       fn<&sortFunctional>());

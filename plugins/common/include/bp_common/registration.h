@@ -145,11 +145,12 @@
     m.impl("linear", type, &linear);        \
   } while (false)
 
-// plugins/cpu/sort_scan_pad.cc, plugins/gpu/scan_pad.cu: cumsum, flip and
+// plugins/cpu/sort_scan_pad.cc, plugins/gpu/scan_pad.cu: cumsum, cumprod, flip and
 // the pads (the CPU plugin adds sort and topk).
 #define BP_REGISTER_SCAN_PAD_KERNELS(m, type)                                                            \
   do {                                                                                                   \
     m.impl("cumsum.out", type, &cumsum_out);                                                             \
+    m.impl("cumprod.out", type, &cumprod_out);                                                           \
     m.impl("flip.out", type, &flip_out);                                                                 \
     m.impl("constant_pad_nd.out", type, constant_pad_nd_out);                                            \
     for (const char* name : {"reflection_pad1d.out", "reflection_pad2d.out", "reflection_pad3d.out"})    \

@@ -181,6 +181,7 @@ Tensor any(const Tensor& self);
 Tensor any(const Tensor& self, int64_t dim, bool keepdim = false);
 Tensor any(const Tensor& self, IntArrayRef dim, bool keepdim = false);  // an empty list reduces no dim
 Tensor cumsum(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype = std::nullopt);
+Tensor cumprod(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype = std::nullopt);
 std::tuple<Tensor, Tensor> sort(const Tensor& self, int64_t dim = -1, bool descending = false);
 std::tuple<Tensor, Tensor> topk(const Tensor& self, int64_t k, int64_t dim = -1, bool largest = true,
                                 bool sorted = true);
@@ -201,6 +202,10 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const std::optional<Ten
               int64_t groups = 1);
 Tensor max_pool2d(const Tensor& self, IntArrayRef kernel_size, IntArrayRef stride = {}, IntArrayRef padding = {0, 0});
 Tensor avg_pool2d(const Tensor& self, IntArrayRef kernel_size, IntArrayRef stride = {}, IntArrayRef padding = {0, 0});
+
+// torch.einsum: "ij,jk->ik" and friends (letters, one "..." per operand, diagonals); the operands are
+// contracted left to right, each pair as one bmm (Note [einsum] in dispatcher/ops/src/linalg.cc).
+Tensor einsum(std::string_view equation, TensorList tensors);
 
 // --- Indexing and joining.
 Tensor cat(TensorList tensors, int64_t dim = 0);
