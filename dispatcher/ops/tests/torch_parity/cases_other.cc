@@ -418,6 +418,39 @@ std::vector<Case> dataMovementCases() {
                         {"src", T(a, {2, 5}, Fill::Small, View::Contiguous, 4)}},
                        close(2)});
     }
+    // Indexing ops (dispatcher/ops/src/indexing.cc): scatter's kernel, and the
+    // composites over index_select, scatter, scatter_add and cumsum.
+    cases.push_back({"scatter.src",
+                     {{"self", T(a, {3, 4}, Fill::Small)},
+                      {"dim", I(1)},
+                      {"index", TV(kI64, {2, 3}, {0, 3, 2, 1, 2, 0})},
+                      {"src", T(a, {2, 5}, Fill::Small, View::Contiguous, 4)}},
+                     exact()});
+    cases.push_back({"scatter.value",
+                     {{"self", T(a, {3, 4}, Fill::Small)},
+                      {"dim", I(0)},
+                      {"index", TV(kI64, {1, 4}, {2, 0, 1, 2})},
+                      {"value", S(int64_t{1})}},
+                     exact()});
+    cases.push_back({"index_add",
+                     {{"self", T(a, {3, 4}, Fill::Small)},
+                      {"dim", I(0)},
+                      {"index", TV(kI64, {3}, {2, 0, 2})},
+                      {"source", T(a, {3, 4}, Fill::Small, View::Contiguous, 4)}},
+                     close(2)});
+    cases.push_back({"nonzero", {{"self", x}}, exact()});
+    cases.push_back({"masked_select", {{"self", x}, {"mask", TV(kBool, {4}, {1, 0, 1, 1})}}, exact()});
+    cases.push_back({"tril", {{"self", x}, {"diagonal", I(1)}}, exact()});
+    cases.push_back({"triu", {{"self", T(a, {2, 3, 4}, Fill::Special)}, {"diagonal", I(-1)}}, exact()});
+    cases.push_back({"roll", {{"self", x}, {"shifts", Ints({2, -1})}, {"dims", Ints({0, 1})}}, exact()});
+    cases.push_back({"roll", {{"self", x}, {"shifts", Ints({7})}}, exact()});
+    cases.push_back({"repeat", {{"self", x}, {"repeats", Ints({2, 1, 2})}}, exact()});
+    cases.push_back({"repeat_interleave.self_int", {{"self", x}, {"repeats", I(2)}, {"dim", I(1)}}, exact()});
+    cases.push_back({"repeat_interleave.self_Tensor",
+                     {{"self", x}, {"repeats", TV(kI64, {4}, {1, 0, 3, 2})}, {"dim", I(1)}},
+                     exact()});
+    if (a != kBool) cases.push_back({"cumprod", {{"self", T(a, {3, 4}, Fill::Small)}, {"dim", I(1)}}, close(4, 4)});
+    cases.push_back({"isclose", {{"self", x}, {"other", x}}, exact()});
     cases.push_back({"index_select",
                      {{"self", x}, {"dim", I(0)}, {"index", TV(kI64, {2}, {0, 5})}},
                      exact(),
