@@ -87,12 +87,7 @@ void bindRuntime(nb::module_& m) {
         if (device.is_none()) {
           for (const DeviceInfo& d : runtime().devices()) targets.push_back(d.device);
         } else {
-          bool ok = true;
-          targets.push_back(deviceFrom(device, &ok));
-          if (!ok)
-            throw nb::type_error(("synchronize(): device must be a str ('cuda:0'), a backplane.Device or None, not " +
-                                  std::string(Py_TYPE(device.ptr())->tp_name))
-                                     .c_str());
+          targets.push_back(deviceArg(device, "synchronize()"));
         }
         nb::gil_scoped_release unlocked;
         for (const Device& d : targets) DeviceTypeRegistry::global().interfaceOrThrow(d.type).synchronize(d);
