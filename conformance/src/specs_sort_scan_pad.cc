@@ -275,10 +275,11 @@ std::vector<Sample> scanSamples(const std::string& op, bool product) {
   return out;
 }
 
-std::vector<Expected> cumsumReference(const Sample& s) {
+// The running sum (or product) of each line along dim, in the dtype sum's
+// rule gives (each element converted first).
+std::vector<Expected> scanReference(const Sample& s, bool product) {
   const Tensor& self = s.args[0].toTensor();
-  const IValue* dtype = given(s, 2);
-  const ScalarType t = prodDtype(self, dtype);
+  const ScalarType t = prodDtype(self, given(s, 2));
   const std::vector<int64_t> sizes = sizesOf(self);
   const std::vector<double> v = valuesOf(self);
   Expected e;
@@ -286,9 +287,10 @@ std::vector<Expected> cumsumReference(const Sample& s) {
   e.dtype = t;
   e.values.assign(v.size(), 0);
   for (const std::vector<int64_t>& line : linesOf(sizes, wrapDim(s.args[1].toInt(), self.dim()))) {
-    double acc = 0;
+    double acc = product ? 1 : 0;
     for (int64_t i : line) {
-      acc += roundTo(t, v[static_cast<size_t>(i)]);
+      const double x = roundTo(t, v[static_cast<size_t>(i)]);
+      acc = product ? acc * x : acc + x;
       e.values[static_cast<size_t>(i)] = roundTo(t, acc);
     }
   }
@@ -303,27 +305,6 @@ Tolerance cumsumTolerance(ScalarType t, const Sample& s) {
   tol.atol += machineEpsilon(t) * n * 4;
   tol.rtol += machineEpsilon(t) * std::sqrt(n);
   return tol;
-}
-
-// --- cumprod (self, dim, dtype=None): cumsum's rule, multiplying.
-
-std::vector<Expected> cumprodReference(const Sample& s) {
-  const Tensor& self = s.args[0].toTensor();
-  const ScalarType t = prodDtype(self, given(s, 2));
-  const std::vector<int64_t> sizes = sizesOf(self);
-  const std::vector<double> v = valuesOf(self);
-  Expected e;
-  e.sizes = sizes;
-  e.dtype = t;
-  e.values.assign(v.size(), 0);
-  for (const std::vector<int64_t>& line : linesOf(sizes, wrapDim(s.args[1].toInt(), self.dim()))) {
-    double acc = 1;
-    for (int64_t i : line) {
-      acc *= roundTo(t, v[static_cast<size_t>(i)]);
-      e.values[static_cast<size_t>(i)] = roundTo(t, acc);
-    }
-  }
-  return {e};
 }
 
 // --- sort, topk
@@ -709,12 +690,12 @@ void addSortScanPadSpecs(std::vector<OpSpec>& specs) {
         [all](const Sample& s) { return logicalReference(s, LogicalForm::kDims, all); }, name + ".dims_out"));
   }
   specs.push_back(spec(
-      "bp::cumsum", "reduction", [] { return scanSamples("bp::cumsum", false); }, cumsumReference, "bp::cumsum.out",
-      "bp::cumsum_"));
+      "bp::cumsum", "reduction", [] { return scanSamples("bp::cumsum", false); },
+      [](const Sample& s) { return scanReference(s, false); }, "bp::cumsum.out", "bp::cumsum_"));
   specs.back().tolerance = cumsumTolerance;
   specs.push_back(spec(
-      "bp::cumprod", "reduction", [] { return scanSamples("bp::cumprod", true); }, cumprodReference, "bp::cumprod.out",
-      "bp::cumprod_"));
+      "bp::cumprod", "reduction", [] { return scanSamples("bp::cumprod", true); },
+      [](const Sample& s) { return scanReference(s, true); }, "bp::cumprod.out", "bp::cumprod_"));
   specs.back().tolerance = cumsumTolerance;
   specs.push_back(spec(
       "bp::sort", "reduction", [] { return sortSamples(false); },
