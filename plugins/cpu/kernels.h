@@ -8,7 +8,7 @@ namespace bp_cpu {
 void registerCreationKernels(bp::Library& m);         // creation.cc: fills, arange, philox draws, same-device copy
 void registerElementwiseKernels(bp::Library& m);      // elementwise.cc: binary, comparison, where, unary
 void registerElementwiseMoreKernels(bp::Library& m);  // elementwise_more.cc: rounding division, bitwise, ...
-void registerReductionKernels(bp::Library& m);        // reduction.cc: sum, mean, ..., softmax
+void registerReductionKernels(bp::Library& m);        // reduction.cc: sum, mean, ..., softmax (softmax_rows.cc)
 void registerLinalgKernels(bp::Library& m);           // linalg.cc: mm, bmm, matmul, addmm (oneDNN)
 void registerNNKernels(bp::Library& m);               // nn.cc: conv2d, pooling, batch_norm, layer_norm; backward ops
 void registerOptimKernels(bp::Library& m);            // optim.cc: _fused_sgd_, _fused_adamw_

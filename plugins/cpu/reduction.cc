@@ -13,19 +13,16 @@
 // adjacent in memory (a mean over the batch dim), blocks of outputs are
 // reduced together instead ("columns"), so that memory is read in runs.
 #include <algorithm>
-#include <array>
-#include <bit>
 #include <cmath>
 #include <limits>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "bp_common/registration.h"
 #include "cpu_common.h"
-#include "dnnl_util.h"
 #include "elementwise_loops.h"
 #include "kernels.h"
+#include "softmax_rows.h"
 
 namespace {
 
@@ -630,117 +627,44 @@ bp::Tensor std_correction_out(const bp::Tensor& self, std::optional<bp::IntList>
 
 // --- softmax, log_softmax
 
-// oneDNN's softmax (softmax_v2: softmax_accurate / softmax_log, forward
-// inference) where it has a vectorised kernel. oneDNN 2.6 has one only when
-// the axis is the innermost dim of a dense row-major layout (a middle axis,
-// a transposed or gapped layout gets its slow "ref" kernel), so it is used
-// for [rows, n] with unit element stride and row stride n, in float32 or
-// bfloat16, input and out of one dtype; everything else takes the loops.
-//
-// Non-finite inputs: PyTorch gives NaN for the whole row when the row holds
-// a NaN or +inf or only -inf. oneDNN gives NaN for an all -inf row but only
-// at the NaN / +inf element otherwise (its other elements get 0, or -inf for
-// log_softmax). In both cases the row it writes has a NaN, and a row of
-// finite max never does, so rows with a NaN are set to NaN afterwards.
-//
-// Its exp() is an approximation (about 1.4e-6 relative: exp(0) comes out
-// as 0.9999986), so where one element dominates a row, the row's sum is
-// just under 1 and softmax_log gives that element log-probability
-// -log(sum) = +1.4e-6 instead of 0 ([[30, 0]]: PyTorch gives 0). A
-// log-probability is never positive, so the same pass clamps log_softmax's
-// rows to <= 0: the error stays within float32's tolerance, and the sign,
-// which a user reads as a probability above 1, is right.
-struct DnnlSoftmax {
-  dnnl::softmax_v2_forward prim;
-  dnnl::memory::desc md;
-  bool usable = false;  // false: oneDNN would run its reference kernel
-};
-
-const DnnlSoftmax& dnnlSoftmax(dnnl::memory::data_type type, bool log, int64_t rows, int64_t n) {
-  return dnnl_util::cachedPerThread(std::array<int64_t, 4>{static_cast<int64_t>(type), log, rows, n}, 64, [&] {
-    DnnlSoftmax entry;
-    entry.md = dnnl::memory::desc({rows, n}, type, dnnl::memory::dims{n, 1});
-    try {
-      const dnnl::softmax_v2_forward::primitive_desc pd(
-          {dnnl::prop_kind::forward_inference, log ? dnnl::algorithm::softmax_log : dnnl::algorithm::softmax_accurate,
-           entry.md, entry.md, 1},
-          dnnl_util::engine());
-      if (!dnnl_util::isReference(pd)) {
-        entry.prim = dnnl::softmax_v2_forward(pd);
-        entry.usable = true;
-      }
-    } catch (const dnnl::error&) {
-      // This oneDNN build has no such softmax (e.g. bf16 on an old CPU).
+// float64 rows: the passes of Note [Softmax kernels] in scalar double, on
+// n elements at x[j * xs] into y[j * ys] (y may be x), log_softmax's sum
+// split as there (the max's 1 apart, log1p of the rest).
+void softmaxRowDouble(bool log, const double* x, int64_t xs, double* y, int64_t ys, int64_t n) {
+  double mx = -std::numeric_limits<double>::infinity();
+  for (int64_t j = 0; j < n; ++j) mx = x[j * xs] > mx ? x[j * xs] : mx;
+  double sum = 0;
+  if (log) {
+    int64_t ones = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      const double e = std::exp(x[j * xs] - mx);
+      if (e == 1.0)
+        ++ones;
+      else
+        sum += e;
     }
-    return entry;
-  });
-}
-
-// Sets every row of y ([rows, n], contiguous) that holds a NaN to NaN, and
-// with `non_positive` (log_softmax) every positive element of the others
-// to 0. Bits: the unsigned integer of T's size (float32 or bfloat16). A
-// NaN's magnitude bits exceed infinity's; their max over a row vectorises
-// (a NaN test per element does not), so the check costs little next to
-// exp(). A positive element is one whose sign bit is clear and whose bits
-// are not all zero.
-template <typename T, typename Bits>
-void fixRows(T* y, int64_t rows, int64_t n, bool non_positive) {
-  static_assert(sizeof(T) == sizeof(Bits));
-  constexpr Bits kMagnitude = static_cast<Bits>(std::numeric_limits<Bits>::max() >> 1);
-  const Bits inf_bits = std::bit_cast<Bits>(store<T>(std::numeric_limits<float>::infinity()));
-  auto fix = [&](int64_t r) {
-    T* yr = y + r * n;
-    Bits most = 0;
-    for (int64_t j = 0; j < n; ++j) most = std::max<Bits>(most, std::bit_cast<Bits>(yr[j]) & kMagnitude);
-    if (most > inf_bits) {
-      std::fill(yr, yr + n, store<T>(std::numeric_limits<float>::quiet_NaN()));
-    } else if (non_positive) {
-#pragma omp simd
-      for (int64_t j = 0; j < n; ++j) {
-        const Bits b = std::bit_cast<Bits>(yr[j]);
-        yr[j] = std::bit_cast<T>(b <= kMagnitude ? Bits{0} : b);
-      }
-    }
-  };
-  if (rows * n < kParallelNumel) {
-    for (int64_t r = 0; r < rows; ++r) fix(r);
+    const double lse = ones == 1 ? std::log1p(sum) : std::log(static_cast<double>(ones) + sum);
+    for (int64_t j = 0; j < n; ++j) y[j * ys] = (x[j * xs] - mx) - lse;
   } else {
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) fix(r);
+    for (int64_t j = 0; j < n; ++j) {
+      y[j * ys] = std::exp(x[j * xs] - mx);
+      sum += y[j * ys];
+    }
+    const double inv = 1.0 / sum;
+    for (int64_t j = 0; j < n; ++j) y[j * ys] *= inv;
   }
 }
 
-// Runs oneDNN's softmax when it applies (see DnnlSoftmax); false: it does
-// not, nothing was written.
-bool softmaxDnnl(bool log, const bp::Tensor& self, const bp::Tensor& out, int64_t rows, int64_t n) {
-  const dnnl::memory::data_type type = dnnl_util::dataType(self.dtype());
-  if (self.dtype() != out.dtype() || (self.dtype() != ScalarType::Float32 && self.dtype() != ScalarType::BFloat16))
-    return false;
-  const DnnlSoftmax& p = dnnlSoftmax(type, log, rows, n);
-  if (!p.usable) return false;
-  const dnnl::engine& eng = dnnl_util::engine();
-  dnnl::memory src(p.md, eng, self.data_ptr()), dst(p.md, eng, out.data_ptr());
-  ThreadScope threads;
-  dnnl::stream& s = dnnl_util::stream();
-  p.prim.execute(s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
-  s.wait();
-  if (self.dtype() == ScalarType::Float32)
-    fixRows<float, uint32_t>(out.data_ptr<float>(), rows, n, log);
-  else
-    fixRows<bp::BFloat16, uint16_t>(out.data_ptr<bp::BFloat16>(), rows, n, log);
-  return true;
-}
-
-// Along `dim`, stably: x - max, then exp and its sum. Computed in the
-// output dtype's opmath (float for float32 and narrower, double for
-// float64), the sum in double; the input is converted element by element
-// (PyTorch converts it to dtype= first).
-//
-// Rows are walked one at a time when `dim` is the innermost dim; otherwise,
-// when neighbouring rows are adjacent in memory (softmax over a middle or
-// the first dim of a contiguous tensor), blocks of kBlock rows are computed
-// together so that each step along `dim` reads a run of kBlock elements
-// instead of one element per row ("columns", as the reductions do).
+// Along `dim`. Every position but `dim` is one row. float32 rows with unit
+// stride in the input and out run the vectorised kernels in place
+// (softmaxRow); so do blocks of kSoftmaxColumns neighbouring rows when
+// `dim` is not the innermost dim but neighbouring rows are adjacent in
+// memory (softmax over a middle or the first dim: softmaxColumns, each step
+// along `dim` reading a run of 16 elements instead of one element per row).
+// Any other layout or dtype is copied into a buffer in the out dtype's
+// opmath (float for float32 and narrower, double for float64), converting
+// the input to dtype= first as PyTorch does, computed there, and copied
+// out.
 template <bool Log>
 bp::Tensor softmax_out(const char* op, const bp::Tensor& self, int64_t dim, const bp::Tensor& out) {
   checkCpu(op, self, "self");
@@ -750,7 +674,6 @@ bp::Tensor softmax_out(const char* op, const bp::Tensor& self, int64_t dim, cons
   const int64_t nd = self.dim();
   if (self.numel() == 0) return out;
   const int64_t d = nd == 0 ? 0 : (dim < 0 ? dim + nd : dim);
-  // Every position but `dim` is one independent row.
   DimVec sizes, in_strides, out_strides;
   for (int64_t i = 0; i < nd; ++i) {
     if (i == d) continue;
@@ -762,13 +685,69 @@ bp::Tensor softmax_out(const char* op, const bp::Tensor& self, int64_t dim, cons
   int64_t rows = 1;
   for (int64_t s : sizes) rows *= s;
   const int64_t n = nd == 0 ? 1 : self.size(d);
-  const int64_t xs = nd == 0 ? 0 : self.stride(d), ys = nd == 0 ? 0 : out.stride(d);
-  const bool dense_rows = n > 1 && xs == 1 && ys == 1 &&
-                          (sizes.empty() || (sizes.size() == 1 && in_strides[0] == n && out_strides[0] == n));
-  if (dense_rows && softmaxDnnl(Log, self, out, rows, n)) return out;
-  // Columns: the innermost row dim is unit-stride in the input.
-  constexpr int64_t kBlock = 16;
-  const bool columns = n > 1 && xs != 1 && !sizes.empty() && in_strides.back() == 1 && sizes.back() > 1;
+  const int64_t xs = n == 1 ? 1 : self.stride(d), ys = n == 1 ? 1 : out.stride(d);
+  constexpr int64_t kBlock = kSoftmaxColumns;
+  // Columns: the innermost row dim is unit-stride in the input (and, to
+  // compute in place, in out).
+  const bool columns = xs != 1 && !sizes.empty() && in_strides.back() == 1 && sizes.back() > 1;
+  const bool in_place = self.dtype() == ScalarType::Float32 && out.dtype() == ScalarType::Float32 &&
+                        (columns ? out_strides.back() == 1 : xs == 1 && ys == 1);
+  const int64_t inner = columns ? sizes.back() : 1;
+  const int64_t blocks = (inner + kBlock - 1) / kBlock;
+  const int64_t tasks = columns ? rows / inner * blocks : rows;
+  const int64_t ycs = columns ? out_strides.back() : 0;
+  // Offsets of row position `r` (over the first `k_end` row dims).
+  auto offsets = [&](int64_t r, size_t k_end, int64_t& xo, int64_t& yo) {
+    xo = yo = 0;
+    for (size_t k = k_end; k-- > 0;) {
+      const int64_t i = r % sizes[k];
+      r /= sizes[k];
+      xo += i * in_strides[k];
+      yo += i * out_strides[k];
+    }
+  };
+  // Task t: one row, or with columns outer position t / blocks and rows
+  // [c0, c0 + w) of the innermost row dim. Its first elements' offsets.
+  auto place = [&](int64_t t, int64_t& xo, int64_t& yo, int64_t& w) {
+    if (!columns) {
+      offsets(t, sizes.size(), xo, yo);
+      w = 1;
+      return;
+    }
+    const int64_t c0 = (t % blocks) * kBlock;
+    w = std::min(kBlock, inner - c0);
+    offsets(t / blocks, sizes.size() - 1, xo, yo);
+    xo += c0;
+    yo += c0 * ycs;
+  };
+  // Runs every task, each thread with its own copy of `buffer`.
+  auto parallel = [&](const auto& buffer, auto&& run) {
+    if (self.numel() < kParallelNumel || tasks == 1) {
+      auto buf = buffer;
+      for (int64_t t = 0; t < tasks; ++t) run(t, buf.data());
+    } else {
+      ThreadScope threads;
+#pragma omp parallel
+      {
+        auto buf = buffer;
+#pragma omp for schedule(static)
+        for (int64_t t = 0; t < tasks; ++t) run(t, buf.data());
+      }
+    }
+  };
+  if (in_place) {
+    const float* x = self.data_ptr<const float>();
+    float* y = out.data_ptr<float>();
+    parallel(std::vector<float>{}, [&](int64_t t, float*) {
+      int64_t xo, yo, w;
+      place(t, xo, yo, w);
+      if (columns)
+        softmaxColumns(Log, x + xo, xs, y + yo, ys, n, w);
+      else
+        softmaxRow(Log, x + xo, y + yo, n);
+    });
+    return out;
+  }
   visitDtype(self.dtype(), [&](auto itag) {
     using I = decltype(itag);
     visitDtype(out.dtype(), [&](auto otag) {
@@ -777,109 +756,24 @@ bp::Tensor softmax_out(const char* op, const bp::Tensor& self, int64_t dim, cons
         using V = opmath_t<O>;
         const I* x = self.data_ptr<const I>();
         O* y = out.data_ptr<O>();
-        // Offsets of row position `r` (over the first `k_end` row dims).
-        auto offsets = [&](int64_t r, size_t k_end, int64_t& xo, int64_t& yo) {
-          xo = yo = 0;
-          for (size_t k = k_end; k-- > 0;) {
-            const int64_t i = r % sizes[k];
-            r /= sizes[k];
-            xo += i * in_strides[k];
-            yo += i * out_strides[k];
-          }
-        };
-        // `buf` holds the row in opmath, contiguous: strided rows are read
-        // once, and exp() is computed once per element.
-        auto one = [&](int64_t r, V* buf) {
-          int64_t xo, yo;
-          offsets(r, sizes.size(), xo, yo);
-          const I* xr = x + xo;
-          O* yr = y + yo;
-          V mx = -std::numeric_limits<V>::infinity();
-          for (int64_t j = 0; j < n; ++j) {
-            buf[j] = static_cast<V>(load(store<O>(load(xr[j * xs]))));
-            mx = std::max(mx, buf[j]);
-          }
-          // A row of -inf (or with +inf / NaN) gives NaN, as PyTorch; a
-          // finite max keeps exp() in range.
-          double sum = 0;
-          if constexpr (Log) {
-            for (int64_t j = 0; j < n; ++j) sum += static_cast<double>(std::exp(buf[j] - mx));
-            // (x - max) - lse, not x - (max + lse): the latter rounds at the
-            // magnitude of max.
-            const V lse = static_cast<V>(std::log(sum));
-            for (int64_t j = 0; j < n; ++j) yr[j * ys] = store<O>((buf[j] - mx) - lse);
+        // The task's rows in buf as [n][kBlock] (columns) or [n].
+        const int64_t bs = columns ? kBlock : 1;
+        parallel(std::vector<V>(static_cast<size_t>(n * bs)), [&](int64_t t, V* buf) {
+          int64_t xo, yo, w;
+          place(t, xo, yo, w);
+          for (int64_t j = 0; j < n; ++j)
+            for (int64_t c = 0; c < w; ++c) buf[j * bs + c] = static_cast<V>(load(store<O>(load(x[xo + j * xs + c]))));
+          if constexpr (std::is_same_v<V, float>) {
+            if (columns)
+              softmaxColumns(Log, buf, bs, buf, bs, n, w);
+            else
+              softmaxRow(Log, buf, buf, n);
           } else {
-            for (int64_t j = 0; j < n; ++j) {
-              buf[j] = std::exp(buf[j] - mx);
-              sum += static_cast<double>(buf[j]);
-            }
-            const V inv = static_cast<V>(1.0 / sum);
-            for (int64_t j = 0; j < n; ++j) yr[j * ys] = store<O>(buf[j] * inv);
+            for (int64_t c = 0; c < w; ++c) softmaxRowDouble(Log, buf + c, bs, buf + c, bs, n);
           }
-        };
-        // Task t: outer position t / blocks, rows [c0, c0 + w) of the
-        // innermost row dim; buf is [n][kBlock], the same steps as one().
-        const int64_t inner = columns ? sizes.back() : 1;
-        const int64_t blocks = (inner + kBlock - 1) / kBlock;
-        const int64_t ycs = columns ? out_strides.back() : 0;
-        auto block = [&](int64_t t, V* buf) {
-          const int64_t c0 = (t % blocks) * kBlock, w = std::min(kBlock, inner - c0);
-          int64_t xo, yo;
-          offsets(t / blocks, sizes.size() - 1, xo, yo);
-          const I* xb = x + xo + c0;
-          O* yb = y + yo + c0 * ycs;
-          V mx[kBlock];
-          double sum[kBlock];
-          std::fill(mx, mx + kBlock, -std::numeric_limits<V>::infinity());
-          std::fill(sum, sum + kBlock, 0.0);
-          for (int64_t j = 0; j < n; ++j) {
-            const I* xr = xb + j * xs;
-            V* b = buf + j * kBlock;
-            for (int64_t c = 0; c < w; ++c) {
-              b[c] = static_cast<V>(load(store<O>(load(xr[c]))));
-              mx[c] = std::max(mx[c], b[c]);
-            }
-          }
-          if constexpr (Log) {
-            for (int64_t j = 0; j < n; ++j)
-              for (int64_t c = 0; c < w; ++c) sum[c] += static_cast<double>(std::exp(buf[j * kBlock + c] - mx[c]));
-            V lse[kBlock];
-            for (int64_t c = 0; c < w; ++c) lse[c] = static_cast<V>(std::log(sum[c]));
-            for (int64_t j = 0; j < n; ++j)
-              for (int64_t c = 0; c < w; ++c) yb[j * ys + c * ycs] = store<O>((buf[j * kBlock + c] - mx[c]) - lse[c]);
-          } else {
-            for (int64_t j = 0; j < n; ++j)
-              for (int64_t c = 0; c < w; ++c) {
-                V& b = buf[j * kBlock + c];
-                b = std::exp(b - mx[c]);
-                sum[c] += static_cast<double>(b);
-              }
-            V inv[kBlock];
-            for (int64_t c = 0; c < w; ++c) inv[c] = static_cast<V>(1.0 / sum[c]);
-            for (int64_t j = 0; j < n; ++j)
-              for (int64_t c = 0; c < w; ++c) yb[j * ys + c * ycs] = store<O>(buf[j * kBlock + c] * inv[c]);
-          }
-        };
-        const int64_t tasks = columns ? rows / inner * blocks : rows;
-        const size_t buf_len = static_cast<size_t>(columns ? n * kBlock : n);
-        auto run = [&](int64_t t, V* buf) {
-          if (columns)
-            block(t, buf);
-          else
-            one(t, buf);
-        };
-        if (self.numel() < kParallelNumel || tasks == 1) {
-          std::vector<V> buf(buf_len);
-          for (int64_t t = 0; t < tasks; ++t) run(t, buf.data());
-        } else {
-          ThreadScope threads;
-#pragma omp parallel
-          {
-            std::vector<V> buf(buf_len);
-#pragma omp for schedule(static)
-            for (int64_t t = 0; t < tasks; ++t) run(t, buf.data());
-          }
-        }
+          for (int64_t j = 0; j < n; ++j)
+            for (int64_t c = 0; c < w; ++c) y[yo + j * ys + c * ycs] = store<O>(buf[j * bs + c]);
+        });
       }
     });
   });

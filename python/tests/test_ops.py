@@ -591,3 +591,25 @@ def test_eye_and_linspace():
     assert bp.linspace(10, 0, 3).tolist() == [10, 5, 0] and bp.linspace(0, 1, 0).shape == (0,)
     with pytest.raises(bp.InvalidArgumentError, match="bp::linspace: number of steps must be non-negative"):
         bp.linspace(0, 1, -1)
+
+
+def test_log_softmax_is_exact_where_one_logit_dominates():
+    # [[30., 0.]]: PyTorch's float32 gives 0 for the first element (its sum
+    # rounds 1 + e^-30 to 1); the exact value is -log1p(e^-30) = -9.36e-14.
+    y = bp.log_softmax(bp.tensor([[30.0, 0.0], [0.0, 30.0]]), -1)
+    want = np.float32(-math.log1p(math.exp(-30.0)))
+    assert y.tolist()[0][0] == want and y.tolist()[1][1] == want
+    assert y.tolist()[0][1] == np.float32(-30.0 - math.log1p(math.exp(-30.0)))
+    # Rows with one dominant logit, along the last dim and the first: never
+    # positive, and within float32's rounding of the exact values.
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(64, 100)).astype(np.float32)
+    x[np.arange(64), rng.integers(0, 100, 64)] += 25
+    for dim, xs in ((1, x), (0, np.ascontiguousarray(x.T))):
+        got = arr(bp.log_softmax(bp.tensor(xs), dim))
+        d = xs.astype(np.float64)
+        m = d.max(axis=dim, keepdims=True)
+        rest = np.where(d == m, 0.0, np.exp(d - m)).sum(axis=dim, keepdims=True)  # one maximum per row
+        exact = (d - m) - np.log1p(rest)
+        assert got.max() <= 0
+        np.testing.assert_allclose(got, exact, rtol=2e-6, atol=0)

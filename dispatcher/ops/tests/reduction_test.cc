@@ -1,15 +1,20 @@
 // Standard operators, family "reduction": each op against a double-precision
 // reference through the CPU plugin.
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <limits>
 #include <numeric>
+#include <random>
 
 #include "ops_test_util.h"
 #include "test_device.h"
+#include "ulps.h"
 
 namespace backplane::ops_test {
 namespace {
 
+using backplane::testing::ulpsApart;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
@@ -616,42 +621,123 @@ TEST(Softmax, StableDtypeEdgeCasesAndBig) {
 }
 
 // A log-probability is never positive. Where one logit dominates its row,
-// the row's log-sum-exp is its max within rounding; oneDNN's approximate
-// exp() made the dominant element +1.4e-6 ([[30, 0]]), which a user reads
-// as a probability above 1. PyTorch gives 0, as here, on every path
-// (oneDNN's rows and the loops), in float32 and bfloat16.
+// the row's log-sum-exp is log(1 + tiny): [[30, 0]]'s first element is
+// -log1p(e^-30) = -9.36e-14, which the CPU plugin gives to the float's
+// precision (oneDNN's approximate exp() gave +1.4e-6, a probability above
+// 1; PyTorch's float32 sum rounds 1 + e^-30 to 1 and gives 0), on every
+// path, in float32, bfloat16 and float64.
 TEST(Softmax, LogSoftmaxIsNeverPositive) {
+  const double tiny = -std::log1p(std::exp(-30.0));
   for (ScalarType dt : {ScalarType::Float32, ScalarType::BFloat16, ScalarType::Float64}) {
     SCOPED_TRACE(::testing::Message() << dt);
     const Tensor x = fromDoubles({30, 0, 0, 30, 50, -50, 1, 1}, {4, 2}, dt);
     const Tensor y = callT("log_softmax.int", {x, int64_t{1}, IValue()});
     expectClose(y, refSoftmax(x, 1, true), {4, 2}, dt);
     const std::vector<double> got = values(y);
-    if (dt != ScalarType::Float64) {  // log(1 + e^-30) rounds to 0 in float32 and bfloat16
-      EXPECT_EQ(got[0], 0.0);
-      EXPECT_EQ(got[3], 0.0);
-    }
+    const double rounded = values(fromDoubles({tiny}, {1}, dt))[0];
+    EXPECT_EQ(got[0], rounded);
+    EXPECT_EQ(got[3], rounded);
     EXPECT_LE(*std::max_element(got.begin(), got.end()), 0.0);
-    // Many rows, each with one dominant logit, through oneDNN (dense rows)
-    // and the loops (transposed), in parallel.
+    // Many rows, each with one dominant logit, along the last dim and
+    // transposed (dim 0 of the contiguous transpose), in parallel.
     std::vector<double> v(256 * 64);
     for (size_t i = 0; i < v.size(); ++i)
       v[i] = i % 64 == (i / 64) % 64 ? 40.0 + static_cast<double>(i % 7) : -static_cast<double>(i % 5);
     const Tensor rows = fromDoubles(v, {256, 64}, dt);
     for (const Tensor& y : {callT("log_softmax.int", {rows, int64_t{1}, IValue()}),
-                            callT("log_softmax.int", {rows.t().contiguous().t(), int64_t{1}, IValue()})}) {
+                            callT("log_softmax.int", {rows.t().contiguous().t(), int64_t{1}, IValue()}),
+                            callT("log_softmax.int", {rows.t().contiguous(), int64_t{0}, IValue()})}) {
       const std::vector<double> got = values(y);
       EXPECT_LE(*std::max_element(got.begin(), got.end()), 0.0);
     }
   }
 }
 
-// The CPU plugin runs oneDNN for float32 / bfloat16 along the innermost
-// dim of a dense layout, and loops otherwise: over one row at a time, or
-// over blocks of adjacent rows when `dim` is not innermost. Each layout
-// below takes one of them; all must agree with the reference, including
-// partial vector lengths and parallel sizes.
-TEST(Softmax, OneDnnAndLoopPaths) {
+// The exact softmax / log_softmax of one float32 row, in long double, and
+// without the rounding a float64 reference has where one element dominates:
+// the max's term is exactly 1, so log(sum) is log1p(sum of the others).
+std::vector<long double> exactSoftmax(const std::vector<float>& x, bool log) {
+  const size_t top = static_cast<size_t>(std::max_element(x.begin(), x.end()) - x.begin());
+  const long double mx = x[top];
+  long double rest = 0;
+  for (size_t j = 0; j < x.size(); ++j)
+    if (j != top) rest += std::exp(static_cast<long double>(x[j]) - mx);
+  const long double lse = std::log1p(rest);
+  std::vector<long double> r(x.size());
+  for (size_t j = 0; j < x.size(); ++j)
+    r[j] =
+        log ? (static_cast<long double>(x[j]) - mx) - lse : std::exp(static_cast<long double>(x[j]) - mx) / (1 + rest);
+  return r;
+}
+
+// The accuracy docs/operators.md states for float32 (Note [Softmax kernels]
+// in plugins/cpu/softmax_rows.cc), against the exact value: log_softmax
+// within 2 ulps where |y| >= 0.01, and 3 + |ln |y|| ulps closer to 0
+// (only a row's dominant element, whose log-probability is -log1p of the
+// others' tiny sum); softmax within 3 + |x - max| ulps (the rounding of
+// x - max, which every float32 softmax carries into the exponent). Rows of
+// every length up to a few vectors, logits at several scales, dominant
+// elements and ties, along the last dim (softmaxRow) and the first
+// (softmaxColumns, 16 rows side by side, and a partial block).
+TEST(Softmax, Float32WithinStatedUlpsOfExact) {
+  std::mt19937 gen(7);
+  int64_t worst_log = 0, worst_log_near_zero = 0, worst_softmax = 0;
+  for (int64_t n : {1, 2, 7, 16, 17, 31, 64, 65, 100, 257}) {
+    for (double scale : {0.01, 1.0, 10.0, 100.0}) {
+      const int64_t rows = 21;
+      std::normal_distribution<float> normal(0.0f, static_cast<float>(scale));
+      std::vector<float> m(static_cast<size_t>(rows * n));
+      for (float& v : m) v = normal(gen);
+      // Row 0: one dominant element; row 1: a tie at the max.
+      m[static_cast<size_t>(n / 2)] += 40.0f;
+      if (n > 1) m[static_cast<size_t>(n)] = m[static_cast<size_t>(2 * n - 1)] = 5.0f * static_cast<float>(scale);
+      std::vector<double> md(m.begin(), m.end()), mt(m.size());
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < n; ++j) mt[static_cast<size_t>(j * rows + r)] = md[static_cast<size_t>(r * n + j)];
+      const Tensor by_rows = fromDoubles(md, {rows, n}, ScalarType::Float32);
+      const Tensor by_columns = fromDoubles(mt, {n, rows}, ScalarType::Float32);
+      for (bool log : {false, true}) {
+        const char* op = log ? "log_softmax.int" : "softmax.int";
+        const std::vector<double> got_rows = values(callT(op, {by_rows, int64_t{1}, IValue()}));
+        const std::vector<double> got_columns = values(callT(op, {by_columns, int64_t{0}, IValue()}));
+        for (int64_t r = 0; r < rows; ++r) {
+          const std::vector<float> row(m.begin() + r * n, m.begin() + (r + 1) * n);
+          const std::vector<long double> exact = exactSoftmax(row, log);
+          const float mx = *std::max_element(row.begin(), row.end());
+          for (int64_t j = 0; j < n; ++j) {
+            const auto want = static_cast<float>(exact[static_cast<size_t>(j)]);
+            for (double got :
+                 {got_rows[static_cast<size_t>(r * n + j)], got_columns[static_cast<size_t>(j * rows + r)]}) {
+              const int64_t ulps = ulpsApart(static_cast<float>(got), want);
+              const double bound = log ? (std::fabs(want) >= 0.01 ? 2.0 : 3.0 + std::fabs(std::log(std::fabs(want))))
+                                       : 3.0 + (mx - row[static_cast<size_t>(j)]);
+              EXPECT_LE(static_cast<double>(ulps), bound)
+                  << op << " n " << n << " scale " << scale << " row " << r << " x " << row[static_cast<size_t>(j)]
+                  << " max " << mx << ": got " << got << ", exact " << want;
+              if (!log)
+                worst_softmax = std::max(worst_softmax, ulps);
+              else if (std::fabs(want) >= 0.01)
+                worst_log = std::max(worst_log, ulps);
+              else
+                worst_log_near_zero = std::max(worst_log_near_zero, ulps);
+            }
+          }
+        }
+      }
+    }
+  }
+  std::printf("[ worst ulps ] log_softmax %lld (|y| >= 0.01), %lld (|y| < 0.01); softmax %lld\n",
+              static_cast<long long>(worst_log), static_cast<long long>(worst_log_near_zero),
+              static_cast<long long>(worst_softmax));
+}
+
+// The CPU plugin computes float32 rows in place when the row is
+// unit-stride in the input and out (softmaxRow), or blocks of 16 adjacent
+// rows when `dim` is not innermost (softmaxColumns); any other layout or
+// dtype is copied through a buffer (rows or blocks), float64 in scalar
+// double. Each layout below takes one of them; all must agree with the
+// reference, including partial vector lengths and parallel sizes.
+TEST(Softmax, EveryKernelPath) {
   struct Case {
     const char* name;
     Tensor x;
@@ -659,24 +745,24 @@ TEST(Softmax, OneDnnAndLoopPaths) {
   };
   for (ScalarType dt : {ScalarType::Float32, ScalarType::BFloat16, ScalarType::Float64}) {
     const std::vector<Case> cases = {
-        {"last dim, contiguous (oneDNN for f32/bf16)", input({37, 300}, dt, 40), 1},
-        {"last dim, 3-d contiguous, parallel (oneDNN for f32/bf16)", input({4, 50, 333}, dt, 41), -1},
+        {"last dim, contiguous (rows in place for f32)", input({37, 300}, dt, 40), 1},
+        {"last dim, 3-d contiguous, parallel", input({4, 50, 333}, dt, 41), -1},
         {"last dim, long rows", input({3, 5000}, dt, 42), 1},
         {"last dim, one row", input({1, 19}, dt, 43), 1},
-        {"last dim, sliced rows (loop)", input({9, 80}, dt, 44).slice(1, 0, 70), 1},
-        {"last dim, transposed (loop)", input({30, 11}, dt, 45).t(), 1},
-        {"middle dim (blocked loop)", input({6, 50, 40}, dt, 46), 1},
-        {"middle dim, parallel (blocked loop)", input({8, 64, 70}, dt, 47), 1},
-        {"first dim (blocked loop)", input({50, 37}, dt, 48), 0},
-        {"first dim, sliced inner (blocked loop)", input({20, 64}, dt, 49).slice(1, 3, 60), 0},
-        {"middle dim, expanded inner (row loop)", input({5, 7, 1}, dt, 50).expand({5, 7, 24}), 1},
+        {"last dim, sliced rows (in place for f32)", input({9, 80}, dt, 44).slice(1, 0, 70), 1},
+        {"last dim, transposed (staged rows)", input({30, 11}, dt, 45).t(), 1},
+        {"middle dim (blocks)", input({6, 50, 40}, dt, 46), 1},
+        {"middle dim, parallel (blocks)", input({8, 64, 70}, dt, 47), 1},
+        {"first dim (blocks)", input({50, 37}, dt, 48), 0},
+        {"first dim, sliced inner (blocks)", input({20, 64}, dt, 49).slice(1, 3, 60), 0},
+        {"middle dim, expanded inner (staged rows)", input({5, 7, 1}, dt, 50).expand({5, 7, 24}), 1},
     };
     for (const Case& c : cases) {
       SCOPED_TRACE(::testing::Message() << dt << " " << c.name);
       const std::vector<int64_t> sizes(c.x.sizes().begin(), c.x.sizes().end());
       expectClose(callT("softmax.int", {c.x, c.dim, IValue()}), refSoftmax(c.x, c.dim, false), sizes, dt);
       expectClose(callT("log_softmax.int", {c.x, c.dim, IValue()}), refSoftmax(c.x, c.dim, true), sizes, dt);
-      // Into a preallocated contiguous out, and a transposed one (loop).
+      // Into a preallocated contiguous out, and a transposed one (staged).
       Tensor out = emptyTensor(sizes, dt);
       callT("softmax.int_out", {c.x, c.dim, IValue(), out});
       expectClose(out, refSoftmax(c.x, c.dim, false), sizes, dt);
@@ -690,8 +776,7 @@ TEST(Softmax, OneDnnAndLoopPaths) {
 
 // PyTorch's non-finite semantics on every path: a row holding a NaN or
 // +inf, or only -inf, is all NaN; -inf entries of a row with a finite max
-// get probability 0 (log: -inf). (oneDNN alone gives NaN only at the NaN /
-// +inf element; the plugin makes the row NaN.)
+// get probability 0 (log: -inf).
 TEST(Softmax, NonFiniteRowsOnEveryPath) {
   const int64_t rows = 7, n = 40;
   std::vector<double> m(static_cast<size_t>(rows * n));
@@ -714,9 +799,9 @@ TEST(Softmax, NonFiniteRowsOnEveryPath) {
       int64_t dim;
     };
     const std::vector<Case> cases = {
-        {"last dim, contiguous (oneDNN for f32/bf16)", fromDoubles(m, {rows, n}, dt), 1},
-        {"first dim (blocked loop)", fromDoubles(mt, {n, rows}, dt), 0},
-        {"last dim, transposed (row loop)", fromDoubles(mt, {n, rows}, dt).t(), 1},
+        {"last dim, contiguous (rows)", fromDoubles(m, {rows, n}, dt), 1},
+        {"first dim (blocks)", fromDoubles(mt, {n, rows}, dt), 0},
+        {"last dim, transposed (staged rows)", fromDoubles(mt, {n, rows}, dt).t(), 1},
     };
     for (const Case& c : cases) {
       SCOPED_TRACE(::testing::Message() << dt << " " << c.name);
