@@ -4,14 +4,14 @@
 // float32 tensor (a batch of attention-score rows) through the dispatcher as
 // an application calls it: a typed call of bp::softmax.int_out into a
 // preallocated out (the meta kernel checks the arguments, the CPU plugin
-// runs oneDNN). BM_OneDNN_Softmax_f32 is its baseline: the same oneDNN
-// softmax_v2 primitive, created outside the timed loop and executed
-// directly; their ratio is the dispatcher's and plugin's overhead.
-// BM_LogSoftmax_f32_Dispatcher is log_softmax on the same tensor.
+// runs its own kernels, Note [Softmax kernels]). BM_OneDNN_Softmax_f32 is
+// its baseline: oneDNN's softmax_v2 primitive on the same tensor, created
+// outside the timed loop and executed directly. BM_LogSoftmax_f32_Dispatcher
+// is log_softmax on the same tensor, against oneDNN's softmax_log.
 //
 // BM_Softmax_Dim0_f32 (the same tensor along dim 0) and BM_Softmax_Mid_f32
-// ([16, 256, 64] along dim 1) time the plugin's loops for a dim that is not
-// innermost, where oneDNN 2.6 has only its reference kernel.
+// ([16, 256, 64] along dim 1) time a dim that is not innermost, against
+// oneDNN on the same axis (oneDNN 2.6 has only its reference kernel there).
 #include <benchmark/benchmark.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -64,25 +64,50 @@ BENCHMARK(BM_Softmax_Dim0_f32)->Unit(benchmark::kMicrosecond)->UseRealTime();
 void BM_Softmax_Mid_f32(benchmark::State& state) { runSoftmax(state, "bp::softmax.int_out", {16, 256, 64}, 1); }
 BENCHMARK(BM_Softmax_Mid_f32)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
-void BM_OneDNN_Softmax_f32(benchmark::State& state) {
+// oneDNN's softmax_v2 primitive (`algo`) on the same tensor along `axis`,
+// created outside the timed loop and executed directly.
+void runOneDnnSoftmax(benchmark::State& state, dnnl::algorithm algo, const std::vector<int64_t>& sizes, int64_t axis) {
   using dnnl::memory;
   dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   dnnl::stream stream(engine);
-  const memory::desc md({kRows, kCols}, memory::data_type::f32, memory::dims{kCols, 1});
+  int64_t numel = 1;
+  for (int64_t s : sizes) numel *= s;
+  memory::dims strides(sizes.size(), 1);
+  for (size_t i = sizes.size() - 1; i-- > 0;) strides[i] = strides[i + 1] * sizes[i + 1];
+  const memory::desc md(memory::dims(sizes.begin(), sizes.end()), memory::data_type::f32, strides);
   const dnnl::softmax_v2_forward::primitive_desc pd(
-      {dnnl::prop_kind::forward_inference, dnnl::algorithm::softmax_accurate, md, md, 1}, engine);
+      {dnnl::prop_kind::forward_inference, algo, md, md, static_cast<int>(axis)}, engine);
   const dnnl::softmax_v2_forward prim(pd);
-  std::vector<float> x = uniformFloats(static_cast<size_t>(kRows * kCols), 1, -4, 4), y(x.size());
+  std::vector<float> x = uniformFloats(static_cast<size_t>(numel), 1, -4, 4), y(x.size());
   memory src(md, engine, x.data()), dst(md, engine, y.data());
   for (auto _ : state) {
     prim.execute(stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
     stream.wait();
     benchmark::DoNotOptimize(y.data());
   }
-  state.SetItemsProcessed(state.iterations() * kRows * kCols);
-  state.SetBytesProcessed(state.iterations() * kRows * kCols * 2 * static_cast<int64_t>(sizeof(float)));
+  state.SetItemsProcessed(state.iterations() * numel);
+  state.SetBytesProcessed(state.iterations() * numel * 2 * static_cast<int64_t>(sizeof(float)));
+}
+
+void BM_OneDNN_Softmax_f32(benchmark::State& state) {
+  runOneDnnSoftmax(state, dnnl::algorithm::softmax_accurate, {kRows, kCols}, 1);
 }
 BENCHMARK(BM_OneDNN_Softmax_f32)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_OneDNN_LogSoftmax_f32(benchmark::State& state) {
+  runOneDnnSoftmax(state, dnnl::algorithm::softmax_log, {kRows, kCols}, 1);
+}
+BENCHMARK(BM_OneDNN_LogSoftmax_f32)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_OneDNN_Softmax_Dim0_f32(benchmark::State& state) {
+  runOneDnnSoftmax(state, dnnl::algorithm::softmax_accurate, {kRows, kCols}, 0);
+}
+BENCHMARK(BM_OneDNN_Softmax_Dim0_f32)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_OneDNN_Softmax_Mid_f32(benchmark::State& state) {
+  runOneDnnSoftmax(state, dnnl::algorithm::softmax_accurate, {16, 256, 64}, 1);
+}
+BENCHMARK(BM_OneDNN_Softmax_Mid_f32)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace
 }  // namespace backplane

@@ -38,6 +38,15 @@ RATIOS = [
      lambda r: r <= 3.2),
     # One training step of samples/train's model against the same step in libtorch 1.13.
     ("BM_TrainStep_Backplane", "BM_TrainStep_Libtorch", "time", "<= 1.0x", lambda r: r <= 1.0),
+    # softmax / log_softmax (the CPU plugin's own kernels, Note [Softmax
+    # kernels]) against oneDNN's softmax_v2 primitive on the same shapes and
+    # axis (issue: >= 0.95x along any dim), and along the first dim against
+    # the same tensor along the last (report).
+    ("BM_Softmax_f32_Dispatcher", "BM_OneDNN_Softmax_f32", "speed", ">= 0.95x", lambda r: r >= 0.95),
+    ("BM_LogSoftmax_f32_Dispatcher", "BM_OneDNN_LogSoftmax_f32", "speed", ">= 0.95x", lambda r: r >= 0.95),
+    ("BM_Softmax_Dim0_f32", "BM_OneDNN_Softmax_Dim0_f32", "speed", ">= 0.95x", lambda r: r >= 0.95),
+    ("BM_Softmax_Mid_f32", "BM_OneDNN_Softmax_Mid_f32", "speed", ">= 0.95x", lambda r: r >= 0.95),
+    ("BM_Softmax_Dim0_f32", "BM_Softmax_f32_Dispatcher", "speed", "(report)", None),
     # gelu through oneDNN's kernel against the plugin's own loop on the same values.
     ("BM_Gelu_3M_f32", "BM_Gelu_3M_f32_Loop", "speed", "(report)", None),
     # Sparse convolution (bench/spconv): gather + GEMMs + scatter-add against
