@@ -10,6 +10,7 @@
 #include <cmath>
 #include <limits>
 
+#include "backplane/ops/ops.h"
 #include "families.h"
 #include "structured.h"
 
