@@ -3,6 +3,7 @@
 //   BM_DispatchUnboxed_Noop   the same kernel registered for CPU, called typed through the dispatcher
 //   BM_DispatchBoxed_Noop     the same op called boxed (stack reused across iterations)
 //   BM_PluginKernelCall       a no-op kernel living in a plugin, called typed: the cost of the ABI
+//   BM_PluginKernelDecline_*  a plugin kernel declining every call to the no-op: the cost of a decline
 //   BM_LoadAllPlugins         loading every plugin in the default plugin directories
 // The no-op returns its input, so every variant pays for the returned Tensor
 // handle (one atomic increment and decrement); the ratios isolate dispatch.
@@ -89,15 +90,32 @@ void BM_DispatchBoxed_Noop(benchmark::State& state) {
 }
 BENCHMARK(BM_DispatchBoxed_Noop);
 
-void BM_PluginKernelCall(benchmark::State& state) {
+// Loads bench/plugins/bench_plugin once; false (the benchmark skipped) if
+// it does not load.
+bool benchPluginLoaded(benchmark::State& state) {
   static const absl::Status loaded = plugins().load(BACKPLANE_BENCH_PLUGIN_PATH).status();
-  if (!loaded.ok()) {
-    state.SkipWithError(std::string(loaded.message()).c_str());
-    return;
-  }
-  typedNoopLoop(state, "bench_plugin::noop");
+  if (!loaded.ok()) state.SkipWithError(std::string(loaded.message()).c_str());
+  return loaded.ok();
+}
+
+void BM_PluginKernelCall(benchmark::State& state) {
+  if (benchPluginLoaded(state)) typedNoopLoop(state, "bench_plugin::noop");
 }
 BENCHMARK(BM_PluginKernelCall);
+
+// Note [Declined calls]: a plugin kernel that declines every call, which then
+// runs the plugin's no-op (the kernel registered before it): against
+// BM_PluginKernelCall, the cost of one decline, through the C ABI (a
+// returned BP_DECLINED) and through the C++ SDK (bp::decline throws).
+void BM_PluginKernelDecline_Abi(benchmark::State& state) {
+  if (benchPluginLoaded(state)) typedNoopLoop(state, "bench_plugin::declined_raw");
+}
+BENCHMARK(BM_PluginKernelDecline_Abi);
+
+void BM_PluginKernelDecline_Sdk(benchmark::State& state) {
+  if (benchPluginLoaded(state)) typedNoopLoop(state, "bench_plugin::declined_sdk");
+}
+BENCHMARK(BM_PluginKernelDecline_Sdk);
 
 // One iteration: unload (not timed) and load again every plugin that
 // loadAll() finds in the default directories.

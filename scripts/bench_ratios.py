@@ -19,6 +19,10 @@ RATIOS = [
     ("BM_DispatchBoxed_Noop", "BM_RawFunctionPointer", "time", "<= 8x", lambda r: r <= 8.0),
     ("BM_DispatchUnboxed_Noop", "BM_RawFunctionPointer_PlainStruct", "time", "(for scale)", None),
     ("BM_PluginKernelCall", "BM_DispatchUnboxed_Noop", "diff", "<= +10 ns", lambda d: d <= 10.0),
+    # Declining a call (Note [Declined calls]): what a decline adds to the
+    # call of the kernel it goes to, through the C ABI and the C++ SDK.
+    ("BM_PluginKernelDecline_Abi", "BM_PluginKernelCall", "diff", "(report)", None),
+    ("BM_PluginKernelDecline_Sdk", "BM_PluginKernelCall", "diff", "(report)", None),
     ("BM_Add_1M_f32", "BM_Memcpy_Equivalent", "speed", ">= 0.9x", lambda r: r >= 0.9),
     ("BM_Matmul_512_f32", "BM_OneDNN_Matmul_512_f32", "speed", ">= 0.97x", lambda r: r >= 0.97),
     ("BM_Conv2d_ResNetBlock", "BM_OneDNN_Conv2d_ResNetBlock", "speed", ">= 0.95x", lambda r: r >= 0.95),

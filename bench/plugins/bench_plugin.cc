@@ -1,15 +1,29 @@
-// A plugin with one no-op kernel, to measure the cost of crossing the ABI
-// (BM_PluginKernelCall against BM_DispatchUnboxed_Noop).
+// A plugin with no-op kernels, to measure the cost of crossing the ABI
+// (BM_PluginKernelCall against BM_DispatchUnboxed_Noop) and of declining a
+// call (BM_PluginKernelDecline*, Note [Declined calls]).
 #include "backplane/plugin.hpp"
 
 namespace {
 
 bp::Tensor noop(const bp::Tensor& self) { return self; }
 
+// Declines every call through the C ABI: a returned BP_DECLINED error.
+BP_Error* declineRaw(void*, const BP_KernelCall*) { return bp::host().error_new(BP_DECLINED, "benchmark"); }
+// Declines every call through the C++ SDK: bp::decline throws.
+bp::Tensor declineSdk(const bp::Tensor&) { bp::decline("benchmark"); }
+
 void init(bp::Library& m) {
   m.def("bench_plugin::noop(Tensor self) -> Tensor");
   // Bound at compile time, like BP_FN(noop) in the in-process benchmark.
   m.impl("bench_plugin::noop", /*cpu=*/0, bp::kernel<&noop>());
+  // Two cpu kernels each: the no-op, then one that declines every call, which
+  // so goes to the no-op (the impl registered before it).
+  m.def("bench_plugin::declined_raw(Tensor self) -> Tensor");
+  m.impl("bench_plugin::declined_raw", 0, bp::kernel<&noop>());
+  m.impl("bench_plugin::declined_raw", 0, &declineRaw, nullptr, "(Tensor) -> Tensor");
+  m.def("bench_plugin::declined_sdk(Tensor self) -> Tensor");
+  m.impl("bench_plugin::declined_sdk", 0, bp::kernel<&noop>());
+  m.impl("bench_plugin::declined_sdk", 0, bp::kernel<&declineSdk>());
 }
 
 }  // namespace

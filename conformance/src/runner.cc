@@ -10,6 +10,7 @@
 
 #include "backplane/autograd/autograd.h"
 #include "backplane/core/error.h"
+#include "backplane/core/str_cat.h"
 #include "backplane/dispatch/dispatcher.h"
 #include "backplane/ops/derivatives.h"
 #include "backplane/ops/ops.h"
@@ -624,6 +625,10 @@ std::vector<Result> runSpec(const OpSpec& spec, Device device, size_t first_form
     r.result.backend = std::string(deviceTypeName(device.type));
     r.result.kernel = kernelKindOn(forms[f].op, device.type);
     setDeclaredDtypes(r.result, device.type);
+    // Note [Declined calls]: calls its native kernel declines at run time.
+    const std::optional<OperatorHandle> handle = Dispatcher::singleton().findOp(forms[f].op);
+    const DispatchKey key = backendKey(device.type);
+    const uint64_t declined_before = handle ? handle->declinedCalls(key) : 0;
     const std::string_view name = forms[f].name;
     try {
       if (name == "functional")
@@ -647,6 +652,16 @@ std::vector<Result> runSpec(const OpSpec& spec, Device device, size_t first_form
                         ", which no sample of this form exercises: not certified for " +
                         (unexercised->mask() & (unexercised->mask() - 1) ? "them" : "it");
       }
+    }
+    if (const uint64_t declined = handle ? handle->declinedCalls(key) - declined_before : 0) {
+      // Counted where the calls went (the CPU fallback, usually): under
+      // --strict a fallback fails the form, as if the kernel were absent.
+      const detail::DeclineNote& note = detail::threadDeclineNote();
+      const KernelKind to = note.op == &handle->entry() ? note.served_by : KernelKind::Missing;
+      r.result.note =
+          strCat("its native kernel declined ", declined, declined == 1 ? " call" : " calls",
+                 " at run time, which ran on ", kernelKindName(to), r.result.note.empty() ? "" : "; ", r.result.note);
+      r.result.kernel = to;
     }
     if (observer.form_done) observer.form_done(f, r.result);
     results.push_back(std::move(r.result));

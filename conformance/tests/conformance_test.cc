@@ -15,6 +15,7 @@
 #include <tuple>
 #include <vector>
 
+#include "backend_run.h"
 #include "backplane/conformance/runner.h"
 #include "backplane/conformance/suite.h"
 #include "backplane/core/device_interface.h"
@@ -359,6 +360,38 @@ TEST(Runner, CertifiesWhatIsDeclared) {
     EXPECT_EQ(back->declined, r.declined);
   }
   EXPECT_TRUE(seen);
+  Dispatcher::singleton().setFallbackMode(FallbackMode::Warn);
+}
+
+// Note [Declined calls]: a kernel that declines every call at run time (as
+// a plugin kernel's BP_DECLINED does, through the same entry point). Its
+// calls run where they would without it, the CPU fallback: the form passes,
+// is counted there (so --strict fails it) and says so.
+struct Decliner final : OperatorKernel {};
+void declineEverything(OperatorKernel* self, const OperatorHandle& op, DispatchKeySet ks, Stack* stack) {
+  op.serveDeclinedBoxed(ks, self, "this device adds nothing", *stack);
+}
+
+TEST(Runner, CountsCallsItsKernelDeclinesWhereTheyRan) {
+  testing::TestDevice& dev = testing::TestDevice::install("declinesadd", 1);
+  Dispatcher::singleton().setFallbackMode(FallbackMode::Silent);
+  Library lib("declinesadd");
+  ASSERT_TRUE(lib.impl("bp::add.out", dev.type(),
+                       KernelFunction::makeFromBoxedFunction(&declineEverything, std::make_shared<Decliner>()))
+                  .ok());
+  bool seen = false;
+  for (const Result& r : runSpec(specOf("bp::add.Tensor"), dev.device(0))) {
+    if (r.form != "out") continue;
+    seen = true;
+    EXPECT_EQ(r.outcome, Outcome::Pass) << describe(r);
+    EXPECT_EQ(r.kernel, KernelKind::CpuFallback) << "counted where the calls ran";
+    EXPECT_THAT(r.note, ::testing::MatchesRegex("its native kernel declined [0-9]+ calls at run time, which ran on "
+                                                "cpu_fallback"));
+    EXPECT_FALSE(countsAsFailure(r, /*strict=*/false));
+    EXPECT_TRUE(countsAsFailure(r, /*strict=*/true));
+  }
+  EXPECT_TRUE(seen);
+  EXPECT_GT(Dispatcher::singleton().findOpOrThrow("bp::add.out").declinedCalls(backendKey(dev.type())), 0u);
   Dispatcher::singleton().setFallbackMode(FallbackMode::Warn);
 }
 

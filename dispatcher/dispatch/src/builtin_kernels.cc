@@ -55,6 +55,13 @@ std::string keysWithKernels(const OperatorHandle& op) {
   return out.empty() ? "none" : out;
 }
 
+// The reason the kernel of `op` gave when it declined the call now running
+// (Note [Declined calls]), or nullptr.
+const std::string* declineReasonFor(const OperatorHandle& op) {
+  const detail::DeclineNote& note = detail::threadDeclineNote();
+  return note.reason != nullptr && note.op == &op.entry() ? note.reason : nullptr;
+}
+
 // Note [Faults in the CPU fallback's copies]
 // A copy or allocation the CPU fallback makes can fail (a device out of
 // memory, a failed transfer). Its error is rethrown with the op, the device
@@ -89,6 +96,16 @@ void missingKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks,
              "defines it");
   }
   DispatchKey key = ks.highestPriorityKey();
+  // Note [Declined calls]: the kernel declined this call at run time.
+  if (const std::string* reason = declineReasonFor(op)) {
+    BP_THROW(kUnimplemented, name, ": its ", dispatchKeyName(key), " kernel declined the call (", *reason,
+             "; arguments: ", describeArguments(op, *stack),
+             ") and nothing else serves the op there (no older kernel, composite, backend fallback or CPU fallback",
+             key != DispatchKey::CPU && op.kernelKind(DispatchKey::CPU) != KernelKind::Native
+                 ? ": the CPU fallback needs a CPU kernel"
+                 : "",
+             ")");
+  }
   // Note [Declared dtypes]: a native kernel that declined this call's dtype,
   // with nothing below it to serve the call.
   if (std::optional<DtypeSet> declared = op.declaredDtypes(key)) {
@@ -126,9 +143,13 @@ void cpuFallbackKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet
   const FunctionSchema& schema = op.schema();
   Dispatcher& dispatcher = Dispatcher::singleton();
   const std::string device_name = dispatchKeyName(key);
-  // Note [Declared dtypes]: a native kernel that declines this call's dtype.
+  // Note [Declared dtypes]: a native kernel that declines this call's dtype;
+  // Note [Declined calls]: one that declined this call at run time.
   std::string declined;
-  if (std::optional<DtypeSet> declared = op.declaredDtypes(key))
+  const std::string* reason = declineReasonFor(op);
+  if (reason != nullptr)
+    declined = strCat(" that takes this call (its kernel declined it: ", *reason, ")");
+  else if (std::optional<DtypeSet> declared = op.declaredDtypes(key))
     declined = strCat(" for this call's dtypes (its kernel declares ", declared->str(), ")");
   if (dispatcher.fallbackMode() == FallbackMode::Error) {
     BP_THROW(kUnimplemented, schema.name().qualifiedName(), " has no kernel for ", device_name, declined,

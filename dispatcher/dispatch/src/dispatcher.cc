@@ -188,6 +188,55 @@ void OperatorHandle::redispatchBoxed(DispatchKeySet ks, Stack& stack) const {
   entry_->lookupBoxed(ks, stack).kernel.callBoxed(*this, ks, &stack);
 }
 
+void OperatorHandle::serveDeclinedBoxed(DispatchKeySet ks, const OperatorKernel* functor, const std::string& reason,
+                                        Stack& stack) const {
+  const KernelRecord& from = detail::declinedRecord(*entry_, ks, functor);
+  const KernelRecord& to = entry_->servingRecord(*from.declined.load(std::memory_order_acquire), stack);
+  detail::DeclineScope scope(*entry_, from, to, reason);
+  to.kernel.callBoxed(*this, ks, &stack);
+}
+
+namespace detail {
+
+DeclineNote& threadDeclineNote() {
+  thread_local DeclineNote note;
+  return note;
+}
+
+DeclineScope::DeclineScope(const OperatorEntry& op, const KernelRecord& from, const KernelRecord& to,
+                           const std::string& reason)
+    : op_(op), kind_(to.kind) {
+  op.recordDecline(from.key);
+  DeclineNote& note = threadDeclineNote();
+  outer_reason_ = note.reason;
+  note.op = &op;
+  note.served_by = to.kind;
+  note.reason = &reason;
+  ++note.count;
+}
+
+DeclineScope::~DeclineScope() {
+  // Nested declines (inside the call) overwrote the note; after the call it
+  // says this one, for whoever reads it then (the profiler).
+  DeclineNote& note = threadDeclineNote();
+  note.op = &op_;
+  note.served_by = kind_;
+  note.reason = outer_reason_;
+}
+
+const KernelRecord& declinedRecord(const OperatorEntry& op, DispatchKeySet ks, const OperatorKernel* functor) {
+  const KernelRecord* r = op.recordOf(ks, functor);
+  if (r == nullptr || r->declined.load(std::memory_order_acquire) == nullptr) [[unlikely]] {
+    throwError(absl::StatusCode::kUnavailable,
+               strCat(op.qualifiedName(), ": its ", dispatchKeyName(ks.highestBackendKey()),
+                      " kernel declined the call while the operator's kernels were being registered or removed (a "
+                      "plugin loading or unloading); call again"));
+  }
+  return *r;
+}
+
+}  // namespace detail
+
 std::optional<DtypeSet> OperatorHandle::declaredDtypes(DispatchKey k) const {
   const KernelRecord& r = entry_->slot(k);
   if (r.kind != KernelKind::Native || r.dtypes == 0) return std::nullopt;
@@ -489,7 +538,9 @@ const KernelRecord* Dispatcher::newestFittingImpl(const OperatorEntry& op, Dispa
 // says what a plugin does meanwhile.
 const KernelRecord* Dispatcher::computeDeclined(const OperatorEntry& op, DispatchKey key,
                                                 const KernelRecord* impl) const {
-  if (impl->dtypes == 0) return nullptr;
+  // Every impl at a backend key may decline a call, by its declared dtypes
+  // or at run time (Note [Declined calls]).
+  if (!isBackendKey(key)) return nullptr;
   const auto& stack = op.impls_[static_cast<int>(key)];
   auto it = std::find(stack.rbegin(), stack.rend(), impl);
   for (++it; it != stack.rend(); ++it) {
@@ -506,12 +557,11 @@ const KernelRecord* Dispatcher::computeDeclined(const OperatorEntry& op, Dispatc
 void Dispatcher::updateTable(OperatorEntry& op) {
   uint64_t dispatchable = 0;
   for (int k = 0; k < kNumDispatchKeys; ++k) {
-    // Note [Declared dtypes]: `declined` is set before the record can be
-    // seen in a slot (the slot's release store publishes it).
-    for (const KernelRecord* impl : op.impls_[k]) {
-      if (impl->dtypes != 0)
-        impl->declined.store(computeDeclined(op, static_cast<DispatchKey>(k), impl), std::memory_order_release);
-    }
+    // Note [Declared dtypes], Note [Declined calls]: `declined` is set
+    // before the record can be seen in a slot (the slot's release store
+    // publishes it).
+    for (const KernelRecord* impl : op.impls_[k])
+      impl->declined.store(computeDeclined(op, static_cast<DispatchKey>(k), impl), std::memory_order_release);
     const KernelRecord* r = computeSlot(op, static_cast<DispatchKey>(k));
     op.table_[k].store(r, std::memory_order_release);
     if (r->kind != KernelKind::Fallthrough) dispatchable |= uint64_t{1} << k;
@@ -919,7 +969,7 @@ absl::Status Dispatcher::checkInvariants() {
       for (const KernelRecord* impl : op->impls_[k]) {
         if (impl->declined.load() != computeDeclined(*op, static_cast<DispatchKey>(k), impl)) {
           return absl::InternalError(strCat(name, ": the ", dispatchKeyName(static_cast<DispatchKey>(k)), " kernel (",
-                                            impl->debug, ") sends the dtypes it declines to a stale record"));
+                                            impl->debug, ") sends the calls it declines to a stale record"));
         }
       }
     }

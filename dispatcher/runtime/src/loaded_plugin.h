@@ -49,6 +49,9 @@ inline const DtypeSet kAbi14Dtypes{ScalarType::Bool,     ScalarType::UInt8,   Sc
                                    ScalarType::Int32,    ScalarType::Int64,   ScalarType::Float16,
                                    ScalarType::BFloat16, ScalarType::Float32, ScalarType::Float64};
 inline bool predatesAbi15Dtypes(const LoadedPlugin& p) { return p.status.abi_minor < 5; }
+// Built against ABI 1.7 or later: its impl kernels may return BP_DECLINED
+// (Note [Declined calls]).
+inline bool knowsAbi17Declines(const LoadedPlugin& p) { return p.status.abi_minor >= 7; }
 
 // The host function table handed to every plugin.
 const BP_HostApi& hostApi();

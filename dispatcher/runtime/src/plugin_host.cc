@@ -242,6 +242,10 @@ struct PluginKernel final : OperatorKernel {
   // Built against ABI 1.0-1.4: must not see a later dtype (Note [Dtypes of
   // older plugins] in plugin_api.h).
   bool legacy_dtypes = false;
+  // An impl kernel of a plugin built against ABI 1.7 or later: BP_DECLINED
+  // declines the call (Note [Declined calls]); `handle` is its op.
+  bool may_decline = false;
+  std::optional<OperatorHandle> handle;
 };
 
 // Note [Dtypes of older plugins]: a tensor the declared set let through can
@@ -287,9 +291,30 @@ struct PluginKernel final : OperatorKernel {
            " threw an exception (plugins must return errors, not throw): ", s.message());
 }
 
+// A kernel's error, thrown (Note [Declined calls]: BP_DECLINED from a
+// fallback of an ABI 1.7 plugin is refused with its own message; from an
+// older plugin the code means nothing and is an error like any other).
+[[noreturn, gnu::cold, gnu::noinline]] void throwKernelError(const PluginKernel& k, BP_Error* err,
+                                                             const BP_Operator* op, DispatchKeySet ks) {
+  if (err->code == BP_DECLINED && k.op == nullptr && knowsAbi17Declines(*k.plugin)) {
+    std::unique_ptr<BP_Error> owned(err);
+    BP_THROW(kInternal, kernelErrorContext(k, op, ks), " returned BP_DECLINED (", owned->message,
+             "), which only impl kernels may: a fallback serves every call it gets, or raises an error");
+  }
+  throwPluginError(*k.plugin, err, kernelErrorContext(k, op, ks));
+}
+
+// The reason of a decline (its message), taking the error.
+[[gnu::cold, gnu::noinline]] std::string declineReason(BP_Error* err) {
+  std::unique_ptr<BP_Error> owned(err);
+  return owned->message.empty() ? std::string("no reason given") : std::move(owned->message);
+}
+
 // Runs the plugin kernel; converts its error; releases partial returns.
-[[gnu::always_inline]] inline void invoke(const PluginKernel& k, const BP_Operator* op, DispatchKeySet ks,
-                                          const BP_Value* args, size_t nargs, BP_Value* rets, size_t nrets) {
+// Returns nullptr, or the BP_DECLINED error of a kernel that may decline
+// (Note [Declined calls]): the caller then serves the call elsewhere.
+[[gnu::always_inline]] inline BP_Error* invoke(const PluginKernel& k, const BP_Operator* op, DispatchKeySet ks,
+                                               const BP_Value* args, size_t nargs, BP_Value* rets, size_t nrets) {
   BP_KernelCall call{BP_KernelCall_STRUCT_SIZE, op, ks.raw(), args, nargs, rets, nrets};
   BP_Error* err;
   {
@@ -306,8 +331,10 @@ struct PluginKernel final : OperatorKernel {
   }
   if (err) [[unlikely]] {
     releaseReturns(rets, nrets);
-    throwPluginError(*k.plugin, err, kernelErrorContext(k, op, ks));
+    if (err->code == BP_DECLINED && k.may_decline) return err;
+    throwKernelError(k, err, op, ks);
   }
+  return nullptr;
 }
 
 [[noreturn]] void throwMissingReturn(const PluginKernel& k, size_t i) {
@@ -373,7 +400,10 @@ void pluginBoxed(OperatorKernel* functor, const OperatorHandle& op, DispatchKeyS
   for (size_t i = stack->size() - n; i < stack->size(); ++i) in.push_back(toValue((*stack)[i], scratch));
   absl::InlinedVector<BP_Value, 2> out(m, noneValue());
   const BP_Operator* bop = k.op ? k.op : reinterpret_cast<const BP_Operator*>(&op.entry());
-  invoke(k, bop, ks, in.data(), n, out.data(), m);
+  if (BP_Error* declined = invoke(k, bop, ks, in.data(), n, out.data(), m)) [[unlikely]] {
+    op.serveDeclinedBoxed(ks, &k, declineReason(declined), *stack);
+    return;
+  }
   uint64_t masked = 0;              // Note [Masked returns]
   for (size_t j = 0; j < m; ++j) {  // Note [Plugin returns]
     if (!returnFits(out[j], s.returns()[j].type)) [[unlikely]] {
@@ -517,13 +547,21 @@ struct FastReturns<std::tuple<Ts...>> {
   }
 };
 
+// Note [Declined calls], out of the hot adapter below.
+template <typename Ret, typename... Args>
+[[gnu::cold, gnu::noinline]] Ret serveDeclinedUnboxed(const PluginKernel& k, DispatchKeySet ks, BP_Error* declined,
+                                                      Args... args) {
+  return k.handle->serveDeclined<Ret, Args...>(ks, &k, declineReason(declined), args...);
+}
+
 template <typename Ret, typename... Args>
 Ret pluginUnboxed(OperatorKernel* functor, DispatchKeySet ks, Args... args) {
   const auto& k = *static_cast<PluginKernel*>(functor);
   constexpr size_t n = sizeof...(Args), m = FastReturns<Ret>::count;
   BP_Value in[n > 0 ? n : 1] = {fastValue(args)...};
   BP_Value out[m > 0 ? m : 1] = {};
-  invoke(k, k.op, ks, in, n, out, m);
+  if (BP_Error* declined = invoke(k, k.op, ks, in, n, out, m)) [[unlikely]]
+    return serveDeclinedUnboxed<Ret, Args...>(k, ks, declined, args...);
   if constexpr (m > 0) {
     const size_t bad = FastReturns<Ret>::firstMisfit(out);
     if (bad != m) [[unlikely]]
@@ -576,6 +614,8 @@ KernelFunction makeAdaptedPluginKernel(LoadedPlugin* plugin, const BP_KernelDesc
   k->op = reinterpret_cast<const BP_Operator*>(&op.entry());
   k->context = strCat("kernel of plugin '", plugin->status.name, "' for ", op.entry().qualifiedName());
   k->legacy_dtypes = predatesAbi15Dtypes(*plugin);
+  k->may_decline = knowsAbi17Declines(*plugin);
+  k->handle = op;
   void* unboxed = nullptr;
   if (auto it = fastTable().find(signature); it != fastTable().end()) unboxed = it->second;
   // The declared set keeps later dtypes' tensors from an older plugin's

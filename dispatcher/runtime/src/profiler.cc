@@ -326,8 +326,11 @@ static void profilingKernel(OperatorKernel*, const OperatorHandle& op, DispatchK
   }
   const DispatchKey backend = op.entry().resolveKey(below & DispatchKeySet::allBackends());
   // After the dtype rule: a call its native kernel declines is reported as
-  // served by what served it (Note [Declared dtypes]).
-  const KernelKind kind = op.servingKind(backend, *stack);
+  // served by what served it (Note [Declared dtypes]); so is one it
+  // declines at run time, known only after the call (Note [Declined calls]).
+  KernelKind kind = op.servingKind(backend, *stack);
+  const detail::DeclineNote& declines = detail::threadDeclineNote();
+  const uint64_t declines_before = declines.count;
 
   DeviceInterface* device_interface = nullptr;
   Device device;
@@ -357,6 +360,7 @@ static void profilingKernel(OperatorKernel*, const OperatorHandle& op, DispatchK
     absl::MutexLock lock(&records->mu);
     records->in_flight.pop_back();
   }
+  if (declines.count != declines_before && declines.op == &op.entry()) kind = declines.served_by;
   addCall(*records, op.entry(), backend, kind, frame.finish(), error != nullptr);
   if (error) std::rethrow_exception(error);
 }

@@ -15,6 +15,9 @@
 //  10. BP_KernelDesc.dtypes (1.5): a 1.4-sized descriptor serves every
 //      dtype; unknown dtype bits and a fallback declaring dtypes are
 //      refused                                                  tp_abi_dtypes_* (plain C)
+//  11. BP_DECLINED (1.7): an impl's decline goes where the call would go
+//      without it (here the device's fallback); a fallback cannot decline;
+//      to a 1.6 plugin the code is an error                    tp_abi_decline_* (plain C)
 // (A plugin of a newer minor or another major is refused: plugin_loader_test.cc.)
 //
 // The test plugins' device memory lives at non-canonical addresses (see
@@ -103,7 +106,9 @@ const char* const kAbiPlugins[] = {"tp_abi_v1_0",
                                    "tp_abi_pad_cut_required",
                                    "tp_abi_dtypes_v1_4",
                                    "tp_abi_dtypes_unknown_bit",
-                                   "tp_abi_dtypes_fallback"};
+                                   "tp_abi_dtypes_fallback",
+                                   "tp_abi_decline_v1_7",
+                                   "tp_abi_decline_v1_6"};
 
 std::string pluginFile(std::string_view name) { return strCat(BACKPLANE_TEST_PLUGIN_DIR, "/", name, ".so"); }
 
@@ -754,6 +759,58 @@ TEST_F(AbiRulesTest, PluginOfAbi14IsNeverHandedADtypeAddedLater) {
   EXPECT_EQ(info("tp_abi_dtypes_v1_4", 1), 1) << "no later dtype reached make";
   EXPECT_EQ(info("tp_abi_dtypes_v1_4", 2), 1) << "no later dtype reached the fallback";
   unload("tp_abi_dtypes_v1_4");
+}
+
+TEST_F(AbiRulesTest, DeclinedCallGoesWhereItWouldWithoutTheKernelAndAFallbackCannotDecline) {
+  absl::StatusOr<PluginStatus> s = plugins().load(pluginFile("tp_abi_decline_v1_7"));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->abi_minor, static_cast<uint32_t>(BP_ABI_MINOR));
+  std::optional<PluginDeviceStatus> dev = deviceStatus(*s, "abidtfbdev");
+  ASSERT_TRUE(dev.has_value());
+  const Device d(dev->type, 0);
+  OperatorHandle op = Dispatcher::singleton().findOpOrThrow("tp_abi_decline_v1_7::pick");
+  auto pick = op.typed<Tensor(const Tensor&)>();
+  const DispatchKey key = backendKey(d.type);
+  EXPECT_EQ(pick.call(tensorFromVector<float>({1, 2}, {2}, d)).toVector<float>(), (std::vector<float>{1, 2}));
+  EXPECT_EQ(info("tp_abi_decline_v1_7", 0), 1);
+  // Odd: declined; without the device kernel the call goes to the device's
+  // fallback (not the CPU fallback, which a backend fallback precedes).
+  EXPECT_EQ(pick.call(tensorFromVector<float>({1, 2, 3}, {3}, d)).toVector<float>(), (std::vector<float>{1, 2, 3}));
+  EXPECT_EQ(info("tp_abi_decline_v1_7", 0), 1);
+  EXPECT_EQ(info("tp_abi_decline_v1_7", 2), 1) << "the fallback served the declined call";
+  EXPECT_EQ(info("tp_abi_decline_v1_7", 1), 0) << "the cpu kernel did not run";
+  EXPECT_EQ(op.declinedCalls(key), 1u);
+  // 5: the kernel declines, and the fallback it goes to may not.
+  try {
+    pick.call(tensorFromVector<float>({1, 2, 3, 4, 5}, {5}, d));
+    ADD_FAILURE() << "a fallback's BP_DECLINED was taken";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), absl::StatusCode::kInternal);
+    EXPECT_THAT(e.what(), HasSubstr("fallback kernel of plugin 'tp_abi_decline_v1_7'"));
+    EXPECT_THAT(e.what(), HasSubstr("returned BP_DECLINED (the fallback declines 5 elements), which only impl kernels "
+                                    "may"));
+  }
+  EXPECT_EQ(op.declinedCalls(key), 2u);
+  unload("tp_abi_decline_v1_7");
+}
+
+TEST_F(AbiRulesTest, ToAPluginOfAbi16TheDeclinedCodeIsAnError) {
+  absl::StatusOr<PluginStatus> s = plugins().load(pluginFile("tp_abi_decline_v1_6"));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->abi_minor, 6u);
+  std::optional<PluginDeviceStatus> dev = deviceStatus(*s, "abidtfbdev");
+  ASSERT_TRUE(dev.has_value());
+  OperatorHandle op = Dispatcher::singleton().findOpOrThrow("tp_abi_decline_v1_6::pick");
+  try {
+    op.typed<Tensor(const Tensor&)>().call(tensorFromVector<float>({1, 2, 3}, {3}, Device(dev->type, 0)));
+    ADD_FAILURE() << "a 1.6 plugin's code 64 was taken as a decline";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), absl::StatusCode::kUnknown);
+    EXPECT_THAT(e.what(), HasSubstr("failed: odd sizes are not served here"));
+  }
+  EXPECT_EQ(info("tp_abi_decline_v1_6", 2), 0) << "nothing else ran the call";
+  EXPECT_EQ(op.declinedCalls(backendKey(dev->type)), 0u);
+  unload("tp_abi_decline_v1_6");
 }
 
 TEST_F(AbiRulesTest, UnknownDtypeBitsAndFallbacksDeclaringDtypesAreRefused) {

@@ -59,7 +59,8 @@
  *   last field (BP_STRUCT_SIZE) instead of sizeof; 1.4 added
  *   BP_HostApi.impl_when_defined; 1.5 added BP_KernelDesc.dtypes and the
  *   dtypes BP_INT16, BP_UINT16, BP_UINT32 and BP_UINT64 (Note [Dtypes of
- *   older plugins]); 1.6 added BP_HostApi.derivative.
+ *   older plugins]); 1.6 added BP_HostApi.derivative; 1.7 added
+ *   BP_DECLINED (Note [Declined calls]).
  * - Strings passed in are borrowed for the duration of the call unless a
  *   field says otherwise; strings returned are owned by their producer.
  */
@@ -71,7 +72,7 @@
 
 #define BP_PLUGIN_MAGIC 0x4C504250u /* "BPPL" little-endian */
 #define BP_ABI_MAJOR 1
-#define BP_ABI_MINOR 6
+#define BP_ABI_MINOR 7
 #define BP_MAX_STRUCT_SIZE 65536u
 
 /* The size of `type` up to the end of `field`: what a producer that knows
@@ -117,7 +118,18 @@ enum {
   BP_UNIMPLEMENTED = 12,
   BP_INTERNAL = 13,
   BP_UNAVAILABLE = 14,
-  BP_DATA_LOSS = 15
+  BP_DATA_LOSS = 15,
+  /* Added in ABI 1.7; not a failure. Note [Declined calls]: an impl kernel
+   * that returns an error of this code (made with error_new, its message
+   * saying why) declines the call: the host sends the call, with the same
+   * arguments, where it would have gone without this kernel (the impl
+   * registered before it for the device type, a composite, the device's
+   * fallback, the CPU fallback, or the missing-kernel error), and reports
+   * (the profiler, conformance, BACKPLANE_FALLBACK) count it there. The
+   * kernel must not have written any argument or queued work. A fallback
+   * (BP_HostApi.fallback) cannot decline: from one, and from a plugin built
+   * against ABI 1.0-1.6, the code is an error like any other. */
+  BP_DECLINED = 64
 };
 
 /* Element types; the numbering is the host's ScalarType. New dtypes are

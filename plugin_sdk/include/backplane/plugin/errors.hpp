@@ -41,6 +41,7 @@ constexpr const char* errorCodeName(BP_ErrorCode code) noexcept {
     case BP_INTERNAL: return "INTERNAL";
     case BP_UNAVAILABLE: return "UNAVAILABLE";
     case BP_DATA_LOSS: return "DATA_LOSS";
+    case BP_DECLINED: return "DECLINED";
     default: return "UNKNOWN_CODE";
   }
 }
@@ -62,6 +63,15 @@ class Error : public std::exception {
 
 // Throws bp::Error(code, message).
 [[noreturn]] inline void fail(BP_ErrorCode code, std::string message) { throw Error(code, std::move(message)); }
+
+// Declines the call from inside a kernel registered with impl (or
+// implWhenDefined): the host runs the call where it would have gone without
+// this kernel, e.g. the CPU fallback (Note [Declined calls] in
+// plugin_api.h). Call it before writing any output; `reason` appears in
+// reports and in the CPU fallback's warning. It throws (bp::Error with
+// BP_DECLINED), so it costs an exception, about a microsecond: decline
+// calls the kernel cannot serve, not a hot fraction of the ones it can.
+[[noreturn]] inline void decline(std::string reason) { throw Error(BP_DECLINED, std::move(reason)); }
 
 // Throws bp::Error(code, msg) unless `cond`. The message is built by the
 // caller even when `cond` holds; in kernels prefer BP_PLUGIN_CHECK.

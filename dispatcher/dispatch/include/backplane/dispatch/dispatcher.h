@@ -108,6 +108,50 @@ inline constexpr bool kReturnsLastArgument = [] {
 // registerMeta lets a meta return bool only for ops that return their last
 // argument, so this is never reached; it names the op if it is.
 [[noreturn]] void throwMetaCompletedWithoutOut(const OperatorEntry& entry);
+// Note [Declined calls]
+// A plugin kernel may decline a call at run time (BP_DECLINED, ABI 1.7;
+// bp::decline() in the SDK): a kernel that serves only some shapes, a
+// softmax over the last dim only, a size its device cannot hold. The call
+// then goes, with its arguments unchanged, to the record the slot would hold
+// without that kernel: KernelRecord::declined, which the dispatcher keeps
+// for every impl at a backend key (the one Note [Declared dtypes] follows
+// for a dtype the kernel does not declare): an older impl for the key, the
+// composite, the key's backend fallback, the CPU fallback, or the
+// missing-kernel error. The meta kernel has run and written arguments'
+// versions have been bumped once, as for any call; the kernel that declines
+// must not have written anything.
+// Reports count the call where it went: the op's declinedCalls(key)
+// counter, the thread's DeclineNote (the profiler reports the call's kind
+// as the record that served it, conformance counts each sample), and the
+// CPU fallback's BACKPLANE_FALLBACK=warn|error messages and the
+// missing-kernel error name the decline and its reason. Cost: finding the
+// kernel's record (a walk from the slot) and one counter increment on top
+// of the target's own call; a C++ SDK kernel also pays for the exception
+// bp::decline() throws (docs/performance.md).
+struct DeclineNote {
+  const OperatorEntry* op = nullptr;  // the op of the latest decline on this thread
+  KernelKind served_by = KernelKind::Missing;
+  uint64_t count = 0;                   // declines on this thread so far
+  const std::string* reason = nullptr;  // while the declined call runs
+};
+DeclineNote& threadDeclineNote();
+// Notes a decline for the duration of the call it redirects.
+class DeclineScope {
+ public:
+  DeclineScope(const OperatorEntry& op, const KernelRecord& from, const KernelRecord& to, const std::string& reason);
+  ~DeclineScope();
+  DeclineScope(const DeclineScope&) = delete;
+  DeclineScope& operator=(const DeclineScope&) = delete;
+
+ private:
+  const OperatorEntry& op_;
+  KernelKind kind_;
+  const std::string* outer_reason_;
+};
+// The declining kernel's record (OperatorEntry::recordOf), or throws
+// kUnavailable when the table changed under the call.
+const KernelRecord& declinedRecord(const OperatorEntry& op, DispatchKeySet ks, const OperatorKernel* functor);
+
 }  // namespace detail
 
 // Produced by every registration; destroying it (or calling reset()) undoes
@@ -171,6 +215,18 @@ class OperatorHandle {
   KernelKind servingKind(DispatchKey k, const Stack& stack) const {
     return entry_->servingRecord(entry_->slot(k), stack).kind;
   }
+  // Note [Declined calls]: runs a call that the native kernel whose state is
+  // `functor` (reached with key set `ks`) declined at run time, with the
+  // same arguments, on what would have served it without that kernel; the
+  // decline is counted (declinedCalls) and noted for reports, with
+  // `reason`. For kernel adapters (the plugin host's): call it instead of
+  // returning, before anything was written.
+  void serveDeclinedBoxed(DispatchKeySet ks, const OperatorKernel* functor, const std::string& reason,
+                          Stack& stack) const;
+  template <typename Ret, typename... Args>
+  Ret serveDeclined(DispatchKeySet ks, const OperatorKernel* functor, const std::string& reason, Args... args) const;
+  // Calls that the native kernel at backend key k declined at run time.
+  uint64_t declinedCalls(DispatchKey k) const { return entry_->declinedCalls(k); }
   // Calls of this op that went through the CPU fallback from backend key k,
   // and the bytes those calls copied between devices.
   uint64_t fallbackCalls(DispatchKey k) const { return entry_->fallbackCalls(k); }
@@ -247,6 +303,15 @@ TypedOperatorHandle<Sig> OperatorHandle::typed() const {
   std::string mismatch = detail::typedSignatureMismatch(*entry_, sig);
   if (!mismatch.empty()) detail::throwError(absl::StatusCode::kInvalidArgument, std::move(mismatch));
   return TypedOperatorHandle<Sig>(entry_);
+}
+
+template <typename Ret, typename... Args>
+Ret OperatorHandle::serveDeclined(DispatchKeySet ks, const OperatorKernel* functor, const std::string& reason,
+                                  Args... args) const {
+  const KernelRecord& from = detail::declinedRecord(*entry_, ks, functor);
+  const KernelRecord& to = entry_->servingFrom(from.declined.load(std::memory_order_acquire), args...);
+  detail::DeclineScope scope(*entry_, from, to, reason);
+  return to.kernel.template call<Ret, Args...>(*this, ks, args...);
 }
 
 // How the CPU fallback behaves (BACKPLANE_FALLBACK=warn|silent|error).

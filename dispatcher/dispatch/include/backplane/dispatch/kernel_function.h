@@ -247,6 +247,9 @@ class KernelFunction {
   // from parts that declare one (the dispatcher checks it against the
   // schema); empty for other boxed kernels, which take any stack.
   const std::string& cppSignature() const { return cpp_signature_; }
+  // The state passed to the kernel on every call (may be null): identifies
+  // the kernel (Note [Declined calls]).
+  const OperatorKernel* functor() const { return functor_.get(); }
 
   // A kernel that skips its key: dispatch continues with the next key down.
   static KernelFunction makeFallthrough();

@@ -167,10 +167,11 @@ struct KernelRecord {
   // The dtypes a native kernel serves, as DtypeSet::mask(): 0 = every dtype
   // (Note [Declared dtypes]). Constant.
   uint64_t dtypes = 0;
-  // Where a call this kernel declines goes (Note [Declared dtypes]): set
-  // under the registration lock before the record is published in a slot,
-  // updated when registrations change it, never null while the record is in
-  // a table. nullptr for records that declare no dtypes.
+  // Where a call this kernel declines goes, for its declared dtypes (Note
+  // [Declared dtypes]) or at run time (Note [Declined calls]): set under the
+  // registration lock before the record is published in a slot, updated
+  // when registrations change it, never null while an impl at a backend key
+  // is in a table. nullptr for other records.
   mutable std::atomic<const KernelRecord*> declined{nullptr};
   // A meta kernel that returns bool: true when it has completed the call
   // itself (Note [Meta kernels]). Constant; false for every other record.
@@ -226,6 +227,28 @@ class OperatorEntry {
   // The record that serves a boxed call with these arguments when `slot` is
   // what the slot holds: `slot`, or where its declared dtypes send the call.
   const KernelRecord& servingRecord(const KernelRecord& slot, const Stack& stack) const;
+  // lookup()'s dtype rule from record `r` on: `r`, or where the declared
+  // dtypes of `r` (and of the records it sends refused calls to) send a
+  // call with these arguments.
+  template <typename... Args>
+  const KernelRecord& servingFrom(const KernelRecord* r, const Args&... args) const {
+    while (r->dtypes != 0 && !detail::argsDtypesIn(r->dtypes, args...)) r = r->declined.load(std::memory_order_acquire);
+    return *r;
+  }
+  // Note [Declined calls]: the record of the native kernel whose state is
+  // `functor`, found the way the call reached it (slotFor(ks), then records'
+  // `declined`, which a declared dtype or an earlier decline followed), or
+  // nullptr if it is no longer there (the table changed while it ran).
+  const KernelRecord* recordOf(DispatchKeySet ks, const OperatorKernel* functor) const {
+    for (const KernelRecord* r = &slotFor(ks); r != nullptr; r = r->declined.load(std::memory_order_acquire))
+      if (r->kernel.functor() == functor) return r;
+    return nullptr;
+  }
+  // Calls that the native kernel at backend key k declined at run time.
+  uint64_t declinedCalls(DispatchKey k) const { return stats_[static_cast<int>(k)].declined.load(); }
+  void recordDecline(DispatchKey k) const {
+    stats_[static_cast<int>(k)].declined.fetch_add(1, std::memory_order_relaxed);
+  }
   // Note [Dtypes an operator accepts]
   // An operator may refuse tensor arguments of some dtypes whatever kernel
   // would serve them: every call (typed, boxed, redispatched, skipping the
@@ -277,6 +300,7 @@ class OperatorEntry {
   struct FallbackStats {
     std::atomic<uint64_t> calls{0};
     std::atomic<uint64_t> bytes{0};
+    std::atomic<uint64_t> declined{0};  // Note [Declined calls]
     std::atomic<bool> warned{false};
   };
 
