@@ -55,6 +55,21 @@ std::string keysWithKernels(const OperatorHandle& op) {
   return out.empty() ? "none" : out;
 }
 
+// An error of the CPU kernel the fallback ran (or of the CPU's own dispatch:
+// a dtype it has no kernel for), rethrown with its code and message and,
+// after it, the op and device the caller used: the message alone speaks of
+// the CPU, where the caller's tensors never were. No tensor on the device
+// has been written (Note [Faults in the CPU fallback's copies]).
+[[noreturn, gnu::cold, gnu::noinline]] void rethrowFallbackKernelError(const FunctionSchema& schema,
+                                                                       const std::optional<Device>& target,
+                                                                       const std::string& device_name) {
+  const absl::Status s = statusFromCurrentException();
+  throw Error(s.code(), strCat(s.message(), " (raised while running ", schema.name().qualifiedName(), " for ",
+                               target ? target->str() : device_name,
+                               " through the CPU fallback: its inputs were copied to the host and the CPU kernel "
+                               "ran)"));
+}
+
 // The reason the kernel of `op` gave when it declined the call now running
 // (Note [Declined calls]), or nullptr.
 const std::string* declineReasonFor(const OperatorHandle& op) {
@@ -243,7 +258,11 @@ void cpuFallbackKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet
     rethrowFallbackFault(schema, target, device_name, "staging its arguments on the host");
   }
 
-  op.redispatchBoxed(DispatchKeySet(DispatchKey::CPU), *stack);
+  try {
+    op.redispatchBoxed(DispatchKeySet(DispatchKey::CPU), *stack);
+  } catch (...) {
+    rethrowFallbackKernelError(schema, target, device_name);
+  }
 
   try {
     for (const Written& w : written) {
