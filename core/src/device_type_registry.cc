@@ -165,3 +165,31 @@ DeviceInterface& DeviceTypeRegistry::interfaceOrThrow(DeviceType type) const {
 }
 
 }  // namespace backplane
+
+namespace backplane {
+
+DeviceCapabilities DeviceInterface::capabilities() const {
+  DeviceCapabilities c;
+  c.streams = c.current_stream = hasStreams();
+  c.events = c.event_wait = c.event_query = hasEvents();
+  c.host_accessible = isHostAccessible();
+  c.dlpack = dlpackDeviceType() != 0;
+  return c;
+}
+
+std::string DeviceCapabilities::str() const {
+  std::string out;
+  auto add = [&](bool has, const char* name) {
+    if (has) out += strCat(out.empty() ? "" : ", ", name);
+  };
+  add(streams, "streams");
+  add(current_stream, "current_stream");
+  add(events, "events");
+  add(event_wait, "event_wait");
+  add(event_query, "event_query");
+  add(host_accessible, "host_accessible");
+  add(dlpack, "dlpack");
+  return out.empty() ? "none" : out;
+}
+
+}  // namespace backplane

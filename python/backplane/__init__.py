@@ -4,6 +4,7 @@ PyTorch through DLPack. docs/python.md is the guide.
 """
 from ._backplane import (  # noqa: F401
     Device,
+    DeviceCapabilities,
     DeviceInfo,
     DeviceProperties,
     Error,
@@ -11,6 +12,7 @@ from ._backplane import (  # noqa: F401
     PluginInfo,
     Tensor,
     UnavailableDeviceType,
+    capabilities,
     describe,
     device,
     devices,

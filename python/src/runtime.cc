@@ -45,10 +45,22 @@ void bindRuntime(nb::module_& m) {
       .def("__repr__", [](const DeviceProperties& p) {
         return "backplane.DeviceProperties(name='" + p.name + "', total_memory=" + std::to_string(p.total_memory) + ")";
       });
+  nb::class_<DeviceCapabilities>(m, "DeviceCapabilities",
+                                 "What a device type can do: streams (and a current stream), events (waited on by a "
+                                 "stream, queried without blocking), host-readable memory, DLPack without a copy.")
+      .def_ro("streams", &DeviceCapabilities::streams)
+      .def_ro("current_stream", &DeviceCapabilities::current_stream)
+      .def_ro("events", &DeviceCapabilities::events)
+      .def_ro("event_wait", &DeviceCapabilities::event_wait)
+      .def_ro("event_query", &DeviceCapabilities::event_query)
+      .def_ro("host_accessible", &DeviceCapabilities::host_accessible)
+      .def_ro("dlpack", &DeviceCapabilities::dlpack)
+      .def("__repr__", [](const DeviceCapabilities& c) { return "backplane.DeviceCapabilities(" + c.str() + ")"; });
   nb::class_<DeviceInfo>(m, "DeviceInfo", "A device present now, with the plugin that provides it.")
       .def_ro("device", &DeviceInfo::device)
       .def_ro("provider", &DeviceInfo::provider)
       .def_ro("properties", &DeviceInfo::properties)
+      .def_ro("capabilities", &DeviceInfo::capabilities)
       .def("__repr__", [](const DeviceInfo& d) {
         return "backplane.DeviceInfo(device='" + d.device.str() + "', provider='" + d.provider + "', name='" +
                d.properties.name + "')";
@@ -121,6 +133,10 @@ void bindRuntime(nb::module_& m) {
       "Loads the plugin at `path` (its devices and operators become usable). Raises backplane.Error saying why "
       "when it cannot be loaded (ValueError for a path with a NUL character); the process keeps running either "
       "way, unless the plugin's own code ends it, which is reported on stderr with exit status 3.");
+  m.def(
+      "capabilities", [](const std::string& spec) { return runtime().capabilities(runtime().device(spec)); },
+      nb::arg("device") = "auto",
+      "What the device `device` names can do (streams, events, ...): check before using the stream API.");
   m.def(
       "describe", []() { return runtime().describe(); }, "What `backplane devices` prints.");
 }

@@ -52,6 +52,16 @@ def test_devices_lists_the_cpu_last_with_its_provider():
     assert all(isinstance(d.device, backplane.Device) for d in devices)
 
 
+def test_capabilities_say_what_a_device_can_do_before_the_stream_api_is_used():
+    cpu = backplane.capabilities("cpu")
+    assert cpu.host_accessible and not cpu.streams and not cpu.events
+    assert repr(cpu) == "backplane.DeviceCapabilities(host_accessible)"
+    for d in backplane.devices():
+        assert repr(d.capabilities) == repr(backplane.capabilities(str(d.device)))
+    with pytest.raises(backplane.NotFoundError):
+        backplane.capabilities("cuda:7")
+
+
 def test_auto_is_the_first_device_present():
     assert backplane.device("auto") == backplane.devices()[0].device
     assert backplane.device() == backplane.device("auto")  # "auto" is the default

@@ -82,6 +82,7 @@ class PluginDeviceInterface final : public DeviceInterface, public Allocator {
   void memset(void* dst, Device device, uint8_t value, size_t nbytes) override;
   void synchronize(Device device) override;
   DeviceProperties properties(Device device) const override;
+  DeviceCapabilities capabilities() const override;
   bool hasStreams() const override;
   StreamHandle createStream(Device device) override;
   void destroyStream(Device device, StreamHandle stream) override;

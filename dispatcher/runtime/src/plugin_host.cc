@@ -789,6 +789,18 @@ DeviceProperties PluginDeviceInterface::properties(Device d) const {
 // 1.3) are optional within it. Every function of a missing group, or a
 // missing optional one, throws kUnimplemented naming the device type.
 
+DeviceCapabilities PluginDeviceInterface::capabilities() const {
+  DeviceCapabilities c;
+  c.streams = hasStreams();
+  c.current_stream = c.streams && desc_.get_current_stream && desc_.set_current_stream;
+  c.events = hasEvents();
+  c.event_wait = c.events && desc_.event_wait;
+  c.event_query = c.events && desc_.event_query;
+  c.host_accessible = isHostAccessible();
+  c.dlpack = dlpackDeviceType() != 0;
+  return c;
+}
+
 bool PluginDeviceInterface::hasStreams() const {
   return desc_.stream_create && desc_.stream_destroy && desc_.stream_synchronize;
 }

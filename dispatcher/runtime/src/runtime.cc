@@ -98,12 +98,13 @@ std::vector<DeviceInfo> Runtime::devices() const {
   std::vector<DeviceInfo> out;
   for (const TypeState& s : ordered(typeStates(), options_.auto_order)) {
     for (int i = 0; i < s.count; ++i) {
-      DeviceInfo info{Device(s.type, static_cast<DeviceIndex>(i)), deviceTypeProvider(s.type), {}};
+      DeviceInfo info{Device(s.type, static_cast<DeviceIndex>(i)), deviceTypeProvider(s.type), {}, {}};
       try {
         info.properties = s.iface->properties(info.device);
       } catch (const std::exception&) {
         info.properties.name = s.name;  // the device exists; only its description failed
       }
+      info.capabilities = s.iface->capabilities();
       out.push_back(std::move(info));
     }
   }
@@ -166,10 +167,20 @@ absl::StatusOr<Device> Runtime::resolveExplicit(std::string_view spec, std::stri
                                     " is no longer registered; devices present: ", presentList()));
 }
 
+DeviceCapabilities Runtime::capabilities(Device device) const {
+  const DeviceInterface* iface = DeviceTypeRegistry::global().interface(device.type);
+  if (iface == nullptr) {
+    detail::throwError(absl::StatusCode::kNotFound,
+                       strCat("capabilities of ", device.str(), ": device type ", deviceTypeName(device.type),
+                              " is not registered; devices present: ", presentList()));
+  }
+  return iface->capabilities();
+}
+
 std::string Runtime::describe() const {
   std::string out = "devices:";
   for (const DeviceInfo& d : devices()) {
-    out += strCat("\n  ", d.device.str(), "  ", d.properties.name, " (", d.provider, ")");
+    out += strCat("\n  ", d.device.str(), "  ", d.properties.name, " (", d.provider, "); ", d.capabilities.str());
   }
   for (const UnavailableDeviceType& u : unavailable()) {
     out += strCat("\n  ", u.name, ": unavailable: ", u.reason);

@@ -110,6 +110,40 @@ TEST(Runtime, ListsPluginDevicesWithTheirProviderAndUnavailableTypesWithTheReaso
   EXPECT_THAT(rt.describe(), HasSubstr("cuda: unavailable: no plugin provides cuda"));
 }
 
+// An app asks what a device can do without reaching into core: tp_good's
+// device has streams (with a current stream) and events (with event_wait,
+// without event_query), and memory the host cannot read; the cpu has host
+// memory and no streams.
+TEST(Runtime, SaysWhatEachDeviceCanDo) {
+  Runtime rt(withTpGood());
+  const Device tp = rt.device("tpdev:0");
+  const DeviceCapabilities c = rt.capabilities(tp);
+  EXPECT_TRUE(c.streams);
+  EXPECT_TRUE(c.current_stream);
+  EXPECT_TRUE(c.events);
+  EXPECT_TRUE(c.event_wait);
+  EXPECT_FALSE(c.event_query) << "tp_good has no event_query";
+  EXPECT_FALSE(c.host_accessible);
+  EXPECT_FALSE(c.dlpack);
+  EXPECT_EQ(c.str(), "streams, current_stream, events, event_wait");
+  const DeviceCapabilities cpu = rt.capabilities(Device(DeviceType::CPU));
+  EXPECT_EQ(cpu.str(), "host_accessible");
+  for (const DeviceInfo& d : rt.devices()) {
+    if (d.device == tp) {
+      EXPECT_EQ(d.capabilities.str(), c.str());
+    }
+  }
+  EXPECT_THAT(rt.describe(), HasSubstr("tpdev:0  "));
+  EXPECT_THAT(rt.describe(), HasSubstr("(tp_good); streams, current_stream, events, event_wait"));
+  try {
+    rt.capabilities(Device(static_cast<DeviceType>(kMaxDeviceTypes - 1), 0));
+    ADD_FAILURE() << "capabilities of an unregistered type";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), absl::StatusCode::kNotFound);
+    EXPECT_THAT(e.message(), HasSubstr("is not registered; devices present:"));
+  }
+}
+
 TEST(Runtime, AutoWithoutGpusPicksTheFirstOtherTypeThenTheCpu) {
   Runtime rt(withTpGood());
   EXPECT_EQ(rt.device("auto").str(), "tpdev:0");  // "*": a vendor type before the cpu

@@ -28,9 +28,31 @@ struct DeviceProperties {
   int multiprocessor_count = 0;              // SMs, compute units, or hardware threads
 };
 
+// What a device type can do beyond holding memory, as an application asks
+// it (Runtime::capabilities, DeviceInfo::capabilities): which groups of
+// DeviceInterface functions work, and which optional ones within them.
+struct DeviceCapabilities {
+  bool streams = false;          // createStream, destroyStream, synchronizeStream
+  bool current_stream = false;   // currentStream, setCurrentStream
+  bool events = false;           // createEvent, destroyEvent, recordEvent, synchronizeEvent
+  bool event_wait = false;       // waitEvent: a stream waits for an event, the host does not block
+  bool event_query = false;      // queryEvent: completion without blocking
+  bool host_accessible = false;  // the host may dereference its memory
+  bool dlpack = false;           // tensors cross DLPack without a copy (dlpackDeviceType() != 0)
+  // "streams, current_stream, events, ..." (the true ones, in this order),
+  // or "none".
+  std::string str() const;
+};
+
 class DeviceInterface {
  public:
   virtual ~DeviceInterface() = default;
+
+  // What this device type can do. The default derives it from hasStreams(),
+  // hasEvents(), isHostAccessible() and dlpackDeviceType(), taking every
+  // function of a group that exists to work; a device whose optional
+  // functions may be missing (a plugin's) overrides it.
+  virtual DeviceCapabilities capabilities() const;
 
   // Devices of this type present now (0 when the driver or hardware is
   // missing; unavailableReason() then says why).

@@ -45,9 +45,10 @@ struct RuntimeOptions {
 
 // One device that exists now.
 struct DeviceInfo {
-  Device device;                // "cuda:0"
-  std::string provider;         // the plugin's name, "built-in" (cpu) or "in-process"
-  DeviceProperties properties;  // name, memory, ...; fields the device does not report are 0/empty
+  Device device;                    // "cuda:0"
+  std::string provider;             // the plugin's name, "built-in" (cpu) or "in-process"
+  DeviceProperties properties;      // name, memory, ...; fields the device does not report are 0/empty
+  DeviceCapabilities capabilities;  // streams, events, ... (the same for every device of a type)
 };
 
 // A device type that is known (registered, or cuda/hip) but offers no device now.
@@ -84,8 +85,13 @@ class Runtime {
   // resolve(), throwing Error.
   Device device(std::string_view spec) const;
 
-  // A few lines for a program's log: the devices, the unavailable types and
-  // why, and plugins that failed to load.
+  // What `device`'s type can do (streams, events, event queries, host
+  // access, DLPack): what an app checks before it uses a stream API. Throws
+  // Error (kNotFound) for a device type that is not registered.
+  DeviceCapabilities capabilities(Device device) const;
+
+  // A few lines for a program's log: the devices with their capabilities,
+  // the unavailable types and why, and plugins that failed to load.
   std::string describe() const;
 
  private:
