@@ -299,8 +299,7 @@ int runDevices(std::ostream& out) {
       }
     }
     if (b.iface) {
-      status += std::string("; streams: ") + (b.iface->hasStreams() ? "yes" : "no") +
-                ", events: " + (b.iface->hasEvents() ? "yes" : "no");
+      status += "; capabilities: " + b.iface->capabilities().str();  // Runtime::capabilities' words
     }
     table.addRow({b.name, provider, std::to_string(count), status});
     // Properties under STATUS, the one column whose width pads nothing.
