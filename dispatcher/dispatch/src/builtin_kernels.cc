@@ -70,6 +70,14 @@ std::string keysWithKernels(const OperatorHandle& op) {
                                "ran)"));
 }
 
+// Why the CPU fallback cannot serve `op` at `key`, for the missing-kernel
+// errors of a declined call: ": the CPU fallback needs a CPU kernel", or "".
+const char* cpuFallbackNeedsCpuKernel(const OperatorHandle& op, DispatchKey key) {
+  return key != DispatchKey::CPU && op.kernelKind(DispatchKey::CPU) != KernelKind::Native
+             ? ": the CPU fallback needs a CPU kernel"
+             : "";
+}
+
 // The reason the kernel of `op` gave when it declined the call now running
 // (Note [Declined calls]), or nullptr.
 const std::string* declineReasonFor(const OperatorHandle& op) {
@@ -116,10 +124,7 @@ void missingKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks,
     BP_THROW(kUnimplemented, name, ": its ", dispatchKeyName(key), " kernel declined the call (", *reason,
              "; arguments: ", describeArguments(op, *stack),
              ") and nothing else serves the op there (no older kernel, composite, backend fallback or CPU fallback",
-             key != DispatchKey::CPU && op.kernelKind(DispatchKey::CPU) != KernelKind::Native
-                 ? ": the CPU fallback needs a CPU kernel"
-                 : "",
-             ")");
+             cpuFallbackNeedsCpuKernel(op, key), ")");
   }
   // Note [Declared dtypes]: a native kernel that declined this call's dtype,
   // with nothing below it to serve the call.
@@ -132,10 +137,7 @@ void missingKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks,
                dispatchKeyName(key), " kernel", native.debug.empty() ? "" : strCat(" (", native.debug, ")"),
                " declares the dtypes ", declared->str(), " and refuses ", scalarTypeName(*refused),
                ", and nothing else serves the op there (no composite, backend fallback or CPU fallback",
-               key != DispatchKey::CPU && op.kernelKind(DispatchKey::CPU) != KernelKind::Native
-                   ? ": the CPU fallback needs a CPU kernel"
-                   : "",
-               "). Declare ", scalarTypeName(*refused),
+               cpuFallbackNeedsCpuKernel(op, key), "). Declare ", scalarTypeName(*refused),
                " in the kernel's registration and handle it, or call with one of ", declared->str());
     }
   }

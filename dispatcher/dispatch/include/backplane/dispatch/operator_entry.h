@@ -207,12 +207,7 @@ class OperatorEntry {
     if (const uint64_t a = accepted_dtypes_.load(std::memory_order_relaxed); a != 0) [[unlikely]] {
       if (!detail::argsDtypesIn(a, args...)) refuseUnboxed(args...);
     }
-    const KernelRecord* r = &slotFor(ks);
-    if (r->dtypes != 0) [[unlikely]] {
-      while (r->dtypes != 0 && !detail::argsDtypesIn(r->dtypes, args...))
-        r = r->declined.load(std::memory_order_acquire);
-    }
-    return *r;
+    return servingFrom(&slotFor(ks), args...);
   }
   // lookup() for a boxed call whose arguments are the top of `stack` (as
   // many as the schema has).
@@ -232,7 +227,10 @@ class OperatorEntry {
   // call with these arguments.
   template <typename... Args>
   const KernelRecord& servingFrom(const KernelRecord* r, const Args&... args) const {
-    while (r->dtypes != 0 && !detail::argsDtypesIn(r->dtypes, args...)) r = r->declined.load(std::memory_order_acquire);
+    if (r->dtypes != 0) [[unlikely]] {
+      while (r->dtypes != 0 && !detail::argsDtypesIn(r->dtypes, args...))
+        r = r->declined.load(std::memory_order_acquire);
+    }
     return *r;
   }
   // Note [Declined calls]: the record of the native kernel whose state is

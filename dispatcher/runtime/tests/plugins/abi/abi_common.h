@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backplane/plugin_api.h"
@@ -42,6 +43,30 @@ static inline BP_DeviceTypeDesc abi_null_device_desc(const char* name) {
   d.deallocate = abi_null_deallocate;
   d.copy_host_to_device = abi_null_copy;
   d.copy_device_to_host = abi_null_copy;
+  return d;
+}
+
+/* A device type whose memory is the heap (one device, host copies). */
+static inline BP_Error* abi_heap_allocate(void* ctx, int32_t device, size_t nbytes, void** out) {
+  (void)ctx, (void)device;
+  *out = malloc(nbytes ? nbytes : 1);
+  return *out ? NULL : abi_host->error_new(BP_RESOURCE_EXHAUSTED, "out of memory");
+}
+static inline void abi_heap_deallocate(void* ctx, int32_t device, void* ptr) {
+  (void)ctx, (void)device;
+  free(ptr);
+}
+static inline BP_Error* abi_heap_copy(void* ctx, int32_t device, void* dst, const void* src, size_t nbytes) {
+  (void)ctx, (void)device;
+  if (nbytes) memcpy(dst, src, nbytes);
+  return NULL;
+}
+static inline BP_DeviceTypeDesc abi_heap_device_desc(const char* name) {
+  BP_DeviceTypeDesc d = abi_null_device_desc(name);
+  d.allocate = abi_heap_allocate;
+  d.deallocate = abi_heap_deallocate;
+  d.copy_host_to_device = abi_heap_copy;
+  d.copy_device_to_host = abi_heap_copy;
   return d;
 }
 

@@ -14,7 +14,6 @@
  *   TP_DC_V1_6  the same built as a 1.6 plugin (abi_minor 6), to which
  *               code 64 means nothing: an error like any other.
  */
-#include <stdlib.h>
 #include <string.h>
 
 #include "abi_common.h"
@@ -76,29 +75,10 @@ static BP_Error* tp_info_kernel(void* ctx, const BP_KernelCall* call) {
   return NULL;
 }
 
-static BP_Error* tp_heap_allocate(void* ctx, int32_t device, size_t nbytes, void** out) {
-  (void)ctx, (void)device;
-  *out = malloc(nbytes ? nbytes : 1);
-  return *out ? NULL : abi_host->error_new(BP_RESOURCE_EXHAUSTED, "out of memory");
-}
-static void tp_heap_deallocate(void* ctx, int32_t device, void* ptr) {
-  (void)ctx, (void)device;
-  free(ptr);
-}
-static BP_Error* tp_heap_copy(void* ctx, int32_t device, void* dst, const void* src, size_t nbytes) {
-  (void)ctx, (void)device;
-  if (nbytes) memcpy(dst, src, nbytes);
-  return NULL;
-}
-
 BP_EXPORT BP_Error* backplane_plugin_init(const BP_HostApi* host, BP_Plugin* plugin) {
   BP_Error* e;
   abi_host = host;
-  BP_DeviceTypeDesc d = abi_null_device_desc("abidtfbdev");
-  d.allocate = tp_heap_allocate;
-  d.deallocate = tp_heap_deallocate;
-  d.copy_host_to_device = tp_heap_copy;
-  d.copy_device_to_host = tp_heap_copy;
+  BP_DeviceTypeDesc d = abi_heap_device_desc("abidtfbdev");
   int32_t type = -1;
   if ((e = host->register_device_type(plugin, &d, &type))) return e;
   if ((e = host->def(plugin, TP_NAME "::pick(Tensor self) -> Tensor"))) return e;

@@ -23,7 +23,6 @@
  *   TP_DT_FALLBACK     a fallback declaring float32: refused (a fallback
  *                      serves every dtype).
  */
-#include <stdlib.h>
 #include <string.h>
 
 #include "abi_common.h"
@@ -85,21 +84,6 @@ static BP_Error* tp_fallback(void* ctx, const BP_KernelCall* call) {
   return NULL;
 }
 
-/* A device whose memory is the heap. */
-static BP_Error* tp_heap_allocate(void* ctx, int32_t device, size_t nbytes, void** out) {
-  (void)ctx, (void)device;
-  *out = malloc(nbytes ? nbytes : 1);
-  return *out ? NULL : abi_host->error_new(BP_RESOURCE_EXHAUSTED, "out of memory");
-}
-static void tp_heap_deallocate(void* ctx, int32_t device, void* ptr) {
-  (void)ctx, (void)device;
-  free(ptr);
-}
-static BP_Error* tp_heap_copy(void* ctx, int32_t device, void* dst, const void* src, size_t nbytes) {
-  (void)ctx, (void)device;
-  if (nbytes) memcpy(dst, src, nbytes);
-  return NULL;
-}
 #endif
 
 /* Garbage in every byte, then the fields a producer of `size` bytes sets. */
@@ -125,11 +109,7 @@ BP_EXPORT BP_Error* backplane_plugin_init(const BP_HostApi* host, BP_Plugin* plu
   if ((e = host->def(plugin, TP_NAME "::make(ScalarType dtype) -> Tensor"))) return e;
   if ((e = host->impl(plugin, TP_NAME "::make", 0, tp_kernel_desc(tp_make, NULL, size_1_4)))) return e;
   if ((e = host->def(plugin, TP_NAME "::other(Tensor self) -> Tensor"))) return e;
-  BP_DeviceTypeDesc d = abi_null_device_desc("abidtfbdev");
-  d.allocate = tp_heap_allocate;
-  d.deallocate = tp_heap_deallocate;
-  d.copy_host_to_device = tp_heap_copy;
-  d.copy_device_to_host = tp_heap_copy;
+  BP_DeviceTypeDesc d = abi_heap_device_desc("abidtfbdev");
   int32_t type = -1;
   if ((e = host->register_device_type(plugin, &d, &type))) return e;
   if ((e = host->impl(plugin, TP_NAME "::echo", type, tp_kernel_desc(tp_echo, "(Tensor) -> Tensor", size_1_4))))
