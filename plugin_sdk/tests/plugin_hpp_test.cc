@@ -882,6 +882,28 @@ TEST_F(PluginHpp, ExceptionsBecomeErrorsWithTheRightCodes) {
   fake::tensorRelease(a);
 }
 
+// A kernel written before ABI 1.5 switches on the dtype; its default case
+// through the SDK's typed error declines (Note [The ABI a plugin's source
+// targets]): a dtype added since reaches the CPU fallback, not an error.
+void switchesOnDtype(const bp::Tensor& self) {
+  switch (self.dtype()) {
+    case bp::ScalarType::Float32: return;
+    default: bp::unsupportedDtype(self.dtype(), "toy neg.out");
+  }
+}
+
+TEST_F(PluginHpp, UnsupportedDtypeDeclinesNamingTheKernelAndTheDtype) {
+  BP_Tensor* a = fake::makeTensor({1, 2}, BP_INT16);
+  Call c({vTensor(a)}, 0);
+  EXPECT_EQ(run(bp::kernel(&switchesOnDtype), c),
+            std::make_pair(BP_ErrorCode{BP_DECLINED}, std::string("toy neg.out has no code for dtype int16")));
+  fake::tensorRelease(a);
+  BP_Tensor* b = fake::makeTensor({1, 2}, BP_FLOAT32);
+  Call ok({vTensor(b)}, 0);
+  EXPECT_EQ(run(bp::kernel(&switchesOnDtype), ok).first, BP_OK);
+  fake::tensorRelease(b);
+}
+
 // ------------------------------------------------------------ Tensor RAII
 
 TEST_F(PluginHpp, TensorCopyRetainsMoveTransfersDestructorReleases) {

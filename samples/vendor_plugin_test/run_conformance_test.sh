@@ -15,6 +15,13 @@
 #        (those ops are served natively for what they declare);
 #      - conformance of the mutant: must FAIL, naming mul.out.
 #      (A sanitizer build runs the last two only; see below.)
+#   4. builds samples/vendor_plugin_test/older_abi_plugin, a plugin written
+#      for plugin ABI 1.2, out of tree against the same install, three ways
+#      (Note [The ABI a plugin's source targets] in plugin_api.h):
+#      - stating its target (ABI 1.2): must pass conformance of its ops;
+#      - unchanged but for the statement: must FAIL, its kernels handed the
+#        int16 samples ABI 1.5 added (the control);
+#      - refusing dtypes with the SDK's typed error: must pass (declines).
 #
 # Exit status: 0 pass, 1 fail, 2 usage. KEEP_TMP=1 keeps the temporary
 # directory; GXX picks the compiler (default c++).
@@ -130,4 +137,16 @@ fi
 grep -Eq '^  toyaccel:0  bp::mul\.Tensor \(gradient,' <<<"$failures" ||
   die "the mutant's report does not list mul's gradient form among the failures"
 
-step "PASS: minimal_plugin and toyaccel, built from the installed SDK, pass conformance; the mul.out mutant is caught"
+# A plugin's source written for an older ABI minor, rebuilt against this SDK.
+older=$tmp/older_abi
+build vendor_plugin_test/older_abi_plugin "$older"
+older_ops='^bp::(neg|abs|relu)(\.|_|$)'
+conformance pass "$tmp/older_target.log" --plugin "$older/target_1_2/older_abi.so" --backend olderabi --ops "$older_ops"
+grep -q 'conformance: PASSED' "$tmp/older_target.log" || die "the ABI 1.2 plugin's run did not say PASSED"
+conformance fail "$tmp/older_newest.log" --plugin "$older/newest/older_abi.so" --backend olderabi --ops "$older_ops"
+grep -Eq "^  olderabi:0  bp::neg\.out \(out, native\): error at sample '[^']* int16': .*unknown dtype" \
+  "$tmp/older_newest.log" || die "the untargeted build's report does not blame neg.out's int16 sample"
+conformance pass "$tmp/older_typed.log" --plugin "$older/typed/older_abi.so" --backend olderabi --ops "$older_ops"
+grep -q 'conformance: PASSED' "$tmp/older_typed.log" || die "the typed-error build's run did not say PASSED"
+
+step "PASS: minimal_plugin and toyaccel, built from the installed SDK, pass conformance; the mul.out mutant is caught; a plugin written for ABI 1.2 passes rebuilt against this SDK"

@@ -264,10 +264,10 @@ struct PluginKernel final : OperatorKernel {
   }
   if (!bad) return;
   BP_THROW(kInvalidArgument, op.operatorName().qualifiedName(), ": ", k.context, " cannot be handed ", what,
-           scalarTypeName(*bad), ": plugin '", k.plugin->status.name, "' was built against plugin ABI ",
+           scalarTypeName(*bad), ": plugin '", k.plugin->status.name, "' was built for plugin ABI ",
            k.plugin->status.abi_major, ".", k.plugin->status.abi_minor, ", which has no ", scalarTypeName(*bad),
-           " (ABI 1.5 added int16, uint16, uint32 and uint64). Rebuild the plugin against this host's SDK, or use "
-           "a dtype it knows (convert with .to(dtype))");
+           " (ABI 1.5 added int16, uint16, uint32 and uint64). Rebuild the plugin for ABI 1.5 or later (its "
+           "BP_TARGET_ABI_MINOR, or this host's SDK), or use a dtype it knows (convert with .to(dtype))");
 }
 
 // "kernel of plugin 'P' for OP on DEVICE": what failed, for the error

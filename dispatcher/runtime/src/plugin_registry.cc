@@ -405,7 +405,7 @@ const BP_HostApi& hostApi() {
     BP_HostApi a{};
     a.struct_size = BP_HostApi_STRUCT_SIZE;
     a.abi_major = BP_ABI_MAJOR;
-    a.abi_minor = BP_ABI_MINOR;
+    a.abi_minor = BP_HEADER_ABI_MINOR;
     fillHostApiCommon(a);
     a.log = &hostLog;
     a.register_device_type = &hostRegisterDeviceType;
@@ -557,16 +557,16 @@ absl::StatusOr<PluginStatus> PluginRegistry::load(const std::string& path) {
     p->library.unload();
     return fail(absl::FailedPreconditionError(
         strCat("plugin '", canonical.string(), "' was built for plugin ABI ", info->abi_major, ".", info->abi_minor,
-               " but this host speaks ABI ", BP_ABI_MAJOR, ".", BP_ABI_MINOR, ": ",
+               " but this host speaks ABI ", BP_ABI_MAJOR, ".", BP_HEADER_ABI_MINOR, ": ",
                info->abi_major < BP_ABI_MAJOR
                    ? "the plugin is too old; rebuild it against this host's plugin SDK"
                    : "the plugin is newer than this host; upgrade the host or rebuild the plugin")));
   }
-  if (info->abi_minor > BP_ABI_MINOR) {
+  if (info->abi_minor > BP_HEADER_ABI_MINOR) {
     p->library.unload();
     return fail(absl::FailedPreconditionError(
         strCat("plugin '", canonical.string(), "' needs plugin ABI ", info->abi_major, ".", info->abi_minor,
-               " but this host provides ", BP_ABI_MAJOR, ".", BP_ABI_MINOR,
+               " but this host provides ", BP_ABI_MAJOR, ".", BP_HEADER_ABI_MINOR,
                ": upgrade the host, or rebuild the plugin against the host's SDK")));
   }
   // Only now is the layout of the rest of BP_PluginInfo known.

@@ -12,7 +12,9 @@
  *   is optional and runs before the library is closed.
  * - Versioning: BP_ABI_MAJOR must match exactly. A plugin built against an
  *   older BP_ABI_MINOR loads into a newer host; one built against a newer
- *   minor than the host's is refused (it may call slots the host lacks).
+ *   minor than the host's is refused (it may call slots the host lacks). A
+ *   plugin may build against a newer header for an older minor (Note [The
+ *   ABI a plugin's source targets]).
  * - Every struct begins with `struct_size`, set by its producer to the end
  *   of the last field it knows: BP_STRUCT_SIZE(type, last_field), which for
  *   this header is BP_<type>_STRUCT_SIZE (BP_DeviceTypeDesc_STRUCT_SIZE,
@@ -72,7 +74,33 @@
 
 #define BP_PLUGIN_MAGIC 0x4C504250u /* "BPPL" little-endian */
 #define BP_ABI_MAJOR 1
-#define BP_ABI_MINOR 7
+/* This header's minor: the newest ABI it describes. */
+#define BP_HEADER_ABI_MINOR 7
+
+/* Note [The ABI a plugin's source targets]
+ * BP_ABI_MINOR is the minor a plugin reports (BP_PluginInfo.abi_minor) and
+ * builds its SDK for: this header's, unless the plugin's source states the
+ * minor it was written for, once, before including this header (or with
+ * backplane_add_plugin(... ABI 1.N)):
+ *   #define BP_TARGET_ABI_MINOR 2
+ * The host then treats the plugin exactly as one built against that minor's
+ * header, however new the header it is built against: its kernels are handed
+ * only the dtypes that minor has (a kernel that declares none serves those,
+ * Note [Dtypes of older plugins]), an error code it does not know is an error
+ * (BP_DECLINED before 1.7), and plugin.hpp offers only what that minor has.
+ * So a plugin's source that passed conformance keeps passing when rebuilt
+ * unchanged against a newer SDK. Without the statement a plugin targets the
+ * header it is built against, and a newer header may hand its kernels
+ * more (ABI 1.5 added four dtypes): state the target in a plugin whose
+ * kernels do not declare their dtypes. */
+#ifdef BP_TARGET_ABI_MINOR
+#if BP_TARGET_ABI_MINOR < 0 || BP_TARGET_ABI_MINOR > BP_HEADER_ABI_MINOR
+#error "BP_TARGET_ABI_MINOR is outside 0..BP_HEADER_ABI_MINOR: this plugin_api.h cannot build for that plugin ABI minor"
+#endif
+#define BP_ABI_MINOR BP_TARGET_ABI_MINOR
+#else
+#define BP_ABI_MINOR BP_HEADER_ABI_MINOR
+#endif
 #define BP_MAX_STRUCT_SIZE 65536u
 
 /* The size of `type` up to the end of `field`: what a producer that knows

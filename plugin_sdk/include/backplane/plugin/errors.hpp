@@ -71,7 +71,11 @@ class Error : public std::exception {
 // reports and in the CPU fallback's warning. It throws (bp::Error with
 // BP_DECLINED), so it costs an exception, about a microsecond: decline
 // calls the kernel cannot serve, not a hot fraction of the ones it can.
+// Needs ABI 1.7: a plugin built for an older minor (Note [The ABI a plugin's
+// source targets]) has no decline.
+#if BP_ABI_MINOR >= 7
 [[noreturn]] inline void decline(std::string reason) { throw Error(BP_DECLINED, std::move(reason)); }
+#endif
 
 // Throws bp::Error(code, msg) unless `cond`. The message is built by the
 // caller even when `cond` holds; in kernels prefer BP_PLUGIN_CHECK.

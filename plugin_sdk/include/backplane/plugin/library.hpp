@@ -137,6 +137,16 @@ class Library {
   // Registers a raw boxed kernel; `ctx` must outlive the registration.
   void impl(const char* op, int32_t device_type, BP_KernelFn fn, void* ctx, const char* cpp_signature = nullptr,
             Dtypes dtypes = Dtypes::all()) {
+#if BP_ABI_MINOR < 5
+    if (!dtypes.isAll()) {
+      fail(
+          BP_FAILED_PRECONDITION,
+          detail::concat("impl(\"", op ? op : "", "\"): bp::Dtypes needs plugin ABI 1.5, but this plugin is built for ",
+                         BP_ABI_MAJOR, ".", BP_ABI_MINOR,
+                         " (BP_TARGET_ABI_MINOR), whose host gives its kernels the dtypes bool..float64 and "
+                         "ignores declared ones; raise the target to 5 or more, or register without dtypes"));
+    }
+#endif
     BP_KernelDesc d{BP_KernelDesc_STRUCT_SIZE, fn, ctx, cpp_signature, dtypes.mask()};
     throwIfError(detail::hostSlot(host().impl, "impl")(plugin_, op, device_type, &d));
   }

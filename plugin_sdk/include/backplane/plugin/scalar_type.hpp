@@ -9,6 +9,8 @@
 #include <initializer_list>
 #include <ostream>
 
+#include "backplane/plugin/detail/concat.hpp"
+#include "backplane/plugin/errors.hpp"
 #include "backplane/plugin_api.h"
 
 namespace bp {
@@ -74,6 +76,23 @@ constexpr const char* name(ScalarType t) noexcept {
 }
 
 inline std::ostream& operator<<(std::ostream& os, ScalarType t) { return os << name(t); }
+
+// The SDK's typed refusal of a dtype: the default case of a kernel that
+// switches on its arguments' dtype,
+//   default: bp::unsupportedDtype(self.scalar_type(), "toy relu.out");
+// From ABI 1.7 it declines the call (bp::decline): the call goes where it
+// would have gone without the kernel, usually the CPU fallback, so a dtype a
+// newer host hands the kernel is served there instead of failing (Note [The
+// ABI a plugin's source targets]). For a plugin built for an older minor it
+// fails with BP_INVALID_ARGUMENT. `what` names the kernel in the reason.
+[[noreturn]] inline void unsupportedDtype(ScalarType t, const char* what) {
+#if BP_ABI_MINOR >= 7
+  constexpr BP_ErrorCode code = BP_DECLINED;
+#else
+  constexpr BP_ErrorCode code = BP_INVALID_ARGUMENT;
+#endif
+  fail(code, detail::concat(what ? what : "this kernel", " has no code for dtype ", name(t)));
+}
 
 // The dtype sets kernels' argument checks name most: every dtype with the
 // full operator set (all but uint16/uint32/uint64), the numeric ones of
