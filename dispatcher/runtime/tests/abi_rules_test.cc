@@ -741,8 +741,8 @@ TEST_F(AbiRulesTest, PluginOfAbi14IsNeverHandedADtypeAddedLater) {
       } catch (const Error& e) {
         EXPECT_EQ(e.code(), absl::StatusCode::kInvalidArgument);
         EXPECT_THAT(e.what(), HasSubstr(strCat("cannot be handed a tensor of dtype ", name)));
-        EXPECT_THAT(e.what(), HasSubstr("plugin 'tp_abi_dtypes_v1_4' was built against plugin ABI 1.4"));
-        EXPECT_THAT(e.what(), HasSubstr("Rebuild the plugin against this host's SDK"));
+        EXPECT_THAT(e.what(), HasSubstr("plugin 'tp_abi_dtypes_v1_4' was built for plugin ABI 1.4"));
+        EXPECT_THAT(e.what(), HasSubstr("Rebuild the plugin for ABI 1.5 or later"));
       }
     }
     // A dtype argument of a later dtype.
@@ -752,7 +752,7 @@ TEST_F(AbiRulesTest, PluginOfAbi14IsNeverHandedADtypeAddedLater) {
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), absl::StatusCode::kInvalidArgument);
       EXPECT_THAT(e.what(), HasSubstr(strCat("cannot be handed the dtype argument ", name)));
-      EXPECT_THAT(e.what(), HasSubstr("built against plugin ABI 1.4"));
+      EXPECT_THAT(e.what(), HasSubstr("built for plugin ABI 1.4"));
     }
   }
   EXPECT_EQ(info("tp_abi_dtypes_v1_4", 0), 2) << "no later dtype reached echo";
