@@ -2,10 +2,13 @@
 // type must do for the host to hold tensors on it, exercised through the
 // same DeviceInterface calls the core makes.
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backplane/conformance/suite.h"
@@ -170,8 +173,7 @@ int checkCopy(DeviceProbe& c, Device d) {
   return 6;
 }
 
-// synchronize returns on every device after queued copies; streams and
-// events work where the device type has them.
+// synchronize returns on every device after queued copies.
 int checkSynchronize(DeviceProbe& c) {
   int steps = 0;
   for (int i = 0; i < c.count(); ++i) {
@@ -183,45 +185,136 @@ int checkSynchronize(DeviceProbe& c) {
     c.iface().synchronize(d);
     c.expectBytes(b, 0, bytes, "copies before synchronize on " + d.str());
     ++steps;
-    if (c.iface().hasStreams()) {
+  }
+  return steps;
+}
+
+std::string handleText(const void* h) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%p", h);
+  return buf;
+}
+
+// Streams (where the type has them): a created stream is synchronizable;
+// with current_stream, setCurrentStream(s) makes currentStream() return s
+// on that device and on no other, work queued meanwhile is finished by
+// synchronizeStream(s), and restoring the previous stream restores it.
+int checkStreams(DeviceProbe& c) {
+  int steps = 0;
+  const bool current = c.iface().capabilities().current_stream;
+  for (int i = 0; i < c.count(); ++i) {
+    const Device d = c.device(i);
+    DeviceInterface::StreamHandle s = c.iface().createStream(d);
+    c.iface().synchronizeStream(d, s);  // an empty stream
+    ++steps;
+    if (current) {
+      const size_t n = size_t{1} << 16;
+      DataPtr b = c.allocate(n, d, "streams");
       DeviceInterface::StreamHandle prev = c.iface().currentStream(d);
-      DeviceInterface::StreamHandle s = c.iface().createStream(d);
+      std::vector<DeviceInterface::StreamHandle> others;
+      for (int j = 0; j < c.count(); ++j)
+        if (j != i) others.push_back(c.iface().currentStream(c.device(j)));
       c.iface().setCurrentStream(d, s);
-      c.iface().memset(b.get(), d, 0x5A, bytes.size());
+      DeviceInterface::StreamHandle now = c.iface().currentStream(d);
+      if (now != s) {
+        c.iface().setCurrentStream(d, prev);
+        c.iface().destroyStream(d, s);
+        failed("setCurrentStream on " + d.str(),
+               "setCurrentStream(" + handleText(s) + ") had no effect: currentStream() then returned " +
+                   handleText(now) + "; work meant for the stream would go elsewhere");
+      }
+      for (int j = 0, k = 0; j < c.count(); ++j) {
+        if (j == i) continue;
+        if (c.iface().currentStream(c.device(j)) != others[static_cast<size_t>(k++)]) {
+          failed("setCurrentStream on " + d.str(),
+                 "it also changed the current stream of " + c.device(j).str() + ": a current stream is per device");
+        }
+      }
+      c.iface().memset(b.get(), d, 0x5A, n);
       c.iface().synchronizeStream(d, s);
       c.iface().setCurrentStream(d, prev);
-      c.iface().destroyStream(d, s);
-      c.expectBytes(b, 0, std::vector<uint8_t>(bytes.size(), 0x5A), "memset on a created stream of " + d.str());
+      if (c.iface().currentStream(d) != prev) {
+        c.iface().destroyStream(d, s);
+        failed("setCurrentStream on " + d.str(), "restoring the previous stream " + handleText(prev) +
+                                                     " did not: currentStream() returns " +
+                                                     handleText(c.iface().currentStream(d)));
+      }
+      c.expectBytes(b, 0, std::vector<uint8_t>(n, 0x5A), "memset on a created stream of " + d.str());
       ++steps;
     }
-    if (c.iface().hasEvents()) {
+    c.iface().destroyStream(d, s);
+  }
+  return steps;
+}
+
+// Polls queryEvent until it says complete, for at most `limit`; false if it
+// never does.
+bool completesWithin(DeviceProbe& c, Device d, DeviceInterface::EventHandle e, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    if (c.iface().queryEvent(d, e)) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+// Events (where the type has them): recorded on the current stream and
+// synchronized; with event_query, an event never recorded reads complete,
+// one recorded after queued work completes without the host synchronizing
+// (polled for kEventQueryLimit) and reads complete after synchronizeEvent;
+// with streams and current_stream, an event orders two streams: a fill on a
+// created stream, an event recorded after it, the current stream waiting
+// for it (or the host, without event_wait), then a copy on the current
+// stream must read the filled bytes.
+constexpr std::chrono::milliseconds kEventQueryLimit{2000};
+
+int checkEvents(DeviceProbe& c) {
+  int steps = 0;
+  const DeviceCapabilities caps = c.iface().capabilities();
+  for (int i = 0; i < c.count(); ++i) {
+    const Device d = c.device(i);
+    const size_t n = size_t{1} << 16;
+    DataPtr b = c.allocate(n, d, "events");
+    {
       DeviceInterface::EventHandle e = c.iface().createEvent(d);
+      if (caps.event_query && !c.iface().queryEvent(d, e)) {
+        c.iface().destroyEvent(d, e);
+        failed("queryEvent on " + d.str(), "an event never recorded must read complete; queryEvent said not");
+      }
+      c.iface().memset(b.get(), d, 0x11, n);
       c.iface().recordEvent(d, e, nullptr);
+      if (caps.event_query && !completesWithin(c, d, e, kEventQueryLimit)) {
+        c.iface().destroyEvent(d, e);
+        failed("queryEvent on " + d.str(),
+               "an event recorded after a 64 KiB memset still read incomplete after " +
+                   std::to_string(kEventQueryLimit.count()) +
+                   " ms of polling: queryEvent must report completion without the host synchronizing");
+      }
       c.iface().synchronizeEvent(d, e);
+      if (caps.event_query && !c.iface().queryEvent(d, e)) {
+        c.iface().destroyEvent(d, e);
+        failed("queryEvent on " + d.str(), "after synchronizeEvent returned, queryEvent said the event is incomplete");
+      }
+      c.expectBytes(b, 0, std::vector<uint8_t>(n, 0x11), "memset before a synchronized event of " + d.str());
       c.iface().destroyEvent(d, e);
       ++steps;
     }
-    if (c.iface().hasStreams() && c.iface().hasEvents()) {
-      // An event orders streams: a fill queued on a created stream, an event
-      // recorded after it, the current stream waiting for the event (or the
-      // host, where the plugin has no event_wait), then a copy on the
-      // current stream must read the filled bytes.
-      DataPtr out = c.allocate(bytes.size(), d, "event ordering");
+    if (caps.streams && caps.current_stream) {
+      DataPtr out = c.allocate(n, d, "event ordering");
       DeviceInterface::StreamHandle prev = c.iface().currentStream(d);
       DeviceInterface::StreamHandle s = c.iface().createStream(d);
       DeviceInterface::EventHandle e = c.iface().createEvent(d);
       c.iface().setCurrentStream(d, s);
-      c.iface().memset(b.get(), d, 0x3C, bytes.size());
+      c.iface().memset(b.get(), d, 0x3C, n);
       c.iface().recordEvent(d, e, s);
       c.iface().setCurrentStream(d, prev);
-      try {
+      if (caps.event_wait) {
         c.iface().waitEvent(d, e, prev);
-      } catch (const Error& err) {
-        if (err.code() != absl::StatusCode::kUnimplemented) throw;
+      } else {
         c.iface().synchronizeEvent(d, e);
       }
-      c.iface().copyDeviceToDevice(out.get(), d, b.get(), d, bytes.size());
-      c.expectBytes(out, 0, std::vector<uint8_t>(bytes.size(), 0x3C),
+      c.iface().copyDeviceToDevice(out.get(), d, b.get(), d, n);
+      c.expectBytes(out, 0, std::vector<uint8_t>(n, 0x3C),
                     "a copy after waiting for an event recorded on another stream of " + d.str());
       c.iface().synchronizeStream(d, s);
       c.iface().destroyEvent(d, e);
@@ -267,25 +360,33 @@ int onEveryDevice(DeviceProbe& c) {
   return samples;
 }
 
+enum class Needs { Nothing, SeveralDevices, Streams, Events };
 struct DeviceCheck {
   const char* name;
-  bool needs_several_devices;
+  Needs needs;
   int (*run)(DeviceProbe&);  // the samples it checked; throws CheckFailed
 };
 constexpr DeviceCheck kDeviceChecks[] = {
-    {"device.allocate", false, &onEveryDevice<checkAllocate>},
-    {"device.copy", false, &onEveryDevice<checkCopy>},
-    {"device.synchronize", false, &checkSynchronize},
-    {"device.several_devices", true, &checkSeveralDevices},
+    {"device.allocate", Needs::Nothing, &onEveryDevice<checkAllocate>},
+    {"device.copy", Needs::Nothing, &onEveryDevice<checkCopy>},
+    {"device.synchronize", Needs::Nothing, &checkSynchronize},
+    {"device.streams", Needs::Streams, &checkStreams},
+    {"device.events", Needs::Events, &checkEvents},
+    {"device.several_devices", Needs::SeveralDevices, &checkSeveralDevices},
 };
 
 }  // namespace
 
 std::vector<std::string> deviceCheckNames(DeviceType type) {
-  const int count = DeviceTypeRegistry::global().interfaceOrThrow(type).deviceCount();
+  const DeviceInterface& iface = DeviceTypeRegistry::global().interfaceOrThrow(type);
+  const int count = iface.deviceCount();
+  const DeviceCapabilities caps = iface.capabilities();
   std::vector<std::string> out;
-  for (const DeviceCheck& c : kDeviceChecks)
-    if (!c.needs_several_devices || count > 1) out.emplace_back(c.name);
+  for (const DeviceCheck& c : kDeviceChecks) {
+    const bool applies = c.needs == Needs::Nothing || (c.needs == Needs::SeveralDevices && count > 1) ||
+                         (c.needs == Needs::Streams && caps.streams) || (c.needs == Needs::Events && caps.events);
+    if (applies) out.emplace_back(c.name);
+  }
   return out;
 }
 

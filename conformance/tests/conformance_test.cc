@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -208,6 +209,97 @@ TEST(DeviceChecks, CatchACorruptingCopy) {
   EXPECT_EQ(r.outcome, Outcome::Fail) << describe(r);
   EXPECT_NE(r.message.find("expected"), std::string::npos) << r.message;
   EXPECT_FALSE(r.sample.empty());
+}
+
+// A host-memory device of two devices with streams and events that work
+// (its work is synchronous, so streams and events only have to keep their
+// state right), and its two mutants from a vendor's trial: a
+// setCurrentStream that does nothing, and an event query that never
+// reports completion. Both passed the device checks before device.streams
+// and device.events.
+class StreamingDevice : public DeviceInterface, private Allocator {
+ public:
+  enum class Mutant { None, CurrentStreamIgnored, EventNeverCompletes };
+  explicit StreamingDevice(Mutant m) : mutant_(m) {}
+  int deviceCount() const override { return 2; }
+  bool isHostAccessible() const override { return true; }
+  Allocator& allocator() override { return *this; }
+  void copyHostToDevice(void* dst, Device, const void* src, size_t n) override { std::memcpy(dst, src, n); }
+  void copyDeviceToHost(void* dst, const void* src, Device, size_t n) override { std::memcpy(dst, src, n); }
+  void copyDeviceToDevice(void* dst, Device, const void* src, Device, size_t n) override { std::memcpy(dst, src, n); }
+  void memset(void* dst, Device, uint8_t value, size_t n) override { std::memset(dst, value, n); }
+  void synchronize(Device) override {}
+
+  bool hasStreams() const override { return true; }
+  StreamHandle createStream(Device) override { return new int(0); }
+  void destroyStream(Device, StreamHandle s) override { delete static_cast<int*>(s); }
+  void synchronizeStream(Device, StreamHandle) override {}
+  StreamHandle currentStream(Device d) override { return current_[d.index]; }
+  void setCurrentStream(Device d, StreamHandle s) override {
+    if (mutant_ != Mutant::CurrentStreamIgnored) current_[d.index] = s;
+  }
+  bool hasEvents() const override { return true; }
+  EventHandle createEvent(Device) override { return new int(0); }
+  void destroyEvent(Device, EventHandle e) override { delete static_cast<int*>(e); }
+  void recordEvent(Device, EventHandle e, StreamHandle) override { *static_cast<int*>(e) = 1; }
+  void waitEvent(Device, EventHandle, StreamHandle) override {}
+  void synchronizeEvent(Device, EventHandle) override {}
+  bool queryEvent(Device, EventHandle e) override {
+    // The mutant: complete only before anything was recorded.
+    return mutant_ != Mutant::EventNeverCompletes || *static_cast<int*>(e) == 0;
+  }
+
+ private:
+  DataPtr allocate(size_t nbytes, Device device) override {
+    void* p = std::malloc(nbytes ? nbytes : 1);
+    if (!p) BP_THROW(kResourceExhausted, "streaming device: cannot allocate ", nbytes, " bytes");
+    return DataPtr(
+        p, nullptr, [](void*, void* q) { std::free(q); }, device);
+  }
+  Mutant mutant_;
+  StreamHandle current_[2] = {nullptr, nullptr};
+};
+
+DeviceType installStreamingDevice(const char* name, StreamingDevice* device) {
+  DeviceTypeRegistry& reg = DeviceTypeRegistry::global();
+  absl::StatusOr<DeviceType> type = reg.registerType(name);
+  EXPECT_TRUE(type.ok()) << type.status();
+  EXPECT_TRUE(reg.setInterface(*type, device).ok());
+  return *type;
+}
+
+TEST(DeviceChecks, StreamsAndEventsPassOnAWorkingDevice) {
+  static StreamingDevice device(StreamingDevice::Mutant::None);
+  const DeviceType type = installStreamingDevice("streaming", &device);
+  const std::vector<std::string> names = deviceCheckNames(type);
+  for (const char* want : {"device.streams", "device.events", "device.several_devices"})
+    EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
+  for (const std::string& name : names) {
+    const Result r = runDeviceCheck(name, type);
+    EXPECT_EQ(r.outcome, Outcome::Pass) << describe(r);
+    EXPECT_GT(r.samples, 0) << describe(r);
+  }
+}
+
+TEST(DeviceChecks, CatchASetCurrentStreamThatDoesNothing) {
+  static StreamingDevice device(StreamingDevice::Mutant::CurrentStreamIgnored);
+  const DeviceType type = installStreamingDevice("ignoresstream", &device);
+  const Result r = runDeviceCheck("device.streams", type);
+  EXPECT_EQ(r.outcome, Outcome::Fail) << describe(r);
+  EXPECT_EQ(r.sample, "setCurrentStream on ignoresstream:0");
+  EXPECT_NE(r.message.find("had no effect"), std::string::npos) << r.message;
+}
+
+TEST(DeviceChecks, CatchAnEventQueryThatNeverCompletes) {
+  static StreamingDevice device(StreamingDevice::Mutant::EventNeverCompletes);
+  const DeviceType type = installStreamingDevice("neverdone", &device);
+  const auto start = std::chrono::steady_clock::now();
+  const Result r = runDeviceCheck("device.events", type);
+  EXPECT_EQ(r.outcome, Outcome::Fail) << describe(r);
+  EXPECT_EQ(r.sample, "queryEvent on neverdone:0");
+  EXPECT_NE(r.message.find("still read incomplete after"), std::string::npos) << r.message;
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1900))
+      << "it polled for its whole limit (2 s)";
 }
 
 // The runner catches a kernel that computes the wrong thing: an add.out

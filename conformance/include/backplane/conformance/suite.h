@@ -9,8 +9,13 @@
 // not overlap, an impossible size is refused with kResourceExhausted;
 // host <-> device and device -> device copies of whole blocks and of
 // unaligned ranges at offsets, memset and zero-byte copies leave exactly
-// the right bytes; synchronize (and streams and events where the type has
-// them) on every device; with several devices, copies between them.
+// the right bytes; synchronize on every device; streams where the type has
+// them (setCurrentStream takes effect on its device alone, work queued on a
+// created stream is finished by synchronizeStream) and events (recorded,
+// synchronized, queryEvent reports completion without the host blocking, an
+// event orders two streams); with several devices, copies between them.
+// Each group is its own check (device.streams, device.events), listed only
+// for a type whose capabilities() have it.
 
 #include <cstddef>
 #include <optional>
