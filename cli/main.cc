@@ -3,8 +3,8 @@
 //   backplane [--plugin PATH]... [--no-default-plugins] plugins|devices|ops [--format text|markdown|json]
 //   backplane [--plugin PATH]... [--no-default-plugins] ops --schemas [REGEX] [--format text|markdown|json]
 //   backplane [--plugin PATH]... [--no-default-plugins] conformance [--backend NAME]... [--ops REGEX]
-//             [--device N | --all-devices] [--strict] [--timeout SECONDS] [--json FILE] [--junit FILE]
-//             [--markdown FILE] [--full-errors]
+//             [--native] [--device N | --all-devices] [--strict] [--timeout SECONDS] [--json FILE]
+//             [--junit FILE] [--markdown FILE] [--full-errors]
 //
 // Options may come before or after the command. Exit codes: 0 success (a
 // plugin found in a default source that fails to load is a warning, not
@@ -41,8 +41,8 @@ constexpr const char* kSynopsis =
     "usage: backplane [--plugin PATH]... [--no-default-plugins] <plugins|devices|ops> [--format text|markdown|json]\n"
     "       backplane [--plugin PATH]... [--no-default-plugins] ops --schemas [REGEX] [--format ...]\n"
     "       backplane [--plugin PATH]... [--no-default-plugins] conformance [--backend NAME]... [--ops REGEX]\n"
-    "                 [--device N | --all-devices] [--strict] [--timeout SECONDS] [--json FILE] [--junit FILE]\n"
-    "                 [--markdown FILE] [--full-errors] [--onnx DIR [--onnx-expected DIR]]";
+    "                 [--native] [--device N | --all-devices] [--strict] [--timeout SECONDS] [--json FILE]\n"
+    "                 [--junit FILE] [--markdown FILE] [--full-errors] [--onnx DIR [--onnx-expected DIR]]";
 
 void printHelp(std::ostream& out) {
   out << kSynopsis << "\n"
@@ -74,6 +74,9 @@ void printHelp(std::ostream& out) {
          "  --backend NAME        certify only this backend (repeatable; default: every backend with devices)\n"
          "  --ops REGEX           only the ops (and device.* checks) whose names REGEX (RE2 syntax) matches\n"
          "                        anywhere; a REGEX that matches nothing is an error\n"
+         "  --native              only the op specs with a native kernel on the backend (its plugin's own\n"
+         "                        kernels; every form of such an op runs), plus the device checks: what the\n"
+         "                        plugin serves itself, with no regex; with --strict, a certification of it\n"
          "  --device N            run the op specs on device N of each backend (default 0)\n"
          "  --all-devices         run the op specs on every device of each backend, one run per device\n"
          "  --strict              count an op served by a fallback (cpu_fallback, backend_fallback) as a failure\n"
@@ -179,6 +182,9 @@ std::optional<std::string> parseArgs(int argc, char** argv, Args& args) {
         args.schemas = argv[++i];
       else
         args.schemas = "";
+    } else if (a == "--native") {
+      args.conformance.native = true;
+      args.conformance_flags.emplace_back(a);
     } else if (a == "--strict") {
       args.conformance.strict = true;
       args.conformance_flags.emplace_back(a);
@@ -266,6 +272,9 @@ int run(int argc, char** argv) {
     return usageError("unknown command '" + args.command + "' (commands: plugins, devices, ops, conformance)");
   if (args.command != "conformance" && args.command != "conformance-worker" && !args.conformance_flags.empty())
     return usageError("option " + args.conformance_flags.front() + " applies only to the 'conformance' command");
+  if (args.conformance.native && !args.conformance.onnx.empty())
+    return usageError(
+        "option --native selects op specs by their kernels; ONNX node tests (--onnx) are chosen with --ops");
   if (!args.conformance.onnx_expected.empty() && args.conformance.onnx.empty())
     return usageError("option --onnx-expected lists failures of ONNX node tests: give --onnx DIR too");
   if (args.command == "conformance" && (args.first || args.first_form || args.result_fd || args.no_device_checks))
@@ -316,6 +325,7 @@ int run(int argc, char** argv) {
     WorkerTask task;
     task.backend = args.conformance.backends[0];
     task.ops = args.conformance.ops;
+    task.native = args.conformance.native;
     task.onnx = args.conformance.onnx;
     task.device = args.conformance.device;
     task.device_checks = !args.no_device_checks;

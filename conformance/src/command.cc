@@ -262,6 +262,17 @@ int runConformance(std::ostream& out, std::ostream& err, const std::string& self
       run.device = d;
       run.device_checks = d == first;
       if (!options.progress) err << "conformance: running " << run.label() << " (" << run.provider << ")\n";
+      if (options.native && d == first) {
+        // What --native chose, so that a plugin with no native kernel (or
+        // one registered for another device type) is seen at once.
+        const size_t specs = selectItems(chosen[i].type, options.ops, false, "", true).size();
+        err << "conformance: --native: " << specs << (specs == 1 ? " op spec has" : " op specs have")
+            << " a native kernel on " << run.name
+            << (specs == 0 ? "; only the device checks run (the plugin's kernels are registered for another device "
+                             "type, or it serves everything through fallbacks)"
+                           : "")
+            << '\n';
+      }
       const Clock::time_point t0 = Clock::now();
       runBackend(run, chosen[i].type, self, sources, options, err);
       run.seconds = std::chrono::duration<double>(Clock::now() - t0).count();

@@ -13,7 +13,7 @@
 namespace backplane::conformance {
 
 std::vector<Item> selectItems(DeviceType type, const std::string& ops_regex, bool device_checks,
-                              const std::string& onnx_root) {
+                              const std::string& onnx_root, bool native_only) {
   const NamePattern re = valueOrThrow(NamePattern::compile("--ops", ops_regex));  // Note [Name patterns]
   auto keep = [&](std::initializer_list<const std::string*> names) {
     if (re.matchesEverything()) return true;
@@ -37,8 +37,13 @@ std::vector<Item> selectItems(DeviceType type, const std::string& ops_regex, boo
     for (std::string& name : deviceCheckNames(type))
       if (keep({&name})) out.push_back(Item{std::move(name), nullptr});
   }
+  auto native = [&](const OpSpec& s) {
+    for (const std::string* n : {&s.op, &s.inplace, &s.out})
+      if (!n->empty() && kernelKindOn(*n, type) == KernelKind::Native) return true;
+    return false;
+  };
   for (const OpSpec& s : allSpecs())
-    if (keep({&s.op, &s.inplace, &s.out})) out.push_back(Item{s.op, &s});
+    if (keep({&s.op, &s.inplace, &s.out}) && (!native_only || native(s))) out.push_back(Item{s.op, &s});
   return out;
 }
 

@@ -84,7 +84,7 @@ int runConformanceWorker(const WorkerTask& task, int fd) {
     std::cerr << "backplane conformance-worker: no device type '" << task.backend << "' after loading the plugins\n";
     return 1;
   }
-  const std::vector<Item> items = selectItems(*type, task.ops, task.device_checks, task.onnx);
+  const std::vector<Item> items = selectItems(*type, task.ops, task.device_checks, task.onnx, task.native);
   const Device device(*type, static_cast<DeviceIndex>(task.device));
   bool written = true;  // a pipe the parent closed: stop after the item
   for (size_t i = task.first; i < items.size() && written; ++i) {
@@ -302,6 +302,7 @@ Worker spawnWorker(const std::string& self, const PluginSources& sources, const 
                  std::to_string(task.first), "--first-form", std::to_string(task.first_form), "--result-fd", "3"});
   if (!task.device_checks) argv_s.push_back("--no-device-checks");
   if (!task.ops.empty()) argv_s.push_back("--ops=" + task.ops);
+  if (task.native) argv_s.push_back("--native");
   if (!task.onnx.empty()) argv_s.push_back("--onnx=" + task.onnx);
   std::vector<char*> argv;
   for (std::string& a : argv_s) argv.push_back(a.data());
@@ -420,12 +421,13 @@ class Progress {
 
 void runBackend(BackendRun& run, DeviceType type, const std::string& self, const PluginSources& sources,
                 const ConformanceOptions& options, std::ostream& err) {
-  const std::vector<Item> items = selectItems(type, options.ops, run.device_checks, options.onnx);
+  const std::vector<Item> items = selectItems(type, options.ops, run.device_checks, options.onnx, options.native);
   Progress progress(err, options.progress);
   const auto timeout = std::chrono::duration<double>(options.timeout_s);
   WorkerTask task;
   task.backend = run.name;
   task.ops = options.ops;
+  task.native = options.native;
   task.device = run.device;
   task.device_checks = run.device_checks;
   task.onnx = options.onnx;

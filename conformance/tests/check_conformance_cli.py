@@ -252,6 +252,30 @@ def test_declared_dtypes(a):
         check("✅ native (float32), cpu_fallback (others)" in f.read(), "the Markdown matrix names the declared dtypes")
 
 
+def test_native(a):
+    # --native certifies what a plugin serves itself, with no regex: the
+    # device checks and the specs with a native kernel on the backend (the
+    # declared plugin's add.out; every form of add runs), nothing served by
+    # a fallback, so --strict passes it.
+    path = os.path.join(a.work_dir, "native.json")
+    proc = run(["conformance", "--backend", "declared", "--native", "--strict", "--json", path], a.backplane,
+               [a.cpu_plugin, a.declared_plugin])
+    check(proc.returncode == 0 and "conformance: PASSED" in proc.stdout,
+          "--native --strict passes the declared plugin, got exit %d:\n%s%s" % (proc.returncode, proc.stdout,
+                                                                             proc.stderr))
+    check(re.search(r"^conformance: --native: 1 op spec has a native kernel on declared$", proc.stderr, re.M),
+          "--native says how many specs it chose: %r" % proc.stderr)
+    with open(path) as f:
+        report = json.load(f)
+    ops = {r["op"] for r in report["results"]}
+    check({"device.allocate", "device.copy", "device.synchronize"} <= ops, "the device checks run: %r" % ops)
+    check({o for o in ops if not o.startswith("device.")} == {"bp::add.Tensor", "bp::add_.Tensor", "bp::add.out"},
+          "only add's forms run, add.out being its one native kernel: %r" % ops)
+    usage = run(["conformance", "--native", "--onnx", a.work_dir], a.backplane, [a.cpu_plugin])
+    check(usage.returncode == 2 and "--native selects op specs" in usage.stderr,
+          "--native with --onnx is a usage error: %r" % usage.stderr)
+
+
 def test_backends_without_devices(a):
     # Every backend by default: clitestnone has no devices and is skipped;
     # clitest has two, so the several-devices check runs.
@@ -492,6 +516,7 @@ def main():
     test_hanging_kernel(a)
     test_strict_and_clean_runs(a)
     test_declared_dtypes(a)
+    test_native(a)
     test_backends_without_devices(a)
     test_explicit_plugin_that_does_not_load(a)
     test_devices(a)

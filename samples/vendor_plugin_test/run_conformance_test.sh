@@ -11,8 +11,9 @@
 #   3. runs the installed tool, PREFIX/bin/backplane:
 #      - conformance --plugin minimal_plugin.so --backend minimal: must pass;
 #      - conformance --plugin toyaccel.so --backend toyaccel: must pass;
-#      - the same with --strict --ops <toyaccel's native ops>: must pass
-#        (those ops are served natively for what they declare);
+#      - the same with --native --strict: must pass (what toyaccel serves
+#        natively, for what it declares, selected with no regex: the same
+#        ops a hand-written --ops regex of its kernels selects);
 #      - conformance of the mutant: must FAIL, naming mul.out.
 #      (A sanitizer build runs the last two only; see below.)
 #   4. builds samples/vendor_plugin_test/older_abi_plugin, a plugin written
@@ -119,8 +120,19 @@ else
   grep -q 'conformance: PASSED' "$tmp/toy.log" || die "toyaccel's run did not say PASSED"
 fi
 
-conformance pass "$tmp/toy_strict.log" --plugin "$toy_so" --backend toyaccel --strict --ops "$toy_native_ops"
-grep -q 'conformance: PASSED' "$tmp/toy_strict.log" || die "toyaccel's --strict run did not say PASSED"
+conformance pass "$tmp/toy_strict.log" --plugin "$toy_so" --backend toyaccel --native --strict \
+  --json "$tmp/toy_strict.json"
+grep -q 'conformance: PASSED' "$tmp/toy_strict.log" || die "toyaccel's --native --strict run did not say PASSED"
+# --native chose exactly the specs the regex of toyaccel's kernels names,
+# plus the device checks.
+native_ops=$(python3 -c 'import json, sys
+print("\n".join(sorted({r["op"] for r in json.load(open(sys.argv[1]))["results"]})))' "$tmp/toy_strict.json")
+grep -q '^device\.copy$' <<<"$native_ops" || die "toyaccel's --native run skipped the device checks"
+unexpected=$(grep -v '^device\.' <<<"$native_ops" | grep -Ev "$toy_native_ops" || true)
+[[ -z $unexpected ]] || die "--native ran specs with no native toyaccel kernel: $unexpected"
+for op in 'bp::add\.Tensor' 'bp::mul\.Tensor' 'bp::relu' 'bp::mm' 'bp::sum\..*'; do
+  grep -qx "$op" <<<"$native_ops" || die "--native did not run $op, which toyaccel serves natively: $native_ops"
+done
 
 # The mutant: conformance must catch the wrong mul.out, and say which op.
 conformance fail "$tmp/mutant.log" --plugin "$mutant_so" --backend toyaccel --ops '^bp::(mul|add)(\.|_|$)'

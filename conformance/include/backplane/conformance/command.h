@@ -54,6 +54,7 @@ inline constexpr double kMaxTimeoutSeconds = 30 * 24 * 3600;
 struct ConformanceOptions {
   std::vector<std::string> backends;                 // --backend; empty: every backend with an interface
   std::string ops;                                   // --ops REGEX; empty: all
+  bool native = false;                               // --native: only specs with a native kernel (selectItems)
   bool strict = false;                               // --strict: a fallback counts as a failure
   std::optional<std::string> json, junit, markdown;  // report files
   double timeout_s = 300;                            // --timeout: per op, in (0, kMaxTimeoutSeconds]
@@ -79,6 +80,7 @@ int runConformance(std::ostream& out, std::ostream& err, const std::string& self
 struct WorkerTask {
   std::string backend;
   std::string ops;            // --ops
+  bool native = false;        // --native
   int device = 0;             // the op specs' device index
   bool device_checks = true;  // whether the items start with the device checks
   size_t first = 0;           // the item to start at

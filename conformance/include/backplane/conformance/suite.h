@@ -56,8 +56,13 @@ struct Item {
 // With `onnx_root` (--onnx DIR) the items are instead the ONNX node tests
 // found under it (onnx::findNodeTests), named "onnx::<test>", those that
 // `ops_regex` matches; Error(kInvalidArgument) if it is no directory.
+// With `native_only` (--native), a spec is kept only if one of its forms has
+// a native kernel on `type` (an impl registered for its backend key: the
+// plugin's own kernels, with or without declared dtypes); its other forms
+// run with it, so a functional form that is a composite over a native .out
+// is certified too. The device checks are kept as without it.
 std::vector<Item> selectItems(DeviceType type, const std::string& ops_regex, bool device_checks = true,
-                              const std::string& onnx_root = "");
+                              const std::string& onnx_root = "", bool native_only = false);
 
 // ONNX node tests' results: form kOnnxForm; a test whose op_type has no
 // entry in the mapping is unsupported with a message starting
