@@ -685,9 +685,10 @@ std::vector<Sample> layerNormSamples(const std::string& op) {
 }
 
 void addNorm(std::vector<OpSpec>& specs, const std::string& op, std::vector<Sample> (*samples)(const std::string&),
-             Reference reference) {
+             Reference reference, std::string out = "") {
   OpSpec spec;
   spec.op = op;
+  spec.out = std::move(out);
   spec.family = "nn";
   spec.samples = [op, samples] { return samples(op); };
   spec.reference = std::move(reference);
@@ -818,7 +819,7 @@ void addNnSpecs(std::vector<OpSpec>& specs) {
   // statistics, in the running stats' own dtype, and no change in
   // evaluation or on an empty batch (batchNormReference).
   addNorm(specs, "bp::batch_norm", batchNormSamples, batchNormReference);
-  addNorm(specs, "bp::layer_norm", layerNormSamples, layerNormReference);
+  addNorm(specs, "bp::layer_norm", layerNormSamples, layerNormReference, "bp::layer_norm.out");
   addSoftmax(specs, "softmax", false);
   addSoftmax(specs, "log_softmax", true);
 }

@@ -676,10 +676,15 @@ void layerNormOneDnn(const bp::Tensor& x, int64_t rows, int64_t m, const std::op
   });
 }
 
-bp::Tensor layer_norm(const bp::Tensor& input, bp::IntList normalized_shape, const std::optional<bp::Tensor>& weight,
-                      const std::optional<bp::Tensor>& bias, double eps, bool /*cudnn_enable*/) {
-  static constexpr const char* kOp = "bp::layer_norm";
+// layer_norm.out: the host's meta has checked the arguments and given `out`
+// the input's shape and dtype. A strided `out` gets the result through a
+// contiguous temporary.
+bp::Tensor layer_norm_out(const bp::Tensor& input, bp::IntList normalized_shape,
+                          const std::optional<bp::Tensor>& weight, const std::optional<bp::Tensor>& bias, double eps,
+                          bool /*cudnn_enable*/, const bp::Tensor& result) {
+  static constexpr const char* kOp = "bp::layer_norm.out";
   checkCpu(kOp, input, "input");
+  checkCpu(kOp, result, "out");
   checkDtype(kOp, input, "input", kNnDtypes);
   checkParam(kOp, weight, "weight");
   checkParam(kOp, bias, "bias");
@@ -688,7 +693,14 @@ bp::Tensor layer_norm(const bp::Tensor& input, bp::IntList normalized_shape, con
   for (int64_t s : normalized_shape) m *= s;
   const int64_t rows = m == 0 ? 0 : input.numel() / m;
   const bp::Tensor x = contiguous(input);
-  const bp::Tensor out = bp::Tensor::empty(input.sizes(), input.dtype(), kCpuDevice);
+  const bp::Tensor out = result.is_contiguous() ? result : bp::Tensor::empty(input.sizes(), input.dtype(), kCpuDevice);
+  auto finish = [&]() -> bp::Tensor {
+    if (!result.is_contiguous()) {
+      static const bp::Operator copy = bp::Operator::find("_copy_on_device_");
+      copy.call(result, out);
+    }
+    return result;
+  };
   if (input.dtype() == ScalarType::Float32 && rows > 0) {
     // layer_norm does not change when a row is shifted by a constant. Less
     // its first element, a row with a large common offset (1000 + 0.01 * u)
@@ -705,7 +717,7 @@ bp::Tensor layer_norm(const bp::Tensor& input, bp::IntList normalized_shape, con
       for (int64_t j = 0; j < m; ++j) sp[r * m + j] = xp[r * m + j] - first;
     }
     layerNormOneDnn(shifted, rows, m, weight, bias, eps, out);
-    return out;
+    return finish();
   }
   const std::vector<double> w = readDoubles(weight), b = readDoubles(bias);
   visitDtype(input.dtype(), [&]<class T>(T) {
@@ -726,7 +738,7 @@ bp::Tensor layer_norm(const bp::Tensor& input, bp::IntList normalized_shape, con
       }
     }
   });
-  return out;
+  return finish();
 }
 
 // --- Backward ops (Note [Backward ops] in dispatcher/ops/src/backward.cc):
@@ -1413,7 +1425,7 @@ void registerNNKernels(bp::Library& m) {
   m.impl("max_pool2d", kCpu, &max_pool2d);
   m.impl("avg_pool2d", kCpu, &avg_pool2d);
   m.impl("batch_norm", kCpu, &batch_norm);
-  m.impl("layer_norm", kCpu, &layer_norm);
+  m.impl("layer_norm.out", kCpu, &layer_norm_out);
 }
 
 }  // namespace bp_cpu

@@ -1,4 +1,4 @@
-// layer_norm on the GPU plugins (the functional op; the host's meta kernel
+// layer_norm on the GPU plugins (layer_norm.out; the host's meta kernel
 // has checked normalized_shape, the parameters' shapes and dtypes, and eps).
 // Each row (the trailing normalized_shape dims collapsed) is one row of
 // Note [GPU row reductions]: its mean, then the mean of squared deviations
@@ -72,9 +72,12 @@ __global__ void layerNormKernel(const T* x, T* y, const opmath_t<T>* weight, con
   }
 }
 
-bp::Tensor layer_norm(const bp::Tensor& input, bp::IntList normalized_shape, const std::optional<bp::Tensor>& weight,
-                      const std::optional<bp::Tensor>& bias, double eps, bool /*cudnn_enable*/) {
-  static constexpr const char* kOp = "bp::layer_norm";
+// layer_norm.out: `result` has the input's shape, dtype and device (the
+// host's meta); a strided one gets the rows through a contiguous temporary.
+bp::Tensor layer_norm_out(const bp::Tensor& input, bp::IntList normalized_shape,
+                          const std::optional<bp::Tensor>& weight, const std::optional<bp::Tensor>& bias, double eps,
+                          bool /*cudnn_enable*/, const bp::Tensor& result) {
+  static constexpr const char* kOp = "bp::layer_norm.out";
   checkDtype(kOp, input, "input", kFloatDtypes);
   const bp::Device device = input.device();
   // The parameters in the input's opmath dtype.
@@ -92,8 +95,9 @@ bp::Tensor layer_norm(const bp::Tensor& input, bp::IntList normalized_shape, con
   int64_t m = 1;
   for (int64_t s : normalized_shape) m *= s;
   const int64_t rows = m == 0 ? 0 : input.numel() / m;
-  bp::Tensor out = bp::Tensor::empty(input.sizes(), input.dtype(), device);
-  if (rows == 0) return out;
+  checkOnDevice(kOp, result, "out", device);
+  if (rows == 0) return result;
+  const bp::Tensor out = result.is_contiguous() ? result : bp::Tensor::empty(input.sizes(), input.dtype(), device);
   const bp::Tensor& x = dense(kOp, input, input.dtype(), holders[2]);
   visitDtype(input.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -107,7 +111,8 @@ bp::Tensor layer_norm(const bp::Tensor& input, bp::IntList normalized_shape, con
                  data(params[1]), rows, m, eps);
     }
   });
-  return out;
+  if (!result.is_contiguous()) copyCast(kOp, result, out);
+  return result;
 }
 
 // layer_norm_backward's rows (Note [Backward ops] in dispatcher/ops/src/
@@ -261,7 +266,7 @@ std::tuple<bp::Tensor, bp::Tensor, bp::Tensor> layer_norm_backward(const bp::Ten
 }  // namespace
 
 void registerNormKernels(bp::Library& m, int32_t type) {
-  m.impl("layer_norm", type, &layer_norm);
+  m.impl("layer_norm.out", type, &layer_norm_out);
   m.impl("layer_norm_backward", type, &layer_norm_backward);
 }
 

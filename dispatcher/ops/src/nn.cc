@@ -1,5 +1,6 @@
 // The "nn" standard operators: conv2d, max_pool2d, avg_pool2d, batch_norm,
-// layer_norm. They are plain (functional) ops that backends implement; each
+// layer_norm. They are plain (functional) ops that backends implement, but
+// for layer_norm, which is structured (layer_norm.out the kernel); each
 // has a meta kernel that applies PyTorch's argument and shape rules before
 // any kernel runs, so every device (CPU fallback included) reports bad
 // arguments the same way and kernels can assume valid input.
@@ -253,22 +254,56 @@ void batchNormMeta(const Tensor& input, const std::optional<Tensor>& weight, con
                  orUndefined(running_mean), orUndefined(running_var), training, eps);
 }
 
-void layerNormMeta(const Tensor& input, IntArrayRef normalized_shape, const std::optional<Tensor>& weight,
-                   const std::optional<Tensor>& bias, double eps, bool cudnn_enable) {
-  (void)cudnn_enable;
-  const std::string& op = qualified<"layer_norm">();
+// layer_norm is structured (Note [The standard operator table]):
+// layer_norm.out is the kernel, the functional form a composite that
+// allocates the result and calls it. The result has the input's shape,
+// dtype and device; an out= of another dtype is refused, as PyTorch's
+// native_layer_norm.out refuses it.
+using LayerNormOutSig = Tensor(const Tensor&, IntArrayRef, const std::optional<Tensor>&, const std::optional<Tensor>&,
+                               double, bool, const Tensor&);
+
+template <FixedString Name>
+OutputMeta layerNormMeta(const Tensor& input, IntArrayRef normalized_shape, const std::optional<Tensor>& weight,
+                         const std::optional<Tensor>& bias, double eps) {
+  const std::string& op = qualified<Name>();
   checkDefined(op, input, "input");
   const Tensor &w = orUndefined(weight), &b = orUndefined(bias);
   commonDevice(op, {{"input", &input}, {"weight", &w}, {"bias", &b}});
-  checkDtypes(op, standardOp<"layer_norm">(), {{"input", &input}, {"weight", &w}, {"bias", &b}});
+  checkDtypes(op, standardOp<Name>(), {{"input", &input}, {"weight", &w}, {"bias", &b}});
   checkNormalizedShape(op, input, normalized_shape, {{&w, "weight"}, {&b, "bias"}}, eps);
+  return OutputMeta{Shape(input.sizes().begin(), input.sizes().end()), input.dtype(), input.device()};
+}
+
+void layerNormOutMeta(const Tensor& input, IntArrayRef normalized_shape, const std::optional<Tensor>& weight,
+                      const std::optional<Tensor>& bias, double eps, bool /*cudnn_enable*/, const Tensor& out) {
+  const std::string& op = qualified<"layer_norm.out">();
+  const OutputMeta m = layerNormMeta<"layer_norm.out">(input, normalized_shape, weight, bias, eps);
+  checkOutDtype(op, out, m);
+  const Tensor &w = orUndefined(weight), &b = orUndefined(bias);
+  checkOut(op, out, m, {{"input", &input}, {"weight", &w}, {"bias", &b}});
+}
+
+// The functional form keeps a meta of its own, so that a backend's native
+// functional kernel (a vendor's) is handed checked arguments too; the
+// composite runs after it and so checks nothing again.
+void layerNormFunctionalMeta(const Tensor& input, IntArrayRef normalized_shape, const std::optional<Tensor>& weight,
+                             const std::optional<Tensor>& bias, double eps, bool /*cudnn_enable*/) {
+  layerNormMeta<"layer_norm">(input, normalized_shape, weight, bias, eps);
+}
+
+Tensor layerNormFunctional(const Tensor& input, IntArrayRef normalized_shape, const std::optional<Tensor>& weight,
+                           const std::optional<Tensor>& bias, double eps, bool cudnn_enable) {
+  Tensor out = allocate(OutputMeta{Shape(input.sizes().begin(), input.sizes().end()), input.dtype(), input.device()});
+  return BP_STANDARD_OP("layer_norm.out", LayerNormOutSig)
+      .callSkippingMeta(input, normalized_shape, weight, bias, eps, cudnn_enable, out);
 }
 
 }  // namespace
 
 void addNNOps(std::vector<StandardOp>& ops) {
-  auto add = [&](std::string schema, KernelFunction meta, std::vector<ArgumentDtypes> dtypes) {
-    ops.push_back(StandardOp{std::move(schema), std::move(meta), {}, "nn", std::move(dtypes)});
+  auto add = [&](std::string schema, KernelFunction meta, std::vector<ArgumentDtypes> dtypes,
+                 KernelFunction composite = {}) {
+    ops.push_back(StandardOp{std::move(schema), std::move(meta), std::move(composite), "nn", std::move(dtypes)});
   };
   // conv2d and avg_pool2d take what PyTorch's CPU kernels take: the
   // floating dtypes (float16 and bfloat16 convolve in float32); conv2d the
@@ -304,7 +339,12 @@ void addNNOps(std::vector<StandardOp>& ops) {
        {"running_var", kFloating}});
   add("layer_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, Tensor? bias=None, float eps=1e-05, "
       "bool cudnn_enable=True) -> Tensor",
-      KernelFunction::makeFromFunction(BP_FN(layerNormMeta)),
+      KernelFunction::makeFromFunction(BP_FN(layerNormFunctionalMeta)),
+      {{"input", kFloating}, {"weight", kFloating}, {"bias", kFloating}},
+      KernelFunction::makeFromFunction(BP_FN(layerNormFunctional)));
+  add("layer_norm.out(Tensor input, int[] normalized_shape, Tensor? weight=None, Tensor? bias=None, "
+      "float eps=1e-05, bool cudnn_enable=True, *, Tensor(a!) out) -> Tensor(a!)",
+      KernelFunction::makeFromFunction(BP_FN(layerNormOutMeta)),
       {{"input", kFloating}, {"weight", kFloating}, {"bias", kFloating}});
 }
 

@@ -756,6 +756,38 @@ TEST(NNLayerNorm, Errors) {
               HasSubstr("argument 'input' has dtype int32, which this op does not accept"));
 }
 
+// layer_norm.out is the kernel (the functional form a composite over it):
+// an out= that is a strided view gets exactly the functional's values, an
+// empty one is resized, each call returns its out, and an out= of another
+// dtype is refused before any kernel runs, naming the op.
+TEST(NNLayerNorm, OutFormWritesStridedOutsAndRefusesOtherDtypes) {
+  for (ScalarType dt : {ScalarType::Float32, ScalarType::Float64, ScalarType::BFloat16}) {
+    SCOPED_TRACE(scalarTypeName(dt));
+    const Tensor x = randomTensor({3, 5}, dt, 7), w = randomTensor({5}, dt, 8), b = randomTensor({5}, dt, 9);
+    const std::vector<double> want = values(layerNorm(x, {5}, w, b, 1e-5));
+    const Tensor strided = randomTensor({5, 3}, dt, 10).t();
+    ASSERT_FALSE(strided.is_contiguous());
+    const Tensor r = callT("layer_norm.out", {x, V{5}, optional(w), optional(b), 1e-5, true, strided});
+    EXPECT_EQ(r.unsafeGetImpl(), strided.unsafeGetImpl());
+    EXPECT_EQ(values(strided), want);
+    const Tensor empty = randomTensor({0}, dt, 11);
+    callT("layer_norm.out", {x, V{5}, optional(w), optional(b), 1e-5, true, empty});
+    EXPECT_EQ(empty.sizes(), IntArrayRef(V{3, 5}));
+    EXPECT_EQ(values(empty), want);
+  }
+  const Tensor x = randomTensor({2, 4}, ScalarType::Float32, 1);
+  EXPECT_THAT(errorOf([&] {
+                callT("layer_norm.out",
+                      {x, V{4}, IValue(), IValue(), 1e-5, true, randomTensor({2, 4}, ScalarType::Float64, 2)});
+              }),
+              HasSubstr("bp::layer_norm.out: argument 'out' has dtype float64 but the result has dtype float32"));
+  EXPECT_THAT(errorOf([&] {
+                callT("layer_norm.out",
+                      {x, V{3}, IValue(), IValue(), 1e-5, true, randomTensor({2, 4}, ScalarType::Float32, 2)});
+              }),
+              HasSubstr("bp::layer_norm.out: given normalized_shape=[3]"));
+}
+
 // --- The backward ops (Note [Backward ops]): the CPU plugin's float32 and
 // float64 kernels against a double-precision reference, the composite
 // (float16) against the same, and the host's rule.
