@@ -1,8 +1,10 @@
 // Runs specs on one backend (runner.h, Note [Conformance specs]).
 #include "backplane/conformance/runner.h"
 
+#include <algorithm>
 #include <cmath>
 #include <exception>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -577,6 +579,79 @@ struct FormRunner {
   }
 };
 
+// Note [Mixed-dtype samples]
+// A kernel that declares several dtypes (Note [Declared dtypes]) is sent
+// every call whose tensors all have one of them, mixed ones included: an
+// add.out declaring {float16, float32} gets add(float16, float32). The
+// specs' own promotion samples mix dtypes across categories (int32 with
+// float32), which such a kernel's declaration sends elsewhere, so a kernel
+// written per dtype would pass and then fail in an application. For a spec
+// whose op accepts its first two tensors in different dtypes (it has a
+// sample where they differ that must not raise: add's self and other,
+// layer_norm's input and weight; not batch_norm_backward's grad and input),
+// a form whose kernel declares two or more dtypes also gets,
+// for each ordered pair (a, b) of them, copies of the first
+// kMixedSamplesPerPair samples whose tensor arguments are all of dtype a,
+// with the second tensor converted to b.
+constexpr size_t kMixedSamplesPerPair = 2;
+
+std::vector<const TensorBase*> plainTensors(const Sample& s) {
+  std::vector<const TensorBase*> out;
+  for (const IValue& v : s.args)
+    if (v.isTensor() && v.toTensor().defined()) out.push_back(&v.toTensor());
+  return out;
+}
+
+std::vector<Sample> mixedDtypeSamples(const std::vector<Sample>& samples, DtypeSet declared) {
+  if (declared.isAll()) return {};
+  std::vector<ScalarType> dtypes;
+  for (int i = 0; i < kNumScalarTypes; ++i)
+    if (declared.contains(static_cast<ScalarType>(i))) dtypes.push_back(static_cast<ScalarType>(i));
+  if (dtypes.size() < 2) return {};
+  const bool mixes = std::any_of(samples.begin(), samples.end(), [](const Sample& s) {
+    const std::vector<const TensorBase*> t = plainTensors(s);
+    return !s.must_raise && t.size() >= 2 && t[1]->dtype() != t[0]->dtype();
+  });
+  if (!mixes) return {};
+  std::vector<Sample> out;
+  for (ScalarType a : dtypes) {
+    for (ScalarType b : dtypes) {
+      if (a == b) continue;
+      size_t made = 0;
+      for (const Sample& s : samples) {
+        if (made == kMixedSamplesPerPair) break;
+        const std::vector<const TensorBase*> t = plainTensors(s);
+        if (s.must_raise || t.size() < 2 ||
+            !std::all_of(t.begin(), t.end(), [&](const TensorBase* x) { return x->dtype() == a; }))
+          continue;
+        Sample m = s;
+        for (size_t i = 0, seen = 0; i < m.args.size(); ++i) {
+          if (!m.args[i].isTensor() || !m.args[i].toTensor().defined() || seen++ != 1) continue;
+          m.args[i] = IValue(Tensor(m.args[i].toTensor()).to(b));
+        }
+        m.name = strCat(s.name, ", its second tensor as ", scalarTypeName(b), " (mixed dtypes: the kernel declares ",
+                        declared.str(), ")");
+        out.push_back(std::move(m));
+        ++made;
+      }
+    }
+  }
+  return out;
+}
+
+// The declared dtypes of the kernel that serves `spec` on `type`: its out=
+// form's (the kernel the functional and in-place forms call), else its
+// functional or in-place form's.
+std::optional<DtypeSet> declaredForSpec(const OpSpec& spec, DeviceType type) {
+  for (const std::string* name : {&spec.out, &spec.op, &spec.inplace}) {
+    if (name->empty()) continue;
+    std::optional<OperatorHandle> h = Dispatcher::singleton().findOp(*name);
+    if (!h || !h->hasSchema()) continue;
+    if (std::optional<DtypeSet> d = h->declaredDtypes(backendKey(type))) return d;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 KernelKind kernelKindOn(const std::string& op, DeviceType type) {
@@ -616,7 +691,11 @@ std::vector<Form> formsOf(const OpSpec& spec) {
 std::vector<Result> runSpec(const OpSpec& spec, Device device, size_t first_form, const SpecObserver& observer) {
   const std::vector<Form> forms = formsOf(spec);
   if (first_form >= forms.size()) return {};
-  const std::vector<Sample> samples = spec.samples();
+  std::vector<Sample> samples = spec.samples();
+  if (std::optional<DtypeSet> declared = declaredForSpec(spec, device.type)) {
+    std::vector<Sample> mixed = mixedDtypeSamples(samples, *declared);  // Note [Mixed-dtype samples]
+    for (Sample& m : mixed) samples.push_back(std::move(m));
+  }
   std::vector<Result> results;
   for (size_t f = first_form; f < forms.size(); ++f) {
     FormRunner r{spec, device, Result{}, f, observer};

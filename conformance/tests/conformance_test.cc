@@ -344,6 +344,49 @@ const OpSpec& specOf(const std::string& op) {
   BP_THROW(kNotFound, "no spec for ", op);
 }
 
+// Note [Mixed-dtype samples]: an add.out that declares {float16, float32}
+// but was written for one dtype per call, the trap of the vendor trial,
+// fails conformance at a mixed sample; the same kernel handling mixed calls
+// passes. (sub.out with -alpha is add.out without calling it again.)
+Tensor addThroughSub(const Tensor& self, const Tensor& other, const Scalar& alpha, const Tensor& out) {
+  static const auto sub = Dispatcher::singleton()
+                              .findOpOrThrow("bp::sub.out")
+                              .typed<Tensor(const Tensor&, const Tensor&, const Scalar&, const Tensor&)>();
+  return sub.call(self, other, Scalar(-alpha.toDouble()), out);
+}
+Tensor onlyOneDtypePerCall(const Tensor& self, const Tensor& other, const Scalar& alpha, const Tensor& out) {
+  BP_CHECK(self.dtype() == other.dtype() && other.dtype() == out.dtype(), "perdtype add.out: self ", self.dtype(),
+           ", other ", other.dtype(), ", out ", out.dtype(), ": this kernel expects one dtype per call");
+  return addThroughSub(self, other, alpha, out);
+}
+
+TEST(Runner, SendsMixedDtypeSamplesToAKernelDeclaringSeveralDtypes) {
+  const DtypeSet halfAndFloat({ScalarType::Float16, ScalarType::Float32});
+  for (bool mixed_ok : {false, true}) {
+    SCOPED_TRACE(mixed_ok ? "a kernel that handles mixed dtypes" : "a kernel written per dtype");
+    testing::TestDevice& dev = testing::TestDevice::install(mixed_ok ? "mixedok" : "perdtype", 1);
+    Library lib(mixed_ok ? "mixedok" : "perdtype");
+    const absl::Status registered = mixed_ok
+                                        ? lib.impl("bp::add.out", dev.type(), BP_FN(addThroughSub), halfAndFloat)
+                                        : lib.impl("bp::add.out", dev.type(), BP_FN(onlyOneDtypePerCall), halfAndFloat);
+    ASSERT_TRUE(registered.ok()) << registered;
+    bool saw_out = false;
+    for (const Result& r : runSpec(specOf("bp::add.Tensor"), dev.device(0))) {
+      if (r.form != "out") continue;
+      saw_out = true;
+      if (mixed_ok) {
+        EXPECT_EQ(r.outcome, Outcome::Pass) << describe(r);
+      } else {
+        EXPECT_EQ(r.outcome, Outcome::Error) << describe(r);
+        EXPECT_NE(r.sample.find("as float32 (mixed dtypes: the kernel declares float16, float32)"), std::string::npos)
+            << r.sample;
+        EXPECT_NE(r.message.find("this kernel expects one dtype per call"), std::string::npos) << r.message;
+      }
+    }
+    EXPECT_TRUE(saw_out);
+  }
+}
+
 // The gradient form (Note [Gradient forms]) catches a wrong backward
 // kernel: a gelu_backward that doubles the gradient, registered for a device
 // of its own. The forward forms pass; the gradient form fails, naming the
