@@ -115,12 +115,16 @@ std::vector<Tensor> tensorsOf(const Stack& stack) {
 }
 
 // Bit t set for each dtype t among the tensors of `values` (also in lists).
-uint64_t dtypeBits(const Stack& values) {
+// The dtypes of the tensors among `values`, but for argument i where bit i
+// of `exempt` is set (an op's dtype-fixed arguments, Note [Declared dtypes]).
+uint64_t dtypeBits(const Stack& values, uint64_t exempt = 0) {
   uint64_t bits = 0;
   auto add = [&](const TensorBase& t) {
     if (t.defined()) bits |= uint64_t{1} << static_cast<int>(t.dtype());
   };
-  for (const IValue& v : values) {
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i < 64 && ((exempt >> i) & 1) != 0) continue;
+    const IValue& v = values[i];
     if (v.isTensor())
       add(v.toTensor());
     else if (v.isTensorList())
@@ -169,8 +173,11 @@ struct FormRunner {
     raised = false;
     // Whether the call reaches a kernel that declares its dtypes (the
     // stack's tensors are gone after the call).
+    const uint64_t exempt = op.entry().dtypeFixedArguments();
     const uint64_t declared_bits =
-        result.dtypes && !detail::firstRefusedDtype(result.dtypes->mask(), stack, stack.size()) ? dtypeBits(stack) : 0;
+        result.dtypes && !detail::firstRefusedDtype(result.dtypes->mask(), stack, stack.size(), exempt)
+            ? dtypeBits(stack, exempt)
+            : 0;
     try {
       op.callBoxed(stack);
     } catch (const std::exception& e) {

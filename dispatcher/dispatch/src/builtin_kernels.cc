@@ -130,7 +130,8 @@ void missingKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks,
   // with nothing below it to serve the call.
   if (std::optional<DtypeSet> declared = op.declaredDtypes(key)) {
     const size_t n = op.schema().arguments().size();
-    if (std::optional<ScalarType> refused = detail::firstRefusedDtype(declared->mask(), *stack, n)) {
+    if (std::optional<ScalarType> refused =
+            detail::firstRefusedDtype(declared->mask(), *stack, n, op.entry().dtypeFixedArguments())) {
       const KernelRecord& native = op.entry().slot(key);
       BP_THROW(kUnimplemented, name, " has no kernel for dispatch key ", dispatchKeyName(key), " and dtype ",
                scalarTypeName(*refused), " (arguments: ", describeArguments(op, *stack), "): the ",

@@ -254,7 +254,8 @@ const KernelRecord& OperatorEntry::servingRecord(const KernelRecord& slot, const
   const FunctionSchema* s = schema();
   const size_t n = s ? std::min(s->arguments().size(), stack.size()) : stack.size();
   const KernelRecord* r = &slot;
-  while (r->dtypes != 0 && detail::firstRefusedDtype(r->dtypes, stack, n).has_value())
+  const uint64_t exempt = dtypeFixedArguments();
+  while (r->dtypes != 0 && detail::firstRefusedDtype(r->dtypes, stack, n, exempt).has_value())
     r = r->declined.load(std::memory_order_acquire);
   return *r;
 }
@@ -289,12 +290,14 @@ std::string OperatorHandle::dumpState() const {
 
 namespace detail {
 
-std::optional<ScalarType> firstRefusedDtype(uint64_t mask, const Stack& stack, size_t num_args) {
+std::optional<ScalarType> firstRefusedDtype(uint64_t mask, const Stack& stack, size_t num_args, uint64_t exempt) {
   std::optional<ScalarType> refused;
   auto check = [&](const TensorBase& t) {
     if (!refused && !tensorDtypeIn(mask, t)) refused = t.dtype();
   };
-  for (size_t i = stack.size() - std::min(num_args, stack.size()); i < stack.size() && !refused; ++i) {
+  const size_t first = stack.size() - std::min(num_args, stack.size());
+  for (size_t i = first; i < stack.size() && !refused; ++i) {
+    if (i - first < 64 && ((exempt >> (i - first)) & 1) != 0) continue;
     const IValue& v = stack[i];
     switch (v.tag()) {
       case IValue::Tag::Tensor: check(v.toTensor()); break;
@@ -530,12 +533,10 @@ const KernelRecord* Dispatcher::newestFittingImpl(const OperatorEntry& op, Dispa
   return nullptr;
 }
 
-// Note [Declared dtypes] has a known limitation: one set covers every tensor
-// argument, so an op with arguments of fixed other dtypes (a bool out=, an
-// int64 index, a bool mask) needs those declared too, and its kernel then
-// also gets calls whose data has them. Exempting such arguments needs the
-// op's per-argument dtype rules (dispatcher/ops) at this layer; docs/plugins.md
-// says what a plugin does meanwhile.
+// Note [Declared dtypes]: one set covers every tensor argument but those
+// the op's definer marks as dtype-fixed (OperatorEntry::
+// setDtypeFixedArguments; the standard ops: Note [Dtype-fixed arguments] in
+// dispatcher/ops/src/standard_ops.cc), which a declared set skips.
 const KernelRecord* Dispatcher::computeDeclined(const OperatorEntry& op, DispatchKey key,
                                                 const KernelRecord* impl) const {
   // Every impl at a backend key may decline a call, by its declared dtypes

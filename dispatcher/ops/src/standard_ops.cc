@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <optional>
 #include <string_view>
 
 #include <bit>
@@ -130,6 +131,57 @@ namespace detail {
 std::vector<RegistrationHandle>* g_standard_registrations = nullptr;
 }  // namespace detail
 
+// Note [Dtype-fixed arguments]
+// A kernel's declared dtypes (Note [Declared dtypes] in operator_entry.h)
+// are about the tensors whose dtype the caller picks. An argument whose
+// dtype the op's rule fixes does not count (OperatorEntry::
+// setDtypeFixedArguments), so an index_select.out declaring float32 serves
+// a float32 self with its int64 index, and never sees int64 data:
+// - an input that this table lets take only index or mask dtypes (a subset
+//   of bool, uint8, int32, int64) while another tensor argument takes a
+//   floating dtype: index_select's and gather's index, embedding's and
+//   index_put's indices, masked_fill's mask, where's condition;
+// - an out= argument named "indices" (sort.values, topk.values): int64;
+// - the out= arguments of the ops whose result dtype is fixed, listed in
+//   kFixedResultOps: the comparisons and logical ops (bool), isnan/isinf
+//   (bool), argmax/argmin (int64), all/any (bool; uint8 for a uint8 input).
+// The masks are computed once, at registration, from the table.
+uint64_t dtypeFixedArguments(const StandardOp& op, const FunctionSchema& schema) {
+  static constexpr std::string_view kFixedResultOps[] = {
+      "eq",          "ne",          "lt",    "le",    "gt",     "ge",     "logical_and", "logical_or",
+      "logical_xor", "logical_not", "isnan", "isinf", "argmax", "argmin", "all",         "any"};
+  constexpr ScalarTypeSet kIndexOrMask = {ScalarType::Bool, ScalarType::UInt8, ScalarType::Int32, ScalarType::Int64};
+  auto accepted = [&](std::string_view name) {
+    for (const ArgumentDtypes& a : op.dtypes)
+      if (name == a.argument) return std::optional<ScalarTypeSet>(a.accepted);
+    return std::optional<ScalarTypeSet>();
+  };
+  auto takesFloating = [](ScalarTypeSet s) {
+    return s.contains(ScalarType::Float32) || s.contains(ScalarType::Float64) || s.contains(ScalarType::Float16);
+  };
+  const std::string_view base = std::string_view(op.schema).substr(0, op.schema.find_first_of(".("));
+  const bool fixed_result =
+      std::find(std::begin(kFixedResultOps), std::end(kFixedResultOps), base) != std::end(kFixedResultOps);
+  const auto& args = schema.arguments();
+  bool another_floating = false;
+  for (const Argument& a : args) {
+    std::optional<ScalarTypeSet> s = accepted(a.name);
+    another_floating |= !a.isOut() && (!s || takesFloating(*s));
+  }
+  uint64_t mask = 0;
+  for (size_t i = 0; i < args.size() && i < 64; ++i) {
+    const Argument& a = args[i];
+    bool fixed = false;
+    if (a.isOut()) {
+      fixed = fixed_result || a.name == "indices";
+    } else if (std::optional<ScalarTypeSet> s = accepted(a.name)) {
+      fixed = s->minus(kIndexOrMask) == ScalarTypeSet() && another_floating;
+    }
+    if (fixed) mask |= uint64_t{1} << i;
+  }
+  return mask;
+}
+
 namespace {
 
 struct StandardOperatorRegistration {
@@ -145,8 +197,9 @@ struct StandardOperatorRegistration {
         handles->push_back(valueOrThrow(d.registerMeta(name, op.meta, "standard operators (shape rule)")));
       if (op.composite.isValid())
         handles->push_back(valueOrThrow(d.registerComposite(name, op.composite, "standard operators (composite)")));
-      if (!servesBarebonesUnsigned(op))
-        d.findOpOrThrow(name).entry().setAcceptedDtypes(kWithoutBarebones, kBarebonesNote);
+      OperatorEntry& entry = d.findOpOrThrow(name).entry();
+      if (!servesBarebonesUnsigned(op)) entry.setAcceptedDtypes(kWithoutBarebones, kBarebonesNote);
+      entry.setDtypeFixedArguments(dtypeFixedArguments(op, *entry.schema()));
     }
   }
 

@@ -9,9 +9,12 @@
 #include <vector>
 
 #include "backplane/core/str_cat.h"
+#include "backplane/dispatch/dispatcher.h"
+#include "backplane/dispatch/library.h"
 #include "backplane/ops/ops.h"
 #include "backplane/ops/standard_ops.h"
 #include "ops_test_util.h"
+#include "test_device.h"
 
 namespace backplane::ops_test {
 namespace {
@@ -190,6 +193,60 @@ TEST(BarebonesUnsignedTest, EveryOtherOpRefusesThemBeforeAKernelRuns) {
   ASSERT_NE(eq_op, nullptr);
   EXPECT_TRUE(servesBarebonesUnsigned(*eq_op));
   EXPECT_EQ(acceptedDtypes(*eq_op, "self").toString(), "every dtype");
+}
+
+// --- Note [Dtype-fixed arguments]: a kernel's declared dtypes skip the
+// arguments whose dtype the op's rule fixes.
+
+// The names of the arguments of `op` whose bit is set.
+std::vector<std::string> fixedArguments(const std::string& op) {
+  const OperatorHandle h = Dispatcher::singleton().findOpOrThrow(op);
+  std::vector<std::string> out;
+  const auto& args = h.schema().arguments();
+  for (size_t i = 0; i < args.size(); ++i)
+    if ((h.entry().dtypeFixedArguments() >> i) & 1) out.push_back(args[i].name);
+  return out;
+}
+
+TEST(DtypeFixedArgumentsTest, IndicesMasksAndFixedResultsAreExempt) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(fixedArguments("bp::index_select.out"), V{"index"});
+  EXPECT_EQ(fixedArguments("bp::gather.out"), V{"index"});
+  EXPECT_EQ(fixedArguments("bp::embedding"), V{"indices"});
+  EXPECT_EQ(fixedArguments("bp::masked_fill.Tensor"), V{"mask"});
+  EXPECT_EQ(fixedArguments("bp::where.self_out"), V{"condition"});
+  EXPECT_EQ(fixedArguments("bp::eq.Tensor_out"), V{"out"});
+  EXPECT_EQ(fixedArguments("bp::argmax.out"), V{"out"});
+  EXPECT_EQ(fixedArguments("bp::sort.values_stable"), V{"indices"});
+  EXPECT_EQ(fixedArguments("bp::topk.values"), V{"indices"});
+  // Arguments whose dtype follows the caller's count.
+  EXPECT_EQ(fixedArguments("bp::add.out"), V{});
+  EXPECT_EQ(fixedArguments("bp::bitwise_and.Tensor_out"), V{});
+  EXPECT_EQ(fixedArguments("bp::mm.out"), V{});
+}
+
+// An index_select.out declaring float32 serves a float32 self with its int64
+// index (before, the index's int64 sent every call to the CPU fallback); a
+// float64 self still goes there.
+int g_float32_index_select_calls = 0;
+Tensor float32IndexSelect(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& out) {
+  ++g_float32_index_select_calls;
+  out.copy_(index_select(self.cpu(), dim, index.cpu()));
+  return out;
+}
+
+TEST(DtypeFixedArgumentsTest, ADeclaredKernelServesCallsWithAFixedDtypeIndex) {
+  testing::TestDevice& dev = testing::TestDevice::install("fixedargs", 1);
+  Library lib("fixedargs");
+  ASSERT_TRUE(
+      lib.impl("bp::index_select.out", dev.type(), BP_FN(float32IndexSelect), DtypeSet({ScalarType::Float32})).ok());
+  const Tensor index = Tensor(tensorFromVector<int64_t>({2, 0}, {2})).to(dev.device(0));
+  const Tensor x = Tensor(tensorFromVector<float>({1, 2, 3}, {3})).to(dev.device(0));
+  EXPECT_EQ(index_select(x, 0, index).cpu().toVector<float>(), (std::vector<float>{3, 1}));
+  EXPECT_EQ(g_float32_index_select_calls, 1);
+  const Tensor x64 = Tensor(tensorFromVector<double>({1, 2, 3}, {3})).to(dev.device(0));
+  EXPECT_EQ(index_select(x64, 0, index).cpu().toVector<double>(), (std::vector<double>{3, 1}));
+  EXPECT_EQ(g_float32_index_select_calls, 1) << "float64 is not declared: the CPU fallback serves it";
 }
 
 }  // namespace

@@ -480,6 +480,16 @@ template <typename... Args>
 bool argsDtypesIn([[maybe_unused]] uint64_t mask, const Args&... args) {  // unused for ops without arguments
   return (argDtypesIn(mask, args) && ...);
 }
+// The same, skipping argument i where bit i of `exempt` is set (Note
+// [Declared dtypes]: arguments whose dtype the op's rule fixes).
+template <typename... Args>
+bool argsDtypesIn([[maybe_unused]] uint64_t mask, [[maybe_unused]] uint64_t exempt, const Args&... args) {
+  if (exempt == 0) return argsDtypesIn(mask, args...);
+  return [&]<size_t... I>(std::index_sequence<I...>) {
+    return (((I < 64 && ((exempt >> I) & 1) != 0) || argDtypesIn(mask, args)) && ...);
+  }
+  (std::index_sequence_for<Args...>{});
+}
 
 template <typename... Args>
 inline constexpr bool kAllArgsSupported = (ArgTraits<arg_key_t<Args>>::supported && ...);

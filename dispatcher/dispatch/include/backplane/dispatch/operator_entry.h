@@ -49,7 +49,9 @@
 // bp::Dtypes); by default it serves every dtype. A call reaches a kernel with
 // a declared set only if EVERY tensor argument's dtype is in the set: inputs
 // and outputs (out=) alike, each element of a Tensor[] list, and optional
-// tensors that are present (None and undefined tensors do not count). Any
+// tensors that are present (None and undefined tensors do not count), but
+// for the arguments whose dtype the op fixes (setDtypeFixedArguments: an
+// index, a mask, a bool result), which are skipped. Any
 // other call goes to the record the slot would hold without that kernel:
 // the impl registered before it for the key (itself subject to its own
 // declared set), else, as Note [Kernel precedence] orders them, the
@@ -129,7 +131,9 @@ absl::Mutex& registrationMutex();
 // The first tensor among the top `num_args` values of `stack` (plain, in a
 // list, or a present optional) whose dtype is not in `mask` (bit i =
 // ScalarType i, nonzero), or nullopt if every one is (Note [Declared dtypes]).
-std::optional<ScalarType> firstRefusedDtype(uint64_t mask, const Stack& stack, size_t num_args);
+// Arguments whose bit is set in `exempt` (argument i, counted from the
+// first of the num_args) are skipped.
+std::optional<ScalarType> firstRefusedDtype(uint64_t mask, const Stack& stack, size_t num_args, uint64_t exempt = 0);
 }  // namespace detail
 
 // What fills a slot; reported by tracing, the profiler, `backplane ops`,
@@ -228,7 +232,8 @@ class OperatorEntry {
   template <typename... Args>
   const KernelRecord& servingFrom(const KernelRecord* r, const Args&... args) const {
     if (r->dtypes != 0) [[unlikely]] {
-      while (r->dtypes != 0 && !detail::argsDtypesIn(r->dtypes, args...))
+      const uint64_t exempt = dtype_fixed_args_.load(std::memory_order_relaxed);
+      while (r->dtypes != 0 && !detail::argsDtypesIn(r->dtypes, exempt, args...))
         r = r->declined.load(std::memory_order_acquire);
     }
     return *r;
@@ -265,6 +270,15 @@ class OperatorEntry {
   // Throws as above if a tensor among the top (schema's argument count)
   // values of `stack` has a dtype the op does not accept.
   void checkAcceptedDtypes(const Stack& stack) const;
+
+  // Note [Declared dtypes]: bit i set iff argument i's dtype is fixed by the
+  // op's rule (an index, a mask, a bool or int64 result), not chosen by the
+  // caller: a kernel's declared dtypes do not apply to it, so an
+  // index_select.out declaring float32 serves a float32 self with its int64
+  // index. Set by the op's definer before it is called (the standard
+  // operators: dispatcher/ops, Note [Dtype-fixed arguments]).
+  void setDtypeFixedArguments(uint64_t mask) { dtype_fixed_args_.store(mask, std::memory_order_release); }
+  uint64_t dtypeFixedArguments() const { return dtype_fixed_args_.load(std::memory_order_acquire); }
 
   // Bit i set iff argument i is a tensor (or tensor list) the op writes
   // through an alias, `Tensor(a!)`: the arguments whose version counters
@@ -310,7 +324,8 @@ class OperatorEntry {
   std::atomic<uint64_t> dispatchable_{0};
   std::atomic<const KernelRecord*> meta_{nullptr};
   std::atomic<uint64_t> written_args_{0};
-  std::atomic<uint64_t> accepted_dtypes_{0};  // Note [Dtypes an operator accepts]
+  std::atomic<uint64_t> accepted_dtypes_{0};   // Note [Dtypes an operator accepts]
+  std::atomic<uint64_t> dtype_fixed_args_{0};  // setDtypeFixedArguments
   std::atomic<const char*> accepted_note_{""};
   template <typename... Args>
   [[noreturn, gnu::cold, gnu::noinline]] void refuseUnboxed(const Args&... args) const {

@@ -97,4 +97,10 @@ ScalarTypeSet acceptedDtypes(const StandardOp& op, std::string_view argument);
 // data movement, comparisons); every other standard op refuses them.
 bool servesBarebonesUnsigned(const StandardOp& op);
 
+class FunctionSchema;
+// Bit i set iff argument i of `op` (whose parsed schema is `schema`) has a
+// dtype the op's rule fixes (an index, a mask, a bool or int64 result), which
+// a kernel's declared dtypes do not apply to (Note [Dtype-fixed arguments]).
+uint64_t dtypeFixedArguments(const StandardOp& op, const FunctionSchema& schema);
+
 }  // namespace backplane
