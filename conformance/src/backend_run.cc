@@ -14,6 +14,7 @@ namespace backplane::conformance {
 
 bool countsAsFailure(const Result& r, bool strict) {
   if (r.outcome == Outcome::Unsupported || r.outcome == Outcome::ExpectedFailure) return false;
+  if (r.outcome == Outcome::Uncertified) return strict;
   if (r.outcome != Outcome::Pass) return true;
   return strict && r.kernel && isFallback(*r.kernel);
 }
@@ -29,6 +30,7 @@ Counts countsOf(const BackendRun& b, bool strict) {
       case Outcome::Crash: ++c.crash; break;
       case Outcome::Unsupported: ++c.unsupported; break;
       case Outcome::ExpectedFailure: ++c.xfail; break;
+      case Outcome::Uncertified: ++c.uncertified; break;
     }
     if (countsAsFailure(r, strict)) ++c.failures;
     if (r.kernel) ++c.kernels[*r.kernel];
@@ -86,6 +88,7 @@ OnnxFigures onnxFiguresOf(const BackendRun& b) {
       case Outcome::Crash: ++f.crashed; break;
       case Outcome::Unsupported: ++f.unsupported; break;
       case Outcome::ExpectedFailure: ++f.xfail; break;
+      case Outcome::Uncertified: break;  // never an ONNX node test
     }
     if (r.note.find(kUnexpectedPassNote) != std::string::npos) ++f.unexpected;
   }

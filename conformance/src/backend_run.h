@@ -37,10 +37,12 @@ bool countsAsFailure(const Result& r, bool strict);
 // that the columns add up to the verdict: `fallback` counts the forms that
 // passed on a fallback kernel, failures under --strict (0 without it), and
 // `pass` the forms that passed and count as passes. failures = fail +
-// fallback + error + crash (+ 1 for an aborted run).
+// fallback + error + crash (+ 1 for an aborted run), plus uncertified under
+// --strict.
 struct Counts {
   int forms = 0, pass = 0, fail = 0, fallback = 0, error = 0, crash = 0, failures = 0;
   int unsupported = 0, xfail = 0;     // ONNX node tests (Note [ONNX node tests]): neither is a failure
+  int uncertified = 0;                // ops with no spec (Note [Uncertified operators]); failures under --strict
   std::map<KernelKind, int> kernels;  // forms served by each kind (device checks have none)
 };
 

@@ -49,7 +49,7 @@ void writeJson(std::ostream& out, const std::vector<BackendRun>& runs, bool stri
         << ", \"seconds\": " << jsonNumber(b.seconds) << ", \"forms\": " << c.forms << ", \"pass\": " << c.pass
         << ", \"fail\": " << c.fail << ", \"fallback\": " << c.fallback << ", \"error\": " << c.error
         << ", \"crash\": " << c.crash << ", \"unsupported\": " << c.unsupported << ", \"xfail\": " << c.xfail
-        << ", \"failures\": " << c.failures << "}";
+        << ", \"uncertified\": " << c.uncertified << ", \"failures\": " << c.failures << "}";
   }
   out << "\n  ],\n  \"results\": [";
   bool first = true;

@@ -38,6 +38,7 @@ std::string markdownCell(const Result& r, bool strict) {
     case Outcome::Crash: return "💥 crash";
     case Outcome::Unsupported: return "➖ unsupported: " + markdownCellText(r.message);
     case Outcome::ExpectedFailure: return "☑️ expected failure";
+    case Outcome::Uncertified: return (strict ? "❌ uncertified (" : "❔ uncertified (") + kernel + ")";
   }
   return "?";
 }

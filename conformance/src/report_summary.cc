@@ -58,11 +58,15 @@ void printSummary(std::ostream& out, const std::vector<BackendRun>& all_runs, bo
   // What a plugin or a folder name holds never drives the terminal (Note [Report text]).
   const std::vector<BackendRun> runs = visibleRuns(all_runs);
   const bool onnx = anyOnnx(runs);
+  bool uncertified = false;
+  for (const BackendRun& b : runs)
+    for (const Result& r : b.results) uncertified |= r.outcome == Outcome::Uncertified;
   std::vector<std::string> columns{"BACKEND", "PROVIDER", "DEVICES", "DEVICE", onnx ? "TESTS" : "FORMS",
                                    "PASS",    "FAIL"};
   if (strict) columns.push_back("FALLBACK");
   columns.insert(columns.end(), {"ERROR", "CRASH"});
   if (onnx) columns.insert(columns.end(), {"UNSUPPORTED", "XFAIL"});
+  if (uncertified) columns.push_back("UNCERTIFIED");
   for (KernelKind kind : kReportedKinds) columns.push_back(upperCase(kernelKindName(kind)));
   columns.push_back("TIME");
   Table table(std::move(columns));
@@ -84,6 +88,7 @@ void printSummary(std::ostream& out, const std::vector<BackendRun>& all_runs, bo
     if (strict) row.push_back(std::to_string(c.fallback));
     row.insert(row.end(), {std::to_string(c.error), std::to_string(c.crash)});
     if (onnx) row.insert(row.end(), {std::to_string(c.unsupported), std::to_string(c.xfail)});
+    if (uncertified) row.push_back(std::to_string(c.uncertified));
     for (KernelKind kind : kReportedKinds) row.push_back(std::to_string(c.kernels[kind]));
     row.push_back(secondsText(b.seconds));
     table.addRow(std::move(row));
@@ -104,6 +109,12 @@ void printSummary(std::ostream& out, const std::vector<BackendRun>& all_runs, bo
       out << "  " << b.label() << "  " << r.op << " (" << r.form << ", " << kernelTextOf(r)
           << "): " << describeProblem(r, strict) << '\n';
     }
+  }
+  if (uncertified && !strict) {
+    out << "\nuncertified (a native kernel and no conformance spec: nothing checked them; --strict fails them):\n";
+    for (const BackendRun& b : runs)
+      for (const Result& r : b.results)
+        if (r.outcome == Outcome::Uncertified) out << "  " << b.label() << "  " << r.op << " (" << r.form << ")\n";
   }
   printDeclaredDtypes(out, runs);
 }

@@ -19,13 +19,14 @@ const char* outcomeName(Outcome o) {
     case Outcome::Crash: return "crash";
     case Outcome::Unsupported: return "unsupported";
     case Outcome::ExpectedFailure: return "xfail";
+    case Outcome::Uncertified: return "uncertified";
   }
   return "error";
 }
 
 std::optional<Outcome> outcomeFromName(std::string_view name) {
-  for (Outcome o :
-       {Outcome::Pass, Outcome::Fail, Outcome::Error, Outcome::Crash, Outcome::Unsupported, Outcome::ExpectedFailure})
+  for (Outcome o : {Outcome::Pass, Outcome::Fail, Outcome::Error, Outcome::Crash, Outcome::Unsupported,
+                    Outcome::ExpectedFailure, Outcome::Uncertified})
     if (name == outcomeName(o)) return o;
   return std::nullopt;
 }

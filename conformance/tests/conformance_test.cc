@@ -344,6 +344,29 @@ const OpSpec& specOf(const std::string& op) {
   BP_THROW(kNotFound, "no spec for ", op);
 }
 
+// Note [Uncertified operators]: an operator of a device's own, with a
+// native kernel and no spec, is an item of its own that reports
+// uncertified; --native selects it, --ops can leave it out.
+Tensor ownScale(const Tensor& self) { return self; }
+
+TEST(Runner, AnOpWithANativeKernelAndNoSpecIsUncertified) {
+  testing::TestDevice& dev = testing::TestDevice::install("ownop", 1);
+  Library lib("ownop");
+  ASSERT_TRUE(lib.def("ownop::scale(Tensor self) -> Tensor").ok());
+  ASSERT_TRUE(lib.impl("ownop::scale", dev.type(), BP_FN(ownScale)).ok());
+  const std::vector<Item> items = selectItems(dev.type(), "^ownop::", false, "", true);
+  ASSERT_EQ(items.size(), 1u);
+  EXPECT_EQ(items[0].name, "ownop::scale");
+  EXPECT_TRUE(items[0].uncertified);
+  const std::vector<Result> results = runItem(items[0], dev.device(0), 0, {});
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].outcome, Outcome::Uncertified);
+  EXPECT_EQ(results[0].form, "functional");
+  EXPECT_EQ(results[0].kernel, KernelKind::Native);
+  EXPECT_NE(results[0].message.find("no conformance spec covers this op"), std::string::npos);
+  EXPECT_TRUE(selectItems(dev.type(), "^bp::relu\\b", false).size() == 1) << "--ops leaves it out";
+}
+
 // Note [Mixed-dtype samples]: an add.out that declares {float16, float32}
 // but was written for one dtype per call, the trap of the vendor trial,
 // fails conformance at a mixed sample; the same kernel handling mixed calls

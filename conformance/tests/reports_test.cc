@@ -135,5 +135,56 @@ TEST(Reports, LongMessagesAreCutUnlessAskedForWhole) {
   EXPECT_EQ(runs[0].results[0].op, hostileRuns()[0].results[0].op);  // names are not cut
 }
 
+// Note [Uncertified operators]: an op with a native kernel and no spec is
+// in every report as uncertified: the summary's UNCERTIFIED column and list,
+// the JSON counts, a JUnit skip. Not a failure, but under --strict, where
+// every report counts it as one.
+TEST(Reports, UncertifiedOpsAreInEveryReportAndFailUnderStrict) {
+  BackendRun b;
+  b.name = "dsp";
+  b.provider = "dsp_plugin";
+  b.devices = 1;
+  Result pass;
+  pass.op = "bp::relu.out";
+  pass.form = "out";
+  pass.backend = "dsp";
+  pass.kernel = KernelKind::Native;
+  pass.samples = 3;
+  Result own = pass;
+  own.op = "dsp::scale";
+  own.form = "functional";
+  own.samples = 0;
+  own.outcome = Outcome::Uncertified;
+  own.message = "no conformance spec covers this op";
+  b.results = {pass, own};
+  for (bool strict : {false, true}) {
+    SCOPED_TRACE(strict ? "--strict" : "without --strict");
+    EXPECT_EQ(countsAsFailure(own, strict), strict);
+    const Counts c = countsOf(b, strict);
+    EXPECT_EQ(c.uncertified, 1);
+    EXPECT_EQ(c.failures, strict ? 1 : 0);
+    std::ostringstream summary, json, junit, markdown;
+    printSummary(summary, {b}, strict);
+    writeJson(json, {b}, strict, !strict);
+    writeJunit(junit, {b}, strict);
+    writeMarkdown(markdown, {b}, strict, !strict);
+    EXPECT_NE(summary.str().find("UNCERTIFIED"), std::string::npos) << summary.str();
+    if (strict) {
+      EXPECT_NE(summary.str().find("dsp:0  dsp::scale (functional, native): uncertified"), std::string::npos)
+          << summary.str();
+      EXPECT_NE(junit.str().find("<failure type=\"uncertified\""), std::string::npos) << junit.str();
+      EXPECT_NE(markdown.str().find("❌ uncertified (native)"), std::string::npos) << markdown.str();
+    } else {
+      EXPECT_NE(summary.str().find("uncertified (a native kernel and no conformance spec"), std::string::npos);
+      EXPECT_NE(summary.str().find("  dsp:0  dsp::scale (functional)\n"), std::string::npos) << summary.str();
+      EXPECT_NE(junit.str().find("<skipped message=\"uncertified: no conformance spec"), std::string::npos)
+          << junit.str();
+      EXPECT_NE(markdown.str().find("❔ uncertified (native)"), std::string::npos) << markdown.str();
+    }
+    EXPECT_NE(json.str().find("\"uncertified\": 1"), std::string::npos) << json.str();
+    EXPECT_NE(json.str().find("\"outcome\": \"uncertified\""), std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace backplane::conformance

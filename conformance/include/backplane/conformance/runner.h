@@ -27,7 +27,10 @@ namespace backplane::conformance {
 // ExpectedFailure: an ONNX node test that failed (or errored, or crashed)
 // and is on the backend's list of expected failures (the note gives the
 // list's reason); not a failure (Note [ONNX node tests]).
-enum class Outcome { Pass, Fail, Error, Crash, Unsupported, ExpectedFailure };
+// Uncertified: an op with a native kernel on the backend and no conformance
+// spec, so nothing checked it (Note [Uncertified operators] in suite.h); not
+// a failure, but under --strict.
+enum class Outcome { Pass, Fail, Error, Crash, Unsupported, ExpectedFailure, Uncertified };
 const char* outcomeName(Outcome o);
 
 struct Result {

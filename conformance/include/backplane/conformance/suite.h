@@ -41,10 +41,19 @@ Result runDeviceCheck(const std::string& name, DeviceType type);
 
 // One unit of a run: a device check, an op spec (all of its forms) or an
 // ONNX node test.
+// Note [Uncertified operators]
+// An op with a native kernel on the backend (a plugin's own operator, or a
+// standard one the suite has no spec for) that no spec covers, as its
+// functional, in-place or out= form, is an item of its own: it runs nothing
+// and reports Outcome::Uncertified in every report (the summary lists them),
+// so a run never passes over a kernel in silence. Not a failure, but under
+// --strict, which certifies only what was checked. --ops and --native
+// select them as they do specs.
 struct Item {
   std::string name;              // "device.allocate", the spec's op, or "onnx::test_add_bcast"
-  const OpSpec* spec = nullptr;  // null for a device check or a node test
+  const OpSpec* spec = nullptr;  // null for a device check, a node test or an uncertified op
   std::string onnx_test = {};    // the node test's directory (Note [ONNX node tests])
+  bool uncertified = false;      // an op with a native kernel and no spec
 };
 
 // The items of a run on `type`: its device checks (unless
