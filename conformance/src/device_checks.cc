@@ -265,7 +265,8 @@ bool completesWithin(DeviceProbe& c, Device d, DeviceInterface::EventHandle e, s
 // with streams and current_stream, an event orders two streams: a fill on a
 // created stream, an event recorded after it, the current stream waiting
 // for it (or the host, without event_wait), then a copy on the current
-// stream must read the filled bytes.
+// stream must read the filled bytes; with several devices and
+// event_wait_device, an event of one device orders another's stream.
 constexpr std::chrono::milliseconds kEventQueryLimit{2000};
 
 int checkEvents(DeviceProbe& c) {
@@ -321,6 +322,30 @@ int checkEvents(DeviceProbe& c) {
       c.iface().destroyStream(d, s);
       ++steps;
     }
+  }
+  if (c.count() > 1 && caps.event_wait_device && caps.streams && caps.current_stream) {
+    // With event_wait_device (ABI 1.8), an event of device 1 orders device
+    // 0's current stream: a fill queued on a created stream of device 1, an
+    // event recorded after it, device 0's stream waiting for it, then a
+    // copy from device 1 to device 0 must read the filled bytes.
+    const Device d0 = c.device(0), d1 = c.device(1);
+    const size_t n = size_t{1} << 16;
+    DataPtr src = c.allocate(n, d1, "cross-device event"), dst = c.allocate(n, d0, "cross-device event");
+    DeviceInterface::StreamHandle prev = c.iface().currentStream(d1);
+    DeviceInterface::StreamHandle s = c.iface().createStream(d1);
+    DeviceInterface::EventHandle e = c.iface().createEvent(d1);
+    c.iface().setCurrentStream(d1, s);
+    c.iface().memset(src.get(), d1, 0x5C, n);
+    c.iface().recordEvent(d1, e, s);
+    c.iface().setCurrentStream(d1, prev);
+    c.iface().waitEventOnDevice(d1, e, d0, c.iface().currentStream(d0));
+    c.iface().copyDeviceToDevice(dst.get(), d0, src.get(), d1, n);
+    c.expectBytes(dst, 0, std::vector<uint8_t>(n, 0x5C),
+                  "a copy to " + d0.str() + " after its stream waited for an event of " + d1.str());
+    c.iface().synchronizeStream(d1, s);
+    c.iface().destroyEvent(d1, e);
+    c.iface().destroyStream(d1, s);
+    ++steps;
   }
   return steps;
 }

@@ -276,6 +276,23 @@ def test_native(a):
           "--native with --onnx is a usage error: %r" % usage.stderr)
 
 
+def test_stream_and_event_checks(a):
+    # tp_good's two devices have streams, events and event_wait_device (ABI
+    # 1.8): device.streams and device.events run, the latter once per device
+    # and once across the two.
+    path = os.path.join(a.work_dir, "tpdev.json")
+    proc = run(["conformance", "--backend", "tpdev", "--ops", r"^device\.", "--json", path], a.backplane,
+               [a.cpu_plugin, a.tp_good_plugin])
+    check(proc.returncode == 0, "tp_good's device checks pass: %s%s" % (proc.stdout, proc.stderr))
+    with open(path) as f:
+        res = {r["op"]: r for r in json.load(f)["results"]}
+    check(set(res) >= {"device.streams", "device.events", "device.several_devices"},
+          "the stream and event checks run where the type has them: %r" % sorted(res))
+    events = res.get("device.events")
+    check(events is not None and events["outcome"] == "pass" and events["samples"] == 5,
+          "device.events: two steps per device and one across them: %r" % (events,))
+
+
 def test_backends_without_devices(a):
     # Every backend by default: clitestnone has no devices and is skipped;
     # clitest has two, so the several-devices check runs.
@@ -508,7 +525,7 @@ def test_killing_the_tool_kills_its_workers(a):
 def main():
     p = argparse.ArgumentParser()
     for name in ("--backplane", "--cpu-plugin", "--faulty-plugin", "--declared-plugin", "--cli-test-plugin",
-                 "--work-dir"):
+                 "--tp-good-plugin", "--work-dir"):
         p.add_argument(name, required=True)
     a = p.parse_args()
     os.makedirs(a.work_dir, exist_ok=True)
@@ -517,6 +534,7 @@ def main():
     test_strict_and_clean_runs(a)
     test_declared_dtypes(a)
     test_native(a)
+    test_stream_and_event_checks(a)
     test_backends_without_devices(a)
     test_explicit_plugin_that_does_not_load(a)
     test_devices(a)

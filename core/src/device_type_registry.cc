@@ -177,6 +177,14 @@ DeviceCapabilities DeviceInterface::capabilities() const {
   return c;
 }
 
+void DeviceInterface::waitEventOnDevice(Device event_device, EventHandle event, Device stream_device,
+                                        StreamHandle stream) {
+  if (event_device == stream_device) return waitEvent(stream_device, event, stream);
+  BP_THROW(kUnimplemented, "waitEventOnDevice: device type '", deviceTypeName(stream_device.type),
+           "' cannot order a stream of ", stream_device.str(), " on an event of ", event_device.str(),
+           " (no event_wait_device capability); synchronize the event on the host first (Event::synchronize)");
+}
+
 std::string DeviceCapabilities::str() const {
   std::string out;
   auto add = [&](bool has, const char* name) {
@@ -187,6 +195,7 @@ std::string DeviceCapabilities::str() const {
   add(events, "events");
   add(event_wait, "event_wait");
   add(event_query, "event_query");
+  add(event_wait_device, "event_wait_device");
   add(host_accessible, "host_accessible");
   add(dlpack, "dlpack");
   return out.empty() ? "none" : out;

@@ -712,6 +712,16 @@ class GpuBackend final : public bp::DeviceBackend {
     check(gpuStreamWaitEvent(st, e, 0), BP_GPU_RUNTIME_PREFIX "StreamWaitEvent");
   }
 
+  // An event of one device orders a stream of another, as the runtime's
+  // StreamWaitEvent allows (the simulator has one device: never called).
+  bool hasEventWaitDevice() override { return true; }
+  void waitEventOnDevice(int event_device, BP_Event* event, int stream_device, BP_Stream* stream) override {
+    const gpuEvent_t e = appEvent(event_device, event, "event_wait_device");
+    const gpuStream_t st = streamOf(stream_device, stream, "event_wait_device");
+    DeviceGuard guard(stream_device);
+    check(gpuStreamWaitEvent(st, e, 0), BP_GPU_RUNTIME_PREFIX "StreamWaitEvent");
+  }
+
   void synchronizeEvent(int device, BP_Event* event) override {
     const gpuEvent_t e = appEvent(device, event, "event_synchronize");
     DeviceGuard guard(device);

@@ -52,6 +52,7 @@ void bindRuntime(nb::module_& m) {
       .def_ro("current_stream", &DeviceCapabilities::current_stream)
       .def_ro("events", &DeviceCapabilities::events)
       .def_ro("event_wait", &DeviceCapabilities::event_wait)
+      .def_ro("event_wait_device", &DeviceCapabilities::event_wait_device)
       .def_ro("event_query", &DeviceCapabilities::event_query)
       .def_ro("host_accessible", &DeviceCapabilities::host_accessible)
       .def_ro("dlpack", &DeviceCapabilities::dlpack)

@@ -96,6 +96,7 @@ class PluginDeviceInterface final : public DeviceInterface, public Allocator {
   void waitEvent(Device device, EventHandle event, StreamHandle stream) override;
   void synchronizeEvent(Device device, EventHandle event) override;
   bool queryEvent(Device device, EventHandle event) override;
+  void waitEventOnDevice(Device event_device, EventHandle event, Device stream_device, StreamHandle stream) override;
 
  private:
   static void deallocate(void* ctx, void* ptr);
@@ -185,7 +186,8 @@ struct AbiFields<BP_DeviceTypeDesc> {
                                          BP_ABI_FIELD(event_wait),
                                          BP_ABI_FIELD(event_synchronize),
                                          BP_ABI_FIELD(dlpack_device_type),
-                                         BP_ABI_FIELD(event_query)};
+                                         BP_ABI_FIELD(event_query),
+                                         BP_ABI_FIELD(event_wait_device)};
 };
 template <>
 struct AbiFields<BP_TensorInfo> {

@@ -796,6 +796,7 @@ DeviceCapabilities PluginDeviceInterface::capabilities() const {
   c.events = hasEvents();
   c.event_wait = c.events && desc_.event_wait;
   c.event_query = c.events && desc_.event_query;
+  c.event_wait_device = c.events && desc_.event_wait_device;
   c.host_accessible = isHostAccessible();
   c.dlpack = dlpackDeviceType() != 0;
   return c;
@@ -872,6 +873,16 @@ void PluginDeviceInterface::recordEvent(Device d, EventHandle e, StreamHandle s)
   if (!hasEvents()) noEvents(d, "recordEvent");
   BP_ENTER_PLUGIN("event_record");
   check(desc_.event_record(desc_.ctx, d.resolved().index, toEvent(e), toStream(s)), "event_record");
+}
+
+void PluginDeviceInterface::waitEventOnDevice(Device event_device, EventHandle e, Device stream_device,
+                                              StreamHandle s) {
+  if (event_device == stream_device || !hasEvents() || !desc_.event_wait_device)
+    return DeviceInterface::waitEventOnDevice(event_device, e, stream_device, s);
+  BP_ENTER_PLUGIN("event_wait_device");
+  check(desc_.event_wait_device(desc_.ctx, event_device.resolved().index, toEvent(e), stream_device.resolved().index,
+                                toStream(s)),
+        "event_wait_device");
 }
 
 void PluginDeviceInterface::waitEvent(Device d, EventHandle e, StreamHandle s) {

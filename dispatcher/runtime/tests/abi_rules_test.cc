@@ -597,6 +597,7 @@ TEST_F(AbiRulesTest, PaddingHostileCPluginWithFieldEndSizesHasEveryFieldReadRigh
     iface.destroyEvent(d, e);
     EXPECT_EQ(padInfo("tp_abi_pad_field_end", floats({1}), kPadEventQueries), 1);
   }
+  EXPECT_FALSE(iface.capabilities().event_wait_device) << "event_wait_device (1.8) is NULL";
   expectPaddingDeviceWorks(dev->type);
   expectTensorInfoIsRight("tp_abi_pad_field_end", dev->type);
   EXPECT_EQ(padInfo("tp_abi_pad_field_end", floats({1}), kPadTrapCalls), 0);
@@ -622,6 +623,7 @@ TEST_F(AbiRulesTest, PluginOfAbi12SendingSizeofStructSizesIsStillAccepted) {
     expectError([&] { (void)iface.queryEvent(d, e); }, {"queryEvent", "abipaddev", "event_query"});
     iface.destroyEvent(d, e);
   }
+  EXPECT_FALSE(iface.capabilities().event_wait_device) << "event_wait_device lies past struct_size, in 0xA5 garbage";
   expectPaddingDeviceWorks(dev->type);
   // Its tensor_info buffer's struct_size is sizeof(BP_TensorInfo), tail
   // padding included: the host writes the fields, not the padding.

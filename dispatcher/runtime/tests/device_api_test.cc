@@ -128,15 +128,18 @@ TEST_F(TpGoodDeviceTest, EventQueryIsUnimplementedWhenThePluginLeavesItOut) {
   d.destroyEvent(dev(), e);
 }
 
-// The application API over tp_good's two devices: streams and events of
-// one device only, and the guard per device.
+// The application API over tp_good's two devices: an event is recorded on
+// its own device's streams, orders a stream of the other device through
+// event_wait_device (ABI 1.8), and the guard is per device.
 TEST_F(TpGoodDeviceTest, AppStreamsAndEventsBelongToOneDevice) {
+  EXPECT_TRUE(DeviceTypeRegistry::global().interfaceOrThrow(dev(0).type).capabilities().event_wait_device);
   {
     backplane::Stream s1 = backplane::Stream::create(dev(1));
     backplane::Event e0(dev(0));
     expectError([&] { e0.record(s1); }, absl::StatusCode::kInvalidArgument,
                 {"Event::record: the event is on tpdev:0 but the stream on tpdev:1", "use an Event made on tpdev:1"});
-    expectError([&] { e0.wait(s1); }, absl::StatusCode::kInvalidArgument, {"Event::wait", "tpdev:0", "tpdev:1"});
+    e0.record();
+    e0.wait(s1);  // tp_good checks the event is live on tpdev:0 and the stream on tpdev:1
     {
       backplane::StreamGuard on(s1);
       EXPECT_EQ(backplane::Stream::current(dev(1)), s1);
@@ -189,6 +192,30 @@ TEST(DefaultDeviceApi, TestDeviceHasNoStreamsOrEvents) {
               {"setCurrentStream", "'devapitestdev' has no streams"});
   expectError([&] { d.recordEvent(t.device(), nullptr, nullptr); }, absl::StatusCode::kUnimplemented,
               {"recordEvent", "device type 'devapitestdev' has no events"});
+}
+
+// DeviceInterface's default waitEventOnDevice: one device is waitEvent;
+// across devices, without the capability, an error that says what to do.
+TEST(DefaultDeviceApi, AnEventOrdersAnotherDevicesStreamOnlyWithTheCapability) {
+  struct TwoDevices final : DeviceInterface {
+    int deviceCount() const override { return 2; }
+    Allocator& allocator() override { BP_THROW(kUnimplemented, "unused"); }
+    void copyHostToDevice(void*, Device, const void*, size_t) override {}
+    void copyDeviceToHost(void*, const void*, Device, size_t) override {}
+    void copyDeviceToDevice(void*, Device, const void*, Device, size_t) override {}
+    void memset(void*, Device, uint8_t, size_t) override {}
+    void synchronize(Device) override {}
+    bool hasEvents() const override { return true; }
+    void waitEvent(Device, EventHandle, StreamHandle) override { ++waits; }
+    int waits = 0;
+  } d;
+  const Device d0(DeviceType::CPU, 0), d1(DeviceType::CPU, 1);
+  d.waitEventOnDevice(d0, nullptr, d0, nullptr);
+  EXPECT_EQ(d.waits, 1);
+  EXPECT_FALSE(d.capabilities().event_wait_device);
+  expectError([&] { d.waitEventOnDevice(d1, nullptr, d0, nullptr); }, absl::StatusCode::kUnimplemented,
+              {"waitEventOnDevice", "cannot order a stream of cpu on an event of cpu:1",
+               "no event_wait_device capability", "Event::synchronize"});
 }
 
 TEST(DefaultDeviceApi, CpuPropertiesAreSane) {

@@ -111,9 +111,9 @@ TEST(Runtime, ListsPluginDevicesWithTheirProviderAndUnavailableTypesWithTheReaso
 }
 
 // An app asks what a device can do without reaching into core: tp_good's
-// device has streams (with a current stream) and events (with event_wait,
-// without event_query), and memory the host cannot read; the cpu has host
-// memory and no streams.
+// device has streams (with a current stream) and events (with event_wait
+// and event_wait_device, without event_query), and memory the host cannot
+// read; the cpu has host memory and no streams.
 TEST(Runtime, SaysWhatEachDeviceCanDo) {
   Runtime rt(withTpGood());
   const Device tp = rt.device("tpdev:0");
@@ -123,9 +123,10 @@ TEST(Runtime, SaysWhatEachDeviceCanDo) {
   EXPECT_TRUE(c.events);
   EXPECT_TRUE(c.event_wait);
   EXPECT_FALSE(c.event_query) << "tp_good has no event_query";
+  EXPECT_TRUE(c.event_wait_device);
   EXPECT_FALSE(c.host_accessible);
   EXPECT_FALSE(c.dlpack);
-  EXPECT_EQ(c.str(), "streams, current_stream, events, event_wait");
+  EXPECT_EQ(c.str(), "streams, current_stream, events, event_wait, event_wait_device");
   const DeviceCapabilities cpu = rt.capabilities(Device(DeviceType::CPU));
   EXPECT_EQ(cpu.str(), "host_accessible");
   for (const DeviceInfo& d : rt.devices()) {

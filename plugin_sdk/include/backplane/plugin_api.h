@@ -62,7 +62,8 @@
  *   BP_HostApi.impl_when_defined; 1.5 added BP_KernelDesc.dtypes and the
  *   dtypes BP_INT16, BP_UINT16, BP_UINT32 and BP_UINT64 (Note [Dtypes of
  *   older plugins]); 1.6 added BP_HostApi.derivative; 1.7 added
- *   BP_DECLINED (Note [Declined calls]).
+ *   BP_DECLINED (Note [Declined calls]); 1.8 added
+ *   BP_DeviceTypeDesc.event_wait_device.
  * - Strings passed in are borrowed for the duration of the call unless a
  *   field says otherwise; strings returned are owned by their producer.
  */
@@ -75,7 +76,7 @@
 #define BP_PLUGIN_MAGIC 0x4C504250u /* "BPPL" little-endian */
 #define BP_ABI_MAJOR 1
 /* This header's minor: the newest ABI it describes. */
-#define BP_HEADER_ABI_MINOR 7
+#define BP_HEADER_ABI_MINOR 8
 
 /* Note [The ABI a plugin's source targets]
  * BP_ABI_MINOR is the minor a plugin reports (BP_PluginInfo.abi_minor) and
@@ -382,8 +383,18 @@ typedef struct BP_DeviceTypeDesc {
    * *out_complete to 1 when all work before the event's last record has
    * finished (or it was never recorded), else 0; never blocks. */
   BP_Error* (*event_query)(void* ctx, int32_t device, BP_Event* event, uint8_t* out_complete);
+
+  /* --- Added in ABI 1.8 (a host reads it only when struct_size covers it). */
+
+  /* Optional (NULL: an event orders the streams of its own device only):
+   * makes later work on `stream` of device `stream_device` wait for `event`,
+   * made on device `event_device` of the same type (event_device !=
+   * stream_device), without blocking the host, as cudaStreamWaitEvent does
+   * across devices. */
+  BP_Error* (*event_wait_device)(void* ctx, int32_t event_device, BP_Event* event, int32_t stream_device,
+                                 BP_Stream* stream);
 } BP_DeviceTypeDesc;
-#define BP_DeviceTypeDesc_STRUCT_SIZE BP_STRUCT_SIZE(BP_DeviceTypeDesc, event_query)
+#define BP_DeviceTypeDesc_STRUCT_SIZE BP_STRUCT_SIZE(BP_DeviceTypeDesc, event_wait_device)
 
 /* ----------------------------------------------------------------- tensors */
 

@@ -32,13 +32,14 @@ struct DeviceProperties {
 // it (Runtime::capabilities, DeviceInfo::capabilities): which groups of
 // DeviceInterface functions work, and which optional ones within them.
 struct DeviceCapabilities {
-  bool streams = false;          // createStream, destroyStream, synchronizeStream
-  bool current_stream = false;   // currentStream, setCurrentStream
-  bool events = false;           // createEvent, destroyEvent, recordEvent, synchronizeEvent
-  bool event_wait = false;       // waitEvent: a stream waits for an event, the host does not block
-  bool event_query = false;      // queryEvent: completion without blocking
-  bool host_accessible = false;  // the host may dereference its memory
-  bool dlpack = false;           // tensors cross DLPack without a copy (dlpackDeviceType() != 0)
+  bool streams = false;            // createStream, destroyStream, synchronizeStream
+  bool current_stream = false;     // currentStream, setCurrentStream
+  bool events = false;             // createEvent, destroyEvent, recordEvent, synchronizeEvent
+  bool event_wait = false;         // waitEvent: a stream waits for an event, the host does not block
+  bool event_query = false;        // queryEvent: completion without blocking
+  bool event_wait_device = false;  // waitEventOnDevice: an event orders another device's stream (ABI 1.8)
+  bool host_accessible = false;    // the host may dereference its memory
+  bool dlpack = false;             // tensors cross DLPack without a copy (dlpackDeviceType() != 0)
   // "streams, current_stream, events, ..." (the true ones, in this order),
   // or "none".
   std::string str() const;
@@ -121,6 +122,11 @@ class DeviceInterface {
   // finished, or it was never recorded), without blocking. Optional within
   // the group: a device that cannot tell throws kUnimplemented.
   virtual bool queryEvent(Device device, EventHandle) { noEvents(device, "queryEvent"); }
+  // Makes later work on `stream` of `stream_device` wait for `event`, made on
+  // `event_device` of the same type, without blocking the host. The default
+  // serves one device (waitEvent); across devices it throws kUnimplemented,
+  // unless the type can (capabilities().event_wait_device).
+  virtual void waitEventOnDevice(Device event_device, EventHandle event, Device stream_device, StreamHandle stream);
 
  protected:
   [[noreturn]] static void noStreams(Device device, const char* what) {

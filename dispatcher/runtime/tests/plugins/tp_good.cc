@@ -228,6 +228,15 @@ BP_Error* eventWait(void*, int32_t device, BP_Event* e, BP_Stream* s) {
   if (BP_Error* err = g_handles->check(device, e, true, "event_wait")) return err;
   return g_handles->check(device, s, false, "event_wait", true);
 }
+// ABI 1.8: an event of one tpdev orders a stream of the other; each handle
+// must be live on its own device.
+BP_Error* eventWaitDevice(void*, int32_t event_device, BP_Event* e, int32_t stream_device, BP_Stream* s) {
+  if (event_device == stream_device)
+    return error(BP_INVALID_ARGUMENT, "tpdev event_wait_device: both on tpdev:%d (the host calls event_wait then)",
+                 event_device);
+  if (BP_Error* err = g_handles->check(event_device, e, true, "event_wait_device")) return err;
+  return g_handles->check(stream_device, s, false, "event_wait_device", true);
+}
 BP_Error* eventSynchronize(void*, int32_t device, BP_Event* e) {
   return g_handles->check(device, e, true, "event_synchronize");
 }
@@ -352,6 +361,7 @@ BP_Error* init(const BP_HostApi* host, BP_Plugin* plugin) {
   dev.event_record = &eventRecord;
   dev.event_wait = &eventWait;
   dev.event_synchronize = &eventSynchronize;
+  dev.event_wait_device = &eventWaitDevice;
   if (BP_Error* e = host->register_device_type(plugin, &dev, &g_tpdev)) return e;
 
   if (BP_Error* e = host->def(plugin, "tp::twice(Tensor self) -> Tensor")) return e;

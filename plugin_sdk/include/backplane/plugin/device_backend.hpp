@@ -103,6 +103,15 @@ class DeviceBackend {
     (void)event;
     return noStreams<bool>(device, "queryEvent");
   }
+  // Whether waitEventOnDevice works (ABI 1.8; the host then offers the
+  // event_wait_device capability).
+  virtual bool hasEventWaitDevice() { return false; }
+  // Makes later work on `stream` of `stream_device` wait for `event`, made
+  // on `event_device` (another device of this type); must not block the host.
+  virtual void waitEventOnDevice(int event_device, BP_Event* event, int stream_device, BP_Stream* stream) {
+    (void)event, (void)stream_device, (void)stream;
+    noStreams<void>(event_device, "waitEventOnDevice");
+  }
 
   // Fills `out` (zeroed, struct_size set; write only the fields). Default:
   // name = the device type's name.

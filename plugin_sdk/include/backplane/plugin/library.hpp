@@ -112,6 +112,9 @@ class Library {
       d.event_wait = &T::eventWait;
       d.event_synchronize = &T::eventSynchronize;
       d.event_query = &T::eventQuery;
+#if BP_ABI_MINOR >= 8
+      if (backend->hasEventWaitDevice()) d.event_wait_device = &T::eventWaitDevice;
+#endif
     }
     backend->type_name_ = name;
     const int32_t type = registerDeviceType(d);

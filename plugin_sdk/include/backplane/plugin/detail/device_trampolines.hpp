@@ -189,6 +189,10 @@ struct DeviceTrampolines {
   static BP_Error* eventSynchronize(void* ctx, int32_t device, BP_Event* event) noexcept {
     return guarded([&] { b(ctx).synchronizeEvent(device, event); });
   }
+  static BP_Error* eventWaitDevice(void* ctx, int32_t event_device, BP_Event* event, int32_t stream_device,
+                                   BP_Stream* stream) noexcept {
+    return guarded([&] { b(ctx).waitEventOnDevice(event_device, event, stream_device, stream); });
+  }
   static BP_Error* eventQuery(void* ctx, int32_t device, BP_Event* event, uint8_t* out_complete) noexcept {
     return guarded([&] {
       if (out_complete == nullptr) fail(BP_INVALID_ARGUMENT, "event_query: NULL out_complete");
