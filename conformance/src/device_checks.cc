@@ -247,6 +247,28 @@ int checkStreams(DeviceProbe& c) {
   return steps;
 }
 
+// A fill of n bytes of `buffer` with `value` queued on a new stream of `d`
+// (made current for it, then the previous one restored), and an event
+// recorded after it. The caller synchronizes the stream and destroys both.
+struct QueuedFill {
+  DeviceInterface::StreamHandle stream;
+  DeviceInterface::EventHandle event;
+};
+QueuedFill fillOnNewStream(DeviceProbe& c, Device d, const DataPtr& buffer, uint8_t value, size_t n) {
+  DeviceInterface::StreamHandle prev = c.iface().currentStream(d);
+  QueuedFill q{c.iface().createStream(d), c.iface().createEvent(d)};
+  c.iface().setCurrentStream(d, q.stream);
+  c.iface().memset(buffer.get(), d, value, n);
+  c.iface().recordEvent(d, q.event, q.stream);
+  c.iface().setCurrentStream(d, prev);
+  return q;
+}
+void release(DeviceProbe& c, Device d, QueuedFill q) {
+  c.iface().synchronizeStream(d, q.stream);
+  c.iface().destroyEvent(d, q.event);
+  c.iface().destroyStream(d, q.stream);
+}
+
 // Polls queryEvent until it says complete, for at most `limit`; false if it
 // never does.
 bool completesWithin(DeviceProbe& c, Device d, DeviceInterface::EventHandle e, std::chrono::milliseconds limit) {
@@ -302,24 +324,16 @@ int checkEvents(DeviceProbe& c) {
     }
     if (caps.streams && caps.current_stream) {
       DataPtr out = c.allocate(n, d, "event ordering");
-      DeviceInterface::StreamHandle prev = c.iface().currentStream(d);
-      DeviceInterface::StreamHandle s = c.iface().createStream(d);
-      DeviceInterface::EventHandle e = c.iface().createEvent(d);
-      c.iface().setCurrentStream(d, s);
-      c.iface().memset(b.get(), d, 0x3C, n);
-      c.iface().recordEvent(d, e, s);
-      c.iface().setCurrentStream(d, prev);
+      const QueuedFill q = fillOnNewStream(c, d, b, 0x3C, n);
       if (caps.event_wait) {
-        c.iface().waitEvent(d, e, prev);
+        c.iface().waitEvent(d, q.event, c.iface().currentStream(d));
       } else {
-        c.iface().synchronizeEvent(d, e);
+        c.iface().synchronizeEvent(d, q.event);
       }
       c.iface().copyDeviceToDevice(out.get(), d, b.get(), d, n);
       c.expectBytes(out, 0, std::vector<uint8_t>(n, 0x3C),
                     "a copy after waiting for an event recorded on another stream of " + d.str());
-      c.iface().synchronizeStream(d, s);
-      c.iface().destroyEvent(d, e);
-      c.iface().destroyStream(d, s);
+      release(c, d, q);
       ++steps;
     }
   }
@@ -331,20 +345,12 @@ int checkEvents(DeviceProbe& c) {
     const Device d0 = c.device(0), d1 = c.device(1);
     const size_t n = size_t{1} << 16;
     DataPtr src = c.allocate(n, d1, "cross-device event"), dst = c.allocate(n, d0, "cross-device event");
-    DeviceInterface::StreamHandle prev = c.iface().currentStream(d1);
-    DeviceInterface::StreamHandle s = c.iface().createStream(d1);
-    DeviceInterface::EventHandle e = c.iface().createEvent(d1);
-    c.iface().setCurrentStream(d1, s);
-    c.iface().memset(src.get(), d1, 0x5C, n);
-    c.iface().recordEvent(d1, e, s);
-    c.iface().setCurrentStream(d1, prev);
-    c.iface().waitEventOnDevice(d1, e, d0, c.iface().currentStream(d0));
+    const QueuedFill q = fillOnNewStream(c, d1, src, 0x5C, n);
+    c.iface().waitEventOnDevice(d1, q.event, d0, c.iface().currentStream(d0));
     c.iface().copyDeviceToDevice(dst.get(), d0, src.get(), d1, n);
     c.expectBytes(dst, 0, std::vector<uint8_t>(n, 0x5C),
                   "a copy to " + d0.str() + " after its stream waited for an event of " + d1.str());
-    c.iface().synchronizeStream(d1, s);
-    c.iface().destroyEvent(d1, e);
-    c.iface().destroyStream(d1, s);
+    release(c, d1, q);
     ++steps;
   }
   return steps;

@@ -176,16 +176,16 @@ TEST(DeviceChecks, PassOnTheTestDevice) {
 
 // A host-memory device whose device-to-host copies flip one byte in the
 // middle of anything longer than 64 bytes.
-class CorruptingDevice final : public DeviceInterface, private Allocator {
+// A device type of `count` devices whose memory is host memory and whose
+// work is synchronous: the base of the in-process devices below.
+class HostDevice : public DeviceInterface, private Allocator {
  public:
-  int deviceCount() const override { return 1; }
+  explicit HostDevice(int count) : count_(count) {}
+  int deviceCount() const override { return count_; }
   bool isHostAccessible() const override { return true; }
   Allocator& allocator() override { return *this; }
   void copyHostToDevice(void* dst, Device, const void* src, size_t n) override { std::memcpy(dst, src, n); }
-  void copyDeviceToHost(void* dst, const void* src, Device, size_t n) override {
-    std::memcpy(dst, src, n);
-    if (n > 64) static_cast<uint8_t*>(dst)[n / 2] ^= 1;
-  }
+  void copyDeviceToHost(void* dst, const void* src, Device, size_t n) override { std::memcpy(dst, src, n); }
   void copyDeviceToDevice(void* dst, Device, const void* src, Device, size_t n) override { std::memcpy(dst, src, n); }
   void memset(void* dst, Device, uint8_t value, size_t n) override { std::memset(dst, value, n); }
   void synchronize(Device) override {}
@@ -193,9 +193,21 @@ class CorruptingDevice final : public DeviceInterface, private Allocator {
  private:
   DataPtr allocate(size_t nbytes, Device device) override {
     void* p = std::malloc(nbytes ? nbytes : 1);
-    if (!p) BP_THROW(kResourceExhausted, "corrupting device: cannot allocate ", nbytes, " bytes");
+    if (!p) BP_THROW(kResourceExhausted, "host test device: cannot allocate ", nbytes, " bytes");
     return DataPtr(
         p, nullptr, [](void*, void* q) { std::free(q); }, device);
+  }
+  int count_;
+};
+
+// One device whose device-to-host copies flip one byte in the middle of
+// anything longer than 64 bytes.
+class CorruptingDevice final : public HostDevice {
+ public:
+  CorruptingDevice() : HostDevice(1) {}
+  void copyDeviceToHost(void* dst, const void* src, Device d, size_t n) override {
+    HostDevice::copyDeviceToHost(dst, src, d, n);
+    if (n > 64) static_cast<uint8_t*>(dst)[n / 2] ^= 1;
   }
 };
 
@@ -217,18 +229,10 @@ TEST(DeviceChecks, CatchACorruptingCopy) {
 // setCurrentStream that does nothing, and an event query that never
 // reports completion. Both passed the device checks before device.streams
 // and device.events.
-class StreamingDevice : public DeviceInterface, private Allocator {
+class StreamingDevice final : public HostDevice {
  public:
   enum class Mutant { None, CurrentStreamIgnored, EventNeverCompletes };
-  explicit StreamingDevice(Mutant m) : mutant_(m) {}
-  int deviceCount() const override { return 2; }
-  bool isHostAccessible() const override { return true; }
-  Allocator& allocator() override { return *this; }
-  void copyHostToDevice(void* dst, Device, const void* src, size_t n) override { std::memcpy(dst, src, n); }
-  void copyDeviceToHost(void* dst, const void* src, Device, size_t n) override { std::memcpy(dst, src, n); }
-  void copyDeviceToDevice(void* dst, Device, const void* src, Device, size_t n) override { std::memcpy(dst, src, n); }
-  void memset(void* dst, Device, uint8_t value, size_t n) override { std::memset(dst, value, n); }
-  void synchronize(Device) override {}
+  explicit StreamingDevice(Mutant m) : HostDevice(2), mutant_(m) {}
 
   bool hasStreams() const override { return true; }
   StreamHandle createStream(Device) override { return new int(0); }
@@ -250,12 +254,6 @@ class StreamingDevice : public DeviceInterface, private Allocator {
   }
 
  private:
-  DataPtr allocate(size_t nbytes, Device device) override {
-    void* p = std::malloc(nbytes ? nbytes : 1);
-    if (!p) BP_THROW(kResourceExhausted, "streaming device: cannot allocate ", nbytes, " bytes");
-    return DataPtr(
-        p, nullptr, [](void*, void* q) { std::free(q); }, device);
-  }
   Mutant mutant_;
   StreamHandle current_[2] = {nullptr, nullptr};
 };

@@ -164,14 +164,11 @@ void Event::record() { record(Stream::current(device_)); }
 
 void Event::wait(const Stream& stream) const {
   requireLive(*this, "Event::wait");
-  if (stream.device().type == device_.type && stream.device() != device_) {
-    // Another device of the type: the type orders it if it can
-    // (event_wait_device), else the error says to synchronize instead.
-    withEvents(device_, "Event::wait").waitEventOnDevice(device_, handle_, stream.device(), stream.handle());
-    return;
-  }
-  sameDevice("Event::wait", device_, stream.device());
-  withEvents(device_, "Event::wait").waitEvent(device_, handle_, stream.handle());
+  // A stream of another type is an error; of another device of the type,
+  // the type orders it if it can (event_wait_device), else the error says
+  // to synchronize instead.
+  if (stream.device().type != device_.type) sameDevice("Event::wait", device_, stream.device());
+  withEvents(device_, "Event::wait").waitEventOnDevice(device_, handle_, stream.device(), stream.handle());
 }
 
 void Event::wait() const { wait(Stream::current(device_)); }
