@@ -169,17 +169,24 @@ int runConformance(std::ostream& out, std::ostream& err, const std::string& self
   }
   // A bad --ops pattern is a usage error, before any worker starts.
   try {
-    const size_t selected = selectItems(DeviceType::CPU, options.ops, true, options.onnx).size();
+    // What the pattern selects on any of the chosen backends (their device
+    // checks differ: device.streams exists only where there are streams).
+    auto most = [&](const std::string& ops) {
+      size_t n = 0;
+      for (const Backend& b : chosen) n = std::max(n, selectItems(b.type, ops, true, options.onnx).size());
+      return n;
+    };
+    const size_t selected = most(options.ops);
     if (options.onnx.empty() && selected == 0) {
       // A selection of nothing would pass: a typo must not make a CI job green.
-      const size_t all = selectItems(DeviceType::CPU, "", true, options.onnx).size();
+      const size_t all = most("");
       err << "backplane: error: --ops " << quotedPattern(options.ops) << " matches none of the " << all
           << " op specs and device checks (ops are named as 'backplane ops' lists them, e.g. bp::add.Tensor, "
              "checks device.<name>); run 'backplane ops' to list the op names\n";
       return 2;
     }
     if (!options.onnx.empty() && selected == 0) {
-      const size_t all = selectItems(DeviceType::CPU, "", true, options.onnx).size();
+      const size_t all = most("");
       err << "backplane: error: "
           << (all == 0 ? "no ONNX node test (a folder with a model.onnx) found under " + options.onnx +
                              "; scripts/fetch_onnx_tests.sh prints the corpus's folder"

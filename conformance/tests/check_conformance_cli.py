@@ -279,14 +279,16 @@ def test_native(a):
 def test_stream_and_event_checks(a):
     # tp_good's two devices have streams, events and event_wait_device (ABI
     # 1.8): device.streams and device.events run, the latter once per device
-    # and once across the two.
+    # and once across the two. (Only those two: tp_good's arena allocates
+    # with operator new, which a sanitizer build without
+    # allocator_may_return_null aborts on device.allocate's 2^60 bytes.)
     path = os.path.join(a.work_dir, "tpdev.json")
-    proc = run(["conformance", "--backend", "tpdev", "--ops", r"^device\.", "--json", path], a.backplane,
-               [a.cpu_plugin, a.tp_good_plugin])
+    proc = run(["conformance", "--backend", "tpdev", "--ops", r"^device\.(streams|events)$", "--json", path],
+               a.backplane, [a.cpu_plugin, a.tp_good_plugin])
     check(proc.returncode == 0, "tp_good's device checks pass: %s%s" % (proc.stdout, proc.stderr))
     with open(path) as f:
         res = {r["op"]: r for r in json.load(f)["results"]}
-    check(set(res) >= {"device.streams", "device.events", "device.several_devices"},
+    check(set(res) == {"device.streams", "device.events"},
           "the stream and event checks run where the type has them: %r" % sorted(res))
     events = res.get("device.events")
     check(events is not None and events["outcome"] == "pass" and events["samples"] == 5,
