@@ -81,11 +81,15 @@ Mismatch compare(const Tensor& actual, const Expected& e, Tolerance tol, Device 
 // their strides (so a transposed or expanded input stays one), a host
 // Device (a factory's device=) replaced by `device`, other values as they
 // are.
-std::vector<IValue> onDevice(const std::vector<IValue>& args, Device device) {
+// Tensors `host_args` marks (Sample::host_args) stay on the host.
+std::vector<IValue> onDevice(const std::vector<IValue>& args, Device device, uint64_t host_args = 0) {
   std::vector<IValue> out;
   out.reserve(args.size());
-  for (const IValue& a : args) {
-    if (a.isTensor() && a.toTensor().defined()) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const IValue& a = args[i];
+    if (a.isTensor() && a.toTensor().defined() && i < 64 && (host_args >> i & 1)) {
+      out.push_back(a);
+    } else if (a.isTensor() && a.toTensor().defined()) {
       out.emplace_back(stageSpan(a.toTensor(), device));
     } else if (a.isDevice() && a.toDevice().isCpu()) {
       out.emplace_back(device);  // a factory's device=: the host's stands for the backend's
@@ -166,6 +170,15 @@ struct FormRunner {
     return spec.tolerance ? spec.tolerance(t, s) : defaultTolerance(t);
   }
 
+  // The dtypes of `stack` a call of `op` hands the kernel that declares its
+  // dtypes, or 0 when the declaration sends the call elsewhere.
+  uint64_t declaredBitsOf(const OperatorHandle& op, const Stack& stack) const {
+    const uint64_t exempt = op.entry().dtypeFixedArguments();
+    return result.dtypes && !detail::firstRefusedDtype(result.dtypes->mask(), stack, stack.size(), exempt)
+               ? dtypeBits(stack, exempt)
+               : 0;
+  }
+
   // Calls `op` with `args`; checks a must-raise sample; returns false (and
   // records why) when the form fails on this sample.
   bool call(const OperatorHandle& op, const Sample& s, std::vector<IValue> args, Stack& stack, bool& raised) {
@@ -173,11 +186,7 @@ struct FormRunner {
     raised = false;
     // Whether the call reaches a kernel that declares its dtypes (the
     // stack's tensors are gone after the call).
-    const uint64_t exempt = op.entry().dtypeFixedArguments();
-    const uint64_t declared_bits =
-        result.dtypes && !detail::firstRefusedDtype(result.dtypes->mask(), stack, stack.size(), exempt)
-            ? dtypeBits(stack, exempt)
-            : 0;
+    const uint64_t declared_bits = declaredBitsOf(op, stack);
     try {
       op.callBoxed(stack);
     } catch (const std::exception& e) {
@@ -251,7 +260,7 @@ struct FormRunner {
       begin(s);
       Stack stack;
       bool raised;
-      const std::vector<IValue> args = onDevice(s.args, device);
+      const std::vector<IValue> args = onDevice(s.args, device, s.host_args);
       if (!call(op, s, args, stack, raised)) return;
       if (raised) continue;
       if (!check(s, tensorsOf(stack), spec.reference(s), args)) return;
@@ -283,7 +292,7 @@ struct FormRunner {
   // when given, else its own) made a leaf on `dev`; the leaves in order.
   static std::vector<IValue> leaves(const Sample& s, Device dev, std::optional<ScalarType> dtype,
                                     std::vector<Tensor>& out_leaves) {
-    std::vector<IValue> args = onDevice(s.args, dev);
+    std::vector<IValue> args = onDevice(s.args, dev, s.host_args);
     auto leafOf = [&](const TensorBase& t) -> TensorBase {
       if (!t.defined() || (t.dtype() != ScalarType::Float32 && t.dtype() != ScalarType::Float64)) return t;
       Tensor l = dtype ? Tensor(t).to(*dtype, /*copy=*/true) : Tensor(t).detach();
@@ -373,7 +382,9 @@ struct FormRunner {
       Tensor result;
       try {
         args = leaves(s, device, device.isCpu() ? std::optional<ScalarType>(ScalarType::Float64) : std::nullopt, ls);
+        const uint64_t declared_bits = declaredBitsOf(op, Stack(args.begin(), args.end()));
         result = firstResult(op, args);
+        exercised |= declared_bits;
       } catch (const std::exception& e) {
         record(s, Outcome::Error, std::string("the forward raised: ") + e.what());
         return;
@@ -528,7 +539,7 @@ struct FormRunner {
       for (int64_t d = 0; d < self.dim(); ++d) overlapping |= self.size(d) > 1 && self.stride(d) == 0;
       if (overlapping) continue;  // an expanded self must raise; the functional form covers the values
       begin(s);
-      std::vector<IValue> args = onDevice(s.args, device);
+      std::vector<IValue> args = onDevice(s.args, device, s.host_args);
       const Tensor self_dev = args[0].toTensor();
       Stack stack;
       bool raised;
@@ -552,7 +563,7 @@ struct FormRunner {
       begin(s);
       std::vector<Expected> want;
       if (!s.must_raise) want = spec.reference(s);
-      std::vector<IValue> args = onDevice(s.args, device);
+      std::vector<IValue> args = onDevice(s.args, device, s.host_args);
       std::vector<Tensor> outs;
       // Fill the parameters the sample leaves off, with `out` tensors for
       // the out= ones and defaults for the rest.
@@ -687,6 +698,10 @@ std::vector<Form> formsOf(const OpSpec& spec) {
   // Note [Gradient forms]: functional ops that differentiate get one (an op
   // that writes an argument, fill_ or zero_, has nothing to check).
   const OpDerivative* d = findDerivative(spec.op);
+  // A plugin's own operator differentiates by its declaration for every
+  // device (BP_HostApi.derivative), which the CPU's lookup finds.
+  const std::shared_ptr<const OpDerivative> declared = d ? nullptr : declaredDerivative(spec.op, DeviceType::CPU);
+  if (!d) d = declared.get();
   if (d && (d->kind == Differentiability::Formula || d->kind == Differentiability::Composite)) {
     bool writes = false;
     for (const Argument& a : findOp(spec.op).schema().arguments()) writes |= a.alias && a.alias->is_write;
@@ -749,6 +764,8 @@ std::vector<Result> runSpec(const OpSpec& spec, Device device, size_t first_form
                  " at run time, which ran on ", kernelKindName(to), r.result.note.empty() ? "" : "; ", r.result.note);
       r.result.kernel = to;
     }
+    if (!spec.reference_note.empty())
+      r.result.note = strCat(spec.reference_note, r.result.note.empty() ? "" : "; ", r.result.note);
     if (observer.form_done) observer.form_done(f, r.result);
     results.push_back(std::move(r.result));
   }

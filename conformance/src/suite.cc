@@ -48,14 +48,22 @@ std::vector<Item> selectItems(DeviceType type, const std::string& ops_regex, boo
   };
   for (const OpSpec& s : allSpecs())
     if (keep({&s.op, &s.inplace, &s.out}) && (!native_only || native(s))) out.push_back(Item{s.op, &s});
+  // The specs plugins declared for their own operators, after the standard ones.
+  const std::vector<const OpSpec*> declared = pluginSpecs();
+  for (const OpSpec* s : declared)
+    if (keep({&s->op, &s->inplace, &s->out}) && (!native_only || native(*s))) out.push_back(Item{s->op, s});
   // Note [Uncertified operators]: native kernels no spec covers, by name.
-  static const std::set<std::string> covered = [] {
+  static const std::set<std::string> standard_covered = [] {
     std::set<std::string> names;
     for (const OpSpec& s : allSpecs())
       for (const std::string* n : {&s.op, &s.inplace, &s.out})
         if (!n->empty()) names.insert(*n);
     return names;
   }();
+  std::set<std::string> covered = standard_covered;
+  for (const OpSpec* s : declared)
+    for (const std::string* n : {&s->op, &s->inplace, &s->out})
+      if (!n->empty()) covered.insert(*n);
   std::vector<std::string> uncovered;
   for (const OperatorHandle& h : Dispatcher::singleton().definedOperators()) {
     std::string name = h.operatorName().qualifiedName();

@@ -1,8 +1,8 @@
 // toyaccel: a sample vendor device plugin for Backplane, built out of tree
 // against an installed Backplane SDK (see README.md next to this file).
 //
-// It is written to be read. It shows the three things every device plugin
-// does, on a "device" simple enough to fit in one file:
+// It is written to be read. It shows what a device plugin does, on a
+// "device" simple enough to fit in one file:
 //
 //   1. A device type. "toyaccel" has two devices (toyaccel:0, toyaccel:1).
 //      Each device's memory is an arena owned by this plugin, and the host
@@ -22,7 +22,9 @@
 //      device", so they may read device memory directly; here that means
 //      resolving handles to arena pointers (operand() below), after which
 //      bp::forEach walks any strides, views and broadcasting.
-//   3. Nothing else. Every other standard operator (sub, neg, div, ...), and
+//   3. An operator of its own, toyaccel::bias_relu, with its rule, kernels,
+//      derivative and conformance samples (Note [toyaccel::bias_relu]).
+//   4. Nothing else. Every other standard operator (sub, neg, div, ...), and
 //      these five for every dtype but float32, still works on toyaccel
 //      tensors: the host's CPU fallback copies the inputs to the host
 //      through this plugin's copy functions, runs the CPU kernel, and copies
@@ -35,9 +37,9 @@
 // compiler or standard library than the host (the test builds it with
 // clang++ -stdlib=libc++ and loads it into a g++/libstdc++ host).
 //
-// Build with -DTOYACCEL_MUTANT to get a deliberately wrong mul.out (it adds):
-// the conformance test builds that too and requires `backplane conformance`
-// to fail and name mul.out.
+// Build with -DTOYACCEL_MUTANT to get a deliberately wrong mul.out (it adds)
+// and bias_relu (it subtracts): the conformance test builds that too and
+// requires `backplane conformance` to fail and name each.
 
 #include <algorithm>
 #include <array>
@@ -51,6 +53,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backplane/plugin.hpp"
@@ -397,6 +400,176 @@ bp::Tensor sumOut(const bp::Tensor& self, std::optional<bp::IntList> dim, bool k
   return out;
 }
 
+// ================================================= an operator of our own
+
+// Note [toyaccel::bias_relu]
+// toyaccel::bias_relu(Tensor x, Tensor bias) -> Tensor is relu(x + bias) for
+// a bias along x's last dim: an operator of the plugin's own, defined as
+// fully as a standard one (docs/plugins.md, "An operator of your own"):
+//   - a rule (m.meta) the host runs before any kernel of it, on any device:
+//     one device, one floating dtype, a bias of x.size(-1) elements;
+//   - a toyaccel kernel (float32) and a cpu kernel (float32, float64), which
+//     also serves toyaccel calls of float64 through the CPU fallback;
+//   - a derivative (m.derivative) through a backward op of its own with a
+//     cpu kernel, so training works on both devices;
+//   - conformance samples (m.spec) with a reference function, so
+//     `backplane conformance --native --strict` certifies it, its gradient
+//     included, instead of listing it as uncertified.
+
+// "toyaccel:1", "cpu:0": a device as messages name it.
+std::string deviceName(bp::Device d) {
+  const char* type = bp::deviceTypeName(d.type);
+  return (type ? std::string(type) : "device type " + std::to_string(d.type)) + ":" + std::to_string(d.index);
+}
+
+// The rule: throws (bp::fail) with what is wrong and what to do.
+void biasReluMeta(const bp::Tensor& x, const bp::Tensor& bias) {
+  const char* op = "toyaccel::bias_relu";
+  BP_PLUGIN_CHECK(x.device() == bias.device(), op, ": x is on ", deviceName(x.device()), " but bias is on ",
+                  deviceName(bias.device()), "; move both to one device");
+  BP_PLUGIN_CHECK(x.dtype() == bias.dtype(), op, ": x is ", bp::name(x.dtype()), " but bias is ",
+                  bp::name(bias.dtype()), "; give both one dtype");
+  BP_PLUGIN_CHECK(x.dtype() == ScalarType::Float32 || x.dtype() == ScalarType::Float64, op, " takes float32 or ",
+                  "float64 tensors, not ", bp::name(x.dtype()));
+  BP_PLUGIN_CHECK(x.dim() >= 1 && bias.dim() == 1 && bias.size(0) == x.size(x.dim() - 1), op,
+                  ": bias must have one dim of x's last size (", x.dim() >= 1 ? x.size(x.dim() - 1) : 0,
+                  "), but x has ", x.dim(), " dims and bias ", bias.dim(), " of ",
+                  bias.dim() == 1 ? bias.size(0) : bias.numel(), " elements");
+}
+
+// On toyaccel, float32: the rule has run, so both are float32 on one device.
+bp::Tensor biasReluToyaccel(const bp::Tensor& x, const bp::Tensor& bias) {
+  bp::Tensor out = bp::Tensor::empty(x.sizes(), ScalarType::Float32, x.device());
+  bp::forEach(operand<float>(out, "bias_relu"), operand<const float>(x, "bias_relu"),
+              operand<const float>(bias, "bias_relu"), [](float v, float b) {
+#ifdef TOYACCEL_MUTANT
+                const float y = v - b;  // deliberately wrong: its own samples must catch it
+#else
+                const float y = v + b;
+#endif
+                return y > 0 ? y : 0.0f;
+              });
+  return out;
+}
+
+// On the host, float32 or float64.
+template <class T>
+void biasReluHost(const bp::Tensor& x, const bp::Tensor& bias, const bp::Tensor& out) {
+  bp::forEach<T>(out, x, bias, [](T v, T b) {
+    const T y = v + b;
+    return y > 0 ? y : T(0);
+  });
+}
+bp::Tensor biasReluCpu(const bp::Tensor& x, const bp::Tensor& bias) {
+  bp::Tensor out = bp::Tensor::empty(x.sizes(), x.dtype(), x.device());
+  if (x.dtype() == ScalarType::Float64) {
+    biasReluHost<double>(x, bias, out);
+  } else {
+    biasReluHost<float>(x, bias, out);
+  }
+  return out;
+}
+
+// toyaccel::bias_relu_backward(Tensor grad, Tensor result) -> (Tensor, Tensor):
+// the gradients of x (grad where the result is positive) and of bias (that,
+// summed over every dim but the last). On the host; toyaccel tensors reach
+// it through the CPU fallback.
+template <class T>
+void biasReluBackwardHost(const bp::Tensor& grad, const bp::Tensor& result, const bp::Tensor& grad_x,
+                          const bp::Tensor& grad_bias) {
+  bp::forEach<T>(grad_x, grad, result, [](T g, T r) { return r > 0 ? g : T(0); });
+  const int64_t n = grad_bias.numel();
+  std::vector<double> sums(static_cast<size_t>(n), 0.0);
+  // grad_x is contiguous (made below): row-major rows of n elements.
+  const T* gx = grad_x.data_ptr<T>();
+  for (int64_t i = 0; i < grad_x.numel(); ++i) sums[static_cast<size_t>(i % n)] += static_cast<double>(gx[i]);
+  T* gb = grad_bias.data_ptr<T>();
+  for (int64_t j = 0; j < n; ++j) gb[j] = static_cast<T>(sums[static_cast<size_t>(j)]);
+}
+std::tuple<bp::Tensor, bp::Tensor> biasReluBackwardCpu(const bp::Tensor& grad, const bp::Tensor& result) {
+  BP_PLUGIN_CHECK(grad.sizes() == result.sizes() && grad.dtype() == result.dtype() && result.dim() >= 1,
+                  "toyaccel::bias_relu_backward: grad and result must have one shape and dtype");
+  bp::Tensor grad_x = bp::Tensor::empty(grad.sizes(), grad.dtype(), grad.device());
+  const int64_t n = result.size(result.dim() - 1);
+  bp::Tensor grad_bias = bp::Tensor::empty({n}, grad.dtype(), grad.device());
+  if (grad.dtype() == ScalarType::Float64) {
+    biasReluBackwardHost<double>(grad, result, grad_x, grad_bias);
+  } else {
+    biasReluBackwardHost<float>(grad, result, grad_x, grad_bias);
+  }
+  return {grad_x, grad_bias};
+}
+
+// The conformance reference: relu(x + bias) in double, element by element,
+// independent of the kernels above.
+bp::Tensor biasReluReference(const bp::Tensor& x, const bp::Tensor& bias) {
+  bp::Tensor out = bp::Tensor::empty(x.sizes(), x.dtype(), x.device());
+  auto run = [&](auto zero) {
+    using T = decltype(zero);
+    bp::forEachElement(
+        x.sizes(),
+        [](T& o, const T& v, const T& b) {
+          const double y = static_cast<double>(v) + static_cast<double>(b);
+          o = static_cast<T>(y > 0 ? y : 0);
+        },
+        bp::hostSpan<T>(out), bp::hostSpan<const T>(x), bp::hostSpan<const T>(bias));
+  };
+  if (x.dtype() == ScalarType::Float64) {
+    run(0.0);
+  } else {
+    run(0.0f);
+  }
+  return out;
+}
+
+// The samples (docs/conformance.md, "Samples of a plugin's own operator"):
+// each T sample runs in float32 and float64; .T is a transposed input;
+// the `raises` samples must be refused on every backend (by the rule).
+constexpr const char* kBiasReluSamples = R"(
+dtypes: float32, float64
+rows: T[4,8], T[8]
+3-d: T[2,3,5], T[5]
+transposed x: T[6,4].T, T[4]
+one element: T[1], T[1]
+raises bias of the wrong length: float32[4,8], float32[7]
+raises bias of another dtype: float32[4,8], float64[8]
+raises bias on another device: float32[4,8], float32[8]@cpu
+raises int32 tensors: int32[4,8], int32[8]
+)";
+constexpr const char* kBiasReluBackwardSamples = R"(
+dtypes: float32, float64
+rows: T[4,8], T[4,8]
+3-d: T[2,3,5], T[2,3,5]
+)";
+
+// The backward op's reference: each gradient element by element in double.
+std::tuple<bp::Tensor, bp::Tensor> biasReluBackwardReference(const bp::Tensor& grad, const bp::Tensor& result) {
+  const int64_t n = result.size(result.dim() - 1);
+  bp::Tensor grad_x = bp::Tensor::empty(grad.sizes(), grad.dtype(), grad.device());
+  bp::Tensor grad_bias = bp::Tensor::empty({n}, grad.dtype(), grad.device());
+  std::vector<double> sums(static_cast<size_t>(n), 0.0);
+  auto run = [&](auto zero) {
+    using T = decltype(zero);
+    int64_t i = 0;  // forEachElement walks row-major: element i is in column i % n
+    bp::forEachElement(
+        grad.sizes(),
+        [&](T& gx, const T& g, const T& r) {
+          const double v = r > 0 ? static_cast<double>(g) : 0.0;
+          gx = static_cast<T>(v);
+          sums[static_cast<size_t>(i++ % n)] += v;
+        },
+        bp::hostSpan<T>(grad_x), bp::hostSpan<const T>(grad), bp::hostSpan<const T>(result));
+    T* gb = grad_bias.data_ptr<T>();
+    for (int64_t j = 0; j < n; ++j) gb[j] = static_cast<T>(sums[static_cast<size_t>(j)]);
+  };
+  if (grad.dtype() == ScalarType::Float64) {
+    run(0.0);
+  } else {
+    run(0.0f);
+  }
+  return {grad_x, grad_bias};
+}
+
 // ======================================================================= init
 
 // Called once by the host when it loads the library. Everything registered
@@ -415,6 +588,18 @@ void init(bp::Library& m) {
   m.impl("sum.IntList_out", toyaccel, &sumOut, float32);
   // No m.fallback(): operators without a toyaccel kernel use the host's CPU
   // fallback, which needs nothing from us but the copy functions above.
+
+  // An operator of our own (Note [toyaccel::bias_relu]).
+  m.def("toyaccel::bias_relu(Tensor x, Tensor bias) -> Tensor");
+  m.def("toyaccel::bias_relu_backward(Tensor grad, Tensor result) -> (Tensor, Tensor)");
+  m.meta("toyaccel::bias_relu", &biasReluMeta);
+  m.impl("toyaccel::bias_relu", toyaccel, &biasReluToyaccel, float32);
+  const bp::Dtypes host_floats = {ScalarType::Float32, ScalarType::Float64};
+  m.impl("toyaccel::bias_relu", /*cpu=*/0, &biasReluCpu, host_floats);
+  m.impl("toyaccel::bias_relu_backward", /*cpu=*/0, &biasReluBackwardCpu, host_floats);
+  m.derivative("toyaccel::bias_relu", "toyaccel::bias_relu_backward(grad, result) -> (x, bias)");
+  m.spec("toyaccel::bias_relu", kBiasReluSamples, &biasReluReference);
+  m.spec("toyaccel::bias_relu_backward", kBiasReluBackwardSamples, &biasReluBackwardReference);
 }
 
 // Called before the library is closed, after the host has checked that no

@@ -48,7 +48,9 @@ cxx=${GXX:-c++}
 # toyaccel's native kernels, as `--ops` names them: only the .out forms are
 # native; add/mul/relu/mm/sum's functional and in-place forms are composites
 # over them (Note [The standard operator table]).
-toy_native_ops='^bp::(add|mul|relu|mm|sum)(\.|_|$)'
+# Its own operator, toyaccel::bias_relu, is native too and certified by its
+# own samples (m.spec); its backward op has a cpu kernel only.
+toy_native_ops='^(bp::(add|mul|relu|mm|sum)(\.|_|$)|toyaccel::bias_relu$)'
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/backplane_conformance_test.XXXXXX")
 cleanup() {
@@ -130,9 +132,22 @@ print("\n".join(sorted({r["op"] for r in json.load(open(sys.argv[1]))["results"]
 grep -q '^device\.copy$' <<<"$native_ops" || die "toyaccel's --native run skipped the device checks"
 unexpected=$(grep -v '^device\.' <<<"$native_ops" | grep -Ev "$toy_native_ops" || true)
 [[ -z $unexpected ]] || die "--native ran specs with no native toyaccel kernel: $unexpected"
-for op in 'bp::add\.Tensor' 'bp::mul\.Tensor' 'bp::relu' 'bp::mm' 'bp::sum\..*'; do
+for op in 'bp::add\.Tensor' 'bp::mul\.Tensor' 'bp::relu' 'bp::mm' 'bp::sum\..*' 'toyaccel::bias_relu'; do
   grep -qx "$op" <<<"$native_ops" || die "--native did not run $op, which toyaccel serves natively: $native_ops"
 done
+# The plugin's own operator: certified (not uncertified), its gradient form
+# too (m.derivative), against the plugin's reference function, which the
+# result says.
+python3 - "$tmp/toy_strict.json" <<'PY' || die "toyaccel::bias_relu was not certified by its own samples"
+import json, sys
+rs = [r for r in json.load(open(sys.argv[1]))["results"] if r["op"] == "toyaccel::bias_relu"]
+forms = {r["form"]: r for r in rs}
+assert set(forms) == {"functional", "gradient"}, forms
+for r in rs:
+    assert r["outcome"] == "pass", r
+    assert "reference: plugin toyaccel's reference function" in r.get("note", ""), r
+assert forms["functional"]["samples"] >= 8, forms["functional"]
+PY
 
 # The mutant: conformance must catch the wrong mul.out, and say which op.
 conformance fail "$tmp/mutant.log" --plugin "$mutant_so" --backend toyaccel --ops '^bp::(mul|add)(\.|_|$)'
@@ -149,6 +164,12 @@ fi
 grep -Eq '^  toyaccel:0  bp::mul\.Tensor \(gradient,' <<<"$failures" ||
   die "the mutant's report does not list mul's gradient form among the failures"
 
+# The mutant's bias_relu subtracts the bias: its own samples must catch it.
+conformance fail "$tmp/mutant_own.log" --plugin "$mutant_so" --backend toyaccel --ops '^toyaccel::'
+failures=$(sed -n '/^failures:$/,/^$/p' "$tmp/mutant_own.log")
+grep -Eq '^  toyaccel:0  toyaccel::bias_relu \(functional, native \(float32\)' <<<"$failures" ||
+  die "the mutant's report does not list toyaccel::bias_relu among the failures"
+
 # A plugin's source written for an older ABI minor, rebuilt against this SDK.
 older=$tmp/older_abi
 build vendor_plugin_test/older_abi_plugin "$older"
@@ -161,4 +182,4 @@ grep -Eq "^  olderabi:0  bp::neg\.out \(out, native\): error at sample '[^']* in
 conformance pass "$tmp/older_typed.log" --plugin "$older/typed/older_abi.so" --backend olderabi --ops "$older_ops"
 grep -q 'conformance: PASSED' "$tmp/older_typed.log" || die "the typed-error build's run did not say PASSED"
 
-step "PASS: minimal_plugin and toyaccel, built from the installed SDK, pass conformance; the mul.out mutant is caught; a plugin written for ABI 1.2 passes rebuilt against this SDK"
+step "PASS: minimal_plugin and toyaccel, built from the installed SDK, pass conformance; the mul.out and bias_relu mutants are caught; a plugin written for ABI 1.2 passes rebuilt against this SDK"

@@ -188,7 +188,7 @@ std::string errorOf(const std::function<void()>& f) {
 
 // ------------------------------------------------------ loading, devices
 
-TEST(ToyAccelPlugin, LoadsWithOneDeviceTypeOfTwoDevicesAndFiveKernels) {
+TEST(ToyAccelPlugin, LoadsWithOneDeviceTypeOfTwoDevicesAndEightKernels) {
   std::optional<PluginStatus> s = statusOf(kToy);
   ASSERT_TRUE(s.has_value());
   EXPECT_EQ(s->version, "1.0.0");
@@ -196,7 +196,8 @@ TEST(ToyAccelPlugin, LoadsWithOneDeviceTypeOfTwoDevicesAndFiveKernels) {
   ASSERT_EQ(s->devices.size(), 1u);
   EXPECT_EQ(s->devices[0].type_name, kToy);
   EXPECT_EQ(s->devices[0].device_count, 2);
-  EXPECT_EQ(s->kernels, 5u) << "add.out, mul.out, relu.out, mm.out and sum.IntList_out; no fallback";
+  EXPECT_EQ(s->kernels, 8u) << "add.out, mul.out, relu.out, mm.out and sum.IntList_out; bias_relu for toyaccel and "
+                               "cpu, bias_relu_backward for cpu; no fallback";
   DeviceInterface* iface = DeviceTypeRegistry::global().interface(g_toy);
   ASSERT_NE(iface, nullptr);
   EXPECT_FALSE(iface->isHostAccessible());
@@ -625,6 +626,43 @@ TEST(ToyAccelMixed, ShapeErrorsComeFromTheRuleNotTheKernel) {
               }),
               HasSubstr("bp::mm"));
   EXPECT_EQ(nativeOutFallbacks(), fallbacks);
+}
+
+// toyaccel::bias_relu, the plugin's own operator (Note [toyaccel::bias_relu]):
+// its rule refuses what its kernels cannot take before any of them runs,
+// the toyaccel kernel agrees with the cpu one, float64 goes to the cpu kernel
+// through the fallback, and it trains on toyaccel through its declared
+// derivative.
+TEST(ToyAccelOwnOperator, BiasReluRuleKernelsAndGradient) {
+  auto op = Dispatcher::singleton().findOpOrThrow("toyaccel::bias_relu").typed<Tensor(const Tensor&, const Tensor&)>();
+  const std::vector<float> xs = {-3, 1, 2, -0.5f, 4, -2};
+  const std::vector<float> bs = {1, -2, 0.25f};
+  const std::vector<float> want = {0, 0, 2.25f, 0.5f, 2, 0};
+  EXPECT_EQ(op.call(f32(xs, {2, 3}, toy(1)), f32(bs, {3}, toy(1))).toVector<float>(), want);
+  EXPECT_EQ(op.call(f32(xs, {2, 3}), f32(bs, {3})).toVector<float>(), want);
+  Tensor r64 = op.call(f32(xs, {2, 3}, toy(0)).to(ScalarType::Float64), f32(bs, {3}, toy(0)).to(ScalarType::Float64));
+  EXPECT_EQ(r64.device(), toy(0));
+  EXPECT_EQ(r64.dtype(), ScalarType::Float64);
+  EXPECT_EQ(r64.to(ScalarType::Float32).toVector<float>(), want);
+
+  EXPECT_THAT(errorOf([&] {
+                op.call(f32(xs, {2, 3}, toy(0)), f32(bs, {3}, toy(1)));
+              }),
+              HasSubstr("toyaccel::bias_relu: x is on toyaccel:0 but bias is on toyaccel:1"));
+  EXPECT_THAT(errorOf([&] { op.call(f32(xs, {2, 3}, toy(0)), f32(bs, {3})); }), HasSubstr("but bias is on cpu:0"));
+  EXPECT_THAT(errorOf([&] {
+                op.call(f32(xs, {3, 2}, toy(0)), f32(bs, {3}, toy(0)));
+              }),
+              HasSubstr("bias must have one dim of x's last size (2)"));
+
+  // Gradients on toyaccel, through toyaccel::bias_relu_backward.
+  Tensor x = f32(xs, {2, 3}, toy(0)), b = f32(bs, {3}, toy(0));
+  x.requires_grad_();
+  b.requires_grad_();
+  op.call(x, b).sum().backward();
+  EXPECT_EQ(x.grad().toVector<float>(), (std::vector<float>{0, 0, 1, 1, 1, 0}));
+  EXPECT_EQ(b.grad().toVector<float>(), (std::vector<float>{1, 1, 1}));
+  EXPECT_EQ(x.grad().device(), toy(0));
 }
 
 // Regression: ops without a toyaccel kernel (run by the CPU fallback) once

@@ -20,6 +20,7 @@
 #include "backplane/ops/derivatives.h"
 #include "backplane/plugin_api.h"
 #include "backplane/runtime/plugin_registry.h"
+#include "backplane/runtime/plugin_specs.h"
 #include "plugin_calls.h"
 
 namespace backplane::plugin_detail {
@@ -37,7 +38,10 @@ struct LoadedPlugin {
   std::atomic<int64_t> live_allocations{0};
   bool initializing = false;
   std::vector<RegistrationHandle> handles;
-  std::vector<DerivativeRegistration> derivatives;  // BP_HostApi.derivative (Note [Declared derivatives])
+  std::vector<DerivativeRegistration> derivatives;         // BP_HostApi.derivative (Note [Declared derivatives])
+  std::vector<std::string> defined_ops;                    // what its def calls defined, qualified
+  std::vector<std::string> meta_ops;                       // the ops it gave a meta (one each)
+  std::vector<std::shared_ptr<const DeclaredSpec>> specs;  // BP_HostApi.spec
   std::vector<PluginDeviceInterface*> devices;
   std::vector<std::pair<OperatorEntry*, DispatchKey>> owned_impls;
 };
@@ -123,6 +127,10 @@ KernelFunction makePluginKernel(LoadedPlugin* plugin, const BP_KernelDesc& desc,
 KernelFunction makePluginKernelWhenDefined(LoadedPlugin* plugin, const BP_KernelDesc& desc, const OperatorHandle& op);
 // A plugin's boxed fallback for its device type: serves every operator.
 KernelFunction makePluginFallback(LoadedPlugin* plugin, const BP_KernelDesc& desc);
+// BP_HostApi.meta's rule (no returns) and BP_HostApi.spec's reference
+// (called outside the dispatch table, so it may not decline).
+KernelFunction makePluginMeta(LoadedPlugin* plugin, const BP_KernelDesc& desc, const OperatorHandle& op);
+KernelFunction makePluginReference(LoadedPlugin* plugin, const BP_KernelDesc& desc, const OperatorHandle& op);
 
 // Note [Reading ABI structs]
 // A receiver reads a field only if struct_size covers its end (Note [ABI
@@ -198,6 +206,13 @@ struct AbiFields<BP_TensorInfo> {
                                          BP_ABI_FIELD(storage_offset), BP_ABI_FIELD(dtype), BP_ABI_FIELD(device),
                                          BP_ABI_FIELD(is_contiguous)};
 };
+template <>
+struct AbiFields<BP_SpecDesc> {
+  using S = BP_SpecDesc;
+  static constexpr size_t kStructSize = BP_SpecDesc_STRUCT_SIZE;
+  static constexpr AbiField kFields[] = {BP_ABI_FIELD(struct_size), BP_ABI_FIELD(samples), BP_ABI_FIELD(reference),
+                                         BP_ABI_FIELD(atol), BP_ABI_FIELD(rtol)};
+};
 #undef BP_ABI_FIELD
 
 // Whether AbiFields<T> lists every field of T in order: each field starts
@@ -217,6 +232,7 @@ static_assert(abiFieldsComplete<BP_PluginInfo>(), "AbiFields<BP_PluginInfo> does
 static_assert(abiFieldsComplete<BP_KernelDesc>(), "AbiFields<BP_KernelDesc> does not match plugin_api.h");
 static_assert(abiFieldsComplete<BP_DeviceTypeDesc>(), "AbiFields<BP_DeviceTypeDesc> does not match plugin_api.h");
 static_assert(abiFieldsComplete<BP_TensorInfo>(), "AbiFields<BP_TensorInfo> does not match plugin_api.h");
+static_assert(abiFieldsComplete<BP_SpecDesc>(), "AbiFields<BP_SpecDesc> does not match plugin_api.h");
 
 // The bytes of T that `given` bytes cover whole fields of: the end of the
 // last field that ends at or before `given` (0 if none).

@@ -246,6 +246,10 @@ struct PluginKernel final : OperatorKernel {
   // declines the call (Note [Declined calls]); `handle` is its op.
   bool may_decline = false;
   std::optional<OperatorHandle> handle;
+  // A plugin operator's meta (BP_HostApi.meta, Note [A plugin's own
+  // operators]): called with the op's arguments and no returns; it returns
+  // nothing and leaves the stack empty.
+  bool meta = false;
 };
 
 // Note [Dtypes of older plugins]: a tensor the declared set let through can
@@ -390,7 +394,7 @@ bool maskedOut(const FunctionSchema& s, const Stack& stack, size_t first_arg, si
 void pluginBoxed(OperatorKernel* functor, const OperatorHandle& op, DispatchKeySet ks, Stack* stack) {
   const auto& k = *static_cast<PluginKernel*>(functor);
   const FunctionSchema& s = op.schema();
-  const size_t n = s.arguments().size(), m = s.returns().size();
+  const size_t n = s.arguments().size(), m = k.meta ? 0 : s.returns().size();
   if (stack->size() < n) [[unlikely]]
     ::backplane::detail::throwBadArgumentCount(op, n, stack->size());
   if (k.legacy_dtypes) [[unlikely]]
@@ -636,6 +640,30 @@ KernelFunction makePluginKernelWhenDefined(LoadedPlugin* plugin, const BP_Kernel
                                    /*declare=*/desc.cpp_signature != nullptr);
   }
   return makeAdaptedPluginKernel(plugin, desc, op, desc.cpp_signature ? desc.cpp_signature : "", /*declare=*/true);
+}
+
+KernelFunction makePluginMeta(LoadedPlugin* plugin, const BP_KernelDesc& desc, const OperatorHandle& op) {
+  auto k = std::make_shared<PluginKernel>();
+  k->plugin = plugin;
+  k->fn = desc.fn;
+  k->ctx = desc.ctx;
+  k->op = reinterpret_cast<const BP_Operator*>(&op.entry());
+  k->context = strCat("the shape rule (meta) of plugin '", plugin->status.name, "' for ", op.entry().qualifiedName());
+  k->legacy_dtypes = predatesAbi15Dtypes(*plugin);
+  k->meta = true;
+  return KernelFunction::makeFromParts(std::move(k), &pluginBoxed, nullptr, std::string());
+}
+
+KernelFunction makePluginReference(LoadedPlugin* plugin, const BP_KernelDesc& desc, const OperatorHandle& op) {
+  auto k = std::make_shared<PluginKernel>();
+  k->plugin = plugin;
+  k->fn = desc.fn;
+  k->ctx = desc.ctx;
+  k->op = reinterpret_cast<const BP_Operator*>(&op.entry());
+  k->context =
+      strCat("the conformance reference of plugin '", plugin->status.name, "' for ", op.entry().qualifiedName());
+  k->legacy_dtypes = predatesAbi15Dtypes(*plugin);
+  return KernelFunction::makeFromParts(std::move(k), &pluginBoxed, nullptr, std::string());
 }
 
 KernelFunction makePluginFallback(LoadedPlugin* plugin, const BP_KernelDesc& desc) {

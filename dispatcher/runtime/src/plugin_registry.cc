@@ -240,6 +240,103 @@ BP_Error* hostDef(BP_Plugin* plugin, const char* schema) try {
   auto handle = Dispatcher::singleton().registerDef(schema, strCat("plugin ", p.status.name));
   if (!handle.ok()) return toError(handle.status());
   p.handles.push_back(*std::move(handle));
+  if (absl::StatusOr<FunctionSchema> parsed = FunctionSchema::parse(schema); parsed.ok())
+    p.defined_ops.push_back(parsed->name().qualifiedName());
+  return nullptr;
+} catch (...) {
+  return plugin_detail::errorFromCurrentException();
+}
+
+// The operator `op` names, if this plugin defined it (Note [A plugin's own
+// operators]: meta and spec are for a plugin's own operators only).
+absl::StatusOr<OperatorHandle> ownOperator(LoadedPlugin& p, const char* what, const char* op) {
+  if (op == nullptr) return absl::InvalidArgumentError(strCat("plugin '", p.status.name, "': ", what, ": op is NULL"));
+  const std::string qualified = qualifyOp(op);
+  if (std::find(p.defined_ops.begin(), p.defined_ops.end(), qualified) == p.defined_ops.end()) {
+    std::optional<OperatorHandle> h = Dispatcher::singleton().findOp(qualified);
+    return absl::InvalidArgumentError(strCat(
+        "plugin '", p.status.name, "': ", what, "(", qualified, "): ",
+        h && h->hasSchema()
+            ? "the operator is not this plugin's (its rule and samples belong to whoever defines it)"
+            : strCat("the plugin has not defined it; def() it first.", Dispatcher::singleton().didYouMean(qualified))));
+  }
+  return Dispatcher::singleton().findOpOrThrow(qualified);
+}
+
+// BP_HostApi.meta (ABI 1.9; Note [A plugin's own operators]).
+BP_Error* hostMeta(BP_Plugin* plugin, const char* op, const BP_KernelDesc* raw) try {
+  LoadedPlugin& p = pluginOf(plugin);
+  if (absl::Status s = requireInitializing(p, "meta"); !s.ok()) return toError(s);
+  absl::StatusOr<OperatorHandle> h = ownOperator(p, "meta", op);
+  if (!h.ok()) return toError(h.status());
+  absl::StatusOr<BP_KernelDesc> desc = plugin_detail::readStruct(raw, "BP_KernelDesc");
+  if (!desc.ok()) return toError(desc.status());
+  const std::string name = h->operatorName().qualifiedName();
+  if (!desc->fn)
+    return toError(absl::InvalidArgumentError(strCat("plugin '", p.status.name, "': meta(", name, "): fn is NULL")));
+  if (desc->dtypes != 0) {
+    return toError(absl::InvalidArgumentError(strCat("plugin '", p.status.name, "': meta(", name,
+                                                     "): a rule sees every call, so BP_KernelDesc.dtypes must be 0")));
+  }
+  std::string params = cppSignatureForSchema(h->schema());
+  const std::string expected = strCat(params.substr(0, params.rfind(" -> ")), " -> ()");
+  if (desc->cpp_signature && expected != desc->cpp_signature) {
+    return toError(absl::InvalidArgumentError(strCat("plugin '", p.status.name, "': the meta of ", name,
+                                                     " has C++ signature ", desc->cpp_signature, ", but the schema ",
+                                                     h->schema().toString(), " needs ", expected)));
+  }
+  if (std::find(p.meta_ops.begin(), p.meta_ops.end(), name) != p.meta_ops.end()) {
+    return toError(absl::AlreadyExistsError(strCat("plugin '", p.status.name, "': meta(", name,
+                                                   ") again: an operator has one rule; check every case in it")));
+  }
+  auto handle = Dispatcher::singleton().registerMeta(name, plugin_detail::makePluginMeta(&p, *desc, *h),
+                                                     strCat("plugin ", p.status.name));
+  if (!handle.ok()) return toError(handle.status());
+  p.handles.push_back(*std::move(handle));
+  p.meta_ops.push_back(name);
+  return nullptr;
+} catch (...) {
+  return plugin_detail::errorFromCurrentException();
+}
+
+// BP_HostApi.spec (ABI 1.9; Note [A plugin's own operators], Note [Sample
+// notation]).
+BP_Error* hostSpec(BP_Plugin* plugin, const char* op, const BP_SpecDesc* raw) try {
+  LoadedPlugin& p = pluginOf(plugin);
+  if (absl::Status s = requireInitializing(p, "spec"); !s.ok()) return toError(s);
+  absl::StatusOr<OperatorHandle> h = ownOperator(p, "spec", op);
+  if (!h.ok()) return toError(h.status());
+  absl::StatusOr<BP_SpecDesc> desc = plugin_detail::readStruct(raw, "BP_SpecDesc");
+  if (!desc.ok()) return toError(desc.status());
+  const std::string name = h->operatorName().qualifiedName();
+  auto fail = [&](const std::string& what) {
+    return toError(absl::InvalidArgumentError(strCat("plugin '", p.status.name, "': spec(", name, "): ", what)));
+  };
+  if (!desc->samples) return fail("samples is NULL");
+  if (!(desc->atol >= 0) || !(desc->rtol >= 0)) return fail("atol and rtol must be 0 or more");
+  for (const auto& s : p.specs)
+    if (s->op == name) return fail("a second spec: give every sample in one");
+  absl::StatusOr<std::vector<SampleDecl>> samples = parseSampleNotation(h->schema(), desc->samples);
+  if (!samples.ok()) return fail(std::string(samples.status().message()));
+  auto spec = std::make_shared<DeclaredSpec>();
+  spec->op = name;
+  spec->plugin = p.status.name;
+  spec->samples = *std::move(samples);
+  spec->atol = desc->atol;
+  spec->rtol = desc->rtol;
+  if (desc->reference) {
+    absl::StatusOr<BP_KernelDesc> ref = plugin_detail::readStruct(desc->reference, "BP_KernelDesc");
+    if (!ref.ok()) return toError(ref.status());
+    if (!ref->fn) return fail("reference->fn is NULL");
+    const std::string expected = cppSignatureForSchema(h->schema());
+    if (ref->cpp_signature && expected != ref->cpp_signature) {
+      return fail(strCat("the reference has C++ signature ", ref->cpp_signature, ", but the schema ",
+                         h->schema().toString(), " needs ", expected));
+    }
+    spec->reference = plugin_detail::makePluginReference(&p, *ref, *h);
+  }
+  absl::MutexLock lock(&registryImpl().mu);
+  p.specs.push_back(std::move(spec));
   return nullptr;
 } catch (...) {
   return plugin_detail::errorFromCurrentException();
@@ -399,6 +496,15 @@ PluginRegistry::Impl& registryImpl() { return PluginRegistryAccess::impl(plugins
 
 }  // namespace
 
+std::vector<std::shared_ptr<const DeclaredSpec>> declaredSpecs() {
+  std::vector<std::shared_ptr<const DeclaredSpec>> out;
+  PluginRegistry::Impl& impl = registryImpl();
+  absl::MutexLock lock(&impl.mu);
+  for (const LoadedPlugin* p : impl.all)
+    if (p->status.loaded) out.insert(out.end(), p->specs.begin(), p->specs.end());
+  return out;
+}
+
 namespace plugin_detail {
 const BP_HostApi& hostApi() {
   static const BP_HostApi api = [] {
@@ -416,6 +522,8 @@ const BP_HostApi& hostApi() {
     a.device_type_name = &hostDeviceTypeName;
     a.impl_when_defined = &hostImplWhenDefined;
     a.derivative = &hostDerivative;
+    a.meta = &hostMeta;
+    a.spec = &hostSpec;
     return a;
   }();
   return api;
@@ -453,8 +561,11 @@ void finishSnapshot(PluginStatus& s) {
 void PluginRegistry::Impl::rollback(LoadedPlugin& p) {
   p.derivatives.clear();
   p.handles.clear();  // newest last; order does not matter for distinct registrations
+  p.defined_ops.clear();
+  p.meta_ops.clear();
   auto& reg = DeviceTypeRegistry::global();
   absl::MutexLock lock(&mu);
+  p.specs.clear();
   for (auto& key : p.owned_impls) impl_owner.erase(key);
   p.owned_impls.clear();
   for (PluginDeviceInterface* d : p.devices) {

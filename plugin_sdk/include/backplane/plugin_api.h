@@ -63,7 +63,8 @@
  *   dtypes BP_INT16, BP_UINT16, BP_UINT32 and BP_UINT64 (Note [Dtypes of
  *   older plugins]); 1.6 added BP_HostApi.derivative; 1.7 added
  *   BP_DECLINED (Note [Declined calls]); 1.8 added
- *   BP_DeviceTypeDesc.event_wait_device.
+ *   BP_DeviceTypeDesc.event_wait_device; 1.9 added BP_HostApi.meta and
+ *   BP_HostApi.spec (Note [A plugin's own operators]).
  * - Strings passed in are borrowed for the duration of the call unless a
  *   field says otherwise; strings returned are owned by their producer.
  */
@@ -76,7 +77,7 @@
 #define BP_PLUGIN_MAGIC 0x4C504250u /* "BPPL" little-endian */
 #define BP_ABI_MAJOR 1
 /* This header's minor: the newest ABI it describes. */
-#define BP_HEADER_ABI_MINOR 8
+#define BP_HEADER_ABI_MINOR 9
 
 /* Note [The ABI a plugin's source targets]
  * BP_ABI_MINOR is the minor a plugin reports (BP_PluginInfo.abi_minor) and
@@ -315,6 +316,29 @@ typedef struct BP_KernelDesc {
 /* The bit of BP_KernelDesc.dtypes for BP_ScalarType `t`. */
 #define BP_DTYPE_BIT(t) (UINT64_C(1) << (t))
 
+/* Conformance samples for an operator a plugin defines (BP_HostApi.spec,
+ * ABI 1.9; Note [A plugin's own operators]). */
+typedef struct BP_SpecDesc {
+  size_t struct_size;
+  /* The sample calls, one per line, in the host's sample notation
+   * (docs/conformance.md "Samples of a plugin's own operator"), e.g.
+   *   dtypes: float32, float16
+   *   rows: T[4,8], T[8]
+   *   transposed: T[8,4].T, T[4]
+   *   raises bias on the host: T[4,8], T[8]@cpu
+   * Copied during the call. */
+  const char* samples;
+  /* What each sample must return: a kernel with the operator's signature,
+   * called with the samples' host tensors. NULL: the operator's cpu kernel
+   * is the reference (the reports say which). */
+  const BP_KernelDesc* reference;
+  /* Tolerance for floating results, |actual - expected| <= atol + rtol *
+   * |expected|; 0 and 0: the result dtype's default (PyTorch's). */
+  double atol;
+  double rtol;
+} BP_SpecDesc;
+#define BP_SpecDesc_STRUCT_SIZE BP_STRUCT_SIZE(BP_SpecDesc, rtol)
+
 /* ----------------------------------------------------------------- devices */
 
 typedef struct BP_DeviceProperties {
@@ -515,8 +539,33 @@ typedef struct BP_HostApi {
    * which replaces the general one for calls on it (a fused backward for a
    * standard op). Unloading the plugin removes its declarations. */
   BP_Error* (*derivative)(BP_Plugin* plugin, const char* op, int32_t device_type, const char* declaration);
+
+  /* --- Added in ABI 1.9 (check struct_size >= BP_STRUCT_SIZE(BP_HostApi,
+   * spec) and the slot before use when built for an older minor). */
+
+  /* Note [A plugin's own operators]
+   * A plugin's own operator (one it defs) gets what a standard one has:
+   * - meta: its shape, dtype and device rule. `rule` is a kernel with the
+   *   operator's parameters and no returns (cpp_signature "(Tensor, Tensor)
+   *   -> ()"; dtypes 0) that the host runs before the operator's kernel on
+   *   every call, whatever device serves it (the CPU fallback included), as
+   *   for the standard ops. It returns an error naming what is wrong and
+   *   what to do (BP_INVALID_ARGUMENT): an x on one device and a bias on
+   *   another, a bias of the wrong length, a dtype the operator does not
+   *   take. It must not write anything. One rule per operator; only for
+   *   operators this plugin defines.
+   * - spec: conformance samples (BP_SpecDesc), so `backplane conformance`
+   *   certifies the operator on every backend that serves it (its
+   *   gradient too when it has a derivative, and the mixed-dtype samples
+   *   of a kernel declaring several dtypes) instead of listing it as
+   *   uncertified. Only for operators this plugin defines; one per
+   *   operator. The sample text is checked against the schema here: an
+   *   error names the line.
+   * - derivative (above) and kernels for any device (impl). */
+  BP_Error* (*meta)(BP_Plugin* plugin, const char* op, const BP_KernelDesc* rule);
+  BP_Error* (*spec)(BP_Plugin* plugin, const char* op, const BP_SpecDesc* spec);
 } BP_HostApi;
-#define BP_HostApi_STRUCT_SIZE BP_STRUCT_SIZE(BP_HostApi, derivative)
+#define BP_HostApi_STRUCT_SIZE BP_STRUCT_SIZE(BP_HostApi, spec)
 /* BP_HostApi.derivative's device_type for "every device". */
 #define BP_ANY_DEVICE_TYPE (-1)
 

@@ -65,6 +65,9 @@ struct Sample {
   std::vector<IValue> args;  // every argument of the schema, on the host
   bool must_raise = false;   // the call must throw (bad shape, dtype, ...)
   std::string raise_reason;  // what is wrong with it, for the report
+  // Bit i: argument i (a tensor) stays on the host when the others move to
+  // the backend's device: a call mixing devices, which must raise there.
+  uint64_t host_args = 0;
 };
 
 using Reference = std::function<std::vector<Expected>(const Sample&)>;
@@ -88,7 +91,15 @@ struct OpSpec {
   // Extra slack for a dtype (reductions over many elements, ...); else the
   // dtype's default.
   std::function<Tolerance(ScalarType, const Sample&)> tolerance;
+  // Said in each form's result note: what the reference is, for a spec a
+  // plugin declared ("reference: plugin toyaccel's reference function").
+  std::string reference_note;
 };
+
+// The specs the loaded plugins declared for their own operators
+// (BP_HostApi.spec; Note [A plugin's own operators] in plugin_api.h), in
+// load order. Each lives as long as the process.
+std::vector<const OpSpec*> pluginSpecs();
 
 // Every spec, in registration order. Built once.
 const std::vector<OpSpec>& allSpecs();

@@ -212,6 +212,39 @@ class Library {
     throwIfError(h.derivative(plugin_, op, device_type, declaration));
   }
 #endif
+#if BP_ABI_MINOR >= 9
+  // The shape, dtype and device rule of an operator this plugin defines
+  // (BP_HostApi.meta, ABI 1.9; Note [A plugin's own operators] in
+  // plugin_api.h): a function with the operator's parameters returning
+  // void that throws bp::Error (bp::fail) naming what is wrong. The host
+  // runs it before the operator's kernel on every call, on any device, so
+  // no kernel sees an x on one device and a bias on another, e.g.
+  //   m.meta("toyaccel::bias_relu", +[](const bp::Tensor& x, const bp::Tensor& bias) { ... });
+  template <class... P>
+  void meta(const char* op, void (*rule)(P...)) {
+    const Kernel k = bp::kernel(rule);
+    BP_KernelDesc d{BP_KernelDesc_STRUCT_SIZE, k.fn, k.ctx, k.cpp_signature.c_str(), 0};
+    throwIfError(abi19Slot(host().meta, "meta", op)(plugin_, op, &d));
+  }
+  // Conformance samples for an operator this plugin defines (BP_HostApi.spec,
+  // ABI 1.9), in the sample notation (docs/conformance.md, "Samples of a
+  // plugin's own operator"): `backplane conformance` then certifies the
+  // operator on each backend that serves it against `reference` (a function
+  // with the operator's signature, called with host tensors), or without
+  // one against the operator's cpu kernel. atol/rtol: tolerance for
+  // floating results; 0 and 0 for the result dtype's default.
+  void spec(const char* op, const char* samples, double atol = 0, double rtol = 0) {
+    BP_SpecDesc d{BP_SpecDesc_STRUCT_SIZE, samples, nullptr, atol, rtol};
+    throwIfError(abi19Slot(host().spec, "spec", op)(plugin_, op, &d));
+  }
+  template <class R, class... P>
+  void spec(const char* op, const char* samples, R (*reference)(P...), double atol = 0, double rtol = 0) {
+    const Kernel k = bp::kernel(reference);
+    BP_KernelDesc ref{BP_KernelDesc_STRUCT_SIZE, k.fn, k.ctx, k.cpp_signature.c_str(), 0};
+    BP_SpecDesc d{BP_SpecDesc_STRUCT_SIZE, samples, &ref, atol, rtol};
+    throwIfError(abi19Slot(host().spec, "spec", op)(plugin_, op, &d));
+  }
+#endif
   // Registers a boxed kernel for every operator on `device_type` that has no
   // kernel there.
   void fallback(int32_t device_type, BP_KernelFn fn, void* ctx) {
@@ -232,6 +265,19 @@ class Library {
   }
 
  private:
+#if BP_ABI_MINOR >= 9
+  // A slot added in ABI 1.9, or a clear error from an older host.
+  template <class F>
+  F abi19Slot(F slot, const char* what, const char* op) const {
+    if (slot == nullptr) {
+      const BP_HostApi& h = host();
+      fail(BP_UNIMPLEMENTED,
+           detail::concat(what, "(\"", op ? op : "", "\"): the host provides plugin ABI ", h.abi_major, ".",
+                          h.abi_minor, ", which has no ", what, " (added in ABI 1.9); upgrade the host"));
+    }
+    return slot;
+  }
+#endif
   BP_Plugin* plugin_;
 };
 
