@@ -200,6 +200,7 @@ void cpuFallbackKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet
   // every tensor must be on the target device, except 0-d CPU tensors
   // (scalars). Moving data between devices is copy_'s job, a composite that
   // never reaches this fallback (it calls the same-device _copy_on_device_).
+  std::optional<Device> on_device;  // the device of the call's tensors
   {
     std::optional<Device> first;
     auto check = [&](const TensorBase& t, const Argument& arg) {
@@ -224,6 +225,30 @@ void cpuFallbackKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet
         for (const auto& t : v.toOptionalTensorList()) {
           if (t) check(*t, args[i]);
         }
+    }
+    on_device = first ? first : target;
+  }
+
+  // The CPU kernel declares its dtypes too and refuses this call's: say so
+  // from the caller's side (its device and tensors), not as a CPU call the
+  // caller never made, before copying anything.
+  if (std::optional<DtypeSet> cpu_declared = op.declaredDtypes(DispatchKey::CPU)) [[unlikely]] {
+    if (std::optional<ScalarType> refused =
+            detail::firstRefusedDtype(cpu_declared->mask(), *stack, n, op.entry().dtypeFixedArguments())) {
+      const KernelRecord& cpu_kernel = op.entry().slot(DispatchKey::CPU);
+      const std::string dtype(scalarTypeName(*refused));
+      BP_THROW(kUnimplemented, schema.name().qualifiedName(), " has no kernel for ",
+               on_device ? on_device->str() : device_name, " that takes ", dtype,
+               " (arguments: ", describeArguments(op, *stack), "): ",
+               reason != nullptr ? strCat("its ", device_name, " kernel declined it (", *reason, ")")
+               : op.declaredDtypes(key)
+                   ? strCat("its ", device_name, " kernel declares ", op.declaredDtypes(key)->str())
+                   : strCat("it has no ", device_name, " kernel"),
+               ", so the call went to the CPU fallback, whose CPU kernel",
+               cpu_kernel.debug.empty() ? "" : strCat(" (", cpu_kernel.debug, ")"), " declares ", cpu_declared->str(),
+               " and refuses ", dtype, " too. Declare ", dtype,
+               " in one of the kernels' registrations and handle it, or call with one of ",
+               op.declaredDtypes(key) ? op.declaredDtypes(key)->str() : cpu_declared->str());
     }
   }
 

@@ -229,9 +229,13 @@ TEST_F(DeclaredDtypesTest, DeclinedWithNothingElseNamesTheDeclaredAndRefusedDtyp
   expectError([&] { only.call(Tensor(emptyTensor({2}, ScalarType::Int32))); },
               {"dtcpu::only has no kernel for dispatch key CPU and dtype int32", "declares the dtypes float32, float64",
                "refuses int32"});
-  // From the test device: the CPU fallback runs the CPU kernel, which
-  // declines int32 in turn.
-  expectError([&] { only.call(on(ScalarType::Int32)); }, {"dtcpu::only", "dispatch key CPU", "refuses int32"});
+  // From the test device, which has no kernel: the CPU fallback would run
+  // the CPU kernel, which refuses int32; the error names the caller's
+  // device, not a CPU call the caller never made.
+  expectError(
+      [&] { only.call(on(ScalarType::Int32)); },
+      {"dtcpu::only has no kernel for " + on(ScalarType::Int32).device().str() + " that takes int32", "it has no",
+       "so the call went to the CPU fallback, whose CPU kernel", "declares float32, float64 and refuses int32 too"});
 }
 
 // A fallthrough registered as the backend key's fallback means "nothing at

@@ -22,6 +22,7 @@ namespace backplane {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 std::string pluginPath() { return strCat(BACKPLANE_TEST_PLUGIN_DIR, "/tp_own_ops.so"); }
 
@@ -91,6 +92,28 @@ TEST_F(PluginOwnOpsTest, TheRuleRunsBeforeTheCpuKernelAndTheCpuFallback) {
   EXPECT_EQ(calls(1), cpu0);
   EXPECT_EQ(addBias(x, testing::floats({1, 2})).toVector<float>(), (std::vector<float>{2, 4, 4, 6}));
   EXPECT_EQ(calls(1), cpu0 + 1);
+}
+
+// A dtype neither the device kernel nor the cpu kernel declares: the error
+// speaks of the caller's device and tensors and of both declarations, not
+// of a CPU call the caller never made (it used to say "no kernel for
+// dispatch key CPU"); nothing was copied to the host first.
+TEST_F(PluginOwnOpsTest, ADtypeNoKernelTakesIsReportedForTheCallersDevice) {
+  Tensor x(emptyTensor({2}, ScalarType::Float64, Device(type_, 1)));
+  Tensor b(emptyTensor({2}, ScalarType::Float64, Device(type_, 1)));
+  const int64_t cpu0 = calls(1);
+  try {
+    addBias(x, b);
+    FAIL() << "a float64 call found a kernel";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), absl::StatusCode::kUnimplemented);
+    EXPECT_THAT(e.what(), HasSubstr("tpown::add_bias has no kernel for tpowndev:1 that takes float64 (arguments: "
+                                    "Tensor[2] float64 tpowndev:1, Tensor[2] float64 tpowndev:1): its tpowndev kernel "
+                                    "declares float32, so the call went to the CPU fallback, whose CPU kernel (plugin "
+                                    "tp_own_ops) declares float32 and refuses float64 too"));
+    EXPECT_THAT(e.what(), Not(HasSubstr("dispatch key CPU")));
+  }
+  EXPECT_EQ(calls(1), cpu0);
 }
 
 TEST_F(PluginOwnOpsTest, TheSamplesAreDeclaredParsedAndExpandedPerDtype) {
