@@ -46,6 +46,11 @@ OpSpec specOf(std::shared_ptr<const DeclaredSpec> decl) {
   OpSpec spec;
   spec.op = decl->op;
   spec.family = "plugin " + decl->plugin;
+  // Forms the host derived from it (Note [Derived forms]) are certified by
+  // the same samples.
+  const DerivedFormNames forms = derivedFormsOf(decl->op);
+  spec.out = forms.out;
+  spec.inplace = forms.inplace;
   spec.reference_note = decl->reference.isValid() ? strCat("reference: plugin ", decl->plugin, "'s reference function")
                                                   : strCat("reference: the cpu kernel of ", decl->op);
   spec.samples = [decl] {

@@ -414,7 +414,9 @@ bp::Tensor sumOut(const bp::Tensor& self, std::optional<bp::IntList> dim, bool k
 //     cpu kernel, so training works on both devices;
 //   - conformance samples (m.spec) with a reference function, so
 //     `backplane conformance --native --strict` certifies it, its gradient
-//     included, instead of listing it as uncertified.
+//     included, instead of listing it as uncertified;
+//   - out= and in-place forms (bias_relu.out, bias_relu_) the host derives
+//     from it (m.deriveForms), certified by the same samples.
 
 // "toyaccel:1", "cpu:0": a device as messages name it.
 std::string deviceName(bp::Device d) {
@@ -599,6 +601,9 @@ void init(bp::Library& m) {
   m.impl("toyaccel::bias_relu_backward", /*cpu=*/0, &biasReluBackwardCpu, host_floats);
   m.derivative("toyaccel::bias_relu", "toyaccel::bias_relu_backward(grad, result) -> (x, bias)");
   m.spec("toyaccel::bias_relu", kBiasReluSamples, &biasReluReference);
+  // bias_relu.out and bias_relu_, derived by the host from the functional
+  // form (they call it and copy the result); the samples certify them too.
+  m.deriveForms("toyaccel::bias_relu", BP_FORM_OUT | BP_FORM_INPLACE);
   m.spec("toyaccel::bias_relu_backward", kBiasReluBackwardSamples, &biasReluBackwardReference);
 }
 

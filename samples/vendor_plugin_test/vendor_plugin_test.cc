@@ -655,6 +655,20 @@ TEST(ToyAccelOwnOperator, BiasReluRuleKernelsAndGradient) {
               }),
               HasSubstr("bias must have one dim of x's last size (2)"));
 
+  // The forms the host derived: out= (an empty out is resized) and in place.
+  auto out_form = Dispatcher::singleton()
+                      .findOpOrThrow("toyaccel::bias_relu.out")
+                      .typed<Tensor(const Tensor&, const Tensor&, const Tensor&)>();
+  Tensor out = f32({}, {0}, toy(1));
+  out_form.call(f32(xs, {2, 3}, toy(1)), f32(bs, {3}, toy(1)), out);
+  EXPECT_EQ(out.toVector<float>(), want);
+  Tensor self = f32(xs, {2, 3}, toy(1));
+  Dispatcher::singleton()
+      .findOpOrThrow("toyaccel::bias_relu_")
+      .typed<Tensor(const Tensor&, const Tensor&)>()
+      .call(self, f32(bs, {3}, toy(1)));
+  EXPECT_EQ(self.toVector<float>(), want);
+
   // Gradients on toyaccel, through toyaccel::bias_relu_backward.
   Tensor x = f32(xs, {2, 3}, toy(0)), b = f32(bs, {3}, toy(0));
   x.requires_grad_();

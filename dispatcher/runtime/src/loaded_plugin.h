@@ -42,6 +42,9 @@ struct LoadedPlugin {
   std::vector<std::string> defined_ops;                    // what its def calls defined, qualified
   std::vector<std::string> meta_ops;                       // the ops it gave a meta (one each)
   std::vector<std::shared_ptr<const DeclaredSpec>> specs;  // BP_HostApi.spec
+  // BP_HostApi.derive_forms: functional op -> its forms' names (the
+  // registrations are in `handles`).
+  std::map<std::string, DerivedFormNames> derived;
   std::vector<PluginDeviceInterface*> devices;
   std::vector<std::pair<OperatorEntry*, DispatchKey>> owned_impls;
 };
@@ -130,6 +133,8 @@ KernelFunction makePluginFallback(LoadedPlugin* plugin, const BP_KernelDesc& des
 // BP_HostApi.meta's rule (no returns) and BP_HostApi.spec's reference
 // (called outside the dispatch table, so it may not decline).
 KernelFunction makePluginMeta(LoadedPlugin* plugin, const BP_KernelDesc& desc, const OperatorHandle& op);
+// impl with BP_ANY_DEVICE_TYPE: the op's composite (it may not decline).
+KernelFunction makePluginComposite(LoadedPlugin* plugin, const BP_KernelDesc& desc, const OperatorHandle& op);
 KernelFunction makePluginReference(LoadedPlugin* plugin, const BP_KernelDesc& desc, const OperatorHandle& op);
 
 // Note [Reading ABI structs]

@@ -610,7 +610,7 @@ namespace {
 // A plugin kernel adapted to `signature`: unboxed when a compiled adapter
 // exists for it. It declares `signature` when unboxed, or when `declare`.
 KernelFunction makeAdaptedPluginKernel(LoadedPlugin* plugin, const BP_KernelDesc& desc, const OperatorHandle& op,
-                                       std::string signature, bool declare) {
+                                       std::string signature, bool declare, bool composite = false) {
   auto k = std::make_shared<PluginKernel>();
   k->plugin = plugin;
   k->fn = desc.fn;
@@ -618,7 +618,10 @@ KernelFunction makeAdaptedPluginKernel(LoadedPlugin* plugin, const BP_KernelDesc
   k->op = reinterpret_cast<const BP_Operator*>(&op.entry());
   k->context = strCat("kernel of plugin '", plugin->status.name, "' for ", op.entry().qualifiedName());
   k->legacy_dtypes = predatesAbi15Dtypes(*plugin);
-  k->may_decline = knowsAbi17Declines(*plugin);
+  // A composite serves every device: there is nothing below it to decline to.
+  k->may_decline = knowsAbi17Declines(*plugin) && !composite;
+  if (composite)
+    k->context = strCat("composite kernel of plugin '", plugin->status.name, "' for ", op.entry().qualifiedName());
   k->handle = op;
   void* unboxed = nullptr;
   if (auto it = fastTable().find(signature); it != fastTable().end()) unboxed = it->second;
@@ -640,6 +643,11 @@ KernelFunction makePluginKernelWhenDefined(LoadedPlugin* plugin, const BP_Kernel
                                    /*declare=*/desc.cpp_signature != nullptr);
   }
   return makeAdaptedPluginKernel(plugin, desc, op, desc.cpp_signature ? desc.cpp_signature : "", /*declare=*/true);
+}
+
+KernelFunction makePluginComposite(LoadedPlugin* plugin, const BP_KernelDesc& desc, const OperatorHandle& op) {
+  return makeAdaptedPluginKernel(plugin, desc, op, cppSignatureForSchema(op.schema()), /*declare=*/false,
+                                 /*composite=*/true);
 }
 
 KernelFunction makePluginMeta(LoadedPlugin* plugin, const BP_KernelDesc& desc, const OperatorHandle& op) {

@@ -19,6 +19,7 @@
 #include "backplane/core/str_cat.h"
 #include "backplane/dispatch/builtin_kernels.h"
 #include "backplane/dispatch/schema_signature.h"
+#include "backplane/ops/derived_forms.h"
 #include "load_breadcrumb.h"
 #include "loaded_plugin.h"
 #include "plugin_file_check.h"
@@ -299,6 +300,37 @@ BP_Error* hostMeta(BP_Plugin* plugin, const char* op, const BP_KernelDesc* raw) 
   return plugin_detail::errorFromCurrentException();
 }
 
+// BP_HostApi.derive_forms (ABI 1.9; Note [Derived forms]).
+BP_Error* hostDeriveForms(BP_Plugin* plugin, const char* op, uint32_t forms) try {
+  LoadedPlugin& p = pluginOf(plugin);
+  if (absl::Status s = requireInitializing(p, "derive_forms"); !s.ok()) return toError(s);
+  absl::StatusOr<OperatorHandle> h = ownOperator(p, "derive_forms", op);
+  if (!h.ok()) return toError(h.status());
+  const std::string name = h->operatorName().qualifiedName();
+  if (forms == 0 || (forms & ~(BP_FORM_OUT | BP_FORM_INPLACE)) != 0) {
+    return toError(absl::InvalidArgumentError(strCat("plugin '", p.status.name, "': derive_forms(", name, ", ", forms,
+                                                     "): forms must be BP_FORM_OUT, BP_FORM_INPLACE or both")));
+  }
+  if (p.derived.count(name)) {
+    return toError(absl::AlreadyExistsError(
+        strCat("plugin '", p.status.name, "': derive_forms(", name, ") again: ask for every form in one call")));
+  }
+  absl::StatusOr<DerivedForms> derived =
+      deriveForms(*h, (forms & BP_FORM_OUT) != 0, (forms & BP_FORM_INPLACE) != 0, strCat("plugin ", p.status.name));
+  if (!derived.ok()) {
+    return toError(
+        absl::Status(derived.status().code(), strCat("plugin '", p.status.name, "': ", derived.status().message())));
+  }
+  for (RegistrationHandle& r : derived->handles) p.handles.push_back(std::move(r));
+  for (const std::string* f : {&derived->out, &derived->inplace})
+    if (!f->empty()) p.defined_ops.push_back(*f);
+  absl::MutexLock lock(&registryImpl().mu);
+  p.derived[name] = DerivedFormNames{derived->out, derived->inplace};
+  return nullptr;
+} catch (...) {
+  return plugin_detail::errorFromCurrentException();
+}
+
 // BP_HostApi.spec (ABI 1.9; Note [A plugin's own operators], Note [Sample
 // notation]).
 BP_Error* hostSpec(BP_Plugin* plugin, const char* op, const BP_SpecDesc* raw) try {
@@ -366,6 +398,32 @@ BP_Error* hostDerivative(BP_Plugin* plugin, const char* op, int32_t device_type,
 
 enum class KernelSlot { Impl, ImplWhenDefined, Fallback };  // the host function registering it
 
+// impl with BP_ANY_DEVICE_TYPE (ABI 1.9): the composite of an operator the
+// plugin defines (Note [A plugin's own operators]).
+BP_Error* registerComposite(LoadedPlugin& p, const char* op_name, const BP_KernelDesc& desc) {
+  absl::StatusOr<OperatorHandle> h = ownOperator(p, "impl(BP_ANY_DEVICE_TYPE)", op_name);
+  if (!h.ok()) return toError(h.status());
+  const std::string name = h->operatorName().qualifiedName();
+  if (desc.dtypes != 0) {
+    return toError(absl::InvalidArgumentError(
+        strCat("plugin '", p.status.name, "': the composite of ", name,
+               " serves every dtype (it calls other operators), but its BP_KernelDesc.dtypes is ", desc.dtypes,
+               "; set it to 0")));
+  }
+  const std::string expected = cppSignatureForSchema(h->schema());
+  if (desc.cpp_signature && expected != desc.cpp_signature) {
+    return toError(absl::InvalidArgumentError(strCat("plugin '", p.status.name, "': the composite of ", name,
+                                                     " has C++ signature ", desc.cpp_signature, ", but the schema ",
+                                                     h->schema().toString(), " needs ", expected)));
+  }
+  auto handle = Dispatcher::singleton().registerComposite(name, plugin_detail::makePluginComposite(&p, desc, *h),
+                                                          strCat("plugin ", p.status.name));
+  if (!handle.ok()) return toError(handle.status());
+  p.handles.push_back(*std::move(handle));
+  ++p.status.kernels;
+  return nullptr;
+}
+
 BP_Error* registerKernel(BP_Plugin* plugin, const char* op_name, int32_t device_type, const BP_KernelDesc* raw,
                          KernelSlot slot) try {
   LoadedPlugin& p = pluginOf(plugin);
@@ -393,6 +451,8 @@ BP_Error* registerKernel(BP_Plugin* plugin, const char* op_name, int32_t device_
         "plugin '", p.status.name, "': a fallback serves every operator and dtype, but its BP_KernelDesc.dtypes is ",
         desc->dtypes, "; set it to 0, and declare dtypes on the kernels registered with impl")));
   }
+  if (device_type == BP_ANY_DEVICE_TYPE && slot == KernelSlot::Impl && p.status.abi_minor >= 9)
+    return registerComposite(p, op_name, *desc);
   if (device_type < 0 || device_type >= kMaxDeviceTypes ||
       !DeviceTypeRegistry::global().isActive(static_cast<DeviceType>(device_type))) {
     return toError(absl::InvalidArgumentError(
@@ -496,6 +556,16 @@ PluginRegistry::Impl& registryImpl() { return PluginRegistryAccess::impl(plugins
 
 }  // namespace
 
+DerivedFormNames derivedFormsOf(std::string_view functional) {
+  PluginRegistry::Impl& impl = registryImpl();
+  absl::MutexLock lock(&impl.mu);
+  for (const LoadedPlugin* p : impl.all) {
+    if (!p->status.loaded) continue;
+    if (auto it = p->derived.find(std::string(functional)); it != p->derived.end()) return it->second;
+  }
+  return {};
+}
+
 std::vector<std::shared_ptr<const DeclaredSpec>> declaredSpecs() {
   std::vector<std::shared_ptr<const DeclaredSpec>> out;
   PluginRegistry::Impl& impl = registryImpl();
@@ -524,6 +594,7 @@ const BP_HostApi& hostApi() {
     a.derivative = &hostDerivative;
     a.meta = &hostMeta;
     a.spec = &hostSpec;
+    a.derive_forms = &hostDeriveForms;
     return a;
   }();
   return api;
@@ -566,6 +637,7 @@ void PluginRegistry::Impl::rollback(LoadedPlugin& p) {
   auto& reg = DeviceTypeRegistry::global();
   absl::MutexLock lock(&mu);
   p.specs.clear();
+  p.derived.clear();
   for (auto& key : p.owned_impls) impl_owner.erase(key);
   p.owned_impls.clear();
   for (PluginDeviceInterface* d : p.devices) {

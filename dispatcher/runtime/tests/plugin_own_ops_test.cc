@@ -28,11 +28,20 @@ std::string pluginPath() { return strCat(BACKPLANE_TEST_PLUGIN_DIR, "/tp_own_ops
 
 class PluginOwnOpsTest : public ::testing::Test {
  protected:
+  // With the CPU plugin: the derived forms copy results with the standard
+  // copy_, whose host-memory device goes through the CPU fallback.
   static void SetUpTestSuite() {
+    absl::StatusOr<PluginStatus> cpu = plugins().load(BACKPLANE_CPU_PLUGIN_PATH);
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    cpu_name_ = cpu->name;
     absl::StatusOr<PluginStatus> s = plugins().load(pluginPath());
     ASSERT_TRUE(s.ok()) << s.status();
   }
-  static void TearDownTestSuite() { EXPECT_TRUE(plugins().unload("tp_own_ops").ok()); }
+  static void TearDownTestSuite() {
+    EXPECT_TRUE(plugins().unload("tp_own_ops").ok());
+    EXPECT_TRUE(plugins().unload(cpu_name_).ok());
+  }
+  static inline std::string cpu_name_;
   void SetUp() override { type_ = *DeviceTypeRegistry::global().find("tpowndev"); }
 
   static int64_t calls(int64_t which) {
@@ -135,6 +144,73 @@ TEST_F(PluginOwnOpsTest, TheSamplesAreDeclaredParsedAndExpandedPerDtype) {
   EXPECT_FALSE(spec->samples[3].args[0].on_host);
 }
 
+// Note [Derived forms]: the out= and in-place forms the host derives from
+// the functional op call its rule and kernel and copy the result.
+TEST_F(PluginOwnOpsTest, DerivedOutAndInplaceFormsCallTheFunctionalOp) {
+  const DerivedFormNames names = derivedFormsOf("tpown::add_bias");
+  EXPECT_EQ(names.out, "tpown::add_bias.out");
+  EXPECT_EQ(names.inplace, "tpown::add_bias_");
+  OperatorHandle out_op = Dispatcher::singleton().findOpOrThrow("tpown::add_bias.out");
+  EXPECT_EQ(out_op.schema().toString(), "tpown::add_bias.out(Tensor x, Tensor bias, *, Tensor(a!) out) -> Tensor(a!)");
+  EXPECT_EQ(Dispatcher::singleton().findOpOrThrow("tpown::add_bias_").schema().toString(),
+            "tpown::add_bias_(Tensor(a!) x, Tensor bias) -> Tensor(a!)");
+  EXPECT_EQ(out_op.kernelKind(backendKey(type_)), KernelKind::Composite);
+  auto add_out = out_op.typed<Tensor(const Tensor&, const Tensor&, const Tensor&)>();
+  auto add_ = Dispatcher::singleton().findOpOrThrow("tpown::add_bias_").typed<Tensor(const Tensor&, const Tensor&)>();
+
+  const Tensor x = on(testing::floats({1, 2, 3, 4}).view({2, 2}), 0);
+  const Tensor bias = on(testing::floats({10, 20}), 0);
+  const int64_t dev0 = calls(0);
+  Tensor out(emptyTensor({0}, ScalarType::Float32, Device(type_, 0)));
+  Tensor r = add_out.call(x, bias, out);
+  EXPECT_EQ(r.unsafeGetImpl(), out.unsafeGetImpl());
+  EXPECT_EQ(out.sizes(), (std::vector<int64_t>{2, 2})) << "an empty out is resized";
+  EXPECT_EQ(out.cpu().toVector<float>(), (std::vector<float>{11, 22, 13, 24}));
+  EXPECT_EQ(calls(0), dev0 + 1) << "the functional op's tpowndev kernel ran";
+  EXPECT_THAT([&] { add_out.call(x, bias, Tensor(emptyTensor({3}, ScalarType::Float32, Device(type_, 0)))); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("tpown::add_bias.out: argument 'out' has shape [3] but the "
+                                                        "result has shape [2, 2]")));
+  EXPECT_THAT(
+      [&] {
+        add_out.call(x, bias, Tensor(emptyTensor({2, 2}, ScalarType::Float32)));
+      },
+      ::testing::ThrowsMessage<Error>(HasSubstr("argument 'out' is on cpu")));
+  // The rule still runs first: a bias of the wrong size never reaches a kernel.
+  EXPECT_THAT(
+      [&] {
+        add_out.call(x, on(testing::floats({1, 2, 3}), 0), out);
+      },
+      ::testing::ThrowsMessage<Error>(HasSubstr("bias must have x's last size")));
+
+  Tensor self = x.clone();
+  EXPECT_EQ(add_.call(self, bias).unsafeGetImpl(), self.unsafeGetImpl());
+  EXPECT_EQ(self.cpu().toVector<float>(), (std::vector<float>{11, 22, 13, 24}));
+  EXPECT_EQ(x.cpu().toVector<float>(), (std::vector<float>{1, 2, 3, 4}));
+
+  Tensor leaf = testing::floats({1, 2});
+  leaf.requires_grad_();
+  EXPECT_THAT(
+      [&] {
+        add_out.call(leaf, testing::floats({1, 1}), Tensor(emptyTensor({0}, ScalarType::Float32)));
+      },
+      ::testing::ThrowsMessage<Error>(HasSubstr("records no gradient; call tpown::add_bias instead")));
+}
+
+// impl with BP_ANY_DEVICE_TYPE: the op's composite serves every device.
+TEST_F(PluginOwnOpsTest, ACompositeServesEveryDevice) {
+  OperatorHandle op = Dispatcher::singleton().findOpOrThrow("tpown::add_bias_twice");
+  EXPECT_EQ(op.kernelKind(backendKey(type_)), KernelKind::Composite);
+  EXPECT_EQ(op.kernelKind(DispatchKey::CPU), KernelKind::Composite);
+  auto f = op.typed<Tensor(const Tensor&, const Tensor&)>();
+  const int64_t dev0 = calls(0), cpu0 = calls(1);
+  Tensor r = f.call(on(testing::floats({1, 2}), 1), on(testing::floats({10, 20}), 1));
+  EXPECT_EQ(r.device(), Device(type_, 1));
+  EXPECT_EQ(r.cpu().toVector<float>(), (std::vector<float>{21, 42}));
+  EXPECT_EQ(calls(0), dev0 + 2) << "add_bias's tpowndev kernel ran twice under the composite";
+  EXPECT_EQ(f.call(testing::floats({1}), testing::floats({1})).toVector<float>(), (std::vector<float>{3}));
+  EXPECT_EQ(calls(1), cpu0 + 2);
+}
+
 // Note [Sample notation]: what a vendor's typo gets.
 TEST(SampleNotationTest, ErrorsNameTheLineAndWhatIsWrong) {
   const FunctionSchema schema = *FunctionSchema::parse(
@@ -183,6 +259,12 @@ TEST(PluginOwnOpsRegistrationTest, WrongRegistrationsFailInit) {
       {"spec_t", "line 4 (second: T[3]): T needs a dtypes: line"},
       {"spec_dtype", "line 1 (dtypes: float33)"},
       {"spec_empty", "hold no sample call"},
+      {"forms_twice", "derive_forms(tpown::add_bias) again"},
+      {"forms_int",
+       "cannot derive the out= and in-place forms of tpown::info (tpown::info(int which) -> int): it must "
+       "return one Tensor"},
+      {"forms_none", "forms must be BP_FORM_OUT, BP_FORM_INPLACE or both"},
+      {"composite_standard", "impl(BP_ANY_DEVICE_TYPE)(bp::neg): the operator is not this plugin's"},
   };
   for (const auto& [bad, expected] : cases) {
     SCOPED_TRACE(bad);

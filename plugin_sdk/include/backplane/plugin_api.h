@@ -63,8 +63,9 @@
  *   dtypes BP_INT16, BP_UINT16, BP_UINT32 and BP_UINT64 (Note [Dtypes of
  *   older plugins]); 1.6 added BP_HostApi.derivative; 1.7 added
  *   BP_DECLINED (Note [Declined calls]); 1.8 added
- *   BP_DeviceTypeDesc.event_wait_device; 1.9 added BP_HostApi.meta and
- *   BP_HostApi.spec (Note [A plugin's own operators]).
+ *   BP_DeviceTypeDesc.event_wait_device; 1.9 added BP_HostApi.meta,
+ *   BP_HostApi.spec, BP_HostApi.derive_forms and impl's BP_ANY_DEVICE_TYPE
+ *   (a composite) (Note [A plugin's own operators]).
  * - Strings passed in are borrowed for the duration of the call unless a
  *   field says otherwise; strings returned are owned by their producer.
  */
@@ -458,7 +459,9 @@ typedef struct BP_HostApi {
   BP_Error* (*register_device_type)(BP_Plugin* plugin, const BP_DeviceTypeDesc* desc, int32_t* out_device_type);
   BP_Error* (*def)(BP_Plugin* plugin, const char* schema);
   /* `op` is "ns::name.overload", or "name.overload" for the standard
-   * namespace. device_type 0 is cpu. `op` must be defined (by this plugin,
+   * namespace. device_type 0 is cpu; BP_ANY_DEVICE_TYPE (ABI 1.9) makes
+   * the kernel the composite of an operator this plugin defines (Note [A
+   * plugin's own operators]). `op` must be defined (by this plugin,
    * an earlier one or the host): an undefined name fails with
    * BP_NOT_FOUND. For another plugin's operators see impl_when_defined. */
   BP_Error* (*impl)(BP_Plugin* plugin, const char* op, int32_t device_type, const BP_KernelDesc* kernel);
@@ -561,11 +564,25 @@ typedef struct BP_HostApi {
    *   uncertified. Only for operators this plugin defines; one per
    *   operator. The sample text is checked against the schema here: an
    *   error names the line.
+   * - derive_forms: its out= and in-place forms (BP_FORM_OUT,
+   *   BP_FORM_INPLACE), defined by the host with kernels that call the
+   *   operator and copy its result: "ns::name.out" (or ".OVERLOAD_out") and
+   *   "ns::name_" (Note [Derived forms] in the host's
+   *   backplane/ops/derived_forms.h). The operator must return one Tensor
+   *   and write no argument; for the in-place form its first argument is the
+   *   tensor written. A spec of the operator certifies the forms too.
+   * - a composite: impl with device_type BP_ANY_DEVICE_TYPE registers a
+   *   kernel of the operator for every device that has none of its own,
+   *   written with other operators (op_call). dtypes must be 0.
    * - derivative (above) and kernels for any device (impl). */
   BP_Error* (*meta)(BP_Plugin* plugin, const char* op, const BP_KernelDesc* rule);
   BP_Error* (*spec)(BP_Plugin* plugin, const char* op, const BP_SpecDesc* spec);
+  BP_Error* (*derive_forms)(BP_Plugin* plugin, const char* op, uint32_t forms);
 } BP_HostApi;
-#define BP_HostApi_STRUCT_SIZE BP_STRUCT_SIZE(BP_HostApi, spec)
+#define BP_HostApi_STRUCT_SIZE BP_STRUCT_SIZE(BP_HostApi, derive_forms)
+/* BP_HostApi.derive_forms's forms. */
+#define BP_FORM_OUT 1u
+#define BP_FORM_INPLACE 2u
 /* BP_HostApi.derivative's device_type for "every device". */
 #define BP_ANY_DEVICE_TYPE (-1)
 

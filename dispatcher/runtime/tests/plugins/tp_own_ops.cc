@@ -5,6 +5,9 @@
 //   tpown::add_bias(Tensor x, Tensor bias) -> Tensor   x + bias along x's
 //       last dim; rule: one device, one dtype, bias of x.size(-1);
 //       tpowndev: float32 (counted in info(0)); cpu: float32 (info(1))
+//   tpown::add_bias.out, tpown::add_bias_   derived by the host (m.deriveForms)
+//   tpown::add_bias_twice(Tensor x, Tensor bias) -> Tensor
+//       a composite: add_bias(add_bias(x, bias), bias)
 //   tpown::info(int which) -> int
 // With TPOWN_BAD set, init makes one wrong registration (see badRegistration)
 // and fails with the host's error.
@@ -55,6 +58,11 @@ bp::Tensor addBiasCpu(const bp::Tensor& x, const bp::Tensor& bias) {
   ++g_calls[1];
   return addBias(x, bias);
 }
+// A composite: x + 2 * bias through another operator, on any device.
+bp::Tensor addBiasTwice(const bp::Tensor& x, const bp::Tensor& bias) {
+  static const bp::Operator add_bias = bp::Operator::find("tpown::add_bias");
+  return add_bias.call(add_bias.call(x, bias), bias);
+}
 int64_t info(int64_t which) { return which >= 0 && which < 2 ? g_calls[which].load() : -1; }
 void wrongRule(const bp::Tensor&) {}
 
@@ -81,6 +89,12 @@ void badRegistration(bp::Library& m, const std::string& bad) {
   if (bad == "spec_t") m.spec("tpown::info", "\n\nfirst: 1\nsecond: T[3]");
   if (bad == "spec_dtype") m.spec("tpown::info", "dtypes: float33\none: 1");
   if (bad == "spec_empty") m.spec("tpown::info", "# nothing\n");
+  if (bad == "forms_twice") m.deriveForms("tpown::add_bias", BP_FORM_OUT);
+  if (bad == "forms_int") m.deriveForms("tpown::info", BP_FORM_OUT);
+  if (bad == "forms_none") m.deriveForms("tpown::add_bias_twice", 0);
+  if (bad == "composite_standard")
+    m.composite(
+        "bp::neg", +[](const bp::Tensor& t) { return t; });
 }
 
 void init(bp::Library& m) {
@@ -92,6 +106,9 @@ void init(bp::Library& m) {
   m.impl("tpown::add_bias", 0, &addBiasCpu, {bp::ScalarType::Float32});
   m.impl("tpown::info", 0, &info);
   m.spec("tpown::add_bias", kSamples);
+  m.deriveForms("tpown::add_bias", BP_FORM_OUT | BP_FORM_INPLACE);
+  m.def("tpown::add_bias_twice(Tensor x, Tensor bias) -> Tensor");
+  m.composite("tpown::add_bias_twice", &addBiasTwice);
   if (const char* bad = std::getenv("TPOWN_BAD")) badRegistration(m, bad);
 }
 

@@ -244,6 +244,30 @@ class Library {
     BP_SpecDesc d{BP_SpecDesc_STRUCT_SIZE, samples, &ref, atol, rtol};
     throwIfError(abi19Slot(host().spec, "spec", op)(plugin_, op, &d));
   }
+  // The out= and in-place forms of an operator this plugin defines, derived
+  // from it by the host (BP_HostApi.derive_forms, ABI 1.9; Note [Derived
+  // forms]): `forms` is BP_FORM_OUT, BP_FORM_INPLACE or both. The host
+  // defines "ns::name.out" and "ns::name_" with kernels that call the
+  // operator and copy its result, on every device; a spec of the operator
+  // certifies them too.
+  void deriveForms(const char* op, uint32_t forms) {
+    throwIfError(abi19Slot(host().derive_forms, "deriveForms", op)(plugin_, op, forms));
+  }
+  // The composite of an operator this plugin defines (impl with
+  // BP_ANY_DEVICE_TYPE, ABI 1.9): a kernel for every device that has none
+  // of its own, written with other operators (bp::call...).
+  template <class R, class... P>
+  void composite(const char* op, R (*kernel_fn)(P...)) {
+    const Kernel k = bp::kernel(kernel_fn);
+    const BP_HostApi& h = host();
+    if (h.abi_minor < 9) {
+      fail(BP_UNIMPLEMENTED,
+           detail::concat("composite(\"", op ? op : "", "\"): the host provides plugin ABI ", h.abi_major, ".",
+                          h.abi_minor, ", which has no plugin composites (added in ABI 1.9); upgrade the host"));
+    }
+    BP_KernelDesc d{BP_KernelDesc_STRUCT_SIZE, k.fn, k.ctx, k.cpp_signature.c_str(), 0};
+    throwIfError(detail::hostSlot(h.impl, "impl")(plugin_, op, BP_ANY_DEVICE_TYPE, &d));
+  }
 #endif
   // Registers a boxed kernel for every operator on `device_type` that has no
   // kernel there.

@@ -81,4 +81,12 @@ absl::StatusOr<std::vector<SampleDecl>> parseSampleNotation(const FunctionSchema
 // The specs the loaded plugins declared, in load order.
 std::vector<std::shared_ptr<const DeclaredSpec>> declaredSpecs();
 
+// The out= and in-place forms a loaded plugin derived from `functional`
+// (BP_HostApi.derive_forms; Note [Derived forms]); empty names for none.
+struct DerivedFormNames {
+  std::string out;
+  std::string inplace;
+};
+DerivedFormNames derivedFormsOf(std::string_view functional);
+
 }  // namespace backplane
