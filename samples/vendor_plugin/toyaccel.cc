@@ -15,8 +15,9 @@
 //   2. Native kernels for five standard operators, in their `.out` forms
 //      (the forms a plugin implements: the functional and in-place forms
 //      are composites over them): add.out, mul.out, relu.out, mm.out and
-//      sum.IntList_out. Each is registered for float32 only (bp::Dtypes), so
-//      it is written once, for float, and never sees another dtype. The
+//      sum.IntList_out. Each is registered for the dtypes it serves
+//      (bp::Dtypes: float32; add.out float16 too), so it is written for
+//      those and never sees another dtype. The
 //      host has run the op's shape rule first: `out` has the result's shape
 //      and every tensor is on one toyaccel device. Kernels run "on the
 //      device", so they may read device memory directly; here that means
@@ -24,7 +25,10 @@
 //      bp::forEach walks any strides, views and broadcasting.
 //   3. An operator of its own, toyaccel::bias_relu, with its rule, kernels,
 //      derivative and conformance samples (Note [toyaccel::bias_relu]).
-//   4. Nothing else. Every other standard operator (sub, neg, div, ...), and
+//   4. Streams and events (Note [toyaccel streams]), a kernel declaring two
+//      dtypes that gets mixed calls (add.out: float16 and float32), and a
+//      kernel that declines what its device cannot do (mm.out).
+//   5. Nothing else. Every other standard operator (sub, neg, div, ...), and
 //      these five for every dtype but float32, still works on toyaccel
 //      tensors: the host's CPU fallback copies the inputs to the host
 //      through this plugin's copy functions, runs the CPU kernel, and copies
@@ -254,6 +258,61 @@ class ToyAccelBackend final : public bp::DeviceBackend {
   }
   // toyaccel computes synchronously: nothing to wait for (the default).
 
+  // ------------------------------------------------ streams and events
+  // Note [toyaccel streams]
+  // toyaccel runs every kernel and copy at once, on the calling thread, in
+  // the order they are issued, so each stream is trivially in order and an
+  // event is complete as soon as it is recorded: there is never anything to
+  // wait for. What the functions below keep is the contract a real device's
+  // queues have, checked: streams and events are objects of one device
+  // (used with another, or after destroyStream, they are an error, not a
+  // crash); each thread has a current stream per device (nullptr: the
+  // default stream), set for that device alone; an event of one device may
+  // order a stream of the other (hasEventWaitDevice). A device with real
+  // queues enqueues its kernels on currentStream(device) and does the
+  // waiting here; `backplane conformance` checks both kinds the same way
+  // (device.streams, device.events).
+  bool hasStreams() override { return true; }
+  BP_Stream* createStream(int device) override {
+    return reinterpret_cast<BP_Stream*>(queues_.create(checkedDevice(device), /*event=*/false));
+  }
+  void destroyStream(int device, BP_Stream* stream) override { queues_.destroy(device, stream, /*event=*/false); }
+  void synchronizeStream(int device, BP_Stream* stream) override {
+    queues_.check(device, stream, false, "synchronizeStream", /*null_ok=*/true);  // nothing queued: done
+  }
+  BP_Stream* currentStream(int device) override {
+    return static_cast<BP_Stream*>(currentStreams()[static_cast<size_t>(checkedDevice(device))]);
+  }
+  void setCurrentStream(int device, BP_Stream* stream) override {
+    queues_.check(device, stream, false, "setCurrentStream", /*null_ok=*/true);
+    currentStreams()[static_cast<size_t>(device)] = stream;
+  }
+  bool hasEvents() override { return true; }
+  BP_Event* createEvent(int device) override {
+    return reinterpret_cast<BP_Event*>(queues_.create(checkedDevice(device), /*event=*/true));
+  }
+  void destroyEvent(int device, BP_Event* event) override { queues_.destroy(device, event, /*event=*/true); }
+  void recordEvent(int device, BP_Event* event, BP_Stream* stream) override {
+    queues_.check(device, event, true, "recordEvent");
+    queues_.check(device, stream, false, "recordEvent", /*null_ok=*/true);
+  }
+  void waitEvent(int device, BP_Event* event, BP_Stream* stream) override {
+    queues_.check(device, event, true, "waitEvent");
+    queues_.check(device, stream, false, "waitEvent", /*null_ok=*/true);
+  }
+  void synchronizeEvent(int device, BP_Event* event) override {
+    queues_.check(device, event, true, "synchronizeEvent");
+  }
+  bool queryEvent(int device, BP_Event* event) override {
+    queues_.check(device, event, true, "queryEvent");
+    return true;  // recorded work is done when it is issued
+  }
+  bool hasEventWaitDevice() override { return true; }
+  void waitEventOnDevice(int event_device, BP_Event* event, int stream_device, BP_Stream* stream) override {
+    queues_.check(event_device, event, true, "waitEventOnDevice");
+    queues_.check(stream_device, stream, false, "waitEventOnDevice", /*null_ok=*/true);
+  }
+
   // For kernels: the arena pointer behind toyaccel address `handle`, whose
   // `nbytes` bytes must lie inside one live allocation of `device`.
   std::byte* resolveHandle(int device, uint64_t handle, uint64_t nbytes, const char* what) {
@@ -271,6 +330,53 @@ class ToyAccelBackend final : public bp::DeviceBackend {
   }
 
  private:
+  // The live streams and events, by address (Note [toyaccel streams]).
+  class Queues {
+   public:
+    void* create(int device, bool event) {
+      auto* q = new Queue{device, event};
+      std::lock_guard<std::mutex> lock(mu_);
+      live_.push_back(q);
+      return q;
+    }
+    void destroy(int device, void* p, bool event) {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = std::find(live_.begin(), live_.end(), static_cast<Queue*>(p));
+      if (it == live_.end() || (*it)->device != device || (*it)->event != event) return;  // nothing to report to
+      live_.erase(it);
+      delete static_cast<Queue*>(p);
+    }
+    // Throws unless `p` is a live stream (event) of `device`, or with
+    // `null_ok` the default stream.
+    void check(int device, const void* p, bool event, const char* what, bool null_ok = false) {
+      const char* kind = event ? "event" : "stream";
+      if (null_ok && p == nullptr) return;
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = std::find(live_.begin(), live_.end(), static_cast<const Queue*>(p));
+      BP_PLUGIN_CHECK(it != live_.end() && (*it)->device == device && (*it)->event == event, kTypeName, ":", device,
+                      " ", what, ": ", p, " is not a live ", kind, " of this device");
+    }
+
+   private:
+    struct Queue {
+      int device;
+      bool event;
+    };
+    std::mutex mu_;
+    std::vector<Queue*> live_;
+  };
+  // This thread's current stream on each device (nullptr: the default one).
+  static std::array<void*, kNumDevices>& currentStreams() {
+    thread_local std::array<void*, kNumDevices> current{};
+    return current;
+  }
+  static int checkedDevice(int device) {
+    BP_PLUGIN_CHECK_CODE(device >= 0 && device < kNumDevices, BP_OUT_OF_RANGE, kTypeName, " has devices 0 to ",
+                         kNumDevices - 1, ", not ", device);
+    return device;
+  }
+  Queues queues_;
+
   Arena& arena(int device) {
     BP_PLUGIN_CHECK_CODE(device >= 0 && device < kNumDevices, BP_OUT_OF_RANGE, kTypeName, " has devices 0 to ",
                          kNumDevices - 1, ", not ", device);
@@ -310,14 +416,42 @@ bp::StridedSpan<T> operand(const bp::Tensor& t, const char* what) {
   return bp::spanAt<T>(t, reinterpret_cast<T*>(low - lo * size));
 }
 
+// Calls fn with a value of the C++ element type of `t`: bp::Half for a
+// float16 tensor, float for float32 (the two dtypes add.out declares).
+template <class Fn>
+void withElementType(const bp::Tensor& t, Fn&& fn) {
+  if (t.dtype() == ScalarType::Float16) {
+    fn(bp::Half());
+  } else {
+    fn(0.0f);
+  }
+}
+
 // bp::add.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)
 // The kernel's C++ signature must match the schema: the SDK derives
 // "(Tensor, Tensor, Scalar, Tensor) -> Tensor" from it and the host checks
 // it at registration. `out` may be strided, and in place (add_) it is self.
+// It declares float16 and float32, so it gets every mix of the two:
+// add(float16, float32) into a float32 out, float32 + float16 into float16
+// (an out= the caller chose), ... Each tensor is read in its own dtype
+// (conformance sends such mixed calls to a kernel declaring several
+// dtypes: one that assumed a single dtype would fail there, not in an app).
 bp::Tensor addOut(const bp::Tensor& self, const bp::Tensor& other, const bp::Scalar& alpha, const bp::Tensor& out) {
   const double a = alpha.toDouble();  // x + a * y computed in double, rounded once
-  bp::forEach(operand<float>(out, "add.out"), operand<const float>(self, "add.out"),
-              operand<const float>(other, "add.out"), [a](float x, float y) { return static_cast<float>(x + a * y); });
+  withElementType(out, [&](auto o) {
+    withElementType(self, [&](auto x) {
+      withElementType(other, [&](auto y) {
+        using O = decltype(o);
+        using X = decltype(x);
+        using Y = decltype(y);
+        bp::forEach(operand<O>(out, "add.out"), operand<const X>(self, "add.out"), operand<const Y>(other, "add.out"),
+                    [a](X u, Y v) {
+                      return O(static_cast<float>(static_cast<double>(static_cast<float>(u)) +
+                                                  a * static_cast<double>(static_cast<float>(v))));
+                    });
+      });
+    });
+  });
   return out;
 }
 
@@ -346,8 +480,15 @@ bp::Tensor reluOut(const bp::Tensor& self, const bp::Tensor& out) {
 // out[n, m] = self[n, k] @ mat2[k, m], any strides, accumulated in double
 // (a real device would call its GEMM here). The shape rule has checked the
 // ranks and that k matches; k == 0 gives zeros.
+// toyaccel's matrix unit holds operands of at most kMaxMmDim rows or
+// columns: a bigger call is declined (bp::decline), and the host serves it
+// where it would have gone without this kernel, the CPU fallback. Decline
+// before writing anything; reports count the call where it ran.
+constexpr int64_t kMaxMmDim = 2048;
+
 bp::Tensor mmOut(const bp::Tensor& self, const bp::Tensor& mat2, const bp::Tensor& out) {
   const int64_t n = self.size(0), k = self.size(1), m = mat2.size(1);
+  if (n > kMaxMmDim || k > kMaxMmDim || m > kMaxMmDim) bp::decline("toyaccel's mm holds at most 2048 rows or columns");
   if (out.numel() == 0) return out;
   const bp::StridedSpan<const float> a = operand<const float>(self, "mm.out");
   const bp::StridedSpan<const float> b = operand<const float>(mat2, "mm.out");
@@ -579,11 +720,11 @@ std::tuple<bp::Tensor, bp::Tensor> biasReluBackwardReference(const bp::Tensor& g
 void init(bp::Library& m) {
   const int32_t toyaccel = m.registerDevice(kTypeName, &backend());
   // Standard operators live in the "bp" namespace; "add.out" is short for
-  // "bp::add.out". Each kernel serves float32 calls only: a call with a
-  // tensor of another dtype (an argument or `out`) goes to the CPU
-  // fallback, so the kernels need no per-dtype code.
+  // "bp::add.out". Each kernel serves the dtypes it declares (float32; add.out
+  // float16 too): a call with a tensor of another dtype (an argument or
+  // `out`) goes to the CPU fallback, so the kernels need no code for it.
   const bp::Dtypes float32 = {bp::ScalarType::Float32};
-  m.impl("add.out", toyaccel, &addOut, float32);
+  m.impl("add.out", toyaccel, &addOut, {ScalarType::Float16, ScalarType::Float32});
   m.impl("mul.out", toyaccel, &mulOut, float32);
   m.impl("relu.out", toyaccel, &reluOut, float32);
   m.impl("mm.out", toyaccel, &mmOut, float32);

@@ -38,6 +38,7 @@
 #include "backplane/ops/ops.h"
 #include "backplane/ops/tensor.h"
 #include "backplane/runtime/runtime.h"
+#include "backplane/runtime/stream.h"
 
 namespace backplane {
 namespace {
@@ -685,6 +686,86 @@ TEST(ToyAccelMixed, FallbackOpsRejectMixedDevicesToo) {
   Tensor a = f32({1, 2}, {2}, toy(0)), b = f32({3, 4}, {2}, toy(1));
   EXPECT_THAT(errorOf([&] { subOp().call(a, b, 1); }), HasSubstr("toyaccel:1"));
   EXPECT_THAT(errorOf([&] { subOp().call(a, f32({1, 1}, {2}), 1); }), HasSubstr("cpu"));
+}
+
+// -------------------------------------- what the sample adds for vendors
+
+// add.out declares float16 and float32: a float16 + float32 call (and any
+// other mix of the two) runs the toyaccel kernel, reading each tensor in its
+// own dtype, and agrees with the CPU.
+TEST(ToyAccelMixedDtypes, AddOutTakesFloat16AndFloat32TogetherNatively) {
+  EXPECT_EQ(opNamed("bp::add.out").declaredDtypes(toyKey())->str(), "float16, float32");
+  const std::vector<uint64_t> fallbacks = nativeOutFallbacks();
+  const Tensor a = f32({1.5f, -2, 3.25f}, {3}).to(ScalarType::Float16), b = f32({0.25f, 4, -1}, {3});
+  const Tensor want = addOp().call(a, b, 2);  // on the cpu: float32
+  Tensor got = addOp().call(a.to(toy(0)), b.to(toy(0)), 2);
+  EXPECT_EQ(got.dtype(), ScalarType::Float32);
+  EXPECT_EQ(got.toVector<float>(), want.toVector<float>());
+  // Into a float16 out the caller chose: float32 + float16 -> float16.
+  Tensor out16 = f32({0, 0, 0}, {3}, toy(1)).to(ScalarType::Float16);
+  addOutOp().call(b.to(toy(1)), a.to(toy(1)), 1, out16);
+  EXPECT_EQ(out16.to(ScalarType::Float32).toVector<float>(), (std::vector<float>{1.75f, 2, 2.25f}));
+  EXPECT_EQ(nativeOutFallbacks(), fallbacks) << "a declared mix must not go through the CPU fallback";
+}
+
+// mm.out declines what toyaccel's matrix unit cannot hold (bp::decline): the
+// call runs where it would have gone without the kernel, the CPU fallback,
+// with the same result; the declines are counted, and with
+// BACKPLANE_FALLBACK=error the call is refused, naming the reason.
+TEST(ToyAccelDecline, MmDeclinesOperandsLargerThanTheDeviceHolds) {
+  OperatorHandle mm_out = opNamed("bp::mm.out");
+  const uint64_t declined = mm_out.declinedCalls(toyKey()), fallbacks = mm_out.fallbackCalls(toyKey());
+  std::vector<float> row(2100, 0.5f);
+  const Tensor a = f32(row, {1, 2100}), b = f32(row, {2100, 1});
+  Tensor got = mmOp().call(a.to(toy(0)), b.to(toy(0)));
+  EXPECT_EQ(got.device(), toy(0));
+  EXPECT_EQ(got.toVector<float>(), (std::vector<float>{525}));
+  EXPECT_EQ(mm_out.declinedCalls(toyKey()), declined + 1);
+  EXPECT_EQ(mm_out.fallbackCalls(toyKey()), fallbacks + 1);
+  mmOp().call(f32({1, 2}, {1, 2}, toy(0)), f32({3, 4}, {2, 1}, toy(0)));
+  EXPECT_EQ(mm_out.declinedCalls(toyKey()), declined + 1) << "a small mm is served natively";
+
+  Dispatcher& d = Dispatcher::singleton();
+  const FallbackMode before = d.fallbackMode();
+  d.setFallbackMode(FallbackMode::Error);
+  EXPECT_THAT(errorOf([&] { mmOp().call(a.to(toy(0)), b.to(toy(0))); }),
+              HasSubstr("its kernel declined it: toyaccel's mm holds at most 2048 rows or columns"));
+  d.setFallbackMode(before);
+}
+
+// Streams and events on a plugin device (Note [toyaccel streams]), as an
+// application uses them: the capabilities say so, a StreamGuard sets the
+// current stream of one device alone, an event orders a stream of the same
+// or the other device, and a stream of one device is refused on another.
+TEST(ToyAccelStreams, StreamsAndEventsThroughTheApplicationApi) {
+  Runtime rt(RuntimeOptions{.load_default_plugins = false});
+  const DeviceCapabilities caps = rt.capabilities(toy(0));
+  EXPECT_EQ(caps.str(), "streams, current_stream, events, event_wait, event_query, event_wait_device");
+
+  Stream s0 = Stream::create(toy(0));
+  EXPECT_FALSE(s0.isDefault());
+  {
+    StreamGuard on(s0);
+    EXPECT_EQ(Stream::current(toy(0)), s0);
+    EXPECT_TRUE(Stream::current(toy(1)).isDefault()) << "the current stream is set for its device alone";
+    Tensor x = f32({1, 2, 3}, {3}, toy(0));
+    Event done = s0.record();
+    EXPECT_EQ(addOp().call(x, x, 1).toVector<float>(), (std::vector<float>{2, 4, 6}));
+    Stream::defaultStream(toy(0)).wait(done);
+    EXPECT_TRUE(done.query());
+  }
+  EXPECT_TRUE(Stream::current(toy(0)).isDefault());
+  Event e(toy(0));
+  e.record(s0);
+  e.wait(Stream::create(toy(1)));  // another device's stream (event_wait_device)
+  e.synchronize();
+  s0.synchronize();
+  EXPECT_THAT(errorOf([&] {
+                Stream::setCurrent(s0);
+                Event(toy(1)).record(s0);
+              }),
+              HasSubstr("toyaccel"));
+  Stream::setCurrent(Stream::defaultStream(toy(0)));
 }
 
 // ------------------------------------------------------------ concurrency
