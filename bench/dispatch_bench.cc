@@ -4,6 +4,7 @@
 //   BM_DispatchBoxed_Noop     the same op called boxed (stack reused across iterations)
 //   BM_PluginKernelCall       a no-op kernel living in a plugin, called typed: the cost of the ABI
 //   BM_PluginKernelDecline_*  a plugin kernel declining every call to the no-op: the cost of a decline
+//   BM_PluginKernelWithRule   the plugin no-op behind a plugin rule (m.meta): the cost of a rule
 //   BM_LoadAllPlugins         loading every plugin in the default plugin directories
 // The no-op returns its input, so every variant pays for the returned Tensor
 // handle (one atomic increment and decrement); the ratios isolate dispatch.
@@ -116,6 +117,14 @@ void BM_PluginKernelDecline_Sdk(benchmark::State& state) {
   if (benchPluginLoaded(state)) typedNoopLoop(state, "bench_plugin::declined_sdk");
 }
 BENCHMARK(BM_PluginKernelDecline_Sdk);
+
+// Note [A plugin's own operators]: the plugin's no-op with a rule (m.meta)
+// the host runs before it; against BM_PluginKernelCall, what the rule costs
+// (one more call into the plugin, boxed).
+void BM_PluginKernelWithRule(benchmark::State& state) {
+  if (benchPluginLoaded(state)) typedNoopLoop(state, "bench_plugin::checked");
+}
+BENCHMARK(BM_PluginKernelWithRule);
 
 // One iteration: unload (not timed) and load again every plugin that
 // loadAll() finds in the default directories.

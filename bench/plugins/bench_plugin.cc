@@ -12,6 +12,11 @@ BP_Error* declineRaw(void*, const BP_KernelCall*) { return bp::host().error_new(
 // Declines every call through the C++ SDK: bp::decline throws.
 bp::Tensor declineSdk(const bp::Tensor&) { bp::decline("benchmark"); }
 
+// A rule that checks what a real one checks: the tensor is defined.
+void checkedRule(const bp::Tensor& self) {
+  BP_PLUGIN_CHECK(self.defined(), "bench_plugin::checked: self is undefined");
+}
+
 void init(bp::Library& m) {
   m.def("bench_plugin::noop(Tensor self) -> Tensor");
   // Bound at compile time, like BP_FN(noop) in the in-process benchmark.
@@ -21,6 +26,11 @@ void init(bp::Library& m) {
   m.def("bench_plugin::declined_raw(Tensor self) -> Tensor");
   m.impl("bench_plugin::declined_raw", 0, bp::kernel<&noop>());
   m.impl("bench_plugin::declined_raw", 0, &declineRaw, nullptr, "(Tensor) -> Tensor");
+  // The no-op behind a rule (m.meta): what a plugin's own operator with a
+  // shape/dtype/device rule pays per call for it.
+  m.def("bench_plugin::checked(Tensor self) -> Tensor");
+  m.impl("bench_plugin::checked", 0, bp::kernel<&noop>());
+  m.meta("bench_plugin::checked", &checkedRule);
   m.def("bench_plugin::declined_sdk(Tensor self) -> Tensor");
   m.impl("bench_plugin::declined_sdk", 0, bp::kernel<&noop>());
   m.impl("bench_plugin::declined_sdk", 0, bp::kernel<&declineSdk>());
