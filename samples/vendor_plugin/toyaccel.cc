@@ -276,7 +276,11 @@ class ToyAccelBackend final : public bp::DeviceBackend {
   BP_Stream* createStream(int device) override {
     return reinterpret_cast<BP_Stream*>(queues_.create(checkedDevice(device), /*event=*/false));
   }
-  void destroyStream(int device, BP_Stream* stream) override { queues_.destroy(device, stream, /*event=*/false); }
+  void destroyStream(int device, BP_Stream* stream) override {
+    queues_.destroy(device, stream, /*event=*/false);
+    if (device >= 0 && device < kNumDevices && currentStreams()[static_cast<size_t>(device)] == stream)
+      currentStreams()[static_cast<size_t>(device)] = nullptr;  // this thread's; others find it dead
+  }
   void synchronizeStream(int device, BP_Stream* stream) override {
     queues_.check(device, stream, false, "synchronizeStream", /*null_ok=*/true);  // nothing queued: done
   }
@@ -330,31 +334,34 @@ class ToyAccelBackend final : public bp::DeviceBackend {
   }
 
  private:
-  // The live streams and events, by address (Note [toyaccel streams]).
+  // The live streams and events (Note [toyaccel streams]). A handle is a
+  // number, never reused, not an address: a stream destroyed while another
+  // thread still holds it as current is an error there, and can never come
+  // back to life as a new stream at the same address.
   class Queues {
    public:
     void* create(int device, bool event) {
-      auto* q = new Queue{device, event};
       std::lock_guard<std::mutex> lock(mu_);
-      live_.push_back(q);
-      return q;
+      const uintptr_t id = next_++;
+      live_.emplace(id, Queue{device, event});
+      return reinterpret_cast<void*>(id);
     }
     void destroy(int device, void* p, bool event) {
       std::lock_guard<std::mutex> lock(mu_);
-      auto it = std::find(live_.begin(), live_.end(), static_cast<Queue*>(p));
-      if (it == live_.end() || (*it)->device != device || (*it)->event != event) return;  // nothing to report to
+      auto it = live_.find(reinterpret_cast<uintptr_t>(p));
+      if (it == live_.end() || it->second.device != device || it->second.event != event)
+        return;  // nothing to report to
       live_.erase(it);
-      delete static_cast<Queue*>(p);
     }
-    // Throws unless `p` is a live stream (event) of `device`, or with
-    // `null_ok` the default stream.
+    // Throws unless `device` is a toyaccel device and `p` a live stream
+    // (event) of it, or with `null_ok` the default stream.
     void check(int device, const void* p, bool event, const char* what, bool null_ok = false) {
-      const char* kind = event ? "event" : "stream";
+      checkedDevice(device);
       if (null_ok && p == nullptr) return;
       std::lock_guard<std::mutex> lock(mu_);
-      auto it = std::find(live_.begin(), live_.end(), static_cast<const Queue*>(p));
-      BP_PLUGIN_CHECK(it != live_.end() && (*it)->device == device && (*it)->event == event, kTypeName, ":", device,
-                      " ", what, ": ", p, " is not a live ", kind, " of this device");
+      auto it = live_.find(reinterpret_cast<uintptr_t>(p));
+      BP_PLUGIN_CHECK(it != live_.end() && it->second.device == device && it->second.event == event, kTypeName, ":",
+                      device, " ", what, ": ", p, " is not a live ", event ? "event" : "stream", " of this device");
     }
 
    private:
@@ -363,7 +370,8 @@ class ToyAccelBackend final : public bp::DeviceBackend {
       bool event;
     };
     std::mutex mu_;
-    std::vector<Queue*> live_;
+    std::map<uintptr_t, Queue> live_;
+    uintptr_t next_ = 1;
   };
   // This thread's current stream on each device (nullptr: the default one).
   static std::array<void*, kNumDevices>& currentStreams() {

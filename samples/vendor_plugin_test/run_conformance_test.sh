@@ -165,6 +165,12 @@ fi
 grep -Eq '^  toyaccel:0  bp::mul\.Tensor \(gradient,' <<<"$failures" ||
   die "the mutant's report does not list mul's gradient form among the failures"
 
+# The plugin's own operator on every backend that serves it (the cpu too,
+# where the samples that keep a tensor on the host mix no devices and do
+# not apply).
+conformance pass "$tmp/toy_own_all.log" --plugin "$toy_so" --ops '^toyaccel::'
+grep -q 'conformance: PASSED' "$tmp/toy_own_all.log" || die "toyaccel's own operator did not pass on every backend"
+
 # The mutant's bias_relu subtracts the bias: its own samples must catch it.
 conformance fail "$tmp/mutant_own.log" --plugin "$mutant_so" --backend toyaccel --ops '^toyaccel::'
 failures=$(sed -n '/^failures:$/,/^$/p' "$tmp/mutant_own.log")

@@ -760,12 +760,11 @@ TEST(ToyAccelStreams, StreamsAndEventsThroughTheApplicationApi) {
   e.wait(Stream::create(toy(1)));  // another device's stream (event_wait_device)
   e.synchronize();
   s0.synchronize();
-  EXPECT_THAT(errorOf([&] {
-                Stream::setCurrent(s0);
-                Event(toy(1)).record(s0);
-              }),
-              HasSubstr("toyaccel"));
-  Stream::setCurrent(Stream::defaultStream(toy(0)));
+  // An event of toyaccel:1 recorded on a stream of toyaccel:0: refused.
+  Event other(toy(1));
+  const std::string refused = errorOf([&] { other.record(s0); });
+  EXPECT_THAT(refused, HasSubstr("toyaccel:1"));
+  EXPECT_THAT(refused, HasSubstr("toyaccel:0"));
 }
 
 // ------------------------------------------------------------ concurrency

@@ -229,26 +229,35 @@ void cpuFallbackKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet
     on_device = first ? first : target;
   }
 
-  // The CPU kernel declares its dtypes too and refuses this call's: say so
-  // from the caller's side (its device and tensors), not as a CPU call the
-  // caller never made, before copying anything.
-  if (std::optional<DtypeSet> cpu_declared = op.declaredDtypes(DispatchKey::CPU)) [[unlikely]] {
-    if (std::optional<ScalarType> refused =
-            detail::firstRefusedDtype(cpu_declared->mask(), *stack, n, op.entry().dtypeFixedArguments())) {
-      const KernelRecord& cpu_kernel = op.entry().slot(DispatchKey::CPU);
-      const std::string dtype(scalarTypeName(*refused));
+  // The CPU kernel declares its dtypes too and nothing at the CPU key takes
+  // this call's (not an older impl, a composite or a fallback it would go
+  // to): say so from the caller's side (its device and tensors), not as a
+  // CPU call the caller never made, before copying anything.
+  if (const KernelRecord& cpu_slot = op.entry().slot(DispatchKey::CPU); cpu_slot.dtypes != 0) [[unlikely]] {
+    const uint64_t exempt = op.entry().dtypeFixedArguments();
+    if (op.entry().servingRecord(cpu_slot, *stack).kind == KernelKind::Missing) {
+      const DtypeSet cpu_declared = valueOrThrow(DtypeSet::fromMask(cpu_slot.dtypes));
+      const std::string dtype(scalarTypeName(*detail::firstRefusedDtype(cpu_slot.dtypes, *stack, n, exempt)));
+      const std::optional<DtypeSet> device_declared = op.declaredDtypes(key);
+      std::string device_side = strCat("it has no ", device_name, " kernel");
+      std::string instead = cpu_declared.str();  // the dtypes a call could use
+      if (reason != nullptr) {
+        device_side = strCat("its ", device_name, " kernel declined it (", *reason, ")");
+      } else if (device_declared) {
+        const std::optional<ScalarType> device_refused =
+            detail::firstRefusedDtype(device_declared->mask(), *stack, n, exempt);
+        device_side = strCat("its ", device_name, " kernel declares ", device_declared->str(),
+                             device_refused ? strCat(" and refuses ", scalarTypeName(*device_refused)) : "");
+        const absl::StatusOr<DtypeSet> both = DtypeSet::fromMask(device_declared->mask() & cpu_slot.dtypes);
+        instead = both.ok() && !both->isAll() && both->mask() != 0 ? both->str() : "";
+      }
       BP_THROW(kUnimplemented, schema.name().qualifiedName(), " has no kernel for ",
                on_device ? on_device->str() : device_name, " that takes ", dtype,
-               " (arguments: ", describeArguments(op, *stack), "): ",
-               reason != nullptr ? strCat("its ", device_name, " kernel declined it (", *reason, ")")
-               : op.declaredDtypes(key)
-                   ? strCat("its ", device_name, " kernel declares ", op.declaredDtypes(key)->str())
-                   : strCat("it has no ", device_name, " kernel"),
+               " (arguments: ", describeArguments(op, *stack), "): ", device_side,
                ", so the call went to the CPU fallback, whose CPU kernel",
-               cpu_kernel.debug.empty() ? "" : strCat(" (", cpu_kernel.debug, ")"), " declares ", cpu_declared->str(),
-               " and refuses ", dtype, " too. Declare ", dtype,
-               " in one of the kernels' registrations and handle it, or call with one of ",
-               op.declaredDtypes(key) ? op.declaredDtypes(key)->str() : cpu_declared->str());
+               cpu_slot.debug.empty() ? "" : strCat(" (", cpu_slot.debug, ")"), " declares ", cpu_declared.str(),
+               " and refuses ", dtype, ". Declare ", dtype, " in the CPU kernel's registration and handle it",
+               instead.empty() ? "" : strCat(", or call with one of ", instead));
     }
   }
 

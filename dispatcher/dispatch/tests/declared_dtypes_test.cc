@@ -232,10 +232,40 @@ TEST_F(DeclaredDtypesTest, DeclinedWithNothingElseNamesTheDeclaredAndRefusedDtyp
   // From the test device, which has no kernel: the CPU fallback would run
   // the CPU kernel, which refuses int32; the error names the caller's
   // device, not a CPU call the caller never made.
-  expectError(
-      [&] { only.call(on(ScalarType::Int32)); },
-      {"dtcpu::only has no kernel for " + on(ScalarType::Int32).device().str() + " that takes int32", "it has no",
-       "so the call went to the CPU fallback, whose CPU kernel", "declares float32, float64 and refuses int32 too"});
+  expectError([&] { only.call(on(ScalarType::Int32)); },
+              {"dtcpu::only has no kernel for " + on(ScalarType::Int32).device().str() + " that takes int32",
+               "it has no", "so the call went to the CPU fallback, whose CPU kernel",
+               "declares float32, float64 and refuses int32. Declare int32 in the CPU kernel's registration"});
+}
+
+// The CPU fallback's early error is for calls nothing at the CPU key takes:
+// a dtype the newest CPU kernel refuses still reaches an older CPU impl
+// that takes every dtype (Note [Declared dtypes]).
+int g_older_cpu_calls = 0, g_newer_cpu_calls = 0;
+TEST_F(DeclaredDtypesTest, TheCpuFallbackStillReachesAnOlderCpuImplForARefusedDtype) {
+  Library older("dtcpu2");
+  ASSERT_TRUE(older.def("two(Tensor a) -> Tensor").ok());
+  ASSERT_TRUE(older
+                  .impl("two", DispatchKey::CPU,
+                        [](const Tensor& a) {
+                          ++g_older_cpu_calls;
+                          return a;
+                        })
+                  .ok());
+  Library newer("dtcpu2");
+  ASSERT_TRUE(newer
+                  .impl("two", DispatchKey::CPU,
+                        [](const Tensor& a) {
+                          ++g_newer_cpu_calls;
+                          return a;
+                        },
+                        {ScalarType::Float32})
+                  .ok());
+  auto two = op("dtcpu2::two").typed<Tensor(const Tensor&)>();
+  two.call(on(ScalarType::Int32));
+  EXPECT_EQ(g_older_cpu_calls, 1) << "int32 went to the older CPU impl through the CPU fallback";
+  two.call(on(ScalarType::Float32));
+  EXPECT_EQ(g_newer_cpu_calls, 1);
 }
 
 // A fallthrough registered as the backend key's fallback means "nothing at

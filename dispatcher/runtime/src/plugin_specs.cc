@@ -5,6 +5,7 @@
 
 #include <cctype>
 #include <charconv>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -21,8 +22,9 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-// Splits at the commas outside brackets and quotes.
-std::vector<std::string_view> splitArgs(std::string_view s) {
+// Splits at the commas outside brackets and quotes; `unterminated`: whether
+// a quote was left open.
+std::vector<std::string_view> splitArgs(std::string_view s, bool* unterminated = nullptr) {
   std::vector<std::string_view> out;
   int depth = 0;
   bool quoted = false;
@@ -40,6 +42,7 @@ std::vector<std::string_view> splitArgs(std::string_view s) {
   }
   std::string_view last = trim(s.substr(start));
   if (!last.empty() || !out.empty()) out.push_back(last);
+  if (unterminated) *unterminated = quoted;
   return out;
 }
 
@@ -106,6 +109,8 @@ absl::StatusOr<ParsedArg> parseArg(std::string_view tok) {
     a.i = v;
     return p;
   }
+  if (tok.find_first_not_of("-0123456789") == std::string_view::npos)
+    return absl::InvalidArgumentError(strCat("'", tok, "' is out of the int64 range"));
   if (double v = 0; parseDouble(tok, v)) {
     a.kind = SampleArg::Kind::Double;
     a.d = v;
@@ -132,9 +137,15 @@ absl::StatusOr<ParsedArg> parseArg(std::string_view tok) {
   if (close == std::string_view::npos) return absl::InvalidArgumentError(strCat("'", tok, "' has no closing ]"));
   if (!parseIntList(tok.substr(bracket, close - bracket + 1), a.sizes))
     return absl::InvalidArgumentError(strCat("'", tok, "': the shape must be integers, such as float32[4,8]"));
-  for (int64_t s : a.sizes)
-    if (s < 0 || s > (int64_t{1} << 20))
-      return absl::InvalidArgumentError(strCat("'", tok, "': a size must be in 0..1048576"));
+  // A sample is small: its tensors are made on the host and moved to the
+  // device for every backend.
+  constexpr int64_t kMaxElements = int64_t{1} << 24;
+  int64_t numel = 1;
+  for (int64_t s : a.sizes) {
+    if (s < 0 || s > kMaxElements || (s > 0 && numel > kMaxElements / s))
+      return absl::InvalidArgumentError(strCat("'", tok, "': a sample tensor has at most 16777216 elements"));
+    numel *= s;
+  }
   std::string_view rest = tok.substr(close + 1);
   while (!rest.empty()) {
     if (rest.starts_with(".T")) {
@@ -188,6 +199,7 @@ absl::StatusOr<std::vector<SampleDecl>> parseSampleNotation(const FunctionSchema
   const std::string op = schema.name().qualifiedName();
   std::vector<ScalarType> dtypes;
   std::vector<SampleDecl> out;
+  std::set<std::string> names;
   size_t line_no = 0;
   auto fail = [&](std::string_view line, const std::string& what) {
     return absl::InvalidArgumentError(
@@ -199,9 +211,10 @@ absl::StatusOr<std::vector<SampleDecl>> parseSampleNotation(const FunctionSchema
     text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
     ++line_no;
     if (line.empty() || line.front() == '#') continue;
-    if (line.starts_with("dtypes:")) {
+    const size_t colon_at = line.find(':');
+    if (colon_at != std::string_view::npos && trim(line.substr(0, colon_at)) == "dtypes") {
       if (!dtypes.empty()) return fail(line, "a second dtypes: line");
-      for (std::string_view name : splitArgs(line.substr(7))) {
+      for (std::string_view name : splitArgs(line.substr(colon_at + 1))) {
         absl::StatusOr<ScalarType> t = parseScalarType(name);
         if (!t.ok()) return fail(line, std::string(t.status().message()));
         dtypes.push_back(*t);
@@ -213,14 +226,17 @@ absl::StatusOr<std::vector<SampleDecl>> parseSampleNotation(const FunctionSchema
     if (colon == std::string_view::npos) return fail(line, "no ':' between the sample's name and its arguments");
     SampleDecl d;
     std::string_view name = trim(line.substr(0, colon));
-    if (name.starts_with("raises ")) {
+    if (name == "raises" || name.starts_with("raises ")) {
       d.must_raise = true;
-      name = trim(name.substr(7));
+      name = trim(name.substr(6));
     }
     if (name.empty()) return fail(line, "the sample has no name");
     d.name = std::string(name);
+    if (!names.insert(d.name).second) return fail(line, strCat("a second sample named '", d.name, "'"));
     bool uses_t = false;
-    const std::vector<std::string_view> toks = splitArgs(line.substr(colon + 1));
+    bool unterminated = false;
+    const std::vector<std::string_view> toks = splitArgs(line.substr(colon + 1), &unterminated);
+    if (unterminated) return fail(line, "a string is not closed: write \"text\"");
     const auto& params = schema.arguments();
     if (toks.size() != params.size()) {
       return fail(line, strCat(toks.size(), " arguments, but ", schema.toString(), " takes ", params.size(),

@@ -114,8 +114,10 @@ TEST_F(PluginOwnOpsTest, ADtypeNoKernelTakesIsReportedForTheCallersDevice) {
     EXPECT_EQ(e.code(), absl::StatusCode::kUnimplemented);
     EXPECT_THAT(e.what(), HasSubstr("tpown::add_bias has no kernel for tpowndev:1 that takes float64 (arguments: "
                                     "Tensor[2] float64 tpowndev:1, Tensor[2] float64 tpowndev:1): its tpowndev kernel "
-                                    "declares float32, so the call went to the CPU fallback, whose CPU kernel (plugin "
-                                    "tp_own_ops) declares float32 and refuses float64 too"));
+                                    "declares float32 and refuses float64, so the call went to the CPU fallback, whose "
+                                    "CPU kernel (plugin tp_own_ops) declares float32 and refuses float64. Declare "
+                                    "float64 in the CPU kernel's registration and handle it, or call with one of "
+                                    "float32"));
     EXPECT_THAT(e.what(), Not(HasSubstr("dispatch key CPU")));
   }
   EXPECT_EQ(calls(1), cpu0);
@@ -239,6 +241,17 @@ TEST(SampleNotationTest, ErrorsNameTheLineAndWhatIsWrong) {
   EXPECT_THAT(message("a: T[2], none, [1], 1, float32, true"), HasSubstr("T needs a dtypes: line"));
   EXPECT_THAT(message("a float32[2], none, [1], 1, float32, true"), HasSubstr("no ':'"));
   EXPECT_THAT(message("# only a comment"), HasSubstr("hold no sample call"));
+  EXPECT_THAT(message("a: float32[2], none, [1], \"x, float32, true"), HasSubstr("a string is not closed"));
+  EXPECT_THAT(message("raises: float32[2], none, [1], 1, float32, true"), HasSubstr("the sample has no name"));
+  EXPECT_THAT(message("a: float32[2], none, [1], 99999999999999999999, float32, true"),
+              HasSubstr("'99999999999999999999' is out of the int64 range"));
+  EXPECT_THAT(message("a: float32[1048576,1048576], none, [1], 1, float32, true"),
+              HasSubstr("at most 16777216 elements"));
+  EXPECT_THAT(message("a: float32[2], none, [1], 1, float32, true\na: float32[3], none, [1], 1, float32, true"),
+              HasSubstr("line 2 (a: float32[3], none, [1], 1, float32, true): a second sample named 'a'"));
+  absl::StatusOr<std::vector<SampleDecl>> spaced = parse("dtypes : float64\nb: T[1], none, [], 1, float32, false");
+  ASSERT_TRUE(spaced.ok()) << spaced.status();
+  EXPECT_EQ((*spaced)[0].name, "b float64");
 }
 
 // Wrong registrations of a rule or samples fail the plugin's init, naming
@@ -272,8 +285,18 @@ TEST(PluginOwnOpsRegistrationTest, WrongRegistrationsFailInit) {
     EXPECT_FALSE(Dispatcher::singleton().findOp("tpown::add_bias").has_value() &&
                  Dispatcher::singleton().findOp("tpown::add_bias")->hasSchema())
         << "a failed init left its operator defined";
-    for (auto& spec : declaredSpecs()) EXPECT_NE(spec->op, "tpown::add_bias") << "a failed init left its samples";
   }
+  // A failed init left nothing behind: the good plugin loads again, with one
+  // spec and one pair of derived forms (a leftover would refuse the second).
+  absl::StatusOr<PluginStatus> good = plugins().load(pluginPath());
+  ASSERT_TRUE(good.ok()) << good.status();
+  int specs = 0;
+  for (auto& spec : declaredSpecs()) specs += spec->op == "tpown::add_bias";
+  EXPECT_EQ(specs, 1);
+  EXPECT_EQ(derivedFormsOf("tpown::add_bias").out, "tpown::add_bias.out");
+  EXPECT_TRUE(plugins().unload("tp_own_ops").ok());
+  EXPECT_TRUE(declaredSpecs().empty() || declaredSpecs().front()->op != "tpown::add_bias");
+  EXPECT_EQ(derivedFormsOf("tpown::add_bias").out, "") << "unloading removed the derived forms";
 }
 
 }  // namespace
