@@ -741,15 +741,15 @@ void addIndexingSpecs(std::vector<OpSpec>& specs) {
   add(specs, "bp::index_put", indexPutSamples, indexPutReference, "bp::index_put_");
   add(specs, "bp::nonzero", nonzeroSamples, nonzeroReference);
   add(specs, "bp::masked_select", maskedSelectSamples, maskedSelectReference);
-  add(specs, "bp::index_add", indexAddSamples, indexAddReference, "bp::index_add_");
+  add(specs, "bp::index_add", indexAddSamples, indexAddReference, "bp::index_add_", "bp::index_add.out");
   add(
       specs, "bp::tril", [] { return triangleSamples("bp::tril"); },
-      [](const Sample& s) { return triangleReference(s, true); }, "bp::tril_");
+      [](const Sample& s) { return triangleReference(s, true); }, "bp::tril_", "bp::tril.out");
   add(
       specs, "bp::triu", [] { return triangleSamples("bp::triu"); },
-      [](const Sample& s) { return triangleReference(s, false); }, "bp::triu_");
-  add(specs, "bp::roll", rollSamples, rollReference);
-  add(specs, "bp::repeat", repeatSamples, repeatReference);
+      [](const Sample& s) { return triangleReference(s, false); }, "bp::triu_", "bp::triu.out");
+  add(specs, "bp::roll", rollSamples, rollReference, "", "bp::roll.out");
+  add(specs, "bp::repeat", repeatSamples, repeatReference, "", "bp::repeat.out");
   add(
       specs, "bp::repeat_interleave.self_int", [] { return repeatInterleaveSamples(false); },
       repeatInterleaveReference);

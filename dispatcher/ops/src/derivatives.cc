@@ -793,8 +793,40 @@ std::vector<OpDerivative> buildTable() {
   nondiff({"argmax", "argmin"}, "an index: integer results carry no gradient");
   // Advanced indexing (indexing.cc): composites over index_select, scatter_
   // and scatter_add, whose formulas give the gradients.
-  composite({"index.Tensor", "index_put", "masked_select", "index_add", "tril", "triu", "roll", "repeat",
-             "repeat_interleave.self_int", "repeat_interleave.self_Tensor"});
+  composite(
+      {"index.Tensor", "index_put", "masked_select", "repeat_interleave.self_int", "repeat_interleave.self_Tensor"});
+  // Structured ones (their functional form calls the out= kernel, which
+  // records no gradient): formulas of their own, as PyTorch's.
+  formula("tril",
+          {{"self", "grad.tril(diagonal)", [](Ctx& c) { c.set("self", c.grad().tril(c.integer("diagonal"))); }}});
+  formula("triu",
+          {{"self", "grad.triu(diagonal)", [](Ctx& c) { c.set("self", c.grad().triu(c.integer("diagonal"))); }}});
+  formula("roll", {{"self", "grad rolled back", [](Ctx& c) {
+                      std::vector<int64_t> back = c.ints("shifts");
+                      for (int64_t& v : back) v = -v;
+                      c.set("self", c.grad().roll(back, c.ints("dims")));
+                    }}});
+  formula("repeat", {{"self", "grad summed over the repeats", [](Ctx& c) {
+                        const Tensor& self = c.tensor("self");
+                        const std::vector<int64_t> repeats = c.ints("repeats");
+                        const size_t lead = repeats.size() - static_cast<size_t>(self.dim());
+                        std::vector<int64_t> split, repeated;
+                        for (size_t k = 0; k < repeats.size(); ++k) {
+                          split.push_back(repeats[k]);
+                          split.push_back(k < lead ? 1 : self.size(static_cast<int64_t>(k - lead)));
+                          repeated.push_back(static_cast<int64_t>(2 * k));
+                        }
+                        c.set("self", c.grad().reshape(split).sum(repeated).reshape(self.sizes()));
+                      }}});
+  formula("index_add", {{"self", "grad", [](Ctx& c) { c.set("self", c.grad()); }},
+                        {"source", "grad.index_select(dim, index) * alpha", [](Ctx& c) {
+                           const Tensor& g = c.grad();
+                           const Tensor rows = g.dim() == 0 ? g.reshape({1}) : g;
+                           const int64_t dim = c.integer("dim");
+                           const int64_t d = dim < 0 ? dim + rows.dim() : dim;
+                           const Tensor picked = rows.index_select(d, c.tensor("index").reshape({-1}));
+                           c.set("source", scaledBy(picked, c.scalar("alpha")).reshape(c.tensor("source").sizes()));
+                         }}});
   nondiff({"repeat_interleave.Tensor"}, "indices: integer results carry no gradient");
   // norm (reduction.cc) differentiates through abs, pow/sqrt and sum; at a
   // zero vector the 2-norm's gradient is NaN (sqrt's at 0), where PyTorch
@@ -864,6 +896,9 @@ std::vector<OpDerivative> withSaves(std::vector<OpDerivative> t) {
       {"round.decimals", ""},
       {"sign", ""},
       {"flip", ""},
+      {"tril", ""},
+      {"triu", ""},
+      {"roll", ""},
       {"constant_pad_nd", ""},
       {"_copy_on_device_", ""},
       {"fill_.Scalar", ""},

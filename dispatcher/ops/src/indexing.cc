@@ -36,6 +36,11 @@ namespace {
 using OptionalTensorList = ArrayRef<std::optional<Tensor>>;
 using ScatterSig = Tensor(const Tensor&, int64_t, const Tensor&, const Tensor&);
 
+// The result of an op whose result is shaped like self.
+OutputMeta likeSelf(const Tensor& self) {
+  return OutputMeta{Shape(self.sizes().begin(), self.sizes().end()), self.dtype(), self.device()};
+}
+
 // The linear positions (int64, 1-d) of the true elements of a 1-d bool
 // tensor, in order: each true element's running count is its rank, and it
 // scatters its position there; the false ones all write one extra slot,
@@ -352,12 +357,35 @@ Tensor indexAddSource(const Tensor& self, int64_t dim, const Tensor& index, cons
   return one ? src : src * alpha;
 }
 
+// index_add is structured: index_add.out is the kernel (by default
+// scatter_add's out= form), the functional form allocates and calls it.
+using IndexAddOutSig = Tensor(const Tensor&, int64_t, const Tensor&, const Tensor&, const Scalar&, const Tensor&);
+
+void indexAddOutMeta(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha,
+                     const Tensor& out) {
+  const std::string& op = qualified<"index_add.out">();
+  Tensor idx;
+  indexAddSource<"index_add.out">(self, dim, index, source, alpha, idx);
+  checkOutDtype(op, out, likeSelf(self));
+  checkOut(op, out, likeSelf(self), {{"self", &self}, {"index", &index}, {"source", &source}});
+}
+
+Tensor indexAddOut(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha,
+                   const Tensor& out) {
+  Tensor idx;
+  const Tensor src = indexAddSource<"index_add.out">(self, dim, index, source, alpha, idx);
+  const bool scalar = self.dim() == 0;
+  using ScatterAddOutSig = Tensor(const Tensor&, int64_t, const Tensor&, const Tensor&, const Tensor&);
+  BP_STANDARD_OP("scatter_add.out", ScatterAddOutSig)
+      .call(scalar ? self.reshape({1}) : self, scalar ? 0 : dim, idx, src, scalar ? out.reshape({1}) : out);
+  return out;
+}
+
 Tensor indexAdd(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha) {
   Tensor idx;
-  const Tensor src = indexAddSource<"index_add">(self, dim, index, source, alpha, idx);
-  const Tensor base = self.dim() == 0 ? self.reshape({1}) : self;
-  const Tensor out = BP_STANDARD_OP("scatter_add", ScatterSig).call(base, self.dim() == 0 ? 0 : dim, idx, src);
-  return self.dim() == 0 ? out.reshape({}) : out;
+  indexAddSource<"index_add">(self, dim, index, source, alpha, idx);  // its own checks, before allocating
+  return BP_STANDARD_OP("index_add.out", IndexAddOutSig)
+      .callSkippingMeta(self, dim, index, source, alpha, allocate(likeSelf(self)));
 }
 
 Tensor indexAddInplace(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
@@ -385,9 +413,34 @@ Tensor triangleMask(const Tensor& self, int64_t diagonal) {
   return Lower ? offset.gt(diag) : offset.lt(diag);  // true where the result is zero
 }
 
+// tril and triu are structured (Note [The standard operator table]):
+// tril.out is the kernel, by default a composite over masked_fill's out=
+// form; the functional form allocates the result and calls it, so a
+// backend's native tril.out serves both.
+using TriangleOutSig = Tensor(const Tensor&, int64_t, const Tensor&);
+
 template <FixedString Name, bool Lower>
+void triangleOutMeta(const Tensor& self, int64_t diagonal, const Tensor& out) {
+  (void)diagonal;
+  const std::string& op = qualified<Name>();
+  checkDefined(op, self, "self");
+  BP_CHECK(self.dim() >= 2, op,
+           ": needs a tensor of at least 2 dimensions (a matrix or a batch of them), but self has ", self.dim());
+  checkOutDtype(op, out, likeSelf(self));
+  checkOut(op, out, likeSelf(self), {{"self", &self}});
+}
+
+template <FixedString Name, bool Lower>
+Tensor triangleOut(const Tensor& self, int64_t diagonal, const Tensor& out) {
+  using Sig = Tensor(const Tensor&, const Tensor&, const Scalar&, const Tensor&);
+  return BP_STANDARD_OP("masked_fill.Scalar_out", Sig)
+      .callSkippingMeta(self, triangleMask<Name, Lower>(self, diagonal), Scalar(0), out);
+}
+
+template <FixedString Name, FixedString OutName, bool Lower>
 Tensor triangle(const Tensor& self, int64_t diagonal) {
-  return self.masked_fill(triangleMask<Name, Lower>(self, diagonal), Scalar(0));
+  triangleMask<Name, Lower>(self, diagonal);  // the functional form's own checks, before allocating
+  return BP_STANDARD_OP(OutName.c_str(), TriangleOutSig).callSkippingMeta(self, diagonal, allocate(likeSelf(self)));
 }
 
 template <FixedString Name, bool Lower>
@@ -398,40 +451,97 @@ Tensor triangleInplace(const Tensor& self, int64_t diagonal) {
 
 // --- roll: elements shifted along dims, wrapping around.
 
-Tensor rollComposite(const Tensor& self, IntArrayRef shifts, IntArrayRef dims) {
-  const std::string& op = qualified<"roll">();
+// roll is structured: roll.out is the kernel (by default the shifted parts
+// concatenated, the last dim's straight into `out`), the functional form
+// allocates and calls it.
+using RollOutSig = Tensor(const Tensor&, IntArrayRef, IntArrayRef, const Tensor&);
+
+template <FixedString Name>
+void checkRoll(const Tensor& self, IntArrayRef shifts, IntArrayRef dims) {
+  const std::string& op = qualified<Name>();
   checkDefined(op, self, "self");
   BP_CHECK(!shifts.empty(), op, ": 'shifts' must name at least one shift");
   if (dims.empty()) {
     BP_CHECK(shifts.size() == 1, op, ": without 'dims' the tensor is rolled flattened, which takes one shift, not ",
              shifts.size());
-    const int64_t dim0[] = {0};
-    return rollComposite(self.reshape({-1}), shifts, IntArrayRef(dim0, 1)).view(self.sizes());
+    return;
   }
   BP_CHECK(shifts.size() == dims.size(), op, ": 'shifts' and 'dims' must have one entry each per rolled dim, but have ",
            shifts.size(), " and ", dims.size());
-  Tensor x = self;
+  for (int64_t d : dims) wrapDim(op, d, self.dim());
+}
+
+void rollOutMeta(const Tensor& self, IntArrayRef shifts, IntArrayRef dims, const Tensor& out) {
+  const std::string& op = qualified<"roll.out">();
+  checkRoll<"roll.out">(self, shifts, dims);
+  checkOutDtype(op, out, likeSelf(self));
+  checkOut(op, out, likeSelf(self), {{"self", &self}});
+}
+
+Tensor rollOut(const Tensor& self, IntArrayRef shifts, IntArrayRef dims, const Tensor& out) {
+  const std::string& op = qualified<"roll.out">();
+  if (dims.empty()) {  // rolled flattened
+    const int64_t dim0[] = {0}, flat[] = {-1};
+    if (out.is_contiguous()) {
+      rollOut(self.reshape(IntArrayRef(flat, 1)), shifts, IntArrayRef(dim0, 1), out.view(IntArrayRef(flat, 1)));
+    } else {
+      Tensor tmp = allocate(likeSelf(self)).view(IntArrayRef(flat, 1));
+      rollOut(self.reshape(IntArrayRef(flat, 1)), shifts, IntArrayRef(dim0, 1), tmp);
+      copyInto(out, tmp.view(self.sizes()));
+    }
+    return out;
+  }
+  // The dims that move, with their shift in [1, n).
+  absl::InlinedVector<std::pair<int64_t, int64_t>, 4> moves;
   for (size_t j = 0; j < dims.size(); ++j) {
     const int64_t d = wrapDim(op, dims[j], self.dim());
     const int64_t n = self.dim() == 0 ? 1 : self.size(d);
     if (n == 0 || self.dim() == 0) continue;
     const int64_t s = ((shifts[j] % n) + n) % n;
-    if (s == 0) continue;
-    const Tensor parts[] = {x.narrow(d, n - s, s), x.narrow(d, 0, n - s)};
-    x = cat(TensorList(parts, 2), d);
+    if (s != 0) moves.emplace_back(d, s);
   }
-  return x.is_alias_of(self) ? self.clone() : x;
+  if (moves.empty()) {
+    copyInto(out, self);
+    return out;
+  }
+  Tensor x = self;
+  for (size_t j = 0; j < moves.size(); ++j) {
+    const auto [d, s] = moves[j];
+    const int64_t n = x.size(d);
+    const Tensor parts[] = {x.narrow(d, n - s, s), x.narrow(d, 0, n - s)};
+    if (j + 1 < moves.size()) {
+      x = cat(TensorList(parts, 2), d);
+    } else {
+      using CatOutSig = Tensor(TensorList, int64_t, const Tensor&);
+      BP_STANDARD_OP("cat.out", CatOutSig).call(TensorList(parts, 2), d, out);
+    }
+  }
+  return out;
+}
+
+Tensor rollComposite(const Tensor& self, IntArrayRef shifts, IntArrayRef dims) {
+  checkRoll<"roll">(self, shifts, dims);
+  return BP_STANDARD_OP("roll.out", RollOutSig).callSkippingMeta(self, shifts, dims, allocate(likeSelf(self)));
 }
 
 // --- repeat: the tensor tiled `repeats` times along each dim.
 
-Tensor repeatComposite(const Tensor& self, IntArrayRef repeats) {
-  const std::string& op = qualified<"repeat">();
+// repeat is structured: repeat.out is the kernel (by default a copy of
+// the expanded view into `out`), the functional form allocates and calls it.
+using RepeatOutSig = Tensor(const Tensor&, IntArrayRef, const Tensor&);
+
+// The result's shape, and the view of self it copies: self with a size-1
+// dim before each of its dims (and before the leading new ones), expanded
+// to the repeats.
+template <FixedString Name>
+Tensor repeatSource(const Tensor& self, IntArrayRef repeats, Shape& result) {
+  const std::string& op = qualified<Name>();
   checkDefined(op, self, "self");
   BP_CHECK(repeats.size() >= static_cast<size_t>(self.dim()), op, ": 'repeats' has ", repeats.size(),
            " entries but self has ", self.dim(), " dimensions; give at least one per dimension");
   const size_t lead = repeats.size() - static_cast<size_t>(self.dim());
-  Shape interleaved, expanded, result;
+  Shape interleaved, expanded;
+  result.clear();
   for (size_t k = 0; k < repeats.size(); ++k) {
     BP_CHECK(repeats[k] >= 0, op, ": repeats must be non-negative, but entry ", k, " is ", repeats[k]);
     const int64_t size = k < lead ? 1 : self.size(static_cast<int64_t>(k - lead));
@@ -439,7 +549,39 @@ Tensor repeatComposite(const Tensor& self, IntArrayRef repeats) {
     expanded.insert(expanded.end(), {repeats[k], size});
     result.push_back(repeats[k] * size);
   }
-  return self.reshape(interleaved).expand(expanded).reshape(result).contiguous();
+  return self.reshape(interleaved).expand(expanded);
+}
+
+void repeatOutMeta(const Tensor& self, IntArrayRef repeats, const Tensor& out) {
+  const std::string& op = qualified<"repeat.out">();
+  Shape result;
+  repeatSource<"repeat.out">(self, repeats, result);
+  const OutputMeta m{result, self.dtype(), self.device()};
+  checkOutDtype(op, out, m);
+  checkOut(op, out, m, {{"self", &self}});
+}
+
+Tensor repeatOut(const Tensor& self, IntArrayRef repeats, const Tensor& out) {
+  Shape result;
+  const Tensor source = repeatSource<"repeat.out">(self, repeats, result);
+  if (out.numel() == 0) return out;
+  // `out` has the result's shape; seen with the expanded view's dims (each
+  // repeat and size pair split apart), one copy fills it. A strided `out`
+  // that has no such view gets the tiled result copied in.
+  Shape split(source.sizes().begin(), source.sizes().end());
+  if (out.is_contiguous()) {
+    copyInto(out.view(IntArrayRef(split.data(), split.size())), source);
+  } else {
+    copyInto(out, source.reshape(IntArrayRef(result.data(), result.size())));
+  }
+  return out;
+}
+
+Tensor repeatComposite(const Tensor& self, IntArrayRef repeats) {
+  Shape result;
+  repeatSource<"repeat">(self, repeats, result);
+  return BP_STANDARD_OP("repeat.out", RepeatOutSig)
+      .callSkippingMeta(self, repeats, allocate(OutputMeta{result, self.dtype(), self.device()}));
 }
 
 // --- repeat_interleave: each element (slice along dim) repeated in place,
@@ -585,17 +727,34 @@ void addIndexingOps(std::vector<StandardOp>& ops) {
   add("index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor",
       K::makeFromFunction(BP_FN(indexAdd)));
   ops.back().dtypes = {{"index", kIndex}};
+  add("index_add.out(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1, Tensor(a!) out) -> "
+      "Tensor(a!)",
+      K::makeFromFunction(BP_FN(indexAddOut)));
+  ops.back().dtypes = {{"index", kIndex}};
+  ops.back().meta = K::makeFromFunction(BP_FN(indexAddOutMeta));
   add("index_add_(Tensor(a!) self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor(a!)",
       K::makeFromFunction(BP_FN(indexAddInplace)));
   ops.back().dtypes = {{"index", kIndex}};
-  add("tril(Tensor self, int diagonal=0) -> Tensor", K::makeFromFunction(BP_FN((triangle<"tril", true>))));
+  add("tril(Tensor self, int diagonal=0) -> Tensor", K::makeFromFunction(BP_FN((triangle<"tril", "tril.out", true>))));
+  add("tril.out(Tensor self, int diagonal=0, *, Tensor(a!) out) -> Tensor(a!)",
+      K::makeFromFunction(BP_FN((triangleOut<"tril.out", true>))));
+  ops.back().meta = K::makeFromFunction(BP_FN((triangleOutMeta<"tril.out", true>)));
   add("tril_(Tensor(a!) self, int diagonal=0) -> Tensor(a!)",
       K::makeFromFunction(BP_FN((triangleInplace<"tril_", true>))));
-  add("triu(Tensor self, int diagonal=0) -> Tensor", K::makeFromFunction(BP_FN((triangle<"triu", false>))));
+  add("triu(Tensor self, int diagonal=0) -> Tensor", K::makeFromFunction(BP_FN((triangle<"triu", "triu.out", false>))));
+  add("triu.out(Tensor self, int diagonal=0, *, Tensor(a!) out) -> Tensor(a!)",
+      K::makeFromFunction(BP_FN((triangleOut<"triu.out", false>))));
+  ops.back().meta = K::makeFromFunction(BP_FN((triangleOutMeta<"triu.out", false>)));
   add("triu_(Tensor(a!) self, int diagonal=0) -> Tensor(a!)",
       K::makeFromFunction(BP_FN((triangleInplace<"triu_", false>))));
   add("roll(Tensor self, SymInt[1] shifts, int[1] dims=[]) -> Tensor", K::makeFromFunction(BP_FN(rollComposite)));
+  add("roll.out(Tensor self, SymInt[1] shifts, int[1] dims=[], *, Tensor(a!) out) -> Tensor(a!)",
+      K::makeFromFunction(BP_FN(rollOut)));
+  ops.back().meta = K::makeFromFunction(BP_FN(rollOutMeta));
   add("repeat(Tensor self, SymInt[] repeats) -> Tensor", K::makeFromFunction(BP_FN(repeatComposite)));
+  add("repeat.out(Tensor self, SymInt[] repeats, *, Tensor(a!) out) -> Tensor(a!)",
+      K::makeFromFunction(BP_FN(repeatOut)));
+  ops.back().meta = K::makeFromFunction(BP_FN(repeatOutMeta));
   add("repeat_interleave.self_int(Tensor self, SymInt repeats, int? dim=None, *, SymInt? output_size=None) -> Tensor",
       K::makeFromFunction(BP_FN(repeatInterleaveInt)));
   add("repeat_interleave.self_Tensor(Tensor self, Tensor repeats, int? dim=None, *, SymInt? output_size=None) -> "

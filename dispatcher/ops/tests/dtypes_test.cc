@@ -249,5 +249,67 @@ TEST(DtypeFixedArgumentsTest, ADeclaredKernelServesCallsWithAFixedDtypeIndex) {
   EXPECT_EQ(g_float32_index_select_calls, 1) << "float64 is not declared: the CPU fallback serves it";
 }
 
+// tril, triu, roll, repeat and index_add are structured: a device's native
+// .out kernel serves the functional form too (the "implement .out" advice),
+// handed an out of the result's shape and dtype on its device; an out= of
+// another dtype is refused before any kernel runs.
+int g_tril_out_calls = 0;
+Tensor countingTrilOut(const Tensor& self, int64_t diagonal, const Tensor& out) {
+  ++g_tril_out_calls;
+  EXPECT_EQ(out.sizes(), self.sizes());
+  EXPECT_EQ(out.device(), self.device());
+  out.copy_(tril(self.cpu(), diagonal));
+  return out;
+}
+
+TEST(StructuredIndexingOpsTest, ANativeOutKernelServesTheFunctionalForm) {
+  testing::TestDevice& dev = testing::TestDevice::install("trilout", 1);
+  Library lib("trilout");
+  ASSERT_TRUE(lib.impl("bp::tril.out", dev.type(), BP_FN(countingTrilOut)).ok());
+  const Tensor x = Tensor(tensorFromVector<float>({1, 2, 3, 4}, {2, 2})).to(dev.device(0));
+  EXPECT_EQ(x.tril().cpu().toVector<float>(), (std::vector<float>{1, 0, 3, 4}));
+  EXPECT_EQ(g_tril_out_calls, 1) << "the functional form called the device's tril.out";
+  EXPECT_EQ(x.tril(1).cpu().toVector<float>(), (std::vector<float>{1, 2, 3, 4}));
+  EXPECT_EQ(g_tril_out_calls, 2);
+  const Tensor wrong = Tensor(emptyTensor({2, 2}, ScalarType::Float64, dev.device(0)));
+  using Sig = Tensor(const Tensor&, int64_t, const Tensor&);
+  auto tril_out = Dispatcher::singleton().findOpOrThrow("bp::tril.out").typed<Sig>();
+  EXPECT_THAT([&] { tril_out.call(x, 0, wrong); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("bp::tril.out: argument 'out' has dtype float64")));
+  EXPECT_EQ(g_tril_out_calls, 2);
+}
+
+// Their out= forms on the cpu: an empty out is resized, a strided one
+// written in place, each returns its out.
+TEST(StructuredIndexingOpsTest, OutFormsResizeAnEmptyOutAndWriteAStridedOne) {
+  const Tensor x = Tensor(tensorFromVector<float>({1, 2, 3, 4, 5, 6}, {2, 3}));
+  using Sig2 = Tensor(const Tensor&, IntArrayRef, const Tensor&);
+  Tensor empty = Tensor(emptyTensor({0}, ScalarType::Float32));
+  const int64_t reps[] = {2, 1};
+  Dispatcher::singleton().findOpOrThrow("bp::repeat.out").typed<Sig2>().call(x, IntArrayRef(reps, 2), empty);
+  EXPECT_EQ(empty.sizes(), IntArrayRef(std::vector<int64_t>{4, 3}));
+  EXPECT_EQ(empty.toVector<float>(), (std::vector<float>{1, 2, 3, 4, 5, 6, 1, 2, 3, 4, 5, 6}));
+  const Tensor strided = Tensor(emptyTensor({3, 4}, ScalarType::Float32)).t();
+  ASSERT_FALSE(strided.is_contiguous());
+  Dispatcher::singleton().findOpOrThrow("bp::repeat.out").typed<Sig2>().call(x, IntArrayRef(reps, 2), strided);
+  EXPECT_EQ(strided.contiguous().toVector<float>(), (std::vector<float>{1, 2, 3, 4, 5, 6, 1, 2, 3, 4, 5, 6}));
+  using RollSig = Tensor(const Tensor&, IntArrayRef, IntArrayRef, const Tensor&);
+  const int64_t shift[] = {1}, dim[] = {1};
+  Tensor rolled = Tensor(emptyTensor({0}, ScalarType::Float32));
+  Dispatcher::singleton()
+      .findOpOrThrow("bp::roll.out")
+      .typed<RollSig>()
+      .call(x, IntArrayRef(shift, 1), IntArrayRef(dim, 1), rolled);
+  EXPECT_EQ(rolled.toVector<float>(), (std::vector<float>{3, 1, 2, 6, 4, 5}));
+  EXPECT_THAT(
+      [&] {
+        Dispatcher::singleton()
+            .findOpOrThrow("bp::roll.out")
+            .typed<RollSig>()
+            .call(x, IntArrayRef(shift, 1), IntArrayRef(dim, 1), Tensor(emptyTensor({5}, ScalarType::Float32)));
+      },
+      ::testing::ThrowsMessage<Error>(HasSubstr("bp::roll.out: argument 'out' has shape [5]")));
+}
+
 }  // namespace
 }  // namespace backplane::ops_test
