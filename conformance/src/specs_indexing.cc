@@ -739,7 +739,7 @@ void addIndexingSpecs(std::vector<OpSpec>& specs) {
       specs, "bp::scatter.value", [] { return scatterSamples(true); }, scatterReference, "bp::scatter_.value");
   add(specs, "bp::index.Tensor", indexSamples, indexReference);
   add(specs, "bp::index_put", indexPutSamples, indexPutReference, "bp::index_put_");
-  add(specs, "bp::nonzero", nonzeroSamples, nonzeroReference);
+  add(specs, "bp::nonzero", nonzeroSamples, nonzeroReference, "", "bp::nonzero.out");
   add(specs, "bp::masked_select", maskedSelectSamples, maskedSelectReference);
   add(specs, "bp::index_add", indexAddSamples, indexAddReference, "bp::index_add_", "bp::index_add.out");
   add(

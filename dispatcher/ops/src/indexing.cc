@@ -79,9 +79,32 @@ Tensor asMask(const Tensor& t) { return t.dtype() == ScalarType::Bool ? t : t.ne
 
 // --- nonzero, masked_select
 
+// nonzero is structured: nonzero.out is the kernel (by default the
+// coordinates computed and copied into `out`, which is resized to
+// [count, self.dim()]: its size depends on the values), the functional form
+// calls it with an empty out.
+void nonzeroOutMeta(const Tensor& self, const Tensor& out) {
+  const std::string& op = qualified<"nonzero.out">();
+  checkDefined(op, self, "self");
+  const OutputMeta m{Shape{}, ScalarType::Int64, self.device()};
+  checkOutDtype(op, out, m);
+  BP_CHECK(out.device() == self.device(), op, ": argument 'out' is on ", out.device(), " but self is on ",
+           self.device(), "; pass a tensor on that device");
+}
+
+Tensor nonzeroOut(const Tensor& self, const Tensor& out) {
+  const Tensor coords = coordinates(truePositions(asMask(self).reshape({-1})), self.sizes());
+  checkOut(qualified<"nonzero.out">(), out,
+           OutputMeta{Shape(coords.sizes().begin(), coords.sizes().end()), ScalarType::Int64, self.device()},
+           {{"self", &self}});
+  copyInto(out, coords);
+  return out;
+}
+
 Tensor nonzeroComposite(const Tensor& self) {
   checkDefined(qualified<"nonzero">(), self, "self");
-  return coordinates(truePositions(asMask(self).reshape({-1})), self.sizes());
+  return BP_STANDARD_OP("nonzero.out", Tensor(const Tensor&, const Tensor&))
+      .callSkippingMeta(self, allocate(OutputMeta{Shape{0, self.dim()}, ScalarType::Int64, self.device()}));
 }
 
 Tensor maskedSelectComposite(const Tensor& self, const Tensor& mask) {
@@ -722,6 +745,8 @@ void addIndexingOps(std::vector<StandardOp>& ops) {
       K::makeFromFunction(BP_FN(indexPut)));
   ops.back().dtypes = {{"indices", kIndices, "index with an int64 tensor or a bool mask, "}};
   add("nonzero(Tensor self) -> Tensor", K::makeFromFunction(BP_FN(nonzeroComposite)));
+  add("nonzero.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)", K::makeFromFunction(BP_FN(nonzeroOut)));
+  ops.back().meta = K::makeFromFunction(BP_FN(nonzeroOutMeta));
   add("masked_select(Tensor self, Tensor mask) -> Tensor", K::makeFromFunction(BP_FN(maskedSelectComposite)));
   ops.back().dtypes = {{"mask", {ScalarType::Bool}, "make one with a comparison (mask != 0), "}};
   add("index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor",
