@@ -740,7 +740,7 @@ void addIndexingSpecs(std::vector<OpSpec>& specs) {
   add(specs, "bp::index.Tensor", indexSamples, indexReference);
   add(specs, "bp::index_put", indexPutSamples, indexPutReference, "bp::index_put_");
   add(specs, "bp::nonzero", nonzeroSamples, nonzeroReference, "", "bp::nonzero.out");
-  add(specs, "bp::masked_select", maskedSelectSamples, maskedSelectReference);
+  add(specs, "bp::masked_select", maskedSelectSamples, maskedSelectReference, "", "bp::masked_select.out");
   add(specs, "bp::index_add", indexAddSamples, indexAddReference, "bp::index_add_", "bp::index_add.out");
   add(
       specs, "bp::tril", [] { return triangleSamples("bp::tril"); },

@@ -793,8 +793,7 @@ std::vector<OpDerivative> buildTable() {
   nondiff({"argmax", "argmin"}, "an index: integer results carry no gradient");
   // Advanced indexing (indexing.cc): composites over index_select, scatter_
   // and scatter_add, whose formulas give the gradients.
-  composite(
-      {"index.Tensor", "index_put", "masked_select", "repeat_interleave.self_int", "repeat_interleave.self_Tensor"});
+  composite({"index.Tensor", "index_put", "repeat_interleave.self_int", "repeat_interleave.self_Tensor"});
   // Structured ones (their functional form calls the out= kernel, which
   // records no gradient): formulas of their own, as PyTorch's.
   formula("tril",
@@ -818,6 +817,16 @@ std::vector<OpDerivative> buildTable() {
                         }
                         c.set("self", c.grad().reshape(split).sum(repeated).reshape(self.sizes()));
                       }}});
+  formula("masked_select", {{"self", "grad scattered back to the selected places, summed to self's shape", [](Ctx& c) {
+                               const Tensor& self = c.tensor("self");
+                               const Tensor& mask = c.tensor("mask");
+                               const Tensor ones_like_both = (zeros_like(self) + mask.to(self.dtype()));
+                               const Tensor flat_mask = mask.expand(ones_like_both.sizes()).reshape({-1});
+                               const Tensor positions = flat_mask.nonzero().reshape({-1});
+                               const Tensor flat = zeros_like(ones_like_both).reshape({-1});
+                               const Tensor g = flat.index_add(0, positions, c.grad());
+                               c.set("self", sumToSize(g.reshape(ones_like_both.sizes()), self.sizes()));
+                             }}});
   formula("index_add", {{"self", "grad", [](Ctx& c) { c.set("self", c.grad()); }},
                         {"source", "grad.index_select(dim, index) * alpha", [](Ctx& c) {
                            const Tensor& g = c.grad();

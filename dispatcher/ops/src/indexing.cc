@@ -107,15 +107,41 @@ Tensor nonzeroComposite(const Tensor& self) {
       .callSkippingMeta(self, allocate(OutputMeta{Shape{0, self.dim()}, ScalarType::Int64, self.device()}));
 }
 
-Tensor maskedSelectComposite(const Tensor& self, const Tensor& mask) {
-  const std::string& op = qualified<"masked_select">();
+// masked_select is structured: masked_select.out is the kernel (by default
+// index_select.out of the selected positions straight into `out`, resized to
+// their count), the functional form calls it with an empty out.
+template <FixedString Name>
+Shape checkMaskedSelect(const Tensor& self, const Tensor& mask) {
+  const std::string& op = qualified<Name>();
   checkDefined(op, self, "self");
   checkDefined(op, mask, "mask");
   commonDevice(op, {{"self", &self}, {"mask", &mask}});
-  checkDtypes(op, standardOp<"masked_select">(), {{"mask", &mask}});
-  const Shape shape = broadcastShapes(op, self.sizes(), mask.sizes());
+  checkDtypes(op, standardOp<Name>(), {{"mask", &mask}});
+  return broadcastShapes(op, self.sizes(), mask.sizes());
+}
+
+void maskedSelectOutMeta(const Tensor& self, const Tensor& mask, const Tensor& out) {
+  const std::string& op = qualified<"masked_select.out">();
+  checkMaskedSelect<"masked_select.out">(self, mask);
+  checkOutDtype(op, out, likeSelf(self));
+  BP_CHECK(out.device() == self.device(), op, ": argument 'out' is on ", out.device(), " but self is on ",
+           self.device(), "; pass a tensor on that device");
+}
+
+Tensor maskedSelectOut(const Tensor& self, const Tensor& mask, const Tensor& out) {
+  const Shape shape = checkMaskedSelect<"masked_select.out">(self, mask);
   const Tensor positions = truePositions(mask.expand(shape).reshape({-1}));
-  return self.expand(shape).reshape({-1}).index_select(0, positions);
+  checkOut(qualified<"masked_select.out">(), out, OutputMeta{Shape{positions.numel()}, self.dtype(), self.device()},
+           {{"self", &self}, {"mask", &mask}});
+  using IndexSelectOutSig = Tensor(const Tensor&, int64_t, const Tensor&, const Tensor&);
+  return BP_STANDARD_OP("index_select.out", IndexSelectOutSig)
+      .callSkippingMeta(self.expand(shape).reshape({-1}), 0, positions, out);
+}
+
+Tensor maskedSelectComposite(const Tensor& self, const Tensor& mask) {
+  checkMaskedSelect<"masked_select">(self, mask);
+  return BP_STANDARD_OP("masked_select.out", Tensor(const Tensor&, const Tensor&, const Tensor&))
+      .callSkippingMeta(self, mask, allocate(OutputMeta{Shape{0}, self.dtype(), self.device()}));
 }
 
 // --- index.Tensor, index_put_
@@ -749,6 +775,10 @@ void addIndexingOps(std::vector<StandardOp>& ops) {
   ops.back().meta = K::makeFromFunction(BP_FN(nonzeroOutMeta));
   add("masked_select(Tensor self, Tensor mask) -> Tensor", K::makeFromFunction(BP_FN(maskedSelectComposite)));
   ops.back().dtypes = {{"mask", {ScalarType::Bool}, "make one with a comparison (mask != 0), "}};
+  add("masked_select.out(Tensor self, Tensor mask, *, Tensor(a!) out) -> Tensor(a!)",
+      K::makeFromFunction(BP_FN(maskedSelectOut)));
+  ops.back().dtypes = {{"mask", {ScalarType::Bool}, "make one with a comparison (mask != 0), "}};
+  ops.back().meta = K::makeFromFunction(BP_FN(maskedSelectOutMeta));
   add("index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor",
       K::makeFromFunction(BP_FN(indexAdd)));
   ops.back().dtypes = {{"index", kIndex}};
