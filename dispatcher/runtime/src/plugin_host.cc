@@ -607,21 +607,29 @@ const absl::flat_hash_map<std::string, void*>& fastTable() {
 }  // namespace
 
 namespace {
-// A plugin kernel adapted to `signature`: unboxed when a compiled adapter
-// exists for it. It declares `signature` when unboxed, or when `declare`.
-KernelFunction makeAdaptedPluginKernel(LoadedPlugin* plugin, const BP_KernelDesc& desc, const OperatorHandle& op,
-                                       std::string signature, bool declare, bool composite = false) {
+// The state of a plugin kernel of `op` (null for a fallback), `context`
+// naming it in messages; it may decline only where the caller says.
+std::shared_ptr<PluginKernel> newPluginKernel(LoadedPlugin* plugin, const BP_KernelDesc& desc, const OperatorHandle* op,
+                                              std::string context) {
   auto k = std::make_shared<PluginKernel>();
   k->plugin = plugin;
   k->fn = desc.fn;
   k->ctx = desc.ctx;
-  k->op = reinterpret_cast<const BP_Operator*>(&op.entry());
-  k->context = strCat("kernel of plugin '", plugin->status.name, "' for ", op.entry().qualifiedName());
+  k->op = op ? reinterpret_cast<const BP_Operator*>(&op->entry()) : nullptr;
+  k->context = std::move(context);
   k->legacy_dtypes = predatesAbi15Dtypes(*plugin);
-  // A composite serves every device: there is nothing below it to decline to.
+  return k;
+}
+
+// A plugin kernel adapted to `signature`: unboxed when a compiled adapter
+// exists for it. It declares `signature` when unboxed, or when `declare`.
+// A composite serves every device: there is nothing below it to decline to.
+KernelFunction makeAdaptedPluginKernel(LoadedPlugin* plugin, const BP_KernelDesc& desc, const OperatorHandle& op,
+                                       std::string signature, bool declare, bool composite = false) {
+  auto k = newPluginKernel(plugin, desc, &op,
+                           strCat(composite ? "composite kernel" : "kernel", " of plugin '", plugin->status.name,
+                                  "' for ", op.entry().qualifiedName()));
   k->may_decline = knowsAbi17Declines(*plugin) && !composite;
-  if (composite)
-    k->context = strCat("composite kernel of plugin '", plugin->status.name, "' for ", op.entry().qualifiedName());
   k->handle = op;
   void* unboxed = nullptr;
   if (auto it = fastTable().find(signature); it != fastTable().end()) unboxed = it->second;
@@ -651,37 +659,22 @@ KernelFunction makePluginComposite(LoadedPlugin* plugin, const BP_KernelDesc& de
 }
 
 KernelFunction makePluginMeta(LoadedPlugin* plugin, const BP_KernelDesc& desc, const OperatorHandle& op) {
-  auto k = std::make_shared<PluginKernel>();
-  k->plugin = plugin;
-  k->fn = desc.fn;
-  k->ctx = desc.ctx;
-  k->op = reinterpret_cast<const BP_Operator*>(&op.entry());
-  k->context = strCat("the shape rule (meta) of plugin '", plugin->status.name, "' for ", op.entry().qualifiedName());
-  k->legacy_dtypes = predatesAbi15Dtypes(*plugin);
+  auto k = newPluginKernel(
+      plugin, desc, &op,
+      strCat("the shape rule (meta) of plugin '", plugin->status.name, "' for ", op.entry().qualifiedName()));
   k->meta = true;
   return KernelFunction::makeFromParts(std::move(k), &pluginBoxed, nullptr, std::string());
 }
 
 KernelFunction makePluginReference(LoadedPlugin* plugin, const BP_KernelDesc& desc, const OperatorHandle& op) {
-  auto k = std::make_shared<PluginKernel>();
-  k->plugin = plugin;
-  k->fn = desc.fn;
-  k->ctx = desc.ctx;
-  k->op = reinterpret_cast<const BP_Operator*>(&op.entry());
-  k->context =
-      strCat("the conformance reference of plugin '", plugin->status.name, "' for ", op.entry().qualifiedName());
-  k->legacy_dtypes = predatesAbi15Dtypes(*plugin);
+  auto k = newPluginKernel(
+      plugin, desc, &op,
+      strCat("the conformance reference of plugin '", plugin->status.name, "' for ", op.entry().qualifiedName()));
   return KernelFunction::makeFromParts(std::move(k), &pluginBoxed, nullptr, std::string());
 }
 
 KernelFunction makePluginFallback(LoadedPlugin* plugin, const BP_KernelDesc& desc) {
-  auto k = std::make_shared<PluginKernel>();
-  k->plugin = plugin;
-  k->fn = desc.fn;
-  k->ctx = desc.ctx;
-  k->op = nullptr;
-  k->context = strCat("fallback kernel of plugin '", plugin->status.name, "'");
-  k->legacy_dtypes = predatesAbi15Dtypes(*plugin);
+  auto k = newPluginKernel(plugin, desc, nullptr, strCat("fallback kernel of plugin '", plugin->status.name, "'"));
   return KernelFunction::makeFromParts(std::move(k), &pluginBoxed, nullptr, std::string());
 }
 

@@ -264,6 +264,16 @@ absl::StatusOr<OperatorHandle> ownOperator(LoadedPlugin& p, const char* what, co
   return Dispatcher::singleton().findOpOrThrow(qualified);
 }
 
+// An error unless `given` (a kernel's declared cpp_signature, or NULL) is
+// `expected`, the C++ signature `what` of `op` needs.
+absl::Status checkSignature(const LoadedPlugin& p, const std::string& what, const OperatorHandle& op, const char* given,
+                            const std::string& expected) {
+  if (given == nullptr || expected == given) return absl::OkStatus();
+  return absl::InvalidArgumentError(strCat("plugin '", p.status.name, "': ", what, " of ",
+                                           op.operatorName().qualifiedName(), " has C++ signature ", given,
+                                           ", but the schema ", op.schema().toString(), " needs ", expected));
+}
+
 // BP_HostApi.meta (ABI 1.9; Note [A plugin's own operators]).
 BP_Error* hostMeta(BP_Plugin* plugin, const char* op, const BP_KernelDesc* raw) try {
   LoadedPlugin& p = pluginOf(plugin);
@@ -281,11 +291,7 @@ BP_Error* hostMeta(BP_Plugin* plugin, const char* op, const BP_KernelDesc* raw) 
   }
   std::string params = cppSignatureForSchema(h->schema());
   const std::string expected = strCat(params.substr(0, params.rfind(" -> ")), " -> ()");
-  if (desc->cpp_signature && expected != desc->cpp_signature) {
-    return toError(absl::InvalidArgumentError(strCat("plugin '", p.status.name, "': the meta of ", name,
-                                                     " has C++ signature ", desc->cpp_signature, ", but the schema ",
-                                                     h->schema().toString(), " needs ", expected)));
-  }
+  if (absl::Status s = checkSignature(p, "the meta", *h, desc->cpp_signature, expected); !s.ok()) return toError(s);
   if (std::find(p.meta_ops.begin(), p.meta_ops.end(), name) != p.meta_ops.end()) {
     return toError(absl::AlreadyExistsError(strCat("plugin '", p.status.name, "': meta(", name,
                                                    ") again: an operator has one rule; check every case in it")));
@@ -360,11 +366,10 @@ BP_Error* hostSpec(BP_Plugin* plugin, const char* op, const BP_SpecDesc* raw) tr
     absl::StatusOr<BP_KernelDesc> ref = plugin_detail::readStruct(desc->reference, "BP_KernelDesc");
     if (!ref.ok()) return toError(ref.status());
     if (!ref->fn) return fail("reference->fn is NULL");
-    const std::string expected = cppSignatureForSchema(h->schema());
-    if (ref->cpp_signature && expected != ref->cpp_signature) {
-      return fail(strCat("the reference has C++ signature ", ref->cpp_signature, ", but the schema ",
-                         h->schema().toString(), " needs ", expected));
-    }
+    if (absl::Status s =
+            checkSignature(p, "the conformance reference", *h, ref->cpp_signature, cppSignatureForSchema(h->schema()));
+        !s.ok())
+      return toError(s);
     spec->reference = plugin_detail::makePluginReference(&p, *ref, *h);
   }
   absl::MutexLock lock(&registryImpl().mu);
@@ -410,12 +415,9 @@ BP_Error* registerComposite(LoadedPlugin& p, const char* op_name, const BP_Kerne
                " serves every dtype (it calls other operators), but its BP_KernelDesc.dtypes is ", desc.dtypes,
                "; set it to 0")));
   }
-  const std::string expected = cppSignatureForSchema(h->schema());
-  if (desc.cpp_signature && expected != desc.cpp_signature) {
-    return toError(absl::InvalidArgumentError(strCat("plugin '", p.status.name, "': the composite of ", name,
-                                                     " has C++ signature ", desc.cpp_signature, ", but the schema ",
-                                                     h->schema().toString(), " needs ", expected)));
-  }
+  if (absl::Status s = checkSignature(p, "the composite", *h, desc.cpp_signature, cppSignatureForSchema(h->schema()));
+      !s.ok())
+    return toError(s);
   auto handle = Dispatcher::singleton().registerComposite(name, plugin_detail::makePluginComposite(&p, desc, *h),
                                                           strCat("plugin ", p.status.name));
   if (!handle.ok()) return toError(handle.status());

@@ -22,16 +22,9 @@ namespace {
 
 std::atomic<int64_t> g_calls[2];
 
-class HostMemory final : public bp::DeviceBackend {
+class HostMemory final : public bp::HostMemoryBackend {
  public:
   int deviceCount() override { return 2; }
-  bool hostAccessible() override { return true; }
-  void* allocate(int, size_t nbytes) override { return std::malloc(nbytes ? nbytes : 1); }
-  void deallocate(int, void* p) override { std::free(p); }
-  void copyHostToDevice(int, void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
-  void copyDeviceToHost(int, void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
-  void copyDeviceToDevice(int, void* dst, int, const void* src, size_t n) override { std::memcpy(dst, src, n); }
-  void memset(int, void* dst, uint8_t value, size_t n) override { std::memset(dst, value, n); }
 };
 HostMemory g_backend;
 
