@@ -83,6 +83,11 @@ struct State {
   std::vector<std::string> defs;
   std::vector<KernelRegistration> impls, fallbacks, impls_when_defined;
   std::vector<std::tuple<std::string, int32_t, std::string>> derivatives;  // (op, device type, declaration)
+  // ABI 1.9: (op, the rule's cpp_signature), (op, samples, reference
+  // signature, atol, rtol), (op, forms).
+  std::vector<std::pair<std::string, std::string>> metas;
+  std::vector<std::tuple<std::string, std::string, std::string, double, double>> specs;
+  std::vector<std::pair<std::string, uint32_t>> forms;
   // Copies of the registered descriptors and their names, as the real host
   // keeps them (Note [ABI rules]: descriptors are copied during the call).
   std::deque<BP_DeviceTypeDesc> device_copies;
@@ -191,6 +196,26 @@ BP_Error* derivativeFn(BP_Plugin* plugin, const char* op, int32_t device_type, c
   if (plugin != kPlugin) return errorNew(BP_INTERNAL, "wrong plugin handle");
   if (g.fail_registration) return g.fail_registration();
   g.derivatives.emplace_back(op, device_type, declaration);
+  return nullptr;
+}
+#endif
+#if BP_ABI_MINOR >= 9
+BP_Error* metaFn(BP_Plugin* plugin, const char* op, const BP_KernelDesc* k) {
+  if (plugin != kPlugin) return errorNew(BP_INTERNAL, "wrong plugin handle");
+  if (g.fail_registration) return g.fail_registration();
+  if (k->dtypes != 0) return errorNew(BP_INVALID_ARGUMENT, "a rule declares no dtypes");
+  g.metas.emplace_back(op, k->cpp_signature ? k->cpp_signature : "");
+  return nullptr;
+}
+BP_Error* specFn(BP_Plugin* plugin, const char* op, const BP_SpecDesc* d) {
+  if (plugin != kPlugin) return errorNew(BP_INTERNAL, "wrong plugin handle");
+  if (d->struct_size != BP_SpecDesc_STRUCT_SIZE) return errorNew(BP_INVALID_ARGUMENT, "bad struct_size");
+  g.specs.emplace_back(op, d->samples, d->reference ? d->reference->cpp_signature : "", d->atol, d->rtol);
+  return nullptr;
+}
+BP_Error* deriveFormsFn(BP_Plugin* plugin, const char* op, uint32_t forms) {
+  if (plugin != kPlugin) return errorNew(BP_INTERNAL, "wrong plugin handle");
+  g.forms.emplace_back(op, forms);
   return nullptr;
 }
 #endif
@@ -355,6 +380,11 @@ BP_HostApi table() {
 #endif
 #if BP_ABI_MINOR >= 6
   h.derivative = &derivativeFn;
+#if BP_ABI_MINOR >= 9
+  h.meta = &metaFn;
+  h.spec = &specFn;
+  h.derive_forms = &deriveFormsFn;
+#endif
 #endif
   return h;
 }
@@ -1726,6 +1756,57 @@ TEST_F(PluginHpp, LibraryDerivativeDeclaresThroughTheHost) {
     EXPECT_NE(e.message().find("added in ABI 1.6"), std::string::npos) << e.message();
   }
   EXPECT_EQ(fake::g.derivatives.size(), 2u);
+}
+#endif
+
+#if BP_ABI_MINOR >= 9
+// ABI 1.9's registrations of a plugin's own operator (Note [A plugin's own
+// operators]): a typed rule with its "-> ()" signature and no dtypes,
+// samples with and without a typed reference, derived forms, a composite
+// as impl(BP_ANY_DEVICE_TYPE); an older host gets a clear error.
+void rule(const bp::Tensor&, const bp::Tensor&) {}
+bp::Tensor reference(const bp::Tensor& a, const bp::Tensor&) { return a; }
+TEST_F(PluginHpp, OwnOperatorRegistrations) {
+  bp::Library m(fake::kPlugin);
+  m.meta("test::f", &rule);
+  ASSERT_EQ(fake::g.metas.size(), 1u);
+  EXPECT_EQ(fake::g.metas[0], std::make_pair(std::string("test::f"), std::string("(Tensor, Tensor) -> ()")));
+  m.spec("test::f", "rows: float32[2], float32[2]");
+  m.spec("test::f", "rows: float32[2], float32[2]", &reference, 1e-3, 1e-2);
+  ASSERT_EQ(fake::g.specs.size(), 2u);
+  EXPECT_EQ(std::get<2>(fake::g.specs[0]), "");
+  EXPECT_EQ(std::get<2>(fake::g.specs[1]), "(Tensor, Tensor) -> Tensor");
+  EXPECT_EQ(std::get<3>(fake::g.specs[1]), 1e-3);
+  EXPECT_EQ(std::get<4>(fake::g.specs[1]), 1e-2);
+  m.deriveForms("test::f", BP_FORM_OUT | BP_FORM_INPLACE);
+  ASSERT_EQ(fake::g.forms.size(), 1u);
+  EXPECT_EQ(fake::g.forms[0].second, BP_FORM_OUT | BP_FORM_INPLACE);
+  const size_t impls = fake::g.impls.size();
+  m.composite("test::f", &reference);
+  ASSERT_EQ(fake::g.impls.size(), impls + 1);
+  EXPECT_EQ(fake::g.impls.back().device_type, BP_ANY_DEVICE_TYPE);
+  EXPECT_EQ(fake::g.impls.back().dtypes, 0u);
+
+  BP_HostApi t = fake::table();
+  t.struct_size = BP_STRUCT_SIZE(BP_HostApi, derivative);  // a 1.8 host's table
+  t.abi_minor = 8;
+  bp::detail::installHost(t, fake::kPlugin);
+  for (const std::function<void()>& call : std::vector<std::function<void()>>{
+           [] { bp::Library(fake::kPlugin).meta("test::f", &rule); },
+           [] { bp::Library(fake::kPlugin).spec("test::f", "rows: float32[2], float32[2]"); },
+           [] { bp::Library(fake::kPlugin).deriveForms("test::f", BP_FORM_OUT); },
+           [] { bp::Library(fake::kPlugin).composite("test::f", &reference); }}) {
+    try {
+      call();
+      ADD_FAILURE() << "a 1.8 host took an ABI 1.9 registration";
+    } catch (const bp::Error& e) {
+      EXPECT_EQ(e.code(), BP_UNIMPLEMENTED);
+      EXPECT_NE(e.message().find("the host provides plugin ABI 1.8"), std::string::npos) << e.message();
+      EXPECT_NE(e.message().find("added in ABI 1.9"), std::string::npos) << e.message();
+    }
+  }
+  EXPECT_EQ(fake::g.metas.size(), 1u);
+  EXPECT_EQ(fake::g.impls.size(), impls + 1);
 }
 #endif
 
