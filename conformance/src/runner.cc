@@ -555,30 +555,58 @@ struct FormRunner {
   }
 
   // op.out form: `out` starts empty (of the reference's dtype) and must be
-  // resized, filled and returned.
+  // resized, filled and returned. Its arguments are the functional form's
+  // by name (Note [Derived out= forms]: a factory's out= form has no dtype
+  // or device; out's are used), with defaults for the ones the sample
+  // leaves off.
   void out(const std::vector<Sample>& samples) {
     const OperatorHandle op = findOp(spec.out);
     const std::vector<Argument>& params = op.schema().arguments();
+    const std::vector<Argument>& functional = findOp(spec.op).schema().arguments();
     for (const Sample& s : samples) {
-      begin(s);
       std::vector<Expected> want;
       if (!s.must_raise) want = spec.reference(s);
-      std::vector<IValue> args = onDevice(s.args, device, s.host_args);
+      const std::vector<IValue> given = onDevice(s.args, device, s.host_args);
+      auto givenArgument = [&](const std::string& name) -> const IValue* {
+        for (size_t i = 0; i < given.size() && i < functional.size(); ++i)
+          if (functional[i].name == name) return &given[i];
+        return nullptr;
+      };
+      // A dtype the sample picks that the out= form has no argument for is
+      // out's dtype.
+      std::optional<ScalarType> picked;
+      bool dropped = false;
+      for (size_t i = 0; i < given.size() && i < functional.size(); ++i) {
+        const bool kept =
+            std::any_of(params.begin(), params.end(), [&](const Argument& p) { return p.name == functional[i].name; });
+        if (kept || given[i].isNone()) continue;
+        if (functional[i].name == "dtype" && given[i].isScalarType())
+          picked = given[i].toScalarType();
+        else if (functional[i].name != "device")
+          dropped = true;
+      }
+      // A sample that must raise for an argument the form lacks has nothing
+      // to show here.
+      if (s.must_raise && dropped) continue;
+      begin(s);
+      std::vector<IValue> args;
       std::vector<Tensor> outs;
-      // Fill the parameters the sample leaves off, with `out` tensors for
-      // the out= ones and defaults for the rest.
-      for (size_t i = args.size(); i < params.size(); ++i) {
-        if (params[i].isOut()) {
-          // The reference's dtype; for a sample that must raise, self's, so
-          // that the call fails for the sample's reason, not for `out`.
+      for (const Argument& p : params) {
+        if (p.isOut()) {
+          // The reference's dtype; for a sample that must raise, the dtype
+          // it picks or self's, so that the call fails for the sample's
+          // reason, not for `out`.
           const ScalarType dt = outs.size() < want.size() ? want[outs.size()].dtype
+                                : picked                  ? *picked
                                 : !s.args.empty() && s.args[0].isTensor() && s.args[0].toTensor().defined()
                                     ? s.args[0].toTensor().dtype()
                                     : ScalarType::Float32;
           outs.push_back(emptyTensor({0}, dt, device));
           args.emplace_back(outs.back());
+        } else if (const IValue* v = givenArgument(p.name)) {
+          args.push_back(*v);
         } else {
-          args.push_back(defaultArgumentValue(params[i]));
+          args.push_back(defaultArgumentValue(p));
         }
       }
       Stack stack;

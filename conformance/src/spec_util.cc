@@ -8,6 +8,8 @@
 
 #include "backplane/conformance/spec.h"
 #include "backplane/core/error.h"
+#include "backplane/core/str_cat.h"
+#include "backplane/ops/standard_ops.h"
 
 namespace backplane::conformance {
 
@@ -216,6 +218,13 @@ const std::vector<OpSpec>& allSpecs() {
     addIndexingSpecs(*s);
     addOptimSpecs(*s);
     addBackwardSpecs(*s);
+    // An op's derived out= form (Note [Derived out= forms]) runs the op's
+    // samples too.
+    for (OpSpec& spec : *s) {
+      if (!spec.out.empty()) continue;
+      if (const StandardOp* out = derivedOutFormOf(spec.op))
+        spec.out = strCat(kStandardNamespace, "::", out->schema.substr(0, out->schema.find('(')));
+    }
     return s;
   }();
   return *specs;

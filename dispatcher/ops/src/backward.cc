@@ -203,6 +203,32 @@ void addBackwardOps(std::vector<StandardOp>& ops) {
                  K::makeFromFunction(BP_FN(layerNormBackwardComposite)),
                  "backward",
                  {{"grad_output", kFloating}, {"input", kFloating}, {"weight", kFloating}}});
+  // Out= forms derived from the functional ones (Note [Derived out= forms]).
+  ops.push_back(
+      derivedOut("gelu_backward.grad_input(Tensor grad_output, Tensor self, *, str approximate=\"none\", Tensor(a!) "
+                 "grad_input) -> Tensor(a!)",
+                 "gelu_backward"));
+  ops.push_back(
+      derivedOut("_softmax_backward_data.out(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype, *, "
+                 "Tensor(a!) grad_input) -> Tensor(a!)",
+                 "_softmax_backward_data"));
+  ops.push_back(
+      derivedOut("_log_softmax_backward_data.out(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype, "
+                 "*, Tensor(a!) out) -> Tensor(a!)",
+                 "_log_softmax_backward_data"));
+  ops.push_back(
+      derivedOut("embedding_dense_backward.out(Tensor grad_output, Tensor indices, int num_weights, int padding_idx, "
+                 "bool scale_grad_by_freq, *, Tensor(a!) out) -> Tensor(a!)",
+                 "embedding_dense_backward"));
+  ops.push_back(derivedOut(
+      "layer_norm_backward.out(Tensor grad_output, Tensor input, int[] normalized_shape, Tensor? weight, float eps, *, "
+      "Tensor(a!) out0, Tensor(b!) out1, Tensor(c!) out2) -> (Tensor(a!), Tensor(b!), Tensor(c!))",
+      "layer_norm_backward"));
+  ops.push_back(
+      derivedOut("batch_norm_backward.out(Tensor grad_output, Tensor input, Tensor? weight, Tensor? running_mean, "
+                 "Tensor? running_var, bool training, float eps, bool[3] output_mask, *, Tensor(a!) out0, Tensor(b!) "
+                 "out1, Tensor(c!) out2) -> (Tensor(a!), Tensor(b!), Tensor(c!))",
+                 "batch_norm_backward"));
 }
 
 }  // namespace backplane::ops

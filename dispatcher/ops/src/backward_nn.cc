@@ -387,6 +387,20 @@ void addBackwardNNOps(std::vector<StandardOp>& ops) {
                   {"weight", kFloating},
                   {"running_mean", kFloating},
                   {"running_var", kFloating}}});
+  // Out= forms derived from the functional ones (Note [Derived out= forms]).
+  ops.push_back(
+      derivedOut("conv2d_backward.out(Tensor grad_output, Tensor input, Tensor weight, int[2] stride, int[2] padding, "
+                 "int[2] dilation, int groups, bool[3] output_mask, *, Tensor(a!) out0, Tensor(b!) out1, Tensor(c!) "
+                 "out2) -> (Tensor(a!), Tensor(b!), Tensor(c!))",
+                 "conv2d_backward"));
+  ops.push_back(
+      derivedOut("max_pool2d_backward.out(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] "
+                 "padding, int[2] dilation, bool ceil_mode, *, Tensor(a!) out) -> Tensor(a!)",
+                 "max_pool2d_backward"));
+  ops.push_back(derivedOut(
+      "avg_pool2d_backward.grad_input(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] "
+      "padding, bool ceil_mode, bool count_include_pad, int? divisor_override, *, Tensor(a!) grad_input) -> Tensor(a!)",
+      "avg_pool2d_backward"));
 }
 
 }  // namespace backplane::ops

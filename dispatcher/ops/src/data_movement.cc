@@ -704,6 +704,11 @@ void addDataMovementOps(std::vector<StandardOp>& ops) {
   declare(ops.size() - 1, {{"indices", kIndexOrInt32}});
 
   addFlipAndPadOps(ops);
+  // Out= forms derived from the functional ones (Note [Derived out= forms]).
+  ops.push_back(
+      derivedOut("embedding.out(Tensor weight, Tensor indices, int padding_idx=-1, bool scale_grad_by_freq=False, bool "
+                 "sparse=False, *, Tensor(a!) out) -> Tensor(a!)",
+                 "embedding"));
 }
 
 }  // namespace backplane::ops

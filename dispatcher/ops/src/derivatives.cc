@@ -994,7 +994,8 @@ const OpDerivative* findDerivative(std::string_view op) {
     for (const StandardOp& s : standardOperators()) {
       const std::string name = s.schema.substr(0, s.schema.find('('));
       if (m->contains(name)) continue;
-      const bool has_out = s.schema.find("*, Tensor(a!) out") != std::string::npos ||
+      const bool has_out = !s.derived_from.empty() ||  // Note [Derived out= forms]
+                           s.schema.find("*, Tensor(a!) out") != std::string::npos ||
                            s.schema.find("Tensor(a!) out") != std::string::npos ||
                            s.schema.find("Tensor(b!) indices") != std::string::npos;
       if (has_out) {

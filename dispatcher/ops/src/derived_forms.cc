@@ -13,7 +13,7 @@
 namespace backplane {
 namespace {
 
-// What a composite of a derived form needs: the functional op.
+// What the in-place form's composite needs: the functional op.
 struct DerivedKernel final : OperatorKernel {
   explicit DerivedKernel(OperatorHandle f) : functional(std::move(f)) {}
   OperatorHandle functional;
@@ -32,7 +32,7 @@ Tensor callFunctional(const OperatorHandle& functional, Stack& stack, size_t n) 
 
 // `result` into `dst` (argument `what` of `form`): same device, a castable
 // dtype, and the result's shape; an empty `out` is resized first.
-void copyInto(const std::string& form, const char* what, const Tensor& dst, const Tensor& result, bool resize) {
+void copyInto(const std::string& form, const std::string& what, const Tensor& dst, const Tensor& result, bool resize) {
   BP_CHECK(dst.defined(), form, ": argument '", what, "' is undefined; pass a tensor to write the result into");
   BP_CHECK(dst.device() == result.device(), form, ": argument '", what, "' is on ", dst.device(),
            " but the result is computed on ", result.device(), "; pass a tensor on that device");
@@ -58,16 +58,57 @@ void refuseGrad(const std::string& form, const std::string& functional, const St
   }
 }
 
+// The out= form's composite: where each of the functional op's arguments
+// comes from, worked out once from the two schemas.
+struct DerivedOutKernel final : OperatorKernel {
+  enum class From : uint8_t { Argument, OutDtype, OutDevice, Default };
+  struct Source {
+    From from = From::Argument;
+    size_t index = 0;  // From::Argument: the out= form's argument
+    IValue value;      // From::Default
+  };
+  explicit DerivedOutKernel(OperatorHandle f) : functional(std::move(f)) {}
+  OperatorHandle functional;
+  std::vector<Source> sources;         // one per argument of the functional op
+  size_t inputs = 0;                   // the out= form's arguments before its outs
+  std::vector<std::string> out_names;  // its out= arguments, in order
+};
+
 void outKernel(OperatorKernel* functor, const OperatorHandle& op, DispatchKeySet, Stack* stack) {
-  const OperatorHandle& f = static_cast<DerivedKernel*>(functor)->functional;
-  const size_t n = op.schema().arguments().size();
+  const auto& k = *static_cast<DerivedOutKernel*>(functor);
+  const size_t n = k.inputs + k.out_names.size();
   const std::string form = op.operatorName().qualifiedName();
-  refuseGrad(form, f.operatorName().qualifiedName(), *stack, n);
-  Tensor out(stack->back().toTensor());
-  stack->pop_back();
-  Tensor result = callFunctional(f, *stack, n - 1);
-  copyInto(form, "out", out, result, /*resize=*/true);
-  stack->emplace_back(std::move(out));
+  refuseGrad(form, k.functional.operatorName().qualifiedName(), *stack, n);
+  const size_t base = stack->size() - n;
+  std::vector<Tensor> outs;
+  outs.reserve(k.out_names.size());
+  for (size_t i = 0; i < k.out_names.size(); ++i) {
+    const IValue& v = (*stack)[base + k.inputs + i];
+    BP_CHECK(v.isTensor() && v.toTensor().defined(), form, ": argument '", k.out_names[i],
+             "' is undefined; pass a tensor to write the result into");
+    outs.emplace_back(v.toTensor());
+  }
+  Stack call;
+  call.reserve(k.sources.size());
+  for (const DerivedOutKernel::Source& s : k.sources) {
+    switch (s.from) {
+      case DerivedOutKernel::From::Argument: call.push_back((*stack)[base + s.index]); break;
+      case DerivedOutKernel::From::OutDtype: call.emplace_back(outs.front().dtype()); break;
+      case DerivedOutKernel::From::OutDevice: call.emplace_back(outs.front().device()); break;
+      case DerivedOutKernel::From::Default: call.push_back(s.value); break;
+    }
+  }
+  stack->resize(base);
+  k.functional.callBoxed(call);
+  BP_INTERNAL_ASSERT(call.size() == outs.size(), k.functional.operatorName().qualifiedName(), " returned ", call.size(),
+                     " values for ", outs.size(), " out= arguments of ", form);
+  for (size_t i = 0; i < outs.size(); ++i) {
+    // A result the call leaves undefined (one its output_mask drops)
+    // leaves its out= argument as the caller passed it.
+    if (call[i].isTensor() && call[i].toTensor().defined())
+      copyInto(form, k.out_names[i], outs[i], Tensor(call[i].toTensor()), /*resize=*/true);
+  }
+  for (Tensor& o : outs) stack->emplace_back(std::move(o));
 }
 
 void inplaceKernel(OperatorKernel* functor, const OperatorHandle& op, DispatchKeySet, Stack* stack) {
@@ -100,6 +141,59 @@ std::string derivedInplaceName(const OperatorName& f) {
   return OperatorName{f.ns, f.name + "_", f.overload}.qualifiedName();
 }
 
+absl::StatusOr<KernelFunction> derivedOutKernel(const OperatorHandle& functional, const FunctionSchema& out_form) {
+  const FunctionSchema& f = functional.schema();
+  auto refuse = [&](const std::string& why) {
+    return absl::InvalidArgumentError(strCat(out_form.toString(), " cannot be derived from ", f.toString(), ": ", why));
+  };
+  auto k = std::make_shared<DerivedOutKernel>(functional);
+  const std::vector<Argument>& args = out_form.arguments();
+  size_t first_out = args.size();
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].isOut() && first_out == args.size()) first_out = i;
+    if (i > first_out && !args[i].isOut()) return refuse(strCat("argument '", args[i].name, "' follows an out= one"));
+    if (args[i].isOut() && args[i].type != SchemaType{})
+      return refuse(strCat("out= argument '", args[i].name, "' is not a Tensor"));
+  }
+  k->inputs = first_out;
+  for (size_t i = first_out; i < args.size(); ++i) k->out_names.push_back(args[i].name);
+  if (k->out_names.empty()) return refuse("it has no out= argument");
+  if (f.returns().size() != k->out_names.size())
+    return refuse(strCat("it has ", k->out_names.size(), " out= arguments for ", f.returns().size(), " returns"));
+  for (const Argument& r : f.returns())
+    if (r.type != SchemaType{} || r.alias) return refuse("each return must be a Tensor that aliases no argument");
+  for (const Argument& a : f.arguments()) {
+    if (a.alias)
+      return refuse(strCat("argument '", a.name, "' aliases (", a.alias->set, "); the form copies a result"));
+    DerivedOutKernel::Source src;
+    size_t j = 0;
+    while (j < first_out && args[j].name != a.name) ++j;
+    if (j < first_out) {
+      if (args[j].type != a.type)
+        return refuse(strCat("argument '", a.name, "' is ", args[j].type.str(), " here but ", a.type.str(),
+                             " in the functional op"));
+      src.index = j;
+    } else if (a.name == "dtype" && a.type.base == BaseType::ScalarType) {
+      src.from = DerivedOutKernel::From::OutDtype;  // a factory's dtype is out's
+    } else if (a.name == "device" && a.type.base == BaseType::Device) {
+      src.from = DerivedOutKernel::From::OutDevice;  // and its device is out's
+    } else if (a.default_value) {
+      src.from = DerivedOutKernel::From::Default;
+      src.value = defaultArgumentValue(a);
+    } else {
+      return refuse(strCat("the functional op's argument '", a.name, "' has no default and no argument here"));
+    }
+    k->sources.push_back(std::move(src));
+  }
+  for (size_t j = 0; j < first_out; ++j) {
+    bool used = false;
+    for (const DerivedOutKernel::Source& s : k->sources)
+      used |= s.from == DerivedOutKernel::From::Argument && s.index == j;
+    if (!used) return refuse(strCat("argument '", args[j].name, "' is not an argument of the functional op"));
+  }
+  return KernelFunction::makeFromBoxedFunction(&outKernel, std::move(k));
+}
+
 absl::StatusOr<DerivedForms> deriveForms(const OperatorHandle& functional, bool out, bool inplace,
                                          const std::string& owner) {
   const FunctionSchema& s = functional.schema();
@@ -117,15 +211,13 @@ absl::StatusOr<DerivedForms> deriveForms(const OperatorHandle& functional, bool 
   }
   DerivedForms forms;
   Dispatcher& d = Dispatcher::singleton();
-  auto define = [&](const FunctionSchema& schema, BoxedKernelFn kernel) -> absl::Status {
+  auto define = [&](const FunctionSchema& schema, KernelFunction kernel) -> absl::Status {
     absl::StatusOr<RegistrationHandle> def =
         d.registerDef(schema.toString(), strCat(owner, " (derived from ", name, ")"));
     if (!def.ok()) return def.status();
     forms.handles.push_back(*std::move(def));
-    absl::StatusOr<RegistrationHandle> k =
-        d.registerComposite(schema.name().qualifiedName(),
-                            KernelFunction::makeFromBoxedFunction(kernel, std::make_shared<DerivedKernel>(functional)),
-                            strCat(owner, " (derived from ", name, ")"));
+    absl::StatusOr<RegistrationHandle> k = d.registerComposite(schema.name().qualifiedName(), std::move(kernel),
+                                                               strCat(owner, " (derived from ", name, ")"));
     if (!k.ok()) return k.status();
     forms.handles.push_back(*std::move(k));
     return absl::OkStatus();
@@ -136,7 +228,9 @@ absl::StatusOr<DerivedForms> deriveForms(const OperatorHandle& functional, bool 
     Argument ret;
     ret.alias = AliasInfo{"a", true};
     const FunctionSchema schema(*OperatorName::parse(derivedOutName(s.name())), std::move(args), {ret});
-    if (absl::Status st = define(schema, &outKernel); !st.ok()) return st;
+    absl::StatusOr<KernelFunction> kernel = derivedOutKernel(functional, schema);
+    if (!kernel.ok()) return kernel.status();
+    if (absl::Status st = define(schema, *std::move(kernel)); !st.ok()) return st;
     forms.out = schema.name().qualifiedName();
   }
   if (inplace) {
@@ -147,7 +241,10 @@ absl::StatusOr<DerivedForms> deriveForms(const OperatorHandle& functional, bool 
     Argument ret;
     ret.alias = AliasInfo{"a", true};
     const FunctionSchema schema(*OperatorName::parse(derivedInplaceName(s.name())), std::move(args), {ret});
-    if (absl::Status st = define(schema, &inplaceKernel); !st.ok()) return st;
+    if (absl::Status st = define(
+            schema, KernelFunction::makeFromBoxedFunction(&inplaceKernel, std::make_shared<DerivedKernel>(functional)));
+        !st.ok())
+      return st;
     forms.inplace = schema.name().qualifiedName();
   }
   return forms;

@@ -703,6 +703,9 @@ void addElementwiseMoreOps(std::vector<StandardOp>& ops) {
         K::makeFromFunction(BP_FN(PO::outMeta)));
     declare(ops.size() - 2, floatingSelf);
   }
+  // Out= forms derived from the functional ones (Note [Derived out= forms]).
+  ops.push_back(derivedOut(
+      "rsub.Scalar_out(Tensor self, Scalar other, Scalar alpha=1, *, Tensor(a!) out) -> Tensor(a!)", "rsub.Scalar"));
 }
 
 }  // namespace backplane::ops

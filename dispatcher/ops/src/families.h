@@ -2,11 +2,22 @@
 // The families of the standard operator table (Note [The standard operator
 // table]); each appends its entries in dispatcher/ops/src/<family>.cc.
 
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "backplane/ops/standard_ops.h"
 
 namespace backplane::ops {
+
+// An out= form derived from `functional` (Note [Derived out= forms]); its
+// family and dtypes are filled in from that op's entry.
+inline StandardOp derivedOut(std::string schema, std::string functional) {
+  StandardOp op;
+  op.schema = std::move(schema);
+  op.derived_from = std::move(functional);
+  return op;
+}
 
 void addCreationOps(std::vector<StandardOp>& ops);     // empty, zeros, ..., rand, randn, dropout; copy_, to
 void addElementwiseOps(std::vector<StandardOp>& ops);  // binary, comparison, where, unary, clamp

@@ -824,6 +824,20 @@ void addIndexingOps(std::vector<StandardOp>& ops) {
       K::makeFromFunction(BP_FN(unique2)));
   add("isclose(Tensor self, Tensor other, float rtol=1e-05, float atol=1e-08, bool equal_nan=False) -> Tensor",
       K::makeFromFunction(BP_FN(iscloseComposite)));
+  // Out= forms derived from the functional ones (Note [Derived out= forms]).
+  ops.push_back(
+      derivedOut("index.Tensor_out(Tensor self, Tensor?[] indices, *, Tensor(a!) out) -> Tensor(a!)", "index.Tensor"));
+  ops.push_back(
+      derivedOut("index_put.out(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False, *, Tensor(a!) "
+                 "out) -> Tensor(a!)",
+                 "index_put"));
+  ops.push_back(
+      derivedOut("repeat_interleave.Tensor_out(Tensor repeats, *, int? output_size=None, Tensor(a!) out) -> Tensor(a!)",
+                 "repeat_interleave.Tensor"));
+  ops.push_back(
+      derivedOut("_unique2.out(Tensor self, bool sorted=True, bool return_inverse=False, bool return_counts=False, *, "
+                 "Tensor(a!) out0, Tensor(b!) out1, Tensor(c!) out2) -> (Tensor(a!), Tensor(b!), Tensor(c!))",
+                 "_unique2"));
 }
 
 }  // namespace backplane::ops

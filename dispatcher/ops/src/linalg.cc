@@ -633,6 +633,9 @@ void addLinalgOps(std::vector<StandardOp>& ops) {
   products(first, {"input", "weight", "bias"});
   add("einsum(str equation, Tensor[] tensors, *, int[]? path=None) -> Tensor", {},
       KernelFunction::makeFromFunction(BP_FN(einsumComposite)));
+  // Out= forms derived from the functional ones (Note [Derived out= forms]).
+  ops.push_back(derivedOut(
+      "linear.out(Tensor input, Tensor weight, Tensor? bias=None, *, Tensor(a!) out) -> Tensor(a!)", "linear"));
 }
 
 }  // namespace backplane::ops

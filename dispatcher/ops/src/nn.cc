@@ -346,6 +346,11 @@ void addNNOps(std::vector<StandardOp>& ops) {
       "float eps=1e-05, bool cudnn_enable=True, *, Tensor(a!) out) -> Tensor(a!)",
       KernelFunction::makeFromFunction(BP_FN(layerNormOutMeta)),
       {{"input", kFloating}, {"weight", kFloating}, {"bias", kFloating}});
+  // Out= forms derived from the functional ones (Note [Derived out= forms]).
+  ops.push_back(derivedOut(
+      "avg_pool2d.out(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool "
+      "count_include_pad=True, int? divisor_override=None, *, Tensor(a!) out) -> Tensor(a!)",
+      "avg_pool2d"));
 }
 
 }  // namespace backplane::ops

@@ -753,6 +753,26 @@ void addReductionOps(std::vector<StandardOp>& ops) {
       fn<&softmaxOutMeta<"log_softmax.int_out">>());
 
   addProductLogicalSortScanOps(ops);
+  // Out= forms derived from the functional ones (Note [Derived out= forms]).
+  ops.push_back(derivedOut("max.unary_out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)", "max"));
+  ops.push_back(
+      derivedOut("max.dim_max(Tensor self, int dim, bool keepdim=False, *, Tensor(a!) max, Tensor(b!) max_values) -> "
+                 "(Tensor(a!) values, Tensor(b!) indices)",
+                 "max.dim"));
+  ops.push_back(derivedOut("max.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)", "max.other"));
+  ops.push_back(derivedOut("min.unary_out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)", "min"));
+  ops.push_back(
+      derivedOut("min.dim_min(Tensor self, int dim, bool keepdim=False, *, Tensor(a!) min, Tensor(b!) min_indices) -> "
+                 "(Tensor(a!) values, Tensor(b!) indices)",
+                 "min.dim"));
+  ops.push_back(derivedOut("min.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)", "min.other"));
+  ops.push_back(derivedOut(
+      "norm.out(Tensor self, float p=2, int[1]? dim=None, bool keepdim=False, *, Tensor(a!) out) -> Tensor(a!)",
+      "norm"));
+  ops.push_back(
+      derivedOut("argsort.stable_out(Tensor self, *, bool stable, int dim=-1, bool descending=False, Tensor(a!) out) "
+                 "-> Tensor(a!)",
+                 "argsort.stable"));
 }
 
 }  // namespace backplane::ops

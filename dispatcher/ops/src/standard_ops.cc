@@ -10,8 +10,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "families.h"
 
+#include "backplane/core/error.h"
 #include "backplane/core/str_cat.h"
 #include "backplane/dispatch/dispatcher.h"
+#include "backplane/ops/derived_forms.h"
 #include "backplane/ops/tensor.h"
 
 namespace backplane {
@@ -47,6 +49,16 @@ const std::vector<StandardOp>& standardOperators() {
     ops::addBackwardOps(*v);
     ops::addBackwardNNOps(*v);
     ops::addOptimOps(*v);
+    // A derived out= form's family and dtypes are its functional op's.
+    for (StandardOp& op : *v) {
+      if (op.derived_from.empty()) continue;
+      auto f = std::find_if(v->begin(), v->end(), [&](const StandardOp& s) {
+        return std::string_view(s.schema).substr(0, s.schema.find('(')) == op.derived_from;
+      });
+      BP_INTERNAL_ASSERT(f != v->end(), op.schema, " is derived from ", op.derived_from, ", which is not in the table");
+      op.family = f->family;
+      op.dtypes = f->dtypes;
+    }
     return v;
   }();
   return *ops;
@@ -77,6 +89,19 @@ const StandardOp* findStandardOp(std::string_view op) {
   if (op.starts_with(prefix)) op.remove_prefix(prefix.size());
   auto it = by_name->find(std::string(op));
   return it == by_name->end() ? nullptr : it->second;
+}
+
+const StandardOp* derivedOutFormOf(std::string_view op) {
+  static const auto* by_functional = [] {
+    auto* m = new absl::flat_hash_map<std::string, const StandardOp*>();
+    for (const StandardOp& s : standardOperators())
+      if (!s.derived_from.empty()) m->emplace(s.derived_from, &s);
+    return m;
+  }();
+  const std::string prefix = strCat(kStandardNamespace, "::");
+  if (op.starts_with(prefix)) op.remove_prefix(prefix.size());
+  auto it = by_functional->find(std::string(op));
+  return it == by_functional->end() ? nullptr : it->second;
 }
 
 ScalarTypeSet acceptedDtypes(const StandardOp& op, std::string_view argument) {
@@ -141,7 +166,9 @@ std::vector<RegistrationHandle>* g_standard_registrations = nullptr;
 //   of bool, uint8, int32, int64) while another tensor argument takes a
 //   floating dtype: index_select's and gather's index, embedding's and
 //   index_put's indices, masked_fill's mask, where's condition;
-// - an out= argument named "indices" (sort.values, topk.values): int64;
+// - an out= argument that holds indices: int64 (sort.values' and
+//   topk.values' "indices", max.dim_max's "max_values" and min.dim_min's
+//   "min_indices", named as in PyTorch);
 // - the out= arguments of the ops whose result dtype is fixed, listed in
 //   kFixedResultOps: the comparisons and logical ops (bool), isnan/isinf
 //   (bool), argmax/argmin (int64), all/any (bool; uint8 for a uint8 input).
@@ -173,7 +200,7 @@ uint64_t dtypeFixedArguments(const StandardOp& op, const FunctionSchema& schema)
     const Argument& a = args[i];
     bool fixed = false;
     if (a.isOut()) {
-      fixed = fixed_result || a.name == "indices";
+      fixed = fixed_result || a.name == "indices" || a.name == "max_values" || a.name == "min_indices";
     } else if (std::optional<ScalarTypeSet> s = accepted(a.name)) {
       fixed = s->minus(kIndexOrMask) == ScalarTypeSet() && another_floating;
     }
@@ -197,6 +224,12 @@ struct StandardOperatorRegistration {
         handles->push_back(valueOrThrow(d.registerMeta(name, op.meta, "standard operators (shape rule)")));
       if (op.composite.isValid())
         handles->push_back(valueOrThrow(d.registerComposite(name, op.composite, "standard operators (composite)")));
+      if (!op.derived_from.empty()) {
+        const OperatorHandle functional = d.findOpOrThrow(strCat(kStandardNamespace, "::", op.derived_from));
+        KernelFunction k = valueOrThrow(derivedOutKernel(functional, d.findOpOrThrow(name).schema()));
+        handles->push_back(valueOrThrow(d.registerComposite(
+            name, std::move(k), strCat("standard operators (derived from ", op.derived_from, ")"))));
+      }
       OperatorEntry& entry = d.findOpOrThrow(name).entry();
       if (!servesBarebonesUnsigned(op)) entry.setAcceptedDtypes(kWithoutBarebones, kBarebonesNote);
       entry.setDtypeFixedArguments(dtypeFixedArguments(op, *entry.schema()));

@@ -1,6 +1,7 @@
 // The standard operator table as a whole: the CPU plugin (or a composite)
 // serves every op, so CPU fallback covers every device, and the structured
 // ops are wired as Note [The standard operator table] says.
+#include "backplane/ops/derived_forms.h"
 #include "backplane/ops/standard_ops.h"
 #include "ops_test_util.h"
 #include "test_device.h"
@@ -34,17 +35,27 @@ TEST(StandardOpCoverage, ADeviceWithoutKernelsGetsEveryOpThroughCompositesOrCpuF
   }
 }
 
+// Note [Derived out= forms]: the other out= forms are derived from their
+// functional op, a composite that calls it.
 TEST(StandardOpCoverage, OutVariantsHaveAShapeRuleAndTheirFunctionalFormsAComposite) {
+  size_t derived = 0;
   for (const StandardOp& s : standardOperators()) {
     const std::string name = qualifiedName(s);
     OperatorHandle h = Dispatcher::singleton().findOpOrThrow(name);
     bool has_out = false;
     for (const Argument& a : h.schema().arguments()) has_out |= a.isOut();
-    if (has_out) {
+    if (!s.derived_from.empty()) {
+      ++derived;
+      EXPECT_TRUE(has_out) << name << " is derived from " << s.derived_from << " but takes no out=";
+      EXPECT_FALSE(s.meta.isValid()) << name << ": the functional op's rule runs in the call";
+      EXPECT_EQ(h.kernelKind(DispatchKey::CPU), KernelKind::Composite) << name;
+      EXPECT_EQ(derivedOutFormOf(s.derived_from), &s) << name;
+    } else if (has_out) {
       EXPECT_NE(h.entry().meta(), nullptr) << name << " takes out= but has no meta kernel (shape rule)";
       EXPECT_TRUE(s.meta.isValid()) << name;
     }
   }
+  EXPECT_GE(derived, 30u);
   // Spot checks of the triple for one op of each structured family.
   for (const char* fn : {"bp::add.Tensor", "bp::sum.dim_IntList", "bp::mm", "bp::cat", "bp::index_select"}) {
     EXPECT_EQ(Dispatcher::singleton().findOpOrThrow(fn).kernelKind(DispatchKey::CPU), KernelKind::Composite) << fn;
@@ -82,6 +93,166 @@ TEST(StandardOpCoverage, DtypeRulesNameTensorArgumentsOfTheirSchema) {
             "every dtype but bool, uint16, uint32, uint64");
   EXPECT_EQ(acceptedDtypes(*findStandardOp("avg_pool2d"), "self").toString(),
             "int64, float16, bfloat16, float32, float64");
+}
+
+// --- Note [Derived out= forms]
+
+Tensor emptyOut(ScalarType dtype, Device device = Device(DeviceType::CPU, 0)) {
+  return Tensor(emptyTensor({0}, dtype, device));
+}
+
+// A factory's out= form has no dtype or device: the result is made in
+// out's, and an empty out is resized.
+TEST(DerivedOutForms, AFactoryTakesItsDtypeFromOut) {
+  Tensor out = emptyOut(ScalarType::Int64);
+  Stack stack{IValue(int64_t{2}), IValue(int64_t{3}), IValue(out)};  // eye.m_out(int n, int m, *, out)
+  op("eye.m_out").callBoxed(stack);
+  ASSERT_EQ(stack.size(), 1u);
+  EXPECT_EQ(stack[0].toTensor().unsafeGetImpl(), out.unsafeGetImpl()) << "the form returns its out argument";
+  EXPECT_EQ(out.dtype(), ScalarType::Int64);
+  EXPECT_EQ(out.toVector<int64_t>(), (std::vector<int64_t>{1, 0, 0, 0, 1, 0}));
+  Tensor filled = Tensor(emptyTensor({2, 2}, ScalarType::Float64));
+  callT("full.out", {IValue(std::vector<int64_t>{2, 2}), IValue(Scalar(2.5)), IValue(filled)});
+  EXPECT_EQ(filled.toVector<double>(), (std::vector<double>{2.5, 2.5, 2.5, 2.5}));
+}
+
+// max.dim_max writes values and indices into its two out= arguments, in
+// order, and returns both.
+TEST(DerivedOutForms, EachResultGoesToItsOutArgument) {
+  const Tensor x = Tensor(tensorFromVector<float>({1, 5, 3, 7, 2, 0}, {2, 3}));
+  Tensor values = emptyOut(ScalarType::Float32), indices = emptyOut(ScalarType::Int64);
+  Stack stack{IValue(x), IValue(int64_t{1}), IValue(false), IValue(values), IValue(indices)};
+  op("max.dim_max").callBoxed(stack);
+  ASSERT_EQ(stack.size(), 2u);
+  EXPECT_EQ(stack[0].toTensor().unsafeGetImpl(), values.unsafeGetImpl());
+  EXPECT_EQ(stack[1].toTensor().unsafeGetImpl(), indices.unsafeGetImpl());
+  EXPECT_EQ(values.toVector<float>(), (std::vector<float>{5, 7}));
+  EXPECT_EQ(indices.toVector<int64_t>(), (std::vector<int64_t>{1, 0}));
+  // A strided out is written in place.
+  Tensor strided = Tensor(emptyTensor({3, 2}, ScalarType::Float32)).t();
+  ASSERT_FALSE(strided.is_contiguous());
+  callT("linear.out", {IValue(x), IValue(Tensor(tensorFromVector<float>({1, 0, 0, 0, 1, 0, 0, 0, 1}, {3, 3}))),
+                       IValue(), IValue(strided)});
+  EXPECT_EQ(strided.contiguous().toVector<float>(), x.toVector<float>());
+}
+
+// A result the call leaves undefined (output_mask drops it) leaves its out=
+// argument as it was.
+TEST(DerivedOutForms, AMaskedResultLeavesItsOutUntouched) {
+  const Tensor x = Tensor(tensorFromVector<float>({1, 2, 3, 4}, {1, 1, 2, 2}));
+  const Tensor w = Tensor(tensorFromVector<float>({1}, {1, 1, 1, 1}));
+  Tensor gi = emptyOut(ScalarType::Float32), gw = emptyOut(ScalarType::Float32), gb = emptyOut(ScalarType::Float32);
+  Stack stack{IValue(x),
+              IValue(x),
+              IValue(w),
+              IValue(std::vector<int64_t>{1, 1}),
+              IValue(std::vector<int64_t>{0, 0}),
+              IValue(std::vector<int64_t>{1, 1}),
+              IValue(int64_t{1}),
+              IValue(std::vector<bool>{true, false, false}),
+              IValue(gi),
+              IValue(gw),
+              IValue(gb)};
+  op("conv2d_backward.out").callBoxed(stack);
+  EXPECT_EQ(gi.toVector<float>(), x.toVector<float>()) << "a 1x1 kernel of 1 passes the gradient through";
+  EXPECT_EQ(gw.numel(), 0);
+  EXPECT_EQ(gb.numel(), 0);
+}
+
+// Bad out= arguments get the form's name and what to pass; an argument that
+// requires grad is refused, as for every out= form.
+TEST(DerivedOutForms, BadOutArgumentsGetClearErrors) {
+  const Tensor x = Tensor(tensorFromVector<float>({1, 2, 3, 4}, {2, 2}));
+  const Tensor w = Tensor(tensorFromVector<float>({1, 0, 0, 1, 1, 1}, {3, 2}));
+  auto linear = [&](const Tensor& input, const Tensor& out) {
+    callT("linear.out", {IValue(input), IValue(w), IValue(), IValue(out)});
+  };
+  EXPECT_THAT(
+      [&] {
+        linear(x, Tensor(emptyTensor({2, 2}, ScalarType::Float32)));
+      },
+      ::testing::ThrowsMessage<Error>(::testing::HasSubstr(
+          "bp::linear.out: argument 'out' has shape [2, 2] but the result has shape [2, 3]; pass a tensor of "
+          "that shape or an empty one (which is resized)")));
+  EXPECT_THAT([&] { linear(x, emptyOut(ScalarType::Int64)); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr(
+                  "bp::linear.out: the result has dtype float32, which cannot be cast to argument 'out' of dtype "
+                  "int64")));
+  EXPECT_THAT([&] { linear(x, Tensor()); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("bp::linear.out: argument 'out' is undefined")));
+  Tensor leaf = Tensor(x.clone());
+  leaf.requires_grad_();
+  EXPECT_THAT([&] { linear(leaf, emptyOut(ScalarType::Float32)); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr(
+                  "bp::linear.out: an out= form does not record gradients, but argument 'input' requires grad")));
+  // The functional op's own rule still runs.
+  EXPECT_THAT(
+      [&] {
+        linear(Tensor(tensorFromVector<float>({1, 2, 3}, {1, 3})), emptyOut(ScalarType::Float32));
+      },
+      ::testing::ThrowsMessage<Error>(::testing::HasSubstr("bp::linear")));
+}
+
+// On a device, the form calls the device's functional kernel; a kernel the
+// device registers for the out= form itself serves it instead.
+int g_device_linear_calls = 0, g_device_linear_out_calls = 0;
+Tensor countingLinear(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias) {
+  ++g_device_linear_calls;
+  return linear(input.cpu(), weight.cpu(), bias ? std::optional<Tensor>(bias->cpu()) : std::nullopt).to(input.device());
+}
+Tensor countingLinearOut(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
+                         const Tensor& out) {
+  ++g_device_linear_out_calls;
+  out.copy_(linear(input.cpu(), weight.cpu(), bias ? std::optional<Tensor>(bias->cpu()) : std::nullopt));
+  return out;
+}
+
+TEST(DerivedOutForms, ServedByTheDevicesFunctionalKernelOrItsOwn) {
+  testing::TestDevice& dev = testing::TestDevice::install("derivedout", 1);
+  Library lib("derivedout");
+  ASSERT_TRUE(lib.impl("bp::linear", dev.type(), BP_FN(countingLinear)).ok());
+  const Tensor x = Tensor(tensorFromVector<float>({1, 2, 3, 4}, {2, 2})).to(dev.device(0));
+  const Tensor w = Tensor(tensorFromVector<float>({1, 1}, {1, 2})).to(dev.device(0));
+  Tensor out = emptyOut(ScalarType::Float32, dev.device(0));
+  EXPECT_EQ(op("linear.out").kernelKind(backendKey(dev.type())), KernelKind::Composite);
+  callT("linear.out", {IValue(x), IValue(w), IValue(), IValue(out)});
+  EXPECT_EQ(g_device_linear_calls, 1);
+  EXPECT_EQ(out.cpu().toVector<float>(), (std::vector<float>{3, 7}));
+  // An out on another device than the result's is refused.
+  EXPECT_THAT(
+      [&] {
+        callT("linear.out", {IValue(x), IValue(w), IValue(), IValue(emptyOut(ScalarType::Float32))});
+      },
+      ::testing::ThrowsMessage<Error>(::testing::HasSubstr(
+          "bp::linear.out: argument 'out' is on cpu but the result is computed on derivedout:0; pass a tensor on that "
+          "device")));
+  ASSERT_TRUE(lib.impl("bp::linear.out", dev.type(), BP_FN(countingLinearOut)).ok());
+  EXPECT_EQ(op("linear.out").kernelKind(backendKey(dev.type())), KernelKind::Native);
+  Tensor out2 = Tensor(emptyTensor({2, 1}, ScalarType::Float32, dev.device(0)));
+  callT("linear.out", {IValue(x), IValue(w), IValue(), IValue(out2)});
+  EXPECT_EQ(g_device_linear_out_calls, 1);
+  EXPECT_EQ(g_device_linear_calls, 2) << "the native out= kernel, not the functional one, served the call";
+  EXPECT_EQ(out2.cpu().toVector<float>(), (std::vector<float>{3, 7}));
+}
+
+// An out= form that does not match its functional op cannot be derived; the
+// error names the mismatch.
+TEST(DerivedOutForms, AFormThatDoesNotMatchItsFunctionalIsRefused) {
+  auto derive = [](const char* functional, const char* out_form) {
+    const absl::Status s = derivedOutKernel(op(functional), *FunctionSchema::parse(out_form)).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    return std::string(s.message());
+  };
+  EXPECT_THAT(derive("linear", "bp::linear.out(Tensor input, int weight, *, Tensor(a!) out) -> Tensor(a!)"),
+              ::testing::HasSubstr("argument 'weight' is int here but Tensor in the functional op"));
+  EXPECT_THAT(derive("linear", "bp::linear.out(Tensor input, *, Tensor(a!) out) -> Tensor(a!)"),
+              ::testing::HasSubstr("the functional op's argument 'weight' has no default and no argument here"));
+  EXPECT_THAT(derive("linear", "bp::linear.out(Tensor input, Tensor weight, int k, *, Tensor(a!) out) -> Tensor(a!)"),
+              ::testing::HasSubstr("argument 'k' is not an argument of the functional op"));
+  EXPECT_THAT(derive("max.dim", "bp::max.dim_max(Tensor self, int dim, *, Tensor(a!) max) -> Tensor(a!)"),
+              ::testing::HasSubstr("it has 1 out= arguments for 2 returns"));
+  EXPECT_THAT(derive("linear", "bp::linear.out(Tensor input, Tensor weight) -> Tensor"),
+              ::testing::HasSubstr("it has no out= argument"));
 }
 
 }  // namespace

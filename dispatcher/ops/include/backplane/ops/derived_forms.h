@@ -20,6 +20,17 @@
 // derived form serves it on that device instead (it then gets `out` as the
 // caller passed it). Without autograd support: an argument that requires
 // grad is refused by the form, as for the standard out= forms.
+//
+// The standard table derives out= forms the same way (Note [Derived out=
+// forms] in standard_ops.h), with their own names and any number of
+// results: `max.dim_max(Tensor self, int dim, bool keepdim=False, *,
+// Tensor(a!) max, Tensor(b!) max_values)` calls max.dim and copies each
+// result into its out= argument, in order. An argument of the functional op
+// that the out= form lacks takes its default, except a factory's `dtype`
+// and `device`, which are the first out= argument's: `zeros.out(size, *,
+// out)` calls zeros(size, dtype=out's, device=out's). A result the call
+// leaves undefined (one an output_mask drops) leaves its out= argument
+// untouched.
 
 #include <string>
 #include <vector>
@@ -38,6 +49,14 @@ struct DerivedForms {
 // The names the forms of `functional` get (Note [Derived forms]).
 std::string derivedOutName(const OperatorName& functional);
 std::string derivedInplaceName(const OperatorName& functional);
+
+// The composite kernel of `out_form`, an out= form of `functional` (Note
+// [Derived forms]): its arguments before the out= ones must each be an
+// argument of `functional` of the same type, and every other argument of
+// `functional` must have a default or be a factory's dtype or device; one
+// out= Tensor per return, each a Tensor that aliases nothing.
+// InvalidArgumentError naming the mismatch otherwise.
+absl::StatusOr<KernelFunction> derivedOutKernel(const OperatorHandle& functional, const FunctionSchema& out_form);
 
 // Defines the out= form (`out`) and/or the in-place form (`inplace`) of
 // `functional` with their composite kernels; `owner` is the registrations'

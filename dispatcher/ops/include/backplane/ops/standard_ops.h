@@ -81,13 +81,33 @@ struct StandardOp {
   // The dtypes its tensor arguments accept (Note [Dtype rules live in
   // metas]); an argument not listed accepts every dtype.
   std::vector<ArgumentDtypes> dtypes = {};
+  // For an out= form derived from a functional op (Note [Derived out=
+  // forms]): that op's name ("max.dim"). Its composite calls that op and
+  // copies the results; its family and dtypes are that op's.
+  std::string derived_from = {};
 };
+
+// Note [Derived out= forms]
+// Where PyTorch has an out= form of an op whose kernel is its functional
+// form (a composite, or a native kernel such as linear's or a backward
+// op's), the table declares it with `derived_from` set, as PyTorch's
+// `autogen:` does: `op.out`'s composite calls the functional op (its rule,
+// and its kernel or composite on whatever device serves it) and copies each
+// result into its out= argument, resizing an empty one (Note [Derived
+// forms] in derived_forms.h). So every such op has its out= form on every
+// device, at the cost of one temporary and one copy per call. A plugin
+// writes the functional kernel (`backplane ops --schemas` names it); a
+// kernel it registers for the out= form itself serves that form instead.
+// Like every standard out= form, it records no gradient.
 
 // Every standard operator, in definition order. Built once, on first use.
 const std::vector<StandardOp>& standardOperators();
 
 // The table's entry for `op` ("mm.out" or "bp::mm.out"), or nullptr.
 const StandardOp* findStandardOp(std::string_view op);
+// The out= form derived from functional op `op` ("max.dim" or
+// "bp::max.dim"; Note [Derived out= forms]), or nullptr.
+const StandardOp* derivedOutFormOf(std::string_view op);
 
 // The dtypes `argument` (a name, or "result") of `op` accepts: what
 // op.dtypes lists for it, else every dtype; without uint16, uint32 and
