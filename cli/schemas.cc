@@ -6,6 +6,7 @@
 #include "backplane/conformance/command.h"
 #include "backplane/conformance/name_pattern.h"
 #include "backplane/conformance/text_format.h"
+#include "backplane/core/str_cat.h"
 #include "backplane/dispatch/dispatcher.h"
 #include "backplane/dispatch/schema_signature.h"
 #include "backplane/ops/derivatives.h"
@@ -30,6 +31,9 @@ struct SchemaRow {
   // per formula "inputs: text", or the declaration's note.
   std::string derivative_kind;
   std::string derivative;
+  // For a derived out= form (Note [Derived out= forms]): its functional op,
+  // whose kernel a plugin writes.
+  std::string derived_from;
 };
 
 // "; calls bp::gelu_backward (cpu native (float32, float64), ...)": backward
@@ -103,10 +107,12 @@ SchemaRow rowFor(const OperatorHandle& op) {
                 pluginKernelSignature(schema),
                 cppSignatureForSchema(schema),
                 "",
+                "",
                 ""};
   describeDerivative(op, row);
   if (const StandardOp* s = op.operatorName().ns == kStandardNamespace ? findStandardOp(row.name) : nullptr) {
     row.standard = true;
+    if (!s->derived_from.empty()) row.derived_from = strCat(kStandardNamespace, "::", s->derived_from);
     for (const Argument& a : schema.arguments())
       if (a.type.base == BaseType::Tensor) {
         // An out= tensor's dtype follows from the inputs' (the meta checks
@@ -136,8 +142,11 @@ void printText(std::ostream& out, const std::vector<SchemaRow>& rows) {
     out << r.name << "\n"
         << "  schema:        " << r.schema << "\n"
         << "  dtypes:        " << dtypeText(r) << "\n"
-        << "  C++ kernel:    " << (r.kernel.empty() ? kNoKernelType : r.kernel) << "\n"
-        << "  cpp_signature: " << r.cpp_signature << "\n"
+        << "  C++ kernel:    " << (r.kernel.empty() ? kNoKernelType : r.kernel) << "\n";
+    if (!r.derived_from.empty())
+      out << "  derived from:  " << r.derived_from << " (a composite calls it and copies the result; a plugin "
+          << "implements " << r.derived_from << ", or this form's kernel above to serve it instead)\n";
+    out << "  cpp_signature: " << r.cpp_signature << "\n"
         << "  derivative:    " << r.derivative_kind << (r.derivative.empty() ? "" : " (" + r.derivative + ")") << "\n";
   }
 }
@@ -158,8 +167,9 @@ void printMarkdown(std::ostream& out, const std::vector<SchemaRow>& rows) {
   out << "| op | schema | accepted dtypes | C++ kernel | derivative |\n|---|---|---|---|---|\n";
   for (const SchemaRow& r : rows) {
     out << "| " << r.name << " | " << markdownCell(r.schema) << " | " << dtypeText(r) << " | "
-        << (r.kernel.empty() ? std::string(kNoKernelType) : markdownCell(r.kernel)) << " | " << r.derivative_kind
-        << (r.derivative.empty() ? std::string() : ": " + markdownText(r.derivative)) << " |\n";
+        << (r.kernel.empty() ? std::string(kNoKernelType) : markdownCell(r.kernel))
+        << (r.derived_from.empty() ? std::string() : " (derived from " + r.derived_from + ")") << " | "
+        << r.derivative_kind << (r.derivative.empty() ? std::string() : ": " + markdownText(r.derivative)) << " |\n";
   }
 }
 
@@ -179,6 +189,7 @@ void printJson(std::ostream& out, const std::vector<SchemaRow>& rows) {
     }
     out << ", \"kernel\": " << (r.kernel.empty() ? std::string("null") : jsonString(r.kernel))
         << ", \"cpp_signature\": " << jsonString(r.cpp_signature)
+        << ", \"derived_from\": " << (r.derived_from.empty() ? std::string("null") : jsonString(r.derived_from))
         << ", \"derivative\": {\"kind\": " << jsonString(r.derivative_kind)
         << ", \"text\": " << jsonString(r.derivative) << "}}";
   }

@@ -145,6 +145,21 @@ TEST(OpsSchemas, MarkdownAndJson) {
   EXPECT_NE(js.out.find("\"derivative\": {\"kind\": \"out_variant\""), std::string::npos) << js.out;
 }
 
+// A derived out= form (Note [Derived out= forms]) names the functional op a
+// plugin implements; the others name none.
+TEST(OpsSchemas, ADerivedOutFormNamesItsFunctionalOp) {
+  EXPECT_EQ(field(run("ops --schemas '^bp::max\\.dim_max$'").out, "derived from"),
+            "bp::max.dim (a composite calls it and copies the result; a plugin implements bp::max.dim, or this "
+            "form's kernel above to serve it instead)");
+  EXPECT_EQ(run("ops --schemas '^bp::mm\\.out$'").out.find("derived from"), std::string::npos);
+  const Result js = run("ops --schemas '^bp::(linear\\.out|mm\\.out)$' --format json");
+  ASSERT_EQ(js.code, 0) << js.err;
+  EXPECT_NE(js.out.find("\"derived_from\": \"bp::linear\""), std::string::npos) << js.out;
+  EXPECT_NE(js.out.find("\"derived_from\": null"), std::string::npos) << js.out;
+  const Result md = run("ops --schemas '^bp::linear\\.out$' --format markdown");
+  EXPECT_NE(md.out.find(" (derived from bp::linear) |"), std::string::npos) << md.out;
+}
+
 // How each op differentiates (docs/autograd.md): its formulas, or why none.
 TEST(OpsSchemas, ListsHowEachOpDifferentiates) {
   EXPECT_EQ(field(run("ops --schemas '^bp::mul\\.Tensor$'").out, "derivative"),
