@@ -506,6 +506,21 @@ void addRandomSpecs(std::vector<OpSpec>& specs) {
                  {{"p=0.1", {IValue(0.1)}}, {"p=0", {IValue(0.0)}}, {"p=1", {IValue(1.0)}}, {"default p=0.5", {}}},
                  {raisingOn("p=1.5", {IValue(1.5)}, "p must be in [0, 1]"),
                   raisingOn("p=-0.5", {IValue(-0.5)}, "p must be in [0, 1]")});
+  // bernoulli.p (self, p): the in-place draw's samples into a new tensor
+  // like self; its out= form is bernoulli.float_out.
+  addDraw(
+      specs, "bp::bernoulli.p",
+      [] {
+        std::vector<Sample> out = drawSamples(
+            "bp::bernoulli.p", kAllTypes, {{"p=0.1", {IValue(0.1)}}, {"p=0", {IValue(0.0)}}, {"p=1", {IValue(1.0)}}});
+        out.push_back(raisingOn("p=1.5", {IValue(1.5)}, "p must be in [0, 1]"));
+        out.push_back(raisingOn("p=-0.5", {IValue(-0.5)}, "p must be in [0, 1]"));
+        return out;
+      },
+      [](const Sample& s) {
+        return Draw{Dist::Bernoulli, s.args[1].toDouble(), 0};
+      },
+      likeSelf);
   addFactoryDraw(specs, "bp::rand", Dist::Uniform);
   addFactoryDraw(specs, "bp::randn", Dist::Normal);
   addLikeDraw(specs, "bp::rand_like", Dist::Uniform);

@@ -345,6 +345,15 @@ Tensor bernoulli_(const Tensor& self, double p) {
   return bernoulliDraw(self, p);
 }
 
+// bernoulli.p: a new tensor like self (its shape, dtype and device) of
+// draws that are 1 with probability p; self's values are not read.
+Tensor bernoulliP(const Tensor& self, double p) {
+  const char* op = "bp::bernoulli.p";
+  checkDefined(op, self, "self");
+  BP_CHECK(p >= 0 && p <= 1, op, ": expects p in [0, 1], but got p=", p);
+  return bernoulliDraw(emptyTensor(self.sizes(), self.dtype(), self.device()), p);
+}
+
 Tensor randomFactory(const char* op, IntArrayRef size, std::optional<ScalarType> dtype, std::optional<Device> device,
                      bool normal) {
   checkSizes(op, size);
@@ -520,6 +529,7 @@ void addCreationOps(std::vector<StandardOp>& ops) {
   add("uniform_(Tensor(a!) self, float from=0, float to=1) -> Tensor(a!)", {}, fn<&uniform_>());
   add("normal_(Tensor(a!) self, float mean=0, float std=1) -> Tensor(a!)", {}, fn<&normal_>());
   add("bernoulli_.float(Tensor(a!) self, float p=0.5) -> Tensor(a!)", {}, fn<&bernoulli_>());
+  add("bernoulli.p(Tensor self, float p) -> Tensor", {}, fn<&bernoulliP>());
   add("rand(int[] size, " + opts, {}, fn<&rand>());
   add("randn(int[] size, " + opts, {}, fn<&randn>());
   add("rand_like(Tensor self, " + opts, {}, fn<&randLike>());
@@ -557,6 +567,8 @@ void addCreationOps(std::vector<StandardOp>& ops) {
   ops.push_back(derivedOut("randn.out(int[] size, *, Tensor(a!) out) -> Tensor(a!)", "randn"));
   ops.push_back(derivedOut("rand_like.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)", "rand_like"));
   ops.push_back(derivedOut("randn_like.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)", "randn_like"));
+  ops.push_back(
+      derivedOut("bernoulli.float_out(Tensor self, float p=0.5, *, Tensor(a!) out) -> Tensor(a!)", "bernoulli.p"));
 }
 
 }  // namespace backplane::ops

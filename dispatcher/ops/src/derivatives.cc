@@ -853,7 +853,7 @@ std::vector<OpDerivative> buildTable() {
           "an optimizer step (Note [Optimizer ops]): it updates parameters in place outside the graph; call it under "
           "no_grad, as the optimizer classes of backplane/autograd/optim.h do");
   nondiff({"rand", "rand_like", "randn", "randn_like", "_philox_bernoulli_", "_philox_normal_", "_philox_uniform_",
-           "bernoulli_.float", "normal_", "uniform_"},
+           "bernoulli_.float", "bernoulli.p", "normal_", "uniform_"},
           "a random draw: the result depends on no tensor's values");
   return t;
 }
