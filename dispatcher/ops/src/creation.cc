@@ -569,6 +569,21 @@ void addCreationOps(std::vector<StandardOp>& ops) {
   ops.push_back(derivedOut("randn_like.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)", "randn_like"));
   ops.push_back(
       derivedOut("bernoulli.float_out(Tensor self, float p=0.5, *, Tensor(a!) out) -> Tensor(a!)", "bernoulli.p"));
+  // The in-place-only ops' functional forms, and their out= forms.
+  ops.push_back(derivedFunctional("fill.Scalar(Tensor self, Scalar value) -> Tensor", "fill_.Scalar"));
+  ops.push_back(
+      derivedOut("fill.Scalar_out(Tensor self, Scalar value, *, Tensor(a!) out) -> Tensor(a!)", "fill.Scalar"));
+  ops.push_back(derivedFunctional("zero(Tensor self) -> Tensor", "zero_"));
+  ops.push_back(derivedOut("zero.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)", "zero"));
+  ops.push_back(derivedFunctional("uniform(Tensor self, float from=0, float to=1) -> Tensor", "uniform_"));
+  ops.push_back(
+      derivedOut("uniform.out(Tensor self, float from=0, float to=1, *, Tensor(a!) out) -> Tensor(a!)", "uniform"));
+  ops.push_back(derivedFunctional("normal_functional(Tensor self, float mean=0, float std=1) -> Tensor", "normal_"));
+  ops.push_back(derivedOut("normal.out(Tensor self, float mean=0, float std=1, *, Tensor(a!) out) -> Tensor(a!)",
+                           "normal_functional"));
+  ops.push_back(derivedFunctional("copy(Tensor self, Tensor src, bool non_blocking=False) -> Tensor", "copy_"));
+  ops.push_back(derivedOut(
+      "copy.out(Tensor self, Tensor src, bool non_blocking=False, *, Tensor(a!) out) -> Tensor(a!)", "copy"));
 }
 
 }  // namespace backplane::ops

@@ -685,6 +685,14 @@ std::vector<OpDerivative> buildTable() {
                                {"src", "grad", [](Ctx& c) { c.set("src", c.grad()); }}});
   for (const char* op : {"fill_.Scalar", "zero_"})
     formula(op, {{"self", "zeros (overwritten)", [](Ctx& c) { c.set("self", zerosOf(c.grad())); }}});
+  // Their functional forms (Note [Derived out= forms]) read only self's
+  // shape, dtype and device; copy's src gets copy_'s gradient.
+  nondiff({"fill.Scalar", "zero"}, "a fill: the result does not depend on self's values");
+  formula("copy", {{"self", "zeros (not read)", [](Ctx& c) { c.set("self", zerosOf(c.grad())); }},
+                   {"src", "grad converted to src's device and dtype", [](Ctx& c) {
+                      const Tensor& s = c.tensor("src");
+                      c.set("src", c.grad().to(s.device(), s.dtype()));
+                    }}});
 
   // --- nn ops whose backward needs backward kernels (conv, pooling, norms).
   formula("layer_norm",
@@ -853,7 +861,7 @@ std::vector<OpDerivative> buildTable() {
           "an optimizer step (Note [Optimizer ops]): it updates parameters in place outside the graph; call it under "
           "no_grad, as the optimizer classes of backplane/autograd/optim.h do");
   nondiff({"rand", "rand_like", "randn", "randn_like", "_philox_bernoulli_", "_philox_normal_", "_philox_uniform_",
-           "bernoulli_.float", "bernoulli.p", "normal_", "uniform_"},
+           "bernoulli_.float", "bernoulli.p", "normal_", "uniform_", "normal_functional", "uniform"},
           "a random draw: the result depends on no tensor's values");
   return t;
 }
@@ -930,6 +938,7 @@ std::vector<OpDerivative> withSaves(std::vector<OpDerivative> t) {
       {"masked_fill.Scalar", "mask"},
       {"masked_fill.Tensor", "mask"},
       {"copy_", "src"},
+      {"copy", "src"},
       {"cat", "tensors"},
       {"stack", "tensors"},
       {"embedding", "weight, indices"},
@@ -994,7 +1003,7 @@ const OpDerivative* findDerivative(std::string_view op) {
     for (const StandardOp& s : standardOperators()) {
       const std::string name = s.schema.substr(0, s.schema.find('('));
       if (m->contains(name)) continue;
-      const bool has_out = !s.derived_from.empty() ||  // Note [Derived out= forms]
+      const bool has_out = (!s.derived_from.empty() && !s.derived_functional) ||  // Note [Derived out= forms]
                            s.schema.find("*, Tensor(a!) out") != std::string::npos ||
                            s.schema.find("Tensor(a!) out") != std::string::npos ||
                            s.schema.find("Tensor(b!) indices") != std::string::npos;

@@ -2,6 +2,7 @@
 // forms] in backplane/ops/derived_forms.h).
 #include "backplane/ops/derived_forms.h"
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <utility>
@@ -9,6 +10,7 @@
 
 #include "backplane/core/error.h"
 #include "backplane/ops/tensor.h"
+#include "meta.h"
 
 namespace backplane {
 namespace {
@@ -30,21 +32,27 @@ Tensor callFunctional(const OperatorHandle& functional, Stack& stack, size_t n) 
   return Tensor(call.front().toTensor());
 }
 
-// `result` into `dst` (argument `what` of `form`): same device, a castable
-// dtype, and the result's shape; an empty `out` is resized first.
-void copyInto(const std::string& form, const std::string& what, const Tensor& dst, const Tensor& result, bool resize) {
+// Whether `result` can go into `dst` (argument `what` of `form`): same
+// device, a castable dtype (the result's exactly with `exact`: an index
+// result), and the result's shape, or (with `resize`) empty.
+void checkInto(const std::string& form, const std::string& what, const Tensor& dst, const Tensor& result, bool resize,
+               bool exact = false) {
   BP_CHECK(dst.defined(), form, ": argument '", what, "' is undefined; pass a tensor to write the result into");
   BP_CHECK(dst.device() == result.device(), form, ": argument '", what, "' is on ", dst.device(),
            " but the result is computed on ", result.device(), "; pass a tensor on that device");
+  BP_CHECK(!exact || dst.dtype() == result.dtype(), form, ": argument '", what, "' has dtype ", dst.dtype(),
+           " but the result it holds is always ", result.dtype(), "; pass a tensor of dtype ", result.dtype());
   BP_CHECK(canCast(result.dtype(), dst.dtype()), form, ": the result has dtype ", result.dtype(),
            ", which cannot be cast to argument '", what, "' of dtype ", dst.dtype(), "; pass a tensor of dtype ",
            result.dtype());
-  if (dst.sizes() != result.sizes()) {
-    BP_CHECK(resize && dst.numel() == 0, form, ": argument '", what, "' has shape ", dst.sizes(),
-             " but the result has shape ", result.sizes(),
-             resize ? "; pass a tensor of that shape or an empty one (which is resized)" : "");
-    dst.unsafeGetImpl()->resizeEmpty(result.sizes());
-  }
+  BP_CHECK(dst.sizes() == result.sizes() || (resize && dst.numel() == 0), form, ": argument '", what, "' has shape ",
+           dst.sizes(), " but the result has shape ", result.sizes(),
+           resize ? "; pass a tensor of that shape or an empty one (which is resized)" : "");
+}
+
+// `result` into `dst`, checked (checkInto); an empty `dst` is resized first.
+void copyInto(const Tensor& dst, const Tensor& result) {
+  if (dst.sizes() != result.sizes()) dst.unsafeGetImpl()->resizeEmpty(result.sizes());
   dst.copy_(result);
 }
 
@@ -72,6 +80,8 @@ struct DerivedOutKernel final : OperatorKernel {
   std::vector<Source> sources;         // one per argument of the functional op
   size_t inputs = 0;                   // the out= form's arguments before its outs
   std::vector<std::string> out_names;  // its out= arguments, in order
+  uint64_t exact_dtype = 0;            // bit i: out i must have its result's dtype
+  bool factory = false;                // the functional op's dtype and device are out's
 };
 
 void outKernel(OperatorKernel* functor, const OperatorHandle& op, DispatchKeySet, Stack* stack) {
@@ -87,6 +97,8 @@ void outKernel(OperatorKernel* functor, const OperatorHandle& op, DispatchKeySet
     BP_CHECK(v.isTensor() && v.toTensor().defined(), form, ": argument '", k.out_names[i],
              "' is undefined; pass a tensor to write the result into");
     outs.emplace_back(v.toTensor());
+    // Before any work: the result cannot be written into one.
+    ops::checkNoInternalOverlap(form, outs.back(), k.out_names[i].c_str());
   }
   Stack call;
   call.reserve(k.sources.size());
@@ -99,16 +111,46 @@ void outKernel(OperatorKernel* functor, const OperatorHandle& op, DispatchKeySet
     }
   }
   stack->resize(base);
-  k.functional.callBoxed(call);
+  if (!k.factory) {
+    k.functional.callBoxed(call);
+  } else {
+    // The dtype and device are out's, which the caller did not name as such.
+    try {
+      k.functional.callBoxed(call);
+    } catch (const Error& e) {
+      throw Error(e.code(), strCat(form, ": with out's dtype ", outs.front().dtype(), " and device ",
+                                   outs.front().device(), ", ", e.what()));
+    }
+  }
   BP_INTERNAL_ASSERT(call.size() == outs.size(), k.functional.operatorName().qualifiedName(), " returned ", call.size(),
                      " values for ", outs.size(), " out= arguments of ", form);
-  for (size_t i = 0; i < outs.size(); ++i) {
-    // A result the call leaves undefined (one its output_mask drops)
-    // leaves its out= argument as the caller passed it.
-    if (call[i].isTensor() && call[i].toTensor().defined())
-      copyInto(form, k.out_names[i], outs[i], Tensor(call[i].toTensor()), /*resize=*/true);
-  }
+  // Every out is checked before any is written. A result the call leaves
+  // undefined (one its output_mask drops) leaves its out= argument as the
+  // caller passed it.
+  auto defined = [&](size_t i) { return call[i].isTensor() && call[i].toTensor().defined(); };
+  for (size_t i = 0; i < outs.size(); ++i)
+    if (defined(i))
+      checkInto(form, k.out_names[i], outs[i], Tensor(call[i].toTensor()), /*resize=*/true, (k.exact_dtype >> i) & 1);
+  for (size_t i = 0; i < outs.size(); ++i)
+    if (defined(i)) copyInto(outs[i], Tensor(call[i].toTensor()));
   for (Tensor& o : outs) stack->emplace_back(std::move(o));
+}
+
+// The functional form of an in-place-only op: a new tensor like self,
+// written by the in-place op (Note [Derived out= forms]).
+void functionalKernel(OperatorKernel* functor, const OperatorHandle& op, DispatchKeySet, Stack* stack) {
+  const OperatorHandle& inplace = static_cast<DerivedKernel*>(functor)->functional;
+  const size_t n = op.schema().arguments().size();
+  IValue& first = (*stack)[stack->size() - n];
+  BP_CHECK(first.isTensor() && first.toTensor().defined(), op.operatorName().qualifiedName(),
+           ": argument 'self' is undefined; pass the tensor whose shape, dtype and device the result takes");
+  const TensorBase& self = first.toTensor();
+  Tensor result(emptyTensor(self.sizes(), self.dtype(), self.device()));
+  first = IValue(static_cast<const TensorBase&>(result));
+  Stack call(stack->end() - static_cast<std::ptrdiff_t>(n), stack->end());
+  stack->resize(stack->size() - n);
+  inplace.callBoxed(call);
+  stack->emplace_back(std::move(result));
 }
 
 void inplaceKernel(OperatorKernel* functor, const OperatorHandle& op, DispatchKeySet, Stack* stack) {
@@ -118,7 +160,8 @@ void inplaceKernel(OperatorKernel* functor, const OperatorHandle& op, DispatchKe
   refuseGrad(form, f.operatorName().qualifiedName(), *stack, n);
   Tensor self(stack->at(stack->size() - n).toTensor());
   Tensor result = callFunctional(f, *stack, n);
-  copyInto(form, "self", self, result, /*resize=*/false);
+  checkInto(form, "self", self, result, /*resize=*/false);
+  copyInto(self, result);
   stack->emplace_back(std::move(self));
 }
 
@@ -141,7 +184,8 @@ std::string derivedInplaceName(const OperatorName& f) {
   return OperatorName{f.ns, f.name + "_", f.overload}.qualifiedName();
 }
 
-absl::StatusOr<KernelFunction> derivedOutKernel(const OperatorHandle& functional, const FunctionSchema& out_form) {
+absl::StatusOr<KernelFunction> derivedOutKernel(const OperatorHandle& functional, const FunctionSchema& out_form,
+                                                uint64_t fixed_dtype_arguments) {
   const FunctionSchema& f = functional.schema();
   auto refuse = [&](const std::string& why) {
     return absl::InvalidArgumentError(strCat(out_form.toString(), " cannot be derived from ", f.toString(), ": ", why));
@@ -156,7 +200,14 @@ absl::StatusOr<KernelFunction> derivedOutKernel(const OperatorHandle& functional
       return refuse(strCat("out= argument '", args[i].name, "' is not a Tensor"));
   }
   k->inputs = first_out;
-  for (size_t i = first_out; i < args.size(); ++i) k->out_names.push_back(args[i].name);
+  for (size_t i = first_out; i < args.size(); ++i) {
+    if (i < 64 && ((fixed_dtype_arguments >> i) & 1)) k->exact_dtype |= uint64_t{1} << (i - first_out);
+    k->out_names.push_back(args[i].name);
+  }
+  // A factory (no tensor arguments) makes its result in out's dtype and on
+  // out's device; any other op computes as it would, and the result is cast.
+  k->factory = std::none_of(f.arguments().begin(), f.arguments().end(),
+                            [](const Argument& a) { return a.type.base == BaseType::Tensor; });
   if (k->out_names.empty()) return refuse("it has no out= argument");
   if (f.returns().size() != k->out_names.size())
     return refuse(strCat("it has ", k->out_names.size(), " out= arguments for ", f.returns().size(), " returns"));
@@ -173,10 +224,10 @@ absl::StatusOr<KernelFunction> derivedOutKernel(const OperatorHandle& functional
         return refuse(strCat("argument '", a.name, "' is ", args[j].type.str(), " here but ", a.type.str(),
                              " in the functional op"));
       src.index = j;
-    } else if (a.name == "dtype" && a.type.base == BaseType::ScalarType) {
-      src.from = DerivedOutKernel::From::OutDtype;  // a factory's dtype is out's
-    } else if (a.name == "device" && a.type.base == BaseType::Device) {
-      src.from = DerivedOutKernel::From::OutDevice;  // and its device is out's
+    } else if (k->factory && a.name == "dtype" && a.type.base == BaseType::ScalarType) {
+      src.from = DerivedOutKernel::From::OutDtype;
+    } else if (k->factory && a.name == "device" && a.type.base == BaseType::Device) {
+      src.from = DerivedOutKernel::From::OutDevice;
     } else if (a.default_value) {
       src.from = DerivedOutKernel::From::Default;
       src.value = defaultArgumentValue(a);
@@ -192,6 +243,29 @@ absl::StatusOr<KernelFunction> derivedOutKernel(const OperatorHandle& functional
     if (!used) return refuse(strCat("argument '", args[j].name, "' is not an argument of the functional op"));
   }
   return KernelFunction::makeFromBoxedFunction(&outKernel, std::move(k));
+}
+
+absl::StatusOr<KernelFunction> derivedFunctionalKernel(const OperatorHandle& inplace,
+                                                       const FunctionSchema& functional) {
+  const FunctionSchema& s = inplace.schema();
+  auto refuse = [&](const std::string& why) {
+    return absl::InvalidArgumentError(
+        strCat(functional.toString(), " cannot be derived from ", s.toString(), ": ", why));
+  };
+  const std::vector<Argument>& a = s.arguments();
+  const std::vector<Argument>& f = functional.arguments();
+  if (a.empty() || a[0].type != SchemaType{} || !a[0].alias || !a[0].alias->is_write)
+    return refuse("the in-place op's first argument must be the Tensor(a!) it writes");
+  if (s.returns().size() != 1 || functional.returns().size() != 1 || functional.returns()[0].type != SchemaType{} ||
+      functional.returns()[0].alias)
+    return refuse("each must return one Tensor, the functional one aliasing nothing");
+  if (f.size() != a.size()) return refuse("they must take the same arguments");
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (f[i].name != a[i].name || f[i].type != a[i].type || f[i].alias || (i > 0 && a[i].alias))
+      return refuse(strCat("argument ", i, " differs ('", f[i].str(), "' against '", a[i].str(),
+                           "'); only self's write annotation may"));
+  }
+  return KernelFunction::makeFromBoxedFunction(&functionalKernel, std::make_shared<DerivedKernel>(inplace));
 }
 
 absl::StatusOr<DerivedForms> deriveForms(const OperatorHandle& functional, bool out, bool inplace,

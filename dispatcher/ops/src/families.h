@@ -19,6 +19,14 @@ inline StandardOp derivedOut(std::string schema, std::string functional) {
   return op;
 }
 
+// The functional form of in-place-only op `inplace`, which writes every
+// element of self without reading it (Note [Derived out= forms]).
+inline StandardOp derivedFunctional(std::string schema, std::string inplace) {
+  StandardOp op = derivedOut(std::move(schema), std::move(inplace));
+  op.derived_functional = true;
+  return op;
+}
+
 void addCreationOps(std::vector<StandardOp>& ops);     // empty, zeros, ..., rand, randn, dropout; copy_, to
 void addElementwiseOps(std::vector<StandardOp>& ops);  // binary, comparison, where, unary, clamp
 // (elementwise_more.cc) rounding division, remainder/fmod, rounding, bitwise/logical, activations, Scalar forms

@@ -1,6 +1,7 @@
 #include "backplane/ops/standard_ops.h"
 
 #include <algorithm>
+#include <array>
 #include <iterator>
 #include <optional>
 #include <string_view>
@@ -91,18 +92,26 @@ const StandardOp* findStandardOp(std::string_view op) {
   return it == by_name->end() ? nullptr : it->second;
 }
 
-const StandardOp* derivedOutFormOf(std::string_view op) {
-  static const auto* by_functional = [] {
-    auto* m = new absl::flat_hash_map<std::string, const StandardOp*>();
+namespace {
+// The entry derived from `op` of the kind asked for, or nullptr.
+const StandardOp* derivedOf(std::string_view op, bool functional) {
+  using Index = absl::flat_hash_map<std::string, const StandardOp*>;
+  static const auto* by_source = [] {
+    auto* m = new std::array<Index, 2>();
     for (const StandardOp& s : standardOperators())
-      if (!s.derived_from.empty()) m->emplace(s.derived_from, &s);
+      if (!s.derived_from.empty()) (*m)[s.derived_functional].emplace(s.derived_from, &s);
     return m;
   }();
   const std::string prefix = strCat(kStandardNamespace, "::");
   if (op.starts_with(prefix)) op.remove_prefix(prefix.size());
-  auto it = by_functional->find(std::string(op));
-  return it == by_functional->end() ? nullptr : it->second;
+  const Index& index = (*by_source)[functional];
+  auto it = index.find(std::string(op));
+  return it == index.end() ? nullptr : it->second;
 }
+}  // namespace
+
+const StandardOp* derivedOutFormOf(std::string_view op) { return derivedOf(op, false); }
+const StandardOp* derivedFunctionalOf(std::string_view op) { return derivedOf(op, true); }
 
 ScalarTypeSet acceptedDtypes(const StandardOp& op, std::string_view argument) {
   ScalarTypeSet s = ScalarTypeSet::all();
@@ -121,22 +130,41 @@ ScalarTypeSet acceptedDtypes(const StandardOp& op, std::string_view argument) {
 // [Dtypes an operator accepts] in operator_entry.h), so no kernel, CPU,
 // GPU or a vendor's, is handed one it was not written for.
 bool servesBarebonesUnsigned(const StandardOp& op) {
-  static constexpr std::string_view kServing[] = {"empty",        "empty_strided",
-                                                  "fill_",        "zero_",
-                                                  "zeros",        "ones",
-                                                  "full",         "empty_like",
-                                                  "zeros_like",   "ones_like",
-                                                  "full_like",    "_copy_on_device_",
-                                                  "copy_",        "to",
-                                                  "cat",          "stack",
-                                                  "index_select", "gather",
-                                                  "masked_fill",  "masked_fill_",
-                                                  "eq",           "eq_",
-                                                  "ne",           "ne_",
-                                                  "lt",           "lt_",
-                                                  "le",           "le_",
-                                                  "gt",           "gt_",
-                                                  "ge",           "ge_"};
+  static constexpr std::string_view kServing[] = {"empty",
+                                                  "empty_strided",
+                                                  "fill_",
+                                                  "zero_",
+                                                  "zeros",
+                                                  "ones",
+                                                  "full",
+                                                  "empty_like",
+                                                  "fill",
+                                                  "zero",
+                                                  "copy",
+                                                  "zeros_like",
+                                                  "ones_like",
+                                                  "full_like",
+                                                  "_copy_on_device_",
+                                                  "copy_",
+                                                  "to",
+                                                  "cat",
+                                                  "stack",
+                                                  "index_select",
+                                                  "gather",
+                                                  "masked_fill",
+                                                  "masked_fill_",
+                                                  "eq",
+                                                  "eq_",
+                                                  "ne",
+                                                  "ne_",
+                                                  "lt",
+                                                  "lt_",
+                                                  "le",
+                                                  "le_",
+                                                  "gt",
+                                                  "gt_",
+                                                  "ge",
+                                                  "ge_"};
   const std::string_view name = std::string_view(op.schema).substr(0, op.schema.find_first_of(".("));
   return std::find(std::begin(kServing), std::end(kServing), name) != std::end(kServing);
 }
@@ -225,8 +253,11 @@ struct StandardOperatorRegistration {
       if (op.composite.isValid())
         handles->push_back(valueOrThrow(d.registerComposite(name, op.composite, "standard operators (composite)")));
       if (!op.derived_from.empty()) {
-        const OperatorHandle functional = d.findOpOrThrow(strCat(kStandardNamespace, "::", op.derived_from));
-        KernelFunction k = valueOrThrow(derivedOutKernel(functional, d.findOpOrThrow(name).schema()));
+        const OperatorHandle from = d.findOpOrThrow(strCat(kStandardNamespace, "::", op.derived_from));
+        const FunctionSchema& schema = d.findOpOrThrow(name).schema();
+        KernelFunction k =
+            valueOrThrow(op.derived_functional ? derivedFunctionalKernel(from, schema)
+                                               : derivedOutKernel(from, schema, dtypeFixedArguments(op, schema)));
         handles->push_back(valueOrThrow(d.registerComposite(
             name, std::move(k), strCat("standard operators (derived from ", op.derived_from, ")"))));
       }

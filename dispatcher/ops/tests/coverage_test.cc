@@ -44,7 +44,11 @@ TEST(StandardOpCoverage, OutVariantsHaveAShapeRuleAndTheirFunctionalFormsACompos
     OperatorHandle h = Dispatcher::singleton().findOpOrThrow(name);
     bool has_out = false;
     for (const Argument& a : h.schema().arguments()) has_out |= a.isOut();
-    if (!s.derived_from.empty()) {
+    if (s.derived_functional) {
+      EXPECT_FALSE(has_out) << name << " is the functional form of " << s.derived_from;
+      EXPECT_EQ(h.kernelKind(DispatchKey::CPU), KernelKind::Composite) << name;
+      EXPECT_EQ(derivedFunctionalOf(s.derived_from), &s) << name;
+    } else if (!s.derived_from.empty()) {
       ++derived;
       EXPECT_TRUE(has_out) << name << " is derived from " << s.derived_from << " but takes no out=";
       EXPECT_FALSE(s.meta.isValid()) << name << ": the functional op's rule runs in the call";
@@ -191,6 +195,74 @@ TEST(DerivedOutForms, BadOutArgumentsGetClearErrors) {
         linear(Tensor(tensorFromVector<float>({1, 2, 3}, {1, 3})), emptyOut(ScalarType::Float32));
       },
       ::testing::ThrowsMessage<Error>(::testing::HasSubstr("bp::linear")));
+}
+
+// An index result needs an out of its dtype; every out is checked before
+// any is written, and one with overlapping elements before any work.
+TEST(DerivedOutForms, OutsAreCheckedBeforeAnyIsWritten) {
+  const Tensor x = Tensor(tensorFromVector<float>({1, 5, 3, 7, 2, 0}, {2, 3}));
+  auto maxDim = [&](const Tensor& values, const Tensor& indices) {
+    Stack stack{IValue(x), IValue(int64_t{1}), IValue(false), IValue(values), IValue(indices)};
+    op("max.dim_max").callBoxed(stack);
+  };
+  Tensor values = Tensor(emptyTensor({2}, ScalarType::Float32));
+  values.fill_(Scalar(-1.0));
+  EXPECT_THAT([&] { maxDim(values, emptyOut(ScalarType::Float32)); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr(
+                  "bp::max.dim_max: argument 'max_values' has dtype float32 but the result it holds is always int64; "
+                  "pass a tensor of dtype int64")));
+  EXPECT_EQ(values.toVector<float>(), (std::vector<float>{-1, -1})) << "the first out was written before the second "
+                                                                       "was refused";
+  const Tensor row = Tensor(emptyTensor({1, 2}, ScalarType::Float32));
+  EXPECT_THAT(
+      [&] {
+        maxDim(row.expand({2, 2}).select(1, 0), emptyOut(ScalarType::Int64));
+      },
+      ::testing::ThrowsMessage<Error>(::testing::HasSubstr("bp::max.dim_max")));
+  EXPECT_THAT(
+      [&] {
+        callT("linear.out", {IValue(x), IValue(Tensor(tensorFromVector<float>({1, 0, 0}, {1, 3}))), IValue(),
+                             IValue(Tensor(emptyTensor({1, 1}, ScalarType::Float32)).expand({2, 1}))});
+      },
+      ::testing::ThrowsMessage<Error>(::testing::HasSubstr("bp::linear.out: argument 'out' (sizes [2, 1], strides [0, "
+                                                           "1]) has several elements at one memory location")));
+}
+
+// Only a factory computes in out's dtype; another op computes as its
+// functional form does, and the result is cast into out, as in PyTorch.
+TEST(DerivedOutForms, OnlyAFactoryComputesInOutsDtype) {
+  const Tensor ints = Tensor(tensorFromVector<int64_t>({1, 2}, {2}));
+  Tensor out = emptyOut(ScalarType::Float32);
+  callT("full_like.out", {IValue(ints), IValue(Scalar(2.5)), IValue(out)});
+  EXPECT_EQ(out.toVector<float>(), (std::vector<float>{2, 2})) << "2.5 filled into int64, then cast";
+  EXPECT_THAT(
+      [&] {
+        callT("rand.out", {IValue(std::vector<int64_t>{2}), IValue(emptyOut(ScalarType::Int64))});
+      },
+      ::testing::ThrowsMessage<Error>(::testing::HasSubstr("bp::rand.out: with out's dtype int64 and device cpu")));
+}
+
+// The in-place-only ops' functional forms: a new tensor like self, which
+// stays as it was.
+TEST(DerivedOutForms, AnInPlaceOnlyOpGetsAFunctionalForm) {
+  const Tensor self = Tensor(tensorFromVector<float>({1, 2, 3, 4, 5, 6}, {2, 3})).t();
+  const Tensor zero = callT("zero", {IValue(self)});
+  EXPECT_EQ(zero.sizes(), self.sizes());
+  EXPECT_TRUE(zero.is_contiguous());
+  EXPECT_EQ(zero.toVector<float>(), (std::vector<float>(6, 0)));
+  EXPECT_EQ(self.contiguous().toVector<float>(), (std::vector<float>{1, 4, 2, 5, 3, 6})) << "self is not written";
+  const Tensor row = Tensor(tensorFromVector<int32_t>({7, 8}, {2}));
+  const Tensor copied = callT("copy", {IValue(self), IValue(row.view({1, 2}).expand({3, 2})), IValue(false)});
+  EXPECT_EQ(copied.dtype(), ScalarType::Float32);
+  EXPECT_EQ(copied.toVector<float>(), (std::vector<float>{7, 8, 7, 8, 7, 8}));
+  Tensor out = emptyOut(ScalarType::Float64);
+  callT("fill.Scalar_out", {IValue(self), IValue(Scalar(1.5)), IValue(out)});
+  EXPECT_EQ(out.sizes(), self.sizes());
+  EXPECT_EQ(out.toVector<double>(), (std::vector<double>(6, 1.5)));
+  // Its derivation checks the two schemas.
+  const absl::Status bad =
+      derivedFunctionalKernel(op("zero_"), *FunctionSchema::parse("bp::zero(Tensor self, int k) -> Tensor")).status();
+  EXPECT_NE(bad.message().find("they must take the same arguments"), std::string_view::npos) << bad;
 }
 
 // On a device, the form calls the device's functional kernel; a kernel the

@@ -26,11 +26,16 @@
 // results: `max.dim_max(Tensor self, int dim, bool keepdim=False, *,
 // Tensor(a!) max, Tensor(b!) max_values)` calls max.dim and copies each
 // result into its out= argument, in order. An argument of the functional op
-// that the out= form lacks takes its default, except a factory's `dtype`
-// and `device`, which are the first out= argument's: `zeros.out(size, *,
-// out)` calls zeros(size, dtype=out's, device=out's). A result the call
-// leaves undefined (one an output_mask drops) leaves its out= argument
-// untouched.
+// that the out= form lacks takes its default, except a factory's (an op
+// without tensor arguments) `dtype` and `device`, which are the first out=
+// argument's: `zeros.out(size, *, out)` calls zeros(size, dtype=out's,
+// device=out's). Any other op computes as its functional form does and the
+// result is cast into `out` (`full_like(int64 self, 2.5, out=float32)`
+// holds 2.0, as in PyTorch). Each out= argument is checked before the call
+// (no overlapping elements) and after it (device, dtype, shape), all before
+// any is written; an index result (max.dim_max's `max_values`) needs an
+// `out` of its dtype, int64. A result the call leaves undefined (one an
+// output_mask drops) leaves its out= argument untouched.
 
 #include <string>
 #include <vector>
@@ -56,7 +61,16 @@ std::string derivedInplaceName(const OperatorName& functional);
 // `functional` must have a default or be a factory's dtype or device; one
 // out= Tensor per return, each a Tensor that aliases nothing.
 // InvalidArgumentError naming the mismatch otherwise.
-absl::StatusOr<KernelFunction> derivedOutKernel(const OperatorHandle& functional, const FunctionSchema& out_form);
+// Bit i of `fixed_dtype_arguments` set: argument i of `out_form` (an out=
+// one) must have its result's dtype exactly (an index result; Note
+// [Dtype-fixed arguments] in standard_ops.cc).
+absl::StatusOr<KernelFunction> derivedOutKernel(const OperatorHandle& functional, const FunctionSchema& out_form,
+                                                uint64_t fixed_dtype_arguments = 0);
+
+// The composite kernel of `functional`, the functional form of in-place
+// op `inplace` (Note [Derived out= forms] in standard_ops.h): the same
+// arguments but for self's write annotation, one Tensor returned.
+absl::StatusOr<KernelFunction> derivedFunctionalKernel(const OperatorHandle& inplace, const FunctionSchema& functional);
 
 // Defines the out= form (`out`) and/or the in-place form (`inplace`) of
 // `functional` with their composite kernels; `owner` is the registrations'

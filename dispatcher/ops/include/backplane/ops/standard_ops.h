@@ -84,7 +84,11 @@ struct StandardOp {
   // For an out= form derived from a functional op (Note [Derived out=
   // forms]): that op's name ("max.dim"). Its composite calls that op and
   // copies the results; its family and dtypes are that op's.
+  // With `derived_functional`, this is instead the functional form of an
+  // in-place-only op (`zero`, derived from "zero_"): its composite calls
+  // that op on a new tensor like self and returns it.
   std::string derived_from = {};
+  bool derived_functional = false;
 };
 
 // Note [Derived out= forms]
@@ -97,8 +101,18 @@ struct StandardOp {
 // forms] in derived_forms.h). So every such op has its out= form on every
 // device, at the cost of one temporary and one copy per call. A plugin
 // writes the functional kernel (`backplane ops --schemas` names it); a
-// kernel it registers for the out= form itself serves that form instead.
-// Like every standard out= form, it records no gradient.
+// kernel it registers for the out= form itself serves that form instead,
+// with no shape rule run first (it checks and resizes `out` itself). Like
+// every standard out= form, it records no gradient. (layer_norm_backward,
+// batch_norm_backward and conv2d_backward stand for PyTorch's
+// native_*_backward and convolution_backward, and so do their out= forms.)
+//
+// The ops whose only form was in place and that write every element of
+// self without reading it (fill_.Scalar, zero_, uniform_, normal_, copy_)
+// get PyTorch's functional forms (fill.Scalar, zero, uniform,
+// normal_functional, copy) the same way: a composite that makes a new
+// contiguous tensor like self (shape, dtype, device) and calls the in-place
+// op on it; their out= forms are derived from those.
 
 // Every standard operator, in definition order. Built once, on first use.
 const std::vector<StandardOp>& standardOperators();
@@ -107,7 +121,10 @@ const std::vector<StandardOp>& standardOperators();
 const StandardOp* findStandardOp(std::string_view op);
 // The out= form derived from functional op `op` ("max.dim" or
 // "bp::max.dim"; Note [Derived out= forms]), or nullptr.
+// (derivedFunctionalOf: the functional form derived from in-place op `op`,
+// "bp::zero_" gives zero's entry, or nullptr.)
 const StandardOp* derivedOutFormOf(std::string_view op);
+const StandardOp* derivedFunctionalOf(std::string_view op);
 
 // The dtypes `argument` (a name, or "result") of `op` accepts: what
 // op.dtypes lists for it, else every dtype; without uint16, uint32 and
