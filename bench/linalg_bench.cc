@@ -88,6 +88,46 @@ void BM_Linear_f32(benchmark::State& state) {
 }
 BENCHMARK(BM_Linear_f32)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
+// linear.out, derived from linear (Note [Derived out= forms]): the same
+// product into a temporary, then one copy into `out`. Against BM_Linear_f32
+// at one size and BM_Linear_Tiny at a tiny one, its cost shows: the copy,
+// and the boxed call the derived form makes.
+void runLinearOut(benchmark::State& state, int64_t rows, int64_t in, int64_t out_features) {
+  if (!bench::cpuPluginLoaded(state)) return;
+  Tensor x = tensorFromVector(uniformFloats(static_cast<size_t>(rows * in), 1), {rows, in});
+  Tensor w = tensorFromVector(uniformFloats(static_cast<size_t>(out_features * in), 2), {out_features, in});
+  std::optional<Tensor> bias = tensorFromVector(uniformFloats(static_cast<size_t>(out_features), 3), {out_features});
+  Tensor out = emptyTensor({rows, out_features}, ScalarType::Float32);
+  auto linear_out = Dispatcher::singleton()
+                        .findOpOrThrow("bp::linear.out")
+                        .typed<Tensor(const Tensor&, const Tensor&, const std::optional<Tensor>&, const Tensor&)>();
+  linear_out.call(x, w, bias, out);
+  for (auto _ : state) {
+    Tensor r = linear_out.call(x, w, bias, out);
+    benchmark::DoNotOptimize(r);
+  }
+  state.SetItemsProcessed(state.iterations() * 2 * rows * in * out_features);
+}
+void BM_LinearOut_f32(benchmark::State& state) { runLinearOut(state, kRows, kIn, kOut); }
+BENCHMARK(BM_LinearOut_f32)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_Linear_Tiny(benchmark::State& state) {
+  if (!bench::cpuPluginLoaded(state)) return;
+  Tensor x = tensorFromVector(uniformFloats(8, 1), {2, 4});
+  Tensor w = tensorFromVector(uniformFloats(16, 2), {4, 4});
+  std::optional<Tensor> bias = tensorFromVector(uniformFloats(4, 3), {4});
+  auto linear = Dispatcher::singleton()
+                    .findOpOrThrow("bp::linear")
+                    .typed<Tensor(const Tensor&, const Tensor&, const std::optional<Tensor>&)>();
+  for (auto _ : state) {
+    Tensor r = linear.call(x, w, bias);
+    benchmark::DoNotOptimize(r);
+  }
+}
+BENCHMARK(BM_Linear_Tiny);
+void BM_LinearOut_Tiny(benchmark::State& state) { runLinearOut(state, 2, 4, 4); }
+BENCHMARK(BM_LinearOut_Tiny);
+
 void BM_OneDNN_Linear_f32(benchmark::State& state) {
   using dt = dnnl::memory::data_type;
   std::vector<float> x = uniformFloats(static_cast<size_t>(kRows * kIn), 1);

@@ -34,6 +34,7 @@ struct SchemaRow {
   // For a derived out= form (Note [Derived out= forms]): its functional op,
   // whose kernel a plugin writes.
   std::string derived_from;
+  bool derived_functional = false;  // the functional form of the in-place op derived_from
 };
 
 // "; calls bp::gelu_backward (cpu native (float32, float64), ...)": backward
@@ -108,11 +109,13 @@ SchemaRow rowFor(const OperatorHandle& op) {
                 cppSignatureForSchema(schema),
                 "",
                 "",
-                ""};
+                "",
+                false};
   describeDerivative(op, row);
   if (const StandardOp* s = op.operatorName().ns == kStandardNamespace ? findStandardOp(row.name) : nullptr) {
     row.standard = true;
     if (!s->derived_from.empty()) row.derived_from = strCat(kStandardNamespace, "::", s->derived_from);
+    row.derived_functional = s->derived_functional;
     for (const Argument& a : schema.arguments())
       if (a.type.base == BaseType::Tensor) {
         // An out= tensor's dtype follows from the inputs' (the meta checks
@@ -144,8 +147,10 @@ void printText(std::ostream& out, const std::vector<SchemaRow>& rows) {
         << "  dtypes:        " << dtypeText(r) << "\n"
         << "  C++ kernel:    " << (r.kernel.empty() ? kNoKernelType : r.kernel) << "\n";
     if (!r.derived_from.empty())
-      out << "  derived from:  " << r.derived_from << " (a composite calls it and copies the result; a plugin "
-          << "implements " << r.derived_from << ", or this form's kernel above to serve it instead)\n";
+      out << "  derived from:  " << r.derived_from
+          << (r.derived_functional ? " (a composite calls it on a new tensor like self"
+                                   : " (a composite calls it and copies the result")
+          << "; a plugin implements " << r.derived_from << ", or this form's kernel above to serve it instead)\n";
     out << "  cpp_signature: " << r.cpp_signature << "\n"
         << "  derivative:    " << r.derivative_kind << (r.derivative.empty() ? "" : " (" + r.derivative + ")") << "\n";
   }

@@ -152,6 +152,9 @@ TEST(OpsSchemas, ADerivedOutFormNamesItsFunctionalOp) {
             "bp::max.dim (a composite calls it and copies the result; a plugin implements bp::max.dim, or this "
             "form's kernel above to serve it instead)");
   EXPECT_EQ(run("ops --schemas '^bp::mm\\.out$'").out.find("derived from"), std::string::npos);
+  EXPECT_EQ(field(run("ops --schemas '^bp::zero$'").out, "derived from"),
+            "bp::zero_ (a composite calls it on a new tensor like self; a plugin implements bp::zero_, or this form's "
+            "kernel above to serve it instead)");
   const Result js = run("ops --schemas '^bp::(linear\\.out|mm\\.out)$' --format json");
   ASSERT_EQ(js.code, 0) << js.err;
   EXPECT_NE(js.out.find("\"derived_from\": \"bp::linear\""), std::string::npos) << js.out;

@@ -265,6 +265,57 @@ TEST(DerivedOutForms, AnInPlaceOnlyOpGetsAFunctionalForm) {
   EXPECT_NE(bad.message().find("they must take the same arguments"), std::string_view::npos) << bad;
 }
 
+// PyTorch's out= forms of the ops in the table exist here under its names
+// (Note [Derived out= forms]), so an app's or a vendor's `op.out` is found.
+TEST(DerivedOutForms, PyTorchsOutFormsOfTheTablesOpsExist) {
+  for (const char* name : {"empty.out",
+                           "zeros.out",
+                           "ones.out",
+                           "full.out",
+                           "empty_like.out",
+                           "zeros_like.out",
+                           "ones_like.out",
+                           "full_like.out",
+                           "eye.out",
+                           "eye.m_out",
+                           "linspace.out",
+                           "rand.out",
+                           "randn.out",
+                           "rand_like.out",
+                           "randn_like.out",
+                           "bernoulli.float_out",
+                           "fill.Scalar_out",
+                           "zero.out",
+                           "uniform.out",
+                           "normal.out",
+                           "copy.out",
+                           "max.unary_out",
+                           "max.dim_max",
+                           "max.out",
+                           "min.unary_out",
+                           "min.dim_min",
+                           "min.out",
+                           "norm.out",
+                           "argsort.stable_out",
+                           "rsub.Scalar_out",
+                           "linear.out",
+                           "layer_norm.out",
+                           "avg_pool2d.out",
+                           "embedding.out",
+                           "index.Tensor_out",
+                           "index_put.out",
+                           "repeat_interleave.Tensor_out",
+                           "_unique2.out",
+                           "gelu_backward.grad_input",
+                           "_softmax_backward_data.out",
+                           "_log_softmax_backward_data.out",
+                           "embedding_dense_backward.out",
+                           "max_pool2d_backward.out",
+                           "avg_pool2d_backward.grad_input"}) {
+    EXPECT_TRUE(Dispatcher::singleton().findOp(std::string("bp::") + name).has_value()) << name;
+  }
+}
+
 // On a device, the form calls the device's functional kernel; a kernel the
 // device registers for the out= form itself serves it instead.
 int g_device_linear_calls = 0, g_device_linear_out_calls = 0;
