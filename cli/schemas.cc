@@ -173,8 +173,11 @@ void printMarkdown(std::ostream& out, const std::vector<SchemaRow>& rows) {
   for (const SchemaRow& r : rows) {
     out << "| " << r.name << " | " << markdownCell(r.schema) << " | " << dtypeText(r) << " | "
         << (r.kernel.empty() ? std::string(kNoKernelType) : markdownCell(r.kernel))
-        << (r.derived_from.empty() ? std::string() : " (derived from " + r.derived_from + ")") << " | "
-        << r.derivative_kind << (r.derivative.empty() ? std::string() : ": " + markdownText(r.derivative)) << " |\n";
+        << (r.derived_from.empty() ? std::string()
+            : r.derived_functional ? " (the functional form of " + r.derived_from + ")"
+                                   : " (derived from " + r.derived_from + ")")
+        << " | " << r.derivative_kind << (r.derivative.empty() ? std::string() : ": " + markdownText(r.derivative))
+        << " |\n";
   }
 }
 
@@ -195,6 +198,10 @@ void printJson(std::ostream& out, const std::vector<SchemaRow>& rows) {
     out << ", \"kernel\": " << (r.kernel.empty() ? std::string("null") : jsonString(r.kernel))
         << ", \"cpp_signature\": " << jsonString(r.cpp_signature)
         << ", \"derived_from\": " << (r.derived_from.empty() ? std::string("null") : jsonString(r.derived_from))
+        << ", \"derived_kind\": "
+        << (r.derived_from.empty() ? "null"
+            : r.derived_functional ? "\"functional\""
+                                   : "\"out\"")
         << ", \"derivative\": {\"kind\": " << jsonString(r.derivative_kind)
         << ", \"text\": " << jsonString(r.derivative) << "}}";
   }

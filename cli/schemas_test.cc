@@ -158,7 +158,10 @@ TEST(OpsSchemas, ADerivedOutFormNamesItsFunctionalOp) {
   const Result js = run("ops --schemas '^bp::(linear\\.out|mm\\.out)$' --format json");
   ASSERT_EQ(js.code, 0) << js.err;
   EXPECT_NE(js.out.find("\"derived_from\": \"bp::linear\""), std::string::npos) << js.out;
-  EXPECT_NE(js.out.find("\"derived_from\": null"), std::string::npos) << js.out;
+  EXPECT_NE(js.out.find("\"derived_from\": \"bp::linear\", \"derived_kind\": \"out\""), std::string::npos) << js.out;
+  EXPECT_NE(js.out.find("\"derived_from\": null, \"derived_kind\": null"), std::string::npos) << js.out;
+  EXPECT_NE(run("ops --schemas '^bp::zero$' --format json").out.find("\"derived_kind\": \"functional\""),
+            std::string::npos);
   const Result md = run("ops --schemas '^bp::linear\\.out$' --format markdown");
   EXPECT_NE(md.out.find(" (derived from bp::linear) |"), std::string::npos) << md.out;
 }

@@ -551,6 +551,7 @@ void addCreationOps(std::vector<StandardOp>& ops) {
       fn<&toOther>());
   // Out= forms derived from the functional ones (Note [Derived out= forms]).
   ops.push_back(derivedOut("empty.out(int[] size, *, Tensor(a!) out) -> Tensor(a!)", "empty"));
+  ops.push_back(derivedOut("arange.out(Scalar end, *, Tensor(a!) out) -> Tensor(a!)", "arange"));
   ops.push_back(derivedOut("zeros.out(int[] size, *, Tensor(a!) out) -> Tensor(a!)", "zeros"));
   ops.push_back(derivedOut("ones.out(int[] size, *, Tensor(a!) out) -> Tensor(a!)", "ones"));
   ops.push_back(derivedOut("full.out(int[] size, Scalar fill_value, *, Tensor(a!) out) -> Tensor(a!)", "full"));

@@ -706,6 +706,9 @@ void addDataMovementOps(std::vector<StandardOp>& ops) {
   addFlipAndPadOps(ops);
   // Out= forms derived from the functional ones (Note [Derived out= forms]).
   ops.push_back(
+      derivedOut("scatter.value_out(Tensor self, int dim, Tensor index, Scalar value, *, Tensor(a!) out) -> Tensor(a!)",
+                 "scatter.value"));
+  ops.push_back(
       derivedOut("embedding.out(Tensor weight, Tensor indices, int padding_idx=-1, bool scale_grad_by_freq=False, bool "
                  "sparse=False, *, Tensor(a!) out) -> Tensor(a!)",
                  "embedding"));

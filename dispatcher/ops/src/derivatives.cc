@@ -687,7 +687,8 @@ std::vector<OpDerivative> buildTable() {
     formula(op, {{"self", "zeros (overwritten)", [](Ctx& c) { c.set("self", zerosOf(c.grad())); }}});
   // Their functional forms (Note [Derived out= forms]) read only self's
   // shape, dtype and device; copy's src gets copy_'s gradient.
-  nondiff({"fill.Scalar", "zero"}, "a fill: the result does not depend on self's values");
+  for (const char* op : {"fill.Scalar", "zero"})
+    formula(op, {{"self", "zeros (not read)", [](Ctx& c) { c.set("self", zerosOf(c.grad())); }}});
   formula("copy", {{"self", "zeros (not read)", [](Ctx& c) { c.set("self", zerosOf(c.grad())); }},
                    {"src", "grad converted to src's device and dtype", [](Ctx& c) {
                       const Tensor& s = c.tensor("src");
@@ -920,6 +921,8 @@ std::vector<OpDerivative> withSaves(std::vector<OpDerivative> t) {
       {"_copy_on_device_", ""},
       {"fill_.Scalar", ""},
       {"zero_", ""},
+      {"fill.Scalar", ""},
+      {"zero", ""},
       // The inputs, not the result.
       {"mul.Tensor", "self, other"},
       {"div.Tensor", "self, other"},

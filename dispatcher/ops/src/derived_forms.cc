@@ -149,7 +149,12 @@ void functionalKernel(OperatorKernel* functor, const OperatorHandle& op, Dispatc
   first = IValue(static_cast<const TensorBase&>(result));
   Stack call(stack->end() - static_cast<std::ptrdiff_t>(n), stack->end());
   stack->resize(stack->size() - n);
-  inplace.callBoxed(call);
+  try {
+    inplace.callBoxed(call);
+  } catch (const Error& e) {
+    throw Error(e.code(), strCat(op.operatorName().qualifiedName(), " (", inplace.operatorName().qualifiedName(),
+                                 " on a new tensor like self): ", e.what()));
+  }
   stack->emplace_back(std::move(result));
 }
 

@@ -196,7 +196,8 @@ std::vector<RegistrationHandle>* g_standard_registrations = nullptr;
 //   index_put's indices, masked_fill's mask, where's condition;
 // - an out= argument that holds indices: int64 (sort.values' and
 //   topk.values' "indices", max.dim_max's "max_values" and min.dim_min's
-//   "min_indices", named as in PyTorch);
+//   "min_indices", named as in PyTorch; argsort.stable_out's "out";
+//   _unique2.out's inverse and counts, "out1" and "out2");
 // - the out= arguments of the ops whose result dtype is fixed, listed in
 //   kFixedResultOps: the comparisons and logical ops (bool), isnan/isinf
 //   (bool), argmax/argmin (int64), all/any (bool; uint8 for a uint8 input).
@@ -228,7 +229,8 @@ uint64_t dtypeFixedArguments(const StandardOp& op, const FunctionSchema& schema)
     const Argument& a = args[i];
     bool fixed = false;
     if (a.isOut()) {
-      fixed = fixed_result || a.name == "indices" || a.name == "max_values" || a.name == "min_indices";
+      fixed = fixed_result || a.name == "indices" || a.name == "max_values" || a.name == "min_indices" ||
+              base == "argsort" || (base == "_unique2" && (a.name == "out1" || a.name == "out2"));
     } else if (std::optional<ScalarTypeSet> s = accepted(a.name)) {
       fixed = s->minus(kIndexOrMask) == ScalarTypeSet() && another_floating;
     }

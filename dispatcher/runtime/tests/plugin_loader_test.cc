@@ -275,7 +275,7 @@ TEST_F(PluginLoaderTest, KernelForUndefinedOpFailsAndRollsBackEveryRegistration)
                   {"plugin 'tp_rollback'", "init failed", "bp::sum.dim_IntList_out", "which is not defined",
                    "def() it first, or load the plugin that defines it",
                    // Note [Did you mean]: the closest defined names.
-                   "Did you mean bp::sum.IntList_out, bp::sum.dim_IntList, bp::sum?"});
+                   "Did you mean bp::sum.IntList_out, bp::sum.dim_IntList, bp::sum.out?"});
   EXPECT_FALSE(DeviceTypeRegistry::global().find("tprbdev").has_value()) << "its device type is unregistered";
   EXPECT_FALSE(opDefined("tp_rollback::thing")) << "its op is undefined";
   if (std::optional<OperatorHandle> op = Dispatcher::singleton().findOp("tp_rollback::thing")) {
