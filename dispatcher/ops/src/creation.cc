@@ -550,24 +550,18 @@ void addCreationOps(std::vector<StandardOp>& ops) {
   add("to.other(Tensor(a) self, Tensor other, bool non_blocking=False, bool copy=False) -> Tensor(a)", {},
       fn<&toOther>());
   // Out= forms derived from the functional ones (Note [Derived out= forms]).
-  ops.push_back(derivedOut("empty.out(int[] size, *, Tensor(a!) out) -> Tensor(a!)", "empty"));
-  ops.push_back(derivedOut("arange.out(Scalar end, *, Tensor(a!) out) -> Tensor(a!)", "arange"));
-  ops.push_back(derivedOut("zeros.out(int[] size, *, Tensor(a!) out) -> Tensor(a!)", "zeros"));
-  ops.push_back(derivedOut("ones.out(int[] size, *, Tensor(a!) out) -> Tensor(a!)", "ones"));
-  ops.push_back(derivedOut("full.out(int[] size, Scalar fill_value, *, Tensor(a!) out) -> Tensor(a!)", "full"));
-  ops.push_back(derivedOut("empty_like.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)", "empty_like"));
-  ops.push_back(derivedOut("zeros_like.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)", "zeros_like"));
-  ops.push_back(derivedOut("ones_like.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)", "ones_like"));
-  ops.push_back(
-      derivedOut("full_like.out(Tensor self, Scalar fill_value, *, Tensor(a!) out) -> Tensor(a!)", "full_like"));
+  const std::string out = "Tensor(a!) out) -> Tensor(a!)";
+  for (const std::string name : {"empty", "zeros", "ones", "rand", "randn"}) {
+    ops.push_back(derivedOut(name + ".out(int[] size, *, " + out, name));
+    ops.push_back(derivedOut(name + "_like.out(Tensor self, *, " + out, name + "_like"));
+  }
+  ops.push_back(derivedOut("full.out(int[] size, Scalar fill_value, *, " + out, "full"));
+  ops.push_back(derivedOut("full_like.out(Tensor self, Scalar fill_value, *, " + out, "full_like"));
+  ops.push_back(derivedOut("arange.out(Scalar end, *, " + out, "arange"));
   ops.push_back(derivedOut("eye.out(int n, *, Tensor(a!) out) -> Tensor(a!)", "eye"));
   ops.push_back(derivedOut("eye.m_out(int n, int m, *, Tensor(a!) out) -> Tensor(a!)", "eye.m"));
   ops.push_back(
       derivedOut("linspace.out(Scalar start, Scalar end, int steps, *, Tensor(a!) out) -> Tensor(a!)", "linspace"));
-  ops.push_back(derivedOut("rand.out(int[] size, *, Tensor(a!) out) -> Tensor(a!)", "rand"));
-  ops.push_back(derivedOut("randn.out(int[] size, *, Tensor(a!) out) -> Tensor(a!)", "randn"));
-  ops.push_back(derivedOut("rand_like.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)", "rand_like"));
-  ops.push_back(derivedOut("randn_like.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)", "randn_like"));
   ops.push_back(
       derivedOut("bernoulli.float_out(Tensor self, float p=0.5, *, Tensor(a!) out) -> Tensor(a!)", "bernoulli.p"));
   // The in-place-only ops' functional forms, and their out= forms.

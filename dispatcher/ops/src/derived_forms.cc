@@ -75,8 +75,12 @@ struct DerivedOutKernel final : OperatorKernel {
     size_t index = 0;  // From::Argument: the out= form's argument
     IValue value;      // From::Default
   };
-  explicit DerivedOutKernel(OperatorHandle f) : functional(std::move(f)) {}
+  DerivedOutKernel(OperatorHandle f, std::string form_name)
+      : functional(std::move(f)),
+        form(std::move(form_name)),
+        functional_name(functional.operatorName().qualifiedName()) {}
   OperatorHandle functional;
+  std::string form, functional_name;   // for errors, made once
   std::vector<Source> sources;         // one per argument of the functional op
   size_t inputs = 0;                   // the out= form's arguments before its outs
   std::vector<std::string> out_names;  // its out= arguments, in order
@@ -84,11 +88,11 @@ struct DerivedOutKernel final : OperatorKernel {
   bool factory = false;                // the functional op's dtype and device are out's
 };
 
-void outKernel(OperatorKernel* functor, const OperatorHandle& op, DispatchKeySet, Stack* stack) {
+void outKernel(OperatorKernel* functor, const OperatorHandle&, DispatchKeySet, Stack* stack) {
   const auto& k = *static_cast<DerivedOutKernel*>(functor);
   const size_t n = k.inputs + k.out_names.size();
-  const std::string form = op.operatorName().qualifiedName();
-  refuseGrad(form, k.functional.operatorName().qualifiedName(), *stack, n);
+  const std::string& form = k.form;
+  refuseGrad(form, k.functional_name, *stack, n);
   const size_t base = stack->size() - n;
   std::vector<Tensor> outs;
   outs.reserve(k.out_names.size());
@@ -122,8 +126,8 @@ void outKernel(OperatorKernel* functor, const OperatorHandle& op, DispatchKeySet
                                    outs.front().device(), ", ", e.what()));
     }
   }
-  BP_INTERNAL_ASSERT(call.size() == outs.size(), k.functional.operatorName().qualifiedName(), " returned ", call.size(),
-                     " values for ", outs.size(), " out= arguments of ", form);
+  BP_INTERNAL_ASSERT(call.size() == outs.size(), k.functional_name, " returned ", call.size(), " values for ",
+                     outs.size(), " out= arguments of ", form);
   // Every out is checked before any is written. A result the call leaves
   // undefined (one its output_mask drops) leaves its out= argument as the
   // caller passed it.
@@ -195,7 +199,7 @@ absl::StatusOr<KernelFunction> derivedOutKernel(const OperatorHandle& functional
   auto refuse = [&](const std::string& why) {
     return absl::InvalidArgumentError(strCat(out_form.toString(), " cannot be derived from ", f.toString(), ": ", why));
   };
-  auto k = std::make_shared<DerivedOutKernel>(functional);
+  auto k = std::make_shared<DerivedOutKernel>(functional, out_form.name().qualifiedName());
   const std::vector<Argument>& args = out_form.arguments();
   size_t first_out = args.size();
   for (size_t i = 0; i < args.size(); ++i) {

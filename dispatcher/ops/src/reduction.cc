@@ -757,12 +757,12 @@ void addReductionOps(std::vector<StandardOp>& ops) {
   ops.push_back(derivedOut("sum.out(Tensor self, *, ScalarType? dtype=None, Tensor(a!) out) -> Tensor(a!)", "sum"));
   ops.push_back(
       derivedOut("mean.dtype_out(Tensor self, *, ScalarType? dtype=None, Tensor(a!) out) -> Tensor(a!)", "mean"));
-  ops.push_back(derivedOut(
-      "std.out(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False, *, Tensor(a!) out) -> Tensor(a!)",
-      "std.dim"));
-  ops.push_back(derivedOut(
-      "var.out(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False, *, Tensor(a!) out) -> Tensor(a!)",
-      "var.dim"));
+  for (const std::string name : {"std", "var"}) {
+    ops.push_back(derivedOut(
+        name +
+            ".out(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False, *, Tensor(a!) out) -> Tensor(a!)",
+        name + ".dim"));
+  }
   ops.push_back(derivedOut("max.unary_out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)", "max"));
   ops.push_back(
       derivedOut("max.dim_max(Tensor self, int dim, bool keepdim=False, *, Tensor(a!) max, Tensor(b!) max_values) -> "
