@@ -676,24 +676,21 @@ std::vector<OpDerivative> buildTable() {
                     const Tensor& s = c.tensor("self");
                     c.set("self", c.grad().to(s.device(), s.dtype()));
                   }}});
-  formula("copy_", {{"self", "zeros (overwritten)", [](Ctx& c) { c.set("self", zerosOf(c.grad())); }},
-                    {"src", "grad converted to src's device and dtype", [](Ctx& c) {
-                       const Tensor& s = c.tensor("src");
-                       c.set("src", c.grad().to(s.device(), s.dtype()));
-                     }}});
+  // copy_ and its functional form copy (Note [Derived out= forms]), which
+  // reads only self's shape, dtype and device.
+  for (const auto& [op, self] : {std::pair{"copy_", "zeros (overwritten)"}, std::pair{"copy", "zeros (not read)"}}) {
+    formula(op, {{"self", self, [](Ctx& c) { c.set("self", zerosOf(c.grad())); }},
+                 {"src", "grad converted to src's device and dtype", [](Ctx& c) {
+                    const Tensor& s = c.tensor("src");
+                    c.set("src", c.grad().to(s.device(), s.dtype()));
+                  }}});
+  }
   formula("_copy_on_device_", {{"self", "zeros (overwritten)", [](Ctx& c) { c.set("self", zerosOf(c.grad())); }},
                                {"src", "grad", [](Ctx& c) { c.set("src", c.grad()); }}});
-  for (const char* op : {"fill_.Scalar", "zero_"})
-    formula(op, {{"self", "zeros (overwritten)", [](Ctx& c) { c.set("self", zerosOf(c.grad())); }}});
-  // Their functional forms (Note [Derived out= forms]) read only self's
-  // shape, dtype and device; copy's src gets copy_'s gradient.
-  for (const char* op : {"fill.Scalar", "zero"})
-    formula(op, {{"self", "zeros (not read)", [](Ctx& c) { c.set("self", zerosOf(c.grad())); }}});
-  formula("copy", {{"self", "zeros (not read)", [](Ctx& c) { c.set("self", zerosOf(c.grad())); }},
-                   {"src", "grad converted to src's device and dtype", [](Ctx& c) {
-                      const Tensor& s = c.tensor("src");
-                      c.set("src", c.grad().to(s.device(), s.dtype()));
-                    }}});
+  for (const auto& [op, self] :
+       {std::pair{"fill_.Scalar", "zeros (overwritten)"}, std::pair{"zero_", "zeros (overwritten)"},
+        std::pair{"fill.Scalar", "zeros (not read)"}, std::pair{"zero", "zeros (not read)"}})
+    formula(op, {{"self", self, [](Ctx& c) { c.set("self", zerosOf(c.grad())); }}});
 
   // --- nn ops whose backward needs backward kernels (conv, pooling, norms).
   formula("layer_norm",
@@ -1006,11 +1003,10 @@ const OpDerivative* findDerivative(std::string_view op) {
     for (const StandardOp& s : standardOperators()) {
       const std::string name = s.schema.substr(0, s.schema.find('('));
       if (m->contains(name)) continue;
-      const bool has_out = (!s.derived_from.empty() && !s.derived_functional) ||  // Note [Derived out= forms]
-                           s.schema.find("*, Tensor(a!) out") != std::string::npos ||
-                           s.schema.find("Tensor(a!) out") != std::string::npos ||
-                           s.schema.find("Tensor(b!) indices") != std::string::npos;
-      if (has_out) {
+      // An out= form: a keyword-only argument it writes (whatever its name:
+      // out, indices, grad_input, max_values, out0).
+      const std::vector<Argument> args = valueOrThrow(FunctionSchema::parse(strCat("bp::", s.schema))).arguments();
+      if (std::any_of(args.begin(), args.end(), [](const Argument& a) { return a.isOut(); })) {
         m->emplace(name, &kOut);
         continue;
       }
