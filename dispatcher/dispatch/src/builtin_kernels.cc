@@ -151,9 +151,10 @@ void missingKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks,
   BP_THROW(kUnimplemented, name, " has no kernel for dispatch key ", dispatchKeyName(key),
            " (arguments: ", describeArguments(op, *stack), "). Kernels exist for: ", keysWithKernels(op),
            key != DispatchKey::CPU && cpu_missing ? ". There is no CPU kernel either, so CPU fallback cannot run" : "",
-           inactive, ". Register one with Library::impl(\"", op.operatorName().name,
-           op.operatorName().overload.empty() ? "" : ".", op.operatorName().overload, "\", ", dispatchKeyName(key),
-           ", kernel) or load a plugin that implements it");
+           inactive, ". ", *op.entry().missingKernelHint() ? op.entry().missingKernelHint() : "",
+           *op.entry().missingKernelHint() ? " Or register" : "Register", " one with Library::impl(\"",
+           op.operatorName().name, op.operatorName().overload.empty() ? "" : ".", op.operatorName().overload, "\", ",
+           dispatchKeyName(key), ", kernel) or load a plugin that implements it");
 }
 
 void cpuFallbackKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks, Stack* stack) {

@@ -267,6 +267,13 @@ class OperatorEntry {
     accepted_dtypes_.store(mask, std::memory_order_release);
   }
   uint64_t acceptedDtypes() const { return accepted_dtypes_.load(std::memory_order_acquire); }
+
+  // What to do when a call finds no kernel for its key: appended to the
+  // missing-kernel error ("the collectives' CPU engine is the mpi plugin;
+  // ..."). Set by the op's definer while it is registered; `hint` must
+  // outlive the process (a literal). Empty: the generic advice only.
+  void setMissingKernelHint(const char* hint) { missing_hint_.store(hint, std::memory_order_release); }
+  const char* missingKernelHint() const { return missing_hint_.load(std::memory_order_acquire); }
   // Throws as above if a tensor among the top (schema's argument count)
   // values of `stack` has a dtype the op does not accept.
   void checkAcceptedDtypes(const Stack& stack) const;
@@ -327,6 +334,7 @@ class OperatorEntry {
   std::atomic<uint64_t> accepted_dtypes_{0};   // Note [Dtypes an operator accepts]
   std::atomic<uint64_t> dtype_fixed_args_{0};  // setDtypeFixedArguments
   std::atomic<const char*> accepted_note_{""};
+  std::atomic<const char*> missing_hint_{""};
   template <typename... Args>
   [[noreturn, gnu::cold, gnu::noinline]] void refuseUnboxed(const Args&... args) const {
     Stack stack;
