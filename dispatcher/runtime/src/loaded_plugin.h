@@ -212,6 +212,14 @@ struct AbiFields<BP_TensorInfo> {
                                          BP_ABI_FIELD(is_contiguous)};
 };
 template <>
+struct AbiFields<BP_GroupInfo> {
+  using S = BP_GroupInfo;
+  static constexpr size_t kStructSize = BP_GroupInfo_STRUCT_SIZE;
+  static constexpr AbiField kFields[] = {
+      BP_ABI_FIELD(struct_size), BP_ABI_FIELD(id),         BP_ABI_FIELD(rank),       BP_ABI_FIELD(size),
+      BP_ABI_FIELD(world_ranks), BP_ABI_FIELD(world_rank), BP_ABI_FIELD(world_size), BP_ABI_FIELD(timeout_seconds)};
+};
+template <>
 struct AbiFields<BP_SpecDesc> {
   using S = BP_SpecDesc;
   static constexpr size_t kStructSize = BP_SpecDesc_STRUCT_SIZE;
@@ -238,6 +246,7 @@ static_assert(abiFieldsComplete<BP_KernelDesc>(), "AbiFields<BP_KernelDesc> does
 static_assert(abiFieldsComplete<BP_DeviceTypeDesc>(), "AbiFields<BP_DeviceTypeDesc> does not match plugin_api.h");
 static_assert(abiFieldsComplete<BP_TensorInfo>(), "AbiFields<BP_TensorInfo> does not match plugin_api.h");
 static_assert(abiFieldsComplete<BP_SpecDesc>(), "AbiFields<BP_SpecDesc> does not match plugin_api.h");
+static_assert(abiFieldsComplete<BP_GroupInfo>(), "AbiFields<BP_GroupInfo> does not match plugin_api.h");
 
 // The bytes of T that `given` bytes cover whole fields of: the end of the
 // last field that ends at or before `given` (0 if none).

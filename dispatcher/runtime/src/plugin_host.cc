@@ -9,6 +9,7 @@
 #include "backplane/core/str_cat.h"
 #include "backplane/dispatch/schema_signature.h"
 #include "backplane/ops/standard_ops.h"
+#include "backplane/runtime/process_group.h"
 #include "loaded_plugin.h"
 
 struct BP_Error {
@@ -1080,6 +1081,34 @@ BP_Error* hostOpRedispatch(const BP_Operator* op, uint64_t keys, const BP_Value*
   return callOp(op, keys, args, nargs, returns, nrets);
 }
 
+// BP_HostApi.group_info (ABI 1.10; Note [Collective engines]).
+BP_Error* hostGroupInfo(int64_t group, BP_GroupInfo* out) try {
+  if (out == nullptr) return makeError(BP_INVALID_ARGUMENT, "group_info: out is NULL");
+  const size_t want = out->struct_size >= BP_GroupInfo_STRUCT_SIZE ? size_t{BP_GroupInfo_STRUCT_SIZE}
+                                                                   : coveredFieldsSize<BP_GroupInfo>(out->struct_size);
+  if (want == 0)
+    return makeError(BP_INVALID_ARGUMENT, strCat("group_info: out->struct_size ", out->struct_size,
+                                                 " is too small; set it to BP_GroupInfo_STRUCT_SIZE"));
+  absl::StatusOr<comm::Group> g = comm::findGroup(group);
+  if (!g.ok()) return makeError(static_cast<BP_ErrorCode>(g.status().code()), std::string(g.status().message()));
+  const comm::GroupRecord* r = comm::findGroupRecord(group);
+  const comm::GroupRecord* w = comm::findGroupRecord(0);
+  static_assert(sizeof(int) == sizeof(int32_t));
+  BP_GroupInfo info{};
+  info.struct_size = want;
+  info.id = r->id;
+  info.rank = r->rank;
+  info.size = static_cast<int32_t>(r->world_ranks.size());
+  info.world_ranks = reinterpret_cast<const int32_t*>(r->world_ranks.data());
+  info.world_rank = w->rank;
+  info.world_size = static_cast<int32_t>(w->world_ranks.size());
+  info.timeout_seconds = r->timeout_seconds;
+  std::memcpy(out, &info, want);
+  return nullptr;
+} catch (...) {
+  return errorFromCurrentException();
+}
+
 }  // namespace
 
 // Fills the slots that do not need the registry; plugin_registry.cc adds
@@ -1098,6 +1127,7 @@ void fillHostApiCommon(BP_HostApi& api) {
   api.op_name = &hostOpName;
   api.op_call = &hostOpCall;
   api.op_redispatch = &hostOpRedispatch;
+  api.group_info = &hostGroupInfo;
 }
 
 }  // namespace backplane::plugin_detail

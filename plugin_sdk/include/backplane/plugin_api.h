@@ -65,7 +65,8 @@
  *   BP_DECLINED (Note [Declined calls]); 1.8 added
  *   BP_DeviceTypeDesc.event_wait_device; 1.9 added BP_HostApi.meta,
  *   BP_HostApi.spec, BP_HostApi.derive_forms and impl's BP_ANY_DEVICE_TYPE
- *   (a composite) (Note [A plugin's own operators]).
+ *   (a composite) (Note [A plugin's own operators]); 1.10 added
+ *   BP_HostApi.group_info and BP_GroupInfo (Note [Collective engines]).
  * - Strings passed in are borrowed for the duration of the call unless a
  *   field says otherwise; strings returned are owned by their producer.
  */
@@ -78,7 +79,7 @@
 #define BP_PLUGIN_MAGIC 0x4C504250u /* "BPPL" little-endian */
 #define BP_ABI_MAJOR 1
 /* This header's minor: the newest ABI it describes. */
-#define BP_HEADER_ABI_MINOR 9
+#define BP_HEADER_ABI_MINOR 10
 
 /* Note [The ABI a plugin's source targets]
  * BP_ABI_MINOR is the minor a plugin reports (BP_PluginInfo.abi_minor) and
@@ -438,6 +439,39 @@ typedef struct BP_TensorInfo {
 } BP_TensorInfo;
 #define BP_TensorInfo_STRUCT_SIZE BP_STRUCT_SIZE(BP_TensorInfo, is_contiguous)
 
+/* --------------------------------------------------------- process groups */
+
+/* Note [Collective engines]
+ * The collectives are host operators (comm::all_reduce_, comm::broadcast_,
+ * comm::all_gather.out, comm::reduce_scatter.out, comm::all_to_all.out,
+ * comm::send, comm::recv_, comm::barrier; the host's
+ * backplane/runtime/collectives.h has their schemas). A plugin brings a
+ * collective library for its device by registering kernels for them on its
+ * device type with impl, as for any operator; a device without them runs
+ * the CPU engine through the CPU fallback. Each takes `int group`, the id of
+ * a process group, which the kernel turns into the group's members with
+ * group_info. The host has already checked each rank's own arguments (the
+ * group exists and this process is a member, ranks, tags, reductions,
+ * out's shape); the engine checks that the ranks agree with each other, and
+ * waits for them at most timeout_seconds before failing with
+ * BP_DEADLINE_EXCEEDED. Groups are made by the application on every rank
+ * in the same order, so an engine may make its communicator for a group
+ * lazily, on the group's first collective. */
+typedef struct BP_GroupInfo {
+  size_t struct_size;
+  int64_t id;   /* 0 is the world */
+  int32_t rank; /* this process's rank in the group; -1 if it is not a member */
+  int32_t size;
+  /* `size` entries: the world rank of each group rank. Owned by the host,
+   * valid for the life of the process. */
+  const int32_t* world_ranks;
+  int32_t world_rank; /* this process's rank in the world */
+  int32_t world_size;
+  /* How long a collective may wait for the other ranks (seconds > 0). */
+  double timeout_seconds;
+} BP_GroupInfo;
+#define BP_GroupInfo_STRUCT_SIZE BP_STRUCT_SIZE(BP_GroupInfo, timeout_seconds)
+
 /* ------------------------------------------------------------- host table */
 
 typedef struct BP_HostApi {
@@ -578,8 +612,17 @@ typedef struct BP_HostApi {
   BP_Error* (*meta)(BP_Plugin* plugin, const char* op, const BP_KernelDesc* rule);
   BP_Error* (*spec)(BP_Plugin* plugin, const char* op, const BP_SpecDesc* spec);
   BP_Error* (*derive_forms)(BP_Plugin* plugin, const char* op, uint32_t forms);
+
+  /* --- Added in ABI 1.10 (check struct_size >= BP_STRUCT_SIZE(BP_HostApi,
+   * group_info) and the slot before use when built for an older minor). */
+
+  /* The process group with id `group` (Note [Collective engines]); the
+   * caller sets out->struct_size. BP_NOT_FOUND for an id no group has, or
+   * the launcher's error (BP_INVALID_ARGUMENT) when the world could not be
+   * read from the environment. Any thread. */
+  BP_Error* (*group_info)(int64_t group, BP_GroupInfo* out);
 } BP_HostApi;
-#define BP_HostApi_STRUCT_SIZE BP_STRUCT_SIZE(BP_HostApi, derive_forms)
+#define BP_HostApi_STRUCT_SIZE BP_STRUCT_SIZE(BP_HostApi, group_info)
 /* BP_HostApi.derive_forms's forms. */
 #define BP_FORM_OUT 1u
 #define BP_FORM_INPLACE 2u

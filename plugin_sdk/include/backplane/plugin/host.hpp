@@ -57,6 +57,27 @@ inline const char* deviceTypeName(int32_t type) {
 }
 #endif
 
+#if BP_ABI_MINOR >= 10
+// Process group `group` (the `int group` argument of a comm:: operator;
+// Note [Collective engines] in plugin_api.h): this process's rank, the
+// size, the members' world ranks and the timeout. ABI 1.10. Throws
+// bp::Error(BP_NOT_FOUND) for an unknown id, and BP_UNIMPLEMENTED from an
+// older host.
+inline BP_GroupInfo groupInfo(int64_t group) {
+  const BP_HostApi& h = host();
+  if (h.group_info == nullptr) {
+    fail(BP_UNIMPLEMENTED,
+         detail::concat("groupInfo(", group, "): the host provides plugin ABI ", h.abi_major, ".", h.abi_minor,
+                        ", which has no process groups (added in ABI 1.10); upgrade "
+                        "the host to run this plugin's collectives"));
+  }
+  BP_GroupInfo info{};
+  info.struct_size = BP_GroupInfo_STRUCT_SIZE;
+  throwIfError(h.group_info(group, &info));
+  return info;
+}
+#endif
+
 }  // namespace bp
 
 #endif  // BACKPLANE_PLUGIN_HOST_HPP_
