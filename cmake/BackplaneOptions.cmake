@@ -166,3 +166,29 @@ function(backplane_detect_toolchain option program out_enabled out_status)
 endfunction()
 backplane_detect_toolchain(BACKPLANE_WITH_CUDA nvcc BACKPLANE_CUDA_ENABLED BACKPLANE_CUDA_STATUS)
 backplane_detect_toolchain(BACKPLANE_WITH_HIP hipcc BACKPLANE_HIP_ENABLED BACKPLANE_HIP_STATUS)
+
+# The mpi plugin (plugins/mpi): Open MPI from Debian (libopenmpi-dev), the
+# engine of the comm:: collectives for CPU tensors, and mpirun (openmpi-bin)
+# for their multi-process tests. BACKPLANE_WITH_MPI: AUTO, ON or OFF.
+if(NOT BACKPLANE_WITH_MPI MATCHES "^(AUTO|ON|OFF)$")
+  message(FATAL_ERROR "BACKPLANE_WITH_MPI must be AUTO, ON or OFF (got '${BACKPLANE_WITH_MPI}')")
+endif()
+set(BACKPLANE_MPI_ENABLED OFF)
+if(BACKPLANE_WITH_MPI STREQUAL "OFF")
+  set(BACKPLANE_MPI_STATUS "disabled (BACKPLANE_WITH_MPI=OFF)")
+else()
+  enable_language(C)  # FindMPI's C component (libmpi's C API, what the plugin calls) compiles a C probe
+  find_package(MPI COMPONENTS C QUIET)
+  if(MPI_C_FOUND)
+    set(BACKPLANE_MPI_ENABLED ON)
+    # mpi.h pulls in the MPI-2 C++ bindings (deprecated, a separate library)
+    # when read as C++; Backplane's code calls the C API only.
+    set(BACKPLANE_MPI_C_ONLY OMPI_SKIP_MPICXX=1 MPICH_SKIP_MPICXX=1)
+    set(BACKPLANE_MPI_STATUS "enabled (MPI ${MPI_C_VERSION}, ${MPIEXEC_EXECUTABLE})")
+  elseif(BACKPLANE_WITH_MPI STREQUAL "ON")
+    message(FATAL_ERROR "BACKPLANE_WITH_MPI=ON but no MPI was found; install libopenmpi-dev and openmpi-bin "
+                        "(scripts/setup.sh does) or use BACKPLANE_WITH_MPI=AUTO")
+  else()
+    set(BACKPLANE_MPI_STATUS "skipped (no MPI found: apt-get install libopenmpi-dev openmpi-bin)")
+  endif()
+endif()

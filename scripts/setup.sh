@@ -22,6 +22,7 @@ packages=(
   libclang-rt-dev                  # libFuzzer and clang's sanitizer runtimes: the fuzz build (scripts/fuzz.sh)
   clang-format                     # scripts/check_format.sh (git clang-format)
   hipcc libamdhip64-dev            # the HIP plugin (compiles; no AMD GPU needed)
+  libopenmpi-dev openmpi-bin       # Open MPI: the CPU engine of the comm:: collectives, and mpirun for their tests
 )
 # Test-only: libtorch, which the differential tests against PyTorch link
 # (dispatcher/ops/tests/torch_parity); no product target uses it.
