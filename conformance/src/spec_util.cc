@@ -218,6 +218,7 @@ const std::vector<OpSpec>& allSpecs() {
     addIndexingSpecs(*s);
     addOptimSpecs(*s);
     addBackwardSpecs(*s);
+    addCollectiveSpecs(*s);
     // The functional form derived from an in-place-only op (Note [Derived
     // out= forms]) runs that op's samples but the ones that must raise for
     // self's own memory (an expanded self: a dimension of stride 0), which

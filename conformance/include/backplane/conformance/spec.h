@@ -188,5 +188,7 @@ void addSortScanPadSpecs(std::vector<OpSpec>& specs);  // prod, all/any, cumsum,
 void addIndexingSpecs(std::vector<OpSpec>& specs);
 void addOptimSpecs(std::vector<OpSpec>& specs);     // _fused_sgd_, _fused_adamw_
 void addBackwardSpecs(std::vector<OpSpec>& specs);  // the backward ops (Note [Backward op specs])
+// specs_collectives.cc: the comm:: collectives in a world of one
+void addCollectiveSpecs(std::vector<OpSpec>& specs);
 
 }  // namespace backplane::conformance
