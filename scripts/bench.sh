@@ -9,7 +9,9 @@
 # lands on a benchmark and its baseline alike; the ratios use medians. Then,
 # when the Python package builds (a Python with nanobind: scripts/setup.sh
 # makes .venv), bench/python/bench_ops.py times one operator call from Python
-# next to PyTorch's.
+# next to PyTorch's. Last, where the mpi plugin is built, all_reduce across 2
+# processes (mpirun) through Backplane and through MPI_Allreduce directly
+# (bench/comm/allreduce_bench.cc), printed as a table.
 #   scripts/bench.sh [--filter=REGEX] [--repetitions=N]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -71,4 +73,18 @@ else
   echo
   echo "bench.sh: no Python package in build-release (no Python with nanobind; scripts/setup.sh makes .venv):" \
     "bench/python/bench_ops.py skipped"
+fi
+
+# all_reduce across 2 processes: Backplane's comm::all_reduce_ against
+# MPI_Allreduce called directly, 8 B to 64 MiB. The target exists only where
+# CMake found MPI (bench/CMakeLists.txt).
+if ninja -C build-release -t targets all | grep -x 'allreduce_bench: phony' >/dev/null; then
+  cmake --build build-release --parallel "$(nproc)" --target allreduce_bench backplane_mpi
+  as_root=()
+  [ "$(id -u)" -eq 0 ] && as_root=(--allow-run-as-root)
+  echo
+  BACKPLANE_FALLBACK=silent mpirun "${as_root[@]}" -np 2 build-release/bench/comm/allreduce_bench
+else
+  echo
+  echo "bench.sh: no mpi plugin in build-release (Open MPI not found): bench/comm/allreduce_bench skipped"
 fi
