@@ -286,9 +286,14 @@ struct CollectiveRegistration {
   std::vector<DerivativeRegistration> derivatives;
 };
 
-const CollectiveRegistration* const kCollectiveRegistration = new CollectiveRegistration();  // lives with the process
-
 }  // namespace
+
+namespace detail {
+// The registration lives as long as the process, reachable from here (so a
+// leak checker does not count it): unregistering at exit would race the
+// dispatcher's own teardown.
+const void* g_collective_registration = new CollectiveRegistration();
+}  // namespace detail
 
 // --- The C++ functions (each op's handle is looked up once).
 

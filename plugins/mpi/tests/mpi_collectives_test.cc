@@ -31,8 +31,19 @@ namespace {
 using testing::expectError;
 using ::testing::HasSubstr;
 
-const auto* const kPlugins = &testing::addPluginEnvironment(
-    {BACKPLANE_CPU_PLUGIN_PATH, BACKPLANE_MPI_PLUGIN_PATH, BACKPLANE_GPUSIM_PLUGIN_PATH});
+bool isCase(const char* name) {
+  const char* c = std::getenv("BACKPLANE_MPI_CASE");
+  return c != nullptr && std::string(c) == name;
+}
+
+// In the case never_starts, rank 1 never loads its plugins, so never starts
+// MPI (CollectiveFailures.ARankThatNeverStarts).
+const auto* const kPlugins =
+    &testing::addPluginEnvironment({BACKPLANE_CPU_PLUGIN_PATH, BACKPLANE_MPI_PLUGIN_PATH, BACKPLANE_GPUSIM_PLUGIN_PATH})
+         .beforeLoad([] {
+           if (isCase("never_starts") && comm::world().rank() == 1)
+             std::this_thread::sleep_for(std::chrono::seconds(120));
+         });
 
 // The simulator's device: no collectives of its own, so they fall back.
 Device simulator() {
@@ -214,11 +225,11 @@ TEST(Collectives, DisagreeingRanksAllFailAndTheGroupStaysUsable) {
   if (size() == 1) GTEST_SKIP() << "one rank always agrees with itself";
   // Rank 0 reduces 4 elements, the others 5: every rank fails, naming each.
   Tensor t = ones({rank() == 0 ? 4 : 5});
-  expectError([&] { comm::allReduce_(t); }, absl::StatusCode::kInvalidArgument,
-              {"the ranks called different collectives"});
+  expectError([&] { comm::allReduce_(t); }, absl::StatusCode::kInvalidArgument, {"the ranks' calls disagree"});
   try {
     comm::allReduce_(t);
   } catch (const Error& e) {
+    EXPECT_THAT(e.message(), HasSubstr("the ranks' calls disagree"));
     EXPECT_THAT(e.message(), HasSubstr("rank 0: comm::all_reduce_ on float32 [4]"));
     EXPECT_THAT(e.message(), HasSubstr("rank 1: comm::all_reduce_ on float32 [5]"));
   }
@@ -231,7 +242,7 @@ TEST(Collectives, DisagreeingRanksAllFailAndTheGroupStaysUsable) {
         else
           comm::allReduce_(x);
       },
-      absl::StatusCode::kInvalidArgument, {"the ranks called different collectives"});
+      absl::StatusCode::kInvalidArgument, {"the ranks' calls disagree"});
   // The group still works.
   Tensor ok = ones({3});
   comm::allReduce_(ok);
@@ -318,10 +329,21 @@ TEST(Collectives, SeenByTheProfiler) {
 TEST(CollectiveFailures, ARankThatNeverArrives) {
   const char* c = std::getenv("BACKPLANE_MPI_CASE");
   if (c == nullptr || std::string(c) != "never_arrives") GTEST_SKIP() << "run by mpirun_case.py";
-  comm::barrier();  // both ranks have started MPI
+  const comm::Group pair = valueOrThrow(comm::newGroup({0, 1}, {.timeout_seconds = 2}));
+  comm::barrier(pair);  // both ranks have made the pair's communicator
+  comm::barrier();      // and the world's
   if (rank() == 1) {
     std::this_thread::sleep_for(std::chrono::seconds(120));
     return;
+  }
+  // A send that nobody receives fails after the pair's own timeout (2 s).
+  try {
+    comm::send(ones({4}), 1, 0, pair);
+    ADD_FAILURE() << "the send returned without a receiver";
+  } catch (const Error& e) {
+    std::fprintf(stderr, "CASE-SEND %s\n", e.message().c_str());
+    EXPECT_EQ(e.code(), absl::StatusCode::kDeadlineExceeded);
+    EXPECT_THAT(e.message(), HasSubstr("waited 2.0 s for the receiver to take the header"));
   }
   const auto start = std::chrono::steady_clock::now();
   try {
@@ -338,17 +360,12 @@ TEST(CollectiveFailures, ARankThatNeverArrives) {
   std::_Exit(3);  // as an application would: mpirun then ends rank 1
 }
 
-// Rank 1 never starts MPI (no collective at all): rank 0's first collective
-// waits in MPI_Init, whose watchdog ends the process after the timeout.
+// Rank 1 never loads its plugins, so never starts MPI: rank 0 waits in
+// MPI_Init (when its mpi plugin loads), whose watchdog ends the process
+// after the timeout. The test itself is never reached.
 TEST(CollectiveFailures, ARankThatNeverStarts) {
-  const char* c = std::getenv("BACKPLANE_MPI_CASE");
-  if (c == nullptr || std::string(c) != "never_starts") GTEST_SKIP() << "run by mpirun_case.py";
-  if (rank() == 1) {
-    std::this_thread::sleep_for(std::chrono::seconds(120));
-    return;
-  }
-  comm::barrier();
-  ADD_FAILURE() << "the barrier returned without rank 1";
+  if (!isCase("never_starts")) GTEST_SKIP() << "run by mpirun_case.py";
+  ADD_FAILURE() << "rank " << rank() << " loaded its plugins although rank 1 never started MPI";
 }
 
 // Rank 1 dies before the collective; mpirun ends the job instead of rank 0

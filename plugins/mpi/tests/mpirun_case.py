@@ -4,8 +4,9 @@ checks that the job ends, and how.
 
   mpirun_case.py CASE MPIRUN TEST_PROGRAM
 
-never_arrives: rank 1 never calls the all_reduce. Rank 0 must fail with
-  kDeadlineExceeded within BACKPLANE_COMM_TIMEOUT (the environment sets 3 s)
+never_arrives: rank 1 never receives rank 0's send, nor calls the all_reduce.
+  Rank 0 must fail the send after its group's 2 s, and the all_reduce with
+  kDeadlineExceeded within BACKPLANE_COMM_TIMEOUT (the environment sets 3 s),
   and end the job, long before rank 1's 120 s sleep would.
 never_starts: rank 1 never calls a collective, so never starts MPI: rank 0
   waits in MPI_Init, whose watchdog must end it after the timeout (status 124).
@@ -13,6 +14,7 @@ dies: rank 1 exits before the all_reduce; mpirun must end rank 0 instead of
   leaving it waiting.
 """
 import os
+import re
 import subprocess
 import sys
 import time
@@ -40,7 +42,8 @@ def main() -> int:
     if "[  FAILED  ]" in output:
         failures.append("a rank's test failed (see above)")
     if case == "never_arrives":
-        for needed in ("CASE-RESULT rank 0 failed after", "waited 3", "for the other ranks to arrive"):
+        for needed in ("CASE-RESULT rank 0 failed after", "waited 3", "for the other ranks to arrive",
+                       "CASE-SEND", "waited 2.0 s for the receiver to take the header"):
             if needed not in output:
                 failures.append(f"rank 0's output lacks {needed!r}")
         for line in output.splitlines():
@@ -48,6 +51,9 @@ def main() -> int:
                 waited = float(line.split("after ")[1].split(" s")[0])
                 if not 2.5 <= waited <= 15:
                     failures.append(f"rank 0 failed after {waited} s; the timeout is 3 s")
+    if case == "dies":
+        if "CollectiveFailures.ARankThatDies" not in output or not re.search(r"Exit code:\s+9", output):
+            failures.append("the output does not show rank 1 dying with status 9 inside the test")
     if case == "never_starts" and "MPI_Init waited 3.0 s for the other ranks" not in output:
         failures.append("rank 0's output lacks the MPI_Init watchdog's message")
     for f in failures:
