@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -83,6 +84,9 @@ absl::StatusOr<GroupRecord> worldFromEnvironment() {
                                                rank->has_value() ? l.size_var : l.rank_var,
                                                " is not: a launcher sets both (the rank and the world size)"));
     if (!rank->has_value()) continue;
+    if (**size > std::numeric_limits<int32_t>::max())
+      return absl::InvalidArgumentError(
+          strCat(l.size_var, "=", **size, " is more ranks than a world holds (2^31 - 1)"));
     if (**size < 1 || **rank < 0 || **rank >= **size)
       return absl::InvalidArgumentError(strCat(l.rank_var, "=", **rank, " and ", l.size_var, "=", **size,
                                                " do not make a rank in a world: the rank must be in [0, size)"));
