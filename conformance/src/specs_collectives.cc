@@ -40,165 +40,114 @@ std::vector<Expected> identity(const Sample& s) {
   return {same(t, sizesOf(t))};
 }
 
-void addAllReduce(std::vector<OpSpec>& specs) {
+// A collective's spec: `samples` drawn from the op's own seed.
+OpSpec collectiveSpec(const char* op, std::vector<Sample> (*samples)(Rng&), Reference reference) {
   OpSpec spec;
-  spec.op = "comm::all_reduce";
+  spec.op = op;
   spec.family = "collectives";
-  spec.samples = [op = spec.op] {
+  spec.samples = [op, samples] {
     Rng rng(seedFor(op));
-    std::vector<Sample> out;
-    for (ScalarType dt : kNumericTypes)
-      for (const char* reduction : {"sum", "min", "max", "product"})
-        pushLayouts(out, rng, dt, {IValue(reduction), IValue(int64_t{0})}, true);
-    for (ScalarType dt : kFloatTypes) pushLayouts(out, rng, dt, {IValue("avg"), IValue(int64_t{0})}, true);
-    pushLayouts(out, rng, ScalarType::Bool, {IValue("max"), IValue(int64_t{0})}, true);
-    out.push_back(raising("op='mean'",
-                          {randomTensor(rng, {3}, ScalarType::Float32), IValue("mean"), IValue(int64_t{0})},
-                          "the reductions are sum, avg, min, max and product"));
-    out.push_back(raising("op='avg' on int64",
-                          {randomTensor(rng, {3}, ScalarType::Int64), IValue("avg"), IValue(int64_t{0})},
-                          "avg averages floating tensors"));
-    out.push_back(raising("op='sum' on bool",
-                          {randomTensor(rng, {3}, ScalarType::Bool), IValue("sum"), IValue(int64_t{0})},
-                          "a bool tensor reduces with max or min"));
-    out.push_back(raising("group 999",
-                          {randomTensor(rng, {3}, ScalarType::Float32), IValue("sum"), IValue(int64_t{999})},
-                          "no such process group"));
-    return out;
+    return samples(rng);
   };
-  spec.reference = identity;
-  spec.inplace = "comm::all_reduce_";
-  specs.push_back(std::move(spec));
+  spec.reference = std::move(reference);
+  return spec;
 }
 
-void addBroadcast(std::vector<OpSpec>& specs) {
-  OpSpec spec;
-  spec.op = "comm::broadcast";
-  spec.family = "collectives";
-  spec.samples = [op = spec.op] {
-    Rng rng(seedFor(op));
-    std::vector<Sample> out;
-    for (ScalarType dt : kEveryType) pushLayouts(out, rng, dt, {IValue(int64_t{0}), IValue(int64_t{0})}, true);
-    out.push_back(raising("src=1 in a world of one",
-                          {randomTensor(rng, {3}, ScalarType::Float32), IValue(int64_t{1}), IValue(int64_t{0})},
-                          "src is not a rank of the group"));
-    return out;
-  };
-  spec.reference = identity;
-  spec.inplace = "comm::broadcast_";
-  specs.push_back(std::move(spec));
+std::vector<Expected> nothing(const Sample&) { return {}; }
+IValue group(int64_t id) { return IValue(id); }
+Tensor floats3(Rng& rng) { return randomTensor(rng, {3}, ScalarType::Float32); }
+
+std::vector<Sample> allReduceSamples(Rng& rng) {
+  std::vector<Sample> out;
+  for (ScalarType dt : kNumericTypes)
+    for (const char* reduction : {"sum", "min", "max", "product"})
+      pushLayouts(out, rng, dt, {IValue(reduction), group(0)}, true);
+  for (ScalarType dt : kFloatTypes) pushLayouts(out, rng, dt, {IValue("avg"), group(0)}, true);
+  pushLayouts(out, rng, ScalarType::Bool, {IValue("max"), group(0)}, true);
+  out.push_back(raising("op='mean'", {floats3(rng), IValue("mean"), group(0)},
+                        "the reductions are sum, avg, min, max and product"));
+  out.push_back(raising("op='avg' on int64", {randomTensor(rng, {3}, ScalarType::Int64), IValue("avg"), group(0)},
+                        "avg averages floating tensors"));
+  out.push_back(raising("op='sum' on bool", {randomTensor(rng, {3}, ScalarType::Bool), IValue("sum"), group(0)},
+                        "a bool tensor reduces with max or min"));
+  out.push_back(raising("group 999", {floats3(rng), IValue("sum"), group(999)}, "no such process group"));
+  return out;
 }
 
-// all_gather, reduce_scatter and all_to_all: out= forms; self in one rank.
-void addBlockOps(std::vector<OpSpec>& specs) {
-  {
-    OpSpec spec;
-    spec.op = "comm::all_gather";
-    spec.family = "collectives";
-    spec.samples = [op = spec.op] {
-      Rng rng(seedFor(op));
-      std::vector<Sample> out;
-      for (ScalarType dt : kEveryType) pushLayouts(out, rng, dt, {IValue(int64_t{0})}, true);
-      return out;
-    };
-    spec.reference = [](const Sample& s) {
-      const Tensor& t = s.args[0].toTensor();
-      return std::vector<Expected>{same(t, t.dim() == 0 ? Sizes{1} : sizesOf(t))};
-    };
-    spec.out = "comm::all_gather.out";
-    specs.push_back(std::move(spec));
-  }
-  {
-    OpSpec spec;
-    spec.op = "comm::reduce_scatter";
-    spec.family = "collectives";
-    spec.samples = [op = spec.op] {
-      Rng rng(seedFor(op));
-      std::vector<Sample> out;
-      for (ScalarType dt : kNumericTypes) pushLayouts(out, rng, dt, {IValue("sum"), IValue(int64_t{0})}, false);
-      out.push_back(raising("0-d self", {randomTensor(rng, {}, ScalarType::Float32), IValue("sum"), IValue(int64_t{0})},
-                            "self is split along dim 0"));
-      return out;
-    };
-    spec.reference = identity;
-    spec.out = "comm::reduce_scatter.out";
-    specs.push_back(std::move(spec));
-  }
-  {
-    OpSpec spec;
-    spec.op = "comm::all_to_all";
-    spec.family = "collectives";
-    spec.samples = [op = spec.op] {
-      Rng rng(seedFor(op));
-      std::vector<Sample> out;
-      for (ScalarType dt : kEveryType) pushLayouts(out, rng, dt, {IValue(int64_t{0})}, false);
-      out.push_back(raising("0-d self", {randomTensor(rng, {}, ScalarType::Float32), IValue(int64_t{0})},
-                            "self is split along dim 0"));
-      return out;
-    };
-    spec.reference = identity;
-    spec.out = "comm::all_to_all.out";
-    specs.push_back(std::move(spec));
-  }
+std::vector<Sample> broadcastSamples(Rng& rng) {
+  std::vector<Sample> out;
+  for (ScalarType dt : kEveryType) pushLayouts(out, rng, dt, {IValue(int64_t{0}), group(0)}, true);
+  out.push_back(raising("src=1 in a world of one", {floats3(rng), IValue(int64_t{1}), group(0)},
+                        "src is not a rank of the group"));
+  return out;
+}
+
+std::vector<Sample> allGatherSamples(Rng& rng) {
+  std::vector<Sample> out;
+  for (ScalarType dt : kEveryType) pushLayouts(out, rng, dt, {group(0)}, true);
+  return out;
+}
+
+std::vector<Sample> reduceScatterSamples(Rng& rng) {
+  std::vector<Sample> out;
+  for (ScalarType dt : kNumericTypes) pushLayouts(out, rng, dt, {IValue("sum"), group(0)}, false);
+  out.push_back(raising("0-d self", {randomTensor(rng, {}, ScalarType::Float32), IValue("sum"), group(0)},
+                        "self is split along dim 0"));
+  return out;
+}
+
+std::vector<Sample> allToAllSamples(Rng& rng) {
+  std::vector<Sample> out;
+  for (ScalarType dt : kEveryType) pushLayouts(out, rng, dt, {group(0)}, false);
+  out.push_back(
+      raising("0-d self", {randomTensor(rng, {}, ScalarType::Float32), group(0)}, "self is split along dim 0"));
+  return out;
 }
 
 // send and recv_ need a peer, which a world of one has not: only their
 // refusals are certified here.
-void addPointToPoint(std::vector<OpSpec>& specs) {
-  {
-    OpSpec spec;
-    spec.op = "comm::send";
-    spec.family = "collectives";
-    spec.samples = [op = spec.op] {
-      Rng rng(seedFor(op));
-      return std::vector<Sample>{raising("dst=0, itself",
-                                         {randomTensor(rng, {3}, ScalarType::Float32), IValue(int64_t{0}),
-                                          IValue(int64_t{0}), IValue(int64_t{0})},
-                                         "a rank cannot send to itself"),
-                                 raising("tag 40000",
-                                         {randomTensor(rng, {3}, ScalarType::Float32), IValue(int64_t{0}),
-                                          IValue(int64_t{40000}), IValue(int64_t{0})},
-                                         "tags are in [0, 32767]")};
-    };
-    spec.reference = [](const Sample&) { return std::vector<Expected>{}; };
-    specs.push_back(std::move(spec));
-  }
-  {
-    OpSpec spec;
-    spec.op = "comm::recv_";
-    spec.family = "collectives";
-    spec.samples = [op = spec.op] {
-      Rng rng(seedFor(op));
-      return std::vector<Sample>{raising(
-          "src=0, itself",
-          {randomTensor(rng, {3}, ScalarType::Float32), IValue(int64_t{0}), IValue(int64_t{0}), IValue(int64_t{0})},
-          "a rank cannot receive from itself")};
-    };
-    spec.reference = [](const Sample&) { return std::vector<Expected>{}; };
-    specs.push_back(std::move(spec));
-  }
+std::vector<Sample> sendSamples(Rng& rng) {
+  return {raising("dst=0, itself", {floats3(rng), IValue(int64_t{0}), IValue(int64_t{0}), group(0)},
+                  "a rank cannot send to itself"),
+          raising("tag 40000", {floats3(rng), IValue(int64_t{0}), IValue(int64_t{40000}), group(0)},
+                  "tags are in [0, 32767]")};
 }
 
-void addBarrier(std::vector<OpSpec>& specs) {
-  OpSpec spec;
-  spec.op = "comm::barrier";
-  spec.family = "collectives";
-  spec.samples = [] {
-    return std::vector<Sample>{makeSample("the world", {IValue(int64_t{0})}),
-                               raising("group 999", {IValue(int64_t{999})}, "no such process group")};
-  };
-  spec.reference = [](const Sample&) { return std::vector<Expected>{}; };
-  specs.push_back(std::move(spec));
+std::vector<Sample> recvSamples(Rng& rng) {
+  return {raising("src=0, itself", {floats3(rng), IValue(int64_t{0}), IValue(int64_t{0}), group(0)},
+                  "a rank cannot receive from itself")};
+}
+
+std::vector<Sample> barrierSamples(Rng&) {
+  return {makeSample("the world", {group(0)}), raising("group 999", {group(999)}, "no such process group")};
 }
 
 }  // namespace
 
 void addCollectiveSpecs(std::vector<OpSpec>& specs) {
-  addAllReduce(specs);
-  addBroadcast(specs);
-  addBlockOps(specs);
-  addPointToPoint(specs);
-  addBarrier(specs);
+  OpSpec all_reduce = collectiveSpec("comm::all_reduce", allReduceSamples, identity);
+  all_reduce.inplace = "comm::all_reduce_";
+  specs.push_back(std::move(all_reduce));
+  OpSpec broadcast = collectiveSpec("comm::broadcast", broadcastSamples, identity);
+  broadcast.inplace = "comm::broadcast_";
+  specs.push_back(std::move(broadcast));
+  // all_gather, reduce_scatter and all_to_all: out= forms; in a world of
+  // one, self (a 0-d self gathers into [1]).
+  OpSpec all_gather = collectiveSpec("comm::all_gather", allGatherSamples, [](const Sample& s) {
+    const Tensor& t = s.args[0].toTensor();
+    return std::vector<Expected>{same(t, t.dim() == 0 ? Sizes{1} : sizesOf(t))};
+  });
+  all_gather.out = "comm::all_gather.out";
+  specs.push_back(std::move(all_gather));
+  OpSpec reduce_scatter = collectiveSpec("comm::reduce_scatter", reduceScatterSamples, identity);
+  reduce_scatter.out = "comm::reduce_scatter.out";
+  specs.push_back(std::move(reduce_scatter));
+  OpSpec all_to_all = collectiveSpec("comm::all_to_all", allToAllSamples, identity);
+  all_to_all.out = "comm::all_to_all.out";
+  specs.push_back(std::move(all_to_all));
+  specs.push_back(collectiveSpec("comm::send", sendSamples, nothing));
+  specs.push_back(collectiveSpec("comm::recv_", recvSamples, nothing));
+  specs.push_back(collectiveSpec("comm::barrier", barrierSamples, nothing));
 }
 
 }  // namespace backplane::conformance

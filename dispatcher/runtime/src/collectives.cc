@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "backplane/core/error.h"
 #include "backplane/core/scalar_type.h"
 #include "backplane/core/str_cat.h"
@@ -97,60 +98,67 @@ ReduceOp checkReduction(const char* op, std::string_view name, ScalarType dtype)
   return *r;
 }
 
+// A shape, held inline: a rule runs on every call and allocates nothing.
+using Sizes = absl::InlinedVector<int64_t, 8>;
+
 // `out` of a gather-like form: self's dtype and device, `sizes` (an empty
 // out is resized, as every out= form's).
-void checkOut(const char* op, const Tensor& self, const Tensor& out, const std::vector<int64_t>& sizes) {
+void checkOut(const char* op, const Tensor& self, const Tensor& out, IntArrayRef sizes) {
   checkDefined(op, out, "out");
   BP_CHECK(out.device() == self.device(), op, ": out is on ", out.device(), " but self is on ", self.device(),
            "; pass an out on ", self.device());
   BP_CHECK(out.dtype() == self.dtype(), op, ": out is ", out.dtype(), " but self is ", self.dtype(),
            "; a collective does not convert: pass an out of dtype ", self.dtype());
-  if (out.sizes() != IntArrayRef(sizes)) {
+  if (out.sizes() != sizes) {
     BP_CHECK(out.numel() == 0, op, ": out has shape ", out.sizes(), " but self of shape ", self.sizes(),
-             " needs an out of shape ", IntArrayRef(sizes),
+             " needs an out of shape ", sizes,
              " on this group; pass a tensor of that shape or an empty one (which is resized)");
-    out.unsafeGetImpl()->resizeEmpty(IntArrayRef(sizes));
+    out.unsafeGetImpl()->resizeEmpty(sizes);
   }
 }
 
+IntArrayRef sizesRef(const Sizes& s) { return IntArrayRef(s.data(), s.size()); }
+
 // The shape of self split into `n` equal blocks along dim 0 (one block).
-std::vector<int64_t> blockShape(const char* op, const Tensor& self, int64_t n) {
+Sizes blockShape(const char* op, const Tensor& self, int64_t n) {
   BP_CHECK(self.dim() >= 1, op, ": self is 0-d; it is split along dim 0 into one block per rank, so it needs a dim");
   BP_CHECK(self.size(0) % n == 0, op, ": self has ", self.size(0), " rows (dim 0 of shape ", self.sizes(),
            "), which do not split into ", n, " equal blocks, one per rank; pad dim 0 to a multiple of ", n);
-  std::vector<int64_t> sizes(self.sizes().begin(), self.sizes().end());
+  Sizes sizes(self.sizes().begin(), self.sizes().end());
   sizes[0] /= n;
   return sizes;
 }
 
-std::vector<int64_t> gatheredShape(const Tensor& self, int64_t n) {
+Sizes gatheredShape(const Tensor& self, int64_t n) {
   if (self.dim() == 0) return {n};
-  std::vector<int64_t> sizes(self.sizes().begin(), self.sizes().end());
+  Sizes sizes(self.sizes().begin(), self.sizes().end());
   sizes[0] *= n;
   return sizes;
 }
 
-// --- Rules (Note [Meta kernels]): each rank's own arguments.
+int64_t sizeOf(const GroupRecord& g) { return static_cast<int64_t>(g.world_ranks.size()); }
 
+// --- Rules (Note [Meta kernels]): each rank's own arguments. The in-place
+// and functional forms of all_reduce and broadcast share theirs, and send
+// and recv_ one, each instantiated with the op's name.
+
+constexpr char kAllReduceInplace[] = "comm::all_reduce_";
+constexpr char kAllReduce[] = "comm::all_reduce";
+constexpr char kBroadcastInplace[] = "comm::broadcast_";
+constexpr char kBroadcast[] = "comm::broadcast";
+constexpr char kSend[] = "comm::send";
+constexpr char kRecv[] = "comm::recv_";
+constexpr char kDst[] = "dst";
+constexpr char kSrc[] = "src";
+
+template <const char* kOp>
 void allReduceRule(const Tensor& self, std::string_view op, int64_t group) {
-  constexpr const char* kOp = "comm::all_reduce_";
   memberGroup(kOp, group);
   checkDefined(kOp, self, "self");
   checkReduction(kOp, op, self.dtype());
 }
-void allReduceFunctionalRule(const Tensor& self, std::string_view op, int64_t group) {
-  constexpr const char* kOp = "comm::all_reduce";
-  memberGroup(kOp, group);
-  checkDefined(kOp, self, "self");
-  checkReduction(kOp, op, self.dtype());
-}
+template <const char* kOp>
 void broadcastRule(const Tensor& self, int64_t src, int64_t group) {
-  constexpr const char* kOp = "comm::broadcast_";
-  checkPeer(kOp, memberGroup(kOp, group), src, "src", true);
-  checkDefined(kOp, self, "self");
-}
-void broadcastFunctionalRule(const Tensor& self, int64_t src, int64_t group) {
-  constexpr const char* kOp = "comm::broadcast";
   checkPeer(kOp, memberGroup(kOp, group), src, "src", true);
   checkDefined(kOp, self, "self");
 }
@@ -158,32 +166,27 @@ void allGatherRule(const Tensor& self, int64_t group, const Tensor& out) {
   constexpr const char* kOp = "comm::all_gather.out";
   const GroupRecord& g = memberGroup(kOp, group);
   checkDefined(kOp, self, "self");
-  checkOut(kOp, self, out, gatheredShape(self, static_cast<int64_t>(g.world_ranks.size())));
+  checkOut(kOp, self, out, sizesRef(gatheredShape(self, sizeOf(g))));
 }
 void reduceScatterRule(const Tensor& self, std::string_view op, int64_t group, const Tensor& out) {
   constexpr const char* kOp = "comm::reduce_scatter.out";
   const GroupRecord& g = memberGroup(kOp, group);
   checkDefined(kOp, self, "self");
   checkReduction(kOp, op, self.dtype());
-  checkOut(kOp, self, out, blockShape(kOp, self, static_cast<int64_t>(g.world_ranks.size())));
+  checkOut(kOp, self, out, sizesRef(blockShape(kOp, self, sizeOf(g))));
 }
 void allToAllRule(const Tensor& self, int64_t group, const Tensor& out) {
   constexpr const char* kOp = "comm::all_to_all.out";
   const GroupRecord& g = memberGroup(kOp, group);
   checkDefined(kOp, self, "self");
-  blockShape(kOp, self, static_cast<int64_t>(g.world_ranks.size()));
-  checkOut(kOp, self, out, std::vector<int64_t>(self.sizes().begin(), self.sizes().end()));
+  blockShape(kOp, self, sizeOf(g));
+  checkOut(kOp, self, out, self.sizes());
 }
-void sendRule(const Tensor& self, int64_t dst, int64_t tag, int64_t group) {
-  constexpr const char* kOp = "comm::send";
+// send's dst, recv_'s src.
+template <const char* kOp, const char* kPeer>
+void pointToPointRule(const Tensor& self, int64_t peer, int64_t tag, int64_t group) {
   checkTag(kOp, tag);
-  checkPeer(kOp, memberGroup(kOp, group), dst, "dst", false);
-  checkDefined(kOp, self, "self");
-}
-void recvRule(const Tensor& self, int64_t src, int64_t tag, int64_t group) {
-  constexpr const char* kOp = "comm::recv_";
-  checkTag(kOp, tag);
-  checkPeer(kOp, memberGroup(kOp, group), src, "src", false);
+  checkPeer(kOp, memberGroup(kOp, group), peer, kPeer, false);
   checkDefined(kOp, self, "self");
 }
 void barrierRule(int64_t group) { memberGroup("comm::barrier", group); }
@@ -216,8 +219,7 @@ Tensor broadcastFunctional(const Tensor& self, int64_t src, int64_t group) {
 }
 Tensor allGatherFunctional(const Tensor& self, int64_t group) {
   const GroupRecord& g = memberGroup("comm::all_gather", group);
-  Tensor out = empty(gatheredShape(self, static_cast<int64_t>(g.world_ranks.size())),
-                     {.dtype = self.dtype(), .device = self.device()});
+  Tensor out = empty(sizesRef(gatheredShape(self, sizeOf(g))), {.dtype = self.dtype(), .device = self.device()});
   static const auto k = op<GatherSig>("comm::all_gather.out");
   k.callSkippingMeta(self, group, out);
   return out;
@@ -226,8 +228,7 @@ Tensor reduceScatterFunctional(const Tensor& self, std::string_view reduction, i
   constexpr const char* kOp = "comm::reduce_scatter";
   const GroupRecord& g = memberGroup(kOp, group);
   checkReduction(kOp, reduction, self.dtype());
-  Tensor out = empty(blockShape(kOp, self, static_cast<int64_t>(g.world_ranks.size())),
-                     {.dtype = self.dtype(), .device = self.device()});
+  Tensor out = empty(sizesRef(blockShape(kOp, self, sizeOf(g))), {.dtype = self.dtype(), .device = self.device()});
   static const auto k = op<ReduceScatterSig>("comm::reduce_scatter.out");
   k.callSkippingMeta(self, reduction, group, out);
   return out;
@@ -235,7 +236,7 @@ Tensor reduceScatterFunctional(const Tensor& self, std::string_view reduction, i
 Tensor allToAllFunctional(const Tensor& self, int64_t group) {
   constexpr const char* kOp = "comm::all_to_all";
   const GroupRecord& g = memberGroup(kOp, group);
-  blockShape(kOp, self, static_cast<int64_t>(g.world_ranks.size()));
+  blockShape(kOp, self, sizeOf(g));
   Tensor out = empty(self.sizes(), {.dtype = self.dtype(), .device = self.device()});
   static const auto k = op<GatherSig>("comm::all_to_all.out");
   k.callSkippingMeta(self, group, out);
@@ -255,15 +256,15 @@ struct CollectiveRegistration {
     constexpr const char* kWho = "collectives (backplane/runtime/collectives.h)";
     for (const char* schema : kSchemas) handles.push_back(valueOrThrow(d.registerDef(schema, kWho)));
     const std::pair<const char*, K> rules[] = {
-        {"comm::all_reduce_", K::makeFromFunction(BP_FN(allReduceRule))},
-        {"comm::all_reduce", K::makeFromFunction(BP_FN(allReduceFunctionalRule))},
-        {"comm::broadcast_", K::makeFromFunction(BP_FN(broadcastRule))},
-        {"comm::broadcast", K::makeFromFunction(BP_FN(broadcastFunctionalRule))},
+        {kAllReduceInplace, K::makeFromFunction(BP_FN(allReduceRule<kAllReduceInplace>))},
+        {kAllReduce, K::makeFromFunction(BP_FN(allReduceRule<kAllReduce>))},
+        {kBroadcastInplace, K::makeFromFunction(BP_FN(broadcastRule<kBroadcastInplace>))},
+        {kBroadcast, K::makeFromFunction(BP_FN(broadcastRule<kBroadcast>))},
         {"comm::all_gather.out", K::makeFromFunction(BP_FN(allGatherRule))},
         {"comm::reduce_scatter.out", K::makeFromFunction(BP_FN(reduceScatterRule))},
         {"comm::all_to_all.out", K::makeFromFunction(BP_FN(allToAllRule))},
-        {"comm::send", K::makeFromFunction(BP_FN(sendRule))},
-        {"comm::recv_", K::makeFromFunction(BP_FN(recvRule))},
+        {kSend, K::makeFromFunction(BP_FN((pointToPointRule<kSend, kDst>)))},
+        {kRecv, K::makeFromFunction(BP_FN((pointToPointRule<kRecv, kSrc>)))},
         {"comm::barrier", K::makeFromFunction(BP_FN(barrierRule))},
     };
     for (const auto& [name, rule] : rules)
