@@ -2,7 +2,8 @@
 // registers the comm:: operators' kernels on the cpu device type (Note
 // [Collective engines] in plugin_api.h), so a CPU tensor's all_reduce_ runs
 // here, and any device without its own engine reaches it through the CPU
-// fallback. Built like a vendor's plugin: the SDK and libmpi only.
+// fallback. Built like a vendor's plugin: the SDK, libmpi and the first-party
+// helpers the collective engines share (bp_common/collectives.h).
 //
 // Note [Checked collectives]
 // Before each collective the ranks exchange what they are about to do (the
@@ -59,6 +60,7 @@
 
 #include "backplane/float16_conversions.h"
 #include "backplane/plugin.hpp"
+#include "bp_common/collectives.h"
 
 namespace {
 
@@ -66,89 +68,20 @@ using bp::ScalarType;
 
 constexpr int32_t kCpu = 0;
 
-// --- What a collective is (Note [Checked collectives]).
-
-enum class Kind : int64_t { AllReduce = 1, Broadcast, AllGather, ReduceScatter, AllToAll, Barrier, Send };
-const char* kindName(Kind k) {
-  switch (k) {
-    case Kind::AllReduce: return "comm::all_reduce_";
-    case Kind::Broadcast: return "comm::broadcast_";
-    case Kind::AllGather: return "comm::all_gather.out";
-    case Kind::ReduceScatter: return "comm::reduce_scatter.out";
-    case Kind::AllToAll: return "comm::all_to_all.out";
-    case Kind::Barrier: return "comm::barrier";
-    case Kind::Send: return "comm::send";
-  }
-  return "comm::?";
-}
-
-enum class Reduction : int64_t { None = 0, Sum, Avg, Min, Max, Product };
-Reduction parseReduction(std::string_view s) {
-  if (s == "sum") return Reduction::Sum;
-  if (s == "avg") return Reduction::Avg;
-  if (s == "min") return Reduction::Min;
-  if (s == "max") return Reduction::Max;
-  if (s == "product") return Reduction::Product;
-  bp::fail(BP_INVALID_ARGUMENT, "unknown reduction '" + std::string(s) + "'");
-}
-const char* reductionName(Reduction r) {
-  switch (r) {
-    case Reduction::None: return "";
-    case Reduction::Sum: return "sum";
-    case Reduction::Avg: return "avg";
-    case Reduction::Min: return "min";
-    case Reduction::Max: return "max";
-    case Reduction::Product: return "product";
-  }
-  return "?";
-}
-
-constexpr int kSignatureDims = 6;
-// Fixed-size, so that one MPI_Iallgather of int64s carries every rank's.
-struct Signature {
-  int64_t kind = 0;
-  int64_t dtype = -1;
-  int64_t reduction = 0;
-  int64_t root = -1;
-  int64_t ndim = 0;
-  int64_t numel = 0;
-  int64_t sizes[kSignatureDims] = {};  // the first dims; a longer shape's tail is in numel
-};
-constexpr int kSignatureWords = sizeof(Signature) / sizeof(int64_t);
-static_assert(sizeof(Signature) == kSignatureWords * sizeof(int64_t));
-
-Signature signatureOf(Kind kind, const bp::Tensor* t, Reduction r, int64_t root) {
-  Signature s;
-  s.kind = static_cast<int64_t>(kind);
-  s.reduction = static_cast<int64_t>(r);
-  s.root = root;
-  if (t != nullptr) {
-    s.dtype = static_cast<int64_t>(t->dtype());
-    s.ndim = t->dim();
-    s.numel = t->numel();
-    for (int64_t d = 0; d < t->dim() && d < kSignatureDims; ++d) s.sizes[d] = t->size(d);
-  }
-  return s;
-}
-
-std::string describe(const Signature& s) {
-  std::string out = kindName(static_cast<Kind>(s.kind));
-  if (s.dtype >= 0) {
-    out += std::string(" on ") + bp::name(static_cast<ScalarType>(s.dtype)) + " [";
-    for (int64_t d = 0; d < s.ndim; ++d) {
-      if (d) out += ", ";
-      out += d < kSignatureDims ? std::to_string(s.sizes[d]) : std::string("...");
-      if (d >= kSignatureDims) break;
-    }
-    out += "]";
-    if (s.ndim > kSignatureDims) out += " (" + std::to_string(s.numel) + " elements)";
-  }
-  if (s.reduction) out += std::string(", op='") + reductionName(static_cast<Reduction>(s.reduction)) + "'";
-  if (s.root >= 0) out += ", src=" + std::to_string(s.root);
-  return out;
-}
-
-bool sameCall(const Signature& a, const Signature& b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+using bp_common::comm::contiguousCopy;
+using bp_common::comm::copyBack;
+using bp_common::comm::describe;
+using bp_common::comm::disagreement;
+using bp_common::comm::groupName;
+using bp_common::comm::Kind;
+using bp_common::comm::kindName;
+using bp_common::comm::kSignatureWords;
+using bp_common::comm::parseReduction;
+using bp_common::comm::Reduction;
+using bp_common::comm::sameCall;
+using bp_common::comm::sendBuffer;
+using bp_common::comm::Signature;
+using bp_common::comm::signatureOf;
 
 // --- MPI types.
 
@@ -339,16 +272,9 @@ class Engine {
       new std::vector<Signature>(std::move(all));  // its storage stays MPI's: abandoned, never freed
       timedOut(g, kindName(static_cast<Kind>(mine.kind)), "the other ranks to arrive");
     }
-    const Signature* ranks = all.data() + 1;
-    bool same = true;
-    for (int r = 1; r < g.size; ++r) same = same && sameCall(ranks[r], ranks[0]);
-    if (same) return;
-    std::string calls;
-    for (int r = 0; r < g.size; ++r) calls += "\n  rank " + std::to_string(r) + ": " + describe(ranks[r]);
-    bp::fail(BP_INVALID_ARGUMENT, std::string(kindName(static_cast<Kind>(mine.kind))) + " on " + groupName(g) +
-                                      ": the ranks' calls disagree; every rank must make the same collective "
-                                      "with the same dtype and shape:" +
-                                      calls);
+    const std::string disagree = disagreement(all.data() + 1, g);
+    if (!disagree.empty())
+      bp::fail(BP_INVALID_ARGUMENT, std::string(kindName(static_cast<Kind>(mine.kind))) + " on " + disagree);
   }
 
   MPI_Op reduceOp(Reduction r, ScalarType t) const {
@@ -385,13 +311,6 @@ class Engine {
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized) MPI_Finalize();
-  }
-
-  static std::string groupName(const BP_GroupInfo& g) {
-    if (g.id == 0) return "the world (" + std::to_string(g.size) + " ranks)";
-    std::string s = "group " + std::to_string(g.id) + " (world ranks [";
-    for (int i = 0; i < g.size; ++i) s += (i ? ", " : "") + std::to_string(g.world_ranks[i]);
-    return s + "])";
   }
 
  private:
@@ -515,33 +434,10 @@ Engine& engine() {
 
 // --- Kernels' helpers.
 
-// A contiguous CPU tensor with t's values (t itself when it is one).
-bp::Tensor contiguousCopy(const bp::Tensor& t) {
-  if (t.is_contiguous()) return t;
-  static const bp::Operator copy = bp::Operator::find("copy_");
-  bp::Tensor c = bp::Tensor::empty(t.sizes(), t.dtype(), t.device());
-  copy.call(c, t, false);
-  return c;
-}
-// Writes `from` back into non-contiguous `to` (after contiguousCopy).
-void copyBack(const bp::Tensor& to, const bp::Tensor& from) {
-  if (to.get() == from.get()) return;
-  static const bp::Operator copy = bp::Operator::find("copy_");
-  copy.call(to, from, false);
-}
-
 int count(const bp::Tensor& t, const char* op) {
   BP_PLUGIN_CHECK(t.numel() <= INT32_MAX, op, ": ", t.numel(),
                   " elements are more than one MPI call moves (2^31 - 1); split the tensor");
   return static_cast<int>(t.numel());
-}
-
-bool overlaps(const bp::Tensor& a, const bp::Tensor& b) {
-  const auto* a0 = static_cast<const char*>(a.data_ptr());
-  const auto* b0 = static_cast<const char*>(b.data_ptr());
-  const size_t an = static_cast<size_t>(a.numel()) * a.element_size(),
-               bn = static_cast<size_t>(b.numel()) * b.element_size();
-  return an && bn && a0 < b0 + bn && b0 < a0 + an;
 }
 
 // avg: the sum divided by the group's size, in the tensor's dtype.
@@ -576,7 +472,7 @@ void divideBy(const bp::Tensor& t, int n) {
 // ranks; counts the kernel in flight while it lives.
 struct Call {
   explicit Call(int64_t id, const char* op) : group(bp::groupInfo(id)) {
-    BP_PLUGIN_CHECK(group.rank >= 0, op, ": this process is not a member of ", Engine::groupName(group));
+    BP_PLUGIN_CHECK(group.rank >= 0, op, ": this process is not a member of ", groupName(group));
     if (group.size == 1) return;
     Engine& e = engine();
     e.start();
@@ -626,15 +522,6 @@ bp::Tensor broadcast(const bp::Tensor& self, int64_t src, int64_t group) {
   check(MPI_Bcast(buf.data_ptr(), n, mpiType(buf.dtype()), static_cast<int>(src), c.comm), "MPI_Bcast");
   copyBack(self, buf);
   return self;
-}
-
-// self's values in a contiguous tensor that does not overlap `out`.
-bp::Tensor sendBuffer(const bp::Tensor& self, const bp::Tensor& out) {
-  if (self.is_contiguous() && !overlaps(self, out)) return self;
-  static const bp::Operator copy = bp::Operator::find("copy_");
-  bp::Tensor c = bp::Tensor::empty(self.sizes(), self.dtype(), self.device());
-  copy.call(c, self, false);
-  return c;
 }
 
 bp::Tensor allGather(const bp::Tensor& self, int64_t group, const bp::Tensor& out) {
@@ -747,8 +634,8 @@ bp::Tensor recv(const bp::Tensor& self, int64_t src, int64_t tag, int64_t group)
             "MPI_Irecv");
       waitReceive(req, c, "the sender's data");
     }
-    bp::fail(BP_INVALID_ARGUMENT, "comm::recv_ on " + Engine::groupName(c.group) + ": rank " + std::to_string(src) +
-                                      " sent " + describe(header) + " but this rank receives into " + describe(mine) +
+    bp::fail(BP_INVALID_ARGUMENT, "comm::recv_ on " + groupName(c.group) + ": rank " + std::to_string(src) + " sent " +
+                                      describe(header) + " but this rank receives into " + describe(mine) +
                                       "; receive into a tensor of the sent dtype and shape");
   }
   if (n == 0) return self;
