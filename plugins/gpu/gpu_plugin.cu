@@ -30,6 +30,9 @@
 #include "kernels.h"
 #include "runtime.h"
 #include "spconv/gpu/spconv_gpu.h"
+#if defined(BP_CUDA_NCCL)
+#include "cuda/nccl_engine.h"
+#endif
 #if defined(BP_GPU_SIM)
 #include "sim/sim_faults.h"
 #endif
@@ -114,6 +117,9 @@ void init(bp::Library& m) {
   bp_gpu::registerOptimKernels(m, type);
   bp_gpu::registerLinalgKernels(m, type);
   bp_spconv_gpu::registerKernels(m, type);
+#if defined(BP_CUDA_NCCL)
+  bp_cuda::registerNcclCollectives(m, type);  // Note [NCCL engine]
+#endif
 }
 
 }  // namespace
