@@ -39,6 +39,12 @@
 //                                one of its layer_norms ([8, 128, 768]) into preallocated outputs;
 //                                bytes_per_second over what they read and write, to compare with
 //                                BM_Cuda_Memcpy_D2D_64M_f32's (the memory system's speed)
+//   BM_Cuda_AllReduce/N          comm::all_reduce_ (sum) of N float32 elements of a cuda tensor in a
+//                                world of one, through the plugin's NCCL engine (Note [NCCL engine]);
+//                                synchronized per iteration; N = 2 (8 B) and 16M (64 MiB)
+//   BM_Nccl_AllReduce/N          its baseline: ncclAllReduce called directly on a one-rank
+//                                communicator, in place, on the same sizes, stream-synchronized
+//                                (target: the dispatcher's >= 0.95x of its speed)
 //
 // Without a CUDA device (or driver, or plugin) every benchmark skips with
 // "no CUDA device: <reason>" and the program exits 0, so scripts/bench.sh
@@ -61,14 +67,20 @@
 #include <benchmark/benchmark.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#ifdef BACKPLANE_BENCH_NCCL
+#include <nccl.h>
+#endif
 
 #include <cstdint>
+#include <cstdlib>
 #include <optional>
 #include <string>
 
 #include "backbone.h"
 #include "backplane/dispatch/dispatcher.h"
 #include "backplane/ops/ops.h"
+#include "backplane/runtime/collectives.h"
 #include "backplane/runtime/runtime.h"
 #include "empty_kernel.h"
 #include "encoder.h"
@@ -499,6 +511,69 @@ void BM_Cuda_LidarBackbone(benchmark::State& state) {
   state.counters["voxels"] = static_cast<double>(scan.numVoxels());
 }
 BENCHMARK(BM_Cuda_LidarBackbone)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+#ifdef BACKPLANE_BENCH_NCCL
+void BM_Cuda_AllReduce(benchmark::State& state) {
+  const std::optional<Device> dev = cudaDevice(state);
+  if (!dev) return;
+  Tensor t = full({state.range(0)}, Scalar(1.0), {.dtype = ScalarType::Float32, .device = *dev});
+  try {
+    comm::allReduce_(t);  // warm-up: NCCL opened, the communicator made
+  } catch (const Error& e) {
+    state.SkipWithError(("no NCCL engine: " + std::string(e.what())).c_str());
+    return;
+  }
+  synchronize();
+  for (auto _ : state) {
+    comm::allReduce_(t);
+    synchronize();
+  }
+  state.SetBytesProcessed(state.iterations() * state.range(0) * 4);
+}
+BENCHMARK(BM_Cuda_AllReduce)->Arg(2)->Arg(16 << 20)->UseRealTime();
+
+// NCCL opened as the plugin opens it (BACKPLANE_NCCL_LIBRARY, else libnccl.so.2).
+template <class F>
+F ncclSymbol(void* lib, const char* name) {
+  return reinterpret_cast<F>(dlsym(lib, name));
+}
+
+void BM_Nccl_AllReduce(benchmark::State& state) {
+  if (!cudaDeviceReady(state)) return;
+  const char* env = std::getenv("BACKPLANE_NCCL_LIBRARY");
+  void* lib = dlopen(env != nullptr && *env ? env : "libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) {
+    state.SkipWithError((std::string("NCCL could not be opened: ") + dlerror()).c_str());
+    return;
+  }
+  auto get_id = ncclSymbol<decltype(&ncclGetUniqueId)>(lib, "ncclGetUniqueId");
+  auto init = ncclSymbol<decltype(&ncclCommInitRank)>(lib, "ncclCommInitRank");
+  auto all_reduce = ncclSymbol<decltype(&ncclAllReduce)>(lib, "ncclAllReduce");
+  auto destroy = ncclSymbol<decltype(&ncclCommDestroy)>(lib, "ncclCommDestroy");
+  const size_t n = static_cast<size_t>(state.range(0));
+  DeviceBuffer buf;
+  Stream stream;
+  ncclUniqueId id;
+  ncclComm_t comm = nullptr;
+  if (!cudaOk(state, cudaMalloc(&buf.ptr, n * sizeof(float)), "cudaMalloc") ||
+      !cudaOk(state, cudaStreamCreateWithFlags(&stream.s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags"))
+    return;
+  if (get_id(&id) != ncclSuccess || init(&comm, 1, id, 0) != ncclSuccess) {
+    state.SkipWithError("ncclCommInitRank failed");
+    return;
+  }
+  for (auto _ : state) {
+    if (all_reduce(buf.ptr, buf.ptr, n, ncclFloat32, ncclSum, comm, stream.s) != ncclSuccess ||
+        !cudaOk(state, cudaStreamSynchronize(stream.s), "cudaStreamSynchronize")) {
+      state.SkipWithError("ncclAllReduce failed");
+      break;
+    }
+  }
+  destroy(comm);
+  state.SetBytesProcessed(state.iterations() * state.range(0) * 4);
+}
+BENCHMARK(BM_Nccl_AllReduce)->Arg(2)->Arg(16 << 20)->UseRealTime();
+#endif
 
 }  // namespace
 }  // namespace backplane
