@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <optional>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include "block_reduce.cuh"
@@ -115,6 +116,26 @@ bp::Tensor layer_norm_out(const bp::Tensor& input, bp::IntList normalized_shape,
   return result;
 }
 
+// a * b rounded, never fused with the add or subtract that reads it: nvcc
+// and hipcc contract `a * b - c` into one fma, which skips the product's
+// rounding, so a value computed twice (a sum's term, then the term itself)
+// would differ by that rounding. In layer_norm_backward a row of one element
+// has g - mean(g) = 0 exactly only if both g are the same rounded product;
+// rstd (1 / sqrt(eps) there) scales any difference up. The simulator's host
+// compiler does not contract these.
+template <class V>
+__device__ inline V roundedProduct(V a, V b) {
+#if defined(BP_GPU_SIM)
+  return a * b;
+#else
+  if constexpr (std::is_same_v<V, double>) {
+    return __dmul_rn(a, b);
+  } else {
+    return __fmul_rn(a, b);
+  }
+#endif
+}
+
 // layer_norm_backward's rows (Note [Backward ops] in dispatcher/ops/src/
 // backward.cc): the forward's mean and variance passes over the row less its
 // first element, then the sums of g = grad * weight and g * xhat, then the
@@ -134,7 +155,9 @@ __global__ void layerNormBackwardKernel(const T* grad, const T* x, T* grad_input
     const T* gr = grad + (valid ? r * m : 0);
     const V shift = valid ? load(xr[0]) : V(0);
     auto element = [&](int64_t j) -> V { return kCached ? cache[j] : load(xr[j]) - shift; };
-    auto scaled = [&](int64_t j) -> V { return weight != nullptr ? load(gr[j]) * weight[j] : load(gr[j]); };
+    auto scaled = [&](int64_t j) -> V {
+      return weight != nullptr ? roundedProduct(load(gr[j]), weight[j]) : load(gr[j]);
+    };
     V sum = 0;
     if (valid) {
       for (int64_t j = t.lane; j < m; j += t.lanes) {
