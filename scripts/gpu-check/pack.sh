@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Packs a Release build of Backplane with the CUDA plugin, the shared
+# libraries a GPU machine without Debian's packages lacks (oneDNN, Abseil,
+# OpenCL loader, HIP runtime, benchmark, libmpi), and Debian's Open MPI
+# packages (for the runs under mpirun), into one folder for check.sh.
+#   scripts/gpu-check/pack.sh [OUT_DIR]      run from the project's root
+# The tree is built at /tmp/bp-gpu and must be unpacked at the same path on
+# the GPU machine (check.sh does), so compiled-in plugin paths hold. Only
+# the programs check.sh runs are built.
+set -euo pipefail
+out=${1:-gpu-pack}; B=/tmp/bp-gpu; here=$(cd "$(dirname "$0")" && pwd)
+scripts/setup.sh >/dev/null
+cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBACKPLANE_BUILD_BENCHMARKS=ON -DBACKPLANE_WERROR=OFF >/dev/null
+targets=$(ninja -C "$B" -t targets all | grep -oE '^(gpu_[a-z_]+_tests|mpi_collectives_tests|backplane_(cli|cpu|cuda|hip|mpi|spconv|gpusim)|encoder|sparse_lidar|cuda_bench):' | tr -d : | sort -u)
+# shellcheck disable=SC2086
+cmake --build "$B" --parallel "$(nproc)" --target $targets
+stage=$(mktemp -d); C="$stage/bp-gpu"; mkdir -p "$C/deps"
+cd "$B"
+files=$(find . -type f -perm -u+x -not -path '*/CMakeFiles/*' \( -name backplane -o -name 'gpu_*_tests' -o -name encoder \
+        -o -name sparse_lidar -o -name cuda_bench -o -name mpi_collectives_tests \); find lib -name '*.so')
+for f in $files; do mkdir -p "$C/$(dirname "$f")"; cp "$f" "$C/$f"; strip --strip-unneeded "$C/$f" 2>/dev/null || true; done
+# libbackplane under its soname, beside its plugins: the default plugin
+# folder is found from where libbackplane was loaded.
+cp -a lib/libbackplane.so.* "$C/lib/"
+for f in $files; do ldd "$f" 2>/dev/null | awk '{print $3}'; done | grep -E '^/' | sort -u |
+  grep -vE 'libc\.so|libm\.so|libstdc|libgcc|libpthread|libdl\.so|librt\.so|ld-linux|/cuda|libbackplane' |
+  while read -r l; do cp -L "$l" "$C/deps/"; done
+cd - >/dev/null; mkdir -p "$out/debs"
+git rev-parse HEAD > "$C/HEAD"
+tar cJf "$out/bp-gpu.tar.xz" -C "$stage" bp-gpu
+# Open MPI and what it needs, unpacked by check.sh into a folder of its own.
+(cd "$out/debs" && apt-get download -q openmpi-bin openmpi-common libopenmpi3 libpmix2 libhwloc15 libevent-core-2.1-7 \
+   libevent-pthreads-2.1-7 libevent-2.1-7 libnuma1 libmunge2 libltdl7 2>/dev/null)
+cp "$here/check.sh" "$here/torch_baseline.py" "$out/"
+rm -rf "$stage"; ls -la "$out"
