@@ -347,6 +347,23 @@ BP_Error* opRedispatch(const BP_Operator*, uint64_t keys, const BP_Value* args, 
   return record(args, nargs, returns, nret);
 }
 
+#if BP_ABI_MINOR >= 11
+// A store in this process, keyed as the host keys it (the group, then the key).
+std::map<std::string, std::string> g_store;
+BP_Error* storeSet(int64_t group, const char* key, const void* value, size_t size) {
+  g_store["group" + std::to_string(group) + "/" + key] = std::string(static_cast<const char*>(value), size);
+  return nullptr;
+}
+BP_Error* storeGet(int64_t group, const char* key, void* out, size_t capacity, size_t* size) {
+  auto it = g_store.find("group" + std::to_string(group) + "/" + key);
+  if (it == g_store.end()) return errorNew(BP_DEADLINE_EXCEEDED, "the store's key was not set within 1 s");
+  *size = it->second.size();
+  if (it->second.size() > capacity) return errorNew(BP_OUT_OF_RANGE, "too small");
+  std::memcpy(out, it->second.data(), it->second.size());
+  return nullptr;
+}
+#endif
+
 BP_HostApi table() {
   BP_HostApi h;
   std::memset(&h, 0, sizeof h);
@@ -385,6 +402,10 @@ BP_HostApi table() {
   h.spec = &specFn;
   h.derive_forms = &deriveFormsFn;
 #endif
+#endif
+#if BP_ABI_MINOR >= 11
+  h.store_set = &storeSet;
+  h.store_get = &storeGet;
 #endif
   return h;
 }
@@ -1807,6 +1828,40 @@ TEST_F(PluginHpp, OwnOperatorRegistrations) {
   }
   EXPECT_EQ(fake::g.metas.size(), 1u);
   EXPECT_EQ(fake::g.impls.size(), impls + 1);
+}
+#endif
+
+#if BP_ABI_MINOR >= 11
+// ABI 1.11's key-value store: a value larger than storeGet's first buffer
+// comes back whole (the second call), keys are per group, a missing key is
+// the host's error, and a 1.10 host is named.
+TEST_F(PluginHpp, StoreSetAndGetThroughTheHost) {
+  const std::string big(1000, 'x');
+  bp::storeSet(0, "mylib/id", big.data(), big.size());
+  bp::storeSet(3, "mylib/id", "abc", 3);
+  EXPECT_EQ(bp::storeGet(0, "mylib/id"), big);
+  EXPECT_EQ(bp::storeGet(3, "mylib/id"), "abc");
+  bp::storeSet(0, "mylib/empty", nullptr, 0);
+  EXPECT_EQ(bp::storeGet(0, "mylib/empty"), "");
+  try {
+    bp::storeGet(0, "mylib/never");
+    ADD_FAILURE() << "a missing key gave a value";
+  } catch (const bp::Error& e) {
+    EXPECT_EQ(e.code(), BP_DEADLINE_EXCEEDED);
+  }
+  BP_HostApi t = fake::table();
+  t.struct_size = BP_STRUCT_SIZE(BP_HostApi, group_info);  // a 1.10 host's table
+  t.abi_minor = 10;
+  t.store_set = nullptr;
+  t.store_get = nullptr;
+  bp::detail::installHost(t, fake::kPlugin);
+  try {
+    bp::storeGet(0, "mylib/id");
+    ADD_FAILURE() << "a 1.10 host served the store";
+  } catch (const bp::Error& e) {
+    EXPECT_EQ(e.code(), BP_UNIMPLEMENTED);
+    EXPECT_NE(e.message().find("added in ABI 1.11"), std::string::npos) << e.message();
+  }
 }
 #endif
 

@@ -10,6 +10,7 @@
 #include "backplane/dispatch/schema_signature.h"
 #include "backplane/ops/standard_ops.h"
 #include "backplane/runtime/process_group.h"
+#include "backplane/runtime/store.h"
 #include "loaded_plugin.h"
 
 struct BP_Error {
@@ -1109,6 +1110,47 @@ BP_Error* hostGroupInfo(int64_t group, BP_GroupInfo* out) try {
   return errorFromCurrentException();
 }
 
+// The store's key of `key` in `group` (Note [The world's store]), after
+// checking that the group exists and this process is one of its members.
+absl::StatusOr<std::string> groupStoreKey(int64_t group, const char* key, const char* slot) {
+  if (key == nullptr) return absl::InvalidArgumentError(strCat(slot, ": key is NULL"));
+  absl::StatusOr<comm::Group> g = comm::findGroup(group);
+  if (!g.ok()) return g.status();
+  if (!g->isMember())
+    return absl::InvalidArgumentError(
+        strCat(slot, ": this process is not a member of ", g->describe(), ", so it has no keys there"));
+  return strCat("group", group, "/", key);
+}
+
+// BP_HostApi.store_set (ABI 1.11).
+BP_Error* hostStoreSet(int64_t group, const char* key, const void* value, size_t size) try {
+  if (value == nullptr && size != 0) return makeError(BP_INVALID_ARGUMENT, "store_set: value is NULL");
+  absl::StatusOr<std::string> k = groupStoreKey(group, key, "store_set");
+  if (!k.ok()) return makeError(static_cast<BP_ErrorCode>(k.status().code()), std::string(k.status().message()));
+  comm::worldStore().set(*k, std::string_view(static_cast<const char*>(value), size));
+  return nullptr;
+} catch (...) {
+  return errorFromCurrentException();
+}
+
+// BP_HostApi.store_get (ABI 1.11).
+BP_Error* hostStoreGet(int64_t group, const char* key, void* out, size_t capacity, size_t* size) try {
+  if (size == nullptr) return makeError(BP_INVALID_ARGUMENT, "store_get: size is NULL");
+  if (out == nullptr && capacity != 0) return makeError(BP_INVALID_ARGUMENT, "store_get: out is NULL");
+  absl::StatusOr<std::string> k = groupStoreKey(group, key, "store_get");
+  if (!k.ok()) return makeError(static_cast<BP_ErrorCode>(k.status().code()), std::string(k.status().message()));
+  const std::string value = comm::worldStore().get(*k, comm::findGroupRecord(group)->timeout_seconds);
+  *size = value.size();
+  if (value.size() > capacity)
+    return makeError(BP_OUT_OF_RANGE,
+                     strCat("store_get: the value of '", key, "' has ", value.size(), " bytes, more than the buffer's ",
+                            capacity, "; call again with a buffer of *size bytes"));
+  if (!value.empty()) std::memcpy(out, value.data(), value.size());
+  return nullptr;
+} catch (...) {
+  return errorFromCurrentException();
+}
+
 }  // namespace
 
 // Fills the slots that do not need the registry; plugin_registry.cc adds
@@ -1128,6 +1170,8 @@ void fillHostApiCommon(BP_HostApi& api) {
   api.op_call = &hostOpCall;
   api.op_redispatch = &hostOpRedispatch;
   api.group_info = &hostGroupInfo;
+  api.store_set = &hostStoreSet;
+  api.store_get = &hostStoreGet;
 }
 
 }  // namespace backplane::plugin_detail

@@ -15,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "backplane/core/error.h"
 #include "backplane/core/str_cat.h"
+#include "backplane/runtime/store.h"
 
 namespace backplane::comm {
 namespace {
@@ -120,6 +121,8 @@ const absl::StatusOr<const GroupRecord*>& worldRecord() {
     Registry& r = registry();
     r.records[0].store(record, std::memory_order_release);
     r.count.store(1, std::memory_order_release);
+    // Note [The world's store]: rank 0 serves it from now on.
+    detail::serveWorldStoreIfRankZero(record->rank, static_cast<int>(record->world_ranks.size()));
     return record;
   }();
   return world;

@@ -40,8 +40,10 @@ static_assert(offsetof(BP_HostApi, meta) == BP_STRUCT_SIZE(BP_HostApi, derivativ
               "ABI 1.9 appended meta right after derivative");
 static_assert(offsetof(BP_HostApi, group_info) == BP_STRUCT_SIZE(BP_HostApi, derive_forms),
               "ABI 1.10 appended group_info right after derive_forms");
-static_assert(BP_HostApi_STRUCT_SIZE == BP_STRUCT_SIZE(BP_HostApi, group_info),
-              "group_info is the host table's last slot");
+static_assert(offsetof(BP_HostApi, store_set) == BP_STRUCT_SIZE(BP_HostApi, group_info),
+              "ABI 1.11 appended store_set right after group_info");
+static_assert(BP_HostApi_STRUCT_SIZE == BP_STRUCT_SIZE(BP_HostApi, store_get),
+              "store_get is the host table's last slot");
 
 const char* const kPlugins[] = {"tp_wd_definer",      "tp_wd_definer_int", "tp_wd_kernel", "tp_wd_kernel_bad",
                                 "tp_wd_kernel_nosig", "tp_wd_kernel_v1_3", "tp_wd_sdk"};

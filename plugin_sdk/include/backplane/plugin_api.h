@@ -66,7 +66,9 @@
  *   BP_DeviceTypeDesc.event_wait_device; 1.9 added BP_HostApi.meta,
  *   BP_HostApi.spec, BP_HostApi.derive_forms and impl's BP_ANY_DEVICE_TYPE
  *   (a composite) (Note [A plugin's own operators]); 1.10 added
- *   BP_HostApi.group_info and BP_GroupInfo (Note [Collective engines]).
+ *   BP_HostApi.group_info and BP_GroupInfo (Note [Collective engines]);
+ *   1.11 added BP_HostApi.store_set and store_get (Note [Collective
+ *   engines]).
  * - Strings passed in are borrowed for the duration of the call unless a
  *   field says otherwise; strings returned are owned by their producer.
  */
@@ -79,7 +81,7 @@
 #define BP_PLUGIN_MAGIC 0x4C504250u /* "BPPL" little-endian */
 #define BP_ABI_MAJOR 1
 /* This header's minor: the newest ABI it describes. */
-#define BP_HEADER_ABI_MINOR 10
+#define BP_HEADER_ABI_MINOR 11
 
 /* Note [The ABI a plugin's source targets]
  * BP_ABI_MINOR is the minor a plugin reports (BP_PluginInfo.abi_minor) and
@@ -621,8 +623,31 @@ typedef struct BP_HostApi {
    * the launcher's error (BP_INVALID_ARGUMENT) when the world could not be
    * read from the environment. Any thread. */
   BP_Error* (*group_info)(int64_t group, BP_GroupInfo* out);
+
+  /* --- Added in ABI 1.11 (check struct_size >= BP_STRUCT_SIZE(BP_HostApi,
+   * store_get) and the slot before use when built for an older minor). */
+
+  /* The world's key-value store (the host's Note [The world's store] in
+   * backplane/runtime/store.h): what a group's ranks exchange before their
+   * collective library can run (NCCL's unique id, an address), as PJRT's
+   * client creation takes a key-value store. Keys are the group's own (the
+   * host prefixes the group's id): name them after the plugin
+   * ("mylib/unique_id"). The caller must be a member of `group`; keys are
+   * at most 4096 bytes, values 64 MiB. Any thread; each call is a round
+   * trip to world rank 0 in a world of two or more.
+   * - store_set: sets `key` to the `size` bytes at `value` (NULL when size
+   *   is 0), replacing what it held.
+   * - store_get: waits at most the group's timeout_seconds for `key` to be
+   *   set (BP_DEADLINE_EXCEEDED after), then sets *size to the value's
+   *   length and copies it to `out` when it fits in `capacity`; when it does
+   *   not, nothing is copied and the error is BP_OUT_OF_RANGE (the value
+   *   stays: call again with a buffer of *size bytes).
+   * BP_FAILED_PRECONDITION when the world has no store (a world of two or
+   * more without BACKPLANE_MASTER_PORT; the message says what to set). */
+  BP_Error* (*store_set)(int64_t group, const char* key, const void* value, size_t size);
+  BP_Error* (*store_get)(int64_t group, const char* key, void* out, size_t capacity, size_t* size);
 } BP_HostApi;
-#define BP_HostApi_STRUCT_SIZE BP_STRUCT_SIZE(BP_HostApi, group_info)
+#define BP_HostApi_STRUCT_SIZE BP_STRUCT_SIZE(BP_HostApi, store_get)
 /* BP_HostApi.derive_forms's forms. */
 #define BP_FORM_OUT 1u
 #define BP_FORM_INPLACE 2u

@@ -78,6 +78,42 @@ inline BP_GroupInfo groupInfo(int64_t group) {
 }
 #endif
 
+#if BP_ABI_MINOR >= 11
+namespace detail {
+inline const BP_HostApi& storeHost(const char* what) {
+  const BP_HostApi& h = host();
+  if (h.store_get == nullptr || h.store_set == nullptr) {
+    fail(BP_UNIMPLEMENTED, concat(what, ": the host provides plugin ABI ", h.abi_major, ".", h.abi_minor,
+                                  ", which has no key-value store (added in ABI 1.11); upgrade the host"));
+  }
+  return h;
+}
+}  // namespace detail
+
+// The world's key-value store, keyed per process group (BP_HostApi.store_set
+// and store_get, ABI 1.11): what a group's ranks exchange before their
+// collective library runs. storeGet waits for the key at most the group's
+// timeout; both throw bp::Error (BP_DEADLINE_EXCEEDED, BP_FAILED_PRECONDITION
+// when the world has no store, saying what to set).
+inline void storeSet(int64_t group, const std::string& key, const void* value, size_t size) {
+  throwIfError(detail::storeHost("storeSet").store_set(group, key.c_str(), value, size));
+}
+inline std::string storeGet(int64_t group, const std::string& key) {
+  const BP_HostApi& h = detail::storeHost("storeGet");
+  std::string value(256, '\0');
+  size_t size = 0;
+  BP_Error* e = h.store_get(group, key.c_str(), value.data(), value.size(), &size);
+  if (e != nullptr && h.error_code(e) == BP_OUT_OF_RANGE) {  // larger than the first guess: it is there now
+    h.error_free(e);
+    value.resize(size);
+    e = h.store_get(group, key.c_str(), value.data(), value.size(), &size);
+  }
+  throwIfError(e);
+  value.resize(size);
+  return value;
+}
+#endif
+
 }  // namespace bp
 
 #endif  // BACKPLANE_PLUGIN_HOST_HPP_
