@@ -1,15 +1,17 @@
 // encoder: one BERT-base encoder layer on the device picked at run time,
 // checked, profiled and timed.
 //
-//   encoder [--device auto|cpu|cuda:0|...] [--batch N] [--seq N] [--hidden N] [--heads N] [--ffn N]
-//           [--vocab N] [--iters N] [--seed N] [--output FILE]
+//   encoder [--device auto|cpu|cuda:0|...] [--devices LIST] [--batch N] [--seq N] [--hidden N] [--heads N]
+//           [--ffn N] [--vocab N] [--iters N] [--seed N] [--output FILE]
 //
 // The layer's weights come from a fixed seed. Its output on the device is
 // checked against the same layer on the CPU (or, when the device is the CPU,
 // against the plain double-precision reference of reference.h); then one run
 // is profiled op by op and --iters runs are timed. Exit codes: 0 the check
 // passed, 1 it failed or an error occurred (a --device that does not exist
-// is one: the message lists the devices present), 2 a usage error.
+// is one: the message lists the devices present), 2 a usage error. With
+// --devices the layer runs data parallel over the devices listed (Note [Data
+// parallel in one process]) and is checked against the first device alone.
 //
 // The `output:` line sums the layer's output, and --output FILE writes every
 // value, so that another implementation of the layer (the Python one,
@@ -30,6 +32,7 @@
 #include "backplane/core/str_cat.h"
 #include "backplane/dispatch/dispatcher.h"
 #include "backplane/ops/tensor.h"
+#include "backplane/runtime/data_parallel.h"
 #include "backplane/runtime/profiler.h"
 #include "backplane/runtime/runtime.h"
 #include "encoder.h"
@@ -44,8 +47,8 @@ using sample::deviceLine;
 using sample::fallbackLine;
 
 constexpr const char* kUsage =
-    "usage: encoder [--device auto|cpu|cuda:0|...] [--batch N] [--seq N] [--hidden N] [--heads N] [--ffn N]\n"
-    "               [--vocab N] [--iters N] [--seed N] [--output FILE]";
+    "usage: encoder [--device auto|cpu|cuda:0|...] [--devices LIST] [--batch N] [--seq N] [--hidden N] [--heads N]\n"
+    "               [--ffn N] [--vocab N] [--iters N] [--seed N] [--output FILE]";
 
 constexpr const char* kHelp =
     "\n"
@@ -63,6 +66,10 @@ constexpr const char* kHelp =
     "  --heads N       attention heads; must divide --hidden (12)\n"
     "  --ffn N         feed-forward inner size (3072)\n"
     "  --vocab N       vocabulary size (30522)\n"
+    "  --devices LIST  data parallel in this process (Note [Data parallel in one process]): the batch split\n"
+    "                  over the comma-separated devices (e.g. cpu,gpusim:0,cuda:0), the weights copied to\n"
+    "                  each, the layer run on all at once, the outputs gathered on the first; checked\n"
+    "                  against the same layer on the first device alone\n"
     "  --iters N       timed runs after the warm-up (5)\n"
     "  --seed N        seed of the weights and the batch (0)\n"
     "  --output FILE   also write the output's values to FILE: a '#' line with its sizes, then one value\n"
@@ -76,6 +83,7 @@ constexpr int64_t kReferenceSequences = 2;
 
 struct Flags {
   std::string device = "auto";
+  std::string devices;  // --devices LIST; empty: one device
   EncoderConfig config;
   int64_t iters = 5;
   uint64_t seed = 0;
@@ -87,6 +95,7 @@ std::optional<Flags> parseFlags(int argc, char** argv, std::string& error) {
   Flags flags;
   if (!sample::parseFlags(argc, argv,
                           {{"--device", &flags.device},
+                           {"--devices", &flags.devices},
                            {"--batch", &flags.config.batch},
                            {"--seq", &flags.config.seq},
                            {"--hidden", &flags.config.hidden},
@@ -132,6 +141,63 @@ void writeValues(const std::string& path, const Tensor& output, const std::vecto
   const bool written = std::ferror(f) == 0;
   const bool closed = std::fclose(f) == 0;
   BP_CHECK(written && closed, "--output: writing '", path, "' failed: ", std::strerror(errno));
+}
+
+// --devices: the layer data parallel over the listed devices (Note [Data
+// parallel in one process]), checked against the same layer on the first
+// device alone, then timed.
+int runDataParallel(const Flags& flags) {
+  const EncoderConfig& config = flags.config;
+  Runtime rt;
+  std::vector<Device> devices;
+  for (std::string_view rest = flags.devices; !rest.empty();) {
+    const size_t comma = rest.find(',');
+    devices.push_back(rt.device(std::string(rest.substr(0, comma))));
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+  }
+  BP_CHECK(devices.size() >= 2, "--devices needs two or more devices, got '", flags.devices, "'; for one use --device");
+  const EncoderWeights cpu_weights = EncoderWeights::random(config, flags.seed);
+  const EncoderBatch cpu_batch = EncoderBatch::random(config, flags.seed);
+  // Replicate: the weights on every device.
+  std::vector<EncoderWeights> replicas;
+  for (const Device& d : devices) replicas.push_back(cpu_weights.to(d));
+  const std::vector<int64_t> split = parallel::splitSizes(config.batch, devices.size());
+  auto layer = [&] {
+    // Scatter the batch, run every replica at once, gather on the first device.
+    const std::vector<Tensor> tokens = parallel::scatter(cpu_batch.token_ids, devices);
+    const std::vector<Tensor> lengths = parallel::scatter(cpu_batch.lengths, devices);
+    std::vector<Tensor> outputs(devices.size());
+    parallel::parallelApply(devices.size(), [&](size_t i) {
+      outputs[i] = encoderLayer(replicas[i], EncoderBatch{tokens[i], lengths[i]});
+    });
+    return parallel::gather(outputs, devices[0]);
+  };
+  const Tensor output = layer();
+  const Tensor single = encoderLayer(replicas[0], cpu_batch.to(devices[0]));
+  const Difference diff = compareResults(output.toVector<double>(), single.toVector<double>());
+  const bool tf32 = tf32MatrixProducts(devices[0]);
+  const double tolerance = tf32 ? kTf32OutputTolerance : kOutputTolerance;
+  const bool passed = diff.max_abs <= tolerance && output.sizes() == single.sizes();
+
+  for (const Device& d : devices) DeviceTypeRegistry::global().interfaceOrThrow(d.type).synchronize(d);
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < flags.iters; ++i) layer();
+  for (const Device& d : devices) DeviceTypeRegistry::global().interfaceOrThrow(d.type).synchronize(d);
+  const std::chrono::duration<double, std::milli> elapsed = std::chrono::steady_clock::now() - start;
+
+  std::string names, parts;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    names += (i ? ", " : "") + devices[i].str();
+    parts += (i ? " + " : "") + std::to_string(split[i]);
+  }
+  std::printf("encoder layer: %s, seed %llu\n", config.str().c_str(), static_cast<unsigned long long>(flags.seed));
+  std::printf("devices:  %s (data parallel in one process: %s sequences)\n", names.c_str(), parts.c_str());
+  std::printf("check:    output %s gathered on %s %s the layer on %s alone: max abs diff %.1e %s tolerance %.0e\n",
+              strCat(output.sizes()).c_str(), devices[0].str().c_str(), passed ? "matches" : "DOES NOT MATCH",
+              devices[0].str().c_str(), diff.max_abs, passed ? "<=" : ">", tolerance);
+  std::printf("time:     %.2f ms per layer (scatter, replicas, gather; mean of %lld runs after a warm-up)\n",
+              elapsed.count() / static_cast<double>(flags.iters), static_cast<long long>(flags.iters));
+  return passed ? 0 : 1;
 }
 
 int run(const Flags& flags) {
@@ -231,7 +297,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    return encoder::run(*flags);
+    return flags->devices.empty() ? encoder::run(*flags) : encoder::runDataParallel(*flags);
   } catch (const backplane::Error& e) {
     std::fprintf(stderr, "encoder: error: %s\n", e.what());
     return 1;
