@@ -18,8 +18,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "backplane/autograd/autograd.h"
 #include "backplane/ops/ops.h"
+#include "backplane/ops/random.h"
 #include "backplane/runtime/collectives.h"
+#include "backplane/runtime/distributed_data_parallel.h"
 #include "backplane/runtime/profiler.h"
 #include "backplane/runtime/runtime.h"
 #include "backplane/testing/errors.h"
@@ -321,6 +324,56 @@ TEST(Collectives, SeenByTheProfiler) {
   const OpReport report = profiler.report();
   EXPECT_NE(report.find("comm::all_reduce_", DispatchKey::CPU), nullptr) << report.table();
   EXPECT_NE(report.find("comm::barrier", DispatchKey::CPU), nullptr) << report.table();
+}
+
+// Note [Gradient buckets]: a two-layer network trained data parallel, each
+// rank on its own 3 rows of the batch, gets the gradients one process gets
+// on the whole batch (every rank computes those itself), float32 to 1e-6
+// relative, in buckets small enough that there are several; two steps, so
+// the buckets start afresh; rank 0's parameters reach every rank.
+TEST(DistributedDataParallel, GradientsEqualOneProcessOnTheWholeBatch) {
+  manualSeed(11);  // the same draws on every rank
+  Tensor w1 = randn({16, 8}), b1 = randn({16}), w2 = randn({4, 16}), b2 = randn({4});
+  const Tensor x = randn({3 * size(), 8}), y = randn({3 * size(), 4});
+  const std::vector<Tensor> start = {w1.clone(), b1.clone(), w2.clone(), b2.clone()};
+  if (rank() != 0) w1.fill_(0.5);  // replaced by rank 0's values
+  for (Tensor* p : {&w1, &b1, &w2, &b2}) p->requires_grad_();
+  auto loss = [&](const Tensor& xs, const Tensor& ys) {
+    const Tensor out = linear(relu(linear(xs, w1, b1)), w2, b2);
+    return mean(mul(sub(out, ys), sub(out, ys)));
+  };
+  parallel::DistributedDataParallel ddp({w1, b1, w2, b2},
+                                        {.group = comm::world(), .bucket_cap_mb = 0.0003, .first_bucket_mb = 0.0001});
+  EXPECT_EQ(floats(w1), floats(start[0]));
+  EXPECT_GE(ddp.bucketCount(), 3u);
+  EXPECT_EQ(ddp.bucketOfParameters().back(), 0u);  // the last parameter's gradient comes first
+  for (int step = 0; step < 2; ++step) {
+    SCOPED_TRACE(step);
+    const std::vector<Tensor> whole = autograd::grad({loss(x, y)}, {w1, b1, w2, b2});
+    for (Tensor* p : {&w1, &b1, &w2, &b2}) p->set_grad(Tensor());
+    loss(x.narrow(0, 3 * rank(), 3), y.narrow(0, 3 * rank(), 3)).backward();
+    ddp.finishGradientSync();
+    const std::vector<Tensor> params = {w1, b1, w2, b2};
+    for (size_t i = 0; i < params.size(); ++i) {
+      const std::vector<float> got = floats(params[i].grad()), want = floats(whole[i]);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t k = 0; k < got.size(); ++k)
+        EXPECT_NEAR(got[k], want[k], 1e-6 * std::abs(want[k]) + 1e-7) << "parameter " << i << " element " << k;
+    }
+    for (const parallel::DistributedDataParallel::BucketTimes& t : ddp.stepTimeline()) EXPECT_LE(t.started, t.ended);
+  }
+}
+
+TEST(DistributedDataParallel, AParameterWithoutAGradientIsNamed) {
+  Tensor used = ones({3}).requires_grad_(), unused = ones({2}).requires_grad_();
+  parallel::DistributedDataParallel ddp({used, unused});
+  sum(mul(used, 2.0)).backward();
+  expectError([&] { ddp.finishGradientSync(); }, absl::StatusCode::kFailedPrecondition,
+              {"parameter 1", "got no gradient in this step"});
+  // The next step works.
+  sum(add(mul(used, 2.0), sum(unused))).backward();  // d/d unused: 3 (one per element of used)
+  ddp.finishGradientSync();
+  EXPECT_THAT(floats(unused.grad()), ::testing::Each(3.0f));
 }
 
 // Run by mpirun_case.py only (BACKPLANE_MPI_CASE names the case): rank 1
