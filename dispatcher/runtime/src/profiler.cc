@@ -92,6 +92,8 @@ struct ThreadRecords {
     thread = id.str();
   }
   const bool synchronize_device;  // ProfilerOptions::synchronize_device
+  bool record_events = false;     // ProfilerOptions::record_events
+  int index = 0;                  // this thread's place in the session (OpReport::threads)
   const bool watched;             // ProfilerOptions::hang_after is set (Note [Watchdog])
   std::string thread;             // the id of the thread that records here
   absl::Mutex mu;
@@ -106,6 +108,14 @@ struct ThreadRecords {
     bool reported;
   };
   std::vector<InFlight> in_flight ABSL_GUARDED_BY(mu);
+  // Every call, when record_events is set (Note [Timelines]).
+  struct Event {
+    const OperatorEntry* op;
+    DispatchKey backend;
+    std::chrono::steady_clock::time_point start;
+    std::chrono::nanoseconds duration;
+  };
+  std::vector<Event> events ABSL_GUARDED_BY(mu);
 };
 
 }  // namespace
@@ -145,6 +155,7 @@ ActiveSession& activeSession() {
 }
 
 struct CallCost {
+  Clock::time_point start;
   nanoseconds total{0};
   nanoseconds self{0};
   uint64_t fallback_bytes = 0;
@@ -181,7 +192,7 @@ class CallFrame {
     const TransferCount now = detail::tls_host_device_transfers;
     const TransferCount moved{now.bytes - start_transfers_.bytes, now.copies - start_transfers_.copies};
     const CallCost cost{
-        total, total - children_, detail::tls_fallback_bytes,
+        start_, total, total - children_, detail::tls_fallback_bytes,
         TransferCount{moved.bytes - children_transfers_.bytes, moved.copies - children_transfers_.copies}};
     detail::tls_fallback_bytes = saved_fallback_bytes_;
     thread_.top = parent_;
@@ -215,7 +226,9 @@ std::shared_ptr<ThreadRecords> recordsFor(ThreadState& thread, uint64_t id) {
   if (!active.session || active.session->id != id) return nullptr;
   const ProfilerOptions& options = active.session->options;
   thread.records = std::make_shared<ThreadRecords>(options.synchronize_device, options.hang_after.count() > 0);
+  thread.records->record_events = options.record_events;
   absl::MutexLock session_lock(&active.session->mu);
+  thread.records->index = static_cast<int>(active.session->threads.size());
   active.session->threads.push_back(thread.records);
   return thread.records;
 }
@@ -241,6 +254,7 @@ void addCall(ThreadRecords& records, const OperatorEntry& op, DispatchKey backen
   row.transfer_copies += cost.transfers.copies;
   row.total_time += cost.total;
   row.self_time += cost.self;
+  if (records.record_events) records.events.push_back({&op, backend, cost.start, cost.total});
 }
 
 void mergeInto(OpStats& into, const OpStats& from) {
@@ -497,11 +511,19 @@ OpReport Profiler::report() const {
   {
     absl::MutexLock lock(&session_->mu);
     report.wall_time = session_->stopped.value_or(Clock::now()) - session_->start;
+    report.started_at = session_->start.time_since_epoch();
     for (const auto& records : session_->threads) {
       absl::MutexLock records_lock(&records->mu);
       for (const auto& [key, row] : records->rows) mergeInto(merged[key], row);
+      if (!records->record_events) continue;
+      report.threads.push_back(records->thread);
+      for (const ThreadRecords::Event& e : records->events)
+        report.events.push_back(
+            {e.op->qualifiedName(), e.backend, records->index, e.start - session_->start, e.duration});
     }
   }
+  std::stable_sort(report.events.begin(), report.events.end(),
+                   [](const TraceEvent& a, const TraceEvent& b) { return a.start < b.start; });
   report.ops.reserve(merged.size());
   for (auto& [key, row] : merged) {
     row.op = key.first->qualifiedName();
@@ -516,6 +538,46 @@ OpReport Profiler::report() const {
 }
 
 // ------------------------------------------------------------ the report
+
+namespace {
+// `s` as a JSON string's contents.
+std::string jsonEscaped(std::string_view s) {
+  std::string out;
+  for (const char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+}  // namespace
+
+std::string OpReport::chromeTraceEvents(int pid, const std::string& process_name) const {
+  std::string out = strCat(R"({"name":"process_name","ph":"M","pid":)", pid, R"(,"tid":0,"args":{"name":")",
+                           jsonEscaped(process_name), R"("}})");
+  for (size_t t = 0; t < threads.size(); ++t)
+    out += strCat(R"(,{"name":"thread_name","ph":"M","pid":)", pid, R"(,"tid":)", t, R"(,"args":{"name":"thread )", t,
+                  " (", jsonEscaped(threads[t]), R"x()"}})x");
+  char num[64];
+  for (const TraceEvent& e : events) {
+    std::snprintf(num, sizeof num, R"("ts":%.3f,"dur":%.3f)", static_cast<double>((started_at + e.start).count()) / 1e3,
+                  static_cast<double>(e.duration.count()) / 1e3);
+    out += strCat(R"(,{"name":")", jsonEscaped(e.op), R"(","cat":"op","ph":"X",)", num, R"(,"pid":)", pid, R"(,"tid":)",
+                  e.thread, R"(,"args":{"backend":")", jsonEscaped(dispatchKeyName(e.backend)), R"("}})");
+  }
+  return out;
+}
+
+std::string OpReport::chromeTrace(int pid, const std::string& process_name) const {
+  return strCat(R"({"displayTimeUnit":"ms","traceEvents":[)", chromeTraceEvents(pid, process_name), "]}");
+}
 
 std::string OpStats::how() const {
   const std::array<std::pair<KernelKind, uint64_t>, 4> kinds = {{

@@ -117,6 +117,39 @@ TEST_F(ProfilerTest, CountsCallsPerOpAndHowTheyRan) {
     EXPECT_GE(report.ops[i - 1].self_time, report.ops[i].self_time) << "rows are sorted by self time";
 }
 
+// Note [Timelines]: every call an event on its thread's track, nested
+// calls inside their callers, and a trace in the Chrome trace event format.
+TEST_F(ProfilerTest, RecordedEventsMakeAChromeTraceWithATrackPerThread) {
+  Tensor a = floats(4), b = floats(4);
+  Profiler prof({.record_events = true});
+  add().call(a, b, 1);
+  std::thread([&] { sub().call(a, b, 1); }).join();
+  prof.stop();
+  const OpReport report = prof.report();
+  ASSERT_EQ(report.events.size(), 4u) << "add.Tensor, add.out, sub.Tensor, sub.out";
+  ASSERT_EQ(report.threads.size(), 2u);
+  EXPECT_EQ(report.events[0].op, "bp::add.Tensor");
+  EXPECT_EQ(report.events[1].op, "bp::add.out");
+  EXPECT_EQ(report.events[0].thread, 0);
+  EXPECT_EQ(report.events[2].thread, 1);
+  // add.out runs inside add.Tensor.
+  EXPECT_GE(report.events[1].start, report.events[0].start);
+  EXPECT_LE(report.events[1].start + report.events[1].duration, report.events[0].start + report.events[0].duration);
+  for (size_t i = 1; i < report.events.size(); ++i) EXPECT_GE(report.events[i].start, report.events[i - 1].start);
+  const std::string trace = report.chromeTrace(3, "rank 3");
+  EXPECT_THAT(trace, HasSubstr(R"({"displayTimeUnit":"ms","traceEvents":[{"name":"process_name","ph":"M","pid":3)"));
+  EXPECT_THAT(trace, HasSubstr(R"("args":{"name":"rank 3"})"));
+  EXPECT_THAT(trace, HasSubstr(R"({"name":"thread_name","ph":"M","pid":3,"tid":1)"));
+  EXPECT_THAT(trace, HasSubstr(R"({"name":"bp::sub.out","cat":"op","ph":"X","ts":)"));
+  EXPECT_THAT(trace, HasSubstr(R"("pid":3,"tid":1,"args":{"backend":"CPU"}})"));
+  EXPECT_EQ(std::count(trace.begin(), trace.end(), '{'), std::count(trace.begin(), trace.end(), '}'));
+  EXPECT_EQ(trace.back(), '}');
+  // Without record_events there are no events.
+  Profiler plain;
+  add().call(a, b, 1);
+  EXPECT_TRUE(plain.report().events.empty());
+}
+
 TEST_F(ProfilerTest, CompositeSelfTimeExcludesItsNestedOutCall) {
   Tensor a = floats(1 << 16), b = floats(1 << 16);
   Profiler prof;

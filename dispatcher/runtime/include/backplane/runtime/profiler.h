@@ -108,6 +108,19 @@ struct ProfilerOptions {
   // std::abort() (to get a core dump) or return; it must not start or stop a
   // Profiler.
   std::function<void(const HangReport&)> on_hang = nullptr;
+  // Keep every call as an event (its op, thread, start and duration) for a
+  // timeline: OpReport::events and chromeTrace() (Note [Timelines]). Off by
+  // default: it costs memory per call (about 48 bytes).
+  bool record_events = false;
+};
+
+// One call, when ProfilerOptions::record_events is set.
+struct TraceEvent {
+  std::string op;                                // "bp::add.Tensor"
+  DispatchKey backend = DispatchKey::Undefined;  // the backend key whose kernel served it
+  int thread = 0;                                // index into OpReport::threads
+  std::chrono::nanoseconds start{0};             // since the Profiler started
+  std::chrono::nanoseconds duration{0};          // including the ops it called
 };
 
 // One (operator, backend) row of an OpReport.
@@ -146,6 +159,14 @@ struct OpStats {
 // What a Profiler recorded.
 struct OpReport {
   std::vector<OpStats> ops;  // longest self time first
+  // With ProfilerOptions::record_events: every call, by start time, and the
+  // recording threads' names (the first thread to call an op is 0).
+  std::vector<TraceEvent> events;
+  std::vector<std::string> threads;
+  // When the Profiler started, on the steady clock (since its epoch: on
+  // Linux the boot, the same for every process of a machine, so that the
+  // timelines of ranks on one machine line up).
+  std::chrono::nanoseconds started_at{0};
   // From the Profiler's start until it was stopped (or until report() if it
   // is still running).
   std::chrono::nanoseconds wall_time{0};
@@ -158,6 +179,23 @@ struct OpReport {
   // composite if any was, else native. The host<->device part adds up every
   // row's transfer_bytes and transfer_copies.
   std::string summary() const;
+  // Note [Timelines]
+  // The events as a trace in the Chrome trace event format (a JSON object
+  // with "traceEvents"), which Perfetto (ui.perfetto.dev) and
+  // chrome://tracing open, as PyTorch's export_chrome_trace: one complete
+  // ("X") event per call, in microseconds of the steady clock (started_at
+  // plus the event's start), on one track per recording thread
+  // (`tid`), in the process `pid` (a rank: one track group per rank when the
+  // traces of several ranks are merged, chromeTraceEvents below), named
+  // `process_name`. Nested calls sit under their callers. Device work
+  // appears as the calls that issued or waited for it (set
+  // synchronize_device for calls that include it); a device's streams have
+  // no tracks of their own yet.
+  std::string chromeTrace(int pid = 0, const std::string& process_name = "backplane") const;
+  // The same events as a comma-separated list of JSON objects, to merge
+  // the traces of several processes into one {"traceEvents": [...]}.
+  std::string chromeTraceEvents(int pid = 0, const std::string& process_name = "backplane") const;
+
   // A fixed-width table of every row (op, backend, calls, how, fallback
   // bytes, host<->device bytes and copies, self, self %, total), then the
   // summary line. For humans: parse
