@@ -68,6 +68,7 @@ from . import autograd  # noqa: F401
 from . import optim  # noqa: F401
 from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: F401
 from . import conformance  # noqa: F401
+from . import distributed  # noqa: F401
 from .profiler import profile  # noqa: F401
 
 globals()["bool"] = bool_

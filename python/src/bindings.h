@@ -27,6 +27,7 @@ void bindAutograd(nb::module_& m);  // autograd.cc: grad mode, backward, grad, c
 void bindTensorData(nb::module_& m);  // tensor_data.cc: tensor(), numpy(), tolist(), indexing
 void bindDLPack(nb::module_& m);      // dlpack.cc: __dlpack__, __dlpack_device__, from_dlpack
 void bindStreams(nb::module_& m);     // streams.cc: Stream, Event, default_stream
+void bindDistributed(nb::module_& m); // distributed.cc: process groups, the store, DistributedDataParallel
 
 // --- Conversions shared by the parts.
 

@@ -20,4 +20,5 @@ NB_MODULE(_backplane, m) {
   bindStreams(m);
   bindRandom(m);
   bindAutograd(m);
+  bindDistributed(m);
 }

@@ -1,7 +1,7 @@
 """The comm:: collectives from Python, as operators (bp.ops.comm.*): in this
 process (a world of one) on the CPU and on a device without kernels, and
-across two processes under mpirun (docs/collectives.md). The module
-backplane.distributed is not built yet; these call the operators by name."""
+across two processes under mpirun (docs/collectives.md), called by name
+(test_distributed.py covers backplane.distributed over them)."""
 import os
 import shutil
 import subprocess
