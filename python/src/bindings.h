@@ -24,10 +24,10 @@ void bindRandom(nb::module_& m);    // random.cc: manual_seed, initial_seed
 void bindAutograd(nb::module_& m);  // autograd.cc: grad mode, backward, grad, custom functions
 
 // Tensor data from and to Python, bound on the Tensor type above.
-void bindTensorData(nb::module_& m);  // tensor_data.cc: tensor(), numpy(), tolist(), indexing
-void bindDLPack(nb::module_& m);      // dlpack.cc: __dlpack__, __dlpack_device__, from_dlpack
-void bindStreams(nb::module_& m);     // streams.cc: Stream, Event, default_stream
-void bindDistributed(nb::module_& m); // distributed.cc: process groups, the store, DistributedDataParallel
+void bindTensorData(nb::module_& m);   // tensor_data.cc: tensor(), numpy(), tolist(), indexing
+void bindDLPack(nb::module_& m);       // dlpack.cc: __dlpack__, __dlpack_device__, from_dlpack
+void bindStreams(nb::module_& m);      // streams.cc: Stream, Event, default_stream
+void bindDistributed(nb::module_& m);  // distributed.cc: process groups, the store, DistributedDataParallel
 
 // --- Conversions shared by the parts.
 

@@ -63,9 +63,9 @@ void bindDistributed(nb::module_& m) {
           [](Ddp* self, const std::vector<Tensor>& params, const comm::Group& group, double bucket_cap_mb,
              double first_bucket_mb) {
             nb::gil_scoped_release release;  // the constructor broadcasts the parameters
-            new (self) Ddp(params, parallel::DdpOptions{.group = group,
-                                                        .bucket_cap_mb = bucket_cap_mb,
-                                                        .first_bucket_mb = first_bucket_mb});
+            new (self)
+                Ddp(params, parallel::DdpOptions{
+                                .group = group, .bucket_cap_mb = bucket_cap_mb, .first_bucket_mb = first_bucket_mb});
           },
           nb::arg("params"), nb::arg("group"), nb::arg("bucket_cap_mb"), nb::arg("first_bucket_mb"))
       .def("finish_gradient_sync",

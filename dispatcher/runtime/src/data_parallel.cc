@@ -5,6 +5,7 @@
 #include <string>
 #include <thread>
 
+#include "backplane/autograd/autograd.h"
 #include "backplane/core/error.h"
 #include "backplane/core/str_cat.h"
 #include "backplane/ops/ops.h"
@@ -47,8 +48,12 @@ Tensor gather(absl::Span<const Tensor> parts, Device destination, int64_t dim) {
 
 void parallelApply(size_t n, const std::function<void(size_t)>& fn) {
   std::vector<std::exception_ptr> errors(n);
+  // The replicas' threads run in the caller's grad mode (a NoGradGuard
+  // around the call holds for every replica).
+  const bool grad_enabled = autograd::isGradEnabled();
   auto runOne = [&](size_t i) {
     try {
+      autograd::GradModeGuard mode(grad_enabled);
       fn(i);
     } catch (...) {
       errors[i] = std::current_exception();
@@ -56,7 +61,12 @@ void parallelApply(size_t n, const std::function<void(size_t)>& fn) {
   };
   std::vector<std::thread> threads;
   threads.reserve(n > 0 ? n - 1 : 0);
-  for (size_t i = 1; i < n; ++i) threads.emplace_back(runOne, i);
+  try {
+    for (size_t i = 1; i < n; ++i) threads.emplace_back(runOne, i);
+  } catch (...) {  // no thread for a replica: end the ones started, then say so
+    for (std::thread& t : threads) t.join();
+    throw;
+  }
   if (n > 0) runOne(0);
   for (std::thread& t : threads) t.join();
   for (size_t i = 0; i < n; ++i) {
@@ -67,6 +77,8 @@ void parallelApply(size_t n, const std::function<void(size_t)>& fn) {
       throw Error(e.code(), strCat("replica ", i, ": ", e.message()));
     } catch (const std::exception& e) {
       throw Error(absl::StatusCode::kInternal, strCat("replica ", i, ": ", e.what()));
+    } catch (...) {
+      throw Error(absl::StatusCode::kUnknown, strCat("replica ", i, " threw something that is not an exception"));
     }
   }
 }

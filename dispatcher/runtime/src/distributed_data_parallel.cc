@@ -34,6 +34,8 @@ struct DistributedDataParallel::State {
 
   std::mutex step_mu;  // the step's bookkeeping (hooks may run on several threads)
   std::vector<bool> arrived;
+  size_t arrivals = 0;    // parameters whose gradient arrived this step
+  bool repeated = false;  // a gradient arrived twice (a second backward before finishGradientSync)
   size_t next_launch = 0;
 
   std::mutex queue_mu;  // the communication thread's queue
@@ -50,7 +52,7 @@ struct DistributedDataParallel::State {
       {
         std::unique_lock<std::mutex> lock(queue_mu);
         queue_cv.wait(lock, [&] { return stop || !queue.empty(); });
-        if (queue.empty()) return;
+        if (stop) return;  // what is still queued is dropped: the wrapper is going away
         b = queue.front();
         queue.pop_front();
       }
@@ -92,8 +94,12 @@ struct DistributedDataParallel::State {
 
   void gradientArrived(size_t p) {
     std::lock_guard<std::mutex> lock(step_mu);
-    if (arrived[p]) return;
+    if (arrived[p]) {
+      repeated = true;  // its bucket may be on its way already: finishGradientSync says so
+      return;
+    }
     arrived[p] = true;
+    ++arrivals;
     Bucket& bucket = buckets[bucket_of[p]];
     if (++bucket.ready == bucket.params.size()) bucket.times.ready = Clock::now();
     // In bucket order on every rank (Note [Gradient buckets]).
@@ -153,12 +159,17 @@ DistributedDataParallel::DistributedDataParallel(std::vector<Tensor> parameters,
     b.flat = empty({n}, {.dtype = first.dtype(), .device = first.device()});
   }
   s.arrived.assign(s.params.size(), false);
-  s.thread = std::thread([state = state_.get()] { state->communicate(); });
   const std::weak_ptr<State> weak = state_;
-  for (size_t i = 0; i < s.params.size(); ++i)
-    s.hook_ids.push_back(autograd::registerPostAccumulateGradHook(s.params[i], [weak, i](const Tensor&) {
-      if (std::shared_ptr<State> live = weak.lock()) live->gradientArrived(i);
-    }));
+  try {
+    for (size_t i = 0; i < s.params.size(); ++i)
+      s.hook_ids.push_back(autograd::registerPostAccumulateGradHook(s.params[i], [weak, i](const Tensor&) {
+        if (std::shared_ptr<State> live = weak.lock()) live->gradientArrived(i);
+      }));
+  } catch (...) {
+    for (size_t i = 0; i < s.hook_ids.size(); ++i) autograd::removeHook(s.params[i], s.hook_ids[i]);
+    throw;
+  }
+  s.thread = std::thread([state = state_.get()] { state->communicate(); });  // last: nothing after it throws
 }
 
 DistributedDataParallel::~DistributedDataParallel() {
@@ -174,10 +185,13 @@ DistributedDataParallel::~DistributedDataParallel() {
 
 void DistributedDataParallel::finishGradientSync() {
   State& s = *state_;
-  size_t launched, missing = s.params.size();
+  size_t launched, arrivals, missing = s.params.size();
+  bool repeated;
   {
     std::lock_guard<std::mutex> lock(s.step_mu);
     launched = s.next_launch;
+    arrivals = s.arrivals;
+    repeated = s.repeated;
     for (size_t i = 0; i < s.params.size() && missing == s.params.size(); ++i)
       if (!s.arrived[i]) missing = i;
   }
@@ -193,12 +207,27 @@ void DistributedDataParallel::finishGradientSync() {
   std::lock_guard<std::mutex> lock(s.step_mu);
   auto reset = [&] {
     s.next_launch = 0;
+    s.arrivals = 0;
+    s.repeated = false;
     s.arrived.assign(s.params.size(), false);
     for (State::Bucket& b : s.buckets) b.ready = 0;
   };
   if (error) {
     reset();
     std::rethrow_exception(error);
+  }
+  if (repeated) {
+    reset();
+    throw Error(absl::StatusCode::kFailedPrecondition,
+                "DistributedDataParallel: a parameter's gradient arrived twice in this step (two backward() calls "
+                "before finishGradientSync, as gradient accumulation does): its bucket was averaged with the first "
+                "only. Call finishGradientSync after every backward");
+  }
+  if (arrivals == 0) {
+    reset();
+    throw Error(absl::StatusCode::kFailedPrecondition,
+                "DistributedDataParallel: finishGradientSync with no backward since the last one (no parameter got a "
+                "gradient); call it once after each backward");
   }
   if (missing != s.params.size()) {
     reset();

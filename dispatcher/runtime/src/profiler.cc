@@ -522,8 +522,10 @@ OpReport Profiler::report() const {
             {e.op->qualifiedName(), e.backend, records->index, e.start - session_->start, e.duration});
     }
   }
-  std::stable_sort(report.events.begin(), report.events.end(),
-                   [](const TraceEvent& a, const TraceEvent& b) { return a.start < b.start; });
+  // By start; a caller before a call it made at the same instant (longer first).
+  std::stable_sort(report.events.begin(), report.events.end(), [](const TraceEvent& a, const TraceEvent& b) {
+    return a.start != b.start ? a.start < b.start : a.duration > b.duration;
+  });
   report.ops.reserve(merged.size());
   for (auto& [key, row] : merged) {
     row.op = key.first->qualifiedName();

@@ -9,6 +9,7 @@
 // to add the sum (i64). A connection carries one request at a time.
 #include "backplane/runtime/store.h"
 
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -20,11 +21,13 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -83,9 +86,17 @@ std::string request(Op op, std::string_view key, std::string_view value) {
 
 // --- A world of one: the store is this process's.
 
+void checkSizes(std::string_view key, std::string_view value) {
+  if (key.empty() || key.size() > kMaxKey || value.size() > kMaxValue)
+    throw Error(absl::StatusCode::kInvalidArgument,
+                strCat("the store holds keys of 1 to ", kMaxKey, " bytes and values of at most ", kMaxValue,
+                       " bytes; got a key of ", key.size(), " and a value of ", value.size()));
+}
+
 class LocalStore final : public Store {
  public:
   void set(std::string_view key, std::string_view value) override {
+    checkSizes(key, value);
     {
       std::lock_guard<std::mutex> lock(mu_);
       values_[std::string(key)] = std::string(value);
@@ -93,6 +104,7 @@ class LocalStore final : public Store {
     cv_.notify_all();
   }
   std::string get(std::string_view key, double timeout_seconds) override {
+    checkSizes(key, {});
     std::unique_lock<std::mutex> lock(mu_);
     const std::string k(key);
     if (!cv_.wait_until(lock, deadlineAfter(timeout_seconds), [&] { return values_.count(k) != 0; }))
@@ -102,6 +114,7 @@ class LocalStore final : public Store {
     return values_[k];
   }
   int64_t add(std::string_view key, int64_t delta) override {
+    checkSizes(key, {});
     int64_t sum;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -143,36 +156,35 @@ class Server {
     return "";
   }
 
-  // Serves until the process exits (the thread is detached).
+  // Serves until the process exits (the thread is detached). Client
+  // sockets are non-blocking, each with its own output buffer, so a client
+  // that stops reading holds up only itself.
   void run() {
     std::vector<pollfd> fds;
     for (;;) {
       fds.clear();
       fds.push_back({fd_, POLLIN, 0});
-      for (const Client& c : clients_) fds.push_back({c.fd, POLLIN, 0});
+      for (const Client& c : clients_)
+        fds.push_back({c.fd, static_cast<short>(POLLIN | (c.out.empty() ? 0 : POLLOUT)), 0});
       if (::poll(fds.data(), fds.size(), -1) < 0) {
         if (errno == EINTR) continue;
+        std::fprintf(stderr, "backplane: the world's store stopped serving: poll() failed: %s\n", std::strerror(errno));
         return;
       }
-      if (fds[0].revents & POLLIN) {
-        const int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-        if (c >= 0) {
-          const int one = 1;
-          ::setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-          clients_.push_back(Client{c, {}, {}, false});
-        }
-      }
+      if (fds[0].revents & POLLIN) accept();
       for (size_t i = 1; i < fds.size(); ++i) {
-        if (fds[i].revents == 0) continue;
         Client& c = clients_[i - 1];
-        char buf[65536];
-        const ssize_t n = ::recv(c.fd, buf, sizeof buf, 0);
-        if (n <= 0) {
-          c.closed = true;
-          continue;
+        if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) {
+          char buf[65536];
+          const ssize_t n = ::recv(c.fd, buf, sizeof buf, MSG_DONTWAIT);
+          if (n > 0) {
+            c.in.append(buf, static_cast<size_t>(n));
+            serveRequests(c);
+          } else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+            c.closed = true;
+          }
         }
-        c.in.append(buf, static_cast<size_t>(n));
-        serveRequests(c);
+        if (!c.closed && (fds[i].revents & POLLOUT)) flush(c);
       }
       dropClosed();
     }
@@ -182,21 +194,49 @@ class Server {
   struct Client {
     int fd;
     std::string in;
-    std::string waiting_for;  // the key of a get not answered yet
-    bool closed;
+    std::string out;                         // answers not sent yet
+    std::optional<std::string> waiting_for;  // the key of a get not answered yet
+    bool closed = false;
   };
 
-  void send(Client& c, const std::string& bytes) {
-    size_t done = 0;
-    while (done < bytes.size()) {
-      const ssize_t n = ::send(c.fd, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
-      if (n <= 0) {
-        if (n < 0 && errno == EINTR) continue;
+  void accept() {
+    const int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (c < 0) {
+      // Out of file descriptors: the connection stays queued; wait rather
+      // than spin, and say why once.
+      if (errno == EMFILE || errno == ENFILE) {
+        if (!warned_fds_)
+          std::fprintf(stderr, "backplane: the world's store cannot accept a connection: %s (raise ulimit -n)\n",
+                       std::strerror(errno));
+        warned_fds_ = true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      return;
+    }
+    const int one = 1;
+    ::setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    clients_.push_back(Client{c, {}, {}, std::nullopt, false});
+  }
+
+  // Sends what the socket takes now; the rest waits for POLLOUT.
+  void flush(Client& c) {
+    while (!c.out.empty()) {
+      const ssize_t n = ::send(c.fd, c.out.data(), c.out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n > 0) {
+        c.out.erase(0, static_cast<size_t>(n));
+      } else if (n < 0 && errno == EINTR) {
+        continue;
+      } else {
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
         c.closed = true;
         return;
       }
-      done += static_cast<size_t>(n);
     }
+  }
+
+  void send(Client& c, const std::string& bytes) {
+    c.out += bytes;
+    flush(c);
   }
 
   void answerGet(Client& c, const std::string& value) {
@@ -204,16 +244,16 @@ class Server {
     putU32(r, static_cast<uint32_t>(value.size()));
     r.append(value);
     send(c, r);
-    c.waiting_for.clear();
+    c.waiting_for.reset();
   }
 
   void wake(const std::string& key) {
     for (Client& w : clients_)
-      if (!w.closed && !w.waiting_for.empty() && w.waiting_for == key) answerGet(w, values_[key]);
+      if (!w.closed && w.waiting_for == key) answerGet(w, values_[key]);
   }
 
   void serveRequests(Client& c) {
-    while (!c.closed && c.waiting_for.empty() && c.in.size() >= kHeader) {
+    while (!c.closed && !c.waiting_for && c.in.size() >= kHeader) {
       const auto op = static_cast<Op>(c.in[0]);
       const uint32_t klen = getU32(c.in.data() + 1), vlen = getU32(c.in.data() + 5);
       if (klen > kMaxKey || vlen > kMaxValue) {
@@ -267,13 +307,15 @@ class Server {
   }
 
   int fd_ = -1;
+  bool warned_fds_ = false;
   std::vector<Client> clients_;
   std::map<std::string, std::string> values_;
 };
 
 struct ServerState {
-  std::once_flag once;
-  std::string error;  // why rank 0 does not serve; "" when it does
+  std::mutex mu;
+  bool serving = false;  // or tried and failed (error says why)
+  std::string error;     // why rank 0 does not serve; "" when it does or has not tried
 };
 ServerState& serverState() {
   static ServerState* s = new ServerState();  // read by worldStore() for the life of the process
@@ -282,56 +324,26 @@ ServerState& serverState() {
 
 // --- The client, in every rank of a world of two or more.
 
-class TcpStore final : public Store {
+// One connection to the server: a non-blocking socket, every wait a poll()
+// bounded by the call's deadline (connect included), so no call outlives
+// its timeout but for resolving the host's name. Not thread-safe.
+class Connection {
  public:
-  TcpStore(std::string host, int port, double timeout_seconds)
-      : host_(std::move(host)), port_(port), timeout_(timeout_seconds) {}
+  Connection(const std::string& host, int port) : host_(host), port_(port) {}
+  ~Connection() { close(); }
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
 
-  void set(std::string_view key, std::string_view value) override {
-    checkSizes(key, value);
-    roundTrip(request(kSet, key, value), key, deadlineAfter(timeout_), 1, "set");
-  }
-  std::string get(std::string_view key, double timeout_seconds) override {
-    checkSizes(key, {});
-    std::lock_guard<std::mutex> lock(mu_);
-    const Clock::time_point deadline = deadlineAfter(timeout_seconds);
-    connectLocked(deadline);
-    sendLocked(request(kGet, key, {}), key, deadline, "get");
-    std::string length = receiveLocked(4, key, deadline, "get", timeout_seconds);
-    return receiveLocked(getU32(length.data()), key, deadline, "get", timeout_seconds);
-  }
-  int64_t add(std::string_view key, int64_t delta) override {
-    checkSizes(key, {});
-    return i64Of(roundTrip(request(kAdd, key, i64Bytes(delta)), key, deadlineAfter(timeout_), 8, "add"));
-  }
-
- private:
-  static void checkSizes(std::string_view key, std::string_view value) {
-    if (key.size() > kMaxKey || value.size() > kMaxValue)
-      throw Error(absl::StatusCode::kInvalidArgument,
-                  strCat("the store holds keys of at most ", kMaxKey, " bytes and values of at most ", kMaxValue,
-                         " bytes; got a key of ", key.size(), " and a value of ", value.size()));
-  }
-
-  std::string where() const { return strCat(host_, ":", port_); }
-
-  std::string roundTrip(const std::string& req, std::string_view key, Clock::time_point deadline, size_t answer,
-                        const char* what) {
-    std::lock_guard<std::mutex> lock(mu_);
-    connectLocked(deadline);
-    sendLocked(req, key, deadline, what);
-    return receiveLocked(answer, key, deadline, what, timeout_);
-  }
-
-  [[noreturn]] void failLocked(absl::StatusCode code, const std::string& message) {
+  bool open() const { return fd_ >= 0; }
+  void close() {
     if (fd_ >= 0) ::close(fd_);  // the server forgets a closed connection's pending get
     fd_ = -1;
-    throw Error(code, message);
   }
+  std::string where() const { return strCat(host_, ":", port_); }
 
   // Connects (retrying while rank 0 is not up yet) and checks that the
   // server is the world's store.
-  void connectLocked(Clock::time_point deadline) {
+  void connect(Clock::time_point deadline, double timeout_seconds) {
     if (fd_ >= 0) return;
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
@@ -344,9 +356,9 @@ class TcpStore final : public Store {
         last_error = strCat("cannot resolve '", host_, "': ", gai_strerror(rc));
       } else {
         for (addrinfo* a = found; a != nullptr && fd_ < 0; a = a->ai_next) {
-          const int s = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+          const int s = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
           if (s < 0) continue;
-          if (::connect(s, a->ai_addr, a->ai_addrlen) == 0) {
+          if (::connect(s, a->ai_addr, a->ai_addrlen) == 0 || (errno == EINPROGRESS && connected(s, deadline))) {
             fd_ = s;
           } else {
             last_error = std::strerror(errno);
@@ -357,72 +369,144 @@ class TcpStore final : public Store {
       }
       if (fd_ >= 0) break;
       if (Clock::now() > deadline)
-        throw Error(absl::StatusCode::kDeadlineExceeded,
-                    strCat("the world's store at ", where(), " did not answer within ", timeout_, " s (", last_error,
-                           "): world rank 0 serves it from its first use of process groups; is rank 0 alive, and "
-                           "are BACKPLANE_MASTER_ADDR and BACKPLANE_MASTER_PORT the same on every rank?"));
+        throw Error(
+            absl::StatusCode::kDeadlineExceeded,
+            strCat("the world's store at ", where(), " did not answer within ", timeout_seconds, " s (", last_error,
+                   "): world rank 0 serves it from its first use of process groups; is rank 0 alive, and "
+                   "are BACKPLANE_MASTER_ADDR and BACKPLANE_MASTER_PORT the same on every rank?"));
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     const int one = 1;
     ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    sendLocked(request(kHello, {}, {}), "(hello)", deadline, "hello");
-    const std::string magic = receiveLocked(4, "(hello)", deadline, "hello", timeout_);
+    send(request(kHello, {}, {}), "(hello)", "hello", deadline, timeout_seconds);
+    const std::string magic = receive(4, "(hello)", "hello", deadline, timeout_seconds);
     if (getU32(magic.data()) != kMagic)
-      failLocked(absl::StatusCode::kFailedPrecondition,
-                 strCat("something other than the world's store answers at ", where(),
-                        " (BACKPLANE_MASTER_PORT: choose a port no other program uses)"));
+      fail(absl::StatusCode::kFailedPrecondition,
+           strCat("something other than the world's store answers at ", where(),
+                  " (BACKPLANE_MASTER_PORT: choose a port no other program uses)"));
   }
 
-  void sendLocked(const std::string& bytes, std::string_view key, Clock::time_point deadline, const char* what) {
+  void send(const std::string& bytes, std::string_view key, const char* what, Clock::time_point deadline,
+            double timeout_seconds) {
     size_t done = 0;
     while (done < bytes.size()) {
-      pollfd p{fd_, POLLOUT, 0};
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-      if (left <= 0 || ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1 << 30))) == 0)
-        failLocked(
-            absl::StatusCode::kDeadlineExceeded,
-            strCat("the store's ", what, " of '", key, "' could not be sent to ", where(), " within ", timeout_, " s"));
-      const ssize_t n = ::send(fd_, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
-      if (n < 0 && errno == EINTR) continue;
+      if (!wait(POLLOUT, deadline))
+        fail(absl::StatusCode::kDeadlineExceeded, strCat("the store's ", what, " of '", key, "' could not be sent to ",
+                                                         where(), " within ", timeout_seconds, " s"));
+      const ssize_t n = ::send(fd_, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
       if (n <= 0) lost(key, what);
       done += static_cast<size_t>(n);
     }
   }
 
-  std::string receiveLocked(size_t n, std::string_view key, Clock::time_point deadline, const char* what,
-                            double timeout_seconds) {
+  std::string receive(size_t n, std::string_view key, const char* what, Clock::time_point deadline,
+                      double timeout_seconds) {
     std::string out(n, '\0');
     size_t done = 0;
     while (done < n) {
-      pollfd p{fd_, POLLIN, 0};
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-      if (left <= 0 || ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1 << 30))) == 0)
-        failLocked(absl::StatusCode::kDeadlineExceeded,
-                   std::string_view(what) == "get"
-                       ? strCat("the store's key '", key, "' was not set within ", timeout_seconds,
-                                " s (the world's store at ", where(),
-                                "): the rank that sets it has died, hangs, or never got there")
-                       : strCat("the world's store at ", where(), " did not answer the ", what, " of '", key,
-                                "' within ", timeout_seconds, " s"));
-      const ssize_t got = ::recv(fd_, out.data() + done, n - done, 0);
-      if (got < 0 && errno == EINTR) continue;
+      if (!wait(POLLIN, deadline))
+        fail(absl::StatusCode::kDeadlineExceeded,
+             std::string_view(what) == "get" ? strCat("the store's key '", key, "' was not set within ",
+                                                      timeout_seconds, " s (the world's store at ", where(),
+                                                      "): the rank that sets it has died, hangs, or never got there")
+                                             : strCat("the world's store at ", where(), " did not answer the ", what,
+                                                      " of '", key, "' within ", timeout_seconds, " s"));
+      const ssize_t got = ::recv(fd_, out.data() + done, n - done, MSG_DONTWAIT);
+      if (got < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
       if (got <= 0) lost(key, what);
       done += static_cast<size_t>(got);
     }
     return out;
   }
 
+ private:
+  // Waits until the socket is ready for `events`; false at the deadline.
+  // A signal's EINTR waits on; a failing poll() is a lost connection.
+  bool wait(short events, Clock::time_point deadline) const {
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      if (left <= 0) return false;
+      pollfd p{fd_, events, 0};
+      const int rc = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1 << 30)));
+      if (rc > 0) return true;
+      if (rc < 0 && errno != EINTR) return true;  // the send or recv that follows reports it
+    }
+  }
+
+  // Whether non-blocking connect() of `s` completes before the deadline.
+  static bool connected(int s, Clock::time_point deadline) {
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      pollfd p{s, POLLOUT, 0};
+      const int rc = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(left, 1 << 30))));
+      if (rc < 0 && errno == EINTR) continue;
+      if (rc <= 0) {
+        errno = ETIMEDOUT;
+        return false;
+      }
+      int error = 0;
+      socklen_t len = sizeof error;
+      if (::getsockopt(s, SOL_SOCKET, SO_ERROR, &error, &len) != 0) return false;
+      errno = error;
+      return error == 0;
+    }
+  }
+
+  [[noreturn]] void fail(absl::StatusCode code, const std::string& message) {
+    close();
+    throw Error(code, message);
+  }
   [[noreturn]] void lost(std::string_view key, const char* what) {
-    failLocked(absl::StatusCode::kUnavailable,
-               strCat("the world's store at ", where(), " closed the connection during the ", what, " of '", key,
-                      "': world rank 0 has exited or died"));
+    fail(absl::StatusCode::kUnavailable, strCat("the world's store at ", where(), " closed the connection during the ",
+                                                what, " of '", key, "': world rank 0 has exited or died"));
+  }
+
+  const std::string host_;
+  const int port_;
+  int fd_ = -1;
+};
+
+class TcpStore final : public Store {
+ public:
+  TcpStore(std::string host, int port, double timeout_seconds)
+      : host_(std::move(host)), port_(port), timeout_(timeout_seconds), shared_(host_, port_) {}
+
+  void set(std::string_view key, std::string_view value) override {
+    checkSizes(key, value);
+    roundTrip(request(kSet, key, value), key, 1, "set");
+  }
+  // On a connection of its own: a get waiting for its key blocks no other
+  // call of this process (the set it waits for may come from here).
+  std::string get(std::string_view key, double timeout_seconds) override {
+    checkSizes(key, {});
+    const Clock::time_point deadline = deadlineAfter(timeout_seconds);
+    Connection c(host_, port_);
+    c.connect(deadline, timeout_seconds);
+    c.send(request(kGet, key, {}), key, "get", deadline, timeout_seconds);
+    const std::string length = c.receive(4, key, "get", deadline, timeout_seconds);
+    return c.receive(getU32(length.data()), key, "get", deadline, timeout_seconds);
+  }
+  int64_t add(std::string_view key, int64_t delta) override {
+    checkSizes(key, {});
+    return i64Of(roundTrip(request(kAdd, key, i64Bytes(delta)), key, 8, "add"));
+  }
+
+ private:
+  // set and add: a short request and answer on the shared connection.
+  std::string roundTrip(const std::string& req, std::string_view key, size_t answer, const char* what) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const Clock::time_point deadline = deadlineAfter(timeout_);
+    shared_.connect(deadline, timeout_);
+    shared_.send(req, key, what, deadline, timeout_);
+    return shared_.receive(answer, key, what, deadline, timeout_);
   }
 
   const std::string host_;
   const int port_;
   const double timeout_;
-  std::mutex mu_;  // one request at a time on the connection
-  int fd_ = -1;
+  std::mutex mu_;  // one request at a time on the shared connection
+  Connection shared_;
 };
 
 // BACKPLANE_MASTER_PORT as a port; 0 when unset; throws when malformed.
@@ -448,19 +532,20 @@ namespace detail {
 void serveWorldStoreIfRankZero(int rank, int size) {
   if (rank != 0 || size < 2) return;
   ServerState& s = serverState();
-  std::call_once(s.once, [&] {
-    int port = 0;
-    try {
-      port = masterPort();
-    } catch (const Error& e) {
-      s.error = e.what();
-      return;
-    }
-    if (port == 0) return;        // worldStore() says what is missing
-    auto* server = new Server();  // lives as long as the process, as its thread does
-    s.error = server->listenOn(port);
-    if (s.error.empty()) std::thread([server] { server->run(); }).detach();
-  });
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.serving) return;
+  int port = 0;
+  try {
+    port = masterPort();
+  } catch (const Error& e) {
+    s.error = e.what();
+    return;
+  }
+  if (port == 0) return;  // not yet: a later call (worldStore()) may find it set
+  s.serving = true;
+  auto* server = new Server();  // lives as long as the process, as its thread does
+  s.error = server->listenOn(port);
+  if (s.error.empty()) std::thread([server] { server->run(); }).detach();
 }
 }  // namespace detail
 
@@ -478,7 +563,10 @@ Store& worldStore() {
                          "BACKPLANE_MASTER_ADDR, rank 0's host, when the ranks span machines); under mpirun pass "
                          "them with -x"));
     detail::serveWorldStoreIfRankZero(w.rank(), w.size());
-    if (w.rank() == 0 && !serverState().error.empty()) throw Error(absl::StatusCode::kUnavailable, serverState().error);
+    if (w.rank() == 0) {
+      std::lock_guard<std::mutex> lock(serverState().mu);
+      if (!serverState().error.empty()) throw Error(absl::StatusCode::kUnavailable, serverState().error);
+    }
     return new TcpStore(masterAddr(), port, w.timeoutSeconds());
   }();
   return *store;

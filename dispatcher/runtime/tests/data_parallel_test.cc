@@ -71,6 +71,13 @@ TEST(DataParallel, ReplicasRunAtOnceAndAFailureNamesItsReplica) {
       },
       absl::StatusCode::kInvalidArgument, {"replica 2: shape mismatch in layer 3"});
   EXPECT_EQ(finished.load(), 3);  // every replica ran to its end first
+  // Every replica runs in the caller's grad mode.
+  std::vector<int> enabled(3, -1);
+  {
+    autograd::NoGradGuard no_grad;
+    parallel::parallelApply(3, [&](size_t i) { enabled[i] = autograd::isGradEnabled() ? 1 : 0; });
+  }
+  EXPECT_EQ(enabled, (std::vector<int>{0, 0, 0}));
 }
 
 TEST(DataParallel, GradientsFlowBackThroughGatherReplicasAndScatter) {

@@ -10,9 +10,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -165,9 +167,15 @@ TEST(WorldStore, AWorldOfOneKeepsItInTheProcess) {
         const size_t bytes = s.get("a", 1).size();
         const long long first = s.add("n", 2), second = s.add("n", 3);
         std::fprintf(stderr, "a: %zu bytes; add %lld %lld\n", bytes, first, second);
+        try {
+          s.set("", "x");
+        } catch (const Error& e) {
+          std::fprintf(stderr, "empty key: %s\n", e.what());
+        }
         s.get("never", 0.2);
       },
-      "a: 3 bytes; add 2 5\nerror: the store's key 'never' was not set within 0.2 s");
+      "a: 3 bytes; add 2 5\nempty key: the store holds keys of 1 to 4096 bytes.*\nerror: the store's key 'never' was "
+      "not set within 0.2 s");
 }
 
 // Two processes with no launcher (BACKPLANE_RANK, BACKPLANE_WORLD_SIZE and
@@ -186,6 +194,13 @@ TEST(WorldStore, TwoProcessesMeetThroughRankZeroFromCppAndFromAPlugin) {
         s.set(strCat("from", rank), strCat("hello from ", rank));
         const std::string other = s.get(strCat("from", 1 - rank), 30);
         const long long arrived = s.add("arrived", 1);
+        // A get waiting for its key holds up no other call of this process:
+        // the set it waits for comes from this process's main thread.
+        std::string own;
+        std::thread waiter([&] { own = s.get(strCat("own", rank), 30); });
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        s.set(strCat("own", rank), "mine");
+        waiter.join();
         Runtime rt(RuntimeOptions{
             .plugin_paths = {BACKPLANE_CPU_PLUGIN_PATH, strCat(BACKPLANE_TEST_PLUGIN_DIR, "/tp_store.so")},
             .load_default_plugins = false});
@@ -195,7 +210,7 @@ TEST(WorldStore, TwoProcessesMeetThroughRankZeroFromCppAndFromAPlugin) {
                                .typed<Tensor(const Tensor&, int64_t)>()
                                .call(mine, 0);
         const std::vector<uint8_t> bytes = all.toVector<uint8_t>();
-        const bool ok = bytes == std::vector<uint8_t>{1, 1, 2, 2};
+        const bool ok = bytes == std::vector<uint8_t>{1, 1, 2, 2} && own == "mine";
         if (child == 0) std::_Exit(other == "hello from 0" && ok ? 0 : 1);
         int status = 0;
         waitpid(child, &status, 0);

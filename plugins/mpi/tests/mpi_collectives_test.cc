@@ -374,6 +374,17 @@ TEST(DistributedDataParallel, AParameterWithoutAGradientIsNamed) {
   sum(add(mul(used, 2.0), sum(unused))).backward();  // d/d unused: 3 (one per element of used)
   ddp.finishGradientSync();
   EXPECT_THAT(floats(unused.grad()), ::testing::Each(3.0f));
+  // Two backwards in one step (gradient accumulation) are refused, and so is
+  // a finish with no backward; the step after each starts afresh.
+  sum(add(used, sum(unused))).backward();
+  sum(add(used, sum(unused))).backward();
+  expectError([&] { ddp.finishGradientSync(); }, absl::StatusCode::kFailedPrecondition, {"arrived twice"});
+  expectError([&] { ddp.finishGradientSync(); }, absl::StatusCode::kFailedPrecondition, {"with no backward"});
+  used.set_grad(Tensor());
+  unused.set_grad(Tensor());
+  sum(add(used, sum(unused))).backward();
+  ddp.finishGradientSync();
+  EXPECT_THAT(floats(used.grad()), ::testing::Each(1.0f));
 }
 
 // Run by mpirun_case.py only (BACKPLANE_MPI_CASE names the case): rank 1

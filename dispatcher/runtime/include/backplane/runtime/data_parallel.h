@@ -41,9 +41,10 @@ std::vector<Tensor> scatter(const Tensor& t, absl::Span<const Device> devices, i
 Tensor gather(absl::Span<const Tensor> parts, Device destination, int64_t dim = 0);
 
 // Runs fn(i) for every i in [0, n) at once: i = 0 on the calling thread, the
-// others on threads of their own, and returns when all have returned. If any
-// threw, rethrows the first (lowest i) as backplane::Error prefixed with
-// "replica i: ", after every replica has finished.
+// others on threads of their own, each in the caller's grad mode, and
+// returns when all have returned. If any threw, rethrows the first (lowest
+// i) as backplane::Error prefixed with "replica i: ", after every replica
+// has finished.
 void parallelApply(size_t n, const std::function<void(size_t)>& fn);
 
 }  // namespace backplane::parallel

@@ -22,8 +22,11 @@
 //   collectives in the same order.
 // - finishGradientSync() waits for every bucket's all_reduce and copies the
 //   averages back into each parameter's grad(); call it after backward and
-//   before the optimizer's step. Every parameter must get a gradient in each
-//   step: one that did not is named.
+//   before the optimizer's step, once per backward (gradient accumulation
+//   over several backwards is refused, naming it). Every parameter must get
+//   a gradient in each step: one that did not is named. A backward that
+//   failed half-way is ended by finishGradientSync too (it throws what was
+//   missing), so that the next step starts with every rank at bucket 0.
 // - Each step is recorded (stepTimeline()): when each bucket's all_reduce
 //   started and ended and when backward ended, so a test and the profiler
 //   can see the overlap.
@@ -66,7 +69,8 @@ class DistributedDataParallel {
   std::vector<size_t> bucketOfParameters() const;
 
   // The last step's timeline, in steady-clock time: for each bucket, when its
-  // all_reduce started and ended; and when its last gradient arrived.
+  // last gradient arrived and when its all_reduce started and ended. Read it
+  // after finishGradientSync (during a step the communication thread writes it).
   struct BucketTimes {
     std::chrono::steady_clock::time_point ready, started, ended;
   };

@@ -16,17 +16,23 @@
 //   (`mpirun -x BACKPLANE_MASTER_ADDR=node1 -x BACKPLANE_MASTER_PORT=29500`).
 //   A world of one keeps its store in the process.
 // - When: rank 0 serves from the first time its world is read (any process
-//   group call, a plugin reading a group, the mpi plugin loading) until it
-//   exits; a rank that starts earlier retries its connection until its
+//   group call, a plugin reading a group, the mpi plugin loading) with
+//   BACKPLANE_MASTER_PORT set, or else from its first use of the store, until
+//   it exits; a rank that starts earlier retries its connection until its
 //   timeout. A rank 0 that never reads its world, or exits, leaves the
 //   others to time out, naming the address.
 // - Bounded: every call waits at most the world's timeout (Note [Collective
 //   timeouts] in process_group.h) and fails with kDeadlineExceeded naming
 //   the key and the address; a server that answers wrongly (another program
 //   at the port) is named as such.
-// - Not a hot path: a call is a TCP round trip to rank 0 under one lock per
-//   process. Values are bytes (at most 64 MiB); keys are strings (at most
-//   4 KiB).
+// - Not a hot path: a call is a TCP round trip to rank 0; set and add share
+//   one connection per process, one at a time, and each get has a connection
+//   of its own (a get waiting for its key holds up no other call). The
+//   server's sockets are non-blocking, so a rank that stops reading holds up
+//   only itself. Values are bytes (at most 64 MiB); keys are non-empty
+//   strings (at most 4 KiB).
+// - Not authenticated, as torch.distributed's TCPStore: whoever reaches the
+//   port can read and write keys. Run jobs on networks you trust.
 
 #include <cstdint>
 #include <string>
