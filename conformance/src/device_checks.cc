@@ -3,6 +3,7 @@
 // same DeviceInterface calls the core makes.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -15,6 +16,7 @@
 #include "backplane/core/device_interface.h"
 #include "backplane/core/device_type_registry.h"
 #include "backplane/core/error.h"
+#include "backplane/core/str_cat.h"
 
 namespace backplane::conformance {
 namespace {
@@ -288,8 +290,43 @@ bool completesWithin(DeviceProbe& c, Device d, DeviceInterface::EventHandle e, s
 // created stream, an event recorded after it, the current stream waiting
 // for it (or the host, without event_wait), then a copy on the current
 // stream must read the filled bytes; with several devices and
-// event_wait_device, an event of one device orders another's stream.
+// event_wait_device, an event of one device orders another's stream; with
+// event_timing (ABI 1.12), two timed events around a memset give a time
+// that is not negative, no longer than the host waited for it, and the
+// same negated when asked the other way round, and an event made without
+// timing is refused.
 constexpr std::chrono::milliseconds kEventQueryLimit{2000};
+
+void checkEventTiming(DeviceProbe& c, Device d, const DataPtr& b, size_t n) {
+  DeviceInterface& iface = c.iface();
+  DeviceInterface::EventHandle start = iface.createTimedEvent(d), end = iface.createTimedEvent(d);
+  DeviceInterface::EventHandle plain = iface.createEvent(d);
+  const auto host_before = std::chrono::steady_clock::now();
+  iface.recordEvent(d, start, nullptr);
+  iface.memset(b.get(), d, 0x22, n);
+  iface.recordEvent(d, end, nullptr);
+  iface.recordEvent(d, plain, nullptr);
+  iface.synchronizeEvent(d, end);
+  iface.synchronizeEvent(d, plain);
+  const double host_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - host_before).count();
+  const double ms = iface.eventElapsedMs(d, start, end), back = iface.eventElapsedMs(d, end, start);
+  bool plain_refused = false;
+  try {
+    (void)iface.eventElapsedMs(d, start, plain);
+  } catch (const Error&) {
+    plain_refused = true;
+  }
+  for (DeviceInterface::EventHandle e : {start, end, plain}) iface.destroyEvent(d, e);
+  const std::string what = "eventElapsedMs on " + d.str();
+  if (!(ms >= 0) || ms > host_ms * 1.01 + 1.0)
+    failed(what, strCat("two timed events around a 64 KiB memset are ", ms, " ms apart, but the host waited ", host_ms,
+                        " ms for them: the time must be >= 0 and at most what the host saw"));
+  if (std::abs(ms + back) > 1e-3)
+    failed(what, strCat("start to end is ", ms, " ms but end to start is ", back, " ms: it must be the negation"));
+  if (!plain_refused)
+    failed(what, "an event made by createEvent (no timing) was accepted: it must be refused with an error");
+}
 
 int checkEvents(DeviceProbe& c) {
   int steps = 0;
@@ -320,6 +357,10 @@ int checkEvents(DeviceProbe& c) {
       }
       c.expectBytes(b, 0, std::vector<uint8_t>(n, 0x11), "memset before a synchronized event of " + d.str());
       c.iface().destroyEvent(d, e);
+      ++steps;
+    }
+    if (caps.event_timing) {
+      checkEventTiming(c, d, b, n);
       ++steps;
     }
     if (caps.streams && caps.current_stream) {

@@ -196,6 +196,7 @@ std::string DeviceCapabilities::str() const {
   add(event_wait, "event_wait");
   add(event_query, "event_query");
   add(event_wait_device, "event_wait_device");
+  add(event_timing, "event_timing");
   add(host_accessible, "host_accessible");
   add(dlpack, "dlpack");
   return out.empty() ? "none" : out;

@@ -2060,6 +2060,44 @@ TEST_F(PluginHpp, RegisterDeviceFillsStreamAndEventSlotsWhenTheBackendHasThem) {
   EXPECT_EQ(backend.streams, 1);
 }
 
+// Event timing (ABI 1.12): a backend that has it gets both slots; the
+// trampolines pass the events and the milliseconds through and turn an
+// exception into an error. Without it both slots stay NULL.
+struct TimedBackend final : TestBackend {
+  bool hasEvents() override { return true; }
+  bool hasEventTiming() override { return true; }
+  BP_Event* createTimedEvent(int) override { return reinterpret_cast<BP_Event*>(&made); }
+  double eventElapsedMs(int device, BP_Event* start, BP_Event* end) override {
+    if (start == end) throw bp::Error(BP_FAILED_PRECONDITION, bp::detail::concat("device ", device, ": same event"));
+    return 2.5;
+  }
+  int made = 0;
+};
+
+TEST_F(PluginHpp, EventTimingFillsBothSlotsOrNeither) {
+  bp::Library m(fake::kPlugin);
+  TimedBackend timed;
+  StreamBackend untimed;
+  m.registerDevice("timed", &timed);
+  m.registerDevice("untimed", &untimed);
+  ASSERT_EQ(fake::g.devices.size(), 2u);
+  const BP_DeviceTypeDesc& d = *fake::g.devices[0];
+  ASSERT_TRUE(d.event_create_timed && d.event_elapsed_ms);
+  EXPECT_FALSE(fake::g.devices[1]->event_create_timed || fake::g.devices[1]->event_elapsed_ms);
+  BP_Event* e = nullptr;
+  EXPECT_EQ(fake::take(d.event_create_timed(d.ctx, 0, &e)).first, BP_OK);
+  EXPECT_EQ(e, reinterpret_cast<BP_Event*>(&timed.made));
+  double ms = 0;
+  EXPECT_EQ(fake::take(d.event_elapsed_ms(d.ctx, 0, e, nullptr, &ms)).first, BP_OK);
+  EXPECT_EQ(ms, 2.5);
+  const auto same = fake::take(d.event_elapsed_ms(d.ctx, 1, e, e, &ms));
+  EXPECT_EQ(same.first, BP_FAILED_PRECONDITION);
+  EXPECT_EQ(same.second, "device 1: same event");
+  const auto null_out = fake::take(d.event_elapsed_ms(d.ctx, 0, e, nullptr, nullptr));
+  EXPECT_EQ(null_out.first, BP_INVALID_ARGUMENT);
+  EXPECT_EQ(null_out.second, "event_elapsed_ms: NULL out_ms");
+}
+
 // A backend without them: every slot of both groups stays NULL, and the
 // C++ defaults say what is missing.
 TEST_F(PluginHpp, ABackendWithoutStreamsLeavesTheSlotsNull) {

@@ -54,6 +54,9 @@ using gpuDeviceProp_t = cudaDeviceProp;
 #define gpuMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
 #define gpuStreamNonBlocking cudaStreamNonBlocking
 #define gpuEventDisableTiming cudaEventDisableTiming
+#define gpuEventDefault cudaEventDefault
+#define gpuErrorInvalidResourceHandle cudaErrorInvalidResourceHandle
+#define gpuEventElapsedTime cudaEventElapsedTime
 #define gpuGetDeviceCount cudaGetDeviceCount
 #define gpuGetDeviceProperties cudaGetDeviceProperties
 #define gpuSetDevice cudaSetDevice
@@ -97,6 +100,9 @@ using gpuDeviceProp_t = hipDeviceProp_t;
 #define gpuMemcpyDeviceToDevice hipMemcpyDeviceToDevice
 #define gpuStreamNonBlocking hipStreamNonBlocking
 #define gpuEventDisableTiming hipEventDisableTiming
+#define gpuEventDefault hipEventDefault
+#define gpuErrorInvalidResourceHandle hipErrorInvalidHandle
+#define gpuEventElapsedTime hipEventElapsedTime
 #define gpuGetDeviceCount hipGetDeviceCount
 #define gpuGetDeviceProperties hipGetDeviceProperties
 #define gpuSetDevice hipSetDevice

@@ -282,7 +282,8 @@ struct DeviceState {
   // destroyed: handles from the host are checked against them.
   std::unordered_set<gpuStream_t> app_streams;
   std::unordered_set<gpuEvent_t> app_events;
-  std::vector<gpuEvent_t> spare_events;  // capacity kSpareEvents, never grown
+  std::unordered_set<gpuEvent_t> timed_events;  // the app events made by createTimedEvent
+  std::vector<gpuEvent_t> spare_events;         // capacity kSpareEvents, never grown
   LiveBlocks live;
   // Cached blocks per size class, the most recently freed last; a list
   // keeps its capacity when emptied.
@@ -672,20 +673,7 @@ class GpuBackend final : public bp::DeviceBackend {
     t_current_stream[device] = stream;
   }
 
-  BP_Event* createEvent(int device) override {
-    DeviceState& s = state(device);
-    DeviceGuard guard(device);
-    gpuEvent_t event = nullptr;
-    check(gpuEventCreateWithFlags(&event, gpuEventDisableTiming), BP_GPU_RUNTIME_PREFIX "EventCreateWithFlags");
-    try {
-      std::lock_guard<std::mutex> lock(s.mutex);
-      s.app_events.insert(event);
-    } catch (...) {
-      (void)gpuEventDestroy(event);
-      throw;
-    }
-    return reinterpret_cast<BP_Event*>(event);
-  }
+  BP_Event* createEvent(int device) override { return makeEvent(device, /*timed=*/false); }
 
   void destroyEvent(int device, BP_Event* handle) override {
     const gpuEvent_t event = appEvent(device, handle, "event_destroy");
@@ -693,6 +681,7 @@ class GpuBackend final : public bp::DeviceBackend {
     {
       std::lock_guard<std::mutex> lock(s.mutex);
       s.app_events.erase(event);
+      s.timed_events.erase(event);
     }
     DeviceGuard guard(device);
     check(gpuEventDestroy(event), BP_GPU_RUNTIME_PREFIX "EventDestroy");
@@ -720,6 +709,28 @@ class GpuBackend final : public bp::DeviceBackend {
     const gpuStream_t st = streamOf(stream_device, stream, "event_wait_device");
     DeviceGuard guard(stream_device);
     check(gpuStreamWaitEvent(st, e, 0), BP_GPU_RUNTIME_PREFIX "StreamWaitEvent");
+  }
+
+  // Timed events, for the profiler's stream tracks (ABI 1.12). Events for
+  // ordering stay without timing, which makes them cheaper to record.
+  bool hasEventTiming() override { return true; }
+  BP_Event* createTimedEvent(int device) override { return makeEvent(device, /*timed=*/true); }
+  double eventElapsedMs(int device, BP_Event* start, BP_Event* end) override {
+    const gpuEvent_t a = timedEvent(device, start);
+    const gpuEvent_t b = timedEvent(device, end);
+    DeviceGuard guard(device);
+    float ms = 0;
+    const gpuError_t r = gpuEventElapsedTime(&ms, a, b);
+    if (r == gpuErrorNotReady) {
+      (void)gpuGetLastError();
+      bp::fail(BP_FAILED_PRECONDITION, "event_elapsed_ms: an event has not completed yet (synchronize both first)");
+    }
+    if (r == gpuErrorInvalidResourceHandle) {
+      (void)gpuGetLastError();
+      bp::fail(BP_FAILED_PRECONDITION, "event_elapsed_ms: an event was never recorded (record both first)");
+    }
+    check(r, BP_GPU_RUNTIME_PREFIX "EventElapsedTime");
+    return ms;
   }
 
   void synchronizeEvent(int device, BP_Event* event) override {
@@ -757,6 +768,35 @@ class GpuBackend final : public bp::DeviceBackend {
   // The stream a handle names: the default stream for nullptr.
   static gpuStream_t streamOf(int device, BP_Stream* handle, const char* what) {
     return handle == nullptr ? defaultStream(state(device), device) : appStream(device, handle, what);
+  }
+  static BP_Event* makeEvent(int device, bool timed) {
+    DeviceState& s = state(device);
+    DeviceGuard guard(device);
+    gpuEvent_t event = nullptr;
+    check(gpuEventCreateWithFlags(&event, timed ? gpuEventDefault : gpuEventDisableTiming),
+          BP_GPU_RUNTIME_PREFIX "EventCreateWithFlags");
+    try {
+      std::lock_guard<std::mutex> lock(s.mutex);
+      s.app_events.insert(event);
+      if (timed) s.timed_events.insert(event);
+    } catch (...) {
+      (void)gpuEventDestroy(event);
+      throw;
+    }
+    return reinterpret_cast<BP_Event*>(event);
+  }
+  // An event made by createTimedEvent; fails naming what else it is.
+  static gpuEvent_t timedEvent(int device, BP_Event* handle) {
+    const gpuEvent_t event = appEvent(device, handle, "event_elapsed_ms");
+    DeviceState& s = state(device);
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.timed_events.count(event) == 0) {
+      bp::fail(BP_INVALID_ARGUMENT, bp::detail::concat("event_elapsed_ms: ", static_cast<const void*>(handle),
+                                                       " was made by event_create, which takes no time (make it "
+                                                       "with event_create_timed on " BP_GPU_NAME ":",
+                                                       device, ")"));
+    }
+    return event;
   }
   static gpuEvent_t appEvent(int device, BP_Event* handle, const char* what) {
     DeviceState& s = state(device);

@@ -104,6 +104,8 @@ class PluginDeviceInterface final : public DeviceInterface, public Allocator {
   void synchronizeEvent(Device device, EventHandle event) override;
   bool queryEvent(Device device, EventHandle event) override;
   void waitEventOnDevice(Device event_device, EventHandle event, Device stream_device, StreamHandle stream) override;
+  EventHandle createTimedEvent(Device device) override;
+  double eventElapsedMs(Device device, EventHandle start, EventHandle end) override;
 
  private:
   static void deallocate(void* ctx, void* ptr);
@@ -200,7 +202,9 @@ struct AbiFields<BP_DeviceTypeDesc> {
                                          BP_ABI_FIELD(event_synchronize),
                                          BP_ABI_FIELD(dlpack_device_type),
                                          BP_ABI_FIELD(event_query),
-                                         BP_ABI_FIELD(event_wait_device)};
+                                         BP_ABI_FIELD(event_wait_device),
+                                         BP_ABI_FIELD(event_create_timed),
+                                         BP_ABI_FIELD(event_elapsed_ms)};
 };
 template <>
 struct AbiFields<BP_TensorInfo> {

@@ -816,8 +816,9 @@ DeviceProperties PluginDeviceInterface::properties(Device d) const {
 // Note [Plugin streams and events]
 // BP_Stream*/BP_Event* pass through as the opaque handles of DeviceInterface.
 // A group is present when its required functions are (hasStreams(),
-// hasEvents()); get/set_current_stream, event_wait and event_query (ABI
-// 1.3) are optional within it. Every function of a missing group, or a
+// hasEvents()); get/set_current_stream, event_wait, event_query (ABI 1.3)
+// and the timing pair event_create_timed/event_elapsed_ms (ABI 1.12) are
+// optional within it. Every function of a missing group, or a
 // missing optional one, throws kUnimplemented naming the device type.
 
 DeviceCapabilities PluginDeviceInterface::capabilities() const {
@@ -828,6 +829,7 @@ DeviceCapabilities PluginDeviceInterface::capabilities() const {
   c.event_wait = c.events && desc_.event_wait;
   c.event_query = c.events && desc_.event_query;
   c.event_wait_device = c.events && desc_.event_wait_device;
+  c.event_timing = c.events && desc_.event_create_timed && desc_.event_elapsed_ms;
   c.host_accessible = isHostAccessible();
   c.dlpack = dlpackDeviceType() != 0;
   return c;
@@ -939,6 +941,28 @@ bool PluginDeviceInterface::queryEvent(Device d, EventHandle e) {
   uint8_t complete = 0;
   check(desc_.event_query(desc_.ctx, d.resolved().index, toEvent(e), &complete), "event_query");
   return complete != 0;
+}
+
+DeviceInterface::EventHandle PluginDeviceInterface::createTimedEvent(Device d) {
+  if (!hasEvents() || !desc_.event_create_timed) {
+    BP_THROW(kUnimplemented, "createTimedEvent: device type '", name_, "' has no ",
+             hasEvents() ? "event timing (event_create_timed, ABI 1.12)" : "events");
+  }
+  BP_ENTER_PLUGIN("event_create_timed");
+  BP_Event* e = nullptr;
+  check(desc_.event_create_timed(desc_.ctx, d.resolved().index, &e), "event_create_timed");
+  return e;
+}
+
+double PluginDeviceInterface::eventElapsedMs(Device d, EventHandle start, EventHandle end) {
+  if (!hasEvents() || !desc_.event_elapsed_ms) {
+    BP_THROW(kUnimplemented, "eventElapsedMs: device type '", name_, "' has no ",
+             hasEvents() ? "event timing (event_elapsed_ms, ABI 1.12)" : "events");
+  }
+  BP_ENTER_PLUGIN("event_elapsed_ms");
+  double ms = 0;
+  check(desc_.event_elapsed_ms(desc_.ctx, d.resolved().index, toEvent(start), toEvent(end), &ms), "event_elapsed_ms");
+  return ms;
 }
 
 #undef BP_ENTER_PLUGIN

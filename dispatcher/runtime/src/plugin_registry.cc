@@ -183,6 +183,13 @@ BP_Error* hostRegisterDeviceType(BP_Plugin* plugin, const BP_DeviceTypeDesc* raw
         "plugin '", p.status.name, "': BP_DeviceTypeDesc '", desc->name, "' has dlpack_device_type ",
         desc->dlpack_device_type, ", which is no DLDeviceType; set 0 when its addresses are not a DLPack device's")));
   }
+  if ((desc->event_create_timed == nullptr) != (desc->event_elapsed_ms == nullptr)) {
+    return toError(
+        absl::InvalidArgumentError(strCat("plugin '", p.status.name, "': BP_DeviceTypeDesc '", desc->name, "' sets ",
+                                          desc->event_create_timed ? "event_create_timed without event_elapsed_ms"
+                                                                   : "event_elapsed_ms without event_create_timed",
+                                          "; event timing (ABI 1.12) needs both, or neither")));
+  }
   auto& reg = DeviceTypeRegistry::global();
   auto& impl = registryImpl();
   std::string name = desc->name;

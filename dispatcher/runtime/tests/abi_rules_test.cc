@@ -477,6 +477,12 @@ TEST_F(AbiRulesTest, MissingRequiredSlotsMakeTheLoadFail) {
   for (const char* f : {"device_count", "allocate", "deallocate", "copy_host_to_device", "copy_device_to_host"})
     cases.push_back({f, strCat("BP_DeviceTypeDesc 'abireq_", f, "' lacks required field(s) ", f, " ", required)});
   cases.push_back({"fn", "plugin 'tp_abi_req_fn': BP_KernelDesc.fn is NULL"});
+  cases.push_back({"event_create_timed",
+                   "BP_DeviceTypeDesc 'abireq_event_create_timed' sets event_create_timed "
+                   "without event_elapsed_ms; event timing (ABI 1.12) needs both, or neither"});
+  cases.push_back({"event_elapsed_ms",
+                   "BP_DeviceTypeDesc 'abireq_event_elapsed_ms' sets event_elapsed_ms "
+                   "without event_create_timed; event timing (ABI 1.12) needs both, or neither"});
 
   for (const Case& c : cases) {
     const std::string plugin = "tp_abi_req_" + c.field, dev = "abireq_" + c.field;
@@ -598,6 +604,7 @@ TEST_F(AbiRulesTest, PaddingHostileCPluginWithFieldEndSizesHasEveryFieldReadRigh
     EXPECT_EQ(padInfo("tp_abi_pad_field_end", floats({1}), kPadEventQueries), 1);
   }
   EXPECT_FALSE(iface.capabilities().event_wait_device) << "event_wait_device (1.8) is NULL";
+  EXPECT_FALSE(iface.capabilities().event_timing) << "event_create_timed and event_elapsed_ms (1.12) are NULL";
   expectPaddingDeviceWorks(dev->type);
   expectTensorInfoIsRight("tp_abi_pad_field_end", dev->type);
   EXPECT_EQ(padInfo("tp_abi_pad_field_end", floats({1}), kPadTrapCalls), 0);
@@ -624,6 +631,7 @@ TEST_F(AbiRulesTest, PluginOfAbi12SendingSizeofStructSizesIsStillAccepted) {
     iface.destroyEvent(d, e);
   }
   EXPECT_FALSE(iface.capabilities().event_wait_device) << "event_wait_device lies past struct_size, in 0xA5 garbage";
+  EXPECT_FALSE(iface.capabilities().event_timing) << "event timing lies past struct_size, in 0xA5 garbage";
   expectPaddingDeviceWorks(dev->type);
   // Its tensor_info buffer's struct_size is sizeof(BP_TensorInfo), tail
   // padding included: the host writes the fields, not the padding.

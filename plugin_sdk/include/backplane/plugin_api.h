@@ -68,7 +68,8 @@
  *   (a composite) (Note [A plugin's own operators]); 1.10 added
  *   BP_HostApi.group_info and BP_GroupInfo (Note [Collective engines]);
  *   1.11 added BP_HostApi.store_set and store_get (Note [Collective
- *   engines]).
+ *   engines]); 1.12 added BP_DeviceTypeDesc.event_create_timed and
+ *   event_elapsed_ms.
  * - Strings passed in are borrowed for the duration of the call unless a
  *   field says otherwise; strings returned are owned by their producer.
  */
@@ -81,7 +82,7 @@
 #define BP_PLUGIN_MAGIC 0x4C504250u /* "BPPL" little-endian */
 #define BP_ABI_MAJOR 1
 /* This header's minor: the newest ABI it describes. */
-#define BP_HEADER_ABI_MINOR 11
+#define BP_HEADER_ABI_MINOR 12
 
 /* Note [The ABI a plugin's source targets]
  * BP_ABI_MINOR is the minor a plugin reports (BP_PluginInfo.abi_minor) and
@@ -421,8 +422,23 @@ typedef struct BP_DeviceTypeDesc {
    * across devices. */
   BP_Error* (*event_wait_device)(void* ctx, int32_t event_device, BP_Event* event, int32_t stream_device,
                                  BP_Stream* stream);
+
+  /* --- Added in ABI 1.12 (a host reads them only when struct_size covers them). */
+
+  /* Optional, both or neither (NULL: the device's events carry no time).
+   * event_create_timed makes an event like event_create (destroyed with
+   * event_destroy, usable with every event function) that also takes the
+   * time at which the device reaches each record of it. event_elapsed_ms
+   * sets *out_ms to the device's time in milliseconds from `start` to `end`
+   * (negative when `end` was reached first), as cudaEventElapsedTime does:
+   * both made by event_create_timed on `device`, recorded, and complete
+   * (an error otherwise, BP_FAILED_PRECONDITION for one not yet complete).
+   * The profiler uses them for a timeline track per stream (Note
+   * [Timelines] in the host's profiler.h). */
+  BP_Error* (*event_create_timed)(void* ctx, int32_t device, BP_Event** out);
+  BP_Error* (*event_elapsed_ms)(void* ctx, int32_t device, BP_Event* start, BP_Event* end, double* out_ms);
 } BP_DeviceTypeDesc;
-#define BP_DeviceTypeDesc_STRUCT_SIZE BP_STRUCT_SIZE(BP_DeviceTypeDesc, event_wait_device)
+#define BP_DeviceTypeDesc_STRUCT_SIZE BP_STRUCT_SIZE(BP_DeviceTypeDesc, event_elapsed_ms)
 
 /* ----------------------------------------------------------------- tensors */
 

@@ -6,6 +6,7 @@
 #include "sim_faults.h"
 #include "sim_guard.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -42,10 +43,19 @@ struct GpuSimStream {
 // Where an event was recorded: (queue, position), or no queue when its work
 // has all run (recorded on a synchronous stream, or never recorded). The
 // queue is shared so that an event may outlive its stream.
+// A timed event (made without gpuEventDisableTiming) also has the steady
+// clock's time at which its last record was reached: stamped at the record
+// on a stream that is idle, else by a marker queued after the work before it
+// (Note [Event timing in the simulator] in sim_runtime.h).
 struct GpuSimEvent {
   unsigned flags;
   std::shared_ptr<StreamQueue> queue;
   uint64_t position = 0;
+  struct Stamp {
+    bool reached = false;
+    std::chrono::steady_clock::time_point at;
+  };
+  std::shared_ptr<Stamp> stamp;  // null until recorded, or without timing; guarded by queueMutex()
 };
 
 namespace {
@@ -237,20 +247,36 @@ gpuError_t gpuStreamWaitEvent(gpuStream_t stream, gpuEvent_t event, unsigned) {
 }
 
 gpuError_t gpuEventCreateWithFlags(gpuEvent_t* event, unsigned flags) {
-  *event = new GpuSimEvent{flags, nullptr, 0};
+  *event = new GpuSimEvent{flags, nullptr, 0, nullptr};
   return gpuSuccess;
 }
 
 gpuError_t gpuEventRecord(gpuEvent_t event, gpuStream_t stream) {
   if (event == nullptr) return gpuErrorInvalidValue;
   std::lock_guard<std::recursive_mutex> lock(queueMutex());
+  const bool timed = (event->flags & gpuEventDisableTiming) == 0;
+  if (timed) event->stamp = std::make_shared<GpuSimEvent::Stamp>();
   if (stream == nullptr || stream->queue == nullptr || stream->queue->completed == stream->queue->queued) {
     event->queue = nullptr;  // everything before it has run
     event->position = 0;
+    if (timed) *event->stamp = {true, std::chrono::steady_clock::now()};
   } else {
+    if (timed) {
+      bp_gpu::sim::enqueue(stream, [stamp = event->stamp] { *stamp = {true, std::chrono::steady_clock::now()}; });
+    }
     event->queue = stream->queue;
     event->position = stream->queue->queued;
   }
+  return gpuSuccess;
+}
+
+gpuError_t gpuEventElapsedTime(float* ms, gpuEvent_t start, gpuEvent_t end) {
+  if (ms == nullptr || start == nullptr || end == nullptr) return gpuErrorInvalidValue;
+  std::lock_guard<std::recursive_mutex> lock(queueMutex());
+  // As CUDA: an event without timing or never recorded is an invalid handle.
+  if (start->stamp == nullptr || end->stamp == nullptr) return gpuErrorInvalidResourceHandle;
+  if (!start->stamp->reached || !end->stamp->reached) return gpuErrorNotReady;
+  *ms = std::chrono::duration<float, std::milli>(end->stamp->at - start->stamp->at).count();
   return gpuSuccess;
 }
 
@@ -289,6 +315,7 @@ const char* gpuGetErrorName(gpuError_t error) {
     case gpuErrorInvalidConfiguration: return "gpusimErrorInvalidConfiguration";
     case gpuErrorNoDevice: return "gpusimErrorNoDevice";
     case gpuErrorInvalidDevice: return "gpusimErrorInvalidDevice";
+    case gpuErrorInvalidResourceHandle: return "gpusimErrorInvalidResourceHandle";
     case gpuErrorNotReady: return "gpusimErrorNotReady";
     case gpuErrorInjectedFault: return "gpusimErrorInjectedFault";
   }
@@ -303,6 +330,7 @@ const char* gpuGetErrorString(gpuError_t error) {
     case gpuErrorInvalidConfiguration: return "invalid configuration argument";
     case gpuErrorNoDevice: return "no simulated device";
     case gpuErrorInvalidDevice: return "invalid device ordinal";
+    case gpuErrorInvalidResourceHandle: return "invalid resource handle";
     case gpuErrorNotReady: return "device not ready";
     case gpuErrorInjectedFault: return "fault injected by the test (gpusim::inject_fault)";
   }

@@ -65,6 +65,7 @@ enum gpuError_t : int {
   gpuErrorInvalidConfiguration = 9,
   gpuErrorNoDevice = 100,
   gpuErrorInvalidDevice = 101,
+  gpuErrorInvalidResourceHandle = 400,
   gpuErrorNotReady = 600,
   gpuErrorInjectedFault = 10000,  // Note [Fault injection in the simulator] (sim_faults.h)
 };
@@ -76,6 +77,7 @@ enum gpuMemcpyKind : int {
 };
 
 inline constexpr unsigned gpuStreamNonBlocking = 1;
+inline constexpr unsigned gpuEventDefault = 0;
 inline constexpr unsigned gpuEventDisableTiming = 2;
 // Simulator only: a stream whose work waits until forced (Note [Deferred
 // streams in the simulator]).
@@ -123,6 +125,14 @@ gpuError_t gpuEventRecord(gpuEvent_t event, gpuStream_t stream);
 gpuError_t gpuEventSynchronize(gpuEvent_t event);
 gpuError_t gpuEventQuery(gpuEvent_t event);
 gpuError_t gpuEventDestroy(gpuEvent_t event);
+// Note [Event timing in the simulator]
+// An event made without gpuEventDisableTiming takes the host's steady clock
+// when its record is reached: at once on a stream that is idle (every
+// synchronous stream), else when a deferred stream's work before it runs.
+// So on a deferred stream the time between two events is the time the work
+// between them took when it was forced, as on a GPU it is the time the
+// device spent. The milliseconds are a float, as in CUDA.
+gpuError_t gpuEventElapsedTime(float* ms, gpuEvent_t start, gpuEvent_t end);
 gpuError_t gpuDeviceSynchronize();
 gpuError_t gpuGetLastError();
 const char* gpuGetErrorName(gpuError_t error);

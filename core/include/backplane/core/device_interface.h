@@ -38,6 +38,7 @@ struct DeviceCapabilities {
   bool event_wait = false;         // waitEvent: a stream waits for an event, the host does not block
   bool event_query = false;        // queryEvent: completion without blocking
   bool event_wait_device = false;  // waitEventOnDevice: an event orders another device's stream (ABI 1.8)
+  bool event_timing = false;       // createTimedEvent, eventElapsedMs: the device's time (ABI 1.12)
   bool host_accessible = false;    // the host may dereference its memory
   bool dlpack = false;             // tensors cross DLPack without a copy (dlpackDeviceType() != 0)
   // "streams, current_stream, events, ..." (the true ones, in this order),
@@ -127,10 +128,24 @@ class DeviceInterface {
   // serves one device (waitEvent); across devices it throws kUnimplemented,
   // unless the type can (capabilities().event_wait_device).
   virtual void waitEventOnDevice(Device event_device, EventHandle event, Device stream_device, StreamHandle stream);
+  // An event like createEvent's (destroyed with destroyEvent) that also takes
+  // the device's time when the device reaches each record of it
+  // (capabilities().event_timing; kUnimplemented otherwise).
+  virtual EventHandle createTimedEvent(Device device) { noEventTiming(device, "createTimedEvent"); }
+  // The device's milliseconds from `start` to `end`, both from
+  // createTimedEvent, recorded and complete (synchronizeEvent first);
+  // negative when the device reached `end` first.
+  virtual double eventElapsedMs(Device device, EventHandle start, EventHandle end) {
+    (void)start, (void)end;
+    noEventTiming(device, "eventElapsedMs");
+  }
 
  protected:
   [[noreturn]] static void noStreams(Device device, const char* what) {
     BP_THROW(kUnimplemented, what, ": device type '", deviceTypeName(device.type), "' has no streams");
+  }
+  [[noreturn]] static void noEventTiming(Device device, const char* what) {
+    BP_THROW(kUnimplemented, what, ": device type '", deviceTypeName(device.type), "' has no event timing");
   }
   [[noreturn]] static void noEvents(Device device, const char* what) {
     BP_THROW(kUnimplemented, what, ": device type '", deviceTypeName(device.type), "' has no events");

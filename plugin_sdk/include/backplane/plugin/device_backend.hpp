@@ -112,6 +112,20 @@ class DeviceBackend {
     (void)event, (void)stream_device, (void)stream;
     noStreams<void>(event_device, "waitEventOnDevice");
   }
+  // Whether createTimedEvent and eventElapsedMs work (ABI 1.12; the host
+  // then offers the event_timing capability, and the profiler draws a
+  // timeline track per stream). Read once, at registration.
+  virtual bool hasEventTiming() { return false; }
+  // An event like createEvent's (destroyed with destroyEvent) that also
+  // takes the time at which the device reaches each record of it.
+  virtual BP_Event* createTimedEvent(int device) { return noStreams<BP_Event*>(device, "createTimedEvent"); }
+  // The device's milliseconds from `start` to `end`, both from
+  // createTimedEvent, recorded and complete (fail with
+  // BP_FAILED_PRECONDITION for one not yet complete).
+  virtual double eventElapsedMs(int device, BP_Event* start, BP_Event* end) {
+    (void)start, (void)end;
+    return noStreams<double>(device, "eventElapsedMs");
+  }
 
   // Fills `out` (zeroed, struct_size set; write only the fields). Default:
   // name = the device type's name.

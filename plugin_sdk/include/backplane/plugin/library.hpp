@@ -115,6 +115,12 @@ class Library {
 #if BP_ABI_MINOR >= 8
       if (backend->hasEventWaitDevice()) d.event_wait_device = &T::eventWaitDevice;
 #endif
+#if BP_ABI_MINOR >= 12
+      if (backend->hasEventTiming()) {
+        d.event_create_timed = &T::eventCreateTimed;
+        d.event_elapsed_ms = &T::eventElapsedMs;
+      }
+#endif
     }
     backend->type_name_ = name;
     const int32_t type = registerDeviceType(d);

@@ -279,6 +279,11 @@ BP_EXPORT BP_Error* backplane_plugin_init(const BP_HostApi* host, BP_Plugin* plu
       TP_DEVICE_SIZE >= BP_STRUCT_SIZE(BP_DeviceTypeDesc, event_query) ? tp_event_query : tp_event_query_trap;
   /* event_wait_device (1.8): NULL where struct_size covers it, else garbage. */
   if (TP_DEVICE_SIZE >= BP_STRUCT_SIZE(BP_DeviceTypeDesc, event_wait_device)) tp_dev.event_wait_device = NULL;
+  /* event_create_timed and event_elapsed_ms (1.12): likewise. */
+  if (TP_DEVICE_SIZE >= BP_STRUCT_SIZE(BP_DeviceTypeDesc, event_elapsed_ms)) {
+    tp_dev.event_create_timed = NULL;
+    tp_dev.event_elapsed_ms = NULL;
+  }
   if ((e = host->register_device_type(plugin, &tp_dev, &tp_dev_type))) return e;
   return host->impl(plugin, TP_NAME "::info", tp_dev_type, tp_kernel_desc());
 }

@@ -199,6 +199,19 @@ struct DeviceTrampolines {
       *out_complete = b(ctx).queryEvent(device, event) ? 1 : 0;
     });
   }
+  static BP_Error* eventCreateTimed(void* ctx, int32_t device, BP_Event** out) noexcept {
+    return guarded([&] {
+      if (out == nullptr) fail(BP_INVALID_ARGUMENT, "event_create_timed: NULL out");
+      *out = nullptr;
+      *out = b(ctx).createTimedEvent(device);
+    });
+  }
+  static BP_Error* eventElapsedMs(void* ctx, int32_t device, BP_Event* start, BP_Event* end, double* out_ms) noexcept {
+    return guarded([&] {
+      if (out_ms == nullptr) fail(BP_INVALID_ARGUMENT, "event_elapsed_ms: NULL out_ms");
+      *out_ms = b(ctx).eventElapsedMs(device, start, end);
+    });
+  }
 };
 
 }  // namespace detail
