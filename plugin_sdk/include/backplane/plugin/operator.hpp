@@ -98,8 +98,10 @@ class Operator {
       callBoxed(values.data(), values.size(), rets.data(), kRet);
     // Own every returned tensor first, so none leaks if the kinds are wrong.
     std::array<Tensor, kRet> owned;
-    for (size_t i = 0; i < kRet; ++i) {
-      if (rets[i].tag == BP_VALUE_TENSOR) owned[i] = Tensor::adopt(rets[i].u.tensor);
+    if constexpr (kRet > 0) {  // not a loop over nothing, which nvcc warns about (#186)
+      for (size_t i = 0; i < kRet; ++i) {
+        if (rets[i].tag == BP_VALUE_TENSOR) owned[i] = Tensor::adopt(rets[i].u.tensor);
+      }
     }
     if constexpr (std::is_void_v<R>) {
       return;
