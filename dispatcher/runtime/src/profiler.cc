@@ -116,6 +116,43 @@ struct ThreadRecords {
     std::chrono::nanoseconds duration;
   };
   std::vector<Event> events ABSL_GUARDED_BY(mu);
+  // Note [Stream tracks]
+  // With record_events, a call on a device with event timing records a
+  // timed event on the thread's current stream before and after its kernel
+  // runs; report() reads the device's time between them. The first call of
+  // the thread on a device synchronizes it and records an anchor event: the
+  // device is idle then, so the anchor is reached at (about) the host time
+  // taken, and every later event's host time is that time plus the device's
+  // elapsed time since the anchor. The events are the session's: destroyed
+  // with it (~ProfilerSession), or at once for a call that ends after stop().
+  struct DeviceEvent {
+    const OperatorEntry* op;
+    DispatchKey backend;
+    Device device;
+    DeviceInterface* iface;
+    DeviceInterface::StreamHandle stream;
+    DeviceInterface::EventHandle start;
+    DeviceInterface::EventHandle end;
+  };
+  std::vector<DeviceEvent> device_events ABSL_GUARDED_BY(mu);
+  struct Anchor {
+    Device device;
+    DeviceInterface* iface;
+    DeviceInterface::EventHandle event;
+    std::chrono::steady_clock::time_point host;
+  };
+  std::vector<Anchor> anchors ABSL_GUARDED_BY(mu);  // one per device this thread ran calls on
+
+  // Destroys every event held (the session is going away).
+  void destroyDeviceEvents() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    for (const DeviceEvent& e : device_events) {
+      e.iface->destroyEvent(e.device, e.start);
+      e.iface->destroyEvent(e.device, e.end);
+    }
+    for (const Anchor& a : anchors) a.iface->destroyEvent(a.device, a.event);
+    device_events.clear();
+    anchors.clear();
+  }
 };
 
 }  // namespace
@@ -134,6 +171,14 @@ struct ProfilerSession {
   // hang_after is set, told to stop and joined by stop().
   std::thread watchdog;
   bool stopping ABSL_GUARDED_BY(mu) = false;
+
+  ~ProfilerSession() {
+    absl::MutexLock lock(&mu);
+    for (const auto& records : threads) {
+      absl::MutexLock records_lock(&records->mu);
+      records->destroyDeviceEvents();
+    }
+  }
 };
 }  // namespace detail
 
@@ -293,6 +338,82 @@ Device callDevice(const OperatorHandle& op, const Stack& stack, DeviceType type)
   return Device(type).resolved();
 }
 
+// A call's start event on its device's current stream (Note [Stream
+// tracks]), or nothing when the device has no event timing. Never throws:
+// the timeline is the profiler's business, not the op's, so a device that
+// fails to make or record an event leaves this call off its stream's track.
+struct DeviceSpan {
+  Device device;
+  DeviceInterface* iface = nullptr;
+  DeviceInterface::StreamHandle stream = nullptr;
+  DeviceInterface::EventHandle start = nullptr;
+};
+
+std::optional<DeviceSpan> startDeviceSpan(ThreadRecords& records, const OperatorHandle& op, const Stack& stack,
+                                          DispatchKey backend) {
+  DeviceSpan span;
+  span.device = callDevice(op, stack, deviceTypeOf(backend));
+  span.iface = DeviceTypeRegistry::global().interface(span.device.type);
+  if (span.iface == nullptr) return std::nullopt;
+  try {
+    const DeviceCapabilities caps = span.iface->capabilities();
+    if (!caps.event_timing) return std::nullopt;
+    {
+      absl::MutexLock lock(&records.mu);
+      if (records.closed) return std::nullopt;
+      const bool anchored = std::any_of(records.anchors.begin(), records.anchors.end(),
+                                        [&](const ThreadRecords::Anchor& a) { return a.device == span.device; });
+      if (!anchored) {
+        DeviceInterface::EventHandle anchor = span.iface->createTimedEvent(span.device);
+        try {
+          span.iface->synchronize(span.device);
+          const Clock::time_point host = Clock::now();
+          span.iface->recordEvent(span.device, anchor, nullptr);
+          records.anchors.push_back({span.device, span.iface, anchor, host});
+        } catch (...) {
+          span.iface->destroyEvent(span.device, anchor);
+          throw;
+        }
+      }
+    }
+    if (caps.current_stream) span.stream = span.iface->currentStream(span.device);
+    span.start = span.iface->createTimedEvent(span.device);
+    try {
+      span.iface->recordEvent(span.device, span.start, span.stream);
+    } catch (...) {
+      span.iface->destroyEvent(span.device, span.start);
+      throw;
+    }
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  return span;
+}
+
+// Records the call's end event on the stream its start went to and keeps
+// the pair for report(); an event the device fails to make or record drops
+// the call from the track, as above.
+void finishDeviceSpan(ThreadRecords& records, const OperatorEntry& op, DispatchKey backend, const DeviceSpan& span) {
+  DeviceInterface::EventHandle end = nullptr;
+  try {
+    end = span.iface->createTimedEvent(span.device);
+    span.iface->recordEvent(span.device, end, span.stream);
+  } catch (const std::exception&) {
+    if (end != nullptr) span.iface->destroyEvent(span.device, end);
+    span.iface->destroyEvent(span.device, span.start);
+    return;
+  }
+  {
+    absl::MutexLock lock(&records.mu);
+    if (!records.closed) {
+      records.device_events.push_back({&op, backend, span.device, span.iface, span.stream, span.start, end});
+      return;
+    }
+  }
+  span.iface->destroyEvent(span.device, span.start);
+  span.iface->destroyEvent(span.device, end);
+}
+
 // "850 ns", "12.3 us", "4.56 ms", "1.23 s".
 std::string formatDuration(nanoseconds d) {
   const double ns = static_cast<double>(d.count());
@@ -362,6 +483,9 @@ static void profilingKernel(OperatorKernel*, const OperatorHandle& op, DispatchK
     absl::MutexLock lock(&records->mu);
     records->in_flight.push_back({&op.entry(), backend, on, Clock::now(), false});
   }
+  std::optional<DeviceSpan> span;
+  if (records->record_events && isBackendKey(backend) && backend != DispatchKey::CPU)
+    span = startDeviceSpan(*records, op, *stack, backend);
   CallFrame frame(thread);
   std::exception_ptr error;
   try {
@@ -370,6 +494,7 @@ static void profilingKernel(OperatorKernel*, const OperatorHandle& op, DispatchK
   } catch (...) {
     error = std::current_exception();
   }
+  if (span) finishDeviceSpan(*records, op.entry(), backend, *span);
   if (records->watched) {
     absl::MutexLock lock(&records->mu);
     records->in_flight.pop_back();
@@ -505,9 +630,49 @@ bool Profiler::recording() const {
   return !session_->stopped.has_value();
 }
 
+namespace {
+// The device work of `records`' calls on the host's clock (Note [Stream
+// tracks]), each stream named once in report.streams. Waits for the work.
+// The streams of a report, numbered per device ("cuda:0 stream 1") in the
+// order met; a stream is its device and handle (null: the default stream).
+struct StreamNames {
+  std::vector<std::pair<Device, DeviceInterface::StreamHandle>> keys;  // parallel to OpReport::streams
+
+  int indexOf(Device device, DeviceInterface::StreamHandle stream, std::vector<std::string>& names) {
+    int on_device = 0;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (!(keys[i].first == device)) continue;
+      if (keys[i].second == stream) return static_cast<int>(i);
+      if (keys[i].second != nullptr) ++on_device;
+    }
+    keys.emplace_back(device, stream);
+    names.push_back(stream == nullptr ? strCat(device.str(), " default stream")
+                                      : strCat(device.str(), " stream ", on_device + 1));
+    return static_cast<int>(keys.size() - 1);
+  }
+};
+
+void addDeviceEvents(ThreadRecords& records, Clock::time_point session_start, StreamNames& streams, OpReport& report)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(records.mu) {
+  for (const ThreadRecords::DeviceEvent& e : records.device_events) {
+    const auto anchor = std::find_if(records.anchors.begin(), records.anchors.end(),
+                                     [&](const ThreadRecords::Anchor& a) { return a.device == e.device; });
+    if (anchor == records.anchors.end()) continue;  // cannot happen: the anchor comes first
+    e.iface->synchronizeEvent(e.device, e.end);
+    const double from_ms = e.iface->eventElapsedMs(e.device, anchor->event, e.start);
+    const double to_ms = e.iface->eventElapsedMs(e.device, anchor->event, e.end);
+    auto ns = [](double ms) { return nanoseconds(static_cast<int64_t>(ms * 1e6)); };
+    report.device_events.push_back({e.op->qualifiedName(), e.backend,
+                                    streams.indexOf(e.device, e.stream, report.streams),
+                                    anchor->host - session_start + ns(from_ms), ns(std::max(0.0, to_ms - from_ms))});
+  }
+}
+}  // namespace
+
 OpReport Profiler::report() const {
   OpReport report;
   Rows merged;
+  StreamNames streams;
   {
     absl::MutexLock lock(&session_->mu);
     report.wall_time = session_->stopped.value_or(Clock::now()) - session_->start;
@@ -520,12 +685,17 @@ OpReport Profiler::report() const {
       for (const ThreadRecords::Event& e : records->events)
         report.events.push_back(
             {e.op->qualifiedName(), e.backend, records->index, e.start - session_->start, e.duration});
+      addDeviceEvents(*records, session_->start, streams, report);
     }
   }
   // By start; a caller before a call it made at the same instant (longer first).
   std::stable_sort(report.events.begin(), report.events.end(), [](const TraceEvent& a, const TraceEvent& b) {
     return a.start != b.start ? a.start < b.start : a.duration > b.duration;
   });
+  std::stable_sort(report.device_events.begin(), report.device_events.end(),
+                   [](const DeviceTraceEvent& a, const DeviceTraceEvent& b) {
+                     return a.start != b.start ? a.start < b.start : a.duration > b.duration;
+                   });
   report.ops.reserve(merged.size());
   for (auto& [key, row] : merged) {
     row.op = key.first->qualifiedName();
@@ -567,13 +737,22 @@ std::string OpReport::chromeTraceEvents(int pid, const std::string& process_name
   for (size_t t = 0; t < threads.size(); ++t)
     out += strCat(R"(,{"name":"thread_name","ph":"M","pid":)", pid, R"(,"tid":)", t, R"(,"args":{"name":"thread )", t,
                   " (", jsonEscaped(threads[t]), R"x()"}})x");
+  // Stream tracks come after the threads' (Note [Stream tracks]).
+  const size_t first_stream = threads.size();
+  for (size_t s = 0; s < streams.size(); ++s)
+    out += strCat(R"(,{"name":"thread_name","ph":"M","pid":)", pid, R"(,"tid":)", first_stream + s,
+                  R"(,"args":{"name":")", jsonEscaped(streams[s]), R"("}})");
   char num[64];
-  for (const TraceEvent& e : events) {
-    std::snprintf(num, sizeof num, R"("ts":%.3f,"dur":%.3f)", static_cast<double>((started_at + e.start).count()) / 1e3,
-                  static_cast<double>(e.duration.count()) / 1e3);
-    out += strCat(R"(,{"name":")", jsonEscaped(e.op), R"(","cat":"op","ph":"X",)", num, R"(,"pid":)", pid, R"(,"tid":)",
-                  e.thread, R"(,"args":{"backend":")", jsonEscaped(dispatchKeyName(e.backend)), R"("}})");
-  }
+  auto add = [&](std::string_view op, DispatchKey backend, const char* category, size_t tid, nanoseconds start,
+                 nanoseconds duration) {
+    std::snprintf(num, sizeof num, R"("ts":%.3f,"dur":%.3f)", static_cast<double>((started_at + start).count()) / 1e3,
+                  static_cast<double>(duration.count()) / 1e3);
+    out += strCat(R"(,{"name":")", jsonEscaped(op), R"(","cat":")", category, R"(","ph":"X",)", num, R"(,"pid":)", pid,
+                  R"(,"tid":)", tid, R"(,"args":{"backend":")", jsonEscaped(dispatchKeyName(backend)), R"("}})");
+  };
+  for (const TraceEvent& e : events) add(e.op, e.backend, "op", e.thread, e.start, e.duration);
+  for (const DeviceTraceEvent& e : device_events)
+    add(e.op, e.backend, "device", first_stream + e.stream, e.start, e.duration);
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -17,9 +18,12 @@
 #include <vector>
 
 #include "backplane/backplane.h"
+#include "backplane/core/device_type_registry.h"
+#include "backplane/core/str_cat.h"
 #include "backplane/dispatch/dispatcher.h"
 #include "backplane/ops/ops.h"
 #include "backplane/ops/tensor.h"
+#include "backplane/runtime/profiler.h"
 #include "backplane/runtime/runtime.h"
 #include "backplane/runtime/stream.h"
 #include "gpu_test_util.h"
@@ -276,6 +280,115 @@ TEST_F(GpusimStreamsTest, TheCpuHasNoStreamsAndSaysWhereTheyAre) {
     EXPECT_THAT(e.what(), HasSubstr("cpu has no events"));
   }
   EXPECT_THROW((void)Stream::current(cpu), Error);
+}
+
+// Note [Event timing in the simulator]: a timed event takes the time at
+// which the device reaches it. On a deferred stream that is when the work
+// before it is forced, so the time between two events spans the host's wait
+// before the synchronize: the device's time, not the time to issue.
+TEST_F(GpusimStreamsTest, TimedEventsMeasureWhenTheDeviceRanTheWork) {
+  if (deferredStreamsOff()) GTEST_SKIP() << "BACKPLANE_GPUSIM_SYNC_STREAMS=1 runs every stream at once";
+  DeviceInterface& iface = *DeviceTypeRegistry::global().interface(dev_.type);
+  ASSERT_TRUE(iface.capabilities().event_timing) << iface.capabilities().str();
+  Stream side = Stream::create(dev_);
+  const auto before = std::chrono::steady_clock::now();
+  DeviceInterface::EventHandle start = iface.createTimedEvent(dev_), end = iface.createTimedEvent(dev_);
+  Tensor y = zeros({kN}, {.device = dev_});
+  iface.recordEvent(dev_, start, side.handle());  // the stream is idle: reached now
+  {
+    StreamGuard on(side);
+    y.fill_(2.0);
+  }
+  iface.recordEvent(dev_, end, side.handle());  // reached when the fill runs
+  try {
+    (void)iface.eventElapsedMs(dev_, start, end);
+    ADD_FAILURE() << "eventElapsedMs of an event not yet reached returned";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(e.what(), HasSubstr("not completed yet"));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  iface.synchronizeEvent(dev_, end);
+  const double host_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - before).count();
+  const double ms = iface.eventElapsedMs(dev_, start, end);
+  EXPECT_GE(ms, 30.0) << "the fill ran when forced, after the host's sleep";
+  EXPECT_LE(ms, host_ms);
+  EXPECT_LE(iface.eventElapsedMs(dev_, end, start), -30.0) << "end before start is negative";
+  EXPECT_THAT(values(y), Each(2.0f));
+
+  // An event made without timing, or a timed one never recorded, is refused by name.
+  DeviceInterface::EventHandle plain = iface.createEvent(dev_), fresh = iface.createTimedEvent(dev_);
+  iface.recordEvent(dev_, plain, nullptr);
+  try {
+    (void)iface.eventElapsedMs(dev_, start, plain);
+    ADD_FAILURE() << "eventElapsedMs of an event without timing returned";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(e.what(), HasSubstr("was made by event_create, which takes no time"));
+  }
+  try {
+    (void)iface.eventElapsedMs(dev_, start, fresh);
+    ADD_FAILURE() << "eventElapsedMs of an event never recorded returned";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(e.what(), HasSubstr("never recorded"));
+  }
+  for (DeviceInterface::EventHandle e : {start, end, plain, fresh}) iface.destroyEvent(dev_, e);
+}
+
+// Note [Stream tracks] (profiler.cc): with record_events, each call on the
+// simulator also has its device work on its stream's track, timed by the
+// device. Work queued on a deferred stream runs when the host synchronizes,
+// so its track shows it there, after the host's sleep, while the calls that
+// issued it finished before the sleep.
+TEST_F(GpusimStreamsTest, TheProfilersTimelineHasATrackPerStreamWithTheDeviceWork) {
+  if (deferredStreamsOff()) GTEST_SKIP() << "BACKPLANE_GPUSIM_SYNC_STREAMS=1 runs every stream at once";
+  Tensor x = full({kN}, 1.0, {.device = dev_});
+  Stream side = Stream::create(dev_);
+  Profiler prof({.record_events = true});
+  Tensor y = x * 2.0;  // the default stream
+  Tensor z;
+  {
+    StreamGuard on(side);
+    z = y + 1.0;
+    z = z * 3.0;
+  }
+  const auto slept_at = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  side.synchronize();
+  prof.stop();
+  const OpReport report = prof.report();
+  EXPECT_THAT(values(z), Each(9.0f));
+
+  ASSERT_EQ(report.streams.size(), 2u) << ::testing::PrintToString(report.streams);
+  EXPECT_EQ(report.streams[0], "gpusim:0 default stream");
+  EXPECT_EQ(report.streams[1], "gpusim:0 stream 1");
+  const auto slept =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(slept_at.time_since_epoch()) - report.started_at;
+  int on_side = 0, on_default = 0;
+  for (const DeviceTraceEvent& e : report.device_events) {
+    EXPECT_EQ(std::string(dispatchKeyName(e.backend)), "gpusim") << e.op;
+    if (e.stream == 0) {
+      ++on_default;
+      EXPECT_LE(e.start + e.duration, slept) << e.op << ": the default stream runs its work when issued";
+    } else if (e.op == "bp::mul.out") {
+      ++on_side;
+      // z * 3 was queued behind z = y + 1: the device reached it after the sleep.
+      EXPECT_GE(e.start, slept + std::chrono::milliseconds(19)) << e.op << " ran when the host synchronized";
+    } else {
+      ++on_side;
+    }
+  }
+  EXPECT_GE(on_default, 1) << "y = x * 2";
+  EXPECT_GE(on_side, 2) << "z = y + 1 and z * 3, each with its out= call";
+  // The host's events for the same calls all ended before the sleep.
+  for (const TraceEvent& e : report.events) EXPECT_LE(e.start + e.duration, slept) << e.op;
+
+  const std::string trace = report.chromeTrace();
+  const size_t first_stream_tid = report.threads.size();
+  EXPECT_THAT(trace, HasSubstr(strCat(R"({"name":"thread_name","ph":"M","pid":0,"tid":)", first_stream_tid + 1,
+                                      R"(,"args":{"name":"gpusim:0 stream 1"}})")));
+  EXPECT_THAT(trace, HasSubstr(R"("cat":"device","ph":"X")"));
 }
 
 }  // namespace

@@ -110,7 +110,10 @@ struct ProfilerOptions {
   std::function<void(const HangReport&)> on_hang = nullptr;
   // Keep every call as an event (its op, thread, start and duration) for a
   // timeline: OpReport::events and chromeTrace() (Note [Timelines]). Off by
-  // default: it costs memory per call (about 48 bytes).
+  // default: it costs memory per call (about 48 bytes). On a device with
+  // event timing (DeviceCapabilities::event_timing: CUDA, HIP, the
+  // simulator) each call on it also records two timed events on the
+  // thread's current stream, for OpReport::device_events.
   bool record_events = false;
 };
 
@@ -119,6 +122,17 @@ struct TraceEvent {
   std::string op;                                // "bp::add.Tensor"
   DispatchKey backend = DispatchKey::Undefined;  // the backend key whose kernel served it
   int thread = 0;                                // index into OpReport::threads
+  std::chrono::nanoseconds start{0};             // since the Profiler started
+  std::chrono::nanoseconds duration{0};          // including the ops it called
+};
+
+// The device work of one call on a stream, when record_events is set and the
+// call's device has event timing: from when the device reached the call's
+// first piece of work to when it finished its last, on the host's clock.
+struct DeviceTraceEvent {
+  std::string op;                                // "bp::add.Tensor"
+  DispatchKey backend = DispatchKey::Undefined;  // the backend key whose kernel served it
+  int stream = 0;                                // index into OpReport::streams
   std::chrono::nanoseconds start{0};             // since the Profiler started
   std::chrono::nanoseconds duration{0};          // including the ops it called
 };
@@ -163,6 +177,12 @@ struct OpReport {
   // recording threads' names (the first thread to call an op is 0).
   std::vector<TraceEvent> events;
   std::vector<std::string> threads;
+  // With record_events, on devices with event timing: the calls' device
+  // work, by start time, and the streams it ran on ("gpusim:0 default
+  // stream", "cuda:0 stream 1": numbered per device in the order the report
+  // met them). report() waits for the device work of the calls it reports.
+  std::vector<DeviceTraceEvent> device_events;
+  std::vector<std::string> streams;
   // When the Profiler started, on the steady clock (since its epoch: on
   // Linux the boot, the same for every process of a machine, so that the
   // timelines of ranks on one machine line up).
@@ -187,10 +207,22 @@ struct OpReport {
   // plus the event's start), on one track per recording thread
   // (`tid`), in the process `pid` (a rank: one track group per rank when the
   // traces of several ranks are merged, chromeTraceEvents below), named
-  // `process_name`. Nested calls sit under their callers. Device work
-  // appears as the calls that issued or waited for it (set
-  // synchronize_device for calls that include it); a device's streams have
-  // no tracks of their own yet.
+  // `process_name`. Nested calls sit under their callers. Each stream has a
+  // track of its own after the threads' ("gpusim:0 stream 1"), with the
+  // device work of each call that ran on it (`device_events`, category
+  // "device"), so a kernel shows when the device ran it, not only when the
+  // host issued it.
+  //
+  // How a stream's track is timed: the call's two timed events on its
+  // stream (DeviceInterface::createTimedEvent, plugin ABI 1.12) give the
+  // device's time; the first call of a thread on a device synchronizes the
+  // device once and records an anchor event, so the device's clock maps to
+  // the host's (anchor's host time + elapsed since the anchor), as
+  // PyTorch's profiler with CUDA events did. The anchor's synchronize is
+  // charged to the caller of that first call. A device without event
+  // timing has no stream tracks: its work shows only as the calls that
+  // issued or waited for it (set synchronize_device for calls that include
+  // it).
   std::string chromeTrace(int pid = 0, const std::string& process_name = "backplane") const;
   // The same events as a comma-separated list of JSON objects, to merge
   // the traces of several processes into one {"traceEvents": [...]}.
