@@ -85,6 +85,12 @@ using Rows = absl::flat_hash_map<RowKey, OpStats>;
 
 // One thread's rows for one session: written by that thread, read by
 // report(), so `mu` is contended only while a report is being made.
+// Whether `iface` still serves `device`'s type (a plugin unloaded since
+// took its interface, and the events made through it, away).
+bool stillLoaded(Device device, DeviceInterface* iface) {
+  return DeviceTypeRegistry::global().interface(device.type) == iface;
+}
+
 struct ThreadRecords {
   ThreadRecords(bool synchronize, bool watch) : synchronize_device(synchronize), watched(watch) {
     std::ostringstream id;
@@ -143,13 +149,17 @@ struct ThreadRecords {
   };
   std::vector<Anchor> anchors ABSL_GUARDED_BY(mu);  // one per device this thread ran calls on
 
-  // Destroys every event held (the session is going away).
+  // Destroys every event held (the session is going away). An event whose
+  // device type no longer has that interface (its plugin was unloaded) went
+  // with the plugin and is left alone.
   void destroyDeviceEvents() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     for (const DeviceEvent& e : device_events) {
+      if (!stillLoaded(e.device, e.iface)) continue;
       e.iface->destroyEvent(e.device, e.start);
       e.iface->destroyEvent(e.device, e.end);
     }
-    for (const Anchor& a : anchors) a.iface->destroyEvent(a.device, a.event);
+    for (const Anchor& a : anchors)
+      if (stillLoaded(a.device, a.iface)) a.iface->destroyEvent(a.device, a.event);
     device_events.clear();
     anchors.clear();
   }
@@ -658,6 +668,7 @@ void addDeviceEvents(ThreadRecords& records, Clock::time_point session_start, St
     const auto anchor = std::find_if(records.anchors.begin(), records.anchors.end(),
                                      [&](const ThreadRecords::Anchor& a) { return a.device == e.device; });
     if (anchor == records.anchors.end()) continue;  // cannot happen: the anchor comes first
+    if (!stillLoaded(e.device, e.iface)) continue;  // its plugin was unloaded: no device to ask
     e.iface->synchronizeEvent(e.device, e.end);
     const double from_ms = e.iface->eventElapsedMs(e.device, anchor->event, e.start);
     const double to_ms = e.iface->eventElapsedMs(e.device, anchor->event, e.end);

@@ -2,9 +2,12 @@
 // worker threads use a GPU: each with its own streams and events, sharing
 // the device's caching allocator and its deferred-stream queue (Note
 // [Deferred streams in the simulator]), and freeing blocks made on other
-// threads' streams. In the ThreadSanitizer subset (label tsan), where every
-// race in the runtime (runtime.cu), the simulator (sim/) or the host's
-// stream API is a failure. Loads the simulator alone: no CPU plugin.
+// threads' streams; data parallelism's threads (parallelApply's replicas,
+// DistributedDataParallel's communication thread beside backward) and the
+// profiler's stream tracks on them. In the ThreadSanitizer subset (label
+// tsan), where every race in the runtime (runtime.cu), the simulator (sim/),
+// the host's stream API, data parallelism or the profiler is a failure.
+// Loads the simulator alone: no CPU plugin (no OpenMP, no MPI).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -15,9 +18,14 @@
 #include <thread>
 #include <vector>
 
+#include "backplane/autograd/autograd.h"
 #include "backplane/dispatch/dispatcher.h"
+#include "backplane/dispatch/library.h"
 #include "backplane/ops/ops.h"
 #include "backplane/ops/tensor.h"
+#include "backplane/runtime/data_parallel.h"
+#include "backplane/runtime/distributed_data_parallel.h"
+#include "backplane/runtime/profiler.h"
 #include "backplane/runtime/runtime.h"
 #include "backplane/runtime/stream.h"
 
@@ -54,6 +62,12 @@ class GpusimThreadsTest : public ::testing::Test {
 };
 
 constexpr int64_t kN = 256;
+
+// The all_reduce calls this test's world-of-one engine served.
+std::atomic<int>& allReduceCalls() {
+  static std::atomic<int> calls{0};
+  return calls;
+}
 
 // Every thread runs a producer/consumer pair of its own streams, ordered by
 // an event, many times; all results are right, and the allocator's books
@@ -189,6 +203,81 @@ TEST_F(GpusimThreadsTest, SynchronizeAndStatisticsWhileOtherThreadsQueueWork) {
   stop = true;
   for (std::thread& w : workers) w.join();
   EXPECT_EQ(wrong.load(), 0);
+}
+
+// parallelApply's replicas run forward and backward on the simulator at
+// once, each with its own replica of the parameters and on its own stream,
+// while the profiler records every call and its stream's track; each
+// replica's gradient is its own, and the profiler saw every replica's work.
+TEST_F(GpusimThreadsTest, ParallelApplyReplicasTrainAtOnceUnderTheProfiler) {
+  const Device dev = sim();
+  constexpr size_t kReplicas = 3;
+  const Tensor w = full({kN}, 2.0, {.device = dev});
+  std::vector<Tensor> grads(kReplicas);
+  Profiler prof({.record_events = true});
+  parallel::parallelApply(kReplicas, [&](size_t i) {
+    Stream s = Stream::create(dev);
+    StreamGuard on(s);
+    Tensor replica = w.clone().requires_grad_();
+    const Tensor x = full({kN}, double(i + 1), {.device = dev});
+    sum(mul(mul(x, replica), replica)).backward();  // d/dw sum(x w^2) = 2 x w
+    grads[i] = replica.grad();
+    s.synchronize();
+  });
+  prof.stop();
+  for (size_t i = 0; i < kReplicas; ++i) EXPECT_THAT(values(grads[i]), Each(float(2 * (i + 1) * 2))) << "replica " << i;
+  const OpReport report = prof.report();
+  EXPECT_GE(report.threads.size(), kReplicas);
+  EXPECT_GE(report.streams.size(), kReplicas) << "one stream per replica";
+  EXPECT_FALSE(report.device_events.empty());
+}
+
+// DistributedDataParallel's communication thread runs each bucket's
+// all_reduce while backward goes on in the caller's thread and the autograd
+// hooks hand it buckets. The engine here is this test's, for a world of one
+// on the simulator (the average of one gradient is itself), so that no MPI
+// runs under ThreadSanitizer; the engines themselves are tested under
+// mpirun (plugins/mpi/tests) and on a GPU (gpu_collectives_tests).
+TEST_F(GpusimThreadsTest, DistributedDataParallelsCommunicationThreadBesideBackward) {
+  const Device dev = sim();
+  const DispatchKey key = *parseDispatchKey("gpusim");
+  static Library* engine = [key] {
+    auto* lib = new Library("gpusimthreadstest");
+    std::atomic<int>* calls = &allReduceCalls();
+    throwIfError(lib->impl("comm::all_reduce_", key, [calls](const Tensor& self, std::string_view, int64_t) {
+      ++*calls;
+      return self;
+    }));
+    throwIfError(lib->impl("comm::broadcast_", key, [](const Tensor& self, int64_t, int64_t) { return self; }));
+    return lib;
+  }();
+  (void)engine;
+  std::vector<Tensor> params;
+  for (int i = 0; i < 6; ++i) params.push_back(full({kN}, 0.5 * (i + 1), {.device = dev}).requires_grad_());
+  parallel::DistributedDataParallel ddp(params,
+                                        {.group = comm::world(), .bucket_cap_mb = 0.002, .first_bucket_mb = 0.001});
+  ASSERT_GE(ddp.bucketCount(), 3u);
+  const Tensor x = full({kN}, 3.0, {.device = dev});
+  for (int step = 0; step < 3; ++step) {
+    SCOPED_TRACE(step);
+    const int before = allReduceCalls().load();
+    for (Tensor& p : params) p.set_grad(Tensor());
+    Tensor h = x;
+    for (const Tensor& p : params) h = mul(h, p);  // x * p0 * ... * p5
+    sum(h).backward();
+    ddp.finishGradientSync();
+    EXPECT_EQ(allReduceCalls().load() - before, static_cast<int>(ddp.bucketCount()));
+    // d/dp_i of sum(x * prod p) = x * prod_{j != i} p_j.
+    for (size_t i = 0; i < params.size(); ++i) {
+      double want = 3.0;
+      for (size_t j = 0; j < params.size(); ++j)
+        if (j != i) want *= 0.5 * (j + 1);
+      const std::vector<float> got = values(params[i].grad());
+      ASSERT_EQ(got.size(), static_cast<size_t>(kN));
+      EXPECT_NEAR(got[0], want, 1e-5 * want) << "parameter " << i;
+      EXPECT_THAT(got, Each(got[0]));
+    }
+  }
 }
 
 }  // namespace
