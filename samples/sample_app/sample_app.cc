@@ -22,6 +22,16 @@ bool parseInteger(std::string_view text, T& out) {
   return ec == std::errc() && end == text.data() + text.size();
 }
 
+// A finite number > 0 spelled by all of `text`.
+bool parsePositive(std::string_view text, double& out) {
+  const std::string copy(text);  // strtod needs a terminated string
+  char* end = nullptr;
+  const double v = std::strtod(copy.c_str(), &end);
+  if (copy.empty() || end != copy.c_str() + copy.size() || !(v > 0) || !std::isfinite(v)) return false;
+  out = v;
+  return true;
+}
+
 }  // namespace
 
 bool parseFlags(int argc, char** argv, const std::map<std::string_view, FlagTarget>& flags, std::string& error) {
@@ -43,11 +53,20 @@ bool parseFlags(int argc, char** argv, const std::map<std::string_view, FlagTarg
       error = strCat(name, " needs a value");
       return false;
     }
+    if (const auto* number = std::get_if<PositiveNumber>(&flag->second)) {
+      if (!parsePositive(value, *number->target)) {
+        error = strCat(name, " needs a positive number, got '", value, "'");
+        return false;
+      }
+      continue;
+    }
     const bool parsed = std::visit(
-        [&]<typename T>(T* target) {
-          if constexpr (std::is_same_v<T, std::string>) {
+        [&]<typename T>(T target) {
+          if constexpr (std::is_same_v<T, std::string*>) {
             *target = value;
             return true;
+          } else if constexpr (std::is_same_v<T, PositiveNumber>) {
+            return false;  // handled above
           } else {
             return parseInteger(value, *target);
           }

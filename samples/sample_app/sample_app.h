@@ -16,12 +16,18 @@
 
 namespace sample {
 
-// Where a flag's value goes: a string, or an integer parsed from all of the value.
-using FlagTarget = std::variant<std::string*, int64_t*, uint64_t*>;
+// A flag whose value must be a finite number > 0 ("--lr 3e-4").
+struct PositiveNumber {
+  double* target;
+};
+// Where a flag's value goes: a string, an integer parsed from all of the
+// value, or a positive number.
+using FlagTarget = std::variant<std::string*, int64_t*, uint64_t*, PositiveNumber>;
 
 // Parses argv[1..] as "--name value" or "--name=value" into `flags` (by
 // name, "--device"). Returns false and sets `error` ("unknown argument
-// '--x'", "--batch needs an integer, got 'a'", "--seed needs a value") on
+// '--x'", "--batch needs an integer, got 'a'", "--lr needs a positive
+// number, got '-1'", "--seed needs a value") on
 // the first argument that does not parse; targets of flags not given keep
 // their values.
 bool parseFlags(int argc, char** argv, const std::map<std::string_view, FlagTarget>& flags, std::string& error);

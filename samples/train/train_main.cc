@@ -61,14 +61,13 @@ struct Flags {
 
 std::optional<Flags> parseFlags(int argc, char** argv, std::string& error) {
   Flags flags;
-  std::string lr, bucket_mb;
   if (!sample::parseFlags(argc, argv,
                           {{"--device", &flags.device},
                            {"--steps", &flags.steps},
                            {"--optimizer", &flags.optimizer},
-                           {"--lr", &lr},
+                           {"--lr", sample::PositiveNumber{&flags.lr}},
                            {"--seed", &flags.seed},
-                           {"--bucket-mb", &bucket_mb},
+                           {"--bucket-mb", sample::PositiveNumber{&flags.bucket_mb}},
                            {"--trace", &flags.trace}},
                           error))
     return std::nullopt;
@@ -79,22 +78,6 @@ std::optional<Flags> parseFlags(int argc, char** argv, std::string& error) {
   if (flags.optimizer != "adamw" && flags.optimizer != "sgd") {
     error = strCat("--optimizer must be adamw or sgd, got '", flags.optimizer, "'");
     return std::nullopt;
-  }
-  if (!lr.empty()) {
-    char* end = nullptr;
-    flags.lr = std::strtod(lr.c_str(), &end);
-    if (end != lr.c_str() + lr.size() || !(flags.lr > 0) || !std::isfinite(flags.lr)) {
-      error = strCat("--lr needs a positive number, got '", lr, "'");
-      return std::nullopt;
-    }
-  }
-  if (!bucket_mb.empty()) {
-    char* end = nullptr;
-    flags.bucket_mb = std::strtod(bucket_mb.c_str(), &end);
-    if (end != bucket_mb.c_str() + bucket_mb.size() || !(flags.bucket_mb > 0) || !std::isfinite(flags.bucket_mb)) {
-      error = strCat("--bucket-mb needs a positive number, got '", bucket_mb, "'");
-      return std::nullopt;
-    }
   }
   return flags;
 }
