@@ -24,6 +24,7 @@
 #include "backplane/runtime/collectives.h"
 #include "backplane/runtime/profiler.h"
 #include "backplane/runtime/runtime.h"
+#include "backplane/testing/collective_values.h"
 #include "backplane/testing/errors.h"
 #include "backplane/testing/plugin_environment.h"
 
@@ -62,14 +63,11 @@ bool staged() {
 #define SKIP_WITHOUT_CUDA() \
   if (!hasCuda()) GTEST_SKIP() << "no cuda:0 here"
 
-float value(int r, int64_t i) { return static_cast<float>((r + 1) * 10 + i % 7); }
+using testing::rankValue;
 
-Tensor rankTensor(int r, std::vector<int64_t> shape, ScalarType dtype = ScalarType::Float32) {
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = value(r, i);
-  return Tensor(tensorFromVector(v, shape)).to(dtype).to(kCuda);
+// Rank r's tensor (collective_values.h) on the GPU.
+Tensor rankTensor(int r, const std::vector<int64_t>& shape, ScalarType dtype = ScalarType::Float32) {
+  return testing::rankTensor(r, shape, dtype).to(kCuda);
 }
 
 std::vector<float> floats(const Tensor& t) {
@@ -109,18 +107,7 @@ TEST(GpuCollectives, AllReduceEachReductionOnTheDevice) {
     expectPath(row(profiler.report(), "comm::all_reduce_"), 15 * sizeof(double));
     const std::vector<float> got = floats(t);
     for (int64_t i = 0; i < 15; ++i) {
-      double want = op == comm::ReduceOp::Product ? 1
-                    : op == comm::ReduceOp::Min   ? 1e30
-                    : op == comm::ReduceOp::Max   ? -1e30
-                                                  : 0;
-      for (int r = 0; r < size(); ++r) {
-        const double x = value(r, i);
-        if (op == comm::ReduceOp::Sum || op == comm::ReduceOp::Avg) want += x;
-        if (op == comm::ReduceOp::Product) want *= x;
-        if (op == comm::ReduceOp::Min) want = std::min(want, x);
-        if (op == comm::ReduceOp::Max) want = std::max(want, x);
-      }
-      if (op == comm::ReduceOp::Avg) want /= size();
+      const double want = testing::reducedValue(op, size(), i);
       EXPECT_NEAR(got[static_cast<size_t>(i)], want, 1e-6 * std::abs(want)) << "element " << i;
     }
   }
@@ -168,7 +155,7 @@ TEST(GpuCollectives, GatherScatterAllToAllAndBroadcast) {
   for (int r = 0; r < size(); ++r) EXPECT_EQ(floats(g.narrow(0, 2 * r, 2)), floats(rankTensor(r, {2, 3})));
   for (int64_t i = 0; i < block; ++i) {
     float want = 0;
-    for (int r = 0; r < size(); ++r) want += value(r, rank() * block + i);
+    for (int r = 0; r < size(); ++r) want += rankValue(r, rank() * block + i);
     EXPECT_FLOAT_EQ(floats(rs)[static_cast<size_t>(i)], want);
   }
   for (int j = 0; j < size(); ++j) EXPECT_FLOAT_EQ(floats(a2a)[static_cast<size_t>(2 * j)], 100.0f * j + rank());
@@ -187,7 +174,7 @@ TEST(GpuCollectives, NonContiguousTensorsAndTheStreamOrder) {
   const Tensor after = add(base, 1.0);
   for (int64_t i = 0; i < 24; ++i) {
     float want = 0;
-    for (int r = 0; r < size(); ++r) want += 2 * value(r, i);
+    for (int r = 0; r < size(); ++r) want += 2 * rankValue(r, i);
     EXPECT_FLOAT_EQ(floats(after)[static_cast<size_t>(i)], want + 1);
   }
 }

@@ -25,6 +25,7 @@
 #include "backplane/runtime/distributed_data_parallel.h"
 #include "backplane/runtime/profiler.h"
 #include "backplane/runtime/runtime.h"
+#include "backplane/testing/collective_values.h"
 #include "backplane/testing/errors.h"
 #include "backplane/testing/plugin_environment.h"
 
@@ -57,16 +58,8 @@ Device simulator() {
 int rank() { return comm::world().rank(); }
 int size() { return comm::world().size(); }
 
-// Rank r's element i.
-float value(int r, int64_t i) { return static_cast<float>((r + 1) * 10 + i % 7); }
-
-Tensor rankTensor(int r, std::vector<int64_t> shape, ScalarType dtype = ScalarType::Float32) {
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = value(r, i);
-  return Tensor(tensorFromVector(v, shape)).to(dtype);
-}
+using testing::rankTensor;
+using testing::rankValue;
 
 std::vector<float> floats(const Tensor& t) { return t.to(ScalarType::Float32).contiguous().toVector<float>(); }
 
@@ -90,18 +83,7 @@ TEST(Collectives, AllReduceEachReduction) {
     comm::allReduce_(t, op);
     const std::vector<float> got = floats(t);
     for (int64_t i = 0; i < 15; ++i) {
-      double want = op == comm::ReduceOp::Product ? 1
-                    : op == comm::ReduceOp::Min   ? 1e30
-                    : op == comm::ReduceOp::Max   ? -1e30
-                                                  : 0;
-      for (int r = 0; r < size(); ++r) {
-        const double x = value(r, i);
-        if (op == comm::ReduceOp::Sum || op == comm::ReduceOp::Avg) want += x;
-        if (op == comm::ReduceOp::Product) want *= x;
-        if (op == comm::ReduceOp::Min) want = std::min(want, x);
-        if (op == comm::ReduceOp::Max) want = std::max(want, x);
-      }
-      if (op == comm::ReduceOp::Avg) want /= size();
+      const double want = testing::reducedValue(op, size(), i);
       EXPECT_NEAR(got[static_cast<size_t>(i)], want, 1e-6 * std::abs(want)) << "element " << i;
     }
   }
@@ -129,7 +111,7 @@ TEST(Collectives, FunctionalFormsLeaveTheirInputAlone) {
   const Tensor sum = comm::allReduce(t);
   EXPECT_EQ(floats(t), floats(rankTensor(rank(), {6})));
   float want = 0;
-  for (int r = 0; r < size(); ++r) want += value(r, 2);
+  for (int r = 0; r < size(); ++r) want += rankValue(r, 2);
   EXPECT_FLOAT_EQ(floats(sum)[2], want);
   const Tensor b = comm::broadcast(t, size() - 1);
   EXPECT_EQ(floats(b), floats(rankTensor(size() - 1, {6})));
@@ -159,7 +141,7 @@ TEST(Collectives, ReduceScatterGivesEachRankItsBlock) {
   ASSERT_EQ(out.sizes(), IntArrayRef({block}));
   for (int64_t i = 0; i < block; ++i) {
     float want = 0;
-    for (int r = 0; r < size(); ++r) want += value(r, rank() * block + i);
+    for (int r = 0; r < size(); ++r) want += rankValue(r, rank() * block + i);
     EXPECT_FLOAT_EQ(floats(out)[static_cast<size_t>(i)], want);
   }
 }
@@ -180,7 +162,7 @@ TEST(Collectives, NonContiguousTensorsAreStaged) {
   comm::allReduce_(view);
   for (int64_t i = 0; i < 24; ++i) {
     float want = 0;
-    for (int r = 0; r < size(); ++r) want += value(r, i);
+    for (int r = 0; r < size(); ++r) want += rankValue(r, i);
     EXPECT_FLOAT_EQ(floats(base)[static_cast<size_t>(i)], want);
   }
 }
@@ -302,7 +284,7 @@ TEST(Collectives, ADeviceWithoutAnEngineStagesThroughTheHost) {
   EXPECT_EQ(t.device(), simulator());
   EXPECT_EQ(gathered.device(), simulator());
   float want = 0;
-  for (int r = 0; r < size(); ++r) want += value(r, 5);
+  for (int r = 0; r < size(); ++r) want += rankValue(r, 5);
   EXPECT_FLOAT_EQ(floats(t.to(Device(DeviceType::CPU)))[5], want);
   EXPECT_EQ(gathered.size(0), 4 * size());
   // The CPU fallback moved the tensor to the host and back, counted.
