@@ -14,6 +14,12 @@ kernel served it. Self times add up to the time spent in ops; total times
 include the ops each call made (backplane/runtime/profiler.h has the details, and
 what `synchronize_device` changes on asynchronous devices).
 
+With record_events=True it also keeps every call for a timeline, which
+export_chrome_trace(path) writes in the Chrome trace event format, as
+PyTorch's profiler does: open it in Perfetto (ui.perfetto.dev) or
+chrome://tracing. It has a track per thread and, on devices with event
+timing (CUDA, HIP, gpusim), one per stream with the device's own time.
+
 One profile records at a time in a process: starting a second while one
 records raises FailedPreconditionError, and the first keeps recording. A
 profile's report can be read while it records (a snapshot) and after it
@@ -36,12 +42,12 @@ class profile:
     work (slower, but honest per-op times on asynchronous devices).
     """
 
-    def __init__(self, synchronize_device=False):
-        if not isinstance(synchronize_device, bool):
-            raise TypeError(
-                "backplane.profile(): synchronize_device must be True or False, "
-                f"not {type(synchronize_device).__name__}")
+    def __init__(self, synchronize_device=False, record_events=False):
+        for name, value in (("synchronize_device", synchronize_device), ("record_events", record_events)):
+            if not isinstance(value, bool):
+                raise TypeError(f"backplane.profile(): {name} must be True or False, not {type(value).__name__}")
         self.synchronize_device = synchronize_device
+        self.record_events = record_events
         self._profiler = None
         self._final = None  # the report once stopped (it no longer changes)
 
@@ -53,7 +59,7 @@ class profile:
                 "this backplane.profile() has already recorded; each profile records once: "
                 "make a new backplane.profile() to record again")
         try:
-            self._profiler = _backplane._Profiler(self.synchronize_device)
+            self._profiler = _backplane._Profiler(self.synchronize_device, self.record_events)
         except _backplane.FailedPreconditionError as e:
             error = _backplane.FailedPreconditionError(
                 "cannot start backplane.profile(): another profile is already recording in this "
@@ -103,6 +109,19 @@ class profile:
         """The row of `op` ('bp::add.Tensor') on `backend` ('CPU', 'cuda',
         or a device type 'cpu'), or None if it did not run there."""
         return self.report().find(op, backend)
+
+    def export_chrome_trace(self, path, pid=0, process_name="backplane"):
+        """Writes the recorded calls to `path` as a Chrome trace (JSON) and
+        returns the path. Needs record_events=True. `pid` and
+        `process_name` name the trace's process (a rank, when the traces
+        of several processes are merged)."""
+        if not self.record_events:
+            raise RuntimeError(
+                "export_chrome_trace needs the calls' timeline: make the profile with "
+                "backplane.profile(record_events=True)")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(self.report().chrome_trace(pid, process_name))
+        return path
 
     def table(self):
         """A fixed-width table of every row, then the summary line: the text

@@ -99,6 +99,18 @@ void bindProfiler(nb::module_& m) {
           },
           nb::arg("op"), nb::arg("backend") = "CPU",
           "The row of `op` ('bp::add.Tensor') on `backend` ('CPU', 'cuda' or a device type 'cpu'), or None.")
+      .def(
+          "chrome_trace",
+          [](const OpReport& r, int pid, const std::string& process_name) { return r.chromeTrace(pid, process_name); },
+          nb::arg("pid") = 0, nb::arg("process_name") = "backplane",
+          "With record_events: the calls as a Chrome trace (JSON text; Perfetto and chrome://tracing open it): "
+          "a track per thread and one per device stream, in process `pid`.")
+      .def_prop_ro(
+          "event_count", [](const OpReport& r) { return r.events.size(); },
+          "With record_events: the calls kept for the timeline.")
+      .def_prop_ro(
+          "streams", [](const OpReport& r) { return r.streams; },
+          "With record_events: the device streams with a track ('gpusim:0 default stream').")
       .def("summary", &OpReport::summary, "One line: ops, calls, how they ran, time in ops, wall time, transfers.")
       .def("table", &OpReport::table,
            "A fixed-width table of every row, then the summary line (for people; read `rows` in code).")
@@ -109,11 +121,12 @@ void bindProfiler(nb::module_& m) {
   nb::class_<Profiler>(m, "_Profiler", "Records every op call from construction until stop() (backplane.profile).")
       .def(
           "__init__",
-          [](Profiler* self, bool synchronize_device) {
+          [](Profiler* self, bool synchronize_device, bool record_events) {
             nb::gil_scoped_release release;
-            new (self) Profiler(ProfilerOptions{synchronize_device});
+            new (self)
+                Profiler(ProfilerOptions{.synchronize_device = synchronize_device, .record_events = record_events});
           },
-          nb::arg("synchronize_device") = false)
+          nb::arg("synchronize_device") = false, nb::arg("record_events") = false)
       .def("stop", &Profiler::stop, nb::call_guard<nb::gil_scoped_release>())
       .def_prop_ro("recording",
                    [](const Profiler& p) {

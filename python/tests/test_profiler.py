@@ -1,6 +1,7 @@
 """backplane.profile(): op calls attributed to (op, backend) rows, how they
 ran, the report's text, and the context manager's behaviour when it is read
-early, nested, or left by an exception."""
+early, nested, or left by an exception; its timeline as a Chrome trace."""
+import json
 import os
 import subprocess
 import sys
@@ -235,3 +236,51 @@ def test_cpu_fallback_calls_and_bytes_on_a_plugin_device(faulty_plugin):
     assert copy == "64"  # y.to("cpu"): one [4,4] float32 to the host
     assert "1 fell back (1 call, 192 B copied)" in summary
     assert summary.endswith("host<->device: 256 B in 4 copies")
+
+
+def test_a_timeline_in_the_chrome_trace_format(xy, tmp_path):
+    x, y = xy
+    with backplane.profile(record_events=True) as p:
+        backplane.add(x, y)
+        t = threading.Thread(target=lambda: backplane.mul(x, y))
+        t.start()
+        t.join()
+    assert p.report().event_count >= 2
+    path = p.export_chrome_trace(str(tmp_path / "trace.json"), pid=3, process_name="rank 3")
+    with open(path, encoding="utf-8") as f:
+        trace = json.load(f)
+    events = trace["traceEvents"]
+    calls = [e for e in events if e["ph"] == "X"]
+    assert {"bp::add.Tensor", "bp::mul.Tensor"} <= {e["name"] for e in calls}
+    assert len({e["tid"] for e in calls}) == 2, "a track per thread"
+    assert all(e["pid"] == 3 and e["dur"] >= 0 for e in calls)
+    assert {"name": "process_name", "ph": "M", "pid": 3, "tid": 0, "args": {"name": "rank 3"}} in events
+    # Without record_events there is no timeline to export.
+    with backplane.profile() as plain:
+        backplane.add(x, y)
+    with pytest.raises(RuntimeError, match="record_events=True"):
+        plain.export_chrome_trace(str(tmp_path / "none.json"))
+    with pytest.raises(TypeError, match="record_events must be True or False"):
+        backplane.profile(record_events=1)
+
+
+def test_a_device_stream_has_a_track_of_its_own(gpusim_plugin, tmp_path):
+    # In a child interpreter: loading a plugin changes this process's devices.
+    code = textwrap.dedent("""
+        import json, sys, backplane
+        backplane.load_plugin(sys.argv[1])
+        x = backplane.ones([64], device="gpusim:0")
+        with backplane.profile(record_events=True) as p:
+            y = backplane.mul(x, x)
+        print(p.report().streams)
+        trace = json.load(open(p.export_chrome_trace(sys.argv[2]), encoding="utf-8"))
+        names = [e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "thread_name"]
+        device = [e["name"] for e in trace["traceEvents"] if e.get("cat") == "device"]
+        print(names[-1], "bp::mul.Tensor" in device)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code, gpusim_plugin, str(tmp_path / "t.json")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    streams, track = proc.stdout.splitlines()
+    assert streams == "['gpusim:0 default stream']"
+    assert track == "gpusim:0 default stream True"
