@@ -5,9 +5,12 @@
 every rank a bucket's comm::all_reduce_ started on the communication thread
 while backward went on: the main thread ran more of backward's ops (not the
 buckets' own staging copies) after the all_reduce started and before the
-step's optimizer op. Prints what it found.
+step's optimizer op. With --stream-tracks (a device with event timing),
+every rank also has a track named after a device stream ("gpusim:0 default
+stream") holding the device's work ("device" events), forward's and
+backward's included. Prints what it found.
 
-    check_trace.py TRACE.json RANKS
+    check_trace.py TRACE.json RANKS [--stream-tracks]
 """
 import json
 import sys
@@ -15,6 +18,7 @@ import sys
 
 def main():
     path, ranks = sys.argv[1], int(sys.argv[2])
+    want_streams = "--stream-tracks" in sys.argv[3:]
     with open(path) as f:
         trace = json.load(f)
     events = trace["traceEvents"]
@@ -22,7 +26,9 @@ def main():
     for rank in range(ranks):
         mine = [e for e in events if e.get("pid") == rank]
         names = [e for e in mine if e.get("ph") == "M" and e["name"] == "process_name"]
-        calls = [e for e in mine if e.get("ph") == "X"]
+        calls = [e for e in mine if e.get("ph") == "X" and e.get("cat") != "device"]
+        device = [e for e in mine if e.get("ph") == "X" and e.get("cat") == "device"]
+        tracks = {e["tid"]: e["args"]["name"] for e in mine if e.get("ph") == "M" and e["name"] == "thread_name"}
         if not names or names[0]["args"]["name"] != f"rank {rank}" or not calls:
             print(f"rank {rank}: no process named 'rank {rank}' with calls")
             ok = False
@@ -42,6 +48,12 @@ def main():
               f"{during} of them started while backward went on (main thread {main_tid})")
         if during == 0:
             ok = False
+        if want_streams:
+            streams = sorted({tracks.get(e["tid"], "?") for e in device})
+            backward = sum(1 for e in device if "backward" in e["name"])
+            print(f"rank {rank}: {len(device)} device events on stream tracks {streams}, {backward} of backward ops")
+            if not device or backward == 0 or not all("stream" in s for s in streams):
+                ok = False
     print("trace: overlap " + ("seen on every rank" if ok else "MISSING"))
     return 0 if ok else 1
 

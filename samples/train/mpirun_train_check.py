@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Data-parallel training end to end (Note [Gradient buckets]): the train
-sample on the CPU in one process, then under `mpirun -np 2` with gradient
-buckets and a timeline; every step's loss (the mean over the ranks, which is
-the whole batch's) must equal the single process's to 1e-6 relative, and the
-timeline must show buckets' all_reduces during backward (check_trace.py).
+sample on DEVICE (cpu by default) in one process, then under `mpirun -np 2`
+with gradient buckets and a timeline; every step's loss (the mean over the
+ranks, which is the whole batch's) must equal the single process's to 1e-6
+relative, and the timeline must show buckets' all_reduces during backward
+(check_trace.py), and on a device with event timing (gpusim) a track for
+each rank's stream with the device's work.
 
-    mpirun_train_check.py MPIEXEC TRAIN WORKDIR
+    mpirun_train_check.py MPIEXEC TRAIN WORKDIR [DEVICE]
 """
 import os
 import re
@@ -21,16 +23,17 @@ def losses(text):
 
 def main():
     mpiexec, train, workdir = sys.argv[1:4]
+    device = sys.argv[4] if len(sys.argv) > 4 else "cpu"
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OMPI_MCA_btl="self,vader", OMPI_MCA_rmaps_base_oversubscribe="1",
                OMPI_MCA_mca_base_component_disable_dlclose="1", BACKPLANE_FALLBACK="silent")
-    steps = ["--device", "cpu", "--steps", "3"]
+    steps = ["--device", device, "--steps", "3"]
     one = subprocess.run([train] + steps, env=env, capture_output=True, text=True, timeout=300)
     print(one.stdout)
     if one.returncode != 0:
         print(one.stderr)
         return 1
-    trace = os.path.join(workdir, "train_np2_trace.json")
+    trace = os.path.join(workdir, f"train_np2_{device.replace(':', '_')}_trace.json")
     two = subprocess.run([mpiexec, "-np", "2", train] + steps + ["--bucket-mb", "0.01", "--trace", trace],
                          env=env, capture_output=True, text=True, timeout=300)
     print(two.stdout)
@@ -50,7 +53,8 @@ def main():
             print(f"step {step}: two ranks' loss {loss} != one process's {w}")
             return 1
     print(f"losses: two ranks equal one process at every step: {want}")
-    return subprocess.run([sys.executable, os.path.join(HERE, "check_trace.py"), trace, "2"]).returncode
+    streams = [] if device == "cpu" else ["--stream-tracks"]
+    return subprocess.run([sys.executable, os.path.join(HERE, "check_trace.py"), trace, "2"] + streams).returncode
 
 
 if __name__ == "__main__":
