@@ -69,8 +69,14 @@ struct KernelTraits {
   }
 };
 
-// Validates a call's shape against the kernel's arity.
-inline void checkCall(const BP_KernelCall* call, size_t num_args, size_t num_returns) {
+// Throws the error for a call whose shape does not fit the kernel's arity
+// (checkCall found one): out of line, so that the check itself stays a few
+// compares inside each adapter.
+#if defined(__GNUC__)
+[[gnu::cold, gnu::noinline]]
+#endif
+inline void
+badCall(const BP_KernelCall* call, size_t num_args, size_t num_returns) {
   if (call == nullptr) fail(BP_INTERNAL, "a kernel was called with a NULL BP_KernelCall");
   if (call->struct_size < BP_KernelCall_STRUCT_SIZE) {
     fail(BP_INTERNAL, concat("BP_KernelCall.struct_size is ", call->struct_size, ", expected at least ",
@@ -84,6 +90,14 @@ inline void checkCall(const BP_KernelCall* call, size_t num_args, size_t num_ret
   if ((num_args != 0 && call->args == nullptr) || (num_returns != 0 && call->returns == nullptr)) {
     fail(BP_INTERNAL, concat("the kernel for ", opName(call->op), " was called with NULL args or returns"));
   }
+}
+
+// Validates a call's shape against the kernel's arity.
+inline void checkCall(const BP_KernelCall* call, size_t num_args, size_t num_returns) {
+  if (call == nullptr || call->struct_size < BP_KernelCall_STRUCT_SIZE || call->num_args != num_args ||
+      call->num_returns != num_returns || (num_args != 0 && call->args == nullptr) ||
+      (num_returns != 0 && call->returns == nullptr))
+    badCall(call, num_args, num_returns);
 }
 
 // Parameter I of a kernel: the call's keys, or argument I (- 1 with keys).
