@@ -91,6 +91,90 @@ bool stillLoaded(Device device, DeviceInterface* iface) {
   return DeviceTypeRegistry::global().interface(device.type) == iface;
 }
 
+// Destroys an event, ignoring a failure: cleanup must not throw (from a
+// destructor, or after the op ran), and an event a plugin fails to destroy
+// is the plugin's to leak.
+void destroyQuietly(DeviceInterface* iface, Device device, DeviceInterface::EventHandle event) noexcept {
+  if (event == nullptr || !stillLoaded(device, iface)) return;
+  try {
+    iface->destroyEvent(device, event);
+  } catch (...) {
+  }
+}
+
+// One call's device work (Note [Stream tracks]).
+struct DeviceEvent {
+  const OperatorEntry* op;
+  DispatchKey backend;
+  Device device;
+  DeviceInterface* iface;
+  DeviceInterface::StreamHandle stream;
+  DeviceInterface::EventHandle start;
+  DeviceInterface::EventHandle end;
+};
+
+// The session's anchors, one per device and interface (Note [Stream
+// tracks]). `mu` is held while an anchor is made, which may synchronize a
+// device; only calls that need an anchor and report() wait for it.
+struct DeviceAnchors {
+  struct Anchor {
+    Device device;
+    DeviceInterface* iface;
+    DeviceInterface::EventHandle event;
+    Clock::time_point host;
+  };
+  absl::Mutex mu;
+  std::vector<Anchor> list ABSL_GUARDED_BY(mu);
+  bool closed ABSL_GUARDED_BY(mu) = false;  // stop(): no new anchors
+
+  // Whether (device, iface) has an anchor, making it if not; false once
+  // closed. Throws what the device threw.
+  bool ensure(Device device, DeviceInterface* iface, const DeviceCapabilities& caps) {
+    absl::MutexLock lock(&mu);
+    if (closed) return false;
+    for (const Anchor& a : list)
+      if (a.device == device && a.iface == iface) return true;
+    Anchor a{device, iface, iface->createTimedEvent(device), {}};
+    DeviceInterface::StreamHandle idle = nullptr;
+    try {
+      if (caps.streams)
+        idle = iface->createStream(device);
+      else
+        iface->synchronize(device);
+      const Clock::time_point before = Clock::now();
+      iface->recordEvent(device, a.event, idle);
+      const Clock::time_point after = Clock::now();
+      a.host = before + (after - before) / 2;
+      if (idle != nullptr) iface->destroyStream(device, std::exchange(idle, nullptr));
+    } catch (...) {
+      if (idle != nullptr) {
+        try {
+          iface->destroyStream(device, idle);
+        } catch (...) {
+        }
+      }
+      destroyQuietly(iface, device, a.event);
+      throw;
+    }
+    list.push_back(a);
+    return true;
+  }
+  std::optional<Anchor> find(Device device, DeviceInterface* iface) {
+    absl::MutexLock lock(&mu);
+    for (const Anchor& a : list)
+      if (a.device == device && a.iface == iface) return a;
+    return std::nullopt;
+  }
+  void close() {
+    absl::MutexLock lock(&mu);
+    closed = true;
+  }
+  ~DeviceAnchors() {
+    absl::MutexLock lock(&mu);
+    for (const Anchor& a : list) destroyQuietly(a.iface, a.device, a.event);
+  }
+};
+
 struct ThreadRecords {
   ThreadRecords(bool synchronize, bool watch) : synchronize_device(synchronize), watched(watch) {
     std::ostringstream id;
@@ -124,45 +208,21 @@ struct ThreadRecords {
   std::vector<Event> events ABSL_GUARDED_BY(mu);
   // Note [Stream tracks]
   // With record_events, a call on a device with event timing records a
-  // timed event on the thread's current stream before and after its kernel
-  // runs; report() reads the device's time between them. The first call of
-  // the thread on a device synchronizes it and records an anchor event: the
-  // device is idle then, so the anchor is reached at (about) the host time
-  // taken, and every later event's host time is that time plus the device's
-  // elapsed time since the anchor. The events are the session's: destroyed
-  // with it (~ProfilerSession), or at once for a call that ends after stop().
-  struct DeviceEvent {
-    const OperatorEntry* op;
-    DispatchKey backend;
-    Device device;
-    DeviceInterface* iface;
-    DeviceInterface::StreamHandle stream;
-    DeviceInterface::EventHandle start;
-    DeviceInterface::EventHandle end;
-  };
+  // timed event on the thread's current stream before its kernel runs and
+  // one after; report() reads the device's time between them, and from the
+  // session's anchor for the device to the first. An anchor is made by the
+  // first call on its device (on any thread): a timed event recorded on a
+  // stream made for it, which is idle, so the device reaches it at once,
+  // between two host clock reads (their midpoint is the anchor's host
+  // time); a device without streams is synchronized first instead. A call's
+  // host time is the anchor's plus the device's time since the anchor. The
+  // events are the session's, destroyed with it (~ProfilerSession), or at
+  // once for a call that ends after stop(). No lock of the profiler is held
+  // while a plugin is asked anything that may wait for the device, so the
+  // watchdog reports a device that hangs; report() waits for the calls'
+  // device work with the locks released.
   std::vector<DeviceEvent> device_events ABSL_GUARDED_BY(mu);
-  struct Anchor {
-    Device device;
-    DeviceInterface* iface;
-    DeviceInterface::EventHandle event;
-    std::chrono::steady_clock::time_point host;
-  };
-  std::vector<Anchor> anchors ABSL_GUARDED_BY(mu);  // one per device this thread ran calls on
-
-  // Destroys every event held (the session is going away). An event whose
-  // device type no longer has that interface (its plugin was unloaded) went
-  // with the plugin and is left alone.
-  void destroyDeviceEvents() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    for (const DeviceEvent& e : device_events) {
-      if (!stillLoaded(e.device, e.iface)) continue;
-      e.iface->destroyEvent(e.device, e.start);
-      e.iface->destroyEvent(e.device, e.end);
-    }
-    for (const Anchor& a : anchors)
-      if (stillLoaded(a.device, a.iface)) a.iface->destroyEvent(a.device, a.event);
-    device_events.clear();
-    anchors.clear();
-  }
+  std::shared_ptr<DeviceAnchors> anchors;  // the session's; set when the thread attaches
 };
 
 }  // namespace
@@ -182,11 +242,18 @@ struct ProfilerSession {
   std::thread watchdog;
   bool stopping ABSL_GUARDED_BY(mu) = false;
 
+  // Note [Stream tracks]; shared with every thread's records.
+  std::shared_ptr<DeviceAnchors> anchors = std::make_shared<DeviceAnchors>();
+
   ~ProfilerSession() {
     absl::MutexLock lock(&mu);
     for (const auto& records : threads) {
       absl::MutexLock records_lock(&records->mu);
-      records->destroyDeviceEvents();
+      for (const DeviceEvent& e : records->device_events) {
+        destroyQuietly(e.iface, e.device, e.start);
+        destroyQuietly(e.iface, e.device, e.end);
+      }
+      records->device_events.clear();
     }
   }
 };
@@ -282,6 +349,7 @@ std::shared_ptr<ThreadRecords> recordsFor(ThreadState& thread, uint64_t id) {
   const ProfilerOptions& options = active.session->options;
   thread.records = std::make_shared<ThreadRecords>(options.synchronize_device, options.hang_after.count() > 0);
   thread.records->record_events = options.record_events;
+  thread.records->anchors = active.session->anchors;
   absl::MutexLock session_lock(&active.session->mu);
   thread.records->index = static_cast<int>(active.session->threads.size());
   active.session->threads.push_back(thread.records);
@@ -367,34 +435,12 @@ std::optional<DeviceSpan> startDeviceSpan(ThreadRecords& records, const Operator
   if (span.iface == nullptr) return std::nullopt;
   try {
     const DeviceCapabilities caps = span.iface->capabilities();
-    if (!caps.event_timing) return std::nullopt;
-    {
-      absl::MutexLock lock(&records.mu);
-      if (records.closed) return std::nullopt;
-      const bool anchored = std::any_of(records.anchors.begin(), records.anchors.end(),
-                                        [&](const ThreadRecords::Anchor& a) { return a.device == span.device; });
-      if (!anchored) {
-        DeviceInterface::EventHandle anchor = span.iface->createTimedEvent(span.device);
-        try {
-          span.iface->synchronize(span.device);
-          const Clock::time_point host = Clock::now();
-          span.iface->recordEvent(span.device, anchor, nullptr);
-          records.anchors.push_back({span.device, span.iface, anchor, host});
-        } catch (...) {
-          span.iface->destroyEvent(span.device, anchor);
-          throw;
-        }
-      }
-    }
+    if (!caps.event_timing || !records.anchors->ensure(span.device, span.iface, caps)) return std::nullopt;
     if (caps.current_stream) span.stream = span.iface->currentStream(span.device);
     span.start = span.iface->createTimedEvent(span.device);
-    try {
-      span.iface->recordEvent(span.device, span.start, span.stream);
-    } catch (...) {
-      span.iface->destroyEvent(span.device, span.start);
-      throw;
-    }
-  } catch (const std::exception&) {
+    span.iface->recordEvent(span.device, span.start, span.stream);
+  } catch (...) {
+    destroyQuietly(span.iface, span.device, span.start);
     return std::nullopt;
   }
   return span;
@@ -402,26 +448,22 @@ std::optional<DeviceSpan> startDeviceSpan(ThreadRecords& records, const Operator
 
 // Records the call's end event on the stream its start went to and keeps
 // the pair for report(); an event the device fails to make or record drops
-// the call from the track, as above.
-void finishDeviceSpan(ThreadRecords& records, const OperatorEntry& op, DispatchKey backend, const DeviceSpan& span) {
+// the call from the track, as above. Never throws.
+void finishDeviceSpan(ThreadRecords& records, const OperatorEntry& op, DispatchKey backend,
+                      const DeviceSpan& span) noexcept {
   DeviceInterface::EventHandle end = nullptr;
   try {
     end = span.iface->createTimedEvent(span.device);
     span.iface->recordEvent(span.device, end, span.stream);
-  } catch (const std::exception&) {
-    if (end != nullptr) span.iface->destroyEvent(span.device, end);
-    span.iface->destroyEvent(span.device, span.start);
-    return;
-  }
-  {
     absl::MutexLock lock(&records.mu);
     if (!records.closed) {
       records.device_events.push_back({&op, backend, span.device, span.iface, span.stream, span.start, end});
       return;
     }
+  } catch (...) {
   }
-  span.iface->destroyEvent(span.device, span.start);
-  span.iface->destroyEvent(span.device, end);
+  destroyQuietly(span.iface, span.device, end);
+  destroyQuietly(span.iface, span.device, span.start);
 }
 
 // "850 ns", "12.3 us", "4.56 ms", "1.23 s".
@@ -504,13 +546,15 @@ static void profilingKernel(OperatorKernel*, const OperatorHandle& op, DispatchK
   } catch (...) {
     error = std::current_exception();
   }
-  if (span) finishDeviceSpan(*records, op.entry(), backend, *span);
+
   if (records->watched) {
     absl::MutexLock lock(&records->mu);
     records->in_flight.pop_back();
   }
+  const CallCost cost = frame.finish();
+  if (span) finishDeviceSpan(*records, op.entry(), backend, *span);
   if (declines.count != declines_before && declines.op == &op.entry()) kind = declines.served_by;
-  addCall(*records, op.entry(), backend, kind, frame.finish(), error != nullptr);
+  addCall(*records, op.entry(), backend, kind, cost, error != nullptr);
   if (error) std::rethrow_exception(error);
 }
 
@@ -632,6 +676,7 @@ void Profiler::stop() {
     }
     session_->stopping = true;  // wakes the watchdog
   }
+  session_->anchors->close();
   if (session_->watchdog.joinable()) session_->watchdog.join();
 }
 
@@ -662,20 +707,26 @@ struct StreamNames {
   }
 };
 
-void addDeviceEvents(ThreadRecords& records, Clock::time_point session_start, StreamNames& streams, OpReport& report)
-    ABSL_EXCLUSIVE_LOCKS_REQUIRED(records.mu) {
-  for (const ThreadRecords::DeviceEvent& e : records.device_events) {
-    const auto anchor = std::find_if(records.anchors.begin(), records.anchors.end(),
-                                     [&](const ThreadRecords::Anchor& a) { return a.device == e.device; });
-    if (anchor == records.anchors.end()) continue;  // cannot happen: the anchor comes first
+// The device work of `events` on the host's clock (Note [Stream tracks]),
+// each stream named once in report.streams. Waits for the work; called with
+// no lock of the profiler held. A call whose events the device cannot time
+// (an error, its plugin unloaded) is left out.
+void addDeviceEvents(const std::vector<DeviceEvent>& events, DeviceAnchors& anchors, Clock::time_point session_start,
+                     StreamNames& streams, OpReport& report) {
+  auto ns = [](double ms) { return nanoseconds(static_cast<int64_t>(ms * 1e6)); };
+  for (const DeviceEvent& e : events) {
     if (!stillLoaded(e.device, e.iface)) continue;  // its plugin was unloaded: no device to ask
-    e.iface->synchronizeEvent(e.device, e.end);
-    const double from_ms = e.iface->eventElapsedMs(e.device, anchor->event, e.start);
-    const double to_ms = e.iface->eventElapsedMs(e.device, anchor->event, e.end);
-    auto ns = [](double ms) { return nanoseconds(static_cast<int64_t>(ms * 1e6)); };
-    report.device_events.push_back({e.op->qualifiedName(), e.backend,
-                                    streams.indexOf(e.device, e.stream, report.streams),
-                                    anchor->host - session_start + ns(from_ms), ns(std::max(0.0, to_ms - from_ms))});
+    const std::optional<DeviceAnchors::Anchor> anchor = anchors.find(e.device, e.iface);
+    if (!anchor) continue;  // cannot happen: the anchor comes first
+    try {
+      e.iface->synchronizeEvent(e.device, e.end);
+      const double from_ms = e.iface->eventElapsedMs(e.device, anchor->event, e.start);
+      const double span_ms = e.iface->eventElapsedMs(e.device, e.start, e.end);
+      report.device_events.push_back({e.op->qualifiedName(), e.backend,
+                                      streams.indexOf(e.device, e.stream, report.streams),
+                                      anchor->host - session_start + ns(from_ms), ns(std::max(0.0, span_ms))});
+    } catch (...) {
+    }
   }
 }
 }  // namespace
@@ -684,6 +735,7 @@ OpReport Profiler::report() const {
   OpReport report;
   Rows merged;
   StreamNames streams;
+  std::vector<DeviceEvent> device_events;  // resolved after the locks are released
   {
     absl::MutexLock lock(&session_->mu);
     report.wall_time = session_->stopped.value_or(Clock::now()) - session_->start;
@@ -696,17 +748,16 @@ OpReport Profiler::report() const {
       for (const ThreadRecords::Event& e : records->events)
         report.events.push_back(
             {e.op->qualifiedName(), e.backend, records->index, e.start - session_->start, e.duration});
-      addDeviceEvents(*records, session_->start, streams, report);
+      device_events.insert(device_events.end(), records->device_events.begin(), records->device_events.end());
     }
   }
+  addDeviceEvents(device_events, *session_->anchors, session_->start, streams, report);
   // By start; a caller before a call it made at the same instant (longer first).
-  std::stable_sort(report.events.begin(), report.events.end(), [](const TraceEvent& a, const TraceEvent& b) {
+  auto byStart = [](const auto& a, const auto& b) {
     return a.start != b.start ? a.start < b.start : a.duration > b.duration;
-  });
-  std::stable_sort(report.device_events.begin(), report.device_events.end(),
-                   [](const DeviceTraceEvent& a, const DeviceTraceEvent& b) {
-                     return a.start != b.start ? a.start < b.start : a.duration > b.duration;
-                   });
+  };
+  std::stable_sort(report.events.begin(), report.events.end(), byStart);
+  std::stable_sort(report.device_events.begin(), report.device_events.end(), byStart);
   report.ops.reserve(merged.size());
   for (auto& [key, row] : merged) {
     row.op = key.first->qualifiedName();

@@ -354,7 +354,7 @@ TEST_F(GpusimStreamsTest, TheProfilersTimelineHasATrackPerStreamWithTheDeviceWor
     z = z * 3.0;
   }
   const auto slept_at = std::chrono::steady_clock::now();
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
   side.synchronize();
   prof.stop();
   const OpReport report = prof.report();
@@ -374,7 +374,8 @@ TEST_F(GpusimStreamsTest, TheProfilersTimelineHasATrackPerStreamWithTheDeviceWor
     } else if (e.op == "bp::mul.out") {
       ++on_side;
       // z * 3 was queued behind z = y + 1: the device reached it after the sleep.
-      EXPECT_GE(e.start, slept + std::chrono::milliseconds(19)) << e.op << " ran when the host synchronized";
+      // (Half the sleep: room for the anchor's placement on a busy machine.)
+      EXPECT_GE(e.start, slept + std::chrono::milliseconds(25)) << e.op << " ran when the host synchronized";
     } else {
       ++on_side;
     }

@@ -214,9 +214,13 @@ TEST_F(GpusimThreadsTest, ParallelApplyReplicasTrainAtOnceUnderTheProfiler) {
   constexpr size_t kReplicas = 3;
   const Tensor w = full({kN}, 2.0, {.device = dev});
   std::vector<Tensor> grads(kReplicas);
+  // Made before and kept alive across: a stream is known by its handle
+  // (profiler.h), so replicas must not reuse a freed stream's address.
+  std::vector<Stream> streams;
+  for (size_t i = 0; i < kReplicas; ++i) streams.push_back(Stream::create(dev));
   Profiler prof({.record_events = true});
   parallel::parallelApply(kReplicas, [&](size_t i) {
-    Stream s = Stream::create(dev);
+    const Stream& s = streams[i];
     StreamGuard on(s);
     Tensor replica = w.clone().requires_grad_();
     const Tensor x = full({kN}, double(i + 1), {.device = dev});

@@ -112,8 +112,9 @@ struct ProfilerOptions {
   // timeline: OpReport::events and chromeTrace() (Note [Timelines]). Off by
   // default: it costs memory per call (about 48 bytes). On a device with
   // event timing (DeviceCapabilities::event_timing: CUDA, HIP, the
-  // simulator) each call on it also records two timed events on the
-  // thread's current stream, for OpReport::device_events.
+  // simulator) each call on it also makes and records two timed events on
+  // the thread's current stream, for OpReport::device_events, kept until
+  // the Profiler is destroyed.
   bool record_events = false;
 };
 
@@ -215,14 +216,21 @@ struct OpReport {
   //
   // How a stream's track is timed: the call's two timed events on its
   // stream (DeviceInterface::createTimedEvent, plugin ABI 1.12) give the
-  // device's time; the first call of a thread on a device synchronizes the
-  // device once and records an anchor event, so the device's clock maps to
-  // the host's (anchor's host time + elapsed since the anchor), as
-  // PyTorch's profiler with CUDA events did. The anchor's synchronize is
-  // charged to the caller of that first call. A device without event
-  // timing has no stream tracks: its work shows only as the calls that
-  // issued or waited for it (set synchronize_device for calls that include
-  // it).
+  // device's time. The first call on a device records an anchor event on a
+  // stream of its own, idle, between two reads of the host's clock, so the
+  // device's clock maps to the host's (the anchor's host time + the
+  // device's time since it), as PyTorch's profiler with CUDA events did; a
+  // device without streams is synchronized once for it instead. CUDA gives
+  // the time since the anchor as a float of milliseconds: past about ten
+  // minutes from the anchor, a start is placed to within tens of
+  // microseconds (the duration stays exact to the event's resolution). A
+  // stream is known by its handle: one destroyed and another made at the
+  // same address share a track. The events stay until the Profiler is
+  // destroyed (two per call on such a device), and report() waits for the
+  // work they mark, with none of the profiler's locks held. A device
+  // without event timing has no stream tracks: its work shows only as the
+  // calls that issued or waited for it (set synchronize_device for calls
+  // that include it).
   std::string chromeTrace(int pid = 0, const std::string& process_name = "backplane") const;
   // The same events as a comma-separated list of JSON objects, to merge
   // the traces of several processes into one {"traceEvents": [...]}.
