@@ -299,8 +299,24 @@ constexpr std::chrono::milliseconds kEventQueryLimit{2000};
 
 void checkEventTiming(DeviceProbe& c, Device d, const DataPtr& b, size_t n) {
   DeviceInterface& iface = c.iface();
-  DeviceInterface::EventHandle start = iface.createTimedEvent(d), end = iface.createTimedEvent(d);
-  DeviceInterface::EventHandle plain = iface.createEvent(d);
+  // Destroyed on every path, a failed check's included.
+  struct Events {
+    DeviceInterface& iface;
+    Device d;
+    std::vector<DeviceInterface::EventHandle> made;
+    DeviceInterface::EventHandle add(DeviceInterface::EventHandle e) { return made.emplace_back(e); }
+    ~Events() {
+      for (DeviceInterface::EventHandle e : made) {
+        try {
+          iface.destroyEvent(d, e);
+        } catch (...) {
+        }
+      }
+    }
+  } events{iface, d, {}};
+  DeviceInterface::EventHandle start = events.add(iface.createTimedEvent(d));
+  DeviceInterface::EventHandle end = events.add(iface.createTimedEvent(d));
+  DeviceInterface::EventHandle plain = events.add(iface.createEvent(d));
   const auto host_before = std::chrono::steady_clock::now();
   iface.recordEvent(d, start, nullptr);
   iface.memset(b.get(), d, 0x22, n);
@@ -317,7 +333,6 @@ void checkEventTiming(DeviceProbe& c, Device d, const DataPtr& b, size_t n) {
   } catch (const Error&) {
     plain_refused = true;
   }
-  for (DeviceInterface::EventHandle e : {start, end, plain}) iface.destroyEvent(d, e);
   const std::string what = "eventElapsedMs on " + d.str();
   if (!(ms >= 0) || ms > host_ms * 1.01 + 1.0)
     failed(what, strCat("two timed events around a 64 KiB memset are ", ms, " ms apart, but the host waited ", host_ms,
