@@ -118,13 +118,13 @@ class DeviceBackend {
   virtual bool hasEventTiming() { return false; }
   // An event like createEvent's (destroyed with destroyEvent) that also
   // takes the time at which the device reaches each record of it.
-  virtual BP_Event* createTimedEvent(int device) { return noStreams<BP_Event*>(device, "createTimedEvent"); }
+  virtual BP_Event* createTimedEvent(int device) { return noTiming<BP_Event*>(device, "createTimedEvent"); }
   // The device's milliseconds from `start` to `end`, both from
   // createTimedEvent, recorded and complete (fail with
   // BP_FAILED_PRECONDITION for one not yet complete).
   virtual double eventElapsedMs(int device, BP_Event* start, BP_Event* end) {
     (void)start, (void)end;
-    return noStreams<double>(device, "eventElapsedMs");
+    return noTiming<double>(device, "eventElapsedMs");
   }
 
   // Fills `out` (zeroed, struct_size set; write only the fields). Default:
@@ -145,6 +145,10 @@ class DeviceBackend {
   template <class R>
   R noStreams(int device, const char* what) {
     fail(BP_UNIMPLEMENTED, detail::concat(what, ": ", type_name_, ":", device, " has no streams or events"));
+  }
+  template <class R>
+  R noTiming(int device, const char* what) {
+    fail(BP_UNIMPLEMENTED, detail::concat(what, ": ", type_name_, ":", device, " has no event timing"));
   }
   std::string type_name_;
   int32_t device_type_ = -1;

@@ -75,7 +75,7 @@ struct KernelTraits {
 #if defined(__GNUC__)
 [[gnu::cold, gnu::noinline]]
 #endif
-inline void
+[[noreturn]] inline void
 badCall(const BP_KernelCall* call, size_t num_args, size_t num_returns) {
   if (call == nullptr) fail(BP_INTERNAL, "a kernel was called with a NULL BP_KernelCall");
   if (call->struct_size < BP_KernelCall_STRUCT_SIZE) {
@@ -90,6 +90,7 @@ badCall(const BP_KernelCall* call, size_t num_args, size_t num_returns) {
   if ((num_args != 0 && call->args == nullptr) || (num_returns != 0 && call->returns == nullptr)) {
     fail(BP_INTERNAL, concat("the kernel for ", opName(call->op), " was called with NULL args or returns"));
   }
+  fail(BP_INTERNAL, "a kernel's call failed its shape check");  // unreachable while checkCall's test matches
 }
 
 // Validates a call's shape against the kernel's arity.
