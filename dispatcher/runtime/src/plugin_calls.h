@@ -59,13 +59,13 @@ struct ThreadCallDepths {
 class CallTracker;
 namespace detail {
 // Trivially initialised, so reading it costs no TLS guard; set on a thread's
-// first plugin call by CallTracker::registerThisThread(). Initial-exec: one
-// load at a fixed offset from the thread pointer, where the default model
-// for a shared library's thread_local calls __tls_get_addr on every plugin
-// call (about 3 ns of BM_PluginKernelCall). It takes 8 bytes of the static
-// TLS that glibc keeps spare for libraries loaded by dlopen (the Python
-// extension loads libbackplane that way).
-inline thread_local ThreadCallDepths* tls_depths [[gnu::tls_model("initial-exec")]] = nullptr;
+// first plugin call by CallTracker::registerThisThread(). Read through a TLS
+// descriptor (-mtls-dialect=gnu2 in dispatcher/CMakeLists.txt), not a
+// __tls_get_addr call per plugin call (about 3 ns of BM_PluginKernelCall).
+// Not initial-exec: that would put the library's whole TLS block in the
+// static TLS that glibc keeps spare for libraries loaded by dlopen, as
+// Python loads this one.
+inline thread_local ThreadCallDepths* tls_depths = nullptr;
 }  // namespace detail
 
 class CallTracker {
