@@ -128,6 +128,11 @@ Event::Event(Device device) : device_(device.resolved()) {
   handle_ = withEvents(device_, "Event").createEvent(device_);
 }
 
+Event Event::timed(Device device) {
+  const Device d = device.resolved();
+  return Event(d, withEvents(d, "Event::timed").createTimedEvent(d));
+}
+
 Event::~Event() {
   if (handle_ == nullptr) return;
   try {
@@ -181,6 +186,16 @@ void Event::synchronize() const {
 bool Event::query() const {
   requireLive(*this, "Event::query");
   return withEvents(device_, "Event::query").queryEvent(device_, handle_);
+}
+
+double Event::elapsedMs(const Event& end) const {
+  requireLive(*this, "Event::elapsedMs");
+  requireLive(end, "Event::elapsedMs");
+  if (!(device_ == end.device_)) {
+    BP_THROW(kInvalidArgument, "Event::elapsedMs: the start event is on ", device_.str(), " but the end event on ",
+             end.device_.str(), "; time two events of one device");
+  }
+  return withEvents(device_, "Event::elapsedMs").eventElapsedMs(device_, handle_, end.handle_);
 }
 
 // ------------------------------------------------------------- StreamGuard

@@ -18,20 +18,20 @@
 #include <vector>
 
 #include "backplane/backplane.h"
-#include "backplane/core/device_type_registry.h"
-#include "backplane/core/str_cat.h"
 #include "backplane/dispatch/dispatcher.h"
 #include "backplane/ops/ops.h"
 #include "backplane/ops/tensor.h"
 #include "backplane/runtime/profiler.h"
 #include "backplane/runtime/runtime.h"
 #include "backplane/runtime/stream.h"
+#include "backplane/testing/errors.h"
 #include "gpu_test_util.h"
 
 namespace backplane {
 namespace {
 
 using ::testing::Each;
+using testing::expectError;
 using ::testing::HasSubstr;
 
 class GpusimStreamsTest : public gpu_test::GpusimSuite {
@@ -288,52 +288,34 @@ TEST_F(GpusimStreamsTest, TheCpuHasNoStreamsAndSaysWhereTheyAre) {
 // before the synchronize: the device's time, not the time to issue.
 TEST_F(GpusimStreamsTest, TimedEventsMeasureWhenTheDeviceRanTheWork) {
   if (deferredStreamsOff()) GTEST_SKIP() << "BACKPLANE_GPUSIM_SYNC_STREAMS=1 runs every stream at once";
-  DeviceInterface& iface = *DeviceTypeRegistry::global().interface(dev_.type);
-  ASSERT_TRUE(iface.capabilities().event_timing) << iface.capabilities().str();
+  ASSERT_TRUE(runtime()->capabilities(dev_).event_timing) << runtime()->capabilities(dev_).str();
   Stream side = Stream::create(dev_);
   const auto before = std::chrono::steady_clock::now();
-  DeviceInterface::EventHandle start = iface.createTimedEvent(dev_), end = iface.createTimedEvent(dev_);
+  Event start = Event::timed(dev_), end = Event::timed(dev_);
   Tensor y = zeros({kN}, {.device = dev_});
-  iface.recordEvent(dev_, start, side.handle());  // the stream is idle: reached now
+  start.record(side);  // the stream is idle: reached now
   {
     StreamGuard on(side);
     y.fill_(2.0);
   }
-  iface.recordEvent(dev_, end, side.handle());  // reached when the fill runs
-  try {
-    (void)iface.eventElapsedMs(dev_, start, end);
-    ADD_FAILURE() << "eventElapsedMs of an event not yet reached returned";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), absl::StatusCode::kFailedPrecondition);
-    EXPECT_THAT(e.what(), HasSubstr("not completed yet"));
-  }
+  end.record(side);  // reached when the fill runs
+  expectError([&] { (void)start.elapsedMs(end); }, absl::StatusCode::kFailedPrecondition, {"not completed yet"});
   std::this_thread::sleep_for(std::chrono::milliseconds(30));
-  iface.synchronizeEvent(dev_, end);
+  end.synchronize();
   const double host_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - before).count();
-  const double ms = iface.eventElapsedMs(dev_, start, end);
+  const double ms = start.elapsedMs(end);
   EXPECT_GE(ms, 30.0) << "the fill ran when forced, after the host's sleep";
   EXPECT_LE(ms, host_ms);
-  EXPECT_LE(iface.eventElapsedMs(dev_, end, start), -30.0) << "end before start is negative";
+  EXPECT_LE(end.elapsedMs(start), -30.0) << "end before start is negative";
   EXPECT_THAT(values(y), Each(2.0f));
 
   // An event made without timing, or a timed one never recorded, is refused by name.
-  DeviceInterface::EventHandle plain = iface.createEvent(dev_), fresh = iface.createTimedEvent(dev_);
-  iface.recordEvent(dev_, plain, nullptr);
-  try {
-    (void)iface.eventElapsedMs(dev_, start, plain);
-    ADD_FAILURE() << "eventElapsedMs of an event without timing returned";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_THAT(e.what(), HasSubstr("was made by event_create, which takes no time"));
-  }
-  try {
-    (void)iface.eventElapsedMs(dev_, start, fresh);
-    ADD_FAILURE() << "eventElapsedMs of an event never recorded returned";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), absl::StatusCode::kFailedPrecondition);
-    EXPECT_THAT(e.what(), HasSubstr("never recorded"));
-  }
-  for (DeviceInterface::EventHandle e : {start, end, plain, fresh}) iface.destroyEvent(dev_, e);
+  Event plain(dev_);
+  plain.record();
+  expectError([&] { (void)start.elapsedMs(plain); }, absl::StatusCode::kInvalidArgument,
+              {"was made by event_create, which takes no time"});
+  expectError([&] { (void)start.elapsedMs(Event::timed(dev_)); }, absl::StatusCode::kFailedPrecondition,
+              {"never recorded"});
 }
 
 // Note [Stream tracks] (profiler.cc): with record_events, each call on the
@@ -387,8 +369,8 @@ TEST_F(GpusimStreamsTest, TheProfilersTimelineHasATrackPerStreamWithTheDeviceWor
 
   const std::string trace = report.chromeTrace();
   const size_t first_stream_tid = report.threads.size();
-  EXPECT_THAT(trace, HasSubstr(strCat(R"({"name":"thread_name","ph":"M","pid":0,"tid":)", first_stream_tid + 1,
-                                      R"(,"args":{"name":"gpusim:0 stream 1"}})")));
+  EXPECT_THAT(trace, HasSubstr(R"({"name":"thread_name","ph":"M","pid":0,"tid":)" +
+                               std::to_string(first_stream_tid + 1) + R"(,"args":{"name":"gpusim:0 stream 1"}})"));
   EXPECT_THAT(trace, HasSubstr(R"("cat":"device","ph":"X")"));
 }
 

@@ -95,6 +95,11 @@ class Event {
   // synchronizing it, returns at once). Throws Error (kUnimplemented) for a
   // device without events.
   explicit Event(Device device);
+  // A new event that also takes the device's time when the device reaches
+  // each record of it, for elapsedMs (torch.cuda.Event(enable_timing=True)).
+  // Throws Error (kUnimplemented) for a device without event timing
+  // (Runtime::capabilities(device).event_timing: CUDA, HIP, gpusim).
+  static Event timed(Device device);
   ~Event();
   Event(Event&& other) noexcept;
   Event& operator=(Event&& other) noexcept;
@@ -116,10 +121,17 @@ class Event {
   // Whether the event has completed, without blocking. Throws Error
   // (kUnimplemented) for a plugin that cannot tell (built before ABI 1.3).
   bool query() const;
+  // The device's milliseconds from this event to `end` (negative when the
+  // device reached `end` first), both made by timed() on one device,
+  // recorded and complete (synchronize() `end` first): Error
+  // kFailedPrecondition for one not yet complete or never recorded,
+  // kInvalidArgument for one made without timing or on another device.
+  double elapsedMs(const Event& end) const;
 
   DeviceInterface::EventHandle handle() const { return handle_; }
 
  private:
+  Event(Device device, DeviceInterface::EventHandle handle) : device_(device), handle_(handle) {}
   Device device_;
   DeviceInterface::EventHandle handle_ = nullptr;
 };
