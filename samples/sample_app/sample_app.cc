@@ -53,27 +53,21 @@ bool parseFlags(int argc, char** argv, const std::map<std::string_view, FlagTarg
       error = strCat(name, " needs a value");
       return false;
     }
-    if (const auto* number = std::get_if<PositiveNumber>(&flag->second)) {
-      if (!parsePositive(value, *number->target)) {
-        error = strCat(name, " needs a positive number, got '", value, "'");
-        return false;
-      }
-      continue;
-    }
-    const bool parsed = std::visit(
-        [&]<typename T>(T target) {
+    // What the value must be, or nullptr when it parsed.
+    const char* wanted = std::visit(
+        [&]<typename T>(T target) -> const char* {
           if constexpr (std::is_same_v<T, std::string*>) {
             *target = value;
-            return true;
+            return nullptr;
           } else if constexpr (std::is_same_v<T, PositiveNumber>) {
-            return false;  // handled above
+            return parsePositive(value, *target.target) ? nullptr : "a positive number";
           } else {
-            return parseInteger(value, *target);
+            return parseInteger(value, *target) ? nullptr : "an integer";
           }
         },
         flag->second);
-    if (!parsed) {
-      error = strCat(name, " needs an integer, got '", value, "'");
+    if (wanted != nullptr) {
+      error = strCat(name, " needs ", wanted, ", got '", value, "'");
       return false;
     }
   }

@@ -159,11 +159,9 @@ struct DeviceAnchors {
     list.push_back(a);
     return true;
   }
-  std::optional<Anchor> find(Device device, DeviceInterface* iface) {
+  std::vector<Anchor> snapshot() {
     absl::MutexLock lock(&mu);
-    for (const Anchor& a : list)
-      if (a.device == device && a.iface == iface) return a;
-    return std::nullopt;
+    return list;
   }
   void close() {
     absl::MutexLock lock(&mu);
@@ -714,10 +712,13 @@ struct StreamNames {
 void addDeviceEvents(const std::vector<DeviceEvent>& events, DeviceAnchors& anchors, Clock::time_point session_start,
                      StreamNames& streams, OpReport& report) {
   auto ns = [](double ms) { return nanoseconds(static_cast<int64_t>(ms * 1e6)); };
+  const std::vector<DeviceAnchors::Anchor> known = anchors.snapshot();
   for (const DeviceEvent& e : events) {
     if (!stillLoaded(e.device, e.iface)) continue;  // its plugin was unloaded: no device to ask
-    const std::optional<DeviceAnchors::Anchor> anchor = anchors.find(e.device, e.iface);
-    if (!anchor) continue;  // cannot happen: the anchor comes first
+    const auto anchor = std::find_if(known.begin(), known.end(), [&](const DeviceAnchors::Anchor& a) {
+      return a.device == e.device && a.iface == e.iface;
+    });
+    if (anchor == known.end()) continue;  // cannot happen: the anchor comes first
     try {
       e.iface->synchronizeEvent(e.device, e.end);
       const double from_ms = e.iface->eventElapsedMs(e.device, anchor->event, e.start);
