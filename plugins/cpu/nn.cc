@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "bp_common/windows.h"
 #include "cpu_common.h"
 #include "dnnl_util.h"
 #include "kernels.h"
@@ -273,8 +274,8 @@ bp::Tensor conv2d(const bp::Tensor& input, const bp::Tensor& weight, const std::
   g.padding = pair(padding);
   g.dilation = pair(dilation);
   g.groups = groups;
-  g.oh = (g.h + 2 * g.padding[0] - g.dilation[0] * (g.kh - 1) - 1) / g.stride[0] + 1;
-  g.ow = (g.w + 2 * g.padding[1] - g.dilation[1] * (g.kw - 1) - 1) / g.stride[1] + 1;
+  g.oh = bp_common::convOutputSize(g.h, g.kh, g.padding[0], g.stride[0], g.dilation[0]);
+  g.ow = bp_common::convOutputSize(g.w, g.kw, g.padding[1], g.stride[1], g.dilation[1]);
   const bp::Tensor out = batched ? bp::Tensor::empty({g.n, g.oc, g.oh, g.ow}, input.dtype(), kCpuDevice)
                                  : bp::Tensor::empty({g.oc, g.oh, g.ow}, input.dtype(), kCpuDevice);
   if (out.numel() == 0) return out;
@@ -314,21 +315,6 @@ struct PoolGeometry {
   int64_t sn, sc, sh, sw;
 };
 
-// PyTorch's pooling_output_shape (see the dispatcher's rule, which has
-// checked that the span below fits in int64: Note [Window geometry
-// overflow]). Ceil mode rounds by the remainder, as the rule does: adding
-// stride - 1 first overflows for a stride near 2^63.
-int64_t poolOutputSize(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dilation, bool ceil_mode) {
-  const int64_t span = in + 2 * pad - dilation * (k - 1) - 1;
-  int64_t out = span / stride + 1;  // span >= 0: the rule guarantees an output of at least 1
-  if (ceil_mode && span % stride != 0) ++out;
-  // The last window must start inside the input or its left padding; a
-  // start past int64 is past it.
-  int64_t last_start = 0;
-  if (ceil_mode && (__builtin_mul_overflow(out - 1, stride, &last_start) || last_start >= in + pad)) --out;
-  return out;
-}
-
 PoolGeometry poolGeometry(const bp::Tensor& self, bp::IntList kernel_size, bp::IntList stride, bp::IntList padding,
                           std::array<int64_t, 2> dilation, bool ceil_mode) {
   PoolGeometry g;
@@ -341,8 +327,8 @@ PoolGeometry poolGeometry(const bp::Tensor& self, bp::IntList kernel_size, bp::I
   g.stride = stride.empty() ? g.kernel : pair(stride);
   g.padding = pair(padding);
   g.dilation = dilation;
-  g.oh = poolOutputSize(g.h, g.kernel[0], g.padding[0], g.stride[0], g.dilation[0], ceil_mode);
-  g.ow = poolOutputSize(g.w, g.kernel[1], g.padding[1], g.stride[1], g.dilation[1], ceil_mode);
+  g.oh = bp_common::poolOutputSize(g.h, g.kernel[0], g.padding[0], g.stride[0], g.dilation[0], ceil_mode);
+  g.ow = bp_common::poolOutputSize(g.w, g.kernel[1], g.padding[1], g.stride[1], g.dilation[1], ceil_mode);
   g.sn = batched ? self.stride(0) : 0;
   g.sc = self.stride(-3);
   g.sh = self.stride(-2);

@@ -215,22 +215,8 @@ void sortLines(const char* op, const bp::Tensor& self, int64_t dim, bool descend
   });
 }
 
-std::tuple<bp::Tensor, bp::Tensor> sort_values_stable(const bp::Tensor& self, std::optional<bool>, int64_t dim,
-                                                      bool descending, const bp::Tensor& values,
-                                                      const bp::Tensor& indices) {
-  const int64_t len = self.dim() == 0 ? 1 : self.size(wrapDim(dim, self.dim()));
-  sortLines("bp::sort.values_stable", self, dim, descending, len, values, indices);
-  return {values, indices};
-}
-
-std::tuple<bp::Tensor, bp::Tensor> topk_values(const bp::Tensor& self, int64_t k, int64_t dim, bool largest, bool,
-                                               const bp::Tensor& values, const bp::Tensor& indices) {
-  const char* op = "bp::topk.values";
-  const int64_t len = self.dim() == 0 ? 1 : self.size(wrapDim(dim, self.dim()));
-  BP_PLUGIN_CHECK(k >= 0 && k <= len, op, ": k = ", k, " is out of range for a dimension of size ", len);
-  sortLines(op, self, dim, largest, k, values, indices);
-  return {values, indices};
-}
+constexpr auto sort_values_stable = &bp_common::sortValuesStable<&sortLines>;
+constexpr auto topk_values = &bp_common::topkValues<&sortLines>;
 
 // --- flip and pads: out[p] = self[map(p)], or the padding value
 
@@ -319,8 +305,7 @@ namespace bp_cpu {
 
 void registerSortScanPadKernels(bp::Library& m) {
   BP_REGISTER_SCAN_PAD_KERNELS(m, kCpu);
-  m.impl("sort.values_stable", kCpu, &sort_values_stable);
-  m.impl("topk.values", kCpu, &topk_values);
+  BP_REGISTER_SORT_KERNELS(m, kCpu);
 }
 
 }  // namespace bp_cpu

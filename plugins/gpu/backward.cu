@@ -24,6 +24,7 @@
 #include "kernel_args.h"
 #include "kernels.h"
 #include "loops.cuh"
+#include "pool_args.h"
 
 namespace bp_gpu {
 namespace {
@@ -238,39 +239,9 @@ bp::Tensor embedding_dense_backward(const bp::Tensor& grad_output, const bp::Ten
 // first greater than every earlier one, or the first NaN) is this element,
 // avg_pool2d's each with its share (the window's gradient over the
 // forward's divisor).
-struct PoolBackwardArgs {
-  int64_t channels, h, w, oh, ow;
-  int64_t kh, kw, sh, sw, ph, pw, dh, dw;
-  int64_t stride_n, stride_c, stride_h, stride_w;  // self's; stride_n is 0 unbatched
-  bool count_include_pad;
-  int64_t divisor;  // divisor_override, or 0
-};
-
-PoolBackwardArgs poolBackwardArgs(const bp::Tensor& self, const bp::Tensor& grad, bp::IntList kernel,
-                                  bp::IntList stride, bp::IntList padding, bp::IntList dilation) {
-  auto pick = [](bp::IntList v, int i, int64_t otherwise) {
-    return v.empty() ? otherwise : v.size() == 1 ? v[0] : v[static_cast<size_t>(i)];
-  };
-  PoolBackwardArgs a{};
-  const bool batched = self.dim() == 4;
-  a.channels = self.size(self.dim() - 3);
-  a.h = self.size(self.dim() - 2);
-  a.w = self.size(self.dim() - 1);
-  a.oh = grad.size(grad.dim() - 2);
-  a.ow = grad.size(grad.dim() - 1);
-  a.kh = pick(kernel, 0, 1);
-  a.kw = pick(kernel, 1, 1);
-  a.sh = pick(stride, 0, a.kh);
-  a.sw = pick(stride, 1, a.kw);
-  a.ph = pick(padding, 0, 0);
-  a.pw = pick(padding, 1, 0);
-  a.dh = pick(dilation, 0, 1);
-  a.dw = pick(dilation, 1, 1);
-  a.stride_n = batched ? self.stride(0) : 0;
-  a.stride_c = self.stride(self.dim() - 3);
-  a.stride_h = self.stride(self.dim() - 2);
-  a.stride_w = self.stride(self.dim() - 1);
-  return a;
+PoolArgs poolBackwardArgs(const bp::Tensor& self, const bp::Tensor& grad, bp::IntList kernel, bp::IntList stride,
+                          bp::IntList padding, bp::IntList dilation) {
+  return poolArgs(self, grad.size(-2), grad.size(-1), kernel, stride, padding, dilation);
 }
 
 // The output positions [lo, hi] along one dim whose window may hold input
@@ -283,7 +254,7 @@ BP_GPU_HD inline void windowsHolding(int64_t i, int64_t p, int64_t s, int64_t ke
 }
 
 template <class T>
-__global__ void maxPoolBackwardKernel(PoolBackwardArgs a, int64_t n, const T* self, const T* grad, T* out) {
+__global__ void maxPoolBackwardKernel(PoolArgs a, int64_t n, const T* self, const T* grad, T* out) {
   gridStride(n, [&](int64_t e) {
     const int64_t plane = e / (a.h * a.w), iy = e / a.w % a.h, ix = e % a.w;
     const T* in = self + (plane / a.channels) * a.stride_n + (plane % a.channels) * a.stride_c;
@@ -298,25 +269,8 @@ __global__ void maxPoolBackwardKernel(PoolBackwardArgs a, int64_t n, const T* se
       for (int64_t ox = ox0; ox <= ox1; ++ox) {
         if ((ix + a.pw - ox * a.sw) % a.dw != 0) continue;
         // This window's pick, in the forward's order.
-        int64_t at_y = -1, at_x = -1;
-        M best = 0;
-        bool done = false;
-        for (int64_t ky = 0; ky < a.kh && !done; ++ky) {
-          const int64_t y = oy * a.sh - a.ph + ky * a.dh;
-          if (y < 0 || y >= a.h) continue;
-          for (int64_t kx = 0; kx < a.kw; ++kx) {
-            const int64_t x = ox * a.sw - a.pw + kx * a.dw;
-            if (x < 0 || x >= a.w) continue;
-            const M v = load(in[y * a.stride_h + x * a.stride_w]);
-            if (at_y < 0 || v > best || v != v) {
-              at_y = y, at_x = x, best = v;
-            }
-            if (best != best) {
-              done = true;
-              break;
-            }
-          }
-        }
+        int64_t at_y, at_x;
+        windowMax(a, in, oy, ox, &at_y, &at_x);
         if (at_y == iy && at_x == ix) sum += load(g[oy * a.ow + ox]);
       }
     }
@@ -325,7 +279,7 @@ __global__ void maxPoolBackwardKernel(PoolBackwardArgs a, int64_t n, const T* se
 }
 
 template <class T>
-__global__ void avgPoolBackwardKernel(PoolBackwardArgs a, int64_t n, const T* grad, T* out) {
+__global__ void avgPoolBackwardKernel(PoolArgs a, int64_t n, const T* grad, T* out) {
   gridStride(n, [&](int64_t e) {
     const int64_t plane = e / (a.h * a.w), iy = e / a.w % a.h, ix = e % a.w;
     const T* g = grad + plane * a.oh * a.ow;
@@ -357,8 +311,7 @@ __global__ void avgPoolBackwardKernel(PoolBackwardArgs a, int64_t n, const T* gr
 }
 
 template <bool kMax>
-bp::Tensor poolBackward(const char* op, const bp::Tensor& grad_output, const bp::Tensor& self,
-                        const PoolBackwardArgs& args) {
+bp::Tensor poolBackward(const char* op, const bp::Tensor& grad_output, const bp::Tensor& self, const PoolArgs& args) {
   checkDtype(op, self, "self", {ScalarType::Float32, ScalarType::Float64});
   const bp::Device device = callDevice(op, grad_output, "grad_output");
   checkOnDevice(op, self, "self", device);
@@ -391,7 +344,7 @@ bp::Tensor max_pool2d_backward(const bp::Tensor& grad_output, const bp::Tensor& 
 bp::Tensor avg_pool2d_backward(const bp::Tensor& grad_output, const bp::Tensor& self, bp::IntList kernel_size,
                                bp::IntList stride, bp::IntList padding, bool /*ceil_mode*/, bool count_include_pad,
                                std::optional<int64_t> divisor_override) {
-  PoolBackwardArgs args = poolBackwardArgs(self, grad_output, kernel_size, stride, padding, {});
+  PoolArgs args = poolBackwardArgs(self, grad_output, kernel_size, stride, padding, {});
   args.count_include_pad = count_include_pad;
   args.divisor = divisor_override ? *divisor_override : 0;
   return poolBackward<false>("bp::avg_pool2d_backward", grad_output, self, args);

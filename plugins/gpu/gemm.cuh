@@ -37,6 +37,21 @@ struct MatrixView {
   int64_t sb, sr, sc;
 };
 
+// One operand of a product: the tensor whose memory the view reads (kept
+// alive) and the view.
+struct GemmOperand {
+  bp::Tensor tensor;
+  MatrixView view;
+};
+
+// C = alpha * A @ B (+ beta * C when use_beta) in `dtype`, queued on
+// `device`'s current stream: cuBLAS where the CUDA plugin can use it, our
+// tiled kernel otherwise (linalg.cu). The views must describe memory of that
+// device; C must not overlap A or B. mm, bmm, addmm, linear and conv2d
+// (conv_pool.cu) run on it.
+void gemm(const char* op, const GemmOperand& a, const GemmOperand& b, const MatrixView& c, ScalarType dtype,
+          const bp::Scalar& alpha, const bp::Scalar& beta, bool use_beta, int device);
+
 // alpha and beta of a product: as double for the floating dtypes, as int64
 // for the integral ones (the host's rule has required integers there).
 struct GemmScalars {

@@ -112,6 +112,8 @@ void init(bp::Library& m) {
   bp_gpu::registerDataMovementKernels(m, type);
   bp_gpu::registerReductionKernels(m, type);
   bp_gpu::registerScanPadKernels(m, type);
+  bp_gpu::registerSortKernels(m, type);
+  bp_gpu::registerConvPoolKernels(m, type);
   bp_gpu::registerNormKernels(m, type);
   bp_gpu::registerBackwardKernels(m, type);
   bp_gpu::registerOptimKernels(m, type);

@@ -18,12 +18,15 @@ void registerElementwiseMoreKernels(bp::Library& m,
 void registerDataMovementKernels(bp::Library& m,
                                  int32_t type);  // data_movement.cu: cat, index_select, gather, scatter_add
 void registerReductionKernels(bp::Library& m,
-                              int32_t type);             // reduction.cu: sum, mean, amax, ..., softmax, log_softmax
-void registerNormKernels(bp::Library& m, int32_t type);  // norm.cu: layer_norm, layer_norm_backward
+                              int32_t type);  // reduction.cu: sum, mean, amax, ..., softmax, log_softmax
+void registerNormKernels(bp::Library& m,
+                         int32_t type);  // norm.cu: layer_norm, layer_norm_backward, batch_norm
 void registerBackwardKernels(bp::Library& m,
-                             int32_t type);                 // backward.cu: gelu_backward, _(log_)softmax_backward_data
-void registerOptimKernels(bp::Library& m, int32_t type);    // optim.cu: _fused_sgd_, _fused_adamw_
-void registerLinalgKernels(bp::Library& m, int32_t type);   // linalg.cu: mm, bmm, addmm, linear (BLAS or tiled GEMM)
-void registerScanPadKernels(bp::Library& m, int32_t type);  // scan_pad.cu: cumsum, flip, pads
+                             int32_t type);                  // backward.cu: gelu_backward, _(log_)softmax_backward_data
+void registerOptimKernels(bp::Library& m, int32_t type);     // optim.cu: _fused_sgd_, _fused_adamw_
+void registerLinalgKernels(bp::Library& m, int32_t type);    // linalg.cu: mm, bmm, addmm, linear (BLAS or tiled GEMM)
+void registerScanPadKernels(bp::Library& m, int32_t type);   // scan_pad.cu: cumsum, flip, pads
+void registerSortKernels(bp::Library& m, int32_t type);      // sort.cu: sort.values_stable, topk.values
+void registerConvPoolKernels(bp::Library& m, int32_t type);  // conv_pool.cu: conv2d, max_pool2d, avg_pool2d
 
 }  // namespace bp_gpu

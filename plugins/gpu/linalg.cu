@@ -49,13 +49,6 @@ const std::initializer_list<ScalarType> kSupported = {ScalarType::UInt8,    Scal
                                                       ScalarType::Int32,    ScalarType::Int64,   ScalarType::Float16,
                                                       ScalarType::BFloat16, ScalarType::Float32, ScalarType::Float64};
 
-// One operand of a product: the tensor whose memory the view reads (kept
-// alive) and the view, which starts at the tensor's first element.
-struct Operand {
-  bp::Tensor tensor;
-  MatrixView view;
-};
-
 // A 2-D tensor as a batch of one; a 3-D tensor as is.
 MatrixView viewOf(const bp::Tensor& t) {
   if (t.dim() == 2) return MatrixView{t.data_ptr(), 1, t.size(0), t.size(1), 0, t.stride(0), t.stride(1)};
@@ -66,18 +59,20 @@ MatrixView viewOf(const bp::Tensor& t) {
 #if defined(BP_GPU_CUDA)
 // The operand packed into a contiguous [batch, rows, cols] copy (for cuBLAS,
 // which takes only row- or column-major matrices with a leading dimension).
-Operand packed(const char* op, const Operand& x, ScalarType dtype) {
+GemmOperand packed(const char* op, const GemmOperand& x, ScalarType dtype) {
   const MatrixView& v = x.view;
   const bp::Tensor src = x.tensor.as_strided({v.batch, v.rows, v.cols}, {v.sb, v.sr, v.sc}, x.tensor.storage_offset());
   bp::Tensor dst = bp::Tensor::empty({v.batch, v.rows, v.cols}, dtype, x.tensor.device());
   copyCast(op, dst, src);
-  return Operand{dst,
-                 MatrixView{dst.data_ptr(), v.batch, v.rows, v.cols, v.batch == 1 ? 0 : v.rows * v.cols, v.cols, 1}};
+  return GemmOperand{
+      dst, MatrixView{dst.data_ptr(), v.batch, v.rows, v.cols, v.batch == 1 ? 0 : v.rows * v.cols, v.cols, 1}};
 }
 #endif
 
-// C = alpha * A @ B (+ beta * C when use_beta), on C's device.
-void gemm(const char* op, const Operand& a, const Operand& b, const MatrixView& c, ScalarType dtype,
+}  // namespace
+
+// gemm.cuh.
+void gemm(const char* op, const GemmOperand& a, const GemmOperand& b, const MatrixView& c, ScalarType dtype,
           const bp::Scalar& alpha, const bp::Scalar& beta, bool use_beta, int device) {
   if (c.batch == 0 || c.rows == 0 || c.cols == 0) return;
   GemmScalars s{};
@@ -92,7 +87,7 @@ void gemm(const char* op, const Operand& a, const Operand& b, const MatrixView& 
 #if defined(BP_GPU_CUDA)
   MatrixView cv = c;
   if (a.view.cols > 0 && cublasTakes(dtype) && blasLayout(cv)) {
-    Operand pa = a, pb = b;
+    GemmOperand pa = a, pb = b;
     if (!blasLayout(pa.view)) pa = packed(op, a, dtype);
     if (!blasLayout(pb.view)) pb = packed(op, b, dtype);
     if (cublasGemm(pa.view, pb.view, cv, dtype, s, allowTf32(), device)) return;
@@ -107,6 +102,8 @@ void gemm(const char* op, const Operand& a, const Operand& b, const MatrixView& 
   });
 }
 
+namespace {
+
 void checkArgs(const char* op, bp::Device device,
                std::initializer_list<std::pair<const bp::Tensor*, const char*>> args) {
   for (auto [t, name] : args) {
@@ -117,8 +114,8 @@ void checkArgs(const char* op, bp::Device device,
 
 bp::Tensor mmOrBmm(const char* op, const bp::Tensor& self, const bp::Tensor& mat2, const bp::Tensor& out) {
   checkArgs(op, out.device(), {{&self, "self"}, {&mat2, "mat2"}, {&out, "out"}});
-  gemm(op, Operand{self, viewOf(self)}, Operand{mat2, viewOf(mat2)}, viewOf(out), out.dtype(), bp::Scalar(int64_t{1}),
-       bp::Scalar(int64_t{0}), false, out.device().index);
+  gemm(op, GemmOperand{self, viewOf(self)}, GemmOperand{mat2, viewOf(mat2)}, viewOf(out), out.dtype(),
+       bp::Scalar(int64_t{1}), bp::Scalar(int64_t{0}), false, out.device().index);
   return out;
 }
 
@@ -141,8 +138,8 @@ bp::Tensor addmm_out(const bp::Tensor& self, const bp::Tensor& mat1, const bp::T
   const bool in_place =
       self.data_ptr() == out.data_ptr() && self.sizes() == out.sizes() && self.strides() == out.strides();
   if (use_beta && !in_place) copyCast(kOp, out, self);
-  gemm(kOp, Operand{mat1, viewOf(mat1)}, Operand{mat2, viewOf(mat2)}, viewOf(out), out.dtype(), alpha, beta, use_beta,
-       out.device().index);
+  gemm(kOp, GemmOperand{mat1, viewOf(mat1)}, GemmOperand{mat2, viewOf(mat2)}, viewOf(out), out.dtype(), alpha, beta,
+       use_beta, out.device().index);
   return out;
 }
 
@@ -174,7 +171,7 @@ bp::Tensor linear(const bp::Tensor& input, const bp::Tensor& weight, const std::
   bp::Tensor out = bp::Tensor::empty(shape.sizes, dtype, device);
   if (rows * n == 0) return out;
 
-  Operand a{input, {}};
+  GemmOperand a{input, {}};
   if (!rowsView(input, rows, a.view)) {
     a.tensor = bp::Tensor::empty(input.sizes(), dtype, device);
     copyCast(kOp, a.tensor, input);
@@ -183,7 +180,7 @@ bp::Tensor linear(const bp::Tensor& input, const bp::Tensor& weight, const std::
   // weight.T: [in, n] (a 1-d weight: [in, 1]).
   const MatrixView wt{weight.data_ptr(), 1, in, n, 0, weight.stride(-1), matrix_weight ? weight.stride(0) : 1};
   if (bias != nullptr) copyCast(kOp, out, *bias);
-  gemm(kOp, a, Operand{weight, wt}, MatrixView{out.data_ptr(), 1, rows, n, 0, n, 1}, dtype, bp::Scalar(int64_t{1}),
+  gemm(kOp, a, GemmOperand{weight, wt}, MatrixView{out.data_ptr(), 1, rows, n, 0, n, 1}, dtype, bp::Scalar(int64_t{1}),
        bp::Scalar(int64_t{1}), bias != nullptr, device.index);
   return out;
 }

@@ -1,4 +1,5 @@
-// layer_norm on the GPU plugins (layer_norm.out; the host's meta kernel
+// layer_norm and batch_norm on the GPU plugins (batch_norm: see its
+// kernel below). layer_norm.out (the host's meta kernel
 // has checked normalized_shape, the parameters' shapes and dtypes, and eps).
 // Each row (the trailing normalized_shape dims collapsed) is one row of
 // Note [GPU row reductions]: its mean, then the mean of squared deviations
@@ -286,11 +287,127 @@ std::tuple<bp::Tensor, bp::Tensor, bp::Tensor> layer_norm_backward(const bp::Ten
   return {std::move(grad_input), std::move(sums[0]), std::move(sums[1])};
 }
 
+// --- batch_norm: one block per channel (as batch_norm_backward in
+// backward.cu) walks the channel's n * spatial values: in training, the
+// batch's mean, then the mean of squared deviations from it (two passes,
+// accurate for a large mean), and lane 0 updates the running statistics as
+// PyTorch does (the variance with the unbiased estimate); in evaluation the
+// running statistics. Then (x - mean) * (weight * rstd) + bias, the
+// deviation first, as the CPU plugin computes it. Sums in the input's
+// opmath type, combined in a fixed tree: deterministic, no atomics.
+struct BatchNormArgs {
+  int64_t n, channels, spatial;
+  double eps, momentum;
+  bool training;
+};
+
+// R: the running statistics' type (float or double), read and written in place.
+template <class T, class R>
+__global__ void batchNormKernel(BatchNormArgs a, const T* x, T* y, const opmath_t<T>* weight, const opmath_t<T>* bias,
+                                R* running_mean, R* running_var) {
+  using V = opmath_t<T>;
+  __shared__ V shared[kReduceThreads];
+  const RowLane t = rowLane(false);
+  const int64_t m = a.n * a.spatial;
+  for (int64_t c = firstRow(t); c < a.channels; c += rowStep(t)) {
+    auto at = [&](int64_t k) { return (k / a.spatial * a.channels + c) * a.spatial + k % a.spatial; };
+    V mean, var;
+    if (a.training) {
+      V sum = 0;
+      for (int64_t k = t.lane; k < m; k += t.lanes) sum += load(x[at(k)]);
+      mean = blockCombine(sum, shared, t, SumOf<V>{}) / static_cast<V>(m);
+      V squares = 0;
+      for (int64_t k = t.lane; k < m; k += t.lanes) {
+        const V dev = load(x[at(k)]) - mean;
+        squares += dev * dev;
+      }
+      var = blockCombine(squares, shared, t, SumOf<V>{}) / static_cast<V>(m);
+      if (running_mean != nullptr && t.lane == 0) {
+        const double count = static_cast<double>(m);
+        running_mean[c] = static_cast<R>((1 - a.momentum) * static_cast<double>(running_mean[c]) +
+                                         a.momentum * static_cast<double>(mean));
+        running_var[c] = static_cast<R>((1 - a.momentum) * static_cast<double>(running_var[c]) +
+                                        a.momentum * static_cast<double>(var) * count / (count - 1));
+      }
+    } else {
+      mean = static_cast<V>(running_mean[c]);
+      var = static_cast<V>(running_var[c]);
+    }
+    const V scale = (weight != nullptr ? weight[c] : V(1)) / math::sqrt(var + static_cast<V>(a.eps));
+    const V shift = bias != nullptr ? bias[c] : V(0);
+    for (int64_t k = t.lane; k < m; k += t.lanes) y[at(k)] = store<T>((load(x[at(k)]) - mean) * scale + shift);
+  }
+}
+
+bp::Tensor batch_norm(const bp::Tensor& input, const std::optional<bp::Tensor>& weight,
+                      const std::optional<bp::Tensor>& bias, const std::optional<bp::Tensor>& running_mean,
+                      const std::optional<bp::Tensor>& running_var, bool training, double momentum, double eps,
+                      bool /*cudnn_enabled*/) {
+  static constexpr const char* kOp = "bp::batch_norm";
+  checkDtype(kOp, input, "input", kFloatDtypes);
+  const bp::Device device = callDevice(kOp, input, "input");
+  const ScalarType dtype = input.dtype();
+  const ScalarType param_dtype = dtype == ScalarType::Float64 ? ScalarType::Float64 : ScalarType::Float32;
+  auto given = [](const std::optional<bp::Tensor>& t) { return t && t->defined() ? &*t : nullptr; };
+  const bp::Tensor* params[4] = {given(weight), given(bias), given(running_mean), given(running_var)};
+  const char* names[4] = {"weight", "bias", "running_mean", "running_var"};
+  for (int i = 0; i < 4; ++i) {
+    if (params[i] == nullptr) continue;
+    checkOnDevice(kOp, *params[i], names[i], device);
+    checkDtype(kOp, *params[i], names[i], kFloatDtypes);
+  }
+  const int64_t n = input.size(0), channels = input.size(1);
+  const int64_t spatial = n * channels == 0 ? 0 : input.numel() / (n * channels);
+  bp::Tensor out = bp::Tensor::empty(input.sizes(), dtype, device);
+  // An empty batch has no statistics: the running ones stay as they are.
+  if (out.numel() == 0) return out;
+  bp::Tensor holders[5];
+  const bp::Tensor& x = dense(kOp, input, dtype, holders[0]);
+  const void* w = params[0] != nullptr ? dense(kOp, *params[0], param_dtype, holders[1]).data_ptr() : nullptr;
+  const void* b = params[1] != nullptr ? dense(kOp, *params[1], param_dtype, holders[2]).data_ptr() : nullptr;
+  // The running statistics, updated in place: in float64 if either is,
+  // else float32; a converted or packed copy is written back after.
+  const bool has_running = params[2] != nullptr && params[3] != nullptr;
+  const ScalarType running_dtype =
+      has_running && (params[2]->dtype() == ScalarType::Float64 || params[3]->dtype() == ScalarType::Float64)
+          ? ScalarType::Float64
+          : ScalarType::Float32;
+  const bp::Tensor* running[2] = {nullptr, nullptr};
+  if (has_running) {
+    running[0] = &dense(kOp, *params[2], running_dtype, holders[3]);
+    running[1] = &dense(kOp, *params[3], running_dtype, holders[4]);
+  }
+  const BatchNormArgs args{n, channels, spatial, eps, momentum, training};
+  visitDtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (kIsFloating<T>) {
+      using V = opmath_t<T>;
+      auto launchWith = [&](auto running_tag) {
+        using R = decltype(running_tag);
+        auto stat = [&](int i) { return running[i] != nullptr ? static_cast<R*>(running[i]->data_ptr()) : nullptr; };
+        launchRows(&batchNormKernel<T, R>, channels, kReduceThreads, false, 0, device.index, args,
+                   static_cast<const T*>(x.data_ptr()), static_cast<T*>(out.data_ptr()), static_cast<const V*>(w),
+                   static_cast<const V*>(b), stat(0), stat(1));
+      };
+      if (running_dtype == ScalarType::Float64)
+        launchWith(double{});
+      else
+        launchWith(float{});
+    }
+  });
+  if (training && has_running) {
+    for (int i = 0; i < 2; ++i)
+      if (running[i] != params[2 + i]) copyCast(kOp, *params[2 + i], *running[i]);
+  }
+  return out;
+}
+
 }  // namespace
 
 void registerNormKernels(bp::Library& m, int32_t type) {
   m.impl("layer_norm.out", type, &layer_norm_out);
   m.impl("layer_norm_backward", type, &layer_norm_backward);
+  m.impl("batch_norm", type, &batch_norm);
 }
 
 }  // namespace bp_gpu

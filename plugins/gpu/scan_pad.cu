@@ -1,23 +1,35 @@
 // GPU kernels of cumsum, cumprod, flip and the pads (constant_pad_nd,
 // reflection_pad{1,2,3}d, replication_pad{1,2,3}d), mirroring the CPU
-// plugin's plugins/cpu/sort_scan_pad.cc value for value. sort and topk have
-// no GPU kernel: they reach the CPU kernel through the declared-kernel rules
-// (CPU fallback), as docs/operators.md says.
+// plugin's plugins/cpu/sort_scan_pad.cc value for value (sort and topk are
+// in sort.cu).
 //
-//   * cumsum, cumprod: the input converted to out's dtype (as the reductions do,
-//     kernel_args.h's as()), then one thread per line along `dim` adds
-//     (multiplies) its elements in order in double for the floating dtypes (as the CPU
+//   * cumsum, cumprod: the input converted to out's dtype (as the reductions
+//     do, kernel_args.h's as()), then a parallel scan of each line along
+//     `dim` (Note [GPU scans]) in double for the floating dtypes (as the CPU
 //     kernel, so that long float32 lines give the same sums: a float
-//     accumulator stops counting at 2^24), wrapping uint64 for integers. Parallel over lines, serial
-//     along one: a scan of a few very long lines uses few threads.
+//     accumulator stops counting at 2^24), wrapping uint64 for integers.
 //   * flip and pads: one thread per output element maps each coordinate to
 //     the input's (or to the padding value) and moves the element's bytes,
 //     one instantiation per element size.
+//
+// Note [GPU scans]
+// A line is a row of Note [GPU row reductions]: `lanes` threads of a block
+// walk it in tiles of `lanes` elements, lane l taking element l of the
+// tile; an inclusive scan of the tile across the lanes (Hillis-Steele in
+// shared memory: log2(lanes) steps) plus the carry of the tiles before it
+// gives each element's result, and the tile's total joins the carry. Short
+// lines get few lanes and a block serves many of them, so [1e6, 4] keeps
+// every thread busy, and a long line is scanned by a whole block instead of
+// one thread. The combination order is a fixed tree, so results are
+// deterministic; integer sums and products are exact modulo 2^64 in any
+// order, and the floating ones differ from the CPU's sequential double
+// sums only by double rounding.
 #include <algorithm>
 #include <cstring>
 #include <optional>
 #include <type_traits>
 
+#include "block_reduce.cuh"
 #include "bp_common/indexing.h"
 #include "bp_common/registration.h"
 #include "kernel_args.h"
@@ -39,26 +51,53 @@ using scan_acc_t = std::conditional_t<kIsFloating<O>, double, uint64_t>;
 struct ScanArgs {
   OffsetCalculator<2> lines;  // the other dims: {input offset, output offset} of line i
   int64_t count, len, in_step, out_step;
+  bool slots_fastest;
 };
+
+template <class Acc, bool Prod>
+__device__ inline Acc scanCombine(Acc a, Acc b) {
+  if constexpr (Prod)
+    return a * b;
+  else
+    return a + b;
+}
 
 template <class O, bool Prod>
 __global__ void scanKernel(ScanArgs args, const O* in, O* out) {
   using Acc = scan_acc_t<O>;
-  gridStride(args.count, [&](int64_t i) {
-    const Offsets<2> at = args.lines.get(i);
-    Acc acc = Prod ? 1 : 0;
-    for (int64_t j = 0; j < args.len; ++j) {
-      const Acc v = static_cast<Acc>(load(in[at.v[0] + j * args.in_step]));
-      if constexpr (Prod)
-        acc *= v;
-      else
-        acc += v;
-      if constexpr (kIsFloating<O>)
-        out[at.v[1] + j * args.out_step] = store<O>(acc);
-      else
-        out[at.v[1] + j * args.out_step] = store<O>(static_cast<int64_t>(acc));  // modulo 2^64
+  __shared__ Acc shared[kReduceThreads];
+  const RowLane t = rowLane(args.slots_fastest);
+  const int i = t.slot * t.lanes + t.lane;
+  const Acc identity = Prod ? Acc(1) : Acc(0);
+  for (int64_t first = firstRow(t); first < args.count; first += rowStep(t)) {
+    const int64_t r = first + t.slot;
+    const bool valid = r < args.count;
+    const Offsets<2> at = valid ? args.lines.get(r) : Offsets<2>{};
+    Acc carry = identity;
+    for (int64_t base = 0; base < args.len; base += t.lanes) {
+      const int64_t j = base + t.lane;
+      const bool here = valid && j < args.len;
+      Acc value = here ? static_cast<Acc>(load(in[at.v[0] + j * args.in_step])) : identity;
+      shared[i] = value;
+      __syncthreads();
+      for (int s = 1; s < t.lanes; s *= 2) {
+        const Acc earlier = t.lane >= s ? shared[i - s] : identity;
+        __syncthreads();
+        value = scanCombine<Acc, Prod>(earlier, value);
+        shared[i] = value;
+        __syncthreads();
+      }
+      const Acc result = scanCombine<Acc, Prod>(carry, value);
+      if (here) {
+        if constexpr (kIsFloating<O>)
+          out[at.v[1] + j * args.out_step] = store<O>(result);
+        else
+          out[at.v[1] + j * args.out_step] = store<O>(static_cast<int64_t>(result));  // modulo 2^64
+      }
+      carry = scanCombine<Acc, Prod>(carry, shared[t.slot * t.lanes + t.lanes - 1]);
+      __syncthreads();  // shared is written again by the next tile
     }
-  });
+  }
 }
 
 template <bool Prod>
@@ -80,10 +119,12 @@ bp::Tensor scanInto(const char* op, const bp::Tensor& self, int64_t dim, const b
   args.count = l.count;
   args.in_step = l.in_step;
   args.out_step = l.out_step;
+  const RowLayout layout = rowLayoutFor(l.len, l.in_step == 1, l.lines.strides[0][0], l.lines.sizes[0]);
+  args.slots_fastest = layout.slots_fastest;
   visitDtype(out.dtype(), [&](auto tag) {
     using O = decltype(tag);
-    launchElements(&scanKernel<O, Prod>, args.count, 1, device.index, args, static_cast<const O*>(x.data_ptr()),
-                   static_cast<O*>(out.data_ptr()));
+    launchRows(&scanKernel<O, Prod>, args.count, layout.lanes, args.slots_fastest, 0, device.index, args,
+               static_cast<const O*>(x.data_ptr()), static_cast<O*>(out.data_ptr()));
   });
   return out;
 }

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -98,6 +99,19 @@ inline float16_test::Float16Conversions castsOn(Device dev) {
   return c;
 }
 
+// Pooling windows for the forward and backward kernels' tests: strides
+// smaller than, equal to and larger than the kernel, padding, ceil_mode
+// windows past the input, an unbatched input and a dilated one (max only).
+struct PoolCase {
+  std::vector<int64_t> input, kernel, stride, padding, dilation;
+  bool ceil_mode;
+};
+inline const std::vector<PoolCase> kPoolCases = {
+    {{2, 3, 7, 6}, {2, 2}, {}, {0, 0}, {1, 1}, false},    {{1, 2, 9, 8}, {3, 3}, {1, 2}, {1, 1}, {1, 1}, false},
+    {{2, 2, 7, 8}, {3, 2}, {2, 3}, {1, 1}, {1, 1}, true}, {{1, 3, 3, 3}, {2, 2}, {2, 2}, {1, 1}, {1, 1}, true},
+    {{2, 9, 8}, {3, 2}, {1, 2}, {1, 1}, {2, 1}, true},
+};
+
 // A suite on the simulator: one Runtime (the CPU plugin and gpusim) shared
 // by its tests.
 class GpusimSuite : public ::testing::Test {
@@ -113,6 +127,21 @@ class GpusimSuite : public ::testing::Test {
 
   // Every element as float64 (exact for every dtype), row-major.
   static std::vector<double> valuesOf(const Tensor& t) { return t.cpu().to(ScalarType::Float64).toVector<double>(); }
+
+  // |a - b| <= atol + rtol * |b| elementwise; NaN and infinities must match.
+  static void expectClose(const Tensor& got, const Tensor& want, double atol, double rtol) {
+    const std::vector<double> g = valuesOf(got), w = valuesOf(want);
+    ASSERT_EQ(g.size(), w.size());
+    for (size_t i = 0; i < g.size(); ++i) {
+      if (g[i] == w[i]) continue;  // infinities included
+      if (std::isnan(w[i])) {
+        ASSERT_TRUE(std::isnan(g[i])) << "element " << i << ": got " << g[i] << ", want NaN";
+        continue;
+      }
+      ASSERT_LE(std::abs(g[i] - w[i]), atol + rtol * std::abs(w[i]))
+          << "element " << i << ": got " << g[i] << ", want " << w[i];
+    }
+  }
 
   // Whether `op` runs the plugin's kernel on gpusim, not the CPU fallback,
   // is what kernel tests are about: the fallback would produce the CPU's

@@ -2,7 +2,8 @@
 // simulator], plugins/gpu/sim/sim_faults.h) inside ops on gpusim: every
 // device allocation, copy, memset and kernel launch an op makes, failed one
 // at a time, in the plugin's native kernels, in composites built on them,
-// and in the CPU fallback (ops the plugin lacks). Each fault must surface as
+// and in the CPU fallback (ops the plugin lacks: the test's own, since
+// gpusim has a kernel for every standard op). Each fault must surface as
 // an Error naming the op and the device, leave the inputs unchanged and
 // written arguments as documented (Note [Faults in the CPU fallback's
 // copies]), leak no device memory (the caching allocator's allocated bytes
@@ -15,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <set>
 #include <string>
 #include <string_view>
@@ -23,6 +25,7 @@
 
 #include "backplane/backplane.h"
 #include "backplane/dispatch/dispatcher.h"
+#include "backplane/dispatch/library.h"
 #include "backplane/ops/ops.h"
 #include "backplane/ops/standard_ops.h"
 #include "backplane/testing/fault_tally.h"
@@ -328,40 +331,125 @@ TEST_F(GpusimFaultInjection, CopyToTheHost) {
                     [](const std::vector<Tensor>& a) { return one(a[1].copy_(a[0])); }});
 }
 
-TEST_F(GpusimFaultInjection, CpuFallbackTwoOutArguments) {
-  // sort.values_stable has no gpusim kernel: the CPU fallback stages self,
-  // runs the CPU kernel, writes values and then indices back.
-  injectEveryFault({qualified("sort.values_stable"),
+TEST_F(GpusimFaultInjection, NativeSort) {
+  // sort (functional): allocates values and indices on gpusim, then
+  // sort.values_stable's kernels: a scratch copy, the bitonic passes (a
+  // line of 1500 takes global steps too), the results written out.
+  injectEveryFault({qualified("sort"),
+                    KernelKind::Composite,
+                    {qualified("sort"), qualified("sort.values"), qualified("sort.values_stable")},
+                    [](Device d) {
+                      std::vector<float> v(3000);
+                      for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((i * 2654435761u) % 97);
+                      return std::vector<Tensor>{f32(v, {2, 1500}, d)};
+                    },
+                    {},
+                    [](const std::vector<Tensor>& a) {
+                      auto [v, i] = sort(a[0], 1, true);
+                      return std::vector<Tensor>{v, i};
+                    }});
+}
+
+TEST_F(GpusimFaultInjection, NativeConv2d) {
+  // conv2d: the bias broadcast into the output, then the im2col columns
+  // and their product with the weight (Note [conv2d on the GPU]).
+  injectEveryFault(
+      {qualified("conv2d"),
+       KernelKind::Native,
+       {qualified("conv2d")},
+       [](Device d) {
+         std::vector<float> x(2 * 4 * 5 * 5), w(6 * 4 * 3 * 3);
+         for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 7) - 3;
+         for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 5) - 2;
+         return std::vector<Tensor>{f32(x, {2, 4, 5, 5}, d), f32(w, {6, 4, 3, 3}, d), f32({1, 2, 3, 4, 5, 6}, {6}, d)};
+       },
+       {},
+       [](const std::vector<Tensor>& a) {
+         return one(conv2d(a[0], a[1], a[2], {1, 1}, {1, 1}, {1, 1}, 1));
+       }});
+}
+
+// Ops gpusim lacks reach its CPU fallback: every standard op has a gpusim
+// kernel, so these are the test's own, with a CPU kernel only, as a
+// plugin's op that another device lacks.
+class GpusimFallbackFaultInjection : public GpusimFaultInjection {
+ protected:
+  static void SetUpTestSuite() {
+    GpusimFaultInjection::SetUpTestSuite();
+    library() = std::make_unique<Library>("fit");
+    Library& lib = *library();
+    // Two written arguments: the CPU kernel is the CPU plugin's sort.
+    ASSERT_TRUE(lib.def("sort_pair(Tensor self, *, Tensor(a!) values, Tensor(b!) indices) -> "
+                        "(Tensor(a!) values, Tensor(b!) indices)")
+                    .ok());
+    ASSERT_TRUE(lib.impl("sort_pair", DispatchKey::CPU,
+                         [](const Tensor& self, const Tensor& values, const Tensor& indices) {
+                           return sortValuesStable().call(self, true, 0, false, values, indices);
+                         })
+                    .ok());
+    // A composite over it: allocates the results on the device first.
+    ASSERT_TRUE(lib.def("sorted(Tensor self) -> (Tensor values, Tensor indices)").ok());
+    ASSERT_TRUE(lib.implComposite("sorted",
+                                  [](const Tensor& self) {
+                                    Tensor values = empty(self.sizes(), {self.dtype(), self.device()});
+                                    Tensor indices = empty(self.sizes(), {ScalarType::Int64, self.device()});
+                                    return sortPair().call(self, values, indices);
+                                  })
+                    .ok());
+  }
+  static void TearDownTestSuite() {
+    library().reset();
+    GpusimFaultInjection::TearDownTestSuite();
+  }
+  static std::unique_ptr<Library>& library() {
+    static std::unique_ptr<Library> lib;
+    return lib;
+  }
+  using Pair = std::tuple<Tensor, Tensor>;
+  static TypedOperatorHandle<Pair(const Tensor&, std::optional<bool>, int64_t, bool, const Tensor&, const Tensor&)>
+  sortValuesStable() {
+    return Dispatcher::singleton()
+        .findOpOrThrow(qualified("sort.values_stable"))
+        .typed<Pair(const Tensor&, std::optional<bool>, int64_t, bool, const Tensor&, const Tensor&)>();
+  }
+  static TypedOperatorHandle<Pair(const Tensor&, const Tensor&, const Tensor&)> sortPair() {
+    return Dispatcher::singleton()
+        .findOpOrThrow("fit::sort_pair")
+        .typed<Pair(const Tensor&, const Tensor&, const Tensor&)>();
+  }
+};
+
+TEST_F(GpusimFallbackFaultInjection, CpuFallbackTwoOutArguments) {
+  // The CPU fallback stages self, runs the CPU kernel, writes values and
+  // then indices back.
+  injectEveryFault({"fit::sort_pair",
                     KernelKind::CpuFallback,
-                    {qualified("sort.values_stable")},
+                    {"fit::sort_pair"},
                     [](Device d) {
                       return std::vector<Tensor>{f32({3, 1, 2, 0}, {4}, d), f32({0, 0, 0, 0}, {4}, d),
                                                  tensorFromVector<int64_t>({0, 0, 0, 0}, {4}, d)};
                     },
                     {1, 2},
                     [](const std::vector<Tensor>& a) {
-                      static auto op =
-                          Dispatcher::singleton()
-                              .findOpOrThrow(qualified("sort.values_stable"))
-                              .typed<std::tuple<Tensor, Tensor>(const Tensor&, std::optional<bool>, int64_t, bool,
-                                                                const Tensor&, const Tensor&)>();
-                      auto [v, i] = op.call(a[0], true, 0, false, a[1], a[2]);
+                      auto [v, i] = sortPair().call(a[0], a[1], a[2]);
                       return std::vector<Tensor>{v, i};
                     }});
 }
 
-TEST_F(GpusimFaultInjection, CompositeOverTheCpuFallback) {
-  // sort (functional): allocates values and indices on gpusim, then the
-  // CPU fallback of sort.values_stable.
-  injectEveryFault({qualified("sort"),
+TEST_F(GpusimFallbackFaultInjection, CompositeOverTheCpuFallback) {
+  // fit::sorted: allocates values and indices on gpusim, then the CPU
+  // fallback of fit::sort_pair.
+  injectEveryFault({"fit::sorted",
                     KernelKind::Composite,
-                    {qualified("sort"), qualified("sort.values"), qualified("sort.values_stable")},
+                    {"fit::sorted", "fit::sort_pair"},
                     [](Device d) {
                       return std::vector<Tensor>{f32({3, 1, 2, 0, 7, 5}, {2, 3}, d)};
                     },
                     {},
                     [](const std::vector<Tensor>& a) {
-                      auto [v, i] = sort(a[0], 1, true);
+                      static auto op =
+                          Dispatcher::singleton().findOpOrThrow("fit::sorted").typed<Pair(const Tensor&)>();
+                      auto [v, i] = op.call(a[0]);
                       return std::vector<Tensor>{v, i};
                     }});
 }

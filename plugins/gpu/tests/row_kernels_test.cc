@@ -24,21 +24,6 @@ namespace {
 
 class GpusimRowKernelsTest : public gpu_test::GpusimSuite {
  protected:
-  // |a - b| <= atol + rtol * |b| elementwise; NaN and infinities must match.
-  static void expectClose(const Tensor& got, const Tensor& want, double atol, double rtol) {
-    const std::vector<double> g = valuesOf(got), w = valuesOf(want);
-    ASSERT_EQ(g.size(), w.size());
-    for (size_t i = 0; i < g.size(); ++i) {
-      if (g[i] == w[i]) continue;  // infinities included
-      if (std::isnan(w[i])) {
-        ASSERT_TRUE(std::isnan(g[i])) << "element " << i << ": got " << g[i] << ", want NaN";
-        continue;
-      }
-      ASSERT_LE(std::abs(g[i] - w[i]), atol + rtol * std::abs(w[i]))
-          << "element " << i << ": got " << g[i] << ", want " << w[i];
-    }
-  }
-
   // rows x n values with a large common offset (a naive one-pass variance
   // would lose it) and a spread that exercises exp.
   static Tensor rowsOf(int64_t rows, int64_t n, ScalarType dtype, double offset) {
@@ -222,17 +207,8 @@ TEST_F(GpusimRowKernelsTest, PoolBackwardsMatchTheCpu) {
     Dispatcher::singleton().findOpOrThrow(op).callBoxed(stack);
     return stack.at(0).toTensor();
   };
-  struct Case {
-    std::vector<int64_t> input, kernel, stride, padding, dilation;
-    bool ceil_mode;
-  };
-  const std::vector<Case> cases = {
-      {{2, 3, 7, 6}, {2, 2}, {}, {0, 0}, {1, 1}, false},    {{1, 2, 9, 8}, {3, 3}, {1, 2}, {1, 1}, {1, 1}, false},
-      {{2, 2, 7, 8}, {3, 2}, {2, 3}, {1, 1}, {1, 1}, true}, {{1, 3, 3, 3}, {2, 2}, {2, 2}, {1, 1}, {1, 1}, true},
-      {{2, 9, 8}, {3, 2}, {1, 2}, {1, 1}, {2, 1}, true},  // unbatched, dilated (max)
-  };
   for (ScalarType dt : {ScalarType::Float32, ScalarType::Float64}) {
-    for (const Case& c : cases) {
+    for (const gpu_test::PoolCase& c : gpu_test::kPoolCases) {
       SCOPED_TRACE(::testing::Message() << dt << " input " << ::testing::PrintToString(c.input) << " kernel "
                                         << ::testing::PrintToString(c.kernel));
       int64_t numel = 1;

@@ -1,11 +1,16 @@
-// prod, all/any, cumsum, flip and the pads on the simulator: each runs the
-// GPU plugins' own kernel (not the CPU fallback) and matches the CPU
-// plugin, at sizes that split reductions across blocks and give cumsum many
-// lines. The conformance specs (conformance/src/specs_sort_scan_pad.cc)
+// prod, all/any, cumsum, cumprod, sort, topk, flip and the pads on the
+// simulator: each runs the GPU plugins' own kernel (not the CPU fallback)
+// and matches the CPU plugin, at sizes that split reductions across blocks,
+// give the scans many short lines and a few long ones, and sort lines
+// within one shared-memory tile and beyond it (Note [Bitonic sort on the
+// GPU]). The conformance specs (conformance/src/specs_sort_scan_pad.cc)
 // check every dtype and the edge cases on gpusim too.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
+#include <tuple>
 #include <vector>
 
 #include "backplane/dispatch/dispatcher.h"
@@ -49,13 +54,70 @@ TEST_F(GpusimSortScanPadTest, ProdAllAnyRunNativelyAndMatchTheCpuOnSplitReductio
   expectSame(prod(f.to(sim()), 0, false, ScalarType::Float64), prod(f, 0, false, ScalarType::Float64), 1e-12);
 }
 
-TEST_F(GpusimSortScanPadTest, CumsumRunsNativelyAndMatchesTheCpu) {
+TEST_F(GpusimSortScanPadTest, ScansRunNativelyAndMatchTheCpu) {
   expectNative("bp::cumsum.out");
+  expectNative("bp::cumprod.out");
   const Tensor x = input(500, 33, ScalarType::Float32);
   expectSame(cumsum(x.to(sim()), 1), cumsum(x, 1), 1e-6);
   expectSame(cumsum(x.to(sim()), 0), cumsum(x, 0), 1e-6);
   const Tensor i = input(40, 9, ScalarType::Int8).transpose(0, 1);
   expectSame(cumsum(i.to(sim()), -1), cumsum(i, -1));
+  // Lines longer than a block's 256 lanes: the carry between tiles. float32
+  // sums past 2^24 still count (double accumulation), int64 ones wrap.
+  const Tensor ones = input(2, 70000, ScalarType::Float32, 0.0f, 300.0f);
+  expectSame(cumsum(ones.to(sim()), 1), cumsum(ones, 1), 1e-7);
+  const Tensor big = input(3, 1000, ScalarType::Int64).mul(int64_t{3074457345618258602});
+  expectSame(cumsum(big.to(sim()), 1), cumsum(big, 1));
+  const Tensor near_one = input(700, 3, ScalarType::Float64, 0.001f, 0.997f).transpose(0, 1);
+  expectSame(cumprod(near_one.to(sim()), 1), cumprod(near_one, 1), 1e-12);
+  expectSame(cumprod(i.to(sim()), 0), cumprod(i, 0));
+}
+
+// sort and topk give the CPU's values and indices exactly: ties in index
+// order (stable), NaN the largest value, ascending and descending, along the
+// last dim and a strided one, lines within one tile, exactly one, and
+// longer (global merge steps), every dtype family.
+TEST_F(GpusimSortScanPadTest, SortAndTopkRunNativelyAndMatchTheCpuIndexForIndex) {
+  expectNative("bp::sort.values_stable");
+  expectNative("bp::topk.values");
+  auto expectBoth = [](const std::tuple<Tensor, Tensor>& got, const std::tuple<Tensor, Tensor>& want) {
+    ASSERT_EQ(std::get<0>(got).dtype(), std::get<0>(want).dtype());
+    expectClose(std::get<0>(got), std::get<0>(want), 0, 0);  // NaN where the CPU has NaN
+    ASSERT_EQ(std::get<1>(got).cpu().toVector<int64_t>(), std::get<1>(want).toVector<int64_t>());
+  };
+  struct Case {
+    int64_t rows, n;
+  };
+  for (const Case& c : {Case{7, 5}, Case{3, 1024}, Case{2, 3000}, Case{1, 1}}) {
+    for (ScalarType dt : {ScalarType::Float32, ScalarType::Float16, ScalarType::Float64, ScalarType::Int64,
+                          ScalarType::UInt8, ScalarType::Bool}) {
+      SCOPED_TRACE(::testing::Message() << dt << " " << c.rows << " x " << c.n);
+      Tensor x = input(c.rows, c.n, ScalarType::Float64);  // 7 distinct values: many ties
+      if (isFloatingType(dt) && c.n > 3) {
+        std::vector<double> v = x.toVector<double>();
+        v[2] = v[v.size() - 1] = std::nan("");
+        v[1] = -std::numeric_limits<double>::infinity();
+        x = Tensor(tensorFromVector<double>(v, {c.rows, c.n}, cpu()));
+      }
+      x = x.to(dt);
+      const Tensor xs = x.to(sim());
+      for (bool descending : {false, true}) {
+        expectBoth(sort(xs, 1, descending), sort(x, 1, descending));
+        expectBoth(sort(xs, 0, descending), sort(x, 0, descending));
+        if (dt == ScalarType::Bool) continue;  // topk takes no bool
+        for (int64_t k : {int64_t{0}, int64_t{1}, (c.n + 1) / 2, c.n}) {
+          expectBoth(topk(xs, k, 1, descending), topk(x, k, 1, descending));
+        }
+      }
+    }
+  }
+  // A strided input and strided outputs (sort.values_stable's out= form).
+  const Tensor t = input(40, 9, ScalarType::Float32).transpose(0, 1);
+  Tensor values = zeros({40, 9}, {ScalarType::Float32, sim()}).transpose(0, 1);
+  Tensor indices = zeros({40, 9}, {ScalarType::Int64, sim()}).transpose(0, 1);
+  Stack stack{t.to(sim()), true, int64_t{1}, false, values, indices};
+  Dispatcher::singleton().findOpOrThrow("bp::sort.values_stable").callBoxed(stack);
+  expectBoth({values, indices}, sort(t, 1, false));
 }
 
 TEST_F(GpusimSortScanPadTest, FlipAndPadsRunNativelyAndMatchTheCpu) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backplane/float16_conversions.h"
@@ -78,6 +79,28 @@ template <auto MaskedFill>
 bp::Tensor maskedFillScalarOut(const bp::Tensor& self, const bp::Tensor& mask, const bp::Scalar& value,
                                const bp::Tensor& out) {
   return MaskedFill("bp::masked_fill.Scalar_out", self, mask, value, out);
+}
+
+// --- sort and topk, over a plugin's sortLines(op, self, dim, descending,
+// k, values, indices), which sorts each line of self along dim (ties in
+// index order, NaN the largest) and writes its first k entries.
+template <auto SortLines>
+std::tuple<bp::Tensor, bp::Tensor> sortValuesStable(const bp::Tensor& self, std::optional<bool> /*stable*/, int64_t dim,
+                                                    bool descending, const bp::Tensor& values,
+                                                    const bp::Tensor& indices) {
+  const int64_t len = self.dim() == 0 ? 1 : self.size(wrapDim(dim, self.dim()));
+  SortLines("bp::sort.values_stable", self, dim, descending, len, values, indices);
+  return {values, indices};
+}
+template <auto SortLines>
+std::tuple<bp::Tensor, bp::Tensor> topkValues(const bp::Tensor& self, int64_t k, int64_t dim, bool largest,
+                                              bool /*sorted: always*/, const bp::Tensor& values,
+                                              const bp::Tensor& indices) {
+  const char* op = "bp::topk.values";
+  const int64_t len = self.dim() == 0 ? 1 : self.size(wrapDim(dim, self.dim()));
+  BP_PLUGIN_CHECK(k >= 0 && k <= len, op, ": k = ", k, " is out of range for a dimension of size ", len);
+  SortLines(op, self, dim, largest, k, values, indices);
+  return {values, indices};
 }
 
 // --- linear

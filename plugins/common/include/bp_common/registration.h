@@ -146,7 +146,7 @@
   } while (false)
 
 // plugins/cpu/sort_scan_pad.cc, plugins/gpu/scan_pad.cu: cumsum, cumprod, flip and
-// the pads (the CPU plugin adds sort and topk).
+// the pads.
 #define BP_REGISTER_SCAN_PAD_KERNELS(m, type)                                                            \
   do {                                                                                                   \
     m.impl("cumsum.out", type, &cumsum_out);                                                             \
@@ -157,4 +157,12 @@
       m.impl(name, type, edge_pad_out<bp_common::DimMap::kReflect>);                                     \
     for (const char* name : {"replication_pad1d.out", "replication_pad2d.out", "replication_pad3d.out"}) \
       m.impl(name, type, edge_pad_out<bp_common::DimMap::kReplicate>);                                   \
+  } while (false)
+
+// plugins/cpu/sort_scan_pad.cc, plugins/gpu/sort.cu: sort and topk
+// (bp_common::sortValuesStable and topkValues over the plugin's sortLines).
+#define BP_REGISTER_SORT_KERNELS(m, type)                   \
+  do {                                                      \
+    m.impl("sort.values_stable", type, sort_values_stable); \
+    m.impl("topk.values", type, topk_values);               \
   } while (false)
