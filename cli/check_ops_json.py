@@ -3,18 +3,20 @@
 documented shape. Usage:
 
   check_ops_json.py [--expect OP@BACKEND=KIND]... [--expect-dtypes OP@BACKEND=DTYPE,...]...
-                    -- BACKPLANE [ARGS...]
+                    [--no-cpu-fallback NAMESPACE@BACKEND]... -- BACKPLANE [ARGS...]
 
 Each op row is {"name", "schema", "kernels": {backend: kind}, "dtypes":
 {backend: [dtype, ...]}, "declined": {backend: kind}}: "dtypes" lists the
 backends whose native kernel declares the dtypes it serves (the others serve
-every dtype), and "declined" says what serves the calls those kernels refuse.
+every dtype), and "declined" says what serves the calls those kernels refuse. --no-cpu-fallback
+fails if any op of NAMESPACE (e.g. bp, the standard ops) reaches the CPU
+fallback on BACKEND, for every dtype or for those its native kernel declines.
 """
 import json
 import subprocess
 import sys
 
-KINDS = {"native", "composite", "backend_fallback", "cpu_fallback", "missing"}
+KINDS = {"native", "composite", "backend_fallback", "cpu_fallback", "missing", "host"}
 DTYPES = ["bool", "uint8", "int8", "int32", "int64", "float16", "bfloat16", "float32", "float64"]
 
 
@@ -26,14 +28,19 @@ def fail(msg):
 def main(argv):
     if "--" not in argv:
         fail("usage: check_ops_json.py [--expect OP@BACKEND=KIND]... [--expect-dtypes OP@BACKEND=DTYPE,...]... "
-             "-- BACKPLANE [ARGS...]")
+             "[--no-cpu-fallback NAMESPACE@BACKEND]... -- BACKPLANE [ARGS...]")
     sep = argv.index("--")
     opts, cmd = argv[:sep], argv[sep + 1:]
     expects = []
     expect_dtypes = []
+    no_fallback = []
     while opts:
-        if opts[0] not in ("--expect", "--expect-dtypes") or len(opts) < 2:
+        if opts[0] not in ("--expect", "--expect-dtypes", "--no-cpu-fallback") or len(opts) < 2:
             fail("unknown argument " + opts[0])
+        if opts[0] == "--no-cpu-fallback":
+            no_fallback.append(tuple(opts[1].rsplit("@", 1)))
+            opts = opts[2:]
+            continue
         op_backend, value = opts[1].rsplit("=", 1)
         op, backend = op_backend.rsplit("@", 1)
         if opts[0] == "--expect":
@@ -101,6 +108,14 @@ def main(argv):
         got = by_name[op]["dtypes"].get(backend)
         if got != dtypes:
             fail("op %s on %s: expected declared dtypes %s, got %s" % (op, backend, dtypes, got))
+    for namespace, backend in no_fallback:
+        if backend not in backends:
+            fail("backend %s not in the matrix (have: %s)" % (backend, ", ".join(backends)))
+        falling = [op["name"] for op in ops if op["name"].startswith(namespace + "::") and
+                   "cpu_fallback" in (op["kernels"][backend], op["declined"].get(backend))]
+        if falling:
+            fail("%d %s:: ops reach the CPU fallback on %s: %s" % (len(falling), namespace, backend,
+                                                                  ", ".join(falling)))
     print("ok: %d ops x %d backends" % (len(ops), len(backends)))
 
 

@@ -70,6 +70,10 @@ void describeSources(std::ostream& out, const PluginSources& sources) {
 struct OpRow {
   std::string name;
   std::string schema;
+  // An op with no tensor argument (a plugin's management op, such as
+  // cuda::synchronize(int device)) dispatches to the CPU key whatever the
+  // device: it runs on the host for every backend (Note [Host ops]).
+  bool host = false;
   std::vector<KernelKind> cells;  // one per backend
   // Per backend: the dtypes its native kernel declares (Note [Declared
   // dtypes]; nullopt: every dtype), and what serves the others.
@@ -77,10 +81,27 @@ struct OpRow {
   std::vector<KernelKind> declined;
 };
 
+// Note [Host ops]
+// Dispatch picks a backend from the tensors an op is called with. An op
+// that takes none (a plugin's management op: cuda::synchronize(int device),
+// cuda::memory_stat(str name, int device)) always dispatches to the CPU key,
+// where its plugin registers it, and names its device by argument: for it
+// the matrix's per-backend kernel kinds say nothing (its cuda column would
+// read cpu_fallback, though no tensor is ever copied). `backplane ops` shows
+// such an op, when it has its CPU kernel, as `host` in every column.
+bool takesNoTensor(const FunctionSchema& schema) {
+  for (const Argument& a : schema.arguments())
+    if (a.type.base == BaseType::Tensor) return false;
+  return true;
+}
+
+// The kind as the matrix names it: kernelKindName, or "host" (Note [Host ops]).
+std::string kindText(const OpRow& row, KernelKind kind) { return row.host ? "host" : kernelKindName(kind); }
+
 // "native", or for a kernel that declares dtypes
 // "native (float16, float32), cpu_fallback (others)".
 std::string cellText(const OpRow& row, size_t i) {
-  if (!row.declared[i]) return kernelKindName(row.cells[i]);
+  if (row.host || !row.declared[i]) return kindText(row, row.cells[i]);
   return std::string(kernelKindName(row.cells[i])) + " (" + row.declared[i]->str() + "), " +
          kernelKindName(row.declined[i]) + " (others)";
 }
@@ -92,6 +113,7 @@ std::vector<OpRow> collectOps(const std::vector<Backend>& backends) {
     row.name = op.entry().qualifiedName();
     try {
       row.schema = op.schema().toString();
+      row.host = takesNoTensor(op.schema()) && op.kernelKind(DispatchKey::CPU) == KernelKind::Native;
     } catch (const std::exception&) {
       continue;  // undefined since definedOperators() returned it
     }
@@ -110,7 +132,9 @@ constexpr const char* kLegendText =
     "native: a kernel registered for that backend; composite: a backend-agnostic kernel built from other ops;\n"
     "backend_fallback: a boxed fallback the backend registered; cpu_fallback: the CPU kernel (inputs copied to\n"
     "the host, results copied back); missing: calls on that backend fail. \"native (float32), cpu_fallback\n"
-    "(others)\": the native kernel serves the dtypes it declares, the CPU fallback (or whatever is named) the rest.\n";
+    "(others)\": the native kernel serves the dtypes it declares, the CPU fallback (or whatever is named) the rest.\n"
+    "host: the op takes no tensor, so it runs on the host for every device (a plugin's management op, such as\n"
+    "cuda::synchronize(int device), which names its device by argument).\n";
 
 void printOpsText(std::ostream& out, const std::vector<Backend>& backends, const std::vector<OpRow>& rows) {
   std::vector<std::string> header{"OPERATOR"};
@@ -155,7 +179,8 @@ void printOpsMarkdown(std::ostream& out, const std::vector<Backend>& backends, c
          "built from other ops; **backend_fallback** a boxed fallback the backend registered; **cpu_fallback** the "
          "CPU kernel (inputs copied to the host, results copied back); **missing** calls on that backend fail; "
          "**native (float32), cpu_fallback (others)** the native kernel serves the dtypes it declares, the CPU "
-         "fallback (or whatever is named) the rest.\n";
+         "fallback (or whatever is named) the rest; **host** the op takes no tensor, so it runs on the host for "
+         "every device (a plugin's management op, such as `cuda::synchronize(int device)`).\n";
   std::vector<std::string> without_plugin;
   for (const Backend& b : backends)
     if (!b.iface) without_plugin.push_back(b.name);
@@ -171,12 +196,12 @@ void printOpsJson(std::ostream& out, const std::vector<Backend>& backends, const
     out << (r ? ",\n" : "\n") << "    {\"name\": " << jsonString(row.name) << ", \"schema\": " << jsonString(row.schema)
         << ", \"kernels\": {";
     for (size_t i = 0; i < backends.size(); ++i)
-      out << (i ? ", " : "") << jsonString(backends[i].name) << ": " << jsonString(kernelKindName(row.cells[i]));
+      out << (i ? ", " : "") << jsonString(backends[i].name) << ": " << jsonString(kindText(row, row.cells[i]));
     // Note [Declared dtypes]: the backends whose native kernel serves some
     // dtypes only, with those dtypes, and what serves the others.
     std::string dtypes, declined;
     for (size_t i = 0; i < backends.size(); ++i) {
-      if (!row.declared[i]) continue;
+      if (row.host || !row.declared[i]) continue;
       std::string list;
       for (int t = 0; t < kNumScalarTypes; ++t) {
         if (row.declared[i]->contains(static_cast<ScalarType>(t)))
