@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "backplane/autograd/autograd.h"
+#include "backplane/core/device_interface.h"
+#include "backplane/core/device_type_registry.h"
 #include "backplane/core/error.h"
 #include "backplane/core/str_cat.h"
 #include "backplane/dispatch/dispatcher.h"
@@ -196,9 +198,28 @@ struct FormRunner {
     }
     exercised |= declared_bits;
     if (s.must_raise) {
+      if (raisedAtSynchronization()) {
+        raised = true;
+        return true;
+      }
       return record(s, Outcome::Fail, "the call returned, but it must raise (" + s.raise_reason + ")");
     }
     return true;
+  }
+
+  // Whether synchronizing the device raises: a GPU kernel that finds bad
+  // input (an index out of range) reports it at the next synchronization
+  // instead of at the call (Note [Deferred device errors] in
+  // plugins/gpu/device_errors.h), as PyTorch's device-side assertions do.
+  bool raisedAtSynchronization() const {
+    DeviceInterface* iface = DeviceTypeRegistry::global().interface(device.type);
+    if (device.isCpu() || iface == nullptr) return false;
+    try {
+      iface->synchronize(device);
+    } catch (const std::exception&) {
+      return true;
+    }
+    return false;
   }
 
   // `got`: the returned values; `args`: the arguments the call was given

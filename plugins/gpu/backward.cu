@@ -158,19 +158,24 @@ bp::Tensor log_softmax_backward_data(const bp::Tensor& grad_output, const bp::Te
 // of every row and adds the gradient's rows in order, so each sum is made
 // in the CPU plugin's order: deterministic, with no float atomics (the
 // composite's scatter_add adds with atomics, in no fixed order). The counts
-// are integer atomics first.
+// are integer atomics first. An out-of-range index is recorded and its row
+// skipped (Note [Index checks on the device]).
+BP_GPU_INDEX_SITE(kEmbeddingBackwardSite, "bp::embedding_dense_backward", "the weight");
+
 template <class I>
-__global__ void countIndicesKernel(const I* index, int64_t rows, int32_t* counts) {
-  gridStride(rows, [&](int64_t r) { atomicAdd(counts + static_cast<int64_t>(index[r]), 1); });
+__global__ void countIndicesKernel(const I* index, int64_t rows, int32_t* counts, IndexCheck check) {
+  gridStride(rows, [&](int64_t r) {
+    if (indexInRange(check, index[r], r)) atomicAdd(counts + static_cast<int64_t>(index[r]), 1);
+  });
 }
 
 template <class T, class I>
 __global__ void embeddingBackwardKernel(const T* grad, const I* index, T* out, int64_t rows, int64_t dim,
-                                        int64_t padding_idx, const int32_t* counts) {
+                                        int64_t padding_idx, const int32_t* counts, IndexCheck check) {
   gridStride(dim, [&](int64_t j) {
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t i = static_cast<int64_t>(index[r]);
-      if (i == padding_idx) continue;
+      if (!indexInRange(check, i, r) || i == padding_idx) continue;
       T add = grad[r * dim + j];
       if (counts != nullptr) add *= T(1) / static_cast<T>(counts[i]);  // as the CPU plugin scales
       out[i * dim + j] += add;
@@ -201,8 +206,9 @@ bp::Tensor embedding_dense_backward(const bp::Tensor& grad_output, const bp::Ten
   if (rows == 0) return out;
   auto run = [&](auto index_tag) {
     using I = decltype(index_tag);
-    // The forward checked these indices; a direct call gets the CPU's error.
-    checkIndexRange<I>(kOp, idx, num_weights, 0, "the weight");
+    // The forward checked these indices; a direct call gets the CPU's
+    // error, at the next synchronization.
+    const IndexCheck in_range = indexCheck(device.index, kEmbeddingBackwardSite, num_weights, 0);
     const I* ip = static_cast<const I*>(idx.data_ptr());
     bp::Tensor counts;
     if (scale_grad_by_freq) {
@@ -213,16 +219,17 @@ bp::Tensor embedding_dense_backward(const bp::Tensor& grad_output, const bp::Ten
                              currentStream(device.index)),
               kOp);
       }
-      launchElements(&countIndicesKernel<I>, rows, 1, device.index, ip, rows, static_cast<int32_t*>(counts.data_ptr()));
+      launchElements(&countIndicesKernel<I>, rows, 1, device.index, ip, rows, static_cast<int32_t*>(counts.data_ptr()),
+                     in_range);
     }
     const int32_t* cp = counts.defined() ? static_cast<const int32_t*>(counts.data_ptr()) : nullptr;
     if (g.dtype() == ScalarType::Float32)
       launchElements(&embeddingBackwardKernel<float, I>, dim, 1, device.index, static_cast<const float*>(g.data_ptr()),
-                     ip, static_cast<float*>(out.data_ptr()), rows, dim, padding_idx, cp);
+                     ip, static_cast<float*>(out.data_ptr()), rows, dim, padding_idx, cp, in_range);
     else
       launchElements(&embeddingBackwardKernel<double, I>, dim, 1, device.index,
                      static_cast<const double*>(g.data_ptr()), ip, static_cast<double*>(out.data_ptr()), rows, dim,
-                     padding_idx, cp);
+                     padding_idx, cp, in_range);
   };
   if (idx.dtype() == ScalarType::Int32)
     run(int32_t{});

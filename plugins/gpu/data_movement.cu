@@ -65,26 +65,41 @@ bp::Tensor cat_out(const std::vector<bp::Tensor>& tensors, int64_t dim, const bp
 
 // --- gathers: out[p] = self[q] where q is p moved along one dimension to an
 // index value: index_select (one index per slice) and gather (one per element).
+// An out-of-range index value is recorded and reads as zero (Note [Index
+// checks on the device]).
+
+BP_GPU_INDEX_SITE(kIndexSelectSite, "bp::index_select.out", "'self'");
+BP_GPU_INDEX_SITE(kGatherSite, "bp::gather.out", "'self'");
+
+// The index element of iteration element i: (i / inner) % count, row-major
+// (index_select: the position along dim; gather: i itself).
+struct IndexElement {
+  int64_t inner, count;
+};
 
 template <class E, class I>
 __global__ void gatherKernel(OffsetCalculator<3> walk, int64_t n, E* out, const I* index, const E* self,
-                             int64_t self_step) {
+                             int64_t self_step, IndexCheck check, IndexElement element) {
   gridStride(n, [&](int64_t i) {
     const Offsets<3> o = walk.get(i);
-    out[o.v[0]] = self[o.v[2] + static_cast<int64_t>(index[o.v[1]]) * self_step];
+    const I v = index[o.v[1]];
+    out[o.v[0]] = indexInRange(check, v, i / element.inner % element.count)
+                      ? self[o.v[2] + static_cast<int64_t>(v) * self_step]
+                      : E{};
   });
 }
 
 // Runs gatherKernel over `shape` with the operands' aligned strides.
 template <class I>
 void gatherInto(const char* op, const bp::Tensor& out, const bp::Tensor& index, const bp::Tensor& self,
-                bp::IntList shape, const std::array<const int64_t*, 3>& strides, int64_t self_step) {
+                bp::IntList shape, const std::array<const int64_t*, 3>& strides, int64_t self_step,
+                const IndexCheck& check, IndexElement element) {
   const int64_t n = out.numel();
   visitItemSize(self.element_size(), [&](auto tag) {
     using E = decltype(tag);
     launchElements(&gatherKernel<E, I>, n, 1, out.device().index, makeOffsetCalculator<3>(op, shape, strides), n,
                    static_cast<E*>(out.data_ptr()), static_cast<const I*>(index.data_ptr()),
-                   static_cast<const E*>(self.data_ptr()), self_step);
+                   static_cast<const E*>(self.data_ptr()), self_step, check, element);
   });
 }
 
@@ -104,17 +119,21 @@ bp::Tensor index_select_out(const bp::Tensor& self, int64_t dim, const bp::Tenso
   checkRank(op, self.dim());
   return visitIndex(op, index, [&](auto index_tag) {
     using I = decltype(index_tag);
+    if (out.numel() == 0) return out;
     const int64_t d = wrapDim(dim, self.dim());
-    checkIndexRange<I>(op, index, self.dim() == 0 ? 1 : self.size(d), d, "'self'");
     // Over out's shape: self moves with out except along d, where the index
     // (1-d, walked along d) picks the slice.
     int64_t self_strides[kMaxDims], index_strides[kMaxDims];
+    int64_t inner = 1;  // out's elements per step along d
     for (int64_t k = 0; k < self.dim(); ++k) {
       self_strides[k] = k == d ? 0 : self.stride(k);
       index_strides[k] = k == d && index.dim() == 1 ? index.stride(0) : 0;
+      if (k > d) inner *= out.size(k);
     }
     gatherInto<I>(op, out, index, self, out.sizes(), {out.strides().data(), index_strides, self_strides},
-                  self.dim() == 0 ? 0 : self.stride(d));
+                  self.dim() == 0 ? 0 : self.stride(d),
+                  indexCheck(device.index, kIndexSelectSite, self.dim() == 0 ? 1 : self.size(d), d),
+                  IndexElement{inner, index.numel()});
     return out;
   });
 }
@@ -130,13 +149,14 @@ bp::Tensor gather_out(const bp::Tensor& self, int64_t dim, const bp::Tensor& ind
   checkRank(op, index.dim());
   if (index.numel() == 0) return out;
   const int64_t d = wrapDim(dim, self.dim());
-  checkIndexRange<int64_t>(op, index, self.dim() == 0 ? 1 : self.size(d), d, "'self'");
   // Over index's shape; the host's rule made index's other sizes fit self's
   // and the ranks equal (a 0-d tensor counting as 1-d).
   int64_t self_strides[kMaxDims];
   for (int64_t k = 0; k < index.dim(); ++k) self_strides[k] = k == d || self.dim() == 0 ? 0 : self.stride(k);
   gatherInto<int64_t>(op, out, index, self, index.sizes(), {out.strides().data(), index.strides().data(), self_strides},
-                      self.dim() == 0 ? 0 : self.stride(d));
+                      self.dim() == 0 ? 0 : self.stride(d),
+                      indexCheck(device.index, kGatherSite, self.dim() == 0 ? 1 : self.size(d), d),
+                      IndexElement{1, index.numel()});
   return out;
 }
 
@@ -159,13 +179,19 @@ struct ScatterSteps {
 // other dtypes (float16, bfloat16, int8, uint8) take whole lines, which no
 // two threads share (positions that differ outside dim never meet), so
 // their sums are race-free and deterministic, in the CPU plugin's order.
+// An out-of-range index value is recorded and its element skipped (Note
+// [Index checks on the device]); `inner` (index's elements per step along
+// dim) turns a line and a step into the element's row-major position.
 template <class T>
 __global__ void scatterAddKernel(OffsetCalculator<3> walk, int64_t n, const int64_t* index, const T* src, T* out,
-                                 ScatterSteps steps) {
+                                 ScatterSteps steps, IndexCheck check, int64_t inner) {
   gridStride(n, [&](int64_t i) {
     const Offsets<3> o = walk.get(i);
     for (int64_t k = 0; k < steps.length; ++k) {
-      T* dst = out + o.v[2] + index[o.v[0] + k * steps.index] * steps.out;
+      const int64_t v = index[o.v[0] + k * steps.index];
+      const int64_t element = steps.length == 1 ? i : (i / inner * steps.length + k) * inner + i % inner;
+      if (!indexInRange(check, v, element)) continue;
+      T* dst = out + o.v[2] + v * steps.out;
       const T add = src[o.v[1] + k * steps.src];
       if constexpr (std::is_same_v<T, int64_t>) {  // two's complement: the unsigned sum has the same bits
         atomicAdd(reinterpret_cast<unsigned long long*>(dst), static_cast<unsigned long long>(add));
@@ -182,12 +208,16 @@ __global__ void scatterAddKernel(OffsetCalculator<3> walk, int64_t n, const int6
 // which lands is unspecified, as in PyTorch's CUDA kernel.
 template <class T>
 __global__ void scatterKernel(OffsetCalculator<3> walk, int64_t n, const int64_t* index, const T* src, T* out,
-                              int64_t out_step) {
+                              int64_t out_step, IndexCheck check) {
   gridStride(n, [&](int64_t i) {
     const Offsets<3> o = walk.get(i);
-    out[o.v[2] + index[o.v[0]] * out_step] = src[o.v[1]];
+    const int64_t v = index[o.v[0]];
+    if (indexInRange(check, v, i)) out[o.v[2] + v * out_step] = src[o.v[1]];
   });
 }
+
+BP_GPU_INDEX_SITE(kScatterAddSite, "bp::scatter_add.out", "'self'");
+BP_GPU_INDEX_SITE(kScatterSite, "bp::scatter.src_out", "'self'");
 
 template <bool Add>
 bp::Tensor scatterInto(const char* op, const bp::Tensor& self, int64_t dim, const bp::Tensor& index,
@@ -201,16 +231,18 @@ bp::Tensor scatterInto(const char* op, const bp::Tensor& self, int64_t dim, cons
   checkDtype(op, index, "index", {ScalarType::Int64});
   checkRank(op, index.dim());
   const int64_t d = wrapDim(dim, self.dim());
-  checkIndexRange<int64_t>(op, index, self.dim() == 0 ? 1 : self.size(d), d, "'self'");  // before out changes
   if (!sameLayout(out, self)) copyCast(op, out, self);
   if (index.numel() == 0) return out;
+  const IndexCheck check =
+      indexCheck(device.index, Add ? kScatterAddSite : kScatterSite, self.dim() == 0 ? 1 : self.size(d), d);
   const auto along = [&](const bp::Tensor& t) { return t.dim() == 0 ? 0 : t.stride(d); };
   visitDtype(out.dtype(), [&](auto tag) {
     using T = decltype(tag);
     int64_t shape[kMaxDims], index_strides[kMaxDims], src_strides[kMaxDims], out_strides[kMaxDims];
     ScatterSteps steps{1, 0, 0, along(out)};
-    int64_t ndim = 0;
+    int64_t ndim = 0, inner = 1;
     for (int64_t k = 0; k < index.dim(); ++k) {
+      if (k > d) inner *= index.size(k);
       if (Add && k == d && !kHasAtomicAdd<T>) continue;  // walked inside the kernel, as a line
       shape[ndim] = index.size(k);
       index_strides[ndim] = index.stride(k);
@@ -227,10 +259,11 @@ bp::Tensor scatterInto(const char* op, const bp::Tensor& self, int64_t dim, cons
     const auto* src_data = static_cast<const T*>(src.data_ptr());
     auto* out_data = static_cast<T*>(out.data_ptr());
     if constexpr (Add)
-      launchElements(&scatterAddKernel<T>, lines, 1, device.index, walk, lines, index_data, src_data, out_data, steps);
+      launchElements(&scatterAddKernel<T>, lines, 1, device.index, walk, lines, index_data, src_data, out_data, steps,
+                     check, inner);
     else
-      launchElements(&scatterKernel<T>, lines, 1, device.index, walk, lines, index_data, src_data, out_data,
-                     along(out));
+      launchElements(&scatterKernel<T>, lines, 1, device.index, walk, lines, index_data, src_data, out_data, along(out),
+                     check);
   });
   return out;
 }

@@ -9,10 +9,10 @@
 // the operation a runtime enum).
 //
 // Integral division by zero raises "ZeroDivisionError" as on the CPU (Note
-// [Integer division by zero] in plugins/cpu/elementwise_more.cc): a divisor
-// in device memory is first counted for zeros by a small kernel whose count
-// the host reads back (one wait per integral division call, as Note [Index
-// checks on the device] pays for indices), so out is untouched on error.
+// [Integer division by zero] in plugins/cpu/elementwise_more.cc): a scalar
+// divisor at the call; a divisor in device memory when the kernel meets a
+// zero, at the next synchronization (Note [Deferred device errors]), the
+// quotient then being 0. No call waits for the device.
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -24,6 +24,7 @@
 #include "bp_common/arithmetic.h"
 #include "bp_common/indexing.h"
 #include "bp_common/registration.h"
+#include "device_errors.h"
 #include "kernel_args.h"
 #include "kernels.h"
 #include "loops.cuh"
@@ -89,42 +90,42 @@ BP_GPU_HD M applyMoreBinary(MoreBinary op, M x, M y) {
   }
 }
 
+// Integral division by zero: recorded on the device, raised at the next
+// synchronization (Note [Deferred device errors]); the quotient is 0.
+std::string describeZeroDivision(const ErrorSite& site, const int64_t (&)[4]) {
+  return bp_common::zeroDivisionMessage(site.op);
+}
+constexpr ErrorSite kZeroDivisionSites[] = {
+    {"bp::div.out_mode", BP_INVALID_ARGUMENT, &describeZeroDivision, ""},
+    {"bp::floor_divide.out", BP_INVALID_ARGUMENT, &describeZeroDivision, ""},
+    {"bp::remainder.Tensor_out", BP_INVALID_ARGUMENT, &describeZeroDivision, ""},
+    {"bp::fmod.Tensor_out", BP_INVALID_ARGUMENT, &describeZeroDivision, ""},
+};
+const ErrorSite& zeroDivisionSite(const char* op) {
+  for (const ErrorSite& site : kZeroDivisionSites)
+    if (std::string_view(site.op) == op) return site;
+  bp::fail(BP_INTERNAL, std::string(op) + ": no zero-division error site (elementwise_more.cu's kZeroDivisionSites)");
+}
+
+// `zero_divisor`: where an integral division records a zero divisor (null:
+// no division, or a scalar divisor the host checked).
 template <class T>
 struct MoreBinaryFn {
   MoreBinary op;
-  BP_GPU_HD T operator()(T x, T y) const { return store<T>(applyMoreBinary<opmath_t<T>>(op, load(x), load(y))); }
+  DeviceErrorSlot* slot = nullptr;
+  const ErrorSite* zero_divisor = nullptr;
+  BP_GPU_HD T operator()(T x, T y) const {
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      if (zero_divisor != nullptr && y == T(0)) {
+        raiseDeviceError(slot, zero_divisor, 0);
+        return T(0);
+      }
+    }
+    return store<T>(applyMoreBinary<opmath_t<T>>(op, load(x), load(y)));
+  }
 };
 
-template <class T>
-__global__ void countZerosKernel(OffsetCalculator<1> walk, int64_t n, const T* values, unsigned long long* zeros) {
-  unsigned long long local = 0;
-  gridStride(n, [&](int64_t i) { local += values[walk.get(i).v[0]] == T(0); });
-  if (local != 0) atomicAdd(zeros, local);
-}
-
 void failZeroDivision(const char* op) { bp::fail(BP_INVALID_ARGUMENT, bp_common::zeroDivisionMessage(op)); }
-
-// Throws "ZeroDivisionError" when divisor b (integral T) holds a zero.
-template <class T>
-void checkNoZeroDivisor(const char* op, const Operand<T>& b, const bp::Tensor* b_tensor, bp::Device device) {
-  if (b.ptr == nullptr) {
-    if (b.value == T(0)) failZeroDivision(op);
-    return;
-  }
-  const int64_t n = b_tensor->numel();
-  if (n == 0) return;
-  bp::Tensor count = bp::Tensor::empty({1}, ScalarType::Int64, device);
-  {
-    DeviceGuard guard(device.index);
-    check(gpuMemsetAsync(count.data_ptr(), 0, sizeof(unsigned long long), currentStream(device.index)), op);
-  }
-  launchElements(&countZerosKernel<T>, n, 1, device.index,
-                 makeOffsetCalculator<1>(op, b_tensor->sizes(), {b_tensor->strides().data()}), n, b.ptr,
-                 static_cast<unsigned long long*>(count.data_ptr()));
-  unsigned long long zeros = 0;
-  readDevice(device.index, &zeros, count.data_ptr(), sizeof zeros, op);
-  if (zeros != 0) failZeroDivision(op);
-}
 
 bp::Tensor moreBinary(const char* op, const bp::Tensor& self, const bp::Tensor& other, const bp::Tensor& out,
                       std::initializer_list<ScalarType> supported, MoreBinary kind) {
@@ -136,12 +137,19 @@ bp::Tensor moreBinary(const char* op, const bp::Tensor& self, const bp::Tensor& 
     const bp::Tensor *a_shape, *b_shape;
     const Operand<T> a = stage<T>(op, self, "self", device, out.dtype(), a_holder, a_shape);
     const Operand<T> b = stage<T>(op, other, "other", device, out.dtype(), b_holder, b_shape);
+    MoreBinaryFn<T> fn{kind};
     if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-      if (kind != MoreBinary::And && kind != MoreBinary::Or && kind != MoreBinary::Xor)
-        checkNoZeroDivisor<T>(op, b, b_shape, device);
+      if (kind != MoreBinary::And && kind != MoreBinary::Or && kind != MoreBinary::Xor) {
+        if (b.ptr == nullptr) {
+          if (b.value == T(0)) failZeroDivision(op);  // a scalar divisor: known on the host
+        } else if (out.numel() > 0) {
+          fn.slot = deviceErrorSlot(device.index);
+          fn.zero_divisor = &zeroDivisionSite(op);
+        }
+      }
     }
     launchElementwise(makeOffsetCalculator<3>(op, out.sizes(), {&out, a_shape, b_shape}), out.numel(), device.index,
-                      static_cast<T*>(out.data_ptr()), MoreBinaryFn<T>{kind}, a, b);
+                      static_cast<T*>(out.data_ptr()), fn, a, b);
   });
   return out;
 }

@@ -64,6 +64,8 @@ using gpuDeviceProp_t = cudaDeviceProp;
 #define gpuMalloc cudaMalloc
 #define gpuFree cudaFree
 #define gpuHostAlloc(ptr, nbytes) cudaHostAlloc((ptr), (nbytes), cudaHostAllocDefault)
+#define gpuHostAllocMapped(ptr, nbytes) cudaHostAlloc((ptr), (nbytes), cudaHostAllocMapped | cudaHostAllocPortable)
+#define gpuHostGetDevicePointer cudaHostGetDevicePointer
 #define gpuFreeHost cudaFreeHost
 #define gpuMemcpyAsync cudaMemcpyAsync
 #define gpuMemcpyPeerAsync cudaMemcpyPeerAsync
@@ -110,6 +112,8 @@ using gpuDeviceProp_t = hipDeviceProp_t;
 #define gpuMalloc hipMalloc
 #define gpuFree hipFree
 #define gpuHostAlloc(ptr, nbytes) hipHostMalloc((ptr), (nbytes), hipHostMallocDefault)
+#define gpuHostAllocMapped(ptr, nbytes) hipHostMalloc((ptr), (nbytes), hipHostMallocMapped | hipHostMallocPortable)
+#define gpuHostGetDevicePointer hipHostGetDevicePointer
 #define gpuFreeHost hipHostFree
 #define gpuMemcpyAsync hipMemcpyAsync
 #define gpuMemcpyPeerAsync hipMemcpyPeerAsync
@@ -213,8 +217,8 @@ __device__ inline T* dynamicShared() {
 
 // Note [Launch counters]
 // Every launch() and every synchronising read of device memory that plugin
-// code makes itself (readDevice in kernel_args.h: an index check's count, a
-// 0-d tensor's value) is counted, process-wide, so that tests on the
+// code makes itself (readDevice in kernel_args.h: a 0-d tensor's value, a
+// data-dependent output size) is counted, process-wide, so that tests on the
 // simulator can hold an app to a budget of launches and host round trips
 // per step, which is how a GPU performance regression shows on a machine
 // without a GPU. The counts are relaxed atomics: one uncontended increment

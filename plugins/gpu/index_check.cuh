@@ -1,66 +1,62 @@
 #pragma once
-// An index tensor's values checked on the device against [0, size): the
-// GPU plugins' indexing kernels (data_movement.cu) and embedding's backward
+// Index values checked on the device as kernels read them: the GPU
+// plugins' indexing kernels (data_movement.cu) and embedding's backward
 // (backward.cu).
 //
 // Note [Index checks on the device]
 // The CPU plugin rejects an out-of-range index value before writing
-// anything, with an error naming it. Index values live in device memory
-// here, so a kernel counts the bad ones and the host reads the count back:
-// one small kernel and a wait for the stream per indexing call. PyTorch's
-// CUDA kernels assert on the device instead, which costs no wait but
-// leaves the CUDA context unusable; Backplane keeps the CPU's contract (a
-// bp::Error the caller can catch, out untouched) and pays the wait. Only
-// when the count is non-zero is the index copied to the host, to name the
-// first bad value exactly as the CPU plugin does.
+// anything, with an error naming it. Here index values live in device
+// memory, so each kernel checks the value it reads (indexInRange): a value
+// outside [0, size) is recorded in the device's error slot and raised at
+// the next synchronization, naming the op, the value and its element (Note
+// [Deferred device errors] in device_errors.h), and the kernel reads zero
+// for it (gathers) or skips it (scatters, embedding's backward). No call
+// waits for the device, and no bad index is ever dereferenced. Where
+// several elements are bad, the one named is the first a thread recorded,
+// not necessarily the first in row-major order (the CPU names that one).
 #include <string>
-#include <vector>
 
-#include "kernel_args.h"
-#include "loops.cuh"
+#include "bp_common/dtypes.h"
+#include "device_errors.h"
+#include "runtime.h"
 
 namespace bp_gpu {
 
-template <class I>
-__global__ void countBadIndicesKernel(OffsetCalculator<1> walk, int64_t n, const I* index, int64_t size,
-                                      unsigned long long* bad) {
-  unsigned long long local = 0;
-  gridStride(n, [&](int64_t i) {
-    const I v = index[walk.get(i).v[0]];
-    local += v < 0 || v >= size;
-  });
-  if (local != 0) atomicAdd(bad, local);
+// "<op>: index 9 (element 1 of 'index') is out of range for dimension 0 of
+// 'self', which has size 4; valid indices are 0 to 3", from the values
+// {index, element, size, dim} a kernel recorded.
+inline std::string describeIndexOutOfRange(const ErrorSite& site, const int64_t (&v)[4]) {
+  return bp::detail::concat(site.op, ": index ", v[0], " (element ", v[1], " of 'index') is out of range for ",
+                            "dimension ", v[3], " of ", site.subject, ", which has size ", v[2],
+                            v[2] > 0 ? bp::detail::concat("; valid indices are 0 to ", v[2] - 1)
+                                     : std::string("; it has no elements to index"));
 }
 
-// Throws unless every element of `index` is in [0, size), naming the first
-// one that is not (in row-major order).
-template <class I>
-void checkIndexRange(const char* op, const bp::Tensor& index, int64_t size, int64_t dim, const char* of) {
-  const int64_t n = index.numel();
-  if (n == 0) return;
-  const int device = index.device().index;
-  bp::Tensor count = bp::Tensor::empty({1}, ScalarType::Int64, index.device());
-  {
-    DeviceGuard guard(device);
-    check(gpuMemsetAsync(count.data_ptr(), 0, sizeof(unsigned long long), currentStream(device)), op);
-  }
-  launchElements(&countBadIndicesKernel<I>, n, 1, device,
-                 makeOffsetCalculator<1>(op, index.sizes(), {index.strides().data()}), n,
-                 static_cast<const I*>(index.data_ptr()), size, static_cast<unsigned long long*>(count.data_ptr()));
-  unsigned long long bad = 0;
-  readDevice(device, &bad, count.data_ptr(), sizeof bad, op);
-  if (bad == 0) return;
-  bp::Tensor flat = bp::Tensor::empty(index.sizes(), ScalarType::Int64, index.device());
-  copyCast(op, flat, index);
-  std::vector<int64_t> values(static_cast<size_t>(n));
-  readDevice(device, values.data(), flat.data_ptr(), values.size() * sizeof(int64_t), op);
-  size_t first = 0;
-  while (values[first] >= 0 && values[first] < size) ++first;
-  bp::fail(BP_OUT_OF_RANGE,
-           bp::detail::concat(op, ": index ", values[first], " (element ", first, " of 'index') is out of range for ",
-                              "dimension ", dim, " of ", of, ", which has size ", size,
-                              size > 0 ? bp::detail::concat("; valid indices are 0 to ", size - 1)
-                                       : std::string("; it has no elements to index")));
+// What an indexing kernel checks its index values against.
+struct IndexCheck {
+  DeviceErrorSlot* slot;
+  const ErrorSite* site;
+  int64_t size;  // valid values: [0, size)
+  int64_t dim;   // of the indexed tensor, for the message
+};
+
+// The check of an index into a dimension of `size` (dimension `dim`) for a
+// kernel on `device`; `site` names the op (a static ErrorSite).
+inline IndexCheck indexCheck(int device, const ErrorSite& site, int64_t size, int64_t dim) {
+  return IndexCheck{deviceErrorSlot(device), &site, size, dim};
 }
+
+// Whether index value v (element `element` of the index tensor, row-major)
+// is in range; if not, records it.
+template <class I>
+__device__ inline bool indexInRange(const IndexCheck& c, I v, int64_t element) {
+  if (v >= 0 && static_cast<int64_t>(v) < c.size) return true;
+  raiseDeviceError(c.slot, c.site, static_cast<int64_t>(v), element, c.size, c.dim);
+  return false;
+}
+
+// An ErrorSite for out-of-range indices of op `op` into `subject`.
+#define BP_GPU_INDEX_SITE(NAME, OP, SUBJECT) \
+  inline constexpr ErrorSite NAME { OP, BP_OUT_OF_RANGE, &describeIndexOutOfRange, SUBJECT }
 
 }  // namespace bp_gpu

@@ -7,6 +7,7 @@
 #include <initializer_list>
 #include <string>
 
+#include "device_errors.h"
 #include "dtypes.cuh"
 #include "runtime.h"
 
@@ -84,6 +85,7 @@ inline void readDevice(int device, void* dst, const void* src, size_t bytes, con
   const gpuStream_t stream = currentStream(device);
   check(gpuMemcpyAsync(dst, src, bytes, gpuMemcpyDeviceToHost, stream), what);
   check(gpuStreamSynchronize(stream), what);
+  reportDeviceErrors(device);  // Note [Deferred device errors]
 }
 
 // The value of a 0-d tensor on the cpu or on this plugin's device (read

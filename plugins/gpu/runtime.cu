@@ -22,6 +22,8 @@
 #include <cstdlib>
 #endif
 
+#include "device_errors.h"
+
 namespace bp_gpu {
 
 // ------------------------------------------------------------------- errors
@@ -292,6 +294,10 @@ struct DeviceState {
   std::array<StagingSlot, kStagingSlots> staging;
   int next_slot = 0;
   std::mutex staging_mutex;  // guards staging and next_slot; taken without `mutex`
+  // Note [Deferred device errors]: the slot as the host reads it (set once,
+  // under `mutex`; read without it) and as kernels address it.
+  std::atomic<DeviceErrorSlot*> error_slot{nullptr};
+  DeviceErrorSlot* error_slot_device = nullptr;
 };
 
 // The current stream of this host thread per device, nullptr for the
@@ -575,6 +581,7 @@ class GpuBackend final : public bp::DeviceBackend {
     check(gpuMemcpyAsync(dst, src, n, gpuMemcpyDeviceToHost, stream),
           BP_GPU_RUNTIME_PREFIX "MemcpyAsync (device to host)");
     check(gpuStreamSynchronize(stream), BP_GPU_RUNTIME_PREFIX "StreamSynchronize");
+    reportDeviceErrors(device);
   }
   void copyDeviceToDevice(int dst_device, void* dst, int src_device, const void* src, size_t n) override {
     gpuStream_t stream = bp_gpu::currentStream(dst_device);
@@ -590,6 +597,7 @@ class GpuBackend final : public bp::DeviceBackend {
     synchronize(src_device);
     check(gpuMemcpyPeerAsync(dst, dst_device, src, src_device, n, stream), BP_GPU_RUNTIME_PREFIX "MemcpyPeerAsync");
     check(gpuStreamSynchronize(stream), BP_GPU_RUNTIME_PREFIX "StreamSynchronize");
+    reportDeviceErrors(dst_device);
   }
   void memset(int device, void* dst, uint8_t value, size_t n) override {
     gpuStream_t stream = bp_gpu::currentStream(device);
@@ -651,6 +659,7 @@ class GpuBackend final : public bp::DeviceBackend {
     const gpuStream_t stream = streamOf(device, handle, "stream_synchronize");
     DeviceGuard guard(device);
     check(gpuStreamSynchronize(stream), BP_GPU_RUNTIME_PREFIX "StreamSynchronize");
+    reportDeviceErrors(device);
   }
 
   BP_Stream* currentStream(int device) override {
@@ -737,6 +746,7 @@ class GpuBackend final : public bp::DeviceBackend {
     const gpuEvent_t e = appEvent(device, event, "event_synchronize");
     DeviceGuard guard(device);
     check(gpuEventSynchronize(e), BP_GPU_RUNTIME_PREFIX "EventSynchronize");
+    reportDeviceErrors(device);
   }
 
   bool queryEvent(int device, BP_Event* event) override {
@@ -748,6 +758,7 @@ class GpuBackend final : public bp::DeviceBackend {
       return false;
     }
     check(r, BP_GPU_RUNTIME_PREFIX "EventQuery");
+    reportDeviceErrors(device);
     return true;
   }
 
@@ -851,6 +862,44 @@ void synchronize(int device) {
   checkDevice(device);
   DeviceGuard guard(device);
   check(gpuDeviceSynchronize(), BP_GPU_RUNTIME_PREFIX "DeviceSynchronize");
+  reportDeviceErrors(device);
+}
+
+// Note [Deferred device errors].
+DeviceErrorSlot* deviceErrorSlot(int device) {
+  DeviceState& s = state(device);
+  if (s.error_slot.load(std::memory_order_acquire) != nullptr) return s.error_slot_device;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.error_slot.load(std::memory_order_relaxed) == nullptr) {
+    DeviceGuard guard(device);
+    void* host = nullptr;
+    check(gpuHostAllocMapped(&host, sizeof(DeviceErrorSlot)), BP_GPU_RUNTIME_PREFIX "HostAlloc (mapped)");
+    std::memset(host, 0, sizeof(DeviceErrorSlot));
+    void* on_device = nullptr;
+    const gpuError_t e = gpuHostGetDevicePointer(&on_device, host, 0);
+    if (e != gpuSuccess) {
+      (void)gpuFreeHost(host);
+      check(e, BP_GPU_RUNTIME_PREFIX "HostGetDevicePointer");
+    }
+    s.error_slot_device = static_cast<DeviceErrorSlot*>(on_device);
+    s.error_slot.store(static_cast<DeviceErrorSlot*>(host), std::memory_order_release);  // kept for the process
+  }
+  return s.error_slot_device;
+}
+
+void reportDeviceErrors(int device) {
+  DeviceErrorSlot* slot = state(device).error_slot.load(std::memory_order_acquire);
+  if (slot == nullptr || __atomic_load_n(&slot->raised, __ATOMIC_ACQUIRE) == 0) return;
+  const auto* site = reinterpret_cast<const ErrorSite*>(static_cast<uintptr_t>(slot->site));
+  int64_t values[4];
+  for (int i = 0; i < 4; ++i) values[i] = slot->values[i];
+  unsigned int expected = 1;
+  // Another thread's synchronization may have reported it first.
+  if (!__atomic_compare_exchange_n(&slot->raised, &expected, 0u, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return;
+  bp::fail(site->code, site->describe(*site, values) + " (found by the kernel of " + site->op + " on " BP_GPU_NAME ":" +
+                           std::to_string(device) +
+                           " and reported at the first synchronization after it; that call's results are not "
+                           "meaningful, the work before and after it is unaffected)");
 }
 
 bp::DeviceBackend& deviceBackend() {

@@ -31,16 +31,19 @@ using namespace backplane;
 // plugins run the same host code, so they launch the same kernels). When a
 // change lowers a count, lower the budget with it; when one raises it, the
 // change has to say why here. Launches (26 native kernel calls):
-//   embedding: index_select (index check + gather: 2), + positions (1)
+//   embedding: index_select (the gather, which checks its indices as it
+//   reads them: 1), + positions (1)
 //   6 linears: bias broadcast into the output + GEMM (12)
 //   3 layer_norms (3), 2 residual adds (2), gelu (1)
 //   attention: the heads of q, k^T and v copied into one batch stride for
 //   bmm (3) and 2 bmms (2); the scale, its 0-d factor filled on the device
 //   (2); arange + ge for the padding mask (2); masked_fill (1); softmax (1);
 //   the merged heads' reshape copy (1)
-constexpr int64_t kLaunchesPerLayer = 33;
-//   host reads: embedding's index check reads back its count of bad indices.
-constexpr int64_t kHostReadsPerLayer = 1;
+constexpr int64_t kLaunchesPerLayer = 32;
+//   host reads: none. No standard op waits for the device: an index out of
+//   range is reported at the next synchronization (Note [Deferred device
+//   errors] in plugins/gpu/device_errors.h).
+constexpr int64_t kHostReadsPerLayer = 0;
 
 class EncoderBudgetTest : public ::testing::Test {
  protected:
@@ -113,7 +116,7 @@ TEST_F(EncoderBudgetTest, OneLayerStaysWithinItsLaunchAndHostReadBudget) {
   EXPECT_GE(layer_launches, kLaunchesPerLayer - 4)
       << "the layer launched far fewer kernels than its budget: lower kLaunchesPerLayer to " << layer_launches
       << " so that the budget keeps catching regressions";
-  EXPECT_LE(layer_reads, kHostReadsPerLayer) << "the layer waited for the device more often than its budget";
+  EXPECT_EQ(layer_reads, kHostReadsPerLayer) << "the layer waited for the device";
 }
 
 TEST_F(EncoderBudgetTest, UnknownActivityStatisticIsAnErrorNamingTheKnownOnes) {

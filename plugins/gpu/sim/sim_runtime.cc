@@ -169,6 +169,13 @@ gpuError_t gpuFreeHost(void* ptr) {
   return gpuSuccess;
 }
 
+gpuError_t gpuHostAllocMapped(void** ptr, size_t nbytes) { return gpuHostAlloc(ptr, nbytes); }
+
+gpuError_t gpuHostGetDevicePointer(void** device_ptr, void* host_ptr, unsigned /*flags*/) {
+  *device_ptr = host_ptr;
+  return gpuSuccess;
+}
+
 namespace bp_gpu::sim {
 bool deferred(gpuStream_t stream) { return stream != nullptr && stream->queue != nullptr; }
 

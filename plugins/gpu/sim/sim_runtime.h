@@ -111,6 +111,10 @@ gpuError_t gpuMalloc(void** ptr, size_t nbytes);
 gpuError_t gpuFree(void* ptr);
 gpuError_t gpuHostAlloc(void** ptr, size_t nbytes);
 gpuError_t gpuFreeHost(void* ptr);
+// Host memory kernels may write (mapped): in the simulator any host memory,
+// so the device pointer is the host pointer.
+gpuError_t gpuHostAllocMapped(void** ptr, size_t nbytes);
+gpuError_t gpuHostGetDevicePointer(void** device_ptr, void* host_ptr, unsigned flags);
 gpuError_t gpuMemcpyAsync(void* dst, const void* src, size_t nbytes, gpuMemcpyKind kind, gpuStream_t stream);
 gpuError_t gpuMemcpyPeerAsync(void* dst, int dst_device, const void* src, int src_device, size_t nbytes,
                               gpuStream_t stream);

@@ -263,24 +263,62 @@ TEST_F(GpusimKernelsTest, ZeroDimCpuOperandsOfBinaryOpsAndWhereRunNatively) {
   EXPECT_EQ(fallbacks(), before);
 }
 
-TEST_F(GpusimKernelsTest, OutOfRangeIndexValuesAreErrorsNamingTheFirstOne) {
+// Note [Deferred device errors]: index values and integral divisors live on
+// the device, so kernels check them as they read them and the error comes
+// at the next synchronization, naming the op, the value and its element; no
+// call waits for the device, no bad index is dereferenced, and the device
+// stays usable after the report.
+TEST_F(GpusimKernelsTest, BadIndicesAndZeroDivisorsAreReportedAtTheNextSynchronization) {
   expectNative("bp::index_select.out");
-  const Tensor self = zeros({4, 3}, {ScalarType::Float32, sim()});
-  const Tensor index = tensorFromVector<int64_t>({1, 3, 7, -1}, {4}, sim());
-  try {
-    index_select(self, 0, index);
-    FAIL() << "index_select with index 7 along a dimension of size 4 did not throw";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), absl::StatusCode::kOutOfRange);
-    EXPECT_THAT(e.message(),
-                AllOf(HasSubstr("bp::index_select.out: index 7 (element 2 of 'index')"),
-                      HasSubstr("dimension 0 of 'self', which has size 4"), HasSubstr("valid indices are 0 to 3")));
-  }
-  // gather checks every element, and in-range indices still work after a failure.
-  const Tensor good = tensorFromVector<int64_t>({2, 0, 1, 1, 2, 0}, {2, 3}, sim());
+  const Tensor self = tensorFromVector<float>({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {4, 3}, sim());
+  expectDeferredError(
+      [&] {
+        index_select(self, 0, tensorFromVector<int64_t>({1, 3, 7, 2}, {4}, sim()));
+      },
+      absl::StatusCode::kOutOfRange,
+      {"bp::index_select.out: index 7 (element 2 of 'index') is out of range for dimension 0 of "
+       "'self', which has size 4; valid indices are 0 to 3",
+       "gpusim:0"});
+  // Along dim 1, with an int32 index: the element is the index's, not out's.
+  expectDeferredError(
+      [&] {
+        index_select(self, 1, tensorFromVector<int32_t>({0, -1}, {2}, sim()));
+      },
+      absl::StatusCode::kOutOfRange,
+      {"index -1 (element 1 of 'index') is out of range for dimension 1 of 'self', which has size 3"});
+  // gather and the scatters check every element; the in-range ones of a
+  // scatter_add still land (the bad one is skipped, nothing outside self is written).
   const Tensor src = tensorFromVector<float>({10, 11, 12, 20, 21, 22}, {2, 3}, sim());
-  EXPECT_EQ(valuesOf(gather(src, 1, good)), (std::vector<double>{12, 10, 11, 21, 22, 20}));
-  EXPECT_THROW(gather(src, 1, tensorFromVector<int64_t>({0, 3}, {1, 2}, sim())), Error);
+  EXPECT_EQ(valuesOf(gather(src, 1, tensorFromVector<int64_t>({2, 0, 1, 1, 2, 0}, {2, 3}, sim()))),
+            (std::vector<double>{12, 10, 11, 21, 22, 20}));
+  expectDeferredError(
+      [&] {
+        gather(src, 1, tensorFromVector<int64_t>({0, 3}, {1, 2}, sim()));
+      },
+      absl::StatusCode::kOutOfRange, {"bp::gather.out: index 3 (element 1 of 'index')"});
+  static auto scatter_add = Dispatcher::singleton()
+                                .findOpOrThrow("bp::scatter_add")
+                                .typed<Tensor(const Tensor&, int64_t, const Tensor&, const Tensor&)>();
+  Tensor sum;
+  expectDeferredError(
+      [&] {
+        sum = scatter_add.call(zeros({2, 3}, {ScalarType::Float32, sim()}), 1,
+                               tensorFromVector<int64_t>({0, 5, 2, 1, 1, 1}, {2, 3}, sim()), src);
+      },
+      absl::StatusCode::kOutOfRange, {"bp::scatter_add.out: index 5 (element 1 of 'index')"});
+  EXPECT_EQ(valuesOf(sum), (std::vector<double>{10, 0, 12, 0, 63, 0}));
+  // An integral division by a zero in device memory.
+  expectDeferredError(
+      [&] {
+        floor_divide(tensorFromVector<int32_t>({7, 8, 9}, {3}, sim()),
+                     tensorFromVector<int32_t>({2, 0, 3}, {3}, sim()));
+      },
+      absl::StatusCode::kInvalidArgument, {"ZeroDivisionError"});
+  // A copy to the host is a synchronization too.
+  const Tensor picked = index_select(self, 0, tensorFromVector<int64_t>({4}, {1}, sim()));
+  EXPECT_THROW(picked.cpu(), Error);
+  EXPECT_EQ(valuesOf(index_select(self, 0, tensorFromVector<int64_t>({3}, {1}, sim()))),
+            (std::vector<double>{10, 11, 12}));
 }
 
 }  // namespace

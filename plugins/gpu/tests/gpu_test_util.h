@@ -11,6 +11,7 @@
 #include <memory>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backplane/backplane.h"
@@ -141,6 +142,36 @@ class GpusimSuite : public ::testing::Test {
       ASSERT_LE(std::abs(g[i] - w[i]), atol + rtol * std::abs(w[i]))
           << "element " << i << ": got " << g[i] << ", want " << w[i];
     }
+  }
+
+  // The simulator's count of `name` (kernel_launches, host_reads, ...: Note
+  // [Launch counters] in plugins/gpu/gpu_port.h).
+  static int64_t activity(const char* name) {
+    static auto op = Dispatcher::singleton().findOpOrThrow("gpusim::activity_stat").typed<int64_t(std::string_view)>();
+    return op.call(name);
+  }
+  static void synchronizeSim() {
+    static auto op = Dispatcher::singleton().findOpOrThrow("gpusim::synchronize").typed<void(int64_t)>();
+    op.call(0);
+  }
+
+  // Note [Deferred device errors]: `call` returns without waiting for the
+  // device (no host read), and the error it leaves is raised, once, by the
+  // next synchronization, with a message holding every one of `parts`.
+  template <class F>
+  static void expectDeferredError(F&& call, absl::StatusCode code, const std::vector<std::string>& parts) {
+    const int64_t reads = activity("host_reads");
+    call();
+    EXPECT_EQ(activity("host_reads"), reads) << "the call waited for the device";
+    try {
+      synchronizeSim();
+      ADD_FAILURE() << "the synchronization after the call raised nothing";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), code) << e.what();
+      for (const std::string& part : parts) EXPECT_NE(e.message().find(part), std::string::npos) << e.message();
+      EXPECT_NE(e.message().find("reported at the first synchronization after it"), std::string::npos) << e.message();
+    }
+    synchronizeSim();  // reported once: the next one is clean
   }
 
   // Whether `op` runs the plugin's kernel on gpusim, not the CPU fallback,

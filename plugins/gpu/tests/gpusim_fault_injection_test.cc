@@ -186,9 +186,9 @@ TEST_F(GpusimFaultInjection, NativeKernelWithOutArgument) {
 }
 
 TEST_F(GpusimFaultInjection, NativeKernelThatChecksOnTheDevice) {
-  // floor_divide.out of integers counts zero divisors on the device first: a
-  // scratch tensor (allocation), a memset, a counting kernel, a read back,
-  // then the kernel itself.
+  // floor_divide.out of integers checks its divisors in the kernel itself,
+  // which records a zero for the next synchronization (Note [Deferred
+  // device errors]): one launch, no read back.
   injectEveryFault({qualified("floor_divide.out"),
                     KernelKind::Native,
                     {qualified("floor_divide.out")},

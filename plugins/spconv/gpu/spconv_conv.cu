@@ -169,7 +169,7 @@ __global__ void gatherGemmScatterKernel(ProductOperands o, DeviceRulebook rb, in
     if (j0 + tid < n) {
       s = rb.row(k, src_row)[j0 + tid];
       d = rb.row(k, 1 - src_row)[j0 + tid];
-      if (s < 0 || s >= o.num_src || d < 0 || d >= o.num_dst) s = d = -1;  // outside the tensors: skipped
+      if (!rb.pairInRange(k, j0 + tid, src_row, s, d, o.num_src, o.num_dst)) s = d = -1;  // recorded, skipped
     }
     src_rows[tid] = s;
     dst_rows[tid] = d;
@@ -289,7 +289,7 @@ __global__ void filterGradKernel(FilterGradOperands o, DeviceRulebook rb, int in
         i = ins[j];
         d = outs[j];
       }
-      const bool valid = i >= 0 && i < o.num_in && d >= 0 && d < o.num_out;
+      const bool valid = j < end && rb.pairInRange(k, j, in_row, i, d, o.num_in, o.num_out);
       xs[p][c] = valid && ci < o.cin ? static_cast<Acc>(bp_gpu::load(x[i * o.cin + ci])) : Acc(0);
     }
     for (int e = tid; e < kDepth * kCols; e += kThreads) {
@@ -300,7 +300,7 @@ __global__ void filterGradKernel(FilterGradOperands o, DeviceRulebook rb, int in
         i = ins[j];
         d = outs[j];
       }
-      const bool valid = i >= 0 && i < o.num_in && d >= 0 && d < o.num_out;
+      const bool valid = j < end && rb.pairInRange(k, j, in_row, i, d, o.num_in, o.num_out);
       gs[p][c] = valid && co < o.cout ? static_cast<Acc>(bp_gpu::load(g[d * o.cout + co])) : Acc(0);
     }
     __syncthreads();
@@ -403,7 +403,7 @@ Tensor indiceConv(const Tensor& features, const Tensor& filters, const Tensor& i
   Tensor out = Tensor::empty({s.num_out, s.cout}, features.dtype(), call.device);
   if (out.numel() == 0) return out;
   Tensor pairs, counts;
-  const DeviceRulebook rb = deviceRulebook(indice_pairs, indice_pair_num, pairs, counts);
+  const DeviceRulebook rb = deviceRulebook(op, call.device, indice_pairs, indice_pair_num, pairs, counts);
   const Tensor x = bp_spconv::contiguous(features), w = bp_spconv::contiguous(filters);
   const ProductOperands o{x.data_ptr(), w.data_ptr(), out.data_ptr(), s.num_in, s.num_out, s.cin, s.cout};
   sparseProduct(op, call, features.dtype(), o, rb, inverse ? 1 : 0, subm,
@@ -462,7 +462,7 @@ std::tuple<Tensor, Tensor> indiceConvBackward(const Tensor& features, const Tens
   Tensor input_grad = Tensor::empty({s.num_in, s.cin}, features.dtype(), call.device);
   Tensor filters_grad = Tensor::empty(filters.sizes(), filters.dtype(), call.device);
   Tensor pairs, counts;
-  const DeviceRulebook rb = deviceRulebook(indice_pairs, indice_pair_num, pairs, counts);
+  const DeviceRulebook rb = deviceRulebook(op, call.device, indice_pairs, indice_pair_num, pairs, counts);
   const Tensor x = bp_spconv::contiguous(features), w = bp_spconv::contiguous(filters),
                g = bp_spconv::contiguous(out_grad);
   const int in_row = inverse ? 1 : 0;

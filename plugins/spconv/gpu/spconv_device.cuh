@@ -8,7 +8,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
+#include <string>
+#include <string_view>
 
+#include "gpu/device_errors.h"
 #include "gpu/dtypes.cuh"
 #include "gpu/kernel_args.h"
 #include "gpu/runtime.h"
@@ -25,24 +28,70 @@
 
 namespace bp_spconv_gpu {
 
+// What a broken rulebook is reported as (Note [Deferred device errors] in
+// plugins/gpu/device_errors.h), in the CPU kernels' words: a pair outside
+// the tensors (values: offset << 32 | pair, input row, output row,
+// input rows << 32 | output rows), a count outside [0, P] (values: offset,
+// count, P).
+inline std::string describeRulebookPair(const bp_gpu::ErrorSite& site, const int64_t (&v)[4]) {
+  return bp::detail::concat(site.op, ": pair ", v[0] & 0xffffffff, " of kernel offset ", v[0] >> 32,
+                            " joins input row ", v[1], " and output row ", v[2], ", outside the ", v[3] >> 32,
+                            " input and ", v[3] & 0xffffffff,
+                            " output rows; was the rulebook built for these tensors?");
+}
+inline std::string describeRulebookCount(const bp_gpu::ErrorSite& site, const int64_t (&v)[4]) {
+  return bp::detail::concat(site.op, ": indice_pair_num[", v[0], "] = ", v[1], " is outside [0, ", v[2],
+                            "] (the room indice_pairs has per offset)");
+}
+struct RulebookSites {
+  bp_gpu::ErrorSite pair, count;
+};
+#define BP_SPCONV_RULEBOOK_SITES(OP)                                                                              \
+  RulebookSites {                                                                                                 \
+    {OP, BP_INVALID_ARGUMENT, &describeRulebookPair, ""}, { OP, BP_INVALID_ARGUMENT, &describeRulebookCount, "" } \
+  }
+inline constexpr RulebookSites kRulebookSites[] = {
+    BP_SPCONV_RULEBOOK_SITES("spconv::indice_conv"), BP_SPCONV_RULEBOOK_SITES("spconv::indice_conv_backward"),
+    BP_SPCONV_RULEBOOK_SITES("spconv::indice_maxpool"), BP_SPCONV_RULEBOOK_SITES("spconv::indice_maxpool_backward")};
+#undef BP_SPCONV_RULEBOOK_SITES
+
 // The rulebook of a call on the device: indice_pairs [K, 2, P] and
 // indice_pair_num [K], both contiguous int32. Kernels read pair j of offset
 // k from row r (0: the input rows of the forward convolution, 1: its
 // outputs) at pairs[(2k + r) P + j], for j < count(k). The counts are read
 // on the device only: the host never waits for them, so kernels run over
-// the capacity P and blocks past an offset's count leave at once.
+// the capacity P and blocks past an offset's count leave at once. Nor does
+// the host read the pairs: a kernel that meets a count outside [0, P] or a
+// pair outside the tensors records it (raised at the next synchronization,
+// as the CPU kernels raise at the call) and leaves it out, so that no
+// kernel reads or writes outside the tensors.
 struct DeviceRulebook {
   const int32_t* pairs;
   const int32_t* counts;
   int64_t K, P;
+  bp_gpu::DeviceErrorSlot* slot;
+  const RulebookSites* sites;
 
-  // indice_pair_num[k], clamped to [0, P] (a count outside is a broken
-  // rulebook: the CPU kernels refuse it; here it cannot read out of bounds).
-  BP_GPU_HD int64_t count(int64_t k) const {
+  // indice_pair_num[k], clamped to [0, P].
+  __device__ int64_t count(int64_t k) const {
     const int64_t n = counts[k];
-    return n < 0 ? 0 : (n > P ? P : n);
+    if (n >= 0 && n <= P) return n;
+    bp_gpu::raiseDeviceError(slot, &sites->count, k, n, P);
+    return n < 0 ? 0 : P;
   }
   BP_GPU_HD const int32_t* row(int64_t k, int r) const { return pairs + (2 * k + r) * P; }
+
+  // Whether pair j of offset k, whose rows are `src` (in row `src_row` of
+  // the rulebook) and `dst`, lies inside tensors of src_rows and dst_rows
+  // rows; if not, records it.
+  __device__ bool pairInRange(int64_t k, int64_t j, int src_row, int64_t src, int64_t dst, int64_t src_rows,
+                              int64_t dst_rows) const {
+    if (src >= 0 && src < src_rows && dst >= 0 && dst < dst_rows) return true;
+    const bool forward = src_row == 0;  // src is the input row
+    bp_gpu::raiseDeviceError(slot, &sites->pair, k << 32 | j, forward ? src : dst, forward ? dst : src,
+                             forward ? src_rows << 32 | dst_rows : dst_rows << 32 | src_rows);
+    return false;
+  }
 };
 
 // Threads per block of the elementwise-shaped kernels (maps, pooling).
@@ -56,7 +105,8 @@ inline constexpr int kMapThreads = 256;
 // the input rows; for the input gradient (and the max pooling backward) the
 // other way round. One thread per pair of the capacity, all offsets in one
 // launch (x: pair tiles x offsets); pairs whose rows fall outside the
-// tensors are left out, so no kernel reads or writes outside them.
+// tensors are recorded and left out, so no kernel reads or writes outside
+// them.
 template <int kBlock>
 __global__ void buildMapKernel(DeviceRulebook rb, int src_row, int64_t src_rows, int64_t dst_rows, int64_t tiles,
                                int32_t* map) {
@@ -64,8 +114,7 @@ __global__ void buildMapKernel(DeviceRulebook rb, int src_row, int64_t src_rows,
   const int64_t j = (blockIdx.x % tiles) * kBlock + threadIdx.x;
   if (j >= rb.count(k)) return;
   const int32_t s = rb.row(k, src_row)[j], d = rb.row(k, 1 - src_row)[j];
-  if (s < 0 || s >= src_rows || d < 0 || d >= dst_rows) return;
-  map[k * dst_rows + d] = s;
+  if (rb.pairInRange(k, j, src_row, s, d, src_rows, dst_rows)) map[k * dst_rows + d] = s;
 }
 
 // The call's device and the stream its work is queued on; the guard makes
@@ -117,15 +166,24 @@ inline void checkFloat(const char* op, const bp::Tensor& t, const char* name) {
       {bp::ScalarType::Float16, bp::ScalarType::BFloat16, bp::ScalarType::Float32, bp::ScalarType::Float64});
 }
 
-// The rulebook of a call, contiguous (copied on the device when it is not;
-// the copies are kept alive by the caller's holders).
-inline DeviceRulebook deviceRulebook(const bp::Tensor& pairs, const bp::Tensor& counts, bp::Tensor& pairs_holder,
-                                     bp::Tensor& counts_holder) {
+// The rulebook of a call of `op` (one of kRulebookSites'), contiguous
+// (copied on the device when it is not; the copies are kept alive by the
+// caller's holders).
+inline DeviceRulebook deviceRulebook(const char* op, bp::Device device, const bp::Tensor& pairs,
+                                     const bp::Tensor& counts, bp::Tensor& pairs_holder, bp::Tensor& counts_holder) {
+  const RulebookSites* sites = nullptr;
+  for (const RulebookSites& s : kRulebookSites)
+    if (std::string_view(s.pair.op) == op) sites = &s;
+  BP_PLUGIN_CHECK(sites != nullptr, op, ": no rulebook error sites (spconv_device.cuh's kRulebookSites)");
   pairs_holder = bp_spconv::contiguous(pairs);
   counts_holder = bp_spconv::contiguous(counts);
   const int64_t K = pairs.size(0), P = pairs.size(2);
   return DeviceRulebook{K * P == 0 ? nullptr : pairs_holder.device_ptr<const int32_t>(),
-                        K == 0 ? nullptr : counts_holder.device_ptr<const int32_t>(), K, P};
+                        K == 0 ? nullptr : counts_holder.device_ptr<const int32_t>(),
+                        K,
+                        P,
+                        bp_gpu::deviceErrorSlot(device.index),
+                        sites};
 }
 
 // A[i, c] as the kernels' arithmetic type (float for the 16-bit floats).

@@ -19,7 +19,8 @@
 //   of (o, c), in offset order, so float32 gives the CPU's bits.
 // Like the convolutions (Note [Sparse convolution kernels on the GPU]), the
 // rulebook's contents are trusted, except that pairs outside the tensors
-// are left out of the maps.
+// are recorded (raised at the next synchronization) and left out of the
+// maps.
 #include <cstdint>
 
 #include "spconv_device.cuh"
@@ -134,7 +135,7 @@ Tensor indiceMaxpool(const Tensor& features, const Tensor& indice_pairs, const T
   Tensor out = Tensor::empty({num_out, C}, features.dtype(), call.device);
   if (out.numel() == 0) return out;
   Tensor pairs, counts;
-  const DeviceRulebook rb = deviceRulebook(indice_pairs, indice_pair_num, pairs, counts);
+  const DeviceRulebook rb = deviceRulebook(op, call.device, indice_pairs, indice_pair_num, pairs, counts);
   const Tensor x = bp_spconv::contiguous(features);
   const Tensor map = offsetMap(op, call, rb, 0, n_in, num_out);
   const int32_t* m = map.numel() == 0 ? nullptr : map.device_ptr<const int32_t>();
@@ -164,7 +165,7 @@ Tensor indiceMaxpoolBackward(const Tensor& features, const Tensor& out_features,
   Tensor input_grad = Tensor::empty({n_in, C}, features.dtype(), call.device);
   if (input_grad.numel() == 0) return input_grad;
   Tensor pairs, counts;
-  const DeviceRulebook rb = deviceRulebook(indice_pairs, indice_pair_num, pairs, counts);
+  const DeviceRulebook rb = deviceRulebook(op, call.device, indice_pairs, indice_pair_num, pairs, counts);
   const Tensor x = bp_spconv::contiguous(features), y = bp_spconv::contiguous(out_features),
                g = bp_spconv::contiguous(out_grad);
   const Tensor map = offsetMap(op, call, rb, 0, n_in, num_out);          // output -> input

@@ -425,6 +425,62 @@ TEST(SpconvGpuConv, BadCallsFailAsOnTheCpu) {
               ::testing::HasSubstr("indice_pairs is on cpu"));
 }
 
+// A rulebook that does not fit the tensors (a pair's row outside them, a
+// count beyond the capacity): the CPU kernels refuse it at the call; the
+// GPU kernels, which never read the rulebook on the host, leave the bad
+// entry out and report it at the next synchronization (Note [Deferred
+// device errors]) in the CPU's words.
+TEST(SpconvGpuConv, BrokenRulebooksAreReportedAtTheNextSynchronizationAsOnTheCpu) {
+  static const auto synchronize = Dispatcher::singleton().findOpOrThrow("gpusim::synchronize").typed<void(int64_t)>();
+  const Conv c = convolutions()[1];
+  const std::vector<int32_t> flat = c.pairs.toVector<int32_t>(), counts = c.num.toVector<int32_t>();
+  const int64_t K = c.pairs.size(0), P = c.pairs.size(2);
+  int64_t k = 0;
+  while (counts[k] < 2) ++k;
+  // Pair 1 of offset k points past the output rows; offset k's count past P.
+  std::vector<int32_t> bad_pair = flat, bad_count = counts;
+  bad_pair[(2 * k + 1) * P + 1] = static_cast<int32_t>(c.num_out + 5);
+  bad_count[k] = static_cast<int32_t>(P + 3);
+  const Tensor pair_rb = tensorFromVector<int32_t>(bad_pair, {K, 2, P}, cpu());
+  const Tensor count_rb = tensorFromVector<int32_t>(bad_count, {K}, cpu());
+  const Tensor x = randomTensor(1, {c.num_in, 4}), w = randomTensor(2, {3, 3, 3, 4, 6});
+  const Tensor y = randomTensor(3, {c.num_out, 4}), g = randomTensor(4, {c.num_out, 6});
+  struct BadCall {
+    const char* name;
+    std::function<void(Device, const Tensor&, const Tensor&)> call;
+  };
+  const std::vector<BadCall> calls = {
+      {"indice_conv",
+       [&](Device d, const Tensor& p, const Tensor& n) {
+         indiceConv(x.to(d), w.to(d), p.to(d), n.to(d), c.num_out, false, false);
+       }},
+      {"indice_conv_backward",
+       [&](Device d, const Tensor& p, const Tensor& n) {
+         indiceConvBackward(x.to(d), w.to(d), g.to(d), p.to(d), n.to(d), false, false);
+       }},
+      {"indice_maxpool",
+       [&](Device d, const Tensor& p, const Tensor& n) { indiceMaxpool(x.to(d), p.to(d), n.to(d), c.num_out); }},
+      {"indice_maxpool_backward",
+       [&](Device d, const Tensor& p, const Tensor& n) {
+         indiceMaxpoolBackward(x.to(d), y.to(d), y.to(d), p.to(d), n.to(d));
+       }},
+  };
+  for (const BadCall& b : calls) {
+    for (const auto& [what, p, n] :
+         {std::tuple{"a pair outside", pair_rb, c.num}, {"a count past P", c.pairs, count_rb}}) {
+      SCOPED_TRACE(::testing::Message() << b.name << ": " << what);
+      const std::string on_cpu = kernelMessageOf([&] { b.call(cpu(), p, n); });
+      ASSERT_NE(on_cpu, "(no error)");
+      const int64_t reads = activity("host_reads");
+      b.call(gpu(), p, n);
+      EXPECT_EQ(activity("host_reads"), reads) << "the call waited for the device";
+      const std::string on_gpu = kernelMessageOf([&] { synchronize.call(0); });
+      EXPECT_EQ(on_gpu.substr(0, on_cpu.size()), on_cpu) << on_gpu;
+      EXPECT_EQ(kernelMessageOf([&] { synchronize.call(0); }), "(no error)") << "reported once";
+    }
+  }
+}
+
 TEST(SpconvGpuConv, TheOpsRunOnTheDeviceWithoutFallbackOrHostRoundTrips) {
   for (const char* op : {"spconv::indice_conv", "spconv::indice_conv_backward", "spconv::indice_maxpool",
                          "spconv::indice_maxpool_backward"}) {
