@@ -73,6 +73,7 @@ struct KernelRegistration {
   bool has_signature;
   std::string signature;
   uint64_t dtypes = 0;  // BP_KernelDesc.dtypes as received
+  uint64_t flags = 0;   // BP_KernelDesc.flags as received
 };
 
 struct State {
@@ -178,7 +179,7 @@ BP_Error* implFn(BP_Plugin* plugin, const char* op, int32_t device_type, const B
   if (g.fail_registration) return g.fail_registration();
   if (k->struct_size != BP_KernelDesc_STRUCT_SIZE) return errorNew(BP_INVALID_ARGUMENT, "bad struct_size");
   g.impls.push_back({op, device_type, k->fn, k->ctx, k->cpp_signature != nullptr,
-                     k->cpp_signature ? k->cpp_signature : "", k->dtypes});
+                     k->cpp_signature ? k->cpp_signature : "", k->dtypes, k->flags});
   return nullptr;
 }
 #if BP_ABI_MINOR >= 4
@@ -187,7 +188,7 @@ BP_Error* implWhenDefinedFn(BP_Plugin* plugin, const char* op, int32_t device_ty
   if (g.fail_registration) return g.fail_registration();
   if (k->struct_size != BP_KernelDesc_STRUCT_SIZE) return errorNew(BP_INVALID_ARGUMENT, "bad struct_size");
   g.impls_when_defined.push_back({op, device_type, k->fn, k->ctx, k->cpp_signature != nullptr,
-                                  k->cpp_signature ? k->cpp_signature : "", k->dtypes});
+                                  k->cpp_signature ? k->cpp_signature : "", k->dtypes, k->flags});
   return nullptr;
 }
 #endif
@@ -1674,6 +1675,47 @@ TEST_F(PluginHpp, LibraryImplPassesTheDeclaredDtypes) {
   EXPECT_EQ(fake::g.impls_when_defined[0].dtypes, BP_DTYPE_BIT(BP_FLOAT32));
   EXPECT_EQ(fake::g.impls_when_defined[1].dtypes, BP_DTYPE_BIT(BP_BOOL));
   EXPECT_EQ(fake::g.impls_when_defined[2].dtypes, BP_DTYPE_BIT(BP_UINT8));
+#endif
+  for (const fake::KernelRegistration& r : fake::g.impls) EXPECT_EQ(r.flags, 0u) << r.op;
+}
+
+// Runs `fn`, which must throw bp::Error with `code` and a message holding `part`.
+template <class F>
+void expectBpError(F&& fn, BP_ErrorCode code, const std::string& part) {
+  try {
+    fn();
+    ADD_FAILURE() << "no bp::Error";
+  } catch (const bp::Error& e) {
+    EXPECT_EQ(e.code(), code) << e.message();
+    EXPECT_NE(e.message().find(part), std::string::npos) << e.message();
+  }
+}
+
+// Kernel::takingCpuScalars() (Note [CPU scalars as kernel arguments]) is
+// BP_KERNEL_CPU_SCALARS in BP_KernelDesc.flags, through every impl and
+// implWhenDefined overload that takes a bp::Kernel; a plugin built for an
+// older ABI, or a bit the SDK does not know, fails at registration.
+TEST_F(PluginHpp, TakingCpuScalarsIsTheKernelFlag) {
+  bp::Library m(fake::kPlugin);
+  const bp::Kernel k = bp::kernel(&add).takingCpuScalars();
+  EXPECT_EQ(bp::kernel(&add).flags, 0u);
+#if BP_ABI_MINOR >= 13
+  EXPECT_EQ(k.flags, BP_KERNEL_CPU_SCALARS);
+  m.impl("toy::add", 7, k);
+  m.impl("toy::add2", 7, bp::kernel<&addScalar>().takingCpuScalars(), {bp::ScalarType::Float32});
+  m.implWhenDefined("other::add", 7, k);
+  ASSERT_EQ(fake::g.impls.size(), 2u);
+  EXPECT_EQ(fake::g.impls[0].flags, BP_KERNEL_CPU_SCALARS);
+  EXPECT_EQ(fake::g.impls[1].flags, BP_KERNEL_CPU_SCALARS);
+  EXPECT_EQ(fake::g.impls[1].dtypes, BP_DTYPE_BIT(BP_FLOAT32));
+  ASSERT_EQ(fake::g.impls_when_defined.size(), 1u);
+  EXPECT_EQ(fake::g.impls_when_defined[0].flags, BP_KERNEL_CPU_SCALARS);
+  expectBpError([&] { m.impl("toy::raw", 7, &rawKernel, nullptr, nullptr, bp::Dtypes::all(), uint64_t{1} << 5); },
+                BP_INVALID_ARGUMENT, "impl(\"toy::raw\"): unknown kernel flags 32");
+#else
+  expectBpError([&] { m.impl("toy::add", 7, k); }, BP_FAILED_PRECONDITION,
+                "impl(\"toy::add\"): kernel flags need plugin ABI 1.13");
+  EXPECT_TRUE(fake::g.impls.empty());
 #endif
 }
 

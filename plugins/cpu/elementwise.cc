@@ -452,7 +452,7 @@ bool geluBackwardDnnl(bool tanh_form, const bp::Tensor& grad, const bp::Tensor& 
 
 void registerElementwiseKernels(bp::Library& m) {
   // add, sub, mul and div bound at compile time: the tiny-tensor path.
-  BP_REGISTER_ELEMENTWISE_KERNELS(m, kCpu, BP_BIND_AT_COMPILE_TIME);
+  BP_REGISTER_ELEMENTWISE_KERNELS(m, kCpu, BP_BIND_AT_COMPILE_TIME, BP_OPERANDS_ON_DEVICE);
 }
 
 }  // namespace bp_cpu

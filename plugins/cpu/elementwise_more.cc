@@ -371,6 +371,8 @@ bp::Tensor logical_xor_out(const bp::Tensor& self, const bp::Tensor& other, cons
 
 namespace bp_cpu {
 
-void registerElementwiseMoreKernels(bp::Library& m) { BP_REGISTER_ELEMENTWISE_MORE_KERNELS(m, kCpu); }
+void registerElementwiseMoreKernels(bp::Library& m) {
+  BP_REGISTER_ELEMENTWISE_MORE_KERNELS(m, kCpu, BP_OPERANDS_ON_DEVICE);
+}
 
 }  // namespace bp_cpu

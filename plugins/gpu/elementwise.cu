@@ -390,7 +390,9 @@ void selectInto(const char* op, const bp::Tensor& out, SelectOperand cond, Selec
 }
 
 void registerElementwiseKernels(bp::Library& m, int32_t type) {
-  BP_REGISTER_ELEMENTWISE_KERNELS(m, type, BP_BIND_BY_POINTER);
+  // Note [CPU scalars as kernel arguments]: stage() and where_out read a 0-d cpu
+  // operand's value on the host.
+  BP_REGISTER_ELEMENTWISE_KERNELS(m, type, BP_BIND_BY_POINTER, BP_OPERANDS_TAKE_CPU_SCALARS);
 }
 
 }  // namespace bp_gpu

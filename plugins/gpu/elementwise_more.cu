@@ -483,6 +483,8 @@ bp::Tensor isinf_out(const bp::Tensor& self, const bp::Tensor& out) {
 
 }  // namespace
 
-void registerElementwiseMoreKernels(bp::Library& m, int32_t type) { BP_REGISTER_ELEMENTWISE_MORE_KERNELS(m, type); }
+void registerElementwiseMoreKernels(bp::Library& m, int32_t type) {
+  BP_REGISTER_ELEMENTWISE_MORE_KERNELS(m, type, BP_OPERANDS_TAKE_CPU_SCALARS);  // stage() reads a cpu scalar
+}
 
 }  // namespace bp_gpu

@@ -491,10 +491,11 @@ void Dispatcher::setProfiling(bool on) { setGlobalKey(DispatchKey::Profiling, on
 bool Dispatcher::profiling() const { return hasGlobalKey(DispatchKey::Profiling); }
 
 const KernelRecord* Dispatcher::newRecord(KernelFunction kernel, KernelKind kind, DispatchKey key, std::string debug,
-                                          DtypeSet dtypes, bool completes) {
+                                          DtypeSet dtypes, bool completes, bool cpu_scalars) {
   records_.push_back(std::unique_ptr<KernelRecord>(
       new KernelRecord{std::move(kernel), kind, key, std::move(debug), next_id_, dtypes.mask()}));
   records_.back()->completes = completes;
+  records_.back()->cpu_scalars = cpu_scalars;
   return records_.back().get();
 }
 
@@ -709,7 +710,8 @@ absl::Status checkKernelSignature(const KernelFunction& kernel, const FunctionSc
       ", but the schema ", schema.toString(), " needs ", expected, "; fix the kernel's parameter or return types"));
 }
 
-absl::Status checkImplKey(std::string_view op_name, DispatchKey key, const KernelFunction& kernel, DtypeSet dtypes) {
+absl::Status checkImplKey(std::string_view op_name, DispatchKey key, const KernelFunction& kernel, DtypeSet dtypes,
+                          bool cpu_scalars) {
   if (!isBackendKey(key) && !isFunctionalityKey(key)) {
     return absl::InvalidArgumentError(strCat("cannot register a kernel for ", op_name, " at key ", dispatchKeyName(key),
                                              ": not a backend or functionality key"));
@@ -723,14 +725,20 @@ absl::Status checkImplKey(std::string_view op_name, DispatchKey key, const Kerne
                kernel.isFallthrough() ? " (this one is a fallthrough)" : " (this is a functionality key)",
                "; register it for every dtype"));
   }
+  // Note [CPU scalars as kernel arguments]: only a device's own kernel.
+  if (cpu_scalars && (!isBackendKey(key) || key == DispatchKey::CPU || kernel.isFallthrough())) {
+    return absl::InvalidArgumentError(strCat("cannot register the ", dispatchKeyName(key), " kernel for ", op_name,
+                                             " as taking CPU scalars: only a native kernel at a device's backend key ",
+                                             "may (a CPU kernel's tensors are all on the cpu)"));
+  }
   return absl::OkStatus();
 }
 }  // namespace
 
 RegistrationHandle Dispatcher::addImpl(OperatorEntry& op, DispatchKey key, KernelFunction kernel, std::string debug,
-                                       DtypeSet dtypes, bool when_defined) {
+                                       DtypeSet dtypes, bool cpu_scalars, bool when_defined) {
   KernelKind kind = kernel.isFallthrough() ? KernelKind::Fallthrough : KernelKind::Native;
-  const KernelRecord* r = newRecord(std::move(kernel), kind, key, std::move(debug), dtypes);
+  const KernelRecord* r = newRecord(std::move(kernel), kind, key, std::move(debug), dtypes, false, cpu_scalars);
   op.impls_[static_cast<int>(key)].push_back(r);
   if (when_defined) op.when_defined_.push_back(r);
   updateTable(op);
@@ -738,20 +746,21 @@ RegistrationHandle Dispatcher::addImpl(OperatorEntry& op, DispatchKey key, Kerne
 }
 
 absl::StatusOr<RegistrationHandle> Dispatcher::registerImpl(std::string_view op_name, DispatchKey key,
-                                                            KernelFunction kernel, std::string debug, DtypeSet dtypes) {
-  if (absl::Status s = checkImplKey(op_name, key, kernel, dtypes); !s.ok()) return s;
+                                                            KernelFunction kernel, std::string debug, DtypeSet dtypes,
+                                                            bool cpu_scalars) {
+  if (absl::Status s = checkImplKey(op_name, key, kernel, dtypes, cpu_scalars); !s.ok()) return s;
   absl::MutexLock lock(&detail::registrationMutex());
   absl::StatusOr<OperatorEntry*> op = definedEntry(op_name, strCat("register a ", dispatchKeyName(key), " kernel for"));
   if (!op.ok()) return op.status();
   const FunctionSchema& schema = *(*op)->schema_.load(std::memory_order_relaxed);
   if (absl::Status sig = checkKernelSignature(kernel, schema, dispatchKeyName(key)); !sig.ok()) return sig;
-  return addImpl(**op, key, std::move(kernel), std::move(debug), dtypes, /*when_defined=*/false);
+  return addImpl(**op, key, std::move(kernel), std::move(debug), dtypes, cpu_scalars, /*when_defined=*/false);
 }
 
 absl::StatusOr<RegistrationHandle> Dispatcher::registerImplWhenDefined(std::string_view op_name, DispatchKey key,
                                                                        KernelFunction kernel, std::string debug,
-                                                                       DtypeSet dtypes) {
-  if (absl::Status s = checkImplKey(op_name, key, kernel, dtypes); !s.ok()) return s;
+                                                                       DtypeSet dtypes, bool cpu_scalars) {
+  if (absl::Status s = checkImplKey(op_name, key, kernel, dtypes, cpu_scalars); !s.ok()) return s;
   absl::StatusOr<OperatorName> name = OperatorName::parse(op_name);
   if (!name.ok()) return name.status();
   absl::MutexLock lock(&detail::registrationMutex());
@@ -760,7 +769,7 @@ absl::StatusOr<RegistrationHandle> Dispatcher::registerImplWhenDefined(std::stri
   if (const FunctionSchema* schema = op.schema_.load(std::memory_order_relaxed)) {
     if (absl::Status sig = checkKernelSignature(kernel, *schema, dispatchKeyName(key)); !sig.ok()) return sig;
   }
-  return addImpl(op, key, std::move(kernel), std::move(debug), dtypes, /*when_defined=*/true);
+  return addImpl(op, key, std::move(kernel), std::move(debug), dtypes, cpu_scalars, /*when_defined=*/true);
 }
 
 absl::StatusOr<RegistrationHandle> Dispatcher::registerComposite(std::string_view op_name, KernelFunction kernel,

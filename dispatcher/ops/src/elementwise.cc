@@ -115,8 +115,9 @@ template <FixedString Name, FixedString OutName, BinaryRule Rule>
 Tensor alphaFunctional(const Tensor& self, const Tensor& other, const Scalar& alpha) {
   const OutputMeta m = alphaMeta<Name, Rule>(self, other, alpha, CpuScalars::kJoin);
   Tensor out = allocate(m), moved_self, moved_other;
-  return BP_STANDARD_OP(OutName.c_str(), AlphaOutSig)
-      .callSkippingMeta(onDevice(self, m.device, moved_self), onDevice(other, m.device, moved_other), alpha, out);
+  const auto& op = BP_STANDARD_OP(OutName.c_str(), AlphaOutSig);
+  return op.callSkippingMeta(onDevice(self, m.device, moved_self, op), onDevice(other, m.device, moved_other, op),
+                             alpha, out);
 }
 
 template <FixedString Name, FixedString OutName, BinaryRule Rule>
@@ -124,7 +125,7 @@ Tensor alphaInplace(const Tensor& self, const Tensor& other, const Scalar& alpha
   const OutputMeta m = alphaMeta<Name, Rule>(self, other, alpha, CpuScalars::kJoin);
   checkOut(qualified<Name>(), self, m, {{"other", &other}}, "self");
   Tensor moved_other;
-  const Tensor& o = onDevice(other, m.device, moved_other);
+  const Tensor& o = onDevice(other, m.device, moved_other, BP_STANDARD_OP(OutName.c_str(), AlphaOutSig));
   if (castIntoOut(self, m, [&](const Tensor& tmp) {
         BP_STANDARD_OP(OutName.c_str(), AlphaOutSig).callSkippingMeta(self, o, alpha, tmp);
       }))
@@ -149,8 +150,8 @@ template <FixedString Name, FixedString OutName, BinaryRule Rule>
 Tensor binaryFunctional(const Tensor& self, const Tensor& other) {
   const OutputMeta m = binaryMeta<Name, Rule>(self, other, CpuScalars::kJoin);
   Tensor out = allocate(m), moved_self, moved_other;
-  return BP_STANDARD_OP(OutName.c_str(), BinaryOutSig)
-      .callSkippingMeta(onDevice(self, m.device, moved_self), onDevice(other, m.device, moved_other), out);
+  const auto& op = BP_STANDARD_OP(OutName.c_str(), BinaryOutSig);
+  return op.callSkippingMeta(onDevice(self, m.device, moved_self, op), onDevice(other, m.device, moved_other, op), out);
 }
 
 // In place: computed in the op's dtype and cast into self (Note [out= of
@@ -161,7 +162,7 @@ Tensor binaryInplace(const Tensor& self, const Tensor& other) {
   const OutputMeta m = binaryMeta<Name, Rule>(self, other, CpuScalars::kJoin);
   checkOut(qualified<Name>(), self, m, {{"other", &other}}, "self");
   Tensor moved_other;
-  const Tensor& o = onDevice(other, m.device, moved_other);
+  const Tensor& o = onDevice(other, m.device, moved_other, BP_STANDARD_OP(OutName.c_str(), BinaryOutSig));
   if (castIntoOut(self, m, [&](const Tensor& tmp) {
         BP_STANDARD_OP(OutName.c_str(), BinaryOutSig).callSkippingMeta(self, o, tmp);
       }))
@@ -248,9 +249,9 @@ bool whereOutMeta(const Tensor& condition, const Tensor& self, const Tensor& oth
 Tensor whereFunctional(const Tensor& condition, const Tensor& self, const Tensor& other) {
   const OutputMeta m = whereMeta<"where.self">(condition, self, other, CpuScalars::kJoin);
   Tensor out = allocate(m), moved[3];
-  return BP_STANDARD_OP("where.self_out", WhereOutSig)
-      .callSkippingMeta(onDevice(condition, m.device, moved[0]), onDevice(self, m.device, moved[1]),
-                        onDevice(other, m.device, moved[2]), out);
+  const auto& op = BP_STANDARD_OP("where.self_out", WhereOutSig);
+  return op.callSkippingMeta(onDevice(condition, m.device, moved[0], op), onDevice(self, m.device, moved[1], op),
+                             onDevice(other, m.device, moved[2], op), out);
 }
 
 // where.ScalarOther(condition, self, other), where.ScalarSelf(condition,

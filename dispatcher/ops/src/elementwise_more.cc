@@ -138,9 +138,9 @@ struct TensorForms {
     const OutputMeta m = tensorMeta<Name>(self, other, r, CpuScalars::kJoin);
     Tensor out = allocate(m), moved_self, moved_other, a, b;
     const bool converted = logicalOperands(r, self, other, a, b);
-    return BP_STANDARD_OP(OutName.c_str(), TensorOutSig<Extra...>)
-        .callSkippingMeta(onDevice(converted ? a : self, m.device, moved_self),
-                          onDevice(converted ? b : other, m.device, moved_other), extra..., out);
+    const auto& op = BP_STANDARD_OP(OutName.c_str(), TensorOutSig<Extra...>);
+    return op.callSkippingMeta(onDevice(converted ? a : self, m.device, moved_self, op),
+                               onDevice(converted ? b : other, m.device, moved_other, op), extra..., out);
   }
   static Tensor inplace(const Tensor& self, const Tensor& other, Extra... extra) {
     const OutputMeta m = tensorMeta<Name>(self, other, Rule(qualified<Name>(), extra...), CpuScalars::kJoin);
@@ -148,8 +148,8 @@ struct TensorForms {
     Tensor moved_other, a, b;
     const bool converted = logicalOperands(Rule(qualified<Name>(), extra...), self, other, a, b);
     const Tensor& x = converted ? a : self;
-    const Tensor& o = onDevice(converted ? b : other, m.device, moved_other);
     const auto& op = BP_STANDARD_OP(OutName.c_str(), TensorOutSig<Extra...>);
+    const Tensor& o = onDevice(converted ? b : other, m.device, moved_other, op);
     if (castIntoOut(self, m, [&](const Tensor& tmp) { op.callSkippingMeta(x, o, extra..., tmp); })) return self;
     return op.callSkippingMeta(x, o, extra..., self);
   }
@@ -173,11 +173,11 @@ OutputMeta scalarMeta(const Tensor& self, const Scalar& other, Result r) {
 // op computes in (the promoted dtype; for true division the result's), on
 // `device`, kept in `holder`.
 const Tensor& numberOperand(const Tensor& self, const Scalar& other, Result r, Device device, Tensor& wrapped,
-                            Tensor& moved) {
+                            Tensor& moved, const OperatorHandle& consumer) {
   const ScalarType promoted = resultType(self, other);
   const ScalarType dtype = r == Result::TrueDivide && !isFloatingType(promoted) ? ScalarType::Float32 : promoted;
   wrapped = wrappedNumber(other, dtype);
-  return onDevice(wrapped, device, moved);
+  return onDevice(wrapped, device, moved, consumer);
 }
 
 template <FixedString Name, FixedString OutName, auto Rule, class... Extra>
@@ -193,26 +193,24 @@ struct ScalarForms {
   static Tensor outComposite(const Tensor& self, const Scalar& other, Extra... extra, const Tensor& out) {
     Tensor wrapped, moved;
     const Result r = Rule(qualified<Name>(), extra...);
-    return BP_STANDARD_OP(OutName.c_str(), TensorOutSig<Extra...>)
-        .callSkippingMeta(self, numberOperand(self, other, r, out.device(), wrapped, moved), extra..., out);
+    const auto& op = BP_STANDARD_OP(OutName.c_str(), TensorOutSig<Extra...>);
+    return op.callSkippingMeta(self, numberOperand(self, other, r, out.device(), wrapped, moved, op), extra..., out);
   }
   static Tensor functional(const Tensor& self, const Scalar& other, Extra... extra) {
     const Result r = Rule(qualified<Name>(), extra...);
     Tensor out = allocate(scalarMeta<Name>(self, other, r)), wrapped, moved;
-    return BP_STANDARD_OP(OutName.c_str(), TensorOutSig<Extra...>)
-        .callSkippingMeta(self, numberOperand(self, other, r, self.device(), wrapped, moved), extra..., out);
+    const auto& op = BP_STANDARD_OP(OutName.c_str(), TensorOutSig<Extra...>);
+    return op.callSkippingMeta(self, numberOperand(self, other, r, self.device(), wrapped, moved, op), extra..., out);
   }
   static Tensor inplace(const Tensor& self, const Scalar& other, Extra... extra) {
     const Result r = Rule(qualified<Name>(), extra...);
     const OutputMeta m = scalarMeta<Name>(self, other, r);
     checkOut(qualified<Name>(), self, m, {}, "self");
     Tensor wrapped, moved;
-    const Tensor& o = numberOperand(self, other, r, self.device(), wrapped, moved);
-    if (castIntoOut(self, m, [&](const Tensor& tmp) {
-          BP_STANDARD_OP(OutName.c_str(), TensorOutSig<Extra...>).callSkippingMeta(self, o, extra..., tmp);
-        }))
-      return self;
-    return BP_STANDARD_OP(OutName.c_str(), TensorOutSig<Extra...>).callSkippingMeta(self, o, extra..., self);
+    const auto& op = BP_STANDARD_OP(OutName.c_str(), TensorOutSig<Extra...>);
+    const Tensor& o = numberOperand(self, other, r, self.device(), wrapped, moved, op);
+    if (castIntoOut(self, m, [&](const Tensor& tmp) { op.callSkippingMeta(self, o, extra..., tmp); })) return self;
+    return op.callSkippingMeta(self, o, extra..., self);
   }
 };
 
@@ -259,25 +257,24 @@ struct AlphaScalarForms {
   }
   static Tensor outComposite(const Tensor& self, const Scalar& other, const Scalar& alpha, const Tensor& out) {
     Tensor wrapped, moved;
-    return BP_STANDARD_OP(OutName.c_str(), AlphaOutSig)
-        .callSkippingMeta(self, numberOperand(self, other, Result::Promoted, out.device(), wrapped, moved), alpha, out);
+    const auto& op = BP_STANDARD_OP(OutName.c_str(), AlphaOutSig);
+    return op.callSkippingMeta(self, numberOperand(self, other, Result::Promoted, out.device(), wrapped, moved, op),
+                               alpha, out);
   }
   static Tensor functional(const Tensor& self, const Scalar& other, const Scalar& alpha) {
     Tensor out = allocate(alphaScalarMeta<Name, kSubtract>(self, other, alpha)), wrapped, moved;
-    return BP_STANDARD_OP(OutName.c_str(), AlphaOutSig)
-        .callSkippingMeta(self, numberOperand(self, other, Result::Promoted, self.device(), wrapped, moved), alpha,
-                          out);
+    const auto& op = BP_STANDARD_OP(OutName.c_str(), AlphaOutSig);
+    return op.callSkippingMeta(self, numberOperand(self, other, Result::Promoted, self.device(), wrapped, moved, op),
+                               alpha, out);
   }
   static Tensor inplace(const Tensor& self, const Scalar& other, const Scalar& alpha) {
     const OutputMeta m = alphaScalarMeta<Name, kSubtract>(self, other, alpha);
     checkOut(qualified<Name>(), self, m, {}, "self");
     Tensor wrapped, moved;
-    const Tensor& o = numberOperand(self, other, Result::Promoted, self.device(), wrapped, moved);
-    if (castIntoOut(self, m, [&](const Tensor& tmp) {
-          BP_STANDARD_OP(OutName.c_str(), AlphaOutSig).callSkippingMeta(self, o, alpha, tmp);
-        }))
-      return self;
-    return BP_STANDARD_OP(OutName.c_str(), AlphaOutSig).callSkippingMeta(self, o, alpha, self);
+    const auto& op = BP_STANDARD_OP(OutName.c_str(), AlphaOutSig);
+    const Tensor& o = numberOperand(self, other, Result::Promoted, self.device(), wrapped, moved, op);
+    if (castIntoOut(self, m, [&](const Tensor& tmp) { op.callSkippingMeta(self, o, alpha, tmp); })) return self;
+    return op.callSkippingMeta(self, o, alpha, self);
   }
 };
 

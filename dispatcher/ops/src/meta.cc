@@ -79,6 +79,13 @@ void checkNormalizedShape(const std::string& op, const Tensor& input, IntArrayRe
   BP_CHECK(eps >= 0, op, ": eps must be non-negative, but got ", eps);
 }
 
+const Tensor& onDevice(const Tensor& t, Device device, Tensor& moved, const OperatorHandle& consumer) {
+  if (device.isCpu() || !isCpuScalar(t)) [[likely]]
+    return t;
+  if (consumer.takesCpuScalars(backendKey(device.type))) return t;
+  return onDevice(t, device, moved);
+}
+
 const Tensor& onDevice(const Tensor& t, Device device, Tensor& moved) {
   if (device.isCpu() || !isCpuScalar(t)) [[likely]]
     return t;

@@ -44,7 +44,10 @@ Shape broadcastShapes(std::string_view op, IntArrayRef a, IntArrayRef b);
 // out= kernel (onDevice), so no backend kernel ever sees two devices. The
 // value travels as a kernel argument, not as a copy: a 0-d tensor on the
 // device is filled by the device's fill_.Scalar kernel (a device without
-// one gets the bytes copied, which the per-op report counts). The
+// one gets the bytes copied, which the per-op report counts). A kernel that
+// takes CPU scalars as they are (Note [CPU scalars as kernel arguments] in
+// plugin_api.h: the GPU plugins' binary kernels) is handed the 0-d CPU
+// tensor itself instead, which saves that allocation and fill. The
 // out= forms themselves keep to one device, and their error says how to get
 // there.
 // A 0-d tensor on a device does not join CPU tensors: only CPU scalars move.
@@ -94,6 +97,11 @@ Device commonDevice(std::string_view op, std::initializer_list<Arg> args, CpuSca
 // another one, its value on `device` kept in `moved` (Note [CPU scalars]). Costs nothing in
 // the common case: no copy of `t`, so no reference count traffic.
 const Tensor& onDevice(const Tensor& t, Device device, Tensor& moved);
+// The same for an operand of `consumer`, the out= operator about to be
+// called: `t` itself, unmoved, when consumer's kernel on `device` takes CPU
+// scalars as they are (Note [CPU scalars as kernel arguments] in
+// plugin_api.h): no allocation and no fill on the device.
+const Tensor& onDevice(const Tensor& t, Device device, Tensor& moved, const OperatorHandle& consumer);
 
 // PyTorch's result_type over tensors and Python-style scalars: tensors with
 // dimensions take precedence over 0-d tensors, which take precedence over

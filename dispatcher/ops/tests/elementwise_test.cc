@@ -440,6 +440,94 @@ TEST(ElementwiseBinary, ZeroDimCpuOperandsJoinDeviceOperandsAsScalars) {
               HasSubstr("expected all tensors on one device"));  // 1 element, but 1-d
 }
 
+// Note [CPU scalars as kernel arguments] (plugin_api.h): a kernel registered
+// as taking CPU scalars gets the 0-d CPU operand itself, with nothing
+// allocated or filled on the device for it, from the Tensor and the Scalar
+// forms alike; one that does not, or that declares its dtypes, gets it on
+// the device as before. The device "scalararg" counts its allocations and
+// host copies; its kernels compute on the CPU.
+Device g_scalararg;
+int g_cpu_operands = 0;  // operands the kernels got on the cpu
+
+void countCpuOperands(std::initializer_list<const Tensor*> operands, const Tensor& out) {
+  BP_CHECK(out.device() == g_scalararg, "scalararg: out is on ", out.device());
+  for (const Tensor* t : operands) {
+    if (t->device().isCpu()) {
+      BP_CHECK(t->dim() == 0, "scalararg: a cpu operand of ", t->dim(), " dimensions");
+      ++g_cpu_operands;
+    } else {
+      BP_CHECK(t->device() == g_scalararg, "scalararg: an operand on ", t->device());
+    }
+  }
+}
+Tensor scalarargMul(const Tensor& self, const Tensor& other, const Tensor& out) {
+  countCpuOperands({&self, &other}, out);
+  return copyInto(out, callT("mul.Tensor", {self.cpu(), other.cpu()}));
+}
+Tensor scalarargAdd(const Tensor& self, const Tensor& other, const Scalar& alpha, const Tensor& out) {
+  countCpuOperands({&self, &other}, out);
+  return copyInto(out, callT("add.Tensor", {self.cpu(), other.cpu(), alpha}));
+}
+Tensor scalarargWhere(const Tensor& condition, const Tensor& self, const Tensor& other, const Tensor& out) {
+  countCpuOperands({&condition, &self, &other}, out);
+  return copyInto(out, callT("where.self", {condition.cpu(), self.cpu(), other.cpu()}));
+}
+
+TEST(ElementwiseBinary, KernelsThatTakeCpuScalarsGetThemAsTheyAre) {
+  auto& dev = testing::TestDevice::install("scalararg", 1);
+  g_scalararg = dev.device();
+  const DispatchKey key = backendKey(g_scalararg.type);
+  Dispatcher& d = Dispatcher::singleton();
+  auto mul = d.registerImpl("bp::mul.out", key, KernelFunction::makeFromFunction(BP_FN(scalarargMul)), "test",
+                            DtypeSet::all(), /*cpu_scalars=*/true);
+  auto add = d.registerImpl("bp::add.out", key, KernelFunction::makeFromFunction(BP_FN(scalarargAdd)), "test",
+                            DtypeSet::all(), /*cpu_scalars=*/true);
+  auto where = d.registerImpl("bp::where.self_out", key, KernelFunction::makeFromFunction(BP_FN(scalarargWhere)),
+                              "test", DtypeSet::all(), /*cpu_scalars=*/true);
+  ASSERT_TRUE(mul.ok() && add.ok() && where.ok());
+  EXPECT_TRUE(d.findOpOrThrow("bp::mul.out").takesCpuScalars(key));
+
+  const Tensor x = fromDoubles({1, -2, 3}, {3}, ScalarType::Float32, g_scalararg);
+  const Tensor two = fromDoubles({2}, {}, ScalarType::Float32);  // on the cpu
+  const Tensor mask = fromDoubles({1, 0, 1}, {3}, ScalarType::Bool, g_scalararg);
+  // The kernels here copy their result in from the host (12 bytes for 3
+  // floats); a scalar put on the device would add its 4 (this device has no
+  // fill_ kernel).
+  g_cpu_operands = 0;
+  dev.resetCounters();
+  expectClose(callT("mul.Tensor", {x, two}), {2, -4, 6}, {3}, ScalarType::Float32);
+  EXPECT_EQ(dev.bytesFromHost(), 3 * sizeof(float)) << "the result's bytes only";
+  expectClose(callT("mul.Tensor", {two, x}), {2, -4, 6}, {3}, ScalarType::Float32);
+  expectClose(callT("add.Tensor", {x, two, 3}), {7, 4, 9}, {3}, ScalarType::Float32);
+  expectClose(callT("mul.Scalar", {x, Scalar(0.5)}), {0.5, -1, 1.5}, {3}, ScalarType::Float32);  // a number
+  Tensor y = fromDoubles({1, 2}, {2}, ScalarType::Float32, g_scalararg);
+  callT("add_.Tensor", {y, two, 1});
+  expectClose(y, {3, 4}, {2}, ScalarType::Float32);
+  expectClose(callT("where.self", {fromDoubles({0}, {}, ScalarType::Bool), x, two}), {2, 2, 2}, {3},
+              ScalarType::Float32);
+  expectClose(callT("where.self", {mask, x, two}), {1, 2, 3}, {3}, ScalarType::Float32);
+  EXPECT_EQ(g_cpu_operands, 8) << "every 0-d cpu operand (8 in 7 calls) reached the kernels on the cpu";
+
+  // A kernel that declares its dtypes gets the operand on the device: the
+  // calls it declines may go where CPU scalars are not taken.
+  auto mul_f32 = d.registerImpl("bp::mul.out", key, KernelFunction::makeFromFunction(BP_FN(scalarargMul)), "test",
+                                DtypeSet{ScalarType::Float32}, /*cpu_scalars=*/true);
+  ASSERT_TRUE(mul_f32.ok());
+  EXPECT_FALSE(d.findOpOrThrow("bp::mul.out").takesCpuScalars(key));
+  g_cpu_operands = 0;
+  dev.resetCounters();
+  expectClose(callT("mul.Tensor", {x, two}), {2, -4, 6}, {3}, ScalarType::Float32);
+  EXPECT_EQ(g_cpu_operands, 0);
+  EXPECT_EQ(dev.bytesFromHost(), 3 * sizeof(float) + sizeof(float)) << "the result's and the scalar's";
+  mul_f32->reset();
+  // Only a device's own kernel may take CPU scalars.
+  EXPECT_THAT(d.registerImpl("bp::mul.out", DispatchKey::CPU, KernelFunction::makeFromFunction(BP_FN(scalarargMul)),
+                             "test", DtypeSet::all(), /*cpu_scalars=*/true)
+                  .status()
+                  .message(),
+              HasSubstr("only a native kernel at a device's backend key may"));
+}
+
 // --- comparisons
 
 struct CmpCase {

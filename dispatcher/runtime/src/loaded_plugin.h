@@ -169,8 +169,8 @@ template <>
 struct AbiFields<BP_KernelDesc> {
   using S = BP_KernelDesc;
   static constexpr size_t kStructSize = BP_KernelDesc_STRUCT_SIZE;
-  static constexpr AbiField kFields[] = {BP_ABI_FIELD(struct_size), BP_ABI_FIELD(fn), BP_ABI_FIELD(ctx),
-                                         BP_ABI_FIELD(cpp_signature), BP_ABI_FIELD(dtypes)};
+  static constexpr AbiField kFields[] = {BP_ABI_FIELD(struct_size),   BP_ABI_FIELD(fn),     BP_ABI_FIELD(ctx),
+                                         BP_ABI_FIELD(cpp_signature), BP_ABI_FIELD(dtypes), BP_ABI_FIELD(flags)};
 };
 template <>
 struct AbiFields<BP_DeviceTypeDesc> {

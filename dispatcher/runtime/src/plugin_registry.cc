@@ -460,6 +460,21 @@ BP_Error* registerKernel(BP_Plugin* plugin, const char* op_name, int32_t device_
         "plugin '", p.status.name, "': a fallback serves every operator and dtype, but its BP_KernelDesc.dtypes is ",
         desc->dtypes, "; set it to 0, and declare dtypes on the kernels registered with impl")));
   }
+  // BP_KernelDesc.flags (ABI 1.13; Note [CPU scalars as kernel arguments]).
+  const uint64_t flags = p.status.abi_minor >= 13 ? desc->flags : 0;
+  if ((flags & ~BP_KERNEL_CPU_SCALARS) != 0) {
+    return toError(absl::InvalidArgumentError(
+        strCat("plugin '", p.status.name, "': ", slot_name, "(", op_name ? op_name : "",
+               "): unknown BP_KernelDesc.flags bits ", flags & ~BP_KERNEL_CPU_SCALARS,
+               " (BP_KERNEL_CPU_SCALARS is the only flag); a plugin built for a newer ABI than this host's?")));
+  }
+  if (flags != 0 && (is_fallback || device_type == BP_ANY_DEVICE_TYPE)) {
+    return toError(absl::InvalidArgumentError(
+        strCat("plugin '", p.status.name, "': ", is_fallback ? "a fallback" : "a composite", " for ",
+               op_name ? op_name : "every operator",
+               " takes no BP_KernelDesc.flags (BP_KERNEL_CPU_SCALARS is for a device's own kernels); set them to 0")));
+  }
+  const bool cpu_scalars = (flags & BP_KERNEL_CPU_SCALARS) != 0;
   if (device_type == BP_ANY_DEVICE_TYPE && slot == KernelSlot::Impl && p.status.abi_minor >= 9)
     return registerComposite(p, op_name, *desc);
   if (device_type < 0 || device_type >= kMaxDeviceTypes ||
@@ -524,9 +539,10 @@ BP_Error* registerKernel(BP_Plugin* plugin, const char* op_name, int32_t device_
     debug += strCat(", built against plugin ABI ", p.status.abi_major, ".", p.status.abi_minor,
                     ", which has no int16, uint16, uint32 or uint64 (ABI 1.5 added them)");
   }
-  auto handle = slot == KernelSlot::Impl
-                    ? d.registerImpl(qualified, key, std::move(kernel), std::move(debug), *dtypes)
-                    : d.registerImplWhenDefined(qualified, key, std::move(kernel), std::move(debug), *dtypes);
+  auto handle =
+      slot == KernelSlot::Impl
+          ? d.registerImpl(qualified, key, std::move(kernel), std::move(debug), *dtypes, cpu_scalars)
+          : d.registerImplWhenDefined(qualified, key, std::move(kernel), std::move(debug), *dtypes, cpu_scalars);
   if (!handle.ok()) return toError(handle.status());
   p.handles.push_back(*std::move(handle));
   ++p.status.kernels;

@@ -107,6 +107,10 @@ const char* const kAbiPlugins[] = {"tp_abi_v1_0",
                                    "tp_abi_dtypes_v1_4",
                                    "tp_abi_dtypes_unknown_bit",
                                    "tp_abi_dtypes_fallback",
+                                   "tp_abi_flags_unknown_bit",
+                                   "tp_abi_flags_fallback",
+                                   "tp_abi_flags_cpu",
+                                   "tp_abi_flags_v1_12",
                                    "tp_abi_decline_v1_7",
                                    "tp_abi_decline_v1_6"};
 
@@ -686,7 +690,9 @@ TEST_F(AbiRulesTest, StructSizeCuttingARequiredFieldIsRefused) {
 
 static_assert(offsetof(BP_KernelDesc, dtypes) == BP_STRUCT_SIZE(BP_KernelDesc, cpp_signature),
               "1.5 appended dtypes right after cpp_signature, where 1.4's struct ended (no padding)");
-static_assert(BP_KernelDesc_STRUCT_SIZE == BP_STRUCT_SIZE(BP_KernelDesc, dtypes), "dtypes is the last field");
+static_assert(offsetof(BP_KernelDesc, flags) == BP_STRUCT_SIZE(BP_KernelDesc, dtypes),
+              "1.13 appended flags right after dtypes, where 1.12's struct ended (no padding)");
+static_assert(BP_KernelDesc_STRUCT_SIZE == BP_STRUCT_SIZE(BP_KernelDesc, flags), "flags is the last field");
 static_assert(BP_ABI_MINOR >= 5, "BP_KernelDesc.dtypes is ABI 1.5");
 
 TEST_F(AbiRulesTest, KernelDescOfAbi14ServesEveryDtypeOfItsAbi) {
@@ -848,6 +854,46 @@ TEST_F(AbiRulesTest, UnknownDtypeBitsAndFallbacksDeclaringDtypesAreRefused) {
     EXPECT_FALSE(opDefined(strCat(c.plugin, "::echo")));
   }
   EXPECT_FALSE(deviceTypeRegistered("abidtfbdev"));
+}
+
+// -------------------------------------------- 12. BP_KernelDesc.flags (1.13)
+
+TEST_F(AbiRulesTest, KernelFlagsTheHostDoesNotTakeAreRefusedByName) {
+  struct Case {
+    const char* plugin;
+    std::vector<std::string> message;
+  };
+  const std::vector<Case> cases = {
+      {"tp_abi_flags_unknown_bit",
+       {"impl(tp_abi_flags_unknown_bit::echo): unknown BP_KernelDesc.flags bits 512",
+        "BP_KERNEL_CPU_SCALARS is the only flag"}},
+      {"tp_abi_flags_fallback", {"a fallback for every operator takes no BP_KernelDesc.flags", "set them to 0"}},
+      {"tp_abi_flags_cpu",
+       {"cannot register the CPU kernel for tp_abi_flags_cpu::echo as taking CPU scalars",
+        "only a native kernel at a device's backend key may"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.plugin);
+    absl::StatusOr<PluginStatus> s = plugins().load(pluginFile(c.plugin));
+    ASSERT_FALSE(s.ok()) << "loaded, but must not";
+    const std::string m(s.status().message());
+    EXPECT_THAT(m, HasSubstr("init failed: "));
+    for (const std::string& part : c.message) EXPECT_THAT(m, HasSubstr(part));
+    EXPECT_FALSE(isLoaded(c.plugin));
+  }
+  EXPECT_FALSE(deviceTypeRegistered("abidtfbdev"));
+}
+
+TEST_F(AbiRulesTest, KernelFlagsOfAPluginOfAbi112AreIgnored) {
+  absl::StatusOr<PluginStatus> s = plugins().load(pluginFile("tp_abi_flags_v1_12"));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->abi_minor, 12u);
+  std::optional<PluginDeviceStatus> dev = deviceStatus(*s, "abidtfbdev");
+  ASSERT_TRUE(dev.has_value());
+  const OperatorHandle echo = Dispatcher::singleton().findOpOrThrow("tp_abi_flags_v1_12::echo");
+  EXPECT_EQ(echo.kernelKind(backendKey(dev->type)), KernelKind::Native);
+  EXPECT_FALSE(echo.takesCpuScalars(backendKey(dev->type))) << "garbage in a 1.12 plugin's flags was read";
+  unload("tp_abi_flags_v1_12");
 }
 
 }  // namespace

@@ -69,7 +69,8 @@
  *   BP_HostApi.group_info and BP_GroupInfo (Note [Collective engines]);
  *   1.11 added BP_HostApi.store_set and store_get (Note [Collective
  *   engines]); 1.12 added BP_DeviceTypeDesc.event_create_timed and
- *   event_elapsed_ms.
+ *   event_elapsed_ms; 1.13 added BP_KernelDesc.flags and
+ *   BP_KERNEL_CPU_SCALARS (Note [CPU scalars as kernel arguments]).
  * - Strings passed in are borrowed for the duration of the call unless a
  *   field says otherwise; strings returned are owned by their producer.
  */
@@ -82,7 +83,7 @@
 #define BP_PLUGIN_MAGIC 0x4C504250u /* "BPPL" little-endian */
 #define BP_ABI_MAJOR 1
 /* This header's minor: the newest ABI it describes. */
-#define BP_HEADER_ABI_MINOR 12
+#define BP_HEADER_ABI_MINOR 13
 
 /* Note [The ABI a plugin's source targets]
  * BP_ABI_MINOR is the minor a plugin reports (BP_PluginInfo.abi_minor) and
@@ -316,8 +317,29 @@ typedef struct BP_KernelDesc {
    * BP_INVALID_ARGUMENT. impl and impl_when_defined read it; fallback
    * rejects a nonzero mask (a fallback serves every op and dtype). */
   uint64_t dtypes;
+  /* Added in ABI 1.13. BP_KERNEL_* bits; 0 for a plugin built against an
+   * older header (the host reads the field only from a plugin of ABI 1.13
+   * or newer). Unknown bits are rejected with BP_INVALID_ARGUMENT. */
+  uint64_t flags;
 } BP_KernelDesc;
-#define BP_KernelDesc_STRUCT_SIZE BP_STRUCT_SIZE(BP_KernelDesc, dtypes)
+#define BP_KernelDesc_STRUCT_SIZE BP_STRUCT_SIZE(BP_KernelDesc, flags)
+
+/* Note [CPU scalars as kernel arguments]
+ * BP_KernelDesc.flags bit (ABI 1.13; impl and impl_when_defined at a
+ * device's key only). As in PyTorch, a 0-d CPU tensor may be an operand of a
+ * binary elementwise op or of where whose other operands are on a device.
+ * Without this bit the host puts such an operand on the device before
+ * calling the out= kernel (an allocation and a fill there), so the kernel
+ * sees one device only. With it, the kernel declares that it takes such an
+ * operand as it is: a tensor argument may then be a 0-d tensor on the cpu
+ * (read its one element on the host and pass the value to the device, as
+ * PyTorch's TensorIterator passes CPU scalars), and the call costs nothing
+ * more than with a Scalar. The host passes one only to the out= kernels of
+ * the ops that take CPU scalars (the binary arithmetic, comparison, bitwise
+ * and logical ops, where), only in the operand positions, and only to a
+ * kernel that declares no dtypes (one that does gets the operand on the
+ * device, as without the bit); out is always on the device. */
+#define BP_KERNEL_CPU_SCALARS (UINT64_C(1) << 0)
 /* The bit of BP_KernelDesc.dtypes for BP_ScalarType `t`. */
 #define BP_DTYPE_BIT(t) (UINT64_C(1) << (t))
 

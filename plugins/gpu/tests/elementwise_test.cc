@@ -12,7 +12,9 @@
 #include <limits>
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backplane/backplane.h"
@@ -261,6 +263,47 @@ TEST_F(GpusimKernelsTest, ZeroDimCpuOperandsOfBinaryOpsAndWhereRunNatively) {
   EXPECT_EQ(valuesOf(x.add(two, 3)), (std::vector<double>{7, 4, 9}));
   EXPECT_EQ(valuesOf(where(x.gt(tensorFromVector<float>({0}, {}, cpu())), x, two)), (std::vector<double>{1, 2, 3}));
   EXPECT_EQ(fallbacks(), before);
+}
+
+// Note [CPU scalars as kernel arguments]: the GPU plugins' binary kernels
+// take a 0-d cpu operand (or a number, which the host wraps as one) as it
+// is, reading its value on the host: one launch and one allocation (the
+// result) per call, as with no scalar at all, instead of a fill launch and
+// a 0-d tensor on the device first.
+TEST_F(GpusimKernelsTest, CpuScalarsCostNoLaunchAndNoAllocation) {
+  static auto memory_stat =
+      Dispatcher::singleton().findOpOrThrow("gpusim::memory_stat").typed<int64_t(std::string_view, int64_t)>();
+  const DispatchKey key = backendKey(sim().type);
+  for (const char* op : {"bp::add.out", "bp::mul.out", "bp::where.self_out", "bp::gt.Tensor_out",
+                         "bp::floor_divide.out", "bp::logical_and.out", "bp::bitwise_xor.Tensor_out"})
+    EXPECT_TRUE(Dispatcher::singleton().findOpOrThrow(op).takesCpuScalars(key)) << op;
+  const Tensor x = tensorFromVector<float>({1, -2, 3}, {3}, sim());
+  const Tensor two = tensorFromVector<double>({2}, {}, cpu());
+  const Tensor i = tensorFromVector<int32_t>({7, -7, 9}, {3}, sim());
+  struct Call {
+    const char* what;
+    std::function<Tensor()> run;
+    std::vector<double> want;
+  };
+  const std::vector<Call> calls = {
+      {"x * two", [&] { return x * two; }, {2, -4, 6}},
+      {"x * 2.0", [&] { return x.mul(2.0); }, {2, -4, 6}},
+      {"x + two * 3", [&] { return x.add(two, 3); }, {7, 4, 9}},
+      {"x > two", [&] { return x.gt(two); }, {0, 0, 1}},
+      {"where(x > 0, x, two)", [&] { return where(x.gt(0.0), x, two); }, {1, 2, 3}},
+      {"i // 2", [&] { return floor_divide(i, tensorFromVector<int64_t>({2}, {}, cpu())); }, {3, -4, 4}},
+  };
+  for (const Call& c : calls) {
+    SCOPED_TRACE(c.what);
+    const int64_t launches = activity("kernel_launches"), allocations = memory_stat.call("allocations", 0);
+    const Tensor r = c.run();
+    const int64_t call_launches = activity("kernel_launches") - launches;
+    const int64_t call_allocations = memory_stat.call("allocations", 0) - allocations;
+    EXPECT_EQ(valuesOf(r), c.want);
+    const bool where_call = std::string_view(c.what).rfind("where", 0) == 0;  // x > 0 first
+    EXPECT_EQ(call_launches, where_call ? 2 : 1);
+    EXPECT_EQ(call_allocations, where_call ? 2 : 1) << "the result only";
+  }
 }
 
 // Note [Deferred device errors]: index values and integral divisors live on

@@ -20,6 +20,17 @@ struct Kernel {
   BP_KernelFn fn;
   void* ctx;
   std::string cpp_signature;
+  // BP_KernelDesc.flags (ABI 1.13): BP_KERNEL_* bits.
+  uint64_t flags = 0;
+
+  // This kernel with BP_KERNEL_CPU_SCALARS (Note [CPU scalars as kernel
+  // arguments] in plugin_api.h): it takes a 0-d cpu tensor operand as it is,
+  //   m.impl("mul.out", gpu, bp::kernel(&mul_out).takingCpuScalars());
+  Kernel takingCpuScalars() const {
+    Kernel k = *this;
+    k.flags |= BP_KERNEL_CPU_SCALARS;
+    return k;
+  }
 };
 
 // The signature string of kernel type R(P...), e.g. "(Tensor, Scalar) -> Tensor".

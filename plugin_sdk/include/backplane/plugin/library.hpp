@@ -139,13 +139,16 @@ class Library {
   void impl(const char* op, int32_t device_type, R (*kernel_fn)(P...), Dtypes dtypes = Dtypes::all()) {
     impl(op, device_type, bp::kernel(kernel_fn), dtypes);
   }
-  // Registers a kernel made by bp::kernel() / bp::kernel<&f>().
+  // Registers a kernel made by bp::kernel() / bp::kernel<&f>(), with its
+  // flags (Kernel::takingCpuScalars()).
   void impl(const char* op, int32_t device_type, const Kernel& k, Dtypes dtypes = Dtypes::all()) {
-    impl(op, device_type, k.fn, k.ctx, k.cpp_signature.c_str(), dtypes);
+    impl(op, device_type, k.fn, k.ctx, k.cpp_signature.c_str(), dtypes, k.flags);
   }
   // Registers a raw boxed kernel; `ctx` must outlive the registration.
+  // `flags`: BP_KERNEL_* bits (ABI 1.13).
   void impl(const char* op, int32_t device_type, BP_KernelFn fn, void* ctx, const char* cpp_signature = nullptr,
-            Dtypes dtypes = Dtypes::all()) {
+            Dtypes dtypes = Dtypes::all(), uint64_t flags = 0) {
+    requireFlags("impl", op, flags);
 #if BP_ABI_MINOR < 5
     if (!dtypes.isAll()) {
       fail(
@@ -156,7 +159,7 @@ class Library {
                          "ignores declared ones; raise the target to 5 or more, or register without dtypes"));
     }
 #endif
-    BP_KernelDesc d{BP_KernelDesc_STRUCT_SIZE, fn, ctx, cpp_signature, dtypes.mask()};
+    BP_KernelDesc d{BP_KernelDesc_STRUCT_SIZE, fn, ctx, cpp_signature, dtypes.mask(), flags};
     throwIfError(detail::hostSlot(host().impl, "impl")(plugin_, op, device_type, &d));
   }
 #if BP_ABI_MINOR >= 4
@@ -175,13 +178,14 @@ class Library {
   }
   // The same with a kernel made by bp::kernel() / bp::kernel<&f>().
   void implWhenDefined(const char* op, int32_t device_type, const Kernel& k, Dtypes dtypes = Dtypes::all()) {
-    implWhenDefined(op, device_type, k.fn, k.ctx, k.cpp_signature.c_str(), dtypes);
+    implWhenDefined(op, device_type, k.fn, k.ctx, k.cpp_signature.c_str(), dtypes, k.flags);
   }
   // The same with a raw boxed kernel; `ctx` must outlive the registration.
   // Without cpp_signature, a kernel registered before its operator's
   // definition is called boxed and never checked against the schema.
   void implWhenDefined(const char* op, int32_t device_type, BP_KernelFn fn, void* ctx,
-                       const char* cpp_signature = nullptr, Dtypes dtypes = Dtypes::all()) {
+                       const char* cpp_signature = nullptr, Dtypes dtypes = Dtypes::all(), uint64_t flags = 0) {
+    requireFlags("implWhenDefined", op, flags);
     const BP_HostApi& h = host();
     if (h.impl_when_defined == nullptr) {
       fail(BP_UNIMPLEMENTED,
@@ -190,7 +194,7 @@ class Library {
                           ", which has no impl_when_defined (added in ABI 1.4); upgrade the host, or "
                           "register the kernel with impl() and load the plugin that defines the operator first"));
     }
-    BP_KernelDesc d{BP_KernelDesc_STRUCT_SIZE, fn, ctx, cpp_signature, dtypes.mask()};
+    BP_KernelDesc d{BP_KernelDesc_STRUCT_SIZE, fn, ctx, cpp_signature, dtypes.mask(), flags};
     throwIfError(h.impl_when_defined(plugin_, op, device_type, &d));
   }
 #endif
@@ -229,7 +233,7 @@ class Library {
   template <class... P>
   void meta(const char* op, void (*rule)(P...)) {
     const Kernel k = bp::kernel(rule);
-    BP_KernelDesc d{BP_KernelDesc_STRUCT_SIZE, k.fn, k.ctx, k.cpp_signature.c_str(), 0};
+    BP_KernelDesc d{BP_KernelDesc_STRUCT_SIZE, k.fn, k.ctx, k.cpp_signature.c_str(), 0, 0};
     throwIfError(abi19Slot(host().meta, "meta", op)(plugin_, op, &d));
   }
   // Conformance samples for an operator this plugin defines (BP_HostApi.spec,
@@ -246,7 +250,7 @@ class Library {
   template <class R, class... P>
   void spec(const char* op, const char* samples, R (*reference)(P...), double atol = 0, double rtol = 0) {
     const Kernel k = bp::kernel(reference);
-    BP_KernelDesc ref{BP_KernelDesc_STRUCT_SIZE, k.fn, k.ctx, k.cpp_signature.c_str(), 0};
+    BP_KernelDesc ref{BP_KernelDesc_STRUCT_SIZE, k.fn, k.ctx, k.cpp_signature.c_str(), 0, 0};
     BP_SpecDesc d{BP_SpecDesc_STRUCT_SIZE, samples, &ref, atol, rtol};
     throwIfError(abi19Slot(host().spec, "spec", op)(plugin_, op, &d));
   }
@@ -271,14 +275,14 @@ class Library {
            detail::concat("composite(\"", op ? op : "", "\"): the host provides plugin ABI ", h.abi_major, ".",
                           h.abi_minor, ", which has no plugin composites (added in ABI 1.9); upgrade the host"));
     }
-    BP_KernelDesc d{BP_KernelDesc_STRUCT_SIZE, k.fn, k.ctx, k.cpp_signature.c_str(), 0};
+    BP_KernelDesc d{BP_KernelDesc_STRUCT_SIZE, k.fn, k.ctx, k.cpp_signature.c_str(), 0, 0};
     throwIfError(detail::hostSlot(h.impl, "impl")(plugin_, op, BP_ANY_DEVICE_TYPE, &d));
   }
 #endif
   // Registers a boxed kernel for every operator on `device_type` that has no
   // kernel there.
   void fallback(int32_t device_type, BP_KernelFn fn, void* ctx) {
-    BP_KernelDesc d{BP_KernelDesc_STRUCT_SIZE, fn, ctx, nullptr, 0};
+    BP_KernelDesc d{BP_KernelDesc_STRUCT_SIZE, fn, ctx, nullptr, 0, 0};
     throwIfError(detail::hostSlot(host().fallback, "fallback")(plugin_, device_type, &d));
   }
 
@@ -295,6 +299,22 @@ class Library {
   }
 
  private:
+  // BP_KernelDesc.flags as this plugin's ABI allows them. (An older host
+  // ignores them, which is safe: it puts CPU scalars on the device first.)
+  static void requireFlags(const char* what, const char* op, uint64_t flags) {
+    if (flags == 0) return;
+#if BP_ABI_MINOR < 13
+    fail(BP_FAILED_PRECONDITION,
+         detail::concat(what, "(\"", op ? op : "",
+                        "\"): kernel flags need plugin ABI 1.13, but this plugin is built for ", BP_ABI_MAJOR, ".",
+                        BP_ABI_MINOR, " (BP_TARGET_ABI_MINOR); raise the target to 13 or more"));
+#else
+    if ((flags & ~BP_KERNEL_CPU_SCALARS) != 0) {
+      fail(BP_INVALID_ARGUMENT, detail::concat(what, "(\"", op ? op : "", "\"): unknown kernel flags ", flags,
+                                               " (BP_KERNEL_CPU_SCALARS is the only one)"));
+    }
+#endif
+  }
 #if BP_ABI_MINOR >= 9
   // A slot added in ABI 1.9, or a clear error from an older host.
   template <class F>

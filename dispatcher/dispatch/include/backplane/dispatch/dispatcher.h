@@ -206,6 +206,15 @@ class OperatorHandle {
   // The dtypes that the native kernel serving key `k` declared, or nullopt
   // if `k` has no native kernel or it serves every dtype.
   std::optional<DtypeSet> declaredDtypes(DispatchKey k) const;
+  // Whether the native kernel serving key `k` takes 0-d CPU tensor operands
+  // as they are (Note [CPU scalars as kernel arguments] in plugin_api.h), so
+  // that a caller may pass one without putting it on the device: only a
+  // kernel that serves every dtype (one that declares some could decline
+  // the call, and what serves it then need not take CPU scalars). Lock-free.
+  bool takesCpuScalars(DispatchKey k) const {
+    const KernelRecord& r = entry_->slot(k);
+    return r.kind == KernelKind::Native && r.cpu_scalars && r.dtypes == 0;
+  }
   // What serves the calls at key `k` that its native kernel's declared
   // dtypes refuse (composite, backend fallback, CPU fallback or missing; or
   // an older native kernel), or nullopt if the kernel declares no dtypes.
@@ -335,10 +344,13 @@ class Dispatcher {
   absl::StatusOr<RegistrationHandle> registerDef(std::string_view schema, std::string debug = "");
   // Registers `kernel` for `op` ("ns::name.overload") at `key`. The op must be
   // defined, and an unboxed kernel's C++ signature must match the schema.
-  // `dtypes`: the dtypes the kernel serves (Note [Declared dtypes]); only
-  // for native kernels at backend keys.
+  // `dtypes`: the dtypes the kernel serves (Note [Declared dtypes]);
+  // `cpu_scalars`: it takes 0-d CPU tensor operands as they are (Note [CPU
+  // scalars as kernel arguments] in plugin_api.h). Both only for native
+  // kernels at backend keys.
   absl::StatusOr<RegistrationHandle> registerImpl(std::string_view op, DispatchKey key, KernelFunction kernel,
-                                                  std::string debug = "", DtypeSet dtypes = DtypeSet::all());
+                                                  std::string debug = "", DtypeSet dtypes = DtypeSet::all(),
+                                                  bool cpu_scalars = false);
   // registerImpl for an operator that another library or plugin defines,
   // possibly later (Note [Kernels for operators defined later]): if `op` is
   // defined this is registerImpl; if not, the kernel waits and serves calls
@@ -347,7 +359,8 @@ class Dispatcher {
   // definer may load after the caller.
   absl::StatusOr<RegistrationHandle> registerImplWhenDefined(std::string_view op, DispatchKey key,
                                                              KernelFunction kernel, std::string debug = "",
-                                                             DtypeSet dtypes = DtypeSet::all());
+                                                             DtypeSet dtypes = DtypeSet::all(),
+                                                             bool cpu_scalars = false);
   // Registers a backend-agnostic composite kernel for `op`: it serves every
   // backend key that has no native kernel.
   absl::StatusOr<RegistrationHandle> registerComposite(std::string_view op, KernelFunction kernel,
@@ -440,13 +453,13 @@ class Dispatcher {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(detail::registrationMutex());
   // Puts a checked kernel on op's impl stack for `key`.
   RegistrationHandle addImpl(OperatorEntry& op, DispatchKey key, KernelFunction kernel, std::string debug,
-                             DtypeSet dtypes, bool when_defined)
+                             DtypeSet dtypes, bool cpu_scalars, bool when_defined)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(detail::registrationMutex());
   // The newest impl for `key` that fits the schema, or nullptr.
   static const KernelRecord* newestFittingImpl(const OperatorEntry& op, DispatchKey key)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(detail::registrationMutex());
   const KernelRecord* newRecord(KernelFunction kernel, KernelKind kind, DispatchKey key, std::string debug,
-                                DtypeSet dtypes = DtypeSet::all(), bool completes = false)
+                                DtypeSet dtypes = DtypeSet::all(), bool completes = false, bool cpu_scalars = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(detail::registrationMutex());
   // What slot `key` holds (Note [Kernel precedence]); with skip_impls, what
   // it would hold if the key had no impls (where the oldest kernel that

@@ -180,6 +180,9 @@ struct KernelRecord {
   // A meta kernel that returns bool: true when it has completed the call
   // itself (Note [Meta kernels]). Constant; false for every other record.
   bool completes = false;
+  // A native kernel that takes 0-d CPU tensor operands as they are (Note
+  // [CPU scalars as kernel arguments] in plugin_api.h). Constant.
+  bool cpu_scalars = false;
 };
 
 class OperatorEntry {

@@ -22,6 +22,17 @@
  *                      fails.
  *   TP_DT_FALLBACK     a fallback declaring float32: refused (a fallback
  *                      serves every dtype).
+ * BP_KernelDesc.flags (ABI 1.13), the same way:
+ *   TP_FL_UNKNOWN_BIT  an impl on its device "abidtfbdev" with
+ *                      BP_KERNEL_CPU_SCALARS and bit 9, which no host knows:
+ *                      refused.
+ *   TP_FL_FALLBACK     a fallback with BP_KERNEL_CPU_SCALARS: refused (the
+ *                      flag is for a device's own kernels).
+ *   TP_FL_CPU          TP_NAME::echo's cpu kernel with BP_KERNEL_CPU_SCALARS:
+ *                      refused (a cpu kernel's tensors are all on the cpu).
+ *   TP_FL_V1_12        a 1.12 plugin whose full-sized BP_KernelDesc holds
+ *                      garbage in flags: loads, the garbage ignored (its
+ *                      echo kernel on "abidtfbdev" takes no CPU scalars).
  */
 #include <string.h>
 
@@ -30,9 +41,15 @@
 #define TP_DT_V1_4 1
 #define TP_DT_UNKNOWN_BIT 2
 #define TP_DT_FALLBACK 3
+#define TP_FL_UNKNOWN_BIT 4
+#define TP_FL_FALLBACK 5
+#define TP_FL_CPU 6
+#define TP_FL_V1_12 7
 
 #if TP_MODE == TP_DT_V1_4
 #define TP_ABI_MINOR 4
+#elif TP_MODE == TP_FL_V1_12
+#define TP_ABI_MINOR 12
 #else
 #define TP_ABI_MINOR BP_ABI_MINOR
 #endif
@@ -128,7 +145,29 @@ BP_EXPORT BP_Error* backplane_plugin_init(const BP_HostApi* host, BP_Plugin* plu
   k->dtypes = BP_DTYPE_BIT(BP_FLOAT32);
   if ((e = host->fallback(plugin, type, k))) return e;
 #else
-#error "TP_MODE must be TP_DT_V1_4, TP_DT_UNKNOWN_BIT or TP_DT_FALLBACK"
+  /* The flags modes: echo on a device of its own (or the cpu). */
+  BP_DeviceTypeDesc d = abi_heap_device_desc("abidtfbdev");
+  int32_t type = -1;
+  if ((e = host->register_device_type(plugin, &d, &type))) return e;
+  if ((e = host->def(plugin, TP_NAME "::echo(Tensor self) -> Tensor"))) return e;
+  BP_KernelDesc* k = (BP_KernelDesc*)tp_kernel_desc(tp_echo, "(Tensor) -> Tensor", BP_KernelDesc_STRUCT_SIZE);
+  k->dtypes = 0;
+#if TP_MODE == TP_FL_UNKNOWN_BIT
+  k->flags = BP_KERNEL_CPU_SCALARS | (UINT64_C(1) << 9);
+  if ((e = host->impl(plugin, TP_NAME "::echo", type, k))) return e;
+#elif TP_MODE == TP_FL_FALLBACK
+  k->cpp_signature = NULL;
+  k->flags = BP_KERNEL_CPU_SCALARS;
+  if ((e = host->fallback(plugin, type, k))) return e;
+#elif TP_MODE == TP_FL_CPU
+  k->flags = BP_KERNEL_CPU_SCALARS;
+  if ((e = host->impl(plugin, TP_NAME "::echo", 0, k))) return e;
+#elif TP_MODE == TP_FL_V1_12
+  /* k->flags keeps tp_kernel_desc's garbage: a 1.12 plugin never set it. */
+  if ((e = host->impl(plugin, TP_NAME "::echo", type, k))) return e;
+#else
+#error "TP_MODE must be TP_DT_V1_4, TP_DT_UNKNOWN_BIT, TP_DT_FALLBACK or a TP_FL_ mode"
+#endif
 #endif
   return NULL;
 }

@@ -237,6 +237,7 @@ static const BP_KernelDesc* tp_kernel_desc(void) {
 #endif
 #if TP_LAYOUT == TP_FIELD_END || TP_LAYOUT == TP_CUT_REQUIRED
   tp_kernel.dtypes = 0; /* every dtype; a 1.2 plugin's struct ends before it */
+  tp_kernel.flags = 0;  /* none (ABI 1.13) */
 #endif
   return &tp_kernel;
 }
