@@ -197,6 +197,7 @@ std::string DeviceCapabilities::str() const {
   add(event_query, "event_query");
   add(event_wait_device, "event_wait_device");
   add(event_timing, "event_timing");
+  add(graphs, "graphs");
   add(host_accessible, "host_accessible");
   add(dlpack, "dlpack");
   return out.empty() ? "none" : out;

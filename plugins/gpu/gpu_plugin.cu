@@ -10,7 +10,7 @@
 //   <ns>::empty_cache(int device=0) -> ()
 //   <ns>::synchronize(int device=0) -> ()
 //   <ns>::activity_stat(str name) -> int   the process's count of `name`:
-//       kernel_launches, host_reads, host_read_bytes (Note [Launch counters]
+//       kernel_launches, host_reads, host_read_bytes, graph_launches (Note [Launch counters]
 //       in gpu_port.h)
 //   <ns>::set_deterministic(bool enabled) -> ()   and   <ns>::deterministic() -> bool
 //       the deterministic mode (Note [Deterministic mode] in runtime.h);
@@ -62,13 +62,16 @@ int64_t memoryStat(std::string_view name, int64_t device) {
 
 int64_t activityStat(std::string_view name) {
   const bp_gpu::ActivityCounters& a = bp_gpu::g_activity;
-  const std::pair<std::string_view, const std::atomic<int64_t>*> stats[] = {
-      {"kernel_launches", &a.kernel_launches}, {"host_reads", &a.host_reads}, {"host_read_bytes", &a.host_read_bytes}};
+  const std::pair<std::string_view, const std::atomic<int64_t>*> stats[] = {{"kernel_launches", &a.kernel_launches},
+                                                                            {"host_reads", &a.host_reads},
+                                                                            {"host_read_bytes", &a.host_read_bytes},
+                                                                            {"graph_launches", &a.graph_launches}};
   for (const auto& [key, value] : stats) {
     if (key == name) return value->load(std::memory_order_relaxed);
   }
   bp::fail(BP_INVALID_ARGUMENT, bp::detail::concat(BP_GPU_NAME "::activity_stat: unknown statistic '", name,
-                                                   "'; use kernel_launches, host_reads or host_read_bytes"));
+                                                   "'; use kernel_launches, host_reads, host_read_bytes or "
+                                                   "graph_launches"));
 }
 
 void setDeterministic(bool enabled) { bp_gpu::g_deterministic.store(enabled, std::memory_order_relaxed); }

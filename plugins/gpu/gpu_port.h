@@ -84,6 +84,15 @@ using gpuDeviceProp_t = cudaDeviceProp;
 #define gpuGetLastError cudaGetLastError
 #define gpuGetErrorName cudaGetErrorName
 #define gpuGetErrorString cudaGetErrorString
+using gpuGraph_t = cudaGraph_t;
+using gpuGraphExec_t = cudaGraphExec_t;
+#define gpuErrorStreamCaptureUnsupported cudaErrorStreamCaptureUnsupported
+#define gpuStreamBeginCapture(stream) cudaStreamBeginCapture((stream), cudaStreamCaptureModeThreadLocal)
+#define gpuStreamEndCapture cudaStreamEndCapture
+#define gpuGraphInstantiate(exec, graph) cudaGraphInstantiate((exec), (graph), 0)
+#define gpuGraphLaunch cudaGraphLaunch
+#define gpuGraphExecDestroy cudaGraphExecDestroy
+#define gpuGraphDestroy cudaGraphDestroy
 
 #elif defined(BP_GPU_HIP)
 #include <hip/hip_runtime.h>
@@ -132,6 +141,15 @@ using gpuDeviceProp_t = hipDeviceProp_t;
 #define gpuGetLastError hipGetLastError
 #define gpuGetErrorName hipGetErrorName
 #define gpuGetErrorString hipGetErrorString
+using gpuGraph_t = hipGraph_t;
+using gpuGraphExec_t = hipGraphExec_t;
+#define gpuErrorStreamCaptureUnsupported hipErrorStreamCaptureUnsupported
+#define gpuStreamBeginCapture(stream) hipStreamBeginCapture((stream), hipStreamCaptureModeThreadLocal)
+#define gpuStreamEndCapture hipStreamEndCapture
+#define gpuGraphInstantiate(exec, graph) hipGraphInstantiate((exec), (graph), nullptr, nullptr, 0)
+#define gpuGraphLaunch hipGraphLaunch
+#define gpuGraphExecDestroy hipGraphExecDestroy
+#define gpuGraphDestroy hipGraphDestroy
 
 #else  // BP_GPU_SIM
 #include "sim/sim_runtime.h"
@@ -227,6 +245,7 @@ struct ActivityCounters {
   std::atomic<int64_t> kernel_launches{0};
   std::atomic<int64_t> host_reads{0};       // synchronising device-to-host reads made by kernels' host code
   std::atomic<int64_t> host_read_bytes{0};  // the bytes those reads moved
+  std::atomic<int64_t> graph_launches{0};   // graph replays (one launch each, however many kernels)
 };
 inline ActivityCounters g_activity;
 

@@ -79,6 +79,7 @@ T cpuScalarAs(const bp::Tensor& t) {
 // Copies `bytes` from device memory to the host once the work queued
 // before it on the device's stream is done (waits for it).
 inline void readDevice(int device, void* dst, const void* src, size_t bytes, const char* what) {
+  refuseWhileCapturing(device, "a read of device memory on the host (a data-dependent size or value)");
   g_activity.host_reads.fetch_add(1, std::memory_order_relaxed);  // Note [Launch counters]
   g_activity.host_read_bytes.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed);
   DeviceGuard guard(device);

@@ -271,6 +271,41 @@ struct StagingSlot {
   gpuEvent_t done = nullptr;  // recorded after the copy out of it was queued
 };
 
+// Note [Graph capture and memory]
+// While a stream captures a graph (Note [Graphs] in plugin_api.h), the work
+// it records will run again at every replay, reading and writing the same
+// addresses. So the blocks allocated by the capturing thread on the device
+// come from the graph's own pool: one driver allocation of pool_bytes made
+// at capture_begin, carved by size class (a block freed during the capture
+// is reused by a later allocation of the capture, which replays after the
+// freed block's last use, in stream order); an allocation the pool cannot
+// hold fails, naming the pool's size and the option that sets it. The
+// pool's blocks never reach the caching allocator, and the pool is freed
+// when the graph is destroyed and every tensor allocated from it is gone.
+// A block from outside the pool freed during the capture is freed after
+// it (its free would record an event on the capturing stream). What cannot
+// be captured is refused first (refuseWhileCapturing), so a failed call
+// leaves the capture valid.
+struct GraphPool {
+  void* base = nullptr;
+  size_t size = 0, used = 0;
+  std::unordered_map<size_t, std::vector<void*>> free;  // reusable during the capture, by size class
+  std::unordered_map<void*, size_t> live;               // block -> size class
+  bool capturing = true;
+  bool graph_alive = true;
+};
+// A captured graph: what graph_capture_end hands out as a BP_Graph*.
+struct GpuGraph {
+  gpuGraph_t graph;
+  gpuGraphExec_t exec;
+  std::shared_ptr<GraphPool> pool;
+};
+struct Capture {
+  gpuStream_t stream;
+  std::shared_ptr<GraphPool> pool;
+  std::vector<void*> deferred_frees;  // blocks from outside the pool, freed after the capture
+};
+
 // Events kept for reuse per device (Note [Streams and the caching allocator]).
 constexpr size_t kSpareEvents = 64;
 
@@ -298,6 +333,11 @@ struct DeviceState {
   // under `mutex`; read without it) and as kernels address it.
   std::atomic<DeviceErrorSlot*> error_slot{nullptr};
   DeviceErrorSlot* error_slot_device = nullptr;
+  // Note [Graph capture and memory]: the capture in progress (at most one
+  // per device) and the pools of graphs whose memory is still in use.
+  std::unique_ptr<Capture> capture;  // null when none
+  std::vector<std::shared_ptr<GraphPool>> pools;
+  std::unordered_set<const void*> graphs;  // the live GpuGraph handles
 };
 
 // The current stream of this host thread per device, nullptr for the
@@ -314,6 +354,21 @@ DeviceState& state(int device) {
   checkDevice(device);
   return *(*states)[device];
 }
+
+// Throws when `stream` of `device` is the one capturing a graph: `what`
+// cannot be captured (Note [Graph capture and memory]). The capture stays
+// valid. refuseIfCapturing: for this thread's current stream.
+void refuseOnCapturingStream(int device, gpuStream_t stream, const char* what) {
+  DeviceState& s = state(device);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.capture == nullptr || s.capture->stream != stream) return;
+  bp::fail(BP_FAILED_PRECONDITION,
+           bp::detail::concat(BP_GPU_NAME ":", device, ": ", what,
+                              " cannot be captured in a graph (the stream is capturing a graph); do it before or "
+                              "after the capture (a graph replays device work only: kernels, device-to-device "
+                              "copies, fills)"));
+}
+void refuseIfCapturing(int device, const char* what) { refuseOnCapturingStream(device, currentStream(device), what); }
 
 gpuStream_t streamLocked(DeviceState& s, int device) {
   gpuStream_t stream = s.stream.load(std::memory_order_relaxed);  // only written under s.mutex
@@ -420,6 +475,45 @@ std::optional<Block> takeCachedLocked(DeviceState& s, int device, size_t size, g
   return takeAt(blocks.size() - 1);
 }
 
+// A block of `size` (a size class) from the capturing graph's pool (Note
+// [Graph capture and memory]).
+void* allocateFromPoolLocked(GraphPool& pool, int device, size_t size) {
+  std::vector<void*>& reusable = pool.free[size];
+  void* p = nullptr;
+  if (!reusable.empty()) {
+    p = reusable.back();
+    reusable.pop_back();
+  } else {
+    if (size > pool.size - pool.used) {
+      bp::fail(BP_RESOURCE_EXHAUSTED,
+               bp::detail::concat("graph capture on " BP_GPU_NAME ":", device, ": an allocation of ", size,
+                                  " bytes outgrows the graph's memory pool (", pool.size, " bytes, ", pool.used,
+                                  " in use by the captured work); capture with a larger pool "
+                                  "(GraphOptions::pool_bytes in C++, pool_bytes= in Python)"));
+    }
+    p = static_cast<char*>(pool.base) + pool.used;
+    pool.used += size;
+  }
+  pool.live.emplace(p, size);
+  return p;
+}
+
+// Returns a pool block; frees the pool once its graph is gone and no block
+// of it is left. Under the device's mutex.
+void freeToPoolLocked(DeviceState& s, const std::shared_ptr<GraphPool>& pool, void* ptr) {
+  const auto it = pool->live.find(ptr);
+  const size_t size = it->second;
+  pool->live.erase(it);
+  if (pool->capturing) {
+    pool->free[size].push_back(ptr);
+    return;
+  }
+  if (pool->graph_alive || !pool->live.empty()) return;
+  (void)gpuFree(pool->base);
+  s.stats.reserved_bytes -= static_cast<int64_t>(pool->size);
+  s.pools.erase(std::find(s.pools.begin(), s.pools.end(), pool));
+}
+
 void* allocateBlock(int device, size_t nbytes) {
   DeviceState& s = state(device);
   if (nbytes > (size_t{1} << 62)) {
@@ -433,6 +527,8 @@ void* allocateBlock(int device, size_t nbytes) {
   const size_t size = sizeClass(nbytes);
   const gpuStream_t stream = currentStream(device);
   std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.capture != nullptr && s.capture->stream == stream)
+    return allocateFromPoolLocked(*s.capture->pool, device, size);
   s.live.reserve();  // before a block is taken, so that recording it cannot fail
   Block block;
   if (std::optional<Block> cached = takeCachedLocked(s, device, size, stream)) {
@@ -486,8 +582,18 @@ void freeBlock(int device, void* ptr) {
   std::lock_guard<std::mutex> lock(s.mutex);
   Block* live = s.live.find(ptr);
   if (live == nullptr) {
+    for (const std::shared_ptr<GraphPool>& pool : s.pools) {
+      if (pool->live.count(ptr) != 0) {
+        freeToPoolLocked(s, pool, ptr);
+        return;
+      }
+    }
     bp::fail(BP_INVALID_ARGUMENT,
              bp::detail::concat(BP_GPU_NAME ":", device, ": deallocate of a pointer this allocator did not return"));
+  }
+  if (s.capture != nullptr) {  // Note [Graph capture and memory]: after the capture
+    s.capture->deferred_frees.push_back(ptr);
+    return;
   }
   // What can fail comes first, while the block is still live.
   std::vector<Block>& list = s.cached[live->size];
@@ -521,6 +627,7 @@ void freeBlock(int device, void* ptr) {
 // the slot may be written again. Large copies stream through the ring in
 // slot-sized pieces; the host waits only when it laps the ring.
 void copyHostToDeviceStaged(int device, void* dst, const void* src, size_t n) {
+  refuseIfCapturing(device, "a copy from the host (the graph would read the host buffer again at every replay)");
   DeviceState& s = state(device);
   gpuStream_t stream = currentStream(device);
   DeviceGuard guard(device);
@@ -576,6 +683,7 @@ class GpuBackend final : public bp::DeviceBackend {
     copyHostToDeviceStaged(device, dst, src, n);
   }
   void copyDeviceToHost(int device, void* dst, const void* src, size_t n) override {
+    refuseIfCapturing(device, "a copy to the host");
     gpuStream_t stream = bp_gpu::currentStream(device);
     DeviceGuard guard(device);
     check(gpuMemcpyAsync(dst, src, n, gpuMemcpyDeviceToHost, stream),
@@ -657,6 +765,7 @@ class GpuBackend final : public bp::DeviceBackend {
 
   void synchronizeStream(int device, BP_Stream* handle) override {
     const gpuStream_t stream = streamOf(device, handle, "stream_synchronize");
+    refuseOnCapturingStream(device, stream, "synchronizing the stream");
     DeviceGuard guard(device);
     check(gpuStreamSynchronize(stream), BP_GPU_RUNTIME_PREFIX "StreamSynchronize");
     reportDeviceErrors(device);
@@ -699,6 +808,7 @@ class GpuBackend final : public bp::DeviceBackend {
   void recordEvent(int device, BP_Event* event, BP_Stream* stream) override {
     const gpuEvent_t e = appEvent(device, event, "event_record");
     const gpuStream_t st = streamOf(device, stream, "event_record");
+    refuseOnCapturingStream(device, st, "recording an event");
     DeviceGuard guard(device);
     check(gpuEventRecord(e, st), BP_GPU_RUNTIME_PREFIX "EventRecord");
   }
@@ -706,6 +816,7 @@ class GpuBackend final : public bp::DeviceBackend {
   void waitEvent(int device, BP_Event* event, BP_Stream* stream) override {
     const gpuEvent_t e = appEvent(device, event, "event_wait");
     const gpuStream_t st = streamOf(device, stream, "event_wait");
+    refuseOnCapturingStream(device, st, "waiting for an event");
     DeviceGuard guard(device);
     check(gpuStreamWaitEvent(st, e, 0), BP_GPU_RUNTIME_PREFIX "StreamWaitEvent");
   }
@@ -744,6 +855,7 @@ class GpuBackend final : public bp::DeviceBackend {
 
   void synchronizeEvent(int device, BP_Event* event) override {
     const gpuEvent_t e = appEvent(device, event, "event_synchronize");
+    refuseIfCapturing(device, "synchronizing an event");
     DeviceGuard guard(device);
     check(gpuEventSynchronize(e), BP_GPU_RUNTIME_PREFIX "EventSynchronize");
     reportDeviceErrors(device);
@@ -762,7 +874,115 @@ class GpuBackend final : public bp::DeviceBackend {
     return true;
   }
 
+  // Graphs (Note [Graphs] in plugin_api.h, Note [Graph capture and memory]).
+  bool hasGraphs() override { return true; }
+
+  void beginGraphCapture(int device, BP_Stream* handle, size_t pool_bytes) override {
+    const gpuStream_t stream = streamOf(device, handle, "graph_capture_begin");
+    BP_PLUGIN_CHECK(pool_bytes > 0, "graph_capture_begin: the graph's memory pool must be larger than 0 bytes");
+    DeviceState& s = state(device);
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.capture != nullptr) {
+      bp::fail(BP_FAILED_PRECONDITION,
+               bp::detail::concat("graph_capture_begin: " BP_GPU_NAME ":", device,
+                                  " is already capturing a graph; end that capture first (one per device at a time)"));
+    }
+    auto pool = std::make_shared<GraphPool>();
+    pool->size = sizeClass(pool_bytes);
+    DeviceGuard guard(device);
+    gpuError_t e = gpuMalloc(&pool->base, pool->size);
+    if (e == gpuErrorMemoryAllocation) {
+      (void)gpuGetLastError();
+      bp::fail(BP_RESOURCE_EXHAUSTED,
+               bp::detail::concat("graph_capture_begin: out of memory on " BP_GPU_NAME ":", device,
+                                  " for a graph memory pool of ", pool->size, " bytes; capture with a smaller pool"));
+    }
+    check(e, BP_GPU_RUNTIME_PREFIX "Malloc (graph pool)");
+    e = gpuStreamBeginCapture(stream);
+    if (e != gpuSuccess) {
+      (void)gpuFree(pool->base);
+      check(e, BP_GPU_RUNTIME_PREFIX "StreamBeginCapture");
+    }
+    s.stats.reserved_bytes += static_cast<int64_t>(pool->size);
+    s.pools.push_back(pool);
+    s.capture = std::make_unique<Capture>(Capture{stream, std::move(pool), {}});
+  }
+
+  BP_Graph* endGraphCapture(int device, BP_Stream* handle) override {
+    const gpuStream_t stream = streamOf(device, handle, "graph_capture_end");
+    DeviceState& s = state(device);
+    std::unique_ptr<Capture> capture;
+    {
+      std::lock_guard<std::mutex> lock(s.mutex);
+      if (s.capture == nullptr || s.capture->stream != stream) {
+        bp::fail(BP_FAILED_PRECONDITION,
+                 bp::detail::concat("graph_capture_end: this stream of " BP_GPU_NAME ":", device,
+                                    " is not capturing a graph (graph_capture_begin first)"));
+      }
+      capture = std::move(s.capture);
+      capture->pool->capturing = false;
+    }
+    auto graph = std::make_unique<GpuGraph>(GpuGraph{nullptr, nullptr, capture->pool});
+    DeviceGuard guard(device);
+    const gpuError_t ended = gpuStreamEndCapture(stream, &graph->graph);
+    // The frees the capture put off, now that the stream runs its work again.
+    for (void* p : capture->deferred_frees) freeBlock(device, p);
+    gpuError_t e = ended == gpuSuccess ? gpuGraphInstantiate(&graph->exec, graph->graph) : ended;
+    if (e != gpuSuccess) {
+      if (graph->graph != nullptr) (void)gpuGraphDestroy(graph->graph);
+      releaseGraphPool(device, graph->pool);
+      check(e,
+            ended == gpuSuccess ? BP_GPU_RUNTIME_PREFIX "GraphInstantiate" : BP_GPU_RUNTIME_PREFIX "StreamEndCapture");
+    }
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.graphs.insert(graph.get());
+    return reinterpret_cast<BP_Graph*>(graph.release());
+  }
+
+  void replayGraph(int device, BP_Graph* handle, BP_Stream* stream_handle) override {
+    GpuGraph& graph = liveGraph(device, handle, "graph_replay");
+    const gpuStream_t stream = streamOf(device, stream_handle, "graph_replay");
+    refuseOnCapturingStream(device, stream, "replaying a graph");
+    g_activity.graph_launches.fetch_add(1, std::memory_order_relaxed);  // Note [Launch counters]
+    DeviceGuard guard(device);
+    check(gpuGraphLaunch(graph.exec, stream), BP_GPU_RUNTIME_PREFIX "GraphLaunch");
+  }
+
+  void destroyGraph(int device, BP_Graph* handle) override {
+    GpuGraph* graph = &liveGraph(device, handle, "graph_destroy");
+    {
+      DeviceState& s = state(device);
+      std::lock_guard<std::mutex> lock(s.mutex);
+      s.graphs.erase(graph);
+    }
+    DeviceGuard guard(device);
+    (void)gpuGraphExecDestroy(graph->exec);
+    (void)gpuGraphDestroy(graph->graph);
+    releaseGraphPool(device, graph->pool);
+    delete graph;
+  }
+
  private:
+  // A graph of `device` made by endGraphCapture and not destroyed.
+  static GpuGraph& liveGraph(int device, BP_Graph* handle, const char* what) {
+    DeviceState& s = state(device);
+    std::lock_guard<std::mutex> lock(s.mutex);
+    BP_PLUGIN_CHECK(s.graphs.count(handle) != 0, what, ": not a live graph of " BP_GPU_NAME ":", device,
+                    " (destroyed already, or made on another device)");
+    return *reinterpret_cast<GpuGraph*>(handle);
+  }
+  // The graph no longer needs its pool: freed now if no tensor holds a block of it.
+  static void releaseGraphPool(int device, const std::shared_ptr<GraphPool>& pool) {
+    DeviceState& s = state(device);
+    std::lock_guard<std::mutex> lock(s.mutex);
+    pool->graph_alive = false;
+    pool->capturing = false;
+    if (!pool->live.empty()) return;
+    (void)gpuFree(pool->base);
+    s.stats.reserved_bytes -= static_cast<int64_t>(pool->size);
+    s.pools.erase(std::find(s.pools.begin(), s.pools.end(), pool));
+  }
+
   // An app stream of `device` (not the default one); fails naming `what`.
   static gpuStream_t appStream(int device, BP_Stream* handle, const char* what) {
     DeviceState& s = state(device);
@@ -860,10 +1080,13 @@ void emptyCache(int device) {
 
 void synchronize(int device) {
   checkDevice(device);
+  refuseIfCapturing(device, "synchronizing the device");
   DeviceGuard guard(device);
   check(gpuDeviceSynchronize(), BP_GPU_RUNTIME_PREFIX "DeviceSynchronize");
   reportDeviceErrors(device);
 }
+
+void refuseWhileCapturing(int device, const char* what) { refuseIfCapturing(device, what); }
 
 // Note [Deferred device errors].
 DeviceErrorSlot* deviceErrorSlot(int device) {

@@ -70,6 +70,10 @@ void resetPeakMemoryStats(int device);
 void emptyCache(int device);
 // Waits for all work queued on `device`.
 void synchronize(int device);
+// Throws BP_FAILED_PRECONDITION naming `what` when this thread's current
+// stream of `device` is capturing a graph (Note [Graphs] in plugin_api.h):
+// what a replay cannot repeat (a host read, a copy from the host, a wait).
+void refuseWhileCapturing(int device, const char* what);
 
 // Note [Deterministic mode]
 // Kernels that may sum in a run-dependent order (atomicAdd from several

@@ -19,6 +19,7 @@
 #include "backplane/ops/tensor.h"
 #include "backplane/runtime/profiler.h"
 #include "backplane/runtime/runtime.h"
+#include "backplane/runtime/stream.h"
 #include "encoder.h"
 #include "test_config.h"
 
@@ -120,13 +121,44 @@ TEST_F(EncoderBudgetTest, OneLayerStaysWithinItsLaunchAndHostReadBudget) {
   EXPECT_EQ(layer_reads, kHostReadsPerLayer) << "the layer waited for the device";
 }
 
+// Note [Graphs in the application API]: the layer captured once replays
+// to the eager result, bit for bit (the same kernels in the same order),
+// with one graph launch and no kernel launched by the host; refilled in
+// place with another batch's tokens, it gives that batch's result.
+TEST_F(EncoderBudgetTest, TheLayerCapturedAsAGraphReplaysToTheEagerResult) {
+  const EncoderWeights w = EncoderWeights::random(smallConfig(), 7).to(sim());
+  EncoderBatch b = EncoderBatch::random(smallConfig(), 7).to(sim());
+  const EncoderBatch other = EncoderBatch::random(smallConfig(), 8).to(sim());
+  const std::vector<float> eager = encoderLayer(w, b).cpu().contiguous().toVector<float>();
+  const std::vector<float> eager_other = encoderLayer(w, other).cpu().contiguous().toVector<float>();
+  ASSERT_NE(eager, eager_other);
+  Stream side = Stream::create(sim());
+  Tensor out;
+  const Graph layer = Graph::capture(side, [&] { out = encoderLayer(w, b); });
+  const int64_t launches = activity("kernel_launches");
+  layer.replay();
+  side.synchronize();
+  EXPECT_EQ(activity("kernel_launches"), launches) << "the replay launched kernels from the host";
+  EXPECT_EQ(out.device(), sim());
+  {
+    StreamGuard on(side);
+    EXPECT_EQ(out.cpu().contiguous().toVector<float>(), eager);
+  }
+  b.token_ids.copy_(other.token_ids);
+  b.lengths.copy_(other.lengths);
+  layer.replay();
+  side.synchronize();
+  StreamGuard on(side);
+  EXPECT_EQ(out.cpu().contiguous().toVector<float>(), eager_other);
+}
+
 TEST_F(EncoderBudgetTest, UnknownActivityStatisticIsAnErrorNamingTheKnownOnes) {
   try {
     activity("launches");
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("unknown statistic 'launches'; use kernel_launches, host_reads or "
-                                         "host_read_bytes"),
+    EXPECT_NE(std::string(e.what()).find("unknown statistic 'launches'; use kernel_launches, host_reads, "
+                                         "host_read_bytes or graph_launches"),
               std::string::npos)
         << e.what();
   }

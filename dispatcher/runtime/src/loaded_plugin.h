@@ -106,6 +106,10 @@ class PluginDeviceInterface final : public DeviceInterface, public Allocator {
   void waitEventOnDevice(Device event_device, EventHandle event, Device stream_device, StreamHandle stream) override;
   EventHandle createTimedEvent(Device device) override;
   double eventElapsedMs(Device device, EventHandle start, EventHandle end) override;
+  void beginGraphCapture(Device device, StreamHandle stream, size_t pool_bytes) override;
+  GraphHandle endGraphCapture(Device device, StreamHandle stream) override;
+  void replayGraph(Device device, GraphHandle graph, StreamHandle stream) override;
+  void destroyGraph(Device device, GraphHandle graph) override;
 
  private:
   static void deallocate(void* ctx, void* ptr);
@@ -204,7 +208,11 @@ struct AbiFields<BP_DeviceTypeDesc> {
                                          BP_ABI_FIELD(event_query),
                                          BP_ABI_FIELD(event_wait_device),
                                          BP_ABI_FIELD(event_create_timed),
-                                         BP_ABI_FIELD(event_elapsed_ms)};
+                                         BP_ABI_FIELD(event_elapsed_ms),
+                                         BP_ABI_FIELD(graph_capture_begin),
+                                         BP_ABI_FIELD(graph_capture_end),
+                                         BP_ABI_FIELD(graph_replay),
+                                         BP_ABI_FIELD(graph_destroy)};
 };
 template <>
 struct AbiFields<BP_TensorInfo> {

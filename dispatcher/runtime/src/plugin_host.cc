@@ -837,6 +837,8 @@ DeviceCapabilities PluginDeviceInterface::capabilities() const {
   c.event_query = c.events && desc_.event_query;
   c.event_wait_device = c.events && desc_.event_wait_device;
   c.event_timing = c.events && desc_.event_create_timed && desc_.event_elapsed_ms;
+  c.graphs =
+      c.streams && desc_.graph_capture_begin && desc_.graph_capture_end && desc_.graph_replay && desc_.graph_destroy;
   c.host_accessible = isHostAccessible();
   c.dlpack = dlpackDeviceType() != 0;
   return c;
@@ -970,6 +972,34 @@ double PluginDeviceInterface::eventElapsedMs(Device d, EventHandle start, EventH
   double ms = 0;
   check(desc_.event_elapsed_ms(desc_.ctx, d.resolved().index, toEvent(start), toEvent(end), &ms), "event_elapsed_ms");
   return ms;
+}
+
+// Note [Graphs] in plugin_api.h: the four slots, all present or none
+// (registration refuses a part).
+void PluginDeviceInterface::beginGraphCapture(Device d, StreamHandle s, size_t pool_bytes) {
+  if (!capabilities().graphs) noGraphs(d, "beginGraphCapture");
+  BP_ENTER_PLUGIN("graph_capture_begin");
+  check(desc_.graph_capture_begin(desc_.ctx, d.resolved().index, toStream(s), pool_bytes), "graph_capture_begin");
+}
+
+DeviceInterface::GraphHandle PluginDeviceInterface::endGraphCapture(Device d, StreamHandle s) {
+  if (!capabilities().graphs) noGraphs(d, "endGraphCapture");
+  BP_ENTER_PLUGIN("graph_capture_end");
+  BP_Graph* g = nullptr;
+  check(desc_.graph_capture_end(desc_.ctx, d.resolved().index, toStream(s), &g), "graph_capture_end");
+  return g;
+}
+
+void PluginDeviceInterface::replayGraph(Device d, GraphHandle g, StreamHandle s) {
+  if (!capabilities().graphs) noGraphs(d, "replayGraph");
+  BP_ENTER_PLUGIN("graph_replay");
+  check(desc_.graph_replay(desc_.ctx, d.resolved().index, static_cast<BP_Graph*>(g), toStream(s)), "graph_replay");
+}
+
+void PluginDeviceInterface::destroyGraph(Device d, GraphHandle g) {
+  if (!capabilities().graphs) noGraphs(d, "destroyGraph");
+  BP_ENTER_PLUGIN("graph_destroy");
+  desc_.graph_destroy(desc_.ctx, d.resolved().index, static_cast<BP_Graph*>(g));
 }
 
 #undef BP_ENTER_PLUGIN

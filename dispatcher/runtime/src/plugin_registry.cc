@@ -190,6 +190,23 @@ BP_Error* hostRegisterDeviceType(BP_Plugin* plugin, const BP_DeviceTypeDesc* raw
                                                                    : "event_elapsed_ms without event_create_timed",
                                           "; event timing (ABI 1.12) needs both, or neither")));
   }
+  {  // Note [Graphs]: all four, or none.
+    const std::pair<const char*, bool> graph_slots[] = {{"graph_capture_begin", desc->graph_capture_begin != nullptr},
+                                                        {"graph_capture_end", desc->graph_capture_end != nullptr},
+                                                        {"graph_replay", desc->graph_replay != nullptr},
+                                                        {"graph_destroy", desc->graph_destroy != nullptr}};
+    std::string set, missing;
+    for (const auto& [slot, present] : graph_slots) {
+      std::string& list = present ? set : missing;
+      list += strCat(list.empty() ? "" : ", ", slot);
+    }
+    if (!set.empty() && !missing.empty()) {
+      return toError(absl::InvalidArgumentError(
+          strCat("plugin '", p.status.name, "': BP_DeviceTypeDesc '", desc->name, "' sets ", set, " but not ", missing,
+                 "; graphs (ABI 1.13) need all four of graph_capture_begin, graph_capture_end, graph_replay "
+                 "and graph_destroy, or none")));
+    }
+  }
   auto& reg = DeviceTypeRegistry::global();
   auto& impl = registryImpl();
   std::string name = desc->name;

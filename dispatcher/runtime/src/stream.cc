@@ -198,6 +198,65 @@ double Event::elapsedMs(const Event& end) const {
   return withEvents(device_, "Event::elapsedMs").eventElapsedMs(device_, handle_, end.handle_);
 }
 
+// ------------------------------------------------------------------- Graph
+
+namespace {
+
+DeviceInterface& withGraphs(Device device, const char* what) {
+  DeviceInterface& i = withStreams(device, what);
+  if (!i.capabilities().graphs) {
+    BP_THROW(kUnimplemented, what, ": ", deviceTypeName(device.type),
+             " cannot capture graphs (CUDA, HIP and gpusim can); run the work directly there");
+  }
+  return i;
+}
+
+}  // namespace
+
+Graph Graph::capture(const Stream& stream, const std::function<void()>& work, GraphOptions options) {
+  const Device d = stream.device();
+  DeviceInterface& iface = withGraphs(d, "Graph::capture");
+  iface.beginGraphCapture(d, stream.handle(), options.pool_bytes);
+  DeviceInterface::GraphHandle handle = nullptr;
+  try {
+    StreamGuard on(stream);
+    work();
+  } catch (...) {
+    // End the capture so the device can capture again, and drop its graph.
+    try {
+      iface.destroyGraph(d, iface.endGraphCapture(d, stream.handle()));
+    } catch (const std::exception&) {
+      // The error that ended `work` is the one to report.
+    }
+    throw;
+  }
+  handle = iface.endGraphCapture(d, stream.handle());
+  return Graph(stream, handle);
+}
+
+Graph::~Graph() {
+  if (handle_ == nullptr) return;
+  try {
+    DeviceTypeRegistry::global().interfaceOrThrow(device().type).destroyGraph(device(), handle_);
+  } catch (const std::exception&) {
+    // As Event: nothing to report to from a destructor.
+  }
+}
+
+Graph::Graph(Graph&& other) noexcept : stream_(other.stream_), handle_(other.handle_) { other.handle_ = nullptr; }
+
+Graph& Graph::operator=(Graph&& other) noexcept {
+  if (this == &other) return *this;
+  std::swap(stream_, other.stream_);
+  std::swap(handle_, other.handle_);
+  return *this;
+}
+
+void Graph::replay() const {
+  BP_CHECK(handle_ != nullptr, "Graph::replay: this graph was moved from");
+  withGraphs(device(), "Graph::replay").replayGraph(device(), handle_, stream_.handle());
+}
+
 // ------------------------------------------------------------- StreamGuard
 
 StreamGuard::StreamGuard(const Stream& stream) : current_(stream), previous_(Stream::current(stream.device())) {

@@ -100,6 +100,7 @@ const char* const kAbiPlugins[] = {"tp_abi_v1_0",
                                    "tp_abi_req_copy_host_to_device",
                                    "tp_abi_req_copy_device_to_host",
                                    "tp_abi_req_fn",
+                                   "tp_abi_req_graph_replay",
                                    "tp_abi_pad_field_end",
                                    "tp_abi_pad_sizeof_1_2",
                                    "tp_abi_pad_cut_optional",
@@ -487,6 +488,9 @@ TEST_F(AbiRulesTest, MissingRequiredSlotsMakeTheLoadFail) {
   cases.push_back({"event_elapsed_ms",
                    "BP_DeviceTypeDesc 'abireq_event_elapsed_ms' sets event_elapsed_ms "
                    "without event_create_timed; event timing (ABI 1.12) needs both, or neither"});
+  cases.push_back({"graph_replay",
+                   "BP_DeviceTypeDesc 'abireq_graph_replay' sets graph_replay but not graph_capture_begin, "
+                   "graph_capture_end, graph_destroy; graphs (ABI 1.13) need all four"});
 
   for (const Case& c : cases) {
     const std::string plugin = "tp_abi_req_" + c.field, dev = "abireq_" + c.field;

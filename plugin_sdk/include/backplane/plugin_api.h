@@ -70,7 +70,9 @@
  *   1.11 added BP_HostApi.store_set and store_get (Note [Collective
  *   engines]); 1.12 added BP_DeviceTypeDesc.event_create_timed and
  *   event_elapsed_ms; 1.13 added BP_KernelDesc.flags and
- *   BP_KERNEL_CPU_SCALARS (Note [CPU scalars as kernel arguments]).
+ *   BP_KERNEL_CPU_SCALARS (Note [CPU scalars as kernel arguments]), and
+ *   BP_DeviceTypeDesc.graph_capture_begin, graph_capture_end, graph_replay
+ *   and graph_destroy (Note [Graphs]).
  * - Strings passed in are borrowed for the duration of the call unless a
  *   field says otherwise; strings returned are owned by their producer.
  */
@@ -216,6 +218,7 @@ typedef struct BP_Operator BP_Operator; /* opaque; valid for the life of the pro
 typedef struct BP_Plugin BP_Plugin;     /* opaque: the host's record of one plugin */
 typedef struct BP_Stream BP_Stream;     /* opaque, plugin-owned */
 typedef struct BP_Event BP_Event;       /* opaque, plugin-owned */
+typedef struct BP_Graph BP_Graph;       /* opaque, plugin-owned (ABI 1.13) */
 
 /* ------------------------------------------------------------------ values */
 
@@ -323,6 +326,23 @@ typedef struct BP_KernelDesc {
   uint64_t flags;
 } BP_KernelDesc;
 #define BP_KernelDesc_STRUCT_SIZE BP_STRUCT_SIZE(BP_KernelDesc, flags)
+
+/* Note [Graphs]
+ * Launch-bound work (many small kernels: an encoder layer at batch 1)
+ * costs the host more than the device. A graph captures the work a stream
+ * is given once and replays it as one launch (CUDA graphs, HIP graphs; the
+ * simulator records and replays the same calls). Replays read and write
+ * the addresses the capture used: an app refills the capture's input
+ * tensors in place and reads its output tensors after each replay. So the
+ * memory the captured work allocates must stay the graph's: it comes from a
+ * pool set aside at capture_begin (reused within the capture in allocation
+ * order, never given to work outside the graph) and lives until the graph
+ * and every tensor allocated from it are gone. What a replay cannot repeat
+ * is refused during capture: reading device memory on the host (t.cpu(),
+ * item(), a data-dependent size such as nonzero's), copying from the host
+ * (the graph would read the host buffer again at each replay), any
+ * synchronization, recording or waiting for events, and an allocation the
+ * pool cannot hold. One capture per device at a time. */
 
 /* Note [CPU scalars as kernel arguments]
  * BP_KernelDesc.flags bit (ABI 1.13; impl and impl_when_defined at a
@@ -459,8 +479,27 @@ typedef struct BP_DeviceTypeDesc {
    * [Timelines] in the host's profiler.h). */
   BP_Error* (*event_create_timed)(void* ctx, int32_t device, BP_Event** out);
   BP_Error* (*event_elapsed_ms)(void* ctx, int32_t device, BP_Event* start, BP_Event* end, double* out_ms);
+
+  /* --- Added in ABI 1.13 (a host reads them only when struct_size covers them). */
+
+  /* Optional, all four or none (NULL: work on the device cannot be captured;
+   * Note [Graphs]). graph_capture_begin starts capturing the work the
+   * calling thread queues on `stream` (kernels, device-to-device copies,
+   * fills) into a graph instead of running it; the memory the captured work
+   * allocates comes from a pool of `pool_bytes` set aside for the graph.
+   * graph_capture_end stops it and sets *out to the graph, ready to replay.
+   * graph_replay queues the captured work again, on `stream`, reading and
+   * writing the same addresses; graph_destroy releases the graph (its pool
+   * once no tensor of it is left). While capturing, what cannot be captured
+   * fails with an error that says so, and the capture stays valid: a read
+   * of device memory on the host, a copy from the host, a synchronization,
+   * an allocation that outgrows the pool. */
+  BP_Error* (*graph_capture_begin)(void* ctx, int32_t device, BP_Stream* stream, size_t pool_bytes);
+  BP_Error* (*graph_capture_end)(void* ctx, int32_t device, BP_Stream* stream, BP_Graph** out);
+  BP_Error* (*graph_replay)(void* ctx, int32_t device, BP_Graph* graph, BP_Stream* stream);
+  void (*graph_destroy)(void* ctx, int32_t device, BP_Graph* graph);
 } BP_DeviceTypeDesc;
-#define BP_DeviceTypeDesc_STRUCT_SIZE BP_STRUCT_SIZE(BP_DeviceTypeDesc, event_elapsed_ms)
+#define BP_DeviceTypeDesc_STRUCT_SIZE BP_STRUCT_SIZE(BP_DeviceTypeDesc, graph_destroy)
 
 /* ----------------------------------------------------------------- tensors */
 

@@ -39,6 +39,13 @@ std::recursive_mutex& queueMutex() {
 struct GpuSimStream {
   unsigned flags;
   std::shared_ptr<StreamQueue> queue;  // null for a synchronous stream
+  // The work recorded while capturing (Note [Graphs in the simulator]);
+  // null otherwise. Guarded by queueMutex().
+  std::shared_ptr<std::vector<std::function<void()>>> capture;
+};
+// A captured graph, and an instantiated one (the same recorded work).
+struct GpuSimGraph {
+  std::shared_ptr<const std::vector<std::function<void()>>> work;
 };
 // Where an event was recorded: (queue, position), or no queue when its work
 // has all run (recorded on a synchronous stream, or never recorded). The
@@ -179,7 +186,20 @@ gpuError_t gpuHostGetDevicePointer(void** device_ptr, void* host_ptr, unsigned /
 namespace bp_gpu::sim {
 bool deferred(gpuStream_t stream) { return stream != nullptr && stream->queue != nullptr; }
 
+bool capturing(gpuStream_t stream) {
+  if (stream == nullptr) return false;
+  std::lock_guard<std::recursive_mutex> lock(queueMutex());
+  return stream->capture != nullptr;
+}
+
 void enqueue(gpuStream_t stream, std::function<void()> work) {
+  if (stream != nullptr) {
+    std::lock_guard<std::recursive_mutex> lock(queueMutex());
+    if (stream->capture != nullptr) {
+      stream->capture->push_back(std::move(work));
+      return;
+    }
+  }
   if (stream == nullptr || stream->queue == nullptr) {
     work();
     return;
@@ -190,7 +210,9 @@ void enqueue(gpuStream_t stream, std::function<void()> work) {
 }
 }  // namespace bp_gpu::sim
 
-gpuError_t gpuMemcpyAsync(void* dst, const void* src, size_t nbytes, gpuMemcpyKind, gpuStream_t stream) {
+gpuError_t gpuMemcpyAsync(void* dst, const void* src, size_t nbytes, gpuMemcpyKind kind, gpuStream_t stream) {
+  // A replay would read (or write) the host buffer again: not capturable here.
+  if (kind != gpuMemcpyDeviceToDevice && bp_gpu::sim::capturing(stream)) return gpuErrorStreamCaptureUnsupported;
   if (bp_gpu::sim::injectFault(bp_gpu::sim::FaultPoint::kMemcpy)) return gpuErrorInjectedFault;
   if (nbytes != 0) bp_gpu::sim::enqueue(stream, [=] { std::memmove(dst, src, nbytes); });
   return gpuSuccess;
@@ -217,7 +239,7 @@ gpuError_t gpuMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
 }
 
 gpuError_t gpuStreamCreateWithFlags(gpuStream_t* stream, unsigned flags) {
-  auto* s = new GpuSimStream{flags, nullptr};
+  auto* s = new GpuSimStream{flags, nullptr, nullptr};
   if ((flags & gpusimStreamDeferred) != 0 && !syncStreamsForced()) {
     s->queue = std::make_shared<StreamQueue>();
     std::lock_guard<std::recursive_mutex> lock(queueMutex());
@@ -240,12 +262,55 @@ gpuError_t gpuStreamDestroy(gpuStream_t stream) {
 }
 
 gpuError_t gpuStreamSynchronize(gpuStream_t stream) {
+  if (bp_gpu::sim::capturing(stream)) return gpuErrorStreamCaptureUnsupported;
   if (stream != nullptr && stream->queue != nullptr) runAll(*stream->queue);
+  return gpuSuccess;
+}
+
+gpuError_t gpuStreamBeginCapture(gpuStream_t stream) {
+  if (stream == nullptr) return gpuErrorStreamCaptureUnsupported;
+  std::lock_guard<std::recursive_mutex> lock(queueMutex());
+  if (stream->capture != nullptr) return gpuErrorInvalidValue;  // already capturing
+  stream->capture = std::make_shared<std::vector<std::function<void()>>>();
+  return gpuSuccess;
+}
+
+gpuError_t gpuStreamEndCapture(gpuStream_t stream, gpuGraph_t* graph) {
+  if (stream == nullptr || graph == nullptr) return gpuErrorInvalidValue;
+  std::lock_guard<std::recursive_mutex> lock(queueMutex());
+  if (stream->capture == nullptr) return gpuErrorInvalidValue;  // not capturing
+  *graph = new GpuSimGraph{std::move(stream->capture)};
+  stream->capture = nullptr;
+  return gpuSuccess;
+}
+
+gpuError_t gpuGraphInstantiate(gpuGraphExec_t* exec, gpuGraph_t graph) {
+  if (exec == nullptr || graph == nullptr) return gpuErrorInvalidValue;
+  *exec = new GpuSimGraph{graph->work};
+  return gpuSuccess;
+}
+
+gpuError_t gpuGraphLaunch(gpuGraphExec_t exec, gpuStream_t stream) {
+  if (exec == nullptr) return gpuErrorInvalidValue;
+  if (bp_gpu::sim::capturing(stream)) return gpuErrorStreamCaptureUnsupported;
+  if (bp_gpu::sim::injectFault(bp_gpu::sim::FaultPoint::kLaunch)) return gpuErrorInjectedFault;
+  for (const std::function<void()>& work : *exec->work) bp_gpu::sim::enqueue(stream, work);
+  return gpuSuccess;
+}
+
+gpuError_t gpuGraphExecDestroy(gpuGraphExec_t exec) {
+  delete exec;
+  return gpuSuccess;
+}
+
+gpuError_t gpuGraphDestroy(gpuGraph_t graph) {
+  delete graph;
   return gpuSuccess;
 }
 
 gpuError_t gpuStreamWaitEvent(gpuStream_t stream, gpuEvent_t event, unsigned) {
   if (event == nullptr) return gpuErrorInvalidValue;
+  if (bp_gpu::sim::capturing(stream)) return gpuErrorStreamCaptureUnsupported;
   std::shared_ptr<StreamQueue> queue = event->queue;
   if (queue == nullptr) return gpuSuccess;  // nothing left to wait for
   const uint64_t position = event->position;
@@ -260,6 +325,7 @@ gpuError_t gpuEventCreateWithFlags(gpuEvent_t* event, unsigned flags) {
 
 gpuError_t gpuEventRecord(gpuEvent_t event, gpuStream_t stream) {
   if (event == nullptr) return gpuErrorInvalidValue;
+  if (bp_gpu::sim::capturing(stream)) return gpuErrorStreamCaptureUnsupported;
   std::lock_guard<std::recursive_mutex> lock(queueMutex());
   const bool timed = (event->flags & gpuEventDisableTiming) == 0;
   if (timed) event->stamp = std::make_shared<GpuSimEvent::Stamp>();
@@ -324,6 +390,8 @@ const char* gpuGetErrorName(gpuError_t error) {
     case gpuErrorInvalidDevice: return "gpusimErrorInvalidDevice";
     case gpuErrorInvalidResourceHandle: return "gpusimErrorInvalidResourceHandle";
     case gpuErrorNotReady: return "gpusimErrorNotReady";
+    case gpuErrorStreamCaptureUnsupported: return "gpusimErrorStreamCaptureUnsupported";
+    case gpuErrorStreamCaptureInvalidated: return "gpusimErrorStreamCaptureInvalidated";
     case gpuErrorInjectedFault: return "gpusimErrorInjectedFault";
   }
   return "gpusimErrorUnknown";
@@ -339,6 +407,8 @@ const char* gpuGetErrorString(gpuError_t error) {
     case gpuErrorInvalidDevice: return "invalid device ordinal";
     case gpuErrorInvalidResourceHandle: return "invalid resource handle";
     case gpuErrorNotReady: return "device not ready";
+    case gpuErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case gpuErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
     case gpuErrorInjectedFault: return "fault injected by the test (gpusim::inject_fault)";
   }
   return "unknown error";

@@ -67,6 +67,8 @@ enum gpuError_t : int {
   gpuErrorInvalidDevice = 101,
   gpuErrorInvalidResourceHandle = 400,
   gpuErrorNotReady = 600,
+  gpuErrorStreamCaptureUnsupported = 900,  // as cudaErrorStreamCaptureUnsupported
+  gpuErrorStreamCaptureInvalidated = 901,
   gpuErrorInjectedFault = 10000,  // Note [Fault injection in the simulator] (sim_faults.h)
 };
 
@@ -86,8 +88,11 @@ inline constexpr unsigned gpusimStreamDeferred = 0x100;
 // Opaque handles (defined in sim_runtime.cc).
 struct GpuSimStream;
 struct GpuSimEvent;
+struct GpuSimGraph;
 using gpuStream_t = GpuSimStream*;  // nullptr is the default stream, as in CUDA
 using gpuEvent_t = GpuSimEvent*;
+using gpuGraph_t = GpuSimGraph*;
+using gpuGraphExec_t = GpuSimGraph*;
 
 // The fields of cudaDeviceProp that the plugins read.
 struct gpuDeviceProp_t {
@@ -137,6 +142,22 @@ gpuError_t gpuEventDestroy(gpuEvent_t event);
 // between them took when it was forced, as on a GPU it is the time the
 // device spent. The milliseconds are a float, as in CUDA.
 gpuError_t gpuEventElapsedTime(float* ms, gpuEvent_t start, gpuEvent_t end);
+// Note [Graphs in the simulator]
+// Between gpuStreamBeginCapture and gpuStreamEndCapture a stream records
+// its work (kernels with a copy of their arguments, device-to-device copies,
+// fills) instead of running it; gpuGraphLaunch queues the recorded work on
+// a stream again, in order, as a deferred stream would run it (at once on a
+// synchronous one). What a GPU refuses in a capture the simulator refuses
+// too, with gpuErrorStreamCaptureUnsupported: copies to or from the host,
+// synchronizing, recording or waiting for an event on the capturing
+// stream. The default (null) stream cannot be captured, as CUDA's legacy
+// stream cannot.
+gpuError_t gpuStreamBeginCapture(gpuStream_t stream);
+gpuError_t gpuStreamEndCapture(gpuStream_t stream, gpuGraph_t* graph);
+gpuError_t gpuGraphInstantiate(gpuGraphExec_t* exec, gpuGraph_t graph);
+gpuError_t gpuGraphLaunch(gpuGraphExec_t exec, gpuStream_t stream);
+gpuError_t gpuGraphExecDestroy(gpuGraphExec_t exec);
+gpuError_t gpuGraphDestroy(gpuGraph_t graph);
 gpuError_t gpuDeviceSynchronize();
 gpuError_t gpuGetLastError();
 const char* gpuGetErrorName(gpuError_t error);
@@ -145,6 +166,8 @@ const char* gpuGetErrorString(gpuError_t error);
 namespace bp_gpu::sim {
 // Whether `stream` keeps its work until forced.
 bool deferred(gpuStream_t stream);
+// Whether `stream` records its work into a graph (Note [Graphs in the simulator]).
+bool capturing(gpuStream_t stream);
 // Work for `stream`: runs `work` now when the stream is synchronous (or
 // null), else appends it to the stream's queue (Note [Deferred streams in
 // the simulator]). Exceptions from `work` propagate from whichever call runs it.

@@ -456,7 +456,7 @@ void launchKernel(void (*run)(const void*), const void* bound, std::shared_ptr<c
   if (injectFault(FaultPoint::kLaunch))
     bp::fail(BP_INTERNAL, bp::detail::concat("gpusim: launch of kernel ", signature,
                                              " failed: fault injected by the test (gpusim::inject_fault)"));
-  if (!deferred(stream)) {
+  if (!deferred(stream) && !capturing(stream)) {
     runGrid(run, bound, grid, block, dynamic_shmem, signature);
     return;
   }

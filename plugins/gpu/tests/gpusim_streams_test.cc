@@ -374,5 +374,71 @@ TEST_F(GpusimStreamsTest, TheProfilersTimelineHasATrackPerStreamWithTheDeviceWor
   EXPECT_THAT(trace, HasSubstr(R"("cat":"device","ph":"X")"));
 }
 
+// Note [Graphs in the application API]: the work captured once replays on
+// new values of its input, refilled in place, with one launch and no
+// kernel launched by the host; the captured values are not computed at the
+// capture.
+TEST_F(GpusimStreamsTest, AGraphReplaysTheCapturedWorkOnNewInputs) {
+  ASSERT_TRUE(runtime()->capabilities(dev_).graphs) << runtime()->capabilities(dev_).str();
+  Stream side = Stream::create(dev_);
+  Tensor x = tensorFromVector<float>({1, -2, 3, -4}, {4}, dev_);
+  Tensor y;
+  const int64_t launches = activity("kernel_launches");
+  Graph graph = Graph::capture(side, [&] { y = (x * 2.0 + 1.0).relu().sum(); });
+  const int64_t captured = activity("kernel_launches") - launches;
+  EXPECT_GE(captured, 3) << "the host issued the captured launches";
+  EXPECT_EQ(graph.device(), dev_);
+  for (const std::vector<float>& input : {std::vector<float>{1, -2, 3, -4}, std::vector<float>{5, 6, -7, 0.5f}}) {
+    x.copy_(tensorFromVector<float>(input, {4}, cpu()));  // outside the capture: in place
+    const int64_t before = activity("kernel_launches"), graphs_before = activity("graph_launches");
+    graph.replay();
+    EXPECT_EQ(activity("kernel_launches"), before) << "a replay launches nothing itself";
+    EXPECT_EQ(activity("graph_launches"), graphs_before + 1);
+    side.synchronize();
+    float want = 0;
+    for (float v : input) want += std::max(0.0f, v * 2 + 1);
+    EXPECT_EQ(values(y), (std::vector<float>{want}));
+  }
+  // The output outlives the graph: its memory stays until it is freed.
+  graph = Graph::capture(side, [&] { (void)(x + 1.0); });
+  EXPECT_EQ(values(y).size(), 1u);
+}
+
+// What a replay cannot repeat is refused during the capture with an error
+// that names it; the capture ends cleanly and the device captures again.
+TEST_F(GpusimStreamsTest, WhatAGraphCannotRepeatIsRefusedDuringTheCapture) {
+  Stream side = Stream::create(dev_);
+  const Tensor x = tensorFromVector<float>({1, 2, 3}, {3}, dev_);
+  const int64_t reserved = stat("reserved_bytes");
+  expectError([&] { (void)Graph::capture(side, [&] { (void)(x * 2.0).cpu(); }); },
+              absl::StatusCode::kFailedPrecondition,
+              {"gpusim:0: a copy to the host cannot be captured in a graph", "do it before or after the capture"});
+  expectError([&] { (void)Graph::capture(side, [&] {
+                      x.copy_(tensorFromVector<float>({4, 5, 6}, {3}, cpu()));
+                    }); },
+              absl::StatusCode::kFailedPrecondition, {"a copy from the host", "cannot be captured in a graph"});
+  expectError([&] { (void)Graph::capture(side, [&] { side.synchronize(); }); }, absl::StatusCode::kFailedPrecondition,
+              {"synchronizing the stream", "capturing a graph"});
+  expectError([&] { (void)Graph::capture(side, [&] { Event(dev_).record(); }); }, absl::StatusCode::kFailedPrecondition,
+              {"recording an event", "capturing a graph"});
+  expectError([&] { (void)Graph::capture(side, [&] { (void)nonzero(x); }); }, absl::StatusCode::kFailedPrecondition,
+              {"cannot be captured in a graph"});
+  expectError(
+      [&] {
+        (void)Graph::capture(
+            side, [&] { (void)zeros({1 << 20}, {.device = dev_}); }, GraphOptions{.pool_bytes = 4096});
+      },
+      absl::StatusCode::kResourceExhausted,
+      {"an allocation of 4194304 bytes outgrows the graph's memory pool (4096 bytes", "GraphOptions::pool_bytes"});
+  EXPECT_EQ(stat("reserved_bytes"), reserved) << "the pools of the failed captures are freed";
+  // A capture on a stream of one device is one at a time; after the
+  // failures above the device captures again.
+  Tensor y;
+  Graph graph = Graph::capture(side, [&] { y = x * 3.0; });
+  graph.replay();
+  side.synchronize();
+  EXPECT_EQ(values(y), (std::vector<float>{3, 6, 9}));
+}
+
 }  // namespace
 }  // namespace backplane

@@ -39,6 +39,7 @@ struct DeviceCapabilities {
   bool event_query = false;        // queryEvent: completion without blocking
   bool event_wait_device = false;  // waitEventOnDevice: an event orders another device's stream (ABI 1.8)
   bool event_timing = false;       // createTimedEvent, eventElapsedMs: the device's time (ABI 1.12)
+  bool graphs = false;             // beginGraphCapture, endGraphCapture, replayGraph, destroyGraph (ABI 1.13)
   bool host_accessible = false;    // the host may dereference its memory
   bool dlpack = false;             // tensors cross DLPack without a copy (dlpackDeviceType() != 0)
   // "streams, current_stream, events, ..." (the true ones, in this order),
@@ -93,6 +94,7 @@ class DeviceInterface {
   // false) throw Error(kUnimplemented) from every function of the group.
   using StreamHandle = void*;
   using EventHandle = void*;
+  using GraphHandle = void*;
 
   // Whether createStream, destroyStream and synchronizeStream work.
   virtual bool hasStreams() const { return false; }
@@ -140,12 +142,38 @@ class DeviceInterface {
     noEventTiming(device, "eventElapsedMs");
   }
 
+  // Graphs (capabilities().graphs; kUnimplemented otherwise; Note [Graphs]
+  // in plugin_api.h): the work this thread queues on `stream` from
+  // beginGraphCapture to endGraphCapture is captured, not run, with the
+  // memory it allocates from a pool of `pool_bytes`; replayGraph queues it
+  // again on `stream`; destroyGraph releases the graph.
+  virtual void beginGraphCapture(Device device, StreamHandle stream, size_t pool_bytes) {
+    (void)stream, (void)pool_bytes;
+    noGraphs(device, "beginGraphCapture");
+  }
+  virtual GraphHandle endGraphCapture(Device device, StreamHandle stream) {
+    (void)stream;
+    noGraphs(device, "endGraphCapture");
+  }
+  virtual void replayGraph(Device device, GraphHandle graph, StreamHandle stream) {
+    (void)graph, (void)stream;
+    noGraphs(device, "replayGraph");
+  }
+  virtual void destroyGraph(Device device, GraphHandle graph) {
+    (void)graph;
+    noGraphs(device, "destroyGraph");
+  }
+
  protected:
   [[noreturn]] static void noStreams(Device device, const char* what) {
     BP_THROW(kUnimplemented, what, ": device type '", deviceTypeName(device.type), "' has no streams");
   }
   [[noreturn]] static void noEventTiming(Device device, const char* what) {
     BP_THROW(kUnimplemented, what, ": device type '", deviceTypeName(device.type), "' has no event timing");
+  }
+  [[noreturn]] static void noGraphs(Device device, const char* what) {
+    BP_THROW(kUnimplemented, what, ": device type '", deviceTypeName(device.type),
+             "' cannot capture graphs (CUDA, HIP and gpusim can)");
   }
   [[noreturn]] static void noEvents(Device device, const char* what) {
     BP_THROW(kUnimplemented, what, ": device type '", deviceTypeName(device.type), "' has no events");

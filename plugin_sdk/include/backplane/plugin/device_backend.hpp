@@ -126,6 +126,31 @@ class DeviceBackend {
     (void)start, (void)end;
     return noTiming<double>(device, "eventElapsedMs");
   }
+  // Whether the four graph functions below work (ABI 1.13, Note [Graphs] in
+  // plugin_api.h; the host then offers the graphs capability). Read once,
+  // at registration; needs hasStreams().
+  virtual bool hasGraphs() { return false; }
+  // Starts capturing the work this thread queues on `stream`, its
+  // allocations served from a pool of `pool_bytes` kept for the graph.
+  virtual void beginGraphCapture(int device, BP_Stream* stream, size_t pool_bytes) {
+    (void)stream, (void)pool_bytes;
+    noGraphs<void>(device, "beginGraphCapture");
+  }
+  // Stops the capture on `stream` and returns the graph.
+  virtual BP_Graph* endGraphCapture(int device, BP_Stream* stream) {
+    (void)stream;
+    return noGraphs<BP_Graph*>(device, "endGraphCapture");
+  }
+  // Queues the graph's work on `stream`.
+  virtual void replayGraph(int device, BP_Graph* graph, BP_Stream* stream) {
+    (void)graph, (void)stream;
+    noGraphs<void>(device, "replayGraph");
+  }
+  // Releases the graph (its pool once no tensor allocated from it is left).
+  virtual void destroyGraph(int device, BP_Graph* graph) {
+    (void)graph;
+    noGraphs<void>(device, "destroyGraph");
+  }
 
   // Fills `out` (zeroed, struct_size set; write only the fields). Default:
   // name = the device type's name.
@@ -145,6 +170,10 @@ class DeviceBackend {
   template <class R>
   R noStreams(int device, const char* what) {
     fail(BP_UNIMPLEMENTED, detail::concat(what, ": ", type_name_, ":", device, " has no streams or events"));
+  }
+  template <class R>
+  R noGraphs(int device, const char* what) {
+    fail(BP_UNIMPLEMENTED, detail::concat(what, ": ", type_name_, ":", device, " cannot capture graphs"));
   }
   template <class R>
   R noTiming(int device, const char* what) {

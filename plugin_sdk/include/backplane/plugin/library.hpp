@@ -122,6 +122,14 @@ class Library {
       }
 #endif
     }
+#if BP_ABI_MINOR >= 13
+    if (backend->hasStreams() && backend->hasGraphs()) {
+      d.graph_capture_begin = &T::graphCaptureBegin;
+      d.graph_capture_end = &T::graphCaptureEnd;
+      d.graph_replay = &T::graphReplay;
+      d.graph_destroy = &T::graphDestroy;
+    }
+#endif
     backend->type_name_ = name;
     const int32_t type = registerDeviceType(d);
     backend->device_type_ = type;

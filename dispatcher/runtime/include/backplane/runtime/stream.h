@@ -37,6 +37,8 @@
 // - Streams and events belong to one device; using an event of one device
 //   with a stream of another is an error naming both.
 
+#include <cstddef>
+#include <functional>
 #include <memory>
 
 #include "backplane/core/device.h"
@@ -134,6 +136,66 @@ class Event {
   Event(Device device, DeviceInterface::EventHandle handle) : device_(device), handle_(handle) {}
   Device device_;
   DeviceInterface::EventHandle handle_ = nullptr;
+};
+
+// Note [Graphs in the application API]
+// Work that launches many small kernels (an encoder layer at a small batch)
+// costs the host more than the device. A Graph captures what a stream is
+// given once and replays it with one launch (torch.cuda.CUDAGraph):
+//
+//   backplane::Stream side = backplane::Stream::create(dev);
+//   backplane::Graph layer = backplane::Graph::capture(side, [&] { y = model(x); });
+//   for (...) {
+//     x.copy_(next_batch);   // refill the capture's input in place
+//     layer.replay();        // on `side`; y holds the new result once it is done
+//     side.synchronize();
+//   }
+//
+// - Capture runs `work` once with `stream` current on this thread, but the
+//   device runs none of it: the kernels, device-to-device copies and fills
+//   are recorded. Tensors made during the capture (y) hold no values until
+//   the first replay.
+// - Replays read and write the addresses the capture used: refill the input
+//   tensors in place and read the outputs; keep both alive.
+// - The memory the captured work allocates comes from a pool of
+//   GraphOptions::pool_bytes kept for the graph until it and every tensor
+//   allocated from it are gone.
+// - What a replay cannot repeat is refused during the capture, with an
+//   Error that names it, and the capture still ends cleanly: reading device
+//   memory on the host (t.cpu(), item(), an op with a data-dependent size
+//   such as nonzero), copying from the host, synchronizing, events, an op
+//   that falls back to the CPU (it copies through the host), an allocation
+//   that outgrows the pool. One capture per device at a time.
+// - Devices with graphs: CUDA, HIP and the gpusim test device
+//   (Runtime::capabilities(device).graphs).
+struct GraphOptions {
+  // Bytes set aside for the memory the captured work allocates.
+  size_t pool_bytes = size_t{256} << 20;
+};
+
+class Graph {
+ public:
+  // Captures the work `work` queues on `stream` (made this thread's current
+  // stream of its device for the call). If `work` throws, the capture is
+  // ended and discarded and the exception propagates. Throws Error
+  // (kUnimplemented) for a device without graphs.
+  static Graph capture(const Stream& stream, const std::function<void()>& work, GraphOptions options = {});
+  ~Graph();
+  Graph(Graph&& other) noexcept;
+  Graph& operator=(Graph&& other) noexcept;
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  // Queues the captured work again, on the stream it was captured on (the
+  // host does not wait: synchronize the stream, or read a result, to).
+  void replay() const;
+  const Stream& stream() const { return stream_; }
+  Device device() const { return stream_.device(); }
+
+ private:
+  Graph(Stream stream, DeviceInterface::GraphHandle handle) : stream_(std::move(stream)), handle_(handle) {}
+  Stream stream_;
+  DeviceInterface::GraphHandle handle_ = nullptr;
 };
 
 // Makes `stream` this thread's current stream of its device for the guard's

@@ -285,6 +285,13 @@ BP_EXPORT BP_Error* backplane_plugin_init(const BP_HostApi* host, BP_Plugin* plu
     tp_dev.event_create_timed = NULL;
     tp_dev.event_elapsed_ms = NULL;
   }
+  /* The graph slots (1.13): likewise. */
+  if (TP_DEVICE_SIZE >= BP_STRUCT_SIZE(BP_DeviceTypeDesc, graph_destroy)) {
+    tp_dev.graph_capture_begin = NULL;
+    tp_dev.graph_capture_end = NULL;
+    tp_dev.graph_replay = NULL;
+    tp_dev.graph_destroy = NULL;
+  }
   if ((e = host->register_device_type(plugin, &tp_dev, &tp_dev_type))) return e;
   return host->impl(plugin, TP_NAME "::info", tp_dev_type, tp_kernel_desc());
 }

@@ -10,6 +10,8 @@
  *                  TP_NAME::probe on it has fn NULL
  *   or TP_ONLY_TIMING_FIELD  one of the pair event_create_timed and
  *                  event_elapsed_ms (ABI 1.12: both or neither) is set
+ *   or TP_ONLY_GRAPH_FIELD  graph_replay alone of the four graph slots
+ *                  (ABI 1.13: all four or none) is set
  * Init returns what the host returned for the bad registration.
  */
 #include "abi_common.h"
@@ -33,6 +35,13 @@ __attribute__((unused)) static BP_Error* tp_event_elapsed_ms(void* ctx, int32_t 
 }
 #endif
 
+#if defined(TP_ONLY_GRAPH_FIELD)
+static BP_Error* tp_graph_replay(void* ctx, int32_t device, BP_Graph* graph, BP_Stream* stream) {
+  (void)ctx, (void)device, (void)graph, (void)stream;
+  return abi_host->error_new(BP_INTERNAL, "this test device must never be asked to replay a graph");
+}
+#endif
+
 BP_EXPORT BP_Error* backplane_plugin_init(const BP_HostApi* host, BP_Plugin* plugin) {
   BP_Error* e;
   int32_t dev = -1;
@@ -52,11 +61,14 @@ BP_EXPORT BP_Error* backplane_plugin_init(const BP_HostApi* host, BP_Plugin* plu
 #elif defined(TP_ONLY_TIMING_FIELD)
   d.TP_ONLY_TIMING_FIELD = TP_TIMING_FN(TP_ONLY_TIMING_FIELD);
   return host->register_device_type(plugin, &d, &dev);
+#elif defined(TP_ONLY_GRAPH_FIELD)
+  d.graph_replay = tp_graph_replay;
+  return host->register_device_type(plugin, &d, &dev);
 #elif defined(TP_NULL_KERNEL_FN)
   if ((e = host->register_device_type(plugin, &d, &dev))) return e;
   k.fn = NULL;
   return host->impl(plugin, TP_NAME "::probe", dev, &k);
 #else
-#error "define TP_NULL_FIELD, TP_ONLY_TIMING_FIELD or TP_NULL_KERNEL_FN"
+#error "define TP_NULL_FIELD, TP_ONLY_TIMING_FIELD, TP_ONLY_GRAPH_FIELD or TP_NULL_KERNEL_FN"
 #endif
 }

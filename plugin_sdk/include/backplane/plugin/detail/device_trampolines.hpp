@@ -212,6 +212,26 @@ struct DeviceTrampolines {
       *out_ms = b(ctx).eventElapsedMs(device, start, end);
     });
   }
+  static BP_Error* graphCaptureBegin(void* ctx, int32_t device, BP_Stream* stream, size_t pool_bytes) noexcept {
+    return guarded([&] { b(ctx).beginGraphCapture(device, stream, pool_bytes); });
+  }
+  static BP_Error* graphCaptureEnd(void* ctx, int32_t device, BP_Stream* stream, BP_Graph** out) noexcept {
+    return guarded([&] {
+      if (out == nullptr) fail(BP_INVALID_ARGUMENT, "graph_capture_end: NULL out");
+      *out = nullptr;
+      *out = b(ctx).endGraphCapture(device, stream);
+    });
+  }
+  static BP_Error* graphReplay(void* ctx, int32_t device, BP_Graph* graph, BP_Stream* stream) noexcept {
+    return guarded([&] { b(ctx).replayGraph(device, graph, stream); });
+  }
+  static void graphDestroy(void* ctx, int32_t device, BP_Graph* graph) noexcept {
+    try {
+      b(ctx).destroyGraph(device, graph);
+    } catch (...) {
+      logCurrentException("DeviceBackend::destroyGraph");
+    }
+  }
 };
 
 }  // namespace detail
