@@ -9,9 +9,11 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "backplane/backplane.h"
@@ -201,6 +203,67 @@ TEST_P(GpuDeviceTest, StreamsOrderedByAnEvent) {
   const std::vector<float> vo = out.cpu().toVector<float>(), vc = c.cpu().toVector<float>();
   EXPECT_EQ(std::count(vo.begin(), vo.end(), 2.0f), n);
   EXPECT_EQ(std::count(vc.begin(), vc.end(), 5.0f), n);
+}
+
+// The convolution, pooling, batch_norm, sort, topk and scan kernels
+// against the CPU plugin on the device (the simulator's tests cover their
+// paths: conv_pool_test.cc, sort_scan_pad_test.cc).
+TEST_P(GpuDeviceTest, ConvolutionPoolingNormsSortsAndScans) {
+  const Tensor x = randn({4, 8, 17, 19}), w = randn({16, 8, 3, 3}), b = randn({16});
+  const Tensor gx = x.to(dev_);
+  expectClose(conv2d(gx, w.to(dev_), b.to(dev_), {2, 1}, {1, 1}), conv2d(x, w, b, {2, 1}, {1, 1}), 1e-4, 1e-4);
+  expectClose(max_pool2d(gx, {3, 3}, {2, 2}, {1, 1}), max_pool2d(x, {3, 3}, {2, 2}, {1, 1}), 0, 0);
+  expectClose(avg_pool2d(gx, {2, 2}), avg_pool2d(x, {2, 2}), 1e-6, 1e-6);
+  Tensor rm = zeros({8}), rv = ones({8});
+  Tensor grm = rm.to(dev_), grv = rv.to(dev_);
+  static auto batch_norm =
+      Dispatcher::singleton()
+          .findOpOrThrow("bp::batch_norm")
+          .typed<Tensor(const Tensor&, const std::optional<Tensor>&, const std::optional<Tensor>&,
+                        const std::optional<Tensor>&, const std::optional<Tensor>&, bool, double, double, bool)>();
+  expectClose(batch_norm.call(gx, std::nullopt, std::nullopt, grm, grv, true, 0.1, 1e-5, true),
+              batch_norm.call(x, std::nullopt, std::nullopt, rm, rv, true, 0.1, 1e-5, true), 1e-4, 1e-4);
+  expectClose(grv, rv, 1e-5, 1e-5);
+  const Tensor r = randn({6, 3000});
+  auto [values, indices] = sort(r.to(dev_), 1, true);
+  auto [want_values, want_indices] = sort(r, 1, true);
+  expectClose(values, want_values, 0, 0);
+  EXPECT_EQ(indices.cpu().toVector<int64_t>(), want_indices.toVector<int64_t>());
+  auto [top, top_indices] = topk(r.to(dev_), 5, 1);
+  expectClose(top, std::get<0>(topk(r, 5, 1)), 0, 0);
+  expectClose(cumsum(r.to(dev_), 1), cumsum(r, 1), 1e-4, 1e-5);
+}
+
+// Note [Deferred device errors]: a bad index is reported at the next
+// synchronization, from the mapped error slot, and the device stays usable.
+TEST_P(GpuDeviceTest, BadIndicesAreReportedAtTheNextSynchronization) {
+  const Tensor self = randn({4, 3}).to(dev_);
+  const Tensor picked = index_select(self, 0, tensorFromVector<int64_t>({1, 7}, {2}, dev_));
+  try {
+    Stream::current(dev_).synchronize();
+    ADD_FAILURE() << "no error at the synchronization";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.message(), ::testing::HasSubstr("index 7 (element 1 of 'index') is out of range"));
+  }
+  expectClose(index_select(self, 0, tensorFromVector<int64_t>({3, 0}, {2}, dev_)),
+              index_select(self.cpu(), 0, tensorFromVector<int64_t>({3, 0}, {2})), 0, 0);
+}
+
+// Note [Graphs in the application API] on the device's graphs (CUDA or HIP
+// graphs): a capture replays on refilled inputs.
+TEST_P(GpuDeviceTest, AGraphReplaysOnNewInputs) {
+  ASSERT_TRUE(rt_->capabilities(dev_).graphs);
+  Stream side = Stream::create(dev_);
+  Tensor x = randn({256, 64}).to(dev_), w = randn({64, 32}).to(dev_);
+  Tensor y;
+  const Graph graph = Graph::capture(side, [&] { y = (x.matmul(w) * 0.5).softmax(-1).sum(0); });
+  for (int i = 0; i < 3; ++i) {
+    const Tensor host_x = randn({256, 64});
+    x.copy_(host_x.to(dev_));
+    graph.replay();
+    side.synchronize();
+    expectClose(y, (host_x.matmul(w.cpu()) * 0.5).softmax(-1).sum(0), 1e-4, 1e-4);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Built, GpuDeviceTest,
