@@ -509,6 +509,9 @@ void freeToPoolLocked(DeviceState& s, const std::shared_ptr<GraphPool>& pool, vo
     return;
   }
   if (pool->graph_alive || !pool->live.empty()) return;
+  // A replay may still be queued: its work ends before the pool goes (as
+  // cudaFree waits; the simulator's deferred streams would not).
+  (void)gpuDeviceSynchronize();
   (void)gpuFree(pool->base);
   s.stats.reserved_bytes -= static_cast<int64_t>(pool->size);
   s.pools.erase(std::find(s.pools.begin(), s.pools.end(), pool));
@@ -978,6 +981,8 @@ class GpuBackend final : public bp::DeviceBackend {
     pool->graph_alive = false;
     pool->capturing = false;
     if (!pool->live.empty()) return;
+    DeviceGuard guard(device);
+    (void)gpuDeviceSynchronize();  // a replay may still be queued (see freeToPoolLocked)
     (void)gpuFree(pool->base);
     s.stats.reserved_bytes -= static_cast<int64_t>(pool->size);
     s.pools.erase(std::find(s.pools.begin(), s.pools.end(), pool));

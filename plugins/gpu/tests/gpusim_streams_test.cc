@@ -402,6 +402,18 @@ TEST_F(GpusimStreamsTest, AGraphReplaysTheCapturedWorkOnNewInputs) {
   // The output outlives the graph: its memory stays until it is freed.
   graph = Graph::capture(side, [&] { (void)(x + 1.0); });
   EXPECT_EQ(values(y).size(), 1u);
+  // A replay still queued (side's work is deferred) when the graph and its
+  // last output go: the pool is freed only after that work has run (under
+  // ASan a write into a freed pool would be reported).
+  {
+    Tensor z;
+    {
+      const Graph last = Graph::capture(side, [&] { z = x * 5.0; });
+      last.replay();
+    }
+    z = Tensor();
+  }
+  side.synchronize();
 }
 
 // What a replay cannot repeat is refused during the capture with an error
