@@ -156,7 +156,9 @@ class Event {
 //   are recorded. Tensors made during the capture (y) hold no values until
 //   the first replay.
 // - Replays read and write the addresses the capture used: refill the input
-//   tensors in place and read the outputs; keep both alive.
+//   tensors in place and read the outputs; keep both alive. Numbers and 0-d
+//   CPU tensor operands are read at the capture: their values are part of
+//   the graph.
 // - The memory the captured work allocates comes from a pool of
 //   GraphOptions::pool_bytes kept for the graph until it and every tensor
 //   allocated from it are gone.
