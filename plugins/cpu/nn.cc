@@ -36,11 +36,6 @@ constexpr int64_t kParallelWork = 1 << 15;
 const std::initializer_list<ScalarType> kNnDtypes = {ScalarType::Float32, ScalarType::Float64, ScalarType::Float16,
                                                      ScalarType::BFloat16};
 
-// An `int[2]` argument ({h, w}); the meta kernel has checked its length.
-std::array<int64_t, 2> pair(bp::IntList v) {
-  return v.size() == 1 ? std::array<int64_t, 2>{v[0], v[0]} : std::array<int64_t, 2>{v[0], v[1]};
-}
-
 // Copies `n` elements of `bytes` bytes each with element strides.
 template <size_t kBytes>
 void copyRow(const char* src, int64_t src_stride, char* dst, int64_t n) {
@@ -129,13 +124,7 @@ dnnl::memory plainMemory(const dnnl::memory::dims& dims, const void* data) {
 
 // --- conv2d
 
-struct ConvGeometry {
-  int64_t n, c, h, w;  // input
-  int64_t oc, kh, kw;  // weight
-  int64_t oh, ow;      // output
-  std::array<int64_t, 2> stride, padding, dilation;
-  int64_t groups;
-};
+using bp_common::ConvGeometry;
 
 // conv2d in float32 with oneDNN: plain NCHW activations and (g)oihw
 // weights, the layouts the tensors already have, so no reorders are needed.
@@ -262,20 +251,7 @@ bp::Tensor conv2d(const bp::Tensor& input, const bp::Tensor& weight, const std::
   if (bias) checkCpu(kOp, *bias, "bias");
   ThreadScope threads;
   const bool batched = input.dim() == 4;
-  ConvGeometry g;
-  g.n = batched ? input.size(0) : 1;
-  g.c = input.size(-3);
-  g.h = input.size(-2);
-  g.w = input.size(-1);
-  g.oc = weight.size(0);
-  g.kh = weight.size(2);
-  g.kw = weight.size(3);
-  g.stride = pair(stride);
-  g.padding = pair(padding);
-  g.dilation = pair(dilation);
-  g.groups = groups;
-  g.oh = bp_common::convOutputSize(g.h, g.kh, g.padding[0], g.stride[0], g.dilation[0]);
-  g.ow = bp_common::convOutputSize(g.w, g.kw, g.padding[1], g.stride[1], g.dilation[1]);
+  const ConvGeometry g = bp_common::convGeometry(input, weight, stride, padding, dilation, groups);
   const bp::Tensor out = batched ? bp::Tensor::empty({g.n, g.oc, g.oh, g.ow}, input.dtype(), kCpuDevice)
                                  : bp::Tensor::empty({g.oc, g.oh, g.ow}, input.dtype(), kCpuDevice);
   if (out.numel() == 0) return out;
@@ -323,9 +299,9 @@ PoolGeometry poolGeometry(const bp::Tensor& self, bp::IntList kernel_size, bp::I
   g.h = self.size(-2);
   g.w = self.size(-1);
   g.planes = (batched ? self.size(0) : 1) * g.c;
-  g.kernel = pair(kernel_size);
-  g.stride = stride.empty() ? g.kernel : pair(stride);
-  g.padding = pair(padding);
+  g.kernel = bp_common::windowPair(kernel_size);
+  g.stride = stride.empty() ? g.kernel : bp_common::windowPair(stride);
+  g.padding = bp_common::windowPair(padding);
   g.dilation = dilation;
   g.oh = bp_common::poolOutputSize(g.h, g.kernel[0], g.padding[0], g.stride[0], g.dilation[0], ceil_mode);
   g.ow = bp_common::poolOutputSize(g.w, g.kernel[1], g.padding[1], g.stride[1], g.dilation[1], ceil_mode);
@@ -400,7 +376,7 @@ bp::Tensor max_pool2d(const bp::Tensor& self, bp::IntList kernel_size, bp::IntLi
   checkCpu(kOp, self, "self");
   checkDtype(kOp, self, "self", kNnDtypes);
   ThreadScope threads;
-  const PoolGeometry g = poolGeometry(self, kernel_size, stride, padding, pair(dilation), ceil_mode);
+  const PoolGeometry g = poolGeometry(self, kernel_size, stride, padding, bp_common::windowPair(dilation), ceil_mode);
   const bp::Tensor out = poolOutput(self, g);
   if (out.numel() == 0) return out;
   if (self.dtype() == ScalarType::Float32 && self.is_contiguous() && g.dilation == std::array<int64_t, 2>{1, 1} &&
@@ -985,26 +961,6 @@ std::tuple<bp::Tensor, bp::Tensor, bp::Tensor> layer_norm_backward(const bp::Ten
 // [Window op gradients] in the dispatcher's backward_nn.cc). float32 and
 // float64; the host's composites serve the other dtypes.
 
-ConvGeometry convGeometry(const bp::Tensor& input, const bp::Tensor& weight, const bp::Tensor& grad_output,
-                          bp::IntList stride, bp::IntList padding, bp::IntList dilation, int64_t groups) {
-  const bool batched = input.dim() == 4;
-  ConvGeometry g;
-  g.n = batched ? input.size(0) : 1;
-  g.c = input.size(-3);
-  g.h = input.size(-2);
-  g.w = input.size(-1);
-  g.oc = weight.size(0);
-  g.kh = weight.size(2);
-  g.kw = weight.size(3);
-  g.oh = grad_output.size(-2);
-  g.ow = grad_output.size(-1);
-  g.stride = pair(stride);
-  g.padding = pair(padding);
-  g.dilation = pair(dilation);
-  g.groups = groups;
-  return g;
-}
-
 // The input's and the weight's (and the bias's) gradients of a float32
 // convolution with oneDNN's backward-data and backward-weights primitives,
 // over the plain layouts the tensors have (as the forward). `gi` and `gw`
@@ -1144,7 +1100,7 @@ std::tuple<bp::Tensor, bp::Tensor, bp::Tensor> conv2d_backward(const bp::Tensor&
   BP_PLUGIN_CHECK(output_mask.size() == 3, kOp, ": output_mask must have 3 values (input, weight, bias), got ",
                   output_mask.size());
   ThreadScope threads;
-  const ConvGeometry g = convGeometry(input, weight, grad_output, stride, padding, dilation, groups);
+  const ConvGeometry g = bp_common::convGeometry(input, weight, stride, padding, dilation, groups);
   bp::Tensor gi, gw, gb;
   if (output_mask[0]) gi = bp::Tensor::empty(input.sizes(), input.dtype(), kCpuDevice);
   if (output_mask[1]) gw = bp::Tensor::empty(weight.sizes(), weight.dtype(), kCpuDevice);
@@ -1209,7 +1165,7 @@ bp::Tensor max_pool2d_backward(const bp::Tensor& grad_output, const bp::Tensor& 
   checkCpu(kOp, self, "self");
   checkDtype(kOp, self, "self", {ScalarType::Float32, ScalarType::Float64});
   ThreadScope threads;
-  const PoolGeometry g = poolGeometry(self, kernel_size, stride, padding, pair(dilation), ceil_mode);
+  const PoolGeometry g = poolGeometry(self, kernel_size, stride, padding, bp_common::windowPair(dilation), ceil_mode);
   bp::Tensor gi = bp::Tensor::empty(self.sizes(), self.dtype(), kCpuDevice);
   if (gi.numel() == 0) return gi;
   const bp::Tensor go = contiguous(grad_output);

@@ -433,9 +433,8 @@ std::tuple<bp::Tensor, bp::Tensor, bp::Tensor> batch_norm_backward(
   const bp::Tensor& g = dense(kOp, grad_output, dtype, holders[0]);
   const bp::Tensor& x = dense(kOp, input, dtype, holders[1]);
   auto perChannel = [&](const std::optional<bp::Tensor>& t, const char* name, bp::Tensor& holder) -> const void* {
-    if (!t) return nullptr;
-    checkOnDevice(kOp, *t, name, device);
-    return dense(kOp, *t, dtype, holder).data_ptr();
+    const bp::Tensor* given = optionalOnDevice(kOp, t, name, device);
+    return given != nullptr ? dense(kOp, *given, dtype, holder).data_ptr() : nullptr;
   };
   const void* w = perChannel(weight, "weight", holders[2]);
   const void* rm = perChannel(running_mean, "running_mean", holders[3]);

@@ -39,17 +39,11 @@ namespace {
 
 // --- conv2d
 
-struct ConvArgs {
-  int64_t c, h, w;     // input channels and size
-  int64_t oc, kh, kw;  // weight
-  int64_t oh, ow;      // output size
-  int64_t sh, sw, ph, pw, dh, dw;
-  int64_t groups;
-};
+using bp_common::ConvGeometry;
 
 // cols[n][ci][ky][kx][p] for the chunk's images (Note [conv2d on the GPU]).
 template <class T>
-__global__ void im2colKernel(ConvArgs a, int64_t n, const T* x, T* cols) {
+__global__ void im2colKernel(ConvGeometry a, int64_t n, const T* x, T* cols) {
   gridStride(n, [&](int64_t e) {
     const int64_t p = e % (a.oh * a.ow), oy = p / a.ow, ox = p % a.ow;
     int64_t rest = e / (a.oh * a.ow);
@@ -57,14 +51,15 @@ __global__ void im2colKernel(ConvArgs a, int64_t n, const T* x, T* cols) {
     rest /= a.kw;
     const int64_t ky = rest % a.kh;
     const int64_t plane = rest / a.kh;  // image * c + channel
-    const int64_t iy = oy * a.sh - a.ph + ky * a.dh, ix = ox * a.sw - a.pw + kx * a.dw;
+    const int64_t iy = oy * a.stride[0] - a.padding[0] + ky * a.dilation[0],
+                  ix = ox * a.stride[1] - a.padding[1] + kx * a.dilation[1];
     cols[e] = iy >= 0 && iy < a.h && ix >= 0 && ix < a.w ? x[(plane * a.h + iy) * a.w + ix] : store<T>(0);
   });
 }
 
 // One output element per thread, for convolutions with many small groups.
 template <class T>
-__global__ void convDirectKernel(ConvArgs a, int64_t n, const T* x, const T* w, const T* bias, T* out) {
+__global__ void convDirectKernel(ConvGeometry a, int64_t n, const T* x, const T* w, const T* bias, T* out) {
   using Acc = gemm_acc_t<T>;
   const int64_t ocg = a.oc / a.groups, icg = a.c / a.groups;
   gridStride(n, [&](int64_t e) {
@@ -74,10 +69,10 @@ __global__ void convDirectKernel(ConvArgs a, int64_t n, const T* x, const T* w, 
       const T* xc = x + (img * a.c + oc / ocg * icg + ic) * a.h * a.w;
       const T* wc = w + (oc * icg + ic) * a.kh * a.kw;
       for (int64_t ky = 0; ky < a.kh; ++ky) {
-        const int64_t iy = oy * a.sh - a.ph + ky * a.dh;
+        const int64_t iy = oy * a.stride[0] - a.padding[0] + ky * a.dilation[0];
         if (iy < 0 || iy >= a.h) continue;
         for (int64_t kx = 0; kx < a.kw; ++kx) {
-          const int64_t ix = ox * a.sw - a.pw + kx * a.dw;
+          const int64_t ix = ox * a.stride[1] - a.padding[1] + kx * a.dilation[1];
           if (ix < 0 || ix >= a.w) continue;
           acc += static_cast<Acc>(load(xc[iy * a.w + ix])) * static_cast<Acc>(load(wc[ky * a.kw + kx]));
         }
@@ -114,19 +109,8 @@ bp::Tensor conv2d(const bp::Tensor& input, const bp::Tensor& weight, const std::
   if (bias != nullptr) checkOnDevice(kOp, *bias, "bias", device);
   const ScalarType dtype = input.dtype();
   const bool batched = input.dim() == 4;
-  const auto s = bp_common::windowPair(stride), p = bp_common::windowPair(padding), d = bp_common::windowPair(dilation);
-  ConvArgs a{};
-  a.c = input.size(-3);
-  a.h = input.size(-2);
-  a.w = input.size(-1);
-  a.oc = weight.size(0);
-  a.kh = weight.size(2);
-  a.kw = weight.size(3);
-  a.sh = s[0], a.sw = s[1], a.ph = p[0], a.pw = p[1], a.dh = d[0], a.dw = d[1];
-  a.groups = groups;
-  a.oh = bp_common::convOutputSize(a.h, a.kh, a.ph, a.sh, a.dh);
-  a.ow = bp_common::convOutputSize(a.w, a.kw, a.pw, a.sw, a.dw);
-  const int64_t images = batched ? input.size(0) : 1;
+  const ConvGeometry a = bp_common::convGeometry(input, weight, stride, padding, dilation, groups);
+  const int64_t images = a.n;
   bp::Tensor out = batched ? bp::Tensor::empty({images, a.oc, a.oh, a.ow}, dtype, device)
                            : bp::Tensor::empty({a.oc, a.oh, a.ow}, dtype, device);
   if (out.numel() == 0) return out;
@@ -152,7 +136,8 @@ bp::Tensor conv2d(const bp::Tensor& input, const bp::Tensor& weight, const std::
   if (b != nullptr)
     copyCast(kOp, out.as_strided({images, a.oc, positions}, {a.oc * positions, positions, 1}, out.storage_offset()),
              b->as_strided({images, a.oc, positions}, {0, 1, 0}, b->storage_offset()));
-  const bool direct_cols = a.kh == 1 && a.kw == 1 && a.sh == 1 && a.sw == 1 && a.ph == 0 && a.pw == 0;
+  const bool direct_cols =
+      a.kh == 1 && a.kw == 1 && a.stride[0] == 1 && a.stride[1] == 1 && a.padding[0] == 0 && a.padding[1] == 0;
   const int64_t cols_per_image = a.c * a.kh * a.kw * positions;
   const int64_t chunk =
       direct_cols ? images

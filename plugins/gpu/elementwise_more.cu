@@ -95,17 +95,10 @@ BP_GPU_HD M applyMoreBinary(MoreBinary op, M x, M y) {
 std::string describeZeroDivision(const ErrorSite& site, const int64_t (&)[4]) {
   return bp_common::zeroDivisionMessage(site.op);
 }
-constexpr ErrorSite kZeroDivisionSites[] = {
-    {"bp::div.out_mode", BP_INVALID_ARGUMENT, &describeZeroDivision, ""},
-    {"bp::floor_divide.out", BP_INVALID_ARGUMENT, &describeZeroDivision, ""},
-    {"bp::remainder.Tensor_out", BP_INVALID_ARGUMENT, &describeZeroDivision, ""},
-    {"bp::fmod.Tensor_out", BP_INVALID_ARGUMENT, &describeZeroDivision, ""},
-};
-const ErrorSite& zeroDivisionSite(const char* op) {
-  for (const ErrorSite& site : kZeroDivisionSites)
-    if (std::string_view(site.op) == op) return site;
-  bp::fail(BP_INTERNAL, std::string(op) + ": no zero-division error site (elementwise_more.cu's kZeroDivisionSites)");
-}
+constexpr ErrorSite kDivZeroSite{"bp::div.out_mode", BP_INVALID_ARGUMENT, &describeZeroDivision, ""};
+constexpr ErrorSite kFloorDivideZeroSite{"bp::floor_divide.out", BP_INVALID_ARGUMENT, &describeZeroDivision, ""};
+constexpr ErrorSite kRemainderZeroSite{"bp::remainder.Tensor_out", BP_INVALID_ARGUMENT, &describeZeroDivision, ""};
+constexpr ErrorSite kFmodZeroSite{"bp::fmod.Tensor_out", BP_INVALID_ARGUMENT, &describeZeroDivision, ""};
 
 // `zero_divisor`: where an integral division records a zero divisor (null:
 // no division, or a scalar divisor the host checked).
@@ -127,8 +120,11 @@ struct MoreBinaryFn {
 
 void failZeroDivision(const char* op) { bp::fail(BP_INVALID_ARGUMENT, bp_common::zeroDivisionMessage(op)); }
 
+// `zero_site`: where an integral division by zero is recorded (null for
+// the bitwise ops, which divide nothing).
 bp::Tensor moreBinary(const char* op, const bp::Tensor& self, const bp::Tensor& other, const bp::Tensor& out,
-                      std::initializer_list<ScalarType> supported, MoreBinary kind) {
+                      std::initializer_list<ScalarType> supported, MoreBinary kind,
+                      const ErrorSite* zero_site = nullptr) {
   const bp::Device device = callDevice(op, out, "out");
   checkDtype(op, out, "out", supported);
   visitDtype(out.dtype(), [&](auto tag) {
@@ -139,12 +135,12 @@ bp::Tensor moreBinary(const char* op, const bp::Tensor& self, const bp::Tensor& 
     const Operand<T> b = stage<T>(op, other, "other", device, out.dtype(), b_holder, b_shape);
     MoreBinaryFn<T> fn{kind};
     if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-      if (kind != MoreBinary::And && kind != MoreBinary::Or && kind != MoreBinary::Xor) {
+      if (zero_site != nullptr) {
         if (b.ptr == nullptr) {
           if (b.value == T(0)) failZeroDivision(op);  // a scalar divisor: known on the host
         } else if (out.numel() > 0) {
           fn.slot = deviceErrorSlot(device.index);
-          fn.zero_divisor = &zeroDivisionSite(op);
+          fn.zero_divisor = zero_site;
         }
       }
     }
@@ -165,16 +161,18 @@ bp::Tensor div_out_mode(const bp::Tensor& self, const bp::Tensor& other, std::op
   BP_PLUGIN_CHECK(*mode == "trunc" || *mode == "floor", op,
                   ": rounding_mode must be None, 'trunc' or 'floor', but got '", std::string(*mode), "'");
   return moreBinary(op, self, other, out, bp::kNumericScalarTypes,
-                    *mode == "trunc" ? MoreBinary::DivTrunc : MoreBinary::DivFloor);
+                    *mode == "trunc" ? MoreBinary::DivTrunc : MoreBinary::DivFloor, &kDivZeroSite);
 }
 bp::Tensor floor_divide_out(const bp::Tensor& self, const bp::Tensor& other, const bp::Tensor& out) {
-  return moreBinary("bp::floor_divide.out", self, other, out, bp::kNumericScalarTypes, MoreBinary::DivFloor);
+  return moreBinary("bp::floor_divide.out", self, other, out, bp::kNumericScalarTypes, MoreBinary::DivFloor,
+                    &kFloorDivideZeroSite);
 }
 bp::Tensor remainder_out(const bp::Tensor& self, const bp::Tensor& other, const bp::Tensor& out) {
-  return moreBinary("bp::remainder.Tensor_out", self, other, out, bp::kNumericScalarTypes, MoreBinary::Remainder);
+  return moreBinary("bp::remainder.Tensor_out", self, other, out, bp::kNumericScalarTypes, MoreBinary::Remainder,
+                    &kRemainderZeroSite);
 }
 bp::Tensor fmod_out(const bp::Tensor& self, const bp::Tensor& other, const bp::Tensor& out) {
-  return moreBinary("bp::fmod.Tensor_out", self, other, out, bp::kNumericScalarTypes, MoreBinary::Fmod);
+  return moreBinary("bp::fmod.Tensor_out", self, other, out, bp::kNumericScalarTypes, MoreBinary::Fmod, &kFmodZeroSite);
 }
 // Bitwise ops into a floating out (castable from the integral result):
 // computed in self's dtype, or int64 for mixed operands (and/or/xor of

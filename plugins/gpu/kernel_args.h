@@ -123,6 +123,16 @@ inline const bp::Tensor& dense(const char* op, const bp::Tensor& t, ScalarType d
   return holder;
 }
 
+// An optional floating operand (batch_norm's per-channel weight, bias and
+// running statistics): null when absent, else checked to be on `device`.
+inline const bp::Tensor* optionalOnDevice(const char* op, const std::optional<bp::Tensor>& t, const char* arg,
+                                          bp::Device device) {
+  if (!t || !t->defined()) return nullptr;
+  checkOnDevice(op, *t, arg, device);
+  checkDtype(op, *t, arg, kFloatDtypes);
+  return &*t;
+}
+
 // t as `dtype`: t itself when it has it, else a converted copy on the same
 // device kept in `holder`.
 inline const bp::Tensor& as(const char* op, const bp::Tensor& t, ScalarType dtype, bp::Tensor& holder) {

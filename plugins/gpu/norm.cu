@@ -348,14 +348,10 @@ bp::Tensor batch_norm(const bp::Tensor& input, const std::optional<bp::Tensor>& 
   const bp::Device device = callDevice(kOp, input, "input");
   const ScalarType dtype = input.dtype();
   const ScalarType param_dtype = dtype == ScalarType::Float64 ? ScalarType::Float64 : ScalarType::Float32;
-  auto given = [](const std::optional<bp::Tensor>& t) { return t && t->defined() ? &*t : nullptr; };
-  const bp::Tensor* params[4] = {given(weight), given(bias), given(running_mean), given(running_var)};
-  const char* names[4] = {"weight", "bias", "running_mean", "running_var"};
-  for (int i = 0; i < 4; ++i) {
-    if (params[i] == nullptr) continue;
-    checkOnDevice(kOp, *params[i], names[i], device);
-    checkDtype(kOp, *params[i], names[i], kFloatDtypes);
-  }
+  const bp::Tensor* params[4] = {optionalOnDevice(kOp, weight, "weight", device),
+                                 optionalOnDevice(kOp, bias, "bias", device),
+                                 optionalOnDevice(kOp, running_mean, "running_mean", device),
+                                 optionalOnDevice(kOp, running_var, "running_var", device)};
   const int64_t n = input.size(0), channels = input.size(1);
   const int64_t spatial = n * channels == 0 ? 0 : input.numel() / (n * channels);
   bp::Tensor out = bp::Tensor::empty(input.sizes(), dtype, device);

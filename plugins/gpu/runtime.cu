@@ -336,6 +336,9 @@ struct DeviceState {
   // Note [Graph capture and memory]: the capture in progress (at most one
   // per device) and the pools of graphs whose memory is still in use.
   std::unique_ptr<Capture> capture;  // null when none
+  // capture->stream, or null: written under `mutex`, read without it by the
+  // checks on every synchronisation (refuseOnCapturingStream).
+  std::atomic<gpuStream_t> capturing_stream{nullptr};
   std::vector<std::shared_ptr<GraphPool>> pools;
   std::unordered_set<const void*> graphs;  // the live GpuGraph handles
 };
@@ -359,9 +362,10 @@ DeviceState& state(int device) {
 // cannot be captured (Note [Graph capture and memory]). The capture stays
 // valid. refuseIfCapturing: for this thread's current stream.
 void refuseOnCapturingStream(int device, gpuStream_t stream, const char* what) {
-  DeviceState& s = state(device);
-  std::lock_guard<std::mutex> lock(s.mutex);
-  if (s.capture == nullptr || s.capture->stream != stream) return;
+  // No lock (this runs at every synchronisation): the answer is as current
+  // as a locked read's, which a capture begun by another thread just after
+  // would outdate too.
+  if (state(device).capturing_stream.load(std::memory_order_acquire) != stream) return;
   bp::fail(BP_FAILED_PRECONDITION,
            bp::detail::concat(BP_GPU_NAME ":", device, ": ", what,
                               " cannot be captured in a graph (the stream is capturing a graph); do it before or "
@@ -498,9 +502,22 @@ void* allocateFromPoolLocked(GraphPool& pool, int device, size_t size) {
   return p;
 }
 
-// Returns a pool block; frees the pool once its graph is gone and no block
-// of it is left. Under the device's mutex.
-void freeToPoolLocked(DeviceState& s, const std::shared_ptr<GraphPool>& pool, void* ptr) {
+// Frees `pool` once its graph is gone and no block of it is left. Under
+// the device's mutex.
+void releasePoolIfUnusedLocked(DeviceState& s, int device, const std::shared_ptr<GraphPool>& pool) {
+  if (pool->graph_alive || !pool->live.empty()) return;
+  // A replay may still be queued: its work ends before the pool goes (as
+  // cudaFree waits; the simulator's deferred streams would not).
+  DeviceGuard guard(device);
+  (void)gpuDeviceSynchronize();
+  (void)gpuFree(pool->base);
+  s.stats.reserved_bytes -= static_cast<int64_t>(pool->size);
+  s.pools.erase(std::find(s.pools.begin(), s.pools.end(), pool));
+}
+
+// Returns a pool block: reusable while the graph is being captured, else
+// the pool goes with its last block once the graph is gone.
+void freeToPoolLocked(DeviceState& s, int device, const std::shared_ptr<GraphPool>& pool, void* ptr) {
   const auto it = pool->live.find(ptr);
   const size_t size = it->second;
   pool->live.erase(it);
@@ -508,13 +525,7 @@ void freeToPoolLocked(DeviceState& s, const std::shared_ptr<GraphPool>& pool, vo
     pool->free[size].push_back(ptr);
     return;
   }
-  if (pool->graph_alive || !pool->live.empty()) return;
-  // A replay may still be queued: its work ends before the pool goes (as
-  // cudaFree waits; the simulator's deferred streams would not).
-  (void)gpuDeviceSynchronize();
-  (void)gpuFree(pool->base);
-  s.stats.reserved_bytes -= static_cast<int64_t>(pool->size);
-  s.pools.erase(std::find(s.pools.begin(), s.pools.end(), pool));
+  releasePoolIfUnusedLocked(s, device, pool);
 }
 
 void* allocateBlock(int device, size_t nbytes) {
@@ -587,7 +598,7 @@ void freeBlock(int device, void* ptr) {
   if (live == nullptr) {
     for (const std::shared_ptr<GraphPool>& pool : s.pools) {
       if (pool->live.count(ptr) != 0) {
-        freeToPoolLocked(s, pool, ptr);
+        freeToPoolLocked(s, device, pool, ptr);
         return;
       }
     }
@@ -909,6 +920,7 @@ class GpuBackend final : public bp::DeviceBackend {
     s.stats.reserved_bytes += static_cast<int64_t>(pool->size);
     s.pools.push_back(pool);
     s.capture = std::make_unique<Capture>(Capture{stream, std::move(pool), {}});
+    s.capturing_stream.store(stream, std::memory_order_release);
   }
 
   BP_Graph* endGraphCapture(int device, BP_Stream* handle) override {
@@ -923,6 +935,7 @@ class GpuBackend final : public bp::DeviceBackend {
                                     " is not capturing a graph (graph_capture_begin first)"));
       }
       capture = std::move(s.capture);
+      s.capturing_stream.store(nullptr, std::memory_order_release);
       capture->pool->capturing = false;
     }
     auto graph = std::make_unique<GpuGraph>(GpuGraph{nullptr, nullptr, capture->pool});
@@ -979,13 +992,7 @@ class GpuBackend final : public bp::DeviceBackend {
     DeviceState& s = state(device);
     std::lock_guard<std::mutex> lock(s.mutex);
     pool->graph_alive = false;
-    pool->capturing = false;
-    if (!pool->live.empty()) return;
-    DeviceGuard guard(device);
-    (void)gpuDeviceSynchronize();  // a replay may still be queued (see freeToPoolLocked)
-    (void)gpuFree(pool->base);
-    s.stats.reserved_bytes -= static_cast<int64_t>(pool->size);
-    s.pools.erase(std::find(s.pools.begin(), s.pools.end(), pool));
+    releasePoolIfUnusedLocked(s, device, pool);
   }
 
   // An app stream of `device` (not the default one); fails naming `what`.

@@ -403,7 +403,7 @@ Tensor indiceConv(const Tensor& features, const Tensor& filters, const Tensor& i
   Tensor out = Tensor::empty({s.num_out, s.cout}, features.dtype(), call.device);
   if (out.numel() == 0) return out;
   Tensor pairs, counts;
-  const DeviceRulebook rb = deviceRulebook(op, call.device, indice_pairs, indice_pair_num, pairs, counts);
+  const DeviceRulebook rb = deviceRulebook(kIndiceConvSites, call.device, indice_pairs, indice_pair_num, pairs, counts);
   const Tensor x = bp_spconv::contiguous(features), w = bp_spconv::contiguous(filters);
   const ProductOperands o{x.data_ptr(), w.data_ptr(), out.data_ptr(), s.num_in, s.num_out, s.cin, s.cout};
   sparseProduct(op, call, features.dtype(), o, rb, inverse ? 1 : 0, subm,
@@ -462,7 +462,8 @@ std::tuple<Tensor, Tensor> indiceConvBackward(const Tensor& features, const Tens
   Tensor input_grad = Tensor::empty({s.num_in, s.cin}, features.dtype(), call.device);
   Tensor filters_grad = Tensor::empty(filters.sizes(), filters.dtype(), call.device);
   Tensor pairs, counts;
-  const DeviceRulebook rb = deviceRulebook(op, call.device, indice_pairs, indice_pair_num, pairs, counts);
+  const DeviceRulebook rb =
+      deviceRulebook(kIndiceConvBackwardSites, call.device, indice_pairs, indice_pair_num, pairs, counts);
   const Tensor x = bp_spconv::contiguous(features), w = bp_spconv::contiguous(filters),
                g = bp_spconv::contiguous(out_grad);
   const int in_row = inverse ? 1 : 0;

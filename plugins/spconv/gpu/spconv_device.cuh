@@ -50,9 +50,11 @@ struct RulebookSites {
   RulebookSites {                                                                                                 \
     {OP, BP_INVALID_ARGUMENT, &describeRulebookPair, ""}, { OP, BP_INVALID_ARGUMENT, &describeRulebookCount, "" } \
   }
-inline constexpr RulebookSites kRulebookSites[] = {
-    BP_SPCONV_RULEBOOK_SITES("spconv::indice_conv"), BP_SPCONV_RULEBOOK_SITES("spconv::indice_conv_backward"),
-    BP_SPCONV_RULEBOOK_SITES("spconv::indice_maxpool"), BP_SPCONV_RULEBOOK_SITES("spconv::indice_maxpool_backward")};
+inline constexpr RulebookSites kIndiceConvSites = BP_SPCONV_RULEBOOK_SITES("spconv::indice_conv");
+inline constexpr RulebookSites kIndiceConvBackwardSites = BP_SPCONV_RULEBOOK_SITES("spconv::indice_conv_backward");
+inline constexpr RulebookSites kIndiceMaxpoolSites = BP_SPCONV_RULEBOOK_SITES("spconv::indice_maxpool");
+inline constexpr RulebookSites kIndiceMaxpoolBackwardSites =
+    BP_SPCONV_RULEBOOK_SITES("spconv::indice_maxpool_backward");
 #undef BP_SPCONV_RULEBOOK_SITES
 
 // The rulebook of a call on the device: indice_pairs [K, 2, P] and
@@ -166,15 +168,11 @@ inline void checkFloat(const char* op, const bp::Tensor& t, const char* name) {
       {bp::ScalarType::Float16, bp::ScalarType::BFloat16, bp::ScalarType::Float32, bp::ScalarType::Float64});
 }
 
-// The rulebook of a call of `op` (one of kRulebookSites'), contiguous
-// (copied on the device when it is not; the copies are kept alive by the
-// caller's holders).
-inline DeviceRulebook deviceRulebook(const char* op, bp::Device device, const bp::Tensor& pairs,
+// The rulebook of a call of the op `sites` name, contiguous (copied on the
+// device when it is not; the copies are kept alive by the caller's
+// holders).
+inline DeviceRulebook deviceRulebook(const RulebookSites& sites, bp::Device device, const bp::Tensor& pairs,
                                      const bp::Tensor& counts, bp::Tensor& pairs_holder, bp::Tensor& counts_holder) {
-  const RulebookSites* sites = nullptr;
-  for (const RulebookSites& s : kRulebookSites)
-    if (std::string_view(s.pair.op) == op) sites = &s;
-  BP_PLUGIN_CHECK(sites != nullptr, op, ": no rulebook error sites (spconv_device.cuh's kRulebookSites)");
   pairs_holder = bp_spconv::contiguous(pairs);
   counts_holder = bp_spconv::contiguous(counts);
   const int64_t K = pairs.size(0), P = pairs.size(2);
@@ -183,7 +181,7 @@ inline DeviceRulebook deviceRulebook(const char* op, bp::Device device, const bp
                         K,
                         P,
                         bp_gpu::deviceErrorSlot(device.index),
-                        sites};
+                        &sites};
 }
 
 // A[i, c] as the kernels' arithmetic type (float for the 16-bit floats).

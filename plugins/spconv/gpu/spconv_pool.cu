@@ -135,7 +135,8 @@ Tensor indiceMaxpool(const Tensor& features, const Tensor& indice_pairs, const T
   Tensor out = Tensor::empty({num_out, C}, features.dtype(), call.device);
   if (out.numel() == 0) return out;
   Tensor pairs, counts;
-  const DeviceRulebook rb = deviceRulebook(op, call.device, indice_pairs, indice_pair_num, pairs, counts);
+  const DeviceRulebook rb =
+      deviceRulebook(kIndiceMaxpoolSites, call.device, indice_pairs, indice_pair_num, pairs, counts);
   const Tensor x = bp_spconv::contiguous(features);
   const Tensor map = offsetMap(op, call, rb, 0, n_in, num_out);
   const int32_t* m = map.numel() == 0 ? nullptr : map.device_ptr<const int32_t>();
@@ -165,7 +166,8 @@ Tensor indiceMaxpoolBackward(const Tensor& features, const Tensor& out_features,
   Tensor input_grad = Tensor::empty({n_in, C}, features.dtype(), call.device);
   if (input_grad.numel() == 0) return input_grad;
   Tensor pairs, counts;
-  const DeviceRulebook rb = deviceRulebook(op, call.device, indice_pairs, indice_pair_num, pairs, counts);
+  const DeviceRulebook rb =
+      deviceRulebook(kIndiceMaxpoolBackwardSites, call.device, indice_pairs, indice_pair_num, pairs, counts);
   const Tensor x = bp_spconv::contiguous(features), y = bp_spconv::contiguous(out_features),
                g = bp_spconv::contiguous(out_grad);
   const Tensor map = offsetMap(op, call, rb, 0, n_in, num_out);          // output -> input
