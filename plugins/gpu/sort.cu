@@ -22,8 +22,19 @@
 // strides, only in rows longer than kTile, run one launch each over global
 // memory. A row of up to kTile entries is sorted in one launch; longer
 // rows take (log2(P / kTile) + 1) * log2(P / kTile) / 2 global steps.
-// topk sorts the whole line and keeps the first k (a selection that does
-// less work for k much smaller than the line is future work).
+//
+// Note [topk as a selection]
+// topk with k <= kTile / 2 of rows longer than a tile does not sort the
+// whole row. With K the power of two covering k, each round sorts every
+// tile of kTile entries on its own (best first, in shared memory) and keeps
+// its first K, so a row of L entries becomes L / kTile * K; when it fits in
+// one tile, it is sorted and its first k are the result. This is exact: an
+// entry among the row's first k has fewer than k entries before it in the
+// whole row, so fewer than K in its tile, and survives every round; the
+// order is strict and total and the entries keep their indices, so ties and
+// NaN come out as the full sort's. A row of 2^17 entries and k = 10 takes
+// two rounds (2^17 -> 2,048 -> 32 entries), 7 launches in all, where the
+// full sort takes 38.
 #include <algorithm>
 #include <cstdint>
 #include <tuple>
@@ -91,15 +102,18 @@ __global__ void sortLoadKernel(SortArgs a, OffsetCalculator<2> lines, int64_t st
 
 // Every step of sizes from first_size to last_size with strides below the
 // tile (each tile of kTile, or of P when shorter, in shared memory).
+// own_order: every tile sorted best first, as a row of its own (Note [topk
+// as a selection]), instead of in the direction of its place in its row.
 template <class V>
-__global__ void sortTileKernel(SortArgs a, V* keys, int64_t* idx, int64_t first_size, int64_t last_size) {
+__global__ void sortTileKernel(SortArgs a, V* keys, int64_t* idx, int64_t first_size, int64_t last_size,
+                               bool own_order) {
   const int64_t tile = a.padded < kTile ? a.padded : kTile;
   V* sv = dynamicShared<V>();
   int64_t* si = reinterpret_cast<int64_t*>(sv + kTile);
   const int64_t tiles = a.rows * (a.padded / tile);
   for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
-    const int64_t base = t * tile;           // in the scratch
-    const int64_t in_row = base % a.padded;  // the tile's first position in its row
+    const int64_t base = t * tile;                           // in the scratch
+    const int64_t in_row = own_order ? 0 : base % a.padded;  // the tile's first position in its row
     for (int64_t j = threadIdx.x; j < tile; j += blockDim.x) {
       sv[j] = keys[base + j];
       si[j] = idx[base + j];
@@ -129,6 +143,20 @@ __global__ void sortStepKernel(SortArgs a, V* keys, int64_t* idx, int64_t size, 
     const int64_t r = e / (a.padded / 2), p = e % (a.padded / 2);
     const int64_t i = 2 * stride * (p / stride) + p % stride;
     orderPair(keys + r * a.padded, idx + r * a.padded, i, i + stride, (i & size) == 0, a);
+  });
+}
+
+// The first `keep` entries of every tile of kTile into a row of
+// rows * (a.padded / kTile * keep) entries (Note [topk as a selection]).
+template <class V>
+__global__ void selectCompactKernel(SortArgs a, int64_t keep, const V* keys, const int64_t* idx, V* out_keys,
+                                    int64_t* out_idx) {
+  const int64_t kept = a.padded / kTile * keep;  // per row
+  gridStride(a.rows * kept, [&](int64_t e) {
+    const int64_t r = e / kept, t = e % kept / keep, j = e % keep;
+    const int64_t from = r * a.padded + t * kTile + j;
+    out_keys[e] = keys[from];
+    out_idx[e] = idx[from];
   });
 }
 
@@ -162,7 +190,7 @@ void sortLines(const char* op, const bp::Tensor& self, int64_t dim, bool descend
   const LinesAlong out = linesAlong(op, values, indices, d);
   int64_t padded = 1;
   while (padded < in.len) padded *= 2;
-  const SortArgs a{in.count, in.len, padded, descending};
+  SortArgs a{in.count, in.len, padded, descending};
   visitDtype(self.dtype(), [&](auto tag) {
     using T = decltype(tag);
     using V = opmath_t<T>;
@@ -182,16 +210,37 @@ void sortLines(const char* op, const bp::Tensor& self, int64_t dim, bool descend
     const int64_t tiles = a.rows * (padded / tile);
     const unsigned blocks =
         static_cast<unsigned>(std::min<int64_t>(tiles, static_cast<int64_t>(limits(device.index).sm_count) * 16));
-    auto tilePass = [&](int64_t first_size, int64_t last_size) {
+    auto tilePass = [&](int64_t first_size, int64_t last_size, bool own_order = false) {
       DeviceGuard guard(device.index);
       launch(&sortTileKernel<V>, dim3(blocks), dim3(static_cast<unsigned>(threads)), shared,
-             currentStream(device.index), a, kp, ip, first_size, last_size);
+             currentStream(device.index), a, kp, ip, first_size, last_size, own_order);
     };
-    if (padded > 1) tilePass(2, tile);
-    for (int64_t size = 2 * tile; size <= padded; size *= 2) {
-      for (int64_t stride = size / 2; stride >= tile; stride /= 2)
-        launchElements(&sortStepKernel<V>, a.rows * (padded / 2), 1, device.index, a, kp, ip, size, stride);
-      tilePass(size, size);
+    if (k <= kTile / 2 && padded > kTile) {
+      // Note [topk as a selection]: ping-pong between the scratch and a
+      // second one the size of the first round's survivors.
+      int64_t keep = 1;
+      while (keep < k) keep *= 2;
+      const int64_t second = a.rows * (padded / kTile * keep);
+      const bp::Tensor keys2 = bp::Tensor::empty({second}, key_dtype, device);
+      const bp::Tensor order2 = bp::Tensor::empty({second}, ScalarType::Int64, device);
+      V* spare_k = static_cast<V*>(keys2.data_ptr());
+      int64_t* spare_i = static_cast<int64_t*>(order2.data_ptr());
+      while (a.padded > kTile) {
+        tilePass(2, kTile, true);
+        launchElements(&selectCompactKernel<V>, a.rows * (a.padded / kTile * keep), 1, device.index, a, keep, kp, ip,
+                       spare_k, spare_i);
+        std::swap(kp, spare_k);
+        std::swap(ip, spare_i);
+        a.padded = a.padded / kTile * keep;
+      }
+      tilePass(2, a.padded, true);  // the row fits in one tile: `blocks` covers it
+    } else {
+      if (padded > 1) tilePass(2, tile);
+      for (int64_t size = 2 * tile; size <= padded; size *= 2) {
+        for (int64_t stride = size / 2; stride >= tile; stride /= 2)
+          launchElements(&sortStepKernel<V>, a.rows * (padded / 2), 1, device.index, a, kp, ip, size, stride);
+        tilePass(size, size);
+      }
     }
     launchElements(&sortStoreKernel<T, V>, a.rows * k, 1, device.index, a, k, out.lines, out.in_step, out.out_step, kp,
                    ip, static_cast<T*>(values.data_ptr()), static_cast<int64_t*>(indices.data_ptr()));

@@ -120,6 +120,43 @@ TEST_F(GpusimSortScanPadTest, SortAndTopkRunNativelyAndMatchTheCpuIndexForIndex)
   expectBoth({values, indices}, sort(t, 1, false));
 }
 
+// topk of a few entries of long rows is a selection (Note [topk as a
+// selection] in sort.cu): the CPU's values and indices exactly (ties in
+// index order, NaN the largest), along the last dim and dim 0 of a transposed view, over
+// one round, several, and k at the largest the selection takes; and it
+// launches a handful of kernels where the full sort launches dozens.
+TEST_F(GpusimSortScanPadTest, TopkOfLongRowsIsASelectionWithTheSortsResult) {
+  auto expectBoth = [](const std::tuple<Tensor, Tensor>& got, const std::tuple<Tensor, Tensor>& want) {
+    expectClose(std::get<0>(got), std::get<0>(want), 0, 0);
+    ASSERT_EQ(std::get<1>(got).cpu().toVector<int64_t>(), std::get<1>(want).toVector<int64_t>());
+  };
+  struct Case {
+    int64_t rows, n, k;
+  };
+  for (const Case& c : {Case{3, 1025, 1}, Case{2, 5000, 3}, Case{2, 3000, 512}, Case{1, 70000, 10}}) {
+    for (ScalarType dt : {ScalarType::Float32, ScalarType::Int32}) {
+      SCOPED_TRACE(::testing::Message() << dt << " " << c.rows << " x " << c.n << " k=" << c.k);
+      std::vector<double> v = input(c.rows, c.n, ScalarType::Float64).toVector<double>();  // 7 values: ties
+      if (dt == ScalarType::Float32) v[c.n / 2] = v[v.size() - 3] = std::nan("");
+      const Tensor x = Tensor(tensorFromVector<double>(v, {c.rows, c.n}, cpu())).to(dt);
+      const Tensor xs = x.to(sim());
+      for (bool largest : {true, false}) {
+        expectBoth(topk(xs, c.k, 1, largest), topk(x, c.k, 1, largest));
+        // The lines along dim 0 of a transposed view; the outputs' lines too.
+        expectBoth(topk(xs.transpose(0, 1), c.k, 0, largest), topk(x.transpose(0, 1), c.k, 0, largest));
+      }
+    }
+  }
+  const Tensor x = input(1, 1 << 17, ScalarType::Float32).to(sim());
+  auto launchesOf = [&](int64_t k) {
+    const int64_t before = activity("kernel_launches");
+    const auto r = topk(x, k, 1, true);
+    return activity("kernel_launches") - before;
+  };
+  EXPECT_EQ(launchesOf(10), 7) << "load, two rounds of a tile pass and a compaction, the last tile, store";
+  EXPECT_GE(launchesOf(1 << 16), 38) << "k past the selection's limit: the full sort";
+}
+
 TEST_F(GpusimSortScanPadTest, FlipAndPadsRunNativelyAndMatchTheCpu) {
   for (const char* op : {"bp::flip.out", "bp::constant_pad_nd.out", "bp::reflection_pad1d.out",
                          "bp::reflection_pad2d.out", "bp::reflection_pad3d.out", "bp::replication_pad1d.out",
