@@ -21,6 +21,17 @@
 //     thread meeting the device takes from before creating one. Handles live
 //     for the process: destroying them at exit could run after the CUDA
 //     runtime has shut down.
+//
+// Note [Libraries opened on first use]
+// cuBLAS is not linked: the first product opens libcublas.so.<major> (the
+// major version of the cublas_v2.h the plugin was built with; the file
+// BACKPLANE_CUBLAS_LIBRARY names, when set) and resolves the few functions
+// the plugin calls. Loading the plugin then maps neither libcublas nor
+// libcublasLt (~600 MB, ~60 ms to relocate), which a process that never
+// multiplies matrices on the GPU, or has no GPU, would pay for nothing. A
+// test holds that (GpuPluginLoad.LoadingMapsNoCublas). NCCL is opened the
+// same way (nccl_engine.cu). A missing cuBLAS fails the product that needed
+// it, naming the files tried and what to install.
 #include <cublas_v2.h>
 
 #include <climits>
@@ -32,14 +43,72 @@
 #include <vector>
 
 #include "cublas_gemm.h"
+#include "cuda/cuda_libraries.h"
 
 namespace bp_gpu {
 namespace {
 
+#define BP_CUBLAS_STR(x) #x
+#define BP_CUBLAS_XSTR(x) BP_CUBLAS_STR(x)
+
+// The cuBLAS functions the plugin calls, resolved from the library once
+// (Note [Libraries opened on first use]). cublas_v2.h maps some names to
+// their _v2 symbols (cublasCreate -> cublasCreate_v2): BP_CUBLAS_XSTR gives
+// the symbol.
+struct CublasApi {
+  decltype(&cublasCreate) create = nullptr;
+  decltype(&cublasSetStream) setStream = nullptr;
+  // The C functions (the header adds C++ overloads of these two).
+  using GemmEx = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
+                                    const void*, cudaDataType, int, const void*, cudaDataType, int, const void*, void*,
+                                    cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
+  using GemmStridedBatchedEx = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                                                  const void*, const void*, cudaDataType, int, long long, const void*,
+                                                  cudaDataType, int, long long, const void*, void*, cudaDataType, int,
+                                                  long long, int, cublasComputeType_t, cublasGemmAlgo_t);
+  GemmEx gemmEx = nullptr;
+  GemmStridedBatchedEx gemmStridedBatchedEx = nullptr;
+  decltype(&cublasGetStatusName) statusName = nullptr;
+  decltype(&cublasGetStatusString) statusString = nullptr;
+  std::string unavailable;  // why cuBLAS cannot be used; empty when it can
+};
+
+CublasApi loadCublas() {
+  CublasApi api;
+  const std::string soname = "libcublas.so." BP_CUBLAS_XSTR(CUBLAS_VER_MAJOR);
+  std::string tried, opened;
+  void* lib = bp_cuda::openFirst(bp_cuda::libraryCandidates("BACKPLANE_CUBLAS_LIBRARY", soname), &tried, &opened);
+  if (lib == nullptr) {
+    api.unavailable = "cuBLAS could not be opened (install the CUDA toolkit's cuBLAS " BP_CUBLAS_XSTR(
+                          CUBLAS_VER_MAJOR) ", put its directory on LD_LIBRARY_PATH, or name the file in "
+                                            "BACKPLANE_CUBLAS_LIBRARY):" +
+                      tried;
+    return api;
+  }
+  using bp_cuda::resolve;
+  const bool ok = resolve(lib, BP_CUBLAS_XSTR(cublasCreate), api.create) &&
+                  resolve(lib, BP_CUBLAS_XSTR(cublasSetStream), api.setStream) &&
+                  resolve(lib, BP_CUBLAS_XSTR(cublasGemmEx), api.gemmEx) &&
+                  resolve(lib, BP_CUBLAS_XSTR(cublasGemmStridedBatchedEx), api.gemmStridedBatchedEx) &&
+                  resolve(lib, BP_CUBLAS_XSTR(cublasGetStatusName), api.statusName) &&
+                  resolve(lib, BP_CUBLAS_XSTR(cublasGetStatusString), api.statusString);
+  if (!ok)
+    api.unavailable = "the cuBLAS library " + opened + " lacks functions of cuBLAS " BP_CUBLAS_XSTR(CUBLAS_VER_MAJOR);
+  return api;
+}
+
+// The API, opened on the first call; throws when cuBLAS cannot be used.
+const CublasApi& cublas() {
+  static const CublasApi api = loadCublas();
+  if (!api.unavailable.empty())
+    bp::fail(BP_FAILED_PRECONDITION, "matrix products on " BP_GPU_NAME " need cuBLAS: " + api.unavailable);
+  return api;
+}
+
 void checkCublas(cublasStatus_t status, const char* what) {
   if (status == CUBLAS_STATUS_SUCCESS) return;
   bp::fail(status == CUBLAS_STATUS_ALLOC_FAILED ? BP_RESOURCE_EXHAUSTED : BP_INTERNAL,
-           bp::detail::concat(what, ": ", cublasGetStatusName(status), ": ", cublasGetStatusString(status)));
+           bp::detail::concat(what, ": ", cublas().statusName(status), ": ", cublas().statusString(status)));
 }
 
 // The handles a thread holds, one per device: found without a lock on
@@ -99,13 +168,13 @@ cublasHandle_t ThreadHandles::get(int device, gpuStream_t stream) {
   }
   if (entry == nullptr) {
     cublasHandle_t h = handlePool().take(device);
-    if (h == nullptr) checkCublas(cublasCreate(&h), "cublasCreate");  // slow: once per device and thread
-    entries_.push_back(Entry{device, nullptr, h});                    // kept (not leaked) even if binding it fails
+    if (h == nullptr) checkCublas(cublas().create(&h), "cublasCreate");  // slow: once per device and thread
+    entries_.push_back(Entry{device, nullptr, h});                       // kept (not leaked) even if binding it fails
     entry = &entries_.back();
-    checkCublas(cublasSetStream(h, stream), "cublasSetStream");
+    checkCublas(cublas().setStream(h, stream), "cublasSetStream");
     entry->stream = stream;
   } else if (entry->stream != stream) {
-    checkCublas(cublasSetStream(entry->handle, stream), "cublasSetStream");
+    checkCublas(cublas().setStream(entry->handle, stream), "cublasSetStream");
     entry->stream = stream;
   }
   return entry->handle;
@@ -177,15 +246,15 @@ bool cublasGemm(MatrixView a, MatrixView b, MatrixView c, bp::ScalarType dtype, 
   const int m = static_cast<int>(c.rows), n = static_cast<int>(c.cols), k = static_cast<int>(a.cols);
   if (c.batch == 1) {
     checkCublas(
-        cublasGemmEx(handle, op_a, op_b, m, n, k, alpha, a.data, type, static_cast<int>(lda), b.data, type,
-                     static_cast<int>(ldb), beta, c.data, type, static_cast<int>(ldc), compute, CUBLAS_GEMM_DEFAULT),
+        cublas().gemmEx(handle, op_a, op_b, m, n, k, alpha, a.data, type, static_cast<int>(lda), b.data, type,
+                        static_cast<int>(ldb), beta, c.data, type, static_cast<int>(ldc), compute, CUBLAS_GEMM_DEFAULT),
         "cublasGemmEx");
   } else {
-    checkCublas(
-        cublasGemmStridedBatchedEx(handle, op_a, op_b, m, n, k, alpha, a.data, type, static_cast<int>(lda), a.sb,
-                                   b.data, type, static_cast<int>(ldb), b.sb, beta, c.data, type, static_cast<int>(ldc),
-                                   c.sb, static_cast<int>(c.batch), compute, CUBLAS_GEMM_DEFAULT),
-        "cublasGemmStridedBatchedEx");
+    checkCublas(cublas().gemmStridedBatchedEx(handle, op_a, op_b, m, n, k, alpha, a.data, type, static_cast<int>(lda),
+                                              a.sb, b.data, type, static_cast<int>(ldb), b.sb, beta, c.data, type,
+                                              static_cast<int>(ldc), c.sb, static_cast<int>(c.batch), compute,
+                                              CUBLAS_GEMM_DEFAULT),
+                "cublasGemmStridedBatchedEx");
   }
   return true;
 }

@@ -47,7 +47,6 @@
 //   NCCL's communicators are not for concurrent callers. Not a hot path.
 // - Communicators live until the process exits (destroying one waits for
 //   its peers).
-#include <dlfcn.h>
 #include <nccl.h>
 
 #include <atomic>
@@ -60,6 +59,7 @@
 #include <vector>
 
 #include "bp_common/collectives.h"
+#include "cuda/cuda_libraries.h"
 #include "cuda/nccl_engine.h"
 #include "gpu/runtime.h"
 
@@ -106,32 +106,10 @@ struct NcclApi {
   std::string unavailable;  // why NCCL cannot be used; empty when it can
 };
 
-template <class F>
-bool resolve(void* lib, const char* name, F& slot) {
-  slot = reinterpret_cast<F>(dlsym(lib, name));
-  return slot != nullptr;
-}
-
 NcclApi loadNccl() {
   NcclApi n;
-  std::vector<std::string> candidates;
-  if (const char* env = std::getenv("BACKPLANE_NCCL_LIBRARY"); env != nullptr && *env != '\0') {
-    candidates.emplace_back(env);
-  } else {
-    candidates.emplace_back("libnccl.so.2");
-#ifdef BP_CUDA_TOOLKIT_LIBDIR
-    candidates.emplace_back(BP_CUDA_TOOLKIT_LIBDIR "/libnccl.so.2");
-#endif
-  }
-  void* lib = nullptr;
   std::string tried, opened;
-  for (const std::string& c : candidates) {
-    lib = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL);
-    opened = c;
-    if (lib != nullptr) break;
-    const char* why = dlerror();
-    tried += "\n  " + c + ": " + (why ? why : "not found");
-  }
+  void* lib = openFirst(libraryCandidates("BACKPLANE_NCCL_LIBRARY", "libnccl.so.2"), &tried, &opened);
   if (lib == nullptr) {
     n.unavailable =
         "NCCL could not be opened (install NCCL 2.10 or newer: the CUDA toolkit's libnccl, Debian's "

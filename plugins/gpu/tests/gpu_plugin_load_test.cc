@@ -115,6 +115,22 @@ TEST_P(GpuPluginLoadTest, CliListsTheDevicesOrTheReason) {
       << out;
 }
 
+// Loading the CUDA plugin maps no cuBLAS (Note [Libraries opened on first
+// use] in plugins/cuda/cublas_gemm.cu): libcublasLt alone costs ~60 ms of
+// every start. Asking for the devices does not open it either; a product
+// does, on a machine with a GPU.
+TEST_P(GpuPluginLoadTest, LoadingMapsNoCublas) {
+  rt_->devices();
+  std::unique_ptr<FILE, int (*)(FILE*)> maps(std::fopen("/proc/self/maps", "r"), &std::fclose);
+  ASSERT_TRUE(maps);
+  std::string text;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, maps.get())) text.append(buf, n);
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("libcublas"))) << "loading " << GetParam().path << " mapped cuBLAS";
+  const std::string path = GetParam().path;
+  EXPECT_THAT(text, HasSubstr(path.substr(path.rfind('/') + 1))) << "the plugin itself is mapped";
+}
+
 INSTANTIATE_TEST_SUITE_P(Built, GpuPluginLoadTest,
                          ::testing::ValuesIn(gpu_test::builtPlugins(gpu_test::WithSimulator::kNo)),
                          [](const ::testing::TestParamInfo<GpuPlugin>& info) { return std::string(info.param.type); });
