@@ -58,7 +58,7 @@ from ._backplane import bool as bool_  # noqa: F401
 from ._backplane import from_dlpack, tensor  # noqa: F401
 
 from ._backplane import initial_seed, manual_seed  # noqa: F401
-from ._backplane import Event, Stream, default_stream  # noqa: F401
+from ._backplane import Event, Graph, Stream, default_stream  # noqa: F401
 from .streams import current_stream, stream  # noqa: F401
 
 from . import _ops

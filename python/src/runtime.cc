@@ -55,6 +55,7 @@ void bindRuntime(nb::module_& m) {
       .def_ro("event_wait_device", &DeviceCapabilities::event_wait_device)
       .def_ro("event_query", &DeviceCapabilities::event_query)
       .def_ro("event_timing", &DeviceCapabilities::event_timing)
+      .def_ro("graphs", &DeviceCapabilities::graphs)
       .def_ro("host_accessible", &DeviceCapabilities::host_accessible)
       .def_ro("dlpack", &DeviceCapabilities::dlpack)
       .def("__repr__", [](const DeviceCapabilities& c) { return "backplane.DeviceCapabilities(" + c.str() + ")"; });

@@ -1,9 +1,12 @@
 // Streams and events from Python: backplane/runtime/stream.h's Stream and
 // Event (Note [Streams in the application API]), named as torch.cuda's
 // (Stream, Event, current_stream, default_stream, record_event, wait_event,
-// wait_stream, query, synchronize; `bp.stream(s)` and `bp.current_stream`
-// are Python's, python/backplane/streams.py). A device without
-// streams (the CPU) raises UnimplementedError, naming the device.
+// wait_stream, query, synchronize, Event(enable_timing=True) and
+// elapsed_time; `bp.stream(s)` and `bp.current_stream` are Python's,
+// python/backplane/streams.py), and Graph (Note [Graphs in the application
+// API]; torch.cuda.CUDAGraph). A device without streams (the CPU) raises
+// UnimplementedError, naming the device.
+#include <nanobind/stl/function.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
@@ -32,8 +35,15 @@ void bindStreams(nb::module_& m) {
                     "stream's work; wait() makes another stream wait for it without blocking the host; "
                     "synchronize() blocks the host; query() says whether it has completed.")
       .def(
-          "__init__", [](Event* self, nb::handle device) { new (self) Event(deviceArg(device, "Event()")); },
-          nb::arg("device"), nb::sig("def __init__(self, device: str | Device) -> None"))
+          "__init__",
+          [](Event* self, nb::handle device, bool enable_timing) {
+            const Device d = deviceArg(device, "Event()");
+            new (self) Event(enable_timing ? Event::timed(d) : Event(d));
+          },
+          nb::arg("device"), nb::kw_only(), nb::arg("enable_timing") = false,
+          nb::sig("def __init__(self, device: str | Device, *, enable_timing: bool = False) -> None"),
+          "An event of `device`. enable_timing=True: each record() also takes the time the device reaches it, "
+          "for elapsed_time() (a device without event timing raises UnimplementedError).")
       .def_prop_ro("device", &Event::device)
       .def(
           "record",
@@ -63,6 +73,15 @@ void bindStreams(nb::module_& m) {
           },
           "Blocks until the event has completed (at once if it was never recorded).")
       .def("query", &Event::query, "Whether the event has completed, without blocking.")
+      .def(
+          "elapsed_time",
+          [](const Event& start, const Event& end) {
+            nb::gil_scoped_release unlocked;
+            return start.elapsedMs(end);
+          },
+          nb::arg("end"),
+          "Milliseconds of device time from this event to `end`: both made with enable_timing=True on one "
+          "device, recorded and completed (synchronize `end` first; FailedPreconditionError otherwise).")
       .def("__repr__", [](const Event& e) { return "backplane.Event(device='" + e.device().str() + "')"; });
 
   nb::class_<Stream>(m, "Stream",
@@ -106,6 +125,35 @@ void bindStreams(nb::module_& m) {
              return std::hash<std::string>()(s.device().str()) ^ std::hash<const void*>()(s.handle());
            })
       .def("__repr__", &streamRepr);
+
+  nb::class_<Graph>(m, "Graph",
+                    "Work captured once from a stream and replayed with one launch (torch.cuda.CUDAGraph). "
+                    "Graph.capture(stream, fn) runs fn() with `stream` current, recording the device work it "
+                    "queues instead of running it; replay() queues that work again on the same stream, reading "
+                    "and writing the same tensors: refill inputs in place (x.copy_(...)) and read the outputs "
+                    "fn made. Numbers and 0-d CPU tensors fn passes are read at the capture. What a replay "
+                    "cannot repeat (host reads, copies from the host, synchronizing, CPU fallbacks) raises "
+                    "during the capture. Devices with graphs: Runtime capabilities(device).graphs.")
+      .def_static(
+          "capture",
+          [](const Stream& stream, const std::function<void()>& fn, size_t pool_bytes) {
+            return Graph::capture(stream, fn, GraphOptions{pool_bytes});
+          },
+          nb::arg("stream"), nb::arg("fn"), nb::kw_only(), nb::arg("pool_bytes") = GraphOptions{}.pool_bytes,
+          "Captures the work fn() queues on `stream` (not the device's default stream: make one with "
+          "Stream(device)). The memory fn allocates comes from a pool of pool_bytes kept for the graph. If fn "
+          "raises, the capture is discarded and the exception propagates.")
+      .def(
+          "replay",
+          [](const Graph& g) {
+            nb::gil_scoped_release unlocked;
+            g.replay();
+          },
+          "Queues the captured work again on its stream; the host does not wait (synchronize the stream, or "
+          "read a result).")
+      .def_prop_ro("stream", &Graph::stream)
+      .def_prop_ro("device", &Graph::device)
+      .def("__repr__", [](const Graph& g) { return "backplane.Graph(" + streamRepr(g.stream()) + ")"; });
 
   // bp.current_stream (python/backplane/streams.py) returns the Stream
   // object made current where it can: this one is the device's bare handle.

@@ -109,3 +109,78 @@ with bp.stream(a):
     t.start(); t.join()
 assert seen == [True]
 """)
+
+
+def test_timed_events_measure_device_time_and_untimed_ones_refuse(run_on_gpusim):
+    run_on_gpusim("""
+assert bp.capabilities(dev).event_timing and not bp.capabilities("cpu").event_timing
+start, end = bp.Event(dev, enable_timing=True), bp.Event(dev, enable_timing=True)
+x = bp.ones(1 << 16, device=dev)
+side = bp.Stream(dev)
+with bp.stream(side):
+    start.record()
+    for _ in range(20):
+        x = x * 1.0001
+    end.record()
+try:
+    start.elapsed_time(end)
+    raise AssertionError("gpusim defers a side stream's work until it is forced")
+except bp.FailedPreconditionError as e:
+    assert "not completed yet" in str(e), str(e)
+end.synchronize()
+ms = start.elapsed_time(end)
+assert isinstance(ms, float) and ms >= 0.0, ms
+plain = bp.Event(dev)
+plain.record()
+try:
+    start.elapsed_time(plain)
+    raise AssertionError("an event made without timing has no time")
+except bp.InvalidArgumentError as e:
+    assert "made without timing" in str(e) and "enable_timing=True" in str(e), str(e)
+""")
+    with pytest.raises(bp.UnimplementedError, match="cpu has no events"):
+        bp.Event("cpu", enable_timing=True)
+
+
+def test_a_graph_replays_its_captured_work_on_refilled_inputs(run_on_gpusim):
+    run_on_gpusim("""
+assert bp.capabilities(dev).graphs and not bp.capabilities("cpu").graphs
+side = bp.Stream(dev)
+x = bp.zeros(32, device=dev)
+outs = []
+def layer():
+    outs.append((x * 2 + 1).relu())
+g = bp.Graph.capture(side, layer)
+assert g.stream == side and str(g.device) == dev and "Graph" in repr(g)
+(y,) = outs
+for v in (3.0, -4.0, 0.5):
+    x.copy_(bp.full([32], v))   # refill the input in place
+    g.replay()
+    side.synchronize()
+    assert y.cpu().tolist() == [max(2 * v + 1, 0.0)] * 32, (v, y.cpu().tolist())
+""")
+
+
+def test_what_a_graph_cannot_replay_raises_during_the_capture_and_leaves_it_clean(run_on_gpusim):
+    run_on_gpusim("""
+side = bp.Stream(dev)
+x = bp.ones(8, device=dev)
+for fn, err, text in ((lambda: x.sum().item(), bp.FailedPreconditionError, "cannot be captured"),
+                      (lambda: bp.zeros(1 << 20, device=dev), bp.ResourceExhaustedError, "pool_bytes=")):
+    try:
+        bp.Graph.capture(side, fn, pool_bytes=1 << 16)
+        raise AssertionError("captured " + text)
+    except err as e:
+        assert text in str(e), str(e)
+class Stop(Exception):
+    pass
+try:
+    bp.Graph.capture(side, lambda: (_ for _ in ()).throw(Stop()))
+    raise AssertionError("the exception was swallowed")
+except Stop:
+    pass
+out = []
+g = bp.Graph.capture(side, lambda: out.append(x + 1))   # the device captures again after each failure
+g.replay(); side.synchronize()
+assert out[0].cpu().tolist() == [2.0] * 8
+""")

@@ -130,7 +130,7 @@ Event::Event(Device device) : device_(device.resolved()) {
 
 Event Event::timed(Device device) {
   const Device d = device.resolved();
-  return Event(d, withEvents(d, "Event::timed").createTimedEvent(d));
+  return Event(d, withEvents(d, "Event::timed").createTimedEvent(d), true);
 }
 
 Event::~Event() {
@@ -142,13 +142,15 @@ Event::~Event() {
   }
 }
 
-Event::Event(Event&& other) noexcept : device_(other.device_), handle_(std::exchange(other.handle_, nullptr)) {}
+Event::Event(Event&& other) noexcept
+    : device_(other.device_), handle_(std::exchange(other.handle_, nullptr)), timed_(other.timed_) {}
 
 Event& Event::operator=(Event&& other) noexcept {
   if (this != &other) {
     Event old(std::move(*this));  // destroys ours
     device_ = other.device_;
     handle_ = std::exchange(other.handle_, nullptr);
+    timed_ = other.timed_;
   }
   return *this;
 }
@@ -194,6 +196,10 @@ double Event::elapsedMs(const Event& end) const {
   if (!(device_ == end.device_)) {
     BP_THROW(kInvalidArgument, "Event::elapsedMs: the start event is on ", device_.str(), " but the end event on ",
              end.device_.str(), "; time two events of one device");
+  }
+  if (!timed_ || !end.timed_) {
+    BP_THROW(kInvalidArgument, "Event::elapsedMs: the ", timed_ ? "end" : "start",
+             " event was made without timing; make both with Event::timed (enable_timing=True in Python)");
   }
   return withEvents(device_, "Event::elapsedMs").eventElapsedMs(device_, handle_, end.handle_);
 }

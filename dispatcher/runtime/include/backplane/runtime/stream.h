@@ -133,9 +133,11 @@ class Event {
   DeviceInterface::EventHandle handle() const { return handle_; }
 
  private:
-  Event(Device device, DeviceInterface::EventHandle handle) : device_(device), handle_(handle) {}
+  Event(Device device, DeviceInterface::EventHandle handle, bool timed)
+      : device_(device), handle_(handle), timed_(timed) {}
   Device device_;
   DeviceInterface::EventHandle handle_ = nullptr;
+  bool timed_ = false;  // made by timed()
 };
 
 // Note [Graphs in the application API]
