@@ -66,6 +66,13 @@ RATIOS = [
     ("BM_Cuda_Add_64M_f32", "BM_Cuda_Memcpy_D2D_64M_f32", "speed", ">= 0.95x", lambda r: r >= 0.95),
     ("BM_Cuda_Matmul_4096", "BM_Cublas_Sgemm_4096", "speed", ">= 0.97x", lambda r: r >= 0.97),
     ("BM_Cuda_Add_Tiny_EndToEnd", "BM_Cuda_EmptyKernelLaunch", "diff", "<= +1000 ns", lambda d: d <= 1000.0),
+    # Against PyTorch on the same GPU (scripts/gpu-check/torch_baseline.py's
+    # JSON among the inputs: its figures become Torch_* baselines).
+    ("BM_Cuda_EncoderLayer_f32", "Torch_EncoderLayer_f32", "speed", "(report)", None),
+    ("BM_Cuda_EncoderLayer_Graph_f32", "Torch_EncoderLayer_f32", "time", "<= 0.6x", lambda r: r <= 0.6),
+    ("BM_Cuda_EncoderLayer_Graph_f32", "Torch_EncoderLayer_CudaGraph_f32", "speed", "(report)", None),
+    ("BM_Cuda_EncoderLayer_Graph_f32", "BM_Cuda_EncoderLayer_f32", "speed", "(report)", None),
+    ("BM_Cuda_ResNetBlock_f32", "Torch_ResNetBlock_f32", "speed", ">= 0.9x", lambda r: r >= 0.9),
     # Row kernels against the memory system: bytes per second over the
     # copy's (each reads its input and writes its output once).
     ("BM_Cuda_Softmax_LayerNorm", "BM_Cuda_Memcpy_D2D_64M_f32", "bandwidth", "(report)", None),
@@ -88,7 +95,18 @@ def medians(paths):
     return out, bandwidth
 
 
+# torch_baseline.py's figures (milliseconds) as baselines of the ratios.
+TORCH_FIGURES = {"encoder_layer_fp32_ms": "Torch_EncoderLayer_f32",
+                 "encoder_layer_fp32_cudagraph_ms": "Torch_EncoderLayer_CudaGraph_f32",
+                 "resnet_block_fp32_ms": "Torch_ResNetBlock_f32"}
+
+
 def add_medians(data, out, bandwidth):
+    if "benchmarks" not in data:  # torch_baseline.py's output
+        for key, name in TORCH_FIGURES.items():
+            if key in data:
+                out[name] = data[key] * 1e6
+        return
     for b in data["benchmarks"]:
         if b.get("error_occurred"):  # skipped (no device, plugin missing): no time to compare
             continue

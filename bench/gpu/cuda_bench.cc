@@ -24,6 +24,15 @@
 //                                heads), float32, TF32 off, no profiler; synchronized per layer.
 //                                PyTorch eager runs the same layer in shared/gpu-check's
 //                                torch_baseline.py (0.61 ms on an H100; target <= 0.55 ms)
+//   BM_Cuda_EncoderLayer_Graph_f32  the same layer captured once as a graph (backplane::Graph,
+//                                Note [Graphs in the application API]) on a side stream and
+//                                replayed, the stream synchronized per layer: the host's launch
+//                                cost gone (target <= 0.6x PyTorch eager's time for the layer)
+//   BM_Cuda_ResNetBlock_f32      a ResNet basic block (conv3x3, batch_norm, relu, conv3x3,
+//                                batch_norm, the identity added, relu) on [32, 64, 56, 56] float32,
+//                                batch_norm in evaluation mode, TF32 off, synchronized per block;
+//                                PyTorch eager runs the same block (cuDNN) in torch_baseline.py
+//                                (target >= 0.9x its speed)
 //   BM_Cuda_SubmConv3x3x3_C64    spconv::indice_conv of a submanifold 3x3x3 convolution, 64 -> 64
 //                                channels, on the synthetic KITTI scan of bench/spconv (about 32k
 //                                voxels), rulebook built beforehand on the device; synchronized
@@ -82,6 +91,7 @@
 #include "backplane/ops/ops.h"
 #include "backplane/runtime/collectives.h"
 #include "backplane/runtime/runtime.h"
+#include "backplane/runtime/stream.h"
 #include "empty_kernel.h"
 #include "encoder.h"
 #include "lidar_synth.h"
@@ -163,8 +173,8 @@ struct DeviceBuffer {
   ~DeviceBuffer() { cudaFree(ptr); }
   void* ptr = nullptr;
 };
-struct Stream {
-  ~Stream() {
+struct RawStream {
+  ~RawStream() {
     if (s != nullptr) cudaStreamDestroy(s);
   }
   cudaStream_t s = nullptr;
@@ -201,7 +211,7 @@ void BM_Cuda_Memcpy_D2D_64M_f32(benchmark::State& state) {
   if (!cudaDeviceReady(state)) return;
   const size_t bytes = static_cast<size_t>(kAddBytes / 2);  // read + written = add's (Note [Same bytes moved])
   DeviceBuffer src, dst;
-  Stream stream;
+  RawStream stream;
   if (!cudaOk(state, cudaMalloc(&src.ptr, bytes), "cudaMalloc") ||
       !cudaOk(state, cudaMalloc(&dst.ptr, bytes), "cudaMalloc") ||
       !cudaOk(state, cudaMemset(src.ptr, 1, bytes), "cudaMemset") ||
@@ -290,7 +300,7 @@ void runCublasSgemm(benchmark::State& state, int64_t m, int64_t k, int64_t n) {
   if (!cudaDeviceReady(state)) return;
   const auto bytes = [](int64_t rows, int64_t cols) { return static_cast<size_t>(rows * cols) * sizeof(float); };
   DeviceBuffer a, b, c;
-  Stream stream;
+  RawStream stream;
   if (!cudaOk(state, cudaMalloc(&a.ptr, bytes(m, k)), "cudaMalloc") ||
       !cudaOk(state, cudaMalloc(&b.ptr, bytes(k, n)), "cudaMalloc") ||
       !cudaOk(state, cudaMalloc(&c.ptr, bytes(m, n)), "cudaMalloc") ||
@@ -352,7 +362,7 @@ BENCHMARK(BM_Cuda_Add_Tiny_EndToEnd)->UseRealTime();
 
 void BM_Cuda_EmptyKernelLaunch(benchmark::State& state) {
   if (!cudaDeviceReady(state)) return;
-  Stream stream;
+  RawStream stream;
   if (!cudaOk(state, cudaStreamCreateWithFlags(&stream.s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags") ||
       !cudaOk(state, bench::launchEmptyKernel(stream.s), "launchEmptyKernel") ||  // warm-up: module load
       !cudaOk(state, cudaStreamSynchronize(stream.s), "cudaStreamSynchronize")) {
@@ -383,6 +393,65 @@ void BM_Cuda_EncoderLayer_f32(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * config.batch * config.seq);  // tokens
 }
 BENCHMARK(BM_Cuda_EncoderLayer_f32)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_Cuda_EncoderLayer_Graph_f32(benchmark::State& state) {
+  const std::optional<Device> dev = cudaDevice(state);
+  if (!dev) return;
+  Dispatcher::singleton().findOpOrThrow("cuda::set_allow_tf32").typed<void(bool)>().call(false);
+  const encoder::EncoderConfig config;
+  const encoder::EncoderWeights weights = encoder::EncoderWeights::random(config, 0).to(*dev);
+  const encoder::EncoderBatch batch = encoder::EncoderBatch::random(config, 0).to(*dev);
+  encoder::encoderLayer(weights, batch);  // warm-up: the caching allocator, cuBLAS's handle and workspace
+  synchronize();
+  const Stream side = Stream::create(*dev);
+  Tensor out;
+  const Graph layer = Graph::capture(side, [&] { out = encoder::encoderLayer(weights, batch); });
+  layer.replay();
+  side.synchronize();
+  for (auto _ : state) {
+    layer.replay();
+    side.synchronize();
+  }
+  benchmark::DoNotOptimize(out);
+  state.SetItemsProcessed(state.iterations() * config.batch * config.seq);
+}
+BENCHMARK(BM_Cuda_EncoderLayer_Graph_f32)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_Cuda_ResNetBlock_f32(benchmark::State& state) {
+  const std::optional<Device> dev = cudaDevice(state);
+  if (!dev) return;
+  Dispatcher::singleton().findOpOrThrow("cuda::set_allow_tf32").typed<void(bool)>().call(false);
+  using BatchNormSig = Tensor(const Tensor&, const std::optional<Tensor>&, const std::optional<Tensor>&,
+                              const std::optional<Tensor>&, const std::optional<Tensor>&, bool, double, double, bool);
+  auto batch_norm = Dispatcher::singleton().findOpOrThrow("bp::batch_norm").typed<BatchNormSig>();
+  constexpr int64_t kN = 32, kC = 64, kHW = 56;
+  const TensorOptions opts{.dtype = ScalarType::Float32, .device = *dev};
+  const Tensor x = randn({kN, kC, kHW, kHW}, opts);
+  const Tensor w1 = randn({kC, kC, 3, 3}, opts).mul(0.05), w2 = randn({kC, kC, 3, 3}, opts).mul(0.05);
+  struct Norm {
+    std::optional<Tensor> weight, bias, mean, var;
+  };
+  auto norm = [&] { return Norm{randn({kC}, opts), randn({kC}, opts), randn({kC}, opts), rand({kC}, opts).add(0.5)}; };
+  const Norm bn1 = norm(), bn2 = norm();
+  const std::vector<int64_t> one{1, 1};
+  auto block = [&] {
+    Tensor y = conv2d(x, w1, std::nullopt, one, one, one, 1);
+    y = relu(batch_norm.call(y, bn1.weight, bn1.bias, bn1.mean, bn1.var, false, 0.1, 1e-5, true));
+    y = conv2d(y, w2, std::nullopt, one, one, one, 1);
+    y = batch_norm.call(y, bn2.weight, bn2.bias, bn2.mean, bn2.var, false, 0.1, 1e-5, true);
+    return relu(y.add(x));
+  };
+  block();  // warm-up
+  synchronize();
+  for (auto _ : state) {
+    Tensor y = block();
+    benchmark::DoNotOptimize(y);
+    synchronize();
+  }
+  // Two convolutions' multiply-adds, 2 flops each.
+  state.SetItemsProcessed(state.iterations() * 2 * 2 * kN * kC * kC * 9 * kHW * kHW);
+}
+BENCHMARK(BM_Cuda_ResNetBlock_f32)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 void BM_Cuda_Softmax_LayerNorm(benchmark::State& state) {
   const std::optional<Device> dev = cudaDevice(state);
@@ -552,7 +621,7 @@ void BM_Nccl_AllReduce(benchmark::State& state) {
   auto destroy = ncclSymbol<decltype(&ncclCommDestroy)>(lib, "ncclCommDestroy");
   const size_t n = static_cast<size_t>(state.range(0));
   DeviceBuffer buf;
-  Stream stream;
+  RawStream stream;
   ncclUniqueId id;
   ncclComm_t comm = nullptr;
   if (!cudaOk(state, cudaMalloc(&buf.ptr, n * sizeof(float)), "cudaMalloc") ||

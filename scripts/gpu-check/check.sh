@@ -40,10 +40,18 @@ chmod +x /tmp/bp-mpirun
 step collectives_np2_one_gpu 120 /tmp/bp-mpirun -np 2 "$gc" --gtest_brief=1
 step mpi_collectives_np2 120 /tmp/bp-mpirun -np 2 "$mc" --gtest_brief=1
 step conformance 200 "$bp" conformance --backend cuda --junit "$L/cuda_junit.xml" --markdown "$L/cuda_conformance.md"
+# ONNX's node tests (the pinned onnx wheel's, packed by pack.sh) on cuda,
+# with cuda's checked-in expected failures, as scripts/test.sh runs them on
+# cpu and gpusim.
+mkdir -p /tmp/onnx-node && tar xJf "$here/onnx-node.tar.xz" -C /tmp/onnx-node
+step onnx_conformance 200 "$bp" conformance --onnx /tmp/onnx-node/node --backend cuda \
+     --onnx-expected /tmp/bp-gpu/onnx-expected --junit "$L/onnx_cuda_junit.xml" --markdown "$L/onnx_cuda.md"
 step encoder 60 "$(find . -type f -name encoder -perm -u+x | head -1)" --device cuda:0 --iters 20
 step sparse_lidar 90 "$(find . -type f -name sparse_lidar -perm -u+x | head -1)" --device cuda:0
 step cuda_bench 120 "$(find . -type f -name cuda_bench -perm -u+x | head -1)" --benchmark_repetitions=5 \
      --benchmark_report_aggregates_only=true --benchmark_out="$L/cuda_bench.json" --benchmark_out_format=json
-step torch_baseline 90 python3 "$here/torch_baseline.py"
+step torch_baseline 120 python3 "$here/torch_baseline.py" "$L/torch_baseline.json"
+# cuda_bench's ratios, those against PyTorch included, with their targets.
+step ratios 30 python3 "$here/bench_ratios.py" "$L/cuda_bench.json" "$L/torch_baseline.json"
 step memcheck 240 compute-sanitizer --tool memcheck --target-processes all --error-exitcode 9 "$bp" conformance --backend cuda --timeout 200
 echo "total $(($(date +%s)-t0)) s"

@@ -8,7 +8,7 @@
 # the GPU machine (check.sh does), so compiled-in plugin paths hold. Only
 # the programs check.sh runs are built.
 set -euo pipefail
-out=${1:-gpu-pack}; B=/tmp/bp-gpu; here=$(cd "$(dirname "$0")" && pwd)
+out=${1:-gpu-pack}; B=/tmp/bp-gpu; here=$(cd "$(dirname "$0")" && pwd); root=$PWD
 scripts/setup.sh >/dev/null
 cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBACKPLANE_BUILD_BENCHMARKS=ON -DBACKPLANE_WERROR=OFF >/dev/null
 targets=$(ninja -C "$B" -t targets all | grep -oE '^(gpu_[a-z_]+_tests|mpi_collectives_tests|backplane_(cli|cpu|cuda|hip|mpi|spconv|gpusim)|encoder|sparse_lidar|cuda_bench):' | tr -d : | sort -u)
@@ -22,6 +22,7 @@ for f in $files; do mkdir -p "$C/$(dirname "$f")"; cp "$f" "$C/$f"; strip --stri
 # libbackplane under its soname, beside its plugins: the default plugin
 # folder is found from where libbackplane was loaded.
 cp -a lib/libbackplane.so.* "$C/lib/"
+cp -r "$root/conformance/onnx/expected_failures" "$C/onnx-expected"
 for f in $files; do ldd "$f" 2>/dev/null | awk '{print $3}'; done | grep -E '^/' | sort -u |
   grep -vE 'libc\.so|libm\.so|libstdc|libgcc|libpthread|libdl\.so|librt\.so|ld-linux|/cuda|libbackplane' |
   while read -r l; do cp -L "$l" "$C/deps/"; done
@@ -31,5 +32,7 @@ tar cJf "$out/bp-gpu.tar.xz" -C "$stage" bp-gpu
 # Open MPI and what it needs, unpacked by check.sh into a folder of its own.
 (cd "$out/debs" && apt-get download -q openmpi-bin openmpi-common libopenmpi3 libpmix2 libhwloc15 libevent-core-2.1-7 \
    libevent-pthreads-2.1-7 libevent-2.1-7 libnuma1 libmunge2 libltdl7 2>/dev/null)
-cp "$here/check.sh" "$here/torch_baseline.py" "$out/"
+cp "$here/check.sh" "$here/torch_baseline.py" "$here/../bench_ratios.py" "$out/"
+# ONNX's node tests of the pinned wheel (scripts/fetch_onnx_tests.sh), for the ONNX run on cuda.
+onnx=$(scripts/fetch_onnx_tests.sh); tar cJf "$out/onnx-node.tar.xz" -C "$(dirname "$onnx")" "$(basename "$onnx")"
 rm -rf "$stage"; ls -la "$out"
