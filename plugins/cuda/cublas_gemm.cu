@@ -13,14 +13,8 @@
 //     (CUBLAS_OP_N, column-major) or transposed (CUBLAS_OP_T, row-major)
 //     with its leading dimension, so transposed views need no copy;
 //     linalg.cu packs operands in any other layout first.
-//   * Handles: cuBLAS handles are not safe to use from two host threads at
-//     once, and creating one is slow. Each host thread keeps its own handle
-//     per device, found with no lock (a product is on the launch path) and
-//     bound to the call's stream when that changed, as PyTorch does; when a
-//     thread exits its handles go to a process-wide pool that the next
-//     thread meeting the device takes from before creating one. Handles live
-//     for the process: destroying them at exit could run after the CUDA
-//     runtime has shut down.
+//   * Handles: one per host thread and device (Note [Per-thread library
+//     handles] in thread_handles.h).
 //
 // Note [Libraries opened on first use]
 // cuBLAS is not linked: the first product opens libcublas.so.<major> (the
@@ -29,21 +23,19 @@
 // the plugin calls. Loading the plugin then maps neither libcublas nor
 // libcublasLt (~600 MB, ~60 ms to relocate), which a process that never
 // multiplies matrices on the GPU, or has no GPU, would pay for nothing. A
-// test holds that (GpuPluginLoad.LoadingMapsNoCublas). NCCL is opened the
+// test holds that (GpuPluginLoad.LoadingMapsNeitherCublasNorCudnn). NCCL is opened the
 // same way (nccl_engine.cu). A missing cuBLAS fails the product that needed
 // it, naming the files tried and what to install.
 #include <cublas_v2.h>
 
 #include <climits>
 #include <cstdint>
-#include <map>
-#include <mutex>
 #include <string>
 #include <utility>
-#include <vector>
 
 #include "cublas_gemm.h"
 #include "cuda/cuda_libraries.h"
+#include "cuda/thread_handles.h"
 
 namespace bp_gpu {
 namespace {
@@ -75,16 +67,13 @@ struct CublasApi {
 
 CublasApi loadCublas() {
   CublasApi api;
-  const std::string soname = "libcublas.so." BP_CUBLAS_XSTR(CUBLAS_VER_MAJOR);
-  std::string tried, opened;
-  void* lib = bp_cuda::openFirst(bp_cuda::libraryCandidates("BACKPLANE_CUBLAS_LIBRARY", soname), &tried, &opened);
-  if (lib == nullptr) {
-    api.unavailable = "cuBLAS could not be opened (install the CUDA toolkit's cuBLAS " BP_CUBLAS_XSTR(
-                          CUBLAS_VER_MAJOR) ", put its directory on LD_LIBRARY_PATH, or name the file in "
-                                            "BACKPLANE_CUBLAS_LIBRARY):" +
-                      tried;
-    return api;
-  }
+  std::string opened;
+  void* lib = bp_cuda::openLibrary("cuBLAS", "BACKPLANE_CUBLAS_LIBRARY", "libcublas.so." BP_CUBLAS_XSTR(CUBLAS_VER_MAJOR),
+                                   "install the CUDA toolkit's cuBLAS " BP_CUBLAS_XSTR(
+                                       CUBLAS_VER_MAJOR) ", put its directory on LD_LIBRARY_PATH, or name the file "
+                                                         "in BACKPLANE_CUBLAS_LIBRARY",
+                                   &opened, &api.unavailable);
+  if (lib == nullptr) return api;
   using bp_cuda::resolve;
   const bool ok = resolve(lib, BP_CUBLAS_XSTR(cublasCreate), api.create) &&
                   resolve(lib, BP_CUBLAS_XSTR(cublasSetStream), api.setStream) &&
@@ -111,80 +100,15 @@ void checkCublas(cublasStatus_t status, const char* what) {
            bp::detail::concat(what, ": ", cublas().statusName(status), ": ", cublas().statusString(status)));
 }
 
-// The handles a thread holds, one per device: found without a lock on
-// every product after the thread's first on that device, and bound to the
-// stream of the call (cublasSetStream only when it changed), so a thread
-// holds one handle per device however many streams come and go.
-class ThreadHandles {
- public:
-  ~ThreadHandles();  // gives them back to the process's pool
-  cublasHandle_t get(int device, gpuStream_t stream);
-
- private:
-  struct Entry {
-    int device;
-    gpuStream_t stream;  // the stream the handle is bound to
-    cublasHandle_t handle;
-  };
-  std::vector<Entry> entries_;
-};
-
-// Handles no thread holds: those of threads that have exited, for the next
-// thread that needs one on the same device. Taken only when a thread meets
-// a device for the first time, or exits.
-class HandlePool {
- public:
-  cublasHandle_t take(int device) {
-    std::lock_guard<std::mutex> lock(mu_);
-    std::vector<cublasHandle_t>& free = free_[device];
-    if (free.empty()) return nullptr;
-    cublasHandle_t h = free.back();
-    free.pop_back();
+struct CublasHandles {
+  using Handle = cublasHandle_t;
+  static Handle create() {
+    Handle h = nullptr;
+    checkCublas(cublas().create(&h), "cublasCreate");
     return h;
   }
-  void give(int device, cublasHandle_t h) {
-    std::lock_guard<std::mutex> lock(mu_);
-    free_[device].push_back(h);
-  }
-
- private:
-  std::mutex mu_;
-  std::map<int, std::vector<cublasHandle_t>> free_;  // guarded by mu_
+  static void bind(Handle h, gpuStream_t stream) { checkCublas(cublas().setStream(h, stream), "cublasSetStream"); }
 };
-
-HandlePool& handlePool() {
-  static HandlePool* pool = new HandlePool();  // never destroyed: see the Note
-  return *pool;
-}
-
-ThreadHandles::~ThreadHandles() {
-  for (const Entry& e : entries_) handlePool().give(e.device, e.handle);
-}
-
-cublasHandle_t ThreadHandles::get(int device, gpuStream_t stream) {
-  Entry* entry = nullptr;
-  for (Entry& e : entries_) {
-    if (e.device == device) entry = &e;
-  }
-  if (entry == nullptr) {
-    cublasHandle_t h = handlePool().take(device);
-    if (h == nullptr) checkCublas(cublas().create(&h), "cublasCreate");  // slow: once per device and thread
-    entries_.push_back(Entry{device, nullptr, h});                       // kept (not leaked) even if binding it fails
-    entry = &entries_.back();
-    checkCublas(cublas().setStream(h, stream), "cublasSetStream");
-    entry->stream = stream;
-  } else if (entry->stream != stream) {
-    checkCublas(cublas().setStream(entry->handle, stream), "cublasSetStream");
-    entry->stream = stream;
-  }
-  return entry->handle;
-}
-
-// This thread's handle for `device`, bound to `stream`; `device` is current.
-cublasHandle_t threadHandle(int device, gpuStream_t stream) {
-  static thread_local ThreadHandles handles;
-  return handles.get(device, stream);
-}
 
 // m read as it is (column-major: N) or transposed (row-major: T), and its
 // leading dimension.
@@ -242,7 +166,7 @@ bool cublasGemm(MatrixView a, MatrixView b, MatrixView c, bp::ScalarType dtype, 
 
   DeviceGuard guard(device);
   const gpuStream_t stream = currentStream(device);
-  const cublasHandle_t handle = threadHandle(device, stream);
+  const cublasHandle_t handle = ThreadHandles<CublasHandles>::forThread(device, stream);
   const int m = static_cast<int>(c.rows), n = static_cast<int>(c.cols), k = static_cast<int>(a.cols);
   if (c.batch == 1) {
     checkCublas(

@@ -40,6 +40,17 @@ inline void* openFirst(const std::vector<std::string>& candidates, std::string* 
   return nullptr;
 }
 
+// `name`'s library (libraryCandidates(env, soname)), or null with
+// *unavailable = "<name> could not be opened (<install>):" and each file
+// tried with the loader's reason. *opened names the file that opened.
+inline void* openLibrary(const char* name, const char* env, const std::string& soname, const std::string& install,
+                         std::string* opened, std::string* unavailable) {
+  std::string tried;
+  void* lib = openFirst(libraryCandidates(env, soname), &tried, opened);
+  if (lib == nullptr) *unavailable = std::string(name) + " could not be opened (" + install + "):" + tried;
+  return lib;
+}
+
 // slot = the function `name` of `lib`; false when it has none.
 template <class F>
 bool resolve(void* lib, const char* name, F& slot) {

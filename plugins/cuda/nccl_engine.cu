@@ -108,15 +108,12 @@ struct NcclApi {
 
 NcclApi loadNccl() {
   NcclApi n;
-  std::string tried, opened;
-  void* lib = openFirst(libraryCandidates("BACKPLANE_NCCL_LIBRARY", "libnccl.so.2"), &tried, &opened);
-  if (lib == nullptr) {
-    n.unavailable =
-        "NCCL could not be opened (install NCCL 2.10 or newer: the CUDA toolkit's libnccl, Debian's "
-        "libnccl2, or pip's nvidia-nccl-cu13 with BACKPLANE_NCCL_LIBRARY naming its libnccl.so.2):" +
-        tried;
-    return n;
-  }
+  std::string opened;
+  void* lib = openLibrary("NCCL", "BACKPLANE_NCCL_LIBRARY", "libnccl.so.2",
+                          "install NCCL 2.10 or newer: the CUDA toolkit's libnccl, Debian's libnccl2, or pip's "
+                          "nvidia-nccl-cu13 with BACKPLANE_NCCL_LIBRARY naming its libnccl.so.2",
+                          &opened, &n.unavailable);
+  if (lib == nullptr) return n;
   const bool ok = resolve(lib, "ncclGetVersion", n.getVersion) && resolve(lib, "ncclGetUniqueId", n.getUniqueId) &&
                   resolve(lib, "ncclCommInitRank", n.commInitRank) &&
                   resolve(lib, "ncclGetErrorString", n.getErrorString) && resolve(lib, "ncclAllReduce", n.allReduce) &&

@@ -33,6 +33,9 @@
 #include "kernels.h"
 #include "loops.cuh"
 #include "pool_args.h"
+#if defined(BP_CUDA_CUDNN)
+#include "cuda/cudnn_conv.h"
+#endif
 
 namespace bp_gpu {
 namespace {
@@ -119,6 +122,20 @@ bp::Tensor conv2d(const bp::Tensor& input, const bp::Tensor& weight, const std::
   const bp::Tensor& w = dense(kOp, weight, dtype, holders[1]);
   const bp::Tensor* b = bias != nullptr ? &dense(kOp, *bias, dtype, holders[2]) : nullptr;
   const int64_t ocg = a.oc / groups, icg = a.c / groups, positions = a.oh * a.ow, k = icg * a.kh * a.kw;
+  // The bias broadcast into every image and position; the products add onto it.
+  auto fillBias = [&] {
+    copyCast(kOp, out.as_strided({images, a.oc, positions}, {a.oc * positions, positions, 1}, out.storage_offset()),
+             b->as_strided({images, a.oc, positions}, {0, 1, 0}, b->storage_offset()));
+  };
+
+#if defined(BP_CUDA_CUDNN)
+  // Note [cuDNN convolutions] (plugins/cuda/cudnn_conv.cu).
+  if (a.c > 0 && cudnnTakesConv2d(a, dtype, device)) {
+    if (b != nullptr) fillBias();
+    cudnnConv2d(a, dtype, device, x.data_ptr(), w.data_ptr(), out.data_ptr(), b != nullptr);
+    return out;
+  }
+#endif
 
   if (groups > 1 && k < 64) {
     visitDtype(dtype, [&](auto tag) {
@@ -132,10 +149,7 @@ bp::Tensor conv2d(const bp::Tensor& input, const bp::Tensor& weight, const std::
     return out;
   }
 
-  // The bias broadcast into every image and position; the products add onto it.
-  if (b != nullptr)
-    copyCast(kOp, out.as_strided({images, a.oc, positions}, {a.oc * positions, positions, 1}, out.storage_offset()),
-             b->as_strided({images, a.oc, positions}, {0, 1, 0}, b->storage_offset()));
+  if (b != nullptr) fillBias();
   const bool direct_cols =
       a.kh == 1 && a.kw == 1 && a.stride[0] == 1 && a.stride[1] == 1 && a.padding[0] == 0 && a.padding[1] == 0;
   const int64_t cols_per_image = a.c * a.kh * a.kw * positions;

@@ -33,6 +33,9 @@
 #if defined(BP_CUDA_NCCL)
 #include "cuda/nccl_engine.h"
 #endif
+#if defined(BP_CUDA_CUDNN)
+#include "cuda/cudnn_conv.h"
+#endif
 #if defined(BP_GPU_SIM)
 #include "sim/sim_faults.h"
 #endif
@@ -124,6 +127,9 @@ void init(bp::Library& m) {
   bp_spconv_gpu::registerKernels(m, type);
 #if defined(BP_CUDA_NCCL)
   bp_cuda::registerNcclCollectives(m, type);  // Note [NCCL engine]
+#endif
+#if defined(BP_CUDA_CUDNN)
+  bp_gpu::registerCudnnKernels(m, type);  // Note [cuDNN convolutions]
 #endif
 }
 

@@ -29,4 +29,8 @@ void registerScanPadKernels(bp::Library& m, int32_t type);   // scan_pad.cu: cum
 void registerSortKernels(bp::Library& m, int32_t type);      // sort.cu: sort.values_stable, topk.values
 void registerConvPoolKernels(bp::Library& m, int32_t type);  // conv_pool.cu: conv2d, max_pool2d, avg_pool2d
 
+// Whether float32 products and convolutions may run in TF32 (Note [TF32
+// matrix products] in linalg.cu; <ns>::set_allow_tf32).
+bool allowTf32();
+
 }  // namespace bp_gpu

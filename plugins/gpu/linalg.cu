@@ -43,7 +43,12 @@ namespace {
 std::atomic<bool> g_allow_tf32{false};
 
 void setAllowTf32(bool allow) { g_allow_tf32.store(allow, std::memory_order_relaxed); }
+
+}  // namespace
+
 bool allowTf32() { return g_allow_tf32.load(std::memory_order_relaxed); }
+
+namespace {
 
 const std::initializer_list<ScalarType> kSupported = {ScalarType::UInt8,    ScalarType::Int8,    ScalarType::Int16,
                                                       ScalarType::Int32,    ScalarType::Int64,   ScalarType::Float16,

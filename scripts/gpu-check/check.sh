@@ -10,7 +10,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd); D=${1:-/tmp}; L=/tmp/gpu-check; mkdir -p "$L" "$D"; t0=$(date +%s)
 mkdir -p /tmp && tar xJf "$here/bp-gpu.tar.xz" -C /tmp
 lib() { dirname "$(find /usr/local /opt /usr/lib -name "$1" 2>/dev/null | head -1)"; }
-export LD_LIBRARY_PATH=/tmp/bp-gpu/deps:$(lib libcublasLt.so.13):$(lib libcudart.so.13):${LD_LIBRARY_PATH:-}
+export LD_LIBRARY_PATH=/tmp/bp-gpu/deps:$(lib libcublasLt.so.13):$(lib libcudart.so.13):$(lib libcudnn.so.9):${LD_LIBRARY_PATH:-}
 # NCCL for the CUDA plugin's collective engine (Note [NCCL engine]): the
 # first libnccl.so.2 on the machine, wherever its package put it.
 BACKPLANE_NCCL_LIBRARY=${BACKPLANE_NCCL_LIBRARY:-$(find / -name 'libnccl.so.2*' -not -path '/proc/*' 2>/dev/null | head -1)}

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <memory>
 #include <optional>
@@ -232,6 +233,61 @@ TEST_P(GpuDeviceTest, ConvolutionPoolingNormsSortsAndScans) {
   auto [top, top_indices] = topk(r.to(dev_), 5, 1);
   expectClose(top, std::get<0>(topk(r, 5, 1)), 0, 0);
   expectClose(cumsum(r.to(dev_), 1), cumsum(r, 1), 1e-4, 1e-5);
+}
+
+// Note [cuDNN convolutions]: on CUDA, conv2d and conv2d_backward run cuDNN
+// (cuda::cudnn_version() > 0 where it opened) and agree with the CPU plugin
+// and with the plugin's own kernels (cuDNN switched off) over strides,
+// padding, dilation, groups, depthwise, 1x1, bias, and float16; with cuDNN
+// off conv2d_backward is declined to its composite.
+TEST_P(GpuDeviceTest, ConvolutionsOnCudnnAgreeWithTheCpuAndTheOwnKernels) {
+  if (std::string(GetParam().type) != "cuda") GTEST_SKIP() << "cuDNN is the CUDA plugin's";
+  Dispatcher& d = Dispatcher::singleton();
+  const int64_t version = d.findOpOrThrow("cuda::cudnn_version").typed<int64_t()>().call();
+  auto setCudnn = d.findOpOrThrow("cuda::set_cudnn_enabled").typed<void(bool)>();
+  ASSERT_GT(version, 0) << "cuDNN did not open (BACKPLANE_CUDNN_LIBRARY, LD_LIBRARY_PATH)";
+  d.findOpOrThrow("cuda::set_allow_tf32").typed<void(bool)>().call(false);
+  using Conv2dBackward = std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&, IntArrayRef,
+                                                            IntArrayRef, IntArrayRef, int64_t, std::array<bool, 3>);
+  auto backward = d.findOpOrThrow("bp::conv2d_backward").typed<Conv2dBackward>();
+  struct Case {
+    int64_t n, c, oc, hw, k, stride, pad, dil, groups;
+    bool bias;
+  };
+  for (const Case& c : {Case{2, 8, 16, 17, 3, 1, 1, 1, 1, true}, Case{3, 6, 4, 20, 3, 2, 0, 1, 1, false},
+                        Case{1, 4, 8, 15, 3, 1, 2, 2, 2, true}, Case{2, 16, 16, 12, 3, 1, 1, 1, 16, false},
+                        Case{4, 32, 8, 9, 1, 1, 0, 1, 1, true}}) {
+    SCOPED_TRACE(::testing::Message() << "n=" << c.n << " c=" << c.c << " oc=" << c.oc << " k=" << c.k
+                                      << " stride=" << c.stride << " groups=" << c.groups);
+    const Tensor x = randn({c.n, c.c, c.hw, c.hw}, {ScalarType::Float64});
+    const Tensor w = randn({c.oc, c.c / c.groups, c.k, c.k}, {ScalarType::Float64});
+    const std::optional<Tensor> b = c.bias ? std::optional<Tensor>(randn({c.oc}, {ScalarType::Float64})) : std::nullopt;
+    const std::vector<int64_t> s{c.stride, c.stride}, p{c.pad, c.pad}, dl{c.dil, c.dil};
+    const Tensor want = conv2d(x, w, b, s, p, dl, c.groups);
+    for (ScalarType dt : {ScalarType::Float32, ScalarType::Float64, ScalarType::Float16}) {
+      const double tol = dt == ScalarType::Float16 ? 2e-2 : dt == ScalarType::Float32 ? 1e-4 : 1e-10;
+      const Tensor gx = x.to(dt).to(dev_), gw = w.to(dt).to(dev_);
+      const std::optional<Tensor> gb = b ? std::optional<Tensor>(b->to(dt).to(dev_)) : std::nullopt;
+      const Tensor on_cudnn = conv2d(gx, gw, gb, s, p, dl, c.groups);
+      expectClose(on_cudnn, want, tol * 10, tol);
+      setCudnn.call(false);
+      const Tensor own = conv2d(gx, gw, gb, s, p, dl, c.groups);
+      setCudnn.call(true);
+      expectClose(on_cudnn, own.cpu(), tol * 10, tol);
+    }
+    const Tensor go = randn(want.sizes(), {ScalarType::Float64});
+    const std::array<bool, 3> mask{true, true, c.bias};
+    auto [gi, gw, gb] = backward.call(go.to(dev_), x.to(dev_), w.to(dev_), s, p, dl, c.groups, mask);
+    auto [wi, ww, wb] = backward.call(go, x, w, s, p, dl, c.groups, mask);
+    expectClose(gi, wi, 1e-9, 1e-9);
+    expectClose(gw, ww, 1e-9, 1e-9);
+    if (c.bias) expectClose(gb, wb, 1e-9, 1e-9);
+    setCudnn.call(false);  // declined to the composite, which agrees too
+    auto [ci, cw, cb] = backward.call(go.to(dev_), x.to(dev_), w.to(dev_), s, p, dl, c.groups, mask);
+    setCudnn.call(true);
+    expectClose(ci, wi, 1e-9, 1e-9);
+    expectClose(cw, ww, 1e-9, 1e-9);
+  }
 }
 
 // Note [Deferred device errors]: a bad index is reported at the next

@@ -115,11 +115,11 @@ TEST_P(GpuPluginLoadTest, CliListsTheDevicesOrTheReason) {
       << out;
 }
 
-// Loading the CUDA plugin maps no cuBLAS (Note [Libraries opened on first
-// use] in plugins/cuda/cublas_gemm.cu): libcublasLt alone costs ~60 ms of
-// every start. Asking for the devices does not open it either; a product
-// does, on a machine with a GPU.
-TEST_P(GpuPluginLoadTest, LoadingMapsNoCublas) {
+// Loading the CUDA plugin maps no cuBLAS or cuDNN (Note [Libraries opened
+// on first use] in plugins/cuda/cublas_gemm.cu): libcublasLt alone costs
+// ~60 ms of every start. Asking for the devices does not open them either;
+// a product or a convolution does, on a machine with a GPU.
+TEST_P(GpuPluginLoadTest, LoadingMapsNeitherCublasNorCudnn) {
   rt_->devices();
   std::unique_ptr<FILE, int (*)(FILE*)> maps(std::fopen("/proc/self/maps", "r"), &std::fclose);
   ASSERT_TRUE(maps);
@@ -127,6 +127,7 @@ TEST_P(GpuPluginLoadTest, LoadingMapsNoCublas) {
   char buf[4096];
   while (size_t n = std::fread(buf, 1, sizeof buf, maps.get())) text.append(buf, n);
   EXPECT_THAT(text, ::testing::Not(HasSubstr("libcublas"))) << "loading " << GetParam().path << " mapped cuBLAS";
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("libcudnn"))) << "loading " << GetParam().path << " mapped cuDNN";
   const std::string path = GetParam().path;
   EXPECT_THAT(text, HasSubstr(path.substr(path.rfind('/') + 1))) << "the plugin itself is mapped";
 }

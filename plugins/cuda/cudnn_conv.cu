@@ -1,0 +1,444 @@
+// Note [cuDNN convolutions]
+// The CUDA plugin runs conv2d and conv2d_backward of the floating dtypes on
+// cuDNN, as PyTorch does; the other GPU plugins, the integer dtypes, and
+// calls cuDNN cannot take run our kernels (Note [conv2d on the GPU] in
+// plugins/gpu/conv_pool.cu; conv2d_backward's composite).
+//   * cuDNN is opened on the first convolution (Note [Libraries opened on
+//     first use]): libcudnn.so.<major>, or the file BACKPLANE_CUDNN_LIBRARY
+//     names. Without it, or with cuda::set_cudnn_enabled(false) (or
+//     BACKPLANE_CUDA_CUDNN=0 when the plugin loads), our kernels run;
+//     cuda::cudnn_version() says which cuDNN runs (0: none).
+//   * The calls are cuDNN's convolution API (cudnnConvolutionForward,
+//     BackwardData, BackwardFilter, BackwardBias), which cuDNN 9 still
+//     serves though it marks it deprecated in favour of its graph API.
+//   * Layouts: dense NCHW activations and OIHW weights (conv2d makes them
+//     dense first), groups as cuDNN's group count, cross-correlation.
+//     float16 and bfloat16 compute in float32, float64 in float64.
+//   * Math: float32 never runs in TF32 unless cuda::set_allow_tf32(true)
+//     (Note [TF32 matrix products]): only FMA-math algorithms are taken.
+//   * Algorithms: the first of cuDNN's heuristic ranking
+//     (cudnnGet*Algorithm_v7) whose workspace fits kWorkspaceLimit, a
+//     deterministic one first for the backward passes. The plan (the
+//     descriptors, the algorithm, its workspace) is kept per host thread
+//     and shape, found without a lock; the workspace comes from the caching
+//     allocator on the call's stream.
+//   * Sizes past cuDNN's 32-bit descriptors, or no algorithm: our kernels.
+#include <cudnn.h>
+
+#include <atomic>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+
+#include "cuda/cuda_libraries.h"
+#include "cuda/cudnn_conv.h"
+#include "cuda/thread_handles.h"
+#include "gpu/kernel_args.h"
+#include "gpu/kernels.h"
+#include "gpu/runtime.h"
+
+namespace bp_gpu {
+namespace {
+
+using bp::ScalarType;
+using bp_common::ConvGeometry;
+
+#define BP_CUDNN_STR(x) #x
+#define BP_CUDNN_XSTR(x) BP_CUDNN_STR(x)
+
+// The cuDNN functions the plugin calls, resolved from the library once.
+#define BP_CUDNN_FUNCTIONS(X)                                                                                     \
+  X(cudnnGetVersion)                                                                                              \
+  X(cudnnGetErrorString)                                                                                          \
+  X(cudnnCreate)                                                                                                  \
+  X(cudnnSetStream)                                                                                               \
+  X(cudnnCreateTensorDescriptor) X(cudnnSetTensor4dDescriptor) X(cudnnDestroyTensorDescriptor)                    \
+      X(cudnnCreateFilterDescriptor) X(cudnnSetFilter4dDescriptor) X(cudnnDestroyFilterDescriptor)                \
+          X(cudnnCreateConvolutionDescriptor) X(cudnnSetConvolution2dDescriptor) X(cudnnSetConvolutionGroupCount) \
+              X(cudnnSetConvolutionMathType) X(cudnnDestroyConvolutionDescriptor)                                 \
+                  X(cudnnGetConvolutionForwardAlgorithm_v7) X(cudnnConvolutionForward)                            \
+                      X(cudnnGetConvolutionBackwardDataAlgorithm_v7) X(cudnnConvolutionBackwardData)              \
+                          X(cudnnGetConvolutionBackwardFilterAlgorithm_v7) X(cudnnConvolutionBackwardFilter)      \
+                              X(cudnnConvolutionBackwardBias)
+
+struct CudnnApi {
+#define BP_CUDNN_SLOT(f) decltype(&::f) f = nullptr;
+  BP_CUDNN_FUNCTIONS(BP_CUDNN_SLOT)
+#undef BP_CUDNN_SLOT
+  size_t version = 0;
+  std::string unavailable;  // why cuDNN cannot be used; empty when it can
+};
+
+CudnnApi loadCudnn() {
+  CudnnApi api;
+  std::string opened;
+  void* lib = bp_cuda::openLibrary("cuDNN", "BACKPLANE_CUDNN_LIBRARY", "libcudnn.so." BP_CUDNN_XSTR(CUDNN_MAJOR),
+                                   "install cuDNN " BP_CUDNN_XSTR(CUDNN_MAJOR) ", put its directory on "
+                                                                              "LD_LIBRARY_PATH, or name the file in "
+                                                                              "BACKPLANE_CUDNN_LIBRARY",
+                                   &opened, &api.unavailable);
+  if (lib == nullptr) return api;
+  bool ok = true;
+#define BP_CUDNN_RESOLVE(f) ok = ok && bp_cuda::resolve(lib, #f, api.f);
+  BP_CUDNN_FUNCTIONS(BP_CUDNN_RESOLVE)
+#undef BP_CUDNN_RESOLVE
+  if (!ok) {
+    api.unavailable = "the cuDNN library " + opened + " lacks functions of cuDNN " BP_CUDNN_XSTR(CUDNN_MAJOR);
+    return api;
+  }
+  api.version = api.cudnnGetVersion();
+  if (api.version / 10000 != CUDNN_MAJOR) {
+    api.unavailable = "the cuDNN library " + opened + " is version " + std::to_string(api.version) +
+                      ", not the major version " BP_CUDNN_XSTR(CUDNN_MAJOR) " the plugin was built for";
+  }
+  return api;
+}
+
+const CudnnApi& cudnnApi() {
+  static const CudnnApi api = loadCudnn();
+  return api;
+}
+
+std::atomic<bool> g_cudnn_enabled{true};
+
+void checkCudnn(cudnnStatus_t status, const char* what) {
+  if (status == CUDNN_STATUS_SUCCESS) return;
+  bp::fail(status == CUDNN_STATUS_ALLOC_FAILED ? BP_RESOURCE_EXHAUSTED : BP_INTERNAL,
+           bp::detail::concat(what, " failed on " BP_GPU_NAME ": ", cudnnApi().cudnnGetErrorString(status)));
+}
+
+struct CudnnHandles {
+  using Handle = cudnnHandle_t;
+  static Handle create() {
+    Handle h = nullptr;
+    checkCudnn(cudnnApi().cudnnCreate(&h), "cudnnCreate");
+    return h;
+  }
+  static void bind(Handle h, gpuStream_t stream) { checkCudnn(cudnnApi().cudnnSetStream(h, stream), "cudnnSetStream"); }
+};
+
+// Workspace bytes an algorithm may ask for.
+constexpr size_t kWorkspaceLimit = size_t{256} << 20;
+
+bool takesDtype(ScalarType t) {
+  return t == ScalarType::Float32 || t == ScalarType::Float64 || t == ScalarType::Float16 || t == ScalarType::BFloat16;
+}
+cudnnDataType_t dataType(ScalarType t) {
+  switch (t) {
+    case ScalarType::Float64: return CUDNN_DATA_DOUBLE;
+    case ScalarType::Float16: return CUDNN_DATA_HALF;
+    case ScalarType::BFloat16: return CUDNN_DATA_BFLOAT16;
+    default: return CUDNN_DATA_FLOAT;
+  }
+}
+
+// The three passes a plan may hold; kDescriptors: none, the descriptors only.
+enum Pass { kForward = 0, kBackwardData = 1, kBackwardFilter = 2, kDescriptors = 3 };
+
+// What identifies a plan: the geometry, dtype, device and TF32 switch.
+struct PlanKey {
+  int64_t v[18];
+  bool operator==(const PlanKey& o) const { return std::memcmp(v, o.v, sizeof v) == 0; }
+};
+struct PlanKeyHash {
+  size_t operator()(const PlanKey& k) const {
+    size_t h = 1469598103934665603ull;
+    for (int64_t x : k.v) h = (h ^ static_cast<size_t>(x)) * 1099511628211ull;
+    return h;
+  }
+};
+PlanKey keyOf(const ConvGeometry& g, ScalarType dtype, int device, bool tf32) {
+  return PlanKey{{g.n, g.c, g.h, g.w, g.oc, g.kh, g.kw, g.stride[0], g.stride[1], g.padding[0], g.padding[1],
+                  g.dilation[0], g.dilation[1], g.groups, static_cast<int64_t>(dtype), device, tf32 ? 1 : 0, 0}};
+}
+
+// The descriptors of one convolution and, per pass, its algorithm (planned
+// on first use; -1: cuDNN has none that fits).
+struct Plan {
+  Plan() = default;
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
+  ~Plan() {
+    const CudnnApi& api = cudnnApi();
+    if (x) api.cudnnDestroyTensorDescriptor(x);
+    if (y) api.cudnnDestroyTensorDescriptor(y);
+    if (bias) api.cudnnDestroyTensorDescriptor(bias);
+    if (w) api.cudnnDestroyFilterDescriptor(w);
+    for (cudnnConvolutionDescriptor_t c : conv)
+      if (c) api.cudnnDestroyConvolutionDescriptor(c);
+  }
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv[3] = {nullptr, nullptr, nullptr};
+  bool planned[3] = {false, false, false};
+  int algo[3] = {-1, -1, -1};
+  size_t workspace[3] = {0, 0, 0};
+  bool wide = false;  // float64: double scaling factors
+};
+
+bool fitsInt(std::initializer_list<int64_t> values) {
+  for (int64_t v : values)
+    if (v < 0 || v > INT_MAX) return false;
+  return true;
+}
+
+// Whether an algorithm of math type `m` may run a convolution in `dtype`.
+bool mathAllowed(cudnnMathType_t m, ScalarType dtype, bool tf32) {
+  if (dtype != ScalarType::Float32 || tf32) return true;
+  return m == CUDNN_FMA_MATH;
+}
+
+// The first acceptable entry of a heuristic ranking (deterministic first
+// when asked), or -1.
+template <class Perf>
+int pick(const Perf* perf, int count, ScalarType dtype, bool tf32, bool deterministic_first) {
+  for (int pass = deterministic_first ? 0 : 1; pass < 2; ++pass) {
+    for (int i = 0; i < count; ++i) {
+      const Perf& p = perf[i];
+      if (p.status != CUDNN_STATUS_SUCCESS || p.memory > kWorkspaceLimit || !mathAllowed(p.mathType, dtype, tf32))
+        continue;
+      if (pass == 0 && p.determinism != CUDNN_DETERMINISTIC) continue;
+      return i;
+    }
+  }
+  return -1;
+}
+
+class Plans {
+ public:
+  // The plan of `g`, with its descriptors; null when cuDNN cannot take the
+  // sizes or has no algorithm for `pass`, which is planned if it was not.
+  Plan* get(const ConvGeometry& g, ScalarType dtype, int device, Pass pass) {
+    const bool tf32 = allowTf32();
+    const PlanKey key = keyOf(g, dtype, device, tf32);
+    auto it = plans_.find(key);
+    if (it == plans_.end()) {
+      if (!fitsInt({g.n, g.c, g.h, g.w, g.oc, g.kh, g.kw, g.oh, g.ow, g.stride[0], g.stride[1], g.padding[0],
+                    g.padding[1], g.dilation[0], g.dilation[1], g.groups, g.n * g.c * g.h * g.w,
+                    g.n * g.oc * g.oh * g.ow, g.oc * (g.c / g.groups) * g.kh * g.kw}))
+        return nullptr;
+      if (plans_.size() >= kMaxPlans) plans_.clear();  // a bound on what many shapes keep
+      it = plans_.emplace(key, std::make_unique<Plan>()).first;
+      describe(*it->second, g, dtype);
+    }
+    Plan& p = *it->second;
+    if (pass == kDescriptors) return &p;
+    if (!p.planned[pass]) planPass(p, dtype, tf32, device, pass);
+    return p.algo[pass] < 0 ? nullptr : &p;
+  }
+
+ private:
+  static constexpr size_t kMaxPlans = 256;
+
+  static void describe(Plan& p, const ConvGeometry& g, ScalarType dtype) {
+    const CudnnApi& api = cudnnApi();
+    const cudnnDataType_t t = dataType(dtype);
+    p.wide = dtype == ScalarType::Float64;
+    auto i32 = [](int64_t v) { return static_cast<int>(v); };
+    checkCudnn(api.cudnnCreateTensorDescriptor(&p.x), "cudnnCreateTensorDescriptor");
+    checkCudnn(api.cudnnSetTensor4dDescriptor(p.x, CUDNN_TENSOR_NCHW, t, i32(g.n), i32(g.c), i32(g.h), i32(g.w)),
+               "cudnnSetTensor4dDescriptor");
+    checkCudnn(api.cudnnCreateTensorDescriptor(&p.y), "cudnnCreateTensorDescriptor");
+    checkCudnn(api.cudnnSetTensor4dDescriptor(p.y, CUDNN_TENSOR_NCHW, t, i32(g.n), i32(g.oc), i32(g.oh), i32(g.ow)),
+               "cudnnSetTensor4dDescriptor");
+    checkCudnn(api.cudnnCreateTensorDescriptor(&p.bias), "cudnnCreateTensorDescriptor");
+    checkCudnn(api.cudnnSetTensor4dDescriptor(p.bias, CUDNN_TENSOR_NCHW, t, 1, i32(g.oc), 1, 1),
+               "cudnnSetTensor4dDescriptor");
+    checkCudnn(api.cudnnCreateFilterDescriptor(&p.w), "cudnnCreateFilterDescriptor");
+    checkCudnn(
+        api.cudnnSetFilter4dDescriptor(p.w, t, CUDNN_TENSOR_NCHW, i32(g.oc), i32(g.c / g.groups), i32(g.kh), i32(g.kw)),
+        "cudnnSetFilter4dDescriptor");
+    const cudnnDataType_t compute = p.wide ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+    for (cudnnConvolutionDescriptor_t& c : p.conv) {
+      checkCudnn(api.cudnnCreateConvolutionDescriptor(&c), "cudnnCreateConvolutionDescriptor");
+      checkCudnn(api.cudnnSetConvolution2dDescriptor(c, i32(g.padding[0]), i32(g.padding[1]), i32(g.stride[0]),
+                                                     i32(g.stride[1]), i32(g.dilation[0]), i32(g.dilation[1]),
+                                                     CUDNN_CROSS_CORRELATION, compute),
+                 "cudnnSetConvolution2dDescriptor");
+      checkCudnn(api.cudnnSetConvolutionGroupCount(c, i32(g.groups)), "cudnnSetConvolutionGroupCount");
+    }
+  }
+
+  static void planPass(Plan& p, ScalarType dtype, bool tf32, int device, Pass pass) {
+    const CudnnApi& api = cudnnApi();
+    DeviceGuard guard(device);
+    const cudnnHandle_t h = ThreadHandles<CudnnHandles>::forThread(device, currentStream(device));
+    // The ranking for the math the call may use: FMA only for float32 without TF32.
+    const cudnnMathType_t asked = dtype == ScalarType::Float32 && !tf32 ? CUDNN_FMA_MATH
+                                  : dtype == ScalarType::Float64        ? CUDNN_DEFAULT_MATH
+                                                                        : CUDNN_TENSOR_OP_MATH;
+    checkCudnn(api.cudnnSetConvolutionMathType(p.conv[pass], asked), "cudnnSetConvolutionMathType");
+    constexpr int kRanked = 8;
+    int count = 0, chosen = -1;
+    cudnnMathType_t math = asked;
+    if (pass == kForward) {
+      cudnnConvolutionFwdAlgoPerf_t perf[kRanked];
+      checkCudnn(api.cudnnGetConvolutionForwardAlgorithm_v7(h, p.x, p.w, p.conv[pass], p.y, kRanked, &count, perf),
+                 "cudnnGetConvolutionForwardAlgorithm_v7");
+      if ((chosen = pick(perf, count, dtype, tf32, false)) >= 0) {
+        p.algo[pass] = perf[chosen].algo, p.workspace[pass] = perf[chosen].memory, math = perf[chosen].mathType;
+      }
+    } else if (pass == kBackwardData) {
+      cudnnConvolutionBwdDataAlgoPerf_t perf[kRanked];
+      checkCudnn(api.cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p.w, p.y, p.conv[pass], p.x, kRanked, &count, perf),
+                 "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+      if ((chosen = pick(perf, count, dtype, tf32, true)) >= 0) {
+        p.algo[pass] = perf[chosen].algo, p.workspace[pass] = perf[chosen].memory, math = perf[chosen].mathType;
+      }
+    } else {
+      cudnnConvolutionBwdFilterAlgoPerf_t perf[kRanked];
+      checkCudnn(
+          api.cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p.x, p.y, p.conv[pass], p.w, kRanked, &count, perf),
+          "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+      if ((chosen = pick(perf, count, dtype, tf32, true)) >= 0) {
+        p.algo[pass] = perf[chosen].algo, p.workspace[pass] = perf[chosen].memory, math = perf[chosen].mathType;
+      }
+    }
+    if (chosen >= 0) checkCudnn(api.cudnnSetConvolutionMathType(p.conv[pass], math), "cudnnSetConvolutionMathType");
+    p.planned[pass] = true;
+  }
+
+  std::unordered_map<PlanKey, std::unique_ptr<Plan>, PlanKeyHash> plans_;
+};
+
+Plans& threadPlans() {
+  static thread_local Plans plans;
+  return plans;
+}
+
+bool cudnnUsable() { return g_cudnn_enabled.load(std::memory_order_relaxed) && cudnnApi().unavailable.empty(); }
+
+// The pass's plan when cuDNN takes it, else null.
+Plan* planFor(const ConvGeometry& g, ScalarType dtype, int device, Pass pass) {
+  if (!takesDtype(dtype) || !cudnnUsable()) return nullptr;
+  return threadPlans().get(g, dtype, device, pass);
+}
+
+// alpha = 1 and beta = 0 or 1 in the type cuDNN reads them as.
+struct Scaling {
+  explicit Scaling(bool wide, bool accumulate) : wide(wide), f1(1.0f), f0(accumulate ? 1.0f : 0.0f), d1(1.0), d0(f0) {}
+  const void* one() const { return wide ? static_cast<const void*>(&d1) : &f1; }
+  const void* beta() const { return wide ? static_cast<const void*>(&d0) : &f0; }
+  bool wide;
+  float f1, f0;
+  double d1, d0;
+};
+
+// A workspace of `bytes` from the caching allocator on the current stream
+// (kept alive by `holder` until the call is queued).
+void* workspace(size_t bytes, bp::Device device, bp::Tensor& holder) {
+  if (bytes == 0) return nullptr;
+  holder = bp::Tensor::empty({static_cast<int64_t>(bytes)}, ScalarType::UInt8, device);
+  return holder.data_ptr();
+}
+
+cudnnHandle_t handleFor(int device) { return ThreadHandles<CudnnHandles>::forThread(device, currentStream(device)); }
+
+// conv2d_backward on cuDNN (the host's rule has checked shapes and dtypes);
+// declines what cuDNN does not take, which the op's composite then serves.
+std::tuple<bp::Tensor, bp::Tensor, bp::Tensor> conv2dBackward(const bp::Tensor& grad_output, const bp::Tensor& input,
+                                                              const bp::Tensor& weight, bp::IntList stride,
+                                                              bp::IntList padding, bp::IntList dilation, int64_t groups,
+                                                              bp::BoolList output_mask) {
+  static constexpr const char* kOp = "bp::conv2d_backward";
+  const bp::Device device = callDevice(kOp, input, "input");
+  checkOnDevice(kOp, grad_output, "grad_output", device);
+  checkOnDevice(kOp, weight, "weight", device);
+  BP_PLUGIN_CHECK(output_mask.size() == 3, kOp, ": output_mask must have 3 values (input, weight, bias), got ",
+                  output_mask.size());
+  const ScalarType dtype = input.dtype();
+  if (!cudnnUsable()) {
+    bp::decline(cudnnApi().unavailable.empty() ? "cuDNN is disabled (cuda::set_cudnn_enabled(false))"
+                                               : cudnnApi().unavailable);
+  }
+  if (grad_output.numel() == 0 || input.numel() == 0 || weight.numel() == 0)
+    bp::decline("an empty tensor: the composite gives its zeros and the bias's sum");
+  const ConvGeometry g = bp_common::convGeometry(input, weight, stride, padding, dilation, groups);
+  Plan* data = output_mask[0] ? planFor(g, dtype, device.index, kBackwardData) : nullptr;
+  Plan* filter = output_mask[1] ? planFor(g, dtype, device.index, kBackwardFilter) : nullptr;
+  Plan* any = output_mask[2] ? planFor(g, dtype, device.index, kDescriptors) : nullptr;
+  if ((output_mask[0] && data == nullptr) || (output_mask[1] && filter == nullptr) ||
+      (output_mask[2] && any == nullptr))
+    bp::decline("cuDNN has no algorithm for this convolution within the workspace limit");
+  bp::Tensor holders[3];
+  const bp::Tensor& go = dense(kOp, grad_output, dtype, holders[0]);
+  const bp::Tensor& x = dense(kOp, input, dtype, holders[1]);
+  const bp::Tensor& w = dense(kOp, weight, dtype, holders[2]);
+  bp::Tensor gi, gw, gb;
+  const CudnnApi& api = cudnnApi();
+  DeviceGuard guard(device.index);
+  const cudnnHandle_t h = handleFor(device.index);
+  if (output_mask[0]) {
+    gi = bp::Tensor::empty(input.sizes(), dtype, device);
+    bp::Tensor ws;
+    const Scaling s(data->wide, false);
+    checkCudnn(api.cudnnConvolutionBackwardData(h, s.one(), data->w, w.data_ptr(), data->y, go.data_ptr(),
+                                                data->conv[kBackwardData],
+                                                static_cast<cudnnConvolutionBwdDataAlgo_t>(data->algo[kBackwardData]),
+                                                workspace(data->workspace[kBackwardData], device, ws),
+                                                data->workspace[kBackwardData], s.beta(), data->x, gi.data_ptr()),
+               "cudnnConvolutionBackwardData");
+  }
+  if (output_mask[1]) {
+    gw = bp::Tensor::empty(weight.sizes(), dtype, device);
+    bp::Tensor ws;
+    const Scaling s(filter->wide, false);
+    checkCudnn(api.cudnnConvolutionBackwardFilter(
+                   h, s.one(), filter->x, x.data_ptr(), filter->y, go.data_ptr(), filter->conv[kBackwardFilter],
+                   static_cast<cudnnConvolutionBwdFilterAlgo_t>(filter->algo[kBackwardFilter]),
+                   workspace(filter->workspace[kBackwardFilter], device, ws), filter->workspace[kBackwardFilter],
+                   s.beta(), filter->w, gw.data_ptr()),
+               "cudnnConvolutionBackwardFilter");
+  }
+  if (output_mask[2]) {
+    gb = bp::Tensor::empty({g.oc}, dtype, device);
+    const Scaling s(any->wide, false);
+    checkCudnn(api.cudnnConvolutionBackwardBias(h, s.one(), any->y, go.data_ptr(), s.beta(), any->bias, gb.data_ptr()),
+               "cudnnConvolutionBackwardBias");
+  }
+  return {std::move(gi), std::move(gw), std::move(gb)};
+}
+
+int64_t cudnnVersion() { return cudnnApi().unavailable.empty() ? static_cast<int64_t>(cudnnApi().version) : 0; }
+void setCudnnEnabled(bool enabled) { g_cudnn_enabled.store(enabled, std::memory_order_relaxed); }
+bool cudnnEnabled() { return g_cudnn_enabled.load(std::memory_order_relaxed); }
+
+}  // namespace
+
+bool cudnnTakesConv2d(const ConvGeometry& g, ScalarType dtype, bp::Device device) {
+  return planFor(g, dtype, device.index, kForward) != nullptr;
+}
+
+void cudnnConv2d(const ConvGeometry& g, ScalarType dtype, bp::Device device, const void* x, const void* w, void* y,
+                 bool accumulate) {
+  Plan* p = planFor(g, dtype, device.index, kForward);
+  BP_PLUGIN_CHECK(p != nullptr, "cudnnConv2d: called for a convolution cudnnTakesConv2d refused");
+  DeviceGuard guard(device.index);
+  bp::Tensor ws;
+  const Scaling s(p->wide, accumulate);
+  checkCudnn(cudnnApi().cudnnConvolutionForward(handleFor(device.index), s.one(), p->x, x, p->w, w, p->conv[kForward],
+                                                static_cast<cudnnConvolutionFwdAlgo_t>(p->algo[kForward]),
+                                                workspace(p->workspace[kForward], device, ws), p->workspace[kForward],
+                                                s.beta(), p->y, y),
+             "cudnnConvolutionForward");
+}
+
+void registerCudnnKernels(bp::Library& m, int32_t type) {
+  const char* env = std::getenv("BACKPLANE_CUDA_CUDNN");
+  setCudnnEnabled(env == nullptr || std::strcmp(env, "0") != 0);
+  m.def("cuda::cudnn_version() -> int");
+  m.def("cuda::set_cudnn_enabled(bool enabled) -> ()");
+  m.def("cuda::cudnn_enabled() -> bool");
+  m.impl("cuda::cudnn_version", kCpuType, &cudnnVersion);
+  m.impl("cuda::set_cudnn_enabled", kCpuType, &setCudnnEnabled);
+  m.impl("cuda::cudnn_enabled", kCpuType, &cudnnEnabled);
+  m.impl("conv2d_backward", type, &conv2dBackward,
+         bp::Dtypes{ScalarType::Float32, ScalarType::Float64, ScalarType::Float16, ScalarType::BFloat16});
+}
+
+}  // namespace bp_gpu
