@@ -20,6 +20,7 @@
 #include "block_reduce.cuh"
 #include "kernel_args.h"
 #include "kernels.h"
+#include "loops.cuh"
 
 namespace bp_gpu {
 namespace {
@@ -295,6 +296,9 @@ std::tuple<bp::Tensor, bp::Tensor, bp::Tensor> layer_norm_backward(const bp::Ten
 // running statistics. Then (x - mean) * (weight * rstd) + bias, the
 // deviation first, as the CPU plugin computes it. Sums in the input's
 // opmath type, combined in a fixed tree: deterministic, no atomics.
+// Evaluation with running statistics reduces nothing: one thread per
+// element (batchNormEvalKernel, the same arithmetic), so a few channels of
+// many values (a ResNet's 64 of 100k) fill the device instead of 64 blocks.
 struct BatchNormArgs {
   int64_t n, channels, spatial;
   double eps, momentum;
@@ -339,6 +343,20 @@ __global__ void batchNormKernel(BatchNormArgs a, const T* x, T* y, const opmath_
   }
 }
 
+// Evaluation with running statistics: element e of channel (e / spatial) % channels.
+template <class T, class R>
+__global__ void batchNormEvalKernel(BatchNormArgs a, int64_t n, const T* x, T* y, const opmath_t<T>* weight,
+                                    const opmath_t<T>* bias, const R* running_mean, const R* running_var) {
+  using V = opmath_t<T>;
+  gridStride(n, [&](int64_t e) {
+    const int64_t c = e / a.spatial % a.channels;
+    const V mean = static_cast<V>(running_mean[c]), var = static_cast<V>(running_var[c]);
+    const V scale = (weight != nullptr ? weight[c] : V(1)) / math::sqrt(var + static_cast<V>(a.eps));
+    const V shift = bias != nullptr ? bias[c] : V(0);
+    y[e] = store<T>((load(x[e]) - mean) * scale + shift);
+  });
+}
+
 bp::Tensor batch_norm(const bp::Tensor& input, const std::optional<bp::Tensor>& weight,
                       const std::optional<bp::Tensor>& bias, const std::optional<bp::Tensor>& running_mean,
                       const std::optional<bp::Tensor>& running_var, bool training, double momentum, double eps,
@@ -381,6 +399,12 @@ bp::Tensor batch_norm(const bp::Tensor& input, const std::optional<bp::Tensor>& 
       auto launchWith = [&](auto running_tag) {
         using R = decltype(running_tag);
         auto stat = [&](int i) { return running[i] != nullptr ? static_cast<R*>(running[i]->data_ptr()) : nullptr; };
+        if (!training && has_running) {
+          launchElements(&batchNormEvalKernel<T, R>, out.numel(), 1, device.index, args, out.numel(),
+                         static_cast<const T*>(x.data_ptr()), static_cast<T*>(out.data_ptr()), static_cast<const V*>(w),
+                         static_cast<const V*>(b), stat(0), stat(1));
+          return;
+        }
         launchRows(&batchNormKernel<T, R>, channels, kReduceThreads, false, 0, device.index, args,
                    static_cast<const T*>(x.data_ptr()), static_cast<T*>(out.data_ptr()), static_cast<const V*>(w),
                    static_cast<const V*>(b), stat(0), stat(1));
