@@ -52,19 +52,21 @@ using bp_common::ConvGeometry;
 #define BP_CUDNN_XSTR(x) BP_CUDNN_STR(x)
 
 // The cuDNN functions the plugin calls, resolved from the library once.
-#define BP_CUDNN_FUNCTIONS(X)                                                                                     \
-  X(cudnnGetVersion)                                                                                              \
-  X(cudnnGetErrorString)                                                                                          \
-  X(cudnnCreate)                                                                                                  \
-  X(cudnnSetStream)                                                                                               \
-  X(cudnnCreateTensorDescriptor) X(cudnnSetTensor4dDescriptor) X(cudnnDestroyTensorDescriptor)                    \
-      X(cudnnCreateFilterDescriptor) X(cudnnSetFilter4dDescriptor) X(cudnnDestroyFilterDescriptor)                \
-          X(cudnnCreateConvolutionDescriptor) X(cudnnSetConvolution2dDescriptor) X(cudnnSetConvolutionGroupCount) \
-              X(cudnnSetConvolutionMathType) X(cudnnDestroyConvolutionDescriptor)                                 \
-                  X(cudnnGetConvolutionForwardAlgorithm_v7) X(cudnnConvolutionForward)                            \
-                      X(cudnnGetConvolutionBackwardDataAlgorithm_v7) X(cudnnConvolutionBackwardData)              \
-                          X(cudnnGetConvolutionBackwardFilterAlgorithm_v7) X(cudnnConvolutionBackwardFilter)      \
-                              X(cudnnConvolutionBackwardBias)
+#define BP_CUDNN_FUNCTIONS(X)                                                                                 \
+  X(cudnnGetVersion)                                                                                          \
+  X(cudnnGetErrorString)                                                                                      \
+  X(cudnnCreate)                                                                                              \
+  X(cudnnSetStream)                                                                                           \
+  X(cudnnCreateTensorDescriptor)                                                                              \
+  X(cudnnSetTensor4dDescriptor)                                                                               \
+  X(cudnnDestroyTensorDescriptor)                                                                             \
+  X(cudnnCreateFilterDescriptor) X(cudnnSetFilter4dDescriptor) X(cudnnDestroyFilterDescriptor)                \
+      X(cudnnCreateConvolutionDescriptor) X(cudnnSetConvolution2dDescriptor) X(cudnnSetConvolutionGroupCount) \
+          X(cudnnSetConvolutionMathType) X(cudnnDestroyConvolutionDescriptor)                                 \
+              X(cudnnGetConvolutionForwardAlgorithm_v7) X(cudnnConvolutionForward)                            \
+                  X(cudnnGetConvolutionBackwardDataAlgorithm_v7) X(cudnnConvolutionBackwardData)              \
+                      X(cudnnGetConvolutionBackwardFilterAlgorithm_v7) X(cudnnConvolutionBackwardFilter)      \
+                          X(cudnnConvolutionBackwardBias)
 
 struct CudnnApi {
 #define BP_CUDNN_SLOT(f) decltype(&::f) f = nullptr;
@@ -108,7 +110,9 @@ std::atomic<bool> g_cudnn_enabled{true};
 
 void checkCudnn(cudnnStatus_t status, const char* what) {
   if (status == CUDNN_STATUS_SUCCESS) return;
-  bp::fail(status == CUDNN_STATUS_ALLOC_FAILED ? BP_RESOURCE_EXHAUSTED : BP_INTERNAL,
+  const bool memory = status == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ||
+                      status == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED;
+  bp::fail(memory ? BP_RESOURCE_EXHAUSTED : BP_INTERNAL,
            bp::detail::concat(what, " failed on " BP_GPU_NAME ": ", cudnnApi().cudnnGetErrorString(status)));
 }
 
@@ -137,8 +141,8 @@ cudnnDataType_t dataType(ScalarType t) {
   }
 }
 
-// The three passes a plan may hold; kDescriptors: none, the descriptors only.
-enum Pass { kForward = 0, kBackwardData = 1, kBackwardFilter = 2, kDescriptors = 3 };
+// The three passes a plan may hold.
+enum Pass { kForward = 0, kBackwardData = 1, kBackwardFilter = 2 };
 
 // What identifies a plan: the geometry, dtype, device and TF32 switch.
 struct PlanKey {
@@ -179,6 +183,7 @@ struct Plan {
   int algo[3] = {-1, -1, -1};
   size_t workspace[3] = {0, 0, 0};
   bool wide = false;  // float64: double scaling factors
+  bool tf32 = false;  // planned with TF32 allowed
 };
 
 bool fitsInt(std::initializer_list<int64_t> values) {
@@ -211,25 +216,28 @@ int pick(const Perf* perf, int count, ScalarType dtype, bool tf32, bool determin
 
 class Plans {
  public:
-  // The plan of `g`, with its descriptors; null when cuDNN cannot take the
-  // sizes or has no algorithm for `pass`, which is planned if it was not.
-  Plan* get(const ConvGeometry& g, ScalarType dtype, int device, Pass pass) {
-    const bool tf32 = allowTf32();
+  // The plan of `g` with its descriptors, made if there was none (which may
+  // drop the thread's other plans: hold one plan per op, from one call);
+  // null when the sizes exceed cuDNN's descriptors.
+  Plan* get(const ConvGeometry& g, ScalarType dtype, int device, bool tf32) {
     const PlanKey key = keyOf(g, dtype, device, tf32);
     auto it = plans_.find(key);
-    if (it == plans_.end()) {
-      if (!fitsInt({g.n, g.c, g.h, g.w, g.oc, g.kh, g.kw, g.oh, g.ow, g.stride[0], g.stride[1], g.padding[0],
-                    g.padding[1], g.dilation[0], g.dilation[1], g.groups, g.n * g.c * g.h * g.w,
-                    g.n * g.oc * g.oh * g.ow, g.oc * (g.c / g.groups) * g.kh * g.kw}))
-        return nullptr;
-      if (plans_.size() >= kMaxPlans) plans_.clear();  // a bound on what many shapes keep
-      it = plans_.emplace(key, std::make_unique<Plan>()).first;
-      describe(*it->second, g, dtype);
-    }
-    Plan& p = *it->second;
-    if (pass == kDescriptors) return &p;
-    if (!p.planned[pass]) planPass(p, dtype, tf32, device, pass);
-    return p.algo[pass] < 0 ? nullptr : &p;
+    if (it != plans_.end()) return it->second.get();
+    if (!fitsInt({g.n, g.c, g.h, g.w, g.oc, g.kh, g.kw, g.oh, g.ow, g.stride[0], g.stride[1], g.padding[0],
+                  g.padding[1], g.dilation[0], g.dilation[1], g.groups, g.n * g.c * g.h * g.w, g.n * g.oc * g.oh * g.ow,
+                  g.oc * (g.c / g.groups) * g.kh * g.kw}))
+      return nullptr;
+    auto made = std::make_unique<Plan>();
+    describe(*made, g, dtype);  // a failure leaves nothing half-made in the cache
+    made->tf32 = tf32;
+    if (plans_.size() >= kMaxPlans) plans_.clear();  // a bound on what many shapes keep
+    return plans_.emplace(key, std::move(made)).first->second.get();
+  }
+
+  // Whether `pass` of `p` has an algorithm (planned on first use).
+  static bool hasAlgorithm(Plan& p, ScalarType dtype, int device, Pass pass) {
+    if (!p.planned[pass]) planPass(p, dtype, p.tf32, device, pass);
+    return p.algo[pass] >= 0;
   }
 
  private:
@@ -278,23 +286,25 @@ class Plans {
     cudnnMathType_t math = asked;
     if (pass == kForward) {
       cudnnConvolutionFwdAlgoPerf_t perf[kRanked];
-      checkCudnn(api.cudnnGetConvolutionForwardAlgorithm_v7(h, p.x, p.w, p.conv[pass], p.y, kRanked, &count, perf),
-                 "cudnnGetConvolutionForwardAlgorithm_v7");
+      if (api.cudnnGetConvolutionForwardAlgorithm_v7(h, p.x, p.w, p.conv[pass], p.y, kRanked, &count, perf) !=
+          CUDNN_STATUS_SUCCESS)
+        count = 0;  // e.g. a dtype this GPU's cuDNN kernels lack: our kernels run it
       if ((chosen = pick(perf, count, dtype, tf32, false)) >= 0) {
         p.algo[pass] = perf[chosen].algo, p.workspace[pass] = perf[chosen].memory, math = perf[chosen].mathType;
       }
     } else if (pass == kBackwardData) {
       cudnnConvolutionBwdDataAlgoPerf_t perf[kRanked];
-      checkCudnn(api.cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p.w, p.y, p.conv[pass], p.x, kRanked, &count, perf),
-                 "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+      if (api.cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p.w, p.y, p.conv[pass], p.x, kRanked, &count, perf) !=
+          CUDNN_STATUS_SUCCESS)
+        count = 0;
       if ((chosen = pick(perf, count, dtype, tf32, true)) >= 0) {
         p.algo[pass] = perf[chosen].algo, p.workspace[pass] = perf[chosen].memory, math = perf[chosen].mathType;
       }
     } else {
       cudnnConvolutionBwdFilterAlgoPerf_t perf[kRanked];
-      checkCudnn(
-          api.cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p.x, p.y, p.conv[pass], p.w, kRanked, &count, perf),
-          "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+      if (api.cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p.x, p.y, p.conv[pass], p.w, kRanked, &count, perf) !=
+          CUDNN_STATUS_SUCCESS)
+        count = 0;
       if ((chosen = pick(perf, count, dtype, tf32, true)) >= 0) {
         p.algo[pass] = perf[chosen].algo, p.workspace[pass] = perf[chosen].memory, math = perf[chosen].mathType;
       }
@@ -313,10 +323,11 @@ Plans& threadPlans() {
 
 bool cudnnUsable() { return g_cudnn_enabled.load(std::memory_order_relaxed) && cudnnApi().unavailable.empty(); }
 
-// The pass's plan when cuDNN takes it, else null.
-Plan* planFor(const ConvGeometry& g, ScalarType dtype, int device, Pass pass) {
+// The plan of `g` when cuDNN is usable for `dtype` and the sizes, else
+// null. One lookup per op: a later lookup may drop this plan.
+Plan* planFor(const ConvGeometry& g, ScalarType dtype, int device) {
   if (!takesDtype(dtype) || !cudnnUsable()) return nullptr;
-  return threadPlans().get(g, dtype, device, pass);
+  return threadPlans().get(g, dtype, device, allowTf32());
 }
 
 // alpha = 1 and beta = 0 or 1 in the type cuDNN reads them as.
@@ -358,12 +369,13 @@ std::tuple<bp::Tensor, bp::Tensor, bp::Tensor> conv2dBackward(const bp::Tensor& 
   }
   if (grad_output.numel() == 0 || input.numel() == 0 || weight.numel() == 0)
     bp::decline("an empty tensor: the composite gives its zeros and the bias's sum");
+  if (output_mask[2] && dtype != ScalarType::Float32 && dtype != ScalarType::Float64)
+    bp::decline("the bias's gradient of a 16-bit convolution: the composite sums it in float32");
   const ConvGeometry g = bp_common::convGeometry(input, weight, stride, padding, dilation, groups);
-  Plan* data = output_mask[0] ? planFor(g, dtype, device.index, kBackwardData) : nullptr;
-  Plan* filter = output_mask[1] ? planFor(g, dtype, device.index, kBackwardFilter) : nullptr;
-  Plan* any = output_mask[2] ? planFor(g, dtype, device.index, kDescriptors) : nullptr;
-  if ((output_mask[0] && data == nullptr) || (output_mask[1] && filter == nullptr) ||
-      (output_mask[2] && any == nullptr))
+  Plan* plan = planFor(g, dtype, device.index);
+  if (plan == nullptr) bp::decline("sizes past cuDNN's 32-bit descriptors");
+  if ((output_mask[0] && !Plans::hasAlgorithm(*plan, dtype, device.index, kBackwardData)) ||
+      (output_mask[1] && !Plans::hasAlgorithm(*plan, dtype, device.index, kBackwardFilter)))
     bp::decline("cuDNN has no algorithm for this convolution within the workspace limit");
   bp::Tensor holders[3];
   const bp::Tensor& go = dense(kOp, grad_output, dtype, holders[0]);
@@ -376,30 +388,31 @@ std::tuple<bp::Tensor, bp::Tensor, bp::Tensor> conv2dBackward(const bp::Tensor& 
   if (output_mask[0]) {
     gi = bp::Tensor::empty(input.sizes(), dtype, device);
     bp::Tensor ws;
-    const Scaling s(data->wide, false);
-    checkCudnn(api.cudnnConvolutionBackwardData(h, s.one(), data->w, w.data_ptr(), data->y, go.data_ptr(),
-                                                data->conv[kBackwardData],
-                                                static_cast<cudnnConvolutionBwdDataAlgo_t>(data->algo[kBackwardData]),
-                                                workspace(data->workspace[kBackwardData], device, ws),
-                                                data->workspace[kBackwardData], s.beta(), data->x, gi.data_ptr()),
+    const Scaling s(plan->wide, false);
+    checkCudnn(api.cudnnConvolutionBackwardData(h, s.one(), plan->w, w.data_ptr(), plan->y, go.data_ptr(),
+                                                plan->conv[kBackwardData],
+                                                static_cast<cudnnConvolutionBwdDataAlgo_t>(plan->algo[kBackwardData]),
+                                                workspace(plan->workspace[kBackwardData], device, ws),
+                                                plan->workspace[kBackwardData], s.beta(), plan->x, gi.data_ptr()),
                "cudnnConvolutionBackwardData");
   }
   if (output_mask[1]) {
     gw = bp::Tensor::empty(weight.sizes(), dtype, device);
     bp::Tensor ws;
-    const Scaling s(filter->wide, false);
+    const Scaling s(plan->wide, false);
     checkCudnn(api.cudnnConvolutionBackwardFilter(
-                   h, s.one(), filter->x, x.data_ptr(), filter->y, go.data_ptr(), filter->conv[kBackwardFilter],
-                   static_cast<cudnnConvolutionBwdFilterAlgo_t>(filter->algo[kBackwardFilter]),
-                   workspace(filter->workspace[kBackwardFilter], device, ws), filter->workspace[kBackwardFilter],
-                   s.beta(), filter->w, gw.data_ptr()),
+                   h, s.one(), plan->x, x.data_ptr(), plan->y, go.data_ptr(), plan->conv[kBackwardFilter],
+                   static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan->algo[kBackwardFilter]),
+                   workspace(plan->workspace[kBackwardFilter], device, ws), plan->workspace[kBackwardFilter], s.beta(),
+                   plan->w, gw.data_ptr()),
                "cudnnConvolutionBackwardFilter");
   }
   if (output_mask[2]) {
     gb = bp::Tensor::empty({g.oc}, dtype, device);
-    const Scaling s(any->wide, false);
-    checkCudnn(api.cudnnConvolutionBackwardBias(h, s.one(), any->y, go.data_ptr(), s.beta(), any->bias, gb.data_ptr()),
-               "cudnnConvolutionBackwardBias");
+    const Scaling s(plan->wide, false);
+    checkCudnn(
+        api.cudnnConvolutionBackwardBias(h, s.one(), plan->y, go.data_ptr(), s.beta(), plan->bias, gb.data_ptr()),
+        "cudnnConvolutionBackwardBias");
   }
   return {std::move(gi), std::move(gw), std::move(gb)};
 }
@@ -410,14 +423,14 @@ bool cudnnEnabled() { return g_cudnn_enabled.load(std::memory_order_relaxed); }
 
 }  // namespace
 
-bool cudnnTakesConv2d(const ConvGeometry& g, ScalarType dtype, bp::Device device) {
-  return planFor(g, dtype, device.index, kForward) != nullptr;
+const CudnnConvPlan* cudnnConv2dPlan(const ConvGeometry& g, ScalarType dtype, bp::Device device) {
+  Plan* p = planFor(g, dtype, device.index);
+  if (p == nullptr || !Plans::hasAlgorithm(*p, dtype, device.index, kForward)) return nullptr;
+  return reinterpret_cast<const CudnnConvPlan*>(p);
 }
 
-void cudnnConv2d(const ConvGeometry& g, ScalarType dtype, bp::Device device, const void* x, const void* w, void* y,
-                 bool accumulate) {
-  Plan* p = planFor(g, dtype, device.index, kForward);
-  BP_PLUGIN_CHECK(p != nullptr, "cudnnConv2d: called for a convolution cudnnTakesConv2d refused");
+void cudnnConv2d(const CudnnConvPlan* plan, bp::Device device, const void* x, const void* w, void* y, bool accumulate) {
+  Plan* p = reinterpret_cast<Plan*>(const_cast<CudnnConvPlan*>(plan));
   DeviceGuard guard(device.index);
   bp::Tensor ws;
   const Scaling s(p->wide, accumulate);

@@ -8,18 +8,17 @@
 
 namespace bp_gpu {
 
-// Whether cuDNN will run the forward convolution of `g` in `dtype` on
-// `device` (the current device): cuDNN opened and enabled, a floating
-// dtype, sizes within its 32-bit descriptors and an algorithm within the
-// workspace limit. Plans the call (kept per thread), so cudnnConv2d after it
-// finds the plan at once.
-bool cudnnTakesConv2d(const bp_common::ConvGeometry& g, bp::ScalarType dtype, bp::Device device);
+// This thread's plan of the forward convolution of `g` in `dtype` on
+// `device`, or null when cuDNN will not run it (not opened or disabled, an
+// integer dtype, sizes past its 32-bit descriptors, no algorithm within
+// the workspace limit). Valid until this thread's next plan lookup.
+struct CudnnConvPlan;
+const CudnnConvPlan* cudnnConv2dPlan(const bp_common::ConvGeometry& g, bp::ScalarType dtype, bp::Device device);
 
 // y = conv(x, w) (+ y when accumulate: y holds the bias) on the current
-// stream; x, w and y dense NCHW / OIHW / NCHW in `dtype`. Only after
-// cudnnTakesConv2d said yes. Throws bp::Error on a cuDNN failure.
-void cudnnConv2d(const bp_common::ConvGeometry& g, bp::ScalarType dtype, bp::Device device, const void* x,
-                 const void* w, void* y, bool accumulate);
+// stream, as `plan` says; x, w and y dense NCHW / OIHW / NCHW. Throws
+// bp::Error on a cuDNN failure.
+void cudnnConv2d(const CudnnConvPlan* plan, bp::Device device, const void* x, const void* w, void* y, bool accumulate);
 
 // Registers cuda::cudnn_version, cuda::set_cudnn_enabled, cuda::cudnn_enabled
 // and conv2d_backward's cuDNN kernel on `type`.

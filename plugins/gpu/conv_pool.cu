@@ -130,9 +130,9 @@ bp::Tensor conv2d(const bp::Tensor& input, const bp::Tensor& weight, const std::
 
 #if defined(BP_CUDA_CUDNN)
   // Note [cuDNN convolutions] (plugins/cuda/cudnn_conv.cu).
-  if (a.c > 0 && cudnnTakesConv2d(a, dtype, device)) {
+  if (const CudnnConvPlan* plan = a.c > 0 ? cudnnConv2dPlan(a, dtype, device) : nullptr) {
     if (b != nullptr) fillBias();
-    cudnnConv2d(a, dtype, device, x.data_ptr(), w.data_ptr(), out.data_ptr(), b != nullptr);
+    cudnnConv2d(plan, device, x.data_ptr(), w.data_ptr(), out.data_ptr(), b != nullptr);
     return out;
   }
 #endif
