@@ -1,6 +1,7 @@
 // Note [cuDNN convolutions]
 // The CUDA plugin runs conv2d and conv2d_backward of the floating dtypes on
-// cuDNN, as PyTorch does; the other GPU plugins, the integer dtypes, and
+// cuDNN, as PyTorch does (batch_norm and pooling: Note [cuDNN batch norm and
+// pooling] in cudnn_norm_pool.cu); the other GPU plugins, the integer dtypes, and
 // calls cuDNN cannot take run our kernels (Note [conv2d on the GPU] in
 // plugins/gpu/conv_pool.cu; conv2d_backward's composite).
 //   * cuDNN is opened on the first convolution (Note [Libraries opened on
@@ -22,9 +23,12 @@
 //     descriptors, the algorithm, its workspace) is kept per host thread
 //     and shape, found without a lock; the workspace comes from the caching
 //     allocator on the call's stream.
-//   * Sizes past cuDNN's 32-bit descriptors, or no algorithm: our kernels.
-#include <cudnn.h>
-
+//   * Sizes past cuDNN's 32-bit descriptors, or no algorithm (a failed
+//     algorithm query counts as none): our kernels, or for conv2d_backward
+//     a decline to its composite, which also sums a 16-bit bias's gradient
+//     (in float32, as the other reductions do).
+//   * A plan is looked up once per op and held for the op: a lookup that
+//     makes a plan may drop the thread's others (at most kMaxPlans).
 #include <atomic>
 #include <climits>
 #include <cstdlib>
@@ -35,9 +39,8 @@
 #include <tuple>
 #include <unordered_map>
 
-#include "cuda/cuda_libraries.h"
+#include "cuda/cudnn_api.h"
 #include "cuda/cudnn_conv.h"
-#include "cuda/thread_handles.h"
 #include "gpu/kernel_args.h"
 #include "gpu/kernels.h"
 #include "gpu/runtime.h"
@@ -48,98 +51,8 @@ namespace {
 using bp::ScalarType;
 using bp_common::ConvGeometry;
 
-#define BP_CUDNN_STR(x) #x
-#define BP_CUDNN_XSTR(x) BP_CUDNN_STR(x)
-
-// The cuDNN functions the plugin calls, resolved from the library once.
-#define BP_CUDNN_FUNCTIONS(X)                                                                                 \
-  X(cudnnGetVersion)                                                                                          \
-  X(cudnnGetErrorString)                                                                                      \
-  X(cudnnCreate)                                                                                              \
-  X(cudnnSetStream)                                                                                           \
-  X(cudnnCreateTensorDescriptor)                                                                              \
-  X(cudnnSetTensor4dDescriptor)                                                                               \
-  X(cudnnDestroyTensorDescriptor)                                                                             \
-  X(cudnnCreateFilterDescriptor) X(cudnnSetFilter4dDescriptor) X(cudnnDestroyFilterDescriptor)                \
-      X(cudnnCreateConvolutionDescriptor) X(cudnnSetConvolution2dDescriptor) X(cudnnSetConvolutionGroupCount) \
-          X(cudnnSetConvolutionMathType) X(cudnnDestroyConvolutionDescriptor)                                 \
-              X(cudnnGetConvolutionForwardAlgorithm_v7) X(cudnnConvolutionForward)                            \
-                  X(cudnnGetConvolutionBackwardDataAlgorithm_v7) X(cudnnConvolutionBackwardData)              \
-                      X(cudnnGetConvolutionBackwardFilterAlgorithm_v7) X(cudnnConvolutionBackwardFilter)      \
-                          X(cudnnConvolutionBackwardBias)
-
-struct CudnnApi {
-#define BP_CUDNN_SLOT(f) decltype(&::f) f = nullptr;
-  BP_CUDNN_FUNCTIONS(BP_CUDNN_SLOT)
-#undef BP_CUDNN_SLOT
-  size_t version = 0;
-  std::string unavailable;  // why cuDNN cannot be used; empty when it can
-};
-
-CudnnApi loadCudnn() {
-  CudnnApi api;
-  std::string opened;
-  void* lib = bp_cuda::openLibrary("cuDNN", "BACKPLANE_CUDNN_LIBRARY", "libcudnn.so." BP_CUDNN_XSTR(CUDNN_MAJOR),
-                                   "install cuDNN " BP_CUDNN_XSTR(CUDNN_MAJOR) ", put its directory on "
-                                                                              "LD_LIBRARY_PATH, or name the file in "
-                                                                              "BACKPLANE_CUDNN_LIBRARY",
-                                   &opened, &api.unavailable);
-  if (lib == nullptr) return api;
-  bool ok = true;
-#define BP_CUDNN_RESOLVE(f) ok = ok && bp_cuda::resolve(lib, #f, api.f);
-  BP_CUDNN_FUNCTIONS(BP_CUDNN_RESOLVE)
-#undef BP_CUDNN_RESOLVE
-  if (!ok) {
-    api.unavailable = "the cuDNN library " + opened + " lacks functions of cuDNN " BP_CUDNN_XSTR(CUDNN_MAJOR);
-    return api;
-  }
-  api.version = api.cudnnGetVersion();
-  if (api.version / 10000 != CUDNN_MAJOR) {
-    api.unavailable = "the cuDNN library " + opened + " is version " + std::to_string(api.version) +
-                      ", not the major version " BP_CUDNN_XSTR(CUDNN_MAJOR) " the plugin was built for";
-  }
-  return api;
-}
-
-const CudnnApi& cudnnApi() {
-  static const CudnnApi api = loadCudnn();
-  return api;
-}
-
-std::atomic<bool> g_cudnn_enabled{true};
-
-void checkCudnn(cudnnStatus_t status, const char* what) {
-  if (status == CUDNN_STATUS_SUCCESS) return;
-  const bool memory = status == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ||
-                      status == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED;
-  bp::fail(memory ? BP_RESOURCE_EXHAUSTED : BP_INTERNAL,
-           bp::detail::concat(what, " failed on " BP_GPU_NAME ": ", cudnnApi().cudnnGetErrorString(status)));
-}
-
-struct CudnnHandles {
-  using Handle = cudnnHandle_t;
-  static Handle create() {
-    Handle h = nullptr;
-    checkCudnn(cudnnApi().cudnnCreate(&h), "cudnnCreate");
-    return h;
-  }
-  static void bind(Handle h, gpuStream_t stream) { checkCudnn(cudnnApi().cudnnSetStream(h, stream), "cudnnSetStream"); }
-};
-
 // Workspace bytes an algorithm may ask for.
 constexpr size_t kWorkspaceLimit = size_t{256} << 20;
-
-bool takesDtype(ScalarType t) {
-  return t == ScalarType::Float32 || t == ScalarType::Float64 || t == ScalarType::Float16 || t == ScalarType::BFloat16;
-}
-cudnnDataType_t dataType(ScalarType t) {
-  switch (t) {
-    case ScalarType::Float64: return CUDNN_DATA_DOUBLE;
-    case ScalarType::Float16: return CUDNN_DATA_HALF;
-    case ScalarType::BFloat16: return CUDNN_DATA_BFLOAT16;
-    default: return CUDNN_DATA_FLOAT;
-  }
-}
 
 // The three passes a plan may hold.
 enum Pass { kForward = 0, kBackwardData = 1, kBackwardFilter = 2 };
@@ -168,7 +81,7 @@ struct Plan {
   Plan(const Plan&) = delete;
   Plan& operator=(const Plan&) = delete;
   ~Plan() {
-    const CudnnApi& api = cudnnApi();
+    const cudnn::Api& api = cudnn::api();
     if (x) api.cudnnDestroyTensorDescriptor(x);
     if (y) api.cudnnDestroyTensorDescriptor(y);
     if (bias) api.cudnnDestroyTensorDescriptor(bias);
@@ -244,43 +157,43 @@ class Plans {
   static constexpr size_t kMaxPlans = 256;
 
   static void describe(Plan& p, const ConvGeometry& g, ScalarType dtype) {
-    const CudnnApi& api = cudnnApi();
-    const cudnnDataType_t t = dataType(dtype);
+    const cudnn::Api& api = cudnn::api();
+    const cudnnDataType_t t = cudnn::dataType(dtype);
     p.wide = dtype == ScalarType::Float64;
     auto i32 = [](int64_t v) { return static_cast<int>(v); };
-    checkCudnn(api.cudnnCreateTensorDescriptor(&p.x), "cudnnCreateTensorDescriptor");
-    checkCudnn(api.cudnnSetTensor4dDescriptor(p.x, CUDNN_TENSOR_NCHW, t, i32(g.n), i32(g.c), i32(g.h), i32(g.w)),
-               "cudnnSetTensor4dDescriptor");
-    checkCudnn(api.cudnnCreateTensorDescriptor(&p.y), "cudnnCreateTensorDescriptor");
-    checkCudnn(api.cudnnSetTensor4dDescriptor(p.y, CUDNN_TENSOR_NCHW, t, i32(g.n), i32(g.oc), i32(g.oh), i32(g.ow)),
-               "cudnnSetTensor4dDescriptor");
-    checkCudnn(api.cudnnCreateTensorDescriptor(&p.bias), "cudnnCreateTensorDescriptor");
-    checkCudnn(api.cudnnSetTensor4dDescriptor(p.bias, CUDNN_TENSOR_NCHW, t, 1, i32(g.oc), 1, 1),
-               "cudnnSetTensor4dDescriptor");
-    checkCudnn(api.cudnnCreateFilterDescriptor(&p.w), "cudnnCreateFilterDescriptor");
-    checkCudnn(
+    cudnn::check(api.cudnnCreateTensorDescriptor(&p.x), "cudnnCreateTensorDescriptor");
+    cudnn::check(api.cudnnSetTensor4dDescriptor(p.x, CUDNN_TENSOR_NCHW, t, i32(g.n), i32(g.c), i32(g.h), i32(g.w)),
+                 "cudnnSetTensor4dDescriptor");
+    cudnn::check(api.cudnnCreateTensorDescriptor(&p.y), "cudnnCreateTensorDescriptor");
+    cudnn::check(api.cudnnSetTensor4dDescriptor(p.y, CUDNN_TENSOR_NCHW, t, i32(g.n), i32(g.oc), i32(g.oh), i32(g.ow)),
+                 "cudnnSetTensor4dDescriptor");
+    cudnn::check(api.cudnnCreateTensorDescriptor(&p.bias), "cudnnCreateTensorDescriptor");
+    cudnn::check(api.cudnnSetTensor4dDescriptor(p.bias, CUDNN_TENSOR_NCHW, t, 1, i32(g.oc), 1, 1),
+                 "cudnnSetTensor4dDescriptor");
+    cudnn::check(api.cudnnCreateFilterDescriptor(&p.w), "cudnnCreateFilterDescriptor");
+    cudnn::check(
         api.cudnnSetFilter4dDescriptor(p.w, t, CUDNN_TENSOR_NCHW, i32(g.oc), i32(g.c / g.groups), i32(g.kh), i32(g.kw)),
         "cudnnSetFilter4dDescriptor");
     const cudnnDataType_t compute = p.wide ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
     for (cudnnConvolutionDescriptor_t& c : p.conv) {
-      checkCudnn(api.cudnnCreateConvolutionDescriptor(&c), "cudnnCreateConvolutionDescriptor");
-      checkCudnn(api.cudnnSetConvolution2dDescriptor(c, i32(g.padding[0]), i32(g.padding[1]), i32(g.stride[0]),
-                                                     i32(g.stride[1]), i32(g.dilation[0]), i32(g.dilation[1]),
-                                                     CUDNN_CROSS_CORRELATION, compute),
-                 "cudnnSetConvolution2dDescriptor");
-      checkCudnn(api.cudnnSetConvolutionGroupCount(c, i32(g.groups)), "cudnnSetConvolutionGroupCount");
+      cudnn::check(api.cudnnCreateConvolutionDescriptor(&c), "cudnnCreateConvolutionDescriptor");
+      cudnn::check(api.cudnnSetConvolution2dDescriptor(c, i32(g.padding[0]), i32(g.padding[1]), i32(g.stride[0]),
+                                                       i32(g.stride[1]), i32(g.dilation[0]), i32(g.dilation[1]),
+                                                       CUDNN_CROSS_CORRELATION, compute),
+                   "cudnnSetConvolution2dDescriptor");
+      cudnn::check(api.cudnnSetConvolutionGroupCount(c, i32(g.groups)), "cudnnSetConvolutionGroupCount");
     }
   }
 
   static void planPass(Plan& p, ScalarType dtype, bool tf32, int device, Pass pass) {
-    const CudnnApi& api = cudnnApi();
+    const cudnn::Api& api = cudnn::api();
     DeviceGuard guard(device);
-    const cudnnHandle_t h = ThreadHandles<CudnnHandles>::forThread(device, currentStream(device));
+    const cudnnHandle_t h = cudnn::handle(device);
     // The ranking for the math the call may use: FMA only for float32 without TF32.
     const cudnnMathType_t asked = dtype == ScalarType::Float32 && !tf32 ? CUDNN_FMA_MATH
                                   : dtype == ScalarType::Float64        ? CUDNN_DEFAULT_MATH
                                                                         : CUDNN_TENSOR_OP_MATH;
-    checkCudnn(api.cudnnSetConvolutionMathType(p.conv[pass], asked), "cudnnSetConvolutionMathType");
+    cudnn::check(api.cudnnSetConvolutionMathType(p.conv[pass], asked), "cudnnSetConvolutionMathType");
     constexpr int kRanked = 8;
     int count = 0, chosen = -1;
     cudnnMathType_t math = asked;
@@ -309,7 +222,7 @@ class Plans {
         p.algo[pass] = perf[chosen].algo, p.workspace[pass] = perf[chosen].memory, math = perf[chosen].mathType;
       }
     }
-    if (chosen >= 0) checkCudnn(api.cudnnSetConvolutionMathType(p.conv[pass], math), "cudnnSetConvolutionMathType");
+    if (chosen >= 0) cudnn::check(api.cudnnSetConvolutionMathType(p.conv[pass], math), "cudnnSetConvolutionMathType");
     p.planned[pass] = true;
   }
 
@@ -321,24 +234,12 @@ Plans& threadPlans() {
   return plans;
 }
 
-bool cudnnUsable() { return g_cudnn_enabled.load(std::memory_order_relaxed) && cudnnApi().unavailable.empty(); }
-
 // The plan of `g` when cuDNN is usable for `dtype` and the sizes, else
 // null. One lookup per op: a later lookup may drop this plan.
 Plan* planFor(const ConvGeometry& g, ScalarType dtype, int device) {
-  if (!takesDtype(dtype) || !cudnnUsable()) return nullptr;
+  if (!cudnn::takesDtype(dtype) || !cudnn::usable()) return nullptr;
   return threadPlans().get(g, dtype, device, allowTf32());
 }
-
-// alpha = 1 and beta = 0 or 1 in the type cuDNN reads them as.
-struct Scaling {
-  explicit Scaling(bool wide, bool accumulate) : wide(wide), f1(1.0f), f0(accumulate ? 1.0f : 0.0f), d1(1.0), d0(f0) {}
-  const void* one() const { return wide ? static_cast<const void*>(&d1) : &f1; }
-  const void* beta() const { return wide ? static_cast<const void*>(&d0) : &f0; }
-  bool wide;
-  float f1, f0;
-  double d1, d0;
-};
 
 // A workspace of `bytes` from the caching allocator on the current stream
 // (kept alive by `holder` until the call is queued).
@@ -347,8 +248,6 @@ void* workspace(size_t bytes, bp::Device device, bp::Tensor& holder) {
   holder = bp::Tensor::empty({static_cast<int64_t>(bytes)}, ScalarType::UInt8, device);
   return holder.data_ptr();
 }
-
-cudnnHandle_t handleFor(int device) { return ThreadHandles<CudnnHandles>::forThread(device, currentStream(device)); }
 
 // conv2d_backward on cuDNN (the host's rule has checked shapes and dtypes);
 // declines what cuDNN does not take, which the op's composite then serves.
@@ -363,9 +262,9 @@ std::tuple<bp::Tensor, bp::Tensor, bp::Tensor> conv2dBackward(const bp::Tensor& 
   BP_PLUGIN_CHECK(output_mask.size() == 3, kOp, ": output_mask must have 3 values (input, weight, bias), got ",
                   output_mask.size());
   const ScalarType dtype = input.dtype();
-  if (!cudnnUsable()) {
-    bp::decline(cudnnApi().unavailable.empty() ? "cuDNN is disabled (cuda::set_cudnn_enabled(false))"
-                                               : cudnnApi().unavailable);
+  if (!cudnn::usable()) {
+    bp::decline(cudnn::api().unavailable.empty() ? "cuDNN is disabled (cuda::set_cudnn_enabled(false))"
+                                                 : cudnn::api().unavailable);
   }
   if (grad_output.numel() == 0 || input.numel() == 0 || weight.numel() == 0)
     bp::decline("an empty tensor: the composite gives its zeros and the bias's sum");
@@ -382,44 +281,44 @@ std::tuple<bp::Tensor, bp::Tensor, bp::Tensor> conv2dBackward(const bp::Tensor& 
   const bp::Tensor& x = dense(kOp, input, dtype, holders[1]);
   const bp::Tensor& w = dense(kOp, weight, dtype, holders[2]);
   bp::Tensor gi, gw, gb;
-  const CudnnApi& api = cudnnApi();
+  const cudnn::Api& api = cudnn::api();
   DeviceGuard guard(device.index);
-  const cudnnHandle_t h = handleFor(device.index);
+  const cudnnHandle_t h = cudnn::handle(device.index);
   if (output_mask[0]) {
     gi = bp::Tensor::empty(input.sizes(), dtype, device);
     bp::Tensor ws;
-    const Scaling s(plan->wide, false);
-    checkCudnn(api.cudnnConvolutionBackwardData(h, s.one(), plan->w, w.data_ptr(), plan->y, go.data_ptr(),
-                                                plan->conv[kBackwardData],
-                                                static_cast<cudnnConvolutionBwdDataAlgo_t>(plan->algo[kBackwardData]),
-                                                workspace(plan->workspace[kBackwardData], device, ws),
-                                                plan->workspace[kBackwardData], s.beta(), plan->x, gi.data_ptr()),
-               "cudnnConvolutionBackwardData");
+    const cudnn::Scaling s(plan->wide, false);
+    cudnn::check(api.cudnnConvolutionBackwardData(h, s.one(), plan->w, w.data_ptr(), plan->y, go.data_ptr(),
+                                                  plan->conv[kBackwardData],
+                                                  static_cast<cudnnConvolutionBwdDataAlgo_t>(plan->algo[kBackwardData]),
+                                                  workspace(plan->workspace[kBackwardData], device, ws),
+                                                  plan->workspace[kBackwardData], s.beta(), plan->x, gi.data_ptr()),
+                 "cudnnConvolutionBackwardData");
   }
   if (output_mask[1]) {
     gw = bp::Tensor::empty(weight.sizes(), dtype, device);
     bp::Tensor ws;
-    const Scaling s(plan->wide, false);
-    checkCudnn(api.cudnnConvolutionBackwardFilter(
-                   h, s.one(), plan->x, x.data_ptr(), plan->y, go.data_ptr(), plan->conv[kBackwardFilter],
-                   static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan->algo[kBackwardFilter]),
-                   workspace(plan->workspace[kBackwardFilter], device, ws), plan->workspace[kBackwardFilter], s.beta(),
-                   plan->w, gw.data_ptr()),
-               "cudnnConvolutionBackwardFilter");
+    const cudnn::Scaling s(plan->wide, false);
+    cudnn::check(api.cudnnConvolutionBackwardFilter(
+                     h, s.one(), plan->x, x.data_ptr(), plan->y, go.data_ptr(), plan->conv[kBackwardFilter],
+                     static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan->algo[kBackwardFilter]),
+                     workspace(plan->workspace[kBackwardFilter], device, ws), plan->workspace[kBackwardFilter],
+                     s.beta(), plan->w, gw.data_ptr()),
+                 "cudnnConvolutionBackwardFilter");
   }
   if (output_mask[2]) {
     gb = bp::Tensor::empty({g.oc}, dtype, device);
-    const Scaling s(plan->wide, false);
-    checkCudnn(
+    const cudnn::Scaling s(plan->wide, false);
+    cudnn::check(
         api.cudnnConvolutionBackwardBias(h, s.one(), plan->y, go.data_ptr(), s.beta(), plan->bias, gb.data_ptr()),
         "cudnnConvolutionBackwardBias");
   }
   return {std::move(gi), std::move(gw), std::move(gb)};
 }
 
-int64_t cudnnVersion() { return cudnnApi().unavailable.empty() ? static_cast<int64_t>(cudnnApi().version) : 0; }
-void setCudnnEnabled(bool enabled) { g_cudnn_enabled.store(enabled, std::memory_order_relaxed); }
-bool cudnnEnabled() { return g_cudnn_enabled.load(std::memory_order_relaxed); }
+int64_t cudnnVersion() { return cudnn::api().unavailable.empty() ? static_cast<int64_t>(cudnn::api().version) : 0; }
+void setCudnnEnabled(bool enabled) { cudnn::enabledFlag().store(enabled, std::memory_order_relaxed); }
+bool cudnnEnabled() { return cudnn::enabledFlag().load(std::memory_order_relaxed); }
 
 }  // namespace
 
@@ -433,12 +332,12 @@ void cudnnConv2d(const CudnnConvPlan* plan, bp::Device device, const void* x, co
   Plan* p = reinterpret_cast<Plan*>(const_cast<CudnnConvPlan*>(plan));
   DeviceGuard guard(device.index);
   bp::Tensor ws;
-  const Scaling s(p->wide, accumulate);
-  checkCudnn(cudnnApi().cudnnConvolutionForward(handleFor(device.index), s.one(), p->x, x, p->w, w, p->conv[kForward],
-                                                static_cast<cudnnConvolutionFwdAlgo_t>(p->algo[kForward]),
-                                                workspace(p->workspace[kForward], device, ws), p->workspace[kForward],
-                                                s.beta(), p->y, y),
-             "cudnnConvolutionForward");
+  const cudnn::Scaling s(p->wide, accumulate);
+  cudnn::check(cudnn::api().cudnnConvolutionForward(
+                   cudnn::handle(device.index), s.one(), p->x, x, p->w, w, p->conv[kForward],
+                   static_cast<cudnnConvolutionFwdAlgo_t>(p->algo[kForward]),
+                   workspace(p->workspace[kForward], device, ws), p->workspace[kForward], s.beta(), p->y, y),
+               "cudnnConvolutionForward");
 }
 
 void registerCudnnKernels(bp::Library& m, int32_t type) {

@@ -25,6 +25,9 @@
 #include "kernels.h"
 #include "loops.cuh"
 #include "pool_args.h"
+#if defined(BP_CUDA_CUDNN)
+#include "cuda/cudnn_norm_pool.h"
+#endif
 
 namespace bp_gpu {
 namespace {
@@ -446,15 +449,21 @@ std::tuple<bp::Tensor, bp::Tensor, bp::Tensor> batch_norm_backward(
   if (output_mask[1]) gw = bp::Tensor::empty({channels}, dtype, device);
   if (output_mask[2]) gb = bp::Tensor::empty({channels}, dtype, device);
   const BatchNormBackwardArgs args{n, channels, spatial, eps, training || rm == nullptr || rv == nullptr};
-  visitDtype(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-      auto ptr = [](const bp::Tensor& t) { return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr; };
-      launchRows(&batchNormBackwardKernel<T>, channels, kReduceThreads, false, 0, device.index, args,
-                 static_cast<const T*>(g.data_ptr()), static_cast<const T*>(x.data_ptr()), static_cast<const T*>(w),
-                 static_cast<const T*>(rm), static_cast<const T*>(rv), ptr(gi), ptr(gw), ptr(gb));
-    }
-  });
+  bool done = false;
+#if defined(BP_CUDA_CUDNN)
+  // Note [cuDNN batch norm and pooling] (plugins/cuda/cudnn_norm_pool.cu).
+  done = args.batch_stats && cudnnBatchNormBackward(g, x, w, eps, gi, gw, gb);
+#endif
+  if (!done)
+    visitDtype(dtype, [&](auto tag) {
+      using T = decltype(tag);
+      if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+        auto ptr = [](const bp::Tensor& t) { return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr; };
+        launchRows(&batchNormBackwardKernel<T>, channels, kReduceThreads, false, 0, device.index, args,
+                   static_cast<const T*>(g.data_ptr()), static_cast<const T*>(x.data_ptr()), static_cast<const T*>(w),
+                   static_cast<const T*>(rm), static_cast<const T*>(rv), ptr(gi), ptr(gw), ptr(gb));
+      }
+    });
   // The parameters' gradients in the weight's dtype (the input's without one).
   const ScalarType param_dtype = weight ? weight->dtype() : dtype;
   auto inParamDtype = [&](const bp::Tensor& t) {

@@ -35,6 +35,7 @@
 #include "pool_args.h"
 #if defined(BP_CUDA_CUDNN)
 #include "cuda/cudnn_conv.h"
+#include "cuda/cudnn_norm_pool.h"
 #endif
 
 namespace bp_gpu {
@@ -251,6 +252,9 @@ bp::Tensor pool(const char* op, const bp::Tensor& self, const PoolArgs& args) {
   bp::Tensor out = poolOutput(self, args.oh, args.ow, device);
   const int64_t n = out.numel();
   if (n == 0) return out;
+#if defined(BP_CUDA_CUDNN)
+  if (cudnnPool2d(args, kMax, self, out)) return out;  // Note [cuDNN batch norm and pooling]
+#endif
   visitDtype(self.dtype(), [&](auto tag) {
     using T = decltype(tag);
     if constexpr (kMax && kIsFloating<T>) {

@@ -21,6 +21,9 @@
 #include "kernel_args.h"
 #include "kernels.h"
 #include "loops.cuh"
+#if defined(BP_CUDA_CUDNN)
+#include "cuda/cudnn_norm_pool.h"
+#endif
 
 namespace bp_gpu {
 namespace {
@@ -392,29 +395,38 @@ bp::Tensor batch_norm(const bp::Tensor& input, const std::optional<bp::Tensor>& 
     running[1] = &dense(kOp, *params[3], running_dtype, holders[4]);
   }
   const BatchNormArgs args{n, channels, spatial, eps, momentum, training};
-  visitDtype(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (kIsFloating<T>) {
-      using V = opmath_t<T>;
-      auto launchWith = [&](auto running_tag) {
-        using R = decltype(running_tag);
-        auto stat = [&](int i) { return running[i] != nullptr ? static_cast<R*>(running[i]->data_ptr()) : nullptr; };
-        if (!training && has_running) {
-          launchElements(&batchNormEvalKernel<T, R>, out.numel(), 1, device.index, args, out.numel(),
-                         static_cast<const T*>(x.data_ptr()), static_cast<T*>(out.data_ptr()), static_cast<const V*>(w),
-                         static_cast<const V*>(b), stat(0), stat(1));
-          return;
-        }
-        launchRows(&batchNormKernel<T, R>, channels, kReduceThreads, false, 0, device.index, args,
-                   static_cast<const T*>(x.data_ptr()), static_cast<T*>(out.data_ptr()), static_cast<const V*>(w),
-                   static_cast<const V*>(b), stat(0), stat(1));
-      };
-      if (running_dtype == ScalarType::Float64)
-        launchWith(double{});
-      else
-        launchWith(float{});
-    }
-  });
+  bool done = false;
+#if defined(BP_CUDA_CUDNN)
+  // Note [cuDNN batch norm and pooling] (plugins/cuda/cudnn_norm_pool.cu).
+  if (!has_running || running_dtype == param_dtype) {
+    done = cudnnBatchNorm(x, out, w, b, has_running ? running[0]->data_ptr() : nullptr,
+                          has_running ? running[1]->data_ptr() : nullptr, training, momentum, eps);
+  }
+#endif
+  if (!done)
+    visitDtype(dtype, [&](auto tag) {
+      using T = decltype(tag);
+      if constexpr (kIsFloating<T>) {
+        using V = opmath_t<T>;
+        auto launchWith = [&](auto running_tag) {
+          using R = decltype(running_tag);
+          auto stat = [&](int i) { return running[i] != nullptr ? static_cast<R*>(running[i]->data_ptr()) : nullptr; };
+          if (!training && has_running) {
+            launchElements(&batchNormEvalKernel<T, R>, out.numel(), 1, device.index, args, out.numel(),
+                           static_cast<const T*>(x.data_ptr()), static_cast<T*>(out.data_ptr()),
+                           static_cast<const V*>(w), static_cast<const V*>(b), stat(0), stat(1));
+            return;
+          }
+          launchRows(&batchNormKernel<T, R>, channels, kReduceThreads, false, 0, device.index, args,
+                     static_cast<const T*>(x.data_ptr()), static_cast<T*>(out.data_ptr()), static_cast<const V*>(w),
+                     static_cast<const V*>(b), stat(0), stat(1));
+        };
+        if (running_dtype == ScalarType::Float64)
+          launchWith(double{});
+        else
+          launchWith(float{});
+      }
+    });
   if (training && has_running) {
     for (int i = 0; i < 2; ++i)
       if (running[i] != params[2 + i]) copyCast(kOp, *params[2 + i], *running[i]);

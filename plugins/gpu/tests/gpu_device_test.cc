@@ -290,6 +290,70 @@ TEST_P(GpuDeviceTest, ConvolutionsOnCudnnAgreeWithTheCpuAndTheOwnKernels) {
   }
 }
 
+// Note [cuDNN batch norm and pooling]: on CUDA, batch_norm (training, with
+// the running statistics updated, and evaluation), its training backward,
+// and the max and average pooling forwards run cuDNN and agree with the CPU
+// plugin and with the plugin's own kernels (cuDNN switched off).
+TEST_P(GpuDeviceTest, BatchNormAndPoolingOnCudnnAgreeWithTheCpuAndTheOwnKernels) {
+  if (std::string(GetParam().type) != "cuda") GTEST_SKIP() << "cuDNN is the CUDA plugin's";
+  Dispatcher& d = Dispatcher::singleton();
+  ASSERT_GT(d.findOpOrThrow("cuda::cudnn_version").typed<int64_t()>().call(), 0);
+  auto setCudnn = d.findOpOrThrow("cuda::set_cudnn_enabled").typed<void(bool)>();
+  using BatchNorm = Tensor(const Tensor&, const std::optional<Tensor>&, const std::optional<Tensor>&,
+                           const std::optional<Tensor>&, const std::optional<Tensor>&, bool, double, double, bool);
+  auto batch_norm = d.findOpOrThrow("bp::batch_norm").typed<BatchNorm>();
+  using BatchNormBackward = std::tuple<Tensor, Tensor, Tensor>(
+      const Tensor&, const Tensor&, const std::optional<Tensor>&, const std::optional<Tensor>&,
+      const std::optional<Tensor>&, bool, double, std::array<bool, 3>);
+  auto backward = d.findOpOrThrow("bp::batch_norm_backward").typed<BatchNormBackward>();
+  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{8, 16, 9, 11}, std::vector<int64_t>{32, 5}}) {
+    SCOPED_TRACE(::testing::PrintToString(shape));
+    const int64_t c = shape[1];
+    const Tensor x = randn(shape).mul(3.0).add(2.0), w = randn({c}), b = randn({c});
+    for (bool training : {true, false}) {
+      const Tensor rm = randn({c}), rv = rand({c}).add(0.5);
+      Tensor want_rm = rm.clone(), want_rv = rv.clone();
+      const Tensor want = batch_norm.call(x, w, b, want_rm, want_rv, training, 0.1, 1e-5, true);
+      for (bool cudnn : {true, false}) {
+        setCudnn.call(cudnn);
+        Tensor grm = rm.to(dev_), grv = rv.to(dev_);
+        const Tensor got = batch_norm.call(x.to(dev_), w.to(dev_), b.to(dev_), grm, grv, training, 0.1, 1e-5, true);
+        setCudnn.call(true);
+        expectClose(got, want, 1e-4, 1e-4);
+        expectClose(grm, want_rm, 1e-5, 1e-5);
+        expectClose(grv, want_rv, 1e-5, 1e-5);
+      }
+    }
+    const Tensor go = randn(shape);
+    auto [wi, ww, wb] = backward.call(go, x, w, std::nullopt, std::nullopt, true, 1e-5, {true, true, true});
+    auto [gi, gw, gb] =
+        backward.call(go.to(dev_), x.to(dev_), w.to(dev_), std::nullopt, std::nullopt, true, 1e-5, {true, true, true});
+    expectClose(gi, wi, 1e-4, 1e-4);
+    expectClose(gw, ww, 1e-3, 1e-4);
+    expectClose(gb, wb, 1e-3, 1e-4);
+  }
+  // Pooling: NaN propagates through the maximum; padding counted or not in the average.
+  Tensor x = randn({2, 3, 13, 10});
+  std::vector<float> v = x.contiguous().toVector<float>();
+  v[17] = std::nanf("");
+  x = tensorFromVector<float>(v, {2, 3, 13, 10}, Device(DeviceType::CPU));
+  auto avg =
+      d.findOpOrThrow("bp::avg_pool2d")
+          .typed<Tensor(const Tensor&, IntArrayRef, IntArrayRef, IntArrayRef, bool, bool, std::optional<int64_t>)>();
+  const Tensor gx = x.to(dev_);
+  for (bool cudnn : {true, false}) {
+    setCudnn.call(cudnn);
+    expectClose(max_pool2d(gx, {3, 3}, {2, 2}, {1, 1}), max_pool2d(x, {3, 3}, {2, 2}, {1, 1}), 0, 0);
+    // A transposed view, read through its strides.
+    expectClose(max_pool2d(gx.transpose(2, 3), {2, 3}), max_pool2d(x.transpose(2, 3), {2, 3}), 0, 0);
+    for (bool count_pad : {true, false}) {
+      expectClose(avg.call(gx, {3, 3}, {2, 2}, {1, 1}, false, count_pad, std::nullopt),
+                  avg.call(x, {3, 3}, {2, 2}, {1, 1}, false, count_pad, std::nullopt), 1e-6, 1e-6);
+    }
+  }
+  setCudnn.call(true);
+}
+
 // Note [Deferred device errors]: a bad index is reported at the next
 // synchronization, from the mapped error slot, and the device stays usable.
 TEST_P(GpuDeviceTest, BadIndicesAreReportedAtTheNextSynchronization) {
