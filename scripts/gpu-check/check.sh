@@ -47,6 +47,12 @@ mkdir -p /tmp/onnx-node && tar xJf "$here/onnx-node.tar.xz" -C /tmp/onnx-node
 step onnx_conformance 200 "$bp" conformance --onnx /tmp/onnx-node/node --backend cuda \
      --onnx-expected /tmp/bp-gpu/onnx-expected --junit "$L/onnx_cuda_junit.xml" --markdown "$L/onnx_cuda.md"
 step encoder 60 "$(find . -type f -name encoder -perm -u+x | head -1)" --device cuda:0 --iters 20
+# The Python package on cuda (built by pack.sh for Python 3.12): DLPack with
+# torch's CUDA tensors both ways, and the Python encoder sample on cuda:0.
+if [ -d /tmp/bp-gpu/python/backplane ]; then
+  step python_cuda 300 env PYTHONPATH=/tmp/bp-gpu/python BACKPLANE_PYTHON_ENCODER_SAMPLE=/tmp/bp-gpu/python/encoder_layer.py \
+       python3 -m pytest -q -p no:cacheprovider /tmp/bp-gpu/python/test_dlpack_cuda.py
+fi
 step sparse_lidar 90 "$(find . -type f -name sparse_lidar -perm -u+x | head -1)" --device cuda:0
 step cuda_bench 120 "$(find . -type f -name cuda_bench -perm -u+x | head -1)" --benchmark_repetitions=5 \
      --benchmark_report_aggregates_only=true --benchmark_out="$L/cuda_bench.json" --benchmark_out_format=json

@@ -10,8 +10,23 @@
 set -euo pipefail
 out=${1:-gpu-pack}; B=/tmp/bp-gpu; here=$(cd "$(dirname "$0")" && pwd); root=$PWD
 scripts/setup.sh >/dev/null
-cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBACKPLANE_BUILD_BENCHMARKS=ON -DBACKPLANE_WERROR=OFF >/dev/null
-targets=$(ninja -C "$B" -t targets all | grep -oE '^(gpu_[a-z_]+_tests|mpi_collectives_tests|backplane_(cli|cpu|cuda|hip|mpi|spconv|gpusim)|encoder|sparse_lidar|cuda_bench):' | tr -d : | sort -u)
+# The Python extension for the GPU machine's Python, 3.12 (a pyenv 3.12 here),
+# with nanobind's CMake files from .venv (the same sources for every Python).
+py=
+for c in $(command -v python3.12) /root/.pyenv/versions/3.12*/bin/python3.12; do
+  if [ -x "$c" ] && "$c" -c 'import sysconfig' 2>/dev/null; then py=$c; break; fi  # a pyenv shim may not run
+done
+pyargs=()
+if [ -n "$py" ]; then
+  # -U: forget another Python's cached findings (its headers, nanobind).
+  pyargs=(-U_BP_NANOBIND_PYTHON "-U_Python*" "-UPython_*" -DPython_EXECUTABLE="$py"
+          -Dnanobind_DIR="$(.venv/bin/python -m nanobind --cmake_dir)")
+else
+  echo "pack.sh: no python3.12 here: the pack has no Python package (check.sh skips its steps)" >&2
+fi
+cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBACKPLANE_BUILD_BENCHMARKS=ON -DBACKPLANE_WERROR=OFF \
+  "${pyargs[@]}" >/dev/null
+targets=$(ninja -C "$B" -t targets all | grep -oE '^(gpu_[a-z_]+_tests|mpi_collectives_tests|backplane_(cli|cpu|cuda|hip|mpi|spconv|gpusim)|encoder|sparse_lidar|cuda_bench|_backplane):' | tr -d : | sort -u)
 # shellcheck disable=SC2086
 cmake --build "$B" --parallel "$(nproc)" --target $targets
 stage=$(mktemp -d); C="$stage/bp-gpu"; mkdir -p "$C/deps"
@@ -23,7 +38,15 @@ for f in $files; do mkdir -p "$C/$(dirname "$f")"; cp "$f" "$C/$f"; strip --stri
 # folder is found from where libbackplane was loaded.
 cp -a lib/libbackplane.so.* "$C/lib/"
 cp -r "$root/conformance/onnx/expected_failures" "$C/onnx-expected"
-for f in $files; do ldd "$f" 2>/dev/null | awk '{print $3}'; done | grep -E '^/' | sort -u |
+# The Python package: its files, the extension, and the build tree's paths
+# (/tmp/bp-gpu, as on the GPU machine); the CUDA DLPack tests and the sample.
+if [ -n "$py" ] && ls python/backplane/_backplane.cpython-312-*.so >/dev/null 2>&1; then
+  mkdir -p "$C/python/backplane"
+  cp "$root"/python/backplane/*.py python/backplane/_backplane.cpython-312-*.so python/backplane/_build_paths.py \
+     "$C/python/backplane/"
+  cp "$root/python/tests/test_dlpack_cuda.py" "$root/samples/python/encoder_layer.py" "$C/python/"
+fi
+for f in $files $(ls python/backplane/_backplane.cpython-312-*.so 2>/dev/null); do ldd "$f" 2>/dev/null | awk '{print $3}'; done | grep -E '^/' | sort -u |
   grep -vE 'libc\.so|libm\.so|libstdc|libgcc|libpthread|libdl\.so|librt\.so|ld-linux|/cuda|libbackplane' |
   while read -r l; do cp -L "$l" "$C/deps/"; done
 cd - >/dev/null; mkdir -p "$out/debs"
