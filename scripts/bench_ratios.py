@@ -18,7 +18,7 @@ RATIOS = [
     ("BM_DispatchUnboxed_Noop", "BM_RawFunctionPointer", "time", "<= 2.0x", lambda r: r <= 2.0),
     ("BM_DispatchBoxed_Noop", "BM_RawFunctionPointer", "time", "<= 8x", lambda r: r <= 8.0),
     ("BM_DispatchUnboxed_Noop", "BM_RawFunctionPointer_PlainStruct", "time", "(for scale)", None),
-    ("BM_PluginKernelCall", "BM_DispatchUnboxed_Noop", "diff", "<= +10 ns", lambda d: d <= 10.0),
+    ("BM_PluginKernelCall", "BM_DispatchUnboxed_Noop", "diff", "<= +5 ns", lambda d: d <= 5.0),
     # Declining a call (Note [Declined calls]): what a decline adds to the
     # call of the kernel it goes to, through the C ABI and the C++ SDK.
     ("BM_PluginKernelDecline_Abi", "BM_PluginKernelCall", "diff", "(report)", None),
@@ -153,7 +153,8 @@ def main():
         t = times["BM_Cuda_EncoderLayer_f32"]
         print(f"{'BM_Cuda_EncoderLayer_f32':32} {'(absolute; PyTorch eager: torch_baseline)':44} {fmt(t)} {'':>12}  "
               f"<= 0.55 ms on an H100 {'ok' if t <= 0.55e6 else 'MISSED'}")
-    for name, target_ns, target in (("BM_Cuda_RulebookSubm_40k", 0.5e6, "<= 0.5 ms on an H100"),
+    for name, target_ns, target in (("BM_LidarBackbone_Cpu", 40e6, "<= 40 ms on an idle 2-core machine"),
+                                    ("BM_Cuda_RulebookSubm_40k", 0.5e6, "<= 0.5 ms on an H100"),
                                     ("BM_Cuda_LidarBackbone", 8e6, "<= 8 ms on an H100")):
         if name in times:
             t = times[name]

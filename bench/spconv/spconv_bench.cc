@@ -18,6 +18,10 @@
 // BM_RulebookSubm_40k times spconv::get_indice_pairs alone for a
 // submanifold 3x3x3 convolution on a denser scan of about 40k voxels.
 //
+// BM_LidarBackbone_Cpu is samples/sparse_lidar's whole forward pass
+// (VoxelBackBone8x: 12 sparse convolutions, their 8 rulebooks, batch norm
+// and ReLU) on the CPU, on kittiScan() (issue target: <= 40 ms).
+//
 //   spconv_bench --write_scan=FILE [--scan=kitti|40k]   writes the scan and exits (for compare_spconv.py)
 #include <benchmark/benchmark.h>
 
@@ -28,6 +32,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backbone.h"
 #include "bench_util.h"
 #include "sparse_conv.h"
 
@@ -170,6 +175,22 @@ void BM_RulebookSubm_40k(benchmark::State& state) {
   state.counters["voxels"] = static_cast<double>(input.numVoxels());
 }
 BENCHMARK(BM_RulebookSubm_40k)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_LidarBackbone_Cpu(benchmark::State& state) {
+  if (!pluginsLoaded(state)) return;
+  const VoxelScan& scan = kittiScan();
+  const Device cpu(DeviceType::CPU);
+  const sparse_lidar::BackboneWeights weights =
+      sparse_lidar::BackboneWeights::random(sparse_lidar::voxelBackBone8x(scan.channels), 0).to(cpu);
+  const SparseTensor input = SparseTensor::fromScan(scan, cpu);
+  benchmark::DoNotOptimize(sparse_lidar::runBackbone(weights, input));  // warm-up
+  for (auto _ : state) {
+    SparseTensor out = sparse_lidar::runBackbone(weights, input);
+    benchmark::DoNotOptimize(out);
+  }
+  state.counters["voxels"] = static_cast<double>(scan.numVoxels());
+}
+BENCHMARK(BM_LidarBackbone_Cpu)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // Writes `scan` as: int64 N, int64 batch_size, int64 spatial_shape[3], int64
 // channels, then indices int32 [N, 4] and features float32 [N, channels],
