@@ -16,7 +16,8 @@
 //   <ns>::set_allow_tf32(bool allow) -> ()    (ns: cuda, hip, gpusim)
 //   <ns>::allow_tf32() -> bool
 // or BACKPLANE_CUDA_ALLOW_TF32=1 in the environment when the plugin loads.
-// Only the CUDA plugin's cuBLAS products use it (CUBLAS_COMPUTE_32F_FAST_TF32);
+// Only the CUDA plugin's cuBLAS products (CUBLAS_COMPUTE_32F_FAST_TF32) and
+// cuDNN convolutions (tensor-op algorithms, Note [cuDNN convolutions]) use it;
 // the HIP plugin and the simulator keep the setting, so scripts run
 // unchanged, but always compute in float32. The ops take no tensor, so they
 // dispatch to the CPU key and are registered there.
