@@ -215,14 +215,17 @@ void sortLines(const char* op, const bp::Tensor& self, int64_t dim, bool descend
       launch(&sortTileKernel<V>, dim3(blocks), dim3(static_cast<unsigned>(threads)), shared,
              currentStream(device.index), a, kp, ip, first_size, last_size, own_order);
     };
+    // Note [topk as a selection]'s second scratch: alive until the store
+    // below has been queued, which may read it.
+    bp::Tensor keys2, order2;
     if (k <= kTile / 2 && padded > kTile) {
-      // Note [topk as a selection]: ping-pong between the scratch and a
-      // second one the size of the first round's survivors.
+      // Ping-pong between the scratch and a second one the size of the
+      // first round's survivors.
       int64_t keep = 1;
       while (keep < k) keep *= 2;
       const int64_t second = a.rows * (padded / kTile * keep);
-      const bp::Tensor keys2 = bp::Tensor::empty({second}, key_dtype, device);
-      const bp::Tensor order2 = bp::Tensor::empty({second}, ScalarType::Int64, device);
+      keys2 = bp::Tensor::empty({second}, key_dtype, device);
+      order2 = bp::Tensor::empty({second}, ScalarType::Int64, device);
       V* spare_k = static_cast<V*>(keys2.data_ptr());
       int64_t* spare_i = static_cast<int64_t*>(order2.data_ptr());
       while (a.padded > kTile) {

@@ -17,6 +17,7 @@
 #include "backplane/ops/ops.h"
 #include "backplane/ops/tensor.h"
 #include "backplane/runtime/runtime.h"
+#include "backplane/runtime/stream.h"
 #include "gpu_test_util.h"
 
 namespace backplane {
@@ -155,6 +156,33 @@ TEST_F(GpusimSortScanPadTest, TopkOfLongRowsIsASelectionWithTheSortsResult) {
   };
   EXPECT_EQ(launchesOf(10), 7) << "load, two rounds of a tile pass and a compaction, the last tile, store";
   EXPECT_GE(launchesOf(1 << 16), 38) << "k past the selection's limit: the full sort";
+}
+
+// The selection's scratch lives until its last reader is queued: on a
+// deferred stream (gpusim's app streams run when forced), topk's work is
+// still queued when the call returns, and blocks it freed may go to another
+// stream at once; that stream's work, forced first, must not reach them.
+TEST_F(GpusimSortScanPadTest, TopkScratchOutlivesItsQueuedReaders) {
+  const Tensor x = input(1, 2000, ScalarType::Float32);  // one round: 2,048 -> 32 entries, read from the second scratch
+  const Tensor xs = x.to(sim());
+  Stream a = Stream::create(sim()), b = Stream::create(sim());
+  std::tuple<Tensor, Tensor> got;
+  {
+    StreamGuard on(a);
+    got = topk(xs, 10, 1, true);
+  }
+  {
+    StreamGuard on(b);
+    std::vector<Tensor> others;  // blocks of the scratch's size classes, written on b
+    for (int i = 0; i < 16; ++i) others.push_back(full({32}, -1e30, {ScalarType::Float32, sim()}));
+    for (int i = 0; i < 16; ++i) others.push_back(full({32}, int64_t{-7}, {ScalarType::Int64, sim()}));
+  }
+  b.synchronize();
+  a.synchronize();
+  StreamGuard on(a);
+  const auto want = topk(x, 10, 1, true);
+  expectClose(std::get<0>(got), std::get<0>(want), 0, 0);
+  EXPECT_EQ(std::get<1>(got).cpu().toVector<int64_t>(), std::get<1>(want).toVector<int64_t>());
 }
 
 TEST_F(GpusimSortScanPadTest, FlipAndPadsRunNativelyAndMatchTheCpu) {
