@@ -283,7 +283,9 @@ struct StagingSlot {
 // pool's blocks never reach the caching allocator, and the pool is freed
 // when the graph is destroyed and every tensor allocated from it is gone.
 // A block from outside the pool freed during the capture is freed after
-// it (its free would record an event on the capturing stream). What cannot
+// it (its free would record an event on the capturing stream), and so is
+// another graph's pool that its last tensor leaves during the capture (the
+// release synchronizes the device, which the capturing thread may not). What cannot
 // be captured is refused first (refuseWhileCapturing), so a failed call
 // leaves the capture valid.
 struct GraphPool {
@@ -304,6 +306,9 @@ struct Capture {
   gpuStream_t stream;
   std::shared_ptr<GraphPool> pool;
   std::vector<void*> deferred_frees;  // blocks from outside the pool, freed after the capture
+  // Pools of other graphs that became free during the capture: released
+  // after it (their release synchronizes the device, which a capture forbids).
+  std::vector<std::shared_ptr<GraphPool>> deferred_pools;
 };
 
 // Events kept for reuse per device (Note [Streams and the caching allocator]).
@@ -506,6 +511,10 @@ void* allocateFromPoolLocked(GraphPool& pool, int device, size_t size) {
 // the device's mutex.
 void releasePoolIfUnusedLocked(DeviceState& s, int device, const std::shared_ptr<GraphPool>& pool) {
   if (pool->graph_alive || !pool->live.empty()) return;
+  if (s.capture != nullptr) {  // after the capture (Capture::deferred_pools)
+    s.capture->deferred_pools.push_back(pool);
+    return;
+  }
   // A replay may still be queued: its work ends before the pool goes (as
   // cudaFree waits; the simulator's deferred streams would not).
   DeviceGuard guard(device);
@@ -919,7 +928,7 @@ class GpuBackend final : public bp::DeviceBackend {
     }
     s.stats.reserved_bytes += static_cast<int64_t>(pool->size);
     s.pools.push_back(pool);
-    s.capture = std::make_unique<Capture>(Capture{stream, std::move(pool), {}});
+    s.capture = std::make_unique<Capture>(Capture{stream, std::move(pool), {}, {}});
     s.capturing_stream.store(stream, std::memory_order_release);
   }
 
@@ -943,6 +952,10 @@ class GpuBackend final : public bp::DeviceBackend {
     const gpuError_t ended = gpuStreamEndCapture(stream, &graph->graph);
     // The frees the capture put off, now that the stream runs its work again.
     for (void* p : capture->deferred_frees) freeBlock(device, p);
+    for (const std::shared_ptr<GraphPool>& pool : capture->deferred_pools) {
+      std::lock_guard<std::mutex> lock(s.mutex);
+      releasePoolIfUnusedLocked(s, device, pool);
+    }
     gpuError_t e = ended == gpuSuccess ? gpuGraphInstantiate(&graph->exec, graph->graph) : ended;
     if (e != gpuSuccess) {
       if (graph->graph != nullptr) (void)gpuGraphDestroy(graph->graph);

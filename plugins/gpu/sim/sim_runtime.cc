@@ -6,6 +6,7 @@
 #include "sim_faults.h"
 #include "sim_guard.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -15,6 +16,7 @@
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
+#include <vector>
 
 namespace {
 
@@ -42,6 +44,9 @@ struct GpuSimStream {
   // The work recorded while capturing (Note [Graphs in the simulator]);
   // null otherwise. Guarded by queueMutex().
   std::shared_ptr<std::vector<std::function<void()>>> capture;
+  // Set when the capturing thread did what a capture forbids (CUDA then
+  // fails the capture's end with cudaErrorStreamCaptureInvalidated).
+  bool capture_invalidated = false;
 };
 // A captured graph, and an instantiated one (the same recorded work).
 struct GpuSimGraph {
@@ -267,11 +272,18 @@ gpuError_t gpuStreamSynchronize(gpuStream_t stream) {
   return gpuSuccess;
 }
 
+// The streams this host thread is capturing: as in CUDA's thread-local
+// capture mode, the thread may not synchronize the device meanwhile
+// (gpuDeviceSynchronize refuses, and the captures are invalidated).
+thread_local std::vector<gpuStream_t> t_capturing;
+
 gpuError_t gpuStreamBeginCapture(gpuStream_t stream) {
   if (stream == nullptr) return gpuErrorStreamCaptureUnsupported;
   std::lock_guard<std::recursive_mutex> lock(queueMutex());
   if (stream->capture != nullptr) return gpuErrorInvalidValue;  // already capturing
   stream->capture = std::make_shared<std::vector<std::function<void()>>>();
+  stream->capture_invalidated = false;
+  t_capturing.push_back(stream);
   return gpuSuccess;
 }
 
@@ -279,6 +291,12 @@ gpuError_t gpuStreamEndCapture(gpuStream_t stream, gpuGraph_t* graph) {
   if (stream == nullptr || graph == nullptr) return gpuErrorInvalidValue;
   std::lock_guard<std::recursive_mutex> lock(queueMutex());
   if (stream->capture == nullptr) return gpuErrorInvalidValue;  // not capturing
+  t_capturing.erase(std::remove(t_capturing.begin(), t_capturing.end(), stream), t_capturing.end());
+  if (stream->capture_invalidated) {
+    stream->capture = nullptr;
+    *graph = nullptr;
+    return gpuErrorStreamCaptureInvalidated;
+  }
   *graph = new GpuSimGraph{std::move(stream->capture)};
   stream->capture = nullptr;
   return gpuSuccess;
@@ -373,6 +391,10 @@ gpuError_t gpuEventDestroy(gpuEvent_t event) {
 
 gpuError_t gpuDeviceSynchronize() {
   std::lock_guard<std::recursive_mutex> lock(queueMutex());
+  if (!t_capturing.empty()) {
+    for (gpuStream_t s : t_capturing) s->capture_invalidated = true;
+    return gpuErrorStreamCaptureUnsupported;
+  }
   // Running work queues none, so one pass empties every queue.
   for (GpuSimStream* s : deferredStreams()) runAll(*s->queue);
   return gpuSuccess;

@@ -150,8 +150,9 @@ gpuError_t gpuEventElapsedTime(float* ms, gpuEvent_t start, gpuEvent_t end);
 // synchronous one). What a GPU refuses in a capture the simulator refuses
 // too, with gpuErrorStreamCaptureUnsupported: copies to or from the host,
 // synchronizing, recording or waiting for an event on the capturing
-// stream. The default (null) stream cannot be captured, as CUDA's legacy
-// stream cannot.
+// stream, synchronizing the device from the capturing thread (CUDA's
+// thread-local capture mode). The default (null) stream cannot be
+// captured, as CUDA's legacy stream cannot.
 gpuError_t gpuStreamBeginCapture(gpuStream_t stream);
 gpuError_t gpuStreamEndCapture(gpuStream_t stream, gpuGraph_t* graph);
 gpuError_t gpuGraphInstantiate(gpuGraphExec_t* exec, gpuGraph_t graph);

@@ -416,6 +416,38 @@ TEST_F(GpusimStreamsTest, AGraphReplaysTheCapturedWorkOnNewInputs) {
   side.synchronize();
 }
 
+// A graph destroyed while its output lives keeps its pool; when that output
+// goes during another graph's capture, the pool is released after the
+// capture (its release synchronizes the device, which the capturing thread
+// may not do), and the capture is unharmed.
+TEST_F(GpusimStreamsTest, APoolLeftDuringAnotherCaptureIsReleasedAfterIt) {
+  Stream side = Stream::create(dev_);
+  const Tensor x = tensorFromVector<float>({1, 2, 3}, {3}, dev_);
+  const int64_t reserved = stat("reserved_bytes");
+  Tensor first;
+  {
+    const Graph g = Graph::capture(
+        side, [&] { first = x * 2.0; }, GraphOptions{.pool_bytes = 1 << 20});
+    g.replay();
+    side.synchronize();
+  }
+  EXPECT_EQ(values(first), (std::vector<float>{2, 4, 6}));
+  const int64_t with_first = stat("reserved_bytes");
+  EXPECT_GT(with_first, reserved) << "the first graph's pool lives with its output";
+  Tensor second;
+  const Graph g = Graph::capture(
+      side,
+      [&] {
+        first = Tensor();  // the first pool's last block goes during this capture
+        second = x + 1.0;
+      },
+      GraphOptions{.pool_bytes = 1 << 20});
+  EXPECT_EQ(stat("reserved_bytes"), with_first) << "one pool released (the first), one made (this graph's)";
+  g.replay();
+  side.synchronize();
+  EXPECT_EQ(values(second), (std::vector<float>{2, 3, 4}));
+}
+
 // What a replay cannot repeat is refused during the capture with an error
 // that names it; the capture ends cleanly and the device captures again.
 TEST_F(GpusimStreamsTest, WhatAGraphCannotRepeatIsRefusedDuringTheCapture) {
