@@ -110,6 +110,17 @@ inline void check(cudnnStatus_t status, const char* what) {
            bp::detail::concat(what, " failed on " BP_GPU_NAME ": ", api().cudnnGetErrorString(status)));
 }
 
+// Whether cuDNN took the call: false for a status that says it does not
+// take these parameters or lacks the configuration (the BAD_PARAM and
+// NOT_SUPPORTED families: nothing was queued, and the caller runs its own
+// kernel); other failures throw.
+inline bool taken(cudnnStatus_t status, const char* what) {
+  if (status == CUDNN_STATUS_SUCCESS) return true;
+  if (status >= CUDNN_STATUS_BAD_PARAM && status < CUDNN_STATUS_INTERNAL_ERROR) return false;
+  check(status, what);
+  return false;
+}
+
 struct HandleTraits {
   using Handle = cudnnHandle_t;
   static Handle create() {

@@ -7,10 +7,10 @@
 //     statistics, when given, are in the parameter dtype (float32, or
 //     float64 for float64 inputs). batch_norm_backward in training runs
 //     cudnnBatchNormalizationBackward (it recomputes the batch's statistics)
-//     when a weight is given. Other calls (no weight, float64 running
-//     statistics of a float32 input, 5-D inputs, evaluation-mode gradients,
-//     which are elementwise) run the plugin's kernels (norm.cu,
-//     backward.cu).
+//     when a weight is given. Other calls (no weight, bfloat16 as in
+//     PyTorch, float64 running statistics of a float32 input, 5-D inputs,
+//     evaluation-mode gradients, which are elementwise) run the plugin's
+//     kernels (norm.cu, backward.cu).
 //   * max_pool2d and avg_pool2d run cudnnPoolingForward (max with NaN
 //     propagated; average with or without the padding counted) when the
 //     output has floor mode's size, with no dilation and no
@@ -18,7 +18,9 @@
 //     backward ops stay on the plugin's kernels: a maximum's gradient goes
 //     to the first maximum of its window, as the CPU plugin and PyTorch
 //     send it, and cuDNN does not say which of equal values it picks.
-// Descriptors are made per call (a few host microseconds, no device work).
+// A call cuDNN answers with BAD_PARAM or NOT_SUPPORTED (nothing queued) also
+// runs the plugin's kernel (cudnn::taken). Descriptors are made per call (a
+// few host microseconds, no device work).
 #include <climits>
 #include <initializer_list>
 
@@ -47,17 +49,19 @@ bool nchw(const bp::Tensor& x, int (&d)[4]) {
 }
 
 // The input's descriptor (N, C, H, W) and the per-channel parameters'
-// (cuDNN's spatial-mode derivation: 1, C, 1, 1 in float or double).
+// (cuDNN's spatial-mode derivation: 1, C, 1, 1 in float or double); ok
+// false when cuDNN does not take them.
 struct BatchNormDescs {
   BatchNormDescs(ScalarType dtype, const int (&d)[4]) {
     const cudnn::Api& api = cudnn::api();
-    cudnn::check(
-        api.cudnnSetTensor4dDescriptor(x.get(), CUDNN_TENSOR_NCHW, cudnn::dataType(dtype), d[0], d[1], d[2], d[3]),
-        "cudnnSetTensor4dDescriptor");
-    cudnn::check(api.cudnnDeriveBNTensorDescriptor(params.get(), x.get(), CUDNN_BATCHNORM_SPATIAL),
-                 "cudnnDeriveBNTensorDescriptor");
+    ok = cudnn::taken(
+             api.cudnnSetTensor4dDescriptor(x.get(), CUDNN_TENSOR_NCHW, cudnn::dataType(dtype), d[0], d[1], d[2], d[3]),
+             "cudnnSetTensor4dDescriptor") &&
+         cudnn::taken(api.cudnnDeriveBNTensorDescriptor(params.get(), x.get(), CUDNN_BATCHNORM_SPATIAL),
+                      "cudnnDeriveBNTensorDescriptor");
   }
   cudnn::TensorDesc x, params;
+  bool ok = false;
 };
 
 }  // namespace
@@ -65,7 +69,10 @@ struct BatchNormDescs {
 bool cudnnBatchNorm(const bp::Tensor& x, const bp::Tensor& y, const void* weight, const void* bias, void* running_mean,
                     void* running_var, bool training, double momentum, double eps) {
   const ScalarType dtype = x.dtype();
-  if (!cudnn::takesDtype(dtype) || !cudnn::usable() || weight == nullptr || bias == nullptr) return false;
+  // bfloat16 stays on the plugin's kernel, as in PyTorch.
+  if (!cudnn::takesDtype(dtype) || dtype == ScalarType::BFloat16 || !cudnn::usable() || weight == nullptr ||
+      bias == nullptr)
+    return false;
   if ((running_mean == nullptr) != (running_var == nullptr)) return false;
   if (!training && running_mean == nullptr) return false;  // evaluation without running statistics: the batch's
   int d[4];
@@ -75,20 +82,19 @@ bool cudnnBatchNorm(const bp::Tensor& x, const bp::Tensor& y, const void* weight
   DeviceGuard guard(device.index);
   const cudnnHandle_t h = cudnn::handle(device.index);
   const BatchNormDescs desc(dtype, d);
+  if (!desc.ok) return false;
   const cudnnTensorDescriptor_t xd = desc.x.get(), pd = desc.params.get();
   const cudnn::Scaling s(dtype == ScalarType::Float64, false);
   if (training) {
-    cudnn::check(api.cudnnBatchNormalizationForwardTraining(h, CUDNN_BATCHNORM_SPATIAL, s.one(), s.beta(), xd,
-                                                            x.data_ptr(), xd, y.data_ptr(), pd, weight, bias, momentum,
-                                                            running_mean, running_var, eps, nullptr, nullptr),
-                 "cudnnBatchNormalizationForwardTraining");
-  } else {
-    cudnn::check(
-        api.cudnnBatchNormalizationForwardInference(h, CUDNN_BATCHNORM_SPATIAL, s.one(), s.beta(), xd, x.data_ptr(), xd,
-                                                    y.data_ptr(), pd, weight, bias, running_mean, running_var, eps),
-        "cudnnBatchNormalizationForwardInference");
+    return cudnn::taken(api.cudnnBatchNormalizationForwardTraining(
+                            h, CUDNN_BATCHNORM_SPATIAL, s.one(), s.beta(), xd, x.data_ptr(), xd, y.data_ptr(), pd,
+                            weight, bias, momentum, running_mean, running_var, eps, nullptr, nullptr),
+                        "cudnnBatchNormalizationForwardTraining");
   }
-  return true;
+  return cudnn::taken(
+      api.cudnnBatchNormalizationForwardInference(h, CUDNN_BATCHNORM_SPATIAL, s.one(), s.beta(), xd, x.data_ptr(), xd,
+                                                  y.data_ptr(), pd, weight, bias, running_mean, running_var, eps),
+      "cudnnBatchNormalizationForwardInference");
 }
 
 bool cudnnBatchNormBackward(const bp::Tensor& go, const bp::Tensor& x, const void* weight, double eps,
@@ -107,13 +113,14 @@ bool cudnnBatchNormBackward(const bp::Tensor& go, const bp::Tensor& x, const voi
   DeviceGuard guard(device.index);
   const cudnnHandle_t h = cudnn::handle(device.index);
   const BatchNormDescs desc(dtype, d);
+  if (!desc.ok) return false;
   const cudnnTensorDescriptor_t xd = desc.x.get(), pd = desc.params.get();
   const cudnn::Scaling s(dtype == ScalarType::Float64, false);
-  cudnn::check(api.cudnnBatchNormalizationBackward(h, CUDNN_BATCHNORM_SPATIAL, s.one(), s.beta(), s.one(), s.beta(), xd,
-                                                   x.data_ptr(), xd, go.data_ptr(), xd, dx.data_ptr(), pd, weight,
-                                                   dw.data_ptr(), db.data_ptr(), eps, nullptr, nullptr),
-               "cudnnBatchNormalizationBackward");
-  return true;
+  return cudnn::taken(
+      api.cudnnBatchNormalizationBackward(h, CUDNN_BATCHNORM_SPATIAL, s.one(), s.beta(), s.one(), s.beta(), xd,
+                                          x.data_ptr(), xd, go.data_ptr(), xd, dx.data_ptr(), pd, weight, dw.data_ptr(),
+                                          db.data_ptr(), eps, nullptr, nullptr),
+      "cudnnBatchNormalizationBackward");
 }
 
 bool cudnnPool2d(const PoolArgs& a, bool max, const bp::Tensor& self, const bp::Tensor& out) {
@@ -123,6 +130,8 @@ bool cudnnPool2d(const PoolArgs& a, bool max, const bp::Tensor& self, const bp::
   // Floor mode's output size only (a ceil-mode window past the input is not cuDNN's).
   if (a.oh != (a.h + 2 * a.ph - a.kh) / a.sh + 1 || a.ow != (a.w + 2 * a.pw - a.kw) / a.sw + 1) return false;
   const int64_t images = self.dim() == 4 ? self.size(0) : 1;
+  if (a.stride_c <= 0 || a.stride_h <= 0 || a.stride_w <= 0 || (images > 1 && a.stride_n <= 0))
+    return false;  // an expanded (0-stride) or reversed input: the plugin's kernel reads it
   if (!fitsInt({images, a.channels, a.h, a.w, a.oh, a.ow, a.kh, a.kw, a.sh, a.sw, a.ph, a.pw, a.stride_n, a.stride_c,
                 a.stride_h, a.stride_w, self.numel(), out.numel()}))
     return false;
@@ -133,13 +142,14 @@ bool cudnnPool2d(const PoolArgs& a, bool max, const bp::Tensor& self, const bp::
   auto i32 = [](int64_t v) { return static_cast<int>(v); };
   const cudnnDataType_t t = cudnn::dataType(dtype);
   cudnn::TensorDesc xd, yd;
-  cudnn::check(api.cudnnSetTensor4dDescriptorEx(xd.get(), t, i32(images), i32(a.channels), i32(a.h), i32(a.w),
-                                                i32(images == 1 ? a.channels * a.stride_c : a.stride_n),
-                                                i32(a.stride_c), i32(a.stride_h), i32(a.stride_w)),
-               "cudnnSetTensor4dDescriptorEx");
-  cudnn::check(api.cudnnSetTensor4dDescriptor(yd.get(), CUDNN_TENSOR_NCHW, t, i32(images), i32(a.channels), i32(a.oh),
-                                              i32(a.ow)),
-               "cudnnSetTensor4dDescriptor");
+  if (!cudnn::taken(api.cudnnSetTensor4dDescriptorEx(xd.get(), t, i32(images), i32(a.channels), i32(a.h), i32(a.w),
+                                                     i32(images == 1 ? a.channels * a.stride_c : a.stride_n),
+                                                     i32(a.stride_c), i32(a.stride_h), i32(a.stride_w)),
+                    "cudnnSetTensor4dDescriptorEx") ||
+      !cudnn::taken(api.cudnnSetTensor4dDescriptor(yd.get(), CUDNN_TENSOR_NCHW, t, i32(images), i32(a.channels),
+                                                   i32(a.oh), i32(a.ow)),
+                    "cudnnSetTensor4dDescriptor"))
+    return false;
   cudnnPoolingDescriptor_t pool = nullptr;
   cudnn::check(api.cudnnCreatePoolingDescriptor(&pool), "cudnnCreatePoolingDescriptor");
   struct Destroy {
@@ -149,13 +159,14 @@ bool cudnnPool2d(const PoolArgs& a, bool max, const bp::Tensor& self, const bp::
   const cudnnPoolingMode_t mode = max                   ? CUDNN_POOLING_MAX
                                   : a.count_include_pad ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
                                                         : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
-  cudnn::check(api.cudnnSetPooling2dDescriptor(pool, mode, CUDNN_PROPAGATE_NAN, i32(a.kh), i32(a.kw), i32(a.ph),
-                                               i32(a.pw), i32(a.sh), i32(a.sw)),
-               "cudnnSetPooling2dDescriptor");
+  if (!cudnn::taken(api.cudnnSetPooling2dDescriptor(pool, mode, CUDNN_PROPAGATE_NAN, i32(a.kh), i32(a.kw), i32(a.ph),
+                                                    i32(a.pw), i32(a.sh), i32(a.sw)),
+                    "cudnnSetPooling2dDescriptor"))
+    return false;
   const cudnn::Scaling s(dtype == ScalarType::Float64, false);
-  cudnn::check(api.cudnnPoolingForward(h, pool, s.one(), xd.get(), self.data_ptr(), s.beta(), yd.get(), out.data_ptr()),
-               "cudnnPoolingForward");
-  return true;
+  return cudnn::taken(
+      api.cudnnPoolingForward(h, pool, s.one(), xd.get(), self.data_ptr(), s.beta(), yd.get(), out.data_ptr()),
+      "cudnnPoolingForward");
 }
 
 }  // namespace bp_gpu
