@@ -44,7 +44,7 @@ step conformance 200 "$bp" conformance --backend cuda --junit "$L/cuda_junit.xml
 # with cuda's checked-in expected failures, as scripts/test.sh runs them on
 # cpu and gpusim.
 mkdir -p /tmp/onnx-node && tar xJf "$here/onnx-node.tar.xz" -C /tmp/onnx-node
-step onnx_conformance 200 "$bp" conformance --onnx /tmp/onnx-node/node --backend cuda \
+step onnx_conformance 200 "$bp" conformance --onnx /tmp/onnx-node --backend cuda \
      --onnx-expected /tmp/bp-gpu/onnx-expected --junit "$L/onnx_cuda_junit.xml" --markdown "$L/onnx_cuda.md"
 step encoder 60 "$(find . -type f -name encoder -perm -u+x | head -1)" --device cuda:0 --iters 20
 # The Python package on cuda (built by pack.sh for Python 3.12): DLPack with

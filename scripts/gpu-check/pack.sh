@@ -57,5 +57,5 @@ tar cJf "$out/bp-gpu.tar.xz" -C "$stage" bp-gpu
    libevent-pthreads-2.1-7 libevent-2.1-7 libnuma1 libmunge2 libltdl7 2>/dev/null)
 cp "$here/check.sh" "$here/torch_baseline.py" "$here/../bench_ratios.py" "$out/"
 # ONNX's node tests of the pinned wheel (scripts/fetch_onnx_tests.sh), for the ONNX run on cuda.
-onnx=$(scripts/fetch_onnx_tests.sh); tar cJf "$out/onnx-node.tar.xz" -C "$(dirname "$onnx")" "$(basename "$onnx")"
+onnx=$(scripts/fetch_onnx_tests.sh); tar cJf "$out/onnx-node.tar.xz" -C "$onnx" .
 rm -rf "$stage"; ls -la "$out"
