@@ -185,6 +185,24 @@ class Plans {
     }
   }
 
+  // Takes the first acceptable entry of cuDNN's ranking for `pass`, which
+  // `rank(n, &count, perf)` fills, and sets the pass's math type to its. A
+  // failed query is an empty ranking (e.g. a dtype this GPU's cuDNN kernels
+  // lack): no algorithm, our kernels run the call.
+  template <class Perf, class Rank>
+  static void choose(Plan& p, Pass pass, ScalarType dtype, bool tf32, bool deterministic_first, Rank&& rank) {
+    constexpr int kRanked = 8;
+    Perf perf[kRanked];
+    int count = 0;
+    if (rank(kRanked, &count, perf) != CUDNN_STATUS_SUCCESS) count = 0;
+    const int i = pick(perf, count, dtype, tf32, deterministic_first);
+    if (i < 0) return;
+    p.algo[pass] = perf[i].algo;
+    p.workspace[pass] = perf[i].memory;
+    cudnn::check(cudnn::api().cudnnSetConvolutionMathType(p.conv[pass], perf[i].mathType),
+                 "cudnnSetConvolutionMathType");
+  }
+
   static void planPass(Plan& p, ScalarType dtype, bool tf32, int device, Pass pass) {
     const cudnn::Api& api = cudnn::api();
     DeviceGuard guard(device);
@@ -194,35 +212,23 @@ class Plans {
                                   : dtype == ScalarType::Float64        ? CUDNN_DEFAULT_MATH
                                                                         : CUDNN_TENSOR_OP_MATH;
     cudnn::check(api.cudnnSetConvolutionMathType(p.conv[pass], asked), "cudnnSetConvolutionMathType");
-    constexpr int kRanked = 8;
-    int count = 0, chosen = -1;
-    cudnnMathType_t math = asked;
-    if (pass == kForward) {
-      cudnnConvolutionFwdAlgoPerf_t perf[kRanked];
-      if (api.cudnnGetConvolutionForwardAlgorithm_v7(h, p.x, p.w, p.conv[pass], p.y, kRanked, &count, perf) !=
-          CUDNN_STATUS_SUCCESS)
-        count = 0;  // e.g. a dtype this GPU's cuDNN kernels lack: our kernels run it
-      if ((chosen = pick(perf, count, dtype, tf32, false)) >= 0) {
-        p.algo[pass] = perf[chosen].algo, p.workspace[pass] = perf[chosen].memory, math = perf[chosen].mathType;
-      }
-    } else if (pass == kBackwardData) {
-      cudnnConvolutionBwdDataAlgoPerf_t perf[kRanked];
-      if (api.cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p.w, p.y, p.conv[pass], p.x, kRanked, &count, perf) !=
-          CUDNN_STATUS_SUCCESS)
-        count = 0;
-      if ((chosen = pick(perf, count, dtype, tf32, true)) >= 0) {
-        p.algo[pass] = perf[chosen].algo, p.workspace[pass] = perf[chosen].memory, math = perf[chosen].mathType;
-      }
-    } else {
-      cudnnConvolutionBwdFilterAlgoPerf_t perf[kRanked];
-      if (api.cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p.x, p.y, p.conv[pass], p.w, kRanked, &count, perf) !=
-          CUDNN_STATUS_SUCCESS)
-        count = 0;
-      if ((chosen = pick(perf, count, dtype, tf32, true)) >= 0) {
-        p.algo[pass] = perf[chosen].algo, p.workspace[pass] = perf[chosen].memory, math = perf[chosen].mathType;
-      }
+    switch (pass) {
+      case kForward:
+        choose<cudnnConvolutionFwdAlgoPerf_t>(p, pass, dtype, tf32, false, [&](int n, int* count, auto* perf) {
+          return api.cudnnGetConvolutionForwardAlgorithm_v7(h, p.x, p.w, p.conv[pass], p.y, n, count, perf);
+        });
+        break;
+      case kBackwardData:
+        choose<cudnnConvolutionBwdDataAlgoPerf_t>(p, pass, dtype, tf32, true, [&](int n, int* count, auto* perf) {
+          return api.cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p.w, p.y, p.conv[pass], p.x, n, count, perf);
+        });
+        break;
+      case kBackwardFilter:
+        choose<cudnnConvolutionBwdFilterAlgoPerf_t>(p, pass, dtype, tf32, true, [&](int n, int* count, auto* perf) {
+          return api.cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p.x, p.y, p.conv[pass], p.w, n, count, perf);
+        });
+        break;
     }
-    if (chosen >= 0) cudnn::check(api.cudnnSetConvolutionMathType(p.conv[pass], math), "cudnnSetConvolutionMathType");
     p.planned[pass] = true;
   }
 

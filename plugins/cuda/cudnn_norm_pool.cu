@@ -48,18 +48,28 @@ bool nchw(const bp::Tensor& x, int (&d)[4]) {
   return true;
 }
 
-// The input's descriptor (N, C, H, W) and the per-channel parameters'
-// (cuDNN's spatial-mode derivation: 1, C, 1, 1 in float or double); ok
-// false when cuDNN does not take them.
-struct BatchNormDescs {
-  BatchNormDescs(ScalarType dtype, const int (&d)[4]) {
+// What every cuDNN batch-norm call of `x` sets up: x's device current,
+// this thread's handle, x's descriptor (N, C, H, W) and the per-channel
+// parameters' (cuDNN's spatial-mode derivation: 1, C, 1, 1 in float or
+// double), the scaling factors. ok is false when cuDNN does not take x's
+// shape (past 4-D, sizes past int, empty) or the descriptors.
+struct BatchNormCall {
+  explicit BatchNormCall(const bp::Tensor& in)
+      : guard(in.device().index), wide(in.dtype() == ScalarType::Float64), s(wide, false) {
+    int d[4];
+    if (!nchw(in, d) || in.numel() == 0) return;
     const cudnn::Api& api = cudnn::api();
-    ok = cudnn::taken(
-             api.cudnnSetTensor4dDescriptor(x.get(), CUDNN_TENSOR_NCHW, cudnn::dataType(dtype), d[0], d[1], d[2], d[3]),
-             "cudnnSetTensor4dDescriptor") &&
+    h = cudnn::handle(in.device().index);
+    ok = cudnn::taken(api.cudnnSetTensor4dDescriptor(x.get(), CUDNN_TENSOR_NCHW, cudnn::dataType(in.dtype()), d[0],
+                                                     d[1], d[2], d[3]),
+                      "cudnnSetTensor4dDescriptor") &&
          cudnn::taken(api.cudnnDeriveBNTensorDescriptor(params.get(), x.get(), CUDNN_BATCHNORM_SPATIAL),
                       "cudnnDeriveBNTensorDescriptor");
   }
+  DeviceGuard guard;
+  bool wide;
+  cudnn::Scaling s;
+  cudnnHandle_t h = nullptr;
   cudnn::TensorDesc x, params;
   bool ok = false;
 };
@@ -75,16 +85,12 @@ bool cudnnBatchNorm(const bp::Tensor& x, const bp::Tensor& y, const void* weight
     return false;
   if ((running_mean == nullptr) != (running_var == nullptr)) return false;
   if (!training && running_mean == nullptr) return false;  // evaluation without running statistics: the batch's
-  int d[4];
-  if (!nchw(x, d) || x.numel() == 0) return false;
-  const bp::Device device = x.device();
+  const BatchNormCall c(x);
+  if (!c.ok) return false;
   const cudnn::Api& api = cudnn::api();
-  DeviceGuard guard(device.index);
-  const cudnnHandle_t h = cudnn::handle(device.index);
-  const BatchNormDescs desc(dtype, d);
-  if (!desc.ok) return false;
-  const cudnnTensorDescriptor_t xd = desc.x.get(), pd = desc.params.get();
-  const cudnn::Scaling s(dtype == ScalarType::Float64, false);
+  const cudnnTensorDescriptor_t xd = c.x.get(), pd = c.params.get();
+  const cudnnHandle_t h = c.h;
+  const cudnn::Scaling& s = c.s;
   if (training) {
     return cudnn::taken(api.cudnnBatchNormalizationForwardTraining(
                             h, CUDNN_BATCHNORM_SPATIAL, s.one(), s.beta(), xd, x.data_ptr(), xd, y.data_ptr(), pd,
@@ -102,20 +108,17 @@ bool cudnnBatchNormBackward(const bp::Tensor& go, const bp::Tensor& x, const voi
   const ScalarType dtype = x.dtype();
   if ((dtype != ScalarType::Float32 && dtype != ScalarType::Float64) || !cudnn::usable() || weight == nullptr)
     return false;
-  int d[4];
-  if (!nchw(x, d) || x.numel() == 0) return false;
-  const bp::Device device = x.device();
+  const BatchNormCall c(x);
+  if (!c.ok) return false;
   // cuDNN writes all three: what was not asked for goes to scratch.
+  const bp::Device device = x.device();
   const bp::Tensor dx = gi.defined() ? gi : bp::Tensor::empty(x.sizes(), dtype, device);
   const bp::Tensor dw = gw.defined() ? gw : bp::Tensor::empty({x.size(1)}, dtype, device);
   const bp::Tensor db = gb.defined() ? gb : bp::Tensor::empty({x.size(1)}, dtype, device);
   const cudnn::Api& api = cudnn::api();
-  DeviceGuard guard(device.index);
-  const cudnnHandle_t h = cudnn::handle(device.index);
-  const BatchNormDescs desc(dtype, d);
-  if (!desc.ok) return false;
-  const cudnnTensorDescriptor_t xd = desc.x.get(), pd = desc.params.get();
-  const cudnn::Scaling s(dtype == ScalarType::Float64, false);
+  const cudnnTensorDescriptor_t xd = c.x.get(), pd = c.params.get();
+  const cudnnHandle_t h = c.h;
+  const cudnn::Scaling& s = c.s;
   return cudnn::taken(
       api.cudnnBatchNormalizationBackward(h, CUDNN_BATCHNORM_SPATIAL, s.one(), s.beta(), s.one(), s.beta(), xd,
                                           x.data_ptr(), xd, go.data_ptr(), xd, dx.data_ptr(), pd, weight, dw.data_ptr(),
