@@ -17,6 +17,7 @@
 #include <benchmark/benchmark.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <chrono>
 #include <optional>
 #include <random>
 #include <vector>
@@ -68,6 +69,94 @@ void BM_OneDNN_Matmul_512_f32(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * 2 * kN * kN * kN);
 }
 BENCHMARK(BM_OneDNN_Matmul_512_f32)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// The same two products with a model's other ops between calls, as in every
+// layer: a bias add, gelu, layer_norm and softmax on a [512, 768]
+// activation, each allocating its result through the dispatcher. Only the
+// product is timed (manual time), so the ratio of the two says whether
+// Backplane's product keeps its speed where other ops ran just before it
+// (their threads, their cache lines, their allocations): an earlier
+// whole-program run lost 10-36% there while oneDNN called directly did not.
+class OpsBetween {
+ public:
+  OpsBetween()
+      : x_(tensorFromVector(uniformFloats(static_cast<size_t>(kAct * kWidth), 4), {kAct, kWidth})),
+        bias_(tensorFromVector(uniformFloats(static_cast<size_t>(kWidth), 5), {kWidth})),
+        add_(op("bp::add.Tensor").typed<Tensor(const Tensor&, const Tensor&, const Scalar&)>()),
+        gelu_(op("bp::gelu").typed<Tensor(const Tensor&, std::string_view)>()),
+        layer_norm_(op("bp::layer_norm")
+                        .typed<Tensor(const Tensor&, IntArrayRef, const std::optional<Tensor>&,
+                                      const std::optional<Tensor>&, double, bool)>()),
+        softmax_(op("bp::softmax.int").typed<Tensor(const Tensor&, int64_t, std::optional<ScalarType>)>()) {}
+  void run() {
+    Tensor h = add_.call(x_, bias_, 1);
+    h = gelu_.call(h, "none");
+    const std::vector<int64_t> width{kWidth};
+    h = layer_norm_.call(h, width, std::nullopt, std::nullopt, 1e-5, true);
+    h = softmax_.call(h, -1, std::nullopt);
+    benchmark::DoNotOptimize(h);
+  }
+
+ private:
+  static constexpr int64_t kAct = 512, kWidth = 768;
+  static OperatorHandle op(const char* name) { return Dispatcher::singleton().findOpOrThrow(name); }
+  Tensor x_, bias_;
+  TypedOperatorHandle<Tensor(const Tensor&, const Tensor&, const Scalar&)> add_;
+  TypedOperatorHandle<Tensor(const Tensor&, std::string_view)> gelu_;
+  TypedOperatorHandle<Tensor(const Tensor&, IntArrayRef, const std::optional<Tensor>&, const std::optional<Tensor>&,
+                             double, bool)>
+      layer_norm_;
+  TypedOperatorHandle<Tensor(const Tensor&, int64_t, std::optional<ScalarType>)> softmax_;
+};
+
+// Runs `between`, then times `product` alone, per iteration.
+template <typename F>
+void timeProductAfterOps(benchmark::State& state, F&& product) {
+  OpsBetween between;
+  for (auto _ : state) {
+    between.run();
+    const auto start = std::chrono::steady_clock::now();
+    product();
+    state.SetIterationTime(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  state.SetItemsProcessed(state.iterations() * 2 * kN * kN * kN);
+}
+
+void BM_Matmul_512_f32_Interleaved(benchmark::State& state) {
+  if (!bench::cpuPluginLoaded(state)) return;
+  const size_t n = static_cast<size_t>(kN * kN);
+  Tensor a = tensorFromVector(uniformFloats(n, 1), {kN, kN});
+  Tensor b = tensorFromVector(uniformFloats(n, 2), {kN, kN});
+  Tensor out = emptyTensor({kN, kN}, ScalarType::Float32);
+  auto mm_out =
+      Dispatcher::singleton().findOpOrThrow("bp::mm.out").typed<Tensor(const Tensor&, const Tensor&, const Tensor&)>();
+  mm_out.call(a, b, out);
+  timeProductAfterOps(state, [&] {
+    Tensor r = mm_out.call(a, b, out);
+    benchmark::DoNotOptimize(r);
+  });
+}
+BENCHMARK(BM_Matmul_512_f32_Interleaved)->Unit(benchmark::kMicrosecond)->UseManualTime();
+
+void BM_OneDNN_Matmul_512_f32_Interleaved(benchmark::State& state) {
+  if (!bench::cpuPluginLoaded(state)) return;  // for the ops between
+  using dt = dnnl::memory::data_type;
+  const size_t n = static_cast<size_t>(kN * kN);
+  std::vector<float> a = uniformFloats(n, 1), b = uniformFloats(n, 2), c(n);
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  dnnl::stream s(eng);
+  const dnnl::memory::desc md({1, kN, kN}, dt::f32, dnnl::memory::dims{kN * kN, kN, 1});
+  dnnl::matmul prim(dnnl::matmul::primitive_desc(dnnl::matmul::desc(md, md, md), eng));
+  dnnl::memory ma(md, eng, a.data()), mb(md, eng, b.data()), mc(md, eng, c.data());
+  prim.execute(s, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
+  s.wait();
+  timeProductAfterOps(state, [&] {
+    prim.execute(s, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
+    s.wait();
+    benchmark::DoNotOptimize(c.data());
+  });
+}
+BENCHMARK(BM_OneDNN_Matmul_512_f32_Interleaved)->Unit(benchmark::kMicrosecond)->UseManualTime();
 
 constexpr int64_t kRows = 512, kIn = 768, kOut = 3072;
 
