@@ -63,6 +63,20 @@ RATIOS = [
     ("BM_SubmConv3x3x3_C64", "BM_OneDNN_Matmul_SubmConv3x3x3_C64", "speed", ">= 0.6x", lambda r: r >= 0.6),
     ("BM_SparseConv3x3x3_Stride2_C32", "BM_OneDNN_Matmul_SparseConv3x3x3_Stride2_C32", "speed", ">= 0.6x",
      lambda r: r >= 0.6),
+    # The strided layer on a batch of four scans: a few milliseconds per
+    # iteration, so that the ratio holds on a shared machine; then its phases
+    # (the rulebook, and gather, GEMM and scatter as separate passes, as a
+    # device without a fused kernel runs them) against the fused convolution.
+    ("BM_SparseConv3x3x3_Stride2_C32_Batch4", "BM_OneDNN_Matmul_SparseConv3x3x3_Stride2_C32_Batch4", "speed",
+     ">= 0.6x", lambda r: r >= 0.6),
+    ("BM_SparseConv3x3x3_Stride2_C32_Batch4_Rulebook", "BM_SparseConv3x3x3_Stride2_C32_Batch4", "time",
+     "(report: phase / fused)", None),
+    ("BM_SparseConv3x3x3_Stride2_C32_Batch4_Gather", "BM_SparseConv3x3x3_Stride2_C32_Batch4", "time",
+     "(report: phase / fused)", None),
+    ("BM_SparseConv3x3x3_Stride2_C32_Batch4_Gemm", "BM_SparseConv3x3x3_Stride2_C32_Batch4", "time",
+     "(report: phase / fused)", None),
+    ("BM_SparseConv3x3x3_Stride2_C32_Batch4_Scatter", "BM_SparseConv3x3x3_Stride2_C32_Batch4", "time",
+     "(report: phase / fused)", None),
     # The CUDA plugin (bench/gpu; skipped without a GPU): a bandwidth-bound
     # kernel against a copy moving the same bytes, cuBLAS through the
     # dispatcher against cuBLAS called directly, and a whole tiny call

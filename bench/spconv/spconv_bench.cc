@@ -15,6 +15,11 @@
 // buffers, so no gather or scatter. Their ratio (scripts/bench_ratios.py) is
 // what the rulebook's gather and scatter cost on top of the arithmetic.
 //
+// BM_SparseConv3x3x3_Stride2_C32_Batch4 is the strided layer on a batch of
+// four scans (about 128k voxels, a few milliseconds per iteration), with its
+// baseline; its _Rulebook, _Gather, _Gemm and _Scatter benchmarks time the
+// phases one by one (ConvPhases below).
+//
 // BM_RulebookSubm_40k times spconv::get_indice_pairs alone for a
 // submanifold 3x3x3 convolution on a denser scan of about 40k voxels.
 //
@@ -33,6 +38,7 @@
 #include <vector>
 
 #include "backbone.h"
+#include "backplane/dispatch/dispatcher.h"
 #include "bench_util.h"
 #include "sparse_conv.h"
 
@@ -51,6 +57,13 @@ constexpr uint64_t kScanSeed = 0;
 // The benchmarks' input: the sample's default scan, about 32k voxels.
 const VoxelScan& kittiScan() {
   static const VoxelScan scan = sparse_lidar::syntheticKittiScan(kScanSeed);
+  return scan;
+}
+
+// A batch of four such scans (about 128k voxels): enough work per
+// iteration (a few milliseconds) for a ratio that holds on a shared machine.
+const VoxelScan& kittiBatch4() {
+  static const VoxelScan scan = sparse_lidar::syntheticKittiScan(kScanSeed, 4);
   return scan;
 }
 
@@ -74,9 +87,8 @@ struct ConvCase {
   Rulebook rulebook;
   int64_t pairs = 0;
 
-  ConvCase(int64_t in_channels, int64_t out_channels, ConvGeometry g, bool is_subm)
+  ConvCase(int64_t in_channels, int64_t out_channels, ConvGeometry g, bool is_subm, const VoxelScan& scan = kittiScan())
       : cin(in_channels), cout(out_channels), geometry(g), subm(is_subm) {
-    const VoxelScan& scan = kittiScan();
     input = SparseTensor::fromScan(scan, Device(DeviceType::CPU));
     input.features =
         tensorFromVector(uniformFloats(static_cast<size_t>(scan.numVoxels() * cin), 1), {scan.numVoxels(), cin});
@@ -105,8 +117,13 @@ const ConvCase& submC64() {
   static const ConvCase c(64, 64, {.padding = {1, 1, 1}}, true);
   return c;
 }
+constexpr ConvGeometry kStride2{.stride = {2, 2, 2}, .padding = {1, 1, 1}};
 const ConvCase& stride2C32() {
-  static const ConvCase c(32, 32, {.stride = {2, 2, 2}, .padding = {1, 1, 1}}, false);
+  static const ConvCase c(32, 32, kStride2, false);
+  return c;
+}
+const ConvCase& stride2C32Batch4() {
+  static const ConvCase c(32, 32, kStride2, false, kittiBatch4());
   return c;
 }
 
@@ -154,12 +171,100 @@ void BM_SparseConv3x3x3_Stride2_C32(benchmark::State& state) { runConv(state, st
 void BM_OneDNN_Matmul_SubmConv3x3x3_C16(benchmark::State& state) { runOneDnnMatmul(state, submC16); }
 void BM_OneDNN_Matmul_SubmConv3x3x3_C64(benchmark::State& state) { runOneDnnMatmul(state, submC64); }
 void BM_OneDNN_Matmul_SparseConv3x3x3_Stride2_C32(benchmark::State& state) { runOneDnnMatmul(state, stride2C32); }
+void BM_SparseConv3x3x3_Stride2_C32_Batch4(benchmark::State& state) { runConv(state, stride2C32Batch4); }
+void BM_OneDNN_Matmul_SparseConv3x3x3_Stride2_C32_Batch4(benchmark::State& state) {
+  runOneDnnMatmul(state, stride2C32Batch4);
+}
 BENCHMARK(BM_SubmConv3x3x3_C16)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_OneDNN_Matmul_SubmConv3x3x3_C16)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_SubmConv3x3x3_C64)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_OneDNN_Matmul_SubmConv3x3x3_C64)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_SparseConv3x3x3_Stride2_C32)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_OneDNN_Matmul_SparseConv3x3x3_Stride2_C32)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_SparseConv3x3x3_Stride2_C32_Batch4)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_OneDNN_Matmul_SparseConv3x3x3_Stride2_C32_Batch4)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Where the strided convolution's time goes, phase by phase, on the same
+// batch: the rulebook (spconv::get_indice_pairs), and the convolution as a
+// device without a fused kernel runs it (plugins/spconv/generic_device.cc),
+// one pass per phase over the 27 offsets: gather (index_select.out of the
+// input rows each offset takes), GEMM (mm.out by W[k]) and scatter
+// (scatter_add_ of the products into the zeroed output rows). The CPU
+// plugin's kernel fuses the three per tile of output rows (Note [Direct
+// sparse convolution kernel]), so against their sum
+// (BM_SparseConv3x3x3_Stride2_C32_Batch4) it shows what fusing saves.
+struct ConvPhases {
+  const ConvCase& c;
+  std::vector<Tensor> in_rows, out_spread, weights, gathered, products;
+  Tensor out;
+
+  explicit ConvPhases(const ConvCase& conv) : c(conv) {
+    const int64_t K = c.geometry.kernelVolume(), n = c.rulebook.pairs.size(2);
+    const Tensor pairs = c.rulebook.pairs.to(ScalarType::Int64).contiguous();  // [K, 2, N]
+    const std::vector<int64_t> counts = c.rulebook.pair_num.to(ScalarType::Int64).toVector<int64_t>();
+    for (int64_t k = 0; k < K; ++k) {
+      const int64_t m = counts[static_cast<size_t>(k)];
+      if (m == 0) continue;
+      const int64_t base = pairs.storage_offset() + k * 2 * n;
+      in_rows.push_back(pairs.as_strided({m}, {1}, base));
+      out_spread.push_back(pairs.as_strided({m, c.cout}, {1, 0}, base + n));
+      weights.push_back(c.filters.reshape({K, c.cin, c.cout}).select(0, k));
+      gathered.push_back(emptyTensor({m, c.cin}, ScalarType::Float32));
+      products.push_back(emptyTensor({m, c.cout}, ScalarType::Float32));
+    }
+    out = emptyTensor({c.rulebook.numOut(), c.cout}, ScalarType::Float32);
+  }
+  void gather() {
+    static const auto op = Dispatcher::singleton()
+                               .findOpOrThrow("bp::index_select.out")
+                               .typed<Tensor(const Tensor&, int64_t, const Tensor&, const Tensor&)>();
+    for (size_t k = 0; k < in_rows.size(); ++k) op.call(c.input.features, 0, in_rows[k], gathered[k]);
+  }
+  void gemm() {
+    static const auto op = Dispatcher::singleton()
+                               .findOpOrThrow("bp::mm.out")
+                               .typed<Tensor(const Tensor&, const Tensor&, const Tensor&)>();
+    for (size_t k = 0; k < in_rows.size(); ++k) op.call(gathered[k], weights[k], products[k]);
+  }
+  void scatter() {
+    static const auto zero = Dispatcher::singleton().findOpOrThrow("bp::zero_").typed<Tensor(const Tensor&)>();
+    static const auto op = Dispatcher::singleton()
+                               .findOpOrThrow("bp::scatter_add_")
+                               .typed<Tensor(const Tensor&, int64_t, const Tensor&, const Tensor&)>();
+    zero.call(out);
+    for (size_t k = 0; k < in_rows.size(); ++k) op.call(out, 0, out_spread[k], products[k]);
+  }
+};
+
+ConvPhases& stride2Phases() {
+  static ConvPhases p(stride2C32Batch4());
+  return p;
+}
+
+void BM_SparseConv3x3x3_Stride2_C32_Batch4_Rulebook(benchmark::State& state) {
+  if (!pluginsLoaded(state)) return;
+  const ConvCase& c = stride2C32Batch4();
+  for (auto _ : state) {
+    Rulebook r = sparse_lidar::buildRulebook(c.input, c.geometry, c.subm);
+    benchmark::DoNotOptimize(r);
+  }
+  c.setCounters(state);
+}
+template <void (ConvPhases::*Phase)()>
+void runPhase(benchmark::State& state) {
+  if (!pluginsLoaded(state)) return;
+  ConvPhases& p = stride2Phases();
+  (p.*Phase)();  // warm-up
+  for (auto _ : state) (p.*Phase)();
+  p.c.setCounters(state);
+}
+void BM_SparseConv3x3x3_Stride2_C32_Batch4_Gather(benchmark::State& state) { runPhase<&ConvPhases::gather>(state); }
+void BM_SparseConv3x3x3_Stride2_C32_Batch4_Gemm(benchmark::State& state) { runPhase<&ConvPhases::gemm>(state); }
+void BM_SparseConv3x3x3_Stride2_C32_Batch4_Scatter(benchmark::State& state) { runPhase<&ConvPhases::scatter>(state); }
+BENCHMARK(BM_SparseConv3x3x3_Stride2_C32_Batch4_Rulebook)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_SparseConv3x3x3_Stride2_C32_Batch4_Gather)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_SparseConv3x3x3_Stride2_C32_Batch4_Gemm)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_SparseConv3x3x3_Stride2_C32_Batch4_Scatter)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_RulebookSubm_40k(benchmark::State& state) {
   if (!pluginsLoaded(state)) return;
