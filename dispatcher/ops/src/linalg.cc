@@ -7,7 +7,9 @@
 // product-plus-bias, gets checked arguments on every device. einsum is a
 // composite over bmm, sum and views (Note [einsum]).
 #include <algorithm>
+#include <vector>
 
+#include "backplane/core/device_type_registry.h"
 #include "backplane/ops/ops.h"
 #include "families.h"
 #include "structured.h"
@@ -215,6 +217,81 @@ OutputMeta matmulRule(const Tensor& self, const Tensor& other) {
   return OutputMeta{sizes, self.dtype(), d};
 }
 
+// Note [Heads without copies]
+// A batched product flattens its batch dimensions into one for bmm, which
+// needs one batch stride per operand. Attention's heads are views of a
+// [B, S, heads, d] projection as [B, heads, S, d] (and k's transposed):
+// their two batch dimensions have no common stride, so the flattening
+// copies each operand (about 2 ms of a BERT-base layer on 2 cores). On a
+// host-accessible device a call costs no launch, so there the product runs
+// one bmm.out per index of the outer batch dimensions instead, each on a
+// 3-D view ([heads, S, d] with its own strides, which the CPU plugin's
+// oneDNN product reads as they are), writing its slice of the result. On
+// other devices one launch of a copy beats a launch per outer index, and
+// the copies stay. Not where an operand requires grad (out= forms refuse
+// those; the functional ops record the graph).
+
+// The first batch dimension from which all later ones of `t` (its first
+// `nb` dimensions) merge into one: each has size 1, or a stride that is the
+// merged block's (the stride of its innermost dimension of size above 1)
+// times the block's size.
+size_t firstMergeable(const Tensor& t, size_t nb) {
+  size_t first = nb;
+  int64_t block_stride = 0, block_size = 1;
+  while (first > 0) {
+    const int64_t i = static_cast<int64_t>(first) - 1, size = t.size(i), stride = t.stride(i);
+    if (size != 1) {
+      if (block_size == 1)
+        block_stride = stride;
+      else if (stride != block_stride * block_size)
+        break;
+      block_size *= size;
+    }
+    first = static_cast<size_t>(i);
+  }
+  return first;
+}
+
+// Whether a batched product runs per outer batch index (Note [Heads without
+// copies]): the batch does not flatten as a view, the device takes calls
+// without launches, and no operand requires grad.
+bool slicedBatches(const Tensor& a, const Tensor& b) {
+  const size_t nb = static_cast<size_t>(a.dim()) - 2;
+  if (a.requires_grad() || b.requires_grad()) return false;
+  if (firstMergeable(a, nb) == 0 && firstMergeable(b, nb) == 0) return false;  // one bmm, no copy
+  return DeviceTypeRegistry::global().interfaceOrThrow(a.device().type).isHostAccessible();
+}
+
+// out[i...] = a[i...] @ b[i...] for every index i of the batch dimensions
+// before the ones that merge (Note [Heads without copies]); `out` is
+// contiguous, of the product's shape; a and b are expanded to its batch.
+void bmmPerOuterBatch(const Tensor& a, const Tensor& b, const Tensor& out, size_t nb) {
+  const auto& bmm_out = BP_STANDARD_OP("bmm.out", MmOutSig);
+  const size_t outer = std::max(firstMergeable(a, nb), firstMergeable(b, nb));
+  int64_t inner = 1;
+  for (size_t i = outer; i < nb; ++i) inner *= out.size(static_cast<int64_t>(i));
+  // A 3-D view of t at the outer index `index`: [inner, rows, cols]; the
+  // inner batch's stride is that of its innermost dimension of size above 1.
+  auto slice = [&](const Tensor& t, const std::vector<int64_t>& index) {
+    int64_t offset = t.storage_offset(), inner_stride = 0;
+    for (size_t i = 0; i < outer; ++i) offset += index[i] * t.stride(static_cast<int64_t>(i));
+    for (size_t i = nb; i-- > outer;) {
+      if (t.size(static_cast<int64_t>(i)) != 1) {
+        inner_stride = t.stride(static_cast<int64_t>(i));
+        break;
+      }
+    }
+    return t.as_strided({inner, t.size(-2), t.size(-1)}, {inner_stride, t.stride(-2), t.stride(-1)}, offset);
+  };
+  std::vector<int64_t> index(outer, 0);
+  for (;;) {
+    bmm_out.callSkippingMeta(slice(a, index), slice(b, index), slice(out, index));
+    size_t d = outer;
+    while (d > 0 && ++index[d - 1] == out.size(static_cast<int64_t>(d - 1))) index[--d] = 0;
+    if (d == 0) break;
+  }
+}
+
 // Computes matmul(self, other) (rule already applied; result shape `m`)
 // with mm or bmm, into `out` when given (then contiguous, of shape m.sizes,
 // as it is written through a [batch, rows, columns] view).
@@ -246,8 +323,16 @@ Tensor matmulCompute(const Tensor& self, const Tensor& other, const OutputMeta& 
   Shape a_sizes = batch, b_sizes = batch;
   a_sizes.insert(a_sizes.end(), {n, k});
   b_sizes.insert(b_sizes.end(), {k, p});
-  const Tensor a3 = a.expand(asRef(a_sizes)).reshape({batches, n, k});
-  const Tensor b3 = b.expand(asRef(b_sizes)).reshape({batches, k, p});
+  const Tensor ae = a.expand(asRef(a_sizes)), be = b.expand(asRef(b_sizes));
+  if (batch.size() >= 2 && slicedBatches(ae, be)) {
+    const Tensor result = out ? *out : Tensor(emptyTensor(asRef(m.sizes), a.dtype(), a.device()));
+    Shape o_sizes = batch;  // the result with a vector operand's dimension kept
+    o_sizes.insert(o_sizes.end(), {n, p});
+    bmmPerOuterBatch(ae, be, result.view(asRef(o_sizes)), batch.size());
+    return result;
+  }
+  const Tensor a3 = ae.reshape({batches, n, k});
+  const Tensor b3 = be.reshape({batches, k, p});
   if (out) {
     bmm_out.callSkippingMeta(a3, b3, out->view({batches, n, p}));
     return *out;

@@ -1,5 +1,6 @@
 // Standard operators, family "linalg": each op against a double-precision
 // reference through the CPU plugin.
+#include "backplane/core/allocator.h"
 #include "ops_test_util.h"
 #include "test_device.h"
 
@@ -279,6 +280,51 @@ TEST(Matmul, NonContiguousOperands) {
   Tensor b3 = input({2, 5, 4}, ScalarType::Float32, 3).transpose(1, 2);  // [2, 4, 5]
   expectClose(callT("matmul", {a, b3}), refMatmul(a, b3), {2, 3, 5}, ScalarType::Float32,
               productTol(ScalarType::Float32, 4));
+}
+
+// Attention's heads: views of a [B, S, heads, d] projection as [B, heads, S,
+// d], whose batch dimensions share no stride. On the CPU the product runs per
+// outer batch index on the views (Note [Heads without copies]): right
+// values, and no copy of either operand (the only large allocation is the
+// result; none with out=). Broadcast and vector operands take the same path.
+TEST(Matmul, AttentionHeadsAreNotCopied) {
+  constexpr int64_t B = 2, S = 64, heads = 3, d = 64;  // each operand 96 KiB: the allocator counts it
+  const ScalarType f32 = ScalarType::Float32;
+  Tensor q = input({B, S, heads, d}, f32, 1).transpose(1, 2);                     // [B, heads, S, d]
+  Tensor kt = input({B, S, heads, d}, f32, 2).transpose(1, 2).transpose(-2, -1);  // [B, heads, d, S]
+  const double tol = productTol(f32, d);
+  const int64_t before = cpuCacheStats().allocations;
+  Tensor scores = callT("matmul", {q, kt});
+  EXPECT_EQ(cpuCacheStats().allocations - before, 1) << "an operand was copied";
+  expectClose(scores, refMatmul(q, kt), {B, heads, S, S}, f32, tol);
+
+  Tensor v = input({B, S, heads, d}, f32, 3).transpose(1, 2);
+  Tensor context = emptyTensor({B, heads, S, d}, f32);
+  const int64_t before_out = cpuCacheStats().allocations;
+  callT("matmul.out", {scores, v, context});
+  EXPECT_EQ(cpuCacheStats().allocations - before_out, 0) << "an operand was copied";
+  expectClose(context, refMatmul(scores, v), {B, heads, S, d}, f32, productTol(f32, S));
+
+  struct Case {
+    Tensor a, b;
+    std::vector<int64_t> result;
+  };
+  const std::vector<Case> cases = {
+      // a broadcast over the heads (size-1 batch dimension), b the heads
+      {input({B, 1, 5, 4}, f32, 4).permute({0, 1, 3, 2}),
+       input({B, 7, heads, 5}, f32, 5).permute({0, 2, 3, 1}),
+       {B, heads, 4, 7}},
+      // a vector against the heads
+      {input({4}, f32, 6), input({B, 5, heads, 4}, f32, 7).permute({0, 2, 3, 1}), {B, heads, 5}},
+      // three batch dimensions, the outer two without a common stride
+      {input({2, 3, 4, 5, 6}, f32, 8).permute({1, 0, 2, 3, 4}),
+       input({3, 6, 2, 4, 5}, f32, 9).permute({0, 2, 3, 1, 4}),
+       {3, 2, 4, 5, 5}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::Message() << c.a.sizes() << " @ " << c.b.sizes());
+    expectClose(callT("matmul", {c.a, c.b}), refMatmul(c.a, c.b), c.result, f32, productTol(f32, c.a.size(-1)));
+  }
 }
 
 TEST(Matmul, Errors) {
