@@ -177,6 +177,39 @@ void BM_Linear_f32(benchmark::State& state) {
 }
 BENCHMARK(BM_Linear_f32)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
+// A feed-forward layer's first dense layer and its gelu, the same shapes as
+// BM_Linear_f32: fused in one _addmm_activation call (Note [Fused
+// activation products]: the CPU plugin's oneDNN product with a gelu
+// post-op), and unfused, linear then gelu. Against each other: what fusing
+// saves; the fused one against BM_Linear_f32: what the gelu epilogue costs.
+void runDenseGelu(benchmark::State& state, bool fused) {
+  if (!bench::cpuPluginLoaded(state)) return;
+  Tensor x = tensorFromVector(uniformFloats(static_cast<size_t>(kRows * kIn), 1), {kRows, kIn});
+  Tensor w = tensorFromVector(uniformFloats(static_cast<size_t>(kOut * kIn), 2), {kOut, kIn});
+  Tensor bias = tensorFromVector(uniformFloats(static_cast<size_t>(kOut), 3), {kOut});
+  auto fused_op = Dispatcher::singleton()
+                      .findOpOrThrow("bp::_addmm_activation")
+                      .typed<Tensor(const Tensor&, const Tensor&, const Tensor&, const Scalar&, const Scalar&, bool)>();
+  auto linear = Dispatcher::singleton()
+                    .findOpOrThrow("bp::linear")
+                    .typed<Tensor(const Tensor&, const Tensor&, const std::optional<Tensor>&)>();
+  auto gelu = Dispatcher::singleton().findOpOrThrow("bp::gelu").typed<Tensor(const Tensor&, std::string_view)>();
+  const Tensor wt = w.t();
+  auto run = [&] {
+    return fused ? fused_op.call(bias, x, wt, 1, 1, true) : gelu.call(linear.call(x, w, bias), "none");
+  };
+  run();  // warm-up: primitive creation
+  for (auto _ : state) {
+    Tensor r = run();
+    benchmark::DoNotOptimize(r);
+  }
+  state.SetItemsProcessed(state.iterations() * 2 * kRows * kIn * kOut);  // flops
+}
+void BM_LinearGelu_Fused_f32(benchmark::State& state) { runDenseGelu(state, true); }
+void BM_LinearGelu_Unfused_f32(benchmark::State& state) { runDenseGelu(state, false); }
+BENCHMARK(BM_LinearGelu_Fused_f32)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_LinearGelu_Unfused_f32)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
 // linear.out, derived from linear (Note [Derived out= forms]): the same
 // product into a temporary, then one copy into `out`. Against BM_Linear_f32
 // at one size and BM_Linear_Tiny at a tiny one, its cost shows: the copy,

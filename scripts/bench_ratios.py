@@ -30,6 +30,10 @@ RATIOS = [
     ("BM_Matmul_512_f32_Interleaved", "BM_OneDNN_Matmul_512_f32_Interleaved", "speed", ">= 0.97x",
      lambda r: r >= 0.97),
     ("BM_Conv2d_ResNetBlock", "BM_OneDNN_Conv2d_ResNetBlock", "speed", ">= 0.95x", lambda r: r >= 0.95),
+    # A dense layer with its gelu fused into the product (_addmm_activation)
+    # against linear then gelu, and against the product alone.
+    ("BM_LinearGelu_Fused_f32", "BM_LinearGelu_Unfused_f32", "speed", "(report)", None),
+    ("BM_LinearGelu_Fused_f32", "BM_Linear_f32", "time", "(report: the gelu epilogue)", None),
     # conv2d's backward op on the CPU plugin (oneDNN's backward primitives)
     # against its composite (two conv2d calls), and against the forward
     # (twice the forward's flops).

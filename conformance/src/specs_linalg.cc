@@ -1,4 +1,4 @@
-// Conformance specs of the linalg family: mm, bmm, matmul, addmm and linear
+// Conformance specs of the linalg family: mm, bmm, matmul, addmm, _addmm_activation and linear
 // (Note [Conformance specs]).
 #include <algorithm>
 #include <cctype>
@@ -303,6 +303,73 @@ Tolerance addmmTolerance(ScalarType t, const Sample& s) {
   return productTolerance(t, k, bound, 2);
 }
 
+// _addmm_activation(self, mat1, mat2, beta, alpha, use_gelu): relu, or the
+// exact gelu, of addmm (Note [Fused activation products]). A row self with
+// beta = alpha = 1 is the fused form a plugin may serve in one product (the
+// CPU plugin's float32 kernel); the others test the composite.
+std::vector<Sample> addmmActivationSamples() {
+  Rng rng(seedFor("bp::_addmm_activation"));
+  std::vector<Sample> out;
+  auto push = [&](std::string name, Tensor self, Tensor m1, Tensor m2, bool gelu, Scalar beta = Scalar(int64_t{1}),
+                  Scalar alpha = Scalar(int64_t{1})) {
+    out.push_back(makeSample(std::move(name), {IValue(std::move(self)), IValue(std::move(m1)), IValue(std::move(m2)),
+                                               IValue(beta), IValue(alpha), IValue(gelu)}));
+  };
+  for (ScalarType dt : kNumericTypes) {
+    const std::string sx = dtypeSuffix(dt);
+    push("relu, bias [4], transposed mat2" + sx, operand(rng, {4}, dt), operand(rng, {3, 5}, dt),
+         operand(rng, {4, 5}, dt).t(), false);
+    push("relu, self [3,4]" + sx, operand(rng, {3, 4}, dt), operand(rng, {3, 5}, dt), operand(rng, {5, 4}, dt), false);
+  }
+  for (ScalarType dt : {kF, ScalarType::Float64, ScalarType::Float16, ScalarType::BFloat16}) {
+    const std::string sx = dtypeSuffix(dt);
+    push("gelu, bias [4], transposed mat2" + sx, operand(rng, {4}, dt), operand(rng, {3, 5}, dt),
+         operand(rng, {4, 5}, dt).t(), true);
+    push("gelu, bias [1,4]" + sx, operand(rng, {1, 4}, dt), operand(rng, {3, 5}, dt), operand(rng, {5, 4}, dt), true);
+    push("gelu, beta=0.5, alpha=2" + sx, operand(rng, {4}, dt), operand(rng, {3, 5}, dt), operand(rng, {5, 4}, dt),
+         true, Scalar(0.5), Scalar(2.0));
+  }
+  push("gelu, 0-d self", operand(rng, {}, kF), operand(rng, {3, 5}, kF), operand(rng, {5, 4}, kF), true);
+  push("gelu, sliced bias (step 2)", operand(rng, {8}, kF).slice(0, 0, std::nullopt, 2), operand(rng, {3, 5}, kF),
+       operand(rng, {5, 4}, kF), true);
+  push("gelu, K=0: gelu(self)", operand(rng, {4}, kF), operand(rng, {3, 0}, kF), operand(rng, {0, 4}, kF), true);
+  push("relu, M=0", operand(rng, {4}, kF), operand(rng, {0, 5}, kF), operand(rng, {5, 4}, kF), false);
+  push("gelu, large [300,64] @ [64,200]^T-layout + bias [200] float32", operand(rng, {200}, kF),
+       operand(rng, {300, 64}, kF), operand(rng, {200, 64}, kF).t(), true);
+  auto bad = [&](std::string name, Tensor self, Tensor m1, Tensor m2, bool gelu, std::string reason) {
+    out.push_back(raising(std::move(name),
+                          {IValue(std::move(self)), IValue(std::move(m1)), IValue(std::move(m2)),
+                           IValue(Scalar(int64_t{1})), IValue(Scalar(int64_t{1})), IValue(gelu)},
+                          std::move(reason)));
+  };
+  bad("gelu of int32", operand(rng, {4}, ScalarType::Int32), operand(rng, {3, 5}, ScalarType::Int32),
+      operand(rng, {5, 4}, ScalarType::Int32), true, "gelu needs a floating dtype");
+  bad("self [3] with a [3,4] product", operand(rng, {3}, kF), operand(rng, {3, 5}, kF), operand(rng, {5, 4}, kF), false,
+      "self does not broadcast to the product");
+  bad("[3,5] @ [4,4]", operand(rng, {4}, kF), operand(rng, {3, 5}, kF), operand(rng, {4, 4}, kF), true,
+      "inner dimensions differ");
+  return out;
+}
+
+Expected addmmActivationReference(const Sample& s) {
+  Expected e = addmmReference(s);
+  const bool gelu = s.args[5].toBool();
+  for (double& v : e.values)
+    v = roundTo(e.dtype, gelu ? 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))) : std::max(v, 0.0));
+  return e;
+}
+
+// addmm's, and one more rounding for the activation (gelu's slope is at
+// most about 1.13, so it does not grow the product's error).
+Tolerance addmmActivationTolerance(ScalarType t, const Sample& s) {
+  const Tensor& m1 = s.args[1].toTensor();
+  const double beta = scalarArg(s, 3, 1), alpha = scalarArg(s, 4, 1);
+  const int64_t k = m1.size(1);
+  double bound = std::fabs(alpha) * static_cast<double>(k) * maxAbs(m1) * maxAbs(s.args[2].toTensor());
+  if (beta != 0) bound += std::fabs(beta) * maxAbs(s.args[0].toTensor());
+  return productTolerance(t, k, 1.2 * bound, 3);
+}
+
 // linear(input, weight, bias) = input @ weight.T + bias.
 std::vector<Sample> linearSamples() {
   Rng rng(seedFor("bp::linear"));
@@ -539,6 +606,8 @@ void addLinalgSpecs(std::vector<OpSpec>& specs) {
   addSpec(specs, "bp::matmul", matmulSamples, plainProduct, plainProductTolerance, "", "bp::matmul.out");
   addSpec(specs, "bp::addmm", addmmSamples, addmmReference, addmmTolerance, "bp::addmm_", "bp::addmm.out");
   addSpec(specs, "bp::linear", linearSamples, linearReference, linearTolerance, "", "");
+  addSpec(specs, "bp::_addmm_activation", addmmActivationSamples, addmmActivationReference, addmmActivationTolerance,
+          "", "");
   addSpec(specs, "bp::einsum", einsumSamples, einsumReference, einsumTolerance, "", "");
 }
 

@@ -129,9 +129,13 @@ void describe(const Mat& m, int64_t* out) {
   out[5] = m.sc;
 }
 
-// Cache key: dtype, alpha, beta, dims/strides of A, B, C, and the bias's
-// length (0: none).
-using Key = std::array<int64_t, 22>;
+// An eltwise post-op applied to the product as oneDNN writes it
+// (_addmm_activation, Note [Fused activation products]).
+enum class Activation : int64_t { kNone, kRelu, kGelu };
+
+// Cache key: dtype, alpha, beta, dims/strides of A, B, C, the bias's length
+// (0: none) and the activation.
+using Key = std::array<int64_t, 23>;
 struct Cached {
   dnnl::matmul prim;
   dnnl::memory::desc a, b, c, bias;
@@ -145,7 +149,7 @@ dnnl::memory::desc descOf(const int64_t* d, dt type) {
 // bias_cols > 0: a contiguous bias row of that length (1 or C.cols) added
 // to every row of the product, oneDNN's bias argument (one pass over C).
 const Cached& primitive(const Mat& A, const Mat& B, const Mat& C, dt type, float alpha, float beta,
-                        int64_t bias_cols = 0) {
+                        int64_t bias_cols = 0, Activation activation = Activation::kNone) {
   Key key{};
   key[0] = static_cast<int64_t>(type);
   std::memcpy(&key[1], &alpha, sizeof alpha);
@@ -154,6 +158,7 @@ const Cached& primitive(const Mat& A, const Mat& B, const Mat& C, dt type, float
   describe(B, &key[9]);
   describe(C, &key[15]);
   key[21] = bias_cols;
+  key[22] = static_cast<int64_t>(activation);
   // Primitives are cheap to keep.
   return dnnl_util::cachedPerThread(key, 256, [&] {
     dnnl::memory::desc a = descOf(&key[3], type), b = descOf(&key[9], type), c = descOf(&key[15], type);
@@ -161,11 +166,13 @@ const Cached& primitive(const Mat& A, const Mat& B, const Mat& C, dt type, float
     if (bias_cols > 0) bias = dnnl::memory::desc({1, 1, bias_cols}, type, {bias_cols, bias_cols, 1});
     dnnl::primitive_attr attr;
     if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
-    if (beta != 0.0f) {
-      dnnl::post_ops ops;
-      ops.append_sum(beta);
-      attr.set_post_ops(ops);
-    }
+    dnnl::post_ops ops;
+    if (beta != 0.0f) ops.append_sum(beta);
+    if (activation != Activation::kNone)
+      ops.append_eltwise(
+          1.0f, activation == Activation::kRelu ? dnnl::algorithm::eltwise_relu : dnnl::algorithm::eltwise_gelu_erf,
+          0.0f, 0.0f);
+    if (ops.len() > 0) attr.set_post_ops(ops);
     const dnnl::matmul::desc desc = bias_cols > 0 ? dnnl::matmul::desc(a, b, bias, c) : dnnl::matmul::desc(a, b, c);
     dnnl::matmul::primitive_desc pd(desc, attr, dnnl_util::engine());
     return Cached{dnnl::matmul(pd), a, b, c, bias, dnnl_util::isReference(pd)};
@@ -212,7 +219,7 @@ void execute(const Cached& p, const Mat& A, const Mat& B, const Mat& C, void* bi
 // C = alpha * A @ B + beta * C (+ the row `bias` of length bias_cols, 1 or
 // C.cols, contiguous, when given) with oneDNN in `dtype` (the tensors' dtype).
 void gemmDnnl(Mat A, Mat B, Mat C, ScalarType dtype, float alpha, float beta, void* bias = nullptr,
-              int64_t bias_cols = 0) {
+              int64_t bias_cols = 0, Activation activation = Activation::kNone) {
   const dt type = dnnl_util::dataType(dtype);
   const Mat C_user = C;
   bp::Tensor a_buf, b_buf, c_buf;
@@ -222,7 +229,7 @@ void gemmDnnl(Mat A, Mat B, Mat C, ScalarType dtype, float alpha, float beta, vo
   if (!gemmLayout(C) || (C.batch > 1 && C.sb == 0)) c_buf = contiguousCopy(C, dtype);
   const Cached* p = nullptr;
   try {
-    p = &primitive(A, B, C, type, alpha, beta, bias_cols);
+    p = &primitive(A, B, C, type, alpha, beta, bias_cols, activation);
   } catch (const dnnl::error&) {
     // oneDNN refused the strides outright; dense copies below.
   }
@@ -233,7 +240,7 @@ void gemmDnnl(Mat A, Mat B, Mat C, ScalarType dtype, float alpha, float beta, vo
     if (!c_buf.defined()) c_buf = contiguousCopy(C, dtype);
     p = nullptr;
   }
-  if (p == nullptr) p = &primitive(A, B, C, type, alpha, beta, bias_cols);
+  if (p == nullptr) p = &primitive(A, B, C, type, alpha, beta, bias_cols, activation);
   execute(*p, A, B, C, bias);
   if (c_buf.defined()) copyBack(C, C_user, bp::elementSize(dtype));
 }
@@ -389,6 +396,21 @@ bool rowsView(const bp::Tensor& x, int64_t rows, Mat& m) {
   return true;
 }
 
+// The dense row of a bias of `cols` values (1 or cols), copied into `buf`
+// when strided; nullptr for none.
+void* denseBiasRow(const bp::Tensor* bias, int64_t cols, ScalarType dtype, bp::Tensor& buf) {
+  if (bias == nullptr) return nullptr;
+  void* data = bias->data_ptr();
+  const int64_t stride = bias->dim() == 0 ? 1 : bias->stride(-1);
+  if (cols > 1 && stride != 1) {  // oneDNN's bias is a dense row
+    buf = bp::Tensor::empty({cols}, dtype, kCpuDevice);
+    denseCopy(static_cast<const char*>(data), {cols}, {stride}, static_cast<char*>(buf.data_ptr()),
+              bp::elementSize(dtype));
+    data = buf.data_ptr();
+  }
+  return data;
+}
+
 // linear(input, weight, bias) (the host's linearMeta has checked shapes,
 // dtypes and devices). The product reads weight transposed through its
 // strides and input as [rows, in_features]. Where oneDNN computes in the
@@ -424,20 +446,9 @@ bp::Tensor linear(const bp::Tensor& input, const bp::Tensor& weight, const std::
 
   const bool row_bias = bias == nullptr || (bias->dim() <= 1 && (bias->numel() == 1 || bias->size(0) == n));
   if (in > 0 && row_bias && dnnlNative(dtype)) {
-    void* bias_data = nullptr;
-    int64_t bias_cols = 0;
+    const int64_t bias_cols = bias != nullptr ? bias->numel() : 0;
     bp::Tensor bias_buf;
-    if (bias != nullptr) {
-      bias_cols = bias->numel();
-      bias_data = bias->data_ptr();
-      if (bias_cols > 1 && bias->stride(0) != 1) {  // oneDNN's bias is a dense row
-        bias_buf = bp::Tensor::empty({bias_cols}, dtype, kCpuDevice);
-        denseCopy(static_cast<const char*>(bias_data), bias->sizes(), bias->strides().vec(),
-                  static_cast<char*>(bias_buf.data_ptr()), es);
-        bias_data = bias_buf.data_ptr();
-      }
-    }
-    gemmDnnl(A, B, C, dtype, 1.0f, 0.0f, bias_data, bias_cols);
+    gemmDnnl(A, B, C, dtype, 1.0f, 0.0f, denseBiasRow(bias, bias_cols, dtype, bias_buf), bias_cols);
     return out;
   }
   if (bias != nullptr) {
@@ -452,10 +463,40 @@ bp::Tensor linear(const bp::Tensor& input, const bp::Tensor& weight, const std::
   return out;
 }
 
+// _addmm_activation (Note [Fused activation products] in
+// dispatcher/ops/src/linalg.cc; the host's meta kernel has checked shapes,
+// dtypes and devices): where oneDNN computes in the dtype, beta and alpha
+// are 1 and self is a row of the product's width (or one value), one oneDNN
+// matmul with self as its bias argument and the activation as an eltwise
+// post-op, reading mat1 and mat2 through their strides. Any other call is
+// declined to the composite (addmm, then relu or gelu).
+bp::Tensor addmm_activation(const bp::Tensor& self, const bp::Tensor& mat1, const bp::Tensor& mat2,
+                            const bp::Scalar& beta, const bp::Scalar& alpha, bool use_gelu) {
+  checkMatrixArgs("bp::_addmm_activation", {{&self, "self"}, {&mat1, "mat1"}, {&mat2, "mat2"}});
+  const ScalarType dtype = mat1.dtype();
+  const int64_t rows = mat1.size(0), in = mat1.size(1), n = mat2.size(1);
+  const bool row = self.numel() == 1 || (self.dim() == 1 && self.size(0) == n) ||
+                   (self.dim() == 2 && self.size(0) == 1 && self.size(1) == n);
+  if (!row || beta.toDouble() != 1 || alpha.toDouble() != 1 || in == 0 || !dnnlNative(dtype))
+    bp::decline("the fused kernel takes beta = alpha = 1, a row self, and a dtype oneDNN computes in");
+  bp::Tensor out = bp::Tensor::empty({rows, n}, dtype, kCpuDevice);
+  if (rows * n == 0) return out;
+  const Mat A{static_cast<char*>(mat1.data_ptr()), 1, rows, in, 0, mat1.stride(0), mat1.stride(1)};
+  const Mat B{static_cast<char*>(mat2.data_ptr()), 1, in, n, 0, mat2.stride(0), mat2.stride(1)};
+  const Mat C{static_cast<char*>(out.data_ptr()), 1, rows, n, 0, n, 1};
+  bp::Tensor bias_buf;
+  void* bias = denseBiasRow(&self, self.numel(), dtype, bias_buf);
+  gemmDnnl(A, B, C, dtype, 1.0f, 0.0f, bias, self.numel(), use_gelu ? Activation::kGelu : Activation::kRelu);
+  return out;
+}
+
 }  // namespace
 
 namespace bp_cpu {
 
-void registerLinalgKernels(bp::Library& m) { BP_REGISTER_LINALG_KERNELS(m, kCpu); }
+void registerLinalgKernels(bp::Library& m) {
+  BP_REGISTER_LINALG_KERNELS(m, kCpu);
+  m.impl("_addmm_activation", kCpu, &addmm_activation);
+}
 
 }  // namespace bp_cpu

@@ -160,8 +160,14 @@ Tensor encoderBlock(const EncoderWeights& w, const Tensor& x, const Tensor& leng
   Tensor context = probs.matmul(v).transpose(1, 2).reshape({B, S, H});
   Tensor y = norm(dense(context, w.attention_output) + x, w.attention_norm);
 
-  // Feed-forward block.
-  return norm(dense(dense(y, w.intermediate).gelu(), w.output) + y, w.output_norm);
+  // Feed-forward block. Its first dense layer's product, bias and gelu are
+  // one call, which a plugin may fuse (Note [Fused activation products]):
+  // gelu(dense(y, w.intermediate)) over y's rows.
+  const int64_t ffn = w.intermediate.weight.size(0);
+  const Tensor hidden = _addmm_activation(w.intermediate.bias, y.reshape({B * S, H}), w.intermediate.weight.t(), 1, 1,
+                                          /*use_gelu=*/true)
+                            .view({B, S, ffn});
+  return norm(dense(hidden, w.output) + y, w.output_norm);
 }
 
 Tensor encoderLayer(const EncoderWeights& w, const EncoderBatch& batch) {

@@ -491,7 +491,7 @@ std::vector<OpDerivative> buildTable() {
            {"mat2", "alpha * mat1^T @ grad", [](Ctx& c) {
               c.set("mat2", scaledBy(mmMat2Grad(c.grad(), c.tensor("mat1"), c.tensor("mat2")), c.scalar("alpha")));
             }}});
-  composite({"matmul", "linear", "dropout", "einsum"});
+  composite({"matmul", "linear", "_addmm_activation", "dropout", "einsum"});
 
   // --- Reductions.
   formula("sum", {{"self", "grad expanded to self's sizes",

@@ -196,6 +196,12 @@ Tensor linear(const Tensor& input, const Tensor& weight, const std::optional<Ten
   return BP_STANDARD_OP("linear", Tensor(const Tensor&, const Tensor&, const std::optional<Tensor>&))
       .call(input, weight, bias);
 }
+Tensor _addmm_activation(const Tensor& self, const Tensor& mat1, const Tensor& mat2, const Scalar& beta,
+                         const Scalar& alpha, bool use_gelu) {
+  return BP_STANDARD_OP("_addmm_activation",
+                        Tensor(const Tensor&, const Tensor&, const Tensor&, const Scalar&, const Scalar&, bool))
+      .call(self, mat1, mat2, beta, alpha, use_gelu);
+}
 
 // ------------------------------------------------------------- reductions
 

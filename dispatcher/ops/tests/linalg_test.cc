@@ -1,6 +1,9 @@
 // Standard operators, family "linalg": each op against a double-precision
 // reference through the CPU plugin.
+#include <cmath>
+
 #include "backplane/core/allocator.h"
+#include "backplane/runtime/profiler.h"
 #include "ops_test_util.h"
 #include "test_device.h"
 
@@ -429,6 +432,68 @@ TEST(Addmm, BroadcastSelfAndScalars) {
       }
     }
   }
+}
+
+// _addmm_activation (Note [Fused activation products]): relu or exact gelu
+// of addmm. The CPU plugin's fused kernel serves float32 with a row self
+// and beta = alpha = 1 (mat2 read transposed through its strides, as a
+// linear layer's weight); every other call goes to the composite. Both
+// against a double-precision reference.
+TEST(AddmmActivation, ReluAndGeluOfAddmm) {
+  struct Case {
+    ScalarType dtype;
+    std::vector<int64_t> self;
+    double beta, alpha;
+    bool transposed_mat2;
+    int fused;  // 1: the CPU plugin's kernel serves it; 0: the composite; -1: either (the CPU decides)
+  };
+  const std::vector<Case> cases = {
+      {ScalarType::Float32, {9}, 1, 1, true, true},       // a linear layer's bias, weight transposed
+      {ScalarType::Float32, {1, 9}, 1, 1, false, true},   // a 2-D row
+      {ScalarType::Float32, {}, 1, 1, false, true},       // one value
+      {ScalarType::Float32, {5, 9}, 1, 1, false, false},  // a full self: the composite
+      {ScalarType::Float32, {9}, 0.5, 2, false, false},   // scaled: the composite
+      {ScalarType::Float64, {9}, 1, 1, true, false},      // no oneDNN product: the composite
+      {ScalarType::BFloat16, {9}, 1, 1, true, -1},        // fused where oneDNN computes in bfloat16
+  };
+  for (const Case& c : cases) {
+    for (bool use_gelu : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << c.dtype << " self " << IntArrayRef(c.self) << " beta " << c.beta << " alpha "
+                                        << c.alpha << (use_gelu ? " gelu" : " relu"));
+      Tensor self = input(c.self, c.dtype, 1), m1 = input({5, 7}, c.dtype, 2);
+      Tensor m2 = c.transposed_mat2 ? input({9, 7}, c.dtype, 3).t() : input({7, 9}, c.dtype, 3);
+      Profiler profiler;
+      Tensor r = callT("_addmm_activation", {self, m1, m2, Scalar(c.beta), Scalar(c.alpha), use_gelu});
+      profiler.stop();
+      std::vector<double> want = refAddmm(
+          values(self), self.sizes(), refBmm(values(m1), values(m2.contiguous()), 1, 5, 7, 9), 5, 9, c.beta, c.alpha);
+      for (double& x : want) x = use_gelu ? 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))) : std::max(x, 0.0);
+      expectClose(r, want, {5, 9}, c.dtype, productTol(c.dtype, 7) * 4);
+      const OpReport report = profiler.report();
+      if (c.fused >= 0) {
+        EXPECT_EQ(report.find("bp::addmm", DispatchKey::CPU) == nullptr, c.fused == 1) << report.table();
+      }
+      Tensor out = emptyTensor({5, 9}, c.dtype);
+      callT("_addmm_activation.out", {self, m1, m2, Scalar(c.beta), Scalar(c.alpha), use_gelu, out});
+      expectClose(out, want, {5, 9}, c.dtype, productTol(c.dtype, 7) * 4);
+    }
+  }
+  // Integers: relu through the composite; gelu refused by name.
+  Tensor i1 = input({2, 3}, ScalarType::Int64, 1), i2 = input({3, 2}, ScalarType::Int64, 2);
+  Tensor ib = input({2}, ScalarType::Int64, 3);
+  std::vector<double> want = refAddmm(values(ib), ib.sizes(), refBmm(values(i1), values(i2), 1, 2, 3, 2), 2, 2, 1, 1);
+  for (double& x : want) x = std::max(x, 0.0);
+  expectClose(callT("_addmm_activation", {ib, i1, i2, Scalar(int64_t{1}), Scalar(int64_t{1}), false}), want, {2, 2},
+              ScalarType::Int64);
+  EXPECT_THAT(errorOf([&] {
+                callT("_addmm_activation", {ib, i1, i2, Scalar(int64_t{1}), Scalar(int64_t{1}), true});
+              }),
+              HasSubstr("bp::_addmm_activation: use_gelu=True needs a floating dtype (gelu), got int64"));
+  EXPECT_THAT(errorOf([&] {
+                callT("_addmm_activation", {input({4}, ScalarType::Float32, 1), input({2, 3}, ScalarType::Float32, 2),
+                                            input({3, 5}, ScalarType::Float32, 3), Scalar(1), Scalar(1), true});
+              }),
+              HasSubstr("bp::_addmm_activation: the shapes [4] and [2, 5] cannot be broadcast together"));
 }
 
 TEST(Addmm, BetaZeroIgnoresNaNAndEmptyInnerDimension) {

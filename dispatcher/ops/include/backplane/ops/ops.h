@@ -151,6 +151,13 @@ Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2, const S
              const Scalar& alpha = 1);  // beta * self + alpha * (mat1 @ mat2)
 // input @ weight.T + bias; weight is [out_features, in_features].
 Tensor linear(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt);
+// relu, or the exact gelu with use_gelu, of addmm(self, mat1, mat2, beta,
+// alpha) in one call, which a plugin may fuse (PyTorch's
+// torch._addmm_activation; Note [Fused activation products]): a dense
+// layer's product, bias and activation, e.g. _addmm_activation(bias, x,
+// weight.t(), 1, 1, true) for gelu(linear(x, weight, bias)) on 2-d x.
+Tensor _addmm_activation(const Tensor& self, const Tensor& mat1, const Tensor& mat2, const Scalar& beta = 1,
+                         const Scalar& alpha = 1, bool use_gelu = false);
 
 // --- Reductions. An empty `dim` list reduces over every dimension.
 Tensor sum(const Tensor& self, std::optional<ScalarType> dtype = std::nullopt);
