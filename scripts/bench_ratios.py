@@ -106,15 +106,24 @@ RATIOS = [
 ]
 
 
+# Counters a benchmark sets that have a target of their own: (benchmark,
+# counter, what it is, target, predicate on its median).
+COUNTERS = [
+    ("BM_EncoderLayer_Forward", "others_pct", "% op time outside products", "<= 5%",
+     lambda v: v <= 5.0),
+]
+
+
 def medians(paths):
-    """Median time (ns) and median bytes_per_second (or None) per benchmark."""
-    out, bandwidth = {}, {}
+    """Median time (ns), median bytes_per_second (or None) and median
+    counters (COUNTERS') per benchmark."""
+    out, bandwidth, counters = {}, {}, {}
     for path in paths:
         if not os.path.exists(path) or os.path.getsize(path) == 0:
             continue
         with open(path) as f:
-            add_medians(json.load(f), out, bandwidth)
-    return out, bandwidth
+            add_medians(json.load(f), out, bandwidth, counters)
+    return out, bandwidth, counters
 
 
 # torch_baseline.py's figures (milliseconds) as baselines of the ratios.
@@ -123,7 +132,7 @@ TORCH_FIGURES = {"encoder_layer_fp32_ms": "Torch_EncoderLayer_f32",
                  "resnet_block_fp32_ms": "Torch_ResNetBlock_f32"}
 
 
-def add_medians(data, out, bandwidth):
+def add_medians(data, out, bandwidth, counters):
     if "benchmarks" not in data:  # torch_baseline.py's output
         for key, name in TORCH_FIGURES.items():
             if key in data:
@@ -139,6 +148,9 @@ def add_medians(data, out, bandwidth):
             if b.get("aggregate_name") == "median" or name not in out:
                 out[name] = t
                 bandwidth[name] = b.get("bytes_per_second")
+                for bench, counter, _, _, _ in COUNTERS:
+                    if name == bench and counter in b:
+                        counters[(bench, counter)] = b[counter]
 
 
 def fmt(ns):
@@ -146,7 +158,7 @@ def fmt(ns):
 
 
 def main():
-    times, bandwidth = medians(sys.argv[1:] or ["build/bench/results.json"])
+    times, bandwidth, counters = medians(sys.argv[1:] or ["build/bench/results.json"])
     print(f"{'benchmark':32} {'baseline':44} {'median':>10} {'ratio':>12}  target")
     for name, base, kind, target, ok in RATIOS:
         if name not in times or base not in times:
@@ -181,6 +193,11 @@ def main():
         if name in times:
             t = times[name]
             print(f"{name:32} {'(absolute)':44} {fmt(t)} {'':>12}  {target} {'ok' if t <= target_ns else 'MISSED'}")
+    for bench, counter, what, target, ok in COUNTERS:
+        if (bench, counter) in counters:
+            v = counters[(bench, counter)]
+            print(f"{bench:32} {counter + ': ' + what:44} {fmt(times[bench])} {v:11.2f}%  {target} "
+                  f"{'ok' if ok(v) else 'MISSED'}")
     if "BM_RulebookSubm_40k" in times:
         t = times["BM_RulebookSubm_40k"]
         print(f"{'BM_RulebookSubm_40k':32} {'(absolute)':44} {fmt(t)} {'':>12}  (report)")
