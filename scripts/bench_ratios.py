@@ -149,8 +149,10 @@ def add_medians(data, out, bandwidth, counters):
                 out[name] = t
                 bandwidth[name] = b.get("bytes_per_second")
                 for bench, counter, _, _, _ in COUNTERS:
-                    if name == bench and counter in b:
-                        counters[(bench, counter)] = b[counter]
+                    if name == bench:  # this row's counter, or none (not an earlier file's)
+                        counters.pop((bench, counter), None)
+                        if counter in b:
+                            counters[(bench, counter)] = b[counter]
 
 
 def fmt(ns):

@@ -334,6 +334,10 @@ std::vector<Sample> addmmActivationSamples() {
        operand(rng, {5, 4}, kF), true);
   push("gelu, K=0: gelu(self)", operand(rng, {4}, kF), operand(rng, {3, 0}, kF), operand(rng, {0, 4}, kF), true);
   push("relu, M=0", operand(rng, {4}, kF), operand(rng, {0, 5}, kF), operand(rng, {5, 4}, kF), false);
+  for (bool gelu : {false, true}) {
+    push(std::string(gelu ? "gelu" : "relu") + ": NaN in mat1 stays NaN in its row", operand(rng, {4}, kF),
+         hostTensor({1, std::numeric_limits<double>::quiet_NaN(), 2, 3}, {2, 2}, kF), operand(rng, {2, 4}, kF), gelu);
+  }
   push("gelu, large [300,64] @ [64,200]^T-layout + bias [200] float32", operand(rng, {200}, kF),
        operand(rng, {300, 64}, kF), operand(rng, {200, 64}, kF).t(), true);
   auto bad = [&](std::string name, Tensor self, Tensor m1, Tensor m2, bool gelu, std::string reason) {

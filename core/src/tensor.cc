@@ -79,7 +79,7 @@ void hostStridedCopy(char* dst, IntArrayRef dst_strides, const char* src, IntArr
   const int64_t ds = inner > 1 ? dst_strides[nd - 1] * static_cast<int64_t>(itemsize) : 0;
   const int64_t ss = inner > 1 ? src_strides[nd - 1] * static_cast<int64_t>(itemsize) : 0;
   const int64_t item = static_cast<int64_t>(itemsize);
-  const bool contiguous_rows = inner == 1 || (ds == item && ss == item);
+  const bool contiguous_rows = inner > 1 && ds == item && ss == item;
   const size_t row_bytes = static_cast<size_t>(inner) * itemsize;
   DimVector index(nd, 0);
   for (int64_t done = 0; done < numel; done += inner) {
@@ -90,8 +90,8 @@ void hostStridedCopy(char* dst, IntArrayRef dst_strides, const char* src, IntArr
     }
     char* dp = dst + doff * static_cast<int64_t>(itemsize);
     const char* sp = src + soff * static_cast<int64_t>(itemsize);
-    if (contiguous_rows) {  // one memcpy per row (a permuted view's rows, as attention's heads)
-      std::memcpy(dp, sp, row_bytes);
+    if (contiguous_rows) {  // one move per row (a permuted view's rows, as attention's heads); views may overlap
+      std::memmove(dp, sp, row_bytes);
     } else {
       switch (itemsize) {
         case 1: copyItems<1>(dp, ds, sp, ss, inner); break;

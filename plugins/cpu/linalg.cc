@@ -130,8 +130,9 @@ void describe(const Mat& m, int64_t* out) {
 }
 
 // An eltwise post-op applied to the product as oneDNN writes it
-// (_addmm_activation, Note [Fused activation products]).
-enum class Activation : int64_t { kNone, kRelu, kGelu };
+// (_addmm_activation, Note [Fused activation products]): gelu only, since
+// oneDNN's relu post-op (a max with 0) turns NaN into 0, where relu keeps it.
+enum class Activation : int64_t { kNone, kGelu };
 
 // Cache key: dtype, alpha, beta, dims/strides of A, B, C, the bias's length
 // (0: none) and the activation.
@@ -168,10 +169,7 @@ const Cached& primitive(const Mat& A, const Mat& B, const Mat& C, dt type, float
     if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
     dnnl::post_ops ops;
     if (beta != 0.0f) ops.append_sum(beta);
-    if (activation != Activation::kNone)
-      ops.append_eltwise(
-          1.0f, activation == Activation::kRelu ? dnnl::algorithm::eltwise_relu : dnnl::algorithm::eltwise_gelu_erf,
-          0.0f, 0.0f);
+    if (activation == Activation::kGelu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_erf, 0.0f, 0.0f);
     if (ops.len() > 0) attr.set_post_ops(ops);
     const dnnl::matmul::desc desc = bias_cols > 0 ? dnnl::matmul::desc(a, b, bias, c) : dnnl::matmul::desc(a, b, c);
     dnnl::matmul::primitive_desc pd(desc, attr, dnnl_util::engine());
@@ -465,11 +463,12 @@ bp::Tensor linear(const bp::Tensor& input, const bp::Tensor& weight, const std::
 
 // _addmm_activation (Note [Fused activation products] in
 // dispatcher/ops/src/linalg.cc; the host's meta kernel has checked shapes,
-// dtypes and devices): where oneDNN computes in the dtype, beta and alpha
-// are 1 and self is a row of the product's width (or one value), one oneDNN
-// matmul with self as its bias argument and the activation as an eltwise
-// post-op, reading mat1 and mat2 through their strides. Any other call is
-// declined to the composite (addmm, then relu or gelu).
+// dtypes and devices): with use_gelu, where oneDNN computes in the dtype,
+// beta and alpha are 1 and self is a row of the product's width (or one
+// value), one oneDNN matmul with self as its bias argument and gelu as an
+// eltwise post-op, reading mat1 and mat2 through their strides. Any other
+// call is declined to the composite (addmm, then relu or gelu): relu
+// among them, as oneDNN's relu post-op would turn NaN into 0.
 bp::Tensor addmm_activation(const bp::Tensor& self, const bp::Tensor& mat1, const bp::Tensor& mat2,
                             const bp::Scalar& beta, const bp::Scalar& alpha, bool use_gelu) {
   checkMatrixArgs("bp::_addmm_activation", {{&self, "self"}, {&mat1, "mat1"}, {&mat2, "mat2"}});
@@ -477,8 +476,8 @@ bp::Tensor addmm_activation(const bp::Tensor& self, const bp::Tensor& mat1, cons
   const int64_t rows = mat1.size(0), in = mat1.size(1), n = mat2.size(1);
   const bool row = self.numel() == 1 || (self.dim() == 1 && self.size(0) == n) ||
                    (self.dim() == 2 && self.size(0) == 1 && self.size(1) == n);
-  if (!row || beta.toDouble() != 1 || alpha.toDouble() != 1 || in == 0 || !dnnlNative(dtype))
-    bp::decline("the fused kernel takes beta = alpha = 1, a row self, and a dtype oneDNN computes in");
+  if (!use_gelu || !row || beta.toDouble() != 1 || alpha.toDouble() != 1 || in == 0 || !dnnlNative(dtype))
+    bp::decline("the fused kernel takes gelu, beta = alpha = 1, a row self, and a dtype oneDNN computes in");
   bp::Tensor out = bp::Tensor::empty({rows, n}, dtype, kCpuDevice);
   if (rows * n == 0) return out;
   const Mat A{static_cast<char*>(mat1.data_ptr()), 1, rows, in, 0, mat1.stride(0), mat1.stride(1)};
@@ -486,7 +485,7 @@ bp::Tensor addmm_activation(const bp::Tensor& self, const bp::Tensor& mat1, cons
   const Mat C{static_cast<char*>(out.data_ptr()), 1, rows, n, 0, n, 1};
   bp::Tensor bias_buf;
   void* bias = denseBiasRow(&self, self.numel(), dtype, bias_buf);
-  gemmDnnl(A, B, C, dtype, 1.0f, 0.0f, bias, self.numel(), use_gelu ? Activation::kGelu : Activation::kRelu);
+  gemmDnnl(A, B, C, dtype, 1.0f, 0.0f, bias, self.numel(), Activation::kGelu);
   return out;
 }
 

@@ -319,6 +319,13 @@ TEST(Matmul, AttentionHeadsAreNotCopied) {
        {B, heads, 4, 7}},
       // a vector against the heads
       {input({4}, f32, 6), input({B, 5, heads, 4}, f32, 7).permute({0, 2, 3, 1}), {B, heads, 5}},
+      // an empty outer batch, and an empty product's inner dimension
+      {input({0, 5, heads, 4}, f32, 10).transpose(1, 2),
+       input({0, 5, heads, 4}, f32, 11).permute({0, 2, 3, 1}),
+       {0, heads, 5, 5}},
+      {input({B, 5, heads, 0}, f32, 12).transpose(1, 2),
+       input({B, 5, heads, 0}, f32, 13).permute({0, 2, 3, 1}),
+       {B, heads, 5, 5}},
       // three batch dimensions, the outer two without a common stride
       {input({2, 3, 4, 5, 6}, f32, 8).permute({1, 0, 2, 3, 4}),
        input({3, 6, 2, 4, 5}, f32, 9).permute({0, 2, 3, 1, 4}),
@@ -435,10 +442,10 @@ TEST(Addmm, BroadcastSelfAndScalars) {
 }
 
 // _addmm_activation (Note [Fused activation products]): relu or exact gelu
-// of addmm. The CPU plugin's fused kernel serves float32 with a row self
-// and beta = alpha = 1 (mat2 read transposed through its strides, as a
-// linear layer's weight); every other call goes to the composite. Both
-// against a double-precision reference.
+// of addmm. The CPU plugin's fused kernel serves gelu in float32 with a row
+// self and beta = alpha = 1 (mat2 read transposed through its strides, as a
+// linear layer's weight); every other call, relu's included, goes to the
+// composite. Both against a double-precision reference; NaN stays NaN.
 TEST(AddmmActivation, ReluAndGeluOfAddmm) {
   struct Case {
     ScalarType dtype;
@@ -471,12 +478,21 @@ TEST(AddmmActivation, ReluAndGeluOfAddmm) {
       expectClose(r, want, {5, 9}, c.dtype, productTol(c.dtype, 7) * 4);
       const OpReport report = profiler.report();
       if (c.fused >= 0) {
-        EXPECT_EQ(report.find("bp::addmm", DispatchKey::CPU) == nullptr, c.fused == 1) << report.table();
+        EXPECT_EQ(report.find("bp::addmm", DispatchKey::CPU) == nullptr, c.fused == 1 && use_gelu) << report.table();
       }
       Tensor out = emptyTensor({5, 9}, c.dtype);
       callT("_addmm_activation.out", {self, m1, m2, Scalar(c.beta), Scalar(c.alpha), use_gelu, out});
       expectClose(out, want, {5, 9}, c.dtype, productTol(c.dtype, 7) * 4);
     }
+  }
+  // NaN in the product stays NaN through either activation, fused or not.
+  for (bool use_gelu : {false, true}) {
+    Tensor m1 = fromDoubles({1, std::nan(""), 2, 3}, {2, 2}, ScalarType::Float32);
+    Tensor r = callT("_addmm_activation", {input({2}, ScalarType::Float32, 1), m1,
+                                           input({2, 2}, ScalarType::Float32, 2), Scalar(1), Scalar(1), use_gelu});
+    const std::vector<double> v = values(r);
+    EXPECT_TRUE(std::isnan(v[0]) && std::isnan(v[1])) << (use_gelu ? "gelu" : "relu");  // the row with NaN
+    EXPECT_FALSE(std::isnan(v[2]) || std::isnan(v[3])) << (use_gelu ? "gelu" : "relu");
   }
   // Integers: relu through the composite; gelu refused by name.
   Tensor i1 = input({2, 3}, ScalarType::Int64, 1), i2 = input({3, 2}, ScalarType::Int64, 2);
