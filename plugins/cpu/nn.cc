@@ -1,6 +1,7 @@
 // "nn" kernels of the CPU plugin: conv2d, max/avg pooling, batch_norm and
 // layer_norm, and their backward ops. float32 runs on oneDNN wherever its semantics are PyTorch's
-// (see each kernel for the exceptions); other dtypes and the exceptions run
+// (see each kernel for the exceptions; layer_norm's forward runs its own rows, Note [float32
+// layer_norm rows]); other dtypes and the exceptions run
 // loops that compute in the dtype's compute type (or double). The
 // dispatcher's meta kernels have validated every argument (shapes, channel
 // and group counts, kernel/stride/padding values), so these kernels only
@@ -613,29 +614,54 @@ bp::Tensor batch_norm(const bp::Tensor& input, const std::optional<bp::Tensor>& 
   return out;
 }
 
-// layer_norm in float32 with oneDNN: the input as [rows, m] (the
-// normalized trailing dims collapsed), forward inference (no statistics
-// kept).
-void layerNormOneDnn(const bp::Tensor& x, int64_t rows, int64_t m, const std::optional<bp::Tensor>& weight,
-                     const std::optional<bp::Tensor>& bias, double eps, const bp::Tensor& out) {
-  const std::vector<float> scale = readFloats(weight), shift = readFloats(bias);
-  runOneDnn("bp::layer_norm", [&] {
-    const dnnl::memory src = plainMemory({rows, m}, x.data_ptr());
-    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src},
-                                               {DNNL_ARG_DST, plainMemory({rows, m}, out.data_ptr())}};
-    auto flags = dnnl::normalization_flags::none;
-    if (weight) {
-      flags |= dnnl::normalization_flags::use_scale;
-      args.emplace(DNNL_ARG_SCALE, plainMemory({m}, scale.data()));
+// Note [float32 layer_norm rows]
+// A float32 row (a transformer's 768 or 1024 values: a few KiB, in L1 after
+// its first read) is normalized in three passes over it, each vectorised:
+// its sum in double, then the sum of squared deviations from the mean in
+// double (two passes, so a large common offset does not cancel the
+// variance), then (x - mean) * rstd * weight + bias in double, rounded once
+// to float32. No temporary and no oneDNN call: oneDNN's primitive needed
+// the row shifted by its first element first (its own variance lost the
+// spread of 1000 + 0.01 * u), a whole extra pass over the input and a
+// buffer the size of it. Compiled per instruction set (the build has no
+// -march flags); each row is computed the same way whatever the thread.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void layerNormRowF32(const float* x, int64_t m,
+                                                                                  const float* w, const float* b,
+                                                                                  double eps, float* out) {
+  double sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < m; ++j) sum += static_cast<double>(x[j]);
+  const double mean = sum / static_cast<double>(m);
+  double sq = 0;
+#pragma omp simd reduction(+ : sq)
+  for (int64_t j = 0; j < m; ++j) {
+    const double d = static_cast<double>(x[j]) - mean;
+    sq += d * d;
+  }
+  const double rstd = 1.0 / std::sqrt(sq / static_cast<double>(m) + eps);
+  if (w != nullptr && b != nullptr) {
+#pragma omp simd
+    for (int64_t j = 0; j < m; ++j)
+      out[j] = static_cast<float>((static_cast<double>(x[j]) - mean) * rstd * static_cast<double>(w[j]) +
+                                  static_cast<double>(b[j]));
+  } else {
+#pragma omp simd
+    for (int64_t j = 0; j < m; ++j) {
+      double v = (static_cast<double>(x[j]) - mean) * rstd;
+      if (w != nullptr) v *= static_cast<double>(w[j]);
+      if (b != nullptr) v += static_cast<double>(b[j]);
+      out[j] = static_cast<float>(v);
     }
-    if (bias) {
-      flags |= dnnl::normalization_flags::use_shift;
-      args.emplace(DNNL_ARG_SHIFT, plainMemory({m}, shift.data()));
-    }
-    const dnnl::layer_normalization_forward::desc desc(dnnl::prop_kind::forward_inference, src.get_desc(),
-                                                       static_cast<float>(eps), flags);
-    return std::pair{dnnl::layer_normalization_forward({desc, dnnl_util::engine()}), std::move(args)};
-  });
+  }
+}
+
+// A parameter as a dense float32 row: its own data when it is one, else a
+// converted copy in `buf`; nullptr for none.
+const float* denseFloats(const std::optional<bp::Tensor>& t, std::vector<float>& buf) {
+  if (!t) return nullptr;
+  if (t->dtype() == ScalarType::Float32 && t->is_contiguous()) return static_cast<const float*>(t->data_ptr());
+  buf = readFloats(t);
+  return buf.data();
 }
 
 // layer_norm.out: the host's meta has checked the arguments and given `out`
@@ -663,22 +689,14 @@ bp::Tensor layer_norm_out(const bp::Tensor& input, bp::IntList normalized_shape,
     }
     return result;
   };
-  if (input.dtype() == ScalarType::Float32 && rows > 0) {
-    // layer_norm does not change when a row is shifted by a constant. Less
-    // its first element, a row with a large common offset (1000 + 0.01 * u)
-    // reaches oneDNN as the small deviations it is made of, which float32
-    // holds exactly (Sterbenz), instead of losing its spread to the float32
-    // rounding of x - mean (100x the error, against a float64 reference).
-    const bp::Tensor shifted = bp::Tensor::empty({rows, m}, ScalarType::Float32, kCpuDevice);
+  if (input.dtype() == ScalarType::Float32 && rows > 0) {  // Note [float32 layer_norm rows]
+    std::vector<float> w_buf, b_buf;
+    const float* w = denseFloats(weight, w_buf);
+    const float* b = denseFloats(bias, b_buf);
     const float* xp = static_cast<const float*>(x.data_ptr());
-    float* sp = static_cast<float*>(shifted.data_ptr());
+    float* op = static_cast<float*>(out.data_ptr());
 #pragma omp parallel for if (input.numel() > kParallelWork)
-    for (int64_t r = 0; r < rows; ++r) {
-      const float first = xp[r * m];
-#pragma omp simd
-      for (int64_t j = 0; j < m; ++j) sp[r * m + j] = xp[r * m + j] - first;
-    }
-    layerNormOneDnn(shifted, rows, m, weight, bias, eps, out);
+    for (int64_t r = 0; r < rows; ++r) layerNormRowF32(xp + r * m, m, w, b, eps, op + r * m);
     return finish();
   }
   const std::vector<double> w = readDoubles(weight), b = readDoubles(bias);
