@@ -62,6 +62,7 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -277,18 +278,14 @@ template <class Key>
 class RulebookBuilder {
  public:
   RulebookBuilder(const ConvGeometry& g, const SiteReader& sites, int64_t n)
-      : g_(g),
-        sites_(sites),
-        n_(n),
-        K_(g.kernelVolume()),
-        offsets_(kernelOffsets(g)),
-        threads_(threadsFor(n * 16)),
-        inputs_(n, threads_) {}
+      : g_(g), sites_(sites), n_(n), K_(g.kernelVolume()), offsets_(kernelOffsets(g)), threads_(threadsFor(n * 16)) {}
 
   // Checks every row (range, batch, duplicates) and fills the table of
   // input sites; the error names the first offending row (Note [Parallel
   // rulebook building]).
   void checkSites() {
+    if (sitesInKeyOrder()) return;  // Note [Sites in key order]
+    inputs_.emplace(n_, threads_);
     int64_t first_bad = n_, valid = 0, claims = 0;
 #pragma omp parallel for num_threads(threads_) schedule(static, kRowsPerTask) reduction(min : first_bad) \
     reduction(+ : valid, claims)
@@ -298,7 +295,7 @@ class RulebookBuilder {
         continue;
       }
       ++valid;
-      claims += inputs_.insertFirst(inKey(i), static_cast<int32_t>(i));
+      claims += inputs_->insertFirst(inKey(i), static_cast<int32_t>(i));
     }
     if (claims < valid) {
       // Every row below first_bad is valid, so in the table: a row whose key
@@ -306,10 +303,10 @@ class RulebookBuilder {
       int64_t first_repeat = first_bad;
 #pragma omp parallel for num_threads(threads_) schedule(static, kRowsPerTask) reduction(min : first_repeat)
       for (int64_t i = 0; i < first_bad; ++i)
-        if (inputs_.find(inKey(i)) != i) first_repeat = std::min(first_repeat, i);
+        if (inputs_->find(inKey(i)) != i) first_repeat = std::min(first_repeat, i);
       if (first_repeat < first_bad) {
         const int64_t i = first_repeat;
-        failDuplicateSite(inputs_.find(inKey(i)), i, siteAt(i));
+        failDuplicateSite(inputs_->find(inKey(i)), i, siteAt(i));
       }
     }
     if (first_bad < n_) throwRangeError(first_bad);
@@ -351,6 +348,73 @@ class RulebookBuilder {
     return out;
   }
 
+  // Note [Sites in key order]
+  // Scans voxelised in (batch, z, y, x) order, and every regular
+  // convolution's output sites, list their rows in ascending key. Such
+  // rows need no table: no key can repeat, and a submanifold rulebook finds
+  // each row's neighbour at offset k by walking one cursor per offset
+  // through the sorted keys (the neighbour's key is the row's plus a fixed
+  // delta, so the targets ascend with the row) instead of hashing each
+  // (row, offset): sequential reads, no table to fill. True, with the keys
+  // kept, when every row is in range and the keys strictly ascend; any
+  // other input takes the table, whose checks give the errors.
+  bool sitesInKeyOrder() {
+    if (n_ == 0) return false;
+    std::vector<Key> keys(static_cast<size_t>(n_));
+    int64_t bad = 0;
+#pragma omp parallel for num_threads(threads_) schedule(static, kRowsPerTask) reduction(+ : bad)
+    for (int64_t i = 0; i < n_; ++i) {
+      if (!inRange(i)) {
+        ++bad;
+        continue;
+      }
+      keys[static_cast<size_t>(i)] = inKey(i);
+    }
+    if (bad > 0) return false;
+#pragma omp parallel for num_threads(threads_) schedule(static, kRowsPerTask) reduction(+ : bad)
+    for (int64_t i = 1; i < n_; ++i) bad += !(keys[static_cast<size_t>(i - 1)] < keys[static_cast<size_t>(i)]);
+    if (bad > 0) return false;
+    sorted_keys_ = std::move(keys);
+    return true;
+  }
+
+  // submanifoldNeighbours() for rows in key order (Note [Sites in key
+  // order]): per task of rows and per offset of the first half, one cursor
+  // that only moves forward.
+  void sortedSubmanifoldNeighbours(int32_t* nbr, const std::array<int64_t, 3>& half, int threads) const {
+    const Key* keys = sorted_keys_.data();
+    const std::array<int64_t, 3>& shape = g_.in_shape;
+    const int64_t tasks = (n_ + kRowsPerTask - 1) / kRowsPerTask;
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t t = 0; t < tasks; ++t) {
+      const int64_t o0 = t * kRowsPerTask, o1 = std::min(n_, o0 + kRowsPerTask);
+      for (int64_t k = 0; k < K_ / 2; ++k) {
+        std::array<int64_t, 3> step;
+        for (int d = 0; d < 3; ++d) step[d] = (offsets_[k][d] - half[d]) * g_.dilation[d];
+        const int64_t delta = (step[0] * shape[1] + step[1]) * shape[2] + step[2];
+        const uint64_t first = static_cast<uint64_t>(std::max<int64_t>(0, static_cast<int64_t>(keys[o0]) + delta));
+        int64_t cur = first > static_cast<uint64_t>(std::numeric_limits<Key>::max())
+                          ? n_
+                          : std::lower_bound(keys, keys + n_, static_cast<Key>(first)) - keys;
+        for (int64_t o = o0; o < o1; ++o) {
+          bool inside = true;
+          for (int d = 0; d < 3; ++d) {
+            const int64_t p = sites_.at(o, d + 1) + step[d];
+            inside = inside && p >= 0 && p < shape[d];
+          }
+          if (!inside) continue;
+          const Key target = static_cast<Key>(static_cast<int64_t>(keys[o]) + delta);
+          while (cur < n_ && keys[cur] < target) ++cur;
+          if (cur == n_) break;  // the targets only grow
+          if (keys[cur] != target) continue;
+          nbr[o * K_ + k] = static_cast<int32_t>(cur);
+          nbr[cur * K_ + (K_ - 1 - k)] = static_cast<int32_t>(o);
+        }
+      }
+      for (int64_t o = o0; o < o1; ++o) nbr[o * K_ + K_ / 2] = static_cast<int32_t>(o);
+    }
+  }
+
   // nbr[o * K + k] = the input row at offset k around site o, or -1. The
   // kernel is centred (odd sizes), so offsets k and K - 1 - k are opposite:
   // when site j is at offset k of site o, o is at offset K - 1 - k of j.
@@ -363,6 +427,7 @@ class RulebookBuilder {
     for (int d = 0; d < 3; ++d) half[d] = (g_.kernel[d] - 1) / 2;
     const int threads = threadsFor(n_ * K_);
     parallelFill(nbr, n_ * K_, int32_t{-1}, threads);
+    if (!sorted_keys_.empty()) return sortedSubmanifoldNeighbours(nbr, half, threads);
 #pragma omp parallel for num_threads(threads) schedule(static, kRowsPerTask)
     for (int64_t o = 0; o < n_; ++o) {
       const int64_t b = sites_.at(o, 0);
@@ -375,7 +440,7 @@ class RulebookBuilder {
           inside = inside && p[d] >= 0 && p[d] < g_.in_shape[d];
         }
         if (!inside) continue;
-        const int32_t j = inputs_.find(linearKey<Key>(b, p[0], p[1], p[2], g_.in_shape));
+        const int32_t j = inputs_->find(linearKey<Key>(b, p[0], p[1], p[2], g_.in_shape));
         if (j < 0) continue;
         nbr[o * K_ + k] = j;
         nbr[j * K_ + (K_ - 1 - k)] = static_cast<int32_t>(o);
@@ -505,7 +570,10 @@ class RulebookBuilder {
   const int64_t n_, K_;
   const std::vector<std::array<int64_t, 3>> offsets_;
   const int threads_;  // for the per-row passes over the inputs
-  CoordinateTable<Key> inputs_;
+  // The rows' keys when they strictly ascend (Note [Sites in key order]),
+  // else empty and the table of inputs is built.
+  std::vector<Key> sorted_keys_;
+  std::optional<CoordinateTable<Key>> inputs_;
 };
 
 template <class Key>

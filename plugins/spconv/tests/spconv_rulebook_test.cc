@@ -143,8 +143,8 @@ ReferenceRulebook reference(const std::vector<Site>& sites, const Conv& c) {
 }
 
 // The geometries the tests build: subm and strided 3x3x3, the LiDAR
-// backbone's 3x1x1 downsampling, a dilated one, and a grid whose keys need
-// 64 bits (Note [Coordinate keys]).
+// backbone's 3x1x1 downsampling, a dilated one, a grid whose keys need 64
+// bits (Note [Coordinate keys]), and subm ones dilated and on that grid.
 std::vector<Conv> convs() {
   return {
       {2, {12, 60, 60}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, true},
@@ -152,6 +152,8 @@ std::vector<Conv> convs() {
       {2, {12, 60, 60}, {3, 1, 1}, {2, 1, 1}, {0, 0, 0}, {1, 1, 1}, false},
       {2, {12, 60, 60}, {3, 3, 3}, {1, 1, 1}, {0, 0, 0}, {2, 1, 2}, false},
       {3, {40, 40000, 40000}, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, {1, 1, 1}, false},
+      {2, {12, 60, 60}, {3, 3, 3}, {1, 1, 1}, {2, 1, 2}, {2, 1, 2}, true},
+      {3, {40, 40000, 40000}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, true},
   };
 }
 
@@ -159,28 +161,36 @@ std::vector<Conv> convs() {
 // the rulebook's row tasks).
 constexpr size_t kSites = 30000;
 
+// Each in random row order (a table of the sites) and in key order, as a
+// voxelised scan or a regular convolution's output lists them (no table;
+// Note [Sites in key order]).
 TEST(SpconvRulebook, LargeRulebooksMatchTheSerialDefinition) {
   uint32_t seed = 1;
   for (const Conv& c : convs()) {
-    SCOPED_TRACE(::testing::Message() << "subm " << c.subm << ", stride " << c.stride[0] << ", kernel " << c.kernel[0]
-                                      << "x" << c.kernel[1] << "x" << c.kernel[2] << ", grid " << c.shape[1]);
-    const std::vector<Site> sites = randomSites(c, kSites, seed++);
-    const auto [out_indices, pairs, counts] = getIndicePairs(sites, c);
-    const ReferenceRulebook want = reference(sites, c);
-    ASSERT_EQ(out_indices.toVector<int32_t>(), want.out_indices);
-    const int64_t K = static_cast<int64_t>(want.in.size());
-    const std::vector<int32_t> p = pairs.toVector<int32_t>(), n = counts.toVector<int32_t>();
-    ASSERT_EQ(pairs.sizes(), (std::vector<int64_t>{K, 2, static_cast<int64_t>(kSites)}));
-    for (int64_t k = 0; k < K; ++k) {
-      const auto row = [&](int which) {
-        return std::vector<int32_t>(p.begin() + (2 * k + which) * kSites, p.begin() + (2 * k + which + 1) * kSites);
-      };
-      std::vector<int32_t> in = want.in[k], out = want.out[k];
-      ASSERT_EQ(n[k], static_cast<int32_t>(in.size())) << "offset " << k;
-      in.resize(kSites, -1);
-      out.resize(kSites, -1);
-      ASSERT_EQ(row(0), in) << "offset " << k;
-      ASSERT_EQ(row(1), out) << "offset " << k;
+    for (bool in_key_order : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "subm " << c.subm << ", stride " << c.stride[0] << ", kernel " << c.kernel[0]
+                                        << "x" << c.kernel[1] << "x" << c.kernel[2] << ", dilation " << c.dilation[0]
+                                        << ", grid " << c.shape[1]
+                                        << (in_key_order ? ", in key order" : ", unordered"));
+      std::vector<Site> sites = randomSites(c, kSites, seed++);
+      if (in_key_order) std::sort(sites.begin(), sites.end());  // (batch, z, y, x): the keys' order
+      const auto [out_indices, pairs, counts] = getIndicePairs(sites, c);
+      const ReferenceRulebook want = reference(sites, c);
+      ASSERT_EQ(out_indices.toVector<int32_t>(), want.out_indices);
+      const int64_t K = static_cast<int64_t>(want.in.size());
+      const std::vector<int32_t> p = pairs.toVector<int32_t>(), n = counts.toVector<int32_t>();
+      ASSERT_EQ(pairs.sizes(), (std::vector<int64_t>{K, 2, static_cast<int64_t>(kSites)}));
+      for (int64_t k = 0; k < K; ++k) {
+        const auto row = [&](int which) {
+          return std::vector<int32_t>(p.begin() + (2 * k + which) * kSites, p.begin() + (2 * k + which + 1) * kSites);
+        };
+        std::vector<int32_t> in = want.in[k], out = want.out[k];
+        ASSERT_EQ(n[k], static_cast<int32_t>(in.size())) << "offset " << k;
+        in.resize(kSites, -1);
+        out.resize(kSites, -1);
+        ASSERT_EQ(row(0), in) << "offset " << k;
+        ASSERT_EQ(row(1), out) << "offset " << k;
+      }
     }
   }
 }
