@@ -160,7 +160,7 @@ int run(const Flags& flags) {
     last = reported.item<double>();
     if (step == 0) first = last;
     finite = finite && std::isfinite(last);
-    std::printf("step %3lld  loss %.6f\n", static_cast<long long>(step + 1), last);
+    std::printf("step %3lld  loss %.9f\n", static_cast<long long>(step + 1), last);
   }
   std::printf("loss: %.6f -> %.6f over %lld steps\n", first, last, static_cast<long long>(flags.steps));
   profiler.stop();
