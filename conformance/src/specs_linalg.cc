@@ -292,16 +292,21 @@ Expected addmmReference(const Sample& s) {
                  scalarArg(s, 3, 1));
 }
 
-// beta * self and alpha * product may each be rounded to the dtype before
-// they are added (the addmm composite).
-Tolerance addmmTolerance(ScalarType t, const Sample& s) {
+// addmm's result bound scaled by `slope`, with `roundings` roundings to
+// the dtype after the product's sums (addmm's sample arguments: self, mat1,
+// mat2, beta, alpha).
+Tolerance addmmLikeTolerance(ScalarType t, const Sample& s, double slope, int roundings) {
   const Tensor& m1 = s.args[1].toTensor();
   const double beta = scalarArg(s, 3, 1), alpha = scalarArg(s, 4, 1);
   const int64_t k = m1.size(1);
   double bound = std::fabs(alpha) * static_cast<double>(k) * maxAbs(m1) * maxAbs(s.args[2].toTensor());
   if (beta != 0) bound += std::fabs(beta) * maxAbs(s.args[0].toTensor());
-  return productTolerance(t, k, bound, 2);
+  return productTolerance(t, k, slope * bound, roundings);
 }
+
+// beta * self and alpha * product may each be rounded to the dtype before
+// they are added (the addmm composite).
+Tolerance addmmTolerance(ScalarType t, const Sample& s) { return addmmLikeTolerance(t, s, 1, 2); }
 
 // _addmm_activation(self, mat1, mat2, beta, alpha, use_gelu): relu, or the
 // exact gelu, of addmm (Note [Fused activation products]). A row self with
@@ -365,14 +370,7 @@ Expected addmmActivationReference(const Sample& s) {
 
 // addmm's, and one more rounding for the activation (gelu's slope is at
 // most about 1.13, so it does not grow the product's error).
-Tolerance addmmActivationTolerance(ScalarType t, const Sample& s) {
-  const Tensor& m1 = s.args[1].toTensor();
-  const double beta = scalarArg(s, 3, 1), alpha = scalarArg(s, 4, 1);
-  const int64_t k = m1.size(1);
-  double bound = std::fabs(alpha) * static_cast<double>(k) * maxAbs(m1) * maxAbs(s.args[2].toTensor());
-  if (beta != 0) bound += std::fabs(beta) * maxAbs(s.args[0].toTensor());
-  return productTolerance(t, k, 1.2 * bound, 3);
-}
+Tolerance addmmActivationTolerance(ScalarType t, const Sample& s) { return addmmLikeTolerance(t, s, 1.2, 3); }
 
 // linear(input, weight, bias) = input @ weight.T + bias.
 std::vector<Sample> linearSamples() {
