@@ -54,7 +54,7 @@ bool CallTracker::anyInside(int slot) {
   return false;
 }
 
-bool PluginCallScope::enterAfterUnloadAttempt(const PluginGate& gate) {
+bool PluginCallScope::enterAfterUnloadAttempt(std::atomic<uint32_t>* depth, uint32_t saved, const PluginGate& gate) {
   // The unloader sets unloading before it clears alive, and on a refusal
   // sets alive before it clears unloading (all seq_cst): a caller that sees
   // unloading cleared and alive still cleared sees a plugin that is gone.
@@ -63,9 +63,9 @@ bool PluginCallScope::enterAfterUnloadAttempt(const PluginGate& gate) {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
       continue;
     }
-    depth_->store(saved_ + 1, std::memory_order_seq_cst);
+    depth->store(saved + 1, std::memory_order_seq_cst);
     if (gate.alive.load(std::memory_order_seq_cst)) return true;
-    depth_->store(saved_, std::memory_order_relaxed);
+    depth->store(saved, std::memory_order_relaxed);
     if (!gate.unloading.load(std::memory_order_seq_cst)) return false;  // unloaded; else a new attempt: wait again
   }
 }

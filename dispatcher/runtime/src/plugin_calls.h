@@ -124,14 +124,15 @@ class PluginCallScope {
     if (kLightweightCallers) {
       depth_->store(saved_ + 1, std::memory_order_relaxed);
       std::atomic_signal_fence(std::memory_order_seq_cst);  // the unloader's membarrier is the fence
-      entered_ = always || saved_ != 0 || gate.alive.load(std::memory_order_relaxed);
+      // One test for both (nested, or alive): the common call takes no branch.
+      entered_ = always || (saved_ | static_cast<uint32_t>(gate.alive.load(std::memory_order_relaxed))) != 0;
     } else {
       depth_->store(saved_ + 1, std::memory_order_seq_cst);
       entered_ = always || saved_ != 0 || gate.alive.load(std::memory_order_seq_cst);
     }
     if (!entered_) [[unlikely]] {
       depth_->store(saved_, std::memory_order_relaxed);
-      entered_ = enterAfterUnloadAttempt(gate);
+      entered_ = enterAfterUnloadAttempt(depth_, saved_, gate);
     }
   }
   [[gnu::always_inline]] ~PluginCallScope() {
@@ -143,8 +144,11 @@ class PluginCallScope {
 
  private:
   // The slow path: while an unload attempt runs, waits for its outcome and
-  // enters if the plugin stays. False if it is gone.
-  [[gnu::noinline]] bool enterAfterUnloadAttempt(const PluginGate& gate);
+  // enters (sets *depth to saved + 1) if the plugin stays. False if it is
+  // gone. Static, so that the scope's address never escapes and its fields
+  // stay in registers across the call it guards.
+  [[gnu::noinline, gnu::cold]] static bool enterAfterUnloadAttempt(std::atomic<uint32_t>* depth, uint32_t saved,
+                                                                   const PluginGate& gate);
 
   std::atomic<uint32_t>* depth_;
   uint32_t saved_;
