@@ -133,9 +133,10 @@ void forEachTensorArgument(const Stack& stack, size_t n, Fn&& fn) {
   }
 }
 
+// The call's own arguments, unchanged, to the kernel below the key.
 void redispatchBelow(const OperatorHandle& op, DispatchKeySet ks, Stack* stack) {
   ExcludeDispatchKeyGuard no_autograd(DispatchKey::Autograd);
-  op.redispatchBoxed(ks & DispatchKeySet::below(DispatchKey::Autograd), *stack);
+  op.redispatchBoxedSameArguments(ks & DispatchKeySet::below(DispatchKey::Autograd), *stack);
 }
 
 std::string firstRequiringGrad(const FunctionSchema& schema, const Stack& stack, size_t n) {
@@ -313,7 +314,11 @@ void autogradKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks
       node->result_meta[r] = TensorMeta::of(t);
       continue;
     }
-    setHistory(t, node, static_cast<uint32_t>(r));  // sets result_meta[r]
+    // Sets result_meta[r]; the last result takes this call's reference.
+    if (r + 1 == num_results)
+      setHistory(t, std::move(node), static_cast<uint32_t>(r));
+    else
+      setHistory(t, node, static_cast<uint32_t>(r));
   }
   if (formula && formula->saves_results_) {
     // Results saved after the call: results_ indexes by return position.
@@ -330,14 +335,14 @@ class Hooks final : public AutogradHooks {
     }
     auto node = std::make_shared<ViewNode>(name, base, std::move(replay));
     node->next_edges.push_back(gradientEdge(base));
-    setHistory(view, node, 0);
+    setHistory(view, std::move(node), 0);
     metaOf(view).is_view = true;
   }
   void recordCopy(const TensorBase& source, TensorBase& copy) const override {
     if (!isGradEnabled()) return;
     auto node = std::make_shared<CopyNode>();
     node->next_edges.push_back(gradientEdge(source));
-    setHistory(copy, node, 0);
+    setHistory(copy, std::move(node), 0);
   }
   void setRequiresGrad(const TensorBase& t, bool requires_grad) const override {
     BP_CHECK(t.defined(), "requires_grad_: the tensor is undefined");
@@ -486,7 +491,7 @@ class CustomNode final : public Node {
   CustomNode(std::string name, std::shared_ptr<AutogradContext> ctx, detail::CustomBackward fn,
              std::vector<TensorMeta> inputs)
       : Node(std::move(name)), ctx_(std::move(ctx)), fn_(std::move(fn)), inputs_(std::move(inputs)) {}
-  std::vector<Tensor> apply(std::vector<Tensor> grads) override {
+  std::vector<Tensor> apply(std::vector<Tensor> grads, const std::shared_ptr<Node>&) override {
     for (size_t i = 0; i < result_meta.size(); ++i) {
       if (i >= grads.size()) grads.emplace_back();
       if (!grads[i].defined() && !result_meta[i].sizes.empty()) grads[i] = result_meta[i].zeros();

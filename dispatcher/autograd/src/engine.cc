@@ -15,12 +15,17 @@
 namespace backplane::autograd {
 
 namespace {
-std::atomic<uint64_t> g_sequence_nr{0};
 std::atomic<uint64_t> g_hook_id{0};
 thread_local bool tls_grad_enabled = true;
+// Per thread, as PyTorch's: the engine only breaks ties between nodes that
+// are ready together (the newest first), and a node is ready only once
+// every node that feeds it has run, so nodes recorded on different threads
+// need no common order. An atomic counter shared by all threads cost every
+// recorded op a locked increment.
+thread_local uint64_t tls_sequence_nr = 0;
 }  // namespace
 
-Node::Node(std::string name) : name_(std::move(name)), sequence_nr_(g_sequence_nr.fetch_add(1)) {}
+Node::Node(std::string name) : name_(std::move(name)), sequence_nr_(tls_sequence_nr++) {}
 
 uint64_t nextHookId() { return g_hook_id.fetch_add(1) + 1; }
 
@@ -123,7 +128,7 @@ std::vector<Tensor> runGraph(const std::vector<Edge>& roots, const std::vector<T
     if (is_leaf_node && !accumulate_leaves) is_capture_only = true;
     std::vector<Tensor> outputs;
     if (!is_capture_only) {
-      outputs = node->apply(std::move(grads));
+      outputs = node->apply(std::move(grads), node);
       if (!keep_graph) node->release();
     }
     for (size_t i = 0; i < node->next_edges.size(); ++i) {

@@ -39,7 +39,10 @@ struct TensorMeta {
 // A node of the graph: the backward of one forward call. Its inputs are
 // the gradients of that call's results; its outputs go along next_edges,
 // one per differentiable input of the call.
-class Node : public std::enable_shared_from_this<Node> {
+// Not enable_shared_from_this: its weak reference made every node's last
+// release take the control block's slow path (three more atomic operations
+// per recorded op); the engine hands apply() its own reference instead.
+class Node {
  public:
   explicit Node(std::string name = "");
   virtual ~Node() = default;
@@ -47,8 +50,10 @@ class Node : public std::enable_shared_from_this<Node> {
   Node& operator=(const Node&) = delete;
 
   // grads: one per forward result (undefined where none flowed); returns
-  // one per next edge (undefined for none).
-  virtual std::vector<Tensor> apply(std::vector<Tensor> grads) = 0;
+  // one per next edge (undefined for none). `self` is the engine's
+  // reference to this node, for a node whose backward records its own graph
+  // (create_graph) with this node as its results' history.
+  virtual std::vector<Tensor> apply(std::vector<Tensor> grads, const std::shared_ptr<Node>& self) = 0;
   // Frees what the node saved (backward without retain_graph).
   virtual void release() {}
   // True for a leaf's AccumulateGrad, which grad() does not run.
@@ -103,8 +108,10 @@ AutogradMeta* findMeta(const TensorBase& t);
 // The edge a gradient for t takes: its grad_fn, or its leaf accumulator
 // (made on first use), or none when t does not require grad.
 Edge gradientEdge(const TensorBase& t);
-// Makes `result` the output `output_nr` of `node` (requires grad).
-void setHistory(const TensorBase& result, const std::shared_ptr<Node>& node, uint32_t output_nr);
+// Makes `result` the output `output_nr` of `node` (requires grad). Pass
+// the caller's last reference with std::move: the result's state then takes
+// it without a reference-count round trip.
+void setHistory(const TensorBase& result, std::shared_ptr<Node> node, uint32_t output_nr);
 // The same data and layout without autograd state: what nodes save.
 Tensor dataAlias(const TensorBase& t);
 // A unique id for hooks.

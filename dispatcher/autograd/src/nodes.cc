@@ -47,13 +47,14 @@ Edge gradientEdge(const TensorBase& t) {
   return {m->grad_accumulator, 0};
 }
 
-void setHistory(const TensorBase& result, const std::shared_ptr<Node>& node, uint32_t output_nr) {
+void setHistory(const TensorBase& result, std::shared_ptr<Node> node, uint32_t output_nr) {
   AutogradMeta& m = metaOf(result);
-  m.grad_fn = node;
+  Node& n = *node;
+  m.grad_fn = std::move(node);
   m.output_nr = output_nr;
   result.unsafeGetImpl()->setRequiresGradBit(true);
-  if (node->result_meta.size() <= output_nr) node->result_meta.resize(output_nr + 1);
-  node->result_meta[output_nr] = TensorMeta::of(result);
+  if (n.result_meta.size() <= output_nr) n.result_meta.resize(output_nr + 1);
+  n.result_meta[output_nr] = TensorMeta::of(result);
 }
 
 Tensor dataAlias(const TensorBase& t) {
@@ -69,7 +70,7 @@ void AccumulateGrad::leafDestroyed() {
   leaf_ = nullptr;
 }
 
-std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor> grads) {
+std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor> grads, const std::shared_ptr<Node>&) {
   Tensor g = grads.empty() ? Tensor() : grads[0];
   if (!g.defined()) return {};
   IntrusivePtr<TensorImpl> alive;
@@ -153,7 +154,7 @@ void FormulaNode::release() {
   released_ = true;
 }
 
-std::vector<Tensor> FormulaNode::apply(std::vector<Tensor> grads) {
+std::vector<Tensor> FormulaNode::apply(std::vector<Tensor> grads, const std::shared_ptr<Node>& self) {
   const std::string& qualified = op_.operatorName().qualifiedName();
   BP_CHECK(!released_, qualified,
            ": backward ran through this part of the graph a second time, but the first backward freed what it "
@@ -173,7 +174,7 @@ std::vector<Tensor> FormulaNode::apply(std::vector<Tensor> grads) {
         continue;
       results[r] = dataAlias(results[r]);
       AutogradMeta& m = metaOf(results[r]);
-      m.grad_fn = shared_from_this();
+      m.grad_fn = self;
       m.output_nr = static_cast<uint32_t>(r);
       results[r].unsafeGetImpl()->setRequiresGradBit(true);
     }
@@ -205,7 +206,7 @@ std::vector<Tensor> FormulaNode::apply(std::vector<Tensor> grads) {
   return out;
 }
 
-std::vector<Tensor> NotImplementedNode::apply(std::vector<Tensor>) {
+std::vector<Tensor> NotImplementedNode::apply(std::vector<Tensor>, const std::shared_ptr<Node>&) {
   std::string inputs;
   for (const auto& [name, device] : needed_)
     inputs += strCat(inputs.empty() ? "" : ", ", "'", name, "' on ", device.str());
@@ -215,7 +216,7 @@ std::vector<Tensor> NotImplementedNode::apply(std::vector<Tensor>) {
            "`backplane ops --schemas` lists how every op differentiates");
 }
 
-std::vector<Tensor> ViewNode::apply(std::vector<Tensor> grads) {
+std::vector<Tensor> ViewNode::apply(std::vector<Tensor> grads, const std::shared_ptr<Node>&) {
   Tensor g = grads.empty() ? Tensor() : grads[0];
   if (!g.defined()) return {Tensor()};
   const IntArrayRef base_sizes(base_.sizes);
@@ -254,6 +255,8 @@ std::vector<Tensor> ViewNode::apply(std::vector<Tensor> grads) {
   return {z};
 }
 
-std::vector<Tensor> CopyNode::apply(std::vector<Tensor> grads) { return {grads.empty() ? Tensor() : grads[0]}; }
+std::vector<Tensor> CopyNode::apply(std::vector<Tensor> grads, const std::shared_ptr<Node>&) {
+  return {grads.empty() ? Tensor() : grads[0]};
+}
 
 }  // namespace backplane::autograd

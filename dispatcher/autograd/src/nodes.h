@@ -20,7 +20,7 @@ namespace backplane::autograd {
 class AccumulateGrad final : public Node {
  public:
   explicit AccumulateGrad(TensorImpl* leaf) : Node("AccumulateGrad"), leaf_(leaf) {}
-  std::vector<Tensor> apply(std::vector<Tensor> grads) override;
+  std::vector<Tensor> apply(std::vector<Tensor> grads, const std::shared_ptr<Node>& self) override;
   bool isAccumulator() const override { return true; }
   size_t numResults() const override { return 1; }
   // Called by the leaf's autograd state as the leaf is destroyed.
@@ -50,7 +50,7 @@ class FormulaNode final : public Node, public DerivativeContext::SavedCheck {
   // `derivative` stays alive as long as the node (a declared one may be
   // removed while a graph holds it: Note [Declared derivatives]).
   FormulaNode(const OperatorHandle& op, std::shared_ptr<const OpDerivative> derivative);
-  std::vector<Tensor> apply(std::vector<Tensor> grads) override;
+  std::vector<Tensor> apply(std::vector<Tensor> grads, const std::shared_ptr<Node>& self) override;
   void release() override;
   std::string name() const override;
   void checkArgument(size_t index) const override;
@@ -81,7 +81,7 @@ class NotImplementedNode final : public Node {
  public:
   NotImplementedNode(std::string op, std::string why, std::vector<std::pair<std::string, Device>> needed)
       : Node(op + "Backward"), op_(std::move(op)), why_(std::move(why)), needed_(std::move(needed)) {}
-  std::vector<Tensor> apply(std::vector<Tensor> grads) override;
+  std::vector<Tensor> apply(std::vector<Tensor> grads, const std::shared_ptr<Node>& self) override;
 
  private:
   std::string op_, why_;
@@ -97,7 +97,7 @@ class ViewNode final : public Node {
         base_(TensorMeta::of(base)),
         base_contiguous_(base.is_contiguous() && base.storage_offset() == 0),
         replay_(std::move(replay)) {}
-  std::vector<Tensor> apply(std::vector<Tensor> grads) override;
+  std::vector<Tensor> apply(std::vector<Tensor> grads, const std::shared_ptr<Node>& self) override;
 
  private:
   std::string kind_;
@@ -110,7 +110,7 @@ class ViewNode final : public Node {
 class CopyNode final : public Node {
  public:
   CopyNode() : Node("CloneBackward") {}
-  std::vector<Tensor> apply(std::vector<Tensor> grads) override;
+  std::vector<Tensor> apply(std::vector<Tensor> grads, const std::shared_ptr<Node>& self) override;
 };
 
 }  // namespace backplane::autograd

@@ -81,6 +81,22 @@ TEST(Autograd, TensorsThatDoNotRequireGradRecordNothing) {
   EXPECT_THAT(errorText([&] { c.sum().backward(); }), HasSubstr("does not require grad"));
 }
 
+// The Autograd kernel hands its call's arguments on without checking the
+// op's accepted dtypes again (OperatorHandle::redispatchBoxedSameArguments):
+// the check where the call enters the op is what refuses them, typed or boxed.
+TEST(Autograd, AnOpsAcceptedDtypesRefuseACallThatRecords) {
+  Tensor x = leaf({1, 2}, {2});
+  Tensor u = zeros({2}, {ScalarType::UInt16});
+  const auto refused =
+      AllOf(HasSubstr("bp::add.Tensor"), HasSubstr("'other'"), HasSubstr("uint16"), HasSubstr("does not accept"));
+  EXPECT_THAT(errorText([&] { (void)(x + u); }), refused);
+  OperatorHandle op = Dispatcher::singleton().findOpOrThrow("bp::add.Tensor");
+  Stack stack{IValue(x), IValue(u), IValue(Scalar(int64_t{1}))};
+  EXPECT_THAT(errorText([&] { op.callBoxed(stack); }), refused);
+  EXPECT_TRUE(x.is_leaf());
+  EXPECT_FALSE(x.grad().defined());
+}
+
 TEST(Autograd, BroadcastGradientsAreSummedToTheInputsShape) {
   Tensor x = leaf({1, 2, 3, 4, 5, 6}, {2, 3});
   Tensor b = leaf({10, 20, 30}, {3});

@@ -188,6 +188,10 @@ void OperatorHandle::redispatchBoxed(DispatchKeySet ks, Stack& stack) const {
   entry_->lookupBoxed(ks, stack).kernel.callBoxed(*this, ks, &stack);
 }
 
+void OperatorHandle::redispatchBoxedSameArguments(DispatchKeySet ks, Stack& stack) const {
+  entry_->lookupBoxed(ks, stack, /*check_accepted=*/false).kernel.callBoxed(*this, ks, &stack);
+}
+
 void OperatorHandle::serveDeclinedBoxed(DispatchKeySet ks, const OperatorKernel* functor, const std::string& reason,
                                         Stack& stack) const {
   const KernelRecord& from = detail::declinedRecord(*entry_, ks, functor);

@@ -199,6 +199,12 @@ class OperatorHandle {
   // Calls the kernel for the highest key of `ks` without recomputing it:
   // how a kernel at key K reaches the kernels below K.
   void redispatchBoxed(DispatchKeySet ks, Stack& stack) const;
+  // redispatchBoxed for a kernel that passes on, unchanged, the arguments of
+  // the call it serves (the Autograd kernel): the op's accepted dtypes (Note
+  // [Dtypes an operator accepts]) were checked when that call entered the
+  // op and are not checked again; a kernel's declared dtypes still route
+  // the call (Note [Declared dtypes]).
+  void redispatchBoxedSameArguments(DispatchKeySet ks, Stack& stack) const;
 
   // What serves calls whose highest key is `k` (for a native kernel that
   // declares dtypes, the calls it accepts: Note [Declared dtypes]).

@@ -217,9 +217,10 @@ class OperatorEntry {
     return servingFrom(&slotFor(ks), args...);
   }
   // lookup() for a boxed call whose arguments are the top of `stack` (as
-  // many as the schema has).
-  const KernelRecord& lookupBoxed(DispatchKeySet ks, const Stack& stack) const {
-    if (accepted_dtypes_.load(std::memory_order_relaxed) != 0) [[unlikely]]
+  // many as the schema has); without `check_accepted`, for arguments this
+  // op has already checked (OperatorHandle::redispatchBoxedSameArguments).
+  const KernelRecord& lookupBoxed(DispatchKeySet ks, const Stack& stack, bool check_accepted = true) const {
+    if (check_accepted && accepted_dtypes_.load(std::memory_order_relaxed) != 0) [[unlikely]]
       checkAcceptedDtypes(stack);
     const KernelRecord& r = slotFor(ks);
     if (r.dtypes != 0) [[unlikely]]
@@ -259,7 +260,9 @@ class OperatorEntry {
   // An operator may refuse tensor arguments of some dtypes whatever kernel
   // would serve them: every call (typed, boxed, redispatched, skipping the
   // meta) checks its tensor arguments (plain, in lists, present optionals)
-  // against the mask before choosing a kernel, and throws kInvalidArgument
+  // against the mask before choosing a kernel (but for the Autograd
+  // kernel's redispatch, which passes on the arguments its own call brought
+  // in, checked: OperatorHandle::redispatchBoxedSameArguments), and throws kInvalidArgument
   // naming the op, the argument, its dtype, the accepted dtypes and `note`
   // (what to do instead). The standard operators use it for uint16, uint32
   // and uint64, which only some of them serve (docs/operators.md, "Dtypes"); 0 (the
