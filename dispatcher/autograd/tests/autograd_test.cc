@@ -81,9 +81,10 @@ TEST(Autograd, TensorsThatDoNotRequireGradRecordNothing) {
   EXPECT_THAT(errorText([&] { c.sum().backward(); }), HasSubstr("does not require grad"));
 }
 
-// The Autograd kernel hands its call's arguments on without checking the
-// op's accepted dtypes again (OperatorHandle::redispatchBoxedSameArguments):
-// the check where the call enters the op is what refuses them, typed or boxed.
+// The Autograd kernel (as the Profiling and Tracing kernels) hands its
+// call's arguments on without checking the op's accepted dtypes again
+// (OperatorHandle::redispatchBoxedSameArguments): the check where the call
+// enters the op is what refuses them, typed or boxed.
 TEST(Autograd, AnOpsAcceptedDtypesRefuseACallThatRecords) {
   Tensor x = leaf({1, 2}, {2});
   Tensor u = zeros({2}, {ScalarType::UInt16});

@@ -348,7 +348,7 @@ void tracingKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks,
   DispatchKey next = op.entry().resolveKey(below);
   logLine(strCat("backplane trace: ", op.operatorName().qualifiedName(), " keys=", ks.str(), " -> ",
                  dispatchKeyName(next), " (", kernelKindName(op.servingKind(next, *stack)), ")"));
-  op.redispatchBoxed(below, *stack);
+  op.redispatchBoxedSameArguments(below, *stack);
 }
 
 }  // namespace backplane

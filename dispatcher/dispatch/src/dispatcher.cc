@@ -422,7 +422,7 @@ void rethrowInComposite(const OperatorKernel* context, DispatchKeySet ks) {
 void KernelFunction::fallthroughKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks, Stack* stack) {
   // Reached only in the instant a slot turns into a fallthrough while its
   // bit is still dispatchable (Note [Lock-free dispatch]): skip the key.
-  op.redispatchBoxed(ks & DispatchKeySet::below(ks.highestPriorityKey()), *stack);
+  op.redispatchBoxedSameArguments(ks & DispatchKeySet::below(ks.highestPriorityKey()), *stack);
 }
 
 KernelFunction KernelFunction::makeFallthrough() {

@@ -506,7 +506,7 @@ static void profilingKernel(OperatorKernel*, const OperatorHandle& op, DispatchK
   // to a newer session (and drop thread.records) while this one runs.
   const std::shared_ptr<ThreadRecords> records = recordsFor(thread, activeSession().id.load(std::memory_order_acquire));
   if (!records) {  // the session stopped between the key-set read and here
-    op.redispatchBoxed(below, *stack);
+    op.redispatchBoxedSameArguments(below, *stack);
     return;
   }
   const DispatchKey backend = op.entry().resolveKey(below & DispatchKeySet::allBackends());
@@ -539,7 +539,7 @@ static void profilingKernel(OperatorKernel*, const OperatorHandle& op, DispatchK
   CallFrame frame(thread);
   std::exception_ptr error;
   try {
-    op.redispatchBoxed(below, *stack);
+    op.redispatchBoxedSameArguments(below, *stack);
     if (device_interface) device_interface->synchronize(device);
   } catch (...) {
     error = std::current_exception();

@@ -200,10 +200,12 @@ class OperatorHandle {
   // how a kernel at key K reaches the kernels below K.
   void redispatchBoxed(DispatchKeySet ks, Stack& stack) const;
   // redispatchBoxed for a kernel that passes on, unchanged, the arguments of
-  // the call it serves (the Autograd kernel): the op's accepted dtypes (Note
-  // [Dtypes an operator accepts]) were checked when that call entered the
-  // op and are not checked again; a kernel's declared dtypes still route
-  // the call (Note [Declared dtypes]).
+  // the call it serves (the Autograd, Profiling and Tracing kernels, a
+  // fallthrough): the op's accepted dtypes (Note [Dtypes an operator
+  // accepts]) were checked when that call entered the op and are not
+  // checked again; a kernel's declared dtypes still route the call (Note
+  // [Declared dtypes]). A kernel that passes other arguments (a plugin's
+  // op_redispatch) uses redispatchBoxed.
   void redispatchBoxedSameArguments(DispatchKeySet ks, Stack& stack) const;
 
   // What serves calls whose highest key is `k` (for a native kernel that

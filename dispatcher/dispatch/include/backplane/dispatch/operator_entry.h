@@ -260,11 +260,11 @@ class OperatorEntry {
   // An operator may refuse tensor arguments of some dtypes whatever kernel
   // would serve them: every call (typed, boxed, redispatched, skipping the
   // meta) checks its tensor arguments (plain, in lists, present optionals)
-  // against the mask before choosing a kernel (but for the Autograd
-  // kernel's redispatch, which passes on the arguments its own call brought
-  // in, checked: OperatorHandle::redispatchBoxedSameArguments), and throws kInvalidArgument
-  // naming the op, the argument, its dtype, the accepted dtypes and `note`
-  // (what to do instead). The standard operators use it for uint16, uint32
+  // against the mask before choosing a kernel (once: a kernel that passes
+  // its call's own arguments on uses
+  // OperatorHandle::redispatchBoxedSameArguments), and throws
+  // kInvalidArgument naming the op, the argument, its dtype, the accepted
+  // dtypes and `note` (what to do instead). The standard operators use it for uint16, uint32
   // and uint64, which only some of them serve (docs/operators.md, "Dtypes"); 0 (the
   // default) accepts every dtype. Set while the op is registered, before it
   // is called; `note` must outlive the process (a literal).
