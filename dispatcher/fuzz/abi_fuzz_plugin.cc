@@ -201,6 +201,24 @@ BP_Error* kernel(void* ctx, const BP_KernelCall* call) {
   }
 }
 
+// The same kernel's typed entry (Note [Typed kernel entries]) for the one
+// signature it is registered with, "(Tensor) -> Tensor": its behaviours
+// through a call of one argument and one return. A return of another kind
+// than a tensor cannot pass through the pointer: it is left NULL (missing).
+BP_Error* typedKernel(void* ctx, const BP_Operator* op, uint64_t keys, BP_Tensor* x, BP_Tensor** out) {
+  BP_Value arg{};
+  if (x) {
+    arg.tag = BP_VALUE_TENSOR;
+    arg.u.tensor = x;
+  }
+  BP_Value ret{};
+  const BP_KernelCall call{BP_KernelCall_STRUCT_SIZE, op, keys, &arg, 1, &ret, 1};
+  BP_Error* e = kernel(ctx, &call);
+  if (ret.tag == BP_VALUE_TENSOR) *out = ret.u.tensor;
+  return e;
+}
+constexpr const char* kTypedSignature = "(Tensor) -> Tensor";
+
 // ------------------------------------------------------------------ script
 
 // A string: one of the target's table, NULL, or raw bytes.
@@ -332,6 +350,12 @@ BP_Error* registerKernel(FieldReader& in, BP_Plugin* plugin, int which) {
                                         BP_DTYPE_BIT(BP_INT16)};
   const uint8_t m = in.take<uint8_t>();
   k.dtypes = m < 0xF0 ? kMasks[m % 6] : in.take<uint64_t>();
+  // A typed entry (ABI 1.14) where its C type is the one it has, where the
+  // host must refuse it (no cpp_signature, a fallback), or none: a typed
+  // entry of another C type than its signature says is the plugin's bug,
+  // which the host cannot see.
+  if (in.flag() && (k.cpp_signature == nullptr || which == 2 || std::strcmp(k.cpp_signature, kTypedSignature) == 0))
+    k.typed_fn = reinterpret_cast<BP_TypedKernelFn>(&typedKernel);
   const size_t size = takeStructSize(in, BP_KernelDesc_STRUCT_SIZE, sizeof k, offsetof(BP_KernelDesc, dtypes));
   k.struct_size = size;
   std::vector<uint8_t> sent = asSent(&k, sizeof k, size);

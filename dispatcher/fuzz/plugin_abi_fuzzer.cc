@@ -191,9 +191,19 @@ bool returnHasSchemaKind(const Argument& r, const IValue& v) {
   }
 }
 
-// Calls `op` boxed with `x` for each tensor argument.
+// Calls `op` boxed with `x` for each tensor argument, and unboxed where its
+// signature is (Tensor) -> Tensor (a kernel's typed entry, if it has one:
+// Note [Typed kernel entries]).
 void callWith(const OperatorHandle& op, const Tensor& x) {
   const FunctionSchema& schema = op.schema();
+  if (cppSignatureForSchema(schema) == "(Tensor) -> Tensor") {
+    try {
+      const Tensor y = op.typed<Tensor(const Tensor&)>().call(x);
+      FUZZ_CHECK(y.defined(), op.entry().qualifiedName() + " returned an undefined tensor to a typed call");
+    } catch (const Error&) {
+      // a kernel that fails, or returns nothing: a clear error is right
+    }
+  }
   Stack stack;
   for (const Argument& a : schema.arguments()) {
     std::optional<IValue> v = argumentFor(a, x);

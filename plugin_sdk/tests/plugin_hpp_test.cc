@@ -72,8 +72,9 @@ struct KernelRegistration {
   void* ctx;
   bool has_signature;
   std::string signature;
-  uint64_t dtypes = 0;  // BP_KernelDesc.dtypes as received
-  uint64_t flags = 0;   // BP_KernelDesc.flags as received
+  uint64_t dtypes = 0;                  // BP_KernelDesc.dtypes as received
+  uint64_t flags = 0;                   // BP_KernelDesc.flags as received
+  BP_TypedKernelFn typed_fn = nullptr;  // BP_KernelDesc.typed_fn as received
 };
 
 struct State {
@@ -179,7 +180,7 @@ BP_Error* implFn(BP_Plugin* plugin, const char* op, int32_t device_type, const B
   if (g.fail_registration) return g.fail_registration();
   if (k->struct_size != BP_KernelDesc_STRUCT_SIZE) return errorNew(BP_INVALID_ARGUMENT, "bad struct_size");
   g.impls.push_back({op, device_type, k->fn, k->ctx, k->cpp_signature != nullptr,
-                     k->cpp_signature ? k->cpp_signature : "", k->dtypes, k->flags});
+                     k->cpp_signature ? k->cpp_signature : "", k->dtypes, k->flags, k->typed_fn});
   return nullptr;
 }
 #if BP_ABI_MINOR >= 4
@@ -188,7 +189,7 @@ BP_Error* implWhenDefinedFn(BP_Plugin* plugin, const char* op, int32_t device_ty
   if (g.fail_registration) return g.fail_registration();
   if (k->struct_size != BP_KernelDesc_STRUCT_SIZE) return errorNew(BP_INVALID_ARGUMENT, "bad struct_size");
   g.impls_when_defined.push_back({op, device_type, k->fn, k->ctx, k->cpp_signature != nullptr,
-                                  k->cpp_signature ? k->cpp_signature : "", k->dtypes, k->flags});
+                                  k->cpp_signature ? k->cpp_signature : "", k->dtypes, k->flags, k->typed_fn});
   return nullptr;
 }
 #endif
@@ -641,8 +642,10 @@ std::tuple<bp::Tensor, bp::Tensor> everything(
   return {u, a};
 }
 
-TEST_F(PluginHpp, AdapterConvertsEveryArgumentKind) {
-  g_seen = Seen{};
+// The arguments AdapterConvertsEveryArgumentKind and
+// TypedEntryConvertsEveryArgumentKindLikeTheAdapter pass everything(), and
+// what it must have seen of them.
+struct EverythingArgs {
   BP_Tensor* a = fake::makeTensor({2, 3});
   BP_Tensor* b = fake::makeTensor({1});
   BP_Tensor* c0 = fake::makeTensor({4});
@@ -651,6 +654,52 @@ TEST_F(PluginHpp, AdapterConvertsEveryArgumentKind) {
   std::vector<int64_t> e{3, 1, 4};
   std::vector<double> v{0.5, -1.0};
   std::vector<BP_Tensor*> w{nullptr, b};
+  ~EverythingArgs() {
+    for (BP_Tensor* t : {a, b, c0, u}) fake::tensorRelease(t);
+  }
+  void expectSeen() const {
+    const Seen& x = g_seen;
+    EXPECT_EQ(x.calls, 1);
+    EXPECT_EQ(x.keys, 0xF0F0u);
+    EXPECT_EQ(x.a, a);
+    EXPECT_TRUE(x.b_present);
+    EXPECT_EQ(x.b, b);
+    EXPECT_EQ(x.c, c);
+    EXPECT_EQ(x.d, -7);
+    EXPECT_EQ(x.e, e);
+    EXPECT_FALSE(x.f_present);
+    EXPECT_EQ(x.g, 3.0);
+    EXPECT_EQ(x.h, std::optional<double>(1.25));
+    EXPECT_TRUE(x.i);
+    EXPECT_EQ(x.j, "mode");
+    EXPECT_TRUE(x.k.isIntegral());
+    EXPECT_EQ(x.k.toInt(), 9);
+    ASSERT_TRUE(x.l.has_value());
+    EXPECT_TRUE(x.l->isFloatingPoint());
+    EXPECT_EQ(x.l->toDouble(), 0.5);
+    EXPECT_EQ(x.m, std::optional<bp::ScalarType>(bp::ScalarType::BFloat16));
+    ASSERT_TRUE(x.n.has_value());
+    EXPECT_EQ(*x.n, (bp::Device{7, 2}));
+    EXPECT_EQ(x.o, bp::ScalarType::Int32);
+    EXPECT_EQ(x.p, bp::Device::cpu());
+    EXPECT_EQ(x.q, std::optional<int64_t>(11));
+    EXPECT_EQ(x.r, std::optional<bool>(false));
+    EXPECT_EQ(x.s, std::optional<std::string>("s"));
+    EXPECT_FALSE(x.t_present);
+    EXPECT_EQ(x.u, u);
+    EXPECT_EQ(x.v, v);
+    EXPECT_EQ(x.w, w);
+  }
+};
+
+TEST_F(PluginHpp, AdapterConvertsEveryArgumentKind) {
+  g_seen = Seen{};
+  const EverythingArgs args;
+  BP_Tensor *a = args.a, *b = args.b, *u = args.u;
+  const std::vector<BP_Tensor*>& c = args.c;
+  const std::vector<int64_t>& e = args.e;
+  const std::vector<double>& v = args.v;
+  const std::vector<BP_Tensor*>& w = args.w;
   Call call({vTensor(a),
              vTensor(b),
              vTensors(c),
@@ -677,37 +726,7 @@ TEST_F(PluginHpp, AdapterConvertsEveryArgumentKind) {
             2, /*keys=*/0xF0F0);
   ASSERT_EQ(run(bp::kernel(&everything), call), err(BP_OK, std::string()));
 
-  const Seen& x = g_seen;
-  EXPECT_EQ(x.calls, 1);
-  EXPECT_EQ(x.keys, 0xF0F0u);
-  EXPECT_EQ(x.a, a);
-  EXPECT_TRUE(x.b_present);
-  EXPECT_EQ(x.b, b);
-  EXPECT_EQ(x.c, c);
-  EXPECT_EQ(x.d, -7);
-  EXPECT_EQ(x.e, e);
-  EXPECT_FALSE(x.f_present);
-  EXPECT_EQ(x.g, 3.0);
-  EXPECT_EQ(x.h, std::optional<double>(1.25));
-  EXPECT_TRUE(x.i);
-  EXPECT_EQ(x.j, "mode");
-  EXPECT_TRUE(x.k.isIntegral());
-  EXPECT_EQ(x.k.toInt(), 9);
-  ASSERT_TRUE(x.l.has_value());
-  EXPECT_TRUE(x.l->isFloatingPoint());
-  EXPECT_EQ(x.l->toDouble(), 0.5);
-  EXPECT_EQ(x.m, std::optional<bp::ScalarType>(bp::ScalarType::BFloat16));
-  ASSERT_TRUE(x.n.has_value());
-  EXPECT_EQ(*x.n, (bp::Device{7, 2}));
-  EXPECT_EQ(x.o, bp::ScalarType::Int32);
-  EXPECT_EQ(x.p, bp::Device::cpu());
-  EXPECT_EQ(x.q, std::optional<int64_t>(11));
-  EXPECT_EQ(x.r, std::optional<bool>(false));
-  EXPECT_EQ(x.s, std::optional<std::string>("s"));
-  EXPECT_FALSE(x.t_present);
-  EXPECT_EQ(x.u, u);
-  EXPECT_EQ(x.v, v);
-  EXPECT_EQ(x.w, w);
+  args.expectSeen();
 
   // Returns: new references, u then a, which the host (we) now owns.
   ASSERT_EQ(call.rets[0].tag, BP_VALUE_TENSOR);
@@ -718,7 +737,6 @@ TEST_F(PluginHpp, AdapterConvertsEveryArgumentKind) {
   EXPECT_EQ(fake::impl(a)->refs, 2);
   EXPECT_EQ(fake::impl(b)->refs, 1);  // borrowed for the call only
   for (BP_Value& r : call.rets) fake::tensorRelease(r.u.tensor);
-  for (BP_Tensor* t : {a, b, c0, u}) fake::tensorRelease(t);
 }
 
 TEST_F(PluginHpp, OptionalArgumentsAcceptNoneAndValues) {
@@ -836,6 +854,125 @@ TEST_F(PluginHpp, UndefinedTensorReturnIsAnErrorAndATuplesIsNone) {
     EXPECT_EQ(c.rets[1].tag, BP_VALUE_NONE);
     fake::tensorRelease(c.rets[0].u.tensor);
   }
+  EXPECT_EQ(fake::impl(a)->refs, 1);
+  fake::tensorRelease(a);
+}
+
+// -------------------------------------------- typed entries (ABI 1.14)
+// Note [Typed kernel entries]: the same kernel called with C arguments and
+// a pointer per return converts, checks and stores exactly as its adapter.
+
+// Calls `k`'s typed entry for op `op` with keys `keys` and C arguments `c`
+// (each of exactly the C type its parameter maps to); returns its error.
+template <class... C>
+std::pair<BP_ErrorCode, std::string> runTyped(const bp::Kernel& k, const char* op, uint64_t keys, C... c) {
+  using Fn = BP_Error* (*)(void*, const BP_Operator*, uint64_t, C...);
+  EXPECT_NE(k.typed_fn, nullptr);
+  return fake::take(reinterpret_cast<Fn>(k.typed_fn)(k.ctx, fake::opHandle(op), keys, c...));
+}
+
+TEST_F(PluginHpp, TypedEntryConvertsEveryArgumentKindLikeTheAdapter) {
+  const EverythingArgs args;
+  BP_Tensor *a = args.a, *b = args.b, *u = args.u;
+  // Everything but Tensor, Tensor?, int, float and bool goes as a BP_Value*.
+  const BP_Value vc = vTensors(args.c), ve = vInts(args.e), vf = none(), vh = vDouble(1.25), vj = vStr("mode"),
+                 vk = vInt(9), vl = vDouble(0.5), vm = vScalarType(BP_BFLOAT16), vn = vDevice(7, 2),
+                 vo = vScalarType(BP_INT32), vp = vDevice(0, 0), vq = vInt(11), vr = vBool(false), vs = vStr("s"),
+                 vv = vDoubles(args.v), vw = vTensors(args.w, /*optional=*/true);
+  for (const bp::Kernel& k : {bp::kernel(&everything), bp::kernel<&everything>()}) {
+    g_seen = Seen{};
+    BP_Tensor *r0 = nullptr, *r1 = nullptr;
+    ASSERT_EQ(runTyped(k, "test::k", uint64_t{0xF0F0}, a, b, &vc, int64_t{-7}, &ve, &vf, 3.0, &vh, uint8_t{1}, &vj, &vk,
+                       &vl, &vm, &vn, &vo, &vp, &vq, &vr, &vs, static_cast<BP_Tensor*>(nullptr), u, &vv, &vw, &r0, &r1),
+              err(BP_OK, std::string()));
+    args.expectSeen();
+    // Returns: new references through the pointers, u then a.
+    EXPECT_EQ(r0, u);
+    EXPECT_EQ(r1, a);
+    EXPECT_EQ(fake::impl(u)->refs, 2);
+    EXPECT_EQ(fake::impl(a)->refs, 2);
+    EXPECT_EQ(fake::impl(b)->refs, 1);  // borrowed for the call only
+    fake::tensorRelease(r0);
+    fake::tensorRelease(r1);
+  }
+}
+
+TEST_F(PluginHpp, TypedEntryStoresEachReturnThroughItsPointer) {
+  BP_Tensor* a = fake::makeTensor({3});
+  {
+    BP_Tensor* r = nullptr;
+    ASSERT_EQ(runTyped(bp::kernel(&add), "test::k", 0, a, a, &r).first, BP_OK);
+    EXPECT_EQ(r, a);
+    EXPECT_EQ(fake::impl(a)->refs, 2);  // a new reference
+    fake::tensorRelease(r);
+  }
+  EXPECT_EQ(runTyped(bp::kernel<&nothing>(), "test::k", 0).first, BP_OK);
+  {
+    const std::vector<BP_Tensor*> l{a, a, a};
+    const BP_Value vl = vTensors(l);
+    int64_t r = 0;
+    ASSERT_EQ(runTyped(bp::kernel(&countIt), "test::k", 0, &vl, &r).first, BP_OK);
+    EXPECT_EQ(r, 3);
+  }
+  {
+    const BP_Value vnone = none();
+    double r = 0;
+    ASSERT_EQ(runTyped(bp::kernel(&meanOf), "test::k", 0, a, &vnone, uint8_t{1}, &r).first, BP_OK);
+    EXPECT_EQ(r, 0.5);
+  }
+  {
+    uint8_t r = 9;
+    ASSERT_EQ(runTyped(bp::kernel(&isSame), "test::k", 0, a, a, &r).first, BP_OK);
+    EXPECT_EQ(r, 1);
+  }
+  {
+    BP_Value r = none();
+    ASSERT_EQ(runTyped(bp::kernel(&item), "test::k", 0, a, &r).first, BP_OK);
+    EXPECT_EQ(r.tag, BP_VALUE_DOUBLE);
+    EXPECT_EQ(r.u.d, 2.5);
+  }
+  {
+    // A tuple's undefined tensor comes back NULL (Note [Masked returns]).
+    BP_Tensor *r0 = nullptr, *r1 = a;
+    ASSERT_EQ(runTyped(bp::kernel(&halfUndefined), "test::k", 0, a, &r0, &r1).first, BP_OK);
+    EXPECT_EQ(r0, a);
+    EXPECT_EQ(r1, nullptr);
+    fake::tensorRelease(r0);
+  }
+  {
+    // A single undefined return is an error naming the op; the pointer is
+    // left as the host set it.
+    BP_Tensor* r = nullptr;
+    auto [code, msg] = runTyped(bp::kernel(&undefinedResult), "myns::undef", 0, a, &r);
+    EXPECT_EQ(code, BP_INTERNAL);
+    EXPECT_NE(msg.find("myns::undef"), std::string::npos) << msg;
+    EXPECT_EQ(r, nullptr);
+  }
+  EXPECT_EQ(fake::impl(a)->refs, 1);
+  fake::tensorRelease(a);
+}
+
+TEST_F(PluginHpp, TypedEntryRefusesWhatTheAdapterRefusesInTheSameWords) {
+  BP_Tensor* a = fake::makeTensor({3});
+  BP_Tensor* r = nullptr;
+  // A NULL tensor for a Tensor parameter is the None the adapter refuses.
+  EXPECT_EQ(runTyped(bp::kernel(&add), "myns::add", 0, static_cast<BP_Tensor*>(nullptr), a, &r),
+            err(BP_INVALID_ARGUMENT, "argument 0 of myns::add: expected Tensor, got none"));
+  {
+    Call c({none(), vTensor(a)}, 1, 0, "myns::add");
+    EXPECT_EQ(run(bp::kernel(&add), c).second, "argument 0 of myns::add: expected Tensor, got none");
+  }
+  // A BP_Value argument of the wrong kind.
+  const BP_Value not_ints = vTensor(a);
+  BP_Tensor* r1 = nullptr;
+  EXPECT_EQ(runTyped(bp::kernel(&split2), "myns::split", 0, a, &not_ints, int64_t{0}, &r, &r1),
+            err(BP_INVALID_ARGUMENT, "argument 1 of myns::split: expected int[], got tensor"));
+  EXPECT_EQ(r, nullptr);
+  EXPECT_EQ(r1, nullptr);
+  // A kernel's exception is its error, as from fn.
+  const bp::Kernel throwing = bp::kernel(+[](const bp::Tensor&) -> bp::Tensor { bp::fail(BP_DATA_LOSS, "lost it"); });
+  EXPECT_EQ(runTyped(throwing, "test::k", 0, a, &r), err(BP_DATA_LOSS, "lost it"));
+  EXPECT_EQ(r, nullptr);
   EXPECT_EQ(fake::impl(a)->refs, 1);
   fake::tensorRelease(a);
 }
@@ -1602,6 +1739,10 @@ TEST_F(PluginHpp, LibraryImplPassesSignatureAndAdapter) {
   EXPECT_EQ(i0.signature, "(Tensor, Tensor) -> Tensor");
   EXPECT_EQ(i0.ctx, reinterpret_cast<void*>(&add));
   EXPECT_EQ(i0.fn, (&bp::detail::kernelAdapter<bp::Tensor, const bp::Tensor&, const bp::Tensor&>));
+  EXPECT_EQ(i0.typed_fn, bp::kernel(&add).typed_fn);
+  EXPECT_NE(i0.typed_fn, nullptr);
+  EXPECT_EQ(fake::g.impls[1].typed_fn, bp::kernel<&addScalar>().typed_fn);
+  EXPECT_EQ(fake::g.impls[2].typed_fn, nullptr) << "a raw kernel has no typed entry unless given one";
   EXPECT_EQ(fake::g.impls[1].signature, "(Tensor, Tensor, Scalar) -> Tensor");
   EXPECT_EQ(fake::g.impls[1].ctx, nullptr);
   EXPECT_EQ(fake::g.impls[2].fn, &rawKernel);

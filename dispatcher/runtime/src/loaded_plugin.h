@@ -59,6 +59,12 @@ inline bool predatesAbi15Dtypes(const LoadedPlugin& p) { return p.status.abi_min
 // Built against ABI 1.7 or later: its impl kernels may return BP_DECLINED
 // (Note [Declined calls]).
 inline bool knowsAbi17Declines(const LoadedPlugin& p) { return p.status.abi_minor >= 7; }
+// BP_KernelDesc.typed_fn as the host reads it (Note [Typed kernel entries]):
+// NULL from a plugin older than ABI 1.14, or without a cpp_signature
+// (registration refuses that).
+inline BP_TypedKernelFn typedEntryOf(const LoadedPlugin& p, const BP_KernelDesc& desc) {
+  return p.status.abi_minor >= 14 && desc.cpp_signature != nullptr ? desc.typed_fn : nullptr;
+}
 
 // The host function table handed to every plugin.
 const BP_HostApi& hostApi();
@@ -174,7 +180,8 @@ struct AbiFields<BP_KernelDesc> {
   using S = BP_KernelDesc;
   static constexpr size_t kStructSize = BP_KernelDesc_STRUCT_SIZE;
   static constexpr AbiField kFields[] = {BP_ABI_FIELD(struct_size),   BP_ABI_FIELD(fn),     BP_ABI_FIELD(ctx),
-                                         BP_ABI_FIELD(cpp_signature), BP_ABI_FIELD(dtypes), BP_ABI_FIELD(flags)};
+                                         BP_ABI_FIELD(cpp_signature), BP_ABI_FIELD(dtypes), BP_ABI_FIELD(flags),
+                                         BP_ABI_FIELD(typed_fn)};
 };
 template <>
 struct AbiFields<BP_DeviceTypeDesc> {

@@ -243,6 +243,9 @@ struct PluginKernel final : OperatorKernel {
   int slot = -1;
   const PluginGate* gate = nullptr;
   BP_KernelFn fn;
+  // The typed entry (ABI 1.14, Note [Typed kernel entries]), when the
+  // plugin gave one and its signature has a compiled typed call here.
+  BP_TypedKernelFn typed_fn = nullptr;
   void* ctx;
   const BP_Operator* op;  // null for a fallback: the op comes with each call
   std::string context;    // for messages
@@ -321,31 +324,43 @@ struct PluginKernel final : OperatorKernel {
   return owned->message.empty() ? std::string("no reason given") : std::move(owned->message);
 }
 
-// Runs the plugin kernel; converts its error; releases partial returns.
-// Returns nullptr, or the BP_DECLINED error of a kernel that may decline
-// (Note [Declined calls]): the caller then serves the call elsewhere.
-[[gnu::always_inline]] inline BP_Error* invoke(const PluginKernel& k, const BP_Operator* op, DispatchKeySet ks,
-                                               const BP_Value* args, size_t nargs, BP_Value* rets, size_t nrets) {
-  BP_KernelCall call{BP_KernelCall_STRUCT_SIZE, op, ks.raw(), args, nargs, rets, nrets};
+[[noreturn, gnu::cold, gnu::noinline]] void throwUnloaded(const PluginKernel& k) {
+  BP_THROW(kUnavailable, k.context, ": plugin '", k.plugin->status.name, "' has been unloaded");
+}
+
+// Runs `call` (the plugin kernel, through fn or typed_fn) inside the
+// plugin; converts its error; `release` releases partial returns. Returns
+// nullptr, or the BP_DECLINED error of a kernel that may decline (Note
+// [Declined calls]): the caller then serves the call elsewhere.
+template <typename Call, typename Release>
+[[gnu::always_inline]] inline BP_Error* invokeWith(const PluginKernel& k, const BP_Operator* op, DispatchKeySet ks,
+                                                   const Call& call, const Release& release) {
   BP_Error* err;
   {
     PluginCallScope scope(k.slot, *k.gate);
-    if (!scope.entered()) [[unlikely]] {
-      BP_THROW(kUnavailable, k.context, ": plugin '", k.plugin->status.name, "' has been unloaded");
-    }
+    if (!scope.entered()) [[unlikely]]
+      throwUnloaded(k);
     try {
-      err = k.fn(k.ctx, &call);
+      err = call();
     } catch (...) {
-      releaseReturns(rets, nrets);
+      release();
       throwKernelThrew(k, op, ks);
     }
   }
   if (err) [[unlikely]] {
-    releaseReturns(rets, nrets);
+    release();
     if (err->code == BP_DECLINED && k.may_decline) return err;
     throwKernelError(k, err, op, ks);
   }
   return nullptr;
+}
+
+// invokeWith() through fn, with the arguments and returns as BP_Values.
+[[gnu::always_inline]] inline BP_Error* invoke(const PluginKernel& k, const BP_Operator* op, DispatchKeySet ks,
+                                               const BP_Value* args, size_t nargs, BP_Value* rets, size_t nrets) {
+  BP_KernelCall call{BP_KernelCall_STRUCT_SIZE, op, ks.raw(), args, nargs, rets, nrets};
+  return invokeWith(
+      k, op, ks, [&] { return k.fn(k.ctx, &call); }, [&] { releaseReturns(rets, nrets); });
 }
 
 [[noreturn]] void throwMissingReturn(const PluginKernel& k, size_t i) {
@@ -581,28 +596,189 @@ Ret pluginUnboxed(OperatorKernel* functor, DispatchKeySet ks, Args... args) {
   return FastReturns<Ret>::take(k, out);
 }
 
+// Note [Typed kernel entries] in plugin_api.h, the host's side: an
+// argument as the C type its schema type maps to. Tensor, int, float and
+// bool go as themselves; every other type as a pointer to its BP_Value
+// (fastValue's), which the holder keeps for the call.
+template <typename T>
+struct TypedArg {
+  explicit TypedArg(const T& v) : value(fastValue(v)) {}
+  const BP_Value* get() const { return &value; }
+  BP_Value value;
+};
+template <>
+struct TypedArg<Tensor> {
+  explicit TypedArg(const Tensor& v) : t(toBP(v)) {}  // NULL when undefined
+  BP_Tensor* get() const { return t; }
+  BP_Tensor* t;
+};
+template <>
+struct TypedArg<int64_t> {
+  explicit TypedArg(int64_t v) : v(v) {}
+  int64_t get() const { return v; }
+  int64_t v;
+};
+template <>
+struct TypedArg<double> {
+  explicit TypedArg(double v) : v(v) {}
+  double get() const { return v; }
+  double v;
+};
+template <>
+struct TypedArg<bool> {
+  explicit TypedArg(bool v) : v(v ? 1 : 0) {}
+  uint8_t get() const { return v; }
+  uint8_t v;
+};
+template <typename T>
+using TypedArgOf = TypedArg<std::decay_t<T>>;
+
+// A return's C slot: what the kernel writes through the pointer the host
+// passes, set before the call to what the kernel leaves alone.
+template <typename R>
+struct TypedOut;
+template <>
+struct TypedOut<Tensor> {
+  BP_Tensor* t = nullptr;  // a new reference, adopted by take()
+  BP_Tensor** ptr() { return &t; }
+  bool fits() const { return t != nullptr; }
+  Tensor take() { return adoptTensor(std::exchange(t, nullptr)); }
+  void release() {
+    if (t) adoptTensor(std::exchange(t, nullptr));
+  }
+};
+template <>
+struct TypedOut<int64_t> {
+  int64_t v = 0;
+  int64_t* ptr() { return &v; }
+  bool fits() const { return true; }
+  int64_t take() { return v; }
+  void release() {}
+};
+template <>
+struct TypedOut<double> {
+  double v = 0;
+  double* ptr() { return &v; }
+  bool fits() const { return true; }
+  double take() { return v; }
+  void release() {}
+};
+template <>
+struct TypedOut<bool> {
+  uint8_t v = 0;
+  uint8_t* ptr() { return &v; }
+  bool fits() const { return v <= 1; }
+  bool take() { return v != 0; }
+  void release() {}
+};
+
+// Every return of Ret: one slot each.
+template <typename Ret>
+struct TypedOuts {
+  TypedOut<Ret> slot;
+  template <typename F>
+  decltype(auto) apply(F&& f) {
+    return f(slot.ptr());
+  }
+  size_t firstMisfit() const { return slot.fits() ? 1 : 0; }
+  void release() { slot.release(); }
+  Ret take() { return slot.take(); }
+};
+template <>
+struct TypedOuts<void> {
+  template <typename F>
+  decltype(auto) apply(F&& f) {
+    return f();
+  }
+  size_t firstMisfit() const { return 0; }
+  void release() {}
+  void take() {}
+};
+template <typename... Ts>
+struct TypedOuts<std::tuple<Ts...>> {
+  std::tuple<TypedOut<Ts>...> slots;
+  template <typename F>
+  decltype(auto) apply(F&& f) {
+    return std::apply([&](auto&... s) { return f(s.ptr()...); }, slots);
+  }
+  size_t firstMisfit() const {
+    size_t i = 0;
+    std::apply([&](const auto&... s) { (void)((s.fits() && ++i) && ...); }, slots);
+    return i;
+  }
+  void release() {
+    std::apply([](auto&... s) { (s.release(), ...); }, slots);
+  }
+  std::tuple<Ts...> take() {
+    return std::apply([](auto&... s) { return std::tuple<Ts...>(s.take()...); }, slots);
+  }
+};
+
+[[noreturn, gnu::cold, gnu::noinline]] void throwBadTypedReturn(const PluginKernel& k, size_t i) {
+  throwMissingReturn(k, i);
+}
+
+// The unboxed adapter through the kernel's typed entry: the arguments as C
+// arguments, a pointer per return; no BP_Value array, no BP_KernelCall.
+template <typename Ret, typename... Args>
+Ret pluginTyped(OperatorKernel* functor, DispatchKeySet ks, Args... args) {
+  const auto& k = *static_cast<PluginKernel*>(functor);
+  using Outs = TypedOuts<Ret>;
+  Outs outs;
+  const std::tuple<TypedArgOf<Args>...> c{TypedArgOf<Args>(args)...};
+  const auto call = [&] {
+    return outs.apply([&](auto... out) {
+      return std::apply(
+          [&](const auto&... a) {
+            using Fn = BP_Error* (*)(void*, const BP_Operator*, uint64_t, decltype(a.get())..., decltype(out)...);
+            return reinterpret_cast<Fn>(k.typed_fn)(k.ctx, k.op, ks.raw(), a.get()..., out...);
+          },
+          c);
+    });
+  };
+  if (BP_Error* declined = invokeWith(k, k.op, ks, call, [&] { outs.release(); })) [[unlikely]]
+    return serveDeclinedUnboxed<Ret, Args...>(k, ks, declined, args...);
+  if constexpr (!std::is_void_v<Ret>) {
+    constexpr size_t m = FastReturns<Ret>::count;
+    if (const size_t bad = outs.firstMisfit(); bad != m) [[unlikely]] {
+      outs.release();
+      throwBadTypedReturn(k, bad);
+    }
+  }
+  return outs.take();
+}
+
+// An unboxed adapter per compiled signature: through fn (BP_Values in a
+// BP_KernelCall) and through typed_fn.
+struct FastAdapters {
+  void* boxed_values;
+  void* typed;
+};
+
 template <typename Sig>
 struct FastEntry;
 template <typename Ret, typename... Args>
 struct FastEntry<Ret(Args...)> {
-  static std::pair<std::string, void*> make() {
-    return {backplane::detail::cppSignatureString<Ret, Args...>(),
-            reinterpret_cast<void*>(&pluginUnboxed<Ret, Args...>)};
+  static std::pair<std::string, FastAdapters> make() {
+    return {
+        backplane::detail::cppSignatureString<Ret, Args...>(),
+        {reinterpret_cast<void*>(&pluginUnboxed<Ret, Args...>), reinterpret_cast<void*>(&pluginTyped<Ret, Args...>)}};
   }
 };
 
 // Signatures whose plugin kernels are called without boxing. Others work
-// boxed. The standard operator set adds the signatures it uses.
+// boxed. The standard operator set adds the signatures it uses; the list
+// is docs/plugins.md's (Note [Typed kernel entries]).
 template <typename... Sigs>
-absl::flat_hash_map<std::string, void*> makeFastTable() {
-  absl::flat_hash_map<std::string, void*> table;
+absl::flat_hash_map<std::string, FastAdapters> makeFastTable() {
+  absl::flat_hash_map<std::string, FastAdapters> table;
   (table.insert(FastEntry<Sigs>::make()), ...);
   return table;
 }
-const absl::flat_hash_map<std::string, void*>& fastTable() {
+const absl::flat_hash_map<std::string, FastAdapters>& fastTable() {
   using T = const Tensor&;
   using S = const Scalar&;
-  static const auto* table = new absl::flat_hash_map<std::string, void*>(
+  static const auto* table = new absl::flat_hash_map<std::string, FastAdapters>(
       makeFastTable<Tensor(T), Tensor(T, T), Tensor(T, T, S), Tensor(T, S), Tensor(T, S, S), Tensor(T, T, T),
                     Tensor(T, T, S, T), Tensor(T, T, T, S, S), Tensor(T, int64_t), Tensor(T, int64_t, bool),
                     Tensor(T, double), Tensor(T, IntArrayRef), Tensor(T, int64_t, int64_t), Tensor(TensorList, int64_t),
@@ -641,7 +817,15 @@ KernelFunction makeAdaptedPluginKernel(LoadedPlugin* plugin, const BP_KernelDesc
   k->may_decline = knowsAbi17Declines(*plugin) && !composite;
   k->handle = op;
   void* unboxed = nullptr;
-  if (auto it = fastTable().find(signature); it != fastTable().end()) unboxed = it->second;
+  if (auto it = fastTable().find(signature); it != fastTable().end()) {
+    // typed_fn's C type follows from cpp_signature, which registration
+    // checked equals the schema's (Note [Typed kernel entries]); read from
+    // a plugin of ABI 1.14 or newer only.
+    const BP_TypedKernelFn typed_fn = typedEntryOf(*plugin, desc);
+    const bool typed = typed_fn != nullptr && signature == desc.cpp_signature;
+    unboxed = typed ? it->second.typed : it->second.boxed_values;
+    if (typed) k->typed_fn = typed_fn;
+  }
   // The declared set keeps later dtypes' tensors from an older plugin's
   // unboxed calls; a dtype argument is checked on the boxed path only.
   if (k->legacy_dtypes && signature.find("ScalarType") != std::string::npos) unboxed = nullptr;

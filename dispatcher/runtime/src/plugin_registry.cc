@@ -298,6 +298,24 @@ absl::Status checkSignature(const LoadedPlugin& p, const std::string& what, cons
                                            ", but the schema ", op.schema().toString(), " needs ", expected));
 }
 
+// BP_KernelDesc.typed_fn (ABI 1.14; Note [Typed kernel entries]): only a
+// kernel the dispatch table calls unboxed may have one, and only with the
+// cpp_signature its C type follows from. `what` names the registration.
+absl::Status checkTypedEntry(const LoadedPlugin& p, const std::string& what, const BP_KernelDesc& desc, bool allowed) {
+  if (p.status.abi_minor < 14 || desc.typed_fn == nullptr) return absl::OkStatus();
+  if (!allowed) {
+    return absl::InvalidArgumentError(strCat("plugin '", p.status.name, "': ", what,
+                                             " is always called through BP_KernelDesc.fn, so its typed_fn must be "
+                                             "NULL (typed entries are for impl kernels and composites)"));
+  }
+  if (desc.cpp_signature == nullptr) {
+    return absl::InvalidArgumentError(strCat("plugin '", p.status.name, "': ", what,
+                                             " gives BP_KernelDesc.typed_fn without cpp_signature; the typed entry's "
+                                             "C type follows from the signature, so give both (or neither)"));
+  }
+  return absl::OkStatus();
+}
+
 // BP_HostApi.meta (ABI 1.9; Note [A plugin's own operators]).
 BP_Error* hostMeta(BP_Plugin* plugin, const char* op, const BP_KernelDesc* raw) try {
   LoadedPlugin& p = pluginOf(plugin);
@@ -313,6 +331,8 @@ BP_Error* hostMeta(BP_Plugin* plugin, const char* op, const BP_KernelDesc* raw) 
     return toError(absl::InvalidArgumentError(strCat("plugin '", p.status.name, "': meta(", name,
                                                      "): a rule sees every call, so BP_KernelDesc.dtypes must be 0")));
   }
+  if (absl::Status s = checkTypedEntry(p, strCat("meta(", name, ")"), *desc, /*allowed=*/false); !s.ok())
+    return toError(s);
   std::string params = cppSignatureForSchema(h->schema());
   const std::string expected = strCat(params.substr(0, params.rfind(" -> ")), " -> ()");
   if (absl::Status s = checkSignature(p, "the meta", *h, desc->cpp_signature, expected); !s.ok()) return toError(s);
@@ -390,6 +410,9 @@ BP_Error* hostSpec(BP_Plugin* plugin, const char* op, const BP_SpecDesc* raw) tr
     absl::StatusOr<BP_KernelDesc> ref = plugin_detail::readStruct(desc->reference, "BP_KernelDesc");
     if (!ref.ok()) return toError(ref.status());
     if (!ref->fn) return fail("reference->fn is NULL");
+    if (absl::Status s = checkTypedEntry(p, strCat("the conformance reference of ", name), *ref, /*allowed=*/false);
+        !s.ok())
+      return toError(s);
     if (absl::Status s =
             checkSignature(p, "the conformance reference", *h, ref->cpp_signature, cppSignatureForSchema(h->schema()));
         !s.ok())
@@ -492,6 +515,11 @@ BP_Error* registerKernel(BP_Plugin* plugin, const char* op_name, int32_t device_
                " takes no BP_KernelDesc.flags (BP_KERNEL_CPU_SCALARS is for a device's own kernels); set them to 0")));
   }
   const bool cpu_scalars = (flags & BP_KERNEL_CPU_SCALARS) != 0;
+  if (absl::Status s = checkTypedEntry(
+          p, is_fallback ? std::string("a fallback") : strCat(slot_name, "(", op_name ? op_name : "", ")"), *desc,
+          /*allowed=*/!is_fallback);
+      !s.ok())
+    return toError(s);
   if (device_type == BP_ANY_DEVICE_TYPE && slot == KernelSlot::Impl && p.status.abi_minor >= 9)
     return registerComposite(p, op_name, *desc);
   if (device_type < 0 || device_type >= kMaxDeviceTypes ||

@@ -18,6 +18,13 @@
 //  11. BP_DECLINED (1.7): an impl's decline goes where the call would go
 //      without it (here the device's fallback); a fallback cannot decline;
 //      to a 1.6 plugin the code is an error                    tp_abi_decline_* (plain C)
+//  12. BP_KernelDesc.flags (1.13): unknown bits and misplaced flags are
+//      refused; a 1.12 plugin's field is ignored                tp_abi_flags_* (plain C)
+//  13. BP_KernelDesc.typed_fn (1.14): called with C arguments where the host
+//      has a typed call for the signature, fn elsewhere; its errors,
+//      declines and returns follow fn's rules; a 1.13 plugin's field is
+//      ignored; one without cpp_signature, or a fallback's, is refused
+//                                                               tp_abi_typed_* (plain C)
 // (A plugin of a newer minor or another major is refused: plugin_loader_test.cc.)
 //
 // The test plugins' device memory lives at non-canonical addresses (see
@@ -45,6 +52,7 @@
 namespace backplane {
 namespace {
 
+using testing::errorOf;
 using testing::expectError;
 using testing::floats;
 using ::testing::HasSubstr;
@@ -113,7 +121,11 @@ const char* const kAbiPlugins[] = {"tp_abi_v1_0",
                                    "tp_abi_flags_cpu",
                                    "tp_abi_flags_v1_12",
                                    "tp_abi_decline_v1_7",
-                                   "tp_abi_decline_v1_6"};
+                                   "tp_abi_decline_v1_6",
+                                   "tp_abi_typed_v1_14",
+                                   "tp_abi_typed_v1_13",
+                                   "tp_abi_typed_no_sig",
+                                   "tp_abi_typed_fallback"};
 
 std::string pluginFile(std::string_view name) { return strCat(BACKPLANE_TEST_PLUGIN_DIR, "/", name, ".so"); }
 
@@ -696,7 +708,9 @@ static_assert(offsetof(BP_KernelDesc, dtypes) == BP_STRUCT_SIZE(BP_KernelDesc, c
               "1.5 appended dtypes right after cpp_signature, where 1.4's struct ended (no padding)");
 static_assert(offsetof(BP_KernelDesc, flags) == BP_STRUCT_SIZE(BP_KernelDesc, dtypes),
               "1.13 appended flags right after dtypes, where 1.12's struct ended (no padding)");
-static_assert(BP_KernelDesc_STRUCT_SIZE == BP_STRUCT_SIZE(BP_KernelDesc, flags), "flags is the last field");
+static_assert(offsetof(BP_KernelDesc, typed_fn) == BP_STRUCT_SIZE(BP_KernelDesc, flags),
+              "1.14 appended typed_fn right after flags, where 1.13's struct ended (no padding)");
+static_assert(BP_KernelDesc_STRUCT_SIZE == BP_STRUCT_SIZE(BP_KernelDesc, typed_fn), "typed_fn is the last field");
 static_assert(BP_ABI_MINOR >= 5, "BP_KernelDesc.dtypes is ABI 1.5");
 
 TEST_F(AbiRulesTest, KernelDescOfAbi14ServesEveryDtypeOfItsAbi) {
@@ -833,58 +847,43 @@ TEST_F(AbiRulesTest, ToAPluginOfAbi16TheDeclinedCodeIsAnError) {
   unload("tp_abi_decline_v1_6");
 }
 
+// Expects plugin `name` not to load, its init failing with a message that
+// names it and contains every part, and nothing of it left registered.
+void expectRefusedAtInit(const char* name, const std::vector<std::string>& parts) {
+  SCOPED_TRACE(name);
+  absl::StatusOr<PluginStatus> s = plugins().load(pluginFile(name));
+  ASSERT_FALSE(s.ok()) << "loaded, but must not";
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition) << s.status();
+  const std::string m(s.status().message());
+  EXPECT_THAT(m, HasSubstr(strCat("plugin '", name, "'")));
+  EXPECT_THAT(m, HasSubstr("init failed: "));
+  for (const std::string& part : parts) EXPECT_THAT(m, HasSubstr(part));
+  EXPECT_FALSE(isLoaded(name));
+}
+
 TEST_F(AbiRulesTest, UnknownDtypeBitsAndFallbacksDeclaringDtypesAreRefused) {
-  struct Case {
-    const char* plugin;
-    std::vector<std::string> message;
-  };
-  const std::vector<Case> cases = {
-      {"tp_abi_dtypes_unknown_bit",
-       {"impl(tp_abi_dtypes_unknown_bit::echo): BP_KernelDesc.dtypes: ", "dtype number(s) 40",
-        "which this host does not know", "declare only BP_ScalarType values, or 0 for every dtype"}},
-      {"tp_abi_dtypes_fallback",
-       {"a fallback serves every operator and dtype, but its BP_KernelDesc.dtypes is 128", "set it to 0"}},
-  };
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.plugin);
-    absl::StatusOr<PluginStatus> s = plugins().load(pluginFile(c.plugin));
-    ASSERT_FALSE(s.ok()) << "loaded, but must not";
-    EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition) << s.status();
-    const std::string m(s.status().message());
-    EXPECT_THAT(m, HasSubstr(strCat("plugin '", c.plugin, "'")));
-    EXPECT_THAT(m, HasSubstr("init failed: "));
-    for (const std::string& part : c.message) EXPECT_THAT(m, HasSubstr(part));
-    EXPECT_FALSE(isLoaded(c.plugin));
-    EXPECT_FALSE(opDefined(strCat(c.plugin, "::echo")));
-  }
+  expectRefusedAtInit("tp_abi_dtypes_unknown_bit",
+                      {"impl(tp_abi_dtypes_unknown_bit::echo): BP_KernelDesc.dtypes: ", "dtype number(s) 40",
+                       "which this host does not know", "declare only BP_ScalarType values, or 0 for every dtype"});
+  EXPECT_FALSE(opDefined("tp_abi_dtypes_unknown_bit::echo"));
+  expectRefusedAtInit(
+      "tp_abi_dtypes_fallback",
+      {"a fallback serves every operator and dtype, but its BP_KernelDesc.dtypes is 128", "set it to 0"});
+  EXPECT_FALSE(opDefined("tp_abi_dtypes_fallback::echo"));
   EXPECT_FALSE(deviceTypeRegistered("abidtfbdev"));
 }
 
 // -------------------------------------------- 12. BP_KernelDesc.flags (1.13)
 
 TEST_F(AbiRulesTest, KernelFlagsTheHostDoesNotTakeAreRefusedByName) {
-  struct Case {
-    const char* plugin;
-    std::vector<std::string> message;
-  };
-  const std::vector<Case> cases = {
-      {"tp_abi_flags_unknown_bit",
-       {"impl(tp_abi_flags_unknown_bit::echo): unknown BP_KernelDesc.flags bits 512",
-        "BP_KERNEL_CPU_SCALARS is the only flag"}},
-      {"tp_abi_flags_fallback", {"a fallback for every operator takes no BP_KernelDesc.flags", "set them to 0"}},
-      {"tp_abi_flags_cpu",
-       {"cannot register the CPU kernel for tp_abi_flags_cpu::echo as taking CPU scalars",
-        "only a native kernel at a device's backend key may"}},
-  };
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.plugin);
-    absl::StatusOr<PluginStatus> s = plugins().load(pluginFile(c.plugin));
-    ASSERT_FALSE(s.ok()) << "loaded, but must not";
-    const std::string m(s.status().message());
-    EXPECT_THAT(m, HasSubstr("init failed: "));
-    for (const std::string& part : c.message) EXPECT_THAT(m, HasSubstr(part));
-    EXPECT_FALSE(isLoaded(c.plugin));
-  }
+  expectRefusedAtInit("tp_abi_flags_unknown_bit",
+                      {"impl(tp_abi_flags_unknown_bit::echo): unknown BP_KernelDesc.flags bits 512",
+                       "BP_KERNEL_CPU_SCALARS is the only flag"});
+  expectRefusedAtInit("tp_abi_flags_fallback",
+                      {"a fallback for every operator takes no BP_KernelDesc.flags", "set them to 0"});
+  expectRefusedAtInit("tp_abi_flags_cpu",
+                      {"cannot register the CPU kernel for tp_abi_flags_cpu::echo as taking CPU scalars",
+                       "only a native kernel at a device's backend key may"});
   EXPECT_FALSE(deviceTypeRegistered("abidtfbdev"));
 }
 
@@ -898,6 +897,115 @@ TEST_F(AbiRulesTest, KernelFlagsOfAPluginOfAbi112AreIgnored) {
   EXPECT_EQ(echo.kernelKind(backendKey(dev->type)), KernelKind::Native);
   EXPECT_FALSE(echo.takesCpuScalars(backendKey(dev->type))) << "garbage in a 1.12 plugin's flags was read";
   unload("tp_abi_flags_v1_12");
+}
+
+// ------------------------------------------ 13. BP_KernelDesc.typed_fn (1.14)
+
+// Loads tp_abi_typed_v1_14 and returns its operator `name`.
+constexpr const char* kTyped = "tp_abi_typed_v1_14";
+OperatorHandle typedOp(const char* name) { return Dispatcher::singleton().findOpOrThrow(strCat(kTyped, "::", name)); }
+void loadTyped() {
+  absl::StatusOr<PluginStatus> s = plugins().load(pluginFile(kTyped));
+  ASSERT_TRUE(s.ok()) << s.status();
+}
+
+TEST_F(AbiRulesTest, TypedEntryTakesUnboxedCallsAndFnTheBoxedOnes) {
+  ASSERT_NO_FATAL_FAILURE(loadTyped());
+  const Tensor x = floats({1, 2});
+  // int64_t(const Tensor&) has a typed call: typed_fn takes it.
+  OperatorHandle which = typedOp("which");
+  EXPECT_EQ(which.typed<int64_t(const Tensor&)>().call(x), 2);
+  EXPECT_EQ(info(kTyped, 0), 1);
+  EXPECT_EQ(info(kTyped, 1), 0);
+  // A boxed call goes through fn.
+  Stack stack{IValue(x)};
+  which.callBoxed(stack);
+  ASSERT_EQ(stack.size(), 1u);
+  EXPECT_EQ(stack[0].toInt(), 1);
+  EXPECT_EQ(info(kTyped, 1), 1);
+  unload(kTyped);
+}
+
+TEST_F(AbiRulesTest, TypedEntryGetsEachArgumentAsItsCType) {
+  ASSERT_NO_FATAL_FAILURE(loadTyped());
+  const Tensor x = floats({1, 2});
+  // Each echo fails with the arguments its typed_fn got: the op and its
+  // keys, tensors (NULL for an undefined one), int, bool and float as C
+  // values, a Scalar, an int[] and a Tensor[] as BP_Values.
+  auto echo_ib = typedOp("echo_ib").typed<Tensor(const Tensor&, int64_t, bool)>();
+  EXPECT_THAT(errorOf([&] { echo_ib.call(x, -3, true); }),
+              HasSubstr(strCat("typed: ", kTyped, "::echo_ib self=defined n=-3 b=1 keys=set")));
+  EXPECT_THAT(errorOf([&] { echo_ib.call(x, 7, false); }), HasSubstr("n=7 b=0"));
+  auto echo_s = typedOp("echo_s").typed<Tensor(const Tensor&, const Scalar&)>();
+  EXPECT_THAT(errorOf([&] { echo_s.call(x, Scalar(int64_t{5})); }), HasSubstr("typed: self=defined s=int 5"));
+  EXPECT_THAT(errorOf([&] { echo_s.call(x, Scalar(2.5)); }), HasSubstr("typed: self=defined s=float 2.5"));
+  EXPECT_THAT(errorOf([&] { echo_s.call(x, Scalar(true)); }), HasSubstr("typed: self=defined s=bool 1"));
+  const std::vector<int64_t> dims = {4, 5};
+  EXPECT_THAT(errorOf([&] { typedOp("echo_l").typed<Tensor(const Tensor&, IntArrayRef)>().call(x, dims); }),
+              HasSubstr("typed: self=defined dims=[4 5]"));
+  const std::vector<Tensor> two = {x, x};
+  EXPECT_THAT(errorOf([&] { typedOp("echo_tl").typed<Tensor(TensorList, int64_t)>().call(two, 1); }),
+              HasSubstr("typed: 2 tensors dim=1"));
+  // The error keeps the plugin's code and names the kernel.
+  expectError([&] { typedOp("echo_d").typed<Tensor(const Tensor&, double)>().call(x, 0.25); },
+              absl::StatusCode::kInvalidArgument,
+              {"typed: self=defined f=0.25", strCat("kernel of plugin '", kTyped, "' for ", kTyped, "::echo_d")});
+  EXPECT_EQ(info(kTyped, 0), 8) << "every call above went through typed_fn";
+  EXPECT_EQ(info(kTyped, 1), 0);
+  unload(kTyped);
+}
+
+TEST_F(AbiRulesTest, TypedEntryReturnsErrorsAndDeclinesFollowFnsRules) {
+  ASSERT_NO_FATAL_FAILURE(loadTyped());
+  const Tensor x = floats({1, 2});
+  // Two tensor returns, each a new reference the host adopts.
+  const uint32_t refs = x.use_count();
+  {
+    auto [a, b] = typedOp("pair").typed<std::tuple<Tensor, Tensor>(const Tensor&, int64_t, bool)>().call(x, 1, true);
+    EXPECT_EQ(a.unsafeGetImpl(), x.unsafeGetImpl());
+    EXPECT_EQ(b.unsafeGetImpl(), x.unsafeGetImpl());
+    EXPECT_EQ(x.use_count(), refs + 2);
+  }
+  EXPECT_EQ(x.use_count(), refs) << "a return's reference leaked";
+  // A failing kernel's stored return is released, not leaked.
+  expectError([&] { typedOp("store_then_fail").typed<Tensor(const Tensor&)>().call(x); }, absl::StatusCode::kDataLoss,
+              {"typed: failed after storing a return"});
+  EXPECT_EQ(x.use_count(), refs) << "the failed kernel's stored return leaked";
+  // A missing return and a bool that is neither 0 nor 1 are refused, naming
+  // the kernel and the return.
+  expectError([&] { typedOp("no_return").typed<Tensor(const Tensor&)>().call(x); },
+              {strCat("kernel of plugin '", kTyped, "' for ", kTyped, "::no_return did not set return 0")});
+  expectError([&] { typedOp("bad_bool").typed<bool(const Tensor&)>().call(x); },
+              {strCat("kernel of plugin '", kTyped, "' for ", kTyped, "::bad_bool did not set return 0")});
+  // A typed decline goes where the call would go without the kernel: the
+  // kernel registered before it.
+  OperatorHandle pick = typedOp("pick");
+  const int64_t typed_before = info(kTyped, 0);
+  EXPECT_EQ(pick.typed<Tensor(const Tensor&)>().call(x).unsafeGetImpl(), x.unsafeGetImpl());
+  EXPECT_EQ(info(kTyped, 0), typed_before + 2) << "the declining kernel and the one before it, both typed";
+  EXPECT_EQ(pick.declinedCalls(DispatchKey::CPU), 1u);
+  EXPECT_EQ(x.use_count(), refs);
+  unload(kTyped);
+}
+
+TEST_F(AbiRulesTest, TypedEntryOfAPluginOfAbi113IsIgnored) {
+  absl::StatusOr<PluginStatus> s = plugins().load(pluginFile("tp_abi_typed_v1_13"));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->abi_minor, 13u);
+  OperatorHandle which = Dispatcher::singleton().findOpOrThrow("tp_abi_typed_v1_13::which");
+  // Its typed_fn aborts: a host that read a 1.13 plugin's field would die here.
+  EXPECT_EQ(which.typed<int64_t(const Tensor&)>().call(floats({1})), 1);
+  EXPECT_EQ(info("tp_abi_typed_v1_13", 1), 1);
+  unload("tp_abi_typed_v1_13");
+}
+
+TEST_F(AbiRulesTest, TypedEntryWithoutSignatureOrOnAFallbackIsRefused) {
+  expectRefusedAtInit("tp_abi_typed_no_sig",
+                      {"impl(tp_abi_typed_no_sig::which) gives BP_KernelDesc.typed_fn without cpp_signature",
+                       "the typed entry's C type follows from the signature"});
+  expectRefusedAtInit("tp_abi_typed_fallback",
+                      {"a fallback is always called through BP_KernelDesc.fn, so its typed_fn must be NULL"});
+  EXPECT_FALSE(deviceTypeRegistered("abidtfbdev"));
 }
 
 }  // namespace

@@ -72,7 +72,8 @@
  *   event_elapsed_ms; 1.13 added BP_KernelDesc.flags and
  *   BP_KERNEL_CPU_SCALARS (Note [CPU scalars as kernel arguments]), and
  *   BP_DeviceTypeDesc.graph_capture_begin, graph_capture_end, graph_replay
- *   and graph_destroy (Note [Graphs]).
+ *   and graph_destroy (Note [Graphs]); 1.14 added BP_KernelDesc.typed_fn
+ *   (Note [Typed kernel entries]).
  * - Strings passed in are borrowed for the duration of the call unless a
  *   field says otherwise; strings returned are owned by their producer.
  */
@@ -85,7 +86,7 @@
 #define BP_PLUGIN_MAGIC 0x4C504250u /* "BPPL" little-endian */
 #define BP_ABI_MAJOR 1
 /* This header's minor: the newest ABI it describes. */
-#define BP_HEADER_ABI_MINOR 13
+#define BP_HEADER_ABI_MINOR 14
 
 /* Note [The ABI a plugin's source targets]
  * BP_ABI_MINOR is the minor a plugin reports (BP_PluginInfo.abi_minor) and
@@ -299,6 +300,33 @@ typedef struct BP_KernelCall {
  * must not let a C++ exception escape. */
 typedef BP_Error* (*BP_KernelFn)(void* kernel_ctx, const BP_KernelCall* call);
 
+/* Note [Typed kernel entries]
+ * fn receives a call's arguments as BP_Values in a BP_KernelCall, which the
+ * host fills and the kernel reads back. A kernel may also give a typed entry
+ * (BP_KernelDesc.typed_fn, ABI 1.14) that takes them as C arguments, with a
+ * pointer for each return: no BP_Value array and no call struct, so a call
+ * costs little more than a native one. Its C type follows from the kernel's
+ * cpp_signature "(A1, ..., An) -> R", which must be given with it:
+ *   BP_Error* typed_fn(void* kernel_ctx, const BP_Operator* op,
+ *                      uint64_t dispatch_keys, C(A1) a1, ..., C(An) an,
+ *                      R(ret 0)* r0, ..., R(ret m-1)* r_m-1);
+ * - arguments: Tensor and Tensor? are BP_Tensor* (borrowed; NULL for an
+ *   undefined tensor or None), int an int64_t, float a double, bool a
+ *   uint8_t (0 or 1), and every other type a const BP_Value* (borrowed,
+ *   tagged as in a BP_KernelCall: NONE for a None);
+ * - returns ("Tensor", "int", "(Tensor, Tensor)", "()"): each Tensor is a
+ *   BP_Tensor** the host sets to NULL and the kernel to a new reference, int
+ *   an int64_t*, float a double*, bool a uint8_t*, and every other type a
+ *   BP_Value* set to NONE by the host.
+ * The rules of fn hold: the op and dispatch_keys are the call's, an error or
+ * BP_DECLINED is returned (the host then releases any tensor the kernel
+ * stored), a Tensor return may be left NULL only where fn may leave it NONE.
+ * The host calls typed_fn where it has compiled a typed call for the
+ * signature (the common ones, listed in docs/plugins.md) and fn everywhere else
+ * (boxed callers, other signatures), so fn stays required and the two must
+ * do the same. The C++ SDK gives every bp::kernel() both. */
+typedef void (*BP_TypedKernelFn)(void);
+
 typedef struct BP_KernelDesc {
   size_t struct_size;
   BP_KernelFn fn;
@@ -324,8 +352,15 @@ typedef struct BP_KernelDesc {
    * older header (the host reads the field only from a plugin of ABI 1.13
    * or newer). Unknown bits are rejected with BP_INVALID_ARGUMENT. */
   uint64_t flags;
+  /* Added in ABI 1.14. Optional (NULL): the kernel's typed entry, cast to
+   * BP_TypedKernelFn (Note [Typed kernel entries]); needs cpp_signature.
+   * impl, impl_when_defined and composites (impl with BP_ANY_DEVICE_TYPE)
+   * read it; a fallback, a rule (meta) and a conformance reference are
+   * always called through fn and reject a non-NULL one. The host reads it
+   * only from a plugin of ABI 1.14 or newer. */
+  BP_TypedKernelFn typed_fn;
 } BP_KernelDesc;
-#define BP_KernelDesc_STRUCT_SIZE BP_STRUCT_SIZE(BP_KernelDesc, flags)
+#define BP_KernelDesc_STRUCT_SIZE BP_STRUCT_SIZE(BP_KernelDesc, typed_fn)
 
 /* Note [Graphs]
  * Launch-bound work (many small kernels: an encoder layer at batch 1)

@@ -14,14 +14,19 @@
 
 namespace bp {
 
-// A kernel ready to register: the BP_KernelFn, its ctx and its C++
-// signature in the host's notation. Made by bp::kernel().
+// A kernel ready to register: the BP_KernelFn, its ctx, its C++ signature
+// in the host's notation and its typed entry. Made by bp::kernel().
 struct Kernel {
   BP_KernelFn fn;
   void* ctx;
   std::string cpp_signature;
   // BP_KernelDesc.flags (ABI 1.13): BP_KERNEL_* bits.
   uint64_t flags = 0;
+  // BP_KernelDesc.typed_fn (ABI 1.14, Note [Typed kernel entries]): the
+  // same kernel taking its arguments as C arguments, which the host calls
+  // instead of fn where it can. Registered only by a plugin built for 1.14
+  // or newer.
+  BP_TypedKernelFn typed_fn = nullptr;
 
   // This kernel with BP_KERNEL_CPU_SCALARS (Note [CPU scalars as kernel
   // arguments] in plugin_api.h): it takes a 0-d cpu tensor operand as it is,
@@ -43,7 +48,8 @@ std::string kernelSignature(R (*)(P...)) {
 template <class R, class... P>
 Kernel kernel(R (*fn)(P...)) {
   return Kernel{&detail::kernelAdapter<R, P...>, reinterpret_cast<void*>(fn),
-                detail::KernelTraits<R, P...>::signature()};
+                detail::KernelTraits<R, P...>::signature(), 0,
+                detail::typedEntry<detail::RunThroughCtx<R, P...>, R, P...>()};
 }
 
 // The same kernel with the function bound at compile time (no indirect
@@ -51,7 +57,7 @@ Kernel kernel(R (*fn)(P...)) {
 template <auto F>
 Kernel kernel() {
   using FT = detail::FunctionTraits<decltype(F)>;
-  return Kernel{&FT::template adapter<F>, nullptr, FT::Traits::signature()};
+  return Kernel{&FT::template adapter<F>, nullptr, FT::Traits::signature(), 0, FT::template typed<F>()};
 }
 
 }  // namespace bp

@@ -150,12 +150,14 @@ class Library {
   // Registers a kernel made by bp::kernel() / bp::kernel<&f>(), with its
   // flags (Kernel::takingCpuScalars()).
   void impl(const char* op, int32_t device_type, const Kernel& k, Dtypes dtypes = Dtypes::all()) {
-    impl(op, device_type, k.fn, k.ctx, k.cpp_signature.c_str(), dtypes, k.flags);
+    impl(op, device_type, k.fn, k.ctx, k.cpp_signature.c_str(), dtypes, k.flags, k.typed_fn);
   }
   // Registers a raw boxed kernel; `ctx` must outlive the registration.
-  // `flags`: BP_KERNEL_* bits (ABI 1.13).
+  // `flags`: BP_KERNEL_* bits (ABI 1.13). `typed_fn`: its typed entry (ABI
+  // 1.14, Note [Typed kernel entries]; needs cpp_signature), ignored by a
+  // plugin built for an older ABI.
   void impl(const char* op, int32_t device_type, BP_KernelFn fn, void* ctx, const char* cpp_signature = nullptr,
-            Dtypes dtypes = Dtypes::all(), uint64_t flags = 0) {
+            Dtypes dtypes = Dtypes::all(), uint64_t flags = 0, BP_TypedKernelFn typed_fn = nullptr) {
     requireFlags("impl", op, flags);
 #if BP_ABI_MINOR < 5
     if (!dtypes.isAll()) {
@@ -167,7 +169,7 @@ class Library {
                          "ignores declared ones; raise the target to 5 or more, or register without dtypes"));
     }
 #endif
-    BP_KernelDesc d{BP_KernelDesc_STRUCT_SIZE, fn, ctx, cpp_signature, dtypes.mask(), flags};
+    BP_KernelDesc d{BP_KernelDesc_STRUCT_SIZE, fn, ctx, cpp_signature, dtypes.mask(), flags, typedFn(typed_fn)};
     throwIfError(detail::hostSlot(host().impl, "impl")(plugin_, op, device_type, &d));
   }
 #if BP_ABI_MINOR >= 4
@@ -186,13 +188,14 @@ class Library {
   }
   // The same with a kernel made by bp::kernel() / bp::kernel<&f>().
   void implWhenDefined(const char* op, int32_t device_type, const Kernel& k, Dtypes dtypes = Dtypes::all()) {
-    implWhenDefined(op, device_type, k.fn, k.ctx, k.cpp_signature.c_str(), dtypes, k.flags);
+    implWhenDefined(op, device_type, k.fn, k.ctx, k.cpp_signature.c_str(), dtypes, k.flags, k.typed_fn);
   }
   // The same with a raw boxed kernel; `ctx` must outlive the registration.
   // Without cpp_signature, a kernel registered before its operator's
   // definition is called boxed and never checked against the schema.
   void implWhenDefined(const char* op, int32_t device_type, BP_KernelFn fn, void* ctx,
-                       const char* cpp_signature = nullptr, Dtypes dtypes = Dtypes::all(), uint64_t flags = 0) {
+                       const char* cpp_signature = nullptr, Dtypes dtypes = Dtypes::all(), uint64_t flags = 0,
+                       BP_TypedKernelFn typed_fn = nullptr) {
     requireFlags("implWhenDefined", op, flags);
     const BP_HostApi& h = host();
     if (h.impl_when_defined == nullptr) {
@@ -202,7 +205,7 @@ class Library {
                           ", which has no impl_when_defined (added in ABI 1.4); upgrade the host, or "
                           "register the kernel with impl() and load the plugin that defines the operator first"));
     }
-    BP_KernelDesc d{BP_KernelDesc_STRUCT_SIZE, fn, ctx, cpp_signature, dtypes.mask(), flags};
+    BP_KernelDesc d{BP_KernelDesc_STRUCT_SIZE, fn, ctx, cpp_signature, dtypes.mask(), flags, typedFn(typed_fn)};
     throwIfError(h.impl_when_defined(plugin_, op, device_type, &d));
   }
 #endif
@@ -241,7 +244,7 @@ class Library {
   template <class... P>
   void meta(const char* op, void (*rule)(P...)) {
     const Kernel k = bp::kernel(rule);
-    BP_KernelDesc d{BP_KernelDesc_STRUCT_SIZE, k.fn, k.ctx, k.cpp_signature.c_str(), 0, 0};
+    BP_KernelDesc d{BP_KernelDesc_STRUCT_SIZE, k.fn, k.ctx, k.cpp_signature.c_str(), 0, 0, nullptr};
     throwIfError(abi19Slot(host().meta, "meta", op)(plugin_, op, &d));
   }
   // Conformance samples for an operator this plugin defines (BP_HostApi.spec,
@@ -258,7 +261,7 @@ class Library {
   template <class R, class... P>
   void spec(const char* op, const char* samples, R (*reference)(P...), double atol = 0, double rtol = 0) {
     const Kernel k = bp::kernel(reference);
-    BP_KernelDesc ref{BP_KernelDesc_STRUCT_SIZE, k.fn, k.ctx, k.cpp_signature.c_str(), 0, 0};
+    BP_KernelDesc ref{BP_KernelDesc_STRUCT_SIZE, k.fn, k.ctx, k.cpp_signature.c_str(), 0, 0, nullptr};
     BP_SpecDesc d{BP_SpecDesc_STRUCT_SIZE, samples, &ref, atol, rtol};
     throwIfError(abi19Slot(host().spec, "spec", op)(plugin_, op, &d));
   }
@@ -283,14 +286,14 @@ class Library {
            detail::concat("composite(\"", op ? op : "", "\"): the host provides plugin ABI ", h.abi_major, ".",
                           h.abi_minor, ", which has no plugin composites (added in ABI 1.9); upgrade the host"));
     }
-    BP_KernelDesc d{BP_KernelDesc_STRUCT_SIZE, k.fn, k.ctx, k.cpp_signature.c_str(), 0, 0};
+    BP_KernelDesc d{BP_KernelDesc_STRUCT_SIZE, k.fn, k.ctx, k.cpp_signature.c_str(), 0, 0, typedFn(k.typed_fn)};
     throwIfError(detail::hostSlot(h.impl, "impl")(plugin_, op, BP_ANY_DEVICE_TYPE, &d));
   }
 #endif
   // Registers a boxed kernel for every operator on `device_type` that has no
   // kernel there.
   void fallback(int32_t device_type, BP_KernelFn fn, void* ctx) {
-    BP_KernelDesc d{BP_KernelDesc_STRUCT_SIZE, fn, ctx, nullptr, 0, 0};
+    BP_KernelDesc d{BP_KernelDesc_STRUCT_SIZE, fn, ctx, nullptr, 0, 0, nullptr};
     throwIfError(detail::hostSlot(host().fallback, "fallback")(plugin_, device_type, &d));
   }
 
@@ -309,6 +312,16 @@ class Library {
  private:
   // BP_KernelDesc.flags as this plugin's ABI allows them. (An older host
   // ignores them, which is safe: it puts CPU scalars on the device first.)
+  // A typed entry as this plugin's ABI allows it: none before 1.14 (the
+  // host would not read the field).
+  static BP_TypedKernelFn typedFn(BP_TypedKernelFn typed_fn) {
+#if BP_ABI_MINOR >= 14
+    return typed_fn;
+#else
+    (void)typed_fn;
+    return nullptr;
+#endif
+  }
   static void requireFlags(const char* what, const char* op, uint64_t flags) {
     if (flags == 0) return;
 #if BP_ABI_MINOR < 13

@@ -111,6 +111,8 @@ static const BP_KernelDesc* tp_kernel_desc(BP_KernelFn fn, const char* sig, size
   tp_desc.fn = fn;
   tp_desc.ctx = NULL;
   tp_desc.cpp_signature = sig;
+  /* No typed entry (ABI 1.14), where the size covers the field. */
+  if (size >= BP_STRUCT_SIZE(BP_KernelDesc, typed_fn)) tp_desc.typed_fn = NULL;
   return &tp_desc;
 }
 

@@ -236,8 +236,9 @@ static const BP_KernelDesc* tp_kernel_desc(void) {
   tp_kernel.cpp_signature = "(Tensor, int) -> int";
 #endif
 #if TP_LAYOUT == TP_FIELD_END || TP_LAYOUT == TP_CUT_REQUIRED
-  tp_kernel.dtypes = 0; /* every dtype; a 1.2 plugin's struct ends before it */
-  tp_kernel.flags = 0;  /* none (ABI 1.13) */
+  tp_kernel.dtypes = 0;      /* every dtype; a 1.2 plugin's struct ends before it */
+  tp_kernel.flags = 0;       /* none (ABI 1.13) */
+  tp_kernel.typed_fn = NULL; /* no typed entry (ABI 1.14) */
 #endif
   return &tp_kernel;
 }

@@ -1,12 +1,15 @@
 // bp::detail::KernelTraits and kernelAdapter: the compile-time facts about a
-// kernel `R f(P...)` (arity, signature string) and the BP_KernelFn that
-// checks a call, converts its arguments, runs the kernel and stores its
-// returns (Note [Borrowed kernel arguments]).
+// kernel `R f(P...)` (arity, signature string), the BP_KernelFn that checks
+// a call, converts its arguments, runs the kernel and stores its returns
+// (Note [Borrowed kernel arguments]), and its typed entry (typedEntry, Note
+// [Typed kernel entries] in plugin_api.h).
 // Not part of the API: names in bp::detail may change in any release.
 #ifndef BACKPLANE_PLUGIN_DETAIL_KERNEL_ADAPTER_HPP_
 #define BACKPLANE_PLUGIN_DETAIL_KERNEL_ADAPTER_HPP_
 
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -117,17 +120,20 @@ struct ArgFetch<Tensor, true> {
 };
 
 template <bool kTakesKeys, size_t I, class D, bool kByReference>
-D convertArg(const BP_KernelCall* call) {
+D convertArg(const BP_Operator* op, uint64_t keys, const BP_Value* args) {
   if constexpr (kTakesKeys && I == 0) {
-    return DispatchKeys{call->dispatch_keys};
+    (void)op;
+    (void)args;
+    return DispatchKeys{keys};
   } else {
     constexpr size_t index = I - (kTakesKeys ? 1 : 0);
-    const BP_Value& v = call->args[index];
-    if (!ArgTraits<D>::accepts(v.tag)) argumentMismatch(call, index, ArgTraits<D>::name(), v.tag);
+    const BP_Value& v = args[index];
+    if (!ArgTraits<D>::accepts(v.tag)) argumentMismatch(op, index, ArgTraits<D>::name(), v.tag);
     return ArgFetch<D, kByReference>::get(v);
   }
 }
 
+// Converts the arguments, runs the kernel and stores its returns; throws.
 // Inlined into each adapter, so that a kernel bound at compile time
 // (bp::kernel<&f>()) is a direct call, or inlined, inside the one function
 // the host calls.
@@ -137,21 +143,33 @@ template <class R, class... P, class F, size_t... I>
 #if defined(__GNUC__)
 [[gnu::always_inline]] inline
 #endif
-BP_Error* runKernel(F&& fn, const BP_KernelCall* call, std::index_sequence<I...>) noexcept {
+void runKernelOn(F&& fn, const BP_Operator* op, uint64_t keys, const BP_Value* args, BP_Value* rets,
+                 std::index_sequence<I...>) {
+  using Traits = KernelTraits<R, P...>;
+  (void)op, (void)keys, (void)args, (void)rets;  // unused by a kernel without parameters or returns
+  // Braced initialization converts the arguments left to right, so the
+  // first bad argument is the one reported.
+  std::tuple<Decay<P>...> a{
+      convertArg<Traits::kTakesKeys, I, Decay<P>,
+                 std::is_lvalue_reference_v<P> && std::is_const_v<std::remove_reference_t<P>>>(op, keys, args)...};
+  (void)a;
+  if constexpr (std::is_void_v<R>) {
+    fn(std::get<I>(std::move(a))...);
+  } else {
+    ReturnTraits<R>::store(fn(std::get<I>(std::move(a))...), rets, op);
+  }
+}
+
+// The body of a BP_KernelFn: checks the call's shape, then runKernelOn().
+template <class R, class... P, class F, size_t... I>
+#if defined(__GNUC__)
+[[gnu::always_inline]] inline
+#endif
+BP_Error* runKernel(F&& fn, const BP_KernelCall* call, std::index_sequence<I...> seq) noexcept {
   using Traits = KernelTraits<R, P...>;
   try {
     checkCall(call, Traits::kNumArgs, Traits::kNumReturns);
-    // Braced initialization converts the arguments left to right, so the
-    // first bad argument is the one reported.
-    std::tuple<Decay<P>...> args{
-        convertArg<Traits::kTakesKeys, I, Decay<P>,
-                   std::is_lvalue_reference_v<P> && std::is_const_v<std::remove_reference_t<P>>>(call)...};
-    (void)args;
-    if constexpr (std::is_void_v<R>) {
-      fn(std::get<I>(std::move(args))...);
-    } else {
-      ReturnTraits<R>::store(fn(std::get<I>(std::move(args))...), call);
-    }
+    runKernelOn<R, P...>(fn, call->op, call->dispatch_keys, call->args, call->returns, seq);
     return nullptr;
   } catch (...) {
     return currentExceptionToError();
@@ -170,6 +188,164 @@ BP_Error* kernelAdapter(void* ctx, const BP_KernelCall* call) noexcept {
   return runKernel<R, P...>(fn, call, std::index_sequence_for<P...>());
 }
 
+// ---------------------------------------------- typed entries (ABI 1.14)
+// Note [Typed kernel entries] in plugin_api.h: the same kernel taking its
+// arguments as C arguments. Each C argument becomes the BP_Value a
+// BP_KernelCall would carry, so that the one runKernelOn() converts and
+// checks both ways alike (the compiler folds the constant tags away); the
+// returns go from BP_Values to the host's pointers.
+
+template <class... T>
+struct TypeList {};
+
+// TypedParam<D>::type: the C type of an argument of (decayed) kernel type
+// D; typedValue(): the BP_Value that C argument stands for.
+template <class D>
+struct TypedParam {
+  using type = const BP_Value*;
+};
+template <>
+struct TypedParam<Tensor> {
+  using type = BP_Tensor*;
+};
+template <>
+struct TypedParam<std::optional<Tensor>> {
+  using type = BP_Tensor*;
+};
+template <>
+struct TypedParam<int64_t> {
+  using type = int64_t;
+};
+template <>
+struct TypedParam<double> {
+  using type = double;
+};
+template <>
+struct TypedParam<bool> {
+  using type = uint8_t;
+};
+inline BP_Value typedValue(const BP_Value* v) noexcept { return v != nullptr ? *v : BP_Value{}; }
+inline BP_Value typedValue(BP_Tensor* t) noexcept {
+  BP_Value v{};
+  v.tag = t != nullptr ? BP_VALUE_TENSOR : BP_VALUE_NONE;
+  v.u.tensor = t;
+  return v;
+}
+inline BP_Value typedValue(int64_t i) noexcept {
+  BP_Value v{};
+  v.tag = BP_VALUE_INT;
+  v.u.i = i;
+  return v;
+}
+inline BP_Value typedValue(double d) noexcept {
+  BP_Value v{};
+  v.tag = BP_VALUE_DOUBLE;
+  v.u.d = d;
+  return v;
+}
+inline BP_Value typedValue(uint8_t b) noexcept {
+  BP_Value v{};
+  v.tag = BP_VALUE_BOOL;
+  v.u.b = b;
+  return v;
+}
+
+// TypedOut<T>::type: the C pointer a return of type T is stored through;
+// putTyped(): stores the BP_Value the kernel's return became through it.
+template <class T>
+struct TypedOut {
+  using type = BP_Value*;  // bp::Scalar
+};
+template <>
+struct TypedOut<Tensor> {
+  using type = BP_Tensor**;
+};
+template <>
+struct TypedOut<int64_t> {
+  using type = int64_t*;
+};
+template <>
+struct TypedOut<double> {
+  using type = double*;
+};
+template <>
+struct TypedOut<bool> {
+  using type = uint8_t*;
+};
+inline void putTyped(const BP_Value& v, BP_Value* out) noexcept { *out = v; }
+inline void putTyped(const BP_Value& v, BP_Tensor** out) noexcept {
+  *out = v.tag == BP_VALUE_TENSOR ? v.u.tensor : nullptr;  // NONE: a masked-out return
+}
+inline void putTyped(const BP_Value& v, int64_t* out) noexcept { *out = v.u.i; }
+inline void putTyped(const BP_Value& v, double* out) noexcept { *out = v.u.d; }
+inline void putTyped(const BP_Value& v, uint8_t* out) noexcept { *out = v.u.b; }
+
+template <class R>
+struct TypedReturn {
+  using Outs = TypeList<typename TypedOut<R>::type>;
+};
+template <>
+struct TypedReturn<void> {
+  using Outs = TypeList<>;
+};
+template <class... T>
+struct TypedReturn<std::tuple<T...>> {
+  using Outs = TypeList<typename TypedOut<T>::type...>;
+};
+
+// The kernel's parameters as the typed entry lists them: without a leading
+// bp::DispatchKeys (the keys always come as dispatch_keys).
+template <bool kTakesKeys, class... D>
+struct TypedParams {
+  using type = TypeList<D...>;
+};
+template <class D0, class... D>
+struct TypedParams<true, D0, D...> {
+  using type = TypeList<D...>;
+};
+
+// The typed entry of `Run` (a struct whose static run() is runKernelOn()
+// for one kernel), given its parameter and out-pointer lists.
+template <class Run, class Params, class Outs>
+struct TypedEntry;
+template <class Run, class... D, class... O>
+struct TypedEntry<Run, TypeList<D...>, TypeList<O...>> {
+  static BP_Error* fn(void* ctx, const BP_Operator* op, uint64_t keys, typename TypedParam<D>::type... a,
+                      O... out) noexcept {
+    const BP_Value args[sizeof...(D) + 1] = {typedValue(a)..., BP_Value{}};
+    BP_Value rets[sizeof...(O) + 1] = {};
+    try {
+      Run::run(ctx, op, keys, args, rets);
+    } catch (...) {
+      return currentExceptionToError();
+    }
+    put(rets, std::index_sequence_for<O...>(), out...);
+    return nullptr;
+  }
+
+ private:
+  template <size_t... I>
+  static void put(const BP_Value* rets, std::index_sequence<I...>, O... out) noexcept {
+    (putTyped(rets[I], out), ...);
+    (void)rets;
+  }
+};
+
+// The typed entry of a kernel R(P...) run by `Run`.
+template <class Run, class R, class... P>
+BP_TypedKernelFn typedEntry() {
+  using Params = typename TypedParams<KernelTraits<R, P...>::kTakesKeys, Decay<P>...>::type;
+  return reinterpret_cast<BP_TypedKernelFn>(&TypedEntry<Run, Params, typename TypedReturn<R>::Outs>::fn);
+}
+
+// Run for a kernel whose function pointer is the call's ctx (bp::kernel(&f)).
+template <class R, class... P>
+struct RunThroughCtx {
+  static void run(void* ctx, const BP_Operator* op, uint64_t keys, const BP_Value* args, BP_Value* rets) {
+    runKernelOn<R, P...>(reinterpret_cast<R (*)(P...)>(ctx), op, keys, args, rets, std::index_sequence_for<P...>());
+  }
+};
+
 template <class F>
 struct FunctionTraits {
   static_assert(kAlwaysFalse<F>, "bp::kernel<F>: F must be a pointer to a function, e.g. bp::kernel<&myKernel>()");
@@ -180,6 +356,17 @@ struct FunctionTraits<R (*)(P...)> {
   template <auto F>
   static BP_Error* adapter(void*, const BP_KernelCall* call) noexcept {
     return runKernel<R, P...>(F, call, std::index_sequence_for<P...>());
+  }
+  // Run for the kernel F bound at compile time (bp::kernel<&f>()).
+  template <auto F>
+  struct Run {
+    static void run(void*, const BP_Operator* op, uint64_t keys, const BP_Value* args, BP_Value* rets) {
+      runKernelOn<R, P...>(F, op, keys, args, rets, std::index_sequence_for<P...>());
+    }
+  };
+  template <auto F>
+  static BP_TypedKernelFn typed() {
+    return typedEntry<Run<F>, R, P...>();
   }
 };
 template <class R, class... P>

@@ -55,10 +55,10 @@ inline const char* opName(const BP_Operator* op) noexcept {
 
 // Throws BP_INVALID_ARGUMENT "argument <index> of <op>: expected <type>, got
 // <tag>"; `index` is 0-based, as in call->args.
-[[noreturn]] inline void argumentMismatch(const BP_KernelCall* call, size_t index, const std::string& expected,
+[[noreturn]] inline void argumentMismatch(const BP_Operator* op, size_t index, const std::string& expected,
                                           BP_ValueTag got) {
   fail(BP_INVALID_ARGUMENT,
-       concat("argument ", index, " of ", opName(call->op), ": expected ", expected, ", got ", tagName(got)));
+       concat("argument ", index, " of ", opName(op), ": expected ", expected, ", got ", tagName(got)));
 }
 
 // ArgTraits<T>: how a kernel parameter of (decayed) type T is read from a
@@ -208,8 +208,9 @@ struct ArgTraits<std::optional<T>> {
   }
 };
 
-// ReturnTraits<R>: how a kernel's return value is stored into
-// call->returns (store) and how an op_call's returns are read back (load).
+// ReturnTraits<R>: how a kernel's return value is stored into the call's
+// returns (store; `op` names the call's operator in errors) and how an
+// op_call's returns are read back (load).
 template <class R>
 struct ReturnTraits {
   static_assert(kAlwaysFalse<R>,
@@ -222,8 +223,8 @@ inline void storeTensor(Tensor& t, BP_Value& out) noexcept {
   out.reserved = 0;
   out.u.tensor = t.release();  // a new reference, adopted by the host
 }
-[[noreturn]] inline void undefinedReturn(const BP_KernelCall* call, size_t index) {
-  fail(BP_INTERNAL, concat("the kernel for ", opName(call->op), " returned an undefined bp::Tensor as return ", index));
+[[noreturn]] inline void undefinedReturn(const BP_Operator* op, size_t index) {
+  fail(BP_INTERNAL, concat("the kernel for ", opName(op), " returned an undefined bp::Tensor as return ", index));
 }
 [[noreturn]] inline void wrongReturn(const char* op, size_t index, const char* expected, BP_ValueTag got) {
   fail(BP_INTERNAL, concat(op, " return ", index, ": expected ", expected, ", got ", tagName(got)));
@@ -238,9 +239,9 @@ template <>
 struct ReturnTraits<Tensor> {
   static constexpr size_t kCount = 1;
   static std::string name() { return "Tensor"; }
-  static void store(Tensor r, const BP_KernelCall* call) {
-    if (!r.defined()) undefinedReturn(call, 0);
-    storeTensor(r, call->returns[0]);
+  static void store(Tensor r, BP_Value* returns, const BP_Operator* op) {
+    if (!r.defined()) undefinedReturn(op, 0);
+    storeTensor(r, returns[0]);
   }
   static Tensor load(std::array<Tensor, 1>& owned, const BP_Value* rets, const char* op) {
     if (rets[0].tag != BP_VALUE_TENSOR || !owned[0].defined()) wrongReturn(op, 0, "Tensor", rets[0].tag);
@@ -257,8 +258,8 @@ struct ReturnTraits<std::tuple<T...>> {
     for (size_t i = 0; i < kCount; ++i) s += i ? ", Tensor" : "Tensor";
     return s + ")";
   }
-  static void store(std::tuple<T...> r, const BP_KernelCall* call) {
-    storeAll(r, call, std::index_sequence_for<T...>());
+  static void store(std::tuple<T...> r, BP_Value* returns, const BP_Operator*) {
+    storeAll(r, returns, std::index_sequence_for<T...>());
   }
   static std::tuple<T...> load(std::array<Tensor, kCount>& owned, const BP_Value* rets, const char* op) {
     for (size_t i = 0; i < kCount; ++i) {
@@ -272,13 +273,11 @@ struct ReturnTraits<std::tuple<T...>> {
 
  private:
   template <size_t... I>
-  static void storeAll(std::tuple<T...>& r, const BP_KernelCall* call, std::index_sequence<I...>) {
+  static void storeAll(std::tuple<T...>& r, BP_Value* returns, std::index_sequence<I...>) {
     // An undefined tensor is passed as None: a backward op with an
     // output_mask leaves the returns its mask does not ask for undefined
     // (the host's Note [Masked returns]); the host refuses any other.
-    ((std::get<I>(r).defined() ? storeTensor(std::get<I>(r), call->returns[I])
-                               : void(call->returns[I].tag = BP_VALUE_NONE)),
-     ...);
+    ((std::get<I>(r).defined() ? storeTensor(std::get<I>(r), returns[I]) : void(returns[I].tag = BP_VALUE_NONE)), ...);
   }
   template <size_t... I>
   static std::tuple<T...> loadAll(std::array<Tensor, kCount>& owned, std::index_sequence<I...>) {
@@ -289,9 +288,9 @@ template <>
 struct ReturnTraits<int64_t> {
   static constexpr size_t kCount = 1;
   static std::string name() { return "int"; }
-  static void store(int64_t r, const BP_KernelCall* call) noexcept {
-    call->returns[0].tag = BP_VALUE_INT;
-    call->returns[0].u.i = r;
+  static void store(int64_t r, BP_Value* returns, const BP_Operator*) noexcept {
+    returns[0].tag = BP_VALUE_INT;
+    returns[0].u.i = r;
   }
   static int64_t load(std::array<Tensor, 1>&, const BP_Value* rets, const char* op) {
     if (rets[0].tag != BP_VALUE_INT) wrongReturn(op, 0, "int", rets[0].tag);
@@ -302,9 +301,9 @@ template <>
 struct ReturnTraits<double> {
   static constexpr size_t kCount = 1;
   static std::string name() { return "float"; }
-  static void store(double r, const BP_KernelCall* call) noexcept {
-    call->returns[0].tag = BP_VALUE_DOUBLE;
-    call->returns[0].u.d = r;
+  static void store(double r, BP_Value* returns, const BP_Operator*) noexcept {
+    returns[0].tag = BP_VALUE_DOUBLE;
+    returns[0].u.d = r;
   }
   static double load(std::array<Tensor, 1>&, const BP_Value* rets, const char* op) {
     if (rets[0].tag == BP_VALUE_INT) return static_cast<double>(rets[0].u.i);
@@ -316,9 +315,9 @@ template <>
 struct ReturnTraits<bool> {
   static constexpr size_t kCount = 1;
   static std::string name() { return "bool"; }
-  static void store(bool r, const BP_KernelCall* call) noexcept {
-    call->returns[0].tag = BP_VALUE_BOOL;
-    call->returns[0].u.b = r ? 1 : 0;
+  static void store(bool r, BP_Value* returns, const BP_Operator*) noexcept {
+    returns[0].tag = BP_VALUE_BOOL;
+    returns[0].u.b = r ? 1 : 0;
   }
   static bool load(std::array<Tensor, 1>&, const BP_Value* rets, const char* op) {
     if (rets[0].tag != BP_VALUE_BOOL) wrongReturn(op, 0, "bool", rets[0].tag);
@@ -329,9 +328,9 @@ template <>
 struct ReturnTraits<Scalar> {
   static constexpr size_t kCount = 1;
   static std::string name() { return "Scalar"; }
-  static void store(const Scalar& r, const BP_KernelCall* call) {
+  static void store(const Scalar& r, BP_Value* returns, const BP_Operator*) {
     CallStorage unused;
-    call->returns[0] = packValue(r, unused);
+    returns[0] = packValue(r, unused);
   }
   static Scalar load(std::array<Tensor, 1>&, const BP_Value* rets, const char* op) {
     if (!ArgTraits<Scalar>::accepts(rets[0].tag)) wrongReturn(op, 0, "Scalar", rets[0].tag);
