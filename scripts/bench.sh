@@ -45,6 +45,13 @@ if ninja -C build-release -t targets all | grep -x 'cuda_bench: phony' >/dev/nul
   targets+=(cuda_bench)
   programs+=(gpu/cuda_bench:cuda_results)
 fi
+# Every plugin this build has, so that BM_LoadAllPlugins loads all of them
+# (the GPU and MPI plugins exist where their toolkits were found).
+for plugin in backplane_cuda backplane_gpusim backplane_hip backplane_mpi; do
+  if ninja -C build-release -t targets all | grep -x "$plugin: phony" >/dev/null; then
+    targets+=("$plugin")
+  fi
+done
 cmake --build build-release --parallel "$(nproc)" --target "${targets[@]}"
 mkdir -p build/bench
 # A program none of whose benchmarks match the filter writes an empty JSON
