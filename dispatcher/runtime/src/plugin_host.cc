@@ -12,6 +12,7 @@
 #include "backplane/runtime/process_group.h"
 #include "backplane/runtime/store.h"
 #include "loaded_plugin.h"
+#include "typed_calls.h"
 
 struct BP_Error {
   BP_ErrorCode code;
@@ -613,6 +614,12 @@ struct TypedArg<Tensor> {
   BP_Tensor* t;
 };
 template <>
+struct TypedArg<std::optional<Tensor>> {
+  explicit TypedArg(const std::optional<Tensor>& v) : t(v && v->defined() ? toBP(*v) : nullptr) {}  // NULL: None
+  BP_Tensor* get() const { return t; }
+  BP_Tensor* t;
+};
+template <>
 struct TypedArg<int64_t> {
   explicit TypedArg(int64_t v) : v(v) {}
   int64_t get() const { return v; }
@@ -667,8 +674,8 @@ template <>
 struct TypedOut<bool> {
   uint8_t v = 0;
   uint8_t* ptr() { return &v; }
-  bool fits() const { return v <= 1; }
-  bool take() { return v != 0; }
+  bool fits() const { return true; }
+  bool take() { return v != 0; }  // nonzero is true, as a BOOL return through fn
   void release() {}
 };
 
@@ -725,12 +732,20 @@ Ret pluginTyped(OperatorKernel* functor, DispatchKeySet ks, Args... args) {
   const auto& k = *static_cast<PluginKernel*>(functor);
   using Outs = TypedOuts<Ret>;
   Outs outs;
-  const std::tuple<TypedArgOf<Args>...> c{TypedArgOf<Args>(args)...};
+  // Each holder built in place: a BP_Value copied after its fields were
+  // stored would stall on the store forwarding (about 5 ns a call).
+  const std::tuple<TypedArgOf<Args>...> c{args...};
   const auto call = [&] {
     return outs.apply([&](auto... out) {
       return std::apply(
           [&](const auto&... a) {
-            using Fn = BP_Error* (*)(void*, const BP_Operator*, uint64_t, decltype(a.get())..., decltype(out)...);
+            // The C type typed_calls.h gives the signature (checked against
+            // the SDK's in abi_rules_test.cc); each holder's get() and slot's
+            // ptr() must be exactly its parameter's type.
+            using Fn = TypedFn<Ret, Args...>;
+            static_assert(std::is_same_v<Fn, BP_Error* (*)(void*, const BP_Operator*, uint64_t, decltype(a.get())...,
+                                                           decltype(out)...)>,
+                          "a TypedArg or TypedOut does not pass the C type typed_calls.h gives");
             return reinterpret_cast<Fn>(k.typed_fn)(k.ctx, k.op, ks.raw(), a.get()..., out...);
           },
           c);
@@ -766,24 +781,15 @@ struct FastEntry<Ret(Args...)> {
   }
 };
 
-// Signatures whose plugin kernels are called without boxing. Others work
-// boxed. The standard operator set adds the signatures it uses; the list
-// is docs/plugins.md's (Note [Typed kernel entries]).
+// The unboxed adapters of typed_calls.h's signatures, by signature string.
 template <typename... Sigs>
-absl::flat_hash_map<std::string, FastAdapters> makeFastTable() {
+absl::flat_hash_map<std::string, FastAdapters> makeFastTable(SignatureList<Sigs...>) {
   absl::flat_hash_map<std::string, FastAdapters> table;
   (table.insert(FastEntry<Sigs>::make()), ...);
   return table;
 }
 const absl::flat_hash_map<std::string, FastAdapters>& fastTable() {
-  using T = const Tensor&;
-  using S = const Scalar&;
-  static const auto* table = new absl::flat_hash_map<std::string, FastAdapters>(
-      makeFastTable<Tensor(T), Tensor(T, T), Tensor(T, T, S), Tensor(T, S), Tensor(T, S, S), Tensor(T, T, T),
-                    Tensor(T, T, S, T), Tensor(T, T, T, S, S), Tensor(T, int64_t), Tensor(T, int64_t, bool),
-                    Tensor(T, double), Tensor(T, IntArrayRef), Tensor(T, int64_t, int64_t), Tensor(TensorList, int64_t),
-                    Tensor(T, bool), Tensor(T, T, T, T), std::tuple<Tensor, Tensor>(T, int64_t, bool), int64_t(T),
-                    double(T), bool(T)>());
+  static const auto* table = new absl::flat_hash_map<std::string, FastAdapters>(makeFastTable(FastSignatures{}));
   return *table;
 }
 

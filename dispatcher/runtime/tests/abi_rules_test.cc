@@ -40,10 +40,12 @@
 
 #include "backplane/core/device_type_registry.h"
 #include "backplane/dispatch/dispatcher.h"
+#include "backplane/plugin/detail/kernel_adapter.hpp"
 #include "backplane/plugin_api.h"
 #include "backplane/runtime/plugin_registry.h"
 #include "backplane/testing/cpu_kernels.h"
 #include "host_api_1_0.h"
+#include "typed_calls.h"
 
 #ifndef BACKPLANE_TEST_PLUGIN_DIR
 #error "BACKPLANE_TEST_PLUGIN_DIR must name the folder the test plugins are built into"
@@ -125,7 +127,9 @@ const char* const kAbiPlugins[] = {"tp_abi_v1_0",
                                    "tp_abi_typed_v1_14",
                                    "tp_abi_typed_v1_13",
                                    "tp_abi_typed_no_sig",
-                                   "tp_abi_typed_fallback"};
+                                   "tp_abi_typed_fallback",
+                                   "tp_abi_typed_meta",
+                                   "tp_abi_typed_reference"};
 
 std::string pluginFile(std::string_view name) { return strCat(BACKPLANE_TEST_PLUGIN_DIR, "/", name, ".so"); }
 
@@ -901,6 +905,85 @@ TEST_F(AbiRulesTest, KernelFlagsOfAPluginOfAbi112AreIgnored) {
 
 // ------------------------------------------ 13. BP_KernelDesc.typed_fn (1.14)
 
+// The host calls a typed entry as plugin_detail::TypedFn<Ret, Args...>; the
+// SDK generates each as bp::detail::TypedEntry<...>::fn. For every
+// signature the host has a typed call for, the two C types are one.
+template <typename T>
+struct SdkType;  // the SDK's parameter or return type for the host's C++ type T
+template <>
+struct SdkType<const Tensor&> {
+  using type = const bp::Tensor&;
+};
+template <>
+struct SdkType<Tensor> {
+  using type = bp::Tensor;
+};
+template <>
+struct SdkType<const Scalar&> {
+  using type = const bp::Scalar&;
+};
+template <>
+struct SdkType<IntArrayRef> {
+  using type = bp::IntList;
+};
+template <>
+struct SdkType<TensorList> {
+  using type = const std::vector<bp::Tensor>&;
+};
+template <>
+struct SdkType<int64_t> {
+  using type = int64_t;
+};
+template <>
+struct SdkType<double> {
+  using type = double;
+};
+template <>
+struct SdkType<bool> {
+  using type = bool;
+};
+template <typename... Ts>
+struct SdkType<std::tuple<Ts...>> {
+  using type = std::tuple<typename SdkType<Ts>::type...>;
+};
+struct NoRun {};
+// The SDK's entries are noexcept; the host calls them through the same type
+// without it (a function pointer conversion, which keeps the call defined).
+template <typename F>
+struct WithoutNoexcept {
+  using type = F;
+};
+template <typename R, typename... A>
+struct WithoutNoexcept<R (*)(A...) noexcept> {
+  using type = R (*)(A...);
+};
+template <typename Sig>
+struct SdkTypedFn;
+template <typename Ret, typename... Args>
+struct SdkTypedFn<Ret(Args...)> {
+  using R = typename SdkType<Ret>::type;
+  using Params = typename bp::detail::TypedParams<false, bp::detail::Decay<typename SdkType<Args>::type>...>::type;
+  using Entry = bp::detail::TypedEntry<NoRun, Params, typename bp::detail::TypedReturn<R>::Outs>;
+  using type = typename WithoutNoexcept<decltype(&Entry::fn)>::type;
+};
+template <typename Sig>
+struct HostTypedFn;
+template <typename Ret, typename... Args>
+struct HostTypedFn<Ret(Args...)> {
+  using type = plugin_detail::TypedFn<Ret, Args...>;
+};
+template <typename... Sigs>
+constexpr bool hostAndSdkAgree(plugin_detail::SignatureList<Sigs...>) {
+  return (std::is_same_v<typename HostTypedFn<Sigs>::type, typename SdkTypedFn<Sigs>::type> && ...);
+}
+static_assert(hostAndSdkAgree(plugin_detail::FastSignatures{}),
+              "the C type the host calls a typed entry as differs from the one the SDK generates");
+// And for the types no signature of the table has yet: Tensor?, a void return.
+using OptionalTensorEntry =
+    bp::detail::TypedEntry<NoRun, bp::detail::TypeList<std::optional<bp::Tensor>, bool>, bp::detail::TypeList<>>;
+static_assert(std::is_same_v<plugin_detail::TypedFn<void, const std::optional<Tensor>&, bool>,
+                             WithoutNoexcept<decltype(&OptionalTensorEntry::fn)>::type>);
+
 // Loads tp_abi_typed_v1_14 and returns its operator `name`.
 constexpr const char* kTyped = "tp_abi_typed_v1_14";
 OperatorHandle typedOp(const char* name) { return Dispatcher::singleton().findOpOrThrow(strCat(kTyped, "::", name)); }
@@ -946,11 +1029,13 @@ TEST_F(AbiRulesTest, TypedEntryGetsEachArgumentAsItsCType) {
   const std::vector<Tensor> two = {x, x};
   EXPECT_THAT(errorOf([&] { typedOp("echo_tl").typed<Tensor(TensorList, int64_t)>().call(two, 1); }),
               HasSubstr("typed: 2 tensors dim=1"));
+  EXPECT_THAT(errorOf([&] { typedOp("echo_tt").typed<Tensor(const Tensor&, const Tensor&)>().call(x, Tensor()); }),
+              HasSubstr("typed: a=defined b=undefined"));
   // The error keeps the plugin's code and names the kernel.
   expectError([&] { typedOp("echo_d").typed<Tensor(const Tensor&, double)>().call(x, 0.25); },
               absl::StatusCode::kInvalidArgument,
               {"typed: self=defined f=0.25", strCat("kernel of plugin '", kTyped, "' for ", kTyped, "::echo_d")});
-  EXPECT_EQ(info(kTyped, 0), 8) << "every call above went through typed_fn";
+  EXPECT_EQ(info(kTyped, 0), 9) << "every call above went through typed_fn";
   EXPECT_EQ(info(kTyped, 1), 0);
   unload(kTyped);
 }
@@ -971,12 +1056,18 @@ TEST_F(AbiRulesTest, TypedEntryReturnsErrorsAndDeclinesFollowFnsRules) {
   expectError([&] { typedOp("store_then_fail").typed<Tensor(const Tensor&)>().call(x); }, absl::StatusCode::kDataLoss,
               {"typed: failed after storing a return"});
   EXPECT_EQ(x.use_count(), refs) << "the failed kernel's stored return leaked";
-  // A missing return and a bool that is neither 0 nor 1 are refused, naming
-  // the kernel and the return.
+  // One of two returns stored before a failure: released too.
+  expectError(
+      [&] {
+        typedOp("pair_half_fail").typed<std::tuple<Tensor, Tensor>(const Tensor&, int64_t, bool)>().call(x, 1, 1);
+      },
+      absl::StatusCode::kDataLoss, {"typed: failed after storing one of two returns"});
+  EXPECT_EQ(x.use_count(), refs) << "the failed kernel's first return leaked";
+  // A missing return is refused, naming the kernel and the return.
   expectError([&] { typedOp("no_return").typed<Tensor(const Tensor&)>().call(x); },
               {strCat("kernel of plugin '", kTyped, "' for ", kTyped, "::no_return did not set return 0")});
-  expectError([&] { typedOp("bad_bool").typed<bool(const Tensor&)>().call(x); },
-              {strCat("kernel of plugin '", kTyped, "' for ", kTyped, "::bad_bool did not set return 0")});
+  // A bool return of 7 is true, as a BOOL of 7 is through fn.
+  EXPECT_TRUE(typedOp("bool_seven").typed<bool(const Tensor&)>().call(x));
   // A typed decline goes where the call would go without the kernel: the
   // kernel registered before it.
   OperatorHandle pick = typedOp("pick");
@@ -985,6 +1076,16 @@ TEST_F(AbiRulesTest, TypedEntryReturnsErrorsAndDeclinesFollowFnsRules) {
   EXPECT_EQ(info(kTyped, 0), typed_before + 2) << "the declining kernel and the one before it, both typed";
   EXPECT_EQ(pick.declinedCalls(DispatchKey::CPU), 1u);
   EXPECT_EQ(x.use_count(), refs);
+  unload(kTyped);
+}
+
+TEST_F(AbiRulesTest, TypedEntryServesCompositesAndKernelsRegisteredBeforeTheirDefinition) {
+  ASSERT_NO_FATAL_FAILURE(loadTyped());
+  const Tensor x = floats({1});
+  EXPECT_EQ(typedOp("composite_which").typed<int64_t(const Tensor&)>().call(x), 2);
+  EXPECT_EQ(typedOp("later").typed<int64_t(const Tensor&)>().call(x), 2);
+  EXPECT_EQ(info(kTyped, 0), 2);
+  EXPECT_EQ(info(kTyped, 1), 0);
   unload(kTyped);
 }
 
@@ -999,12 +1100,18 @@ TEST_F(AbiRulesTest, TypedEntryOfAPluginOfAbi113IsIgnored) {
   unload("tp_abi_typed_v1_13");
 }
 
-TEST_F(AbiRulesTest, TypedEntryWithoutSignatureOrOnAFallbackIsRefused) {
+TEST_F(AbiRulesTest, TypedEntryWithoutSignatureOrWhereFnAloneIsCalledIsRefused) {
   expectRefusedAtInit("tp_abi_typed_no_sig",
                       {"impl(tp_abi_typed_no_sig::which) gives BP_KernelDesc.typed_fn without cpp_signature",
                        "the typed entry's C type follows from the signature"});
   expectRefusedAtInit("tp_abi_typed_fallback",
                       {"a fallback is always called through BP_KernelDesc.fn, so its typed_fn must be NULL"});
+  expectRefusedAtInit("tp_abi_typed_meta", {"meta(tp_abi_typed_meta::pick) is always called through BP_KernelDesc.fn, "
+                                            "so its typed_fn must be NULL"});
+  EXPECT_FALSE(opDefined("tp_abi_typed_meta::pick"));
+  expectRefusedAtInit("tp_abi_typed_reference",
+                      {"the conformance reference of tp_abi_typed_reference::pick is always called through "
+                       "BP_KernelDesc.fn, so its typed_fn must be NULL"});
   EXPECT_FALSE(deviceTypeRegistered("abidtfbdev"));
 }
 

@@ -316,8 +316,8 @@ typedef BP_Error* (*BP_KernelFn)(void* kernel_ctx, const BP_KernelCall* call);
  *   tagged as in a BP_KernelCall: NONE for a None);
  * - returns ("Tensor", "int", "(Tensor, Tensor)", "()"): each Tensor is a
  *   BP_Tensor** the host sets to NULL and the kernel to a new reference, int
- *   an int64_t*, float a double*, bool a uint8_t*, and every other type a
- *   BP_Value* set to NONE by the host.
+ *   an int64_t*, float a double*, bool a uint8_t* (nonzero is true), and
+ *   every other type a BP_Value* set to NONE by the host.
  * The rules of fn hold: the op and dispatch_keys are the call's, an error or
  * BP_DECLINED is returned (the host then releases any tensor the kernel
  * stored), a Tensor return may be left NULL only where fn may leave it NONE.

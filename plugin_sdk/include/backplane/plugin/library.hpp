@@ -312,16 +312,6 @@ class Library {
  private:
   // BP_KernelDesc.flags as this plugin's ABI allows them. (An older host
   // ignores them, which is safe: it puts CPU scalars on the device first.)
-  // A typed entry as this plugin's ABI allows it: none before 1.14 (the
-  // host would not read the field).
-  static BP_TypedKernelFn typedFn(BP_TypedKernelFn typed_fn) {
-#if BP_ABI_MINOR >= 14
-    return typed_fn;
-#else
-    (void)typed_fn;
-    return nullptr;
-#endif
-  }
   static void requireFlags(const char* what, const char* op, uint64_t flags) {
     if (flags == 0) return;
 #if BP_ABI_MINOR < 13
@@ -334,6 +324,16 @@ class Library {
       fail(BP_INVALID_ARGUMENT, detail::concat(what, "(\"", op ? op : "", "\"): unknown kernel flags ", flags,
                                                " (BP_KERNEL_CPU_SCALARS is the only one)"));
     }
+#endif
+  }
+  // A typed entry as this plugin's ABI allows it: none before 1.14 (the
+  // host would not read the field).
+  static BP_TypedKernelFn typedFn(BP_TypedKernelFn typed_fn) {
+#if BP_ABI_MINOR >= 14
+    return typed_fn;
+#else
+    (void)typed_fn;
+    return nullptr;
 #endif
   }
 #if BP_ABI_MINOR >= 9

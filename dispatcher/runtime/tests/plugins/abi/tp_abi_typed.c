@@ -20,15 +20,27 @@
  *                                        self, then fails (the host must
  *                                        release it)
  *     no_return(Tensor self) -> Tensor   typed_fn succeeds without a return
- *     bad_bool(Tensor self) -> bool      typed_fn stores 7
+ *     bool_seven(Tensor self) -> bool    typed_fn stores 7 (true, as through fn)
  *     pick(Tensor self) -> Tensor        two kernels: the first returns self;
  *                                        the second, registered after it,
  *                                        declines through typed_fn
+ *     echo_tt(Tensor a, Tensor b) -> Tensor
+ *                                        fails with whether each tensor arrived
+ *     pair_half_fail(Tensor self, int n, bool b) -> (Tensor, Tensor)
+ *                                        typed_fn stores self in the first
+ *                                        return, then fails
+ *     composite_which(Tensor self) -> int
+ *                                        which(), as a composite (impl with
+ *                                        BP_ANY_DEVICE_TYPE)
+ *     later(Tensor self) -> int          which(), through impl_when_defined
+ *                                        before the def
  *     info(int which) -> int             0: typed_fn calls, 1: fn calls
  *   TP_TY_V1_13     TP_NAME::which only, built as a 1.13 plugin whose
  *                   typed_fn field holds a function that must never run (a
  *                   1.13 plugin's field is not read)
  *   TP_TY_NO_SIG    an impl with typed_fn and no cpp_signature (refused)
+ *   TP_TY_META      a rule (meta) with typed_fn (refused)
+ *   TP_TY_REFERENCE a conformance reference with typed_fn (refused)
  *   TP_TY_FALLBACK  a fallback with typed_fn (refused), on device "abidtfbdev"
  *                   (the name tp_abi_dtypes's device has: one dynamic slot)
  */
@@ -43,13 +55,16 @@
 #define TP_TY_V1_13 2
 #define TP_TY_NO_SIG 3
 #define TP_TY_FALLBACK 4
+#define TP_TY_META 5
+#define TP_TY_REFERENCE 6
 
 #if TP_MODE == TP_TY_V1_13
 #define TP_ABI_MINOR 13
-#elif TP_MODE == TP_TY_V1_14 || TP_MODE == TP_TY_NO_SIG || TP_MODE == TP_TY_FALLBACK
+#elif TP_MODE == TP_TY_V1_14 || TP_MODE == TP_TY_NO_SIG || TP_MODE == TP_TY_FALLBACK || TP_MODE == TP_TY_META || \
+    TP_MODE == TP_TY_REFERENCE
 #define TP_ABI_MINOR BP_ABI_MINOR
 #else
-#error "TP_MODE must be TP_TY_V1_14, TP_TY_V1_13, TP_TY_NO_SIG or TP_TY_FALLBACK"
+#error "TP_MODE must be TP_TY_V1_14, TP_TY_V1_13, TP_TY_NO_SIG, TP_TY_FALLBACK, TP_TY_META or TP_TY_REFERENCE"
 #endif
 
 static const BP_PluginInfo tp_info = {
@@ -155,7 +170,24 @@ TP_FN BP_Error* tp_echo_tl(void* ctx, const BP_Operator* op, uint64_t keys, cons
   return tp_echo(text);
 }
 
+TP_FN BP_Error* tp_echo_tt(void* ctx, const BP_Operator* op, uint64_t keys, BP_Tensor* a, BP_Tensor* b,
+                           BP_Tensor** out) {
+  char text[128];
+  (void)ctx, (void)op, (void)keys, (void)out;
+  ++tp_calls[0];
+  snprintf(text, sizeof text, "typed: a=%s b=%s", tp_defined(a), tp_defined(b));
+  return tp_echo(text);
+}
+
 /* ----------------------------------------------------- returns, errors */
+
+TP_FN BP_Error* tp_pair_half_fail(void* ctx, const BP_Operator* op, uint64_t keys, BP_Tensor* self, int64_t n,
+                                  uint8_t b, BP_Tensor** out0, BP_Tensor** out1) {
+  (void)ctx, (void)op, (void)keys, (void)n, (void)b, (void)out1;
+  ++tp_calls[0];
+  *out0 = abi_host->tensor_retain(self);
+  return abi_host->error_new(BP_DATA_LOSS, "typed: failed after storing one of two returns");
+}
 
 TP_FN BP_Error* tp_pair(void* ctx, const BP_KernelCall* call) {
   (void)ctx;
@@ -187,7 +219,7 @@ TP_FN BP_Error* tp_no_return(void* ctx, const BP_Operator* op, uint64_t keys, BP
   return NULL;
 }
 
-TP_FN BP_Error* tp_bad_bool(void* ctx, const BP_Operator* op, uint64_t keys, BP_Tensor* self, uint8_t* out) {
+TP_FN BP_Error* tp_bool_seven(void* ctx, const BP_Operator* op, uint64_t keys, BP_Tensor* self, uint8_t* out) {
   (void)ctx, (void)op, (void)keys, (void)self;
   ++tp_calls[0];
   *out = 7;
@@ -277,14 +309,29 @@ BP_EXPORT BP_Error* backplane_plugin_init(const BP_HostApi* host, BP_Plugin* plu
   if ((e = tp_impl(plugin, TP_NAME "::no_return(Tensor self) -> Tensor", TP_NAME "::no_return", abi_unreachable_kernel,
                    TP_TYPED(tp_no_return), "(Tensor) -> Tensor")))
     return e;
-  if ((e = tp_impl(plugin, TP_NAME "::bad_bool(Tensor self) -> bool", TP_NAME "::bad_bool", abi_unreachable_kernel,
-                   TP_TYPED(tp_bad_bool), "(Tensor) -> bool")))
+  if ((e = tp_impl(plugin, TP_NAME "::bool_seven(Tensor self) -> bool", TP_NAME "::bool_seven", abi_unreachable_kernel,
+                   TP_TYPED(tp_bool_seven), "(Tensor) -> bool")))
     return e;
   if ((e = tp_impl(plugin, TP_NAME "::pick(Tensor self) -> Tensor", TP_NAME "::pick", tp_return_self,
                    TP_TYPED(tp_return_self_typed), "(Tensor) -> Tensor")))
     return e;
   if ((e = tp_impl(plugin, NULL, TP_NAME "::pick", tp_decline, TP_TYPED(tp_decline_typed), "(Tensor) -> Tensor")))
     return e;
+  if ((e = tp_impl(plugin, TP_NAME "::echo_tt(Tensor a, Tensor b) -> Tensor", TP_NAME "::echo_tt", tp_echo_boxed,
+                   TP_TYPED(tp_echo_tt), "(Tensor, Tensor) -> Tensor")))
+    return e;
+  if ((e = tp_impl(plugin, TP_NAME "::pair_half_fail(Tensor self, int n, bool b) -> (Tensor, Tensor)",
+                   TP_NAME "::pair_half_fail", abi_unreachable_kernel, TP_TYPED(tp_pair_half_fail),
+                   "(Tensor, int, bool) -> (Tensor, Tensor)")))
+    return e;
+  {
+    BP_KernelDesc k = tp_typed_desc(tp_which, TP_TYPED(tp_which_typed), "(Tensor) -> int");
+    if ((e = host->def(plugin, TP_NAME "::composite_which(Tensor self) -> int"))) return e;
+    if ((e = host->impl(plugin, TP_NAME "::composite_which", BP_ANY_DEVICE_TYPE, &k))) return e;
+    /* Registered before its def: it waits for it (impl_when_defined). */
+    if ((e = host->impl_when_defined(plugin, TP_NAME "::later", 0, &k))) return e;
+    if ((e = host->def(plugin, TP_NAME "::later(Tensor self) -> int"))) return e;
+  }
 #elif TP_MODE == TP_TY_V1_13
   if ((e = tp_impl(plugin, TP_NAME "::which(Tensor self) -> int", TP_NAME "::which", tp_which, TP_TYPED(tp_never),
                    "(Tensor) -> int")))
@@ -293,6 +340,25 @@ BP_EXPORT BP_Error* backplane_plugin_init(const BP_HostApi* host, BP_Plugin* plu
   if ((e = tp_impl(plugin, TP_NAME "::which(Tensor self) -> int", TP_NAME "::which", tp_which, TP_TYPED(tp_which_typed),
                    NULL)))
     return e;
+#elif TP_MODE == TP_TY_META || TP_MODE == TP_TY_REFERENCE
+  if ((e = tp_impl(plugin, TP_NAME "::pick(Tensor self) -> Tensor", TP_NAME "::pick", tp_return_self,
+                   TP_TYPED(tp_return_self_typed), "(Tensor) -> Tensor")))
+    return e;
+  {
+#if TP_MODE == TP_TY_META
+    /* Refused before anything could call it. */
+    BP_KernelDesc rule = tp_typed_desc(abi_unreachable_kernel, TP_TYPED(tp_no_return), "(Tensor) -> ()");
+    if ((e = host->meta(plugin, TP_NAME "::pick", &rule))) return e;
+#else
+    BP_KernelDesc reference = tp_typed_desc(tp_return_self, TP_TYPED(tp_return_self_typed), "(Tensor) -> Tensor");
+    BP_SpecDesc spec;
+    memset(&spec, 0, sizeof spec);
+    spec.struct_size = BP_SpecDesc_STRUCT_SIZE;
+    spec.samples = "dtypes: float32\nrows: T[4]\n";
+    spec.reference = &reference;
+    if ((e = host->spec(plugin, TP_NAME "::pick", &spec))) return e;
+#endif
+  }
 #elif TP_MODE == TP_TY_FALLBACK
   {
     BP_DeviceTypeDesc d = abi_heap_device_desc("abidtfbdev");

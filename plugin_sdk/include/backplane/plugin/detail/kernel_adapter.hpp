@@ -119,15 +119,25 @@ struct ArgFetch<Tensor, true> {
   static Tensor get(const BP_Value& v) { return Tensor::unowned(v.u.tensor); }
 };
 
-template <bool kTakesKeys, size_t I, class D, bool kByReference>
-D convertArg(const BP_Operator* op, uint64_t keys, const BP_Value* args) {
+// Argument i of a call: from a BP_KernelCall's array, or made from the C
+// argument of a typed entry (Note [Typed kernel entries]; typedValue below),
+// so that one convertArg() checks and converts both alike.
+template <size_t i>
+const BP_Value& argValue(const BP_Value* args) {
+  return args[i];
+}
+template <size_t i, class... C>
+decltype(auto) argValue(const std::tuple<C...>& args);
+
+template <bool kTakesKeys, size_t I, class D, bool kByReference, class Args>
+D convertArg(const BP_Operator* op, uint64_t keys, const Args& args) {
   if constexpr (kTakesKeys && I == 0) {
     (void)op;
     (void)args;
     return DispatchKeys{keys};
   } else {
     constexpr size_t index = I - (kTakesKeys ? 1 : 0);
-    const BP_Value& v = args[index];
+    const BP_Value& v = argValue<index>(args);
     if (!ArgTraits<D>::accepts(v.tag)) argumentMismatch(op, index, ArgTraits<D>::name(), v.tag);
     return ArgFetch<D, kByReference>::get(v);
   }
@@ -139,11 +149,11 @@ D convertArg(const BP_Operator* op, uint64_t keys, const BP_Value* args) {
 // the host calls.
 // (clang-format 14 misreads the template arguments below the #if'd attribute.)
 // clang-format off
-template <class R, class... P, class F, size_t... I>
+template <class R, class... P, class F, class Args, size_t... I>
 #if defined(__GNUC__)
 [[gnu::always_inline]] inline
 #endif
-void runKernelOn(F&& fn, const BP_Operator* op, uint64_t keys, const BP_Value* args, BP_Value* rets,
+void runKernelOn(F&& fn, const BP_Operator* op, uint64_t keys, const Args& args, BP_Value* rets,
                  std::index_sequence<I...>) {
   using Traits = KernelTraits<R, P...>;
   (void)op, (void)keys, (void)args, (void)rets;  // unused by a kernel without parameters or returns
@@ -190,8 +200,8 @@ BP_Error* kernelAdapter(void* ctx, const BP_KernelCall* call) noexcept {
 
 // ---------------------------------------------- typed entries (ABI 1.14)
 // Note [Typed kernel entries] in plugin_api.h: the same kernel taking its
-// arguments as C arguments. Each C argument becomes the BP_Value a
-// BP_KernelCall would carry, so that the one runKernelOn() converts and
+// arguments as C arguments. Each C argument is read as the BP_Value a
+// BP_KernelCall would carry (argValue), so that one runKernelOn() converts and
 // checks both ways alike (the compiler folds the constant tags away); the
 // returns go from BP_Values to the host's pointers.
 
@@ -199,7 +209,8 @@ template <class... T>
 struct TypeList {};
 
 // TypedParam<D>::type: the C type of an argument of (decayed) kernel type
-// D; typedValue(): the BP_Value that C argument stands for.
+// D; typedValue(): the BP_Value a C argument other than a BP_Value* stands
+// for.
 template <class D>
 struct TypedParam {
   using type = const BP_Value*;
@@ -224,7 +235,6 @@ template <>
 struct TypedParam<bool> {
   using type = uint8_t;
 };
-inline BP_Value typedValue(const BP_Value* v) noexcept { return v != nullptr ? *v : BP_Value{}; }
 inline BP_Value typedValue(BP_Tensor* t) noexcept {
   BP_Value v{};
   v.tag = t != nullptr ? BP_VALUE_TENSOR : BP_VALUE_NONE;
@@ -248,6 +258,21 @@ inline BP_Value typedValue(uint8_t b) noexcept {
   v.tag = BP_VALUE_BOOL;
   v.u.b = b;
   return v;
+}
+
+// A typed entry's argument i: the host's BP_Value itself where it passes
+// one (read in place, field by field, as from a BP_KernelCall: no copy of
+// the whole value that a store of its fields cannot forward to), else the
+// value its C argument stands for.
+inline constexpr BP_Value kNoneValue{};
+template <size_t i, class... C>
+decltype(auto) argValue(const std::tuple<C...>& args) {
+  const auto& c = std::get<i>(args);
+  if constexpr (std::is_same_v<std::remove_cv_t<std::remove_reference_t<decltype(c)>>, const BP_Value*>) {
+    return static_cast<const BP_Value&>(c != nullptr ? *c : kNoneValue);
+  } else {
+    return typedValue(c);
+  }
 }
 
 // TypedOut<T>::type: the C pointer a return of type T is stored through;
@@ -312,7 +337,7 @@ template <class Run, class... D, class... O>
 struct TypedEntry<Run, TypeList<D...>, TypeList<O...>> {
   static BP_Error* fn(void* ctx, const BP_Operator* op, uint64_t keys, typename TypedParam<D>::type... a,
                       O... out) noexcept {
-    const BP_Value args[sizeof...(D) + 1] = {typedValue(a)..., BP_Value{}};
+    const std::tuple<typename TypedParam<D>::type...> args{a...};
     BP_Value rets[sizeof...(O) + 1] = {};
     try {
       Run::run(ctx, op, keys, args, rets);
@@ -341,7 +366,8 @@ BP_TypedKernelFn typedEntry() {
 // Run for a kernel whose function pointer is the call's ctx (bp::kernel(&f)).
 template <class R, class... P>
 struct RunThroughCtx {
-  static void run(void* ctx, const BP_Operator* op, uint64_t keys, const BP_Value* args, BP_Value* rets) {
+  template <class Args>
+  static void run(void* ctx, const BP_Operator* op, uint64_t keys, const Args& args, BP_Value* rets) {
     runKernelOn<R, P...>(reinterpret_cast<R (*)(P...)>(ctx), op, keys, args, rets, std::index_sequence_for<P...>());
   }
 };
@@ -360,7 +386,8 @@ struct FunctionTraits<R (*)(P...)> {
   // Run for the kernel F bound at compile time (bp::kernel<&f>()).
   template <auto F>
   struct Run {
-    static void run(void*, const BP_Operator* op, uint64_t keys, const BP_Value* args, BP_Value* rets) {
+    template <class Args>
+    static void run(void*, const BP_Operator* op, uint64_t keys, const Args& args, BP_Value* rets) {
       runKernelOn<R, P...>(F, op, keys, args, rets, std::index_sequence_for<P...>());
     }
   };
