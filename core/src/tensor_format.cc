@@ -120,9 +120,16 @@ struct Printer {
         continue;
       }
       // Rows break lines; blocks of higher dimensions leave blank lines between.
-      std::string separator = "\n" + std::string(shown.size() - d - 2, '\n') + std::string(indent + d + 1, ' ');
+      // (Appended piece by piece: GCC 12 at -O3 mistakes `"\n" + std::string(...)`
+      // for an overlapping copy, -Wrestrict.)
+      std::string separator(1, '\n');
+      separator.append(shown.size() - d - 2, '\n');
+      separator.append(indent + d + 1, ' ');
       out += separator;
-      if (gap) out += "..." + std::string(",") + separator;
+      if (gap) {
+        out += "...,";
+        out += separator;
+      }
     }
     out += ']';
   }
