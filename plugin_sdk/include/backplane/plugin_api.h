@@ -73,7 +73,7 @@
  *   BP_KERNEL_CPU_SCALARS (Note [CPU scalars as kernel arguments]), and
  *   BP_DeviceTypeDesc.graph_capture_begin, graph_capture_end, graph_replay
  *   and graph_destroy (Note [Graphs]); 1.14 added BP_KernelDesc.typed_fn
- *   (Note [Typed kernel entries]).
+ *   and BP_TypedKernelFn (Note [Typed kernel entries]).
  * - Strings passed in are borrowed for the duration of the call unless a
  *   field says otherwise; strings returned are owned by their producer.
  */
@@ -309,15 +309,18 @@ typedef BP_Error* (*BP_KernelFn)(void* kernel_ctx, const BP_KernelCall* call);
  * cpp_signature "(A1, ..., An) -> R", which must be given with it:
  *   BP_Error* typed_fn(void* kernel_ctx, const BP_Operator* op,
  *                      uint64_t dispatch_keys, C(A1) a1, ..., C(An) an,
- *                      R(ret 0)* r0, ..., R(ret m-1)* r_m-1);
+ *                      Out(R0) r0, ..., Out(Rm-1) r_m-1);
  * - arguments: Tensor and Tensor? are BP_Tensor* (borrowed; NULL for an
  *   undefined tensor or None), int an int64_t, float a double, bool a
  *   uint8_t (0 or 1), and every other type a const BP_Value* (borrowed,
  *   tagged as in a BP_KernelCall: NONE for a None);
- * - returns ("Tensor", "int", "(Tensor, Tensor)", "()"): each Tensor is a
- *   BP_Tensor** the host sets to NULL and the kernel to a new reference, int
- *   an int64_t*, float a double*, bool a uint8_t* (nonzero is true), and
- *   every other type a BP_Value* set to NONE by the host.
+ * - returns R0..Rm-1 of R ("Tensor", "int", "(Tensor, Tensor)", "()"), Out(Ri)
+ *   each: a Tensor is a BP_Tensor** the host sets to NULL and the kernel to
+ *   a new reference, int an int64_t*, float a double*, bool a uint8_t*
+ *   (nonzero is true), and every other type a BP_Value* set to NONE by the
+ *   host. The host sets int, float and bool returns to 0 before the call and
+ *   cannot tell one the kernel left unset (through fn that is an error): a
+ *   kernel sets every return it has.
  * The rules of fn hold: the op and dispatch_keys are the call's, an error or
  * BP_DECLINED is returned (the host then releases any tensor the kernel
  * stored), a Tensor return may be left NULL only where fn may leave it NONE.
