@@ -364,7 +364,7 @@ template <typename Call, typename Release>
       k, op, ks, [&] { return k.fn(k.ctx, &call); }, [&] { releaseReturns(rets, nrets); });
 }
 
-[[noreturn]] void throwMissingReturn(const PluginKernel& k, size_t i) {
+[[noreturn, gnu::cold, gnu::noinline]] void throwMissingReturn(const PluginKernel& k, size_t i) {
   BP_THROW(kInternal, k.context, " did not set return ", i,
            " (or set a value of the wrong kind; a tensor return may be left undefined only where the op's "
            "output_mask is false)");
@@ -598,52 +598,49 @@ Ret pluginUnboxed(OperatorKernel* functor, DispatchKeySet ks, Args... args) {
 }
 
 // Note [Typed kernel entries] in plugin_api.h, the host's side: an
-// argument as the C type its schema type maps to. Tensor, int, float and
-// bool go as themselves; every other type as a pointer to its BP_Value
-// (fastValue's), which the holder keeps for the call.
-template <typename T>
+// argument held as the C type typed_calls.h maps it to. int, float and bool
+// as themselves (converted to that type), tensors as BP_Tensor*, every other
+// type as a pointer to its BP_Value (fastValue's), which the holder keeps
+// for the call.
+template <typename T, typename C = typename TypedCArg<T>::type>
 struct TypedArg {
+  explicit TypedArg(const T& v) : c(static_cast<C>(v)) {}
+  C get() const { return c; }
+  C c;
+};
+template <typename T>
+struct TypedArg<T, const BP_Value*> {
   explicit TypedArg(const T& v) : value(fastValue(v)) {}
   const BP_Value* get() const { return &value; }
   BP_Value value;
 };
 template <>
-struct TypedArg<Tensor> {
+struct TypedArg<Tensor, BP_Tensor*> {
   explicit TypedArg(const Tensor& v) : t(toBP(v)) {}  // NULL when undefined
   BP_Tensor* get() const { return t; }
   BP_Tensor* t;
 };
 template <>
-struct TypedArg<std::optional<Tensor>> {
+struct TypedArg<std::optional<Tensor>, BP_Tensor*> {
   explicit TypedArg(const std::optional<Tensor>& v) : t(v && v->defined() ? toBP(*v) : nullptr) {}  // NULL: None
   BP_Tensor* get() const { return t; }
   BP_Tensor* t;
 };
-template <>
-struct TypedArg<int64_t> {
-  explicit TypedArg(int64_t v) : v(v) {}
-  int64_t get() const { return v; }
-  int64_t v;
-};
-template <>
-struct TypedArg<double> {
-  explicit TypedArg(double v) : v(v) {}
-  double get() const { return v; }
-  double v;
-};
-template <>
-struct TypedArg<bool> {
-  explicit TypedArg(bool v) : v(v ? 1 : 0) {}
-  uint8_t get() const { return v; }
-  uint8_t v;
-};
 template <typename T>
 using TypedArgOf = TypedArg<std::decay_t<T>>;
 
-// A return's C slot: what the kernel writes through the pointer the host
-// passes, set before the call to what the kernel leaves alone.
+// A return's C slot, of the type typed_calls.h's pointer points to: what
+// the kernel writes through it, set before the call to what the kernel
+// leaves alone. An int, float or bool converts to R (a bool: nonzero is
+// true, as a BOOL return through fn).
 template <typename R>
-struct TypedOut;
+struct TypedOut {
+  std::remove_pointer_t<typename TypedCOut<R>::type> v{};
+  auto* ptr() { return &v; }
+  bool fits() const { return true; }
+  R take() { return static_cast<R>(v); }
+  void release() {}
+};
 template <>
 struct TypedOut<Tensor> {
   BP_Tensor* t = nullptr;  // a new reference, adopted by take()
@@ -653,30 +650,6 @@ struct TypedOut<Tensor> {
   void release() {
     if (t) adoptTensor(std::exchange(t, nullptr));
   }
-};
-template <>
-struct TypedOut<int64_t> {
-  int64_t v = 0;
-  int64_t* ptr() { return &v; }
-  bool fits() const { return true; }
-  int64_t take() { return v; }
-  void release() {}
-};
-template <>
-struct TypedOut<double> {
-  double v = 0;
-  double* ptr() { return &v; }
-  bool fits() const { return true; }
-  double take() { return v; }
-  void release() {}
-};
-template <>
-struct TypedOut<bool> {
-  uint8_t v = 0;
-  uint8_t* ptr() { return &v; }
-  bool fits() const { return true; }
-  bool take() { return v != 0; }  // nonzero is true, as a BOOL return through fn
-  void release() {}
 };
 
 // Every return of Ret: one slot each.
@@ -721,10 +694,6 @@ struct TypedOuts<std::tuple<Ts...>> {
   }
 };
 
-[[noreturn, gnu::cold, gnu::noinline]] void throwBadTypedReturn(const PluginKernel& k, size_t i) {
-  throwMissingReturn(k, i);
-}
-
 // The unboxed adapter through the kernel's typed entry: the arguments as C
 // arguments, a pointer per return; no BP_Value array, no BP_KernelCall.
 template <typename Ret, typename... Args>
@@ -757,7 +726,7 @@ Ret pluginTyped(OperatorKernel* functor, DispatchKeySet ks, Args... args) {
     constexpr size_t m = FastReturns<Ret>::count;
     if (const size_t bad = outs.firstMisfit(); bad != m) [[unlikely]] {
       outs.release();
-      throwBadTypedReturn(k, bad);
+      throwMissingReturn(k, bad);
     }
   }
   return outs.take();
