@@ -9,6 +9,7 @@
 
 #include "backplane/core/error.h"
 #include "backplane/core/str_cat.h"
+#include "backplane/dispatch/boxed_arguments.h"
 #include "backplane/dispatch/builtin_kernels.h"
 #include "backplane/dispatch/schema_signature.h"
 
@@ -147,8 +148,7 @@ IValue defaultArgumentValue(const Argument& arg) {
   return defaultToIValue(*arg.default_value, arg.type);
 }
 
-void OperatorHandle::callBoxed(Stack& stack) const {
-  const FunctionSchema& s = schema();
+void completeBoxedArguments(const FunctionSchema& s, Stack& stack) {
   const auto& args = s.arguments();
   BP_CHECK(stack.size() <= args.size(), s.name().qualifiedName(), " takes ", args.size(),
            " arguments but the boxed call passed ", stack.size(), "; schema: ", s.toString());
@@ -164,6 +164,12 @@ void OperatorHandle::callBoxed(Stack& stack) const {
              ")");
     convertToSchemaType(stack[i], args[i].type);  // Note [Boxed argument conversions]
   }
+}
+
+void OperatorHandle::callBoxed(Stack& stack) const {
+  const FunctionSchema& s = schema();
+  const auto& args = s.arguments();
+  completeBoxedArguments(s, stack);
   DispatchKeySet ks = detail::computeDispatchKeySet(stack, args.size());
   if (const uint64_t written = entry_->writtenArguments()) detail::bumpWrittenVersions(written, stack, args.size());
   if (const KernelRecord* meta = entry_->meta()) {

@@ -1009,6 +1009,47 @@ TEST_F(AbiRulesTest, TypedEntryTakesUnboxedCallsAndFnTheBoxedOnes) {
   unload(kTyped);
 }
 
+// callAsTyped (Note [Typed calls in conformance]): a stack's call that
+// reaches the plugin kernel as an application's typed call does.
+TEST_F(AbiRulesTest, CallAsTypedReachesTheTypedEntryWhereCallBoxedReachesFn) {
+  ASSERT_NO_FATAL_FAILURE(loadTyped());
+  OperatorHandle which = typedOp("which");
+  Stack stack{IValue(floats({1, 2}))};
+  ASSERT_TRUE(callAsTyped(which, stack));
+  ASSERT_EQ(stack.size(), 1u);
+  EXPECT_EQ(stack[0].toInt(), 2) << "typed_fn answered";
+  EXPECT_EQ(info(kTyped, 0), 1);
+  EXPECT_EQ(info(kTyped, 1), 0);
+  unload(kTyped);
+}
+
+// Returns [n]: which n the call got.
+Tensor typedCallProbe(const Tensor&, int64_t n) { return floats({static_cast<float>(n)}); }
+Tensor untypedCallProbe(const Tensor& self, std::string_view) { return self; }
+
+TEST_F(AbiRulesTest, CallAsTypedCompletesAndChecksTheStackAsCallBoxed) {
+  Library lib("abi_calls_as_typed");
+  throwIfError(lib.def("probe(Tensor self, int n=3) -> Tensor"));
+  throwIfError(lib.impl("probe", DispatchKey::CPU, BP_FN(typedCallProbe)));
+  throwIfError(lib.def("untyped(Tensor self, str mode) -> Tensor"));
+  throwIfError(lib.impl("untyped", DispatchKey::CPU, BP_FN(untypedCallProbe)));
+  const OperatorHandle probe = Dispatcher::singleton().findOpOrThrow("abi_calls_as_typed::probe");
+  // A default left off is filled in, as by callBoxed.
+  Stack stack{IValue(floats({1, 2}))};
+  ASSERT_TRUE(callAsTyped(probe, stack));
+  ASSERT_EQ(stack.size(), 1u);
+  EXPECT_EQ(Tensor(stack[0].toTensor()).toVector<float>(), (std::vector<float>{3}));
+  // An argument of the wrong type is refused, naming it.
+  Stack bad{IValue(floats({1})), IValue(std::string("three"))};
+  expectError([&] { callAsTyped(probe, bad); }, {"abi_calls_as_typed::probe", "argument 'n' (position 1) must be int"});
+  // A signature with no typed plugin call: false, the stack untouched.
+  const OperatorHandle untyped = Dispatcher::singleton().findOpOrThrow("abi_calls_as_typed::untyped");
+  Stack kept{IValue(floats({1})), IValue(std::string("m"))};
+  EXPECT_FALSE(callAsTyped(untyped, kept));
+  ASSERT_EQ(kept.size(), 2u);
+  EXPECT_EQ(kept[1].toString(), "m");
+}
+
 TEST_F(AbiRulesTest, TypedEntryGetsEachArgumentAsItsCType) {
   ASSERT_NO_FATAL_FAILURE(loadTyped());
   const Tensor x = floats({1, 2});

@@ -27,6 +27,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "backplane/core/device.h"
+#include "backplane/dispatch/dispatcher.h"
 
 namespace backplane {
 
@@ -98,5 +99,17 @@ class PluginRegistry {
 // The process's plugins: created on first use and never destroyed, like the
 // Dispatcher singleton whose table they register into.
 PluginRegistry& plugins();
+
+// Calls `op` with the arguments on `stack` the way a C++ application's typed
+// call does (op.typed<Sig>().call with the schema's signature), replaces
+// them with its returns, and returns true (the stack's arguments are
+// completed and checked as callBoxed does first); or returns false, the stack
+// untouched, where the host calls no plugin kernel of that signature
+// unboxed (a typed call then reaches a plugin kernel boxed, as callBoxed
+// does). callBoxed reaches a plugin kernel through its boxed entry, a typed
+// call through its typed one where the plugin gives one (Note [Typed kernel
+// entries] in plugin_api.h): conformance calls both, so that it certifies
+// what applications call. Throws what the call throws.
+bool callAsTyped(const OperatorHandle& op, Stack& stack);
 
 }  // namespace backplane
