@@ -19,6 +19,7 @@
 #include "backplane/ops/derivatives.h"
 #include "backplane/ops/ops.h"
 #include "backplane/ops/random.h"
+#include "backplane/runtime/plugin_registry.h"
 
 namespace backplane::conformance {
 namespace {
@@ -283,9 +284,41 @@ struct FormRunner {
       bool raised;
       const std::vector<IValue> args = onDevice(s.args, device, s.host_args);
       if (!call(op, s, args, stack, raised)) return;
-      if (raised) continue;
-      if (!check(s, tensorsOf(stack), spec.reference(s), args)) return;
+      std::vector<Expected> want;
+      if (!raised) {
+        want = spec.reference(s);
+        if (!check(s, tensorsOf(stack), want, args)) return;
+      }
+      if (!callTyped(op, s, want)) return;
     }
+  }
+
+  // Note [Typed calls in conformance]
+  // A C++ application's typed call (op.typed<Sig>().call) reaches a plugin
+  // kernel through its typed entry where the plugin gives one, and through
+  // the host's unboxed adapter over its boxed entry where not (Note [Typed
+  // kernel entries] in plugin_api.h); every form here calls callBoxed,
+  // which reaches neither. So the functional form calls each sample a
+  // second time, typed (callAsTyped), from freshly staged arguments, and
+  // holds it to the same expectations: a plugin whose typed entry disagrees
+  // with its boxed one fails, with "called typed" in the message. Ops of a
+  // signature the host calls no plugin kernel unboxed for are called once.
+  bool callTyped(const OperatorHandle& op, const Sample& s, const std::vector<Expected>& want) {
+    const std::vector<IValue> args = onDevice(s.args, device, s.host_args);
+    Stack stack(args.begin(), args.end());
+    try {
+      if (!callAsTyped(op, stack)) return true;
+    } catch (const std::exception& e) {
+      if (s.must_raise) return true;
+      return record(s, Outcome::Error, std::string("called typed: ") + e.what());
+    }
+    if (s.must_raise) {
+      if (raisedAtSynchronization()) return true;
+      return record(s, Outcome::Fail, "called typed, the call returned, but it must raise (" + s.raise_reason + ")");
+    }
+    if (check(s, tensorsOf(stack), want, args)) return true;
+    result.message = "called typed: " + result.message;
+    return false;
   }
 
   // Note [Gradient forms]

@@ -16,6 +16,11 @@
 //   sign.out fails with a hostile message: bytes that are not UTF-8, an ANSI
 //            colour sequence and 1 MiB of text, which every report must
 //            keep well-formed and cap (Note [Report text])
+//   exp      two entries that disagree: the boxed one declines every call
+//            (so the host serves it where it would have gone without this
+//            kernel, rightly), the typed one returns self unchanged. Called
+//            boxed it passes; called typed, as applications call it, it is
+//            wrong (Note [Typed calls in conformance] in runner.cc)
 // It lands outside the default plugin directory: only tests that pass
 // --plugin load it.
 #include <unistd.h>
@@ -67,6 +72,15 @@ bp::Tensor hangingAbs(const bp::Tensor&, const bp::Tensor& out) {
   return out;
 }
 
+bp::Tensor decliningExp(const bp::Tensor&) { bp::decline("faulty: exp is computed by its typed entry"); }
+
+// The typed entry of exp (a Tensor(Tensor) kernel's C type, Note [Typed
+// kernel entries]): self, unchanged.
+BP_Error* identityExpTyped(void*, const BP_Operator*, uint64_t, BP_Tensor* self, BP_Tensor** out) {
+  *out = bp::host().tensor_retain(self);
+  return nullptr;
+}
+
 bp::Tensor hostileSign(const bp::Tensor&, const bp::Tensor&) {
   bp::fail(BP_INVALID_ARGUMENT, "faulty: sign \xff\xfe \x1b[31mred\x1b[0m " + std::string(size_t{1} << 20, 'x'));
 }
@@ -78,6 +92,9 @@ void init(bp::Library& m) {
   m.impl("bp::neg.out", faulty, &crashingNeg);
   m.impl("bp::abs.out", faulty, &hangingAbs);
   m.impl("bp::sign.out", faulty, &hostileSign);
+  bp::Kernel exp = bp::kernel<&decliningExp>();
+  exp.typed_fn = reinterpret_cast<BP_TypedKernelFn>(&identityExpTyped);
+  m.impl("bp::exp", faulty, exp);
 }
 
 }  // namespace

@@ -4,9 +4,10 @@ CI job would and checks its exit code, summary and reports.
 
 The faulty test plugin registers device type "faulty" (two devices) with an
 add.out that subtracts, a neg.out that dies of SIGSEGV on one sample of the
-functional and out= forms (and is wrong on device 1) and an abs.out that
-never returns; the runner must report a failure, a crash and a timeout, each
-naming the op, form and sample, and go on."""
+functional and out= forms (and is wrong on device 1), an abs.out that
+never returns, and an exp whose typed entry is wrong while its boxed one is
+right; the runner must report a failure, a crash, a timeout and the typed
+call's failure, each naming the op, form and sample, and go on."""
 import argparse
 import json
 import os
@@ -83,7 +84,7 @@ def test_faulty_plugin(a):
     # neg crashes in two of its forms; relu runs after it to show the run goes
     # on. The time limit is generous here (sanitizer builds are slow); the
     # hang has its own run.
-    ops = r"^(bp::(add|mul|neg|relu)\b|device\.)"
+    ops = r"^(bp::(add|mul|neg|relu|exp)\b|device\.)"
     proc = run(["conformance", "--backend", "faulty", "--ops", ops, "--timeout", "120", "--json", paths["json"],
                 "--junit", paths["xml"], "--markdown", paths["md"]], a.backplane, [a.cpu_plugin, a.faulty_plugin])
     check(proc.returncode == 1, "a run with a wrong kernel exits 1, got %d" % proc.returncode)
@@ -124,6 +125,17 @@ def test_faulty_plugin(a):
                      ("bp::mul.Tensor", "functional"), ("bp::mul.out", "out")):
         r = res.get(("faulty", op, form))
         check(r is not None and r["outcome"] == "pass", "%s (%s) passes on faulty: %r" % (op, form, r))
+    # Note [Typed calls in conformance]: exp's boxed entry is right (it
+    # declines, and the host serves the call elsewhere), its typed entry
+    # returns self; the functional form calls both and fails on the typed one.
+    typed = res.get(("faulty", "bp::exp", "functional"))
+    check(typed is not None and typed["outcome"] == "fail" and typed["message"].startswith("called typed: ") and
+          typed["max_abs_error"] > 0, "exp, whose typed entry is wrong, fails its functional form called typed: %r" %
+          (typed,))
+    for op, form in (("bp::exp_", "inplace"), ("bp::exp.out", "out")):
+        r = res.get(("faulty", op, form))
+        check(r is not None and r["outcome"] == "pass", "%s (%s), which no faulty kernel serves, passes: %r" %
+              (op, form, r))
     fallback = res.get(("faulty", "bp::mul.out", "out"))
     check(fallback is not None and fallback["kernel"] == "cpu_fallback",
           "mul.out on faulty is served by the CPU fallback: %r" % (fallback,))
