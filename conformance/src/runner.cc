@@ -289,7 +289,11 @@ struct FormRunner {
         want = spec.reference(s);
         if (!check(s, tensorsOf(stack), want, args)) return;
       }
-      if (!callTyped(op, s, want)) return;
+      auto stage = [&] { return onDevice(s.args, device, s.host_args); };
+      auto verify = [&](Stack& typed, const std::vector<IValue>& typed_args) {
+        return check(s, tensorsOf(typed), want, typed_args);
+      };
+      if (!callTyped(op, s, stage, verify)) return;
     }
   }
 
@@ -297,26 +301,55 @@ struct FormRunner {
   // A C++ application's typed call (op.typed<Sig>().call) reaches a plugin
   // kernel through its typed entry where the plugin gives one, and through
   // the host's unboxed adapter over its boxed entry where not (Note [Typed
-  // kernel entries] in plugin_api.h); every form here calls callBoxed,
-  // which reaches neither. So the functional form calls each sample a
-  // second time, typed (callAsTyped), from freshly staged arguments, and
-  // holds it to the same expectations: a plugin whose typed entry disagrees
-  // with its boxed one fails, with "called typed" in the message. Ops of a
-  // signature the host calls no plugin kernel unboxed for are called once.
-  bool callTyped(const OperatorHandle& op, const Sample& s, const std::vector<Expected>& want) {
-    const std::vector<IValue> args = onDevice(s.args, device, s.host_args);
+  // kernel entries] in plugin_api.h); callBoxed reaches neither. So the
+  // functional, in-place and out= forms call each sample a second time,
+  // typed (callAsTyped), from freshly staged arguments (and a fresh `out`),
+  // and hold it to the same checks: a plugin whose typed entry disagrees
+  // with its boxed one fails, with "called typed" in the message, and the
+  // form's kernel is the one the typed call reached. Declines of the typed
+  // calls are counted apart (typed_declined): --strict and the report's
+  // decline note go by the boxed calls, as before. Ops of a signature the
+  // host calls no plugin kernel unboxed for are called once.
+  //
+  // `stage` makes the arguments; `verify(stack, args)` checks the returns
+  // (recording why not). False when the typed call fails the form.
+  uint64_t typed_calls = 0, typed_declined = 0;
+  bool typed_failed = false;
+  template <typename Stage, typename Verify>
+  bool callTyped(const OperatorHandle& op, const Sample& s, Stage&& stage, Verify&& verify) {
+    if (observer.before_sample) {  // a crash from here on is the typed call's
+      Sample typed_sample = s;
+      typed_sample.name += " (called typed)";
+      observer.before_sample(form_index, result.samples, typed_sample);
+    }
+    const std::vector<IValue> args = stage();
     Stack stack(args.begin(), args.end());
+    const DispatchKey key = backendKey(device.type);
+    const uint64_t declined_before = op.declinedCalls(key);
+    bool typed = false;
+    std::string error;
     try {
-      if (!callAsTyped(op, stack)) return true;
+      typed = callAsTyped(op, stack);
     } catch (const std::exception& e) {
+      typed = true;
+      error = e.what();
+      if (error.empty()) error = "an exception with no message";
+    }
+    typed_declined += op.declinedCalls(key) - declined_before;
+    if (!typed) return true;
+    ++typed_calls;
+    if (!error.empty()) {
       if (s.must_raise) return true;
-      return record(s, Outcome::Error, std::string("called typed: ") + e.what());
+      typed_failed = true;
+      return record(s, Outcome::Error, "called typed: " + error);
     }
     if (s.must_raise) {
       if (raisedAtSynchronization()) return true;
+      typed_failed = true;
       return record(s, Outcome::Fail, "called typed, the call returned, but it must raise (" + s.raise_reason + ")");
     }
-    if (check(s, tensorsOf(stack), want, args)) return true;
+    if (verify(stack, args)) return true;
+    typed_failed = true;
     result.message = "called typed: " + result.message;
     return false;
   }
@@ -593,18 +626,21 @@ struct FormRunner {
       for (int64_t d = 0; d < self.dim(); ++d) overlapping |= self.size(d) > 1 && self.stride(d) == 0;
       if (overlapping) continue;  // an expanded self must raise; the functional form covers the values
       begin(s);
-      std::vector<IValue> args = onDevice(s.args, device, s.host_args);
-      const Tensor self_dev = args[0].toTensor();
+      auto stage = [&] { return onDevice(s.args, device, s.host_args); };
+      // Self returned, and written as the reference says.
+      auto verify = [&](Stack& stack, const std::vector<IValue>& args) {
+        const Tensor self_dev = args[0].toTensor();
+        std::vector<Tensor> got = tensorsOf(stack);
+        if (got.empty() || !got[0].defined() || got[0].unsafeGetImpl() != self_dev.unsafeGetImpl())
+          return record(s, Outcome::Fail, "the in-place form did not return self");
+        return check(s, {self_dev}, want, args);
+      };
+      const std::vector<IValue> args = stage();
       Stack stack;
       bool raised;
       if (!call(op, s, args, stack, raised)) return;
-      if (raised) continue;
-      std::vector<Tensor> got = tensorsOf(stack);
-      if (got.empty() || !got[0].defined() || got[0].unsafeGetImpl() != self_dev.unsafeGetImpl()) {
-        record(s, Outcome::Fail, "the in-place form did not return self");
-        return;
-      }
-      if (!check(s, {self_dev}, want, args)) return;
+      if (!raised && !verify(stack, args)) return;
+      if (!callTyped(op, s, stage, verify)) return;
     }
   }
 
@@ -622,7 +658,7 @@ struct FormRunner {
     for (const Sample& s : samples) {
       std::vector<Expected> want;
       if (!s.must_raise) want = spec.reference(s);
-      const std::vector<IValue> given = onDevice(s.args, device, s.host_args);
+      std::vector<IValue> given = onDevice(s.args, device, s.host_args);
       auto givenArgument = [&](const std::string& name) -> const IValue* {
         for (size_t i = 0; i < given.size() && i < functional.size(); ++i)
           if (functional[i].name == name) return &given[i];
@@ -644,38 +680,46 @@ struct FormRunner {
       }
       if (dropped) continue;
       begin(s);
-      std::vector<IValue> args;
-      std::vector<Tensor> outs;
-      for (const Argument& p : params) {
-        if (p.isOut()) {
-          // The reference's dtype; for a sample that must raise, the dtype
-          // it picks or self's, so that the call fails for the sample's
-          // reason, not for `out`.
-          const ScalarType dt = outs.size() < want.size() ? want[outs.size()].dtype
-                                : picked                  ? *picked
-                                : !s.args.empty() && s.args[0].isTensor() && s.args[0].toTensor().defined()
-                                    ? s.args[0].toTensor().dtype()
-                                    : ScalarType::Float32;
-          outs.push_back(emptyTensor({0}, dt, device));
-          args.emplace_back(outs.back());
-        } else if (const IValue* v = givenArgument(p.name)) {
-          args.push_back(*v);
-        } else {
-          args.push_back(defaultArgumentValue(p));
+      std::vector<Tensor> outs;  // the last staged call's
+      auto stage = [&] {
+        given = onDevice(s.args, device, s.host_args);  // afresh: an out= form may write an input too
+        std::vector<IValue> args;
+        outs.clear();
+        for (const Argument& p : params) {
+          if (p.isOut()) {
+            // The reference's dtype; for a sample that must raise, the dtype
+            // it picks or self's, so that the call fails for the sample's
+            // reason, not for `out`.
+            const ScalarType dt = outs.size() < want.size() ? want[outs.size()].dtype
+                                  : picked                  ? *picked
+                                  : !s.args.empty() && s.args[0].isTensor() && s.args[0].toTensor().defined()
+                                      ? s.args[0].toTensor().dtype()
+                                      : ScalarType::Float32;
+            outs.push_back(emptyTensor({0}, dt, device));
+            args.emplace_back(outs.back());
+          } else if (const IValue* v = givenArgument(p.name)) {
+            args.push_back(*v);
+          } else {
+            args.push_back(defaultArgumentValue(p));
+          }
         }
-      }
+        return args;
+      };
+      // Each out returned, and filled as the reference says.
+      auto verify = [&](Stack& stack, const std::vector<IValue>& args) {
+        std::vector<Tensor> got = tensorsOf(stack);
+        for (size_t i = 0; i < outs.size() && i < got.size(); ++i) {
+          if (!got[i].defined() || got[i].unsafeGetImpl() != outs[i].unsafeGetImpl())
+            return record(s, Outcome::Fail, "the out= form did not return its out argument");
+        }
+        return check(s, outs, want, args);
+      };
+      const std::vector<IValue> args = stage();
       Stack stack;
       bool raised;
       if (!call(op, s, args, stack, raised)) return;
-      if (raised) continue;
-      std::vector<Tensor> got = tensorsOf(stack);
-      for (size_t i = 0; i < outs.size() && i < got.size(); ++i) {
-        if (!got[i].defined() || got[i].unsafeGetImpl() != outs[i].unsafeGetImpl()) {
-          record(s, Outcome::Fail, "the out= form did not return its out argument");
-          return;
-        }
-      }
-      if (!check(s, outs, want, args)) return;
+      if (!raised && !verify(stack, args)) return;
+      if (!callTyped(op, s, stage, verify)) return;
     }
   }
 };
@@ -840,15 +884,21 @@ std::vector<Result> runSpec(const OpSpec& spec, Device device, size_t first_form
                         (unexercised->mask() & (unexercised->mask() - 1) ? "them" : "it");
       }
     }
-    if (const uint64_t declined = handle ? handle->declinedCalls(key) - declined_before : 0) {
+    // The boxed calls' declines (Note [Typed calls in conformance]: the
+    // typed calls' are r.typed_declined).
+    if (const uint64_t declined = handle ? handle->declinedCalls(key) - declined_before - r.typed_declined : 0) {
       // Counted where the calls went (the CPU fallback, usually): under
       // --strict a fallback fails the form, as if the kernel were absent.
+      // A form that failed called typed keeps the kernel that call reached.
       const detail::DeclineNote& note = detail::threadDeclineNote();
       const KernelKind to = note.op == &handle->entry() ? note.served_by : KernelKind::Missing;
-      r.result.note =
-          strCat("its native kernel declined ", declined, declined == 1 ? " call" : " calls",
-                 " at run time, which ran on ", kernelKindName(to), r.result.note.empty() ? "" : "; ", r.result.note);
-      r.result.kernel = to;
+      const std::string typed = r.typed_calls == 0 || r.typed_declined == declined
+                                    ? ""
+                                    : strCat(" (called typed, it declined ", r.typed_declined, ")");
+      r.result.note = strCat("its native kernel declined ", declined, declined == 1 ? " call" : " calls",
+                             " at run time, which ran on ", kernelKindName(to), typed,
+                             r.result.note.empty() ? "" : "; ", r.result.note);
+      if (!r.typed_failed) r.result.kernel = to;
     }
     if (!spec.reference_note.empty())
       r.result.note = strCat(spec.reference_note, r.result.note.empty() ? "" : "; ", r.result.note);

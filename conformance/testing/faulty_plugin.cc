@@ -16,11 +16,14 @@
 //   sign.out fails with a hostile message: bytes that are not UTF-8, an ANSI
 //            colour sequence and 1 MiB of text, which every report must
 //            keep well-formed and cap (Note [Report text])
-//   exp      two entries that disagree: the boxed one declines every call
+//   exp, exp_, sqrt.out
+//            two entries that disagree: the boxed one declines every call
 //            (so the host serves it where it would have gone without this
-//            kernel, rightly), the typed one returns self unchanged. Called
-//            boxed it passes; called typed, as applications call it, it is
-//            wrong (Note [Typed calls in conformance] in runner.cc)
+//            kernel, rightly), the typed one returns self unchanged (for
+//            sqrt.out, instead of out). Called boxed they pass; called typed,
+//            as applications call them, they are wrong (Note [Typed calls in
+//            conformance] in runner.cc). sqrt's other forms, composites that
+//            call sqrt.out typed, are wrong too
 // It lands outside the default plugin directory: only tests that pass
 // --plugin load it.
 #include <unistd.h>
@@ -73,12 +76,26 @@ bp::Tensor hangingAbs(const bp::Tensor&, const bp::Tensor& out) {
 }
 
 bp::Tensor decliningExp(const bp::Tensor&) { bp::decline("faulty: exp is computed by its typed entry"); }
+bp::Tensor decliningSqrtOut(const bp::Tensor&, const bp::Tensor&) {
+  bp::decline("faulty: sqrt.out is computed by its typed entry");
+}
 
-// The typed entry of exp (a Tensor(Tensor) kernel's C type, Note [Typed
-// kernel entries]): self, unchanged.
-BP_Error* identityExpTyped(void*, const BP_Operator*, uint64_t, BP_Tensor* self, BP_Tensor** out) {
-  *out = bp::host().tensor_retain(self);
+// The typed entries of exp and exp_ (a Tensor(Tensor) kernel's C type,
+// Note [Typed kernel entries]): self, unchanged.
+BP_Error* unchangedSelfTyped(void*, const BP_Operator*, uint64_t, BP_Tensor* self, BP_Tensor** ret) {
+  *ret = bp::host().tensor_retain(self);
   return nullptr;
+}
+// sqrt.out's (Tensor(Tensor, Tensor)): self instead of out.
+BP_Error* selfForOutTyped(void*, const BP_Operator*, uint64_t, BP_Tensor* self, BP_Tensor*, BP_Tensor** ret) {
+  *ret = bp::host().tensor_retain(self);
+  return nullptr;
+}
+
+// `boxed` as the boxed entry, `typed` as the typed one.
+bp::Kernel disagreeing(bp::Kernel boxed, void* typed) {
+  boxed.typed_fn = reinterpret_cast<BP_TypedKernelFn>(typed);
+  return boxed;
 }
 
 bp::Tensor hostileSign(const bp::Tensor&, const bp::Tensor&) {
@@ -92,9 +109,10 @@ void init(bp::Library& m) {
   m.impl("bp::neg.out", faulty, &crashingNeg);
   m.impl("bp::abs.out", faulty, &hangingAbs);
   m.impl("bp::sign.out", faulty, &hostileSign);
-  bp::Kernel exp = bp::kernel<&decliningExp>();
-  exp.typed_fn = reinterpret_cast<BP_TypedKernelFn>(&identityExpTyped);
-  m.impl("bp::exp", faulty, exp);
+  m.impl("bp::exp", faulty, disagreeing(bp::kernel<&decliningExp>(), reinterpret_cast<void*>(&unchangedSelfTyped)));
+  m.impl("bp::exp_", faulty, disagreeing(bp::kernel<&decliningExp>(), reinterpret_cast<void*>(&unchangedSelfTyped)));
+  m.impl("bp::sqrt.out", faulty,
+         disagreeing(bp::kernel<&decliningSqrtOut>(), reinterpret_cast<void*>(&selfForOutTyped)));
 }
 
 }  // namespace

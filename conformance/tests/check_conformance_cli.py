@@ -5,8 +5,8 @@ CI job would and checks its exit code, summary and reports.
 The faulty test plugin registers device type "faulty" (two devices) with an
 add.out that subtracts, a neg.out that dies of SIGSEGV on one sample of the
 functional and out= forms (and is wrong on device 1), an abs.out that
-never returns, and an exp whose typed entry is wrong while its boxed one is
-right; the runner must report a failure, a crash, a timeout and the typed
+never returns, and exp, exp_ and sqrt.out kernels whose typed entries are
+wrong while their boxed ones are right; the runner must report a failure, a crash, a timeout and the typed
 call's failure, each naming the op, form and sample, and go on."""
 import argparse
 import json
@@ -84,7 +84,7 @@ def test_faulty_plugin(a):
     # neg crashes in two of its forms; relu runs after it to show the run goes
     # on. The time limit is generous here (sanitizer builds are slow); the
     # hang has its own run.
-    ops = r"^(bp::(add|mul|neg|relu|exp)\b|device\.)"
+    ops = r"^(bp::(add|mul|neg|relu|exp|sqrt)\b|device\.)"
     proc = run(["conformance", "--backend", "faulty", "--ops", ops, "--timeout", "120", "--json", paths["json"],
                 "--junit", paths["xml"], "--markdown", paths["md"]], a.backplane, [a.cpu_plugin, a.faulty_plugin])
     check(proc.returncode == 1, "a run with a wrong kernel exits 1, got %d" % proc.returncode)
@@ -125,17 +125,16 @@ def test_faulty_plugin(a):
                      ("bp::mul.Tensor", "functional"), ("bp::mul.out", "out")):
         r = res.get(("faulty", op, form))
         check(r is not None and r["outcome"] == "pass", "%s (%s) passes on faulty: %r" % (op, form, r))
-    # Note [Typed calls in conformance]: exp's boxed entry is right (it
-    # declines, and the host serves the call elsewhere), its typed entry
-    # returns self; the functional form calls both and fails on the typed one.
-    typed = res.get(("faulty", "bp::exp", "functional"))
-    check(typed is not None and typed["outcome"] == "fail" and typed["message"].startswith("called typed: ") and
-          typed["max_abs_error"] > 0, "exp, whose typed entry is wrong, fails its functional form called typed: %r" %
-          (typed,))
-    for op, form in (("bp::exp_", "inplace"), ("bp::exp.out", "out")):
+    # Note [Typed calls in conformance]: exp's, exp_'s and sqrt.out's boxed
+    # entries are right (they decline, and the host serves the calls
+    # elsewhere), their typed entries return self; each form calls both and
+    # fails on the typed call, blamed on the native kernel that call reached.
+    for op, form, what in (("bp::exp", "functional", "element"), ("bp::exp_", "inplace", "element"),
+                           ("bp::sqrt.out", "out", "the out= form did not return its out argument")):
         r = res.get(("faulty", op, form))
-        check(r is not None and r["outcome"] == "pass", "%s (%s), which no faulty kernel serves, passes: %r" %
-              (op, form, r))
+        check(r is not None and r["outcome"] == "fail" and r["message"].startswith("called typed: " + what) and
+              r["kernel"] == "native" and "(called typed, it declined 0)" in r["note"],
+              "%s (%s), whose typed entry is wrong, fails called typed, on its native kernel: %r" % (op, form, r))
     fallback = res.get(("faulty", "bp::mul.out", "out"))
     check(fallback is not None and fallback["kernel"] == "cpu_fallback",
           "mul.out on faulty is served by the CPU fallback: %r" % (fallback,))

@@ -676,9 +676,15 @@ TEST(Runner, TellsTheObserverEachSampleBeforeItRuns) {
   EXPECT_EQ(results[0].form, "inplace");
   EXPECT_EQ(results[1].form, "out");
   EXPECT_EQ(results[2].form, "gradient");
-  // Samples 1..n of form 1, its result, then samples 1..m of form 2 and its result.
+  // Samples 1..n of form 1, its result, then samples 1..m of form 2 and its
+  // result. A sample's typed call (Note [Typed calls in conformance]) is
+  // announced again, under the same number, as "<sample> (called typed)":
+  // in the in-place and out= forms (relu_ and relu.out have typed calls),
+  // not in the gradient form.
   size_t form = 1;
   int expected = 1;
+  int typed_announcements[4] = {0, 0, 0, 0};
+  const std::string typed_suffix = " (called typed)";
   for (const Event& e : events) {
     ASSERT_EQ(e.form, form);
     if (e.number == 0) {
@@ -687,10 +693,18 @@ TEST(Runner, TellsTheObserverEachSampleBeforeItRuns) {
       expected = 1;
       continue;
     }
+    if (e.sample.ends_with(typed_suffix)) {
+      EXPECT_EQ(e.number, expected - 1) << "the typed call of the sample just announced";
+      ++typed_announcements[form];
+      continue;
+    }
     EXPECT_EQ(e.number, expected++);
     EXPECT_FALSE(e.sample.empty());
   }
   EXPECT_EQ(form, 4u) << "the three forms ended";
+  EXPECT_GT(typed_announcements[1], 0) << "relu_ called typed";
+  EXPECT_GT(typed_announcements[2], 0) << "relu.out called typed";
+  EXPECT_EQ(typed_announcements[3], 0) << "the gradient form calls boxed only";
   EXPECT_EQ(events.front().sample, "[3,4] float32");
   EXPECT_TRUE(runSpec(*relu, Device(DeviceType::CPU, 0), /*first_form=*/4).empty());
 }

@@ -1020,12 +1020,65 @@ TEST_F(AbiRulesTest, CallAsTypedReachesTheTypedEntryWhereCallBoxedReachesFn) {
   EXPECT_EQ(stack[0].toInt(), 2) << "typed_fn answered";
   EXPECT_EQ(info(kTyped, 0), 1);
   EXPECT_EQ(info(kTyped, 1), 0);
+  // The same stack called boxed: fn answers.
+  Stack boxed{IValue(floats({1, 2}))};
+  which.callBoxed(boxed);
+  ASSERT_EQ(boxed.size(), 1u);
+  EXPECT_EQ(boxed[0].toInt(), 1) << "fn answered";
   unload(kTyped);
 }
 
-// Returns [n]: which n the call got.
+// Each returns what its call got.
 Tensor typedCallProbe(const Tensor&, int64_t n) { return floats({static_cast<float>(n)}); }
 Tensor untypedCallProbe(const Tensor& self, std::string_view) { return self; }
+Tensor listProbe(TensorList list, int64_t n) {
+  std::vector<float> got{static_cast<float>(n)};
+  for (const Tensor& t : list) got.push_back(t.toVector<float>().at(0));
+  return floats(got);
+}
+Tensor sizesProbe(const Tensor&, IntArrayRef sizes) {
+  std::vector<float> got;
+  for (int64_t d : sizes) got.push_back(static_cast<float>(d));
+  return floats(got);
+}
+std::tuple<Tensor, Tensor> pairProbe(const Tensor& self, int64_t n, bool flip) {
+  Tensor n_t = floats({static_cast<float>(n)});
+  return flip ? std::tuple<Tensor, Tensor>(n_t, self) : std::tuple<Tensor, Tensor>(self, n_t);
+}
+Tensor throwingProbe(const Tensor&, double) { BP_THROW(kInvalidArgument, "throwingProbe: refused"); }
+
+TEST_F(AbiRulesTest, CallAsTypedPassesListsSizesAndPairs) {
+  Library lib("abi_calls_as_typed_kinds");
+  throwIfError(lib.def("list(Tensor[] tensors, int n) -> Tensor"));
+  throwIfError(lib.impl("list", DispatchKey::CPU, BP_FN(listProbe)));
+  throwIfError(lib.def("sizes(Tensor self, int[] sizes) -> Tensor"));
+  throwIfError(lib.impl("sizes", DispatchKey::CPU, BP_FN(sizesProbe)));
+  throwIfError(lib.def("pair(Tensor self, int n, bool flip) -> (Tensor, Tensor)"));
+  throwIfError(lib.impl("pair", DispatchKey::CPU, BP_FN(pairProbe)));
+  throwIfError(lib.def("throwing(Tensor self, float x) -> Tensor"));
+  throwIfError(lib.impl("throwing", DispatchKey::CPU, BP_FN(throwingProbe)));
+  auto op = [](const char* name) {
+    return Dispatcher::singleton().findOpOrThrow(std::string("abi_calls_as_typed_kinds::") + name);
+  };
+  // A tensor list (moved out of the stack for the call) and an int list (viewed in it).
+  Stack list{IValue(std::vector<TensorBase>{floats({5}), floats({6})}), IValue(int64_t{2})};
+  ASSERT_TRUE(callAsTyped(op("list"), list));
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(Tensor(list[0].toTensor()).toVector<float>(), (std::vector<float>{2, 5, 6}));
+  Stack sizes{IValue(floats({1})), IValue(std::vector<int64_t>{3, 4, 7})};
+  ASSERT_TRUE(callAsTyped(op("sizes"), sizes));
+  ASSERT_EQ(sizes.size(), 1u);
+  EXPECT_EQ(Tensor(sizes[0].toTensor()).toVector<float>(), (std::vector<float>{3, 4, 7}));
+  // Two returns, in order.
+  Stack pair{IValue(floats({9})), IValue(int64_t{4}), IValue(true)};
+  ASSERT_TRUE(callAsTyped(op("pair"), pair));
+  ASSERT_EQ(pair.size(), 2u);
+  EXPECT_EQ(Tensor(pair[0].toTensor()).toVector<float>(), (std::vector<float>{4}));
+  EXPECT_EQ(Tensor(pair[1].toTensor()).toVector<float>(), (std::vector<float>{9}));
+  // The kernel's error reaches the caller.
+  Stack throwing{IValue(floats({1})), IValue(0.5)};
+  expectError([&] { callAsTyped(op("throwing"), throwing); }, {"throwingProbe: refused"});
+}
 
 TEST_F(AbiRulesTest, CallAsTypedCompletesAndChecksTheStackAsCallBoxed) {
   Library lib("abi_calls_as_typed");

@@ -327,9 +327,9 @@ typedef BP_Error* (*BP_KernelFn)(void* kernel_ctx, const BP_KernelCall* call);
  * The host calls typed_fn where it has compiled a typed call for the
  * signature (the common ones, listed in docs/plugins.md) and fn everywhere else
  * (boxed callers, other signatures), so fn stays required and the two must
- * do the same (`backplane conformance` calls each op's functional form both
- * ways and fails a kernel whose entries disagree). The C++ SDK gives every
- * bp::kernel() both. */
+ * do the same (`backplane conformance` calls each op's functional, in-place
+ * and out= forms both ways and fails a kernel whose entries disagree). The
+ * C++ SDK gives every bp::kernel() both. */
 typedef void (*BP_TypedKernelFn)(void);
 
 typedef struct BP_KernelDesc {

@@ -109,7 +109,8 @@ PluginRegistry& plugins();
 // does). callBoxed reaches a plugin kernel through its boxed entry, a typed
 // call through its typed one where the plugin gives one (Note [Typed kernel
 // entries] in plugin_api.h): conformance calls both, so that it certifies
-// what applications call. Throws what the call throws.
+// what applications call. Throws what the call throws; the stack's contents
+// are then unspecified (its tensors may have been moved into the call).
 bool callAsTyped(const OperatorHandle& op, Stack& stack);
 
 }  // namespace backplane
