@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -272,6 +273,10 @@ TEST(CliTest, PluginsShowsALoadedPlugin) {
   // The plugin is built with the same SDK, so it reports the host's ABI.
   EXPECT_CONTAINS(line, " " + std::to_string(BP_ABI_MAJOR) + "." + std::to_string(BP_ABI_MINOR) + " ");
   EXPECT_CONTAINS(line, "clitest: 2, clitestnone: 0");
+  // Six kernels (five impls and a fallback), none typed: the plugin is
+  // written against the C header and gives no typed_fn.
+  EXPECT_TRUE(std::regex_search(line, std::regex(R"( 6 +0 +loaded )"))) << line;
+  EXPECT_CONTAINS(r.out.substr(0, r.out.find('\n')), " KERNELS  TYPED  STATUS ");
   EXPECT_CONTAINS(line, "cli_test_plugin.so");
   EXPECT_CONTAINS(line, "loaded");
   EXPECT_CONTAINS(r.out, "2 plugins: 1 loaded, 1 failed to load");

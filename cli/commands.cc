@@ -247,13 +247,16 @@ int runPlugins(std::ostream& out, const PluginSources& sources) {
   }
   // A failed attempt's error goes on its own line below the row, as text
   // a terminal shows as it is (Note [Report text]).
-  Table table({"NAME", "VERSION", "ABI", "DEVICES", "KERNELS", "STATUS", "PATH"});
+  // TYPED: of KERNELS, those called through their typed entry (Note [Typed
+  // kernel entries]), so that a vendor sees whether typed_fn took.
+  Table table({"NAME", "VERSION", "ABI", "DEVICES", "KERNELS", "TYPED", "STATUS", "PATH"});
   size_t failed = 0;
   for (const PluginStatus& p : all) {
     std::string abi =
         p.abi_major || p.abi_minor ? std::to_string(p.abi_major) + "." + std::to_string(p.abi_minor) : "-";
     table.addRow({p.name.empty() ? "-" : p.name, p.version.empty() ? "-" : p.version, abi, deviceSummary(p),
-                  p.loaded ? std::to_string(p.kernels) : "-", p.loaded ? "loaded" : "FAILED", visibleText(p.path)});
+                  p.loaded ? std::to_string(p.kernels) : "-", p.loaded ? std::to_string(p.typed_kernels) : "-",
+                  p.loaded ? "loaded" : "FAILED", visibleText(p.path)});
     if (!p.loaded) {
       ++failed;
       table.addNote("error: " + visibleText(capText(p.error)));

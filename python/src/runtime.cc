@@ -89,6 +89,8 @@ void bindRuntime(nb::module_& m) {
       .def_ro("error", &PluginStatus::error, "Why it did not load ('' if it did).")
       .def_ro("device_types", &PluginStatus::devices)
       .def_ro("kernels", &PluginStatus::kernels)
+      .def_ro("typed_kernels", &PluginStatus::typed_kernels,
+              "Of `kernels`, those the host calls through their typed entry (a plugin built for ABI 1.14 or newer).")
       .def_prop_ro("abi", [](const PluginStatus& p) { return nb::make_tuple(p.abi_major, p.abi_minor); })
       .def("__repr__", &pluginRepr);
 

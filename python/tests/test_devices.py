@@ -152,8 +152,12 @@ def test_plugins_are_the_first_party_ones_from_the_package_plugin_dir():
         assert p.error == ""
         assert os.path.dirname(os.path.realpath(p.path)) == directory, (p.path, directory)
         assert p.kernels > 0 and p.version
+        assert 0 <= p.typed_kernels <= p.kernels
         assert isinstance(p.abi, tuple) and len(p.abi) == 2
     cpu = next(p for p in plugins if p.name == "cpu")
+    # Built with the SDK for this ABI: its kernels of the signatures the
+    # host calls typed give typed entries.
+    assert cpu.typed_kernels > 0, (cpu.kernels, cpu.typed_kernels)
     assert repr(cpu).startswith("backplane.PluginInfo(name='cpu', version='" + cpu.version + "', loaded=True")
 
 

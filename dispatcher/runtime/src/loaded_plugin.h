@@ -133,20 +133,25 @@ class PluginDeviceInterface final : public DeviceInterface, public Allocator {
 
 // A plugin kernel as the dispatch table stores it: the unboxed entry point
 // when the schema's signature has a compiled adapter, and always a boxed one.
-KernelFunction makePluginKernel(LoadedPlugin* plugin, const BP_KernelDesc& desc, const OperatorHandle& op);
+// The makers below set *typed (when given) to whether unboxed calls go
+// through the kernel's typed entry (Note [Typed kernel entries]).
+KernelFunction makePluginKernel(LoadedPlugin* plugin, const BP_KernelDesc& desc, const OperatorHandle& op,
+                                bool* typed = nullptr);
 // The same for impl_when_defined. The kernel carries the signature the
 // plugin declares in desc.cpp_signature, for the dispatcher to check against
 // each definition that arrives (Note [Kernels for operators defined later]).
 // Before the op is defined it is adapted to that signature (boxed only, and
 // unchecked, without one).
-KernelFunction makePluginKernelWhenDefined(LoadedPlugin* plugin, const BP_KernelDesc& desc, const OperatorHandle& op);
+KernelFunction makePluginKernelWhenDefined(LoadedPlugin* plugin, const BP_KernelDesc& desc, const OperatorHandle& op,
+                                           bool* typed = nullptr);
 // A plugin's boxed fallback for its device type: serves every operator.
 KernelFunction makePluginFallback(LoadedPlugin* plugin, const BP_KernelDesc& desc);
 // BP_HostApi.meta's rule (no returns) and BP_HostApi.spec's reference
 // (called outside the dispatch table, so it may not decline).
 KernelFunction makePluginMeta(LoadedPlugin* plugin, const BP_KernelDesc& desc, const OperatorHandle& op);
 // impl with BP_ANY_DEVICE_TYPE: the op's composite (it may not decline).
-KernelFunction makePluginComposite(LoadedPlugin* plugin, const BP_KernelDesc& desc, const OperatorHandle& op);
+KernelFunction makePluginComposite(LoadedPlugin* plugin, const BP_KernelDesc& desc, const OperatorHandle& op,
+                                   bool* typed = nullptr);
 KernelFunction makePluginReference(LoadedPlugin* plugin, const BP_KernelDesc& desc, const OperatorHandle& op);
 
 // Note [Reading ABI structs]

@@ -812,7 +812,7 @@ std::shared_ptr<PluginKernel> newPluginKernel(LoadedPlugin* plugin, const BP_Ker
 // exists for it. It declares `signature` when unboxed, or when `declare`.
 // A composite serves every device: there is nothing below it to decline to.
 KernelFunction makeAdaptedPluginKernel(LoadedPlugin* plugin, const BP_KernelDesc& desc, const OperatorHandle& op,
-                                       std::string signature, bool declare, bool composite = false) {
+                                       std::string signature, bool declare, bool* typed_out, bool composite = false) {
   auto k = newPluginKernel(plugin, desc, &op,
                            strCat(composite ? "composite kernel" : "kernel", " of plugin '", plugin->status.name,
                                   "' for ", op.entry().qualifiedName()));
@@ -831,25 +831,30 @@ KernelFunction makeAdaptedPluginKernel(LoadedPlugin* plugin, const BP_KernelDesc
   // The declared set keeps later dtypes' tensors from an older plugin's
   // unboxed calls; a dtype argument is checked on the boxed path only.
   if (k->legacy_dtypes && signature.find("ScalarType") != std::string::npos) unboxed = nullptr;
+  if (typed_out) *typed_out = unboxed != nullptr && k->typed_fn != nullptr;
   return KernelFunction::makeFromParts(std::move(k), &pluginBoxed, unboxed,
                                        unboxed || declare ? std::move(signature) : std::string());
 }
 }  // namespace
 
-KernelFunction makePluginKernel(LoadedPlugin* plugin, const BP_KernelDesc& desc, const OperatorHandle& op) {
-  return makeAdaptedPluginKernel(plugin, desc, op, cppSignatureForSchema(op.schema()), /*declare=*/false);
+KernelFunction makePluginKernel(LoadedPlugin* plugin, const BP_KernelDesc& desc, const OperatorHandle& op,
+                                bool* typed) {
+  return makeAdaptedPluginKernel(plugin, desc, op, cppSignatureForSchema(op.schema()), /*declare=*/false, typed);
 }
 
-KernelFunction makePluginKernelWhenDefined(LoadedPlugin* plugin, const BP_KernelDesc& desc, const OperatorHandle& op) {
+KernelFunction makePluginKernelWhenDefined(LoadedPlugin* plugin, const BP_KernelDesc& desc, const OperatorHandle& op,
+                                           bool* typed) {
   if (op.hasSchema()) {  // registerKernel checked that a declared signature is the schema's
     return makeAdaptedPluginKernel(plugin, desc, op, cppSignatureForSchema(op.schema()),
-                                   /*declare=*/desc.cpp_signature != nullptr);
+                                   /*declare=*/desc.cpp_signature != nullptr, typed);
   }
-  return makeAdaptedPluginKernel(plugin, desc, op, desc.cpp_signature ? desc.cpp_signature : "", /*declare=*/true);
+  return makeAdaptedPluginKernel(plugin, desc, op, desc.cpp_signature ? desc.cpp_signature : "", /*declare=*/true,
+                                 typed);
 }
 
-KernelFunction makePluginComposite(LoadedPlugin* plugin, const BP_KernelDesc& desc, const OperatorHandle& op) {
-  return makeAdaptedPluginKernel(plugin, desc, op, cppSignatureForSchema(op.schema()), /*declare=*/false,
+KernelFunction makePluginComposite(LoadedPlugin* plugin, const BP_KernelDesc& desc, const OperatorHandle& op,
+                                   bool* typed) {
+  return makeAdaptedPluginKernel(plugin, desc, op, cppSignatureForSchema(op.schema()), /*declare=*/false, typed,
                                  /*composite=*/true);
 }
 

@@ -465,11 +465,13 @@ BP_Error* registerComposite(LoadedPlugin& p, const char* op_name, const BP_Kerne
   if (absl::Status s = checkSignature(p, "the composite", *h, desc.cpp_signature, cppSignatureForSchema(h->schema()));
       !s.ok())
     return toError(s);
-  auto handle = Dispatcher::singleton().registerComposite(name, plugin_detail::makePluginComposite(&p, desc, *h),
-                                                          strCat("plugin ", p.status.name));
+  bool typed = false;
+  auto handle = Dispatcher::singleton().registerComposite(
+      name, plugin_detail::makePluginComposite(&p, desc, *h, &typed), strCat("plugin ", p.status.name));
   if (!handle.ok()) return toError(handle.status());
   p.handles.push_back(*std::move(handle));
   ++p.status.kernels;
+  p.status.typed_kernels += typed;
   return nullptr;
 }
 
@@ -577,8 +579,9 @@ BP_Error* registerKernel(BP_Plugin* plugin, const char* op_name, int32_t device_
                                           it->second->status.path, ") already implements it; unload one of them")));
     }
   }
-  KernelFunction kernel = slot == KernelSlot::Impl ? plugin_detail::makePluginKernel(&p, *desc, *op)
-                                                   : plugin_detail::makePluginKernelWhenDefined(&p, *desc, *op);
+  bool typed = false;
+  KernelFunction kernel = slot == KernelSlot::Impl ? plugin_detail::makePluginKernel(&p, *desc, *op, &typed)
+                                                   : plugin_detail::makePluginKernelWhenDefined(&p, *desc, *op, &typed);
   std::string debug = strCat("plugin ", p.status.name);
   if (legacy_dtypes) {
     debug += strCat(", built against plugin ABI ", p.status.abi_major, ".", p.status.abi_minor,
@@ -591,6 +594,7 @@ BP_Error* registerKernel(BP_Plugin* plugin, const char* op_name, int32_t device_
   if (!handle.ok()) return toError(handle.status());
   p.handles.push_back(*std::move(handle));
   ++p.status.kernels;
+  p.status.typed_kernels += typed;
   absl::MutexLock lock(&impl.mu);
   impl.impl_owner[{&op->entry(), key}] = &p;
   p.owned_impls.push_back({&op->entry(), key});

@@ -990,6 +990,10 @@ OperatorHandle typedOp(const char* name) { return Dispatcher::singleton().findOp
 void loadTyped() {
   absl::StatusOr<PluginStatus> s = plugins().load(pluginFile(kTyped));
   ASSERT_TRUE(s.ok()) << s.status();
+  // Its 17 kernels: 16 with a typed entry the host calls (the impls, the
+  // composite and the impl_when_defined kernel), info without one.
+  EXPECT_EQ(s->kernels, 17u);
+  EXPECT_EQ(s->typed_kernels, 16u);
 }
 
 TEST_F(AbiRulesTest, TypedEntryTakesUnboxedCallsAndFnTheBoxedOnes) {
@@ -1187,6 +1191,8 @@ TEST_F(AbiRulesTest, TypedEntryOfAPluginOfAbi113IsIgnored) {
   absl::StatusOr<PluginStatus> s = plugins().load(pluginFile("tp_abi_typed_v1_13"));
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->abi_minor, 13u);
+  EXPECT_EQ(s->kernels, 2u);
+  EXPECT_EQ(s->typed_kernels, 0u) << "which's typed_fn is not read";
   OperatorHandle which = Dispatcher::singleton().findOpOrThrow("tp_abi_typed_v1_13::which");
   // Its typed_fn aborts: a host that read a 1.13 plugin's field would die here.
   EXPECT_EQ(which.typed<int64_t(const Tensor&)>().call(floats({1})), 1);

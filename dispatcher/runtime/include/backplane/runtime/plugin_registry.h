@@ -55,6 +55,11 @@ struct PluginStatus {
   std::string error;  // why it did not load (when !loaded)
   std::vector<PluginDeviceStatus> devices;
   size_t kernels = 0;  // kernels and fallbacks it registered
+  // Of those, the ones the host calls through their typed entry (Note
+  // [Typed kernel entries] in plugin_api.h): kernels of a plugin built for
+  // ABI 1.14 or newer that give typed_fn, where the op's signature has a
+  // typed call in this host.
+  size_t typed_kernels = 0;
   int64_t live_allocations = 0;
 };
 
