@@ -280,21 +280,28 @@ struct FormRunner {
     const OperatorHandle op = findOp(spec.op);
     for (const Sample& s : samples) {
       begin(s);
-      Stack stack;
-      bool raised;
-      const std::vector<IValue> args = onDevice(s.args, device, s.host_args);
-      if (!call(op, s, args, stack, raised)) return;
       std::vector<Expected> want;
-      if (!raised) {
-        want = spec.reference(s);
-        if (!check(s, tensorsOf(stack), want, args)) return;
-      }
+      if (!s.must_raise) want = spec.reference(s);
       auto stage = [&] { return onDevice(s.args, device, s.host_args); };
-      auto verify = [&](Stack& typed, const std::vector<IValue>& typed_args) {
-        return check(s, tensorsOf(typed), want, typed_args);
+      auto verify = [&](Stack& stack, const std::vector<IValue>& args) {
+        return check(s, tensorsOf(stack), want, args);
       };
-      if (!callTyped(op, s, stage, verify)) return;
+      if (!callBothWays(op, s, stage, verify)) return;
     }
+  }
+
+  // Calls the sample boxed and then typed (Note [Typed calls in
+  // conformance]), each from stage()'s arguments; `verify(stack, args)`
+  // checks the returns of a call that did not raise (recording why not).
+  // False when the form fails.
+  template <typename Stage, typename Verify>
+  bool callBothWays(const OperatorHandle& op, const Sample& s, Stage&& stage, Verify&& verify) {
+    const std::vector<IValue> args = stage();
+    Stack stack;
+    bool raised;
+    if (!call(op, s, args, stack, raised)) return false;
+    if (!raised && !verify(stack, args)) return false;
+    return callTyped(op, s, stage, verify);
   }
 
   // Note [Typed calls in conformance]
@@ -310,9 +317,7 @@ struct FormRunner {
   // calls are counted apart (typed_declined): --strict and the report's
   // decline note go by the boxed calls, as before. Ops of a signature the
   // host calls no plugin kernel unboxed for are called once.
-  //
-  // `stage` makes the arguments; `verify(stack, args)` checks the returns
-  // (recording why not). False when the typed call fails the form.
+  // The typed half of callBothWays().
   uint64_t typed_calls = 0, typed_declined = 0;
   bool typed_failed = false;
   template <typename Stage, typename Verify>
@@ -635,12 +640,7 @@ struct FormRunner {
           return record(s, Outcome::Fail, "the in-place form did not return self");
         return check(s, {self_dev}, want, args);
       };
-      const std::vector<IValue> args = stage();
-      Stack stack;
-      bool raised;
-      if (!call(op, s, args, stack, raised)) return;
-      if (!raised && !verify(stack, args)) return;
-      if (!callTyped(op, s, stage, verify)) return;
+      if (!callBothWays(op, s, stage, verify)) return;
     }
   }
 
@@ -658,23 +658,17 @@ struct FormRunner {
     for (const Sample& s : samples) {
       std::vector<Expected> want;
       if (!s.must_raise) want = spec.reference(s);
-      std::vector<IValue> given = onDevice(s.args, device, s.host_args);
-      auto givenArgument = [&](const std::string& name) -> const IValue* {
-        for (size_t i = 0; i < given.size() && i < functional.size(); ++i)
-          if (functional[i].name == name) return &given[i];
-        return nullptr;
-      };
       // A factory's out= form has no dtype or device: the sample's dtype is
       // out's. Any other argument the sample gives that the form lacks
       // changes what it computes: the sample does not apply.
       std::optional<ScalarType> picked;
       bool dropped = false;
-      for (size_t i = 0; i < given.size() && i < functional.size(); ++i) {
+      for (size_t i = 0; i < s.args.size() && i < functional.size(); ++i) {
         const bool kept =
             std::any_of(params.begin(), params.end(), [&](const Argument& p) { return p.name == functional[i].name; });
-        if (kept || given[i].isNone()) continue;
-        if (factory && functional[i].name == "dtype" && given[i].isScalarType())
-          picked = given[i].toScalarType();
+        if (kept || s.args[i].isNone()) continue;
+        if (factory && functional[i].name == "dtype" && s.args[i].isScalarType())
+          picked = s.args[i].toScalarType();
         else if (!factory || functional[i].name != "device")
           dropped = true;
       }
@@ -682,7 +676,13 @@ struct FormRunner {
       begin(s);
       std::vector<Tensor> outs;  // the last staged call's
       auto stage = [&] {
-        given = onDevice(s.args, device, s.host_args);  // afresh: an out= form may write an input too
+        // Staged afresh for each call: an out= form may write an input too.
+        const std::vector<IValue> given = onDevice(s.args, device, s.host_args);
+        auto givenArgument = [&](const std::string& name) -> const IValue* {
+          for (size_t i = 0; i < given.size() && i < functional.size(); ++i)
+            if (functional[i].name == name) return &given[i];
+          return nullptr;
+        };
         std::vector<IValue> args;
         outs.clear();
         for (const Argument& p : params) {
@@ -714,12 +714,7 @@ struct FormRunner {
         }
         return check(s, outs, want, args);
       };
-      const std::vector<IValue> args = stage();
-      Stack stack;
-      bool raised;
-      if (!call(op, s, args, stack, raised)) return;
-      if (!raised && !verify(stack, args)) return;
-      if (!callTyped(op, s, stage, verify)) return;
+      if (!callBothWays(op, s, stage, verify)) return;
     }
   }
 };

@@ -1051,19 +1051,30 @@ std::tuple<Tensor, Tensor> pairProbe(const Tensor& self, int64_t n, bool flip) {
 }
 Tensor throwingProbe(const Tensor&, double) { BP_THROW(kInvalidArgument, "throwingProbe: refused"); }
 
+// The probes above, each the CPU kernel of an op of its own.
+struct CallAsTypedProbes {
+  CallAsTypedProbes() : lib("abi_calls_as_typed") {
+    add("probe(Tensor self, int n=3) -> Tensor", "probe", BP_FN(typedCallProbe));
+    add("untyped(Tensor self, str mode) -> Tensor", "untyped", BP_FN(untypedCallProbe));
+    add("list(Tensor[] tensors, int n) -> Tensor", "list", BP_FN(listProbe));
+    add("sizes(Tensor self, int[] sizes) -> Tensor", "sizes", BP_FN(sizesProbe));
+    add("pair(Tensor self, int n, bool flip) -> (Tensor, Tensor)", "pair", BP_FN(pairProbe));
+    add("throwing(Tensor self, float x) -> Tensor", "throwing", BP_FN(throwingProbe));
+  }
+  template <typename Kernel>
+  void add(const char* schema, const char* name, Kernel kernel) {
+    throwIfError(lib.def(schema));
+    throwIfError(lib.impl(name, DispatchKey::CPU, std::move(kernel)));
+  }
+  static OperatorHandle op(const char* name) {
+    return Dispatcher::singleton().findOpOrThrow(std::string("abi_calls_as_typed::") + name);
+  }
+  Library lib;
+};
+
 TEST_F(AbiRulesTest, CallAsTypedPassesListsSizesAndPairs) {
-  Library lib("abi_calls_as_typed_kinds");
-  throwIfError(lib.def("list(Tensor[] tensors, int n) -> Tensor"));
-  throwIfError(lib.impl("list", DispatchKey::CPU, BP_FN(listProbe)));
-  throwIfError(lib.def("sizes(Tensor self, int[] sizes) -> Tensor"));
-  throwIfError(lib.impl("sizes", DispatchKey::CPU, BP_FN(sizesProbe)));
-  throwIfError(lib.def("pair(Tensor self, int n, bool flip) -> (Tensor, Tensor)"));
-  throwIfError(lib.impl("pair", DispatchKey::CPU, BP_FN(pairProbe)));
-  throwIfError(lib.def("throwing(Tensor self, float x) -> Tensor"));
-  throwIfError(lib.impl("throwing", DispatchKey::CPU, BP_FN(throwingProbe)));
-  auto op = [](const char* name) {
-    return Dispatcher::singleton().findOpOrThrow(std::string("abi_calls_as_typed_kinds::") + name);
-  };
+  CallAsTypedProbes probes;
+  auto op = &CallAsTypedProbes::op;
   // A tensor list (moved out of the stack for the call) and an int list (viewed in it).
   Stack list{IValue(std::vector<TensorBase>{floats({5}), floats({6})}), IValue(int64_t{2})};
   ASSERT_TRUE(callAsTyped(op("list"), list));
@@ -1085,12 +1096,8 @@ TEST_F(AbiRulesTest, CallAsTypedPassesListsSizesAndPairs) {
 }
 
 TEST_F(AbiRulesTest, CallAsTypedCompletesAndChecksTheStackAsCallBoxed) {
-  Library lib("abi_calls_as_typed");
-  throwIfError(lib.def("probe(Tensor self, int n=3) -> Tensor"));
-  throwIfError(lib.impl("probe", DispatchKey::CPU, BP_FN(typedCallProbe)));
-  throwIfError(lib.def("untyped(Tensor self, str mode) -> Tensor"));
-  throwIfError(lib.impl("untyped", DispatchKey::CPU, BP_FN(untypedCallProbe)));
-  const OperatorHandle probe = Dispatcher::singleton().findOpOrThrow("abi_calls_as_typed::probe");
+  CallAsTypedProbes probes;
+  const OperatorHandle probe = CallAsTypedProbes::op("probe");
   // A default left off is filled in, as by callBoxed.
   Stack stack{IValue(floats({1, 2}))};
   ASSERT_TRUE(callAsTyped(probe, stack));
@@ -1100,7 +1107,7 @@ TEST_F(AbiRulesTest, CallAsTypedCompletesAndChecksTheStackAsCallBoxed) {
   Stack bad{IValue(floats({1})), IValue(std::string("three"))};
   expectError([&] { callAsTyped(probe, bad); }, {"abi_calls_as_typed::probe", "argument 'n' (position 1) must be int"});
   // A signature with no typed plugin call: false, the stack untouched.
-  const OperatorHandle untyped = Dispatcher::singleton().findOpOrThrow("abi_calls_as_typed::untyped");
+  const OperatorHandle untyped = CallAsTypedProbes::op("untyped");
   Stack kept{IValue(floats({1})), IValue(std::string("m"))};
   EXPECT_FALSE(callAsTyped(untyped, kept));
   ASSERT_EQ(kept.size(), 2u);
