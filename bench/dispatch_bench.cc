@@ -3,6 +3,9 @@
 //   BM_DispatchUnboxed_Noop   the same kernel registered for CPU, called typed through the dispatcher
 //   BM_DispatchBoxed_Noop     the same op called boxed (stack reused across iterations)
 //   BM_PluginKernelCall       a no-op kernel living in a plugin, called typed: the cost of the ABI
+//   BM_PluginKernelCall_LinearSignature / _BoxedSignature
+//                             the plugin no-op with linear's signature (called typed) and with one no
+//                             standard op has (called boxed)
 //   BM_PluginKernelDecline_*  a plugin kernel declining every call to the no-op: the cost of a decline
 //   BM_PluginKernelWithRule   the plugin no-op behind a plugin rule (m.meta): the cost of a rule
 //   BM_LoadAllPlugins         loading every plugin in the default plugin directories
@@ -103,6 +106,38 @@ void BM_PluginKernelCall(benchmark::State& state) {
   if (benchPluginLoaded(state)) typedNoopLoop(state, "bench_plugin::noop");
 }
 BENCHMARK(BM_PluginKernelCall);
+
+// The no-op with linear's signature (Tensor, Tensor, Tensor?): every standard
+// op's signature has a typed call (typed_calls.h), so this costs what
+// BM_PluginKernelCall does. The same with a signature no standard op has
+// (Tensor, float[]), which a plugin's own operator may have: called boxed.
+void BM_PluginKernelCall_LinearSignature(benchmark::State& state) {
+  if (!benchPluginLoaded(state)) return;
+  auto op = Dispatcher::singleton()
+                .findOpOrThrow("bench_plugin::noop_linear")
+                .typed<Tensor(const Tensor&, const Tensor&, const std::optional<Tensor>&)>();
+  Tensor x = emptyTensor({1});
+  const std::optional<Tensor> bias;
+  for (auto _ : state) {
+    Tensor y = op.call(x, x, bias);
+    benchmark::DoNotOptimize(y);
+  }
+}
+BENCHMARK(BM_PluginKernelCall_LinearSignature);
+
+void BM_PluginKernelCall_BoxedSignature(benchmark::State& state) {
+  if (!benchPluginLoaded(state)) return;
+  auto op = Dispatcher::singleton()
+                .findOpOrThrow("bench_plugin::noop_weights")
+                .typed<Tensor(const Tensor&, ArrayRef<double>)>();
+  Tensor x = emptyTensor({1});
+  const std::vector<double> weights = {0.5};
+  for (auto _ : state) {
+    Tensor y = op.call(x, weights);
+    benchmark::DoNotOptimize(y);
+  }
+}
+BENCHMARK(BM_PluginKernelCall_BoxedSignature);
 
 // Note [Declined calls]: a plugin kernel that declines every call, which then
 // runs the plugin's no-op (the kernel registered before it): against

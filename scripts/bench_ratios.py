@@ -19,6 +19,11 @@ RATIOS = [
     ("BM_DispatchBoxed_Noop", "BM_RawFunctionPointer", "time", "<= 8x", lambda r: r <= 8.0),
     ("BM_DispatchUnboxed_Noop", "BM_RawFunctionPointer_PlainStruct", "time", "(for scale)", None),
     ("BM_PluginKernelCall", "BM_DispatchUnboxed_Noop", "diff", "<= +5 ns", lambda d: d <= 5.0),
+    # A standard op's signature with an optional tensor (linear's) is called
+    # typed too (typed_calls.h); one no standard op has is called boxed.
+    ("BM_PluginKernelCall_LinearSignature", "BM_PluginKernelCall", "diff", "<= +5 ns (typed, as the no-op)",
+     lambda d: d <= 5.0),
+    ("BM_PluginKernelCall_BoxedSignature", "BM_PluginKernelCall", "diff", "(report: a boxed call)", None),
     # Declining a call (Note [Declined calls]): what a decline adds to the
     # call of the kernel it goes to, through the C ABI and the C++ SDK.
     ("BM_PluginKernelDecline_Abi", "BM_PluginKernelCall", "diff", "(report)", None),

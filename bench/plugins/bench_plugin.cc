@@ -6,6 +6,10 @@
 namespace {
 
 bp::Tensor noop(const bp::Tensor& self) { return self; }
+// The no-op with linear's signature, which the host calls typed, and with
+// one no standard op has, which it calls boxed.
+bp::Tensor noopLinear(const bp::Tensor& self, const bp::Tensor&, const std::optional<bp::Tensor>&) { return self; }
+bp::Tensor noopWeights(const bp::Tensor& self, const bp::DoubleList&) { return self; }
 
 // Declines every call through the C ABI: a returned BP_DECLINED error.
 BP_Error* declineRaw(void*, const BP_KernelCall*) { return bp::host().error_new(BP_DECLINED, "benchmark"); }
@@ -31,6 +35,10 @@ void init(bp::Library& m) {
   m.def("bench_plugin::checked(Tensor self) -> Tensor");
   m.impl("bench_plugin::checked", 0, bp::kernel<&noop>());
   m.meta("bench_plugin::checked", &checkedRule);
+  m.def("bench_plugin::noop_linear(Tensor input, Tensor weight, Tensor? bias) -> Tensor");
+  m.impl("bench_plugin::noop_linear", 0, bp::kernel<&noopLinear>());
+  m.def("bench_plugin::noop_weights(Tensor self, float[] weights) -> Tensor");
+  m.impl("bench_plugin::noop_weights", 0, bp::kernel<&noopWeights>());
   m.def("bench_plugin::declined_sdk(Tensor self) -> Tensor");
   m.impl("bench_plugin::declined_sdk", 0, bp::kernel<&noop>());
   m.impl("bench_plugin::declined_sdk", 0, bp::kernel<&declineSdk>());

@@ -456,7 +456,12 @@ void pluginBoxed(OperatorKernel* functor, const OperatorHandle& op, DispatchKeyS
   }
 }
 
-// Unboxed adapters, compiled for common canonical signatures.
+// Unboxed adapters, compiled for the signatures typed_calls.h lists.
+template <typename T>
+inline constexpr bool kIsOptional = false;
+template <typename T>
+inline constexpr bool kIsOptional<std::optional<T>> = true;
+
 template <typename T>
 BP_Value fastValue(const T& v) {
   BP_Value out{};
@@ -506,6 +511,8 @@ BP_Value fastValue(const T& v) {
   } else if constexpr (std::is_same_v<D, std::string_view>) {
     out.tag = BP_VALUE_STRING;
     out.u.str = {v.data(), v.size()};
+  } else if constexpr (kIsOptional<D>) {
+    if (v) out = fastValue(*v);  // else NONE, as toValue() gives None
   } else {
     static_assert(sizeof(T) == 0, "no fast plugin conversion for this argument type");
   }

@@ -6,6 +6,7 @@
 // TypedFn is the type the SDK generates for every signature listed here.
 #include <cstdint>
 #include <optional>
+#include <string_view>
 #include <tuple>
 #include <type_traits>
 
@@ -18,17 +19,170 @@ template <typename... Sigs>
 struct SignatureList {};
 
 // Signatures whose plugin kernels are called without boxing (through
-// typed_fn where the kernel has one, else through fn with BP_Values).
-// Others are called boxed. docs/plugins.md lists them for vendors.
+// typed_fn where the kernel has one, else through fn with BP_Values): the
+// canonical signature of every standard op (Note [Canonical C++
+// signatures]), so that a plugin kernel of a standard op never pays for a
+// Stack; abi_rules_test.cc walks the standard table and fails on an op
+// whose signature is missing here. Not listed, so called boxed:
+// - bool[] arguments (batch_norm_backward, conv2d_backward and their out=
+//   forms): "bool[]" names std::array<bool, N> for every N, so the
+//   signature string cannot tell which array type a caller passes;
+// - Tensor?[] arguments (index, index_put): their tensors are not
+//   contiguous BP_Tensor* in the caller's ArrayRef, so the call would
+//   need an array built for it.
+// Plugin-defined operators' signatures are called boxed unless they match
+// one of these. docs/plugins.md says which for vendors.
 namespace fast_signature_types {
 using T = const Tensor&;
+using OT = const std::optional<Tensor>&;
 using S = const Scalar&;
-using FastSignatures =
-    SignatureList<Tensor(T), Tensor(T, T), Tensor(T, T, S), Tensor(T, S), Tensor(T, S, S), Tensor(T, T, T),
-                  Tensor(T, T, S, T), Tensor(T, T, T, S, S), Tensor(T, int64_t), Tensor(T, int64_t, bool),
-                  Tensor(T, double), Tensor(T, IntArrayRef), Tensor(T, int64_t, int64_t), Tensor(TensorList, int64_t),
-                  Tensor(T, bool), Tensor(T, T, T, T), std::tuple<Tensor, Tensor>(T, int64_t, bool), int64_t(T),
-                  double(T), bool(T)>;
+using OS = const std::optional<Scalar>&;
+// clang-format off
+using FastSignatures = SignatureList<
+    Tensor(T),
+    Tensor(IntArrayRef, T),
+    Tensor(S, T),
+    Tensor(T, IntArrayRef),
+    Tensor(T, S),
+    Tensor(T, T),
+    Tensor(T, bool),
+    Tensor(T, double),
+    Tensor(T, int64_t),
+    Tensor(T, std::optional<ScalarType>),
+    Tensor(T, std::optional<int64_t>),
+    Tensor(T, std::string_view),
+    Tensor(TensorList, int64_t),
+    Tensor(int64_t, T),
+    Tensor(IntArrayRef, S, T),
+    Tensor(IntArrayRef, std::optional<ScalarType>, std::optional<Device>),
+    Tensor(S, std::optional<ScalarType>, std::optional<Device>),
+    Tensor(T, IntArrayRef, IntArrayRef),
+    Tensor(T, IntArrayRef, S),
+    Tensor(T, IntArrayRef, T),
+    Tensor(T, IntArrayRef, bool),
+    Tensor(T, OS, OS),
+    Tensor(T, S, S),
+    Tensor(T, S, T),
+    Tensor(T, S, std::optional<std::string_view>),
+    Tensor(T, T, OT),
+    Tensor(T, T, S),
+    Tensor(T, T, T),
+    Tensor(T, T, bool),
+    Tensor(T, T, std::optional<std::string_view>),
+    Tensor(T, T, std::string_view),
+    Tensor(T, double, T),
+    Tensor(T, double, bool),
+    Tensor(T, double, double),
+    Tensor(T, int64_t, T),
+    Tensor(T, int64_t, bool),
+    Tensor(T, int64_t, std::optional<ScalarType>),
+    Tensor(T, std::optional<IntArrayRef>, bool),
+    Tensor(T, std::optional<ScalarType>, T),
+    Tensor(T, std::optional<ScalarType>, std::optional<Device>),
+    Tensor(T, std::optional<int64_t>, T),
+    Tensor(T, std::optional<int64_t>, bool),
+    Tensor(T, std::string_view, T),
+    Tensor(TensorList, int64_t, T),
+    Tensor(int64_t, int64_t, T),
+    Tensor(int64_t, std::optional<ScalarType>, std::optional<Device>),
+    Tensor(std::string_view, TensorList, std::optional<IntArrayRef>),
+    Tensor(IntArrayRef, IntArrayRef, std::optional<ScalarType>, std::optional<Device>),
+    Tensor(IntArrayRef, S, std::optional<ScalarType>, std::optional<Device>),
+    Tensor(S, S, S, T),
+    Tensor(S, S, int64_t, T),
+    Tensor(S, S, std::optional<ScalarType>, std::optional<Device>),
+    Tensor(T, IntArrayRef, IntArrayRef, T),
+    Tensor(T, IntArrayRef, S, T),
+    Tensor(T, IntArrayRef, bool, T),
+    Tensor(T, IntArrayRef, std::string_view, std::optional<double>),
+    Tensor(T, OS, OS, T),
+    Tensor(T, S, S, S),
+    Tensor(T, S, S, T),
+    Tensor(T, S, std::optional<ScalarType>, std::optional<Device>),
+    Tensor(T, S, std::optional<std::string_view>, T),
+    Tensor(T, ScalarType, bool, bool),
+    Tensor(T, T, OT, T),
+    Tensor(T, T, S, T),
+    Tensor(T, T, T, T),
+    Tensor(T, T, bool, T),
+    Tensor(T, T, bool, bool),
+    Tensor(T, T, int64_t, ScalarType),
+    Tensor(T, T, std::optional<int64_t>, std::optional<int64_t>),
+    Tensor(T, T, std::optional<std::string_view>, T),
+    Tensor(T, T, std::string_view, T),
+    Tensor(T, bool, int64_t, bool),
+    Tensor(T, double, double, T),
+    Tensor(T, double, int64_t, int64_t),
+    Tensor(T, double, std::optional<IntArrayRef>, bool),
+    Tensor(T, int64_t, T, S),
+    Tensor(T, int64_t, T, T),
+    Tensor(T, int64_t, T, bool),
+    Tensor(T, int64_t, bool, T),
+    Tensor(T, int64_t, bool, std::optional<ScalarType>),
+    Tensor(T, int64_t, std::optional<ScalarType>, T),
+    Tensor(T, int64_t, std::optional<int64_t>, std::optional<int64_t>),
+    Tensor(T, std::optional<IntArrayRef>, OS, bool),
+    Tensor(T, std::optional<IntArrayRef>, bool, T),
+    Tensor(T, std::optional<IntArrayRef>, bool, bool),
+    Tensor(T, std::optional<IntArrayRef>, bool, std::optional<ScalarType>),
+    Tensor(T, std::optional<double>, std::optional<double>, std::optional<double>),
+    Tensor(T, std::optional<int64_t>, bool, T),
+    Tensor(int64_t, int64_t, std::optional<ScalarType>, std::optional<Device>),
+    Tensor(S, S, S, std::optional<ScalarType>, std::optional<Device>),
+    Tensor(S, S, int64_t, std::optional<ScalarType>, std::optional<Device>),
+    Tensor(T, Device, ScalarType, bool, bool),
+    Tensor(T, S, S, S, T),
+    Tensor(T, T, T, S, S),
+    Tensor(T, T, double, double, bool),
+    Tensor(T, T, int64_t, ScalarType, T),
+    Tensor(T, T, int64_t, bool, bool),
+    Tensor(T, T, int64_t, int64_t, bool),
+    Tensor(T, bool, int64_t, bool, T),
+    Tensor(T, double, double, int64_t, int64_t),
+    Tensor(T, double, std::optional<IntArrayRef>, bool, T),
+    Tensor(T, int64_t, T, S, T),
+    Tensor(T, int64_t, T, T, S),
+    Tensor(T, int64_t, T, T, T),
+    Tensor(T, int64_t, T, bool, T),
+    Tensor(T, int64_t, bool, std::optional<ScalarType>, T),
+    Tensor(T, std::optional<IntArrayRef>, OS, bool, T),
+    Tensor(T, std::optional<IntArrayRef>, bool, bool, T),
+    Tensor(T, std::optional<IntArrayRef>, bool, std::optional<ScalarType>, T),
+    Tensor(T, std::optional<ScalarType>, std::optional<Device>, bool, bool),
+    Tensor(T, std::optional<double>, std::optional<double>, std::optional<double>, T),
+    Tensor(T, IntArrayRef, IntArrayRef, IntArrayRef, IntArrayRef, bool),
+    Tensor(T, IntArrayRef, OT, OT, double, bool),
+    Tensor(T, T, T, S, S, T),
+    Tensor(T, T, T, S, S, bool),
+    Tensor(T, T, int64_t, bool, bool, T),
+    Tensor(T, T, int64_t, int64_t, bool, T),
+    Tensor(T, int64_t, T, T, S, T),
+    Tensor(T, IntArrayRef, IntArrayRef, IntArrayRef, bool, bool, std::optional<int64_t>),
+    Tensor(T, IntArrayRef, OT, OT, double, bool, T),
+    Tensor(T, T, IntArrayRef, IntArrayRef, IntArrayRef, IntArrayRef, bool),
+    Tensor(T, T, OT, IntArrayRef, IntArrayRef, IntArrayRef, int64_t),
+    Tensor(T, T, T, S, S, bool, T),
+    Tensor(T, IntArrayRef, IntArrayRef, IntArrayRef, bool, bool, std::optional<int64_t>, T),
+    Tensor(T, T, IntArrayRef, IntArrayRef, IntArrayRef, IntArrayRef, bool, T),
+    Tensor(T, T, IntArrayRef, IntArrayRef, IntArrayRef, bool, bool, std::optional<int64_t>),
+    Tensor(T, OT, OT, OT, OT, bool, double, double, bool),
+    Tensor(T, T, IntArrayRef, IntArrayRef, IntArrayRef, bool, bool, std::optional<int64_t>, T),
+    std::tuple<Tensor, Tensor>(T, int64_t, bool),
+    std::tuple<Tensor, Tensor>(T, std::optional<bool>, int64_t, bool),
+    std::tuple<Tensor, Tensor>(T, int64_t, bool, T, T),
+    std::tuple<Tensor, Tensor>(T, int64_t, int64_t, bool, bool),
+    std::tuple<Tensor, Tensor>(T, std::optional<bool>, int64_t, bool, T, T),
+    std::tuple<Tensor, Tensor>(T, int64_t, int64_t, bool, bool, T, T),
+    std::tuple<Tensor, Tensor, Tensor>(T, bool, bool, bool),
+    std::tuple<Tensor, Tensor, Tensor>(T, T, IntArrayRef, OT, double),
+    std::tuple<Tensor, Tensor, Tensor>(T, bool, bool, bool, T, T, T),
+    std::tuple<Tensor, Tensor, Tensor>(T, T, IntArrayRef, OT, double, T, T, T),
+    void(TensorList, TensorList, TensorList, double, double, double, double, bool, bool, bool),
+    void(TensorList, TensorList, TensorList, TensorList, TensorList, int64_t, double, double, double, double, double, bool, bool),
+    int64_t(T),
+    double(T),
+    bool(T)>;
+// clang-format on
 }  // namespace fast_signature_types
 using fast_signature_types::FastSignatures;
 

@@ -35,11 +35,14 @@
 // test left behind).
 #include <cstddef>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "backplane/core/device_type_registry.h"
 #include "backplane/dispatch/dispatcher.h"
+#include "backplane/dispatch/schema_signature.h"
+#include "backplane/ops/standard_ops.h"
 #include "backplane/plugin/detail/kernel_adapter.hpp"
 #include "backplane/plugin_api.h"
 #include "backplane/runtime/plugin_registry.h"
@@ -931,6 +934,34 @@ struct SdkType<TensorList> {
   using type = const std::vector<bp::Tensor>&;
 };
 template <>
+struct SdkType<const std::optional<Tensor>&> {
+  using type = const std::optional<bp::Tensor>&;
+};
+template <>
+struct SdkType<const std::optional<Scalar>&> {
+  using type = const std::optional<bp::Scalar>&;
+};
+template <>
+struct SdkType<ScalarType> {
+  using type = bp::ScalarType;
+};
+template <>
+struct SdkType<Device> {
+  using type = bp::Device;
+};
+template <>
+struct SdkType<std::string_view> {
+  using type = std::string_view;
+};
+template <>
+struct SdkType<void> {
+  using type = void;
+};
+template <typename T>
+struct SdkType<std::optional<T>> {
+  using type = std::optional<typename SdkType<T>::type>;
+};
+template <>
 struct SdkType<int64_t> {
   using type = int64_t;
 };
@@ -978,11 +1009,35 @@ constexpr bool hostAndSdkAgree(plugin_detail::SignatureList<Sigs...>) {
 }
 static_assert(hostAndSdkAgree(plugin_detail::FastSignatures{}),
               "the C type the host calls a typed entry as differs from the one the SDK generates");
-// And for the types no signature of the table has yet: Tensor?, a void return.
-using OptionalTensorEntry =
-    bp::detail::TypedEntry<NoRun, bp::detail::TypeList<std::optional<bp::Tensor>, bool>, bp::detail::TypeList<>>;
-static_assert(std::is_same_v<plugin_detail::TypedFn<void, const std::optional<Tensor>&, bool>,
-                             WithoutNoexcept<decltype(&OptionalTensorEntry::fn)>::type>);
+
+// Every standard op's plugin kernels are called typed: its canonical
+// signature is in typed_calls.h's list, but for the two kinds of argument
+// that list leaves out (and says why).
+template <typename Sig>
+struct SignatureString;
+template <typename Ret, typename... Args>
+struct SignatureString<Ret(Args...)> {
+  static std::string get() { return detail::cppSignatureString<Ret, Args...>(); }
+};
+template <typename... Sigs>
+std::vector<std::string> fastSignatureStrings(plugin_detail::SignatureList<Sigs...>) {
+  return {SignatureString<Sigs>::get()...};
+}
+TEST_F(AbiRulesTest, EveryStandardOpsSignatureHasATypedPluginCall) {
+  const std::vector<std::string> listed = fastSignatureStrings(plugin_detail::FastSignatures{});
+  const std::set<std::string> fast(listed.begin(), listed.end());
+  EXPECT_EQ(fast.size(), listed.size()) << "a signature is listed twice in typed_calls.h";
+  size_t checked = 0;
+  for (const StandardOp& s : standardOperators()) {
+    const std::string name = strCat(kStandardNamespace, "::", s.schema.substr(0, s.schema.find('(')));
+    const std::string sig = cppSignatureForSchema(Dispatcher::singleton().findOpOrThrow(name).schema());
+    if (sig.find("bool[]") != std::string::npos || sig.find("Tensor?[]") != std::string::npos) continue;
+    EXPECT_TRUE(fast.contains(sig)) << name << ": its plugin kernels are called boxed; add " << sig
+                                    << " to FastSignatures in typed_calls.h";
+    ++checked;
+  }
+  EXPECT_GT(checked, 400u);
+}
 
 // Loads tp_abi_typed_v1_14 and returns its operator `name`.
 constexpr const char* kTyped = "tp_abi_typed_v1_14";
@@ -990,10 +1045,10 @@ OperatorHandle typedOp(const char* name) { return Dispatcher::singleton().findOp
 void loadTyped() {
   absl::StatusOr<PluginStatus> s = plugins().load(pluginFile(kTyped));
   ASSERT_TRUE(s.ok()) << s.status();
-  // Its 17 kernels: 16 with a typed entry the host calls (the impls, the
+  // Its 22 kernels: 21 with a typed entry the host calls (the impls, the
   // composite and the impl_when_defined kernel), info without one.
-  EXPECT_EQ(s->kernels, 17u);
-  EXPECT_EQ(s->typed_kernels, 16u);
+  EXPECT_EQ(s->kernels, 22u);
+  EXPECT_EQ(s->typed_kernels, 21u);
 }
 
 TEST_F(AbiRulesTest, TypedEntryTakesUnboxedCallsAndFnTheBoxedOnes) {
@@ -1034,7 +1089,7 @@ TEST_F(AbiRulesTest, CallAsTypedReachesTheTypedEntryWhereCallBoxedReachesFn) {
 
 // Each returns what its call got.
 Tensor typedCallProbe(const Tensor&, int64_t n) { return floats({static_cast<float>(n)}); }
-Tensor untypedCallProbe(const Tensor& self, std::string_view) { return self; }
+Tensor untypedCallProbe(const Tensor& self, ArrayRef<double>) { return self; }
 Tensor listProbe(TensorList list, int64_t n) {
   std::vector<float> got{static_cast<float>(n)};
   for (const Tensor& t : list) got.push_back(t.toVector<float>().at(0));
@@ -1055,7 +1110,7 @@ Tensor throwingProbe(const Tensor&, double) { BP_THROW(kInvalidArgument, "throwi
 struct CallAsTypedProbes {
   CallAsTypedProbes() : lib("abi_calls_as_typed") {
     add("probe(Tensor self, int n=3) -> Tensor", "probe", BP_FN(typedCallProbe));
-    add("untyped(Tensor self, str mode) -> Tensor", "untyped", BP_FN(untypedCallProbe));
+    add("untyped(Tensor self, float[] weights) -> Tensor", "untyped", BP_FN(untypedCallProbe));
     add("list(Tensor[] tensors, int n) -> Tensor", "list", BP_FN(listProbe));
     add("sizes(Tensor self, int[] sizes) -> Tensor", "sizes", BP_FN(sizesProbe));
     add("pair(Tensor self, int n, bool flip) -> (Tensor, Tensor)", "pair", BP_FN(pairProbe));
@@ -1108,10 +1163,10 @@ TEST_F(AbiRulesTest, CallAsTypedCompletesAndChecksTheStackAsCallBoxed) {
   expectError([&] { callAsTyped(probe, bad); }, {"abi_calls_as_typed::probe", "argument 'n' (position 1) must be int"});
   // A signature with no typed plugin call: false, the stack untouched.
   const OperatorHandle untyped = CallAsTypedProbes::op("untyped");
-  Stack kept{IValue(floats({1})), IValue(std::string("m"))};
+  Stack kept{IValue(floats({1})), IValue(std::vector<double>{0.5})};
   EXPECT_FALSE(callAsTyped(untyped, kept));
   ASSERT_EQ(kept.size(), 2u);
-  EXPECT_EQ(kept[1].toString(), "m");
+  EXPECT_EQ(kept[1].toDoubleList(), std::vector<double>{0.5});
 }
 
 TEST_F(AbiRulesTest, TypedEntryGetsEachArgumentAsItsCType) {
@@ -1142,6 +1197,76 @@ TEST_F(AbiRulesTest, TypedEntryGetsEachArgumentAsItsCType) {
               {"typed: self=defined f=0.25", strCat("kernel of plugin '", kTyped, "' for ", kTyped, "::echo_d")});
   EXPECT_EQ(info(kTyped, 0), 9) << "every call above went through typed_fn";
   EXPECT_EQ(info(kTyped, 1), 0);
+  unload(kTyped);
+}
+
+// What an echo of tp_abi_typed wrote after its "typed:" or "boxed:": the
+// values its entry got.
+std::string echoedValues(const std::string& message, const char* way) {
+  const size_t at = message.find(way);
+  if (at == std::string::npos) return strCat("<no '", way, "' in: ", message, ">");
+  const size_t end = message.find('\n', at);
+  return message.substr(at + std::strlen(way),
+                        end == std::string::npos ? std::string::npos : end - at - std::strlen(way));
+}
+
+// The optional arguments of standard ops' signatures (int[]?, Scalar?,
+// ScalarType?, Device?, str?, int?, Tensor?), present and None: typed_fn
+// gets each as the BP_Value fn gets (a None as a NONE value, a Tensor? as
+// NULL), and the values are the caller's.
+TEST_F(AbiRulesTest, TypedEntryGetsOptionalArgumentsAsFnDoes) {
+  ASSERT_NO_FATAL_FAILURE(loadTyped());
+  const Tensor x = floats({1, 2}), out = floats({0, 0});
+  // Calls `name` typed (through `typed`) and boxed (with `stack`); expects
+  // both entries to have got `values`.
+  auto both = [&](const char* name, const auto& typed, Stack stack, const std::string& values) {
+    SCOPED_TRACE(name);
+    EXPECT_EQ(echoedValues(errorOf(typed), "typed:"), values);
+    EXPECT_EQ(echoedValues(errorOf([&] { typedOp(name).callBoxed(stack); }), "boxed:"), values);
+  };
+  const std::vector<int64_t> dims = {1, 0};
+  auto lists = typedOp("echo_lists")
+                   .typed<Tensor(const Tensor&, std::optional<IntArrayRef>, const std::optional<Scalar>&, bool,
+                                 const Tensor&)>();
+  both(
+      "echo_lists", [&] { lists.call(x, IntArrayRef(dims), Scalar(2.5), true, out); },
+      {IValue(x), IValue(dims), IValue(Scalar(2.5)), IValue(true), IValue(out)},
+      " tensor ints [1 0] float 2.5 bool 1 tensor");
+  both(
+      "echo_lists", [&] { lists.call(x, std::nullopt, std::nullopt, false, out); },
+      {IValue(x), IValue(), IValue(), IValue(false), IValue(out)}, " tensor none none bool 0 tensor");
+  auto types = typedOp("echo_types").typed<Tensor(const Tensor&, std::optional<ScalarType>, std::optional<Device>)>();
+  const Device cpu0{DeviceType::CPU, 0};
+  both(
+      "echo_types", [&] { types.call(x, ScalarType::Float64, cpu0); },
+      {IValue(x), IValue(ScalarType::Float64), IValue(cpu0)},
+      strCat(" tensor dtype ", static_cast<int>(ScalarType::Float64), " device ", static_cast<int>(DeviceType::CPU),
+             ":0"));
+  both(
+      "echo_types", [&] { types.call(x, std::nullopt, std::nullopt); }, {IValue(x), IValue(), IValue()},
+      " tensor none none");
+  auto mode = typedOp("echo_mode")
+                  .typed<Tensor(const Tensor&, const Tensor&, std::optional<std::string_view>, const Tensor&)>();
+  both(
+      "echo_mode", [&] { mode.call(x, x, "floor", out); },
+      {IValue(x), IValue(x), IValue(std::string("floor")), IValue(out)}, " tensor tensor str 'floor' tensor");
+  both(
+      "echo_mode", [&] { mode.call(x, x, std::nullopt, out); }, {IValue(x), IValue(x), IValue(), IValue(out)},
+      " tensor tensor none tensor");
+  auto dim = typedOp("echo_dim").typed<Tensor(const Tensor&, std::optional<int64_t>, bool)>();
+  both(
+      "echo_dim", [&] { dim.call(x, -1, true); }, {IValue(x), IValue(int64_t{-1}), IValue(true)},
+      " tensor int -1 bool 1");
+  both(
+      "echo_dim", [&] { dim.call(x, std::nullopt, false); }, {IValue(x), IValue(), IValue(false)},
+      " tensor none bool 0");
+  auto bias = typedOp("echo_bias").typed<Tensor(const Tensor&, const Tensor&, const std::optional<Tensor>&)>();
+  both(
+      "echo_bias", [&] { bias.call(x, x, x); }, {IValue(x), IValue(x), IValue(x)}, " tensor tensor tensor");
+  both(
+      "echo_bias", [&] { bias.call(x, x, std::nullopt); }, {IValue(x), IValue(x), IValue()}, " tensor tensor none");
+  EXPECT_EQ(info(kTyped, 0), 10) << "each typed call went through typed_fn";
+  EXPECT_EQ(info(kTyped, 1), 10) << "each boxed call went through fn";
   unload(kTyped);
 }
 

@@ -29,6 +29,16 @@
  *     pair_half_fail(Tensor self, int n, bool b) -> (Tensor, Tensor)
  *                                        typed_fn stores self in the first
  *                                        return, then fails
+ *     echo_lists(Tensor self, int[]? dims, Scalar? correction, bool keepdim, Tensor out) -> Tensor
+ *     echo_types(Tensor self, ScalarType? dtype, Device? device) -> Tensor
+ *     echo_mode(Tensor self, Tensor other, str? mode, Tensor out) -> Tensor
+ *     echo_dim(Tensor self, int? dim, bool keepdim) -> Tensor
+ *     echo_bias(Tensor input, Tensor weight, Tensor? bias) -> Tensor
+ *                                        signatures of standard ops with
+ *                                        optional arguments; each fails
+ *                                        with the values it got, written
+ *                                        alike by fn ("boxed: ...") and
+ *                                        typed_fn ("typed: ...")
  *     composite_which(Tensor self) -> int
  *                                        which(), as a composite (impl with
  *                                        BP_ANY_DEVICE_TYPE)
@@ -45,6 +55,7 @@
  *                   (the name tp_abi_dtypes's device has: one dynamic slot)
  */
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,6 +188,106 @@ TP_FN BP_Error* tp_echo_tt(void* ctx, const BP_Operator* op, uint64_t keys, BP_T
   ++tp_calls[0];
   snprintf(text, sizeof text, "typed: a=%s b=%s", tp_defined(a), tp_defined(b));
   return tp_echo(text);
+}
+
+/* The values an echo got, one after another, written the same way from a
+ * BP_Value (fn) and from a typed entry's C arguments. */
+typedef struct TpText {
+  char text[256];
+  size_t used;
+} TpText;
+TP_FN void tp_put(TpText* t, const char* format, ...) __attribute__((format(printf, 2, 3)));
+TP_FN void tp_put(TpText* t, const char* format, ...) {
+  va_list args;
+  int n;
+  if (t->used >= sizeof t->text) return;
+  va_start(args, format);
+  n = vsnprintf(t->text + t->used, sizeof t->text - t->used, format, args);
+  va_end(args);
+  if (n > 0) t->used += (size_t)n;
+}
+TP_FN void tp_put_tensor(TpText* t, const BP_Tensor* v) { tp_put(t, " %s", v ? "tensor" : "none"); }
+TP_FN void tp_put_value(TpText* t, const BP_Value* v) {
+  size_t i;
+  switch (v->tag) {
+    case BP_VALUE_NONE: tp_put(t, " none"); break;
+    case BP_VALUE_TENSOR: tp_put_tensor(t, v->u.tensor); break;
+    case BP_VALUE_INT: tp_put(t, " int %" PRId64, v->u.i); break;
+    case BP_VALUE_DOUBLE: tp_put(t, " float %g", v->u.d); break;
+    case BP_VALUE_BOOL: tp_put(t, " bool %d", (int)v->u.b); break;
+    case BP_VALUE_STRING: tp_put(t, " str '%.*s'", (int)v->u.str.size, v->u.str.data); break;
+    case BP_VALUE_SCALAR_TYPE: tp_put(t, " dtype %d", (int)v->u.scalar_type); break;
+    case BP_VALUE_DEVICE: tp_put(t, " device %d:%d", (int)v->u.device.type, (int)v->u.device.index); break;
+    case BP_VALUE_INT_LIST:
+      tp_put(t, " ints [");
+      for (i = 0; i < v->u.int_list.size; ++i) tp_put(t, i ? " %" PRId64 : "%" PRId64, v->u.int_list.data[i]);
+      tp_put(t, "]");
+      break;
+    default: tp_put(t, " tag %d", (int)v->tag); break;
+  }
+}
+TP_FN void tp_put_int(TpText* t, int64_t i) { tp_put(t, " int %" PRId64, i); }
+TP_FN void tp_put_bool(TpText* t, uint8_t b) { tp_put(t, " bool %d", (int)b); }
+TP_FN BP_Error* tp_values_boxed(void* ctx, const BP_KernelCall* call) {
+  TpText t = {"boxed:", 6};
+  size_t i;
+  (void)ctx;
+  ++tp_calls[1];
+  for (i = 0; i < call->num_args; ++i) tp_put_value(&t, &call->args[i]);
+  return tp_echo(t.text);
+}
+TP_FN BP_Error* tp_echo_lists(void* ctx, const BP_Operator* op, uint64_t keys, BP_Tensor* self, const BP_Value* dims,
+                              const BP_Value* correction, uint8_t keepdim, BP_Tensor* out, BP_Tensor** result) {
+  TpText t = {"typed:", 6};
+  (void)ctx, (void)op, (void)keys, (void)result;
+  ++tp_calls[0];
+  tp_put_tensor(&t, self);
+  tp_put_value(&t, dims);
+  tp_put_value(&t, correction);
+  tp_put_bool(&t, keepdim);
+  tp_put_tensor(&t, out);
+  return tp_echo(t.text);
+}
+TP_FN BP_Error* tp_echo_types(void* ctx, const BP_Operator* op, uint64_t keys, BP_Tensor* self, const BP_Value* dtype,
+                              const BP_Value* device, BP_Tensor** result) {
+  TpText t = {"typed:", 6};
+  (void)ctx, (void)op, (void)keys, (void)result;
+  ++tp_calls[0];
+  tp_put_tensor(&t, self);
+  tp_put_value(&t, dtype);
+  tp_put_value(&t, device);
+  return tp_echo(t.text);
+}
+TP_FN BP_Error* tp_echo_mode(void* ctx, const BP_Operator* op, uint64_t keys, BP_Tensor* self, BP_Tensor* other,
+                             const BP_Value* mode, BP_Tensor* out, BP_Tensor** result) {
+  TpText t = {"typed:", 6};
+  (void)ctx, (void)op, (void)keys, (void)result;
+  ++tp_calls[0];
+  tp_put_tensor(&t, self);
+  tp_put_tensor(&t, other);
+  tp_put_value(&t, mode);
+  tp_put_tensor(&t, out);
+  return tp_echo(t.text);
+}
+TP_FN BP_Error* tp_echo_dim(void* ctx, const BP_Operator* op, uint64_t keys, BP_Tensor* self, const BP_Value* dim,
+                            uint8_t keepdim, BP_Tensor** result) {
+  TpText t = {"typed:", 6};
+  (void)ctx, (void)op, (void)keys, (void)result;
+  ++tp_calls[0];
+  tp_put_tensor(&t, self);
+  tp_put_value(&t, dim);
+  tp_put_bool(&t, keepdim);
+  return tp_echo(t.text);
+}
+TP_FN BP_Error* tp_echo_bias(void* ctx, const BP_Operator* op, uint64_t keys, BP_Tensor* input, BP_Tensor* weight,
+                             BP_Tensor* bias, BP_Tensor** result) {
+  TpText t = {"typed:", 6};
+  (void)ctx, (void)op, (void)keys, (void)result;
+  ++tp_calls[0];
+  tp_put_tensor(&t, input);
+  tp_put_tensor(&t, weight);
+  tp_put_tensor(&t, bias);
+  return tp_echo(t.text);
 }
 
 /* ----------------------------------------------------- returns, errors */
@@ -323,6 +434,27 @@ BP_EXPORT BP_Error* backplane_plugin_init(const BP_HostApi* host, BP_Plugin* plu
   if ((e = tp_impl(plugin, TP_NAME "::pair_half_fail(Tensor self, int n, bool b) -> (Tensor, Tensor)",
                    TP_NAME "::pair_half_fail", abi_unreachable_kernel, TP_TYPED(tp_pair_half_fail),
                    "(Tensor, int, bool) -> (Tensor, Tensor)")))
+    return e;
+  if ((e = tp_impl(plugin,
+                   TP_NAME "::echo_lists(Tensor self, int[]? dims, Scalar? correction, bool keepdim, Tensor out) -> "
+                           "Tensor",
+                   TP_NAME "::echo_lists", tp_values_boxed, TP_TYPED(tp_echo_lists),
+                   "(Tensor, int[]?, Scalar?, bool, Tensor) -> Tensor")))
+    return e;
+  if ((e = tp_impl(plugin, TP_NAME "::echo_types(Tensor self, ScalarType? dtype, Device? device) -> Tensor",
+                   TP_NAME "::echo_types", tp_values_boxed, TP_TYPED(tp_echo_types),
+                   "(Tensor, ScalarType?, Device?) -> Tensor")))
+    return e;
+  if ((e = tp_impl(plugin, TP_NAME "::echo_mode(Tensor self, Tensor other, str? mode, Tensor out) -> Tensor",
+                   TP_NAME "::echo_mode", tp_values_boxed, TP_TYPED(tp_echo_mode),
+                   "(Tensor, Tensor, str?, Tensor) -> Tensor")))
+    return e;
+  if ((e = tp_impl(plugin, TP_NAME "::echo_dim(Tensor self, int? dim, bool keepdim) -> Tensor", TP_NAME "::echo_dim",
+                   tp_values_boxed, TP_TYPED(tp_echo_dim), "(Tensor, int?, bool) -> Tensor")))
+    return e;
+  if ((e = tp_impl(plugin, TP_NAME "::echo_bias(Tensor input, Tensor weight, Tensor? bias) -> Tensor",
+                   TP_NAME "::echo_bias", tp_values_boxed, TP_TYPED(tp_echo_bias),
+                   "(Tensor, Tensor, Tensor?) -> Tensor")))
     return e;
   {
     BP_KernelDesc k = tp_typed_desc(tp_which, TP_TYPED(tp_which_typed), "(Tensor) -> int");
