@@ -7,7 +7,6 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
 #include "backplane/core/str_cat.h"
-#include "backplane/dispatch/boxed_arguments.h"
 #include "backplane/dispatch/schema_signature.h"
 #include "backplane/ops/standard_ops.h"
 #include "backplane/runtime/process_group.h"
@@ -740,37 +739,13 @@ Ret pluginTyped(OperatorKernel* functor, DispatchKeySet ks, Args... args) {
   return outs.take();
 }
 
-// A typed call of `op` (op.typed<Ret(Args...)>().call) with the arguments
-// on `stack`, which it replaces with the returns: what an application's
-// call runs, for callers that hold a Stack (callAsTyped()).
-template <typename Ret, typename... Args>
-void callTypedFromStack(const OperatorHandle& op, Stack& stack) {
-  using backplane::detail::arg_key_t;
-  using backplane::detail::ArgTraits;
-  const auto typed = op.typed<Ret(Args...)>();
-  [&]<size_t... I>(std::index_sequence<I...>) {
-    // The unboxed values, held for the call (a list's ArrayRef views its
-    // vector here, an IntArrayRef the stack's list).
-    std::tuple<decltype(ArgTraits<arg_key_t<Args>>::fromIValue(stack[I]))...> held{
-        ArgTraits<arg_key_t<Args>>::fromIValue(stack[I])...};
-    if constexpr (std::is_void_v<Ret>) {
-      typed.call(std::get<I>(held)...);
-      stack.clear();
-    } else {
-      Ret ret = typed.call(std::get<I>(held)...);
-      stack.clear();
-      backplane::detail::ReturnTraits<Ret>::push(stack, std::move(ret));
-    }
-  }
-  (std::index_sequence_for<Args...>{});
-}
-
 // An unboxed adapter per compiled signature: through fn (BP_Values in a
-// BP_KernelCall) and through typed_fn; and the typed call from a stack.
+// BP_KernelCall) and through typed_fn. (The typed call of each from a
+// stack, for callAsTyped(), is in typed_calls_from_stack.cc: a translation
+// unit of its own, so that the two compile in parallel.)
 struct FastAdapters {
   void* boxed_values;
   void* typed;
-  void (*from_stack)(const OperatorHandle&, Stack&);
 };
 
 template <typename Sig>
@@ -778,9 +753,9 @@ struct FastEntry;
 template <typename Ret, typename... Args>
 struct FastEntry<Ret(Args...)> {
   static std::pair<std::string, FastAdapters> make() {
-    return {backplane::detail::cppSignatureString<Ret, Args...>(),
-            {reinterpret_cast<void*>(&pluginUnboxed<Ret, Args...>), reinterpret_cast<void*>(&pluginTyped<Ret, Args...>),
-             &callTypedFromStack<Ret, Args...>}};
+    return {
+        backplane::detail::cppSignatureString<Ret, Args...>(),
+        {reinterpret_cast<void*>(&pluginUnboxed<Ret, Args...>), reinterpret_cast<void*>(&pluginTyped<Ret, Args...>)}};
   }
 };
 
@@ -1434,15 +1409,3 @@ void fillHostApiCommon(BP_HostApi& api) {
 }
 
 }  // namespace backplane::plugin_detail
-
-namespace backplane {
-
-bool callAsTyped(const OperatorHandle& op, Stack& stack) {
-  const auto it = plugin_detail::fastTable().find(cppSignatureForSchema(op.schema()));
-  if (it == plugin_detail::fastTable().end()) return false;
-  completeBoxedArguments(op.schema(), stack);  // defaults, types and conversions as callBoxed
-  it->second.from_stack(op, stack);
-  return true;
-}
-
-}  // namespace backplane

@@ -1,0 +1,80 @@
+// callAsTyped(): an op called from a Stack the way an application's typed
+// call reaches it, for each signature typed_calls.h lists (the ones whose
+// plugin kernels the host calls typed). Apart from plugin_host.cc, which
+// instantiates the plugin side of the same signatures, so that the two
+// compile in parallel.
+#include <string>
+#include <tuple>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "backplane/dispatch/boxed_arguments.h"
+#include "backplane/dispatch/schema_signature.h"
+#include "backplane/runtime/plugin_registry.h"
+#include "typed_calls.h"
+
+namespace backplane::plugin_detail {
+namespace {
+
+// A typed call of `op` (op.typed<Ret(Args...)>().call) with the arguments
+// on `stack`, which it replaces with the returns: what an application's
+// call runs, for callers that hold a Stack (callAsTyped()).
+template <typename Ret, typename... Args>
+void callTypedFromStack(const OperatorHandle& op, Stack& stack) {
+  using backplane::detail::arg_key_t;
+  using backplane::detail::ArgTraits;
+  const auto typed = op.typed<Ret(Args...)>();
+  [&]<size_t... I>(std::index_sequence<I...>) {
+    // The unboxed values, held for the call (a list's ArrayRef views its
+    // vector here, an IntArrayRef the stack's list).
+    std::tuple<decltype(ArgTraits<arg_key_t<Args>>::fromIValue(stack[I]))...> held{
+        ArgTraits<arg_key_t<Args>>::fromIValue(stack[I])...};
+    if constexpr (std::is_void_v<Ret>) {
+      typed.call(std::get<I>(held)...);
+      stack.clear();
+    } else {
+      Ret ret = typed.call(std::get<I>(held)...);
+      stack.clear();
+      backplane::detail::ReturnTraits<Ret>::push(stack, std::move(ret));
+    }
+  }
+  (std::index_sequence_for<Args...>{});
+}
+
+using FromStack = void (*)(const OperatorHandle&, Stack&);
+
+template <typename Sig>
+struct FromStackEntry;
+template <typename Ret, typename... Args>
+struct FromStackEntry<Ret(Args...)> {
+  static std::pair<std::string, FromStack> make() {
+    return {backplane::detail::cppSignatureString<Ret, Args...>(), &callTypedFromStack<Ret, Args...>};
+  }
+};
+
+template <typename... Sigs>
+absl::flat_hash_map<std::string, FromStack> makeFromStackTable(SignatureList<Sigs...>) {
+  absl::flat_hash_map<std::string, FromStack> table;
+  (table.insert(FromStackEntry<Sigs>::make()), ...);
+  return table;
+}
+const absl::flat_hash_map<std::string, FromStack>& fromStackTable() {
+  static const auto* table = new absl::flat_hash_map<std::string, FromStack>(makeFromStackTable(FastSignatures{}));
+  return *table;
+}
+
+}  // namespace
+}  // namespace backplane::plugin_detail
+
+namespace backplane {
+
+bool callAsTyped(const OperatorHandle& op, Stack& stack) {
+  const auto& table = plugin_detail::fromStackTable();
+  const auto it = table.find(cppSignatureForSchema(op.schema()));
+  if (it == table.end()) return false;
+  completeBoxedArguments(op.schema(), stack);  // defaults, types and conversions as callBoxed
+  it->second(op, stack);
+  return true;
+}
+
+}  // namespace backplane
