@@ -752,6 +752,10 @@ template <typename Sig>
 struct FastEntry;
 template <typename Ret, typename... Args>
 struct FastEntry<Ret(Args...)> {
+  // A caller's typed<Sig>() spells the canonical types, and the adapter is
+  // called through a pointer of the caller's type.
+  static_assert((std::is_same_v<Args, backplane::detail::canonical_t<Args>> && ...),
+                "typed_calls.h lists a signature with a parameter type that is not canonical");
   static std::pair<std::string, FastAdapters> make() {
     return {
         backplane::detail::cppSignatureString<Ret, Args...>(),

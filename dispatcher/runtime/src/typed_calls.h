@@ -20,10 +20,12 @@ struct SignatureList {};
 
 // Signatures whose plugin kernels are called without boxing (through
 // typed_fn where the kernel has one, else through fn with BP_Values): the
-// canonical signature of every standard op (Note [Canonical C++
-// signatures]), so that a plugin kernel of a standard op never pays for a
-// Stack; abi_rules_test.cc walks the standard table and fails on an op
-// whose signature is missing here. Not listed, so called boxed:
+// canonical signature (Note [Canonical C++ signatures]) of every op the
+// host defines, the standard table's (bp::) and the collectives'
+// (comm::), so that a plugin kernel of one never pays for a Stack;
+// abi_rules_test.cc walks those ops and fails on one whose signature is
+// missing here. Also (Tensor) -> int, float and bool, for plugins' own
+// queries. Not listed, so called boxed:
 // - bool[] arguments (batch_norm_backward, conv2d_backward and their out=
 //   forms): "bool[]" names std::array<bool, N> for every N, so the
 //   signature string cannot tell which array type a caller passes;
@@ -179,6 +181,13 @@ using FastSignatures = SignatureList<
     std::tuple<Tensor, Tensor, Tensor>(T, T, IntArrayRef, OT, double, T, T, T),
     void(TensorList, TensorList, TensorList, double, double, double, double, bool, bool, bool),
     void(TensorList, TensorList, TensorList, TensorList, TensorList, int64_t, double, double, double, double, double, bool, bool),
+    // comm:: (collectives.cc) beyond the standard table's signatures.
+    Tensor(T, int64_t, int64_t),
+    Tensor(T, int64_t, int64_t, int64_t),
+    Tensor(T, std::string_view, int64_t),
+    Tensor(T, std::string_view, int64_t, T),
+    void(T, int64_t, int64_t, int64_t),
+    void(int64_t),
     int64_t(T),
     double(T),
     bool(T)>;

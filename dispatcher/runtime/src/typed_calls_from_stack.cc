@@ -47,6 +47,8 @@ template <typename Sig>
 struct FromStackEntry;
 template <typename Ret, typename... Args>
 struct FromStackEntry<Ret(Args...)> {
+  static_assert((std::is_same_v<Args, backplane::detail::canonical_t<Args>> && ...),
+                "typed_calls.h lists a signature with a parameter type that is not canonical");
   static std::pair<std::string, FromStack> make() {
     return {backplane::detail::cppSignatureString<Ret, Args...>(), &callTypedFromStack<Ret, Args...>};
   }

@@ -325,7 +325,7 @@ typedef BP_Error* (*BP_KernelFn)(void* kernel_ctx, const BP_KernelCall* call);
  * BP_DECLINED is returned (the host then releases any tensor the kernel
  * stored), a Tensor return may be left NULL only where fn may leave it NONE.
  * The host calls typed_fn where it has compiled a typed call for the
- * signature (the common ones, listed in docs/plugins.md) and fn everywhere else
+ * signature (every op's of the host, see docs/plugins.md) and fn everywhere else
  * (boxed callers, other signatures), so fn stays required and the two must
  * do the same (`backplane conformance` calls each op's functional, in-place
  * and out= forms both ways and fails a kernel whose entries disagree). The

@@ -12,7 +12,10 @@
  *                      dynamic device type slots), whose memory is the heap:
  *                      returns self, counts), TP_NAME::make(ScalarType
  *                      dtype) -> Tensor (cpu: an empty [2] tensor of that
- *                      dtype, counts), TP_NAME::other(Tensor self) -> Tensor
+ *                      dtype, counts), TP_NAME::make_like(Tensor self,
+ *                      ScalarType? dtype, Device? device) -> Tensor (the
+ *                      same, float32 for None: a signature the host calls
+ *                      unboxed, with a dtype argument), TP_NAME::other(Tensor self) -> Tensor
  *                      (no kernel: on its device the plugin's fallback
  *                      returns self and counts) and TP_NAME::info(int
  *                      which) -> int (0: echo calls, 1: make calls, 2:
@@ -80,17 +83,27 @@ static BP_Error* tp_info_kernel(void* ctx, const BP_KernelCall* call) {
   return NULL;
 }
 
-static BP_Error* tp_make(void* ctx, const BP_KernelCall* call) {
-  (void)ctx;
+/* An empty [2] cpu tensor of `dtype` as the call's return; counts. */
+static BP_Error* tp_return_empty(const BP_KernelCall* call, BP_ScalarType dtype) {
   ++tp_make_calls;
   const int64_t size = 2;
   BP_Device cpu = {0, 0};
   BP_Tensor* t = NULL;
-  BP_Error* e = abi_host->tensor_empty(&size, 1, NULL, call->args[0].u.scalar_type, cpu, &t);
+  BP_Error* e = abi_host->tensor_empty(&size, 1, NULL, dtype, cpu, &t);
   if (e) return e;
   call->returns[0].tag = BP_VALUE_TENSOR;
   call->returns[0].u.tensor = t;
   return NULL;
+}
+
+static BP_Error* tp_make(void* ctx, const BP_KernelCall* call) {
+  (void)ctx;
+  return tp_return_empty(call, call->args[0].u.scalar_type);
+}
+
+static BP_Error* tp_make_like(void* ctx, const BP_KernelCall* call) {
+  (void)ctx;
+  return tp_return_empty(call, call->args[1].tag == BP_VALUE_SCALAR_TYPE ? call->args[1].u.scalar_type : BP_FLOAT32);
 }
 
 static BP_Error* tp_fallback(void* ctx, const BP_KernelCall* call) {
@@ -127,6 +140,11 @@ BP_EXPORT BP_Error* backplane_plugin_init(const BP_HostApi* host, BP_Plugin* plu
   if ((e = host->impl(plugin, TP_NAME "::info", 0, tp_kernel_desc(tp_info_kernel, "(int) -> int", size_1_4)))) return e;
   if ((e = host->def(plugin, TP_NAME "::make(ScalarType dtype) -> Tensor"))) return e;
   if ((e = host->impl(plugin, TP_NAME "::make", 0, tp_kernel_desc(tp_make, NULL, size_1_4)))) return e;
+  if ((e = host->def(plugin, TP_NAME "::make_like(Tensor self, ScalarType? dtype, Device? device) -> Tensor")))
+    return e;
+  if ((e = host->impl(plugin, TP_NAME "::make_like", 0,
+                      tp_kernel_desc(tp_make_like, "(Tensor, ScalarType?, Device?) -> Tensor", size_1_4))))
+    return e;
   if ((e = host->def(plugin, TP_NAME "::other(Tensor self) -> Tensor"))) return e;
   BP_DeviceTypeDesc d = abi_heap_device_desc("abidtfbdev");
   int32_t type = -1;

@@ -34,11 +34,14 @@
  *     echo_mode(Tensor self, Tensor other, str? mode, Tensor out) -> Tensor
  *     echo_dim(Tensor self, int? dim, bool keepdim) -> Tensor
  *     echo_bias(Tensor input, Tensor weight, Tensor? bias) -> Tensor
+ *     echo_nan(Tensor self, float? nan, float? posinf, float? neginf) -> Tensor
+ *     echo_sort(Tensor self, bool? stable, int dim, bool descending) -> (Tensor, Tensor)
  *                                        signatures of standard ops with
  *                                        optional arguments; each fails
  *                                        with the values it got, written
  *                                        alike by fn ("boxed: ...") and
- *                                        typed_fn ("typed: ...")
+ *                                        typed_fn ("typed: ..."). Each also
+ *                                        as <name>_fn, with fn only.
  *     composite_which(Tensor self) -> int
  *                                        which(), as a composite (impl with
  *                                        BP_ANY_DEVICE_TYPE)
@@ -290,6 +293,29 @@ TP_FN BP_Error* tp_echo_bias(void* ctx, const BP_Operator* op, uint64_t keys, BP
   return tp_echo(t.text);
 }
 
+TP_FN BP_Error* tp_echo_nan(void* ctx, const BP_Operator* op, uint64_t keys, BP_Tensor* self, const BP_Value* nan,
+                            const BP_Value* posinf, const BP_Value* neginf, BP_Tensor** result) {
+  TpText t = {"typed:", 6};
+  (void)ctx, (void)op, (void)keys, (void)result;
+  ++tp_calls[0];
+  tp_put_tensor(&t, self);
+  tp_put_value(&t, nan);
+  tp_put_value(&t, posinf);
+  tp_put_value(&t, neginf);
+  return tp_echo(t.text);
+}
+TP_FN BP_Error* tp_echo_sort(void* ctx, const BP_Operator* op, uint64_t keys, BP_Tensor* self, const BP_Value* stable,
+                             int64_t dim, uint8_t descending, BP_Tensor** values, BP_Tensor** indices) {
+  TpText t = {"typed:", 6};
+  (void)ctx, (void)op, (void)keys, (void)values, (void)indices;
+  ++tp_calls[0];
+  tp_put_tensor(&t, self);
+  tp_put_value(&t, stable);
+  tp_put_int(&t, dim);
+  tp_put_bool(&t, descending);
+  return tp_echo(t.text);
+}
+
 /* ----------------------------------------------------- returns, errors */
 
 TP_FN BP_Error* tp_pair_half_fail(void* ctx, const BP_Operator* op, uint64_t keys, BP_Tensor* self, int64_t n,
@@ -435,27 +461,42 @@ BP_EXPORT BP_Error* backplane_plugin_init(const BP_HostApi* host, BP_Plugin* plu
                    TP_NAME "::pair_half_fail", abi_unreachable_kernel, TP_TYPED(tp_pair_half_fail),
                    "(Tensor, int, bool) -> (Tensor, Tensor)")))
     return e;
-  if ((e = tp_impl(plugin,
-                   TP_NAME "::echo_lists(Tensor self, int[]? dims, Scalar? correction, bool keepdim, Tensor out) -> "
-                           "Tensor",
-                   TP_NAME "::echo_lists", tp_values_boxed, TP_TYPED(tp_echo_lists),
-                   "(Tensor, int[]?, Scalar?, bool, Tensor) -> Tensor")))
-    return e;
-  if ((e = tp_impl(plugin, TP_NAME "::echo_types(Tensor self, ScalarType? dtype, Device? device) -> Tensor",
-                   TP_NAME "::echo_types", tp_values_boxed, TP_TYPED(tp_echo_types),
-                   "(Tensor, ScalarType?, Device?) -> Tensor")))
-    return e;
-  if ((e = tp_impl(plugin, TP_NAME "::echo_mode(Tensor self, Tensor other, str? mode, Tensor out) -> Tensor",
-                   TP_NAME "::echo_mode", tp_values_boxed, TP_TYPED(tp_echo_mode),
-                   "(Tensor, Tensor, str?, Tensor) -> Tensor")))
-    return e;
-  if ((e = tp_impl(plugin, TP_NAME "::echo_dim(Tensor self, int? dim, bool keepdim) -> Tensor", TP_NAME "::echo_dim",
-                   tp_values_boxed, TP_TYPED(tp_echo_dim), "(Tensor, int?, bool) -> Tensor")))
-    return e;
-  if ((e = tp_impl(plugin, TP_NAME "::echo_bias(Tensor input, Tensor weight, Tensor? bias) -> Tensor",
-                   TP_NAME "::echo_bias", tp_values_boxed, TP_TYPED(tp_echo_bias),
-                   "(Tensor, Tensor, Tensor?) -> Tensor")))
-    return e;
+  {
+    /* The echoes of optional arguments: each op, and its twin <name>_fn
+     * with fn only (a typed call of it reaches fn through BP_Values). */
+    static const struct {
+      const char* name;
+      const char* args;
+      const char* returns;
+      BP_TypedKernelFn typed_fn;
+      const char* cpp_signature;
+    } echoes[] = {
+        {"echo_lists", "(Tensor self, int[]? dims, Scalar? correction, bool keepdim, Tensor out)", "Tensor",
+         TP_TYPED(tp_echo_lists), "(Tensor, int[]?, Scalar?, bool, Tensor) -> Tensor"},
+        {"echo_types", "(Tensor self, ScalarType? dtype, Device? device)", "Tensor", TP_TYPED(tp_echo_types),
+         "(Tensor, ScalarType?, Device?) -> Tensor"},
+        {"echo_mode", "(Tensor self, Tensor other, str? mode, Tensor out)", "Tensor", TP_TYPED(tp_echo_mode),
+         "(Tensor, Tensor, str?, Tensor) -> Tensor"},
+        {"echo_dim", "(Tensor self, int? dim, bool keepdim)", "Tensor", TP_TYPED(tp_echo_dim),
+         "(Tensor, int?, bool) -> Tensor"},
+        {"echo_bias", "(Tensor input, Tensor weight, Tensor? bias)", "Tensor", TP_TYPED(tp_echo_bias),
+         "(Tensor, Tensor, Tensor?) -> Tensor"},
+        {"echo_nan", "(Tensor self, float? nan, float? posinf, float? neginf)", "Tensor", TP_TYPED(tp_echo_nan),
+         "(Tensor, float?, float?, float?) -> Tensor"},
+        {"echo_sort", "(Tensor self, bool? stable, int dim, bool descending)", "(Tensor, Tensor)",
+         TP_TYPED(tp_echo_sort), "(Tensor, bool?, int, bool) -> (Tensor, Tensor)"},
+    };
+    size_t i;
+    char schema[256], op[96];
+    for (i = 0; i < sizeof echoes / sizeof echoes[0]; ++i) {
+      snprintf(schema, sizeof schema, TP_NAME "::%s%s -> %s", echoes[i].name, echoes[i].args, echoes[i].returns);
+      snprintf(op, sizeof op, TP_NAME "::%s", echoes[i].name);
+      if ((e = tp_impl(plugin, schema, op, tp_values_boxed, echoes[i].typed_fn, echoes[i].cpp_signature))) return e;
+      snprintf(schema, sizeof schema, TP_NAME "::%s_fn%s -> %s", echoes[i].name, echoes[i].args, echoes[i].returns);
+      snprintf(op, sizeof op, TP_NAME "::%s_fn", echoes[i].name);
+      if ((e = tp_impl(plugin, schema, op, tp_values_boxed, NULL, echoes[i].cpp_signature))) return e;
+    }
+  }
   {
     BP_KernelDesc k = tp_typed_desc(tp_which, TP_TYPED(tp_which_typed), "(Tensor) -> int");
     if ((e = host->def(plugin, TP_NAME "::composite_which(Tensor self) -> int"))) return e;
