@@ -752,26 +752,15 @@ template <typename Sig>
 struct FastEntry;
 template <typename Ret, typename... Args>
 struct FastEntry<Ret(Args...)> {
-  // A caller's typed<Sig>() spells the canonical types, and the adapter is
-  // called through a pointer of the caller's type.
-  static_assert((std::is_same_v<Args, backplane::detail::canonical_t<Args>> && ...),
-                "typed_calls.h lists a signature with a parameter type that is not canonical");
-  static std::pair<std::string, FastAdapters> make() {
-    return {
-        backplane::detail::cppSignatureString<Ret, Args...>(),
-        {reinterpret_cast<void*>(&pluginUnboxed<Ret, Args...>), reinterpret_cast<void*>(&pluginTyped<Ret, Args...>)}};
+  static FastAdapters value() {
+    return {reinterpret_cast<void*>(&pluginUnboxed<Ret, Args...>), reinterpret_cast<void*>(&pluginTyped<Ret, Args...>)};
   }
 };
 
 // The unboxed adapters of typed_calls.h's signatures, by signature string.
-template <typename... Sigs>
-absl::flat_hash_map<std::string, FastAdapters> makeFastTable(SignatureList<Sigs...>) {
-  absl::flat_hash_map<std::string, FastAdapters> table;
-  (table.insert(FastEntry<Sigs>::make()), ...);
-  return table;
-}
 const absl::flat_hash_map<std::string, FastAdapters>& fastTable() {
-  static const auto* table = new absl::flat_hash_map<std::string, FastAdapters>(makeFastTable(FastSignatures{}));
+  static const auto* table =
+      new absl::flat_hash_map<std::string, FastAdapters>(makeSignatureTable<FastAdapters, FastEntry>(FastSignatures{}));
   return *table;
 }
 

@@ -6,10 +6,13 @@
 // TypedFn is the type the SDK generates for every signature listed here.
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <tuple>
 #include <type_traits>
 
+#include "absl/container/flat_hash_map.h"
+#include "backplane/dispatch/boxing.h"
 #include "backplane/ops/tensor.h"
 #include "backplane/plugin_api.h"
 
@@ -17,6 +20,29 @@ namespace backplane::plugin_detail {
 
 template <typename... Sigs>
 struct SignatureList {};
+
+// Sig's signature string ("(Tensor, Scalar) -> Tensor", the notation of
+// cppSignatureString and of a plugin kernel's cpp_signature).
+template <typename Sig>
+struct SignatureOf;
+template <typename Ret, typename... Args>
+struct SignatureOf<Ret(Args...)> {
+  // A caller's typed<Sig>() spells the canonical types, and the host's
+  // adapters are called through a pointer of the caller's type.
+  static_assert((std::is_same_v<Args, backplane::detail::canonical_t<Args>> && ...),
+                "typed_calls.h lists a signature with a parameter type that is not canonical");
+  static std::string string() { return backplane::detail::cppSignatureString<Ret, Args...>(); }
+};
+
+// Adapter<Sig>::value() for each listed signature, by its signature string:
+// plugin_host.cc's unboxed adapters, typed_calls_from_stack.cc's typed
+// calls from a stack.
+template <typename Value, template <typename> class Adapter, typename... Sigs>
+absl::flat_hash_map<std::string, Value> makeSignatureTable(SignatureList<Sigs...>) {
+  absl::flat_hash_map<std::string, Value> table;
+  (table.emplace(SignatureOf<Sigs>::string(), Adapter<Sigs>::value()), ...);
+  return table;
+}
 
 // Signatures whose plugin kernels are called without boxing (through
 // typed_fn where the kernel has one, else through fn with BP_Values): the

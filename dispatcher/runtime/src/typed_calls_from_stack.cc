@@ -47,21 +47,12 @@ template <typename Sig>
 struct FromStackEntry;
 template <typename Ret, typename... Args>
 struct FromStackEntry<Ret(Args...)> {
-  static_assert((std::is_same_v<Args, backplane::detail::canonical_t<Args>> && ...),
-                "typed_calls.h lists a signature with a parameter type that is not canonical");
-  static std::pair<std::string, FromStack> make() {
-    return {backplane::detail::cppSignatureString<Ret, Args...>(), &callTypedFromStack<Ret, Args...>};
-  }
+  static FromStack value() { return &callTypedFromStack<Ret, Args...>; }
 };
 
-template <typename... Sigs>
-absl::flat_hash_map<std::string, FromStack> makeFromStackTable(SignatureList<Sigs...>) {
-  absl::flat_hash_map<std::string, FromStack> table;
-  (table.insert(FromStackEntry<Sigs>::make()), ...);
-  return table;
-}
 const absl::flat_hash_map<std::string, FromStack>& fromStackTable() {
-  static const auto* table = new absl::flat_hash_map<std::string, FromStack>(makeFromStackTable(FastSignatures{}));
+  static const auto* table =
+      new absl::flat_hash_map<std::string, FromStack>(makeSignatureTable<FromStack, FromStackEntry>(FastSignatures{}));
   return *table;
 }
 

@@ -1026,15 +1026,9 @@ static_assert(hostAndSdkAgree(plugin_detail::FastSignatures{}),
 // collectives) has its plugin kernels called typed: its canonical signature
 // is in typed_calls.h's list, but for the ops with an argument of the two
 // kinds that list leaves out (and says why), which are exactly these.
-template <typename Sig>
-struct SignatureString;
-template <typename Ret, typename... Args>
-struct SignatureString<Ret(Args...)> {
-  static std::string get() { return detail::cppSignatureString<Ret, Args...>(); }
-};
 template <typename... Sigs>
 std::vector<std::string> fastSignatureStrings(plugin_detail::SignatureList<Sigs...>) {
-  return {SignatureString<Sigs>::get()...};
+  return {plugin_detail::SignatureOf<Sigs>::string()...};
 }
 TEST_F(AbiRulesTest, EveryOpTheHostDefinesHasATypedPluginCall) {
   const std::vector<std::string> listed = fastSignatureStrings(plugin_detail::FastSignatures{});
