@@ -166,7 +166,7 @@ TEST_F(ProfilerThreadsTest, TheWatchdogReportsACallThatRunsPastTheLimitOnce) {
       Dispatcher::singleton()
           .findOpOrThrow("proft::calls_stuck")
           .typed<Sig>()
-          .call(tensorFromVector<float>({600}, {1}));
+          .call(tensorFromVector<float>({1500}, {1}));
     });
     stuck.join();
     stop = true;
@@ -174,13 +174,17 @@ TEST_F(ProfilerThreadsTest, TheWatchdogReportsACallThatRunsPastTheLimitOnce) {
     EXPECT_EQ(calls(prof.report(), "proft::stuck"), 1u);
   }
   std::lock_guard<std::mutex> lock(mu);
-  ASSERT_EQ(reports.size(), 1u) << "one report per hung call";
+  std::string all;
+  for (const HangReport& each : reports) all += each.str() + "\n";
+  ASSERT_EQ(reports.size(), 1u) << "one report per hung call; got:\n" << all;
   const HangReport& r = reports[0];
   EXPECT_EQ(r.op, "proft::stuck");
   EXPECT_EQ(r.backend, DispatchKey::CPU);
   EXPECT_EQ(r.device, "cpu");
   EXPECT_GE(r.running_for, milliseconds(100));
-  EXPECT_LT(r.running_for, milliseconds(600)) << "reported while it ran, not after";
+  // The call sleeps 1.5 s: a wide margin over the 100 ms limit, so that a
+  // watchdog thread late under load still reports while the call runs.
+  EXPECT_LT(r.running_for, milliseconds(1500)) << "reported while it ran, not after";
   EXPECT_EQ(r.limit, milliseconds(100));
   EXPECT_EQ(r.thread, stuck_thread);
   EXPECT_EQ(r.callers, std::vector<std::string>{"proft::calls_stuck"});
