@@ -22,12 +22,19 @@
 //   BM_Cuda_EmptyKernelLaunch    its baseline: the launch of an empty kernel, timed the same way
 //   BM_Cuda_EncoderLayer_f32     samples/encoder's BERT-base layer (batch 8 x 128, hidden 768, 12
 //                                heads), float32, TF32 off, no profiler; synchronized per layer.
-//                                PyTorch eager runs the same layer in shared/gpu-check's
+//                                PyTorch eager runs the same layer in scripts/gpu-check's
 //                                torch_baseline.py (0.61 ms on an H100; target <= 0.55 ms)
 //   BM_Cuda_EncoderLayer_Graph_f32  the same layer captured once as a graph (backplane::Graph,
 //                                Note [Graphs in the application API]) on a side stream and
 //                                replayed, the stream synchronized per layer: the host's launch
 //                                cost gone (target <= 0.6x PyTorch eager's time for the layer)
+//   BM_Cuda_EncoderLayer_ForwardBackward_f32  the layer's block (the embedded tokens, a leaf
+//                                requiring grad, through attention and feed-forward) forward
+//                                recording its graph, then backward into every weight's and the
+//                                input's grad; synchronized per iteration. PyTorch eager runs
+//                                the same in torch_baseline.py (target: <= 1.0x its time). Its
+//                                counter fallback_calls: the calls of one more, profiled step
+//                                that fell back to the CPU (0 expected)
 //   BM_Cuda_ResNetBlock_f32      a ResNet basic block (conv3x3, batch_norm, relu, conv3x3,
 //                                batch_norm, the identity added, relu) on [32, 64, 56, 56] float32,
 //                                batch_norm in evaluation mode, TF32 off, synchronized per block;
@@ -82,14 +89,18 @@
 #endif
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "backbone.h"
+#include "backplane/autograd/autograd.h"
 #include "backplane/dispatch/dispatcher.h"
 #include "backplane/ops/ops.h"
 #include "backplane/runtime/collectives.h"
+#include "backplane/runtime/profiler.h"
 #include "backplane/runtime/runtime.h"
 #include "backplane/runtime/stream.h"
 #include "empty_kernel.h"
@@ -416,6 +427,49 @@ void BM_Cuda_EncoderLayer_Graph_f32(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * config.batch * config.seq);
 }
 BENCHMARK(BM_Cuda_EncoderLayer_Graph_f32)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// The layer's forward recording its graph, then backward into the input's and
+// every weight's grad (bench/autograd_bench.cc's BM_EncoderLayer_ForwardBackward
+// on cuda:0); synchronized per iteration. The grads are reset each iteration,
+// so every backward writes them fresh rather than accumulating.
+void BM_Cuda_EncoderLayer_ForwardBackward_f32(benchmark::State& state) {
+  const std::optional<Device> dev = cudaDevice(state);
+  if (!dev) return;
+  Dispatcher::singleton().findOpOrThrow("cuda::set_allow_tf32").typed<void(bool)>().call(false);
+  const encoder::EncoderConfig config;
+  const encoder::EncoderWeights weights = encoder::EncoderWeights::random(config, 7).to(*dev);
+  const encoder::EncoderBatch batch = encoder::EncoderBatch::random(config, 7).to(*dev);
+  Tensor input = encoder::embed(weights, batch.token_ids);
+  input.requires_grad_();
+  std::vector<Tensor> parameters = weights.parameters();
+  for (const Tensor& p : parameters) p.requires_grad_();
+  parameters.push_back(input);
+  const Tensor out_grad = full({config.batch, config.seq, config.hidden}, 1.0 / 1024, {.device = *dev});
+  auto step = [&] {
+    encoder::encoderBlock(weights, input, batch.lengths).backward(out_grad);
+    for (const Tensor& p : parameters) p.set_grad(Tensor());
+  };
+  step();  // warm-up: the caching allocator, cuBLAS's handle and workspace
+  synchronize();
+  for (auto _ : state) {
+    step();
+    synchronize();
+  }
+  state.SetItemsProcessed(state.iterations() * config.batch * config.seq);
+  // One more step, each op synchronized: where the time goes (printed once, on
+  // stderr) and how many calls fell back to the CPU (the counter; 0 expected).
+  Profiler profiler({.synchronize_device = true});
+  step();
+  profiler.stop();
+  const OpReport report = profiler.report();
+  uint64_t fallbacks = 0;
+  for (const OpStats& op : report.ops) fallbacks += op.fallbackCalls();
+  state.counters["fallback_calls"] = static_cast<double>(fallbacks);
+  static bool printed = false;
+  if (!printed) std::fprintf(stderr, "%s\n", report.table().c_str());
+  printed = true;
+}
+BENCHMARK(BM_Cuda_EncoderLayer_ForwardBackward_f32)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 void BM_Cuda_ResNetBlock_f32(benchmark::State& state) {
   const std::optional<Device> dev = cudaDevice(state);

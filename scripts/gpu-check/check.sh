@@ -53,6 +53,8 @@ if [ -d /tmp/bp-gpu/python/backplane ]; then
   step python_cuda 300 env PYTHONPATH=/tmp/bp-gpu/python BACKPLANE_PYTHON_ENCODER_SAMPLE=/tmp/bp-gpu/python/encoder_layer.py \
        python3 -m pytest -q -p no:cacheprovider /tmp/bp-gpu/python/test_dlpack_cuda.py
 fi
+# Training on cuda:0 (backward kernels, fused optimizers) against the same run on the CPU.
+step train_curves 120 python3 "$here/train_curves.py" "$(find . -type f -name train -perm -u+x | head -1)"
 step sparse_lidar 90 "$(find . -type f -name sparse_lidar -perm -u+x | head -1)" --device cuda:0
 step cuda_bench 120 "$(find . -type f -name cuda_bench -perm -u+x | head -1)" --benchmark_repetitions=5 \
      --benchmark_report_aggregates_only=true --benchmark_out="$L/cuda_bench.json" --benchmark_out_format=json

@@ -26,13 +26,13 @@ else
 fi
 cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBACKPLANE_BUILD_BENCHMARKS=ON -DBACKPLANE_WERROR=OFF \
   "${pyargs[@]}" >/dev/null
-targets=$(ninja -C "$B" -t targets all | grep -oE '^(gpu_[a-z_]+_tests|mpi_collectives_tests|backplane_(cli|cpu|cuda|hip|mpi|spconv|gpusim)|encoder|sparse_lidar|cuda_bench|_backplane):' | tr -d : | sort -u)
+targets=$(ninja -C "$B" -t targets all | grep -oE '^(gpu_[a-z_]+_tests|mpi_collectives_tests|backplane_(cli|cpu|cuda|hip|mpi|spconv|gpusim)|encoder|sparse_lidar|train|cuda_bench|_backplane):' | tr -d : | sort -u)
 # shellcheck disable=SC2086
 cmake --build "$B" --parallel "$(nproc)" --target $targets
 stage=$(mktemp -d); C="$stage/bp-gpu"; mkdir -p "$C/deps"
 cd "$B"
 files=$(find . -type f -perm -u+x -not -path '*/CMakeFiles/*' \( -name backplane -o -name 'gpu_*_tests' -o -name encoder \
-        -o -name sparse_lidar -o -name cuda_bench -o -name mpi_collectives_tests \); find lib -name '*.so')
+        -o -name sparse_lidar -o -name train -o -name cuda_bench -o -name mpi_collectives_tests \); find lib -name '*.so')
 for f in $files; do mkdir -p "$C/$(dirname "$f")"; cp "$f" "$C/$f"; strip --strip-unneeded "$C/$f" 2>/dev/null || true; done
 # libbackplane under its soname, beside its plugins: the default plugin
 # folder is found from where libbackplane was loaded.
@@ -55,7 +55,7 @@ tar cJf "$out/bp-gpu.tar.xz" -C "$stage" bp-gpu
 # Open MPI and what it needs, unpacked by check.sh into a folder of its own.
 (cd "$out/debs" && apt-get download -q openmpi-bin openmpi-common libopenmpi3 libpmix2 libhwloc15 libevent-core-2.1-7 \
    libevent-pthreads-2.1-7 libevent-2.1-7 libnuma1 libmunge2 libltdl7 2>/dev/null)
-cp "$here/check.sh" "$here/torch_baseline.py" "$here/../bench_ratios.py" "$out/"
+cp "$here/check.sh" "$here/torch_baseline.py" "$here/train_curves.py" "$here/../bench_ratios.py" "$out/"
 # ONNX's node tests of the pinned wheel (scripts/fetch_onnx_tests.sh), for the ONNX run on cuda.
 onnx=$(scripts/fetch_onnx_tests.sh); tar cJf "$out/onnx-node.tar.xz" -C "$onnx" .
 rm -rf "$stage"; ls -la "$out"
