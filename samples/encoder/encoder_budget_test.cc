@@ -16,6 +16,7 @@
 
 #include "backplane/core/transfers.h"
 #include "backplane/dispatch/dispatcher.h"
+#include "backplane/ops/ops.h"
 #include "backplane/ops/tensor.h"
 #include "backplane/runtime/profiler.h"
 #include "backplane/runtime/runtime.h"
@@ -119,6 +120,45 @@ TEST_F(EncoderBudgetTest, OneLayerStaysWithinItsLaunchAndHostReadBudget) {
       << "the layer launched far fewer kernels than its budget: lower kLaunchesPerLayer to " << layer_launches
       << " so that the budget keeps catching regressions";
   EXPECT_EQ(layer_reads, kHostReadsPerLayer) << "the layer waited for the device";
+}
+
+// The layer's block (from the embedded tokens, a leaf that requires grad)
+// forward and backward, as cuda_bench's BM_Cuda_EncoderLayer_ForwardBackward_f32
+// times it: a backward that starts waiting for the device, copying what a
+// view could express or launching per element fails here. Launches:
+//   forward: the layer's 31 less the embedding's 3 (28)
+//   backward: 6 products' input and weight gradients (12 mm) and bias
+//   gradients (6 sums); the 2 bmms' 4 operand gradients (4); the 2
+//   layer_norms' input and parameter gradients (2 each: 4); the softmax's,
+//   the padding mask's (masked_fill of the gradient), the scale's (mul) and
+//   gelu's (1 each: 4); the heads of q, k and v's gradients and the merged
+//   heads' copied back into rows for the products (4); the 4 additions of
+//   gradients reaching x and y along two paths (4). 38 in all.
+constexpr int64_t kLaunchesPerForwardBackward = 66;
+
+TEST_F(EncoderBudgetTest, ForwardAndBackwardStayWithinTheirLaunchAndHostReadBudget) {
+  const EncoderWeights w = EncoderWeights::random(smallConfig(), 7).to(sim());
+  const EncoderBatch b = EncoderBatch::random(smallConfig(), 7).to(sim());
+  Tensor x = embed(w, b.token_ids);
+  x.requires_grad_();
+  std::vector<Tensor> leaves = w.parameters();
+  for (const Tensor& p : leaves) p.requires_grad_();
+  leaves.push_back(x);
+  const Tensor out_grad = full({x.size(0), x.size(1), x.size(2)}, 0.5, {.device = sim()});
+  auto step = [&] {
+    encoderBlock(w, x, b.lengths).backward(out_grad);
+    for (const Tensor& p : leaves) p.set_grad(Tensor());
+  };
+  step();
+  const int64_t launches = activity("kernel_launches"), reads = activity("host_reads");
+  step();
+  const int64_t step_launches = activity("kernel_launches") - launches;
+  EXPECT_LE(step_launches, kLaunchesPerForwardBackward)
+      << "forward and backward launched more kernels than their budget";
+  EXPECT_GE(step_launches, kLaunchesPerForwardBackward - 4)
+      << "forward and backward launched far fewer kernels than their budget: lower kLaunchesPerForwardBackward to "
+      << step_launches << " so that the budget keeps catching regressions";
+  EXPECT_EQ(activity("host_reads") - reads, 0) << "forward or backward waited for the device";
 }
 
 // Note [Graphs in the application API]: the layer captured once replays
