@@ -177,17 +177,26 @@ void launchRows(void (*kernel)(P...), int64_t rows, int lanes, bool slots_fastes
 // division, var's divisor, std's root) exactly as the one-kernel path.
 // No atomics: results are deterministic for a device and shape. splitsFor
 // chooses: parts enough for kSplitBlocksPerSm blocks on every
-// multiprocessor, each of at least kSplitMinElements elements (fewer would
-// spend more on the second kernel and the scratch than they save).
-inline constexpr int64_t kSplitMinElements = 2048;
+// multiprocessor, each giving every lane of its row at least
+// kSplitMinPerLane elements (fewer would spend more on the second kernel
+// and the scratch than they save): kSplitMinElements for a row walked by
+// all kReduceThreads lanes. Columns (slots fastest) have few lanes per row,
+// 8 for the bias gradient of a [1024, 768] product (sum over the 1024
+// rows), so each lane walks many more of the row's elements one after
+// another, each read waiting on memory: there the same rule splits rows
+// that are far shorter (that sum: 24 blocks, 128 reads per lane unsplit; 16
+// parts, 384 blocks, 8 reads per lane split, on an H100's 132).
+inline constexpr int64_t kSplitMinPerLane = 8;
+inline constexpr int64_t kSplitMinElements = kSplitMinPerLane * kReduceThreads;
 inline constexpr int kSplitBlocksPerSm = 8;
 
-// Parts per row for rows of `num_red` elements served by `row_blocks`
-// blocks (rowBlocks) on `sm_count` multiprocessors; 1: no split.
-inline int64_t splitsFor(int64_t row_blocks, int64_t num_red, int sm_count) {
+// Parts per row for rows of `num_red` elements walked by `lanes` lanes
+// each and served by `row_blocks` blocks (rowBlocks) on `sm_count`
+// multiprocessors; 1: no split.
+inline int64_t splitsFor(int64_t row_blocks, int64_t num_red, int lanes, int sm_count) {
   const int64_t target = static_cast<int64_t>(sm_count) * kSplitBlocksPerSm;
   if (row_blocks >= target) return 1;
-  const int64_t by_work = num_red / kSplitMinElements;
+  const int64_t by_work = num_red / (kSplitMinPerLane * lanes);
   const int64_t by_device = (target + row_blocks - 1) / row_blocks;
   return std::max<int64_t>(1, std::min(by_work, by_device));
 }

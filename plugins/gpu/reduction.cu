@@ -301,7 +301,7 @@ void runReduction(const char* name, ReduceOp op, const bp::Tensor& self, const b
   args.slots_fastest = layout.slots_fastest;
   const int lanes = layout.lanes;
   const int device = out.device().index;
-  const int64_t splits = splitsFor(rowBlocks(num_out, lanes, device), num_red, limits(device).sm_count);
+  const int64_t splits = splitsFor(rowBlocks(num_out, lanes, device), num_red, lanes, limits(device).sm_count);
   args.chunk = (num_red + splits - 1) / splits;
   visitDtype(self.dtype(), [&](auto tag) {
     using T = decltype(tag);

@@ -157,16 +157,34 @@ TEST(RowCache, RowsFitWhileTheBlocksRowsTakeAtMost32KiB) {
 }
 
 // Note [Split reductions]: few rows of many elements are split until the
-// device has kSplitBlocksPerSm blocks per multiprocessor, each part at
-// least kSplitMinElements long.
+// device has kSplitBlocksPerSm blocks per multiprocessor, each part giving
+// every lane at least kSplitMinPerLane elements (kSplitMinElements for a row
+// of kReduceThreads lanes).
 TEST(SplitReductions, FewLongRowsSplitToFillTheDevice) {
+  const int h100 = 132, all = kReduceThreads;
+  EXPECT_EQ(splitsFor(1, int64_t{16} << 20, all, h100), h100 * kSplitBlocksPerSm);           // sum of 16M elements
+  EXPECT_EQ(splitsFor(4, int64_t{4} << 20, all, h100), (h100 * kSplitBlocksPerSm + 3) / 4);  // [4, 4M] -> [4]
+  EXPECT_EQ(splitsFor(1, 3 * kSplitMinElements + 5, all, h100), 3);                          // parts stay long
+  EXPECT_EQ(splitsFor(1, 2 * kSplitMinElements - 1, all, h100), 1);
+  EXPECT_EQ(splitsFor(h100 * kSplitBlocksPerSm, int64_t{1} << 30, all, h100), 1);  // enough rows already
+  EXPECT_EQ(splitsFor(3, 40000, all, 4), 11);  // the simulator's 4 multiprocessors: what the host tests run
+}
+
+// Columns: a linear layer's bias gradient, [1024, 768] summed over its rows,
+// is 768 rows of 1024 elements in the column layout, 8 lanes each (Note
+// [GPU row reductions]): 24 blocks on a device of 132 multiprocessors, each
+// lane reading 128 elements one after another. Split, 16 parts of 64 (8
+// per lane): 384 blocks.
+TEST(SplitReductions, ShortColumnsOnAFewBlocksSplitByTheirReadsPerLane) {
   const int h100 = 132;
-  EXPECT_EQ(splitsFor(1, int64_t{16} << 20, h100), h100 * kSplitBlocksPerSm);           // sum of 16M elements
-  EXPECT_EQ(splitsFor(4, int64_t{4} << 20, h100), (h100 * kSplitBlocksPerSm + 3) / 4);  // [4, 4M] -> [4]
-  EXPECT_EQ(splitsFor(1, 3 * kSplitMinElements + 5, h100), 3);                          // parts stay long
-  EXPECT_EQ(splitsFor(1, 2 * kSplitMinElements - 1, h100), 1);
-  EXPECT_EQ(splitsFor(h100 * kSplitBlocksPerSm, int64_t{1} << 30, h100), 1);  // enough rows already
-  EXPECT_EQ(splitsFor(3, 40000, 4), 11);  // the simulator's 4 multiprocessors: what the host tests run
+  const RowLayout layout = rowLayoutFor(1024, /*elements_adjacent=*/false, /*row_stride=*/1, /*rows_along=*/768);
+  ASSERT_TRUE(layout.slots_fastest);
+  ASSERT_EQ(layout.lanes, 8);
+  const int64_t blocks = (768 + kReduceThreads / 8 - 1) / (kReduceThreads / 8);
+  EXPECT_EQ(blocks, 24);
+  EXPECT_EQ(splitsFor(blocks, 1024, layout.lanes, h100), 16);
+  EXPECT_EQ(splitsFor(blocks, 2 * kSplitMinPerLane * 8 - 1, layout.lanes, h100), 1);  // too short to pay
+  EXPECT_EQ(splitsFor(h100 * kSplitBlocksPerSm, 1 << 20, layout.lanes, h100), 1);     // enough columns already
 }
 
 }  // namespace
