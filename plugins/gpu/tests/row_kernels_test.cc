@@ -104,6 +104,41 @@ TEST_F(GpusimRowKernelsTest, LayerNormBackwardRowsInAndBeyondTheRowCacheMatchThe
   }
 }
 
+// layer_norm_backward's parameter sums over many rows of few columns split
+// across blocks (Note [Split reductions]): 96 columns fill 3 blocks of the
+// simulator's 4 multiprocessors; 256 rows give each of a column's 8 lanes
+// 32 reads, split in 4 parts (3 launches: the rows, the parts, their sum);
+// 32 rows give 4 reads, unsplit (2 launches). Both match the CPU.
+TEST_F(GpusimRowKernelsTest, LayerNormBackwardParameterSumsSplitOverRowsMatchTheCpu) {
+  const OperatorHandle op = Dispatcher::singleton().findOpOrThrow("bp::layer_norm_backward");
+  static const auto launches = [] {
+    static const auto stat =
+        Dispatcher::singleton().findOpOrThrow("gpusim::activity_stat").typed<int64_t(std::string_view)>();
+    return stat.call("kernel_launches");
+  };
+  const int64_t n = 96;
+  for (const auto& [rows, expected_launches] : {std::pair<int64_t, int64_t>{256, 3}, {32, 2}}) {
+    for (ScalarType dtype : {ScalarType::Float32, ScalarType::Float16}) {
+      SCOPED_TRACE(std::string(scalarTypeName(dtype)) + " rows=" + std::to_string(rows));
+      const Tensor x = rowsOf(rows, n, dtype, 100.0), g = rowsOf(rows, n, dtype, -5.0);
+      const Tensor w = rowsOf(1, n, ScalarType::Float32, 0.5).reshape({n});
+      Stack on_cpu{g, x, IValue(std::vector<int64_t>{n}), IValue(w), 1e-5};
+      Stack on_sim{g.to(sim()), x.to(sim()), IValue(std::vector<int64_t>{n}), IValue(w.to(sim())), 1e-5};
+      op.callBoxed(on_cpu);
+      const int64_t before = launches();
+      op.callBoxed(on_sim);
+      EXPECT_EQ(launches() - before, expected_launches);
+      ASSERT_EQ(on_sim.size(), 3u);
+      const double tol = dtype == ScalarType::Float16 ? 1e-2 : 1e-5;
+      for (size_t k = 0; k < 3; ++k) {
+        SCOPED_TRACE("result " + std::to_string(k));
+        const double scale = k == 0 ? 1.0 : static_cast<double>(rows);
+        expectClose(on_sim[k].toTensor(), on_cpu[k].toTensor(), tol * 100 * scale, tol * 10);
+      }
+    }
+  }
+}
+
 // The backward ops' kernels (plugins/gpu/backward.cu) against the CPU's:
 // (log_)softmax's along the last dim and along dim 0 (neighbouring rows
 // adjacent), short rows and rows longer than a block, and gelu_backward's
@@ -364,6 +399,33 @@ TEST_F(GpusimRowKernelsTest, LongReductionsSplitAcrossBlocksMatchTheCpu) {
   EXPECT_EQ(valuesOf(with_nan.to(sim()).argmax()), (std::vector<double>{static_cast<double>(n / 2)}));
   EXPECT_TRUE(std::isnan(valuesOf(with_nan.to(sim()).amax())[0]));
   EXPECT_TRUE(std::isnan(valuesOf(with_nan.to(sim()).sum())[0]));
+}
+
+// A linear layer's bias gradient: [batch, seq, hidden] summed over batch
+// and seq, the column layout with 8 lanes per output. On the simulator's 4
+// multiprocessors 96 outputs fill 3 blocks; 128 reduced elements give each
+// lane 16 reads, enough to split in 2 parts (two launches: the parts, then
+// their merge); 64 give 8, too few (one launch). Both match the CPU, for
+// sum, mean, var and an integer sum.
+TEST_F(GpusimRowKernelsTest, ShortColumnsSplitByTheirReadsPerLaneMatchTheCpu) {
+  static const auto launches = [] {
+    static const auto stat =
+        Dispatcher::singleton().findOpOrThrow("gpusim::activity_stat").typed<int64_t(std::string_view)>();
+    return stat.call("kernel_launches");
+  };
+  for (const auto& [batch, expected_launches] : {std::pair<int64_t, int64_t>{8, 2}, {4, 1}}) {
+    SCOPED_TRACE("batch " + std::to_string(batch));
+    const Tensor x = rowsOf(batch * 16, 96, ScalarType::Float32, 1.0).reshape({batch, 16, 96});
+    const Tensor xs = x.to(sim());
+    const int64_t before = launches();
+    const Tensor sums = xs.sum({0, 1});
+    EXPECT_EQ(launches() - before, expected_launches) << "the sum's kernels";
+    expectClose(sums, x.sum({0, 1}), 0, 1e-5);
+    expectClose(xs.mean({0, 1}), x.mean({0, 1}), 0, 1e-5);
+    expectClose(var(xs, {0, 1}), var(x, {0, 1}), 0, 1e-4);
+    const Tensor ints = x.to(ScalarType::Int64);
+    EXPECT_EQ(valuesOf(ints.to(sim()).sum({0, 1})), valuesOf(ints.sum({0, 1})));
+  }
 }
 
 }  // namespace
