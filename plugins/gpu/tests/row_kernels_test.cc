@@ -108,7 +108,8 @@ TEST_F(GpusimRowKernelsTest, LayerNormBackwardRowsInAndBeyondTheRowCacheMatchThe
 // across blocks (Note [Split reductions]): 96 columns fill 3 blocks of the
 // simulator's 4 multiprocessors; 256 rows give each of a column's 8 lanes
 // 32 reads, split in 4 parts (3 launches: the rows, the parts, their sum);
-// 32 rows give 4 reads, unsplit (2 launches). Both match the CPU.
+// 32 rows give 4 reads, unsplit (2 launches); 1000 rows without a weight
+// split unevenly. All match the CPU.
 TEST_F(GpusimRowKernelsTest, LayerNormBackwardParameterSumsSplitOverRowsMatchTheCpu) {
   const OperatorHandle op = Dispatcher::singleton().findOpOrThrow("bp::layer_norm_backward");
   static const auto launches = [] {
@@ -117,13 +118,22 @@ TEST_F(GpusimRowKernelsTest, LayerNormBackwardParameterSumsSplitOverRowsMatchThe
     return stat.call("kernel_launches");
   };
   const int64_t n = 96;
-  for (const auto& [rows, expected_launches] : {std::pair<int64_t, int64_t>{256, 3}, {32, 2}}) {
+  struct Case {
+    int64_t rows, launches;
+    bool weight;
+  };
+  // 1000 rows, without a weight: 11 parts of 91 rows, the last of 90.
+  for (const Case& c : {Case{256, 3, true}, Case{32, 2, true}, Case{1000, 3, false}}) {
     for (ScalarType dtype : {ScalarType::Float32, ScalarType::Float16}) {
+      // Without a weight, float16's two sums are converted to float16: 2 more.
+      const int64_t rows = c.rows;
+      const int64_t expected_launches = c.launches + (!c.weight && dtype == ScalarType::Float16 ? 2 : 0);
       SCOPED_TRACE(std::string(scalarTypeName(dtype)) + " rows=" + std::to_string(rows));
       const Tensor x = rowsOf(rows, n, dtype, 100.0), g = rowsOf(rows, n, dtype, -5.0);
       const Tensor w = rowsOf(1, n, ScalarType::Float32, 0.5).reshape({n});
-      Stack on_cpu{g, x, IValue(std::vector<int64_t>{n}), IValue(w), 1e-5};
-      Stack on_sim{g.to(sim()), x.to(sim()), IValue(std::vector<int64_t>{n}), IValue(w.to(sim())), 1e-5};
+      Stack on_cpu{g, x, IValue(std::vector<int64_t>{n}), c.weight ? IValue(w) : IValue(), 1e-5};
+      Stack on_sim{g.to(sim()), x.to(sim()), IValue(std::vector<int64_t>{n}), c.weight ? IValue(w.to(sim())) : IValue(),
+                   1e-5};
       op.callBoxed(on_cpu);
       const int64_t before = launches();
       op.callBoxed(on_sim);
