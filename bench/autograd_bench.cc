@@ -28,28 +28,18 @@ namespace {
 
 using namespace backplane;
 
-struct EncoderSetup {
-  encoder::EncoderWeights weights = encoder::EncoderWeights::random(encoder::EncoderConfig{}, 7);
-  encoder::EncoderBatch batch = encoder::EncoderBatch::random(encoder::EncoderConfig{}, 7);
-  std::vector<Tensor> parameters;
-  Tensor input;  // [batch, seq, hidden]: the embedded tokens, a leaf that requires grad
-  Tensor out_grad;
-  EncoderSetup() {
-    input = encoder::embed(weights, batch.token_ids);
-    input.requires_grad_();
-    parameters = weights.parameters();
-    for (const Tensor& p : parameters) p.requires_grad_();
-    parameters.push_back(input);
-    const encoder::EncoderConfig c;
-    out_grad = Tensor(emptyTensor({c.batch, c.seq, c.hidden})).fill_(1.0 / 1024);
-  }
-};
+// The BERT-base block's training step on the CPU (encoder::BlockGradients).
+const encoder::BlockGradients& cpuBlock() {
+  static const encoder::BlockGradients block(encoder::EncoderWeights::random(encoder::EncoderConfig{}, 7),
+                                             encoder::EncoderBatch::random(encoder::EncoderConfig{}, 7), 1.0 / 1024);
+  return block;
+}
 
 void BM_EncoderLayer_Forward_Recorded(benchmark::State& state) {
   if (!bench::cpuPluginLoaded(state)) return;
-  static EncoderSetup s;
+  const encoder::BlockGradients& block = cpuBlock();
   for (auto _ : state) {
-    Tensor out = encoder::encoderBlock(s.weights, s.input, s.batch.lengths);
+    Tensor out = block.forward();
     benchmark::DoNotOptimize(out);
   }
 }
@@ -57,11 +47,8 @@ BENCHMARK(BM_EncoderLayer_Forward_Recorded)->Unit(benchmark::kMillisecond)->UseR
 
 void BM_EncoderLayer_ForwardBackward(benchmark::State& state) {
   if (!bench::cpuPluginLoaded(state)) return;
-  static EncoderSetup s;
-  for (auto _ : state) {
-    encoder::encoderBlock(s.weights, s.input, s.batch.lengths).backward(s.out_grad);
-    for (const Tensor& p : s.parameters) p.set_grad(Tensor());
-  }
+  const encoder::BlockGradients& block = cpuBlock();
+  for (auto _ : state) block.step();
 }
 BENCHMARK(BM_EncoderLayer_ForwardBackward)->Unit(benchmark::kMillisecond)->UseRealTime();
 

@@ -93,10 +93,10 @@
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backbone.h"
-#include "backplane/autograd/autograd.h"
 #include "backplane/dispatch/dispatcher.h"
 #include "backplane/ops/ops.h"
 #include "backplane/runtime/collectives.h"
@@ -437,37 +437,26 @@ void BM_Cuda_EncoderLayer_ForwardBackward_f32(benchmark::State& state) {
   if (!dev) return;
   Dispatcher::singleton().findOpOrThrow("cuda::set_allow_tf32").typed<void(bool)>().call(false);
   const encoder::EncoderConfig config;
-  const encoder::EncoderWeights weights = encoder::EncoderWeights::random(config, 7).to(*dev);
-  const encoder::EncoderBatch batch = encoder::EncoderBatch::random(config, 7).to(*dev);
-  Tensor input = encoder::embed(weights, batch.token_ids);
-  input.requires_grad_();
-  std::vector<Tensor> parameters = weights.parameters();
-  for (const Tensor& p : parameters) p.requires_grad_();
-  parameters.push_back(input);
-  const Tensor out_grad = full({config.batch, config.seq, config.hidden}, 1.0 / 1024, {.device = *dev});
-  auto step = [&] {
-    encoder::encoderBlock(weights, input, batch.lengths).backward(out_grad);
-    for (const Tensor& p : parameters) p.set_grad(Tensor());
-  };
-  step();  // warm-up: the caching allocator, cuBLAS's handle and workspace
+  const encoder::BlockGradients block(encoder::EncoderWeights::random(config, 7).to(*dev),
+                                      encoder::EncoderBatch::random(config, 7).to(*dev), 1.0 / 1024);
+  block.step();  // warm-up: the caching allocator, cuBLAS's handle and workspace
   synchronize();
   for (auto _ : state) {
-    step();
+    block.step();
     synchronize();
   }
   state.SetItemsProcessed(state.iterations() * config.batch * config.seq);
   // One more step, each op synchronized: where the time goes (printed once, on
   // stderr) and how many calls fell back to the CPU (the counter; 0 expected).
   Profiler profiler({.synchronize_device = true});
-  step();
+  block.step();
   profiler.stop();
   const OpReport report = profiler.report();
   uint64_t fallbacks = 0;
   for (const OpStats& op : report.ops) fallbacks += op.fallbackCalls();
   state.counters["fallback_calls"] = static_cast<double>(fallbacks);
   static bool printed = false;
-  if (!printed) std::fprintf(stderr, "%s\n", report.table().c_str());
-  printed = true;
+  if (!std::exchange(printed, true)) std::fprintf(stderr, "%s\n", report.table().c_str());
 }
 BENCHMARK(BM_Cuda_EncoderLayer_ForwardBackward_f32)->Unit(benchmark::kMicrosecond)->UseRealTime();
 

@@ -177,4 +177,19 @@ Tensor encoderLayer(const EncoderWeights& w, const EncoderBatch& batch) {
   return encoderBlock(w, embed(w, batch.token_ids), batch.lengths);
 }
 
+BlockGradients::BlockGradients(const EncoderWeights& w, const EncoderBatch& b, double out_grad_value)
+    : weights(w), batch(b), input(embed(w, b.token_ids)), leaves(w.parameters()) {
+  input.requires_grad_();
+  for (const Tensor& p : leaves) p.requires_grad_();
+  leaves.push_back(input);
+  out_grad = full(input.sizes(), out_grad_value, {.device = input.device()});
+}
+
+Tensor BlockGradients::forward() const { return encoderBlock(weights, input, batch.lengths); }
+
+void BlockGradients::step() const {
+  forward().backward(out_grad);
+  for (const Tensor& p : leaves) p.set_grad(Tensor());
+}
+
 }  // namespace encoder

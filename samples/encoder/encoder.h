@@ -112,6 +112,26 @@ Tensor embed(const EncoderWeights& weights, const Tensor& token_ids);
 // them from EncoderWeights of its own.
 Tensor encoderBlock(const EncoderWeights& weights, const Tensor& x, const Tensor& lengths);
 
+// The block as a training step runs it, for the benchmarks and budget tests
+// of its backward: the embedded tokens of `batch` as a leaf that requires
+// grad (`input`), every weight requiring grad (`leaves` holds them and the
+// input), and a constant gradient of the output. `weights` and `batch` must
+// be on one device; so is everything here.
+struct BlockGradients {
+  BlockGradients(const EncoderWeights& weights, const EncoderBatch& batch, double out_grad_value);
+  // encoderBlock over `input`, recording its graph.
+  Tensor forward() const;
+  // forward(), then backward into every leaf's grad; the grads are dropped
+  // after it, so that each step writes them afresh rather than accumulating.
+  void step() const;
+
+  EncoderWeights weights;
+  EncoderBatch batch;
+  Tensor input;  // [batch, seq, hidden]
+  std::vector<Tensor> leaves;
+  Tensor out_grad;  // like input, every element out_grad_value
+};
+
 // One encoder layer over `batch`: token and position embeddings, layer_norm,
 // then self-attention (keys at positions >= a sequence's length are masked)
 // and the feed-forward block. Returns [batch, seq, hidden] float32 on the

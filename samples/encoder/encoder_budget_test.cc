@@ -16,7 +16,6 @@
 
 #include "backplane/core/transfers.h"
 #include "backplane/dispatch/dispatcher.h"
-#include "backplane/ops/ops.h"
 #include "backplane/ops/tensor.h"
 #include "backplane/runtime/profiler.h"
 #include "backplane/runtime/runtime.h"
@@ -142,21 +141,11 @@ TEST_F(EncoderBudgetTest, OneLayerStaysWithinItsLaunchAndHostReadBudget) {
 constexpr int64_t kLaunchesPerForwardBackward = 66;
 
 TEST_F(EncoderBudgetTest, ForwardAndBackwardStayWithinTheirLaunchAndHostReadBudget) {
-  const EncoderWeights w = EncoderWeights::random(smallConfig(), 7).to(sim());
-  const EncoderBatch b = EncoderBatch::random(smallConfig(), 7).to(sim());
-  Tensor x = embed(w, b.token_ids);
-  x.requires_grad_();
-  std::vector<Tensor> leaves = w.parameters();
-  for (const Tensor& p : leaves) p.requires_grad_();
-  leaves.push_back(x);
-  const Tensor out_grad = full({x.size(0), x.size(1), x.size(2)}, 0.5, {.device = sim()});
-  auto step = [&] {
-    encoderBlock(w, x, b.lengths).backward(out_grad);
-    for (const Tensor& p : leaves) p.set_grad(Tensor());
-  };
-  step();
+  const BlockGradients block(EncoderWeights::random(smallConfig(), 7).to(sim()),
+                             EncoderBatch::random(smallConfig(), 7).to(sim()), 0.5);
+  block.step();
   const int64_t launches = activity("kernel_launches"), reads = activity("host_reads");
-  step();
+  block.step();
   const int64_t step_launches = activity("kernel_launches") - launches;
   EXPECT_LE(step_launches, kLaunchesPerForwardBackward)
       << "forward and backward launched more kernels than their budget";

@@ -112,11 +112,6 @@ TEST_F(GpusimRowKernelsTest, LayerNormBackwardRowsInAndBeyondTheRowCacheMatchThe
 // split unevenly. All match the CPU.
 TEST_F(GpusimRowKernelsTest, LayerNormBackwardParameterSumsSplitOverRowsMatchTheCpu) {
   const OperatorHandle op = Dispatcher::singleton().findOpOrThrow("bp::layer_norm_backward");
-  static const auto launches = [] {
-    static const auto stat =
-        Dispatcher::singleton().findOpOrThrow("gpusim::activity_stat").typed<int64_t(std::string_view)>();
-    return stat.call("kernel_launches");
-  };
   const int64_t n = 96;
   struct Case {
     int64_t rows, launches;
@@ -135,9 +130,9 @@ TEST_F(GpusimRowKernelsTest, LayerNormBackwardParameterSumsSplitOverRowsMatchThe
       Stack on_sim{g.to(sim()), x.to(sim()), IValue(std::vector<int64_t>{n}), c.weight ? IValue(w.to(sim())) : IValue(),
                    1e-5};
       op.callBoxed(on_cpu);
-      const int64_t before = launches();
+      const int64_t before = activity("kernel_launches");
       op.callBoxed(on_sim);
-      EXPECT_EQ(launches() - before, expected_launches);
+      EXPECT_EQ(activity("kernel_launches") - before, expected_launches);
       ASSERT_EQ(on_sim.size(), 3u);
       const double tol = dtype == ScalarType::Float16 ? 1e-2 : 1e-5;
       for (size_t k = 0; k < 3; ++k) {
@@ -418,18 +413,13 @@ TEST_F(GpusimRowKernelsTest, LongReductionsSplitAcrossBlocksMatchTheCpu) {
 // their merge); 64 give 8, too few (one launch). Both match the CPU, for
 // sum, mean, var and an integer sum.
 TEST_F(GpusimRowKernelsTest, ShortColumnsSplitByTheirReadsPerLaneMatchTheCpu) {
-  static const auto launches = [] {
-    static const auto stat =
-        Dispatcher::singleton().findOpOrThrow("gpusim::activity_stat").typed<int64_t(std::string_view)>();
-    return stat.call("kernel_launches");
-  };
   for (const auto& [batch, expected_launches] : {std::pair<int64_t, int64_t>{8, 2}, {4, 1}}) {
     SCOPED_TRACE("batch " + std::to_string(batch));
     const Tensor x = rowsOf(batch * 16, 96, ScalarType::Float32, 1.0).reshape({batch, 16, 96});
     const Tensor xs = x.to(sim());
-    const int64_t before = launches();
+    const int64_t before = activity("kernel_launches");
     const Tensor sums = xs.sum({0, 1});
-    EXPECT_EQ(launches() - before, expected_launches) << "the sum's kernels";
+    EXPECT_EQ(activity("kernel_launches") - before, expected_launches) << "the sum's kernels";
     expectClose(sums, x.sum({0, 1}), 0, 1e-5);
     expectClose(xs.mean({0, 1}), x.mean({0, 1}), 0, 1e-5);
     expectClose(var(xs, {0, 1}), var(x, {0, 1}), 0, 1e-4);
