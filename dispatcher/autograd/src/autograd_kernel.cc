@@ -3,10 +3,12 @@
 
 #include <algorithm>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/container/node_hash_map.h"
 #include "backplane/core/str_cat.h"
 #include "backplane/dispatch/dispatcher.h"
+#include "backplane/dispatch/schema_signature.h"
 #include "backplane/ops/ops.h"
 #include "backplane/ops/standard_ops.h"
 #include "nodes.h"
@@ -147,6 +149,89 @@ std::string firstRequiringGrad(const FunctionSchema& schema, const Stack& stack,
   return name;
 }
 
+// One tensor input of a recorded call (argument i, element j): the edge its
+// gradient takes, where it came from and its metadata; bit i of `needs` set
+// when a gradient flows to it.
+void addInput(Node::Edges& edges, FormulaNode::EdgeSlots& slots, FormulaNode::InputMetas& metas, uint64_t& needs,
+              size_t i, size_t j, const TensorBase& t) {
+  Edge e = t.defined() ? gradientEdge(t) : Edge{};
+  if (e.valid() && i < 64) needs |= uint64_t{1} << i;
+  edges.push_back(std::move(e));
+  slots.emplace_back(i, j);
+  if (t.defined())
+    metas.push_back(TensorMeta::of(t));
+  else
+    metas.emplace_back();
+}
+
+// Tensors are saved as aliases without autograd state; the written
+// argument (if any) as its value before the write. A tensor the formulas
+// never read was not kept at all (an empty IValue in f.arguments_).
+void saveTensorArguments(FormulaNode& f, std::optional<size_t> written, const TensorBase& written_before_tensor) {
+  const TensorImpl* written_before = written_before_tensor.unsafeGetImpl();
+  Tensor written_clone;
+  for (size_t i = 0; i < f.arguments_.size(); ++i) {
+    IValue& v = f.arguments_[i];
+    if (!v.isTensor() && !v.isTensorList()) continue;
+    if (v.isTensor() && v.toTensor().defined()) {
+      const TensorBase& t = v.toTensor();
+      SavedTensor s;
+      if (written && (*written == i || t.unsafeGetImpl() == written_before)) {
+        // The written tensor's value from before the write (also when
+        // another argument is the same tensor: x.mul_(x)).
+        if (!written_clone.defined()) {
+          NoGradGuard no_grad;
+          written_clone = Tensor(written_before_tensor).clone();
+        }
+        s.save(written_clone);
+      } else {
+        s.save(t, /*is_input=*/true);
+      }
+      v = IValue(static_cast<const TensorBase&>(s.data));
+      f.saved_tensors_.emplace_back(i, 0, std::move(s));
+    } else if (v.isTensorList()) {
+      std::vector<TensorBase> l = v.toTensorList();
+      for (size_t j = 0; j < l.size(); ++j) {
+        SavedTensor s;
+        s.save(l[j], /*is_input=*/true);
+        l[j] = s.data;
+        f.saved_tensors_.emplace_back(i, j, std::move(s));
+      }
+      v = IValue(std::move(l));
+    }
+  }
+}
+
+// Result r (defined) of num_results of a recorded call: saved if the
+// formulas read results, and made an output of `node` if it is
+// differentiable. The last result takes `node`'s reference.
+void recordResult(std::shared_ptr<Node>& node, FormulaNode* formula, const OpDerivative& d, size_t r,
+                  size_t num_results, const TensorBase& t, const absl::InlinedVector<const TensorImpl*, 4>& input_impls,
+                  const TensorImpl* written_impl) {
+  if (formula && formula->saves_results_) {
+    SavedTensor s;
+    s.save(t);
+    formula->results_.push_back(s.data);
+    formula->saved_results_.push_back(std::move(s));
+  }
+  if (((d.nondifferentiable_results >> r) & 1) || !isFloating(t.dtype())) {
+    node->result_meta[r] = TensorMeta::of(t);
+    return;
+  }
+  // A result that is an input itself (to() without a copy) keeps its own
+  // history, unless the op wrote it (an in-place op's self).
+  const bool is_written = written_impl != nullptr && t.unsafeGetImpl() == written_impl;
+  if (!is_written && std::find(input_impls.begin(), input_impls.end(), t.unsafeGetImpl()) != input_impls.end()) {
+    node->result_meta[r] = TensorMeta::of(t);
+    return;
+  }
+  // Sets result_meta[r]; the last result takes this call's reference.
+  if (r + 1 == num_results)
+    setHistory(t, std::move(node), static_cast<uint32_t>(r));
+  else
+    setHistory(t, node, static_cast<uint32_t>(r));
+}
+
 void autogradKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks, Stack* stack) {
   const Declared& declared = derivativeOf(op, callDeviceType(ks));
   const OpDerivative& d = *declared.derivative;
@@ -192,14 +277,7 @@ void autogradKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks
     if (i < 64 && ((written_mask >> i) & 1) && d.kind != Differentiability::Inplace &&
         d.kind != Differentiability::Formula)
       return;
-    Edge e = t.defined() ? gradientEdge(t) : Edge{};
-    if (e.valid() && i < 64) needs |= uint64_t{1} << i;
-    edges.push_back(std::move(e));
-    slots.emplace_back(i, j);
-    if (t.defined())
-      metas.push_back(TensorMeta::of(t));
-    else
-      metas.emplace_back();
+    addInput(edges, slots, metas, needs, i, j, t);
   });
 
   // Which argument the op writes (self of an in-place op; the last, if several), if any.
@@ -243,42 +321,7 @@ void autogradKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks
         f->arguments_.push_back(v);
       }
     }
-    const TensorBase written_before_tensor = written ? (*stack)[base + *written].toTensor() : TensorBase();
-    const TensorImpl* written_before = written_before_tensor.unsafeGetImpl();
-    Tensor written_clone;
-    // Tensors are saved as aliases without autograd state; the written
-    // argument as its value before the write. A tensor the formulas never
-    // read is not kept at all.
-    for (size_t i = 0; i < n; ++i) {
-      IValue& v = f->arguments_[i];
-      if (!v.isTensor() && !v.isTensorList()) continue;
-      if (v.isTensor() && v.toTensor().defined()) {
-        const TensorBase& t = v.toTensor();
-        SavedTensor s;
-        if (written && (*written == i || t.unsafeGetImpl() == written_before)) {
-          // The written tensor's value from before the write (also when
-          // another argument is the same tensor: x.mul_(x)).
-          if (!written_clone.defined()) {
-            NoGradGuard no_grad;
-            written_clone = Tensor(written_before_tensor).clone();
-          }
-          s.save(written_clone);
-        } else {
-          s.save(t, /*is_input=*/true);
-        }
-        v = IValue(static_cast<const TensorBase&>(s.data));
-        f->saved_tensors_.emplace_back(i, 0, std::move(s));
-      } else if (v.isTensorList()) {
-        std::vector<TensorBase> l = v.toTensorList();
-        for (size_t j = 0; j < l.size(); ++j) {
-          SavedTensor s;
-          s.save(l[j], /*is_input=*/true);
-          l[j] = s.data;
-          f->saved_tensors_.emplace_back(i, j, std::move(s));
-        }
-        v = IValue(std::move(l));
-      }
-    }
+    saveTensorArguments(*f, written, written ? (*stack)[base + *written].toTensor() : TensorBase());
     f->saves_results_ = declared.plan.results;
     f->needs_mask_ = needs;
   }
@@ -295,35 +338,149 @@ void autogradKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks
   node->result_meta.resize(num_results);
   for (size_t r = 0; r < num_results; ++r) {
     const IValue& v = (*stack)[rbase + r];
-    if (!v.isTensor() || !v.toTensor().defined()) continue;
-    const TensorBase& t = v.toTensor();
-    if (formula && formula->saves_results_) {
-      SavedTensor s;
-      s.save(t);
-      formula->results_.push_back(s.data);
-      formula->saved_results_.push_back(std::move(s));
-    }
-    if (((d.nondifferentiable_results >> r) & 1) || !isFloating(t.dtype())) {
-      node->result_meta[r] = TensorMeta::of(t);
-      continue;
-    }
-    // A result that is an input itself (to() without a copy) keeps its own
-    // history, unless the op wrote it (an in-place op's self).
-    const bool is_written = written && t.unsafeGetImpl() == written_impl;
-    if (!is_written && std::find(input_impls.begin(), input_impls.end(), t.unsafeGetImpl()) != input_impls.end()) {
-      node->result_meta[r] = TensorMeta::of(t);
-      continue;
-    }
-    // Sets result_meta[r]; the last result takes this call's reference.
-    if (r + 1 == num_results)
-      setHistory(t, std::move(node), static_cast<uint32_t>(r));
-    else
-      setHistory(t, node, static_cast<uint32_t>(r));
+    if (v.isTensor() && v.toTensor().defined())
+      recordResult(node, formula, d, r, num_results, v.toTensor(), input_impls, written_impl);
   }
   if (formula && formula->saves_results_) {
     // Results saved after the call: results_ indexes by return position.
     while (formula->results_.size() < num_results) formula->results_.emplace_back();
   }
+}
+
+// Note [Typed Autograd kernels]
+// A typed call of an op (TypedOperatorHandle::call, what ops.h and the
+// samples use) on a tensor that requires grad reaches the Autograd key.
+// The boxed fallback above would box the call's arguments into a scratch
+// stack, and the kernel below the key would unbox them again: a tiny add's
+// recording spent about a tenth of its time on that round trip (reference
+// counts, the stack, variant dispatch). So each standard op whose canonical
+// signature is one of kTypedAutogradSignatures below, and which writes no
+// argument, gets an Autograd kernel of its own with an unboxed entry,
+// TypedAutograd<Sig>::call. It records the same node as the fallback (the
+// helpers above are shared: addInput, saveTensorArguments, recordResult)
+// from the typed arguments, and calls the kernel below the key typed. Its
+// boxed entry is the fallback itself, so a boxed call (Python, a profiled
+// call, conformance) records exactly as before; an op whose declaration on
+// the call's device is not a plain formula (composite, non-differentiable,
+// not_implemented, a plugin's declared derivative of another kind) is
+// boxed and handed to the fallback from the typed entry too. Ops outside
+// the list, plugins' ops and in-place and out= forms keep the fallback.
+// A kernel registered at Autograd for a standard op later than these (a
+// user's) wins, as the newest registration does at every key.
+
+// The typed entry's state: the op it serves (an unboxed entry is not handed one).
+struct TypedAutogradState final : OperatorKernel {
+  explicit TypedAutogradState(OperatorHandle o) : op(std::move(o)) {}
+  OperatorHandle op;
+};
+
+template <typename Sig>
+struct TypedAutograd;
+template <typename... Args>
+struct TypedAutograd<Tensor(Args...)> {
+  static std::string signature() { return backplane::detail::cppSignatureString<Tensor, Args...>(); }
+
+  static Tensor call(OperatorKernel* functor, DispatchKeySet ks, Args... args) {
+    const OperatorHandle& op = static_cast<const TypedAutogradState*>(functor)->op;
+    const Declared& declared = derivativeOf(op, callDeviceType(ks));
+    if (declared.derivative->kind != Differentiability::Formula) [[unlikely]]
+      return boxed(op, ks, args...);
+    const OpDerivative& d = *declared.derivative;
+    auto formula_node = std::make_shared<FormulaNode>(op, declared.derivative);
+    FormulaNode& f = *formula_node;
+    uint64_t needs = 0;
+    absl::InlinedVector<const TensorImpl*, 4> input_impls;
+    [&]<size_t... I>(std::index_sequence<I...>) {
+      (record(f, needs, declared.plan.unsaved, input_impls, I, args), ...);
+    }
+    (std::index_sequence_for<Args...>());
+    if (needs == 0) return below(op, ks, args...);
+    saveTensorArguments(f, std::nullopt, TensorBase());
+    f.saves_results_ = declared.plan.results;
+    f.needs_mask_ = needs;
+    std::shared_ptr<Node> node = std::move(formula_node);
+    Tensor result = below(op, ks, args...);
+    node->result_meta.resize(1);
+    if (result.defined()) recordResult(node, &f, d, 0, 1, result, input_impls, nullptr);
+    // Results saved after the call: results_ indexes by return position.
+    if (f.saves_results_ && f.results_.empty()) f.results_.emplace_back();
+    return result;
+  }
+
+  // What the boxed fallback makes of a tensor argument i (an optional one
+  // only when it holds a defined tensor), or what boxing makes of any other.
+  template <typename T>
+  static void record(FormulaNode& f, uint64_t& needs, uint64_t unsaved,
+                     absl::InlinedVector<const TensorImpl*, 4>& input_impls, size_t i, const T& arg) {
+    if constexpr (std::is_same_v<T, Tensor>) {
+      recordTensor(f, needs, unsaved, input_impls, i, arg);
+    } else if constexpr (std::is_same_v<T, std::optional<Tensor>>) {
+      if (arg && arg->defined())
+        recordTensor(f, needs, unsaved, input_impls, i, *arg);
+      else
+        f.arguments_.emplace_back();
+    } else {
+      backplane::detail::ArgTraits<T>::push(f.arguments_, arg);
+    }
+  }
+  static void recordTensor(FormulaNode& f, uint64_t& needs, uint64_t unsaved,
+                           absl::InlinedVector<const TensorImpl*, 4>& input_impls, size_t i, const Tensor& t) {
+    addInput(f.next_edges, f.edge_slots_, f.input_meta_, needs, i, 0, t);
+    input_impls.push_back(t.unsafeGetImpl());
+    if (i < 64 && ((unsaved >> i) & 1)) {
+      f.arguments_.emplace_back();
+      f.unsaved_mask_ |= uint64_t{1} << i;
+    } else {
+      f.arguments_.emplace_back(static_cast<const TensorBase&>(t));
+    }
+  }
+
+  // The kernel below the key, typed, with the call's own arguments (their
+  // dtypes were checked when the call entered the op).
+  static Tensor below(const OperatorHandle& op, DispatchKeySet ks, Args... args) {
+    ExcludeDispatchKeyGuard no_autograd(DispatchKey::Autograd);
+    const DispatchKeySet rest = ks & DispatchKeySet::below(DispatchKey::Autograd);
+    const OperatorEntry& entry = op.entry();
+    return entry.servingFrom(&entry.slotFor(rest), args...).kernel.template call<Tensor, Args...>(op, rest, args...);
+  }
+
+  // The fallback's way, as KernelFunction::call boxes for a boxed kernel.
+  static Tensor boxed(const OperatorHandle& op, DispatchKeySet ks, Args... args) {
+    backplane::detail::ScratchStack scratch;  // Note [Scratch stacks]
+    Stack& stack = scratch.get();
+    (backplane::detail::ArgTraits<std::decay_t<Args>>::push(stack, args), ...);
+    autogradKernel(nullptr, op, ks, &stack);
+    return backplane::detail::popReturn<Tensor>(op, stack);
+  }
+};
+
+// The signatures (Note [Canonical C++ signatures]) whose ops get a typed
+// Autograd kernel: those of the standard ops a model's forward calls most
+// (elementwise, reductions, softmax, the products, layer_norm, gelu,
+// dropout, embedding, indexing). A test holds that each serves some
+// standard op.
+namespace typed_autograd_signatures {
+using T = const Tensor&;
+using OT = const std::optional<Tensor>&;
+using S = const Scalar&;
+template <typename... Sigs>
+struct List {};
+using All = List<
+    Tensor(T), Tensor(T, T), Tensor(T, S), Tensor(T, T, S), Tensor(T, S, S), Tensor(T, T, T), Tensor(T, IntArrayRef),
+    Tensor(T, int64_t), Tensor(T, std::optional<ScalarType>), Tensor(T, int64_t, std::optional<ScalarType>),
+    Tensor(T, std::optional<IntArrayRef>, bool, std::optional<ScalarType>), Tensor(T, std::string_view),
+    Tensor(T, T, OT), Tensor(T, T, T, S, S), Tensor(T, T, T, S, S, bool), Tensor(T, IntArrayRef, OT, OT, double, bool),
+    Tensor(T, double, bool), Tensor(T, T, int64_t, bool, bool), Tensor(T, int64_t, T), Tensor(T, int64_t, T, bool)>;
+}  // namespace typed_autograd_signatures
+
+// Signature string -> the unboxed entry of its TypedAutograd.
+const absl::flat_hash_map<std::string, void*>& typedAutogradEntries() {
+  static const auto* table = []<typename... Sigs>(typed_autograd_signatures::List<Sigs...>) {
+    auto* t = new absl::flat_hash_map<std::string, void*>();
+    (t->emplace(TypedAutograd<Sigs>::signature(), reinterpret_cast<void*>(&TypedAutograd<Sigs>::call)), ...);
+    return t;
+  }(typed_autograd_signatures::All());
+  return *table;
 }
 
 // --- The hooks the core calls (Note [Autograd in the core]).
@@ -397,14 +554,43 @@ const Hooks kHooks;
 struct Registration {
   Registration() {
     setAutogradHooks(&kHooks);
-    handle = valueOrThrow(Dispatcher::singleton().registerFallback(
-        DispatchKey::Autograd, KernelFunction::makeFromBoxedFunction(&autogradKernel), "autograd"));
+    Dispatcher& d = Dispatcher::singleton();
+    handle = valueOrThrow(
+        d.registerFallback(DispatchKey::Autograd, KernelFunction::makeFromBoxedFunction(&autogradKernel), "autograd"));
+    // Note [Typed Autograd kernels]: by name, for each op whether or not the
+    // standard table has been defined yet (registerImplWhenDefined).
+    const auto& entries = typedAutogradEntries();
+    for (const StandardOp& op : standardOperators()) {
+      absl::StatusOr<FunctionSchema> schema = FunctionSchema::parse(strCat(kStandardNamespace, "::", op.schema));
+      BP_INTERNAL_ASSERT(schema.ok(), "autograd: the standard table's schema ", op.schema,
+                         " does not parse: ", schema.status().message());
+      const auto& args = schema->arguments();
+      if (std::any_of(args.begin(), args.end(), [](const Argument& a) { return a.alias && a.alias->is_write; }))
+        continue;
+      std::string signature = cppSignatureForSchema(*schema);
+      auto it = entries.find(signature);
+      if (it == entries.end()) continue;
+      const std::string name = schema->name().qualifiedName();
+      auto state = std::make_shared<TypedAutogradState>(valueOrThrow(d.findOrAddOp(name)));
+      typed_handles.push_back(valueOrThrow(d.registerImplWhenDefined(
+          name, DispatchKey::Autograd,
+          KernelFunction::makeFromParts(std::move(state), &autogradKernel, it->second, std::move(signature)),
+          "autograd (typed)")));
+    }
   }
   RegistrationHandle handle;
+  std::vector<RegistrationHandle> typed_handles;
 };
 }  // namespace
 
 namespace detail {
+std::vector<std::string> typedAutogradSignatures() {
+  std::vector<std::string> out;
+  for (const auto& [signature, entry] : typedAutogradEntries()) out.push_back(signature);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 // The Autograd fallback's registration, never destroyed; a global outside
 // any unnamed namespace, so leak checkers see it reachable.
 const void* g_autograd_registration = new Registration();

@@ -19,6 +19,7 @@
 #include "backplane/core/str_cat.h"
 #include "backplane/dispatch/dispatcher.h"
 #include "backplane/dispatch/library.h"
+#include "backplane/dispatch/schema_signature.h"
 #include "backplane/ops/derivatives.h"
 #include "backplane/ops/ops.h"
 #include "backplane/ops/standard_ops.h"
@@ -550,6 +551,103 @@ TEST(Autograd, NonDifferentiableResultsDoNotRequireGrad) {
   auto [values_, indices] = sort(x);
   EXPECT_TRUE(values_.requires_grad());
   EXPECT_FALSE(indices.requires_grad());
+}
+
+// --- Typed Autograd kernels (Note [Typed Autograd kernels]).
+
+// Boxes `args` as a boxed caller (Python, the profiler) would, and calls `op` boxed.
+template <typename... A>
+Tensor callBoxed(const char* op, const A&... args) {
+  Stack stack;
+  (backplane::detail::ArgTraits<A>::push(stack, args), ...);
+  Dispatcher::singleton().findOpOrThrow(op).callBoxed(stack);
+  return Tensor(stack.at(0).toTensor());
+}
+
+// Each op's typed call (ops.h) and its boxed call, on leaves of the same
+// values, record graphs that give the same gradients, bit for bit, and the
+// same node: the typed kernel for a formula, and for linear (differentiated
+// through its composite) the fallback it hands the call to.
+TEST(TypedAutograd, ATypedCallRecordsWhatTheBoxedFallbackRecords) {
+  struct Case {
+    const char* what;
+    std::vector<std::vector<int64_t>> shapes;
+    std::function<Tensor(const std::vector<Tensor>&)> typed, boxed;
+  };
+  const std::vector<int64_t> last{4}, dim1{1};
+  const std::vector<Case> cases = {
+      {"add.Tensor with alpha",
+       {{3, 4}, {4}},
+       [](auto& x) { return add(x[0], x[1], Scalar(2.5)); },
+       [](auto& x) { return callBoxed("bp::add.Tensor", x[0], x[1], Scalar(2.5)); }},
+      {"mul.Tensor",
+       {{3, 4}, {3, 4}},
+       [](auto& x) { return x[0] * x[1]; },
+       [](auto& x) { return callBoxed("bp::mul.Tensor", x[0], x[1]); }},
+      {"softmax.int",
+       {{3, 4}},
+       [](auto& x) { return softmax(x[0], 1); },
+       [](auto& x) { return callBoxed("bp::softmax.int", x[0], int64_t{1}, std::optional<ScalarType>()); }},
+      {"sum.dim_IntList",
+       {{3, 4}},
+       [&](auto& x) { return sum(x[0], dim1); },
+       [&](auto& x) {
+         return callBoxed("bp::sum.dim_IntList", x[0], std::optional<IntArrayRef>(dim1), false,
+                          std::optional<ScalarType>());
+       }},
+      {"layer_norm with weight, no bias",
+       {{3, 4}, {4}},
+       [&](auto& x) { return layer_norm(x[0], last, x[1], std::nullopt, 1e-5); },
+       [&](auto& x) {
+         return callBoxed("bp::layer_norm", x[0], IntArrayRef(last), std::optional<Tensor>(x[1]),
+                          std::optional<Tensor>(), 1e-5, true);
+       }},
+      {"linear without bias (composite)",
+       {{3, 4}, {2, 4}},
+       [](auto& x) { return linear(x[0], x[1]); },
+       [](auto& x) { return callBoxed("bp::linear", x[0], x[1], std::optional<Tensor>()); }},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    std::vector<Tensor> a, b;
+    for (size_t i = 0; i < c.shapes.size(); ++i) {
+      a.push_back(randomDoubles(c.shapes[i], 7 + static_cast<uint32_t>(i)));
+      b.push_back(a.back().clone());
+      a.back().requires_grad_();
+      b.back().requires_grad_();
+    }
+    Tensor typed = c.typed(a), boxed = c.boxed(b);
+    ASSERT_TRUE(typed.requires_grad());
+    ASSERT_TRUE(boxed.requires_grad());
+    EXPECT_EQ(typed.grad_fn_name(), boxed.grad_fn_name());
+    Tensor weights = randomDoubles(typed.sizes(), 99);
+    (typed * weights).sum().backward();
+    (boxed * weights).sum().backward();
+    for (size_t i = 0; i < a.size(); ++i) {
+      ASSERT_TRUE(a[i].grad().defined()) << "input " << i;
+      EXPECT_EQ(values(a[i].grad()), values(b[i].grad())) << "input " << i;
+    }
+  }
+}
+
+// The list names no signature that no op has (a typo would silently leave
+// its ops on the fallback), and only ops that write no argument get one.
+TEST(TypedAutograd, EachSignatureServesStandardOpsThatWriteNothing) {
+  std::set<std::string> served;
+  for (const OperatorHandle& op : Dispatcher::singleton().definedOperators()) {
+    if (!op.entry().slot(DispatchKey::Autograd).kernel.hasUnboxed()) continue;
+    EXPECT_EQ(op.operatorName().ns, kStandardNamespace) << op.operatorName().qualifiedName();
+    EXPECT_EQ(op.entry().writtenArguments(), 0u) << op.operatorName().qualifiedName();
+    served.insert(cppSignatureForSchema(op.schema()));
+  }
+  const std::vector<std::string> listed = detail::typedAutogradSignatures();
+  EXPECT_EQ(listed.size(), 20u);
+  for (const std::string& s : listed) EXPECT_TRUE(served.count(s)) << s << " serves no standard op";
+  EXPECT_EQ(served.size(), listed.size());
+  auto& d = Dispatcher::singleton();
+  EXPECT_TRUE(d.findOpOrThrow("bp::add.Tensor").entry().slot(DispatchKey::Autograd).kernel.hasUnboxed());
+  EXPECT_FALSE(d.findOpOrThrow("bp::add_.Tensor").entry().slot(DispatchKey::Autograd).kernel.hasUnboxed());
+  EXPECT_FALSE(d.findOpOrThrow("bp::add.out").entry().slot(DispatchKey::Autograd).kernel.hasUnboxed());
 }
 
 // --- Custom functions.

@@ -141,6 +141,9 @@ class AutogradContext {
 };
 
 namespace detail {
+// The canonical signatures (Note [Canonical C++ signatures]) whose standard
+// ops get a typed Autograd kernel (Note [Typed Autograd kernels]), for tests.
+std::vector<std::string> typedAutogradSignatures();
 // One tensor argument of a custom function's forward, or none.
 inline void collectTensor(std::vector<Tensor>& out, const Tensor& t) { out.push_back(t); }
 template <typename T>

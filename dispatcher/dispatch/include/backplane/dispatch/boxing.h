@@ -12,7 +12,9 @@
 // (Tensor by value, std::string) and an adapter converts; typed call sites
 // must spell the canonical signature, which typed<Sig>() checks. The table
 // below is the single source of those mappings; the schema side lives in
-// cppSignatureForSchema().
+// cppSignatureForSchema(). An argument's push() appends its IValue to any
+// container of IValues: a Stack, or the inline argument list that a typed
+// Autograd kernel saves in its node (Note [Typed Autograd kernels]).
 
 #include <array>
 #include <cstdint>
@@ -63,7 +65,7 @@ struct ValueArg {
   static constexpr bool supported = true;
   using Canonical = T;
   static constexpr std::string_view name = Name;
-  static void push(Stack& s, T v) { s.emplace_back(v); }
+  static void push(auto& s, T v) { s.emplace_back(v); }
   static void addKeys(uint64_t&, const T&) {}
 };
 template <typename T, const char* Name>
@@ -71,7 +73,7 @@ struct OptionalValueArg {
   static constexpr bool supported = true;
   using Canonical = std::optional<T>;
   static constexpr std::string_view name = Name;
-  static void push(Stack& s, const std::optional<T>& v) {
+  static void push(auto& s, const std::optional<T>& v) {
     if (v)
       s.emplace_back(*v);
     else
@@ -92,7 +94,7 @@ struct ArgTraits<T> {
   using Canonical = const T&;
   static constexpr std::string_view name = "Tensor";
   static T fromIValue(IValue& v) { return T(std::move(v.toTensor())); }
-  static void push(Stack& s, const T& t) { s.emplace_back(static_cast<const TensorBase&>(t)); }
+  static void push(auto& s, const T& t) { s.emplace_back(static_cast<const TensorBase&>(t)); }
   static void addKeys(uint64_t& bits, const T& t) { addTensorKeys(bits, t); }
 };
 template <KernelTensor T>
@@ -105,7 +107,7 @@ struct ArgTraits<std::optional<T>> {
     TensorBase& t = v.toTensor();
     return t.defined() ? std::optional<T>(T(std::move(t))) : std::nullopt;
   }
-  static void push(Stack& s, const std::optional<T>& t) {
+  static void push(auto& s, const std::optional<T>& t) {
     if (t && t->defined())
       s.emplace_back(static_cast<const TensorBase&>(*t));
     else
@@ -126,7 +128,7 @@ struct ArgTraits<ArrayRef<T>> {
     std::vector<TensorBase>& list = v.toTensorList();
     return std::vector<T>(std::make_move_iterator(list.begin()), std::make_move_iterator(list.end()));
   }
-  static void push(Stack& s, ArrayRef<T> l) { s.emplace_back(std::vector<TensorBase>(l.begin(), l.end())); }
+  static void push(auto& s, ArrayRef<T> l) { s.emplace_back(std::vector<TensorBase>(l.begin(), l.end())); }
   static void addKeys(uint64_t& bits, ArrayRef<T> l) {
     for (const T& t : l) addTensorKeys(bits, t);
   }
@@ -148,7 +150,7 @@ struct ArgTraits<ArrayRef<std::optional<T>>> {
     }
     return out;
   }
-  static void push(Stack& s, ArrayRef<std::optional<T>> l) {
+  static void push(auto& s, ArrayRef<std::optional<T>> l) {
     s.emplace_back(std::vector<std::optional<TensorBase>>(l.begin(), l.end()));
   }
   static void addKeys(uint64_t& bits, ArrayRef<std::optional<T>> l) {
@@ -204,7 +206,7 @@ struct ArgTraits<Device> {
   using Canonical = Device;
   static constexpr std::string_view name = "Device";
   static Device fromIValue(IValue& v) { return v.toDevice(); }
-  static void push(Stack& s, Device d) { s.emplace_back(d); }
+  static void push(auto& s, Device d) { s.emplace_back(d); }
   static void addKeys(uint64_t& bits, Device d) { bits |= backendKeyBit(d.type); }
 };
 template <>
@@ -215,7 +217,7 @@ struct ArgTraits<std::optional<Device>> {
   static std::optional<Device> fromIValue(IValue& v) {
     return v.isNone() ? std::nullopt : std::optional<Device>(v.toDevice());
   }
-  static void push(Stack& s, std::optional<Device> d) {
+  static void push(auto& s, std::optional<Device> d) {
     if (d)
       s.emplace_back(*d);
     else
@@ -231,7 +233,7 @@ struct ArgTraits<IntArrayRef> {
   using Canonical = IntArrayRef;
   static constexpr std::string_view name = "int[]";
   static IntArrayRef fromIValue(IValue& v) { return IntArrayRef(v.toIntList()); }
-  static void push(Stack& s, IntArrayRef l) { s.emplace_back(l.vec()); }
+  static void push(auto& s, IntArrayRef l) { s.emplace_back(l.vec()); }
   static void addKeys(uint64_t&, IntArrayRef) {}
 };
 template <>
@@ -242,7 +244,7 @@ struct ArgTraits<std::optional<IntArrayRef>> {
   static std::optional<IntArrayRef> fromIValue(IValue& v) {
     return v.isNone() ? std::nullopt : std::optional<IntArrayRef>(IntArrayRef(v.toIntList()));
   }
-  static void push(Stack& s, std::optional<IntArrayRef> l) {
+  static void push(auto& s, std::optional<IntArrayRef> l) {
     if (l)
       s.emplace_back(l->vec());
     else
@@ -265,7 +267,7 @@ struct ArgTraits<std::array<bool, N>> {
     for (size_t i = 0; i < N; ++i) a[i] = l[i];
     return a;
   }
-  static void push(Stack& s, const std::array<bool, N>& a) { s.emplace_back(std::vector<bool>(a.begin(), a.end())); }
+  static void push(auto& s, const std::array<bool, N>& a) { s.emplace_back(std::vector<bool>(a.begin(), a.end())); }
   static void addKeys(uint64_t&, const std::array<bool, N>&) {}
 };
 template <>
@@ -274,7 +276,7 @@ struct ArgTraits<ArrayRef<double>> {
   using Canonical = ArrayRef<double>;
   static constexpr std::string_view name = "float[]";
   static ArrayRef<double> fromIValue(IValue& v) { return ArrayRef<double>(v.toDoubleList()); }
-  static void push(Stack& s, ArrayRef<double> l) { s.emplace_back(l.vec()); }
+  static void push(auto& s, ArrayRef<double> l) { s.emplace_back(l.vec()); }
   static void addKeys(uint64_t&, ArrayRef<double>) {}
 };
 template <>
@@ -283,7 +285,7 @@ struct ArgTraits<std::string_view> {
   using Canonical = std::string_view;
   static constexpr std::string_view name = "str";
   static std::string_view fromIValue(IValue& v) { return v.toString(); }
-  static void push(Stack& s, std::string_view sv) { s.emplace_back(std::string(sv)); }
+  static void push(auto& s, std::string_view sv) { s.emplace_back(std::string(sv)); }
   static void addKeys(uint64_t&, std::string_view) {}
 };
 template <>
@@ -294,7 +296,7 @@ struct ArgTraits<std::optional<std::string_view>> {
   static std::optional<std::string_view> fromIValue(IValue& v) {
     return v.isNone() ? std::nullopt : std::optional<std::string_view>(v.toString());
   }
-  static void push(Stack& s, std::optional<std::string_view> sv) {
+  static void push(auto& s, std::optional<std::string_view> sv) {
     if (sv)
       s.emplace_back(std::string(*sv));
     else
@@ -308,7 +310,7 @@ struct ArgTraits<Scalar> {
   using Canonical = const Scalar&;
   static constexpr std::string_view name = "Scalar";
   static Scalar fromIValue(IValue& v) { return v.toScalar(); }
-  static void push(Stack& s, const Scalar& v) { s.emplace_back(v); }
+  static void push(auto& s, const Scalar& v) { s.emplace_back(v); }
   static void addKeys(uint64_t&, const Scalar&) {}
 };
 template <>
@@ -319,7 +321,7 @@ struct ArgTraits<std::optional<Scalar>> {
   static std::optional<Scalar> fromIValue(IValue& v) {
     return v.isNone() ? std::nullopt : std::optional<Scalar>(v.toScalar());
   }
-  static void push(Stack& s, const std::optional<Scalar>& v) {
+  static void push(auto& s, const std::optional<Scalar>& v) {
     if (v)
       s.emplace_back(*v);
     else
