@@ -366,7 +366,10 @@ void autogradKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks
 // boxed and handed to the fallback from the typed entry too. Ops outside
 // the list, plugins' ops and in-place and out= forms keep the fallback.
 // A kernel registered at Autograd for a standard op later than these (a
-// user's) wins, as the newest registration does at every key.
+// user's) wins, as the newest registration does at every key; a fallback
+// registered at Autograd later does not reach these ops (an op's own kernel
+// outranks a fallback), so recording is switched off with no_grad, not
+// with a fallthrough.
 
 // The typed entry's state: the op it serves (an unboxed entry is not handed one).
 struct TypedAutogradState final : OperatorKernel {
@@ -420,6 +423,10 @@ struct TypedAutograd<Tensor(Args...)> {
       else
         f.arguments_.emplace_back();
     } else {
+      // A tensor list would need an edge per element (forEachTensorArgument):
+      // no listed signature has one.
+      static_assert(!std::is_same_v<T, ArrayRef<Tensor>> && !std::is_same_v<T, ArrayRef<std::optional<Tensor>>>,
+                    "TypedAutograd records Tensor and Tensor? arguments only; leave list signatures to the fallback");
       backplane::detail::ArgTraits<T>::push(f.arguments_, arg);
     }
   }
