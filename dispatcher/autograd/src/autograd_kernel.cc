@@ -2,6 +2,8 @@
 // and custom functions (Note [The autograd layer]).
 
 #include <algorithm>
+#include <optional>
+#include <string_view>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
@@ -202,11 +204,15 @@ void saveTensorArguments(FormulaNode& f, std::optional<size_t> written, const Te
   }
 }
 
+// The impls of a recorded call's tensor arguments: a result that is one of
+// them keeps its own history (recordResult).
+using InputImpls = absl::InlinedVector<const TensorImpl*, 4>;
+
 // Result r (defined) of num_results of a recorded call: saved if the
 // formulas read results, and made an output of `node` if it is
 // differentiable. The last result takes `node`'s reference.
 void recordResult(std::shared_ptr<Node>& node, FormulaNode* formula, const OpDerivative& d, size_t r,
-                  size_t num_results, const TensorBase& t, const absl::InlinedVector<const TensorImpl*, 4>& input_impls,
+                  size_t num_results, const TensorBase& t, const InputImpls& input_impls,
                   const TensorImpl* written_impl) {
   if (formula && formula->saves_results_) {
     SavedTensor s;
@@ -325,7 +331,7 @@ void autogradKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks
     f->saves_results_ = declared.plan.results;
     f->needs_mask_ = needs;
   }
-  absl::InlinedVector<const TensorImpl*, 4> input_impls;
+  InputImpls input_impls;
   forEachTensorArgument(*stack, n,
                         [&](size_t, size_t, const TensorBase& t) { input_impls.push_back(t.unsafeGetImpl()); });
   const TensorImpl* written_impl = written ? (*stack)[base + *written].toTensor().unsafeGetImpl() : nullptr;
@@ -392,7 +398,7 @@ struct TypedAutograd<Tensor(Args...)> {
     auto formula_node = std::make_shared<FormulaNode>(op, declared.derivative);
     FormulaNode& f = *formula_node;
     uint64_t needs = 0;
-    absl::InlinedVector<const TensorImpl*, 4> input_impls;
+    InputImpls input_impls;
     [&]<size_t... I>(std::index_sequence<I...>) {
       (record(f, needs, declared.plan.unsaved, input_impls, I, args), ...);
     }
@@ -413,8 +419,8 @@ struct TypedAutograd<Tensor(Args...)> {
   // What the boxed fallback makes of a tensor argument i (an optional one
   // only when it holds a defined tensor), or what boxing makes of any other.
   template <typename T>
-  static void record(FormulaNode& f, uint64_t& needs, uint64_t unsaved,
-                     absl::InlinedVector<const TensorImpl*, 4>& input_impls, size_t i, const T& arg) {
+  static void record(FormulaNode& f, uint64_t& needs, uint64_t unsaved, InputImpls& input_impls, size_t i,
+                     const T& arg) {
     if constexpr (std::is_same_v<T, Tensor>) {
       recordTensor(f, needs, unsaved, input_impls, i, arg);
     } else if constexpr (std::is_same_v<T, std::optional<Tensor>>) {
@@ -430,8 +436,8 @@ struct TypedAutograd<Tensor(Args...)> {
       backplane::detail::ArgTraits<T>::push(f.arguments_, arg);
     }
   }
-  static void recordTensor(FormulaNode& f, uint64_t& needs, uint64_t unsaved,
-                           absl::InlinedVector<const TensorImpl*, 4>& input_impls, size_t i, const Tensor& t) {
+  static void recordTensor(FormulaNode& f, uint64_t& needs, uint64_t unsaved, InputImpls& input_impls, size_t i,
+                           const Tensor& t) {
     addInput(f.next_edges, f.edge_slots_, f.input_meta_, needs, i, 0, t);
     input_impls.push_back(t.unsafeGetImpl());
     if (i < 64 && ((unsaved >> i) & 1)) {
@@ -565,20 +571,30 @@ struct Registration {
     handle = valueOrThrow(
         d.registerFallback(DispatchKey::Autograd, KernelFunction::makeFromBoxedFunction(&autogradKernel), "autograd"));
     // Note [Typed Autograd kernels]: by name, for each op whether or not the
-    // standard table has been defined yet (registerImplWhenDefined).
+    // standard table has been defined yet (registerImplWhenDefined). A
+    // defined op's schema is read from the dispatcher (libbackplane's link
+    // order defines the table first); only an op not defined yet has its
+    // schema text parsed here.
     const auto& entries = typedAutogradEntries();
     for (const StandardOp& op : standardOperators()) {
-      absl::StatusOr<FunctionSchema> schema = FunctionSchema::parse(strCat(kStandardNamespace, "::", op.schema));
-      BP_INTERNAL_ASSERT(schema.ok(), "autograd: the standard table's schema ", op.schema,
-                         " does not parse: ", schema.status().message());
+      const std::string_view text = op.schema;
+      const std::string name = strCat(kStandardNamespace, "::", text.substr(0, text.find('(')));
+      OperatorHandle handle = valueOrThrow(d.findOrAddOp(name));
+      const FunctionSchema* schema = handle.entry().schema();
+      std::optional<FunctionSchema> parsed;
+      if (schema == nullptr) {
+        absl::StatusOr<FunctionSchema> p = FunctionSchema::parse(strCat(kStandardNamespace, "::", text));
+        BP_INTERNAL_ASSERT(p.ok(), "autograd: the standard table's schema ", text,
+                           " does not parse: ", p.status().message());
+        schema = &parsed.emplace(*std::move(p));
+      }
       const auto& args = schema->arguments();
       if (std::any_of(args.begin(), args.end(), [](const Argument& a) { return a.alias && a.alias->is_write; }))
         continue;
       std::string signature = cppSignatureForSchema(*schema);
       auto it = entries.find(signature);
       if (it == entries.end()) continue;
-      const std::string name = schema->name().qualifiedName();
-      auto state = std::make_shared<TypedAutogradState>(valueOrThrow(d.findOrAddOp(name)));
+      auto state = std::make_shared<TypedAutogradState>(std::move(handle));
       typed_handles.push_back(valueOrThrow(d.registerImplWhenDefined(
           name, DispatchKey::Autograd,
           KernelFunction::makeFromParts(std::move(state), &autogradKernel, it->second, std::move(signature)),
