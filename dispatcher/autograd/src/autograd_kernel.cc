@@ -377,6 +377,12 @@ void autogradKernel(OperatorKernel*, const OperatorHandle& op, DispatchKeySet ks
 // outranks a fallback), so recording is switched off with no_grad, not
 // with a fallthrough.
 
+// The fallback as a kernel (boxed only), for a typed entry that hands it a call.
+const KernelFunction& fallbackKernel() {
+  static const KernelFunction* kernel = new KernelFunction(KernelFunction::makeFromBoxedFunction(&autogradKernel));
+  return *kernel;
+}
+
 // The typed entry's state: the op it serves (an unboxed entry is not handed one).
 struct TypedAutogradState final : OperatorKernel {
   explicit TypedAutogradState(OperatorHandle o) : op(std::move(o)) {}
@@ -457,13 +463,9 @@ struct TypedAutograd<Tensor(Args...)> {
     return entry.servingFrom(&entry.slotFor(rest), args...).kernel.template call<Tensor, Args...>(op, rest, args...);
   }
 
-  // The fallback's way, as KernelFunction::call boxes for a boxed kernel.
+  // The fallback's way: KernelFunction::call boxes the arguments for it.
   static Tensor boxed(const OperatorHandle& op, DispatchKeySet ks, Args... args) {
-    backplane::detail::ScratchStack scratch;  // Note [Scratch stacks]
-    Stack& stack = scratch.get();
-    (backplane::detail::ArgTraits<std::decay_t<Args>>::push(stack, args), ...);
-    autogradKernel(nullptr, op, ks, &stack);
-    return backplane::detail::popReturn<Tensor>(op, stack);
+    return fallbackKernel().template call<Tensor, Args...>(op, ks, args...);
   }
 };
 
@@ -568,8 +570,7 @@ struct Registration {
   Registration() {
     setAutogradHooks(&kHooks);
     Dispatcher& d = Dispatcher::singleton();
-    handle = valueOrThrow(
-        d.registerFallback(DispatchKey::Autograd, KernelFunction::makeFromBoxedFunction(&autogradKernel), "autograd"));
+    handle = valueOrThrow(d.registerFallback(DispatchKey::Autograd, fallbackKernel(), "autograd"));
     // Note [Typed Autograd kernels]: by name, for each op whether or not the
     // standard table has been defined yet (registerImplWhenDefined). A
     // defined op's schema is read from the dispatcher (libbackplane's link
